@@ -1,0 +1,156 @@
+"""NumPy reference functions for the by-hand chapters.
+
+Pure functions on plain arrays, written to be read. Notation follows the source
+texts: T tokens, d_model wide residual stream, h heads of width d_k.
+"""
+import math
+
+import numpy as np
+
+from .errors import as_array, check_positive_int, fail
+
+
+def softmax(x, axis=-1):
+    """Softmax along ``axis``; -inf entries get exactly 0.
+
+    x: any shape. Returns the same shape, each slice along ``axis`` summing to 1.
+    """
+    x = as_array(x, "x")
+    shifted = x - np.max(x, axis=axis, keepdims=True)
+    e = np.exp(shifted)
+    return e / np.sum(e, axis=axis, keepdims=True)
+
+
+def causal_mask(T):
+    """Boolean (T, T) mask, True where a query must NOT look (keys after it).
+
+    Row i is the query at position i; entries j > i are True.
+    """
+    T = check_positive_int(T, "T")
+    return np.triu(np.ones((T, T), dtype=bool), k=1)
+
+
+def apply_mask(scores, mask):
+    """Put -inf where ``mask`` is True. scores: (..., T_q, T_k); mask: (T_q, T_k)."""
+    scores = as_array(scores, "scores")
+    mask = np.asarray(mask, dtype=bool)
+    if mask.shape != scores.shape[-2:]:
+        fail(f"the mask has shape {mask.shape} but the scores end in {scores.shape[-2:]}; "
+             "they must match (T_q, T_k)")
+    return np.where(mask, -np.inf, scores)
+
+
+def attention(Q, K, V, causal=False, mask=None, scale=True):
+    """Scaled dot-product attention.
+
+    Q: (..., T_q, d_k), K: (..., T_k, d_k), V: (..., T_k, d_v).
+    causal: hide keys after each query (needs T_q == T_k).
+    mask: optional boolean (T_q, T_k), True = hidden.
+    scale: divide the scores by sqrt(d_k).
+    Returns (output (..., T_q, d_v), weights (..., T_q, T_k)).
+    """
+    Q, K, V = as_array(Q, "Q", (2, 3, 4)), as_array(K, "K", (2, 3, 4)), as_array(V, "V", (2, 3, 4))
+    if K.shape[-1] != Q.shape[-1]:
+        fail(f"K has d_k={K.shape[-1]} but Q has d_k={Q.shape[-1]}; they must be equal")
+    if V.shape[-2] != K.shape[-2]:
+        fail(f"V has {V.shape[-2]} rows but K has {K.shape[-2]}; each key needs one value")
+    d_k = Q.shape[-1]
+    scores = Q @ np.swapaxes(K, -1, -2)
+    if scale:
+        scores = scores / math.sqrt(d_k)
+    if causal:
+        if Q.shape[-2] != K.shape[-2]:
+            fail(f"a causal mask needs as many queries as keys, but Q has {Q.shape[-2]} "
+                 f"rows and K has {K.shape[-2]}")
+        scores = apply_mask(scores, causal_mask(Q.shape[-2]))
+    if mask is not None:
+        scores = apply_mask(scores, mask)
+    weights = softmax(scores, axis=-1)
+    return weights @ V, weights
+
+
+def split_heads(X, h):
+    """(T, h*d_k) -> (h, T, d_k): columns [i*d_k, (i+1)*d_k) become head i."""
+    X = as_array(X, "X", 2)
+    h = check_positive_int(h, "h")
+    T, width = X.shape
+    if width % h:
+        fail(f"cannot split width {width} into h={h} equal heads")
+    return X.reshape(T, h, width // h).transpose(1, 0, 2)
+
+
+def merge_heads(X):
+    """(h, T, d_k) -> (T, h*d_k): the heads side by side again."""
+    X = as_array(X, "X", 3)
+    h, T, d_k = X.shape
+    return X.transpose(1, 0, 2).reshape(T, h * d_k)
+
+
+def layer_norm(x, gamma=None, beta=None, eps=1e-5):
+    """Normalise each row to mean 0, variance 1, then scale by gamma and shift by beta.
+
+    x: (..., d). gamma, beta: (d,) or None (1 and 0). The variance is the
+    population variance (divide by d), as in torch.nn.LayerNorm.
+    """
+    x = as_array(x, "x")
+    d = x.shape[-1]
+    gamma = np.ones(d) if gamma is None else as_array(gamma, "gamma", 1)
+    beta = np.zeros(d) if beta is None else as_array(beta, "beta", 1)
+    if gamma.shape != (d,) or beta.shape != (d,):
+        fail(f"gamma and beta need length d={d}, but have {gamma.shape[0]} and {beta.shape[0]}")
+    mean = x.mean(axis=-1, keepdims=True)
+    var = x.var(axis=-1, keepdims=True)
+    return (x - mean) / np.sqrt(var + eps) * gamma + beta
+
+
+_erf = np.vectorize(math.erf, otypes=[float])
+
+
+def gelu(x):
+    """Exact GELU: x * Phi(x), with Phi the standard normal CDF."""
+    x = as_array(x, "x")
+    return x * 0.5 * (1.0 + _erf(x / math.sqrt(2.0)))
+
+
+def relu(x):
+    """max(x, 0)."""
+    return np.maximum(as_array(x, "x"), 0.0)
+
+
+def sinusoidal_positions(n, d, base=10000.0):
+    """The fixed (n, d) table of Vaswani et al., columns interleaved sin, cos.
+
+    Row p, pair i: [sin(p * w_i), cos(p * w_i)] with w_i = base**(-2i/d).
+    Row 0 is position 0 (the seed's "pos 1").
+    """
+    n, d = check_positive_int(n, "n"), check_positive_int(d, "d")
+    if d % 2:
+        fail(f"sinusoidal positions need an even width d, but got d={d}")
+    p = np.arange(n)[:, None]
+    w = base ** (-np.arange(0, d, 2) / d)
+    table = np.zeros((n, d))
+    table[:, 0::2] = np.sin(p * w)
+    table[:, 1::2] = np.cos(p * w)
+    return table
+
+
+def rotate_pairs(x, positions, base=10000.0):
+    """Rotary position embedding (RoPE): turn each column pair of row t by positions[t] * w_i.
+
+    x: (T, d) with d even; positions: (T,) integers. Pair i is columns (2i, 2i+1),
+    w_i = base**(-2i/d), the same frequencies as the sinusoidal table.
+    """
+    x = as_array(x, "x", 2)
+    T, d = x.shape
+    if d % 2:
+        fail(f"rotary positions need an even width d, but got d={d}")
+    positions = np.asarray(positions)
+    if positions.shape != (T,):
+        fail(f"positions should have one entry per row of x ({T}), but has shape {positions.shape}")
+    angle = positions[:, None] * base ** (-np.arange(0, d, 2) / d)
+    cos, sin = np.cos(angle), np.sin(angle)
+    even, odd = x[:, 0::2], x[:, 1::2]
+    out = np.empty_like(x)
+    out[:, 0::2] = even * cos - odd * sin
+    out[:, 1::2] = even * sin + odd * cos
+    return out
