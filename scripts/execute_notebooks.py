@@ -1,0 +1,150 @@
+"""Execute the course notebooks in a fresh kernel, and save or check their outputs.
+
+    python scripts/execute_notebooks.py                     # every notebooks/*.ipynb, outputs written in place
+    python scripts/execute_notebooks.py notebooks/00_tour.ipynb
+    python scripts/execute_notebooks.py --check             # execute in memory, compare with the committed outputs
+
+The tests import `execute`, `differences` and `all_notebooks` from here.
+"""
+import argparse
+import json
+import os
+import re
+import sys
+from pathlib import Path
+
+import nbformat
+from nbclient import NotebookClient
+from nbclient.exceptions import CellExecutionError
+
+ROOT = Path(__file__).resolve().parents[1]
+FIXED_ENV = {"OPENBLAS_NUM_THREADS": "1", "OMP_NUM_THREADS": "1", "MKL_NUM_THREADS": "1", "PYTHONHASHSEED": "0"}
+CELL_TIMEOUT = 120  # seconds
+WIDGET_VIEW = "application/vnd.jupyter.widget-view+json"
+WIDGET_STATE = "application/vnd.jupyter.widget-state+json"
+COMPARED_TEXT = ("text/plain", "text/html", "text/markdown")
+
+
+def all_notebooks():
+    return sorted((ROOT / "notebooks").glob("*.ipynb"))
+
+
+def make_client(path):
+    """A nbclient client for the notebook at `path`, run with cwd = its folder."""
+    path = Path(path)
+    nb = nbformat.read(path, as_version=4)
+    return NotebookClient(nb, timeout=CELL_TIMEOUT, kernel_name="python3", record_timing=False,
+                          resources={"metadata": {"path": str(path.parent)}})
+
+
+def kernel_env():
+    env = {**os.environ, **FIXED_ENV}
+    env.pop("MPLBACKEND", None)  # let the kernel use its inline backend, so figures are saved
+    return env
+
+
+def execute(path, client=None):
+    """Run the notebook top to bottom in a fresh kernel; return it tidied. Raises CellExecutionError."""
+    client = client or make_client(path)
+    client.execute(env=kernel_env())
+    return tidy(client.nb)
+
+
+def tidy(nb):
+    """Make a saved notebook the same file on every run: merged streams, no timing metadata, fixed widget ids."""
+    for cell in nb.cells:
+        cell.metadata.pop("execution", None)
+        if cell.cell_type == "code":
+            cell.outputs = merge_streams(cell.outputs)
+    return renumber_widgets(nb)
+
+
+def merge_streams(outputs):
+    """Merge each run of consecutive stream outputs into one stdout then one stderr output.
+
+    The kernel flushes stdout and stderr on timers, so their chunks and order vary between runs;
+    a carriage return overwrites its line as a terminal would (progress bars keep their last state).
+    """
+    merged, run = [], {}
+    for out in outputs + [None]:
+        if out is not None and out.output_type == "stream":
+            run[out.name] = run.get(out.name, "") + out.text
+            continue
+        for name in ("stdout", "stderr"):
+            if name in run:
+                text = re.sub(r"[^\n]*\r(?=[^\n])", "", run[name])
+                merged.append(nbformat.v4.new_output("stream", name=name, text=text))
+        run = {}
+        if out is not None:
+            merged.append(out)
+    return merged
+
+
+def renumber_widgets(nb):
+    """Replace the kernel's random widget model ids by counters, in order of first appearance."""
+    ids = [out.data[WIDGET_VIEW]["model_id"] for cell in nb.cells for out in cell.get("outputs", [])
+           if WIDGET_VIEW in out.get("data", {})]
+    ids += list(nb.metadata.get("widgets", {}).get(WIDGET_STATE, {}).get("state", {}))
+    text = json.dumps(nb)
+    for number, model_id in enumerate(dict.fromkeys(ids)):
+        text = text.replace(model_id, f"{number:032x}")
+    return nbformat.from_dict(json.loads(text))
+
+
+def sanitize(text):
+    """Blank what legitimately changes between runs: memory addresses and progress-bar timing."""
+    text = re.sub(r"0x[0-9a-fA-F]{6,}", "0x…", text)
+    return re.sub(r"\[\d\d:\d\d[^\]\n]*\]", "[time]", text)  # tqdm's [00:02<00:00, 412.3it/s]
+
+
+def summary(out):
+    """What must be identical between the committed output and a re-run."""
+    if out.output_type == "stream":
+        return ("stream", out.name, sanitize(out.text))
+    if out.output_type == "error":
+        return ("error", out.ename, sanitize(out.evalue))
+    data = {mime: sanitize(value) if mime in COMPARED_TEXT else "<present>" for mime, value in out.data.items()}
+    return (out.output_type, data)  # image bytes and widget ids: present or not, never compared
+
+
+def differences(committed, executed):
+    """Describe, cell by cell, where the executed notebook's outputs differ from the committed ones."""
+    code = lambda nb: [cell for cell in nb.cells if cell.cell_type == "code"]
+    old, new = code(committed), code(executed)
+    if len(old) != len(new):
+        return [f"{len(old)} code cells committed, {len(new)} executed"]
+    found = []
+    for number, (a, b) in enumerate(zip(old, new), 1):
+        was = [summary(o) for o in merge_streams(a.outputs)]
+        now = [summary(o) for o in merge_streams(b.outputs)]
+        if was != now:
+            found.append(f"code cell {number} ({a.source.splitlines()[0][:60] if a.source else ''!r}):\n"
+                         f"  committed: {str(was)[:400]}\n  re-run:    {str(now)[:400]}")
+    return found
+
+
+def main(argv=None):
+    parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    parser.add_argument("notebooks", nargs="*", type=Path, help="default: every notebooks/*.ipynb")
+    parser.add_argument("--check", action="store_true", help="compare with the committed outputs, write nothing")
+    args = parser.parse_args(argv)
+    failed = False
+    for path in args.notebooks or all_notebooks():
+        try:
+            nb = execute(path)
+        except CellExecutionError as error:
+            print(f"✗ {path}: error while executing\n{error}")
+            failed = True
+            continue
+        if args.check:
+            diffs = differences(nbformat.read(path, as_version=4), nb)
+            print(f"✗ {path}: outputs differ\n" + "\n".join(diffs) if diffs else f"✓ {path}: outputs match")
+            failed |= bool(diffs)
+        else:
+            nbformat.write(nb, path)
+            print(f"✓ {path}: executed and saved")
+    return 1 if failed else 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
