@@ -1,0 +1,49 @@
+"""Rebuild the shipped models: python data/build_models.py [cat] [dragon]
+
+Trains each model from scratch with the recipe in helpers/recipes.py (seeded,
+one CPU thread) and writes data/<name>/model.safetensors and model.json, the
+JSON holding the config and the model card (recipe, training time, measured
+figures). On the same machine kind the weights come out bit for bit the same.
+"""
+import sys
+import platform
+from pathlib import Path
+
+import torch
+
+from helpers import recipes, worlds
+from helpers.weights import save
+
+HERE = Path(__file__).resolve().parent
+
+
+def build_cat():
+    model, losses, seconds = recipes.train_cat()
+    world = worlds.cat_world()
+    figures = worlds.cat_targets(model, world)
+    card = dict(recipe=recipes.CAT_TRAINING, final_loss=losses[-1], training_seconds=round(seconds, 2),
+                figures=figures, targets_met=worlds.cat_targets_met(figures), parameters=model.parameter_count())
+    return model, card
+
+
+def build_dragon():
+    model, losses, seconds = recipes.train_dragon()
+    world = worlds.dragon_world(**recipes.DRAGON_CORPUS)
+    p = worlds.next_token_probs(model, world, [["<BOS>", "dragon", "drinks"]])[0]
+    card = dict(recipe=recipes.DRAGON_TRAINING, corpus=recipes.DRAGON_CORPUS, final_loss=losses[-1],
+                training_seconds=round(seconds, 2), parameters=model.parameter_count(),
+                p_potion_after_dragon_drinks=float(p[world.tokenizer.ids["potion"]]))
+    return model, card
+
+
+def main(names):
+    for name in names or ["cat", "dragon"]:
+        model, card = {"cat": build_cat, "dragon": build_dragon}[name]()
+        card["built_with"] = dict(torch=torch.__version__, python=platform.python_version(),
+                                  machine=platform.machine())
+        save(model, HERE / name / "model", card)
+        print(name, {k: v for k, v in card.items() if k != "parameters"})
+
+
+if __name__ == "__main__":
+    main(sys.argv[1:])

@@ -1,0 +1,313 @@
+"""The course's one Transformer, configured (never subclassed) into every model.
+
+Notation follows the source texts: a row vector times a matrix, ``x @ W_Q + b_Q``,
+with W_Q of shape (d_model, h * d_k) and W_O of shape (h * d_v, d_model), so
+head i owns the rows ``W_O[i*d_k:(i+1)*d_k]``.
+
+``model(ids, trace=True)`` returns every named intermediate of the forward pass
+in the order of the seed's shape table::
+
+    h0, L0.ln1, L0.q, L0.k, L0.v, L0.scores, L0.weights, L0.head_out, L0.concat,
+    L0.attn, L0.h_mid, L0.ln2, L0.pre, L0.act, L0.mlp, L0.h, L1.ln1, ...,
+    final_ln, logits, probs
+
+Layers and heads are counted from 0 (the seed's "layer 1, head 1" is L0H0).
+Switches (``causal``, ``attention``, ``ablate_heads``, ``positions``) change one
+forward pass only; the stored weights are never modified.
+"""
+import math
+from dataclasses import asdict, dataclass
+
+import torch
+import torch.nn.functional as F
+from torch import nn
+
+from .errors import fail
+
+POSITIONS = ("sinusoidal", "learned", "rotary", "none")
+NORMS = ("pre", "post", "none")
+ACTIVATIONS = ("gelu", "relu")
+
+
+@dataclass(frozen=True)
+class Config:
+    """Every size and choice of a model. d_ff=0 means no MLP (attention-only)."""
+
+    vocab_size: int
+    d_model: int
+    n_heads: int
+    n_layers: int
+    d_ff: int
+    n_max: int = 64
+    positions: str = "sinusoidal"
+    norm: str = "pre"
+    final_norm: bool = True
+    bias: bool = True
+    activation: str = "gelu"
+
+    def __post_init__(self):
+        for name in ("vocab_size", "d_model", "n_heads", "n_layers", "n_max"):
+            if getattr(self, name) < 1:
+                fail(f"Config.{name} should be at least 1, but got {getattr(self, name)}")
+        if self.d_model % self.n_heads:
+            fail(f"d_model={self.d_model} does not split into n_heads={self.n_heads} equal heads")
+        for name, allowed in (("positions", POSITIONS), ("norm", NORMS), ("activation", ACTIVATIONS)):
+            if getattr(self, name) not in allowed:
+                fail(f"Config.{name} should be one of {allowed}, but got {getattr(self, name)!r}")
+
+    @property
+    def d_k(self):
+        return self.d_model // self.n_heads
+
+    def to_dict(self):
+        return asdict(self)
+
+
+def sinusoidal_table(n, d):
+    """(n, d) fixed positions, interleaved [sin, cos] pairs, frequencies 10000**(-2i/d)."""
+    p = torch.arange(n, dtype=torch.float32)[:, None]
+    w = 10000.0 ** (-torch.arange(0, d, 2, dtype=torch.float32) / d)
+    table = torch.zeros(n, d)
+    table[:, 0::2] = torch.sin(p * w)
+    table[:, 1::2] = torch.cos(p * w)
+    return table
+
+
+def rotate_pairs(x, start):
+    """RoPE on (B, H, T, d_k): turn column pair i of position p by p * 10000**(-2i/d_k)."""
+    T, d_k = x.shape[-2], x.shape[-1]
+    angle = sinusoidal_angles(start, T, d_k)
+    cos, sin = torch.cos(angle), torch.sin(angle)
+    even, odd = x[..., 0::2], x[..., 1::2]
+    out = torch.empty_like(x)
+    out[..., 0::2] = even * cos - odd * sin
+    out[..., 1::2] = even * sin + odd * cos
+    return out
+
+
+def sinusoidal_angles(start, T, d):
+    """(T, d/2) angles p * 10000**(-2i/d) for positions start .. start+T-1."""
+    p = torch.arange(start, start + T, dtype=torch.float32)[:, None]
+    return p * 10000.0 ** (-torch.arange(0, d, 2, dtype=torch.float32) / d)
+
+
+class Block(nn.Module):
+    """One layer: multi-head attention then (unless d_ff=0) an MLP, each with a residual."""
+
+    def __init__(self, cfg):
+        super().__init__()
+        self.cfg = cfg
+        d, d_ff = cfg.d_model, cfg.d_ff
+        self.ln1 = nn.LayerNorm(d) if cfg.norm != "none" else None
+        self.W_Q, self.W_K, self.W_V, self.W_O = (nn.Parameter(torch.empty(d, d)) for _ in range(4))
+        self.b_Q, self.b_K, self.b_V, self.b_O = (
+            (nn.Parameter(torch.zeros(d)) if cfg.bias else None) for _ in range(4))
+        if d_ff:
+            self.ln2 = nn.LayerNorm(d) if cfg.norm != "none" else None
+            self.W_1 = nn.Parameter(torch.empty(d, d_ff))
+            self.W_2 = nn.Parameter(torch.empty(d_ff, d))
+            self.b_1 = nn.Parameter(torch.zeros(d_ff)) if cfg.bias else None
+            self.b_2 = nn.Parameter(torch.zeros(d)) if cfg.bias else None
+
+    def forward(self, h, layer, keep, switches, cache, start):
+        """h: (B, T, d_model) -> (B, T, d_model). ``keep(name, x)`` records the trace."""
+        cfg = self.cfg
+        norm1 = self.ln1 if cfg.norm == "pre" else None
+        x = norm1(h) if norm1 else h
+        keep("ln1", x)
+        if switches["attention"]:
+            attn = self.attend(x, layer, keep, switches, cache, start)
+        else:
+            attn = torch.zeros_like(h)
+            keep("attn", attn)
+        h_mid = h + attn
+        if cfg.norm == "post":
+            h_mid = self.ln1(h_mid)
+        keep("h_mid", h_mid)
+        if not cfg.d_ff:
+            keep("h", h_mid)
+            return h_mid
+        x = self.ln2(h_mid) if cfg.norm == "pre" else h_mid
+        keep("ln2", x)
+        pre = linear(x, self.W_1, self.b_1)
+        keep("pre", pre)
+        act = F.gelu(pre) if cfg.activation == "gelu" else F.relu(pre)
+        keep("act", act)
+        mlp = linear(act, self.W_2, self.b_2)
+        keep("mlp", mlp)
+        h = h_mid + mlp
+        if cfg.norm == "post":
+            h = self.ln2(h)
+        keep("h", h)
+        return h
+
+    def attend(self, x, layer, keep, switches, cache, start):
+        """Multi-head attention. x: (B, T, d_model) -> write-back (B, T, d_model)."""
+        cfg = self.cfg
+        B, T, d = x.shape
+        H, d_k = cfg.n_heads, cfg.d_k
+        q, k, v = (linear(x, W, b) for W, b in
+                   ((self.W_Q, self.b_Q), (self.W_K, self.b_K), (self.W_V, self.b_V)))
+        keep("q", q), keep("k", k), keep("v", v)
+        q, k, v = (t.view(B, T, H, d_k).transpose(1, 2) for t in (q, k, v))  # (B, H, T, d_k)
+        if cfg.positions == "rotary" and switches["positions"]:
+            q, k = rotate_pairs(q, start), rotate_pairs(k, start)
+        if cache is not None:
+            k, v = cache.extend(layer, k, v)
+        T_k = k.shape[-2]
+        scores = q @ k.transpose(-2, -1) / math.sqrt(d_k)  # (B, H, T, T_k)
+        if switches["causal"]:
+            hidden = torch.triu(torch.ones(T, T_k, dtype=torch.bool), diagonal=T_k - T + 1)
+            scores = scores.masked_fill(hidden, float("-inf"))
+        keep("scores", scores)
+        weights = torch.softmax(scores, dim=-1)
+        keep("weights", weights)
+        head_out = weights @ v  # (B, H, T, d_k)
+        keep("head_out", head_out)
+        concat = head_out.transpose(1, 2).reshape(B, T, d)
+        keep("concat", concat)
+        W_O = self.W_O
+        ablated = [head for (lay, head) in switches["ablate_heads"] if lay == layer]
+        if ablated:
+            row_kept = torch.ones(d, 1)
+            for head in ablated:
+                row_kept[head * d_k:(head + 1) * d_k] = 0.0
+            W_O = W_O * row_kept  # a new tensor: the stored W_O is untouched
+        attn = linear(concat, W_O, self.b_O)
+        keep("attn", attn)
+        return attn
+
+
+def linear(x, W, b):
+    """x @ W + b, the seed's row-vector convention (W: (d_in, d_out))."""
+    return F.linear(x, W.T, b)
+
+
+class KVCache:
+    """The keys and values of every layer for the tokens seen so far.
+
+    Each entry is (B, H, T_seen, d_k); ``extend`` appends the new tokens' rows.
+    """
+
+    def __init__(self, n_layers):
+        self.k = [None] * n_layers
+        self.v = [None] * n_layers
+
+    def __len__(self):
+        return 0 if self.k[0] is None else self.k[0].shape[-2]
+
+    def extend(self, layer, k, v):
+        if self.k[layer] is not None:
+            k = torch.cat([self.k[layer], k], dim=-2)
+            v = torch.cat([self.v[layer], v], dim=-2)
+        self.k[layer], self.v[layer] = k, v
+        return k, v
+
+
+class Transformer(nn.Module):
+    """A decoder-only Transformer with a tied unembedding (logits = final_ln @ E.T)."""
+
+    def __init__(self, cfg):
+        super().__init__()
+        self.cfg = cfg
+        self.E = nn.Parameter(torch.empty(cfg.vocab_size, cfg.d_model))
+        self.P = nn.Parameter(torch.empty(cfg.n_max, cfg.d_model)) if cfg.positions == "learned" else None
+        self.blocks = nn.ModuleList(Block(cfg) for _ in range(cfg.n_layers))
+        self.final_ln = nn.LayerNorm(cfg.d_model) if cfg.final_norm else None
+        self.reset_parameters(seed=0)
+
+    def reset_parameters(self, seed):
+        """Draw fresh weights from a seeded generator (LayerNorms start at 1 and 0)."""
+        g = torch.Generator().manual_seed(seed)
+        with torch.no_grad():
+            for name, p in self.named_parameters():
+                if name.endswith(("ln1.weight", "ln2.weight", "final_ln.weight")):
+                    p.fill_(1.0)
+                elif p.dim() == 1:
+                    p.zero_()
+                elif name in ("E", "P"):
+                    p.normal_(0.0, 1.0, generator=g)
+                else:
+                    p.normal_(0.0, 1.0 / math.sqrt(p.shape[0]), generator=g)
+
+    def forward(self, ids, *, trace=False, causal=True, attention=True,
+                ablate_heads=(), positions=True, cache=None):
+        """ids: (T,) or (B, T) token ids -> logits (T, V) or (B, T, V).
+
+        trace=True returns a dict of every intermediate instead (single sequence only).
+        causal: apply the causal mask. attention: False makes every attention block
+        write zero. ablate_heads: (layer, head) pairs whose rows of W_O are zeroed.
+        positions: False leaves positions out. cache: a KVCache to read and extend.
+        """
+        cfg = self.cfg
+        ids = self.check_ids(ids)
+        single = ids.dim() == 1
+        if single:
+            ids = ids[None]
+        if trace and ids.shape[0] != 1:
+            fail(f"trace=True needs one sequence, but got a batch of {ids.shape[0]}")
+        switches = dict(causal=causal, attention=attention, positions=positions,
+                        ablate_heads=self.check_heads(ablate_heads))
+        record = {}
+        B, T = ids.shape
+        start = len(cache) if cache is not None else 0
+        if cfg.positions == "learned" and start + T > cfg.n_max:
+            fail(f"this model learned positions for at most n_max={cfg.n_max} tokens, "
+                 f"but the sequence has {start + T}")
+        h = self.E[ids]
+        if positions and cfg.positions == "sinusoidal":
+            h = h + sinusoidal_table(start + T, cfg.d_model)[start:]
+        elif positions and cfg.positions == "learned":
+            h = h + self.P[start:start + T]
+        if trace:
+            record["h0"] = h[0]
+        for layer, block in enumerate(self.blocks):
+            keep = (lambda name, x, layer=layer: record.__setitem__(f"L{layer}.{name}", x[0])) \
+                if trace else (lambda name, x: None)
+            h = block(h, layer, keep, switches, cache, start)
+        if self.final_ln is not None:
+            h = self.final_ln(h)
+        logits = h @ self.E.T
+        if not trace:
+            return logits[0] if single else logits
+        record["final_ln"] = h[0]
+        record["logits"] = logits[0]
+        record["probs"] = torch.softmax(logits[0], dim=-1)
+        return record
+
+    def check_ids(self, ids):
+        """Token ids as a LongTensor, each in [0, vocab_size)."""
+        ids = torch.as_tensor(ids)
+        if ids.dtype not in (torch.int64, torch.int32) or ids.dim() not in (1, 2) or ids.shape[-1] == 0:
+            fail(f"expected token ids as a non-empty (T,) or (B, T) integer array, "
+                 f"but got dtype {ids.dtype} and shape {tuple(ids.shape)}")
+        V = self.cfg.vocab_size
+        if ids.min() < 0 or ids.max() >= V:
+            fail(f"token ids must lie in [0, {V}), but got {int(ids.min())}..{int(ids.max())}")
+        return ids.long()
+
+    def check_heads(self, heads):
+        """A set of (layer, head) pairs, each in range."""
+        cfg, checked = self.cfg, set()
+        for pair in heads:
+            if not (isinstance(pair, (tuple, list)) and len(pair) == 2):
+                fail(f"ablate_heads takes (layer, head) pairs, but got {pair!r}")
+            layer, head = pair
+            if not (0 <= layer < cfg.n_layers and 0 <= head < cfg.n_heads):
+                fail(f"head (layer={layer}, head={head}) is out of range: this model has layers "
+                     f"0..{cfg.n_layers - 1} and heads 0..{cfg.n_heads - 1}")
+            checked.add((int(layer), int(head)))
+        return checked
+
+    def parameter_count(self):
+        """Parameters by part: embedding, positions, per_layer, layers, final_norm, total."""
+        per_layer = sum(p.numel() for p in self.blocks[0].parameters()) if self.blocks else 0
+        counts = {
+            "embedding": self.E.numel(),
+            "positions": self.P.numel() if self.P is not None else 0,
+            "per_layer": per_layer,
+            "layers": sum(p.numel() for p in self.blocks.parameters()),
+            "final_norm": sum(p.numel() for p in self.final_ln.parameters()) if self.final_ln else 0,
+        }
+        counts["total"] = sum(p.numel() for p in self.parameters())
+        return counts

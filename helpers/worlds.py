@@ -1,0 +1,293 @@
+"""The toy languages the course's models are trained on.
+
+* The cat world (seed 000 §6): 20 tokens, 64 sentence types, a copula rule.
+* The dragon world (seed 001's running example): 10 tokens, a small fantasy
+  grammar in which ``dragon drinks`` is most often followed by ``potion``.
+* Repeated random tokens, for induction heads.
+
+A world knows its vocabulary (through a Tokenizer), its sentences, its
+train / held-out split and how to score a model on itself.
+"""
+import itertools
+from collections import Counter, defaultdict
+from dataclasses import dataclass, field
+
+import numpy as np
+import torch
+
+from .errors import fail
+
+CAT_VOCAB = ("<PAD> <BOS> <EOS> <SEP> the cat dog mat floor sat ran is was on "
+             "big small red blue fast slow").split()
+DRAGON_VOCAB = "<BOS> wizard mixes glowing potion dragon drinks fire troll smashes".split()
+
+ANIMALS, SURFACES = ("cat", "dog"), ("mat", "floor")
+ANIMAL_ADJ, SURFACE_ADJ = ("big", "small"), ("red", "blue")
+COPULAS = ("is", "was")
+
+
+class Tokenizer:
+    """Word-level tokenizer: one id per word of a fixed vocabulary."""
+
+    def __init__(self, vocab):
+        self.vocab = list(vocab)
+        self.ids = {word: i for i, word in enumerate(self.vocab)}
+
+    def __len__(self):
+        return len(self.vocab)
+
+    def encode(self, text):
+        """'<BOS> the cat' or ['<BOS>', 'the', 'cat'] -> LongTensor of ids (T,)."""
+        words = text.split() if isinstance(text, str) else list(text)
+        for word in words:
+            if word not in self.ids:
+                fail(f"'{word}' is not in this world's vocabulary; expected one of: "
+                     + " ".join(self.vocab))
+        return torch.tensor([self.ids[w] for w in words], dtype=torch.long)
+
+    def decode(self, ids):
+        """ids -> list of words."""
+        out = []
+        for i in torch.as_tensor(ids).reshape(-1).tolist():
+            if not 0 <= i < len(self.vocab):
+                fail(f"token id {i} is outside this vocabulary of {len(self.vocab)} words")
+            out.append(self.vocab[i])
+        return out
+
+
+@dataclass
+class World:
+    """A toy language: its tokenizer, its sentences and which of them are held out."""
+
+    name: str
+    tokenizer: Tokenizer
+    sentences: list                      # every sentence type, a list of words each
+    held_out: list = field(default_factory=list)
+
+    @property
+    def train(self):
+        """The sentence types the model is trained on."""
+        return [s for s in self.sentences if s not in self.held_out]
+
+    def batch(self, sentences):
+        """Pad sentences with <PAD> into (B, T) ids; return (inputs, targets) with -100 on pads."""
+        pad = self.tokenizer.ids.get("<PAD>", 0)
+        T = max(len(s) for s in sentences)
+        ids = torch.full((len(sentences), T), pad, dtype=torch.long)
+        for row, s in enumerate(sentences):
+            ids[row, :len(s)] = self.tokenizer.encode(s)
+        targets = ids[:, 1:].clone()
+        for row, s in enumerate(sentences):
+            targets[row, len(s) - 1:] = -100
+        return ids[:, :-1], targets
+
+
+# ----------------------------------------------------------------- cat world
+
+def cat_sentences():
+    """The 64 sentence types of the cat world, each a list of words from <BOS> to <EOS>."""
+    out = []
+    for noun in ANIMALS + SURFACES:                     # 16 copula types
+        adjs = ANIMAL_ADJ if noun in ANIMALS else SURFACE_ADJ
+        for cop, adj in itertools.product(COPULAS, adjs):
+            out.append(["<BOS>", "the", noun, cop, adj, "<EOS>"])
+    for adj, noun, speed in itertools.product(((),) + tuple((a,) for a in ANIMAL_ADJ),
+                                              ANIMALS, ("fast", "slow")):   # 12 ran types
+        out.append(["<BOS>", "the", *adj, noun, "ran", speed, "<EOS>"])
+    for adj, noun, adj2, surface in itertools.product(
+            ((),) + tuple((a,) for a in ANIMAL_ADJ), ANIMALS,
+            ((),) + tuple((a,) for a in SURFACE_ADJ), SURFACES):           # 36 sat types
+        out.append(["<BOS>", "the", *adj, noun, "sat", "on", "the", *adj2, surface, "<EOS>"])
+    return out
+
+
+CAT_HELD_OUT = [s.split() for s in (
+    "<BOS> the cat is small <EOS>",
+    "<BOS> the dog was big <EOS>",
+    "<BOS> the cat was big <EOS>",
+    "<BOS> the mat is blue <EOS>",
+    "<BOS> the floor was red <EOS>",
+    "<BOS> the small dog ran fast <EOS>",
+    "<BOS> the big cat sat on the blue floor <EOS>",
+    "<BOS> the dog sat on the red mat <EOS>",
+)]
+
+
+def cat_world():
+    """The seed 000 §6 world: 64 sentence types, 8 held out (5 of them copula types)."""
+    return World("cat", Tokenizer(CAT_VOCAB), cat_sentences(), CAT_HELD_OUT)
+
+
+def adjectives_of(noun):
+    """The two predicate adjectives a copula after ``noun`` allows."""
+    return ANIMAL_ADJ if noun in ANIMALS else SURFACE_ADJ
+
+
+def decisions(sentences):
+    """Every next-token decision: (prefix words, next word, is_copula_slot)."""
+    out = []
+    for s in sentences:
+        for t in range(1, len(s)):
+            out.append((tuple(s[:t]), s[t], s[t - 1] in COPULAS))
+    return out
+
+
+def best_possible_accuracy(sentences):
+    """Top-1 ceiling on the non-copula slots: each prefix's most frequent next word, counted.
+
+    Returns (correct, total): the most decisions any model can get right, and how many there are.
+    """
+    by_prefix = defaultdict(Counter)
+    for prefix, nxt, copula in decisions(sentences):
+        if not copula:
+            by_prefix[prefix][nxt] += 1
+    correct = sum(max(c.values()) for c in by_prefix.values())
+    total = sum(sum(c.values()) for c in by_prefix.values())
+    return correct, total
+
+
+@torch.no_grad()
+def next_token_probs(model, world, prompts, **switches):
+    """(N, V) probabilities of the next word after each prompt (list of word lists)."""
+    rows = [torch.softmax(model(world.tokenizer.encode(p), **switches)[-1], dim=-1) for p in prompts]
+    return torch.stack(rows)
+
+
+def copula_report(model, world, sentences=None, **switches):
+    """For each copula type: the subject, top-1 word, p(class adjectives), in class or not."""
+    sentences = world.sentences if sentences is None else sentences
+    rows = []
+    for s in sentences:
+        if len(s) > 3 and s[3] in COPULAS:
+            prompt, noun = s[:4], s[2]
+            probs = next_token_probs(model, world, [prompt], **switches)[0]
+            top = world.tokenizer.vocab[int(probs.argmax())]
+            adjs = adjectives_of(noun)
+            p_class = float(sum(probs[world.tokenizer.ids[a]] for a in adjs))
+            rows.append(dict(prompt=" ".join(prompt), top=top, p_class=p_class,
+                             in_class=top in adjs, held_out=s in world.held_out))
+    return rows
+
+
+def slot_accuracy(model, world, sentences=None, **switches):
+    """Top-1 on the non-copula slots and right class on the copula slots, over ``sentences``.
+
+    Returns dict(bigram_correct, bigram_total, copula_correct, copula_total).
+    """
+    sentences = world.sentences if sentences is None else sentences
+    out = dict(bigram_correct=0, bigram_total=0, copula_correct=0, copula_total=0)
+    with torch.no_grad():
+        for s in sentences:
+            logits = model(world.tokenizer.encode(s[:-1]), **switches)
+            top = [world.tokenizer.vocab[i] for i in logits.argmax(dim=-1).tolist()]
+            for t in range(1, len(s)):
+                guess = top[t - 1]
+                if s[t - 1] in COPULAS:
+                    out["copula_total"] += 1
+                    out["copula_correct"] += guess in adjectives_of(s[t - 2])
+                else:
+                    out["bigram_total"] += 1
+                    out["bigram_correct"] += guess == s[t]
+    return out
+
+
+def rule_accuracy(model, world, sentences=None, **switches):
+    """Fraction of copula slots in ``sentences`` (default: held out) whose top-1 is in class."""
+    rows = copula_report(model, world, world.held_out if sentences is None else sentences, **switches)
+    return sum(r["in_class"] for r in rows) / len(rows)
+
+
+def cat_targets(model, world):
+    """Every figure the course promises for a trained cat model, measured."""
+    p_on = float(next_token_probs(model, world, [["<BOS>", "the", "cat", "sat"]])[0][world.tokenizer.ids["on"]])
+    copula = copula_report(model, world)
+    slots = slot_accuracy(model, world)
+    best, total = best_possible_accuracy(world.sentences)
+    return dict(
+        p_on=p_on,
+        copula_in_class=sum(r["in_class"] for r in copula), copula_types=len(copula),
+        copula_min_p_class=min(r["p_class"] for r in copula),
+        bigram_accuracy=slots["bigram_correct"] / slots["bigram_total"],
+        bigram_ceiling=best / total,
+        held_out_rule_accuracy=rule_accuracy(model, world),
+    )
+
+
+def cat_targets_met(m):
+    """True when the measured figures meet the course's targets (issue 2 §3)."""
+    return (m["p_on"] >= 0.99 and m["copula_in_class"] == m["copula_types"]
+            and m["copula_min_p_class"] >= 0.9
+            and m["bigram_accuracy"] >= m["bigram_ceiling"] - 0.02)
+
+
+# -------------------------------------------------------------- dragon world
+
+DRAGON_SUBJECTS = {"wizard": 0.40, "dragon": 0.35, "troll": 0.25}
+DRAGON_VERBS = {                       # what each subject does
+    "wizard": {"mixes": 0.70, "drinks": 0.20, "smashes": 0.10},
+    "dragon": {"drinks": 0.60, "smashes": 0.25, "mixes": 0.15},
+    "troll": {"smashes": 0.65, "drinks": 0.35},
+}
+DRAGON_OBJECTS = {                     # what follows "<subject> <verb>"
+    ("dragon", "drinks"): {"potion": 0.62, "glowing": 0.18, "fire": 0.12, "wizard": 0.05, "troll": 0.03},
+    ("wizard", "drinks"): {"glowing": 0.50, "potion": 0.40, "fire": 0.10},
+    ("troll", "drinks"): {"fire": 0.55, "potion": 0.30, "glowing": 0.15},
+    ("wizard", "mixes"): {"glowing": 0.50, "potion": 0.40, "fire": 0.10},
+    ("dragon", "mixes"): {"fire": 0.60, "potion": 0.25, "glowing": 0.15},
+    ("wizard", "smashes"): {"troll": 0.60, "dragon": 0.40},
+    ("dragon", "smashes"): {"troll": 0.50, "wizard": 0.30, "fire": 0.20},
+    ("troll", "smashes"): {"wizard": 0.45, "dragon": 0.30, "potion": 0.25},
+}
+DRAGON_AFTER_GLOWING = {"potion": 0.6, "fire": 0.4}
+
+
+def dragon_next(words):
+    """The true next-word distribution of the dragon grammar after ``words`` (a dict).
+
+    A clause is subject verb object, where the object may be "glowing potion" or
+    "glowing fire"; an object that is a creature acts next, after potion or fire
+    a fresh subject starts the next clause.
+    """
+    words = list(words)
+    if not words or words[0] != "<BOS>":
+        fail(f"a dragon-world prompt starts with <BOS>, but got {words[:1]}")
+    last = words[-1]
+    if last == "<BOS>" or last in ("potion", "fire"):
+        return dict(DRAGON_SUBJECTS)
+    if last == "glowing":
+        return dict(DRAGON_AFTER_GLOWING)
+    if last in DRAGON_VERBS:
+        return dict(DRAGON_VERBS[last])
+    subject = words[-2]                # last is a verb; the word before it acts
+    return dict(DRAGON_OBJECTS[(subject, last)])
+
+
+def dragon_sample(n, length, seed):
+    """n seeded sequences of ``length`` words drawn from the dragon grammar (lists of words)."""
+    rng = np.random.default_rng(seed)
+    out = []
+    for _ in range(n):
+        words = ["<BOS>"]
+        while len(words) < length:
+            dist = dragon_next(words)
+            words.append(rng.choice(list(dist), p=np.array(list(dist.values())) / sum(dist.values())))
+        out.append([str(w) for w in words])
+    return out
+
+
+def dragon_world(n=2000, length=12, seed=0):
+    """The seed 001 running example as a sampled corpus (no held-out types)."""
+    return World("dragon", Tokenizer(DRAGON_VOCAB), dragon_sample(n, length, seed))
+
+
+# ------------------------------------------------------ repeated random tokens
+
+def repeated_tokens(n, length, vocab_size, seed):
+    """(n, 2*length + 1) ids: token 0 (BOS), then ``length`` random tokens, then the same again.
+
+    Tokens are drawn from 1..vocab_size-1 with a seeded generator.
+    """
+    g = torch.Generator().manual_seed(seed)
+    half = torch.randint(1, vocab_size, (n, length), generator=g)
+    bos = torch.zeros(n, 1, dtype=torch.long)
+    return torch.cat([bos, half, half], dim=1)
