@@ -1,0 +1,156 @@
+"""The trained cat model: trace names and shapes, agreement with torch, and the switches (issue 2 §5)."""
+import math
+
+import pytest
+import torch
+import torch.nn.functional as F
+
+from helpers.model import Config, KVCache, Transformer
+from helpers.weights import load_cat
+from helpers.worlds import cat_world
+
+SHAPE_TABLE = [  # seed 000 §6, <BOS> the cat sat: T=4, d=6, h=2, d_k=3, d_ff=8, V=20
+    ("h0", (4, 6)), ("ln1", (4, 6)), ("q", (4, 6)), ("k", (4, 6)), ("v", (4, 6)),
+    ("scores", (2, 4, 4)), ("weights", (2, 4, 4)), ("head_out", (2, 4, 3)), ("concat", (4, 6)),
+    ("attn", (4, 6)), ("h_mid", (4, 6)), ("ln2", (4, 6)), ("pre", (4, 8)), ("act", (4, 8)),
+    ("mlp", (4, 6)), ("h", (4, 6)),
+]
+
+
+@pytest.fixture(scope="module")
+def cat():
+    return load_cat(), cat_world()
+
+
+def ids(world, text):
+    return world.tokenizer.encode(text)
+
+
+def test_trace_names_and_shapes_follow_the_shape_table(cat):
+    model, world = cat
+    trace = model(ids(world, "<BOS> the cat sat"), trace=True)
+    layer_steps = [(f"L{layer}.{name}", shape) for layer in (0, 1) for name, shape in SHAPE_TABLE[1:]]
+    expected = [SHAPE_TABLE[0]] + layer_steps + [("final_ln", (4, 6)), ("logits", (4, 20)), ("probs", (4, 20))]
+    assert [(name, tuple(t.shape)) for name, t in trace.items()] == expected
+
+
+def test_trace_agrees_with_plain_forward_and_probs_sum_to_one(cat):
+    model, world = cat
+    x = ids(world, "<BOS> the cat sat")
+    trace = model(x, trace=True)
+    assert torch.equal(trace["logits"], model(x))
+    assert torch.allclose(trace["probs"].sum(-1), torch.ones(4))
+    assert trace["L0.weights"][:, 0, 1:].abs().max() == 0  # causal: <BOS> sees only itself
+
+
+def test_attention_equals_torch_scaled_dot_product_attention(cat):
+    model, world = cat
+    trace = model(ids(world, "<BOS> the cat sat on the red mat"), trace=True)
+    for layer in (0, 1):
+        q, k, v = (trace[f"L{layer}.{n}"].view(-1, 2, 3).transpose(0, 1) for n in "qkv")
+        expected = F.scaled_dot_product_attention(q, k, v, is_causal=True)
+        assert torch.allclose(trace[f"L{layer}.head_out"], expected, atol=1e-6)
+
+
+def test_layernorm_and_gelu_equal_torch(cat):
+    model, world = cat
+    trace = model(ids(world, "<BOS> the dog ran fast"), trace=True)
+    ln1 = model.blocks[0].ln1
+    by_hand = (trace["h0"] - trace["h0"].mean(-1, keepdim=True)) / torch.sqrt(
+        trace["h0"].var(-1, unbiased=False, keepdim=True) + ln1.eps) * ln1.weight + ln1.bias
+    assert torch.allclose(trace["L0.ln1"], by_hand, atol=1e-6)
+    assert torch.allclose(trace["L0.ln1"], F.layer_norm(trace["h0"], (6,), ln1.weight, ln1.bias))
+    pre = trace["L0.pre"]
+    assert torch.allclose(trace["L0.act"], pre * 0.5 * (1 + torch.erf(pre / math.sqrt(2))), atol=1e-6)
+    assert torch.equal(trace["L0.act"], torch.nn.GELU()(pre))
+
+
+def without_attention_blocks(model, x):
+    """Method 1 of seed 000 Appendix A: embeddings and positions wired straight into the MLPs."""
+    h = model(x, trace=True)["h0"]
+    for block in model.blocks:
+        pre = F.linear(block.ln2(h), block.W_1.T, block.b_1)
+        h = h + F.linear(F.gelu(pre), block.W_2.T, block.b_2)
+    return model.final_ln(h) @ model.E.T
+
+
+def test_attention_off_two_ways_identical_to_the_last_bit(cat):
+    model, world = cat
+    x = ids(world, "<BOS> the cat is")
+    zeroed = load_cat()
+    with torch.no_grad():
+        for block in zeroed.blocks:
+            block.W_O.zero_()
+            block.b_O.zero_()
+    method2 = zeroed(x)
+    assert (method2 - without_attention_blocks(model, x)).abs().max().item() == 0
+    assert (method2 - model(x, attention=False)).abs().max().item() == 0
+
+
+def test_attention_is_the_only_channel_between_tokens(cat):
+    model, world = cat
+    cat_is, mat_is = ids(world, "<BOS> the cat is"), ids(world, "<BOS> the mat is")
+    off = (model(cat_is, attention=False)[-1] - model(mat_is, attention=False)[-1]).abs().max().item()
+    on = (model(cat_is)[-1] - model(mat_is)[-1]).abs().max().item()
+    assert off == 0
+    assert on > 1.0
+
+
+def test_head_ablation_equals_zeroing_its_rows_of_W_O(cat):
+    model, world = cat
+    x = ids(world, "<BOS> the cat is")
+    for layer in (0, 1):
+        for head in (0, 1):
+            zeroed = load_cat()
+            with torch.no_grad():
+                zeroed.blocks[layer].W_O[head * 3:(head + 1) * 3] = 0
+            diff = (zeroed(x) - model(x, ablate_heads={(layer, head)})).abs().max().item()
+            assert diff == 0, (layer, head)
+
+
+def test_switches_never_change_the_stored_weights(cat):
+    model, world = cat
+    before = {k: v.clone() for k, v in model.state_dict().items()}
+    x = ids(world, "<BOS> the cat is")
+    model(x, attention=False)
+    model(x, ablate_heads={(0, 0), (1, 1)}, causal=False, positions=False)
+    assert all(torch.equal(before[k], v) for k, v in model.state_dict().items())
+
+
+def test_causal_mask_off_lets_early_positions_see_later_tokens(cat):
+    model, world = cat
+    a, b = ids(world, "<BOS> the cat is"), ids(world, "<BOS> the mat is")
+    assert torch.equal(model(a)[1], model(b)[1])            # position 1 cannot see position 2
+    assert not torch.equal(model(a, causal=False)[1], model(b, causal=False)[1])
+
+
+def test_without_positions_or_mask_the_last_position_is_order_blind(cat):
+    model, world = cat
+    a, b = ids(world, "<BOS> the big cat"), ids(world, "<BOS> big the cat")
+    blind = dict(positions=False, causal=False)
+    assert torch.allclose(model(a, **blind)[-1], model(b, **blind)[-1], atol=1e-5)
+    assert not torch.allclose(model(a, causal=False)[-1], model(b, causal=False)[-1], atol=1e-3)
+
+
+def test_parameter_count_is_736_with_the_seed_breakdown(cat):
+    counts = cat[0].parameter_count()
+    assert (counts["embedding"], counts["per_layer"], counts["final_norm"], counts["total"]) == (120, 302, 12, 736)
+    assert counts["embedding"] + 2 * counts["per_layer"] + counts["final_norm"] == 736
+
+
+@pytest.mark.parametrize("positions", ["sinusoidal", "learned", "rotary", "none"])
+def test_kv_cache_gives_the_same_logits_as_the_full_pass(positions):
+    model = Transformer(Config(vocab_size=12, d_model=8, n_heads=2, n_layers=2, d_ff=16, positions=positions))
+    x = torch.tensor([1, 5, 3, 7, 2, 9])
+    cache = KVCache(2)
+    first = model(x[:3], cache=cache)
+    steps = [model(x[t:t + 1], cache=cache) for t in range(3, 6)]
+    assert torch.allclose(torch.cat([first] + steps), model(x), atol=1e-5)
+
+
+@pytest.mark.parametrize("norm", ["pre", "post", "none"])
+def test_every_norm_placement_and_attention_only_models_run(norm):
+    cfg = Config(vocab_size=10, d_model=8, n_heads=4, n_layers=3, d_ff=0, norm=norm, final_norm=norm != "none")
+    trace = Transformer(cfg)(torch.tensor([0, 3, 4, 5]), trace=True)
+    assert trace["logits"].shape == (4, 10)
+    assert "L2.pre" not in trace and "L2.h" in trace

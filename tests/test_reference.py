@@ -1,0 +1,64 @@
+"""NumPy reference functions against torch and against the seed's printed numbers."""
+import numpy as np
+import torch
+import torch.nn.functional as F
+
+from helpers import reference as ref
+
+
+def test_softmax_rows_sum_to_one_and_minus_inf_gets_zero():
+    w = ref.softmax(np.array([[1.0, 2.0, -np.inf], [0.0, 0.0, 0.0]]))
+    assert np.allclose(w.sum(-1), 1) and w[0, 2] == 0 and np.allclose(w[1], 1 / 3)
+
+
+def test_causal_mask_is_true_strictly_above_the_diagonal():
+    assert (ref.causal_mask(3) == np.array([[0, 1, 1], [0, 0, 1], [0, 0, 0]], bool)).all()
+
+
+def test_attention_equals_torch_sdpa_with_and_without_mask():
+    rng = np.random.default_rng(0)
+    Q, K, V = rng.normal(size=(3, 2, 5, 4))
+    for causal in (False, True):
+        out, w = ref.attention(Q, K, V, causal=causal)
+        expected = F.scaled_dot_product_attention(*(torch.tensor(a) for a in (Q, K, V)), is_causal=causal)
+        assert np.allclose(out, expected.numpy(), atol=1e-12)
+        assert np.allclose(w.sum(-1), 1)
+
+
+def test_split_and_merge_heads_round_trip_and_match_view_transpose():
+    X = np.arange(24.0).reshape(4, 6)
+    heads = ref.split_heads(X, 2)
+    assert heads.shape == (2, 4, 3) and (heads[1, 0] == [3, 4, 5]).all()
+    assert (ref.merge_heads(heads) == X).all()
+    assert (heads == torch.tensor(X).view(4, 2, 3).transpose(0, 1).numpy()).all()
+
+
+def test_layer_norm_and_gelu_equal_torch():
+    rng = np.random.default_rng(1)
+    x, g, b = rng.normal(size=(3, 6)), rng.normal(size=6), rng.normal(size=6)
+    expected = F.layer_norm(torch.tensor(x), (6,), torch.tensor(g), torch.tensor(b)).numpy()
+    assert np.allclose(ref.layer_norm(x, g, b), expected, atol=1e-12)
+    assert np.allclose(ref.gelu(x), F.gelu(torch.tensor(x)).numpy(), atol=1e-12)
+
+
+def test_sinusoidal_rows_match_the_seed_table_and_the_model():
+    from helpers.model import sinusoidal_table
+    pe = ref.sinusoidal_positions(4, 6)
+    seed_rows = [[0.000, 1.000, 0.000, 1.000, 0.000, 1.000], [0.841, 0.540, 0.046, 0.999, 0.002, 1.000],
+                 [0.909, -0.416, 0.093, 0.996, 0.004, 1.000], [0.141, -0.990, 0.139, 0.990, 0.006, 1.000]]
+    assert np.allclose(pe, seed_rows, atol=5e-4)
+    assert np.allclose(pe, sinusoidal_table(4, 6).numpy(), atol=1e-6)
+
+
+def test_rotary_scores_depend_only_on_the_offset():
+    rng = np.random.default_rng(2)
+    q, k = rng.normal(size=(1, 8)), rng.normal(size=(1, 8))
+    score = lambda p, r: (ref.rotate_pairs(q, [p]) @ ref.rotate_pairs(k, [r]).T).item()
+    assert np.isclose(score(3, 1), score(10, 8)) and np.isclose(score(5, 5), (q @ k.T).item())
+
+
+def test_rotary_in_numpy_equals_the_model():
+    from helpers.model import rotate_pairs
+    x = np.random.default_rng(3).normal(size=(5, 4))
+    expected = rotate_pairs(torch.tensor(x, dtype=torch.float32)[None, None], 0)[0, 0].numpy()
+    assert np.allclose(ref.rotate_pairs(x, np.arange(5)), expected, atol=1e-6)
