@@ -234,7 +234,8 @@ class Transformer(nn.Module):
                 ablate_heads=(), positions=True, cache=None):
         """ids: (T,) or (B, T) token ids -> logits (T, V) or (B, T, V).
 
-        trace=True returns a dict of every intermediate instead (single sequence only).
+        trace=True returns a dict of every intermediate instead (single sequence only,
+        detached from autograd).
         causal: apply the causal mask. attention: False makes every attention block
         write zero. ablate_heads: (layer, head) pairs whose rows of W_O are zeroed.
         positions: False leaves positions out. cache: a KVCache to read and extend.
@@ -260,9 +261,9 @@ class Transformer(nn.Module):
         elif positions and cfg.positions == "learned":
             h = h + self.P[start:start + T]
         if trace:
-            record["h0"] = h[0]
+            record["h0"] = h[0].detach()
         for layer, block in enumerate(self.blocks):
-            keep = (lambda name, x, layer=layer: record.__setitem__(f"L{layer}.{name}", x[0])) \
+            keep = (lambda name, x, layer=layer: record.__setitem__(f"L{layer}.{name}", x[0].detach())) \
                 if trace else (lambda name, x: None)
             h = block(h, layer, keep, switches, cache, start)
         if self.final_ln is not None:
@@ -270,9 +271,9 @@ class Transformer(nn.Module):
         logits = h @ self.E.T
         if not trace:
             return logits[0] if single else logits
-        record["final_ln"] = h[0]
-        record["logits"] = logits[0]
-        record["probs"] = torch.softmax(logits[0], dim=-1)
+        record["final_ln"] = h[0].detach()
+        record["logits"] = logits[0].detach()
+        record["probs"] = torch.softmax(record["logits"], dim=-1)
         return record
 
     def check_ids(self, ids):

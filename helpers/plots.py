@@ -86,11 +86,11 @@ def shape_flow(trace, ax=None, layer=0):
         shape = " × ".join(str(s) for s in tuple(trace[name].shape))
         y = len(names) - row
         wide = trace[name].shape[-1] != trace["h0"].shape[-1] or trace[name].dim() == 3
-        ax.add_patch(plt.Rectangle((0.05, y - 0.4), 0.9, 0.8, color=ACCENT if wide else BASE, alpha=0.15))
+        ax.add_patch(plt.Rectangle((0.05, y - 0.33), 0.9, 0.66, color=ACCENT if wide else BASE, alpha=0.15))
         ax.text(0.08, y, name.split(".")[-1], va="center", fontsize=9, family="monospace")
         ax.text(0.92, y, shape, va="center", ha="right", fontsize=9, family="monospace")
         if row:
-            ax.annotate("", (0.5, y + 0.4), (0.5, y + 0.6), arrowprops=dict(arrowstyle="<-", lw=0.8))
+            ax.annotate("", (0.5, y + 0.34), (0.5, y + 0.66), arrowprops=dict(arrowstyle="->", lw=0.8))
     ax.set_xlim(0, 1)
     ax.set_ylim(0.4, len(names) + 0.6)
     ax.axis("off")

@@ -154,7 +154,11 @@ def next_token_probs(model, world, prompts, **switches):
 
 
 def copula_report(model, world, sentences=None, **switches):
-    """For each copula type: the subject, top-1 word, p(class adjectives), in class or not."""
+    """For each copula type: its sentence and prompt, top-1 word, p(class adjectives), in class or not.
+
+    Two types share each prompt (``the cat is big`` and ``the cat is small``): the
+    rule is judged per type, as the seed counts them.
+    """
     sentences = world.sentences if sentences is None else sentences
     rows = []
     for s in sentences:
@@ -164,7 +168,7 @@ def copula_report(model, world, sentences=None, **switches):
             top = world.tokenizer.vocab[int(probs.argmax())]
             adjs = adjectives_of(noun)
             p_class = float(sum(probs[world.tokenizer.ids[a]] for a in adjs))
-            rows.append(dict(prompt=" ".join(prompt), top=top, p_class=p_class,
+            rows.append(dict(sentence=" ".join(s), prompt=" ".join(prompt), top=top, p_class=p_class,
                              in_class=top in adjs, held_out=s in world.held_out))
     return rows
 
