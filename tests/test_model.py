@@ -5,6 +5,7 @@ import pytest
 import torch
 import torch.nn.functional as F
 
+from helpers.ablation import without_attention_blocks, zeroed_copy
 from helpers.model import Config, KVCache, Transformer
 from helpers.weights import load_cat
 from helpers.worlds import cat_world
@@ -65,15 +66,6 @@ def test_layernorm_and_gelu_equal_torch(cat):
     assert torch.equal(trace["L0.act"], torch.nn.GELU()(pre))
 
 
-def without_attention_blocks(model, x):
-    """Method 1 of seed 000 Appendix A: embeddings and positions wired straight into the MLPs."""
-    h = model(x, trace=True)["h0"]
-    for block in model.blocks:
-        pre = F.linear(block.ln2(h), block.W_1.T, block.b_1)
-        h = h + F.linear(F.gelu(pre), block.W_2.T, block.b_2)
-    return model.final_ln(h) @ model.E.T
-
-
 def test_attention_off_two_ways_identical_to_the_last_bit(cat):
     model, world = cat
     x = ids(world, "<BOS> the cat is")
@@ -84,6 +76,7 @@ def test_attention_off_two_ways_identical_to_the_last_bit(cat):
             block.b_O.zero_()
     method2 = zeroed(x)
     assert (method2 - without_attention_blocks(model, x)).abs().max().item() == 0
+    assert (zeroed_copy(model)(x) - method2).abs().max().item() == 0
     assert (method2 - model(x, attention=False)).abs().max().item() == 0
 
 
@@ -106,6 +99,7 @@ def test_head_ablation_equals_zeroing_its_rows_of_W_O(cat):
                 zeroed.blocks[layer].W_O[head * 3:(head + 1) * 3] = 0
             diff = (zeroed(x) - model(x, ablate_heads={(layer, head)})).abs().max().item()
             assert diff == 0, (layer, head)
+            assert (zeroed_copy(model, {(layer, head)})(x) - zeroed(x)).abs().max().item() == 0
 
 
 def test_switches_never_change_the_stored_weights(cat):
