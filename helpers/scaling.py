@@ -1,0 +1,230 @@
+"""Why attention divides its scores by √d_k: the spread of dot products, softmax
+saturation, and the size of softmax's gradient.
+
+Random numbers come from torch's generator so that the seed text's tables
+(seed 003, "Scaling by √d") can be drawn again number for number; everything
+after the draw is NumPy.
+"""
+import math
+
+import numpy as np
+import torch
+
+from .errors import as_array, check_positive_int, fail
+from .reference import softmax
+
+# Seed 003's table: d -> (spread of raw dot products, spread after dividing by √d).
+SEED_SPREAD = {2: (1.41, 1.00), 4: (2.00, 1.00), 64: (7.99, 1.00), 768: (27.73, 1.00)}
+# Seed 003's one query against six keys at d = 64 (seed 1).
+SEED_SIX_SCORES = (-9.799, -4.000, -0.607, 2.800, -3.593, -0.429)
+SEED_GRADIENTS = {"raw": 0.041, "scaled": 0.173}
+
+
+def check_dims(dims):
+    """A list of whole numbers d >= 1."""
+    if isinstance(dims, (int, np.integer)):
+        dims = [dims]
+    return [check_positive_int(d, "each d") for d in dims]
+
+
+def raw_scores(d, n, generator, chunk=10_000):
+    """(n,) dot products q·k of n pairs of standard-normal d-vectors, drawn as the seed did:
+    all n queries (n, d) first, then all n keys (n, d), from one generator.
+
+    The pairs are multiplied ``chunk`` rows at a time, so memory stays small at d = 768;
+    a second generator replays the query stream. Chunks give the very numbers one big
+    draw would give because torch fills normals in blocks of 16 and ``chunk`` is a
+    multiple of 16.
+    """
+    if chunk % 16:
+        fail(f"chunk should be a multiple of 16 to replay torch's random stream, but got {chunk}")
+    query_gen = torch.Generator().set_state(generator.get_state())
+    for start in range(0, n, chunk):                       # skip past the queries
+        torch.randn(min(chunk, n - start), d, generator=generator)
+    out = []
+    for start in range(0, n, chunk):
+        rows = min(chunk, n - start)
+        q = torch.randn(rows, d, generator=query_gen)
+        k = torch.randn(rows, d, generator=generator)
+        out.append((q * k).sum(dim=1))
+    return torch.cat(out).numpy().astype(float)
+
+
+def dot_spread(dims=(2, 4, 64, 768), n=100_000, seed=123):
+    """The spread (standard deviation) of q·k and of q·k / √d over n random pairs, for each d.
+
+    q and k have independent standard-normal entries (mean 0, variance 1), drawn by
+    torch.randn from one generator seeded once with ``seed``, d after d.
+    Returns a list of dicts: d, raw, scaled, expected (= √d, the theory).
+    """
+    dims = check_dims(dims)
+    n = check_positive_int(n, "n")
+    generator = torch.Generator().manual_seed(seed)
+    rows = []
+    for d in dims:
+        s = raw_scores(d, n, generator)
+        rows.append(dict(d=d, raw=float(s.std()), scaled=float((s / math.sqrt(d)).std()),
+                         expected=math.sqrt(d)))
+    return rows
+
+
+def six_keys(d=64, n_keys=6, seed=1):
+    """One query's raw scores against ``n_keys`` random keys: (n_keys,).
+
+    As in the seed: ``n_keys`` standard-normal queries (n_keys, d) are drawn, then
+    ``n_keys`` keys; the first query is scored against every key.
+    """
+    d, n_keys = check_positive_int(d, "d"), check_positive_int(n_keys, "n_keys")
+    g = torch.Generator().manual_seed(seed)
+    Q = torch.randn(n_keys, d, generator=g)
+    K = torch.randn(n_keys, d, generator=g)
+    return (K @ Q[0]).numpy().astype(float)
+
+
+def softmax_jacobian(weights):
+    """The derivative of softmax at its output ``weights`` (n,): J[i, j] = ∂w_i/∂s_j.
+
+    J = diag(w) - w wᵀ, with s the softmax's own input. Shape (n, n).
+    """
+    w = as_array(weights, "weights", 1)
+    if np.any(w < 0) or abs(w.sum() - 1) > 1e-6:
+        fail(f"weights should be a softmax output (non-negative, summing to 1), but they sum to {w.sum():.4f}")
+    return np.diag(w) - np.outer(w, w)
+
+
+def weight_gradient(scores, index, divide_by=1.0):
+    """How strongly one attention weight reacts to the scores.
+
+    The weights are softmax(scores / divide_by). Returns a dict with
+    * ``wrt_input``: the length of the gradient of weight ``index`` with respect to
+      softmax's own input (scores / divide_by), the seed's measure;
+    * ``wrt_scores``: the length with respect to the scores before the division
+      (the chain rule multiplies by 1 / divide_by).
+    """
+    s = as_array(scores, "scores", 1)
+    if not 0 <= index < len(s):
+        fail(f"index should pick one of the {len(s)} weights (0..{len(s) - 1}), but got {index}")
+    if not divide_by > 0:
+        fail(f"divide_by should be a positive number, but got {divide_by!r}")
+    row = softmax_jacobian(softmax(s / divide_by))[index]
+    size = float(np.linalg.norm(row))
+    return dict(wrt_input=size, wrt_scores=size / divide_by)
+
+
+def jacobian_size(weights):
+    """Size of the whole softmax derivative for each row of ``weights`` (N, n): ‖J‖ (Frobenius). (N,)"""
+    w = as_array(weights, "weights", 2)
+    J = w[:, :, None] * np.eye(w.shape[1]) - w[:, :, None] * w[:, None, :]
+    return np.sqrt((J ** 2).sum(axis=(1, 2)))
+
+
+def gradient_by_dim(dims=(2, 4, 16, 64, 256, 768), n_queries=2000, n_keys=6, seed=0):
+    """Median softmax-gradient size over ``n_queries`` random queries, each against ``n_keys`` keys.
+
+    Returns a list of dicts: d; raw (softmax of q·k, derivative w.r.t. q·k); scaled
+    (softmax of q·k/√d, derivative w.r.t. its input q·k/√d); scaled_wrt_raw (the same,
+    w.r.t. q·k: scaled / √d); saturated_raw and saturated_scaled (the share of rows
+    whose largest weight exceeds 0.99).
+    """
+    dims = check_dims(dims)
+    g = torch.Generator().manual_seed(seed)
+    rows = []
+    for d in dims:
+        q = torch.randn(n_queries, 1, d, generator=g)
+        k = torch.randn(n_queries, n_keys, d, generator=g)
+        s = (q * k).sum(-1).numpy().astype(float)           # (n_queries, n_keys)
+        w_raw, w_scaled = softmax(s), softmax(s / math.sqrt(d))
+        scaled = float(np.median(jacobian_size(w_scaled)))
+        rows.append(dict(d=d, raw=float(np.median(jacobian_size(w_raw))), scaled=scaled,
+                         scaled_wrt_raw=scaled / math.sqrt(d),
+                         saturated_raw=float((w_raw.max(1) > 0.99).mean()),
+                         saturated_scaled=float((w_scaled.max(1) > 0.99).mean())))
+    return rows
+
+
+# ----------------------------------------------------------------- the explorer's compute
+
+POOL_D, POOL_PAIRS = 1024, 2000
+_pool = {}
+
+
+def pool():
+    """Fixed random draws the explorer slices (seed 7): pairs q, k (2000, 1024); a query and 6 keys."""
+    if not _pool:
+        g = torch.Generator().manual_seed(7)
+        _pool["q"] = torch.randn(POOL_PAIRS, POOL_D, generator=g).numpy()
+        _pool["k"] = torch.randn(POOL_PAIRS, POOL_D, generator=g).numpy()
+        _pool["query"] = torch.randn(POOL_D, generator=g).numpy()
+        _pool["keys"] = torch.randn(6, POOL_D, generator=g).numpy()
+    return _pool
+
+
+def explore(d, scaled=True):
+    """What the explorer shows for one d, with or without dividing by √d.
+
+    Uses the first d numbers of fixed random vectors, so moving d grows the same vectors.
+    Returns a dict: d, scaled, scores (2000,) the scores of 2,000 random pairs (as softmax
+    sees them), spread (their std), weights (6,) one query's softmax row over six keys,
+    gradient (‖J‖ of that row, w.r.t. softmax's input), gradient_wrt_raw (w.r.t. q·k).
+    """
+    d = int(round(d)) if isinstance(d, float) and d == d else d
+    d = check_positive_int(d, "d")
+    if d > POOL_D:
+        fail(f"d should be at most {POOL_D} in the explorer, but got {d}")
+    p = pool()
+    divide = math.sqrt(d) if scaled else 1.0
+    scores = np.einsum("nd,nd->n", p["q"][:, :d], p["k"][:, :d]) / divide
+    row = p["keys"][:, :d] @ p["query"][:d] / divide
+    weights = softmax(row.astype(float))
+    gradient = float(jacobian_size(weights[None])[0])
+    return dict(d=d, scaled=bool(scaled), scores=scores, spread=float(scores.std()), weights=weights,
+                gradient=gradient, gradient_wrt_raw=gradient / divide)
+
+
+# ----------------------------------------------------------------- figures
+
+def spread_figure(dims=(4, 64, 768), n=20_000, seed=123):
+    """Histograms of q·k (raw) and q·k/√d (scaled) for each d, one panel per d, shared x-axis."""
+    import matplotlib.pyplot as plt
+
+    from .plots import ACCENT, BASE
+
+    dims = check_dims(dims)
+    generator = torch.Generator().manual_seed(seed)
+    fig, axes = plt.subplots(1, len(dims), figsize=(3.3 * len(dims), 2.8), sharex=True, sharey=True)
+    bins = np.linspace(-90, 90, 121)
+    for ax, d in zip(np.atleast_1d(axes), dims):
+        s = raw_scores(d, n, generator)
+        ax.hist(s, bins, density=True, color=ACCENT, alpha=0.7, label="raw q·k")
+        ax.hist(s / math.sqrt(d), bins, density=True, color=BASE, alpha=0.7, label="q·k / √d")
+        ax.set_title(f"d = {d} ({n:,} pairs)")
+        ax.set_xlabel("score")
+        ax.set_yscale("log")
+        ax.set_ylim(1e-4, 1)
+        ax.legend(fontsize=7, loc="upper left")
+    np.atleast_1d(axes)[0].set_ylabel("density (log scale)")
+    fig.tight_layout()
+    return fig
+
+
+def gradient_figure(rows):
+    """Median gradient size against d (log-log) from ``gradient_by_dim`` rows: three curves."""
+    import matplotlib.pyplot as plt
+
+    from .plots import ACCENT, BASE
+
+    dims = [r["d"] for r in rows]
+    fig, ax = plt.subplots(figsize=(5.6, 3.4))
+    ax.loglog(dims, [r["scaled"] for r in rows], "o-", color=BASE,
+              label="scaled, w.r.t. softmax's input q·k/√d")
+    ax.loglog(dims, [r["scaled_wrt_raw"] for r in rows], "s--", color=BASE, alpha=0.6,
+              label="scaled, w.r.t. the raw q·k")
+    ax.loglog(dims, [r["raw"] for r in rows], "o-", color=ACCENT, label="unscaled, w.r.t. q·k")
+    ax.set_xticks(dims, [str(d) for d in dims])
+    ax.minorticks_off()
+    ax.set_xlabel("d (length of q and k)")
+    ax.set_ylabel("median ‖∂weights/∂scores‖")
+    ax.set_title("How much a softmax row can still move")
+    ax.legend(fontsize=8, loc="lower left")
+    fig.tight_layout()
+    return fig

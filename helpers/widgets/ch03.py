@@ -1,0 +1,130 @@
+"""Chapter 03 explorer: grow d, switch the √d scaling on and off, and watch the scores
+spread, one softmax row saturate and its gradient die.
+
+* ``helpers.scaling.explore(d, scaled)`` is the compute (tests call it directly).
+* ``scaling_view()`` builds the three-panel figure once and returns ``show(result)``,
+  which moves its artists and returns PNG bytes (the static parts are drawn once).
+* ``explorer()`` wires a log slider for d and a scaling checkbox to it.
+"""
+import io
+
+import numpy as np
+
+from .. import plots
+from ..scaling import explore, gradient_by_dim
+
+BINS = np.linspace(-100, 100, 81)
+CURVE_DIMS = [int(round(2 ** (e / 2))) for e in range(2, 21)]   # 2 .. 1024, half-octave steps
+
+
+class FastFigure:
+    """A figure whose static parts are drawn once; ``png()`` redraws only the moving artists.
+
+    Mark moving artists with ``animate(artist)``; after the first ``png()`` the axes, ticks
+    and fixed curves are pasted from a saved background (blitting), which keeps an update
+    of a busy figure to a few milliseconds.
+    """
+
+    def __init__(self, size, **margins):
+        from matplotlib.backends.backend_agg import FigureCanvasAgg
+        from matplotlib.figure import Figure
+
+        self.fig = Figure(figsize=size, dpi=80)
+        self.fig.subplots_adjust(**margins)
+        self.canvas = FigureCanvasAgg(self.fig)
+        self.moving, self.background = [], None
+
+    def animate(self, artist):
+        """Leave ``artist`` out of the background; it is drawn on every ``png()``. Returns it."""
+        artist.set_animated(True)
+        self.moving.append(artist)
+        return artist
+
+    def png(self):
+        """The figure as PNG bytes, with the moving artists drawn as they are now."""
+        from PIL import Image
+
+        if self.background is None:
+            self.canvas.draw()
+            self.background = self.canvas.copy_from_bbox(self.fig.bbox)
+        self.canvas.restore_region(self.background)
+        for artist in self.moving:
+            self.fig.draw_artist(artist)
+        image = Image.frombuffer("RGBA", self.canvas.get_width_height(), self.canvas.buffer_rgba())
+        buffer = io.BytesIO()
+        image.convert("RGB").save(buffer, format="png", compress_level=1)
+        return buffer.getvalue()
+
+
+def scaling_view(curve_queries=300):
+    """The explorer's figure and the function that shows one ``explore`` result on it: (view, show).
+
+    Left: histogram of 2,000 scores as softmax sees them. Middle: one softmax row over six
+    keys. Right: the median gradient size against d (precomputed, scaled and raw), with
+    this row's gradient marked. ``show(result)`` moves the artists and returns PNG bytes.
+    """
+    view = FastFigure((10.5, 3.4), left=0.06, right=0.985, bottom=0.17, top=0.8, wspace=0.32)
+    fig, animate = view.fig, view.animate
+    ax_hist, ax_row, ax_grad = fig.subplots(1, 3)
+    hist = animate(ax_hist.stairs(np.zeros(len(BINS) - 1), BINS, fill=True, color=plots.BASE))
+    ax_hist.set_xlim(BINS[0], BINS[-1])
+    ax_hist.set_ylim(0, 0.6)
+    ax_hist.set_xlabel("score fed to softmax")
+    ax_hist.set_ylabel("share of 2,000 pairs")
+    bars = [animate(b) for b in ax_row.bar(range(6), np.zeros(6), color=plots.BASE)]
+    labels = [animate(ax_row.text(i, 0, "", ha="center", fontsize=8)) for i in range(6)]
+    ax_row.set_xticks(range(6), [str(i) for i in range(6)])
+    ax_row.set_xlabel("key")
+    ax_row.set_ylim(0, 1.12)
+    ax_row.set_ylabel("attention weight")
+    curve = gradient_by_dim(CURVE_DIMS, n_queries=curve_queries, seed=3)
+    dims = [r["d"] for r in curve]
+    ax_grad.loglog(dims, [r["scaled"] for r in curve], color=plots.BASE, label="median, scaled")
+    ax_grad.loglog(dims, [max(r["raw"], 1e-12) for r in curve], color=plots.ACCENT, label="median, raw")
+    marker = animate(ax_grad.plot([2], [0.3], "o", color="black", label="this row")[0])
+    ax_grad.set_ylim(1e-12, 2)
+    ax_grad.set_yticks([1e-12, 1e-9, 1e-6, 1e-3, 1], ["1e-12", "1e-9", "1e-6", "0.001", "1"])
+    ax_grad.set_xticks([2, 8, 32, 128, 512], ["2", "8", "32", "128", "512"])
+    ax_grad.minorticks_off()
+    ax_grad.set_xlabel("d (log scale)")
+    ax_grad.set_ylabel("‖∂weights/∂input‖")
+    ax_grad.legend(fontsize=7, loc="lower left")
+    title = animate(fig.text(0.5, 0.95, "", ha="center", fontsize=11))
+    headers = [animate(fig.text(0.5 * (ax.get_position().x0 + ax.get_position().x1), 0.83, "",
+                                ha="center", fontsize=9)) for ax in (ax_hist, ax_row, ax_grad)]
+
+    def show(result):
+        counts, _ = np.histogram(np.clip(result["scores"], BINS[0], BINS[-1] - 1e-9), BINS)
+        hist.set_data(counts / len(result["scores"]))
+        for bar, label, w in zip(bars, labels, result["weights"]):
+            bar.set_height(w)
+            label.set_position((label.get_position()[0], w + 0.02))
+            label.set_text(f"{w:.3f}")
+        marker.set_data([result["d"]], [max(result["gradient"], 1e-12)])
+        how = "scores / √d" if result["scaled"] else "raw scores q·k (no scaling)"
+        title.set_text(f"d = {result['d']}, softmax of {how}")
+        headers[0].set_text(f"spread (std) = {result['spread']:.2f}")
+        headers[1].set_text(f"one query, six keys: largest weight {result['weights'].max():.3f}")
+        headers[2].set_text(f"gradient size of this row: {result['gradient']:.2g}")
+        return view.png()
+    return view, show
+
+
+def explorer(d=64, scaled=False):
+    """A log slider for d (2 to 1024), a checkbox for the √d scaling, and one figure redrawn in place."""
+    import ipywidgets as widgets
+    from IPython.display import Image, display
+
+    slider = widgets.FloatLogSlider(value=d, base=2, min=1, max=10, step=0.5, description="d",
+                                    readout_format=".0f")
+    box = widgets.Checkbox(value=scaled, description="divide by √d")
+    _, show = scaling_view()
+
+    def image():
+        return Image(data=show(explore(slider.value, box.value)), format="png")
+
+    display(widgets.HBox([slider, box]))
+    handle = display(image(), display_id=True)
+    for w in (slider, box):
+        w.observe(lambda change: handle.update(image()), names="value")
+

@@ -1,0 +1,140 @@
+"""Chapter 03 (scaling): the spread table, the six-key example, the gradients, the explorer and the checks."""
+import math
+
+import numpy as np
+import pytest
+import torch
+
+from helpers import scaling
+from helpers.checks import NOT_ANSWERED, ch03
+from helpers.errors import CourseInputError
+from helpers.reference import softmax
+
+
+def test_chunked_draws_equal_one_big_draw():
+    g = torch.Generator().manual_seed(123)
+    q, k = torch.randn(20_000, 3, generator=g), torch.randn(20_000, 3, generator=g)
+    chunked = scaling.raw_scores(3, 20_000, torch.Generator().manual_seed(123), chunk=4_000)
+    assert np.array_equal(chunked, (q * k).sum(1).numpy().astype(float))
+
+
+def test_spread_table_reproduces_the_seed_and_the_theory():
+    rows = scaling.dot_spread(dims=(2, 4, 64), n=100_000, seed=123)
+    for row in rows:
+        assert (round(row["raw"], 2), round(row["scaled"], 2)) == scaling.SEED_SPREAD[row["d"]]
+        assert abs(row["raw"] / math.sqrt(row["d"]) - 1) < 0.01
+
+
+def test_six_keys_and_the_seed_gradients():
+    raw = scaling.six_keys(d=64, n_keys=6, seed=1)
+    assert np.allclose(raw, scaling.SEED_SIX_SCORES, atol=1e-3)
+    assert round(scaling.weight_gradient(raw, 2)["wrt_input"], 3) == scaling.SEED_GRADIENTS["raw"]
+    scaled = scaling.weight_gradient(raw, 2, divide_by=8)
+    assert round(scaled["wrt_input"], 3) == scaling.SEED_GRADIENTS["scaled"]
+    assert scaled["wrt_scores"] == pytest.approx(scaled["wrt_input"] / 8)
+
+
+def test_jacobian_matches_autograd_and_rows_sum_to_zero():
+    s = np.array([0.3, -1.2, 2.0, 0.5])
+    J = scaling.softmax_jacobian(softmax(s))
+    J_torch = torch.autograd.functional.jacobian(lambda x: torch.softmax(x, -1), torch.tensor(s)).numpy()
+    assert np.allclose(J, J_torch, atol=1e-12)
+    assert np.allclose(J.sum(1), 0)
+    assert np.allclose(scaling.jacobian_size(softmax(s)[None]), np.linalg.norm(J))
+
+
+def test_unscaled_gradient_collapses_and_scaled_does_not():
+    rows = scaling.gradient_by_dim(dims=(4, 256), n_queries=300, seed=0)
+    assert rows[1]["raw"] < 0.01 * rows[0]["raw"]
+    assert abs(rows[1]["scaled"] - rows[0]["scaled"]) < 0.05
+    assert rows[1]["saturated_scaled"] == 0
+
+
+def test_explore_compute():
+    a, b = scaling.explore(64, scaled=False), scaling.explore(64.0, scaled=True)
+    assert a["scores"].shape == (2000,) and a["weights"].shape == (6,)
+    assert a["spread"] == pytest.approx(8 * b["spread"])
+    assert b["spread"] == pytest.approx(1, abs=0.1)
+    assert b["gradient_wrt_raw"] == pytest.approx(b["gradient"] / 8)
+    assert scaling.explore(1024, False)["weights"].max() > 0.99
+
+
+def test_explore_is_fast_enough():
+    import time
+    scaling.explore(512, False)
+    start = time.perf_counter()
+    for d in (2, 64, 1024):
+        scaling.explore(d, True)
+    assert (time.perf_counter() - start) / 3 < 0.5   # budget 50 ms; generous for a shared CI machine
+
+
+def test_widget_view_draws_png():
+    from helpers.widgets import ch03 as widget
+    _, show = widget.scaling_view(curve_queries=50)
+    png = show(scaling.explore(32, True))
+    assert png[:8] == b"\x89PNG\r\n\x1a\n"
+
+
+@pytest.mark.parametrize("bad", [dict(d=0), dict(d=5000), dict(d="x")])
+def test_explore_bad_input(bad):
+    with pytest.raises(CourseInputError):
+        scaling.explore(**bad)
+
+
+def test_bad_input_elsewhere():
+    with pytest.raises(CourseInputError, match="index"):
+        scaling.weight_gradient([1.0, 2.0], 5)
+    with pytest.raises(CourseInputError, match="softmax output"):
+        scaling.softmax_jacobian([0.5, 0.9])
+    with pytest.raises(CourseInputError, match="multiple of 16"):
+        scaling.raw_scores(4, 100, torch.Generator(), chunk=10)
+
+
+# ------------------------------------------------------------------ checks
+
+def feedback(check, answer, *args, **kwargs):
+    return " ".join(check.feedback(answer, *args, **kwargs))
+
+
+def test_typical_size_check():
+    assert ch03.typical_size.feedback(math.sqrt(512), d=512) == []
+    assert "variance" in feedback(ch03.typical_size, 512, d=512)
+    assert "after dividing" in feedback(ch03.typical_size, 1.0, d=512)
+    assert "too small" in feedback(ch03.typical_size, 20.0, d=512)
+    assert feedback(ch03.typical_size, None) == NOT_ANSWERED
+    with pytest.raises(AssertionError):
+        ch03.typical_size.grade(512, d=512)
+
+
+def test_scaled_scores_check():
+    g = torch.Generator().manual_seed(5)
+    q, K = torch.randn(16, generator=g).numpy(), torch.randn(6, 16, generator=g).numpy()
+    assert ch03.scaled_scores.feedback(K @ q / 4, q, K) == []
+    assert "raw dot products" in feedback(ch03.scaled_scores, K @ q, q, K)
+    assert "divided by d" in feedback(ch03.scaled_scores, K @ q / 16, q, K)
+    assert "shape" in feedback(ch03.scaled_scores, q, q, K)
+    assert feedback(ch03.scaled_scores, None, q, K) == NOT_ANSWERED
+
+
+def test_jacobian_check():
+    w = softmax(np.array([0.1, 1.0, -0.5, 2.0]))
+    J = np.diag(w) - np.outer(w, w)
+    assert ch03.jacobian.feedback(J, w) == []
+    assert "sign" in feedback(ch03.jacobian, -J, w)
+    assert "diagonal is missing" in feedback(ch03.jacobian, -np.outer(w, w), w)
+    assert "off-diagonal" in feedback(ch03.jacobian, np.diag(w * (1 - w)), w)
+    assert "differs" in feedback(ch03.jacobian, J + np.eye(4) * 0.1 - 0.025, w)
+    assert feedback(ch03.jacobian, None, w) == NOT_ANSWERED
+
+
+def test_gradient_wrt_raw_check():
+    raw = scaling.six_keys()
+    sizes = scaling.weight_gradient(raw, 2, divide_by=8)
+    assert ch03.gradient_wrt_raw.feedback(sizes["wrt_scores"], raw) == []
+    assert "own input" in feedback(ch03.gradient_wrt_raw, sizes["wrt_input"], raw)
+    assert "don't multiply" in feedback(ch03.gradient_wrt_raw, sizes["wrt_input"] * 8, raw)
+    assert "unscaled" in feedback(ch03.gradient_wrt_raw, 0.0414, raw)
+    assert "too large" in feedback(ch03.gradient_wrt_raw, 0.03, raw)
+    assert feedback(ch03.gradient_wrt_raw, None, raw) == NOT_ANSWERED
+    with pytest.raises(AssertionError, match="chain rule"):
+        ch03.gradient_wrt_raw.grade(sizes["wrt_input"], raw)
