@@ -1,0 +1,165 @@
+"""Positions (chapter 06): attention is blind to order, and three ways to give it order.
+
+* ``permutation_matrix``, ``match_permutation``: scramble rows and find how two
+  orderings of the same tokens line up.
+* ``random_attention``, ``attention_stack``: small NumPy attention layers with a
+  residual, for the order demos.
+* ``order_demo``: the lecture's ``shutil.copy(src, dst)`` against
+  ``shutil.copy(dst, src)``, with and without positions and the causal mask.
+* ``offset_rotation``: the (d, d) matrix R_k with PE[p] @ R_k = PE[p + k] for every p.
+* ``rope_scores``, ``diagonal_spread``: RoPE scores depend on the offset only.
+* ``rows_unchanged``: which rows of a learned position table training never moved.
+
+Row-vector convention throughout: X is (T, d), one row per token.
+"""
+import numpy as np
+
+from . import reference as ref
+from .errors import as_array, check_positive_int, fail
+
+
+def permutation_matrix(perm):
+    """The (T, T) matrix P with (P @ X)[i] = X[perm[i]].
+
+    perm: a rearrangement of 0..T-1. P has one 1 in every row and column, and P.T @ P = I.
+    """
+    perm = np.asarray(perm)
+    T = len(perm)
+    if perm.ndim != 1 or sorted(perm.tolist()) != list(range(T)):
+        fail(f"perm should be a rearrangement of 0..{T - 1}, but got {perm.tolist()}")
+    P = np.zeros((T, T))
+    P[np.arange(T), perm] = 1.0
+    return P
+
+
+def match_permutation(first, second):
+    """perm with second[i] == first[perm[i]]: how a reordering of the same words lines up.
+
+    first, second: lists of words holding the same words in some order. A repeated
+    word is matched to its occurrences in order.
+    """
+    first, second = list(first), list(second)
+    if sorted(first) != sorted(second):
+        fail(f"the two word lists must hold the same words, but got {first} and {second}")
+    unused = list(range(len(first)))
+    perm = []
+    for word in second:
+        i = next(j for j in unused if first[j] == word)
+        unused.remove(i)
+        perm.append(i)
+    return np.array(perm)
+
+
+def random_attention(d, seed, n_layers=1):
+    """n_layers seeded single-head attention layers: a list of dicts W_Q, W_K, W_V, each (d, d).
+
+    Entries are normal with standard deviation 1/sqrt(d), so scores stay moderate.
+    """
+    d, n_layers = check_positive_int(d, "d"), check_positive_int(n_layers, "n_layers")
+    rng = np.random.default_rng(seed)
+    return [{name: rng.normal(0.0, d ** -0.5, size=(d, d)) for name in ("W_Q", "W_K", "W_V")}
+            for _ in range(n_layers)]
+
+
+def attention_stack(X, layers, causal=False):
+    """Run X (T, d) through each layer: X <- X + Attention(X W_Q, X W_K, X W_V). Returns (T, d)."""
+    X = as_array(X, "X", 2)
+    for layer in layers:
+        W_Q = as_array(layer["W_Q"], "W_Q", 2)
+        if W_Q.shape[0] != X.shape[1]:
+            fail(f"the layer expects rows of width {W_Q.shape[0]}, but X has width {X.shape[1]}")
+        out, _ = ref.attention(X @ W_Q, X @ layer["W_K"], X @ layer["W_V"], causal=causal)
+        X = X + out
+    return X
+
+
+def order_demo(first, second, d=8, seed=0, n_layers=1, causal=False, positions=False):
+    """Embed two orderings of the same words and run both through the same attention stack.
+
+    first, second: word lists (the same words, reordered). Each word gets a seeded random
+    embedding of width d; positions=True adds the sinusoidal table. Returns a dict:
+    vocab, E (V, d), perm (second[i] == first[perm[i]]), out_first and out_second (T, d),
+    row_diff (T,) = max |out_second[i] - out_first[perm[i]]| and max_diff, their maximum.
+    row_diff is all zeros (up to round-off) exactly when the outputs are the same rows reordered.
+    """
+    d = check_positive_int(d, "d")
+    perm = match_permutation(first, second)
+    vocab = sorted(set(first))
+    E = np.random.default_rng(seed).normal(size=(len(vocab), d))
+    layers = random_attention(d, seed + 1, n_layers)
+
+    def run(words):
+        X = E[[vocab.index(w) for w in words]]
+        if positions:
+            X = X + ref.sinusoidal_positions(len(words), d)
+        return attention_stack(X, layers, causal=causal)
+
+    out_first, out_second = run(first), run(second)
+    row_diff = np.abs(out_second - out_first[perm]).max(axis=1)
+    return dict(vocab=vocab, E=E, perm=perm, out_first=out_first, out_second=out_second,
+                row_diff=row_diff, max_diff=float(row_diff.max()))
+
+
+def offset_rotation(k, d, base=10000.0):
+    """The (d, d) block-diagonal R_k with sinusoidal row p+k = (row p) @ R_k for every p.
+
+    Pair i (columns 2i, 2i+1 = [sin, cos]) turns through the angle k * w_i,
+    w_i = base**(-2i/d); the matrix depends on k alone, not on p.
+    """
+    d = check_positive_int(d, "d")
+    if d % 2:
+        fail(f"sinusoidal positions need an even width d, but got d={d}")
+    R = np.zeros((d, d))
+    for i, w in enumerate(base ** (-np.arange(0, d, 2) / d)):
+        c, s = np.cos(k * w), np.sin(k * w)
+        R[2 * i:2 * i + 2, 2 * i:2 * i + 2] = [[c, -s], [s, c]]
+    return R
+
+
+def rope_scores(q, k, n):
+    """(n, n) scores S[t, s] = rotate(q, t) · rotate(k, s): one query and one key placed at
+    every position 0..n-1 and rotated there (helpers.reference.rotate_pairs).
+
+    q, k: (d,) with d even.
+    """
+    q, k = as_array(q, "q", 1), as_array(k, "k", 1)
+    if q.shape != k.shape:
+        fail(f"q and k need the same width, but q has {q.shape[0]} and k has {k.shape[0]}")
+    n = check_positive_int(n, "n")
+    where = np.arange(n)
+    Q = ref.rotate_pairs(np.tile(q, (n, 1)), where)
+    K = ref.rotate_pairs(np.tile(k, (n, 1)), where)
+    return Q @ K.T
+
+
+def diagonal_spread(S):
+    """For a square (n, n) matrix: the largest (max - min) along any diagonal t - s = const.
+
+    0 means every entry depends on the offset t - s only. -inf entries are skipped.
+    """
+    S = as_array(S, "S", 2)
+    if S.shape[0] != S.shape[1]:
+        fail(f"S should be square, but has shape {S.shape}")
+    spread = 0.0
+    for offset in range(-S.shape[0] + 1, S.shape[0]):
+        diagonal = np.diagonal(S, offset)
+        diagonal = diagonal[np.isfinite(diagonal)]
+        if diagonal.size:
+            spread = max(spread, float(diagonal.max() - diagonal.min()))
+    return spread
+
+
+def rows_unchanged(model, seed):
+    """(n_max,) booleans: which rows of a learned position table still equal their
+    initial values (the model's Config re-initialised with ``seed``).
+
+    Adam leaves a row exactly where it started when no training sequence reached its
+    position (its gradient is 0 at every step).
+    """
+    from .model import Transformer
+
+    if getattr(model, "P", None) is None:
+        fail(f"expected a model with learned positions, but this one has positions={model.cfg.positions!r}")
+    start = Transformer(model.cfg)
+    start.reset_parameters(seed)
+    return (model.P.detach() == start.P.detach()).all(dim=1).numpy()

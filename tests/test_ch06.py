@@ -1,0 +1,152 @@
+"""Chapter 06 (positions): helpers.positions, the explorer's compute and the exercise checks."""
+import numpy as np
+import pytest
+import torch
+
+from helpers import positions as pos
+from helpers import reference as ref
+from helpers.checks import NOT_ANSWERED, ch06
+from helpers.errors import CourseInputError
+from helpers.model import Config, Transformer
+from helpers.weights import load_cat, load_dragon
+from helpers.widgets import ch06 as explore
+from helpers.worlds import cat_world
+
+FIRST = "shutil . copy ( src , dst )".split()
+SECOND = "shutil . copy ( dst , src )".split()
+
+
+def test_permutation_matrix_moves_rows_and_is_orthogonal():
+    perm = [2, 0, 1]
+    P = pos.permutation_matrix(perm)
+    X = np.arange(6.0).reshape(3, 2)
+    assert np.array_equal(P @ X, X[perm])
+    assert np.array_equal(P.T @ P, np.eye(3))
+    with pytest.raises(CourseInputError, match="rearrangement"):
+        pos.permutation_matrix([0, 0, 1])
+
+
+def test_match_permutation_handles_repeated_words():
+    perm = pos.match_permutation(FIRST, SECOND)
+    assert [FIRST[i] for i in perm] == SECOND
+    assert list(pos.match_permutation(["a", "b", "a"], ["a", "a", "b"])) == [0, 2, 1]
+    with pytest.raises(CourseInputError, match="same words"):
+        pos.match_permutation(["a"], ["b"])
+
+
+def test_attention_is_permutation_equivariant_without_positions_only():
+    assert pos.order_demo(FIRST, SECOND)["max_diff"] < 1e-12
+    assert pos.order_demo(FIRST, SECOND, n_layers=2)["max_diff"] < 1e-12
+    assert pos.order_demo(FIRST, SECOND, positions=True)["max_diff"] > 0.1
+
+
+def test_causal_mask_keeps_the_last_row_in_one_layer_only():
+    one = pos.order_demo(FIRST, SECOND, causal=True)
+    assert one["row_diff"][:4].max() == 0 and one["row_diff"][-1] < 1e-12
+    assert one["row_diff"][4:7].min() > 0.01
+    two = pos.order_demo(FIRST, SECOND, causal=True, n_layers=2)
+    assert two["row_diff"][-1] > 1e-3
+
+
+def test_offset_rotation_moves_the_table_and_is_a_rotation():
+    PE = ref.sinusoidal_positions(40, 8)
+    for k in (1, 3, 10):
+        R = pos.offset_rotation(k, 8)
+        assert np.allclose(PE[:-k] @ R, PE[k:], atol=1e-12)
+        assert np.allclose(R @ R.T, np.eye(8))
+    with pytest.raises(CourseInputError, match="even"):
+        pos.offset_rotation(1, 5)
+
+
+def test_rope_scores_depend_on_the_offset_only():
+    rng = np.random.default_rng(0)
+    S = pos.rope_scores(rng.normal(size=6), rng.normal(size=6), 12)
+    assert S.shape == (12, 12) and pos.diagonal_spread(S) < 1e-12
+    assert pos.diagonal_spread(np.arange(9.0).reshape(3, 3)) == 8.0  # the main diagonal 0, 4, 8
+    with pytest.raises(CourseInputError, match="same width"):
+        pos.rope_scores(np.ones(4), np.ones(6), 3)
+
+
+def test_rotary_model_scores_depend_on_the_offset_only():
+    model = Transformer(Config(vocab_size=20, d_model=8, n_heads=2, n_layers=1, d_ff=0, positions="rotary"))
+    scores = model(torch.full((10,), 5), trace=True)["L0.scores"].numpy()
+    assert all(pos.diagonal_spread(s) < 1e-5 for s in scores)
+
+
+def test_dragon_positions_past_the_training_length_never_moved():
+    unchanged = pos.rows_unchanged(load_dragon(), seed=0)
+    assert unchanged.shape == (128,)
+    assert not unchanged[:9].any() and unchanged[9:].all()
+    with pytest.raises(CourseInputError, match="learned positions"):
+        pos.rows_unchanged(load_cat(), seed=0)
+
+
+def test_scramble_is_seeded_and_keeps_bos_and_last_word():
+    words = "<BOS> the big dog sat on the".split()
+    assert explore.scramble(words, 0) == words
+    once = explore.scramble(words, 3)
+    assert once == explore.scramble(words, 3) and once != words
+    assert once[0] == "<BOS>" and once[-1] == "the" and sorted(once) == sorted(words)
+    free = explore.scramble(words, 3, keep_last=False)
+    assert sorted(free) == sorted(words) and free[0] == "<BOS>"
+
+
+def test_next_token_view_on_the_cat_model():
+    model, world = load_cat(), cat_world()
+    view = explore.next_token_view(model, world, "<BOS> the cat sat")
+    assert view["top"] == "on" and view["change"] == 0.0
+    assert abs(view["probs"].sum() - 1) < 1e-5
+    off = explore.next_token_view(model, world, "<BOS> the cat sat", positions=False)
+    assert off["change"] > 0.1 and off["scramble_change"] == 0.0
+    scrambled = explore.next_token_view(model, world, "<BOS> the big dog sat on the", positions=False, seed=1)
+    assert scrambled["scramble_change"] > 0.01
+    with pytest.raises(CourseInputError, match="<BOS>"):
+        explore.next_token_view(model, world, "the cat")
+
+
+def test_view_figure_draws():
+    model, world = load_cat(), cat_world()
+    view = explore.next_token_view(model, world, explore.PROMPTS[1], positions=False, seed=1)
+    fig = explore.view_figure(view, world.tokenizer.vocab, positions=False)
+    assert "positions off" in fig.get_suptitle()
+    assert explore.png(fig)[:4] == b"\x89PNG"
+
+
+# ------------------------------------------------------------------ checks
+
+def said(check, answer, *args):
+    return " ".join(check.feedback(answer, *args))
+
+
+def test_sinusoidal_table_check():
+    right = ref.sinusoidal_positions(8, 4)
+    assert ch06.sinusoidal_table.feedback(right, 8, 4) == []
+    assert NOT_ANSWERED in said(ch06.sinusoidal_table, None, 8, 4)
+    assert "swapped" in said(ch06.sinusoidal_table, right[:, [1, 0, 3, 2]], 8, 4)
+    assert "shape (8, 4)" in said(ch06.sinusoidal_table, right[:4], 8, 4)
+    wrong_freq = ref.sinusoidal_positions(8, 4, base=100.0)
+    assert "frequencies" in said(ch06.sinusoidal_table, wrong_freq, 8, 4)
+    with pytest.raises(AssertionError, match="swapped"):
+        ch06.sinusoidal_table.grade(right[:, [1, 0, 3, 2]], 8, 4)
+
+
+def test_offset_rotation_check():
+    right = pos.offset_rotation(2, 6)
+    assert ch06.offset_rotation.feedback(right, 2, 6) == []
+    assert "back" in said(ch06.offset_rotation, right.T, 2, 6)
+    assert "block-diagonal" in said(ch06.offset_rotation, np.ones((6, 6)), 2, 6)
+    assert NOT_ANSWERED in said(ch06.offset_rotation, None, 2, 6)
+    with pytest.raises(AssertionError):
+        ch06.offset_rotation.grade(np.eye(6), 2, 6)
+
+
+def test_unscrambled_check():
+    rng = np.random.default_rng(1)
+    X, perm = rng.normal(size=(5, 3)), np.array([3, 0, 4, 1, 2])
+    Y, _ = ref.attention(X[perm], X[perm], X[perm])
+    assert ch06.unscrambled.feedback(Y[np.argsort(perm)], Y, perm) == []
+    assert "scrambled order" in said(ch06.unscrambled, Y, Y, perm)
+    assert "second time" in said(ch06.unscrambled, Y[perm], Y, perm)
+    assert NOT_ANSWERED in said(ch06.unscrambled, None, Y, perm)
+    with pytest.raises(AssertionError, match="second time"):
+        ch06.unscrambled.grade(Y[perm], Y, perm)
