@@ -1,0 +1,162 @@
+"""Chapter 02's worked examples and the step-by-step attention they share.
+
+* ``three_words()``: "the cat sat" as 4-number vectors with hand-picked W_q, W_k,
+  W_v that keep two of the four numbers each (seed 003).
+  ``SEED_THREE_WORDS_PRINTED`` holds the numbers that text prints for it.
+* ``seed_toy()``: the one-head, 5-wide toy of seed 000 §5 (X, W_Q, W_K, W_V, W_O
+  given), with ``SEED_TOY_PRINTED``, the numbers that text prints, so a notebook
+  can compare its own results with them.
+* ``IT_SCORES``: the score row of "it" in "the cat sat on it" (seed 001 §7.3).
+* ``attention_steps``: every intermediate of one attention head, by name.
+
+Row-vector convention throughout: a token is a row, ``Q = X @ W_Q``.
+"""
+import math
+
+import numpy as np
+
+from . import reference as ref
+from .errors import as_array, fail
+
+
+def three_words():
+    """"the cat sat" (seed 003): x (3, 4) and W_q, W_k, W_v (4, 2), fresh arrays each call.
+
+    W_q keeps numbers 1 and 2 of each vector, W_k numbers 3 and 4, W_v numbers 1 and 3.
+    """
+    keep = lambda a, b: np.eye(4)[:, [a, b]]
+    return {
+        "tokens": ["the", "cat", "sat"],
+        "x": np.array([[1.0, 0.0, 0.0, 1.0],    # the
+                       [0.0, 1.0, 1.0, 0.0],    # cat
+                       [0.0, 1.0, 0.0, 1.0]]),  # sat
+        "W_q": keep(0, 1),
+        "W_k": keep(2, 3),
+        "W_v": keep(0, 2),
+    }
+
+
+# What seed 003 prints for "the cat sat" (the text's claims, kept to be checked).
+SEED_THREE_WORDS_PRINTED = {
+    "scores": [[2, 0, 1], [0, 2, 1], [1, 1, 2]],
+    "weights": [[0.665, 0.090, 0.245], [0.090, 0.665, 0.245], [0.212, 0.212, 0.576]],
+    "context": [[0.665, 0.335, 0.090, 0.910], [0.090, 0.910, 0.665, 0.335], [0.212, 0.788, 0.212, 0.788]],
+    "qk_scores": [[0, 1, 0], [1, 0, 1], [1, 0, 1]],
+}
+
+
+def seed_toy():
+    """The one-head toy of seed 000 §5: tokens, vocab (20 words), X (3, 5), W_Q, W_K, W_V, W_O (5, 5).
+
+    X holds the embedding rows of "the", "cat", "sat" (ids 0, 1, 3); W_O is the identity.
+    """
+    return {
+        "tokens": ["the", "cat", "sat"],
+        "vocab": ["the", "cat", "dog", "sat", "ran", "on", "mat", "floor", "big", "small",
+                  "red", "blue", "fast", "slow", "a", "and", ".", "is", "was", ".EOS"],
+        "X": np.array([[0.10, -0.20, 0.05, 0.40, 0.15],
+                       [0.30, 0.50, -0.10, 0.20, 0.00],
+                       [-0.40, 0.10, 0.60, -0.30, 0.20]]),
+        "W_Q": np.array([[1.0, 0.0, 0.0, 0.5, 0.0],
+                         [0.0, 1.0, 0.0, 0.0, 0.5],
+                         [0.0, 0.0, 1.0, 0.0, 0.0],
+                         [0.5, 0.0, 0.0, 1.0, 0.0],
+                         [0.0, 0.5, 0.0, 0.0, 1.0]]),
+        "W_K": np.array([[0.8, 0.2, 0.0, 0.0, 0.0],
+                         [0.2, 0.8, 0.0, 0.0, 0.0],
+                         [0.0, 0.0, 0.9, 0.1, 0.0],
+                         [0.0, 0.0, 0.1, 0.9, 0.0],
+                         [0.0, 0.0, 0.0, 0.0, 1.0]]),
+        "W_V": np.array([[0.5, 0.5, 0.0, 0.0, 0.0],
+                         [0.5, -0.5, 0.0, 0.0, 0.0],
+                         [0.0, 0.0, 1.0, 0.0, 0.0],
+                         [0.0, 0.0, 0.0, 1.0, 0.0],
+                         [0.0, 0.0, 0.0, 0.0, 1.0]]),
+        "W_O": np.eye(5),
+    }
+
+
+# What seed 000 §5 prints for its toy, digit for digit (the text's claims, kept to be checked).
+SEED_TOY_PRINTED = {
+    "Q": [[0.300, -0.125, 0.050, 0.450, 0.050],
+          [0.400, 0.500, -0.100, 0.350, 0.250],
+          [-0.550, 0.200, 0.600, -0.500, 0.250]],
+    "K": [[0.040, -0.140, 0.085, 0.365, 0.150],
+          [0.340, 0.460, -0.070, 0.170, 0.000],
+          [-0.300, 0.000, 0.510, -0.210, 0.200]],
+    "V": [[-0.050, 0.150, 0.050, 0.400, 0.150],
+          [0.400, -0.100, -0.100, 0.200, 0.000],
+          [-0.150, -0.250, 0.600, -0.300, 0.200]],
+    "scores": [[0.2055, 0.1175, -0.1490],
+               [0.1028, 0.4325, -0.1945],
+               [-0.1440, -0.2220, 0.6260]],
+    "scaled": [[0.092, 0.053, -0.067],
+               [0.046, 0.193, -0.087],
+               [-0.064, -0.099, 0.280]],
+    "weights": [[1.000, 0.000, 0.000],
+                [0.463, 0.537, 0.000],
+                [0.296, 0.286, 0.418]],
+    "output": [[-0.050, 0.150, 0.050, 0.400, 0.150],
+               [0.192, 0.016, -0.031, 0.293, 0.069],
+               [0.037, -0.089, 0.237, 0.050, 0.128]],
+    "h_last": [-0.363, 0.011, 0.837, -0.250, 0.328],
+}
+
+# Seed 000 §5's read-out: logits it says "might" come out (no unembedding U is given),
+# and the probabilities it reads off them.
+SEED_TOY_LOGITS = [-0.8, -0.2, 0.1, 0.5, 1.2, 2.4, 3.1, 2.8, 0.4, -0.1,
+                   -0.3, 0.0, -0.5, -0.4, 0.6, 0.2, 1.0, -0.2, 0.3, -1.5]
+SEED_TOY_PROBS = {"mat": 0.31, "floor": 0.23, "on": 0.16}
+
+# Seed 001 §7.3: the scores of the query "it" against the five keys of "the cat sat on it".
+IT_TOKENS = ["the", "cat", "sat", "on", "it"]
+IT_SCORES = [3.2, 12.8, 5.6, 2.4, 7.2]
+
+
+def attention_steps(X, W_Q, W_K, W_V, causal=False, scale=True):
+    """One attention head, every step kept.
+
+    X: (T, d_model); W_Q, W_K: (d_model, d_k); W_V: (d_model, d_v).
+    Returns a dict: Q, K (T, d_k); V (T, d_v); scores = Q K^T (T, T);
+    scaled = scores / sqrt(d_k) (or the scores again when scale=False);
+    masked (-inf above the diagonal when causal, else scaled);
+    weights = softmax(masked) row by row (T, T); output = weights V (T, d_v).
+    """
+    X = as_array(X, "X", 2)
+    W_Q, W_K, W_V = (as_array(W, name, 2) for W, name in ((W_Q, "W_Q"), (W_K, "W_K"), (W_V, "W_V")))
+    for W, name in ((W_Q, "W_Q"), (W_K, "W_K"), (W_V, "W_V")):
+        if W.shape[0] != X.shape[1]:
+            fail(f"{name} has {W.shape[0]} rows but X has d_model={X.shape[1]} columns; they must match")
+    if W_K.shape[1] != W_Q.shape[1]:
+        fail(f"W_K makes keys of d_k={W_K.shape[1]} but W_Q makes queries of d_k={W_Q.shape[1]}")
+    Q, K, V = X @ W_Q, X @ W_K, X @ W_V
+    scores = Q @ K.T
+    scaled = scores / math.sqrt(Q.shape[1]) if scale else scores
+    masked = ref.apply_mask(scaled, ref.causal_mask(len(X))) if causal else scaled
+    weights = ref.softmax(masked)
+    return {"Q": Q, "K": K, "V": V, "scores": scores, "scaled": scaled, "masked": masked,
+            "weights": weights, "output": weights @ V}
+
+
+def printed_difference(ours, printed):
+    """The largest |ours - printed| over the entries (-inf against -inf counts as 0).
+
+    ours, printed: arrays of the same shape. A difference up to 0.0005 is the text's rounding.
+    """
+    ours, printed = as_array(ours, "ours"), as_array(printed, "printed")
+    if ours.shape != printed.shape:
+        fail(f"cannot compare shape {ours.shape} with the printed shape {printed.shape}")
+    gap = np.where(np.isinf(ours) & (ours == printed), 0.0, np.abs(ours - printed))
+    return float(gap.max())
+
+
+def softmax_share(scores, index, d=None):
+    """The weight softmax gives entry ``index`` of a score row (T,), after dividing by sqrt(d) if given."""
+    scores = as_array(scores, "scores", 1)
+    if not -len(scores) <= index < len(scores):
+        fail(f"index {index} is outside a score row of {len(scores)} entries")
+    if d is not None:
+        if not d > 0:
+            fail(f"d should be a positive width, but got {d!r}")
+        scores = scores / math.sqrt(d)
+    return float(ref.softmax(scores)[index])
