@@ -116,7 +116,8 @@ def query_view(limit_q=3.0, limit_v=1.2):
 
     show(result) takes a three_words_query result, moves the query and output arrows,
     resizes the weight bars, rewrites the titles and returns the figure as PNG bytes.
-    Only those moving parts are redrawn: the rest is rendered once and pasted back.
+    Only those moving parts are redrawn: the rest is rendered once (for each setting of
+    the scaling) and pasted back.
     """
     from matplotlib.backends.backend_agg import FigureCanvasAgg
     from matplotlib.figure import Figure
@@ -141,12 +142,18 @@ def query_view(limit_q=3.0, limit_v=1.2):
                 for ax, colour in ((ax_q, QUERY_COLOUR), (ax_v, OUTPUT_COLOUR))]
     bars = list(ax_w.bar(range(len(tokens)), np.zeros(len(tokens)), color=KEY_COLOUR))
     labels = [ax_w.text(i, 0, "", ha="center", fontsize=9) for i in range(len(tokens))]
-    title = ax_w.set_title(" ")
-    moving = [*query_arrow, *output_arrow, *bars, *labels, title, *readouts]
+    moving = [*query_arrow, *output_arrow, *bars, *labels, *readouts]
     for artist in moving:
         artist.set_animated(True)
-    canvas.draw()
-    background = canvas.copy_from_bbox(fig.bbox)
+    backgrounds = {}  # the still parts, rendered once for each setting of the scaling
+
+    def background(scale):
+        if scale not in backgrounds:
+            ax_w.set_title("weights = softmax(score), score = q·k" + (" / √2" if scale else "")
+                           + "\n(score in brackets)")
+            canvas.draw()
+            backgrounds[scale] = canvas.copy_from_bbox(fig.bbox)
+        return backgrounds[scale]
 
     def show(result):
         point(query_arrow, result["query"])
@@ -160,9 +167,7 @@ def query_view(limit_q=3.0, limit_v=1.2):
             label.set_position((i, result["weights"][i] + 0.03))
             label.set_text(f"{result['weights'][i]:.3f}\n({result['scaled'][i]:.2f})" if seen
                            else "hidden")
-        title.set_text("weights = softmax(score), score = q·k" + (" / √2" if result["scale"] else "")
-                       + "\n(score in brackets)")
-        canvas.restore_region(background)
+        canvas.restore_region(background(result["scale"]))
         for artist in moving:
             fig.draw_artist(artist)
         return png(canvas)
