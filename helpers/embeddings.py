@@ -1,0 +1,407 @@
+"""Word vectors: the shipped GloVe subset, neighbours, analogies, 2-D maps, word2vec.
+
+* ``load_glove()`` reads ``data/glove`` (the 50,000 most frequent words of GloVe
+  6B, 50 numbers each) into a gensim ``KeyedVectors``.
+* ``nearest`` and ``analogy`` rank words by cosine similarity.
+* ``project`` draws vectors in 2-D by PCA, t-SNE or UMAP; ``neighbourhood_kept``
+  measures how many of each point's nearest neighbours a map keeps.
+* ``word_map`` and ``plot_maps`` do both for groups of words and draw them.
+* ``train_word2vec`` trains a small, reproducible word2vec model.
+
+gensim, scikit-learn and umap are imported inside the functions that use them,
+so ``import helpers.embeddings`` stays fast.
+"""
+import warnings
+import zlib
+from functools import lru_cache
+from pathlib import Path
+
+import numpy as np
+
+from .errors import check_positive_int, fail
+
+METHODS = ("PCA", "t-SNE", "UMAP")
+
+# Groups of words for the 2-D maps; every word is among the 50,000 shipped.
+GROUPS = {
+    "animals": "dog cat horse cow pig sheep goat lion tiger bear wolf fox rabbit mouse deer "
+               "elephant monkey snake eagle duck",
+    "countries": "france germany italy spain china japan india russia brazil canada mexico egypt "
+                 "kenya australia sweden poland turkey iran greece portugal",
+    "cities": "paris london berlin rome madrid tokyo beijing moscow cairo sydney toronto chicago "
+              "boston mumbai istanbul vienna dublin lisbon athens amsterdam",
+    "numbers": "one two three four five six seven eight nine ten eleven twelve twenty thirty "
+               "forty fifty hundred thousand million billion",
+    "digits": "0 1 2 3 4 5 6 7 8 9 10 11 12 15 20 25 50 100 1000 2000",
+    "months": "january february march april june july august september october november december",
+    "family": "mother father sister brother son daughter uncle aunt wife husband grandmother "
+              "grandfather cousin niece nephew",
+    "body": "head hand foot arm leg eye ear nose mouth finger knee shoulder neck tooth stomach",
+    "food": "bread cheese rice apple banana potato tomato chicken beef soup cake coffee tea milk "
+            "sugar butter egg pasta",
+    "sports": "football soccer tennis golf cricket baseball basketball hockey rugby boxing "
+              "swimming cycling volleyball wrestling",
+    "jobs": "doctor teacher lawyer nurse engineer farmer soldier pilot driver writer artist "
+            "scientist banker plumber",
+    "feelings": "happy sad angry afraid proud ashamed lonely jealous anxious calm excited bored",
+    "computing": "computer software internet python java code data network server keyboard "
+                 "browser database linux email",
+    "colours": "red blue green yellow black white orange purple pink brown grey violet",
+    "punctuation": ", . ; : ! ? ( ) \" ' - -- ... / & %",
+}
+GROUPS = {name: words.split() for name, words in GROUPS.items()}
+
+
+# ------------------------------------------------------------------ loading
+
+def read_words(path):
+    """The words of a word list file, one per line, as a list of str.
+
+    Read line by line: the vocabulary holds "nan", "null", "#" and ",", which
+    table parsers would turn into missing values or separators.
+    """
+    text = Path(path).read_text(encoding="utf-8")
+    return text.split("\n")[:-1] if text.endswith("\n") else text.split("\n")
+
+
+def glove_dir():
+    """The folder of the shipped GloVe subset: data/glove, found as helpers.weights finds data/."""
+    from .weights import data_dir
+
+    return data_dir() / "glove"
+
+
+@lru_cache(maxsize=1)
+def glove_arrays():
+    """(words, vectors): the shipped list of 50,000 words and their float32 (50000, 50) vectors."""
+    folder = glove_dir()
+    words = read_words(folder / "words.txt")
+    vectors = np.load(folder / "vectors.npy").astype(np.float32)
+    if vectors.shape != (len(words), 50):
+        fail(f"data/glove holds {len(words)} words but vectors of shape {vectors.shape}; "
+             "rebuild it with data/glove/build.py")
+    vectors.flags.writeable = False
+    return tuple(words), vectors
+
+
+def load_glove(n_words=None):
+    """The shipped GloVe 6B 50-d subset as gensim KeyedVectors (most frequent word first).
+
+    n_words: keep only the n_words most frequent (default: all 50,000).
+    """
+    from gensim.models import KeyedVectors
+
+    words, vectors = glove_arrays()
+    if n_words is not None:
+        n_words = check_positive_int(n_words, "n_words")
+        if n_words > len(words):
+            fail(f"n_words can be at most {len(words):,}, but got {n_words:,}")
+        words, vectors = words[:n_words], vectors[:n_words]
+    kv = KeyedVectors(vector_size=vectors.shape[1])
+    kv.add_vectors(list(words), vectors.copy())
+    return kv
+
+
+def check_words(kv, words):
+    """Fail with one sentence naming the first word that is not in kv's vocabulary."""
+    for word in words:
+        if not isinstance(word, str):
+            fail(f"words must be strings, but got {word!r}")
+        if word not in kv.key_to_index:
+            fail(f"'{word}' is not among the {len(kv):,} words of these vectors")
+
+
+# ------------------------------------------------------------------ similarity
+
+def unit(vectors):
+    """Each vector (the last axis) scaled to length 1. Shape (..., d) -> (..., d)."""
+    vectors = np.asarray(vectors, dtype=np.float64)
+    return vectors / np.linalg.norm(vectors, axis=-1, keepdims=True)
+
+
+def cosine(a, b):
+    """Cosine similarity of two vectors of the same length d: a·b / (|a| |b|)."""
+    a, b = np.asarray(a, dtype=np.float64), np.asarray(b, dtype=np.float64)
+    return float(a @ b / (np.linalg.norm(a) * np.linalg.norm(b)))
+
+
+def rank_by_cosine(kv, query, topn, skip=()):
+    """The topn words whose vectors have the highest cosine with ``query`` (d,), skipping ``skip``.
+
+    Returns a list of (word, cosine), best first.
+    """
+    scores = kv.get_normed_vectors() @ unit(query).astype(np.float32)
+    order = np.argsort(-scores, kind="stable")
+    best = [i for i in order[:topn + len(skip)] if kv.index_to_key[i] not in skip]
+    return [(kv.index_to_key[i], float(scores[i])) for i in best[:topn]]
+
+
+def ranking_text(pairs):
+    """[(word, cosine), ...] -> 'queen 0.852, throne 0.766, ...'."""
+    return ", ".join(f"{word} {score:.3f}" for word, score in pairs)
+
+
+def cosine_table(kv, words):
+    """Cosine of every pair of ``words``: (n, n), 1 on the diagonal."""
+    check_words(kv, words)
+    rows = unit(np.stack([kv[w] for w in words]))
+    return rows @ rows.T
+
+
+def plot_cosines(table, words, title=None, ax=None):
+    """Heatmap of a cosine table (n, n) with the values written in; returns the Axes."""
+    import matplotlib.pyplot as plt
+
+    if ax is None:
+        _, ax = plt.subplots(figsize=(0.55 * len(words) + 1.8, 0.5 * len(words) + 1.0))
+    image = ax.imshow(table, cmap="RdBu_r", vmin=-1, vmax=1)
+    ax.set_xticks(range(len(words)), words, rotation=45, ha="right")
+    ax.set_yticks(range(len(words)), words)
+    ax.spines[:].set_visible(False)
+    for (i, j), value in np.ndenumerate(table):
+        ax.text(j, i, f"{value:.2f}", ha="center", va="center", fontsize=7,
+                color="white" if abs(value) > 0.6 else "black")
+    ax.figure.colorbar(image, ax=ax, shrink=0.8, label="cosine")
+    if title:
+        ax.set_title(title)
+    return ax
+
+
+def nearest(kv, word, topn=10):
+    """The topn words closest in cosine to ``word`` (the word itself left out): [(word, cosine)]."""
+    check_words(kv, [word])
+    topn = check_positive_int(topn, "topn")
+    return rank_by_cosine(kv, kv[word], topn, skip={word})
+
+
+def analogy_vector(kv, a, minus, plus):
+    """The direction unit(a) - unit(minus) + unit(plus), as a unit vector (d,).
+
+    The same direction gensim's ``most_similar(positive=[a, plus], negative=[minus])`` uses.
+    """
+    check_words(kv, [a, minus, plus])
+    return unit(unit(kv[a]) - unit(kv[minus]) + unit(kv[plus]))
+
+
+def analogy(kv, a, minus, plus, topn=5, exclude_inputs=True):
+    """Words nearest to a - minus + plus (e.g. king - man + woman): [(word, cosine)], best first.
+
+    exclude_inputs=True leaves a, minus and plus out of the ranking, as gensim's
+    ``most_similar`` does; False ranks every word, inputs included.
+    """
+    topn = check_positive_int(topn, "topn")
+    query = analogy_vector(kv, a, minus, plus)
+    skip = {a, minus, plus} if exclude_inputs else set()
+    return rank_by_cosine(kv, query, topn, skip=skip)
+
+
+# ------------------------------------------------------------------ 2-D maps
+
+def knn(points, k):
+    """Indices (n, k) of each point's k nearest other points (Euclidean), nearest first.
+
+    points: (n, d) with n > k.
+    """
+    points = np.asarray(points, dtype=np.float64)
+    if points.ndim != 2 or len(points) <= k:
+        fail(f"need more than k={k} points in an (n, d) array, but got shape {points.shape}")
+    squared = (points ** 2).sum(axis=1)
+    dist = squared[:, None] + squared[None, :] - 2 * points @ points.T
+    np.fill_diagonal(dist, np.inf)
+    return np.argsort(dist, axis=1, kind="stable")[:, :k]
+
+
+def neighbourhood_kept(high, low, k=10):
+    """For each point, the fraction of its k nearest neighbours in ``high`` that are also
+    among its k nearest in ``low``.
+
+    high: (n, d) the original vectors; low: (n, 2) their map. Returns (n,) values in [0, 1].
+    A map that kept every neighbourhood scores 1; a random map about k / (n - 1).
+    """
+    k = check_positive_int(k, "k")
+    high, low = np.asarray(high, dtype=np.float64), np.asarray(low, dtype=np.float64)
+    if high.ndim != 2 or low.ndim != 2 or len(high) != len(low):
+        fail(f"high and low should be (n, d) arrays with the same n, but got shapes "
+             f"{high.shape} and {low.shape}")
+    near_high, near_low = knn(high, k), knn(low, k)
+    return np.array([len(set(h) & set(l)) / k for h, l in zip(near_high, near_low)])
+
+
+def distance_agreement(high, low):
+    """Spearman rank correlation between all pairwise distances in ``high`` (n, d) and in
+    ``low`` (n, 2): 1 when the map orders every distance as the original does."""
+    high, low = np.asarray(high, dtype=np.float64), np.asarray(low, dtype=np.float64)
+    if high.ndim != 2 or low.ndim != 2 or len(high) != len(low) or len(high) < 3:
+        fail(f"high and low should be (n, d) arrays with the same n >= 3, but got shapes "
+             f"{high.shape} and {low.shape}")
+    rows, cols = np.triu_indices(len(high), k=1)
+    ranks = [np.argsort(np.argsort(np.linalg.norm(x[rows] - x[cols], axis=1))) for x in (high, low)]
+    return float(np.corrcoef(ranks[0], ranks[1])[0, 1])
+
+
+def pca_2d(points):
+    """The first two principal components of points (n, d) -> (n, 2), signs fixed."""
+    centred = points - points.mean(axis=0)
+    _, _, vt = np.linalg.svd(centred, full_matrices=False)
+    axes = vt[:2] * np.sign(vt[:2, :1] + 1e-12)   # make each axis' first entry positive
+    return centred @ axes.T
+
+
+def tsne_2d(points, seed=0):
+    """t-SNE map of points (n, d) -> (n, 2), one thread, seeded."""
+    from sklearn.manifold import TSNE
+    from threadpoolctl import threadpool_limits
+
+    perplexity = min(30.0, (len(points) - 1) / 3)
+    with threadpool_limits(limits=1):
+        tsne = TSNE(n_components=2, perplexity=perplexity, init="pca", random_state=seed)
+        return tsne.fit_transform(points)
+
+
+def serial_umap():
+    """Swap two of UMAP's functions for single-threaded compilations of the same code.
+
+    numba compiles UMAP's smooth_knn_dist and compute_membership_strengths for
+    parallel threads the first time they run in a process: about 8 s on a 2-core
+    machine, most of this notebook's budget, for a seeded UMAP that uses one thread
+    anyway. Compiled serially they take about 1 s. The maps stay seeded and
+    reproducible, but differ slightly from stock UMAP's, because the parallel
+    compilation sums a mean in a different order. Affects UMAP in this process only.
+    """
+    import numba
+    from umap import umap_
+
+    for name in ("smooth_knn_dist", "compute_membership_strengths"):
+        function = getattr(umap_, name)
+        if getattr(function, "targetoptions", {}).get("parallel"):
+            setattr(umap_, name, numba.njit(locals=function.locals)(function.py_func))
+
+
+def umap_2d(points, seed=0, n_neighbors=15):
+    """UMAP map of points (n, d) -> (n, 2), seeded (hence single-threaded).
+
+    The exact nearest neighbours are computed here and handed to UMAP, which
+    saves compiling UMAP's own neighbour search (seconds on a small machine).
+    """
+    import umap
+
+    serial_umap()
+    near = knn(points, n_neighbors - 1)
+    near = np.hstack([np.arange(len(points))[:, None], near])   # UMAP counts the point itself
+    dist = np.linalg.norm(points[near] - points[:, None, :], axis=-1)
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore")   # "n_jobs overridden by random_state", "no search index"
+        reducer = umap.UMAP(n_neighbors=n_neighbors, random_state=seed,
+                            precomputed_knn=(near, dist.astype(np.float32), None))
+        return reducer.fit_transform(points)
+
+
+def project(points, method, seed=0):
+    """Map points (n, d) to (n, 2) by method "PCA", "t-SNE" or "UMAP"."""
+    points = np.asarray(points, dtype=np.float64)
+    if method == "PCA":
+        return pca_2d(points)
+    if method == "t-SNE":
+        return tsne_2d(points, seed)
+    if method == "UMAP":
+        return umap_2d(points, seed)
+    fail(f"method should be one of {', '.join(METHODS)}, but got {method!r}")
+
+
+def group_words(kv, groups):
+    """(words, labels) from a dict {group name: [words]} or a list of names of GROUPS."""
+    if not isinstance(groups, dict):
+        unknown = [g for g in groups if g not in GROUPS]
+        if unknown:
+            fail(f"'{unknown[0]}' is not a group; choose from: {', '.join(GROUPS)}")
+        groups = {g: GROUPS[g] for g in groups}
+    words, labels = [], []
+    for name, members in groups.items():
+        check_words(kv, members)
+        for word in members:
+            if word not in words:
+                words.append(word)
+                labels.append(name)
+    return words, labels
+
+
+def word_map(kv, groups, methods=METHODS, k=10, seed=0):
+    """Map the words of ``groups`` to 2-D by each method and measure what each map keeps.
+
+    Vectors are scaled to length 1 first, so the 50-d neighbours are the cosine neighbours.
+    Returns a dict: words (n,), labels (n,), points (n, d) the unit vectors,
+    coords {method: (n, 2)}, kept {method: (n,) fraction of the k nearest neighbours kept},
+    agreement {method: rank correlation of all pairwise distances}, k.
+    """
+    words, labels = group_words(kv, groups)
+    points = unit(np.stack([kv[w] for w in words]))
+    coords = {m: project(points, m, seed) for m in methods}
+    kept = {m: neighbourhood_kept(points, xy, k) for m, xy in coords.items()}
+    agreement = {m: distance_agreement(points, xy) for m, xy in coords.items()}
+    return {"words": words, "labels": labels, "points": points, "coords": coords,
+            "kept": kept, "agreement": agreement, "k": k}
+
+
+# one colour per group, fixed by the group's place in GROUPS (then any new group)
+PALETTE = ["#1f77b4", "#ff7f0e", "#2ca02c", "#d62728", "#9467bd", "#8c564b", "#e377c2",
+           "#7f7f7f", "#bcbd22", "#008b8b", "#6b8e23", "#000000", "#b8860b", "#4b0082", "#17becf"]
+
+
+def group_colours(names):
+    """{group name: colour}, stable: a group of GROUPS always gets the same colour."""
+    known = list(GROUPS)
+    extra = [n for n in names if n not in known]
+    order = {n: (known + extra).index(n) for n in names}
+    return {n: PALETTE[order[n] % len(PALETTE)] for n in names}
+
+
+def plot_maps(result, n_labels=2):
+    """Draw word_map's result: one panel per method, coloured by group, the first
+    ``n_labels`` words of each group written by their dots. Returns the figure."""
+    import matplotlib.pyplot as plt
+
+    names = list(dict.fromkeys(result["labels"]))
+    colours = group_colours(names)
+    methods = list(result["coords"])
+    fig, axes = plt.subplots(1, len(methods), figsize=(4.6 * len(methods), 5.0), squeeze=False)
+    for ax, method in zip(axes[0], methods):
+        xy = result["coords"][method]
+        for name in names:
+            rows = [i for i, lab in enumerate(result["labels"]) if lab == name]
+            ax.scatter(xy[rows, 0], xy[rows, 1], s=12, color=colours[name], label=name)
+            for i in rows[:n_labels]:
+                ax.annotate(result["words"][i], xy[i], fontsize=7, color=colours[name],
+                            xytext=(2, 2), textcoords="offset points")
+        ax.set_title(f"{method}\nkeeps {result['kept'][method].mean():.0%} of {result['k']} "
+                     f"neighbours; distance order r = {result['agreement'][method]:.2f}")
+        ax.set_xticks([])
+        ax.set_yticks([])
+    handles, labels = axes[0, 0].get_legend_handles_labels()
+    fig.legend(handles, labels, loc="lower center", ncol=(len(names) + 1) // 2, frameon=False)
+    fig.tight_layout(rect=(0, 0.08, 1, 1))
+    return fig
+
+
+# ------------------------------------------------------------------ word2vec
+
+def stable_hash(text):
+    """A string hash that does not depend on PYTHONHASHSEED (for gensim's ``hashfxn``)."""
+    return zlib.crc32(text.encode("utf-8"))
+
+
+def train_word2vec(sentences, vector_size=8, window=2, epochs=100, seed=0, sample=0.0):
+    """Skip-gram word2vec on a list of tokenised sentences, one thread, seeded.
+
+    sample: gensim's down-sampling of frequent words. Its default, 0.001, is meant
+    for big corpora; on a toy corpus every word counts as frequent and most of the
+    text is thrown away, so the default here is 0 (keep every token).
+    Returns gensim KeyedVectors (vector_size numbers per word). Identical on every run.
+    """
+    from gensim.models import Word2Vec
+
+    if not sentences or not all(isinstance(s, (list, tuple)) and s for s in sentences):
+        fail("sentences should be a non-empty list of non-empty lists of words")
+    model = Word2Vec(sentences, vector_size=vector_size, window=window, min_count=1, sg=1,
+                     negative=5, sample=sample, epochs=epochs, seed=seed, workers=1,
+                     hashfxn=stable_hash)
+    return model.wv
