@@ -97,3 +97,111 @@ def generate(model, ids, max_new_tokens, temperature=1.0, top_k=None, top_p=None
         if token == stop_id:
             break
     return ids
+
+
+# ------------------------------------------------- many draws, and what the cache saves
+
+def draws(probs, n, seed):
+    """n token ids (n,) drawn with replacement from probs (V,) by a generator seeded with ``seed``."""
+    probs = torch.as_tensor(probs, dtype=torch.float32)
+    if probs.dim() != 1 or (probs < 0).any() or not torch.isclose(probs.sum(), torch.tensor(1.0), atol=1e-4):
+        fail(f"probs should be one distribution (V,) of non-negative numbers summing to 1, "
+             f"but got shape {tuple(probs.shape)} summing to {float(probs.sum()):.4g}")
+    n = check_positive_int(n, "n")
+    g = torch.Generator().manual_seed(seed)
+    return torch.multinomial(probs, n, replacement=True, generator=g)
+
+
+def macs_by_part(cfg, n_new, n_seen=0):
+    """Multiply-adds of the matrix products in one forward pass over n_new tokens, n_seen already cached.
+
+    Returns a dict by part, summed over the layers:
+      projections  Q, K, V and O: 4 · n_new · d² per layer
+      attention    the scores and the weighted sum of values: 2 · n_new · T_k · d per layer,
+                   with T_k = n_seen + n_new keys (all heads together)
+      mlp          2 · n_new · d · d_ff per layer
+      unembedding  n_new · d · V (logits for every fed position)
+    LayerNorm, GELU, softmax and the residual additions are left out: they are not products.
+    """
+    n_new = check_positive_int(n_new, "n_new")
+    n_seen = check_positive_int(n_seen, "n_seen", minimum=0)
+    d, L, T_k = cfg.d_model, cfg.n_layers, n_seen + n_new
+    return dict(projections=L * 4 * n_new * d * d, attention=L * 2 * n_new * T_k * d,
+                mlp=L * 2 * n_new * d * cfg.d_ff, unembedding=n_new * d * cfg.vocab_size)
+
+
+def forward_macs(cfg, n_new, n_seen=0):
+    """Multiply-adds of the matrix products in one forward pass (the sum of ``macs_by_part``)."""
+    return sum(macs_by_part(cfg, n_new, n_seen).values())
+
+
+def generation_macs(cfg, prompt_len, new_tokens, use_cache):
+    """Multiply-adds of the forward passes ``generate`` makes to draw new_tokens after a prompt.
+
+    Without the cache, step s runs the whole sequence of prompt_len + s tokens; with it,
+    step 0 runs the prompt (prefill) and every later step runs one token.
+    """
+    prompt_len = check_positive_int(prompt_len, "prompt_len")
+    new_tokens = check_positive_int(new_tokens, "new_tokens")
+    if not use_cache:
+        return sum(forward_macs(cfg, prompt_len + s) for s in range(new_tokens))
+    return forward_macs(cfg, prompt_len) + sum(
+        forward_macs(cfg, 1, prompt_len + s - 1) for s in range(1, new_tokens))
+
+
+def kv_cache_bytes(n_layers, T, n_heads, d_k, bytes_per_element):
+    """Bytes a KV cache holds: 2 · L · T · h · d_k · bytes (the 2 is one K and one V)."""
+    for name, value in (("n_layers", n_layers), ("T", T), ("n_heads", n_heads), ("d_k", d_k),
+                        ("bytes_per_element", bytes_per_element)):
+        check_positive_int(value, name)
+    return 2 * n_layers * T * n_heads * d_k * bytes_per_element
+
+
+def cache_bytes(cache):
+    """Bytes actually held by the tensors of a KVCache."""
+    if not isinstance(cache, KVCache):
+        fail(f"expected a KVCache, but got a {type(cache).__name__}")
+    return sum(t.numel() * t.element_size() for t in cache.k + cache.v if t is not None)
+
+
+def prefilled(model, ids):
+    """A KVCache holding the keys and values of ids (T,), after one forward pass."""
+    cache = KVCache(model.cfg.n_layers)
+    with torch.no_grad():
+        model(model.check_ids(ids), cache=cache)
+    return cache
+
+
+def step_seconds(model, lengths, repeats=3, seed=0):
+    """Measured CPU seconds of one generation step at each sequence length, without and with the cache.
+
+    For length T, "uncached" runs the whole T-token sequence; "cached" runs only token T
+    against a cache of the first T - 1. Random ids; the median of ``repeats`` runs. CPU time
+    (``time.process_time``) rather than wall-clock time, so that other programs running on
+    the machine disturb it less; it still varies from run to run.
+    Returns dict(lengths, uncached, cached), lists of floats.
+    """
+    import time
+
+    repeats = check_positive_int(repeats, "repeats")
+    g = torch.Generator().manual_seed(seed)
+    out = dict(lengths=[], uncached=[], cached=[])
+    for T in lengths:
+        T = check_positive_int(T, "each length", minimum=2)
+        ids = torch.randint(0, model.cfg.vocab_size, (T,), generator=g)
+        full, cache = [], prefilled(model, ids[:-1])
+        one = []
+        with torch.no_grad():
+            for _ in range(repeats + 1):               # the first run of each is a warm-up
+                start = time.process_time()
+                model(ids)
+                full.append(time.process_time() - start)
+                copy = KVCache(model.cfg.n_layers)
+                copy.k, copy.v = list(cache.k), list(cache.v)
+                start = time.process_time()
+                model(ids[-1:], cache=copy)
+                one.append(time.process_time() - start)
+        out["lengths"].append(T)
+        out["uncached"].append(sorted(full[1:])[repeats // 2])
+        out["cached"].append(sorted(one[1:])[repeats // 2])
+    return out
