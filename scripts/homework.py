@@ -1,0 +1,300 @@
+"""Chapters as homework, with nbgrader: one command per instructor step, and a practice copy for self-learners.
+
+    python scripts/homework.py exercises                 # every exercise: chapter, id, points, prompt
+    python scripts/homework.py release 02 05             # student versions -> grading/release/<chapter>/<chapter>.ipynb
+    python scripts/homework.py release --all             #   (every chapter that has exercises)
+    python scripts/homework.py grade SUBMISSIONS         # autograde + feedback -> score table, grading/scores.csv
+    python scripts/homework.py practice 02               # a copy without solutions -> practice/02_….ipynb
+
+A chapter is named by its number (02), its file stem (02_qkv_by_hand) or its path.
+SUBMISSIONS holds one folder per student with the chapters they hand in, as
+SUBMISSIONS/<student>/<chapter>.ipynb (or nbgrader's own <student>/<chapter>/<chapter>.ipynb).
+grading/ is nbgrader's course directory (its nbgrader_config.py is committed; the rest is generated).
+"""
+import argparse
+import csv
+import os
+import re
+import shutil
+import subprocess
+import sys
+from pathlib import Path
+
+import nbformat
+
+from execute_notebooks import FIXED_ENV, ROOT, all_notebooks
+
+GRADING = ROOT / "grading"
+PRACTICE = ROOT / "practice"
+CONFIG = "nbgrader_config.py"
+STUDENT_ID = re.compile(r"^[A-Za-z0-9][A-Za-z0-9_.-]*$")
+MARKERS = {"solution": ("### BEGIN SOLUTION", "### END SOLUTION"),
+           "hidden": ("### BEGIN HIDDEN TESTS", "### END HIDDEN TESTS")}
+CODE_STUB = "# YOUR CODE HERE"  # the same stub as grading/nbgrader_config.py
+TEXT_STUB = "YOUR ANSWER HERE"
+
+
+class HomeworkError(Exception):
+    """A step could not be done; the message says why in one sentence."""
+
+
+# ---------------------------------------------------------------- chapters and exercises
+
+def find_chapter(name):
+    """notebooks/<chapter>.ipynb for '02', '02_qkv_by_hand', or a path to a notebook."""
+    path = Path(name)
+    if path.suffix == ".ipynb" and path.is_file():
+        return path.resolve()
+    matches = [p for p in all_notebooks() if p.stem == name or p.stem.split("_")[0] == name.zfill(2)]
+    if len(matches) != 1:
+        known = ", ".join(p.stem for p in all_notebooks()) or "none yet"
+        raise HomeworkError(f"expected a chapter number, name or notebook path, but {name!r} matches "
+                            f"{len(matches)} notebooks (chapters: {known})")
+    return matches[0]
+
+
+def nbgrader_meta(cell):
+    return cell.get("metadata", {}).get("nbgrader", {})
+
+
+def exercises(path):
+    """The graded cells of a notebook: [(grade_id, points, prompt's first line)], in order."""
+    nb = nbformat.read(path, as_version=4)
+    found, prompt = [], ""
+    for cell in nb.cells:
+        meta = nbgrader_meta(cell)
+        if cell.cell_type == "markdown" and not meta:
+            prompt = next((line.strip("# ").strip() for line in cell.source.splitlines() if line.strip()), "")
+        if meta.get("grade"):
+            found.append((meta["grade_id"], meta.get("points", 0), prompt))
+    return found
+
+
+def graded_chapters():
+    """Every chapter notebook with at least one graded cell."""
+    return [path for path in all_notebooks() if exercises(path)]
+
+
+# ---------------------------------------------------------------- the student version, without nbgrader
+
+def _replace_regions(source, markers, stub):
+    """Replace each marked region (marker lines included) by `stub` lines at the marker's indent."""
+    begin, end = markers
+    lines, inside = [], False
+    for line in source.splitlines():
+        if begin in line:
+            inside = True
+            indent = line[:len(line) - len(line.lstrip())]
+            lines += [indent + stub_line for stub_line in stub]
+        elif end in line:
+            inside = False
+        elif not inside:
+            lines.append(line)
+    return "\n".join(lines)
+
+
+def student_version(nb):
+    """A copy of the notebook as nbgrader releases it: no solutions, no hidden tests, no outputs.
+
+    Solution regions become '# YOUR CODE HERE' (code) or 'YOUR ANSWER HERE' (markdown);
+    hidden-test regions disappear. tests/test_homework.py checks this equals nbgrader's release.
+    """
+    nb = nbformat.from_dict(nb)
+    for cell in nb.cells:
+        meta = nbgrader_meta(cell)
+        if meta.get("solution"):
+            stub = [CODE_STUB] if cell.cell_type == "code" else [TEXT_STUB]
+            cell.source = _replace_regions(cell.source, MARKERS["solution"], stub)
+        if meta.get("grade") and cell.cell_type == "code":
+            cell.source = _replace_regions(cell.source, MARKERS["hidden"], [])
+        if cell.cell_type == "code":
+            cell.outputs, cell.execution_count = [], None
+    nb.metadata.pop("widgets", None)
+    return nb
+
+
+def practice(chapter, out_dir=PRACTICE):
+    """Write a self-learner's copy of `chapter` without solutions; return its path."""
+    path = find_chapter(chapter)
+    out_dir = Path(out_dir)
+    out_dir.mkdir(parents=True, exist_ok=True)
+    ignore = out_dir / ".gitignore"
+    if not ignore.exists():
+        ignore.write_text("# practice copies made by scripts/homework.py: never committed\n*\n")
+    target = out_dir / path.name
+    nbformat.write(student_version(nbformat.read(path, as_version=4)), target)
+    return target
+
+
+# ---------------------------------------------------------------- nbgrader steps
+
+def nbgrader_env():
+    """The environment nbgrader's kernels run in: fixed threads, the course's data folder."""
+    env = {**os.environ, **FIXED_ENV, "COURSE_DATA": str(ROOT / "data")}
+    env.pop("MPLBACKEND", None)
+    return env
+
+
+def run_nbgrader(course, *args):
+    """Run `nbgrader <args>` in the course directory; raise HomeworkError with its log on failure."""
+    run = subprocess.run([sys.executable, "-m", "nbgrader", *args], cwd=course, env=nbgrader_env(),
+                         capture_output=True, text=True)
+    if run.returncode != 0:
+        raise HomeworkError(f"nbgrader {' '.join(args)} failed:\n{run.stdout}\n{run.stderr}")
+    return run.stderr
+
+
+def course_dir(course=GRADING):
+    """The nbgrader course directory, with the committed config copied in if it is elsewhere."""
+    course = Path(course).resolve()
+    course.mkdir(parents=True, exist_ok=True)
+    if not (course / CONFIG).exists():
+        shutil.copy(GRADING / CONFIG, course / CONFIG)
+    return course
+
+
+def release(chapters, course=GRADING):
+    """Make the student version of each chapter with `nbgrader generate_assignment`.
+
+    Returns the released notebooks, course/release/<chapter>/<chapter>.ipynb.
+    """
+    course = course_dir(course)
+    released = []
+    for chapter in chapters:
+        path = find_chapter(str(chapter))
+        source = course / "source" / path.stem
+        shutil.rmtree(source, ignore_errors=True)
+        source.mkdir(parents=True)
+        shutil.copy(path, source / path.name)
+        run_nbgrader(course, "generate_assignment", path.stem, "--force")
+        released.append(course / "release" / path.stem / path.name)
+    return released
+
+
+def collect(submissions, course=GRADING):
+    """Copy SUBMISSIONS/<student>/…/<chapter>.ipynb into nbgrader's submitted/ folder.
+
+    Returns the sorted (student, chapter) pairs found.
+    """
+    submissions, course = Path(submissions).resolve(), course_dir(course)
+    if not submissions.is_dir():
+        raise HomeworkError(f"expected a folder of submissions (one sub-folder per student), "
+                            f"but {submissions} is not a folder")
+    chapters = {path.stem for path in all_notebooks()}
+    pairs = []
+    for student_dir in sorted(p for p in submissions.iterdir() if p.is_dir() and not p.name.startswith(".")):
+        student = student_dir.name
+        if not STUDENT_ID.match(student):
+            raise HomeworkError(f"expected student folder names of letters, digits, '_', '.' or '-', "
+                                f"but got {student!r}")
+        for notebook in sorted(student_dir.rglob("*.ipynb")):
+            if ".ipynb_checkpoints" in notebook.parts or notebook.stem not in chapters:
+                continue
+            target = course / "submitted" / student / notebook.stem / notebook.name
+            if notebook.resolve() != target.resolve():
+                target.parent.mkdir(parents=True, exist_ok=True)
+                shutil.copy(notebook, target)
+            pairs.append((student, notebook.stem))
+    if not pairs:
+        raise HomeworkError(f"expected <student>/<chapter>.ipynb files in {submissions}, but found none "
+                            f"named after a chapter ({', '.join(sorted(chapters))})")
+    return sorted(set(pairs))
+
+
+def autograde(pairs, course=GRADING):
+    """Autograde every submission and write each student's feedback (HTML) with nbgrader."""
+    course = course_dir(course)
+    for chapter in sorted({chapter for _, chapter in pairs}):
+        if not (course / "release" / chapter).is_dir():  # the gradebook needs the chapter's hidden tests
+            release([chapter], course)
+        run_nbgrader(course, "autograde", chapter, "--force")
+        run_nbgrader(course, "generate_feedback", chapter, "--force")
+
+
+def scores(pairs, course=GRADING):
+    """One row per (student, chapter): student, chapter, score, max_score and each grade cell's score."""
+    from nbgrader.api import Gradebook
+
+    rows = []
+    with Gradebook(f"sqlite:///{Path(course).resolve() / 'gradebook.db'}") as gradebook:
+        for student, chapter in pairs:
+            notebook = gradebook.find_submission_notebook(chapter, chapter, student)
+            cells = {grade.name: grade.score for grade in notebook.grades}
+            rows.append({"student": student, "chapter": chapter, "score": notebook.score,
+                         "max_score": notebook.max_score, **cells})
+    return rows
+
+
+def write_scores(rows, path):
+    """Write the score table as CSV (grade cells as columns, blank where a chapter lacks one)."""
+    columns = list(dict.fromkeys(key for row in rows for key in row))
+    with open(path, "w", newline="") as file:
+        writer = csv.DictWriter(file, fieldnames=columns, restval="")
+        writer.writeheader()
+        writer.writerows(rows)
+
+
+def score_text(rows):
+    """The score table as aligned text, one line per submission."""
+    lines = [f"{'student':<16}{'chapter':<22}{'score':>8}   per exercise"]
+    for row in rows:
+        cells = [f"{key.split('_')[1] if key.count('_') >= 2 else key} {value:g}"
+                 for key, value in row.items() if key not in ("student", "chapter", "score", "max_score")]
+        lines.append(f"{row['student']:<16}{row['chapter']:<22}{row['score']:>4g}/{row['max_score']:<3g}   "
+                     + "  ".join(cells))
+    return "\n".join(lines)
+
+
+def grade(submissions, course=GRADING):
+    """Collect, autograde and give feedback on a folder of submissions; return the score rows."""
+    course = course_dir(course)
+    pairs = collect(submissions, course)
+    autograde(pairs, course)
+    rows = scores(pairs, course)
+    write_scores(rows, course / "scores.csv")
+    return rows
+
+
+# ---------------------------------------------------------------- command line
+
+def main(argv=None):
+    parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    parser.add_argument("--course", type=Path, default=GRADING, help="nbgrader course directory (default grading/)")
+    steps = parser.add_subparsers(dest="step", required=True)
+    steps.add_parser("exercises", help="list every exercise")
+    rel = steps.add_parser("release", help="make student versions")
+    rel.add_argument("chapters", nargs="*")
+    rel.add_argument("--all", action="store_true", help="every chapter with exercises")
+    gra = steps.add_parser("grade", help="autograde a folder of submissions")
+    gra.add_argument("submissions", type=Path)
+    pra = steps.add_parser("practice", help="a copy of a chapter without solutions, for a self-learner")
+    pra.add_argument("chapters", nargs="+")
+    args = parser.parse_args(argv)
+
+    try:
+        if args.step == "exercises":
+            for path in graded_chapters():
+                for grade_id, points, prompt in exercises(path):
+                    print(f"{path.stem:<22}{grade_id:<20}{points:>3g} pt   {prompt}")
+        elif args.step == "release":
+            if not args.chapters and not args.all:
+                raise HomeworkError("name the chapters to release (e.g. 02 05), or pass --all")
+            chapters = graded_chapters() if args.all else args.chapters
+            for path in release(chapters, args.course):
+                print(f"student version: {path.relative_to(Path.cwd()) if path.is_relative_to(Path.cwd()) else path}")
+        elif args.step == "grade":
+            rows = grade(args.submissions, args.course)
+            print(score_text(rows))
+            course = args.course.resolve()
+            print(f"\nscore table: {course / 'scores.csv'}\nfeedback:    {course / 'feedback'}/<student>/<chapter>/")
+        elif args.step == "practice":
+            for chapter in args.chapters:
+                print(f"practice copy: {practice(chapter)}")
+    except HomeworkError as error:
+        print(f"✗ {error}", file=sys.stderr)
+        return 1
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
