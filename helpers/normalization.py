@@ -1,0 +1,392 @@
+"""LayerNorm by hand, the size of the residual stream, and norm placement across depth.
+
+* ``layer_norm_steps`` is LayerNorm on one vector with every step kept (mean, std, z).
+* ``residual_norms`` measures the length of each position's residual vector after
+  every write-back of a trained model (h0, L0.h_mid, L0.h, L1.h_mid, ...).
+* ``stack_config``, ``layer_gradients`` and ``train_recording`` build and train a deeper
+  stack of the course's Transformer with the norm before the sub-blocks ("pre"), after
+  the residual addition ("post") or nowhere ("none"), recording the loss and the
+  gradient norm of the first layer at every step.
+* ``build_curves`` runs the whole grid (depths x learning rates x placements) that
+  ``data/normalization/build.py`` ships as JSON; ``load_curves`` reads it back.
+"""
+import json
+import math
+from collections import Counter, defaultdict
+from pathlib import Path
+
+import numpy as np
+
+from .errors import as_array, check_positive_int, fail
+
+PLACEMENTS = ("pre", "post", "none")
+# The stack every placement is tried on: the cat world, wider than the cat model (d 16),
+# and deeper. Only n_layers and the norm placement change between runs.
+STACK = dict(vocab_size=20, d_model=16, n_heads=2, d_ff=32, n_max=16,
+             positions="sinusoidal", activation="gelu")
+GRID = dict(depths=(2, 4, 8, 12), lrs=(3e-2, 1e-2, 3e-3), steps=300, seed=0)
+COLOURS = {"pre": "#30638e", "post": "#d1495b", "none": "#edae49"}
+LABELS = {"pre": "pre-LN", "post": "post-LN", "none": "no LayerNorm"}
+
+
+def layer_norm_steps(x, gamma=None, beta=None, eps=1e-5):
+    """LayerNorm of one vector x (d,), every step kept.
+
+    Returns a dict: mean and std (numbers; the population std, dividing by d),
+    z = (x - mean) / sqrt(var + eps) (d,), and out = gamma * z + beta (d,).
+    gamma, beta: (d,) or None (ones and zeros).
+    """
+    x = as_array(x, "x", 1)
+    d = len(x)
+    if d < 2:
+        fail(f"LayerNorm needs a vector of at least 2 numbers, but x has {d}")
+    gamma = np.ones(d) if gamma is None else as_array(gamma, "gamma", 1)
+    beta = np.zeros(d) if beta is None else as_array(beta, "beta", 1)
+    if gamma.shape != (d,) or beta.shape != (d,):
+        fail(f"gamma and beta need d={d} numbers like x, but have {len(gamma)} and {len(beta)}")
+    mean, var = float(x.mean()), float(x.var())
+    z = (x - mean) / math.sqrt(var + eps)
+    return {"mean": mean, "std": math.sqrt(var), "z": z, "out": gamma * z + beta}
+
+
+def residual_names(n_layers):
+    """The trace keys of the residual stream, in order: h0, L0.h_mid, L0.h, L1.h_mid, ..."""
+    names = ["h0"]
+    for layer in range(n_layers):
+        names += [f"L{layer}.h_mid", f"L{layer}.h"]
+    return names
+
+
+def residual_norms(model, ids):
+    """Length of each position's residual vector at every point of the stream.
+
+    ids: (T,) token ids. Returns (names, norms) with names from ``residual_names``
+    and norms a NumPy array (len(names), T).
+    """
+    import torch
+
+    with torch.no_grad():
+        trace = model(ids, trace=True)
+    names = residual_names(model.cfg.n_layers)
+    norms = np.stack([trace[name].norm(dim=-1).numpy() for name in names])
+    return names, norms
+
+
+def unigram_loss(targets):
+    """Cross-entropy (nats) of the best predictor that ignores its input.
+
+    targets: (B, T) ids with -100 where nothing is predicted. That predictor gives
+    every position the frequency of each token among the targets, so its loss is
+    their entropy.
+    """
+    import torch
+
+    targets = torch.as_tensor(targets)
+    kept = targets[targets != -100].tolist()
+    if not kept:
+        fail("targets hold no token to predict (every entry is -100)")
+    counts, n = Counter(kept), len(kept)
+    return -sum(c / n * math.log(c / n) for c in counts.values())
+
+
+def best_loss(sentences):
+    """Cross-entropy (nats) of the best possible predictor on these sentences.
+
+    sentences: lists of words, each counted once. A prefix followed by several
+    different words (``the cat`` -> is / was / ran / sat) cannot be predicted better
+    than the frequencies of those words after it, so the floor is their entropy,
+    averaged over every prediction.
+    """
+    if not sentences:
+        fail("best_loss needs at least one sentence, but got none")
+    after = defaultdict(Counter)
+    for s in sentences:
+        for t in range(1, len(s)):
+            after[tuple(s[:t])][s[t]] += 1
+    total, n = 0.0, 0
+    for counts in after.values():
+        m = sum(counts.values())
+        total -= sum(c * math.log(c / m) for c in counts.values())
+        n += m
+    return total / n
+
+
+def stack_config(norm, n_layers):
+    """The Config of the deep stack with this norm placement ("pre", "post" or "none").
+
+    Only pre-LN keeps the final LayerNorm: a post-LN block already ends in one, and
+    "none" means no LayerNorm anywhere.
+    """
+    from .model import Config
+
+    if norm not in PLACEMENTS:
+        fail(f"norm should be one of {PLACEMENTS}, but got {norm!r}")
+    n_layers = check_positive_int(n_layers, "n_layers")
+    return Config(n_layers=n_layers, norm=norm, final_norm=(norm == "pre"), **STACK)
+
+
+def cat_batch():
+    """The cat world's training set as (inputs (B, T), targets (B, T))."""
+    from . import worlds
+
+    world = worlds.cat_world()
+    return world.batch(world.train)
+
+
+def layer_gradient_norms(model):
+    """Gradient norm of each layer's parameters (after a backward pass): array (n_layers,)."""
+    out = []
+    for block in model.blocks:
+        grads = [p.grad for p in block.parameters() if p.grad is not None]
+        out.append(math.sqrt(sum(float((g ** 2).sum()) for g in grads)) if grads else 0.0)
+    return np.array(out)
+
+
+def loss_of(model, inputs, targets):
+    """Mean next-token cross-entropy of ``model`` on (inputs (B, T), targets (B, T))."""
+    import torch.nn.functional as F
+
+    logits = model(inputs)
+    return F.cross_entropy(logits.reshape(-1, logits.shape[-1]), targets.reshape(-1),
+                           ignore_index=-100)
+
+
+def layer_gradients(norm, n_layers, seed=0, batch=None):
+    """One forward and backward pass of an untrained stack on the cat world.
+
+    Returns a dict: loss (number), grads (n_layers,) the gradient norm of each layer,
+    and h_norm (n_layers + 1,) the mean length of the residual vectors entering
+    layer 0, 1, ... and leaving the last layer.
+    """
+    import torch
+
+    from .model import Transformer
+
+    inputs, targets = batch if batch is not None else cat_batch()
+    model = Transformer(stack_config(norm, n_layers))
+    model.reset_parameters(seed)
+    sizes = []
+    hooks = [block.register_forward_pre_hook(
+        lambda module, args: sizes.append(float(args[0].detach().norm(dim=-1).mean())))
+        for block in model.blocks]
+    hooks.append(model.blocks[-1].register_forward_hook(
+        lambda module, args, out: sizes.append(float(out.detach().norm(dim=-1).mean()))))
+    threads = torch.get_num_threads()
+    torch.set_num_threads(1)
+    try:
+        loss = loss_of(model, inputs, targets)
+        loss.backward()
+    finally:
+        torch.set_num_threads(threads)
+        for hook in hooks:
+            hook.remove()
+    return {"loss": loss.item(), "grads": layer_gradient_norms(model), "h_norm": np.array(sizes)}
+
+
+def train_recording(model, batch, steps, lr, seed=0, stop_after=None):
+    """Train ``model`` full batch like ``helpers.training.train`` (Adam, cosine decay,
+    weights redrawn from ``seed``, one thread) and record every step.
+
+    batch: (inputs (B, T), targets (B, T)). stop_after: run only the first steps of
+    the ``steps``-long schedule (the start of the same run). Returns a dict of arrays,
+    one entry per step run: loss, and grad_first, the gradient norm of layer 0.
+    """
+    import torch
+
+    from .training import cosine_lr
+
+    steps = check_positive_int(steps, "steps")
+    if not lr > 0:
+        fail(f"lr should be a positive number, but got {lr!r}")
+    stop_after = steps if stop_after is None else check_positive_int(stop_after, "stop_after")
+    inputs, targets = batch
+    threads = torch.get_num_threads()
+    torch.set_num_threads(1)
+    try:
+        model.reset_parameters(seed)
+        torch.manual_seed(seed)
+        opt = torch.optim.Adam(model.parameters(), lr=lr, foreach=True)
+        record = {"loss": [], "grad_first": []}
+        for step in range(min(steps, stop_after)):
+            for group in opt.param_groups:
+                group["lr"] = cosine_lr(step, steps, lr)
+            loss = loss_of(model, inputs, targets)
+            opt.zero_grad()
+            loss.backward()
+            record["grad_first"].append(float(layer_gradient_norms(model)[0]))
+            record["loss"].append(loss.item())
+            opt.step()
+        return {name: np.array(values) for name, values in record.items()}
+    finally:
+        torch.set_num_threads(threads)
+
+
+def run_stack(norm, n_layers, lr, steps, seed=0, batch=None, stop_after=None):
+    """Train the deep stack with this placement on the cat world: train_recording's dict."""
+    from .model import Transformer
+
+    model = Transformer(stack_config(norm, n_layers))
+    return train_recording(model, batch if batch is not None else cat_batch(), steps, lr, seed,
+                           stop_after)
+
+
+def run_key(norm, n_layers, lr):
+    """The JSON key of one run, e.g. 'pre/8/0.03'."""
+    return f"{norm}/{n_layers}/{lr:g}"
+
+
+def build_curves(depths=GRID["depths"], lrs=GRID["lrs"], steps=GRID["steps"], seed=GRID["seed"],
+                 digits=6):
+    """Train every (placement, depth, learning rate) of the grid. Returns the JSON-ready dict:
+    the settings and, under runs[run_key], each run's loss and grad_first lists
+    (rounded to ``digits`` significant digits)."""
+    batch = cat_batch()
+    runs = {}
+    for n_layers in depths:
+        for lr in lrs:
+            for norm in PLACEMENTS:
+                record = run_stack(norm, n_layers, lr, steps, seed, batch)
+                runs[run_key(norm, n_layers, lr)] = {
+                    name: [float(f"{v:.{digits}g}") for v in values] for name, values in record.items()}
+    return {"stack": STACK, "depths": list(depths), "lrs": list(lrs), "steps": steps, "seed": seed,
+            "placements": list(PLACEMENTS), "runs": runs}
+
+
+def curves_path():
+    """Where the shipped curves live: data/normalization/curves.json."""
+    from .weights import data_dir
+
+    return data_dir() / "normalization" / "curves.json"
+
+
+def load_curves(path=None):
+    """The shipped grid of training curves (the dict ``build_curves`` returns)."""
+    path = Path(path) if path is not None else curves_path()
+    if not path.exists():
+        fail(f"expected the shipped curves at {path}, but there is no file there; "
+             "rebuild them with python data/normalization/build.py")
+    return json.loads(path.read_text())
+
+
+def get_run(curves, norm, n_layers, lr):
+    """One run of the shipped grid: dict of arrays loss (steps,) and grad_first (steps,)."""
+    key = run_key(norm, n_layers, lr)
+    if key not in curves["runs"]:
+        fail(f"no run {key} in the curves: depths are {curves['depths']}, learning rates "
+             f"{curves['lrs']} and placements {curves['placements']}")
+    return {name: np.array(values) for name, values in curves["runs"][key].items()}
+
+
+# ------------------------------------------------------------------ figures
+
+
+def plot_steps(x, steps, seed_out=None, labels=None):
+    """Three bar panels: x (d,), z = (x - mean) / std, and out = gamma * z + beta.
+
+    steps: the dict of ``layer_norm_steps``. seed_out (d,): values printed by a text,
+    drawn as black ticks on the last panel. Returns the figure.
+    """
+    import matplotlib.pyplot as plt
+
+    x = as_array(x, "x", 1)
+    labels = labels or [f"x{i}" for i in range(len(x))]
+    fig, axes = plt.subplots(1, 3, figsize=(10, 2.8), sharex=True)
+    panels = [(x, f"input: mean {steps['mean']:.3f}, std {steps['std']:.3f}"),
+              (steps["z"], "z = (x − mean) / std"), (steps["out"], "γ·z + β")]
+    for ax, (values, title) in zip(axes, panels):
+        ax.bar(range(len(values)), values, color=["#d1495b" if v < 0 else "#30638e" for v in values])
+        ax.axhline(0, color="black", lw=0.6)
+        ax.set_title(title)
+        ax.set_xticks(range(len(values)), labels)
+    if seed_out is not None:
+        axes[2].scatter(range(len(x)), seed_out, marker="_", s=300, color="black", zorder=3,
+                        label="the seed's printed values")
+        axes[2].legend(fontsize=8, loc="upper left")
+    fig.tight_layout()
+    return fig
+
+
+def plot_stream(ax, names, norms, tokens, title):
+    """One line per position: the length of its residual vector at each point of the stream.
+
+    names (P,), norms (P, T) from ``residual_norms``; tokens (T,) label the lines.
+    """
+    norms = as_array(norms, "norms", 2)
+    if norms.shape != (len(names), len(tokens)):
+        fail(f"norms should be {len(names)} points × {len(tokens)} tokens, but has shape {norms.shape}")
+    for t, token in enumerate(tokens):
+        ax.plot(range(len(names)), norms[:, t], marker="o", label=token)
+    ax.set_xticks(range(len(names)), names, rotation=45, ha="right")
+    ax.set_ylim(0, norms.max() * 1.15)
+    ax.set_ylabel("length of the residual vector")
+    ax.set_title(title)
+    ax.legend(fontsize=8, ncol=2)
+    ax.grid(alpha=0.3)
+    return ax
+
+
+def plot_init(results):
+    """Two panels for untrained stacks: the residual size entering each layer, and each
+    layer's gradient norm. results: {placement: ``layer_gradients`` dict}."""
+    import matplotlib.pyplot as plt
+
+    fig, (ax_h, ax_g) = plt.subplots(1, 2, figsize=(10, 3.2))
+    for norm, r in results.items():
+        ax_h.plot(range(len(r["h_norm"])), r["h_norm"], marker="o", ms=3, color=COLOURS[norm], label=LABELS[norm])
+        ax_g.plot(range(len(r["grads"])), r["grads"], marker="o", ms=3, color=COLOURS[norm], label=LABELS[norm])
+    ax_h.set(yscale="log", xlabel="residual stream entering layer (last point: after the last layer)",
+             ylabel="mean length", title="how long the residual vectors get")
+    ax_g.set(yscale="log", xlabel="layer", ylabel="gradient norm", title="gradient reaching each layer")
+    for ax in (ax_h, ax_g):
+        ax.grid(alpha=0.3)
+        ax.legend(fontsize=8)
+    fig.tight_layout()
+    return fig
+
+
+def final_losses(curves):
+    """{lr: {placement: (len(depths),) final losses}} over the shipped grid."""
+    return {lr: {norm: np.array([curves["runs"][run_key(norm, n, lr)]["loss"][-1]
+                                 for n in curves["depths"]]) for norm in curves["placements"]}
+            for lr in curves["lrs"]}
+
+
+def run_outcome(loss, unigram, best, near=0.05):
+    """One word for how a run ended: "trained" (final loss within ``near`` of the best
+    possible), "frequencies" (within 0.01 of the loss of a predictor that ignores its
+    input), "diverged" (NaN) or "other"."""
+    loss = np.asarray(loss, dtype=float)
+    if np.isnan(loss).any():
+        return "diverged"
+    if loss[-1] - best <= near:
+        return "trained"
+    if abs(loss[-1] - unigram) <= 0.01:
+        return "frequencies"
+    return "other"
+
+
+def plot_grid(curves, unigram=None, best=None):
+    """Final training loss against depth, one panel per learning rate, one line per placement."""
+    import matplotlib.pyplot as plt
+
+    table = final_losses(curves)
+    top = max(np.nanmax(values) for rows in table.values() for values in rows.values()) * 2
+    fig, axes = plt.subplots(1, len(table), figsize=(10, 3.2), sharey=True)
+    for ax, (lr, rows) in zip(np.atleast_1d(axes), table.items()):
+        for norm, values in rows.items():
+            ax.plot(curves["depths"], values, marker="o", color=COLOURS[norm], label=LABELS[norm])
+            lost = np.isnan(values)
+            if lost.any():
+                ax.scatter(np.array(curves["depths"])[lost], [top] * int(lost.sum()), marker="x", s=60,
+                           color=COLOURS[norm], label=f"{LABELS[norm]}: NaN (diverged)")
+        for level, style, text in ((unigram, "--", "ignores its input"), (best, ":", "best possible")):
+            if level is not None:
+                ax.axhline(level, color="grey", ls=style, lw=0.8, label=text)
+        ax.set(yscale="log", xticks=curves["depths"], xlabel="layers", title=f"lr {lr:g}")
+        ax.grid(alpha=0.3)
+    axes[0].set_ylabel(f"loss after {curves['steps']} steps")
+    handles = {h.get_label(): h for ax in axes for h in ax.get_legend_handles_labels()[0]}
+    fig.legend(handles.values(), handles.keys(), fontsize=8, loc="upper center", ncol=3,
+               bbox_to_anchor=(0.5, 1.12), frameon=False)
+    fig.tight_layout()
+    return fig
