@@ -127,6 +127,20 @@ def test_slide_rejects_bad_settings_in_words(dragon, world):
         explore.slide(dragon, world, prompt="<BOS> unicorn")
 
 
+def test_sliders_at_their_ends_switch_the_filters_off(dragon, world):
+    assert explore.slider_settings(0.7, 10, 1.0, 10) == (0.7, None, None)
+    assert explore.slider_settings(0.7, 3, 0.9, 10) == (0.7, 3, 0.9)
+    off = explore.slide(dragon, world, temperature=0.7)
+    on_at_the_ends = explore.slide(dragon, world, temperature=0.7, top_k=10, top_p=1.0)
+    assert np.allclose(off["final"], on_at_the_ends["final"])
+
+
+def test_explorer_shows_sliders_and_a_figure(dragon, world, capsys):
+    explore.explorer(dragon, world)          # outside a notebook, display() prints reprs
+    out = capsys.readouterr().out
+    assert "HBox" in out and "Image" in out
+
+
 def test_slide_figure_draws_the_result(dragon, world):
     r = explore.slide(dragon, world, temperature=0.7, top_k=4)
     fig = explore.slide_figure(r, explore.settings_text(0.7, 4, None))

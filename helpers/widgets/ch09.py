@@ -45,6 +45,12 @@ def slide(model, world, prompt="<BOS> dragon drinks", temperature=1.0, top_k=Non
                 continuations=continuations, prompt=prompt)
 
 
+def slider_settings(temperature, top_k, top_p, vocab_size):
+    """Slider values -> the sampler's (temperature, top_k, top_p): top-k at the vocabulary
+    size and top-p at 1 mean "off" (None), which is what those values do anyway."""
+    return (temperature, None if top_k >= vocab_size else top_k, None if top_p >= 1.0 else top_p)
+
+
 def settings_text(temperature, top_k, top_p):
     """'T = 0.70, top-k off, top-p = 0.90' (None means off)."""
     k = "off" if top_k is None else str(top_k)
@@ -159,10 +165,9 @@ def explorer(model, world, prompt="<BOS> dragon drinks"):
     view = SlideView(first["vocab"], first["order"])
 
     def image():
-        t, k, p, seed = (sliders[name].value for name in ("temperature", "top_k", "top_p", "seed"))
-        k = None if k == V else k
-        p = None if p >= 1.0 else p
-        result = slide(model, world, prompt, t, k, p, seed=seed)
+        t, k, p = slider_settings(sliders["temperature"].value, sliders["top_k"].value,
+                                  sliders["top_p"].value, V)
+        result = slide(model, world, prompt, t, k, p, seed=sliders["seed"].value)
         return Image(data=view.png(result, settings_text(t, k, p)), format="png")
 
     display(widgets.HBox([widgets.VBox([sliders["temperature"], sliders["seed"]]),
