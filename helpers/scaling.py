@@ -27,7 +27,7 @@ def check_dims(dims):
     return [check_positive_int(d, "each d") for d in dims]
 
 
-def raw_scores(d, n, generator, chunk=10_000):
+def raw_scores(d, n, generator, chunk=2_000):
     """(n,) dot products q·k of n pairs of standard-normal d-vectors, drawn as the seed did:
     all n queries (n, d) first, then all n keys (n, d), from one generator.
 
