@@ -194,3 +194,28 @@ def test_steps_to_threshold_check(curves, capsys):
     assert "dict" in capsys.readouterr().out
     with pytest.raises(AssertionError, match="not answered"):
         check.grade(None, curves, 12, 0.03, 1.0)
+
+
+# ------------------------------------------------------------------ figures
+
+def test_figures_draw_and_check_their_input(curves):
+    import matplotlib
+
+    matplotlib.use("Agg")
+    import matplotlib.pyplot as plt
+
+    steps = nz.layer_norm_steps(H_LAST, GAMMA, BETA)
+    assert len(nz.plot_steps(H_LAST, steps, seed_out=steps["out"]).axes) == 3
+    assert len(nz.plot_init({norm: nz.layer_gradients(norm, 2) for norm in nz.PLACEMENTS}).axes) == 2
+    assert len(nz.plot_grid(curves, 2.5, 0.56).axes) == len(curves["lrs"])
+    _, ax = plt.subplots()
+    with pytest.raises(CourseInputError, match="points × 3 tokens"):
+        nz.plot_stream(ax, ["h0", "L0.h"], np.ones((2, 4)), ["a", "b", "c"], "bad")
+    plt.close("all")
+
+
+def test_run_outcome():
+    assert nz.run_outcome([3.0, 0.57], unigram=2.52, best=0.56) == "trained"
+    assert nz.run_outcome([3.0, 2.521], unigram=2.52, best=0.56) == "frequencies"
+    assert nz.run_outcome([3.0, float("nan"), 5.0], unigram=2.52, best=0.56) == "diverged"
+    assert nz.run_outcome([3.0, 1.2], unigram=2.52, best=0.56) == "other"

@@ -74,8 +74,8 @@ def stack_view_figure(curves):
     from matplotlib.figure import Figure
 
     unigram, best = reference_losses()
-    fig = Figure(figsize=(10.0, 3.6), dpi=80)
-    fig.subplots_adjust(left=0.07, right=0.98, bottom=0.14, top=0.88, wspace=0.22)
+    fig = Figure(figsize=(10.0, 3.9), dpi=80)
+    fig.subplots_adjust(left=0.07, right=0.98, bottom=0.13, top=0.82, wspace=0.22)
     ax_loss, ax_grad = fig.subplots(1, 2)
     steps = np.arange(1, curves["steps"] + 1)
     lines = {}
@@ -89,11 +89,11 @@ def stack_view_figure(curves):
                 ylabel="training loss (nats)")
     ax_grad.set(yscale="log", ylim=limits(curves, "grad_first"), xlabel="training step",
                 ylabel="gradient norm of layer 0")
-    ax_loss.legend(loc="upper right", fontsize=8)
+    fig.legend(loc="upper center", bbox_to_anchor=(0.5, 0.93), ncol=3, fontsize=9, frameon=False)
     for ax, every in ((ax_loss, 1), (ax_grad, 3)):
         fixed_log_ticks(ax, every)
         ax.grid(alpha=0.3)
-    title = fig.text(0.5, 0.95, "", ha="center", fontsize=10)
+    title = fig.text(0.5, 0.96, "", ha="center", va="top", fontsize=10)
 
     def show(view):
         for norm in PLACEMENTS:
