@@ -145,10 +145,10 @@ RIGHT_AND_WRONG = [
 @pytest.mark.parametrize("check, right, wrong, words", RIGHT_AND_WRONG,
                          ids=[f"{c.problems.__name__}-{w}" for c, _, _, w in RIGHT_AND_WRONG])
 def test_checks_pass_right_and_explain_wrong(check, right, wrong, words, capsys):
-    assert check(right) is True
+    assert check(right)
     assert "✓" in capsys.readouterr().out
     check.grade(right)
-    assert check(wrong) is False
+    assert not check(wrong)
     assert words in capsys.readouterr().out
     with pytest.raises(AssertionError, match=words):
         check.grade(wrong)
@@ -157,7 +157,7 @@ def test_checks_pass_right_and_explain_wrong(check, right, wrong, words, capsys)
 @pytest.mark.parametrize("check", [ch02.weight_cat_on_the, ch02.output_of_cat, ch02.toy_weight,
                                    ch02.attention_function])
 def test_checks_say_not_answered_for_none(check, capsys):
-    assert check(None) is False
+    assert not check(None)
     assert NOT_ANSWERED in capsys.readouterr().out
     with pytest.raises(AssertionError, match="not answered"):
         check.grade(None)
@@ -166,7 +166,7 @@ def test_checks_say_not_answered_for_none(check, capsys):
 def test_attention_check_survives_a_crashing_function(capsys):
     def crashes(Q, K, V, causal=False):
         raise RuntimeError("oops")
-    assert ch02.attention_function(crashes) is False
+    assert not ch02.attention_function(crashes)
     assert "stopped with RuntimeError: oops" in capsys.readouterr().out
 
 

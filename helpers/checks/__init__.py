@@ -4,8 +4,9 @@ An exercise check is a generator of problems: it yields one sentence for each
 thing wrong with the learner's answer and yields nothing when the answer is
 right. The ``@exercise`` decorator turns it into an object that
 
-* called as ``check(answer, ...)`` prints feedback in words and returns True or
-  False; it never raises, so a notebook with an unfinished exercise still runs;
+* called as ``check(answer, ...)`` prints feedback in words and returns a
+  Verdict (true or false, but invisible as a cell's last value, so a learner sees
+  only the feedback); it never raises, so an unfinished exercise still runs;
 * called as ``check.grade(answer, ...)`` raises AssertionError with the same
   sentences, which is what nbgrader's hidden tests use to score.
 
@@ -24,6 +25,22 @@ import importlib
 import numpy as np
 
 NOT_ANSWERED = "not answered yet: replace None in the answer cell above with your answer"
+
+
+class Verdict:
+    """True or False for code and tests; shows nothing when it is a cell's last value."""
+
+    def __init__(self, ok):
+        self.ok = ok
+
+    def __bool__(self):
+        return self.ok
+
+    def __repr__(self):
+        return f"Verdict({self.ok})"
+
+    def _ipython_display_(self):
+        pass  # the printed feedback is all a learner should see
 
 
 class Exercise:
@@ -49,7 +66,7 @@ class Exercise:
             print(f"✗ {self.title}: " + "; ".join(found))
         else:
             print(f"✓ {self.title}: correct")
-        return not found
+        return Verdict(not found)
 
     def grade(self, answer, *args, **kwargs):
         found = self.feedback(answer, *args, **kwargs)
