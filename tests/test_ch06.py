@@ -150,3 +150,20 @@ def test_unscrambled_check():
     assert NOT_ANSWERED in said(ch06.unscrambled, None, Y, perm)
     with pytest.raises(AssertionError, match="second time"):
         ch06.unscrambled.grade(Y[perm], Y, perm)
+
+
+def test_fast_png_draws_what_a_full_draw_draws():
+    from io import BytesIO
+
+    from PIL import Image
+
+    model, world = load_cat(), cat_world()
+    fig, show, changing = explore.view_panel(world.tokenizer.vocab)
+    fast = explore.FastPNG(fig, changing)
+    show(explore.next_token_view(model, world, explore.PROMPTS[3], positions=False, seed=2), False)
+    quick = np.asarray(Image.open(BytesIO(fast.render())).convert("RGB"), dtype=float)
+    for artist in changing:
+        artist.set_animated(False)
+    full = np.asarray(Image.open(BytesIO(explore.png(fig))).convert("RGB"), dtype=float)
+    assert quick.shape == full.shape
+    assert np.abs(quick - full).mean() < 1.0
