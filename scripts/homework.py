@@ -64,7 +64,8 @@ def exercises(path):
     for cell in nb.cells:
         meta = nbgrader_meta(cell)
         if cell.cell_type == "markdown" and not meta:
-            prompt = next((line.strip("# ").strip() for line in cell.source.splitlines() if line.strip()), "")
+            lines = [line.replace("**", "").strip("# ") for line in cell.source.splitlines() if line.strip()]
+            prompt = next((line for line in lines if re.match(r"Exercise \d", line)), lines[0] if lines else "")
         if meta.get("grade"):
             found.append((meta["grade_id"], meta.get("points", 0), prompt))
     return found
