@@ -221,13 +221,34 @@ def train_recording(model, batch, steps, lr, seed=0, stop_after=None):
         torch.set_num_threads(threads)
 
 
-def run_stack(norm, n_layers, lr, steps, seed=0, batch=None, stop_after=None):
-    """Train the deep stack with this placement on the cat world: train_recording's dict."""
+def train_stack(norm, n_layers, lr, steps, seed=0, batch=None, stop_after=None):
+    """Train the deep stack with this placement on the cat world: (model, train_recording's dict)."""
     from .model import Transformer
 
     model = Transformer(stack_config(norm, n_layers))
-    return train_recording(model, batch if batch is not None else cat_batch(), steps, lr, seed,
-                           stop_after)
+    record = train_recording(model, batch if batch is not None else cat_batch(), steps, lr, seed,
+                             stop_after)
+    return model, record
+
+
+def run_stack(norm, n_layers, lr, steps, seed=0, batch=None, stop_after=None):
+    """Train the deep stack with this placement on the cat world: train_recording's dict."""
+    return train_stack(norm, n_layers, lr, steps, seed, batch, stop_after)[1]
+
+
+def prediction_spread(model, batch=None):
+    """How much the model's next-token distribution changes from position to position.
+
+    Over every predicted position of batch (inputs (B, T), targets (B, T), -100 where
+    nothing is predicted; default the cat world's training set): the largest
+    |p(word) - mean p(word)|. 0 means the same distribution everywhere, whatever the input.
+    """
+    import torch
+
+    inputs, targets = batch if batch is not None else cat_batch()
+    with torch.no_grad():
+        probs = torch.softmax(model(inputs), dim=-1)[targets != -100]
+    return float((probs - probs.mean(dim=0)).abs().max())
 
 
 def run_key(norm, n_layers, lr):

@@ -219,3 +219,11 @@ def test_run_outcome():
     assert nz.run_outcome([3.0, 2.521], unigram=2.52, best=0.56) == "frequencies"
     assert nz.run_outcome([3.0, float("nan"), 5.0], unigram=2.52, best=0.56) == "diverged"
     assert nz.run_outcome([3.0, 1.2], unigram=2.52, best=0.56) == "other"
+
+
+def test_prediction_spread():
+    inputs, targets = nz.cat_batch()
+    constant = lambda ids: torch.zeros(*ids.shape, 20)
+    assert nz.prediction_spread(constant, (inputs, targets)) == 0.0
+    model, record = nz.train_stack("pre", 2, 3e-2, steps=300, stop_after=3)
+    assert len(record["loss"]) == 3 and nz.prediction_spread(model) > 0.01
