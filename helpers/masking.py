@@ -163,7 +163,8 @@ def prefix_scores(model, world, sentences=None, causal=True):
     prefix, and its last position must predict the next word.
 
     Returns a dict: loss (mean cross-entropy over all decisions), correct and total (top-1
-    right on the slots that have one right answer, i.e. all but the word after is/was), decisions.
+    equal to the sentence's next word, on every slot except the adjective after is/was,
+    as in worlds.slot_accuracy), decisions.
     """
     from .worlds import decisions
 
