@@ -139,22 +139,22 @@ def right_layer_norm(x, gamma, beta, eps=1e-5):
 
 def test_layer_norm_check(capsys):
     check = ch08.layer_norm_function
-    assert check(right_layer_norm) is True
+    assert check(right_layer_norm)
     check.grade(right_layer_norm)
     sample = lambda x, g, b: (x - x.mean(-1, keepdims=True)) / x.std(-1, ddof=1, keepdims=True) * g + b
-    assert check(sample) is False
+    assert not check(sample)
     assert "sample standard deviation" in capsys.readouterr().out
     whole = lambda x, g, b: (x - x.mean()) / np.sqrt(x.var() + 1e-5) * g + b
-    assert check(whole) is False
+    assert not check(whole)
     assert "row by row" in capsys.readouterr().out
     no_affine = lambda x, g, b: right_layer_norm(x, 1.0, 0.0)
-    assert check(no_affine) is False
+    assert not check(no_affine)
     assert "ignores γ and β" in capsys.readouterr().out
-    assert check(3) is False and "function" in capsys.readouterr().out
-    assert check(lambda x, g, b: "oops") is False and "array of numbers" in capsys.readouterr().out
+    assert not check(3) and "function" in capsys.readouterr().out
+    assert not check(lambda x, g, b: "oops") and "array of numbers" in capsys.readouterr().out
     with pytest.raises(AssertionError, match="sample standard deviation"):
         check.grade(sample)
-    assert check(None) is False and NOT_ANSWERED in capsys.readouterr().out
+    assert not check(None) and NOT_ANSWERED in capsys.readouterr().out
 
 
 def test_residual_lengths_check(capsys):
@@ -164,33 +164,33 @@ def test_residual_lengths_check(capsys):
     points = ["h0", "L0.h_mid", "L0.h", "L1.h_mid", "L1.h"]
     right = np.stack([trace[p].norm(dim=-1).numpy() for p in points])
     check = ch08.residual_lengths
-    assert check(right, trace, 2) is True
-    assert check(right ** 2, trace, 2) is False
+    assert check(right, trace, 2)
+    assert not check(right ** 2, trace, 2)
     assert "squared" in capsys.readouterr().out
     over_positions = np.stack([trace[p].norm(dim=0).numpy() for p in points])
-    assert check(over_positions, trace, 2) is False
+    assert not check(over_positions, trace, 2)
     assert "last axis" in capsys.readouterr().out
-    assert check(right[::-1], trace, 2) is False
+    assert not check(right[::-1], trace, 2)
     assert "differs" in capsys.readouterr().out
     with pytest.raises(AssertionError):
         check.grade(right * 2, trace, 2)
-    assert check(None, trace, 2) is False and NOT_ANSWERED in capsys.readouterr().out
+    assert not check(None, trace, 2) and NOT_ANSWERED in capsys.readouterr().out
 
 
 def test_steps_to_threshold_check(curves, capsys):
     check = ch08.steps_to_threshold
     right = {norm: ch08.first_below(nz.get_run(curves, norm, 12, 0.03)["loss"], 1.0)
              for norm in nz.PLACEMENTS}
-    assert check(right, curves, 12, 0.03, 1.0) is True
+    assert check(right, curves, 12, 0.03, 1.0)
     check.grade(right, curves, 12, 0.03, 1.0)
     reached = [norm for norm, step in right.items() if step is not None]
     assert reached, "some placement should get below a loss of 1.0"
     off_by_one = {**right, reached[0]: right[reached[0]] + 1}
-    assert check(off_by_one, curves, 12, 0.03, 1.0) is False
+    assert not check(off_by_one, curves, 12, 0.03, 1.0)
     assert "count steps from 0" in capsys.readouterr().out
-    assert check({"pre": 1}, curves, 12, 0.03, 1.0) is False
+    assert not check({"pre": 1}, curves, 12, 0.03, 1.0)
     assert "exactly the keys" in capsys.readouterr().out
-    assert check([1, 2, 3], curves, 12, 0.03, 1.0) is False
+    assert not check([1, 2, 3], curves, 12, 0.03, 1.0)
     assert "dict" in capsys.readouterr().out
     with pytest.raises(AssertionError, match="not answered"):
         check.grade(None, curves, 12, 0.03, 1.0)
@@ -224,6 +224,6 @@ def test_run_outcome():
 def test_prediction_spread():
     inputs, targets = nz.cat_batch()
     constant = lambda ids: torch.zeros(*ids.shape, 20)
-    assert nz.prediction_spread(constant, (inputs, targets)) == 0.0
-    model, record = nz.train_stack("pre", 2, 3e-2, steps=300, stop_after=3)
-    assert len(record["loss"]) == 3 and nz.prediction_spread(model) > 0.01
+    assert nz.prediction_spread(constant, (inputs, targets)) < 1e-6
+    model, record = nz.train_stack("pre", 2, 3e-2, steps=300, stop_after=40)
+    assert len(record["loss"]) == 40 and nz.prediction_spread(model) > 0.01
