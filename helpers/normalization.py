@@ -7,8 +7,11 @@
   stack of the course's Transformer with the norm before the sub-blocks ("pre"), after
   the residual addition ("post") or nowhere ("none"), recording the loss and the
   gradient norm of the first layer at every step.
+* ``train_stack`` / ``run_stack`` train one such stack (or the start of its run);
+  ``prediction_spread`` says whether a trained model's output still depends on its input.
 * ``build_curves`` runs the whole grid (depths x learning rates x placements) that
   ``data/normalization/build.py`` ships as JSON; ``load_curves`` reads it back.
+* ``plot_steps``, ``plot_stream``, ``plot_init`` and ``plot_grid`` draw the chapter's figures.
 """
 import json
 import math
@@ -156,7 +159,8 @@ def layer_gradients(norm, n_layers, seed=0, batch=None):
 
     Returns a dict: loss (number), grads (n_layers,) the gradient norm of each layer,
     and h_norm (n_layers + 1,) the mean length of the residual vectors entering
-    layer 0, 1, ... and leaving the last layer.
+    layer 0, 1, ... and leaving the last layer (over every position of the batch,
+    padding included).
     """
     import torch
 
