@@ -20,13 +20,13 @@ def _cap_memory(limit):
 
 
 def _is_local(address):
-    """True for a Unix socket path and for loopback hosts (127.x, ::1, localhost)."""
+    """True for a Unix socket path, loopback hosts (127.x, ::1, localhost) and "any" (None, 0.0.0.0, ::)."""
     if not isinstance(address, tuple):  # AF_UNIX: a path (str or bytes)
         return True
     host = address[0]
     if isinstance(host, bytes):
         host = host.decode()
-    return host in ("localhost", "::1", "0:0:0:0:0:0:0:1", "") or str(host).startswith("127.")
+    return host in (None, "", "localhost", "0.0.0.0", "::", "::1") or str(host).startswith(("127.", "::ffff:127."))
 
 
 def _block_network(logfile):
