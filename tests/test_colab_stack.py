@@ -7,10 +7,11 @@ enable the widget manager; elsewhere: nothing).
 
 On Colab's stack (COURSE_COLAB_STACK=1, run by .ci/run): Colab's ipywidgets 7.7.1 and numpy 2.1
 are laid over the project's environment with PYTHONPATH (.ci-colab/), and the unit tests and the
-tour run on them. Colab's torch 2.11 cannot be installed here: PyPI's Linux wheels of 2.11 are
-CUDA builds (gigabytes with their nvidia-* dependencies) and PyTorch's CPU index is out of reach,
-so torch stays at the nearest installable CPU build, 2.13.0. Python stays 3.11 for the same reason
-(no CPU torch wheel for 3.13 on this machine).
+tour run on them. torch stays at the project's CPU build, 2.13.0: the only torch 2.11 within reach
+is PyPI's CUDA build (a 530 MB wheel that will not import without ~4 GB of CUDA libraries;
+PyTorch's CPU index is out of reach), too heavy for every CI run. Laid over the same way
+(PYTHONPATH=<overlay>:<torch 2.11 target dir>), it was run once by hand with the same results.
+Python stays 3.11: there is no CPU torch wheel for 3.13 on this machine.
 """
 import copy
 import os
