@@ -1,7 +1,8 @@
 """The course in a real browser: JupyterLab on localhost, driven in headless Chromium.
 
 Opens the tour in JupyterLab, runs every cell, flips the explorer's attention toggle
-and checks that its figure changed. Screenshots go to .test-artifacts/ (not committed).
+and checks that its figure changed; then does the same with a slider of chapter 02's
+explorer, moved with the keyboard. Screenshots go to .test-artifacts/ (not committed).
 Needs Debian's chromium (/usr/bin/chromium, installed by .ci/run) and the playwright
 package (its driver only: no browser is downloaded). Skipped when either is missing.
 """
@@ -24,6 +25,7 @@ FLAGS = ["--headless", "--no-sandbox", "--disable-gpu", "--disable-background-ne
          "--disable-component-update", "--disable-sync", "--no-first-run"]
 ARTIFACTS = Path(os.environ.get("COURSE_TEST_ARTIFACTS", ROOT / ".test-artifacts"))
 TOUR = ROOT / "notebooks" / "00_tour.ipynb"
+SLIDERS = ROOT / "notebooks" / "02_qkv_by_hand.ipynb"  # its explorer: sliders and an image redrawn in place
 
 playwright_api = pytest.importorskip("playwright.sync_api")
 pytestmark = [
@@ -101,7 +103,8 @@ def open_and_run(browser, lab, notebook):
     """A page with `notebook` open in JupyterLab, every cell run; returns the page."""
     url, token = lab
     page = browser.new_page(viewport={"width": 1400, "height": 1000})
-    page.goto(f"{url}/lab/tree/notebooks/{notebook}?token={token}")
+    workspace = Path(notebook).stem  # a fresh workspace each, so no earlier tab is restored
+    page.goto(f"{url}/lab/workspaces/{workspace}/tree/notebooks/{notebook}?token={token}")
     page.wait_for_function(f"() => window.jupyterapp && {NOTEBOOK} && {NOTEBOOK}.sessionContext"
                            " && {NOTEBOOK}.sessionContext.session"
                            " && {NOTEBOOK}.sessionContext.session.kernel"
@@ -139,4 +142,26 @@ def test_tour_runs_in_the_browser_and_its_toggle_redraws_the_figure(browser, lab
                            arg=[explorer.element_handle(), before], timeout=30_000)
     explorer.screenshot(path=ARTIFACTS / "tour_widget_attention_off.png")
     assert figure_src(explorer) != before
+    page.close()
+
+
+def test_a_slider_redraws_chapter_02s_figure(browser, lab):
+    if not SLIDERS.exists():
+        pytest.skip(f"{SLIDERS.name} is not written yet")
+    page = open_and_run(browser, lab, SLIDERS.name)
+    assert page.evaluate(ERRORS) == [], "cells failed in the browser"
+    cell = page.locator(".jp-CodeCell", has=page.locator(".widget-slider")).first
+    cell.scroll_into_view_if_needed()
+    page.wait_for_function("el => el.querySelector('img') !== null", arg=cell.element_handle(), timeout=30_000)
+    before = figure_src(cell)
+    cell.screenshot(path=ARTIFACTS / "ch02_widget_before.png")
+    handle = cell.locator(".widget-slider .noUi-handle").first
+    handle.focus()
+    for _ in range(5):
+        handle.press("ArrowRight")
+    page.wait_for_function("([el, old]) => { const img = el.querySelector('img');"
+                           " return img !== null && img.getAttribute('src') !== old; }",
+                           arg=[cell.element_handle(), before], timeout=30_000)
+    cell.screenshot(path=ARTIFACTS / "ch02_widget_after.png")
+    assert figure_src(cell) != before
     page.close()
