@@ -115,6 +115,55 @@ def png(fig):
     return buffer.getvalue()
 
 
+class FastHeatmap:
+    """A heatmap that re-renders quickly: the axes, tick labels and frame are drawn once per
+    token list and kept as a background; an update only paints the new image, cell numbers
+    and title over it (matplotlib's blitting, on the Agg canvas) and encodes the PNG.
+
+    ``render(view)`` takes a ``head_view`` result and returns PNG bytes.
+    """
+
+    def __init__(self, size=(5.6, 4.8)):
+        from matplotlib.backends.backend_agg import FigureCanvasAgg
+
+        self.fig = new_figure(size)
+        self.canvas = FigureCanvasAgg(self.fig)
+        self.tokens, self.background = None, None
+
+    def render(self, view):
+        from PIL import Image
+
+        fig = self.fig
+        if view["tokens"] != self.tokens:          # new labels: draw the background again
+            head_figure(dict(view, title=""), fig)
+            ax = fig.axes[0]
+            ax.images[0].set_visible(False)
+            for text in ax.texts:
+                text.set_visible(False)
+            self.canvas.draw()
+            self.background = self.canvas.copy_from_bbox(fig.bbox)
+            self.tokens = view["tokens"]
+        ax = fig.axes[0]
+        self.canvas.restore_region(self.background)
+        image = ax.images[0]
+        image.set_data(view["weights"])
+        image.set_visible(True)
+        ax.draw_artist(image)
+        cells = ax.texts
+        for text, ((i, j), value) in zip(cells, np.ndenumerate(view["weights"])):
+            text.set_text(f"{value:.2f}")
+            text.set_color("white" if value > 0.6 else "black")
+            text.set_visible(True)
+            ax.draw_artist(text)
+        ax.title.set_text(view["title"])
+        ax.draw_artist(ax.title)
+        width, height = self.canvas.get_width_height()
+        buffer = io.BytesIO()
+        Image.frombuffer("RGBA", (width, height), self.canvas.buffer_rgba(), "raw", "RGBA", 0, 1) \
+            .save(buffer, format="png", compress_level=1)
+        return buffer.getvalue()
+
+
 def explorer(model="induction", layer=1, head=0):
     """Model, layer, head and prompt controls and one heatmap redrawn in place."""
     import ipywidgets as widgets
@@ -126,11 +175,11 @@ def explorer(model="induction", layer=1, head=0):
     pick_head = widgets.IntSlider(value=head, min=0, max=net.cfg.n_heads - 1, description="head")
     pick_prompt = widgets.Dropdown(options=PROMPTS[model], description="prompt",
                                    layout=widgets.Layout(width="420px"))
-    fig = new_figure()
+    heatmap = FastHeatmap()
 
     def image():
         view = head_view(pick_model.value, pick_layer.value, pick_head.value, pick_prompt.value)
-        return Image(data=png(head_figure(view, fig)), format="png")
+        return Image(data=heatmap.render(view), format="png")
 
     def model_changed(change):
         cfg = get_model(change["new"])[0].cfg
