@@ -258,39 +258,53 @@ def grade(submissions, course=GRADING):
 
 # ---------------------------------------------------------------- command line
 
+def shown(path):
+    """A path relative to the current folder when it is inside it."""
+    return path.relative_to(Path.cwd()) if path.is_relative_to(Path.cwd()) else path
+
+
+def list_exercises(args):
+    for path in graded_chapters():
+        for grade_id, points, prompt in exercises(path):
+            print(f"{path.stem:<22}{grade_id:<20}{points:>3g} pt   {prompt}")
+
+
+def release_step(args):
+    if not args.chapters and not args.all:
+        raise HomeworkError("name the chapters to release (e.g. 02 05), or pass --all")
+    for path in release(graded_chapters() if args.all else args.chapters, args.course):
+        print(f"student version: {shown(path)}")
+
+
+def grade_step(args):
+    print(score_text(grade(args.submissions, args.course)))
+    course = args.course.resolve()
+    print(f"\nscore table: {shown(course / 'scores.csv')}\nfeedback:    {shown(course / 'feedback')}/<student>/<chapter>/")
+
+
+def practice_step(args):
+    for chapter in args.chapters:
+        print(f"practice copy: {shown(practice(chapter))}")
+
+
 def main(argv=None):
     parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     parser.add_argument("--course", type=Path, default=GRADING, help="nbgrader course directory (default grading/)")
     steps = parser.add_subparsers(dest="step", required=True)
-    steps.add_parser("exercises", help="list every exercise")
+    steps.add_parser("exercises", help="list every exercise").set_defaults(run=list_exercises)
     rel = steps.add_parser("release", help="make student versions")
     rel.add_argument("chapters", nargs="*")
     rel.add_argument("--all", action="store_true", help="every chapter with exercises")
+    rel.set_defaults(run=release_step)
     gra = steps.add_parser("grade", help="autograde a folder of submissions")
     gra.add_argument("submissions", type=Path)
+    gra.set_defaults(run=grade_step)
     pra = steps.add_parser("practice", help="a copy of a chapter without solutions, for a self-learner")
     pra.add_argument("chapters", nargs="+")
+    pra.set_defaults(run=practice_step)
     args = parser.parse_args(argv)
-
     try:
-        if args.step == "exercises":
-            for path in graded_chapters():
-                for grade_id, points, prompt in exercises(path):
-                    print(f"{path.stem:<22}{grade_id:<20}{points:>3g} pt   {prompt}")
-        elif args.step == "release":
-            if not args.chapters and not args.all:
-                raise HomeworkError("name the chapters to release (e.g. 02 05), or pass --all")
-            chapters = graded_chapters() if args.all else args.chapters
-            for path in release(chapters, args.course):
-                print(f"student version: {path.relative_to(Path.cwd()) if path.is_relative_to(Path.cwd()) else path}")
-        elif args.step == "grade":
-            rows = grade(args.submissions, args.course)
-            print(score_text(rows))
-            course = args.course.resolve()
-            print(f"\nscore table: {course / 'scores.csv'}\nfeedback:    {course / 'feedback'}/<student>/<chapter>/")
-        elif args.step == "practice":
-            for chapter in args.chapters:
-                print(f"practice copy: {practice(chapter)}")
+        args.run(args)
     except HomeworkError as error:
         print(f"✗ {error}", file=sys.stderr)
         return 1
