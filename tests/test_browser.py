@@ -121,6 +121,20 @@ def figure_src(widget):
     return images.first.get_attribute("src") if images.count() else None
 
 
+def check_figure_redraws(page, area, act, name):
+    """Screenshot `area` (a locator holding the figure), call act(), and wait until its image changes."""
+    area.scroll_into_view_if_needed()
+    page.wait_for_function("el => el.querySelector('img') !== null", arg=area.element_handle(), timeout=30_000)
+    before = figure_src(area)
+    area.screenshot(path=ARTIFACTS / f"{name}_before.png")
+    act()
+    page.wait_for_function("([el, old]) => { const img = el.querySelector('img');"
+                           " return img !== null && img.getAttribute('src') !== old; }",
+                           arg=[area.element_handle(), before], timeout=30_000)
+    area.screenshot(path=ARTIFACTS / f"{name}_after.png")
+    assert figure_src(area) != before
+
+
 def test_tour_runs_in_the_browser_and_its_toggle_redraws_the_figure(browser, lab):
     page = open_and_run(browser, lab, TOUR.name)
     assert page.evaluate(ERRORS) == [], "cells failed in the browser"
@@ -128,20 +142,10 @@ def test_tour_runs_in_the_browser_and_its_toggle_redraws_the_figure(browser, lab
     page.locator(".jp-WindowedPanel-outer").first.evaluate("el => { el.scrollTop = 0; }")
     page.wait_for_timeout(500)
     page.screenshot(path=ARTIFACTS / "tour_top.png")
-
     toggle = page.get_by_role("button", name="attention off")
     toggle.scroll_into_view_if_needed()
     explorer = page.locator(".widget-vbox", has=toggle).first
-    page.wait_for_function("el => el.querySelector('img') !== null", arg=explorer.element_handle(),
-                           timeout=30_000)
-    before = figure_src(explorer)
-    explorer.screenshot(path=ARTIFACTS / "tour_widget_attention_on.png")
-    toggle.click()
-    page.wait_for_function("([el, old]) => { const img = el.querySelector('img');"
-                           " return img !== null && img.getAttribute('src') !== old; }",
-                           arg=[explorer.element_handle(), before], timeout=30_000)
-    explorer.screenshot(path=ARTIFACTS / "tour_widget_attention_off.png")
-    assert figure_src(explorer) != before
+    check_figure_redraws(page, explorer, toggle.click, "tour_widget_attention_toggle")
     page.close()
 
 
@@ -151,17 +155,11 @@ def test_a_slider_redraws_chapter_02s_figure(browser, lab):
     page = open_and_run(browser, lab, SLIDERS.name)
     assert page.evaluate(ERRORS) == [], "cells failed in the browser"
     cell = page.locator(".jp-CodeCell", has=page.locator(".widget-slider")).first
-    cell.scroll_into_view_if_needed()
-    page.wait_for_function("el => el.querySelector('img') !== null", arg=cell.element_handle(), timeout=30_000)
-    before = figure_src(cell)
-    cell.screenshot(path=ARTIFACTS / "ch02_widget_before.png")
     handle = cell.locator(".widget-slider .noUi-handle").first
-    handle.focus()
-    for _ in range(5):
-        handle.press("ArrowRight")
-    page.wait_for_function("([el, old]) => { const img = el.querySelector('img');"
-                           " return img !== null && img.getAttribute('src') !== old; }",
-                           arg=[cell.element_handle(), before], timeout=30_000)
-    cell.screenshot(path=ARTIFACTS / "ch02_widget_after.png")
-    assert figure_src(cell) != before
+
+    def move_slider():
+        handle.focus()
+        for _ in range(5):
+            handle.press("ArrowRight")
+    check_figure_redraws(page, cell, move_slider, "ch02_widget_slider")
     page.close()
