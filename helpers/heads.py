@@ -165,7 +165,11 @@ def induction_vocab(vocab_size):
 def induction_labels(ids):
     """Token ids (T,) of the induction model -> their display names."""
     names = induction_vocab(len(INDUCTION_SYMBOLS) + 1)
-    return [names[i] for i in torch.as_tensor(ids).reshape(-1).tolist()]
+    ids = torch.as_tensor(ids).reshape(-1).tolist()
+    for i in ids:
+        if not 0 <= i < len(names):
+            fail(f"token id {i} has no name: the induction symbols have ids 0..{len(names) - 1}")
+    return [names[i] for i in ids]
 
 
 def induction_prompt(length, seed, vocab_size=None):

@@ -109,6 +109,7 @@ def test_induction_batches_are_seeded_and_periodic():
     (lambda: heads.induction_score(torch.zeros(5, 5), 4), "should end in (9, 9)"),
     (lambda: heads.previous_token_score(torch.zeros(3, 4)), "square"),
     (lambda: heads.induction_prompt(40, 0), "at most"),
+    (lambda: heads.induction_labels([0, 99]), "token id 99"),
     (lambda: heads.induction_batch(0, max_period=30), "periods should satisfy"),
     (lambda: widget.head_view("cat", layer=2), "out of range"),
     (lambda: widget.head_view("dragon"), "one of"),
