@@ -2,6 +2,7 @@
 
     python scripts/benchmark.py                     # import time, cat-model training, every notebook
     python scripts/benchmark.py notebooks/00_tour.ipynb
+    python scripts/benchmark.py --widgets            # only the widget update times
 
 Each notebook runs in a fresh kernel with the fixed thread counts; its peak memory is the
 kernel process's high-water mark of resident memory (VmHWM in /proc/<pid>/status).
@@ -53,7 +54,88 @@ def run_notebook(path):
     return time.perf_counter() - start, max(peaks, default=0.0)
 
 
-def main(paths):
+def widget_explorers():
+    """Each chapter's explorer, built as its notebook builds it (chapter 04 with the shipped model only)."""
+    from helpers import heads, normalization, worlds
+    from helpers.weights import load_cat, load_dragon
+    from helpers.widgets import ch00, ch01, ch02, ch03, ch04, ch05, ch06, ch07, ch08, ch09, ch10
+    cat, world = load_cat(), worlds.cat_world()
+    dragon, dworld = load_dragon(), worlds.dragon_world(n=1)
+    return {
+        "00": lambda: ch00.explorer(cat, world), "01": ch01.explorer, "02": ch02.explorer,
+        "03": ch03.explorer, "04": lambda: ch04.explorer({"shipped": cat}, world),
+        "05": lambda: ch05.explorer(model="induction", layer=1, head=0),
+        "06": lambda: ch06.explorer(cat, world), "07": lambda: ch07.explorer(cat, world),
+        "08": lambda: ch08.explorer(normalization.load_curves()),
+        "09": lambda: ch09.explorer(dragon, dworld, "<BOS> dragon drinks"),
+        "10": lambda: ch10.explorer(cat, world),
+    }
+
+
+def controls(widget):
+    """Every slider, dropdown, checkbox and toggle inside a widget tree."""
+    import ipywidgets as w
+    kinds = (w.IntSlider, w.FloatSlider, w.FloatLogSlider, w.SelectionSlider, w.Dropdown,
+             w.Checkbox, w.ToggleButton, w.ToggleButtons, w.RadioButtons)
+    if isinstance(widget, kinds):
+        return [widget]
+    return [c for child in getattr(widget, "children", ()) for c in controls(child)]
+
+
+def another_value(control):
+    """A different legal value for a control (the next option, or a step along a slider); None if none."""
+    if hasattr(control, "options"):
+        values = [o[1] if isinstance(o, tuple) else o for o in control.options]
+        return values[(values.index(control.value) + 1) % len(values)] if len(values) > 1 else None
+    if isinstance(control.value, bool):
+        return not control.value
+    step = getattr(control, "step", 1) or 1
+    return control.value - step if control.value + step > control.max else control.value + step
+
+
+def built_widgets(make):
+    """Call an explorer factory; return the widgets it returned or displayed (stdout swallowed)."""
+    import contextlib
+    import io
+    from unittest import mock
+
+    import IPython.display
+    import ipywidgets
+
+    shown = []
+
+    def record(*objs, **_):  # stands in for display(); returns a handle whose update() does nothing
+        shown.extend(o for o in objs if isinstance(o, ipywidgets.Widget))
+        return mock.MagicMock()
+
+    with contextlib.redirect_stdout(io.StringIO()), mock.patch.object(IPython.display, "display", record):
+        returned = make()
+    return shown + ([returned] if returned is not None else [])
+
+
+def widget_update_ms(make, repeats=5):
+    """Median and worst milliseconds of one update (a control moved, its figure redrawn), over all controls."""
+    import contextlib
+    import io
+    from unittest import mock
+
+    import IPython.display
+
+    found = [c for w in built_widgets(make) for c in controls(w) if another_value(c) is not None]
+    times = []
+    with contextlib.redirect_stdout(io.StringIO()), mock.patch.object(IPython.display, "display", mock.MagicMock()):
+        for control in found:
+            for _ in range(repeats):
+                value = another_value(control)
+                start = time.perf_counter()
+                control.value = value          # observers run here, synchronously
+                times.append((time.perf_counter() - start) * 1000)
+    return statistics.median(times), max(times), len(times)
+
+
+def main(paths, widgets_only=False):
+    if widgets_only:
+        return print_widgets()
     rows = [("import helpers (median of 3)", import_seconds(), None, "< 1 s")]
     seconds, met = cat_training()
     rows.append(("cat model training", seconds, None, "< 5 s; targets " + ("met" if met else "NOT met")))
@@ -67,7 +149,18 @@ def main(paths):
     print(f"{'what':<32}{'seconds':>9}{'peak MB':>9}   budget")
     for what, seconds, mb, budget in rows:
         print(f"{what:<32}{seconds:>9.3f}{'' if mb is None else f'{mb:.0f}':>9}   {budget}")
+    print()
+    print_widgets()
+
+
+def print_widgets():
+    """One row per chapter: how long moving one of its explorer's controls takes."""
+    print(f"{'widget update (ms)':<32}{'median':>9}{'worst':>9}{'updates':>9}   budget")
+    for chapter, make in widget_explorers().items():
+        median, worst, n = widget_update_ms(make)
+        print(f"{'chapter ' + chapter:<32}{median:>9.1f}{worst:>9.1f}{n:>9}   < 50 ms")
 
 
 if __name__ == "__main__":
-    main([Path(p) for p in sys.argv[1:]] or all_notebooks())
+    args = [a for a in sys.argv[1:] if a != "--widgets"]
+    main([Path(p) for p in args] or all_notebooks(), widgets_only="--widgets" in sys.argv)

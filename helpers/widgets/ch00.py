@@ -18,14 +18,14 @@ def prompt_view(model, world, prompt, attention=True):
     return dict(tokens=world.tokenizer.decode(ids), probs=trace["probs"][-1], weights=weights)
 
 
-def draw(fig, view, vocab, layer, head):
-    """Redraw ``fig`` in place: top-8 next-token bars (left), one head's attention (right)."""
-    fig.clear()
-    left, right = fig.subplots(1, 2, gridspec_kw=dict(width_ratios=[1.1, 1]))
+def draw(axes, view, vocab, layer, head):
+    """Redraw the two axes in place: top-8 next-token bars (left), one head's attention (right)."""
+    left, right = axes
+    left.clear()
+    right.clear()
     plots.prob_bars(view["probs"], vocab, ax=left, top=8, title="next token")
     plots.attention_heatmap(view["weights"][layer, head], view["tokens"], ax=right,
-                            title=f"layer {layer}, head {head}")
-    fig.tight_layout()
+                            title=f"layer {layer}, head {head}", annotate=len(view["tokens"]) <= 8)
 
 
 def explorer(model, world, prompt="<BOS> the cat is"):
@@ -41,7 +41,8 @@ def explorer(model, world, prompt="<BOS> the cat is"):
     attention = widgets.ToggleButtons(options=[("attention on", True), ("attention off", False)])
     message = widgets.HTML()
     out = widgets.Output()
-    fig = plt.figure(figsize=(8.5, 3.2))
+    fig, axes = plt.subplots(1, 2, figsize=(8.5, 3.2), gridspec_kw=dict(width_ratios=[1.1, 1]))
+    fig.subplots_adjust(left=0.07, right=0.97, bottom=0.3, top=0.9, wspace=0.35)
     plt.close(fig)  # drawn only into the Output below
 
     def update(_=None):
@@ -51,7 +52,7 @@ def explorer(model, world, prompt="<BOS> the cat is"):
             message.value = f"<span style='color:#d1495b'>{error}</span>"
             return
         message.value = ""
-        draw(fig, view, world.tokenizer.vocab, layer.value, head.value)
+        draw(axes, view, world.tokenizer.vocab, layer.value, head.value)
         with out:
             out.clear_output(wait=True)
             display(fig)
