@@ -128,23 +128,6 @@ def model_leak(model, world, prompt, new_last):
             for name, causal in (("with_mask", True), ("without_mask", False))}
 
 
-class WithSwitches:
-    """A model whose every forward pass uses the given switches (e.g. causal=False).
-
-    It has what ``helpers.sampling.generate`` needs (``cfg``, ``check_ids``, calling), so
-    the course's one generation loop can drive a model that must run without its mask.
-    """
-
-    def __init__(self, model, **switches):
-        self.model, self.switches, self.cfg = model, switches, model.cfg
-
-    def __call__(self, ids, **kwargs):
-        return self.model(ids, **kwargs, **self.switches)
-
-    def check_ids(self, ids):
-        return self.model.check_ids(ids)
-
-
 def generate(model, ids, max_new_tokens, causal=True, temperature=0.0, top_k=None, top_p=None,
              seed=0, stop_id=None):
     """Extend ids (T,) one token at a time, re-running the whole prefix each step with the
@@ -153,8 +136,8 @@ def generate(model, ids, max_new_tokens, causal=True, temperature=0.0, top_k=Non
     helpers.sampling.generate without its KV cache, every forward pass switched.
     temperature 0 is greedy. Returns the longer ids (T',).
     """
-    return generate_loop(WithSwitches(model, causal=causal), ids, max_new_tokens, temperature=temperature,
-                         top_k=top_k, top_p=top_p, seed=seed, use_cache=False, stop_id=stop_id)
+    return generate_loop(model, ids, max_new_tokens, temperature=temperature, top_k=top_k, top_p=top_p,
+                         seed=seed, use_cache=False, stop_id=stop_id, causal=causal)
 
 
 @torch.no_grad()

@@ -75,12 +75,16 @@ def draw(probs, generator):
 
 @torch.no_grad()
 def generate(model, ids, max_new_tokens, temperature=1.0, top_k=None, top_p=None,
-             seed=0, use_cache=True, stop_id=None):
+             seed=0, use_cache=True, stop_id=None, **switches):
     """Extend ids (T,) by up to max_new_tokens drawn one at a time; returns the longer (T',) ids.
 
     use_cache=True feeds only the newest token each step and keeps every layer's
     K and V in a KVCache; False re-runs the whole sequence. Both give the same tokens.
+    switches go to every forward pass (e.g. causal=False, ablate_heads=...).
     """
+    if use_cache and not switches.get("causal", True):
+        fail("a KV cache needs the causal mask (earlier rows would change with every new token); "
+             "use use_cache=False with causal=False")
     check_sampling(temperature, top_k, top_p, vocab_size=model.cfg.vocab_size)
     max_new_tokens = check_positive_int(max_new_tokens, "max_new_tokens")
     ids = model.check_ids(ids)
@@ -90,7 +94,7 @@ def generate(model, ids, max_new_tokens, temperature=1.0, top_k=None, top_p=None
     cache = KVCache(model.cfg.n_layers) if use_cache else None
     step_input = ids
     for _ in range(max_new_tokens):
-        logits = model(step_input, cache=cache)[-1] if use_cache else model(ids)[-1]
+        logits = model(step_input, cache=cache, **switches)[-1] if use_cache else model(ids, **switches)[-1]
         token = draw(next_distribution(logits, temperature, top_k, top_p), g)
         ids = torch.cat([ids, torch.tensor([token])])
         step_input = ids[-1:]

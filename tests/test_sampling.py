@@ -57,3 +57,14 @@ def test_greedy_cat_generation_is_a_sentence_of_the_world():
     out = sampling.generate(load_cat(), world.tokenizer.encode("<BOS> the cat sat"), 6, temperature=0,
                             stop_id=world.tokenizer.ids["<EOS>"])
     assert world.tokenizer.decode(out) in world.sentences
+
+
+def test_generate_passes_switches_and_refuses_a_cache_without_the_mask():
+    import pytest
+    from helpers.errors import CourseInputError
+    model, world = load_cat(), cat_world()
+    ids = world.tokenizer.encode("<BOS> the")
+    free = sampling.generate(model, ids, 4, temperature=0, use_cache=False, causal=False)
+    assert free.tolist() != sampling.generate(model, ids, 4, temperature=0).tolist()
+    with pytest.raises(CourseInputError, match="causal mask"):
+        sampling.generate(model, ids, 4, causal=False)
