@@ -6,54 +6,14 @@ spread, one softmax row saturate and its gradient die.
   which moves its artists and returns PNG bytes (the static parts are drawn once).
 * ``explorer()`` wires a log slider for d and a scaling checkbox to it.
 """
-import io
-
 import numpy as np
 
 from .. import plots
 from ..scaling import explore, gradient_by_dim
+from . import Blitter
 
 BINS = np.linspace(-100, 100, 81)
 CURVE_DIMS = [int(round(2 ** (e / 2))) for e in range(2, 21)]   # 2 .. 1024, half-octave steps
-
-
-class FastFigure:
-    """A figure whose static parts are drawn once; ``png()`` redraws only the moving artists.
-
-    Mark moving artists with ``animate(artist)``; after the first ``png()`` the axes, ticks
-    and fixed curves are pasted from a saved background (blitting), which keeps an update
-    of a busy figure to a few milliseconds.
-    """
-
-    def __init__(self, size, **margins):
-        from matplotlib.backends.backend_agg import FigureCanvasAgg
-        from matplotlib.figure import Figure
-
-        self.fig = Figure(figsize=size, dpi=80)
-        self.fig.subplots_adjust(**margins)
-        self.canvas = FigureCanvasAgg(self.fig)
-        self.moving, self.background = [], None
-
-    def animate(self, artist):
-        """Leave ``artist`` out of the background; it is drawn on every ``png()``. Returns it."""
-        artist.set_animated(True)
-        self.moving.append(artist)
-        return artist
-
-    def png(self):
-        """The figure as PNG bytes, with the moving artists drawn as they are now."""
-        from PIL import Image
-
-        if self.background is None:
-            self.canvas.draw()
-            self.background = self.canvas.copy_from_bbox(self.fig.bbox)
-        self.canvas.restore_region(self.background)
-        for artist in self.moving:
-            self.fig.draw_artist(artist)
-        image = Image.frombuffer("RGBA", self.canvas.get_width_height(), self.canvas.buffer_rgba())
-        buffer = io.BytesIO()
-        image.convert("RGB").save(buffer, format="png", compress_level=1)
-        return buffer.getvalue()
 
 
 def scaling_view(curve_queries=300):
@@ -63,8 +23,12 @@ def scaling_view(curve_queries=300):
     keys. Right: the median gradient size against d (precomputed, scaled and raw), with
     this row's gradient marked. ``show(result)`` moves the artists and returns PNG bytes.
     """
-    view = FastFigure((10.5, 3.4), left=0.06, right=0.985, bottom=0.17, top=0.8, wspace=0.32)
-    fig, animate = view.fig, view.animate
+    from matplotlib.figure import Figure
+
+    fig = Figure(figsize=(10.5, 3.4), dpi=80)
+    fig.subplots_adjust(left=0.06, right=0.985, bottom=0.17, top=0.8, wspace=0.32)
+    view = Blitter(fig)
+    animate = view.animate
     ax_hist, ax_row, ax_grad = fig.subplots(1, 3)
     hist = animate(ax_hist.stairs(np.zeros(len(BINS) - 1), BINS, fill=True, color=plots.BASE))
     ax_hist.set_xlim(BINS[0], BINS[-1])

@@ -10,7 +10,7 @@ import numpy as np
 
 from ..errors import CourseInputError
 from ..masking import attention_maps
-from .ch03 import FastFigure
+from . import Blitter
 
 HIDDEN = (0.85, 0.85, 0.85, 1.0)   # grey: a key the mask hides
 
@@ -23,9 +23,12 @@ def maps_view(n_layers=2, n_heads=2, size=10):
     the words, and returns PNG bytes. The words are part of the saved background, so
     switching the mask or the model redraws only the maps; a new prompt redraws all.
     """
-    view = FastFigure((2.9 * n_heads + 0.9, 2.7 * n_layers + 0.8), left=0.12, right=0.98,
-                      bottom=0.13, top=0.88, wspace=0.08, hspace=0.18)
-    fig, animate = view.fig, view.animate
+    from matplotlib.figure import Figure
+
+    fig = Figure(figsize=(2.9 * n_heads + 0.9, 2.7 * n_layers + 0.8), dpi=80)
+    fig.subplots_adjust(left=0.12, right=0.98, bottom=0.13, top=0.88, wspace=0.08, hspace=0.18)
+    view = Blitter(fig)
+    animate = view.animate
     axes = np.atleast_2d(fig.subplots(n_layers, n_heads))
     empty = np.full((size, size), np.nan)
     images, shades, words_left, words_below = [], [], [], []
@@ -70,7 +73,8 @@ def maps_view(n_layers=2, n_heads=2, size=10):
             for labels in words_below:                   # just under the last row of the map
                 for j, label in enumerate(labels):
                     label.set_position((j, T - 0.3))
-            view.background, drawn["words"] = None, list(result["words"])
+            view.reset()
+            drawn["words"] = list(result["words"])
         mask = "mask ON" if result.get("causal", True) else "mask OFF (every word sees every word)"
         title.set_text(f"{mask}   ·   next word: {result['next']} ({result['p_next']:.2f})")
         return view.png()
