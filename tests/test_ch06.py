@@ -9,6 +9,7 @@ from helpers.checks import NOT_ANSWERED, ch06
 from helpers.errors import CourseInputError
 from helpers.model import Config, Transformer
 from helpers.weights import load_cat, load_dragon
+from helpers.widgets import Blitter
 from helpers.widgets import ch06 as explore
 from helpers.worlds import cat_world
 
@@ -152,16 +153,16 @@ def test_unscrambled_check():
         ch06.unscrambled.grade(Y[perm], Y, perm)
 
 
-def test_fast_png_draws_what_a_full_draw_draws():
+def test_blitter_draws_what_a_full_draw_draws():
     from io import BytesIO
 
     from PIL import Image
 
     model, world = load_cat(), cat_world()
     fig, show, changing = explore.view_panel(world.tokenizer.vocab)
-    fast = explore.FastPNG(fig, changing)
+    fast = Blitter(fig, changing)
     show(explore.next_token_view(model, world, explore.PROMPTS[3], positions=False, seed=2), False)
-    quick = np.asarray(Image.open(BytesIO(fast.render())).convert("RGB"), dtype=float)
+    quick = np.asarray(Image.open(BytesIO(fast.png())).convert("RGB"), dtype=float)
     for artist in changing:
         artist.set_animated(False)
     full = np.asarray(Image.open(BytesIO(explore.png(fig))).convert("RGB"), dtype=float)

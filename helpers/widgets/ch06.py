@@ -5,11 +5,10 @@
 * ``view_figure`` draws one result; ``explorer()`` wires a dropdown, a toggle, a
   slider and a checkbox to it and redraws the figure in place.
 """
-import io
-
 import numpy as np
 
 from ..errors import check_positive_int, fail
+from . import Blitter, png  # noqa: F401  (png: tests call explore.png)
 
 PROMPTS = ("<BOS> the cat sat", "<BOS> the cat is", "<BOS> the mat is",
            "<BOS> the big dog sat on the", "<BOS> the small cat ran")
@@ -80,7 +79,7 @@ def view_panel(vocab):
     """An empty distribution figure over the whole vocabulary and the function that
     shows a next_token_view on it: (fig, show, changing). show(view, positions) moves the
     bars (what the model predicts now) and the black ticks (the prompt as given, positions
-    on); ``changing`` lists the artists it touches (for FastPNG)."""
+    on); ``changing`` lists the artists it touches (for a Blitter)."""
     from ..plots import ACCENT, BASE
 
     fig = new_figure()
@@ -110,43 +109,6 @@ def view_figure(view, vocab, positions=True):
     return view_panel(vocab)[1](view, positions)
 
 
-def png(fig):
-    """The figure rendered as PNG bytes."""
-    buffer = io.BytesIO()
-    fig.savefig(buffer, format="png")
-    return buffer.getvalue()
-
-
-class FastPNG:
-    """Render a figure to PNG again and again when only a few artists change.
-
-    The unchanging part (axes, ticks, labels) is drawn once and kept as a bitmap; each
-    render pastes it back and draws only the ``changing`` artists on top (Agg
-    blitting), which is several times faster than drawing the whole figure.
-    """
-
-    def __init__(self, fig, changing):
-        from matplotlib.backends.backend_agg import FigureCanvasAgg
-
-        self.fig, self.changing = fig, list(changing)
-        self.canvas = FigureCanvasAgg(fig)
-        for artist in self.changing:
-            artist.set_animated(True)   # left out of the full draw below
-        self.canvas.draw()
-        self.background = self.canvas.copy_from_bbox(fig.bbox)
-
-    def render(self):
-        """PNG bytes of the figure as it is now."""
-        from PIL import Image
-
-        self.canvas.restore_region(self.background)
-        for artist in self.changing:
-            self.fig.draw_artist(artist)
-        buffer = io.BytesIO()
-        Image.fromarray(np.asarray(self.canvas.buffer_rgba())).save(buffer, format="png", compress_level=1)
-        return buffer.getvalue()
-
-
 def explorer(model, world, prompt=PROMPTS[0]):
     """A prompt menu, a positions toggle, a scramble slider and a keep-last checkbox; one
     figure redrawn in place (an image output replaced through its display id)."""
@@ -158,13 +120,13 @@ def explorer(model, world, prompt=PROMPTS[0]):
                     seed=widgets.IntSlider(value=0, min=0, max=9, description="scramble"),
                     keep_last=widgets.Checkbox(value=True, description="keep the last word"))
     fig, show, changing = view_panel(world.tokenizer.vocab)
-    fast = FastPNG(fig, changing)
+    fast = Blitter(fig, changing)
 
     def image():
         values = {name: c.value for name, c in controls.items()}
         controls["positions"].description = "positions " + ("on" if values["positions"] else "off")
         show(next_token_view(model, world, **values), values["positions"])
-        return Image(data=fast.render(), format="png")
+        return Image(data=fast.png(), format="png")
 
     display(widgets.HBox([widgets.VBox([controls["prompt"], controls["seed"]]),
                           widgets.VBox([controls["positions"], controls["keep_last"]])]))

@@ -10,7 +10,8 @@ import numpy as np
 
 from .. import mlp
 from ..errors import fail
-from .ch06 import FastPNG, new_figure, png  # noqa: F401  (png: tests and notebooks use it from here)
+from . import Blitter, png  # noqa: F401  (png: tests call explore.png)
+from .ch06 import new_figure
 
 
 def corpus_words(collected, vocab):
@@ -46,7 +47,7 @@ def probe_title(result):
 def probe_panel(words, limits=(-0.5, 7.0)):
     """An empty bar chart over ``words`` and the function that shows a probe result on it:
     (fig, show, changing). show(result) moves the bars and rewrites the title; ``changing``
-    lists the artists it touches (for FastPNG)."""
+    lists the artists it touches (for a Blitter)."""
     from ..plots import ACCENT, BASE
 
     fig = new_figure((6.6, 3.4))
@@ -86,11 +87,11 @@ def explorer(model, world, layer=0, unit=1):
     layer_menu = widgets.Dropdown(options=list(range(model.cfg.n_layers)), value=layer, description="layer")
     unit_slider = widgets.IntSlider(value=unit, min=0, max=model.cfg.d_ff - 1, description="unit")
     fig, show, changing = probe_panel(corpus_words(collected, world.tokenizer.vocab))
-    fast = FastPNG(fig, changing)
+    fast = Blitter(fig, changing)
 
     def image():
         show(probe(model, world, collected, layer_menu.value, unit_slider.value))
-        return Image(data=fast.render(), format="png")
+        return Image(data=fast.png(), format="png")
 
     display(widgets.HBox([layer_menu, unit_slider]))
     handle = display(image(), display_id=True)
