@@ -8,6 +8,7 @@ from helpers import reference as ref
 from helpers import weights, worlds
 from helpers.checks import NOT_ANSWERED, ch08
 from helpers.errors import CourseInputError
+from helpers.widgets import Blitter
 from helpers.widgets import ch08 as explore
 
 H_LAST = np.array([0.054, 0.193, 0.865, 0.679, 0.475, 0.864])
@@ -121,7 +122,7 @@ def test_widget_redraw_matches_a_full_draw(curves):
     import time
 
     fig, show = explore.stack_view_figure(curves)
-    render = explore.fast_png(fig, show.moving)
+    render = Blitter(fig, show.moving).png
     times = []
     for depth in curves["depths"]:
         t0 = time.perf_counter()

@@ -6,12 +6,11 @@
 * ``stack_figure`` draws one view; ``explorer()`` wires a depth slider and a
   learning-rate toggle to it and redraws the one figure in place.
 """
-import io
-
 import numpy as np
 
 from ..errors import fail
 from ..normalization import COLOURS, LABELS, PLACEMENTS, best_loss, cat_batch, get_run, unigram_loss
+from . import Blitter
 
 FLOOR = 1e-15  # gradient norms below this are drawn at it (a log axis has no 0)
 LOSS_TOP = 1e4  # losses above this run off the top of the loss panel
@@ -110,42 +109,10 @@ def stack_figure(curves, n_layers=8, lr=3e-2):
     return stack_view_figure(curves)[1](stack_view(curves, n_layers, lr))
 
 
-def png(fig):
-    """The figure rendered as PNG bytes."""
-    buffer = io.BytesIO()
-    fig.savefig(buffer, format="png")
-    return buffer.getvalue()
-
-
-def fast_png(fig, moving):
-    """A function render() -> PNG bytes of ``fig`` that redraws only the ``moving`` artists.
-
-    Everything else (axes, ticks, labels, reference lines) is drawn once and kept as
-    a background image; a redraw pastes it back and draws the moving artists on top.
-    """
-    from matplotlib.backends.backend_agg import FigureCanvasAgg
-    from PIL import Image
-
-    canvas = FigureCanvasAgg(fig)
-    for artist in moving:
-        artist.set_visible(False)
-    canvas.draw()
-    background = canvas.copy_from_bbox(fig.bbox)
-    for artist in moving:
-        artist.set_visible(True)
-
-    def render():
-        canvas.restore_region(background)
-        for artist in moving:
-            fig.draw_artist(artist)
-        buffer = io.BytesIO()
-        Image.fromarray(np.asarray(canvas.buffer_rgba())).save(buffer, format="png", compress_level=1)
-        return buffer.getvalue()
-    return render
-
-
 def update_png(curves, show, render, n_layers, lr):
-    """What the explorer does on every move: compute the view, move the artists, render PNG bytes."""
+    """What the explorer does on every move: compute the view, move the artists, render PNG bytes.
+
+    render: a function returning PNG bytes, e.g. ``Blitter(fig, show.moving).png``."""
     show(stack_view(curves, n_layers, lr))
     return render()
 
@@ -163,7 +130,7 @@ def explorer(curves, n_layers=8, lr=3e-2):
     rate = widgets.ToggleButtons(options=[(f"{x:g}", x) for x in curves["lrs"]], value=lr,
                                  description="lr")
     fig, show = stack_view_figure(curves)
-    render = fast_png(fig, show.moving)
+    render = Blitter(fig, show.moving).png
 
     def image():
         return Image(data=update_png(curves, show, render, depth.value, rate.value), format="png")
