@@ -5,13 +5,12 @@ and a few sampled continuations change.
 * ``SlideView`` is the figure: ``update`` draws a ``slide`` result, ``png`` renders one fast.
 * ``explorer()`` shows the sliders and one figure that is redrawn in place.
 """
-import io
-
 import numpy as np
 import torch
 
 from .. import sampling
 from ..errors import fail
+from . import Blitter, png  # noqa: F401  (png: tests call explore.png)
 
 GREY, BASE, ACCENT = "#c9c9c9", "#30638e", "#d1495b"
 
@@ -94,7 +93,7 @@ class SlideView:
         ax.set_ylabel("probability")
         ax.legend(loc="upper right", fontsize=8, frameon=False)
         self.footer = fig.text(0.09, 0.03, "", fontsize=9, family="monospace", va="bottom")
-        self.background = None
+        self.blitter = None   # made by the first png(), which marks the changing artists animated
 
     def changing(self):
         """The artists that change from one result to the next."""
@@ -116,34 +115,15 @@ class SlideView:
 
     def png(self, result, settings=""):
         """PNG bytes of the figure showing ``result``, redrawing only what changes."""
-        from PIL import Image as PILImage
-
-        canvas = self.fig.canvas
-        if self.background is None:
-            for artist in self.changing():
-                artist.set_animated(True)
-            canvas.draw()
-            self.background = canvas.copy_from_bbox(self.fig.bbox)
+        if self.blitter is None:
+            self.blitter = Blitter(self.fig, self.changing())
         self.update(result, settings)
-        canvas.restore_region(self.background)
-        for artist in self.changing():
-            self.fig.draw_artist(artist)
-        image = PILImage.frombuffer("RGBA", canvas.get_width_height(), canvas.buffer_rgba())
-        buffer = io.BytesIO()
-        image.save(buffer, format="png", compress_level=1)
-        return buffer.getvalue()
+        return self.blitter.png()
 
 
 def slide_figure(result, settings=""):
     """The figure of one ``slide`` result (a matplotlib Figure)."""
     return SlideView(result["vocab"], result["order"]).update(result, settings)
-
-
-def png(fig):
-    """The figure rendered as PNG bytes."""
-    buffer = io.BytesIO()
-    fig.savefig(buffer, format="png")
-    return buffer.getvalue()
 
 
 def explorer(model, world, prompt="<BOS> dragon drinks"):
