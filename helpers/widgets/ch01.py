@@ -4,11 +4,10 @@
 * ``arrows_figure`` draws a few named vectors as arrows; ``pair_view`` draws a pair fast.
 * ``explorer()`` shows four sliders and one figure that is redrawn in place.
 """
-import io
-
 import numpy as np
 
 from ..errors import fail
+from . import png  # noqa: F401  (tests call explore.png)
 
 COLOURS = ("#30638e", "#d1495b", "#00798c", "#edae49", "#66a182")
 
@@ -118,13 +117,6 @@ def pair_view(limit=5.5):
         ax.set_title(pair_title(pair), fontsize=10)
         return fig
     return fig, show
-
-
-def png(fig):
-    """The figure rendered as PNG bytes."""
-    buffer = io.BytesIO()
-    fig.savefig(buffer, format="png")
-    return buffer.getvalue()
 
 
 def explorer(angle_a=10.0, length_a=3.0, angle_b=60.0, length_b=2.0):

@@ -6,7 +6,6 @@
 * ``query_view()`` builds the three-panel figure once and returns the function that
   updates it; ``explorer()`` wires a token menu, two sliders and two tick boxes to it.
 """
-import io
 import math
 
 import numpy as np
@@ -14,6 +13,7 @@ import numpy as np
 from .. import reference as ref
 from ..errors import as_array, fail
 from ..qkv import three_words
+from . import Blitter
 
 QUERY_COLOUR, KEY_COLOUR, OUTPUT_COLOUR, HIDDEN_COLOUR = "#d1495b", "#30638e", "#00798c", "#bbbbbb"
 
@@ -116,16 +116,14 @@ def query_view(limit_q=3.0, limit_v=1.2):
 
     show(result) takes a three_words_query result, moves the query and output arrows,
     resizes the weight bars, rewrites the titles and returns the figure as PNG bytes.
-    Only those moving parts are redrawn: the rest is rendered once (for each setting of
-    the scaling) and pasted back.
+    Only those moving parts are redrawn: the rest is rendered once (again when the
+    scaling is switched, which changes the middle title) and pasted back.
     """
-    from matplotlib.backends.backend_agg import FigureCanvasAgg
     from matplotlib.figure import Figure
 
     ex = three_words()
     tokens, keys, values = ex["tokens"], ex["x"] @ ex["W_k"], ex["x"] @ ex["W_v"]
     fig = Figure(figsize=(10.5, 3.3), dpi=80)
-    canvas = FigureCanvasAgg(fig)
     fig.subplots_adjust(left=0.05, right=0.98, bottom=0.09, top=0.84, wspace=0.35)
     ax_q, ax_w, ax_v = fig.subplots(1, 3)
     draw_fixed_arrows(ax_q, keys, [f"k {t}" for t in tokens], KEY_COLOUR, limit_q)
@@ -142,18 +140,8 @@ def query_view(limit_q=3.0, limit_v=1.2):
                 for ax, colour in ((ax_q, QUERY_COLOUR), (ax_v, OUTPUT_COLOUR))]
     bars = list(ax_w.bar(range(len(tokens)), np.zeros(len(tokens)), color=KEY_COLOUR))
     labels = [ax_w.text(i, 0, "", ha="center", fontsize=9) for i in range(len(tokens))]
-    moving = [*query_arrow, *output_arrow, *bars, *labels, *readouts]
-    for artist in moving:
-        artist.set_animated(True)
-    backgrounds = {}  # the still parts, rendered once for each setting of the scaling
-
-    def background(scale):
-        if scale not in backgrounds:
-            ax_w.set_title("weights = softmax(score), score = q·k" + (" / √2" if scale else "")
-                           + "\n(score in brackets)")
-            canvas.draw()
-            backgrounds[scale] = canvas.copy_from_bbox(fig.bbox)
-        return backgrounds[scale]
+    blitter = Blitter(fig, [*query_arrow, *output_arrow, *bars, *labels, *readouts])
+    drawn = {"scale": None}   # the scaling the saved background shows
 
     def show(result):
         point(query_arrow, result["query"])
@@ -167,21 +155,13 @@ def query_view(limit_q=3.0, limit_v=1.2):
             label.set_position((i, result["weights"][i] + 0.03))
             label.set_text(f"{result['weights'][i]:.3f}\n({result['scaled'][i]:.2f})" if seen
                            else "hidden")
-        canvas.restore_region(background(result["scale"]))
-        for artist in moving:
-            fig.draw_artist(artist)
-        return png(canvas)
+        if result["scale"] != drawn["scale"]:
+            ax_w.set_title("weights = softmax(score), score = q·k" + (" / √2" if result["scale"] else "")
+                           + "\n(score in brackets)")
+            blitter.reset()
+            drawn["scale"] = result["scale"]
+        return blitter.png()
     return fig, show
-
-
-def png(canvas):
-    """What an Agg canvas holds now, as PNG bytes (fast, light compression)."""
-    from PIL import Image as PILImage
-
-    buffer = io.BytesIO()
-    PILImage.frombuffer("RGBA", canvas.get_width_height(), canvas.buffer_rgba()).convert("RGB").save(
-        buffer, format="png", compress_level=1)
-    return buffer.getvalue()
 
 
 def query_figure(result):
