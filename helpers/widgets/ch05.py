@@ -5,11 +5,11 @@ the head's attention heatmap is redrawn in place.
 * ``head_figure`` draws one view; ``explorer()`` wires the controls to it.
 """
 import functools
-import io
 
 import numpy as np
 
 from ..errors import fail
+from . import Blitter, png  # noqa: F401  (png: tests call widget.png)
 
 MODELS = ("cat", "induction")
 PROMPTS = {
@@ -108,60 +108,30 @@ def head_figure(view, fig=None):
     return fig
 
 
-def png(fig):
-    """The figure rendered as PNG bytes."""
-    buffer = io.BytesIO()
-    fig.savefig(buffer, format="png")
-    return buffer.getvalue()
-
-
 class FastHeatmap:
     """A heatmap that re-renders quickly: the axes, tick labels and frame are drawn once per
     token list and kept as a background; an update only paints the new image, cell numbers
-    and title over it (matplotlib's blitting, on the Agg canvas) and encodes the PNG.
+    and title over it (a ``Blitter``).
 
     ``render(view)`` takes a ``head_view`` result and returns PNG bytes.
     """
 
     def __init__(self, size=(5.6, 4.8)):
-        from matplotlib.backends.backend_agg import FigureCanvasAgg
-
         self.fig = new_figure(size)
-        self.canvas = FigureCanvasAgg(self.fig)
-        self.tokens, self.background = None, None
+        self.tokens, self.blitter = None, None
 
     def render(self, view):
-        from PIL import Image
-
-        fig = self.fig
-        if view["tokens"] != self.tokens:          # new labels: draw the background again
-            head_figure(dict(view, title=""), fig)
-            ax = fig.axes[0]
-            ax.images[0].set_visible(False)
-            for text in ax.texts:
-                text.set_visible(False)
-            self.canvas.draw()
-            self.background = self.canvas.copy_from_bbox(fig.bbox)
+        if view["tokens"] != self.tokens:          # new labels: a new background
+            ax = head_figure(view, self.fig).axes[0]
+            self.blitter = Blitter(self.fig, [ax.images[0], *ax.texts, ax.title])
             self.tokens = view["tokens"]
-        ax = fig.axes[0]
-        self.canvas.restore_region(self.background)
-        image = ax.images[0]
-        image.set_data(view["weights"])
-        image.set_visible(True)
-        ax.draw_artist(image)
-        cells = ax.texts
-        for text, ((i, j), value) in zip(cells, np.ndenumerate(view["weights"])):
+        ax = self.fig.axes[0]
+        ax.images[0].set_data(view["weights"])
+        for text, value in zip(ax.texts, view["weights"].flat):
             text.set_text(f"{value:.2f}")
             text.set_color("white" if value > 0.6 else "black")
-            text.set_visible(True)
-            ax.draw_artist(text)
         ax.title.set_text(view["title"])
-        ax.draw_artist(ax.title)
-        width, height = self.canvas.get_width_height()
-        buffer = io.BytesIO()
-        Image.frombuffer("RGBA", (width, height), self.canvas.buffer_rgba(), "raw", "RGBA", 0, 1) \
-            .save(buffer, format="png", compress_level=1)
-        return buffer.getvalue()
+        return self.blitter.png()
 
 
 def explorer(model="induction", layer=1, head=0):
