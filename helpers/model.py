@@ -214,6 +214,8 @@ class Transformer(nn.Module):
         self.P = nn.Parameter(torch.empty(cfg.n_max, cfg.d_model)) if cfg.positions == "learned" else None
         self.blocks = nn.ModuleList(Block(cfg) for _ in range(cfg.n_layers))
         self.final_ln = nn.LayerNorm(cfg.d_model) if cfg.final_norm else None
+        # the fixed sinusoidal rows, computed once (not a parameter, not saved)
+        self.register_buffer("PE", sinusoidal_table(cfg.n_max, cfg.d_model), persistent=False)
         self.reset_parameters(seed=0)
 
     def reset_parameters(self, seed):
@@ -257,7 +259,8 @@ class Transformer(nn.Module):
                  f"but the sequence has {start + T}")
         h = self.E[ids]
         if positions and cfg.positions == "sinusoidal":
-            h = h + sinusoidal_table(start + T, cfg.d_model)[start:]
+            table = self.PE if start + T <= cfg.n_max else sinusoidal_table(start + T, cfg.d_model)
+            h = h + table[start:start + T]
         elif positions and cfg.positions == "learned":
             h = h + self.P[start:start + T]
         if trace:
