@@ -15,7 +15,8 @@ def prompt_view(model, world, prompt, attention=True):
         trace = model(ids, trace=True, attention=attention)
     weights = torch.stack([trace[f"L{l}.weights"] for l in range(model.cfg.n_layers)]) if attention \
         else torch.zeros(model.cfg.n_layers, model.cfg.n_heads, len(ids), len(ids))
-    return dict(tokens=world.tokenizer.decode(ids), probs=trace["probs"][-1], weights=weights)
+    return dict(tokens=world.tokenizer.decode(ids), probs=trace["probs"][-1], weights=weights,
+                attention=attention)
 
 
 def draw(axes, view, vocab, layer, head):
@@ -25,7 +26,8 @@ def draw(axes, view, vocab, layer, head):
     right.clear()
     plots.prob_bars(view["probs"], vocab, ax=left, top=8, title="next token")
     plots.attention_heatmap(view["weights"][layer, head], view["tokens"], ax=right,
-                            title=f"layer {layer}, head {head}", annotate=len(view["tokens"]) <= 8)
+                            title=f"layer {layer}, head {head}" + ("" if view["attention"] else " (attention off)"),
+                            annotate=len(view["tokens"]) <= 8)
 
 
 def explorer(model, world, prompt="<BOS> the cat is"):
