@@ -27,6 +27,14 @@ def import_seconds(runs=3):
     return statistics.median(times)
 
 
+def optimizer_first_use():
+    """Seconds of the one-time cost of a process's first torch optimizer (it imports torch._dynamo)."""
+    import torch
+    start = time.perf_counter()
+    torch.optim.Adam([torch.nn.Parameter(torch.zeros(1))])
+    return time.perf_counter() - start
+
+
 def cat_training():
     """(seconds, targets met?) for training the cat-world model from scratch, as data/ rebuilds it."""
     from helpers import recipes, worlds
@@ -137,6 +145,7 @@ def main(paths, widgets_only=False):
     if widgets_only:
         return print_widgets()
     rows = [("import helpers (median of 3)", import_seconds(), None, "< 1 s")]
+    rows.append(("first torch optimizer (one-time)", optimizer_first_use(), None, "paid once per process"))
     seconds, met = cat_training()
     rows.append(("cat model training", seconds, None, "< 5 s; targets " + ("met" if met else "NOT met")))
     total = 0.0
