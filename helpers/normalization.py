@@ -188,41 +188,21 @@ def layer_gradients(norm, n_layers, seed=0, batch=None):
 
 
 def train_recording(model, batch, steps, lr, seed=0, stop_after=None):
-    """Train ``model`` full batch like ``helpers.training.train`` (Adam, cosine decay,
-    weights redrawn from ``seed``, one thread) and record every step.
+    """Train ``model`` with ``helpers.training.train`` (Adam, cosine decay, weights
+    redrawn from ``seed``, one thread) and record every step.
 
     batch: (inputs (B, T), targets (B, T)). stop_after: run only the first steps of
     the ``steps``-long schedule (the start of the same run). Returns a dict of arrays,
     one entry per step run: loss, and grad_first, the gradient norm of layer 0.
     """
-    import torch
+    from .training import train
 
-    from .training import cosine_lr
-
-    steps = check_positive_int(steps, "steps")
     if not lr > 0:
         fail(f"lr should be a positive number, but got {lr!r}")
-    stop_after = steps if stop_after is None else check_positive_int(stop_after, "stop_after")
-    inputs, targets = batch
-    threads = torch.get_num_threads()
-    torch.set_num_threads(1)
-    try:
-        model.reset_parameters(seed)
-        torch.manual_seed(seed)
-        opt = torch.optim.Adam(model.parameters(), lr=lr, foreach=True)
-        record = {"loss": [], "grad_first": []}
-        for step in range(min(steps, stop_after)):
-            for group in opt.param_groups:
-                group["lr"] = cosine_lr(step, steps, lr)
-            loss = loss_of(model, inputs, targets)
-            opt.zero_grad()
-            loss.backward()
-            record["grad_first"].append(float(layer_gradient_norms(model)[0]))
-            record["loss"].append(loss.item())
-            opt.step()
-        return {name: np.array(values) for name, values in record.items()}
-    finally:
-        torch.set_num_threads(threads)
+    grad_first = []
+    losses = train(model, batch, steps=steps, lr=lr, seed=seed, progress=False, stop_after=stop_after,
+                   on_step=lambda step, m, loss: grad_first.append(float(layer_gradient_norms(m)[0])))
+    return {"loss": np.array(losses), "grad_first": np.array(grad_first)}
 
 
 def train_stack(norm, n_layers, lr, steps, seed=0, batch=None, stop_after=None):

@@ -14,16 +14,21 @@ def cosine_lr(step, steps, lr):
     return lr * 0.5 * (1.0 + math.cos(math.pi * step / steps))
 
 
-def train(model, batches, steps=1000, lr=3e-2, seed=0, progress=True, **switches):
+def train(model, batches, steps=1000, lr=3e-2, seed=0, progress=True, on_step=None, stop_after=None,
+          **switches):
     """Train ``model`` in place and return the loss of every step.
 
     batches: (inputs (B, T), targets (B, T)) used every step (full batch), or a
     function step -> (inputs, targets) for data drawn afresh each step. Targets of
     -100 are ignored. switches go to the model (e.g. causal=False).
+    on_step(step, model, loss): called after each backward pass, before the update
+    (the gradients are there to measure). stop_after: run only the first steps of
+    the ``steps``-long schedule.
     The model's weights are redrawn from ``seed`` first, so the same call gives
     the same model, bit for bit, on the same machine.
     """
     steps = check_positive_int(steps, "steps")
+    stop_after = steps if stop_after is None else check_positive_int(stop_after, "stop_after")
     threads = torch.get_num_threads()
     torch.set_num_threads(1)
     try:
@@ -31,7 +36,7 @@ def train(model, batches, steps=1000, lr=3e-2, seed=0, progress=True, **switches
         torch.manual_seed(seed)
         opt = torch.optim.Adam(model.parameters(), lr=lr, foreach=True)
         losses = []
-        for step in tqdm(range(steps), disable=not progress, desc="training", mininterval=0.5):
+        for step in tqdm(range(min(steps, stop_after)), disable=not progress, desc="training", mininterval=0.5):
             inputs, targets = batches(step) if callable(batches) else batches
             for group in opt.param_groups:
                 group["lr"] = cosine_lr(step, steps, lr)
@@ -40,6 +45,8 @@ def train(model, batches, steps=1000, lr=3e-2, seed=0, progress=True, **switches
                                    ignore_index=-100)
             opt.zero_grad()
             loss.backward()
+            if on_step is not None:
+                on_step(step, model, loss.item())
             opt.step()
             losses.append(loss.item())
         return losses

@@ -1,0 +1,25 @@
+"""Deterministic training: the same call gives the same losses; the start of a run is the start of it."""
+from helpers import worlds
+from helpers.model import Config, Transformer
+from helpers.training import cosine_lr, train
+
+
+def small():
+    world = worlds.cat_world()
+    return Transformer(Config(vocab_size=20, d_model=6, n_heads=2, n_layers=1, d_ff=8, n_max=16)), \
+        world.batch(world.train)
+
+
+def test_stop_after_is_the_start_of_the_same_run_and_on_step_sees_gradients():
+    model, batch = small()
+    full = train(model, batch, steps=30, progress=False)
+    seen = []
+    start = train(model, batch, steps=30, progress=False, stop_after=10,
+                  on_step=lambda step, m, loss: seen.append((step, m.E.grad is not None, loss)))
+    assert start == full[:10]
+    assert [s for s, _, _ in seen] == list(range(10)) and all(g for _, g, _ in seen)
+    assert [loss for _, _, loss in seen] == start
+
+
+def test_cosine_schedule_starts_at_lr_and_ends_near_zero():
+    assert cosine_lr(0, 100, 0.03) == 0.03 and cosine_lr(100, 100, 0.03) < 1e-12
