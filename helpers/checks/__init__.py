@@ -79,15 +79,20 @@ def exercise(title):
     return lambda problems: Exercise(title, problems)
 
 
+def as_numbers(answer):
+    """A learner's answer (a torch tensor or anything array-like) as a float NumPy array."""
+    if hasattr(answer, "detach"):
+        answer = answer.detach().cpu().numpy()
+    return np.asarray(answer, dtype=float)
+
+
 def array_problems(answer, name, shape=None):
     """Yield a sentence if ``answer`` is not a numeric array of ``shape``; else nothing.
 
     Stop checking further properties when this yields anything.
     """
-    if hasattr(answer, "detach"):  # a torch tensor
-        answer = answer.detach().cpu().numpy()
     try:
-        arr = np.asarray(answer, dtype=float)
+        arr = as_numbers(answer)
     except (TypeError, ValueError):
         yield f"{name} should be an array of numbers, but it is a {type(answer).__name__}"
         return
@@ -101,8 +106,7 @@ def close_problems(answer, reference, name, atol=1e-3):
     if found:
         yield from found
         return
-    arr = np.asarray(answer.detach().cpu().numpy() if hasattr(answer, "detach") else answer, dtype=float)
-    ref = np.asarray(reference, dtype=float)
+    arr, ref = as_numbers(answer), as_numbers(reference)
     same_inf = np.isinf(ref) & (arr == ref)
     bad = ~(same_inf | np.isclose(arr, ref, atol=atol, rtol=0))
     if bad.any():

@@ -6,13 +6,8 @@ without printing the expected answer.
 """
 import numpy as np
 
-from . import array_problems, close_problems, exercise, number_problems
+from . import array_problems, close_problems, exercise, number_problems, as_numbers
 from ..heads import attention_parameters, attention_weights_bytes, induction_score, split_heads
-
-
-def as_numpy(x):
-    """A torch tensor or array-like -> float NumPy array."""
-    return x.detach().cpu().numpy() if hasattr(x, "detach") else np.asarray(x, dtype=float)
 
 
 @exercise("the queries split into heads")
@@ -22,20 +17,20 @@ def split(answer, q, n_heads):
     d_k = width // n_heads
     found = list(array_problems(answer, "the split", shape=(B, n_heads, T, d_k)))
     if found:
-        if np.shape(as_numpy(answer)) == (B, T, n_heads, d_k):
+        if np.shape(as_numbers(answer)) == (B, T, n_heads, d_k):
             yield (f"the split has shape (B, T, h, d_k) = {(B, T, n_heads, d_k)}: "
                    "swap the token and head axes (transpose(1, 2))")
         else:
             yield from found
         return
-    answer, reference = as_numpy(answer), as_numpy(split_heads(q, n_heads))
-    wrong_cut = as_numpy(q).reshape(B, T, d_k, n_heads).transpose(0, 3, 1, 2)
+    answer, reference = as_numbers(answer), as_numbers(split_heads(q, n_heads))
+    wrong_cut = as_numbers(q).reshape(B, T, d_k, n_heads).transpose(0, 3, 1, 2)
     if np.allclose(answer, reference, atol=1e-6):
         return
     if np.allclose(answer, wrong_cut, atol=1e-6):
         yield ("each head should get a block of neighbouring columns; yours takes every "
                f"{n_heads}-th column: view the width as (h, d_k), not (d_k, h)")
-    elif np.allclose(answer, as_numpy(q).reshape(B, n_heads, T, d_k), atol=1e-6):
+    elif np.allclose(answer, as_numbers(q).reshape(B, n_heads, T, d_k), atol=1e-6):
         yield ("reshaping straight to (B, h, T, d_k) mixes tokens into heads: view as "
                "(B, T, h, d_k) first, then transpose(1, 2)")
     else:
@@ -92,7 +87,7 @@ def induction(answer, weights, length):
     except (TypeError, ValueError):
         yield f"the score should be a single number, but it is a {type(answer).__name__}"
         return
-    w = as_numpy(weights)
+    w = as_numbers(weights)
     same_token = float(np.mean([w[length + j, j] for j in range(1, length + 1)]))
     previous = float(np.mean([w[t, t - 1] for t in range(1, len(w))]))
     if abs(value - reference) <= 1e-3:

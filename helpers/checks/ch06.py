@@ -6,14 +6,9 @@ without printing the expected answer.
 """
 import numpy as np
 
-from . import array_problems, close_problems, exercise
+from . import array_problems, close_problems, exercise, as_numbers
 from .. import reference as ref
 from ..positions import offset_rotation as reference_rotation
-
-
-def as_float(answer):
-    """A torch tensor or array-like as a float NumPy array."""
-    return np.asarray(answer.detach().cpu().numpy() if hasattr(answer, "detach") else answer, dtype=float)
 
 
 @exercise("the sinusoidal position table")
@@ -23,7 +18,7 @@ def sinusoidal_table(answer, n, d):
     if found:
         yield from found
         return
-    PE, right = as_float(answer), ref.sinusoidal_positions(n, d)
+    PE, right = as_numbers(answer), ref.sinusoidal_positions(n, d)
     if np.allclose(PE, right, atol=1e-3):
         return
     if np.allclose(PE[:, 0::2], right[:, 1::2], atol=1e-3) and np.allclose(PE[:, 1::2], right[:, 0::2], atol=1e-3):
@@ -44,7 +39,7 @@ def offset_rotation(answer, k, d):
     if found:
         yield from found
         return
-    R = as_float(answer)
+    R = as_numbers(answer)
     PE = ref.sinusoidal_positions(20 + k, d)
     if np.allclose(PE[:-k] @ R, PE[k:], atol=1e-3):
         return
@@ -62,12 +57,12 @@ def offset_rotation(answer, k, d):
 @exercise("the unscrambled attention output")
 def unscrambled(answer, Y, perm):
     """``answer`` (T, d): the rows of Y = Attention(X[perm]) put back in X's order."""
-    Y, perm = as_float(Y), np.asarray(perm)
+    Y, perm = as_numbers(Y), np.asarray(perm)
     found = list(array_problems(answer, "out", shape=Y.shape))
     if found:
         yield from found
         return
-    out, inverse = as_float(answer), np.argsort(perm)
+    out, inverse = as_numbers(answer), np.argsort(perm)
     if np.allclose(out, Y[inverse], atol=1e-6):
         return
     if np.allclose(out, Y, atol=1e-6):

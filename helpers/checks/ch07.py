@@ -8,10 +8,9 @@ import math
 
 import numpy as np
 
-from . import array_problems, close_problems, exercise
+from . import array_problems, close_problems, exercise, as_numbers
 from .. import reference as ref
 from ..mlp import gpt_parameters, mlp_forward, unit_means
-from .ch06 import as_float
 
 
 def gelu_tanh(x):
@@ -27,7 +26,7 @@ def gelu_values(answer, x):
     if found:
         yield from found
         return
-    act = as_float(answer)
+    act = as_numbers(answer)
     if np.allclose(act, ref.gelu(x), atol=2e-5, rtol=0):
         return
     if np.allclose(act, gelu_tanh(x), atol=2e-5, rtol=0):
@@ -50,7 +49,7 @@ def mlp_row(answer, x, W_1, b_1, W_2, b_2):
     if found:
         yield from found
         return
-    out = as_float(answer)
+    out = as_numbers(answer)
 
     def variant(activation="gelu", drop_b1=False, drop_b2=False):
         zeros = np.zeros

@@ -6,7 +6,7 @@ without printing the expected answer.
 """
 import numpy as np
 
-from . import array_problems, close_problems, exercise
+from . import array_problems, close_problems, exercise, as_numbers
 from .. import reference as ref
 from ..normalization import PLACEMENTS, get_run, residual_names
 
@@ -18,10 +18,6 @@ LN_CASES = (
     ([[1.0, 2.0, 3.0, 4.0], [10.0, -10.0, 5.0, 0.0]], [1.0, 0.5, 2.0, 1.0], [0.0, 1.0, 0.0, -1.0],
      "a 2 × 4 matrix (each row on its own)"),
 )
-
-
-def as_numbers(x):
-    return np.asarray(x.detach().numpy() if hasattr(x, "detach") else x, dtype=float)
 
 
 @exercise("a LayerNorm function")
