@@ -1,7 +1,7 @@
 """Rebuild the induction-head model: python data/build_induction.py
 
-Trains a two-layer attention-only Transformer (helpers.heads.INDUCTION_CONFIG) on
-repeated random tokens with the recipe helpers.heads.train_induction (seeded, one
+Trains a two-layer attention-only Transformer (helpers.recipes.INDUCTION_CONFIG) on
+repeated random tokens with the recipe helpers.recipes.train_induction (seeded, one
 CPU thread, data drawn afresh every step) and writes data/induction/model.safetensors
 and model.json: the config and a model card with the recipe, the training time and
 the figures measured on 200 fresh test sequences (losses on the first and second
@@ -12,7 +12,8 @@ from pathlib import Path
 
 import torch
 
-from helpers import heads, worlds
+from helpers import recipes, worlds
+from helpers.heads import compute as heads
 from helpers.weights import save
 
 HERE = Path(__file__).resolve().parent
@@ -30,8 +31,8 @@ def measure(model):
 
 
 def build():
-    model, losses, seconds = heads.train_induction()
-    card = dict(recipe=heads.INDUCTION_TRAINING, data=heads.INDUCTION_DATA,
+    model, losses, seconds = recipes.train_induction()
+    card = dict(recipe=recipes.INDUCTION_TRAINING, data=recipes.INDUCTION_DATA,
                 training_seconds=round(seconds, 2),
                 mean_loss_first_50_steps=sum(losses[:50]) / 50, mean_loss_last_50_steps=sum(losses[-50:]) / 50,
                 parameters=model.parameter_count(), figures=measure(model),

@@ -15,17 +15,28 @@ def fail(message):
     raise CourseInputError(message)
 
 
-def as_array(x, name, ndim=None):
-    """Return ``x`` as a float NumPy array, checking its number of axes.
-
-    ndim: an int or a tuple of allowed ints, or None for any.
-    """
+def to_numpy(x, name="the input"):
+    """``x`` (a torch tensor, with or without grad, a NumPy array, a list, a number) as a
+    float64 NumPy array: the package's one converter. Complex or non-numeric input fails."""
     if x is None:
         fail(f"{name} is None; expected an array of numbers")
+    if hasattr(x, "detach") and hasattr(x, "cpu"):
+        x = x.detach().cpu().numpy()
+    if np.iscomplexobj(x):
+        fail(f"{name} should hold real numbers, but it holds complex ones")
     try:
         arr = np.asarray(x, dtype=float)
     except (TypeError, ValueError):
         fail(f"{name} should be an array of numbers, but got {type(x).__name__}")
+    return arr
+
+
+def as_array(x, name, ndim=None):
+    """Return ``x`` as a float NumPy array (``to_numpy``), checking its number of axes.
+
+    ndim: an int or a tuple of allowed ints, or None for any.
+    """
+    arr = to_numpy(x, name)
     if ndim is not None:
         allowed = (ndim,) if isinstance(ndim, int) else tuple(ndim)
         if arr.ndim not in allowed:

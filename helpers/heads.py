@@ -152,37 +152,6 @@ def torch_differences(module, x):
                 weights=float((their_weights - weights).abs().max()))
 
 
-# ------------------------------------------------------- the induction model
-
-INDUCTION_SYMBOLS = tuple("abcdefghijklmnopqrstuvwxyz0123456789")
-
-
-def induction_vocab(vocab_size):
-    """Display names of the induction model's tokens: <BOS>, then a..z, 0..9."""
-    return ("<BOS>",) + INDUCTION_SYMBOLS[:vocab_size - 1]
-
-
-def induction_labels(ids):
-    """Token ids (T,) of the induction model -> their display names."""
-    names = induction_vocab(len(INDUCTION_SYMBOLS) + 1)
-    ids = torch.as_tensor(ids).reshape(-1).tolist()
-    for i in ids:
-        if not 0 <= i < len(names):
-            fail(f"token id {i} has no name: the induction symbols have ids 0..{len(names) - 1}")
-    return [names[i] for i in ids]
-
-
-def induction_prompt(length, seed, vocab_size=None):
-    """One sequence (2*length + 1,) of the induction task: <BOS>, ``length`` random tokens, the same again."""
-    from .worlds import repeated_tokens
-    vocab_size = vocab_size or INDUCTION_CONFIG.vocab_size
-    length = check_positive_int(length, "length")
-    if 2 * length + 1 > INDUCTION_CONFIG.n_max:
-        fail(f"the induction model has positions for n_max={INDUCTION_CONFIG.n_max} tokens, so "
-             f"length can be at most {(INDUCTION_CONFIG.n_max - 1) // 2}, but got {length}")
-    return repeated_tokens(1, length, vocab_size, seed)[0]
-
-
 def previous_token_score(weights):
     """Mean attention each query (after the first) puts on the token just before it.
 
@@ -257,61 +226,3 @@ def copy_losses(model, ids, length, **switches):
     return dict(first=float(per_position[:length].mean()),
                 second=float(per_position[length + 1:].mean()),
                 chance=math.log(model.cfg.vocab_size - 1))
-
-
-# ------------------------------------------------------ the induction recipe
-
-def _induction_config():
-    from .model import Config
-    return Config(vocab_size=16, d_model=64, n_heads=2, n_layers=2, d_ff=0, n_max=25,
-                  positions="rotary", norm="pre")
-
-
-INDUCTION_CONFIG = _induction_config()
-INDUCTION_TRAINING = dict(steps=4000, lr=1e-2, seed=0)
-INDUCTION_DATA = dict(batch=64, min_period=2, max_period=10, seed=10_000)
-
-
-def induction_batch(step, batch=64, min_period=2, max_period=10, seed=10_000, vocab_size=None, T=None):
-    """One seeded training batch: (inputs (batch, T-1), targets (batch, T-1)).
-
-    Each row is <BOS>, then L random tokens repeated until the row is T long, with
-    the period L drawn per row from [min_period, max_period]. The period changes from
-    row to row, so no fixed look-back distance works: only finding the earlier
-    occurrence of the current token predicts the next one.
-    """
-    vocab_size = vocab_size or INDUCTION_CONFIG.vocab_size
-    T = T or INDUCTION_CONFIG.n_max
-    if not 1 <= min_period <= max_period < T - 1:
-        fail(f"periods should satisfy 1 <= min_period <= max_period < T-1={T - 1}, "
-             f"but got {min_period}..{max_period}")
-    g = torch.Generator().manual_seed(seed + step)
-    ids = torch.randint(1, vocab_size, (batch, T), generator=g)
-    ids[:, 0] = 0
-    periods = torch.randint(min_period, max_period + 1, (batch,), generator=g)
-    for row, L in enumerate(periods.tolist()):
-        pattern = ids[row, 1:1 + L].clone()
-        ids[row, 1:] = pattern.repeat((T - 2) // L + 1)[:T - 1]
-    return ids[:, :-1], ids[:, 1:]
-
-
-def train_induction(progress=True, **overrides):
-    """Train the induction model from scratch. Returns (model, losses, seconds).
-
-    overrides go to helpers.training.train (steps, lr, seed).
-    """
-    from .model import Transformer
-    from .training import timed, train
-
-    model = Transformer(INDUCTION_CONFIG)
-    settings = {**INDUCTION_TRAINING, **overrides}
-    batches = lambda step: induction_batch(step, **INDUCTION_DATA)  # noqa: E731
-    losses, seconds = timed(train, model, batches, progress=progress, **settings)
-    model.eval()
-    return model, losses, seconds
-
-
-def load_induction():
-    """The trained induction model shipped in data/induction/."""
-    from .weights import data_dir, load
-    return load(data_dir() / "induction" / "model", expect=INDUCTION_CONFIG)

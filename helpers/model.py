@@ -22,7 +22,7 @@ import torch
 import torch.nn.functional as F
 from torch import nn
 
-from .errors import fail
+from .errors import check_positive_int, fail
 
 POSITIONS = ("sinusoidal", "learned", "rotary", "none")
 NORMS = ("pre", "post", "none")
@@ -91,72 +91,48 @@ def sinusoidal_angles(start, T, d):
     return p * 10000.0 ** (-torch.arange(0, d, 2, dtype=torch.float32) / d)
 
 
-class Block(nn.Module):
-    """One layer: multi-head attention then (unless d_ff=0) an MLP, each with a residual."""
+class Attention(nn.Module):
+    """Multi-head causal self-attention, the course's one attention module.
 
-    def __init__(self, cfg):
+    Holds W_Q, W_K, W_V (d_model, n_heads * d_k), W_O (n_heads * d_k, d_model) and their
+    biases. Call it on its own: ``attn(x)`` with x (B, T, d_model) returns the write-back
+    (B, T, d_model); ``causal=False`` switches the mask off. ``keep(name, tensor)``, if
+    given, receives q, k, v, scores, weights, head_out, concat and attn as they are made.
+    """
+
+    def __init__(self, d_model, n_heads, bias=True, rotary=False):
         super().__init__()
-        self.cfg = cfg
-        d, d_ff = cfg.d_model, cfg.d_ff
-        self.ln1 = nn.LayerNorm(d) if cfg.norm != "none" else None
+        d_model, n_heads = check_positive_int(d_model, "d_model"), check_positive_int(n_heads, "n_heads")
+        if d_model % n_heads:
+            fail(f"d_model={d_model} does not split into n_heads={n_heads} equal heads")
+        self.n_heads, self.d_k, self.rotary = n_heads, d_model // n_heads, rotary
+        d = d_model
         self.W_Q, self.W_K, self.W_V, self.W_O = (nn.Parameter(torch.empty(d, d)) for _ in range(4))
         self.b_Q, self.b_K, self.b_V, self.b_O = (
-            (nn.Parameter(torch.zeros(d)) if cfg.bias else None) for _ in range(4))
-        if d_ff:
-            self.ln2 = nn.LayerNorm(d) if cfg.norm != "none" else None
-            self.W_1 = nn.Parameter(torch.empty(d, d_ff))
-            self.W_2 = nn.Parameter(torch.empty(d_ff, d))
-            self.b_1 = nn.Parameter(torch.zeros(d_ff)) if cfg.bias else None
-            self.b_2 = nn.Parameter(torch.zeros(d)) if cfg.bias else None
+            (nn.Parameter(torch.zeros(d)) if bias else None) for _ in range(4))
 
-    def forward(self, h, layer, keep, switches, cache, start):
-        """h: (B, T, d_model) -> (B, T, d_model). ``keep(name, x)`` records the trace."""
-        cfg = self.cfg
-        norm1 = self.ln1 if cfg.norm == "pre" else None
-        x = norm1(h) if norm1 else h
-        keep("ln1", x)
-        if switches["attention"]:
-            attn = self.attend(x, layer, keep, switches, cache, start)
-        else:
-            attn = torch.zeros_like(h)
-            keep("attn", attn)
-        h_mid = h + attn
-        if cfg.norm == "post":
-            h_mid = self.ln1(h_mid)
-        keep("h_mid", h_mid)
-        if not cfg.d_ff:
-            keep("h", h_mid)
-            return h_mid
-        x = self.ln2(h_mid) if cfg.norm == "pre" else h_mid
-        keep("ln2", x)
-        pre = linear(x, self.W_1, self.b_1)
-        keep("pre", pre)
-        act = F.gelu(pre) if cfg.activation == "gelu" else F.relu(pre)
-        keep("act", act)
-        mlp = linear(act, self.W_2, self.b_2)
-        keep("mlp", mlp)
-        h = h_mid + mlp
-        if cfg.norm == "post":
-            h = self.ln2(h)
-        keep("h", h)
-        return h
+    def forward(self, x, *, causal=True, positions=True, ablate=(), cache=None, layer=0, start=0,
+                keep=None):
+        """x: (B, T, d_model) -> write-back (B, T, d_model).
 
-    def attend(self, x, layer, keep, switches, cache, start):
-        """Multi-head attention. x: (B, T, d_model) -> write-back (B, T, d_model)."""
-        cfg = self.cfg
+        ablate: head indices whose rows of W_O are zeroed for this call (a new tensor; the
+        stored W_O is untouched). cache: a KVCache whose entry ``layer`` is read and extended.
+        start: the position of x's first token (for rotary positions after a cache).
+        """
+        keep = keep or _drop
         B, T, d = x.shape
-        H, d_k = cfg.n_heads, cfg.d_k
+        H, d_k = self.n_heads, self.d_k
         q, k, v = (linear(x, W, b) for W, b in
                    ((self.W_Q, self.b_Q), (self.W_K, self.b_K), (self.W_V, self.b_V)))
         keep("q", q), keep("k", k), keep("v", v)
         q, k, v = (t.view(B, T, H, d_k).transpose(1, 2) for t in (q, k, v))  # (B, H, T, d_k)
-        if cfg.positions == "rotary" and switches["positions"]:
+        if self.rotary and positions:
             q, k = rotate_pairs(q, start), rotate_pairs(k, start)
         if cache is not None:
             k, v = cache.extend(layer, k, v)
         T_k = k.shape[-2]
         scores = q @ k.transpose(-2, -1) / math.sqrt(d_k)  # (B, H, T, T_k)
-        if switches["causal"]:
+        if causal:
             hidden = torch.triu(torch.ones(T, T_k, dtype=torch.bool), diagonal=T_k - T + 1)
             scores = scores.masked_fill(hidden, float("-inf"))
         keep("scores", scores)
@@ -167,15 +143,96 @@ class Block(nn.Module):
         concat = head_out.transpose(1, 2).reshape(B, T, d)
         keep("concat", concat)
         W_O = self.W_O
-        ablated = [head for (lay, head) in switches["ablate_heads"] if lay == layer]
-        if ablated:
+        if ablate:
             row_kept = torch.ones(d, 1)
-            for head in ablated:
+            for head in ablate:
                 row_kept[head * d_k:(head + 1) * d_k] = 0.0
             W_O = W_O * row_kept  # a new tensor: the stored W_O is untouched
         attn = linear(concat, W_O, self.b_O)
         keep("attn", attn)
         return attn
+
+
+class MLP(nn.Module):
+    """The per-token MLP: x @ W_1 + b_1, the activation, @ W_2 + b_2.
+
+    Call it on its own: ``mlp(x)`` with x (..., d_model) returns (..., d_model).
+    ``keep(name, tensor)``, if given, receives pre, act and mlp.
+    """
+
+    def __init__(self, d_model, d_ff, bias=True, activation="gelu"):
+        super().__init__()
+        self.activation = activation
+        self.W_1 = nn.Parameter(torch.empty(d_model, d_ff))
+        self.W_2 = nn.Parameter(torch.empty(d_ff, d_model))
+        self.b_1 = nn.Parameter(torch.zeros(d_ff)) if bias else None
+        self.b_2 = nn.Parameter(torch.zeros(d_model)) if bias else None
+
+    def forward(self, x, keep=None):
+        keep = keep or _drop
+        pre = linear(x, self.W_1, self.b_1)
+        keep("pre", pre)
+        act = F.gelu(pre) if self.activation == "gelu" else F.relu(pre)
+        keep("act", act)
+        mlp = linear(act, self.W_2, self.b_2)
+        keep("mlp", mlp)
+        return mlp
+
+
+class Block(nn.Module):
+    """One layer: an attention part, then (unless d_ff=0) an MLP part, each with its residual.
+
+    ``block.attn`` and ``block.mlp`` are the sub-blocks; ``attention_part(h)`` and
+    ``mlp_part(h_mid)`` add the LayerNorm and the residual around each, as the forward pass
+    does (pre-LN: h + attn(ln1(h)); post-LN: ln1(h + attn(h)); none: h + attn(h)).
+    """
+
+    def __init__(self, cfg):
+        super().__init__()
+        self.cfg = cfg
+        d = cfg.d_model
+        self.ln1 = nn.LayerNorm(d) if cfg.norm != "none" else None
+        self.attn = Attention(d, cfg.n_heads, bias=cfg.bias, rotary=cfg.positions == "rotary")
+        self.ln2 = nn.LayerNorm(d) if cfg.norm != "none" and cfg.d_ff else None
+        self.mlp = MLP(d, cfg.d_ff, bias=cfg.bias, activation=cfg.activation) if cfg.d_ff else None
+
+    def forward(self, h, keep=None, **switches):
+        """h: (B, T, d_model) -> (B, T, d_model). switches: see ``attention_part``."""
+        return self.mlp_part(self.attention_part(h, keep=keep, **switches), keep=keep)
+
+    def attention_part(self, h, keep=None, attention=True, **switches):
+        """h (B, T, d_model) -> h_mid. attention=False writes zero; other switches go to ``attn``."""
+        keep = keep or _drop
+        x = self.ln1(h) if self.cfg.norm == "pre" else h
+        keep("ln1", x)
+        if attention:
+            attn = self.attn(x, keep=keep, **switches)
+        else:
+            attn = torch.zeros_like(h)
+            keep("attn", attn)
+        h_mid = h + attn
+        if self.cfg.norm == "post":
+            h_mid = self.ln1(h_mid)
+        keep("h_mid", h_mid)
+        return h_mid
+
+    def mlp_part(self, h_mid, keep=None):
+        """h_mid (B, T, d_model) -> h, the layer's output (h_mid itself when d_ff=0)."""
+        keep = keep or _drop
+        if self.mlp is None:
+            keep("h", h_mid)
+            return h_mid
+        x = self.ln2(h_mid) if self.cfg.norm == "pre" else h_mid
+        keep("ln2", x)
+        h = h_mid + self.mlp(x, keep=keep)
+        if self.cfg.norm == "post":
+            h = self.ln2(h)
+        keep("h", h)
+        return h
+
+
+def _drop(name, x):
+    """The ``keep`` that records nothing."""
 
 
 def linear(x, W, b):
@@ -242,18 +299,34 @@ class Transformer(nn.Module):
         write zero. ablate_heads: (layer, head) pairs whose rows of W_O are zeroed.
         positions: False leaves positions out. cache: a KVCache to read and extend.
         """
-        cfg = self.cfg
         ids = self.check_ids(ids)
         single = ids.dim() == 1
         if single:
             ids = ids[None]
         if trace and ids.shape[0] != 1:
             fail(f"trace=True needs one sequence, but got a batch of {ids.shape[0]}")
-        switches = dict(causal=causal, attention=attention, positions=positions,
-                        ablate_heads=self.check_heads(ablate_heads))
-        record = {}
-        B, T = ids.shape
+        heads = self.check_heads(ablate_heads)
         start = len(cache) if cache is not None else 0
+        record = {}
+        h = self.embed(ids, start=start, positions=positions)
+        if trace:
+            record["h0"] = h[0].detach()
+        for layer, block in enumerate(self.blocks):
+            keep = (lambda name, x, layer=layer: record.__setitem__(f"L{layer}.{name}", x[0].detach())) \
+                if trace else None
+            h = block(h, keep=keep, layer=layer, causal=causal, attention=attention, positions=positions,
+                      ablate={head for (lay, head) in heads if lay == layer}, cache=cache, start=start)
+        if not trace:
+            logits = self.unembed(h)
+            return logits[0] if single else logits
+        self.unembed(h, keep=lambda name, x: record.__setitem__(name, x[0].detach()))
+        record["probs"] = torch.softmax(record["logits"], dim=-1)
+        return record
+
+    def embed(self, ids, start=0, positions=True):
+        """ids (B, T) -> h0 (B, T, d_model): token rows of E plus the positions (unless switched off)."""
+        cfg = self.cfg
+        T = ids.shape[-1]
         if cfg.positions == "learned" and start + T > cfg.n_max:
             fail(f"this model learned positions for at most n_max={cfg.n_max} tokens, "
                  f"but the sequence has {start + T}")
@@ -263,21 +336,18 @@ class Transformer(nn.Module):
             h = h + table[start:start + T]
         elif positions and cfg.positions == "learned":
             h = h + self.P[start:start + T]
-        if trace:
-            record["h0"] = h[0].detach()
-        for layer, block in enumerate(self.blocks):
-            keep = (lambda name, x, layer=layer: record.__setitem__(f"L{layer}.{name}", x[0].detach())) \
-                if trace else (lambda name, x: None)
-            h = block(h, layer, keep, switches, cache, start)
-        if self.final_ln is not None:
-            h = self.final_ln(h)
-        logits = h @ self.E.T
-        if not trace:
-            return logits[0] if single else logits
-        record["final_ln"] = h[0].detach()
-        record["logits"] = logits[0].detach()
-        record["probs"] = torch.softmax(record["logits"], dim=-1)
-        return record
+        return h
+
+    def unembed(self, h, keep=None):
+        """h (..., d_model), the residual stream after the last block -> logits (..., V):
+        the final LayerNorm (if any), then the tied unembedding E^T. ``keep`` receives
+        final_ln and logits."""
+        keep = keep or _drop
+        final = self.final_ln(h) if self.final_ln is not None else h
+        keep("final_ln", final)
+        logits = final @ self.E.T
+        keep("logits", logits)
+        return logits
 
     def check_ids(self, ids):
         """Token ids as a LongTensor, each in [0, vocab_size)."""

@@ -3,7 +3,10 @@
 ``data/*/build.py`` call these, and so do the tests that check a rebuild gives
 the shipped weights.
 """
+import torch
+
 from . import worlds
+from .errors import fail
 from .model import Config, Transformer
 from .training import timed, train
 
@@ -32,4 +35,46 @@ def train_dragon(progress=True, **overrides):
     model = Transformer(DRAGON_CONFIG)
     settings = {**DRAGON_TRAINING, **overrides}
     losses, seconds = timed(train, model, world.batch(world.sentences), progress=progress, **settings)
+    return model, losses, seconds
+
+
+INDUCTION_CONFIG = Config(vocab_size=16, d_model=64, n_heads=2, n_layers=2, d_ff=0, n_max=25,
+                          positions="rotary", norm="pre")
+INDUCTION_TRAINING = dict(steps=4000, lr=1e-2, seed=0)
+INDUCTION_DATA = dict(batch=64, min_period=2, max_period=10, seed=10_000)
+
+
+def induction_batch(step, batch=64, min_period=2, max_period=10, seed=10_000, vocab_size=None, T=None):
+    """One seeded training batch: (inputs (batch, T-1), targets (batch, T-1)).
+
+    Each row is <BOS>, then L random tokens repeated until the row is T long, with
+    the period L drawn per row from [min_period, max_period]. The period changes from
+    row to row, so no fixed look-back distance works: only finding the earlier
+    occurrence of the current token predicts the next one.
+    """
+    vocab_size = vocab_size or INDUCTION_CONFIG.vocab_size
+    T = T or INDUCTION_CONFIG.n_max
+    if not 1 <= min_period <= max_period < T - 1:
+        fail(f"periods should satisfy 1 <= min_period <= max_period < T-1={T - 1}, "
+             f"but got {min_period}..{max_period}")
+    g = torch.Generator().manual_seed(seed + step)
+    ids = torch.randint(1, vocab_size, (batch, T), generator=g)
+    ids[:, 0] = 0
+    periods = torch.randint(min_period, max_period + 1, (batch,), generator=g)
+    for row, L in enumerate(periods.tolist()):
+        pattern = ids[row, 1:1 + L].clone()
+        ids[row, 1:] = pattern.repeat((T - 2) // L + 1)[:T - 1]
+    return ids[:, :-1], ids[:, 1:]
+
+
+def train_induction(progress=True, **overrides):
+    """Train the induction model from scratch. Returns (model, losses, seconds).
+
+    overrides go to helpers.training.train (steps, lr, seed).
+    """
+    model = Transformer(INDUCTION_CONFIG)
+    settings = {**INDUCTION_TRAINING, **overrides}
+    batches = lambda step: induction_batch(step, **INDUCTION_DATA)  # noqa: E731
+    losses, seconds = timed(train, model, batches, progress=progress, **settings)
+    model.eval()
     return model, losses, seconds

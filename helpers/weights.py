@@ -69,3 +69,9 @@ def load_cat():
 def load_dragon():
     """The trained dragon-world model shipped in data/dragon/."""
     return load(data_dir() / "dragon" / "model")
+
+
+def load_induction():
+    """The trained induction model shipped in data/induction/."""
+    from .recipes import INDUCTION_CONFIG
+    return load(data_dir() / "induction" / "model", expect=INDUCTION_CONFIG)

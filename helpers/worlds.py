@@ -15,7 +15,7 @@ from dataclasses import dataclass, field
 import numpy as np
 import torch
 
-from .errors import fail
+from .errors import check_positive_int, fail
 
 CAT_VOCAB = ("<PAD> <BOS> <EOS> <SEP> the cat dog mat floor sat ran is was on "
              "big small red blue fast slow").split()
@@ -295,3 +295,34 @@ def repeated_tokens(n, length, vocab_size, seed):
     half = torch.randint(1, vocab_size, (n, length), generator=g)
     bos = torch.zeros(n, 1, dtype=torch.long)
     return torch.cat([bos, half, half], dim=1)
+
+
+# ------------------------------------------------------- the induction task's tokens
+
+INDUCTION_SYMBOLS = tuple("abcdefghijklmnopqrstuvwxyz0123456789")
+
+
+def induction_vocab(vocab_size):
+    """Display names of the induction model's tokens: <BOS>, then a..z, 0..9."""
+    return ("<BOS>",) + INDUCTION_SYMBOLS[:vocab_size - 1]
+
+
+def induction_labels(ids):
+    """Token ids (T,) of the induction model -> their display names."""
+    names = induction_vocab(len(INDUCTION_SYMBOLS) + 1)
+    ids = torch.as_tensor(ids).reshape(-1).tolist()
+    for i in ids:
+        if not 0 <= i < len(names):
+            fail(f"token id {i} has no name: the induction symbols have ids 0..{len(names) - 1}")
+    return [names[i] for i in ids]
+
+
+def induction_prompt(length, seed, vocab_size=None):
+    """One sequence (2*length + 1,) of the induction task: <BOS>, ``length`` random tokens, the same again."""
+    from .recipes import INDUCTION_CONFIG
+    vocab_size = vocab_size or INDUCTION_CONFIG.vocab_size
+    length = check_positive_int(length, "length")
+    if 2 * length + 1 > INDUCTION_CONFIG.n_max:
+        fail(f"the induction model has positions for n_max={INDUCTION_CONFIG.n_max} tokens, so "
+             f"length can be at most {(INDUCTION_CONFIG.n_max - 1) // 2}, but got {length}")
+    return repeated_tokens(1, length, vocab_size, seed)[0]

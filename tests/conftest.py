@@ -27,3 +27,48 @@ def executed():
             pytest.fail(f"{path.name} does not execute:\n{error}", pytrace=False)
         return nb
     return get
+
+
+# ---- the shipped models and worlds, loaded once a session. Never modify them in a test:
+# ---- take copy.deepcopy(...) first (a test that zeroes weights would change every later test).
+
+@pytest.fixture(scope="session")
+def cat():
+    """The shipped cat-world model (data/cat)."""
+    from helpers.weights import load_cat
+    return load_cat()
+
+
+@pytest.fixture(scope="session")
+def cat_world():
+    """The cat world: grammar, tokenizer, sentence types and split."""
+    from helpers.worlds import cat_world as make
+    return make()
+
+
+@pytest.fixture(scope="session")
+def dragon():
+    """The shipped dragon-world model (data/dragon)."""
+    from helpers.weights import load_dragon
+    return load_dragon()
+
+
+@pytest.fixture(scope="session")
+def dragon_world():
+    """The dragon world with its tokenizer (one sentence: the tokenizer is what tests need)."""
+    from helpers.worlds import dragon_world as make
+    return make(n=1)
+
+
+@pytest.fixture(scope="session")
+def induction():
+    """The shipped attention-only induction model (data/induction)."""
+    from helpers.weights import load_induction
+    return load_induction()
+
+
+@pytest.fixture(scope="session")
+def glove():
+    """The shipped GloVe subset as gensim KeyedVectors."""
+    from helpers.geometry.compute import load_glove
+    return load_glove()

@@ -1,16 +1,16 @@
-"""The trained cat model: trace names and shapes, agreement with torch, and the switches (issue 2 §5)."""
+"""helpers.model on the trained cat model: trace names and shapes, agreement with torch, the
+sub-blocks called on their own, and the switches."""
 import math
 
 import pytest
 import torch
 import torch.nn.functional as F
 
-from helpers.ablation import without_attention_blocks, zeroed_copy
-from helpers.model import Config, KVCache, Transformer
-from helpers.weights import load_cat
-from helpers.worlds import cat_world
+import copy
 
-SHAPE_TABLE = [  # seed 000 §6, <BOS> the cat sat: T=4, d=6, h=2, d_k=3, d_ff=8, V=20
+from helpers.model import Config, KVCache, Transformer
+
+SHAPE_TABLE = [  # the Primer's §6 shape table, <BOS> the cat sat: T=4, d=6, h=2, d_k=3, d_ff=8, V=20
     ("h0", (4, 6)), ("ln1", (4, 6)), ("q", (4, 6)), ("k", (4, 6)), ("v", (4, 6)),
     ("scores", (2, 4, 4)), ("weights", (2, 4, 4)), ("head_out", (2, 4, 3)), ("concat", (4, 6)),
     ("attn", (4, 6)), ("h_mid", (4, 6)), ("ln2", (4, 6)), ("pre", (4, 8)), ("act", (4, 8)),
@@ -18,9 +18,9 @@ SHAPE_TABLE = [  # seed 000 §6, <BOS> the cat sat: T=4, d=6, h=2, d_k=3, d_ff=8
 ]
 
 
-@pytest.fixture(scope="module")
-def cat():
-    return load_cat(), cat_world()
+@pytest.fixture
+def cat(cat, cat_world):  # noqa: F811  (the conftest fixtures as one pair)
+    return cat, cat_world
 
 
 def ids(world, text):
@@ -66,18 +66,44 @@ def test_layernorm_and_gelu_equal_torch(cat):
     assert torch.equal(trace["L0.act"], torch.nn.GELU()(pre))
 
 
-def test_attention_off_two_ways_identical_to_the_last_bit(cat):
+def test_attention_off_equals_zeroing_W_O_and_b_O_to_the_last_bit(cat):
     model, world = cat
     x = ids(world, "<BOS> the cat is")
-    zeroed = load_cat()
+    zeroed = copy.deepcopy(model)
     with torch.no_grad():
         for block in zeroed.blocks:
-            block.W_O.zero_()
-            block.b_O.zero_()
-    method2 = zeroed(x)
-    assert (method2 - without_attention_blocks(model, x)).abs().max().item() == 0
-    assert (zeroed_copy(model)(x) - method2).abs().max().item() == 0
-    assert (method2 - model(x, attention=False)).abs().max().item() == 0
+            block.attn.W_O.zero_()
+            block.attn.b_O.zero_()
+    assert (zeroed(x) - model(x, attention=False)).abs().max().item() == 0
+
+
+def test_the_sub_blocks_called_on_their_own_rebuild_the_forward_pass(cat):
+    model, world = cat
+    x = ids(world, "<BOS> the cat sat on the mat")
+    trace = model(x, trace=True)
+    with torch.no_grad():
+        h = model.embed(x[None])
+        assert torch.equal(h[0], trace["h0"])
+        for layer, block in enumerate(model.blocks):
+            attn = block.attn(block.ln1(h))
+            assert torch.equal(attn[0], trace[f"L{layer}.attn"])
+            h_mid = block.attention_part(h)
+            assert torch.equal(h_mid, h + attn)
+            mlp = block.mlp(block.ln2(h_mid))
+            assert torch.equal(mlp[0], trace[f"L{layer}.mlp"])
+            h = block.mlp_part(h_mid)
+            assert torch.equal(h, h_mid + mlp)
+        assert torch.equal(model.unembed(h)[0], trace["logits"])
+
+
+def test_the_attention_module_has_a_switch_for_the_mask(cat):
+    model, world = cat
+    x = model.blocks[0].ln1(model.embed(ids(world, "<BOS> the cat sat")[None])).detach()
+    kept = {}
+    model.blocks[0].attn(x, causal=False, keep=kept.__setitem__)
+    assert kept["weights"][0, :, 0, 1:].sum() > 0              # <BOS> sees later tokens
+    model.blocks[0].attn(x, keep=kept.__setitem__)
+    assert kept["weights"][0, :, 0, 1:].abs().max() == 0       # the default is causal
 
 
 def test_attention_is_the_only_channel_between_tokens(cat):
@@ -94,12 +120,11 @@ def test_head_ablation_equals_zeroing_its_rows_of_W_O(cat):
     x = ids(world, "<BOS> the cat is")
     for layer in (0, 1):
         for head in (0, 1):
-            zeroed = load_cat()
+            zeroed = copy.deepcopy(model)
             with torch.no_grad():
-                zeroed.blocks[layer].W_O[head * 3:(head + 1) * 3] = 0
+                zeroed.blocks[layer].attn.W_O[head * 3:(head + 1) * 3] = 0
             diff = (zeroed(x) - model(x, ablate_heads={(layer, head)})).abs().max().item()
             assert diff == 0, (layer, head)
-            assert (zeroed_copy(model, {(layer, head)})(x) - zeroed(x)).abs().max().item() == 0
 
 
 def test_switches_never_change_the_stored_weights(cat):

@@ -1,0 +1,329 @@
+"""The exercise framework: one way to check a learner's answer, used by every chapter.
+
+A chapter's check is a generator that yields one sentence for each mistake it can
+name, and yields nothing when the answer is right. ``@exercise`` turns it into an
+``Exercise``::
+
+    @exercise("the causal mask", answer=Array(shape=lambda T: (T, T), allow_inf=True))
+    def mask(answer, T=5):
+        if (answer == np.triu(...)).all(): ...
+            yield "the diagonal is hidden too: ..."
+
+The framework, not the check, does what every check needs:
+
+* an answer left as ``None`` is "not answered yet";
+* ``answer=`` converts the answer once (torch tensors with or without grad, lists,
+  NumPy) and applies the gate: the right kind (a number, a whole number, an array of
+  a given shape, a function), finite (NaN and inf are wrong and say so);
+* inside a check, ``as_number``, ``as_array`` ... and ``call`` raise ``Wrong`` with one
+  sentence, which the framework shows as the problem; ``call`` runs a learner's
+  function with a time limit, so a loop that never ends or an ``exit()`` is reported,
+  not suffered.
+
+An ``Exercise`` called as ``check(answer, ...)`` prints ✓ or ✗ with the sentences and
+returns an invisible ``Verdict``; it never raises, so an unfinished chapter still runs.
+``check.grade(answer, ...)`` raises AssertionError with the same sentences: that is what
+nbgrader's hidden tests use to score.
+"""
+import inspect
+import math
+import signal
+import threading
+
+import numpy as np
+
+from .errors import CourseInputError, to_numpy
+
+NOT_ANSWERED = "not answered yet: replace None in the answer cell above with your answer"
+TIME_LIMIT = 10  # seconds a learner's function may run in one call of a check
+
+
+class Wrong(Exception):
+    """The answer cannot be judged further; the message is one sentence for the learner."""
+
+
+class Verdict:
+    """True or False for code and tests; shows nothing when it is a cell's last value."""
+
+    def __init__(self, ok):
+        self.ok = ok
+
+    def __bool__(self):
+        return self.ok
+
+    def __repr__(self):
+        return f"Verdict({self.ok})"
+
+    def _ipython_display_(self):
+        pass  # the printed feedback is all a learner should see
+
+
+class Exercise:
+    """A check that gives feedback (call) or grades (``.grade``)."""
+
+    def __init__(self, title, problems, answer=None):
+        self.title = title
+        self.problems = problems
+        self.answer = answer
+        self.__doc__ = problems.__doc__
+
+    def feedback(self, answer, *args, **kwargs):
+        """The list of problem sentences (empty when the answer is right)."""
+        if answer is None:
+            return [NOT_ANSWERED]
+        found = []
+        try:
+            if self.answer is not None:
+                answer = self.answer.convert(answer, self.problems, args, kwargs)
+            for sentence in self.problems(answer, *args, **kwargs):
+                found.append(sentence)
+        except Wrong as wrong:
+            found.append(str(wrong))
+        except Exception as exc:  # a bug in a check must not look like the learner's mistake
+            found.append(f"the check itself failed on this answer ({type(exc).__name__}: {exc}); "
+                         "please report it")
+        return found
+
+    def __call__(self, answer, *args, **kwargs):
+        found = self.feedback(answer, *args, **kwargs)
+        if found:
+            print(f"✗ {self.title}: " + "; ".join(found))
+        else:
+            print(f"✓ {self.title}: correct")
+        return Verdict(not found)
+
+    def grade(self, answer, *args, **kwargs):
+        found = self.feedback(answer, *args, **kwargs)
+        if found:
+            raise AssertionError(f"{self.title}: " + "; ".join(found))
+
+
+def exercise(title, answer=None):
+    """Decorator: turn a problem generator into an Exercise with this title.
+
+    answer: what the answer must be (``Number()``, ``Whole()``, ``Array(shape=...)``,
+    ``Whole(length=3)``, ``Words()``, ``Function()``), converted before the check sees it;
+    None passes the answer through untouched.
+    """
+    return lambda problems: Exercise(title, problems, answer)
+
+
+# --- What an answer must be: each converts a raw answer or raises Wrong -----------------------
+
+
+class Kind:
+    """Base of the answer kinds: ``convert(answer, check, args, kwargs)`` -> the converted answer."""
+
+    name = "your answer"
+
+    def convert(self, answer, check, args, kwargs):
+        raise NotImplementedError
+
+
+class Number(Kind):
+    """One finite real number (a float, an int, a 0-d or one-element array or tensor)."""
+
+    def convert(self, answer, check, args, kwargs):
+        return as_number(answer, self.name)
+
+
+class Whole(Kind):
+    """One whole number, or with ``length`` a tuple of that many whole numbers."""
+
+    def __init__(self, length=None):
+        self.length = length
+
+    def convert(self, answer, check, args, kwargs):
+        if self.length is None:
+            return as_whole(answer, self.name)
+        return as_wholes(answer, self.name, self.length)
+
+
+class Array(Kind):
+    """An array of finite real numbers of a given shape, as a float NumPy array.
+
+    shape: a tuple, or a function of the check's own arguments (by name) that returns one,
+    e.g. ``shape=lambda n, d: (n, d)``. allow_inf: -inf and inf are allowed (masked scores).
+    """
+
+    def __init__(self, shape=None, allow_inf=False):
+        self.shape, self.allow_inf = shape, allow_inf
+
+    def convert(self, answer, check, args, kwargs):
+        shape = self.shape
+        if callable(shape):
+            bound = inspect.signature(check).bind(None, *args, **kwargs)
+            bound.apply_defaults()
+            shape = shape(**{name: bound.arguments[name] for name in inspect.signature(shape).parameters})
+        return as_array(answer, self.name, shape=shape, allow_inf=self.allow_inf)
+
+
+class Words(Kind):
+    """A list (or tuple) of strings; with ``length``, exactly that many."""
+
+    def __init__(self, length=None):
+        self.length = length
+
+    def convert(self, answer, check, args, kwargs):
+        return as_words(answer, self.name, self.length)
+
+
+class Function(Kind):
+    """A function the check will call (through ``call``)."""
+
+    def __init__(self, what="a function"):
+        self.what = what
+
+    def convert(self, answer, check, args, kwargs):
+        if not callable(answer):
+            raise Wrong(f"the answer should be {self.what}, but it is a {type(answer).__name__}")
+        return answer
+
+
+# --- Converters a check can use on anything the learner gave (they raise Wrong) ---------------
+
+
+def as_array(x, name, shape=None, allow_inf=False):
+    """``x`` as a float NumPy array of finite numbers (of ``shape`` if given), else Wrong."""
+    if x is None:
+        raise Wrong(f"{name} is None: return or assign the array")
+    if isinstance(x, (str, bytes, dict, set)) or callable(x):
+        raise Wrong(f"{name} should be an array of numbers, but it is a {type(x).__name__}")
+    try:
+        arr = to_numpy(x, name)
+    except CourseInputError as error:
+        raise Wrong(str(error)) from None
+    if shape is not None and arr.shape != tuple(shape):
+        raise Wrong(f"{name} should have shape {tuple(shape)}, but it has shape {arr.shape}")
+    if np.isnan(arr).any():
+        raise Wrong(f"{name} holds NaN (not a number) in {int(np.isnan(arr).sum())} of {arr.size} entries; "
+                    "a NaN usually comes from 0/0, inf - inf or 0 · inf")
+    if not allow_inf and np.isinf(arr).any():
+        raise Wrong(f"{name} holds inf in {int(np.isinf(arr).sum())} of {arr.size} entries: "
+                    "a number overflowed (exp of a large number?)")
+    return arr
+
+
+def as_number(x, name):
+    """``x`` as one finite float, else Wrong."""
+    if isinstance(x, bool):
+        raise Wrong(f"{name} should be a number, but it is {x} (a truth value)")
+    if isinstance(x, (list, tuple)) and len(x) != 1:
+        raise Wrong(f"{name} should be one number, but it holds {len(x)} numbers")
+    arr = as_array(x, name)
+    if arr.size != 1:
+        raise Wrong(f"{name} should be one number, but it has shape {arr.shape} ({arr.size} numbers)")
+    return float(arr.reshape(()))
+
+
+def as_whole(x, name):
+    """``x`` as one int; a float with a fractional part (302.9) is Wrong, not truncated."""
+    value = as_number(x, name)
+    if value != math.floor(value):
+        raise Wrong(f"{name} should be a whole number, but it is {value:g}")
+    return int(value)
+
+
+def as_wholes(x, name, length=None):
+    """``x`` (a tuple, list, torch.Size or 1-D array) as a tuple of ints, else Wrong."""
+    if isinstance(x, (str, bytes)) or np.ndim(x) == 0 and not hasattr(x, "__len__"):
+        raise Wrong(f"{name} should be a tuple of whole numbers, like (1, 2, 3), not {x!r}")
+    arr = as_array(list(x) if isinstance(x, (tuple, list, set)) else x, name)
+    if arr.ndim != 1:
+        raise Wrong(f"{name} should be a flat tuple of whole numbers, but it has shape {arr.shape}")
+    if length is not None and len(arr) != length:
+        raise Wrong(f"{name} should hold {length} whole numbers, but it holds {len(arr)}")
+    if (arr != np.floor(arr)).any():
+        raise Wrong(f"{name} should hold whole numbers only, but it holds {arr[arr != np.floor(arr)][0]:g}")
+    return tuple(int(v) for v in arr)
+
+
+def as_words(x, name, length=None):
+    """``x`` as a list of strings, else Wrong."""
+    if isinstance(x, str) or not isinstance(x, (list, tuple)) or not all(isinstance(w, str) for w in x):
+        raise Wrong(f"{name} should be a list of words (strings), but it is {type(x).__name__} {x!r:.60}")
+    if length is not None and len(x) != length:
+        raise Wrong(f"{name} should hold {length} words, but it holds {len(x)}")
+    return list(x)
+
+
+# --- Calling a learner's function --------------------------------------------------------------
+
+
+class _OutOfTime(BaseException):
+    """Raised inside a learner's function when its time is up (not an Exception, so it is not caught there)."""
+
+
+def call(function, *args, what="", seconds=TIME_LIMIT, **kwargs):
+    """Call the learner's ``function`` and return what it returns.
+
+    A function that raises, calls ``exit()`` or runs longer than ``seconds`` becomes
+    Wrong with one sentence saying so (``what`` names the input, e.g. "on the toy").
+    """
+    on = f" {what}" if what else ""
+    timer = _alarm(seconds)
+    try:
+        return function(*args, **kwargs)
+    except _OutOfTime:
+        raise Wrong(f"{on.strip() or 'your function'}: it ran for more than {seconds} s and was stopped "
+                    "(a loop that never ends?)") from None
+    except SystemExit:
+        raise Wrong(f"your function called exit(){on}; return a value instead") from None
+    except Exception as exc:
+        raise Wrong(f"your function stopped{on} with {type(exc).__name__}: {exc}") from None
+    finally:
+        timer()
+
+
+def _alarm(seconds):
+    """Arm a timer that raises _OutOfTime after ``seconds``; return the function that disarms it.
+
+    Only in the main thread of a system with SIGALRM (Linux, macOS); elsewhere no limit."""
+    if not hasattr(signal, "setitimer") or threading.current_thread() is not threading.main_thread():
+        return lambda: None
+
+    def ring(signum, frame):
+        raise _OutOfTime()
+
+    previous = signal.signal(signal.SIGALRM, ring)
+    signal.setitimer(signal.ITIMER_REAL, seconds)
+
+    def disarm():
+        signal.setitimer(signal.ITIMER_REAL, 0)
+        signal.signal(signal.SIGALRM, previous)
+    return disarm
+
+
+# --- Judging converted answers ----------------------------------------------------------------
+
+
+def number_problems(value, reference, name, atol=1e-3):
+    """Yield a sentence if the number ``value`` is not within ``atol`` of ``reference``."""
+    if not abs(value - reference) <= atol:
+        direction = "too large" if value > reference else "too small"
+        yield f"{name} = {value:.4g} is {direction} (it should agree to ±{atol:g})"
+
+
+def close_problems(arr, reference, name, atol=1e-3):
+    """Yield a sentence if the array ``arr`` is not within ``atol`` of ``reference`` everywhere.
+
+    Infinite reference entries must be matched exactly (a masked -inf is -inf)."""
+    ref = np.asarray(reference, dtype=float)
+    arr = as_array(arr, name, shape=ref.shape, allow_inf=bool(np.isinf(ref).any()))
+    same_inf = np.isinf(ref) & (arr == ref)
+    bad = ~(same_inf | np.isclose(arr, ref, atol=atol, rtol=0))
+    if bad.any():
+        where = tuple(int(i) for i in np.argwhere(bad)[0])
+        yield (f"{name} differs from the expected values in {int(bad.sum())} of {bad.size} entries "
+               f"(the first at index {where})")
+
+
+def slip(value, slips, atol=1e-3):
+    """The hint of the first known slip that ``value`` equals (within ``atol``), else None.
+
+    slips: [(the value that mistake gives, the hint), ...]; value and each may be arrays."""
+    for wrong, hint in slips:
+        wrong = np.asarray(wrong, dtype=float)
+        if wrong.shape == np.shape(value) and np.allclose(value, wrong, atol=atol, rtol=0):
+            return hint
+    return None
