@@ -15,7 +15,7 @@ import torch.nn.functional as F
 from torch import nn
 
 from .errors import check_positive_int, fail
-from .sampling import generate as generate_loop
+from .sampling.compute import generate as generate_loop
 
 
 def causal_mask(T):

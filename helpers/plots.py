@@ -20,17 +20,12 @@ def use_style():
     plt.rcParams.update(STYLE)
 
 
-def to_numpy(x):
-    """A torch tensor or array-like -> float NumPy array."""
-    return x.detach().cpu().numpy() if hasattr(x, "detach") else np.asarray(x, dtype=float)
-
-
 def attention_heatmap(weights, tokens, ax=None, title=None, keys=None, annotate=True):
     """Heatmap of a (T_q, T_k) attention matrix, queries down, keys across, weights printed.
 
     tokens: query labels (T_q); keys: key labels (default: tokens).
     """
-    w = as_array(to_numpy(weights), "weights", 2)
+    w = as_array(weights, "weights", 2)
     keys = tokens if keys is None else keys
     if w.shape != (len(tokens), len(keys)):
         fail(f"weights have shape {w.shape} but there are {len(tokens)} query and {len(keys)} key labels")
@@ -53,7 +48,7 @@ def attention_heatmap(weights, tokens, ax=None, title=None, keys=None, annotate=
 
 def prob_bars(probs, vocab, ax=None, top=None, title=None, highlight=()):
     """Bar chart of a next-token distribution (V,), optionally only the ``top`` most probable."""
-    p = as_array(to_numpy(probs), "probs", 1)
+    p = as_array(probs, "probs", 1)
     if len(vocab) != len(p):
         fail(f"probs has {len(p)} entries but the vocabulary has {len(vocab)} words")
     order = np.argsort(-p, kind="stable")[:top] if top else np.arange(len(p))

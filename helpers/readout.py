@@ -2,8 +2,7 @@
 import numpy as np
 import torch
 
-from .errors import fail
-from .plots import to_numpy
+from .errors import fail, to_numpy
 
 SHAPE_NOTES = {
     "h0": "embedding + position", "ln1": "LayerNorm, row by row", "q": "queries, all heads",
@@ -18,7 +17,7 @@ SHAPE_NOTES = {
 
 def format_matrix(x, row_labels=None, decimals=3):
     """A 1-D or 2-D array as aligned text, one labelled row per line."""
-    x = np.atleast_2d(to_numpy(x))
+    x = np.atleast_2d(to_numpy(x, "x"))
     labels = row_labels or [""] * len(x)
     width = max((len(str(l)) for l in labels), default=0)
     lines = []

@@ -4,7 +4,7 @@ import pytest
 import torch
 
 from helpers import reference as ref
-from helpers import sampling
+from helpers.sampling import compute as sampling
 from helpers.errors import CourseInputError
 from helpers.model import Config, Transformer
 from helpers.weights import data_dir, load, load_cat, load_dragon, save

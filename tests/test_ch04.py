@@ -52,7 +52,7 @@ def test_model_leak_moves_only_the_last_position_with_the_mask(cat, world):
 
 
 def test_generate_matches_the_cached_generator_when_causal(cat, world):
-    from helpers.sampling import generate as cached
+    from helpers.sampling.compute import generate as cached
     start = world.tokenizer.encode("<BOS> the")
     ours = masking.generate(cat, start, 6, causal=True, temperature=1.0, seed=3)
     assert torch.equal(ours, cached(cat, start, 6, temperature=1.0, seed=3))

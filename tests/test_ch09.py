@@ -3,7 +3,8 @@ import numpy as np
 import pytest
 import torch
 
-from helpers import checks, sampling
+from helpers import checks
+from helpers.sampling import compute as sampling
 from helpers.checks import NOT_ANSWERED
 from helpers.errors import CourseInputError
 from helpers.model import Config, KVCache, Transformer

@@ -1,7 +1,7 @@
 """Temperature, top-k, top-p and generation with and without the KV cache."""
 import torch
 
-from helpers import sampling
+from helpers.sampling import compute as sampling
 from helpers.weights import load_cat, load_dragon
 from helpers.worlds import cat_world, dragon_world
 

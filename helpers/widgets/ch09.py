@@ -8,7 +8,7 @@ and a few sampled continuations change.
 import numpy as np
 import torch
 
-from .. import sampling
+from ..sampling import compute as sampling
 from ..errors import fail
 from . import Blitter, png  # noqa: F401  (png: tests call explore.png)
 

@@ -4,8 +4,8 @@ All functions take the logits of one position, shape (V,), as a torch tensor.
 """
 import torch
 
-from .errors import check_positive_int, fail
-from .model import KVCache
+from ..errors import check_positive_int, fail
+from ..model import KVCache
 
 
 def check_sampling(temperature=1.0, top_k=None, top_p=None, vocab_size=None):
