@@ -97,18 +97,101 @@ def sanitize(text):
     return re.sub(r"\[\d\d:\d\d[^\]\n]*\]", "[time]", text)  # tqdm's [00:02<00:00, 412.3it/s]
 
 
+# A printed number: an optional sign, digits with an optional fraction, an optional exponent.
+NUMBER = re.compile(r"(?<![\w.])[-−]?(?:\d{1,3}(?:,\d{3})+|\d+)(?:\.\d+)?(?:[eE][-+]?\d+)?(?![\w])")
+
+
+def tolerance(cell):
+    """The tolerance a code cell declares for its printed numbers, or None.
+
+    Declared in the cell's metadata as ``"course": {"tolerance": {"abs": 0.02, "why": "..."}}``;
+    a declaration without a reason is refused (ValueError): every tolerance is justified.
+    """
+    declared = cell.metadata.get("course", {}).get("tolerance")
+    if declared is None:
+        return None
+    if not isinstance(declared.get("abs"), (int, float)) or not str(declared.get("why", "")).strip():
+        raise ValueError(f"a tolerance needs a number 'abs' and a reason 'why', but the cell declares {declared}")
+    return declared
+
+
 def summary(out):
-    """What must be identical between the committed output and a re-run."""
+    """What must be identical between the committed output and a re-run: (kind, texts by part).
+
+    Texts are compared as a skeleton (every number replaced by #) plus the list of numbers."""
     if out.output_type == "stream":
-        return ("stream", out.name, sanitize(out.text))
+        return ("stream", out.name), {"text": sanitize(out.text)}
     if out.output_type == "error":
-        return ("error", out.ename, sanitize(out.evalue))
-    data = {mime: sanitize(value) if mime in COMPARED_TEXT else "<present>" for mime, value in out.data.items()}
-    return (out.output_type, data)  # image bytes and widget ids: present or not, never compared
+        return ("error", out.ename), {"evalue": sanitize(out.evalue)}
+    texts = {mime: sanitize(value) for mime, value in out.data.items() if mime in COMPARED_TEXT}
+    # image bytes and widget ids: present or not, never compared
+    return (out.output_type, tuple(sorted(out.data))), texts
+
+
+def as_float(token):
+    return float(token.replace("−", "-").replace(",", ""))
+
+
+def number_differences(was, now, allowed):
+    """Sentences for each number of ``now`` that differs from ``was`` (texts of the same skeleton)."""
+    found = []
+    for a, b, where in zip(NUMBER.findall(was), NUMBER.findall(now), NUMBER.finditer(was)):
+        if a == b:
+            continue
+        delta = abs(as_float(a) - as_float(b))
+        if allowed is not None and delta <= allowed["abs"]:
+            continue
+        context = was[max(0, where.start() - 40):where.end() + 20].replace("\n", " ⏎ ")
+        found.append(f"    {a} (committed) is {b} in the re-run: moved by {delta:.3g}, in “…{context}…”\n"
+                     f"      {explain(a, b, delta, allowed)}")
+    return found
+
+
+def explain(a, b, delta, allowed):
+    """Whether another CPU path can explain the move of a printed number from a to b."""
+    if allowed is not None:
+        return (f"beyond this cell's declared tolerance of {allowed['abs']:g} ({allowed['why']}): "
+                "a real change, or the tolerance is too tight")
+    scale = max(abs(as_float(a)), abs(as_float(b)), 1e-30)
+    if delta / scale < 1e-4:
+        return ("a move in the last printed digits: float rounding differs between CPU paths "
+                f"(this run: {cpu_path()}); print fewer digits, or a bound, where float32 cannot hold them")
+    return ("too large for float rounding alone: the computation changed, or depends chaotically on "
+            "rounding (redesign the claim, or declare and justify a tolerance on this cell)")
+
+
+def cpu_path():
+    """The kernels this process's torch and NumPy pick (what a forced path changes)."""
+    parts = [f"ATEN_CPU_CAPABILITY={os.environ.get('ATEN_CPU_CAPABILITY', 'native')}"]
+    for name in ("NPY_DISABLE_CPU_FEATURES", "OPENBLAS_CORETYPE"):
+        if os.environ.get(name):
+            parts.append(f"{name}={os.environ[name]}")
+    return ", ".join(parts)
+
+
+def output_differences(was, now, allowed):
+    """Sentences describing how the outputs ``now`` of a cell differ from ``was`` (each a summary)."""
+    if [kind for kind, _ in was] != [kind for kind, _ in now]:
+        return [f"    committed outputs {[k for k, _ in was]}, re-run outputs {[k for k, _ in now]}"]
+    found = []
+    for (kind, texts_was), (_, texts_now) in zip(was, now):
+        for part in texts_was.keys() | texts_now.keys():
+            a, b = texts_was.get(part, ""), texts_now.get(part, "")
+            if a == b:
+                continue
+            if NUMBER.sub("#", a) != NUMBER.sub("#", b):
+                found.append(f"    the {part} text differs beyond its numbers:\n"
+                             f"      committed: {a[:300]!r}\n      re-run:    {b[:300]!r}")
+            else:
+                found += number_differences(a, b, allowed)
+    return found
 
 
 def differences(committed, executed):
-    """Describe, cell by cell, where the executed notebook's outputs differ from the committed ones."""
+    """Describe, cell by cell, where the executed notebook's outputs differ from the committed ones.
+
+    Text, integers written as text, shapes and token sequences must be identical; a number may
+    move only within a tolerance its cell declares (see ``tolerance``)."""
     code = lambda nb: [cell for cell in nb.cells if cell.cell_type == "code"]
     old, new = code(committed), code(executed)
     if len(old) != len(new):
@@ -117,9 +200,10 @@ def differences(committed, executed):
     for number, (a, b) in enumerate(zip(old, new), 1):
         was = [summary(o) for o in merge_streams(a.outputs)]
         now = [summary(o) for o in merge_streams(b.outputs)]
-        if was != now:
-            found.append(f"code cell {number} ({a.source.splitlines()[0][:60] if a.source else ''!r}):\n"
-                         f"  committed: {str(was)[:400]}\n  re-run:    {str(now)[:400]}")
+        problems = output_differences(was, now, tolerance(a))
+        if problems:
+            first = a.source.splitlines()[0][:60] if a.source else ""
+            found.append(f"code cell {number} ({first!r}):\n" + "\n".join(problems))
     return found
 
 

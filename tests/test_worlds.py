@@ -1,10 +1,9 @@
-"""The worlds' counts and the trained models' figures (issue 2 §3, §4)."""
-import json
-
+"""helpers.worlds: the worlds' counts, the grammar, the evaluation of the shipped models."""
 import pytest
+import torch
 
-from helpers import recipes, worlds
-from helpers.weights import card, data_dir, load, load_cat, load_dragon
+from helpers import worlds
+from helpers.errors import CourseInputError
 
 
 def test_cat_world_counts_match_the_design():
@@ -22,22 +21,16 @@ def test_cat_world_counts_match_the_design():
     assert worlds.best_possible_accuracy(w.sentences) == (302, 432)
 
 
-def test_shipped_cat_model_meets_every_target():
-    m = worlds.cat_targets(load_cat(), worlds.cat_world())
+def test_shipped_cat_model_meets_every_target(cat, cat_world):
+    m = worlds.cat_targets(cat, cat_world)
     assert m["p_on"] >= 0.99
     assert m["copula_in_class"] == m["copula_types"] == 16 and m["copula_min_p_class"] >= 0.9
     assert abs(m["bigram_accuracy"] - m["bigram_ceiling"]) <= 0.02
     assert worlds.cat_targets_met(m)
 
 
-def test_retraining_the_cat_model_rebuilds_the_shipped_weights_bit_for_bit():
-    model, _, _ = recipes.train_cat(progress=False)
-    shipped = load_cat().state_dict()
-    assert all((shipped[k] == v).all() for k, v in model.state_dict().items())
-
-
-def test_dragon_model_counts_2370_parameters_and_prefers_potion():
-    model = load_dragon()
+def test_dragon_model_counts_2370_parameters_and_prefers_potion(dragon):
+    model = dragon
     counts = model.parameter_count()
     assert counts["total"] == 2370 and counts["positions"] == 128 * 6 and counts["embedding"] == 60
     w = worlds.dragon_world(n=1)
@@ -51,9 +44,12 @@ def test_dragon_grammar_distributions_sum_to_one_everywhere():
             assert sum(worlds.dragon_next(sentence[:t]).values()) == pytest.approx(1.0)
 
 
-def test_model_cards_carry_their_recipes():
-    assert card(data_dir() / "cat" / "model")["recipe"] == recipes.CAT_TRAINING
-    assert card(data_dir() / "cat" / "model")["targets_met"] is True
-    meta = json.loads((data_dir() / "dragon" / "model.json").read_text())
-    assert meta["config"]["positions"] == "learned"
-    assert load(data_dir() / "dragon" / "model", expect=recipes.DRAGON_CONFIG).cfg == recipes.DRAGON_CONFIG
+def test_a_word_outside_the_vocabulary(cat_world):
+    with pytest.raises(CourseInputError, match="'zebra'.*<PAD>.*slow"):
+        cat_world.tokenizer.encode("<BOS> the zebra sat")
+
+
+def test_induction_labels_name_every_symbol_and_refuse_an_unknown_id():
+    assert worlds.induction_labels(torch.tensor([0, 1, 26])) == ["<BOS>", "a", "z"]
+    with pytest.raises(CourseInputError, match="no name"):
+        worlds.induction_labels([99])

@@ -1,0 +1,162 @@
+"""helpers.exercises, the exercise framework: feedback never raises, grade raises with the same
+words, answers are converted and gated once, NaN and inf are wrong, a learner's function is
+stopped when it loops or exits."""
+import time
+
+import numpy as np
+import pytest
+import torch
+
+from helpers.exercises import (NOT_ANSWERED, Array, Function, Number, Verdict, Whole, Words, as_wholes, call,
+                               close_problems, exercise, number_problems, slip)
+
+
+@exercise("rows of the weights", answer=Array(shape=(2, 2)))
+def rows(answer):
+    if not np.allclose(answer.sum(-1), 1):
+        yield "each row should sum to 1"
+
+
+@exercise("one probability", answer=Number())
+def probability(answer, reference=0.25):
+    yield from number_problems(answer, reference, "p")
+
+
+@exercise("a count", answer=Whole())
+def count(answer):
+    if answer != 302:
+        yield "not the count"
+
+
+@exercise("a shape", answer=Whole(length=3))
+def shape(answer, T):
+    if answer != (2, T, T):
+        yield "not the shape"
+
+
+@exercise("a square of the given size", answer=Array(shape=lambda n: (n, n)))
+def square(answer, n):
+    yield from ()
+
+
+def test_right_answer_passes_and_prints_a_tick(capsys):
+    assert rows(np.array([[0.5, 0.5], [1.0, 0.0]]))
+    assert capsys.readouterr().out.startswith("✓ rows of the weights")
+    rows.grade(np.eye(2))
+
+
+def test_wrong_answers_get_words_not_tracebacks(capsys):
+    assert not rows(np.ones((2, 2)))
+    assert "each row should sum to 1" in capsys.readouterr().out
+    assert not rows(np.ones(3))
+    assert "shape (2, 2)" in capsys.readouterr().out
+    assert not rows("banana")
+    assert "array of numbers" in capsys.readouterr().out
+    with pytest.raises(AssertionError, match="each row should sum to 1"):
+        rows.grade(np.ones((2, 2)))
+
+
+def test_none_means_not_answered(capsys):
+    assert not rows(None)
+    assert NOT_ANSWERED in capsys.readouterr().out
+    with pytest.raises(AssertionError, match="not answered"):
+        rows.grade(None)
+
+
+@pytest.mark.parametrize("bad", [float("nan"), float("inf"), np.float32("nan"), torch.tensor(float("nan")),
+                                 np.float32("inf") / np.float32("inf")])
+def test_nan_and_inf_are_wrong_and_say_so(bad):
+    found = probability.feedback(bad)
+    assert found and ("NaN" in found[0] or "inf" in found[0])
+    with pytest.raises(AssertionError):
+        probability.grade(bad)
+    assert rows.feedback(np.array([[0.5, np.nan], [1.0, 0.0]]))
+
+
+@pytest.mark.parametrize("right", [0.25, np.float32(0.25), [0.25], np.array(0.25), torch.tensor(0.25),
+                                   torch.tensor([0.25], requires_grad=True), torch.tensor(0.25, dtype=torch.float64)])
+def test_a_right_number_is_accepted_in_any_reasonable_form(right):
+    assert probability.feedback(right) == []
+
+
+def test_tensors_with_grad_and_lists_are_accepted_as_arrays():
+    assert rows.feedback(torch.eye(2, requires_grad=True)) == []
+    assert rows.feedback([[0.5, 0.5], [0.0, 1.0]]) == []
+
+
+def test_not_a_number_kinds_are_wrong():
+    assert "truth value" in probability.feedback(True)[0]
+    assert "one number" in probability.feedback([0.25, 0.75])[0]
+    assert "real numbers" in probability.feedback(0.25 + 1j)[0]
+
+
+def test_non_integers_are_wrong_where_a_whole_number_is_asked():
+    assert count.feedback(302) == [] and count.feedback(np.int64(302)) == [] and count.feedback(302.0) == []
+    assert count.feedback(torch.tensor(302)) == [] and count.feedback(torch.tensor([1, 302]).argmax() + 301) == []
+    assert "whole number" in count.feedback(302.9)[0]
+    assert shape.feedback((2, 5, 5), T=5) == [] and shape.feedback(torch.Size([2, 5, 5]), T=5) == []
+    assert "whole numbers only" in shape.feedback((2.7, 5.2, 5.9), T=5)[0]
+    assert "3 whole numbers" in shape.feedback((5, 5), T=5)[0]
+    assert as_wholes({3, 1}, "positions") in ((1, 3), (3, 1))
+
+
+def test_a_shape_can_depend_on_the_checks_arguments():
+    assert square.feedback(np.eye(3), n=3) == []
+    assert "shape (4, 4)" in square.feedback(np.eye(3), 4)[0]
+
+
+def test_words():
+    @exercise("words", answer=Words(length=2))
+    def words(answer):
+        yield from ()
+    assert words.feedback(["a", "b"]) == []
+    assert "list of words" in words.feedback("ab")[0] and "2 words" in words.feedback(["a"])[0]
+
+
+def test_a_learners_function_that_raises_exits_or_loops_is_stopped_and_named():
+    @exercise("a function", answer=Function("a function of x"))
+    def doubles(answer):
+        if call(answer, 2, what="on x=2", seconds=1) != 4:
+            yield "not double"
+
+    assert doubles.feedback(lambda x: 2 * x) == []
+    assert "function of x" in doubles.feedback(3)[0]
+    assert "ZeroDivisionError" in doubles.feedback(lambda x: 1 / 0)[0]
+
+    def leaves(x):
+        raise SystemExit(0)
+    assert "exit()" in doubles.feedback(leaves)[0]
+
+    def loops(x):
+        while True:
+            pass
+    started = time.perf_counter()
+    assert "more than 1 s" in doubles.feedback(loops)[0]
+    assert time.perf_counter() - started < 5
+
+
+def test_a_bug_in_the_check_is_not_blamed_on_the_learner(capsys):
+    @exercise("fragile")
+    def fragile(answer):
+        yield from ["x"][answer:]  # TypeError for a string answer
+    assert not fragile("a")
+    assert "the check itself failed" in capsys.readouterr().out
+
+
+def test_close_number_and_slip():
+    assert list(close_problems(np.array([1.0, -np.inf]), np.array([1.0, -np.inf]), "s")) == []
+    assert "1 of 2 entries" in next(close_problems(np.array([1.0, 2.0]), np.array([1.0, 3.0]), "s"))
+    assert "too large" in next(number_problems(0.5, 0.4, "p"))
+    assert list(number_problems(0.4, 0.4, "p")) == []
+    assert slip(0.5, [(0.4, "a"), (0.5, "b")]) == "b" and slip(0.7, [(0.4, "a")]) is None
+
+
+def test_the_verdict_is_invisible_as_a_cells_last_value():
+    """nbgrader's student version ends a check cell with the visible call; it must not print True/False."""
+    import nbformat
+    from nbclient import NotebookClient
+    from nbformat.v4 import new_code_cell, new_notebook
+    nb = new_notebook(cells=[new_code_cell("from helpers.exercises import Verdict\nVerdict(False)")])
+    NotebookClient(nb, kernel_name="python3").execute()
+    assert nb.cells[0].outputs == []
+    assert repr(Verdict(True)) == "Verdict(True)"

@@ -1,0 +1,64 @@
+"""helpers.explorer, the explorer framework: controls wired to one render function, the first
+picture saved as a plain image, bad input shown as one sentence, fast blitted redraws."""
+import ipywidgets as widgets
+import pytest
+
+from helpers.errors import CourseInputError, fail
+from helpers.explorer import Blitter, Explorer, new_figure, png, show
+
+
+def square_explorer():
+    fig = new_figure((3, 2))
+    ax = fig.add_subplot()
+    (line,) = ax.plot([0, 1], [0, 1])
+    blit = Blitter(fig)
+    blit.animate(line)
+
+    def render(slope):
+        if slope < 0:
+            fail(f"slope should be at least 0, but got {slope}")
+        line.set_ydata([0, slope])
+        return blit.png()
+    return {"slope": widgets.FloatSlider(value=1.0, min=-1, max=2)}, render
+
+
+def test_picture_follows_the_controls():
+    controls, render = square_explorer()
+    ex = Explorer(controls, render)
+    first = ex.picture()
+    assert first.startswith(b"\x89PNG")
+    controls["slope"].value = 2.0
+    assert ex.picture() != first
+
+
+def test_show_displays_controls_and_a_first_picture_then_redraws(monkeypatch):
+    shown, updates = [], []
+
+    class Handle:
+        def update(self, obj):
+            updates.append(obj)
+
+    def display(*objs, display_id=None):
+        shown.extend(objs)
+        return Handle() if display_id else None
+
+    monkeypatch.setattr("IPython.display.display", display)
+    controls, render = square_explorer()
+    ex = show(controls, render)
+    assert any(getattr(o, "format", None) == "png" for o in shown)   # the static first picture
+    controls["slope"].value = 0.5
+    assert len(updates) == 1 and ex.message.value == ""
+    controls["slope"].value = -0.5                                    # bad input: one sentence, no redraw
+    assert len(updates) == 1 and "slope should be at least 0" in ex.message.value
+
+
+def test_png_of_a_whole_figure():
+    fig = new_figure((2, 2))
+    fig.add_subplot().plot([1, 2])
+    assert png(fig).startswith(b"\x89PNG")
+
+
+def test_course_input_errors_are_value_errors():
+    with pytest.raises(ValueError):
+        fail("x")
+    assert issubclass(CourseInputError, ValueError)

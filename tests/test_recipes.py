@@ -1,0 +1,61 @@
+"""helpers.recipes: retraining a shipped model. On one machine two runs are bit-identical; on any
+CPU path the rebuilt model meets every target of its model card, with its figures within stated
+tolerances of the card's (other CPUs pick other float kernels, so the weights themselves differ)."""
+import pytest
+import torch
+
+from helpers import recipes, worlds
+from helpers.weights import card, data_dir
+
+# How far a rebuild's figures may sit from the card's. Measured on this machine's AVX2 path and on
+# the forced generic path (ATEN_CPU_CAPABILITY=default): cat final loss 0.5734 / 0.5677 against
+# 0.5691 on the card, p(on) 0.9988 / 0.9992 against 0.9994, the weakest copula type's p(class)
+# 0.933 / 0.973 against 0.951; dragon loss 0.9357 / 0.9359 against 0.9357, p(potion) 0.661 / 0.662.
+CAT_TOLERANCE = dict(final_loss=0.02, p_on=0.005, copula_min_p_class=0.06)
+DRAGON_TOLERANCE = dict(final_loss=0.01, p_potion_after_dragon_drinks=0.02)
+
+
+def same_weights(a, b):
+    return all(torch.equal(a.state_dict()[name], value) for name, value in b.state_dict().items())
+
+
+def test_two_trainings_on_one_machine_are_bit_identical():
+    first, losses_1, _ = recipes.train_cat(progress=False, stop_after=150)
+    again, losses_2, _ = recipes.train_cat(progress=False, stop_after=150)
+    assert losses_1 == losses_2 and same_weights(first, again)
+
+
+def test_a_rebuilt_cat_model_meets_every_target_of_its_card():
+    model, losses, _ = recipes.train_cat(progress=False)
+    shipped = card(data_dir() / "cat" / "model")
+    figures = worlds.cat_targets(model, worlds.cat_world())
+    assert worlds.cat_targets_met(figures) and shipped["targets_met"]
+    assert figures["copula_in_class"] == shipped["figures"]["copula_in_class"] == 16
+    assert figures["held_out_rule_accuracy"] == shipped["figures"]["held_out_rule_accuracy"] == 1.0
+    assert abs(figures["bigram_accuracy"] - figures["bigram_ceiling"]) <= 0.02
+    assert abs(losses[-1] - shipped["final_loss"]) <= CAT_TOLERANCE["final_loss"]
+    for name in ("p_on", "copula_min_p_class"):
+        assert abs(figures[name] - shipped["figures"][name]) <= CAT_TOLERANCE[name], name
+
+
+def test_a_rebuilt_dragon_model_prefers_potion_as_its_card_says():
+    model, losses, _ = recipes.train_dragon(progress=False)
+    shipped = card(data_dir() / "dragon" / "model")
+    world = worlds.dragon_world(**recipes.DRAGON_CORPUS)
+    p = worlds.next_token_probs(model, world, [["<BOS>", "dragon", "drinks"]])[0]
+    assert int(p.argmax()) == world.tokenizer.ids["potion"]
+    assert abs(losses[-1] - shipped["final_loss"]) <= DRAGON_TOLERANCE["final_loss"]
+    assert abs(float(p[world.tokenizer.ids["potion"]]) - shipped["p_potion_after_dragon_drinks"]) \
+        <= DRAGON_TOLERANCE["p_potion_after_dragon_drinks"]
+
+
+def test_model_cards_carry_their_recipes():
+    assert card(data_dir() / "cat" / "model")["recipe"] == recipes.CAT_TRAINING
+    assert card(data_dir() / "dragon" / "model")["recipe"] == recipes.DRAGON_TRAINING
+
+
+@pytest.mark.parametrize("name", ["cat", "dragon"])
+def test_the_shipped_config_is_the_recipes(name):
+    from helpers.weights import load
+    config = {"cat": recipes.CAT_CONFIG, "dragon": recipes.DRAGON_CONFIG}[name]
+    assert load(data_dir() / name / "model", expect=config).cfg == config
