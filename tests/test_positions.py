@@ -79,6 +79,8 @@ def test_dragon_positions_past_the_training_length_never_moved(dragon, cat):
     unchanged = pos.rows_unchanged(dragon, seed=0)
     assert unchanged.shape == (128,)
     assert not unchanged[:9].any() and unchanged[9:].all()
+    moves = pos.row_moves(dragon, seed=0)
+    assert moves[:9].min() > 0.1 and moves[9:].max() < 1e-5
     with pytest.raises(CourseInputError, match="learned positions"):
         pos.rows_unchanged(cat, seed=0)
 
