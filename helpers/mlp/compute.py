@@ -1,22 +1,24 @@
-"""The MLP block (chapter 07): per token, GELU, d_ff, where the parameters live, and the
-key-value memory view.
+"""Chapter 07's compute: the MLP block per token, GELU, d_ff, where the parameters live,
+and the key-value memory view.
 
 * ``mlp_forward``: the block in NumPy, x (T, d) -> pre (T, d_ff) -> act -> out (T, d).
 * ``mlp_weights``, ``apply_block_mlp``: one layer's MLP of a trained model, applied to
   any h_mid (torch), exactly as the model applies it.
 * ``layer_parameters``, ``block_counts``, ``gpt_parameters``: parameter accounting by
   formula and by counting.
-* ``collect_activations``, ``unit_means``, ``unit_profile``: which hidden units fire
-  for which tokens across the cat-world corpus.
+* ``collect_activations``, ``unit_means``, ``unit_profile``, ``value_readout``: which
+  hidden units fire for which tokens across the cat-world corpus, and what they write.
+* ``corpus_words``, ``probe``: the explorer's compute, one unit's profile in words.
 """
 import numpy as np
+import torch
 
-from . import reference as ref
-from .errors import as_array, check_positive_int, fail
+from .. import reference as ref
+from ..errors import as_array, check_positive_int, fail
 
 ACTIVATIONS = {"gelu": ref.gelu, "relu": ref.relu, "none": lambda x: as_array(x, "x")}
 
-# (d_model, n_layers, vocabulary, context) of the two published models the lecture uses.
+# (d_model, n_layers, vocabulary, context) of the two published models the Lecture uses.
 GPT = {"GPT-2 small": (768, 12, 50257, 1024), "GPT-3": (12288, 96, 50257, 2048)}
 
 
@@ -39,34 +41,36 @@ def mlp_weights(model, layer):
     """Layer ``layer``'s MLP of a course Transformer as float64 NumPy arrays: W_1 (d, d_ff),
     b_1, W_2 (d_ff, d), b_2, plus the LayerNorm before it, ln2_weight and ln2_bias (d,)."""
     block = check_block(model, layer)
-    tensors = {name: getattr(block, name) for name in ("W_1", "b_1", "W_2", "b_2")}
+    if not model.cfg.bias or block.ln2 is None:
+        fail(f"expected an MLP with biases and a LayerNorm, but got bias={model.cfg.bias}, "
+             f"norm={model.cfg.norm!r}")
+    tensors = {name: getattr(block.mlp, name) for name in ("W_1", "b_1", "W_2", "b_2")}
     tensors.update(ln2_weight=block.ln2.weight, ln2_bias=block.ln2.bias)
     return {name: t.detach().numpy().astype(float) for name, t in tensors.items()}
 
 
 def check_block(model, layer):
-    """The block ``layer`` of ``model`` if it has a biased, pre-LN MLP; else a clear error."""
+    """The block ``layer`` of ``model`` if it has an MLP; else a clear error."""
     cfg = model.cfg
     if not 0 <= layer < cfg.n_layers:
         fail(f"layer should be in 0..{cfg.n_layers - 1}, but got {layer}")
-    if not cfg.d_ff or cfg.norm != "pre" or not cfg.bias:
-        fail(f"expected a pre-LN model with biased MLP blocks, but got d_ff={cfg.d_ff}, "
-             f"norm={cfg.norm!r}, bias={cfg.bias}")
+    if not cfg.d_ff:
+        fail("this model has no MLP blocks (d_ff=0, attention only)")
     return model.blocks[layer]
 
 
 def apply_block_mlp(model, layer, h_mid):
-    """Run layer ``layer``'s MLP sub-block on h_mid (T, d) the way the model does:
-    LN_2, W_1 + b_1, the activation, W_2 + b_2. Returns the (T, d) torch tensor it writes."""
-    import torch
-    import torch.nn.functional as F
-
+    """Run layer ``layer``'s MLP part on h_mid (T, d) with the model's own sub-block
+    (``block.mlp_part``: its LayerNorm, W_1 + b_1, the activation, W_2 + b_2).
+    Returns what the MLP writes into the residual stream, a (T, d) torch tensor."""
     block = check_block(model, layer)
     h_mid = torch.as_tensor(h_mid, dtype=torch.float32)
+    if h_mid.dim() != 2 or h_mid.shape[1] != model.cfg.d_model:
+        fail(f"h_mid should have shape (T, {model.cfg.d_model}), but it has shape {tuple(h_mid.shape)}")
+    kept = {}
     with torch.no_grad():
-        pre = F.linear(block.ln2(h_mid), block.W_1.T, block.b_1)
-        act = F.gelu(pre) if model.cfg.activation == "gelu" else F.relu(pre)
-        return F.linear(act, block.W_2.T, block.b_2)
+        block.mlp_part(h_mid[None], keep=kept.__setitem__)
+    return kept["mlp"][0]
 
 
 def layer_parameters(d, d_ff=None, bias=True):
@@ -90,7 +94,7 @@ def block_counts(model, layer=0):
         fail(f"layer should be in 0..{model.cfg.n_layers - 1}, but got {layer}")
     counts = dict(attention=0, mlp=0, norms=0)
     for name, p in model.blocks[layer].named_parameters():
-        part = "norms" if name.startswith("ln") else "mlp" if name[2] in "12" else "attention"
+        part = {"attn": "attention", "mlp": "mlp"}.get(name.split(".")[0], "norms")
         counts[part] += p.numel()
     counts["total"] = sum(counts.values())
     return counts
@@ -116,8 +120,6 @@ def collect_activations(model, world, sentences=None):
     Returns dict(tokens (N,) the word at each position, contexts (N,) the words up to and
     including it, act {layer: (N, d_ff)}, pre {layer: (N, d_ff)}).
     """
-    import torch
-
     sentences = world.sentences if sentences is None else sentences
     tokens, contexts = [], []
     act = {layer: [] for layer in range(model.cfg.n_layers)}
@@ -185,6 +187,28 @@ def value_readout(model, layer, unit, top=3):
     block = check_block(model, layer)
     if not 0 <= unit < model.cfg.d_ff:
         fail(f"unit should be in 0..{model.cfg.d_ff - 1}, but got {unit}")
-    scores = (block.W_2[unit] @ model.E.T).detach().numpy()
+    scores = (block.mlp.W_2[unit] @ model.E.T).detach().numpy()
     order = np.argsort(-scores, kind="stable")[:top]
     return [(int(i), float(scores[i])) for i in order]
+
+
+def corpus_words(collected, vocab):
+    """The words that occur at some input position of ``collected``, in vocabulary order."""
+    present = set(collected["tokens"].tolist())
+    return [w for w in vocab if w in present]
+
+
+def probe(model, world, collected, layer=0, unit=0):
+    """What unit ``unit`` of layer ``layer`` responds to, over ``collected``
+    (``collect_activations(model, world)``).
+
+    Returns dict(layer, unit, words, means (len(words),) the mean activation per current
+    word, top_contexts [(context, value)], share of positions above 0.5, promotes: the
+    3 words its value row W_2[unit] scores highest through the unembedding).
+    """
+    if not isinstance(collected, dict) or "act" not in collected:
+        fail("collected should be the dict returned by mlp.collect_activations(model, world)")
+    words = corpus_words(collected, world.tokenizer.vocab)
+    profile = unit_profile(collected, layer, unit, words)
+    promotes = [world.tokenizer.vocab[i] for i, _ in value_readout(model, layer, unit)]
+    return dict(layer=layer, unit=unit, words=words, promotes=promotes, **profile)

@@ -1,17 +1,18 @@
-"""Chapter 06 (positions): helpers.positions, the explorer's compute and the exercise checks."""
+"""Chapter 06 (positions): the compute, the exercise checks and the explorer."""
+from io import BytesIO
+
 import numpy as np
 import pytest
 import torch
 
-from helpers import positions as pos
 from helpers import reference as ref
-from helpers.checks import NOT_ANSWERED, ch06
 from helpers.errors import CourseInputError
+from helpers.exercises import NOT_ANSWERED
+from helpers.explorer import Blitter, png
 from helpers.model import Config, Transformer
-from helpers.weights import load_cat, load_dragon
-from helpers.widgets import Blitter
-from helpers.widgets import ch06 as explore
-from helpers.worlds import cat_world
+from helpers.positions import checks
+from helpers.positions import compute as pos
+from helpers.positions import explorer as explore
 
 FIRST = "shutil . copy ( src , dst )".split()
 SECOND = "shutil . copy ( dst , src )".split()
@@ -74,43 +75,54 @@ def test_rotary_model_scores_depend_on_the_offset_only():
     assert all(pos.diagonal_spread(s) < 1e-5 for s in scores)
 
 
-def test_dragon_positions_past_the_training_length_never_moved():
-    unchanged = pos.rows_unchanged(load_dragon(), seed=0)
+def test_dragon_positions_past_the_training_length_never_moved(dragon, cat):
+    unchanged = pos.rows_unchanged(dragon, seed=0)
     assert unchanged.shape == (128,)
     assert not unchanged[:9].any() and unchanged[9:].all()
+    moves = pos.row_moves(dragon, seed=0)
+    assert moves[:9].min() > 0.1 and moves[9:].max() < 1e-5
     with pytest.raises(CourseInputError, match="learned positions"):
-        pos.rows_unchanged(load_cat(), seed=0)
+        pos.rows_unchanged(cat, seed=0)
 
 
 def test_scramble_is_seeded_and_keeps_bos_and_last_word():
     words = "<BOS> the big dog sat on the".split()
-    assert explore.scramble(words, 0) == words
-    once = explore.scramble(words, 3)
-    assert once == explore.scramble(words, 3) and once != words
+    assert pos.scramble(words, 0) == words
+    once = pos.scramble(words, 3)
+    assert once == pos.scramble(words, 3) and once != words
     assert once[0] == "<BOS>" and once[-1] == "the" and sorted(once) == sorted(words)
-    free = explore.scramble(words, 3, keep_last=False)
+    free = pos.scramble(words, 3, keep_last=False)
     assert sorted(free) == sorted(words) and free[0] == "<BOS>"
 
 
-def test_next_token_view_on_the_cat_model():
-    model, world = load_cat(), cat_world()
-    view = explore.next_token_view(model, world, "<BOS> the cat sat")
+def test_next_token_view_on_the_cat_model(cat, cat_world):
+    model, world = cat, cat_world
+    view = pos.next_token_view(model, world, "<BOS> the cat sat")
     assert view["top"] == "on" and view["change"] == 0.0
     assert abs(view["probs"].sum() - 1) < 1e-5
-    off = explore.next_token_view(model, world, "<BOS> the cat sat", positions=False)
+    off = pos.next_token_view(model, world, "<BOS> the cat sat", positions=False)
     assert off["change"] > 0.1 and off["scramble_change"] == 0.0
-    scrambled = explore.next_token_view(model, world, "<BOS> the big dog sat on the", positions=False, seed=1)
+    scrambled = pos.next_token_view(model, world, "<BOS> the big dog sat on the", positions=False, seed=1)
     assert scrambled["scramble_change"] > 0.01
     with pytest.raises(CourseInputError, match="<BOS>"):
-        explore.next_token_view(model, world, "the cat")
+        pos.next_token_view(model, world, "the cat")
 
 
-def test_view_figure_draws():
-    model, world = load_cat(), cat_world()
-    view = explore.next_token_view(model, world, explore.PROMPTS[1], positions=False, seed=1)
-    fig = explore.view_figure(view, world.tokenizer.vocab, positions=False)
+def test_view_figure_draws(cat, cat_world):
+    view = pos.next_token_view(cat, cat_world, pos.PROMPTS[1], positions=False, seed=1)
+    fig = explore.view_figure(view, cat_world.tokenizer.vocab, positions=False)
     assert "positions off" in fig.get_suptitle()
-    assert explore.png(fig)[:4] == b"\x89PNG"
+    assert png(fig)[:4] == b"\x89PNG"
+
+
+def test_explorer_redraws_when_a_control_moves(cat, cat_world):
+    shown = explore.explorer(cat, cat_world)
+    assert set(shown.controls) == {"prompt", "positions", "seed", "keep_last"}
+    first = shown.picture()
+    assert first[:4] == b"\x89PNG"
+    shown.controls["positions"].value = False
+    assert shown.controls["positions"].description == "positions off"
+    assert shown.picture() != first
 
 
 # ------------------------------------------------------------------ checks
@@ -121,50 +133,56 @@ def said(check, answer, *args):
 
 def test_sinusoidal_table_check():
     right = ref.sinusoidal_positions(8, 4)
-    assert ch06.sinusoidal_table.feedback(right, 8, 4) == []
-    assert NOT_ANSWERED in said(ch06.sinusoidal_table, None, 8, 4)
-    assert "swapped" in said(ch06.sinusoidal_table, right[:, [1, 0, 3, 2]], 8, 4)
-    assert "shape (8, 4)" in said(ch06.sinusoidal_table, right[:4], 8, 4)
-    wrong_freq = ref.sinusoidal_positions(8, 4, base=100.0)
-    assert "frequencies" in said(ch06.sinusoidal_table, wrong_freq, 8, 4)
+    assert checks.sinusoidal_table.feedback(right, 8, 4) == []
+    assert checks.sinusoidal_table.feedback(torch.tensor(right), 8, 4) == []
+    assert NOT_ANSWERED in said(checks.sinusoidal_table, None, 8, 4)
+    assert "swapped" in said(checks.sinusoidal_table, right[:, [1, 0, 3, 2]], 8, 4)
+    assert "shape (8, 4)" in said(checks.sinusoidal_table, right[:4], 8, 4)
+    assert "frequencies" in said(checks.sinusoidal_table, ref.sinusoidal_positions(8, 4, base=100.0), 8, 4)
+    assert "interleave" in said(checks.sinusoidal_table, right[:, [0, 2, 1, 3]], 8, 4)
+    assert "position 1" in said(checks.sinusoidal_table, ref.sinusoidal_positions(9, 4)[1:], 8, 4)
+    noise = said(checks.sinusoidal_table, right + 0.1, 8, 4)
+    assert "differs" in noise and "frequencies" not in noise
     with pytest.raises(AssertionError, match="swapped"):
-        ch06.sinusoidal_table.grade(right[:, [1, 0, 3, 2]], 8, 4)
+        checks.sinusoidal_table.grade(right[:, [1, 0, 3, 2]], 8, 4)
 
 
 def test_offset_rotation_check():
     right = pos.offset_rotation(2, 6)
-    assert ch06.offset_rotation.feedback(right, 2, 6) == []
-    assert "back" in said(ch06.offset_rotation, right.T, 2, 6)
-    assert "block-diagonal" in said(ch06.offset_rotation, np.ones((6, 6)), 2, 6)
-    assert NOT_ANSWERED in said(ch06.offset_rotation, None, 2, 6)
-    with pytest.raises(AssertionError):
-        ch06.offset_rotation.grade(np.eye(6), 2, 6)
+    assert checks.offset_rotation.feedback(right, 2, 6) == []
+    assert "back" in said(checks.offset_rotation, right.T, 2, 6)
+    assert "1 step" in said(checks.offset_rotation, pos.offset_rotation(1, 6), 2, 6)
+    assert "block-diagonal" in said(checks.offset_rotation, np.ones((6, 6)), 2, 6)
+    assert "each block is a rotation" in said(checks.offset_rotation, pos.offset_rotation(5, 6), 2, 6)
+    assert "[[cos, -sin], [sin, cos]]" in said(checks.offset_rotation, 2 * right, 2, 6)
+    assert NOT_ANSWERED in said(checks.offset_rotation, None, 2, 6)
+    with pytest.raises(AssertionError, match="rotation"):
+        checks.offset_rotation.grade(np.eye(6), 2, 6)
 
 
 def test_unscrambled_check():
     rng = np.random.default_rng(1)
     X, perm = rng.normal(size=(5, 3)), np.array([3, 0, 4, 1, 2])
     Y, _ = ref.attention(X[perm], X[perm], X[perm])
-    assert ch06.unscrambled.feedback(Y[np.argsort(perm)], Y, perm) == []
-    assert "scrambled order" in said(ch06.unscrambled, Y, Y, perm)
-    assert "second time" in said(ch06.unscrambled, Y[perm], Y, perm)
-    assert NOT_ANSWERED in said(ch06.unscrambled, None, Y, perm)
+    assert checks.unscrambled.feedback(Y[np.argsort(perm)], Y, perm) == []
+    assert "scrambled order" in said(checks.unscrambled, Y, Y, perm)
+    assert "second time" in said(checks.unscrambled, Y[perm], Y, perm)
+    assert "another order" in said(checks.unscrambled, Y[::-1], Y, perm)
+    assert "not Y's rows" in said(checks.unscrambled, Y + 1, Y, perm)
+    assert NOT_ANSWERED in said(checks.unscrambled, None, Y, perm)
     with pytest.raises(AssertionError, match="second time"):
-        ch06.unscrambled.grade(Y[perm], Y, perm)
+        checks.unscrambled.grade(Y[perm], Y, perm)
 
 
-def test_blitter_draws_what_a_full_draw_draws():
-    from io import BytesIO
-
+def test_blitter_draws_what_a_full_draw_draws(cat, cat_world):
     from PIL import Image
 
-    model, world = load_cat(), cat_world()
-    fig, show, changing = explore.view_panel(world.tokenizer.vocab)
+    fig, draw, changing = explore.view_panel(cat_world.tokenizer.vocab)
     fast = Blitter(fig, changing)
-    show(explore.next_token_view(model, world, explore.PROMPTS[3], positions=False, seed=2), False)
+    draw(pos.next_token_view(cat, cat_world, pos.PROMPTS[3], positions=False, seed=2), False)
     quick = np.asarray(Image.open(BytesIO(fast.png())).convert("RGB"), dtype=float)
     for artist in changing:
         artist.set_animated(False)
-    full = np.asarray(Image.open(BytesIO(explore.png(fig))).convert("RGB"), dtype=float)
+    full = np.asarray(Image.open(BytesIO(png(fig))).convert("RGB"), dtype=float)
     assert quick.shape == full.shape
     assert np.abs(quick - full).mean() < 1.0

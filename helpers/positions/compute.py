@@ -1,21 +1,31 @@
-"""Positions (chapter 06): attention is blind to order, and three ways to give it order.
+"""Chapter 06's compute: attention is blind to order, and three ways to give it order.
 
 * ``permutation_matrix``, ``match_permutation``: scramble rows and find how two
   orderings of the same tokens line up.
 * ``random_attention``, ``attention_stack``: small NumPy attention layers with a
   residual, for the order demos.
-* ``order_demo``: the lecture's ``shutil.copy(src, dst)`` against
+* ``order_demo``: the Lecture's ``shutil.copy(src, dst)`` against
   ``shutil.copy(dst, src)``, with and without positions and the causal mask.
 * ``offset_rotation``: the (d, d) matrix R_k with PE[p] @ R_k = PE[p + k] for every p.
 * ``rope_scores``, ``diagonal_spread``: RoPE scores depend on the offset only.
-* ``rows_unchanged``: which rows of a learned position table training never moved.
+* ``row_moves``, ``rows_unchanged``: how far training moved each row of a learned
+  position table, and which rows it never reached.
+* ``scramble``, ``next_token_view``: the explorer's compute, the trained cat model's
+  next-token distribution with positions on or off and the prompt reordered.
 
 Row-vector convention throughout: X is (T, d), one row per token.
 """
-import numpy as np
+import itertools
 
-from . import reference as ref
-from .errors import as_array, check_positive_int, fail
+import numpy as np
+import torch
+
+from .. import reference as ref
+from ..errors import as_array, check_positive_int, fail
+from ..model import Transformer
+
+PROMPTS = ("<BOS> the cat sat", "<BOS> the cat is", "<BOS> the mat is",
+           "<BOS> the big dog sat on the", "<BOS> the small cat ran")
 
 
 def permutation_matrix(perm):
@@ -149,17 +159,65 @@ def diagonal_spread(S):
     return spread
 
 
-def rows_unchanged(model, seed):
-    """(n_max,) booleans: which rows of a learned position table still equal their
-    initial values (the model's Config re-initialised with ``seed``).
-
-    Adam leaves a row exactly where it started when no training sequence reached its
-    position (its gradient is 0 at every step).
-    """
-    from .model import Transformer
-
+def row_moves(model, seed):
+    """(n_max,) how far training moved each row of a learned position table: the largest
+    |P[p] - P_start[p]|, with P_start the model's Config re-initialised with ``seed``."""
     if getattr(model, "P", None) is None:
         fail(f"expected a model with learned positions, but this one has positions={model.cfg.positions!r}")
     start = Transformer(model.cfg)
     start.reset_parameters(seed)
-    return (model.P.detach() == start.P.detach()).all(dim=1).numpy()
+    return (model.P.detach() - start.P.detach()).abs().amax(dim=1).numpy()
+
+
+def rows_unchanged(model, seed, atol=1e-4):
+    """(n_max,) booleans: which rows of a learned position table are still at their
+    initial values (``row_moves`` below ``atol``).
+
+    Adam leaves a row exactly where it started when no training sequence reached its
+    position (its gradient is 0 at every step). The fresh start is drawn again here, and
+    torch's random-number kernels differ between CPU kinds in the last bits (by about
+    1e-6), so "still there" means within ``atol``, far below what one training step moves.
+    """
+    return row_moves(model, seed) < atol
+
+
+def scramble(words, seed, keep_last=True):
+    """The prompt (a list of words) with its words rearranged: seed 0 keeps it as it is,
+    every other seed picks one of the other distinct orders (seeded). <BOS> stays first,
+    and the last word stays last when keep_last. At most 8 words are rearranged.
+    """
+    words = list(words)
+    seed = check_positive_int(seed, "seed", minimum=0)
+    end = len(words) - 1 if keep_last else len(words)
+    middle = tuple(words[1:end])
+    if len(middle) > 8:
+        fail(f"scramble rearranges at most 8 words, but this prompt has {len(middle)} to rearrange")
+    others = sorted(set(itertools.permutations(middle)) - {middle})
+    if seed == 0 or not others:
+        return words
+    pick = others[int(np.random.default_rng(seed).integers(len(others)))]
+    return words[:1] + list(pick) + words[end:]
+
+
+def next_token_view(model, world, prompt, positions=True, seed=0, keep_last=True):
+    """The next-token distribution after ``prompt``, maybe scrambled, with positions on or off.
+
+    prompt: a string or list of words starting with <BOS>. Returns a dict: words (the
+    prompt as fed), probs (V,), top (word), p_top, original (V,) the distribution for
+    the prompt as given with positions on, change = max |probs - original|, and
+    scramble_change = max |probs - the prompt as given with the same positions setting|.
+    """
+    words = prompt.split() if isinstance(prompt, str) else list(prompt)
+    if not words or words[0] != "<BOS>":
+        fail(f"a cat-world prompt starts with <BOS>, but got {words[:1]}")
+    fed = scramble(words, seed, keep_last)
+
+    def next_probs(words, positions):
+        with torch.no_grad():
+            return torch.softmax(model(world.tokenizer.encode(words), positions=positions)[-1], -1).numpy()
+
+    probs, original, unscrambled = next_probs(fed, positions), next_probs(words, True), next_probs(words, positions)
+    top = int(probs.argmax())
+    return dict(words=fed, probs=probs, top=world.tokenizer.vocab[top], p_top=float(probs[top]),
+                original=original, change=float(np.abs(probs - original).max()),
+                scramble_change=float(np.abs(probs - unscrambled).max()))

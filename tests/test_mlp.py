@@ -1,0 +1,183 @@
+"""Chapter 07 (MLP): the compute, the exercise checks and the explorer."""
+import copy
+
+import numpy as np
+import pytest
+import torch
+
+from helpers import reference as ref
+from helpers.errors import CourseInputError
+from helpers.exercises import NOT_ANSWERED
+from helpers.explorer import png
+from helpers.mlp import checks
+from helpers.mlp import compute as mlp
+from helpers.mlp import explorer as explore
+from helpers.model import Config, Transformer
+
+PRE = np.array([1.050, 0.446, 0.578, -1.281, 0.431, -2.046, 0.553, 1.590])  # the Primer, §6 step 6, row 1
+
+
+@pytest.fixture(scope="module")
+def collected(cat, cat_world):
+    return mlp.collect_activations(cat, cat_world)
+
+
+def test_mlp_forward_shapes_and_linear_collapse():
+    rng = np.random.default_rng(0)
+    x, W_1, b_1, W_2, b_2 = (rng.normal(size=s) for s in ((4, 6), (6, 8), (8,), (8, 6), (6,)))
+    out = mlp.mlp_forward(x, W_1, b_1, W_2, b_2)
+    assert out["pre"].shape == (4, 8) and out["act"].shape == (4, 8) and out["out"].shape == (4, 6)
+    assert np.allclose(out["act"], ref.gelu(out["pre"]))
+    linear = mlp.mlp_forward(x, W_1, b_1, W_2, b_2, activation="none")["out"]
+    assert np.allclose(linear, x @ (W_1 @ W_2) + b_1 @ W_2 + b_2)
+    with pytest.raises(CourseInputError, match="W_1"):
+        mlp.mlp_forward(x, W_2, b_1, W_1, b_2)
+    with pytest.raises(CourseInputError, match="activation"):
+        mlp.mlp_forward(x, W_1, b_1, W_2, b_2, activation="tanh")
+
+
+def test_apply_block_mlp_matches_the_trace_and_is_per_token(cat, cat_world):
+    trace = cat(cat_world.tokenizer.encode("<BOS> the cat sat"), trace=True)
+    for layer in (0, 1):
+        h_mid = trace[f"L{layer}.h_mid"]
+        assert torch.equal(mlp.apply_block_mlp(cat, layer, h_mid), trace[f"L{layer}.mlp"])
+        changed = h_mid.clone()
+        changed[1] = torch.randn(6, generator=torch.Generator().manual_seed(0))
+        diff = (mlp.apply_block_mlp(cat, layer, changed) - mlp.apply_block_mlp(cat, layer, h_mid)).abs().amax(dim=1)
+        assert diff[1] > 0 and diff[[0, 2, 3]].max() == 0
+    with pytest.raises(CourseInputError, match="layer"):
+        mlp.apply_block_mlp(cat, 2, trace["L0.h_mid"])
+    with pytest.raises(CourseInputError, match="shape"):
+        mlp.apply_block_mlp(cat, 0, trace["L0.h_mid"][:, :4])
+
+
+def test_apply_block_mlp_is_the_models_own_sub_block(cat, cat_world):
+    changed = copy.deepcopy(cat)
+    with torch.no_grad():
+        changed.blocks[0].mlp.b_2 += 1.0
+    h_mid = cat(cat_world.tokenizer.encode("<BOS> the cat"), trace=True)["L0.h_mid"]
+    assert torch.allclose(mlp.apply_block_mlp(changed, 0, h_mid), mlp.apply_block_mlp(cat, 0, h_mid) + 1.0)
+    post = Transformer(Config(vocab_size=20, d_model=6, n_heads=2, n_layers=1, d_ff=8, norm="post"))
+    trace = post(torch.arange(5), trace=True)
+    assert torch.equal(mlp.apply_block_mlp(post, 0, trace["L0.h_mid"]), trace["L0.mlp"])
+    with pytest.raises(CourseInputError, match="no MLP"):
+        mlp.apply_block_mlp(Transformer(Config(20, 6, 2, 1, d_ff=0)), 0, h_mid)
+
+
+def test_mlp_weights_are_numpy_copies(cat):
+    w = mlp.mlp_weights(cat, 0)
+    assert w["W_1"].shape == (6, 8) and w["W_2"].shape == (8, 6)
+    w["W_1"][:] = 0
+    assert cat.blocks[0].mlp.W_1.abs().sum() > 0
+    assert np.array_equal(mlp.mlp_weights(cat, 0)["W_2"], cat.blocks[0].mlp.W_2.detach().numpy())
+
+
+def test_parameter_counts_by_formula_match_counting(cat, dragon):
+    assert mlp.block_counts(cat) == mlp.layer_parameters(6, 8) == dict(attention=168, mlp=110, norms=24, total=302)
+    assert mlp.block_counts(dragon, 2) == mlp.layer_parameters(6, 24)
+    assert mlp.layer_parameters(768)["mlp"] == 8 * 768 ** 2 + 3072 + 768
+    assert mlp.gpt_parameters("GPT-2 small")["total"] == 124_439_808
+    gpt3 = mlp.gpt_parameters("GPT-3")
+    assert 174e9 < gpt3["total"] < 175e9 and gpt3["mlp"] > 100e9
+    with pytest.raises(CourseInputError, match="GPT-4"):
+        mlp.gpt_parameters("GPT-4")
+
+
+def test_collected_activations_cover_every_input_position(collected):
+    assert len(collected["tokens"]) == 448
+    assert collected["act"][0].shape == (448, 8)
+    assert np.allclose(collected["act"][1], ref.gelu(collected["pre"][1]), atol=1e-5)
+
+
+def test_unit_profile_and_value_readout(cat, collected):
+    profile = mlp.unit_profile(collected, 0, 4, ["cat", "dog", "mat"])
+    assert profile["means"].shape == (3,) and len(profile["top_contexts"]) == 3
+    assert len({c for c, _ in profile["top_contexts"]}) == 3
+    assert 0 <= profile["share"] <= 1
+    assert len(mlp.value_readout(cat, 1, 4)) == 3
+    with pytest.raises(CourseInputError, match="unit"):
+        mlp.unit_profile(collected, 0, 8, ["cat"])
+    with pytest.raises(CourseInputError, match="never occurs"):
+        mlp.unit_means(collected, 0, ["<PAD>"])
+
+
+def test_probe_and_its_figure(cat, cat_world, collected):
+    result = mlp.probe(cat, cat_world, collected, layer=1, unit=4)
+    assert result["words"][0] == "<BOS>" and "<PAD>" not in result["words"]
+    assert len(result["promotes"]) == 3
+    fig = explore.probe_figure(result)
+    assert "layer 1, unit 4" in fig.get_suptitle()
+    assert png(fig)[:4] == b"\x89PNG"
+    with pytest.raises(CourseInputError, match="collect_activations"):
+        mlp.probe(cat, cat_world, None)
+
+
+def test_explorer_redraws_when_a_control_moves(cat, cat_world):
+    shown = explore.explorer(cat, cat_world, layer=0, unit=4)
+    assert set(shown.controls) == {"layer", "unit"}
+    first = shown.picture()
+    assert first[:4] == b"\x89PNG"
+    shown.controls["unit"].value = 5
+    assert shown.picture() != first
+
+
+# ------------------------------------------------------------------ checks
+
+def said(check, answer, *args):
+    return " ".join(check.feedback(answer, *args))
+
+
+def test_gelu_check():
+    assert checks.gelu_values.feedback(ref.gelu(PRE), PRE) == []
+    assert "tanh" in said(checks.gelu_values, checks.gelu_tanh(PRE), PRE)
+    assert "ReLU" in said(checks.gelu_values, ref.relu(PRE), PRE)
+    assert "shape" in said(checks.gelu_values, PRE[:3], PRE)
+    assert "Φ(x) alone" in said(checks.gelu_values, checks.normal_cdf(PRE), PRE)
+    assert "differs" in said(checks.gelu_values, ref.gelu(PRE) + 0.01, PRE)
+    assert checks.gelu_values.feedback(torch.tensor(ref.gelu(PRE), requires_grad=True), PRE) == []
+    assert NOT_ANSWERED in said(checks.gelu_values, None, PRE)
+    with pytest.raises(AssertionError, match="tanh"):
+        checks.gelu_values.grade(checks.gelu_tanh(PRE), PRE)
+
+
+def test_mlp_row_check(cat):
+    w = mlp.mlp_weights(cat, 0)
+    x = np.linspace(-1, 1, 6)
+    args = (x, w["W_1"], w["b_1"], w["W_2"], w["b_2"])
+    right = ref.gelu(x @ w["W_1"] + w["b_1"]) @ w["W_2"] + w["b_2"]
+    assert checks.mlp_row.feedback(right, *args) == []
+    assert "ReLU" in said(checks.mlp_row, ref.relu(x @ w["W_1"] + w["b_1"]) @ w["W_2"] + w["b_2"], *args)
+    assert "no activation" in said(checks.mlp_row, (x @ w["W_1"] + w["b_1"]) @ w["W_2"] + w["b_2"], *args)
+    assert "b_2 is missing" in said(checks.mlp_row, right - w["b_2"], *args)
+    assert NOT_ANSWERED in said(checks.mlp_row, None, *args)
+    with pytest.raises(AssertionError, match="b_2"):
+        checks.mlp_row.grade(right - w["b_2"], *args)
+
+
+def test_gpt3_mlp_check():
+    d = 12288
+    assert checks.gpt3_mlp.feedback(8 * d * d * 96) == []
+    assert checks.gpt3_mlp.feedback(mlp.gpt_parameters("GPT-3")["mlp"]) == []
+    assert "96" in said(checks.gpt3_mlp, 8 * d * d)
+    assert "one of the two" in said(checks.gpt3_mlp, 4 * d * d * 96)
+    assert "too small" in said(checks.gpt3_mlp, 10)
+    assert "str" in said(checks.gpt3_mlp, "many")
+    assert "one number" in said(checks.gpt3_mlp, [1.0, 2.0])
+    assert NOT_ANSWERED in said(checks.gpt3_mlp, None)
+    with pytest.raises(AssertionError, match="96"):
+        checks.gpt3_mlp.grade(8 * d * d)
+
+
+def test_strongest_unit_check(collected):
+    means = mlp.unit_means(collected, 0, ["cat"])[0]
+    best, worst = int(np.argmax(means)), int(np.argmin(means))
+    other = next(u for u in range(8) if u not in (best, worst))
+    assert checks.strongest_unit.feedback(best, collected, 0, "cat") == []
+    assert "least" in said(checks.strongest_unit, worst, collected, 0, "cat")
+    assert "another unit" in said(checks.strongest_unit, other, collected, 0, "cat")
+    assert "units 0 to 7" in said(checks.strongest_unit, 9, collected, 0, "cat")
+    assert "whole number" in said(checks.strongest_unit, 4.5, collected, 0, "cat")
+    assert checks.strongest_unit.feedback(np.int64(best), collected, 0, "cat") == []
+    assert NOT_ANSWERED in said(checks.strongest_unit, None, collected, 0, "cat")
+    with pytest.raises(AssertionError, match="another unit"):
+        checks.strongest_unit.grade(other, collected, 0, "cat")
