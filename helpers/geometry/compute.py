@@ -1,15 +1,19 @@
-"""Word vectors: the shipped GloVe subset, neighbours, analogies, 2-D maps, word2vec.
+"""Chapter 01's compute: vectors, cosines, the shipped GloVe subset, 2-D maps, word2vec.
 
+* ``vector_pair`` gives two 2-D vectors' dot product, cosine and angle (the explorer's
+  compute); ``arrows_figure`` draws named 2-D vectors as arrows.
 * ``load_glove()`` reads ``data/glove`` (the 50,000 most frequent words of GloVe
   6B, 50 numbers each) into a gensim ``KeyedVectors``.
 * ``nearest`` and ``analogy`` rank words by cosine similarity.
 * ``project`` draws vectors in 2-D by PCA, t-SNE or UMAP; ``neighbourhood_kept``
   measures how many of each point's nearest neighbours a map keeps.
-* ``word_map`` and ``plot_maps`` do both for groups of words and draw them.
+* ``word_map`` and ``plot_maps`` do both for groups of words and draw them;
+  ``map_runs`` and ``plot_runs`` repeat the measure over seeds, because a t-SNE or
+  UMAP layout depends on its seed and on the machine's floating-point details.
 * ``train_word2vec`` trains a small, reproducible word2vec model.
 
-gensim, scikit-learn and umap are imported inside the functions that use them,
-so ``import helpers.embeddings`` stays fast.
+gensim, scikit-learn, umap and matplotlib are imported inside the functions that
+use them, so ``import helpers.geometry.compute`` stays fast.
 """
 import warnings
 import zlib
@@ -18,7 +22,7 @@ from pathlib import Path
 
 import numpy as np
 
-from .errors import check_positive_int, fail
+from ..errors import check_positive_int, fail
 
 METHODS = ("PCA", "t-SNE", "UMAP")
 
@@ -52,6 +56,90 @@ GROUPS = {
 GROUPS = {name: words.split() for name, words in GROUPS.items()}
 
 
+# ------------------------------------------------------------------ two vectors in the plane
+
+COLOURS = ("#30638e", "#d1495b", "#00798c", "#edae49", "#66a182")
+
+
+def vector_pair(angle_a=10.0, length_a=3.0, angle_b=60.0, length_b=2.0):
+    """Two 2-D vectors given by their directions (degrees) and lengths.
+
+    Returns a dict: a (2,), b (2,), dot = a·b, cos = a·b / (|a| |b|), and
+    angle = the angle between them in degrees (0 to 180).
+    """
+    for name, length in (("length_a", length_a), ("length_b", length_b)):
+        if not length > 0:
+            fail(f"{name} should be a positive number, but got {length!r}")
+    a = length_a * np.array([np.cos(np.radians(angle_a)), np.sin(np.radians(angle_a))])
+    b = length_b * np.array([np.cos(np.radians(angle_b)), np.sin(np.radians(angle_b))])
+    dot = float(a @ b)
+    cos = dot / (length_a * length_b)
+    angle = float(np.degrees(np.arccos(np.clip(cos, -1.0, 1.0))))
+    return {"a": a, "b": b, "dot": dot, "cos": cos, "angle": angle}
+
+
+def pair_title(pair):
+    """One line with a vector_pair's dot product, cosine and angle."""
+    return f"a·b = {pair['dot']:.3f}    cos = {pair['cos']:.3f}    angle = {pair['angle']:.1f}°"
+
+
+def arrow_label(name, v):
+    """'a = [3.00, 1.00]' for a 2-D vector (rounded, and never '-0.00')."""
+    x, y = np.round(v, 2) + 0.0
+    return f"{name} = [{x:.2f}, {y:.2f}]"
+
+
+def draw_arrows(ax, vectors, limit=None):
+    """Draw named 2-D vectors {name: (2,)} as arrows from the origin on ``ax``, the name
+    at each tip and the coordinates listed under the axes (two per row).
+
+    Returns {name: (arrow, tip, listing)}, the artists ``move_arrows`` updates.
+    """
+    vectors = {name: np.asarray(v, dtype=float) for name, v in vectors.items()}
+    limit = limit or 1.25 * max(np.abs(v).max() for v in vectors.values())
+    artists = {}
+    for row, ((name, v), colour) in enumerate(zip(vectors.items(), COLOURS * 3)):
+        arrow = ax.annotate("", xy=v, xytext=(0, 0),
+                            arrowprops=dict(arrowstyle="-|>", color=colour, lw=2,
+                                            shrinkA=0, shrinkB=0))
+        tip = ax.annotate(name, xy=v, xytext=(4, 4), textcoords="offset points",
+                          color=colour, fontsize=11, fontweight="bold")
+        listing = ax.text(0.5 * (row % 2), -0.06 - 0.06 * (row // 2), arrow_label(name, v),
+                          transform=ax.transAxes, color=colour, fontsize=10, va="top")
+        artists[name] = (arrow, tip, listing)
+    ax.axhline(0, color="#bbbbbb", lw=0.8)
+    ax.axvline(0, color="#bbbbbb", lw=0.8)
+    ax.set_xlim(-limit, limit)
+    ax.set_ylim(-limit, limit)
+    ax.set_aspect("equal")
+    ax.grid(alpha=0.3)
+    return artists
+
+
+def move_arrows(artists, vectors):
+    """Point the arrows of ``draw_arrows`` at new vectors {name: (2,)}."""
+    for name, v in vectors.items():
+        arrow, tip, listing = artists[name]
+        arrow.xy = tip.xy = tuple(v)
+        listing.set_text(arrow_label(name, v))
+
+
+ARROWS_SIZE = (4.6, 5.2)      # inches; the explorer draws the same figure
+ARROWS_MARGINS = dict(left=0.1, right=0.96, bottom=0.2, top=0.93)
+
+
+def arrows_figure(vectors, title=None, limit=None):
+    """A (pyplot) figure of named 2-D vectors {name: (2,)} drawn as arrows."""
+    import matplotlib.pyplot as plt
+
+    fig = plt.figure(figsize=ARROWS_SIZE)
+    fig.subplots_adjust(**ARROWS_MARGINS)
+    ax = fig.add_subplot()
+    draw_arrows(ax, vectors, limit)
+    ax.set_title(title or "", fontsize=10)
+    return fig
+
+
 # ------------------------------------------------------------------ loading
 
 def read_words(path):
@@ -66,7 +154,7 @@ def read_words(path):
 
 def glove_dir():
     """The folder of the shipped GloVe subset: data/glove, found as helpers.weights finds data/."""
-    from .weights import data_dir
+    from ..weights import data_dir
 
     return data_dir() / "glove"
 
@@ -331,7 +419,7 @@ def word_map(kv, groups, methods=METHODS, k=10, seed=0):
     Vectors are scaled to length 1 first, so the 50-d neighbours are the cosine neighbours.
     Returns a dict: words (n,), labels (n,), points (n, d) the unit vectors,
     coords {method: (n, 2)}, kept {method: (n,) fraction of the k nearest neighbours kept},
-    agreement {method: rank correlation of all pairwise distances}, k.
+    agreement {method: rank correlation of all pairwise distances}, k, seed.
     """
     words, labels = group_words(kv, groups)
     points = unit(np.stack([kv[w] for w in words]))
@@ -339,7 +427,68 @@ def word_map(kv, groups, methods=METHODS, k=10, seed=0):
     kept = {m: neighbourhood_kept(points, xy, k) for m, xy in coords.items()}
     agreement = {m: distance_agreement(points, xy) for m, xy in coords.items()}
     return {"words": words, "labels": labels, "points": points, "coords": coords,
-            "kept": kept, "agreement": agreement, "k": k}
+            "kept": kept, "agreement": agreement, "k": k, "seed": seed}
+
+
+# ------------------------------------------------------------------ many maps
+
+def random_map(n, seed=0):
+    """n points thrown down at random in the plane: (n, 2), standard normal, seeded."""
+    return np.random.default_rng(seed).normal(size=(check_positive_int(n, "n"), 2))
+
+
+def map_runs(result, seeds=range(5)):
+    """Measure word_map's words on several maps: a random map, PCA, t-SNE once and UMAP
+    once per seed (t-SNE started from the PCA layout draws no random numbers: every seed
+    gives it the same map). Maps word_map already made are reused.
+
+    Returns a list of dicts: method, seed (None for PCA and t-SNE), kept (n,) the share
+    of each word's k nearest neighbours kept, agreement (the distance-rank correlation).
+    """
+    points, k = result["points"], result["k"]
+    plans = [("random", 0), ("PCA", None), ("t-SNE", None)] + [("UMAP", s) for s in seeds]
+    runs = []
+    for method, seed in plans:
+        if method == "random":
+            xy = random_map(len(points), seed)
+        elif method in result["coords"] and seed in (None, result.get("seed", 0)):
+            xy = result["coords"][method]
+        else:
+            xy = project(points, method, seed or 0)
+        runs.append({"method": method, "seed": seed, "kept": neighbourhood_kept(points, xy, k),
+                     "agreement": distance_agreement(points, xy)})
+    return runs
+
+
+def plot_runs(runs, k=10):
+    """One dot per map_runs entry: share of neighbours kept (x) against the
+    distance-rank correlation (y). Returns the figure."""
+    import matplotlib.pyplot as plt
+
+    colours = {"random": "#7f7f7f", "PCA": "#1f77b4", "t-SNE": "#d62728", "UMAP": "#2ca02c"}
+    fig, ax = plt.subplots(figsize=(6.4, 3.8))
+    for method, colour in colours.items():
+        mine = [run for run in runs if run["method"] == method]
+        if not mine:
+            continue
+        x = [run["kept"].mean() for run in mine]
+        y = [run["agreement"] for run in mine]
+        ax.scatter(x, y, s=36, color=colour, label=method + (f" ({len(mine)} seeds)" if len(mine) > 1 else ""))
+    ax.set_xlim(0, 1)
+    ax.set_xlabel(f"share of each word's {k} nearest neighbours the map keeps")
+    ax.set_ylabel("distance-rank correlation")
+    ax.legend(loc="lower right", frameon=False)
+    ax.grid(alpha=0.3)
+    fig.tight_layout()
+    return fig
+
+
+def own_group_share(result):
+    """For each word of word_map's result, the share of its k nearest neighbours in 50-D
+    that belong to its own group. Shape (n,), values in [0, 1]."""
+    labels = np.asarray(result["labels"])
+    near = knn(result["points"], result["k"])
+    return (labels[near] == labels[:, None]).mean(axis=1)
 
 
 # one colour per group, fixed by the group's place in GROUPS (then any new group)

@@ -1,4 +1,4 @@
-"""Checks for chapter 01 (geometry): cosine, nearest neighbours, the analogy direction,
+"""Chapter 01's exercise checks: cosine, nearest neighbours, the analogy direction,
 the neighbourhood a map keeps.
 
 Each check judges properties and reference values and says what is wrong
@@ -6,8 +6,8 @@ without printing the expected answer.
 """
 import numpy as np
 
-from . import array_problems, close_problems, exercise, number_problems
-from ..embeddings import analogy_vector, neighbourhood_kept, unit
+from ..exercises import Array, Function, Words, as_number, call, close_problems, exercise, number_problems
+from .compute import analogy_vector, neighbourhood_kept, unit
 
 # (a, b) pairs a cosine function is tried on, and what each one tests.
 COSINE_CASES = (
@@ -18,36 +18,30 @@ COSINE_CASES = (
 )
 
 
-@exercise("a cosine similarity function")
+@exercise("a cosine similarity function", answer=Function("a function of two vectors"))
 def cosine_function(answer):
     """``answer`` is a function cosine(a, b) -> float for two 1-D arrays of the same length."""
-    if not callable(answer):
-        yield f"cosine should be a function of two vectors, but it is a {type(answer).__name__}"
-        return
     for a, b, what in COSINE_CASES:
         a, b = np.asarray(a), np.asarray(b)
         reference = float(a @ b / (np.linalg.norm(a) * np.linalg.norm(b)))
-        value = answer(a, b)
+        value = as_number(call(answer, a, b, what=f"for {what}"), f"cosine for {what}")
         problems = list(number_problems(value, reference, f"cosine for {what}"))
-        if problems and np.ndim(value) == 0 and abs(float(value) - a @ b) < 1e-9:
+        if problems and abs(value - a @ b) < 1e-9:
             yield f"for {what} your function returns the dot product: divide by both lengths"
             return
         if problems:
             yield from problems
             return
     a, b = np.asarray(COSINE_CASES[0][0]), np.asarray(COSINE_CASES[0][1])
-    if abs(float(answer(a, 10 * b)) - float(answer(a, b))) > 1e-6:
+    longer = as_number(call(answer, a, 10 * b, what="with b made 10 times longer"), "cosine")
+    if abs(longer - as_number(call(answer, a, b), "cosine")) > 1e-6:
         yield ("your cosine changes when b is made 10 times longer; "
                "it should depend on direction only")
 
 
-@exercise("the nearest neighbours, computed with NumPy")
+@exercise("the nearest neighbours, computed with NumPy", answer=Words())
 def neighbours(answer, kv, word, topn=5):
     """``answer`` is the list of the ``topn`` words closest in cosine to ``word``, best first."""
-    if isinstance(answer, str) or not all(isinstance(w, str) for w in np.atleast_1d(answer)):
-        yield f"the answer should be a list of {topn} words (strings)"
-        return
-    answer = list(answer)
     if len(answer) != topn:
         yield f"the answer should hold {topn} words, but it holds {len(answer)}"
         return
@@ -63,14 +57,9 @@ def neighbours(answer, kv, word, topn=5):
         yield "the right words, in the wrong order: sort by cosine, the highest first"
 
 
-@exercise("the analogy direction")
+@exercise("the analogy direction", answer=Array(shape=lambda kv: (kv.vector_size,)))
 def analogy_direction(answer, kv, a, minus, plus):
     """``answer`` (d,) is unit(a) - unit(minus) + unit(plus), scaled to length 1."""
-    found = list(array_problems(answer, "the direction", shape=(kv.vector_size,)))
-    if found:
-        yield from found
-        return
-    answer = np.asarray(answer, dtype=float)
     length = float(np.linalg.norm(answer))
     if abs(length - 1) > 1e-3:
         yield f"the direction has length {length:.3f}: scale it to length 1 at the end"
@@ -86,27 +75,22 @@ def analogy_direction(answer, kv, a, minus, plus):
                f"{float(answer @ reference):.3f}); check the signs: {a} - {minus} + {plus}")
 
 
-@exercise("the fraction of each point's neighbours a map keeps")
+@exercise("the fraction of each point's neighbours a map keeps",
+          answer=Array(shape=lambda high: (len(high),)))
 def kept_fractions(answer, high, low, k):
     """``answer`` (n,) is, for each point, the share of its k nearest neighbours in ``high``
     that are also among its k nearest in ``low``."""
-    n = len(high)
-    found = list(array_problems(answer, "kept", shape=(n,)))
-    if found:
-        yield from found
-        return
-    answer = np.asarray(answer, dtype=float)
     if answer.min() < 0 or answer.max() > 1:
         yield "every entry is a fraction of k, between 0 and 1"
         return
     if not np.allclose(answer * k, np.round(answer * k), atol=1e-6):
         yield f"every entry should be a whole number of neighbours divided by k={k}"
         return
-    if np.allclose(answer, counting_itself(high, low, k)) and not np.allclose(
-            answer, neighbourhood_kept(high, low, k)):
+    reference = neighbourhood_kept(high, low, k)
+    if np.allclose(answer, counting_itself(high, low, k)) and not np.allclose(answer, reference):
         yield "you counted each point as one of its own neighbours: leave the point itself out"
         return
-    yield from close_problems(answer, neighbourhood_kept(high, low, k), "kept")
+    yield from close_problems(answer, reference, "kept")
 
 
 def counting_itself(high, low, k):

@@ -1,0 +1,49 @@
+"""Chapter 01's explorer: turn and stretch two 2-D vectors, watch dot product and cosine.
+
+``pair_view`` draws a vector_pair on one figure by moving its arrows (fast);
+``explorer()`` shows four sliders and that figure, redrawn on every move.
+"""
+from ..explorer import new_figure, png, show
+from . import compute
+
+
+def pair_view(limit=5.5):
+    """An empty pair figure and the function that draws a vector_pair on it: (fig, draw).
+
+    draw(pair) moves the arrows and rewrites the title, then returns the figure;
+    moving artists is much faster than drawing a new figure.
+    """
+    fig = new_figure(compute.ARROWS_SIZE, dpi=90)
+    fig.subplots_adjust(**compute.ARROWS_MARGINS)
+    ax = fig.add_subplot()
+    artists = compute.draw_arrows(ax, {"a": (1.0, 0.0), "b": (0.0, 1.0)}, limit)
+
+    def draw(pair):
+        compute.move_arrows(artists, {"a": pair["a"], "b": pair["b"]})
+        ax.set_title(compute.pair_title(pair), fontsize=10)
+        return fig
+    return fig, draw
+
+
+def explorer(angle_a=10.0, length_a=3.0, angle_b=60.0, length_b=2.0):
+    """Four sliders (direction and length of a and b) and one figure redrawn in place.
+
+    Returns the Explorer (its ``controls`` and ``picture()``).
+    """
+    import ipywidgets as widgets
+
+    def slider(value, lo, hi, step, description):
+        return widgets.FloatSlider(value=value, min=lo, max=hi, step=step, description=description)
+
+    controls = {"angle_a": slider(angle_a, -180, 180, 5, "a: angle°"),
+                "length_a": slider(length_a, 0.5, 5, 0.25, "a: length"),
+                "angle_b": slider(angle_b, -180, 180, 5, "b: angle°"),
+                "length_b": slider(length_b, 0.5, 5, 0.25, "b: length")}
+    _, draw = pair_view()
+
+    def render(**values):
+        return png(draw(compute.vector_pair(**values)))
+
+    layout = widgets.HBox([widgets.VBox([controls["angle_a"], controls["length_a"]]),
+                           widgets.VBox([controls["angle_b"], controls["length_b"]])])
+    return show(controls, render, layout)

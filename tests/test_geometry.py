@@ -1,0 +1,360 @@
+"""Chapter 01, geometry: compute (GloVe, neighbours, analogies, maps, word2vec), checks, explorer."""
+import hashlib
+import os
+import subprocess
+import sys
+from pathlib import Path
+
+import numpy as np
+import pytest
+
+from helpers.errors import CourseInputError
+from helpers.exercises import NOT_ANSWERED
+from helpers.geometry import checks, explorer
+from helpers.geometry import compute as geometry
+
+ROOT = Path(__file__).resolve().parents[1]
+
+
+# ------------------------------------------------------------------ the data
+
+def test_shipped_files_match_each_other():
+    words = geometry.read_words(ROOT / "data" / "glove" / "words.txt")
+    vectors = np.load(ROOT / "data" / "glove" / "vectors.npy")
+    assert vectors.shape == (50_000, 50) and vectors.dtype == np.float16
+    assert len(words) == len(set(words)) == 50_000
+
+
+def test_readme_lists_the_shipped_files_sha256():
+    readme = (ROOT / "data" / "glove" / "README.md").read_text(encoding="utf-8")
+    for name in ("vectors.npy", "words.txt"):
+        digest = hashlib.sha256((ROOT / "data" / "glove" / name).read_bytes()).hexdigest()
+        assert digest in readme, f"data/glove/README.md does not list the sha256 of {name}"
+
+
+def test_load_glove_gives_keyed_vectors_in_frequency_order(glove):
+    assert glove.vectors.shape == (50_000, 50)
+    assert glove.vectors.dtype == np.float32
+    assert glove.index_to_key[:3] == ["the", ",", "."]
+    assert glove.key_to_index["transformer"] == 29_561
+    assert glove.key_to_index["embedding"] == 43_338
+
+
+def test_words_that_parsers_mangle_are_kept_as_words(glove):
+    for word in ("nan", "null", "#", ","):
+        assert word in glove.key_to_index
+
+
+def test_read_words_keeps_every_line_as_text(tmp_path):
+    path = tmp_path / "words.txt"
+    path.write_text("nan\nnull\n#\n,\nNA\n", encoding="utf-8")
+    assert geometry.read_words(path) == ["nan", "null", "#", ",", "NA"]
+
+
+def test_load_glove_can_keep_fewer_words():
+    small = geometry.load_glove(n_words=1000)
+    assert len(small) == 1000 and small.index_to_key[0] == "the"
+    with pytest.raises(CourseInputError):
+        geometry.load_glove(n_words=60_000)
+
+
+def test_every_group_word_is_in_the_vocabulary(glove):
+    for members in geometry.GROUPS.values():
+        geometry.check_words(glove, members)
+
+
+# ------------------------------------------------------------------ similarity
+
+def test_unknown_word_is_one_sentence_naming_it(glove):
+    with pytest.raises(CourseInputError) as error:
+        geometry.nearest(glove, "zzqxw")
+    message = str(error.value)
+    assert "'zzqxw'" in message and "\n" not in message
+    with pytest.raises(CourseInputError, match="'blorft'"):
+        geometry.analogy(glove, "king", "blorft", "woman")
+
+
+def test_cosine_is_direction_only():
+    assert geometry.cosine([3, 1], [1, 2]) == pytest.approx(np.sqrt(0.5))
+    assert geometry.cosine([3, 1], [10, 20]) == pytest.approx(np.sqrt(0.5))
+    assert geometry.cosine([1, 0], [0, 2]) == pytest.approx(0.0)
+
+
+def test_nearest_agrees_with_gensim(glove):
+    ours = geometry.nearest(glove, "ocean", topn=5)
+    theirs = glove.most_similar("ocean", topn=5)
+    assert [w for w, _ in ours] == [w for w, _ in theirs]
+    assert np.allclose([s for _, s in ours], [s for _, s in theirs], atol=1e-5)
+    assert "ocean" not in [w for w, _ in ours]
+
+
+def test_analogy_with_inputs_excluded_matches_gensim(glove):
+    ours = geometry.analogy(glove, "king", "man", "woman", topn=5)
+    theirs = glove.most_similar(positive=["king", "woman"], negative=["man"], topn=5)
+    assert [w for w, _ in ours] == [w for w, _ in theirs]
+    assert np.allclose([s for _, s in ours], [s for _, s in theirs], atol=1e-5)
+
+
+def test_analogy_exclusion_changes_the_winner(glove):
+    excluded = geometry.analogy(glove, "king", "man", "woman", topn=3)
+    kept = geometry.analogy(glove, "king", "man", "woman", topn=3, exclude_inputs=False)
+    assert excluded[0][0] == "queen"
+    assert kept[0][0] == "king"
+    assert kept[1] == excluded[0]          # the same score: only the exclusion differs
+
+
+def test_analogy_vector_has_length_one(glove):
+    direction = geometry.analogy_vector(glove, "paris", "france", "italy")
+    assert np.linalg.norm(direction) == pytest.approx(1)
+
+
+def test_cosine_table_is_symmetric_with_ones_on_the_diagonal(glove):
+    table = geometry.cosine_table(glove, ["cat", "dog", "mat"])
+    assert table.shape == (3, 3)
+    assert np.allclose(table, table.T) and np.allclose(np.diag(table), 1)
+
+
+# ------------------------------------------------------------------ maps
+
+def test_knn_leaves_each_point_out():
+    points = np.random.default_rng(0).normal(size=(20, 3))
+    near = geometry.knn(points, 4)
+    assert near.shape == (20, 4)
+    assert not (near == np.arange(20)[:, None]).any()
+
+
+def test_neighbourhood_kept_range_and_extremes():
+    rng = np.random.default_rng(0)
+    high = rng.normal(size=(60, 5))
+    assert np.all(geometry.neighbourhood_kept(high, high, k=5) == 1)
+    kept = geometry.neighbourhood_kept(high, rng.normal(size=(60, 2)), k=5)
+    assert kept.shape == (60,) and kept.min() >= 0 and kept.max() <= 1
+    assert kept.mean() < 0.4                       # a random map keeps about k / (n - 1)
+    with pytest.raises(CourseInputError):
+        geometry.neighbourhood_kept(high, high[:10, :2])
+
+
+def test_distance_agreement_is_one_for_a_scaled_copy():
+    points = np.random.default_rng(1).normal(size=(30, 2))
+    assert geometry.distance_agreement(points, 3 * points) == pytest.approx(1)
+
+
+def test_pca_is_deterministic_and_two_dimensional():
+    points = np.random.default_rng(2).normal(size=(40, 10))
+    xy = geometry.project(points, "PCA")
+    assert xy.shape == (40, 2)
+    assert np.array_equal(xy, geometry.project(points, "PCA"))
+
+
+def test_unknown_method_and_group_are_errors(glove):
+    with pytest.raises(CourseInputError, match="method"):
+        geometry.project(np.zeros((5, 3)), "MDS")
+    with pytest.raises(CourseInputError, match="'planets'"):
+        geometry.word_map(glove, ["animals", "planets"], methods=("PCA",))
+
+
+def test_word_map_is_reproducible_and_keeps_more_than_chance(glove):
+    groups = ["animals", "months", "digits"]
+    first = geometry.word_map(glove, groups, k=5)
+    second = geometry.word_map(glove, groups, k=5)
+    n = len(first["words"])
+    for method in geometry.METHODS:
+        assert first["coords"][method].shape == (n, 2)
+        assert np.array_equal(first["coords"][method], second["coords"][method]), method
+        assert first["kept"][method].mean() > 5 / (n - 1)
+        assert -1 <= first["agreement"][method] <= 1
+
+
+def test_plot_maps_draws_one_panel_per_method(glove):
+    result = geometry.word_map(glove, ["animals", "months"], methods=("PCA",), k=5)
+    fig = geometry.plot_maps(result)
+    assert len(fig.axes) == 1 and "PCA" in fig.axes[0].get_title()
+
+
+def test_map_runs_reuses_word_map_and_measures_every_map(glove):
+    result = geometry.word_map(glove, ["animals", "months", "digits"], k=5)
+    runs = geometry.map_runs(result, seeds=(0, 1))
+    assert [(r["method"], r["seed"]) for r in runs] == [
+        ("random", 0), ("PCA", None), ("t-SNE", None), ("UMAP", 0), ("UMAP", 1)]
+    assert np.array_equal(runs[1]["kept"], result["kept"]["PCA"])
+    assert np.array_equal(runs[3]["kept"], result["kept"]["UMAP"])
+    n = len(result["words"])
+    for run in runs:
+        assert run["kept"].shape == (n,) and -1 <= run["agreement"] <= 1
+    assert len(geometry.plot_runs(runs, k=5).axes) == 1
+
+
+def test_tsne_from_pca_ignores_the_seed():
+    points = geometry.unit(np.random.default_rng(3).normal(size=(40, 8)))
+    assert np.array_equal(geometry.project(points, "t-SNE", 0), geometry.project(points, "t-SNE", 7))
+
+
+def test_own_group_share_counts_neighbours_in_the_same_group():
+    result = {"points": np.array([[0.0, 0], [0, 1], [5, 5], [5, 6], [0, 2]]),
+              "labels": ["a", "a", "b", "b", "b"], "k": 1}
+    assert geometry.own_group_share(result).tolist() == [1, 1, 1, 1, 0]
+
+
+def test_random_map_is_seeded():
+    assert np.array_equal(geometry.random_map(7, 3), geometry.random_map(7, 3))
+    assert geometry.random_map(7).shape == (7, 2)
+
+
+# ------------------------------------------------------------------ word2vec
+
+W2V_SCRIPT = """
+import hashlib
+from helpers.geometry.compute import train_word2vec
+from helpers.worlds import cat_world
+kv = train_word2vec(cat_world().train, seed=0)
+print(hashlib.sha256(kv.vectors.tobytes()).hexdigest(), " ".join(kv.index_to_key))
+"""
+
+
+def test_word2vec_is_identical_across_processes_and_hash_seeds():
+    outputs = set()
+    for hash_seed in ("0", "12345"):
+        env = {**os.environ, "PYTHONHASHSEED": hash_seed, "OPENBLAS_NUM_THREADS": "1"}
+        run = subprocess.run([sys.executable, "-c", W2V_SCRIPT], env=env, cwd=ROOT,
+                             capture_output=True, text=True, check=True)
+        outputs.add(run.stdout)
+    assert len(outputs) == 1
+
+
+def test_word2vec_separates_animals_from_surfaces(cat_world):
+    kv = geometry.train_word2vec(cat_world.train, seed=0)
+    cos = lambda u, v: geometry.cosine(kv[u], kv[v])
+    assert min(cos("cat", "dog"), cos("mat", "floor")) > max(cos("cat", "mat"), cos("dog", "floor"))
+
+
+def test_word2vec_rejects_an_empty_corpus():
+    with pytest.raises(CourseInputError):
+        geometry.train_word2vec([])
+
+
+# ------------------------------------------------------------------ the exercise checks
+
+def assert_right(check, answer, *args, **kwargs):
+    assert check.feedback(answer, *args, **kwargs) == []
+    check.grade(answer, *args, **kwargs)          # does not raise
+
+
+def assert_wrong(check, answer, *args, says="", **kwargs):
+    found = check.feedback(answer, *args, **kwargs)
+    assert found and all(isinstance(s, str) and "\n" not in s for s in found)
+    assert says in " ".join(found), found
+    with pytest.raises(AssertionError):
+        check.grade(answer, *args, **kwargs)
+
+
+def test_cosine_function():
+    assert_right(checks.cosine_function, lambda a, b: a @ b / (np.linalg.norm(a) * np.linalg.norm(b)))
+    assert_wrong(checks.cosine_function, lambda a, b: a @ b, says="dot product")
+    assert_wrong(checks.cosine_function, lambda a, b: a @ b / np.linalg.norm(a) ** 2, says="too")
+    assert_wrong(checks.cosine_function, 0.707, says="function")
+    assert checks.cosine_function.feedback(None) == [NOT_ANSWERED]
+
+
+def test_cosine_function_that_crashes_or_returns_junk_gets_one_sentence():
+    def broken(a, b):
+        raise ValueError("oops")
+    assert_wrong(checks.cosine_function, broken, says="ValueError: oops")
+    assert_wrong(checks.cosine_function, lambda a, b: [1.0, 2.0], says="one number")
+    assert_wrong(checks.cosine_function, lambda a, b: np.nan, says="NaN")
+
+
+def test_neighbours(glove):
+    right = [w for w, _ in glove.most_similar("ocean", topn=5)]
+    assert_right(checks.neighbours, right, glove, "ocean", 5)
+    assert_wrong(checks.neighbours, ["ocean"] + right[:4], glove, "ocean", 5, says="itself")
+    assert_wrong(checks.neighbours, right[::-1], glove, "ocean", 5, says="order")
+    assert_wrong(checks.neighbours, right[:4] + ["desert"], glove, "ocean", 5, says="not among")
+    assert_wrong(checks.neighbours, right[:3], glove, "ocean", 5, says="5 words")
+    assert_wrong(checks.neighbours, "sea", glove, "ocean", 5, says="list of words")
+    assert checks.neighbours.feedback(None, glove, "ocean", 5) == [NOT_ANSWERED]
+
+
+def test_analogy_direction(glove):
+    args = (glove, "paris", "france", "italy")
+    right = geometry.analogy_vector(*args)
+    assert_right(checks.analogy_direction, right, *args)
+    assert_wrong(checks.analogy_direction, 2 * right, *args, says="length")
+    raw = glove["paris"].astype(float) - glove["france"] + glove["italy"]
+    assert_wrong(checks.analogy_direction, raw / np.linalg.norm(raw), *args, says="raw vectors")
+    flipped = geometry.unit(geometry.unit(glove["paris"]) + geometry.unit(glove["france"])
+                            - geometry.unit(glove["italy"]))
+    assert_wrong(checks.analogy_direction, flipped, *args, says="signs")
+    assert_wrong(checks.analogy_direction, right[:10], *args, says="shape")
+    assert checks.analogy_direction.feedback(None, *args) == [NOT_ANSWERED]
+
+
+HIGH = np.array([[-0.7, -0.2, 1.7], [0.7, -1.6, 0.0], [-0.6, 0.1, -1.6],
+                 [0.2, 0.2, 1.6], [0.3, 0.5, -1.5], [2.3, -1.9, 1.1]])
+LOW = HIGH[:, :2]
+
+
+def test_kept_fractions():
+    right = geometry.neighbourhood_kept(HIGH, LOW, 2)
+    assert_right(checks.kept_fractions, right, HIGH, LOW, 2)
+    assert_wrong(checks.kept_fractions, checks.counting_itself(HIGH, LOW, 2), HIGH, LOW, 2, says="own")
+    assert_wrong(checks.kept_fractions, np.ones(6), HIGH, LOW, 2, says="differs")
+    assert_wrong(checks.kept_fractions, right * 2, HIGH, LOW, 2, says="between 0 and 1")
+    assert_wrong(checks.kept_fractions, np.full(6, 0.3), HIGH, LOW, 2, says="whole number")
+    assert_wrong(checks.kept_fractions, right[:5], HIGH, LOW, 2, says="shape")
+    assert checks.kept_fractions.feedback(None, HIGH, LOW, 2) == [NOT_ANSWERED]
+
+
+# ------------------------------------------------------------------ two vectors and the explorer
+
+def test_vector_pair_by_hand_numbers():
+    pair = geometry.vector_pair(angle_a=0, length_a=3, angle_b=60, length_b=2)
+    assert np.allclose(pair["a"], [3, 0]) and np.allclose(pair["b"], [1, np.sqrt(3)])
+    assert pair["dot"] == pytest.approx(3.0)
+    assert pair["cos"] == pytest.approx(0.5)
+    assert pair["angle"] == pytest.approx(60.0)
+
+
+def test_vector_pair_perpendicular_and_opposite():
+    assert geometry.vector_pair(30, 2, 120, 5)["dot"] == pytest.approx(0, abs=1e-12)
+    opposite = geometry.vector_pair(10, 1, -170, 4)
+    assert opposite["cos"] == pytest.approx(-1) and opposite["angle"] == pytest.approx(180)
+
+
+def test_stretching_changes_dot_not_cosine():
+    short, long = geometry.vector_pair(0, 1, 45, 1), geometry.vector_pair(0, 1, 45, 4)
+    assert long["dot"] == pytest.approx(4 * short["dot"])
+    assert long["cos"] == pytest.approx(short["cos"])
+
+
+def test_vector_pair_rejects_a_non_positive_length():
+    with pytest.raises(CourseInputError, match="length_b"):
+        geometry.vector_pair(0, 1, 45, 0)
+
+
+def test_arrow_labels_never_show_minus_zero():
+    assert geometry.arrow_label("a", [-1e-17, 2.0]) == "a = [0.00, 2.00]"
+
+
+def test_arrows_figure_draws_every_vector():
+    fig = geometry.arrows_figure({"a": (3, 1), "b": (1, 2)}, title="two")
+    assert fig.axes[0].get_title() == "two"
+    assert len(fig.axes[0].texts) == 6        # per vector: the arrow, its name, its coordinates
+
+
+def test_pair_view_redraws_the_same_figure():
+    from helpers.explorer import png
+
+    fig, draw = explorer.pair_view()
+    first = png(draw(geometry.vector_pair(0, 1, 90, 1)))
+    second = png(draw(geometry.vector_pair(0, 3, 45, 2)))
+    assert first[:8] == second[:8] == b"\x89PNG\r\n\x1a\n" and first != second
+    assert draw(geometry.vector_pair()) is fig and "cos = 0.643" in fig.axes[0].get_title()
+
+
+def test_explorer_redraws_when_a_slider_moves():
+    shown = explorer.explorer()
+    assert set(shown.controls) == {"angle_a", "length_a", "angle_b", "length_b"}
+    before = shown.picture()
+    shown.controls["angle_b"].value = 100.0
+    after = shown.picture()
+    assert before[:8] == b"\x89PNG\r\n\x1a\n" and before != after
