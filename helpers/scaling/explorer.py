@@ -1,31 +1,30 @@
-"""Chapter 03 explorer: grow d, switch the √d scaling on and off, and watch the scores
+"""Chapter 03's explorer: grow d, switch the √d scaling on and off, and watch the scores
 spread, one softmax row saturate and its gradient die.
 
-* ``helpers.scaling.explore(d, scaled)`` is the compute (tests call it directly).
-* ``scaling_view()`` builds the three-panel figure once and returns ``show(result)``,
-  which moves its artists and returns PNG bytes (the static parts are drawn once).
-* ``explorer()`` wires a log slider for d and a scaling checkbox to it.
+* ``compute.explore(d, scaled)`` is the compute (tests call it directly).
+* ``scaling_view()`` builds the three-panel figure once and returns ``draw(result)``,
+  which moves its artists and returns PNG bytes (the still parts are drawn once).
+* ``explorer()`` wires a log slider for d and a scaling checkbox to it with
+  ``helpers.explorer.show``.
 """
 import numpy as np
 
 from .. import plots
-from ..scaling import explore, gradient_by_dim
-from . import Blitter
+from ..explorer import Blitter, new_figure, show
+from .compute import explore, gradient_by_dim
 
 BINS = np.linspace(-100, 100, 81)
 CURVE_DIMS = [int(round(2 ** (e / 2))) for e in range(2, 21)]   # 2 .. 1024, half-octave steps
 
 
 def scaling_view(curve_queries=300):
-    """The explorer's figure and the function that shows one ``explore`` result on it: (view, show).
+    """The explorer's figure and the function that draws one ``explore`` result on it: (view, draw).
 
     Left: histogram of 2,000 scores as softmax sees them. Middle: one softmax row over six
     keys. Right: the median gradient size against d (precomputed, scaled and raw), with
-    this row's gradient marked. ``show(result)`` moves the artists and returns PNG bytes.
+    this row's gradient marked. ``draw(result)`` moves the artists and returns PNG bytes.
     """
-    from matplotlib.figure import Figure
-
-    fig = Figure(figsize=(10.5, 3.4), dpi=80)
+    fig = new_figure((10.5, 3.4))
     fig.subplots_adjust(left=0.06, right=0.985, bottom=0.17, top=0.8, wspace=0.32)
     view = Blitter(fig)
     animate = view.animate
@@ -57,7 +56,7 @@ def scaling_view(curve_queries=300):
     headers = [animate(fig.text(0.5 * (ax.get_position().x0 + ax.get_position().x1), 0.83, "",
                                 ha="center", fontsize=9)) for ax in (ax_hist, ax_row, ax_grad)]
 
-    def show(result):
+    def draw(result):
         counts, _ = np.histogram(np.clip(result["scores"], BINS[0], BINS[-1] - 1e-9), BINS)
         hist.set_data(counts / len(result["scores"]))
         for bar, label, w in zip(bars, labels, result["weights"]):
@@ -71,24 +70,16 @@ def scaling_view(curve_queries=300):
         headers[1].set_text(f"one query, six keys: largest weight {result['weights'].max():.3f}")
         headers[2].set_text(f"gradient size of this row: {result['gradient']:.2g}")
         return view.png()
-    return view, show
+    return view, draw
 
 
 def explorer(d=64, scaled=False):
-    """A log slider for d (2 to 1024), a checkbox for the √d scaling, and one figure redrawn in place."""
+    """A log slider for d (2 to 1024), a checkbox for the √d scaling, and one figure redrawn
+    in place. Returns the Explorer."""
     import ipywidgets as widgets
-    from IPython.display import Image, display
 
     slider = widgets.FloatLogSlider(value=d, base=2, min=1, max=10, step=0.5, description="d",
                                     readout_format=".0f")
     box = widgets.Checkbox(value=scaled, description="divide by √d")
-    _, show = scaling_view()
-
-    def image():
-        return Image(data=show(explore(slider.value, box.value)), format="png")
-
-    display(widgets.HBox([slider, box]))
-    handle = display(image(), display_id=True)
-    for w in (slider, box):
-        w.observe(lambda change: handle.update(image()), names="value")
-
+    _, draw = scaling_view()
+    return show({"d": slider, "scaled": box}, lambda d, scaled: draw(explore(d, scaled)))

@@ -5,10 +5,10 @@ import numpy as np
 import pytest
 import torch
 
-from helpers import scaling
-from helpers.checks import NOT_ANSWERED, ch03
 from helpers.errors import CourseInputError
+from helpers.exercises import NOT_ANSWERED
 from helpers.reference import softmax
+from helpers.scaling import checks, compute as scaling, explorer
 
 
 def test_chunked_draws_equal_one_big_draw():
@@ -18,19 +18,19 @@ def test_chunked_draws_equal_one_big_draw():
     assert np.array_equal(chunked, (q * k).sum(1).numpy().astype(float))
 
 
-def test_spread_table_reproduces_the_seed_and_the_theory():
+def test_spread_table_reproduces_the_book_and_the_theory():
     rows = scaling.dot_spread(dims=(2, 4, 64), n=100_000, seed=123)
     for row in rows:
-        assert (round(row["raw"], 2), round(row["scaled"], 2)) == scaling.SEED_SPREAD[row["d"]]
+        assert (round(row["raw"], 2), round(row["scaled"], 2)) == scaling.BOOK_SPREAD[row["d"]]
         assert abs(row["raw"] / math.sqrt(row["d"]) - 1) < 0.01
 
 
-def test_six_keys_and_the_seed_gradients():
+def test_six_keys_and_the_book_gradients():
     raw = scaling.six_keys(d=64, n_keys=6, seed=1)
-    assert np.allclose(raw, scaling.SEED_SIX_SCORES, atol=1e-3)
-    assert round(scaling.weight_gradient(raw, 2)["wrt_input"], 3) == scaling.SEED_GRADIENTS["raw"]
+    assert np.allclose(raw, scaling.BOOK_SIX_SCORES, atol=1e-3)
+    assert round(scaling.weight_gradient(raw, 2)["wrt_input"], 3) == scaling.BOOK_GRADIENTS["raw"]
     scaled = scaling.weight_gradient(raw, 2, divide_by=8)
-    assert round(scaled["wrt_input"], 3) == scaling.SEED_GRADIENTS["scaled"]
+    assert round(scaled["wrt_input"], 3) == scaling.BOOK_GRADIENTS["scaled"]
     assert scaled["wrt_scores"] == pytest.approx(scaled["wrt_input"] / 8)
 
 
@@ -59,11 +59,15 @@ def test_explore_compute():
     assert scaling.explore(1024, False)["weights"].max() > 0.99
 
 
-def test_widget_view_draws_png():
-    from helpers.widgets import ch03 as widget
-    _, show = widget.scaling_view(curve_queries=50)
-    png = show(scaling.explore(32, True))
-    assert png[:8] == b"\x89PNG\r\n\x1a\n"
+def test_explorer_redraws_when_d_or_the_scaling_moves():
+    shown = explorer.explorer(d=64, scaled=False)
+    assert set(shown.controls) == {"d", "scaled"}
+    first = shown.picture()
+    assert first[:8] == b"\x89PNG\r\n\x1a\n"
+    shown.controls["scaled"].value = True
+    scaled = shown.picture()
+    shown.controls["d"].value = 512
+    assert len({first, scaled, shown.picture()}) == 3
 
 
 @pytest.mark.parametrize("bad", [dict(d=0), dict(d=5000), dict(d="x")])
@@ -88,44 +92,48 @@ def feedback(check, answer, *args, **kwargs):
 
 
 def test_typical_size_check():
-    assert ch03.typical_size.feedback(math.sqrt(512), d=512) == []
-    assert "variance" in feedback(ch03.typical_size, 512, d=512)
-    assert "after dividing" in feedback(ch03.typical_size, 1.0, d=512)
-    assert "too small" in feedback(ch03.typical_size, 20.0, d=512)
-    assert feedback(ch03.typical_size, None) == NOT_ANSWERED
+    assert checks.typical_size.feedback(math.sqrt(512), d=512) == []
+    assert "variance" in feedback(checks.typical_size, 512, d=512)
+    assert "after dividing" in feedback(checks.typical_size, 1.0, d=512)
+    assert "too small" in feedback(checks.typical_size, 20.0, d=512)
+    assert "one number" in feedback(checks.typical_size, [22.6, 1.0], d=512)
+    assert feedback(checks.typical_size, None) == NOT_ANSWERED
     with pytest.raises(AssertionError):
-        ch03.typical_size.grade(512, d=512)
+        checks.typical_size.grade(512, d=512)
 
 
 def test_scaled_scores_check():
     g = torch.Generator().manual_seed(5)
     q, K = torch.randn(16, generator=g).numpy(), torch.randn(6, 16, generator=g).numpy()
-    assert ch03.scaled_scores.feedback(K @ q / 4, q, K) == []
-    assert "raw dot products" in feedback(ch03.scaled_scores, K @ q, q, K)
-    assert "divided by d" in feedback(ch03.scaled_scores, K @ q / 16, q, K)
-    assert "shape" in feedback(ch03.scaled_scores, q, q, K)
-    assert feedback(ch03.scaled_scores, None, q, K) == NOT_ANSWERED
+    assert checks.scaled_scores.feedback(K @ q / 4, q, K) == []
+    assert checks.scaled_scores.feedback(torch.tensor(K @ q / 4), q, K) == []
+    assert "raw dot products" in feedback(checks.scaled_scores, K @ q, q, K)
+    assert "divided by d" in feedback(checks.scaled_scores, K @ q / 16, q, K)
+    assert "shape" in feedback(checks.scaled_scores, q, q, K)
+    assert feedback(checks.scaled_scores, None, q, K) == NOT_ANSWERED
 
 
 def test_jacobian_check():
     w = softmax(np.array([0.1, 1.0, -0.5, 2.0]))
     J = np.diag(w) - np.outer(w, w)
-    assert ch03.jacobian.feedback(J, w) == []
-    assert "sign" in feedback(ch03.jacobian, -J, w)
-    assert "diagonal is missing" in feedback(ch03.jacobian, -np.outer(w, w), w)
-    assert "off-diagonal" in feedback(ch03.jacobian, np.diag(w * (1 - w)), w)
-    assert "differs" in feedback(ch03.jacobian, J + np.eye(4) * 0.1 - 0.025, w)
-    assert feedback(ch03.jacobian, None, w) == NOT_ANSWERED
+    assert checks.jacobian.feedback(J, w) == []
+    assert "sign" in feedback(checks.jacobian, -J, w)
+    assert "diagonal is missing" in feedback(checks.jacobian, -np.outer(w, w), w)
+    assert "off-diagonal" in feedback(checks.jacobian, np.diag(w * (1 - w)), w)
+    assert "sum to 0" in feedback(checks.jacobian, J + 0.01, w)
+    assert "differs" in feedback(checks.jacobian, J + np.eye(4) * 0.1 - 0.025, w)
+    assert "shape" in feedback(checks.jacobian, J[:3], w)
+    assert feedback(checks.jacobian, None, w) == NOT_ANSWERED
 
 
 def test_gradient_wrt_raw_check():
     raw = scaling.six_keys()
     sizes = scaling.weight_gradient(raw, 2, divide_by=8)
-    assert ch03.gradient_wrt_raw.feedback(sizes["wrt_scores"], raw) == []
-    assert "own input" in feedback(ch03.gradient_wrt_raw, sizes["wrt_input"], raw)
-    assert "don't multiply" in feedback(ch03.gradient_wrt_raw, sizes["wrt_input"] * 8, raw)
-    assert "unscaled" in feedback(ch03.gradient_wrt_raw, 0.0414, raw)
-    assert "too large" in feedback(ch03.gradient_wrt_raw, 0.03, raw)
-    assert feedback(ch03.gradient_wrt_raw, None, raw) == NOT_ANSWERED
+    assert checks.gradient_wrt_raw.feedback(sizes["wrt_scores"], raw) == []
+    assert "own input" in feedback(checks.gradient_wrt_raw, sizes["wrt_input"], raw)
+    assert "don't multiply" in feedback(checks.gradient_wrt_raw, sizes["wrt_input"] * 8, raw)
+    assert "unscaled" in feedback(checks.gradient_wrt_raw, 0.0414, raw)
+    assert "too large" in feedback(checks.gradient_wrt_raw, 0.03, raw)
+    assert feedback(checks.gradient_wrt_raw, None, raw) == NOT_ANSWERED
     with pytest.raises(AssertionError, match="chain rule"):
-        ch03.gradient_wrt_raw.grade(sizes["wrt_input"], raw)
+        checks.gradient_wrt_raw.grade(sizes["wrt_input"], raw)

@@ -1,23 +1,24 @@
 """Why attention divides its scores by √d_k: the spread of dot products, softmax
 saturation, and the size of softmax's gradient.
 
-Random numbers come from torch's generator so that the seed text's tables
-(seed 003, "Scaling by √d") can be drawn again number for number; everything
-after the draw is NumPy.
+Random numbers come from torch's generator so that the Book's tables ("Scaling by √d")
+can be drawn again number for number; everything after the draw is NumPy.
 """
 import math
 
+import matplotlib.pyplot as plt
 import numpy as np
 import torch
 
-from .errors import as_array, check_positive_int, fail
-from .reference import softmax
+from ..errors import as_array, check_positive_int, fail
+from ..plots import ACCENT, BASE
+from ..reference import softmax
 
-# Seed 003's table: d -> (spread of raw dot products, spread after dividing by √d).
-SEED_SPREAD = {2: (1.41, 1.00), 4: (2.00, 1.00), 64: (7.99, 1.00), 768: (27.73, 1.00)}
-# Seed 003's one query against six keys at d = 64 (seed 1).
-SEED_SIX_SCORES = (-9.799, -4.000, -0.607, 2.800, -3.593, -0.429)
-SEED_GRADIENTS = {"raw": 0.041, "scaled": 0.173}
+# The Book's table: d -> (spread of raw dot products, spread after dividing by √d).
+BOOK_SPREAD = {2: (1.41, 1.00), 4: (2.00, 1.00), 64: (7.99, 1.00), 768: (27.73, 1.00)}
+# The Book's one query against six keys at d = 64 (seed 1), and the gradient sizes it quotes.
+BOOK_SIX_SCORES = (-9.799, -4.000, -0.607, 2.800, -3.593, -0.429)
+BOOK_GRADIENTS = {"raw": 0.041, "scaled": 0.173}
 
 
 def check_dims(dims):
@@ -28,7 +29,7 @@ def check_dims(dims):
 
 
 def raw_scores(d, n, generator, chunk=2_000):
-    """(n,) dot products q·k of n pairs of standard-normal d-vectors, drawn as the seed did:
+    """(n,) dot products q·k of n pairs of standard-normal d-vectors, drawn as the Book does:
     all n queries (n, d) first, then all n keys (n, d), from one generator.
 
     The pairs are multiplied ``chunk`` rows at a time, so memory stays small at d = 768;
@@ -71,7 +72,7 @@ def dot_spread(dims=(2, 4, 64, 768), n=100_000, seed=123):
 def six_keys(d=64, n_keys=6, seed=1):
     """One query's raw scores against ``n_keys`` random keys: (n_keys,).
 
-    As in the seed: ``n_keys`` standard-normal queries (n_keys, d) are drawn, then
+    As in the Book: ``n_keys`` standard-normal queries (n_keys, d) are drawn, then
     ``n_keys`` keys; the first query is scored against every key.
     """
     d, n_keys = check_positive_int(d, "d"), check_positive_int(n_keys, "n_keys")
@@ -97,7 +98,7 @@ def weight_gradient(scores, index, divide_by=1.0):
 
     The weights are softmax(scores / divide_by). Returns a dict with
     * ``wrt_input``: the length of the gradient of weight ``index`` with respect to
-      softmax's own input (scores / divide_by), the seed's measure;
+      softmax's own input (scores / divide_by), the Book's measure;
     * ``wrt_scores``: the length with respect to the scores before the division
       (the chain rule multiplies by 1 / divide_by).
     """
@@ -185,10 +186,6 @@ def explore(d, scaled=True):
 
 def spread_figure(dims=(4, 64, 768), n=20_000, seed=123):
     """Histograms of q·k (raw) and q·k/√d (scaled) for each d, one panel per d, shared x-axis."""
-    import matplotlib.pyplot as plt
-
-    from .plots import ACCENT, BASE
-
     dims = check_dims(dims)
     generator = torch.Generator().manual_seed(seed)
     fig, axes = plt.subplots(1, len(dims), figsize=(3.3 * len(dims), 2.8), sharex=True, sharey=True)
@@ -209,10 +206,6 @@ def spread_figure(dims=(4, 64, 768), n=20_000, seed=123):
 
 def gradient_figure(rows):
     """Median gradient size against d (log-log) from ``gradient_by_dim`` rows: three curves."""
-    import matplotlib.pyplot as plt
-
-    from .plots import ACCENT, BASE
-
     dims = [r["d"] for r in rows]
     fig, ax = plt.subplots(figsize=(5.6, 3.4))
     ax.loglog(dims, [r["scaled"] for r in rows], "o-", color=BASE,

@@ -1,13 +1,13 @@
 """Chapter 02's worked examples and the step-by-step attention they share.
 
-* ``three_words()``: "the cat sat" as 4-number vectors with hand-picked W_q, W_k,
-  W_v that keep two of the four numbers each (seed 003).
-  ``SEED_THREE_WORDS_PRINTED`` holds the numbers that text prints for it.
-* ``seed_toy()``: the one-head, 5-wide toy of seed 000 §5 (X, W_Q, W_K, W_V, W_O
-  given), with ``SEED_TOY_PRINTED``, the numbers that text prints, so a notebook
-  can compare its own results with them.
-* ``IT_SCORES``: the score row of "it" in "the cat sat on it" (seed 001 §7.3).
+* ``three_words()``: "the cat sat" as 4-number vectors with hand-picked W_q, W_k, W_v
+  that keep two of the four numbers each (the Book, "Three words, by hand" and
+  "Queries, keys and values"); ``BOOK_THREE_WORDS_PRINTED`` holds the numbers it prints.
+* ``primer_toy()``: the one-head, 5-wide toy of the Primer §5 (X, W_Q, W_K, W_V, W_O
+  given), with ``PRIMER_TOY_PRINTED``, the numbers that text prints.
+* ``IT_SCORES``: the score row of "it" in "the cat sat on it" (the Lecture §7.3).
 * ``attention_steps``: every intermediate of one attention head, by name.
+* ``query_step`` / ``three_words_query``: one query against every key (the explorer's compute).
 
 Row-vector convention throughout: a token is a row, ``Q = X @ W_Q``.
 """
@@ -15,12 +15,12 @@ import math
 
 import numpy as np
 
-from . import reference as ref
-from .errors import as_array, fail
+from .. import reference as ref
+from ..errors import as_array, fail
 
 
 def three_words():
-    """"the cat sat" (seed 003): x (3, 4) and W_q, W_k, W_v (4, 2), fresh arrays each call.
+    """"the cat sat" (the Book): x (3, 4) and W_q, W_k, W_v (4, 2), fresh arrays each call.
 
     W_q keeps numbers 1 and 2 of each vector, W_k numbers 3 and 4, W_v numbers 1 and 3.
     """
@@ -36,8 +36,14 @@ def three_words():
     }
 
 
-# What seed 003 prints for "the cat sat" (the text's claims, kept to be checked).
-SEED_THREE_WORDS_PRINTED = {
+def three_words_qkv():
+    """The queries, keys and values of "the cat sat": q, k, v, each (3, 2)."""
+    ex = three_words()
+    return tuple(ex["x"] @ ex[name] for name in ("W_q", "W_k", "W_v"))
+
+
+# What the Book prints for "the cat sat" (the text's claims, kept to be checked).
+BOOK_THREE_WORDS_PRINTED = {
     "scores": [[2, 0, 1], [0, 2, 1], [1, 1, 2]],
     "weights": [[0.665, 0.090, 0.245], [0.090, 0.665, 0.245], [0.212, 0.212, 0.576]],
     "context": [[0.665, 0.335, 0.090, 0.910], [0.090, 0.910, 0.665, 0.335], [0.212, 0.788, 0.212, 0.788]],
@@ -45,8 +51,8 @@ SEED_THREE_WORDS_PRINTED = {
 }
 
 
-def seed_toy():
-    """The one-head toy of seed 000 §5: tokens, vocab (20 words), X (3, 5), W_Q, W_K, W_V, W_O (5, 5).
+def primer_toy():
+    """The one-head toy of the Primer §5: tokens, vocab (20 words), X (3, 5), W_Q, W_K, W_V, W_O (5, 5).
 
     X holds the embedding rows of "the", "cat", "sat" (ids 0, 1, 3); W_O is the identity.
     """
@@ -76,8 +82,8 @@ def seed_toy():
     }
 
 
-# What seed 000 §5 prints for its toy, digit for digit (the text's claims, kept to be checked).
-SEED_TOY_PRINTED = {
+# What the Primer §5 prints for its toy, digit for digit (the text's claims, kept to be checked).
+PRIMER_TOY_PRINTED = {
     "Q": [[0.300, -0.125, 0.050, 0.450, 0.050],
           [0.400, 0.500, -0.100, 0.350, 0.250],
           [-0.550, 0.200, 0.600, -0.500, 0.250]],
@@ -102,13 +108,13 @@ SEED_TOY_PRINTED = {
     "h_last": [-0.363, 0.011, 0.837, -0.250, 0.328],
 }
 
-# Seed 000 §5's read-out: logits it says "might" come out (no unembedding U is given),
+# The Primer §5's read-out: logits it says "might" come out (no unembedding U is given),
 # and the probabilities it reads off them.
-SEED_TOY_LOGITS = [-0.8, -0.2, 0.1, 0.5, 1.2, 2.4, 3.1, 2.8, 0.4, -0.1,
-                   -0.3, 0.0, -0.5, -0.4, 0.6, 0.2, 1.0, -0.2, 0.3, -1.5]
-SEED_TOY_PROBS = {"mat": 0.31, "floor": 0.23, "on": 0.16}
+PRIMER_TOY_LOGITS = [-0.8, -0.2, 0.1, 0.5, 1.2, 2.4, 3.1, 2.8, 0.4, -0.1,
+                     -0.3, 0.0, -0.5, -0.4, 0.6, 0.2, 1.0, -0.2, 0.3, -1.5]
+PRIMER_TOY_PROBS = {"mat": 0.31, "floor": 0.23, "on": 0.16}
 
-# Seed 001 §7.3: the scores of the query "it" against the five keys of "the cat sat on it".
+# The Lecture §7.3: the scores of the query "it" against the five keys of "the cat sat on it".
 IT_TOKENS = ["the", "cat", "sat", "on", "it"]
 IT_SCORES = [3.2, 12.8, 5.6, 2.4, 7.2]
 
@@ -160,3 +166,49 @@ def softmax_share(scores, index, d=None):
             fail(f"d should be a positive width, but got {d!r}")
         scores = scores / math.sqrt(d)
     return float(ref.softmax(scores)[index])
+
+
+# ----------------------------------------------------------------- the explorer's compute
+
+def query_step(query, keys, values, scale=True, visible=None):
+    """One query against T keys.
+
+    query: (d_k,); keys: (T, d_k); values: (T, d_v).
+    scale: divide the scores by sqrt(d_k). visible: how many keys, from the first,
+    the query may see (the causal mask of a query at position visible - 1); None = all.
+    Returns a dict: scores (T,) = keys @ query; scaled (T,); weights (T,), 0 on hidden
+    keys and summing to 1; output (d_v,) = weights @ values; visible (int); scale (bool).
+    """
+    query = as_array(query, "query", 1)
+    keys, values = as_array(keys, "keys", 2), as_array(values, "values", 2)
+    T, d_k = keys.shape
+    if query.shape[0] != d_k:
+        fail(f"the query has d_k={query.shape[0]} but the keys have d_k={d_k}")
+    if values.shape[0] != T:
+        fail(f"there are {T} keys but {values.shape[0]} values; each key needs one value")
+    visible = T if visible is None else visible
+    if isinstance(visible, bool) or not isinstance(visible, (int, np.integer)) or not 1 <= visible <= T:
+        fail(f"visible should be a whole number of keys from 1 to {T}, but got {visible!r}")
+    scores = keys @ query
+    scaled = scores / math.sqrt(d_k) if scale else scores
+    shown = np.where(np.arange(T) < visible, scaled, -np.inf)
+    weights = ref.softmax(shown)
+    return {"scores": scores, "scaled": scaled, "weights": weights, "output": weights @ values,
+            "visible": int(visible), "scale": bool(scale)}
+
+
+def three_words_query(token="sat", query=None, scale=True, causal=False):
+    """query_step on "the cat sat" with the hand-picked W_q, W_k, W_v (d_k = d_v = 2).
+
+    token: whose query (and, with causal=True, whose position); query: a (2,) vector
+    that replaces the token's own query, or None. Returns query_step's dict plus
+    tokens, token, query (2,), keys (3, 2) and values (3, 2).
+    """
+    tokens = three_words()["tokens"]
+    if token not in tokens:
+        fail(f"token should be one of {tokens}, but got {token!r}")
+    position = tokens.index(token)
+    q_all, keys, values = three_words_qkv()
+    query = q_all[position] if query is None else as_array(query, "query", 1)
+    result = query_step(query, keys, values, scale=scale, visible=position + 1 if causal else None)
+    return {**result, "tokens": tokens, "token": token, "query": query, "keys": keys, "values": values}
