@@ -144,7 +144,7 @@ def test_tour_runs_in_the_browser_and_its_toggle_redraws_the_figure(browser, lab
     page.screenshot(path=ARTIFACTS / "tour_top.png")
     toggle = page.get_by_role("button", name="attention off")
     toggle.scroll_into_view_if_needed()
-    explorer = page.locator(".widget-vbox", has=toggle).first
+    explorer = page.locator(".jp-CodeCell", has=toggle).first  # the cell: its controls, then the picture
     check_figure_redraws(page, explorer, toggle.click, "tour_widget_attention_toggle")
     page.close()
 

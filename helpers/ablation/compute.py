@@ -1,56 +1,66 @@
 """Switching attention off, whole or one head at a time, and measuring what breaks.
 
-Seed 000 Appendix A: Method 1 deletes the attention blocks, Method 2 keeps them
-but zeroes their write-back (W_O and b_O). Zeroing one head's rows of W_O is a
-single-head ablation. The model's own switches (``attention=False``,
-``ablate_heads=...``) do the same without touching the stored weights.
+The Primer, Appendix A: Method 1 deletes the attention blocks, Method 2 keeps them but
+zeroes their write-back (W_O and b_O). Zeroing one head's rows of W_O is a single-head
+ablation. The model's own switches (``attention=False``, ``ablate_heads=...``) do the
+same without touching the stored weights.
 """
 import copy
 
 import torch
-import torch.nn.functional as F
 
-from . import worlds
+from .. import worlds
 
 
 def without_attention_blocks(model, ids):
-    """Method 1: logits (T, V) with the attention sub-blocks deleted (embeddings straight into the MLPs)."""
+    """Method 1: logits (T, V) for ids (T,) (or (B, T, V) for (B, T)) with the attention
+    sub-blocks deleted: h0 goes straight into each block's MLP part, then the read-out.
+
+    Uses the model's own parts (``embed``, ``block.mlp_part``, ``unembed``), so its norm,
+    activation and final norm are honoured. In a pre-LN model (the cat model) this equals
+    ``attention=False`` to the last bit; in a post-LN model the attention sub-block's
+    LayerNorm is deleted with it, so the two differ.
+    """
+    ids = model.check_ids(ids)
+    single = ids.dim() == 1
     with torch.no_grad():
-        h = model(ids, trace=True)["h0"]
+        h = model.embed(ids[None] if single else ids)
         for block in model.blocks:
-            pre = F.linear(block.ln2(h), block.W_1.T, block.b_1)
-            h = h + F.linear(F.gelu(pre), block.W_2.T, block.b_2)
-        return model.final_ln(h) @ model.E.T
+            h = block.mlp_part(h)
+        logits = model.unembed(h)
+    return logits[0] if single else logits
 
 
 def zeroed_copy(model, heads=None):
-    """Method 2 by surgery: a copy of ``model`` whose W_O rows are zero.
+    """Method 2 by surgery: a copy of ``model`` whose attention writes (partly) nothing.
 
-    heads: None zeroes every W_O and b_O (attention writes nothing); otherwise a
-    set of (layer, head) pairs whose d_k rows of W_O are zeroed. The original is untouched.
+    heads: None zeroes every ``attn.W_O`` and ``attn.b_O`` (attention writes nothing);
+    otherwise a set of (layer, head) pairs whose d_k rows of W_O are zeroed. The original
+    is untouched.
     """
     heads = None if heads is None else model.check_heads(heads)
     clone = copy.deepcopy(model)
     d_k = model.cfg.d_k
     with torch.no_grad():
         for layer, block in enumerate(clone.blocks):
+            attn = block.attn
             if heads is None:
-                block.W_O.zero_()
-                if block.b_O is not None:
-                    block.b_O.zero_()
+                attn.W_O.zero_()
+                if attn.b_O is not None:
+                    attn.b_O.zero_()
             for (lay, head) in heads or ():
                 if lay == layer:
-                    block.W_O[head * d_k:(head + 1) * d_k] = 0.0
+                    attn.W_O[head * d_k:(head + 1) * d_k] = 0.0
     return clone
 
 
 def max_abs_diff(a, b):
-    """Largest |a - b| over all entries, as a float."""
+    """Largest |a - b| over all entries of two tensors of one shape, as a float."""
     return (a - b).abs().max().item()
 
 
 def configurations(model):
-    """The experiments of Appendix A: (label, switches) for none, attention off, each head removed."""
+    """The experiments of Appendix A: [(label, switches)] for none, attention off, each head removed."""
     out = [("none (the trained model)", {}), ("attention off", {"attention": False})]
     for layer in range(model.cfg.n_layers):
         for head in range(model.cfg.n_heads):
@@ -59,7 +69,7 @@ def configurations(model):
 
 
 def prompt_row(model, world, prompt, **switches):
-    """Top token, its probability and p(big) + p(small) after ``prompt`` under the switches."""
+    """dict(top token, p_top, p_animal_adj = p(big) + p(small)) after ``prompt`` under the switches."""
     probs = worlds.next_token_probs(model, world, [prompt.split()], **switches)[0]
     ids = world.tokenizer.ids
     top = int(probs.argmax())
@@ -68,7 +78,8 @@ def prompt_row(model, world, prompt, **switches):
 
 
 def damage_row(model, world, **switches):
-    """Rule accuracy on held-out types, top-1 on bigram slots and class accuracy on copula slots."""
+    """dict(held_out_rule: rule accuracy on the held-out copula types, bigram: top-1 on the
+    432 bigram slots, copula: right class on the 16 copula slots) under the switches."""
     slots = worlds.slot_accuracy(model, world, **switches)
     return dict(held_out_rule=worlds.rule_accuracy(model, world, **switches),
                 bigram=slots["bigram_correct"] / slots["bigram_total"],
@@ -96,3 +107,15 @@ def class_probability_drop(model, world):
             report = worlds.copula_report(model, world, ablate_heads={(layer, head)})
             drop[layer, head] = (base - sum(r["p_class"] for r in report)) / len(report)
     return drop
+
+
+def ablation_view(model, world, prompt, heads_off=(), attention=True):
+    """What the explorer shows for one setting of the switches.
+
+    Returns dict(probs: (V,) after ``prompt``, in_class: copula types answered in class,
+    types: how many copula types there are (16)).
+    """
+    switches = dict(ablate_heads=set(heads_off), attention=attention)
+    probs = worlds.next_token_probs(model, world, [prompt.split()], **switches)[0]
+    report = worlds.copula_report(model, world, **switches)
+    return dict(probs=probs, in_class=sum(r["in_class"] for r in report), types=len(report))
