@@ -46,9 +46,28 @@ def as_array(x, name, ndim=None):
 
 
 def check_positive_int(value, name, minimum=1):
-    """Check that ``value`` is an integer >= ``minimum``."""
+    """Check that ``value`` is an integer >= ``minimum`` (a NumPy integer counts); return it as int."""
     if isinstance(value, bool) or not isinstance(value, (int, np.integer)):
         fail(f"{name} should be a whole number >= {minimum}, but got {value!r}")
     if value < minimum:
         fail(f"{name} should be at least {minimum}, but got {value}")
     return int(value)
+
+
+def check_seed(seed, name="seed"):
+    """A random seed: a whole number >= 0 (a NumPy integer counts); return it as int."""
+    return check_positive_int(seed, name, minimum=0)
+
+
+def check_number(value, name, low=None, high=None, low_open=False):
+    """A finite real number within [low, high] (or (low, high] with low_open); return it as float."""
+    if isinstance(value, bool) or not isinstance(value, (int, float, np.integer, np.floating)):
+        fail(f"{name} should be a number, but got {value!r}")
+    value = float(value)
+    if not np.isfinite(value):
+        fail(f"{name} should be a finite number, but got {value}")
+    if low is not None and (value <= low if low_open else value < low):
+        fail(f"{name} should be {'>' if low_open else '>='} {low:g}, but got {value:g}")
+    if high is not None and value > high:
+        fail(f"{name} should be at most {high:g}, but got {value:g}")
+    return value

@@ -23,7 +23,8 @@ The framework, not the check, does what every check needs:
 An ``Exercise`` called as ``check(answer, ...)`` prints ✓ or ✗ with the sentences and
 returns an invisible ``Verdict``; it never raises, so an unfinished chapter still runs.
 ``check.grade(answer, ...)`` raises AssertionError with the same sentences: that is what
-nbgrader's hidden tests use to score.
+nbgrader's hidden tests use to score; under the course's own grader it records or judges
+instead (helpers.grading).
 """
 import inspect
 import math
@@ -32,6 +33,7 @@ import threading
 
 import numpy as np
 
+from . import grading
 from .errors import CourseInputError, to_numpy
 
 NOT_ANSWERED = "not answered yet: replace None in the answer cell above with your answer"
@@ -93,6 +95,11 @@ class Exercise:
         return Verdict(not found)
 
     def grade(self, answer, *args, **kwargs):
+        """Raise AssertionError naming the mistakes; under the course's grader, record or judge
+        instead (see helpers.grading)."""
+        if grading.mode() is not None:
+            grading.handle(self, answer, args, kwargs)
+            return
         found = self.feedback(answer, *args, **kwargs)
         if found:
             raise AssertionError(f"{self.title}: " + "; ".join(found))
@@ -269,6 +276,8 @@ def call(function, *args, what="", seconds=TIME_LIMIT, **kwargs):
                     "(a loop that never ends?)") from None
     except SystemExit:
         raise Wrong(f"your function called exit(){on}; return a value instead") from None
+    except grading.ReplayError as exc:   # judged from its record: what it did in the student's kernel
+        raise Wrong(f"your function stopped{on} with {exc}") from None
     except Exception as exc:
         raise Wrong(f"your function stopped{on} with {type(exc).__name__}: {exc}") from None
     finally:

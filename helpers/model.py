@@ -18,13 +18,15 @@ forward pass only; the stored weights are never modified.
 import math
 from dataclasses import asdict, dataclass
 
+import numpy as np
 import torch
 import torch.nn.functional as F
 from torch import nn
 
-from .errors import check_positive_int, fail
+from .errors import check_positive_int, check_seed, fail
 
 POSITIONS = ("sinusoidal", "learned", "rotary", "none")
+MAX_TOKENS = 1024   # the longest sequence a model runs at once: its attention weights must fit Binder's 2 GB
 NORMS = ("pre", "post", "none")
 ACTIVATIONS = ("gelu", "relu")
 
@@ -46,14 +48,22 @@ class Config:
     activation: str = "gelu"
 
     def __post_init__(self):
-        for name in ("vocab_size", "d_model", "n_heads", "n_layers", "n_max"):
-            if getattr(self, name) < 1:
-                fail(f"Config.{name} should be at least 1, but got {getattr(self, name)}")
-        if self.d_model % self.n_heads:
-            fail(f"d_model={self.d_model} does not split into n_heads={self.n_heads} equal heads")
+        for name in ("vocab_size", "d_model", "n_heads", "n_layers", "n_max", "d_ff"):
+            check_positive_int(getattr(self, name), f"Config.{name}", minimum=0 if name == "d_ff" else 1)
+        for name in ("bias", "final_norm"):
+            if not isinstance(getattr(self, name), bool):
+                fail(f"Config.{name} should be True or False, but got {getattr(self, name)!r}")
         for name, allowed in (("positions", POSITIONS), ("norm", NORMS), ("activation", ACTIVATIONS)):
             if getattr(self, name) not in allowed:
                 fail(f"Config.{name} should be one of {allowed}, but got {getattr(self, name)!r}")
+        if self.d_model % self.n_heads:
+            fail(f"d_model={self.d_model} does not split into n_heads={self.n_heads} equal heads")
+        if self.positions == "sinusoidal" and self.d_model % 2:
+            fail(f"sinusoidal positions pair the columns as (sin, cos), so d_model must be even, "
+                 f"but got d_model={self.d_model}")
+        if self.positions == "rotary" and self.d_k % 2:
+            fail(f"rotary positions turn pairs of columns, so d_k = d_model / n_heads must be even, "
+                 f"but got d_k={self.d_k}")
 
     @property
     def d_k(self):
@@ -243,15 +253,33 @@ def linear(x, W, b):
 class KVCache:
     """The keys and values of every layer for the tokens seen so far.
 
-    Each entry is (B, H, T_seen, d_k); ``extend`` appends the new tokens' rows.
+    Each entry is (B, H, T_seen, d_k); ``extend`` appends the new tokens' rows. A cache belongs
+    to the model that first fills it, and holds the ids it was fed, so a cache from another
+    model, or the same prompt fed twice, is refused with a sentence.
     """
 
     def __init__(self, n_layers):
-        self.k = [None] * n_layers
+        self.k = [None] * check_positive_int(n_layers, "n_layers")
         self.v = [None] * n_layers
+        self.owner, self.ids = None, None
 
     def __len__(self):
         return 0 if self.k[0] is None else self.k[0].shape[-2]
+
+    def check(self, model, ids):
+        """Refuse a cache of another model, or one fed again the whole sequence it holds; keep ids."""
+        if self.owner is None:
+            self.owner = model
+        elif self.owner is not model:
+            fail("this KVCache holds the keys and values of another model; make a new KVCache for this one")
+        if len(self.k) != model.cfg.n_layers:
+            fail(f"this KVCache has room for {len(self.k)} layers, but the model has {model.cfg.n_layers}")
+        if self.ids is not None and ids.shape[0] != self.ids.shape[0]:
+            fail(f"this KVCache holds {self.ids.shape[0]} sequences, but got a batch of {ids.shape[0]}")
+        if self.ids is not None and ids.shape[-1] > 1 and torch.equal(ids, self.ids):
+            fail(f"this KVCache already holds these {ids.shape[-1]} tokens: feed each token once "
+                 "(only the new ones), or make a new KVCache for a new prompt")
+        self.ids = ids if self.ids is None else torch.cat([self.ids, ids], dim=-1)
 
     def extend(self, layer, k, v):
         if self.k[layer] is not None:
@@ -277,7 +305,7 @@ class Transformer(nn.Module):
 
     def reset_parameters(self, seed):
         """Draw fresh weights from a seeded generator (LayerNorms start at 1 and 0)."""
-        g = torch.Generator().manual_seed(seed)
+        g = torch.Generator().manual_seed(check_seed(seed))
         with torch.no_grad():
             for name, p in self.named_parameters():
                 if name.endswith(("ln1.weight", "ln2.weight", "final_ln.weight")):
@@ -306,7 +334,14 @@ class Transformer(nn.Module):
         if trace and ids.shape[0] != 1:
             fail(f"trace=True needs one sequence, but got a batch of {ids.shape[0]}")
         heads = self.check_heads(ablate_heads)
+        if cache is not None:
+            if not isinstance(cache, KVCache):
+                fail(f"cache should be a KVCache, but got {type(cache).__name__}")
+            cache.check(self, ids)
         start = len(cache) if cache is not None else 0
+        if start + ids.shape[-1] > MAX_TOKENS:
+            fail(f"this course's models take at most {MAX_TOKENS:,} tokens at once, but the cache holds "
+                 f"{start:,} and {ids.shape[-1]:,} more came")
         record = {}
         h = self.embed(ids, start=start, positions=positions)
         if trace:
@@ -350,23 +385,37 @@ class Transformer(nn.Module):
         return logits
 
     def check_ids(self, ids):
-        """Token ids as a LongTensor, each in [0, vocab_size)."""
-        ids = torch.as_tensor(ids)
-        if ids.dtype not in (torch.int64, torch.int32) or ids.dim() not in (1, 2) or ids.shape[-1] == 0:
+        """Token ids as a LongTensor (T,) or (B, T), each in [0, vocab_size), at most MAX_TOKENS long."""
+        if ids is None or isinstance(ids, (str, bytes)):
+            fail(f"expected token ids (integers), but got {type(ids).__name__} {ids!r:.40}; "
+                 "turn words into ids with the world's tokenizer.encode(...)")
+        try:
+            ids = torch.as_tensor(ids)
+        except (TypeError, ValueError, RuntimeError):
+            fail(f"expected token ids as a list or array of integers, but got {type(ids).__name__}")
+        if ids.dtype not in (torch.int64, torch.int32, torch.int16, torch.uint8) or ids.dim() not in (1, 2) \
+                or ids.shape[-1] == 0:
             fail(f"expected token ids as a non-empty (T,) or (B, T) integer array, "
                  f"but got dtype {ids.dtype} and shape {tuple(ids.shape)}")
         V = self.cfg.vocab_size
         if ids.min() < 0 or ids.max() >= V:
             fail(f"token ids must lie in [0, {V}), but got {int(ids.min())}..{int(ids.max())}")
+        if ids.shape[-1] > MAX_TOKENS:
+            fail(f"this course's models take at most {MAX_TOKENS:,} tokens at once (their attention "
+                 f"weights would not fit in memory), but got {ids.shape[-1]:,}")
         return ids.long()
 
     def check_heads(self, heads):
         """A set of (layer, head) pairs, each in range."""
         cfg, checked = self.cfg, set()
+        if isinstance(heads, (str, bytes)) or not hasattr(heads, "__iter__"):
+            fail(f"ablate_heads takes a set of (layer, head) pairs, but got {heads!r}")
         for pair in heads:
             if not (isinstance(pair, (tuple, list)) and len(pair) == 2):
                 fail(f"ablate_heads takes (layer, head) pairs, but got {pair!r}")
             layer, head = pair
+            if any(isinstance(i, bool) or not isinstance(i, (int, np.integer)) for i in pair):
+                fail(f"a head is named by two whole numbers (layer, head), but got {pair!r}")
             if not (0 <= layer < cfg.n_layers and 0 <= head < cfg.n_heads):
                 fail(f"head (layer={layer}, head={head}) is out of range: this model has layers "
                      f"0..{cfg.n_layers - 1} and heads 0..{cfg.n_heads - 1}")

@@ -2,7 +2,7 @@
 import numpy as np
 import torch
 
-from .errors import fail, to_numpy
+from .errors import check_positive_int, fail, to_numpy
 
 SHAPE_NOTES = {
     "h0": "embedding + position", "ln1": "LayerNorm, row by row", "q": "queries, all heads",
@@ -18,7 +18,12 @@ SHAPE_NOTES = {
 def format_matrix(x, row_labels=None, decimals=3):
     """A 1-D or 2-D array as aligned text, one labelled row per line."""
     x = np.atleast_2d(to_numpy(x, "x"))
-    labels = row_labels or [""] * len(x)
+    if x.ndim != 2:
+        fail(f"format_matrix prints a 1-D or 2-D array, but got shape {x.shape}")
+    decimals = check_positive_int(decimals, "decimals", minimum=0)
+    labels = list(row_labels) if row_labels is not None else [""] * len(x)
+    if len(labels) != len(x):
+        fail(f"expected one label per row: {len(x)} rows, but {len(labels)} labels")
     width = max((len(str(l)) for l in labels), default=0)
     lines = []
     for label, row in zip(labels, x):
@@ -49,7 +54,8 @@ def print_trace(trace, tokens=None, names=None):
 
 def top_tokens(probs, vocab, k=5, logits=None):
     """The k most probable tokens as rows (rank, token, logit or None, probability)."""
-    p = torch.as_tensor(probs)
+    k = check_positive_int(k, "k")
+    p = torch.as_tensor(to_numpy(probs, "probs"))
     if p.dim() != 1 or len(p) != len(vocab):
         fail(f"expected probabilities of shape ({len(vocab)},), but got {tuple(p.shape)}")
     order = torch.argsort(p, descending=True, stable=True)[:k].tolist()

@@ -16,6 +16,12 @@ def softmax(x, axis=-1):
     x: any shape. Returns the same shape, each slice along ``axis`` summing to 1.
     """
     x = as_array(x, "x")
+    if x.size == 0:
+        fail(f"softmax needs at least one score, but x has shape {x.shape}")
+    if isinstance(axis, bool) or not isinstance(axis, (int, np.integer)) or not -x.ndim <= axis < max(x.ndim, 1):
+        fail(f"axis={axis!r} is not an axis of x, which has {x.ndim} (use -1 for the last)")
+    if np.isnan(x).any():
+        fail(f"x holds NaN in {int(np.isnan(x).sum())} of {x.size} entries; softmax of NaN is NaN")
     shifted = x - np.max(x, axis=axis, keepdims=True)
     e = np.exp(shifted)
     return e / np.sum(e, axis=axis, keepdims=True)

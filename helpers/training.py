@@ -6,7 +6,7 @@ import torch
 import torch.nn.functional as F
 from tqdm.auto import tqdm
 
-from .errors import check_positive_int
+from .errors import check_number, check_positive_int, check_seed
 
 
 def cosine_lr(step, steps, lr):
@@ -27,7 +27,8 @@ def train(model, batches, steps=1000, lr=3e-2, seed=0, progress=True, on_step=No
     The model's weights are redrawn from ``seed`` first, so the same call gives
     the same model, bit for bit, on the same machine.
     """
-    steps = check_positive_int(steps, "steps")
+    steps, seed = check_positive_int(steps, "steps"), check_seed(seed)
+    lr = check_number(lr, "lr", low=0, low_open=True)
     stop_after = steps if stop_after is None else check_positive_int(stop_after, "stop_after")
     threads = torch.get_num_threads()
     torch.set_num_threads(1)

@@ -7,6 +7,7 @@ import json
 import os
 from pathlib import Path
 
+import torch
 from safetensors.torch import load_file, save_file
 
 from .errors import fail
@@ -42,15 +43,28 @@ def load(stem, expect=None):
     for f in (config_file, weights_file):
         if not f.exists():
             fail(f"expected a saved model file at {f}, but there is none")
-    cfg = Config(**json.loads(config_file.read_text())["config"])
+    try:
+        cfg = Config(**json.loads(config_file.read_text())["config"])
+    except (ValueError, KeyError, TypeError) as error:
+        fail(f"expected {config_file.name} to hold a model's config as JSON, but it cannot be read "
+             f"({type(error).__name__}: {str(error)[:80]})")
     if expect is not None and cfg != expect:
         fail(f"the weights file {weights_file.name} is for a different model: expected {expect}, "
              f"but the file holds {cfg}")
     model = Transformer(cfg)
-    tensors = load_file(str(weights_file))
+    try:
+        tensors = load_file(str(weights_file))
+    except Exception as error:  # safetensors raises its own errors on a truncated or foreign file
+        fail(f"expected {weights_file.name} to be a complete safetensors file, but it cannot be read "
+             f"({type(error).__name__})")
     wanted = model.state_dict()
     if set(tensors) != set(wanted) or any(tensors[k].shape != wanted[k].shape for k in wanted):
         fail(f"the weights in {weights_file.name} do not fit its config {cfg}")
+    for name, tensor in tensors.items():
+        if tensor.dtype != torch.float32:
+            fail(f"expected float32 weights, but {name} in {weights_file.name} is {tensor.dtype}")
+        if not torch.isfinite(tensor).all():
+            fail(f"{name} in {weights_file.name} holds NaN or inf: the file is damaged or the training diverged")
     model.load_state_dict(tensors)
     model.eval()
     return model

@@ -15,7 +15,7 @@ from dataclasses import dataclass, field
 import numpy as np
 import torch
 
-from .errors import check_positive_int, fail
+from .errors import check_positive_int, check_seed, fail
 
 CAT_VOCAB = ("<PAD> <BOS> <EOS> <SEP> the cat dog mat floor sat ran is was on "
              "big small red blue fast slow").split()
@@ -38,7 +38,15 @@ class Tokenizer:
 
     def encode(self, text):
         """'<BOS> the cat' or ['<BOS>', 'the', 'cat'] -> LongTensor of ids (T,)."""
-        words = text.split() if isinstance(text, str) else list(text)
+        if isinstance(text, str):
+            words = text.split()
+        elif isinstance(text, (list, tuple)) and all(isinstance(word, str) for word in text):
+            words = list(text)
+        else:
+            fail(f"expected a sentence as text ('<BOS> the cat') or a list of words, "
+                 f"but got {type(text).__name__} {text!r:.40}")
+        if not words:
+            fail("expected at least one word, but the text is empty")
         for word in words:
             if word not in self.ids:
                 fail(f"'{word}' is not in this world's vocabulary; expected one of: "
@@ -268,7 +276,8 @@ def dragon_next(words):
 
 def dragon_sample(n, length, seed):
     """n seeded sequences of ``length`` words drawn from the dragon grammar (lists of words)."""
-    rng = np.random.default_rng(seed)
+    n, length = check_positive_int(n, "n"), check_positive_int(length, "length", minimum=2)
+    rng = np.random.default_rng(check_seed(seed))
     out = []
     for _ in range(n):
         words = ["<BOS>"]
@@ -280,7 +289,7 @@ def dragon_sample(n, length, seed):
 
 
 def dragon_world(n=2000, length=12, seed=0):
-    """The seed 001 running example as a sampled corpus (no held-out types)."""
+    """The Lecture's running example as a sampled corpus (no held-out types)."""
     return World("dragon", Tokenizer(DRAGON_VOCAB), dragon_sample(n, length, seed))
 
 
@@ -291,7 +300,9 @@ def repeated_tokens(n, length, vocab_size, seed):
 
     Tokens are drawn from 1..vocab_size-1 with a seeded generator.
     """
-    g = torch.Generator().manual_seed(seed)
+    n, length = check_positive_int(n, "n"), check_positive_int(length, "length")
+    vocab_size = check_positive_int(vocab_size, "vocab_size", minimum=2)
+    g = torch.Generator().manual_seed(check_seed(seed))
     half = torch.randint(1, vocab_size, (n, length), generator=g)
     bos = torch.zeros(n, 1, dtype=torch.long)
     return torch.cat([bos, half, half], dim=1)

@@ -12,7 +12,6 @@ SUBMISSIONS/<student>/<chapter>.ipynb (or nbgrader's own <student>/<chapter>/<ch
 grading/ is nbgrader's course directory (its nbgrader_config.py is committed; the rest is generated).
 """
 import argparse
-import csv
 import os
 import re
 import shutil
@@ -27,7 +26,6 @@ from execute_notebooks import FIXED_ENV, ROOT, all_notebooks
 GRADING = ROOT / "grading"
 PRACTICE = ROOT / "practice"
 CONFIG = "nbgrader_config.py"
-STUDENT_ID = re.compile(r"^[A-Za-z0-9][A-Za-z0-9_.-]*$")
 MARKERS = {"solution": ("### BEGIN SOLUTION", "### END SOLUTION"),
            "hidden": ("### BEGIN HIDDEN TESTS", "### END HIDDEN TESTS")}
 CODE_STUB = "# YOUR CODE HERE"  # the same stub as grading/nbgrader_config.py
@@ -172,88 +170,15 @@ def release(chapters, course=GRADING):
     return released
 
 
-def collect(submissions, course=GRADING):
-    """Copy SUBMISSIONS/<student>/…/<chapter>.ipynb into nbgrader's submitted/ folder.
+def grade(submissions, course=GRADING, log=print, **limits):
+    """Grade a folder of submissions (scripts/autograde.py says how); return the score rows."""
+    import autograde
 
-    Returns the sorted (student, chapter) pairs found.
-    """
     submissions, course = Path(submissions).resolve(), course_dir(course)
     if not submissions.is_dir():
         raise HomeworkError(f"expected a folder of submissions (one sub-folder per student), "
                             f"but {submissions} is not a folder")
-    chapters = {path.stem for path in all_notebooks()}
-    pairs = []
-    for student_dir in sorted(p for p in submissions.iterdir() if p.is_dir() and not p.name.startswith(".")):
-        student = student_dir.name
-        if not STUDENT_ID.match(student):
-            raise HomeworkError(f"expected student folder names of letters, digits, '_', '.' or '-', "
-                                f"but got {student!r}")
-        for notebook in sorted(student_dir.rglob("*.ipynb")):
-            if ".ipynb_checkpoints" in notebook.parts or notebook.stem not in chapters:
-                continue
-            target = course / "submitted" / student / notebook.stem / notebook.name
-            if notebook.resolve() != target.resolve():
-                target.parent.mkdir(parents=True, exist_ok=True)
-                shutil.copy(notebook, target)
-            pairs.append((student, notebook.stem))
-    if not pairs:
-        raise HomeworkError(f"expected <student>/<chapter>.ipynb files in {submissions}, but found none "
-                            f"named after a chapter ({', '.join(sorted(chapters))})")
-    return sorted(set(pairs))
-
-
-def autograde(pairs, course=GRADING):
-    """Autograde every submission and write each student's feedback (HTML) with nbgrader."""
-    course = course_dir(course)
-    for chapter in sorted({chapter for _, chapter in pairs}):
-        if not (course / "release" / chapter).is_dir():  # the gradebook needs the chapter's hidden tests
-            release([chapter], course)
-        run_nbgrader(course, "autograde", chapter, "--force")
-        run_nbgrader(course, "generate_feedback", chapter, "--force")
-
-
-def scores(pairs, course=GRADING):
-    """One row per (student, chapter): student, chapter, score, max_score and each grade cell's score."""
-    from nbgrader.api import Gradebook
-
-    rows = []
-    with Gradebook(f"sqlite:///{Path(course).resolve() / 'gradebook.db'}") as gradebook:
-        for student, chapter in pairs:
-            notebook = gradebook.find_submission_notebook(chapter, chapter, student)
-            cells = {grade.name: grade.score for grade in notebook.grades}
-            rows.append({"student": student, "chapter": chapter, "score": notebook.score,
-                         "max_score": notebook.max_score, **cells})
-    return rows
-
-
-def write_scores(rows, path):
-    """Write the score table as CSV (grade cells as columns, blank where a chapter lacks one)."""
-    columns = list(dict.fromkeys(key for row in rows for key in row))
-    with open(path, "w", newline="") as file:
-        writer = csv.DictWriter(file, fieldnames=columns, restval="")
-        writer.writeheader()
-        writer.writerows(rows)
-
-
-def score_text(rows):
-    """The score table as aligned text, one line per submission."""
-    lines = [f"{'student':<16}{'chapter':<22}{'score':>8}   per exercise"]
-    for row in rows:
-        cells = [f"{key.split('_')[1] if key.count('_') >= 2 else key} {value:g}"
-                 for key, value in row.items() if key not in ("student", "chapter", "score", "max_score")]
-        lines.append(f"{row['student']:<16}{row['chapter']:<22}{row['score']:>4g}/{row['max_score']:<3g}   "
-                     + "  ".join(cells))
-    return "\n".join(lines)
-
-
-def grade(submissions, course=GRADING):
-    """Collect, autograde and give feedback on a folder of submissions; return the score rows."""
-    course = course_dir(course)
-    pairs = collect(submissions, course)
-    autograde(pairs, course)
-    rows = scores(pairs, course)
-    write_scores(rows, course / "scores.csv")
-    return rows
+    return autograde.grade(submissions, course, log=log, **limits)
 
 
 # ---------------------------------------------------------------- command line
@@ -277,7 +202,12 @@ def release_step(args):
 
 
 def grade_step(args):
-    print(score_text(grade(args.submissions, args.course)))
+    import autograde
+
+    if not shutil.which("bwrap"):
+        print("note: bubblewrap (bwrap) is not installed, so submissions run without a file-system and "
+              "network fence (see the instructor guide)", file=sys.stderr)
+    print(autograde.text_table(grade(args.submissions, args.course)))
     course = args.course.resolve()
     print(f"\nscore table: {shown(course / 'scores.csv')}\nfeedback:    {shown(course / 'feedback')}/<student>/<chapter>/")
 

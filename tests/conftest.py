@@ -72,3 +72,19 @@ def glove():
     """The shipped GloVe subset as gensim KeyedVectors."""
     from helpers.geometry.compute import load_glove
     return load_glove()
+
+
+@pytest.fixture
+def refused():
+    """refused(call, *words): call() raises a CourseInputError of one sentence holding every word."""
+    from helpers.errors import CourseInputError
+
+    def check(call, *words):
+        with pytest.raises(CourseInputError) as caught:
+            call()
+        message = str(caught.value)
+        assert "\n" not in message and message.count(". ") == 0, message
+        for word in words:
+            assert word in message, (word, message)
+        return message
+    return check

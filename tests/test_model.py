@@ -2,6 +2,8 @@
 sub-blocks called on their own, and the switches."""
 import math
 
+import numpy as np
+
 import pytest
 import torch
 import torch.nn.functional as F
@@ -173,3 +175,69 @@ def test_every_norm_placement_and_attention_only_models_run(norm):
     trace = Transformer(cfg)(torch.tensor([0, 3, 4, 5]), trace=True)
     assert trace["logits"].shape == (4, 10)
     assert "L2.pre" not in trace and "L2.h" in trace
+
+
+# ---- bad input: one sentence naming what was expected and what arrived --------------------------
+
+def small(**changes):
+    return dict(vocab_size=12, d_model=8, n_heads=2, n_layers=1, d_ff=16, **changes)
+
+
+@pytest.mark.parametrize("changes, words", [
+    (dict(bias="no"), ["Config.bias", "True or False", "'no'"]),
+    (dict(final_norm=1), ["Config.final_norm", "True or False"]),
+    (dict(d_ff=-1), ["Config.d_ff", "at least 0", "-1"]),
+    (dict(d_model=8.0), ["Config.d_model", "whole number", "8.0"]),
+    (dict(n_heads="2"), ["Config.n_heads", "'2'"]),
+    (dict(d_model=7, n_heads=1), ["sinusoidal", "even", "d_model=7"]),
+    (dict(d_model=6, n_heads=2, positions="rotary"), ["rotary", "d_k=3"]),
+    (dict(positions="alibi"), ["Config.positions", "'alibi'"]),
+    (dict(d_model=6, n_heads=4), ["d_model=6", "n_heads=4"]),
+])
+def test_a_config_that_cannot_be_built(refused, changes, words):
+    cfg = small()
+    cfg.update(changes)
+    refused(lambda: Config(**cfg), *words)
+
+
+@pytest.mark.parametrize("ids, words", [
+    ("<BOS> the cat", ["token ids", "str", "tokenizer.encode"]),
+    (None, ["token ids", "NoneType"]),
+    ([1.5, 2.0], ["integer", "float"]),
+    ([], ["non-empty"]),
+    ([1, 25], ["[0, 20)", "25"]),
+    (torch.zeros(1025, dtype=torch.long), ["at most 1,024 tokens", "1,025"]),
+])
+def test_token_ids_that_are_not_token_ids(refused, cat, ids, words):
+    refused(lambda: cat[0](ids), *words)
+
+
+@pytest.mark.parametrize("heads, words", [
+    ({(0, 2)}, ["head=2", "heads 0..1"]),
+    ({("0", "1")}, ["two whole numbers", "('0', '1')"]),
+    ({(0.5, 1.9)}, ["two whole numbers", "(0.5, 1.9)"]),
+    ({(0, 1, 1)}, ["(layer, head) pairs"]),
+    ("L0H1", ["set of (layer, head) pairs", "'L0H1'"]),
+])
+def test_ablating_heads_that_do_not_exist(refused, cat, heads, words):
+    refused(lambda: cat[0](torch.tensor([1, 4, 5]), ablate_heads=heads), *words)
+
+
+def test_a_kv_cache_of_another_model_or_fed_twice(refused, cat, dragon):
+    model, world = cat
+    prompt = world.tokenizer.encode("<BOS> the cat")
+    cache = KVCache(2)
+    model(prompt, cache=cache)
+    refused(lambda: model(prompt, cache=cache), "already holds these 3 tokens", "new KVCache")
+    refused(lambda: dragon(torch.tensor([0, 5]), cache=cache), "another model")
+    refused(lambda: model(prompt, cache="cache"), "KVCache", "str")
+
+
+def test_a_prompt_longer_than_n_max_for_learned_positions(refused, dragon):
+    refused(lambda: dragon(torch.zeros(129, dtype=torch.long)), "n_max=128", "129")
+
+
+def test_seeds_are_whole_numbers(refused, cat):
+    net = Transformer(Config(**small()))
+    refused(lambda: net.reset_parameters(0.5), "seed", "0.5")
+    net.reset_parameters(np.int64(3))   # a NumPy integer is a whole number

@@ -1,5 +1,7 @@
-"""NumPy reference functions against torch and against the seed's printed numbers."""
+"""helpers.reference, the NumPy by-hand functions: against torch, against the source texts' printed
+numbers, and refusing bad input in one sentence."""
 import numpy as np
+import pytest
 import torch
 import torch.nn.functional as F
 
@@ -62,3 +64,26 @@ def test_rotary_in_numpy_equals_the_model():
     x = np.random.default_rng(3).normal(size=(5, 4))
     expected = rotate_pairs(torch.tensor(x, dtype=torch.float32)[None, None], 0)[0, 0].numpy()
     assert np.allclose(ref.rotate_pairs(x, np.arange(5)), expected, atol=1e-6)
+
+
+# ---- bad input: one sentence naming what was expected and what arrived --------------------------
+
+@pytest.mark.parametrize("call, words", [
+    (lambda: ref.attention(np.ones((3, 5)), np.ones((3, 4)), np.ones((3, 4))), ["K has d_k=4", "Q has d_k=5"]),
+    (lambda: ref.attention(np.ones((3, 4)), np.ones((3, 4)), np.ones((3, 4)), mask=ref.causal_mask(4)),
+     ["(4, 4)", "(3, 3)"]),
+    (lambda: ref.softmax([]), ["at least one score", "(0,)"]),
+    (lambda: ref.softmax(np.ones((2, 3)), axis=5), ["axis=5", "2"]),
+    (lambda: ref.softmax([1.0, float("nan")]), ["NaN"]),
+    (lambda: ref.softmax(np.array([1 + 2j, 3])), ["real numbers", "complex"]),
+    (lambda: ref.softmax("banana"), ["array of numbers", "str"]),
+    (lambda: ref.causal_mask(2.5), ["T", "whole number", "2.5"]),
+])
+def test_bad_input_is_refused_in_one_sentence(refused, call, words):
+    refused(call, *words)
+
+
+def test_a_tensor_that_requires_grad_is_accepted():
+    import torch
+    x = torch.tensor([1.0, 2.0, 3.0], requires_grad=True)
+    assert np.allclose(ref.softmax(x).sum(), 1)

@@ -1,4 +1,7 @@
 """Deterministic training: the same call gives the same losses; the start of a run is the start of it."""
+import numpy as np
+import pytest
+
 from helpers import worlds
 from helpers.model import Config, Transformer
 from helpers.training import cosine_lr, train
@@ -23,3 +26,21 @@ def test_stop_after_is_the_start_of_the_same_run_and_on_step_sees_gradients():
 
 def test_cosine_schedule_starts_at_lr_and_ends_near_zero():
     assert cosine_lr(0, 100, 0.03) == 0.03 and cosine_lr(100, 100, 0.03) < 1e-12
+
+
+@pytest.mark.parametrize("kwargs, words", [
+    (dict(seed=0.5), ["seed", "whole number", "0.5"]),
+    (dict(seed="1"), ["seed", "'1'"]),
+    (dict(steps=0), ["steps", "at least 1"]),
+    (dict(lr=float("nan")), ["lr", "finite"]),
+    (dict(lr=-1.0), ["lr", "> 0"]),
+])
+def test_bad_settings_are_refused_in_one_sentence(refused, kwargs, words):
+    model, batch = small()
+    refused(lambda: train(model, batch, progress=False, **kwargs), *words)
+
+
+def test_a_numpy_integer_seed_is_a_whole_number():
+    model, batch = small()
+    assert train(model, batch, steps=2, seed=np.int64(0), progress=False) == \
+        train(model, batch, steps=2, seed=0, progress=False)

@@ -31,3 +31,35 @@ def test_weights_that_do_not_fit_their_config(tmp_path):
 def test_a_missing_file(tmp_path):
     with pytest.raises(CourseInputError, match="no.*file|there is none"):
         load(tmp_path / "nothing")
+
+
+def copy_of_cat(tmp_path):
+    for suffix in (".json", ".safetensors"):
+        (tmp_path / f"cat{suffix}").write_bytes((data_dir() / "cat" / f"model{suffix}").read_bytes())
+    return tmp_path / "cat"
+
+
+def test_a_truncated_weights_file(refused, tmp_path):
+    stem = copy_of_cat(tmp_path)
+    data = stem.with_suffix(".safetensors").read_bytes()
+    stem.with_suffix(".safetensors").write_bytes(data[:len(data) // 2])
+    refused(lambda: load(stem), "complete safetensors file", "cat.safetensors")
+
+
+def test_a_config_that_is_not_json(refused, tmp_path):
+    stem = copy_of_cat(tmp_path)
+    stem.with_suffix(".json").write_text("{not json")
+    refused(lambda: load(stem), "cat.json", "JSON")
+
+
+@pytest.mark.parametrize("change, words", [
+    (lambda t: t.to(torch.int32), ["float32", "torch.int32"]),
+    (lambda t: t * float("nan"), ["NaN or inf"]),
+])
+def test_weights_of_the_wrong_kind(refused, tmp_path, cat, change, words):
+    from safetensors.torch import save_file
+    stem = copy_of_cat(tmp_path)
+    tensors = {k: v.clone() for k, v in cat.state_dict().items()}
+    tensors["E"] = change(tensors["E"])
+    save_file(tensors, str(stem.with_suffix(".safetensors")))
+    refused(lambda: load(stem), "E", *words)

@@ -1,0 +1,470 @@
+"""Grade a folder of submissions so that no student's code can change a grade or stop the class.
+
+    python scripts/homework.py grade SUBMISSIONS     # the instructor's command; it calls grade() here
+
+For every notebook handed in:
+
+1. **Identify** its chapter by its content (the check cells it holds), not by its name, so a
+   renamed file is graded and a chapter saved under another's name is graded as what it is.
+2. **Assemble** it: the student's cells, with every check cell replaced by the instructor's
+   own (hidden tests included), each preceded by ``helpers.grading.cell(<grade id>)``.
+3. **Run** it in a process of its own, in a folder of its own, with a time and a memory limit.
+   Under bubblewrap (``bwrap``, Debian's package bubblewrap) the run sees the whole machine
+   read-only except its folder, and has no network. In that run the hidden tests only
+   *record* each answer as data (helpers.grading); nothing is judged there.
+4. **Judge** once per chapter: the instructor's notebook runs with its own arguments and judges
+   every recorded answer (student code never runs there; function answers are replayed from
+   what they returned on the check's inputs).
+5. **Report**: one row per student and chapter, the score per exercise and, where something
+   went wrong (a crash, a time-out, an exit, a second copy, a lost cell), what happened.
+
+Without bubblewrap the runs are still separate processes in separate folders with the same
+limits, and the course's own files are fingerprinted before and restored after every run, but
+a submission could read or write other files of the instructor's and reach the network: the
+instructor guide says so.
+"""
+import csv
+import hashlib
+import html
+import json
+import os
+import re
+import resource
+import shutil
+import signal
+import subprocess
+import sys
+from dataclasses import dataclass, field
+from pathlib import Path
+
+import nbformat
+
+from execute_notebooks import FIXED_ENV, ROOT, all_notebooks
+
+PROTECTED = ("helpers", "scripts", "notebooks", "data", "grading/nbgrader_config.py")
+TIMEOUT = 600            # seconds one submission may run, all cells together
+CELL_TIMEOUT = 120       # seconds one cell may run
+MEMORY_MB = 4096         # the run's data segment (RLIMIT_DATA); torch and numba map more, harmlessly
+MARKER = "import helpers.grading; helpers.grading.cell({!r})  # added by the grader\n"
+
+
+# ---- chapters and their exercises --------------------------------------------------------------
+
+
+def nbgrader_meta(cell):
+    return cell.get("metadata", {}).get("nbgrader", {})
+
+
+def visible(source):
+    """A check cell's visible part (before its hidden tests), stripped."""
+    return source.split("### BEGIN HIDDEN TESTS")[0].strip()
+
+
+@dataclass
+class Chapter:
+    stem: str
+    path: Path
+    checks: dict      # grade id -> points, in order
+    visible: dict     # grade id -> the visible source of its check cell
+
+    @classmethod
+    def read(cls, path):
+        nb = nbformat.read(path, as_version=4)
+        graded = [c for c in nb.cells if nbgrader_meta(c).get("grade") and c.cell_type == "code"]
+        return cls(path.stem, path, {nbgrader_meta(c)["grade_id"]: nbgrader_meta(c).get("points", 0) for c in graded},
+                   {nbgrader_meta(c)["grade_id"]: visible(c.source) for c in graded})
+
+
+def graded_chapters():
+    return [chapter for chapter in map(Chapter.read, all_notebooks()) if chapter.checks]
+
+
+# ---- finding and identifying submissions ------------------------------------------------------
+
+
+@dataclass(eq=False)
+class Submission:
+    student: str
+    path: Path
+    chapter: Chapter = None
+    notes: list = field(default_factory=list)
+    status: str = ""          # what happened when it ran
+    problems: dict = field(default_factory=dict)   # grade id -> sentences (empty: right)
+    executed: object = None   # the notebook as it ran, for the feedback page
+
+    @property
+    def key(self):
+        """A name for files and the judge: the student's id made safe, plus a hash of the path."""
+        digest = hashlib.sha1(str(self.path).encode()).hexdigest()[:8]
+        return re.sub(r"[^A-Za-z0-9_.-]", "_", self.student)[:40] + "-" + digest
+
+
+def find_submissions(folder):
+    """Every notebook in SUBMISSIONS/<student>/ (any depth), and sentences on what was skipped."""
+    folder = Path(folder)
+    found, skipped = [], []
+    for student_dir in sorted(folder.iterdir()):
+        if not student_dir.is_dir():
+            skipped.append(f"{student_dir.name}: a file at the top level (expected one folder per student)")
+            continue
+        if student_dir.name.startswith("."):
+            skipped.append(f"{student_dir.name}/: a hidden folder, not a student")
+            continue
+        notebooks = sorted(p for p in student_dir.rglob("*.ipynb") if ".ipynb_checkpoints" not in p.parts
+                           and not any(part.startswith(".") for part in p.relative_to(student_dir).parts))
+        if not notebooks:
+            skipped.append(f"{student_dir.name}/: no notebook inside")
+        found += [Submission(student_dir.name, p) for p in notebooks]
+    return found, skipped
+
+
+def identify(submission, chapters):
+    """Set ``submission.chapter`` from the check cells it holds; return the notebook, or None."""
+    try:
+        nb = nbformat.read(submission.path, as_version=4)
+    except Exception as error:
+        submission.status = f"not a readable notebook ({type(error).__name__})"
+        return None
+    ids = {nbgrader_meta(c).get("grade_id") for c in nb.cells}
+    sources = {visible(c.source) for c in nb.cells if c.cell_type == "code"}
+    best = max(chapters, key=lambda ch: (len(ids & set(ch.checks)), len(sources & set(ch.visible.values()))))
+    if not ids & set(best.checks) and not sources & set(best.visible.values()):
+        submission.status = "not one of the course's chapters (none of its check cells is there)"
+        return None
+    submission.chapter = best
+    name = submission.path.stem
+    if name != best.stem:
+        other = next((ch.stem for ch in chapters if ch.stem == name), None)
+        submission.notes.append(f"named {submission.path.name}, but it holds {best.stem}" if other
+                                else f"graded as {best.stem} (the file is named {submission.path.name})")
+    if not ids & set(best.checks):
+        submission.notes.append("its cells lost their grading metadata: check cells found by their text")
+    return nb
+
+
+# ---- assembling a notebook to run -------------------------------------------------------------
+
+
+def source_cells(chapter):
+    """The instructor's check cells (grade id -> cell), hidden tests included."""
+    nb = nbformat.read(chapter.path, as_version=4)
+    return nb, {nbgrader_meta(c)["grade_id"]: c for c in nb.cells if nbgrader_meta(c).get("grade_id") in chapter.checks}
+
+
+def marked(cell, grade_id):
+    """A copy of the instructor's check cell that tells the grader which exercise it is."""
+    copy = nbformat.from_dict(json.loads(json.dumps(cell)))
+    copy.source = MARKER.format(grade_id) + copy.source
+    copy.outputs, copy.execution_count = [], None
+    return copy
+
+
+def assemble(submission, student_nb):
+    """The student's notebook with every check cell put back as the instructor wrote it."""
+    _, checks = source_cells(submission.chapter)
+    by_text = {text: grade_id for grade_id, text in submission.chapter.visible.items()}
+    cells, placed = [], set()
+    for cell in student_nb.cells:
+        grade_id = nbgrader_meta(cell).get("grade_id")
+        if grade_id not in checks and cell.cell_type == "code":
+            grade_id = by_text.get(visible(cell.source))
+        if grade_id in checks and grade_id not in placed:
+            cells.append(marked(checks[grade_id], grade_id))
+            placed.add(grade_id)
+        elif grade_id not in checks:
+            if cell.cell_type == "code":
+                cell.outputs, cell.execution_count = [], None
+            cells.append(cell)
+    missing = [g for g in checks if g not in placed]
+    if missing:
+        submission.notes.append(f"check cell(s) {', '.join(missing)} were deleted: those exercises score 0")
+    student_nb.cells = cells
+    student_nb.metadata.pop("widgets", None)
+    return student_nb
+
+
+def judge_notebook(chapter):
+    """The instructor's notebook with every check cell marked."""
+    nb, checks = source_cells(chapter)
+    nb.cells = [marked(c, nbgrader_meta(c)["grade_id"]) if nbgrader_meta(c).get("grade_id") in checks else c
+                for c in nb.cells]
+    return nb
+
+
+# ---- running one notebook, fenced in ----------------------------------------------------------
+
+
+def sandbox_prefix(folder):
+    """The bubblewrap command that lets a run write only to ``folder`` and reach no network."""
+    if not shutil.which("bwrap"):
+        return []
+    folder = str(folder)
+    return ["bwrap", "--ro-bind", "/", "/", "--dev", "/dev", "--proc", "/proc", "--bind", folder, folder, "--unshare-net", "--unshare-pid", "--die-with-parent",
+            "--new-session", "--chdir", folder]
+
+
+def run_env(folder, grading):
+    env = {k: v for k, v in os.environ.items() if not k.startswith(("COURSE_", "JUPYTER", "IPYTHON"))}
+    env.update(FIXED_ENV, COURSE_GRADING=grading, COURSE_DATA=str(ROOT / "data"), HOME=str(folder),
+               JUPYTER_RUNTIME_DIR=str(folder / ".runtime"), IPYTHONDIR=str(folder / ".ipython"),
+               MPLCONFIGDIR=str(folder / ".matplotlib"), NUMBA_CACHE_DIR=str(folder / ".numba"),
+               TMPDIR=str(folder / ".tmp"),
+               PYTHONPATH=str(ROOT), PYTHONDONTWRITEBYTECODE="1")
+    env.pop("MPLBACKEND", None)
+    return env
+
+
+def limit_memory():
+    limit = MEMORY_MB * 2**20
+    resource.setrlimit(resource.RLIMIT_DATA, (limit, limit))
+
+
+def run(nb, folder, grading, timeout=TIMEOUT, cell_timeout=CELL_TIMEOUT, files=None):
+    """Execute ``nb`` in ``folder`` (made afresh, with ``files``: {name: text}) under the fence.
+
+    grading: the kernel's COURSE_GRADING, with {folder} for the folder. Returns (status, the
+    executed notebook or None)."""
+    shutil.rmtree(folder, ignore_errors=True)
+    (folder / ".tmp").mkdir(parents=True)
+    for name, text in (files or {}).items():
+        (folder / name).write_text(text)
+    nbformat.write(nb, folder / "notebook.ipynb")
+    command = sandbox_prefix(folder) + [sys.executable, str(Path(__file__).resolve()), "_execute",
+                                        str(folder / "notebook.ipynb"), str(folder / "executed.ipynb"),
+                                        str(cell_timeout)]
+    process = subprocess.Popen(command, cwd=folder, env=run_env(folder, grading.format(folder=folder)),
+                               stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True,
+                               preexec_fn=limit_memory, start_new_session=True)
+    try:
+        out, _ = process.communicate(timeout=timeout)
+    except subprocess.TimeoutExpired:
+        os.killpg(process.pid, signal.SIGKILL)
+        process.communicate()
+        status = f"stopped after {timeout} s (the time limit)"
+    else:
+        last = [line for line in out.splitlines() if line.startswith("grader:")]
+        status = last[-1][len("grader:"):].strip() if last else f"the run ended with exit code {process.returncode}"
+    executed = folder / "executed.ipynb"
+    return status, nbformat.read(executed, as_version=4) if executed.exists() else None
+
+
+def execute(path, out_path, cell_timeout):
+    """Inside the fence: run every cell (errors allowed), save the result, say how it ended."""
+    from nbclient import NotebookClient
+    from nbclient.exceptions import CellTimeoutError, DeadKernelError
+
+    nb = nbformat.read(path, as_version=4)
+    client = NotebookClient(nb, timeout=cell_timeout, kernel_name="python3", allow_errors=True,
+                            record_timing=False, resources={"metadata": {"path": str(Path(path).parent)}})
+    try:
+        client.execute()
+        errors = [i for i, c in enumerate(nb.cells, 1) if c.cell_type == "code"
+                  and any(o.output_type == "error" for o in c.get("outputs", []))]
+        status = "ran to the end" + (f" (cell {errors[0]} raised an error)" if errors else "")
+    except DeadKernelError:
+        ran = [i for i, c in enumerate(nb.cells, 1) if c.cell_type == "code" and c.get("execution_count")]
+        status = f"the notebook's process ended (exit() or a crash) after cell {ran[-1] if ran else 0}"
+    except CellTimeoutError:
+        ran = [i for i, c in enumerate(nb.cells, 1) if c.cell_type == "code" and c.get("execution_count")]
+        status = f"cell {ran[-1] if ran else 1} ran longer than {cell_timeout} s and was stopped there"
+    nbformat.write(nb, out_path)
+    print(f"grader: {status}", flush=True)
+
+
+# ---- the course's own files, before and after every run ---------------------------------------
+
+
+def snapshot():
+    """{path: bytes} of every file the grading depends on."""
+    files = {}
+    for name in PROTECTED:
+        base = ROOT / name
+        for path in ([base] if base.is_file() else base.rglob("*")):
+            if path.is_file() and "__pycache__" not in path.parts and ".ipynb_checkpoints" not in path.parts:
+                files[path] = path.read_bytes()
+    return files
+
+
+def restore(before):
+    """Put back every protected file a run changed or removed; return their names."""
+    after = snapshot()
+    changed = [p for p, data in before.items() if after.get(p) != data] + [p for p in after if p not in before]
+    for path in changed:
+        if path in before:
+            path.parent.mkdir(parents=True, exist_ok=True)
+            path.write_bytes(before[path])
+        else:
+            path.unlink()
+    return [str(p.relative_to(ROOT)) for p in changed]
+
+
+# ---- grading ---------------------------------------------------------------------------------
+
+
+def read_records(path):
+    """The answers a run recorded (a list), or [] when it recorded none or too much."""
+    from helpers.grading import MAX_RECORDS_BYTES
+
+    if not path.exists() or path.stat().st_size > MAX_RECORDS_BYTES:
+        return []
+    records = []
+    for line in path.read_text().splitlines():
+        try:
+            entry = json.loads(line)
+        except ValueError:
+            continue
+        if isinstance(entry, dict) and {"cell", "index", "answer"} <= set(entry):
+            records.append({k: entry[k] for k in ("cell", "index", "answer")})
+    return records
+
+
+def grade_submissions(submissions, work, log=print, **limits):
+    """Run every submission, then judge each chapter once; fill in status and problems.
+
+    limits: timeout and cell_timeout for the students' runs (seconds)."""
+    records = {}
+    for n, sub in enumerate(submissions, 1):
+        folder = work / sub.chapter.stem / sub.key
+        nb = assemble(sub, nbformat.read(sub.path, as_version=4))
+        fenced = bool(sandbox_prefix(folder))   # under bubblewrap the run cannot write here at all
+        before = None if fenced else snapshot()
+        sub.status, sub.executed = run(nb, folder, "record:{folder}/records.jsonl", **limits)
+        changed = [] if fenced else restore(before)
+        if changed:
+            sub.status = f"changed the course's files ({', '.join(changed[:3])}): restored, and not graded"
+            continue
+        records[sub] = read_records(folder / "records.jsonl")
+        log(f"  ran {n}/{len(submissions)}: {sub.student} {sub.chapter.stem}: {sub.status}")
+    for chapter in {sub.chapter.stem: sub.chapter for sub in records}.values():
+        mine = [sub for sub in records if sub.chapter is chapter]
+        for sub, problems in judge(chapter, {sub.key: records[sub] for sub in mine}, work).items():
+            next(s for s in mine if s.key == sub).problems = problems
+    return submissions
+
+
+def judge(chapter, records, work):
+    """Run the instructor's notebook once, judging everyone's records: {key: {grade id: sentences}}."""
+    folder = work / chapter.stem / "_judge"
+    status, _ = run(judge_notebook(chapter), folder, "judge:{folder}/records.json:{folder}/verdicts.jsonl",
+                    files={"records.json": json.dumps(records)})
+    if not status.startswith("ran to the end") or "raised" in status:
+        raise RuntimeError(f"judging {chapter.stem} did not finish cleanly: {status} (see {folder})")
+    problems = {key: {} for key in records}
+    for line in (folder / "verdicts.jsonl").read_text().splitlines() if (folder / "verdicts.jsonl").exists() else []:
+        verdict = json.loads(line)
+        problems[verdict["student"]].setdefault(verdict["cell"], []).extend(verdict["problems"])
+    return problems
+
+
+def score(sub):
+    """(score, max, {grade id: points}, {grade id: first sentence})."""
+    points, why = {}, {}
+    for grade_id, worth in sub.chapter.checks.items():
+        problems = sub.problems.get(grade_id)
+        if problems is None:
+            points[grade_id], why[grade_id] = 0, "no answer was recorded (its check did not run)"
+        else:
+            points[grade_id] = worth if not problems else 0
+            if problems:
+                why[grade_id] = problems[0]
+    return sum(points.values()), sum(sub.chapter.checks.values()), points, why
+
+
+def rows(submissions, skipped):
+    """One row per student and chapter (the best of several copies), plus rows for what failed."""
+    best = {}
+    for sub in submissions:
+        if sub.chapter is None:
+            continue
+        mine = best.setdefault((sub.student, sub.chapter.stem), [])
+        mine.append(sub)
+    table = []
+    for (student, stem), subs in sorted(best.items()):
+        top = max(subs, key=lambda s: score(s)[0])
+        total, worth, points, why = score(top)
+        notes = list(top.notes)
+        if top.status and not top.status.startswith("ran to the end"):
+            notes.append(top.status)
+        elif "raised" in top.status:
+            notes.append(top.status.replace("ran to the end ", ""))
+        if len(subs) > 1:
+            others = ", ".join(f"{s.path.name} {score(s)[0]:g}/{worth:g}" for s in subs if s is not top)
+            notes.append(f"{len(subs)} copies handed in; the best counts ({top.path.name}; others: {others})")
+        table.append(dict(student=student, chapter=stem, score=total, max_score=worth, **points,
+                          file=str(top.path.name), notes="; ".join(notes), why=why, submission=top))
+    for sub in submissions:
+        if sub.chapter is None:
+            table.append(dict(student=sub.student, chapter="?", score=0, max_score=0, file=sub.path.name,
+                              notes=sub.status, why={}, submission=sub))
+    for line in skipped:
+        table.append(dict(student=line.split("/")[0].split(":")[0], chapter="-", score=0, max_score=0,
+                          file="", notes="skipped: " + line, why={}, submission=None))
+    return table
+
+
+def write_csv(table, path):
+    columns = list(dict.fromkeys(k for row in table for k in row if k not in ("why", "submission")))
+    with open(path, "w", newline="") as file:
+        writer = csv.DictWriter(file, fieldnames=columns, restval="", extrasaction="ignore")
+        writer.writeheader()
+        writer.writerows(table)
+
+
+def text_table(table):
+    """The score table as aligned text, one line per row, widths fitted to the names."""
+    width = max([len("student")] + [len(r["student"]) for r in table]) + 2
+    chapter_width = max([len("chapter")] + [len(r["chapter"]) for r in table]) + 2
+    lines = [f"{'student':<{width}}{'chapter':<{chapter_width}}{'score':>7}   per exercise; notes"]
+    for r in table:
+        cells = [f"{key.split('_')[1]} {r[key]:g}" for key in r if key.endswith("_check")]
+        score_text = f"{r['score']:g}/{r['max_score']:g}" if r["max_score"] else "-"
+        lines.append(f"{r['student']:<{width}}{r['chapter']:<{chapter_width}}{score_text:>7}   "
+                     + "  ".join(cells) + (f"   {r['notes']}" if r["notes"] else ""))
+    return "\n".join(lines)
+
+
+def write_feedback(row, folder):
+    """One HTML page per student and chapter: the score, each exercise's verdict, the notebook."""
+    from nbconvert import HTMLExporter
+
+    sub = row["submission"]
+    folder.mkdir(parents=True, exist_ok=True)
+    items = []
+    for grade_id, worth in sub.chapter.checks.items():
+        ok = row[grade_id] == worth
+        items.append(f"<li>{'✓' if ok else '✗'} <b>{html.escape(grade_id)}</b> {row[grade_id]:g}/{worth:g}"
+                     + ("" if ok else f": {html.escape(row['why'].get(grade_id, ''))}") + "</li>")
+    head = (f"<h1>{html.escape(sub.chapter.stem)}: {row['score']:g}/{row['max_score']:g}</h1>"
+            f"<p>{html.escape(row['student'])}, {html.escape(sub.path.name)}</p><ul>{''.join(items)}</ul>"
+            + (f"<p>{html.escape(row['notes'])}</p>" if row["notes"] else ""))
+    body = ""
+    executed = sub.executed
+    if executed is not None:
+        exporter = HTMLExporter(sanitize_html=True)
+        body, _ = exporter.from_notebook_node(executed)
+    page = folder / f"{sub.chapter.stem}.html"
+    page.write_text(body.replace("<body", f"<body><div class='grader'>{head}</div><div", 1) if body else head)
+    return page
+
+
+def grade(submissions_folder, course, log=print, **limits):
+    """The whole grading: find, identify, run, judge, report. Returns the table's rows.
+
+    limits: timeout and cell_timeout (seconds) for each student's run."""
+    submissions_folder, course = Path(submissions_folder), Path(course)
+    chapters = graded_chapters()
+    found, skipped = find_submissions(submissions_folder)
+    runnable = [sub for sub in found if identify(sub, chapters) is not None]
+    work = course / "work"
+    grade_submissions(runnable, work, log, **limits)
+    table = rows(found, skipped)
+    write_csv(table, course / "scores.csv")
+    for row in table:
+        if row["submission"] is not None and row["submission"].chapter is not None:
+            write_feedback(row, course / "feedback" / row["student"] / row["chapter"])
+    return table
+
+
+if __name__ == "__main__":
+    if sys.argv[1:2] == ["_execute"]:
+        execute(sys.argv[2], sys.argv[3], int(sys.argv[4]))
