@@ -221,3 +221,21 @@ def test_prediction_spread():
     assert nz.prediction_spread(constant, (inputs, targets)) < 1e-6
     model, record = nz.train_stack("pre", 2, 3e-2, steps=300, stop_after=40)
     assert len(record["loss"]) == 40 and nz.prediction_spread(model) > 0.01
+
+
+def test_learning_state_and_outcome_counts(curves):
+    assert nz.learning_state([3.0, 1.2], unigram=2.52) == "learns from the context"
+    assert nz.learning_state([3.0, 2.525], unigram=2.52) == "is stuck at the frequencies"
+    assert nz.learning_state([3.0, 2.3], unigram=2.52) == "is in between"
+    assert nz.learning_state([3.0, float("nan")], unigram=2.52) == "has diverged"
+    unigram, best = nz.reference_losses()
+    found = nz.outcomes(curves, unigram, best)
+    assert len(found) == len(curves["runs"])
+    counts = nz.outcome_counts(found, "pre")
+    assert sum(counts.values()) == len(curves["depths"]) * len(curves["lrs"])
+
+
+def test_significant_digits_print_without_exponents():
+    assert [nz.significant(v) for v in (12832.3, 12820.4, 16.985, 3.99998, 0.000123)] == \
+        ["12,800", "12,800", "17.0", "4.00", "0.000123"]
+    assert nz.significant(float("nan")) == "nan" and nz.significant(0) == "0"

@@ -349,6 +349,34 @@ def run_outcome(loss, unigram, best, near=0.05):
     return "other"
 
 
+def learning_state(loss, unigram):
+    """Where a (possibly unfinished) run stands at its last step, in words:
+    "learns from the context" (loss at least 0.5 below ``unigram``, the loss of a predictor
+    that ignores its input), "is stuck at the frequencies" (within 0.01 of it),
+    "has diverged" (NaN) or "is in between"."""
+    loss = np.asarray(loss, dtype=float)
+    if np.isnan(loss).any():
+        return "has diverged"
+    if loss[-1] <= unigram - 0.5:
+        return "learns from the context"
+    if abs(loss[-1] - unigram) <= 0.01:
+        return "is stuck at the frequencies"
+    return "is in between"
+
+
+def significant(value, digits=3):
+    """``value`` as text with ``digits`` significant digits and no exponent: 12,800, 17.0, 4.00.
+
+    For numbers that float32 rounding moves in the 4th digit or later (a gradient norm of
+    12,832 on one CPU and 12,820 on another), so that what is printed is the same on every CPU."""
+    value = float(value)
+    if not math.isfinite(value) or value == 0:
+        return f"{value:g}"
+    rounded = float(f"{value:.{digits}g}")
+    decimals = max(0, digits - 1 - int(math.floor(math.log10(abs(rounded)))))
+    return f"{rounded:,.{decimals}f}"
+
+
 def reference_losses():
     """(unigram, best): the loss of a model that ignores its input, and the lowest possible."""
     return unigram_loss(cat_batch()[1]), best_loss(worlds.cat_world().train)
