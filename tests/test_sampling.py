@@ -1,9 +1,16 @@
-"""Temperature, top-k, top-p and generation with and without the KV cache."""
+"""Chapter 09 (sampling): temperature, top-k, top-p, draws, generation with and without the
+KV cache, counted multiply-adds, the cache's size, the explorer and the checks."""
+import numpy as np
+import pytest
 import torch
 
+from helpers.errors import CourseInputError
+from helpers.exercises import NOT_ANSWERED
+from helpers.explorer import png
+from helpers.model import Config, KVCache, Transformer
+from helpers.reference import softmax
+from helpers.sampling import checks, explorer
 from helpers.sampling import compute as sampling
-from helpers.weights import load_cat, load_dragon
-from helpers.worlds import cat_world, dragon_world
 
 LOGITS = torch.tensor([2.0, 1.0, 0.5, -1.0, 3.0])
 
@@ -42,9 +49,8 @@ def test_seeded_draws_follow_the_probabilities_and_repeat():
     assert first == [sampling.draw(probs, torch.Generator().manual_seed(5)) for _ in range(3)]
 
 
-def test_generate_with_and_without_cache_gives_the_same_tokens():
-    for model, world, prompt in ((load_cat(), cat_world(), "<BOS> the"),
-                                 (load_dragon(), dragon_world(n=1), "<BOS> dragon drinks")):
+def test_generate_with_and_without_cache_gives_the_same_tokens(cat, cat_world, dragon, dragon_world):
+    for model, world, prompt in ((cat, cat_world, "<BOS> the"), (dragon, dragon_world, "<BOS> dragon drinks")):
         ids = world.tokenizer.encode(prompt)
         for settings in (dict(temperature=0), dict(temperature=1.0, seed=3), dict(top_p=0.9, seed=1)):
             a = sampling.generate(model, ids, 8, use_cache=True, **settings)
@@ -52,19 +58,263 @@ def test_generate_with_and_without_cache_gives_the_same_tokens():
             assert a.tolist() == b.tolist()
 
 
-def test_greedy_cat_generation_is_a_sentence_of_the_world():
-    world = cat_world()
-    out = sampling.generate(load_cat(), world.tokenizer.encode("<BOS> the cat sat"), 6, temperature=0,
-                            stop_id=world.tokenizer.ids["<EOS>"])
-    assert world.tokenizer.decode(out) in world.sentences
+def test_greedy_cat_generation_is_a_sentence_of_the_world(cat, cat_world):
+    out = sampling.generate(cat, cat_world.tokenizer.encode("<BOS> the cat sat"), 6, temperature=0,
+                            stop_id=cat_world.tokenizer.ids["<EOS>"])
+    assert cat_world.tokenizer.decode(out) in cat_world.sentences
 
 
-def test_generate_passes_switches_and_refuses_a_cache_without_the_mask():
-    import pytest
-    from helpers.errors import CourseInputError
-    model, world = load_cat(), cat_world()
-    ids = world.tokenizer.encode("<BOS> the")
+def test_generate_passes_switches_and_refuses_a_cache_without_the_mask(cat, cat_world):
+    model = cat
+    ids = cat_world.tokenizer.encode("<BOS> the")
     free = sampling.generate(model, ids, 4, temperature=0, use_cache=False, causal=False)
     assert free.tolist() != sampling.generate(model, ids, 4, temperature=0).tolist()
     with pytest.raises(CourseInputError, match="causal mask"):
         sampling.generate(model, ids, 4, causal=False)
+
+
+# ------------------------------------------------------------------ sampling helpers
+
+def test_draws_repeat_with_a_seed_and_follow_the_probabilities():
+    probs = torch.tensor([0.5, 0.3, 0.15, 0.05])
+    a = sampling.draws(probs, 10_000, seed=4)
+    assert a.shape == (10_000,) and torch.equal(a, sampling.draws(probs, 10_000, seed=4))
+    assert not torch.equal(a, sampling.draws(probs, 10_000, seed=5))
+    assert torch.allclose(torch.bincount(a, minlength=4) / 10_000, probs, atol=0.02)
+
+
+@pytest.mark.parametrize("bad", [torch.tensor([0.5, 0.6]), torch.tensor([[0.5, 0.5]]), torch.tensor([1.2, -0.2])])
+def test_draws_reject_what_is_not_a_distribution(bad):
+    with pytest.raises(CourseInputError, match="summing to 1"):
+        sampling.draws(bad, 10, seed=0)
+
+
+def counted_by_pytorch(model, ids, cache=None):
+    """Multiply-adds PyTorch's FLOP counter sees (it counts 2 FLOPs per multiply-add)."""
+    from torch.utils.flop_counter import FlopCounterMode
+
+    with torch.no_grad(), FlopCounterMode(display=False) as counter:
+        model(ids, cache=cache)
+    return counter.get_total_flops() // 2
+
+
+@pytest.mark.parametrize("which", ["cat", "dragon"])
+def test_counted_multiply_adds_match_pytorchs_flop_counter(which, cat, dragon):
+    model = cat if which == "cat" else dragon
+    ids = torch.arange(12) % model.cfg.vocab_size
+    assert sampling.forward_macs(model.cfg, 12) == counted_by_pytorch(model, ids)
+    cache = sampling.prefilled(model, ids[:-1])
+    assert sampling.forward_macs(model.cfg, 1, 11) == counted_by_pytorch(model, ids[-1:], cache)
+    assert sum(sampling.macs_by_part(model.cfg, 5, 7).values()) == sampling.forward_macs(model.cfg, 5, 7)
+
+
+def test_generation_macs_add_up_the_passes_generate_makes(dragon):
+    cfg = dragon.cfg
+    assert sampling.generation_macs(cfg, 3, 4, use_cache=False) == sum(
+        sampling.forward_macs(cfg, T) for T in (3, 4, 5, 6))
+    assert sampling.generation_macs(cfg, 3, 4, use_cache=True) == (
+        sampling.forward_macs(cfg, 3) + sum(sampling.forward_macs(cfg, 1, seen) for seen in (3, 4, 5)))
+    with pytest.raises(CourseInputError, match="n_new"):
+        sampling.forward_macs(cfg, 0)
+
+
+def test_kv_cache_size_formula_matches_a_real_cache_and_the_7b_example(dragon):
+    cache = sampling.prefilled(dragon, torch.arange(20) % 10)
+    assert sampling.cache_bytes(cache) == sampling.kv_cache_bytes(3, 20, 2, 3, 4) == 2880
+    seven_b = sampling.kv_cache_bytes(32, 32_768, 32, 128, 2)
+    assert seven_b == 17_179_869_184 == 16 * 2**30
+    with pytest.raises(CourseInputError, match="bytes_per_element"):
+        sampling.kv_cache_bytes(32, 32_768, 32, 128, 0)
+    with pytest.raises(CourseInputError, match="KVCache"):
+        sampling.cache_bytes([torch.zeros(3)])
+
+
+def test_step_seconds_times_each_length_both_ways():
+    model = Transformer(Config(vocab_size=7, d_model=4, n_heads=2, n_layers=1, d_ff=8)).eval()
+    out = sampling.step_seconds(model, [2, 5], repeats=1)
+    assert out["lengths"] == [2, 5]
+    assert all(len(out[k]) == 2 and min(out[k]) > 0 for k in ("uncached", "cached"))
+    with pytest.raises(CourseInputError, match="each length"):
+        sampling.step_seconds(model, [1])
+
+
+def test_a_cached_step_gives_the_logits_of_a_full_pass(dragon):
+    ids = torch.tensor([0, 5, 6, 4, 1, 2, 3, 4])
+    cache = sampling.prefilled(dragon, ids[:-1])
+    with torch.no_grad():
+        assert torch.allclose(dragon(ids)[-1], dragon(ids[-1:], cache=cache)[-1], atol=1e-5)
+    assert isinstance(cache, KVCache) and len(cache) == len(ids)
+
+
+# ------------------------------------------------------------------ the explorer
+
+def test_slide_keeps_what_the_filters_keep(dragon, dragon_world):
+    r = sampling.slide(dragon, dragon_world, temperature=1.0, top_p=0.9)
+    assert r["kept"] == sampling.nucleus(torch.tensor(r["tempered"]), 0.9).tolist()
+    assert np.isclose(r["final"].sum(), 1) and np.isclose(r["tempered"].sum(), 1)
+    assert len(r["continuations"]) == 3 and all(len(c.split()) == 4 for c in r["continuations"])
+    greedy = sampling.slide(dragon, dragon_world, temperature=0)
+    assert greedy["kept"] == [greedy["order"][0]] and len(set(greedy["continuations"])) == 1
+    assert len(sampling.slide(dragon, dragon_world, temperature=2.0, top_k=3)["kept"]) == 3
+
+
+def test_slide_order_is_the_same_at_every_temperature(dragon, dragon_world):
+    orders = {tuple(sampling.slide(dragon, dragon_world, temperature=t, n_continuations=0)["order"])
+              for t in (0.1, 1.0, 3.0)}
+    assert len(orders) == 1
+
+
+def test_slide_rejects_bad_settings_in_words(dragon, dragon_world):
+    with pytest.raises(CourseInputError, match="temperature"):
+        sampling.slide(dragon, dragon_world, temperature=-1)
+    with pytest.raises(CourseInputError, match="top_p"):
+        sampling.slide(dragon, dragon_world, top_p=1.5)
+    with pytest.raises(CourseInputError, match="vocabulary"):
+        sampling.slide(dragon, dragon_world, prompt="<BOS> unicorn")
+
+
+def test_sliders_at_their_ends_switch_the_filters_off(dragon, dragon_world):
+    assert sampling.slider_settings(0.7, 10, 1.0, 10) == (0.7, None, None)
+    assert sampling.slider_settings(0.7, 3, 0.9, 10) == (0.7, 3, 0.9)
+    off = sampling.slide(dragon, dragon_world, temperature=0.7)
+    on_at_the_ends = sampling.slide(dragon, dragon_world, temperature=0.7, top_k=10, top_p=1.0)
+    assert np.allclose(off["final"], on_at_the_ends["final"])
+
+
+def test_explorer_shows_sliders_and_a_figure(dragon, dragon_world, capsys):
+    shown = explorer.explorer(dragon, dragon_world)          # outside a notebook, display() prints reprs
+    out = capsys.readouterr().out
+    assert "HBox" in out and "Image" in out
+    assert set(shown.controls) == {"temperature", "top_k", "top_p", "seed"}
+    first = shown.picture()
+    shown.controls["temperature"].value = 0.0
+    assert shown.picture() != first
+
+
+def test_slide_figure_draws_the_result(dragon, dragon_world):
+    r = sampling.slide(dragon, dragon_world, temperature=0.7, top_k=4)
+    fig = explorer.slide_figure(r, sampling.settings_text(0.7, 4, None))
+    ax = fig.axes[0]
+    assert "4 of 10 tokens kept" in ax.get_title()
+    assert len(png(fig)) > 1000
+    assert sampling.settings_text(1.0, None, None) == "T = 1.00,  top-k off,  top-p off"
+
+
+def test_slide_view_renders_fast_updates_as_png(dragon, dragon_world):
+    first = sampling.slide(dragon, dragon_world, n_continuations=0)
+    view = explorer.SlideView(first["vocab"], first["order"])
+    images = [view.png(sampling.slide(dragon, dragon_world, temperature=t), f"T = {t}") for t in (1.0, 0.2)]
+    assert all(png.startswith(b"\x89PNG") for png in images) and images[0] != images[1]
+    assert "T = 0.2" in view.ax.get_title()
+    with pytest.raises(CourseInputError, match="each of the 10 token ids once"):
+        explorer.SlideView(first["vocab"], [0] * 10)
+
+
+# ------------------------------------------------------------------ the checks
+
+PROBE = np.array([2.0, 1.0, 0.0, -1.0, 0.5])
+
+
+def test_tempered_check(capsys):
+    assert checks.tempered(softmax(PROBE / 0.5), PROBE, 0.5)
+    assert not checks.tempered(softmax(PROBE), PROBE, 0.5)
+    assert "divide the logits by the temperature" in capsys.readouterr().out
+    assert not checks.tempered(softmax(PROBE * 0.5), PROBE, 0.5)
+    assert "multiplied" in capsys.readouterr().out
+    assert not checks.tempered(np.exp(PROBE / 0.5), PROBE, 0.5)
+    assert "sum to" in capsys.readouterr().out
+    assert not checks.tempered(None, PROBE, 0.5)
+    assert NOT_ANSWERED in capsys.readouterr().out
+    with pytest.raises(AssertionError, match="multiplied"):
+        checks.tempered.grade(softmax(PROBE * 0.5), PROBE, 0.5)
+
+
+def right_top_p(probs, p):
+    order = np.argsort(-probs)                     # not stable: ties may be broken either way
+    size = int(np.searchsorted(np.cumsum(probs[order]), p - 1e-12)) + 1
+    kept = np.zeros_like(probs)
+    kept[order[:size]] = probs[order[:size]]
+    return kept / kept.sum()
+
+
+def test_top_p_check(capsys):
+    assert checks.top_p_function(right_top_p)
+
+    def not_renormalised(probs, p):
+        out = right_top_p(probs, p)
+        return out * probs[out > 0].sum()
+
+    def stops_before(probs, p):
+        order = np.argsort(-probs, kind="stable")
+        kept = np.zeros_like(probs)
+        running = 0.0
+        for i in order:
+            if running + probs[i] >= p:
+                break
+            kept[i], running = probs[i], running + probs[i]
+        if not kept.any():
+            kept[order[0]] = probs[order[0]]
+        return kept / kept.sum()
+
+    def assumes_sorted(probs, p):
+        size = int(np.searchsorted(np.cumsum(probs), p - 1e-12)) + 1
+        kept = np.zeros_like(probs)
+        kept[:size] = probs[:size]
+        return kept / kept.sum()
+
+    for wrong, words in ((not_renormalised, "did not renormalise"), (stops_before, "one token too few"),
+                         (assumes_sorted, "sort by probability"), (lambda probs, p: probs, "is not the nucleus"),
+                         ("top_p", "should be a function"), (lambda probs, p: probs[:2], "shape")):
+        assert not checks.top_p_function(wrong)
+        assert words in capsys.readouterr().out, words
+    assert not checks.top_p_function(None)
+    assert NOT_ANSWERED in capsys.readouterr().out
+    with pytest.raises(AssertionError, match="one token too few"):
+        checks.top_p_function.grade(stops_before)
+
+
+def test_kv_bytes_check(capsys):
+    sizes = (12, 1024, 12, 64, 4)
+    right = 2 * 12 * 1024 * 12 * 64 * 4
+    assert checks.kv_bytes(right, *sizes)
+    checks.kv_bytes.grade(float(right), *sizes)
+    for wrong, words in ((right // 2, "keeps both"), (right * 3 // 2, "Q too"), (right // 4, "bytes per element"),
+                         (right // 12, "one layer"), (right + 10, "too large"), ("lots", "but it is a str")):
+        assert not checks.kv_bytes(wrong, *sizes)
+        assert words in capsys.readouterr().out, words
+    assert not checks.kv_bytes(None, *sizes)
+    assert NOT_ANSWERED in capsys.readouterr().out
+    with pytest.raises(AssertionError, match="Q too"):
+        checks.kv_bytes.grade(right * 3 // 2, *sizes)
+
+
+def test_kv_bytes_check_names_both_slips_when_they_give_the_same_number(capsys):
+    # with 2 bytes a number, half the size is K or V alone, or numbers instead of bytes
+    assert not checks.kv_bytes(2 * 12 * 1024 * 12 * 64, 12, 1024, 12, 64, 2)
+    out = capsys.readouterr().out
+    assert "keeps both" in out and "bytes per element" in out
+
+
+def test_greedy_loop_check(capsys, cat, cat_world, dragon, dragon_world):
+    models, worlds = {"cat": cat, "dragon": dragon}, {"cat": cat_world, "dragon": dragon_world}
+
+    def greedy(model, ids, n):
+        for _ in range(n):
+            with torch.no_grad():
+                ids = torch.cat([ids, model(ids)[-1].argmax().reshape(1)])
+        return ids
+
+    def first_position(model, ids, n):
+        for _ in range(n):
+            with torch.no_grad():
+                ids = torch.cat([ids, model(ids)[0].argmax().reshape(1)])
+        return ids
+
+    assert checks.greedy_loop(greedy, models, worlds)
+    for wrong, words in ((lambda m, ids, n: greedy(m, ids, n)[len(ids):], "only the"),
+                         (first_position, "last position"), (lambda m, ids, n: ids, "should have"),
+                         (lambda m, ids, n: 1 / 0, "ZeroDivisionError"), (3, "should be a function")):
+        assert not checks.greedy_loop(wrong, models, worlds)
+        assert words in capsys.readouterr().out, words
+    assert not checks.greedy_loop(None, models, worlds)
+    assert NOT_ANSWERED in capsys.readouterr().out

@@ -2,8 +2,8 @@
 
     python data/normalization/build.py
 
-Trains the cat-world stack (helpers.normalization.STACK) at every depth and
-learning rate of helpers.normalization.GRID with the LayerNorm before the
+Trains the cat-world stack (helpers.normalization.compute.STACK) at every depth and
+learning rate of helpers.normalization.compute.GRID with the LayerNorm before the
 sub-blocks, after the residual addition, and nowhere: same seed, same steps,
 same data. One CPU thread; a few minutes on a 2-core machine.
 """
@@ -11,7 +11,7 @@ import json
 import time
 from pathlib import Path
 
-from helpers import normalization
+from helpers.normalization import compute as normalization
 
 
 def main():

@@ -1,6 +1,12 @@
-"""From logits to the next token: temperature, top-k, top-p, and the generation loop.
+"""From logits to the next token: temperature, top-k, top-p, the generation loop and the KV cache.
 
-All functions take the logits of one position, shape (V,), as a torch tensor.
+* ``with_temperature``, ``top_k_filter``, ``nucleus``, ``top_p_filter`` and
+  ``next_distribution`` take the logits (or probabilities) of one position, (V,).
+* ``draw`` / ``draws`` sample with a seeded generator; ``generate`` is the loop, with
+  or without a ``KVCache``.
+* ``macs_by_part``, ``forward_macs`` and ``generation_macs`` count multiply-adds;
+  ``kv_cache_bytes`` / ``cache_bytes`` size a cache; ``step_seconds`` times one step.
+* ``slide`` is what the explorer shows for one setting of its sliders.
 """
 import torch
 
@@ -209,3 +215,48 @@ def step_seconds(model, lengths, repeats=3, seed=0):
         out["uncached"].append(sorted(full[1:])[repeats // 2])
         out["cached"].append(sorted(one[1:])[repeats // 2])
     return out
+
+
+# ------------------------------------------------- the explorer's compute
+
+def slide(model, world, prompt="<BOS> dragon drinks", temperature=1.0, top_k=None, top_p=None,
+          n_continuations=3, length=4, seed=0):
+    """What the sampler does with the next-token logits after ``prompt``.
+
+    Returns a dict:
+      vocab          the world's words (V,)
+      order          token ids, most probable first (temperature never changes this order)
+      tempered       softmax(logits / temperature), (V,) NumPy
+      final          the distribution drawn from after top-k and top-p, (V,) NumPy
+      kept           ids with final > 0, most probable first
+      continuations  n_continuations strings, each ``length`` sampled words (seeds seed, seed+1, ...)
+      prompt         the prompt
+    """
+    check_sampling(temperature, top_k, top_p, vocab_size=model.cfg.vocab_size)
+    ids = world.tokenizer.encode(prompt)
+    with torch.no_grad():
+        logits = model(ids)[-1]
+    tempered = with_temperature(logits, temperature)
+    final = next_distribution(logits, temperature, top_k, top_p)
+    order = torch.argsort(logits, descending=True, stable=True)
+    kept = [int(i) for i in order if final[i] > 0]
+    continuations = []
+    for i in range(n_continuations):
+        out = generate(model, ids, length, temperature, top_k, top_p, seed=seed + i)
+        continuations.append(" ".join(world.tokenizer.decode(out[len(ids):])))
+    return dict(vocab=list(world.tokenizer.vocab), order=[int(i) for i in order],
+                tempered=tempered.numpy(), final=final.numpy(), kept=kept,
+                continuations=continuations, prompt=prompt)
+
+
+def slider_settings(temperature, top_k, top_p, vocab_size):
+    """Slider values -> the sampler's (temperature, top_k, top_p): top-k at the vocabulary
+    size and top-p at 1 mean "off" (None), which is what those values do anyway."""
+    return (temperature, None if top_k >= vocab_size else top_k, None if top_p >= 1.0 else top_p)
+
+
+def settings_text(temperature, top_k, top_p):
+    """'T = 0.70,  top-k off,  top-p 0.90' (None means off)."""
+    k = "off" if top_k is None else str(top_k)
+    p = "off" if top_p is None else f"{top_p:.2f}"
+    return f"T = {temperature:.2f},  top-k {k},  top-p {p}"

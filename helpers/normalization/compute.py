@@ -10,7 +10,9 @@
 * ``train_stack`` / ``run_stack`` train one such stack (or the start of its run);
   ``prediction_spread`` says whether a trained model's output still depends on its input.
 * ``build_curves`` runs the whole grid (depths x learning rates x placements) that
-  ``data/normalization/build.py`` ships as JSON; ``load_curves`` reads it back.
+  ``data/normalization/build.py`` ships as JSON; ``load_curves`` reads it back;
+  ``outcomes`` sorts every run of a grid into trained / frequencies / diverged / other.
+* ``stack_view`` is one depth and learning rate of the grid, as the explorer shows it.
 * ``plot_steps``, ``plot_stream``, ``plot_init`` and ``plot_grid`` draw the chapter's figures.
 """
 import json
@@ -18,9 +20,16 @@ import math
 from collections import Counter, defaultdict
 from pathlib import Path
 
+import matplotlib.pyplot as plt
 import numpy as np
+import torch
+import torch.nn.functional as F
 
-from .errors import as_array, check_positive_int, fail
+from .. import worlds
+from ..errors import as_array, check_positive_int, fail
+from ..model import Config, Transformer
+from ..training import train
+from ..weights import data_dir
 
 PLACEMENTS = ("pre", "post", "none")
 # The stack every placement is tried on: the cat world, wider than the cat model (d 16),
@@ -66,8 +75,6 @@ def residual_norms(model, ids):
     ids: (T,) token ids. Returns (names, norms) with names from ``residual_names``
     and norms a NumPy array (len(names), T).
     """
-    import torch
-
     with torch.no_grad():
         trace = model(ids, trace=True)
     names = residual_names(model.cfg.n_layers)
@@ -82,8 +89,6 @@ def unigram_loss(targets):
     every position the frequency of each token among the targets, so its loss is
     their entropy.
     """
-    import torch
-
     targets = torch.as_tensor(targets)
     kept = targets[targets != -100].tolist()
     if not kept:
@@ -120,8 +125,6 @@ def stack_config(norm, n_layers):
     Only pre-LN keeps the final LayerNorm: a post-LN block already ends in one, and
     "none" means no LayerNorm anywhere.
     """
-    from .model import Config
-
     if norm not in PLACEMENTS:
         fail(f"norm should be one of {PLACEMENTS}, but got {norm!r}")
     n_layers = check_positive_int(n_layers, "n_layers")
@@ -130,8 +133,6 @@ def stack_config(norm, n_layers):
 
 def cat_batch():
     """The cat world's training set as (inputs (B, T), targets (B, T))."""
-    from . import worlds
-
     world = worlds.cat_world()
     return world.batch(world.train)
 
@@ -145,13 +146,9 @@ def layer_gradient_norms(model):
     return np.array(out)
 
 
-def loss_of(model, inputs, targets):
-    """Mean next-token cross-entropy of ``model`` on (inputs (B, T), targets (B, T))."""
-    import torch.nn.functional as F
-
-    logits = model(inputs)
-    return F.cross_entropy(logits.reshape(-1, logits.shape[-1]), targets.reshape(-1),
-                           ignore_index=-100)
+def next_token_loss(logits, targets):
+    """Mean next-token cross-entropy (nats) of logits (B, T, V) against targets (B, T), -100 ignored."""
+    return F.cross_entropy(logits.reshape(-1, logits.shape[-1]), targets.reshape(-1), ignore_index=-100)
 
 
 def layer_gradients(norm, n_layers, seed=0, batch=None):
@@ -160,30 +157,24 @@ def layer_gradients(norm, n_layers, seed=0, batch=None):
     Returns a dict: loss (number), grads (n_layers,) the gradient norm of each layer,
     and h_norm (n_layers + 1,) the mean length of the residual vectors entering
     layer 0, 1, ... and leaving the last layer (over every position of the batch,
-    padding included).
+    padding included). The pass runs block by block (embed, each block, unembed),
+    exactly as the model's own forward pass does, so the stream can be measured between.
     """
-    import torch
-
-    from .model import Transformer
-
     inputs, targets = batch if batch is not None else cat_batch()
     model = Transformer(stack_config(norm, n_layers))
     model.reset_parameters(seed)
-    sizes = []
-    hooks = [block.register_forward_pre_hook(
-        lambda module, args: sizes.append(float(args[0].detach().norm(dim=-1).mean())))
-        for block in model.blocks]
-    hooks.append(model.blocks[-1].register_forward_hook(
-        lambda module, args, out: sizes.append(float(out.detach().norm(dim=-1).mean()))))
     threads = torch.get_num_threads()
     torch.set_num_threads(1)
     try:
-        loss = loss_of(model, inputs, targets)
+        h, sizes = model.embed(inputs), []
+        for block in model.blocks:
+            sizes.append(float(h.detach().norm(dim=-1).mean()))
+            h = block(h)
+        sizes.append(float(h.detach().norm(dim=-1).mean()))
+        loss = next_token_loss(model.unembed(h), targets)
         loss.backward()
     finally:
         torch.set_num_threads(threads)
-        for hook in hooks:
-            hook.remove()
     return {"loss": loss.item(), "grads": layer_gradient_norms(model), "h_norm": np.array(sizes)}
 
 
@@ -195,8 +186,6 @@ def train_recording(model, batch, steps, lr, seed=0, stop_after=None):
     the ``steps``-long schedule (the start of the same run). Returns a dict of arrays,
     one entry per step run: loss, and grad_first, the gradient norm of layer 0.
     """
-    from .training import train
-
     if not lr > 0:
         fail(f"lr should be a positive number, but got {lr!r}")
     grad_first = []
@@ -207,8 +196,6 @@ def train_recording(model, batch, steps, lr, seed=0, stop_after=None):
 
 def train_stack(norm, n_layers, lr, steps, seed=0, batch=None, stop_after=None):
     """Train the deep stack with this placement on the cat world: (model, train_recording's dict)."""
-    from .model import Transformer
-
     model = Transformer(stack_config(norm, n_layers))
     record = train_recording(model, batch if batch is not None else cat_batch(), steps, lr, seed,
                              stop_after)
@@ -227,8 +214,6 @@ def prediction_spread(model, batch=None):
     nothing is predicted; default the cat world's training set): the largest
     |p(word) - mean p(word)|. 0 means the same distribution everywhere, whatever the input.
     """
-    import torch
-
     inputs, targets = batch if batch is not None else cat_batch()
     with torch.no_grad():
         probs = torch.softmax(model(inputs), dim=-1)[targets != -100]
@@ -259,8 +244,6 @@ def build_curves(depths=GRID["depths"], lrs=GRID["lrs"], steps=GRID["steps"], se
 
 def curves_path():
     """Where the shipped curves live: data/normalization/curves.json."""
-    from .weights import data_dir
-
     return data_dir() / "normalization" / "curves.json"
 
 
@@ -285,14 +268,12 @@ def get_run(curves, norm, n_layers, lr):
 # ------------------------------------------------------------------ figures
 
 
-def plot_steps(x, steps, seed_out=None, labels=None):
+def plot_steps(x, steps, printed=None, labels=None):
     """Three bar panels: x (d,), z = (x - mean) / std, and out = gamma * z + beta.
 
-    steps: the dict of ``layer_norm_steps``. seed_out (d,): values printed by a text,
+    steps: the dict of ``layer_norm_steps``. printed (d,): values printed by a source text,
     drawn as black ticks on the last panel. Returns the figure.
     """
-    import matplotlib.pyplot as plt
-
     x = as_array(x, "x", 1)
     labels = labels or [f"x{i}" for i in range(len(x))]
     fig, axes = plt.subplots(1, 3, figsize=(10, 2.8), sharex=True)
@@ -303,9 +284,9 @@ def plot_steps(x, steps, seed_out=None, labels=None):
         ax.axhline(0, color="black", lw=0.6)
         ax.set_title(title)
         ax.set_xticks(range(len(values)), labels)
-    if seed_out is not None:
-        axes[2].scatter(range(len(x)), seed_out, marker="_", s=300, color="black", zorder=3,
-                        label="the seed's printed values")
+    if printed is not None:
+        axes[2].scatter(range(len(x)), printed, marker="_", s=300, color="black", zorder=3,
+                        label="the Primer's printed values")
         axes[2].legend(fontsize=8, loc="upper left")
     fig.tight_layout()
     return fig
@@ -333,8 +314,6 @@ def plot_stream(ax, names, norms, tokens, title):
 def plot_init(results):
     """Two panels for untrained stacks: the residual size entering each layer, and each
     layer's gradient norm. results: {placement: ``layer_gradients`` dict}."""
-    import matplotlib.pyplot as plt
-
     fig, (ax_h, ax_g) = plt.subplots(1, 2, figsize=(10, 3.2))
     for norm, r in results.items():
         ax_h.plot(range(len(r["h_norm"])), r["h_norm"], marker="o", ms=3, color=COLOURS[norm], label=LABELS[norm])
@@ -370,10 +349,78 @@ def run_outcome(loss, unigram, best, near=0.05):
     return "other"
 
 
+def learning_state(loss, unigram):
+    """Where a (possibly unfinished) run stands at its last step, in words:
+    "learns from the context" (loss at least 0.5 below ``unigram``, the loss of a predictor
+    that ignores its input), "is stuck at the frequencies" (within 0.01 of it),
+    "has diverged" (NaN) or "is in between"."""
+    loss = np.asarray(loss, dtype=float)
+    if np.isnan(loss).any():
+        return "has diverged"
+    if loss[-1] <= unigram - 0.5:
+        return "learns from the context"
+    if abs(loss[-1] - unigram) <= 0.01:
+        return "is stuck at the frequencies"
+    return "is in between"
+
+
+def significant(value, digits=3):
+    """``value`` as text with ``digits`` significant digits and no exponent: 12,800, 17.0, 4.00.
+
+    For numbers that float32 rounding moves in the 4th digit or later (a gradient norm of
+    12,832 on one CPU and 12,820 on another), so that what is printed is the same on every CPU."""
+    value = float(value)
+    if not math.isfinite(value) or value == 0:
+        return f"{value:g}"
+    rounded = float(f"{value:.{digits}g}")
+    decimals = max(0, digits - 1 - int(math.floor(math.log10(abs(rounded)))))
+    return f"{rounded:,.{decimals}f}"
+
+
+def reference_losses():
+    """(unigram, best): the loss of a model that ignores its input, and the lowest possible."""
+    return unigram_loss(cat_batch()[1]), best_loss(worlds.cat_world().train)
+
+
+def outcomes(curves, unigram, best):
+    """{run_key: run_outcome} for every run of a grid (the dict ``build_curves`` returns)."""
+    return {key: run_outcome(run["loss"], unigram, best) for key, run in curves["runs"].items()}
+
+
+def outcome_counts(found, norm):
+    """How many runs of this placement ended each way: {trained, frequencies, diverged, other: count}.
+
+    found: the dict ``outcomes`` returns."""
+    mine = [outcome for key, outcome in found.items() if key.split("/")[0] == norm]
+    return {o: mine.count(o) for o in ("trained", "frequencies", "diverged", "other")}
+
+
+def stack_view(curves, n_layers=8, lr=3e-2):
+    """The three placements trained at one depth and learning rate.
+
+    Returns a dict: steps (S,), loss {placement: (S,)}, grad_first {placement: (S,)},
+    final {placement: last loss}, and text, one line with the final losses.
+    """
+    if n_layers not in curves["depths"]:
+        fail(f"n_layers should be one of the trained depths {curves['depths']}, but got {n_layers!r}")
+    if not any(np.isclose(lr, x) for x in curves["lrs"]):
+        fail(f"lr should be one of the trained learning rates {curves['lrs']}, but got {lr!r}")
+    lr = min(curves["lrs"], key=lambda x: abs(x - lr))
+    runs = {norm: get_run(curves, norm, n_layers, lr) for norm in PLACEMENTS}
+    final = {norm: float(run["loss"][-1]) for norm, run in runs.items()}
+    text = f"{n_layers} layers, lr {lr:g}, final loss: " + ", ".join(
+        f"{LABELS[norm]} {final[norm]:.3f}" for norm in PLACEMENTS)
+    broken = [f"{LABELS[norm]} diverged (NaN) at step {int(np.flatnonzero(np.isnan(run['loss']))[0])}"
+              for norm, run in runs.items() if np.isnan(run["loss"]).any()]
+    text += "".join("; " + b for b in broken)
+    return {"steps": np.arange(1, curves["steps"] + 1),
+            "loss": {norm: run["loss"] for norm, run in runs.items()},
+            "grad_first": {norm: run["grad_first"] for norm, run in runs.items()},
+            "final": final, "text": text}
+
+
 def plot_grid(curves, unigram=None, best=None):
     """Final training loss against depth, one panel per learning rate, one line per placement."""
-    import matplotlib.pyplot as plt
-
     table = final_losses(curves)
     top = max(np.nanmax(values) for rows in table.values() for values in rows.values()) * 2
     fig, axes = plt.subplots(1, len(table), figsize=(10, 3.2), sharey=True)
