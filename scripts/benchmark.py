@@ -64,9 +64,20 @@ def run_notebook(path):
 
 def widget_explorers():
     """Each chapter's explorer, built as its notebook builds it (chapter 04 with the shipped model only)."""
-    from helpers import heads, normalization, worlds
+    from helpers import worlds
+    from helpers.ablation import explorer as ch10
+    from helpers.geometry import explorer as ch01
+    from helpers.heads import explorer as ch05
+    from helpers.masking import explorer as ch04
+    from helpers.mlp import explorer as ch07
+    from helpers.normalization import compute as normalization
+    from helpers.normalization import explorer as ch08
+    from helpers.positions import explorer as ch06
+    from helpers.qkv import explorer as ch02
+    from helpers.sampling import explorer as ch09
+    from helpers.scaling import explorer as ch03
+    from helpers.tour import explorer as ch00
     from helpers.weights import load_cat, load_dragon
-    from helpers.widgets import ch00, ch01, ch02, ch03, ch04, ch05, ch06, ch07, ch08, ch09, ch10
     cat, world = load_cat(), worlds.cat_world()
     dragon, dworld = load_dragon(), worlds.dragon_world(n=1)
     return {

@@ -318,3 +318,31 @@ def test_greedy_loop_check(capsys, cat, cat_world, dragon, dragon_world):
         assert words in capsys.readouterr().out, words
     assert not checks.greedy_loop(None, models, worlds)
     assert NOT_ANSWERED in capsys.readouterr().out
+
+
+# ---- bad input: one sentence naming what was expected and what arrived --------------------------
+
+@pytest.mark.parametrize("kwargs, words", [
+    (dict(temperature=-0.5), ["temperature", ">= 0", "-0.5"]),
+    (dict(temperature=float("nan")), ["temperature", "finite", "nan"]),
+    (dict(temperature=1e-310), ["temperature=1e-310", "overflows", "temperature=0"]),
+    (dict(temperature="hot"), ["temperature", "'hot'"]),
+    (dict(top_p=0), ["top_p", "(0, 1]", "0"]),
+    (dict(top_p=1.5), ["top_p", "(0, 1]", "1.5"]),
+    (dict(top_p=float("nan")), ["top_p", "(0, 1]", "nan"]),
+    (dict(top_k=0), ["top_k", "at least 1", "0"]),
+    (dict(top_k=2.5), ["top_k", "whole number", "2.5"]),
+])
+def test_sampling_settings_out_of_range(refused, kwargs, words):
+    refused(lambda: sampling.next_distribution(torch.tensor([1.0, 50.0, 3.0, 0.0, 2.0]), **kwargs), *words)
+
+
+def test_a_tiny_temperature_is_greedy_not_nan():
+    probs = sampling.next_distribution(torch.tensor([1.0, 50.0, 3.0]), temperature=1e-40)
+    assert torch.equal(probs, torch.tensor([0.0, 1.0, 0.0]))
+
+
+def test_seeds_are_whole_numbers(refused, dragon, dragon_world):
+    ids = dragon_world.tokenizer.encode("<BOS> dragon")
+    refused(lambda: sampling.generate(dragon, ids, 2, seed=1.5), "seed", "1.5")
+    assert torch.equal(sampling.generate(dragon, ids, 2, seed=np.int64(1)), sampling.generate(dragon, ids, 2, seed=1))

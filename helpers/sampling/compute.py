@@ -10,14 +10,15 @@
 """
 import torch
 
-from ..errors import check_positive_int, fail
+from ..errors import check_number, check_positive_int, check_seed, fail
 from ..model import KVCache
 
 
 def check_sampling(temperature=1.0, top_k=None, top_p=None, vocab_size=None):
     """Raise a one-sentence error for a temperature < 0, top_k < 1 or top_p outside (0, 1]."""
-    if not isinstance(temperature, (int, float)) or temperature < 0:
-        fail(f"temperature should be a number >= 0 (0 means greedy), but got {temperature!r}")
+    if isinstance(temperature, bool) or not isinstance(temperature, (int, float)) or not temperature >= 0 \
+            or temperature == float("inf"):
+        fail(f"temperature should be a finite number >= 0 (0 means greedy), but got {temperature!r}")
     if top_k is not None:
         check_positive_int(top_k, "top_k")
         if vocab_size is not None and top_k > vocab_size:
@@ -34,7 +35,11 @@ def with_temperature(logits, temperature):
         probs = torch.zeros_like(logits)
         probs[logits.argmax()] = 1.0
         return probs
-    return torch.softmax(logits / temperature, dim=-1)
+    scaled = logits.double() / temperature   # float64: a small temperature must not overflow
+    if not torch.isfinite(scaled).all():
+        fail(f"temperature={temperature:g} is so small that logits / temperature overflows; "
+             "use temperature=0 for greedy decoding")
+    return torch.softmax(scaled, dim=-1).float()
 
 
 def top_k_filter(probs, k):
@@ -96,7 +101,7 @@ def generate(model, ids, max_new_tokens, temperature=1.0, top_k=None, top_p=None
     ids = model.check_ids(ids)
     if ids.dim() != 1:
         fail(f"generate takes one sequence of shape (T,), but got shape {tuple(ids.shape)}")
-    g = torch.Generator().manual_seed(seed)
+    g = torch.Generator().manual_seed(check_seed(seed))
     cache = KVCache(model.cfg.n_layers) if use_cache else None
     step_input = ids
     for _ in range(max_new_tokens):
@@ -118,7 +123,7 @@ def draws(probs, n, seed):
         fail(f"probs should be one distribution (V,) of non-negative numbers summing to 1, "
              f"but got shape {tuple(probs.shape)} summing to {float(probs.sum()):.4g}")
     n = check_positive_int(n, "n")
-    g = torch.Generator().manual_seed(seed)
+    g = torch.Generator().manual_seed(check_seed(seed))
     return torch.multinomial(probs, n, replacement=True, generator=g)
 
 
@@ -194,7 +199,7 @@ def step_seconds(model, lengths, repeats=3, seed=0):
     import time
 
     repeats = check_positive_int(repeats, "repeats")
-    g = torch.Generator().manual_seed(seed)
+    g = torch.Generator().manual_seed(check_seed(seed))
     out = dict(lengths=[], uncached=[], cached=[])
     for T in lengths:
         T = check_positive_int(T, "each length", minimum=2)
