@@ -1,10 +1,14 @@
 """helpers: the shared package of the Transformer course.
 
-One module per idea; import what a chapter needs::
+A folder per chapter (``tour``, ``geometry``, ``qkv``, ``scaling``, ``masking``, ``heads``,
+``positions``, ``mlp``, ``normalization``, ``sampling``, ``ablation``), each with its
+``compute``, ``checks`` and ``explorer``, over a shared ground floor (``model``, ``reference``,
+``worlds``, ``training``, ``recipes``, ``weights``, ``plots``, ``readout``, ``exercises``,
+``explorer``, ``grading``, ``errors``). helpers/README.md maps them. A chapter imports::
 
-    from helpers import reference as ref      # NumPy by-hand functions
+    from helpers import reference as ref, plots, worlds
     from helpers.model import Config, Transformer
-    from helpers import worlds, weights, sampling, plots, checks
+    from helpers.qkv import compute as qkv, checks, explorer
 
 ``import helpers`` itself loads nothing heavy.
 """
