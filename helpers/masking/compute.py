@@ -133,21 +133,27 @@ def prefix_scores(model, world, sentences=None, causal=True):
     """Score every next-word decision the way generation meets it: the model sees only the
     prefix, and its last position must predict the next word.
 
+    Prefixes of one length run as one batch (each row sees only itself, mask or no mask).
     Returns a dict: loss (mean cross-entropy over all decisions), correct and total (top-1
     equal to the sentence's next word, on every slot except the adjective after is/was,
     as in worlds.slot_accuracy), decisions.
     """
     sentences = world.sentences if sentences is None else sentences
-    losses, correct, total = [], 0, 0
     found = decisions(sentences)
+    by_length = defaultdict(list)
     for prefix, nxt, copula in found:
-        logits = model(world.tokenizer.encode(prefix), causal=causal)[-1]
-        target = world.tokenizer.ids[nxt]
-        losses.append(F.cross_entropy(logits[None], torch.tensor([target])).item())
-        if not copula:
-            total += 1
-            correct += int(logits.argmax()) == target
-    return dict(loss=sum(losses) / len(losses), correct=correct, total=total, decisions=len(found))
+        by_length[len(prefix)].append((prefix, nxt, copula))
+    losses, correct, total = [], 0, 0
+    for same in by_length.values():
+        ids = torch.stack([world.tokenizer.encode(prefix) for prefix, _, _ in same])
+        logits = model(ids, causal=causal)[:, -1]                  # (N, V): the last position
+        targets = torch.tensor([world.tokenizer.ids[nxt] for _, nxt, _ in same])
+        losses.append(F.cross_entropy(logits, targets, reduction="none"))
+        right = logits.argmax(-1) == targets
+        outside = torch.tensor([not copula for _, _, copula in same])
+        total += int(outside.sum())
+        correct += int((right & outside).sum())
+    return dict(loss=float(torch.cat(losses).mean()), correct=correct, total=total, decisions=len(found))
 
 
 @torch.no_grad()
