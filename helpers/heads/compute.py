@@ -18,7 +18,7 @@ import torch
 import torch.nn.functional as F
 from torch import nn
 
-from .. import worlds
+from .. import weights, worlds
 from ..errors import check_positive_int, fail
 from ..masking.compute import book_attention  # noqa: F401  (chapter 05 builds the Book's layer too)
 from ..model import Attention, linear
@@ -263,8 +263,6 @@ PROMPTS = {
 @functools.lru_cache(maxsize=None)
 def get_model(name):
     """The shipped model ``name`` ('cat' or 'induction') and its tokenizer, loaded once."""
-    from .. import weights
-
     if name not in MODELS:
         fail(f"the model should be one of {MODELS}, but got {name!r}")
     if name == "cat":
