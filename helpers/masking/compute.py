@@ -1,21 +1,26 @@
 """The causal mask: build it, apply it, and measure what it prevents.
 
-* ``causal_mask`` and ``apply_mask``: torch.triu and masked_fill, as in seed 003.
-* ``seed_example``: seed 003's "the cat sat" with hand-picked W_q, W_k, W_v.
+* ``causal_mask`` and ``apply_mask``: torch.triu and masked_fill.
+* ``three_words``: the Book's "the cat sat" with hand-picked W_q, W_k, W_v.
 * ``mask_after_softmax``: what goes wrong when the mask comes after the softmax.
-* ``SeedAttention`` and ``leak``: seed 003's "seeing the leak", number for number.
-* ``generate``, ``prefix_scores``, ``sample_sentences``: how a model trained with
-  or without the mask behaves when it has to generate.
+* ``book_attention`` and ``leak``: the Book's "Seeing the leak", number for number.
+* ``prefix_scores``, ``sample_sentences``, ``no_mask_runs``: how models trained with or
+  without the mask behave when they have to generate.
 * ``attention_maps``: every head's weights for a prompt, mask on or off.
 """
 import math
+from collections import Counter, defaultdict
 
 import torch
 import torch.nn.functional as F
 from torch import nn
 
-from .errors import check_positive_int, fail
-from .sampling.compute import generate as generate_loop
+from ..errors import check_positive_int, fail
+from ..model import Attention, Transformer
+from ..recipes import CAT_CONFIG, CAT_TRAINING
+from ..sampling.compute import generate
+from ..training import train
+from ..worlds import decisions
 
 
 def causal_mask(T):
@@ -35,8 +40,8 @@ def apply_mask(scores, mask=None):
     return scores.masked_fill(mask, float("-inf"))
 
 
-def seed_example():
-    """Seed 003's "the cat sat": x (3, 4), W_q, W_k, W_v (4, 2), and every step after them.
+def three_words():
+    """The Book's "the cat sat": x (3, 4), W_q, W_k, W_v (4, 2), and every step after them.
 
     Returns a dict: x, W_q, W_k, W_v, q, k, v, scores (q kᵀ / √2), masked, weights
     (masked, then softmax), unmasked (softmax without the mask), out (weights @ v).
@@ -69,49 +74,44 @@ def mask_after_softmax(scores):
                 before=torch.softmax(apply_mask(scores), dim=-1))
 
 
-class SeedAttention(nn.Module):
-    """Seed 003's multi-head causal self-attention, rebuilt: one fused qkv layer, an output
-    projection, and a causal mask that can be switched off (``causal=False``).
+@torch.no_grad()
+def book_attention(d_model, n_heads):
+    """The Book's attention layer as the course's ``model.Attention``, drawn as the Book draws it.
 
-    x: (B, T, emb_dim) -> (B, T, emb_dim). Built with torch's default nn.Linear
-    initialisation, in the seed's order (qkv, then proj), so a seeded build matches the seed's.
+    The Book builds ``nn.Linear(d, 3d)`` (queries, keys, values fused) and then ``nn.Linear(d, d)``
+    (the output projection) with torch's default initialisation, from torch's global generator;
+    so ``torch.manual_seed(123)`` before this call gives the Book's numbers. nn.Linear computes
+    x Wᵀ + b, ours x @ W + b, so each weight goes in transposed: W_Q = qkv.weight[:d].T, ...,
+    W_O = proj.weight.T.
     """
-
-    def __init__(self, emb_dim, n_heads):
-        super().__init__()
-        if emb_dim % n_heads:
-            fail(f"emb_dim={emb_dim} does not split into n_heads={n_heads} equal heads")
-        self.n_heads, self.head_dim = n_heads, emb_dim // n_heads
-        self.qkv = nn.Linear(emb_dim, 3 * emb_dim)
-        self.proj = nn.Linear(emb_dim, emb_dim)
-
-    def forward(self, x, causal=True):
-        B, T, C = x.shape
-        q, k, v = self.qkv(x).split(C, dim=-1)
-        q, k, v = (t.view(B, T, self.n_heads, self.head_dim).transpose(1, 2) for t in (q, k, v))
-        scores = q @ k.transpose(-2, -1) / math.sqrt(self.head_dim)     # (B, H, T, T)
-        if causal:
-            scores = apply_mask(scores)
-        out = torch.softmax(scores, dim=-1) @ v                         # (B, H, T, head_dim)
-        return self.proj(out.transpose(1, 2).reshape(B, T, C))
+    d_model, n_heads = check_positive_int(d_model, "d_model"), check_positive_int(n_heads, "n_heads")
+    if d_model % n_heads:
+        fail(f"d_model={d_model} does not split into n_heads={n_heads} equal heads")
+    qkv, proj = nn.Linear(d_model, 3 * d_model), nn.Linear(d_model, d_model)   # the Book's order
+    attn = Attention(d_model, n_heads)
+    W_Q, W_K, W_V = qkv.weight.split(d_model)       # each (d_out, d_in), nn.Linear's layout
+    b_Q, b_K, b_V = qkv.bias.split(d_model)
+    for name, value in dict(W_Q=W_Q.T, W_K=W_K.T, W_V=W_V.T, W_O=proj.weight.T,
+                            b_Q=b_Q, b_K=b_K, b_V=b_V, b_O=proj.bias).items():
+        getattr(attn, name).copy_(value)
+    return attn.eval()
 
 
 @torch.no_grad()
-def leak(seed=123, emb_dim=4, n_heads=1, T=3):
-    """Seed 003's experiment: change only the last of T random token vectors and measure how
+def leak(seed=123, d_model=4, n_heads=1, T=3):
+    """The Book's experiment: change only the last of T random token vectors and measure how
     far each position's output moves (sum of absolute differences), with and without the mask.
 
-    Draw order as the seed: the module, then x (1, T, emb_dim), then the new last row.
-    Returns a dict: with_mask (T,), without_mask (T,).
+    Draw order as the Book's: the layer (``book_attention``), then x (1, T, d_model), then
+    the new last row. Returns a dict: with_mask (T,), without_mask (T,).
     """
     torch.manual_seed(seed)
-    attn = SeedAttention(emb_dim, n_heads).eval()
-    x = torch.randn(1, T, emb_dim)
+    attn = book_attention(d_model, n_heads)
+    x = torch.randn(1, T, d_model)
     x2 = x.clone()
-    x2[0, -1] = torch.randn(emb_dim)
-    moved = {name: (attn(x, causal=causal) - attn(x2, causal=causal)).abs().sum(-1)[0]
-             for name, causal in (("with_mask", True), ("without_mask", False))}
-    return moved
+    x2[0, -1] = torch.randn(d_model)
+    return {name: (attn(x, causal=causal) - attn(x2, causal=causal)).abs().sum(-1)[0]
+            for name, causal in (("with_mask", True), ("without_mask", False))}
 
 
 @torch.no_grad()
@@ -128,40 +128,32 @@ def model_leak(model, world, prompt, new_last):
             for name, causal in (("with_mask", True), ("without_mask", False))}
 
 
-def generate(model, ids, max_new_tokens, causal=True, temperature=0.0, top_k=None, top_p=None,
-             seed=0, stop_id=None):
-    """Extend ids (T,) one token at a time, re-running the whole prefix each step with the
-    causal mask on or off (``causal``), the way a model trained without a mask must generate.
-
-    helpers.sampling.generate without its KV cache, every forward pass switched.
-    temperature 0 is greedy. Returns the longer ids (T',).
-    """
-    return generate_loop(model, ids, max_new_tokens, temperature=temperature, top_k=top_k, top_p=top_p,
-                         seed=seed, use_cache=False, stop_id=stop_id, causal=causal)
-
-
 @torch.no_grad()
 def prefix_scores(model, world, sentences=None, causal=True):
     """Score every next-word decision the way generation meets it: the model sees only the
     prefix, and its last position must predict the next word.
 
+    Prefixes of one length run as one batch (each row sees only itself, mask or no mask).
     Returns a dict: loss (mean cross-entropy over all decisions), correct and total (top-1
     equal to the sentence's next word, on every slot except the adjective after is/was,
     as in worlds.slot_accuracy), decisions.
     """
-    from .worlds import decisions
-
     sentences = world.sentences if sentences is None else sentences
-    losses, correct, total = [], 0, 0
     found = decisions(sentences)
+    by_length = defaultdict(list)
     for prefix, nxt, copula in found:
-        logits = model(world.tokenizer.encode(prefix), causal=causal)[-1]
-        target = world.tokenizer.ids[nxt]
-        losses.append(F.cross_entropy(logits[None], torch.tensor([target])).item())
-        if not copula:
-            total += 1
-            correct += int(logits.argmax()) == target
-    return dict(loss=sum(losses) / len(losses), correct=correct, total=total, decisions=len(found))
+        by_length[len(prefix)].append((prefix, nxt, copula))
+    losses, correct, total = [], 0, 0
+    for same in by_length.values():
+        ids = torch.stack([world.tokenizer.encode(prefix) for prefix, _, _ in same])
+        logits = model(ids, causal=causal)[:, -1]                  # (N, V): the last position
+        targets = torch.tensor([world.tokenizer.ids[nxt] for _, nxt, _ in same])
+        losses.append(F.cross_entropy(logits, targets, reduction="none"))
+        right = logits.argmax(-1) == targets
+        outside = torch.tensor([not copula for _, _, copula in same])
+        total += int(outside.sum())
+        correct += int((right & outside).sum())
+    return dict(loss=float(torch.cat(losses).mean()), correct=correct, total=total, decisions=len(found))
 
 
 @torch.no_grad()
@@ -174,12 +166,13 @@ def teacher_forced_loss(model, world, sentences=None, causal=True):
 
 
 def sample_sentences(model, world, n=20, causal=True, temperature=1.0, seed=0, max_len=12):
-    """Draw ``n`` sentences from <BOS> (seeds seed .. seed+n-1). Returns a list of word lists."""
+    """Draw ``n`` sentences from <BOS> (seeds seed .. seed+n-1), re-running the whole prefix at
+    every step with the mask on or off (``causal``). Returns a list of word lists."""
     n = check_positive_int(n, "n")
     start = world.tokenizer.encode(["<BOS>"])
     stop = world.tokenizer.ids["<EOS>"]
-    return [world.tokenizer.decode(generate(model, start, max_len - 1, causal=causal,
-                                            temperature=temperature, seed=seed + i, stop_id=stop))
+    return [world.tokenizer.decode(generate(model, start, max_len - 1, temperature=temperature, seed=seed + i,
+                                            use_cache=False, stop_id=stop, causal=causal))
             for i in range(n)]
 
 
@@ -188,12 +181,45 @@ def share_valid(sentences, world):
     return sum(list(s) in world.sentences for s in sentences) / len(sentences)
 
 
+def train_without_mask(world, seed=0, steps=CAT_TRAINING["steps"]):
+    """The cat model trained by the shipped model's recipe (Adam, cosine decay over ``steps``,
+    full batch) from ``seed``, but with the mask off on every step. Returns (model, losses)."""
+    model = Transformer(CAT_CONFIG)
+    settings = {**CAT_TRAINING, "seed": seed, "steps": steps}
+    losses = train(model, world.batch(world.train), progress=False, causal=False, **settings)
+    return model.eval(), losses
+
+
+def no_mask_runs(world, seeds=(0, 1, 2, 3, 4), steps=300, n_samples=50):
+    """Train one model per seed without the mask (``train_without_mask``) and measure it.
+
+    A run's numbers depend on float rounding (other CPUs, other runs), so claims are made
+    about all the seeds together. Returns a list of dicts, one per seed: seed, model, losses,
+    final_loss, without (``prefix_scores`` run without the mask), with_mask (run with it),
+    valid (how many of ``n_samples`` samples at temperature 1 are sentences of the world).
+    """
+    runs = []
+    for seed in seeds:
+        model, losses = train_without_mask(world, seed, steps)
+        samples = sample_sentences(model, world, n=n_samples, causal=False)
+        runs.append(dict(seed=seed, model=model, losses=losses, final_loss=losses[-1],
+                         without=prefix_scores(model, world, causal=False),
+                         with_mask=prefix_scores(model, world, causal=True),
+                         valid=sum(list(s) in world.sentences for s in samples)))
+    return runs
+
+
+def count_within(values, low, high):
+    """How many of ``values`` lie in [low, high] (a claim about every run is a count of runs)."""
+    return sum(low <= v <= high for v in values)
+
+
 @torch.no_grad()
 def attention_maps(model, world, prompt, causal=True):
     """Every head's attention weights for ``prompt`` (a string or list of words).
 
     Returns a dict: words (T,), weights (n_layers, n_heads, T, T), next (the most likely next
-    word) and p_next (its probability).
+    word), p_next (its probability) and causal.
     """
     words = prompt.split() if isinstance(prompt, str) else list(prompt)
     if not words:
@@ -204,7 +230,7 @@ def attention_maps(model, world, prompt, causal=True):
     weights = torch.stack([trace[f"L{layer}.weights"] for layer in range(model.cfg.n_layers)])
     probs = trace["probs"][-1]
     return dict(words=words, weights=weights, next=world.tokenizer.vocab[int(probs.argmax())],
-                p_next=float(probs.max()))
+                p_next=float(probs.max()), causal=causal)
 
 
 def entropy_floor(sentences):
@@ -214,10 +240,6 @@ def entropy_floor(sentences):
     prefix's own next-word frequencies in ``sentences``. Returns the mean of -log p over
     every decision, the same average the training loss takes.
     """
-    from collections import Counter, defaultdict
-
-    from .worlds import decisions
-
     found = decisions(sentences)
     if not found:
         fail("expected at least one sentence of two or more words")

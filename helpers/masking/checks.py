@@ -1,28 +1,20 @@
 """Checks for chapter 04 (masking): the causal mask, one masked weight by hand, repairing
 a mask applied after softmax, and which outputs a changed token can move.
 
-Each check judges properties and reference values and says what is wrong
-without printing the expected answer.
+Each check judges properties and reference values and says what is wrong without
+printing the expected answer.
 """
 import numpy as np
 
-from . import array_problems, close_problems, exercise, number_problems
+from ..errors import to_numpy
+from ..exercises import Array, Number, as_wholes, close_problems, exercise, number_problems
 from ..reference import softmax
 
 
-def as_numpy(answer):
-    """A torch tensor or array-like as a NumPy array (bools stay bools)."""
-    return answer.detach().cpu().numpy() if hasattr(answer, "detach") else np.asarray(answer)
-
-
-@exercise("the causal mask")
+@exercise("the causal mask", answer=Array(shape=lambda T: (T, T)))
 def mask(answer, T=5):
     """``answer`` (T, T) is True (or 1) exactly where query i must not see key j, i.e. j > i."""
-    found = list(array_problems(answer, "mask", shape=(T, T)))
-    if found:
-        yield from found
-        return
-    got = as_numpy(answer).astype(float) != 0
+    got = answer != 0
     want = np.triu(np.ones((T, T), dtype=bool), 1)
     if (got == want).all():
         return
@@ -37,38 +29,27 @@ def mask(answer, T=5):
                "exactly when j > i")
 
 
-@exercise("one masked weight, by hand")
+@exercise("one masked weight, by hand", answer=Number())
 def masked_weight(answer, scores, query, key):
     """``answer`` is weight[query, key] after the causal mask and the softmax of ``scores`` (T, T)."""
-    scores = np.asarray(scores, dtype=float)
-    row = scores[query, :query + 1]
-    expected = softmax(row)[key]
-    try:
-        value = float(answer)
-    except (TypeError, ValueError):
-        yield f"the answer should be one number, but it is a {type(answer).__name__}"
-        return
-    if abs(value - softmax(scores[query])[key]) < 1e-3 and abs(value - expected) >= 1e-3:
+    scores = to_numpy(scores, "scores")
+    expected = softmax(scores[query, :query + 1])[key]
+    if abs(answer - softmax(scores[query])[key]) < 1e-3 and abs(answer - expected) >= 1e-3:
         yield f"your softmax includes keys after position {query}: the mask removes them first"
     else:
-        yield from number_problems(value, expected, "your weight", atol=1e-3)
+        yield from number_problems(answer, expected, "your weight", atol=1e-3)
 
 
-@exercise("repairing a mask applied after softmax")
+@exercise("repairing a mask applied after softmax", answer=Array(shape=lambda zeroed: np.shape(zeroed)))
 def renormalised(answer, zeroed):
     """``answer`` (T, T): the rows of ``zeroed`` (softmax, then future weights set to 0) rescaled to sum to 1."""
-    zeroed = np.asarray(zeroed, dtype=float)
-    found = list(array_problems(answer, "weights", shape=zeroed.shape))
-    if found:
-        yield from found
-        return
-    answer = np.asarray(as_numpy(answer), dtype=float)
+    zeroed = to_numpy(zeroed, "zeroed")
+    sums = answer.sum(axis=1)
+    worst = int(np.argmax(np.abs(sums - 1)))
     if np.abs(np.triu(answer, 1)).max() > 1e-6:
         yield "some weight above the diagonal is not 0: the future must stay hidden"
-    elif not np.allclose(answer.sum(axis=1), 1, atol=1e-4):
-        sums = answer.sum(axis=1)
-        yield (f"row {int(np.argmax(np.abs(sums - 1)))} sums to {sums[np.argmax(np.abs(sums - 1))]:.3f}; "
-               "divide each row by its own sum (not each column)")
+    elif not np.allclose(sums, 1, atol=1e-4):
+        yield f"row {worst} sums to {sums[worst]:.3f}; divide each row by its own sum (not each column)"
     else:
         yield from close_problems(answer, zeroed / zeroed.sum(axis=1, keepdims=True), "weights", atol=1e-4)
 
@@ -77,11 +58,7 @@ def renormalised(answer, zeroed):
 def moved_positions(answer, T, changed):
     """``answer``: the positions (from 0) whose output can change, in a causal model of T tokens,
     when only the token at position ``changed`` is replaced."""
-    try:
-        got = sorted({int(p) for p in np.atleast_1d(as_numpy(answer))})
-    except (TypeError, ValueError):
-        yield "the answer should be a list of positions (whole numbers), e.g. [0, 1]"
-        return
+    got = sorted(set(as_wholes(answer, "the positions")))
     want = list(range(changed, T))
     if got == want:
         return

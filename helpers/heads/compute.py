@@ -1,0 +1,293 @@
+"""Multi-head attention, counted and compared, and the heads of trained models (chapter 05).
+
+* ``split_heads`` / ``merge_heads``: the view/transpose that cuts one long query vector per
+  token into heads, and its inverse, in torch.
+* ``book_attention`` (from chapter 04): the Book's seeded layer as a ``model.Attention``;
+  ``intermediates`` runs any such layer and keeps every step.
+* ``attention_parameters`` and ``attention_weights_bytes``: the counts.
+* ``torch_differences``: our module against torch's own implementations.
+* ``previous_token_score``, ``induction_score``, ``head_scores``, ``loss_by_position``,
+  ``copy_losses``: what the chapter measures on trained heads; ``induction_figures`` and
+  ``card_problems``: the induction model's card, measured and judged.
+* ``head_view``: the explorer's compute (one head of a shipped model on one prompt).
+"""
+import functools
+import math
+
+import torch
+import torch.nn.functional as F
+from torch import nn
+
+from .. import weights, worlds
+from ..errors import check_positive_int, fail
+from ..masking.compute import book_attention  # noqa: F401  (chapter 05 builds the Book's layer too)
+from ..model import Attention, linear
+
+
+# ------------------------------------------------------------ splitting heads
+
+def split_heads(x, n_heads):
+    """(B, T, h*d_k) -> (B, h, T, d_k): columns [i*d_k, (i+1)*d_k) of each token become head i."""
+    x = torch.as_tensor(x)
+    n_heads = check_positive_int(n_heads, "n_heads")
+    if x.dim() != 3:
+        fail(f"split_heads expects (B, T, width), but got shape {tuple(x.shape)}")
+    B, T, width = x.shape
+    if width % n_heads:
+        fail(f"cannot split width {width} into n_heads={n_heads} equal heads")
+    return x.view(B, T, n_heads, width // n_heads).transpose(1, 2)
+
+
+def merge_heads(x):
+    """(B, h, T, d_k) -> (B, T, h*d_k): the heads side by side again."""
+    x = torch.as_tensor(x)
+    if x.dim() != 4:
+        fail(f"merge_heads expects (B, heads, T, d_k), but got shape {tuple(x.shape)}")
+    B, H, T, d_k = x.shape
+    return x.transpose(1, 2).reshape(B, T, H * d_k)
+
+
+@torch.no_grad()
+def intermediates(attn, x, **switches):
+    """Run the attention layer ``attn`` on x (B, T, d_model) and keep every step.
+
+    Returns a dict: q, k, v (B, T, d_model), scores and weights (B, h, T, T), head_out
+    (B, h, T, d_k), concat and attn (B, T, d_model; attn is the layer's output).
+    switches go to the layer (e.g. causal=False).
+    """
+    if not isinstance(attn, Attention):
+        fail(f"expected an attention layer (helpers.model.Attention, e.g. model.blocks[0].attn), "
+             f"but got a {type(attn).__name__}")
+    x = torch.as_tensor(x, dtype=torch.float32)
+    d_model = attn.W_Q.shape[0]
+    if x.dim() != 3 or x.shape[-1] != d_model:
+        fail(f"expected x of shape (B, T, {d_model}), but got {tuple(x.shape)}")
+    kept = {}
+    attn(x, keep=kept.__setitem__, **switches)
+    return kept
+
+
+# ------------------------------------------------------------- the counts
+
+def attention_parameters(d_model, bias=True):
+    """Parameters of one multi-head attention layer, by part (the number of heads does not matter).
+
+    Returns dict(qkv_weight=3d², qkv_bias=3d, proj_weight=d², proj_bias=d, total).
+    """
+    d = check_positive_int(d_model, "d_model")
+    parts = dict(qkv_weight=3 * d * d, qkv_bias=3 * d if bias else 0,
+                 proj_weight=d * d, proj_bias=d if bias else 0)
+    parts["total"] = sum(parts.values())
+    return parts
+
+
+def attention_weights_bytes(batch, n_heads, T, bytes_per_number=4):
+    """Bytes of one layer's attention-weights tensor (batch, n_heads, T, T): one number per
+    (query, key) pair per head, 4 bytes each in float32."""
+    for name, value in (("batch", batch), ("n_heads", n_heads), ("T", T),
+                        ("bytes_per_number", bytes_per_number)):
+        check_positive_int(value, name)
+    return batch * n_heads * T * T * bytes_per_number
+
+
+@torch.no_grad()
+def torch_differences(attn, x):
+    """Largest absolute differences between our layer ``attn`` on x and torch's own attention.
+
+    attn: a ``model.Attention`` with biases and without rotary positions; x: (B, T, d_model).
+    Returns dict(sdpa=..., multihead=..., weights=...): ``scaled_dot_product_attention`` fed
+    the layer's own q, k, v (is_causal=True), then the layer's W_O; ``nn.MultiheadAttention``
+    with the layer's weights copied in (nn.Linear's layout: each W transposed, W_Q, W_K, W_V
+    stacked) and a causal mask; and the two modules' attention weights.
+    """
+    ours = intermediates(attn, x)
+    if attn.rotary or attn.b_Q is None:
+        fail("torch_differences compares a layer with biases and no rotary positions")
+    H, d = attn.n_heads, attn.W_Q.shape[0]
+    q, k, v = (split_heads(ours[name], H) for name in "qkv")
+    fused = linear(merge_heads(F.scaled_dot_product_attention(q, k, v, is_causal=True)), attn.W_O, attn.b_O)
+    mha = nn.MultiheadAttention(d, H, batch_first=True).eval()
+    mha.load_state_dict({"in_proj_weight": torch.cat([attn.W_Q.T, attn.W_K.T, attn.W_V.T]),
+                         "in_proj_bias": torch.cat([attn.b_Q, attn.b_K, attn.b_V]),
+                         "out_proj.weight": attn.W_O.T, "out_proj.bias": attn.b_O})
+    T = x.shape[1]
+    hidden = torch.triu(torch.ones(T, T, dtype=torch.bool), diagonal=1)
+    theirs, their_weights = mha(x, x, x, attn_mask=hidden, need_weights=True, average_attn_weights=False)
+    return dict(sdpa=float((fused - ours["attn"]).abs().max()),
+                multihead=float((theirs - ours["attn"]).abs().max()),
+                weights=float((their_weights - ours["weights"]).abs().max()))
+
+
+# ------------------------------------------------------------- what trained heads do
+
+def previous_token_score(weights):
+    """Mean attention each query (after the first) puts on the token just before it.
+
+    weights: (..., T, T) -> (...) scores in [0, 1]; 1 is a perfect previous-token head.
+    """
+    w = torch.as_tensor(weights)
+    if w.dim() < 2 or w.shape[-1] != w.shape[-2] or w.shape[-1] < 2:
+        fail(f"expected square attention weights (..., T, T) with T >= 2, but got shape {tuple(w.shape)}")
+    return torch.diagonal(w, offset=-1, dim1=-2, dim2=-1).mean(-1)
+
+
+def induction_score(weights, length):
+    """Mean attention from each token of the second copy to the token after its earlier occurrence.
+
+    weights: (..., 2*length+1, 2*length+1) on a sequence <BOS> a_1..a_L a_1..a_L.
+    The query a_j of the second copy sits at position L+j; the token after the
+    first a_j sits at position j+1: an offset of L-1 back, for j = 1..L.
+    Returns (...) scores in [0, 1]; 1 is a perfect induction head.
+    """
+    w = torch.as_tensor(weights)
+    length = check_positive_int(length, "length", minimum=2)
+    T = 2 * length + 1
+    if w.dim() < 2 or tuple(w.shape[-2:]) != (T, T):
+        fail(f"weights for a repeated sequence of length {length} should end in ({T}, {T}), "
+             f"but have shape {tuple(w.shape)}")
+    diagonal = torch.diagonal(w, offset=-(length - 1), dim1=-2, dim2=-1)  # queries L-1 .. 2L
+    return diagonal[..., 2:].mean(-1)                                      # queries L+1 .. 2L
+
+
+@torch.no_grad()
+def layer_weights(model, ids):
+    """Attention weights of every layer and head: ids (B, T) -> (B, layers, heads, T, T)."""
+    ids = model.check_ids(ids)
+    if ids.dim() == 1:
+        ids = ids[None]
+    rows = [torch.stack([model(row, trace=True)[f"L{layer}.weights"]
+                         for layer in range(model.cfg.n_layers)]) for row in ids]
+    return torch.stack(rows)
+
+
+def head_scores(model, ids, length):
+    """Previous-token and induction scores of every head, averaged over the sequences ``ids``.
+
+    ids: (B, 2*length+1) repeated sequences. Returns (previous (layers, heads), induction (layers, heads)).
+    """
+    w = layer_weights(model, ids).mean(0)       # (layers, heads, T, T)
+    return previous_token_score(w), induction_score(w, length)
+
+
+@torch.no_grad()
+def loss_by_position(model, ids, **switches):
+    """Cross-entropy of predicting each next token, averaged over the batch.
+
+    ids: (B, T) -> (T-1,): entry t is the loss of predicting ids[:, t+1] from ids[:, :t+1].
+    switches go to the model (e.g. ablate_heads=[(1, 0)]).
+    """
+    ids = model.check_ids(ids)
+    if ids.dim() == 1:
+        ids = ids[None]
+    logits = model(ids[:, :-1], **switches)
+    return F.cross_entropy(logits.transpose(1, 2), ids[:, 1:], reduction="none").mean(0)
+
+
+def copy_losses(model, ids, length, **switches):
+    """Mean loss on the first copy and on the second (dict), from ``loss_by_position``.
+
+    First copy: predicting a_1..a_L, each a fresh random draw. Second copy: predicting
+    a_2..a_L the second time (a_1 of the second copy is left out: nothing announces it).
+    chance: ln(vocab_size - 1), the loss of a uniform guess among the symbols.
+    """
+    per_position = loss_by_position(model, ids, **switches)   # entry t: the target at t+1
+    return dict(first=float(per_position[:length].mean()),
+                second=float(per_position[length + 1:].mean()),
+                chance=math.log(model.cfg.vocab_size - 1))
+
+
+# ------------------------------------------------------------- the induction model's card
+
+INDUCTION_TEST = dict(n=200, length=8, seed=2024)   # the chapter's test sequences
+
+
+def induction_figures(model, test=INDUCTION_TEST):
+    """The figures the induction model's card records, measured on ``test`` sequences
+    (``worlds.repeated_tokens``): losses on the two copies, chance, and every head's
+    previous-token and induction scores (lists, [layer][head])."""
+    ids = worlds.repeated_tokens(test["n"], test["length"], model.cfg.vocab_size, test["seed"])
+    previous, induction = head_scores(model, ids, test["length"])
+    losses = copy_losses(model, ids, test["length"])
+    return dict(test=dict(test), loss_first_copy=losses["first"], loss_second_copy=losses["second"],
+                chance=losses["chance"], previous_token_score=previous.tolist(),
+                induction_score=induction.tolist())
+
+
+def card_problems(figures, card):
+    """Every way ``figures`` (``induction_figures``) miss the model card: a target not met, or
+    a figure further from the card's own than the card's tolerance. [] when all hold.
+
+    card["targets"]["at_least"] and ["at_most"] bound, by name: previous_token_layer0 (the
+    best layer-0 head's previous-token score), induction_layer1 (the best layer-1 head's
+    induction score), induction_layer0 (the best layer-0 head's), first_copy_vs_chance
+    (first-copy loss / chance), second_copy_vs_first (second-copy loss / first-copy loss).
+    card["tolerances"]: the largest allowed |figure - the card's figure|, by name, for each
+    name ``figures`` holds (a training figure such as mean_loss_last_50_steps is compared
+    with the card's own only when the caller measured it).
+    """
+    previous, induction = figures["previous_token_score"], figures["induction_score"]
+    measured = dict(previous_token_layer0=max(previous[0]), induction_layer1=max(induction[1]),
+                    induction_layer0=max(induction[0]),
+                    first_copy_vs_chance=figures["loss_first_copy"] / figures["chance"],
+                    second_copy_vs_first=figures["loss_second_copy"] / figures["loss_first_copy"])
+    targets = card["targets"]
+    problems = [f"{name} = {measured[name]:.3f}, below its target {bound}"
+                for name, bound in targets["at_least"].items() if measured[name] < bound]
+    problems += [f"{name} = {measured[name]:.3f}, above its target {bound}"
+                 for name, bound in targets["at_most"].items() if measured[name] > bound]
+    for name, tolerance in card["tolerances"].items():
+        if name not in figures:
+            continue
+        shipped = card["figures"][name] if name in card["figures"] else card[name]
+        gap = float((torch.tensor(figures[name]) - torch.tensor(shipped)).abs().max())
+        if gap > tolerance:
+            problems.append(f"{name} is {gap:.3f} away from the card's figure, more than its tolerance {tolerance}")
+    return problems
+
+
+# ------------------------------------------------------------- the explorer's compute
+
+MODELS = ("cat", "induction")
+PROMPTS = {
+    "cat": ("<BOS> the cat sat on the red mat",
+            "<BOS> the big dog ran fast",
+            "<BOS> the mat is blue",
+            "<BOS> the small cat sat on the floor"),
+    "induction": ("<BOS> k i n g m a d e k i n g m a d e",
+                  "<BOS> c a f e b a b e c a f e b a b e",
+                  "<BOS> h e l l o h e l l o h e l l o",
+                  "<BOS> b a n j o b a n j o b a n j o b a n j o"),
+}
+
+
+@functools.lru_cache(maxsize=None)
+def get_model(name):
+    """The shipped model ``name`` ('cat' or 'induction') and its tokenizer, loaded once."""
+    if name not in MODELS:
+        fail(f"the model should be one of {MODELS}, but got {name!r}")
+    if name == "cat":
+        return weights.load_cat(), worlds.cat_world().tokenizer
+    model = weights.load_induction()
+    return model, worlds.Tokenizer(worlds.induction_vocab(model.cfg.vocab_size))
+
+
+@torch.no_grad()
+def head_view(model="cat", layer=0, head=0, prompt=None):
+    """The attention weights of one head of a shipped model on one prompt.
+
+    Returns dict(weights (T, T) NumPy, tokens (T words), previous = the mean weight on
+    the token just before, title).
+    """
+    net, tokenizer = get_model(model)
+    cfg = net.cfg
+    if not (0 <= layer < cfg.n_layers and 0 <= head < cfg.n_heads):
+        fail(f"head (layer={layer}, head={head}) is out of range: the {model} model has layers "
+             f"0..{cfg.n_layers - 1} and heads 0..{cfg.n_heads - 1}")
+    prompt = PROMPTS[model][0] if prompt is None else prompt
+    ids = tokenizer.encode(prompt)
+    if len(ids) > cfg.n_max:
+        fail(f"the {model} model takes at most {cfg.n_max} tokens, but the prompt has {len(ids)}")
+    w = net(ids, trace=True)[f"L{layer}.weights"][head]
+    previous = float(previous_token_score(w)) if len(ids) > 1 else float("nan")
+    title = f"{model} model, L{layer}H{head}: mean weight on the previous token {previous:.2f}"
+    return dict(weights=w.numpy(), tokens=tokenizer.decode(ids), previous=previous, title=title)

@@ -1,0 +1,107 @@
+"""Chapter 05 explorer: pick a model (cat or induction), a layer, a head and a prompt;
+the head's attention heatmap is redrawn in place.
+
+* ``compute.head_view`` is the compute (one head on one prompt).
+* ``head_figure`` draws one view; ``FastHeatmap`` redraws it fast (blitting);
+  ``explorer()`` wires the controls to it with ``helpers.explorer.show``.
+"""
+import numpy as np
+
+from ..explorer import Blitter, new_figure, show
+from .compute import MODELS, PROMPTS, get_model, head_view
+
+
+def heatmap_figure(size=(5.6, 4.8)):
+    """The explorer's empty figure (outside pyplot, so a widget callback leaves none behind)."""
+    fig = new_figure(size, dpi=72)
+    fig.subplots_adjust(left=0.13, right=0.98, bottom=0.19, top=0.93)
+    return fig
+
+
+def head_figure(view, fig=None):
+    """Draw a ``head_view`` result as a heatmap on ``fig`` (a new one if None).
+
+    The first call builds the axes and the image; later calls on the same figure only
+    swap the image data, the tick labels and the title. Weights are printed in the cells
+    for prompts of up to 12 tokens.
+    """
+    from ..plots import ATTENTION_CMAP
+
+    fig = fig or heatmap_figure()
+    w, tokens = view["weights"], view["tokens"]
+    T = len(tokens)
+    if not fig.axes:
+        ax = fig.add_subplot()
+        ax.imshow(w, cmap=ATTENTION_CMAP, vmin=0, vmax=1)
+        ax.set_xlabel("key (attended to)")
+        ax.set_ylabel("query")
+        ax.spines[:].set_visible(False)
+        ax.tick_params(length=0)
+    ax = fig.axes[0]
+    image = ax.images[0]
+    image.set_data(w)
+    image.set_extent((-0.5, T - 0.5, T - 0.5, -0.5))
+    ax.set_xlim(-0.5, T - 0.5)
+    ax.set_ylim(T - 0.5, -0.5)
+    ax.set_xticks(range(T), tokens, rotation=45, ha="right")
+    ax.set_yticks(range(T), tokens)
+    for text in list(ax.texts):
+        text.remove()
+    if T <= 12:
+        for (i, j), value in np.ndenumerate(w):
+            ax.text(j, i, f"{value:.2f}", ha="center", va="center", fontsize=7,
+                    color="white" if value > 0.6 else "black")
+    ax.set_title(view["title"], fontsize=10)
+    return fig
+
+
+class FastHeatmap:
+    """A heatmap that re-renders quickly: the axes, tick labels and frame are drawn once per
+    token list and kept as a background; an update only paints the new image, cell numbers
+    and title over it (a ``Blitter``).
+
+    ``render(view)`` takes a ``head_view`` result and returns PNG bytes.
+    """
+
+    def __init__(self, size=(5.6, 4.8)):
+        self.fig = heatmap_figure(size)
+        self.tokens, self.blitter = None, None
+
+    def render(self, view):
+        if view["tokens"] != self.tokens:          # new labels: a new background
+            ax = head_figure(view, self.fig).axes[0]
+            self.blitter = Blitter(self.fig, [ax.images[0], *ax.texts, ax.title])
+            self.tokens = view["tokens"]
+        ax = self.fig.axes[0]
+        ax.images[0].set_data(view["weights"])
+        for text, value in zip(ax.texts, view["weights"].flat):
+            text.set_text(f"{value:.2f}")
+            text.set_color("white" if value > 0.6 else "black")
+        ax.title.set_text(view["title"])
+        return self.blitter.png()
+
+
+def explorer(model="induction", layer=1, head=0):
+    """Model, layer, head and prompt controls and one heatmap redrawn in place. Returns the Explorer."""
+    import ipywidgets as widgets
+
+    cfg = get_model(model)[0].cfg
+    controls = dict(
+        model=widgets.Dropdown(options=MODELS, value=model, description="model"),
+        prompt=widgets.Dropdown(options=PROMPTS[model], description="prompt", layout=widgets.Layout(width="420px")),
+        layer=widgets.IntSlider(value=layer, min=0, max=cfg.n_layers - 1, description="layer"),
+        head=widgets.IntSlider(value=head, min=0, max=cfg.n_heads - 1, description="head"))
+    heatmap = FastHeatmap()
+
+    def model_changed(change):
+        new = get_model(change["new"])[0].cfg
+        controls["prompt"].options = PROMPTS[change["new"]]    # first: the prompt must fit the model
+        controls["layer"].max, controls["head"].max = new.n_layers - 1, new.n_heads - 1
+
+    def render(model, prompt, layer, head):
+        return heatmap.render(head_view(model, layer, head, prompt))
+
+    controls["model"].observe(model_changed, names="value")
+    layout = widgets.HBox([widgets.VBox([controls["model"], controls["prompt"]]),
+                           widgets.VBox([controls["layer"], controls["head"]])])
+    return show(controls, render, layout)

@@ -1,0 +1,186 @@
+"""Chapter 04 (masking): the mask, the wrong order, the Book's leak, models trained without the
+mask, the explorer and the checks."""
+import copy
+
+import numpy as np
+import pytest
+import torch
+
+from helpers.errors import CourseInputError
+from helpers.exercises import NOT_ANSWERED
+from helpers.masking import checks, compute as masking, explorer
+from helpers.model import Attention
+
+
+def words(check, answer, *args, **kwargs):
+    return " ".join(check.feedback(answer, *args, **kwargs))
+
+
+def test_mask_and_the_three_words():
+    assert torch.equal(masking.causal_mask(3), torch.tensor([[0, 1, 1], [0, 0, 1], [0, 0, 0]], dtype=torch.bool))
+    ex = masking.three_words()
+    book = torch.tensor([[1.0, 0.0, 0.0], [0.670, 0.330, 0.0], [0.401, 0.198, 0.401]])
+    assert torch.allclose(ex["weights"], book, atol=5e-4)
+    assert torch.isinf(ex["masked"][0, 1]) and ex["masked"][0, 1] < 0
+    assert torch.allclose(ex["weights"].sum(-1), torch.ones(3))
+
+
+def test_mask_after_softmax():
+    ex = masking.three_words()
+    after = masking.mask_after_softmax(ex["scores"])
+    assert after["row_sums"][0] == pytest.approx(0.248, abs=1e-3)
+    assert torch.allclose(after["renormalised"], after["before"], atol=1e-6)
+    huge = masking.mask_after_softmax(torch.tensor([[0.0, 0.5, 200.0]] * 3))
+    assert torch.isnan(huge["renormalised"][1]).all() and not torch.isnan(huge["before"]).any()
+
+
+def test_book_attention_holds_the_books_linear_layers_transposed():
+    torch.manual_seed(123)
+    qkv, proj = torch.nn.Linear(4, 12), torch.nn.Linear(4, 4)
+    torch.manual_seed(123)
+    attn = masking.book_attention(4, 2)
+    assert isinstance(attn, Attention) and attn.n_heads == 2
+    assert torch.equal(attn.W_K, qkv.weight[4:8].T) and torch.equal(attn.b_V, qkv.bias[8:])
+    assert torch.equal(attn.W_O, proj.weight.T) and torch.equal(attn.b_O, proj.bias)
+    x = torch.randn(2, 5, 4)
+    with torch.no_grad():
+        assert torch.allclose(x @ attn.W_Q + attn.b_Q, qkv(x)[..., :4], atol=1e-6)
+
+
+def test_leak_reproduces_the_book():
+    moved = masking.leak(seed=123)
+    assert torch.allclose(moved["with_mask"], torch.tensor([0.0, 0.0, 0.299]), atol=5e-4)
+    assert torch.allclose(moved["without_mask"], torch.tensor([0.334, 0.171, 0.299]), atol=5e-4)
+    assert (moved["with_mask"][:2] == 0).all()
+
+
+def test_model_leak_moves_only_the_last_position_with_the_mask(cat, cat_world):
+    moved = masking.model_leak(cat, cat_world, "<BOS> the cat sat on the mat".split(), "floor")
+    assert (moved["with_mask"][:-1] == 0).all() and moved["with_mask"][-1] > 0
+    assert (moved["without_mask"] > 0).all()
+
+
+def test_prefix_scores_floor_and_samples(cat, cat_world):
+    scores = masking.prefix_scores(cat, cat_world)
+    assert scores["decisions"] == 448 and scores["total"] == 432 and scores["correct"] == 302
+    floor = masking.entropy_floor(cat_world.train)
+    assert 0.5 < floor < masking.teacher_forced_loss(cat, cat_world)
+    samples = masking.sample_sentences(cat, cat_world, n=5)
+    assert masking.share_valid(samples, cat_world) == 1.0
+    assert samples == masking.sample_sentences(cat, cat_world, n=5)
+    with pytest.raises(CourseInputError):
+        masking.entropy_floor([])
+
+
+def test_models_trained_without_the_mask_cheat_on_every_seed(cat_world):
+    floor = masking.entropy_floor(cat_world.train)
+    runs = masking.no_mask_runs(cat_world, seeds=(0, 1), steps=300, n_samples=10)
+    assert [run["seed"] for run in runs] == [0, 1]
+    for run in runs:
+        assert run["final_loss"] < floor and len(run["losses"]) == 300
+        assert run["without"]["loss"] > 3 and run["with_mask"]["loss"] > 3
+        assert run["without"]["correct"] < 302 and run["valid"] <= 2
+    assert masking.count_within([0.1, 0.5, 0.9], 0.0, 0.5) == 2
+
+
+def test_training_without_the_mask_is_repeatable_on_one_machine(cat_world):
+    a = masking.train_without_mask(cat_world, seed=3, steps=40)[1]
+    b = masking.train_without_mask(cat_world, seed=3, steps=40)[1]
+    assert a == b
+
+
+def test_attention_maps(cat, cat_world):
+    maps = masking.attention_maps(cat, cat_world, "<BOS> the cat sat", causal=True)
+    assert maps["weights"].shape == (2, 2, 4, 4) and maps["next"] == "on" and maps["causal"]
+    assert torch.all(maps["weights"][..., 0, 1:] == 0)
+    off = masking.attention_maps(cat, cat_world, ["<BOS>", "the", "cat", "sat"], causal=False)
+    assert torch.all(off["weights"][..., 0, 1:].sum(-1) > 0)
+    with pytest.raises(CourseInputError, match="vocabulary"):
+        masking.attention_maps(cat, cat_world, "<BOS> the unicorn")
+    with pytest.raises(CourseInputError, match="empty"):
+        masking.attention_maps(cat, cat_world, "")
+
+
+def test_bad_input():
+    with pytest.raises(CourseInputError):
+        masking.causal_mask(0)
+    with pytest.raises(CourseInputError, match="square"):
+        masking.apply_mask(torch.zeros(2, 3))
+    with pytest.raises(CourseInputError, match="split"):
+        masking.book_attention(5, 2)
+
+
+# ------------------------------------------------------------------ the explorer
+
+def test_the_maps_view_draws_and_refuses_long_prompts(cat, cat_world):
+    draw = explorer.maps_view(2, 2)
+    for causal in (True, False):
+        assert draw(masking.attention_maps(cat, cat_world, "<BOS> the cat", causal))[:4] == b"\x89PNG"
+    with pytest.raises(CourseInputError, match="at most"):
+        draw(masking.attention_maps(cat, cat_world, " ".join(["the"] * 12)))
+
+
+def test_the_explorer_redraws_for_every_control_and_explains_bad_prompts(cat, cat_world):
+    other = copy.deepcopy(cat)
+    shown = explorer.explorer({"shipped": cat, "other": other}, cat_world)
+    first = shown.picture()
+    assert first[:4] == b"\x89PNG"
+    shown.controls["causal"].value = False
+    assert shown.picture() != first
+    shown.controls["model"].value = "other"
+    shown.controls["prompt"].value = "<BOS> the dog"
+    assert shown.picture()[:4] == b"\x89PNG" and shown.message.value == ""
+    shown.controls["prompt"].value = "<BOS> the unicorn"
+    assert "unicorn" in shown.message.value
+
+
+# ------------------------------------------------------------------ checks
+
+def test_mask_check():
+    right = torch.triu(torch.ones(5, 5, dtype=torch.bool), diagonal=1)
+    assert checks.mask.feedback(right, T=5) == []
+    assert checks.mask.feedback(right.int().numpy(), T=5) == []
+    assert "diagonal is hidden" in words(checks.mask, torch.triu(torch.ones(5, 5, dtype=torch.bool)), T=5)
+    assert "True should mark" in words(checks.mask, ~right, T=5)
+    assert "hides the past" in words(checks.mask, right.T, T=5)
+    assert "shape" in words(checks.mask, right[:4, :4], T=5)
+    assert words(checks.mask, None) == NOT_ANSWERED
+    with pytest.raises(AssertionError, match="diagonal"):
+        checks.mask.grade(torch.triu(torch.ones(5, 5, dtype=torch.bool)), T=5)
+
+
+def test_masked_weight_check():
+    scores = torch.tensor([[0.5, 1.0, 0.0, 2.0], [1.5, 0.0, 1.0, 0.5],
+                           [1.0, 2.0, 0.5, 3.0], [0.0, 1.0, 1.0, 0.0]])
+    right = float(torch.softmax(scores[2, :3], -1)[1])
+    assert checks.masked_weight.feedback(right, scores, query=2, key=1) == []
+    assert checks.masked_weight.feedback(torch.tensor(right, requires_grad=True), scores, query=2, key=1) == []
+    leaky = float(torch.softmax(scores[2], -1)[1])
+    assert "includes keys after" in words(checks.masked_weight, leaky, scores, query=2, key=1)
+    assert "too large" in words(checks.masked_weight, 0.9, scores, query=2, key=1)
+    assert "NaN" in words(checks.masked_weight, float("nan"), scores, query=2, key=1)
+    assert words(checks.masked_weight, None, scores, query=2, key=1) == NOT_ANSWERED
+
+
+def test_renormalised_check():
+    scores = torch.tensor([[0.5, 1.0, 0.0], [1.5, 0.0, 1.0], [1.0, 2.0, 0.5]])
+    zeroed = torch.softmax(scores, -1).masked_fill(masking.causal_mask(3), 0.0)
+    assert checks.renormalised.feedback(zeroed / zeroed.sum(-1, keepdim=True), zeroed) == []
+    assert "divide each row" in words(checks.renormalised, zeroed, zeroed)
+    assert "above the diagonal" in words(checks.renormalised, torch.softmax(scores, -1), zeroed)
+    assert "divide each row" in words(checks.renormalised, zeroed / zeroed.sum(0, keepdim=True), zeroed)
+    assert "shape" in words(checks.renormalised, zeroed[:2], zeroed)
+    assert words(checks.renormalised, None, zeroed) == NOT_ANSWERED
+
+
+def test_moved_positions_check():
+    assert checks.moved_positions.feedback([2, 3, 4, 5], T=6, changed=2) == []
+    assert checks.moved_positions.feedback(np.array([5, 4, 3, 2]), T=6, changed=2) == []
+    assert checks.moved_positions.feedback(torch.tensor([2, 3, 4, 5]), T=6, changed=2) == []
+    assert "earlier position" in words(checks.moved_positions, [0, 1, 2, 3, 4, 5], T=6, changed=2)
+    assert "later positions are missing" in words(checks.moved_positions, [2], T=6, changed=2)
+    assert "itself changes" in words(checks.moved_positions, [3, 4, 5], T=6, changed=2)
+    assert "0 to 5" in words(checks.moved_positions, [2, 3, 4, 5, 6], T=6, changed=2)
+    assert "whole numbers" in words(checks.moved_positions, "two", T=6, changed=2)
+    assert "whole numbers" in words(checks.moved_positions, [2.5, 3], T=6, changed=2)
+    assert words(checks.moved_positions, None, T=6, changed=2) == NOT_ANSWERED
