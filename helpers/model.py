@@ -5,13 +5,13 @@ with W_Q of shape (d_model, h * d_k) and W_O of shape (h * d_v, d_model), so
 head i owns the rows ``W_O[i*d_k:(i+1)*d_k]``.
 
 ``model(ids, trace=True)`` returns every named intermediate of the forward pass
-in the order of the seed's shape table::
+in the order of the Primer's shape table::
 
     h0, L0.ln1, L0.q, L0.k, L0.v, L0.scores, L0.weights, L0.head_out, L0.concat,
     L0.attn, L0.h_mid, L0.ln2, L0.pre, L0.act, L0.mlp, L0.h, L1.ln1, ...,
     final_ln, logits, probs
 
-Layers and heads are counted from 0 (the seed's "layer 1, head 1" is L0H0).
+Layers and heads are counted from 0 (the Primer's "layer 1, head 1" is L0H0).
 Switches (``causal``, ``attention``, ``ablate_heads``, ``positions``) change one
 forward pass only; the stored weights are never modified.
 """
@@ -246,7 +246,7 @@ def _drop(name, x):
 
 
 def linear(x, W, b):
-    """x @ W + b, the seed's row-vector convention (W: (d_in, d_out))."""
+    """x @ W + b, the Primer's row-vector convention (W: (d_in, d_out))."""
     return F.linear(x, W.T, b)
 
 

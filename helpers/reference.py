@@ -127,7 +127,7 @@ def sinusoidal_positions(n, d, base=10000.0):
     """The fixed (n, d) table of Vaswani et al., columns interleaved sin, cos.
 
     Row p, pair i: [sin(p * w_i), cos(p * w_i)] with w_i = base**(-2i/d).
-    Row 0 is position 0 (the seed's "pos 1").
+    Row 0 is position 0 (the Primer's "pos 1").
     """
     n, d = check_positive_int(n, "n"), check_positive_int(d, "d")
     if d % 2:

@@ -1,7 +1,7 @@
 """The toy languages the course's models are trained on.
 
-* The cat world (seed 000 §6): 20 tokens, 64 sentence types, a copula rule.
-* The dragon world (seed 001's running example): 10 tokens, a small fantasy
+* The cat world (the Primer §6): 20 tokens, 64 sentence types, a copula rule.
+* The dragon world (the Lecture's running example): 10 tokens, a small fantasy
   grammar in which ``dragon drinks`` is most often followed by ``potion``.
 * Repeated random tokens, for induction heads.
 
@@ -122,7 +122,7 @@ CAT_HELD_OUT = [s.split() for s in (
 
 
 def cat_world():
-    """The seed 000 §6 world: 64 sentence types, 8 held out (5 of them copula types)."""
+    """The Primer's §6 world: 64 sentence types, 8 held out (5 of them copula types)."""
     return World("cat", Tokenizer(CAT_VOCAB), cat_sentences(), CAT_HELD_OUT)
 
 
@@ -226,7 +226,8 @@ def cat_targets(model, world):
 
 
 def cat_targets_met(m):
-    """True when the measured figures meet the course's targets (issue 2 §3)."""
+    """True when the measured figures meet the course's targets: p(on) >= 0.99, every copula
+    type in class (p(class) >= 0.9), top-1 on the bigram slots within 0.02 of the ceiling."""
     return (m["p_on"] >= 0.99 and m["copula_in_class"] == m["copula_types"]
             and m["copula_min_p_class"] >= 0.9
             and m["bigram_accuracy"] >= m["bigram_ceiling"] - 0.02)

@@ -28,10 +28,7 @@ TOUR = ROOT / "notebooks" / "00_tour.ipynb"
 SLIDERS = ROOT / "notebooks" / "02_qkv_by_hand.ipynb"  # its explorer: sliders and an image redrawn in place
 
 playwright_api = pytest.importorskip("playwright.sync_api")
-pytestmark = [
-    pytest.mark.skipif(not Path(CHROMIUM).exists(), reason=f"no Chromium at {CHROMIUM}"),
-    pytest.mark.skipif(not TOUR.exists(), reason="the tour is not written yet"),
-]
+pytestmark = pytest.mark.skipif(not Path(CHROMIUM).exists(), reason=f"no Chromium at {CHROMIUM}")
 
 # JavaScript run in the page. The app is exposed by --LabApp.expose_app_in_browser.
 NOTEBOOK = "window.jupyterapp.shell.currentWidget"
@@ -150,8 +147,6 @@ def test_tour_runs_in_the_browser_and_its_toggle_redraws_the_figure(browser, lab
 
 
 def test_a_slider_redraws_chapter_02s_figure(browser, lab):
-    if not SLIDERS.exists():
-        pytest.skip(f"{SLIDERS.name} is not written yet")
     page = open_and_run(browser, lab, SLIDERS.name)
     assert page.evaluate(ERRORS) == [], "cells failed in the browser"
     cell = page.locator(".jp-CodeCell", has=page.locator(".widget-slider")).first
