@@ -38,8 +38,8 @@ def train_dragon(progress=True, **overrides):
     return model, losses, seconds
 
 
-INDUCTION_CONFIG = Config(vocab_size=16, d_model=64, n_heads=2, n_layers=2, d_ff=0, n_max=25,
-                          positions="rotary", norm="pre")
+INDUCTION_CONFIG = Config(vocab_size=worlds.INDUCTION_VOCAB_SIZE, d_model=64, n_heads=2, n_layers=2, d_ff=0,
+                          n_max=worlds.INDUCTION_N_MAX, positions="rotary", norm="pre")
 INDUCTION_TRAINING = dict(steps=4000, lr=1e-2, seed=0)
 INDUCTION_DATA = dict(batch=64, min_period=2, max_period=10, seed=10_000)
 

@@ -12,6 +12,7 @@ from safetensors.torch import load_file, save_file
 
 from .errors import fail
 from .model import Config, Transformer
+from .recipes import INDUCTION_CONFIG
 
 
 
@@ -87,5 +88,4 @@ def load_dragon():
 
 def load_induction():
     """The trained induction model shipped in data/induction/."""
-    from .recipes import INDUCTION_CONFIG
     return load(data_dir() / "induction" / "model", expect=INDUCTION_CONFIG)

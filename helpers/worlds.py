@@ -312,6 +312,8 @@ def repeated_tokens(n, length, vocab_size, seed):
 # ------------------------------------------------------- the induction task's tokens
 
 INDUCTION_SYMBOLS = tuple("abcdefghijklmnopqrstuvwxyz0123456789")
+INDUCTION_VOCAB_SIZE = 16   # <BOS> and 15 symbols
+INDUCTION_N_MAX = 25        # the longest sequence the induction model has positions for
 
 
 def induction_vocab(vocab_size):
@@ -329,12 +331,10 @@ def induction_labels(ids):
     return [names[i] for i in ids]
 
 
-def induction_prompt(length, seed, vocab_size=None):
+def induction_prompt(length, seed, vocab_size=INDUCTION_VOCAB_SIZE, n_max=INDUCTION_N_MAX):
     """One sequence (2*length + 1,) of the induction task: <BOS>, ``length`` random tokens, the same again."""
-    from .recipes import INDUCTION_CONFIG
-    vocab_size = vocab_size or INDUCTION_CONFIG.vocab_size
     length = check_positive_int(length, "length")
-    if 2 * length + 1 > INDUCTION_CONFIG.n_max:
-        fail(f"the induction model has positions for n_max={INDUCTION_CONFIG.n_max} tokens, so "
-             f"length can be at most {(INDUCTION_CONFIG.n_max - 1) // 2}, but got {length}")
+    if 2 * length + 1 > n_max:
+        fail(f"the induction model has positions for n_max={n_max} tokens, so "
+             f"length can be at most {(n_max - 1) // 2}, but got {length}")
     return repeated_tokens(1, length, vocab_size, seed)[0]
