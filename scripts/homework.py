@@ -178,6 +178,8 @@ def grade(submissions, course=GRADING, log=print, **limits):
     if not submissions.is_dir():
         raise HomeworkError(f"expected a folder of submissions (one sub-folder per student), "
                             f"but {submissions} is not a folder")
+    if not any(submissions.rglob("*.ipynb")):
+        raise HomeworkError(f"expected <student>/<chapter>.ipynb files in {submissions}, but found none")
     return autograde.grade(submissions, course, log=log, **limits)
 
 

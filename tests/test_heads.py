@@ -2,7 +2,6 @@
 the head scores, the shipped induction model and its recipe, the explorer and the checks."""
 import math
 import os
-import time
 
 import numpy as np
 import pytest
@@ -209,13 +208,8 @@ def test_the_explorer_follows_every_control():
     shown.controls["model"].value = "cat"
     assert shown.controls["prompt"].value == heads.PROMPTS["cat"][0]
     assert shown.picture()[:4] == b"\x89PNG" and shown.message.value == ""
-    times = []
-    for layer in (0, 1):
-        start = time.perf_counter()
-        shown.controls["layer"].value = layer
-        shown.picture()
-        times.append(time.perf_counter() - start)
-    assert min(times) < 0.5   # generous: the 50 ms budget is measured by the benchmark, not here
+    shown.controls["layer"].value = 0
+    assert shown.picture() != first   # the update's speed is the benchmark's to measure, not a test's
 
 
 # ------------------------------------------------------------------ the checks

@@ -114,19 +114,19 @@ def test_unknown_chapter_is_one_sentence():
         homework.find_chapter("99")
 
 
-def test_collect_refuses_a_missing_folder_and_an_empty_one(tmp_path):
+def test_grade_refuses_a_missing_folder_and_one_without_notebooks(tmp_path):
     with pytest.raises(homework.HomeworkError, match="is not a folder"):
-        homework.collect(tmp_path / "nowhere", tmp_path / "course")
+        homework.grade(tmp_path / "nowhere", tmp_path / "course")
+    (tmp_path / "subs" / "alice").mkdir(parents=True)
+    with pytest.raises(homework.HomeworkError, match="found none"):
+        homework.grade(tmp_path / "subs", tmp_path / "course")
+
+
+def test_a_file_that_is_not_a_notebook_gets_a_row(tmp_path):
     (tmp_path / "subs" / "alice").mkdir(parents=True)
     (tmp_path / "subs" / "alice" / "notes.ipynb").write_text("{}")
-    with pytest.raises(homework.HomeworkError, match="found none"):
-        homework.collect(tmp_path / "subs", tmp_path / "course")
-
-
-def test_collect_refuses_a_strange_student_name(tmp_path):
-    (tmp_path / "subs" / "a b").mkdir(parents=True)
-    with pytest.raises(homework.HomeworkError, match="student folder names"):
-        homework.collect(tmp_path / "subs", tmp_path / "course")
+    rows = homework.grade(tmp_path / "subs", tmp_path / "course", log=lambda *a: None)
+    assert [(r["student"], r["score"]) for r in rows] == [("alice", 0)] and "not a readable notebook" in rows[0]["notes"]
 
 
 def test_release_without_chapters_says_what_to_do(capsys):
