@@ -227,7 +227,7 @@ def as_whole(x, name):
     """``x`` as one int; a float with a fractional part (302.9) is Wrong, not truncated."""
     value = as_number(x, name)
     if value != math.floor(value):
-        raise Wrong(f"{name} should be a whole number, but it is {value:g}")
+        raise Wrong(f"{name} should be a whole number, but it is {value:.12g}")
     return int(value)
 
 

@@ -261,3 +261,9 @@ def test_induction_check():
     assert NOT_ANSWERED in words(checks.induction, None, w, L)
     with pytest.raises(AssertionError, match="not answered"):
         checks.induction.grade(None, w, L)
+
+
+def test_a_count_must_be_a_whole_number():
+    right = heads.attention_parameters(512)["total"]
+    assert checks.parameters.feedback(right, 512) == []
+    assert "whole number" in checks.parameters.feedback(right + 0.4, 512)[0]

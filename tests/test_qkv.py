@@ -189,3 +189,16 @@ def test_checks_accept_torch_tensors():
     checks.attention_function.grade(in_torch)
     checks.output_of_cat.grade(torch.tensor([0.401, 0.198]))
     checks.weight_cat_on_the.grade(torch.tensor(0.090))
+
+
+def test_a_mask_that_hides_the_diagonal_gets_its_own_hint():
+    def hides_itself(Q, K, V, causal=False):
+        scores = Q @ K.T / np.sqrt(Q.shape[-1])
+        if causal:
+            scores = np.where(np.triu(np.ones(scores.shape, bool)), -np.inf, scores)
+        with np.errstate(all="ignore"):
+            e = np.exp(scores - scores.max(-1, keepdims=True))
+            weights = e / e.sum(-1, keepdims=True)
+        return weights @ V, weights
+    found = checks.attention_function.feedback(hides_itself)
+    assert len(found) == 1 and "hides the diagonal too" in found[0] and "last axis" not in found[0]

@@ -7,7 +7,7 @@ printing the expected answer.
 import numpy as np
 
 from ..errors import to_numpy
-from ..exercises import Array, Number, close_problems, exercise, number_problems
+from ..exercises import Array, Number, Whole, close_problems, exercise, number_problems
 from .compute import attention_parameters, attention_weights_bytes, induction_score
 
 
@@ -37,7 +37,7 @@ def split(answer, q, n_heads):
         yield from close_problems(answer, reference, "the split", atol=1e-6)
 
 
-@exercise("the parameters of one attention layer", answer=Number())
+@exercise("the parameters of one attention layer", answer=Whole())
 def parameters(answer, d_model):
     """``answer`` is the parameter count of one multi-head attention layer with biases
     (fused qkv and output projection) at width ``d_model``."""

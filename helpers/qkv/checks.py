@@ -9,6 +9,7 @@ import math
 import numpy as np
 
 from .. import reference as ref
+from ..errors import to_numpy
 from ..exercises import (Array, Function, Number, Wrong, as_array, call, close_problems, exercise,
                          number_problems, slip)
 from .compute import attention_steps, primer_toy, three_words, three_words_qkv
@@ -117,12 +118,26 @@ def weight_slip(weights, Q, K, causal):
                 atol=1e-6)
 
 
+def hides_the_diagonal(weights):
+    """True when causal weights (T, T) are NaN on the first row or zero on the diagonal."""
+    try:
+        w = to_numpy(weights, "the weights")
+    except ValueError:    # not numbers: as_array says so next
+        return False
+    if w.ndim != 2 or w.shape[0] != w.shape[1]:
+        return False
+    return bool(np.isnan(w[0]).all() or np.all(np.nan_to_num(np.diag(w)) == 0))
+
+
 def attention_problem(attention, what, Q, K, V, causal):
     """What is wrong with the learner's ``attention`` on one case, or None."""
     result = call(attention, Q.copy(), K.copy(), V.copy(), causal=causal, what=f"on {what}")
     if not (isinstance(result, (tuple, list)) and len(result) == 2):
         return "the function should return two things, (output, weights)"
     out_ref, w_ref = ref.attention(Q, K, V, causal=causal)
+    if causal and hides_the_diagonal(result[1]):
+        return (f"the weights on {what} are off: your mask hides the diagonal too, so the first query "
+                "sees nothing (0/0 is NaN); a token may see itself: hide only keys after it (k=1)")
     weights = as_array(result[1], f"the weights on {what}", shape=w_ref.shape)
     output = as_array(result[0], f"the output on {what}", shape=out_ref.shape)
     if not np.allclose(weights, w_ref, atol=1e-6):

@@ -6,7 +6,7 @@ without printing the expected answer.
 import numpy as np
 import torch
 
-from ..exercises import (Array, Function, Number, as_array, call, close_problems, exercise,
+from ..exercises import (Array, Function, Whole, as_array, call, close_problems, exercise,
                          number_problems)
 from ..reference import softmax
 from . import compute as sampling
@@ -78,7 +78,7 @@ def top_p_function(answer):
             return
 
 
-@exercise("the size of a KV cache", answer=Number())
+@exercise("the size of a KV cache", answer=Whole())
 def kv_bytes(answer, n_layers, T, n_heads, d_k, bytes_per_element):
     """``answer`` is the number of bytes the cache holds for these sizes."""
     reference = sampling.kv_cache_bytes(n_layers, T, n_heads, d_k, bytes_per_element)
