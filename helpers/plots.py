@@ -6,7 +6,7 @@ and returns the Axes. Inputs may be NumPy arrays or torch tensors.
 import matplotlib.pyplot as plt
 import numpy as np
 
-from .errors import as_array, fail
+from .errors import as_array, check_positive_int, fail
 
 ATTENTION_CMAP = "Blues"
 ACCENT = "#d1495b"
@@ -51,6 +51,8 @@ def prob_bars(probs, vocab, ax=None, top=None, title=None, highlight=()):
     p = as_array(probs, "probs", 1)
     if len(vocab) != len(p):
         fail(f"probs has {len(p)} entries but the vocabulary has {len(vocab)} words")
+    if top is not None:
+        top = check_positive_int(top, "top")
     order = np.argsort(-p, kind="stable")[:top] if top else np.arange(len(p))
     if ax is None:
         _, ax = plt.subplots(figsize=(max(4.0, 0.4 * len(order) + 1.0), 2.6))

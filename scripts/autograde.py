@@ -27,6 +27,7 @@ import csv
 import hashlib
 import html
 import json
+import logging
 import os
 import re
 import resource
@@ -441,6 +442,7 @@ def write_feedback(row, folder):
     executed = sub.executed
     if executed is not None:
         exporter = HTMLExporter(sanitize_html=True)
+        exporter.log.setLevel(logging.ERROR)   # not "alternative text is missing" for every figure
         body, _ = exporter.from_notebook_node(executed)
     page = folder / f"{sub.chapter.stem}.html"
     page.write_text(body.replace("<body", f"<body><div class='grader'>{head}</div><div", 1) if body else head)

@@ -358,3 +358,9 @@ def test_explorer_redraws_when_a_slider_moves():
     shown.controls["angle_b"].value = 100.0
     after = shown.picture()
     assert before[:8] == b"\x89PNG\r\n\x1a\n" and before != after
+
+
+@pytest.mark.parametrize("k, words", [(-1, ["k", "at least 1", "-1"]), (2.5, ["k", "whole number", "2.5"]),
+                                      (5, ["more than k=5 points", "(5, 3)"])])
+def test_knn_refuses_a_bad_k_in_one_sentence(refused, k, words):
+    refused(lambda: geometry.knn(np.random.default_rng(0).random((5, 3)), k), *words)

@@ -346,3 +346,7 @@ def test_seeds_are_whole_numbers(refused, dragon, dragon_world):
     ids = dragon_world.tokenizer.encode("<BOS> dragon")
     refused(lambda: sampling.generate(dragon, ids, 2, seed=1.5), "seed", "1.5")
     assert torch.equal(sampling.generate(dragon, ids, 2, seed=np.int64(1)), sampling.generate(dragon, ids, 2, seed=1))
+
+
+def test_complex_logits_are_refused(refused):
+    refused(lambda: sampling.with_temperature(np.array([1 + 1j, 2.0]), 1.0), "logits", "complex")

@@ -22,7 +22,7 @@ from pathlib import Path
 
 import numpy as np
 
-from ..errors import check_positive_int, fail
+from ..errors import as_array, check_positive_int, fail
 
 METHODS = ("PCA", "t-SNE", "UMAP")
 
@@ -290,8 +290,9 @@ def knn(points, k):
 
     points: (n, d) with n > k.
     """
-    points = np.asarray(points, dtype=np.float64)
-    if points.ndim != 2 or len(points) <= k:
+    points = as_array(points, "points", 2)
+    k = check_positive_int(k, "k")
+    if len(points) <= k:
         fail(f"need more than k={k} points in an (n, d) array, but got shape {points.shape}")
     squared = (points ** 2).sum(axis=1)
     dist = squared[:, None] + squared[None, :] - 2 * points @ points.T

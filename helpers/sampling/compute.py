@@ -10,7 +10,7 @@
 """
 import torch
 
-from ..errors import check_number, check_positive_int, check_seed, fail
+from ..errors import check_positive_int, check_seed, fail, to_numpy
 from ..model import KVCache
 
 
@@ -30,7 +30,7 @@ def check_sampling(temperature=1.0, top_k=None, top_p=None, vocab_size=None):
 def with_temperature(logits, temperature):
     """softmax(logits / temperature); temperature 0 puts all mass on the argmax."""
     check_sampling(temperature)
-    logits = torch.as_tensor(logits, dtype=torch.float32)
+    logits = torch.as_tensor(to_numpy(logits, "logits"), dtype=torch.float32)
     if temperature == 0:
         probs = torch.zeros_like(logits)
         probs[logits.argmax()] = 1.0
@@ -118,7 +118,7 @@ def generate(model, ids, max_new_tokens, temperature=1.0, top_k=None, top_p=None
 
 def draws(probs, n, seed):
     """n token ids (n,) drawn with replacement from probs (V,) by a generator seeded with ``seed``."""
-    probs = torch.as_tensor(probs, dtype=torch.float32)
+    probs = torch.as_tensor(to_numpy(probs, "probs"), dtype=torch.float32)
     if probs.dim() != 1 or (probs < 0).any() or not torch.isclose(probs.sum(), torch.tensor(1.0), atol=1e-4):
         fail(f"probs should be one distribution (V,) of non-negative numbers summing to 1, "
              f"but got shape {tuple(probs.shape)} summing to {float(probs.sum()):.4g}")
