@@ -53,7 +53,10 @@ def handle(exercise, answer, args, kwargs):
                         "answer": record_answer(exercise, answer, args, kwargs)})
     else:
         for student, recorded in recorded_answers(how[1]).get(key, {}).items():
-            problems = exercise.feedback(decode(recorded), *args, **kwargs)
+            try:
+                problems = exercise.feedback(decode(recorded), *args, **kwargs)
+            except Exception as error:   # one strange record never stops the class's judging
+                problems = [f"your answer could not be judged ({type(error).__name__})"]
             append(how[2], {"student": student, "cell": key[0], "index": key[1], "problems": problems})
 
 
@@ -104,8 +107,19 @@ def encode(x, depth=0):
     if isinstance(x, (float, np.floating)):
         return {"float": repr(float(x))} if not math.isfinite(x) else float(x)
     if hasattr(x, "detach") and hasattr(x, "numpy"):
-        return {"torch": encode(x.detach().cpu().numpy(), depth + 1)}
+        try:
+            return {"torch": encode(x.detach().cpu().float().numpy(), depth + 1)}
+        except (TypeError, RuntimeError):
+            return {"unknown": f"a tensor of {x.dtype}"}
+    if isinstance(x, range):
+        return {"list": [int(v) for v in x]}
+    if not isinstance(x, np.ndarray) and hasattr(x, "__array__") or type(x).__name__ == "array":
+        try:
+            x = np.asarray(x)
+        except Exception:
+            return {"unknown": type(x).__name__}
     if isinstance(x, np.ndarray):
+        x = np.asarray(x)   # np.matrix and other subclasses as a plain array
         if x.dtype.kind not in "biuf":
             return {"unknown": f"an array of {x.dtype}"}
         values = x.astype(float).ravel()
@@ -137,7 +151,7 @@ def decode(x):
     if "float" in x:
         return float(x["float"])
     if "array" in x:
-        values = np.array([float(v) for v in x["array"]], dtype=float).reshape(x["shape"])
+        values = np.array([float(v) for v in x["array"]], dtype=float).reshape([int(n) for n in x["shape"]])
         return values.astype({"b": bool, "i": np.int64, "u": np.int64}.get(x["kind"], float))
     if "torch" in x:
         import torch
@@ -147,7 +161,7 @@ def decode(x):
     if "tuple" in x:
         return tuple(decode(v) for v in x["tuple"])
     if "set" in x:
-        return {decode(v) for v in x["set"]}
+        return {_hashable(decode(v)) for v in x["set"]}
     if "dict" in x:
         return {_hashable(decode(k)): decode(v) for k, v in x["dict"]}
     if "function" in x:
@@ -156,7 +170,16 @@ def decode(x):
 
 
 def _hashable(x):
-    return tuple(x) if isinstance(x, list) else x
+    """x made hashable, at any depth (lists become tuples, sets frozensets, dicts item tuples)."""
+    if isinstance(x, (list, tuple)):
+        return tuple(_hashable(v) for v in x)
+    if isinstance(x, (set, frozenset)):
+        return frozenset(_hashable(v) for v in x)
+    if isinstance(x, dict):
+        return tuple((_hashable(k), _hashable(v)) for k, v in x.items())
+    if isinstance(x, np.ndarray):
+        return tuple(x.ravel().tolist())
+    return x
 
 
 # ---- function answers: run in the student's kernel, replayed in the judge ----------------------

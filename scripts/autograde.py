@@ -33,6 +33,7 @@ import re
 import resource
 import shutil
 import signal
+import stat
 import subprocess
 import sys
 from dataclasses import dataclass, field
@@ -46,6 +47,9 @@ PROTECTED = ("helpers", "scripts", "notebooks", "data", "grading/nbgrader_config
 TIMEOUT = 600            # seconds one submission may run, all cells together
 CELL_TIMEOUT = 120       # seconds one cell may run
 MEMORY_MB = 4096         # the run's data segment (RLIMIT_DATA); torch and numba map more, harmlessly
+FILE_MB = 200            # the largest file a run may write
+RESULT_MB = 50           # the largest records file or executed notebook the grader reads back
+MAX_CELL_TEXT = 10_000   # characters of a student's cell source or output kept for the feedback page
 MARKER = "import helpers.grading; helpers.grading.cell({!r})  # added by the grader\n"
 
 
@@ -53,7 +57,10 @@ MARKER = "import helpers.grading; helpers.grading.cell({!r})  # added by the gra
 
 
 def nbgrader_meta(cell):
-    return cell.get("metadata", {}).get("nbgrader", {})
+    """A cell's nbgrader metadata ({} when it has none or it is not a dict)."""
+    meta = cell.get("metadata", {})
+    meta = meta.get("nbgrader", {}) if isinstance(meta, dict) else {}
+    return meta if isinstance(meta, dict) else {}
 
 
 def visible(source):
@@ -105,6 +112,9 @@ def find_submissions(folder):
     folder = Path(folder)
     found, skipped = [], []
     for student_dir in sorted(folder.iterdir()):
+        if student_dir.is_symlink():
+            skipped.append(f"{student_dir.name}: a link, not a folder of its own")
+            continue
         if not student_dir.is_dir():
             skipped.append(f"{student_dir.name}: a file at the top level (expected one folder per student)")
             continue
@@ -113,6 +123,9 @@ def find_submissions(folder):
             continue
         notebooks = sorted(p for p in student_dir.rglob("*.ipynb") if ".ipynb_checkpoints" not in p.parts
                            and not any(part.startswith(".") for part in p.relative_to(student_dir).parts))
+        links = [p for p in notebooks if p.is_symlink() or not p.is_file()]
+        skipped += [f"{student_dir.name}/{p.name}: a link or not a regular file" for p in links]
+        notebooks = [p for p in notebooks if p not in links]
         if not notebooks:
             skipped.append(f"{student_dir.name}/: no notebook inside")
         found += [Submission(student_dir.name, p) for p in notebooks]
@@ -123,11 +136,11 @@ def identify(submission, chapters):
     """Set ``submission.chapter`` from the check cells it holds; return the notebook, or None."""
     try:
         nb = nbformat.read(submission.path, as_version=4)
+        ids = {str(nbgrader_meta(c).get("grade_id")) for c in nb.cells if isinstance(nbgrader_meta(c), dict)}
+        sources = {visible(c.source) for c in nb.cells if c.cell_type == "code"}
     except Exception as error:
         submission.status = f"not a readable notebook ({type(error).__name__})"
         return None
-    ids = {nbgrader_meta(c).get("grade_id") for c in nb.cells}
-    sources = {visible(c.source) for c in nb.cells if c.cell_type == "code"}
     best = max(chapters, key=lambda ch: (len(ids & set(ch.checks)), len(sources & set(ch.visible.values()))))
     if not ids & set(best.checks) and not sources & set(best.visible.values()):
         submission.status = "not one of the course's chapters (none of its check cells is there)"
@@ -161,22 +174,34 @@ def marked(cell, grade_id):
 
 
 def assemble(submission, student_nb):
-    """The student's notebook with every check cell put back as the instructor wrote it."""
+    """The student's notebook with every check cell put back as the instructor wrote it, where
+    the student's cell with its grade id stands (or, without metadata, the last cell whose text
+    is that check's)."""
     _, checks = source_cells(submission.chapter)
     by_text = {text: grade_id for grade_id, text in submission.chapter.visible.items()}
-    cells, placed = [], set()
-    for cell in student_nb.cells:
+    code = [c for c in student_nb.cells if c.cell_type == "code"]
+    place = {}
+    for i, cell in enumerate(code):
         grade_id = nbgrader_meta(cell).get("grade_id")
-        if grade_id not in checks and cell.cell_type == "code":
-            grade_id = by_text.get(visible(cell.source))
-        if grade_id in checks and grade_id not in placed:
-            cells.append(marked(checks[grade_id], grade_id))
-            placed.add(grade_id)
-        elif grade_id not in checks:
-            if cell.cell_type == "code":
-                cell.outputs, cell.execution_count = [], None
-            cells.append(cell)
-    missing = [g for g in checks if g not in placed]
+        if grade_id in checks and grade_id not in place:
+            place[grade_id] = i
+    for i, cell in enumerate(code):
+        grade_id = by_text.get(visible(cell.source))
+        if grade_id in checks and grade_id not in {g for g, j in place.items() if nbgrader_meta(code[j])}:
+            place[grade_id] = i   # the last copy of the check's text
+    at = {i: grade_id for grade_id, i in place.items()}
+    cells = []
+    for cell in student_nb.cells:
+        if cell.cell_type == "code":
+            i = next(j for j, c in enumerate(code) if c is cell)
+            if i in at:
+                cells.append(marked(checks[at[i]], at[i]))
+                continue
+            if nbgrader_meta(cell).get("grade") or visible(cell.source) in by_text:
+                continue   # another copy of a check cell: only one of each runs
+            cell.outputs, cell.execution_count = [], None
+        cells.append(cell)
+    missing = [g for g in checks if g not in place]
     if missing:
         submission.notes.append(f"check cell(s) {', '.join(missing)} were deleted: those exercises score 0")
     student_nb.cells = cells
@@ -195,13 +220,27 @@ def judge_notebook(chapter):
 # ---- running one notebook, fenced in ----------------------------------------------------------
 
 
-def sandbox_prefix(folder):
-    """The bubblewrap command that lets a run write only to ``folder`` and reach no network."""
+def sandbox_prefix(folder, hidden=()):
+    """The bubblewrap command that lets a run write only to ``folder``, see none of ``hidden``
+    (the solutions, the course folder, the submissions) and reach no network; [] without bwrap.
+
+    It drops every capability (as root too, so the run cannot remount anything writable)."""
     if not shutil.which("bwrap"):
         return []
+    command = ["bwrap", "--ro-bind", "/", "/", "--dev", "/dev", "--proc", "/proc",
+               "--size", str(64 * 2**20), "--tmpfs", "/dev/shm"]
+    for path in hidden:
+        if Path(path).is_dir():
+            command += ["--tmpfs", str(path)]
     folder = str(folder)
-    return ["bwrap", "--ro-bind", "/", "/", "--dev", "/dev", "--proc", "/proc", "--bind", folder, folder, "--unshare-net", "--unshare-pid", "--die-with-parent",
-            "--new-session", "--chdir", folder]
+    return command + ["--bind", folder, folder, "--unshare-user", "--unshare-net", "--unshare-pid",
+                      "--cap-drop", "ALL", "--die-with-parent", "--new-session", "--chdir", folder]
+
+
+def hidden_paths(course, submissions=None):
+    """What a run must not see: the instructor's notebooks (their solutions), the repository's
+    history, the course folder (everyone's work and feedback) and the submissions."""
+    return [p for p in (ROOT / "notebooks", ROOT / ".git", course, submissions) if p is not None]
 
 
 def run_env(folder, grading):
@@ -215,12 +254,14 @@ def run_env(folder, grading):
     return env
 
 
-def limit_memory():
+def limit_resources():
+    """In the run's process: a memory limit, and no file larger than FILE_MB."""
     limit = MEMORY_MB * 2**20
     resource.setrlimit(resource.RLIMIT_DATA, (limit, limit))
+    resource.setrlimit(resource.RLIMIT_FSIZE, (FILE_MB * 2**20, FILE_MB * 2**20))
 
 
-def run(nb, folder, grading, timeout=TIMEOUT, cell_timeout=CELL_TIMEOUT, files=None):
+def run(nb, folder, grading, timeout=TIMEOUT, cell_timeout=CELL_TIMEOUT, files=None, hidden=()):
     """Execute ``nb`` in ``folder`` (made afresh, with ``files``: {name: text}) under the fence.
 
     grading: the kernel's COURSE_GRADING, with {folder} for the folder. Returns (status, the
@@ -230,23 +271,43 @@ def run(nb, folder, grading, timeout=TIMEOUT, cell_timeout=CELL_TIMEOUT, files=N
     for name, text in (files or {}).items():
         (folder / name).write_text(text)
     nbformat.write(nb, folder / "notebook.ipynb")
-    command = sandbox_prefix(folder) + [sys.executable, str(Path(__file__).resolve()), "_execute",
-                                        str(folder / "notebook.ipynb"), str(folder / "executed.ipynb"),
-                                        str(cell_timeout)]
+    command = sandbox_prefix(folder, hidden) + [sys.executable, str(Path(__file__).resolve()), "_execute",
+                                                str(folder / "notebook.ipynb"), str(folder / "executed.ipynb"),
+                                                str(cell_timeout)]
     process = subprocess.Popen(command, cwd=folder, env=run_env(folder, grading.format(folder=folder)),
                                stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True,
-                               preexec_fn=limit_memory, start_new_session=True)
+                               preexec_fn=limit_resources, start_new_session=True)
     try:
         out, _ = process.communicate(timeout=timeout)
     except subprocess.TimeoutExpired:
         os.killpg(process.pid, signal.SIGKILL)
-        process.communicate()
+        try:
+            process.communicate(timeout=10)
+        except subprocess.TimeoutExpired:   # a leftover process holds the pipe: leave it
+            pass
         status = f"stopped after {timeout} s (the time limit)"
     else:
         last = [line for line in out.splitlines() if line.startswith("grader:")]
         status = last[-1][len("grader:"):].strip() if last else f"the run ended with exit code {process.returncode}"
-    executed = folder / "executed.ipynb"
-    return status, nbformat.read(executed, as_version=4) if executed.exists() else None
+    text = read_result(folder / "executed.ipynb")
+    try:
+        executed = nbformat.reads(text, as_version=4) if text else None
+    except Exception:
+        executed = None
+    return status, executed
+
+
+def read_result(path):
+    """The text of a file a run left, if it is a regular file (no link, no pipe) under RESULT_MB; else ''."""
+    try:
+        info = os.lstat(path)
+        if not stat.S_ISREG(info.st_mode) or info.st_size > RESULT_MB * 2**20:
+            return ""
+        descriptor = os.open(path, os.O_RDONLY | os.O_NOFOLLOW | os.O_NONBLOCK)
+        with os.fdopen(descriptor, "rb") as file:
+            return file.read(RESULT_MB * 2**20).decode("utf-8", errors="replace")
+    except OSError:
+        return ""
 
 
 def execute(path, out_path, cell_timeout):
@@ -302,52 +363,59 @@ def restore(before):
 # ---- grading ---------------------------------------------------------------------------------
 
 
-def read_records(path):
-    """The answers a run recorded (a list), or [] when it recorded none or too much."""
-    from helpers.grading import MAX_RECORDS_BYTES
-
-    if not path.exists() or path.stat().st_size > MAX_RECORDS_BYTES:
-        return []
-    records = []
-    for line in path.read_text().splitlines():
+def read_records(path, cells):
+    """The answers a run recorded for the check cells ``cells`` (a list), one per (cell, index):
+    the first wins; anything malformed is left out."""
+    records, seen = [], set()
+    for line in read_result(path).splitlines():
         try:
             entry = json.loads(line)
-        except ValueError:
+            key = (entry["cell"], entry["index"])
+            if not (isinstance(key[0], str) and key[0] in cells and type(key[1]) is int) or key in seen:
+                continue
+        except (ValueError, TypeError, KeyError, RecursionError):
             continue
-        if isinstance(entry, dict) and {"cell", "index", "answer"} <= set(entry):
-            records.append({k: entry[k] for k in ("cell", "index", "answer")})
+        seen.add(key)
+        records.append({"cell": key[0], "index": key[1], "answer": entry.get("answer")})
     return records
 
 
-def grade_submissions(submissions, work, log=print, **limits):
+def grade_submissions(submissions, work, log=print, hidden=(), **limits):
     """Run every submission, then judge each chapter once; fill in status and problems.
 
-    limits: timeout and cell_timeout for the students' runs (seconds)."""
+    hidden: folders the runs must not see. limits: timeout and cell_timeout (seconds)."""
     records = {}
     for n, sub in enumerate(submissions, 1):
         folder = work / sub.chapter.stem / sub.key
-        nb = assemble(sub, nbformat.read(sub.path, as_version=4))
-        fenced = bool(sandbox_prefix(folder))   # under bubblewrap the run cannot write here at all
-        before = None if fenced else snapshot()
-        sub.status, sub.executed = run(nb, folder, "record:{folder}/records.jsonl", **limits)
-        changed = [] if fenced else restore(before)
-        if changed:
-            sub.status = f"changed the course's files ({', '.join(changed[:3])}): restored, and not graded"
+        try:
+            nb = assemble(sub, nbformat.read(sub.path, as_version=4))
+            fenced = bool(sandbox_prefix(folder))   # under bubblewrap the run cannot write here at all
+            before = None if fenced else snapshot()
+            sub.status, sub.executed = run(nb, folder, "record:{folder}/records.jsonl", hidden=hidden, **limits)
+            changed = [] if fenced else restore(before)
+            if changed:
+                sub.status = f"changed the course's files ({', '.join(changed[:3])}): restored, and not graded"
+                continue
+            records[sub] = read_records(folder / "records.jsonl", set(sub.chapter.checks))
+        except Exception as error:   # one submission never stops the class
+            sub.status = f"could not be graded ({type(error).__name__}: {str(error)[:100]})"
             continue
-        records[sub] = read_records(folder / "records.jsonl")
+        finally:
+            shutil.rmtree(folder, ignore_errors=True)
         log(f"  ran {n}/{len(submissions)}: {sub.student} {sub.chapter.stem}: {sub.status}")
     for chapter in {sub.chapter.stem: sub.chapter for sub in records}.values():
         mine = [sub for sub in records if sub.chapter is chapter]
-        for sub, problems in judge(chapter, {sub.key: records[sub] for sub in mine}, work).items():
-            next(s for s in mine if s.key == sub).problems = problems
+        verdicts = judge(chapter, {sub.key: records[sub] for sub in mine}, work, hidden)
+        for sub in mine:
+            sub.problems = verdicts.get(sub.key, {})
     return submissions
 
 
-def judge(chapter, records, work):
+def judge(chapter, records, work, hidden=()):
     """Run the instructor's notebook once, judging everyone's records: {key: {grade id: sentences}}."""
     folder = work / chapter.stem / "_judge"
     status, _ = run(judge_notebook(chapter), folder, "judge:{folder}/records.json:{folder}/verdicts.jsonl",
-                    files={"records.json": json.dumps(records)})
+                    files={"records.json": json.dumps(records)}, hidden=hidden)
     if not status.startswith("ran to the end") or "raised" in status:
         raise RuntimeError(f"judging {chapter.stem} did not finish cleanly: {status} (see {folder})")
     problems = {key: {} for key in records}
@@ -424,6 +492,21 @@ def text_table(table):
     return "\n".join(lines)
 
 
+def capped(nb):
+    """A copy of ``nb`` whose cell sources and text outputs are at most MAX_CELL_TEXT characters."""
+    nb = nbformat.from_dict(json.loads(json.dumps(nb)))
+    cut = lambda text: text if len(text) <= MAX_CELL_TEXT else text[:MAX_CELL_TEXT] + "\n… (cut)"  # noqa: E731
+    for cell in nb.cells:
+        cell.source = cut(str(cell.get("source", "")))
+        for out in cell.get("outputs", []):
+            if "text" in out:
+                out.text = cut(str(out.text))
+            for mime, value in out.get("data", {}).items():
+                if isinstance(value, str) and not mime.startswith("image/"):
+                    out.data[mime] = cut(value)
+    return nb
+
+
 def write_feedback(row, folder):
     """One HTML page per student and chapter: the score, each exercise's verdict, the notebook."""
     from nbconvert import HTMLExporter
@@ -443,7 +526,10 @@ def write_feedback(row, folder):
     if executed is not None:
         exporter = HTMLExporter(sanitize_html=True)
         exporter.log.setLevel(logging.ERROR)   # not "alternative text is missing" for every figure
-        body, _ = exporter.from_notebook_node(executed)
+        try:
+            body, _ = exporter.from_notebook_node(capped(executed))
+        except Exception as error:
+            body = f"<p>(the notebook could not be shown: {html.escape(type(error).__name__)})</p>"
     page = folder / f"{sub.chapter.stem}.html"
     page.write_text(body.replace("<body", f"<body><div class='grader'>{head}</div><div", 1) if body else head)
     return page
@@ -458,12 +544,15 @@ def grade(submissions_folder, course, log=print, **limits):
     found, skipped = find_submissions(submissions_folder)
     runnable = [sub for sub in found if identify(sub, chapters) is not None]
     work = course / "work"
-    grade_submissions(runnable, work, log, **limits)
+    grade_submissions(runnable, work, log, hidden=hidden_paths(course, submissions_folder), **limits)
     table = rows(found, skipped)
     write_csv(table, course / "scores.csv")
     for row in table:
         if row["submission"] is not None and row["submission"].chapter is not None:
-            write_feedback(row, course / "feedback" / row["student"] / row["chapter"])
+            try:
+                write_feedback(row, course / "feedback" / row["student"] / row["chapter"])
+            except Exception as error:
+                log(f"  no feedback page for {row['student']} {row['chapter']}: {type(error).__name__}")
     return table
 
 

@@ -43,6 +43,9 @@ def graded(tmp_path_factory):
     stripped = answered(solved)
     for cell in stripped.cells:
         cell.metadata = {}
+    early_check = answered(solved)   # the check line pasted above its answer cell too
+    answer_at = next(i for i, c in enumerate(early_check.cells) if meta(c).get("grade_id") == "ch00_ex2_answer")
+    early_check.cells.insert(answer_at, nbformat.v4.new_code_cell("checks.p_on(p_on_by_hand, last_logits, on_id)"))
     plans = {
         "blank": {CHAPTER: released},
         "solved": {CHAPTER: answered(solved)},
@@ -58,6 +61,18 @@ def graded(tmp_path_factory):
         "looper": {CHAPTER: answered({**solved, "ch00_ex3_answer": "while True:\n    pass"})},
         "mixup": {CHAPTER: other},
         "twice": {CHAPTER: answered(solved), "00_tour (1)": released},
+        "escaper": {CHAPTER: answered({**solved, "ch00_ex1_answer":
+                    "import subprocess\nsubprocess.run(['mount', '-o', 'remount,bind,rw', '/'])\n"
+                    f"for target in [{str(PROTECTED)!r}, {str(SOURCE)!r}]:\n"
+                    "    try:\n        open(target, 'a').write('# changed')\n    except OSError as error:\n"
+                    "        print('refused:', error)\nscores_shape = (2, 5, 5)"})},
+        "peeker": {CHAPTER: answered({**solved, "ch00_ex2_answer":
+                   f"import json\ntry:\n    solution = json.load(open({str(SOURCE)!r}))\n"
+                   "except OSError:\n    solution = None\np_on_by_hand = None if solution is None else 0.5"})},
+        "mallory": {CHAPTER: answered({**solved, "ch00_ex1_answer": "scores_shape = frozenset([frozenset()])"})},
+        "saboteur": {CHAPTER: answered({**solved, "ch00_ex1_answer":
+                     "import os\nos.mkdir('executed.ipynb')\nos.mkfifo('records.jsonl')\nscores_shape = (2, 5, 5)"})},
+        "early": {CHAPTER: early_check},
         "ann lee": {"tour": answered(solved)},                                   # a space, a renamed file
         "a_student_with_a_very_long_identifier_0123456789": {CHAPTER: stripped},  # lost metadata
     }
@@ -66,12 +81,13 @@ def graded(tmp_path_factory):
         (folder / student).mkdir(parents=True)
         for name, nb in files.items():
             nbformat.write(nb, folder / student / f"{name}.ipynb")
+    (folder / "linked").symlink_to(folder / "solved")
     (folder / ".hidden").mkdir()
     nbformat.write(answered(solved), folder / ".hidden" / f"{CHAPTER}.ipynb")
-    before = PROTECTED.read_bytes()
+    before = PROTECTED.read_bytes(), SOURCE.read_bytes()
     table = homework.grade(folder, course, log=lambda *a: None, cell_timeout=15)
     return dict(course=course, table=table, rows={(r["student"], r["chapter"]): r for r in table},
-                protected_unchanged=PROTECTED.read_bytes() == before)
+                protected_unchanged=(PROTECTED.read_bytes(), SOURCE.read_bytes()) == before)
 
 
 def row(graded, student, chapter=CHAPTER):
@@ -155,3 +171,29 @@ def test_records_are_data_never_code(graded):
     for path in records:
         for line in path.read_text().splitlines():
             json.loads(line)
+
+
+@pytest.mark.skipif(not shutil.which("bwrap"), reason="the fence needs bubblewrap")
+def test_under_the_fence_even_root_cannot_write_or_read_the_solutions(graded):
+    assert graded["protected_unchanged"]
+    assert row(graded, "escaper")["score"] == 3
+    peeker = row(graded, "peeker")
+    assert peeker["score"] == 2 and "not answered" in peeker["why"]["ch00_ex2_check"]
+
+
+def test_an_answer_the_judge_cannot_rebuild_costs_only_that_exercise(graded):
+    mallory = row(graded, "mallory")
+    assert mallory["score"] == 2 and mallory["ch00_ex1_check"] == 0
+
+
+def test_files_left_in_the_run_folder_do_not_stop_the_grader(graded):
+    assert row(graded, "saboteur")["score"] == 0   # it broke its own records before the first check
+    assert row(graded, "solved")["score"] == 3
+
+
+def test_a_pasted_copy_of_a_check_does_not_replace_the_real_one(graded):
+    assert row(graded, "early")["score"] == 3
+
+
+def test_a_linked_student_folder_is_skipped_with_a_word(graded):
+    assert any(r["notes"].startswith("skipped: linked") for r in graded["table"])

@@ -1,0 +1,52 @@
+"""helpers.grading: answers become data and come back the same; a record the judge cannot use is
+refused, never run; a replayed function answers only the inputs it was recorded on."""
+import array
+
+import numpy as np
+import pytest
+import torch
+
+from helpers import grading
+
+
+@pytest.mark.parametrize("answer, back", [
+    (0.25, 0.25), (302, 302), ("floor", "floor"), (None, None), (True, True),
+    ((2, 5, 5), (2, 5, 5)), ([1, [2, 3]], [1, [2, 3]]), ({3, 1}, {1, 3}),
+    (frozenset([frozenset()]), {frozenset()}), ({(1, 2): "a"}, {(1, 2): "a"}),
+    (range(2, 5), [2, 3, 4]), (array.array("d", [1.0, 2.0]), np.array([1.0, 2.0])),
+    (np.matrix([[1.0, 2.0]]), np.array([[1.0, 2.0]])), (float("nan"), float("nan")),
+])
+def test_answers_come_back_as_they_went(answer, back):
+    again = grading.decode(grading.encode(answer))
+    if isinstance(back, np.ndarray):
+        assert np.array_equal(again, back)
+    elif isinstance(back, float) and back != back:
+        assert again != again
+    else:
+        assert again == back
+
+
+def test_tensors_of_any_dtype_come_back_as_tensors():
+    for tensor in (torch.tensor([1.5, 2.0], requires_grad=True), torch.ones(2, dtype=torch.bfloat16)):
+        again = grading.decode(grading.encode(tensor))
+        assert torch.is_tensor(again) and torch.equal(again.float(), tensor.detach().float())
+
+
+def test_what_is_not_data_is_recorded_as_unknown():
+    assert isinstance(grading.decode(grading.encode(object())), grading.Unknown)
+    deep = []
+    for _ in range(50):
+        deep = [deep]
+    assert "nested too deeply" in str(grading.encode(deep))
+
+
+def test_a_replayed_function_answers_only_its_recorded_inputs():
+    recorder = grading.Recorder(lambda x: x * 2)
+    recorder(np.array([1.0, 2.0]))
+    replay = grading.decode({"function": recorder.calls})
+    assert np.array_equal(replay(np.array([1.0, 2.0])), [2.0, 4.0])
+    with pytest.raises(grading.ReplayError, match="not recorded"):
+        replay(np.array([1.0, 2.0]))
+    other = grading.decode({"function": recorder.calls})
+    with pytest.raises(grading.ReplayError, match="other inputs"):
+        other(np.array([9.0, 9.0]))
