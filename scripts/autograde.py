@@ -103,7 +103,7 @@ class Submission:
     @property
     def key(self):
         """A name for files and the judge: the student's id made safe, plus a hash of the path."""
-        digest = hashlib.sha1(str(self.path).encode()).hexdigest()[:8]
+        digest = hashlib.sha1(str(self.path).encode()).hexdigest()[:16]
         return re.sub(r"[^A-Za-z0-9_.-]", "_", self.student)[:40] + "-" + digest
 
 
