@@ -111,10 +111,17 @@ def test_patching_the_grader_in_the_students_kernel_gains_nothing(graded):
     assert row(graded, "patcher")["score"] == 0
 
 
+FENCED = bool(shutil.which("bwrap"))
+
+
 def test_a_write_into_the_checkout_is_refused_or_undone(graded):
     assert graded["protected_unchanged"]
-    assert row(graded, "writer")["score"] == 3          # its own answers still count
-    assert row(graded, "solved")["score"] == 3          # and nobody else's grade moved
+    writer = row(graded, "writer")
+    if FENCED:   # refused: its own answers still count
+        assert writer["score"] == 3
+    else:        # undone, and that submission is not graded
+        assert writer["score"] == 0 and "restored" in writer["notes"]
+    assert row(graded, "solved")["score"] == 3          # nobody else's grade moved
 
 
 def test_exit_and_endless_loops_stop_only_their_own_notebook(graded):
@@ -173,7 +180,7 @@ def test_records_are_data_never_code(graded):
             json.loads(line)
 
 
-@pytest.mark.skipif(not shutil.which("bwrap"), reason="the fence needs bubblewrap")
+@pytest.mark.skipif(not FENCED, reason="the fence needs bubblewrap")
 def test_under_the_fence_even_root_cannot_write_or_read_the_solutions(graded):
     assert graded["protected_unchanged"]
     assert row(graded, "escaper")["score"] == 3
