@@ -240,7 +240,8 @@ def sandbox_prefix(folder, hidden=()):
 def hidden_paths(course, submissions=None):
     """What a run must not see: the instructor's notebooks (their solutions), the repository's
     history, the course folder (everyone's work and feedback) and the submissions."""
-    return [p for p in (ROOT / "notebooks", ROOT / ".git", course, submissions) if p is not None]
+    paths = [Path(p).resolve() for p in (ROOT / "notebooks", ROOT / ".git", course, submissions) if p is not None]
+    return [p for p in paths if not (ROOT / "helpers").resolve().is_relative_to(p)]   # never hide the package
 
 
 def run_env(folder, grading):
