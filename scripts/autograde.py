@@ -190,10 +190,10 @@ def assemble(submission, student_nb):
         if grade_id in checks and grade_id not in {g for g, j in place.items() if nbgrader_meta(code[j])}:
             place[grade_id] = i   # the last copy of the check's text
     at = {i: grade_id for grade_id, i in place.items()}
-    cells = []
+    cells, i = [], -1
     for cell in student_nb.cells:
         if cell.cell_type == "code":
-            i = next(j for j, c in enumerate(code) if c is cell)
+            i += 1   # the cell's index in ``code``
             if i in at:
                 cells.append(marked(checks[at[i]], at[i]))
                 continue

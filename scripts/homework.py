@@ -21,6 +21,7 @@ from pathlib import Path
 
 import nbformat
 
+from autograde import nbgrader_meta
 from execute_notebooks import FIXED_ENV, ROOT, all_notebooks
 
 GRADING = ROOT / "grading"
@@ -49,10 +50,6 @@ def find_chapter(name):
         raise HomeworkError(f"expected a chapter number, name or notebook path, but {name!r} matches "
                             f"{len(matches)} notebooks (chapters: {known})")
     return matches[0]
-
-
-def nbgrader_meta(cell):
-    return cell.get("metadata", {}).get("nbgrader", {})
 
 
 def exercises(path):
