@@ -94,6 +94,22 @@ def as_png(picture):
     return picture if isinstance(picture, (bytes, bytearray)) else png(picture)
 
 
+STILL = ("Explorer controls: they move in a running notebook (trust it, then run the cells above). "
+         "The picture below is their first state.")
+
+
+def controls_box(layout, message):
+    """A VBox of the controls and the message line whose plain-text form, which a notebook
+    shows where widgets cannot run (on GitHub, untrusted, not yet run), is a sentence."""
+    import ipywidgets as widgets
+
+    class Controls(widgets.VBox):
+        def __repr__(self):
+            return STILL
+
+    return Controls([layout, message])
+
+
 class Explorer:
     """Controls wired to one render function; ``show`` builds and displays one.
 
@@ -107,6 +123,7 @@ class Explorer:
         self.controls, self.render = dict(controls), render
         self.layout = layout if layout is not None else widgets.HBox(list(self.controls.values()))
         self.message = widgets.HTML()
+        self.box = controls_box(self.layout, self.message)
         self.handle = None
 
     def _ipython_display_(self):
@@ -134,7 +151,7 @@ class Explorer:
     def display(self):
         from IPython.display import Image, display
 
-        display(self.layout, self.message)
+        display(self.box)
         try:
             first = Image(data=self.picture(), format="png")
         except CourseInputError as error:

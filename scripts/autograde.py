@@ -43,7 +43,7 @@ import nbformat
 
 from execute_notebooks import FIXED_ENV, ROOT, all_notebooks
 
-PROTECTED = ("helpers", "scripts", "notebooks", "data", "grading/nbgrader_config.py")
+PROTECTED = ("helpers", "scripts", "instructor", "notebooks", "data", "grading/nbgrader_config.py")
 TIMEOUT = 600            # seconds one submission may run, all cells together
 CELL_TIMEOUT = 120       # seconds one cell may run
 MEMORY_MB = 4096         # the run's data segment (RLIMIT_DATA); torch and numba map more, harmlessly
@@ -238,9 +238,11 @@ def sandbox_prefix(folder, hidden=()):
 
 
 def hidden_paths(course, submissions=None):
-    """What a run must not see: the instructor's notebooks (their solutions), the repository's
-    history, the course folder (everyone's work and feedback) and the submissions."""
-    paths = [Path(p).resolve() for p in (ROOT / "notebooks", ROOT / ".git", course, submissions) if p is not None]
+    """What a run must not see: the chapters (the instructor's with their solutions and hidden tests,
+    the learner's with their solutions collapsed), the repository's history, the course folder
+    (everyone's work and feedback) and the submissions."""
+    paths = [Path(p).resolve() for p in (ROOT / "instructor", ROOT / "notebooks", ROOT / ".git", course, submissions)
+             if p is not None]
     return [p for p in paths if not (ROOT / "helpers").resolve().is_relative_to(p)]   # never hide the package
 
 

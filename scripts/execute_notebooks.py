@@ -1,8 +1,13 @@
 """Execute the course notebooks in a fresh kernel, and save or check their outputs.
 
-    python scripts/execute_notebooks.py                     # every notebooks/*.ipynb, outputs written in place
-    python scripts/execute_notebooks.py notebooks/00_tour.ipynb
+    python scripts/execute_notebooks.py                     # every chapter, outputs written in place
+    python scripts/execute_notebooks.py instructor/00_tour.ipynb
     python scripts/execute_notebooks.py --check             # execute in memory, compare with the committed outputs
+
+A chapter is written once, in instructor/ (nbgrader's source, with solutions and hidden tests).
+Saving it also writes and executes the learner's copy in notebooks/ (scripts/homework.py
+`learner_version`: each exercise before its solution, the solution one click away);
+--check checks both.
 
 The tests import `execute`, `differences` and `all_notebooks` from here.
 """
@@ -25,14 +30,29 @@ WIDGET_STATE = "application/vnd.jupyter.widget-state+json"
 COMPARED_TEXT = ("text/plain", "text/html", "text/markdown")
 
 
+INSTRUCTOR = ROOT / "instructor"   # the chapters as written: nbgrader's source, solutions included
+LEARNER = ROOT / "notebooks"       # the copies a learner opens, made from them
+
+
 def all_notebooks():
-    return sorted((ROOT / "notebooks").glob("*.ipynb"))
+    """The chapters as written (instructor/*.ipynb)."""
+    return sorted(INSTRUCTOR.glob("*.ipynb"))
 
 
-def make_client(path):
-    """A nbclient client for the notebook at `path`, run with cwd = its folder."""
+def learner_notebooks():
+    """The learner's copies (notebooks/*.ipynb)."""
+    return sorted(LEARNER.glob("*.ipynb"))
+
+
+def learner_copy(path):
+    """notebooks/<name> for instructor/<name>."""
+    return LEARNER / Path(path).name
+
+
+def make_client(path, nb=None):
+    """A nbclient client for the notebook at `path` (or for `nb`, as if it lay there), run with cwd = its folder."""
     path = Path(path)
-    nb = nbformat.read(path, as_version=4)
+    nb = nbformat.read(path, as_version=4) if nb is None else nb
     return NotebookClient(nb, timeout=CELL_TIMEOUT, kernel_name="python3", record_timing=False,
                           resources={"metadata": {"path": str(path.parent)}})
 
@@ -209,25 +229,41 @@ def differences(committed, executed):
 
 def main(argv=None):
     parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
-    parser.add_argument("notebooks", nargs="*", type=Path, help="default: every notebooks/*.ipynb")
+    parser.add_argument("notebooks", nargs="*", type=Path, help="chapters in instructor/ (default: every one)")
     parser.add_argument("--check", action="store_true", help="compare with the committed outputs, write nothing")
     args = parser.parse_args(argv)
-    failed = False
-    for path in args.notebooks or all_notebooks():
-        try:
-            nb = execute(path)
-        except CellExecutionError as error:
-            print(f"✗ {path}: error while executing\n{error}")
-            failed = True
-            continue
+    paths = [Path(path).resolve() for path in args.notebooks] or all_notebooks()
+    outside = [str(path) for path in paths if path.parent != INSTRUCTOR]
+    if outside:
+        print(f"✗ expected chapters in instructor/ (the learner's copies in notebooks/ are made from them), "
+              f"but got {', '.join(outside)}")
+        return 1
+    ok = True
+    for path in paths:
+        ok &= run(path, nbformat.read(path, as_version=4), args.check)
         if args.check:
-            diffs = differences(nbformat.read(path, as_version=4), nb)
-            print(f"✗ {path}: outputs differ\n" + "\n".join(diffs) if diffs else f"✓ {path}: outputs match")
-            failed |= bool(diffs)
-        else:
-            nbformat.write(nb, path)
-            print(f"✓ {path}: executed and saved")
-    return 1 if failed else 0
+            ok &= run(learner_copy(path), nbformat.read(learner_copy(path), as_version=4), True)
+        elif ok:
+            from homework import learner_version
+            ok &= run(learner_copy(path), learner_version(nbformat.read(path, as_version=4)), False)
+    return 0 if ok else 1
+
+
+def run(path, nb, check):
+    """Execute `nb` as if it lay at `path`; compare with the file there (check) or save it there."""
+    try:
+        executed = execute(path, make_client(path, nb))
+    except CellExecutionError as error:
+        print(f"✗ {path}: error while executing\n{error}")
+        return False
+    shown = Path(path).relative_to(ROOT)
+    if check:
+        diffs = differences(nbformat.read(path, as_version=4), executed)
+        print(f"✗ {shown}: outputs differ\n" + "\n".join(diffs) if diffs else f"✓ {shown}: outputs match")
+        return not diffs
+    nbformat.write(executed, path)
+    print(f"✓ {shown}: executed and saved")
+    return True
 
 
 if __name__ == "__main__":

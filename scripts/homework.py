@@ -1,11 +1,14 @@
-"""Chapters as homework, with nbgrader: one command per instructor step, and a practice copy for self-learners.
+"""Chapters as homework, with nbgrader: one command per instructor step.
 
     python scripts/homework.py exercises                 # every exercise: chapter, id, points, prompt
     python scripts/homework.py release 02 05             # student versions -> grading/release/<chapter>/<chapter>.ipynb
     python scripts/homework.py release --all             #   (every chapter that has exercises)
     python scripts/homework.py grade SUBMISSIONS         # autograde + feedback -> score table, grading/scores.csv
-    python scripts/homework.py practice 02               # a copy without solutions -> practice/02_….ipynb
 
+The chapters are written in instructor/ (nbgrader's source: solutions and hidden tests). The copies
+a learner opens are in notebooks/, made from them by `learner_version` whenever a chapter is
+executed (scripts/execute_notebooks.py): each exercise comes before its solution, which waits in a
+collapsed cell after the check.
 A chapter is named by its number (02), its file stem (02_qkv_by_hand) or its path.
 SUBMISSIONS holds one folder per student with the chapters they hand in, as
 SUBMISSIONS/<student>/<chapter>.ipynb (or nbgrader's own <student>/<chapter>/<chapter>.ipynb).
@@ -25,12 +28,12 @@ from autograde import nbgrader_meta
 from execute_notebooks import FIXED_ENV, ROOT, all_notebooks
 
 GRADING = ROOT / "grading"
-PRACTICE = ROOT / "practice"
 CONFIG = "nbgrader_config.py"
 MARKERS = {"solution": ("### BEGIN SOLUTION", "### END SOLUTION"),
            "hidden": ("### BEGIN HIDDEN TESTS", "### END HIDDEN TESTS")}
 CODE_STUB = "# YOUR CODE HERE"  # the same stub as grading/nbgrader_config.py
 TEXT_STUB = "YOUR ANSWER HERE"
+SOLUTION_SUMMARY = "Solution (open it after you have tried)"
 
 
 class HomeworkError(Exception):
@@ -40,7 +43,7 @@ class HomeworkError(Exception):
 # ---------------------------------------------------------------- chapters and exercises
 
 def find_chapter(name):
-    """notebooks/<chapter>.ipynb for '02', '02_qkv_by_hand', or a path to a notebook."""
+    """instructor/<chapter>.ipynb for '02', '02_qkv_by_hand', or a path to a notebook."""
     path = Path(name)
     if path.suffix == ".ipynb" and path.is_file():
         return path.resolve()
@@ -109,17 +112,39 @@ def student_version(nb):
     return nb
 
 
-def practice(chapter, out_dir=PRACTICE):
-    """Write a self-learner's copy of `chapter` without solutions; return its path."""
-    path = find_chapter(chapter)
-    out_dir = Path(out_dir)
-    out_dir.mkdir(parents=True, exist_ok=True)
-    ignore = out_dir / ".gitignore"
-    if not ignore.exists():
-        ignore.write_text("# practice copies made by scripts/homework.py: never committed\n*\n")
-    target = out_dir / path.name
-    nbformat.write(student_version(nbformat.read(path, as_version=4)), target)
-    return target
+def solution_lines(source):
+    """The lines inside the solution markers of a cell's source."""
+    begin, end = MARKERS["solution"]
+    lines, inside = [], False
+    for line in source.splitlines():
+        if begin in line or end in line:
+            inside = begin in line
+        elif inside:
+            lines.append(line)
+    return lines
+
+
+def learner_version(nb):
+    """The copy a learner opens: the student version, with each exercise's solution one click away.
+
+    After each graded check cell comes a markdown cell holding, collapsed, the solution code of the
+    answer cells before it. Outputs are cleared; scripts/execute_notebooks.py runs the copy.
+    """
+    student, solutions, cells = student_version(nb), [], []
+    for original, cell in zip(nb.cells, student.cells):
+        cells.append(cell)
+        meta = nbgrader_meta(original)
+        if meta.get("solution"):
+            solutions += solution_lines(original.source) + [""]
+        if meta.get("grade") and solutions:
+            code = "\n".join(solutions).strip("\n")
+            text = f"<details><summary>{SOLUTION_SUMMARY}</summary>\n\n```python\n{code}\n```\n\n</details>"
+            shown = nbformat.v4.new_markdown_cell(text, id=f"{meta['grade_id']}-solution"[-64:])
+            shown.metadata["course"] = {"solution_of": meta["grade_id"]}
+            cells.append(shown)
+            solutions = []
+    student.cells = cells
+    return student
 
 
 # ---------------------------------------------------------------- nbgrader steps
@@ -211,11 +236,6 @@ def grade_step(args):
     print(f"\nscore table: {shown(course / 'scores.csv')}\nfeedback:    {shown(course / 'feedback')}/<student>/<chapter>/")
 
 
-def practice_step(args):
-    for chapter in args.chapters:
-        print(f"practice copy: {shown(practice(chapter))}")
-
-
 def main(argv=None):
     parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     parser.add_argument("--course", type=Path, default=GRADING, help="nbgrader course directory (default grading/)")
@@ -228,9 +248,6 @@ def main(argv=None):
     gra = steps.add_parser("grade", help="autograde a folder of submissions")
     gra.add_argument("submissions", type=Path)
     gra.set_defaults(run=grade_step)
-    pra = steps.add_parser("practice", help="a copy of a chapter without solutions, for a self-learner")
-    pra.add_argument("chapters", nargs="+")
-    pra.set_defaults(run=practice_step)
     args = parser.parse_args(argv)
     try:
         args.run(args)

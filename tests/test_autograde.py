@@ -14,12 +14,12 @@ import pytest
 
 import autograde
 import homework
-from execute_notebooks import ROOT
+from execute_notebooks import INSTRUCTOR, ROOT
 from test_homework import submission
 
 CHAPTER = "00_tour"
-SOURCE = ROOT / "notebooks" / f"{CHAPTER}.ipynb"
-OTHER = ROOT / "notebooks" / "02_qkv_by_hand.ipynb"
+SOURCE = INSTRUCTOR / f"{CHAPTER}.ipynb"
+OTHER = INSTRUCTOR / "02_qkv_by_hand.ipynb"
 PROTECTED = ROOT / "helpers" / "exercises.py"
 
 

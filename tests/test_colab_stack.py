@@ -22,7 +22,7 @@ import types
 import nbformat
 import pytest
 
-from execute_notebooks import ROOT, WIDGET_VIEW, all_notebooks, differences, execute
+from execute_notebooks import INSTRUCTOR, ROOT, WIDGET_VIEW, all_notebooks, differences, execute
 
 NOTEBOOKS = pytest.mark.parametrize("path", all_notebooks(), ids=lambda path: path.stem)
 REPO = "transformer-course/transformer-course"
@@ -127,6 +127,6 @@ def widget_outputs_alike(nb):
 
 @stack_only
 def test_tour_on_colabs_versions_prints_what_is_committed():
-    path = ROOT / "notebooks" / "00_tour.ipynb"
+    path = INSTRUCTOR / "00_tour.ipynb"
     diffs = differences(widget_outputs_alike(nbformat.read(path, as_version=4)), widget_outputs_alike(execute(path)))
     assert not diffs, "the tour differs on Colab's versions:\n" + "\n".join(diffs)

@@ -4,7 +4,7 @@ import ipywidgets as widgets
 import pytest
 
 from helpers.errors import CourseInputError, fail
-from helpers.explorer import Blitter, Explorer, new_figure, png, show
+from helpers.explorer import STILL, Blitter, Explorer, new_figure, png, show
 
 
 def square_explorer():
@@ -50,6 +50,13 @@ def test_show_displays_controls_and_a_first_picture_then_redraws(monkeypatch):
     assert len(updates) == 1 and ex.message.value == ""
     controls["slope"].value = -0.5                                    # bad input: one sentence, no redraw
     assert len(updates) == 1 and "slope should be at least 0" in ex.message.value
+
+
+def test_where_widgets_cannot_run_the_controls_read_as_a_sentence():
+    controls, render = square_explorer()
+    ex = Explorer(controls, render)
+    assert repr(ex.box) == STILL and "VBox(" not in repr(ex.box)
+    assert ex.layout in ex.box.children and ex.message in ex.box.children
 
 
 def test_png_of_a_whole_figure():

@@ -14,7 +14,7 @@ import pytest
 
 import autograde
 import homework
-from execute_notebooks import ROOT
+from execute_notebooks import INSTRUCTOR, ROOT, learner_copy
 from helpers.exercises import NOT_ANSWERED
 
 GRADED = homework.graded_chapters()
@@ -39,15 +39,7 @@ def cells_by_id(nb):
 
 def solution_lines(source):
     """The non-blank lines between BEGIN SOLUTION and END SOLUTION."""
-    inside, lines = False, []
-    for line in source.splitlines():
-        if "### BEGIN SOLUTION" in line:
-            inside = True
-        elif "### END SOLUTION" in line:
-            inside = False
-        elif inside and line.strip():
-            lines.append(line.strip())
-    return lines
+    return [line for line in homework.solution_lines(source) if line.strip()]
 
 
 # ---------------------------------------------------------------- every chapter: the format
@@ -81,16 +73,38 @@ def test_exercises_follow_the_course_format(path):
 
 
 @EACH_GRADED
-def test_practice_copy_has_no_solution_and_no_hidden_test(path, tmp_path):
-    copy = nbformat.read(homework.practice(path.stem, tmp_path), as_version=4)
-    text = "\n".join(cell.source for cell in copy.cells)
+def test_learner_copy_is_made_from_the_chapter(path):
+    learner = nbformat.read(learner_copy(path), as_version=4)
+    made = homework.learner_version(nbformat.read(path, as_version=4))
+    assert [(c.cell_type, c.source) for c in learner.cells] == [(c.cell_type, c.source) for c in made.cells], (
+        f"notebooks/{path.name} is not the learner's copy of instructor/{path.name}: execute the chapter "
+        "(scripts/execute_notebooks.py), which writes both")
+
+
+@EACH_GRADED
+def test_learner_meets_each_exercise_before_its_solution(path):
+    """No solution line shows before its exercise's collapsed solution; checks come before solutions."""
+    learner = nbformat.read(learner_copy(path), as_version=4)
+    text = "\n".join(cell.source for cell in learner.cells)
     assert "BEGIN SOLUTION" not in text and "HIDDEN TESTS" not in text and ".grade(" not in text
-    original = cells_by_id(nbformat.read(path, as_version=4))
-    for grade_id, cell in cells_by_id(copy).items():
-        leaked = [line for line in solution_lines(original[grade_id].source) if line in cell.source]
-        assert not leaked, f"{grade_id}: solution lines left in the practice copy: {leaked}"
-    assert not any(cell.get("outputs") for cell in copy.cells)
-    assert (tmp_path / ".gitignore").read_text().strip().endswith("*")
+    answers = {meta(c)["grade_id"]: solution_lines(c.source) for c in nbformat.read(path, as_version=4).cells
+               if meta(c).get("solution")}
+    hidden, checks, shown = dict(answers), set(), 0
+    for cell in learner.cells:
+        if meta(cell).get("grade"):
+            checks.add(meta(cell)["grade_id"])
+        solution_of = cell.metadata.get("course", {}).get("solution_of")
+        if solution_of:
+            assert solution_of in checks, f"the solution of {solution_of} comes before its check"
+            assert cell.source.startswith(f"<details><summary>{homework.SOLUTION_SUMMARY}"), "a solution is open"
+            shown += 1
+            hidden = {g: lines for g, lines in hidden.items() if not all(l in cell.source for l in lines)}
+            continue
+        for grade_id, lines in hidden.items():
+            leaked = [line for line in lines if len(line.strip()) > 12 and line in cell.source.splitlines()]
+            assert not leaked, f"{grade_id}: solution lines shown before the exercise's solution: {leaked}"
+    assert not hidden, f"exercises without a collapsed solution: {sorted(hidden)}"
+    assert shown == len(checks)
 
 
 def test_every_exercise_is_in_the_instructor_guide():
@@ -103,7 +117,7 @@ def test_every_exercise_is_in_the_instructor_guide():
 # ---------------------------------------------------------------- the commands' own checks
 
 def test_find_chapter_by_number_name_and_path():
-    tour = ROOT / "notebooks" / "00_tour.ipynb"
+    tour = INSTRUCTOR / "00_tour.ipynb"
     if not tour.exists():
         pytest.skip("no tour yet")
     assert homework.find_chapter("00") == homework.find_chapter("00_tour") == homework.find_chapter(str(tour))
@@ -152,7 +166,7 @@ def submission(released, source, answers):
 
 @pytest.fixture(scope="module", params=ROUND_TRIP)
 def trip(request, tmp_path_factory):
-    source = ROOT / "notebooks" / f"{request.param}.ipynb"
+    source = INSTRUCTOR / f"{request.param}.ipynb"
     course = tmp_path_factory.mktemp(f"course_{request.param}")
     released = homework.release([request.param], course)[0]
     answer_ids = [grade_id for grade_id, cell in cells_by_id(nbformat.read(source, as_version=4)).items()
@@ -190,10 +204,10 @@ def test_student_version_contains_no_solution_code(trip):
             assert "# YOUR CODE HERE" in cell.source
 
 
-def test_practice_copy_is_the_student_version(trip):
-    practice = homework.student_version(nbformat.read(trip.source, as_version=4))
+def test_our_student_version_is_nbgraders(trip):
+    ours = homework.student_version(nbformat.read(trip.source, as_version=4))
     released = nbformat.read(trip.released, as_version=4)
-    assert [cell.source for cell in practice.cells] == [cell.source for cell in released.cells]
+    assert [cell.source for cell in ours.cells] == [cell.source for cell in released.cells]
 
 
 def test_blank_student_version_runs_and_scores_zero(trip):

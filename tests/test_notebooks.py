@@ -3,9 +3,11 @@ text exactly, numbers exactly unless their cell declares a justified tolerance."
 import nbformat
 import pytest
 
-from execute_notebooks import all_notebooks, cpu_path, differences
+from execute_notebooks import all_notebooks, cpu_path, differences, learner_notebooks
 
-NOTEBOOKS = pytest.mark.parametrize("path", all_notebooks(), ids=lambda path: path.stem)
+# the chapters as written (instructor/) and the copies a learner opens (notebooks/)
+NOTEBOOKS = pytest.mark.parametrize("path", all_notebooks() + learner_notebooks(),
+                                    ids=lambda path: f"{path.parent.name}/{path.stem}")
 
 
 @NOTEBOOKS
