@@ -2,7 +2,8 @@
 
     python scripts/benchmark.py                     # import time, cat-model training, every chapter
     python scripts/benchmark.py notebooks/00_tour.ipynb
-    python scripts/benchmark.py --widgets            # only the widget update times
+    python scripts/benchmark.py --widgets            # only the widget update times, in the kernel
+    python scripts/benchmark.py --browser            # the same end to end in JupyterLab in headless Chromium
 
 Each notebook runs in a fresh kernel with the fixed thread counts; its peak memory is the
 kernel process's high-water mark of resident memory (VmHWM in /proc/<pid>/status). The
@@ -194,6 +195,131 @@ def print_widgets():
         print(f"{'chapter ' + chapter:<32}{median:>9.1f}{worst:>9.1f}{n:>9}   < 50 ms")
 
 
+# ---------------------------------------------------------------- end to end, in a browser
+
+# In the page: every time the explorer's picture is replaced, wait until the new image is
+# decoded and the next frame starts (it is on screen then), and note the time.
+WATCH = """el => {
+    el.__painted = [];
+    if (el.__watching) return;
+    el.__watching = true;
+    new MutationObserver(() => {
+        const img = el.querySelector('img');
+        if (!img) return;
+        img.decode().catch(() => null).then(() => requestAnimationFrame(() => el.__painted.push(performance.now())));
+    }).observe(el, {subtree: true, childList: true, attributes: true, attributeFilter: ['src']});
+}"""
+NOW = "el => { el.__painted = []; return performance.now(); }"
+PAINTED = "el => el.__painted"
+
+
+def explorer_cells(page):
+    """The code cells that hold an explorer: widget controls and a picture."""
+    cells = page.locator(".jp-CodeCell", has=page.locator(".widget-box"))
+    return [cells.nth(i) for i in range(cells.count()) if cells.nth(i).locator("img").count()]
+
+
+def one_step_actions(cell):
+    """(name, act) for each control of an explorer: one click, choice or key press changes one value."""
+    actions = []
+    for kind, selector in (("toggle", "button.widget-toggle-button, .widget-toggle-buttons button"),
+                           ("checkbox", ".widget-checkbox input"), ("slider", ".widget-slider .noUi-handle")):
+        found = cell.locator(selector)
+        for i in range(found.count()):
+            control = found.nth(i)
+            act = (lambda c=control: (c.focus(), c.press("ArrowRight"))) if kind == "slider" else control.click
+            actions.append((kind, act))
+    selects = cell.locator(".widget-dropdown select")
+    for i in range(selects.count()):
+        select = selects.nth(i)
+        options = select.locator("option").all_inner_texts()
+
+        def choose(s=select, options=options):
+            now = s.input_value()
+            values = s.evaluate("el => Array.from(el.options).map(o => o.value)")
+            s.select_option(values[(values.index(now) + 1) % len(values)])
+        if len(options) > 1:
+            actions.append(("dropdown", choose))
+    return actions
+
+
+def timed(page, cell, act, quiet_ms=1500, timeout_ms=10_000):
+    """Run act(); return (ms from the input to the last picture painted, pictures painted)."""
+    handle = cell.element_handle()
+    start = page.evaluate(NOW, handle)
+    act()
+    end = page.evaluate("performance.now()")
+    waited = 0
+    while waited < timeout_ms:
+        page.wait_for_timeout(100)
+        waited += 100
+        painted = page.evaluate(PAINTED, handle)
+        if painted and page.evaluate("performance.now()") - painted[-1] > quiet_ms:
+            break
+    painted = page.evaluate(PAINTED, handle)
+    return (painted[-1] - start if painted else None), len(painted), end - start
+
+
+def drag(page, cell, steps=15, px=6):
+    """Drag the first slider of an explorer by steps × px; (ms from release to the last picture, pictures)."""
+    handle = cell.locator(".widget-slider .noUi-handle").first
+    box = handle.bounding_box()
+    x, y = box["x"] + box["width"] / 2, box["y"] + box["height"] / 2
+
+    def act():
+        page.mouse.move(x, y)
+        page.mouse.down()
+        for i in range(1, steps + 1):
+            page.mouse.move(x + i * px, y)
+            page.wait_for_timeout(16)   # about one move per frame, as a hand drags
+    latency, painted, moved = timed(page, cell, act)
+    page.mouse.up()
+    return (None if latency is None else max(latency - moved, 0.0)), painted
+
+
+def browser_updates(paths, moves=5):
+    """Per chapter: median and worst ms from input to painted picture, and the slider-drag figures."""
+    import tempfile
+
+    from browser import chromium, lab_server, open_and_run
+
+    rows = []
+    with tempfile.TemporaryDirectory() as home, lab_server(home) as lab, chromium() as browser:
+        for path in paths:
+            page = open_and_run(browser, lab, Path(path).name)
+            times, drags = [], []
+            for cell in explorer_cells(page):
+                cell.scroll_into_view_if_needed()
+                page.evaluate(WATCH, cell.element_handle())
+                for kind, act in one_step_actions(cell):
+                    for _ in range(moves if kind == "slider" else 2):
+                        latency, _, _ = timed(page, cell, act, quiet_ms=300)
+                        if latency is not None:
+                            times.append(latency)
+                if cell.locator(".widget-slider .noUi-handle").count():
+                    drags.append(drag(page, cell))
+            page.close()
+            rows.append((Path(path).stem, times, drags))
+    return rows
+
+
+def print_browser(paths):
+    print(f"{'in the browser (ms)':<32}{'median':>9}{'worst':>9}{'updates':>9}"
+          f"{'drag: last':>12}{'pictures':>10}   budget")
+    for name, times, drags in browser_updates(paths):
+        median = f"{statistics.median(times):.0f}" if times else "-"
+        worst = f"{max(times):.0f}" if times else "-"
+        last = max((d[0] for d in drags if d[0] is not None), default=None)
+        shown = max((d[1] for d in drags), default=None)
+        print(f"{name:<32}{median:>9}{worst:>9}{len(times):>9}"
+              f"{'-' if last is None else f'{last:.0f}':>12}{'-' if shown is None else shown:>10}"
+              "   < 50 median, < 100 worst; a drag of 15 moves: its last picture within 100 ms")
+
+
 if __name__ == "__main__":
-    args = [a for a in sys.argv[1:] if a != "--widgets"]
-    main([Path(p) for p in args] or learner_notebooks(), widgets_only="--widgets" in sys.argv)
+    args = [a for a in sys.argv[1:] if not a.startswith("--")]
+    paths = [Path(p) for p in args] or learner_notebooks()
+    if "--browser" in sys.argv:
+        print_browser(paths)
+    else:
+        main(paths, widgets_only="--widgets" in sys.argv)

@@ -7,110 +7,34 @@ Needs Debian's chromium (/usr/bin/chromium, installed by .ci/run) and the playwr
 package (its driver only: no browser is downloaded). Skipped when either is missing.
 """
 import os
-import shutil
-import socket
-import subprocess
-import sys
-import time
-import urllib.request
-import uuid
 from pathlib import Path
 
 import pytest
 
-from execute_notebooks import FIXED_ENV, ROOT
+from browser import CHROMIUM, ERRORS, NOTEBOOK, chromium, lab_server, open_and_run
+from execute_notebooks import LEARNER, ROOT
 
-CHROMIUM = os.environ.get("COURSE_CHROMIUM", "/usr/bin/chromium")
-FLAGS = ["--headless", "--no-sandbox", "--disable-gpu", "--disable-background-networking",
-         "--disable-component-update", "--disable-sync", "--no-first-run"]
 ARTIFACTS = Path(os.environ.get("COURSE_TEST_ARTIFACTS", ROOT / ".test-artifacts"))
-TOUR = ROOT / "notebooks" / "00_tour.ipynb"
-SLIDERS = ROOT / "notebooks" / "02_qkv_by_hand.ipynb"  # its explorer: sliders and an image redrawn in place
+TOUR = LEARNER / "00_tour.ipynb"
+SLIDERS = LEARNER / "02_qkv_by_hand.ipynb"  # its explorer: sliders and an image redrawn in place
 
-playwright_api = pytest.importorskip("playwright.sync_api")
+pytest.importorskip("playwright.sync_api")
 pytestmark = pytest.mark.skipif(not Path(CHROMIUM).exists(), reason=f"no Chromium at {CHROMIUM}")
-
-# JavaScript run in the page. The app is exposed by --LabApp.expose_app_in_browser.
-NOTEBOOK = "window.jupyterapp.shell.currentWidget"
-ALL_RUN = f"""() => {{
-    const panel = {NOTEBOOK};
-    if (!panel || !panel.sessionContext || !panel.sessionContext.session) return false;
-    const kernel = panel.sessionContext.session.kernel;
-    const cells = Array.from(panel.content.model.cells).filter(c => c.type === 'code');
-    return kernel.status === 'idle' && cells.every(c => c.executionCount !== null);
-}}"""
-ERRORS = f"""() => Array.from({NOTEBOOK}.content.model.cells)
-    .filter(c => c.type === 'code')
-    .flatMap(c => Array.from({{length: c.outputs.length}}, (_, i) => c.outputs.get(i).toJSON()))
-    .filter(o => o.output_type === 'error').map(o => o.ename + ': ' + o.evalue)"""
-
-
-def free_port():
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        return s.getsockname()[1]
 
 
 @pytest.fixture(scope="module")
 def lab(tmp_path_factory):
     """A JupyterLab server on a free localhost port, serving a copy of notebooks/ (autosave stays there)."""
-    home = tmp_path_factory.mktemp("lab")
-    shutil.copytree(ROOT / "notebooks", home / "notebooks")
-    port, token = free_port(), uuid.uuid4().hex
-    env = {**os.environ, **FIXED_ENV, "JUPYTERLAB_SETTINGS_DIR": str(home / "settings"),
-           "JUPYTERLAB_WORKSPACES_DIR": str(home / "workspaces"), "JUPYTER_RUNTIME_DIR": str(home / "runtime")}
-    env.pop("MPLBACKEND", None)
-    news = home / "settings" / "@jupyterlab" / "apputils-extension" / "notification.jupyterlab-settings"
-    news.parent.mkdir(parents=True)
-    news.write_text('{"fetchNews": "false", "checkForUpdates": false}')  # no pop-up over the screenshots
-    server = subprocess.Popen(
-        [sys.executable, "-m", "jupyter", "lab", "--no-browser", "--allow-root", "--ip=127.0.0.1", f"--port={port}",
-         f"--IdentityProvider.token={token}", f"--ServerApp.root_dir={home}",
-         "--LabApp.expose_app_in_browser=True", "--LabApp.news_url=None",
-         "--LabApp.check_for_updates_class=jupyterlab.NeverCheckForUpdate"],
-        env=env, cwd=home, stdout=subprocess.DEVNULL, stderr=open(home / "server.log", "w"))
-    url = f"http://127.0.0.1:{port}"
-    for _ in range(120):
-        try:
-            urllib.request.urlopen(f"{url}/api/status?token={token}", timeout=1)
-            break
-        except OSError:
-            if server.poll() is not None:
-                pytest.fail(f"JupyterLab exited:\n{(home / 'server.log').read_text()[-2000:]}")
-            time.sleep(0.5)
-    else:
-        server.terminate()
-        pytest.fail("JupyterLab did not answer within 60 s")
-    yield url, token
-    server.terminate()
-    server.wait(timeout=30)
+    with lab_server(tmp_path_factory.mktemp("lab")) as served:
+        yield served
 
 
 @pytest.fixture(scope="module")
 def browser():
     ARTIFACTS.mkdir(parents=True, exist_ok=True)
     (ARTIFACTS / ".gitignore").write_text("*\n")
-    with playwright_api.sync_playwright() as driver:
-        chromium = driver.chromium.launch(executable_path=CHROMIUM, args=FLAGS, headless=True)
-        yield chromium
-        chromium.close()
-
-
-def open_and_run(browser, lab, notebook):
-    """A page with `notebook` open in JupyterLab, every cell run; returns the page."""
-    url, token = lab
-    page = browser.new_page(viewport={"width": 1400, "height": 1000})
-    workspace = Path(notebook).stem  # a fresh workspace each, so no earlier tab is restored
-    page.goto(f"{url}/lab/workspaces/{workspace}/tree/notebooks/{notebook}?token={token}")
-    page.wait_for_function(f"() => window.jupyterapp && {NOTEBOOK} && {NOTEBOOK}.sessionContext"
-                           " && {NOTEBOOK}.sessionContext.session"
-                           " && {NOTEBOOK}.sessionContext.session.kernel"
-                           " && {NOTEBOOK}.sessionContext.session.kernel.status === 'idle'".replace(
-                               "{NOTEBOOK}", NOTEBOOK), timeout=120_000)
-    page.evaluate("() => window.jupyterapp.commands.execute('notebook:run-all-cells')")
-    page.wait_for_timeout(1000)
-    page.wait_for_function(ALL_RUN, timeout=180_000, polling=500)
-    return page
+    with chromium() as launched:
+        yield launched
 
 
 def figure_src(widget):
