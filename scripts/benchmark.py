@@ -206,7 +206,12 @@ WATCH = """el => {
     new MutationObserver(() => {
         const img = el.querySelector('img');
         if (!img) return;
-        img.decode().catch(() => null).then(() => requestAnimationFrame(() => el.__painted.push(performance.now())));
+        const src = img.getAttribute('src') || '';
+        const key = src.length + src.slice(-48);
+        img.decode().catch(() => null).then(() => requestAnimationFrame(() => {
+            const last = el.__painted[el.__painted.length - 1];
+            if (!last || last[1] !== key) el.__painted.push([performance.now(), key]);
+        }));
     }).observe(el, {subtree: true, childList: true, attributes: true, attributeFilter: ['src']});
 }"""
 NOW = "el => { el.__painted = []; return performance.now(); }"
@@ -254,10 +259,10 @@ def timed(page, cell, act, quiet_ms=1500, timeout_ms=10_000):
         page.wait_for_timeout(100)
         waited += 100
         painted = page.evaluate(PAINTED, handle)
-        if painted and page.evaluate("performance.now()") - painted[-1] > quiet_ms:
+        if painted and page.evaluate("performance.now()") - painted[-1][0] > quiet_ms:
             break
     painted = page.evaluate(PAINTED, handle)
-    return (painted[-1] - start if painted else None), len(painted), end - start
+    return (painted[-1][0] - start if painted else None), len(painted), end - start
 
 
 def drag(page, cell, steps=15, px=6):
