@@ -24,6 +24,7 @@
 import json
 import math
 from collections import Counter, defaultdict
+from functools import lru_cache
 from pathlib import Path
 
 import matplotlib.pyplot as plt
@@ -476,8 +477,10 @@ def significant(value, digits=3):
     return f"{rounded:,.{decimals}f}"
 
 
+@lru_cache(maxsize=1)
 def reference_losses():
-    """(unigram, best): the loss of a model that ignores its input, and the lowest possible."""
+    """(unigram, best): the loss of a model that ignores its input, and the lowest possible
+    (computed once per process: the explorer's every redraw asks for them)."""
     return unigram_loss(cat_batch()[1]), best_loss(worlds.cat_world().train)
 
 
