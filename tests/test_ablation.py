@@ -335,3 +335,7 @@ def test_lens_row_check_names_the_likely_slips(cat, cat_world):
         assert "L0.h_mid" in feedback(cat.unembed(trace["L0.h_mid"]))
         assert "L1.h" in feedback(trace["logits"])
         assert "shape" in feedback(right[:2])
+
+
+def test_explorer_refuses_prompts_it_cannot_patch(cat, cat_world, refused):
+    refused(lambda: explorer.explorer(cat, cat_world, prompts=("<BOS> the cat sat",)), "NOUN COPULA", "cat sat")
