@@ -209,23 +209,29 @@ def cat_scores(model, world, **switches):
     ids, _ = cat_batch(world)
     with torch.no_grad():
         probs = torch.softmax(model(ids, **switches), dim=-1)
+    bigram, copula = _slots(world)
     top = probs.argmax(-1)
-    word = world.tokenizer.ids
-    bigram = [0, 0]
-    copula, rule, p_class = [], [], []
+    b, t, target = bigram.T
+    right = top[b, t] == target                                         # (432,)
+    b, t, adj1, adj2, held = copula.T
+    p_class = probs[b, t, adj1].double() + probs[b, t, adj2].double()   # (16,)
+    in_class = (top[b, t] == adj1) | (top[b, t] == adj2)
+    return dict(held_out_rule=float(in_class[held == 1].double().mean()), bigram=float(right.double().mean()),
+                copula=float(in_class.double().mean()), p_class=float(p_class.mean()))
+
+
+def _slots(world):
+    """The cat world's decisions as index rows: bigram (N, 3) [sentence, position, next id];
+    copula (M, 5) [sentence, position, class adjective ids (2), held out (0/1)]."""
+    word, bigram, copula = world.tokenizer.ids, [], []
     for b, s in enumerate(world.sentences):
         for t in range(1, len(s)):
             if s[t - 1] in worlds.COPULAS:
                 adjs = [word[a] for a in worlds.adjectives_of(s[t - 2])]
-                copula.append(int(top[b, t - 1]) in adjs)
-                p_class.append(float(probs[b, t - 1, adjs].sum()))
-                if s in world.held_out:
-                    rule.append(copula[-1])
+                copula.append([b, t - 1, *adjs, int(s in world.held_out)])
             else:
-                bigram[0] += int(top[b, t - 1]) == word[s[t]]
-                bigram[1] += 1
-    return dict(held_out_rule=sum(rule) / len(rule), bigram=bigram[0] / bigram[1],
-                copula=sum(copula) / len(copula), p_class=sum(p_class) / len(p_class))
+                bigram.append([b, t - 1, word[s[t]]])
+    return torch.tensor(bigram), torch.tensor(copula)
 
 
 def cat_ablation(model, world, heads, kind, per_position=True, seed=0):
