@@ -10,6 +10,7 @@ import copy
 import torch
 
 from .. import worlds
+from ..errors import fail
 
 
 def without_attention_blocks(model, ids):
@@ -119,3 +120,135 @@ def ablation_view(model, world, prompt, heads_off=(), attention=True):
     probs = worlds.next_token_probs(model, world, [prompt.split()], **switches)[0]
     report = worlds.copula_report(model, world, **switches)
     return dict(probs=probs, in_class=sum(r["in_class"] for r in report), types=len(report))
+
+
+# ------------------------------------------------------------ capture and replace (any model)
+
+KINDS = ("zero", "mean", "resample")
+
+
+def capture(model, ids, names, **switches):
+    """One forward pass on ids (B, T) -> (logits (B, T, V), {name: the batched tensor}), e.g.
+    names=("L0.head_out",) gives (B, H, T, d_k). switches go to the model (not ``replace``)."""
+    got = {}
+
+    def grab(name):
+        return lambda x: got.__setitem__(name, x) or x
+    with torch.no_grad():
+        logits = model(ids, replace={name: grab(name) for name in names}, **switches)
+    return logits, got
+
+
+def head_outputs(model, ids):
+    """{layer: (B, H, T, d_k)} every head's output (before W_O) on ids (B, T)."""
+    names = [f"L{layer}.head_out" for layer in range(model.cfg.n_layers)]
+    got = capture(model, ids, names)[1]
+    return {layer: got[name] for layer, name in enumerate(names)}
+
+
+def mean_head_outputs(model, ids, lengths=None, per_position=True):
+    """{layer: (H, T, d_k)} each head's output averaged over the reference batch ids (B, T).
+
+    lengths: (B,) real lengths of padded rows (position t of row b counts only if t < lengths[b]).
+    per_position=False also averages over positions: (H, 1, d_k), the same at every position.
+    """
+    B, T = ids.shape
+    lengths = torch.full((B,), T) if lengths is None else torch.as_tensor(lengths)
+    real = (torch.arange(T)[None] < lengths[:, None]).float()[:, None, :, None]   # (B, 1, T, 1)
+    out = {}
+    for layer, x in head_outputs(model, ids).items():
+        if per_position:
+            out[layer] = (x * real).sum(0) / real.sum(0)
+        else:
+            out[layer] = (x * real).sum((0, 2))[:, None] / real.sum()
+    return out
+
+
+def ablation_replace(heads, kind="zero", means=None, source=None):
+    """The ``replace`` dict that ablates ``heads`` ((layer, head) pairs) in one forward pass.
+
+    Each head's output (B, H, T, d_k) is replaced by 0 (zero), by means[layer][head, :T] from
+    ``mean_head_outputs`` (mean), or by source[layer][:, head, :T] from ``head_outputs`` on
+    other prompts, (B or 1, H, >= T, d_k) (resample).
+    """
+    if kind not in KINDS:
+        fail(f"the ablation kind should be one of {KINDS}, but got {kind!r}")
+    need = {"mean": means, "resample": source}.get(kind, ())
+    if need is None:
+        fail(f"{kind} ablation needs the {'means' if kind == 'mean' else 'source'} argument, but got None")
+    by_layer = {}
+    for layer, head in heads:
+        by_layer.setdefault(layer, []).append(head)
+
+    def swap(layer, chosen):
+        def fn(x):
+            x = x.clone()
+            T = x.shape[2]
+            for head in chosen:
+                x[:, head] = 0.0 if kind == "zero" else (
+                    means[layer][head, :T] if kind == "mean" else source[layer][:, head, :T])
+            return x
+        return fn
+    return {f"L{layer}.head_out": swap(layer, chosen) for layer, chosen in by_layer.items()}
+
+
+# ------------------------------------------------------------ the cat world, in one batched pass
+
+def cat_batch(world, sentences=None):
+    """(ids (B, T), lengths (B,)) of the sentences minus their last word, padded: row b's
+    position t predicts word t+1 of sentence b."""
+    sentences = world.sentences if sentences is None else sentences
+    ids, _ = world.batch(sentences)
+    return ids, torch.tensor([len(s) - 1 for s in sentences])
+
+
+def cat_scores(model, world, **switches):
+    """Rule and collateral figures from one batched pass over the 64 sentence types.
+
+    Returns dict(held_out_rule, bigram (top-1 on the 432 non-copula slots), copula (right class
+    on the 16 copula slots), p_class (mean p(class adjectives) over the 16 copula types)), equal
+    to ``damage_row`` and ``worlds.copula_report``; switches go to the model (e.g. replace=...).
+    """
+    ids, _ = cat_batch(world)
+    with torch.no_grad():
+        probs = torch.softmax(model(ids, **switches), dim=-1)
+    top = probs.argmax(-1)
+    word = world.tokenizer.ids
+    bigram = [0, 0]
+    copula, rule, p_class = [], [], []
+    for b, s in enumerate(world.sentences):
+        for t in range(1, len(s)):
+            if s[t - 1] in worlds.COPULAS:
+                adjs = [word[a] for a in worlds.adjectives_of(s[t - 2])]
+                copula.append(int(top[b, t - 1]) in adjs)
+                p_class.append(float(probs[b, t - 1, adjs].sum()))
+                if s in world.held_out:
+                    rule.append(copula[-1])
+            else:
+                bigram[0] += int(top[b, t - 1]) == word[s[t]]
+                bigram[1] += 1
+    return dict(held_out_rule=sum(rule) / len(rule), bigram=bigram[0] / bigram[1],
+                copula=sum(copula) / len(copula), p_class=sum(p_class) / len(p_class))
+
+
+def cat_ablation(model, world, heads, kind, seed=0):
+    """``cat_scores`` with ``heads`` ablated. mean: per-position means over the 64 sentence
+    types; resample: each sentence takes the heads' outputs from another sentence at least
+    as long (a seeded draw)."""
+    ids, lengths = cat_batch(world)
+    means = mean_head_outputs(model, ids, lengths) if kind == "mean" else None
+    source = None
+    if kind == "resample":
+        donors = resample_donors(lengths, seed)
+        source = {layer: x[donors] for layer, x in head_outputs(model, ids).items()}
+    return cat_scores(model, world, replace=ablation_replace(heads, kind, means, source))
+
+
+def resample_donors(lengths, seed):
+    """(B,) for each row b a seeded other row b' != b with lengths[b'] >= lengths[b]."""
+    g = torch.Generator().manual_seed(seed)
+    donors = []
+    for b, n in enumerate(lengths.tolist()):
+        pool = [c for c, m in enumerate(lengths.tolist()) if c != b and m >= n]
+        donors.append(pool[int(torch.randint(len(pool), (1,), generator=g))])
+    return torch.tensor(donors)
