@@ -190,11 +190,27 @@ def test_restart_probability_reads_a_1_off_the_first_copy(induction, test_ids):
     ids, L = test_ids
     restart = heads.restart_probability(induction, ids, L)
     assert restart.shape == (L,)
-    probs = torch.softmax(induction(ids[3, :L + 1]), -1)
+    with torch.no_grad():
+        probs = torch.softmax(induction(ids[3, :L + 1]), -1)
     assert float(probs[4, ids[3, 1]]) == pytest.approx(float(heads.restart_probability(induction, ids[3:4], L)[3]))
     assert restart[-1] > 0.3 and restart[1:].min() > 2 / 15   # a_1 expected again, twice chance or more
     with pytest.raises(CourseInputError, match="should have 17 tokens"):
         heads.restart_probability(induction, ids[:, :-1], L)
+
+
+def test_read_through_losses_patch_one_input_of_layer_1(induction, test_ids):
+    from helpers.ablation import compute as ablation
+    ids, L = test_ids
+    base = heads.copy_losses(induction, ids[:1], L)
+    own = ablation.mean_head_outputs(induction, ids[:1, :-1])      # the mean of one sequence is itself
+    for part, losses in heads.read_through_losses(induction, ids[:1], L, (0, 0), own).items():
+        assert losses == pytest.approx(base, abs=1e-5), part
+    means = ablation.mean_head_outputs(induction, ids[:, :-1])
+    through = heads.read_through_losses(induction, ids, L, (0, 0), means)
+    assert set(through) == {"q", "k", "v"}
+    assert through["k"]["second"] > 0.5 > heads.copy_losses(induction, ids, L)["second"]
+    with pytest.raises(CourseInputError, match="before the reading layer"):
+        heads.read_through_losses(induction, ids, L, (1, 0), means)
 
 
 def test_switching_off_either_head_hurts_the_second_copy(induction, test_ids):
@@ -235,7 +251,7 @@ def test_head_view_returns_the_traced_weights(cat, cat_world):
     assert np.allclose(view["weights"], trace["L1.weights"][0].numpy())
     assert view["tokens"] == ["<BOS>", "the", "cat", "sat"]
     assert "L1H0" in view["title"] and f"previous-token score {view['previous']:.2f}" in view["title"]
-    assert "induction score no token repeats" in view["title"] and math.isnan(view["repeat"])
+    assert "induction score none (no token repeats)" in view["title"] and math.isnan(view["repeat"])
     repeated = heads.head_view("induction", 1, 0)
     assert f"induction score {repeated['repeat']:.2f}" in repeated["title"] and repeated["repeat"] > 0.8
 
@@ -278,7 +294,7 @@ def test_split_check():
     q = torch.randn(2, 5, 6)
     assert checks.split.feedback(q.view(2, 5, 3, 2).transpose(1, 2), q, 3) == []
     assert "transpose(1, 2)" in words(checks.split, q.view(2, 5, 3, 2), q, 3)
-    assert "every 3-th column" in words(checks.split, q.view(2, 5, 2, 3).permute(0, 3, 1, 2), q, 3)
+    assert "one column in every 3" in words(checks.split, q.view(2, 5, 2, 3).permute(0, 3, 1, 2), q, 3)
     assert "mixes tokens into heads" in words(checks.split, q.reshape(2, 3, 5, 2), q, 3)
     assert "should have shape" in words(checks.split, q, q, 3)
     assert NOT_ANSWERED in words(checks.split, None, q, 3)

@@ -7,7 +7,8 @@
 * ``attention_parameters`` and ``attention_weights_bytes``: the counts.
 * ``torch_differences``: our module against torch's own implementations.
 * ``previous_token_score``, ``induction_score``, ``head_scores``, ``loss_by_position``,
-  ``copy_losses``, ``restart_probability``: what the chapter measures on trained heads; ``even_weights`` gives a
+  ``copy_losses``, ``restart_probability``, ``read_through_losses``: what the chapter measures
+  on trained heads; ``even_weights`` gives a
   score's chance level, ``attention_profile`` where a head's weight goes, ``repeat_score``
   the induction score of any prompt; ``induction_figures`` and
   ``card_problems``: the induction model's card, measured and judged.
@@ -270,6 +271,28 @@ def restart_probability(model, ids, length):
     return probs.gather(-1, first)[..., 0].mean(0)
 
 
+@torch.no_grad()
+def read_through_losses(model, ids, length, head, means, reader=1):
+    """Copy losses when the earlier ``head`` is mean-ablated only where layer ``reader`` reads it.
+
+    head: (layer, h) with layer < reader; means: ``ablation.compute.mean_head_outputs`` on the
+    same inputs ids[:, :-1]. One pass with ``head`` mean-ablated records layer ``reader``'s
+    queries, keys and values (B, T, d_model, before the split into heads); then each of the
+    three is patched alone into an otherwise clean pass. Returns {"q" | "k" | "v": the
+    ``copy_losses`` dict}: how much the copying needs the head through that input.
+    """
+    from ..ablation.compute import ablation_replace
+
+    if not 0 <= head[0] < reader < model.cfg.n_layers:
+        fail(f"the ablated head should sit in a layer before the reading layer {reader}, but got {head}")
+    seen = {}
+    replace = ablation_replace([head], "mean", means)
+    replace.update({f"L{reader}.{part}": (lambda x, part=part: seen.setdefault(part, x)) for part in "qkv"})
+    model(model.check_ids(ids)[:, :-1], replace=replace)
+    return {part: copy_losses(model, ids, length, replace={f"L{reader}.{part}": lambda _, x=seen[part]: x})
+            for part in "qkv"}
+
+
 # ------------------------------------------------------------- the induction model's card
 
 INDUCTION_TEST = dict(n=200, length=8, seed=2024)   # the chapter's test sequences
@@ -366,8 +389,7 @@ def head_view(model="cat", layer=0, head=0, prompt=None):
     w = net(ids, trace=True)[f"L{layer}.weights"][head]
     previous = float(previous_token_score(w)) if len(ids) > 1 else float("nan")
     repeat = repeat_score(w, ids)
-    induction = "no token repeats" if math.isnan(repeat) else f"{repeat:.2f}"
-    title = (f"{model} model, L{layer}H{head}\nprevious-token score {previous:.2f} · "
-             f"induction score {induction}")
+    induction = "none (no token repeats)" if math.isnan(repeat) else f"{repeat:.2f}"
+    title = f"{model} L{layer}H{head}: previous-token score {previous:.2f}, induction score {induction}"
     return dict(weights=w.numpy(), tokens=tokenizer.decode(ids), previous=previous, repeat=repeat,
                 title=title)

@@ -17,7 +17,7 @@ SIZE, DPI = (7.4, 6.4), 100    # 740 x 640 px: tick labels and cell values reada
 def heatmap_figure(size=SIZE):
     """The explorer's empty figure (outside pyplot, so a widget callback leaves none behind)."""
     fig = new_figure(size, dpi=DPI)
-    fig.subplots_adjust(left=0.13, right=0.93, bottom=0.16, top=0.88)
+    fig.subplots_adjust(left=0.13, right=0.93, bottom=0.16, top=0.92)
     return fig
 
 
@@ -25,8 +25,8 @@ def head_figure(view, fig=None):
     """Draw a ``head_view`` result as a heatmap on ``fig`` (a new one if None).
 
     The first call builds the axes and the image; later calls on the same figure only
-    swap the image data, the tick labels and the title. Weights are printed in the cells
-    for prompts of up to 12 tokens.
+    swap the image data, the tick labels and the title. Weights are printed in the cells on
+    and below the diagonal (above it the mask leaves 0) for prompts of up to 12 tokens.
     """
     from ..plots import ATTENTION_CMAP
 
@@ -52,9 +52,9 @@ def head_figure(view, fig=None):
     for text in list(ax.texts):
         text.remove()
     if T <= 12:
-        for (i, j), value in np.ndenumerate(w):
-            ax.text(j, i, f"{value:.2f}", ha="center", va="center", fontsize=9,
-                    color="white" if value > 0.6 else "black")
+        for i, j in zip(*np.tril_indices(T)):    # the masked cells above the diagonal stay blank
+            ax.text(j, i, f"{w[i, j]:.2f}", ha="center", va="center", fontsize=9,
+                    color="white" if w[i, j] > 0.6 else "black")
     ax.set_title(view["title"], fontsize=11)
     return fig
 
@@ -78,7 +78,7 @@ class FastHeatmap:
             self.tokens = view["tokens"]
         ax = self.fig.axes[0]
         ax.images[0].set_data(view["weights"])
-        for text, value in zip(ax.texts, view["weights"].flat):
+        for text, value in zip(ax.texts, view["weights"][np.tril_indices(len(view["tokens"]))]):
             text.set_text(f"{value:.2f}")
             text.set_color("white" if value > 0.6 else "black")
         ax.title.set_text(view["title"])
