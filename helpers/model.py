@@ -387,7 +387,7 @@ class Transformer(nn.Module):
         if replace is None:
             return {}
         if not isinstance(replace, dict):
-            fail(f"replace takes a dict {{trace name: function}}, e.g. {{'L1.head_out': fn}}, "
+            fail(f"replace takes a dict {{trace name: function}} such as {{'L1.head_out': fn}}, "
                  f"but got {type(replace).__name__}")
         for name, fn in replace.items():
             if not isinstance(name, str) or not callable(fn):
