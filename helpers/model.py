@@ -12,7 +12,7 @@ in the order of the Primer's shape table::
     final_ln, logits, probs
 
 Layers and heads are counted from 0 (the Primer's "layer 1, head 1" is L0H0).
-Switches (``causal``, ``attention``, ``ablate_heads``, ``positions``) change one
+Switches (``causal``, ``attention``, ``ablate_heads``, ``positions``, ``scaled``) change one
 forward pass only; the stored weights are never modified.
 """
 import math
@@ -122,8 +122,10 @@ class Attention(nn.Module):
             (nn.Parameter(torch.zeros(d)) if bias else None) for _ in range(4))
 
     def forward(self, x, *, causal=True, positions=True, ablate=(), cache=None, layer=0, start=0,
-                keep=None):
+                keep=None, scaled=True):
         """x: (B, T, d_model) -> write-back (B, T, d_model).
+
+        scaled=False leaves out the division of the scores by √d_k (chapter 03's experiment).
 
         ablate: head indices whose rows of W_O are zeroed for this call (a new tensor; the
         stored W_O is untouched). cache: a KVCache whose entry ``layer`` is read and extended.
@@ -141,7 +143,9 @@ class Attention(nn.Module):
         if cache is not None:
             k, v = cache.extend(layer, k, v)
         T_k = k.shape[-2]
-        scores = q @ k.transpose(-2, -1) / math.sqrt(d_k)  # (B, H, T, T_k)
+        scores = q @ k.transpose(-2, -1)  # (B, H, T, T_k)
+        if scaled:
+            scores = scores / math.sqrt(d_k)
         if causal:
             hidden = torch.triu(torch.ones(T, T_k, dtype=torch.bool), diagonal=T_k - T + 1)
             scores = scores.masked_fill(hidden, float("-inf"))
@@ -318,7 +322,7 @@ class Transformer(nn.Module):
                     p.normal_(0.0, 1.0 / math.sqrt(p.shape[0]), generator=g)
 
     def forward(self, ids, *, trace=False, causal=True, attention=True,
-                ablate_heads=(), positions=True, cache=None):
+                ablate_heads=(), positions=True, cache=None, scaled=True):
         """ids: (T,) or (B, T) token ids -> logits (T, V) or (B, T, V).
 
         trace=True returns a dict of every intermediate instead (single sequence only,
@@ -326,8 +330,11 @@ class Transformer(nn.Module):
         causal: apply the causal mask. attention: False makes every attention block
         write zero. ablate_heads: (layer, head) pairs whose rows of W_O are zeroed.
         positions: False leaves positions out. cache: a KVCache to read and extend.
+        scaled: False leaves out the division of the scores by √d_k.
         """
         ids = self.check_ids(ids)
+        if not isinstance(scaled, bool):
+            fail(f"scaled should be True or False, but got {scaled!r}")
         single = ids.dim() == 1
         if single:
             ids = ids[None]
@@ -350,7 +357,8 @@ class Transformer(nn.Module):
             keep = (lambda name, x, layer=layer: record.__setitem__(f"L{layer}.{name}", x[0].detach())) \
                 if trace else None
             h = block(h, keep=keep, layer=layer, causal=causal, attention=attention, positions=positions,
-                      ablate={head for (lay, head) in heads if lay == layer}, cache=cache, start=start)
+                      ablate={head for (lay, head) in heads if lay == layer}, cache=cache, start=start,
+                      scaled=scaled)
         if not trace:
             logits = self.unembed(h)
             return logits[0] if single else logits
