@@ -272,7 +272,7 @@ def order_blind_ceiling(T):
     return (1 + (T - 1) * (1 / (T - 1))) / T
 
 
-def position_probe(seed, causal=True, steps=300, T=6, V=6, n=128):
+def position_probe(seed, causal=True, steps=150, T=6, V=6, n=128):
     """Train a tiny Transformer without positions (1 layer, 1 head, d_model 8, d_ff 16) on
     ``position_task`` and return its accuracy on 1,000 fresh sequences (seed 100).
 
