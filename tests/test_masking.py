@@ -237,7 +237,3 @@ def test_book_one_head_module_reproduces_the_book_and_keeps_its_mask_out_of_the_
         head(torch.zeros(1, 9, 4))
     with pytest.raises(CourseInputError, match="shape"):
         head(torch.zeros(9, 4))
-
-
-def test_cell_text_writes_two_decimals():
-    assert explorer.cell_text(0.25) == ".25" and explorer.cell_text(0.999) == "1.0"

@@ -12,21 +12,14 @@ from ..explorer import Blitter, new_figure, show
 from .compute import attention_maps
 
 HIDDEN = (0.85, 0.85, 0.85, 1.0)   # grey: a key the mask hides
-SHOWN = 0.1                        # weights from here up get their value written in the cell
-
-
-def cell_text(weight):
-    """A weight as the map writes it in its cell: two decimals without the leading 0 (".25", "1.0")."""
-    return "1.0" if weight >= 0.995 else f"{weight:.2f}"[1:]
 
 
 def maps_view(n_layers=2, n_heads=2, size=10):
     """A grid of n_layers x n_heads heatmaps for prompts of up to ``size`` tokens: returns draw(maps).
 
-    draw takes an ``attention_maps`` result, draws each head's weights with the value written
-    in every cell of weight ``SHOWN`` or more (grey, no value, where the mask hides a key), labels rows and columns with
-    the words, and returns PNG bytes. Each map is cut to the prompt's length, so it fills its
-    square; one colour bar gives the scale. The words are part of the saved background, so
+    draw takes an ``attention_maps`` result, draws each head's weights (grey where the mask
+    hides a key), labels rows and columns with the words, and returns PNG bytes. Each map is
+    cut to the prompt's length, so it fills its square; one colour bar gives the scale. The words are part of the saved background, so
     switching the mask or the model redraws only the maps; a new prompt redraws all.
     """
     from matplotlib.colors import Normalize
@@ -36,7 +29,7 @@ def maps_view(n_layers=2, n_heads=2, size=10):
     fig.subplots_adjust(left=0.11, right=0.86, bottom=0.1, top=0.9, wspace=0.12, hspace=0.22)
     view = Blitter(fig)
     axes = np.atleast_2d(fig.subplots(n_layers, n_heads))
-    images, shades, values, labelled = [], [], [], []
+    images, shades, labelled = [], [], []
     for layer in range(n_layers):
         for head in range(n_heads):
             ax = axes[layer, head]
@@ -45,13 +38,11 @@ def maps_view(n_layers=2, n_heads=2, size=10):
             images.append(view.animate(ax.imshow(np.full((size, size), np.nan), cmap="Blues", vmin=0, vmax=1,
                                                  interpolation="nearest")))
             shades.append(view.animate(ax.imshow(np.zeros((size, size, 4)), interpolation="nearest")))
-            values.append([[view.animate(ax.text(j, i, "", ha="center", va="center", fontsize=6.5))
-                            for j in range(size)] for i in range(size)])
             ax.set_title(f"layer {layer}, head {head} (L{layer}H{head})", fontsize=9)
             ax.spines[:].set_visible(False)
             labelled.append(ax)
     bar = fig.colorbar(ScalarMappable(Normalize(0, 1), cmap="Blues"), ax=list(axes.flat), fraction=0.04, pad=0.03)
-    bar.set_label(f"attention weight (values from {SHOWN} up; grey: hidden by the mask)", fontsize=8)
+    bar.set_label("attention weight (grey: a key the mask hides)", fontsize=8)
     bar.ax.tick_params(labelsize=7)
     title = view.animate(fig.text(0.5, 0.965, "", ha="center", fontsize=10))
     fig.text(0.015, 0.5, "query (row) attends to key (column)", rotation=90, va="center", fontsize=8)
@@ -80,18 +71,11 @@ def maps_view(n_layers=2, n_heads=2, size=10):
             hidden[:T, :T] = np.triu(np.ones((T, T), dtype=bool), 1)
         shade = np.zeros((size, size, 4))
         shade[hidden] = HIDDEN
-        for n, (image, cover, texts) in enumerate(zip(images, shades, values)):
+        for n, (image, cover) in enumerate(zip(images, shades)):
             w = np.full((size, size), np.nan)
             w[:T, :T] = weights[n // weights.shape[1], n % weights.shape[1]]
             image.set_data(w)
             cover.set_data(shade)
-            for i in range(size):
-                for j in range(size):
-                    show_value = i < T and j < T and not hidden[i, j] and w[i, j] >= SHOWN
-                    texts[i][j].set_visible(show_value)
-                    if show_value:
-                        texts[i][j].set_text(cell_text(w[i, j]))
-                        texts[i][j].set_color("white" if w[i, j] > 0.6 else "black")
         mask = "mask ON" if maps["causal"] else "mask OFF (every word sees every word)"
         title.set_text(f"{mask}   ·   next word: {maps['next']} ({maps['p_next']:.2f})")
         return view.png()
