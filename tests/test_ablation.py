@@ -80,20 +80,28 @@ def test_attention_on_subject_and_effects_have_one_entry_per_head(cat, cat_world
     assert torch.all((looks >= 0) & (looks <= 1)) and torch.all(effect <= 1)
 
 
-def test_ablation_view_counts_copula_types(cat, cat_world):
-    on = compute.ablation_view(cat, cat_world, "<BOS> the cat is")
-    assert on["in_class"] == on["types"] == 16
-    off = compute.ablation_view(cat, cat_world, "<BOS> the cat is", attention=False)
-    assert off["in_class"] < 16 and torch.isclose(off["probs"].sum(), torch.tensor(1.0))
+def test_cat_lab_view_reads_one_prompt_the_scores_and_the_patch_map(cat, cat_world):
+    lab = compute.CatLab(cat, cat_world)
+    on = lab.view("<BOS> the cat is", [], "mean")
+    assert on["scores"]["copula"] == 1.0 and torch.isclose(on["probs"].sum(), torch.tensor(1.0))
+    with torch.no_grad():
+        assert torch.allclose(on["probs"], torch.softmax(cat(cat_world.tokenizer.encode("<BOS> the cat is"))[-1], -1))
+    off = lab.view("<BOS> the cat is", [(0, 0)], "zero")
+    assert off["scores"] == pytest.approx(compute.cat_ablation(cat, cat_world, [(0, 0)], "zero"))
+    assert on["patch"].shape == (5, 4) and on["patch"][0, 2] == pytest.approx(1.0)
+    assert lab.view("<BOS> the floor is", [(1, 1)], "resample")["patch"][-1, -1] == pytest.approx(1.0)
 
 
-def test_explorer_has_a_box_per_head_and_redraws(cat, cat_world, capsys):
+def test_explorer_has_a_kind_and_a_box_per_head_and_redraws(cat, cat_world, capsys):
     shown = explorer.explorer(cat, cat_world)
-    assert set(shown.controls) == {"prompt", "attention_off", "L0H0", "L0H1", "L1H0", "L1H1"}
+    assert set(shown.controls) == {"prompt", "kind", "L0H0", "L0H1", "L1H0", "L1H1"}
     first = shown.picture()
     assert first.startswith(b"\x89PNG")
-    shown.controls["L0H0"].value = True
-    assert shown.picture() != first
+    shown.controls["L1H1"].value = True
+    second = shown.picture()
+    assert second != first
+    shown.controls["kind"].value = "zero"
+    assert shown.picture() != second
 
 
 def test_write_back_check():
@@ -109,16 +117,6 @@ def test_write_back_check():
     assert "not answered" in checks.write_back.feedback(None, concat, W_O, d_k=2)[0]
 
 
-def test_least_damage_check():
-    table = {(0, 0): 0.4, (1, 0): 0.7, (1, 1): 0.3}
-    assert checks.least_damage((1, 0), table)
-    assert checks.least_damage([1, 0], table)
-    assert "another head" in checks.least_damage.feedback((0, 0), table)[0]
-    assert "not a head" in checks.least_damage.feedback((5, 5), table)[0]
-    assert "(layer, head)" in checks.least_damage.feedback("L1H0", table)[0]
-    assert "2 whole numbers" in checks.least_damage.feedback((1, 0, 0), table)[0]
-
-
 def test_method2_check_demands_the_last_bit(cat, cat_world):
     ids = cat_world.tokenizer.encode("<BOS> the dog was")
     with torch.no_grad():
@@ -126,3 +124,222 @@ def test_method2_check_demands_the_last_bit(cat, cat_world):
         assert checks.method2_logits(compute.zeroed_copy(cat)(ids), ref)
     assert "differ" in checks.method2_logits.feedback(ref + 1e-6, ref)[0]
     assert "shape" in checks.method2_logits.feedback(ref[:2], ref)[0]
+
+
+# ------------------------------------------------------------ zero, mean, resample; patching; lens; DLA
+
+def small_model(**choices):
+    model = Transformer(Config(vocab_size=11, d_model=8, n_heads=2, n_layers=2, d_ff=12, **choices))
+    model.reset_parameters(seed=4)
+    return model
+
+
+def test_zero_replacement_equals_the_head_switch_and_mean_uses_the_reference():
+    model = small_model()
+    ids = torch.randint(0, 11, (5, 6), generator=torch.Generator().manual_seed(0))
+    with torch.no_grad():
+        for heads in ([(0, 1)], [(1, 0), (1, 1)]):
+            assert torch.equal(model(ids, replace=compute.ablation_replace(heads, "zero")),
+                               model(ids, ablate_heads=set(heads)))
+    means = compute.mean_head_outputs(model, ids)
+    assert means[0].shape == (2, 6, 4)
+    assert torch.allclose(means[1], compute.head_outputs(model, ids)[1].mean(0))
+    flat = compute.mean_head_outputs(model, ids, per_position=False)
+    assert flat[0].shape == (2, 1, 4) and torch.allclose(flat[0][:, 0], means[0].mean(1))
+    logits, kept = compute.capture(model, ids[:2], ["L1.head_out", "L0.h"])
+    assert kept["L1.head_out"].shape == (2, 2, 6, 4) and kept["L0.h"].shape == (2, 6, 8)
+    with torch.no_grad():
+        assert torch.equal(logits, model(ids[:2]))
+
+
+def test_mean_ablation_with_a_one_prompt_reference_changes_nothing_and_padding_is_left_out():
+    model = small_model()
+    ids = torch.tensor([[1, 5, 2, 7]])
+    means = compute.mean_head_outputs(model, ids)
+    with torch.no_grad():
+        assert torch.allclose(model(ids, replace=compute.ablation_replace([(0, 0), (1, 1)], "mean", means)),
+                              model(ids), atol=1e-6)
+    padded = torch.tensor([[1, 5, 2, 7], [3, 4, 0, 0]])
+    m = compute.mean_head_outputs(model, padded, lengths=[4, 2])
+    alone = compute.head_outputs(model, padded[:1])[0][0]
+    assert torch.allclose(m[0][:, 2:], alone[:, 2:]) and not torch.allclose(m[0][:, :2], alone[:, :2])
+
+
+def test_resample_takes_the_other_prompts_head_output():
+    model = small_model()
+    a, b = torch.tensor([[1, 5, 2, 7]]), torch.tensor([[3, 4, 9, 8]])
+    source = compute.head_outputs(model, b)
+    _, got = compute.capture(model, a, ["L1.head_out"],
+                             replace=compute.ablation_replace([(1, 0)], "resample", source=source))
+    assert torch.equal(got["L1.head_out"][0, 0], source[1][0, 0])
+    assert torch.equal(got["L1.head_out"][0, 1], compute.head_outputs(model, a)[1][0, 1])
+
+
+def test_ablation_replace_refuses_bad_kinds(refused):
+    refused(lambda: compute.ablation_replace([(0, 0)], "mean"), "means", "None")
+    refused(lambda: compute.ablation_replace([(0, 0)], "noise"), "zero", "'noise'")
+
+
+def test_cat_scores_equal_the_slow_tables(cat, cat_world):
+    fast = compute.cat_scores(cat, cat_world, ablate_heads={(1, 1)})
+    slow = compute.damage_row(cat, cat_world, ablate_heads={(1, 1)})
+    assert {k: fast[k] for k in slow} == pytest.approx(slow)
+    rows = compute.worlds.copula_report(cat, cat_world, ablate_heads={(1, 1)})
+    assert fast["p_class"] == pytest.approx(sum(r["p_class"] for r in rows) / len(rows), abs=1e-5)
+    zero = compute.cat_ablation(cat, cat_world, [(1, 1)], "zero")
+    assert zero == pytest.approx(fast, abs=1e-6)
+
+
+def test_resample_donors_are_other_rows_at_least_as_long():
+    lengths = torch.tensor([5, 5, 8, 9, 9])
+    donors = compute.resample_donors(lengths, seed=1)
+    assert all(d != b and lengths[d] >= lengths[b] for b, d in enumerate(donors.tolist()))
+
+
+def test_patching_everything_restores_all_and_nothing_restores_none(cat, cat_world):
+    tok = cat_world.tokenizer
+    clean, corrupt = tok.encode("<BOS> the cat is"), tok.encode("<BOS> the mat is")
+    metric = compute.logit_difference(cat_world)
+    grid = compute.patch_residual(cat, clean, corrupt, metric)
+    assert grid.shape == (3, 4)
+    assert grid[0, 2] == pytest.approx(1.0) and grid[-1, -1] == pytest.approx(1.0)   # the only token that differs; the last point
+    assert torch.all(grid[0, [0, 1, 3]].abs() < 1e-6)       # same tokens there: nothing to restore
+    heads = compute.patch_heads(cat, clean, corrupt, metric)
+    assert heads.shape == (2, 2) and not torch.allclose(heads, torch.zeros(2, 2))
+    reverse = compute.patch_heads(cat, corrupt, clean, metric)
+    assert not torch.allclose(reverse, heads)
+
+
+def test_patch_heads_matches_a_one_head_patch_done_by_hand(cat, cat_world):
+    tok = cat_world.tokenizer
+    clean, corrupt = tok.encode("<BOS> the dog was"), tok.encode("<BOS> the floor was")
+    metric = compute.logit_difference(cat_world)
+    clean_out = compute.head_outputs(cat, clean[None])[1]
+
+    def patch(x):
+        x = x.clone()
+        x[:, 1] = clean_out[:, 1]
+        return x
+    with torch.no_grad():
+        value = lambda **kw: float(metric({"logits": cat(corrupt[None], **kw)})[0])
+        by_hand = (value(replace={"L1.head_out": patch}) - value()) / (
+            float(metric({"logits": cat(clean[None])})[0]) - value())
+    assert compute.patch_heads(cat, clean, corrupt, metric)[1, 1] == pytest.approx(by_hand, abs=1e-5)
+
+
+def test_patching_can_watch_attention_weights(induction):
+    ids = torch.arange(1, 9)
+    metric = lambda out: out["L1.weights"][:, 0, -1, 0]
+    grid = compute.patch_heads(induction, ids, ids.flip(0), metric, watch=("L1.weights",))
+    assert grid.shape == (2, 2) and torch.isfinite(grid).all()
+
+
+def test_logit_lens_ends_at_the_models_logits_and_starts_at_the_embedding(cat, cat_world):
+    ids = cat_world.tokenizer.encode("<BOS> the cat sat")
+    names, lens = compute.logit_lens(cat, ids)
+    assert names == ["h0", "L0.h_mid", "L0.h", "L1.h_mid", "L1.h"] and lens.shape == (5, 4, 20)
+    with torch.no_grad():
+        assert torch.allclose(lens[-1], cat(ids), atol=1e-5)
+        assert torch.allclose(lens[0], cat.unembed(cat.embed(ids[None]))[0], atol=1e-5)
+    assert not torch.allclose(lens[0], lens[-1])
+
+
+def test_dla_terms_sum_to_the_actual_logit_and_difference(cat, cat_world, induction):
+    tok = cat_world.tokenizer
+    ids = tok.encode("<BOS> the cat is")
+    with torch.no_grad():
+        logits = cat(ids)[-1]
+    for direction in (torch.eye(20)[tok.ids["big"]], torch.eye(20)[3] - torch.eye(20)[7]):
+        terms = compute.direct_logit_attribution(cat, ids, direction)
+        assert list(terms)[:2] == ["embedding", "L0H0"] and "L1 MLP" in terms and "final-norm bias" in terms
+        assert sum(terms.values()) == pytest.approx(float(logits @ direction), abs=1e-4)
+    seq = torch.tensor([0, 3, 5, 2, 3, 5])
+    terms = compute.direct_logit_attribution(induction, seq, torch.eye(16)[2], position=4)
+    with torch.no_grad():
+        assert sum(terms.values()) == pytest.approx(float(induction(seq)[4, 2]), abs=1e-4)
+    assert "L0 MLP" not in terms
+
+
+def test_dla_refuses_a_post_ln_model(refused):
+    model = small_model(norm="post")
+    refused(lambda: compute.direct_logit_attribution(model, torch.tensor([1, 2]), torch.eye(11)[0]), "post-LN")
+
+
+def test_dla_without_a_final_norm_sums_too():
+    model = small_model(final_norm=False, norm="none")
+    ids = torch.tensor([1, 2, 6])
+    terms = compute.direct_logit_attribution(model, ids, torch.eye(11)[4])
+    with torch.no_grad():
+        assert sum(terms.values()) == pytest.approx(float(model(ids)[-1, 4]), abs=1e-4)
+
+
+def test_value_bias_write_is_what_a_w_v_zeroed_head_writes(cat, cat_world):
+    ids = cat_world.tokenizer.encode("<BOS> the cat is")
+    clone = compute.value_zeroed_copy(cat)
+    writes = compute.value_bias_write(cat)
+    with torch.no_grad():
+        attn = compute.capture(clone, ids[None], ["L0.attn"])[1]["L0.attn"][0]
+        expected = sum(writes[(0, h)] for h in range(2)) + cat.blocks[0].attn.b_O
+    assert torch.allclose(attn, expected.expand_as(attn), atol=1e-5)
+    assert min(float(v.norm()) for v in writes.values()) > 0
+
+
+def test_mean_ablation_check_names_the_likely_slips(induction):
+    ids = torch.randint(1, 16, (6, 9), generator=torch.Generator().manual_seed(1))
+    reference = compute.head_outputs(induction, ids)[1]
+    x = compute.head_outputs(induction, ids[:3].flip(1))[1]
+
+    def right(x):
+        x = x.clone()
+        x[:, 0] = reference[:, 0].mean(0)
+        return x
+
+    def with_head(value, head=0):
+        return lambda x: (lambda y: (y.__setitem__((slice(None), head), value), y)[1])(x.clone())
+    assert checks.mean_ablation(right, x, reference, head=0)
+    feedback = lambda f: checks.mean_ablation.feedback(f, x, reference, head=0)[0]
+    assert "zero ablation" in feedback(with_head(0.0))
+    assert "over the positions too" in feedback(with_head(reference[:, 0].mean((0, 1))))
+    assert "batch being ablated" in feedback(lambda y: with_head(y[:, 0].mean(0))(y))
+    assert "every head" in feedback(lambda y: reference.mean(0).expand_as(y).clone())
+    assert "other head" in feedback(with_head(reference[:, 1].mean(0)))
+    assert "nothing was replaced" in feedback(lambda y: y)
+    assert "shape" in feedback(lambda y: y[:, 0])
+    assert "a function" in feedback(right(x))
+
+
+def test_patched_fraction_check_names_the_likely_slips(cat, cat_world):
+    clean, corrupt = "<BOS> the dog was", "<BOS> the floor was"
+    tok, metric = cat_world.tokenizer, compute.logit_difference(cat_world)
+    c, k = tok.encode(clean), tok.encode(corrupt)
+    right = float(compute.patch_heads(cat, c, k, metric)[1, 1])
+    reverse = float(compute.patch_heads(cat, k, c, metric)[1, 1])
+    value_clean, value_corrupt = compute._ends(cat, c[None], k[None], metric, ())
+    patched = right * (value_clean - value_corrupt) + value_corrupt
+    args = (cat, cat_world, clean, corrupt, (1, 1))
+    assert checks.patched_fraction(right, *args)
+    assert "patched run's logit difference" in checks.patched_fraction.feedback(patched, *args)[0]
+    assert "still missing" in checks.patched_fraction.feedback(1 - right, *args)[0]
+    assert "other way" in checks.patched_fraction.feedback(reverse, *args)[0]
+    assert "too" in checks.patched_fraction.feedback(right + 0.3, *args)[0]
+    every = compute.patch_heads(cat, c, k, metric)
+    for other in [(0, 0), (0, 1), (1, 0)]:
+        assert f"patching L{other[0]}H{other[1]} restores" in \
+            checks.patched_fraction.feedback(float(every[other]), *args)[0]
+
+
+def test_lens_row_check_names_the_likely_slips(cat, cat_world):
+    with torch.no_grad():
+        trace = cat(cat_world.tokenizer.encode("<BOS> the dog sat on"), trace=True)
+        right = cat.unembed(trace["L0.h"])
+        assert checks.lens_row(right, trace, "L0.h", cat)
+        feedback = lambda a: checks.lens_row.feedback(a, trace, "L0.h", cat)[0]
+        assert "without the final LayerNorm" in feedback(trace["L0.h"] @ cat.E.T)
+        assert "probabilities" in feedback(torch.softmax(right, -1))
+        assert "L0.h_mid" in feedback(cat.unembed(trace["L0.h_mid"]))
+        assert "L1.h" in feedback(trace["logits"])
+        assert "shape" in feedback(right[:2])
+
+
+def test_explorer_refuses_prompts_it_cannot_patch(cat, cat_world, refused):
+    refused(lambda: explorer.explorer(cat, cat_world, prompts=("<BOS> the cat sat",)), "NOUN COPULA", "cat sat")

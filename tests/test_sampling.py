@@ -8,7 +8,7 @@ from helpers.errors import CourseInputError
 from helpers.exercises import NOT_ANSWERED
 from helpers.explorer import png
 from helpers.model import Config, KVCache, Transformer
-from helpers.reference import softmax
+from helpers.reference import attention, softmax
 from helpers.sampling import checks, explorer
 from helpers.sampling import compute as sampling
 
@@ -89,22 +89,13 @@ def test_draws_reject_what_is_not_a_distribution(bad):
         sampling.draws(bad, 10, seed=0)
 
 
-def counted_by_pytorch(model, ids, cache=None):
-    """Multiply-adds PyTorch's FLOP counter sees (it counts 2 FLOPs per multiply-add)."""
-    from torch.utils.flop_counter import FlopCounterMode
-
-    with torch.no_grad(), FlopCounterMode(display=False) as counter:
-        model(ids, cache=cache)
-    return counter.get_total_flops() // 2
-
-
 @pytest.mark.parametrize("which", ["cat", "dragon"])
 def test_counted_multiply_adds_match_pytorchs_flop_counter(which, cat, dragon):
     model = cat if which == "cat" else dragon
     ids = torch.arange(12) % model.cfg.vocab_size
-    assert sampling.forward_macs(model.cfg, 12) == counted_by_pytorch(model, ids)
+    assert sampling.forward_macs(model.cfg, 12) == sampling.counted_macs(model, ids)
     cache = sampling.prefilled(model, ids[:-1])
-    assert sampling.forward_macs(model.cfg, 1, 11) == counted_by_pytorch(model, ids[-1:], cache)
+    assert sampling.forward_macs(model.cfg, 1, 11) == sampling.counted_macs(model, ids[-1:], cache)
     assert sum(sampling.macs_by_part(model.cfg, 5, 7).values()) == sampling.forward_macs(model.cfg, 5, 7)
 
 
@@ -136,6 +127,50 @@ def test_step_seconds_times_each_length_both_ways():
     assert all(len(out[k]) == 2 and min(out[k]) > 0 for k in ("uncached", "cached"))
     with pytest.raises(CourseInputError, match="each length"):
         sampling.step_seconds(model, [1])
+
+
+def test_counted_macs_sees_every_product_and_only_them():
+    model = Transformer(Config(vocab_size=7, d_model=4, n_heads=2, n_layers=1, d_ff=8)).eval()
+    ids = torch.tensor([0, 3, 5])
+    assert sampling.counted_macs(model, ids) == sampling.forward_macs(model.cfg, 3) > 0
+    no_mlp = Transformer(Config(vocab_size=7, d_model=4, n_heads=2, n_layers=1, d_ff=0)).eval()
+    assert sampling.counted_macs(no_mlp, ids) == sampling.forward_macs(model.cfg, 3) - 2 * 3 * 4 * 8
+
+
+def test_op_count_does_not_grow_with_the_tokens(dragon):
+    ids = torch.arange(30) % 10
+    one, many = sampling.op_count(dragon, ids[:1]), sampling.op_count(dragon, ids)
+    assert one == many > 10 * dragon.cfg.n_layers
+    bigger = Transformer(Config(vocab_size=10, d_model=6, n_heads=2, n_layers=6, d_ff=24)).eval()
+    assert sampling.op_count(bigger, ids) > many     # more layers, more operations
+    cached = sampling.op_count(dragon, ids[-1:], cache=sampling.prefilled(dragon, ids[:-1]))
+    assert cached > many                             # the cache's concatenations come on top
+
+
+def test_prefill_and_decode_seconds_times_all_three():
+    model = Transformer(Config(vocab_size=7, d_model=4, n_heads=2, n_layers=1, d_ff=8, n_max=16)).eval()
+    out = sampling.prefill_and_decode_seconds(model, 6, repeats=1)
+    assert set(out) == {"one_token", "prefill", "decode"} and min(out.values()) > 0
+    assert out["decode"] > out["one_token"]          # six passes against one
+    with pytest.raises(CourseInputError, match="n_tokens"):
+        sampling.prefill_and_decode_seconds(model, 1)
+
+
+def test_shared_kv_attention_lets_each_group_read_one_k_and_v():
+    rng = np.random.default_rng(1)
+    Q, K, V = rng.normal(size=(6, 5, 4)), rng.normal(size=(2, 5, 4)), rng.normal(size=(2, 5, 3))
+    out, weights = sampling.shared_kv_attention(Q, K, V)
+    assert out.shape == (6, 5, 3) and weights.shape == (6, 5, 5)
+    for i in range(6):
+        want, want_w = attention(Q[i], K[i // 3], V[i // 3], causal=True)
+        assert np.allclose(out[i], want) and np.allclose(weights[i], want_w)
+    assert not np.allclose(weights[0], weights[1])   # same keys, different queries
+    full, _ = sampling.shared_kv_attention(Q[:2], K, V)
+    assert np.allclose(full, attention(Q[:2], K, V, causal=True)[0])   # h_kv = h: ordinary attention
+    with pytest.raises(CourseInputError, match="multiple of h_kv"):
+        sampling.shared_kv_attention(Q[:5], K, V)
+    with pytest.raises(CourseInputError, match="V has 1"):
+        sampling.shared_kv_attention(Q, K, V[:1])
 
 
 def test_a_cached_step_gives_the_logits_of_a_full_pass(dragon):
@@ -186,6 +221,7 @@ def test_explorer_shows_sliders_and_a_figure(dragon, dragon_world, capsys):
     out = capsys.readouterr().out
     assert "HBox" in out and "Image" in out
     assert set(shown.controls) == {"temperature", "top_k", "top_p", "seed"}
+    assert all(c.style.description_width for c in shown.controls.values())   # "temperature" is not cut short
     first = shown.picture()
     shown.controls["temperature"].value = 0.0
     assert shown.picture() != first
@@ -196,6 +232,8 @@ def test_slide_figure_draws_the_result(dragon, dragon_world):
     fig = explorer.slide_figure(r, sampling.settings_text(0.7, 4, None))
     ax = fig.axes[0]
     assert "4 of 10 tokens kept" in ax.get_title()
+    legend = [t.get_text() for t in ax.get_legend().get_texts()]
+    assert len(legend) == 3 and "most probable" in legend[2]        # every colour of the bars is named
     assert len(png(fig)) > 1000
     assert sampling.settings_text(1.0, None, None) == "T = 1.00,  top-k off,  top-p off"
 
@@ -262,7 +300,15 @@ def test_top_p_check(capsys):
         kept[:size] = probs[:size]
         return kept / kept.sum()
 
+    def stops_above(probs, p):                      # a running total equal to p is not enough for it
+        order = np.argsort(-probs, kind="stable")
+        size = int(np.argmax(np.cumsum(probs[order]) > p)) + 1
+        kept = np.zeros_like(probs)
+        kept[order[:size]] = probs[order[:size]]
+        return kept / kept.sum()
+
     for wrong, words in ((not_renormalised, "did not renormalise"), (stops_before, "one token too few"),
+                         (stops_above, "one token too many"),
                          (assumes_sorted, "sort by probability"), (lambda probs, p: probs, "is not the nucleus"),
                          ("top_p", "should be a function"), (lambda probs, p: probs[:2], "shape")):
         assert not checks.top_p_function(wrong)

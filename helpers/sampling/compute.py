@@ -4,8 +4,12 @@
   ``next_distribution`` take the logits (or probabilities) of one position, (V,).
 * ``draw`` / ``draws`` sample with a seeded generator; ``generate`` is the loop, with
   or without a ``KVCache``.
-* ``macs_by_part``, ``forward_macs`` and ``generation_macs`` count multiply-adds;
-  ``kv_cache_bytes`` / ``cache_bytes`` size a cache; ``step_seconds`` times one step.
+* ``macs_by_part``, ``forward_macs`` and ``generation_macs`` count multiply-adds
+  (``counted_macs`` asks PyTorch's FLOP counter, ``op_count`` counts the operations one
+  pass launches); ``kv_cache_bytes`` / ``cache_bytes`` size a cache; ``step_seconds`` times
+  one step, ``prefill_and_decode_seconds`` a prompt fed at once against one token at a time.
+* ``shared_kv_attention`` is grouped-query attention in NumPy: several query heads read
+  one shared K and V.
 * ``slide`` is what the explorer shows for one setting of its sliders.
 """
 import torch
@@ -164,8 +168,41 @@ def generation_macs(cfg, prompt_len, new_tokens, use_cache):
         forward_macs(cfg, 1, prompt_len + s - 1) for s in range(1, new_tokens))
 
 
+def counted_macs(model, ids, cache=None):
+    """Multiply-adds PyTorch's own FLOP counter sees in one forward pass over ids (T,).
+
+    ``torch.utils.flop_counter`` counts 2 FLOPs per multiply-add (of matrix products only)."""
+    from torch.utils.flop_counter import FlopCounterMode
+
+    with torch.no_grad(), FlopCounterMode(display=False) as counter:
+        model(model.check_ids(ids), cache=cache)
+    return counter.get_total_flops() // 2
+
+
+def op_count(model, ids, cache=None):
+    """How many torch operations (function and tensor-method calls) one forward pass over ids makes.
+
+    Each one is a call from Python into PyTorch with a fixed cost, however few numbers it
+    touches; the count does not depend on the number of tokens."""
+    from torch.overrides import TorchFunctionMode
+
+    class Counter(TorchFunctionMode):
+        calls = 0
+
+        def __torch_function__(self, func, types, args=(), kwargs=None):
+            Counter.calls += 1
+            return func(*args, **(kwargs or {}))
+
+    with torch.no_grad(), Counter():
+        model(model.check_ids(ids), cache=cache)
+    return Counter.calls
+
+
 def kv_cache_bytes(n_layers, T, n_heads, d_k, bytes_per_element):
-    """Bytes a KV cache holds: 2 · L · T · h · d_k · bytes (the 2 is one K and one V)."""
+    """Bytes a KV cache holds: 2 · L · T · h · d_k · bytes (the 2 is one K and one V).
+
+    n_heads is the number of K/V heads: with grouped-query attention (``shared_kv_attention``)
+    that is n_kv_heads, fewer than the query heads."""
     for name, value in (("n_layers", n_layers), ("T", T), ("n_heads", n_heads), ("d_k", d_k),
                         ("bytes_per_element", bytes_per_element)):
         check_positive_int(value, name)
@@ -220,6 +257,66 @@ def step_seconds(model, lengths, repeats=3, seed=0):
         out["uncached"].append(sorted(full[1:])[repeats // 2])
         out["cached"].append(sorted(one[1:])[repeats // 2])
     return out
+
+
+def prefill_and_decode_seconds(model, n_tokens, repeats=3, seed=0):
+    """Measured CPU seconds of feeding n_tokens random ids at once against one at a time.
+
+    Returns dict(one_token, prefill, decode): one_token is one forward pass over a single token
+    without a cache (almost no arithmetic: the fixed cost of a call); prefill one pass over all
+    n_tokens into an empty KVCache; decode the n_tokens passes of one token each that build the
+    same cache. The median of ``repeats`` runs after a warm-up, CPU time as in ``step_seconds``.
+    """
+    import time
+
+    n_tokens = check_positive_int(n_tokens, "n_tokens", minimum=2)
+    repeats = check_positive_int(repeats, "repeats")
+    g = torch.Generator().manual_seed(check_seed(seed))
+    ids = torch.randint(0, model.cfg.vocab_size, (n_tokens,), generator=g)
+
+    def prefill():
+        model(ids, cache=KVCache(model.cfg.n_layers))
+
+    def decode():
+        cache = KVCache(model.cfg.n_layers)
+        for t in range(n_tokens):
+            model(ids[t:t + 1], cache=cache)
+
+    out = {}
+    with torch.no_grad():
+        for name, run in (("one_token", lambda: model(ids[:1])), ("prefill", prefill), ("decode", decode)):
+            times = []
+            for _ in range(repeats + 1):              # the first run is a warm-up
+                start = time.process_time()
+                run()
+                times.append(time.process_time() - start)
+            out[name] = sorted(times[1:])[repeats // 2]
+    return out
+
+
+def shared_kv_attention(Q, K, V):
+    """Grouped-query attention (NumPy), causal: h query heads share h_kv heads of K and V.
+
+    Q: (h, T, d_k); K: (h_kv, T, d_k); V: (h_kv, T, d_v), with h a multiple of h_kv. Query head
+    i reads K/V head i // (h / h_kv): consecutive query heads form a group around one K/V head.
+    h_kv = h is ordinary multi-head attention, h_kv = 1 multi-query attention.
+    Returns (output (h, T, d_v), weights (h, T, T)).
+    """
+    import numpy as np
+
+    from ..reference import attention
+
+    Q, K, V = (to_numpy(x, name) for x, name in ((Q, "Q"), (K, "K"), (V, "V")))
+    for x, name in ((Q, "Q"), (K, "K"), (V, "V")):
+        if x.ndim != 3:
+            fail(f"{name} should have shape (heads, T, d), but got shape {x.shape}")
+    h, h_kv = Q.shape[0], K.shape[0]
+    if V.shape[0] != h_kv:
+        fail(f"K has {h_kv} heads but V has {V.shape[0]}; each shared K head needs its V head")
+    if h % h_kv:
+        fail(f"{h} query heads cannot share {h_kv} K/V heads in equal groups: h must be a multiple of h_kv")
+    group = h // h_kv
+    return attention(Q, np.repeat(K, group, axis=0), np.repeat(V, group, axis=0), causal=True)
 
 
 # ------------------------------------------------- the explorer's compute

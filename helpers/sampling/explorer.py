@@ -31,13 +31,17 @@ class SlideView:
         fig.subplots_adjust(left=0.09, right=0.98, bottom=0.36, top=0.9)
         self.ax = ax = fig.add_subplot()
         x = np.arange(V)
-        self.before = ax.bar(x, np.zeros(V), width=0.8, color=GREY, label="after temperature")
-        self.after = ax.bar(x, np.zeros(V), width=0.5, color=BASE, label="drawn from (after top-k, top-p)")
+        self.before = ax.bar(x, np.zeros(V), width=0.8, color=GREY)
+        self.after = ax.bar(x, np.zeros(V), width=0.5, color=BASE)
         self.values = [ax.text(i, 0, "", ha="center", fontsize=8) for i in x]
         ax.set_xticks(x, [vocab[i] for i in order], rotation=45, ha="right")
         ax.set_ylim(0, 1.12)
         ax.set_ylabel("probability")
-        ax.legend(loc="upper right", fontsize=8, frameon=False)
+        from matplotlib.patches import Patch
+        ax.legend(handles=[Patch(color=GREY, label="after temperature"),
+                           Patch(color=BASE, label="drawn from (after top-k, top-p)"),
+                           Patch(color=ACCENT, label="drawn from: the most probable word (greedy)")],
+                  loc="upper right", fontsize=8, frameon=False)
         self.footer = fig.text(0.09, 0.03, "", fontsize=9, family="monospace", va="bottom")
         self.blitter = None   # made by the first png(), which marks the changing artists animated
 
@@ -80,11 +84,12 @@ def explorer(model, world, prompt="<BOS> dragon drinks"):
     import ipywidgets as widgets
 
     V = model.cfg.vocab_size
+    label = dict(style={"description_width": "8em"})   # the default width cuts "temperature" short
     controls = dict(
-        temperature=widgets.FloatSlider(value=1.0, min=0.0, max=3.0, step=0.05, description="temperature"),
-        top_k=widgets.IntSlider(value=V, min=1, max=V, description="top-k"),
-        top_p=widgets.FloatSlider(value=1.0, min=0.05, max=1.0, step=0.01, description="top-p"),
-        seed=widgets.IntSlider(value=0, min=0, max=50, description="seed"))
+        temperature=widgets.FloatSlider(value=1.0, min=0.0, max=3.0, step=0.05, description="temperature", **label),
+        top_k=widgets.IntSlider(value=V, min=1, max=V, description="top-k", **label),
+        top_p=widgets.FloatSlider(value=1.0, min=0.05, max=1.0, step=0.01, description="top-p", **label),
+        seed=widgets.IntSlider(value=0, min=0, max=50, description="seed", **label))
     first = slide(model, world, prompt, n_continuations=0)
     view = SlideView(first["vocab"], first["order"])
 
