@@ -95,6 +95,10 @@ def test_top_next_is_sorted_and_sums_below_one(cat, cat_world):
     top = compute.top_next(cat, cat_world, "<BOS> the cat sat", k=3)
     assert top[0][0] == "on" and [p for _, p in top] == sorted((p for _, p in top), reverse=True)
     assert sum(p for _, p in top) <= 1 + 1e-6
+    with pytest.raises(CourseInputError, match="k"):
+        compute.top_next(cat, cat_world, "<BOS> the cat", k=0)
+    with pytest.raises(CourseInputError, match="'zebra'"):
+        compute.top_next(cat, cat_world, "<BOS> the zebra")
 
 
 def test_copula_splits_name_the_held_out_adjective(cat, cat_world):

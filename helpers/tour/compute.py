@@ -11,7 +11,7 @@ and the Primer §6 figures our model is set beside.
 """
 import torch
 
-from ..errors import fail
+from ..errors import check_positive_int, fail
 from ..worlds import COPULAS, adjectives_of, next_token_probs
 
 # The Primer §6, "The same model on <BOS> the cat is": its top three after each copula prompt.
@@ -70,6 +70,7 @@ def step_rows(trace, layer, position, steps):
 
 def top_next(model, world, prompt, k=3):
     """The k most probable next words after ``prompt`` (a string): [(word, probability)]."""
+    k = check_positive_int(k, "k")
     probs = next_token_probs(model, world, [prompt.split()])[0]
     order = torch.argsort(probs, descending=True, stable=True)[:k]
     return [(world.tokenizer.vocab[i], float(probs[i])) for i in order]
