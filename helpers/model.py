@@ -13,7 +13,9 @@ in the order of the Primer's shape table::
 
 Layers and heads are counted from 0 (the Primer's "layer 1, head 1" is L0H0).
 Switches (``causal``, ``attention``, ``ablate_heads``, ``positions``) change one
-forward pass only; the stored weights are never modified.
+forward pass only; the stored weights are never modified. ``replace={"L1.head_out": fn}``
+swaps any named intermediate x for fn(x) (batched: head_out is (B, H, T, d_k), per head
+before W_O) and runs on from it: the tool of ablation and activation patching.
 
 The same class runs the real pretrained model of chapter 11 (SmolLM2-135M, a Llama), set up
 by its Config alone: ``n_kv_heads`` (grouped-query attention: fewer key/value heads than
@@ -170,12 +172,12 @@ class Attention(nn.Module):
         stored W_O is untouched). cache: a KVCache whose entry ``layer`` is read and extended.
         start: the position of x's first token (for rotary positions after a cache).
         """
-        keep = keep or _drop
+        keep = _through(keep)
         B, T, d = x.shape
         H, d_k = self.n_heads, self.d_k
         q, k, v = (linear(x, W, b) for W, b in
                    ((self.W_Q, self.b_Q), (self.W_K, self.b_K), (self.W_V, self.b_V)))
-        keep("q", q), keep("k", k), keep("v", v)
+        q, k, v = keep("q", q), keep("k", k), keep("v", v)
         q = q.view(B, T, H, d_k).transpose(1, 2)  # (B, H, T, d_k)
         k, v = (t.view(B, T, self.n_kv_heads, d_k).transpose(1, 2) for t in (k, v))  # (B, H_kv, T, d_k)
         if self.rotary and positions:
@@ -189,22 +191,17 @@ class Attention(nn.Module):
         if causal:
             hidden = torch.triu(torch.ones(T, T_k, dtype=torch.bool), diagonal=T_k - T + 1)
             scores = scores.masked_fill(hidden, float("-inf"))
-        keep("scores", scores)
-        weights = torch.softmax(scores, dim=-1)
-        keep("weights", weights)
-        head_out = weights @ v  # (B, H, T, d_k)
-        keep("head_out", head_out)
-        concat = head_out.transpose(1, 2).reshape(B, T, d)
-        keep("concat", concat)
+        scores = keep("scores", scores)
+        weights = keep("weights", torch.softmax(scores, dim=-1))
+        head_out = keep("head_out", weights @ v)  # (B, H, T, d_k)
+        concat = keep("concat", head_out.transpose(1, 2).reshape(B, T, d))
         W_O = self.W_O
         if ablate:
             row_kept = torch.ones(d, 1)
             for head in ablate:
                 row_kept[head * d_k:(head + 1) * d_k] = 0.0
             W_O = W_O * row_kept  # a new tensor: the stored W_O is untouched
-        attn = linear(concat, W_O, self.b_O)
-        keep("attn", attn)
-        return attn
+        return keep("attn", linear(concat, W_O, self.b_O))
 
 
 class MLP(nn.Module):
@@ -227,19 +224,13 @@ class MLP(nn.Module):
             self.b_G = nn.Parameter(torch.zeros(d_ff)) if bias else None
 
     def forward(self, x, keep=None):
-        keep = keep or _drop
-        pre = linear(x, self.W_1, self.b_1)
-        keep("pre", pre)
+        keep = _through(keep)
+        pre = keep("pre", linear(x, self.W_1, self.b_1))
         if self.activation == "swiglu":
-            gate = linear(x, self.W_G, self.b_G)
-            keep("gate", gate)
-            act = F.silu(gate) * pre
+            act = keep("act", F.silu(keep("gate", linear(x, self.W_G, self.b_G))) * pre)
         else:
-            act = F.gelu(pre) if self.activation == "gelu" else F.relu(pre)
-        keep("act", act)
-        mlp = linear(act, self.W_2, self.b_2)
-        keep("mlp", mlp)
-        return mlp
+            act = keep("act", F.gelu(pre) if self.activation == "gelu" else F.relu(pre))
+        return keep("mlp", linear(act, self.W_2, self.b_2))
 
 
 class Block(nn.Module):
@@ -266,37 +257,43 @@ class Block(nn.Module):
 
     def attention_part(self, h, keep=None, attention=True, **switches):
         """h (B, T, d_model) -> h_mid. attention=False writes zero; other switches go to ``attn``."""
-        keep = keep or _drop
-        x = self.ln1(h) if self.cfg.norm == "pre" else h
-        keep("ln1", x)
+        keep = _through(keep)
+        x = keep("ln1", self.ln1(h) if self.cfg.norm == "pre" else h)
         if attention:
             attn = self.attn(x, keep=keep, **switches)
         else:
-            attn = torch.zeros_like(h)
-            keep("attn", attn)
+            attn = keep("attn", torch.zeros_like(h))
         h_mid = h + attn
         if self.cfg.norm == "post":
             h_mid = self.ln1(h_mid)
-        keep("h_mid", h_mid)
-        return h_mid
+        return keep("h_mid", h_mid)
 
     def mlp_part(self, h_mid, keep=None):
         """h_mid (B, T, d_model) -> h, the layer's output (h_mid itself when d_ff=0)."""
-        keep = keep or _drop
+        keep = _through(keep)
         if self.mlp is None:
-            keep("h", h_mid)
-            return h_mid
-        x = self.ln2(h_mid) if self.cfg.norm == "pre" else h_mid
-        keep("ln2", x)
+            return keep("h", h_mid)
+        x = keep("ln2", self.ln2(h_mid) if self.cfg.norm == "pre" else h_mid)
         h = h_mid + self.mlp(x, keep=keep)
         if self.cfg.norm == "post":
             h = self.ln2(h)
-        keep("h", h)
-        return h
+        return keep("h", h)
 
 
-def _drop(name, x):
-    """The ``keep`` that records nothing."""
+def _through(keep):
+    """``keep`` as a function that returns the tensor to carry on with: what ``keep`` returns,
+    or the tensor itself when ``keep`` returns None (a recorder such as ``dict.__setitem__``)."""
+    if keep is None or getattr(keep, "returns", False):
+        return keep or _same
+    def through(name, x):
+        y = keep(name, x)
+        return x if y is None else y
+    through.returns = True
+    return through
+
+
+def _same(name, x):
+    return x
 
 
 def norm_layer(cfg):
@@ -385,7 +382,7 @@ class Transformer(nn.Module):
                     p.normal_(0.0, 1.0 / math.sqrt(p.shape[0]), generator=g)
 
     def forward(self, ids, *, trace=False, causal=True, attention=True,
-                ablate_heads=(), positions=True, cache=None):
+                ablate_heads=(), positions=True, cache=None, replace=None):
         """ids: (T,) or (B, T) token ids -> logits (T, V) or (B, T, V).
 
         trace=True returns a dict of every intermediate instead (single sequence only,
@@ -393,6 +390,9 @@ class Transformer(nn.Module):
         causal: apply the causal mask. attention: False makes every attention block
         write zero. ablate_heads: (layer, head) pairs whose rows of W_O are zeroed.
         positions: False leaves positions out. cache: a KVCache to read and extend.
+        replace: {trace name: fn}; each named intermediate x, batched as the pass makes it
+        (e.g. "L1.head_out" (B, H, T, d_k), "L0.h" (B, T, d_model)), is replaced by fn(x), a
+        tensor of the same shape, and the pass carries on from it (the weights are untouched).
         """
         ids = self.check_ids(ids)
         single = ids.dim() == 1
@@ -409,21 +409,55 @@ class Transformer(nn.Module):
         if start + ids.shape[-1] > MAX_TOKENS:
             fail(f"this course's models take at most {MAX_TOKENS:,} tokens at once, but the cache holds "
                  f"{start:,} and {ids.shape[-1]:,} more came")
-        record = {}
-        h = self.embed(ids, start=start, positions=positions)
-        if trace:
-            record["h0"] = h[0].detach()
+        record, replace = {}, self.check_replace(replace)
+        keep = self.keeper(record if trace else None, replace)
+        h = keep("h0", self.embed(ids, start=start, positions=positions))
         for layer, block in enumerate(self.blocks):
-            keep = (lambda name, x, layer=layer: record.__setitem__(f"L{layer}.{name}", x[0].detach())) \
-                if trace else None
-            h = block(h, keep=keep, layer=layer, causal=causal, attention=attention, positions=positions,
+            h = block(h, keep=lambda name, x, layer=layer: keep(f"L{layer}.{name}", x), layer=layer,
+                      causal=causal, attention=attention, positions=positions,
                       ablate={head for (lay, head) in heads if lay == layer}, cache=cache, start=start)
+        logits = self.unembed(h, keep=keep)
+        unused = sorted(set(replace) - set(keep.seen))
+        if unused:
+            fail(f"replace names {unused}, which this forward pass never makes; it makes "
+                 f"{list(keep.seen)}")
         if not trace:
-            logits = self.unembed(h)
             return logits[0] if single else logits
-        self.unembed(h, keep=lambda name, x: record.__setitem__(name, x[0].detach()))
         record["probs"] = torch.softmax(record["logits"], dim=-1)
         return record
+
+    @staticmethod
+    def keeper(record, replace):
+        """The forward pass's ``keep(name, x)``: apply ``replace[name]`` if given, record x[0]
+        (detached) in ``record`` if it is a dict, and return the tensor to carry on with."""
+        seen = {}  # a dict keeps the order names are made in
+
+        def keep(name, x):
+            seen[name] = None
+            if name in replace:
+                y = replace[name](x)
+                if not isinstance(y, torch.Tensor) or y.shape != x.shape:
+                    fail(f"replace[{name!r}] should return a tensor of shape {tuple(x.shape)}, but "
+                         f"returned {tuple(y.shape) if isinstance(y, torch.Tensor) else type(y).__name__}")
+                x = y
+            if record is not None:
+                record[name] = x[0].detach()
+            return x
+        keep.seen, keep.returns = seen, True
+        return keep
+
+    @staticmethod
+    def check_replace(replace):
+        """replace as a dict {trace name: callable}."""
+        if replace is None:
+            return {}
+        if not isinstance(replace, dict):
+            fail(f"replace takes a dict {{trace name: function}} such as {{'L1.head_out': fn}}, "
+                 f"but got {type(replace).__name__}")
+        for name, fn in replace.items():
+            if not isinstance(name, str) or not callable(fn):
+                fail(f"replace takes trace names mapped to functions, but got {name!r}: {fn!r:.40}")
+        return replace
 
     def embed(self, ids, start=0, positions=True):
         """ids (B, T) -> h0 (B, T, d_model): token rows of E plus the positions (unless switched off)."""
@@ -444,12 +478,9 @@ class Transformer(nn.Module):
         """h (..., d_model), the residual stream after the last block -> logits (..., V):
         the final LayerNorm (if any), then the tied unembedding E^T. ``keep`` receives
         final_ln and logits."""
-        keep = keep or _drop
-        final = self.final_ln(h) if self.final_ln is not None else h
-        keep("final_ln", final)
-        logits = final @ self.E.T
-        keep("logits", logits)
-        return logits
+        keep = _through(keep)
+        final = keep("final_ln", self.final_ln(h) if self.final_ln is not None else h)
+        return keep("logits", final @ self.E.T)
 
     def check_ids(self, ids):
         """Token ids as a LongTensor (T,) or (B, T), each in [0, vocab_size), at most MAX_TOKENS long."""

@@ -372,3 +372,19 @@ def test_prompt_view_and_explorer(smol):
         real.prompt_view(model, tok, "word " * 60)
     figure = explorer.explorer(model, tok)
     assert figure is not None
+
+
+def test_replace_switch_works_on_the_real_model(smol):
+    """replace= with zeros on one head equals ablate_heads; on L{l}.k it reaches the grouped keys."""
+    model, tok = smol
+    ids = ids_of(tok, PROMPTS[0])
+
+    def zero_head(x):
+        x = x.clone()
+        x[:, 4] = 0.0
+        return x
+
+    with torch.no_grad():
+        assert torch.equal(model(ids, replace={"L3.head_out": zero_head}), model(ids, ablate_heads={(3, 4)}))
+        keys = model(ids, replace={"L0.k": lambda k: torch.zeros_like(k)}, trace=True)
+    assert keys["L0.k"].shape == (5, 192) and keys["L0.weights"][:, -1].allclose(torch.full((9, 5), 0.2))

@@ -139,25 +139,24 @@ def best_heads(scores, k=1):
 
 @torch.no_grad()
 def mean_ablated_logits(model, ids, heads_off):
-    """Logits (T, V) with each head of ``heads_off`` mean-ablated: its output replaced, at every
-    position, by its mean over the positions of this sequence.
-
-    A head writes head_out @ W_O[its rows]; replacing head_out by its mean adds that constant
-    write instead, so: zero the head (``ablate``) and add mean(head_out) @ W_O[rows] to h_mid.
-    """
+    """Logits (T, V) with each head of ``heads_off`` mean-ablated: its output head_out replaced,
+    at every position, by its mean over the positions of this sequence (the model's ``replace``
+    switch; the weights are untouched)."""
     ids = model.check_ids(ids)
     heads_off = model.check_heads(heads_off)
-    record = model(ids, trace=True)
-    d_k = model.cfg.d_k
-    h = model.embed(ids[None])
-    for layer, block in enumerate(model.blocks):
-        mine = {head for lay, head in heads_off if lay == layer}
-        h_mid = block.attention_part(h, layer=layer, ablate=mine)
-        for head in mine:
-            mean_out = record[f"L{layer}.head_out"][head].mean(0)            # (d_k,)
-            h_mid = h_mid + mean_out @ block.attn.W_O[head * d_k:(head + 1) * d_k]
-        h = block.mlp_part(h_mid)
-    return model.unembed(h)[0]
+    record = trace(model, ids)
+
+    def with_means(layer, heads):
+        def replace(head_out):                      # (B, H, T, d_k)
+            head_out = head_out.clone()
+            for head in heads:
+                head_out[:, head] = record[f"L{layer}.head_out"][head].mean(0)
+            return head_out
+        return replace
+
+    layers = sorted({layer for layer, _ in heads_off})
+    return model(ids, replace={f"L{layer}.head_out": with_means(layer, [h for l, h in heads_off if l == layer])
+                               for layer in layers})
 
 
 def copy_losses(model, ids, length, mean_ablate=()):
@@ -370,7 +369,8 @@ def norm_view(model, tok, text=BOOK_SENTENCE):
 @torch.no_grad()
 def patched_logits(model, clean_ids, corrupt_ids, layer, position):
     """Run corrupt_ids, but after block ``layer`` put the clean run's residual stream at
-    ``position`` in place of the corrupt one. Both (T,) of one length. Returns logits (T, V)."""
+    ``position`` in place of the corrupt one (the ``replace`` switch on ``L{layer}.h``).
+    Both (T,) of one length. Returns logits (T, V)."""
     clean_ids, corrupt_ids = model.check_ids(clean_ids), model.check_ids(corrupt_ids)
     if clean_ids.shape != corrupt_ids.shape:
         fail(f"the clean and corrupted prompts should have as many tokens, but have "
@@ -378,14 +378,14 @@ def patched_logits(model, clean_ids, corrupt_ids, layer, position):
     if not (0 <= layer < model.cfg.n_layers and -len(clean_ids) <= position < len(clean_ids)):
         fail(f"layer should lie in 0..{model.cfg.n_layers - 1} and position in 0..{len(clean_ids) - 1}, "
              f"but got layer={layer}, position={position}")
-    clean = model(clean_ids, trace=True)[f"L{layer}.h"]
-    h = model.embed(corrupt_ids[None])
-    for index, block in enumerate(model.blocks):
-        h = block(h, layer=index)
-        if index == layer:
-            h = h.clone()
-            h[0, position] = clean[position]
-    return model.unembed(h)[0]
+    clean = trace(model, clean_ids)[f"L{layer}.h"]
+
+    def patch(h):                                    # (B, T, d_model)
+        h = h.clone()
+        h[:, position] = clean[position]
+        return h
+
+    return model(corrupt_ids, replace={f"L{layer}.h": patch})
 
 
 def patching_view(model, tok, clean=FACT, corrupt="The capital of Italy is", answers=(" Paris", " Rome"),
