@@ -388,3 +388,12 @@ def test_replace_switch_works_on_the_real_model(smol):
         assert torch.equal(model(ids, replace={"L3.head_out": zero_head}), model(ids, ablate_heads={(3, 4)}))
         keys = model(ids, replace={"L0.k": lambda k: torch.zeros_like(k)}, trace=True)
     assert keys["L0.k"].shape == (5, 192) and keys["L0.weights"][:, -1].allclose(torch.full((9, 5), 0.2))
+
+
+def test_rotary_orders_the_files_order_needs_adjacent_pairs(smol):
+    model, tok = smol
+    w = torch.arange(12.0).reshape(1, 12)        # one row, 2 heads of 6 columns
+    assert real.file_order(w, 2).tolist() == [[0, 3, 1, 4, 2, 5, 6, 9, 7, 10, 8, 11]]
+    assert (smollm2.unpermute(real.file_order(w, 2).T.numpy(), 2) == w.T.numpy()).all()
+    orders = real.rotary_orders(model, ids_of(tok, PROMPTS[1]), layer=2)
+    assert orders["file_adjacent"] < 1e-5 and orders["file_halves"] > 0.1

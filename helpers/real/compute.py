@@ -444,3 +444,37 @@ def prompt_view(model, tok, prompt, k=8):
     record = trace(model, ids)
     weights = torch.stack([record[f"L{layer}.weights"] for layer in range(model.cfg.n_layers)])
     return dict(pieces=tok.pieces(ids), weights=weights, top=top_tokens(tok, record["probs"][-1], k))
+
+
+# ---------------------------------------------------------------- the file's row order
+
+def file_order(W, n_heads):
+    """W (d_in, n_heads * d_k) with each head's columns in llama.cpp's order, (0, d_k/2, 1,
+    d_k/2 + 1, ...): the inverse of ``smollm2.unpermute``, on columns."""
+    d_in, width = W.shape
+    d_k = width // n_heads
+    return W.T.reshape(n_heads, 2, d_k // 2, d_in).transpose(1, 2).reshape(width, d_in).T
+
+
+@torch.no_grad()
+def rotary_orders(model, ids, layer=0):
+    """Layer ``layer``'s attention weights three ways, against the model's own (Llama's order,
+    pairs (i, i + d_k/2)): dict(file_adjacent: max |difference| with the file's column order
+    turned in adjacent pairs (2i, 2i+1), as llama.cpp does; file_halves: the file's order
+    turned as Llama does, the wrong mix)."""
+    from ..model import Attention
+
+    cfg = model.cfg
+    record = trace(model, ids)
+    own = model.blocks[layer].attn
+    out = {}
+    for name, pairs in (("file_adjacent", "adjacent"), ("file_halves", "halves")):
+        attn = Attention(cfg.d_model, cfg.n_heads, bias=False, n_kv_heads=cfg.n_kv_heads,
+                         rotary=dict(base=cfg.rotary_base, pairs=pairs))
+        attn.W_Q = torch.nn.Parameter(file_order(own.W_Q, cfg.n_heads))
+        attn.W_K = torch.nn.Parameter(file_order(own.W_K, cfg.kv_heads))
+        attn.W_V, attn.W_O = own.W_V, own.W_O
+        kept = {}
+        attn(record[f"L{layer}.ln1"][None], keep=lambda n, x: kept.__setitem__(n, x[0]))
+        out[name] = float((kept["weights"] - record[f"L{layer}.weights"]).abs().max())
+    return out
