@@ -219,7 +219,7 @@ def test_sliders_at_their_ends_switch_the_filters_off(dragon, dragon_world):
 def test_explorer_shows_sliders_and_a_figure(dragon, dragon_world, capsys):
     shown = explorer.explorer(dragon, dragon_world)          # outside a notebook, display() prints reprs
     out = capsys.readouterr().out
-    assert "HBox" in out and "Image" in out
+    assert "Explorer controls" in out and "Image" in out
     assert set(shown.controls) == {"temperature", "top_k", "top_p", "seed"}
     assert all(c.style.description_width for c in shown.controls.values())   # "temperature" is not cut short
     first = shown.picture()
