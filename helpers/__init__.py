@@ -1,7 +1,7 @@
 """helpers: the shared package of the Transformer course.
 
 A folder per chapter (``tour``, ``geometry``, ``qkv``, ``scaling``, ``masking``, ``heads``,
-``positions``, ``mlp``, ``normalization``, ``sampling``, ``ablation``), each with its
+``positions``, ``mlp``, ``normalization``, ``sampling``, ``ablation``, ``real``), each with its
 ``compute``, ``checks`` and ``explorer``, over a shared ground floor (``model``, ``reference``,
 ``worlds``, ``training``, ``recipes``, ``weights``, ``plots``, ``readout``, ``exercises``,
 ``explorer``, ``grading``, ``errors``). helpers/README.md maps them. A chapter imports::

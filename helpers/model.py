@@ -13,7 +13,15 @@ in the order of the Primer's shape table::
 
 Layers and heads are counted from 0 (the Primer's "layer 1, head 1" is L0H0).
 Switches (``causal``, ``attention``, ``ablate_heads``, ``positions``) change one
-forward pass only; the stored weights are never modified.
+forward pass only; the stored weights are never modified. ``replace={"L1.head_out": fn}``
+swaps any named intermediate x for fn(x) (batched: head_out is (B, H, T, d_k), per head
+before W_O) and runs on from it: the tool of ablation and activation patching.
+
+The same class runs the real pretrained model of chapter 11 (SmolLM2-135M, a Llama), set up
+by its Config alone: ``n_kv_heads`` (grouped-query attention: fewer key/value heads than
+query heads), ``norm_kind="rmsnorm"``, ``activation="swiglu"`` (a gated MLP with a third
+matrix W_G, traced as ``gate``), ``rotary_pairs="halves"`` and ``rotary_base`` (Llama's
+rotary convention), ``bias=False``. The defaults are the tiny models' choices.
 """
 import math
 from dataclasses import asdict, dataclass
@@ -28,7 +36,9 @@ from .errors import check_positive_int, check_seed, fail
 POSITIONS = ("sinusoidal", "learned", "rotary", "none")
 MAX_TOKENS = 1024   # the longest sequence a model runs at once: its attention weights must fit Binder's 2 GB
 NORMS = ("pre", "post", "none")
-ACTIVATIONS = ("gelu", "relu")
+NORM_KINDS = ("layernorm", "rmsnorm")
+ACTIVATIONS = ("gelu", "relu", "swiglu")
+ROTARY_PAIRS = ("adjacent", "halves")   # columns (2i, 2i+1), as chapter 06; or (i, i + d_k/2), as Llama
 
 
 @dataclass(frozen=True)
@@ -46,18 +56,33 @@ class Config:
     final_norm: bool = True
     bias: bool = True
     activation: str = "gelu"
+    # the real model's choices (chapter 11); the defaults are the course's tiny models
+    n_kv_heads: int = 0          # key/value heads shared by the query heads; 0 means n_heads (no sharing)
+    norm_kind: str = "layernorm"
+    norm_eps: float = 1e-5
+    rotary_pairs: str = "adjacent"
+    rotary_base: float = 10000.0
 
     def __post_init__(self):
-        for name in ("vocab_size", "d_model", "n_heads", "n_layers", "n_max", "d_ff"):
-            check_positive_int(getattr(self, name), f"Config.{name}", minimum=0 if name == "d_ff" else 1)
+        for name in ("vocab_size", "d_model", "n_heads", "n_layers", "n_max", "d_ff", "n_kv_heads"):
+            check_positive_int(getattr(self, name), f"Config.{name}",
+                               minimum=0 if name in ("d_ff", "n_kv_heads") else 1)
         for name in ("bias", "final_norm"):
             if not isinstance(getattr(self, name), bool):
                 fail(f"Config.{name} should be True or False, but got {getattr(self, name)!r}")
-        for name, allowed in (("positions", POSITIONS), ("norm", NORMS), ("activation", ACTIVATIONS)):
+        for name, allowed in (("positions", POSITIONS), ("norm", NORMS), ("activation", ACTIVATIONS),
+                              ("norm_kind", NORM_KINDS), ("rotary_pairs", ROTARY_PAIRS)):
             if getattr(self, name) not in allowed:
                 fail(f"Config.{name} should be one of {allowed}, but got {getattr(self, name)!r}")
+        for name in ("norm_eps", "rotary_base"):
+            value = getattr(self, name)
+            if isinstance(value, bool) or not isinstance(value, (int, float)) or not value > 0:
+                fail(f"Config.{name} should be a positive number, but got {value!r}")
         if self.d_model % self.n_heads:
             fail(f"d_model={self.d_model} does not split into n_heads={self.n_heads} equal heads")
+        if self.n_heads % self.kv_heads:
+            fail(f"n_heads={self.n_heads} query heads do not share n_kv_heads={self.n_kv_heads} "
+                 "key/value heads equally")
         if self.positions == "sinusoidal" and self.d_model % 2:
             fail(f"sinusoidal positions pair the columns as (sin, cos), so d_model must be even, "
                  f"but got d_model={self.d_model}")
@@ -68,6 +93,11 @@ class Config:
     @property
     def d_k(self):
         return self.d_model // self.n_heads
+
+    @property
+    def kv_heads(self):
+        """How many key/value heads there are (n_heads unless they are shared)."""
+        return self.n_kv_heads or self.n_heads
 
     def to_dict(self):
         return asdict(self)
@@ -83,11 +113,18 @@ def sinusoidal_table(n, d):
     return table
 
 
-def rotate_pairs(x, start):
-    """RoPE on (B, H, T, d_k): turn column pair i of position p by p * 10000**(-2i/d_k)."""
+def rotate_pairs(x, start, base=10000.0, pairs="adjacent"):
+    """RoPE on (B, H, T, d_k): turn column pair i of position p by p * base**(-2i/d_k).
+
+    pairs="adjacent": pair i is columns (2i, 2i+1) (chapter 06); "halves": columns
+    (i, i + d_k/2), Llama's layout (the same rotation with the columns of each head reordered).
+    """
     T, d_k = x.shape[-2], x.shape[-1]
-    angle = sinusoidal_angles(start, T, d_k)
+    angle = sinusoidal_angles(start, T, d_k, base)
     cos, sin = torch.cos(angle), torch.sin(angle)
+    if pairs == "halves":
+        first, second = x[..., :d_k // 2], x[..., d_k // 2:]
+        return torch.cat([first * cos - second * sin, first * sin + second * cos], dim=-1)
     even, odd = x[..., 0::2], x[..., 1::2]
     out = torch.empty_like(x)
     out[..., 0::2] = even * cos - odd * sin
@@ -95,31 +132,37 @@ def rotate_pairs(x, start):
     return out
 
 
-def sinusoidal_angles(start, T, d):
-    """(T, d/2) angles p * 10000**(-2i/d) for positions start .. start+T-1."""
+def sinusoidal_angles(start, T, d, base=10000.0):
+    """(T, d/2) angles p * base**(-2i/d) for positions start .. start+T-1."""
     p = torch.arange(start, start + T, dtype=torch.float32)[:, None]
-    return p * 10000.0 ** (-torch.arange(0, d, 2, dtype=torch.float32) / d)
+    return p * base ** (-torch.arange(0, d, 2, dtype=torch.float32) / d)
 
 
 class Attention(nn.Module):
     """Multi-head causal self-attention, the course's one attention module.
 
-    Holds W_Q, W_K, W_V (d_model, n_heads * d_k), W_O (n_heads * d_k, d_model) and their
-    biases. Call it on its own: ``attn(x)`` with x (B, T, d_model) returns the write-back
+    Holds W_Q (d_model, n_heads * d_k), W_K and W_V (d_model, n_kv_heads * d_k), W_O
+    (n_heads * d_k, d_model) and their biases. With n_kv_heads < n_heads (grouped-query
+    attention) each key/value head serves n_heads / n_kv_heads consecutive query heads.
+    Call it on its own: ``attn(x)`` with x (B, T, d_model) returns the write-back
     (B, T, d_model); ``causal=False`` switches the mask off. ``keep(name, tensor)``, if
     given, receives q, k, v, scores, weights, head_out, concat and attn as they are made.
+    rotary: False, or a dict(base=..., pairs=...) for ``rotate_pairs``.
     """
 
-    def __init__(self, d_model, n_heads, bias=True, rotary=False):
+    def __init__(self, d_model, n_heads, bias=True, rotary=False, n_kv_heads=0):
         super().__init__()
         d_model, n_heads = check_positive_int(d_model, "d_model"), check_positive_int(n_heads, "n_heads")
         if d_model % n_heads:
             fail(f"d_model={d_model} does not split into n_heads={n_heads} equal heads")
-        self.n_heads, self.d_k, self.rotary = n_heads, d_model // n_heads, rotary
-        d = d_model
-        self.W_Q, self.W_K, self.W_V, self.W_O = (nn.Parameter(torch.empty(d, d)) for _ in range(4))
+        self.n_heads, self.d_k = n_heads, d_model // n_heads
+        self.rotary = dict(base=10000.0, pairs="adjacent") if rotary is True else rotary
+        self.n_kv_heads = n_kv_heads or n_heads
+        d, d_kv = d_model, self.n_kv_heads * self.d_k
+        self.W_Q, self.W_K, self.W_V, self.W_O = (nn.Parameter(torch.empty(d, width))
+                                                  for width in (d, d_kv, d_kv, d))
         self.b_Q, self.b_K, self.b_V, self.b_O = (
-            (nn.Parameter(torch.zeros(d)) if bias else None) for _ in range(4))
+            (nn.Parameter(torch.zeros(width)) if bias else None) for width in (d, d_kv, d_kv, d))
 
     def forward(self, x, *, causal=True, positions=True, ablate=(), cache=None, layer=0, start=0,
                 keep=None):
@@ -129,45 +172,44 @@ class Attention(nn.Module):
         stored W_O is untouched). cache: a KVCache whose entry ``layer`` is read and extended.
         start: the position of x's first token (for rotary positions after a cache).
         """
-        keep = keep or _drop
+        keep = _through(keep)
         B, T, d = x.shape
         H, d_k = self.n_heads, self.d_k
         q, k, v = (linear(x, W, b) for W, b in
                    ((self.W_Q, self.b_Q), (self.W_K, self.b_K), (self.W_V, self.b_V)))
-        keep("q", q), keep("k", k), keep("v", v)
-        q, k, v = (t.view(B, T, H, d_k).transpose(1, 2) for t in (q, k, v))  # (B, H, T, d_k)
+        q, k, v = keep("q", q), keep("k", k), keep("v", v)
+        q = q.view(B, T, H, d_k).transpose(1, 2)  # (B, H, T, d_k)
+        k, v = (t.view(B, T, self.n_kv_heads, d_k).transpose(1, 2) for t in (k, v))  # (B, H_kv, T, d_k)
         if self.rotary and positions:
-            q, k = rotate_pairs(q, start), rotate_pairs(k, start)
+            q, k = rotate_pairs(q, start, **self.rotary), rotate_pairs(k, start, **self.rotary)
         if cache is not None:
             k, v = cache.extend(layer, k, v)
+        if self.n_kv_heads != H:  # grouped-query attention: each key/value head serves a group
+            k, v = (t.repeat_interleave(H // self.n_kv_heads, dim=1) for t in (k, v))
         T_k = k.shape[-2]
         scores = q @ k.transpose(-2, -1) / math.sqrt(d_k)  # (B, H, T, T_k)
         if causal:
             hidden = torch.triu(torch.ones(T, T_k, dtype=torch.bool), diagonal=T_k - T + 1)
             scores = scores.masked_fill(hidden, float("-inf"))
-        keep("scores", scores)
-        weights = torch.softmax(scores, dim=-1)
-        keep("weights", weights)
-        head_out = weights @ v  # (B, H, T, d_k)
-        keep("head_out", head_out)
-        concat = head_out.transpose(1, 2).reshape(B, T, d)
-        keep("concat", concat)
+        scores = keep("scores", scores)
+        weights = keep("weights", torch.softmax(scores, dim=-1))
+        head_out = keep("head_out", weights @ v)  # (B, H, T, d_k)
+        concat = keep("concat", head_out.transpose(1, 2).reshape(B, T, d))
         W_O = self.W_O
         if ablate:
             row_kept = torch.ones(d, 1)
             for head in ablate:
                 row_kept[head * d_k:(head + 1) * d_k] = 0.0
             W_O = W_O * row_kept  # a new tensor: the stored W_O is untouched
-        attn = linear(concat, W_O, self.b_O)
-        keep("attn", attn)
-        return attn
+        return keep("attn", linear(concat, W_O, self.b_O))
 
 
 class MLP(nn.Module):
     """The per-token MLP: x @ W_1 + b_1, the activation, @ W_2 + b_2.
 
-    Call it on its own: ``mlp(x)`` with x (..., d_model) returns (..., d_model).
-    ``keep(name, tensor)``, if given, receives pre, act and mlp.
+    activation="swiglu" (Llama's gated MLP) adds a gate W_G (d_model, d_ff):
+    act = silu(x @ W_G) * (x @ W_1). Call it on its own: ``mlp(x)`` with x (..., d_model)
+    returns (..., d_model). ``keep(name, tensor)``, if given, receives pre, (gate,) act and mlp.
     """
 
     def __init__(self, d_model, d_ff, bias=True, activation="gelu"):
@@ -177,16 +219,18 @@ class MLP(nn.Module):
         self.W_2 = nn.Parameter(torch.empty(d_ff, d_model))
         self.b_1 = nn.Parameter(torch.zeros(d_ff)) if bias else None
         self.b_2 = nn.Parameter(torch.zeros(d_model)) if bias else None
+        if activation == "swiglu":
+            self.W_G = nn.Parameter(torch.empty(d_model, d_ff))
+            self.b_G = nn.Parameter(torch.zeros(d_ff)) if bias else None
 
     def forward(self, x, keep=None):
-        keep = keep or _drop
-        pre = linear(x, self.W_1, self.b_1)
-        keep("pre", pre)
-        act = F.gelu(pre) if self.activation == "gelu" else F.relu(pre)
-        keep("act", act)
-        mlp = linear(act, self.W_2, self.b_2)
-        keep("mlp", mlp)
-        return mlp
+        keep = _through(keep)
+        pre = keep("pre", linear(x, self.W_1, self.b_1))
+        if self.activation == "swiglu":
+            act = keep("act", F.silu(keep("gate", linear(x, self.W_G, self.b_G))) * pre)
+        else:
+            act = keep("act", F.gelu(pre) if self.activation == "gelu" else F.relu(pre))
+        return keep("mlp", linear(act, self.W_2, self.b_2))
 
 
 class Block(nn.Module):
@@ -201,9 +245,10 @@ class Block(nn.Module):
         super().__init__()
         self.cfg = cfg
         d = cfg.d_model
-        self.ln1 = nn.LayerNorm(d) if cfg.norm != "none" else None
-        self.attn = Attention(d, cfg.n_heads, bias=cfg.bias, rotary=cfg.positions == "rotary")
-        self.ln2 = nn.LayerNorm(d) if cfg.norm != "none" and cfg.d_ff else None
+        self.ln1 = norm_layer(cfg) if cfg.norm != "none" else None
+        rotary = cfg.positions == "rotary" and dict(base=cfg.rotary_base, pairs=cfg.rotary_pairs)
+        self.attn = Attention(d, cfg.n_heads, bias=cfg.bias, rotary=rotary, n_kv_heads=cfg.n_kv_heads)
+        self.ln2 = norm_layer(cfg) if cfg.norm != "none" and cfg.d_ff else None
         self.mlp = MLP(d, cfg.d_ff, bias=cfg.bias, activation=cfg.activation) if cfg.d_ff else None
 
     def forward(self, h, keep=None, **switches):
@@ -212,37 +257,50 @@ class Block(nn.Module):
 
     def attention_part(self, h, keep=None, attention=True, **switches):
         """h (B, T, d_model) -> h_mid. attention=False writes zero; other switches go to ``attn``."""
-        keep = keep or _drop
-        x = self.ln1(h) if self.cfg.norm == "pre" else h
-        keep("ln1", x)
+        keep = _through(keep)
+        x = keep("ln1", self.ln1(h) if self.cfg.norm == "pre" else h)
         if attention:
             attn = self.attn(x, keep=keep, **switches)
         else:
-            attn = torch.zeros_like(h)
-            keep("attn", attn)
+            attn = keep("attn", torch.zeros_like(h))
         h_mid = h + attn
         if self.cfg.norm == "post":
             h_mid = self.ln1(h_mid)
-        keep("h_mid", h_mid)
-        return h_mid
+        return keep("h_mid", h_mid)
 
     def mlp_part(self, h_mid, keep=None):
         """h_mid (B, T, d_model) -> h, the layer's output (h_mid itself when d_ff=0)."""
-        keep = keep or _drop
+        keep = _through(keep)
         if self.mlp is None:
-            keep("h", h_mid)
-            return h_mid
-        x = self.ln2(h_mid) if self.cfg.norm == "pre" else h_mid
-        keep("ln2", x)
+            return keep("h", h_mid)
+        x = keep("ln2", self.ln2(h_mid) if self.cfg.norm == "pre" else h_mid)
         h = h_mid + self.mlp(x, keep=keep)
         if self.cfg.norm == "post":
             h = self.ln2(h)
-        keep("h", h)
-        return h
+        return keep("h", h)
 
 
-def _drop(name, x):
-    """The ``keep`` that records nothing."""
+def _through(keep):
+    """``keep`` as a function that returns the tensor to carry on with: what ``keep`` returns,
+    or the tensor itself when ``keep`` returns None (a recorder such as ``dict.__setitem__``)."""
+    if keep is None or getattr(keep, "returns", False):
+        return keep or _same
+    def through(name, x):
+        y = keep(name, x)
+        return x if y is None else y
+    through.returns = True
+    return through
+
+
+def _same(name, x):
+    return x
+
+
+def norm_layer(cfg):
+    """The configured normalisation over d_model: LayerNorm, or RMSNorm (no centring, no bias)."""
+    if cfg.norm_kind == "rmsnorm":
+        return nn.RMSNorm(cfg.d_model, eps=cfg.norm_eps)
+    return nn.LayerNorm(cfg.d_model, eps=cfg.norm_eps)
 
 
 def linear(x, W, b):
@@ -253,7 +311,7 @@ def linear(x, W, b):
 class KVCache:
     """The keys and values of every layer for the tokens seen so far.
 
-    Each entry is (B, H, T_seen, d_k); ``extend`` appends the new tokens' rows. A cache belongs
+    Each entry is (B, H_kv, T_seen, d_k) (H_kv = n_kv_heads); ``extend`` appends the new tokens' rows. A cache belongs
     to the model that first fills it, and holds the ids it was fed, so a cache from another
     model, or the same prompt fed twice, is refused with a sentence.
     """
@@ -290,18 +348,24 @@ class KVCache:
 
 
 class Transformer(nn.Module):
-    """A decoder-only Transformer with a tied unembedding (logits = final_ln @ E.T)."""
+    """A decoder-only Transformer with a tied unembedding (logits = final_ln @ E.T).
 
-    def __init__(self, cfg):
+    seed: the seed of the first weights; None leaves them unset (torch.empty), for a loader
+    that assigns every weight next (the real model's 134.5 M would take a second to draw).
+    """
+
+    def __init__(self, cfg, seed=0):
         super().__init__()
         self.cfg = cfg
         self.E = nn.Parameter(torch.empty(cfg.vocab_size, cfg.d_model))
         self.P = nn.Parameter(torch.empty(cfg.n_max, cfg.d_model)) if cfg.positions == "learned" else None
         self.blocks = nn.ModuleList(Block(cfg) for _ in range(cfg.n_layers))
-        self.final_ln = nn.LayerNorm(cfg.d_model) if cfg.final_norm else None
+        self.final_ln = norm_layer(cfg) if cfg.final_norm else None
         # the fixed sinusoidal rows, computed once (not a parameter, not saved)
-        self.register_buffer("PE", sinusoidal_table(cfg.n_max, cfg.d_model), persistent=False)
-        self.reset_parameters(seed=0)
+        self.register_buffer("PE", sinusoidal_table(cfg.n_max, cfg.d_model)
+                             if cfg.positions == "sinusoidal" else None, persistent=False)
+        if seed is not None:
+            self.reset_parameters(seed=seed)
 
     def reset_parameters(self, seed):
         """Draw fresh weights from a seeded generator (LayerNorms start at 1 and 0)."""
@@ -318,7 +382,7 @@ class Transformer(nn.Module):
                     p.normal_(0.0, 1.0 / math.sqrt(p.shape[0]), generator=g)
 
     def forward(self, ids, *, trace=False, causal=True, attention=True,
-                ablate_heads=(), positions=True, cache=None):
+                ablate_heads=(), positions=True, cache=None, replace=None):
         """ids: (T,) or (B, T) token ids -> logits (T, V) or (B, T, V).
 
         trace=True returns a dict of every intermediate instead (single sequence only,
@@ -326,6 +390,9 @@ class Transformer(nn.Module):
         causal: apply the causal mask. attention: False makes every attention block
         write zero. ablate_heads: (layer, head) pairs whose rows of W_O are zeroed.
         positions: False leaves positions out. cache: a KVCache to read and extend.
+        replace: {trace name: fn}; each named intermediate x, batched as the pass makes it
+        (e.g. "L1.head_out" (B, H, T, d_k), "L0.h" (B, T, d_model)), is replaced by fn(x), a
+        tensor of the same shape, and the pass carries on from it (the weights are untouched).
         """
         ids = self.check_ids(ids)
         single = ids.dim() == 1
@@ -342,21 +409,55 @@ class Transformer(nn.Module):
         if start + ids.shape[-1] > MAX_TOKENS:
             fail(f"this course's models take at most {MAX_TOKENS:,} tokens at once, but the cache holds "
                  f"{start:,} and {ids.shape[-1]:,} more came")
-        record = {}
-        h = self.embed(ids, start=start, positions=positions)
-        if trace:
-            record["h0"] = h[0].detach()
+        record, replace = {}, self.check_replace(replace)
+        keep = self.keeper(record if trace else None, replace)
+        h = keep("h0", self.embed(ids, start=start, positions=positions))
         for layer, block in enumerate(self.blocks):
-            keep = (lambda name, x, layer=layer: record.__setitem__(f"L{layer}.{name}", x[0].detach())) \
-                if trace else None
-            h = block(h, keep=keep, layer=layer, causal=causal, attention=attention, positions=positions,
+            h = block(h, keep=lambda name, x, layer=layer: keep(f"L{layer}.{name}", x), layer=layer,
+                      causal=causal, attention=attention, positions=positions,
                       ablate={head for (lay, head) in heads if lay == layer}, cache=cache, start=start)
+        logits = self.unembed(h, keep=keep)
+        unused = sorted(set(replace) - set(keep.seen))
+        if unused:
+            fail(f"replace names {unused}, which this forward pass never makes; it makes "
+                 f"{list(keep.seen)}")
         if not trace:
-            logits = self.unembed(h)
             return logits[0] if single else logits
-        self.unembed(h, keep=lambda name, x: record.__setitem__(name, x[0].detach()))
         record["probs"] = torch.softmax(record["logits"], dim=-1)
         return record
+
+    @staticmethod
+    def keeper(record, replace):
+        """The forward pass's ``keep(name, x)``: apply ``replace[name]`` if given, record x[0]
+        (detached) in ``record`` if it is a dict, and return the tensor to carry on with."""
+        seen = {}  # a dict keeps the order names are made in
+
+        def keep(name, x):
+            seen[name] = None
+            if name in replace:
+                y = replace[name](x)
+                if not isinstance(y, torch.Tensor) or y.shape != x.shape:
+                    fail(f"replace[{name!r}] should return a tensor of shape {tuple(x.shape)}, but "
+                         f"returned {tuple(y.shape) if isinstance(y, torch.Tensor) else type(y).__name__}")
+                x = y
+            if record is not None:
+                record[name] = x[0].detach()
+            return x
+        keep.seen, keep.returns = seen, True
+        return keep
+
+    @staticmethod
+    def check_replace(replace):
+        """replace as a dict {trace name: callable}."""
+        if replace is None:
+            return {}
+        if not isinstance(replace, dict):
+            fail(f"replace takes a dict {{trace name: function}} such as {{'L1.head_out': fn}}, "
+                 f"but got {type(replace).__name__}")
+        for name, fn in replace.items():
+            if not isinstance(name, str) or not callable(fn):
+                fail(f"replace takes trace names mapped to functions, but got {name!r}: {fn!r:.40}")
+        return replace
 
     def embed(self, ids, start=0, positions=True):
         """ids (B, T) -> h0 (B, T, d_model): token rows of E plus the positions (unless switched off)."""
@@ -377,12 +478,9 @@ class Transformer(nn.Module):
         """h (..., d_model), the residual stream after the last block -> logits (..., V):
         the final LayerNorm (if any), then the tied unembedding E^T. ``keep`` receives
         final_ln and logits."""
-        keep = keep or _drop
-        final = self.final_ln(h) if self.final_ln is not None else h
-        keep("final_ln", final)
-        logits = final @ self.E.T
-        keep("logits", logits)
-        return logits
+        keep = _through(keep)
+        final = keep("final_ln", self.final_ln(h) if self.final_ln is not None else h)
+        return keep("logits", final @ self.E.T)
 
     def check_ids(self, ids):
         """Token ids as a LongTensor (T,) or (B, T), each in [0, vocab_size), at most MAX_TOKENS long."""

@@ -42,6 +42,16 @@ def cat_training():
     return seconds, worlds.cat_targets_met(worlds.cat_targets(model, worlds.cat_world()))
 
 
+def real_model():
+    """(seconds to load the real model, seconds of one 32-token forward pass), in a fresh interpreter."""
+    code = ("import time, torch; torch.set_num_threads(1); t = time.perf_counter(); "
+            "from helpers.real import compute as real; model, tok = real.load(); "
+            "print(time.perf_counter() - t, real.forward_seconds(model, 32))")
+    out = subprocess.run([sys.executable, "-c", code], cwd=ROOT, env=kernel_env(), check=True,
+                         capture_output=True, text=True).stdout.split()
+    return float(out[0]), float(out[1])
+
+
 def kernel_peak_mb(client):
     with open(f"/proc/{client.km.provisioner.process.pid}/status") as status:
         line = next(line for line in status if line.startswith("VmHWM:"))
@@ -74,6 +84,8 @@ def widget_explorers():
     from helpers.normalization import explorer as ch08
     from helpers.positions import explorer as ch06
     from helpers.qkv import explorer as ch02
+    from helpers.real import compute as real
+    from helpers.real import explorer as ch11
     from helpers.sampling import explorer as ch09
     from helpers.scaling import explorer as ch03
     from helpers.tour import explorer as ch00
@@ -88,6 +100,7 @@ def widget_explorers():
         "08": lambda: ch08.explorer(normalization.load_curves()),
         "09": lambda: ch09.explorer(dragon, dworld, "<BOS> dragon drinks"),
         "10": lambda: ch10.explorer(cat, world),
+        "11": lambda: ch11.explorer(*real.load()),
     }
 
 
@@ -159,11 +172,14 @@ def main(paths, widgets_only=False):
     rows.append(("first torch optimizer (one-time)", optimizer_first_use(), None, "paid once per process"))
     seconds, met = cat_training()
     rows.append(("cat model training", seconds, None, "< 5 s; targets " + ("met" if met else "NOT met")))
+    load, forward = real_model()
+    rows += [("real model: load", load, None, "< 5 s"), ("real model: 32-token forward", forward, None, "< 1 s")]
     total = 0.0
     for path in paths:
         seconds, mb = run_notebook(path)
         total += seconds
-        rows.append((Path(path).stem, seconds, mb, "< 20 s, < 1024 MB"))
+        real = Path(path).stem.startswith("11_")
+        rows.append((Path(path).stem, seconds, mb, "< 60 s, < 1536 MB" if real else "< 20 s, < 1024 MB"))
     rows.append(("series total", total, None, "< 120 s"))
 
     print(f"{'what':<32}{'seconds':>9}{'peak MB':>9}   budget")

@@ -126,3 +126,161 @@ def test_method2_check_demands_the_last_bit(cat, cat_world):
         assert checks.method2_logits(compute.zeroed_copy(cat)(ids), ref)
     assert "differ" in checks.method2_logits.feedback(ref + 1e-6, ref)[0]
     assert "shape" in checks.method2_logits.feedback(ref[:2], ref)[0]
+
+
+# ------------------------------------------------------------ zero, mean, resample; patching; lens; DLA
+
+def small_model(**choices):
+    model = Transformer(Config(vocab_size=11, d_model=8, n_heads=2, n_layers=2, d_ff=12, **choices))
+    model.reset_parameters(seed=4)
+    return model
+
+
+def test_zero_replacement_equals_the_head_switch_and_mean_uses_the_reference():
+    model = small_model()
+    ids = torch.randint(0, 11, (5, 6), generator=torch.Generator().manual_seed(0))
+    with torch.no_grad():
+        for heads in ([(0, 1)], [(1, 0), (1, 1)]):
+            assert torch.equal(model(ids, replace=compute.ablation_replace(heads, "zero")),
+                               model(ids, ablate_heads=set(heads)))
+    means = compute.mean_head_outputs(model, ids)
+    assert means[0].shape == (2, 6, 4)
+    assert torch.allclose(means[1], compute.head_outputs(model, ids)[1].mean(0))
+    flat = compute.mean_head_outputs(model, ids, per_position=False)
+    assert flat[0].shape == (2, 1, 4) and torch.allclose(flat[0][:, 0], means[0].mean(1))
+    logits, kept = compute.capture(model, ids[:2], ["L1.head_out", "L0.h"])
+    assert kept["L1.head_out"].shape == (2, 2, 6, 4) and kept["L0.h"].shape == (2, 6, 8)
+    with torch.no_grad():
+        assert torch.equal(logits, model(ids[:2]))
+
+
+def test_mean_ablation_with_a_one_prompt_reference_changes_nothing_and_padding_is_left_out():
+    model = small_model()
+    ids = torch.tensor([[1, 5, 2, 7]])
+    means = compute.mean_head_outputs(model, ids)
+    with torch.no_grad():
+        assert torch.allclose(model(ids, replace=compute.ablation_replace([(0, 0), (1, 1)], "mean", means)),
+                              model(ids), atol=1e-6)
+    padded = torch.tensor([[1, 5, 2, 7], [3, 4, 0, 0]])
+    m = compute.mean_head_outputs(model, padded, lengths=[4, 2])
+    alone = compute.head_outputs(model, padded[:1])[0][0]
+    assert torch.allclose(m[0][:, 2:], alone[:, 2:]) and not torch.allclose(m[0][:, :2], alone[:, :2])
+
+
+def test_resample_takes_the_other_prompts_head_output():
+    model = small_model()
+    a, b = torch.tensor([[1, 5, 2, 7]]), torch.tensor([[3, 4, 9, 8]])
+    source = compute.head_outputs(model, b)
+    _, got = compute.capture(model, a, ["L1.head_out"],
+                             replace=compute.ablation_replace([(1, 0)], "resample", source=source))
+    assert torch.equal(got["L1.head_out"][0, 0], source[1][0, 0])
+    assert torch.equal(got["L1.head_out"][0, 1], compute.head_outputs(model, a)[1][0, 1])
+
+
+def test_ablation_replace_refuses_bad_kinds(refused):
+    refused(lambda: compute.ablation_replace([(0, 0)], "mean"), "means", "None")
+    refused(lambda: compute.ablation_replace([(0, 0)], "noise"), "zero", "'noise'")
+
+
+def test_cat_scores_equal_the_slow_tables(cat, cat_world):
+    fast = compute.cat_scores(cat, cat_world, ablate_heads={(1, 1)})
+    slow = compute.damage_row(cat, cat_world, ablate_heads={(1, 1)})
+    assert {k: fast[k] for k in slow} == pytest.approx(slow)
+    rows = compute.worlds.copula_report(cat, cat_world, ablate_heads={(1, 1)})
+    assert fast["p_class"] == pytest.approx(sum(r["p_class"] for r in rows) / len(rows), abs=1e-5)
+    zero = compute.cat_ablation(cat, cat_world, [(1, 1)], "zero")
+    assert zero == pytest.approx(fast, abs=1e-6)
+
+
+def test_resample_donors_are_other_rows_at_least_as_long():
+    lengths = torch.tensor([5, 5, 8, 9, 9])
+    donors = compute.resample_donors(lengths, seed=1)
+    assert all(d != b and lengths[d] >= lengths[b] for b, d in enumerate(donors.tolist()))
+
+
+def test_patching_everything_restores_all_and_nothing_restores_none(cat, cat_world):
+    tok = cat_world.tokenizer
+    clean, corrupt = tok.encode("<BOS> the cat is"), tok.encode("<BOS> the mat is")
+    metric = compute.logit_difference(cat_world)
+    grid = compute.patch_residual(cat, clean, corrupt, metric)
+    assert grid.shape == (3, 4)
+    assert grid[0, 2] == pytest.approx(1.0) and grid[-1, -1] == pytest.approx(1.0)   # the only token that differs; the last point
+    assert torch.all(grid[0, [0, 1, 3]].abs() < 1e-6)       # same tokens there: nothing to restore
+    heads = compute.patch_heads(cat, clean, corrupt, metric)
+    assert heads.shape == (2, 2) and not torch.allclose(heads, torch.zeros(2, 2))
+    reverse = compute.patch_heads(cat, corrupt, clean, metric)
+    assert not torch.allclose(reverse, heads)
+
+
+def test_patch_heads_matches_a_one_head_patch_done_by_hand(cat, cat_world):
+    tok = cat_world.tokenizer
+    clean, corrupt = tok.encode("<BOS> the dog was"), tok.encode("<BOS> the floor was")
+    metric = compute.logit_difference(cat_world)
+    clean_out = compute.head_outputs(cat, clean[None])[1]
+
+    def patch(x):
+        x = x.clone()
+        x[:, 1] = clean_out[:, 1]
+        return x
+    with torch.no_grad():
+        value = lambda **kw: float(metric({"logits": cat(corrupt[None], **kw)})[0])
+        by_hand = (value(replace={"L1.head_out": patch}) - value()) / (
+            float(metric({"logits": cat(clean[None])})[0]) - value())
+    assert compute.patch_heads(cat, clean, corrupt, metric)[1, 1] == pytest.approx(by_hand, abs=1e-5)
+
+
+def test_patching_can_watch_attention_weights(induction):
+    ids = torch.arange(1, 9)
+    metric = lambda out: out["L1.weights"][:, 0, -1, 0]
+    grid = compute.patch_heads(induction, ids, ids.flip(0), metric, watch=("L1.weights",))
+    assert grid.shape == (2, 2) and torch.isfinite(grid).all()
+
+
+def test_logit_lens_ends_at_the_models_logits_and_starts_at_the_embedding(cat, cat_world):
+    ids = cat_world.tokenizer.encode("<BOS> the cat sat")
+    names, lens = compute.logit_lens(cat, ids)
+    assert names == ["h0", "L0.h_mid", "L0.h", "L1.h_mid", "L1.h"] and lens.shape == (5, 4, 20)
+    with torch.no_grad():
+        assert torch.allclose(lens[-1], cat(ids), atol=1e-5)
+        assert torch.allclose(lens[0], cat.unembed(cat.embed(ids[None]))[0], atol=1e-5)
+    assert not torch.allclose(lens[0], lens[-1])
+
+
+def test_dla_terms_sum_to_the_actual_logit_and_difference(cat, cat_world, induction):
+    tok = cat_world.tokenizer
+    ids = tok.encode("<BOS> the cat is")
+    with torch.no_grad():
+        logits = cat(ids)[-1]
+    for direction in (torch.eye(20)[tok.ids["big"]], torch.eye(20)[3] - torch.eye(20)[7]):
+        terms = compute.direct_logit_attribution(cat, ids, direction)
+        assert list(terms)[:2] == ["embedding", "L0H0"] and "L1 MLP" in terms and "final-norm bias" in terms
+        assert sum(terms.values()) == pytest.approx(float(logits @ direction), abs=1e-4)
+    seq = torch.tensor([0, 3, 5, 2, 3, 5])
+    terms = compute.direct_logit_attribution(induction, seq, torch.eye(16)[2], position=4)
+    with torch.no_grad():
+        assert sum(terms.values()) == pytest.approx(float(induction(seq)[4, 2]), abs=1e-4)
+    assert "L0 MLP" not in terms
+
+
+def test_dla_refuses_a_post_ln_model(refused):
+    model = small_model(norm="post")
+    refused(lambda: compute.direct_logit_attribution(model, torch.tensor([1, 2]), torch.eye(11)[0]), "post-LN")
+
+
+def test_dla_without_a_final_norm_sums_too():
+    model = small_model(final_norm=False, norm="none")
+    ids = torch.tensor([1, 2, 6])
+    terms = compute.direct_logit_attribution(model, ids, torch.eye(11)[4])
+    with torch.no_grad():
+        assert sum(terms.values()) == pytest.approx(float(model(ids)[-1, 4]), abs=1e-4)
+
+
+def test_value_bias_write_is_what_a_w_v_zeroed_head_writes(cat, cat_world):
+    ids = cat_world.tokenizer.encode("<BOS> the cat is")
+    clone = compute.value_zeroed_copy(cat)
+    writes = compute.value_bias_write(cat)
+    with torch.no_grad():
+        attn = compute.capture(clone, ids[None], ["L0.attn"])[1]["L0.attn"][0]
+        expected = sum(writes[(0, h)] for h in range(2)) + cat.blocks[0].attn.b_O
+    assert torch.allclose(attn, expected.expand_as(attn), atol=1e-5)
+    assert min(float(v.norm()) for v in writes.values()) > 0

@@ -241,3 +241,38 @@ def test_seeds_are_whole_numbers(refused, cat):
     net = Transformer(Config(**small()))
     refused(lambda: net.reset_parameters(0.5), "seed", "0.5")
     net.reset_parameters(np.int64(3))   # a NumPy integer is a whole number
+
+
+def test_replace_swaps_a_named_intermediate_and_leaves_the_weights_alone():
+    model = Transformer(Config(vocab_size=9, d_model=8, n_heads=2, n_layers=2, d_ff=12))
+    model.reset_parameters(seed=5)
+    ids = torch.tensor([[1, 4, 2, 6], [3, 3, 0, 8]])
+    before = {k: v.clone() for k, v in model.state_dict().items()}
+    with torch.no_grad():
+        same = model(ids, replace={"L1.head_out": lambda x: x, "h0": lambda x: x})
+        assert torch.equal(same, model(ids))
+
+        def zero_head(x):
+            x = x.clone()
+            x[:, 1] = 0
+            return x
+        assert torch.equal(model(ids, replace={"L0.head_out": zero_head}), model(ids, ablate_heads={(0, 1)}))
+        shapes = {}
+        model(ids, replace={n: (lambda x, n=n: shapes.setdefault(n, tuple(x.shape)) and x)
+                            for n in ("L1.head_out", "L0.h", "L0.scores")})
+        assert shapes == {"L1.head_out": (2, 2, 4, 4), "L0.h": (2, 4, 8), "L0.scores": (2, 2, 4, 4)}
+        moved = model(ids, replace={"L1.h": lambda x: x + torch.arange(8.0)})
+        assert not torch.allclose(moved, model(ids))
+        trace = model(ids[0], trace=True, replace={"L0.mlp": torch.zeros_like})
+        assert torch.equal(trace["L0.mlp"], torch.zeros(4, 8)) and torch.equal(trace["L0.h"], trace["L0.h_mid"])
+    assert all(torch.equal(v, before[k]) for k, v in model.state_dict().items())
+
+
+def test_replace_refuses_unknown_names_and_wrong_shapes(refused):
+    model = Transformer(Config(vocab_size=9, d_model=8, n_heads=2, n_layers=1, d_ff=0))
+    ids = torch.tensor([1, 2, 3])
+    refused(lambda: model(ids, replace={"L3.h": lambda x: x}), "never makes", "L0.head_out")
+    refused(lambda: model(ids, attention=False, replace={"L0.q": lambda x: x}), "never makes")
+    refused(lambda: model(ids, replace={"L0.h": lambda x: x[:, :2]}), "shape (1, 3, 8)", "(1, 2, 8)")
+    refused(lambda: model(ids, replace={"L0.h": lambda x: None}), "shape", "NoneType")
+    refused(lambda: model(ids, replace=[("L0.h", abs)]), "dict")

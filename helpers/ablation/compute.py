@@ -10,6 +10,7 @@ import copy
 import torch
 
 from .. import worlds
+from ..errors import fail
 
 
 def without_attention_blocks(model, ids):
@@ -119,3 +120,314 @@ def ablation_view(model, world, prompt, heads_off=(), attention=True):
     probs = worlds.next_token_probs(model, world, [prompt.split()], **switches)[0]
     report = worlds.copula_report(model, world, **switches)
     return dict(probs=probs, in_class=sum(r["in_class"] for r in report), types=len(report))
+
+
+# ------------------------------------------------------------ capture and replace (any model)
+
+KINDS = ("zero", "mean", "resample")
+
+
+def capture(model, ids, names, replace=None, **switches):
+    """One forward pass on ids (B, T) -> (logits (B, T, V), {name: the batched tensor}), e.g.
+    names=("L0.head_out",) gives (B, H, T, d_k). A tensor also in ``replace`` is captured after
+    its replacement; switches go to the model."""
+    got, hooks = {}, dict(replace or {})
+    for name in names:
+        inner = hooks.get(name, _same)
+        hooks[name] = lambda x, name=name, inner=inner: got.setdefault(name, inner(x))
+    with torch.no_grad():
+        logits = model(ids, replace=hooks, **switches)
+    return logits, got
+
+
+def _same(x):
+    return x
+
+
+def head_outputs(model, ids):
+    """{layer: (B, H, T, d_k)} every head's output (before W_O) on ids (B, T)."""
+    names = [f"L{layer}.head_out" for layer in range(model.cfg.n_layers)]
+    got = capture(model, ids, names)[1]
+    return {layer: got[name] for layer, name in enumerate(names)}
+
+
+def mean_head_outputs(model, ids, lengths=None, per_position=True):
+    """{layer: (H, T, d_k)} each head's output averaged over the reference batch ids (B, T).
+
+    lengths: (B,) real lengths of padded rows (position t of row b counts only if t < lengths[b]).
+    per_position=False also averages over positions: (H, 1, d_k), the same at every position.
+    """
+    B, T = ids.shape
+    lengths = torch.full((B,), T) if lengths is None else torch.as_tensor(lengths)
+    real = (torch.arange(T)[None] < lengths[:, None]).float()[:, None, :, None]   # (B, 1, T, 1)
+    out = {}
+    for layer, x in head_outputs(model, ids).items():
+        if per_position:
+            out[layer] = (x * real).sum(0) / real.sum(0)
+        else:
+            out[layer] = (x * real).sum((0, 2))[:, None] / real.sum()
+    return out
+
+
+def ablation_replace(heads, kind="zero", means=None, source=None):
+    """The ``replace`` dict that ablates ``heads`` ((layer, head) pairs) in one forward pass.
+
+    Each head's output (B, H, T, d_k) is replaced by 0 (zero), by means[layer][head, :T] from
+    ``mean_head_outputs`` (mean), or by source[layer][:, head, :T] from ``head_outputs`` on
+    other prompts, (B or 1, H, >= T, d_k) (resample).
+    """
+    if kind not in KINDS:
+        fail(f"the ablation kind should be one of {KINDS}, but got {kind!r}")
+    need = {"mean": means, "resample": source}.get(kind, ())
+    if need is None:
+        fail(f"{kind} ablation needs the {'means' if kind == 'mean' else 'source'} argument, but got None")
+    by_layer = {}
+    for layer, head in heads:
+        by_layer.setdefault(layer, []).append(head)
+
+    def swap(layer, chosen):
+        def fn(x):
+            x = x.clone()
+            T = x.shape[2]
+            for head in chosen:
+                x[:, head] = 0.0 if kind == "zero" else (
+                    means[layer][head, :T] if kind == "mean" else source[layer][:, head, :T])
+            return x
+        return fn
+    return {f"L{layer}.head_out": swap(layer, chosen) for layer, chosen in by_layer.items()}
+
+
+# ------------------------------------------------------------ the cat world, in one batched pass
+
+def cat_batch(world, sentences=None):
+    """(ids (B, T), lengths (B,)) of the sentences minus their last word, padded: row b's
+    position t predicts word t+1 of sentence b."""
+    sentences = world.sentences if sentences is None else sentences
+    ids, _ = world.batch(sentences)
+    return ids, torch.tensor([len(s) - 1 for s in sentences])
+
+
+def cat_scores(model, world, **switches):
+    """Rule and collateral figures from one batched pass over the 64 sentence types.
+
+    Returns dict(held_out_rule, bigram (top-1 on the 432 non-copula slots), copula (right class
+    on the 16 copula slots), p_class (mean p(class adjectives) over the 16 copula types)), equal
+    to ``damage_row`` and ``worlds.copula_report``; switches go to the model (e.g. replace=...).
+    """
+    ids, _ = cat_batch(world)
+    with torch.no_grad():
+        probs = torch.softmax(model(ids, **switches), dim=-1)
+    top = probs.argmax(-1)
+    word = world.tokenizer.ids
+    bigram = [0, 0]
+    copula, rule, p_class = [], [], []
+    for b, s in enumerate(world.sentences):
+        for t in range(1, len(s)):
+            if s[t - 1] in worlds.COPULAS:
+                adjs = [word[a] for a in worlds.adjectives_of(s[t - 2])]
+                copula.append(int(top[b, t - 1]) in adjs)
+                p_class.append(float(probs[b, t - 1, adjs].sum()))
+                if s in world.held_out:
+                    rule.append(copula[-1])
+            else:
+                bigram[0] += int(top[b, t - 1]) == word[s[t]]
+                bigram[1] += 1
+    return dict(held_out_rule=sum(rule) / len(rule), bigram=bigram[0] / bigram[1],
+                copula=sum(copula) / len(copula), p_class=sum(p_class) / len(p_class))
+
+
+def cat_ablation(model, world, heads, kind, per_position=True, seed=0):
+    """``cat_scores`` with ``heads`` ablated. mean: means over the 64 sentence types (per
+    position, or over positions too); resample: each sentence takes the heads' outputs from
+    another sentence at least as long (a seeded draw)."""
+    ids, lengths = cat_batch(world)
+    means = mean_head_outputs(model, ids, lengths, per_position) if kind == "mean" else None
+    source = None
+    if kind == "resample":
+        donors = resample_donors(lengths, seed)
+        source = {layer: x[donors] for layer, x in head_outputs(model, ids).items()}
+    return cat_scores(model, world, replace=ablation_replace(heads, kind, means, source))
+
+
+def resample_donors(lengths, seed):
+    """(B,) for each row b a seeded other row b' != b with lengths[b'] >= lengths[b]."""
+    g = torch.Generator().manual_seed(seed)
+    donors = []
+    for b, n in enumerate(lengths.tolist()):
+        pool = [c for c, m in enumerate(lengths.tolist()) if c != b and m >= n]
+        donors.append(pool[int(torch.randint(len(pool), (1,), generator=g))])
+    return torch.tensor(donors)
+
+
+def induction_ablation(model, ids, heads, kind, per_position=True, reference=None):
+    """Copy losses dict(first, second, chance) on repeated sequences ids (B, 2L+1) with ``heads``
+    ablated. mean: means over ``reference`` (default ids itself); resample: sequence b takes the
+    heads' outputs from sequence b+1 (another random sequence)."""
+    from ..heads import compute as heads_compute
+    inputs = ids[:, :-1]
+    means = source = None
+    if kind == "mean":
+        means = mean_head_outputs(model, (ids if reference is None else reference)[:, :-1],
+                                  per_position=per_position)
+    elif kind == "resample":
+        source = {layer: x.roll(1, dims=0) for layer, x in head_outputs(model, inputs).items()}
+    length = (ids.shape[1] - 1) // 2
+    return heads_compute.copy_losses(model, ids, length, replace=ablation_replace(heads, kind, means, source))
+
+
+# ------------------------------------------------------------ activation patching
+
+def restored_fraction(patched, clean, corrupt):
+    """(patched - corrupt) / (clean - corrupt): 0 = nothing restored, 1 = all of it."""
+    return (patched - corrupt) / (clean - corrupt)
+
+
+def patch_heads(model, clean, corrupt, metric, watch=()):
+    """Patch each head's clean output into the corrupted run, one head at a time, all heads in
+    one batched pass.
+
+    clean, corrupt: ids (T,) or (1, T), same length. metric(out) -> (B,) with out = {"logits":
+    (B, T, V), plus every name in ``watch``}. Returns (layers, heads) restored fractions.
+    """
+    L, H = model.cfg.n_layers, model.cfg.n_heads
+    clean_out = head_outputs(model, _row(model, clean))
+    corrupt_ids = _row(model, corrupt).expand(L * H, -1)
+
+    def patch(layer):
+        def fn(x):
+            x = x.clone()
+            for head in range(H):
+                x[layer * H + head, head] = clean_out[layer][0, head]
+            return x
+        return fn
+    patched = _measure(model, corrupt_ids, metric, watch, {f"L{l}.head_out": patch(l) for l in range(L)})
+    return restored_fraction(patched, *_ends(model, clean, corrupt, metric, watch)).view(L, H)
+
+
+def residual_names(model):
+    """The residual-stream points, in order: h0, then each block's h_mid (if it has an MLP) and h."""
+    names = ["h0"]
+    for layer in range(model.cfg.n_layers):
+        names += ([f"L{layer}.h_mid"] if model.cfg.d_ff else []) + [f"L{layer}.h"]
+    return names
+
+
+def patch_residual(model, clean, corrupt, metric, names=None, watch=()):
+    """Patch the clean residual stream at one point and one position into the corrupted run.
+
+    names: residual points (default: h0 and each block's output L{l}.h). Returns (len(names), T)
+    restored fractions, every (point, position) in one batched pass.
+    """
+    names = names or ["h0"] + [f"L{l}.h" for l in range(model.cfg.n_layers)]
+    clean_ids, corrupt_ids = _row(model, clean), _row(model, corrupt)
+    T = clean_ids.shape[1]
+    got = capture(model, clean_ids, names)[1]
+
+    def patch(row0, name):
+        def fn(x):
+            x = x.clone()
+            for t in range(T):
+                x[row0 + t, t] = got[name][0, t]
+            return x
+        return fn
+    replace = {name: patch(i * T, name) for i, name in enumerate(names)}
+    patched = _measure(model, corrupt_ids.expand(len(names) * T, -1), metric, watch, replace)
+    return restored_fraction(patched, *_ends(model, clean, corrupt, metric, watch)).view(len(names), T)
+
+
+def _row(model, ids):
+    ids = model.check_ids(ids)
+    return ids[None] if ids.dim() == 1 else ids
+
+
+def _measure(model, ids, metric, watch, replace):
+    """metric of one pass with ``replace`` (and the ``watch`` names captured): (B,)."""
+    logits, got = capture(model, ids, watch, replace)
+    return metric({**got, "logits": logits})
+
+
+def _ends(model, clean, corrupt, metric, watch):
+    """(metric of the clean run, metric of the corrupted run), floats."""
+    return tuple(float(_measure(model, _row(model, ids), metric, watch, {})[0]) for ids in (clean, corrupt))
+
+
+def logit_difference(world, up=worlds.ANIMAL_ADJ, down=worlds.SURFACE_ADJ):
+    """metric(out) -> (B,): mean logit of the ``up`` words minus that of the ``down`` words at the last position."""
+    ids = world.tokenizer.ids
+    up_ids, down_ids = [ids[w] for w in up], [ids[w] for w in down]
+    return lambda out: out["logits"][:, -1, up_ids].mean(-1) - out["logits"][:, -1, down_ids].mean(-1)
+
+
+# ------------------------------------------------------------ logit lens and direct logit attribution
+
+def logit_lens(model, ids, names=None):
+    """(names, logits (P, T, V)): the final norm and the unembedding applied to each residual point
+    (default ``residual_names``) of one sequence ids (T,). The last point gives the model's logits."""
+    names = names or residual_names(model)
+    got = capture(model, _row(model, ids), names)[1]
+    with torch.no_grad():
+        return names, torch.stack([model.unembed(got[name][0]) for name in names])
+
+
+def direct_logit_attribution(model, ids, direction, position=-1):
+    """Each part's direct contribution to direction · logits at ``position`` of ids (T,).
+
+    direction: (V,) weights over the vocabulary (a one-hot for one logit; +1/2, -1/2 ... for a
+    difference). The final LayerNorm is linear once its scale sigma is frozen at this run's value:
+    LN(sum of parts) = sum of (part - its mean) / sigma * gamma, plus beta. Returns an ordered
+    dict {"embedding", "L0H0", ..., "L0 b_O", "L0 MLP", ..., "final-norm bias": float}, whose sum
+    equals the actual value (pre-LN or no-norm models only).
+    """
+    cfg = model.cfg
+    if cfg.norm == "post":
+        fail("direct logit attribution needs the residual stream to be a sum of parts: a pre-LN or "
+             "no-norm model, but this one is post-LN")
+    names = ["h0"] + [f"L{l}.{n}" for l in range(cfg.n_layers) for n in ("head_out", "mlp") if
+                      n != "mlp" or cfg.d_ff] + [f"L{cfg.n_layers - 1}.h"]
+    got = {k: v[0, ..., position, :] if k.endswith("head_out") else v[0, position]
+           for k, v in capture(model, _row(model, ids), names)[1].items()}
+    with torch.no_grad():
+        return _attribute(model, got, direction)
+
+
+def _attribute(model, got, direction):
+    """direct_logit_attribution's sum, from the captured parts at one position."""
+    cfg = model.cfg
+    parts = {"embedding": got["h0"]}
+    for layer, block in enumerate(model.blocks):
+        attn, d_k = block.attn, cfg.d_k
+        for head in range(cfg.n_heads):
+            parts[f"L{layer}H{head}"] = got[f"L{layer}.head_out"][head] @ attn.W_O[head * d_k:(head + 1) * d_k]
+        if attn.b_O is not None:
+            parts[f"L{layer} b_O"] = attn.b_O
+        if cfg.d_ff:
+            parts[f"L{layer} MLP"] = got[f"L{layer}.mlp"]
+    u = model.E.T @ torch.as_tensor(direction, dtype=model.E.dtype)       # (d_model,)
+    if model.final_ln is None:
+        return {name: float(p @ u) for name, p in parts.items()}
+    ln, h = model.final_ln, got[f"L{cfg.n_layers - 1}.h"]
+    sigma = torch.sqrt(h.var(unbiased=False) + ln.eps)        # frozen at this run's value
+    out = {name: float(((p - p.mean()) / sigma * ln.weight) @ u) for name, p in parts.items()}
+    out["final-norm bias"] = float(ln.bias @ u)
+    return out
+
+
+def value_bias_write(model):
+    """{(layer, head): (d_model,)} what a head still writes when W_V = 0 but b_V stays: its values
+    are all b_V's slice, its weights sum to 1, so its output is that slice and it writes b_V_h · W_O_h."""
+    d_k, out = model.cfg.d_k, {}
+    with torch.no_grad():
+        for layer, block in enumerate(model.blocks):
+            for head in range(model.cfg.n_heads):
+                rows = slice(head * d_k, (head + 1) * d_k)
+                out[(layer, head)] = block.attn.b_V[rows] @ block.attn.W_O[rows]
+    return out
+
+
+def value_zeroed_copy(model):
+    """A copy of ``model`` with every W_V zeroed (b_V kept): the Primer's "equivalently W_V = 0"."""
+    clone = copy.deepcopy(model)
+    with torch.no_grad():
+        for block in clone.blocks:
+            block.attn.W_V.zero_()
+    return clone

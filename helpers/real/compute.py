@@ -1,0 +1,480 @@
+"""Chapter 11's functions on the real model (SmolLM2-135M-Instruct in the course's Transformer).
+
+Also the short real-model views of chapters 05-10 (``induction_view``, ``rotary_view``,
+``swiglu_view``, ``norm_view``, ``temperature_view``, ``patching_view``). Every function takes
+the model (and tokenizer) from ``load()``; nothing here imports widgets.
+"""
+import math
+import time
+
+import numpy as np
+import torch
+import torch.nn.functional as F
+
+from .. import reference as ref
+from ..errors import check_positive_int, fail
+from ..heads import compute as heads
+from ..model import KVCache
+from . import smollm2
+
+BOOK_SENTENCE = "The Time Traveller smiled at us."   # the Book's induction experiment, written twice
+FACT = "The capital of France is"
+START = "<|endoftext|>"   # the token that opens a document in SmolLM2's training data
+
+
+def load():
+    """(model, tokenizer), loaded once per process (see helpers.real.smollm2)."""
+    return smollm2.load()
+
+
+def check_text(text, name="the prompt"):
+    if not isinstance(text, str) or not text.strip():
+        fail(f"{name} should be a non-empty string, but got {text!r:.40}")
+    return text
+
+
+def tokens(tok, text):
+    """[(id, piece)] for text: each token's id and the text it stands for."""
+    ids = tok.encode(check_text(text, "the text"))
+    return list(zip(ids, tok.pieces(ids)))
+
+
+@torch.no_grad()
+def trace(model, ids):
+    """The model's trace (every named intermediate) for ids (T,)."""
+    return model(model.check_ids(ids), trace=True)
+
+
+def shape_table(model, ids):
+    """[(name, shape)] of layer 0's intermediates and the read-out, for ids (T,)."""
+    record = trace(model, ids)
+    return [(name, tuple(t.shape)) for name, t in record.items()
+            if not name.startswith("L") or name.startswith("L0.")]
+
+
+def parameter_formula(cfg):
+    """Parameters by part, from the sizes alone (GQA, SwiGLU, RMSNorm, tied embedding, no biases).
+
+    Per layer: W_Q and W_O are d x d; W_K and W_V are d x (n_kv_heads * d_k); the SwiGLU MLP has
+    three d x d_ff matrices; two RMSNorms of d scales each. Plus the embedding V x d (also the
+    unembedding: tied) and the final RMSNorm's d.
+    """
+    d, d_kv = cfg.d_model, cfg.kv_heads * cfg.d_k
+    parts = dict(embedding=cfg.vocab_size * d, attention=2 * d * d + 2 * d * d_kv,
+                 mlp=3 * d * cfg.d_ff, norms=2 * d)
+    parts["per_layer"] = parts["attention"] + parts["mlp"] + parts["norms"]
+    parts["final_norm"] = d
+    parts["total"] = parts["embedding"] + cfg.n_layers * parts["per_layer"] + parts["final_norm"]
+    return parts
+
+
+def parameters_counted(model):
+    """The number of numbers the model holds, counted tensor by tensor."""
+    return sum(p.numel() for p in model.parameters())
+
+
+def distinct_per_block(W, block=32):
+    """The most distinct values in any block of ``block`` consecutive weights along W's input
+    axis (the file's quantisation blocks). W: (d_in, d_out), d_in a multiple of block."""
+    W = torch.as_tensor(W)
+    if W.dim() != 2 or W.shape[0] % block:
+        fail(f"expected a matrix (d_in, d_out) with d_in a multiple of {block}, but got shape {tuple(W.shape)}")
+    blocks = W.T.reshape(-1, block)                     # one row per block
+    ordered = blocks.sort(dim=1).values
+    return int(((ordered[:, 1:] != ordered[:, :-1]).sum(1) + 1).max())
+
+
+def kv_bytes_per_token(cfg, bytes_per_number=4):
+    """Bytes the KV cache adds per token: 2 (K and V) x layers x key/value heads x d_k x bytes."""
+    return 2 * cfg.n_layers * cfg.kv_heads * cfg.d_k * bytes_per_number
+
+
+def memory_mb(model, path=None):
+    """dict(file, weights, kv_per_1k_tokens) in MB (10^6 bytes): the 4-bit file on disk, the
+    float32 weights in memory, the float32 KV cache for 1,000 tokens."""
+    import os
+
+    weights = sum(p.numel() * p.element_size() for p in model.parameters())
+    return dict(file=os.path.getsize(path or smollm2.gguf_path()) / 1e6, weights=weights / 1e6,
+                kv_per_1k_tokens=1000 * kv_bytes_per_token(model.cfg) / 1e6)
+
+
+def peak_memory_mb():
+    """This process's peak resident memory so far, in MB (Linux: VmHWM)."""
+    import resource
+
+    return resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1e3
+
+
+# ---------------------------------------------------------------- heads: previous-token, induction
+
+def repeated(tok, text=BOOK_SENTENCE):
+    """(ids (2L+1,), L): the start token, then text's L tokens twice (the Book's experiment)."""
+    ids = tok.encode(check_text(text, "the text"))
+    if len(ids) < 2:
+        fail(f"the text should be at least two tokens long to be repeated, but {text!r} is {len(ids)}")
+    return torch.tensor(tok.encode(START) + ids + ids), len(ids)
+
+
+def all_weights(model, ids):
+    """Attention weights of every layer and head from one pass: ids (T,) -> (layers, heads, T, T)."""
+    record = trace(model, ids)
+    return torch.stack([record[f"L{layer}.weights"] for layer in range(model.cfg.n_layers)])
+
+
+def head_scores(model, ids, length):
+    """(previous, induction), each (layers, heads): chapter 05's scores on ids = ``repeated(...)``."""
+    w = all_weights(model, ids)
+    return heads.previous_token_score(w), heads.induction_score(w, length)
+
+
+def best_heads(scores, k=1):
+    """The k (layer, head) pairs of highest score, best first. scores: (layers, heads)."""
+    scores = torch.as_tensor(scores)
+    k = check_positive_int(k, "k")
+    order = torch.argsort(scores.flatten(), descending=True, stable=True)[:k]
+    n_heads = scores.shape[1]
+    return [(int(i) // n_heads, int(i) % n_heads) for i in order]
+
+
+@torch.no_grad()
+def mean_ablated_logits(model, ids, heads_off):
+    """Logits (T, V) with each head of ``heads_off`` mean-ablated: its output head_out replaced,
+    at every position, by its mean over the positions of this sequence (the model's ``replace``
+    switch; the weights are untouched)."""
+    ids = model.check_ids(ids)
+    heads_off = model.check_heads(heads_off)
+    record = trace(model, ids)
+
+    def with_means(layer, heads):
+        def replace(head_out):                      # (B, H, T, d_k)
+            head_out = head_out.clone()
+            for head in heads:
+                head_out[:, head] = record[f"L{layer}.head_out"][head].mean(0)
+            return head_out
+        return replace
+
+    layers = sorted({layer for layer, _ in heads_off})
+    return model(ids, replace={f"L{layer}.head_out": with_means(layer, [h for l, h in heads_off if l == layer])
+                               for layer in layers})
+
+
+def copy_losses(model, ids, length, mean_ablate=()):
+    """dict(first, second): mean next-token loss on the first copy and on the second copy
+    (its first token left out, nothing announces it), optionally with heads mean-ablated."""
+    ids = model.check_ids(ids)
+    with torch.no_grad():
+        logits = mean_ablated_logits(model, ids, mean_ablate) if mean_ablate else model(ids)
+    loss = F.cross_entropy(logits[:-1], ids[1:], reduction="none")   # entry t: the target at t+1
+    return dict(first=float(loss[:length].mean()), second=float(loss[length + 1:].mean()))
+
+
+def random_heads(cfg, k, avoid=(), seed=0):
+    """k (layer, head) pairs drawn without replacement (seeded), none of them in ``avoid``."""
+    g = torch.Generator().manual_seed(seed)
+    pool = [(l, h) for l in range(cfg.n_layers) for h in range(cfg.n_heads) if (l, h) not in set(avoid)]
+    return [pool[int(i)] for i in torch.randperm(len(pool), generator=g)[:check_positive_int(k, "k")]]
+
+
+def induction_view(model, tok, text=BOOK_SENTENCE):
+    """Chapter 05's real-model view: the best previous-token head and the best induction head
+    on text written twice. dict(pieces, length, previous, induction (scores, (layers, heads)),
+    best_previous, best_induction ((layer, head)), their maps (T, T))."""
+    ids, length = repeated(tok, text)
+    w = all_weights(model, ids)
+    previous, induction = heads.previous_token_score(w), heads.induction_score(w, length)
+    bp, bi = best_heads(previous)[0], best_heads(induction)[0]
+    return dict(pieces=tok.pieces(ids), length=length, previous=previous, induction=induction,
+                best_previous=bp, best_induction=bi, previous_map=w[bp], induction_map=w[bi])
+
+
+# ---------------------------------------------------------------- the logit lens
+
+@torch.no_grad()
+def logit_lens(model, ids, token_id):
+    """What the read-out would say after each layer, at the last position.
+
+    The residual stream after embedding (layer -1 as "emb") and after each block, put through
+    the final RMSNorm and the tied unembedding. Returns dict(layers (list of ints, -1 first),
+    p (probability of token_id), rank (0 = top), top (the top token id)), lists per layer.
+    """
+    record = trace(model, ids)
+    streams = [record["h0"][-1]] + [record[f"L{layer}.h"][-1] for layer in range(model.cfg.n_layers)]
+    logits = model.unembed(torch.stack(streams))
+    probs = torch.softmax(logits, dim=-1)
+    rank = (logits > logits[:, token_id:token_id + 1]).sum(-1)
+    return dict(layers=list(range(-1, model.cfg.n_layers)), p=probs[:, token_id].tolist(),
+                rank=rank.tolist(), top=logits.argmax(-1).tolist())
+
+
+def first_top_layer(lens):
+    """The first layer after which the token is the top prediction and stays so, or None."""
+    rank = lens["rank"]
+    for i, layer in enumerate(lens["layers"]):
+        if all(r == 0 for r in rank[i:]):
+            return layer
+    return None
+
+
+# ---------------------------------------------------------------- sampling, timing
+
+@torch.no_grad()
+def next_logits(model, tok, prompt):
+    """The logits (V,) of the token after ``prompt``."""
+    return model(torch.tensor(tok.encode(check_text(prompt))))[-1]
+
+
+def top_tokens(tok, probs, k=5):
+    """[(piece, probability)] of the k most probable tokens of probs (V,)."""
+    p, i = torch.topk(torch.as_tensor(probs), check_positive_int(k, "k"))
+    return [(tok.pieces([int(j)])[0], float(q)) for q, j in zip(p, i)]
+
+
+def temperature_view(model, tok, prompt=FACT, temperatures=(0.5, 1.0, 2.0), k=5):
+    """Chapter 09's real-model view: {temperature: dict(top (k (piece, p)), entropy (nats),
+    nucleus_90 (tokens in the top-p = 0.9 set))} for the next token after prompt."""
+    from ..sampling import compute as sampling
+
+    logits = next_logits(model, tok, prompt)
+    out = {}
+    for t in temperatures:
+        probs = sampling.with_temperature(logits, t)
+        entropy = float(-(probs * torch.log(probs.clamp_min(1e-30))).sum())
+        out[t] = dict(top=top_tokens(tok, probs, k), entropy=entropy,
+                      nucleus_90=len(sampling.nucleus(probs, 0.9)))
+    return out
+
+
+def _ms(seconds):
+    return 1000 * seconds
+
+
+@torch.no_grad()
+def kv_timing(model, prompt_ids, new_tokens=16, repeats=3):
+    """Milliseconds per token: prefill (the prompt in one pass) against decoding with the
+    cache (one new token at a time) and without it (the whole sequence again for each token).
+
+    Greedy tokens; wall-clock medians of ``repeats`` runs after a warm-up. Timings vary
+    with the machine and its load. Returns dict(prefill, decode_cached, decode_uncached) in ms
+    per token, and the generated ids.
+    """
+    ids = model.check_ids(prompt_ids)
+    new_tokens = check_positive_int(new_tokens, "new_tokens")
+
+    def run(use_cache):
+        cache = KVCache(model.cfg.n_layers) if use_cache else None
+        start = time.perf_counter()
+        logits = model(ids, cache=cache) if use_cache else model(ids)
+        prefill = time.perf_counter() - start
+        out, start = ids, time.perf_counter()
+        for _ in range(new_tokens):
+            nxt = logits[-1].argmax().reshape(1)
+            out = torch.cat([out, nxt])
+            logits = model(nxt, cache=cache) if use_cache else model(out)
+        return prefill, time.perf_counter() - start, out
+
+    run(True)   # warm-up
+    cached = sorted((run(True) for _ in range(repeats)), key=lambda r: r[1])[repeats // 2]
+    uncached = sorted((run(False) for _ in range(repeats)), key=lambda r: r[1])[repeats // 2]
+    if not torch.equal(cached[2], uncached[2]):
+        fail("the cached and uncached loops chose different tokens; the KV cache is broken")
+    return dict(prefill=_ms(cached[0]) / len(ids), decode_cached=_ms(cached[1]) / new_tokens,
+                decode_uncached=_ms(uncached[1]) / new_tokens, ids=cached[2])
+
+
+@torch.no_grad()
+def forward_seconds(model, T=32, repeats=3, seed=0):
+    """Median wall-clock seconds of one forward pass over T random tokens (after a warm-up)."""
+    g = torch.Generator().manual_seed(seed)
+    ids = torch.randint(0, model.cfg.vocab_size, (check_positive_int(T, "T"),), generator=g)
+    model(ids)
+    times = []
+    for _ in range(repeats):
+        start = time.perf_counter()
+        model(ids)
+        times.append(time.perf_counter() - start)
+    return sorted(times)[repeats // 2]
+
+
+# ---------------------------------------------------------------- views for chapters 06-08, 10
+
+def rotary_view(model, tok, text=BOOK_SENTENCE, layer=0, head=0, query=-1, key=0, n=16):
+    """Chapter 06's real-model view: one real query and key of a head, placed at every pair of
+    positions 0..n-1 and rotated there with the model's own base.
+
+    Returns dict(scores (n, n): S[t, s], which depends only on t - s; spread (the largest
+    difference between two entries of one diagonal), base). The model keeps Llama's column
+    order (pair i = columns i, i + d_k/2); here they are reordered to adjacent pairs for
+    chapter 06's ``reference.rotate_pairs``, which is the same rotation. Scores are divided by
+    sqrt(d_k), as the model does.
+    """
+    from ..positions import compute as positions
+
+    ids = torch.tensor(tok.encode(check_text(text, "the text")))
+    record = trace(model, ids)
+    cfg, d_k = model.cfg, model.cfg.d_k
+    if not (0 <= layer < cfg.n_layers and 0 <= head < cfg.n_heads):
+        fail(f"(layer, head) should lie in 0..{cfg.n_layers - 1} x 0..{cfg.n_heads - 1}, but got ({layer}, {head})")
+    group = cfg.n_heads // cfg.kv_heads
+    q = record[f"L{layer}.q"][query, head * d_k:(head + 1) * d_k]
+    kv = head // group
+    k = record[f"L{layer}.k"][key, kv * d_k:(kv + 1) * d_k]
+    order = torch.stack([torch.arange(d_k // 2), torch.arange(d_k // 2) + d_k // 2], 1).flatten()
+    where = np.arange(check_positive_int(n, "n"))
+    Q = ref.rotate_pairs(np.tile(q[order].numpy(), (n, 1)), where, base=cfg.rotary_base)
+    K = ref.rotate_pairs(np.tile(k[order].numpy(), (n, 1)), where, base=cfg.rotary_base)
+    scores = Q @ K.T / math.sqrt(d_k)
+    spread = positions.diagonal_spread(scores)
+    return dict(scores=scores, spread=spread, base=cfg.rotary_base)
+
+
+def swiglu_view(model, tok, text=BOOK_SENTENCE, layer=0):
+    """Chapter 07's real-model view: SwiGLU against GELU.
+
+    dict(x, silu, gelu: the two curves on [-4, 4]; gate: the real gate values x @ W_G of layer
+    ``layer`` (T * d_ff,); negative_share: the share of them below zero, where silu lets little
+    through; params_swiglu, params_gelu: one MLP's parameters, 3 d d_ff against a GELU MLP's
+    2 d (4 d)).
+    """
+    ids = torch.tensor(tok.encode(check_text(text, "the text")))
+    gate = trace(model, ids)[f"L{layer}.gate"].flatten()
+    x = torch.linspace(-4, 4, 161)
+    d, d_ff = model.cfg.d_model, model.cfg.d_ff
+    return dict(x=x, silu=F.silu(x), gelu=F.gelu(x), gate=gate,
+                negative_share=float((gate < 0).float().mean()),
+                params_swiglu=3 * d * d_ff, params_gelu=2 * d * 4 * d)
+
+
+def norm_view(model, tok, text=BOOK_SENTENCE):
+    """Chapter 08's real-model view: RMSNorm against LayerNorm, and the residual stream's growth.
+
+    Per layer (h0 then each block's h): rms (the root mean square of h, averaged over tokens),
+    mean_over_rms (|mean of h's d numbers| / rms, averaged: how much LayerNorm's centring would
+    change), gap (the largest difference between RMSNorm and LayerNorm of h, both without their
+    learned scales). Lists of floats, one per stream.
+    """
+    ids = torch.tensor(tok.encode(check_text(text, "the text")))
+    record = trace(model, ids)
+    streams = [record["h0"]] + [record[f"L{layer}.h"] for layer in range(model.cfg.n_layers)]
+    out = dict(rms=[], mean_over_rms=[], gap=[])
+    for h in streams:
+        rms = h.pow(2).mean(-1, keepdim=True).sqrt()
+        out["rms"].append(float(rms.mean()))
+        out["mean_over_rms"].append(float((h.mean(-1, keepdim=True).abs() / rms).mean()))
+        gap = F.rms_norm(h, (h.shape[-1],)) - F.layer_norm(h, (h.shape[-1],))
+        out["gap"].append(float(gap.abs().max()))
+    return out
+
+
+@torch.no_grad()
+def patched_logits(model, clean_ids, corrupt_ids, layer, position):
+    """Run corrupt_ids, but after block ``layer`` put the clean run's residual stream at
+    ``position`` in place of the corrupt one (the ``replace`` switch on ``L{layer}.h``).
+    Both (T,) of one length. Returns logits (T, V)."""
+    clean_ids, corrupt_ids = model.check_ids(clean_ids), model.check_ids(corrupt_ids)
+    if clean_ids.shape != corrupt_ids.shape:
+        fail(f"the clean and corrupted prompts should have as many tokens, but have "
+             f"{len(clean_ids)} and {len(corrupt_ids)}")
+    if not (0 <= layer < model.cfg.n_layers and -len(clean_ids) <= position < len(clean_ids)):
+        fail(f"layer should lie in 0..{model.cfg.n_layers - 1} and position in 0..{len(clean_ids) - 1}, "
+             f"but got layer={layer}, position={position}")
+    clean = trace(model, clean_ids)[f"L{layer}.h"]
+
+    def patch(h):                                    # (B, T, d_model)
+        h = h.clone()
+        h[:, position] = clean[position]
+        return h
+
+    return model(corrupt_ids, replace={f"L{layer}.h": patch})
+
+
+def patching_view(model, tok, clean=FACT, corrupt="The capital of Italy is", answers=(" Paris", " Rome"),
+                  layers=None):
+    """Chapter 10's real-model view: activation patching on the real model.
+
+    The logit difference answers[0] - answers[1] at the last position: clean, corrupted, and
+    with the clean residual stream patched in after each of ``layers`` (default: all) at the
+    position where the two prompts differ. dict(clean, corrupt, layers, patched (one per layer),
+    position, restored (per layer: (patched - corrupt) / (clean - corrupt))).
+    """
+    a, b = tok.encode(check_text(clean)), tok.encode(check_text(corrupt))
+    targets = [tok.encode(t) for t in answers]
+    if len(a) != len(b) or any(len(t) != 1 for t in targets):
+        fail(f"patching needs two prompts of one length and one-token answers, but got {len(a)} and "
+             f"{len(b)} tokens and answers of {[len(t) for t in targets]} tokens")
+    differ = [i for i, (x, y) in enumerate(zip(a, b)) if x != y]
+    if len(differ) != 1:
+        fail(f"the two prompts should differ in exactly one token, but differ in {len(differ)}")
+    (p_id,), (q_id,) = targets
+    diff = lambda logits: float(logits[-1, p_id] - logits[-1, q_id])
+    with torch.no_grad():
+        clean_d, corrupt_d = diff(model(torch.tensor(a))), diff(model(torch.tensor(b)))
+    layers = list(range(model.cfg.n_layers) if layers is None else layers)
+    patched = [diff(patched_logits(model, torch.tensor(a), torch.tensor(b), layer, differ[0]))
+               for layer in layers]
+    restored = [(p - corrupt_d) / (clean_d - corrupt_d) for p in patched]
+    return dict(clean=clean_d, corrupt=corrupt_d, layers=layers, patched=patched, position=differ[0],
+                restored=restored)
+
+
+def ablation_view(model, tok, text=BOOK_SENTENCE, k=3, seed=0):
+    """Chapter 10's other real-model view: the k best induction heads mean-ablated against k
+    random heads. dict(heads, control, normal, ablated, control_ablated: copy_losses dicts)."""
+    ids, length = repeated(tok, text)
+    _, induction = head_scores(model, ids, length)
+    best = best_heads(induction, k)
+    control = random_heads(model.cfg, k, avoid=best, seed=seed)
+    return dict(heads=best, control=control, normal=copy_losses(model, ids, length),
+                ablated=copy_losses(model, ids, length, mean_ablate=best),
+                control_ablated=copy_losses(model, ids, length, mean_ablate=control))
+
+
+# ---------------------------------------------------------------- the explorer's compute
+
+MAX_PROMPT_TOKENS = 40   # the explorer's heatmap stays readable up to here
+
+
+@torch.no_grad()
+def prompt_view(model, tok, prompt, k=8):
+    """What the explorer draws for one prompt: dict(pieces (T,), weights (layers, heads, T, T),
+    top (k (piece, probability)) for the next token)."""
+    ids = tok.encode(check_text(prompt))
+    if len(ids) > MAX_PROMPT_TOKENS:
+        fail(f"the explorer takes prompts of at most {MAX_PROMPT_TOKENS} tokens, but this one has {len(ids)}")
+    record = trace(model, ids)
+    weights = torch.stack([record[f"L{layer}.weights"] for layer in range(model.cfg.n_layers)])
+    return dict(pieces=tok.pieces(ids), weights=weights, top=top_tokens(tok, record["probs"][-1], k))
+
+
+# ---------------------------------------------------------------- the file's row order
+
+def file_order(W, n_heads):
+    """W (d_in, n_heads * d_k) with each head's columns in llama.cpp's order, (0, d_k/2, 1,
+    d_k/2 + 1, ...): the inverse of ``smollm2.unpermute``, on columns."""
+    d_in, width = W.shape
+    d_k = width // n_heads
+    return W.T.reshape(n_heads, 2, d_k // 2, d_in).transpose(1, 2).reshape(width, d_in).T
+
+
+@torch.no_grad()
+def rotary_orders(model, ids, layer=0):
+    """Layer ``layer``'s attention weights three ways, against the model's own (Llama's order,
+    pairs (i, i + d_k/2)): dict(file_adjacent: max |difference| with the file's column order
+    turned in adjacent pairs (2i, 2i+1), as llama.cpp does; file_halves: the file's order
+    turned as Llama does, the wrong mix)."""
+    from ..model import Attention
+
+    cfg = model.cfg
+    record = trace(model, ids)
+    own = model.blocks[layer].attn
+    out = {}
+    for name, pairs in (("file_adjacent", "adjacent"), ("file_halves", "halves")):
+        attn = Attention(cfg.d_model, cfg.n_heads, bias=False, n_kv_heads=cfg.n_kv_heads,
+                         rotary=dict(base=cfg.rotary_base, pairs=pairs))
+        attn.W_Q = torch.nn.Parameter(file_order(own.W_Q, cfg.n_heads))
+        attn.W_K = torch.nn.Parameter(file_order(own.W_K, cfg.kv_heads))
+        attn.W_V, attn.W_O = own.W_V, own.W_O
+        kept = {}
+        attn(record[f"L{layer}.ln1"][None], keep=lambda n, x: kept.__setitem__(n, x[0]))
+        out[name] = float((kept["weights"] - record[f"L{layer}.weights"]).abs().max())
+    return out

