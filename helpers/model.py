@@ -12,7 +12,7 @@ in the order of the Primer's shape table::
     final_ln, logits, probs
 
 Layers and heads are counted from 0 (the Primer's "layer 1, head 1" is L0H0).
-Switches (``causal``, ``attention``, ``ablate_heads``, ``positions``) change one
+Switches (``causal``, ``attention``, ``ablate_heads``, ``positions``, ``scaled``) change one
 forward pass only; the stored weights are never modified. ``replace={"L1.head_out": fn}``
 swaps any named intermediate x for fn(x) (batched: head_out is (B, H, T, d_k), per head
 before W_O) and runs on from it: the tool of ablation and activation patching.
@@ -165,8 +165,10 @@ class Attention(nn.Module):
             (nn.Parameter(torch.zeros(width)) if bias else None) for width in (d, d_kv, d_kv, d))
 
     def forward(self, x, *, causal=True, positions=True, ablate=(), cache=None, layer=0, start=0,
-                keep=None):
+                keep=None, scaled=True):
         """x: (B, T, d_model) -> write-back (B, T, d_model).
+
+        scaled=False leaves out the division of the scores by √d_k (chapter 03's experiment).
 
         ablate: head indices whose rows of W_O are zeroed for this call (a new tensor; the
         stored W_O is untouched). cache: a KVCache whose entry ``layer`` is read and extended.
@@ -187,7 +189,9 @@ class Attention(nn.Module):
         if self.n_kv_heads != H:  # grouped-query attention: each key/value head serves a group
             k, v = (t.repeat_interleave(H // self.n_kv_heads, dim=1) for t in (k, v))
         T_k = k.shape[-2]
-        scores = q @ k.transpose(-2, -1) / math.sqrt(d_k)  # (B, H, T, T_k)
+        scores = q @ k.transpose(-2, -1)  # (B, H, T, T_k)
+        if scaled:
+            scores = scores / math.sqrt(d_k)
         if causal:
             hidden = torch.triu(torch.ones(T, T_k, dtype=torch.bool), diagonal=T_k - T + 1)
             scores = scores.masked_fill(hidden, float("-inf"))
@@ -382,7 +386,7 @@ class Transformer(nn.Module):
                     p.normal_(0.0, 1.0 / math.sqrt(p.shape[0]), generator=g)
 
     def forward(self, ids, *, trace=False, causal=True, attention=True,
-                ablate_heads=(), positions=True, cache=None, replace=None):
+                ablate_heads=(), positions=True, cache=None, replace=None, scaled=True):
         """ids: (T,) or (B, T) token ids -> logits (T, V) or (B, T, V).
 
         trace=True returns a dict of every intermediate instead (single sequence only,
@@ -393,8 +397,11 @@ class Transformer(nn.Module):
         replace: {trace name: fn}; each named intermediate x, batched as the pass makes it
         (e.g. "L1.head_out" (B, H, T, d_k), "L0.h" (B, T, d_model)), is replaced by fn(x), a
         tensor of the same shape, and the pass carries on from it (the weights are untouched).
+        scaled: False leaves out the division of the scores by √d_k.
         """
         ids = self.check_ids(ids)
+        if not isinstance(scaled, bool):
+            fail(f"scaled should be True or False, but got {scaled!r}")
         single = ids.dim() == 1
         if single:
             ids = ids[None]
@@ -415,7 +422,8 @@ class Transformer(nn.Module):
         for layer, block in enumerate(self.blocks):
             h = block(h, keep=lambda name, x, layer=layer: keep(f"L{layer}.{name}", x), layer=layer,
                       causal=causal, attention=attention, positions=positions,
-                      ablate={head for (lay, head) in heads if lay == layer}, cache=cache, start=start)
+                      ablate={head for (lay, head) in heads if lay == layer}, cache=cache, start=start,
+                      scaled=scaled)
         logits = self.unembed(h, keep=keep)
         unused = sorted(set(replace) - set(keep.seen))
         if unused:

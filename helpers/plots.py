@@ -20,10 +20,10 @@ def use_style():
     plt.rcParams.update(STYLE)
 
 
-def attention_heatmap(weights, tokens, ax=None, title=None, keys=None, annotate=True):
+def attention_heatmap(weights, tokens, ax=None, title=None, keys=None, annotate=True, fontsize=7):
     """Heatmap of a (T_q, T_k) attention matrix, queries down, keys across, weights printed.
 
-    tokens: query labels (T_q); keys: key labels (default: tokens).
+    tokens: query labels (T_q); keys: key labels (default: tokens); fontsize: of the printed weights.
     """
     w = as_array(weights, "weights", 2)
     keys = tokens if keys is None else keys
@@ -39,7 +39,7 @@ def attention_heatmap(weights, tokens, ax=None, title=None, keys=None, annotate=
     ax.spines[:].set_visible(False)
     if annotate and w.size <= 400:
         for (i, j), value in np.ndenumerate(w):
-            ax.text(j, i, f"{value:.2f}", ha="center", va="center", fontsize=7,
+            ax.text(j, i, f"{value:.2f}", ha="center", va="center", fontsize=fontsize,
                     color="white" if value > 0.6 else "black")
     if title:
         ax.set_title(title)

@@ -80,20 +80,28 @@ def test_attention_on_subject_and_effects_have_one_entry_per_head(cat, cat_world
     assert torch.all((looks >= 0) & (looks <= 1)) and torch.all(effect <= 1)
 
 
-def test_ablation_view_counts_copula_types(cat, cat_world):
-    on = compute.ablation_view(cat, cat_world, "<BOS> the cat is")
-    assert on["in_class"] == on["types"] == 16
-    off = compute.ablation_view(cat, cat_world, "<BOS> the cat is", attention=False)
-    assert off["in_class"] < 16 and torch.isclose(off["probs"].sum(), torch.tensor(1.0))
+def test_cat_lab_view_reads_one_prompt_the_scores_and_the_patch_map(cat, cat_world):
+    lab = compute.CatLab(cat, cat_world)
+    on = lab.view("<BOS> the cat is", [], "mean")
+    assert on["scores"]["copula"] == 1.0 and torch.isclose(on["probs"].sum(), torch.tensor(1.0))
+    with torch.no_grad():
+        assert torch.allclose(on["probs"], torch.softmax(cat(cat_world.tokenizer.encode("<BOS> the cat is"))[-1], -1))
+    off = lab.view("<BOS> the cat is", [(0, 0)], "zero")
+    assert off["scores"] == pytest.approx(compute.cat_ablation(cat, cat_world, [(0, 0)], "zero"))
+    assert on["patch"].shape == (5, 4) and on["patch"][0, 2] == pytest.approx(1.0)
+    assert lab.view("<BOS> the floor is", [(1, 1)], "resample")["patch"][-1, -1] == pytest.approx(1.0)
 
 
-def test_explorer_has_a_box_per_head_and_redraws(cat, cat_world, capsys):
+def test_explorer_has_a_kind_and_a_box_per_head_and_redraws(cat, cat_world, capsys):
     shown = explorer.explorer(cat, cat_world)
-    assert set(shown.controls) == {"prompt", "attention_off", "L0H0", "L0H1", "L1H0", "L1H1"}
+    assert set(shown.controls) == {"prompt", "kind", "L0H0", "L0H1", "L1H0", "L1H1"}
     first = shown.picture()
     assert first.startswith(b"\x89PNG")
-    shown.controls["L0H0"].value = True
-    assert shown.picture() != first
+    shown.controls["L1H1"].value = True
+    second = shown.picture()
+    assert second != first
+    shown.controls["kind"].value = "zero"
+    assert shown.picture() != second
 
 
 def test_write_back_check():
@@ -107,16 +115,6 @@ def test_write_back_check():
     assert "differs" in checks.write_back.feedback(right + 1, concat, W_O, d_k=2)[0]
     assert "shape" in checks.write_back.feedback(right.T, concat, W_O, d_k=2)[0]
     assert "not answered" in checks.write_back.feedback(None, concat, W_O, d_k=2)[0]
-
-
-def test_least_damage_check():
-    table = {(0, 0): 0.4, (1, 0): 0.7, (1, 1): 0.3}
-    assert checks.least_damage((1, 0), table)
-    assert checks.least_damage([1, 0], table)
-    assert "another head" in checks.least_damage.feedback((0, 0), table)[0]
-    assert "not a head" in checks.least_damage.feedback((5, 5), table)[0]
-    assert "(layer, head)" in checks.least_damage.feedback("L1H0", table)[0]
-    assert "2 whole numbers" in checks.least_damage.feedback((1, 0, 0), table)[0]
 
 
 def test_method2_check_demands_the_last_bit(cat, cat_world):
@@ -284,3 +282,60 @@ def test_value_bias_write_is_what_a_w_v_zeroed_head_writes(cat, cat_world):
         expected = sum(writes[(0, h)] for h in range(2)) + cat.blocks[0].attn.b_O
     assert torch.allclose(attn, expected.expand_as(attn), atol=1e-5)
     assert min(float(v.norm()) for v in writes.values()) > 0
+
+
+def test_mean_ablation_check_names_the_likely_slips(induction):
+    ids = torch.randint(1, 16, (6, 9), generator=torch.Generator().manual_seed(1))
+    reference = compute.head_outputs(induction, ids)[1]
+    x = compute.head_outputs(induction, ids[:3].flip(1))[1]
+
+    def right(x):
+        x = x.clone()
+        x[:, 0] = reference[:, 0].mean(0)
+        return x
+
+    def with_head(value, head=0):
+        return lambda x: (lambda y: (y.__setitem__((slice(None), head), value), y)[1])(x.clone())
+    assert checks.mean_ablation(right, x, reference, head=0)
+    feedback = lambda f: checks.mean_ablation.feedback(f, x, reference, head=0)[0]
+    assert "zero ablation" in feedback(with_head(0.0))
+    assert "over the positions too" in feedback(with_head(reference[:, 0].mean((0, 1))))
+    assert "batch being ablated" in feedback(lambda y: with_head(y[:, 0].mean(0))(y))
+    assert "every head" in feedback(lambda y: reference.mean(0).expand_as(y).clone())
+    assert "other head" in feedback(with_head(reference[:, 1].mean(0)))
+    assert "nothing was replaced" in feedback(lambda y: y)
+    assert "shape" in feedback(lambda y: y[:, 0])
+    assert "a function" in feedback(right(x))
+
+
+def test_patched_fraction_check_names_the_likely_slips(cat, cat_world):
+    clean, corrupt = "<BOS> the dog was", "<BOS> the floor was"
+    tok, metric = cat_world.tokenizer, compute.logit_difference(cat_world)
+    c, k = tok.encode(clean), tok.encode(corrupt)
+    right = float(compute.patch_heads(cat, c, k, metric)[1, 1])
+    reverse = float(compute.patch_heads(cat, k, c, metric)[1, 1])
+    value_clean, value_corrupt = compute._ends(cat, c[None], k[None], metric, ())
+    patched = right * (value_clean - value_corrupt) + value_corrupt
+    args = (cat, cat_world, clean, corrupt, (1, 1))
+    assert checks.patched_fraction(right, *args)
+    assert "patched run's logit difference" in checks.patched_fraction.feedback(patched, *args)[0]
+    assert "still missing" in checks.patched_fraction.feedback(1 - right, *args)[0]
+    assert "other way" in checks.patched_fraction.feedback(reverse, *args)[0]
+    assert "too" in checks.patched_fraction.feedback(right + 0.3, *args)[0]
+
+
+def test_lens_row_check_names_the_likely_slips(cat, cat_world):
+    with torch.no_grad():
+        trace = cat(cat_world.tokenizer.encode("<BOS> the dog sat on"), trace=True)
+        right = cat.unembed(trace["L0.h"])
+        assert checks.lens_row(right, trace, "L0.h", cat)
+        feedback = lambda a: checks.lens_row.feedback(a, trace, "L0.h", cat)[0]
+        assert "without the final LayerNorm" in feedback(trace["L0.h"] @ cat.E.T)
+        assert "probabilities" in feedback(torch.softmax(right, -1))
+        assert "L0.h_mid" in feedback(cat.unembed(trace["L0.h_mid"]))
+        assert "L1.h" in feedback(trace["logits"])
+        assert "shape" in feedback(right[:2])
+
+
+def test_explorer_refuses_prompts_it_cannot_patch(cat, cat_world, refused):
+    refused(lambda: explorer.explorer(cat, cat_world, prompts=("<BOS> the cat sat",)), "NOUN COPULA", "cat sat")

@@ -82,6 +82,49 @@ def test_scores_on_perfect_patterns():
     assert heads.induction_score(torch.stack([induction, torch.eye(T)]), L).tolist() == [1.0, 0.0]
 
 
+def test_even_weights_give_the_chance_level_of_each_score():
+    w = heads.even_weights(4)
+    assert torch.allclose(w[2], torch.tensor([1 / 3, 1 / 3, 1 / 3, 0.0]))
+    assert float(heads.previous_token_score(w)) == pytest.approx((1 / 2 + 1 / 3 + 1 / 4) / 3)
+    L = 8   # queries 9..16 each see t+1 tokens: the mean of 1/10 .. 1/17
+    assert float(heads.induction_score(heads.even_weights(2 * L + 1), L)) == pytest.approx(
+        sum(1 / (t + 1) for t in range(L + 1, 2 * L + 1)) / L)
+
+
+def test_attention_profile_sorts_every_weight_once():
+    T = 6
+    w = heads.even_weights(T)
+    profile = heads.attention_profile(w)
+    assert set(profile) == {"itself", "previous", "two_back", "bos", "elsewhere"}
+    assert float(sum(profile.values())) == pytest.approx(1.0)
+    assert float(profile["previous"]) == pytest.approx(float(heads.previous_token_score(w)))
+    on_self = heads.attention_profile(torch.eye(T))
+    assert float(on_self["itself"]) == 1.0 and float(on_self["bos"]) == 0.0
+    on_bos = torch.zeros(T, T)
+    on_bos[:, 0] = 1   # query 1's <BOS> is its previous token, query 2's two back
+    assert [round(float(on_bos_share), 3) for on_bos_share in heads.attention_profile(on_bos).values()] == \
+        [0.0, 0.2, 0.2, 0.6, 0.0]
+    batch = heads.attention_profile(torch.stack([torch.eye(T), on_bos]))
+    assert batch["itself"].tolist() == [1.0, 0.0]
+
+
+def test_repeat_score_follows_the_tokens_not_the_positions():
+    L, T = 4, 9
+    perfect = torch.eye(T)
+    for j in range(1, L + 1):
+        perfect[L + j] = 0
+        perfect[L + j, j + 1] = 1
+    ids = torch.tensor([0, 1, 2, 3, 4, 1, 2, 3, 4])
+    assert heads.repeat_score(perfect, ids) == pytest.approx(1.0)
+    assert heads.repeat_score(perfect, ids) == pytest.approx(float(heads.induction_score(perfect, L)))
+    ids = torch.tensor([0, 1, 2, 1, 2])          # a pattern of two, twice, then the weights of a
+    w = torch.zeros(5, 5)                        # head that looks at what followed the last occurrence
+    w[:, 0] = 1
+    w[3], w[4] = torch.tensor([0, 0, 1.0, 0, 0]), torch.tensor([0, 0, 0, 1.0, 0])
+    assert heads.repeat_score(w, ids) == pytest.approx(1.0)
+    assert math.isnan(heads.repeat_score(torch.eye(3), torch.tensor([0, 1, 2])))
+
+
 @pytest.mark.parametrize("call, words_expected", [
     (lambda: heads.split_heads(torch.zeros(1, 3, 5), 2), "cannot split width 5"),
     (lambda: heads.split_heads(torch.zeros(3, 4), 2), "(B, T, width)"),
@@ -92,6 +135,9 @@ def test_scores_on_perfect_patterns():
     (lambda: heads.attention_weights_bytes(8, 0, 256), "n_heads"),
     (lambda: heads.induction_score(torch.zeros(5, 5), 4), "should end in (9, 9)"),
     (lambda: heads.previous_token_score(torch.zeros(3, 4)), "square"),
+    (lambda: heads.attention_profile(torch.zeros(1, 1)), "T >= 2"),
+    (lambda: heads.even_weights(0), "T"),
+    (lambda: heads.repeat_score(torch.zeros(3, 3), torch.tensor([0, 1])), "(2, 2) for 2 tokens"),
     (lambda: heads.head_view("cat", layer=2), "out of range"),
     (lambda: heads.head_view("dragon"), "one of"),
     (lambda: heads.head_view("cat", prompt="<BOS> the zebra"), "'zebra'"),
@@ -140,6 +186,33 @@ def test_a_previous_token_head_in_layer_0_and_an_induction_head_in_layer_1(induc
     assert losses["second"] < losses["first"] / 3
 
 
+def test_restart_probability_reads_a_1_off_the_first_copy(induction, test_ids):
+    ids, L = test_ids
+    restart = heads.restart_probability(induction, ids, L)
+    assert restart.shape == (L,)
+    with torch.no_grad():
+        probs = torch.softmax(induction(ids[3, :L + 1]), -1)
+    assert float(probs[4, ids[3, 1]]) == pytest.approx(float(heads.restart_probability(induction, ids[3:4], L)[3]))
+    assert restart[-1] > 0.3 and restart[1:].min() > 2 / 15   # a_1 expected again, twice chance or more
+    with pytest.raises(CourseInputError, match="should have 17 tokens"):
+        heads.restart_probability(induction, ids[:, :-1], L)
+
+
+def test_read_through_losses_patch_one_input_of_layer_1(induction, test_ids):
+    from helpers.ablation import compute as ablation
+    ids, L = test_ids
+    base = heads.copy_losses(induction, ids[:1], L)
+    own = ablation.mean_head_outputs(induction, ids[:1, :-1])      # the mean of one sequence is itself
+    for part, losses in heads.read_through_losses(induction, ids[:1], L, (0, 0), own).items():
+        assert losses == pytest.approx(base, abs=1e-5), part
+    means = ablation.mean_head_outputs(induction, ids[:, :-1])
+    through = heads.read_through_losses(induction, ids, L, (0, 0), means)
+    assert set(through) == {"q", "k", "v"}
+    assert through["k"]["second"] > 0.5 > heads.copy_losses(induction, ids, L)["second"]
+    with pytest.raises(CourseInputError, match="before the reading layer"):
+        heads.read_through_losses(induction, ids, L, (1, 0), means)
+
+
 def test_switching_off_either_head_hurts_the_second_copy(induction, test_ids):
     ids, L = test_ids
     previous, induction_scores = heads.head_scores(induction, ids, L)
@@ -177,7 +250,10 @@ def test_head_view_returns_the_traced_weights(cat, cat_world):
     trace = cat(cat_world.tokenizer.encode("<BOS> the cat sat"), trace=True)
     assert np.allclose(view["weights"], trace["L1.weights"][0].numpy())
     assert view["tokens"] == ["<BOS>", "the", "cat", "sat"]
-    assert "L1H0" in view["title"]
+    assert "L1H0" in view["title"] and f"previous-token score {view['previous']:.2f}" in view["title"]
+    assert "induction score none (no token repeats)" in view["title"] and math.isnan(view["repeat"])
+    repeated = heads.head_view("induction", 1, 0)
+    assert f"induction score {repeated['repeat']:.2f}" in repeated["title"] and repeated["repeat"] > 0.8
 
 
 def test_every_listed_prompt_runs_and_draws():
@@ -187,7 +263,7 @@ def test_every_listed_prompt_runs_and_draws():
             view = heads.head_view(model, 1, 1, prompt)
             assert np.allclose(view["weights"].sum(-1), 1, atol=1e-5)
             explorer.head_figure(view, fig)
-            assert len(fig.axes) == 1
+            assert len(fig.axes) == 2   # the heatmap and its colour bar, drawn once
 
 
 def test_the_fast_heatmap_redraws_for_every_model_and_prompt():
@@ -218,7 +294,7 @@ def test_split_check():
     q = torch.randn(2, 5, 6)
     assert checks.split.feedback(q.view(2, 5, 3, 2).transpose(1, 2), q, 3) == []
     assert "transpose(1, 2)" in words(checks.split, q.view(2, 5, 3, 2), q, 3)
-    assert "every 3-th column" in words(checks.split, q.view(2, 5, 2, 3).permute(0, 3, 1, 2), q, 3)
+    assert "one column in every 3" in words(checks.split, q.view(2, 5, 2, 3).permute(0, 3, 1, 2), q, 3)
     assert "mixes tokens into heads" in words(checks.split, q.reshape(2, 3, 5, 2), q, 3)
     assert "should have shape" in words(checks.split, q, q, 3)
     assert NOT_ANSWERED in words(checks.split, None, q, 3)

@@ -72,15 +72,53 @@ def test_mlp_weights_are_numpy_copies(cat):
     assert np.array_equal(mlp.mlp_weights(cat, 0)["W_2"], cat.blocks[0].mlp.W_2.detach().numpy())
 
 
+def dense(counts):
+    """The four parts block_counts reports, from a layer_parameters dict."""
+    return {part: counts[part] for part in ("attention", "mlp", "norms", "total")}
+
+
 def test_parameter_counts_by_formula_match_counting(cat, dragon):
-    assert mlp.block_counts(cat) == mlp.layer_parameters(6, 8) == dict(attention=168, mlp=110, norms=24, total=302)
-    assert mlp.block_counts(dragon, 2) == mlp.layer_parameters(6, 24)
+    assert mlp.block_counts(cat) == dense(mlp.layer_parameters(6, 8)) == dict(attention=168, mlp=110, norms=24, total=302)
+    assert mlp.block_counts(dragon, 2) == dense(mlp.layer_parameters(6, 24))
     assert mlp.layer_parameters(768)["mlp"] == 8 * 768 ** 2 + 3072 + 768
-    assert mlp.gpt_parameters("GPT-2 small")["total"] == 124_439_808
-    gpt3 = mlp.gpt_parameters("GPT-3")
+    assert mlp.model_parameters("GPT-2 small")["total"] == 124_439_808
+    gpt3 = mlp.model_parameters("GPT-3")
     assert 174e9 < gpt3["total"] < 175e9 and gpt3["mlp"] > 100e9
     with pytest.raises(CourseInputError, match="GPT-4"):
-        mlp.gpt_parameters("GPT-4")
+        mlp.model_parameters("GPT-4")
+
+
+def test_modern_models_match_their_published_totals():
+    # the totals Meta and Mistral publish for these configurations
+    assert mlp.model_parameters("Llama-2-7B")["total"] == 6_738_415_616
+    assert mlp.model_parameters("Llama-2-70B")["total"] == 68_976_648_192
+    mixtral = mlp.model_parameters("Mixtral-8x7B")
+    assert mixtral["total"] == 46_702_792_704 and mixtral["total_active"] == 12_879_925_248
+    attention, ffn = mlp.layer_shares("Llama-2-70B")
+    assert 0.17 < attention < 0.18 and 0.82 < ffn < 0.83
+    assert mlp.layer_shares("Mixtral-8x7B", active=True)[1] < mlp.layer_shares("Mixtral-8x7B")[1]
+    full = mlp.layer_parameters(8192, 28672, bias=False, n_heads=64, ffn="swiglu", norm="rms")
+    grouped = mlp.layer_parameters(8192, 28672, bias=False, n_heads=64, n_kv_heads=8, ffn="swiglu", norm="rms")
+    assert full["attention"] == 4 * 8192 ** 2 and grouped["attention"] == 2 * 8192 ** 2 + 2 * 8192 * 1024
+    assert grouped["mlp"] == 3 * 8192 * 28672 and grouped["norms"] == 2 * 8192
+    with pytest.raises(CourseInputError, match="n_kv_heads dividing n_heads"):
+        mlp.layer_parameters(64, n_heads=8, n_kv_heads=3)
+    with pytest.raises(CourseInputError, match="swiglu"):
+        mlp.layer_parameters(64, ffn="relu")
+
+
+def test_unit_selectivity(collected):
+    assert collected["next"].shape == collected["tokens"].shape
+    assert (collected["next"][collected["tokens"] == "sat"] == "on").all()
+    animals = np.isin(collected["tokens"], ["cat", "dog"])
+    s = mlp.unit_selectivity(collected, 0, 4, animals)
+    column = collected["act"][0][:, 4]
+    assert s["n_in"] == animals.sum() and s["mean_in"] == pytest.approx(column[animals].mean())
+    assert s["share_out"] == pytest.approx((column[~animals] > 0.5).mean())
+    with pytest.raises(CourseInputError, match="booleans"):
+        mlp.unit_selectivity(collected, 0, 4, animals[:10])
+    with pytest.raises(CourseInputError, match="not all"):
+        mlp.unit_selectivity(collected, 0, 4, np.ones(len(animals), bool))
 
 
 def test_collected_activations_cover_every_input_position(collected):
@@ -157,7 +195,7 @@ def test_mlp_row_check(cat):
 def test_gpt3_mlp_check():
     d = 12288
     assert checks.gpt3_mlp.feedback(8 * d * d * 96) == []
-    assert checks.gpt3_mlp.feedback(mlp.gpt_parameters("GPT-3")["mlp"]) == []
+    assert checks.gpt3_mlp.feedback(mlp.model_parameters("GPT-3")["mlp"]) == []
     assert "96" in said(checks.gpt3_mlp, 8 * d * d)
     assert "one of the two" in said(checks.gpt3_mlp, 4 * d * d * 96)
     assert "too small" in said(checks.gpt3_mlp, 10)

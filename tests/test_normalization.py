@@ -32,6 +32,63 @@ def test_layer_norm_steps_on_the_seed_vector():
         np.testing.assert_allclose(ln(torch.tensor(H_LAST, dtype=torch.float32)).numpy(), steps["out"], atol=1e-5)
 
 
+def test_layer_norm_by_hand_rounds_every_step():
+    hand = nz.layer_norm_by_hand(H_LAST, GAMMA, BETA)
+    assert hand["mean"] == 0.522 and hand["std"] == 0.313 and hand["var"] == 0.098
+    assert hand["z"][0] == -1.495 and hand["out"][0] == -3.707
+    exact = nz.layer_norm_steps(H_LAST, GAMMA, BETA, eps=0)["out"]
+    assert 0.003 < np.abs(hand["out"] - exact).max() < 0.005
+    with_eps = nz.layer_norm_steps(H_LAST, GAMMA, BETA)["out"]
+    assert round(exact[0], 3) == -3.703 and round(with_eps[0], 3) == -3.702
+    with pytest.raises(CourseInputError, match="gamma and beta"):
+        nz.layer_norm_by_hand(H_LAST, GAMMA[:4], BETA)
+
+
+def test_rounding_spread_and_gamma_for_range():
+    spread = nz.rounding_spread(H_LAST, GAMMA, BETA)
+    assert spread.shape == (6,) and (spread > 0.004).all() and (spread < 0.01).all()
+    assert (nz.rounding_spread(H_LAST, GAMMA, BETA, half_width=0) == 0).all()
+    z = nz.layer_norm_steps(H_LAST)["z"]
+    for beta in (BETA, np.zeros(6)):
+        g = nz.gamma_for_range(z, beta, 9)
+        assert np.ptp(g * z + beta) == pytest.approx(9) and np.ptp(0.99 * g * z + beta) < 9
+    assert round(nz.gamma_for_range(z, BETA, 9), 2) == 3.33 and round(nz.gamma_for_range(z, 0 * BETA, 9), 2) == 3.48
+    with pytest.raises(CourseInputError, match="β alone"):
+        nz.gamma_for_range(z, BETA, 0.5)
+
+
+def test_rms_norm():
+    out = nz.rms_norm(H_LAST)
+    assert np.linalg.norm(out) == pytest.approx(np.sqrt(6), abs=1e-3) and out.mean() > 0.5
+    np.testing.assert_allclose(nz.rms_norm(H_LAST - H_LAST.mean()), ref.layer_norm(H_LAST), atol=1e-9)
+    rows = np.stack([H_LAST, 2 * H_LAST])
+    np.testing.assert_allclose(nz.rms_norm(rows, GAMMA), np.stack([nz.rms_norm(H_LAST, GAMMA)] * 2), atol=1e-4)
+    with pytest.raises(CourseInputError, match="gamma needs d=6"):
+        nz.rms_norm(H_LAST, GAMMA[:3])
+
+
+def test_embedding_survival(cat, cat_world):
+    ids = cat_world.tokenizer.encode("<BOS> the cat sat")
+    names, cosine = nz.embedding_survival(cat, ids)
+    assert names == nz.residual_names(2) and cosine.shape == (5, 4)
+    np.testing.assert_allclose(cosine[0], 1, atol=1e-6)
+    with torch.no_grad():
+        trace = cat(ids, trace=True)
+    h0, last = trace["h0"][2].numpy(), trace["L1.h"][2].numpy()
+    assert cosine[-1, 2] == pytest.approx(h0 @ last / np.linalg.norm(h0) / np.linalg.norm(last), abs=1e-5)
+
+
+def test_chaotic_runs_print_as_outcomes(curves):
+    unigram, best = nz.reference_losses()
+    assert nz.chaotic("none", 8) and not nz.chaotic("none", 4) and not nz.chaotic("post", 12)
+    assert nz.final_text(nz.get_run(curves, "none", 12, 0.03)["loss"], "none", 12, unigram, best) == "NaN*"
+    assert nz.final_text(nz.get_run(curves, "none", 8, 0.03)["loss"], "none", 8, unigram, best) == "other*"
+    assert nz.final_text([3.0, 0.5678], "pre", 8, unigram, best) == "0.568"
+    assert "212" not in nz.stack_view(curves, 8, 0.03)["text"] and "*" in nz.stack_view(curves, 8, 0.03)["text"]
+    with pytest.raises(CourseInputError, match="norm should be one of"):
+        nz.chaotic("middle", 4)
+
+
 def test_layer_norm_steps_rejects_bad_input():
     with pytest.raises(CourseInputError, match="gamma and beta need d=6"):
         nz.layer_norm_steps(H_LAST, GAMMA[:5], BETA)
@@ -201,7 +258,14 @@ def test_figures_draw_and_check_their_input(curves):
     steps = nz.layer_norm_steps(H_LAST, GAMMA, BETA)
     assert len(nz.plot_steps(H_LAST, steps, printed=steps["out"]).axes) == 3
     assert len(nz.plot_init({norm: nz.layer_gradients(norm, 2) for norm in nz.PLACEMENTS}).axes) == 2
-    assert len(nz.plot_grid(curves, 2.5, 0.56).axes) == len(curves["lrs"])
+    grid = nz.plot_grid(curves, 2.5, 0.56)
+    assert len(grid.axes) == 2 * len(curves["lrs"])          # a NaN strip above each panel
+    strips = grid.axes[:len(curves["lrs"])]
+    marked = [line for ax in strips for line in ax.get_lines()]
+    assert len(marked) == 1 and list(marked[0].get_xdata()) == [12]   # none/12/0.03, the one NaN run
+    hollow = [line for ax in grid.axes[len(curves["lrs"]):] for line in ax.get_lines()
+              if line.get_markerfacecolor() == "white"]
+    assert len(hollow) == len(curves["lrs"])                 # the chaotic no-LayerNorm runs
     _, ax = plt.subplots()
     with pytest.raises(CourseInputError, match="points × 3 tokens"):
         nz.plot_stream(ax, ["h0", "L0.h"], np.ones((2, 4)), ["a", "b", "c"], "bad")

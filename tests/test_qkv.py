@@ -118,6 +118,19 @@ def test_explorer_redraws_and_the_menu_sets_both_sliders():
     assert shown.picture()[:8] == PNG
 
 
+@pytest.mark.parametrize("query", [[0.0, 1.0], [1.0, 0.0], [2.0, 0.0], [0.0, 0.0], [1.0, 1.0], [-1.0, -1.5]])
+def test_the_query_label_never_overlaps_a_key_label(query):
+    fig, draw = explorer.query_view()
+    draw(qkv.three_words_query("cat", query))
+    ax_q = fig.axes[0]
+    renderer = fig.canvas.get_renderer()
+    q_label = next(t for t in ax_q.texts if t.get_text() == "q")
+    keys = [t for t in ax_q.texts if t.get_text().startswith("k ")]
+    assert len(keys) == 2
+    box = q_label.get_window_extent(renderer)
+    assert not any(box.overlaps(k.get_window_extent(renderer)) for k in keys), query
+
+
 # --- the exercise checks -------------------------------------------------------------------------
 
 def right_attention(Q, K, V, causal=False):
@@ -142,8 +155,10 @@ RIGHT_AND_WRONG = [
     (checks.output_of_cat, [0.401, 0.198], [0.422, 0.155], "√d_k = √2"),
     (checks.output_of_cat, [0.401, 0.198], [0.0, 1.0, 1.0, 0.0], "average the values v"),
     (checks.output_of_cat, [0.401, 0.198], [0.5, 0.5], "differs from the expected values"),
+    (checks.output_of_cat, [0.401, 0.198], [2.028, 1.0], "divide them by their sum"),
     (checks.toy_weight, 0.463, 0.418, "√d_k = √5"),
     (checks.toy_weight, 0.463, 0.330, "causal mask"),
+    (checks.toy_weight, 0.463, 0.4835, "not by 5 itself"),
     (checks.attention_function, right_attention, unscaled_attention, "divide the scores by √d_k"),
     (checks.attention_function, right_attention, masked_after_softmax, "masked after the softmax"),
     (checks.attention_function, right_attention, lambda Q, K, V, causal=False: ref.attention(Q, K, V),

@@ -137,3 +137,59 @@ def test_gradient_wrt_raw_check():
     assert feedback(checks.gradient_wrt_raw, None, raw) == NOT_ANSWERED
     with pytest.raises(AssertionError, match="chain rule"):
         checks.gradient_wrt_raw.grade(sizes["wrt_input"], raw)
+
+
+# ------------------------------------------------------------------ fits, Adam and training without √d
+
+def test_log_fit_tells_sqrt_d_from_d():
+    dims = [64, 256, 768]
+    along_sqrt = np.exp(0.3 - 0.5 * np.sqrt(dims))
+    fit = scaling.log_fit(dims, along_sqrt)
+    assert fit["sqrt_d"][0] == pytest.approx(-0.5) and fit["sqrt_d"][2] < 1e-9
+    assert fit["d"][2] > 0.5                     # a straight line in d misses these points
+    along_d = np.exp(-0.01 * np.array(dims))
+    assert scaling.log_fit(dims, along_d)["d"][2] < 1e-9
+    with pytest.raises(CourseInputError, match="at least 3"):
+        scaling.log_fit([64, 256], [0.1, 0.01])
+
+
+def test_adam_cancels_a_constant_factor_but_plain_steps_would_not():
+    g = np.random.default_rng(3).normal(size=(30, 3))
+    full, eighth = scaling.adam_trajectory(g, 1.0), scaling.adam_trajectory(g, 1 / 8)
+    assert np.abs(full - eighth).max() < 1e-6 * np.abs(full).max()
+    assert np.abs(full).max() > 0.01
+    with pytest.raises(CourseInputError, match="factor"):
+        scaling.adam_trajectory(g, 0.0)
+
+
+def test_the_scaled_switch_changes_only_the_division():
+    model = scaling.scaling_model(d_model=8, n_heads=2, n_layers=1)
+    ids = torch.tensor([1, 4, 5, 11, 16])
+    trace, unscaled = model(ids, trace=True), model(ids, trace=True, scaled=False)
+    assert torch.allclose(unscaled["L0.scores"].nan_to_num(0, 0, 0),
+                          trace["L0.scores"].nan_to_num(0, 0, 0) * 2, atol=1e-6)   # √d_k = 2
+    assert not torch.allclose(trace["logits"], unscaled["logits"])
+    with pytest.raises(CourseInputError, match="scaled"):
+        model(ids, scaled="no")
+
+
+def test_saturated_share_counts_rows_with_two_or_more_keys():
+    from helpers import worlds
+    world = worlds.cat_world()
+    batch = world.batch(world.train)
+    model = scaling.scaling_model()
+    share_scaled, share_raw = (scaling.saturated_share(model, batch, scaled=s) for s in (True, False))
+    assert share_scaled < 0.1 < 0.3 < share_raw      # position 0 (always weight 1) is not counted
+    assert scaling.saturated_share(model, batch, scaled=True, above=0.0) == 1.0
+
+
+def test_training_without_the_division_still_learns_the_cat_world():
+    runs = scaling.train_with_and_without_scaling(seeds=(0, 1), steps=300)
+    assert [(r["seed"], r["scaled"]) for r in runs] == [(0, True), (0, False), (1, True), (1, False)]
+    for r in runs:
+        assert r["d_k"] == 32 and len(r["losses"]) == 300
+        assert r["losses"][0] > 10 and r["final"] < 1.0
+    raw, scaled = (np.mean([r["saturated_at_start"] for r in runs if r["scaled"] == s]) for s in (False, True))
+    assert raw > 0.3 > 0.1 > scaled
+    fig = scaling.training_figure(runs)
+    assert len(fig.axes[0].lines) == 4 and fig.axes[0].get_legend() is not None

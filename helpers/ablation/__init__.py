@@ -1,6 +1,7 @@
-"""Chapter 10, ablation: switch attention off (three ways that agree to the last bit), remove
-single heads, measure what each removal breaks, and compare where a head looks with what it does.
+"""Chapter 10, ablation and patching: switch attention off (one intervention written three ways),
+ablate heads by zero, mean or resample, patch clean activations into corrupted runs, and read the
+residual stream with the logit lens and direct logit attribution.
 
-compute.py holds the functions (the Primer's Appendix A methods, the tables' rows, the explorer's
-view); checks.py the exercise checks; explorer.py the widget (a checkbox per head, attention off).
+compute.py holds the functions (they use the model's ``replace=`` switch); checks.py the exercise
+checks; explorer.py the widget (ablation kind, heads, live scores, a patching view).
 """

@@ -1,9 +1,13 @@
-"""Switching attention off, whole or one head at a time, and measuring what breaks.
+"""Switching attention off, whole or one head at a time, replacing heads, patching, reading the stream.
 
 The Primer, Appendix A: Method 1 deletes the attention blocks, Method 2 keeps them but
 zeroes their write-back (W_O and b_O). Zeroing one head's rows of W_O is a single-head
 ablation. The model's own switches (``attention=False``, ``ablate_heads=...``) do the
-same without touching the stored weights.
+same without touching the stored weights; they are one intervention written three ways.
+
+Beyond the appendix, everything goes through ``model(ids, replace={trace name: fn})``: zero,
+mean and resample ablation (``ablation_replace``), activation patching (``patch_heads``,
+``patch_residual``), the logit lens and direct logit attribution.
 """
 import copy
 
@@ -110,18 +114,6 @@ def class_probability_drop(model, world):
     return drop
 
 
-def ablation_view(model, world, prompt, heads_off=(), attention=True):
-    """What the explorer shows for one setting of the switches.
-
-    Returns dict(probs: (V,) after ``prompt``, in_class: copula types answered in class,
-    types: how many copula types there are (16)).
-    """
-    switches = dict(ablate_heads=set(heads_off), attention=attention)
-    probs = worlds.next_token_probs(model, world, [prompt.split()], **switches)[0]
-    report = worlds.copula_report(model, world, **switches)
-    return dict(probs=probs, in_class=sum(r["in_class"] for r in report), types=len(report))
-
-
 # ------------------------------------------------------------ capture and replace (any model)
 
 KINDS = ("zero", "mean", "resample")
@@ -217,23 +209,29 @@ def cat_scores(model, world, **switches):
     ids, _ = cat_batch(world)
     with torch.no_grad():
         probs = torch.softmax(model(ids, **switches), dim=-1)
+    bigram, copula = _slots(world)
     top = probs.argmax(-1)
-    word = world.tokenizer.ids
-    bigram = [0, 0]
-    copula, rule, p_class = [], [], []
+    b, t, target = bigram.T
+    right = top[b, t] == target                                         # (432,)
+    b, t, adj1, adj2, held = copula.T
+    p_class = probs[b, t, adj1].double() + probs[b, t, adj2].double()   # (16,)
+    in_class = (top[b, t] == adj1) | (top[b, t] == adj2)
+    return dict(held_out_rule=float(in_class[held == 1].double().mean()), bigram=float(right.double().mean()),
+                copula=float(in_class.double().mean()), p_class=float(p_class.mean()))
+
+
+def _slots(world):
+    """The cat world's decisions as index rows: bigram (N, 3) [sentence, position, next id];
+    copula (M, 5) [sentence, position, class adjective ids (2), held out (0/1)]."""
+    word, bigram, copula = world.tokenizer.ids, [], []
     for b, s in enumerate(world.sentences):
         for t in range(1, len(s)):
             if s[t - 1] in worlds.COPULAS:
                 adjs = [word[a] for a in worlds.adjectives_of(s[t - 2])]
-                copula.append(int(top[b, t - 1]) in adjs)
-                p_class.append(float(probs[b, t - 1, adjs].sum()))
-                if s in world.held_out:
-                    rule.append(copula[-1])
+                copula.append([b, t - 1, *adjs, int(s in world.held_out)])
             else:
-                bigram[0] += int(top[b, t - 1]) == word[s[t]]
-                bigram[1] += 1
-    return dict(held_out_rule=sum(rule) / len(rule), bigram=bigram[0] / bigram[1],
-                copula=sum(copula) / len(copula), p_class=sum(p_class) / len(p_class))
+                bigram.append([b, t - 1, word[s[t]]])
+    return torch.tensor(bigram), torch.tensor(copula)
 
 
 def cat_ablation(model, world, heads, kind, per_position=True, seed=0):
@@ -283,25 +281,29 @@ def restored_fraction(patched, clean, corrupt):
 
 
 def patch_heads(model, clean, corrupt, metric, watch=()):
-    """Patch each head's clean output into the corrupted run, one head at a time, all heads in
-    one batched pass.
+    """Patch each head's clean output into the corrupted run, one head at a time, every head
+    (and every sequence) in one batched pass.
 
-    clean, corrupt: ids (T,) or (1, T), same length. metric(out) -> (B,) with out = {"logits":
-    (B, T, V), plus every name in ``watch``}. Returns (layers, heads) restored fractions.
+    clean, corrupt: ids (T,) or (B, T), pairs of the same length. metric(out) -> (rows,) with
+    out = {"logits": (rows, T, V), plus every name in ``watch``, batched}. Returns (layers, heads):
+    the restored fraction of the metric's mean over the B pairs.
     """
     L, H = model.cfg.n_layers, model.cfg.n_heads
-    clean_out = head_outputs(model, _row(model, clean))
-    corrupt_ids = _row(model, corrupt).expand(L * H, -1)
+    clean_ids, corrupt_ids = _pair(model, clean, corrupt)
+    B = clean_ids.shape[0]
+    clean_out = head_outputs(model, clean_ids)
 
     def patch(layer):
         def fn(x):
             x = x.clone()
             for head in range(H):
-                x[layer * H + head, head] = clean_out[layer][0, head]
+                rows = slice((layer * H + head) * B, (layer * H + head + 1) * B)
+                x[rows, head] = clean_out[layer][:, head]
             return x
         return fn
-    patched = _measure(model, corrupt_ids, metric, watch, {f"L{l}.head_out": patch(l) for l in range(L)})
-    return restored_fraction(patched, *_ends(model, clean, corrupt, metric, watch)).view(L, H)
+    replace = {f"L{l}.head_out": patch(l) for l in range(L)}
+    patched = _measure(model, corrupt_ids.repeat(L * H, 1), metric, watch, replace).view(L, H, B).mean(-1)
+    return restored_fraction(patched, *_ends(model, clean_ids, corrupt_ids, metric, watch))
 
 
 def residual_names(model):
@@ -315,29 +317,37 @@ def residual_names(model):
 def patch_residual(model, clean, corrupt, metric, names=None, watch=()):
     """Patch the clean residual stream at one point and one position into the corrupted run.
 
-    names: residual points (default: h0 and each block's output L{l}.h). Returns (len(names), T)
-    restored fractions, every (point, position) in one batched pass.
+    clean, corrupt: ids (T,) or (B, T). names: residual points (default: h0 and each block's
+    output L{l}.h). Returns (len(names), T) restored fractions of the metric's mean over the B
+    pairs, every (point, position) in one batched pass.
     """
     names = names or ["h0"] + [f"L{l}.h" for l in range(model.cfg.n_layers)]
-    clean_ids, corrupt_ids = _row(model, clean), _row(model, corrupt)
-    T = clean_ids.shape[1]
+    clean_ids, corrupt_ids = _pair(model, clean, corrupt)
+    B, T = clean_ids.shape
     got = capture(model, clean_ids, names)[1]
 
-    def patch(row0, name):
+    def patch(first, name):
         def fn(x):
             x = x.clone()
             for t in range(T):
-                x[row0 + t, t] = got[name][0, t]
+                rows = slice((first + t) * B, (first + t + 1) * B)
+                x[rows, t] = got[name][:, t]
             return x
         return fn
     replace = {name: patch(i * T, name) for i, name in enumerate(names)}
-    patched = _measure(model, corrupt_ids.expand(len(names) * T, -1), metric, watch, replace)
-    return restored_fraction(patched, *_ends(model, clean, corrupt, metric, watch)).view(len(names), T)
+    patched = _measure(model, corrupt_ids.repeat(len(names) * T, 1), metric, watch, replace)
+    patched = patched.view(len(names), T, B).mean(-1)
+    return restored_fraction(patched, *_ends(model, clean_ids, corrupt_ids, metric, watch))
 
 
-def _row(model, ids):
-    ids = model.check_ids(ids)
-    return ids[None] if ids.dim() == 1 else ids
+def _pair(model, clean, corrupt):
+    """clean and corrupt ids as (B, T) each, of one shape."""
+    clean, corrupt = (model.check_ids(x) for x in (clean, corrupt))
+    clean, corrupt = (x[None] if x.dim() == 1 else x for x in (clean, corrupt))
+    if clean.shape != corrupt.shape:
+        fail(f"clean and corrupted ids should have one shape, but got {tuple(clean.shape)} and "
+             f"{tuple(corrupt.shape)}")
+    return clean, corrupt
 
 
 def _measure(model, ids, metric, watch, replace):
@@ -347,8 +357,8 @@ def _measure(model, ids, metric, watch, replace):
 
 
 def _ends(model, clean, corrupt, metric, watch):
-    """(metric of the clean run, metric of the corrupted run), floats."""
-    return tuple(float(_measure(model, _row(model, ids), metric, watch, {})[0]) for ids in (clean, corrupt))
+    """(mean metric of the clean runs, of the corrupted runs), floats."""
+    return tuple(float(_measure(model, ids, metric, watch, {}).mean()) for ids in (clean, corrupt))
 
 
 def logit_difference(world, up=worlds.ANIMAL_ADJ, down=worlds.SURFACE_ADJ):
@@ -364,7 +374,7 @@ def logit_lens(model, ids, names=None):
     """(names, logits (P, T, V)): the final norm and the unembedding applied to each residual point
     (default ``residual_names``) of one sequence ids (T,). The last point gives the model's logits."""
     names = names or residual_names(model)
-    got = capture(model, _row(model, ids), names)[1]
+    got = capture(model, model.check_ids(ids).view(1, -1), names)[1]
     with torch.no_grad():
         return names, torch.stack([model.unembed(got[name][0]) for name in names])
 
@@ -385,7 +395,7 @@ def direct_logit_attribution(model, ids, direction, position=-1):
     names = ["h0"] + [f"L{l}.{n}" for l in range(cfg.n_layers) for n in ("head_out", "mlp") if
                       n != "mlp" or cfg.d_ff] + [f"L{cfg.n_layers - 1}.h"]
     got = {k: v[0, ..., position, :] if k.endswith("head_out") else v[0, position]
-           for k, v in capture(model, _row(model, ids), names)[1].items()}
+           for k, v in capture(model, model.check_ids(ids).view(1, -1), names)[1].items()}
     with torch.no_grad():
         return _attribute(model, got, direction)
 
@@ -431,3 +441,84 @@ def value_zeroed_copy(model):
         for block in clone.blocks:
             block.attn.W_V.zero_()
     return clone
+
+
+# ------------------------------------------------------------ the induction model's patching
+
+def induction_pairs(n, length, vocab_size, seed):
+    """(clean, corrupt), each (n, 2*length + 1): clean sequences repeat their first copy; the
+    corrupted ones keep the second copy but draw a fresh first copy, so nothing repeats."""
+    clean = worlds.repeated_tokens(n, length, vocab_size, seed)
+    fresh = worlds.repeated_tokens(n, length, vocab_size, seed + 1)
+    corrupt = clean.clone()
+    corrupt[:, 1:length + 1] = fresh[:, 1:length + 1]
+    return clean, corrupt
+
+
+def induction_attention(length, layer=1):
+    """metric(out) -> (rows,): the mean attention of ``layer``'s heads from each second-copy token
+    to the position after its earlier occurrence in the clean sequence (needs watch=("L1.weights",))."""
+    query = torch.arange(length + 1, 2 * length + 1)
+    return lambda out: out[f"L{layer}.weights"][:, :, query, query - length + 1].mean((1, 2))
+
+
+def copy_log_prob(clean, length):
+    """metric(out) -> (rows,): mean log-probability of the clean second copy's next tokens
+    (a_2 .. a_L), predicted from the second copy. clean: (B, 2*length + 1), the rows repeat it."""
+    query = torch.arange(length + 1, 2 * length)
+    target = clean[:, query + 1]                                     # (B, L-1)
+
+    def metric(out):
+        logp = out["logits"][:, query].log_softmax(-1)              # (rows, L-1, V)
+        rows = logp.shape[0]
+        return logp.gather(-1, target.repeat(rows // len(clean), 1)[..., None])[..., 0].mean(-1)
+    return metric
+
+
+# ------------------------------------------------------------ the explorer's view
+
+SWAP = {"cat": "mat", "mat": "cat", "dog": "floor", "floor": "dog"}
+
+
+class CatLab:
+    """The cat model's ablation references, computed once: the 64 sentence types' per-position
+    means and a seeded resample source. ``view(prompt, heads, kind)`` is what the explorer shows."""
+
+    def __init__(self, model, world, seed=0):
+        self.model, self.world = model, world
+        ids, lengths = cat_batch(world)
+        self.means = mean_head_outputs(model, ids, lengths)
+        outs = head_outputs(model, ids)
+        self.source = {layer: x[resample_donors(lengths, seed)] for layer, x in outs.items()}
+        # for one prompt: the outputs of another sentence type at least as long (the batch's row 0 donor)
+        self.sentences = [" ".join(s[:-1]) for s in world.sentences]
+        self.patches = {}
+
+    def replace(self, heads, kind, rows=None):
+        """The replace dict for the 64-sentence batch (rows=None) or for rows ``rows`` of it."""
+        source = self.source if rows is None else {l: x[rows] for l, x in self.source.items()}
+        return ablation_replace(heads, kind, self.means, source)
+
+    def view(self, prompt, heads, kind):
+        """dict(probs (V,) after ``prompt``, scores: ``cat_scores`` under the ablation, patch:
+        (points, T) residual patching of ``prompt`` against its noun swapped)."""
+        words = prompt.split()
+        row = self.sentences.index(" ".join(words)) if " ".join(words) in self.sentences else \
+            next(i for i, s in enumerate(self.world.sentences) if s[:len(words)] == words)
+        ids = self.world.tokenizer.encode(words)[None]
+        with torch.no_grad():
+            probs = torch.softmax(self.model(ids, replace=self.replace(heads, kind, [row]))[0, -1], -1)
+        return dict(probs=probs, scores=cat_scores(self.model, self.world, replace=self.replace(heads, kind)),
+                    patch=self.patch(prompt))
+
+    def patch(self, prompt):
+        """(points, T) restored fraction, clean ``prompt`` patched into its noun-swapped twin (cached)."""
+        if prompt not in self.patches:
+            words = prompt.split()
+            swapped = [SWAP.get(w, w) for w in words]
+            tok = self.world.tokenizer
+            sign = 1.0 if words[2] in worlds.ANIMALS else -1.0
+            metric = logit_difference(self.world)
+            self.patches[prompt] = patch_residual(self.model, tok.encode(words), tok.encode(swapped),
+                                                  lambda out: sign * metric(out), residual_names(self.model))
+        return self.patches[prompt]

@@ -1,35 +1,98 @@
-"""Chapter 10's explorer: a checkbox per head (and attention off) around the live next-token bars,
-titled with the number of copula types still answered in class."""
+"""Chapter 10's explorer: choose the ablation kind and the heads; see the live next-token bars,
+the rule and collateral accuracies, and where patching the clean residual stream restores the answer."""
+import numpy as np
+
 from .. import plots
-from ..explorer import new_figure, show
+from .. import worlds
+from ..errors import fail
+from ..explorer import Blitter, new_figure, show
 from . import compute
 
-PROMPTS = ("<BOS> the cat is", "<BOS> the mat was", "<BOS> the dog sat")
+PROMPTS = ("<BOS> the cat is", "<BOS> the mat was", "<BOS> the dog was", "<BOS> the floor is")
+ADJECTIVES = ("big", "small", "red", "blue")
 
 
 def explorer(model, world, prompts=PROMPTS):
-    """A prompt picker, a checkbox per head ("L0H1" ...) and "attention off" around one bar chart.
+    """A prompt picker, an ablation-kind picker and a checkbox per head around two panels:
+    the next-token distribution over the whole vocabulary with the live scores, and the
+    residual-patching map of the prompt against its noun swapped.
 
-    Returns the Explorer (``.controls``: prompt, attention_off, one per head; ``.picture()``)."""
+    Returns the Explorer (``.controls``: prompt, kind, one per head; ``.picture()``)."""
     import ipywidgets as widgets
 
+    for p in prompts:
+        words = p.split()
+        if len(words) != 4 or words[2] not in compute.SWAP or words[3] not in worlds.COPULAS:
+            fail(f"the explorer's prompts have the form '<BOS> the NOUN COPULA' with a noun of "
+                 f"{sorted(compute.SWAP)}, but got {p!r}")
+    lab = compute.CatLab(model, world)
     heads = {f"L{l}H{h}": (l, h) for l in range(model.cfg.n_layers) for h in range(model.cfg.n_heads)}
     prompt = widgets.Dropdown(options=prompts, description="prompt")
-    boxes = {name: widgets.Checkbox(value=False, description=f"remove {name}", indent=False)
-             for name in heads}
-    off = widgets.Checkbox(value=False, description="attention off", indent=False)
-    fig = new_figure((7, 2.8))
-    ax = fig.add_subplot()
-    fig.subplots_adjust(bottom=0.25, top=0.85)
+    kind = widgets.Dropdown(options=compute.KINDS, value="mean", description="ablation")
+    boxes = {name: widgets.Checkbox(value=False, description=f"ablate {name}", indent=False) for name in heads}
+    fig, parts = _canvas(model, world, prompts[0])
+    blit = Blitter(fig, parts["moving"])
 
-    def render(prompt, attention_off, **removed):
-        heads_off = [heads[name] for name, on in removed.items() if on]
-        view = compute.ablation_view(model, world, prompt, heads_off, attention=not attention_off)
-        ax.clear()
-        plots.prob_bars(view["probs"], world.tokenizer.vocab, ax=ax, top=8,
-                        highlight=("big", "small", "red", "blue"),
-                        title=f"{prompt}   ·   copula types answered in class: {view['in_class']}/{view['types']}")
-        return fig
+    def render(prompt, kind, **chosen):
+        picked = [name for name, on in chosen.items() if on]
+        view = lab.view(prompt, [heads[name] for name in picked], kind)
+        _draw(parts, view, prompt, kind, picked)
+        return blit.png()
 
-    layout = widgets.VBox([prompt, widgets.HBox([*boxes.values(), off])])
-    return show(dict(prompt=prompt, attention_off=off, **boxes), render, layout)
+    layout = widgets.VBox([widgets.HBox([prompt, kind]), widgets.HBox(list(boxes.values()))])
+    return show(dict(prompt=prompt, kind=kind, **boxes), render, layout)
+
+
+def _canvas(model, world, prompt):
+    """The still figure (axes, ticks, colour bar) and its moving artists, drawn once."""
+    vocab = world.tokenizer.vocab
+    best, total = worlds.best_possible_accuracy(world.sentences)
+    fig = new_figure((11, 3.6))
+    bars_ax, grid_ax = fig.add_subplot(1, 2, 1), fig.add_subplot(1, 2, 2)
+    fig.subplots_adjust(bottom=0.24, top=0.8, wspace=0.3, left=0.06, right=0.94)
+    colors = [plots.ACCENT if w in ADJECTIVES else plots.BASE for w in vocab]
+    bars = bars_ax.bar(range(len(vocab)), np.zeros(len(vocab)), color=colors)
+    bars_ax.set_xticks(range(len(vocab)), vocab, rotation=60, ha="right", fontsize=7)
+    bars_ax.set_ylim(0, 1.5)
+    bars_ax.set_yticks([0, 0.25, 0.5, 0.75, 1.0])
+    bars_ax.set_ylabel("probability of the next word")
+    bars_ax.set_xlabel("next word (red: the four predicate adjectives)")
+    values = [bars_ax.text(i, 0, "", ha="center", fontsize=6) for i in range(len(vocab))]
+    names = compute.residual_names(model)
+    T = len(prompt.split())
+    image = grid_ax.imshow(np.zeros((len(names), T)), cmap="RdBu", vmin=-1.6, vmax=1.6, aspect="auto")
+    grid_ax.set_yticks(range(len(names)), names)
+    grid_ax.set_xticks(range(T), ["<BOS>", "the", "noun", "copula"])
+    grid_ax.set_xlabel("position patched")
+    fig.colorbar(image, ax=grid_ax, fraction=0.05, label="fraction restored")
+    cells = [[grid_ax.text(j, i, "", ha="center", va="center", fontsize=7) for j in range(T)]
+             for i in range(len(names))]
+    moving = dict(
+        bars=list(bars), values=values, image=image, cells=cells,
+        title=bars_ax.text(0.0, 1.04, "", transform=bars_ax.transAxes, fontsize=10),
+        scores=bars_ax.text(0.99, 0.97, "", transform=bars_ax.transAxes, ha="right", va="top", fontsize=8),
+        grid_title=grid_ax.text(0.0, 1.05, "", transform=grid_ax.transAxes, fontsize=10))
+    artists = [*bars, *values, image, *(c for row in cells for c in row),
+               moving["title"], moving["scores"], moving["grid_title"]]
+    return fig, dict(moving=artists, ceiling=best / total, **moving)
+
+
+def _draw(parts, view, prompt, kind, picked):
+    """Move the moving artists to ``view`` (from ``CatLab.view``)."""
+    probs, s = view["probs"].numpy(), view["scores"]
+    for bar, text, p in zip(parts["bars"], parts["values"], probs):
+        bar.set_height(p)
+        text.set_position((text.get_position()[0], p + 0.02))
+        text.set_text(f"{p:.2f}" if p >= 0.01 else "")
+    parts["title"].set_text(f"after “{prompt}”: {kind} ablation of {', '.join(picked) or 'no head'}")
+    parts["scores"].set_text(
+        f"held-out rule accuracy {s['held_out_rule']:.1f}\ncopula slots in class {s['copula']:.2f}\n"
+        f"bigram slots top-1 {s['bigram']:.3f} (ceiling {parts['ceiling']:.3f})")
+    grid = view["patch"].numpy()
+    parts["image"].set_data(grid)
+    for (i, j), v in np.ndenumerate(grid):
+        parts["cells"][i][j].set_text(f"{v + 0:.2f}")
+        parts["cells"][i][j].set_color("white" if abs(v) > 1.1 else "black")
+    swapped = " ".join(compute.SWAP.get(w, w) for w in prompt.split()[1:])
+    parts["grid_title"].set_text(f"patching clean “{' '.join(prompt.split()[1:])}” into “{swapped}”:\n"
+                                 "fraction of the logit difference restored")

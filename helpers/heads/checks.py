@@ -28,8 +28,8 @@ def split(answer, q, n_heads):
     if np.allclose(answer, reference, atol=1e-6):
         return
     if np.allclose(answer, q.reshape(B, T, d_k, n_heads).transpose(0, 3, 1, 2), atol=1e-6):
-        yield ("each head should get a block of neighbouring columns; yours takes every "
-               f"{n_heads}-th column: view the width as (h, d_k), not (d_k, h)")
+        yield ("each head should get a block of neighbouring columns; yours takes one column in "
+               f"every {n_heads}: view the width as (h, d_k), not (d_k, h)")
     elif np.allclose(answer, q.reshape(B, n_heads, T, d_k), atol=1e-6):
         yield ("reshaping straight to (B, h, T, d_k) mixes tokens into heads: view as "
                "(B, T, h, d_k) first, then transpose(1, 2)")

@@ -7,7 +7,10 @@
 * ``attention_parameters`` and ``attention_weights_bytes``: the counts.
 * ``torch_differences``: our module against torch's own implementations.
 * ``previous_token_score``, ``induction_score``, ``head_scores``, ``loss_by_position``,
-  ``copy_losses``: what the chapter measures on trained heads; ``induction_figures`` and
+  ``copy_losses``, ``restart_probability``, ``read_through_losses``: what the chapter measures
+  on trained heads; ``even_weights`` gives a
+  score's chance level, ``attention_profile`` where a head's weight goes, ``repeat_score``
+  the induction score of any prompt; ``induction_figures`` and
   ``card_problems``: the induction model's card, measured and judged.
 * ``head_view``: the explorer's compute (one head of a shipped model on one prompt).
 """
@@ -149,6 +152,58 @@ def induction_score(weights, length):
     return diagonal[..., 2:].mean(-1)                                      # queries L+1 .. 2L
 
 
+def even_weights(T):
+    """(T, T) causal attention spread evenly: query t gives 1/(t+1) to each of tokens 0..t.
+
+    The chance level of a score: a head that prefers nothing scores ``score(even_weights(T))``.
+    """
+    T = check_positive_int(T, "T")
+    visible = torch.tril(torch.ones(T, T))
+    return visible / visible.sum(-1, keepdim=True)
+
+
+def attention_profile(weights):
+    """Where a head's weight goes, averaged over the queries 1..T-1 (the first query sees only itself).
+
+    weights: (..., T, T), T >= 2. Each weight is counted once, in the first of these that
+    fits its key: the query itself, the token just before, the token two back, ``<BOS>``
+    (position 0), elsewhere. Returns a dict of those five (...)-shaped means, which add up
+    to 1; ``previous`` equals ``previous_token_score``.
+    """
+    w = torch.as_tensor(weights)
+    if w.dim() < 2 or w.shape[-1] != w.shape[-2] or w.shape[-1] < 2:
+        fail(f"expected square attention weights (..., T, T) with T >= 2, but got shape {tuple(w.shape)}")
+    T = w.shape[-1]
+    query, key = torch.arange(T)[:, None], torch.arange(T)[None, :]
+    offset = query - key
+    kinds = dict(itself=offset == 0, previous=offset == 1, two_back=offset == 2)
+    kinds["bos"] = (key == 0) & (offset > 2)
+    kinds["elsewhere"] = (key > 0) & (offset > 2)
+    return {name: (w * mask)[..., 1:, :].sum(-1).mean(-1) for name, mask in kinds.items()}
+
+
+def repeat_score(weights, ids):
+    """Mean weight each query puts on the tokens that followed the earlier occurrences of its own token.
+
+    weights: (T, T) attention of one head; ids: the T token ids it was computed on. A query
+    at position t whose token also stands at s < t scores the weight on every position s+1
+    (summed); queries whose token has not occurred before are left out. On the repeated layout
+    of ``induction_score`` with no symbol twice in one copy the two agree. Returns a float
+    (nan when no token repeats).
+    """
+    w = torch.as_tensor(weights)
+    ids = torch.as_tensor(ids).reshape(-1)
+    T = len(ids)
+    if tuple(w.shape) != (T, T):
+        fail(f"weights should be ({T}, {T}) for {T} tokens, but have shape {tuple(w.shape)}")
+    scores = []
+    for t in range(1, T):
+        after = [s + 1 for s in range(t) if ids[s] == ids[t]]
+        if after:
+            scores.append(float(w[t, after].sum()))
+    return sum(scores) / len(scores) if scores else float("nan")
+
+
 @torch.no_grad()
 def layer_weights(model, ids):
     """Attention weights of every layer and head: ids (B, T) -> (B, layers, heads, T, T)."""
@@ -194,6 +249,48 @@ def copy_losses(model, ids, length, **switches):
     return dict(first=float(per_position[:length].mean()),
                 second=float(per_position[length + 1:].mean()),
                 chance=math.log(model.cfg.vocab_size - 1))
+
+
+@torch.no_grad()
+def restart_probability(model, ids, length):
+    """Mean probability the model gives a_1, the first symbol, as the next token in the first copy.
+
+    ids: (B, 2*length+1) repeated sequences. Returns (length,): entry i is for predicting
+    position i+2 from the tokens up to position i+1 (positions 2..length+1). A restart of the
+    pattern after i+1 symbols would bring a_1 there; at position length+1 it really comes.
+    """
+    ids = model.check_ids(ids)
+    if ids.dim() == 1:
+        ids = ids[None]
+    length = check_positive_int(length, "length", minimum=2)
+    if ids.shape[1] != 2 * length + 1:
+        fail(f"ids for a repeated sequence of length {length} should have {2 * length + 1} tokens, "
+             f"but have {ids.shape[1]}")
+    probs = torch.softmax(model(ids[:, :length + 1]), dim=-1)[:, 1:]    # (B, length, V)
+    first = ids[:, 1, None, None].expand(-1, length, 1)
+    return probs.gather(-1, first)[..., 0].mean(0)
+
+
+@torch.no_grad()
+def read_through_losses(model, ids, length, head, means, reader=1):
+    """Copy losses when the earlier ``head`` is mean-ablated only where layer ``reader`` reads it.
+
+    head: (layer, h) with layer < reader; means: ``ablation.compute.mean_head_outputs`` on the
+    same inputs ids[:, :-1]. One pass with ``head`` mean-ablated records layer ``reader``'s
+    queries, keys and values (B, T, d_model, before the split into heads); then each of the
+    three is patched alone into an otherwise clean pass. Returns {"q" | "k" | "v": the
+    ``copy_losses`` dict}: how much the copying needs the head through that input.
+    """
+    from ..ablation.compute import ablation_replace
+
+    if not 0 <= head[0] < reader < model.cfg.n_layers:
+        fail(f"the ablated head should sit in a layer before the reading layer {reader}, but got {head}")
+    seen = {}
+    replace = ablation_replace([head], "mean", means)
+    replace.update({f"L{reader}.{part}": (lambda x, part=part: seen.setdefault(part, x)) for part in "qkv"})
+    model(model.check_ids(ids)[:, :-1], replace=replace)
+    return {part: copy_losses(model, ids, length, replace={f"L{reader}.{part}": lambda _, x=seen[part]: x})
+            for part in "qkv"}
 
 
 # ------------------------------------------------------------- the induction model's card
@@ -275,8 +372,10 @@ def get_model(name):
 def head_view(model="cat", layer=0, head=0, prompt=None):
     """The attention weights of one head of a shipped model on one prompt.
 
-    Returns dict(weights (T, T) NumPy, tokens (T words), previous = the mean weight on
-    the token just before, title).
+    Returns dict(weights (T, T) NumPy, tokens (T words), previous = the mean weight on the
+    token just before (``previous_token_score``), repeat = the mean weight on what followed
+    the earlier occurrences of the query's token (``repeat_score``; nan when no token
+    repeats), title).
     """
     net, tokenizer = get_model(model)
     cfg = net.cfg
@@ -289,5 +388,8 @@ def head_view(model="cat", layer=0, head=0, prompt=None):
         fail(f"the {model} model takes at most {cfg.n_max} tokens, but the prompt has {len(ids)}")
     w = net(ids, trace=True)[f"L{layer}.weights"][head]
     previous = float(previous_token_score(w)) if len(ids) > 1 else float("nan")
-    title = f"{model} model, L{layer}H{head}: mean weight on the previous token {previous:.2f}"
-    return dict(weights=w.numpy(), tokens=tokenizer.decode(ids), previous=previous, title=title)
+    repeat = repeat_score(w, ids)
+    induction = "none (no token repeats)" if math.isnan(repeat) else f"{repeat:.2f}"
+    title = f"{model} L{layer}H{head}: previous-token score {previous:.2f}, induction score {induction}"
+    return dict(weights=w.numpy(), tokens=tokenizer.decode(ids), previous=previous, repeat=repeat,
+                title=title)

@@ -11,10 +11,13 @@ from ..explorer import Blitter, new_figure, show
 from .compute import MODELS, PROMPTS, get_model, head_view
 
 
-def heatmap_figure(size=(5.6, 4.8)):
+SIZE, DPI = (7.4, 6.4), 100    # 740 x 640 px: tick labels and cell values readable at 100 %
+
+
+def heatmap_figure(size=SIZE):
     """The explorer's empty figure (outside pyplot, so a widget callback leaves none behind)."""
-    fig = new_figure(size, dpi=72)
-    fig.subplots_adjust(left=0.13, right=0.98, bottom=0.19, top=0.93)
+    fig = new_figure(size, dpi=DPI)
+    fig.subplots_adjust(left=0.13, right=0.93, bottom=0.16, top=0.92)
     return fig
 
 
@@ -22,8 +25,8 @@ def head_figure(view, fig=None):
     """Draw a ``head_view`` result as a heatmap on ``fig`` (a new one if None).
 
     The first call builds the axes and the image; later calls on the same figure only
-    swap the image data, the tick labels and the title. Weights are printed in the cells
-    for prompts of up to 12 tokens.
+    swap the image data, the tick labels and the title. Weights are printed in the cells on
+    and below the diagonal (above it the mask leaves 0) for prompts of up to 12 tokens.
     """
     from ..plots import ATTENTION_CMAP
 
@@ -32,11 +35,12 @@ def head_figure(view, fig=None):
     T = len(tokens)
     if not fig.axes:
         ax = fig.add_subplot()
-        ax.imshow(w, cmap=ATTENTION_CMAP, vmin=0, vmax=1)
-        ax.set_xlabel("key (attended to)")
-        ax.set_ylabel("query")
+        image = ax.imshow(w, cmap=ATTENTION_CMAP, vmin=0, vmax=1)
+        ax.set_xlabel("key (attended to)", fontsize=11)
+        ax.set_ylabel("query", fontsize=11)
         ax.spines[:].set_visible(False)
-        ax.tick_params(length=0)
+        ax.tick_params(length=0, labelsize=10)
+        fig.colorbar(image, ax=ax, fraction=0.04, pad=0.02, label="attention weight")
     ax = fig.axes[0]
     image = ax.images[0]
     image.set_data(w)
@@ -48,10 +52,10 @@ def head_figure(view, fig=None):
     for text in list(ax.texts):
         text.remove()
     if T <= 12:
-        for (i, j), value in np.ndenumerate(w):
-            ax.text(j, i, f"{value:.2f}", ha="center", va="center", fontsize=7,
-                    color="white" if value > 0.6 else "black")
-    ax.set_title(view["title"], fontsize=10)
+        for i, j in zip(*np.tril_indices(T)):    # the masked cells above the diagonal stay blank
+            ax.text(j, i, f"{w[i, j]:.2f}", ha="center", va="center", fontsize=9,
+                    color="white" if w[i, j] > 0.6 else "black")
+    ax.set_title(view["title"], fontsize=11)
     return fig
 
 
@@ -63,7 +67,7 @@ class FastHeatmap:
     ``render(view)`` takes a ``head_view`` result and returns PNG bytes.
     """
 
-    def __init__(self, size=(5.6, 4.8)):
+    def __init__(self, size=SIZE):
         self.fig = heatmap_figure(size)
         self.tokens, self.blitter = None, None
 
@@ -74,7 +78,7 @@ class FastHeatmap:
             self.tokens = view["tokens"]
         ax = self.fig.axes[0]
         ax.images[0].set_data(view["weights"])
-        for text, value in zip(ax.texts, view["weights"].flat):
+        for text, value in zip(ax.texts, view["weights"][np.tril_indices(len(view["tokens"]))]):
             text.set_text(f"{value:.2f}")
             text.set_color("white" if value > 0.6 else "black")
         ax.title.set_text(view["title"])

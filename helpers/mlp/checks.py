@@ -10,7 +10,7 @@ import numpy as np
 
 from .. import reference as ref
 from ..exercises import Array, Number, Whole, as_array, close_problems, exercise, slip
-from .compute import GPT, gpt_parameters, mlp_forward, unit_means
+from .compute import MODELS, mlp_forward, model_parameters, unit_means
 
 
 def gelu_tanh(x):
@@ -66,8 +66,8 @@ def mlp_row(out, x, W_1, b_1, W_2, b_2):
 def gpt3_mlp(total):
     """``total``: the number of parameters in all 96 MLP blocks of GPT-3 (d = 12,288,
     d_ff = 4d), weights W_1 and W_2; with or without the biases b_1, b_2 is accepted."""
-    d, n = GPT["GPT-3"][:2]
-    right = (8 * d * d * n, gpt_parameters("GPT-3")["mlp"])
+    d, n = MODELS["GPT-3"]["d"], MODELS["GPT-3"]["n_layers"]
+    right = (8 * d * d * n, model_parameters("GPT-3")["mlp"])
     if any(abs(total - r) <= 1e-3 * r for r in right):
         return
     near = {4 * d * d * n: "that counts only one of the two matrices (W_1 is d × 4d; W_2 is 4d × d)",

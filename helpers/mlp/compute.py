@@ -4,10 +4,12 @@ and the key-value memory view.
 * ``mlp_forward``: the block in NumPy, x (T, d) -> pre (T, d_ff) -> act -> out (T, d).
 * ``mlp_weights``, ``apply_block_mlp``: one layer's MLP of a trained model, applied to
   any h_mid (torch), exactly as the model applies it.
-* ``layer_parameters``, ``block_counts``, ``gpt_parameters``: parameter accounting by
-  formula and by counting.
-* ``collect_activations``, ``unit_means``, ``unit_profile``, ``value_readout``: which
-  hidden units fire for which tokens across the cat-world corpus, and what they write.
+* ``layer_parameters``, ``block_counts``, ``model_parameters``, ``layer_shares``: parameter
+  accounting by formula and by counting, for our models and published ones (``MODELS``:
+  GELU or SwiGLU, grouped-query attention, mixture of experts).
+* ``collect_activations``, ``unit_means``, ``unit_profile``, ``unit_selectivity``,
+  ``value_readout``: which hidden units fire for which tokens across the cat-world corpus,
+  how selectively, and what they write.
 * ``corpus_words``, ``probe``: the explorer's compute, one unit's profile in words.
 """
 import numpy as np
@@ -18,8 +20,24 @@ from ..errors import as_array, check_positive_int, fail
 
 ACTIVATIONS = {"gelu": ref.gelu, "relu": ref.relu, "none": lambda x: as_array(x, "x")}
 
-# (d_model, n_layers, vocabulary, context) of the two published models the Lecture uses.
-GPT = {"GPT-2 small": (768, 12, 50257, 1024), "GPT-3": (12288, 96, 50257, 2048)}
+# Published configurations, as each model's release gives them. ffn: "gelu" (two matrices,
+# W_1 d x d_ff and W_2 d_ff x d) or "swiglu" (three: gate, up and down, each d x d_ff);
+# n_kv_heads < n_heads is grouped-query attention; experts/active: a mixture of experts
+# (every expert a whole FFN, ``active`` of them used per token, a d x experts router).
+MODELS = {
+    "GPT-2 small": dict(d=768, n_layers=12, n_heads=12, n_kv_heads=12, d_ff=3072, vocab=50257, context=1024,
+                        ffn="gelu", bias=True, norm="layer", tied=True, learned_positions=True),
+    "GPT-3": dict(d=12288, n_layers=96, n_heads=96, n_kv_heads=96, d_ff=49152, vocab=50257, context=2048,
+                  ffn="gelu", bias=True, norm="layer", tied=True, learned_positions=True),
+    "Llama-2-7B": dict(d=4096, n_layers=32, n_heads=32, n_kv_heads=32, d_ff=11008, vocab=32000, context=4096,
+                       ffn="swiglu", bias=False, norm="rms", tied=False, learned_positions=False),
+    "Llama-2-70B": dict(d=8192, n_layers=80, n_heads=64, n_kv_heads=8, d_ff=28672, vocab=32000, context=4096,
+                        ffn="swiglu", bias=False, norm="rms", tied=False, learned_positions=False),
+    "Mixtral-8x7B": dict(d=4096, n_layers=32, n_heads=32, n_kv_heads=8, d_ff=14336, vocab=32000, context=32768,
+                         ffn="swiglu", bias=False, norm="rms", tied=False, learned_positions=False,
+                         experts=8, active=2),
+}
+GPT = ("GPT-2 small", "GPT-3")
 
 
 def mlp_forward(x, W_1, b_1, W_2, b_2, activation="gelu"):
@@ -73,18 +91,36 @@ def apply_block_mlp(model, layer, h_mid):
     return kept["mlp"][0]
 
 
-def layer_parameters(d, d_ff=None, bias=True):
-    """Parameters of one pre-LN layer by formula: dict(attention, mlp, norms, total).
+def layer_parameters(d, d_ff=None, bias=True, n_heads=1, n_kv_heads=None, ffn="gelu", norm="layer",
+                     experts=1, active=None):
+    """Parameters of one pre-norm layer by formula: dict(attention, mlp, norms, total, and
+    mlp_active, total_active: what one token uses when only ``active`` of ``experts`` run).
 
-    attention: W_Q, W_K, W_V, W_O (4 d²) and their biases (4d); mlp: W_1 and W_2
-    (2 d d_ff; 8 d² when d_ff = 4d) and b_1, b_2 (d_ff + d); norms: two LayerNorms (4d).
+    attention: W_Q and W_O (d², assuming h · d_k = d), W_K and W_V (d² · n_kv_heads / n_heads
+    each; n_kv_heads < n_heads is grouped-query attention), their biases; mlp: "gelu" W_1 and W_2
+    (2 d d_ff; 8 d² when d_ff = 4d) and b_1, b_2; "swiglu" three d × d_ff matrices; times
+    ``experts``, plus a d × experts router when experts > 1; norms: two LayerNorms (4d) or
+    two RMSNorms (2d, no β).
     """
     d = check_positive_int(d, "d")
     d_ff = 4 * d if d_ff is None else check_positive_int(d_ff, "d_ff")
-    attention = 4 * d * d + (4 * d if bias else 0)
-    mlp = 2 * d * d_ff + ((d_ff + d) if bias else 0)
-    norms = 4 * d
-    return dict(attention=attention, mlp=mlp, norms=norms, total=attention + mlp + norms)
+    n_heads = check_positive_int(n_heads, "n_heads")
+    n_kv_heads = n_heads if n_kv_heads is None else check_positive_int(n_kv_heads, "n_kv_heads")
+    if d % n_heads or n_heads % n_kv_heads:
+        fail(f"expected n_heads dividing d and n_kv_heads dividing n_heads, but got d={d}, "
+             f"n_heads={n_heads}, n_kv_heads={n_kv_heads}")
+    if ffn not in ("gelu", "swiglu") or norm not in ("layer", "rms"):
+        fail(f"expected ffn 'gelu' or 'swiglu' and norm 'layer' or 'rms', but got {ffn!r} and {norm!r}")
+    experts = check_positive_int(experts, "experts")
+    active = experts if active is None else check_positive_int(active, "active")
+    kv = d * n_kv_heads // n_heads
+    attention = 2 * d * d + 2 * d * kv + ((2 * d + 2 * kv) if bias else 0)
+    one_ffn = (2 if ffn == "gelu" else 3) * d * d_ff + ((d_ff + d) if bias else 0)
+    router = d * experts if experts > 1 else 0
+    norms = (4 if norm == "layer" else 2) * d
+    mlp, mlp_active = experts * one_ffn + router, min(active, experts) * one_ffn + router
+    return dict(attention=attention, mlp=mlp, norms=norms, total=attention + mlp + norms,
+                mlp_active=mlp_active, total_active=attention + mlp_active + norms)
 
 
 def block_counts(model, layer=0):
@@ -100,28 +136,43 @@ def block_counts(model, layer=0):
     return counts
 
 
-def gpt_parameters(name):
-    """A published model's parameters by formula (d_ff = 4d, biases, learned positions,
-    tied unembedding): dict(d, n_layers, attention, mlp, norms, embedding, positions, total),
-    where attention, mlp and norms are summed over all layers."""
-    if name not in GPT:
-        fail(f"expected one of {tuple(GPT)}, but got {name!r}")
-    d, n_layers, vocab, context = GPT[name]
-    per_layer = layer_parameters(d)
-    out = dict(d=d, n_layers=n_layers, **{part: n_layers * per_layer[part] for part in ("attention", "mlp", "norms")},
-               embedding=vocab * d, positions=context * d, final_norm=2 * d)
-    out["total"] = sum(out[k] for k in ("attention", "mlp", "norms", "embedding", "positions", "final_norm"))
+def model_parameters(name):
+    """A published model's parameters by formula, from its configuration in ``MODELS``:
+    dict(d, n_layers, attention, mlp, norms, mlp_active (summed over all layers),
+    embedding (V·d, twice when the unembedding is not tied), positions (learned only),
+    final_norm, total, total_active)."""
+    if name not in MODELS:
+        fail(f"expected one of {tuple(MODELS)}, but got {name!r}")
+    c = MODELS[name]
+    per_layer = layer_parameters(c["d"], c["d_ff"], c["bias"], c["n_heads"], c["n_kv_heads"], c["ffn"],
+                                 c["norm"], c.get("experts", 1), c.get("active"))
+    d, n = c["d"], c["n_layers"]
+    out = dict(d=d, n_layers=n, **{part: n * per_layer[part] for part in ("attention", "mlp", "norms", "mlp_active")},
+               embedding=c["vocab"] * d * (1 if c["tied"] else 2),
+               positions=c["context"] * d if c["learned_positions"] else 0,
+               final_norm=(2 if c["norm"] == "layer" else 1) * d)
+    fixed = out["attention"] + out["norms"] + out["embedding"] + out["positions"] + out["final_norm"]
+    out.update(total=fixed + out["mlp"], total_active=fixed + out["mlp_active"])
     return out
+
+
+def layer_shares(name, active=False):
+    """(attention, mlp) shares of a published model's layer parameters (norms in the rest);
+    active=True counts only the experts one token uses."""
+    p = model_parameters(name)
+    mlp = p["mlp_active"] if active else p["mlp"]
+    layers = p["attention"] + mlp + p["norms"]
+    return p["attention"] / layers, mlp / layers
 
 
 def collect_activations(model, world, sentences=None):
     """Every position of every sentence's input (the sentence minus its last word), traced.
 
-    Returns dict(tokens (N,) the word at each position, contexts (N,) the words up to and
-    including it, act {layer: (N, d_ff)}, pre {layer: (N, d_ff)}).
+    Returns dict(tokens (N,) the word at each position, next (N,) the word that follows it,
+    contexts (N,) the words up to and including it, act {layer: (N, d_ff)}, pre {layer: (N, d_ff)}).
     """
     sentences = world.sentences if sentences is None else sentences
-    tokens, contexts = [], []
+    tokens, following, contexts = [], [], []
     act = {layer: [] for layer in range(model.cfg.n_layers)}
     pre = {layer: [] for layer in range(model.cfg.n_layers)}
     with torch.no_grad():
@@ -129,11 +180,12 @@ def collect_activations(model, world, sentences=None):
             words = s[:-1]
             trace = model(world.tokenizer.encode(words), trace=True)
             tokens += words
+            following += s[1:]
             contexts += [" ".join(words[:t + 1]) for t in range(len(words))]
             for layer in act:
                 act[layer].append(trace[f"L{layer}.act"].numpy())
                 pre[layer].append(trace[f"L{layer}.pre"].numpy())
-    return dict(tokens=np.array(tokens), contexts=np.array(contexts),
+    return dict(tokens=np.array(tokens), next=np.array(following), contexts=np.array(contexts),
                 act={k: np.concatenate(v) for k, v in act.items()},
                 pre={k: np.concatenate(v) for k, v in pre.items()})
 
@@ -178,6 +230,27 @@ def unit_profile(collected, layer, unit, words, top=3):
             break
     means = unit_means(collected, layer, words)[:, unit]
     return dict(means=means, top_contexts=best, share=float((column > 0.5).mean()))
+
+
+def unit_selectivity(collected, layer, unit, where, level=0.5):
+    """How selectively hidden unit ``unit`` of ``layer`` fires for a group of positions.
+
+    where: (N,) booleans over the positions of ``collected``, True inside the group. Returns
+    dict(n_in, mean_in, mean_out: the unit's mean activation inside and outside the group,
+    share_in, share_out: the fraction of those positions where it is above ``level``).
+    """
+    acts = collected["act"][check_layer(collected, layer)]
+    if not 0 <= unit < acts.shape[1]:
+        fail(f"unit should be in 0..{acts.shape[1] - 1}, but got {unit}")
+    where = np.asarray(where)
+    if where.dtype != bool or where.shape != (len(acts),):
+        fail(f"where should be {len(acts)} booleans, one per collected position, but got "
+             f"dtype {where.dtype} and shape {where.shape}")
+    if where.all() or not where.any():
+        fail("where should mark some positions but not all of them")
+    column = acts[:, unit]
+    return dict(n_in=int(where.sum()), mean_in=float(column[where].mean()), mean_out=float(column[~where].mean()),
+                share_in=float((column[where] > level).mean()), share_out=float((column[~where] > level).mean()))
 
 
 def value_readout(model, layer, unit, top=3):

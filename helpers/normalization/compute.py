@@ -1,6 +1,10 @@
 """LayerNorm by hand, the size of the residual stream, and norm placement across depth.
 
-* ``layer_norm_steps`` is LayerNorm on one vector with every step kept (mean, std, z).
+* ``layer_norm_steps`` is LayerNorm on one vector with every step kept (mean, std, z);
+  ``layer_norm_by_hand`` the same rounded at every step, as a hand computation is;
+  ``rounding_spread`` how far rounded inputs can move the output; ``gamma_for_range`` the
+  one γ that gives a normalised vector a wanted range; ``rms_norm`` LLaMA's RMSNorm.
+* ``embedding_survival`` measures how much of h0 each point of the residual stream keeps.
 * ``residual_norms`` measures the length of each position's residual vector after
   every write-back of a trained model (h0, L0.h_mid, L0.h, L1.h_mid, ...).
 * ``stack_config``, ``layer_gradients`` and ``train_recording`` build and train a deeper
@@ -12,12 +16,15 @@
 * ``build_curves`` runs the whole grid (depths x learning rates x placements) that
   ``data/normalization/build.py`` ships as JSON; ``load_curves`` reads it back;
   ``outcomes`` sorts every run of a grid into trained / frequencies / diverged / other.
-* ``stack_view`` is one depth and learning rate of the grid, as the explorer shows it.
+* ``stack_view`` is one depth and learning rate of the grid, as the explorer shows it;
+  ``chaotic`` names the runs whose numbers a rebuild on another CPU does not reproduce,
+  ``final_text`` prints a final loss only where it is reproducible.
 * ``plot_steps``, ``plot_stream``, ``plot_init`` and ``plot_grid`` draw the chapter's figures.
 """
 import json
 import math
 from collections import Counter, defaultdict
+from functools import lru_cache
 from pathlib import Path
 
 import matplotlib.pyplot as plt
@@ -25,6 +32,7 @@ import numpy as np
 import torch
 import torch.nn.functional as F
 
+from .. import reference as ref
 from .. import worlds
 from ..errors import as_array, check_positive_int, fail
 from ..model import Config, Transformer
@@ -59,6 +67,78 @@ def layer_norm_steps(x, gamma=None, beta=None, eps=1e-5):
     mean, var = float(x.mean()), float(x.var())
     z = (x - mean) / math.sqrt(var + eps)
     return {"mean": mean, "std": math.sqrt(var), "z": z, "out": gamma * z + beta}
+
+
+def layer_norm_by_hand(x, gamma, beta, decimals=3):
+    """LayerNorm of one vector x (d,) as done by hand: every intermediate rounded to
+    ``decimals`` before the next step uses it (and no ε, which a hand computation skips).
+
+    Returns dict(mean, deviations (d,), squares (d,), var, std, z (d,), out (d,))."""
+    x = as_array(x, "x", 1)
+    gamma, beta = as_array(gamma, "gamma", 1), as_array(beta, "beta", 1)
+    if not gamma.shape == beta.shape == x.shape:
+        fail(f"gamma and beta need d={len(x)} numbers like x, but have {len(gamma)} and {len(beta)}")
+    r = lambda v: np.round(v, decimals)
+    mean = float(r(x.sum() / len(x)))
+    deviations = r(x - mean)
+    squares = r(deviations ** 2)
+    var = float(r(squares.sum() / len(x)))
+    std = float(r(math.sqrt(var)))
+    z = r(deviations / std)
+    return dict(mean=mean, deviations=deviations, squares=squares, var=var, std=std, z=z,
+                out=r(r(gamma * z) + beta))
+
+
+def rounding_spread(x, gamma, beta, half_width=5e-4, n=2000, seed=0):
+    """How far LayerNorm's output can move when x, gamma and beta (d,) are each known only to
+    within ±half_width (printed to 3 decimals: 0.0005): the largest |change| per coordinate
+    over ``n`` seeded random versions of the inputs. Returns (d,)."""
+    x, gamma, beta = (as_array(v, name, 1) for v, name in ((x, "x"), (gamma, "gamma"), (beta, "beta")))
+    rng = np.random.default_rng(seed)
+    nudge = lambda v: v + rng.uniform(-half_width, half_width, size=(n, len(v)))
+    xs, gs, bs = nudge(x), nudge(gamma), nudge(beta)
+    exact = ref.layer_norm(x, gamma, beta)
+    z = ref.layer_norm(xs)                        # row by row, γ = 1 and β = 0
+    return np.abs(z * gs + bs - exact).max(axis=0)
+
+
+def gamma_for_range(z, beta, target):
+    """The smallest uniform γ ≥ 0 at which γ·z + β spans ``target`` (max − min).
+
+    z, beta: (d,). The range is the largest of the lines γ (z_i − z_j) + β_i − β_j, so it first
+    reaches ``target`` where the earliest of those lines does."""
+    z, beta = as_array(z, "z", 1), as_array(beta, "beta", 1)
+    if z.shape != beta.shape:
+        fail(f"z and beta need the same length, but have {len(z)} and {len(beta)}")
+    if np.ptp(beta) >= target:
+        fail(f"β alone already spans {np.ptp(beta):.3f}, at least the target {target}")
+    dz, db = z[:, None] - z[None, :], beta[:, None] - beta[None, :]
+    rising = dz > 0
+    return float(((target - db[rising]) / dz[rising]).min())
+
+
+def rms_norm(x, gamma=None, eps=1e-5):
+    """RMSNorm (LLaMA, SmolLM2) over the last axis of x (..., d): x / sqrt(mean(x²) + eps) · gamma.
+    No mean is subtracted and there is no shift β. gamma: (d,) or None (ones)."""
+    x = as_array(x, "x")
+    d = x.shape[-1]
+    gamma = np.ones(d) if gamma is None else as_array(gamma, "gamma", 1)
+    if gamma.shape != (d,):
+        fail(f"gamma needs d={d} numbers like the last axis of x, but has {len(gamma)}")
+    return x / np.sqrt((x ** 2).mean(axis=-1, keepdims=True) + eps) * gamma
+
+
+def embedding_survival(model, ids):
+    """How much of each position's embedding h0 is still in the residual stream, point by point.
+
+    ids: (T,) token ids. Returns (names, cosine (len(names), T)): the cosine between h0 and
+    the stream at h0, L0.h_mid, L0.h, ... (names from ``residual_names``), per position."""
+    with torch.no_grad():
+        trace = model(ids, trace=True)
+    names = residual_names(model.cfg.n_layers)
+    h0 = trace["h0"]
+    cosine = np.stack([F.cosine_similarity(trace[name], h0, dim=-1).numpy() for name in names])
+    return names, cosine
 
 
 def residual_names(n_layers):
@@ -335,6 +415,26 @@ def final_losses(curves):
             for lr in curves["lrs"]}
 
 
+def chaotic(norm, n_layers):
+    """True for the runs whose final loss a rebuild on other CPU kernels does not reproduce:
+    without LayerNorm at 8 layers and more. Measured by rebuilding the whole grid on two other
+    CPU paths (data/normalization/README.md): there these runs ended at losses up to two
+    orders of magnitude apart, while every other run's final loss agreed within 0.01; the
+    outcome (``run_outcome``) of every run agreed."""
+    if norm not in PLACEMENTS:
+        fail(f"norm should be one of {PLACEMENTS}, but got {norm!r}")
+    return norm == "none" and n_layers >= 8
+
+
+def final_text(loss, norm, n_layers, unigram, best):
+    """A run's final loss as printed: 3 decimals where a rebuild reproduces it, else the
+    outcome in a word ("other", "NaN") marked with an asterisk."""
+    if chaotic(norm, n_layers):
+        outcome = run_outcome(loss, unigram, best)
+        return {"diverged": "NaN*", "other": "other*"}.get(outcome, outcome + "*")
+    return f"{np.asarray(loss, dtype=float)[-1]:.3f}"
+
+
 def run_outcome(loss, unigram, best, near=0.05):
     """One word for how a run ended: "trained" (final loss within ``near`` of the best
     possible), "frequencies" (within 0.01 of the loss of a predictor that ignores its
@@ -377,8 +477,10 @@ def significant(value, digits=3):
     return f"{rounded:,.{decimals}f}"
 
 
+@lru_cache(maxsize=1)
 def reference_losses():
-    """(unigram, best): the loss of a model that ignores its input, and the lowest possible."""
+    """(unigram, best): the loss of a model that ignores its input, and the lowest possible
+    (computed once per process: the explorer's every redraw asks for them)."""
     return unigram_loss(cat_batch()[1]), best_loss(worlds.cat_world().train)
 
 
@@ -408,11 +510,11 @@ def stack_view(curves, n_layers=8, lr=3e-2):
     lr = min(curves["lrs"], key=lambda x: abs(x - lr))
     runs = {norm: get_run(curves, norm, n_layers, lr) for norm in PLACEMENTS}
     final = {norm: float(run["loss"][-1]) for norm, run in runs.items()}
+    unigram, best = reference_losses()
     text = f"{n_layers} layers, lr {lr:g}, final loss: " + ", ".join(
-        f"{LABELS[norm]} {final[norm]:.3f}" for norm in PLACEMENTS)
-    broken = [f"{LABELS[norm]} diverged (NaN) at step {int(np.flatnonzero(np.isnan(run['loss']))[0])}"
-              for norm, run in runs.items() if np.isnan(run["loss"]).any()]
-    text += "".join("; " + b for b in broken)
+        f"{LABELS[norm]} {final_text(runs[norm]['loss'], norm, n_layers, unigram, best)}" for norm in PLACEMENTS)
+    if any(chaotic(norm, n_layers) for norm in PLACEMENTS):
+        text += " (* a chaotic run: only its outcome is reproducible)"
     return {"steps": np.arange(1, curves["steps"] + 1),
             "loss": {norm: run["loss"] for norm, run in runs.items()},
             "grad_first": {norm: run["grad_first"] for norm, run in runs.items()},
@@ -420,25 +522,40 @@ def stack_view(curves, n_layers=8, lr=3e-2):
 
 
 def plot_grid(curves, unigram=None, best=None):
-    """Final training loss against depth, one panel per learning rate, one line per placement."""
+    """Final training loss against depth, one panel per learning rate, one line per placement.
+
+    Chaotic runs (``chaotic``) are drawn hollow: their value is this file's draw, not a
+    reproducible result. A diverged run (NaN) has no loss to draw on the numeric axis; it is
+    marked in a separate strip above it."""
     table = final_losses(curves)
-    top = max(np.nanmax(values) for rows in table.values() for values in rows.values()) * 2
-    fig, axes = plt.subplots(1, len(table), figsize=(10, 3.2), sharey=True)
-    for ax, (lr, rows) in zip(np.atleast_1d(axes), table.items()):
+    depths = np.array(curves["depths"])
+    fig, grid = plt.subplots(2, len(table), figsize=(10, 3.8), sharex=True, sharey="row",
+                             gridspec_kw=dict(height_ratios=(1, 7), hspace=0.08))
+    for column, (lr, rows) in enumerate(table.items()):
+        strip, ax = grid[0, column], grid[1, column]
         for norm, values in rows.items():
-            ax.plot(curves["depths"], values, marker="o", color=COLOURS[norm], label=LABELS[norm])
+            wild = np.array([chaotic(norm, n) for n in depths])
+            ax.plot(depths, values, color=COLOURS[norm], label=LABELS[norm])
+            ax.plot(depths[~wild], values[~wild], "o", color=COLOURS[norm])
+            if wild.any():
+                ax.plot(depths[wild], values[wild], "o", mfc="white", color=COLOURS[norm],
+                        label=f"{LABELS[norm]}: chaotic run, this file's value")
             lost = np.isnan(values)
             if lost.any():
-                ax.scatter(np.array(curves["depths"])[lost], [top] * int(lost.sum()), marker="x", s=60,
-                           color=COLOURS[norm], label=f"{LABELS[norm]}: NaN (diverged)")
+                strip.plot(depths[lost], np.zeros(int(lost.sum())), "x", ms=8, mew=2, color=COLOURS[norm],
+                           label=f"{LABELS[norm]}: diverged (NaN)")
         for level, style, text in ((unigram, "--", "ignores its input"), (best, ":", "best possible")):
             if level is not None:
                 ax.axhline(level, color="grey", ls=style, lw=0.8, label=text)
-        ax.set(yscale="log", xticks=curves["depths"], xlabel="layers", title=f"lr {lr:g}")
+        ax.set(yscale="log", xticks=depths, xlabel="layers")
         ax.grid(alpha=0.3)
-    axes[0].set_ylabel(f"loss after {curves['steps']} steps")
-    handles = {h.get_label(): h for ax in axes for h in ax.get_legend_handles_labels()[0]}
+        strip.set_title(f"lr {lr:g}")
+        strip.set(yticks=[], ylim=(-1, 1))
+        strip.set_facecolor("#f2f2f2")
+    grid[0, 0].set_ylabel("NaN", rotation=0, ha="right", va="center")
+    grid[1, 0].set_ylabel(f"loss after {curves['steps']} steps")
+    handles = {h_label: h for ax in [*grid[1], *grid[0]] for h, h_label in zip(*ax.get_legend_handles_labels())}
     fig.legend(handles.values(), handles.keys(), fontsize=8, loc="upper center", ncol=3,
-               bbox_to_anchor=(0.5, 1.12), frameon=False)
-    fig.tight_layout()
+               bbox_to_anchor=(0.5, 1.16), frameon=False)
+    fig.subplots_adjust(left=0.08, right=0.99, bottom=0.13, top=0.9, wspace=0.08)
     return fig

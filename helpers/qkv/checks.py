@@ -53,7 +53,9 @@ def output_of_cat(answer):
              (attention_steps(*args, causal=True)["output"][1],
               "no causal mask in this exercise: 'cat' may look at all three tokens"),
              (right[0], "that is the output of 'the'; the question asks for 'cat'"),
-             ((q @ k.T)[1] @ v, "weight the values by the softmax of the scores, not by the raw scores")]
+             ((q @ k.T)[1] @ v, "weight the values by the softmax of the scores, not by the raw scores"),
+             (np.exp((q @ k.T)[1] / math.sqrt(2)) @ v,
+              "the e^score are not weights yet: divide them by their sum over the row first")]
     problems = list(close_problems(answer, right[1], "the output of 'cat'"))
     yield from off_or_problems(problems, slip(answer, slips), "the output of 'cat'")
 
@@ -70,6 +72,8 @@ def toy_weight(answer):
               "'cat' must not see 'sat', which comes after it: leave that key out (the causal mask)"),
              (weights(causal=False, scale=False)[1, 0],
               "scale by √5 and leave out the key of 'sat', which comes after 'cat'"),
+             (ref.softmax(attention_steps(*args, scale=False)["scores"][1, :2] / 5)[0],
+              "divide by the square root of d_k = 5, not by 5 itself"),
              (right[1, 1], "that is the weight 'cat' puts on itself; the question asks for column 'the'"),
              (right[2, 0], "that is row 'sat'; the question asks for the query 'cat'")]
     problems = list(number_problems(answer, right[1, 0], "the weight"))

@@ -46,14 +46,30 @@ def moving_arrow(ax, colour, name):
     arrow = ax.annotate("", xy=(1, 0), xytext=(0, 0),
                         arrowprops=dict(arrowstyle="-|>", color=colour, lw=2.5, shrinkA=0, shrinkB=0))
     tip = ax.annotate(name, xy=(1, 0), xytext=(-6, 4), textcoords="offset points", ha="right",
-                      color=colour, fontsize=10, fontweight="bold")
+                      color=colour, fontsize=10, fontweight="bold", zorder=4)
     return arrow, tip
 
 
 def point(arrow_and_tip, v):
-    """Move an arrow made by ``moving_arrow`` to the vector v (2,)."""
+    """Move an arrow made by ``moving_arrow`` to the vector v (2,); its label stays at the tip."""
     arrow, tip = arrow_and_tip
     arrow.xy = tip.xy = (float(v[0]), float(v[1]))
+
+
+def point_query(arrow_and_tip, v, gap=11.0):
+    """Move the query arrow to v (2,) with its label beside the middle of the shaft, on the
+    counter-clockwise side: the keys' labels sit at their tips, so the two never meet, even
+    when q lies on a key."""
+    arrow, tip = arrow_and_tip
+    v = np.asarray(v, dtype=float)
+    arrow.xy = (float(v[0]), float(v[1]))
+    length = float(np.hypot(*v))
+    if length < 1e-9:
+        tip.xy, tip.xyann = (0.0, 0.0), (-gap, gap)
+        return
+    side = np.array([-v[1], v[0]]) / length          # v turned by +90°
+    tip.xy = (float(v[0]) / 2, float(v[1]) / 2)
+    tip.xyann = (float(gap * side[0]), float(gap * side[1]))
 
 
 def fmt(v):
@@ -82,6 +98,7 @@ def query_view(limit_q=3.0, limit_v=1.2):
     ax_q.set_title("the query (red) against the keys")
     ax_v.set_title("output = weights @ values")
     query_arrow = moving_arrow(ax_q, QUERY_COLOUR, "q")
+    query_arrow[1].set(ha="center", va="center")
     output_arrow = moving_arrow(ax_v, OUTPUT_COLOUR, "output")
     readouts = [ax.text(0.03, 0.04, "", transform=ax.transAxes, color=colour, fontsize=10,
                         bbox=dict(facecolor="white", edgecolor="none", alpha=0.8))
@@ -92,9 +109,9 @@ def query_view(limit_q=3.0, limit_v=1.2):
     drawn = {"scale": None}   # the scaling the saved background shows
 
     def draw(result):
-        point(query_arrow, result["query"])
+        point_query(query_arrow, result["query"])
         point(output_arrow, result["output"])
-        readouts[0].set_text(f"q of '{result['token']}' = {fmt(result['query'])}")
+        readouts[0].set_text(f"q at '{result['token']}' = {fmt(result['query'])}")
         readouts[1].set_text(f"output = {fmt(result['output'])}")
         for i, (bar, label) in enumerate(zip(bars, labels)):
             seen = i < result["visible"]

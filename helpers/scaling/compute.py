@@ -221,3 +221,119 @@ def gradient_figure(rows):
     ax.legend(fontsize=8, loc="lower left")
     fig.tight_layout()
     return fig
+
+
+# ----------------------------------------------------------------- training with and without √d
+
+SCALING_RUN = dict(d_model=32, n_heads=1, n_layers=2, d_ff=8, steps=300, lr=3e-2)
+
+
+def scaling_model(d_model=32, n_heads=1, n_layers=2, d_ff=8):
+    """The cat-world model widened so one head has d_k = d_model / n_heads (32 by default)."""
+    from dataclasses import replace
+
+    from ..model import Transformer
+    from ..recipes import CAT_CONFIG
+    return Transformer(replace(CAT_CONFIG, d_model=d_model, n_heads=n_heads, n_layers=n_layers, d_ff=d_ff))
+
+
+def saturated_share(model, batch, scaled=True, above=0.99):
+    """Share of layer 0's attention rows whose largest weight exceeds ``above``, over the real
+    (not padding) positions of ``batch`` (inputs (B, T), targets (B, T) with -100 on pads) that
+    see at least two keys (position 0 sees only itself: its one weight is always 1)."""
+    inputs, targets = batch
+    rows = []
+    block = model.blocks[0]
+    with torch.no_grad():
+        block.attn(block.ln1(model.embed(inputs)), scaled=scaled,
+                   keep=lambda name, x: rows.append(x) if name == "weights" else None)
+    top = rows[0].max(-1).values                 # (B, H, T)
+    real = (targets != -100)[:, None, :].expand_as(top).clone()
+    real[..., 0] = False
+    return float((top[real] > above).float().mean())
+
+
+def train_with_and_without_scaling(seeds=(0, 1, 2), steps=300, lr=3e-2, **sizes):
+    """Train the widened cat-world model (``scaling_model``, sizes go to it) on the cat world's
+    training sentences twice per seed, with and without the division by √d_k, everything else
+    equal (the same data, and the same initial weights for the same seed).
+
+    Returns a list of dicts, one per run: seed, scaled, d_k, losses (steps,), final (the last loss),
+    saturated_at_start (``saturated_share`` before training) and grad_W_Q_at_start
+    (‖∂loss/∂W_Q‖ of layer 0 before the first step).
+    """
+    from .. import worlds
+    from ..training import train
+
+    seeds = [check_positive_int(s, "each seed", minimum=0) for s in seeds]
+    steps = check_positive_int(steps, "steps")
+    world = worlds.cat_world()
+    batch = world.batch(world.train)
+    runs = []
+    for seed in seeds:
+        for scaled in (True, False):
+            start = {}
+
+            def first_step(step, model, loss, start=start, scaled=scaled):
+                if step == 0:      # after the first backward pass, before the first update
+                    start["grad"] = float(model.blocks[0].attn.W_Q.grad.norm())
+                    start["saturated"] = saturated_share(model, batch, scaled)
+
+            model = scaling_model(**sizes)
+            losses = train(model, batch, steps=steps, lr=lr, seed=seed, progress=False,
+                           on_step=first_step, scaled=scaled)
+            runs.append(dict(seed=seed, scaled=scaled, d_k=model.cfg.d_k, losses=np.array(losses), final=losses[-1],
+                             saturated_at_start=start["saturated"], grad_W_Q_at_start=start["grad"]))
+    return runs
+
+
+def training_figure(runs):
+    """The loss of every ``train_with_and_without_scaling`` run against the step (log scale)."""
+    fig, ax = plt.subplots(figsize=(6.4, 3.3))
+    for run in runs:
+        ax.plot(run["losses"], color=BASE if run["scaled"] else ACCENT, lw=1.2, alpha=0.85,
+                ls="-" if run["scaled"] else "--",
+                label=("with ÷√d_k" if run["scaled"] else "without ÷√d_k") if run["seed"] == runs[0]["seed"] else None)
+    ax.set_yscale("log")
+    ax.set_yticks([0.5, 1, 2, 5, 10, 20], ["0.5", "1", "2", "5", "10", "20"])
+    ax.minorticks_off()
+    ax.set_xlabel("training step")
+    ax.set_ylabel("training loss (log scale)")
+    ax.set_title(f"cat world, one head of d_k = {runs[0]['d_k']}: one line per run")
+    ax.legend(fontsize=8)
+    fig.tight_layout()
+    return fig
+
+
+def log_fit(dims, values):
+    """Least-squares fits of ln(values) against √d and against d.
+
+    dims, values: (n,) each. Returns a dict: for "sqrt_d" and "d", (slope, intercept, the
+    largest |residual| of ln(values)).
+    """
+    d = np.asarray(check_dims(dims), dtype=float)
+    y = np.log(as_array(values, "values", 1))
+    if len(y) != len(d) or len(d) < 3:
+        fail(f"need at least 3 values, one per d, but got {len(y)} values for {len(d)} dims")
+    fits = {}
+    for name, x in (("sqrt_d", np.sqrt(d)), ("d", d)):
+        slope, intercept = np.polyfit(x, y, 1)
+        fits[name] = (float(slope), float(intercept), float(np.abs(y - (slope * x + intercept)).max()))
+    return fits
+
+
+def adam_trajectory(gradients, factor=1.0, lr=1e-2):
+    """Adam (torch's defaults but ``lr``) on one parameter vector fed ``factor`` × the given
+    gradients, one row per step. gradients: (steps, p). Returns the parameter after each step
+    (steps, p), starting from 0."""
+    g = as_array(gradients, "gradients", 2)
+    if not factor > 0:
+        fail(f"factor should be a positive number, but got {factor!r}")
+    w = torch.zeros(g.shape[1], dtype=torch.float64, requires_grad=True)
+    opt = torch.optim.Adam([w], lr=lr)
+    out = []
+    for row in g:
+        w.grad = torch.tensor(row * factor)
+        opt.step()
+        out.append(w.detach().clone().numpy())
+    return np.array(out)
