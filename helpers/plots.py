@@ -10,6 +10,7 @@ from .errors import as_array, check_positive_int, fail
 
 ATTENTION_CMAP = "Blues"
 ACCENT = "#d1495b"
+LOG_FLOOR = 1e-8   # the bottom of a logarithmic probability axis
 BASE = "#30638e"
 STYLE = {"figure.dpi": 100, "axes.spines.top": False, "axes.spines.right": False,
          "axes.titlesize": 11, "axes.labelsize": 10, "font.size": 9}
@@ -46,8 +47,12 @@ def attention_heatmap(weights, tokens, ax=None, title=None, keys=None, annotate=
     return ax
 
 
-def prob_bars(probs, vocab, ax=None, top=None, title=None, highlight=()):
-    """Bar chart of a next-token distribution (V,), optionally only the ``top`` most probable."""
+def prob_bars(probs, vocab, ax=None, top=None, title=None, highlight=(), log=False):
+    """Bar chart of a next-token distribution (V,), optionally only the ``top`` most probable.
+
+    log: a logarithmic probability axis, so runners-up a thousand times smaller stay visible
+    (each bar then carries its value in scientific notation).
+    """
     p = as_array(probs, "probs", 1)
     if len(vocab) != len(p):
         fail(f"probs has {len(p)} entries but the vocabulary has {len(vocab)} words")
@@ -59,37 +64,92 @@ def prob_bars(probs, vocab, ax=None, top=None, title=None, highlight=()):
     colors = [ACCENT if vocab[i] in highlight else BASE for i in order]
     bars = ax.bar(range(len(order)), p[order], color=colors)
     ax.set_xticks(range(len(order)), [vocab[i] for i in order], rotation=45, ha="right")
-    ax.set_ylim(0, 1.08)
-    ax.set_ylabel("probability")
+    if log:
+        ax.set_yscale("log")
+        ax.set_ylim(LOG_FLOOR, 30)
+        ax.set_ylabel("probability (log scale)")
+    else:
+        ax.set_ylim(0, 1.08)
+        ax.set_ylabel("probability")
     for bar, value in zip(bars, p[order]):
-        if value >= 0.01:
-            ax.text(bar.get_x() + bar.get_width() / 2, value + 0.02, f"{value:.2f}",
-                    ha="center", fontsize=7)
+        x = bar.get_x() + bar.get_width() / 2
+        if log:
+            text = (f"{value:.2f}" if value >= 0.01 else f"{value:.0e}".replace("e-0", "e-")
+                    if value >= LOG_FLOOR else f"<{LOG_FLOOR:.0e}".replace("e-0", "e-"))
+            ax.text(x, max(value, LOG_FLOOR) * 1.4, text, ha="center", va="bottom", fontsize=6.5, rotation=90)
+        elif value >= 0.01:
+            ax.text(x, value + 0.02, f"{value:.2f}", ha="center", fontsize=7)
     if title:
         ax.set_title(title)
     return ax
 
 
-def shape_flow(trace, ax=None, layer=0):
-    """The forward pass as a column of boxes, one per traced step, each with its shape.
+# Where each traced step sits in the shape-flow figure: (x centre, row), rows counted downward.
+FLOW_LAYOUT = {
+    "h0": (0.55, 0), "ln1": (0.55, 1), "q": (0.29, 2), "k": (0.55, 2), "v": (0.81, 2),
+    "scores": (0.42, 3), "weights": (0.42, 4), "head_out": (0.55, 5), "concat": (0.55, 6),
+    "attn": (0.55, 7), "h_mid": (0.55, 8), "ln2": (0.55, 9), "pre": (0.55, 10), "act": (0.55, 11),
+    "mlp": (0.55, 12), "h": (0.55, 13), "final_ln": (0.55, 14), "logits": (0.55, 15), "probs": (0.55, 16),
+}
+# Arrows between steps (from, to); the two residual additions are drawn apart, as skips.
+FLOW_EDGES = [("h0", "ln1"), ("ln1", "q"), ("ln1", "k"), ("ln1", "v"), ("q", "scores"), ("k", "scores"),
+              ("scores", "weights"), ("weights", "head_out"), ("v", "head_out"), ("head_out", "concat"),
+              ("concat", "attn"), ("attn", "h_mid"), ("h_mid", "ln2"), ("ln2", "pre"), ("pre", "act"),
+              ("act", "mlp"), ("mlp", "h"), ("h", "final_ln"), ("final_ln", "logits"), ("logits", "probs")]
+FLOW_SKIPS = [("h0", "h_mid"), ("h_mid", "h")]
+FLOW_WIDE = "#f4c7cc"    # another shape than T × d_model
+FLOW_STREAM = "#cfdcea"  # the residual stream's shape T × d_model
 
-    trace: the dict returned by ``model(ids, trace=True)``. Shows h0, one layer's
-    steps (``layer``), and the read-out.
+
+def shape_flow(trace, ax=None, layer=0):
+    """The forward pass as a graph of boxes, one per traced step, each with its shape.
+
+    trace: the dict returned by ``model(ids, trace=True)``. Shows h0, one layer's steps
+    (``layer``) and the read-out: q, k and v side by side (three projections of ln1), the
+    residual additions h_mid = h0 + attn and h = h_mid + mlp as skip arrows on the left;
+    blue boxes have the residual stream's shape T × d_model, red ones another shape.
     """
-    names = [n for n in trace if "." not in n or n.startswith(f"L{layer}.")]
+    names = {n.split(".")[-1]: n for n in trace if "." not in n or n.startswith(f"L{layer}.")}
+    missing = [n for n in FLOW_LAYOUT if n not in names]
+    if missing:
+        fail(f"shape_flow needs every step of a full trace, but this one lacks {', '.join(missing)}")
     if ax is None:
-        _, ax = plt.subplots(figsize=(4.2, 0.42 * len(names) + 0.6))
-    for row, name in enumerate(names):
-        shape = " × ".join(str(s) for s in tuple(trace[name].shape))
-        y = len(names) - row
-        wide = trace[name].shape[-1] != trace["h0"].shape[-1] or trace[name].dim() == 3
-        ax.add_patch(plt.Rectangle((0.05, y - 0.33), 0.9, 0.66, color=ACCENT if wide else BASE, alpha=0.15))
-        ax.text(0.08, y, name.split(".")[-1], va="center", fontsize=9, family="monospace")
-        ax.text(0.92, y, shape, va="center", ha="right", fontsize=9, family="monospace")
-        if row:
-            ax.annotate("", (0.5, y + 0.34), (0.5, y + 0.66), arrowprops=dict(arrowstyle="->", lw=0.8))
-    ax.set_xlim(0, 1)
-    ax.set_ylim(0.4, len(names) + 0.6)
+        _, ax = plt.subplots(figsize=(5.6, 8.6))
+    stream = tuple(trace["h0"].shape)
+    half = {"q": 0.12, "k": 0.12, "v": 0.12, "scores": 0.18, "weights": 0.18}
+    for short, (x, row) in FLOW_LAYOUT.items():
+        shape = tuple(trace[names[short]].shape)
+        w = half.get(short, 0.3)
+        colour = FLOW_STREAM if shape == stream else FLOW_WIDE
+        ax.add_patch(plt.Rectangle((x - w, -row - 0.32), 2 * w, 0.64, color=colour))
+        label = {"h_mid": "h_mid = h0 + attn", "h": "h = h_mid + mlp"}.get(short, short)
+        size = " × ".join(str(s) for s in shape)
+        if w < 0.2:
+            ax.text(x, -row, f"{label}  {size}", ha="center", va="center", fontsize=8, family="monospace")
+        else:
+            ax.text(x - w + 0.02, -row, label, va="center", fontsize=8.5, family="monospace")
+            ax.text(x + w - 0.02, -row, size, va="center", ha="right", fontsize=8.5, family="monospace")
+    for a, b in FLOW_EDGES:
+        (xa, ra), (xb, rb) = FLOW_LAYOUT[a], FLOW_LAYOUT[b]
+        ax.annotate("", (xb, -rb + 0.33), (xa, -ra - 0.33), arrowprops=dict(arrowstyle="->", lw=0.8))
+    for a, b in FLOW_SKIPS:   # out of the left side of a, down past the block, into b
+        (xa, ra), (xb, rb) = FLOW_LAYOUT[a], FLOW_LAYOUT[b]
+        left, lane = xa - 0.3, 0.12
+        ax.plot([left, lane, lane], [-ra, -ra, -rb], color=BASE, lw=1.4)
+        ax.annotate("", (left, -rb), (lane, -rb), arrowprops=dict(arrowstyle="->", lw=1.4, color=BASE))
+        ax.text(lane - 0.02, -(ra + rb) / 2, "residual skip", color=BASE, fontsize=8, rotation=90,
+                ha="right", va="center")
+    for row, text in ((4, "attention"), (10.8, "MLP")):
+        ax.text(1.0, -row, text, rotation=90, fontsize=9, color="#555555", ha="center", va="center")
+    ax.plot([0.97, 0.97], [-1.5, -7.4], color="#999999", lw=1)
+    ax.plot([0.97, 0.97], [-8.6, -12.4], color="#999999", lw=1)
+    ax.set_xlim(-0.02, 1.04)
+    ax.set_ylim(-16.6, 0.6)
     ax.axis("off")
-    ax.set_title(f"one forward pass (layer {layer} shown; others repeat it)")
+    ax.legend(handles=[plt.Rectangle((0, 0), 1, 1, color=FLOW_STREAM),
+                       plt.Rectangle((0, 0), 1, 1, color=FLOW_WIDE)],
+              labels=[f"{stream[0]} × {stream[1]}: the residual stream's shape (T × d_model)",
+                      "another shape: per head, the MLP's width, the vocabulary"],
+              loc="upper center", bbox_to_anchor=(0.5, 0.0), frameon=False, fontsize=8)
+    ax.set_title(f"one forward pass (layer {layer} shown; the next layer repeats it)")
     return ax

@@ -322,6 +322,10 @@ def test_patched_fraction_check_names_the_likely_slips(cat, cat_world):
     assert "still missing" in checks.patched_fraction.feedback(1 - right, *args)[0]
     assert "other way" in checks.patched_fraction.feedback(reverse, *args)[0]
     assert "too" in checks.patched_fraction.feedback(right + 0.3, *args)[0]
+    every = compute.patch_heads(cat, c, k, metric)
+    for other in [(0, 0), (0, 1), (1, 0)]:
+        assert f"patching L{other[0]}H{other[1]} restores" in \
+            checks.patched_fraction.feedback(float(every[other]), *args)[0]
 
 
 def test_lens_row_check_names_the_likely_slips(cat, cat_world):

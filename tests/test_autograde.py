@@ -45,12 +45,12 @@ def graded(tmp_path_factory):
         cell.metadata = {}
     early_check = answered(solved)   # the check line pasted above its answer cell too
     answer_at = next(i for i, c in enumerate(early_check.cells) if meta(c).get("grade_id") == "ch00_ex2_answer")
-    early_check.cells.insert(answer_at, nbformat.v4.new_code_cell("checks.p_on(p_on_by_hand, last_logits, on_id)"))
+    early_check.cells.insert(answer_at, nbformat.v4.new_code_cell("checks.next_prob(p_ran_by_hand, last_logits, ran_id)"))
     plans = {
         "blank": {CHAPTER: released},
         "solved": {CHAPTER: answered(solved)},
-        "wrong": {CHAPTER: answered({**solved, "ch00_ex2_answer": "p_on_by_hand = np.exp(last_logits[on_id])"})},
-        "nan": {CHAPTER: answered({**solved, "ch00_ex2_answer": "p_on_by_hand = float('nan')"})},
+        "wrong": {CHAPTER: answered({**solved, "ch00_ex2_answer": "p_ran_by_hand = np.exp(last_logits[ran_id])"})},
+        "nan": {CHAPTER: answered({**solved, "ch00_ex2_answer": "p_ran_by_hand = float('nan')"})},
         "patcher": {CHAPTER: answered({**wrong_everything, "ch00_ex1_answer":
                     "from helpers.exercises import Exercise\nExercise.grade = lambda self, *a, **k: None\n"
                     "import helpers.grading\nhelpers.grading.handle = lambda *a, **k: None\nscores_shape = (9, 9, 9)"})},
@@ -68,7 +68,7 @@ def graded(tmp_path_factory):
                     "        print('refused:', error)\nscores_shape = (2, 5, 5)"})},
         "peeker": {CHAPTER: answered({**solved, "ch00_ex2_answer":
                    f"import json\ntry:\n    solution = json.load(open({str(SOURCE)!r}))\n"
-                   "except OSError:\n    solution = None\np_on_by_hand = None if solution is None else 0.5"})},
+                   "except OSError:\n    solution = None\np_ran_by_hand = None if solution is None else 0.5"})},
         "mallory": {CHAPTER: answered({**solved, "ch00_ex1_answer": "scores_shape = frozenset([frozenset()])"})},
         "saboteur": {CHAPTER: answered({**solved, "ch00_ex1_answer":
                      "import os\nos.mkdir('executed.ipynb')\nos.mkfifo('records.jsonl')\nscores_shape = (2, 5, 5)"})},

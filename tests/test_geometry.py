@@ -167,8 +167,37 @@ def test_word_map_is_reproducible_and_keeps_more_than_chance(glove):
 
 def test_plot_maps_draws_one_panel_per_method(glove):
     result = geometry.word_map(glove, ["animals", "months"], methods=("PCA",), k=5)
-    fig = geometry.plot_maps(result)
-    assert len(fig.axes) == 1 and "PCA" in fig.axes[0].get_title()
+    fig = geometry.plot_maps(result, label=["cat", "june"])
+    assert "PCA" in fig.axes[0].get_title()
+    written = [t.get_text() for t in fig.axes[0].texts]
+    assert sorted(written) == ["cat", "june"]             # only the words asked for
+    assert fig.axes[1].get_legend() is not None           # the legend has a place of its own
+
+
+def test_plot_maps_refuses_a_label_that_is_not_on_the_map(glove):
+    result = geometry.word_map(glove, ["animals"], methods=("PCA",), k=5)
+    with pytest.raises(CourseInputError, match="'june'"):
+        geometry.plot_maps(result, label=["june"])
+
+
+def test_neighbour_groups_count_the_k_nearest_by_group():
+    result = {"points": np.array([[0.0, 0], [0, 1], [5, 5], [5, 6], [0, 2]]),
+              "labels": ["a", "a", "b", "b", "b"], "words": ["p", "q", "r", "s", "t"], "k": 2}
+    assert geometry.neighbour_groups(result, "t") == [("a", 2)]
+    assert geometry.neighbour_groups(result, "r") == [("b", 2)]
+    with pytest.raises(CourseInputError, match="'z'"):
+        geometry.neighbour_groups(result, "z")
+
+
+def test_offset_agreement_is_one_for_a_fixed_direction_and_lower_otherwise(glove):
+    same = geometry.offset_agreement(glove, [("king", "queen"), ("king", "queen"), ("king", "queen")])
+    assert np.allclose(same["cosines"], 1) and same["step"] > 0
+    capitals = geometry.offset_agreement(glove, [("france", "paris"), ("italy", "rome"), ("japan", "tokyo")])
+    assert len(capitals["cosines"]) == 3 and capitals["low"] <= capitals["mean"] <= capitals["high"] < 1
+    with pytest.raises(CourseInputError, match="zzzzqx"):
+        geometry.offset_agreement(glove, [("france", "zzzzqx"), ("italy", "rome")])
+    with pytest.raises(CourseInputError, match="two"):
+        geometry.offset_agreement(glove, [("france", "paris")])
 
 
 def test_map_runs_reuses_word_map_and_measures_every_map(glove):
@@ -248,7 +277,11 @@ def assert_wrong(check, answer, *args, says="", **kwargs):
 
 
 def test_cosine_function():
-    assert_right(checks.cosine_function, lambda a, b: a @ b / (np.linalg.norm(a) * np.linalg.norm(b)))
+    assert_right(checks.cosine_function, lambda a, b: a @ b / (np.linalg.norm(a, axis=-1) * np.linalg.norm(b)))
+    assert_wrong(checks.cosine_function, lambda a, b: a @ b / (np.linalg.norm(a) * np.linalg.norm(b)),
+                 says="whole stack")
+    assert_wrong(checks.cosine_function, lambda a, b: float(np.ravel(a @ b / (np.linalg.norm(a, axis=-1)
+                 * np.linalg.norm(b)))[0]), says="one cosine per row")
     assert_wrong(checks.cosine_function, lambda a, b: a @ b, says="dot product")
     assert_wrong(checks.cosine_function, lambda a, b: a @ b / np.linalg.norm(a) ** 2, says="too")
     assert_wrong(checks.cosine_function, 0.707, says="function")

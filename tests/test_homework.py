@@ -24,7 +24,7 @@ EACH_GRADED = pytest.mark.parametrize("path", GRADED, ids=lambda path: path.stem
 ROUND_TRIP = ["02_qkv_by_hand"]
 # For each: one answer cell, a plausible wrong answer for it, and words its feedback must contain.
 WRONG = {
-    "00_tour": ("ch00_ex2_answer", "p_on_by_hand = np.exp(last_logits[on_id])", "divide by the sum of exp"),
+    "00_tour": ("ch00_ex2_answer", "p_ran_by_hand = np.exp(last_logits[ran_id])", "divide by the sum of exp"),
     "02_qkv_by_hand": ("ch02_ex1_answer", "w_cat_the = 1.0", "e^0 = 1 is the top of the fraction"),
 }
 

@@ -184,3 +184,56 @@ def test_moved_positions_check():
     assert "whole numbers" in words(checks.moved_positions, "two", T=6, changed=2)
     assert "whole numbers" in words(checks.moved_positions, [2.5, 3], T=6, changed=2)
     assert words(checks.moved_positions, None, T=6, changed=2) == NOT_ANSWERED
+
+
+# ------------------------------------------------------------------ the Lecture, the regimes, the Book's module
+
+def test_the_lectures_mask_is_nan_and_the_additive_one_works():
+    lecture = masking.lecture_mask(3)
+    assert torch.isnan(lecture["lecture"][~masking.causal_mask(3)]).all()
+    assert torch.isnan(torch.softmax(lecture["lecture"], dim=-1)).all()
+    assert torch.equal(lecture["additive"].isinf(), masking.causal_mask(3))
+    ex = masking.three_words()
+    assert torch.equal(torch.softmax(ex["scores"] + lecture["additive"], -1), ex["weights"])
+
+
+def test_three_regimes_prefill_needs_the_mask_and_decoding_does_not(cat, cat_world):
+    regimes = masking.three_regimes(cat, cat_world, "<BOS> the cat sat on the mat", n_prompt=4)
+    assert regimes["prefill"] < 1e-5 and regimes["decode"] < 1e-4 and regimes["decode_same"]
+    assert regimes["prefill_no_mask"].shape == (4,) and (regimes["prefill_no_mask"][:3] > 1).all()
+    with pytest.raises(CourseInputError, match="n_prompt"):
+        masking.three_regimes(cat, cat_world, "<BOS> the cat", n_prompt=3)
+
+
+def test_future_reading_sees_no_future_with_the_mask(cat, cat_world):
+    honest = masking.future_reading(cat, cat_world, causal=True)
+    assert honest["future"].abs().max() == 0 and honest["next_key"].abs().max() == 0
+    assert 0.5 < honest["next_word"] < 1 and honest["own_word"] == 0
+    peeking = masking.future_reading(cat, cat_world)
+    assert peeking["future"].shape == (2, 2) and peeking["future"].max() > 0.05
+    assert (peeking["next_key"] <= peeking["future"] + 1e-6).all()
+
+
+def test_dropout_demo_gives_the_books_row():
+    dropped = masking.dropout_demo()
+    assert torch.equal(dropped["train"], torch.tensor([0.25, 0.25, 0, 0.25, 0.25, 0, 0, 0]))
+    assert torch.equal(dropped["eval"], dropped["row"]) and dropped["zeroed"] == 4
+    light = masking.dropout_demo(p=0.1, n=1000)
+    assert 60 < light["zeroed"] < 140
+    assert torch.allclose(light["train"][light["train"] > 0], torch.tensor(0.125 / 0.9))
+    with pytest.raises(CourseInputError, match="dropout rate"):
+        masking.dropout_demo(p=1.0)
+
+
+def test_book_one_head_module_reproduces_the_book_and_keeps_its_mask_out_of_the_state_dict():
+    head, ex = masking.book_one_head(context_length=8)
+    assert head.W_q.weight.shape == (2, 4)
+    with torch.no_grad():
+        out = head(ex["x"][None])[0]
+    assert torch.allclose(out, ex["out"], atol=1e-6)
+    assert torch.allclose(out, torch.tensor([[1.0, 0.0], [0.670, 0.330], [0.401, 0.198]]), atol=5e-4)
+    assert "mask" not in head.state_dict() and dict(head.named_buffers())["mask"].shape == (8, 8)
+    with pytest.raises(CourseInputError, match="covers 8 tokens"):
+        head(torch.zeros(1, 9, 4))
+    with pytest.raises(CourseInputError, match="shape"):
+        head(torch.zeros(9, 4))

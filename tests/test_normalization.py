@@ -197,6 +197,12 @@ def test_layer_norm_check(capsys):
     whole = lambda x, g, b: (x - x.mean()) / np.sqrt(x.var() + 1e-5) * g + b
     assert not check(whole)
     assert "row by row" in capsys.readouterr().out
+    no_eps = lambda x, g, b: (x - x.mean(-1, keepdims=True)) / x.std(-1, keepdims=True) * g + b
+    assert not check(no_eps)
+    assert "left out ε" in capsys.readouterr().out
+    eps_outside = lambda x, g, b: (x - x.mean(-1, keepdims=True)) / (x.std(-1, keepdims=True) + 1e-5) * g + b
+    assert not check(eps_outside)
+    assert "inside the square root" in capsys.readouterr().out
     no_affine = lambda x, g, b: right_layer_norm(x, 1.0, 0.0)
     assert not check(no_affine)
     assert "ignores γ and β" in capsys.readouterr().out

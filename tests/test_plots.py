@@ -20,3 +20,20 @@ def test_the_figures_draw():
 ])
 def test_bad_input_is_refused_in_one_sentence(refused, call, words):
     refused(call, *words)
+
+
+def test_prob_bars_on_a_log_axis_keep_tiny_runners_up_readable():
+    ax = plots.prob_bars(np.array([0.999, 1e-4, 1e-12]), ["on", "dog", "ran"], log=True)
+    assert ax.get_yscale() == "log"
+    assert [t.get_text() for t in ax.texts] == ["1.00", "1e-4", "<1e-8"]
+
+
+def test_shape_flow_draws_q_k_v_side_by_side_and_two_skips(cat, cat_world):
+    trace = cat(cat_world.tokenizer.encode("<BOS> the cat sat"), trace=True)
+    ax = plots.shape_flow(trace)
+    y = {t.get_text().split()[0]: t.get_position()[1] for t in ax.texts
+         if t.get_text().split()[:1] in (["q"], ["k"], ["v"])}
+    assert y["q"] == y["k"] == y["v"]                                   # parallel, not a chain
+    assert sum("residual skip" in t.get_text() for t in ax.texts) == 2
+    with pytest.raises(Exception, match="lacks"):
+        plots.shape_flow({"h0": trace["h0"]})

@@ -186,3 +186,37 @@ def test_blitter_draws_what_a_full_draw_draws(cat, cat_world):
     full = np.asarray(Image.open(BytesIO(png(fig))).convert("RGB"), dtype=float)
     assert quick.shape == full.shape
     assert np.abs(quick - full).mean() < 1.0
+
+
+def test_model_order_demo_sees_one_bag_only_without_mask_and_positions(cat, cat_world):
+    a, b = "<BOS> the cat sat on the mat".split(), "<BOS> the cat mat on the sat".split()
+    blind = pos.model_order_demo(cat, cat_world, a, b, causal=False, positions=False)
+    assert blind["max_diff"] < 1e-5
+    masked = pos.model_order_demo(cat, cat_world, a, b, causal=True, positions=False)
+    assert masked["row_diff"][:3].max() < 1e-5 and masked["max_diff"] > 0.1
+    assert pos.model_order_demo(cat, cat_world, a, b, causal=False, positions=True)["max_diff"] > 0.1
+
+
+def test_position_task_and_the_order_blind_ceiling():
+    x, y = pos.position_task(50, T=6, V=6, seed=3)
+    assert x.shape == y.shape == (50, 6) and (x[:, 0] == 0).all() and (x[:, 1:] > 0).all()
+    assert torch.equal(y[7], torch.arange(6))
+    assert pos.order_blind_ceiling(6) == pytest.approx(1 / 3)
+    assert pos.order_blind_ceiling(2) == pytest.approx(1.0)
+    with pytest.raises(CourseInputError, match="cannot exceed"):
+        pos.position_task(5, T=7, V=6)
+
+
+def test_position_probe_learns_order_from_the_mask_alone():
+    assert pos.position_probe(0, causal=True) > pos.order_blind_ceiling(6) + 0.1
+    assert pos.position_probe(0, causal=False, steps=100) < pos.order_blind_ceiling(6) + 0.03
+
+
+def test_shifted_positions(cat, cat_world, dragon):
+    inputs, targets = cat_world.batch(cat_world.train)
+    assert torch.equal(pos.shifted_logits(cat, inputs, 0), cat(inputs))
+    assert pos.shifted_loss(cat, inputs, targets, 9) > pos.shifted_loss(cat, inputs, targets, 0) + 1
+    rotary = Transformer(Config(vocab_size=20, d_model=8, n_heads=2, n_layers=1, d_ff=0, positions="rotary"))
+    assert (pos.shifted_logits(rotary, inputs, 1000) - rotary(inputs)).abs().max() < 1e-4
+    with pytest.raises(CourseInputError, match="n_max=128"):
+        pos.shifted_logits(dragon, torch.zeros(1, 9, dtype=torch.long), 120)

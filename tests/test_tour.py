@@ -36,25 +36,30 @@ def test_explorer_draws_a_picture_and_redraws_when_a_control_moves(cat, cat_worl
     assert "zebra" in shown.message.value
 
 
-def test_scores_shape_check():
+def test_scores_shape_check_diagnoses_without_giving_the_numbers():
     assert checks.scores_shape((2, 5, 5), n_heads=2, T=5)
     assert checks.scores_shape(torch.Size([2, 5, 5]), n_heads=2, T=5)
-    assert "heads" in checks.scores_shape.feedback((5, 5, 5), n_heads=2, T=5)[0]
-    assert "T=5" in checks.scores_shape.feedback((2, 4, 4), n_heads=2, T=5)[0]
-    assert "three axes" in checks.scores_shape.feedback((5, 5), n_heads=2, T=5)[0]
+    wrong = {(5, 5, 5): "config", (2, 4, 4): "how many tokens", (2, 5, 4): "same length",
+             (5, 5): "three", (2, 7, 7): "how many tokens", (5, 5, 2): "token count first"}
+    for answer, words in wrong.items():
+        message = checks.scores_shape.feedback(answer, n_heads=2, T=5)[0]
+        assert words in message
+        # neither the head count nor the token count is stated
+        assert not any(str(n) in message for n in (2, 5) if not (len(answer) == 2 and n == 2)), message
+    assert "<BOS>" in checks.scores_shape.feedback((2, 4, 4), n_heads=2, T=5)[0]
     assert "not answered" in checks.scores_shape.feedback(None, n_heads=2, T=5)[0]
 
 
-def test_p_on_check_names_the_usual_mistakes():
+def test_next_prob_check_names_the_usual_mistakes():
     logits = np.array([1.0, 2.0, 3.0])
     right = np.exp(3) / np.exp(logits).sum()
-    assert checks.p_on(right, logits, 2)
-    assert checks.p_on(torch.tensor(right, dtype=torch.float32), torch.tensor(logits), 2)
-    assert "logit itself" in checks.p_on.feedback(3.0, logits, 2)[0]
-    assert "divide by the sum" in checks.p_on.feedback(np.exp(3.0), logits, 2)[0]
-    assert "too small" in checks.p_on.feedback(0.5, logits, 2)[0]
+    assert checks.next_prob(right, logits, 2)
+    assert checks.next_prob(torch.tensor(right, dtype=torch.float32), torch.tensor(logits), 2)
+    assert "logit itself" in checks.next_prob.feedback(3.0, logits, 2)[0]
+    assert "divide by the sum of exp over all 3" in checks.next_prob.feedback(np.exp(3.0), logits, 2)[0]
+    assert "too small" in checks.next_prob.feedback(0.5, logits, 2)[0]
     with pytest.raises(AssertionError):
-        checks.p_on.grade(0.5, logits, 2)
+        checks.next_prob.grade(0.5, logits, 2)
 
 
 def test_per_layer_check_names_what_was_left_out():
@@ -64,6 +69,8 @@ def test_per_layer_check_names_what_was_left_out():
     assert "not it" in checks.per_layer.feedback(300, d_model=6, d_ff=8)[0]
     assert "whole number" in checks.per_layer.feedback(302.5, d_model=6, d_ff=8)[0]
     assert "str" in checks.per_layer.feedback("many", d_model=6, d_ff=8)[0]
+    assert checks.per_layer(7_087_872, d_model=768, d_ff=3072)   # GPT-2 small's layer
+    assert "LayerNorms" in checks.per_layer.feedback(7_087_872 - 4 * 768, d_model=768, d_ff=3072)[0]
 
 
 def test_readout_formats_shapes_and_top_tokens():
@@ -71,3 +78,44 @@ def test_readout_formats_shapes_and_top_tokens():
     assert text.startswith("L0.weights  [2 × 3 × 3]") and "head 1:" in text
     rows = top_tokens(torch.tensor([0.1, 0.7, 0.2]), ["x", "y", "z"], k=2)
     assert [r[1] for r in rows] == ["y", "z"]
+
+
+def test_step_rows_follow_one_token_and_join_the_heads(cat, cat_world):
+    trace = cat(cat_world.tokenizer.encode("<BOS> the cat sat"), trace=True)
+    rows = compute.step_rows(trace, 0, -1, ["head_out", "concat", "pre", "h"])
+    assert torch.equal(rows["head_out"], rows["concat"])          # heads side by side = concat
+    assert rows["pre"].shape == (8,) and torch.equal(rows["h"], trace["L0.h"][-1].detach())
+    with pytest.raises(CourseInputError, match="L0.nope"):
+        compute.step_rows(trace, 0, -1, ["nope"])
+    with pytest.raises(CourseInputError, match="position 9"):
+        compute.step_rows(trace, 0, 9, ["h"])
+
+
+def test_top_next_is_sorted_and_sums_below_one(cat, cat_world):
+    top = compute.top_next(cat, cat_world, "<BOS> the cat sat", k=3)
+    assert top[0][0] == "on" and [p for _, p in top] == sorted((p for _, p in top), reverse=True)
+    assert sum(p for _, p in top) <= 1 + 1e-6
+    with pytest.raises(CourseInputError, match="k"):
+        compute.top_next(cat, cat_world, "<BOS> the cat", k=0)
+    with pytest.raises(CourseInputError, match="'zebra'"):
+        compute.top_next(cat, cat_world, "<BOS> the zebra")
+
+
+def test_copula_splits_name_the_held_out_adjective(cat, cat_world):
+    rows = {r["prompt"]: r for r in compute.copula_splits(cat, cat_world)}
+    assert len(rows) == 8
+    assert rows["<BOS> the cat is"]["held_out"] == ("small",)
+    assert rows["<BOS> the dog is"]["held_out"] == ()
+    for r in rows.values():
+        assert r["adjectives"] in (("big", "small"), ("red", "blue"))
+        assert 0 < sum(r["p"]) <= 1 + 1e-6
+        for adj in r["held_out"]:   # the model favours the adjective it saw after this prompt
+            seen = r["p"][1 - r["adjectives"].index(adj)]
+            assert seen > r["p"][r["adjectives"].index(adj)]
+
+
+def test_our_positional_encoding_is_the_primers(cat, cat_world):
+    ids = cat_world.tokenizer.encode("<BOS> the cat sat")
+    trace = cat(ids, trace=True)
+    pe = (trace["h0"] - cat.E[ids]).detach().numpy()
+    assert np.abs(pe - np.array(compute.PRIMER_PE)).max() <= 5e-4   # equal to the printed 3 decimals

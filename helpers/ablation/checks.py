@@ -71,7 +71,8 @@ def patched_fraction(answer, model, world, clean, corrupt, head):
     from . import compute
     tok, metric = world.tokenizer, compute.logit_difference(world)
     clean_ids, corrupt_ids = tok.encode(clean), tok.encode(corrupt)
-    expected = float(compute.patch_heads(model, clean_ids, corrupt_ids, metric)[head])
+    every = compute.patch_heads(model, clean_ids, corrupt_ids, metric)          # (layers, heads)
+    expected = float(every[head])
     if abs(answer - expected) <= 1e-3:
         return
     clean_value, corrupt_value = compute._ends(model, clean_ids[None], corrupt_ids[None], metric, ())
@@ -85,7 +86,9 @@ def patched_fraction(answer, model, world, clean, corrupt, head):
         (patched - corrupt_value, "that is the change the patch made: divide by the whole gap, clean minus corrupted"),
         (reverse, "that patches the other way, the corrupted head output into the clean run: run the "
                   "corrupted prompt and put the clean head output in"),
-    ])
+    ] + [(float(every[l, h]), f"that is what patching L{l}H{h} restores: patch head {head[1]} of layer "
+                              f"{head[0]}, x[:, {head[1]}] of \"L{head[0]}.head_out\"")
+         for l in range(every.shape[0]) for h in range(every.shape[1]) if (l, h) != tuple(head)])
     yield hint or next(number_problems(answer, expected, "the restored fraction"))
 
 

@@ -260,7 +260,7 @@ def resample_donors(lengths, seed):
 def induction_ablation(model, ids, heads, kind, per_position=True, reference=None):
     """Copy losses dict(first, second, chance) on repeated sequences ids (B, 2L+1) with ``heads``
     ablated. mean: means over ``reference`` (default ids itself); resample: sequence b takes the
-    heads' outputs from sequence b+1 (another random sequence)."""
+    heads' outputs from sequence b-1 (another random sequence; row 0 from the last row)."""
     from ..heads import compute as heads_compute
     inputs = ids[:, :-1]
     means = source = None

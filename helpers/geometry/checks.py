@@ -6,7 +6,7 @@ without printing the expected answer.
 """
 import numpy as np
 
-from ..exercises import Array, Function, Words, as_number, call, close_problems, exercise, number_problems
+from ..exercises import Array, Function, Words, as_array, as_number, call, close_problems, exercise, number_problems
 from .compute import analogy_vector, neighbourhood_kept, unit
 
 # (a, b) pairs a cosine function is tried on, and what each one tests.
@@ -18,9 +18,14 @@ COSINE_CASES = (
 )
 
 
+# A stack of rows the cosine function is tried on, with one vector b (3 rows, 2 numbers each).
+STACK = (np.array([[3.0, 1.0], [2.0, 0.0], [-2.0, -4.0]]), np.array([1.0, 2.0]))
+
+
 @exercise("a cosine similarity function", answer=Function("a function of two vectors"))
 def cosine_function(answer):
-    """``answer`` is a function cosine(a, b) -> float for two 1-D arrays of the same length."""
+    """``answer`` is a function cosine(A, b) -> the cosine of b with A: a float when A is one
+    vector (d,), an (n,) array of the cosines of b with each row when A is a stack (n, d)."""
     for a, b, what in COSINE_CASES:
         a, b = np.asarray(a), np.asarray(b)
         reference = float(a @ b / (np.linalg.norm(a) * np.linalg.norm(b)))
@@ -37,6 +42,18 @@ def cosine_function(answer):
     if abs(longer - as_number(call(answer, a, b), "cosine")) > 1e-6:
         yield ("your cosine changes when b is made 10 times longer; "
                "it should depend on direction only")
+        return
+    A, b = STACK
+    got = as_array(call(answer, A, b, what="for a stack of 3 rows"), "the cosines of a stack of 3 rows")
+    reference = A @ b / (np.linalg.norm(A, axis=1) * np.linalg.norm(b))
+    if got.shape != reference.shape:
+        yield (f"for a stack of 3 rows your function returns shape {got.shape}: it should give one "
+               "cosine per row, shape (3,)")
+    elif np.allclose(got, A @ b / (np.linalg.norm(A) * np.linalg.norm(b))):
+        yield ("for a stack of rows your function divides by the length of the whole stack: "
+               "each row needs its own length (np.linalg.norm's axis argument)")
+    elif not np.allclose(got, reference, atol=1e-6):
+        yield "for a stack of 3 rows the cosines are wrong: each row's cosine with b, in row order"
 
 
 @exercise("the nearest neighbours, computed with NumPy", answer=Words())

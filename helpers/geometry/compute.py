@@ -4,7 +4,8 @@
   compute); ``arrows_figure`` draws named 2-D vectors as arrows.
 * ``load_glove()`` reads ``data/glove`` (the 50,000 most frequent words of GloVe
   6B, 50 numbers each) into a gensim ``KeyedVectors``.
-* ``nearest`` and ``analogy`` rank words by cosine similarity.
+* ``nearest`` and ``analogy`` rank words by cosine similarity; ``offset_agreement``
+  measures how nearly a relation's pairs share one direction.
 * ``project`` draws vectors in 2-D by PCA, t-SNE or UMAP; ``neighbourhood_kept``
   measures how many of each point's nearest neighbours a map keeps.
 * ``word_map`` and ``plot_maps`` do both for groups of words and draw them;
@@ -283,6 +284,27 @@ def analogy(kv, a, minus, plus, topn=5, exclude_inputs=True):
     return rank_by_cosine(kv, query, topn, skip=skip)
 
 
+def offsets(kv, pairs):
+    """The offsets unit(b) - unit(a) of word pairs [(a, b), ...] (e.g. (france, paris)): (n, d)."""
+    words = [w for pair in pairs for w in pair]
+    check_words(kv, words)
+    if len(pairs) < 2 or any(len(pair) != 2 for pair in pairs):
+        fail(f"pairs should be at least two (a, b) word pairs, but got {pairs!r:.80}")
+    return np.stack([unit(kv[b]) - unit(kv[a]) for a, b in pairs])
+
+
+def offset_agreement(kv, pairs):
+    """How nearly one fixed direction a relation is: the cosines of every two of its pairs'
+    offsets (unit(b) - unit(a)). Returns dict(cosines (n(n-1)/2,), mean, low, high, step:
+    the mean length of an offset). 1 everywhere would be one fixed direction."""
+    vectors = offsets(kv, pairs)
+    rows, cols = np.triu_indices(len(vectors), k=1)
+    normed = unit(vectors)
+    cosines = (normed[rows] * normed[cols]).sum(axis=1)
+    return {"cosines": cosines, "mean": float(cosines.mean()), "low": float(cosines.min()),
+            "high": float(cosines.max()), "step": float(np.linalg.norm(vectors, axis=1).mean())}
+
+
 # ------------------------------------------------------------------ 2-D maps
 
 def knn(points, k):
@@ -492,6 +514,18 @@ def own_group_share(result):
     return (labels[near] == labels[:, None]).mean(axis=1)
 
 
+def neighbour_groups(result, word):
+    """The groups of ``word``'s k nearest 50-D neighbours in word_map's result, most common
+    first: [(group, count)], counts summing to k."""
+    if word not in result["words"]:
+        fail(f"'{word}' is not one of the {len(result['words'])} words of this map")
+    near = knn(result["points"], result["k"])[result["words"].index(word)]
+    counts = {}
+    for i in near:
+        counts[result["labels"][i]] = counts.get(result["labels"][i], 0) + 1
+    return sorted(counts.items(), key=lambda item: -item[1])
+
+
 # one colour per group, fixed by the group's place in GROUPS (then any new group)
 PALETTE = ["#1f77b4", "#ff7f0e", "#2ca02c", "#d62728", "#9467bd", "#8c564b", "#e377c2",
            "#7f7f7f", "#bcbd22", "#008b8b", "#6b8e23", "#000000", "#b8860b", "#4b0082", "#17becf"]
@@ -505,30 +539,71 @@ def group_colours(names):
     return {n: PALETTE[order[n] % len(PALETTE)] for n in names}
 
 
-def plot_maps(result, n_labels=2):
-    """Draw word_map's result: one panel per method, coloured by group, the first
-    ``n_labels`` words of each group written by their dots. Returns the figure."""
+def label_offset(xy, i, n):
+    """Where the n-th label of point i goes, in points from its dot: towards the middle of
+    the panel (so it stays inside), each further label a little further out (so labels of
+    neighbouring dots part)."""
+    low, high = xy.min(axis=0), xy.max(axis=0)
+    rel = (xy[i] - low) / np.where(high > low, high - low, 1)
+    sx, sy = (-1 if rel[0] > 0.5 else 1), (-1 if rel[1] > 0.5 else 1)
+    return (sx * (30 + 14 * n), sy * (24 + 10 * n))
+
+
+def plot_maps(result, label=()):
+    """Draw word_map's result: one panel per method (a 2 × 2 grid, the legend in the fourth
+    place), coloured by group. ``label``: the words to write on every panel, each in a box
+    set off from its dot with a line to it, so labels do not cover each other or the dots.
+    Returns the figure."""
     import matplotlib.pyplot as plt
 
+    missing = [w for w in label if w not in result["words"]]
+    if missing:
+        fail(f"'{missing[0]}' is not one of the {len(result['words'])} words of this map")
     names = list(dict.fromkeys(result["labels"]))
     colours = group_colours(names)
     methods = list(result["coords"])
-    fig, axes = plt.subplots(1, len(methods), figsize=(4.6 * len(methods), 5.0), squeeze=False)
-    for ax, method in zip(axes[0], methods):
+    n_rows = (len(methods) + 2) // 2
+    fig, axes = plt.subplots(n_rows, 2, figsize=(11, 5.0 * n_rows), squeeze=False)
+    panels = axes.ravel()
+    for ax, method in zip(panels, methods):
         xy = result["coords"][method]
         for name in names:
             rows = [i for i, lab in enumerate(result["labels"]) if lab == name]
-            ax.scatter(xy[rows, 0], xy[rows, 1], s=12, color=colours[name], label=name)
-            for i in rows[:n_labels]:
-                ax.annotate(result["words"][i], xy[i], fontsize=7, color=colours[name],
-                            xytext=(2, 2), textcoords="offset points")
-        ax.set_title(f"{method}\nkeeps {result['kept'][method].mean():.0%} of {result['k']} "
-                     f"neighbours; distance order r = {result['agreement'][method]:.2f}")
+            ax.scatter(xy[rows, 0], xy[rows, 1], s=14, color=colours[name], label=name)
+        ax.margins(0.06)
+        ax.autoscale_view()
+        placed = []   # label centres in display points, to keep labels apart
+        for n, word in enumerate(label):
+            i = result["words"].index(word)
+            dot = ax.transData.transform(xy[i]) * 72 / fig.dpi
+            offset = np.array(label_offset(xy, i, n), dtype=float)
+            for _ in range(6):   # push the label further out while it lands on an earlier one
+                if all(np.abs(dot + offset - other).max() > 0 and
+                       (abs(dot[0] + offset[0] - other[0]) > 60 or abs(dot[1] + offset[1] - other[1]) > 18)
+                       for other in placed):
+                    break
+                offset *= 1.5
+            placed.append(dot + offset)
+            ax.annotate(word, xy[i], xytext=tuple(offset), textcoords="offset points",
+                        fontsize=10, fontweight="bold", color=colours[result["labels"][i]],
+                        ha="center", va="center",
+                        bbox=dict(boxstyle="round,pad=0.2", fc="white", ec=colours[result["labels"][i]], lw=0.8),
+                        arrowprops=dict(arrowstyle="-", color="#333333", lw=0.8))
+            ax.scatter(*xy[i], s=60, facecolors="none", edgecolors="#333333", linewidths=1.0)
+        ax.set_title(f"{method}: keeps {result['kept'][method].mean():.0%} of {result['k']} "
+                     f"neighbours; distance order r = {result['agreement'][method]:.2f}", fontsize=10)
         ax.set_xticks([])
         ax.set_yticks([])
-    handles, labels = axes[0, 0].get_legend_handles_labels()
-    fig.legend(handles, labels, loc="lower center", ncol=(len(names) + 1) // 2, frameon=False)
-    fig.tight_layout(rect=(0, 0.08, 1, 1))
+    handles, labels = panels[0].get_legend_handles_labels()
+    for ax in panels[len(methods):]:
+        ax.axis("off")
+    legend_ax = panels[len(methods)] if len(methods) < len(panels) else None
+    if legend_ax is not None:
+        legend_ax.legend(handles, labels, loc="center", frameon=False, fontsize=11, markerscale=2,
+                         title="group (circled: the words named in the text)" if label else "group")
+    else:
+        fig.legend(handles, labels, loc="lower center", ncol=(len(names) + 1) // 2, frameon=False)
+    fig.tight_layout()
     return fig
 
 

@@ -7,6 +7,11 @@
 * ``prefix_scores``, ``sample_sentences``, ``no_mask_runs``: how models trained with or
   without the mask behave when they have to generate.
 * ``attention_maps``: every head's weights for a prompt, mask on or off.
+* ``lecture_mask``: the Lecture's ``triu(ones) * -inf`` (NaN) beside an additive mask that works.
+* ``three_regimes``: training, prefill and decoding with a KV cache, mask on and off.
+* ``future_reading``: where a model trained without the mask finds its answers.
+* ``dropout_demo``: the Book's dropout on eight weights; ``OneHead``, ``book_one_head``: the
+  Book's one-head module from nn.Linear, with its mask as a buffer.
 """
 import math
 from collections import Counter, defaultdict
@@ -247,3 +252,135 @@ def entropy_floor(sentences):
     for prefix, nxt, _ in found:
         counts[prefix][nxt] += 1
     return sum(-math.log(counts[p][n] / sum(counts[p].values())) for p, n, _ in found) / len(found)
+
+
+def lecture_mask(T):
+    """The Lecture's spelling ``torch.triu(ones, diagonal=1) * -inf`` next to a working one.
+
+    Returns a dict: lecture (T, T), which holds NaN on and below the diagonal because
+    0 * -inf is NaN, and additive (T, T), 0 on and below the diagonal and -inf above it
+    (``torch.full(-inf).triu(1)``), the mask that is added to the scores.
+    """
+    T = check_positive_int(T, "T")
+    ones = torch.ones(T, T)
+    return dict(lecture=torch.triu(ones, diagonal=1) * float("-inf"),
+                additive=torch.full((T, T), float("-inf")).triu(diagonal=1))
+
+
+@torch.no_grad()
+def three_regimes(model, world, prompt, n_prompt):
+    """The Lecture's three regimes on one sentence: training, prefill, decoding.
+
+    prompt: the whole sentence (string or word list); its first ``n_prompt`` words are the
+    prompt. Training runs every position at once with the mask; prefill runs the prompt at
+    once into a KV cache (with the mask, and once without it); decoding then feeds the
+    remaining words one query at a time against the cache, with the mask and without it.
+    Returns a dict of largest |logit differences|: prefill (masked prefill vs the training
+    rows), prefill_no_mask (T_prompt,) per position, decode (masked decoding vs the
+    training rows), and decode_same (True when decoding with and without the mask gives
+    bit-identical logits at every step).
+    """
+    from ..model import KVCache
+
+    words = prompt.split() if isinstance(prompt, str) else list(prompt)
+    ids = world.tokenizer.encode(words)
+    n_prompt = check_positive_int(n_prompt, "n_prompt")
+    if n_prompt >= len(ids):
+        fail(f"n_prompt should leave at least one word to decode, but is {n_prompt} for {len(ids)} words")
+    training = model(ids, causal=True)
+    caches = {causal: KVCache(model.cfg.n_layers) for causal in (True, False)}
+    prefill = {causal: model(ids[:n_prompt], cache=caches[causal], causal=True) for causal in (True, False)}
+    unmasked = model(ids[:n_prompt], cache=KVCache(model.cfg.n_layers), causal=False)
+    decoded, same = [], True
+    for t in range(n_prompt, len(ids)):
+        on, off = (model(ids[t:t + 1], cache=caches[causal], causal=causal) for causal in (True, False))
+        same = same and torch.equal(on, off)
+        decoded.append(on)
+    return dict(prefill=float((prefill[True] - training[:n_prompt]).abs().max()),
+                prefill_no_mask=(unmasked - training[:n_prompt]).abs().amax(-1),
+                decode=float((torch.cat(decoded) - training[n_prompt:]).abs().max()),
+                decode_same=same)
+
+
+@torch.no_grad()
+def future_reading(model, world, sentences=None, causal=False):
+    """Where a model finds its answers on teacher-forced sentences, run as a model trained
+    without the mask was trained (one padded batch, no mask; ``causal=True``: with it).
+
+    Returns a dict: next_word (share of scored positions whose top-1 word is the sentence's
+    next word), own_word (share whose top-1 is the word at the position itself: the
+    identity), future (n_layers, n_heads) the mean weight each head puts on keys after the
+    query (j > i), and next_key (n_layers, n_heads) the mean weight on key i + 1 alone, both
+    over the positions whose next input is a word.
+    """
+    sentences = world.train if sentences is None else sentences
+    inputs, targets = world.batch(sentences)
+    weights = {}
+    h = model.embed(inputs)
+    for layer, block in enumerate(model.blocks):
+        h = block(h, causal=causal, keep=lambda name, x, layer=layer:
+                  weights.__setitem__(layer, x) if name == "weights" else None)
+    top = model.unembed(h).argmax(-1)
+    scored = targets != -100
+    rows = (inputs[:, 1:] != world.tokenizer.ids["<PAD>"]).float()            # (B, T-1): a word at i + 1
+    W = torch.stack([weights[layer][:, :, :-1] for layer in range(len(model.blocks))])  # (L, B, H, T-1, T)
+    per_row = {"future": W.triu(diagonal=1).sum(-1), "next_key": W.diagonal(offset=1, dim1=-2, dim2=-1)}
+    n = int(scored.sum())
+    return dict(next_word=int((top == targets)[scored].sum()) / n, own_word=int((top == inputs)[scored].sum()) / n,
+                **{name: (x * rows[None, :, None]).sum(dim=(1, 3)) / rows.sum() for name, x in per_row.items()})
+
+
+def dropout_demo(p=0.5, n=8, value=0.125, seed=123):
+    """The Book's dropout: ``nn.Dropout(p)`` on n equal weights, right after torch.manual_seed(seed).
+
+    Returns a dict: row (n,), train (the module in training mode: each weight zeroed with
+    probability p, the rest scaled by 1/(1-p)), eval (after ``.eval()``: the row unchanged),
+    zeroed (how many weights training mode set to 0).
+    """
+    if not 0 <= p < 1:
+        fail(f"a dropout rate p should be in [0, 1), but got {p}")
+    n = check_positive_int(n, "n")
+    drop, row = nn.Dropout(p), torch.full((n,), float(value))
+    torch.manual_seed(seed)
+    train_out = drop(row)
+    drop.eval()
+    return dict(row=row, train=train_out, eval=drop(row), zeroed=int((train_out == 0).sum()))
+
+
+class OneHead(nn.Module):
+    """The Book's one-head module: three ``nn.Linear(d_in, d_head)`` and a causal mask.
+
+    The mask is built once for ``context_length`` tokens and kept with ``register_buffer``
+    (it moves with the module but is not a parameter; ``persistent=False`` keeps it out of
+    the state_dict); a call on T tokens uses its corner ``mask[:T, :T]``, as the Book's full
+    module does. x (B, T, d_in) -> (B, T, d_head).
+    """
+
+    def __init__(self, d_in, d_head, context_length=8, bias=False):
+        super().__init__()
+        self.W_q, self.W_k, self.W_v = (nn.Linear(d_in, d_head, bias=bias) for _ in range(3))
+        self.register_buffer("mask", causal_mask(context_length), persistent=False)
+
+    def forward(self, x):
+        if x.dim() != 3 or x.shape[-1] != self.W_q.in_features:
+            fail(f"expected x of shape (B, T, {self.W_q.in_features}), but got {tuple(x.shape)}")
+        T = x.shape[1]
+        if T > self.mask.shape[0]:
+            fail(f"the module's mask covers {self.mask.shape[0]} tokens, but x has T={T}")
+        q, k, v = self.W_q(x), self.W_k(x), self.W_v(x)
+        scores = apply_mask(q @ k.transpose(-2, -1) / math.sqrt(k.shape[-1]), self.mask[:T, :T])
+        return torch.softmax(scores, dim=-1) @ v
+
+
+@torch.no_grad()
+def book_one_head(context_length=8):
+    """``OneHead(4, 2)`` holding the Book's hand-picked W_q, W_k, W_v from ``three_words``.
+
+    nn.Linear stores its weight as (out × in) and computes x Wᵀ, so each (4, 2) matrix goes
+    in transposed: ``W_q.weight.copy_(W_q.T)``. Returns (module, three_words() dict).
+    """
+    ex = three_words()
+    module = OneHead(4, 2, context_length)
+    for name in ("W_q", "W_k", "W_v"):
+        getattr(module, name).weight.copy_(ex[name].T)
+    return module, ex

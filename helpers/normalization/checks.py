@@ -17,6 +17,7 @@ LN_CASES = (
      [-0.339, -0.496, -0.744, 0.154, -0.418, 0.055], "the Primer's h²_last with its γ and β"),
     ([[1.0, 2.0, 3.0, 4.0], [10.0, -10.0, 5.0, 0.0]], [1.0, 0.5, 2.0, 1.0], [0.0, 1.0, 0.0, -1.0],
      "a 2 × 4 matrix (each row on its own)"),
+    ([0.500, 0.501, 0.499, 0.502], None, None, "a row with a tiny spread (variance about 10⁻⁶, where ε matters)"),
 )
 
 
@@ -25,6 +26,11 @@ def layer_norm_slip(out, x, g, b, with_affine):
     centred = x - x.mean(axis=-1, keepdims=True)
     if np.allclose(out, centred / x.std(axis=-1, ddof=1, keepdims=True) * g + b, atol=1e-3):
         return "you divided by the sample standard deviation (d - 1); LayerNorm divides by d"
+    std = x.std(axis=-1, keepdims=True)
+    if np.allclose(out, centred / std * g + b, atol=1e-3):
+        return "you left out ε: add ε = 10⁻⁵ to the variance, inside the square root"
+    if np.allclose(out, centred / (std + 1e-5) * g + b, atol=1e-3):
+        return "ε goes inside the square root, added to the variance, not to the standard deviation"
     if with_affine and np.allclose(out, ref.layer_norm(x), atol=1e-3):
         return "the output ignores γ and β: multiply by γ, then add β"
     if x.ndim > 1 and np.allclose(out, (x - x.mean()) / np.sqrt(x.var() + 1e-5) * g + b, atol=1e-3):

@@ -85,8 +85,8 @@ def unscrambled(out, Y, perm):
         return
     hint = slip(out, [(Y, "these are still the rows in scrambled order: put row i of Y back where "
                           "X[perm[i]] came from"),
-                      (Y[perm], "you applied the permutation a second time; undo it instead "
-                                "(its inverse is np.argsort(perm))")], atol=1e-6)
+                      (Y[perm], "you applied the permutation a second time; undo it instead: for each "
+                                "row j of X_demo, find the row of Y that was computed from it")], atol=1e-6)
     if hint:
         yield hint
     elif sorted(map(tuple, np.round(out, 6))) == sorted(map(tuple, np.round(Y, 6))):

@@ -12,6 +12,10 @@
   position table, and which rows it never reached.
 * ``scramble``, ``next_token_view``: the explorer's compute, the trained cat model's
   next-token distribution with positions on or off and the prompt reordered.
+* ``model_order_demo``: two orderings of the same words through a trained model.
+* ``position_task``, ``order_blind_ceiling``, ``position_probe``: a tiny model without
+  positions, trained to say where each token sits, with and without the mask.
+* ``shifted_logits``, ``shifted_loss``: a model's loss with its sentences moved to later positions.
 
 Row-vector convention throughout: X is (T, d), one row per token.
 """
@@ -221,3 +225,89 @@ def next_token_view(model, world, prompt, positions=True, seed=0, keep_last=True
     return dict(words=fed, probs=probs, top=world.tokenizer.vocab[top], p_top=float(probs[top]),
                 original=original, change=float(np.abs(probs - original).max()),
                 scramble_change=float(np.abs(probs - unscrambled).max()))
+
+
+@torch.no_grad()
+def model_order_demo(model, world, first, second, causal=True, positions=True):
+    """Two orderings of the same words through a trained model, compared row by row.
+
+    first, second: word lists (the same words, reordered). Returns a dict: perm
+    (second[i] == first[perm[i]]), row_diff (T,) = max |p_second[i] - p_first[perm[i]]|
+    over the next-word distributions, and max_diff. All zeros (up to round-off) means the
+    model saw two identical bags.
+    """
+    perm = match_permutation(first, second)
+
+    def probs(words):
+        return torch.softmax(model(world.tokenizer.encode(words), causal=causal, positions=positions), -1).numpy()
+
+    row_diff = np.abs(probs(second) - probs(first)[perm]).max(axis=1)
+    return dict(perm=perm, row_diff=row_diff, max_diff=float(row_diff.max()))
+
+
+def position_task(n, T=6, V=6, seed=0):
+    """n sequences of T tokens that ask a model where each token sits.
+
+    Token 0 starts every sequence; the rest are drawn from 1..V-1 (seeded). The target at
+    position t is t itself. Returns (x, y), both (n, T) LongTensors.
+    """
+    n, T, V = (check_positive_int(v, name) for v, name in ((n, "n"), (T, "T"), (V, "V")))
+    if T > V:
+        fail(f"the targets 0..T-1 must be tokens, so T={T} cannot exceed the vocabulary V={V}")
+    g = torch.Generator().manual_seed(seed)
+    x = torch.randint(1, V, (n, T), generator=g)
+    x[:, 0] = 0
+    return x, torch.arange(T).expand(n, T).clone()
+
+
+def order_blind_ceiling(T):
+    """The best expected accuracy on ``position_task`` for a model blind to order: 2 / T.
+
+    Without positions and without a mask every position of a sequence sees the same bag of
+    tokens, so its output depends only on that bag and its own token. The start token gives
+    position 0 away; any other token is, by symmetry, equally likely to sit at each of the
+    T - 1 other positions, so a guess is right 1 time in T - 1: (1 + 1) / T in all.
+    """
+    T = check_positive_int(T, "T", minimum=2)
+    return (1 + (T - 1) * (1 / (T - 1))) / T
+
+
+def position_probe(seed, causal=True, steps=150, T=6, V=6, n=128):
+    """Train a tiny Transformer without positions (1 layer, 1 head, d_model 8, d_ff 16) on
+    ``position_task`` and return its accuracy on 1,000 fresh sequences (seed 100).
+
+    With ``causal=True`` the mask is its only source of order.
+    """
+    from ..model import Config
+    from ..training import train
+
+    model = Transformer(Config(vocab_size=V, d_model=8, n_heads=1, n_layers=1, d_ff=16, n_max=T, positions="none"))
+    train(model, position_task(n, T, V, seed), steps=steps, lr=3e-2, seed=seed, progress=False, causal=causal)
+    x, y = position_task(1000, T, V, seed=100)
+    with torch.no_grad():
+        return float((model(x, causal=causal).argmax(-1) == y).float().mean())
+
+
+@torch.no_grad()
+def shifted_logits(model, inputs, shift):
+    """Logits (B, T, V), mask on, with every sequence of ``inputs`` (B, T) placed at positions
+    shift .. shift+T-1 instead of 0 .. T-1.
+
+    Sinusoidal positions are computed for any position; a learned table has rows only up to
+    n_max (the model refuses past it); rotary positions turn q and k by their positions.
+    """
+    shift = check_positive_int(shift, "shift", minimum=0)
+    h = model.embed(model.check_ids(inputs), start=shift)
+    for block in model.blocks:
+        h = block(h, causal=True, start=shift)
+    return model.unembed(h)
+
+
+@torch.no_grad()
+def shifted_loss(model, inputs, targets, shift):
+    """Teacher-forced loss of ``shifted_logits``: inputs, targets (B, T) as a world's ``batch``
+    makes them (targets of -100 are ignored)."""
+    import torch.nn.functional as F
+
+    logits = shifted_logits(model, inputs, shift)
+    return float(F.cross_entropy(logits.reshape(-1, logits.shape[-1]), targets.reshape(-1), ignore_index=-100))

@@ -35,7 +35,11 @@ def view_panel(vocab):
     ax.set_xticks(x, vocab, rotation=60, ha="right", fontsize=8)
     ax.set_ylim(0, 1.05)
     ax.set_ylabel("p(next word)")
-    ax.legend(loc="lower center", bbox_to_anchor=(0.5, 1.0), ncol=2, fontsize=8, frameon=False)
+    from matplotlib.patches import Patch
+
+    top = Patch(color=ACCENT, label="its top word")
+    ax.legend(handles=[now, top, before], loc="lower center", bbox_to_anchor=(0.5, 1.0), ncol=3, fontsize=8,
+              frameon=False)
     title = fig.suptitle("", fontsize=9, y=0.99)
 
     def draw(view, positions=True):

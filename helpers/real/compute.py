@@ -190,17 +190,17 @@ def induction_view(model, tok, text=BOOK_SENTENCE):
 
 # ---------------------------------------------------------------- the logit lens
 
-@torch.no_grad()
 def logit_lens(model, ids, token_id):
-    """What the read-out would say after each layer, at the last position.
+    """What the read-out would say after each layer, at the last position (chapter 10's lens).
 
-    The residual stream after embedding (layer -1 as "emb") and after each block, put through
-    the final RMSNorm and the tied unembedding. Returns dict(layers (list of ints, -1 first),
+    The residual stream after embedding (layer -1) and after each block, put through the
+    final RMSNorm and the tied unembedding. Returns dict(layers (list of ints, -1 first),
     p (probability of token_id), rank (0 = top), top (the top token id)), lists per layer.
     """
-    record = trace(model, ids)
-    streams = [record["h0"][-1]] + [record[f"L{layer}.h"][-1] for layer in range(model.cfg.n_layers)]
-    logits = model.unembed(torch.stack(streams))
+    from ..ablation import compute as ablation
+
+    names = ["h0"] + [f"L{layer}.h" for layer in range(model.cfg.n_layers)]
+    logits = ablation.logit_lens(model, ids, names)[1][:, -1]            # (layers + 1, V)
     probs = torch.softmax(logits, dim=-1)
     rank = (logits > logits[:, token_id:token_id + 1]).sum(-1)
     return dict(layers=list(range(-1, model.cfg.n_layers)), p=probs[:, token_id].tolist(),

@@ -1,9 +1,14 @@
 """Chapter 11's explorer: type a prompt, pick a layer and a head, see that head's attention
-and the model's top next tokens."""
+and the model's top next tokens.
+
+A new prompt runs the model once (its trace is kept) and redraws the whole figure; a new
+layer or head only swaps the heatmap's pixels and title (``Blitter``), so moving a slider
+draws two artists, not the figure.
+"""
 import functools
 
-from .. import plots
-from ..explorer import new_figure, show
+from ..explorer import Blitter, new_figure, show
+from ..plots import ATTENTION_CMAP
 from . import compute
 
 
@@ -12,20 +17,24 @@ def label(piece):
     return piece.replace(" ", "·").replace("\n", "⏎") or "∅"
 
 
-def draw(axes, view, layer, head):
-    """Redraw both axes: one head's attention (left), the top next tokens (right)."""
+def draw_prompt(axes, view):
+    """Redraw both axes for a new prompt; returns (the heatmap image, its title), the moving parts."""
     left, right = axes
     left.clear()
     right.clear()
     pieces = [label(p) for p in view["pieces"]]
-    plots.attention_heatmap(view["weights"][layer, head], pieces, ax=left,
-                            title=f"layer {layer}, head {head}: where each token looks", annotate=len(pieces) <= 8)
+    image = left.imshow(view["weights"][0, 0].numpy(), cmap=ATTENTION_CMAP, vmin=0, vmax=1)
+    left.set_xticks(range(len(pieces)), pieces, rotation=60, ha="right", fontsize=8)
+    left.set_yticks(range(len(pieces)), pieces, fontsize=8)
+    left.set_xlabel("key (attended to)")
+    left.set_ylabel("query")
     names, probs = zip(*view["top"])
     right.barh(range(len(probs))[::-1], probs, color="#4c72b0")
     right.set_yticks(range(len(probs))[::-1], [label(n) for n in names])
     right.set_xlim(0, 1)
     right.set_xlabel("probability")
     right.set_title("next token")
+    return image, left.set_title("")
 
 
 def explorer(model, tok, prompt="The Time Traveller smiled at us. The Time Traveller smiled at"):
@@ -38,14 +47,21 @@ def explorer(model, tok, prompt="The Time Traveller smiled at us. The Time Trave
         layer=widgets.IntSlider(value=17, min=0, max=model.cfg.n_layers - 1, description="layer"),
         head=widgets.IntSlider(value=5, min=0, max=model.cfg.n_heads - 1, description="head"),
     )
-    fig = new_figure((10, 4.4))
+    fig = new_figure((10, 4.6))
     axes = fig.subplots(1, 2, gridspec_kw=dict(width_ratios=[1.5, 1]))
-    fig.subplots_adjust(left=0.1, right=0.97, bottom=0.25, top=0.92, wspace=0.45)
+    fig.subplots_adjust(left=0.1, right=0.97, bottom=0.27, top=0.92, wspace=0.45)
+    fig.colorbar(axes[0].imshow([[0.0]], cmap=ATTENTION_CMAP, vmin=0, vmax=1), ax=axes[0], label="attention weight")
     view_of = functools.lru_cache(maxsize=8)(lambda text: compute.prompt_view(model, tok, text))
+    state = dict(prompt=None, blit=None)
 
     def render(prompt, layer, head):
-        draw(axes, view_of(prompt), layer, head)
-        return fig
+        view = view_of(prompt)
+        if prompt != state["prompt"]:
+            image, title = draw_prompt(axes, view)
+            state.update(prompt=prompt, blit=Blitter(fig, moving=(image, title)), image=image, title=title)
+        state["image"].set_data(view["weights"][layer, head].numpy())
+        state["title"].set_text(f"layer {layer}, head {head}: where each token looks")
+        return state["blit"].png()
 
     layout = widgets.VBox([controls["prompt"], widgets.HBox([controls["layer"], controls["head"]])])
     return show(controls, render, layout)

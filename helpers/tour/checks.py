@@ -7,28 +7,37 @@ from ..exercises import Number, Whole, as_wholes, exercise, number_problems
 
 @exercise("the shape of the layer-1 scores")
 def scores_shape(answer, n_heads, T):
-    """answer: the shape of ``L1.scores``, a tuple (heads, queries, keys)."""
+    """answer: the shape of ``L1.scores``, a tuple (heads, queries, keys).
+
+    The messages diagnose (which axis, where to look) without stating the numbers."""
     shape = as_wholes(answer, "the shape")
     if len(shape) != 3:
-        yield f"scores have three axes (heads, queries, keys), but your shape has {len(shape)}"
+        yield (f"your shape has {len(shape)} axes, but the scores have three: one that counts "
+               "heads, one for the queries and one for the keys")
     elif shape[0] != n_heads:
-        yield f"the first axis counts heads: this model has {n_heads}, your answer says {shape[0]}"
-    elif shape[1:] != (T, T):
-        yield (f"one score per (query, key) pair: the prompt has T={T} tokens, "
-               f"so the last two axes should both be {T}, not {shape[1:]}")
+        hint = (" (it looks like you put a token count first)" if shape[0] == T and n_heads in shape[1:]
+                else "")
+        yield ("the first axis counts heads, and yours does not match this model" + hint +
+               ": look at the model's config (model.cfg)")
+    elif shape[1] != shape[2]:
+        yield "every token is both a query and a key, so the last two axes have the same length"
+    elif shape[1] != T:
+        off_by_one = " (did you count <BOS>?)" if abs(shape[1] - T) == 1 else ""
+        yield ("the last two axes count the prompt's tokens, and yours do not: how many tokens "
+               "does the prompt have?" + off_by_one)
 
 
-@exercise("p(on) from the logits", answer=Number())
-def p_on(answer, last_logits, on_id):
-    """answer: softmax(last_logits)[on_id], one number; last_logits: (V,)."""
+@exercise("a next-token probability from the logits", answer=Number())
+def next_prob(answer, last_logits, token_id):
+    """answer: softmax(last_logits)[token_id], one number; last_logits: (V,)."""
     logits = to_numpy(last_logits, "last_logits")
     e = np.exp(logits - logits.max())
-    found = list(number_problems(answer, float(e[on_id] / e.sum()), "p(on)", atol=1e-4))
+    found = list(number_problems(answer, float(e[token_id] / e.sum()), "the probability", atol=1e-4))
     if not found:
         return
-    if np.isclose(answer, np.exp(logits[on_id]), rtol=1e-3):
-        yield "that is exp(logit) alone: divide by the sum of exp over all twenty logits"
-    elif np.isclose(answer, logits[on_id], rtol=1e-3):
+    if np.isclose(answer, np.exp(logits[token_id]), rtol=1e-3):
+        yield f"that is exp(logit) alone: divide by the sum of exp over all {len(logits)} logits"
+    elif np.isclose(answer, logits[token_id], rtol=1e-3):
         yield "that is the logit itself: a probability is softmax of the logits"
     else:
         yield from found

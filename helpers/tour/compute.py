@@ -1,5 +1,35 @@
-"""The tour's compute: what one prompt looks like inside the cat model."""
+"""The tour's compute: what one prompt looks like inside the cat model, the copula splits,
+and the Primer §6 figures our model is set beside.
+
+* ``prompt_view``: what the explorer draws for one prompt.
+* ``step_rows``: one token's row through every step of one layer (a focused slice of a trace).
+* ``top_next``: the k most probable next words after a prompt.
+* ``copula_splits``: for each copula prompt, the two class adjectives' probabilities and
+  which of the two sentence types was held out of training.
+* ``PRIMER_PE``, ``PRIMER_COPULA_TOP3``, ``PRIMER_IS_ATTENTION``, ``PRIMER_P_CLASS_RANGE``: the Primer §6's
+  printed figures for its author's weights (quoted, not computed: we do not have its weights).
+"""
 import torch
+
+from ..errors import check_positive_int, fail
+from ..worlds import COPULAS, adjectives_of, next_token_probs
+
+# The Primer §6, "The same model on <BOS> the cat is": its top three after each copula prompt.
+PRIMER_COPULA_TOP3 = {
+    "<BOS> the cat is": (("big", 0.532), ("small", 0.390), ("floor", 0.022)),
+    "<BOS> the mat is": (("red", 0.540), ("blue", 0.443), ("mat", 0.005)),
+}
+# The Primer §6: the weights of the query "is" on <BOS> the cat is, by (layer, head) counted
+# from 0 (the Primer's "layer 1, head 1" is (0, 0)); keys <BOS>, the, cat, is.
+PRIMER_IS_ATTENTION = {
+    (0, 0): (0.059, 0.197, 0.630, 0.114), (0, 1): (0.015, 0.025, 0.222, 0.738),
+    (1, 0): (0.035, 0.240, 0.633, 0.092), (1, 1): (0.344, 0.336, 0.286, 0.034),
+}
+# The Primer §6, Step 1: its positional encoding PE for positions 1 to 4, as printed (3 decimals).
+PRIMER_PE = ((0.000, 1.000, 0.000, 1.000, 0.000, 1.000), (0.841, 0.540, 0.046, 0.999, 0.002, 1.000),
+             (0.909, -0.416, 0.093, 0.996, 0.004, 1.000), (0.141, -0.990, 0.139, 0.990, 0.006, 1.000))
+# The Primer §6: "a combined probability on the two class adjectives between 0.92 and 0.99".
+PRIMER_P_CLASS_RANGE = (0.92, 0.99)
 
 
 def prompt_view(model, world, prompt, attention=True):
@@ -17,3 +47,48 @@ def prompt_view(model, world, prompt, attention=True):
         else torch.zeros(L, H, T, T)
     return dict(tokens=world.tokenizer.decode(ids), probs=trace["probs"][-1], weights=weights,
                 attention=attention)
+
+
+def step_rows(trace, layer, position, steps):
+    """One token's row through the named steps of one layer: {name: (width,) tensor}.
+
+    trace: ``model(ids, trace=True)``; position: the token's index (negative counts from
+    the end); steps: short names ("ln1", "q", ..., "h"). A per-head step (H, T, w) gives
+    the heads' rows side by side, (H * w,), as concat will join them.
+    """
+    out = {}
+    for step in steps:
+        name = f"L{layer}.{step}"
+        if name not in trace:
+            fail(f"'{name}' is not a step of this trace; expected one of: {', '.join(trace)}")
+        x = trace[name].detach()
+        if not -x.shape[-2] <= position < x.shape[-2]:
+            fail(f"position {position} is outside the prompt's {x.shape[-2]} tokens")
+        out[step] = x[:, position].reshape(-1) if x.dim() == 3 else x[position]
+    return out
+
+
+def top_next(model, world, prompt, k=3):
+    """The k most probable next words after ``prompt`` (a string): [(word, probability)]."""
+    k = check_positive_int(k, "k")
+    probs = next_token_probs(model, world, [prompt.split()])[0]
+    order = torch.argsort(probs, descending=True, stable=True)[:k]
+    return [(world.tokenizer.vocab[i], float(probs[i])) for i in order]
+
+
+def copula_splits(model, world):
+    """For each copula prompt (<BOS> the NOUN is/was), the split between its class's two adjectives.
+
+    Returns a list of dicts: prompt, adjectives (a, b), p (p(a), p(b)), held_out: the
+    adjectives whose sentence type was held out of training (a tuple, often empty).
+    """
+    held = {tuple(s) for s in world.held_out}
+    prompts = dict.fromkeys(tuple(s[:4]) for s in world.sentences if len(s) > 3 and s[3] in COPULAS)
+    rows = []
+    for prompt in prompts:
+        adjs = adjectives_of(prompt[2])
+        probs = next_token_probs(model, world, [list(prompt)])[0]
+        rows.append(dict(prompt=" ".join(prompt), adjectives=tuple(adjs),
+                         p=tuple(float(probs[world.tokenizer.ids[a]]) for a in adjs),
+                         held_out=tuple(a for a in adjs if prompt + (a, "<EOS>") in held)))
+    return rows
