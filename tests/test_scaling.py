@@ -193,3 +193,17 @@ def test_training_without_the_division_still_learns_the_cat_world():
     assert raw > 0.3 > 0.1 > scaled
     fig = scaling.training_figure(runs)
     assert len(fig.axes[0].lines) == 4 and fig.axes[0].get_legend() is not None
+
+
+def test_loss_floor_is_the_entropy_of_each_prefix_and_bounds_the_training_loss():
+    two = [["<BOS>", "the", "cat", "<EOS>"], ["<BOS>", "the", "dog", "<EOS>"]]
+    # 6 decisions: after "<BOS> the" cat or dog (−ln ½ each); the other four certain
+    assert scaling.loss_floor(two) == pytest.approx(2 * math.log(2) / 6)
+    assert scaling.loss_floor(two[:1]) == 0
+    from helpers import worlds
+    world = worlds.cat_world()
+    inputs, targets = world.batch(world.train)
+    assert int((targets != -100).sum()) == len(worlds.decisions(world.train))   # one target per decision
+    assert 0 < scaling.loss_floor(world.train) < math.log(20)
+    with pytest.raises(CourseInputError, match="at least one sentence"):
+        scaling.loss_floor([])

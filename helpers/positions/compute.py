@@ -294,10 +294,15 @@ def shifted_logits(model, inputs, shift):
     shift .. shift+T-1 instead of 0 .. T-1.
 
     Sinusoidal positions are computed for any position; a learned table has rows only up to
-    n_max (the model refuses past it); rotary positions turn q and k by their positions.
+    n_max (refused past it); rotary positions turn q and k by their positions.
     """
     shift = check_positive_int(shift, "shift", minimum=0)
-    h = model.embed(model.check_ids(inputs), start=shift)
+    ids = model.check_ids(inputs)
+    T, n_max = ids.shape[-1], model.cfg.n_max
+    if model.cfg.positions == "learned" and shift + T > n_max:
+        fail(f"shift {shift} puts the last of {T} tokens at position {shift + T - 1}, but this model's "
+             f"learned table has rows 0..{n_max - 1} only (n_max={n_max})")
+    h = model.embed(ids, start=shift)
     for block in model.blocks:
         h = block(h, causal=True, start=shift)
     return model.unembed(h)

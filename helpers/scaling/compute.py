@@ -287,6 +287,23 @@ def train_with_and_without_scaling(seeds=(0, 1, 2), steps=300, lr=3e-2, **sizes)
     return runs
 
 
+def loss_floor(sentences):
+    """The lowest mean training loss any model can reach on ``sentences`` (lists of words, each
+    from ``<BOS>`` to ``<EOS>``): every next-word decision scored by its prefix's own next-word
+    frequencies, counted over the sentences (the sentences' entropy per decision, in nats). A float.
+    """
+    from collections import Counter, defaultdict
+
+    from ..worlds import decisions
+    by_prefix = defaultdict(Counter)
+    for prefix, nxt, _ in decisions(sentences):
+        by_prefix[prefix][nxt] += 1
+    if not by_prefix:
+        fail(f"sentences should hold at least one sentence of two or more words, but got {len(sentences)} sentences")
+    total = sum(sum(c.values()) for c in by_prefix.values())
+    return float(-sum(n * math.log(n / sum(c.values())) for c in by_prefix.values() for n in c.values()) / total)
+
+
 def training_figure(runs):
     """The loss of every ``train_with_and_without_scaling`` run against the step (log scale)."""
     fig, ax = plt.subplots(figsize=(6.4, 3.3))
