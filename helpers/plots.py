@@ -132,11 +132,11 @@ def shape_flow(trace, ax=None, layer=0):
     for a, b in FLOW_EDGES:
         (xa, ra), (xb, rb) = FLOW_LAYOUT[a], FLOW_LAYOUT[b]
         ax.annotate("", (xb, -rb + 0.33), (xa, -ra - 0.33), arrowprops=dict(arrowstyle="->", lw=0.8))
-    for a, b in FLOW_SKIPS:   # out of the left side of a, down past the block, into b
+    for a, b in FLOW_SKIPS:   # out of the lower half of a's left side, down, into the upper half of b
         (xa, ra), (xb, rb) = FLOW_LAYOUT[a], FLOW_LAYOUT[b]
-        left, lane = xa - 0.3, 0.12
-        ax.plot([left, lane, lane], [-ra, -ra, -rb], color=BASE, lw=1.4)
-        ax.annotate("", (left, -rb), (lane, -rb), arrowprops=dict(arrowstyle="->", lw=1.4, color=BASE))
+        left, lane, out, into = xa - 0.3, 0.12, -ra - 0.14, -rb + 0.14   # two skips never meet
+        ax.plot([left, lane, lane], [out, out, into], color=BASE, lw=1.4)
+        ax.annotate("", (left, into), (lane, into), arrowprops=dict(arrowstyle="->", lw=1.4, color=BASE))
         ax.text(lane - 0.02, -(ra + rb) / 2, "residual skip", color=BASE, fontsize=8, rotation=90,
                 ha="right", va="center")
     for row, text in ((4, "attention"), (10.8, "MLP")):

@@ -35,5 +35,7 @@ def test_shape_flow_draws_q_k_v_side_by_side_and_two_skips(cat, cat_world):
          if t.get_text().split()[:1] in (["q"], ["k"], ["v"])}
     assert y["q"] == y["k"] == y["v"]                                   # parallel, not a chain
     assert sum("residual skip" in t.get_text() for t in ax.texts) == 2
+    first, second = [line.get_ydata() for line in ax.lines if len(line.get_ydata()) == 3][:2]
+    assert min(first) > max(second)          # the second skip leaves h_mid below where the first enters
     with pytest.raises(Exception, match="lacks"):
         plots.shape_flow({"h0": trace["h0"]})

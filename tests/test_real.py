@@ -114,7 +114,7 @@ def test_queries_keys_and_mlp_equal_transformers_inside_layer_0(smol, reference)
 
 
 def test_the_files_own_order_with_adjacent_pairs_is_the_same_model(smol):
-    """llama.cpp's row order turned pair-wise equals Llama's turned by halves; mixing the two does not."""
+    """llama.cpp's row order (Meta's) turned pair-wise equals Hugging Face's turned by halves; mixing the two does not."""
     model, tok = smol
     adjacent = smollm2.build(smollm2.read(), rotary_pairs="adjacent")
     ids = ids_of(tok, PROMPTS[1])
@@ -359,12 +359,14 @@ def test_checks_accept_the_answers_and_name_the_slips(smol):
     assert "share" in checks.layer_parameters.feedback(4 * d * d + 3 * d * d_ff + 2 * d, cfg)[0]
     assert "three" in checks.layer_parameters.feedback(right - d * d_ff, cfg)[0]
     assert "no bias" in checks.layer_parameters.feedback(right + 2 * d, cfg)[0]
+    assert "12d²" in checks.layer_parameters.feedback(12 * d * d, cfg)[0]
     assert "not answered" in checks.layer_parameters.feedback(None, cfg)[0]
     assert str(right) not in " ".join(checks.layer_parameters.feedback(right + 7, cfg))
     kv = 2 * 30 * 3 * 64 * 4
     assert checks.kv_per_token.feedback(kv, cfg) == []
     assert "query head" in checks.kv_per_token.feedback(kv * 3, cfg)[0]
     assert "bytes" in checks.kv_per_token.feedback(kv // 4, cfg)[0]
+    assert "2 bytes" in checks.kv_per_token.feedback(kv // 2, cfg)[0]
     ids, length = real.repeated(tok)
     previous, induction = real.head_scores(model, ids, length)
     best = real.best_heads(induction)[0]
@@ -383,8 +385,11 @@ def test_prompt_view_and_explorer(smol):
     assert abs(sum(p for _, p in view["top"])) <= 1.0
     with pytest.raises(CourseInputError, match="at most 40 tokens"):
         real.prompt_view(model, tok, "word " * 60)
-    figure = explorer.explorer(model, tok)
-    assert figure is not None
+    figure = explorer.explorer(model, tok, 17, 5)
+    assert (figure.controls["layer"].value, figure.controls["head"].value) == (17, 5)
+    opening = figure.picture()
+    figure.controls["head"].value = 0
+    assert figure.picture()[:8] == b"\x89PNG\r\n\x1a\n" and figure.picture() != opening
 
 
 def test_replace_switch_works_on_the_real_model(smol):

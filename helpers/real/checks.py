@@ -25,6 +25,8 @@ def layer_parameters(answer, cfg):
         (reference + 2 * d + 2 * d_kv + 2 * d_ff + d, "this model has no biases on its projections"),
         (reference + 2 * d * (d - d_kv) - d * d_ff, "K and V are shared by groups of heads, and the MLP "
          "has three matrices: both are off"),
+        (reference + 2 * d * (d - d_kv) - 2 * d, "that is the Lecture's 12d² of a GPT-style layer: here the "
+         "query heads share their keys and values, and each RMSNorm adds its scales"),
     ), atol=0.5)
     if hint:
         yield hint
@@ -39,7 +41,8 @@ def kv_per_token(answer, cfg):
     hint = slip(answer, (
         (reference * cfg.n_heads // cfg.kv_heads, "that caches one key and value per query head, but "
          "the cache holds only the shared key/value heads"),
-        (reference // 2, "that is K or V alone: the cache keeps both"),
+        (reference // 2, "that is half: either K or V alone (the cache keeps both), or 2 bytes a number "
+         "(these are float32)"),
         (reference // 4, "that counts numbers, not bytes: float32 takes 4 bytes"),
         (reference // cfg.n_layers, "that is one layer: every layer keeps its own"),
         (reference * 3 // 2, "queries are not cached: each is used once, by its own token"),

@@ -254,7 +254,7 @@ def kv_timing(model, prompt_ids, new_tokens=16, repeats=3):
     """Milliseconds per token: prefill (the prompt in one pass) against decoding with the
     cache (one new token at a time) and without it (the whole sequence again for each token).
 
-    Greedy tokens; wall-clock medians of ``repeats`` runs after a warm-up. Timings vary
+    Greedy tokens; wall-clock medians of ``repeats`` runs after a warm-up (each time its own median). Timings vary
     with the machine and its load. Returns dict(prefill, decode_cached, decode_uncached) in ms
     per token, and the generated ids.
     """
@@ -274,12 +274,12 @@ def kv_timing(model, prompt_ids, new_tokens=16, repeats=3):
         return prefill, time.perf_counter() - start, out
 
     run(True)   # warm-up
-    cached = sorted((run(True) for _ in range(repeats)), key=lambda r: r[1])[repeats // 2]
-    uncached = sorted((run(False) for _ in range(repeats)), key=lambda r: r[1])[repeats // 2]
-    if not torch.equal(cached[2], uncached[2]):
+    cached, uncached = [run(True) for _ in range(repeats)], [run(False) for _ in range(repeats)]
+    if any(not torch.equal(r[2], cached[0][2]) for r in cached + uncached):
         fail("the cached and uncached loops chose different tokens; the KV cache is broken")
-    return dict(prefill=_ms(cached[0]) / len(ids), decode_cached=_ms(cached[1]) / new_tokens,
-                decode_uncached=_ms(uncached[1]) / new_tokens, ids=cached[2])
+    median = lambda runs, part: sorted(r[part] for r in runs)[repeats // 2]
+    return dict(prefill=_ms(median(cached, 0)) / len(ids), decode_cached=_ms(median(cached, 1)) / new_tokens,
+                decode_uncached=_ms(median(uncached, 1)) / new_tokens, ids=cached[0][2])
 
 
 @torch.no_grad()
@@ -303,8 +303,8 @@ def rotary_view(model, tok, text=BOOK_SENTENCE, layer=0, head=0, query=-1, key=0
     positions 0..n-1 and rotated there with the model's own base.
 
     Returns dict(scores (n, n): S[t, s], which depends only on t - s; spread (the largest
-    difference between two entries of one diagonal), base). The model keeps Llama's column
-    order (pair i = columns i, i + d_k/2); here they are reordered to adjacent pairs for
+    difference between two entries of one diagonal), base). The model keeps Hugging Face's Llama
+    column order (pair i = columns i, i + d_k/2); here they are reordered to adjacent pairs for
     chapter 06's ``reference.rotate_pairs``, which is the same rotation. Scores are divided by
     sqrt(d_k), as the model does.
     """
@@ -471,10 +471,10 @@ def file_order(W, n_heads):
 
 @torch.no_grad()
 def rotary_orders(model, ids, layer=0):
-    """Layer ``layer``'s attention weights three ways, against the model's own (Llama's order,
-    pairs (i, i + d_k/2)): dict(file_adjacent: max |difference| with the file's column order
-    turned in adjacent pairs (2i, 2i+1), as llama.cpp does; file_halves: the file's order
-    turned as Llama does, the wrong mix)."""
+    """Layer ``layer``'s attention weights two more ways, against the model's own (the published
+    Hugging Face order, pairs (i, i + d_k/2)): dict(file_adjacent: max |difference| with the
+    file's column order (Meta's original Llama order) turned in adjacent pairs (2i, 2i+1), as
+    llama.cpp does; file_halves: the file's order turned in pairs (i, i + d_k/2), the wrong mix)."""
     from ..model import Attention
 
     cfg = model.cfg

