@@ -316,6 +316,19 @@ def test_norm_view(smol):
     assert all(0 <= g < 0.5 for g in view["gap"])
 
 
+def test_stream_sizes_per_token(smol):
+    model, tok = smol
+    view = real.stream_sizes(model, tok)
+    T = len(tok.encode(real.BOOK_SENTENCE))
+    assert view["rms"].shape == view["peak"].shape == view["peak_dim"].shape == (31, T) and len(view["pieces"]) == T
+    record = real.trace(model, torch.tensor(tok.encode(real.BOOK_SENTENCE)))
+    h = record["L11.h"][3]
+    assert torch.allclose(view["rms"][12, 3], h.pow(2).mean().sqrt())
+    assert view["peak"][12, 3] == h.abs().max() and h[view["peak_dim"][12, 3]].abs() == view["peak"][12, 3]
+    assert torch.allclose(view["rms"].mean(1), torch.tensor(real.norm_view(model, tok)["rms"]))   # norm_view's average
+    assert (view["rms"][-1, 1:] > 50 * view["rms"][0, 1:]).all()       # every later token grows with depth
+
+
 def test_patching_view_restores_the_clean_answer_early_and_not_late(smol):
     model, tok = smol
     view = real.patching_view(model, tok, layers=(0, 29))

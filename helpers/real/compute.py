@@ -366,6 +366,19 @@ def norm_view(model, tok, text=BOOK_SENTENCE):
     return out
 
 
+def stream_sizes(model, tok, text=BOOK_SENTENCE):
+    """Chapter 08's real-model view, per token: the residual stream's size at every point.
+
+    dict(pieces (T,), rms (n_layers + 1, T): each row's root mean square, h0 first, then each
+    block's h; peak, peak_dim (n_layers + 1, T): each row's largest |entry| and its coordinate).
+    """
+    ids = torch.tensor(tok.encode(check_text(text, "the text")))
+    record = trace(model, ids)
+    h = torch.stack([record["h0"]] + [record[f"L{layer}.h"] for layer in range(model.cfg.n_layers)])
+    peak = h.abs().max(-1)
+    return dict(pieces=tok.pieces(ids), rms=h.pow(2).mean(-1).sqrt(), peak=peak.values, peak_dim=peak.indices)
+
+
 @torch.no_grad()
 def patched_logits(model, clean_ids, corrupt_ids, layer, position):
     """Run corrupt_ids, but after block ``layer`` put the clean run's residual stream at
