@@ -25,6 +25,10 @@ Two ways to turn a figure into the PNG bytes a widget shows:
   with ``animate``; the first ``png()`` draws the still parts once and keeps that bitmap,
   later calls paste it back and draw only the moving artists on top (matplotlib's
   "blitting" on the Agg canvas). After changing a still part call ``reset()``.
+
+Both draw on a canvas that remembers the glyphs it has rasterised (the same pixels
+matplotlib's Agg canvas draws, without laying out and rendering "0.42" again on every
+redraw) and encode the PNG with fast compression.
 """
 import io
 
@@ -35,14 +39,110 @@ def new_figure(size, dpi=80):
     """A matplotlib Figure outside pyplot (size in inches), so a redraw leaves no figure behind."""
     from matplotlib.figure import Figure
 
-    return Figure(figsize=size, dpi=dpi)
+    fig = Figure(figsize=size, dpi=dpi)
+    canvas_of(fig)
+    return fig
+
+
+_CANVAS = None
+
+
+def _glyph_canvas_class():
+    """FigureCanvasAgg whose renderer caches text layouts and glyph bitmaps (made once)."""
+    global _CANVAS
+    if _CANVAS is not None:
+        return _CANVAS
+    import math
+
+    import numpy as np
+    from matplotlib.backends import backend_agg
+    from matplotlib.ft2font import RenderMode
+
+    class GlyphCachingRenderer(backend_agg.RendererAgg):
+        """RendererAgg drawing plain text from cached layouts and glyph bitmaps.
+
+        A glyph's bitmap depends only on its font, size, angle and the sub-pixel part of
+        its position (FreeType's 1/64 px); a whole-pixel shift moves the same bitmap, so
+        the cached pixels equal freshly rendered ones."""
+        layouts, glyphs = {}, {}
+
+        def draw_text(self, gc, x, y, s, prop, angle, ismath=False, mtext=None):
+            if ismath or mtext is None or mtext.get_fontfeatures() or mtext.get_language():
+                return super().draw_text(gc, x, y, s, prop, angle, ismath, mtext)
+            font = self._prepare_font(prop)
+            size = prop.get_size_in_points()
+            key = (s, font.fname, size, self.dpi)
+            items = self.layouts.get(key)
+            if items is None:
+                if len(self.layouts) > 20000:
+                    self.layouts.clear()
+                items = self.layouts[key] = [(item.ft_object, item.glyph_index, item.x, item.y)
+                                             for item in font._layout(s, flags=backend_agg.get_hinting_flag())]
+            self._draw_cached_glyphs(gc, x, y, angle, size, items)
+
+        def _draw_cached_glyphs(self, gc, x, y, angle, size, items):
+            cos, sin = math.cos(math.radians(angle)), math.sin(math.radians(angle))
+            aa = bool(gc.get_antialiased())
+            for ft_object, glyph_index, dx, dy in items:
+                px = round(0x40 * (x + dx * cos - dy * sin))
+                py = round(0x40 * (self.height - y + dx * sin + dy * cos))
+                key = (ft_object.fname, size, self.dpi, glyph_index, angle, px % 64, py % 64, aa)
+                glyph = self.glyphs.get(key)
+                if glyph is None:
+                    glyph = self._render(ft_object, size, glyph_index, cos, sin, px % 64, py % 64, aa)
+                    if len(self.glyphs) > 50000:
+                        self.glyphs.clear()
+                    self.glyphs[key] = glyph
+                buffer, left, top = glyph
+                self._renderer.draw_text_image(buffer, left + px // 64,
+                                               int(self.height) - (top + py // 64) + buffer.shape[0], 0, gc)
+
+        def _render(self, font, size, glyph_index, cos, sin, fx, fy, aa):
+            """(bitmap copy, left, top) of one glyph placed at sub-pixel offset (fx, fy)/64."""
+            font.set_size(size, self.dpi)
+            font._set_transform((0x10000 * np.array([[cos, -sin], [sin, cos]])).round().astype(int), [fx, fy])
+            bitmap = font._render_glyph(glyph_index, backend_agg.get_hinting_flag(),
+                                        RenderMode.NORMAL if aa else RenderMode.MONO)
+            buffer = np.array(bitmap.buffer)
+            if not aa:
+                buffer *= 0xff
+            return buffer, bitmap.left, bitmap.top
+
+    class GlyphCachingCanvas(backend_agg.FigureCanvasAgg):
+        def get_renderer(self):
+            w, h = self.get_width_height(physical=True)
+            key = w, h, self.figure.dpi
+            if self._lastKey != key:
+                self.renderer = GlyphCachingRenderer(w, h, self.figure.dpi)
+                self._lastKey = key
+            return self.renderer
+
+    _CANVAS = GlyphCachingCanvas
+    return _CANVAS
+
+
+def canvas_of(fig):
+    """The figure's glyph-caching Agg canvas (attached on first use)."""
+    cls = _glyph_canvas_class()
+    return fig.canvas if isinstance(fig.canvas, cls) else cls(fig)
+
+
+def encode(canvas):
+    """The canvas's current pixels as PNG bytes (RGB, fast compression)."""
+    from PIL import Image
+
+    image = Image.frombuffer("RGBA", canvas.get_width_height(physical=True), canvas.buffer_rgba(),
+                             "raw", "RGBA", 0, 1)
+    buffer = io.BytesIO()
+    image.convert("RGB").save(buffer, format="png", compress_level=1)
+    return buffer.getvalue()
 
 
 def png(fig):
     """The whole matplotlib figure rendered as PNG bytes."""
-    buffer = io.BytesIO()
-    fig.savefig(buffer, format="png")
-    return buffer.getvalue()
+    canvas = canvas_of(fig)
+    canvas.draw()
+    return encode(canvas)
 
 
 class Blitter:
@@ -54,10 +154,8 @@ class Blitter:
     """
 
     def __init__(self, fig, moving=()):
-        from matplotlib.backends.backend_agg import FigureCanvasAgg
-
         self.fig = fig
-        self.canvas = fig.canvas if isinstance(fig.canvas, FigureCanvasAgg) else FigureCanvasAgg(fig)
+        self.canvas = canvas_of(fig)
         self.moving, self.background = [], None
         for artist in moving:
             self.animate(artist)
@@ -74,19 +172,13 @@ class Blitter:
 
     def png(self):
         """The figure as PNG bytes, with the moving artists drawn as they are now."""
-        from PIL import Image
-
         if self.background is None:
             self.canvas.draw()
             self.background = self.canvas.copy_from_bbox(self.fig.bbox)
         self.canvas.restore_region(self.background)
         for artist in self.moving:
             self.fig.draw_artist(artist)
-        image = Image.frombuffer("RGBA", self.canvas.get_width_height(), self.canvas.buffer_rgba(),
-                                 "raw", "RGBA", 0, 1)
-        buffer = io.BytesIO()
-        image.convert("RGB").save(buffer, format="png", compress_level=1)
-        return buffer.getvalue()
+        return encode(self.canvas)
 
 
 def as_png(picture):

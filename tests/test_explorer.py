@@ -62,3 +62,29 @@ def test_course_input_errors_are_value_errors():
     with pytest.raises(ValueError):
         fail("x")
     assert issubclass(CourseInputError, ValueError)
+
+
+def text_figure():
+    import numpy as np
+    fig = new_figure((4, 2.5))
+    ax = fig.add_subplot()
+    ax.set_xticks(range(4), ["<BOS>", "cat", "mat", "ä"], rotation=45, ha="right")
+    for i in range(12):   # sizes, angles and sub-pixel positions that differ
+        ax.text(i * 0.27, (i * 0.037) % 1, f"{i * 0.137:.2f}", fontsize=6 + i % 4, rotation=(0, 30, 90, 60)[i % 4])
+    ax.set_title("$x^2$ and plain text")
+    ax.text(0.5, 0.5, "not antialiased", antialiased=False)
+    return fig, np
+
+
+def test_the_glyph_caching_canvas_draws_matplotlibs_pixels_again_and_again():
+    import io
+
+    from matplotlib.backends.backend_agg import FigureCanvasAgg
+    from PIL import Image
+    fig, np = text_figure()
+    reference = FigureCanvasAgg(text_figure()[0])
+    reference.draw()
+    expected = np.asarray(reference.buffer_rgba())[..., :3]
+    for _ in range(2):   # the second draw comes from the caches
+        drawn = np.asarray(Image.open(io.BytesIO(png(fig))).convert("RGB"))
+        assert drawn.shape == expected.shape and (drawn == expected).all()
