@@ -141,7 +141,11 @@ def encode(canvas):
 def png(fig):
     """The whole matplotlib figure rendered as PNG bytes."""
     canvas = canvas_of(fig)
-    canvas.draw()
+    canvas._is_saving = True   # as savefig does: artists a Blitter marked animated are drawn too
+    try:
+        canvas.draw()
+    finally:
+        canvas._is_saving = False
     return encode(canvas)
 
 
