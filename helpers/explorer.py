@@ -67,7 +67,7 @@ def _glyph_canvas_class():
         layouts, glyphs = {}, {}
 
         def draw_text(self, gc, x, y, s, prop, angle, ismath=False, mtext=None):
-            if ismath or mtext is None or mtext.get_fontfeatures() or mtext.get_language():
+            if ismath or (mtext is not None and (mtext.get_fontfeatures() or mtext.get_language())):
                 return super().draw_text(gc, x, y, s, prop, angle, ismath, mtext)
             font = self._prepare_font(prop)
             size = prop.get_size_in_points()
@@ -154,15 +154,20 @@ class Blitter:
 
     ``animate(artist)`` adds a moving artist (returns it); ``png()`` returns PNG bytes;
     ``reset()`` forgets the saved background after a still part of the figure changed.
-    Moving artists are marked animated, so a plain full draw of ``fig`` leaves them out.
+    ``seldom(artist)`` adds an artist that changes now and then (a map that follows one
+    control of several): it is drawn onto a second saved background, which ``refresh()``
+    redraws from the first (cheaper than ``reset()``, which draws the whole figure again).
+    Moving and seldom artists are marked animated, so a plain full draw of ``fig`` leaves them out.
     """
 
-    def __init__(self, fig, moving=()):
+    def __init__(self, fig, moving=(), seldom=()):
         self.fig = fig
         self.canvas = canvas_of(fig)
-        self.moving, self.background = [], None
+        self.moving, self.rare, self.background, self.layer = [], [], None, None
         for artist in moving:
             self.animate(artist)
+        for artist in seldom:
+            self.seldom(artist)
 
     def animate(self, artist):
         """Leave ``artist`` out of the background; it is drawn on every ``png()``. Returns it."""
@@ -170,16 +175,32 @@ class Blitter:
         self.moving.append(artist)
         return artist
 
+    def seldom(self, artist):
+        """Leave ``artist`` out of the background; draw it after each ``refresh()``. Returns it."""
+        artist.set_animated(True)
+        self.rare.append(artist)
+        self.layer = None
+        return artist
+
     def reset(self):
         """Draw the background again on the next ``png()`` (call it after a still part changed)."""
-        self.background = None
+        self.background = self.layer = None
+
+    def refresh(self):
+        """Draw the seldom artists again on the next ``png()`` (call it after one of them changed)."""
+        self.layer = None
 
     def png(self):
         """The figure as PNG bytes, with the moving artists drawn as they are now."""
         if self.background is None:
             self.canvas.draw()
             self.background = self.canvas.copy_from_bbox(self.fig.bbox)
-        self.canvas.restore_region(self.background)
+        if self.layer is None:
+            self.canvas.restore_region(self.background)
+            for artist in self.rare:
+                self.fig.draw_artist(artist)
+            self.layer = self.canvas.copy_from_bbox(self.fig.bbox)
+        self.canvas.restore_region(self.layer)
         for artist in self.moving:
             self.fig.draw_artist(artist)
         return encode(self.canvas)

@@ -73,6 +73,7 @@ def text_figure():
         ax.text(i * 0.27, (i * 0.037) % 1, f"{i * 0.137:.2f}", fontsize=6 + i % 4, rotation=(0, 30, 90, 60)[i % 4])
     ax.set_title("$x^2$ and plain text")
     ax.text(0.5, 0.5, "not antialiased", antialiased=False)
+    ax.text(0.1, 0.2, "two\nlines", family="monospace")
     return fig, np
 
 
@@ -88,3 +89,22 @@ def test_the_glyph_caching_canvas_draws_matplotlibs_pixels_again_and_again():
     for _ in range(2):   # the second draw comes from the caches
         drawn = np.asarray(Image.open(io.BytesIO(png(fig))).convert("RGB"))
         assert drawn.shape == expected.shape and (drawn == expected).all()
+
+
+def test_a_seldom_artist_changes_the_picture_only_after_refresh():
+    fig = new_figure((2, 2))
+    ax = fig.add_subplot()
+    ax.set_xlim(0, 1)
+    ax.set_ylim(0, 1)
+    (rare,) = ax.plot([0, 1], [0, 1], lw=4)
+    (often,) = ax.plot([0, 1], [1, 0], lw=4)
+    blit = Blitter(fig, [often], [rare])
+    first = blit.png()
+    rare.set_ydata([1, 1])
+    assert blit.png() == first            # not redrawn yet
+    blit.refresh()
+    second = blit.png()
+    assert second != first
+    often.set_ydata([0.5, 0.5])
+    assert blit.png() not in (first, second)
+    assert png(fig) != first              # a full draw shows every artist
