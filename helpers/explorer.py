@@ -224,7 +224,7 @@ class Explorer:
         self.controls, self.render = dict(controls), render
         self.layout = layout if layout is not None else widgets.HBox(list(self.controls.values()))
         self.message = widgets.HTML()
-        self.handle = None
+        self.handle, self.drawn = None, None
 
     def _ipython_display_(self):
         pass  # already on screen; as a cell's last value it adds nothing
@@ -236,15 +236,23 @@ class Explorer:
         return as_png(self.render(**self.values()))
 
     def update(self, change=None):
-        """Redraw for the controls' current values; bad input shows one sentence instead."""
+        """Redraw for the controls' current values; bad input shows one sentence instead.
+
+        Values already on screen are not drawn again (one control that sets others, like a
+        model picker that changes the prompt list, would otherwise redraw the same picture)."""
         from IPython.display import Image
 
+        values = self.values()
+        if values == self.drawn:
+            self.message.value = ""
+            return
         try:
-            data = self.picture()
+            data = as_png(self.render(**values))
         except CourseInputError as error:
             self.message.value = f"<span style='color:#d1495b'>{error}</span>"
             return
         self.message.value = ""
+        self.drawn = values
         if self.handle is not None:
             self.handle.update(Image(data=data, format="png"))
 
@@ -253,7 +261,9 @@ class Explorer:
 
         display(self.layout, self.message)
         try:
-            first = Image(data=self.picture(), format="png")
+            values = self.values()
+            first = Image(data=as_png(self.render(**values)), format="png")
+            self.drawn = values
         except CourseInputError as error:
             self.message.value = f"<span style='color:#d1495b'>{error}</span>"
             first = Image(data=b"", format="png")

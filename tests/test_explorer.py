@@ -108,3 +108,13 @@ def test_a_seldom_artist_changes_the_picture_only_after_refresh():
     often.set_ydata([0.5, 0.5])
     assert blit.png() not in (first, second)
     assert png(fig) != first              # a full draw shows every artist
+
+
+def test_values_already_on_screen_are_not_drawn_again(monkeypatch):
+    monkeypatch.setattr("IPython.display.display", lambda *objs, display_id=None: None)
+    calls = []
+    a, b = widgets.IntSlider(value=0), widgets.IntSlider(value=0)
+    a.observe(lambda change: setattr(b, "value", change["new"]), names="value")  # a sets b first
+    ex = show({"a": a, "b": b}, lambda a, b: calls.append((a, b)) or b"png")
+    a.value = 3     # b's observer draws (3, 3); a's own then finds it on screen
+    assert calls == [(0, 0), (3, 3)] and ex.message.value == ""
