@@ -25,6 +25,10 @@ Two ways to turn a figure into the PNG bytes a widget shows:
   with ``animate``; the first ``png()`` draws the still parts once and keeps that bitmap,
   later calls paste it back and draw only the moving artists on top (matplotlib's
   "blitting" on the Agg canvas). After changing a still part call ``reset()``.
+
+Both draw on a canvas that remembers the glyphs it has rasterised (the same pixels
+matplotlib's Agg canvas draws, without laying out and rendering "0.42" again on every
+redraw) and encode the PNG with fast compression.
 """
 import io
 
@@ -35,14 +39,114 @@ def new_figure(size, dpi=80):
     """A matplotlib Figure outside pyplot (size in inches), so a redraw leaves no figure behind."""
     from matplotlib.figure import Figure
 
-    return Figure(figsize=size, dpi=dpi)
+    fig = Figure(figsize=size, dpi=dpi)
+    canvas_of(fig)
+    return fig
+
+
+_CANVAS = None
+
+
+def _glyph_canvas_class():
+    """FigureCanvasAgg whose renderer caches text layouts and glyph bitmaps (made once)."""
+    global _CANVAS
+    if _CANVAS is not None:
+        return _CANVAS
+    import math
+
+    import numpy as np
+    from matplotlib.backends import backend_agg
+    from matplotlib.ft2font import RenderMode
+
+    class GlyphCachingRenderer(backend_agg.RendererAgg):
+        """RendererAgg drawing plain text from cached layouts and glyph bitmaps.
+
+        A glyph's bitmap depends only on its font, size, angle and the sub-pixel part of
+        its position (FreeType's 1/64 px); a whole-pixel shift moves the same bitmap, so
+        the cached pixels equal freshly rendered ones."""
+        layouts, glyphs = {}, {}
+
+        def draw_text(self, gc, x, y, s, prop, angle, ismath=False, mtext=None):
+            if ismath or (mtext is not None and (mtext.get_fontfeatures() or mtext.get_language())):
+                return super().draw_text(gc, x, y, s, prop, angle, ismath, mtext)
+            font = self._prepare_font(prop)
+            size = prop.get_size_in_points()
+            key = (s, font.fname, size, self.dpi)
+            items = self.layouts.get(key)
+            if items is None:
+                if len(self.layouts) > 20000:
+                    self.layouts.clear()
+                items = self.layouts[key] = [(item.ft_object, item.glyph_index, item.x, item.y)
+                                             for item in font._layout(s, flags=backend_agg.get_hinting_flag())]
+            self._draw_cached_glyphs(gc, x, y, angle, size, items)
+
+        def _draw_cached_glyphs(self, gc, x, y, angle, size, items):
+            cos, sin = math.cos(math.radians(angle)), math.sin(math.radians(angle))
+            aa = bool(gc.get_antialiased())
+            for ft_object, glyph_index, dx, dy in items:
+                px = round(0x40 * (x + dx * cos - dy * sin))
+                py = round(0x40 * (self.height - y + dx * sin + dy * cos))
+                key = (ft_object.fname, size, self.dpi, glyph_index, angle, px % 64, py % 64, aa)
+                glyph = self.glyphs.get(key)
+                if glyph is None:
+                    glyph = self._render(ft_object, size, glyph_index, cos, sin, px % 64, py % 64, aa)
+                    if len(self.glyphs) > 50000:
+                        self.glyphs.clear()
+                    self.glyphs[key] = glyph
+                buffer, left, top = glyph
+                self._renderer.draw_text_image(buffer, left + px // 64,
+                                               int(self.height) - (top + py // 64) + buffer.shape[0], 0, gc)
+
+        def _render(self, font, size, glyph_index, cos, sin, fx, fy, aa):
+            """(bitmap copy, left, top) of one glyph placed at sub-pixel offset (fx, fy)/64."""
+            font.set_size(size, self.dpi)
+            font._set_transform((0x10000 * np.array([[cos, -sin], [sin, cos]])).round().astype(int), [fx, fy])
+            bitmap = font._render_glyph(glyph_index, backend_agg.get_hinting_flag(),
+                                        RenderMode.NORMAL if aa else RenderMode.MONO)
+            buffer = np.array(bitmap.buffer)
+            if not aa:
+                buffer *= 0xff
+            return buffer, bitmap.left, bitmap.top
+
+    class GlyphCachingCanvas(backend_agg.FigureCanvasAgg):
+        def get_renderer(self):
+            w, h = self.get_width_height(physical=True)
+            key = w, h, self.figure.dpi
+            if self._lastKey != key:
+                self.renderer = GlyphCachingRenderer(w, h, self.figure.dpi)
+                self._lastKey = key
+            return self.renderer
+
+    _CANVAS = GlyphCachingCanvas
+    return _CANVAS
+
+
+def canvas_of(fig):
+    """The figure's glyph-caching Agg canvas (attached on first use)."""
+    cls = _glyph_canvas_class()
+    return fig.canvas if isinstance(fig.canvas, cls) else cls(fig)
+
+
+def encode(canvas):
+    """The canvas's current pixels as PNG bytes (RGB, fast compression)."""
+    from PIL import Image
+
+    image = Image.frombuffer("RGBA", canvas.get_width_height(physical=True), canvas.buffer_rgba(),
+                             "raw", "RGBA", 0, 1)
+    buffer = io.BytesIO()
+    image.convert("RGB").save(buffer, format="png", compress_level=1)
+    return buffer.getvalue()
 
 
 def png(fig):
     """The whole matplotlib figure rendered as PNG bytes."""
-    buffer = io.BytesIO()
-    fig.savefig(buffer, format="png")
-    return buffer.getvalue()
+    canvas = canvas_of(fig)
+    canvas._is_saving = True   # as savefig does: artists a Blitter marked animated are drawn too
+    try:
+        canvas.draw()
+    finally:
+        canvas._is_saving = False
+    return encode(canvas)
 
 
 class Blitter:
@@ -50,17 +154,20 @@ class Blitter:
 
     ``animate(artist)`` adds a moving artist (returns it); ``png()`` returns PNG bytes;
     ``reset()`` forgets the saved background after a still part of the figure changed.
-    Moving artists are marked animated, so a plain full draw of ``fig`` leaves them out.
+    ``seldom(artist)`` adds an artist that changes now and then (a map that follows one
+    control of several): it is drawn onto a second saved background, which ``refresh()``
+    redraws from the first (cheaper than ``reset()``, which draws the whole figure again).
+    Moving and seldom artists are marked animated, so a plain full draw of ``fig`` leaves them out.
     """
 
-    def __init__(self, fig, moving=()):
-        from matplotlib.backends.backend_agg import FigureCanvasAgg
-
+    def __init__(self, fig, moving=(), seldom=()):
         self.fig = fig
-        self.canvas = fig.canvas if isinstance(fig.canvas, FigureCanvasAgg) else FigureCanvasAgg(fig)
-        self.moving, self.background = [], None
+        self.canvas = canvas_of(fig)
+        self.moving, self.rare, self.background, self.layer = [], [], None, None
         for artist in moving:
             self.animate(artist)
+        for artist in seldom:
+            self.seldom(artist)
 
     def animate(self, artist):
         """Leave ``artist`` out of the background; it is drawn on every ``png()``. Returns it."""
@@ -68,25 +175,35 @@ class Blitter:
         self.moving.append(artist)
         return artist
 
+    def seldom(self, artist):
+        """Leave ``artist`` out of the background; draw it after each ``refresh()``. Returns it."""
+        artist.set_animated(True)
+        self.rare.append(artist)
+        self.layer = None
+        return artist
+
     def reset(self):
         """Draw the background again on the next ``png()`` (call it after a still part changed)."""
-        self.background = None
+        self.background = self.layer = None
+
+    def refresh(self):
+        """Draw the seldom artists again on the next ``png()`` (call it after one of them changed)."""
+        self.layer = None
 
     def png(self):
         """The figure as PNG bytes, with the moving artists drawn as they are now."""
-        from PIL import Image
-
         if self.background is None:
             self.canvas.draw()
             self.background = self.canvas.copy_from_bbox(self.fig.bbox)
-        self.canvas.restore_region(self.background)
+        if self.layer is None:
+            self.canvas.restore_region(self.background)
+            for artist in self.rare:
+                self.fig.draw_artist(artist)
+            self.layer = self.canvas.copy_from_bbox(self.fig.bbox)
+        self.canvas.restore_region(self.layer)
         for artist in self.moving:
             self.fig.draw_artist(artist)
-        image = Image.frombuffer("RGBA", self.canvas.get_width_height(), self.canvas.buffer_rgba(),
-                                 "raw", "RGBA", 0, 1)
-        buffer = io.BytesIO()
-        image.convert("RGB").save(buffer, format="png", compress_level=1)
-        return buffer.getvalue()
+        return encode(self.canvas)
 
 
 def as_png(picture):
@@ -124,7 +241,7 @@ class Explorer:
         self.layout = layout if layout is not None else widgets.HBox(list(self.controls.values()))
         self.message = widgets.HTML()
         self.box = controls_box(self.layout, self.message)
-        self.handle = None
+        self.handle, self.drawn = None, None
 
     def _ipython_display_(self):
         pass  # already on screen; as a cell's last value it adds nothing
@@ -136,15 +253,23 @@ class Explorer:
         return as_png(self.render(**self.values()))
 
     def update(self, change=None):
-        """Redraw for the controls' current values; bad input shows one sentence instead."""
+        """Redraw for the controls' current values; bad input shows one sentence instead.
+
+        Values already on screen are not drawn again (one control that sets others, like a
+        model picker that changes the prompt list, would otherwise redraw the same picture)."""
         from IPython.display import Image
 
+        values = self.values()
+        if values == self.drawn:
+            self.message.value = ""
+            return
         try:
-            data = self.picture()
+            data = as_png(self.render(**values))
         except CourseInputError as error:
             self.message.value = f"<span style='color:#d1495b'>{error}</span>"
             return
         self.message.value = ""
+        self.drawn = values
         if self.handle is not None:
             self.handle.update(Image(data=data, format="png"))
 
@@ -153,7 +278,9 @@ class Explorer:
 
         display(self.box)
         try:
-            first = Image(data=self.picture(), format="png")
+            values = self.values()
+            first = Image(data=as_png(self.render(**values)), format="png")
+            self.drawn = values
         except CourseInputError as error:
             self.message.value = f"<span style='color:#d1495b'>{error}</span>"
             first = Image(data=b"", format="png")

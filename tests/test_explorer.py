@@ -69,3 +69,59 @@ def test_course_input_errors_are_value_errors():
     with pytest.raises(ValueError):
         fail("x")
     assert issubclass(CourseInputError, ValueError)
+
+
+def text_figure():
+    import numpy as np
+    fig = new_figure((4, 2.5))
+    ax = fig.add_subplot()
+    ax.set_xticks(range(4), ["<BOS>", "cat", "mat", "ä"], rotation=45, ha="right")
+    for i in range(12):   # sizes, angles and sub-pixel positions that differ
+        ax.text(i * 0.27, (i * 0.037) % 1, f"{i * 0.137:.2f}", fontsize=6 + i % 4, rotation=(0, 30, 90, 60)[i % 4])
+    ax.set_title("$x^2$ and plain text")
+    ax.text(0.5, 0.5, "not antialiased", antialiased=False)
+    ax.text(0.1, 0.2, "two\nlines", family="monospace")
+    return fig, np
+
+
+def test_the_glyph_caching_canvas_draws_matplotlibs_pixels_again_and_again():
+    import io
+
+    from matplotlib.backends.backend_agg import FigureCanvasAgg
+    from PIL import Image
+    fig, np = text_figure()
+    reference = FigureCanvasAgg(text_figure()[0])
+    reference.draw()
+    expected = np.asarray(reference.buffer_rgba())[..., :3]
+    for _ in range(2):   # the second draw comes from the caches
+        drawn = np.asarray(Image.open(io.BytesIO(png(fig))).convert("RGB"))
+        assert drawn.shape == expected.shape and (drawn == expected).all()
+
+
+def test_a_seldom_artist_changes_the_picture_only_after_refresh():
+    fig = new_figure((2, 2))
+    ax = fig.add_subplot()
+    ax.set_xlim(0, 1)
+    ax.set_ylim(0, 1)
+    (rare,) = ax.plot([0, 1], [0, 1], lw=4)
+    (often,) = ax.plot([0, 1], [1, 0], lw=4)
+    blit = Blitter(fig, [often], [rare])
+    first = blit.png()
+    rare.set_ydata([1, 1])
+    assert blit.png() == first            # not redrawn yet
+    blit.refresh()
+    second = blit.png()
+    assert second != first
+    often.set_ydata([0.5, 0.5])
+    assert blit.png() not in (first, second)
+    assert png(fig) != first              # a full draw shows every artist
+
+
+def test_values_already_on_screen_are_not_drawn_again(monkeypatch):
+    monkeypatch.setattr("IPython.display.display", lambda *objs, display_id=None: None)
+    calls = []
+    a, b = widgets.IntSlider(value=0), widgets.IntSlider(value=0)
+    a.observe(lambda change: setattr(b, "value", change["new"]), names="value")  # a sets b first
+    ex = show({"a": a, "b": b}, lambda a, b: calls.append((a, b)) or b"png")
+    a.value = 3     # b's observer draws (3, 3); a's own then finds it on screen
+    assert calls == [(0, 0), (3, 3)] and ex.message.value == ""

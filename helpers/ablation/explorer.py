@@ -31,12 +31,21 @@ def explorer(model, world, prompts=PROMPTS):
     kind = widgets.Dropdown(options=compute.KINDS, value="mean", description="ablation")
     boxes = {name: widgets.Checkbox(value=False, description=f"ablate {name}", indent=False) for name in heads}
     fig, parts = _canvas(model, world, prompts[0])
-    blit = Blitter(fig, parts["moving"])
+    blit = Blitter(fig, parts["moving"], parts["seldom"])
+
+    shown, views = {}, {}
 
     def render(prompt, kind, **chosen):
         picked = [name for name, on in chosen.items() if on]
-        view = lab.view(prompt, [heads[name] for name in picked], kind)
+        key = (prompt, kind, *picked)
+        if key not in views:   # 4 prompts x 3 kinds x 16 head sets at most
+            views[key] = lab.view(prompt, [heads[name] for name in picked], kind)
+        view = views[key]
         _draw(parts, view, prompt, kind, picked)
+        if shown.get("prompt") != prompt:   # the patching map follows the prompt only
+            _draw_patch(parts, view, prompt)
+            shown["prompt"] = prompt
+            blit.refresh()
         return blit.png()
 
     layout = widgets.VBox([widgets.HBox([prompt, kind]), widgets.HBox(list(boxes.values()))])
@@ -44,7 +53,8 @@ def explorer(model, world, prompts=PROMPTS):
 
 
 def _canvas(model, world, prompt):
-    """The still figure (axes, ticks, colour bar) and its moving artists, drawn once."""
+    """The still figure (axes, ticks, colour bar), its moving artists and the seldom ones
+    (the patching map, which follows the prompt only)."""
     vocab = world.tokenizer.vocab
     best, total = worlds.best_possible_accuracy(world.sentences)
     fig = new_figure((11, 3.6))
@@ -72,13 +82,13 @@ def _canvas(model, world, prompt):
         title=bars_ax.text(0.0, 1.04, "", transform=bars_ax.transAxes, fontsize=10),
         scores=bars_ax.text(0.99, 0.97, "", transform=bars_ax.transAxes, ha="right", va="top", fontsize=8),
         grid_title=grid_ax.text(0.0, 1.05, "", transform=grid_ax.transAxes, fontsize=10))
-    artists = [*bars, *values, image, *(c for row in cells for c in row),
-               moving["title"], moving["scores"], moving["grid_title"]]
-    return fig, dict(moving=artists, ceiling=best / total, **moving)
+    artists = [*bars, *values, moving["title"], moving["scores"]]
+    seldom = [image, *(c for row in cells for c in row), moving["grid_title"]]
+    return fig, dict(moving=artists, seldom=seldom, ceiling=best / total, **moving)
 
 
 def _draw(parts, view, prompt, kind, picked):
-    """Move the moving artists to ``view`` (from ``CatLab.view``)."""
+    """Move the moving artists (bars, values, title, scores) to ``view`` (from ``CatLab.view``)."""
     probs, s = view["probs"].numpy(), view["scores"]
     for bar, text, p in zip(parts["bars"], parts["values"], probs):
         bar.set_height(p)
@@ -88,6 +98,10 @@ def _draw(parts, view, prompt, kind, picked):
     parts["scores"].set_text(
         f"held-out rule accuracy {s['held_out_rule']:.1f}\ncopula slots in class {s['copula']:.2f}\n"
         f"bigram slots top-1 {s['bigram']:.3f} (ceiling {parts['ceiling']:.3f})")
+
+
+def _draw_patch(parts, view, prompt):
+    """Set the patching map, its printed fractions and its title to ``view['patch']`` for ``prompt``."""
     grid = view["patch"].numpy()
     parts["image"].set_data(grid)
     for (i, j), v in np.ndenumerate(grid):

@@ -378,14 +378,22 @@ def serial_umap():
     anyway. Compiled serially they take about 1 s. The maps stay seeded and
     reproducible, but differ slightly from stock UMAP's, because the parallel
     compilation sums a mean in a different order. Affects UMAP in this process only.
+
+    These two and UMAP's serial layout step are compiled with numba's disk cache
+    (``cache=True``: the same machine code, kept beside UMAP's source or in numba's cache
+    folder), so a later run loads them instead of compiling them again (about 3 s).
     """
     import numba
-    from umap import umap_
+    from umap import layouts, umap_
 
     for name in ("smooth_knn_dist", "compute_membership_strengths"):
         function = getattr(umap_, name)
         if getattr(function, "targetoptions", {}).get("parallel"):
-            setattr(umap_, name, numba.njit(locals=function.locals)(function.py_func))
+            setattr(umap_, name, numba.njit(locals=function.locals, cache=True)(function.py_func))
+    step = layouts._nb_optimize_layout_euclidean_single_epoch
+    if not step.targetoptions.get("parallel") and type(step._cache).__name__ == "NullCache":
+        options = {k: v for k, v in step.targetoptions.items() if k != "nopython"}
+        layouts._nb_optimize_layout_euclidean_single_epoch = numba.njit(cache=True, **options)(step.py_func)
 
 
 def umap_2d(points, seed=0, n_neighbors=15):

@@ -1,9 +1,10 @@
 """Chapter 01's explorer: turn and stretch two 2-D vectors, watch dot product and cosine.
 
 ``pair_view`` draws a vector_pair on one figure by moving its arrows (fast);
-``explorer()`` shows four sliders and that figure, redrawn on every move.
+``explorer()`` shows four sliders and that figure, redrawn on every move (the axes and grid
+drawn once, the arrows, their labels and the title blitted over them).
 """
-from ..explorer import new_figure, png, show
+from ..explorer import Blitter, new_figure, show
 from . import compute
 
 
@@ -39,10 +40,13 @@ def explorer(angle_a=10.0, length_a=3.0, angle_b=60.0, length_b=2.0):
                 "length_a": slider(length_a, 0.5, 5, 0.25, "a: length"),
                 "angle_b": slider(angle_b, -180, 180, 5, "b: angle°"),
                 "length_b": slider(length_b, 0.5, 5, 0.25, "b: length")}
-    _, draw = pair_view()
+    fig, draw = pair_view()
+    ax = fig.axes[0]
+    blit = Blitter(fig, [*ax.texts, ax.title])   # the arrows (annotations), tips, listings and title
 
     def render(**values):
-        return png(draw(compute.vector_pair(**values)))
+        draw(compute.vector_pair(**values))
+        return blit.png()
 
     layout = widgets.HBox([widgets.VBox([controls["angle_a"], controls["length_a"]]),
                            widgets.VBox([controls["angle_b"], controls["length_b"]])])

@@ -105,8 +105,8 @@ def query_view(limit_q=3.0, limit_v=1.2):
                 for ax, colour in ((ax_q, QUERY_COLOUR), (ax_v, OUTPUT_COLOUR))]
     bars = list(ax_w.bar(range(len(tokens)), np.zeros(len(tokens)), color=KEY_COLOUR))
     labels = [ax_w.text(i, 0, "", ha="center", fontsize=9) for i in range(len(tokens))]
-    blitter = Blitter(fig, [*query_arrow, *output_arrow, *bars, *labels, *readouts])
-    drawn = {"scale": None}   # the scaling the saved background shows
+    blitter = Blitter(fig, [*query_arrow, *output_arrow, *bars, *labels, *readouts], [ax_w.title])
+    drawn = {"scale": None}   # the scaling the saved title shows
 
     def draw(result):
         point_query(query_arrow, result["query"])
@@ -123,7 +123,7 @@ def query_view(limit_q=3.0, limit_v=1.2):
         if result["scale"] != drawn["scale"]:
             ax_w.set_title("weights = softmax(score), score = q·k" + (" / √2" if result["scale"] else "")
                            + "\n(score in brackets)")
-            blitter.reset()
+            blitter.refresh()   # only the title follows the scaling
             drawn["scale"] = result["scale"]
         return blitter.png()
     return fig, draw

@@ -1,6 +1,8 @@
 """The tour's explorer: type a prompt, see the next-token distribution and one head's attention."""
+import numpy as np
+
 from .. import plots
-from ..explorer import new_figure, show
+from ..explorer import Blitter, new_figure, show
 from . import compute
 
 
@@ -10,9 +12,75 @@ def draw(axes, view, vocab, layer, head):
     left.clear()
     right.clear()
     plots.prob_bars(view["probs"], vocab, ax=left, top=8, title="next token")
-    plots.attention_heatmap(view["weights"][layer, head], view["tokens"], ax=right,
-                            title=f"layer {layer}, head {head}" + ("" if view["attention"] else " (attention off)"),
+    plots.attention_heatmap(view["weights"][layer, head], view["tokens"], ax=right, title=_title(view, layer, head),
                             annotate=len(view["tokens"]) <= 8)
+
+
+def _title(view, layer, head):
+    return f"layer {layer}, head {head}" + ("" if view["attention"] else " (attention off)")
+
+
+class TourView:
+    """The figure ``draw`` makes, redrawn fast: the axes, the heatmap's token ticks and the
+    labels are drawn once per prompt; a new layer, head or switch moves only the bars, their
+    values and word labels, the heatmap's colours and weights and its title (a ``Blitter``).
+
+    ``png(view, layer, head)`` returns PNG bytes of the same picture ``draw`` draws."""
+
+    TOP = 8
+
+    def __init__(self, vocab):
+        self.vocab, self.tokens = vocab, None
+        self.fig = fig = new_figure((8.5, 3.2))
+        self.axes = fig.subplots(1, 2, gridspec_kw=dict(width_ratios=[1.1, 1]))
+        fig.subplots_adjust(left=0.07, right=0.97, bottom=0.3, top=0.9, wspace=0.35)
+
+    def _still(self, view, layer, head):
+        """Draw everything for a new prompt (its tokens fix the heatmap's ticks) and pick the moving artists."""
+        draw(self.axes, view, self.vocab, layer, head)
+        left, right = self.axes
+        for text in left.texts[:]:
+            text.remove()
+        n = len(left.patches)
+        self.values = [left.text(0, 0, "", ha="center", fontsize=7) for _ in range(n)]
+        self.words = [_copy_text(tick.label1, left) for tick in left.xaxis.get_major_ticks()[:n]]
+        left.xaxis.set_ticklabels([""] * n)   # the words are drawn as moving texts in the same place
+        self.tokens = list(view["tokens"])
+        self.blit = Blitter(self.fig, [*left.patches, *self.values, *self.words,
+                                       right.images[0], *right.texts, right.title])
+
+    def png(self, view, layer, head):
+        if self.tokens != list(view["tokens"]):
+            self._still(view, layer, head)
+        left, right = self.axes
+        p = np.asarray(view["probs"])
+        order = np.argsort(-p, kind="stable")[:len(left.patches)]
+        for slot, (bar, text, i) in enumerate(zip(left.patches, self.values, order)):
+            bar.set_height(p[i])
+            text.set_position((bar.get_x() + bar.get_width() / 2, p[i] + 0.02))
+            text.set_text(f"{p[i]:.2f}" if p[i] >= 0.01 else "")
+        for word, i in zip(self.words, order):
+            word.set_text(self.vocab[i])
+        w = np.asarray(view["weights"][layer, head])
+        right.images[0].set_data(w)
+        for text, value in zip(right.texts, w.flat):
+            text.set_text(f"{value:.2f}")
+            text.set_color("white" if value > 0.6 else "black")
+        right.set_title(_title(view, layer, head))
+        return self.blit.png()
+
+
+def _copy_text(label, ax):
+    """A Text on ``ax`` drawn exactly like the tick label ``label`` (same place, font, rotation)."""
+    from matplotlib.text import Text
+
+    text = Text()
+    text.update_from(label)
+    text.set_transform(label.get_transform())
+    text.set_position(label.get_position())
+    text.set_clip_on(False)
+    ax.add_artist(text)
+    return text
 
 
 def explorer(model, world, prompt="<BOS> the cat is"):
@@ -28,14 +96,15 @@ def explorer(model, world, prompt="<BOS> the cat is"):
         head=widgets.Dropdown(options=range(model.cfg.n_heads), description="head"),
         attention=widgets.ToggleButtons(options=[("attention on", True), ("attention off", False)]),
     )
-    fig = new_figure((8.5, 3.2))
-    axes = fig.subplots(1, 2, gridspec_kw=dict(width_ratios=[1.1, 1]))
-    fig.subplots_adjust(left=0.07, right=0.97, bottom=0.3, top=0.9, wspace=0.35)
+    figure = TourView(world.tokenizer.vocab)
+    views = {}
 
     def render(prompt, layer, head, attention):
-        view = compute.prompt_view(model, world, prompt, attention)
-        draw(axes, view, world.tokenizer.vocab, layer, head)
-        return fig
+        key = (prompt, attention)
+        if key not in views:   # layer and head only pick from a view: compute it once
+            views.clear() if len(views) > 64 else None
+            views[key] = compute.prompt_view(model, world, prompt, attention)
+        return figure.png(views[key], layer, head)
 
     layout = widgets.VBox([controls["prompt"],
                            widgets.HBox([controls["layer"], controls["head"], controls["attention"]])])
