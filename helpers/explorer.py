@@ -55,8 +55,18 @@ def _glyph_canvas_class():
     import math
 
     import numpy as np
+    from matplotlib import ft2font, text
     from matplotlib.backends import backend_agg
-    from matplotlib.ft2font import RenderMode
+
+    # The cache reaches FreeType through matplotlib's private glyph calls (3.11 has them); on a
+    # matplotlib without them (Colab's 3.10, say) explorers draw with the plain Agg canvas.
+    needed = (hasattr(ft2font, "RenderMode") and hasattr(ft2font.FT2Font, "_render_glyph")
+              and hasattr(ft2font.FT2Font, "_set_transform") and hasattr(text.Text, "get_fontfeatures")
+              and hasattr(text.Text, "get_language"))
+    if not needed:
+        _CANVAS = backend_agg.FigureCanvasAgg
+        return _CANVAS
+    RenderMode = ft2font.RenderMode
 
     class GlyphCachingRenderer(backend_agg.RendererAgg):
         """RendererAgg drawing plain text from cached layouts and glyph bitmaps.

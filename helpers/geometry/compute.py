@@ -391,7 +391,7 @@ def serial_umap():
         if getattr(function, "targetoptions", {}).get("parallel"):
             setattr(umap_, name, numba.njit(locals=function.locals, cache=True)(function.py_func))
     step = layouts._nb_optimize_layout_euclidean_single_epoch
-    if not step.targetoptions.get("parallel") and type(step._cache).__name__ == "NullCache":
+    if not step.targetoptions.get("parallel") and type(getattr(step, "_cache", None)).__name__ == "NullCache":
         options = {k: v for k, v in step.targetoptions.items() if k != "nopython"}
         layouts._nb_optimize_layout_euclidean_single_epoch = numba.njit(cache=True, **options)(step.py_func)
 
