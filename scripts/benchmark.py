@@ -4,6 +4,7 @@
     python scripts/benchmark.py notebooks/00_tour.ipynb
     python scripts/benchmark.py --widgets            # only the widget update times, in the kernel
     python scripts/benchmark.py --browser            # the same end to end in JupyterLab in headless Chromium
+    python scripts/benchmark.py --cells 5            # where each chapter's time goes: its 5 slowest cells
 
 Each notebook runs in a fresh kernel with the fixed thread counts; its peak memory is the
 kernel process's high-water mark of resident memory (VmHWM in /proc/<pid>/status). The
@@ -29,14 +30,6 @@ def import_seconds(runs=3):
     times = [float(subprocess.run([sys.executable, "-c", code], cwd=ROOT, env=kernel_env(), check=True,
                                   capture_output=True, text=True).stdout) for _ in range(runs)]
     return statistics.median(times)
-
-
-def optimizer_first_use():
-    """Seconds of the one-time cost of a process's first torch optimizer (it imports torch._dynamo)."""
-    import torch
-    start = time.perf_counter()
-    torch.optim.Adam([torch.nn.Parameter(torch.zeros(1))])
-    return time.perf_counter() - start
 
 
 def cat_training():
@@ -68,18 +61,38 @@ def floor_notebook():
     return nbformat.v4.new_notebook(cells=[nbformat.v4.new_code_cell("import torch")])
 
 
-def run_notebook(path, nb=None):
-    """(seconds, peak MB) for one notebook (or `nb` run as if it lay at `path`) in a fresh kernel."""
+def run_notebook(path, nb=None, cells=None):
+    """(seconds, peak MB) for one notebook (or `nb` run as if it lay at `path`) in a fresh kernel.
+    cells, if a list, receives (seconds, cell index, first line) for every code cell run."""
     client = make_client(path, nb)
-    peaks = []
+    peaks, started = [], [0.0]
 
-    def after_each_cell(**_):  # the kernel is still alive here; its high-water mark only grows
+    def before_each_cell(**_):
+        started[0] = time.perf_counter()
+
+    def after_each_cell(cell, cell_index, **_):  # the kernel is still alive here; its high-water mark only grows
         peaks.append(kernel_peak_mb(client))
+        if cells is not None:
+            cells.append((time.perf_counter() - started[0], cell_index, cell.source.split("\n")[0]))
 
-    client.on_cell_complete = after_each_cell
+    client.on_cell_start, client.on_cell_executed = before_each_cell, after_each_cell
     start = time.perf_counter()
     execute(path, client)
     return time.perf_counter() - start, max(peaks, default=0.0)
+
+
+def print_cells(paths, n):
+    """Where each chapter's time goes: the floor, then each chapter's total and its n slowest cells."""
+    floor, _ = run_notebook(paths[0], floor_notebook())
+    print(f"floor (a notebook importing torch): {floor:.2f} s")
+    for path in paths:
+        cells = []
+        seconds, _ = run_notebook(path, cells=cells)
+        own = sum(c[0] for c in cells)
+        print(f"{Path(path).stem}: {seconds:.2f} s = {seconds / floor:.2f} floors "
+              f"(its cells {own:.2f} s, the kernel's start and stop {seconds - own:.2f} s)")
+        for cell_seconds, index, first_line in sorted(cells, reverse=True)[:n]:
+            print(f"  {cell_seconds:6.2f} s  cell {index:>3}  {first_line[:80]}")
 
 
 def widget_explorers():
@@ -181,7 +194,6 @@ def main(paths, widgets_only=False):
     if widgets_only:
         return print_widgets()
     rows = [("import helpers (median of 3)", import_seconds(), None, "< 1 s")]
-    rows.append(("first torch optimizer (one-time)", optimizer_first_use(), None, "paid once per process"))
     seconds, met = cat_training()
     rows.append(("cat model training", seconds, None, "< 5 s; targets " + ("met" if met else "NOT met")))
     load, forward = real_model()
@@ -343,8 +355,11 @@ def print_browser(paths):
 
 if __name__ == "__main__":
     args = [a for a in sys.argv[1:] if not a.startswith("--")]
+    n_cells = int(args.pop(0)) if "--cells" in sys.argv and args and args[0].isdigit() else 5
     paths = [Path(p) for p in args] or learner_notebooks()
     if "--browser" in sys.argv:
         print_browser(paths)
+    elif "--cells" in sys.argv:
+        print_cells(paths, n_cells)
     else:
         main(paths, widgets_only="--widgets" in sys.argv)

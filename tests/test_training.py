@@ -44,3 +44,35 @@ def test_a_numpy_integer_seed_is_a_whole_number():
     model, batch = small()
     assert train(model, batch, steps=2, seed=np.int64(0), progress=False) == \
         train(model, batch, steps=2, seed=0, progress=False)
+
+
+def test_the_courses_adam_takes_torchs_steps_to_the_last_bit():
+    import torch
+    from helpers.training import Adam
+    model, (inputs, targets) = small()
+    twin = Transformer(model.cfg)
+    model.reset_parameters(0)
+    twin.load_state_dict(model.state_dict())
+    ours, theirs = Adam(model.parameters(), lr=3e-2), torch.optim.Adam(twin.parameters(), lr=3e-2, foreach=True)
+    for step in range(12):
+        for m, opt in ((model, ours), (twin, theirs)):
+            opt.zero_grad()
+            logits = m(inputs) if step % 3 else m(inputs[:, :1])   # some steps leave most position rows without a gradient
+            loss = torch.nn.functional.cross_entropy(logits.reshape(-1, 20), targets[:, :logits.shape[1]].reshape(-1),
+                                                     ignore_index=-100)
+            loss.backward()
+            if step == 5:
+                m.blocks[0].attn.W_Q.grad = None   # a parameter with no gradient this step keeps its own count
+            opt.step()
+    assert all(torch.equal(a, b) for a, b in zip(model.state_dict().values(), twin.state_dict().values()))
+
+
+def test_training_does_not_import_torchs_compiler():
+    import subprocess
+    import sys
+    code = ("import sys; from helpers.training import train; from helpers import worlds; "
+            "from helpers.model import Config, Transformer; w = worlds.cat_world(); "
+            "train(Transformer(Config(vocab_size=20, d_model=6, n_heads=2, n_layers=1, d_ff=8, n_max=16)), "
+            "w.batch(w.train), steps=2, progress=False); print('torch._dynamo' in sys.modules)")
+    out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True).stdout
+    assert out.strip() == "False"   # torch.optim's first use imports it: about 1.6 s a chapter

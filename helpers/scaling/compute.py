@@ -13,6 +13,7 @@ import torch
 from ..errors import as_array, check_positive_int, fail
 from ..plots import ACCENT, BASE
 from ..reference import softmax
+from ..training import Adam
 
 # The Book's table: d -> (spread of raw dot products, spread after dividing by √d).
 BOOK_SPREAD = {2: (1.41, 1.00), 4: (2.00, 1.00), 64: (7.99, 1.00), 768: (27.73, 1.00)}
@@ -347,7 +348,7 @@ def adam_trajectory(gradients, factor=1.0, lr=1e-2):
     if not factor > 0:
         fail(f"factor should be a positive number, but got {factor!r}")
     w = torch.zeros(g.shape[1], dtype=torch.float64, requires_grad=True)
-    opt = torch.optim.Adam([w], lr=lr)
+    opt = Adam([w], lr=lr)
     out = []
     for row in g:
         w.grad = torch.tensor(row * factor)
