@@ -73,14 +73,27 @@ def test_prefix_scores_floor_and_samples(cat, cat_world):
 
 
 def test_models_trained_without_the_mask_cheat_on_every_seed(cat_world):
+    """Chapter 04 reads its five unmasked models from data/no_mask/; trained again here (on the
+    CPU path this test runs on: CI runs it on two), every seed meets every count the chapter prints."""
     floor = masking.entropy_floor(cat_world.train)
-    runs = masking.no_mask_runs(cat_world, seeds=(0, 1), steps=300, n_samples=10)
-    assert [run["seed"] for run in runs] == [0, 1]
+    runs = masking.no_mask_runs(cat_world)
+    assert [run["seed"] for run in runs] == [0, 1, 2, 3, 4]
     for run in runs:
-        assert run["final_loss"] < floor and len(run["losses"]) == 300
+        assert run["final_loss"] < 0.4 < floor and len(run["losses"]) == 300
         assert run["without"]["loss"] > 3 and run["with_mask"]["loss"] > 3
-        assert run["without"]["correct"] < 302 and run["valid"] <= 2
+        assert run["without"]["correct"] <= 216 and run["with_mask"]["correct"] <= 216 and run["valid"] <= 2
+        reading = masking.future_reading(run["model"], cat_world)
+        assert reading["next_word"] >= 0.8 and reading["own_word"] == 0
+        assert float(reading["next_key"].max()) <= 0.5 and float(reading["future"].min()) >= 1 / 3
     assert masking.count_within([0.1, 0.5, 0.9], 0.0, 0.5) == 2
+
+
+def test_the_shipped_unmasked_models_are_the_recipes_runs(cat_world):
+    runs = masking.shipped_no_mask_runs(cat_world, n_samples=2)
+    assert [run["seed"] for run in runs] == list(masking.NO_MASK_SEEDS)
+    _, start = masking.train_without_mask(cat_world, seed=0, steps=masking.NO_MASK_STEPS, stop_after=60)
+    shipped = np.array(runs[0]["losses"][:60])
+    assert np.abs(np.array(start) / shipped - 1).max() < 0.01   # 0 on the machine that built it, 6e-4 on generic kernels
 
 
 def test_training_without_the_mask_is_repeatable_on_one_machine(cat_world):

@@ -186,31 +186,59 @@ def share_valid(sentences, world):
     return sum(list(s) in world.sentences for s in sentences) / len(sentences)
 
 
-def train_without_mask(world, seed=0, steps=CAT_TRAINING["steps"]):
+NO_MASK_SEEDS, NO_MASK_STEPS = (0, 1, 2, 3, 4), 300   # the five runs shipped in data/no_mask/
+
+
+def train_without_mask(world, seed=0, steps=CAT_TRAINING["steps"], stop_after=None):
     """The cat model trained by the shipped model's recipe (Adam, cosine decay over ``steps``,
-    full batch) from ``seed``, but with the mask off on every step. Returns (model, losses)."""
+    full batch) from ``seed``, but with the mask off on every step (only the first
+    ``stop_after`` steps of that schedule, if given). Returns (model, losses)."""
     model = Transformer(CAT_CONFIG)
     settings = {**CAT_TRAINING, "seed": seed, "steps": steps}
-    losses = train(model, world.batch(world.train), progress=False, causal=False, **settings)
+    losses = train(model, world.batch(world.train), progress=False, causal=False, stop_after=stop_after, **settings)
     return model.eval(), losses
 
 
-def no_mask_runs(world, seeds=(0, 1, 2, 3, 4), steps=300, n_samples=50):
-    """Train one model per seed without the mask (``train_without_mask``) and measure it.
+def measure_without_mask(model, losses, seed, world, n_samples=50):
+    """One unmasked run measured: a dict of seed, model, losses, final_loss, without
+    (``prefix_scores`` run without the mask), with_mask (run with it) and valid (how many of
+    ``n_samples`` samples at temperature 1 are sentences of the world)."""
+    samples = sample_sentences(model, world, n=n_samples, causal=False)
+    return dict(seed=seed, model=model, losses=list(losses), final_loss=losses[-1],
+                without=prefix_scores(model, world, causal=False),
+                with_mask=prefix_scores(model, world, causal=True),
+                valid=sum(list(s) in world.sentences for s in samples))
+
+
+def no_mask_runs(world, seeds=NO_MASK_SEEDS, steps=NO_MASK_STEPS, n_samples=50):
+    """Train one model per seed without the mask (``train_without_mask``) and measure it
+    (``measure_without_mask``): a list of dicts, one per seed.
 
     A run's numbers depend on float rounding (other CPUs, other runs), so claims are made
-    about all the seeds together. Returns a list of dicts, one per seed: seed, model, losses,
-    final_loss, without (``prefix_scores`` run without the mask), with_mask (run with it),
-    valid (how many of ``n_samples`` samples at temperature 1 are sentences of the world).
+    about all the seeds together.
     """
+    return [measure_without_mask(*train_without_mask(world, seed, steps), seed, world, n_samples)
+            for seed in seeds]
+
+
+def no_mask_stem(seed):
+    """Where the unmasked model of ``seed`` is shipped: data/no_mask/seed<seed> (.json, .safetensors)."""
+    from ..weights import data_dir
+    return data_dir() / "no_mask" / f"seed{seed}"
+
+
+def shipped_no_mask_runs(world, n_samples=50):
+    """The runs of ``no_mask_runs`` with their default seeds and steps, read from data/no_mask/
+    (trained there by build.py) instead of trained again, and measured here."""
+    from ..weights import card, load
     runs = []
-    for seed in seeds:
-        model, losses = train_without_mask(world, seed, steps)
-        samples = sample_sentences(model, world, n=n_samples, causal=False)
-        runs.append(dict(seed=seed, model=model, losses=losses, final_loss=losses[-1],
-                         without=prefix_scores(model, world, causal=False),
-                         with_mask=prefix_scores(model, world, causal=True),
-                         valid=sum(list(s) in world.sentences for s in samples)))
+    for seed in NO_MASK_SEEDS:
+        recipe = card(no_mask_stem(seed))["recipe"]
+        if recipe != {**CAT_TRAINING, "seed": seed, "steps": NO_MASK_STEPS, "causal": False}:
+            fail(f"expected data/no_mask/seed{seed} to be trained by the cat recipe without the mask "
+                 f"for {NO_MASK_STEPS} steps from seed {seed}, but its card says {recipe}")
+        model = load(no_mask_stem(seed), expect=CAT_CONFIG)
+        runs.append(measure_without_mask(model, card(no_mask_stem(seed))["losses"], seed, world, n_samples))
     return runs
 
 

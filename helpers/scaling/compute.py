@@ -254,14 +254,19 @@ def saturated_share(model, batch, scaled=True, above=0.99):
     return float((top[real] > above).float().mean())
 
 
-def train_with_and_without_scaling(seeds=(0, 1, 2), steps=300, lr=3e-2, **sizes):
+SCALING_RUNS = dict(seeds=(0, 1, 2), steps=300, lr=3e-2)   # the six runs shipped in data/scaling/
+
+
+def train_with_and_without_scaling(seeds=SCALING_RUNS["seeds"], steps=SCALING_RUNS["steps"], lr=SCALING_RUNS["lr"],
+                                   stop_after=None, **sizes):
     """Train the widened cat-world model (``scaling_model``, sizes go to it) on the cat world's
     training sentences twice per seed, with and without the division by √d_k, everything else
     equal (the same data, and the same initial weights for the same seed).
 
     Returns a list of dicts, one per run: seed, scaled, d_k, losses (steps,), final (the last loss),
     saturated_at_start (``saturated_share`` before training) and grad_W_Q_at_start
-    (‖∂loss/∂W_Q‖ of layer 0 before the first step).
+    (‖∂loss/∂W_Q‖ of layer 0 before the first step). stop_after: run only the first steps of
+    the ``steps``-long schedule.
     """
     from .. import worlds
     from ..training import train
@@ -282,10 +287,43 @@ def train_with_and_without_scaling(seeds=(0, 1, 2), steps=300, lr=3e-2, **sizes)
 
             model = scaling_model(**sizes)
             losses = train(model, batch, steps=steps, lr=lr, seed=seed, progress=False,
-                           on_step=first_step, scaled=scaled)
+                           on_step=first_step, scaled=scaled, stop_after=stop_after)
             runs.append(dict(seed=seed, scaled=scaled, d_k=model.cfg.d_k, losses=np.array(losses), final=losses[-1],
                              saturated_at_start=start["saturated"], grad_W_Q_at_start=start["grad"]))
     return runs
+
+
+def runs_path():
+    """data/scaling/runs.json: the runs of ``train_with_and_without_scaling(**SCALING_RUNS)``."""
+    from ..weights import data_dir
+    return data_dir() / "scaling" / "runs.json"
+
+
+def shipped_runs(path=None):
+    """The six runs of ``train_with_and_without_scaling(**SCALING_RUNS)`` read from
+    data/scaling/runs.json (its build.py trains them again) instead of trained again: the same
+    list of dicts, losses as (steps,) arrays."""
+    import json
+
+    path = runs_path() if path is None else path
+    if not path.exists():
+        fail(f"expected the shipped runs at {path}, but there is no file there; "
+             "rebuild them with python data/scaling/build.py")
+    shipped = json.loads(path.read_text())
+    if shipped["recipe"] != {**SCALING_RUNS, "seeds": list(SCALING_RUNS["seeds"])}:
+        fail(f"expected {path.name} to hold the runs of {SCALING_RUNS}, but it holds {shipped['recipe']}")
+    return [{**run, "losses": np.array(run["losses"])} for run in shipped["runs"]]
+
+
+def same_start(runs, again, rel=1e-4):
+    """Whether two lists of runs (``shipped_runs`` and a ``train_with_and_without_scaling``, e.g.
+    with stop_after=1) start alike: per run the same saturated share, and the first loss and
+    ‖∂loss/∂W_Q‖ within ``rel`` of each other (before any update rounding has little to amplify)."""
+    close = lambda a, b: abs(a - b) <= rel * abs(b)
+    return len(runs) == len(again) and all(
+        a["seed"] == b["seed"] and a["scaled"] == b["scaled"] and a["saturated_at_start"] == b["saturated_at_start"]
+        and close(a["losses"][0], b["losses"][0]) and close(a["grad_W_Q_at_start"], b["grad_W_Q_at_start"])
+        for a, b in zip(runs, again))
 
 
 def loss_floor(sentences):
