@@ -6,7 +6,7 @@ import torch
 import torch.nn.functional as F
 from tqdm.auto import tqdm
 
-from .errors import check_number, check_positive_int, check_seed
+from .errors import check_number, check_positive_int, check_seed, fail
 
 
 def cosine_lr(step, steps, lr):
@@ -15,21 +15,29 @@ def cosine_lr(step, steps, lr):
 
 
 class Adam:
-    """Adam (Kingma and Ba, 2015) with torch.optim.Adam's defaults, written out: the same
-    operations in the same order, so the same floats as torch's optimizer on the CPU.
+    """Adam (Kingma and Ba, 2015) written out: torch.optim.Adam's update with its default betas and
+    eps and no weight decay, amsgrad or maximize; the same operations in the same order, so the
+    same floats as torch's optimizer on the CPU (its foreach and single-tensor paths alike).
 
     For each parameter w with gradient g, at its step t = 1, 2, ...:
         m = β1·m + (1 − β1)·g          v = β2·v + (1 − β2)·g²
         w = w − lr/(1 − β1^t) · m / (√v / √(1 − β2^t) + ε)
-    A parameter with no gradient yet is skipped and keeps its own t. (torch's optimizers import
+    A parameter without a gradient on a step is skipped and keeps its own t. ``lr`` may be
+    changed between steps (``train`` sets it from the schedule). (torch's optimizers import
     torch._dynamo on first use, about 1.6 s; this one imports nothing.)
     """
 
     def __init__(self, params, lr, betas=(0.9, 0.999), eps=1e-8):
-        self.params = list(params)
+        self.params = list(params) if hasattr(params, "__iter__") else []
+        if not self.params or not all(isinstance(w, torch.Tensor) for w in self.params):
+            fail(f"params should be the tensors to train (e.g. model.parameters()), but got {str(params)[:60]}")
         self.lr = check_number(lr, "lr", low=0, low_open=True)
-        self.beta1, self.beta2 = betas
-        self.eps = eps
+        if not isinstance(betas, (tuple, list)) or len(betas) != 2:
+            fail(f"betas should be two numbers (beta1, beta2), but got {betas!r}")
+        self.beta1, self.beta2 = (check_number(b, name, low=0, high=1) for b, name in zip(betas, ("beta1", "beta2")))
+        if self.beta1 == 1 or self.beta2 == 1:
+            fail(f"betas should each be below 1, but got {betas!r}")
+        self.eps = check_number(eps, "eps", low=0)
         self.state = {}   # id(w) -> [t, m, v]
 
     def zero_grad(self):

@@ -184,11 +184,8 @@ def test_saturated_share_counts_rows_with_two_or_more_keys():
     assert scaling.saturated_share(model, batch, scaled=True, above=0.0) == 1.0
 
 
-def test_training_without_the_division_still_learns_the_cat_world():
-    """Chapter 03 reads its six runs from data/scaling/runs.json; trained again here (on the CPU
-    path this test runs on: CI runs it on two), every run meets every claim the chapter makes."""
-    floor = scaling.loss_floor(worlds.cat_world().train)
-    runs = scaling.train_with_and_without_scaling(**scaling.SCALING_RUNS)
+def chapter_claims(runs, floor):
+    """What chapter 03 says of its six runs (section 5), asserted."""
     assert [(r["seed"], r["scaled"]) for r in runs] == [(s, d) for s in (0, 1, 2) for d in (True, False)]
     for r in runs:
         assert r["d_k"] == 32 and len(r["losses"]) == 300
@@ -197,17 +194,46 @@ def test_training_without_the_division_still_learns_the_cat_world():
     for seed in (0, 1, 2):
         with_it, without = (r["grad_W_Q_at_start"] for r in runs if r["seed"] == seed)
         assert without > with_it   # the gradient reaching W_Q is larger without the division, not smaller
+
+
+def test_training_without_the_division_still_learns_the_cat_world():
+    """Chapter 03 reads its six runs from data/scaling/runs.json; trained again here (on the CPU
+    path this test runs on: CI runs it on two), every run meets every claim the chapter makes,
+    and its first 8 steps are the file's."""
+    floor = scaling.loss_floor(worlds.cat_world().train)
+    runs = scaling.train_with_and_without_scaling(**scaling.SCALING_RUNS)
+    chapter_claims(runs, floor)
+    assert scaling.same_start(scaling.shipped_runs(), [{**r, "losses": r["losses"][:8]} for r in runs])
     fig = scaling.training_figure(runs)
     assert len(fig.axes[0].lines) == 6 and fig.axes[0].get_legend() is not None
 
 
-def test_the_shipped_runs_start_where_the_recipe_starts():
+def test_the_shipped_runs_are_the_recipes_and_carry_the_chapters_claims():
     shipped = scaling.shipped_runs()
-    again = scaling.train_with_and_without_scaling(**scaling.SCALING_RUNS, stop_after=1)
-    assert [(r["seed"], r["scaled"]) for r in shipped] == [(r["seed"], r["scaled"]) for r in again]
+    chapter_claims(shipped, scaling.loss_floor(worlds.cat_world().train))
+    again = scaling.train_with_and_without_scaling(**scaling.SCALING_RUNS, stop_after=8)
     assert scaling.same_start(shipped, again)
-    moved = [{**r, "grad_W_Q_at_start": r["grad_W_Q_at_start"] * 1.01} for r in shipped]
-    assert not scaling.same_start(moved, again)
+    other_lr = scaling.train_with_and_without_scaling(**{**scaling.SCALING_RUNS, "lr": 0.9}, stop_after=8)
+    assert not scaling.same_start(shipped, other_lr)   # a changed recipe shows within 8 steps
+    assert not scaling.same_start(shipped, again[:5])
+
+
+@pytest.mark.parametrize("bad, words", [
+    (dict(runs="runs"), "a list of runs"), (dict(again=[{"seed": 0}]), "a list of runs"),
+    (dict(rel=-1), "rel should be > 0"), (dict(rel="a"), "rel should be a number")])
+def test_same_start_refuses_what_is_not_runs(bad, words):
+    shipped = scaling.shipped_runs()
+    args = {**dict(runs=shipped, again=shipped, rel=1e-4), **bad}
+    with pytest.raises(CourseInputError, match=words):
+        scaling.same_start(**args)
+
+
+def test_a_missing_or_damaged_runs_file_is_one_sentence(tmp_path):
+    with pytest.raises(CourseInputError, match="no file there"):
+        scaling.shipped_runs(str(tmp_path / "none.json"))
+    (tmp_path / "bad.json").write_text("{not json")
+    with pytest.raises(CourseInputError, match="cannot be read"):
+        scaling.shipped_runs(tmp_path / "bad.json")
 
 
 def test_loss_floor_is_the_entropy_of_each_prefix_and_bounds_the_training_loss():

@@ -46,14 +46,16 @@ def test_a_numpy_integer_seed_is_a_whole_number():
         train(model, batch, steps=2, seed=0, progress=False)
 
 
-def test_the_courses_adam_takes_torchs_steps_to_the_last_bit():
+@pytest.mark.parametrize("foreach, dtype", [(True, "float32"), (False, "float32"), (False, "float64")])
+def test_the_courses_adam_takes_torchs_steps_to_the_last_bit(foreach, dtype):
     import torch
     from helpers.training import Adam
     model, (inputs, targets) = small()
-    twin = Transformer(model.cfg)
     model.reset_parameters(0)
+    model = model.to(getattr(torch, dtype))
+    twin = Transformer(model.cfg).to(getattr(torch, dtype))
     twin.load_state_dict(model.state_dict())
-    ours, theirs = Adam(model.parameters(), lr=3e-2), torch.optim.Adam(twin.parameters(), lr=3e-2, foreach=True)
+    ours, theirs = Adam(model.parameters(), lr=3e-2), torch.optim.Adam(twin.parameters(), lr=3e-2, foreach=foreach)
     for step in range(12):
         for m, opt in ((model, ours), (twin, theirs)):
             opt.zero_grad()
@@ -65,6 +67,20 @@ def test_the_courses_adam_takes_torchs_steps_to_the_last_bit():
                 m.blocks[0].attn.W_Q.grad = None   # a parameter with no gradient this step keeps its own count
             opt.step()
     assert all(torch.equal(a, b) for a, b in zip(model.state_dict().values(), twin.state_dict().values()))
+
+
+@pytest.mark.parametrize("kwargs, words", [
+    (dict(params=[]), "params should be the tensors"), (dict(params="w"), "params should be the tensors"),
+    (dict(lr=0), "lr should be > 0"), (dict(betas=(0.9,)), "betas should be two numbers"),
+    (dict(betas=(1.0, 0.999)), "betas should each be below 1"), (dict(eps=-1), "eps should be >= 0")])
+def test_adam_refuses_bad_settings_in_one_sentence(kwargs, words):
+    import torch
+    from helpers.errors import CourseInputError
+    from helpers.training import Adam
+    settings = dict(params=[torch.zeros(2, requires_grad=True)], lr=1e-2, **{})
+    settings.update(kwargs)
+    with pytest.raises(CourseInputError, match=words):
+        Adam(**settings)
 
 
 def test_training_does_not_import_torchs_compiler():

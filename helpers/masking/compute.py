@@ -20,7 +20,7 @@ import torch
 import torch.nn.functional as F
 from torch import nn
 
-from ..errors import check_positive_int, fail
+from ..errors import check_positive_int, check_seed, fail
 from ..model import Attention, Transformer
 from ..recipes import CAT_CONFIG, CAT_TRAINING
 from ..sampling.compute import generate
@@ -203,8 +203,13 @@ def measure_without_mask(model, losses, seed, world, n_samples=50):
     """One unmasked run measured: a dict of seed, model, losses, final_loss, without
     (``prefix_scores`` run without the mask), with_mask (run with it) and valid (how many of
     ``n_samples`` samples at temperature 1 are sentences of the world)."""
+    if not isinstance(model, Transformer):
+        fail(f"model should be one of the course's Transformer models, but got {type(model).__name__}")
+    if isinstance(losses, (str, bytes)) or not hasattr(losses, "__len__") or not len(losses):
+        fail(f"losses should be the training loss of every step (a non-empty list), but got {str(losses)[:60]}")
+    n_samples = check_positive_int(n_samples, "n_samples")
     samples = sample_sentences(model, world, n=n_samples, causal=False)
-    return dict(seed=seed, model=model, losses=list(losses), final_loss=losses[-1],
+    return dict(seed=seed, model=model, losses=[float(x) for x in losses], final_loss=float(losses[-1]),
                 without=prefix_scores(model, world, causal=False),
                 with_mask=prefix_scores(model, world, causal=True),
                 valid=sum(list(s) in world.sentences for s in samples))
@@ -221,10 +226,12 @@ def no_mask_runs(world, seeds=NO_MASK_SEEDS, steps=NO_MASK_STEPS, n_samples=50):
             for seed in seeds]
 
 
-def no_mask_stem(seed):
-    """Where the unmasked model of ``seed`` is shipped: data/no_mask/seed<seed> (.json, .safetensors)."""
+def no_mask_stem(seed, folder=None):
+    """Where the unmasked model of ``seed`` is shipped: data/no_mask/seed<seed> (.json, .safetensors),
+    or ``folder``/seed<seed>."""
     from ..weights import data_dir
-    return data_dir() / "no_mask" / f"seed{seed}"
+    seed = check_seed(seed)
+    return (data_dir() / "no_mask" if folder is None else folder) / f"seed{seed}"
 
 
 def shipped_no_mask_runs(world, n_samples=50):
@@ -233,12 +240,14 @@ def shipped_no_mask_runs(world, n_samples=50):
     from ..weights import card, load
     runs = []
     for seed in NO_MASK_SEEDS:
-        recipe = card(no_mask_stem(seed))["recipe"]
-        if recipe != {**CAT_TRAINING, "seed": seed, "steps": NO_MASK_STEPS, "causal": False}:
-            fail(f"expected data/no_mask/seed{seed} to be trained by the cat recipe without the mask "
-                 f"for {NO_MASK_STEPS} steps from seed {seed}, but its card says {recipe}")
-        model = load(no_mask_stem(seed), expect=CAT_CONFIG)
-        runs.append(measure_without_mask(model, card(no_mask_stem(seed))["losses"], seed, world, n_samples))
+        model = load(no_mask_stem(seed), expect=CAT_CONFIG)   # refuses a missing or damaged file in one sentence
+        shipped = card(no_mask_stem(seed))
+        recipe, losses = shipped.get("recipe"), shipped.get("losses", [])
+        if recipe != {**CAT_TRAINING, "seed": seed, "steps": NO_MASK_STEPS, "causal": False} or len(losses) != NO_MASK_STEPS:
+            fail(f"expected data/no_mask/seed{seed} to be trained by the cat recipe without the mask for "
+                 f"{NO_MASK_STEPS} steps from seed {seed}, with a loss per step, but its card says {recipe} "
+                 f"with {len(losses)} losses")
+        runs.append(measure_without_mask(model, losses, seed, world, n_samples))
     return runs
 
 

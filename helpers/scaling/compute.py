@@ -10,7 +10,7 @@ import matplotlib.pyplot as plt
 import numpy as np
 import torch
 
-from ..errors import as_array, check_positive_int, fail
+from ..errors import as_array, check_number, check_positive_int, fail
 from ..plots import ACCENT, BASE
 from ..reference import softmax
 from ..training import Adam
@@ -304,26 +304,42 @@ def shipped_runs(path=None):
     data/scaling/runs.json (its build.py trains them again) instead of trained again: the same
     list of dicts, losses as (steps,) arrays."""
     import json
+    from pathlib import Path
 
-    path = runs_path() if path is None else path
-    if not path.exists():
+    path = runs_path() if path is None else Path(path)
+    if not path.is_file():
         fail(f"expected the shipped runs at {path}, but there is no file there; "
              "rebuild them with python data/scaling/build.py")
-    shipped = json.loads(path.read_text())
-    if shipped["recipe"] != {**SCALING_RUNS, "seeds": list(SCALING_RUNS["seeds"])}:
-        fail(f"expected {path.name} to hold the runs of {SCALING_RUNS}, but it holds {shipped['recipe']}")
-    return [{**run, "losses": np.array(run["losses"])} for run in shipped["runs"]]
+    try:
+        shipped = json.loads(path.read_text())
+        recipe, runs = shipped["recipe"], [{**run, "losses": np.array(run["losses"], dtype=float)} for run in shipped["runs"]]
+    except (ValueError, KeyError, TypeError) as error:
+        fail(f"expected {path} to hold the runs build.py writes (JSON with a recipe and runs), but it cannot be "
+             f"read ({type(error).__name__}: {str(error)[:60]})")
+    if recipe != {**SCALING_RUNS, "seeds": list(SCALING_RUNS["seeds"])}:
+        fail(f"expected {path.name} to hold the runs of {SCALING_RUNS}, but it holds {recipe}")
+    return runs
+
+
+RUN_KEYS = ("seed", "scaled", "losses", "saturated_at_start", "grad_W_Q_at_start")
 
 
 def same_start(runs, again, rel=1e-4):
-    """Whether two lists of runs (``shipped_runs`` and a ``train_with_and_without_scaling``, e.g.
-    with stop_after=1) start alike: per run the same saturated share, and the first loss and
-    ‖∂loss/∂W_Q‖ within ``rel`` of each other (before any update rounding has little to amplify)."""
+    """Whether ``again`` (a ``train_with_and_without_scaling`` with stop_after=n) is the start of
+    ``runs`` (``shipped_runs``): per run the same seed, division and saturated share before the
+    first update, ‖∂loss/∂W_Q‖ and each of the n losses within ``rel`` of the file's.
+    (Over the first few steps rounding differences stay small; later they grow, see the chapter.)"""
+    rel = check_number(rel, "rel", low=0, low_open=True)
+    for name, value in (("runs", runs), ("again", again)):
+        if not isinstance(value, list) or not all(isinstance(r, dict) and all(k in r for k in RUN_KEYS) for r in value):
+            fail(f"{name} should be a list of runs (dicts with {', '.join(RUN_KEYS)}), as train_with_and_without_scaling "
+                 f"returns, but got {type(value).__name__} {str(value)[:60]}")
     close = lambda a, b: abs(a - b) <= rel * abs(b)
     return len(runs) == len(again) and all(
         a["seed"] == b["seed"] and a["scaled"] == b["scaled"] and a["saturated_at_start"] == b["saturated_at_start"]
-        and close(a["losses"][0], b["losses"][0]) and close(a["grad_W_Q_at_start"], b["grad_W_Q_at_start"])
-        for a, b in zip(runs, again))
+        and close(a["grad_W_Q_at_start"], b["grad_W_Q_at_start"])
+        and len(a["losses"]) <= len(b["losses"]) and all(close(x, y) for x, y in zip(a["losses"], b["losses"]))
+        for a, b in zip(again, runs))
 
 
 def loss_floor(sentences):
