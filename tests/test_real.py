@@ -65,31 +65,90 @@ def test_a_missing_package_is_one_sentence(monkeypatch):
         smollm2.gguf_path()
 
 
-def test_the_courses_reader_reads_what_ggufs_reader_reads():
+def tiny_gguf(path, alignment=64, big_endian=False):
+    """A small GGUF file written by gguf's own writer: every value type, an odd-length header
+    (so the tensor data need padding), F16 and F32 tensors of 3 and 4 axes, a Q8_0 and a Q4_1 matrix."""
     import gguf
-    ours, theirs = smollm2.read(), gguf.GGUFReader(smollm2.gguf_path())
+    writer = gguf.GGUFWriter(str(path), arch="llama",
+                             endianess=gguf.GGUFEndian.BIG if big_endian else gguf.GGUFEndian.LITTLE)
+    writer.add_custom_alignment(alignment)
+    for kind, value in (("uint8", 200), ("int8", -100), ("uint16", 60_000), ("int16", -30_000), ("uint32", 4_000_000_000),
+                        ("int32", -2_000_000_000), ("float32", 0.1), ("uint64", 2 ** 63), ("int64", -2 ** 62),
+                        ("float64", 0.1), ("bool", True), ("string", "héllo")):
+        getattr(writer, f"add_{kind}")(f"test.{kind}", value)
+    writer.add_array("test.numbers", [1, 2, 3])
+    writer.add_array("test.floats", [0.5, -1.25])
+    writer.add_array("test.bools", [True, False, True])
+    writer.add_array("test.strings", ["a", "", "ǅ"])
+    rng = np.random.default_rng(0)
+    writer.add_tensor("f16", rng.normal(size=(2, 3, 5)).astype(np.float16))
+    writer.add_tensor("f32", rng.normal(size=(2, 1, 3, 4)).astype(np.float32))
+    for name, kind in (("q8", gguf.GGMLQuantizationType.Q8_0), ("q4", gguf.GGMLQuantizationType.Q4_1)):
+        values = rng.normal(size=(3, 64)).astype(np.float32)
+        writer.add_tensor(name, gguf.quantize(values, kind), raw_dtype=kind)
+    writer.write_header_to_file()
+    writer.write_kv_data_to_file()
+    writer.write_tensors_to_file()
+    writer.close()
+    return path
+
+
+def same_as_ggufs(ours, theirs):
+    """Every metadata value (its Python type or NumPy dtype too) and every tensor (dtype, shape, bytes) alike."""
+    import gguf
     fields = {k: f for k, f in theirs.fields.items() if not k.startswith("GGUF.")}
     assert set(ours.meta) == set(fields)
     for key, field in fields.items():
+        mine = ours.meta[key]
         if field.types[0] != gguf.GGUFValueType.ARRAY:
-            assert ours.meta[key] == field.contents(), key
+            assert mine == field.contents() and type(mine) is type(field.contents()), key
         elif field.types[-1] == gguf.GGUFValueType.STRING:
-            assert ours.meta[key] == [bytes(field.parts[i]).decode("utf-8") for i in field.data], key
+            assert mine == [bytes(field.parts[i]).decode("utf-8") for i in field.data], key
         else:
-            assert np.array_equal(ours.meta[key], np.concatenate([field.parts[i] for i in field.data])), key
+            expected = np.concatenate([field.parts[i] for i in field.data])
+            assert mine.dtype == expected.dtype and np.array_equal(mine, expected), key
     assert [(t.name, t.tensor_type) for t in ours.tensors] == [(t.name, t.tensor_type) for t in theirs.tensors]
     for a, b in zip(ours.tensors, theirs.tensors):
         assert a.data.dtype == b.data.dtype and a.data.shape == b.data.shape and np.array_equal(a.data, b.data), a.name
 
 
-@pytest.mark.parametrize("cut", [0, 3, 200, 2_000_000])
-def test_a_damaged_file_is_one_sentence(tmp_path, cut):
-    with open(smollm2.gguf_path(), "rb") as f:
-        head = f.read(cut)
-    damaged = tmp_path / "damaged.gguf"
-    damaged.write_bytes(head if cut else b"not a gguf file at all")
-    with pytest.raises(CourseInputError, match="to be a GGUF file, but it cannot be read"):
-        smollm2.read(str(damaged))
+def test_the_courses_reader_reads_what_ggufs_reader_reads():
+    import gguf
+    same_as_ggufs(smollm2.read(), gguf.GGUFReader(smollm2.gguf_path()))
+
+
+@pytest.mark.parametrize("alignment", [8, 32, 64])
+def test_the_reader_reads_every_value_type_and_tensor_layout(tmp_path, alignment):
+    import gguf
+    path = tiny_gguf(tmp_path / "tiny.gguf", alignment)
+    ours = smollm2.GGUF(path)
+    same_as_ggufs(ours, gguf.GGUFReader(path))
+    assert type(ours.meta["test.bool"]) is bool and ours.meta["test.uint64"] == 2 ** 63
+    assert ours.tensors[0].data.shape == (2, 3, 5) and ours.tensors[0].data.dtype == np.float16
+
+
+def damaged_files(tmp_path):
+    """(name, path) of files the reader must refuse."""
+    header = smollm2.read().pos          # where the real file's tensor table ends
+    real = open(smollm2.gguf_path(), "rb").read(header)
+    tiny = tiny_gguf(tmp_path / "tiny.gguf").read_bytes()
+    files = {"empty": b"", "text": b"not a gguf file at all", "magic only": b"GGUF",
+             "version 4": b"GGUF" + (4).to_bytes(4, "little") + tiny[8:], "cut in the vocabulary": real[:200_000],
+             "cut in the tensor table": real[:header - 10], "cut in the tensor data": tiny[:-40]}
+    for name, data in files.items():
+        (tmp_path / name).write_bytes(data)
+    (tmp_path / "a folder").mkdir()
+    tiny_gguf(tmp_path / "big-endian", big_endian=True)
+    return [tmp_path / name for name in [*files, "a folder", "big-endian"]]
+
+
+def test_a_damaged_file_is_one_sentence(tmp_path):
+    for path in damaged_files(tmp_path):
+        with pytest.raises(CourseInputError, match="to be a GGUF file, but it cannot be read") as refused:
+            smollm2.read(str(path))
+        assert refused.value.__cause__ is None and refused.value.__context__ is None, path.name
+    with pytest.raises(CourseInputError, match="big-endian"):
+        smollm2.read(str(tmp_path / "big-endian"))
 
 
 def test_config_is_llama_with_gqa_swiglu_rmsnorm_and_134_515_008_parameters(smol):

@@ -15,7 +15,9 @@ model, its query and key columns listed in another order.
 """
 import functools
 import importlib.util
+import math
 import os
+import struct
 import typing
 
 import numpy as np
@@ -52,57 +54,65 @@ class GGUF:
 
     ``meta``: {key: value}, numbers and strings as Python values, arrays of strings as lists,
     arrays of numbers as NumPy arrays. ``tensors``: a list of Tensor(name, tensor_type, data),
-    ``data`` a NumPy view of the file, nothing read until used: for a quantised type one row of
-    blocks per matrix row (uint8, what ``gguf.dequantize`` takes), otherwise the values.
-    (gguf's own GGUFReader makes two NumPy arrays per string of the 98,000 in the vocabulary and
-    merges, about a second; this reads each string once.) Raises ValueError on a file it cannot read.
+    ``data`` a NumPy view of the file, nothing read until used: F32 and F16 tensors as their
+    values (shape: the file's dimensions, slowest first), every other type as one row of raw
+    bytes per matrix row (uint8, what ``gguf.dequantize`` takes). (gguf's own GGUFReader makes
+    two NumPy arrays per string of the 98,000 in the vocabulary and merges, about a second;
+    this reads each string once.) Raises ValueError, naming the problem, on a file it cannot read.
     """
 
-    SCALAR = {0: "B", 1: "b", 2: "H", 3: "h", 4: "I", 5: "i", 6: "f", 7: "?", 10: "Q", 11: "q", 12: "d"}
+    # the file's value types: struct formats of the numbers, and the two compound types
+    NUMBERS = {0: "B", 1: "b", 2: "H", 3: "h", 4: "I", 5: "i", 6: "f", 7: "?", 10: "Q", 11: "q", 12: "d"}
     STRING, ARRAY = 8, 9
 
     def __init__(self, path):
         import mmap
-        import struct
 
         import gguf
 
         with open(path, "rb") as f:
             self.file = mmap.mmap(f.fileno(), 0, access=mmap.ACCESS_READ)
         self.pos = 0
-        try:
-            if self.file[:4] != b"GGUF":
-                raise ValueError("no GGUF magic number")
-            self.pos = 4
-            version = self.take("I")
-            if version not in (2, 3):
-                raise ValueError(f"GGUF version {version}")
-            n_tensors, n_meta = self.take("Q"), self.take("Q")
-            self.meta = {}
-            for _ in range(n_meta):
-                key = self.string()
-                self.meta[key] = self.value(self.take("I"))
-            infos = []
-            for _ in range(n_tensors):
-                name, n_dims = self.string(), self.take("I")
-                dims = [self.take("Q") for _ in range(n_dims)]   # the fastest-varying first
-                infos.append((name, dims, gguf.GGMLQuantizationType(self.take("I")), self.take("Q")))
-            align = int(self.meta.get("general.alignment", 32))
-            start = -(-self.pos // align) * align
-            self.tensors = [Tensor(name, kind, self.tensor_data(start + offset, dims, kind))
-                            for name, dims, kind, offset in infos]
-        except (struct.error, KeyError, IndexError) as error:
-            raise ValueError(f"truncated or damaged ({type(error).__name__})") from None
+        if self.file[:4] != b"GGUF":
+            raise ValueError("it does not start with the GGUF magic number")
+        self.pos = 4
+        version = self.take("I")
+        if version not in (2, 3):
+            big_endian = struct.unpack(">I", struct.pack("<I", version))[0] in (2, 3)
+            raise ValueError("it is a big-endian GGUF file" if big_endian else f"GGUF version {version} (expected 2 or 3)")
+        n_tensors, n_meta = self.take("Q"), self.take("Q")
+        self.meta = {}
+        for _ in range(n_meta):
+            key = self.string()
+            if key in self.meta:
+                raise ValueError(f"the metadata key {key!r} appears twice")
+            self.meta[key] = self.value(self.take("I"))
+        infos = []
+        for _ in range(n_tensors):
+            name, n_dims = self.string(), self.take("I")
+            dims = [self.take("Q") for _ in range(n_dims)]   # the fastest-varying first
+            infos.append((name, dims, gguf.GGMLQuantizationType(self.take("I")), self.take("Q")))
+        if len({name for name, *_ in infos}) != len(infos):
+            raise ValueError("two tensors have the same name")
+        align = self.meta.get("general.alignment", 32)
+        if not isinstance(align, int) or isinstance(align, bool) or align <= 0 or align % 8:
+            raise ValueError(f"general.alignment is {align!r}, not a positive multiple of 8")
+        start = (self.pos + align - 1) // align * align   # the tensor data begin at the next multiple of align
+        self.tensors = [Tensor(name, kind, self.tensor_data(start + offset, dims, kind, align))
+                        for name, dims, kind, offset in infos]
 
     def take(self, code):
         """One little-endian number of struct format ``code`` at the read position."""
-        import struct
+        if self.pos + struct.calcsize(code) > len(self.file):
+            raise ValueError("it ends in the middle of its header")
         (value,) = struct.unpack_from("<" + code, self.file, self.pos)
         self.pos += struct.calcsize(code)
         return value
 
     def string(self):
         n = self.take("Q")
+        if self.pos + n > len(self.file):
+            raise ValueError("a string runs past the end of the file")
         text = self.file[self.pos:self.pos + n].decode("utf-8")
         self.pos += n
         return text
@@ -111,38 +121,55 @@ class GGUF:
         if kind == self.STRING:
             return self.string()
         if kind != self.ARRAY:
-            return self.take(self.SCALAR[kind])
+            if kind not in self.NUMBERS:
+                raise ValueError(f"unknown value type {kind}")
+            return self.take(self.NUMBERS[kind])
         item, n = self.take("I"), self.take("Q")
         if item == self.STRING:
             return [self.string() for _ in range(n)]
-        if item == self.ARRAY:
-            raise ValueError("an array of arrays")
-        dtype = np.dtype("<" + self.SCALAR[item].replace("?", "b1"))
+        if item not in self.NUMBERS:
+            raise ValueError(f"an array of value type {item} (arrays of arrays are not read)")
+        dtype = np.dtype("<" + self.NUMBERS[item].replace("?", "b1"))
+        if self.pos + n * dtype.itemsize > len(self.file):
+            raise ValueError("an array runs past the end of the file")
         values = np.frombuffer(self.file, dtype, count=n, offset=self.pos).copy()
         self.pos += n * dtype.itemsize
         return values
 
-    def tensor_data(self, offset, dims, kind):
+    def tensor_data(self, offset, dims, kind, align):
         import gguf
 
-        n_values = int(np.prod(dims))
+        if not dims or min(dims) < 1:
+            raise ValueError(f"a tensor has dimensions {dims}")
+        if offset % align:
+            raise ValueError(f"a tensor's data start at {offset}, not a multiple of the alignment {align}")
+        n_values = math.prod(dims)
         if kind in (gguf.GGMLQuantizationType.F32, gguf.GGMLQuantizationType.F16):
-            dtype = np.float32 if kind == gguf.GGMLQuantizationType.F32 else np.float16
-            return np.frombuffer(self.file, dtype, count=n_values, offset=offset).reshape(dims[::-1])
-        block, size = gguf.GGML_QUANT_SIZES[kind]
-        row_bytes = dims[0] // block * size
-        return np.frombuffer(self.file, np.uint8, count=n_values // dims[0] * row_bytes,
-                             offset=offset).reshape(*dims[:0:-1], row_bytes)
+            dtype, shape = np.dtype("<f4" if kind == gguf.GGMLQuantizationType.F32 else "<f2"), dims[::-1]
+        else:
+            block, size = gguf.GGML_QUANT_SIZES[kind]
+            if dims[0] % block:
+                raise ValueError(f"a {kind.name} tensor's rows of {dims[0]} values are not whole blocks of {block}")
+            dtype, shape = np.dtype(np.uint8), [*dims[:0:-1], dims[0] // block * size]
+        n_bytes = math.prod(shape) * dtype.itemsize
+        if offset + n_bytes > len(self.file):
+            raise ValueError("a tensor runs past the end of the file")
+        return np.frombuffer(self.file, dtype, count=n_bytes // dtype.itemsize, offset=offset).reshape(shape)
 
 
-@functools.lru_cache(maxsize=1)
 def read(path=None):
-    """The file opened as a ``GGUF`` (``.meta`` metadata, ``.tensors`` weights)."""
-    path = path or gguf_path()
+    """The file opened as a ``GGUF`` (``.meta`` metadata, ``.tensors`` weights), opened once per path."""
+    return _read(os.path.realpath(path or gguf_path()))
+
+
+@functools.lru_cache(maxsize=2)
+def _read(path):
     try:
-        reader = GGUF(path)
-    except (ValueError, OSError) as error:
-        fail(f"expected {path} to be a GGUF file, but it cannot be read ({type(error).__name__}: {str(error)[:80]})")
+        reader, problem = GGUF(path), None
+    except (ValueError, OSError, KeyError) as error:   # KeyError: a tensor type gguf does not know
+        reader, problem = None, f"{type(error).__name__}: {str(error)[:80]}"
+    if problem:   # outside the except block, so the learner sees one sentence, not a chained traceback
+        fail(f"expected {path} to be a GGUF file, but it cannot be read ({problem})")
     if scalar(reader, "general.architecture") != "llama":
         fail(f"expected a GGUF file of a Llama-architecture model, but {path} holds "
              f"{scalar(reader, 'general.architecture')!r}")
