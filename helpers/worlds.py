@@ -9,6 +9,7 @@ A world knows its vocabulary (through a Tokenizer), its sentences, its
 train / held-out split and how to score a model on itself.
 """
 import itertools
+import math
 from collections import Counter, defaultdict
 from dataclasses import dataclass, field
 
@@ -138,6 +139,22 @@ def decisions(sentences):
         for t in range(1, len(s)):
             out.append((tuple(s[:t]), s[t], s[t - 1] in COPULAS))
     return out
+
+
+def entropy_floor(sentences):
+    """The lowest mean cross-entropy any model that sees only the past can reach on ``sentences``.
+
+    Each next word is predicted from its prefix alone; the best such prediction is the
+    prefix's own next-word frequencies in ``sentences``. Returns the mean of -log p over
+    every decision, the same average the training loss takes.
+    """
+    found = decisions(sentences)
+    if not found:
+        fail("expected at least one sentence of two or more words")
+    counts = defaultdict(Counter)
+    for prefix, nxt, _ in found:
+        counts[prefix][nxt] += 1
+    return sum(-math.log(counts[p][n] / sum(counts[p].values())) for p, n, _ in found) / len(found)
 
 
 def best_possible_accuracy(sentences):

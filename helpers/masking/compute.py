@@ -14,7 +14,7 @@
   Book's one-head module from nn.Linear, with its mask as a buffer.
 """
 import math
-from collections import Counter, defaultdict
+from collections import defaultdict
 
 import torch
 import torch.nn.functional as F
@@ -25,7 +25,7 @@ from ..model import Attention, Transformer
 from ..recipes import CAT_CONFIG, CAT_TRAINING
 from ..sampling.compute import generate
 from ..training import train
-from ..worlds import decisions
+from ..worlds import decisions, entropy_floor   # entropy_floor: chapter 04 calls it masking.entropy_floor
 
 
 def causal_mask(T):
@@ -273,22 +273,6 @@ def attention_maps(model, world, prompt, causal=True):
     probs = trace["probs"][-1]
     return dict(words=words, weights=weights, next=world.tokenizer.vocab[int(probs.argmax())],
                 p_next=float(probs.max()), causal=causal)
-
-
-def entropy_floor(sentences):
-    """The lowest mean cross-entropy any model that sees only the past can reach on ``sentences``.
-
-    Each next word is predicted from its prefix alone; the best such prediction is the
-    prefix's own next-word frequencies in ``sentences``. Returns the mean of -log p over
-    every decision, the same average the training loss takes.
-    """
-    found = decisions(sentences)
-    if not found:
-        fail("expected at least one sentence of two or more words")
-    counts = defaultdict(Counter)
-    for prefix, nxt, _ in found:
-        counts[prefix][nxt] += 1
-    return sum(-math.log(counts[p][n] / sum(counts[p].values())) for p, n, _ in found) / len(found)
 
 
 def lecture_mask(T):

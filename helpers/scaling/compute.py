@@ -14,6 +14,7 @@ from ..errors import as_array, check_number, check_positive_int, fail
 from ..plots import ACCENT, BASE
 from ..reference import softmax
 from ..training import Adam
+from ..worlds import entropy_floor as loss_floor   # the floor under the training loss (chapter 04's entropy_floor)
 
 # The Book's table: d -> (spread of raw dot products, spread after dividing by √d).
 BOOK_SPREAD = {2: (1.41, 1.00), 4: (2.00, 1.00), 64: (7.99, 1.00), 768: (27.73, 1.00)}
@@ -340,23 +341,6 @@ def same_start(runs, again, rel=1e-4):
         and close(a["grad_W_Q_at_start"], b["grad_W_Q_at_start"])
         and len(a["losses"]) <= len(b["losses"]) and all(close(x, y) for x, y in zip(a["losses"], b["losses"]))
         for a, b in zip(again, runs))
-
-
-def loss_floor(sentences):
-    """The lowest mean training loss any model can reach on ``sentences`` (lists of words, each
-    from ``<BOS>`` to ``<EOS>``): every next-word decision scored by its prefix's own next-word
-    frequencies, counted over the sentences (the sentences' entropy per decision, in nats). A float.
-    """
-    from collections import Counter, defaultdict
-
-    from ..worlds import decisions
-    by_prefix = defaultdict(Counter)
-    for prefix, nxt, _ in decisions(sentences):
-        by_prefix[prefix][nxt] += 1
-    if not by_prefix:
-        fail(f"sentences should hold at least one sentence of two or more words, but got {len(sentences)} sentences")
-    total = sum(sum(c.values()) for c in by_prefix.values())
-    return float(-sum(n * math.log(n / sum(c.values())) for c in by_prefix.values() for n in c.values()) / total)
 
 
 def training_figure(runs):
