@@ -61,6 +61,28 @@ def floor_notebook():
     return nbformat.v4.new_notebook(cells=[nbformat.v4.new_code_cell("import torch")])
 
 
+# The browser's floor: an explorer whose render only hands back one of two pictures drawn
+# beforehand (the size of chapter 04's), so an update costs the round trip through the
+# kernel and JupyterLab and the picture's replacement in the page, and no computing.
+FLOOR_EXPLORER = """import ipywidgets as widgets
+from helpers.explorer import new_figure, png, show
+
+pictures = []
+for colour in ("tab:blue", "tab:red"):
+    fig = new_figure((7.6, 6.9))
+    fig.add_subplot().imshow([[0, 1], [1, 0]], cmap="Blues" if colour == "tab:blue" else "Reds")
+    pictures.append(png(fig))
+show({"t": widgets.IntSlider(value=0, min=0, max=100, description="t")}, lambda t: pictures[t % 2])"""
+
+
+def floor_explorer_notebook():
+    """A notebook whose one cell shows the floor explorer (FLOOR_EXPLORER)."""
+    import nbformat
+    nb = nbformat.v4.new_notebook(cells=[nbformat.v4.new_code_cell(FLOOR_EXPLORER)])
+    nb.metadata["kernelspec"] = {"name": "python3", "display_name": "Python 3", "language": "python"}
+    return nb
+
+
 def run_notebook(path, nb=None, cells=None):
     """(seconds, peak MB) for one notebook (or `nb` run as if it lay at `path`) in a fresh kernel.
     cells, if a list, receives (seconds, cell index, first line) for every code cell run."""
@@ -229,25 +251,35 @@ def print_widgets():
 
 # ---------------------------------------------------------------- end to end, in a browser
 
-# In the page: every time the explorer's picture is replaced, wait until the new image is
-# decoded and the next frame starts (it is on screen then), and note the time.
+# In the page: note the time of every input event the explorer's cell receives (the key
+# press, click, choice or mouse move the browser delivers, not the moment the driver was
+# asked for it), and every time its picture is replaced wait until the new image is decoded
+# and the next frame starts (it is on screen then), and note that time too.
 WATCH = """el => {
+    const key = () => {
+        const img = el.querySelector('img');
+        const src = img ? (img.getAttribute('src') || '') : '';
+        return src.length + src.slice(-48);
+    };
+    el.__key = key;
     el.__painted = [];
+    el.__inputs = [];
     if (el.__watching) return;
     el.__watching = true;
+    for (const kind of ['keydown', 'pointerdown', 'pointermove', 'input', 'change'])
+        el.addEventListener(kind, e => el.__inputs.push(performance.now()), true);
     new MutationObserver(() => {
         const img = el.querySelector('img');
         if (!img) return;
-        const src = img.getAttribute('src') || '';
-        const key = src.length + src.slice(-48);
+        const now = key();
         img.decode().catch(() => null).then(() => requestAnimationFrame(() => {
-            const last = el.__painted[el.__painted.length - 1];
-            if (!last || last[1] !== key) el.__painted.push([performance.now(), key]);
+            const last = el.__painted.length ? el.__painted[el.__painted.length - 1][1] : el.__before;
+            if (last !== now) el.__painted.push([performance.now(), now]);
         }));
     }).observe(el, {subtree: true, childList: true, attributes: true, attributeFilter: ['src']});
 }"""
-NOW = "el => { el.__painted = []; return performance.now(); }"
-PAINTED = "el => el.__painted"
+RESET = "el => { el.__painted = []; el.__inputs = []; el.__before = el.__key(); }"
+SEEN = "el => [el.__inputs, el.__painted]"
 
 
 def explorer_cells(page):
@@ -281,24 +313,27 @@ def one_step_actions(cell):
 
 
 def timed(page, cell, act, quiet_ms=1500, timeout_ms=10_000):
-    """Run act(); return (ms from the input to the last picture painted, pictures painted)."""
+    """Run act(); return (ms from its first input event to the last new picture painted,
+    ms from its last input event to that picture, pictures painted), or None if nothing changed."""
     handle = cell.element_handle()
-    start = page.evaluate(NOW, handle)
+    page.evaluate(RESET, handle)
     act()
-    end = page.evaluate("performance.now()")
     waited = 0
     while waited < timeout_ms:
         page.wait_for_timeout(100)
         waited += 100
-        painted = page.evaluate(PAINTED, handle)
+        inputs, painted = page.evaluate(SEEN, handle)
         if painted and page.evaluate("performance.now()") - painted[-1][0] > quiet_ms:
             break
-    painted = page.evaluate(PAINTED, handle)
-    return (painted[-1][0] - start if painted else None), len(painted), end - start
+    inputs, painted = page.evaluate(SEEN, handle)
+    if not (inputs and painted):
+        return None
+    return painted[-1][0] - inputs[0], max(painted[-1][0] - inputs[-1], 0.0), len(painted)
 
 
 def drag(page, cell, steps=15, px=6):
-    """Drag the first slider of an explorer by steps × px; (ms from release to the last picture, pictures)."""
+    """Drag the first slider of an explorer by steps × px, about one move per frame as a hand
+    drags; (ms from the last move to the last picture, pictures painted) or None."""
     handle = cell.locator(".widget-slider .noUi-handle").first
     box = handle.bounding_box()
     x, y = box["x"] + box["width"] / 2, box["y"] + box["height"] / 2
@@ -308,21 +343,25 @@ def drag(page, cell, steps=15, px=6):
         page.mouse.down()
         for i in range(1, steps + 1):
             page.mouse.move(x + i * px, y)
-            page.wait_for_timeout(16)   # about one move per frame, as a hand drags
-    latency, painted, moved = timed(page, cell, act)
+            page.wait_for_timeout(16)
+    seen = timed(page, cell, act)
     page.mouse.up()
-    return (None if latency is None else max(latency - moved, 0.0)), painted
+    return None if seen is None else seen[1:]
 
 
 def browser_updates(paths, moves=5):
-    """Per chapter: median and worst ms from input to painted picture, and the slider-drag figures."""
+    """Per chapter, after the floor explorer's row: median and worst ms from input to painted
+    picture, and the slider-drag figures."""
     import tempfile
 
+    import nbformat
     from browser import chromium, lab_server, open_and_run
 
     rows = []
     with tempfile.TemporaryDirectory() as home, lab_server(home) as lab, chromium() as browser:
-        for path in paths:
+        floor = Path(home) / "notebooks" / "floor_explorer.ipynb"
+        nbformat.write(floor_explorer_notebook(), floor)
+        for path in [floor, *paths]:
             page = open_and_run(browser, lab, Path(path).name)
             times, drags = [], []
             for cell in explorer_cells(page):
@@ -330,20 +369,25 @@ def browser_updates(paths, moves=5):
                 page.evaluate(WATCH, cell.element_handle())
                 for kind, act in one_step_actions(cell):
                     for _ in range(moves if kind == "slider" else 2):
-                        latency, _, _ = timed(page, cell, act, quiet_ms=300)
-                        if latency is not None:
-                            times.append(latency)
+                        seen = timed(page, cell, act, quiet_ms=300)
+                        if seen is not None:
+                            times.append(seen[0])
                 if cell.locator(".widget-slider .noUi-handle").count():
-                    drags.append(drag(page, cell))
+                    seen = drag(page, cell)
+                    if seen is not None:
+                        drags.append(seen)
             page.close()
             rows.append((Path(path).stem, times, drags))
     return rows
 
 
 def print_browser(paths):
+    """The table: the floor explorer first (the round trip a picture costs with nothing
+    computed, the unit the chapters' rows can be read against), then every chapter."""
     print(f"{'in the browser (ms)':<32}{'median':>9}{'worst':>9}{'updates':>9}"
           f"{'drag: last':>12}{'pictures':>10}   budget")
     for name, times, drags in browser_updates(paths):
+        name = "floor: a picture, no compute" if name == "floor_explorer" else name
         median = f"{statistics.median(times):.0f}" if times else "-"
         worst = f"{max(times):.0f}" if times else "-"
         last = max((d[0] for d in drags if d[0] is not None), default=None)
