@@ -28,7 +28,7 @@ Two ways to turn a figure into the PNG bytes a widget shows:
 
 Both draw on a canvas that remembers the glyphs it has rasterised (the same pixels
 matplotlib's Agg canvas draws, without laying out and rendering "0.42" again on every
-redraw) and encode the PNG with fast compression.
+redraw) and encode the PNG themselves, unfiltered with fast compression (``encode``).
 """
 import io
 
@@ -138,14 +138,32 @@ def canvas_of(fig):
 
 
 def encode(canvas):
-    """The canvas's current pixels as PNG bytes (RGB, fast compression)."""
+    """The canvas's current pixels as PNG bytes: RGB, every row "Up"-filtered, zlib level 1.
+
+    PNG is a signature and three chunks (header, compressed rows, end), each its length,
+    its type, its data and a CRC. Each row starts with its filter's number; filter 2 ("Up")
+    stores each byte minus the byte above it (mod 256; above the first row count zeros),
+    which turns a figure's plain areas into zeros that compress fast. PIL's encoder tries
+    five filters on every row and takes about twice as long; the browser decodes both alike.
+    """
+    import struct
+    import zlib
+
+    import numpy as np
     from PIL import Image
 
-    image = Image.frombuffer("RGBA", canvas.get_width_height(physical=True), canvas.buffer_rgba(),
-                             "raw", "RGBA", 0, 1)
-    buffer = io.BytesIO()
-    image.convert("RGB").save(buffer, format="png", compress_level=1)
-    return buffer.getvalue()
+    width, height = canvas.get_width_height(physical=True)
+    rgb = Image.frombuffer("RGBA", (width, height), canvas.buffer_rgba(), "raw", "RGBA", 0, 1).convert("RGB")
+    pixels = np.frombuffer(rgb.tobytes(), dtype=np.uint8).reshape(height, 3 * width)
+    rows = np.full((height, 1 + 3 * width), 2, dtype=np.uint8)   # 2: the "Up" filter, before each row
+    rows[0, 1:] = pixels[0]
+    rows[1:, 1:] = pixels[1:] - pixels[:-1]                      # uint8: wraps mod 256, as PNG says
+
+    def chunk(kind, data):
+        return struct.pack(">I", len(data)) + kind + data + struct.pack(">I", zlib.crc32(kind + data))
+    header = struct.pack(">IIBBBBB", width, height, 8, 2, 0, 0, 0)   # 8 bits per channel, colour type 2: RGB
+    return (b"\x89PNG\r\n\x1a\n" + chunk(b"IHDR", header) + chunk(b"IDAT", zlib.compress(rows.tobytes(), 1))
+            + chunk(b"IEND", b""))
 
 
 def png(fig):

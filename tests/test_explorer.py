@@ -65,6 +65,26 @@ def test_png_of_a_whole_figure():
     assert png(fig).startswith(b"\x89PNG")
 
 
+def test_encode_writes_the_canvas_pixels_as_a_png_any_reader_decodes():
+    import io
+
+    import numpy as np
+    from PIL import Image
+
+    from helpers.explorer import canvas_of, encode
+    fig = new_figure((1.63, 0.97), dpi=100)      # an odd width and height: 163 x 97 px
+    ax = fig.add_axes((0, 0, 1, 1))
+    ax.imshow(np.random.default_rng(0).random((97, 163, 3)), interpolation="nearest", aspect="auto")
+    canvas = canvas_of(fig)
+    canvas.draw()
+    data = encode(canvas)
+    image = Image.open(io.BytesIO(data))
+    image.load()                                  # PIL checks every chunk's CRC as it reads
+    assert (image.mode, image.size) == ("RGB", (163, 97))
+    assert (np.asarray(image) == np.asarray(canvas.buffer_rgba())[..., :3]).all()
+    assert len(np.unique(np.asarray(image).reshape(-1, 3), axis=0)) > 10_000   # every pixel its own colour, near enough
+
+
 def test_course_input_errors_are_value_errors():
     with pytest.raises(ValueError):
         fail("x")
