@@ -19,25 +19,27 @@ def maps_view(n_layers=2, n_heads=2, size=10):
 
     draw takes an ``attention_maps`` result, draws each head's weights (grey where the mask
     hides a key), labels rows and columns with the words, and returns PNG bytes. Each map is
-    cut to the prompt's length, so it fills its square; one colour bar gives the scale. The words are part of the saved background, so
-    switching the mask or the model redraws only the maps; a new prompt redraws all.
+    cut to the prompt's length, so it fills its square; one colour bar gives the scale. The
+    words are part of the saved background, so switching the mask or the model redraws only
+    the maps; a new prompt redraws all. Each map is one image of colours (the colour map's
+    colour for each weight, grey where hidden), so a redraw paints four images, not eight.
     """
-    from matplotlib.colors import Normalize
+    from matplotlib import colormaps
     from matplotlib.cm import ScalarMappable
+    from matplotlib.colors import Normalize
 
     fig = new_figure((3.0 * n_heads + 1.6, 3.0 * n_layers + 0.9))
     fig.subplots_adjust(left=0.11, right=0.86, bottom=0.1, top=0.9, wspace=0.12, hspace=0.22)
     view = Blitter(fig)
     axes = np.atleast_2d(fig.subplots(n_layers, n_heads))
-    images, shades, labelled = [], [], []
+    images, labelled = [], []
+    blues = colormaps["Blues"]
     for layer in range(n_layers):
         for head in range(n_heads):
             ax = axes[layer, head]
             ax.set_xticks([])
             ax.set_yticks([])
-            images.append(view.animate(ax.imshow(np.full((size, size), np.nan), cmap="Blues", vmin=0, vmax=1,
-                                                 interpolation="nearest")))
-            shades.append(view.animate(ax.imshow(np.zeros((size, size, 4)), interpolation="nearest")))
+            images.append(view.animate(ax.imshow(np.zeros((size, size, 4)), interpolation="nearest")))
             ax.set_title(f"layer {layer}, head {head} (L{layer}H{head})", fontsize=9)
             ax.spines[:].set_visible(False)
             labelled.append(ax)
@@ -66,16 +68,13 @@ def maps_view(n_layers=2, n_heads=2, size=10):
             raise CourseInputError(f"the explorer shows at most {size} words, but the prompt has {T}")
         if drawn["words"] != maps["words"]:      # new words: redraw the background once
             set_words(maps["words"])
-        hidden = np.zeros((size, size), dtype=bool)
+        colours = blues(np.clip(weights, 0, 1))          # (n_layers, n_heads, T, T, 4)
         if maps["causal"]:
-            hidden[:T, :T] = np.triu(np.ones((T, T), dtype=bool), 1)
-        shade = np.zeros((size, size, 4))
-        shade[hidden] = HIDDEN
-        for n, (image, cover) in enumerate(zip(images, shades)):
-            w = np.full((size, size), np.nan)
-            w[:T, :T] = weights[n // weights.shape[1], n % weights.shape[1]]
-            image.set_data(w)
-            cover.set_data(shade)
+            colours[:, :, np.triu(np.ones((T, T), dtype=bool), 1)] = HIDDEN
+        for n, image in enumerate(images):
+            rgba = np.zeros((size, size, 4))            # room for the longest prompt; the axes show T x T
+            rgba[:T, :T] = colours[n // weights.shape[1], n % weights.shape[1]]
+            image.set_data(rgba)
         mask = "mask ON" if maps["causal"] else "mask OFF (every word sees every word)"
         title.set_text(f"{mask}   ·   next word: {maps['next']} ({maps['p_next']:.2f})")
         return view.png()
