@@ -127,6 +127,25 @@ def test_the_reader_reads_every_value_type_and_tensor_layout(tmp_path, alignment
     assert ours.tensors[0].data.shape == (2, 3, 5) and ours.tensors[0].data.dtype == np.float16
 
 
+def same_floats_as_ggufs_dequantisation(reader):
+    import gguf
+    kinds = set()
+    for tensor in reader.tensors:
+        ours, theirs = smollm2.dequantised(tensor), gguf.dequantize(tensor.data, tensor.tensor_type)
+        assert ours.dtype == np.float32 and ours.shape == theirs.shape, tensor.name
+        assert ours.tobytes() == np.asarray(theirs, dtype=np.float32).tobytes(), tensor.name   # bit for bit
+        kinds.add(tensor.tensor_type.name)
+    return kinds
+
+
+def test_the_courses_dequantisation_gives_ggufs_floats_bit_for_bit(tmp_path):
+    assert same_floats_as_ggufs_dequantisation(smollm2.read()) == {"Q4_1", "Q8_0", "F32"}
+    tiny = smollm2.GGUF(tiny_gguf(tmp_path / "tiny.gguf"))
+    assert same_floats_as_ggufs_dequantisation(tiny) == {"F16", "F32", "Q4_1", "Q8_0"}
+    q4 = next(t for t in tiny.tensors if t.name == "q4")
+    assert smollm2.dequantised(q4).shape == (3, 64)
+
+
 def damaged_files(tmp_path):
     """(name, path) of files the reader must refuse."""
     header = smollm2.read().pos          # where the real file's tensor table ends

