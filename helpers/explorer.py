@@ -28,10 +28,8 @@ Two ways to turn a figure into the PNG bytes a widget shows:
 
 Both draw on a canvas that remembers the glyphs it has rasterised (the same pixels
 matplotlib's Agg canvas draws, without laying out and rendering "0.42" again on every
-redraw) and encode the PNG themselves, unfiltered with fast compression (``encode``).
+redraw) and encode the PNG themselves, Up-filtered with fast compression (``encode``).
 """
-import io
-
 from .errors import CourseInputError
 
 
@@ -144,7 +142,8 @@ def encode(canvas):
     its type, its data and a CRC. Each row starts with its filter's number; filter 2 ("Up")
     stores each byte minus the byte above it (mod 256; above the first row count zeros),
     which turns a figure's plain areas into zeros that compress fast. PIL's encoder tries
-    five filters on every row and takes about twice as long; the browser decodes both alike.
+    five filters on every row and took about 1.5 times as long for chapter 04's picture
+    (13 ms against 8.6 ms here), for a file 3 % smaller; the browser decodes both alike.
     """
     import struct
     import zlib

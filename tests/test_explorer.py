@@ -67,6 +67,7 @@ def test_png_of_a_whole_figure():
 
 def test_encode_writes_the_canvas_pixels_as_a_png_any_reader_decodes():
     import io
+    import zlib
 
     import numpy as np
     from PIL import Image
@@ -78,8 +79,18 @@ def test_encode_writes_the_canvas_pixels_as_a_png_any_reader_decodes():
     canvas = canvas_of(fig)
     canvas.draw()
     data = encode(canvas)
+    assert data[:8] == b"\x89PNG\r\n\x1a\n"
+    chunks, at = [], 8                            # PIL checks only the header's CRC: walk them all
+    while at < len(data):
+        length = int.from_bytes(data[at:at + 4], "big")
+        kind, body = data[at + 4:at + 8], data[at + 8:at + 8 + length]
+        assert int.from_bytes(data[at + 8 + length:at + 12 + length], "big") == zlib.crc32(kind + body), kind
+        chunks.append(kind)
+        at += 12 + length
+    assert at == len(data) and chunks[0] == b"IHDR" and chunks[-1] == b"IEND"
+    assert set(chunks[1:-1]) == {b"IDAT"}
     image = Image.open(io.BytesIO(data))
-    image.load()                                  # PIL checks every chunk's CRC as it reads
+    image.load()
     assert (image.mode, image.size) == ("RGB", (163, 97))
     assert (np.asarray(image) == np.asarray(canvas.buffer_rgba())[..., :3]).all()
     assert len(np.unique(np.asarray(image).reshape(-1, 3), axis=0)) > 10_000   # every pixel its own colour, near enough

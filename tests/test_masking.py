@@ -153,6 +153,30 @@ def test_the_maps_view_draws_and_refuses_long_prompts(cat, cat_world):
         draw(masking.attention_maps(cat, cat_world, " ".join(["the"] * 12)))
 
 
+def test_each_map_cell_has_the_colour_maps_colour_of_its_weight_or_grey_where_hidden(cat, cat_world):
+    import io
+
+    from matplotlib import colormaps
+    from PIL import Image
+    draw = explorer.maps_view(2, 2)
+    for causal in (True, False):
+        maps = masking.attention_maps(cat, cat_world, "<BOS> the cat sat on", causal)
+        picture = np.asarray(Image.open(io.BytesIO(draw(maps))).convert("RGB")).astype(int)
+        height = picture.shape[0]
+        blues = colormaps["Blues"](maps["weights"].numpy(), bytes=True)[..., :3].astype(int)
+        hidden = np.round(np.array(explorer.HIDDEN[:3]) * 255)
+        grey = 0
+        for n, ax in enumerate(draw.figure.axes[:4]):     # the four maps, layer by layer (then the colour bar)
+            for i in range(5):
+                for j in range(5):
+                    x, y = ax.transData.transform((j, i))  # the cell's centre, in pixels from the bottom left
+                    seen = picture[int(height - y), int(x)]
+                    expected = hidden if causal and j > i else blues[n // 2, n % 2, i, j]
+                    assert np.abs(seen - expected).max() <= 1, (causal, n, i, j)
+                    grey += bool(causal and j > i)
+        assert grey == (40 if causal else 0)
+
+
 def test_the_explorer_redraws_for_every_control_and_explains_bad_prompts(cat, cat_world):
     other = copy.deepcopy(cat)
     shown = explorer.explorer({"shipped": cat, "other": other}, cat_world)

@@ -67,7 +67,8 @@ def test_a_missing_package_is_one_sentence(monkeypatch):
 
 def tiny_gguf(path, alignment=64, big_endian=False):
     """A small GGUF file written by gguf's own writer: every value type, an odd-length header
-    (so the tensor data need padding), F16 and F32 tensors of 3 and 4 axes, a Q8_0 and a Q4_1 matrix."""
+    (so the tensor data need padding), F16 and F32 tensors of 3 and 4 axes, a Q8_0 and a Q4_1 matrix
+    and a Q4_1 tensor of 3 axes."""
     import gguf
     writer = gguf.GGUFWriter(str(path), arch="llama",
                              endianess=gguf.GGUFEndian.BIG if big_endian else gguf.GGUFEndian.LITTLE)
@@ -83,8 +84,10 @@ def tiny_gguf(path, alignment=64, big_endian=False):
     rng = np.random.default_rng(0)
     writer.add_tensor("f16", rng.normal(size=(2, 3, 5)).astype(np.float16))
     writer.add_tensor("f32", rng.normal(size=(2, 1, 3, 4)).astype(np.float32))
-    for name, kind in (("q8", gguf.GGMLQuantizationType.Q8_0), ("q4", gguf.GGMLQuantizationType.Q4_1)):
-        values = rng.normal(size=(3, 64)).astype(np.float32)
+    for name, kind, shape in (("q8", gguf.GGMLQuantizationType.Q8_0, (3, 64)),
+                              ("q4", gguf.GGMLQuantizationType.Q4_1, (3, 64)),
+                              ("q4 3-D", gguf.GGMLQuantizationType.Q4_1, (2, 3, 64))):
+        values = rng.normal(size=shape).astype(np.float32)
         writer.add_tensor(name, gguf.quantize(values, kind), raw_dtype=kind)
     writer.write_header_to_file()
     writer.write_kv_data_to_file()
@@ -142,8 +145,8 @@ def test_the_courses_dequantisation_gives_ggufs_floats_bit_for_bit(tmp_path):
     assert same_floats_as_ggufs_dequantisation(smollm2.read()) == {"Q4_1", "Q8_0", "F32"}
     tiny = smollm2.GGUF(tiny_gguf(tmp_path / "tiny.gguf"))
     assert same_floats_as_ggufs_dequantisation(tiny) == {"F16", "F32", "Q4_1", "Q8_0"}
-    q4 = next(t for t in tiny.tensors if t.name == "q4")
-    assert smollm2.dequantised(q4).shape == (3, 64)
+    shapes = {t.name: smollm2.dequantised(t).shape for t in tiny.tensors}
+    assert shapes["q4"] == shapes["q8"] == (3, 64) and shapes["q4 3-D"] == (2, 3, 64)
 
 
 def damaged_files(tmp_path):

@@ -78,6 +78,7 @@ def maps_view(n_layers=2, n_heads=2, size=10):
         mask = "mask ON" if maps["causal"] else "mask OFF (every word sees every word)"
         title.set_text(f"{mask}   ·   next word: {maps['next']} ({maps['p_next']:.2f})")
         return view.png()
+    draw.figure = fig        # for a test that reads the colours back
     return draw
 
 
