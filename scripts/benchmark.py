@@ -269,7 +269,7 @@ def print_widgets():
 # ---------------------------------------------------------------- end to end, in a browser
 
 # In the page: note the time of every input event the explorer's cell receives (the key
-# press, click, choice or mouse move the browser delivers, not the moment the driver was
+# press, pointer down or choice the browser delivers, not the moment the driver was
 # asked for it), and every time its picture is replaced wait until the new image is decoded
 # and the next frame starts (it is on screen then), and note that time too.
 WATCH = """el => {

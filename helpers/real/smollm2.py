@@ -229,8 +229,7 @@ def dequantised(tensor):
     blocks = BLOCK_FORMATS.get(tensor.tensor_type.name)
     if blocks is not None:
         unpack, block_bytes = blocks
-        rows = tensor.data.reshape(-1, tensor.data.shape[-1])
-        w = unpack(rows.reshape(-1, block_bytes))
+        w = unpack(tensor.data.reshape(-1, block_bytes))
         return w.reshape(*tensor.data.shape[:-1], tensor.data.shape[-1] // block_bytes * 32)
     import gguf
 
