@@ -60,9 +60,9 @@ def head_figure(view, fig=None):
 
 
 class FastHeatmap:
-    """A heatmap that re-renders quickly: the axes, tick labels and frame are drawn once per
-    token list and kept as a background; an update only paints the new image, cell numbers
-    and title over it (a ``Blitter``).
+    """A heatmap that re-renders quickly (a ``Blitter``). The frame, axis labels and colour
+    bar are drawn once; the tick labels are a "seldom" layer, drawn again only when the
+    tokens change; an update paints the new image, cell numbers and title over them.
 
     ``render(view)`` takes a ``head_view`` result and returns PNG bytes.
     """
@@ -72,9 +72,14 @@ class FastHeatmap:
         self.tokens, self.blitter = None, None
 
     def render(self, view):
-        if view["tokens"] != self.tokens:          # new labels: a new background
+        if view["tokens"] != self.tokens:          # new tick labels and cells
             ax = head_figure(view, self.fig).axes[0]
-            self.blitter = Blitter(self.fig, [ax.images[0], *ax.texts, ax.title])
+            if self.blitter is None:
+                self.blitter = Blitter(self.fig, seldom=[ax.xaxis, ax.yaxis])
+            self.blitter.refresh()
+            self.blitter.moving = []           # the cells' texts are new ones
+            for artist in (ax.images[0], *ax.texts, ax.title):
+                self.blitter.animate(artist)
             self.tokens = view["tokens"]
         ax = self.fig.axes[0]
         ax.images[0].set_data(view["weights"])
