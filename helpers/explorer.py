@@ -179,7 +179,8 @@ def png(fig):
 class Blitter:
     """Render ``fig`` to PNG again and again, redrawing only the ``moving`` artists.
 
-    ``animate(artist)`` adds a moving artist (returns it); ``png()`` returns PNG bytes;
+    ``animate(artist)`` adds a moving artist (returns it), ``replace_moving(artists)`` swaps
+    them all for others; ``png()`` returns PNG bytes;
     ``reset()`` forgets the saved background after a still part of the figure changed.
     ``seldom(artist)`` adds an artist that changes now and then (a map that follows one
     control of several): it is drawn onto a second saved background, which ``refresh()``
@@ -201,6 +202,13 @@ class Blitter:
         artist.set_animated(True)
         self.moving.append(artist)
         return artist
+
+    def replace_moving(self, artists):
+        """Draw ``artists`` on every ``png()`` instead of the moving artists so far (which a
+        caller has removed from the figure or will draw no more)."""
+        self.moving = []
+        for artist in artists:
+            self.animate(artist)
 
     def seldom(self, artist):
         """Leave ``artist`` out of the background; draw it after each ``refresh()``. Returns it."""

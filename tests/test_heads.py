@@ -269,21 +269,23 @@ def test_every_listed_prompt_runs_and_draws():
 def test_the_fast_heatmap_draws_what_a_full_draw_draws_for_every_model_and_prompt():
     import io
 
+    import matplotlib
     from PIL import Image
 
     from helpers.explorer import png
+    from helpers.plots import STYLE
 
     def pixels(picture):
         return np.asarray(Image.open(io.BytesIO(picture)).convert("RGB"))
 
-    heatmap = explorer.FastHeatmap()
     listed = [(model, prompt) for model, prompts in heads.PROMPTS.items() for prompt in prompts]
-    for model, prompt in listed + listed[::-1]:   # each token list drawn twice, after others
-        for layer, head in ((0, 0), (1, 1)):
-            view = heads.head_view(model, layer, head, prompt)
-            fast, full = pixels(heatmap.render(view)), pixels(png(explorer.head_figure(view)))
-            assert fast.shape == full.shape and (fast == full).all(), (model, prompt, layer, head)
-    assert heatmap.tokens == heads.PROMPTS["cat"][0].split()
+    with matplotlib.rc_context(STYLE):            # the course's plot style, as in the notebooks
+        heatmap = explorer.FastHeatmap()
+        for model, prompt in listed + listed[::-1]:   # each token list drawn twice, after others
+            for layer, head in ((0, 0), (1, 1)):
+                view = heads.head_view(model, layer, head, prompt)
+                fast, full = pixels(heatmap.render(view)), pixels(png(explorer.head_figure(view)))
+                assert fast.shape == full.shape and (fast == full).all(), (model, prompt, layer, head)
 
 
 def test_the_explorer_follows_every_control():

@@ -60,9 +60,10 @@ def head_figure(view, fig=None):
 
 
 class FastHeatmap:
-    """A heatmap that re-renders quickly (a ``Blitter``). The frame, axis labels and colour
-    bar are drawn once; the tick labels are a "seldom" layer, drawn again only when the
-    tokens change; an update paints the new image, cell numbers and title over them.
+    """A heatmap that re-renders quickly (a ``Blitter``). The colour bar and the axes'
+    background are drawn once; both axes (tick labels and axis labels) are a "seldom" layer,
+    drawn again only when the tokens change; an update paints the new image, cell numbers and
+    title over them.
 
     ``render(view)`` takes a ``head_view`` result and returns PNG bytes.
     """
@@ -74,12 +75,14 @@ class FastHeatmap:
     def render(self, view):
         if view["tokens"] != self.tokens:          # new tick labels and cells
             ax = head_figure(view, self.fig).axes[0]
+            # The axes' box and the title's place come from the first full draw only: they
+            # hold because every view is T x T (a square box) with no ticks on top. The axes
+            # are painted under the image here (over it in a full draw): the same pixels,
+            # since the ticks have no length and there is no grid.
             if self.blitter is None:
                 self.blitter = Blitter(self.fig, seldom=[ax.xaxis, ax.yaxis])
             self.blitter.refresh()
-            self.blitter.moving = []           # the cells' texts are new ones
-            for artist in (ax.images[0], *ax.texts, ax.title):
-                self.blitter.animate(artist)
+            self.blitter.replace_moving([ax.images[0], *ax.texts, ax.title])   # new cell texts
             self.tokens = view["tokens"]
         ax = self.fig.axes[0]
         ax.images[0].set_data(view["weights"])
