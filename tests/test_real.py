@@ -451,7 +451,7 @@ def test_distinct_per_block_sees_the_4_bit_levels(smol):
     model, _ = smol
     assert real.distinct_per_block(model.blocks[0].attn.W_Q) <= 16          # Q4_1: 16 levels a block
     assert real.distinct_per_block(model.blocks[3].mlp.W_2) <= 16
-    assert 16 < real.distinct_per_block(model.E[:2000].T) <= 256             # Q8_0: the embedding
+    assert real.distinct_per_block(model.E[:2000].T) > 16                    # Q8_0: more than 4 bits
     assert real.distinct_per_block(torch.arange(64.0).reshape(64, 1)) == 32
 
 
