@@ -194,8 +194,8 @@ def spread_figure(dims=(4, 64, 768), n=20_000, seed=123):
     bins = np.linspace(-90, 90, 121)
     for ax, d in zip(np.atleast_1d(axes), dims):
         s = raw_scores(d, n, generator)
-        ax.hist(s, bins, density=True, color=ACCENT, alpha=0.7, label="raw q·k")
-        ax.hist(s / math.sqrt(d), bins, density=True, color=BASE, alpha=0.7, label="q·k / √d")
+        ax.hist(s, bins, density=True, histtype="stepfilled", color=ACCENT, alpha=0.7, label="raw q·k")
+        ax.hist(s / math.sqrt(d), bins, density=True, histtype="stepfilled", color=BASE, alpha=0.7, label="q·k / √d")
         ax.set_title(f"d = {d} ({n:,} pairs)")
         ax.set_xlabel("score")
         ax.set_yscale("log")
