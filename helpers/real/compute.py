@@ -254,35 +254,47 @@ def kv_timing(model, prompt_ids, new_tokens=16, repeats=3):
     """Milliseconds per token: prefill (the prompt in one pass) against decoding with the
     cache (one new token at a time) and without it (the whole sequence again for each token).
 
-    Greedy tokens; wall-clock medians of ``repeats`` runs after a warm-up (each time its own median). Timings vary
-    with the machine and its load. Returns dict(prefill, decode_cached, decode_uncached) in ms
-    per token, and the generated ids.
+    Greedy tokens; wall-clock medians of ``repeats`` runs after a one-token warm-up (each time its
+    own median). The runs without the cache start from the first new token the prefill chose, so
+    the prompt is not run again only to choose it. Timings vary with the machine and its load.
+    Returns dict(prefill, decode_cached, decode_uncached) in ms per token, and the generated ids.
     """
     ids = model.check_ids(prompt_ids)
     new_tokens = check_positive_int(new_tokens, "new_tokens")
 
-    def run(use_cache):
-        cache = KVCache(model.cfg.n_layers) if use_cache else None
+    def cached(n):
+        """(prefill seconds, seconds for n decoding steps, the ids), with the KV cache."""
+        cache = KVCache(model.cfg.n_layers)
         start = time.perf_counter()
-        logits = model(ids, cache=cache) if use_cache else model(ids)
-        prefill = time.perf_counter() - start
-        out, start = ids, time.perf_counter()
-        for _ in range(new_tokens):
+        logits = model(ids, cache=cache)
+        prefill, out, start = time.perf_counter() - start, ids, time.perf_counter()
+        for _ in range(n):
             nxt = logits[-1].argmax().reshape(1)
             out = torch.cat([out, nxt])
-            logits = model(nxt, cache=cache) if use_cache else model(out)
+            logits = model(nxt, cache=cache)
         return prefill, time.perf_counter() - start, out
 
-    run(True)   # warm-up
-    cached, uncached = [run(True) for _ in range(repeats)], [run(False) for _ in range(repeats)]
-    if any(not torch.equal(r[2], cached[0][2]) for r in cached + uncached):
+    def uncached(first):
+        """(seconds for new_tokens decoding steps, the ids), rerunning the whole sequence each step."""
+        out, start = torch.cat([ids, first]), time.perf_counter()
+        for step in range(new_tokens):
+            logits = model(out)
+            if step < new_tokens - 1:
+                out = torch.cat([out, logits[-1].argmax().reshape(1)])
+        return time.perf_counter() - start, out
+
+    cached(1)   # warm-up
+    with_cache = [cached(new_tokens) for _ in range(repeats)]
+    first = with_cache[0][2][len(ids):len(ids) + 1]
+    without = [uncached(first) for _ in range(repeats)]
+    if any(not torch.equal(r[-1], with_cache[0][2]) for r in with_cache + without):
         fail("the cached and uncached loops chose different tokens; the KV cache is broken")
-    median = lambda runs, part: sorted(r[part] for r in runs)[repeats // 2]
-    return dict(prefill=_ms(median(cached, 0)) / len(ids), decode_cached=_ms(median(cached, 1)) / new_tokens,
-                decode_uncached=_ms(median(uncached, 1)) / new_tokens, ids=cached[0][2])
+    median = lambda times: sorted(times)[repeats // 2]
+    return dict(prefill=_ms(median([r[0] for r in with_cache])) / len(ids),
+                decode_cached=_ms(median([r[1] for r in with_cache])) / new_tokens,
+                decode_uncached=_ms(median([r[0] for r in without])) / new_tokens, ids=with_cache[0][2])
 
 
-@torch.no_grad()
 def forward_seconds(model, T=32, repeats=3, seed=0):
     """Median wall-clock seconds of one forward pass over T random tokens (after a warm-up)."""
     g = torch.Generator().manual_seed(seed)
