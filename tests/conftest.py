@@ -29,6 +29,17 @@ def executed():
     return get
 
 
+@pytest.fixture(scope="session")
+def pixels():
+    """pixels(png_bytes) -> the picture as an (H, W, 3) uint8 array of RGB, decoded by PIL."""
+    import io
+
+    import numpy as np
+    from PIL import Image
+
+    return lambda picture: np.asarray(Image.open(io.BytesIO(picture)).convert("RGB"))
+
+
 # ---- the shipped models and worlds, loaded once a session. Never modify them in a test:
 # ---- take copy.deepcopy(...) first (a test that zeroes weights would change every later test).
 

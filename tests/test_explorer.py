@@ -115,17 +115,14 @@ def text_figure():
     return fig, np
 
 
-def test_the_glyph_caching_canvas_draws_matplotlibs_pixels_again_and_again():
-    import io
-
+def test_the_glyph_caching_canvas_draws_matplotlibs_pixels_again_and_again(pixels):
     from matplotlib.backends.backend_agg import FigureCanvasAgg
-    from PIL import Image
     fig, np = text_figure()
     reference = FigureCanvasAgg(text_figure()[0])
     reference.draw()
     expected = np.asarray(reference.buffer_rgba())[..., :3]
     for _ in range(2):   # the second draw comes from the caches
-        drawn = np.asarray(Image.open(io.BytesIO(png(fig))).convert("RGB"))
+        drawn = pixels(png(fig))
         assert drawn.shape == expected.shape and (drawn == expected).all()
 
 

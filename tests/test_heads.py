@@ -266,17 +266,11 @@ def test_every_listed_prompt_runs_and_draws():
             assert len(fig.axes) == 2   # the heatmap and its colour bar, drawn once
 
 
-def test_the_fast_heatmap_draws_what_a_full_draw_draws_for_every_model_and_prompt():
-    import io
-
+def test_the_fast_heatmap_draws_what_a_full_draw_draws_for_every_model_and_prompt(pixels):
     import matplotlib
-    from PIL import Image
 
     from helpers.explorer import png
     from helpers.plots import STYLE
-
-    def pixels(picture):
-        return np.asarray(Image.open(io.BytesIO(picture)).convert("RGB"))
 
     listed = [(model, prompt) for model, prompts in heads.PROMPTS.items() for prompt in prompts]
     with matplotlib.rc_context(STYLE):            # the course's plot style, as in the notebooks

@@ -153,15 +153,12 @@ def test_the_maps_view_draws_and_refuses_long_prompts(cat, cat_world):
         draw(masking.attention_maps(cat, cat_world, " ".join(["the"] * 12)))
 
 
-def test_each_map_cell_has_the_colour_maps_colour_of_its_weight_or_grey_where_hidden(cat, cat_world):
-    import io
-
+def test_each_map_cell_has_the_colour_maps_colour_of_its_weight_or_grey_where_hidden(cat, cat_world, pixels):
     from matplotlib import colormaps
-    from PIL import Image
     draw = explorer.maps_view(2, 2)
     for causal in (True, False):
         maps = masking.attention_maps(cat, cat_world, "<BOS> the cat sat on", causal)
-        picture = np.asarray(Image.open(io.BytesIO(draw(maps))).convert("RGB")).astype(int)
+        picture = pixels(draw(maps)).astype(int)
         height = picture.shape[0]
         blues = colormaps["Blues"](maps["weights"].numpy(), bytes=True)[..., :3].astype(int)
         hidden = np.round(np.array(explorer.HIDDEN[:3]) * 255)
