@@ -254,10 +254,11 @@ def kv_timing(model, prompt_ids, new_tokens=16, repeats=3):
     """Milliseconds per token: prefill (the prompt in one pass) against decoding with the
     cache (one new token at a time) and without it (the whole sequence again for each token).
 
-    Greedy tokens; wall-clock medians of ``repeats`` runs after a one-token warm-up (each time its
-    own median). The runs without the cache start from the first new token the prefill chose, so
-    the prompt is not run again only to choose it. Timings vary with the machine and its load.
-    Returns dict(prefill, decode_cached, decode_uncached) in ms per token, and the generated ids.
+    Greedy tokens; wall-clock medians of ``repeats`` runs (each time its own median), after a
+    warm-up: the prompt in one pass and one cached step. The runs without the cache start from
+    the first new token the prefill chose, so the prompt is not run again only to choose it; their
+    first pass predicts that token too, and must agree. Timings vary with the machine and its
+    load. Returns dict(prefill, decode_cached, decode_uncached) in ms per token, and the generated ids.
     """
     ids = model.check_ids(prompt_ids)
     new_tokens = check_positive_int(new_tokens, "new_tokens")
@@ -279,6 +280,9 @@ def kv_timing(model, prompt_ids, new_tokens=16, repeats=3):
         out, start = torch.cat([ids, first]), time.perf_counter()
         for step in range(new_tokens):
             logits = model(out)
+            if step == 0 and logits[len(ids) - 1].argmax() != first[0]:
+                fail("the pass without the cache chose another first token than the prefill; "
+                     "the KV cache is broken")
             if step < new_tokens - 1:
                 out = torch.cat([out, logits[-1].argmax().reshape(1)])
         return time.perf_counter() - start, out
@@ -295,6 +299,7 @@ def kv_timing(model, prompt_ids, new_tokens=16, repeats=3):
                 decode_uncached=_ms(median([r[0] for r in without])) / new_tokens, ids=with_cache[0][2])
 
 
+@torch.no_grad()
 def forward_seconds(model, T=32, repeats=3, seed=0):
     """Median wall-clock seconds of one forward pass over T random tokens (after a warm-up)."""
     g = torch.Generator().manual_seed(seed)
