@@ -1,5 +1,4 @@
 """Chapter 06 (positions): the compute, the exercise checks and the explorer."""
-from io import BytesIO
 
 import numpy as np
 import pytest
@@ -174,16 +173,14 @@ def test_unscrambled_check():
         checks.unscrambled.grade(Y[perm], Y, perm)
 
 
-def test_blitter_draws_what_a_full_draw_draws(cat, cat_world):
-    from PIL import Image
-
+def test_blitter_draws_what_a_full_draw_draws(cat, cat_world, pixels):
     fig, draw, changing = explore.view_panel(cat_world.tokenizer.vocab)
     fast = Blitter(fig, changing)
     draw(pos.next_token_view(cat, cat_world, pos.PROMPTS[3], positions=False, seed=2), False)
-    quick = np.asarray(Image.open(BytesIO(fast.png())).convert("RGB"), dtype=float)
+    quick = pixels(fast.png()).astype(float)
     for artist in changing:
         artist.set_animated(False)
-    full = np.asarray(Image.open(BytesIO(png(fig))).convert("RGB"), dtype=float)
+    full = pixels(png(fig)).astype(float)
     assert quick.shape == full.shape
     assert np.abs(quick - full).mean() < 1.0
 
