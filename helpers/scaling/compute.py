@@ -199,7 +199,7 @@ def spread_figure(dims=(4, 64, 768), n=20_000, seed=123):
         ax.set_title(f"d = {d} ({n:,} pairs)")
         ax.set_xlabel("score")
         ax.set_yscale("log")
-        ax.set_ylim(0.5 / (n * (bins[1] - bins[0])), 1)   # below one pair alone in a bin: every pair shows
+        ax.set_ylim(0.5 / (n * (bins[1] - bins[0])), 1)   # below one pair alone in a bin: every bin with a pair shows
         ax.legend(fontsize=7, loc="upper left")
     np.atleast_1d(axes)[0].set_ylabel("density (log scale)")
     fig.tight_layout()
