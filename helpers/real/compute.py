@@ -281,8 +281,8 @@ def kv_timing(model, prompt_ids, new_tokens=16, repeats=3):
         for step in range(new_tokens):
             logits = model(out)
             if step == 0 and logits[len(ids) - 1].argmax() != first[0]:
-                fail("the pass without the cache chose another first token than the prefill; "
-                     "the KV cache is broken")
+                fail("the pass without the cache and the prefill chose different first tokens; "
+                     "one of the two paths is broken")
             if step < new_tokens - 1:
                 out = torch.cat([out, logits[-1].argmax().reshape(1)])
         return time.perf_counter() - start, out
