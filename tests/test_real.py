@@ -380,12 +380,11 @@ def test_kv_timing_and_memory(smol):
     assert real.kv_bytes_per_token(model.cfg) == 2 * 30 * 3 * 64 * 4
 
 
-
 def test_kv_timing_refuses_a_prefill_that_chose_a_wrong_first_token(smol, monkeypatch):
     model, tok = smol
     forward = model.forward
 
-    def wrong_prefill(ids, *args, cache=None, **kwargs):   # the prompt's last row of logits replaced
+    def wrong_prefill(ids, *args, cache=None, **kwargs):   # the prompt's last row of logits negated
         logits = forward(ids, *args, cache=cache, **kwargs)
         if cache is not None and ids.shape[-1] > 1:
             logits = logits.clone()
@@ -395,6 +394,7 @@ def test_kv_timing_refuses_a_prefill_that_chose_a_wrong_first_token(smol, monkey
     monkeypatch.setattr(model, "forward", wrong_prefill)
     with pytest.raises(CourseInputError, match="chose different first tokens"):
         real.kv_timing(model, ids_of(tok, PROMPTS[0]), new_tokens=1, repeats=1)
+
 
 # ------------------------------------------------------------------ the views of chapters 05-10
 
