@@ -19,6 +19,7 @@ import sys
 import time
 from pathlib import Path
 
+from browser import NOTEBOOK
 from execute_notebooks import FIXED_ENV, ROOT, execute, kernel_env, learner_notebooks, make_client
 
 os.environ.update(FIXED_ENV)  # before helpers (and torch) are imported, so training runs on one thread
@@ -387,6 +388,7 @@ def browser_updates(paths, moves=5):
         floor = Path(home) / "notebooks" / "floor_explorer.ipynb"
         nbformat.write(floor_explorer_notebook(), floor)
         for path in [floor, *paths]:
+            timed_in_kernel(Path(home) / "notebooks" / Path(path).name)
             page = open_and_run(browser, lab, Path(path).name)
             times, drags = [], []
             for cell in explorer_cells(page):
@@ -404,25 +406,63 @@ def browser_updates(paths, moves=5):
                     seen = drag(page, cell)
                     if seen is not None:
                         drags.append(seen)
+            kernel = kernel_update_ms(page)
             page.close()
-            rows.append((Path(path).stem, times, drags))
+            rows.append((Path(path).stem, times, drags, kernel))
     return rows
+
+
+# A first cell put into the benchmark's own copy of each notebook (never the course's): every
+# Explorer.update in that kernel appends its milliseconds (render, PNG and the display update
+# sent) to a list, read back after the page's updates and drags.
+KERNEL_TIMER = """import time as _time
+import helpers.explorer as _explorer
+_update_ms = []
+def _timed_update(self, change=None, _update=_explorer.Explorer.update):
+    start = _time.perf_counter()
+    _update(self, change)
+    _update_ms.append(1000 * (_time.perf_counter() - start))
+_explorer.Explorer.update = _timed_update"""
+KERNEL_READ = f"""async () => {{
+    const kernel = {NOTEBOOK}.sessionContext.session.kernel;
+    const future = kernel.requestExecute({{code: 'print(_update_ms)', silent: false, store_history: false}});
+    let text = '';
+    future.onIOPub = msg => {{ if (msg.header.msg_type === 'stream') text += msg.content.text; }};
+    await future.done;
+    return text;
+}}"""
+
+
+def timed_in_kernel(path):
+    """Put KERNEL_TIMER before the first cell of the notebook at ``path`` (a copy being measured)."""
+    import nbformat
+    nb = nbformat.read(path, as_version=4)
+    nb.cells.insert(0, nbformat.v4.new_code_cell(KERNEL_TIMER))
+    nbformat.write(nb, path)
+
+
+def kernel_update_ms(page):
+    """The milliseconds of every explorer update the page's kernel made, as KERNEL_TIMER noted them."""
+    import ast
+    text = page.evaluate(KERNEL_READ).strip()
+    return ast.literal_eval(text) if text else []
 
 
 def print_browser(paths):
     """The table: the floor explorer first (the round trip a picture costs with nothing
     computed, the unit the chapters' rows can be read against), then every chapter."""
     print(f"{'in the browser (ms)':<32}{'median':>9}{'worst':>9}{'updates':>9}"
-          f"{'drag: last':>12}{'pictures':>10}   budget")
-    for name, times, drags in browser_updates(paths):
+          f"{'drag: last':>12}{'pictures':>10}{'kernel med':>12}{'worst':>7}   budget")
+    for name, times, drags, kernel in browser_updates(paths):
         name = "floor: a picture, no compute" if name == "floor_explorer" else name
         median = f"{statistics.median(times):.0f}" if times else "-"
         worst = f"{max(times):.0f}" if times else "-"
         last = max((d[0] for d in drags), default=None)
         shown = max((d[1] for d in drags), default=None)
         last = "-" if last is None else "missed" if last < 0 else f"{last:.0f}"   # missed: last number never drawn
+        in_kernel = (f"{statistics.median(kernel):.0f}", f"{max(kernel):.0f}") if kernel else ("-", "-")
         print(f"{name:<32}{median:>9}{worst:>9}{len(times):>9}"
-              f"{last:>12}{'-' if shown is None else shown:>10}"
+              f"{last:>12}{'-' if shown is None else shown:>10}{in_kernel[0]:>12}{in_kernel[1]:>7}"
               "   < 50 median, < 100 worst; a drag of 15 moves: its last picture within 100 ms of the slider's last number")
 
 
