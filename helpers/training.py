@@ -58,16 +58,20 @@ class Adam:
             if state is None:   # first step of w: its t, m and v
                 state = self.state[id(w)] = [0, torch.zeros_like(w), torch.zeros_like(w)]
             state[0] += 1
-            for part, tensor in zip(groups.setdefault(state[0], ([], [], [], [])), (w, w.grad, state[1], state[2])):
-                part.append(tensor)
+            ws, gs, ms, vs = groups.setdefault(state[0], ([], [], [], []))
+            ws.append(w)
+            gs.append(w.grad)
+            ms.append(state[1])
+            vs.append(state[2])
+        # torch._foreach_* are the operations torch.optim.Adam's own foreach path calls
         for t, (ws, gs, ms, vs) in groups.items():
-            torch._foreach_lerp_(ms, gs, 1 - self.beta1)                    # m = β1·m + (1 − β1)·g
-            torch._foreach_mul_(vs, self.beta2)                             # v = β2·v + (1 − β2)·g²
+            torch._foreach_lerp_(ms, gs, 1 - self.beta1)            # m = lerp(m, g, 1 − β1) = β1·m + (1 − β1)·g
+            torch._foreach_mul_(vs, self.beta2)                     # v = β2·v + (1 − β2)·g²
             torch._foreach_addcmul_(vs, gs, gs, value=1 - self.beta2)
-            denom = torch._foreach_sqrt(vs)                                 # √v / √(1 − β2^t) + ε
+            denom = torch._foreach_sqrt(vs)                         # √v / √(1 − β2^t) + ε
             torch._foreach_div_(denom, (1 - self.beta2 ** t) ** 0.5)
             torch._foreach_add_(denom, self.eps)
-            torch._foreach_addcdiv_(ws, ms, denom, value=-(self.lr / (1 - self.beta1 ** t)))
+            torch._foreach_addcdiv_(ws, ms, denom, value=-(self.lr / (1 - self.beta1 ** t)))   # w −= lr/(1 − β1^t)·m/denom
 
 
 def train(model, batches, steps=1000, lr=3e-2, seed=0, progress=True, on_step=None, stop_after=None,

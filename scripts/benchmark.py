@@ -3,7 +3,8 @@
     python scripts/benchmark.py                     # import time, cat-model training, every chapter
     python scripts/benchmark.py notebooks/00_tour.ipynb
     python scripts/benchmark.py --widgets            # only the widget update times, in the kernel
-    python scripts/benchmark.py --browser            # the same end to end in JupyterLab in headless Chromium
+    python scripts/benchmark.py --browser            # the same end to end in JupyterLab in headless Chromium,
+                                                     # with what JupyterLab's kernel spent on each update
     python scripts/benchmark.py --cells 5            # where each chapter's time goes: its 5 slowest cells
 
 Each notebook runs in a fresh kernel with the fixed thread counts; its peak memory is the
@@ -376,8 +377,9 @@ def drag(page, cell, steps=15, px=6):
 
 
 def browser_updates(paths, moves=5):
-    """Per chapter, after the floor explorer's row: median and worst ms from input to painted
-    picture, and the slider-drag figures."""
+    """Per chapter, after the floor explorer's row: (name, ms from input to painted picture
+    for each single move, the slider-drag figures, (wall ms, CPU ms) the kernel spent on each
+    single move's update, or None if that could not be read)."""
     import tempfile
 
     import nbformat
@@ -390,46 +392,51 @@ def browser_updates(paths, moves=5):
         for path in [floor, *paths]:
             timed_in_kernel(Path(home) / "notebooks" / Path(path).name)
             page = open_and_run(browser, lab, Path(path).name)
-            times, drags = [], []
+            times, drags, kernel = [], [], []
             for cell in explorer_cells(page):
                 cell.scroll_into_view_if_needed()
                 page.evaluate(WATCH, cell.element_handle())
                 actions = one_step_actions(cell)
                 if actions:
                     timed(page, cell, actions[0][1], quiet_ms=600)   # a first update, not timed: warm-up
+                kernel_updates(page)                                  # forget the warm-up's
                 for kind, act in actions:
                     for _ in range(moves if kind == "slider" else 2):
                         seen = timed(page, cell, act, quiet_ms=600)
                         if seen is not None:
                             times.append(seen[0])
+                read = kernel_updates(page)                           # the single moves' updates
+                kernel = None if read is None or kernel is None else kernel + read
                 if cell.locator(".widget-slider .noUi-handle").count():
                     seen = drag(page, cell)
                     if seen is not None:
                         drags.append(seen)
-            kernel = kernel_update_ms(page)
             page.close()
             rows.append((Path(path).stem, times, drags, kernel))
     return rows
 
 
 # A first cell put into the benchmark's own copy of each notebook (never the course's): every
-# Explorer.update in that kernel appends its milliseconds (render, PNG and the display update
-# sent) to a list, read back after the page's updates and drags.
+# Explorer.update that draws a picture (render, PNG and the display update sent to the page)
+# notes its wall-clock and CPU milliseconds in the kernel JupyterLab runs.
 KERNEL_TIMER = """import time as _time
 import helpers.explorer as _explorer
-_update_ms = []
+_updates = []   # (wall ms, CPU ms) of each update that drew
 def _timed_update(self, change=None, _update=_explorer.Explorer.update):
-    start = _time.perf_counter()
+    drawn, wall, cpu = self.drawn, _time.perf_counter(), _time.thread_time()
     _update(self, change)
-    _update_ms.append(1000 * (_time.perf_counter() - start))
+    if self.drawn is not drawn:   # a new picture (not values already on screen, not an error sentence)
+        _updates.append((1000 * (_time.perf_counter() - wall), 1000 * (_time.thread_time() - cpu)))
 _explorer.Explorer.update = _timed_update"""
+
+# Hand back the kernel's notes so far as text and empty the list; null if they cannot be read.
 KERNEL_READ = f"""async () => {{
     const kernel = {NOTEBOOK}.sessionContext.session.kernel;
-    const future = kernel.requestExecute({{code: 'print(_update_ms)', silent: false, store_history: false}});
-    let text = '';
-    future.onIOPub = msg => {{ if (msg.header.msg_type === 'stream') text += msg.content.text; }};
-    await future.done;
-    return text;
+    const future = kernel.requestExecute({{code: '', silent: true, store_history: false,
+        user_expressions: {{notes: '(_updates.copy(), _updates.clear())[0]'}}}});
+    const reply = await future.done;
+    const notes = reply.content.status === 'ok' ? reply.content.user_expressions.notes : null;
+    return notes && notes.status === 'ok' ? notes.data['text/plain'] : null;
 }}"""
 
 
@@ -441,18 +448,24 @@ def timed_in_kernel(path):
     nbformat.write(nb, path)
 
 
-def kernel_update_ms(page):
-    """The milliseconds of every explorer update the page's kernel made, as KERNEL_TIMER noted them."""
+def kernel_updates(page):
+    """The (wall ms, CPU ms) of each picture the page's kernel drew since the last call, as
+    KERNEL_TIMER noted them; None if they could not be read."""
     import ast
-    text = page.evaluate(KERNEL_READ).strip()
-    return ast.literal_eval(text) if text else []
+    text = page.evaluate(KERNEL_READ)
+    try:
+        return None if text is None else list(ast.literal_eval(text))
+    except (ValueError, SyntaxError):
+        return None
 
 
 def print_browser(paths):
     """The table: the floor explorer first (the round trip a picture costs with nothing
-    computed, the unit the chapters' rows can be read against), then every chapter."""
+    computed, the unit the chapters' rows can be read against), then every chapter; beside
+    the browser's figures, the wall-clock and CPU milliseconds the kernel spent on the same
+    single moves ('?' if they could not be read)."""
     print(f"{'in the browser (ms)':<32}{'median':>9}{'worst':>9}{'updates':>9}"
-          f"{'drag: last':>12}{'pictures':>10}{'kernel med':>12}{'worst':>7}   budget")
+          f"{'drag: last':>12}{'pictures':>10}{'kernel: med':>13}{'worst':>7}{'CPU med':>9}{'n':>4}   budget")
     for name, times, drags, kernel in browser_updates(paths):
         name = "floor: a picture, no compute" if name == "floor_explorer" else name
         median = f"{statistics.median(times):.0f}" if times else "-"
@@ -460,9 +473,15 @@ def print_browser(paths):
         last = max((d[0] for d in drags), default=None)
         shown = max((d[1] for d in drags), default=None)
         last = "-" if last is None else "missed" if last < 0 else f"{last:.0f}"   # missed: last number never drawn
-        in_kernel = (f"{statistics.median(kernel):.0f}", f"{max(kernel):.0f}") if kernel else ("-", "-")
+        if kernel:
+            wall, cpu = zip(*kernel)
+            in_kernel = (f"{statistics.median(wall):.0f}", f"{max(wall):.0f}", f"{statistics.median(cpu):.0f}",
+                         len(kernel))
+        else:
+            in_kernel = ("?",) * 3 + (0,) if kernel is None else ("-",) * 3 + (0,)
         print(f"{name:<32}{median:>9}{worst:>9}{len(times):>9}"
-              f"{last:>12}{'-' if shown is None else shown:>10}{in_kernel[0]:>12}{in_kernel[1]:>7}"
+              f"{last:>12}{'-' if shown is None else shown:>10}"
+              f"{in_kernel[0]:>13}{in_kernel[1]:>7}{in_kernel[2]:>9}{in_kernel[3]:>4}"
               "   < 50 median, < 100 worst; a drag of 15 moves: its last picture within 100 ms of the slider's last number")
 
 
