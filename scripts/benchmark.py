@@ -129,7 +129,9 @@ def print_cells(paths, n):
 
 
 def widget_explorers():
-    """Each chapter's explorer, built as its notebook builds it (chapter 04 with the shipped model only)."""
+    """Each chapter's explorer, built as its notebook builds it (chapter 04 with the shipped model only),
+    after the notebooks' setup (one thread, seeds, the course's plot style)."""
+    import helpers
     from helpers import worlds
     from helpers.ablation import explorer as ch10
     from helpers.geometry import explorer as ch01
@@ -146,6 +148,7 @@ def widget_explorers():
     from helpers.scaling import explorer as ch03
     from helpers.tour import explorer as ch00
     from helpers.weights import load_cat, load_dragon
+    helpers.setup_notebook()
     cat, world = load_cat(), worlds.cat_world()
     dragon, dworld = load_dragon(), worlds.dragon_world(n=1)
     return {
