@@ -18,6 +18,12 @@ plain image, so a reader who has not run it still sees one), and redraws it when
 control moves. A CourseInputError raised by render (a prompt with an unknown word) is
 shown as one red sentence above the picture, which keeps its last state.
 
+In a live page the picture is drawn by a ``Frames`` widget under the controls instead
+(``helpers/frames.py``): the page keeps every picture the kernel sent, by the values it
+shows, and while nothing else is going on the kernel sends the pictures a move is likely to
+need next, so most moves are shown without a round trip to the kernel. When that widget
+first says hello from a page, the plain image below gives way to it.
+
 Two ways to turn a figure into the PNG bytes a widget shows:
 
 * ``png(fig)`` draws the whole figure (simple; fine when everything changes).
@@ -250,16 +256,23 @@ STILL = ("Explorer controls: they move in a running notebook (trust it, then run
          "The picture below is their first state.")
 
 
-def controls_box(layout, message):
-    """A VBox of the controls and the message line whose plain-text form, which a notebook
-    shows where widgets cannot run (on GitHub, untrusted, not yet run), is a sentence."""
+def controls_box(layout, message, frames=None):
+    """A VBox of the controls, the message line and the live picture (``frames``) whose
+    plain-text form, which a notebook shows where widgets cannot run (on GitHub, untrusted,
+    not yet run), is a sentence."""
     import ipywidgets as widgets
 
     class Controls(widgets.VBox):
         def __repr__(self):
             return STILL
 
-    return Controls([layout, message])
+    return Controls([layout, message] + ([frames] if frames is not None else []))
+
+
+# What the plain first picture becomes in JupyterLab once the live picture above it is on
+# screen: a widget view with no model, which JupyterLab hides; the picture itself for readers
+# that show no widgets (GitHub). Other front ends get an empty output instead.
+GIVEN_WAY = "application/vnd.jupyter.widget-view+json"
 
 
 class Explorer:
@@ -267,16 +280,23 @@ class Explorer:
 
     controls: {name: widget}; render(**values) -> PNG bytes or a Figure. ``picture()`` is
     the PNG of the controls' current values (tests and the benchmark call it directly).
+    ``live`` turns true when a page shows the Frames widget; then pictures go to it.
     """
 
     def __init__(self, controls, render, layout=None):
         import ipywidgets as widgets
 
+        from .frames import Frames
+
         self.controls, self.render = dict(controls), render
         self.layout = layout if layout is not None else widgets.HBox(list(self.controls.values()))
         self.message = widgets.HTML()
-        self.box = controls_box(self.layout, self.message)
-        self.handle, self.drawn = None, None
+        self.frames = Frames(list(self.controls.values()))
+        self.frames.on_msg(self.received)
+        self.box = controls_box(self.layout, self.message, self.frames)
+        self.handle, self.drawn, self.last = None, None, None
+        self.live, self.sent, self.refused, self.renders = False, set(), set(), 0
+        self.shown, self.came_from = None, None   # the controls' state now and before the last move
 
     def _ipython_display_(self):
         pass  # already on screen; as a cell's last value it adds nothing
@@ -291,12 +311,19 @@ class Explorer:
         """Redraw for the controls' current values; bad input shows one sentence instead.
 
         Values already on screen are not drawn again (one control that sets others, like a
-        model picker that changes the prompt list, would otherwise redraw the same picture)."""
+        model picker that changes the prompt list, would otherwise redraw the same picture),
+        nor values whose picture the page already holds."""
         from IPython.display import Image
 
+        from .frames import key, state_of
+
         values = self.values()
-        if values == self.drawn:
+        state = state_of(self.controls.values())
+        if self.shown is not None and key(state) != key(self.shown):
+            self.came_from, self.shown = self.shown, state     # the last move, for likely_states
+        if values == self.drawn or (self.live and key(state) in self.sent):
             self.message.value = ""
+            self.drawn = values
             return
         try:
             data = as_png(self.render(**values))
@@ -304,18 +331,79 @@ class Explorer:
             self.message.value = f"<span style='color:#d1495b'>{error}</span>"
             return
         self.message.value = ""
-        self.drawn = values
-        if self.handle is not None:
+        self.drawn, self.last, self.renders = values, (state, data), self.renders + 1
+        if self.live:
+            self.send(state, data, prefetch=False)
+        elif self.handle is not None:
             self.handle.update(Image(data=data, format="png"))
+
+    def send(self, state, data, prefetch):
+        """Send one picture to the page's Frames widget, named by the state it shows."""
+        from .frames import key
+
+        self.sent.add(key(state))
+        self.frames.send({"kind": "frame", "state": list(state), "prefetch": prefetch}, buffers=[data])
+
+    def received(self, _widget, content, _buffers):
+        """A message from the page: "hello" (a view appeared), "more" (send a likely picture) or
+        "forget" (the page let go of the pictures of these states)."""
+        from .frames import key
+
+        if content.get("kind") == "hello":
+            self.hello(lab=bool(content.get("lab")))
+        elif content.get("kind") == "more":
+            self.more()
+        elif content.get("kind") == "forget":
+            self.sent.difference_update(key(state) for state in content.get("states", []))
+
+    def hello(self, lab=True):
+        """A page shows the Frames widget: send it the current picture, and from now on send
+        pictures there; the plain image below gives way (hidden in JupyterLab, ``lab``; emptied
+        elsewhere). A page reloaded holds no pictures, so everything sent so far is forgotten."""
+        import base64
+
+        self.live = True
+        self.sent.clear()
+        if self.last is not None:
+            state, data = self.last
+            self.send(state, data, prefetch=False)
+            if self.handle is not None and lab:
+                self.handle.update({GIVEN_WAY: {"model_id": "", "version_major": 2, "version_minor": 0},
+                                    "image/png": base64.b64encode(data).decode(), "text/plain": STILL}, raw=True)
+            elif self.handle is not None:
+                self.handle.update({"text/html": "", "text/plain": ""}, raw=True)
+
+    def more(self):
+        """Draw and send the likeliest picture the page does not hold yet, of the first
+        PREFETCH_LIMIT likely states; "done" if none is left."""
+        import itertools
+
+        from .frames import PREFETCH_LIMIT, key, likely_states
+
+        for state, values in itertools.islice(likely_states(self.controls, self.came_from), PREFETCH_LIMIT):
+            if key(state) in self.sent or key(state) in self.refused:
+                continue
+            try:
+                data = as_png(self.render(**values))
+            except CourseInputError:            # values no learner can reach: never asked again
+                self.refused.add(key(state))
+                continue
+            self.send(state, data, prefetch=True)
+            return
+        self.frames.send({"kind": "done"})
 
     def display(self):
         from IPython.display import Image, display
 
+        from .frames import state_of
+
         display(self.box)
+        self.shown = state_of(self.controls.values())
         try:
             values = self.values()
-            first = Image(data=as_png(self.render(**values)), format="png")
-            self.drawn = values
+            data = as_png(self.render(**values))
+            self.drawn, self.last = values, (state_of(self.controls.values()), data)
+            first = Image(data=data, format="png")
         except CourseInputError as error:
             self.message.value = f"<span style='color:#d1495b'>{error}</span>"
             first = Image(data=b"", format="png")

@@ -5,6 +5,8 @@
     python scripts/benchmark.py --widgets            # only the widget update times, in the kernel
     python scripts/benchmark.py --browser            # the same end to end in JupyterLab in headless Chromium,
                                                      # with what JupyterLab's kernel spent on each update
+    python scripts/benchmark.py --browser --no-prefetch   # the same with no pictures sent ahead:
+                                                     # every new value a round trip to the kernel
     python scripts/benchmark.py --cells 5            # where each chapter's time goes: its 5 slowest cells
 
 Each notebook runs in a fresh kernel with the fixed thread counts; its peak memory is the
@@ -132,6 +134,13 @@ def widget_explorers():
     """Each chapter's explorer, built as its notebook builds it (chapter 04 with the shipped model only),
     after the notebooks' setup (one thread, seeds, the course's plot style)."""
     import helpers
+    helpers.setup_notebook()
+    return explorer_factories()
+
+
+def explorer_factories():
+    """{chapter: a function that builds and shows its explorer and returns it}, as the notebooks
+    build them (chapter 04 with the shipped model only). tests/test_explorer.py uses them too."""
     from helpers import worlds
     from helpers.ablation import explorer as ch10
     from helpers.geometry import explorer as ch01
@@ -148,7 +157,6 @@ def widget_explorers():
     from helpers.scaling import explorer as ch03
     from helpers.tour import explorer as ch00
     from helpers.weights import load_cat, load_dragon
-    helpers.setup_notebook()
     cat, world = load_cat(), worlds.cat_world()
     dragon, dworld = load_dragon(), worlds.dragon_world(n=1)
     return {
@@ -301,7 +309,7 @@ WATCH = """el => {
         img.decode().catch(() => null).then(() => requestAnimationFrame(() => {
             if (key() !== now) return;                 // replaced again before it was shown
             const last = el.__painted.length ? el.__painted[el.__painted.length - 1][1] : el.__before;
-            if (last !== now) el.__painted.push([performance.now(), now]);
+            if (last !== now) el.__painted.push([performance.now(), now, img.dataset.from || 'kernel']);
         }));
     }).observe(el, {subtree: true, childList: true, attributes: true, attributeFilter: ['src']});
 }"""
@@ -343,7 +351,8 @@ def timed(page, cell, act, quiet_ms=1500, timeout_ms=10_000):
     """Run act(); return (ms from its first input event (key press, pointer down, choice) to
     the last new picture painted, ms from the last change of a slider's number to that picture
     (None if no number changed; negative if the last number was never drawn), pictures
-    painted), or None if no input arrived or no new picture came."""
+    painted, where the last came from: 'page' if the page held it, 'kernel' if it was drawn
+    for this move), or None if no input arrived or no new picture came."""
     handle = cell.element_handle()
     page.evaluate(RESET, handle)
     act()
@@ -357,7 +366,8 @@ def timed(page, cell, act, quiet_ms=1500, timeout_ms=10_000):
     inputs, painted, values = page.evaluate(SEEN, handle)
     if not (inputs and painted):
         return None
-    return painted[-1][0] - inputs[0], (painted[-1][0] - values[-1]) if values else None, len(painted)
+    return (painted[-1][0] - inputs[0], (painted[-1][0] - values[-1]) if values else None, len(painted),
+            painted[-1][2])
 
 
 def drag(page, cell, steps=15, px=6):
@@ -376,13 +386,34 @@ def drag(page, cell, steps=15, px=6):
             page.wait_for_timeout(16)
     seen = timed(page, cell, act)
     page.mouse.up()
-    return None if seen is None or seen[1] is None else seen[1:]
+    return None if seen is None or seen[1] is None else seen[1:3]
 
 
-def browser_updates(paths, moves=5):
+# True once the explorer's picture is in the page and the kernel has sent every picture it
+# guesses a move will need (helpers/frames.py), as a learner who looks before moving finds it.
+SETTLED = """el => { const f = el.querySelector('.course-explorer-frames');
+    return !f || (f.dataset.prefetch === 'done' && f.dataset.waiting === 'no'); }"""
+
+
+def settle(page, cell, timeout_ms=30_000):
+    """Wait until SETTLED (or timeout_ms); the milliseconds waited."""
+    start = time.perf_counter()
+    try:
+        page.wait_for_function(SETTLED, arg=cell.element_handle(), timeout=timeout_ms, polling=100)
+    except Exception:   # playwright's TimeoutError: measure anyway, the table shows what came from where
+        pass
+    return 1000 * (time.perf_counter() - start)
+
+
+def browser_updates(paths, moves=5, prefetch=True):
     """Per chapter, after the floor explorer's row: (name, ms from input to painted picture
     for each single move, the slider-drag figures, (wall ms, CPU ms) the kernel spent on each
-    single move's update, or None if that could not be read)."""
+    single move's update, or None if that could not be read, how many single moves the page
+    answered from its own pictures, ms waited for the kernel to send its likely pictures
+    before the single moves and before the drag).
+
+    prefetch=False: the kernel sends no pictures ahead (every new value is a round trip); the
+    floor explorer never does, so its row is the round trip with nothing computed."""
     import tempfile
 
     import nbformat
@@ -393,44 +424,52 @@ def browser_updates(paths, moves=5):
         floor = Path(home) / "notebooks" / "floor_explorer.ipynb"
         nbformat.write(floor_explorer_notebook(), floor)
         for path in [floor, *paths]:
-            timed_in_kernel(Path(home) / "notebooks" / Path(path).name)
+            timed_in_kernel(Path(home) / "notebooks" / Path(path).name, prefetch and path != floor)
             page = open_and_run(browser, lab, Path(path).name)
-            times, drags, kernel = [], [], []
+            times, drags, kernel, from_page, waited = [], [], [], 0, 0.0
             for cell in explorer_cells(page):
-                cell.scroll_into_view_if_needed()
+                cell.locator("img").last.scroll_into_view_if_needed()   # the picture, as a learner sees it
                 page.evaluate(WATCH, cell.element_handle())
                 actions = one_step_actions(cell)
                 if actions:
                     timed(page, cell, actions[0][1], quiet_ms=600)   # a first update, not timed: warm-up
+                waited += settle(page, cell)
                 kernel_updates(page)                                  # forget the warm-up's
                 for kind, act in actions:
                     for _ in range(moves if kind == "slider" else 2):
                         seen = timed(page, cell, act, quiet_ms=600)
                         if seen is not None:
                             times.append(seen[0])
+                            from_page += seen[3] == "page"
                 read = kernel_updates(page)                           # the single moves' updates
                 kernel = None if read is None or kernel is None else kernel + read
                 if cell.locator(".widget-slider .noUi-handle").count():
+                    waited += settle(page, cell)
                     seen = drag(page, cell)
                     if seen is not None:
                         drags.append(seen)
+            page.evaluate(f"() => {NOTEBOOK}.sessionContext.shutdown()")   # its memory back before the next
             page.close()
-            rows.append((Path(path).stem, times, drags, kernel))
+            rows.append((Path(path).stem, times, drags, kernel, from_page, waited))
     return rows
 
 
 # A first cell put into the benchmark's own copy of each notebook (never the course's): every
-# Explorer.update that draws a picture (render, PNG and the display update sent to the page)
-# notes its wall-clock and CPU milliseconds in the kernel JupyterLab runs.
+# Explorer.update that draws a picture (render, PNG and the picture sent to the page) notes
+# its wall-clock and CPU milliseconds in the kernel JupyterLab runs. Updates whose picture
+# the page already held draw nothing and are not noted; nor are pictures sent ahead.
 KERNEL_TIMER = """import time as _time
 import helpers.explorer as _explorer
 _updates = []   # (wall ms, CPU ms) of each update that drew
 def _timed_update(self, change=None, _update=_explorer.Explorer.update):
-    drawn, wall, cpu = self.drawn, _time.perf_counter(), _time.thread_time()
+    renders, wall, cpu = self.renders, _time.perf_counter(), _time.thread_time()
     _update(self, change)
-    if self.drawn is not drawn:   # a new picture (not values already on screen, not an error sentence)
+    if self.renders != renders:   # a new picture (not values already shown or held, not an error sentence)
         _updates.append((1000 * (_time.perf_counter() - wall), 1000 * (_time.thread_time() - cpu)))
 _explorer.Explorer.update = _timed_update"""
+NO_PREFETCH = """
+import helpers.frames
+helpers.frames.PREFETCH_LIMIT = 0   # this copy: no pictures sent ahead, every new value a round trip"""
 
 # Hand back the kernel's notes so far as text and empty the list; null if they cannot be read.
 KERNEL_READ = f"""async () => {{
@@ -443,11 +482,12 @@ KERNEL_READ = f"""async () => {{
 }}"""
 
 
-def timed_in_kernel(path):
-    """Put KERNEL_TIMER before the first cell of the notebook at ``path`` (a copy being measured)."""
+def timed_in_kernel(path, prefetch=True):
+    """Put KERNEL_TIMER (and NO_PREFETCH unless prefetch) before the first cell of the notebook
+    at ``path`` (a copy being measured)."""
     import nbformat
     nb = nbformat.read(path, as_version=4)
-    nb.cells.insert(0, nbformat.v4.new_code_cell(KERNEL_TIMER))
+    nb.cells.insert(0, nbformat.v4.new_code_cell(KERNEL_TIMER + ("" if prefetch else NO_PREFETCH)))
     nbformat.write(nb, path)
 
 
@@ -462,14 +502,17 @@ def kernel_updates(page):
         return None
 
 
-def print_browser(paths):
+def print_browser(paths, prefetch=True):
     """The table: the floor explorer first (the round trip a picture costs with nothing
     computed, the unit the chapters' rows can be read against), then every chapter; beside
-    the browser's figures, the wall-clock and CPU milliseconds the kernel spent on the same
-    single moves ('?' if they could not be read)."""
-    print(f"{'in the browser (ms)':<32}{'median':>9}{'worst':>9}{'updates':>9}"
+    the browser's figures, how many single moves the page answered from pictures it held
+    ('from page'), the seconds the kernel took to send its likely pictures before the moves
+    began ('ahead s'), and the wall-clock and CPU milliseconds the kernel spent drawing for
+    the single moves it was asked for ('?' if they could not be read)."""
+    print("explorers' pictures sent ahead:", "yes" if prefetch else "no (--no-prefetch)")
+    print(f"{'in the browser (ms)':<32}{'median':>9}{'worst':>9}{'updates':>9}{'from page':>11}{'ahead s':>9}"
           f"{'drag: last':>12}{'pictures':>10}{'kernel: med':>13}{'worst':>7}{'CPU med':>9}{'n':>4}   budget")
-    for name, times, drags, kernel in browser_updates(paths):
+    for name, times, drags, kernel, from_page, waited in browser_updates(paths, prefetch=prefetch):
         name = "floor: a picture, no compute" if name == "floor_explorer" else name
         median = f"{statistics.median(times):.0f}" if times else "-"
         worst = f"{max(times):.0f}" if times else "-"
@@ -482,7 +525,7 @@ def print_browser(paths):
                          len(kernel))
         else:
             in_kernel = ("?",) * 3 + (0,) if kernel is None else ("-",) * 3 + (0,)
-        print(f"{name:<32}{median:>9}{worst:>9}{len(times):>9}"
+        print(f"{name:<32}{median:>9}{worst:>9}{len(times):>9}{from_page:>11}{waited / 1000:>9.1f}"
               f"{last:>12}{'-' if shown is None else shown:>10}"
               f"{in_kernel[0]:>13}{in_kernel[1]:>7}{in_kernel[2]:>9}{in_kernel[3]:>4}"
               "   < 50 median, < 100 worst; a drag of 15 moves: its last picture within 100 ms of the slider's last number")
@@ -493,7 +536,7 @@ if __name__ == "__main__":
     n_cells = int(args.pop(0)) if "--cells" in sys.argv and args and args[0].isdigit() else 5
     paths = [Path(p) for p in args] or learner_notebooks()
     if "--browser" in sys.argv:
-        print_browser(paths)
+        print_browser(paths, prefetch="--no-prefetch" not in sys.argv)
     elif "--cells" in sys.argv:
         print_cells(paths, n_cells)
     else:

@@ -11,6 +11,7 @@ from pathlib import Path
 
 import pytest
 
+from benchmark import SETTLED
 from browser import CHROMIUM, ERRORS, NOTEBOOK, chromium, lab_server, open_and_run
 from execute_notebooks import LEARNER, ROOT
 
@@ -54,6 +55,15 @@ def check_figure_redraws(page, area, act, name):
                            arg=[area.element_handle(), before], timeout=30_000)
     area.screenshot(path=ARTIFACTS / f"{name}_after.png")
     assert figure_src(area) != before
+    return area.locator("img").first.get_attribute("data-from")
+
+
+def settled(page, area):
+    """Wait until the explorer in `area` shows its picture and the kernel has sent the pictures
+    it guesses a move will need (helpers/frames.py); then the plain first image is gone."""
+    area.locator(".course-explorer-frames").scroll_into_view_if_needed()   # it sends ahead only when seen
+    page.wait_for_function(SETTLED, arg=area.element_handle(), timeout=60_000, polling=100)
+    assert area.locator("img").count() == 1, "the plain first picture should give way to the live one"
 
 
 def test_tour_runs_in_the_browser_and_its_toggle_redraws_the_figure(browser, lab):
@@ -66,7 +76,16 @@ def test_tour_runs_in_the_browser_and_its_toggle_redraws_the_figure(browser, lab
     toggle = page.get_by_role("button", name="attention off")
     toggle.scroll_into_view_if_needed()
     explorer = page.locator(".jp-CodeCell", has=toggle).first  # the cell: its controls, then the picture
-    check_figure_redraws(page, explorer, toggle.click, "tour_widget_attention_toggle")
+    settled(page, explorer)
+    # a toggle row (a menu: the page names it by label) moved to a state sent ahead: no round trip
+    assert check_figure_redraws(page, explorer, toggle.click, "tour_widget_attention_toggle") == "page"
+    prompt = explorer.locator(".widget-text input").first
+
+    def new_prompt():
+        prompt.fill("<BOS> the dog is")
+        prompt.press("Enter")
+    # free text is never guessed: the kernel draws it
+    assert check_figure_redraws(page, explorer, new_prompt, "tour_widget_new_prompt") == "kernel"
     page.close()
 
 
@@ -80,5 +99,7 @@ def test_a_slider_redraws_chapter_02s_figure(browser, lab):
         handle.focus()
         for _ in range(5):
             handle.press("ArrowRight")
-    check_figure_redraws(page, cell, move_slider, "ch02_widget_slider")
+    settled(page, cell)
+    # five steps of a float slider (0.1 each), every one sent ahead: the page names them as the kernel does
+    assert check_figure_redraws(page, cell, move_slider, "ch02_widget_slider") == "page"
     page.close()

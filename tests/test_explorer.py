@@ -153,3 +153,140 @@ def test_values_already_on_screen_are_not_drawn_again(monkeypatch):
     ex = show({"a": a, "b": b}, lambda a, b: calls.append((a, b)) or b"png")
     a.value = 3     # b's observer draws (3, 3); a's own then finds it on screen
     assert calls == [(0, 0), (3, 3)] and ex.message.value == ""
+
+
+# ---- the picture in the page (helpers/frames.py): what the kernel sends and in what order
+
+def live(explorer):
+    """Make `explorer` act as if a page showed it: its Frames widget's messages go to a list,
+    and the page says hello. Returns the list of (content, PNG bytes or None) sent."""
+    sent = []
+    explorer.frames.send = lambda content, buffers=None: sent.append((content, buffers[0] if buffers else None))
+    explorer.received(None, {"kind": "hello", "lab": True}, [])
+    return sent
+
+
+def shown_square(monkeypatch, updates):
+    class Handle:
+        def update(self, obj, raw=False):
+            updates.append((obj, raw))
+
+    monkeypatch.setattr("IPython.display.display", lambda *objs, display_id=None: Handle() if display_id else None)
+    controls, render = square_explorer()
+    return show(controls, render)
+
+
+def test_choices_and_likely_states_follow_each_kind_of_control():
+    from helpers.frames import choices, likely_states
+
+    controls = {"n": widgets.IntSlider(value=1, min=0, max=3), "on": widgets.Checkbox(value=False),
+                "word": widgets.Dropdown(options=[("cat", 10), ("mat", 20)], value=20),
+                "d": widgets.FloatLogSlider(value=8, base=2, min=1, max=4, step=1),
+                "prompt": widgets.Text(value="free")}
+    assert [v for v, _ in choices(controls["n"])] == [0, 1, 2, 3]
+    assert choices(controls["word"]) == [("cat", 10), ("mat", 20)]       # a menu: its label in the page
+    assert [v for v, _ in choices(controls["d"])] == [2, 4, 8, 16]
+    assert choices(controls["prompt"]) is None                            # free text is never guessed
+    states = list(likely_states(controls))
+    assert states[0] == ([1, False, "mat", 8.0, "free"], {"n": 1, "on": False, "word": 20, "d": 8.0, "prompt": "free"})
+    singles = [s for s, _ in states[1:6]]
+    assert singles == [[2, False, "mat", 8.0, "free"], [0, False, "mat", 8.0, "free"], [1, True, "mat", 8.0, "free"],
+                       [1, False, "cat", 8.0, "free"], [1, False, "mat", 16.0, "free"]]
+    assert [1, False, "mat", 4.0, "free"] in [s for s, _ in states[1:7]]   # one step either way, every control
+    assert [3, False, "mat", 8.0, "free"] in [s for s, _ in states]        # then further along a slider
+    keys = [tuple(s) for s, _ in states]
+    assert len(keys) == len(set(keys))                                   # no state twice
+    assert all(s[4] == "free" for s, _ in states)
+    values = dict((tuple(s), v) for s, v in states)
+    assert values[(2, True, "mat", 8.0, "free")]["word"] == 20           # the render function gets values
+    # the last move took n from 0 to 1: the next steps that way come first (n = 4 is past the end)
+    after_a_move = [s for s, _ in likely_states(controls, came_from=[0, False, "mat", 8.0, "free"])]
+    assert after_a_move[:4] == [[1, False, "mat", 8.0, "free"], [2, False, "mat", 8.0, "free"],
+                                [3, False, "mat", 8.0, "free"], [0, False, "mat", 8.0, "free"]]
+    after_a_move = [s for s, _ in likely_states(controls, came_from=[1, False, "mat", 16.0, "free"])]
+    assert after_a_move[1:3] == [[1, False, "mat", 4.0, "free"], [1, False, "mat", 2.0, "free"]]   # downwards
+    assert sorted(map(tuple, after_a_move)) == sorted(keys)              # the same states, in another order
+
+
+def test_hello_sends_the_picture_and_the_plain_image_gives_way(monkeypatch):
+    from helpers.explorer import GIVEN_WAY
+    updates = []
+    ex = shown_square(monkeypatch, updates)
+    sent = live(ex)
+    (content, data), = sent
+    assert content == {"kind": "frame", "state": [1.0], "prefetch": False} and data == ex.picture()
+    (bundle, raw), = updates
+    assert raw and bundle[GIVEN_WAY]["model_id"] == "" and bundle["text/plain"] == STILL
+    import base64
+    assert base64.b64decode(bundle["image/png"]) == data                  # GitHub and friends still see it
+    ex.received(None, {"kind": "hello", "lab": False}, [])                # Colab, VS Code: emptied
+    assert updates[-1] == ({"text/html": "", "text/plain": ""}, True)
+
+
+def test_more_sends_likely_pictures_once_each_then_done(monkeypatch):
+    from helpers import frames
+    ex = shown_square(monkeypatch, [])
+    sent = live(ex)
+    for _ in range(40):
+        ex.received(None, {"kind": "more"}, [])
+    frames_sent = [c["state"][0] for c, _ in sent if c["kind"] == "frame"]
+    # the slider runs -1 .. 2 in steps of 0.1; render refuses slopes under 0, so those are never sent
+    assert frames_sent[:5] == [1.0, 1.1, 0.9, 1.2, 0.8]
+    assert sorted(round(s, 1) for s in frames_sent) == [round(0.1 * i, 1) for i in range(21)]
+    assert sent[-1] == ({"kind": "done"}, None)
+    assert all(c["prefetch"] for c, _ in sent[1:] if c["kind"] == "frame")
+    renders = ex.renders
+    ex.controls["slope"].value = 0.5                                      # the page holds it: nothing drawn
+    assert ex.renders == renders and sent[-1] == ({"kind": "done"}, None) and ex.message.value == ""
+    ex.received(None, {"kind": "forget", "states": [[1.1], [0.9]]}, [])   # the page let two go
+    ex.received(None, {"kind": "more"}, [])
+    ex.received(None, {"kind": "more"}, [])
+    assert [c.get("state") for c, _ in sent[-2:]] == [[0.9], [1.1]]     # sent again, the nearer first
+    ex.controls["slope"].value = -0.5                                     # still refused with a sentence
+    assert "slope should be at least 0" in ex.message.value and ex.renders == renders
+    monkeypatch.setattr(frames, "PREFETCH_LIMIT", 0)
+    ex.received(None, {"kind": "hello"}, [])                              # a reloaded page holds nothing
+    ex.received(None, {"kind": "more"}, [])
+    assert sent[-1] == ({"kind": "done"}, None) and sent[-2][0]["prefetch"] is False
+
+
+def test_a_move_to_values_the_page_lacks_draws_and_sends_them(monkeypatch):
+    updates = []
+    ex = shown_square(monkeypatch, updates)
+    sent = live(ex)
+    ex.controls["slope"].value = 1.7
+    content, data = sent[-1]
+    assert content == {"kind": "frame", "state": [1.7], "prefetch": False} and data == ex.picture()
+    assert len(updates) == 1                                              # only the hello's: the page draws it
+
+
+@pytest.fixture(scope="module")
+def factories():
+    from benchmark import explorer_factories
+    return explorer_factories()
+
+
+@pytest.mark.parametrize("chapter", ["00", "01", "02", "03", "04", "05", "06", "07", "08", "09", "10", "11"])
+def test_every_picture_sent_ahead_is_the_picture_of_its_values(factories, chapter, capsys):
+    """The page shows a picture sent ahead as the picture of its state: each must be exactly
+    what a freshly built explorer draws for those values, whatever was drawn before it."""
+    import traitlets
+
+    from helpers.frames import key, likely_states
+    ex = factories[chapter]()
+    values = {key(s): v for s, v in likely_states(ex.controls)}
+    sent = live(ex)
+    for _ in range(8):
+        ex.received(None, {"kind": "more"}, [])
+    pictures = [(c["state"], data) for c, data in sent if c["kind"] == "frame"]
+    assert len(pictures) >= min(5, len(values)), f"chapter {chapter}: only {len(pictures)} pictures sent"
+    fresh, checked = factories[chapter](), 0
+    for state, data in reversed(pictures):                               # another order than they were drawn in
+        try:
+            for name, value in values[key(state)].items():
+                fresh.controls[name].value = value
+        except traitlets.TraitError:                                     # an option another control has replaced
+            continue
+        assert fresh.picture() == data, f"chapter {chapter}: the picture sent for {state} differs"
+        checked += 1
+    assert checked >= len(pictures) - 2
