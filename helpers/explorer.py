@@ -20,9 +20,10 @@ shown as one red sentence above the picture, which keeps its last state.
 
 In a live page the picture is drawn by a ``Frames`` widget under the controls instead
 (``helpers/frames.py``): the page keeps every picture the kernel sent, by the values it
-shows, and while nothing else is going on the kernel sends the pictures a move is likely to
-need next, so most moves are shown without a round trip to the kernel. When that widget
-first says hello from a page, the plain image below gives way to it.
+shows, and while the explorer is on screen the page asks the kernel, one picture at a time,
+for the pictures a move is likely to need next, so most moves are shown without a round
+trip to the kernel. When that widget first says hello from a page, the plain image below
+gives way to it.
 
 Two ways to turn a figure into the PNG bytes a widget shows:
 
@@ -269,33 +270,30 @@ def controls_box(layout, message, frames=None):
     return Controls([layout, message] + ([frames] if frames is not None else []))
 
 
-# What the plain first picture becomes in JupyterLab once the live picture above it is on
-# screen: a widget view with no model, which JupyterLab hides; the picture itself for readers
-# that show no widgets (GitHub). Other front ends get an empty output instead.
-GIVEN_WAY = "application/vnd.jupyter.widget-view+json"
-
-
 class Explorer:
     """Controls wired to one render function; ``show`` builds and displays one.
 
     controls: {name: widget}; render(**values) -> PNG bytes or a Figure. ``picture()`` is
     the PNG of the controls' current values (tests and the benchmark call it directly).
-    ``live`` turns true when a page shows the Frames widget; then pictures go to it.
+    ``live`` turns true when a page shows the Frames widget; then pictures go to it. Without
+    anywidget installed there is no Frames widget and every picture goes to the plain image.
     """
 
     def __init__(self, controls, render, layout=None):
         import ipywidgets as widgets
 
-        from .frames import Frames
-
         self.controls, self.render = dict(controls), render
         self.layout = layout if layout is not None else widgets.HBox(list(self.controls.values()))
         self.message = widgets.HTML()
-        self.frames = Frames(list(self.controls.values()))
-        self.frames.on_msg(self.received)
+        try:
+            from .frames import Frames
+            self.frames = Frames(list(self.controls.values()))
+            self.frames.on_msg(self.received)
+        except ImportError:       # no anywidget: the kernel redraws the plain image, as before
+            self.frames = None
         self.box = controls_box(self.layout, self.message, self.frames)
         self.handle, self.drawn, self.last = None, None, None
-        self.live, self.sent, self.refused, self.renders = False, set(), set(), 0
+        self.live, self.sent, self.refused, self.failed, self.renders = False, set(), set(), [], 0
         self.shown, self.came_from = None, None   # the controls' state now and before the last move
 
     def _ipython_display_(self):
@@ -307,6 +305,11 @@ class Explorer:
     def picture(self):
         return as_png(self.render(**self.values()))
 
+    def state(self):
+        """The controls' state as the page names it (helpers/frames.py)."""
+        from .frames import state_of
+        return state_of(self.controls.values())
+
     def update(self, change=None):
         """Redraw for the controls' current values; bad input shows one sentence instead.
 
@@ -315,10 +318,9 @@ class Explorer:
         nor values whose picture the page already holds."""
         from IPython.display import Image
 
-        from .frames import key, state_of
+        from .frames import key
 
-        values = self.values()
-        state = state_of(self.controls.values())
+        values, state = self.values(), self.state()
         if self.shown is not None and key(state) != key(self.shown):
             self.came_from, self.shown = self.shown, state     # the last move, for likely_states
         if values == self.drawn or (self.live and key(state) in self.sent):
@@ -357,25 +359,32 @@ class Explorer:
             self.sent.difference_update(key(state) for state in content.get("states", []))
 
     def hello(self, lab=True):
-        """A page shows the Frames widget: send it the current picture, and from now on send
-        pictures there; the plain image below gives way (hidden in JupyterLab, ``lab``; emptied
-        elsewhere). A page reloaded holds no pictures, so everything sent so far is forgotten."""
-        import base64
+        """A page shows the Frames widget: from now on pictures go there, and the current one
+        goes now. A page reloaded holds no pictures, so everything sent so far is forgotten.
+
+        The plain image below must give way. In JupyterLab (``lab``) the page hides it itself
+        and the saved notebook keeps it, so a notebook reopened without running still shows a
+        picture; other front ends cannot be reached that way, so there it is emptied."""
+        from .frames import key
 
         self.live = True
         self.sent.clear()
+        state = self.state()
+        if self.last is None or key(self.last[0]) != key(state):   # the values moved since the last drawing
+            try:
+                self.last = (state, as_png(self.render(**self.values())))
+            except CourseInputError:
+                pass                                             # the sentence is up; nothing to show
         if self.last is not None:
-            state, data = self.last
-            self.send(state, data, prefetch=False)
-            if self.handle is not None and lab:
-                self.handle.update({GIVEN_WAY: {"model_id": "", "version_major": 2, "version_minor": 0},
-                                    "image/png": base64.b64encode(data).decode(), "text/plain": STILL}, raw=True)
-            elif self.handle is not None:
-                self.handle.update({"text/html": "", "text/plain": ""}, raw=True)
+            self.send(*self.last, prefetch=False)
+        if self.handle is not None and not lab:
+            self.handle.update({"text/html": "", "text/plain": ""}, raw=True)
 
     def more(self):
         """Draw and send the likeliest picture the page does not hold yet, of the first
-        PREFETCH_LIMIT likely states; "done" if none is left."""
+        PREFETCH_LIMIT likely states; "done" if none is left. A state whose render fails is
+        never tried again: CourseInputError (values a learner cannot reach together, say) or
+        anything else (kept in ``failed``; the page still gets an answer)."""
         import itertools
 
         from .frames import PREFETCH_LIMIT, key, likely_states
@@ -385,8 +394,10 @@ class Explorer:
                 continue
             try:
                 data = as_png(self.render(**values))
-            except CourseInputError:            # values no learner can reach: never asked again
+            except Exception as error:      # noqa: BLE001 — a guess that fails must not stop the guessing
                 self.refused.add(key(state))
+                if not isinstance(error, CourseInputError):
+                    self.failed.append((state, repr(error)))
                 continue
             self.send(state, data, prefetch=True)
             return
@@ -395,14 +406,12 @@ class Explorer:
     def display(self):
         from IPython.display import Image, display
 
-        from .frames import state_of
-
         display(self.box)
-        self.shown = state_of(self.controls.values())
+        self.shown = self.state()
         try:
             values = self.values()
             data = as_png(self.render(**values))
-            self.drawn, self.last = values, (state_of(self.controls.values()), data)
+            self.drawn, self.last = values, (self.shown, data)
             first = Image(data=data, format="png")
         except CourseInputError as error:
             self.message.value = f"<span style='color:#d1495b'>{error}</span>"

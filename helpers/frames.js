@@ -8,10 +8,11 @@
 // the next picture a learner is likely to want (one slider step away, then two, ...) and
 // answers with it, or with "done".
 
-// A state's key: numbers to 12 significant digits, so a slider's 0.30000000000000004 in the
-// page and 0.3 from the kernel name the same picture.
-const keyOf = (state) =>
-  JSON.stringify(state.map((v) => (typeof v === "number" ? Number(v.toPrecision(12)) : v)));
+// A state's key: fractions to 12 significant digits, so a slider's 0.30000000000000004 in the
+// page and 0.3 from the kernel name the same picture. A menu's entry is [label, index].
+const round = (v) =>
+  Array.isArray(v) ? v.map(round) : typeof v === "number" && !Number.isInteger(v) ? Number(v.toPrecision(12)) : v;
+const keyOf = (state) => JSON.stringify(state.map(round));
 
 async function render({ model, el }) {
   el.classList.add("course-explorer-frames");
@@ -19,7 +20,7 @@ async function render({ model, el }) {
   el.appendChild(img);
 
   const refs = model.get("controls");
-  const kinds = model.get("kinds"); // "label": a menu, read by its option's label; "value": the rest
+  const kinds = model.get("kinds"); // "label": a menu, read by its option's label and index; "value": the rest
   let controls;
   try {
     controls = await Promise.all(refs.map((ref) => model.widget_manager.get_model(ref.replace("IPY_MODEL_", ""))));
@@ -30,12 +31,14 @@ async function render({ model, el }) {
     return;
   }
   const state = () =>
-    controls.map((c, i) => (kinds[i] === "label" ? c.get("_options_labels")[c.get("index")] : c.get("value")));
+    controls.map((c, i) =>
+      kinds[i] === "label" ? [c.get("_options_labels")[c.get("index")], c.get("index")] : c.get("value")
+    );
 
   // key -> {state, png: its bytes, img: a decoded <img> of it or null}. Both Maps keep the
   // order of use, least recent first. `pictures` lets the least recently used go when it
   // holds more than `keep` (the kernel is told, and sends them again if they are wanted);
-  // `decoded` keeps the last WARM of them as decoded images (about 1 MB each, against a PNG's
+  // `decoded` keeps the last WARM of them as decoded images (1-2 MB each, against a PNG's
   // 20-60 kB), so the likeliest next moves (the kernel sends those first) are a swap. A
   // picture that leaves it loses its element and its object URL, and with them the browser's
   // decoded copy.
@@ -44,7 +47,8 @@ async function render({ model, el }) {
   const keep = model.get("keep");
   const WARM = 24;
   let shown = null;
-  let asking = false; // a "more" is on its way to the kernel
+  let asking = 0; // when the "more" on its way to the kernel was sent (0: none); after 10 s, ask again
+  let said = false; // hello sent
   let done = false; // the kernel has nothing more to draw for these values
 
   const recent = (map, key, value) => {
@@ -87,26 +91,48 @@ async function render({ model, el }) {
     next.dataset.from = from;
     const swap = () => {
       if (shown === key && img !== next) {
+        const old = img;
         img.replaceWith(next);
         img = next;
+        // an element no warm picture holds any more (cooled while on screen): its URL goes too
+        if (old.src && ![...decoded.values()].some((p) => p.img === old)) URL.revokeObjectURL(old.src);
       }
     };
     if (ready) swap();
     else next.decode().catch(() => null).then(swap);
   };
-  // On screen: some of the explorer (its controls or this picture) in the window, the tab shown.
+  // On screen: some of the explorer (its controls or this picture) in the window, the tab
+  // shown, the output not collapsed (a hidden element's box is empty).
   const onScreen = () => {
     if (!el.isConnected || document.visibilityState !== "visible") return false;
     const box = (el.parentElement || el).getBoundingClientRect();
-    return box.bottom >= 0 && box.top <= window.innerHeight;
+    return box.width > 0 && box.height > 0 && box.bottom >= 0 && box.top <= window.innerHeight;
   };
   const ask = () => {
+    if (!said) return;
+    if (asking && performance.now() - asking > 10000) asking = 0; // an answer lost (a reconnect): ask again
     el.dataset.prefetch = done ? "done" : asking ? "asking" : "idle";
     if (!asking && !done && onScreen()) {
-      asking = true;
+      asking = performance.now();
       el.dataset.prefetch = "asking";
       model.send({ kind: "more" });
     }
+  };
+  // Once in the page: say hello; the kernel answers with the current picture. The plain
+  // picture the kernel displayed below the controls must give way. In JupyterLab this view
+  // hides it (the next output of the cell, if it is an image), so the saved notebook keeps
+  // it; elsewhere the kernel empties it.
+  const born = performance.now();
+  const hello = () => {
+    if (said || !el.isConnected) return;
+    const output = el.closest(".jp-OutputArea-child");
+    const plain = output && output.nextElementSibling;
+    const lab = Boolean(plain && plain.classList.contains("jp-OutputArea-child") && plain.querySelector("img"));
+    // In JupyterLab the plain picture arrives just after the controls: wait for it (5 s at most)
+    if (output && !lab && performance.now() - born < 5000) return;
+    said = true;
+    if (lab) plain.style.display = "none";
+    model.send({ kind: "hello", lab });
   };
   const letGo = () => {
     const gone = [];
@@ -133,28 +159,31 @@ async function render({ model, el }) {
   const received = (msg, buffers) => {
     if (msg.kind === "frame") {
       const key = keyOf(msg.state);
-      if (!pictures.has(key)) {
+      if (!pictures.has(key) || !msg.prefetch) {
+        // a picture drawn for a move replaces one held (a kernel that drew it knows better)
+        if (pictures.has(key)) cool(key, pictures.get(key));
         const png = new Uint8Array(buffers[0].buffer, buffers[0].byteOffset, buffers[0].byteLength).slice();
         pictures.set(key, { state: msg.state, png, img: null });
+        if (key === shown) shown = null;
       }
       warm(key, pictures.get(key)); // the kernel sends the likeliest first: keep them ready
-      if (msg.prefetch) asking = false;
+      if (msg.prefetch) asking = 0;
       show("kernel");
       letGo();
       el.dataset.pictures = String(pictures.size);
     } else if (msg.kind === "done") {
-      asking = false;
+      asking = 0;
       done = true;
     }
     ask();
   };
   model.on("msg:custom", received);
 
-  const looking = setInterval(ask, 250); // starts asking once the picture is scrolled into view
-
-  // The kernel answers with the current picture and has the plain one below give way (in
-  // JupyterLab, whose output areas this view sits in, by hiding it; elsewhere by emptying it).
-  model.send({ kind: "hello", lab: el.closest(".jp-OutputArea") !== null });
+  const looking = setInterval(() => {
+    hello();
+    ask(); // starts asking once the explorer is scrolled into view
+  }, 250);
+  hello();
 
   return () => {
     clearInterval(looking);
@@ -163,6 +192,7 @@ async function render({ model, el }) {
       c.off(kinds[i] === "label" ? "change:index change:_options_labels" : "change:value", moved);
     }
     for (const [key, picture] of pictures) cool(key, picture);
+    if (img.src) URL.revokeObjectURL(img.src);
   };
 }
 

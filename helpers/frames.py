@@ -1,8 +1,8 @@
 """An explorer's picture kept in the page, so a move the kernel has already drawn shows at once.
 
 Without it, every move of a control goes to the kernel, which draws the picture, encodes it
-and sends it back to be decoded and shown: a round trip that costs 30–40 ms in JupyterLab
-with nothing drawn at all. ``Frames`` is a small widget (``frames.js``, run by anywidget)
+and sends it back to be decoded and shown: a round trip that costs 30–50 ms in JupyterLab
+with nothing drawn at all (the floor row of ``scripts/benchmark.py --browser``). ``Frames`` is a small widget (``frames.js``, run by anywidget)
 that holds the pictures in the page by the control values they show. The page reads the
 controls itself, so a picture it already has is shown in the same frame as the move.
 
@@ -11,65 +11,77 @@ The kernel fills that store two ways:
 * when a control moves to values it has not sent, it draws them and sends the picture
   (``Explorer.update``), as before;
 * while the picture is on screen and nothing else is waiting, the page asks for one more
-  picture at a time and the kernel draws the next in ``likely_states`` order: three more
+  picture at a time and the kernel draws the next in ``likely_states`` order: a dozen more
   steps the way the last move went, every control one step either way from where it is,
   then two steps, and so on, then two controls one step each. One picture at a time keeps the kernel free: a learner's move or cell waits at
   most one drawing.
 
 A state, as the page and the kernel both name it, is one entry per control: a menu's (or
-toggle row's) option label, any other control's value. Free text (a prompt) is never guessed.
+toggle row's) [option label, index], any other control's value. Free text (a prompt) is
+never guessed. A render function must draw the same picture for the same values whatever it
+drew before, depend on nothing else that changes, and refuse values it cannot draw with a
+CourseInputError (tests/test_explorer.py checks every chapter's pictures sent ahead).
 """
+import math
 from pathlib import Path
 
-import anywidget
 import ipywidgets as widgets
 import traitlets
 
-PREFETCH_LIMIT = 240   # how many of likely_states' first states the kernel sends ahead
+try:
+    import anywidget
+except ImportError:       # Colab before its first cell ran, say: no Frames; Explorer draws the plain image
+    anywidget = None
+
+PREFETCH_LIMIT = 160   # how many of likely_states' first states the kernel sends ahead
+MOMENTUM = 12          # steps the way the last move went, sent first
 KEEP = 400             # pictures a page keeps (20-60 kB each); more than PREFETCH_LIMIT, or a
                        # page would let go of pictures the kernel then sends again, round and round
 
 
-class Frames(anywidget.AnyWidget):
-    """The picture of an explorer, drawn in the page from pictures the kernel sent."""
+if anywidget is not None:
+    class Frames(anywidget.AnyWidget):
+        """The picture of an explorer, drawn in the page from pictures the kernel sent."""
 
-    _esm = Path(__file__).with_name("frames.js")
-    controls = traitlets.List(traitlets.Instance(widgets.Widget)).tag(sync=True, **widgets.widget_serialization)
-    kinds = traitlets.List(traitlets.Unicode()).tag(sync=True)
-    keep = traitlets.Int(KEEP).tag(sync=True)
+        _esm = Path(__file__).with_name("frames.js")
+        controls = traitlets.List(traitlets.Instance(widgets.Widget)).tag(sync=True, **widgets.widget_serialization)
+        kinds = traitlets.List(traitlets.Unicode()).tag(sync=True)
+        keep = traitlets.Int(KEEP).tag(sync=True)
 
-    def __init__(self, controls, **kwargs):
-        super().__init__(controls=list(controls), kinds=[kind_of(c) for c in controls], **kwargs)
+        def __init__(self, controls, **kwargs):
+            super().__init__(controls=list(controls), kinds=[kind_of(c) for c in controls], **kwargs)
 
 
 def kind_of(control):
-    """'label' for a menu-like control (the page knows its option by label), else 'value'."""
+    """'label' for a menu-like control (the page knows its option by label and index), else 'value'."""
     return "label" if isinstance(control, widgets.widget_selection._Selection) else "value"
 
 
 def state_of(controls):
     """The controls' current state as the page names it: a list, one entry per control."""
-    return [c.label if kind_of(c) == "label" else c.value for c in controls]
+    return [[c.label, c.index] if kind_of(c) == "label" else c.value for c in controls]
 
 
 def key(state):
     """A state as a dict key; floats to 12 significant digits, as frames.js rounds them."""
-    return tuple(float(f"{v:.12g}") if isinstance(v, float) else v for v in state)
+    return tuple(key(v) if isinstance(v, (list, tuple)) else float(f"{v:.12g}") if isinstance(v, float) else v
+                 for v in state)
 
 
 def choices(control):
     """The (state entry, value) pairs a control can take, in order; None for free text."""
     if kind_of(control) == "label":
-        return list(zip(control._options_labels, control._options_values))
+        return [([label, i], value) for i, (label, value) in
+                enumerate(zip(control._options_labels, control._options_values))]
     if isinstance(control, (widgets.Checkbox, widgets.ToggleButton)):
         return [(False, False), (True, True)]
     if isinstance(control, widgets.FloatLogSlider):
-        n = round((control.max - control.min) / control.step)
+        n = math.floor((control.max - control.min) / control.step + 1e-9)   # never past max
         return [(v, v) for v in (control.base ** (control.min + k * control.step) for k in range(n + 1))]
     if isinstance(control, widgets.IntSlider):
         return [(v, v) for v in range(control.min, control.max + 1, control.step)]
     if isinstance(control, widgets.FloatSlider):
-        n = round((control.max - control.min) / control.step)
+        n = math.floor((control.max - control.min) / control.step + 1e-9)
         # 12 significant digits: -1 + 20 × 0.1 is 1.0000000000000004, the slider's value 1.0
         return [(v, v) for v in (float(f"{control.min + k * control.step:.12g}") for k in range(n + 1))]
     return None
@@ -79,12 +91,12 @@ def position(options, entry):
     """Where ``entry`` (the control's current state entry) sits among ``options``: the nearest one."""
     if isinstance(entry, float):
         return min(range(len(options)), key=lambda i: abs(options[i][0] - entry))
-    return next((i for i, (e, _) in enumerate(options) if e == entry), None)
+    return next((i for i, (e, _) in enumerate(options) if key([e]) == key([entry])), None)
 
 
 def likely_states(controls, came_from=None):
     """(state, values) pairs, likeliest first, each once: the current one; then, if the last
-    move (from the state ``came_from``) moved one control, three more steps the same way; then
+    move (from the state ``came_from``) moved one control, MOMENTUM more steps the same way; then
     each control alone one step either way, then two steps, ...; then every pair of controls
     one step each.
 
@@ -116,7 +128,7 @@ def likely_states(controls, came_from=None):
             before = position(axes[i][0], came_from[i])
             if before is not None and before != axes[i][1]:
                 way = 1 if axes[i][1] > before else -1
-                for steps in (1, 2, 3):
+                for steps in range(1, MOMENTUM + 1):
                     yield moved([(i, way * steps)])
         reach = max((max(at, len(options) - 1 - at) for options, at in axes.values()), default=0)
         for distance in range(1, reach + 1):

@@ -396,13 +396,14 @@ SETTLED = """el => { const f = el.querySelector('.course-explorer-frames');
 
 
 def settle(page, cell, timeout_ms=30_000):
-    """Wait until SETTLED (or timeout_ms); the milliseconds waited."""
+    """Wait until SETTLED (or timeout_ms); (the milliseconds waited, True if it timed out)."""
     start = time.perf_counter()
     try:
         page.wait_for_function(SETTLED, arg=cell.element_handle(), timeout=timeout_ms, polling=100)
-    except Exception:   # playwright's TimeoutError: measure anyway, the table shows what came from where
-        pass
-    return 1000 * (time.perf_counter() - start)
+        late = False
+    except Exception:   # playwright's TimeoutError: measure anyway, the table says so
+        late = True
+    return 1000 * (time.perf_counter() - start), late
 
 
 def browser_updates(paths, moves=5, prefetch=True):
@@ -410,7 +411,9 @@ def browser_updates(paths, moves=5, prefetch=True):
     for each single move, the slider-drag figures, (wall ms, CPU ms) the kernel spent on each
     single move's update, or None if that could not be read, how many single moves the page
     answered from its own pictures, ms waited for the kernel to send its likely pictures
-    before the single moves and before the drag).
+    before the single moves and before the drag, how often that wait timed out, the first
+    moves (ms, where the picture came from: made before any waiting, a learner who moves
+    at once), the CPU ms of each picture the kernel drew ahead, or None).
 
     prefetch=False: the kernel sends no pictures ahead (every new value is a round trip); the
     floor explorer never does, so its row is the round trip with nothing computed."""
@@ -426,15 +429,19 @@ def browser_updates(paths, moves=5, prefetch=True):
         for path in [floor, *paths]:
             timed_in_kernel(Path(home) / "notebooks" / Path(path).name, prefetch and path != floor)
             page = open_and_run(browser, lab, Path(path).name)
-            times, drags, kernel, from_page, waited = [], [], [], 0, 0.0
+            times, drags, kernel, from_page, waited, late, first, ahead = [], [], [], 0, 0.0, 0, [], []
             for cell in explorer_cells(page):
-                cell.locator("img").last.scroll_into_view_if_needed()   # the picture, as a learner sees it
+                cell.locator("img:visible").last.scroll_into_view_if_needed()   # the picture, as a learner sees it
                 page.evaluate(WATCH, cell.element_handle())
                 actions = one_step_actions(cell)
-                if actions:
-                    timed(page, cell, actions[0][1], quiet_ms=600)   # a first update, not timed: warm-up
-                waited += settle(page, cell)
-                kernel_updates(page)                                  # forget the warm-up's
+                if actions:   # the first move, at once: the kernel has had no time to send anything ahead
+                    seen = timed(page, cell, actions[0][1], quiet_ms=600)
+                    if seen is not None:
+                        first.append((seen[0], seen[3]))
+                ms, timed_out = settle(page, cell)
+                waited, late = waited + ms, late + timed_out
+                read = kernel_updates(page)                           # forget the first move's
+                ahead = None if read is None or ahead is None else ahead + read[1]
                 for kind, act in actions:
                     for _ in range(moves if kind == "slider" else 2):
                         seen = timed(page, cell, act, quiet_ms=600)
@@ -442,40 +449,52 @@ def browser_updates(paths, moves=5, prefetch=True):
                             times.append(seen[0])
                             from_page += seen[3] == "page"
                 read = kernel_updates(page)                           # the single moves' updates
-                kernel = None if read is None or kernel is None else kernel + read
+                kernel = None if read is None or kernel is None else kernel + read[0]
+                ahead = None if read is None or ahead is None else ahead + read[1]
                 if cell.locator(".widget-slider .noUi-handle").count():
-                    waited += settle(page, cell)
+                    ms, timed_out = settle(page, cell)
+                    waited, late = waited + ms, late + timed_out
                     seen = drag(page, cell)
                     if seen is not None:
                         drags.append(seen)
+                read = kernel_updates(page)
+                ahead = None if read is None or ahead is None else ahead + read[1]
             page.evaluate(f"() => {NOTEBOOK}.sessionContext.shutdown()")   # its memory back before the next
             page.close()
-            rows.append((Path(path).stem, times, drags, kernel, from_page, waited))
+            rows.append((Path(path).stem, times, drags, kernel, from_page, waited, late, first, ahead))
     return rows
 
 
 # A first cell put into the benchmark's own copy of each notebook (never the course's): every
 # Explorer.update that draws a picture (render, PNG and the picture sent to the page) notes
 # its wall-clock and CPU milliseconds in the kernel JupyterLab runs. Updates whose picture
-# the page already held draw nothing and are not noted; nor are pictures sent ahead.
+# the page already held draw nothing and are not noted. Each picture sent ahead (Explorer.more)
+# notes its CPU milliseconds apart.
 KERNEL_TIMER = """import time as _time
 import helpers.explorer as _explorer
 _updates = []   # (wall ms, CPU ms) of each update that drew
+_ahead = []     # CPU ms of each picture drawn ahead
 def _timed_update(self, change=None, _update=_explorer.Explorer.update):
     renders, wall, cpu = self.renders, _time.perf_counter(), _time.thread_time()
     _update(self, change)
     if self.renders != renders:   # a new picture (not values already shown or held, not an error sentence)
         _updates.append((1000 * (_time.perf_counter() - wall), 1000 * (_time.thread_time() - cpu)))
-_explorer.Explorer.update = _timed_update"""
+def _timed_more(self, _more=_explorer.Explorer.more):
+    sent, cpu = len(self.sent), _time.thread_time()
+    _more(self)
+    if len(self.sent) != sent:
+        _ahead.append(1000 * (_time.thread_time() - cpu))
+_explorer.Explorer.update = _timed_update
+_explorer.Explorer.more = _timed_more"""
 NO_PREFETCH = """
 import helpers.frames
 helpers.frames.PREFETCH_LIMIT = 0   # this copy: no pictures sent ahead, every new value a round trip"""
 
-# Hand back the kernel's notes so far as text and empty the list; null if they cannot be read.
+# Hand back the kernel's notes so far as text and empty the lists; null if they cannot be read.
 KERNEL_READ = f"""async () => {{
     const kernel = {NOTEBOOK}.sessionContext.session.kernel;
     const future = kernel.requestExecute({{code: '', silent: true, store_history: false,
-        user_expressions: {{notes: '(_updates.copy(), _updates.clear())[0]'}}}});
+        user_expressions: {{notes: '(_updates.copy(), _ahead.copy(), _updates.clear(), _ahead.clear())[:2]'}}}});
     const reply = await future.done;
     const notes = reply.content.status === 'ok' ? reply.content.user_expressions.notes : null;
     return notes && notes.status === 'ok' ? notes.data['text/plain'] : null;
@@ -492,27 +511,33 @@ def timed_in_kernel(path, prefetch=True):
 
 
 def kernel_updates(page):
-    """The (wall ms, CPU ms) of each picture the page's kernel drew since the last call, as
-    KERNEL_TIMER noted them; None if they could not be read."""
+    """([(wall ms, CPU ms) of each picture the page's kernel drew for a move], [CPU ms of each
+    picture it drew ahead]) since the last call, as KERNEL_TIMER noted them; None if they could
+    not be read."""
     import ast
     text = page.evaluate(KERNEL_READ)
     try:
-        return None if text is None else list(ast.literal_eval(text))
+        return None if text is None else tuple(list(notes) for notes in ast.literal_eval(text))
     except (ValueError, SyntaxError):
         return None
 
 
 def print_browser(paths, prefetch=True):
     """The table: the floor explorer first (the round trip a picture costs with nothing
-    computed, the unit the chapters' rows can be read against), then every chapter; beside
-    the browser's figures, how many single moves the page answered from pictures it held
-    ('from page'), the seconds the kernel took to send its likely pictures before the moves
-    began ('ahead s'), and the wall-clock and CPU milliseconds the kernel spent drawing for
-    the single moves it was asked for ('?' if they could not be read)."""
+    computed, the unit the chapters' rows can be read against), then every chapter.
+
+    'first' is each explorer's first move, made as soon as its picture is on screen (ms, and
+    how many of them the page answered itself). Then the kernel sends its likely pictures
+    ('ahead': how many, their CPU seconds, the seconds waited, '!' if a wait hit its 30 s
+    limit) and the single moves and the drag are timed: 'median' and 'worst' from input to
+    painted picture, 'from page' the moves the page answered itself, 'kernel' the wall-clock
+    and CPU milliseconds the kernel spent drawing for the moves it was asked for ('?' if they
+    could not be read)."""
     print("explorers' pictures sent ahead:", "yes" if prefetch else "no (--no-prefetch)")
-    print(f"{'in the browser (ms)':<32}{'median':>9}{'worst':>9}{'updates':>9}{'from page':>11}{'ahead s':>9}"
-          f"{'drag: last':>12}{'pictures':>10}{'kernel: med':>13}{'worst':>7}{'CPU med':>9}{'n':>4}   budget")
-    for name, times, drags, kernel, from_page, waited in browser_updates(paths, prefetch=prefetch):
+    print(f"{'in the browser (ms)':<30}{'first':>7}{'page':>5}{'ahead: n':>9}{'CPU s':>7}{'waited s':>9}"
+          f"{'median':>8}{'worst':>7}{'moves':>6}{'from page':>10}{'drag: last':>11}{'pictures':>9}"
+          f"{'kernel: med':>12}{'worst':>7}{'CPU med':>8}{'n':>4}   budget")
+    for name, times, drags, kernel, from_page, waited, late, first, ahead in browser_updates(paths, prefetch):
         name = "floor: a picture, no compute" if name == "floor_explorer" else name
         median = f"{statistics.median(times):.0f}" if times else "-"
         worst = f"{max(times):.0f}" if times else "-"
@@ -525,9 +550,12 @@ def print_browser(paths, prefetch=True):
                          len(kernel))
         else:
             in_kernel = ("?",) * 3 + (0,) if kernel is None else ("-",) * 3 + (0,)
-        print(f"{name:<32}{median:>9}{worst:>9}{len(times):>9}{from_page:>11}{waited / 1000:>9.1f}"
-              f"{last:>12}{'-' if shown is None else shown:>10}"
-              f"{in_kernel[0]:>13}{in_kernel[1]:>7}{in_kernel[2]:>9}{in_kernel[3]:>4}"
+        cold = f"{statistics.median(f[0] for f in first):.0f}" if first else "-"
+        cold_page = sum(f[1] == "page" for f in first)
+        n_ahead, cpu_ahead = ("?", "?") if ahead is None else (len(ahead), f"{sum(ahead) / 1000:.1f}")
+        print(f"{name:<30}{cold:>7}{cold_page:>5}{n_ahead:>9}{cpu_ahead:>7}{waited / 1000:>8.1f}{'!' if late else ' '}"
+              f"{median:>8}{worst:>7}{len(times):>6}{from_page:>10}{last:>11}{'-' if shown is None else shown:>9}"
+              f"{in_kernel[0]:>12}{in_kernel[1]:>7}{in_kernel[2]:>8}{in_kernel[3]:>4}"
               "   < 50 median, < 100 worst; a drag of 15 moves: its last picture within 100 ms of the slider's last number")
 
 

@@ -63,7 +63,11 @@ def settled(page, area):
     it guesses a move will need (helpers/frames.py); then the plain first image is gone."""
     area.locator(".course-explorer-frames").scroll_into_view_if_needed()   # it sends ahead only when seen
     page.wait_for_function(SETTLED, arg=area.element_handle(), timeout=60_000, polling=100)
-    assert area.locator("img").count() == 1, "the plain first picture should give way to the live one"
+    assert area.locator("img:visible").count() == 1, "the plain first picture should give way to the live one"
+    index = page.evaluate(f"el => {NOTEBOOK}.content.widgets.findIndex(c => c.node.contains(el))", area.element_handle())
+    kinds = page.evaluate(f"i => Array.from({{length: {NOTEBOOK}.content.model.cells.get(i).outputs.length}},"
+                          f" (_, j) => Object.keys({NOTEBOOK}.content.model.cells.get(i).outputs.get(j).data))", index)
+    assert any("image/png" in k for k in kinds), f"the saved notebook should keep the plain picture; outputs: {kinds}"
 
 
 def test_tour_runs_in_the_browser_and_its_toggle_redraws_the_figure(browser, lab):

@@ -74,6 +74,7 @@ def test_colab_cell_on_colab_installs_the_course_and_enables_widgets():
     assert any(re.search(r"pip install .*--no-deps /content/course\b", cmd) for cmd in commands), commands
     installs = " ".join(cmd for cmd in commands if "pip install" in cmd)
     assert "gensim" in installs and "ipympl" in installs
+    assert "anywidget" in installs   # the explorers' pictures in the page (helpers/frames.py); --no-deps skips it
     assert not re.search(r"\b(torch|numpy)\b", installs), f"the Colab cell must not reinstall torch or numpy: {installs}"
     assert ("%", "cd /content/course/notebooks") in calls
     assert calls[-1] == ("widgets", "on")

@@ -177,50 +177,95 @@ def shown_square(monkeypatch, updates):
 
 
 def test_choices_and_likely_states_follow_each_kind_of_control():
-    from helpers.frames import choices, likely_states
+    from helpers.frames import choices, key, likely_states
 
     controls = {"n": widgets.IntSlider(value=1, min=0, max=3), "on": widgets.Checkbox(value=False),
                 "word": widgets.Dropdown(options=[("cat", 10), ("mat", 20)], value=20),
                 "d": widgets.FloatLogSlider(value=8, base=2, min=1, max=4, step=1),
                 "prompt": widgets.Text(value="free")}
     assert [v for v, _ in choices(controls["n"])] == [0, 1, 2, 3]
-    assert choices(controls["word"]) == [("cat", 10), ("mat", 20)]       # a menu: its label in the page
+    assert choices(controls["word"]) == [(["cat", 0], 10), (["mat", 1], 20)]   # a menu: label and index
     assert [v for v, _ in choices(controls["d"])] == [2, 4, 8, 16]
     assert choices(controls["prompt"]) is None                            # free text is never guessed
     states = list(likely_states(controls))
-    assert states[0] == ([1, False, "mat", 8.0, "free"], {"n": 1, "on": False, "word": 20, "d": 8.0, "prompt": "free"})
+    assert states[0] == ([1, False, ["mat", 1], 8.0, "free"], {"n": 1, "on": False, "word": 20, "d": 8.0, "prompt": "free"})
     singles = [s for s, _ in states[1:6]]
-    assert singles == [[2, False, "mat", 8.0, "free"], [0, False, "mat", 8.0, "free"], [1, True, "mat", 8.0, "free"],
-                       [1, False, "cat", 8.0, "free"], [1, False, "mat", 16.0, "free"]]
-    assert [1, False, "mat", 4.0, "free"] in [s for s, _ in states[1:7]]   # one step either way, every control
-    assert [3, False, "mat", 8.0, "free"] in [s for s, _ in states]        # then further along a slider
-    keys = [tuple(s) for s, _ in states]
+    assert singles == [[2, False, ["mat", 1], 8.0, "free"], [0, False, ["mat", 1], 8.0, "free"], [1, True, ["mat", 1], 8.0, "free"],
+                       [1, False, ["cat", 0], 8.0, "free"], [1, False, ["mat", 1], 16.0, "free"]]
+    assert [1, False, ["mat", 1], 4.0, "free"] in [s for s, _ in states[1:7]]   # one step either way, every control
+    assert [3, False, ["mat", 1], 8.0, "free"] in [s for s, _ in states]        # then further along a slider
+    keys = [key(s) for s, _ in states]
     assert len(keys) == len(set(keys))                                   # no state twice
     assert all(s[4] == "free" for s, _ in states)
-    values = dict((tuple(s), v) for s, v in states)
-    assert values[(2, True, "mat", 8.0, "free")]["word"] == 20           # the render function gets values
+    values = dict((key(s), v) for s, v in states)
+    assert values[key([2, True, ["mat", 1], 8.0, "free"])]["word"] == 20           # the render function gets values
     # the last move took n from 0 to 1: the next steps that way come first (n = 4 is past the end)
-    after_a_move = [s for s, _ in likely_states(controls, came_from=[0, False, "mat", 8.0, "free"])]
-    assert after_a_move[:4] == [[1, False, "mat", 8.0, "free"], [2, False, "mat", 8.0, "free"],
-                                [3, False, "mat", 8.0, "free"], [0, False, "mat", 8.0, "free"]]
-    after_a_move = [s for s, _ in likely_states(controls, came_from=[1, False, "mat", 16.0, "free"])]
-    assert after_a_move[1:3] == [[1, False, "mat", 4.0, "free"], [1, False, "mat", 2.0, "free"]]   # downwards
-    assert sorted(map(tuple, after_a_move)) == sorted(keys)              # the same states, in another order
+    after_a_move = [s for s, _ in likely_states(controls, came_from=[0, False, ["mat", 1], 8.0, "free"])]
+    assert after_a_move[:4] == [[1, False, ["mat", 1], 8.0, "free"], [2, False, ["mat", 1], 8.0, "free"],
+                                [3, False, ["mat", 1], 8.0, "free"], [0, False, ["mat", 1], 8.0, "free"]]
+    after_a_move = [s for s, _ in likely_states(controls, came_from=[1, False, ["mat", 1], 16.0, "free"])]
+    assert after_a_move[1:3] == [[1, False, ["mat", 1], 4.0, "free"], [1, False, ["mat", 1], 2.0, "free"]]   # downwards
+    assert sorted(map(key, after_a_move)) == sorted(keys)                # the same states, in another order
 
 
 def test_hello_sends_the_picture_and_the_plain_image_gives_way(monkeypatch):
-    from helpers.explorer import GIVEN_WAY
     updates = []
     ex = shown_square(monkeypatch, updates)
     sent = live(ex)
     (content, data), = sent
     assert content == {"kind": "frame", "state": [1.0], "prefetch": False} and data == ex.picture()
-    (bundle, raw), = updates
-    assert raw and bundle[GIVEN_WAY]["model_id"] == "" and bundle["text/plain"] == STILL
-    import base64
-    assert base64.b64decode(bundle["image/png"]) == data                  # GitHub and friends still see it
+    assert updates == []      # JupyterLab: the page hides the plain image, the saved notebook keeps it
     ex.received(None, {"kind": "hello", "lab": False}, [])                # Colab, VS Code: emptied
     assert updates[-1] == ({"text/html": "", "text/plain": ""}, True)
+
+
+def test_a_reloaded_page_gets_the_picture_of_the_values_now(monkeypatch):
+    ex = shown_square(monkeypatch, [])
+    sent = live(ex)
+    ex.received(None, {"kind": "more"}, [])                               # 1.1, sent ahead
+    ex.controls["slope"].value = 1.1                                      # the page holds it: not drawn
+    ex.received(None, {"kind": "hello", "lab": True}, [])                 # a reload: the page holds nothing
+    content, data = sent[-1]
+    assert content["state"] == [1.1] and data == ex.picture()
+
+
+def test_a_failing_guess_is_skipped_and_the_page_still_gets_an_answer(monkeypatch):
+    controls, render = square_explorer()
+
+    def fragile(slope):
+        if round(slope, 1) == 1.1:
+            raise ZeroDivisionError("a bug in a render")
+        return render(slope)
+    monkeypatch.setattr("IPython.display.display", lambda *objs, display_id=None: None)
+    ex = show(controls, fragile)
+    sent = live(ex)
+    ex.received(None, {"kind": "more"}, [])
+    ex.received(None, {"kind": "more"}, [])
+    assert [c["state"] for c, _ in sent[1:]] == [[0.9], [1.2]]            # 1.1 failed: skipped, not retried
+    assert ex.failed == [([1.1], "ZeroDivisionError('a bug in a render')")]
+
+
+def test_menu_options_with_the_same_label_are_told_apart():
+    from helpers.frames import key, state_of
+    menu = widgets.Dropdown(options=[("same", 1), ("same", 2)], value=1)
+    first = key(state_of([menu]))
+    menu.value = 2
+    assert key(state_of([menu])) != first
+
+
+def test_without_anywidget_the_kernel_redraws_the_plain_image(monkeypatch):
+    import sys
+
+    import helpers
+    import helpers.frames
+    monkeypatch.setattr(helpers, "frames", helpers.frames)                # both put back afterwards
+    monkeypatch.setitem(sys.modules, "anywidget", None)                   # import anywidget fails
+    monkeypatch.delitem(sys.modules, "helpers.frames")
+    updates = []
+    ex = shown_square(monkeypatch, updates)
+    assert ex.frames is None and ex.frames not in ex.box.children
+    ex.controls["slope"].value = 0.5
+    assert len(updates) == 1 and getattr(updates[0][0], "format", None) == "png"
 
 
 def test_more_sends_likely_pictures_once_each_then_done(monkeypatch):
@@ -257,7 +302,7 @@ def test_a_move_to_values_the_page_lacks_draws_and_sends_them(monkeypatch):
     ex.controls["slope"].value = 1.7
     content, data = sent[-1]
     assert content == {"kind": "frame", "state": [1.7], "prefetch": False} and data == ex.picture()
-    assert len(updates) == 1                                              # only the hello's: the page draws it
+    assert updates == []                                                  # the plain image is left alone
 
 
 @pytest.fixture(scope="module")
