@@ -339,12 +339,13 @@ class Explorer:
         elif self.handle is not None:
             self.handle.update(Image(data=data, format="png"))
 
-    def send(self, state, data, prefetch):
-        """Send one picture to the page's Frames widget, named by the state it shows."""
+    def send(self, state, data, prefetch, id=None):
+        """Send one picture to the page's Frames widget, named by the state it shows (and the
+        number of the page's request it answers, if any)."""
         from .frames import key
 
         self.sent.add(key(state))
-        self.frames.send({"kind": "frame", "state": list(state), "prefetch": prefetch}, buffers=[data])
+        self.frames.send({"kind": "frame", "state": list(state), "prefetch": prefetch, "id": id}, buffers=[data])
 
     def received(self, _widget, content, _buffers):
         """A message from the page: "hello" (a view appeared), "more" (send a likely picture) or
@@ -354,7 +355,7 @@ class Explorer:
         if content.get("kind") == "hello":
             self.hello(lab=bool(content.get("lab")))
         elif content.get("kind") == "more":
-            self.more()
+            self.more(content.get("id"))
         elif content.get("kind") == "forget":
             self.sent.difference_update(key(state) for state in content.get("states", []))
 
@@ -373,40 +374,46 @@ class Explorer:
         if self.last is None or key(self.last[0]) != key(state):   # the values moved since the last drawing
             try:
                 self.last = (state, as_png(self.render(**self.values())))
-            except CourseInputError:
-                pass                                             # the sentence is up; nothing to show
+            except Exception as error:                          # noqa: BLE001 — the last picture stays
+                if not isinstance(error, CourseInputError):      # (a sentence is up for bad input)
+                    self.failed.append((state, repr(error)))
         if self.last is not None:
             self.send(*self.last, prefetch=False)
         if self.handle is not None and not lab:
             self.handle.update({"text/html": "", "text/plain": ""}, raw=True)
 
-    def more(self):
+    def more(self, id=None):
         """Draw and send the likeliest picture the page does not hold yet, of the first
-        PREFETCH_LIMIT likely states; "done" if none is left. A state whose render fails is
-        never tried again: CourseInputError (values a learner cannot reach together, say) or
-        anything else (kept in ``failed``; the page still gets an answer)."""
+        PREFETCH_LIMIT likely states; "done" if none is left (``id``: the page's request). A
+        state whose render fails is never tried again: CourseInputError (values a learner
+        cannot reach together, say) or anything else, kept in ``failed`` (tests check it stays
+        empty); after three of those the guessing stops, so a broken render costs little."""
         import itertools
 
         from .frames import PREFETCH_LIMIT, key, likely_states
 
-        for state, values in itertools.islice(likely_states(self.controls, self.came_from), PREFETCH_LIMIT):
-            if key(state) in self.sent or key(state) in self.refused:
-                continue
-            try:
-                data = as_png(self.render(**values))
-            except Exception as error:      # noqa: BLE001 — a guess that fails must not stop the guessing
-                self.refused.add(key(state))
-                if not isinstance(error, CourseInputError):
-                    self.failed.append((state, repr(error)))
-                continue
-            self.send(state, data, prefetch=True)
-            return
-        self.frames.send({"kind": "done"})
+        if len(self.failed) < 3:
+            for state, values in itertools.islice(likely_states(self.controls, self.came_from), PREFETCH_LIMIT):
+                if key(state) in self.sent or key(state) in self.refused:
+                    continue
+                try:
+                    data = as_png(self.render(**values))
+                except Exception as error:      # noqa: BLE001 — a guess that fails must not stop the page
+                    self.refused.add(key(state))
+                    if not isinstance(error, CourseInputError):
+                        self.failed.append((state, repr(error)))
+                        if len(self.failed) >= 3:
+                            break
+                    continue
+                self.send(state, data, prefetch=True, id=id)
+                return
+        self.frames.send({"kind": "done", "id": id})
 
     def display(self):
+        """Show the controls and, right under them, the first picture (drawn first, so the two
+        arrive together and a page finds the plain picture where it expects it)."""
         from IPython.display import Image, display
 
-        display(self.box)
         self.shown = self.state()
         try:
             values = self.values()
@@ -416,6 +423,7 @@ class Explorer:
         except CourseInputError as error:
             self.message.value = f"<span style='color:#d1495b'>{error}</span>"
             first = Image(data=b"", format="png")
+        display(self.box)
         self.handle = display(first, display_id=True)
         for control in self.controls.values():
             control.observe(self.update, names="value")

@@ -47,8 +47,13 @@ async function render({ model, el }) {
   const keep = model.get("keep");
   const WARM = 24;
   let shown = null;
-  let asking = 0; // when the "more" on its way to the kernel was sent (0: none); after 10 s, ask again
+  // The "more" on its way to the kernel: its number, and when to give it up for lost (a
+  // reconnect) and ask again; the wait doubles each time, so a busy kernel is not flooded.
+  let asked = 0;
+  let asking = null;
+  let patience = 10000;
   let said = false; // hello sent
+  let plain = null; // JupyterLab: the plain picture to hide once the live one is up
   let done = false; // the kernel has nothing more to draw for these values
 
   const recent = (map, key, value) => {
@@ -66,7 +71,8 @@ async function render({ model, el }) {
       picture.img.className = "course-explorer-picture";
       picture.img.alt = "the explorer's picture";
       picture.img.src = URL.createObjectURL(new Blob([picture.png], { type: "image/png" }));
-      picture.img.decode().catch(() => null);
+      const img = picture.img;
+      img.decode().then(() => { img.ready = true; }, () => null);
     }
     recent(decoded, key, picture);
     for (const [k, p] of decoded) {
@@ -84,21 +90,24 @@ async function render({ model, el }) {
     el.dataset.waiting = picture ? "no" : "yes";
     if (!picture || key === shown) return;
     recent(pictures, key, picture);
-    const ready = decoded.has(key);
     warm(key, picture);
     shown = key;
     const next = picture.img;
     next.dataset.from = from;
     const swap = () => {
-      if (shown === key && img !== next) {
+      if (shown === key && img !== next && next.src) {
         const old = img;
         img.replaceWith(next);
         img = next;
+        if (plain) {
+          plain.style.display = "none"; // the live picture is up: the plain one below gives way
+          plain = null;
+        }
         // an element no warm picture holds any more (cooled while on screen): its URL goes too
         if (old.src && ![...decoded.values()].some((p) => p.img === old)) URL.revokeObjectURL(old.src);
       }
     };
-    if (ready) swap();
+    if (next.ready) swap();
     else next.decode().catch(() => null).then(swap);
   };
   // On screen: some of the explorer (its controls or this picture) in the window, the tab
@@ -110,29 +119,33 @@ async function render({ model, el }) {
   };
   const ask = () => {
     if (!said) return;
-    if (asking && performance.now() - asking > 10000) asking = 0; // an answer lost (a reconnect): ask again
+    if (asking && performance.now() > asking.until) {
+      asking = null;
+      patience = Math.min(2 * patience, 300000);
+    }
     el.dataset.prefetch = done ? "done" : asking ? "asking" : "idle";
     if (!asking && !done && onScreen()) {
-      asking = performance.now();
+      asked += 1;
+      asking = { id: asked, until: performance.now() + patience };
       el.dataset.prefetch = "asking";
-      model.send({ kind: "more" });
+      model.send({ kind: "more", id: asked });
     }
   };
   // Once in the page: say hello; the kernel answers with the current picture. The plain
   // picture the kernel displayed below the controls must give way. In JupyterLab this view
-  // hides it (the next output of the cell, if it is an image), so the saved notebook keeps
-  // it; elsewhere the kernel empties it.
+  // hides it (the cell's next output, if it is an image) once the live picture is up, and the
+  // saved notebook keeps it; elsewhere the kernel empties it.
   const born = performance.now();
   const hello = () => {
     if (said || !el.isConnected) return;
     const output = el.closest(".jp-OutputArea-child");
-    const plain = output && output.nextElementSibling;
-    const lab = Boolean(plain && plain.classList.contains("jp-OutputArea-child") && plain.querySelector("img"));
-    // In JupyterLab the plain picture arrives just after the controls: wait for it (5 s at most)
-    if (output && !lab && performance.now() - born < 5000) return;
+    const next = output && output.nextElementSibling;
+    const found = Boolean(next && next.classList.contains("jp-OutputArea-child") && next.querySelector("img"));
+    // the plain picture comes just after the controls: wait for it (5 s at most)
+    if (output && !found && performance.now() - born < 5000) return;
     said = true;
-    if (lab) plain.style.display = "none";
-    model.send({ kind: "hello", lab });
+    if (found) plain = next;
+    model.send({ kind: "hello", lab: Boolean(output) });
   };
   const letGo = () => {
     const gone = [];
@@ -167,12 +180,17 @@ async function render({ model, el }) {
         if (key === shown) shown = null;
       }
       warm(key, pictures.get(key)); // the kernel sends the likeliest first: keep them ready
-      if (msg.prefetch) asking = 0;
+      if (msg.prefetch && asking && msg.id === asking.id) {
+        asking = null;
+        patience = 10000;
+      }
       show("kernel");
       letGo();
       el.dataset.pictures = String(pictures.size);
     } else if (msg.kind === "done") {
-      asking = 0;
+      if (asking && msg.id !== asking.id) return; // the answer to a request given up for lost
+      asking = null;
+      patience = 10000;
       done = true;
     }
     ask();

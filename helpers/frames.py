@@ -20,7 +20,7 @@ A state, as the page and the kernel both name it, is one entry per control: a me
 toggle row's) [option label, index], any other control's value. Free text (a prompt) is
 never guessed. A render function must draw the same picture for the same values whatever it
 drew before, depend on nothing else that changes, and refuse values it cannot draw with a
-CourseInputError (tests/test_explorer.py checks every chapter's pictures sent ahead).
+CourseInputError (tests/test_explorer.py checks the first pictures each chapter sends ahead).
 """
 import math
 from pathlib import Path
@@ -63,9 +63,9 @@ def state_of(controls):
 
 
 def key(state):
-    """A state as a dict key; floats to 12 significant digits, as frames.js rounds them."""
-    return tuple(key(v) if isinstance(v, (list, tuple)) else float(f"{v:.12g}") if isinstance(v, float) else v
-                 for v in state)
+    """A state as a dict key; fractions to 12 significant digits, as frames.js rounds them."""
+    return tuple(key(v) if isinstance(v, (list, tuple)) else
+                 float(f"{v:.12g}") if isinstance(v, float) and not v.is_integer() else v for v in state)
 
 
 def choices(control):

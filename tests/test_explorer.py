@@ -213,7 +213,7 @@ def test_hello_sends_the_picture_and_the_plain_image_gives_way(monkeypatch):
     ex = shown_square(monkeypatch, updates)
     sent = live(ex)
     (content, data), = sent
-    assert content == {"kind": "frame", "state": [1.0], "prefetch": False} and data == ex.picture()
+    assert content == {"kind": "frame", "state": [1.0], "prefetch": False, "id": None} and data == ex.picture()
     assert updates == []      # JupyterLab: the page hides the plain image, the saved notebook keeps it
     ex.received(None, {"kind": "hello", "lab": False}, [])                # Colab, VS Code: emptied
     assert updates[-1] == ({"text/html": "", "text/plain": ""}, True)
@@ -243,6 +243,11 @@ def test_a_failing_guess_is_skipped_and_the_page_still_gets_an_answer(monkeypatc
     ex.received(None, {"kind": "more"}, [])
     assert [c["state"] for c, _ in sent[1:]] == [[0.9], [1.2]]            # 1.1 failed: skipped, not retried
     assert ex.failed == [([1.1], "ZeroDivisionError('a bug in a render')")]
+    ex.received(None, {"kind": "more", "id": 7}, [])                      # the answer names the request
+    assert sent[-1][0]["id"] == 7 and sent[-1][0]["prefetch"]
+    ex.failed += [None, None]                                             # three failures: no more guessing
+    ex.received(None, {"kind": "more", "id": 8}, [])
+    assert sent[-1] == ({"kind": "done", "id": 8}, None)
 
 
 def test_menu_options_with_the_same_label_are_told_apart():
@@ -278,11 +283,11 @@ def test_more_sends_likely_pictures_once_each_then_done(monkeypatch):
     # the slider runs -1 .. 2 in steps of 0.1; render refuses slopes under 0, so those are never sent
     assert frames_sent[:5] == [1.0, 1.1, 0.9, 1.2, 0.8]
     assert sorted(round(s, 1) for s in frames_sent) == [round(0.1 * i, 1) for i in range(21)]
-    assert sent[-1] == ({"kind": "done"}, None)
+    assert sent[-1] == ({"kind": "done", "id": None}, None)
     assert all(c["prefetch"] for c, _ in sent[1:] if c["kind"] == "frame")
     renders = ex.renders
     ex.controls["slope"].value = 0.5                                      # the page holds it: nothing drawn
-    assert ex.renders == renders and sent[-1] == ({"kind": "done"}, None) and ex.message.value == ""
+    assert ex.renders == renders and sent[-1] == ({"kind": "done", "id": None}, None) and ex.message.value == ""
     ex.received(None, {"kind": "forget", "states": [[1.1], [0.9]]}, [])   # the page let two go
     ex.received(None, {"kind": "more"}, [])
     ex.received(None, {"kind": "more"}, [])
@@ -292,7 +297,7 @@ def test_more_sends_likely_pictures_once_each_then_done(monkeypatch):
     monkeypatch.setattr(frames, "PREFETCH_LIMIT", 0)
     ex.received(None, {"kind": "hello"}, [])                              # a reloaded page holds nothing
     ex.received(None, {"kind": "more"}, [])
-    assert sent[-1] == ({"kind": "done"}, None) and sent[-2][0]["prefetch"] is False
+    assert sent[-1] == ({"kind": "done", "id": None}, None) and sent[-2][0]["prefetch"] is False
 
 
 def test_a_move_to_values_the_page_lacks_draws_and_sends_them(monkeypatch):
@@ -301,7 +306,7 @@ def test_a_move_to_values_the_page_lacks_draws_and_sends_them(monkeypatch):
     sent = live(ex)
     ex.controls["slope"].value = 1.7
     content, data = sent[-1]
-    assert content == {"kind": "frame", "state": [1.7], "prefetch": False} and data == ex.picture()
+    assert content == {"kind": "frame", "state": [1.7], "prefetch": False, "id": None} and data == ex.picture()
     assert updates == []                                                  # the plain image is left alone
 
 
@@ -335,3 +340,4 @@ def test_every_picture_sent_ahead_is_the_picture_of_its_values(factories, chapte
         assert fresh.picture() == data, f"chapter {chapter}: the picture sent for {state} differs"
         checked += 1
     assert checked >= len(pictures) - 2
+    assert ex.failed == [], f"chapter {chapter}: renders failed while guessing: {ex.failed}"
