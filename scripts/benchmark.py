@@ -479,9 +479,9 @@ def _timed_update(self, change=None, _update=_explorer.Explorer.update):
     _update(self, change)
     if self.renders != renders:   # a new picture (not values already shown or held, not an error sentence)
         _updates.append((1000 * (_time.perf_counter() - wall), 1000 * (_time.thread_time() - cpu)))
-def _timed_more(self, _more=_explorer.Explorer.more):
+def _timed_more(self, id=None, _more=_explorer.Explorer.more):
     sent, cpu = len(self.sent), _time.thread_time()
-    _more(self)
+    _more(self, id)
     if len(self.sent) != sent:
         _ahead.append(1000 * (_time.thread_time() - cpu))
 _explorer.Explorer.update = _timed_update
