@@ -372,22 +372,31 @@ class Explorer:
         self.sent.clear()
         state = self.state()
         if self.last is None or key(self.last[0]) != key(state):   # the values moved since the last drawing
-            try:
-                self.last = (state, as_png(self.render(**self.values())))
-            except Exception as error:                          # noqa: BLE001 — the last picture stays
-                if not isinstance(error, CourseInputError):      # (a sentence is up for bad input)
-                    self.failed.append((state, repr(error)))
+            data = self.guess(state, self.values())
+            if data is not None:                                  # else the last picture stays
+                self.last = (state, data)
         if self.last is not None:
             self.send(*self.last, prefetch=False)
         if self.handle is not None and not lab:
             self.handle.update({"text/html": "", "text/plain": ""}, raw=True)
 
+    def guess(self, state, values):
+        """The PNG for values the page wants without a move asking for them, or None: render
+        refused them (a CourseInputError: values a learner cannot reach together, say) or
+        failed (anything else, kept in ``failed``; tests check it stays empty)."""
+        try:
+            return as_png(self.render(**values))
+        except CourseInputError:
+            return None
+        except Exception as error:      # noqa: BLE001 — a failing guess must not stop the page's requests
+            self.failed.append((state, repr(error)))
+            return None
+
     def more(self, id=None):
         """Draw and send the likeliest picture the page does not hold yet, of the first
         PREFETCH_LIMIT likely states; "done" if none is left (``id``: the page's request). A
-        state whose render fails is never tried again: CourseInputError (values a learner
-        cannot reach together, say) or anything else, kept in ``failed`` (tests check it stays
-        empty); after three of those the guessing stops, so a broken render costs little."""
+        state ``guess`` cannot draw is never tried again; after three failures (not refusals)
+        the guessing stops, so a broken render costs little."""
         import itertools
 
         from .frames import PREFETCH_LIMIT, key, likely_states
@@ -396,17 +405,13 @@ class Explorer:
             for state, values in itertools.islice(likely_states(self.controls, self.came_from), PREFETCH_LIMIT):
                 if key(state) in self.sent or key(state) in self.refused:
                     continue
-                try:
-                    data = as_png(self.render(**values))
-                except Exception as error:      # noqa: BLE001 — a guess that fails must not stop the page
-                    self.refused.add(key(state))
-                    if not isinstance(error, CourseInputError):
-                        self.failed.append((state, repr(error)))
-                        if len(self.failed) >= 3:
-                            break
-                    continue
-                self.send(state, data, prefetch=True, id=id)
-                return
+                data = self.guess(state, values)
+                if data is not None:
+                    self.send(state, data, prefetch=True, id=id)
+                    return
+                self.refused.add(key(state))
+                if len(self.failed) >= 3:
+                    break
         self.frames.send({"kind": "done", "id": id})
 
     def display(self):

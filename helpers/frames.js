@@ -3,10 +3,10 @@
 //
 // The kernel sends each picture once, with the control values it shows ("state"). This view
 // reads the controls' values in the page itself, so a picture already sent is shown at once;
-// otherwise the old one stays until the kernel's arrives. While the picture is on screen and
-// the kernel has nothing else to send, the view asks for one more ("more"): the kernel draws
-// the next picture a learner is likely to want (one slider step away, then two, ...) and
-// answers with it, or with "done".
+// otherwise the old one stays until the kernel's arrives. While the explorer is on screen and
+// no answer is awaited, the view asks for one more ("more"): the kernel draws the next
+// picture a learner is likely to want (helpers/frames.py, likely_states) and answers with
+// it, or with "done".
 
 // A state's key: fractions to 12 significant digits, so a slider's 0.30000000000000004 in the
 // page and 0.3 from the kernel name the same picture. A menu's entry is [label, index].
@@ -30,6 +30,8 @@ async function render({ model, el }) {
     console.warn("explorer: the controls are out of reach, the picture stays with the kernel", error);
     return;
   }
+  // the change that moves each control's entry in the state
+  const events = kinds.map((kind) => (kind === "label" ? "change:index change:_options_labels" : "change:value"));
   const state = () =>
     controls.map((c, i) =>
       kinds[i] === "label" ? [c.get("_options_labels")[c.get("index")], c.get("index")] : c.get("value")
@@ -165,9 +167,7 @@ async function render({ model, el }) {
     done = false;
     ask();
   };
-  for (const [i, c] of controls.entries()) {
-    c.on(kinds[i] === "label" ? "change:index change:_options_labels" : "change:value", moved);
-  }
+  controls.forEach((c, i) => c.on(events[i], moved));
 
   const received = (msg, buffers) => {
     if (msg.kind === "frame") {
@@ -206,9 +206,7 @@ async function render({ model, el }) {
   return () => {
     clearInterval(looking);
     model.off("msg:custom", received);
-    for (const [i, c] of controls.entries()) {
-      c.off(kinds[i] === "label" ? "change:index change:_options_labels" : "change:value", moved);
-    }
+    controls.forEach((c, i) => c.off(events[i], moved));
     for (const [key, picture] of pictures) cool(key, picture);
     if (img.src) URL.revokeObjectURL(img.src);
   };

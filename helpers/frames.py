@@ -2,19 +2,20 @@
 
 Without it, every move of a control goes to the kernel, which draws the picture, encodes it
 and sends it back to be decoded and shown: a round trip that costs 30–50 ms in JupyterLab
-with nothing drawn at all (the floor row of ``scripts/benchmark.py --browser``). ``Frames`` is a small widget (``frames.js``, run by anywidget)
-that holds the pictures in the page by the control values they show. The page reads the
-controls itself, so a picture it already has is shown in the same frame as the move.
+with nothing drawn at all (the floor row of ``scripts/benchmark.py --browser``). ``Frames``
+is a small widget (``frames.js``, run by anywidget) that holds the pictures in the page by
+the control values they show. The page reads the controls itself, so a picture it already
+has is shown in the same frame as the move.
 
 The kernel fills that store two ways:
 
 * when a control moves to values it has not sent, it draws them and sends the picture
   (``Explorer.update``), as before;
-* while the picture is on screen and nothing else is waiting, the page asks for one more
+* while the explorer is on screen and no answer is awaited, the page asks for one more
   picture at a time and the kernel draws the next in ``likely_states`` order: a dozen more
   steps the way the last move went, every control one step either way from where it is,
-  then two steps, and so on, then two controls one step each. One picture at a time keeps the kernel free: a learner's move or cell waits at
-  most one drawing.
+  then two steps, and so on, then two controls one step each. One picture at a time keeps
+  the kernel free: a learner's move or cell waits at most one drawing.
 
 A state, as the page and the kernel both name it, is one entry per control: a menu's (or
 toggle row's) [option label, index], any other control's value. Free text (a prompt) is

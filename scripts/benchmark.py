@@ -22,7 +22,7 @@ import sys
 import time
 from pathlib import Path
 
-from browser import NOTEBOOK
+from browser import NOTEBOOK, settle
 from execute_notebooks import FIXED_ENV, ROOT, execute, kernel_env, learner_notebooks, make_client
 
 os.environ.update(FIXED_ENV)  # before helpers (and torch) are imported, so training runs on one thread
@@ -389,23 +389,6 @@ def drag(page, cell, steps=15, px=6):
     return None if seen is None or seen[1] is None else seen[1:3]
 
 
-# True once the explorer's picture is in the page and the kernel has sent every picture it
-# guesses a move will need (helpers/frames.py), as a learner who looks before moving finds it.
-SETTLED = """el => { const f = el.querySelector('.course-explorer-frames');
-    return !f || (f.dataset.prefetch === 'done' && f.dataset.waiting === 'no'); }"""
-
-
-def settle(page, cell, timeout_ms=30_000):
-    """Wait until SETTLED (or timeout_ms); (the milliseconds waited, True if it timed out)."""
-    start = time.perf_counter()
-    try:
-        page.wait_for_function(SETTLED, arg=cell.element_handle(), timeout=timeout_ms, polling=100)
-        late = False
-    except Exception:   # playwright's TimeoutError: measure anyway, the table says so
-        late = True
-    return 1000 * (time.perf_counter() - start), late
-
-
 def browser_updates(paths, moves=5, prefetch=True):
     """Per chapter, after the floor explorer's row: (name, ms from input to painted picture
     for each single move, the slider-drag figures, (wall ms, CPU ms) the kernel spent on each
@@ -429,7 +412,8 @@ def browser_updates(paths, moves=5, prefetch=True):
         for path in [floor, *paths]:
             timed_in_kernel(Path(home) / "notebooks" / Path(path).name, prefetch and path != floor)
             page = open_and_run(browser, lab, Path(path).name)
-            times, drags, kernel, from_page, waited, late, first, ahead = [], [], [], 0, 0.0, 0, [], []
+            times, drags, kernel, from_page, first = [], [], [], 0, []
+            waits, reads = [], []   # each settle's (ms, timed out); each read of the kernel's notes
             for cell in explorer_cells(page):
                 cell.locator("img:visible").last.scroll_into_view_if_needed()   # the picture, as a learner sees it
                 page.evaluate(WATCH, cell.element_handle())
@@ -438,30 +422,27 @@ def browser_updates(paths, moves=5, prefetch=True):
                     seen = timed(page, cell, actions[0][1], quiet_ms=600)
                     if seen is not None:
                         first.append((seen[0], seen[3]))
-                ms, timed_out = settle(page, cell)
-                waited, late = waited + ms, late + timed_out
-                read = kernel_updates(page)                           # forget the first move's
-                ahead = None if read is None or ahead is None else ahead + read[1]
+                waits.append(settle(page, cell))
+                reads.append(kernel_updates(page))                    # the first move's: not a single move
                 for kind, act in actions:
                     for _ in range(moves if kind == "slider" else 2):
                         seen = timed(page, cell, act, quiet_ms=600)
                         if seen is not None:
                             times.append(seen[0])
                             from_page += seen[3] == "page"
-                read = kernel_updates(page)                           # the single moves' updates
-                kernel = None if read is None or kernel is None else kernel + read[0]
-                ahead = None if read is None or ahead is None else ahead + read[1]
+                reads.append(kernel_updates(page))                    # the single moves' updates
+                kernel = None if reads[-1] is None or kernel is None else kernel + reads[-1][0]
                 if cell.locator(".widget-slider .noUi-handle").count():
-                    ms, timed_out = settle(page, cell)
-                    waited, late = waited + ms, late + timed_out
+                    waits.append(settle(page, cell))
                     seen = drag(page, cell)
                     if seen is not None:
                         drags.append(seen)
-                read = kernel_updates(page)
-                ahead = None if read is None or ahead is None else ahead + read[1]
+                reads.append(kernel_updates(page))
             page.evaluate(f"() => {NOTEBOOK}.sessionContext.shutdown()")   # its memory back before the next
             page.close()
-            rows.append((Path(path).stem, times, drags, kernel, from_page, waited, late, first, ahead))
+            ahead = None if None in reads else [ms for read in reads for ms in read[1]]
+            rows.append((Path(path).stem, times, drags, kernel, from_page, sum(w[0] for w in waits),
+                         sum(w[1] for w in waits), first, ahead))
     return rows
 
 

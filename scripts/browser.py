@@ -109,3 +109,20 @@ def open_and_run(browser, lab, notebook):
     page.wait_for_timeout(1000)
     page.wait_for_function(ALL_RUN, timeout=180_000, polling=500)
     return page
+
+
+# True once the explorer's picture is in the page and the kernel has sent every picture it
+# guesses a move will need (helpers/frames.py), as a learner who looks before moving finds it.
+SETTLED = """el => { const f = el.querySelector('.course-explorer-frames');
+    return !f || (f.dataset.prefetch === 'done' && f.dataset.waiting === 'no'); }"""
+
+
+def settle(page, cell, timeout_ms=30_000):
+    """Wait until SETTLED (or timeout_ms); (the milliseconds waited, True if it timed out)."""
+    start = time.perf_counter()
+    try:
+        page.wait_for_function(SETTLED, arg=cell.element_handle(), timeout=timeout_ms, polling=100)
+        late = False
+    except Exception:   # playwright's TimeoutError: measure anyway, the table says so
+        late = True
+    return 1000 * (time.perf_counter() - start), late

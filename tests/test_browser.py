@@ -11,8 +11,7 @@ from pathlib import Path
 
 import pytest
 
-from benchmark import SETTLED
-from browser import CHROMIUM, ERRORS, NOTEBOOK, chromium, lab_server, open_and_run
+from browser import CHROMIUM, ERRORS, NOTEBOOK, SETTLED, chromium, lab_server, open_and_run
 from execute_notebooks import LEARNER, ROOT
 
 ARTIFACTS = Path(os.environ.get("COURSE_TEST_ARTIFACTS", ROOT / ".test-artifacts"))
