@@ -85,7 +85,7 @@ async function render({ model, el }) {
 
   // from: "page" when a move found its picture here, "kernel" when the picture just arrived
   // (scripts/benchmark.py --browser counts them). A picture not decoded yet replaces the old
-  // one once it is, so the explorer never blinks.
+  // one once it is (or 200 ms later at most), so the explorer does not blink.
   const show = (from) => {
     const key = keyOf(state());
     const picture = pictures.get(key);
@@ -110,7 +110,12 @@ async function render({ model, el }) {
       }
     };
     if (next.ready) swap();
-    else next.decode().catch(() => null).then(swap);
+    else {
+      // decoded, or 200 ms later at most: Chromium may hold a detached image's decode until it
+      // draws a frame, and a still page draws none
+      const later = new Promise((resolve) => setTimeout(resolve, 200));
+      Promise.race([next.decode().catch(() => null), later]).then(swap);
+    }
   };
   // On screen: some of the explorer (its controls or this picture) in the window, the tab
   // shown, the output not collapsed (a hidden element's box is empty).

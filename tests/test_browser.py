@@ -18,7 +18,7 @@ ARTIFACTS = Path(os.environ.get("COURSE_TEST_ARTIFACTS", ROOT / ".test-artifacts
 TOUR = LEARNER / "00_tour.ipynb"
 SLIDERS = LEARNER / "02_qkv_by_hand.ipynb"  # its explorer: sliders and an image redrawn in place
 
-pytest.importorskip("playwright.sync_api")
+PlaywrightTimeout = pytest.importorskip("playwright.sync_api").TimeoutError
 pytestmark = pytest.mark.skipif(not Path(CHROMIUM).exists(), reason=f"no Chromium at {CHROMIUM}")
 
 
@@ -49,9 +49,15 @@ def check_figure_redraws(page, area, act, name):
     before = figure_src(area)
     area.screenshot(path=ARTIFACTS / f"{name}_before.png")
     act()
-    page.wait_for_function("([el, old]) => { const img = el.querySelector('img');"
-                           " return img !== null && img.getAttribute('src') !== old; }",
-                           arg=[area.element_handle(), before], timeout=30_000)
+    try:
+        page.wait_for_function("([el, old]) => { const img = el.querySelector('img');"
+                               " return img !== null && img.getAttribute('src') !== old; }",
+                               arg=[area.element_handle(), before], timeout=30_000)
+    except PlaywrightTimeout:
+        area.screenshot(path=ARTIFACTS / f"{name}_stuck.png")
+        frames = area.locator(".course-explorer-frames")
+        seen = frames.first.evaluate("el => ({...el.dataset})") if frames.count() else "no live picture"
+        pytest.fail(f"{name}: the picture did not change within 30 s; the page's picture widget: {seen}")
     area.screenshot(path=ARTIFACTS / f"{name}_after.png")
     assert figure_src(area) != before
     return area.locator("img").first.get_attribute("data-from")
