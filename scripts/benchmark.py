@@ -518,7 +518,7 @@ def print_browser(paths, prefetch=True):
     print(f"{'in the browser (ms)':<30}{'first':>7}{'page':>5}{'ahead: n':>9}{'CPU s':>7}{'waited s':>9}"
           f"{'median':>8}{'worst':>7}{'moves':>6}{'from page':>10}{'drag: last':>11}{'pictures':>9}"
           f"{'kernel: med':>12}{'worst':>7}{'CPU med':>8}{'n':>4}   budget")
-    for name, times, drags, kernel, from_page, waited, late, first, ahead in browser_updates(paths, prefetch):
+    for name, times, drags, kernel, from_page, waited, late, first, ahead in browser_updates(paths, prefetch=prefetch):
         name = "floor: a picture, no compute" if name == "floor_explorer" else name
         median = f"{statistics.median(times):.0f}" if times else "-"
         worst = f"{max(times):.0f}" if times else "-"
