@@ -294,6 +294,7 @@ class Explorer:
         self.box = controls_box(self.layout, self.message, self.frames)
         self.handle, self.drawn, self.last = None, None, None
         self.live, self.sent, self.refused, self.failed, self.renders = False, set(), set(), [], 0
+        self.resent = 0                           # pictures sent again because the page lacked them
         self.shown, self.came_from = None, None   # the controls' state now and before the last move
 
     def _ipython_display_(self):
@@ -315,7 +316,9 @@ class Explorer:
 
         Values already on screen are not drawn again (one control that sets others, like a
         model picker that changes the prompt list, would otherwise redraw the same picture),
-        nor values whose picture the page already holds."""
+        nor values whose picture the page already holds. (``sent`` is never stale here: the
+        page's "forget" and its controls' changes reach the kernel in the order they were
+        sent, over the same channel.)"""
         from IPython.display import Image
 
         from .frames import key
@@ -348,14 +351,17 @@ class Explorer:
         self.frames.send({"kind": "frame", "state": list(state), "prefetch": prefetch, "id": id}, buffers=[data])
 
     def received(self, _widget, content, _buffers):
-        """A message from the page: "hello" (a view appeared), "more" (send a likely picture) or
-        "forget" (the page let go of the pictures of these states)."""
+        """A message from the page: "hello" (a view appeared), "more" (send a likely picture),
+        "want" (send the picture of these values, which the page lacks) or "forget" (the page let
+        go of the pictures of these states)."""
         from .frames import key
 
         if content.get("kind") == "hello":
             self.hello(lab=bool(content.get("lab")))
         elif content.get("kind") == "more":
             self.more(content.get("id"))
+        elif content.get("kind") == "want":
+            self.want(content.get("state"))
         elif content.get("kind") == "forget":
             self.sent.difference_update(key(state) for state in content.get("states", []))
 
@@ -379,6 +385,24 @@ class Explorer:
             self.send(*self.last, prefetch=False)
         if self.handle is not None and not lab:
             self.handle.update({"text/html": "", "text/plain": ""}, raw=True)
+
+    def want(self, state):
+        """The page lacks the picture of the values it shows, ``state``: send it if the controls
+        here hold the same values, even if it was sent before (a message lost, or a second view
+        of the widget that never got it). Else the kernel has not seen those values yet, and
+        ``update`` will send their picture when it does. ``resent`` counts the pictures sent so."""
+        from .frames import key
+
+        now = self.state()
+        if state is None or key(state) != key(now):
+            return
+        if self.last is not None and key(self.last[0]) == key(now):
+            data = self.last[1]
+        else:
+            data = self.guess(now, self.values())
+        if data is not None:
+            self.resent += 1
+            self.send(now, data, prefetch=False)
 
     def guess(self, state, values):
         """The PNG for values the page wants without a move asking for them, or None: render

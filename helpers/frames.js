@@ -37,13 +37,13 @@ async function render({ model, el }) {
       kinds[i] === "label" ? [c.get("_options_labels")[c.get("index")], c.get("index")] : c.get("value")
     );
 
-  // key -> {state, png: its bytes, img: a decoded <img> of it or null}. Both Maps keep the
-  // order of use, least recent first. `pictures` lets the least recently used go when it
-  // holds more than `keep` (the kernel is told, and sends them again if they are wanted);
-  // `decoded` keeps the last WARM of them as decoded images (1-2 MB each, against a PNG's
-  // 20-60 kB), so the likeliest next moves (the kernel sends those first) are a swap. A
-  // picture that leaves it loses its element and its object URL, and with them the browser's
-  // decoded copy.
+  // key -> {state, png: its bytes, img: an <img> of it, asked to decode, or null}. Both Maps
+  // keep the order of use, least recent first. `pictures` lets the least recently used go
+  // when it holds more than `keep` (the kernel is told, and sends them again if they are
+  // wanted); `decoded` keeps the last WARM of them as <img> elements the browser was asked to
+  // decode (1-2 MB each once decoded, against a PNG's 20-60 kB), so the likeliest next moves
+  // (the kernel sends those first) are a swap. A picture that leaves it loses its element and
+  // its object URL, and with them the browser's decoded copy.
   const pictures = new Map();
   const decoded = new Map();
   const keep = model.get("keep");
@@ -57,6 +57,9 @@ async function render({ model, el }) {
   let said = false; // hello sent
   let plain = null; // JupyterLab: the plain picture to hide once the live one is up
   let done = false; // the kernel has nothing more to draw for these values
+  let alive = true; // the view is on the page (false once JupyterLab removed it)
+  let moveAt = performance.now(); // when the controls last moved
+  let wantedAt = -Infinity; // when the page last asked for the picture of the values it shows
 
   const recent = (map, key, value) => {
     map.delete(key);
@@ -83,21 +86,37 @@ async function render({ model, el }) {
     }
   };
 
+  // An image loaded (or failed to): its size is known, so swapping it in moves nothing.
+  const loaded = (image) =>
+    image.complete
+      ? Promise.resolve()
+      : new Promise((resolve) => {
+          image.addEventListener("load", resolve, { once: true });
+          image.addEventListener("error", resolve, { once: true });
+        });
   // from: "page" when a move found its picture here, "kernel" when the picture just arrived
   // (scripts/benchmark.py --browser counts them). A picture not decoded yet replaces the old
-  // one once it is (or 200 ms later at most), so the explorer does not blink.
+  // one once it is, so the explorer does not blink. Chromium may not finish decoding an image
+  // outside the page until it draws a frame, which a page with nothing moving may never do:
+  // so after a second the picture goes up once loaded (the browser then decodes it as it
+  // draws, and may show it part-drawn for a moment), and `late` counts those swaps
+  // (scripts/benchmark.py --browser reports them). A decode takes 5-20 ms on a quiet
+  // machine, hundreds on a busy one.
   const show = (from) => {
     const key = keyOf(state());
     const picture = pictures.get(key);
     el.dataset.waiting = picture ? "no" : "yes";
+    el.dataset.key = key; // the values it looked for (tests/test_browser.py prints them if stuck)
     if (!picture || key === shown) return;
     recent(pictures, key, picture);
     warm(key, picture);
     shown = key;
     const next = picture.img;
     next.dataset.from = from;
-    const swap = () => {
-      if (shown === key && img !== next && next.src) {
+    // only if these values are still wanted and this element is still their picture's (not
+    // cooled, its URL revoked, nor replaced by a picture the kernel drew for a move)
+    const swap = (how) => {
+      if (alive && shown === key && pictures.get(key) === picture && picture.img === next && img !== next) {
         const old = img;
         img.replaceWith(next);
         img = next;
@@ -107,14 +126,14 @@ async function render({ model, el }) {
         }
         // an element no warm picture holds any more (cooled while on screen): its URL goes too
         if (old.src && ![...decoded.values()].some((p) => p.img === old)) URL.revokeObjectURL(old.src);
+        if (how === "late") el.dataset.late = String(Number(el.dataset.late || 0) + 1);
       }
     };
-    if (next.ready) swap();
+    if (next.ready) swap("decoded");
     else {
-      // decoded, or 200 ms later at most: Chromium may hold a detached image's decode until it
-      // draws a frame, and a still page draws none
-      const later = new Promise((resolve) => setTimeout(resolve, 200));
-      Promise.race([next.decode().catch(() => null), later]).then(swap);
+      const decodedNow = next.decode().then(() => "decoded", () => "decoded");
+      const late = new Promise((resolve) => setTimeout(resolve, 1000)).then(() => loaded(next)).then(() => "late");
+      Promise.race([decodedNow, late]).then(swap);
     }
   };
   // On screen: some of the explorer (its controls or this picture) in the window, the tab
@@ -167,7 +186,19 @@ async function render({ model, el }) {
       pictures.delete(key);
     }
   };
+  // The picture of the controls' values is missing and the kernel has nothing more to send
+  // ("done"), or it is still missing 3 s after a move: ask for it by its values ("want"). The
+  // kernel sends it if its controls hold the same values, whatever it believes the page holds
+  // (a lost message, or a second view of this widget, must not leave the old picture up for
+  // good). At most every 5 s; `wanted` counts these requests.
+  const want = (now) => {
+    if (!said || pictures.has(keyOf(state())) || now - wantedAt < 5000) return;
+    wantedAt = now;
+    el.dataset.wanted = String(Number(el.dataset.wanted || 0) + 1);
+    model.send({ kind: "want", state: state() });
+  };
   const moved = () => {
+    moveAt = performance.now();
     show("page");
     done = false;
     ask();
@@ -181,7 +212,7 @@ async function render({ model, el }) {
         // a picture drawn for a move replaces one held (a kernel that drew it knows better)
         if (pictures.has(key)) cool(key, pictures.get(key));
         const png = new Uint8Array(buffers[0].buffer, buffers[0].byteOffset, buffers[0].byteLength).slice();
-        pictures.set(key, { state: msg.state, png, img: null });
+        recent(pictures, key, { state: msg.state, png, img: null });
         if (key === shown) shown = null;
       }
       warm(key, pictures.get(key)); // the kernel sends the likeliest first: keep them ready
@@ -197,6 +228,7 @@ async function render({ model, el }) {
       asking = null;
       patience = 10000;
       done = true;
+      want(performance.now());
     }
     ask();
   };
@@ -205,10 +237,12 @@ async function render({ model, el }) {
   const looking = setInterval(() => {
     hello();
     ask(); // starts asking once the explorer is scrolled into view
+    if (performance.now() - moveAt > 3000) want(performance.now());
   }, 250);
   hello();
 
   return () => {
+    alive = false;
     clearInterval(looking);
     model.off("msg:custom", received);
     controls.forEach((c, i) => c.off(events[i], moved));

@@ -6,6 +6,8 @@ explorer, moved with the keyboard. Screenshots go to .test-artifacts/ (not commi
 Needs Debian's chromium (/usr/bin/chromium, installed by .ci/run) and the playwright
 package (its driver only: no browser is downloaded). Skipped when either is missing.
 """
+import contextlib
+import json
 import os
 from pathlib import Path
 
@@ -54,13 +56,36 @@ def check_figure_redraws(page, area, act, name):
                                " return img !== null && img.getAttribute('src') !== old; }",
                                arg=[area.element_handle(), before], timeout=30_000)
     except PlaywrightTimeout:
-        area.screenshot(path=ARTIFACTS / f"{name}_stuck.png")
         frames = area.locator(".course-explorer-frames")
         seen = frames.first.evaluate("el => ({...el.dataset})") if frames.count() else "no live picture"
-        pytest.fail(f"{name}: the picture did not change within 30 s; the page's picture widget: {seen}")
+        message = area.locator(".widget-html").first.inner_text(timeout=5_000) if area.locator(".widget-html").count() else ""
+        with contextlib.suppress(Exception):
+            area.screenshot(path=ARTIFACTS / f"{name}_stuck.png", timeout=5_000)
+        pytest.fail(f"{name}: the picture did not change within 30 s. The page's picture widget: {seen}"
+                    " (waiting 'no': the page holds the picture of the controls' values, so it was not put"
+                    f" on screen; 'yes': it never arrived). The explorer's message line: {message!r}."
+                    f" The kernel's explorers: {page.evaluate(KERNEL_EXPLORERS)}")
     area.screenshot(path=ARTIFACTS / f"{name}_after.png")
     assert figure_src(area) != before
+    seen = area.locator(".course-explorer-frames").first.evaluate("el => ({...el.dataset})")
+    if "wanted" in seen or "late" in seen:   # the page asked again, or swapped before a decode: keep the facts
+        (ARTIFACTS / f"{name}_notes.txt").write_text(f"{seen}\n{page.evaluate(KERNEL_EXPLORERS)}\n")
     return area.locator("img").first.get_attribute("data-from")
+
+
+# What the kernel's explorers hold (helpers/explorer.py), read through the page's kernel when a
+# picture did not arrive: the controls' state, how many pictures it sent (and the last two),
+# the states it refused, the renders that failed, the message line.
+EXPLORERS = ("[(x.state(), x.live, x.renders, len(x.sent), sorted(x.sent)[-2:], sorted(x.refused), x.failed,"
+             " x.message.value) for x in __import__('gc').get_objects()"
+             " if type(x).__name__ == 'Explorer' and type(x).__module__ == 'helpers.explorer']")
+KERNEL_EXPLORERS = f"""async () => {{
+    const kernel = {NOTEBOOK}.sessionContext.session.kernel;
+    const reply = await kernel.requestExecute({{code: '', silent: true, store_history: false,
+                                               user_expressions: {{e: {json.dumps(EXPLORERS)}}}}}).done;
+    const e = reply.content.user_expressions && reply.content.user_expressions.e;
+    return e && e.status === 'ok' ? e.data['text/plain'] : JSON.stringify(reply.content);
+}}"""
 
 
 def settled(page, area):

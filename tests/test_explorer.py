@@ -229,6 +229,21 @@ def test_a_reloaded_page_gets_the_picture_of_the_values_now(monkeypatch):
     assert content["state"] == [1.1] and data == ex.picture()
 
 
+def test_a_page_lacking_the_picture_of_its_values_gets_it_again(monkeypatch):
+    ex = shown_square(monkeypatch, [])
+    sent = live(ex)
+    ex.received(None, {"kind": "more"}, [])                               # 1.1, sent ahead
+    ex.controls["slope"].value = 1.1                                      # the page holds it: not drawn
+    n = len(sent)
+    ex.received(None, {"kind": "want", "state": [1.1]}, [])               # ... but it lost it
+    content, data = sent[-1]
+    assert len(sent) == n + 1 and ex.resent == 1
+    assert content == {"kind": "frame", "state": [1.1], "prefetch": False, "id": None} and data == ex.picture()
+    ex.received(None, {"kind": "want", "state": [1.5]}, [])               # values the kernel has not seen yet
+    ex.received(None, {"kind": "want"}, [])                               # no state at all
+    assert len(sent) == n + 1 and ex.resent == 1
+
+
 def test_a_failing_guess_is_skipped_and_the_page_still_gets_an_answer(monkeypatch):
     controls, render = square_explorer()
 
