@@ -313,6 +313,7 @@ WATCH = """el => {
         }));
     }).observe(el, {subtree: true, childList: true, attributes: true, attributeFilter: ['src']});
 }"""
+LATE = "el => { const f = el.querySelector('.course-explorer-frames'); return (f && f.dataset.late) || '0'; }"
 RESET = "el => { el.__painted = []; el.__inputs = []; el.__values = []; el.__before = el.__key(); }"
 SEEN = "el => [el.__inputs, el.__painted, el.__values]"
 
@@ -389,14 +390,15 @@ def drag(page, cell, steps=15, px=6):
     return None if seen is None or seen[1] is None else seen[1:3]
 
 
-def browser_updates(paths, moves=5, prefetch=True):
+def browser_updates(paths, *, moves=5, prefetch=True):
     """Per chapter, after the floor explorer's row: (name, ms from input to painted picture
     for each single move, the slider-drag figures, (wall ms, CPU ms) the kernel spent on each
     single move's update, or None if that could not be read, how many single moves the page
     answered from its own pictures, ms waited for the kernel to send its likely pictures
     before the single moves and before the drag, how often that wait timed out, the first
     moves (ms, where the picture came from: made before any waiting, a learner who moves
-    at once), the CPU ms of each picture the kernel drew ahead, or None).
+    at once), the CPU ms of each picture the kernel drew ahead, or None, how many pictures the
+    page swapped in before their decode finished (frames.js: after a second)).
 
     prefetch=False: the kernel sends no pictures ahead (every new value is a round trip); the
     floor explorer never does, so its row is the round trip with nothing computed."""
@@ -412,7 +414,7 @@ def browser_updates(paths, moves=5, prefetch=True):
         for path in [floor, *paths]:
             timed_in_kernel(Path(home) / "notebooks" / Path(path).name, prefetch and path != floor)
             page = open_and_run(browser, lab, Path(path).name)
-            times, drags, kernel, from_page, first = [], [], [], 0, []
+            times, drags, kernel, from_page, first, late = [], [], [], 0, [], 0
             waits, reads = [], []   # each settle's (ms, timed out); each read of the kernel's notes
             for cell in explorer_cells(page):
                 cell.locator("img:visible").last.scroll_into_view_if_needed()   # the picture, as a learner sees it
@@ -438,11 +440,12 @@ def browser_updates(paths, moves=5, prefetch=True):
                     if seen is not None:
                         drags.append(seen)
                 reads.append(kernel_updates(page))
+                late += int(cell.evaluate(LATE))
             page.evaluate(f"() => {NOTEBOOK}.sessionContext.shutdown()")   # its memory back before the next
             page.close()
             ahead = None if None in reads else [ms for read in reads for ms in read[1]]
             rows.append((Path(path).stem, times, drags, kernel, from_page, sum(w[0] for w in waits),
-                         sum(w[1] for w in waits), first, ahead))
+                         sum(w[1] for w in waits), first, ahead, late))
     return rows
 
 
@@ -513,12 +516,13 @@ def print_browser(paths, prefetch=True):
     limit) and the single moves and the drag are timed: 'median' and 'worst' from input to
     painted picture, 'from page' the moves the page answered itself, 'kernel' the wall-clock
     and CPU milliseconds the kernel spent drawing for the moves it was asked for ('?' if they
-    could not be read)."""
+    could not be read), 'late' the pictures swapped in before their decode finished."""
     print("explorers' pictures sent ahead:", "yes" if prefetch else "no (--no-prefetch)")
     print(f"{'in the browser (ms)':<30}{'first':>7}{'page':>5}{'ahead: n':>9}{'CPU s':>7}{'waited s':>9}"
           f"{'median':>8}{'worst':>7}{'moves':>6}{'from page':>10}{'drag: last':>11}{'pictures':>9}"
-          f"{'kernel: med':>12}{'worst':>7}{'CPU med':>8}{'n':>4}   budget")
-    for name, times, drags, kernel, from_page, waited, late, first, ahead in browser_updates(paths, prefetch=prefetch):
+          f"{'kernel: med':>12}{'worst':>7}{'CPU med':>8}{'n':>4}{'late':>5}   budget")
+    for name, times, drags, kernel, from_page, waited, timed_out, first, ahead, late in browser_updates(
+            paths, prefetch=prefetch):
         name = "floor: a picture, no compute" if name == "floor_explorer" else name
         median = f"{statistics.median(times):.0f}" if times else "-"
         worst = f"{max(times):.0f}" if times else "-"
@@ -534,9 +538,9 @@ def print_browser(paths, prefetch=True):
         cold = f"{statistics.median(f[0] for f in first):.0f}" if first else "-"
         cold_page = sum(f[1] == "page" for f in first)
         n_ahead, cpu_ahead = ("?", "?") if ahead is None else (len(ahead), f"{sum(ahead) / 1000:.1f}")
-        print(f"{name:<30}{cold:>7}{cold_page:>5}{n_ahead:>9}{cpu_ahead:>7}{waited / 1000:>8.1f}{'!' if late else ' '}"
+        print(f"{name:<30}{cold:>7}{cold_page:>5}{n_ahead:>9}{cpu_ahead:>7}{waited / 1000:>8.1f}{'!' if timed_out else ' '}"
               f"{median:>8}{worst:>7}{len(times):>6}{from_page:>10}{last:>11}{'-' if shown is None else shown:>9}"
-              f"{in_kernel[0]:>12}{in_kernel[1]:>7}{in_kernel[2]:>8}{in_kernel[3]:>4}"
+              f"{in_kernel[0]:>12}{in_kernel[1]:>7}{in_kernel[2]:>8}{in_kernel[3]:>4}{late:>5}"
               "   < 50 median, < 100 worst; a drag of 15 moves: its last picture within 100 ms of the slider's last number")
 
 
