@@ -372,16 +372,10 @@ class Explorer:
         The plain image below must give way. In JupyterLab (``lab``) the page hides it itself
         and the saved notebook keeps it, so a notebook reopened without running still shows a
         picture; other front ends cannot be reached that way, so there it is emptied."""
-        from .frames import key
-
         self.live = True
         self.sent.clear()
-        state = self.state()
-        if self.last is None or key(self.last[0]) != key(state):   # the values moved since the last drawing
-            data = self.guess(state, self.values())
-            if data is not None:                                  # else the last picture stays
-                self.last = (state, data)
-        if self.last is not None:
+        self.now_picture()
+        if self.last is not None:                                 # the last picture, if these values have none
             self.send(*self.last, prefetch=False)
         if self.handle is not None and not lab:
             self.handle.update({"text/html": "", "text/plain": ""}, raw=True)
@@ -393,16 +387,23 @@ class Explorer:
         ``update`` will send their picture when it does. ``resent`` counts the pictures sent so."""
         from .frames import key
 
-        now = self.state()
-        if state is None or key(state) != key(now):
+        if state is None or key(state) != key(self.state()) or not self.now_picture():
             return
-        if self.last is not None and key(self.last[0]) == key(now):
-            data = self.last[1]
-        else:
-            data = self.guess(now, self.values())
-        if data is not None:
-            self.resent += 1
-            self.send(now, data, prefetch=False)
+        self.resent += 1
+        self.send(*self.last, prefetch=False)
+
+    def now_picture(self):
+        """Make ``last`` the picture of the controls' values now, drawing it if the values moved
+        since the last drawing; False if ``guess`` could not draw them (``last`` stays)."""
+        from .frames import key
+
+        state = self.state()
+        if self.last is None or key(self.last[0]) != key(state):
+            data = self.guess(state, self.values())
+            if data is None:
+                return False
+            self.last = (state, data)
+        return True
 
     def guess(self, state, values):
         """The PNG for values the page wants without a move asking for them, or None: render

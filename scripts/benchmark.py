@@ -22,7 +22,7 @@ import sys
 import time
 from pathlib import Path
 
-from browser import NOTEBOOK, settle
+from browser import NOTEBOOK, kernel_eval, settle
 from execute_notebooks import FIXED_ENV, ROOT, execute, kernel_env, learner_notebooks, make_client
 
 os.environ.update(FIXED_ENV)  # before helpers (and torch) are imported, so training runs on one thread
@@ -474,15 +474,8 @@ NO_PREFETCH = """
 import helpers.frames
 helpers.frames.PREFETCH_LIMIT = 0   # this copy: no pictures sent ahead, every new value a round trip"""
 
-# Hand back the kernel's notes so far as text and empty the lists; null if they cannot be read.
-KERNEL_READ = f"""async () => {{
-    const kernel = {NOTEBOOK}.sessionContext.session.kernel;
-    const future = kernel.requestExecute({{code: '', silent: true, store_history: false,
-        user_expressions: {{notes: '(_updates.copy(), _ahead.copy(), _updates.clear(), _ahead.clear())[:2]'}}}});
-    const reply = await future.done;
-    const notes = reply.content.status === 'ok' ? reply.content.user_expressions.notes : null;
-    return notes && notes.status === 'ok' ? notes.data['text/plain'] : null;
-}}"""
+# The kernel's notes so far, and the lists emptied.
+KERNEL_READ = "(_updates.copy(), _ahead.copy(), _updates.clear(), _ahead.clear())[:2]"
 
 
 def timed_in_kernel(path, prefetch=True):
@@ -499,7 +492,7 @@ def kernel_updates(page):
     picture it drew ahead]) since the last call, as KERNEL_TIMER noted them; None if they could
     not be read."""
     import ast
-    text = page.evaluate(KERNEL_READ)
+    text = kernel_eval(page, KERNEL_READ)
     try:
         return None if text is None else tuple(list(notes) for notes in ast.literal_eval(text))
     except (ValueError, SyntaxError):

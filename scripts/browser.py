@@ -111,6 +111,22 @@ def open_and_run(browser, lab, notebook):
     return page
 
 
+# Evaluate a Python expression (the argument) in the kernel of the page's notebook, silently;
+# its text/plain, or null if it could not be evaluated.
+KERNEL_EVAL = f"""async (expression) => {{
+    const kernel = {NOTEBOOK}.sessionContext.session.kernel;
+    const reply = await kernel.requestExecute({{code: '', silent: true, store_history: false,
+                                               user_expressions: {{e: expression}}}}).done;
+    const e = reply.content.status === 'ok' ? reply.content.user_expressions.e : null;
+    return e && e.status === 'ok' ? e.data['text/plain'] : null;
+}}"""
+
+
+def kernel_eval(page, expression):
+    """The text of ``expression`` evaluated in the kernel of the page's notebook, or None."""
+    return page.evaluate(KERNEL_EVAL, expression)
+
+
 # True once the explorer's picture is in the page and the kernel has sent every picture it
 # guesses a move will need (helpers/frames.py), as a learner who looks before moving finds it.
 SETTLED = """el => { const f = el.querySelector('.course-explorer-frames');

@@ -7,13 +7,12 @@ Needs Debian's chromium (/usr/bin/chromium, installed by .ci/run) and the playwr
 package (its driver only: no browser is downloaded). Skipped when either is missing.
 """
 import contextlib
-import json
 import os
 from pathlib import Path
 
 import pytest
 
-from browser import CHROMIUM, ERRORS, NOTEBOOK, SETTLED, chromium, lab_server, open_and_run
+from browser import CHROMIUM, ERRORS, NOTEBOOK, SETTLED, chromium, kernel_eval, lab_server, open_and_run
 from execute_notebooks import LEARNER, ROOT
 
 ARTIFACTS = Path(os.environ.get("COURSE_TEST_ARTIFACTS", ROOT / ".test-artifacts"))
@@ -64,28 +63,21 @@ def check_figure_redraws(page, area, act, name):
         pytest.fail(f"{name}: the picture did not change within 30 s. The page's picture widget: {seen}"
                     " (waiting 'no': the page holds the picture of the controls' values, so it was not put"
                     f" on screen; 'yes': it never arrived). The explorer's message line: {message!r}."
-                    f" The kernel's explorers: {page.evaluate(KERNEL_EXPLORERS)}")
+                    f" The kernel's explorers: {kernel_eval(page, KERNEL_EXPLORERS)}")
     area.screenshot(path=ARTIFACTS / f"{name}_after.png")
     assert figure_src(area) != before
     seen = area.locator(".course-explorer-frames").first.evaluate("el => ({...el.dataset})")
     if "wanted" in seen or "late" in seen:   # the page asked again, or swapped before a decode: keep the facts
-        (ARTIFACTS / f"{name}_notes.txt").write_text(f"{seen}\n{page.evaluate(KERNEL_EXPLORERS)}\n")
+        (ARTIFACTS / f"{name}_notes.txt").write_text(f"{seen}\n{kernel_eval(page, KERNEL_EXPLORERS)}\n")
     return area.locator("img").first.get_attribute("data-from")
 
 
 # What the kernel's explorers hold (helpers/explorer.py), read through the page's kernel when a
 # picture did not arrive: the controls' state, how many pictures it sent (and the last two),
 # the states it refused, the renders that failed, the message line.
-EXPLORERS = ("[(x.state(), x.live, x.renders, len(x.sent), sorted(x.sent)[-2:], sorted(x.refused), x.failed,"
+KERNEL_EXPLORERS = ("[(x.state(), x.live, x.renders, len(x.sent), sorted(x.sent)[-2:], sorted(x.refused), x.failed,"
              " x.message.value) for x in __import__('gc').get_objects()"
              " if type(x).__name__ == 'Explorer' and type(x).__module__ == 'helpers.explorer']")
-KERNEL_EXPLORERS = f"""async () => {{
-    const kernel = {NOTEBOOK}.sessionContext.session.kernel;
-    const reply = await kernel.requestExecute({{code: '', silent: true, store_history: false,
-                                               user_expressions: {{e: {json.dumps(EXPLORERS)}}}}}).done;
-    const e = reply.content.user_expressions && reply.content.user_expressions.e;
-    return e && e.status === 'ok' ? e.data['text/plain'] : JSON.stringify(reply.content);
-}}"""
 
 
 def settled(page, area):
