@@ -3,10 +3,11 @@
 //
 // The kernel sends each picture once, with the control values it shows ("state"). This view
 // reads the controls' values in the page itself, so a picture already sent is shown at once;
-// otherwise the old one stays until the kernel's arrives. While the explorer is on screen and
-// no answer is awaited, the view asks for one more ("more"): the kernel draws the next
-// picture a learner is likely to want (helpers/frames.py, likely_states) and answers with
-// it, or with "done".
+// otherwise the old one stays until the kernel's arrives. While the explorer is on screen, no
+// answer is awaited and the page is not busy (a picture decoding to go up, for 2 s at most, or
+// the picture of its values missing within a second of a move), the view asks for one more
+// ("more"): the kernel draws the next picture a learner is likely to want (helpers/frames.py,
+// likely_states) and answers with it, or with "done".
 
 // A state's key: fractions to 12 significant digits, so a slider's 0.30000000000000004 in the
 // page and 0.3 from the kernel name the same picture. A menu's entry is [label, index].
@@ -60,6 +61,7 @@ async function render({ model, el }) {
   let alive = true; // the view is on the page (false once JupyterLab removed it)
   let moveAt = performance.now(); // when the controls last moved
   let wantedAt = -Infinity; // when the page last asked for the picture of the values it shows
+  let swapping = 0; // pictures waiting for their decode to go up
 
   const recent = (map, key, value) => {
     map.delete(key);
@@ -133,7 +135,23 @@ async function render({ model, el }) {
     else {
       const decodedNow = next.decode().then(() => "decoded", () => "decoded");
       const late = new Promise((resolve) => setTimeout(resolve, 1000)).then(() => loaded(next)).then(() => "late");
-      Promise.race([decodedNow, late]).then(swap);
+      // Counted as busy (no guess asked for) until it is decoded and up, or the swap is given up
+      // for a newer picture, or for 2 s at most. A late swap puts it up before its decode is
+      // done, so the count waits for that decode (within the same 2 s).
+      swapping += 1;
+      let counted = true;
+      const release = () => {
+        if (!counted) return;
+        counted = false;
+        swapping -= 1;
+        ask();
+      };
+      setTimeout(release, 2000);
+      Promise.race([decodedNow, late]).then((how) => {
+        swap(how);
+        if (how === "late") next.decode().then(release, release);
+        else release();
+      });
     }
   };
   // On screen: some of the explorer (its controls or this picture) in the window, the tab
@@ -143,14 +161,20 @@ async function render({ model, el }) {
     const box = (el.parentElement || el).getBoundingClientRect();
     return box.width > 0 && box.height > 0 && box.bottom >= 0 && box.top <= window.innerHeight;
   };
+  // Busy: a picture is being decoded to go up (for 2 s at most), or the page lacks the picture
+  // of its values within a second of a move (the kernel is likely drawing it; values it refuses
+  // draw nothing). A guess drawn then would compete for the CPU with that decode or drawing (on
+  // a 2-core machine, the page and the kernel each have about one core), so the next request
+  // waits until busy ends: a swap's end asks at once, the 250 ms tick below after a move.
+  const busy = () => swapping > 0 || (!pictures.has(keyOf(state())) && performance.now() - moveAt < 1000);
   const ask = () => {
-    if (!said) return;
+    if (!said || !alive) return;
     if (asking && performance.now() > asking.until) {
       asking = null;
       patience = Math.min(2 * patience, 300000);
     }
     el.dataset.prefetch = done ? "done" : asking ? "asking" : "idle";
-    if (!asking && !done && onScreen()) {
+    if (!asking && !done && !busy() && onScreen()) {
       asked += 1;
       asking = { id: asked, until: performance.now() + patience };
       el.dataset.prefetch = "asking";
@@ -236,7 +260,7 @@ async function render({ model, el }) {
 
   const looking = setInterval(() => {
     hello();
-    ask(); // starts asking once the explorer is scrolled into view
+    ask(); // starts asking once the explorer is scrolled into view, and again once busy ends
     if (performance.now() - moveAt > 3000) want(performance.now());
   }, 250);
   hello();

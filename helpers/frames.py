@@ -11,8 +11,9 @@ The kernel fills that store two ways:
 
 * when a control moves to values it has not sent, it draws them and sends the picture
   (``Explorer.update``), as before;
-* while the explorer is on screen and no answer is awaited, the page asks for one more
-  picture at a time and the kernel draws the next in ``likely_states`` order: a dozen more
+* while the explorer is on screen, no answer is awaited and the page is not busy (a picture
+  decoding to go up, for 2 s at most, or the picture of its values missing within a second
+  of a move, which the kernel is likely drawing), the page asks for one more picture at a time and the kernel draws the next in ``likely_states`` order: a dozen more
   steps the way the last move went, every control one step either way from where it is,
   then two steps, and so on, then two controls one step each. One picture at a time keeps
   the kernel free: a learner's move or cell waits at most one drawing.
