@@ -76,8 +76,8 @@ def check_figure_redraws(page, area, act, name):
 # picture did not arrive: the controls' state, how many pictures it sent (and the last two),
 # the states it refused, the renders that failed, the message line.
 KERNEL_EXPLORERS = ("[(x.state(), x.live, x.renders, len(x.sent), sorted(x.sent)[-2:], sorted(x.refused), x.failed,"
-             " x.message.value) for x in __import__('gc').get_objects()"
-             " if type(x).__name__ == 'Explorer' and type(x).__module__ == 'helpers.explorer']")
+                    " x.message.value) for x in __import__('gc').get_objects()"
+                    " if type(x).__name__ == 'Explorer' and type(x).__module__ == 'helpers.explorer']")
 
 
 def settled(page, area):
