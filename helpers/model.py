@@ -38,6 +38,8 @@ MAX_TOKENS = 1024   # the longest sequence a model runs at once: its attention w
 NORMS = ("pre", "post", "none")
 NORM_KINDS = ("layernorm", "rmsnorm")
 ACTIVATIONS = ("gelu", "relu", "swiglu")
+INITS = ("small", "unit")   # the first weights: embeddings N(0, 0.02²) (GPT-2's) or N(0, 1) (the shipped models')
+EMBEDDING_STD = {"small": 0.02, "unit": 1.0}
 ROTARY_PAIRS = ("adjacent", "halves")   # columns (2i, 2i+1), as chapter 06; or (i, i + d_k/2), as Llama
 
 
@@ -356,11 +358,21 @@ class Transformer(nn.Module):
 
     seed: the seed of the first weights; None leaves them unset (torch.empty), for a loader
     that assigns every weight next (the real model's 134.5 M would take a second to draw).
+    init: how the first weights are drawn (``INITS``). "small", the default, draws the token
+    and position embeddings from N(0, 0.02²), as GPT-2 does: the tied unembedding then gives
+    logits near 0 and a fresh model's loss starts near ln V, a uniform guess. "unit" draws them
+    from N(0, 1), the start the course's shipped models were trained from (their recipes pin it):
+    after the final LayerNorm the logits then spread about √d_model and the first loss is far
+    above ln V. Matrices are N(0, 1/d_in) either way, except that "small" also scales W_O and
+    W_2, the two writes of each layer into the residual stream, by 1/√(2·n_layers) (GPT-2's
+    rule), so a deep stack without normalisation starts near ln V too. Biases 0, norm scales 1.
     """
 
-    def __init__(self, cfg, seed=0):
+    def __init__(self, cfg, seed=0, init="small"):
         super().__init__()
-        self.cfg = cfg
+        if init not in INITS:
+            fail(f"init should be one of {INITS}, but got {init!r}")
+        self.cfg, self.init = cfg, init
         self.E = nn.Parameter(torch.empty(cfg.vocab_size, cfg.d_model))
         self.P = nn.Parameter(torch.empty(cfg.n_max, cfg.d_model)) if cfg.positions == "learned" else None
         self.blocks = nn.ModuleList(Block(cfg) for _ in range(cfg.n_layers))
@@ -372,8 +384,9 @@ class Transformer(nn.Module):
             self.reset_parameters(seed=seed)
 
     def reset_parameters(self, seed):
-        """Draw fresh weights from a seeded generator (LayerNorms start at 1 and 0)."""
+        """Draw fresh weights from a seeded generator, as ``self.init`` says (see the class)."""
         g = torch.Generator().manual_seed(check_seed(seed))
+        embedding_std = EMBEDDING_STD[self.init]
         with torch.no_grad():
             for name, p in self.named_parameters():
                 if name.endswith(("ln1.weight", "ln2.weight", "final_ln.weight")):
@@ -381,9 +394,12 @@ class Transformer(nn.Module):
                 elif p.dim() == 1:
                     p.zero_()
                 elif name in ("E", "P"):
-                    p.normal_(0.0, 1.0, generator=g)
+                    p.normal_(0.0, embedding_std, generator=g)
                 else:
-                    p.normal_(0.0, 1.0 / math.sqrt(p.shape[0]), generator=g)
+                    std = 1.0 / math.sqrt(p.shape[0])
+                    if self.init == "small" and name.endswith(("attn.W_O", "mlp.W_2")):
+                        std /= math.sqrt(2 * self.cfg.n_layers)   # each layer's two writes to the residual
+                    p.normal_(0.0, std, generator=g)
 
     def forward(self, ids, *, trace=False, causal=True, attention=True,
                 ablate_heads=(), positions=True, cache=None, replace=None, scaled=True):

@@ -23,7 +23,7 @@ DRAGON_CORPUS = dict(n=500, length=10, seed=0)
 def train_cat(progress=True, **overrides):
     """Train the cat-world model from scratch. Returns (model, losses, seconds)."""
     world = worlds.cat_world()
-    model = Transformer(CAT_CONFIG)
+    model = Transformer(CAT_CONFIG, init="unit")
     settings = {**CAT_TRAINING, **overrides}
     losses, seconds = timed(train, model, world.batch(world.train), progress=progress, **settings)
     return model, losses, seconds
@@ -32,7 +32,7 @@ def train_cat(progress=True, **overrides):
 def train_dragon(progress=True, **overrides):
     """Train the dragon-world model from scratch. Returns (model, losses, seconds)."""
     world = worlds.dragon_world(**DRAGON_CORPUS)
-    model = Transformer(DRAGON_CONFIG)
+    model = Transformer(DRAGON_CONFIG, init="unit")
     settings = {**DRAGON_TRAINING, **overrides}
     losses, seconds = timed(train, model, world.batch(world.sentences), progress=progress, **settings)
     return model, losses, seconds
@@ -72,7 +72,7 @@ def train_induction(progress=True, **overrides):
 
     overrides go to helpers.training.train (steps, lr, seed).
     """
-    model = Transformer(INDUCTION_CONFIG)
+    model = Transformer(INDUCTION_CONFIG, init="unit")
     settings = {**INDUCTION_TRAINING, **overrides}
     batches = lambda step: induction_batch(step, **INDUCTION_DATA)  # noqa: E731
     losses, seconds = timed(train, model, batches, progress=progress, **settings)

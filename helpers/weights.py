@@ -34,6 +34,8 @@ def save(model, stem, card=None):
     tensors = {name: p.detach().contiguous() for name, p in model.state_dict().items()}
     save_file(tensors, str(stem.with_suffix(".safetensors")))
     meta = {"config": model.cfg.to_dict(), "card": card or {}}
+    if model.init != "unit":   # the shipped models' cards predate the choice and mean "unit"
+        meta["init"] = model.init
     stem.with_suffix(".json").write_text(json.dumps(meta, indent=2, sort_keys=True) + "\n")
 
 
@@ -45,14 +47,15 @@ def load(stem, expect=None):
         if not f.exists():
             fail(f"expected a saved model file at {f}, but there is none")
     try:
-        cfg = Config(**json.loads(config_file.read_text())["config"])
+        meta = json.loads(config_file.read_text())
+        cfg, init = Config(**meta["config"]), meta.get("init", "unit")
     except (ValueError, KeyError, TypeError) as error:
         fail(f"expected {config_file.name} to hold a model's config as JSON, but it cannot be read "
              f"({type(error).__name__}: {str(error)[:80]})")
     if expect is not None and cfg != expect:
         fail(f"the weights file {weights_file.name} is for a different model: expected {expect}, "
              f"but the file holds {cfg}")
-    model = Transformer(cfg)
+    model = Transformer(cfg, init=init)   # the start it was trained from, for row_moves and retraining
     try:
         tensors = load_file(str(weights_file))
     except Exception as error:  # safetensors raises its own errors on a truncated or foreign file

@@ -276,3 +276,46 @@ def test_replace_refuses_unknown_names_and_wrong_shapes(refused):
     refused(lambda: model(ids, replace={"L0.h": lambda x: x[:, :2]}), "shape (1, 3, 8)", "(1, 2, 8)")
     refused(lambda: model(ids, replace={"L0.h": lambda x: None}), "shape", "NoneType")
     refused(lambda: model(ids, replace=[("L0.h", abs)]), "dict")
+
+
+def first_losses(cfg, init, seeds=range(5)):
+    """The loss of a fresh model (seeds 0-4) on random token ids: where training starts."""
+    losses = []
+    for seed in seeds:
+        model = Transformer(cfg, seed=seed, init=init)
+        ids = torch.randint(0, cfg.vocab_size, (8, min(cfg.n_max, 16)), generator=torch.Generator().manual_seed(seed))
+        with torch.no_grad():
+            logits = model(ids)
+        losses.append(F.cross_entropy(logits[:, :-1].reshape(-1, cfg.vocab_size), ids[:, 1:].reshape(-1)).item())
+    return losses
+
+
+def shipped_configs():
+    from helpers.normalization.compute import stack_config
+    from helpers.recipes import CAT_CONFIG, DRAGON_CONFIG, INDUCTION_CONFIG
+    stacks = {f"{norm} x{n}": stack_config(norm, n) for norm in ("pre", "post", "none") for n in (2, 8)}
+    return {"cat": CAT_CONFIG, "dragon": DRAGON_CONFIG, "induction": INDUCTION_CONFIG, **stacks}
+
+
+@pytest.mark.parametrize("name", list(shipped_configs()))
+def test_a_fresh_model_starts_within_a_tenth_of_ln_V(name):
+    cfg = shipped_configs()[name]
+    ln_V = math.log(cfg.vocab_size)
+    losses = first_losses(cfg, "small")
+    assert all(abs(loss / ln_V - 1) <= 0.1 for loss in losses), (name, ln_V, losses)
+
+
+def test_the_unit_start_of_the_shipped_recipes_is_far_above_ln_V():
+    from helpers.recipes import INDUCTION_CONFIG
+    losses = first_losses(INDUCTION_CONFIG, "unit")
+    assert min(losses) > 10 * math.log(INDUCTION_CONFIG.vocab_size), losses   # the start the issue measured: 40-46 nats
+
+
+def test_the_init_is_named_and_kept_by_save_and_load(refused, tmp_path):
+    from helpers import weights
+    from helpers.recipes import CAT_CONFIG
+    refused(lambda: Transformer(CAT_CONFIG, init="gpt"), "init", "'gpt'")
+    model = Transformer(CAT_CONFIG, seed=1)
+    weights.save(model, tmp_path / "fresh")
+    assert weights.load(tmp_path / "fresh").init == "small"
+    assert weights.load_cat().init == "unit"    # the shipped cards predate the choice

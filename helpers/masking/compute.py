@@ -193,7 +193,7 @@ def train_without_mask(world, seed=0, steps=CAT_TRAINING["steps"], stop_after=No
     """The cat model trained by the shipped model's recipe (Adam, cosine decay over ``steps``,
     full batch) from ``seed``, but with the mask off on every step (only the first
     ``stop_after`` steps of that schedule, if given). Returns (model, losses)."""
-    model = Transformer(CAT_CONFIG)
+    model = Transformer(CAT_CONFIG, init="unit")
     settings = {**CAT_TRAINING, "seed": seed, "steps": steps}
     losses = train(model, world.batch(world.train), progress=False, causal=False, stop_after=stop_after, **settings)
     return model.eval(), losses

@@ -241,7 +241,7 @@ def layer_gradients(norm, n_layers, seed=0, batch=None):
     exactly as the model's own forward pass does, so the stream can be measured between.
     """
     inputs, targets = batch if batch is not None else cat_batch()
-    model = Transformer(stack_config(norm, n_layers))
+    model = Transformer(stack_config(norm, n_layers), init="unit")
     model.reset_parameters(seed)
     threads = torch.get_num_threads()
     torch.set_num_threads(1)
@@ -276,7 +276,7 @@ def train_recording(model, batch, steps, lr, seed=0, stop_after=None):
 
 def train_stack(norm, n_layers, lr, steps, seed=0, batch=None, stop_after=None):
     """Train the deep stack with this placement on the cat world: (model, train_recording's dict)."""
-    model = Transformer(stack_config(norm, n_layers))
+    model = Transformer(stack_config(norm, n_layers), init="unit")
     record = train_recording(model, batch if batch is not None else cat_batch(), steps, lr, seed,
                              stop_after)
     return model, record

@@ -168,7 +168,7 @@ def row_moves(model, seed):
     |P[p] - P_start[p]|, with P_start the model's Config re-initialised with ``seed``."""
     if getattr(model, "P", None) is None:
         fail(f"expected a model with learned positions, but this one has positions={model.cfg.positions!r}")
-    start = Transformer(model.cfg)
+    start = Transformer(model.cfg, init=model.init)
     start.reset_parameters(seed)
     return (model.P.detach() - start.P.detach()).abs().amax(dim=1).numpy()
 
@@ -281,7 +281,7 @@ def position_probe(seed, causal=True, steps=150, T=6, V=6, n=128):
     from ..model import Config
     from ..training import train
 
-    model = Transformer(Config(vocab_size=V, d_model=8, n_heads=1, n_layers=1, d_ff=16, n_max=T, positions="none"))
+    model = Transformer(Config(vocab_size=V, d_model=8, n_heads=1, n_layers=1, d_ff=16, n_max=T, positions="none"), init="unit")
     train(model, position_task(n, T, V, seed), steps=steps, lr=3e-2, seed=seed, progress=False, causal=causal)
     x, y = position_task(1000, T, V, seed=100)
     with torch.no_grad():

@@ -236,7 +236,7 @@ def scaling_model(d_model=32, n_heads=1, n_layers=2, d_ff=8):
 
     from ..model import Transformer
     from ..recipes import CAT_CONFIG
-    return Transformer(replace(CAT_CONFIG, d_model=d_model, n_heads=n_heads, n_layers=n_layers, d_ff=d_ff))
+    return Transformer(replace(CAT_CONFIG, d_model=d_model, n_heads=n_heads, n_layers=n_layers, d_ff=d_ff), init="unit")
 
 
 def saturated_share(model, batch, scaled=True, above=0.99):
