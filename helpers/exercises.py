@@ -33,7 +33,7 @@ import threading
 
 import numpy as np
 
-from . import grading
+from . import grading, learner
 from .errors import CourseInputError, to_numpy
 
 NOT_ANSWERED = "not answered yet: replace None in the answer cell above with your answer"
@@ -63,10 +63,11 @@ class Verdict:
 class Exercise:
     """A check that gives feedback (call) or grades (``.grade``)."""
 
-    def __init__(self, title, problems, answer=None):
+    def __init__(self, title, problems, answer=None, keeps=None):
         self.title = title
         self.problems = problems
         self.answer = answer
+        self.keeps = keeps   # the chapter ("05") whose piece this check keeps in my_gpt/ once right
         self.__doc__ = problems.__doc__
 
     def feedback(self, answer, *args, **kwargs):
@@ -91,8 +92,19 @@ class Exercise:
         if found:
             print(f"✗ {self.title}: " + "; ".join(found))
         else:
-            print(f"✓ {self.title}: correct")
+            print(f"✓ {self.title}: correct" + self.kept(answer))
         return Verdict(not found)
+
+    def kept(self, answer):
+        """Keep a right piece in my_gpt/ (helpers.learner) and say where, or say why not."""
+        if self.keeps is None:
+            return ""
+        try:
+            return f"; kept in {learner.keep(answer, self.keeps)} for the chapters ahead"
+        except CourseInputError as error:
+            return f"; not kept for the chapters ahead: {error}"
+        except OSError as error:
+            return f"; not kept for the chapters ahead: the folder cannot be written ({error.strerror})"
 
     def grade(self, answer, *args, **kwargs):
         """Raise AssertionError naming the mistakes; under the course's grader, record or judge
@@ -105,14 +117,17 @@ class Exercise:
             raise AssertionError(f"{self.title}: " + "; ".join(found))
 
 
-def exercise(title, answer=None):
+def exercise(title, answer=None, keeps=None):
     """Decorator: turn a problem generator into an Exercise with this title.
 
     answer: what the answer must be (``Number()``, ``Whole()``, ``Array(shape=...)``,
     ``Whole(length=3)``, ``Words()``, ``Function()``), converted before the check sees it;
     None passes the answer through untouched.
+    keeps: for a piece of the learner's GPT (a function or class), the chapter ("05") that
+    teaches it: once the answer is right, its cell is kept as my_gpt/<name>.py
+    (helpers.learner), for the chapters ahead.
     """
-    return lambda problems: Exercise(title, problems, answer)
+    return lambda problems: Exercise(title, problems, answer, keeps)
 
 
 # --- What an answer must be: each converts a raw answer or raises Wrong -----------------------

@@ -16,6 +16,7 @@ import json
 import os
 import re
 import sys
+import tempfile
 from pathlib import Path
 
 import nbformat
@@ -66,7 +67,8 @@ def kernel_env():
 def execute(path, client=None):
     """Run the notebook top to bottom in a fresh kernel; return it tidied. Raises CellExecutionError."""
     client = client or make_client(path)
-    client.execute(env=kernel_env())
+    with tempfile.TemporaryDirectory(prefix="my_gpt-") as pieces:   # each run starts with no kept pieces
+        client.execute(env={**kernel_env(), "COURSE_MY_GPT": pieces})
     return tidy(client.nb)
 
 

@@ -1,0 +1,142 @@
+"""Your own pieces of a GPT, carried from chapter to chapter.
+
+In chapters 02 to 09 you write the piece each chapter teaches (a head, the mask, multi-head
+attention, positions, the MLP, LayerNorm and the block, the generation loop). When a piece
+passes its check, the check keeps it: it writes the code cell that defined it into a folder
+of your own, ``my_gpt/`` beside the notebook, as ``my_gpt/<name>.py``. A later chapter
+asks for it by name::
+
+    MultiHeadAttention = learner.use("MultiHeadAttention", course=heads.MultiHeadAttention)
+
+and gets yours if you wrote it, or the course's own, with one line saying which. Chapter 12
+assembles your GPT from these files. They are plain Python files: open them, read them,
+change them.
+
+The folder is ``my_gpt/`` in the notebook's working directory, or the folder the
+environment variable COURSE_MY_GPT names (the course's tests give each run a fresh one).
+"""
+import ast
+import importlib.util
+import inspect
+import linecache
+import os
+import re
+import sys
+from pathlib import Path
+
+from .errors import fail
+
+HEADER = '''"""{name}: written by you in chapter {chapter}, kept by its check. Edit it freely."""
+import math
+
+import numpy as np
+import torch
+import torch.nn.functional as F
+from torch import nn
+
+from helpers import reference as ref
+
+'''
+NAME = re.compile(r"[A-Za-z_][A-Za-z0-9_]{0,60}")
+
+
+def folder():
+    """The folder your pieces are kept in (created when the first one is kept)."""
+    return Path(os.environ.get("COURSE_MY_GPT") or "my_gpt")
+
+
+def path(name):
+    """my_gpt/<name>.py for a piece's name."""
+    if not isinstance(name, str) or not NAME.fullmatch(name):
+        fail(f"a piece is named like a Python function or class (letters, digits, _), but got {name!r:.60}")
+    return folder() / f"{name}.py"
+
+
+def source_of(piece):
+    """The code that defined ``piece`` (a function or a class written in a notebook cell or a file):
+    the whole cell, so helpers it calls come along. Raises CourseInputError if it cannot be found."""
+    if not (inspect.isfunction(piece) or inspect.isclass(piece)):
+        fail(f"a piece to keep is a function or a class, but got {type(piece).__name__}")
+    code = _code_of(piece)
+    lines = linecache.getlines(code.co_filename) if code is not None else []
+    if not lines:
+        fail(f"the code of {piece.__name__} cannot be found (was it made with exec, or typed in a console?); "
+             "define it with def or class in a code cell")
+    text = "".join(lines)
+    try:
+        ast.parse(text)
+    except SyntaxError:
+        fail(f"the cell that defines {piece.__name__} holds IPython commands that are not Python; "
+             "keep the piece in a cell of plain Python")
+    return text
+
+
+def _code_of(piece):
+    """A code object defined where ``piece`` was: the function's own, or any method's of a class."""
+    if inspect.isfunction(piece):
+        return piece.__code__
+    for value in vars(piece).values():
+        value = getattr(value, "__func__", value)
+        if inspect.isfunction(value):
+            return value.__code__
+    return None
+
+
+def keep(piece, chapter, name=None):
+    """Write the cell that defined ``piece`` to my_gpt/<name>.py; return the path.
+
+    Called by a check once the piece is right; a learner may call it too."""
+    if not (inspect.isfunction(piece) or inspect.isclass(piece)):
+        fail(f"a piece to keep is a function or a class, but got {type(piece).__name__}")
+    name = name or piece.__name__
+    target = path(name)
+    text = HEADER.format(name=name, chapter=chapter) + source_of(piece)
+    target.parent.mkdir(parents=True, exist_ok=True)
+    temporary = target.with_suffix(".py.tmp")
+    temporary.write_text(text, encoding="utf-8")
+    temporary.replace(target)   # whole or not at all
+    try:
+        getattr(_load(target), name)
+    except Exception as error:
+        target.unlink()
+        fail(f"the cell that defines {name} does not run on its own as my_gpt/{name}.py "
+             f"({type(error).__name__}: {str(error)[:100]}); use only np, torch, nn, F, math and ref in it")
+    return target
+
+
+def has(name):
+    """True if my_gpt/<name>.py exists."""
+    return path(name).is_file()
+
+
+def use(name, course, quiet=False):
+    """Your piece ``name`` from my_gpt/<name>.py if you kept one, else ``course`` (the course's own),
+    with one line saying which. A kept file that no longer runs is reported and the course's used."""
+    target = path(name)
+    if not target.is_file():
+        if not quiet:
+            print(f"{name}: the course's own (no {target} yet: write yours where its chapter teaches it)")
+        return course
+    try:
+        piece = getattr(_load(target), name)
+    except Exception as error:   # a learner's file: any error is theirs to read, in one line
+        print(f"{name}: the course's own, because {target} does not run ({type(error).__name__}: "
+              f"{str(error)[:120]})")
+        return course
+    if not quiet:
+        print(f"{name}: yours, from {target}")
+    return piece
+
+
+def _load(target):
+    """Import my_gpt/<name>.py afresh as a module named for it."""
+    module_name = f"my_gpt_{target.stem}"
+    spec = importlib.util.spec_from_file_location(module_name, target)
+    module = importlib.util.module_from_spec(spec)
+    sys.modules[module_name] = module
+    try:
+        spec.loader.exec_module(module)
+    except BaseException:
+        sys.modules.pop(module_name, None)
+        raise
+    return module

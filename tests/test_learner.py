@@ -1,0 +1,73 @@
+"""helpers.learner: a right piece is kept in my_gpt/ and comes back in a later chapter; a missing or
+broken one gives the course's own with one line; the exercise framework keeps a piece once it is right."""
+import pytest
+import torch
+from torch import nn
+
+from helpers import learner
+from helpers.exercises import Function, exercise
+
+
+def double(x):
+    return twice(x)
+
+
+def twice(x):
+    return 2 * x
+
+
+class Scale(nn.Module):
+    def __init__(self, d):
+        super().__init__()
+        self.w = nn.Parameter(torch.full((d,), 3.0))
+
+    def forward(self, x):
+        return x * self.w
+
+
+@pytest.fixture
+def store(tmp_path, monkeypatch):
+    monkeypatch.setenv("COURSE_MY_GPT", str(tmp_path / "my_gpt"))
+    return tmp_path / "my_gpt"
+
+
+def test_a_kept_function_and_class_come_back_and_run(store, capsys):
+    assert learner.keep(double, "02") == store / "double.py"
+    learner.keep(Scale, "05")
+    assert "chapter 05" in (store / "Scale.py").read_text()
+    mine = learner.use("double", course=None)
+    assert mine(torch.tensor(2.0)) == 4.0 and mine is not double   # imported from the file, with its helper
+    assert torch.equal(learner.use("Scale", course=None)(2)(torch.ones(2)), torch.full((2,), 3.0))
+    assert "yours, from" in capsys.readouterr().out
+
+
+def test_a_missing_or_broken_piece_gives_the_course_s_own_with_one_line(store, capsys):
+    assert learner.use("double", course=twice) is twice
+    assert capsys.readouterr().out.count("\n") == 1
+    store.mkdir()
+    (store / "double.py").write_text("def double(x):\n    return x +\n")
+    assert learner.use("double", course=twice) is twice
+    out = capsys.readouterr().out
+    assert "does not run" in out and "SyntaxError" in out and out.count("\n") == 1
+
+
+def test_what_cannot_be_kept_is_refused_with_a_sentence(store, refused):
+    refused(lambda: learner.keep(3, "02"), "function or a class", "int")
+    refused(lambda: learner.path("../etc/passwd"), "named like a Python function")
+    namespace = {}
+    exec("def made(x):\n    return x\n", namespace)
+    refused(lambda: learner.keep(namespace["made"], "02"), "cannot be found")
+
+
+def test_a_check_keeps_a_right_piece_and_only_a_right_one(store, capsys):
+    @exercise("doubling", answer=Function(), keeps="02")
+    def check(f):
+        if f(torch.tensor(1.0)) != 2.0:
+            yield "it does not double"
+
+    check(twice)
+    assert "kept in" in capsys.readouterr().out and (store / "twice.py").is_file()
+    check(lambda x: x)
+    assert "does not double" in capsys.readouterr().out and not (store / "<lambda>.py").exists()
+    check.grade(double)   # grading keeps nothing
+    assert not (store / "double.py").exists()
