@@ -202,6 +202,62 @@ class Function(Kind):
         return answer
 
 
+class Module(Kind):
+    """An ``nn.Module`` class the learner wrote (a piece of their GPT).
+
+    The check receives ``run(args, state, *inputs)`` instead of the class: it builds
+    ``cls(*args)``, loads the tensors ``state`` into it by parameter name (the course's names,
+    so the shipped weights fit), and returns ``module(*inputs)`` without gradients. Only data
+    goes in and comes out, so the course's grader can record it in the student's kernel and
+    judge it elsewhere (helpers.grading). A function given instead is taken as such a ``run``.
+    """
+
+    def __init__(self, what="an nn.Module class"):
+        self.what = what
+
+    def convert(self, answer, check, args, kwargs):
+        if isinstance(answer, type):
+            return self.recordable(answer)
+        if not callable(answer):
+            raise Wrong(f"the answer should be {self.what}, but it is a {type(answer).__name__}")
+        return answer
+
+    def recordable(self, answer):
+        """The class as its ``run`` function (anything else as it is)."""
+        if not isinstance(answer, type):
+            return answer
+        from torch import nn
+        if not issubclass(answer, nn.Module):
+            raise Wrong(f"the answer should be {self.what}, but the class {answer.__name__} "
+                        "does not inherit from nn.Module")
+        return module_runner(answer)
+
+
+def module_runner(cls):
+    """``run(args, state, *inputs)`` for the nn.Module class ``cls`` (see ``Module``)."""
+    import torch
+
+    def run(args, state, *inputs):
+        module = cls(*args)
+        if not isinstance(module, torch.nn.Module):
+            raise TypeError(f"{cls.__name__}(...) made a {type(module).__name__}, not an nn.Module")
+        own = module.state_dict()
+        if set(own) != set(state):
+            missing, extra = sorted(set(state) - set(own)), sorted(set(own) - set(state))
+            raise ValueError(f"its parameters should be named {sorted(state)}, but "
+                             + (f"{missing} are missing" if missing else "")
+                             + (" and " if missing and extra else "") + (f"{extra} are extra" if extra else ""))
+        for name, tensor in state.items():
+            if tuple(own[name].shape) != tuple(tensor.shape):
+                raise ValueError(f"its {name} should have shape {tuple(tensor.shape)} (the course's weights), "
+                                 f"but it has {tuple(own[name].shape)}")
+        module.load_state_dict(state)
+        with torch.no_grad():
+            return module(*inputs)
+    run.__name__ = cls.__name__
+    return run
+
+
 # --- Converters a check can use on anything the learner gave (they raise Wrong) ---------------
 
 

@@ -88,7 +88,14 @@ def recorded_answers(path):
 
 
 def record_answer(exercise, answer, args, kwargs):
-    """The answer as JSON data; a function is run through the check here, and its outputs kept."""
+    """The answer as JSON data; a function is run through the check here, and its outputs kept
+    (an nn.Module class through its ``run`` function: helpers.exercises.Module)."""
+    recordable = getattr(exercise.answer, "recordable", None)
+    if recordable is not None:
+        try:
+            answer = recordable(answer)
+        except Exception:   # not a module class: recorded as it is, and judged wrong
+            pass
     if callable(answer) and not isinstance(answer, type):
         recorder = Recorder(answer)
         exercise.feedback(recorder, *args, **kwargs)

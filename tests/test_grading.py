@@ -50,3 +50,36 @@ def test_a_replayed_function_answers_only_its_recorded_inputs():
     other = grading.decode({"function": recorder.calls})
     with pytest.raises(grading.ReplayError, match="other inputs"):
         other(np.array([9.0, 9.0]))
+
+
+def test_a_module_class_is_recorded_through_its_run_function_and_judged_from_the_record():
+    from torch import nn
+
+    from helpers.exercises import Module, exercise
+
+    class Affine(nn.Module):
+        def __init__(self, d):
+            super().__init__()
+            self.W = nn.Parameter(torch.empty(d, d))
+
+        def forward(self, x):
+            return x @ self.W
+
+    class Renamed(Affine):
+        def __init__(self, d):
+            super().__init__(d)
+            self.V = self.W
+            del self.W
+
+    @exercise("an affine module", answer=Module())
+    def check(run):
+        from helpers.exercises import call
+        state = {"W": 2 * torch.eye(3)}
+        if not torch.equal(call(run, (3,), state, torch.ones(1, 3)), torch.full((1, 3), 2.0)):
+            yield "it does not multiply by W"
+
+    assert check.feedback(Affine) == []
+    assert "named ['W']" in check.feedback(Renamed)[0] and "['V'] are extra" in check.feedback(Renamed)[0]
+    assert "does not inherit from nn.Module" in check.feedback(type("Plain", (), {}))[0]
+    recorded = grading.record_answer(check, Affine, (), {})
+    assert check.feedback(grading.decode(recorded)) == []   # the judge replays data, never the class
