@@ -100,7 +100,7 @@ class Exercise:
         if self.keeps is None:
             return ""
         try:
-            return f"; kept in {learner.keep(answer, self.keeps)} for the chapters ahead"
+            return f"; kept in {learner.shown(learner.keep(answer, self.keeps))} for the chapters ahead"
         except CourseInputError as error:
             return f"; not kept for the chapters ahead: {error}"
         except OSError as error:

@@ -104,6 +104,12 @@ def keep(piece, chapter, name=None):
     return target
 
 
+def shown(target):
+    """How a kept file is named in a message: its path, or my_gpt/<name>.py when the course's runs
+    keep pieces in a fresh temporary folder (COURSE_MY_GPT), so saved outputs name no such folder."""
+    return f"my_gpt/{Path(target).name}" if os.environ.get("COURSE_MY_GPT") else str(target)
+
+
 def has(name):
     """True if my_gpt/<name>.py exists."""
     return path(name).is_file()
@@ -115,16 +121,16 @@ def use(name, course, quiet=False):
     target = path(name)
     if not target.is_file():
         if not quiet:
-            print(f"{name}: the course's own (no {target} yet: write yours where its chapter teaches it)")
+            print(f"{name}: the course's own (no {shown(target)} yet: write yours where its chapter teaches it)")
         return course
     try:
         piece = getattr(_load(target), name)
     except Exception as error:   # a learner's file: any error is theirs to read, in one line
-        print(f"{name}: the course's own, because {target} does not run ({type(error).__name__}: "
+        print(f"{name}: the course's own, because {shown(target)} does not run ({type(error).__name__}: "
               f"{str(error)[:120]})")
         return course
     if not quiet:
-        print(f"{name}: yours, from {target}")
+        print(f"{name}: yours, from {shown(target)}")
     return piece
 
 
