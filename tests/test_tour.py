@@ -1,4 +1,7 @@
 """Chapter 00, the tour: the compute behind the explorer, the explorer itself, the checks, the read-out."""
+import copy
+import math
+
 import numpy as np
 import pytest
 import torch
@@ -6,6 +9,7 @@ import torch
 from helpers.errors import CourseInputError
 from helpers.readout import format_step, top_tokens
 from helpers.tour import checks, compute, explorer
+from helpers.worlds import entropy_floor
 
 PNG = b"\x89PNG"
 
@@ -119,3 +123,45 @@ def test_our_positional_encoding_is_the_primers(cat, cat_world):
     trace = cat(ids, trace=True)
     pe = (trace["h0"] - cat.E[ids]).detach().numpy()
     assert np.abs(pe - np.array(compute.PRIMER_PE)).max() <= 5e-4   # equal to the printed 3 decimals
+
+
+def test_mean_loss_is_the_mean_of_minus_ln_p_of_the_true_next_token(cat, cat_world):
+    model = copy.deepcopy(cat).double()   # the fixture is shared: leave it float32
+    sentences = cat_world.train[:3]
+    by_hand = []
+    for s in sentences:
+        for t in range(1, len(s)):
+            probs = model(cat_world.tokenizer.encode(s[:t]), trace=True)["probs"][-1]
+            by_hand.append(-math.log(probs[cat_world.tokenizer.ids[s[t]]].item()))
+    assert compute.mean_loss(model, cat_world, sentences) == pytest.approx(sum(by_hand) / len(by_hand), abs=1e-9)
+    # the trained model sits above the entropy floor of the sentences it was trained on, and far below ln V
+    train = compute.mean_loss(model, cat_world)
+    assert entropy_floor(cat_world.train) < train < entropy_floor(cat_world.train) + 0.05 < math.log(20)
+    with pytest.raises(CourseInputError, match="two or more words"):
+        compute.mean_loss(model, cat_world, [])
+    with pytest.raises(CourseInputError, match="shorter one"):
+        compute.mean_loss(model, cat_world, [["<BOS>"]])
+
+
+def test_the_small_start_begins_near_ln_V_and_the_unit_start_above_it(cat, cat_world):
+    ln_v = math.log(cat.cfg.vocab_size)
+    small = compute.first_losses(cat.cfg, cat_world, range(5), init="small")
+    unit = compute.first_losses(cat.cfg, cat_world, range(5), init="unit")
+    assert all(abs(loss - ln_v) < 0.1 * ln_v for loss, _ in small)
+    assert all(loss > ln_v + 1 for loss, _ in unit)
+    # the logits spread about √d_model · std(E): 0.02 · √6 against 1 · √6
+    assert all(0.02 < spread < 0.08 for _, spread in small) and all(1.2 < spread < 4 for _, spread in unit)
+    with pytest.raises(CourseInputError, match="init"):
+        compute.first_losses(cat.cfg, cat_world, [0], init="large")
+    with pytest.raises(CourseInputError, match="at least one seed"):
+        compute.first_losses(cat.cfg, cat_world, [], init="small")
+
+
+def test_followers_of_the_in_the_cat_world(cat_world):
+    assert compute.followers(cat_world.sentences, "<BOS> the") == ["cat", "dog", "mat", "floor", "big", "small"]
+    assert compute.followers(cat_world.sentences, ["on", "the"]) == ["mat", "floor", "red", "blue"]
+    assert len(compute.followers(cat_world.sentences, "the")) == 8
+    with pytest.raises(CourseInputError, match="never followed"):
+        compute.followers(cat_world.sentences, "zebra")
+    with pytest.raises(CourseInputError, match="one or more words"):
+        compute.followers(cat_world.sentences, "")

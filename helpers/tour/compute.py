@@ -6,12 +6,18 @@ and the Primer §6 figures our model is set beside.
 * ``top_next``: the k most probable next words after a prompt.
 * ``copula_splits``: for each copula prompt, the two class adjectives' probabilities and
   which of the two sentence types was held out of training.
+* ``mean_loss``: the loss (mean cross-entropy in nats) of a model on a world's sentences.
+* ``first_losses``, ``logit_spread``: where training starts, a fresh model's loss and the
+  spread of its logits, for each initialisation.
+* ``followers``: the words that can follow a context in a world's sentences.
 * ``PRIMER_PE``, ``PRIMER_COPULA_TOP3``, ``PRIMER_IS_ATTENTION``, ``PRIMER_P_CLASS_RANGE``: the Primer §6's
   printed figures for its author's weights (quoted, not computed: we do not have its weights).
 """
 import torch
+import torch.nn.functional as F
 
 from ..errors import check_positive_int, fail
+from ..model import Transformer
 from ..worlds import COPULAS, adjectives_of, next_token_probs
 
 # The Primer §6, "The same model on <BOS> the cat is": its top three after each copula prompt.
@@ -92,3 +98,59 @@ def copula_splits(model, world):
                          p=tuple(float(probs[world.tokenizer.ids[a]]) for a in adjs),
                          held_out=tuple(a for a in adjs if prompt + (a, "<EOS>") in held)))
     return rows
+
+
+def _logits_and_targets(model, world, sentences):
+    """The model's logits at every predicted position of ``sentences`` and the true next ids."""
+    sentences = world.train if sentences is None else sentences
+    if not sentences or any(len(s) < 2 for s in sentences):
+        fail("expected a list of sentences of two or more words each, "
+             f"but got {len(sentences)} sentences" + (" with a shorter one" if sentences else ""))
+    inputs, targets = world.batch(sentences)
+    with torch.no_grad():
+        logits = model(inputs)
+    keep = targets != -100
+    return logits[keep], targets[keep]
+
+
+def mean_loss(model, world, sentences=None):
+    """The loss: the mean of -ln p(true next token) over every predicted position of
+    ``sentences`` (lists of words; default the world's training sentences), in nats, as
+    training computes it. The true next token of position t is the token at t + 1."""
+    logits, targets = _logits_and_targets(model, world, sentences)
+    return float(F.cross_entropy(logits, targets))
+
+
+def logit_spread(model, world, sentences=None):
+    """The standard deviation of the model's logits over every predicted position of
+    ``sentences`` (default the training sentences) and every token of the vocabulary."""
+    return float(_logits_and_targets(model, world, sentences)[0].std())
+
+
+def first_losses(cfg, world, seeds, init):
+    """Where training starts: for each seed, (loss, logit spread) of a fresh, untrained
+    ``Transformer(cfg, seed, init=init)`` on the world's training sentences, in float64."""
+    seeds = list(seeds)
+    if not seeds:
+        fail("expected at least one seed, but got none")
+    out = []
+    for seed in seeds:
+        model = Transformer(cfg, seed, init=init).double()
+        out.append((mean_loss(model, world), logit_spread(model, world)))
+    return out
+
+
+def followers(sentences, context):
+    """The words that follow ``context`` (a string or list of consecutive words, e.g.
+    "on the") anywhere in ``sentences``, sorted by first appearance."""
+    words = context.split() if isinstance(context, str) else list(context)
+    if not words or not all(isinstance(w, str) for w in words):
+        fail(f"expected a context of one or more words, such as 'on the', but got {context!r}")
+    n, found = len(words), {}
+    for s in sentences:
+        for t in range(n, len(s)):
+            if list(s[t - n:t]) == words:
+                found.setdefault(s[t], None)
+    if not found:
+        fail(f"'{' '.join(words)}' is never followed by a word in these sentences")
+    return list(found)
