@@ -103,7 +103,7 @@ def test_analogy_exclusion_changes_the_winner(glove):
     assert kept[1] == excluded[0]          # the same score: only the exclusion differs
 
 
-def test_analogy_vector_has_length_one(glove):
+def test_analogy_vector_has_norm_one(glove):
     direction = geometry.analogy_vector(glove, "paris", "france", "italy")
     assert np.linalg.norm(direction) == pytest.approx(1)
 
@@ -311,7 +311,7 @@ def test_analogy_direction(glove):
     args = (glove, "paris", "france", "italy")
     right = geometry.analogy_vector(*args)
     assert_right(checks.analogy_direction, right, *args)
-    assert_wrong(checks.analogy_direction, 2 * right, *args, says="length")
+    assert_wrong(checks.analogy_direction, 2 * right, *args, says="norm")
     raw = glove["paris"].astype(float) - glove["france"] + glove["italy"]
     assert_wrong(checks.analogy_direction, raw / np.linalg.norm(raw), *args, says="raw vectors")
     flipped = geometry.unit(geometry.unit(glove["paris"]) + geometry.unit(glove["france"])
@@ -340,7 +340,7 @@ def test_kept_fractions():
 # ------------------------------------------------------------------ two vectors and the explorer
 
 def test_vector_pair_by_hand_numbers():
-    pair = geometry.vector_pair(angle_a=0, length_a=3, angle_b=60, length_b=2)
+    pair = geometry.vector_pair(angle_a=0, norm_a=3, angle_b=60, norm_b=2)
     assert np.allclose(pair["a"], [3, 0]) and np.allclose(pair["b"], [1, np.sqrt(3)])
     assert pair["dot"] == pytest.approx(3.0)
     assert pair["cos"] == pytest.approx(0.5)
@@ -359,8 +359,8 @@ def test_stretching_changes_dot_not_cosine():
     assert long["cos"] == pytest.approx(short["cos"])
 
 
-def test_vector_pair_rejects_a_non_positive_length():
-    with pytest.raises(CourseInputError, match="length_b"):
+def test_vector_pair_rejects_a_non_positive_norm():
+    with pytest.raises(CourseInputError, match="norm_b"):
         geometry.vector_pair(0, 1, 45, 0)
 
 
@@ -386,7 +386,7 @@ def test_pair_view_redraws_the_same_figure():
 
 def test_explorer_redraws_when_a_slider_moves():
     shown = explorer.explorer()
-    assert set(shown.controls) == {"angle_a", "length_a", "angle_b", "length_b"}
+    assert set(shown.controls) == {"angle_a", "norm_a", "angle_b", "norm_b"}
     before = shown.picture()
     shown.controls["angle_b"].value = 100.0
     after = shown.picture()

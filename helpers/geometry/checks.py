@@ -32,15 +32,15 @@ def cosine_function(answer):
         value = as_number(call(answer, a, b, what=f"for {what}"), f"cosine for {what}")
         problems = list(number_problems(value, reference, f"cosine for {what}"))
         if problems and abs(value - a @ b) < 1e-9:
-            yield f"for {what} your function returns the dot product: divide by both lengths"
+            yield f"for {what} your function returns the dot product: divide by both norms"
             return
         if problems:
             yield from problems
             return
     a, b = np.asarray(COSINE_CASES[0][0]), np.asarray(COSINE_CASES[0][1])
-    longer = as_number(call(answer, a, 10 * b, what="with b made 10 times longer"), "cosine")
-    if abs(longer - as_number(call(answer, a, b), "cosine")) > 1e-6:
-        yield ("your cosine changes when b is made 10 times longer; "
+    scaled = as_number(call(answer, a, 10 * b, what="with b scaled up 10 times"), "cosine")
+    if abs(scaled - as_number(call(answer, a, b), "cosine")) > 1e-6:
+        yield ("your cosine changes when b is scaled up 10 times; "
                "it should depend on direction only")
         return
     A, b = STACK
@@ -50,8 +50,8 @@ def cosine_function(answer):
         yield (f"for a stack of 3 rows your function returns shape {got.shape}: it should give one "
                "cosine per row, shape (3,)")
     elif np.allclose(got, A @ b / (np.linalg.norm(A) * np.linalg.norm(b))):
-        yield ("for a stack of rows your function divides by the length of the whole stack: "
-               "each row needs its own length (np.linalg.norm's axis argument)")
+        yield ("for a stack of rows your function divides by the norm of the whole stack: "
+               "each row needs its own norm (np.linalg.norm's axis argument)")
     elif not np.allclose(got, reference, atol=1e-6):
         yield "for a stack of 3 rows the cosines are wrong: each row's cosine with b, in row order"
 
@@ -69,24 +69,24 @@ def neighbours(answer, kv, word, topn=5):
     wrong = [w for w in answer if w not in expected]
     if wrong:
         yield (f"{len(wrong)} of your {topn} words are not among the {topn} nearest "
-               f"(the first is '{wrong[0]}'); did you normalise every row to length 1?")
+               f"(the first is '{wrong[0]}'); did you scale every row to norm 1?")
     elif answer != expected:
         yield "the right words, in the wrong order: sort by cosine, the highest first"
 
 
 @exercise("the analogy direction", answer=Array(shape=lambda kv: (kv.vector_size,)))
 def analogy_direction(answer, kv, a, minus, plus):
-    """``answer`` (d,) is unit(a) - unit(minus) + unit(plus), scaled to length 1."""
-    length = float(np.linalg.norm(answer))
-    if abs(length - 1) > 1e-3:
-        yield f"the direction has length {length:.3f}: scale it to length 1 at the end"
+    """``answer`` (d,) is unit(a) - unit(minus) + unit(plus), scaled to norm 1."""
+    norm = float(np.linalg.norm(answer))
+    if abs(norm - 1) > 1e-3:
+        yield f"the direction has norm {norm:.3f}: scale it to norm 1 at the end"
         return
     reference = analogy_vector(kv, a, minus, plus)
     raw = unit(kv[a].astype(float) - kv[minus] + kv[plus])
     if float(answer @ reference) > 1 - 1e-6:
         return
     if float(answer @ raw) > 1 - 1e-6:
-        yield "you combined the raw vectors: scale each of the three to length 1 first"
+        yield "you combined the raw vectors: scale each of the three to norm 1 first"
     else:
         yield (f"the direction points elsewhere (its cosine with the expected one is "
                f"{float(answer @ reference):.3f}); check the signs: {a} - {minus} + {plus}")

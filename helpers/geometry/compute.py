@@ -62,19 +62,19 @@ GROUPS = {name: words.split() for name, words in GROUPS.items()}
 COLOURS = ("#30638e", "#d1495b", "#00798c", "#edae49", "#66a182")
 
 
-def vector_pair(angle_a=10.0, length_a=3.0, angle_b=60.0, length_b=2.0):
-    """Two 2-D vectors given by their directions (degrees) and lengths.
+def vector_pair(angle_a=10.0, norm_a=3.0, angle_b=60.0, norm_b=2.0):
+    """Two 2-D vectors given by their directions (degrees) and norms.
 
     Returns a dict: a (2,), b (2,), dot = a·b, cos = a·b / (|a| |b|), and
     angle = the angle between them in degrees (0 to 180).
     """
-    for name, length in (("length_a", length_a), ("length_b", length_b)):
-        if not length > 0:
-            fail(f"{name} should be a positive number, but got {length!r}")
-    a = length_a * np.array([np.cos(np.radians(angle_a)), np.sin(np.radians(angle_a))])
-    b = length_b * np.array([np.cos(np.radians(angle_b)), np.sin(np.radians(angle_b))])
+    for name, norm in (("norm_a", norm_a), ("norm_b", norm_b)):
+        if not norm > 0:
+            fail(f"{name} should be a positive number, but got {norm!r}")
+    a = norm_a * np.array([np.cos(np.radians(angle_a)), np.sin(np.radians(angle_a))])
+    b = norm_b * np.array([np.cos(np.radians(angle_b)), np.sin(np.radians(angle_b))])
     dot = float(a @ b)
-    cos = dot / (length_a * length_b)
+    cos = dot / (norm_a * norm_b)
     angle = float(np.degrees(np.arccos(np.clip(cos, -1.0, 1.0))))
     return {"a": a, "b": b, "dot": dot, "cos": cos, "angle": angle}
 
@@ -203,13 +203,13 @@ def check_words(kv, words):
 # ------------------------------------------------------------------ similarity
 
 def unit(vectors):
-    """Each vector (the last axis) scaled to length 1. Shape (..., d) -> (..., d)."""
+    """Each vector (the last axis) scaled to norm 1. Shape (..., d) -> (..., d)."""
     vectors = np.asarray(vectors, dtype=np.float64)
     return vectors / np.linalg.norm(vectors, axis=-1, keepdims=True)
 
 
 def cosine(a, b):
-    """Cosine similarity of two vectors of the same length d: a·b / (|a| |b|)."""
+    """Cosine similarity of two vectors of the same dimension d: a·b / (|a| |b|)."""
     a, b = np.asarray(a, dtype=np.float64), np.asarray(b, dtype=np.float64)
     return float(a @ b / (np.linalg.norm(a) * np.linalg.norm(b)))
 
@@ -296,7 +296,7 @@ def offsets(kv, pairs):
 def offset_agreement(kv, pairs):
     """How nearly one fixed direction a relation is: the cosines of every two of its pairs'
     offsets (unit(b) - unit(a)). Returns dict(cosines (n(n-1)/2,), mean, low, high, step:
-    the mean length of an offset). 1 everywhere would be one fixed direction."""
+    the mean norm of an offset). 1 everywhere would be one fixed direction."""
     vectors = offsets(kv, pairs)
     rows, cols = np.triu_indices(len(vectors), k=1)
     normed = unit(vectors)
@@ -447,7 +447,7 @@ def group_words(kv, groups):
 def word_map(kv, groups, methods=METHODS, k=10, seed=0):
     """Map the words of ``groups`` to 2-D by each method and measure what each map keeps.
 
-    Vectors are scaled to length 1 first, so the 50-d neighbours are the cosine neighbours.
+    Vectors are scaled to norm 1 first, so the 50-d neighbours are the cosine neighbours.
     Returns a dict: words (n,), labels (n,), points (n, d) the unit vectors,
     coords {method: (n, 2)}, kept {method: (n,) fraction of the k nearest neighbours kept},
     agreement {method: rank correlation of all pairwise distances}, k, seed.

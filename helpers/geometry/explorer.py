@@ -26,8 +26,8 @@ def pair_view(limit=5.5):
     return fig, draw
 
 
-def explorer(angle_a=10.0, length_a=3.0, angle_b=60.0, length_b=2.0):
-    """Four sliders (direction and length of a and b) and one figure redrawn in place.
+def explorer(angle_a=10.0, norm_a=3.0, angle_b=60.0, norm_b=2.0):
+    """Four sliders (direction and norm of a and b) and one figure redrawn in place.
 
     Returns the Explorer (its ``controls`` and ``picture()``).
     """
@@ -37,9 +37,9 @@ def explorer(angle_a=10.0, length_a=3.0, angle_b=60.0, length_b=2.0):
         return widgets.FloatSlider(value=value, min=lo, max=hi, step=step, description=description)
 
     controls = {"angle_a": slider(angle_a, -180, 180, 5, "a: angle°"),
-                "length_a": slider(length_a, 0.5, 5, 0.25, "a: length"),
+                "norm_a": slider(norm_a, 0.5, 5, 0.25, "a: norm"),
                 "angle_b": slider(angle_b, -180, 180, 5, "b: angle°"),
-                "length_b": slider(length_b, 0.5, 5, 0.25, "b: length")}
+                "norm_b": slider(norm_b, 0.5, 5, 0.25, "b: norm")}
     fig, draw = pair_view()
     ax = fig.axes[0]
     blit = Blitter(fig, [*ax.texts, ax.title])   # the arrows (annotations), tips, listings and title
@@ -48,6 +48,6 @@ def explorer(angle_a=10.0, length_a=3.0, angle_b=60.0, length_b=2.0):
         draw(compute.vector_pair(**values))
         return blit.png()
 
-    layout = widgets.HBox([widgets.VBox([controls["angle_a"], controls["length_a"]]),
-                           widgets.VBox([controls["angle_b"], controls["length_b"]])])
+    layout = widgets.HBox([widgets.VBox([controls["angle_a"], controls["norm_a"]]),
+                           widgets.VBox([controls["angle_b"], controls["norm_b"]])])
     return show(controls, render, layout)
