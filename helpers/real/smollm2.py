@@ -314,24 +314,34 @@ class Tokenizer:
     vocabulary and merges. ``encode(text)`` -> ids, ``decode(ids)`` -> text, ``pieces(ids)``
     -> each token as text, ``vocab`` the 49,152 token strings (byte-level: Ġ is a space)."""
 
-    def __init__(self, reader):
-        from tokenizers import AddedToken, Tokenizer as HFTokenizer, decoders, models, pre_tokenizers
+    def __init__(self, reader=None, *, parts=None):
+        if reader is not None:
+            if scalar(reader, "tokenizer.ggml.model") != "gpt2":
+                fail(f"expected a byte-level BPE tokenizer ('gpt2') in the file, but it holds "
+                     f"{scalar(reader, 'tokenizer.ggml.model')!r}")
+            kinds = reader.meta["tokenizer.ggml.token_type"]
+            parts = dict(vocab=strings(reader, "tokenizer.ggml.tokens"), merges=strings(reader, "tokenizer.ggml.merges"),
+                         control=[int(n) for n in np.flatnonzero(kinds == 3)],   # 3: a control token
+                         eos_id=int(scalar(reader, "tokenizer.ggml.eos_token_id")))
+        self.parts, self.vocab, self.eos_id = parts, parts["vocab"], parts["eos_id"]
+        self._backend = None
 
-        vocab = strings(reader, "tokenizer.ggml.tokens")
-        merges = [tuple(m.split(" ")) for m in strings(reader, "tokenizer.ggml.merges")]
-        kinds = reader.meta["tokenizer.ggml.token_type"]
-        control = [vocab[n] for n in np.flatnonzero(kinds == 3)]  # 3: a control token
-        if scalar(reader, "tokenizer.ggml.model") != "gpt2":
-            fail(f"expected a byte-level BPE tokenizer ('gpt2') in the file, but it holds "
-                 f"{scalar(reader, 'tokenizer.ggml.model')!r}")
-        bpe = HFTokenizer(models.BPE({t: i for i, t in enumerate(vocab)}, merges))
-        # SmolLM2's pre-tokenizer ('smollm' in the file): every digit alone, then GPT-2's byte-level split
-        bpe.pre_tokenizer = pre_tokenizers.Sequence([pre_tokenizers.Digits(individual_digits=True),
-                                                     pre_tokenizers.ByteLevel(add_prefix_space=False)])
-        bpe.decoder = decoders.ByteLevel()
-        bpe.add_special_tokens([AddedToken(t, special=True, normalized=False) for t in control])
-        self.backend, self.vocab = bpe, vocab
-        self.eos_id = int(scalar(reader, "tokenizer.ggml.eos_token_id"))
+    @property
+    def backend(self):
+        """Hugging Face's tokenizer, built on first use (a few tenths of a second) from the parts."""
+        if self._backend is None:
+            from tokenizers import AddedToken, Tokenizer as HFTokenizer, decoders, models, pre_tokenizers
+
+            vocab = self.vocab
+            merges = [tuple(m.split(" ")) for m in self.parts["merges"]]
+            bpe = HFTokenizer(models.BPE({t: i for i, t in enumerate(vocab)}, merges))
+            # SmolLM2's pre-tokenizer ('smollm' in the file): every digit alone, then GPT-2's byte-level split
+            bpe.pre_tokenizer = pre_tokenizers.Sequence([pre_tokenizers.Digits(individual_digits=True),
+                                                         pre_tokenizers.ByteLevel(add_prefix_space=False)])
+            bpe.decoder = decoders.ByteLevel()
+            bpe.add_special_tokens([AddedToken(vocab[n], special=True, normalized=False) for n in self.parts["control"]])
+            self._backend = bpe
+        return self._backend
 
     def encode(self, text):
         """text (a str) -> token ids (a list of ints)."""
@@ -358,8 +368,179 @@ class Tokenizer:
         return [int(i) for i in ids]
 
 
+
+
+# ---------------------------------------------------------------- the float32 cache
+#
+# Dequantising the file takes one to two seconds. The first load on a machine writes the float32
+# weights (in the layout the model holds them) to a cache folder; every later load, in any kernel,
+# maps that file into memory (copy-on-write: a chapter that edits a weight edits its own copy) and
+# takes well under a second. The cache belongs to one GGUF file, by its sha256, and to this module's
+# source (a change here is a new cache). Any problem with the cache (missing, unreadable, a file of
+# the wrong size, a folder one cannot write) only means the file is read and dequantised as without it.
+
+CACHE_ENV = "COURSE_CACHE"   # the folder for the course's caches; "off" turns the cache off
+CACHE_FORMAT = 1
+
+
+def cache_folder():
+    """Where the float32 weights are kept: $COURSE_CACHE, else $XDG_CACHE_HOME or ~/.cache, in
+    transformer-course/smollm2; None when COURSE_CACHE is "off"."""
+    root = os.environ.get(CACHE_ENV)
+    if root == "off":
+        return None
+    if not root:
+        root = os.path.join(os.environ.get("XDG_CACHE_HOME") or os.path.join(os.path.expanduser("~"), ".cache"),
+                            "transformer-course")
+    return os.path.join(root, "smollm2")
+
+
+def file_sha256(path):
+    import hashlib
+
+    digest = hashlib.sha256()
+    with open(path, "rb") as f:
+        for block in iter(lambda: f.read(1 << 20), b""):
+            digest.update(block)
+    return digest.hexdigest()
+
+
+def cache_key(path, folder, sha=None):
+    """The cache's name for the GGUF file at ``path``: its sha256 and this module's source. The sha256
+    is the one noted in ``folder``/files.json for the file's size and modification time, else
+    ``sha`` (a function that takes it) or None when ``sha`` is None; a new one is noted."""
+    import hashlib
+    import json
+
+    stat = os.stat(path)
+    stamp = [stat.st_size, stat.st_mtime_ns]
+    try:
+        with open(os.path.join(folder, "files.json")) as f:
+            noted = json.load(f).get(path)
+    except (OSError, ValueError, AttributeError):
+        noted = None
+    if isinstance(noted, list) and noted[:2] == stamp and isinstance(noted[-1], str):
+        digest = noted[-1]
+    elif sha is None:
+        return None
+    else:
+        digest = sha()
+        _write_json(folder, "files.json", lambda old: {**(old if isinstance(old, dict) else {}), path: stamp + [digest]})
+    with open(__file__, "rb") as f:
+        source = hashlib.sha256(f.read()).hexdigest()
+    return f"{digest[:32]}-{source[:12]}-v{CACHE_FORMAT}"
+
+
+def _write_json(folder, name, update):
+    """Replace folder/name by update(its old content or None), atomically; quietly nothing if it cannot."""
+    import json
+    import tempfile
+
+    try:
+        os.makedirs(folder, exist_ok=True)
+        try:
+            with open(os.path.join(folder, name)) as f:
+                old = json.load(f)
+        except (OSError, ValueError):
+            old = None
+        with tempfile.NamedTemporaryFile("w", dir=folder, prefix=f".{name}.", delete=False) as f:
+            json.dump(update(old), f)
+        os.replace(f.name, os.path.join(folder, name))
+    except OSError:
+        pass
+
+
+def from_cache(folder, key, check_only=False):
+    """(model, tokenizer) from the cache, or None if it has no valid copy (check_only: True if it has one)."""
+    import json
+
+    from ..model import Config, Transformer
+
+    try:
+        with open(os.path.join(folder, key + ".json")) as f:
+            index = json.load(f)
+        weights = os.path.join(folder, key + ".f32")
+        if index.get("key") != key or os.path.getsize(weights) != index["bytes"]:
+            return None
+        if check_only:
+            return True
+        import torch
+
+        floats = np.memmap(weights, dtype="<f4", mode="c")   # copy-on-write: the file itself never changes
+        state = {}
+        for name, offset, shape, transposed in index["tensors"]:
+            w = torch.from_numpy(floats[offset:offset + math.prod(shape)].reshape(shape))
+            state[name] = w.T if transposed else w
+        model = Transformer(Config(**index["config"]), seed=None)
+        if {n: tuple(p.shape) for n, p in model.state_dict().items()} != {n: tuple(t.shape) for n, t in state.items()}:
+            return None
+        model.load_state_dict(state, assign=True)
+        return model.eval().requires_grad_(False), Tokenizer(parts=index["tokenizer"])
+    except (OSError, ValueError, KeyError, TypeError, IndexError):
+        return None
+
+
+def to_cache(folder, key, model, tok):
+    """Write the model's float32 weights and the tokenizer's parts to the cache; quietly nothing if it cannot."""
+    import dataclasses
+    import json
+    import tempfile
+
+    tensors, offset, arrays = [], 0, []
+    for name, t in model.state_dict().items():
+        transposed = not t.is_contiguous()
+        stored = t.T if transposed else t
+        if not stored.is_contiguous() or stored.dtype.itemsize != 4:
+            return
+        offset = -(-offset // 1024) * 1024   # each tensor starts 4 KiB into the file, as a fresh array would be aligned
+        tensors.append([name, offset, list(stored.shape), transposed])
+        arrays.append((offset, stored.numpy()))
+        offset += stored.numel()
+    index = dict(key=key, bytes=4 * offset, tensors=tensors, config=dataclasses.asdict(model.cfg), tokenizer=tok.parts)
+    try:
+        os.makedirs(folder, exist_ok=True)
+        with tempfile.NamedTemporaryFile("wb", dir=folder, prefix=f".{key}.", delete=False) as f:
+            try:
+                for start, array in arrays:
+                    f.seek(4 * start)
+                    f.write(memoryview(np.ascontiguousarray(array, dtype="<f4")).cast("B"))
+                f.truncate(4 * offset)
+            except BaseException:
+                os.unlink(f.name)
+                raise
+        os.replace(f.name, os.path.join(folder, key + ".f32"))
+        _write_json(folder, key + ".json", lambda old: index)   # written last: a cache without it is never read
+    except OSError:
+        pass
+
+
 @functools.lru_cache(maxsize=1)
 def load():
-    """(model, tokenizer): SmolLM2-135M-Instruct in the course's Transformer, loaded once per process."""
-    reader = read()
-    return build(reader), Tokenizer(reader)
+    """(model, tokenizer): SmolLM2-135M-Instruct in the course's Transformer, loaded once per process.
+
+    From the float32 cache when there is a valid one (``cache_folder``); else from the GGUF file
+    (its sha256 taken meanwhile on a second thread), and then the cache is written for next time."""
+    import concurrent.futures
+
+    path, folder = os.path.realpath(gguf_path()), cache_folder()
+    key = None
+    if folder is not None:
+        try:
+            key = cache_key(path, folder)
+        except OSError:
+            pass
+        cached = key and from_cache(folder, key)
+        if cached:
+            return cached
+    with concurrent.futures.ThreadPoolExecutor(1) as pool:
+        sha = pool.submit(file_sha256, path) if folder is not None and key is None else None
+        reader = read(path)
+        model, tok = build(reader), Tokenizer(reader)
+        if sha is not None:
+            try:
+                key = cache_key(path, folder, sha.result)
+            except OSError:
+                key = None
+    if key and not from_cache(folder, key, check_only=True):
+        to_cache(folder, key, model, tok)
+    return model, tok
