@@ -1,5 +1,7 @@
 """Chapter 06 (positions): the compute, the exercise checks and the explorer."""
 
+import importlib.util
+
 import numpy as np
 import pytest
 import torch
@@ -8,7 +10,7 @@ from helpers import reference as ref
 from helpers.errors import CourseInputError
 from helpers.exercises import NOT_ANSWERED
 from helpers.explorer import Blitter, png
-from helpers.model import Config, Transformer
+from helpers.model import Config, Transformer, rotate_pairs
 from helpers.positions import checks
 from helpers.positions import compute as pos
 from helpers.positions import explorer as explore
@@ -130,20 +132,155 @@ def said(check, answer, *args):
     return " ".join(check.feedback(answer, *args))
 
 
-def test_sinusoidal_table_check():
-    right = ref.sinusoidal_positions(8, 4)
-    assert checks.sinusoidal_table.feedback(right, 8, 4) == []
-    assert checks.sinusoidal_table.feedback(torch.tensor(right), 8, 4) == []
-    assert NOT_ANSWERED in said(checks.sinusoidal_table, None, 8, 4)
-    assert "swapped" in said(checks.sinusoidal_table, right[:, [1, 0, 3, 2]], 8, 4)
-    assert "shape (8, 4)" in said(checks.sinusoidal_table, right[:4], 8, 4)
-    assert "frequencies" in said(checks.sinusoidal_table, ref.sinusoidal_positions(8, 4, base=100.0), 8, 4)
-    assert "interleave" in said(checks.sinusoidal_table, right[:, [0, 2, 1, 3]], 8, 4)
-    assert "position 1" in said(checks.sinusoidal_table, ref.sinusoidal_positions(9, 4)[1:], 8, 4)
-    noise = said(checks.sinusoidal_table, right + 0.1, 8, 4)
-    assert "differs" in noise and "frequencies" not in noise
+# The learner's pieces: right, untouched skeletons, and one small wrong implementation per diagnosis.
+
+def table_skeleton(n, d):
+    """The answer cell as the learner's copy has it."""
+    # YOUR CODE HERE
+
+
+def table_numpy(n, d):
+    return pos.sinusoidal_positions(n, d).numpy()
+
+
+def table_from(build):
+    """A learner's table function whose (n, d) table is build(n, d) (a NumPy table)."""
+    return lambda n, d: torch.tensor(build(n, d), dtype=torch.float32)
+
+
+def per_column_frequency(n, d):
+    p, j = np.arange(n)[:, None], np.arange(d)
+    angle = p * 10000.0 ** (-j / d)
+    return np.where(j % 2 == 0, np.sin(angle), np.cos(angle))
+
+
+TABLE_SLIPS = [
+    (table_from(lambda n, d: ref.sinusoidal_positions(n, d)[:, np.arange(d) ^ 1]), "sine and cosine are swapped"),
+    (table_from(lambda n, d: ref.sinusoidal_positions(n, d, base=100.0)), "10000**(-i/d)"),
+    (table_from(lambda n, d: ref.sinusoidal_positions(n, d, base=1e8)), "10000**(-4i/d)"),
+    (table_from(per_column_frequency), "each column has its own frequency"),
+    (table_from(lambda n, d: np.concatenate([ref.sinusoidal_positions(n, d)[:, 0::2],
+                                             ref.sinusoidal_positions(n, d)[:, 1::2]], axis=1)), "interleave"),
+    (table_from(lambda n, d: ref.sinusoidal_positions(n + 1, d)[1:]), "position 1"),
+    (table_numpy, "return a torch tensor"),
+    (lambda n, d: pos.sinusoidal_positions(n, d)[:-1], "shape (8, 6)"),
+    (lambda n, d: pos.sinusoidal_positions(n, d) + 0.1, "differs from the expected values"),
+]
+
+
+def test_the_course_table_is_the_cat_models(cat):
+    assert torch.equal(pos.sinusoidal_positions(16, 6), cat.PE)
+    with pytest.raises(CourseInputError, match="even"):
+        pos.sinusoidal_positions(4, 5)
+    with pytest.raises(CourseInputError, match="n"):
+        pos.sinusoidal_positions(0, 6)
+
+
+def test_sinusoidal_positions_check_passes_the_right_piece_and_names_each_slip(cat, tmp_path, monkeypatch):
+    monkeypatch.setenv("COURSE_MY_GPT", str(tmp_path))
+    assert checks.sinusoidal_positions.feedback(pos.sinusoidal_positions, cat) == []
+    assert said(checks.sinusoidal_positions, table_skeleton, cat).startswith("not answered yet")
+    assert NOT_ANSWERED in said(checks.sinusoidal_positions, None, cat)
+    for wrong, words in TABLE_SLIPS:
+        assert words in said(checks.sinusoidal_positions, wrong, cat), words
     with pytest.raises(AssertionError, match="swapped"):
-        checks.sinusoidal_table.grade(right[:, [1, 0, 3, 2]], 8, 4)
+        checks.sinusoidal_positions.grade(TABLE_SLIPS[0][0], cat)
+
+
+def rotate_skeleton(x, start=0):
+    """The answer cell as the learner's copy has it."""
+    # YOUR CODE HERE
+
+
+def turn(**how):
+    """A learner's rotate that turns as checks.turned(x, start, **how) does."""
+    return lambda x, start=0: checks.turned(x, start, **how)
+
+
+def rotate_forgets_start(x, start=0):
+    return pos.rotate(x)
+
+
+def rotate_from_one(x, start=0):
+    return pos.rotate(x, start + 1)
+
+
+ROTATE_SLIPS = [
+    (turn(pairs="halves"), "Llama's layout"),
+    (turn(sign=-1), "turn the wrong way"),
+    (turn(swap=True), "cos and sin are swapped"),
+    (turn(base=100.0), "10000**(-i/d_k)"),
+    (turn(base=1e8), "10000**(-4i/d_k)"),
+    (rotate_forgets_start, "start is ignored"),
+    (rotate_from_one, "your positions start at 1"),
+    (lambda x, start=0: x, "unturned"),
+    (lambda x, start=0: pos.rotate(x, start).numpy(), "return a torch tensor"),
+    (lambda x, start=0: pos.rotate(x, start)[..., :-1], "should have shape"),
+    (lambda x, start=0: pos.rotate(x, start) * 1.01, "differs from the model's own turn"),
+]
+
+
+def test_the_course_rotate_is_the_models(induction):
+    x = torch.randn(2, 3, 5, 8)
+    assert torch.equal(pos.rotate(x, 4), rotate_pairs(x, 4))
+    with pytest.raises(CourseInputError, match=r"\(B, H, T, d_k\)"):
+        pos.rotate(x[0])
+    with pytest.raises(CourseInputError, match="even"):
+        pos.rotate(torch.zeros(1, 1, 2, 3))
+    with pytest.raises(CourseInputError, match="start"):
+        pos.rotate(x, -1)
+
+
+def test_rotate_check_passes_the_right_piece_and_names_each_slip(induction, tmp_path, monkeypatch):
+    monkeypatch.setenv("COURSE_MY_GPT", str(tmp_path))
+    assert checks.rotate.feedback(pos.rotate, induction) == []
+    assert said(checks.rotate, rotate_skeleton, induction).startswith("not answered yet")
+    for wrong, words in ROTATE_SLIPS:
+        assert words in said(checks.rotate, wrong, induction), words
+    with pytest.raises(AssertionError, match="wrong way"):
+        checks.rotate.grade(ROTATE_SLIPS[1][0], induction)
+
+
+LEARNER_ROTATE = """
+def rotate(x, start=0):
+    T, d_k = x.shape[-2], x.shape[-1]
+    p = torch.arange(start, start + T, dtype=torch.float32)[:, None]
+    w = 10000.0 ** (-torch.arange(0, d_k, 2, dtype=torch.float32) / d_k)
+    cos, sin = torch.cos(p * w), torch.sin(p * w)
+    even, odd = x[..., 0::2], x[..., 1::2]
+    out = torch.empty_like(x)
+    out[..., 0::2] = even * cos - odd * sin
+    out[..., 1::2] = even * sin + odd * cos
+    return out
+"""
+
+
+def test_a_right_piece_is_kept_for_the_chapters_ahead(induction, tmp_path, monkeypatch, capsys):
+    cell = tmp_path / "cell.py"
+    cell.write_text("import torch\n" + LEARNER_ROTATE)
+    spec = importlib.util.spec_from_file_location("cell", cell)
+    module = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(module)
+    monkeypatch.setenv("COURSE_MY_GPT", str(tmp_path / "my_gpt"))
+    assert checks.rotate(module.rotate, induction)
+    assert "kept in" in capsys.readouterr().out and (tmp_path / "my_gpt" / "rotate.py").is_file()
+
+
+def test_score_terms_add_up_to_the_models_scores(cat, cat_world):
+    ids = torch.full((10,), cat_world.tokenizer.ids["cat"])
+    terms = pos.score_terms(cat, ids)
+    scores = cat(ids, trace=True)["L0.scores"].numpy()
+    causal = np.isfinite(scores)
+    assert len(terms) == 9 and np.abs(sum(terms.values())[causal] - scores[causal]).max() < 1e-5
+    groups = {"cross": [("word", "position"), ("position", "word")], "rest": [p for p in terms if "position"
+                                                                              not in p or p[0] == p[1]]}
+    groups["rest"] = [p for p in terms if p not in groups["cross"]]
+    shares = pos.term_shares(terms, groups)
+    assert np.allclose(shares["cross"] + shares["rest"], 1)
+    assert np.allclose(pos.spread_without(terms, []), [pos.diagonal_spread(s) for s in scores], atol=1e-5)
+    assert pos.off_offset(np.add.outer(np.arange(4.0), -np.arange(4.0))).max() == 0   # a function of t - s
+    with pytest.raises(CourseInputError, match="nine"):
+        pos.term_shares(terms, {"cross": groups["cross"]})
 
 
 def test_offset_rotation_check():

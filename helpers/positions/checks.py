@@ -1,14 +1,22 @@
-"""Chapter 06's exercise checks: the sinusoidal table, the offset rotation, undoing a
-permutation.
+"""Chapter 06's exercise checks: the learner's sinusoidal_positions(n, d) and rotate(x, start)
+(pieces of their GPT, run against the shipped cat and induction models), the offset rotation,
+undoing a permutation.
 
 Each check judges properties and reference values and says what is wrong without
 printing the expected answer.
 """
 import numpy as np
+import torch
 
 from .. import reference as ref
-from ..exercises import Array, as_array, close_problems, exercise, slip
+from .. import worlds
+from ..exercises import NOT_ANSWERED, Array, Function, as_array, call, close_problems, exercise, slip
+from ..model import KVCache, rotate_pairs, sinusoidal_angles, sinusoidal_table
 from .compute import offset_rotation as reference_rotation
+
+NOT_YET = NOT_ANSWERED.split(":")[0]
+TABLE_ATOL = 1e-4    # a float32 table against the model's own (sin and cos of angles up to 50)
+TURN_ATOL = 1e-4     # rotated queries and keys (entries up to about 10) against the model's own
 
 
 def same_frequencies_problem(PE, right):
@@ -24,24 +32,171 @@ def same_frequencies_problem(PE, right):
             "pair i (columns 2i and 2i+1) turns at w_i = 10000**(-2i/d)")
 
 
-@exercise("the sinusoidal position table", answer=Array(shape=lambda n, d: (n, d)))
-def sinusoidal_table(PE, n, d):
-    """``PE`` (n, d): row p, pair i = [sin(p w_i), cos(p w_i)], w_i = 10000**(-2i/d)."""
+def kind(x):
+    """The type of x by its full name (numpy.ndarray, builtins.list)."""
+    return f"{type(x).__module__}.{type(x).__name__}"
+
+
+def table_slips(n, d):
+    """[(the (n, d) table a known slip gives, the sentence that names it), ...]"""
     right = ref.sinusoidal_positions(n, d)
-    if np.allclose(PE, right, atol=1e-3):
+    p, column = np.arange(n)[:, None], np.arange(d)
+    own_frequency = 10000.0 ** (-column / d)
+    return [(right[:, column ^ 1], "sine and cosine are swapped: pair i is [sin(p·w_i), cos(p·w_i)], the sine in "
+                                   "the even column 2i"),
+            (ref.sinusoidal_positions(n, d, base=100.0), "the frequencies are 10000**(-i/d); pair i (columns 2i and "
+                                                         "2i+1) turns at w_i = 10000**(-2i/d)"),
+            (ref.sinusoidal_positions(n, d, base=1e8), "the frequencies are 10000**(-4i/d): torch.arange(0, d, 2) "
+                                                       "already gives 2i, so do not double it again"),
+            (np.where(column % 2 == 0, np.sin(p * own_frequency), np.cos(p * own_frequency)),
+             "each column has its own frequency 10000**(-j/d), j the column; the two columns of pair i share "
+             "one, w_i = 10000**(-2i/d)"),
+            (np.concatenate([right[:, 0::2], right[:, 1::2]], axis=1),
+             "the sines fill the first half and the cosines the second; interleave them: pair i is columns 2i "
+             "(sine) and 2i+1 (cosine)"),
+            (ref.sinusoidal_positions(n + 1, d)[1:], "your rows start at position 1: the first row is position 0 "
+                                                      "(all sines 0, all cosines 1)")]
+
+
+def table_cases(cat):
+    """[(what, n, d, the table the check expects), ...]: the cat model's own positions (what its
+    trace adds to the embeddings on a cat-world sentence, and its PE buffer), then a wider table."""
+    ids = worlds.cat_world().tokenizer.encode("<BOS> the big dog sat on the mat".split())
+    with torch.no_grad():
+        added = cat(ids, trace=True)["h0"] - cat.E[ids]
+    n_max, d = cat.PE.shape
+    return [("the rows the cat model adds to '<BOS> the big dog sat on the mat'", len(ids), d, added),
+            ("the cat model's whole table (its PE buffer)", n_max, d, cat.PE),
+            ("a wider table", 50, 16, sinusoidal_table(50, 16))]
+
+
+@exercise("your sinusoidal_positions(n, d)", answer=Function("a function sinusoidal_positions(n, d)"), keeps="06")
+def sinusoidal_positions(fn, cat):
+    """``fn(n, d)`` -> the (n, d) torch table: row p, pair i = [sin(p w_i), cos(p w_i)],
+    w_i = 10000**(-2i/d); equal to the cat model's own positions and the course's table."""
+    for what, n, d, expected in table_cases(cat):
+        out = call(fn, n, d, what=f"for sinusoidal_positions({n}, {d})")
+        if out is None:
+            yield f"{NOT_YET}: sinusoidal_positions returns None; build the table and return it"
+            return
+        if not isinstance(out, torch.Tensor):
+            yield (f"sinusoidal_positions({n}, {d}) returned a {kind(out)}; return a torch tensor "
+                   "(torch.sin, torch.cos): the model adds it to its embeddings")
+            return
+        table = as_array(out, f"sinusoidal_positions({n}, {d})", shape=(n, d))
+        expected = expected.double().numpy()
+        if np.allclose(table, expected, atol=TABLE_ATOL, rtol=0):
+            continue
+        hint = slip(table, table_slips(n, d), atol=TABLE_ATOL) or same_frequencies_problem(table, expected)
+        if hint:
+            yield f"against {what}: {hint}"
+        else:
+            yield from (f"against {what}: {sentence}" for sentence in
+                        close_problems(table, expected, f"sinusoidal_positions({n}, {d})", atol=TABLE_ATOL))
         return
-    halves = np.concatenate([right[:, 0::2], right[:, 1::2]], axis=1)
-    hint = slip(PE, [(right[:, np.arange(d) ^ 1], "sine and cosine are swapped: each pair is [sin, cos], "
-                                                  "sine in the even column"),
-                     (halves, "the sines fill the first half and the cosines the second; interleave them: "
-                              "pair i is columns 2i (sine) and 2i+1 (cosine)"),
-                     (ref.sinusoidal_positions(n + 1, d)[1:], "your rows start at position 1: the first row is "
-                                                               "position 0 (all sines 0, all cosines 1)")])
-    hint = hint or same_frequencies_problem(PE, right)
-    if hint:
-        yield hint
-    else:
-        yield from close_problems(PE, right, "PE")
+
+
+def turned(x, start, base=10000.0, pairs="adjacent", sign=1, swap=False):
+    """x (..., T, d_k) turned as ``rotate`` does, or as one of its known slips does: sign=-1 turns
+    the other way, swap=True uses sin where cos belongs and cos where sin belongs."""
+    if pairs == "halves" or (sign == 1 and not swap):
+        return rotate_pairs(x, start, base=base, pairs=pairs)
+    angle = sign * sinusoidal_angles(start, x.shape[-2], x.shape[-1], base)
+    cos, sin = angle.cos(), angle.sin()
+    if swap:
+        cos, sin = sin, cos
+    even, odd = x[..., 0::2], x[..., 1::2]
+    out = x.clone()
+    out[..., 0::2], out[..., 1::2] = even * cos - odd * sin, even * sin + odd * cos
+    return out
+
+
+def turn_slips(x, start):
+    """[(what a known slip makes of x at ``start``, the sentence that names it), ...]"""
+    slips = [(turned(x, start, pairs="halves"), "you paired column i with column i + d_k/2 (Llama's layout); here "
+                                                "a pair is two adjacent columns, 2i and 2i+1"),
+             (turned(x, start, sign=-1), "your pairs turn the wrong way: (e, o) becomes (e·cos − o·sin, "
+                                         "e·sin + o·cos), the sine subtracted in the even column"),
+             (turned(x, start, swap=True), "cos and sin are swapped: (e, o) becomes "
+                                           "(e·cos − o·sin, e·sin + o·cos)"),
+             (turned(x, start, base=100.0), "the frequencies are 10000**(-i/d_k) (the same as 10000**(-2i/d_model) "
+                                            "here): pair i of a head turns at w_i = 10000**(-2i/d_k), d_k = "
+                                            "x.shape[-1], the head's width"),
+             (turned(x, start, base=1e8), "the frequencies are 10000**(-4i/d_k): torch.arange(0, d_k, 2) already "
+                                          "gives 2i, so do not double it again"),
+             (turned(x, start + 1), f"your positions start at {start + 1}: the first token of x sits at position "
+                                    f"start ({start} here)"),
+             (x, "x comes back unturned: every pair of token t turns through the angle (start + t)·w_i")]
+    if start:
+        slips.insert(0, (turned(x, 0), f"start is ignored: after {start} tokens in the cache, the first new token "
+                                       f"sits at position {start}, so token t of x turns by (start + t)·w_i"))
+    return [(value.numpy(), hint) for value, hint in slips]
+
+
+def turned_by(fn, x, start, what):
+    """(fn's turn of x (1, H, T, d_k) at ``start``, None) if it is the model's own turn, else (None, the sentence)."""
+    out = call(fn, x, start=start, what=what) if start else call(fn, x, what=what)
+    if out is None:
+        return None, f"{NOT_YET}: rotate returns None; turn the pairs and return the result"
+    if not isinstance(out, torch.Tensor):
+        return None, f"rotate returned a {kind(out)} {what}; return a torch tensor of x's shape"
+    got = as_array(out, f"rotate's result {what}", shape=tuple(x.shape))
+    if np.allclose(got, turned(x, start).numpy(), atol=TURN_ATOL, rtol=0):
+        return out, None
+    hint = slip(got, turn_slips(x, start), atol=TURN_ATOL)
+    return None, f"{what}: " + (hint or "the result differs from the model's own turn; pair (e, o) of token t "
+                                        "becomes (e·cos a − o·sin a, e·sin a + o·cos a), a = (start + t)·w_i, "
+                                        "w_i = 10000**(-2i/d_k)")
+
+
+def by_head(trace_rows, n_heads):
+    """A trace's (T, H·d_k) queries or keys as (1, H, T, d_k), as the model splits them."""
+    T = trace_rows.shape[0]
+    return trace_rows.reshape(T, n_heads, -1).transpose(0, 1)[None].contiguous()
+
+
+def scores_from(q, k):
+    """Causal scores (H, T_q, T_k) of turned q (1, H, T_q, d_k) and k (1, H, T_k, d_k), the queries
+    being the last T_q positions."""
+    S = (q @ k.transpose(-2, -1))[0] / q.shape[-1] ** 0.5
+    T_q, T_k = S.shape[-2:]
+    return S.masked_fill(torch.triu(torch.ones(T_q, T_k, dtype=torch.bool), diagonal=T_k - T_q + 1), float("-inf"))
+
+
+@exercise("your rotate(x, start=0)", answer=Function("a function rotate(x, start=0)"), keeps="06")
+def rotate(fn, induction):
+    """``fn(x, start=0)``: x (B, H, T, d_k) with every adjacent pair (2i, 2i+1) of token t turned
+    through (start + t)·10000**(-2i/d_k). Run on the shipped induction model's queries and keys
+    (both layers, a repeated-token sequence): the turned vectors and the scores they give must
+    equal the model's trace, in one pass and after a cache of 9 tokens (start=9)."""
+    ids = worlds.repeated_tokens(1, 8, induction.cfg.vocab_size, seed=2024)[0]
+    H, cut = induction.cfg.n_heads, 9
+    with torch.no_grad():
+        whole = induction(ids, trace=True)
+        cache = KVCache(induction.cfg.n_layers)
+        induction(ids[:cut], cache=cache)
+        later = induction(ids[cut:], cache=cache, trace=True)
+    for layer in range(induction.cfg.n_layers):
+        turns = []
+        for name in ("q", "k", "new q", "new k"):
+            trace, start = (whole, 0) if "new" not in name else (later, cut)
+            x = by_head(trace[f"L{layer}.{name[-1]}"], H)
+            what = (f"on layer {layer}'s {'queries' if name[-1] == 'q' else 'keys'} of the induction model"
+                    + (f", after a cache of {cut} tokens (start={cut})" if start else ""))
+            out, problem = turned_by(fn, x, start, what)
+            if problem:
+                yield problem
+                return
+            turns.append(out)
+        q, k, q_new, k_new = (t.detach().float() for t in turns)
+        if not torch.allclose(scores_from(q, k), whole[f"L{layer}.scores"], atol=10 * TURN_ATOL):
+            yield f"layer {layer}: your turned queries and keys do not give the model's own scores"
+            return
+        cached = torch.cat([k[..., :cut, :], k_new], dim=-2)   # the keys in the cache, then the new ones
+        if not torch.allclose(scores_from(q_new, cached), later[f"L{layer}.scores"], atol=10 * TURN_ATOL):
+            yield (f"layer {layer}, after a cache of {cut} tokens: your turned queries and keys do not give "
+                   "the model's own scores")
+            return
 
 
 def off_blocks(d):

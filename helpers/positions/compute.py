@@ -6,8 +6,13 @@
   residual, for the order demos.
 * ``order_demo``: the Lecture's ``shutil.copy(src, dst)`` against
   ``shutil.copy(dst, src)``, with and without positions and the causal mask.
+* ``sinusoidal_positions``, ``rotate``: the course's own pieces of a GPT that the learner
+  writes in this chapter (the sinusoidal table in torch; the rotary turn of queries and keys).
 * ``offset_rotation``: the (d, d) matrix R_k with PE[p] @ R_k = PE[p + k] for every p.
 * ``rope_scores``, ``diagonal_spread``: RoPE scores depend on the offset only.
+* ``score_terms``, ``term_shares``, ``spread_without``: layer 0's scores of a model with added positions, split
+  into the word, position and constant parts of its queries and keys, and how much of what
+  is not a function of the offset each pair of parts carries.
 * ``row_moves``, ``rows_unchanged``: how far training moved each row of a learned
   position table, and which rows it never reached.
 * ``scramble``, ``next_token_view``: the explorer's compute, the trained cat model's
@@ -26,7 +31,7 @@ import torch
 
 from .. import reference as ref
 from ..errors import as_array, check_positive_int, fail
-from ..model import Transformer
+from ..model import Transformer, rotate_pairs, sinusoidal_table
 
 PROMPTS = ("<BOS> the cat sat", "<BOS> the cat is", "<BOS> the mat is",
            "<BOS> the big dog sat on the", "<BOS> the small cat ran")
@@ -114,6 +119,35 @@ def order_demo(first, second, d=8, seed=0, n_layers=1, causal=False, positions=F
                 row_diff=row_diff, max_diff=float(row_diff.max()))
 
 
+def sinusoidal_positions(n, d):
+    """The (n, d) sinusoidal position table, a float32 torch tensor: row p, pair i (columns 2i
+    and 2i+1) holds [sin(p·w_i), cos(p·w_i)] with w_i = 10000**(-2i/d).
+
+    The course's own piece (the learner writes theirs in chapter 06): the table the cat model
+    adds to its embeddings, ``helpers.model.sinusoidal_table``.
+    """
+    n, d = check_positive_int(n, "n"), check_positive_int(d, "d")
+    if d % 2:
+        fail(f"sinusoidal positions pair the columns as (sin, cos), so d must be even, but got d={d}")
+    return sinusoidal_table(n, d)
+
+
+def rotate(x, start=0):
+    """Rotary positions: x (B, H, T, d_k) with every adjacent column pair of token t turned
+    through the angle (start + t)·w_i, w_i = 10000**(-2i/d_k): pair (e, o) becomes
+    (e·cos - o·sin, e·sin + o·cos). Returns a new tensor of x's shape.
+
+    The course's own piece (the learner writes theirs in chapter 06): what the induction
+    model does to its queries and keys, ``helpers.model.rotate_pairs``.
+    """
+    if not isinstance(x, torch.Tensor) or x.dim() != 4:
+        fail(f"rotate takes a torch tensor (B, H, T, d_k), but got "
+             f"{f'a tensor of shape {tuple(x.shape)}' if isinstance(x, torch.Tensor) else type(x).__name__}")
+    if x.shape[-1] % 2:
+        fail(f"rotary positions turn pairs of columns, so d_k must be even, but got d_k={x.shape[-1]}")
+    return rotate_pairs(x, check_positive_int(start, "start", minimum=0))
+
+
 def offset_rotation(k, d, base=10000.0):
     """The (d, d) block-diagonal R_k with sinusoidal row p+k = (row p) @ R_k for every p.
 
@@ -161,6 +195,84 @@ def diagonal_spread(S):
         if diagonal.size:
             spread = max(spread, float(diagonal.max() - diagonal.min()))
     return spread
+
+
+PARTS = ("word", "position", "constant")
+
+
+@torch.no_grad()
+def score_terms(model, ids):
+    """Layer 0's scores (H, T, T), before the mask, of a pre-LN model with added positions,
+    split by what the queries and keys are made of.
+
+    The LayerNorm turns h0 = e_t + PE_t into word_t + position_t + β, with word_t = γ·(e_t -
+    mean e_t)/σ_t and position_t = γ·(PE_t - mean PE_t)/σ_t (σ_t is the standard deviation of
+    all of h0_t); so q_t = word_t W_Q + position_t W_Q + (β W_Q + b_Q), and k_t alike. The score
+    q_t·k_s/√d_k is the sum of nine terms, one per (query part, key part). Returns
+    {(query part, key part): (H, T, T) float64 array}, parts from PARTS.
+    """
+    if model.cfg.positions not in ("sinusoidal", "learned") or model.cfg.norm != "pre":
+        fail(f"score_terms splits the input of a pre-LN model with added positions, but this one has "
+             f"positions={model.cfg.positions!r}, norm={model.cfg.norm!r}")
+    ids = model.check_ids(ids)
+    if ids.dim() != 1:
+        fail(f"score_terms takes one sequence of ids (T,), but got shape {tuple(ids.shape)}")
+    e = model.E[ids].double()
+    where = model.embed(ids[None])[0].double() - e                # the rows the model adds: (T, d)
+    ln, attn = model.blocks[0].ln1, model.blocks[0].attn
+    h0 = e + where
+    sigma = torch.sqrt(h0.var(-1, unbiased=False, keepdim=True) + ln.eps)
+    gamma, beta = ln.weight.double(), ln.bias.double()
+    x = {"word": gamma * (e - e.mean(-1, keepdim=True)) / sigma,
+         "position": gamma * (where - where.mean(-1, keepdim=True)) / sigma}
+    H, d_k, T = attn.n_heads, attn.d_k, len(ids)
+
+    def split(W, b):   # each part of x through one projection, as (H, T, d_k)
+        parts = {name: part @ W.double() for name, part in x.items()}
+        parts["constant"] = (beta @ W.double() + b.double()).expand(T, -1)
+        return {name: part.view(T, H, d_k).transpose(0, 1) for name, part in parts.items()}
+
+    q, k = split(attn.W_Q, attn.b_Q), split(attn.W_K, attn.b_K)
+    return {(a, b): (q[a] @ k[b].transpose(-2, -1) / d_k ** 0.5).numpy() for a in PARTS for b in PARTS}
+
+
+def off_offset(S):
+    """The part of the causal scores S (..., T, T) that is not a function of the offset t - s:
+    S minus the mean of its diagonal, on and below the diagonal (0 above it)."""
+    S = np.asarray(S, dtype=float)
+    T = S.shape[-1]
+    t, s = np.indices((T, T))
+    out = np.zeros_like(S)
+    for offset in range(T):
+        on = t - s == offset
+        out[..., on] = S[..., on] - S[..., on].mean(-1, keepdims=True)
+    return out
+
+
+def term_shares(terms, groups):
+    """Per head, the share of the scores' off-offset part that each group of terms carries.
+
+    terms: from ``score_terms``; groups: {name: [(query part, key part), ...]} covering all
+    nine. The share of a group G is <off(G), off(S)> / |off(S)|² (off = ``off_offset``,
+    S = the sum of all terms), so the shares add up to 1 in every head; a negative share
+    cancels part of the others. Returns {name: (H,) array}.
+    """
+    named = [pair for pairs in groups.values() for pair in pairs]
+    if sorted(named) != sorted(terms):
+        fail(f"the groups should name each of the nine (query part, key part) pairs once, but name {named}")
+    total = off_offset(sum(terms.values()))
+    norm = (total ** 2).sum(axis=(-2, -1))
+    return {name: (off_offset(sum(terms[p] for p in pairs)) * total).sum(axis=(-2, -1)) / norm
+            for name, pairs in groups.items()}
+
+
+def spread_without(terms, pairs):
+    """(H,) the largest spread along a diagonal (``diagonal_spread``) of each head's causal
+    scores, rebuilt from ``terms`` (``score_terms``) with the terms ``pairs`` left out."""
+    kept = sum(value for pair, value in terms.items() if pair not in set(pairs))
+    T = kept.shape[-1]
+    causal = np.where(np.tril(np.ones((T, T), dtype=bool)), kept, -np.inf)
+    return np.array([diagonal_spread(head) for head in causal])
 
 
 def row_moves(model, seed):
