@@ -63,6 +63,8 @@ def test_a_broken_cache_falls_back_to_the_file_and_is_written_again(tmp_path, mo
     folder = tmp_path / "smollm2"
     weights = next(folder.glob("*.f32"))
     index, size = weights.with_suffix(".json"), os.path.getsize(weights)
+    older = folder / (weights.name.split("-")[0] + "-0123456789ab-v1.f32")   # the same file, an older loader
+    older.write_bytes(b"old")
     for breaking in (lambda: os.truncate(weights, 4096),                 # cut short
                      lambda: index.write_text("{not json"),              # unreadable index
                      lambda: index.write_text('{"key": 1}'),             # an index of something else
@@ -71,6 +73,7 @@ def test_a_broken_cache_falls_back_to_the_file_and_is_written_again(tmp_path, mo
         assert same_model(fresh_load(tmp_path, monkeypatch), reference)
         assert os.path.getsize(weights) == size
     assert capsys.readouterr() == ("", "")
+    assert not older.exists(), "a rewrite deletes the caches older loaders made of the same file"
 
 
 def test_a_touched_file_is_hashed_again_and_keeps_its_cache(tmp_path, monkeypatch, reference):

@@ -511,6 +511,23 @@ def to_cache(folder, key, model, tok):
         os.replace(f.name, os.path.join(folder, key + ".f32"))
         _write_json(folder, key + ".json", lambda old: index)   # written last: a cache without it is never read
     except OSError:
+        return
+    forget_older(folder, key)
+
+
+def forget_older(folder, key):
+    """Delete the caches of the same GGUF file made by another version of this module, and what an
+    interrupted write left more than an hour ago (a process that still maps one keeps its copy)."""
+    import time
+
+    same_file = key.split("-")[0]
+    try:
+        for name in os.listdir(folder):
+            path = os.path.join(folder, name)
+            stale = name.startswith(same_file) and not name.startswith(key)
+            if stale or name.startswith(f".{same_file}") and time.time() - os.path.getmtime(path) > 3600:
+                os.unlink(path)
+    except OSError:
         pass
 
 
