@@ -6,8 +6,9 @@ import re
 
 import numpy as np
 import pytest
+import torch
 
-from helpers import reference as ref
+from helpers import reference as ref, weights, worlds
 from helpers.errors import CourseInputError
 from helpers.exercises import NOT_ANSWERED
 from helpers.qkv import checks, compute as qkv, explorer
@@ -217,3 +218,102 @@ def test_a_mask_that_hides_the_diagonal_gets_its_own_hint():
         return weights @ V, weights
     found = checks.attention_function.feedback(hides_itself)
     assert len(found) == 1 and "hides the diagonal too" in found[0] and "last axis" not in found[0]
+
+
+# --- exercise 5: one head of the cat model in torch, each known mistake named ---------------------
+
+def make_head(divide=True, twice=False, dim=-1, biases=True, transposed=False, mask="before", average="v"):
+    """A learner's attention_head, right by default, with one mistake switched on."""
+    def attention_head(x, W_Q, W_K, W_V, b_Q, b_K, b_V):
+        T, d_k = x.shape[0], W_Q.shape[-1 if not transposed else 0]
+        project = (lambda W, b: x @ W.T + b) if transposed else (lambda W, b: x @ W + b)
+        if not biases:
+            b_Q, b_K, b_V = 0, 0, 0
+        q, k, v = project(W_Q, b_Q), project(W_K, b_K), project(W_V, b_V)
+        scores = q @ k.T
+        if divide:
+            scores = scores / math.sqrt(d_k) / (math.sqrt(d_k) if twice else 1)
+        later = torch.triu(torch.ones(T, T, dtype=torch.bool), diagonal=0 if mask == "diagonal" else 1)
+        if mask in ("before", "diagonal"):
+            scores = scores.masked_fill(later, float("-inf"))
+        weights = torch.softmax(scores, dim=dim)
+        if mask == "after":
+            weights = weights.masked_fill(later, 0.0)
+        return weights @ {"v": v, "k": k, "x": x}[average]
+    return attention_head
+
+HEAD_MISTAKES = [
+    (make_head(divide=False), "not divided by √d_k"),
+    (make_head(twice=True), "divided by d_k (or by √d_k twice)"),
+    (make_head(dim=0), "softmax runs over the wrong axis"),
+    (make_head(biases=False), "the biases are left out"),
+    (make_head(transposed=True), "transposed weights (x @ W.T"),
+    (make_head(mask="none"), "no causal mask"),
+    (make_head(mask="after"), "the mask comes after the softmax"),
+    (make_head(mask="diagonal"), "the mask hides the diagonal too"),
+    (make_head(average="k"), "the weights average the keys"),
+    (make_head(average="x"), "average the values"),
+    (lambda *args: (qkv.attention_head(*args), None), "only the output"),
+]
+
+
+def test_the_course_head_is_the_models_own_on_every_head_and_prompt():
+    for case in qkv.cat_head_cases():
+        out = qkv.attention_head(case["x"], *(case[name] for name in checks.SLICES))
+        assert out.shape == case["expected"].shape
+        assert torch.allclose(out, case["expected"], atol=1e-5)
+    with pytest.raises(CourseInputError, match="W_K has 5 rows but x has d_model=6"):
+        qkv.attention_head(torch.ones(3, 6), torch.ones(6, 3), torch.ones(5, 3), torch.ones(6, 3),
+                           torch.ones(3), torch.ones(3), torch.ones(3))
+    with pytest.raises(CourseInputError, match="head should be a whole number from 0 to 1"):
+        qkv.head_slices(weights.load_cat().blocks[0].attn, 2)
+
+
+def test_a_right_head_passes_and_the_skeleton_is_not_answered_yet():
+    assert checks.attention_head.feedback(make_head()) == []
+    checks.attention_head.grade(make_head())
+
+    def skeleton(x, W_Q, W_K, W_V, b_Q, b_K, b_V):
+        """The learner's copy before an answer: a docstring and # YOUR CODE HERE."""
+        # YOUR CODE HERE
+    found = checks.attention_head.feedback(skeleton)
+    assert len(found) == 1 and found[0].startswith("not answered yet")
+
+
+def test_leaving_out_the_key_bias_changes_nothing_and_passes():
+    """q·b_K is the same for every key of a row, and softmax ignores a constant added to a row."""
+    def no_key_bias(x, W_Q, W_K, W_V, b_Q, b_K, b_V):
+        return make_head()(x, W_Q, W_K, W_V, b_Q, torch.zeros_like(b_K), b_V)
+    assert checks.attention_head.feedback(no_key_bias) == []
+
+
+@pytest.mark.parametrize("wrong, words", HEAD_MISTAKES, ids=[w for _, w in HEAD_MISTAKES])
+def test_each_head_mistake_is_named(wrong, words):
+    found = checks.attention_head.feedback(wrong)
+    assert len(found) == 1 and words in found[0], found
+    with pytest.raises(AssertionError, match=re.escape(words)):
+        checks.attention_head.grade(wrong)
+
+
+# --- exercise 6: head 1's slices ------------------------------------------------------------------
+
+def head_one(columns=slice(3, 6), bias_columns=None, source="L0.ln1"):
+    model, world = weights.load_cat(), worlds.cat_world()
+    trace = model(world.tokenizer.encode(checks.HEAD_PROMPT), trace=True)
+    attn = model.blocks[0].attn
+    cut = lambda name, c: getattr(attn, name).detach()[..., c]
+    return qkv.attention_head(trace[source].detach(), *(cut(n, columns) for n in ("W_Q", "W_K", "W_V")),
+                              *(cut(n, bias_columns or columns) for n in ("b_Q", "b_K", "b_V")))
+
+
+@pytest.mark.parametrize("kwargs, words", [
+    (dict(columns=slice(0, 3)), "head 0's columns"),
+    (dict(columns=slice(1, None, 2)), "not every second column"),
+    (dict(bias_columns=slice(0, 3)), "the biases are head 0's"),
+    (dict(source="h0"), "LayerNormed input"),
+])
+def test_head_one_slices_right_and_wrong(kwargs, words):
+    assert checks.head_one_output.feedback(head_one()) == []
+    found = checks.head_one_output.feedback(head_one(**kwargs))
+    assert len(found) == 1 and words in found[0], found
+    assert checks.head_one_output.feedback(None)[0].startswith("not answered yet")

@@ -1,5 +1,6 @@
-"""Chapter 02's exercise checks: single weights by hand, one output row, and scaled
-dot-product attention in NumPy (against helpers.reference and torch).
+"""Chapter 02's exercise checks: single weights by hand, one output row, scaled
+dot-product attention in NumPy (against helpers.reference and torch), and one head of the
+shipped cat model in torch (against the model's own trace), with the slices that feed it.
 
 Each check judges the answer against reference values and names the usual slips
 (no scaling, no mask, the wrong row) without printing the expected answer.
@@ -7,12 +8,14 @@ Each check judges the answer against reference values and names the usual slips
 import math
 
 import numpy as np
+import torch
 
 from .. import reference as ref
 from ..errors import to_numpy
 from ..exercises import (Array, Function, Number, Wrong, as_array, call, close_problems, exercise,
                          number_problems, slip)
-from .compute import attention_steps, primer_toy, three_words, three_words_qkv
+from .compute import (attention_head as course_head, attention_steps, cat_head_cases, primer_toy, three_words,
+                      three_words_qkv)
 
 
 def off_or_problems(problems, hint, name):
@@ -163,3 +166,154 @@ def attention_function(answer):
         if problem:
             yield problem
             return
+
+
+# --- exercise 5: one head of the cat model, in torch ---------------------------------------------
+
+SLICES = ("W_Q", "W_K", "W_V", "b_Q", "b_K", "b_V")
+HEAD_ATOL = 1e-4   # the model computes in float32; a head's outputs reach about 4
+
+
+def head_variant(case, divide="sqrt", biases="QKV", dim=-1, mask="before", scores="qk", average="v"):
+    """What a head computes with one known slip, in float64, for one of cat_head_cases' cases.
+
+    divide: "sqrt" (right), "none", "d_k" or "times" (multiplied by √d_k); biases: which of Q, K, V
+    get theirs; dim: the softmax's axis; mask: "before" (right), "none" or "after" (zeros after the
+    softmax); scores: "qk" (right) or "kq" (k q^T); average: "v" (right) or "k".
+    """
+    x = case["x"].double()
+    W = {name: case[name].double() for name in SLICES}
+    q, k, v = (x @ W[f"W_{n}"] + (W[f"b_{n}"] if n in biases else 0) for n in "QKV")
+    T, d_k = x.shape[0], q.shape[1]
+    s = q @ k.T if scores == "qk" else k @ q.T
+    s = {"sqrt": s / math.sqrt(d_k), "none": s, "d_k": s / d_k, "times": s * math.sqrt(d_k)}[divide]
+    later = torch.triu(torch.ones(T, T, dtype=torch.bool), diagonal=1)
+    if mask == "before":
+        s = s.masked_fill(later, float("-inf"))
+    weights = torch.softmax(s, dim=dim)
+    if mask == "after":
+        weights = weights.masked_fill(later, 0.0)
+    return (weights @ (v if average == "v" else k)).numpy()
+
+
+HEAD_SLIPS = [
+    (dict(divide="none"), "the scores are not divided by √d_k: divide q kᵀ by √d_k (here √3) before the softmax"),
+    (dict(divide="d_k"), "the scores are divided by d_k (or by √d_k twice): divide them by √d_k once"),
+    (dict(divide="times"), "the scores are multiplied by √d_k: divide them by √d_k"),
+    (dict(dim=0), "the softmax runs over the wrong axis (down each column, over the queries): "
+                  "each row, one query's scores against the keys, must sum to 1: softmax over the last axis"),
+    (dict(biases=""), "the biases are left out: q = x @ W_Q + b_Q, and the same for k and v"),
+    (dict(biases="QK"), "the value bias is left out: v = x @ W_V + b_V"),
+    (dict(biases="KV"), "the query bias is left out: q = x @ W_Q + b_Q"),
+    (dict(mask="none"), "no causal mask: a token must not see later tokens: put -inf above the diagonal "
+                        "of the scores before the softmax"),
+    (dict(mask="after"), "the mask comes after the softmax: the weights left on each row no longer sum to 1; "
+                         "put -inf into the scores before the softmax instead"),
+    (dict(scores="kq"), "the scores are transposed: row i must be token i's query against every key, q @ k.T"),
+    (dict(average="k"), "the weights average the keys: they average the values v"),
+]
+
+
+def transposed_hint(head, case, where):
+    """A hint when ``head`` works, and is right, only with every weight matrix transposed (x @ W.T)."""
+    flipped = {name: case[name].T.contiguous() if name.startswith("W") else case[name] for name in SLICES}
+    try:
+        out = call(head, case["x"], *(flipped[name] for name in SLICES), what=where)
+        right = np.allclose(to_numpy(out, "the output"), case["expected"].numpy(), atol=HEAD_ATOL)
+    except (Wrong, ValueError, TypeError):
+        return None
+    if right:
+        return (f"your function stopped {where}: it multiplies by the transposed weights (x @ W.T, as nn.Linear "
+                "stores them); here W_Q, W_K, W_V are (d_model, d_k) and a token is a row: q = x @ W_Q + b_Q")
+    return None
+
+
+def head_problem(head, case):
+    """What is wrong with the learner's ``head`` on one case of cat_head_cases, or None."""
+    where = f"on L0H{case['head']} for '{case['prompt']}'"
+    T, d_k = case["expected"].shape
+    try:
+        out = call(head, case["x"], *(case[name] for name in SLICES), what=where)
+    except Wrong:
+        hint = transposed_hint(head, case, where)
+        if hint:
+            raise Wrong(hint) from None
+        raise
+    if out is None:
+        return ("not answered yet: attention_head returns None; write its body below the docstring, "
+                "where the cell says # YOUR CODE HERE")
+    if isinstance(out, (tuple, list)):
+        return "attention_head should return only the output (T, d_k), not a tuple"
+    try:
+        arr = to_numpy(out, f"the output {where}")
+    except ValueError as error:
+        raise Wrong(str(error)) from None
+    if arr.ndim != 2:
+        return f"the output {where} should have shape ({T}, {d_k}), but it has shape {arr.shape}"
+    if arr.shape == (T, case["x"].shape[1]):
+        return (f"the output {where} has d_model = {arr.shape[1]} columns: the weights average the values "
+                "v = x @ W_V + b_V, which have d_k columns, not the rows of x")
+    if arr.shape == (d_k, T):
+        return f"the output {where} is transposed: one row per token, shape (T, d_k) = ({T}, {d_k})"
+    if arr.shape == (T, d_k) and np.isnan(arr[0]).all():
+        return (f"the output {where} is NaN on the first token: the mask hides the diagonal too; "
+                "a token may see itself: hide only the keys after it (diagonal=1)")
+    arr = as_array(arr, f"the output {where}", shape=(T, d_k))
+    if np.allclose(arr, case["expected"].numpy(), atol=HEAD_ATOL):
+        return None
+    hint = slip(arr, [(head_variant(case, **kind), words) for kind, words in HEAD_SLIPS], atol=HEAD_ATOL)
+    return f"the output {where} is off: " + (hint or "compare each step with the recipe above it")
+
+
+@exercise("one attention head in torch, checked on the cat model", answer=Function("a function attention_head"),
+          keeps="02")
+def attention_head(answer):
+    """``answer`` is attention_head(x, W_Q, W_K, W_V, b_Q, b_K, b_V) -> (T, d_k), run on every head of
+    the shipped cat model's layer 0 for cat-world sentences, against the model's own head outputs."""
+    for case in cat_head_cases():
+        problem = head_problem(answer, case)
+        if problem:
+            yield problem
+            return
+
+
+# --- exercise 6: head 1's slices -------------------------------------------------------------------
+
+HEAD_PROMPT = "<BOS> the cat sat"
+
+
+def head_one_slips(trace, attn):
+    """(what head 1's output would be with a known slicing slip, the hint) for the trace of HEAD_PROMPT."""
+    x = trace["L0.ln1"]
+    params = {name: getattr(attn, name).detach() for name in SLICES}
+    run = lambda cut_W, cut_b, x=x: course_head(x, *(params[n][..., cut_W if n[0] == "W" else cut_b] for n in SLICES))
+    right, first = slice(3, 6), slice(0, 3)
+    out = [(run(first, first), "those are head 0's columns (0, 1, 2): head 1 owns columns 3, 4, 5, "
+                               "that is head·d_k to (head+1)·d_k"),
+           (run(slice(1, None, 2), slice(1, None, 2)), "a head owns d_k neighbouring columns (3, 4, 5 for head 1), "
+                                                        "not every second column"),
+           (run(right, first), "the weights are head 1's but the biases are head 0's: slice b_Q, b_K, b_V "
+                               "the same way, [3:6]"),
+           (run(right, right, x=trace["h0"]), "the head reads the LayerNormed input, trace['L0.ln1'], "
+                                                "not the embeddings h0")]
+    zero = {n: torch.zeros(3) for n in ("b_Q", "b_K", "b_V")}
+    out.append((course_head(x, *(params[n][:, right] if n[0] == "W" else zero[n] for n in SLICES)),
+                "the biases are missing: pass head 1's b_Q[3:6], b_K[3:6], b_V[3:6]"))
+    return [(o.numpy(), words) for o, words in out]
+
+
+@exercise("head 1 of layer 0 from its slices", answer=Array(shape=(4, 3)))
+def head_one_output(answer):
+    """``answer`` (4, 3) is L0H1's output for "<BOS> the cat sat", from head 1's slices of layer 0."""
+    from .. import weights, worlds
+
+    model, world = weights.load_cat(), worlds.cat_world()
+    with torch.no_grad():
+        trace = model(world.tokenizer.encode(HEAD_PROMPT), trace=True)
+    right = trace["L0.head_out"][1].numpy()
+    if np.allclose(answer, right, atol=HEAD_ATOL):
+        return
+    hint = slip(answer, head_one_slips(trace, model.blocks[0].attn), atol=HEAD_ATOL)
+    yield "the output of L0H1 is off: " + (hint or "take columns 3 to 5 of W_Q, W_K, W_V and entries 3 to 5 "
+                                           "of b_Q, b_K, b_V; if your attention_head does not pass exercise 5 "
+                                           "yet, use qkv.attention_head")

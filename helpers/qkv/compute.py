@@ -8,12 +8,17 @@
 * ``IT_SCORES``: the score row of "it" in "the cat sat on it" (the Lecture §7.3).
 * ``attention_steps``: every intermediate of one attention head, by name.
 * ``query_step`` / ``three_words_query``: one query against every key (the explorer's compute).
+* ``attention_head``: one causal head in torch, from x and one head's slices of a layer's
+  parameters (the course's own; exercise 5 asks for the learner's); ``head_slices`` takes
+  those slices from a layer; ``cat_head_cases`` runs the shipped cat model's layer 0 on
+  cat-world sentences and keeps each head's input and output.
 
 Row-vector convention throughout: a token is a row, ``Q = X @ W_Q``.
 """
 import math
 
 import numpy as np
+import torch
 
 from .. import reference as ref
 from ..errors import as_array, fail
@@ -212,3 +217,83 @@ def three_words_query(token="sat", query=None, scale=True, causal=False):
     query = q_all[position] if query is None else as_array(query, "query", 1)
     result = query_step(query, keys, values, scale=scale, visible=position + 1 if causal else None)
     return {**result, "tokens": tokens, "token": token, "query": query, "keys": keys, "values": values}
+
+
+# ----------------------------------------------------------------- one head in torch
+
+def as_tensor(x, name, ndim):
+    """``x`` (a tensor, an array or nested lists of numbers) as a float tensor of ``ndim`` axes."""
+    if not torch.is_tensor(x):
+        x = torch.as_tensor(as_array(x, name, ndim))
+    if x.ndim != ndim or not x.is_floating_point():
+        fail(f"{name} should be a float tensor with {ndim} axes, but it has shape {tuple(x.shape)} "
+             f"and dtype {x.dtype}")
+    return x
+
+
+def attention_head(x, W_Q, W_K, W_V, b_Q, b_K, b_V):
+    """One causal attention head, as the course's model computes it (row vectors: q = x W_Q + b_Q).
+
+    x: (T, d_model), the layer's input (after its LayerNorm).
+    W_Q, W_K, W_V: (d_model, d_k), this head's columns of the layer's matrices.
+    b_Q, b_K, b_V: (d_k,), this head's entries of the layer's biases.
+    Returns (T, d_k): row i is the weighted average of the values of tokens 0..i.
+    """
+    x = as_tensor(x, "x", 2)
+    W_Q, W_K, W_V = (as_tensor(W, name, 2) for W, name in ((W_Q, "W_Q"), (W_K, "W_K"), (W_V, "W_V")))
+    b_Q, b_K, b_V = (as_tensor(b, name, 1) for b, name in ((b_Q, "b_Q"), (b_K, "b_K"), (b_V, "b_V")))
+    for W, b, name in ((W_Q, b_Q, "Q"), (W_K, b_K, "K"), (W_V, b_V, "V")):
+        if W.shape[0] != x.shape[1]:
+            fail(f"W_{name} has {W.shape[0]} rows but x has d_model={x.shape[1]} columns; they must match")
+        if tuple(W.shape) != tuple(W_Q.shape) or b.shape[0] != W.shape[1]:
+            fail(f"one head's W_{name} should be {tuple(W_Q.shape)} with a bias b_{name} of {W_Q.shape[1]} "
+                 f"entries, but got {tuple(W.shape)} and {tuple(b.shape)}")
+    T, d_k = x.shape[0], W_Q.shape[1]
+    q = x @ W_Q + b_Q                                 # (T, d_k): what each token looks for
+    k = x @ W_K + b_K                                 # (T, d_k): what each token can be found by
+    v = x @ W_V + b_V                                 # (T, d_k): what each token hands over
+    scores = q @ k.T / math.sqrt(d_k)                 # (T, T): query i against key j
+    later = torch.triu(torch.ones(T, T, dtype=torch.bool), diagonal=1)
+    scores = scores.masked_fill(later, float("-inf"))  # no token sees a later one
+    weights = torch.softmax(scores, dim=-1)           # each row (over the keys) sums to 1
+    return weights @ v
+
+
+def head_slices(attn, head):
+    """One head's parameters of an attention layer (helpers.model.Attention): a dict of
+    W_Q, W_K, W_V (d_model, d_k), its columns head*d_k .. (head+1)*d_k - 1, and b_Q, b_K, b_V (d_k,)."""
+    n_heads = getattr(attn, "n_heads", None)
+    if n_heads is None or not hasattr(attn, "W_Q"):
+        fail(f"attn should be a layer's attention (model.blocks[i].attn), but got {type(attn).__name__}")
+    if isinstance(head, bool) or not isinstance(head, (int, np.integer)) or not 0 <= head < n_heads:
+        fail(f"head should be a whole number from 0 to {n_heads - 1}, but got {head!r}")
+    columns = slice(head * attn.d_k, (head + 1) * attn.d_k)
+    return {name: getattr(attn, name).detach()[..., columns]
+            for name in ("W_Q", "W_K", "W_V", "b_Q", "b_K", "b_V")}
+
+
+# Cat-world sentences a head is checked on (three lengths).
+CAT_HEAD_PROMPTS = ["<BOS> the cat sat on the mat <EOS>",
+                    "<BOS> the big dog sat on the red floor <EOS>",
+                    "<BOS> the floor was red <EOS>"]
+
+
+def cat_head_cases(model=None, world=None, prompts=CAT_HEAD_PROMPTS, layer=0):
+    """Every head of the cat model's ``layer`` on each prompt, from the model's own trace.
+
+    Returns a list of dicts: prompt, head, x (T, d_model) = the trace's L<layer>.ln1,
+    the head's slices (head_slices) and expected (T, d_k) = the trace's head_out for that head.
+    """
+    from .. import weights, worlds
+
+    model = weights.load_cat() if model is None else model
+    world = worlds.cat_world() if world is None else world
+    attn = model.blocks[layer].attn
+    cases = []
+    for prompt in prompts:
+        with torch.no_grad():
+            trace = model(world.tokenizer.encode(prompt), trace=True)
+        for head in range(attn.n_heads):
+            cases.append({"prompt": prompt, "head": head, "x": trace[f"L{layer}.ln1"],
+                          **head_slices(attn, head), "expected": trace[f"L{layer}.head_out"][head]})
+    return cases
