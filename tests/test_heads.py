@@ -350,3 +350,141 @@ def test_a_count_must_be_a_whole_number():
     right = heads.attention_parameters(512)["total"]
     assert checks.parameters.feedback(right, 512) == []
     assert "whole number" in checks.parameters.feedback(right + 0.4, 512)[0]
+
+
+# ------------------------------------------------------------------ the learner's MultiHeadAttention
+
+def learner_module(slip=None):
+    """A MultiHeadAttention as a learner writes it, with one mistake ``slip`` (None: right)."""
+    from torch import nn
+
+    class MultiHeadAttention(nn.Module):
+        def __init__(self, d_model, n_heads, bias=True):
+            super().__init__()
+            self.n_heads, self.d_k = n_heads, d_model // n_heads
+            self.W_Q, self.W_K, self.W_V, self.W_O = (nn.Parameter(torch.zeros(d_model, d_model)) for _ in range(4))
+            self.b_Q, self.b_K, self.b_V, self.b_O = (nn.Parameter(torch.zeros(d_model)) for _ in range(4))
+
+        def forward(self, x):
+            B, T, d_model = x.shape
+            H, d_k = self.n_heads, self.d_k
+            if slip == "hard-coded d_k":      # what the cat model's heads have
+                d_k = 3
+            Ws = [self.W_Q, self.W_K, self.W_V, self.W_O]
+            if slip == "transposed":
+                Ws = [W.T for W in Ws]
+            W_Q, W_K, W_V, W_O = Ws
+            q, k, v = x @ W_Q + self.b_Q, x @ W_K + self.b_K, x @ W_V + self.b_V
+            if slip == "view (B, T, d_k, H)":
+                q, k, v = (t.view(B, T, d_k, H).permute(0, 3, 1, 2) for t in (q, k, v))
+            else:
+                q, k, v = (t.view(B, T, H, d_k).transpose(1, 2) for t in (q, k, v))
+            scale = math.sqrt(d_model) if slip == "sqrt d_model" else math.sqrt(d_k)
+            if slip == "hard-coded scale":
+                scale = math.sqrt(3)
+            scores = q @ k.transpose(-2, -1) / scale
+            if slip != "no mask":
+                scores = scores.masked_fill(torch.triu(torch.ones(T, T, dtype=torch.bool), 1), float("-inf"))
+            weights = torch.softmax(scores, dim=-2 if slip == "softmax over queries" else -1)
+            out = weights @ v
+            if slip == "mask after softmax":
+                weights = torch.softmax(q @ k.transpose(-2, -1) / scale, dim=-1) * torch.tril(torch.ones(T, T))
+                out = weights @ v
+            if slip == "heads in the wrong order":
+                concat = torch.cat([out[:, h] for h in reversed(range(H))], dim=-1)
+            elif slip == "merge without transpose":
+                concat = out.reshape(B, T, d_model)
+            else:
+                concat = out.transpose(1, 2).reshape(B, T, d_model)
+            if slip == "no W_O":
+                return concat
+            return concat @ W_O + self.b_O
+
+    return MultiHeadAttention
+
+
+def test_the_course_module_is_the_shipped_layer(cat, cat_world):
+    trace = cat(cat_world.tokenizer.encode("<BOS> the cat sat on the red mat"), trace=True)
+    for layer in range(2):
+        module = heads.MultiHeadAttention(6, 2)
+        module.load_state_dict(cat.blocks[layer].attn.state_dict())
+        with torch.no_grad():
+            out = module(trace[f"L{layer}.ln1"][None])[0]
+        assert torch.allclose(out, trace[f"L{layer}.attn"], atol=1e-5)
+    assert heads.MultiHeadAttention(8, 2, bias=False).b_Q is None
+    with pytest.raises(CourseInputError, match="does not split"):
+        heads.MultiHeadAttention(6, 4)
+    with pytest.raises(CourseInputError, match=r"\(B, T, 6\)"):
+        heads.MultiHeadAttention(6, 2)(torch.zeros(3, 6))
+
+
+def test_the_module_cases_are_the_shipped_layers_on_real_inputs():
+    cases = heads.module_cases()
+    assert [c["args"] for c in cases] == [(6, 2), (6, 2), (64, 2)]
+    for case in cases:
+        module = heads.MultiHeadAttention(*case["args"])
+        module.load_state_dict(case["state"])
+        with torch.no_grad():
+            assert torch.allclose(module(case["x"]), case["expected"], atol=1e-4)
+        assert torch.allclose(heads.slipped_attention(case["x"], case["state"], case["args"][1]),
+                              case["expected"], atol=1e-4)
+    cases[0]["state"]["W_Q"].zero_()     # a copy: the next call is untouched
+    assert heads.module_cases()[0]["state"]["W_Q"].abs().sum() > 0
+    with pytest.raises(CourseInputError, match="slip should be"):
+        heads.slipped_attention(cases[0]["x"], cases[0]["state"], 2, "typo")
+
+
+def test_the_right_module_passes_and_the_course_module_too():
+    assert checks.multi_head.feedback(learner_module()) == []
+    assert checks.multi_head.feedback(heads.MultiHeadAttention) == []
+
+
+@pytest.mark.parametrize("slip, sentence", [
+    ("transposed", "every weight matrix transposed"),
+    ("no W_O", "the output projection (@ W_O + b_O) is missing"),
+    ("sqrt d_model", "divided by √d_model"),
+    ("no mask", "the causal mask is missing"),
+    ("mask after softmax", "the mask is applied after the softmax"),
+    ("softmax over queries", "the softmax runs over the queries"),
+    ("view (B, T, d_k, H)", "one column in every n_heads"),
+    ("heads in the wrong order", "concatenated in the wrong order"),
+    ("merge without transpose", "the merge mixes tokens into heads"),
+    ("hard-coded d_k", "is invalid for input of size 4352; it is right on the cat model's layers (2 heads of 3)"),
+    ("hard-coded scale", "not right on the induction model's layer 1 (d_model 64, 2 heads of 32)"),
+])
+def test_each_mistake_is_named(slip, sentence):
+    found = checks.multi_head.feedback(learner_module(slip))
+    assert len(found) == 1 and sentence in found[0], found
+
+
+def test_the_skeleton_says_not_answered_and_bad_classes_get_one_sentence():
+    class MultiHeadAttention(learner_module()):   # the skeleton as the learner's copy has it
+        def forward(self, x):
+            """x: (B, T, d_model) -> (B, T, d_model)."""
+            B, T, d_model = x.shape
+            output = None
+            # YOUR CODE HERE
+            return output
+
+    assert words(checks.multi_head, MultiHeadAttention).startswith("not answered yet")
+    assert words(checks.multi_head, None).startswith("not answered yet")
+
+    class Renamed(learner_module()):
+        def __init__(self, d_model, n_heads):
+            super().__init__(d_model, n_heads)
+            self.query = self.W_Q
+            del self.W_Q
+
+    assert "['query'] are extra" in words(checks.multi_head, Renamed)
+    assert "the same shape" in words(checks.multi_head, type("Half", (learner_module(),), {
+        "forward": lambda self, x: x[..., :3]}))
+    assert "returned a tuple" in words(checks.multi_head, type("Pair", (learner_module(),), {
+        "forward": lambda self, x: (x, x)}))
+
+
+def test_the_module_check_is_recorded_and_judged_from_data():
+    from helpers import grading
+
+    for module, ok in ((learner_module(), True), (learner_module("no mask"), False)):
+        recorded = grading.record_answer(checks.multi_head, module, (), {})
+        assert (checks.multi_head.feedback(grading.decode(recorded)) == []) is ok

@@ -1,4 +1,5 @@
-"""Chapter 05, multi-head attention: split and merge heads, count their parameters and the
+"""Chapter 05, multi-head attention: the learner's MultiHeadAttention module (the course's own
+and the check's cases and known slips), split and merge heads, count their parameters and the
 memory of their weights, compare our module with PyTorch's, and find trained heads with a
 job (previous-token and induction heads) by a score.
 

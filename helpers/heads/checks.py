@@ -1,14 +1,104 @@
-"""Checks for chapter 05 (multi-head): the head split, the parameter count, the memory of
-the attention weights, the induction score.
+"""Checks for chapter 05 (multi-head): the learner's MultiHeadAttention module, the head split,
+the parameter count, the memory of the attention weights, the induction score.
 
 Each check judges properties and reference values and says what is wrong without
 printing the expected answer.
 """
 import numpy as np
+import torch
 
 from ..errors import to_numpy
-from ..exercises import Array, Number, Whole, close_problems, exercise, number_problems
-from .compute import attention_parameters, attention_weights_bytes, induction_score
+from ..exercises import Array, Module, Number, Whole, Wrong, call, close_problems, exercise, number_problems
+from .compute import (attention_parameters, attention_weights_bytes, induction_score, module_cases,
+                      slipped_attention)
+
+# The mistake each known slip of a MultiHeadAttention makes, in the learner's words (compute.SLIPS).
+SLIP_SENTENCES = {
+    "transposed": ("it matches the course's layer with every weight matrix transposed: the course's W_Q "
+                   "is (d_model in, d_model out) and is used as x @ W_Q + b_Q, not x @ W_Q.T as nn.Linear does"),
+    "no_W_O": "its output is the heads' outputs side by side: the output projection (@ W_O + b_O) is missing",
+    "no_W_O_bias_kept": "its output is the heads' outputs side by side plus b_O: the multiplication by W_O is missing",
+    "sqrt_d_model": ("the scores are divided by √d_model; each head's dot products have d_k terms, "
+                     "so divide by √d_k = √(d_model / n_heads)"),
+    "unscaled": "the scores are not divided by √d_k",
+    "scaled_twice": "the scores are divided by d_k, that is by √d_k twice: divide once",
+    "no_mask": ("each token also attends to the tokens after it: the causal mask is missing "
+                "(set the scores above the diagonal to -inf before the softmax)"),
+    "mask_hides_diagonal": ("the mask hides the diagonal too, so the first token sees nothing (NaN): "
+                            "a token may attend to itself; hide only the keys after the query"),
+    "mask_after_softmax": ("the mask is applied after the softmax, so the rows no longer sum to 1: "
+                           "set the scores to -inf before the softmax"),
+    "softmax_over_queries": ("the softmax runs over the queries (axis -2): each query's weights over "
+                             "the keys should sum to 1, a softmax over the last axis"),
+    "softmax_over_heads": "the softmax runs over the heads (axis 1): run it over the keys, the last axis",
+    "interleaved_split": ("each head should own a block of neighbouring columns (head i: i·d_k to (i+1)·d_k - 1); "
+                          "yours takes one column in every n_heads: view as (B, T, n_heads, d_k), not (B, T, d_k, n_heads)"),
+    "interleaved_split_and_merge": ("the heads are split and merged as (B, T, d_k, n_heads): head i owns the "
+                                    "neighbouring columns i·d_k to (i+1)·d_k - 1 of W_Q, W_K, W_V and those rows "
+                                    "of W_O, so view as (B, T, n_heads, d_k)"),
+    "split_without_transpose": ("the split mixes tokens into heads: view q, k, v as (B, T, n_heads, d_k) "
+                                "first, then transpose(1, 2)"),
+    "split_and_merge_without_transpose": ("the split and the merge mix tokens into heads: view as "
+                                          "(B, T, n_heads, d_k) and transpose(1, 2), and undo both in the merge"),
+    "merge_without_transpose": ("the merge mixes tokens into heads: (B, n_heads, T, d_k) must become "
+                                "(B, T, n_heads, d_k) (transpose(1, 2)) before the reshape to (B, T, d_model)"),
+    "heads_reversed": ("the heads are concatenated in the wrong order: head 0's output belongs in the first "
+                       "d_k columns, the ones that meet W_O's first d_k rows"),
+    "no_biases": "the biases b_Q, b_K, b_V and b_O are left out",
+}
+
+SIZE_HINT = ("it is right on the cat model's layers (2 heads of 3): is a size written in as a number "
+             "instead of taken from d_model, n_heads or x?")
+
+
+def _close(a, b):
+    """Equal up to float32 rounding (NaN where the other has NaN)."""
+    scale = max(1.0, float(np.nanmax(np.abs(b))) if np.isfinite(b).any() else 1.0)
+    both = np.isnan(a) == np.isnan(b)
+    return bool(both.all()) and bool(np.all(np.abs(np.nan_to_num(a - b)) <= 1e-4 * scale))
+
+
+@exercise("your MultiHeadAttention", answer=Module("a class MultiHeadAttention(nn.Module)"), keeps="05")
+def multi_head(run):
+    """``run`` is the learner's class MultiHeadAttention(d_model, n_heads) as a ``Module`` run:
+    built, loaded with a shipped layer's parameters (the names of helpers.model.Attention) and
+    run on the layer's real input. Its output must equal the course's layer to float32 rounding
+    on the cat model's two layers and on the induction model's layer 1 (without its positions)."""
+    cases = module_cases()
+    for case in cases:
+        x, expected = case["x"], case["expected"].numpy()
+        try:
+            out = call(run, case["args"], case["state"], x, what=f"on {case['what']}")
+        except Wrong as wrong:
+            if case["args"] == cases[0]["args"]:
+                raise
+            raise Wrong(f"{wrong}; {SIZE_HINT}") from None
+        if out is None:
+            raise Wrong("not answered yet: forward returns None; write its steps in the answer cell above "
+                        "(where it says YOUR CODE HERE) and return the output")
+        if not isinstance(out, (torch.Tensor, np.ndarray)):
+            raise Wrong(f"forward should return one tensor (B, T, d_model), but returned a {type(out).__name__}")
+        out = to_numpy(out, "the output")
+        if out.shape != expected.shape:
+            raise Wrong(f"on {case['what']}, x has shape {tuple(x.shape)} and forward should return the same "
+                        f"shape, but returned {out.shape}")
+        if _close(out, expected):
+            continue
+        for slip, sentence in SLIP_SENTENCES.items():
+            if _close(out, slipped_attention(x, case["state"], case["args"][1], slip).numpy()):
+                yield sentence
+                return
+        if np.isnan(out).any():
+            yield (f"on {case['what']} its output holds NaN in {int(np.isnan(out).sum())} of {out.size} entries: "
+                   "a softmax over a row that is all -inf gives NaN")
+        elif case["args"] != cases[0]["args"]:   # right on the cat model, wrong at another size
+            yield f"it is not right on {case['what']}; {SIZE_HINT}"
+        else:
+            gap = float(np.abs(out - expected).max())
+            yield (f"on {case['what']} its output differs from the course's layer by up to {gap:.3g}, "
+                   "and not by one of the known slips: compare each step with section 1 "
+                   "(split, scores / √d_k, mask, softmax over the keys, weights @ v, merge, @ W_O + b_O)")
+        return
 
 
 @exercise("the queries split into heads", answer=Array())

@@ -13,6 +13,9 @@
   the induction score of any prompt; ``induction_figures`` and
   ``card_problems``: the induction model's card, measured and judged.
 * ``head_view``: the explorer's compute (one head of a shipped model on one prompt).
+* ``MultiHeadAttention``: the course's own version of the learner's module (the fallback of
+  ``learner.use``); ``module_cases`` the shipped layers and real inputs the chapter's check
+  runs a learner's module on, ``slipped_attention`` the layer computed with one known mistake.
 """
 import functools
 import math
@@ -393,3 +396,143 @@ def head_view(model="cat", layer=0, head=0, prompt=None):
     title = f"{model} L{layer}H{head}: previous-token score {previous:.2f}, induction score {induction}"
     return dict(weights=w.numpy(), tokens=tokenizer.decode(ids), previous=previous, repeat=repeat,
                 title=title)
+
+
+# ------------------------------------------------------------- multi-head attention as a module
+
+class MultiHeadAttention(nn.Module):
+    """Causal multi-head self-attention, written out: the course's own version of the piece the
+    learner writes in chapter 05 (what ``learner.use("MultiHeadAttention", course=...)`` falls
+    back to).
+
+    W_Q, W_K, W_V, W_O are (d_model, d_model), used as ``x @ W + b`` (row vectors, the layout of
+    ``helpers.model.Attention``, so a shipped layer's ``state_dict`` loads into it by name);
+    head i owns columns i*d_k:(i+1)*d_k of W_Q, W_K, W_V and rows i*d_k:(i+1)*d_k of W_O.
+    bias=False leaves the four biases out (None).
+    """
+
+    def __init__(self, d_model, n_heads, bias=True):
+        super().__init__()
+        d_model, n_heads = check_positive_int(d_model, "d_model"), check_positive_int(n_heads, "n_heads")
+        if d_model % n_heads:
+            fail(f"d_model={d_model} does not split into n_heads={n_heads} equal heads")
+        self.n_heads, self.d_k = n_heads, d_model // n_heads
+        self.W_Q, self.W_K, self.W_V, self.W_O = (
+            nn.Parameter(torch.randn(d_model, d_model) / math.sqrt(d_model)) for _ in range(4))
+        self.b_Q, self.b_K, self.b_V, self.b_O = (
+            nn.Parameter(torch.zeros(d_model)) if bias else None for _ in range(4))
+
+    def forward(self, x):
+        """x: (B, T, d_model) -> (B, T, d_model)."""
+        if not isinstance(x, torch.Tensor) or x.dim() != 3 or x.shape[-1] != self.W_Q.shape[0]:
+            fail(f"MultiHeadAttention expects x of shape (B, T, {self.W_Q.shape[0]}), "
+                 f"but got {tuple(x.shape) if isinstance(x, torch.Tensor) else type(x).__name__}")
+        B, T, d_model = x.shape
+        H, d_k = self.n_heads, self.d_k
+        q, k, v = (linear(x, W, b) for W, b in
+                   ((self.W_Q, self.b_Q), (self.W_K, self.b_K), (self.W_V, self.b_V)))  # (B, T, d_model)
+        q, k, v = (t.view(B, T, H, d_k).transpose(1, 2) for t in (q, k, v))        # (B, H, T, d_k)
+        scores = q @ k.transpose(-2, -1) / math.sqrt(d_k)                            # (B, H, T, T)
+        later = torch.triu(torch.ones(T, T, dtype=torch.bool), diagonal=1)          # keys after the query
+        scores = scores.masked_fill(later, float("-inf"))
+        weights = torch.softmax(scores, dim=-1)                                      # each row sums to 1
+        head_out = weights @ v                                                       # (B, H, T, d_k)
+        concat = head_out.transpose(1, 2).reshape(B, T, d_model)                     # heads side by side
+        return linear(concat, self.W_O, self.b_O)
+
+
+SLIPS = ("transposed", "no_W_O", "no_W_O_bias_kept", "sqrt_d_model", "unscaled", "scaled_twice",
+         "no_mask", "mask_hides_diagonal", "mask_after_softmax", "softmax_over_queries", "softmax_over_heads",
+         "interleaved_split", "interleaved_split_and_merge", "split_without_transpose",
+         "split_and_merge_without_transpose", "merge_without_transpose", "heads_reversed", "no_biases")
+
+
+@torch.no_grad()
+def slipped_attention(x, state, n_heads, slip=None):
+    """Multi-head attention on x (B, T, d_model) with the parameters ``state`` (the names of
+    ``Attention``), computed with one known mistake ``slip`` (one of ``SLIPS``; None: none).
+
+    The chapter's check compares a learner's module with each of these to name the mistake."""
+    if slip is not None and slip not in SLIPS:
+        fail(f"slip should be None or one of {SLIPS}, but got {slip!r}")
+    x = torch.as_tensor(x, dtype=torch.float32)
+    B, T, d = x.shape
+    H = n_heads
+    d_k = d // H
+    W = {name: state[f"W_{name}"] for name in "QKVO"}
+    b = {name: state[f"b_{name}"] for name in "QKVO"}
+    if slip == "transposed":
+        W = {name: w.T for name, w in W.items()}
+    if slip == "no_biases":
+        b = {name: torch.zeros_like(v) for name, v in b.items()}
+    q, k, v = (x @ W[name] + b[name] for name in "QKV")
+    if slip in ("interleaved_split", "interleaved_split_and_merge"):
+        q, k, v = (t.view(B, T, d_k, H).permute(0, 3, 1, 2) for t in (q, k, v))
+    elif slip in ("split_without_transpose", "split_and_merge_without_transpose"):
+        q, k, v = (t.reshape(B, H, T, d_k) for t in (q, k, v))
+    else:
+        q, k, v = (t.view(B, T, H, d_k).transpose(1, 2) for t in (q, k, v))
+    scale = {"sqrt_d_model": math.sqrt(d), "unscaled": 1.0, "scaled_twice": float(d_k)}.get(slip, math.sqrt(d_k))
+    scores = q @ k.transpose(-2, -1) / scale
+    later = torch.triu(torch.ones(T, T, dtype=torch.bool), diagonal=0 if slip == "mask_hides_diagonal" else 1)
+    if slip == "mask_after_softmax":
+        weights = torch.softmax(scores, dim=-1).masked_fill(later, 0.0)
+    else:
+        if slip != "no_mask":
+            scores = scores.masked_fill(later, float("-inf"))
+        dim = {"softmax_over_queries": -2, "softmax_over_heads": 1}.get(slip, -1)
+        weights = torch.softmax(scores, dim=dim)
+    head_out = weights @ v                                   # (B, H, T, d_k)
+    if slip == "heads_reversed":
+        head_out = head_out.flip(1)
+    if slip == "interleaved_split_and_merge":
+        concat = head_out.permute(0, 2, 3, 1).reshape(B, T, d)
+    elif slip in ("merge_without_transpose", "split_and_merge_without_transpose"):
+        concat = head_out.reshape(B, T, d)
+    else:
+        concat = head_out.transpose(1, 2).reshape(B, T, d)
+    if slip == "no_W_O":
+        return concat
+    if slip == "no_W_O_bias_kept":
+        return concat + b["O"]
+    return concat @ W["O"] + b["O"]
+
+
+@functools.lru_cache(maxsize=None)
+def _module_cases():
+    cat, tokenizer = get_model("cat")
+    long = [s for s in worlds.cat_world().sentences if len(s) == 10]       # the 16 ten-token sentences
+    traces = [cat(tokenizer.encode(" ".join(s)), trace=True) for s in long]
+    cases = []
+    for layer in range(cat.cfg.n_layers):
+        cases.append(dict(
+            what=f"the cat model's layer {layer} on the cat world's {len(long)} ten-token sentences",
+            args=(cat.cfg.d_model, cat.cfg.n_heads),
+            state={name: t.detach().clone() for name, t in cat.blocks[layer].attn.state_dict().items()},
+            x=torch.stack([t[f"L{layer}.ln1"] for t in traces]),
+            expected=torch.stack([t[f"L{layer}.attn"] for t in traces])))
+    induction, _ = get_model("induction")
+    ids = worlds.repeated_tokens(4, 8, induction.cfg.vocab_size, seed=2024)
+    attn = induction.blocks[1].attn
+    x = torch.stack([induction(row, trace=True)["L1.ln1"] for row in ids])
+    with torch.no_grad():
+        expected = attn(x, positions=False)
+    cases.append(dict(
+        what=(f"the induction model's layer 1 (d_model {induction.cfg.d_model}, {induction.cfg.n_heads} heads "
+              f"of {induction.cfg.d_k}) on 4 repeated sequences, without the positions it adds inside attention"),
+        args=(induction.cfg.d_model, induction.cfg.n_heads),
+        state={name: t.detach().clone() for name, t in attn.state_dict().items()},
+        x=x, expected=expected))
+    return tuple(cases)
+
+
+def module_cases():
+    """The inputs the chapter's check runs a learner's MultiHeadAttention on: a list of dicts
+    (what, args = (d_model, n_heads), state = a shipped layer's state_dict, x (B, T, d_model),
+    expected = the course's layer on x). The cat model's layers 0 and 1 take their input and
+    output from the model's trace (``L{i}.ln1`` -> ``L{i}.attn``); the induction model's layer 1
+    is run with ``positions=False`` (its rotary positions live inside attention, which the
+    chapter's module leaves out). Fresh copies on every call."""
+    return [{key: ({n: t.clone() for n, t in value.items()} if key == "state" else
+                   value.clone() if isinstance(value, torch.Tensor) else value)
+             for key, value in case.items()} for case in _module_cases()]
