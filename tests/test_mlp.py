@@ -1,10 +1,15 @@
 """Chapter 07 (MLP): the compute, the exercise checks and the explorer."""
 import copy
+import json
+import math
 
 import numpy as np
 import pytest
 import torch
+import torch.nn.functional as F
+from torch import nn
 
+from helpers import grading
 from helpers import reference as ref
 from helpers.errors import CourseInputError
 from helpers.exercises import NOT_ANSWERED
@@ -219,3 +224,120 @@ def test_strongest_unit_check(collected):
     assert NOT_ANSWERED in said(checks.strongest_unit, None, collected, 0, "cat")
     with pytest.raises(AssertionError, match="another unit"):
         checks.strongest_unit.grade(other, collected, 0, "cat")
+
+
+# ------------------------------------------------------------------ the MLP module (exercise 3)
+
+def gelu_exact(z):
+    return 0.5 * z * (1 + torch.erf(z / math.sqrt(2)))
+
+
+def learner_mlp(forward, transposed=False, biases="when asked"):
+    """A learner's MLP class with the given forward(self, x); ``transposed`` declares W_1 (d_ff,
+    d_model) and W_2 (d_model, d_ff); ``biases="always"`` creates b_1, b_2 even with bias=False."""
+    class MLP(nn.Module):
+        def __init__(self, d_model, d_ff, bias=True):
+            super().__init__()
+            shapes = ((d_ff, d_model), (d_model, d_ff)) if transposed else ((d_model, d_ff), (d_ff, d_model))
+            self.W_1, self.W_2 = (nn.Parameter(torch.empty(*shape)) for shape in shapes)
+            keep = bias or biases == "always"
+            self.b_1 = nn.Parameter(torch.zeros(d_ff)) if keep else None
+            self.b_2 = nn.Parameter(torch.zeros(d_model)) if keep else None
+
+        def bias(self, name):
+            value = getattr(self, name)
+            return 0 if value is None else value
+
+        def forward(self, x):
+            return forward(self, x)
+    return MLP
+
+
+def right_forward(m, x):
+    return gelu_exact(x @ m.W_1 + m.bias("b_1")) @ m.W_2 + m.bias("b_2")
+
+
+def test_the_course_mlp_module_is_the_models_mlp(cat, dragon, cat_world):
+    trace = cat(cat_world.tokenizer.encode("<BOS> the cat sat on the mat"), trace=True)
+    for layer in (0, 1):
+        module = mlp.MLP(6, 8)
+        module.load_state_dict(cat.blocks[layer].mlp.state_dict())
+        with torch.no_grad():
+            assert torch.allclose(module(trace[f"L{layer}.ln2"]), trace[f"L{layer}.mlp"], atol=1e-5, rtol=0)
+            assert module(trace[f"L{layer}.ln2"][None]).shape == (1, 7, 6)
+    assert sorted(mlp.MLP(6, 24).state_dict()) == sorted(dragon.blocks[0].mlp.state_dict())
+    assert sorted(mlp.MLP(6, 8, bias=False).state_dict()) == ["W_1", "W_2"]
+    with pytest.raises(CourseInputError, match="d_ff"):
+        mlp.MLP(6, 0)
+
+
+def test_mlp_module_check_passes_right_classes_and_waits_for_the_skeleton(cat, dragon):
+    assert checks.mlp_module.feedback(learner_mlp(right_forward), cat, dragon) == []
+    assert checks.mlp_module.feedback(mlp.MLP, cat, dragon) == []
+    torch_gelu = learner_mlp(lambda m, x: F.gelu(x @ m.W_1 + m.bias("b_1")) @ m.W_2 + m.bias("b_2"))
+    assert checks.mlp_module.feedback(torch_gelu, cat, dragon) == []
+
+    class MLP(nn.Module):   # the learner's copy as handed out: the solution regions are comments
+        def __init__(self, d_model, d_ff, bias=True):
+            super().__init__()
+
+        def forward(self, x):
+            """x (..., d_model) -> the MLP's output (..., d_model)."""
+    assert said(checks.mlp_module, MLP, cat, dragon).startswith("not answered yet")
+    assert said(checks.mlp_module, learner_mlp(lambda m, x: None), cat, dragon).startswith("not answered yet")
+    assert NOT_ANSWERED in said(checks.mlp_module, None, cat, dragon)
+    assert "not a module built from it" in said(checks.mlp_module, mlp.MLP(6, 8), cat, dragon)
+    assert "does not inherit from nn.Module" in said(checks.mlp_module, int, cat, dragon)
+
+
+MISTAKES = {   # a wrong forward (or declaration) -> the words its diagnosis must contain
+    "ReLU": (lambda m, x: F.relu(x @ m.W_1 + m.bias("b_1")) @ m.W_2 + m.bias("b_2"), {}, "that is ReLU"),
+    "tanh GELU": (lambda m, x: F.gelu(x @ m.W_1 + m.bias("b_1"), approximate="tanh") @ m.W_2 + m.bias("b_2"), {},
+                  "tanh approximation"),
+    "GELU after W_2": (lambda m, x: gelu_exact((x @ m.W_1 + m.bias("b_1")) @ m.W_2 + m.bias("b_2")), {},
+                       "GELU is applied after W_2"),
+    "no activation": (lambda m, x: (x @ m.W_1 + m.bias("b_1")) @ m.W_2 + m.bias("b_2"), {}, "no activation"),
+    "b_2 left out": (lambda m, x: gelu_exact(x @ m.W_1 + m.bias("b_1")) @ m.W_2, {}, "b_2 is left out"),
+    "b_1 left out": (lambda m, x: gelu_exact(x @ m.W_1) @ m.W_2 + m.bias("b_2"), {}, "b_1 is left out"),
+    "residual inside": (lambda m, x: x + right_forward(m, x), {}, "that is x + MLP(x)"),
+    "weights declared transposed": (lambda m, x: gelu_exact(x @ m.W_1.T + m.bias("b_1")) @ m.W_2.T + m.bias("b_2"),
+                                    dict(transposed=True), "W_1 is declared transposed"),
+    "weights used transposed": (lambda m, x: gelu_exact(F.linear(x, m.W_1, m.b_1)) @ m.W_2 + m.bias("b_2"), {},
+                                "used transposed?"),
+    "biases with bias=False": (right_forward, dict(biases="always"), "with bias=False the MLP has no b_1 and b_2"),
+    "rows mixed": (lambda m, x: right_forward(m, x).flip(-2), {}, "differs from the model's own MLP by up to"),
+    "shape": (lambda m, x: right_forward(m, x).reshape(-1, x.shape[-1]), {}, "it should keep x's shape"),
+}
+
+
+@pytest.mark.parametrize("mistake", MISTAKES)
+def test_mlp_module_check_names_each_mistake(mistake, cat, dragon):
+    forward, options, words = MISTAKES[mistake]
+    assert words in said(checks.mlp_module, learner_mlp(forward, **options), cat, dragon)
+
+
+def test_mlp_module_check_grades_from_records(cat, dragon):
+    """Under the course's grader the module runs in the student's kernel and is judged from its
+    recorded outputs: the same verdicts."""
+    for cls, words in ((learner_mlp(right_forward), None), (MISTAKES["tanh GELU"], "tanh"),
+                       (MISTAKES["weights declared transposed"], "declared transposed")):
+        if isinstance(cls, tuple):
+            cls = learner_mlp(cls[0], **cls[1])
+        record = json.loads(json.dumps(grading.record_answer(checks.mlp_module, cls, (cat, dragon), {})))
+        found = " ".join(checks.mlp_module.feedback(grading.decode(record), cat, dragon))
+        assert (found == "") if words is None else (words in found)
+    with pytest.raises(AssertionError, match="that is ReLU"):
+        checks.mlp_module.grade(learner_mlp(MISTAKES["ReLU"][0]), cat, dragon)
+
+
+def test_the_module_check_can_tell_the_tanh_gelu_from_rounding(cat, dragon):
+    """The tanh GELU moves every case's output by several times the check's bound; float32
+    rounding (the models' own fused products against a float64 recomputation) by far less."""
+    for what, args, state, x, expected in checks.module_cases(cat, dragon):
+        W_1, W_2 = state["W_1"].double(), state["W_2"].double()
+        b_1, b_2 = (state[k].double() if k in state else 0 for k in ("b_1", "b_2"))
+        pre = x.double() @ W_1 + b_1
+        exact = F.gelu(pre) @ W_2 + b_2
+        tanh = F.gelu(pre, approximate="tanh") @ W_2 + b_2
+        assert (exact - expected.double()).abs().max() < checks.MODULE_ATOL / 20, what
+        assert (tanh - exact).abs().max() > 5 * checks.MODULE_ATOL, what

@@ -1,15 +1,18 @@
-"""Chapter 07's exercise checks: exact GELU, one token through the MLP, GPT-3's MLP
-parameters, the unit that fires for a word.
+"""Chapter 07's exercise checks: exact GELU, one token through the MLP, the learner's MLP
+module against the shipped models' MLPs, GPT-3's MLP parameters, the unit that fires for a word.
 
 Each check judges properties and reference values and says what is wrong without
 printing the expected answer.
 """
 import math
+import re
 
 import numpy as np
 
 from .. import reference as ref
-from ..exercises import Array, Number, Whole, as_array, close_problems, exercise, slip
+from .. import worlds
+from ..exercises import (NOT_ANSWERED, Array, Module, Number, Whole, Wrong, as_array, call, close_problems,
+                         exercise, slip)
 from .compute import MODELS, mlp_forward, model_parameters, unit_means
 
 
@@ -60,6 +63,118 @@ def mlp_row(out, x, W_1, b_1, W_2, b_2):
         yield hint
     else:
         yield from close_problems(out, right, "out", atol=1e-4)
+
+
+MODULE_ATOL = 1e-4   # float32 rounding moves these outputs by 2e-6 at most; the tanh GELU by 7e-4 or more
+MODULE_PROMPTS = {"cat": ("<BOS> the cat sat on the mat", "<BOS> the big dog is"),
+                  "dragon": ("<BOS> wizard mixes glowing potion dragon drinks",)}
+
+
+def module_cases(cat, dragon):
+    """The inputs the learner's MLP class is run on, from the shipped models on real prompts:
+    [(what, args, state, x, expected)], x the input of a layer's MLP (its trace's ``ln2``) and
+    expected what the model's own MLP wrote (``mlp``). One case is unbatched (T, d), one has
+    bias=False (the cat's layer-0 matrices without b_1, b_2; expected computed from them)."""
+    import torch
+
+    cases = []
+    tokenizers = {"cat": worlds.Tokenizer(worlds.CAT_VOCAB), "dragon": worlds.Tokenizer(worlds.DRAGON_VOCAB)}
+    for name, model in (("cat", cat), ("dragon", dragon)):
+        args = (model.cfg.d_model, model.cfg.d_ff)
+        for p, prompt in enumerate(MODULE_PROMPTS[name]):
+            with torch.no_grad():
+                trace = model(tokenizers[name].encode(prompt), trace=True)
+            for layer in range(model.cfg.n_layers) if p == 0 else (1,):
+                x, expected = trace[f"L{layer}.ln2"], trace[f"L{layer}.mlp"]
+                if p == 0:   # a batch of one, (1, T, d), as a block calls it
+                    x, expected = x[None], expected[None]
+                what = f"the {name} model's layer {layer} on '{prompt}' (x of shape {tuple(x.shape)})"
+                cases.append((what, args, model.blocks[layer].mlp.state_dict(), x, expected))
+    state = {key: value for key, value in cat.blocks[0].mlp.state_dict().items() if key.startswith("W_")}
+    x = cases[0][3]
+    with torch.no_grad():
+        expected = torch.nn.functional.gelu(x @ state["W_1"]) @ state["W_2"]
+    cases.append(("the cat model's layer-0 matrices with bias=False", (6, 8, False), state, x, expected))
+    return cases
+
+
+def module_variants(state, x):
+    """[(the output a known mistake gives, the sentence that names it)] for one case, in float64."""
+    W_1, W_2 = (state[key].double().numpy() for key in ("W_1", "W_2"))
+    b_1, b_2 = (state[key].double().numpy() if key in state else 0.0 for key in ("b_1", "b_2"))
+    x = x.double().numpy()
+    pre = x @ W_1 + b_1
+    right = ref.gelu(pre) @ W_2 + b_2
+    return [(ref.relu(pre) @ W_2 + b_2, "that is ReLU between W_1 and W_2; the course's MLP uses GELU, z·Φ(z)"),
+            (gelu_tanh(pre) @ W_2 + b_2, "that is the tanh approximation of GELU; use the exact z·Φ(z), "
+                                         "with Φ(z) = (1 + erf(z/√2)) / 2 (torch.erf, or F.gelu without approximate)"),
+            (pre / (1 + np.exp(-1.702 * pre)) @ W_2 + b_2, "that is the sigmoid approximation z·σ(1.702z) of GELU; "
+                                                            "use the exact z·Φ(z)"),
+            (pre @ W_2 + b_2, "there is no activation between W_1 and W_2: apply GELU to x @ W_1 + b_1"),
+            (ref.gelu(pre @ W_2 + b_2), "GELU is applied after W_2; it goes between: GELU(x @ W_1 + b_1) @ W_2 + b_2"),
+            (ref.gelu(pre @ W_2) + b_2, "GELU is applied after W_2; it goes between: GELU(x @ W_1 + b_1) @ W_2 + b_2"),
+            (ref.gelu(pre) @ W_2, "b_2 is left out: add it after the product with W_2"),
+            (ref.gelu(x @ W_1) @ W_2 + b_2, "b_1 is left out: add it to x @ W_1 before GELU"),
+            (x + right, "that is x + MLP(x): adding the residual is the block's job (chapter 08); "
+                        "the MLP returns only what it adds to the stream")]
+
+
+def module_error(message, args):
+    """A sentence for a learner's MLP that stopped with ``message``, naming a transposed
+    weight when the message shows one."""
+    if len(args) == 3 and "are extra" in message and "b_" in message:
+        return ("with bias=False the MLP has no b_1 and b_2 (only W_1 and W_2): create the biases only when "
+                "bias is True, and add them in forward only when they exist")
+    shape = re.search(r"its (W_\d) should have shape \((\d+), (\d+)\).*but it has \((\d+), (\d+)\)", message)
+    if shape and shape.group(2, 3) == shape.group(5, 4):
+        name = shape.group(1)
+        return (f"{name} is declared transposed, {tuple(int(n) for n in shape.group(4, 5))}: the course stores "
+                f"W_1 as (d_model, d_ff) and W_2 as (d_ff, d_model) and multiplies rows by them, x @ W_1")
+    if "cannot be multiplied" in message or "Expected size for first two dimensions" in message:
+        return ("a matrix product's shapes do not fit (a weight used transposed?): W_1 is (d_model, d_ff) and "
+                "is used as x @ W_1, with no .T (F.linear and nn.Linear transpose their weight); " + message)
+    return message
+
+
+@exercise("your MLP module", answer=Module("an nn.Module class MLP(d_model, d_ff, bias=True)"), keeps="07")
+def mlp_module(run, cat, dragon):
+    """``run``: the learner's class MLP as a ``run(args, state, *inputs)`` (helpers.exercises.Module).
+    It must equal the shipped cat and dragon models' MLPs (their state_dicts loaded by name) on
+    real prompts, to MODULE_ATOL, and also work with bias=False."""
+    import torch
+
+    if isinstance(run, torch.nn.Module):
+        yield "pass the class MLP itself, not a module built from it (MLP, not MLP(6, 8))"
+        return
+    cases = module_cases(cat, dragon)
+    try:   # the untouched skeleton: no parameters, and forward returns None
+        if call(run, cases[0][1], {}, cases[0][3], what="with no weights") is None:
+            yield NOT_ANSWERED.split(":")[0] + ": MLP has no parameters yet and forward returns None; " \
+                "create W_1, b_1, W_2, b_2 in __init__ and return the MLP's output in forward"
+            return
+    except Wrong:
+        pass   # it has parameters (or stops without them): the cases below say what is wrong
+    for what, args, state, x, expected in cases:
+        try:
+            out = call(run, args, state, x, what=f"on {what}")
+        except Wrong as wrong:
+            yield module_error(str(wrong), args)
+            return
+        if out is None:
+            yield NOT_ANSWERED.split(":")[0] + ": forward returns None; return the MLP's output, same shape as x"
+            return
+        if hasattr(out, "shape") and tuple(out.shape) != tuple(x.shape):
+            yield (f"on {what} forward returned shape {tuple(out.shape)}; it should keep x's shape "
+                   f"{tuple(x.shape)} (..., d_model)")
+            return
+        out = as_array(out, f"the output on {what}", shape=tuple(expected.shape))
+        gap = float(np.abs(out - expected.double().numpy()).max())
+        if gap <= MODULE_ATOL:
+            continue
+        hint = slip(out, module_variants(state, x), atol=MODULE_ATOL)
+        yield f"on {what}: " + (hint or f"the output differs from the model's own MLP by up to {gap:.2g}; "
+                                        "compute GELU(x @ W_1 + b_1) @ W_2 + b_2, step by step")
+        return
 
 
 @exercise("the parameters in GPT-3's MLP blocks", answer=Number())

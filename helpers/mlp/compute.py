@@ -2,6 +2,8 @@
 and the key-value memory view.
 
 * ``mlp_forward``: the block in NumPy, x (T, d) -> pre (T, d_ff) -> act -> out (T, d).
+* ``MLP``: the same block as an ``nn.Module`` with the course's parameter names (the piece a
+  learner writes in this chapter; this is the course's own, for the chapters ahead).
 * ``mlp_weights``, ``apply_block_mlp``: one layer's MLP of a trained model, applied to
   any h_mid (torch), exactly as the model applies it.
 * ``layer_parameters``, ``block_counts``, ``model_parameters``, ``layer_shares``: parameter
@@ -14,6 +16,8 @@ and the key-value memory view.
 """
 import numpy as np
 import torch
+import torch.nn.functional as F
+from torch import nn
 
 from .. import reference as ref
 from ..errors import as_array, check_positive_int, fail
@@ -53,6 +57,36 @@ def mlp_forward(x, W_1, b_1, W_2, b_2, activation="gelu"):
     pre = x @ W_1 + as_array(b_1, "b_1", 1)
     act = ACTIVATIONS[activation](pre)
     return dict(pre=pre, act=act, out=act @ W_2 + as_array(b_2, "b_2", 1))
+
+
+class MLP(nn.Module):
+    """The per-token MLP as a module: out = GELU(x @ W_1 + b_1) @ W_2 + b_2.
+
+    W_1 (d_model, d_ff), b_1 (d_ff,), W_2 (d_ff, d_model), b_2 (d_model,): the names and
+    shapes of helpers.model.MLP, so ``MLP(6, 8).load_state_dict(cat.blocks[0].mlp.state_dict())``
+    works. GELU is the exact one, z·Φ(z). bias=False leaves b_1 and b_2 out.
+    forward: x (..., d_model) -> (..., d_model), every row on its own.
+    """
+
+    def __init__(self, d_model, d_ff, bias=True):
+        super().__init__()
+        d_model, d_ff = check_positive_int(d_model, "d_model"), check_positive_int(d_ff, "d_ff")
+        self.W_1 = nn.Parameter(torch.empty(d_model, d_ff))     # expand: one column (key) per hidden unit
+        self.W_2 = nn.Parameter(torch.empty(d_ff, d_model))     # contract: one row (value) per hidden unit
+        nn.init.normal_(self.W_1, std=d_model ** -0.5)
+        nn.init.normal_(self.W_2, std=d_ff ** -0.5)
+        self.b_1 = nn.Parameter(torch.zeros(d_ff)) if bias else None
+        self.b_2 = nn.Parameter(torch.zeros(d_model)) if bias else None
+
+    def forward(self, x):
+        pre = x @ self.W_1                       # (..., d_ff)
+        if self.b_1 is not None:
+            pre = pre + self.b_1
+        act = F.gelu(pre)                        # exact GELU, z·Φ(z) (F.gelu's default, not its tanh form)
+        out = act @ self.W_2                     # (..., d_model)
+        if self.b_2 is not None:
+            out = out + self.b_2
+        return out
 
 
 def mlp_weights(model, layer):
