@@ -5,6 +5,7 @@ solved, one answer wrong), grades them with the course's grader and writes feedb
 temporary course directory, then checks the scores and the words of the feedback.
 tests/test_autograde.py tries the grader against the ways a class goes wrong.
 """
+import ast
 import html
 import re
 import types
@@ -59,10 +60,17 @@ def test_exercises_follow_the_course_format(path):
         m, grade_id = meta(cell), meta(cell)["grade_id"]
         assert m.get("schema_version") == 3 and grade_id.startswith(f"ch{number}_"), grade_id
         if m.get("solution"):
-            before = cell.source.split("### BEGIN SOLUTION")[0]
-            assert re.search(r"^[A-Za-z_]\w* = None$", before, re.M) or cell.cell_type == "markdown", (
-                f"{grade_id}: an answer cell sets the answer to None before its solution")
-            assert cell.source.count("### BEGIN SOLUTION") == 1 == cell.source.count("### END SOLUTION"), grade_id
+            regions = cell.source.count("### BEGIN SOLUTION")
+            assert regions >= 1 and regions == cell.source.count("### END SOLUTION"), grade_id
+            if cell.cell_type == "code":
+                # an answer is set to None before a single solution, or the cell is a skeleton (a def
+                # or class the learner completes, one region or more); either way the learner's stub parses
+                stub = homework._replace_regions(cell.source, homework.MARKERS["solution"], [homework.CODE_STUB])
+                before = cell.source.split("### BEGIN SOLUTION")[0]
+                skeleton = re.search(r"^\s*(def|class) \w+", stub, re.M)
+                assert skeleton or (regions == 1 and re.search(r"^[A-Za-z_]\w* = None$", before, re.M)), (
+                    f"{grade_id}: an answer cell sets the answer to None before its solution, or is a skeleton")
+                ast.parse(stub.replace("%", "#"))   # (IPython magics aside) the learner's copy of the cell parses
             assert not m.get("grade"), f"{grade_id}: answer cells are not graded; their check cell is"
         if m.get("grade"):
             assert m.get("points", 0) > 0 and m.get("locked"), f"{grade_id}: a check cell is locked and has points"
