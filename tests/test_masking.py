@@ -291,3 +291,124 @@ def test_book_one_head_module_reproduces_the_book_and_keeps_its_mask_out_of_the_
         head(torch.zeros(1, 9, 4))
     with pytest.raises(CourseInputError, match="shape"):
         head(torch.zeros(9, 4))
+
+
+# ------------------------------------------------------------------ the learner's piece: causal attention
+
+def test_the_courses_causal_attention_is_the_models_own(cat, cat_world):
+    one = masking.heads_from_trace(cat, cat_world, ["<BOS> the cat sat on the mat"], layer=0)
+    assert one["q"].shape == (1, 2, 7, 3) and one["weights"].shape == (1, 2, 7, 7)
+    out, weights = masking.causal_attention(one["q"], one["k"], one["v"])
+    assert torch.allclose(weights, one["weights"], atol=1e-6) and torch.allclose(out, one["out"], atol=1e-6)
+    late, late_weights = masking.causal_attention(one["q"][..., 4:, :], one["k"], one["v"])   # as with a cache
+    assert torch.allclose(late_weights, one["weights"][..., 4:, :], atol=1e-6)
+    assert torch.allclose(late, one["out"][..., 4:, :], atol=1e-6)
+    batch = masking.heads_from_trace(cat, cat_world, ["<BOS> the dog is big <EOS>", "<BOS> the mat was red <EOS>"], 1)
+    assert torch.allclose(masking.causal_attention(batch["q"], batch["k"], batch["v"])[0], batch["out"], atol=1e-6)
+
+
+def test_causal_attention_and_heads_from_trace_refuse_bad_input(cat, cat_world, refused):
+    q = torch.zeros(1, 2, 4, 3)
+    refused(lambda: masking.causal_attention(q, torch.zeros(1, 2, 3, 3), torch.zeros(1, 2, 3, 3)), "T_q <= T_k")
+    refused(lambda: masking.causal_attention(q, torch.zeros(1, 2, 4, 5), torch.zeros(1, 2, 4, 5)), "d_k", "(1, 2, 4, 5)")
+    refused(lambda: masking.causal_attention(torch.zeros(3), q, q), "two axes")
+    refused(lambda: masking.causal_attention("q", q, q), "array of numbers")
+    refused(lambda: masking.heads_from_trace(cat, cat_world, ["<BOS> the cat", "<BOS> the"]), "one length")
+    refused(lambda: masking.heads_from_trace(cat, cat_world, "<BOS> the cat"), "list of prompts")
+    refused(lambda: masking.heads_from_trace(cat, cat_world, ["<BOS> the"], layer=2), "layers 0 to 1")
+
+
+def test_without_the_mask_a_new_token_moves_earlier_keys_and_every_step_recomputes(cat, cat_world):
+    moved = masking.earlier_states(cat, cat_world, "<BOS> the cat sat", "on")
+    assert max(moved["with_mask"]) < 1e-5
+    assert moved["without_mask"][0] < 1e-5 < 1 < moved["without_mask"][1]   # layer 0's k, v see one token only
+    work = masking.attention_work(cat, cat_world, "<BOS>", n_new=10)
+    assert work["cached"] == dict(rows=10, scores=55) and work["recomputed"] == dict(rows=55, scores=385)
+    assert masking.attention_work(cat, cat_world, "<BOS> the cat", n_new=2)["recomputed"]["rows"] == 3 + 4
+    with pytest.raises(CourseInputError, match="at most 16 positions"):
+        masking.attention_work(cat, cat_world, "<BOS>", n_new=17)
+
+
+def right_attention(q, k, v):
+    T_q, T_k = q.shape[-2], k.shape[-2]
+    scores = q @ k.transpose(-2, -1) / q.shape[-1] ** 0.5
+    future = torch.triu(torch.ones(T_q, T_k, dtype=torch.bool), diagonal=T_k - T_q + 1)
+    weights = torch.softmax(scores.masked_fill(future, float("-inf")), dim=-1)
+    return weights @ v, weights
+
+
+def scores_of(q, k, scale=True):
+    return q @ k.transpose(-2, -1) / (q.shape[-1] ** 0.5 if scale else 1.0)
+
+
+def future_of(q, k, diagonal=1):
+    T_q, T_k = q.shape[-2], k.shape[-2]
+    return torch.triu(torch.ones(T_q, T_k, dtype=torch.bool), diagonal=T_k - T_q + diagonal)
+
+
+def past_of(q, k):
+    """True below the diagonal: the past, which is what a mask upside down hides."""
+    T_q, T_k = q.shape[-2], k.shape[-2]
+    return torch.tril(torch.ones(T_q, T_k, dtype=torch.bool), diagonal=T_k - T_q - 1)
+
+
+def zeroed_after(q, k, v):
+    weights = torch.softmax(scores_of(q, k), -1).masked_fill(future_of(q, k), 0.0)
+    return weights @ v, weights
+
+
+def renormalised_after(q, k, v):
+    weights = torch.softmax(scores_of(q, k), -1).masked_fill(future_of(q, k), 0.0)
+    weights = weights / weights.sum(-1, keepdim=True)
+    return weights @ v, weights
+
+
+def masked_with(q, k, v, hidden, fill=float("-inf"), scale=True, dim=-1):
+    weights = torch.softmax(scores_of(q, k, scale).masked_fill(hidden, fill), dim)
+    return weights @ v, weights
+
+
+MISTAKES = {   # a learner's wrong causal_attention -> the words its check must say
+    "zeroed after the softmax": (zeroed_after, "set to 0 afterwards"),
+    "renormalised after the softmax": (renormalised_after, "after the softmax and then renormalise"),
+    "diagonal hidden": (lambda q, k, v: masked_with(q, k, v, future_of(q, k, diagonal=0)), "diagonal is hidden too"),
+    "upside down": (lambda q, k, v: masked_with(q, k, v, past_of(q, k)), "upside down"),
+    "inverted": (lambda q, k, v: masked_with(q, k, v, ~future_of(q, k)), "inverted"),
+    "0 instead of -inf": (lambda q, k, v: masked_with(q, k, v, future_of(q, k), fill=0.0), "set to 0, not -inf"),
+    "no mask": (lambda q, k, v: masked_with(q, k, v, torch.zeros(1, dtype=torch.bool)), "no key is hidden"),
+    "triu(ones) * -inf": (lambda q, k, v: (lambda w: (w @ v, w))(torch.softmax(
+        scores_of(q, k) + future_of(q, k).float() * float("-inf"), -1)), "0 * (-inf) = NaN"),
+    "√d_k missing": (lambda q, k, v: masked_with(q, k, v, future_of(q, k), scale=False), "not divided by √d_k"),
+    "√d_k twice": (lambda q, k, v: masked_with(q / q.shape[-1] ** 0.5, k, v, future_of(q, k)), "divided by d_k"),
+    "softmax over queries": (lambda q, k, v: masked_with(q, k, v, future_of(q, k), dim=-2), "down the columns"),
+    "mask not shifted for a cache": (lambda q, k, v: masked_with(
+        q, k, v, torch.triu(torch.ones(q.shape[-2], k.shape[-2], dtype=torch.bool), diagonal=1)), "T_k - T_q + i"),
+    "square mask only": (lambda q, k, v: masked_with(q, k, v, torch.triu(torch.ones(q.shape[-2], q.shape[-2],
+                                                                                   dtype=torch.bool), 1)),
+                         "RuntimeError"),
+    "(weights, out)": (lambda q, k, v: right_attention(q, k, v)[::-1], "return out first"),
+    "weights @ k": (lambda q, k, v: (lambda o, w: (w @ k, w))(*right_attention(q, k, v)), "out is weights @ k"),
+    "out alone": (lambda q, k, v: right_attention(q, k, v)[0], "two things, (out, weights)"),
+    "weights missing": (lambda q, k, v: (right_attention(q, k, v)[0], None), "None for weights"),
+}
+
+
+@pytest.mark.parametrize("mistake", list(MISTAKES))
+def test_the_causal_attention_check_names_each_mistake(mistake):
+    wrong, said = MISTAKES[mistake]
+    found = checks.causal_attention.feedback(wrong)
+    assert len(found) == 1 and said in found[0], (mistake, found)
+
+
+def test_the_causal_attention_check_passes_the_right_piece_and_waits_for_the_skeleton():
+    assert checks.causal_attention.feedback(right_attention) == []
+    assert checks.causal_attention.feedback(masking.causal_attention) == []
+
+    def skeleton(q, k, v):
+        out, weights = None, None
+        return out, weights
+    assert words(checks.causal_attention, skeleton).startswith("not answered yet")
+    assert words(checks.causal_attention, None) == NOT_ANSWERED
+    assert "a function causal_attention" in words(checks.causal_attention, 3)
+    with pytest.raises(AssertionError, match="upside down"):
+        checks.causal_attention.grade(MISTAKES["upside down"][0])

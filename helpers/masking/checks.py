@@ -1,14 +1,21 @@
-"""Checks for chapter 04 (masking): the causal mask, one masked weight by hand, repairing
-a mask applied after softmax, and which outputs a changed token can move.
+"""Checks for chapter 04 (masking): the learner's causal attention (a piece of their GPT, checked
+against the cat model), the causal mask, one masked weight by hand, repairing a mask applied
+after softmax, and which outputs a changed token can move.
 
 Each check judges properties and reference values and says what is wrong without
 printing the expected answer.
 """
-import numpy as np
+import math
+from functools import lru_cache
 
-from ..errors import to_numpy
-from ..exercises import Array, Number, as_wholes, close_problems, exercise, number_problems
+import numpy as np
+import torch
+
+from ..errors import CourseInputError, to_numpy
+from ..exercises import (Array, Function, Number, Wrong, as_wholes, call, close_problems, exercise,
+                         number_problems)
 from ..reference import softmax
+from .compute import heads_from_trace
 
 
 @exercise("the causal mask", answer=Array(shape=lambda T: (T, T)))
@@ -70,3 +77,186 @@ def moved_positions(answer, T, changed):
         yield f"position {changed} itself changes: its own token is different"
     else:
         yield f"some later positions are missing: every query after {changed} may attend to it"
+
+
+# ------------------------------------------------------------------ the learner's piece: causal attention
+
+PROMPT = "<BOS> the cat sat on the mat"
+BATCH = ("<BOS> the dog is big <EOS>", "<BOS> the mat was red <EOS>")
+NOT_YET = ("not answered yet: causal_attention returns (None, None); write its body in the answer cell above, "
+           "between the docstring and the return")
+RENORMALISED = ("you seem to apply the mask after the softmax and then renormalise each row: on ordinary scores "
+                "that gives the right weights, but a key to the right with a huge score (212 here) takes all of "
+                "the softmax, the allowed weights underflow to 0 and 0/0 is NaN; put -inf in the scores before "
+                "the softmax")
+SHIFT = ("with a cache, q holds only the last T_q positions while k and v hold all T_k, so query i sits at "
+         "position T_k - T_q + i: hide key j when j > T_k - T_q + i (a (T_q, T_k) mask, torch.triu with "
+         "diagonal=T_k - T_q + 1), not j > i")
+SLIPS = (   # (how the mistake computes attention, the sentence), in the order they are tried
+    (dict(after="zeroed"), "the weights are the softmax of all the scores with the future set to 0 afterwards: "
+     "the rows no longer sum to 1 and the future still counts in the denominator; put -inf in the scores "
+     "before the softmax"),
+    (dict(after="renormalised"), RENORMALISED),
+    (dict(hide="future_and_self"), "the diagonal is hidden too (j >= i): a query must see its own key, and "
+     "query 0, left with no key, gets NaN; hide only the keys after it (j > i, torch.triu with diagonal=1)"),
+    (dict(hide="past"), "the mask is upside down: it hides the past (j < i) and lets each query see the future; "
+     "hide the keys above the diagonal (j > i)"),
+    (dict(hide="visible"), "the mask is inverted: masked_fill writes -inf where the mask is True, so True must "
+     "mark the keys to hide (j > i), not the keys a query may see"),
+    (dict(fill=0.0), "the hidden scores are set to 0, not -inf: e^0 = 1, so every future key keeps some weight; "
+     "fill them with float('-inf')"),
+    (dict(hide="none"), "no key is hidden: these are the weights without the mask (adding 0 to a score hides "
+     "nothing); put -inf above the diagonal before the softmax"),
+    (dict(fill="nan"), "every weight is NaN: an additive mask made as triu(ones) * -inf holds 0 * (-inf) = NaN "
+     "on and below the diagonal; use masked_fill, or an additive mask of 0 and -inf"),
+    (dict(scale="none"), "the scores are not divided by √d_k (√3 for these heads of 3 dimensions): scale them "
+     "before the softmax"),
+    (dict(scale="d_k"), "the scores are divided by d_k (or by √d_k twice); divide them by √d_k once"),
+    (dict(dim=-2), "the softmax runs down the columns (over the queries); each query's row must sum to 1: take "
+     "the softmax over the keys, the last axis (dim=-1)"),
+)
+
+
+def attention_variant(q, k, v, scale="sqrt", hide="future", fill=float("-inf"), after=None, dim=-1, shift=True):
+    """Attention computed right (the defaults) or with one known mistake, to name a learner's slip.
+
+    scale: "sqrt" (√d_k), "none" or "d_k". hide: which keys the mask hides, "future" (j > i),
+    "future_and_self" (j >= i), "past" (j < i), "visible" (j <= i) or "none". fill: the value
+    written there (-inf, 0.0, or "nan" for the additive triu(ones) * -inf). after: "zeroed" or
+    "renormalised" to mask the weights after the softmax instead. dim: the softmax's axis.
+    shift: False places query i at position i even when T_q < T_k.
+    Returns (out, weights), as ``compute.causal_attention``.
+    """
+    T_q, T_k, d_k = q.shape[-2], k.shape[-2], q.shape[-1]
+    scores = q @ k.transpose(-2, -1) / {"sqrt": math.sqrt(d_k), "none": 1.0, "d_k": d_k}[scale]
+    i = torch.arange(T_q)[:, None] + (T_k - T_q if shift else 0)
+    j = torch.arange(T_k)[None, :]
+    hidden = {"future": j > i, "future_and_self": j >= i, "past": j < i, "visible": j <= i,
+              "none": torch.zeros(T_q, T_k, dtype=torch.bool)}[hide]
+    if after:
+        weights = torch.softmax(scores, dim=dim).masked_fill(hidden, 0.0)
+        if after == "renormalised":
+            weights = weights / weights.sum(-1, keepdim=True)
+    elif fill == "nan":
+        weights = torch.softmax(scores + hidden.float() * float("-inf"), dim=dim)
+    else:
+        weights = torch.softmax(scores.masked_fill(hidden, fill), dim=dim)
+    return weights @ v, weights
+
+
+@lru_cache(maxsize=1)
+def attention_cases():
+    """The inputs the check runs a learner's causal_attention on, with the right outputs:
+    one (the cat model's layer 0 on PROMPT), batch (layer 1 on the two BATCH sentences),
+    cache (PROMPT's last three queries against all seven keys) and huge (a key to the right with
+    a score of 212). Each a dict of q, k, v, out, weights and where (words for the learner)."""
+    from ..weights import load_cat
+    from ..worlds import cat_world
+    cat, world = load_cat(), cat_world()
+    one = heads_from_trace(cat, world, [PROMPT], layer=0)
+    batch = heads_from_trace(cat, world, list(BATCH), layer=1)
+    cache = {**one, "q": one["q"][..., 4:, :], "out": one["out"][..., 4:, :], "weights": one["weights"][..., 4:, :]}
+    q = torch.tensor([[1.0, 0.0]] * 3)[None, None]
+    k = torch.tensor([[0.0, 0.0], [1.0, 0.0], [300.0, 0.0]])[None, None]
+    v = torch.tensor([[1.0, 0.0], [0.0, 1.0], [1.0, 1.0]])[None, None]
+    huge = dict(q=q, k=k, v=v, **dict(zip(("out", "weights"), attention_variant(q, k, v))))
+    where = {"one": f"on the cat model's layer 0 for '{PROMPT}'",
+             "batch": "on layer 1 for a batch of two sentences (B = 2, T = 6)",
+             "cache": "on the last 3 queries of that prompt against its 7 keys (as with a KV cache)",
+             "huge": "on three keys, the last with a huge score (212) for every query"}
+    return {name: {**case, "where": where[name]} for name, case in
+            (("one", one), ("batch", batch), ("cache", cache), ("huge", huge))}
+
+
+def _same(a, b, atol=1e-4):
+    """Equal shapes, NaN in the same places, and the rest within atol (+ 1e-4 relative)."""
+    a, b = np.asarray(a, dtype=float), np.asarray(b, dtype=float)
+    return (a.shape == b.shape and np.array_equal(np.isnan(a), np.isnan(b))
+            and np.allclose(np.nan_to_num(a), np.nan_to_num(b), atol=atol, rtol=1e-4))
+
+
+def _run(function, case):
+    """What the learner's function returned on ``case``, as two arrays (out, weights); None when it
+    returned None or (None, None), the untouched skeleton. Raises Wrong with one sentence."""
+    got = call(function, case["q"], case["k"], case["v"], what=case["where"])
+    if got is None or isinstance(got, (tuple, list)) and len(got) == 2 and got[0] is None and got[1] is None:
+        return None
+    if not isinstance(got, (tuple, list)) or len(got) != 2:
+        kind = f"one tensor of shape {tuple(got.shape)}" if hasattr(got, "shape") else f"a {type(got).__name__}"
+        raise Wrong(f"causal_attention should return two things, (out, weights), but it returned {kind}")
+    arrays = []
+    for value, name in zip(got, ("out", "weights")):
+        if value is None:
+            raise Wrong(f"causal_attention returned None for {name}; return both out and weights")
+        try:
+            arrays.append(to_numpy(value, name))
+        except CourseInputError as error:
+            raise Wrong(str(error)) from None
+    return arrays
+
+
+def _problems(got, case, slips=SLIPS):
+    """Sentences naming what is wrong with (out, weights) ``got`` on ``case`` (none when right)."""
+    out, weights = got
+    want_out, want = (case[name].numpy() for name in ("out", "weights"))
+    where = case["where"]
+    if out.shape == want.shape and weights.shape == want_out.shape and want.shape != want_out.shape:
+        yield f"it returns (weights, out) {where}; return out first, then weights"
+        return
+    for value, right, name, axes in ((weights, want, "weights", "(B, H, T_q, T_k)"),
+                                     (out, want_out, "out", "(B, H, T_q, d_k)")):
+        if value.shape != right.shape:
+            yield f"{name} should have shape {right.shape} {axes} {where}, but it has shape {value.shape}"
+            return
+    if not _same(weights, want):
+        tried = (attention_variant(case["q"], case["k"], case["v"], **how)[1] for how, _ in slips)
+        yield next((sentence for (_, sentence), wrong in zip(slips, tried) if _same(weights, wrong)), None) \
+            or _unnamed(weights, want, where)
+    elif not _same(out, want_out):
+        with_k = (torch.as_tensor(weights, dtype=torch.float32) @ case["k"]).numpy()
+        yield ("out is weights @ k: the output mixes the values, weights @ v" if _same(out, with_k) else
+               f"the weights are right {where}, but out is not weights @ v")
+
+
+def _unnamed(weights, want, where):
+    """One sentence for wrong weights that no known slip explains."""
+    if np.isnan(weights).any():
+        return (f"your weights hold NaN in {int(np.isnan(weights).sum())} of {weights.size} entries {where} "
+                "(a row with every key hidden, or 0/0?)")
+    sums = weights.sum(-1)
+    if not np.allclose(sums, 1, atol=1e-4):
+        return (f"the rows of your weights sum to between {sums.min():.3g} and {sums.max():.3g} {where}, "
+                "not 1: take the softmax over the keys, after the mask")
+    if (np.abs(weights) * (want == 0) > 1e-6).any():
+        return f"some query puts weight on a key to its right {where}: the mask must hide it"
+    bad = ~np.isclose(weights, want, atol=1e-4, rtol=1e-4)
+    b, h, i, j = (int(x) for x in np.argwhere(bad)[0])
+    return (f"your weights differ from the model's in {int(bad.sum())} of {bad.size} entries {where} "
+            f"(the first at batch {b}, head {h}, query {i}, key {j})")
+
+
+@exercise("your causal attention", answer=Function("a function causal_attention(q, k, v)"), keeps="04")
+def causal_attention(answer):
+    """``answer(q, k, v)`` -> (out, weights): scaled dot-product attention with the causal mask,
+    checked on the cat model's own queries, keys and values against its trace, then on a batch,
+    a cache (T_q < T_k) and a key with a huge score."""
+    cases = attention_cases()
+    got = _run(answer, cases["one"])
+    if got is None:
+        yield NOT_YET
+        return
+    for name in ("one", "batch", "cache", "huge"):
+        if name != "one":
+            try:
+                got = _run(answer, cases[name])
+            except Wrong as wrong:
+                yield f"{wrong}; {SHIFT}" if name == "cache" else str(wrong)
+                return
+            if got is None:
+                yield f"causal_attention returned None {cases[name]['where']}"
+                return
+        slips = SLIPS + ((dict(shift=False), SHIFT),) if name == "cache" else SLIPS
+        found = list(_problems(got, cases[name], slips))
+        if found:
+            yield found[0]
+            return

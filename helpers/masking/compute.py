@@ -1,6 +1,9 @@
 """The causal mask: build it, apply it, and measure what it prevents.
 
 * ``causal_mask`` and ``apply_mask``: torch.triu and masked_fill.
+* ``causal_attention``: the piece the learner writes, every head at once (a query block that
+  starts later, as with a KV cache, included); ``heads_from_trace``: a layer's q, k, v, weights
+  and head outputs from the model's trace, split into heads, to check it against.
 * ``three_words``: the Book's "the cat sat" with hand-picked W_q, W_k, W_v.
 * ``mask_after_softmax``: what goes wrong when the mask comes after the softmax.
 * ``book_attention`` and ``leak``: the Book's "Seeing the leak", number for number.
@@ -9,6 +12,8 @@
 * ``attention_maps``: every head's weights for a prompt, mask on or off.
 * ``lecture_mask``: the Lecture's ``triu(ones) * -inf`` (NaN) beside an additive mask that works.
 * ``three_regimes``: training, prefill and decoding with a KV cache, mask on and off.
+* ``earlier_states`` and ``attention_work``: why the cache needs the mask, and what generating
+  costs without it.
 * ``future_reading``: where a model trained without the mask finds its answers.
 * ``dropout_demo``: the Book's dropout on eight weights; ``OneHead``, ``book_one_head``: the
   Book's one-head module from nn.Linear, with its mask as a buffer.
@@ -20,7 +25,7 @@ import torch
 import torch.nn.functional as F
 from torch import nn
 
-from ..errors import check_positive_int, check_seed, fail
+from ..errors import check_positive_int, check_seed, fail, to_numpy
 from ..model import Attention, Transformer
 from ..recipes import CAT_CONFIG, CAT_TRAINING
 from ..sampling.compute import generate
@@ -43,6 +48,66 @@ def apply_mask(scores, mask=None):
     if mask.shape != scores.shape[-2:]:
         fail(f"the mask has shape {tuple(mask.shape)} but the scores end in {tuple(scores.shape[-2:])}")
     return scores.masked_fill(mask, float("-inf"))
+
+
+def causal_attention(q, k, v):
+    """Scaled dot-product attention with the causal mask, for every head at once: the course's
+    own version of the piece a learner writes in chapter 04 (the one later chapters fall back on).
+
+    q: (B, H, T_q, d_k), the queries of the last T_q positions; k, v: (B, H, T_k, d_k), T_k >= T_q.
+    Without a KV cache T_q = T_k; with one, the cache holds the first T_k - T_q keys, so query i
+    sits at position T_k - T_q + i and may see key j when j <= T_k - T_q + i.
+    Returns (out, weights): out (B, H, T_q, d_k) = weights @ v, weights (B, H, T_q, T_k).
+    """
+    q, k, v = (_tensor(x, name) for x, name in ((q, "q"), (k, "k"), (v, "v")))
+    T_q, T_k, d_k = q.shape[-2], k.shape[-2], q.shape[-1]
+    if k.shape[-1] != d_k or k.shape[:-2] != q.shape[:-2] or v.shape[:-1] != k.shape[:-1] or T_q > T_k:
+        fail(f"expected q (B, H, T_q, d_k) and k, v (B, H, T_k, d_k) with T_q <= T_k, but got q "
+             f"{tuple(q.shape)}, k {tuple(k.shape)}, v {tuple(v.shape)}")
+    scores = q @ k.transpose(-2, -1) / math.sqrt(d_k)           # (B, H, T_q, T_k)
+    query_at = torch.arange(T_q)[:, None] + (T_k - T_q)         # each query's position
+    key_at = torch.arange(T_k)[None, :]                         # each key's position
+    scores = scores.masked_fill(key_at > query_at, float("-inf"))   # the future, before the softmax
+    weights = torch.softmax(scores, dim=-1)
+    return weights @ v, weights
+
+
+def _tensor(x, name):
+    """x as a float32 tensor of at least two axes (T, d), or a one-sentence error."""
+    x = torch.as_tensor(to_numpy(x, name), dtype=torch.float32) if not torch.is_tensor(x) else x.float()
+    if x.dim() < 2:
+        fail(f"{name} should have at least two axes (..., T, d_k), but has shape {tuple(x.shape)}")
+    return x
+
+
+@torch.no_grad()
+def heads_from_trace(model, world, prompts, layer=0):
+    """One layer's queries, keys and values split into heads, with the weights and head outputs
+    the model made from them, for prompts of one length (a batch of B).
+
+    prompts: a list of prompts (strings or word lists), all of one length T. Returns a dict:
+    q, k, v (B, H, T, d_k) from the trace's L<layer>.q/k/v, weights (B, H, T, T) and
+    out (B, H, T, d_k) from L<layer>.weights and L<layer>.head_out.
+    """
+    if not isinstance(model, Transformer) or model.cfg.positions == "rotary":
+        fail("heads_from_trace needs one of the course's models without rotary positions (the trace keeps "
+             f"q and k before any rotation), but got {type(model).__name__}")
+    if isinstance(prompts, str) or not prompts:
+        fail(f"prompts should be a non-empty list of prompts, but got {str(prompts)[:60]!r}")
+    layer = check_positive_int(layer, "layer", minimum=0)
+    if layer >= model.cfg.n_layers:
+        fail(f"the model has layers 0 to {model.cfg.n_layers - 1}, but layer {layer} was asked for")
+    traces = [model(world.tokenizer.encode(p.split() if isinstance(p, str) else list(p)), trace=True)
+              for p in prompts]
+    lengths = {trace["h0"].shape[0] for trace in traces}
+    if len(lengths) != 1:
+        fail(f"the prompts should all have one length (a batch), but have lengths {sorted(lengths)}")
+    H, d_k = model.cfg.n_heads, model.cfg.d_model // model.cfg.n_heads
+    split = lambda x: x.view(x.shape[0], H, d_k).transpose(0, 1)   # (T, d_model) -> (H, T, d_k)
+    found = {name: torch.stack([split(trace[f"L{layer}.{name}"]) for trace in traces]) for name in "qkv"}
+    found["weights"] = torch.stack([trace[f"L{layer}.weights"] for trace in traces])
+    found["out"] = torch.stack([trace[f"L{layer}.head_out"] for trace in traces])
+    return found
 
 
 def three_words():
@@ -321,6 +386,62 @@ def three_regimes(model, world, prompt, n_prompt):
                 prefill_no_mask=(unmasked - training[:n_prompt]).abs().amax(-1),
                 decode=float((torch.cat(decoded) - training[n_prompt:]).abs().max()),
                 decode_same=same)
+
+
+@torch.no_grad()
+def earlier_states(model, world, prompt, next_word):
+    """How far appending ``next_word`` to ``prompt`` moves the keys and values of the positions
+    before it, in every layer, with the mask and without it.
+
+    Returns a dict: with_mask and without_mask, each a list over layers of the largest |change|
+    of L<layer>.k and L<layer>.v at the prompt's positions. With the mask they stay as they were
+    (a cache may keep them); without it they move from layer 1 on.
+    """
+    words = prompt.split() if isinstance(prompt, str) else list(prompt)
+    ids = world.tokenizer.encode(words)
+    longer = world.tokenizer.encode(words + [next_word])
+    T, found = len(words), {}
+    for name, causal in (("with_mask", True), ("without_mask", False)):
+        short, long = model(ids, trace=True, causal=causal), model(longer, trace=True, causal=causal)
+        found[name] = [max(float((long[f"L{layer}.{x}"][:T] - short[f"L{layer}.{x}"]).abs().max()) for x in "kv")
+                       for layer in range(model.cfg.n_layers)]
+    return found
+
+
+@torch.no_grad()
+def attention_work(model, world, prompt, n_new):
+    """The attention work of generating ``n_new`` tokens after ``prompt`` (greedy, no stop), two ways:
+    with the mask and a KV cache (each step runs the newest token's query only), and without the
+    mask (no cache can be kept, so each step runs every position again).
+
+    Counted in layer 0 by a hook on its attention: query rows (T_q per call) and scores
+    (T_q x T_k per call, T_k counting the cached keys). Returns a dict: cached and recomputed,
+    each a dict of rows and scores.
+    """
+    n_new = check_positive_int(n_new, "n_new")
+    ids = world.tokenizer.encode(prompt.split() if isinstance(prompt, str) else list(prompt))
+    if len(ids) + n_new - 1 > model.cfg.n_max:
+        fail(f"the model handles at most {model.cfg.n_max} positions, but {len(ids)} + {n_new} new tokens need "
+             f"{len(ids) + n_new - 1}")
+    counts = {}
+
+    def count(module, args, kwargs):
+        T_q = args[0].shape[1]
+        cache = kwargs.get("cache")
+        T_k = T_q + (len(cache) if cache is not None else 0)
+        counts["rows"] += T_q
+        counts["scores"] += T_q * T_k
+
+    found = {}
+    hook = model.blocks[0].attn.register_forward_pre_hook(count, with_kwargs=True)
+    try:
+        for name, settings in (("cached", dict(use_cache=True)), ("recomputed", dict(use_cache=False, causal=False))):
+            counts.update(rows=0, scores=0)
+            generate(model, ids, n_new, temperature=0, **settings)
+            found[name] = dict(counts)
+    finally:
+        hook.remove()
+    return found
 
 
 @torch.no_grad()
