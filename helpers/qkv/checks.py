@@ -215,7 +215,7 @@ HEAD_SLIPS = [
 
 
 def transposed_hint(head, case, where):
-    """A hint when ``head`` works, and is right, only with every weight matrix transposed (x @ W.T)."""
+    """A hint when ``head`` works, and is right, only with W_Q, W_K, W_V transposed (x @ W.T)."""
     flipped = {name: case[name].T.contiguous() if name.startswith("W") else case[name] for name in SLICES}
     try:
         out = call(head, case["x"], *(flipped[name] for name in SLICES), what=where)
@@ -223,8 +223,8 @@ def transposed_hint(head, case, where):
     except (Wrong, ValueError, TypeError):
         return None
     if right:
-        return (f"your function stopped {where}: it multiplies by the transposed weights (x @ W.T, as nn.Linear "
-                "stores them); here W_Q, W_K, W_V are (d_model, d_k) and a token is a row: q = x @ W_Q + b_Q")
+        return (f"your function stopped {where}: it multiplies by the transposed matrices (x @ W.T, as nn.Linear "
+                "stores its weight); here W_Q, W_K, W_V are (d_model, d_k) and a token is a row: q = x @ W_Q + b_Q")
     return None
 
 
@@ -240,8 +240,8 @@ def head_problem(head, case):
             raise Wrong(hint) from None
         raise
     if out is None:
-        return ("not answered yet: attention_head returns None; write its body below the docstring, "
-                "where the cell says # YOUR CODE HERE")
+        return ("not answered yet: attention_head returns None; write its body where the cell says "
+                "# YOUR CODE HERE, so that output holds the head's output")
     if isinstance(out, (tuple, list)):
         return "attention_head should return only the output (T, d_k), not a tuple"
     try:
@@ -292,8 +292,8 @@ def head_one_slips(trace, attn):
                                "that is head·d_k to (head+1)·d_k"),
            (run(slice(1, None, 2), slice(1, None, 2)), "a head owns d_k neighbouring columns (3, 4, 5 for head 1), "
                                                         "not every second column"),
-           (run(right, first), "the weights are head 1's but the biases are head 0's: slice b_Q, b_K, b_V "
-                               "the same way, [3:6]"),
+           (run(right, first), "the matrices are head 1's columns but the biases are head 0's: slice b_Q, "
+                               "b_K, b_V the same way, [3:6]"),
            (run(right, right, x=trace["h0"]), "the head reads the LayerNormed input, trace['L0.ln1'], "
                                                 "not the embeddings h0")]
     zero = {n: torch.zeros(3) for n in ("b_Q", "b_K", "b_V")}
