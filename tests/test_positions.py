@@ -272,15 +272,22 @@ def test_score_terms_add_up_to_the_models_scores(cat, cat_world):
     scores = cat(ids, trace=True)["L0.scores"].numpy()
     causal = np.isfinite(scores)
     assert len(terms) == 9 and np.abs(sum(terms.values())[causal] - scores[causal]).max() < 1e-5
-    groups = {"cross": [("word", "position"), ("position", "word")], "rest": [p for p in terms if "position"
-                                                                              not in p or p[0] == p[1]]}
-    groups["rest"] = [p for p in terms if p not in groups["cross"]]
+    cross = [("word", "position"), ("position", "word")]
+    groups = {"cross": cross, "rest": [pair for pair in terms if pair not in cross]}
     shares = pos.term_shares(terms, groups)
     assert np.allclose(shares["cross"] + shares["rest"], 1)
+    assert (shares["cross"] > 0.7).all()   # the chapter's reading: the word x position terms carry most of it
     assert np.allclose(pos.spread_without(terms, []), [pos.diagonal_spread(s) for s in scores], atol=1e-5)
     assert pos.off_offset(np.add.outer(np.arange(4.0), -np.arange(4.0))).max() == 0   # a function of t - s
     with pytest.raises(CourseInputError, match="nine"):
         pos.term_shares(terms, {"cross": groups["cross"]})
+    with pytest.raises(CourseInputError, match="square"):
+        pos.off_offset(np.zeros((3, 4)))
+    with pytest.raises(CourseInputError, match="pairs"):
+        pos.spread_without(terms, [("word", "nothing")])
+    rotary = Transformer(Config(vocab_size=20, d_model=8, n_heads=2, n_layers=1, d_ff=0, positions="rotary"))
+    with pytest.raises(CourseInputError, match="added positions"):
+        pos.score_terms(rotary, torch.zeros(3, dtype=torch.long))
 
 
 def test_offset_rotation_check():

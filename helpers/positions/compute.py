@@ -240,6 +240,8 @@ def off_offset(S):
     """The part of the causal scores S (..., T, T) that is not a function of the offset t - s:
     S minus the mean of its diagonal, on and below the diagonal (0 above it)."""
     S = np.asarray(S, dtype=float)
+    if S.ndim < 2 or S.shape[-1] != S.shape[-2]:
+        fail(f"off_offset takes square scores (..., T, T), but got shape {S.shape}")
     T = S.shape[-1]
     t, s = np.indices((T, T))
     out = np.zeros_like(S)
@@ -257,6 +259,9 @@ def term_shares(terms, groups):
     S = the sum of all terms), so the shares add up to 1 in every head; a negative share
     cancels part of the others. Returns {name: (H,) array}.
     """
+    if not isinstance(terms, dict) or not isinstance(groups, dict):
+        fail(f"term_shares takes the dict of score_terms and a dict of groups, but got "
+             f"{type(terms).__name__} and {type(groups).__name__}")
     named = [pair for pairs in groups.values() for pair in pairs]
     if sorted(named) != sorted(terms):
         fail(f"the groups should name each of the nine (query part, key part) pairs once, but name {named}")
@@ -269,7 +274,10 @@ def term_shares(terms, groups):
 def spread_without(terms, pairs):
     """(H,) the largest spread along a diagonal (``diagonal_spread``) of each head's causal
     scores, rebuilt from ``terms`` (``score_terms``) with the terms ``pairs`` left out."""
-    kept = sum(value for pair, value in terms.items() if pair not in set(pairs))
+    if not isinstance(terms, dict) or not set(map(tuple, pairs)) <= set(terms):
+        fail(f"spread_without takes the dict of score_terms and some of its (query part, key part) pairs, "
+             f"but got {type(terms).__name__} and {list(pairs)!r:.120}")
+    kept = sum(value for pair, value in terms.items() if pair not in set(map(tuple, pairs)))
     T = kept.shape[-1]
     causal = np.where(np.tril(np.ones((T, T), dtype=bool)), kept, -np.inf)
     return np.array([diagonal_spread(head) for head in causal])
