@@ -1,6 +1,7 @@
 """Chapter 02 (QKV by hand): the worked examples against the texts' digits, the explorer's
 compute and picture, and every exercise check (right passes, wrong fails with words, None is
 not answered)."""
+import json
 import math
 import re
 
@@ -317,3 +318,13 @@ def test_head_one_slices_right_and_wrong(kwargs, words):
     found = checks.head_one_output.feedback(head_one(**kwargs))
     assert len(found) == 1 and words in found[0], found
     assert checks.head_one_output.feedback(None)[0].startswith("not answered yet")
+
+
+@pytest.mark.parametrize("answer", [make_head(), make_head(transposed=True), make_head(divide=False),
+                                    make_head(mask="diagonal")], ids=["right", "transposed", "unscaled", "diagonal"])
+def test_the_graders_record_of_a_head_is_judged_as_the_head_itself(answer):
+    """Under the course's grader the head runs in the student's kernel (recorded as data) and the
+    judge replays those outputs in the same order, the retry with transposed matrices included."""
+    from helpers import grading
+    recorded = json.loads(json.dumps(grading.record_answer(checks.attention_head, answer, (), {})))
+    assert checks.attention_head.feedback(grading.decode(recorded)) == checks.attention_head.feedback(answer)
