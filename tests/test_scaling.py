@@ -1,4 +1,5 @@
-"""Chapter 03 (scaling): the spread table, the six-key example, the gradients, the explorer and the checks."""
+"""Chapter 03 (scaling): the spread table, every head's scaled scores on the cat model (the learner's piece and
+its check), the six-key example, the gradients and where the 1/√d_k reaches, the explorer and the checks."""
 import math
 
 import numpy as np
@@ -101,17 +102,6 @@ def test_typical_size_check():
     assert feedback(checks.typical_size, None) == NOT_ANSWERED
     with pytest.raises(AssertionError):
         checks.typical_size.grade(512, d=512)
-
-
-def test_scaled_scores_check():
-    g = torch.Generator().manual_seed(5)
-    q, K = torch.randn(16, generator=g).numpy(), torch.randn(6, 16, generator=g).numpy()
-    assert checks.scaled_scores.feedback(K @ q / 4, q, K) == []
-    assert checks.scaled_scores.feedback(torch.tensor(K @ q / 4), q, K) == []
-    assert "raw dot products" in feedback(checks.scaled_scores, K @ q, q, K)
-    assert "divided by d" in feedback(checks.scaled_scores, K @ q / 16, q, K)
-    assert "shape" in feedback(checks.scaled_scores, q, q, K)
-    assert feedback(checks.scaled_scores, None, q, K) == NOT_ANSWERED
 
 
 def test_jacobian_check():
@@ -248,3 +238,145 @@ def test_loss_floor_is_the_entropy_of_each_prefix_and_bounds_the_training_loss()
     assert 0 < scaling.loss_floor(world.train) < math.log(20)
     with pytest.raises(CourseInputError, match="at least one sentence"):
         scaling.loss_floor([])
+
+
+# ------------------------------------------------------------------ every head's scaled scores (the learner's piece)
+
+def cat_case(layer=0, words="<BOS> the big cat sat on the blue floor"):
+    from helpers.weights import load_cat
+    return scaling.layer_case(load_cat(), words.split(), layer)
+
+
+@pytest.mark.parametrize("layer", [0, 1])
+def test_course_scaled_scores_are_the_models_own(layer):
+    case = cat_case(layer)
+    args = [case[name] for name in ("x", "W_Q", "W_K", "b_Q", "b_K", "n_heads")]
+    scores = scaling.scaled_scores(*args)
+    seen = torch.isfinite(case["scores"])
+    assert scores.shape == (2, 9, 9) and torch.isfinite(scores).all()
+    assert torch.allclose(scores[seen], case["scores"][seen], atol=1e-5)
+    assert (seen == ~torch.triu(torch.ones(9, 9, dtype=torch.bool), 1)).all()
+    one_head = scaling.scaled_scores(*args[:5], 1)      # one head of d_k = 6: the heads' sums over √6
+    assert torch.allclose(one_head[0], (scores * math.sqrt(3)).sum(0) / math.sqrt(6), atol=1e-4)
+
+
+def test_scaled_scores_bad_input_is_one_sentence():
+    case = cat_case()
+    x, W_Q, W_K, b_Q, b_K = (case[name] for name in ("x", "W_Q", "W_K", "b_Q", "b_K"))
+    with pytest.raises(CourseInputError, match="split into n_heads = 4"):
+        scaling.scaled_scores(x, W_Q, W_K, b_Q, b_K, 4)
+    with pytest.raises(CourseInputError, match=r"W_K should have shape \(6, 6\)"):
+        scaling.scaled_scores(x, W_Q, W_K[:3], b_Q, b_K, 2)
+    with pytest.raises(CourseInputError, match="x should have shape"):
+        scaling.scaled_scores(x[0], W_Q, W_K, b_Q, b_K, 2)
+    with pytest.raises(CourseInputError, match="n_heads"):
+        scaling.scaled_scores(x, W_Q, W_K, b_Q, b_K, 0)
+    with pytest.raises(CourseInputError, match="layer should be one of"):
+        cat_case(layer=2)
+
+
+def test_the_division_reaches_exactly_the_gradients_through_the_scores():
+    from helpers.weights import load_cat
+    world = worlds.cat_world()
+    grads = scaling.score_path_gradients(load_cat(), world.batch(world.train), layer=0)
+    for name in ("W_Q", "b_Q", "W_K"):
+        g = grads[f"blocks.0.attn.{name}"]
+        assert g["as_is"] / g["undone"] == pytest.approx(1 / math.sqrt(3), rel=1e-4)
+    assert max(grads["blocks.0.attn.b_K"]["as_is"], grads["blocks.0.attn.b_K"]["undone"]) < 1e-6   # shifts a row only
+    before = ("E", "blocks.0.ln1.weight", "blocks.0.ln1.bias")
+    for name, g in grads.items():
+        if name in before:      # part through q and k, part through v and the residual stream
+            assert 1 / math.sqrt(3) + 0.01 < g["as_is"] / g["undone"] < 0.99 and not g["identical"]
+        elif not name.startswith(("blocks.0.attn.W_Q", "blocks.0.attn.b_Q", "blocks.0.attn.W_K", "blocks.0.attn.b_K")):
+            assert g["identical"], name          # the value path and everything after attention
+    with pytest.raises(CourseInputError, match="layer"):
+        scaling.score_path_gradients(load_cat(), world.batch(world.train), layer=5)
+
+
+def right_scores(x, W_Q, W_K, b_Q, b_K, n_heads):
+    T, d_model = x.shape
+    d_k = d_model // n_heads
+    q, k = x @ W_Q + b_Q, x @ W_K + b_K
+    heads = []
+    for h in range(n_heads):
+        columns = slice(h * d_k, (h + 1) * d_k)
+        heads.append(q[:, columns] @ k[:, columns].T / math.sqrt(d_k))
+    return torch.stack(heads)
+
+
+def slipped(divide=lambda d_k, d_model: math.sqrt(d_k), transpose_q=False, transpose_k=False, split="blocks",
+            biases=True, b_K=True, heads=None, mask=False, swap=False, reverse=False):
+    """A learner's scaled_scores with the named slips."""
+    keep_b_K = b_K
+
+    def scores(x, W_Q, W_K, b_Q, b_K, n_heads):
+        T, d_model = x.shape
+        H = n_heads if heads is None else heads
+        d_k = d_model // H
+        q = x @ (W_Q.T if transpose_q else W_Q) + (b_Q if biases else 0)
+        k = x @ (W_K.T if transpose_k else W_K) + (b_K if biases and keep_b_K else 0)
+        if split == "strided":
+            q, k = (t.view(T, d_k, H).permute(2, 0, 1) for t in (q, k))
+        else:
+            q, k = (t.view(T, H, d_k).transpose(0, 1) for t in (q, k))
+        s = (k @ q.transpose(-2, -1) if swap else q @ k.transpose(-2, -1)) / divide(d_k, d_model)
+        if reverse:
+            s = s.flip(0)
+        if mask:
+            s = s.masked_fill(torch.triu(torch.ones(T, T, dtype=torch.bool), 1), float("-inf"))
+        return s
+    return scores
+
+
+def test_layer_scores_passes_the_right_piece_and_keeps_it_for_chapter_03():
+    assert checks.layer_scores.feedback(right_scores) == []
+    assert checks.layer_scores.feedback(scaling.scaled_scores) == []
+    assert checks.layer_scores.feedback(lambda *args: list(right_scores(*args).numpy())) == []   # a list of heads
+    assert checks.layer_scores.keeps == "03"
+    checks.layer_scores.grade(right_scores)
+
+
+def test_layer_scores_skeleton_is_not_answered_yet():
+    def skeleton(x, W_Q, W_K, b_Q, b_K, n_heads):
+        """The learner's copy: the solution region became a comment."""
+        scores = None
+        # YOUR CODE HERE
+        return scores
+    found = checks.layer_scores.feedback(skeleton)
+    assert len(found) == 1 and found[0].startswith("not answered yet")
+    assert checks.layer_scores.feedback(None)[0].startswith("not answered yet")
+    with pytest.raises(AssertionError, match="not answered yet"):
+        checks.layer_scores.grade(skeleton)
+
+
+@pytest.mark.parametrize("mistake, words", [
+    (dict(divide=lambda d_k, d_model: 1.0), "division by √d_k is missing"),
+    (dict(divide=lambda d_k, d_model: d_k), "by √d_k twice"),                         # √d_k applied twice = d_k
+    (dict(divide=lambda d_k, d_model: math.sqrt(d_k) ** 2), "by √d_k twice"),
+    (dict(divide=lambda d_k, d_model: math.sqrt(d_model)), "divided by √d_model = √6"),
+    (dict(divide=lambda d_k, d_model: d_model), "divided by d_model = 6"),
+    (dict(transpose_q=True, transpose_k=True), "W_Q and W_K are used transposed"),
+    (dict(transpose_q=True), "W_Q is used transposed"),
+    (dict(transpose_k=True), "W_K is used transposed"),
+    (dict(split="strided"), "wrong columns"),
+    (dict(split="strided", divide=lambda d_k, d_model: 1.0), "not (T, d_k, n_heads)); and the division by √d_k is missing"),
+    (dict(reverse=True), "reverse order"),
+    (dict(swap=True), "rows and columns are swapped"),
+    (dict(biases=False), "b_Q and b_K are missing"),
+    (dict(b_K=False), "b_K is missing"),
+    (dict(mask=True), "that is the causal mask"),
+    (dict(heads=2), "returns 2 heads"),
+    (dict(divide=lambda d_k, d_model: math.sqrt(3)), "not fixed numbers"),
+])
+def test_layer_scores_names_each_mistake(mistake, words):
+    found = checks.layer_scores.feedback(slipped(**mistake))
+    assert len(found) == 1 and words in found[0], found
+
+
+def test_layer_scores_other_wrong_answers_are_one_sentence():
+    words = lambda fn: " ".join(checks.layer_scores.feedback(fn))
+    assert "shape (n_heads, T, T) = (2, 4, 4)" in words(lambda x, *a: x)
+    assert "ZeroDivisionError" in words(lambda *a: 1 / 0)
+    assert "differ from the model's" in words(lambda *a: right_scores(*a) + 0.5)
+    assert "NaN" in words(lambda *a: right_scores(*a) * float("nan"))
+    assert "a function" in words(3.0)

@@ -1,5 +1,6 @@
-"""Chapter 03's exercise checks: the typical size of a dot product, scaled scores, the
-softmax derivative, and a gradient taken with respect to the right thing.
+"""Chapter 03's exercise checks: every head's scaled scores of the cat model (a function the learner
+writes, kept for the chapters ahead), the typical size of a dot product, the softmax derivative,
+and a gradient taken with respect to the right thing.
 
 Each check judges properties and reference values and says what is wrong without
 printing the expected answer.
@@ -8,13 +9,15 @@ import math
 
 import numpy as np
 
-from ..exercises import Array, Number, as_array, close_problems, exercise, number_problems, slip
-from .compute import softmax_jacobian, weight_gradient
+import torch
+
+from ..exercises import Array, Function, Number, Wrong, as_array, call, close_problems, exercise, number_problems, slip
+from .compute import layer_case, scaled_scores as course_scores, softmax_jacobian, weight_gradient
 
 
 @exercise("the typical size of a raw dot product", answer=Number())
 def typical_size(answer, d=512):
-    """``answer`` is the standard deviation of q·k for standard-normal q, k of length d (theory)."""
+    """``answer`` is the standard deviation of q·k for standard-normal q, k of dimension d (theory)."""
     hint = slip(answer, [(d, "that is the variance of q·k; the spread (standard deviation) is its square root"),
                          (1, "that is the spread after dividing by √d; the question asks about the raw "
                              "dot product")], atol=0.05)
@@ -22,19 +25,6 @@ def typical_size(answer, d=512):
         yield hint
     else:
         yield from number_problems(answer, math.sqrt(d), "your spread", atol=0.05)
-
-
-@exercise("one query's scaled scores", answer=Array(shape=lambda K: (len(K),)))
-def scaled_scores(answer, q, K):
-    """``answer`` (n_keys,) is K @ q / √d for a query q (d,) and keys K (n_keys, d)."""
-    q, K = as_array(q, "q"), as_array(K, "K")
-    raw, d = K @ q, len(q)
-    hint = slip(answer, [(raw, "these are the raw dot products: divide them by √d"),
-                         (raw / d, "you divided by d; divide by its square root")], atol=1e-4)
-    if hint:
-        yield hint
-    else:
-        yield from close_problems(answer, raw / math.sqrt(d), "scores")
 
 
 @exercise("the derivative of softmax", answer=Array(shape=lambda weights: (len(weights), len(weights))))
@@ -70,3 +60,138 @@ def gradient_wrt_raw(answer, scores, index=2, divide_by=8.0):
         yield hint
     else:
         yield from number_problems(answer, sizes["wrt_scores"], "your gradient size", atol=5e-4)
+
+
+# ----------------------------------------------------------------- every head's scaled scores, on the cat model
+
+# Real cat-world prompts (lengths 4, 7 and 9, none equal to d_model = 6), each through both layers.
+CAT_PROMPTS = ("<BOS> the dog was", "<BOS> the cat sat on the red", "<BOS> the big cat sat on the blue floor")
+NOT_WRITTEN = "not answered yet: scaled_scores returns None; write its body where the cell says # YOUR CODE HERE"
+_CASES = []
+
+
+def cat_cases():
+    """The check's inputs: (label, args, reference scores) per case. The shipped cat model's layer 0 and
+    layer 1 on each of CAT_PROMPTS (the reference is the trace's scores, -inf above the diagonal), then
+    layer 0 on the last prompt read as three heads of d_k = 2 (the reference is the course's function)."""
+    if not _CASES:
+        from ..weights import load_cat
+        cat = load_cat()
+        for prompt in CAT_PROMPTS:
+            for layer in (0, 1):
+                case = layer_case(cat, prompt.split(), layer)
+                args = tuple(case[name] for name in ("x", "W_Q", "W_K", "b_Q", "b_K", "n_heads"))
+                _CASES.append((f'layer {layer}\'s input for "{prompt}"', args, case["scores"]))
+        args = args[:5] + (3,)
+        _CASES.append((f'layer 1\'s parameters read as 3 heads of d_k = 2, for "{CAT_PROMPTS[-1]}"', args,
+                       course_scores(*args)))
+    return _CASES
+
+
+def score_variants(x, W_Q, W_K, b_Q, b_K, n_heads):
+    """The known wrong versions of every head's scaled scores: [(scores (H, T, T), what went wrong), ...].
+
+    Each structural slip (weights transposed, heads from the wrong columns or in the wrong order, a bias
+    left out, queries and keys swapped) is combined with each divisor (the right √d_k, none, d_k,
+    √d_model, d_model); the right structure with the right divisor is not among them."""
+    T, d_model = x.shape
+    d_k = d_model // n_heads
+    zero = torch.zeros_like(b_Q)
+
+    def raw(W_q=W_Q, W_k=W_K, b_q=b_Q, b_k=b_K, split="blocks"):
+        q, k = x @ W_q + b_q, x @ W_k + b_k
+        if split == "strided":          # head h gets columns h, h + H, h + 2H, ...
+            q, k = (t.view(T, d_k, n_heads).permute(2, 0, 1) for t in (q, k))
+        else:
+            q, k = (t.view(T, n_heads, d_k).transpose(0, 1) for t in (q, k))
+        return q @ k.transpose(-2, -1)
+
+    right = raw()
+    structures = [
+        (right, None),
+        (raw(W_Q.T, W_K.T), "W_Q and W_K are used transposed: with one row per token, q = x @ W_Q + b_Q "
+                            "(W_Q's rows take x's d_model entries, its columns are the queries' entries)"),
+        (raw(W_q=W_Q.T), "W_Q is used transposed: q = x @ W_Q + b_Q, not x @ W_Qᵀ"),
+        (raw(W_k=W_K.T), "W_K is used transposed: k = x @ W_K + b_K, not x @ W_Kᵀ"),
+        (raw(split="strided"), "the heads take their entries from the wrong columns: head h owns the block of "
+                               "d_k neighbouring columns h*d_k:(h+1)*d_k of q and k, not every n_heads-th column "
+                               "(view q as (T, n_heads, d_k), not (T, d_k, n_heads))"),
+        (right.flip(0), "the heads come in reverse order: scores[0] should be head 0's (columns 0:d_k)"),
+        (right.transpose(-2, -1), "rows and columns are swapped: scores[h, i, j] is query i against key j, "
+                                  "q_i·k_j, so each head's matrix is q @ kᵀ, not k @ qᵀ"),
+        (raw(b_q=zero, b_k=zero), "b_Q and b_K are missing: q = x @ W_Q + b_Q and k = x @ W_K + b_K"),
+        (raw(b_q=zero), "b_Q is missing: q = x @ W_Q + b_Q"),
+        (raw(b_k=zero), "b_K is missing: k = x @ W_K + b_K"),
+    ]
+    divisors = [
+        (math.sqrt(d_k), None),
+        (1.0, "the division by √d_k is missing: these are the raw q·k"),
+        (float(d_k), f"the scores are divided by d_k = {d_k}, that is by √d_k twice: divide once, by "
+                     f"√d_k = {math.sqrt(d_k):.3f}"),
+        (math.sqrt(d_model), f"the scores are divided by √d_model = √{d_model}: each head's dot product has only "
+                             f"d_k = d_model / n_heads = {d_k} terms, so divide by √d_k"),
+        (float(d_model), f"the scores are divided by d_model = {d_model}: divide by √d_k, with d_k = {d_k} "
+                         "the dimension of one head"),
+    ]
+    out = []
+    for scores, structure in structures:
+        for divisor, division in divisors:
+            if structure or division:
+                out.append((scores / divisor, "; and ".join(w for w in (structure, division) if w)))
+    return out
+
+
+def scores_problem(answer, label, args, reference):
+    """One sentence on what is wrong with the learner's scores for one case, or None."""
+    out = call(answer, *args, what=f"on {label}")
+    if out is None:
+        raise Wrong(NOT_WRITTEN)
+    shape = tuple(reference.shape)
+    if isinstance(out, (list, tuple)):             # one (T, T) matrix per head is fine too
+        out = [as_array(head, f"head {h}'s scores on {label}", allow_inf=True) for h, head in enumerate(out)]
+        if len({head.shape for head in out}) > 1:
+            return f"the heads' score matrices on {label} have different shapes: each is (T, T)"
+    scores = as_array(out, f"the scores on {label}", allow_inf=True)
+    if scores.shape != shape:
+        heads, T = args[-1], shape[1]
+        if scores.shape[1:] == shape[1:]:
+            return (f"your function returns {scores.shape[0]} heads on {label}, where n_heads = {heads}: take the "
+                    "head count from n_heads and d_k = d_model // n_heads, not fixed numbers")
+        return (f"the scores on {label} should have shape (n_heads, T, T) = {shape}, heads first, "
+                f"but they have shape {scores.shape}")
+    reference = reference.numpy().astype(float)
+    hidden = np.triu(np.ones(shape[1:], dtype=bool), k=1)
+    if np.isinf(scores).any():
+        if (np.isneginf(scores) == hidden).all():
+            return (f"the scores on {label} are -inf above the diagonal: that is the causal mask, the next "
+                    "chapter's piece; return every score, before the mask")
+        return f"the scores on {label} hold inf or -inf in {int(np.isinf(scores).sum())} entries; a score is finite"
+    seen = np.isfinite(reference)                # the trace hides the future keys: compare what it shows
+    right = course_scores(*args).numpy().astype(float)
+    close = lambda a, b: np.allclose(a, b, atol=1e-4, rtol=1e-4)
+    if close(scores[seen], reference[seen]) and close(scores, right):
+        return None
+    for wrong, hint in score_variants(*args):
+        if close(scores, wrong.numpy().astype(float)):
+            return f"on {label}, {hint}"
+    if args[-1] == 3:                            # the earlier cases, with the cat model's 2 heads, passed
+        return (f"your scores are right for the cat model's 2 heads but not on {label}: take the head count "
+                "from n_heads and d_k = d_model // n_heads, not fixed numbers")
+    bad = ~np.isclose(scores, right, atol=1e-4, rtol=1e-4)
+    where = tuple(int(i) for i in np.argwhere(bad)[0])
+    return (f"the scores on {label} differ from the model's in {int(bad.sum())} of {bad.size} entries (the first "
+            f"at [head, query, key] = {list(where)}); build q and k, split them into heads, take q @ kᵀ per head, "
+            "divide by √d_k")
+
+
+@exercise("every head's scaled scores, on the cat model",
+          answer=Function("a function scaled_scores(x, W_Q, W_K, b_Q, b_K, n_heads)"), keeps="03")
+def layer_scores(answer):
+    """``answer`` is a function scaled_scores(x, W_Q, W_K, b_Q, b_K, n_heads) -> (H, T, T), every head's
+    q·k / √d_k before the mask, as helpers.scaling.compute.scaled_scores. It runs on the shipped cat
+    model's layers (its trace's scores are the reference) and must name no fixed head count."""
+    for label, args, reference in cat_cases():
+        problem = scores_problem(answer, label, args, reference)
+        if problem:
+            yield problem
+            return

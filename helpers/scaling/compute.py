@@ -99,9 +99,9 @@ def weight_gradient(scores, index, divide_by=1.0):
     """How strongly one attention weight reacts to the scores.
 
     The weights are softmax(scores / divide_by). Returns a dict with
-    * ``wrt_input``: the length of the gradient of weight ``index`` with respect to
+    * ``wrt_input``: the norm of the gradient of weight ``index`` with respect to
       softmax's own input (scores / divide_by), the Book's measure;
-    * ``wrt_scores``: the length with respect to the scores before the division
+    * ``wrt_scores``: the norm with respect to the scores before the division
       (the chain rule multiplies by 1 / divide_by).
     """
     s = as_array(scores, "scores", 1)
@@ -217,7 +217,7 @@ def gradient_figure(rows):
     ax.loglog(dims, [r["raw"] for r in rows], "o-", color=ACCENT, label="unscaled, w.r.t. q·k")
     ax.set_xticks(dims, [str(d) for d in dims])
     ax.minorticks_off()
-    ax.set_xlabel("d (length of q and k)")
+    ax.set_xlabel("d (dimension of q and k)")
     ax.set_ylabel("median ‖∂weights/∂scores‖")
     ax.set_title("How much a softmax row can still move")
     ax.legend(fontsize=8, loc="lower left")
@@ -393,3 +393,86 @@ def adam_trajectory(gradients, factor=1.0, lr=1e-2):
         opt.step()
         out.append(w.detach().clone().numpy())
     return np.array(out)
+
+
+# ----------------------------------------------------------------- the division inside a trained model
+
+def _tensor(x, name, shape):
+    """``x`` as a float torch tensor of ``shape`` (None in it: any size), else one sentence."""
+    if not isinstance(x, torch.Tensor):
+        x = torch.as_tensor(as_array(x, name))
+    if x.dim() != len(shape) or any(want is not None and got != want for got, want in zip(x.shape, shape)):
+        want = "(" + ", ".join("·" if n is None else str(n) for n in shape) + ")"
+        fail(f"{name} should have shape {want}, but it has shape {tuple(x.shape)}")
+    return x if x.is_floating_point() else x.float()
+
+
+def scaled_scores(x, W_Q, W_K, b_Q, b_K, n_heads):
+    """Every head's scaled scores of one attention layer, before the causal mask: the course's own
+    version of the piece the learner writes in chapter 03.
+
+    x (T, d_model): the layer's input (after its LayerNorm; the trace's "L0.ln1"). W_Q, W_K
+    (d_model, d_model) and b_Q, b_K (d_model,): the layer's parameters, used as x @ W_Q + b_Q
+    (one row per token). n_heads: H; head h owns columns h*d_k:(h+1)*d_k, d_k = d_model / H.
+    Returns (H, T, T): scores[h, i, j] = q_i·k_j / √d_k for head h, query i and key j.
+    """
+    x = _tensor(x, "x", (None, None))
+    T, d_model = x.shape
+    n_heads = check_positive_int(n_heads, "n_heads")
+    if d_model % n_heads:
+        fail(f"d_model = {d_model} should split into n_heads = {n_heads} equal heads, but it does not")
+    W_Q, W_K = (_tensor(W, name, (d_model, d_model)) for W, name in ((W_Q, "W_Q"), (W_K, "W_K")))
+    b_Q, b_K = (_tensor(b, name, (d_model,)) for b, name in ((b_Q, "b_Q"), (b_K, "b_K")))
+    d_k = d_model // n_heads
+    q = (x @ W_Q + b_Q).view(T, n_heads, d_k).transpose(0, 1)    # (H, T, d_k): head h's columns
+    k = (x @ W_K + b_K).view(T, n_heads, d_k).transpose(0, 1)
+    return q @ k.transpose(-2, -1) / math.sqrt(d_k)               # (H, T, T)
+
+
+def layer_case(model, words, layer=0):
+    """One layer of ``model`` on one prompt, as chapter 03's exercise uses it: a dict of x (T, d_model),
+    the layer's W_Q, W_K, b_Q, b_K, n_heads, and the trace's scores (H, T, T), -inf above the diagonal.
+    words: a list of the world's words (the cat world's tokenizer)."""
+    from ..worlds import cat_world
+    layer = check_positive_int(layer, "layer", minimum=0)
+    if layer >= len(model.blocks):
+        fail(f"layer should be one of the model's {len(model.blocks)} layers (0..{len(model.blocks) - 1}), "
+             f"but got {layer}")
+    trace = model(cat_world().tokenizer.encode(words), trace=True)
+    attn = model.blocks[layer].attn
+    return dict(x=trace[f"L{layer}.ln1"], W_Q=attn.W_Q.detach(), W_K=attn.W_K.detach(), b_Q=attn.b_Q.detach(),
+                b_K=attn.b_K.detach(), n_heads=attn.n_heads, scores=trace[f"L{layer}.scores"])
+
+
+def score_path_gradients(model, batch, layer=0):
+    """Where the chain rule's 1/√d_k of one layer's division goes, measured.
+
+    The loss of ``model`` on ``batch`` (inputs, targets with -100 ignored) is differentiated twice:
+    as it is, and with the factor 1/√d_k that the division puts on the gradient of the raw q·k
+    undone in layer ``layer`` (a hook multiplies the gradient arriving at its scores by √d_k; the
+    forward pass, and so the loss, is the same). Returns {parameter name: dict(as_is=‖gradient‖,
+    undone=‖gradient‖ with the factor undone, identical=whether the two gradients are the same
+    tensor, bit for bit)} for every parameter.
+    """
+    inputs, targets = batch
+    layer = check_positive_int(layer, "layer", minimum=0)
+    if layer >= len(model.blocks):
+        fail(f"layer should be one of the model's {len(model.blocks)} layers, but got {layer}")
+    root = math.sqrt(model.blocks[layer].attn.d_k)
+
+    def undo(scores):
+        scores = scores * 1.0                      # a new node, so the hook sees only this layer's scores
+        scores.register_hook(lambda grad: grad * root)
+        return scores
+
+    grads = []
+    for replace in (None, {f"L{layer}.scores": undo}):
+        model.zero_grad()
+        logits = model(inputs, replace=replace)
+        torch.nn.functional.cross_entropy(logits.reshape(-1, logits.shape[-1]), targets.reshape(-1),
+                                          ignore_index=-100).backward()
+        grads.append({name: p.grad.clone() for name, p in model.named_parameters()})
+    model.zero_grad()
+    return {name: dict(as_is=float(g.norm()), undone=float(grads[1][name].norm()),
+                       identical=bool(torch.equal(g, grads[1][name])))
+            for name, g in grads[0].items()}
