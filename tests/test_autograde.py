@@ -96,15 +96,15 @@ def row(graded, student, chapter=CHAPTER):
 
 def test_blank_solved_and_wrong(graded):
     assert row(graded, "blank")["score"] == 0
-    assert row(graded, "solved")["score"] == row(graded, "solved")["max_score"] == 3
+    assert row(graded, "solved")["score"] == row(graded, "solved")["max_score"] == 4
     wrong = row(graded, "wrong")
-    assert wrong["score"] == 2 and wrong["ch00_ex2_check"] == 0
+    assert wrong["score"] == 3 and wrong["ch00_ex2_check"] == 0
     assert "divide by the sum of exp" in wrong["why"]["ch00_ex2_check"]
 
 
 def test_nan_is_wrong_and_says_so(graded):
     nan = row(graded, "nan")
-    assert nan["score"] == 2 and "NaN" in nan["why"]["ch00_ex2_check"]
+    assert nan["score"] == 3 and "NaN" in nan["why"]["ch00_ex2_check"]
 
 
 def test_patching_the_grader_in_the_students_kernel_gains_nothing(graded):
@@ -118,10 +118,10 @@ def test_a_write_into_the_checkout_is_refused_or_undone(graded):
     assert graded["protected_unchanged"]
     writer = row(graded, "writer")
     if FENCED:   # refused: its own answers still count
-        assert writer["score"] == 3
+        assert writer["score"] == 4
     else:        # undone, and that submission is not graded
         assert writer["score"] == 0 and "restored" in writer["notes"]
-    assert row(graded, "solved")["score"] == 3          # nobody else's grade moved
+    assert row(graded, "solved")["score"] == 4          # nobody else's grade moved
 
 
 def test_exit_and_endless_loops_stop_only_their_own_notebook(graded):
@@ -138,20 +138,20 @@ def test_another_chapter_under_this_name_is_graded_as_what_it_is(graded):
 
 def test_two_copies_the_best_counts_and_the_row_says_so(graded):
     twice = row(graded, "twice")
-    assert twice["score"] == 3 and "2 copies" in twice["notes"]
+    assert twice["score"] == 4 and "2 copies" in twice["notes"]
 
 
 def test_renamed_files_lost_metadata_and_any_student_id_are_still_graded(graded):
     renamed = row(graded, "ann lee")
-    assert renamed["score"] == 3 and "tour.ipynb" in renamed["notes"]
+    assert renamed["score"] == 4 and "tour.ipynb" in renamed["notes"]
     stripped = row(graded, "a_student_with_a_very_long_identifier_0123456789")
-    assert stripped["score"] == 3 and "metadata" in stripped["notes"]
+    assert stripped["score"] == 4 and "metadata" in stripped["notes"]
 
 
 def test_the_table_fits_long_ids_and_hidden_folders_get_a_word(graded):
     text = autograde.text_table(graded["table"])
     long_line = next(line for line in text.splitlines() if line.startswith("a_student_with_a_very_long"))
-    assert "3/3" in long_line
+    assert "4/4" in long_line
     assert any(r["notes"].startswith("skipped: .hidden") for r in graded["table"])
 
 
@@ -169,7 +169,7 @@ def test_grading_again_after_removing_a_submission_just_works(graded, tmp_path):
         shutil.copytree(graded["course"] / "handed_in" / student, folder / student)
     shutil.rmtree(folder / "wrong")
     again = homework.grade(folder, graded["course"], log=lambda *a: None, cell_timeout=15)
-    assert [(r["student"], r["score"]) for r in again] == [("solved", 3)]
+    assert [(r["student"], r["score"]) for r in again] == [("solved", 4)]
 
 
 def test_records_are_data_never_code(graded):
@@ -183,23 +183,23 @@ def test_records_are_data_never_code(graded):
 @pytest.mark.skipif(not FENCED, reason="the fence needs bubblewrap")
 def test_under_the_fence_even_root_cannot_write_or_read_the_solutions(graded):
     assert graded["protected_unchanged"]
-    assert row(graded, "escaper")["score"] == 3
+    assert row(graded, "escaper")["score"] == 4
     peeker = row(graded, "peeker")
-    assert peeker["score"] == 2 and "not answered" in peeker["why"]["ch00_ex2_check"]
+    assert peeker["score"] == 3 and "not answered" in peeker["why"]["ch00_ex2_check"]
 
 
 def test_an_answer_the_judge_cannot_rebuild_costs_only_that_exercise(graded):
     mallory = row(graded, "mallory")
-    assert mallory["score"] == 2 and mallory["ch00_ex1_check"] == 0
+    assert mallory["score"] == 3 and mallory["ch00_ex1_check"] == 0
 
 
 def test_files_left_in_the_run_folder_do_not_stop_the_grader(graded):
     assert row(graded, "saboteur")["score"] == 0   # it broke its own records before the first check
-    assert row(graded, "solved")["score"] == 3
+    assert row(graded, "solved")["score"] == 4
 
 
 def test_a_pasted_copy_of_a_check_does_not_replace_the_real_one(graded):
-    assert row(graded, "early")["score"] == 3
+    assert row(graded, "early")["score"] == 4
 
 
 def test_a_linked_student_folder_is_skipped_with_a_word(graded):

@@ -165,3 +165,30 @@ def test_followers_of_the_in_the_cat_world(cat_world):
         compute.followers(cat_world.sentences, "zebra")
     with pytest.raises(CourseInputError, match="one or more words"):
         compute.followers(cat_world.sentences, "")
+
+
+def test_sentence_loss_check_names_the_usual_mistakes(cat, cat_world):
+    ids = cat_world.tokenizer.encode("<BOS> the big dog sat on the red mat <EOS>")
+    logits = copy.deepcopy(cat).double()(ids).detach()
+    right = torch.nn.functional.cross_entropy(logits[:-1], ids[1:]).item()
+    assert checks.sentence_loss(right, logits, ids)
+    assert checks.sentence_loss(torch.tensor(right, dtype=torch.float32), logits.numpy(), ids.numpy())
+    log_probs = torch.log_softmax(logits, dim=-1)
+    per = -log_probs[torch.arange(len(ids) - 1), ids[1:]]
+    wrong = {
+        per.sum().item(): "sum over the predicted positions",
+        -right: "never negative",
+        right / math.log(10): "base-10",
+        right / math.log(2): "bits",
+        math.exp(right): "perplexity",
+        (-log_probs[torch.arange(len(ids) - 1), ids[:-1]]).mean().item(): "not with token t",
+        (-logits[torch.arange(len(ids) - 1), ids[1:]]).mean().item(): "a logit is not a log-probability",
+        -math.log(per.neg().exp().mean().item()): "log of the mean probability",
+        right + 0.5: "too large",
+    }
+    for answer, words in wrong.items():
+        assert words in checks.sentence_loss.feedback(answer, logits, ids)[0], (answer, words)
+    assert "not answered" in checks.sentence_loss.feedback(None, logits, ids)[0]
+    assert "NaN" in checks.sentence_loss.feedback(float("nan"), logits, ids)[0]
+    with pytest.raises(AssertionError):
+        checks.sentence_loss.grade(right + 0.5, logits, ids)

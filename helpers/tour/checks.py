@@ -2,7 +2,7 @@
 import numpy as np
 
 from ..errors import to_numpy
-from ..exercises import Number, Whole, as_wholes, exercise, number_problems
+from ..exercises import Number, Whole, as_wholes, exercise, number_problems, slip
 
 
 @exercise("the shape of the layer-1 scores")
@@ -61,3 +61,31 @@ def per_layer(answer, d_model, d_ff):
     # a hint only when exactly one mistake gives this count (otherwise it could name the wrong one)
     yield named[0] if len(named) == 1 else (f"{answer} is not it: add up W_Q, W_K, W_V, W_O, W_1, W_2, "
                                             "every bias, and the two LayerNorms")
+
+
+@exercise("the loss of one sentence", answer=Number())
+def sentence_loss(answer, logits, ids):
+    """answer: the mean of -ln p(the true next token) over the T - 1 predicted positions of one
+    sentence, in nats; logits: (T, V), row t predicting the token at t + 1; ids: (T,) its token ids."""
+    logits, ids = to_numpy(logits, "the logits"), to_numpy(ids, "the token ids").astype(int)
+    shifted = logits - logits.max(axis=1, keepdims=True)
+    log_probs = shifted - np.log(np.exp(shifted).sum(axis=1, keepdims=True))
+    rows, targets = np.arange(len(ids) - 1), ids[1:]
+    per_position = -log_probs[rows, targets]
+    right = per_position.mean()
+    if abs(answer - right) <= 1e-4:
+        return
+    hint = slip(answer, [
+        (per_position.sum(), "that is the sum over the predicted positions: the loss is their mean"),
+        (-right, "a loss is never negative: it is minus the log of a probability"),
+        (right / np.log(10), "that is in base-10 logarithms: the loss uses the natural log (np.log)"),
+        (right / np.log(2), "that is in bits (log base 2): the loss uses the natural log (np.log)"),
+        (np.exp(right), "that is e^loss, the perplexity: the loss is its natural log"),
+        (-log_probs[rows, ids[:-1]].mean(), "row t predicts the token after it: compare row t with "
+                                            "token t + 1, not with token t"),
+        (-logits[rows, targets].mean(), "that is minus the logits: a logit is not a log-probability, "
+                                        "take the log of the softmax of each row first"),
+        (-np.log(np.exp(log_probs[rows, targets]).mean()), "that is minus the log of the mean probability: "
+                                                           "take -ln p at each position first, then the mean"),
+    ], atol=1e-4)
+    yield hint or next(number_problems(answer, right, "the loss", atol=1e-4))
