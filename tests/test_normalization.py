@@ -1,12 +1,20 @@
 """Chapter 08 (LayerNorm): helpers.normalization's compute, explorer and checks."""
+import json
+
 import numpy as np
 import pytest
 import torch
+import torch.nn.functional as F
+from torch import nn
+
+from helpers import grading
 
 from helpers import reference as ref
 from helpers.errors import CourseInputError
 from helpers.exercises import NOT_ANSWERED
 from helpers.normalization import checks, explorer
+from helpers.heads import compute as heads
+from helpers.mlp import compute as mlp
 from helpers.normalization import compute as nz
 
 H_LAST = np.array([0.054, 0.193, 0.865, 0.679, 0.475, 0.864])
@@ -309,3 +317,247 @@ def test_significant_digits_print_without_exponents():
     assert [nz.significant(v) for v in (12832.3, 12820.4, 16.985, 3.99998, 0.000123)] == \
         ["12,800", "12,800", "17.0", "4.00", "0.000123"]
     assert nz.significant(float("nan")) == "nan" and nz.significant(0) == "0"
+
+
+# ------------------------------------------------------------ the learner's LayerNorm and Block
+
+def said(check, answer, *args):
+    return " ".join(check.feedback(answer, *args))
+
+
+def learner_layer_norm(forward, names=("weight", "bias")):
+    """A learner's LayerNorm class with the given forward(self, x)."""
+    class LayerNorm(nn.Module):
+        def __init__(self, d, eps=1e-5):
+            super().__init__()
+            self.eps = eps
+            setattr(self, names[0], nn.Parameter(torch.ones(d)))
+            setattr(self, names[1], nn.Parameter(torch.zeros(d)))
+
+        def forward(self, x):
+            return forward(self, x)
+    return LayerNorm
+
+
+def centred(x, dim=-1):
+    return x - x.mean(dim=dim, keepdim=True)
+
+
+def ln_z(m, x):
+    return centred(x) / torch.sqrt(x.var(dim=-1, unbiased=False, keepdim=True) + m.eps)
+
+
+def ln_right(m, x):
+    return ln_z(m, x) * m.weight + m.bias
+
+
+LN_MISTAKES = {   # a wrong forward -> the words its diagnosis must contain
+    "over the tokens": (lambda m, x: centred(x, -2) / torch.sqrt(x.var(dim=-2, unbiased=False, keepdim=True) + m.eps)
+                        * m.weight + m.bias, "over the tokens"),
+    "whole tensor": (lambda m, x: (x - x.mean()) / torch.sqrt(x.var(unbiased=False) + m.eps) * m.weight + m.bias,
+                     "whole tensor"),
+    "unbiased variance": (lambda m, x: centred(x) / torch.sqrt(x.var(dim=-1, keepdim=True) + m.eps)
+                          * m.weight + m.bias, "unbiased variance"),
+    "torch.std": (lambda m, x: centred(x) / (x.std(dim=-1, keepdim=True) + m.eps) * m.weight + m.bias,
+                  "unbiased variance"),
+    "no ε": (lambda m, x: centred(x) / x.std(dim=-1, unbiased=False, keepdim=True) * m.weight + m.bias,
+             "ε is missing"),
+    "ε outside the root": (lambda m, x: centred(x) / (x.std(dim=-1, unbiased=False, keepdim=True) + m.eps)
+                           * m.weight + m.bias, "ε is outside the square root"),
+    "divided by the variance": (lambda m, x: centred(x) / (x.var(dim=-1, unbiased=False, keepdim=True) + m.eps)
+                                * m.weight + m.bias, "divided by the variance"),
+    "weight and bias swapped": (lambda m, x: ln_z(m, x) * m.bias + m.weight, "swapped"),
+    "no affine": (ln_z, "not applied"),
+    "no bias": (lambda m, x: ln_z(m, x) * m.weight, "bias (β) is not added"),
+    "no weight": (lambda m, x: ln_z(m, x) + m.bias, "weight (γ) is not applied"),
+}
+
+
+def test_the_course_layer_norm_and_block_are_the_models(cat, cat_world):
+    trace = cat(cat_world.tokenizer.encode("<BOS> the cat sat on the mat"), trace=True)
+    for layer in (0, 1):
+        block = nz.Block(6, 2, 8)
+        block.load_state_dict(cat.blocks[layer].state_dict())
+        ln = nz.LayerNorm(6)
+        ln.load_state_dict(cat.blocks[layer].ln2.state_dict())
+        with torch.no_grad():
+            h = trace["h0" if layer == 0 else "L0.h"][None]
+            assert torch.allclose(block(h)[0], trace[f"L{layer}.h"], atol=1e-5, rtol=0)
+            assert torch.allclose(ln(trace[f"L{layer}.h_mid"]), trace[f"L{layer}.ln2"], atol=1e-5, rtol=0)
+    assert sorted(nz.LayerNorm(6).state_dict()) == sorted(torch.nn.LayerNorm(6).state_dict())
+    with pytest.raises(CourseInputError, match="d"):
+        nz.LayerNorm(0)
+
+
+def test_layer_norm_module_check_passes_right_classes_and_waits_for_the_skeleton(cat):
+    assert checks.layer_norm_module.feedback(learner_layer_norm(ln_right), cat) == []
+    assert checks.layer_norm_module.feedback(nz.LayerNorm, cat) == []
+    by_torch = learner_layer_norm(lambda m, x: F.layer_norm(x, x.shape[-1:], m.weight, m.bias, m.eps))
+    assert checks.layer_norm_module.feedback(by_torch, cat) == []
+
+    class LayerNorm(nn.Module):   # the learner's copy as handed out: the solution regions are comments
+        def __init__(self, d, eps=1e-5):
+            super().__init__()
+
+        def forward(self, x):
+            """x (..., d) -> (..., d)."""
+    assert said(checks.layer_norm_module, LayerNorm, cat).startswith("not answered yet")
+    assert NOT_ANSWERED in said(checks.layer_norm_module, None, cat)
+    assert "not a module built from it" in said(checks.layer_norm_module, nz.LayerNorm(6), cat)
+    assert "gamma" in said(checks.layer_norm_module, learner_layer_norm(ln_right, ("gamma", "beta")), cat)
+
+
+@pytest.mark.parametrize("mistake", sorted(LN_MISTAKES))
+def test_layer_norm_module_check_names_each_mistake(mistake, cat):
+    forward, words = LN_MISTAKES[mistake]
+    assert words in said(checks.layer_norm_module, learner_layer_norm(forward), cat)
+
+
+def learner_block(forward, names=("ln1", "attn", "ln2", "mlp")):
+    """A learner's Block class (the course's pieces inside) with the given forward(self, h)."""
+    class Block(nn.Module):
+        def __init__(self, d_model, n_heads, d_ff):
+            super().__init__()
+            for name, piece in zip(names, (nz.LayerNorm(d_model), heads.MultiHeadAttention(d_model, n_heads),
+                                           nz.LayerNorm(d_model), mlp.MLP(d_model, d_ff))):
+                setattr(self, name, piece)
+
+        def forward(self, h):
+            return forward(self, h)
+    return Block
+
+
+def block_right(m, h):
+    h_mid = h + m.attn(m.ln1(h))
+    return h_mid + m.mlp(m.ln2(h_mid))
+
+
+def post_norm(m, h):
+    h_mid = m.ln1(h + m.attn(h))
+    return m.ln2(h_mid + m.mlp(h_mid))
+
+
+def parallel(m, h):
+    return h + m.attn(m.ln1(h)) + m.mlp(m.ln2(h))
+
+
+BLOCK_MISTAKES = {
+    "post-norm": (post_norm, "post-norm"),
+    "no residuals": (lambda m, h: m.mlp(m.ln2(m.attn(m.ln1(h)))), "both residual additions are missing"),
+    "attention without residual": (lambda m, h: (lambda mid: mid + m.mlp(m.ln2(mid)))(m.attn(m.ln1(h))),
+                                   "the attention part has no residual"),
+    "MLP without residual": (lambda m, h: m.mlp(m.ln2(h + m.attn(m.ln1(h)))), "the MLP part has no residual"),
+    "parallel block": (parallel, "the MLP reads h instead of h_mid"),
+    "ln1 reused": (lambda m, h: (lambda mid: mid + m.mlp(m.ln1(mid)))(h + m.attn(m.ln1(h))), "ln1 is used twice"),
+    "ln1 and ln2 swapped": (lambda m, h: (lambda mid: mid + m.mlp(m.ln1(mid)))(h + m.attn(m.ln2(h))), "swapped"),
+    "residual around the normed vector": (lambda m, h: (lambda x: (lambda mid: mid + m.mlp(m.ln2(mid)))(
+        x + m.attn(x)))(m.ln1(h)), "the residual adds ln1(h)"),
+    "no LayerNorm": (lambda m, h: (lambda mid: mid + m.mlp(mid))(h + m.attn(h)), "there is no LayerNorm"),
+    "MLP part missing": (lambda m, h: h + m.attn(m.ln1(h)), "the MLP part is missing"),
+}
+
+
+def test_block_module_check_passes_right_classes_and_waits_for_the_skeleton(cat):
+    assert checks.block_module.feedback(learner_block(block_right), cat) == []
+    assert checks.block_module.feedback(nz.Block, cat) == []
+
+    class Block(nn.Module):   # the learner's copy as handed out
+        def __init__(self, d_model, n_heads, d_ff):
+            super().__init__()
+
+        def forward(self, h):
+            """h (B, T, d_model) -> (B, T, d_model)."""
+    assert said(checks.block_module, Block, cat).startswith("not answered yet")
+    assert "not a module built from it" in said(checks.block_module, nz.Block(6, 2, 8), cat)
+    assert "named ln1, attn, ln2 and mlp" in said(checks.block_module,
+                                                  learner_block(block_right, ("norm1", "attn", "norm2", "mlp")), cat)
+
+
+@pytest.mark.parametrize("mistake", sorted(BLOCK_MISTAKES))
+def test_block_module_check_names_each_mistake(mistake, cat):
+    forward, words = BLOCK_MISTAKES[mistake]
+    assert words in said(checks.block_module, learner_block(forward), cat)
+
+
+def test_module_checks_grade_from_records(cat):
+    """Under the course's grader the modules run in the student's kernel and are judged from their
+    recorded outputs: the same verdicts."""
+    for check, cls, words in ((checks.layer_norm_module, learner_layer_norm(ln_right), None),
+                              (checks.layer_norm_module, learner_layer_norm(LN_MISTAKES["no ε"][0]), "ε is missing"),
+                              (checks.block_module, learner_block(block_right), None),
+                              (checks.block_module, learner_block(post_norm), "post-norm")):
+        record = json.loads(json.dumps(grading.record_answer(check, cls, (cat,), {})))
+        found = " ".join(check.feedback(grading.decode(record), cat))
+        assert (found == "") if words is None else (words in found)
+    with pytest.raises(AssertionError, match="parallel block"):
+        checks.block_module.grade(learner_block(parallel), cat)
+
+
+def test_the_module_checks_can_tell_ε_and_the_slips_from_rounding(cat):
+    """Every case's expected output is within 1/20 of the bound of a float64 recomputation, and
+    on the case with a variance near ε, leaving ε out or putting it outside the root moves the
+    output by more than 5x the bound."""
+    for what, args, state, x, expected in checks.layer_norm_cases(cat):
+        variants = dict((hint.split(":")[0], v) for v, hint in checks.layer_norm_variants(state, x))
+        exact = F.layer_norm(x.double(), x.shape[-1:], state["weight"].double(), state["bias"].double(), 1e-5)
+        assert (exact - expected.double()).abs().max() < checks.MODULE_ATOL / 20, what
+        if "ε" in what:
+            for name in ("ε is missing", "ε is outside the square root"):
+                assert np.abs(variants[name] - exact.numpy()).max() > 5 * checks.MODULE_ATOL
+    for what, args, state, h, expected in checks.block_cases(cat):
+        for wrong, hint in checks.block_variants(state, h):
+            assert np.abs(wrong - expected.double().numpy()).max() > 5 * checks.MODULE_ATOL, (what, hint)
+
+
+# ------------------------------------------------------------ the stack without residual connections
+
+def test_the_plain_stack_is_the_pre_ln_stack_without_its_additions(cat_world):
+    """Same parameter names and shapes as the pre-LN stack, so the same seed draws the same
+    weights; each block returns mlp(ln2(attn(ln1(h)))), with no residual."""
+    plain, pre = nz.plain_stack(2), nz.Transformer(nz.stack_config("pre", 2), init="unit")
+    plain.reset_parameters(0)
+    pre.reset_parameters(0)
+    assert [name for name, _ in plain.named_parameters()] == [name for name, _ in pre.named_parameters()]
+    assert all(torch.equal(a, b) for a, b in zip(plain.parameters(), pre.parameters()))
+    ids = cat_world.tokenizer.encode("<BOS> the cat sat")
+    h = pre.embed(ids[None])
+    block = plain.blocks[0]
+    with torch.no_grad():
+        assert torch.equal(block(h), block.mlp(block.ln2(block.attn(block.ln1(h)))))
+        assert not torch.allclose(plain(ids), pre(ids))
+
+
+def test_a_short_rerun_reproduces_the_shipped_curves_without_residuals():
+    """The start of the shipped runs without residual connections, re-trained now, gives the same
+    losses and gradients (the chapter re-trains the first 20 steps of the 4-layer run at lr 0.03)."""
+    plain = nz.load_plain_curves()
+    assert len(plain["runs"]) == len(plain["depths"]) * len(plain["lrs"]) and plain["residual"] is False
+    assert all(len(run["loss"]) == plain["steps"] for run in plain["runs"].values())
+    batch = nz.cat_batch()
+    live = nz.run_plain(4, 3e-2, plain["steps"], plain["seed"], batch, stop_after=20)
+    shipped = nz.get_run(plain, "pre", 4, 3e-2)
+    np.testing.assert_allclose(live["loss"], shipped["loss"][:20], rtol=1e-4)
+    # the first layer's gradient is tiny after a few steps here (1e-3 and below), so another CPU's
+    # rounding moves it by far more than 1e-4 of itself; the first step's is the same weights'
+    np.testing.assert_allclose(live["grad_first"][0], shipped["grad_first"][0], rtol=1e-4)
+
+
+def test_without_residuals_the_deep_stacks_are_stuck_at_the_frequencies(curves):
+    plain = nz.load_plain_curves()
+    unigram, best = nz.reference_losses()
+    found = nz.outcomes(plain, unigram, best)
+    assert nz.outcome_counts(found, "pre") == {"trained": 2, "frequencies": 6, "diverged": 0, "other": 4}
+    assert nz.outcome_counts(nz.outcomes(curves, unigram, best), "pre")["trained"] == 12
+    for n in (8, 12):
+        assert nz.get_run(plain, "pre", n, 3e-2)["grad_first"][50:].max() < 1e-7
+
+
+def test_plot_residual():
+    import matplotlib
+
+    matplotlib.use("Agg")
+    import matplotlib.pyplot as plt
+
+    fig = nz.plot_residual(nz.load_curves(), nz.load_plain_curves(), unigram=2.5, best=0.56)
+    assert len(fig.axes) == 4 and all(len(ax.get_lines()) == 4 for ax in fig.axes)
+    plt.close("all")

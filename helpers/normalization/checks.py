@@ -1,5 +1,6 @@
-"""Checks for chapter 08 (LayerNorm): a LayerNorm function, the residual stream's
-lengths, and reading the pre-LN / post-LN training curves.
+"""Checks for chapter 08 (LayerNorm): a LayerNorm function, the learner's LayerNorm and
+pre-norm Block modules against the cat model, the residual stream's lengths, and reading the
+pre-LN / post-LN training curves.
 
 Each check judges properties and reference values and says what is wrong
 without printing the expected answer.
@@ -7,7 +8,9 @@ without printing the expected answer.
 import numpy as np
 
 from .. import reference as ref
-from ..exercises import Array, Function, Wrong, as_array, as_whole, call, close_problems, exercise
+from .. import worlds
+from ..exercises import (NOT_ANSWERED, Array, Function, Module, Wrong, as_array, as_whole, call, close_problems,
+                         exercise, slip)
 from .compute import PLACEMENTS, get_run, residual_names
 
 # (x, gamma, beta, what) a layer_norm function is tried on.
@@ -104,3 +107,205 @@ def steps_to_threshold(answer, curves, n_layers, lr, threshold):
             yield f"'{norm}' is one too large: count steps from 0, as Python indexes the list"
         elif given != expected:
             yield f"'{norm}' is not the first step below {threshold}"
+
+
+# ------------------------------------------------------------ the learner's LayerNorm and Block
+
+MODULE_ATOL = 1e-4   # float32 rounding moves these outputs by about 1e-6; every slip below by far more
+MODULE_PROMPTS = ("<BOS> the red cat sat on the mat", "<BOS> the big dog ran on the floor")
+N_HEADS = 2           # the cat model's
+TINY = 0.003          # h0 scaled by this has a variance near ε, where ε matters
+
+
+def cat_traces(cat):
+    """The cat model's traces on MODULE_PROMPTS (same length, so they stack into a batch)."""
+    import torch
+
+    tokenizer = worlds.Tokenizer(worlds.CAT_VOCAB)
+    with torch.no_grad():
+        return [cat(tokenizer.encode(prompt), trace=True) for prompt in MODULE_PROMPTS]
+
+
+def layer_norm_cases(cat):
+    """[(what, args, state, x, expected)] for the learner's LayerNorm: each of the cat model's
+    LayerNorms (ln1, ln2 of both layers) on the vectors it normalised on real prompts, one case
+    unbatched (T, d), the others (B, T, d); and layer 0's ln1 on h0 scaled down to a variance near ε."""
+    import torch
+
+    traces = cat_traces(cat)
+    d = cat.cfg.d_model
+    cases = []
+    for layer in range(cat.cfg.n_layers):
+        block = cat.blocks[layer]
+        for ln, source in (("ln1", "h0" if layer == 0 else f"L{layer - 1}.h"), ("ln2", f"L{layer}.h_mid")):
+            x = torch.stack([trace[source] for trace in traces])
+            expected = torch.stack([trace[f"L{layer}.{ln}"] for trace in traces])
+            if not cases:   # the first: one sequence, (T, d)
+                x, expected = x[0], expected[0]
+            what = f"layer {layer}'s {ln} on {source} (x of shape {tuple(x.shape)})"
+            cases.append((what, (d,), getattr(block, ln).state_dict(), x, expected))
+    ln1 = cat.blocks[0].ln1
+    x = TINY * torch.stack([trace["h0"] for trace in traces])
+    with torch.no_grad():
+        expected = ln1(x)
+    cases.append((f"layer 0's ln1 on h0 scaled by {TINY} (a variance near ε = 1e-5, where ε matters)",
+                  (d,), ln1.state_dict(), x, expected))
+    return cases
+
+
+def layer_norm_variants(state, x):
+    """[(the output a known LayerNorm mistake gives, the sentence that names it)], in float64."""
+    w, b = state["weight"].double().numpy(), state["bias"].double().numpy()
+    x = x.double().numpy()
+    eps = 1e-5
+
+    def norm(axis=-1, ddof=0, where="inside"):
+        mean = x.mean(axis=axis, keepdims=True)
+        var = x.var(axis=axis, ddof=ddof, keepdims=True)
+        scale = {"inside": np.sqrt(var + eps), "outside": np.sqrt(var) + eps, "none": np.sqrt(var),
+                 "no_root": var + eps}[where]
+        return (x - mean) / scale
+
+    z = norm()
+    variants = [(norm(axis=-2) * w + b, "you normalised over the tokens (axis -2): LayerNorm takes the mean and "
+                                        "variance of each vector's d features, over the last axis (dim=-1)"),
+                (norm(axis=None) * w + b, "you took one mean and one variance over the whole tensor: take them per "
+                                          "vector, over the last axis (dim=-1, keepdim=True)"),
+                (norm(ddof=1) * w + b, "you used the unbiased variance (dividing by d - 1, torch.var's default): "
+                                       "LayerNorm divides by d (unbiased=False, or the mean of the squares)"),
+                (norm(where="none") * w + b, "ε is missing: divide by √(variance + ε), with ε = self.eps"),
+                (norm(where="outside") * w + b, "ε is outside the square root: it goes inside, √(variance + ε), "
+                                                "not √variance + ε"),
+                (norm(where="no_root") * w + b, "you divided by the variance (+ ε) itself: divide by its square "
+                                                "root, the standard deviation"),
+                (z * b + w, "weight and bias are swapped: multiply by weight (γ), then add bias (β)"),
+                (z, "weight and bias are not applied: return z * weight + bias"),
+                (z * w, "bias (β) is not added: return z * weight + bias"),
+                (z + b, "weight (γ) is not applied: return z * weight + bias")]
+    if x.ndim == 3:   # over the tokens, with the batch axis counted as the first
+        variants.insert(1, (norm(axis=0) * w + b, "you normalised over the batch (axis 0): LayerNorm takes the "
+                                                  "mean and variance over the last axis (dim=-1)"))
+    return variants
+
+
+def module_problems(run, cases, variants, name, what_it_does, error=str):
+    """Run the learner's module ``run`` on each case; yield one sentence for the first that
+    is wrong (a named slip from ``variants(state, x)`` when one matches)."""
+    import torch
+
+    if isinstance(run, torch.nn.Module):
+        yield f"pass the class {name} itself, not a module built from it ({name}, not {name}(...))"
+        return
+    try:   # the untouched skeleton: no parameters, and forward returns None
+        if call(run, cases[0][1], {}, cases[0][3], what="with no weights") is None:
+            yield (NOT_ANSWERED.split(":")[0] + f": {name} has no parameters yet and forward returns None; "
+                   f"fill in __init__ and forward ({what_it_does})")
+            return
+    except Wrong:
+        pass   # it has parameters (or stops without them): the cases below say what is wrong
+    for what, args, state, x, expected in cases:
+        try:
+            out = call(run, args, state, x, what=f"on {what}")
+        except Wrong as wrong:
+            yield error(str(wrong))
+            return
+        if out is None:
+            yield NOT_ANSWERED.split(":")[0] + f": forward returns None; return {what_it_does}, same shape as x"
+            return
+        if hasattr(out, "shape") and tuple(out.shape) != tuple(x.shape):
+            yield f"on {what} forward returned shape {tuple(out.shape)}; it should keep x's shape {tuple(x.shape)}"
+            return
+        out = as_array(out, f"the output on {what}", shape=tuple(expected.shape))
+        gap = float(np.abs(out - expected.double().numpy()).max())
+        if gap <= MODULE_ATOL:
+            continue
+        hint = slip(out, variants(state, x), atol=MODULE_ATOL)
+        yield f"on {what}: " + (hint or f"the output differs from the cat model's own by up to {gap:.2g}; "
+                                        f"compute {what_it_does} step by step")
+        return
+
+
+@exercise("your LayerNorm module", answer=Module("an nn.Module class LayerNorm(d, eps=1e-5)"), keeps="08")
+def layer_norm_module(run, cat):
+    """``run``: the learner's class LayerNorm as a ``run(args, state, *inputs)``. It must equal
+    the cat model's four LayerNorms (their state_dicts loaded by name: weight, bias) on the
+    vectors they normalised on real prompts, and on a row whose variance is near ε, to MODULE_ATOL."""
+    yield from module_problems(run, layer_norm_cases(cat), layer_norm_variants, "LayerNorm",
+                               "(x - mean) / √(variance + ε) * weight + bias over the last axis")
+
+
+def block_cases(cat):
+    """[(what, args, state, h, expected)] for the learner's Block: each layer of the cat model
+    (its state_dict loaded by name) on the stream it read on real prompts, (1, T, d) and
+    (2, T, d), against the stream it wrote (trace L{i}.h)."""
+    import torch
+
+    traces = cat_traces(cat)
+    args = (cat.cfg.d_model, cat.cfg.n_heads, cat.cfg.d_ff)
+    cases = []
+    for layer in range(cat.cfg.n_layers):
+        source = "h0" if layer == 0 else f"L{layer - 1}.h"
+        for batch in (traces[:1], traces):
+            h = torch.stack([trace[source] for trace in batch])
+            expected = torch.stack([trace[f"L{layer}.h"] for trace in batch])
+            cases.append((f"layer {layer} on {source} (h of shape {tuple(h.shape)})", args,
+                          cat.blocks[layer].state_dict(), h, expected))
+    return cases
+
+
+def block_variants(state, h):
+    """[(the output a known mistake in the block's wiring gives, the sentence that names it)]."""
+    import torch
+
+    from .compute import Block
+
+    block = Block(h.shape[-1], N_HEADS, state["mlp.W_1"].shape[1])
+    block.load_state_dict(state)
+    ln1, attn, ln2, mlp = block.ln1, block.attn, block.ln2, block.mlp
+    with torch.no_grad():
+        mid = h + attn(ln1(h))                 # the right h_mid
+        bare = attn(ln1(h))                    # h_mid without its residual
+        post = ln1(h + attn(h))                # post-norm's h_mid
+        normed = ln1(h) + attn(ln1(h))         # the residual around ln1(h)
+        swapped = h + attn(ln2(h))
+        plain = h + attn(h)
+        wired = [
+            (ln2(post + mlp(post)), "that is post-norm (a LayerNorm after each addition): the block is pre-norm, "
+                                    "h_mid = h + attn(ln1(h)), then h_mid + mlp(ln2(h_mid))"),
+            (mlp(ln2(bare)), "both residual additions are missing: h_mid = h + attn(ln1(h)), and the output is "
+                             "h_mid + mlp(ln2(h_mid))"),
+            (bare + mlp(ln2(bare)), "the attention part has no residual: h_mid = h + attn(ln1(h)), "
+                                    "not attn(ln1(h))"),
+            (mlp(ln2(mid)), "the MLP part has no residual: return h_mid + mlp(ln2(h_mid)), not mlp(ln2(h_mid))"),
+            (h + mlp(ln2(mid)), "the MLP part adds to h, not to h_mid: return h_mid + mlp(ln2(h_mid))"),
+            (mid + mlp(ln2(h)), "the MLP reads h instead of h_mid (a parallel block): it reads ln2(h_mid), "
+                                "after the attention part has written"),
+            (mid + mlp(ln1(mid)), "ln1 is used twice: the MLP part reads ln2(h_mid), through its own LayerNorm"),
+            (swapped + mlp(ln1(swapped)), "ln1 and ln2 are swapped: ln1 comes before the attention, ln2 before "
+                                          "the MLP"),
+            (normed + mlp(ln2(normed)), "the residual adds ln1(h), not h: h_mid = h + attn(ln1(h)); the stream "
+                                        "itself goes around the sub-block"),
+            (ln2(normed) + mlp(ln2(normed)), "the residual adds the normalised vector, not the stream: "
+                                             "h_mid = h + attn(ln1(h)), then h_mid + mlp(ln2(h_mid))"),
+            (plain + mlp(plain), "there is no LayerNorm: the sub-blocks read ln1(h) and ln2(h_mid)"),
+            (mid, "the MLP part is missing: return h_mid + mlp(ln2(h_mid))"),
+        ]
+    return [(wrong.double().numpy(), hint) for wrong, hint in wired]
+
+
+def block_error(message):
+    """A sentence for a learner's Block that stopped with ``message``, naming the submodules."""
+    if "should be named" in message:
+        return ("the block's submodules are named ln1, attn, ln2 and mlp (a LayerNorm(d_model), a "
+                "MultiHeadAttention(d_model, n_heads), a LayerNorm(d_model) and an MLP(d_model, d_ff)), so the "
+                "cat model's parameters load by name; " + message)
+    return message
+
+
+@exercise("your pre-norm block", answer=Module("an nn.Module class Block(d_model, n_heads, d_ff)"), keeps="08")
+def block_module(run, cat):
+    """``run``: the learner's class Block as a ``run(args, state, *inputs)``. It must equal the
+    cat model's two layers (their state_dicts loaded by name) on the stream they read on real
+    prompts, one sequence and a batch of two, to MODULE_ATOL."""
+    yield from module_problems(run, block_cases(cat), block_variants, "Block",
+                               "h_mid = h + attn(ln1(h)), then h_mid + mlp(ln2(h_mid))", block_error)

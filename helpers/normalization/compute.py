@@ -19,7 +19,13 @@
 * ``stack_view`` is one depth and learning rate of the grid, as the explorer shows it;
   ``chaotic`` names the runs whose numbers a rebuild on another CPU does not reproduce,
   ``final_text`` prints a final loss only where it is reproducible.
-* ``plot_steps``, ``plot_stream``, ``plot_init`` and ``plot_grid`` draw the chapter's figures.
+* ``LayerNorm`` and ``Block`` are the course's own readable versions of the two pieces the
+  learner writes (what ``learner.use("LayerNorm" / "Block", course=...)`` falls back to).
+* ``PlainBlock``, ``plain_stack`` and ``run_plain`` are the pre-LN stack with its residual
+  additions taken out; ``build_plain_curves`` trains it over the same grid (shipped as
+  ``data/normalization/no_residual.json``), ``load_plain_curves`` reads it back.
+* ``plot_steps``, ``plot_stream``, ``plot_init``, ``plot_grid`` and ``plot_residual`` draw the
+  chapter's figures.
 """
 import json
 import math
@@ -31,10 +37,14 @@ import matplotlib.pyplot as plt
 import numpy as np
 import torch
 import torch.nn.functional as F
+from torch import nn
 
 from .. import reference as ref
 from .. import worlds
 from ..errors import as_array, check_positive_int, fail
+from ..heads.compute import MultiHeadAttention
+from ..mlp.compute import MLP
+from ..model import Block as ModelBlock
 from ..model import Config, Transformer
 from ..training import train
 from ..weights import data_dir
@@ -47,6 +57,49 @@ STACK = dict(vocab_size=20, d_model=16, n_heads=2, d_ff=32, n_max=16,
 GRID = dict(depths=(2, 4, 8, 12), lrs=(3e-2, 1e-2, 3e-3), steps=300, seed=0)
 COLOURS = {"pre": "#30638e", "post": "#d1495b", "none": "#edae49"}
 LABELS = {"pre": "pre-LN", "post": "post-LN", "none": "no LayerNorm"}
+
+
+class LayerNorm(nn.Module):
+    """LayerNorm over the last axis, written out: the course's own version of the piece the
+    learner writes in chapter 08.
+
+    Parameters ``weight`` (γ, ones) and ``bias`` (β, zeros), both (d,): the names of
+    ``torch.nn.LayerNorm``, so a shipped model's ``ln1.state_dict()`` loads into it.
+    forward: x (..., d) -> (..., d), each row (the d numbers of one vector) on its own.
+    """
+
+    def __init__(self, d, eps=1e-5):
+        super().__init__()
+        self.eps = eps
+        self.weight = nn.Parameter(torch.ones(check_positive_int(d, "d")))
+        self.bias = nn.Parameter(torch.zeros(d))
+
+    def forward(self, x):
+        mean = x.mean(dim=-1, keepdim=True)                          # one mean per row
+        var = ((x - mean) ** 2).mean(dim=-1, keepdim=True)           # population variance: divide by d
+        z = (x - mean) / torch.sqrt(var + self.eps)                  # ε inside the root
+        return z * self.weight + self.bias
+
+
+class Block(nn.Module):
+    """One pre-LN layer, written out: the course's own version of the block the learner writes.
+
+    Submodules ``ln1``, ``attn``, ``ln2``, ``mlp``: the names of ``helpers.model.Block``, so
+    ``Block(6, 2, 8).load_state_dict(cat.blocks[0].state_dict())`` works.
+    forward: h (B, T, d_model) -> (B, T, d_model):
+        h_mid = h + attn(ln1(h));   h_out = h_mid + mlp(ln2(h_mid)).
+    """
+
+    def __init__(self, d_model, n_heads, d_ff):
+        super().__init__()
+        self.ln1 = LayerNorm(d_model)
+        self.attn = MultiHeadAttention(d_model, n_heads)
+        self.ln2 = LayerNorm(d_model)
+        self.mlp = MLP(d_model, d_ff)
+
+    def forward(self, h):
+        h_mid = h + self.attn(self.ln1(h))          # the attention part writes into the stream
+        return h_mid + self.mlp(self.ln2(h_mid))    # the MLP part reads h_mid and writes too
 
 
 def layer_norm_steps(x, gamma=None, beta=None, eps=1e-5):
@@ -300,6 +353,47 @@ def prediction_spread(model, batch=None):
     return float((probs - probs.mean(dim=0)).abs().max())
 
 
+class PlainBlock(ModelBlock):
+    """A pre-LN block of the course's Transformer with its two residual additions taken out:
+    h_mid = attn(ln1(h)), h_out = mlp(ln2(h_mid)). Same parameters, same names, same order."""
+
+    def forward(self, h, keep=None, attention=True, **switches):
+        h_mid = self.attn(self.ln1(h), **switches)
+        return self.mlp(self.ln2(h_mid))
+
+
+def plain_stack(n_layers):
+    """The pre-LN deep stack (``stack_config("pre", n_layers)``) without residual connections.
+    Its parameters are named and ordered as the pre-LN stack's, so the same seed draws the
+    same starting weights."""
+    cfg = stack_config("pre", n_layers)
+    model = Transformer(cfg, init="unit")
+    model.blocks = nn.ModuleList(PlainBlock(cfg) for _ in range(cfg.n_layers))
+    return model
+
+
+def run_plain(n_layers, lr, steps, seed=0, batch=None, stop_after=None):
+    """Train the pre-LN stack without residual connections on the cat world: train_recording's dict."""
+    return train_recording(plain_stack(n_layers), batch if batch is not None else cat_batch(), steps, lr, seed,
+                           stop_after)
+
+
+def build_plain_curves(depths=GRID["depths"], lrs=GRID["lrs"], steps=GRID["steps"], seed=GRID["seed"],
+                       digits=6):
+    """Train the stack without residual connections at every depth and learning rate of the grid
+    (pre-LN, same seed, steps and data as ``build_curves``). Returns the JSON-ready dict, its runs
+    keyed like build_curves' (placement "pre")."""
+    batch = cat_batch()
+    runs = {}
+    for n_layers in depths:
+        for lr in lrs:
+            record = run_plain(n_layers, lr, steps, seed, batch)
+            runs[run_key("pre", n_layers, lr)] = {
+                name: [float(f"{v:.{digits}g}") for v in values] for name, values in record.items()}
+    return {"stack": STACK, "depths": list(depths), "lrs": list(lrs), "steps": steps, "seed": seed,
+            "placements": ["pre"], "residual": False, "runs": runs}
+
+
 def run_key(norm, n_layers, lr):
     """The JSON key of one run, e.g. 'pre/8/0.03'."""
     return f"{norm}/{n_layers}/{lr:g}"
@@ -322,9 +416,14 @@ def build_curves(depths=GRID["depths"], lrs=GRID["lrs"], steps=GRID["steps"], se
             "placements": list(PLACEMENTS), "runs": runs}
 
 
-def curves_path():
-    """Where the shipped curves live: data/normalization/curves.json."""
-    return data_dir() / "normalization" / "curves.json"
+def curves_path(name="curves.json"):
+    """Where the shipped curves live: data/normalization/curves.json (or no_residual.json)."""
+    return data_dir() / "normalization" / name
+
+
+def load_plain_curves():
+    """The shipped curves of the stack without residual connections (``build_plain_curves``)."""
+    return load_curves(curves_path("no_residual.json"))
 
 
 def load_curves(path=None):
@@ -519,6 +618,26 @@ def stack_view(curves, n_layers=8, lr=3e-2):
             "loss": {norm: run["loss"] for norm, run in runs.items()},
             "grad_first": {norm: run["grad_first"] for norm, run in runs.items()},
             "final": final, "text": text}
+
+
+def plot_residual(curves, plain, lr=3e-2, depths=(2, 4, 8, 12), unigram=None, best=None):
+    """The pre-LN stack's training loss with its residual connections (``curves``) and without
+    them (``plain``), one panel per depth, at one learning rate."""
+    fig, axes = plt.subplots(1, len(depths), figsize=(10, 3.0), sharey=True)
+    for ax, n in zip(np.atleast_1d(axes), depths):
+        for source, colour, style, label in ((curves, COLOURS["pre"], "-", "pre-LN, with residuals"),
+                                             (plain, "#6a994e", "--", "pre-LN, without residuals")):
+            ax.plot(get_run(source, "pre", n, lr)["loss"], color=colour, ls=style, lw=1.6, label=label)
+        for level, style, text in ((unigram, "--", "ignores its input"), (best, ":", "best possible")):
+            if level is not None:
+                ax.axhline(level, color="grey", ls=style, lw=0.8, label=text)
+        ax.set(yscale="log", title=f"{n} layers", xlabel="step")
+        ax.grid(alpha=0.3)
+    np.atleast_1d(axes)[0].set_ylabel(f"training loss (lr {lr:g})")
+    handles, labels = np.atleast_1d(axes)[0].get_legend_handles_labels()
+    fig.legend(handles, labels, fontsize=8, loc="upper center", ncol=4, bbox_to_anchor=(0.5, 1.08), frameon=False)
+    fig.subplots_adjust(left=0.08, right=0.99, bottom=0.17, top=0.86, wspace=0.08)
+    return fig
 
 
 def plot_grid(curves, unigram=None, best=None):
