@@ -21,8 +21,8 @@ PROCESS = re.compile(r"\b(CPUs?|vector instructions?|AVX\S*|OpenBLAS|MKL|toleran
                      r"this run printed|float path|kernel path)\b")
 SOURCE_SHARE = 0.12   # "at most about a tenth"
 # The chapters whose text has been rewritten this way (the others still carry their source audits inline).
-CHAPTERS = ["00_tour.ipynb", "01_geometry.ipynb", "02_qkv_by_hand.ipynb", "03_scaling.ipynb", "06_positions.ipynb",
-            "05_multi_head.ipynb", "07_mlp.ipynb"]
+CHAPTERS = ["00_tour.ipynb", "01_geometry.ipynb", "02_qkv_by_hand.ipynb", "03_scaling.ipynb", "04_masking.ipynb",
+            "05_multi_head.ipynb", "06_positions.ipynb", "07_mlp.ipynb"]
 
 
 def main_paragraphs(nb):
