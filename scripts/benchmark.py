@@ -165,6 +165,14 @@ def run_notebook(path, nb=None, cells=None):
     return time.perf_counter() - start, max(peaks, default=0.0), live[0]
 
 
+def attempt(run, *args):
+    """run(*args), or the exception it raised (a chapter that fails is reported, and the run goes on)."""
+    try:
+        return run(*args)
+    except Exception as error:
+        return error
+
+
 def floor_seconds(path):
     """One floor (floor_notebook), executed as if it lay beside `path`."""
     return run_notebook(path, floor_notebook())[0]
@@ -315,20 +323,15 @@ PEER_ENV = "COURSE_PEER_CH03"   # the path of LLMs-from-scratch's ch03/01_main-c
 
 
 class Table:
-    """Rows of (what, seconds, peak MB, figure, budget, met) printed as one table."""
+    """Rows of (what, seconds, peak MB, figure, budget, met), each printed as soon as it is measured."""
 
     def __init__(self):
-        self.rows = []
+        print(f"{'what':<44}{'seconds':>9}{'peak MB':>9}  {'figure':<34}{'budget':<34}met", flush=True)
 
     def add(self, what, seconds=None, figure="", budget="", met=None, mb=None):
-        self.rows.append((what, seconds, mb, figure, budget, met))
-
-    def print(self):
-        print(f"{'what':<44}{'seconds':>9}{'peak MB':>9}  {'figure':<34}{'budget':<34}met")
-        for what, seconds, mb, figure, budget, met in self.rows:
-            shown = "" if seconds is None else f"{seconds:.3f}"
-            verdict = "" if met is None else "yes" if met else "NO"
-            print(f"{what:<44}{shown:>9}{'' if mb is None else f'{mb:.0f}':>9}  {figure:<34}{budget:<34}{verdict}")
+        shown = "" if seconds is None else f"{seconds:.3f}"
+        verdict = "" if met is None else "yes" if met else "NO"
+        print(f"{what:<44}{shown:>9}{'' if mb is None else f'{mb:.0f}':>9}  {figure:<34}{budget:<34}{verdict}", flush=True)
 
 
 def load_average():
@@ -341,7 +344,7 @@ def load_average():
 def main(paths, widgets_only=False):
     if widgets_only:
         return print_widgets()
-    print(f"load average (1, 5, 15 min) at the start: {load_average()} on {os.cpu_count()} cores")
+    print(f"load average (1, 5, 15 min) at the start: {load_average()} on {os.cpu_count()} cores", flush=True)
     table = Table()
     seconds = import_seconds()
     table.add("import helpers (median of 3)", seconds, f"{seconds:.2f} s", f"< {IMPORT_BUDGET:g} s", seconds < IMPORT_BUDGET)
@@ -354,7 +357,7 @@ def main(paths, widgets_only=False):
     table.add("real model: 32-token forward pass", real["forward"], f"{real['forward']:.2f} s",
               f"<= {FORWARD_BUDGET:g} s", real["forward"] <= FORWARD_BUDGET)
 
-    floors, results = alternating(paths[0], [lambda: cat_training()] + [lambda path=path: run_notebook(path) for path in paths])
+    floors, results = alternating(paths[0], [cat_training] + [lambda path=path: attempt(run_notebook, path) for path in paths])
     (training, met), chapters = results[0], results[1:]
     around = lambda i: (floors[i] + floors[i + 1]) / 2   # the floors either side of run i
     ratio = training / around(0)
@@ -364,7 +367,12 @@ def main(paths, widgets_only=False):
               f"{len(floors)})", statistics.median(floors), f"{min(floors):.2f} / {max(floors):.2f} s",
               "the unit of the ratios")
     total = total_floors = 0.0
-    for i, (path, (seconds, mb, live)) in enumerate(zip(paths, chapters), 1):
+    ran = 0
+    for i, (path, result) in enumerate(zip(paths, chapters), 1):
+        if isinstance(result, Exception):
+            table.add(Path(path).stem, None, "did not run: " + str(result).strip().splitlines()[-1][:60], "", False)
+            continue
+        seconds, mb, live = result
         chapter = Path(path).stem[:2]
         budget = LIVE_CHAPTERS.get(chapter, CHAPTER_BUDGET)
         counted = seconds - live
@@ -376,12 +384,11 @@ def main(paths, widgets_only=False):
         if live:
             table.add(f"  {Path(path).stem}: its live run", live, f"{live:.1f} s", f"<= {LIVE_RUN_BUDGET:g} s",
                       live <= LIVE_RUN_BUDGET)
-        total, total_floors = total + counted, total_floors + around(i)
-    ratio = total / total_floors
-    table.add(f"series ({len(paths)} chapters)", total, f"{ratio:.2f} x its floors",
+        total, total_floors, ran = total + counted, total_floors + around(i), ran + 1
+    ratio = total / max(total_floors, 1e-9)
+    table.add(f"series ({ran} of {len(paths)} chapters)", total, f"{ratio:.2f} x its floors",
               f"<= {SERIES_BUDGET:g} x the sum of its floors", ratio <= SERIES_BUDGET)
     peer(paths, table)
-    table.print()
     print()
     print_widgets()
     print(f"\nload average (1, 5, 15 min) at the end: {load_average()}")
