@@ -320,13 +320,17 @@ def test_parameters_check():
 
 
 def test_weights_megabytes_check():
-    right = 4 * 16 * 2048 ** 2 * 4 / 1e6
-    assert checks.weights_megabytes.feedback(right, 4, 16, 2048) == []
-    assert "4 bytes" in words(checks.weights_megabytes, right / 4, 4, 16, 2048)
-    assert "MiB" in words(checks.weights_megabytes, right * 1e6 / 2 ** 20, 4, 16, 2048)
-    assert "T × T" in words(checks.weights_megabytes, right / 2048, 4, 16, 2048)
-    assert "too large" in words(checks.weights_megabytes, 2 * right, 4, 16, 2048)
-    assert NOT_ANSWERED in words(checks.weights_megabytes, None, 4, 16, 2048)
+    right = 8 * 16 * 2048 ** 2 * 4 / 1e6
+    assert checks.weights_megabytes.feedback(right, 8, 16, 2048) == []
+    assert "4 bytes" in words(checks.weights_megabytes, right / 4, 8, 16, 2048)
+    assert "each of the 8 sequences" in words(checks.weights_megabytes, right / 8, 8, 16, 2048)
+    assert "MiB" in words(checks.weights_megabytes, right * 1e6 / 2 ** 20, 8, 16, 2048)
+    assert "T × T" in words(checks.weights_megabytes, right / 2048, 8, 16, 2048)
+    assert "too large" in words(checks.weights_megabytes, 2 * right, 8, 16, 2048)
+    assert NOT_ANSWERED in words(checks.weights_megabytes, None, 8, 16, 2048)
+    # a batch of 4 makes the forgotten batch and the forgotten 4 bytes one number: both are named
+    four = 4 * 16 * 2048 ** 2 * 4 / 1e6
+    assert "either the batch of 4 sequences or the 4 bytes" in words(checks.weights_megabytes, four / 4, 4, 16, 2048)
 
 
 def test_induction_check():
@@ -382,10 +386,17 @@ def learner_module(slip=None):
             scale = math.sqrt(d_model) if slip == "sqrt d_model" else math.sqrt(d_k)
             if slip == "hard-coded scale":
                 scale = math.sqrt(3)
-            scores = q @ k.transpose(-2, -1) / scale
+            if slip == "scale after softmax":
+                scale = 1.0
+            scores = (k @ q.transpose(-2, -1) if slip == "k @ q.T" else q @ k.transpose(-2, -1)) / scale
+            mask = torch.triu(torch.ones(T, T, dtype=torch.bool), 1)
+            if slip == "mask with tril":     # hides the past instead of the future
+                mask = torch.tril(torch.ones(T, T, dtype=torch.bool), -1)
             if slip != "no mask":
-                scores = scores.masked_fill(torch.triu(torch.ones(T, T, dtype=torch.bool), 1), float("-inf"))
+                scores = scores.masked_fill(mask, 0.0 if slip == "mask with 0" else float("-inf"))
             weights = torch.softmax(scores, dim=-2 if slip == "softmax over queries" else -1)
+            if slip == "scale after softmax":
+                weights = weights / math.sqrt(d_k)
             out = weights @ v
             if slip == "mask after softmax":
                 weights = torch.softmax(q @ k.transpose(-2, -1) / scale, dim=-1) * torch.tril(torch.ones(T, T))
@@ -398,6 +409,10 @@ def learner_module(slip=None):
                 concat = out.transpose(1, 2).reshape(B, T, d_model)
             if slip == "no W_O":
                 return concat
+            if slip == "b_O before W_O":
+                return (concat + self.b_O) @ W_O
+            if slip == "residual added":
+                return concat @ W_O + self.b_O + x
             return concat @ W_O + self.b_O
 
     return MultiHeadAttention
@@ -449,6 +464,12 @@ def test_the_right_module_passes_and_the_course_module_too():
     ("view (B, T, d_k, H)", "one column in every n_heads"),
     ("heads in the wrong order", "concatenated in the wrong order"),
     ("merge without transpose", "the merge mixes tokens into heads"),
+    ("k @ q.T", "the scores are k @ qᵀ"),
+    ("scale after softmax", "divided by √d_k after the softmax"),
+    ("mask with 0", "the masked scores are set to 0"),
+    ("mask with tril", "the mask hides the keys before each query"),
+    ("b_O before W_O", "b_O is added before the multiplication by W_O"),
+    ("residual added", "the residual connection belongs to the block"),
     ("hard-coded d_k", "is invalid for input of size 4352; it is right on the cat model's layers (2 heads of 3)"),
     ("hard-coded scale", "not right on the induction model's layer 1 (d_model 64, 2 heads of 32)"),
 ])

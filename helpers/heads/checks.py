@@ -45,6 +45,17 @@ SLIP_SENTENCES = {
     "heads_reversed": ("the heads are concatenated in the wrong order: head 0's output belongs in the first "
                        "d_k columns, the ones that meet W_O's first d_k rows"),
     "no_biases": "the biases b_Q, b_K, b_V and b_O are left out",
+    "scores_transposed": ("the scores are k @ qᵀ, each key against every query: a query's row holds "
+                          "q @ kᵀ, so write q @ k.transpose(-2, -1)"),
+    "scaled_after_softmax": ("the weights are divided by √d_k after the softmax, so the rows no longer sum "
+                             "to 1: divide the scores by √d_k before the mask and the softmax"),
+    "mask_with_zero": ("the masked scores are set to 0, and e⁰ = 1 still gives the later keys weight: "
+                       "set them to -inf before the softmax"),
+    "mask_hides_past": ("the mask hides the keys before each query and lets it see the ones after: "
+                        "hide the keys after the query (torch.triu(..., diagonal=1)), not before it"),
+    "b_O_before_W_O": "b_O is added before the multiplication by W_O: the output is concat @ W_O + b_O",
+    "residual_added": ("the output is the attention plus its input x: the residual connection belongs to "
+                       "the block (chapter 08), not to the attention layer"),
 }
 
 SIZE_HINT = ("it is right on the cat model's layers (2 heads of 3): is a size written in as a number "
@@ -147,8 +158,14 @@ def weights_megabytes(answer, batch, n_heads, T):
     """``answer`` is the size in megabytes (10**6 bytes) of one layer's float32 attention
     weights for ``batch`` sequences of ``T`` tokens and ``n_heads`` heads."""
     reference = attention_weights_bytes(batch, n_heads, T) / 1e6
-    if abs(answer - reference / 4) < 0.01 * reference:
+    if batch == 4 and abs(answer - reference / 4) < 0.01 * reference:   # the two slips give one number
+        yield (f"that is a quarter of the size: either the batch of {batch} sequences or the 4 bytes of "
+               "each float32 number is missing")
+    elif abs(answer - reference / 4) < 0.01 * reference:
         yield "that is the count of numbers in millions: each float32 number takes 4 bytes"
+    elif batch > 1 and abs(answer - reference / batch) < 0.01 * reference / batch:
+        yield (f"that is one sequence's attention weights: each of the {batch} sequences of the batch "
+               "has its own, so multiply by the batch")
     elif abs(answer - reference * 1e6 / 2 ** 20) < 0.001 * reference:
         yield "that is in MiB (2**20 bytes): divide the bytes by 10**6 for megabytes"
     elif abs(answer - reference / T) < 0.01 * reference / T:

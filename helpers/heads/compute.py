@@ -444,7 +444,9 @@ class MultiHeadAttention(nn.Module):
 SLIPS = ("transposed", "no_W_O", "no_W_O_bias_kept", "sqrt_d_model", "unscaled", "scaled_twice",
          "no_mask", "mask_hides_diagonal", "mask_after_softmax", "softmax_over_queries", "softmax_over_heads",
          "interleaved_split", "interleaved_split_and_merge", "split_without_transpose",
-         "split_and_merge_without_transpose", "merge_without_transpose", "heads_reversed", "no_biases")
+         "split_and_merge_without_transpose", "merge_without_transpose", "heads_reversed", "no_biases",
+         "scores_transposed", "scaled_after_softmax", "mask_with_zero", "mask_hides_past", "b_O_before_W_O",
+         "residual_added")
 
 
 @torch.no_grad()
@@ -473,15 +475,21 @@ def slipped_attention(x, state, n_heads, slip=None):
     else:
         q, k, v = (t.view(B, T, H, d_k).transpose(1, 2) for t in (q, k, v))
     scale = {"sqrt_d_model": math.sqrt(d), "unscaled": 1.0, "scaled_twice": float(d_k)}.get(slip, math.sqrt(d_k))
-    scores = q @ k.transpose(-2, -1) / scale
+    if slip == "scaled_after_softmax":
+        scale = 1.0
+    scores = (k @ q.transpose(-2, -1) if slip == "scores_transposed" else q @ k.transpose(-2, -1)) / scale
     later = torch.triu(torch.ones(T, T, dtype=torch.bool), diagonal=0 if slip == "mask_hides_diagonal" else 1)
+    if slip == "mask_hides_past":
+        later = torch.tril(torch.ones(T, T, dtype=torch.bool), diagonal=-1)
     if slip == "mask_after_softmax":
         weights = torch.softmax(scores, dim=-1).masked_fill(later, 0.0)
     else:
         if slip != "no_mask":
-            scores = scores.masked_fill(later, float("-inf"))
+            scores = scores.masked_fill(later, 0.0 if slip == "mask_with_zero" else float("-inf"))
         dim = {"softmax_over_queries": -2, "softmax_over_heads": 1}.get(slip, -1)
         weights = torch.softmax(scores, dim=dim)
+    if slip == "scaled_after_softmax":
+        weights = weights / math.sqrt(d_k)
     head_out = weights @ v                                   # (B, H, T, d_k)
     if slip == "heads_reversed":
         head_out = head_out.flip(1)
@@ -495,6 +503,10 @@ def slipped_attention(x, state, n_heads, slip=None):
         return concat
     if slip == "no_W_O_bias_kept":
         return concat + b["O"]
+    if slip == "b_O_before_W_O":
+        return (concat + b["O"]) @ W["O"]
+    if slip == "residual_added":
+        return concat @ W["O"] + b["O"] + x
     return concat @ W["O"] + b["O"]
 
 
