@@ -150,6 +150,12 @@ def masked_after_softmax(Q, K, V, causal=False):
     return w @ V, w
 
 
+def softmax_twice(Q, K, V, causal=False):
+    _, w = ref.attention(Q, K, V, causal=causal)
+    w = ref.softmax(w)
+    return w @ V, w
+
+
 RIGHT_AND_WRONG = [
     (checks.weight_cat_on_the, 0.090, 1 / 3, "not 1/3"),
     (checks.weight_cat_on_the, 0.090, 1.0, "e^0 = 1 is the top of the fraction"),
@@ -166,6 +172,7 @@ RIGHT_AND_WRONG = [
     (checks.attention_function, right_attention, lambda Q, K, V, causal=False: ref.attention(Q, K, V),
      "must not see later keys"),
     (checks.attention_function, right_attention, lambda Q, K, V, causal=False: Q, "two things"),
+    (checks.attention_function, right_attention, softmax_twice, "the softmax is applied twice"),
 ]
 
 
@@ -223,10 +230,13 @@ def test_a_mask_that_hides_the_diagonal_gets_its_own_hint():
 
 # --- exercise 5: one head of the cat model in torch, each known mistake named ---------------------
 
-def make_head(divide=True, twice=False, dim=-1, biases=True, transposed=False, mask="before", average="v"):
+def make_head(divide=True, twice=False, dim=-1, biases=True, transposed=False, mask="before", average="v",
+              d_model=False, softmaxes=1):
     """A learner's attention_head, right by default, with one mistake switched on."""
     def attention_head(x, W_Q, W_K, W_V, b_Q, b_K, b_V):
         T, d_k = x.shape[0], W_Q.shape[-1 if not transposed else 0]
+        if d_model:
+            d_k = x.shape[1]
         project = (lambda W, b: x @ W.T + b) if transposed else (lambda W, b: x @ W + b)
         if not biases:
             b_Q, b_K, b_V = 0, 0, 0
@@ -235,11 +245,19 @@ def make_head(divide=True, twice=False, dim=-1, biases=True, transposed=False, m
         if divide:
             scores = scores / math.sqrt(d_k) / (math.sqrt(d_k) if twice else 1)
         later = torch.triu(torch.ones(T, T, dtype=torch.bool), diagonal=0 if mask == "diagonal" else 1)
-        if mask in ("before", "diagonal"):
+        if mask == "tril":
+            later = torch.tril(torch.ones(T, T, dtype=torch.bool), diagonal=-1)
+        if mask in ("before", "diagonal", "tril"):
             scores = scores.masked_fill(later, float("-inf"))
+        if mask == "zero":
+            scores = scores.masked_fill(later, 0.0)
         weights = torch.softmax(scores, dim=dim)
+        for _ in range(softmaxes - 1):
+            weights = torch.softmax(weights, dim=dim)
         if mask == "after":
             weights = weights.masked_fill(later, 0.0)
+        if average == "weights_T":
+            return weights.T @ v
         return weights @ {"v": v, "k": k, "x": x}[average]
     return attention_head
 
@@ -254,6 +272,11 @@ HEAD_MISTAKES = [
     (make_head(mask="diagonal"), "the mask hides the diagonal too"),
     (make_head(average="k"), "the weights average the keys"),
     (make_head(average="x"), "average the values"),
+    (make_head(d_model=True), "divided by √d_model = √6: d_k is the head's own dimension, W_Q.shape[1] = 3"),
+    (make_head(mask="zero"), "a score of 0 still gets weight (e^0 = 1): fill the entries above the diagonal with -inf"),
+    (make_head(mask="tril"), "the mask hides the earlier keys"),
+    (make_head(softmaxes=2), "the softmax is applied twice"),
+    (make_head(average="weights_T"), "the weights are transposed before averaging"),
     (lambda *args: (qkv.attention_head(*args), None), "only the output"),
 ]
 

@@ -111,6 +111,9 @@ def weight_slip(weights, Q, K, causal):
     raw = Q @ K.T
     hidden = ref.causal_mask(len(Q)) if causal else np.zeros(raw.shape, bool)
     recipe = lambda s: ref.softmax(np.where(hidden, -np.inf, s))
+    if np.allclose(weights, ref.softmax(recipe(raw / math.sqrt(d_k))), atol=1e-6):
+        return ("the softmax is applied twice: the weights went through a second softmax, which flattens "
+                "them and gives the hidden keys weight again; apply it once, to the masked scores")
     if hidden.any() and np.abs(weights[hidden]).max() > 1e-6:
         return ("with causal=True a query must not see later keys: put -inf above the diagonal "
                 "of the scores before the softmax")
@@ -174,25 +177,34 @@ SLICES = ("W_Q", "W_K", "W_V", "b_Q", "b_K", "b_V")
 HEAD_ATOL = 1e-4   # the model computes in float32; a head's outputs reach about 4
 
 
-def head_variant(case, divide="sqrt", biases="QKV", dim=-1, mask="before", scores="qk", average="v"):
+def head_variant(case, divide="sqrt", biases="QKV", dim=-1, mask="before", scores="qk", average="v",
+                 softmaxes=1):
     """What a head computes with one known slip, in float64, for one of cat_head_cases' cases.
 
-    divide: "sqrt" (right), "none", "d_k" or "times" (multiplied by √d_k); biases: which of Q, K, V
-    get theirs; dim: the softmax's axis; mask: "before" (right), "none" or "after" (zeros after the
-    softmax); scores: "qk" (right) or "kq" (k q^T); average: "v" (right) or "k".
+    divide: "sqrt" (right), "none", "d_k", "times" (multiplied by √d_k) or "d_model" (by √d_model);
+    biases: which of Q, K, V get theirs; dim: the softmax's axis; mask: "before" (right), "none",
+    "after" (zeros after the softmax), "zero" (masked scores set to 0, not -inf) or "earlier" (the keys
+    before each query hidden, a tril mask); scores: "qk" (right) or "kq" (k q^T); softmaxes: 1 (right)
+    or 2; average: "v" (right), "k" or "weights_T" (weights.T @ v).
     """
     x = case["x"].double()
     W = {name: case[name].double() for name in SLICES}
     q, k, v = (x @ W[f"W_{n}"] + (W[f"b_{n}"] if n in biases else 0) for n in "QKV")
     T, d_k = x.shape[0], q.shape[1]
     s = q @ k.T if scores == "qk" else k @ q.T
-    s = {"sqrt": s / math.sqrt(d_k), "none": s, "d_k": s / d_k, "times": s * math.sqrt(d_k)}[divide]
+    s = {"sqrt": s / math.sqrt(d_k), "none": s, "d_k": s / d_k, "times": s * math.sqrt(d_k),
+         "d_model": s / math.sqrt(x.shape[1])}[divide]
     later = torch.triu(torch.ones(T, T, dtype=torch.bool), diagonal=1)
-    if mask == "before":
-        s = s.masked_fill(later, float("-inf"))
+    if mask in ("before", "zero", "earlier"):
+        hidden = later if mask != "earlier" else torch.tril(torch.ones(T, T, dtype=torch.bool), diagonal=-1)
+        s = s.masked_fill(hidden, float("-inf") if mask != "zero" else 0.0)
     weights = torch.softmax(s, dim=dim)
+    if softmaxes == 2:
+        weights = torch.softmax(weights, dim=dim)
     if mask == "after":
         weights = weights.masked_fill(later, 0.0)
+    if average == "weights_T":
+        return (weights.T @ v).numpy()
     return (weights @ (v if average == "v" else k)).numpy()
 
 
@@ -200,6 +212,16 @@ HEAD_SLIPS = [
     (dict(divide="none"), "the scores are not divided by √d_k: divide q kᵀ by √d_k (here √3) before the softmax"),
     (dict(divide="d_k"), "the scores are divided by d_k (or by √d_k twice): divide them by √d_k once"),
     (dict(divide="times"), "the scores are multiplied by √d_k: divide them by √d_k"),
+    (dict(divide="d_model"), "the scores are divided by √d_model = √6: d_k is the head's own dimension, "
+                             "W_Q.shape[1] = 3, not d_model; divide by √d_k"),
+    (dict(mask="zero"), "the masked scores are set to 0, and a score of 0 still gets weight (e^0 = 1): "
+                        "fill the entries above the diagonal with -inf"),
+    (dict(mask="earlier"), "the mask hides the earlier keys (below the diagonal) instead of the later ones: "
+                           "hide the entries above the diagonal, torch.triu(..., diagonal=1)"),
+    (dict(softmaxes=2), "the softmax is applied twice: a second softmax flattens the weights and gives the "
+                        "hidden keys weight again; apply it once"),
+    (dict(average="weights_T"), "the weights are transposed before averaging: output = weights @ v, row i "
+                                "being token i's weights over the keys"),
     (dict(dim=0), "the softmax runs over the wrong axis (down each column, over the queries): "
                   "each row, one query's scores against the keys, must sum to 1: softmax over the last axis"),
     (dict(biases=""), "the biases are left out: q = x @ W_Q + b_Q, and the same for k and v"),
