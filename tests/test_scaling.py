@@ -305,7 +305,7 @@ def right_scores(x, W_Q, W_K, b_Q, b_K, n_heads):
 
 
 def slipped(divide=lambda d_k, d_model: math.sqrt(d_k), transpose_q=False, transpose_k=False, split="blocks",
-            biases=True, b_K=True, heads=None, mask=False, swap=False, reverse=False):
+            biases=True, b_K=True, heads=None, mask=False, swap=False, reverse=False, softmax=False):
     """A learner's scaled_scores with the named slips."""
     keep_b_K = b_K
 
@@ -317,6 +317,8 @@ def slipped(divide=lambda d_k, d_model: math.sqrt(d_k), transpose_q=False, trans
         k = x @ (W_K.T if transpose_k else W_K) + (b_K if biases and keep_b_K else 0)
         if split == "strided":
             q, k = (t.view(T, d_k, H).permute(2, 0, 1) for t in (q, k))
+        elif split == "reshape":
+            q, k = (t.reshape(H, T, d_k) for t in (q, k))
         else:
             q, k = (t.view(T, H, d_k).transpose(0, 1) for t in (q, k))
         s = (k @ q.transpose(-2, -1) if swap else q @ k.transpose(-2, -1)) / divide(d_k, d_model)
@@ -324,6 +326,8 @@ def slipped(divide=lambda d_k, d_model: math.sqrt(d_k), transpose_q=False, trans
             s = s.flip(0)
         if mask:
             s = s.masked_fill(torch.triu(torch.ones(T, T, dtype=torch.bool), 1), float("-inf"))
+        if softmax:
+            s = torch.softmax(s.masked_fill(torch.triu(torch.ones(T, T, dtype=torch.bool), 1), float("-inf")), -1)
         return s
     return scores
 
@@ -331,7 +335,7 @@ def slipped(divide=lambda d_k, d_model: math.sqrt(d_k), transpose_q=False, trans
 def test_layer_scores_passes_the_right_piece_and_keeps_it_for_chapter_03():
     assert checks.layer_scores.feedback(right_scores) == []
     assert checks.layer_scores.feedback(scaling.scaled_scores) == []
-    assert checks.layer_scores.feedback(lambda *args: list(right_scores(*args).numpy())) == []   # a list of heads
+    assert checks.layer_scores.feedback(lambda *args: right_scores(*args).double()) == []
     assert checks.layer_scores.keeps == "03"
     checks.layer_scores.grade(right_scores)
 
@@ -365,6 +369,8 @@ def test_layer_scores_skeleton_is_not_answered_yet():
     (dict(biases=False), "b_Q and b_K are missing"),
     (dict(b_K=False), "b_K is missing"),
     (dict(mask=True), "that is the causal mask"),
+    (dict(split="reshape"), "view q as (T, n_heads, d_k), then transpose(0, 1)"),
+    (dict(softmax=True), "those are the softmax weights; return the scores before the softmax"),
     (dict(heads=2), "returns 2 heads"),
     (dict(divide=lambda d_k, d_model: math.sqrt(3)), "not fixed numbers"),
 ])
@@ -380,3 +386,5 @@ def test_layer_scores_other_wrong_answers_are_one_sentence():
     assert "differ from the model's" in words(lambda *a: right_scores(*a) + 0.5)
     assert "NaN" in words(lambda *a: right_scores(*a) * float("nan"))
     assert "a function" in words(3.0)
+    assert "returns a list of 2 items" in words(lambda *a: list(right_scores(*a)))     # heads not stacked
+    assert "returns ndarray output" in words(lambda *a: right_scores(*a).numpy())

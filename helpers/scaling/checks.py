@@ -102,6 +102,8 @@ def score_variants(x, W_Q, W_K, b_Q, b_K, n_heads):
         q, k = x @ W_q + b_q, x @ W_k + b_k
         if split == "strided":          # head h gets columns h, h + H, h + 2H, ...
             q, k = (t.view(T, d_k, n_heads).permute(2, 0, 1) for t in (q, k))
+        elif split == "reshape":        # (T, d_model) read straight as (H, T, d_k): rows cut across heads
+            q, k = (t.reshape(n_heads, T, d_k) for t in (q, k))
         else:
             q, k = (t.view(T, n_heads, d_k).transpose(0, 1) for t in (q, k))
         return q @ k.transpose(-2, -1)
@@ -116,6 +118,8 @@ def score_variants(x, W_Q, W_K, b_Q, b_K, n_heads):
         (raw(split="strided"), "the heads take their entries from the wrong columns: head h owns the block of "
                                "d_k neighbouring columns h*d_k:(h+1)*d_k of q and k, not every n_heads-th column "
                                "(view q as (T, n_heads, d_k), not (T, d_k, n_heads))"),
+        (raw(split="reshape"), "the heads are cut with q.reshape(n_heads, T, d_k), which splits q's rows (the "
+                               "tokens), not its columns: view q as (T, n_heads, d_k), then transpose(0, 1)"),
         (right.flip(0), "the heads come in reverse order: scores[0] should be head 0's (columns 0:d_k)"),
         (right.transpose(-2, -1), "rows and columns are swapped: scores[h, i, j] is query i against key j, "
                                   "q_i·k_j, so each head's matrix is q @ kᵀ, not k @ qᵀ"),
@@ -147,10 +151,12 @@ def scores_problem(answer, label, args, reference):
     if out is None:
         raise Wrong(NOT_WRITTEN)
     shape = tuple(reference.shape)
-    if isinstance(out, (list, tuple)):             # one (T, T) matrix per head is fine too
-        out = [as_array(head, f"head {h}'s scores on {label}", allow_inf=True) for h, head in enumerate(out)]
-        if len({head.shape for head in out}) > 1:
-            return f"the heads' score matrices on {label} have different shapes: each is (T, T)"
+    if isinstance(out, (list, tuple)):
+        return (f"scaled_scores returns a {type(out).__name__} of {len(out)} items on {label}: return one tensor "
+                "of shape (n_heads, T, T), the heads stacked with torch.stack(heads)")
+    if not isinstance(out, torch.Tensor):
+        return (f"scaled_scores returns {type(out).__name__} output on {label}: return a torch tensor of shape "
+                "(n_heads, T, T), computed with torch from the tensors it receives")
     scores = as_array(out, f"the scores on {label}", allow_inf=True)
     if scores.shape != shape:
         heads, T = args[-1], shape[1]
@@ -171,6 +177,9 @@ def scores_problem(answer, label, args, reference):
     close = lambda a, b: np.allclose(a, b, atol=1e-4, rtol=1e-4)
     if close(scores[seen], reference[seen]) and close(scores, right):
         return None
+    if (scores >= 0).all() and np.allclose(scores.sum(-1), 1, atol=1e-4):
+        return (f"on {label} every row of your scores sums to 1: those are the softmax weights; return the "
+                "scores before the softmax, q·k / √d_k")
     for wrong, hint in score_variants(*args):
         if close(scores, wrong.numpy().astype(float)):
             return f"on {label}, {hint}"
