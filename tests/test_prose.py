@@ -14,8 +14,9 @@ import nbformat
 import pytest
 
 ROOT = Path(__file__).resolve().parents[1]
-# A paragraph is about the sources when it names one of them (or "the text", "the author").
-ABOUT_SOURCES = re.compile(r"\b(the (Primer|Lecture|Book)|the (source )?texts?\b|its author|the author)", re.I)
+# A paragraph is about the sources when it names one of them (the course cites them by name), or
+# "the source texts" or their author; "the text" alone is too common a phrase to count.
+ABOUT_SOURCES = re.compile(r"\b(the (Primer|Lecture|Book)|the source texts?|its author|the author)\b", re.I)
 # Process talk: how the course is computed and checked rather than what it teaches.
 PROCESS = re.compile(r"\b(CPUs?|vector instructions?|AVX\S*|OpenBLAS|MKL|tolerances?|CI|pytest|"
                      r"this run printed|float path|kernel path)\b")
