@@ -288,6 +288,8 @@ def as_number(x, name):
         raise Wrong(f"{name} should be a number, but it is {x} (a truth value)")
     if isinstance(x, (list, tuple)) and len(x) != 1:
         raise Wrong(f"{name} should be one number, but it holds {len(x)} numbers")
+    if isinstance(x, (str, bytes, dict, set)) or callable(x):
+        raise Wrong(f"{name} should be one number, but it is a {type(x).__name__}")
     arr = as_array(x, name)
     if arr.size != 1:
         raise Wrong(f"{name} should be one number, but it has shape {arr.shape} ({arr.size} numbers)")

@@ -89,13 +89,13 @@ FLOW_LAYOUT = {
     "h0": (0.55, 0), "ln1": (0.55, 1), "q": (0.29, 2), "k": (0.55, 2), "v": (0.81, 2),
     "scores": (0.42, 3), "weights": (0.42, 4), "head_out": (0.55, 5), "concat": (0.55, 6),
     "attn": (0.55, 7), "h_mid": (0.55, 8), "ln2": (0.55, 9), "pre": (0.55, 10), "act": (0.55, 11),
-    "mlp": (0.55, 12), "h": (0.55, 13), "final_ln": (0.55, 14), "logits": (0.55, 15), "probs": (0.55, 16),
+    "mlp": (0.55, 12), "h": (0.55, 13), "final_ln": (0.55, 15), "logits": (0.55, 16), "probs": (0.55, 17),
 }
 # Arrows between steps (from, to); the two residual additions are drawn apart, as skips.
 FLOW_EDGES = [("h0", "ln1"), ("ln1", "q"), ("ln1", "k"), ("ln1", "v"), ("q", "scores"), ("k", "scores"),
               ("scores", "weights"), ("weights", "head_out"), ("v", "head_out"), ("head_out", "concat"),
               ("concat", "attn"), ("attn", "h_mid"), ("h_mid", "ln2"), ("ln2", "pre"), ("pre", "act"),
-              ("act", "mlp"), ("mlp", "h"), ("h", "final_ln"), ("final_ln", "logits"), ("logits", "probs")]
+              ("act", "mlp"), ("mlp", "h"), ("final_ln", "logits"), ("logits", "probs")]
 FLOW_SKIPS = [("h0", "h_mid"), ("h_mid", "h")]
 FLOW_WIDE = "#f4c7cc"    # another shape than T × d_model
 FLOW_STREAM = "#cfdcea"  # the residual stream's shape T × d_model
@@ -114,7 +114,7 @@ def shape_flow(trace, ax=None, layer=0):
     if missing:
         fail(f"shape_flow needs every step of a full trace, but this one lacks {', '.join(missing)}")
     if ax is None:
-        _, ax = plt.subplots(figsize=(5.6, 8.6))
+        _, ax = plt.subplots(figsize=(5.6, 9.1))
     stream = tuple(trace["h0"].shape)
     half = {"q": 0.12, "k": 0.12, "v": 0.12, "scores": 0.18, "weights": 0.18}
     for short, (x, row) in FLOW_LAYOUT.items():
@@ -129,6 +129,20 @@ def shape_flow(trace, ax=None, layer=0):
         else:
             ax.text(x - w + 0.02, -row, label, va="center", fontsize=8.5, family="monospace")
             ax.text(x + w - 0.02, -row, size, va="center", ha="right", fontsize=8.5, family="monospace")
+    # between the layer shown and final_ln: a box for the layers after it (row 14), if any
+    later = sorted({int(n[1:n.index(".")]) for n in trace if n.startswith("L") and "." in n} - set(range(layer + 1)))
+    (xh, rh), (xf, rf) = FLOW_LAYOUT["h"], FLOW_LAYOUT["final_ln"]
+    if later:
+        shape = tuple(trace[f"L{later[-1]}.h"].shape)
+        which = f"layer {later[0]}" if len(later) == 1 else f"layers {later[0]}–{later[-1]}"
+        ax.add_patch(plt.Rectangle((xh - 0.3, -14 - 0.32), 0.6, 0.64, color=FLOW_STREAM, ls="--", fill=True))
+        ax.text(xh - 0.28, -14, f"{which}: the same steps", va="center", fontsize=8.5, family="monospace")
+        ax.text(xh + 0.28, -14, " × ".join(str(s) for s in shape), va="center", ha="right", fontsize=8.5,
+                family="monospace")
+        ax.annotate("", (xh, -14 + 0.33), (xh, -rh - 0.33), arrowprops=dict(arrowstyle="->", lw=0.8))
+        ax.annotate("", (xf, -rf + 0.33), (xh, -14 - 0.33), arrowprops=dict(arrowstyle="->", lw=0.8))
+    else:
+        ax.annotate("", (xf, -rf + 0.33), (xh, -rh - 0.33), arrowprops=dict(arrowstyle="->", lw=0.8))
     for a, b in FLOW_EDGES:
         (xa, ra), (xb, rb) = FLOW_LAYOUT[a], FLOW_LAYOUT[b]
         ax.annotate("", (xb, -rb + 0.33), (xa, -ra - 0.33), arrowprops=dict(arrowstyle="->", lw=0.8))
@@ -144,12 +158,12 @@ def shape_flow(trace, ax=None, layer=0):
     ax.plot([0.97, 0.97], [-1.5, -7.4], color="#999999", lw=1)
     ax.plot([0.97, 0.97], [-8.6, -12.4], color="#999999", lw=1)
     ax.set_xlim(-0.02, 1.04)
-    ax.set_ylim(-16.6, 0.6)
+    ax.set_ylim(-17.6, 0.6)
     ax.axis("off")
     ax.legend(handles=[plt.Rectangle((0, 0), 1, 1, color=FLOW_STREAM),
                        plt.Rectangle((0, 0), 1, 1, color=FLOW_WIDE)],
               labels=[f"{stream[0]} × {stream[1]}: the residual stream's shape (T × d_model)",
-                      "another shape: per head, the MLP's width, the vocabulary"],
+                      "another shape: per head, the MLP's hidden layer, the vocabulary"],
               loc="upper center", bbox_to_anchor=(0.5, 0.0), frameon=False, fontsize=8)
-    ax.set_title(f"one forward pass (layer {layer} shown; the next layer repeats it)")
+    ax.set_title(f"one forward pass (layer {layer} in full; later layers repeat its steps)")
     return ax

@@ -68,13 +68,14 @@ def test_next_prob_check_names_the_usual_mistakes():
 
 def test_per_layer_check_names_what_was_left_out():
     assert checks.per_layer(302, d_model=6, d_ff=8)
-    assert "LayerNorms" in checks.per_layer.feedback(278, d_model=6, d_ff=8)[0]
+    assert all(w in checks.per_layer.feedback(278, d_model=6, d_ff=8)[0] for w in ("LayerNorms", "attention biases"))
     assert "biases" in checks.per_layer.feedback(302 - 24 - 8 - 6, d_model=6, d_ff=8)[0]
     assert "not it" in checks.per_layer.feedback(300, d_model=6, d_ff=8)[0]
     assert "whole number" in checks.per_layer.feedback(302.5, d_model=6, d_ff=8)[0]
     assert "str" in checks.per_layer.feedback("many", d_model=6, d_ff=8)[0]
     assert checks.per_layer(7_087_872, d_model=768, d_ff=3072)   # GPT-2 small's layer
-    assert "LayerNorms" in checks.per_layer.feedback(7_087_872 - 4 * 768, d_model=768, d_ff=3072)[0]
+    lecture = checks.per_layer.feedback(12 * 768 ** 2 + 9 * 768, d_model=768, d_ff=3072)[0]   # 7,084,800
+    assert "Lecture's 12d² + 9d" in lecture and "attention biases" in lecture   # as the dragon's box reads it
 
 
 def test_readout_formats_shapes_and_top_tokens():
@@ -184,11 +185,15 @@ def test_sentence_loss_check_names_the_usual_mistakes(cat, cat_world):
         (-log_probs[torch.arange(len(ids) - 1), ids[:-1]]).mean().item(): "not with token t",
         (-logits[torch.arange(len(ids) - 1), ids[1:]]).mean().item(): "a logit is not a log-probability",
         -math.log(per.neg().exp().mean().item()): "log of the mean probability",
+        per.sum().item() / len(ids): "divides by T = 10",                                  # /T, not /(T - 1)
+        (-torch.log_softmax(logits, dim=0)[torch.arange(len(ids) - 1), ids[1:]]).mean().item():
+            "runs down each column",                                                       # softmax over axis 0
         right + 0.5: "too large",
     }
     for answer, words in wrong.items():
         assert words in checks.sentence_loss.feedback(answer, logits, ids)[0], (answer, words)
     assert "not answered" in checks.sentence_loss.feedback(None, logits, ids)[0]
+    assert "should be one number, but it is a str" in checks.sentence_loss.feedback("1.2", logits, ids)[0]
     assert "NaN" in checks.sentence_loss.feedback(float("nan"), logits, ids)[0]
     with pytest.raises(AssertionError):
         checks.sentence_loss.grade(right + 0.5, logits, ids)

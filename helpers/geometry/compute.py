@@ -598,7 +598,8 @@ def plot_maps(result, label=()):
                         bbox=dict(boxstyle="round,pad=0.2", fc="white", ec=colours[result["labels"][i]], lw=0.8),
                         arrowprops=dict(arrowstyle="-", color="#333333", lw=0.8))
             ax.scatter(*xy[i], s=60, facecolors="none", edgecolors="#333333", linewidths=1.0)
-        ax.set_title(f"{method}: keeps {result['kept'][method].mean():.0%} of {result['k']} "
+        name = f"{method} (seed {result['seed']})" if method == "UMAP" else method
+        ax.set_title(f"{name}: keeps {result['kept'][method].mean():.0%} of {result['k']} "
                      f"neighbours; distance order r = {result['agreement'][method]:.2f}", fontsize=10)
         ax.set_xticks([])
         ax.set_yticks([])

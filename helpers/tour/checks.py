@@ -51,8 +51,15 @@ def per_layer(answer, d_model, d_ff):
     expected = attention + mlp + norms
     if answer == expected:
         return
+    if d_ff == 4 * d and answer == 12 * d * d + 9 * d:
+        yield ("that is the Lecture's 12d² + 9d, 4 × d_model short: as the box after the dragon "
+               "reads it, the formula leaves out the four attention biases (b_Q, b_K, b_V, b_O); "
+               "leaving out the two LayerNorms instead gives the same count")
+        return
     slips = [
-        (expected - norms, "you left out the two LayerNorms (each has a scale and a shift of width d_model)"),
+        (expected - norms, "4 × d_model short: that is what the two LayerNorms hold (a scale and a "
+                           "shift each), and also what the four attention biases b_Q, b_K, b_V, b_O "
+                           "hold; which one did you leave out?"),
         (expected - 4 * d - d_ff - d, "you left out the biases (b_Q, b_K, b_V, b_O, b_1, b_2)"),
         (expected - attention, "you left out attention (W_Q, W_K, W_V, W_O and their biases)"),
         (expected - mlp, "you left out the MLP (W_1, b_1, W_2, b_2)"),
@@ -81,6 +88,12 @@ def sentence_loss(answer, logits, ids):
         (right / np.log(10), "that is in base-10 logarithms: the loss uses the natural log (np.log)"),
         (right / np.log(2), "that is in bits (log base 2): the loss uses the natural log (np.log)"),
         (np.exp(right), "that is e^loss, the perplexity: the loss is its natural log"),
+        (per_position.sum() / len(ids), f"that divides by T = {len(ids)}, the number of tokens: the "
+                                        f"mean is over the T - 1 = {len(ids) - 1} predicted positions "
+                                        "(the last token predicts nothing)"),
+        (-log_softmax_columns(logits)[rows, targets].mean(),
+         "that softmax runs down each column (axis 0, over the positions): p is the softmax of one "
+         "row, over the vocabulary (axis=1)"),
         (-log_probs[rows, ids[:-1]].mean(), "row t predicts the token after it: compare row t with "
                                             "token t + 1, not with token t"),
         (-logits[rows, targets].mean(), "that is minus the logits: a logit is not a log-probability, "
@@ -89,3 +102,9 @@ def sentence_loss(answer, logits, ids):
                                                            "take -ln p at each position first, then the mean"),
     ], atol=1e-4)
     yield hint or next(number_problems(answer, right, "the loss", atol=1e-4))
+
+
+def log_softmax_columns(logits):
+    """ln of the softmax over axis 0 (the positions), the wrong axis for a next-token loss."""
+    shifted = logits - logits.max(axis=0, keepdims=True)
+    return shifted - np.log(np.exp(shifted).sum(axis=0, keepdims=True))
