@@ -198,6 +198,10 @@ def test_mask_check():
     assert "True should mark" in words(checks.mask, ~right, T=5)
     assert "hides the past" in words(checks.mask, right.T, T=5)
     assert "shape" in words(checks.mask, right[:4, :4], T=5)
+    additive = torch.full((5, 5), float("-inf")).triu(diagonal=1)     # the additive form the chapter also teaches
+    assert "it is an additive mask" in words(checks.mask, additive, T=5)
+    assert "it is an additive mask" in words(checks.mask, additive.T, T=5)
+    assert "hide exactly the keys j > i" in words(checks.mask, additive.T, T=5)
     assert words(checks.mask, None) == NOT_ANSWERED
     with pytest.raises(AssertionError, match="diagonal"):
         checks.mask.grade(torch.triu(torch.ones(5, 5, dtype=torch.bool)), T=5)
@@ -212,6 +216,10 @@ def test_masked_weight_check():
     leaky = float(torch.softmax(scores[2], -1)[1])
     assert "includes keys after" in words(checks.masked_weight, leaky, scores, query=2, key=1)
     assert "too large" in words(checks.masked_weight, 0.9, scores, query=2, key=1)
+    from_one = float(torch.softmax(scores[1, :2], -1)[0])                # query 2 and key 1 counted from 1
+    assert "positions count from 0" in words(checks.masked_weight, from_one, scores, query=2, key=1)
+    assert "not a percentage" in words(checks.masked_weight, 100 * right, scores, query=2, key=1)
+    assert "lies between 0 and 1" in words(checks.masked_weight, -0.5, scores, query=2, key=1)
     assert "NaN" in words(checks.masked_weight, float("nan"), scores, query=2, key=1)
     assert words(checks.masked_weight, None, scores, query=2, key=1) == NOT_ANSWERED
 
@@ -220,7 +228,8 @@ def test_renormalised_check():
     scores = torch.tensor([[0.5, 1.0, 0.0], [1.5, 0.0, 1.0], [1.0, 2.0, 0.5]])
     zeroed = torch.softmax(scores, -1).masked_fill(masking.causal_mask(3), 0.0)
     assert checks.renormalised.feedback(zeroed / zeroed.sum(-1, keepdim=True), zeroed) == []
-    assert "divide each row" in words(checks.renormalised, zeroed, zeroed)
+    assert "zeroed weights unchanged" in words(checks.renormalised, zeroed, zeroed)
+    assert "each column was divided" in words(checks.renormalised, zeroed / zeroed.sum(0, keepdim=True), zeroed)
     assert "above the diagonal" in words(checks.renormalised, torch.softmax(scores, -1), zeroed)
     assert "divide each row" in words(checks.renormalised, zeroed / zeroed.sum(0, keepdim=True), zeroed)
     assert "shape" in words(checks.renormalised, zeroed[:2], zeroed)
@@ -380,6 +389,13 @@ MISTAKES = {   # a learner's wrong causal_attention -> the words its check must 
         scores_of(q, k) + future_of(q, k).float() * float("-inf"), -1)), "0 * (-inf) = NaN"),
     "√d_k missing": (lambda q, k, v: masked_with(q, k, v, future_of(q, k), scale=False), "not divided by √d_k"),
     "√d_k twice": (lambda q, k, v: masked_with(q / q.shape[-1] ** 0.5, k, v, future_of(q, k)), "divided by d_k"),
+    "√T instead of √d_k": (lambda q, k, v: masked_with(q * (q.shape[-1] / k.shape[-2]) ** 0.5, k, v,
+                                                       future_of(q, k)), "divided by √T"),
+    "scores transposed": (lambda q, k, v: (lambda w: (w @ v, w))(torch.softmax(
+        (k @ q.transpose(-2, -1) / q.shape[-1] ** 0.5).masked_fill(future_of(q, k), float("-inf")), -1)),
+        "the scores are transposed"),
+    "k not transposed": (lambda q, k, v: (lambda w: (w @ v, w))(torch.softmax(q @ k / q.shape[-1] ** 0.5, -1)),
+                         "k must be transposed"),
     "softmax over queries": (lambda q, k, v: masked_with(q, k, v, future_of(q, k), dim=-2), "down the columns"),
     "mask not shifted for a cache": (lambda q, k, v: masked_with(
         q, k, v, torch.triu(torch.ones(q.shape[-2], k.shape[-2], dtype=torch.bool), diagonal=1)), "T_k - T_q + i"),

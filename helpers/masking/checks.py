@@ -18,11 +18,17 @@ from ..reference import softmax
 from .compute import heads_from_trace
 
 
-@exercise("the causal mask", answer=Array(shape=lambda T: (T, T)))
+@exercise("the causal mask", answer=Array(shape=lambda T: (T, T), allow_inf=True))
 def mask(answer, T=5):
     """``answer`` (T, T) is True (or 1) exactly where query i must not see key j, i.e. j > i."""
     got = answer != 0
     want = np.triu(np.ones((T, T), dtype=bool), 1)
+    if np.isinf(answer).any():
+        yield ("this holds -inf: it is an additive mask (0 where a key may be seen, -inf where it may not); "
+               "here give the boolean mask, True where query i must not see key j"
+               + ("" if ((answer == -np.inf) == want).all() and (answer[~want] == 0).all() else
+                  ", and hide exactly the keys j > i"))
+        return
     if (got == want).all():
         return
     if (got == np.triu(np.ones((T, T), dtype=bool))).all():
@@ -41,8 +47,17 @@ def masked_weight(answer, scores, query, key):
     """``answer`` is weight[query, key] after the causal mask and the softmax of ``scores`` (T, T)."""
     scores = to_numpy(scores, "scores")
     expected = softmax(scores[query, :query + 1])[key]
-    if abs(answer - softmax(scores[query])[key]) < 1e-3 and abs(answer - expected) >= 1e-3:
+    from_one = softmax(scores[query - 1, :query])[key - 1] if query > 0 and key > 0 else math.nan
+    if abs(answer - expected) < 1e-3:
+        return
+    if abs(answer - softmax(scores[query])[key]) < 1e-3:
         yield f"your softmax includes keys after position {query}: the mask removes them first"
+    elif abs(answer - from_one) < 1e-3:
+        yield (f"positions count from 0: query {query} is row {query + 1} of the table (index {query}), "
+               f"key {key} its column {key + 1}")
+    elif not 0 <= answer <= 1:
+        yield (f"your weight is {answer:.4g}, but a weight lies between 0 and 1"
+               + (" (give a fraction, not a percentage)" if 1 < answer <= 100 else ""))
     else:
         yield from number_problems(answer, expected, "your weight", atol=1e-3)
 
@@ -55,8 +70,13 @@ def renormalised(answer, zeroed):
     worst = int(np.argmax(np.abs(sums - 1)))
     if np.abs(np.triu(answer, 1)).max() > 1e-6:
         yield "some weight above the diagonal is not 0: the future must stay hidden"
+    elif np.allclose(answer, zeroed, atol=1e-6):
+        yield ("these are the zeroed weights unchanged: their rows sum to less than 1; divide each row by its "
+               "own sum")
+    elif np.allclose(answer, zeroed / zeroed.sum(axis=0, keepdims=True), atol=1e-6):
+        yield "each column was divided by its sum; divide each row by its own sum (keepdim=True, dim=-1)"
     elif not np.allclose(sums, 1, atol=1e-4):
-        yield f"row {worst} sums to {sums[worst]:.3f}; divide each row by its own sum (not each column)"
+        yield f"row {worst} sums to {sums[worst]:.3f}; divide each row by its own sum"
     else:
         yield from close_problems(answer, zeroed / zeroed.sum(axis=1, keepdims=True), "weights", atol=1e-4)
 
@@ -83,6 +103,8 @@ def moved_positions(answer, T, changed):
 
 PROMPT = "<BOS> the cat sat on the mat"
 BATCH = ("<BOS> the dog is big <EOS>", "<BOS> the mat was red <EOS>")
+TRANSPOSE = "k must be transposed for the scores: q @ k.transpose(-2, -1), (T_q, d_k) @ (d_k, T_k)"
+MATMUL = ("batch2", "mat1 and mat2", "cannot be multiplied")
 NOT_YET = ("not answered yet: causal_attention returns (None, None); write its body in the answer cell above, "
            "between the docstring and the return")
 RENORMALISED = ("you seem to apply the mask after the softmax and then renormalise each row: on ordinary scores "
@@ -112,15 +134,21 @@ SLIPS = (   # (how the mistake computes attention, the sentence), in the order t
     (dict(scale="none"), "the scores are not divided by √d_k (√3 for these heads of 3 dimensions): scale them "
      "before the softmax"),
     (dict(scale="d_k"), "the scores are divided by d_k (or by √d_k twice); divide them by √d_k once"),
+    (dict(scale="T"), "the scores are divided by √T (the square root of the number of keys, √7 here), not by "
+     "√d_k (the number of dimensions of a query, q.shape[-1])"),
+    (dict(swap=True), "the scores are transposed: k @ q.T puts the keys in the rows; the scores are q @ k.T, "
+     "one row per query, one column per key"),
     (dict(dim=-2), "the softmax runs down the columns (over the queries); each query's row must sum to 1: take "
      "the softmax over the keys, the last axis (dim=-1)"),
 )
 
 
-def attention_variant(q, k, v, scale="sqrt", hide="future", fill=float("-inf"), after=None, dim=-1, shift=True):
+def attention_variant(q, k, v, scale="sqrt", hide="future", fill=float("-inf"), after=None, dim=-1, shift=True,
+                      swap=False):
     """Attention computed right (the defaults) or with one known mistake, to name a learner's slip.
 
-    scale: "sqrt" (√d_k), "none" or "d_k". hide: which keys the mask hides, "future" (j > i),
+    scale: "sqrt" (√d_k), "none", "d_k" or "T" (√T_k). swap: scores k @ qᵀ instead of q @ kᵀ
+    (only when T_q = T_k). hide: which keys the mask hides, "future" (j > i),
     "future_and_self" (j >= i), "past" (j < i), "visible" (j <= i) or "none". fill: the value
     written there (-inf, 0.0, or "nan" for the additive triu(ones) * -inf). after: "zeroed" or
     "renormalised" to mask the weights after the softmax instead. dim: the softmax's axis.
@@ -128,7 +156,8 @@ def attention_variant(q, k, v, scale="sqrt", hide="future", fill=float("-inf"), 
     Returns (out, weights), as ``compute.causal_attention``.
     """
     T_q, T_k, d_k = q.shape[-2], k.shape[-2], q.shape[-1]
-    scores = q @ k.transpose(-2, -1) / {"sqrt": math.sqrt(d_k), "none": 1.0, "d_k": d_k}[scale]
+    scale = {"sqrt": math.sqrt(d_k), "none": 1.0, "d_k": d_k, "T": math.sqrt(T_k)}[scale]
+    scores = (k @ q.transpose(-2, -1) if swap else q @ k.transpose(-2, -1)) / scale
     i = torch.arange(T_q)[:, None] + (T_k - T_q if shift else 0)
     j = torch.arange(T_k)[None, :]
     hidden = {"future": j > i, "future_and_self": j >= i, "past": j < i, "visible": j <= i,
@@ -209,8 +238,11 @@ def _problems(got, case, slips=SLIPS):
             yield f"{name} should have shape {right.shape} {axes} {where}, but it has shape {value.shape}"
             return
     if not _same(weights, want):
-        tried = (attention_variant(case["q"], case["k"], case["v"], **how)[1] for how, _ in slips)
-        yield next((sentence for (_, sentence), wrong in zip(slips, tried) if _same(weights, wrong)), None) \
+        square = case["q"].shape[-2] == case["k"].shape[-2]
+        tried = (attention_variant(case["q"], case["k"], case["v"], **how)[1]
+                 if square or not how.get("swap") else None for how, _ in slips)
+        yield next((sentence for (_, sentence), wrong in zip(slips, tried)
+                    if wrong is not None and _same(weights, wrong)), None) \
             or _unnamed(weights, want, where)
     elif not _same(out, want_out):
         with_k = (torch.as_tensor(weights, dtype=torch.float32) @ case["k"]).numpy()
@@ -241,7 +273,11 @@ def causal_attention(answer):
     checked on the cat model's own queries, keys and values against its trace, then on a batch,
     a cache (T_q < T_k) and a key with a huge score."""
     cases = attention_cases()
-    got = _run(answer, cases["one"])
+    try:
+        got = _run(answer, cases["one"])
+    except Wrong as wrong:
+        yield f"{wrong}; {TRANSPOSE}" if any(word in str(wrong) for word in MATMUL) else str(wrong)
+        return
     if got is None:
         yield NOT_YET
         return
