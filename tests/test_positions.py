@@ -205,6 +205,11 @@ def rotate_from_one(x, start=0):
     return pos.rotate(x, start + 1)
 
 
+def rotate_in_place(x, start=0):
+    x.copy_(pos.rotate(x, start))
+    return x
+
+
 ROTATE_SLIPS = [
     (turn(pairs="halves"), "Llama's layout"),
     (turn(sign=-1), "turn the wrong way"),
@@ -217,6 +222,7 @@ ROTATE_SLIPS = [
     (lambda x, start=0: pos.rotate(x, start).numpy(), "return a torch tensor"),
     (lambda x, start=0: pos.rotate(x, start)[..., :-1], "should have shape"),
     (lambda x, start=0: pos.rotate(x, start) * 1.01, "differs from the model's own turn"),
+    (rotate_in_place, "changed x in place"),
 ]
 
 
@@ -279,6 +285,20 @@ def test_score_terms_add_up_to_the_models_scores(cat, cat_world):
     assert (shares["cross"] > 0.7).all()   # the chapter's reading: the word x position terms carry most of it
     assert np.allclose(pos.spread_without(terms, []), [pos.diagonal_spread(s) for s in scores], atol=1e-5)
     assert pos.off_offset(np.add.outer(np.arange(4.0), -np.arange(4.0))).max() == 0   # a function of t - s
+    # a row shift (a function of t alone) vanishes from the shift-free scores; a function of t - s stays one
+    assert np.abs(pos.shift_free(np.add.outer(np.arange(4.0) ** 2, np.zeros(4)))).max() == 0
+    assert pos.off_offset(pos.shift_free(np.add.outer(np.arange(4.0), -np.arange(4.0)))).max() == 0
+    free = pos.term_shares(terms, groups, shift_free_scores=True)
+    assert np.allclose(free["cross"] + free["rest"], 1)
+    # the chapter's reading: head 0's query position x key word term is mostly a row shift
+    sides = {"q word": [("word", "position")], "q position": [("position", "word")],
+             "rest": groups["rest"]}
+    assert pos.term_shares(terms, sides)["q position"][0] > 0.7 > pos.term_shares(terms, sides, True)["q position"][0] + 0.5
+    assert pos.spread_without(terms, [], shift_free_scores=True)[0] < 0.6 * pos.spread_without(terms, [])[0]
+    held = pos.score_terms(cat, ids, hold_sigma=True)
+    assert np.abs(pos.spread_without(held, []) - pos.spread_without(terms, [])).max() < 0.5
+    with pytest.raises(CourseInputError, match="square"):
+        pos.shift_free(np.zeros((3, 4)))
     with pytest.raises(CourseInputError, match="nine"):
         pos.term_shares(terms, {"cross": groups["cross"]})
     with pytest.raises(CourseInputError, match="square"):

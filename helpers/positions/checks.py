@@ -135,7 +135,16 @@ def turn_slips(x, start):
 
 def turned_by(fn, x, start, what):
     """(fn's turn of x (1, H, T, d_k) at ``start``, None) if it is the model's own turn, else (None, the sentence)."""
-    out = call(fn, x, start=start, what=what) if start else call(fn, x, what=what)
+    given = {}
+
+    def watched(x, **start):            # call hands fn a copy of x: keep it to see whether fn changed it
+        given["x"], given["before"] = x, x.clone()
+        return fn(x, **start)
+
+    out = call(watched, x, start=start, what=what) if start else call(watched, x, what=what)
+    if given and not torch.equal(given["x"], given["before"]):
+        return None, (f"rotate changed x in place {what}; leave x as it is and write the turn into a new "
+                      "tensor (torch.empty_like(x), or torch.stack of the two halves of every pair)")
     if out is None:
         return None, f"{NOT_YET}: rotate returns None; turn the pairs and return the result"
     if not isinstance(out, torch.Tensor):

@@ -201,7 +201,7 @@ PARTS = ("word", "position", "constant")
 
 
 @torch.no_grad()
-def score_terms(model, ids):
+def score_terms(model, ids, hold_sigma=False):
     """Layer 0's scores (H, T, T), before the mask, of a pre-LN model with added positions,
     split by what the queries and keys are made of.
 
@@ -209,7 +209,9 @@ def score_terms(model, ids):
     mean e_t)/σ_t and position_t = γ·(PE_t - mean PE_t)/σ_t (σ_t is the standard deviation of
     all of h0_t); so q_t = word_t W_Q + position_t W_Q + (β W_Q + b_Q), and k_t alike. The score
     q_t·k_s/√d_k is the sum of nine terms, one per (query part, key part). Returns
-    {(query part, key part): (H, T, T) float64 array}, parts from PARTS.
+    {(query part, key part): (H, T, T) float64 array}, parts from PARTS. hold_sigma=True
+    divides every row by the mean of the σ_t instead of its own (what the scores would be
+    if the LayerNorm's scale did not change with the position).
     """
     if model.cfg.positions not in ("sinusoidal", "learned") or model.cfg.norm != "pre":
         fail(f"score_terms splits the input of a pre-LN model with added positions, but this one has "
@@ -222,6 +224,8 @@ def score_terms(model, ids):
     ln, attn = model.blocks[0].ln1, model.blocks[0].attn
     h0 = e + where
     sigma = torch.sqrt(h0.var(-1, unbiased=False, keepdim=True) + ln.eps)
+    if hold_sigma:
+        sigma = sigma.mean().expand_as(sigma)
     gamma, beta = ln.weight.double(), ln.bias.double()
     x = {"word": gamma * (e - e.mean(-1, keepdim=True)) / sigma,
          "position": gamma * (where - where.mean(-1, keepdim=True)) / sigma}
@@ -251,13 +255,27 @@ def off_offset(S):
     return out
 
 
-def term_shares(terms, groups):
+def shift_free(S):
+    """Causal scores S (..., T, T) with each row's own diagonal score taken away: S[t, s] - S[t, t]
+    on and below the diagonal, 0 above it. A number that depends on the query's position t only
+    is added to every score of row t, and the softmax ignores it; this removes it and keeps
+    everything the attention weights depend on (a function of t - s stays one)."""
+    S = np.asarray(S, dtype=float)
+    if S.ndim < 2 or S.shape[-1] != S.shape[-2]:
+        fail(f"shift_free takes square scores (..., T, T), but got shape {S.shape}")
+    T = S.shape[-1]
+    own = np.diagonal(S, axis1=-2, axis2=-1)[..., :, None]
+    return np.where(np.tril(np.ones((T, T), dtype=bool)), S - own, 0.0)
+
+
+def term_shares(terms, groups, shift_free_scores=False):
     """Per head, the share of the scores' off-offset part that each group of terms carries.
 
     terms: from ``score_terms``; groups: {name: [(query part, key part), ...]} covering all
     nine. The share of a group G is <off(G), off(S)> / |off(S)|² (off = ``off_offset``,
     S = the sum of all terms), so the shares add up to 1 in every head; a negative share
-    cancels part of the others. Returns {name: (H,) array}.
+    cancels part of the others. shift_free_scores=True measures the same on ``shift_free``
+    scores (each row's shift taken away first). Returns {name: (H,) array}.
     """
     if not isinstance(terms, dict) or not isinstance(groups, dict):
         fail(f"term_shares takes the dict of score_terms and a dict of groups, but got "
@@ -265,19 +283,23 @@ def term_shares(terms, groups):
     named = [pair for pairs in groups.values() for pair in pairs]
     if sorted(named) != sorted(terms):
         fail(f"the groups should name each of the nine (query part, key part) pairs once, but name {named}")
-    total = off_offset(sum(terms.values()))
+    part = (lambda S: off_offset(shift_free(S))) if shift_free_scores else off_offset
+    total = part(sum(terms.values()))
     norm = (total ** 2).sum(axis=(-2, -1))
-    return {name: (off_offset(sum(terms[p] for p in pairs)) * total).sum(axis=(-2, -1)) / norm
+    return {name: (part(sum(terms[p] for p in pairs)) * total).sum(axis=(-2, -1)) / norm
             for name, pairs in groups.items()}
 
 
-def spread_without(terms, pairs):
+def spread_without(terms, pairs, shift_free_scores=False):
     """(H,) the largest spread along a diagonal (``diagonal_spread``) of each head's causal
-    scores, rebuilt from ``terms`` (``score_terms``) with the terms ``pairs`` left out."""
+    scores, rebuilt from ``terms`` (``score_terms``) with the terms ``pairs`` left out
+    (of the ``shift_free`` scores when shift_free_scores)."""
     if not isinstance(terms, dict) or not set(map(tuple, pairs)) <= set(terms):
         fail(f"spread_without takes the dict of score_terms and some of its (query part, key part) pairs, "
              f"but got {type(terms).__name__} and {list(pairs)!r:.120}")
     kept = sum(value for pair, value in terms.items() if pair not in set(map(tuple, pairs)))
+    if shift_free_scores:
+        kept = shift_free(kept)
     T = kept.shape[-1]
     causal = np.where(np.tril(np.ones((T, T), dtype=bool)), kept, -np.inf)
     return np.array([diagonal_spread(head) for head in causal])
