@@ -305,8 +305,17 @@ MISTAKES = {   # a wrong forward (or declaration) -> the words its diagnosis mus
     "weights used transposed": (lambda m, x: gelu_exact(F.linear(x, m.W_1, m.b_1)) @ m.W_2 + m.bias("b_2"), {},
                                 "used transposed?"),
     "biases with bias=False": (right_forward, dict(biases="always"), "with bias=False the MLP has no b_1 and b_2"),
-    "rows mixed": (lambda m, x: right_forward(m, x).flip(-2), {}, "differs from the model's own MLP by up to"),
+    "rows mixed": (lambda m, x: right_forward(m, x).flip(-2), {}, "in the wrong place"),
+    "batch scrambled": (lambda m, x: right_forward(m, x if x.dim() < 3 else
+                                                   x.reshape(x.shape[1], x.shape[0], -1).transpose(0, 1)), {},
+                        "a batch of both cat prompts' last 5 tokens (x of shape (2, 5, 6)): every output row is "
+                        "one the model's MLP gives, but in the wrong place"),
     "shape": (lambda m, x: right_forward(m, x).reshape(-1, x.shape[-1]), {}, "it should keep x's shape"),
+    "one row made (1, d)": (lambda m, x: right_forward(m, x if x.dim() > 1 else x[None]), {},
+                            "forward returned shape (1, 6); it should keep x's shape (6,)"),
+    "SiLU": (lambda m, x: F.silu(x @ m.W_1 + m.bias("b_1")) @ m.W_2 + m.bias("b_2"), {}, "that is SiLU"),
+    "b_1 after GELU": (lambda m, x: (gelu_exact(x @ m.W_1) + m.bias("b_1")) @ m.W_2 + m.bias("b_2"), {},
+                       "b_1 is added after GELU"),
 }
 
 

@@ -73,8 +73,8 @@ MODULE_PROMPTS = {"cat": ("<BOS> the cat sat on the mat", "<BOS> the big dog is"
 def module_cases(cat, dragon):
     """The inputs the learner's MLP class is run on, from the shipped models on real prompts:
     [(what, args, state, x, expected)], x the input of a layer's MLP (its trace's ``ln2``) and
-    expected what the model's own MLP wrote (``mlp``). One case is unbatched (T, d), one has
-    bias=False (the cat's layer-0 matrices without b_1, b_2; expected computed from them)."""
+    expected what the model's own MLP wrote (``mlp``). One case is unbatched (T, d), one a batch
+    of two sequences (2, 5, d), one a single row (d,), one has bias=False (the cat's layer-0 matrices without b_1, b_2; expected computed from them)."""
     import torch
 
     cases = []
@@ -90,6 +90,14 @@ def module_cases(cat, dragon):
                     x, expected = x[None], expected[None]
                 what = f"the {name} model's layer {layer} on '{prompt}' (x of shape {tuple(x.shape)})"
                 cases.append((what, args, model.blocks[layer].mlp.state_dict(), x, expected))
+    with torch.no_grad():   # the cat's layer 1 on two prompts at once, (2, 5, d), and on one row, (d,)
+        traces = [cat(tokenizers["cat"].encode(prompt), trace=True) for prompt in MODULE_PROMPTS["cat"]]
+    x, expected = (torch.stack([trace[f"L1.{name}"][-5:] for trace in traces]) for name in ("ln2", "mlp"))
+    state, args_cat = cat.blocks[1].mlp.state_dict(), (cat.cfg.d_model, cat.cfg.d_ff)
+    cases.append((f"the cat model's layer 1 on a batch of both cat prompts' last 5 tokens (x of shape "
+                  f"{tuple(x.shape)})", args_cat, state, x, expected))
+    cases.append((f"one row, token 3 of the cat model's layer 1 on '{MODULE_PROMPTS['cat'][0]}' (x of shape "
+                  f"({cat.cfg.d_model},))", args_cat, state, traces[0]["L1.ln2"][3], traces[0]["L1.mlp"][3]))
     state = {key: value for key, value in cat.blocks[0].mlp.state_dict().items() if key.startswith("W_")}
     x = cases[0][3]
     with torch.no_grad():
@@ -111,12 +119,23 @@ def module_variants(state, x):
             (pre / (1 + np.exp(-1.702 * pre)) @ W_2 + b_2, "that is the sigmoid approximation z·σ(1.702z) of GELU; "
                                                             "use the exact z·Φ(z)"),
             (pre @ W_2 + b_2, "there is no activation between W_1 and W_2: apply GELU to x @ W_1 + b_1"),
+            (pre / (1 + np.exp(-pre)) @ W_2 + b_2, "that is SiLU, z·σ(z) (Llama's activation, section 5); the "
+                                                   "course's MLP uses GELU, z·Φ(z)"),
+            ((ref.gelu(x @ W_1) + b_1) @ W_2 + b_2, "b_1 is added after GELU; it goes inside: "
+                                                     "GELU(x @ W_1 + b_1) @ W_2 + b_2"),
             (ref.gelu(pre @ W_2 + b_2), "GELU is applied after W_2; it goes between: GELU(x @ W_1 + b_1) @ W_2 + b_2"),
             (ref.gelu(pre @ W_2) + b_2, "GELU is applied after W_2; it goes between: GELU(x @ W_1 + b_1) @ W_2 + b_2"),
             (ref.gelu(pre) @ W_2, "b_2 is left out: add it after the product with W_2"),
             (ref.gelu(x @ W_1) @ W_2 + b_2, "b_1 is left out: add it to x @ W_1 before GELU"),
             (x + right, "that is x + MLP(x): adding the residual is the block's job (chapter 08); "
                         "the MLP returns only what it adds to the stream")]
+
+
+def sorted_rows(a):
+    """The rows (last axis) of ``a`` as one (n, d) array in lexicographic order, rounded to 4
+    decimals so that rows equal up to rounding sort alike."""
+    rows = np.asarray(a, dtype=float).reshape(-1, a.shape[-1])
+    return rows[np.lexsort(np.round(rows, 4).T[::-1])]
 
 
 def module_error(message, args):
@@ -168,9 +187,15 @@ def mlp_module(run, cat, dragon):
                    f"{tuple(x.shape)} (..., d_model)")
             return
         out = as_array(out, f"the output on {what}", shape=tuple(expected.shape))
-        gap = float(np.abs(out - expected.double().numpy()).max())
+        want = expected.double().numpy()
+        gap = float(np.abs(out - want).max())
         if gap <= MODULE_ATOL:
             continue
+        if out.ndim > 1 and np.allclose(sorted_rows(out), sorted_rows(want), atol=MODULE_ATOL, rtol=0):
+            yield (f"on {what}: every output row is one the model's MLP gives, but in the wrong place: rows were "
+                   "moved between positions or sequences (a reshape or transpose across the batch?); the MLP "
+                   "works on each row alone, and x @ W_1 already works on any (..., d_model)")
+            return
         hint = slip(out, module_variants(state, x), atol=MODULE_ATOL)
         yield f"on {what}: " + (hint or f"the output differs from the model's own MLP by up to {gap:.2g}; "
                                         "compute GELU(x @ W_1 + b_1) @ W_2 + b_2, step by step")
