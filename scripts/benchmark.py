@@ -49,6 +49,7 @@ The machine is shared and noisy: the ratios are the figures to read; say how loa
 (the load average is printed at the start and the end).
 """
 import os
+import re
 import statistics
 import subprocess
 import sys
@@ -370,7 +371,8 @@ def main(paths, widgets_only=False):
     ran = 0
     for i, (path, result) in enumerate(zip(paths, chapters), 1):
         if isinstance(result, Exception):
-            table.add(Path(path).stem, None, "did not run: " + str(result).strip().splitlines()[-1][:60], "", False)
+            last = re.sub(r"\x1b\[[0-9;]*m", "", str(result)).strip().splitlines()[-1]   # without the traceback's colours
+            table.add(Path(path).stem, None, "did not run: " + last[:60], "", False)
             continue
         seconds, mb, live = result
         chapter = Path(path).stem[:2]
