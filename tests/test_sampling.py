@@ -1,9 +1,13 @@
 """Chapter 09 (sampling): temperature, top-k, top-p, draws, generation with and without the
 KV cache, counted multiply-adds, the cache's size, the explorer and the checks."""
+import functools
+import json
+
 import numpy as np
 import pytest
 import torch
 
+from helpers import grading
 from helpers.errors import CourseInputError
 from helpers.exercises import NOT_ANSWERED
 from helpers.explorer import png
@@ -53,8 +57,8 @@ def test_generate_with_and_without_cache_gives_the_same_tokens(cat, cat_world, d
     for model, world, prompt in ((cat, cat_world, "<BOS> the"), (dragon, dragon_world, "<BOS> dragon drinks")):
         ids = world.tokenizer.encode(prompt)
         for settings in (dict(temperature=0), dict(temperature=1.0, seed=3), dict(top_p=0.9, seed=1)):
-            a = sampling.generate(model, ids, 8, use_cache=True, **settings)
-            b = sampling.generate(model, ids, 8, use_cache=False, **settings)
+            a = sampling.generate(model, ids, 8, cache=True, **settings)
+            b = sampling.generate(model, ids, 8, cache=False, **settings)
             assert a.tolist() == b.tolist()
 
 
@@ -67,7 +71,7 @@ def test_greedy_cat_generation_is_a_sentence_of_the_world(cat, cat_world):
 def test_generate_passes_switches_and_refuses_a_cache_without_the_mask(cat, cat_world):
     model = cat
     ids = cat_world.tokenizer.encode("<BOS> the")
-    free = sampling.generate(model, ids, 4, temperature=0, use_cache=False, causal=False)
+    free = sampling.generate(model, ids, 4, temperature=0, cache=False, causal=False)
     assert free.tolist() != sampling.generate(model, ids, 4, temperature=0).tolist()
     with pytest.raises(CourseInputError, match="causal mask"):
         sampling.generate(model, ids, 4, causal=False)
@@ -341,29 +345,155 @@ def test_kv_bytes_check_names_both_slips_when_they_give_the_same_number(capsys):
     assert "keeps both" in out and "bytes per element" in out
 
 
-def test_greedy_loop_check(capsys, cat, cat_world, dragon, dragon_world):
-    models, worlds = {"cat": cat, "dragon": dragon}, {"cat": cat_world, "dragon": dragon_world}
+# ---- exercise 4: the learner's generate, right and with one mistake each ------------------------
 
-    def greedy(model, ids, n):
-        for _ in range(n):
-            with torch.no_grad():
-                ids = torch.cat([ids, model(ids)[-1].argmax().reshape(1)])
-        return ids
+def learner_top_p(probs, p, mistake=None):
+    """Keep the nucleus, as a learner might write it: drop the tokens whose preceding mass reached p."""
+    sorted_probs, order = torch.sort(probs, descending=True)
+    running = torch.cumsum(sorted_probs, 0)
+    before = running - sorted_probs                 # the mass of the tokens before each one
+    drop = before >= p
+    if mistake == "crossing left out":
+        drop = running >= p                         # also drops the token that reaches p
+    elif mistake == "crossing left out, one kept":
+        drop = running >= p
+        drop[0] = False
+    elif mistake == "one too many":
+        drop = torch.cat([torch.zeros(1, dtype=torch.bool), drop[:-1]])
+    kept = torch.zeros_like(probs)
+    kept[order[~drop]] = probs[order[~drop]]
+    return kept / kept.sum()
 
-    def first_position(model, ids, n):
-        for _ in range(n):
-            with torch.no_grad():
-                ids = torch.cat([ids, model(ids)[0].argmax().reshape(1)])
-        return ids
 
-    assert checks.greedy_loop(greedy, models, worlds)
-    for wrong, words in ((lambda m, ids, n: greedy(m, ids, n)[len(ids):], "only the"),
-                         (first_position, "last position"), (lambda m, ids, n: ids, "should have"),
-                         (lambda m, ids, n: 1 / 0, "ZeroDivisionError"), (3, "should be a function")):
-        assert not checks.greedy_loop(wrong, models, worlds)
-        assert words in capsys.readouterr().out, words
-    assert not checks.greedy_loop(None, models, worlds)
-    assert NOT_ANSWERED in capsys.readouterr().out
+def learner_distribution(logits, temperature, top_k, top_p, mistake=None):
+    if temperature == 0:
+        return torch.nn.functional.one_hot(logits.argmax(), len(logits)).float()
+    if mistake == "probabilities divided":
+        probs = torch.softmax(logits, -1) / temperature
+    elif mistake == "softmax twice":
+        probs = torch.softmax(torch.softmax(logits, -1) / temperature, -1)
+    elif mistake == "multiplied":
+        probs = torch.softmax(logits * temperature, -1)
+    else:
+        probs = torch.softmax(logits / temperature, -1)
+    if top_p is not None and mistake == "top-p first":
+        probs = learner_top_p(probs, top_p)
+    if top_k is not None:
+        k = top_k + {"k - 1": -1, "k + 1": 1}.get(mistake, 0)
+        smallest = torch.topk(probs, k).values[-1]
+        probs = torch.where(probs >= smallest, probs, torch.zeros_like(probs))
+        if mistake != "not renormalised":
+            probs = probs / probs.sum()
+    if top_p is not None and mistake != "top-p first":
+        probs = learner_top_p(probs, top_p, mistake)
+    return probs
+
+
+def learner_logits(model, ids, fed, kv, step, cache, mistake):
+    """The pass of one step, right or with one of the cache mistakes."""
+    T = len(ids) - step
+    if cache and mistake == "cache flag ignored":
+        return model(ids)[-1]
+    if cache and mistake == "new cache each step" and step:
+        return model(fed, cache=KVCache(model.cfg.n_layers))[-1]
+    if cache and mistake == "whole sequence again" and step:
+        return model(ids, cache=kv)[-1]
+    if cache and mistake == "prompt again" and step:
+        return model(ids[:T], cache=kv)[-1]
+    if cache and mistake == "prompt token by token" and not step:
+        for t in range(len(ids)):
+            out = model(ids[t:t + 1], cache=kv)
+        return out[-1]
+    if cache:
+        return model(fed, cache=kv)[-1]
+    if mistake == "always the cache":
+        return model(fed, cache=kv)[-1]
+    if mistake == "prompt every step":
+        return model(ids[:T])[-1]
+    if mistake == "newest only" and step:
+        return model(ids[-1:])[-1]
+    return model(ids)[0 if mistake == "first position" else -1]
+
+
+def learner_generate(model, ids, n_new, temperature=1.0, top_k=None, top_p=None, seed=0, cache=True, mistake=None):
+    g = torch.Generator().manual_seed(seed)
+    kv = KVCache(model.cfg.n_layers)
+    fed = ids
+    for step in range(n_new):
+        if mistake == "reseeded":
+            g = torch.Generator().manual_seed(seed)
+        logits = learner_logits(model, ids, fed, kv, step, cache, mistake)
+        if mistake == "first position" and cache:
+            logits = model(ids)[0]
+        if mistake == "argmax":
+            token = logits.argmax().reshape(1)
+        else:
+            probs = learner_distribution(logits, temperature, top_k, top_p, mistake)
+            token = (torch.multinomial(probs, 1) if mistake == "no generator"
+                     else torch.multinomial(probs, 1, generator=g))
+        ids = torch.cat([ids, token])
+        fed = token
+    return ids[len(ids) - n_new:] if mistake == "new tokens only" else ids
+
+
+LOOP_MISTAKES = [
+    ("probabilities divided", "those of temperature 1"),
+    ("softmax twice", "took a softmax again"),
+    ("multiplied", "multiplied the logits by the temperature"),
+    ("k - 1", "keeps k - 1 tokens"),
+    ("k + 1", "keeps k + 1 tokens"),
+    ("crossing left out", "leaves out the token whose probability makes the running total reach p"),
+    ("crossing left out, one kept", "leaves out the token whose probability makes the running total reach p"),
+    ("one too many", "keeps one token too many"),
+    ("not renormalised", "before they were renormalised"),
+    ("top-p first", "before they were renormalised (or before top-k"),
+    ("reseeded", "inside the loop"),
+    ("argmax", "most probable token at every step"),
+    ("first position", "first position"),
+    ("no generator", "seeded once with seed"),
+    ("new tokens only", "only the 6 new tokens"),
+    ("cache flag ignored", "with cache=True, pass 1 ran without a KVCache"),
+    ("new cache each step", "the cache is never extended"),
+    ("whole sequence again", "fed the whole sequence (4 tokens) again into a cache that already holds 3"),
+    ("prompt again", "fed the prompt again into a cache"),
+    ("prompt token by token", "run the whole prompt into the empty cache in one pass"),
+    ("always the cache", "with cache=False, run every pass on the whole sequence without a KVCache"),
+    ("prompt every step", "ran the prompt again"),
+    ("newest only", "ran only the newest token, without a cache"),
+]
+
+
+def test_the_right_generate_passes(cat, dragon):
+    assert checks.generate_loop.feedback(learner_generate, cat, dragon) == []
+
+
+def test_an_untouched_generate_is_not_answered_yet(cat, dragon):
+    def generate(model, ids, n_new, temperature=1.0, top_k=None, top_p=None, seed=0, cache=True):
+        """The skeleton: the learner's copy has only # YOUR CODE HERE in its body."""
+
+    said = checks.generate_loop.feedback(generate, cat, dragon)
+    assert said[0].startswith("not answered yet"), said
+    assert checks.generate_loop.feedback(None, cat, dragon)[0].startswith("not answered yet")
+
+
+@pytest.mark.parametrize("mistake, words", LOOP_MISTAKES)
+def test_each_generate_mistake_is_named(mistake, words, cat, dragon):
+    said = " ".join(checks.generate_loop.feedback(functools.partial(learner_generate, mistake=mistake), cat, dragon))
+    assert words in said, said
+
+
+@pytest.mark.parametrize("mistake", [None, "k - 1", "whole sequence again", "crossing left out", "new tokens only"])
+def test_generate_is_judged_from_its_record_as_from_itself(mistake, cat, dragon):
+    answer = functools.partial(learner_generate, mistake=mistake)
+    record = json.loads(json.dumps(grading.record_answer(checks.generate_loop, answer, (cat, dragon), {})))
+    judged = checks.generate_loop.feedback(grading.decode(record), cat, dragon)
+    assert judged == checks.generate_loop.feedback(answer, cat, dragon)
+
+
+def test_the_course_generate_takes_the_old_name_of_cache(dragon, dragon_world):
+    ids = dragon_world.tokenizer.encode("<BOS> dragon drinks")
+    assert torch.equal(sampling.generate(dragon, ids, 5, seed=1, use_cache=False),
+                       sampling.generate(dragon, ids, 5, seed=1, cache=True))
 
 
 # ---- bad input: one sentence naming what was expected and what arrived --------------------------

@@ -1,4 +1,5 @@
-"""Checks for chapter 09 (sampling): temperature, a top-p filter, the KV-cache size, a greedy loop.
+"""Checks for chapter 09 (sampling): temperature, a top-p filter, the KV-cache size, and the
+learner's own generation loop (a piece of their GPT, run with the shipped cat and dragon models).
 
 Each check judges properties and reference values and says what is wrong
 without printing the expected answer.
@@ -6,8 +7,10 @@ without printing the expected answer.
 import numpy as np
 import torch
 
-from ..exercises import (Array, Function, Whole, as_array, call, close_problems, exercise,
-                         number_problems)
+from .. import worlds
+from ..exercises import (NOT_ANSWERED, Array, Function, Whole, Wrong, as_array, call, close_problems,
+                         exercise, number_problems)
+from ..model import KVCache
 from ..reference import softmax
 from . import compute as sampling
 
@@ -94,37 +97,300 @@ def kv_bytes(answer, n_layers, T, n_heads, d_k, bytes_per_element):
         yield from number_problems(answer, reference, "the cache size in bytes", atol=0.5)
 
 
-# Prompts a greedy loop is tried on: (which model, prompt, new tokens).
-GREEDY_CASES = (("dragon", "<BOS> dragon drinks", 6), ("cat", "<BOS> the", 5), ("dragon", "<BOS>", 4))
+# ------------------------------------------------- the learner's generate(model, ids, n_new, ...)
+
+NOT_YET = NOT_ANSWERED.split(":")[0]
+LOGITS_ATOL = 1e-4     # a cached pass's logits against a full pass over the same tokens
+
+# What the loop is tried on, in this order: (model, prompt, new tokens, settings). Greedy first,
+# then plain sampling, temperature, top-k, top-p and both filters together; with and without
+# the cache. Each case's settings are what the learner's generate gets besides model, ids, n_new.
+LOOP_CASES = (
+    ("dragon", "<BOS> dragon drinks", 6, dict(temperature=0, cache=False)),
+    ("dragon", "<BOS> dragon drinks", 6, dict(temperature=0, cache=True)),
+    ("cat", "<BOS> the", 6, dict(temperature=0, cache=True)),
+    ("dragon", "<BOS> dragon drinks", 10, dict(temperature=1.0, seed=0, cache=True)),
+    ("dragon", "<BOS> troll", 10, dict(temperature=1.0, seed=1, cache=False)),
+    ("dragon", "<BOS> wizard mixes", 10, dict(temperature=0.6, seed=2, cache=True)),
+    ("cat", "<BOS>", 10, dict(temperature=2.0, seed=3, cache=False)),
+    ("dragon", "<BOS> dragon", 12, dict(temperature=2.0, top_k=3, seed=0, cache=True)),
+    ("dragon", "<BOS> troll", 12, dict(temperature=2.0, top_p=0.75, seed=3, cache=False)),
+    ("cat", "<BOS> the", 10, dict(temperature=2.0, top_p=0.75, seed=2, cache=True)),
+    ("dragon", "<BOS> troll", 10, dict(temperature=1.5, top_k=3, top_p=0.6, seed=0, cache=True)),
+    ("cat", "<BOS> the", 8, dict(temperature=1.3, top_k=1, seed=8, cache=False)),
+)
 
 
-def greedy_slip(out, expected, ids, n, what):
-    """One sentence naming what is wrong with a greedy loop's output ``out`` (or None if right)."""
-    if len(out) == n:
-        return f"for {what} you returned only the {n} new tokens: return the prompt with them appended"
-    if len(out) != len(expected):
-        return f"for {what} your sequence has {len(out)} tokens, but it should have {len(ids)} + {n}"
-    if out[:len(ids)].tolist() != ids.tolist():
-        return f"for {what} the prompt at the start of your sequence has changed"
-    wrong = [i for i in range(len(ids), len(out)) if out[i] != expected[i]]
-    if wrong:
-        return (f"for {what} your token {wrong[0] - len(ids) + 1} is not the most probable one: "
-                f"take the argmax of the logits of the last position, then append it and run again")
+class LoopSlip(Exception):
+    """Raised by ``Watched`` inside the learner's generate: one sentence on how it fed the model."""
+
+
+class Watched:
+    """The model as the learner's generate sees it: it runs the real model, and stops the loop
+    with a LoopSlip at the first pass that does not feed the model as the case asks:
+
+    cache=True: the first pass runs the whole prompt into a new KVCache (prefill), every later
+    pass runs one token into that same cache, and its logits equal a full pass over the tokens
+    the cache has seen; cache=False: every pass runs the whole sequence so far, without a cache.
+    Everything else (cfg, check_ids, ...) is the model's own.
+    """
+
+    def __init__(self, model, prompt, cached):
+        self.model, self.prompt, self.cached = model, prompt.reshape(-1), cached
+        self.kv, self.fed, self.passes = None, None, 0
+
+    def __getattr__(self, name):
+        return getattr(self.__dict__["model"], name)
+
+    def forward(self, ids, cache=None, **switches):
+        return self(ids, cache=cache, **switches)
+
+    def __call__(self, ids, cache=None, **switches):
+        self.passes += 1
+        flat = torch.as_tensor(ids).reshape(-1)
+        if self.cached:
+            self.check_cached(flat, cache)
+        else:
+            self.check_full(flat, cache)
+        with torch.no_grad():
+            out = self.model(ids, cache=cache, **switches)
+            if cache is not None and out.dim() in (2, 3):
+                full = self.model(cache.ids.reshape(-1))[-1]
+                gap = float((out.reshape(-1, out.shape[-1])[-1] - full).abs().max())
+                if not gap <= LOGITS_ATOL:
+                    raise LoopSlip(f"pass {self.passes}: the logits from your cache differ from a full pass over "
+                                   f"the same {len(cache)} tokens by {gap:.2g}")
+        return out
+
+    def check_cached(self, flat, cache):
+        """Raise LoopSlip unless this pass feeds the prefill or one token into the one cache."""
+        n, T, first = len(flat), len(self.prompt), self.passes == 1
+        if cache is None:
+            raise LoopSlip(f"with cache=True, pass {self.passes} ran without a KVCache: make one, "
+                           "kv = KVCache(model.cfg.n_layers), before the loop and give it to every pass, "
+                           "model(..., cache=kv)")
+        if first:
+            if len(cache):
+                raise LoopSlip(f"your first pass got a KVCache that already holds {len(cache)} tokens: make a "
+                               "new KVCache in each call of generate, not once outside it")
+            if n != T or not torch.equal(flat, self.prompt):
+                raise LoopSlip(f"your first pass ran {n} token{'s' * (n != 1)}, but the prompt has {T}: run the whole prompt "
+                               "into the empty cache in one pass (the prefill)")
+            self.kv = cache
+            return
+        if cache is not self.kv:
+            raise LoopSlip(f"pass {self.passes} got another KVCache than the first pass"
+                           + (" (a new, empty one)" if not len(cache) else "")
+                           + ": the cache is never extended, so each step forgets the earlier tokens; make "
+                             "one KVCache before the loop and give that same one to every pass")
+        if n == T and torch.equal(flat, self.prompt):
+            raise LoopSlip(f"pass {self.passes} fed the prompt again into a cache that already holds it: feed "
+                           "only the newest token; the cache keeps the keys and values of all the others")
+        if n > 1:
+            again = n == len(cache) + 1 and torch.equal(flat[:-1], cache.ids.reshape(-1))
+            fed = f"the whole sequence ({n} tokens) again" if again else f"{n} tokens"
+            raise LoopSlip(f"pass {self.passes} fed {fed} into a cache that already holds {len(cache)}: "
+                           "with the cache, feed only the newest token, ids[-1:]")
+
+    def check_full(self, flat, cache):
+        """Raise LoopSlip unless this pass runs the whole sequence so far without a cache."""
+        n, T, s = len(flat), len(self.prompt), self.passes - 1
+        if cache is not None:
+            raise LoopSlip("with cache=False, run every pass on the whole sequence without a KVCache "
+                           "(model(ids)): that is the loop the cache is compared with")
+        if s and n == T and torch.equal(flat, self.prompt):
+            raise LoopSlip(f"pass {self.passes} ran the prompt again: append each token you draw to the "
+                           "sequence and run the longer sequence")
+        if s and n == 1:
+            raise LoopSlip(f"pass {self.passes} ran only the newest token, without a cache: the model then "
+                           "sees none of the earlier tokens; run the whole sequence")
+        grown = self.fed is None or (n == len(self.fed) + 1 and torch.equal(flat[:-1], self.fed))
+        if n != T + s or not torch.equal(flat[:T], self.prompt) or not grown:
+            raise LoopSlip(f"pass {self.passes} ran {n} tokens; it should run the {T + s} tokens so far: "
+                           "the prompt, then every token drawn, in order")
+        self.fed = flat
+
+
+# ---- the known slips of the sampling part, as the distributions they draw from
+
+def nucleus_size(probs, p, extra=0, crossing=True):
+    """How many of the most probable tokens a top-p filter keeps: the right count (the first
+    running total that reaches p included), one more (extra=1), or without the token that
+    reaches p (crossing=False; at least one token)."""
+    running = torch.cumsum(torch.sort(probs, descending=True).values, 0)
+    size = int((running < p - 1e-7).sum()) + (1 if crossing else 0) + extra
+    return max(1, min(size, len(probs)))
+
+
+def keep_top(probs, size, renormalise=True):
+    """probs with all but its ``size`` most probable entries zeroed (renormalised unless told not)."""
+    kept = torch.zeros_like(probs)
+    idx = torch.topk(probs, size).indices
+    kept[idx] = probs[idx]
+    return kept / kept.sum() if renormalise else kept
+
+
+def slipped_distribution(logits, temperature, top_k, top_p, slip):
+    """The distribution a loop with one known slip draws from (see LOOP_SLIPS)."""
+    if slip == "temperature ignored":
+        temperature = 1.0 if temperature else 0
+    if slip == "filters ignored":
+        top_k = top_p = None
+    if slip == "softmax twice" and temperature:
+        probs = torch.softmax(torch.softmax(logits, -1) / temperature, -1)
+    elif slip == "temperature multiplied" and temperature:
+        probs = torch.softmax(logits * temperature, -1)
+    else:
+        probs = sampling.with_temperature(logits, temperature)
+    V = len(probs)
+    k = None if top_k is None else max(1, min(V, top_k + {"k - 1": -1, "k + 1": 1}.get(slip, 0)))
+    if k is not None:
+        probs = keep_top(probs, k, renormalise=slip != "not renormalised")
+    if top_p is not None:
+        size = nucleus_size(probs, top_p, extra=int(slip == "one too many"), crossing=slip != "crossing left out")
+        probs = keep_top(probs, size)
+    return probs
+
+
+@torch.no_grad()
+def slipped_generate(model, ids, n_new, temperature=1.0, top_k=None, top_p=None, seed=0, cache=True, slip=None):
+    """The course's loop with one known slip (cache and no cache give the same tokens)."""
+    g = torch.Generator().manual_seed(seed)
+    for _ in range(n_new):
+        if slip == "reseeded":
+            g = torch.Generator().manual_seed(seed)
+        logits = model(ids)[0 if slip == "first position" else -1]
+        if slip == "argmax" and temperature:
+            token = logits.argmax().reshape(1)
+        else:
+            probs = slipped_distribution(logits, temperature, top_k, top_p, slip)
+            token = torch.multinomial(probs, 1, generator=g)
+        ids = torch.cat([ids, token])
+    return ids
+
+
+# (slip, the settings it can show in, the sentence that names it)
+LOOP_SLIPS = (
+    ("first position", lambda s: True,
+     "you drew from the logits of the first position: the next token's logits are the last row, logits[-1]"),
+    ("argmax", lambda s: s["temperature"] > 0,
+     "you took the most probable token at every step; with a temperature above 0, draw it: "
+     "torch.multinomial(probs, 1, generator=g)"),
+    ("reseeded", lambda s: s["temperature"] > 0,
+     "you made (or seeded) the generator inside the loop, so every step draws with the same random "
+     "numbers: make g = torch.Generator().manual_seed(seed) once, before the loop"),
+    ("temperature ignored", lambda s: s["temperature"] not in (0, 1),
+     "your tokens are those of temperature 1: divide the logits by the temperature before the softmax "
+     "(dividing the probabilities by it changes nothing once they are renormalised)"),
+    ("softmax twice", lambda s: s["temperature"] > 0,
+     "you divided the probabilities by the temperature and took a softmax again: divide the logits, "
+     "then take one softmax"),
+    ("temperature multiplied", lambda s: s["temperature"] not in (0, 1),
+     "you multiplied the logits by the temperature: divide them by it"),
+    ("filters ignored", lambda s: s.get("top_k") or s.get("top_p"),
+     "your tokens are those of sampling without top-k and top-p: apply the filters to the distribution"),
+    ("k - 1", lambda s: s.get("top_k"), "your top-k keeps k - 1 tokens: keep exactly the k most probable"),
+    ("k + 1", lambda s: s.get("top_k"), "your top-k keeps k + 1 tokens: keep exactly the k most probable"),
+    ("crossing left out", lambda s: s.get("top_p"),
+     "your top-p leaves out the token whose probability makes the running total reach p: keep it, "
+     "it is the last token of the nucleus"),
+    ("one too many", lambda s: s.get("top_p"),
+     "your top-p keeps one token too many: stop at the first token where the running total reaches p"),
+    ("not renormalised", lambda s: s.get("top_k") and s.get("top_p"),
+     "your top-p ran on the top-k probabilities before they were renormalised (or before top-k, which "
+     "keeps the same tokens): after top-k divide by the kept sum, then run top-p, so that its running "
+     "total reaches p at the right token"),
+)
+
+
+def loop_slip(out, case, passed):
+    """The sentence of the first known slip that gives the tokens ``out`` on ``case`` and the right
+    tokens on every case already ``passed`` (so that it explains them all), else None.
+    A case: (model, ids, n_new, settings)."""
+    def tokens(case, slip):
+        model, ids, n_new, settings = case
+        return slipped_generate(model, ids, n_new, slip=slip, **settings)
+
+    settings = {"temperature": 1.0, **case[3]}
+    for slip, shows, sentence in LOOP_SLIPS:
+        if shows(settings) and torch.equal(out, tokens(case, slip)) and all(
+                torch.equal(right, tokens(earlier, slip)) for earlier, right in passed):
+            return sentence
     return None
 
 
-@exercise("a greedy generation loop without the cache", answer=Function("a function of model, ids and n"))
-def greedy_loop(answer, models, worlds):
-    """``answer`` is a function greedy(model, ids, n) -> ids (T + n,): n argmax tokens appended.
+def loop_output(out, ids, n_new, what):
+    """The learner's returned sequence as a (T + n_new,) LongTensor, or Wrong naming what is wrong with it."""
+    if isinstance(out, (tuple, list)) and len(out) != len(ids) + n_new:
+        raise Wrong(f"generate returned a {type(out).__name__} of {len(out)} items: return the "
+                    f"sequence, one (T + n_new,) tensor of {len(ids) + n_new} token ids")
+    arr = as_array(out, f"the sequence for {what}")
+    if arr.ndim == 2 and arr.shape[0] == 1:
+        raise Wrong(f"generate returned shape {arr.shape}: return a flat (T + n_new,) "
+                    "tensor, like the ids it was given")
+    if arr.ndim != 1:
+        raise Wrong(f"generate returned shape {arr.shape}; it should be ({len(ids) + n_new},)")
+    if len(arr) == n_new:
+        raise Wrong(f"you returned only the {n_new} new tokens: return the prompt with them appended")
+    if len(arr) != len(ids) + n_new:
+        raise Wrong(f"your sequence has {len(arr)} tokens, but it should have {len(ids)} + {n_new}")
+    if (arr != np.round(arr)).any():
+        raise Wrong(f"your sequence holds {arr[arr != np.round(arr)][0]:g}, not a token id")
+    out = torch.as_tensor(arr).long()
+    if not torch.equal(out[:len(ids)], ids):
+        raise Wrong("the prompt at the start of your sequence has changed")
+    return out
 
-    models, worlds: dicts {"cat": ..., "dragon": ...}.
-    """
-    for name, prompt, n in GREEDY_CASES:
-        ids = worlds[name].tokenizer.encode(prompt)
-        what = f"the {name} model after '{prompt}'"
-        out = as_array(call(answer, models[name], ids.clone(), n, what=f"for {what}"), f"the sequence for {what}")
-        expected = sampling.generate(models[name], ids, n, temperature=0, use_cache=False)
-        hint = greedy_slip(torch.as_tensor(out).reshape(-1).long(), expected, ids, n, what)
-        if hint:
-            yield hint
+
+def stopped(wrong, settings):
+    """A Wrong raised while the learner's generate ran, as the sentence to show."""
+    text = str(wrong)
+    if "LoopSlip: " in text:
+        return text.split("LoopSlip: ", 1)[1]
+    if "invalid multinomial distribution" in text or "probability tensor contains" in text:
+        hint = ("your top-p may keep no token at all when the first one alone reaches p: it keeps the token "
+                "that makes the running total reach p" if settings.get("top_p") else
+                "the probabilities you drew from were not a distribution (all zero, negative, NaN or inf)")
+        return f"{text}; {hint}"
+    return text
+
+
+@exercise("your generate(model, ids, n_new, temperature, top_k, top_p, seed, cache)",
+          answer=Function("a function generate(model, ids, n_new, temperature=1.0, top_k=None, top_p=None, "
+                          "seed=0, cache=True)"), keeps="09")
+def generate_loop(fn, cat, dragon):
+    """``fn`` extends ids (T,) by n_new tokens as ``sampling.generate`` does, token for token,
+    on the shipped cat and dragon models (LOOP_CASES), and feeds the model as its cache setting
+    says (``Watched``)."""
+    models = {"cat": (cat, worlds.cat_world()), "dragon": (dragon, worlds.dragon_world(n=1))}
+    passed = []
+    for name, prompt, n_new, settings in LOOP_CASES:
+        model, world = models[name]
+        ids = world.tokenizer.encode(prompt)
+        shown = ", ".join(f"{k}={v}" for k, v in settings.items())
+        what = f"the {name} model after '{prompt}', n_new={n_new}, {shown}"
+        try:
+            out = call(fn, Watched(model, ids, settings["cache"]), ids.clone(), n_new, **settings,
+                       what=f"for {what}")
+            if out is None:
+                yield f"{NOT_YET}: generate returns None; write the loop and return the longer sequence"
+                return
+            out = loop_output(out, ids, n_new, what)
+        except Wrong as wrong:
+            yield f"for {what}: {stopped(wrong, settings)}"
             return
+        right = sampling.generate(model, ids, n_new, **settings)
+        if torch.equal(out, right):
+            passed.append(((model, ids, n_new, settings), right))
+            continue
+        first = next(i for i in range(len(ids), len(out)) if out[i] != right[i]) - len(ids) + 1
+        hint = loop_slip(out, (model, ids, n_new, settings), passed)
+        if hint is None and (settings["temperature"] == 0 or settings.get("top_k") == 1):
+            hint = (f"your token {first} is not the most probable one: with temperature 0 (or top_k=1) each "
+                    "step takes the largest logit of the last position")
+        elif hint is None:
+            hint = (f"your tokens differ from the course's from token {first} on: each step draws from "
+                    "softmax(logits[-1] / temperature), then top-k, then top-p, renormalised, with "
+                    "torch.multinomial(probs, 1, generator=g), g one torch.Generator seeded once with seed")
+        yield f"for {what}: {hint}"
+        return

@@ -89,31 +89,42 @@ def draw(probs, generator):
 
 
 @torch.no_grad()
-def generate(model, ids, max_new_tokens, temperature=1.0, top_k=None, top_p=None,
-             seed=0, use_cache=True, stop_id=None, **switches):
-    """Extend ids (T,) by up to max_new_tokens drawn one at a time; returns the longer (T',) ids.
+def generate(model, ids, n_new, temperature=1.0, top_k=None, top_p=None, seed=0, cache=True,
+             stop_id=None, use_cache=None, **switches):
+    """Extend ids (T,) by n_new tokens drawn one at a time; returns the (T + n_new,) ids.
 
-    use_cache=True feeds only the newest token each step and keeps every layer's
-    K and V in a KVCache; False re-runs the whole sequence. Both give the same tokens.
+    Each step takes the logits of the last position, turns them into the distribution to draw
+    from (``next_distribution``: softmax(logits / temperature), then top-k, then top-p, each
+    renormalised) and draws one token with torch.multinomial(probs, 1, generator=g), g one
+    torch.Generator seeded once with ``seed``. Temperature 0 (or top_k=1) is greedy.
+    cache=True: one KVCache; the first pass runs the whole prompt into it (prefill), every later
+    pass only the newest token. cache=False: every pass runs the whole sequence so far. Both give
+    the same tokens. stop_id: stop after drawing that token. use_cache: the old name of cache.
     switches go to every forward pass (e.g. causal=False, ablate_heads=...).
     """
-    if use_cache and not switches.get("causal", True):
+    if use_cache is not None:
+        cache = use_cache
+    if cache and not switches.get("causal", True):
         fail("a KV cache needs the causal mask (earlier rows would change with every new token); "
-             "use use_cache=False with causal=False")
+             "use cache=False with causal=False")
     check_sampling(temperature, top_k, top_p, vocab_size=model.cfg.vocab_size)
-    max_new_tokens = check_positive_int(max_new_tokens, "max_new_tokens")
+    n_new = check_positive_int(n_new, "n_new")
     ids = model.check_ids(ids)
     if ids.dim() != 1:
         fail(f"generate takes one sequence of shape (T,), but got shape {tuple(ids.shape)}")
-    g = torch.Generator().manual_seed(check_seed(seed))
-    cache = KVCache(model.cfg.n_layers) if use_cache else None
-    step_input = ids
-    for _ in range(max_new_tokens):
-        logits = model(step_input, cache=cache, **switches)[-1] if use_cache else model(ids, **switches)[-1]
-        token = draw(next_distribution(logits, temperature, top_k, top_p), g)
-        ids = torch.cat([ids, torch.tensor([token])])
-        step_input = ids[-1:]
-        if token == stop_id:
+    g = torch.Generator().manual_seed(check_seed(seed))     # seeded once, before the loop
+    kv = KVCache(model.cfg.n_layers) if cache else None
+    fed = ids                                                # the first pass runs the whole prompt
+    for _ in range(n_new):
+        if cache:
+            logits = model(fed, cache=kv, **switches)[-1]    # K and V of the earlier tokens are in kv
+        else:
+            logits = model(ids, **switches)[-1]              # the whole sequence, every step
+        probs = next_distribution(logits, temperature, top_k, top_p)
+        token = torch.multinomial(probs, 1, generator=g)     # (1,): one draw
+        ids = torch.cat([ids, token])
+        fed = token                                          # the next pass runs only the new token
+        if int(token) == stop_id:
             break
     return ids
 
