@@ -211,6 +211,12 @@ def test_layer_norm_check(capsys):
     eps_outside = lambda x, g, b: (x - x.mean(-1, keepdims=True)) / (x.std(-1, keepdims=True) + 1e-5) * g + b
     assert not check(eps_outside)
     assert "inside the square root" in capsys.readouterr().out
+    swapped = lambda x, g, b: right_layer_norm(x, b, g)
+    assert not check(swapped)
+    assert "swapped" in capsys.readouterr().out
+    axis0 = lambda x, g, b: (x - x.mean(0)) / np.sqrt(x.var(0) + 1e-5) * g + b
+    assert not check(axis0)
+    assert "axis 0" in capsys.readouterr().out
     no_affine = lambda x, g, b: right_layer_norm(x, 1.0, 0.0)
     assert not check(no_affine)
     assert "ignores γ and β" in capsys.readouterr().out

@@ -36,6 +36,11 @@ def layer_norm_slip(out, x, g, b, with_affine):
         return "ε goes inside the square root, added to the variance, not to the standard deviation"
     if with_affine and np.allclose(out, ref.layer_norm(x), atol=1e-3):
         return "the output ignores γ and β: multiply by γ, then add β"
+    if np.allclose(out, ref.layer_norm(x) * b + g, atol=1e-3):
+        return "γ and β are swapped: multiply by γ (gamma), then add β (beta)"
+    if x.ndim > 1 and np.allclose(out, (x - x.mean(axis=0)) / np.sqrt(x.var(axis=0) + 1e-5) * g + b, atol=1e-3):
+        return ("you normalised along axis 0, down the columns: each row is one vector, so take the "
+                "mean and standard deviation along the last axis (axis=-1)")
     if x.ndim > 1 and np.allclose(out, (x - x.mean()) / np.sqrt(x.var() + 1e-5) * g + b, atol=1e-3):
         return ("you used one mean and one standard deviation for the whole array: take them "
                 "along the last axis, row by row (keepdims=True)")
@@ -62,19 +67,19 @@ def layer_norm_function(answer):
         return
 
 
-@exercise("the length of the residual vectors", answer=Array())
+@exercise("the norm of the residual vectors", answer=Array())
 def residual_lengths(answer, trace, n_layers):
-    """``answer`` (2 * n_layers + 1, T): the length of each position's residual vector at
+    """``answer`` (2 * n_layers + 1, T): the norm ‖v‖ of each position's residual vector at
     h0, L0.h_mid, L0.h, L1.h_mid, ... of ``trace``."""
     names = residual_names(n_layers)
     stream = np.stack([as_array(trace[name], name) for name in names])     # (points, T, d)
     expected = np.linalg.norm(stream, axis=-1)
     if answer.shape != expected.shape:
-        hint = ("; take the length over the d_model numbers of each vector (the last axis)"
+        hint = ("; take the norm over the d_model numbers of each vector (the last axis)"
                 if answer.shape == (len(names), stream.shape[-1]) else "")
         raise Wrong(f"norms should have shape {expected.shape}, but it has shape {answer.shape}{hint}")
     if np.allclose(answer, expected ** 2, atol=1e-3) and not np.allclose(expected, 1):
-        yield "these are squared lengths: take the square root"
+        yield "these are squared norms: take the square root"
     else:
         yield from close_problems(answer, expected, "norms")
 

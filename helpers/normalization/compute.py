@@ -5,7 +5,7 @@
   ``rounding_spread`` how far rounded inputs can move the output; ``gamma_for_range`` the
   one γ that gives a normalised vector a wanted range; ``rms_norm`` LLaMA's RMSNorm.
 * ``embedding_survival`` measures how much of h0 each point of the residual stream keeps.
-* ``residual_norms`` measures the length of each position's residual vector after
+* ``residual_norms`` measures the norm of each position's residual vector after
   every write-back of a trained model (h0, L0.h_mid, L0.h, L1.h_mid, ...).
 * ``stack_config``, ``layer_gradients`` and ``train_recording`` build and train a deeper
   stack of the course's Transformer with the norm before the sub-blocks ("pre"), after
@@ -203,7 +203,7 @@ def residual_names(n_layers):
 
 
 def residual_norms(model, ids):
-    """Length of each position's residual vector at every point of the stream.
+    """Norm of each position's residual vector at every point of the stream.
 
     ids: (T,) token ids. Returns (names, norms) with names from ``residual_names``
     and norms a NumPy array (len(names), T).
@@ -288,7 +288,7 @@ def layer_gradients(norm, n_layers, seed=0, batch=None):
     """One forward and backward pass of an untrained stack on the cat world.
 
     Returns a dict: loss (number), grads (n_layers,) the gradient norm of each layer,
-    and h_norm (n_layers + 1,) the mean length of the residual vectors entering
+    and h_norm (n_layers + 1,) the mean norm of the residual vectors entering
     layer 0, 1, ... and leaving the last layer (over every position of the batch,
     padding included). The pass runs block by block (embed, each block, unembed),
     exactly as the model's own forward pass does, so the stream can be measured between.
@@ -472,7 +472,7 @@ def plot_steps(x, steps, printed=None, labels=None):
 
 
 def plot_stream(ax, names, norms, tokens, title):
-    """One line per position: the length of its residual vector at each point of the stream.
+    """One line per position: the norm of its residual vector at each point of the stream.
 
     names (P,), norms (P, T) from ``residual_norms``; tokens (T,) label the lines.
     """
@@ -483,7 +483,7 @@ def plot_stream(ax, names, norms, tokens, title):
         ax.plot(range(len(names)), norms[:, t], marker="o", label=token)
     ax.set_xticks(range(len(names)), names, rotation=45, ha="right")
     ax.set_ylim(0, norms.max() * 1.15)
-    ax.set_ylabel("length of the residual vector")
+    ax.set_ylabel("norm ‖h‖ of the residual vector")
     ax.set_title(title)
     ax.legend(fontsize=8, ncol=2)
     ax.grid(alpha=0.3)
@@ -498,7 +498,7 @@ def plot_init(results):
         ax_h.plot(range(len(r["h_norm"])), r["h_norm"], marker="o", ms=3, color=COLOURS[norm], label=LABELS[norm])
         ax_g.plot(range(len(r["grads"])), r["grads"], marker="o", ms=3, color=COLOURS[norm], label=LABELS[norm])
     ax_h.set(yscale="log", xlabel="residual stream entering layer (last point: after the last layer)",
-             ylabel="mean length", title="how long the residual vectors get")
+             ylabel="mean norm ‖h‖", title="how large the residual vectors' norms get")
     ax_g.set(yscale="log", xlabel="layer", ylabel="gradient norm", title="gradient reaching each layer")
     for ax in (ax_h, ax_g):
         ax.grid(alpha=0.3)
