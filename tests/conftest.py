@@ -5,6 +5,14 @@ import os
 
 # Before numpy or torch load anywhere: one BLAS/OpenMP thread makes results identical run to run.
 os.environ.update(OPENBLAS_NUM_THREADS="1", OMP_NUM_THREADS="1", MKL_NUM_THREADS="1", MPLBACKEND="Agg")
+# A check that passes keeps the learner's piece in my_gpt/ (helpers.learner): in the tests, in a
+# folder of the session's own, never in the checkout.
+if not os.environ.get("COURSE_MY_GPT"):
+    import atexit
+    import shutil
+    import tempfile
+    os.environ["COURSE_MY_GPT"] = tempfile.mkdtemp(prefix="my_gpt-tests-")
+    atexit.register(shutil.rmtree, os.environ["COURSE_MY_GPT"], True)
 
 import functools  # noqa: E402
 import re  # noqa: E402
