@@ -41,7 +41,7 @@ from pathlib import Path
 
 import nbformat
 
-from execute_notebooks import FIXED_ENV, ROOT, all_notebooks
+from chapters import FIXED_ENV, ROOT, all_notebooks, nbgrader_meta
 
 PROTECTED = ("helpers", "scripts", "instructor", "notebooks", "data", "grading/nbgrader_config.py")
 TIMEOUT = 600            # seconds one submission may run, all cells together
@@ -54,13 +54,6 @@ MARKER = "import helpers.grading; helpers.grading.cell({!r})  # added by the gra
 
 
 # ---- chapters and their exercises --------------------------------------------------------------
-
-
-def nbgrader_meta(cell):
-    """A cell's nbgrader metadata ({} when it has none or it is not a dict)."""
-    meta = cell.get("metadata", {})
-    meta = meta.get("nbgrader", {}) if isinstance(meta, dict) else {}
-    return meta if isinstance(meta, dict) else {}
 
 
 def visible(source):

@@ -5,7 +5,7 @@
     python scripts/execute_notebooks.py --check             # execute in memory, compare with the committed outputs
 
 A chapter is written once, in instructor/ (nbgrader's source, with solutions and hidden tests).
-Saving it also writes and executes the learner's copy in notebooks/ (scripts/homework.py
+Saving it also writes and executes the learner's copy in notebooks/ (scripts/chapters.py
 `learner_version`: each exercise before its solution, the solution one click away);
 --check checks both.
 
@@ -23,31 +23,14 @@ import nbformat
 from nbclient import NotebookClient
 from nbclient.exceptions import CellExecutionError
 
-ROOT = Path(__file__).resolve().parents[1]
-FIXED_ENV = {"OPENBLAS_NUM_THREADS": "1", "OMP_NUM_THREADS": "1", "MKL_NUM_THREADS": "1", "PYTHONHASHSEED": "0"}
+# (the tests, the browser and the benchmark import these names from here too)
+from chapters import (FIXED_ENV, INSTRUCTOR, LEARNER, ROOT, all_notebooks, kernel_env,  # noqa: F401
+                      learner_copy, learner_notebooks, learner_version)
+
 CELL_TIMEOUT = 120  # seconds
 WIDGET_VIEW = "application/vnd.jupyter.widget-view+json"
 WIDGET_STATE = "application/vnd.jupyter.widget-state+json"
 COMPARED_TEXT = ("text/plain", "text/html", "text/markdown")
-
-
-INSTRUCTOR = ROOT / "instructor"   # the chapters as written: nbgrader's source, solutions included
-LEARNER = ROOT / "notebooks"       # the copies a learner opens, made from them
-
-
-def all_notebooks():
-    """The chapters as written (instructor/*.ipynb)."""
-    return sorted(INSTRUCTOR.glob("*.ipynb"))
-
-
-def learner_notebooks():
-    """The learner's copies (notebooks/*.ipynb)."""
-    return sorted(LEARNER.glob("*.ipynb"))
-
-
-def learner_copy(path):
-    """notebooks/<name> for instructor/<name>."""
-    return LEARNER / Path(path).name
 
 
 def make_client(path, nb=None):
@@ -56,12 +39,6 @@ def make_client(path, nb=None):
     nb = nbformat.read(path, as_version=4) if nb is None else nb
     return NotebookClient(nb, timeout=CELL_TIMEOUT, kernel_name="python3", record_timing=False,
                           resources={"metadata": {"path": str(path.parent)}})
-
-
-def kernel_env():
-    env = {**os.environ, **FIXED_ENV}
-    env.pop("MPLBACKEND", None)  # let the kernel use its inline backend, so figures are saved
-    return env
 
 
 def execute(path, client=None):
@@ -246,7 +223,6 @@ def main(argv=None):
         if args.check:
             ok &= run(learner_copy(path), nbformat.read(learner_copy(path), as_version=4), True)
         elif ok:
-            from homework import learner_version
             ok &= run(learner_copy(path), learner_version(nbformat.read(path, as_version=4)), False)
     return 0 if ok else 1
 

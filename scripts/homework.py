@@ -6,7 +6,7 @@
     python scripts/homework.py grade SUBMISSIONS         # autograde + feedback -> score table, grading/scores.csv
 
 The chapters are written in instructor/ (nbgrader's source: solutions and hidden tests). The copies
-a learner opens are in notebooks/, made from them by `learner_version` whenever a chapter is
+a learner opens are in notebooks/, made from them by `learner_version` (scripts/chapters.py) whenever a chapter is
 executed (scripts/execute_notebooks.py): each exercise comes before its solution, which waits in a
 collapsed cell after the check.
 A chapter is named by its number (02), its file stem (02_qkv_by_hand) or its path.
@@ -15,7 +15,6 @@ SUBMISSIONS/<student>/<chapter>.ipynb (or nbgrader's own <student>/<chapter>/<ch
 grading/ is nbgrader's course directory (its nbgrader_config.py is committed; the rest is generated).
 """
 import argparse
-import os
 import re
 import shutil
 import subprocess
@@ -24,16 +23,12 @@ from pathlib import Path
 
 import nbformat
 
-from autograde import nbgrader_meta
-from execute_notebooks import FIXED_ENV, ROOT, all_notebooks
+import autograde
+from chapters import (CODE_STUB, MARKERS, SOLUTION_SUMMARY, TEXT_STUB, ROOT, _replace_regions,  # noqa: F401
+                      all_notebooks, kernel_env, learner_version, nbgrader_meta, solution_lines, student_version)
 
 GRADING = ROOT / "grading"
 CONFIG = "nbgrader_config.py"
-MARKERS = {"solution": ("### BEGIN SOLUTION", "### END SOLUTION"),
-           "hidden": ("### BEGIN HIDDEN TESTS", "### END HIDDEN TESTS")}
-CODE_STUB = "# YOUR CODE HERE"  # the same stub as grading/nbgrader_config.py
-TEXT_STUB = "YOUR ANSWER HERE"
-SOLUTION_SUMMARY = "Solution (open it after you have tried)"
 
 
 class HomeworkError(Exception):
@@ -74,86 +69,11 @@ def graded_chapters():
     return [path for path in all_notebooks() if exercises(path)]
 
 
-# ---------------------------------------------------------------- the student version, without nbgrader
-
-def _replace_regions(source, markers, stub):
-    """Replace each marked region (marker lines included) by `stub` lines at the marker's indent."""
-    begin, end = markers
-    lines, inside = [], False
-    for line in source.splitlines():
-        if begin in line:
-            inside = True
-            indent = line[:len(line) - len(line.lstrip())]
-            lines += [indent + stub_line for stub_line in stub]
-        elif end in line:
-            inside = False
-        elif not inside:
-            lines.append(line)
-    return "\n".join(lines)
-
-
-def student_version(nb):
-    """A copy of the notebook as nbgrader releases it: no solutions, no hidden tests, no outputs.
-
-    Solution regions become '# YOUR CODE HERE' (code) or 'YOUR ANSWER HERE' (markdown);
-    hidden-test regions disappear. tests/test_homework.py checks this equals nbgrader's release.
-    """
-    nb = nbformat.from_dict(nb)
-    for cell in nb.cells:
-        meta = nbgrader_meta(cell)
-        if meta.get("solution"):
-            stub = [CODE_STUB] if cell.cell_type == "code" else [TEXT_STUB]
-            cell.source = _replace_regions(cell.source, MARKERS["solution"], stub)
-        if meta.get("grade") and cell.cell_type == "code":
-            cell.source = _replace_regions(cell.source, MARKERS["hidden"], [])
-        if cell.cell_type == "code":
-            cell.outputs, cell.execution_count = [], None
-    nb.metadata.pop("widgets", None)
-    return nb
-
-
-def solution_lines(source):
-    """The lines inside the solution markers of a cell's source."""
-    begin, end = MARKERS["solution"]
-    lines, inside = [], False
-    for line in source.splitlines():
-        if begin in line or end in line:
-            inside = begin in line
-        elif inside:
-            lines.append(line)
-    return lines
-
-
-def learner_version(nb):
-    """The copy a learner opens: the student version, with each exercise's solution one click away.
-
-    After each graded check cell comes a markdown cell holding, collapsed, the solution code of the
-    answer cells before it. Outputs are cleared; scripts/execute_notebooks.py runs the copy.
-    """
-    student, solutions, cells = student_version(nb), [], []
-    for original, cell in zip(nb.cells, student.cells):
-        cells.append(cell)
-        meta = nbgrader_meta(original)
-        if meta.get("solution"):
-            solutions += solution_lines(original.source) + [""]
-        if meta.get("grade") and solutions:
-            code = "\n".join(solutions).strip("\n")
-            text = f"<details><summary>{SOLUTION_SUMMARY}</summary>\n\n```python\n{code}\n```\n\n</details>"
-            shown = nbformat.v4.new_markdown_cell(text, id=f"{meta['grade_id']}-solution"[-64:])
-            shown.metadata["course"] = {"solution_of": meta["grade_id"]}
-            cells.append(shown)
-            solutions = []
-    student.cells = cells
-    return student
-
-
 # ---------------------------------------------------------------- nbgrader steps
 
 def nbgrader_env():
     """The environment nbgrader's kernels run in: fixed threads, the course's data folder."""
-    env = {**os.environ, **FIXED_ENV, "COURSE_DATA": str(ROOT / "data")}
-    env.pop("MPLBACKEND", None)
-    return env
+    return kernel_env(COURSE_DATA=str(ROOT / "data"))
 
 
 def run_nbgrader(course, *args):
@@ -194,8 +114,6 @@ def release(chapters, course=GRADING):
 
 def grade(submissions, course=GRADING, log=print, **limits):
     """Grade a folder of submissions (scripts/autograde.py says how); return the score rows."""
-    import autograde
-
     submissions, course = Path(submissions).resolve(), course_dir(course)
     if not submissions.is_dir():
         raise HomeworkError(f"expected a folder of submissions (one sub-folder per student), "
@@ -226,8 +144,6 @@ def release_step(args):
 
 
 def grade_step(args):
-    import autograde
-
     if not shutil.which("bwrap"):
         print("note: bubblewrap (bwrap) is not installed, so submissions run without a file-system and "
               "network fence (see the instructor guide)", file=sys.stderr)
