@@ -5,16 +5,21 @@ zeroes their write-back (W_O and b_O). Zeroing one head's rows of W_O is a singl
 ablation. The model's own switches (``attention=False``, ``ablate_heads=...``) do the
 same without touching the stored weights; they are one intervention written three ways.
 
-Beyond the appendix, everything goes through ``model(ids, replace={trace name: fn})``: zero,
-mean and resample ablation (``ablation_replace``), activation patching (``patch_heads``,
-``patch_residual``), the logit lens and direct logit attribution.
+Beyond the appendix, everything goes through ``model(ids, replace={trace name: fn})``; the
+machinery for any model (capture, ablation_replace, patching, the logit lens, direct logit
+attribution) lives on the ground floor in ``helpers/patching.py`` and is re-exported here. This
+file holds what is the chapter's own: the cat world's and the induction model's tasks, their
+references, metrics and the explorer's view.
 """
 import copy
 
 import torch
 
 from .. import worlds
-from ..errors import fail
+from ..heads.compute import copy_losses
+from ..patching import (KINDS, _ends, _measure, _pair, ablation_replace, capture, direct_logit_attribution,  # noqa: F401
+                        head_outputs, logit_lens, mean_head_outputs, patch_heads, patch_residual, residual_names,
+                        restored_fraction)
 
 
 def without_attention_blocks(model, ids):
@@ -114,81 +119,6 @@ def class_probability_drop(model, world):
     return drop
 
 
-# ------------------------------------------------------------ capture and replace (any model)
-
-KINDS = ("zero", "mean", "resample")
-
-
-def capture(model, ids, names, replace=None, **switches):
-    """One forward pass on ids (B, T) -> (logits (B, T, V), {name: the batched tensor}), e.g.
-    names=("L0.head_out",) gives (B, H, T, d_k). A tensor also in ``replace`` is captured after
-    its replacement; switches go to the model."""
-    got, hooks = {}, dict(replace or {})
-    for name in names:
-        inner = hooks.get(name, _same)
-        hooks[name] = lambda x, name=name, inner=inner: got.setdefault(name, inner(x))
-    with torch.no_grad():
-        logits = model(ids, replace=hooks, **switches)
-    return logits, got
-
-
-def _same(x):
-    return x
-
-
-def head_outputs(model, ids):
-    """{layer: (B, H, T, d_k)} every head's output (before W_O) on ids (B, T)."""
-    names = [f"L{layer}.head_out" for layer in range(model.cfg.n_layers)]
-    got = capture(model, ids, names)[1]
-    return {layer: got[name] for layer, name in enumerate(names)}
-
-
-def mean_head_outputs(model, ids, lengths=None, per_position=True):
-    """{layer: (H, T, d_k)} each head's output averaged over the reference batch ids (B, T).
-
-    lengths: (B,) real lengths of padded rows (position t of row b counts only if t < lengths[b]).
-    per_position=False also averages over positions: (H, 1, d_k), the same at every position.
-    """
-    B, T = ids.shape
-    lengths = torch.full((B,), T) if lengths is None else torch.as_tensor(lengths)
-    real = (torch.arange(T)[None] < lengths[:, None]).float()[:, None, :, None]   # (B, 1, T, 1)
-    out = {}
-    for layer, x in head_outputs(model, ids).items():
-        if per_position:
-            out[layer] = (x * real).sum(0) / real.sum(0)
-        else:
-            out[layer] = (x * real).sum((0, 2))[:, None] / real.sum()
-    return out
-
-
-def ablation_replace(heads, kind="zero", means=None, source=None):
-    """The ``replace`` dict that ablates ``heads`` ((layer, head) pairs) in one forward pass.
-
-    Each head's output (B, H, T, d_k) is replaced by 0 (zero), by means[layer][head, :T] from
-    ``mean_head_outputs`` (mean), or by source[layer][:, head, :T] from ``head_outputs`` on
-    other prompts, (B or 1, H, >= T, d_k) (resample).
-    """
-    if kind not in KINDS:
-        fail(f"the ablation kind should be one of {KINDS}, but got {kind!r}")
-    need = {"mean": means, "resample": source}.get(kind, ())
-    if need is None:
-        fail(f"{kind} ablation needs the {'means' if kind == 'mean' else 'source'} argument, but got None")
-    by_layer = {}
-    for layer, head in heads:
-        by_layer.setdefault(layer, []).append(head)
-
-    def swap(layer, chosen):
-        def fn(x):
-            x = x.clone()
-            T = x.shape[2]
-            for head in chosen:
-                x[:, head] = 0.0 if kind == "zero" else (
-                    means[layer][head, :T] if kind == "mean" else source[layer][:, head, :T])
-            return x
-        return fn
-    return {f"L{layer}.head_out": swap(layer, chosen) for layer, chosen in by_layer.items()}
-
-
 # ------------------------------------------------------------ the cat world, in one batched pass
 
 def cat_batch(world, sentences=None):
@@ -261,7 +191,6 @@ def induction_ablation(model, ids, heads, kind, per_position=True, reference=Non
     """Copy losses dict(first, second, chance) on repeated sequences ids (B, 2L+1) with ``heads``
     ablated. mean: means over ``reference`` (default ids itself); resample: sequence b takes the
     heads' outputs from sequence b-1 (another random sequence; row 0 from the last row)."""
-    from ..heads import compute as heads_compute
     inputs = ids[:, :-1]
     means = source = None
     if kind == "mean":
@@ -270,96 +199,10 @@ def induction_ablation(model, ids, heads, kind, per_position=True, reference=Non
     elif kind == "resample":
         source = {layer: x.roll(1, dims=0) for layer, x in head_outputs(model, inputs).items()}
     length = (ids.shape[1] - 1) // 2
-    return heads_compute.copy_losses(model, ids, length, replace=ablation_replace(heads, kind, means, source))
+    return copy_losses(model, ids, length, replace=ablation_replace(heads, kind, means, source))
 
 
-# ------------------------------------------------------------ activation patching
-
-def restored_fraction(patched, clean, corrupt):
-    """(patched - corrupt) / (clean - corrupt): 0 = nothing restored, 1 = all of it."""
-    return (patched - corrupt) / (clean - corrupt)
-
-
-def patch_heads(model, clean, corrupt, metric, watch=()):
-    """Patch each head's clean output into the corrupted run, one head at a time, every head
-    (and every sequence) in one batched pass.
-
-    clean, corrupt: ids (T,) or (B, T), pairs of the same length. metric(out) -> (rows,) with
-    out = {"logits": (rows, T, V), plus every name in ``watch``, batched}. Returns (layers, heads):
-    the restored fraction of the metric's mean over the B pairs.
-    """
-    L, H = model.cfg.n_layers, model.cfg.n_heads
-    clean_ids, corrupt_ids = _pair(model, clean, corrupt)
-    B = clean_ids.shape[0]
-    clean_out = head_outputs(model, clean_ids)
-
-    def patch(layer):
-        def fn(x):
-            x = x.clone()
-            for head in range(H):
-                rows = slice((layer * H + head) * B, (layer * H + head + 1) * B)
-                x[rows, head] = clean_out[layer][:, head]
-            return x
-        return fn
-    replace = {f"L{l}.head_out": patch(l) for l in range(L)}
-    patched = _measure(model, corrupt_ids.repeat(L * H, 1), metric, watch, replace).view(L, H, B).mean(-1)
-    return restored_fraction(patched, *_ends(model, clean_ids, corrupt_ids, metric, watch))
-
-
-def residual_names(model):
-    """The residual-stream points, in order: h0, then each block's h_mid (if it has an MLP) and h."""
-    names = ["h0"]
-    for layer in range(model.cfg.n_layers):
-        names += ([f"L{layer}.h_mid"] if model.cfg.d_ff else []) + [f"L{layer}.h"]
-    return names
-
-
-def patch_residual(model, clean, corrupt, metric, names=None, watch=()):
-    """Patch the clean residual stream at one point and one position into the corrupted run.
-
-    clean, corrupt: ids (T,) or (B, T). names: residual points (default: h0 and each block's
-    output L{l}.h). Returns (len(names), T) restored fractions of the metric's mean over the B
-    pairs, every (point, position) in one batched pass.
-    """
-    names = names or ["h0"] + [f"L{l}.h" for l in range(model.cfg.n_layers)]
-    clean_ids, corrupt_ids = _pair(model, clean, corrupt)
-    B, T = clean_ids.shape
-    got = capture(model, clean_ids, names)[1]
-
-    def patch(first, name):
-        def fn(x):
-            x = x.clone()
-            for t in range(T):
-                rows = slice((first + t) * B, (first + t + 1) * B)
-                x[rows, t] = got[name][:, t]
-            return x
-        return fn
-    replace = {name: patch(i * T, name) for i, name in enumerate(names)}
-    patched = _measure(model, corrupt_ids.repeat(len(names) * T, 1), metric, watch, replace)
-    patched = patched.view(len(names), T, B).mean(-1)
-    return restored_fraction(patched, *_ends(model, clean_ids, corrupt_ids, metric, watch))
-
-
-def _pair(model, clean, corrupt):
-    """clean and corrupt ids as (B, T) each, of one shape."""
-    clean, corrupt = (model.check_ids(x) for x in (clean, corrupt))
-    clean, corrupt = (x[None] if x.dim() == 1 else x for x in (clean, corrupt))
-    if clean.shape != corrupt.shape:
-        fail(f"clean and corrupted ids should have one shape, but got {tuple(clean.shape)} and "
-             f"{tuple(corrupt.shape)}")
-    return clean, corrupt
-
-
-def _measure(model, ids, metric, watch, replace):
-    """metric of one pass with ``replace`` (and the ``watch`` names captured): (B,)."""
-    logits, got = capture(model, ids, watch, replace)
-    return metric({**got, "logits": logits})
-
-
-def _ends(model, clean, corrupt, metric, watch):
-    """(mean metric of the clean runs, of the corrupted runs), floats."""
-    return tuple(float(_measure(model, ids, metric, watch, {}).mean()) for ids in (clean, corrupt))
-
+# ------------------------------------------------------------ the cat model's patching metric
 
 def logit_difference(world, up=worlds.ANIMAL_ADJ, down=worlds.SURFACE_ADJ):
     """metric(out) -> (B,): mean logit of the ``up`` words minus that of the ``down`` words at the last position."""
@@ -368,59 +211,7 @@ def logit_difference(world, up=worlds.ANIMAL_ADJ, down=worlds.SURFACE_ADJ):
     return lambda out: out["logits"][:, -1, up_ids].mean(-1) - out["logits"][:, -1, down_ids].mean(-1)
 
 
-# ------------------------------------------------------------ logit lens and direct logit attribution
-
-def logit_lens(model, ids, names=None):
-    """(names, logits (P, T, V)): the final norm and the unembedding applied to each residual point
-    (default ``residual_names``) of one sequence ids (T,). The last point gives the model's logits."""
-    names = names or residual_names(model)
-    got = capture(model, model.check_ids(ids).view(1, -1), names)[1]
-    with torch.no_grad():
-        return names, torch.stack([model.unembed(got[name][0]) for name in names])
-
-
-def direct_logit_attribution(model, ids, direction, position=-1):
-    """Each part's direct contribution to direction · logits at ``position`` of ids (T,).
-
-    direction: (V,) weights over the vocabulary (a one-hot for one logit; +1/2, -1/2 ... for a
-    difference). The final LayerNorm is linear once its scale sigma is frozen at this run's value:
-    LN(sum of parts) = sum of (part - its mean) / sigma * gamma, plus beta. Returns an ordered
-    dict {"embedding", "L0H0", ..., "L0 b_O", "L0 MLP", ..., "final-norm bias": float}, whose sum
-    equals the actual value (pre-LN or no-norm models only).
-    """
-    cfg = model.cfg
-    if cfg.norm == "post":
-        fail("direct logit attribution needs the residual stream to be a sum of parts: a pre-LN or "
-             "no-norm model, but this one is post-LN")
-    names = ["h0"] + [f"L{l}.{n}" for l in range(cfg.n_layers) for n in ("head_out", "mlp") if
-                      n != "mlp" or cfg.d_ff] + [f"L{cfg.n_layers - 1}.h"]
-    got = {k: v[0, ..., position, :] if k.endswith("head_out") else v[0, position]
-           for k, v in capture(model, model.check_ids(ids).view(1, -1), names)[1].items()}
-    with torch.no_grad():
-        return _attribute(model, got, direction)
-
-
-def _attribute(model, got, direction):
-    """direct_logit_attribution's sum, from the captured parts at one position."""
-    cfg = model.cfg
-    parts = {"embedding": got["h0"]}
-    for layer, block in enumerate(model.blocks):
-        attn, d_k = block.attn, cfg.d_k
-        for head in range(cfg.n_heads):
-            parts[f"L{layer}H{head}"] = got[f"L{layer}.head_out"][head] @ attn.W_O[head * d_k:(head + 1) * d_k]
-        if attn.b_O is not None:
-            parts[f"L{layer} b_O"] = attn.b_O
-        if cfg.d_ff:
-            parts[f"L{layer} MLP"] = got[f"L{layer}.mlp"]
-    u = model.E.T @ torch.as_tensor(direction, dtype=model.E.dtype)       # (d_model,)
-    if model.final_ln is None:
-        return {name: float(p @ u) for name, p in parts.items()}
-    ln, h = model.final_ln, got[f"L{cfg.n_layers - 1}.h"]
-    sigma = torch.sqrt(h.var(unbiased=False) + ln.eps)        # frozen at this run's value
-    out = {name: float(((p - p.mean()) / sigma * ln.weight) @ u) for name, p in parts.items()}
-    out["final-norm bias"] = float(ln.bias @ u)
-    return out
-
+# ------------------------------------------------------------ the value bias
 
 def value_bias_write(model):
     """{(layer, head): (d_model,)} what a head still writes when W_V = 0 but b_V stays: its values

@@ -28,6 +28,7 @@ from .. import weights, worlds
 from ..errors import check_positive_int, fail
 from ..masking.compute import book_attention  # noqa: F401  (chapter 05 builds the Book's layer too)
 from ..model import Attention, linear
+from ..patching import ablation_replace
 
 
 # ------------------------------------------------------------ splitting heads
@@ -278,14 +279,12 @@ def restart_probability(model, ids, length):
 def read_through_losses(model, ids, length, head, means, reader=1):
     """Copy losses when the earlier ``head`` is mean-ablated only where layer ``reader`` reads it.
 
-    head: (layer, h) with layer < reader; means: ``ablation.compute.mean_head_outputs`` on the
+    head: (layer, h) with layer < reader; means: ``patching.mean_head_outputs`` on the
     same inputs ids[:, :-1]. One pass with ``head`` mean-ablated records layer ``reader``'s
     queries, keys and values (B, T, d_model, before the split into heads); then each of the
     three is patched alone into an otherwise clean pass. Returns {"q" | "k" | "v": the
     ``copy_losses`` dict}: how much the copying needs the head through that input.
     """
-    from ..ablation.compute import ablation_replace
-
     if not 0 <= head[0] < reader < model.cfg.n_layers:
         fail(f"the ablated head should sit in a layer before the reading layer {reader}, but got {head}")
     seen = {}
