@@ -197,7 +197,7 @@ def logit_lens(model, ids, token_id):
     final RMSNorm and the tied unembedding. Returns dict(layers (list of ints, -1 first),
     p (probability of token_id), rank (0 = top), top (the top token id)), lists per layer.
     """
-    from ..ablation import compute as ablation
+    from .. import patching as ablation
 
     names = ["h0"] + [f"L{layer}.h" for layer in range(model.cfg.n_layers)]
     logits = ablation.logit_lens(model, ids, names)[1][:, -1]            # (layers + 1, V)
