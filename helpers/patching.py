@@ -185,44 +185,92 @@ def logit_lens(model, ids, names=None):
         return names, torch.stack([model.unembed(got[name][0]) for name in names])
 
 
-def direct_logit_attribution(model, ids, direction, position=-1):
-    """Each part's direct contribution to direction · logits at ``position`` of ids (T,).
+def final_norm_scale(model, h):
+    """The final norm's divisor for residual rows h (..., d_model) -> (..., 1): LayerNorm's
+    sqrt(var(h) + eps) (the variance over d_model, biased), RMSNorm's sqrt(mean(h^2) + eps);
+    None for a model without a final norm."""
+    ln = model.final_ln
+    if ln is None:
+        return None
+    eps = ln.eps if ln.eps is not None else torch.finfo(h.dtype).eps
+    if isinstance(ln, torch.nn.RMSNorm):
+        return torch.sqrt(h.pow(2).mean(-1, keepdim=True) + eps)
+    return torch.sqrt(h.var(-1, unbiased=False, keepdim=True) + eps)
 
-    direction: (V,) weights over the vocabulary (a one-hot for one logit; +1/2, -1/2 ... for a
-    difference). The final LayerNorm is linear once its scale sigma is frozen at this run's value:
-    LN(sum of parts) = sum of (part - its mean) / sigma * gamma, plus beta. Returns an ordered
-    dict {"embedding", "L0H0", ..., "L0 b_O", "L0 MLP", ..., "final-norm bias": float}, whose sum
-    equals the actual value (pre-LN or no-norm models only).
+
+def residual_parts(model, ids, position=-1):
+    """(parts, h): what each part of ``model`` writes into the residual stream at ``position`` of
+    ids (T,), and the final residual row h (d_model,) that the final norm reads.
+
+    parts: an ordered dict of (d_model,) vectors, {"embedding", "L0H0", ..., "L0 b_O", "L0 MLP",
+    ...} (no b_O entry when the model has no attention bias, no MLP entry when it has no MLP);
+    their sum is h. Pre-norm or no-norm models only: a post-norm block rescales the stream.
     """
     cfg = model.cfg
     if cfg.norm == "post":
-        fail("direct logit attribution needs the residual stream to be a sum of parts: a pre-LN or "
-             "no-norm model, but this one is post-LN")
+        fail("direct logit attribution needs the residual stream to be a sum of parts: a pre-norm or "
+             "no-norm model, but this one is post-LN (each block normalises its own output)")
     names = ["h0"] + [f"L{l}.{n}" for l in range(cfg.n_layers) for n in ("head_out", "mlp") if
                       n != "mlp" or cfg.d_ff] + [f"L{cfg.n_layers - 1}.h"]
+    ids = model.check_ids(ids)
+    if ids.dim() != 1:
+        fail(f"direct logit attribution reads one sequence: ids of shape (T,), but got {tuple(ids.shape)}")
     got = {k: v[0, ..., position, :] if k.endswith("head_out") else v[0, position]
-           for k, v in capture(model, model.check_ids(ids).view(1, -1), names)[1].items()}
+           for k, v in capture(model, ids.view(1, -1), names)[1].items()}
+    parts, d_k = {"embedding": got["h0"]}, cfg.d_k
     with torch.no_grad():
-        return _attribute(model, got, direction)
+        for layer, block in enumerate(model.blocks):
+            attn = block.attn
+            for head in range(cfg.n_heads):
+                parts[f"L{layer}H{head}"] = got[f"L{layer}.head_out"][head] @ attn.W_O[head * d_k:(head + 1) * d_k]
+            if attn.b_O is not None:
+                parts[f"L{layer} b_O"] = attn.b_O.detach()
+            if cfg.d_ff:
+                parts[f"L{layer} MLP"] = got[f"L{layer}.mlp"]
+    return parts, got[f"L{cfg.n_layers - 1}.h"]
 
 
-def _attribute(model, got, direction):
-    """direct_logit_attribution's sum, from the captured parts at one position."""
-    cfg = model.cfg
-    parts = {"embedding": got["h0"]}
-    for layer, block in enumerate(model.blocks):
-        attn, d_k = block.attn, cfg.d_k
-        for head in range(cfg.n_heads):
-            parts[f"L{layer}H{head}"] = got[f"L{layer}.head_out"][head] @ attn.W_O[head * d_k:(head + 1) * d_k]
-        if attn.b_O is not None:
-            parts[f"L{layer} b_O"] = attn.b_O
-        if cfg.d_ff:
-            parts[f"L{layer} MLP"] = got[f"L{layer}.mlp"]
-    u = model.E.T @ torch.as_tensor(direction, dtype=model.E.dtype)       # (d_model,)
-    if model.final_ln is None:
-        return {name: float(p @ u) for name, p in parts.items()}
-    ln, h = model.final_ln, got[f"L{cfg.n_layers - 1}.h"]
-    sigma = torch.sqrt(h.var(unbiased=False) + ln.eps)        # frozen at this run's value
-    out = {name: float(((p - p.mean()) / sigma * ln.weight) @ u) for name, p in parts.items()}
-    out["final-norm bias"] = float(ln.bias @ u)
+BIAS_PARTS = (" b_O", "final-norm bias")   # the names of the parts that are constants, not computed writes
+
+
+def attribute(model, parts, direction, scale):
+    """{name: float} each part's direct contribution to direction · logits, the final norm's scale
+    frozen at ``scale`` (a number or a (1,) tensor: ``final_norm_scale`` of the run to explain).
+
+    A LayerNorm centres each part (subtracts its mean over d_model), divides it by the scale and
+    multiplies by gamma; an RMSNorm only divides and multiplies (it does not centre); then the tied
+    unembedding reads it along direction. A LayerNorm's beta adds the "final-norm bias" entry.
+    """
+    cfg, ln = model.cfg, model.final_ln
+    direction = torch.as_tensor(direction, dtype=model.E.dtype)
+    if direction.shape != (cfg.vocab_size,):
+        fail(f"direction should be one weight per vocabulary entry, shape ({cfg.vocab_size},), "
+             f"but got {tuple(direction.shape)}")
+    with torch.no_grad():
+        u = model.E.T @ direction                                      # (d_model,)
+        if ln is None:
+            return {name: float(p @ u) for name, p in parts.items()}
+        centre = not isinstance(ln, torch.nn.RMSNorm)
+        gamma = ln.weight if ln.weight is not None else torch.ones(cfg.d_model)
+        out = {name: float(((p - p.mean() if centre else p) / scale * gamma) @ u) for name, p in parts.items()}
+        if getattr(ln, "bias", None) is not None:
+            out["final-norm bias"] = float(ln.bias @ u)
     return out
+
+
+def direct_logit_attribution(model, ids, direction, position=-1, scale=None):
+    """Each part's direct contribution to direction · logits at ``position`` of ids (T,).
+
+    direction: (V,) weights over the vocabulary (a one-hot for one logit; +1/2, -1/2 ... for a
+    difference). The assumption: the final norm's scale is frozen at one run's value (default:
+    this run's own, ``final_norm_scale``; give the clean run's ``scale`` when explaining a patched
+    run), which makes the norm linear, so the parts add up. Returns an ordered dict {"embedding",
+    "L0H0", ..., "L0 b_O", "L0 MLP", ..., "final-norm bias": float} (see ``residual_parts``,
+    ``attribute``); with the run's own scale its sum equals direction · logits, and the sum of
+    the entries whose names end in ``BIAS_PARTS`` is the part no input changes. Works for
+    LayerNorm and RMSNorm (the real model), pre-norm or no-norm models.
+    """
+    parts, h = residual_parts(model, ids, position)
+    if scale is None:
+        scale = final_norm_scale(model, h)
+    return attribute(model, parts, direction, scale)

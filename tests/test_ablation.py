@@ -6,6 +6,7 @@ import numpy as np
 import pytest
 import torch
 
+from helpers import patching
 from helpers.ablation import checks, compute, explorer
 from helpers.model import Config, Transformer
 
@@ -271,6 +272,60 @@ def test_dla_without_a_final_norm_sums_too():
     terms = compute.direct_logit_attribution(model, ids, torch.eye(11)[4])
     with torch.no_grad():
         assert sum(terms.values()) == pytest.approx(float(model(ids)[-1, 4]), abs=1e-4)
+
+
+def test_dla_with_rmsnorm_divides_without_centring():
+    model = small_model(norm_kind="rmsnorm", bias=False)
+    ids = torch.tensor([1, 2, 6, 3])
+    direction = torch.eye(11)[4] - torch.eye(11)[5]
+    terms = patching.direct_logit_attribution(model, ids, direction)
+    with torch.no_grad():
+        assert sum(terms.values()) == pytest.approx(float(model(ids)[-1] @ direction), abs=1e-5)
+    assert "final-norm bias" not in terms and not any(name.endswith("b_O") for name in terms)
+    parts, h = patching.residual_parts(model, ids)
+    centred = {name: p - p.mean() for name, p in parts.items()}
+    wrong = patching.attribute(model, centred, direction, patching.final_norm_scale(model, h))
+    assert abs(sum(wrong.values()) - sum(terms.values())) > 1e-3      # RMSNorm does not centre
+
+
+def test_dla_parts_sum_to_the_logit_minus_the_bias_terms(cat, cat_world):
+    ids = cat_world.tokenizer.encode("<BOS> the dog was")
+    direction = torch.eye(20)[cat_world.tokenizer.ids["small"]]
+    terms = patching.direct_logit_attribution(cat, ids, direction)
+    parts, h = patching.residual_parts(cat, ids)
+    assert torch.allclose(sum(parts.values()), h, atol=1e-5)
+    bias = sum(v for name, v in terms.items() if name.endswith(patching.BIAS_PARTS))
+    with torch.no_grad():
+        logit = float(cat(ids)[-1] @ direction)
+        beta = float(cat.final_ln.bias @ (cat.E.T @ direction))
+    assert terms["final-norm bias"] == pytest.approx(beta, abs=1e-6)
+    assert sum(v for name, v in terms.items() if not name.endswith(patching.BIAS_PARTS)) == \
+        pytest.approx(logit - bias, abs=1e-4)
+
+
+def test_dla_scale_can_be_frozen_at_another_run(cat, cat_world):
+    ids = cat_world.tokenizer.encode("<BOS> the cat is")
+    direction = torch.eye(20)[cat_world.tokenizer.ids["big"]]
+    parts, h = patching.residual_parts(cat, ids)
+    own = patching.direct_logit_attribution(cat, ids, direction)
+    doubled = patching.direct_logit_attribution(cat, ids, direction, scale=2 * patching.final_norm_scale(cat, h))
+    for name in own:
+        if name != "final-norm bias":
+            assert doubled[name] == pytest.approx(own[name] / 2, abs=1e-5)
+
+
+def test_dla_on_the_real_model_sums_to_its_logit():
+    from helpers.real import compute as real
+    model, tok = real.load()
+    ids = torch.tensor(tok.encode("The capital of France is"))
+    with torch.no_grad():
+        logits = model(ids)[-1]
+    top = int(logits.argmax())
+    direction = torch.zeros(model.cfg.vocab_size)
+    direction[top] = 1.0
+    terms = patching.direct_logit_attribution(model, ids, direction)
+    assert len(terms) == 1 + 30 * (9 + 1)                 # embedding, 9 heads and an MLP per layer, no bias
+    assert sum(terms.values()) == pytest.approx(float(logits[top]), abs=1e-3)
 
 
 def test_value_bias_write_is_what_a_w_v_zeroed_head_writes(cat, cat_world):
