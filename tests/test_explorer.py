@@ -56,6 +56,7 @@ def test_where_widgets_cannot_run_the_controls_read_as_a_sentence():
     controls, render = square_explorer()
     ex = Explorer(controls, render)
     assert repr(ex.box) == STILL and "VBox(" not in repr(ex.box)
+    assert ex.box._repr_mimebundle_()["text/plain"] == STILL   # in full, though longer than 110 characters
     assert ex.layout in ex.box.children and ex.message in ex.box.children
 
 
