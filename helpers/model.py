@@ -64,6 +64,7 @@ class Config:
     norm_eps: float = 1e-5
     rotary_pairs: str = "adjacent"
     rotary_base: float = 10000.0
+    dropout: float = 0.0         # the share of entries zeroed while training (model.train()); 0 in every shipped model
 
     def __post_init__(self):
         for name in ("vocab_size", "d_model", "n_heads", "n_layers", "n_max", "d_ff", "n_kv_heads"):
@@ -80,6 +81,9 @@ class Config:
             value = getattr(self, name)
             if isinstance(value, bool) or not isinstance(value, (int, float)) or not value > 0:
                 fail(f"Config.{name} should be a positive number, but got {value!r}")
+        if isinstance(self.dropout, bool) or not isinstance(self.dropout, (int, float)) \
+                or not 0 <= self.dropout < 1:
+            fail(f"Config.dropout should be a number with 0 <= dropout < 1, but got {self.dropout!r}")
         if self.d_model % self.n_heads:
             fail(f"d_model={self.d_model} does not split into n_heads={self.n_heads} equal heads")
         if self.n_heads % self.kv_heads:
@@ -149,11 +153,17 @@ class Attention(nn.Module):
     Call it on its own: ``attn(x)`` with x (B, T, d_model) returns the write-back
     (B, T, d_model); ``causal=False`` switches the mask off. ``keep(name, tensor)``, if
     given, receives q, k, v, scores, weights, head_out, concat and attn as they are made.
-    rotary: False, or a dict(base=..., pairs=...) for ``rotate_pairs``.
+    rotary: False, or a dict(base=..., pairs=...) for ``rotate_pairs``. dropout: the share of
+    attention weights and of the write-back's entries zeroed in training mode (nanoGPT's places).
+    ``fused = True`` (set by a training loop, e.g. helpers.gpt.train) computes an unwatched pass (no
+    ``keep``, no cache, no attention dropout in effect) with torch's fused
+    ``F.scaled_dot_product_attention``: the same attention, other rounding, less memory and time.
     """
+    fused = False
 
-    def __init__(self, d_model, n_heads, bias=True, rotary=False, n_kv_heads=0):
+    def __init__(self, d_model, n_heads, bias=True, rotary=False, n_kv_heads=0, dropout=0.0):
         super().__init__()
+        self.dropout = dropout
         d_model, n_heads = check_positive_int(d_model, "d_model"), check_positive_int(n_heads, "n_heads")
         if d_model % n_heads:
             fail(f"d_model={d_model} does not split into n_heads={n_heads} equal heads")
@@ -176,6 +186,7 @@ class Attention(nn.Module):
         stored W_O is untouched). cache: a KVCache whose entry ``layer`` is read and extended.
         start: the position of x's first token (for rotary positions after a cache).
         """
+        fused = self.fused and keep in (None, _same) and cache is None and not (self.dropout and self.training)
         keep = _through(keep)
         B, T, d = x.shape
         H, d_k = self.n_heads, self.d_k
@@ -190,6 +201,9 @@ class Attention(nn.Module):
             k, v = cache.extend(layer, k, v)
         if self.n_kv_heads != H:  # grouped-query attention: each key/value head serves a group
             k, v = (t.repeat_interleave(H // self.n_kv_heads, dim=1) for t in (k, v))
+        if fused:   # the same attention in one call; nothing is kept, so nothing is lost
+            head_out = F.scaled_dot_product_attention(q, k, v, is_causal=causal, scale=None if scaled else 1.0)
+            return self.write_back(head_out, ablate)
         T_k = k.shape[-2]
         scores = q @ k.transpose(-2, -1)  # (B, H, T, T_k)
         if scaled:
@@ -199,7 +213,14 @@ class Attention(nn.Module):
             scores = scores.masked_fill(hidden, float("-inf"))
         scores = keep("scores", scores)
         weights = keep("weights", torch.softmax(scores, dim=-1))
-        head_out = keep("head_out", weights @ v)  # (B, H, T, d_k)
+        head_out = keep("head_out", dropped(weights, self.dropout, self.training) @ v)  # (B, H, T, d_k)
+        return self.write_back(head_out, ablate, keep)
+
+    def write_back(self, head_out, ablate=(), keep=None):
+        """head_out (B, H, T, d_k) -> the heads side by side (concat) @ W_O + b_O, (B, T, d_model)."""
+        keep = _through(keep)
+        B, H, T, d_k = head_out.shape
+        d = H * d_k
         concat = keep("concat", head_out.transpose(1, 2).reshape(B, T, d))
         W_O = self.W_O
         if ablate:
@@ -207,7 +228,7 @@ class Attention(nn.Module):
             for head in ablate:
                 row_kept[head * d_k:(head + 1) * d_k] = 0.0
             W_O = W_O * row_kept  # a new tensor: the stored W_O is untouched
-        return keep("attn", linear(concat, W_O, self.b_O))
+        return keep("attn", dropped(linear(concat, W_O, self.b_O), self.dropout, self.training))
 
 
 class MLP(nn.Module):
@@ -218,9 +239,9 @@ class MLP(nn.Module):
     returns (..., d_model). ``keep(name, tensor)``, if given, receives pre, (gate,) act and mlp.
     """
 
-    def __init__(self, d_model, d_ff, bias=True, activation="gelu"):
+    def __init__(self, d_model, d_ff, bias=True, activation="gelu", dropout=0.0):
         super().__init__()
-        self.activation = activation
+        self.activation, self.dropout = activation, dropout
         self.W_1 = nn.Parameter(torch.empty(d_model, d_ff))
         self.W_2 = nn.Parameter(torch.empty(d_ff, d_model))
         self.b_1 = nn.Parameter(torch.zeros(d_ff)) if bias else None
@@ -236,7 +257,7 @@ class MLP(nn.Module):
             act = keep("act", F.silu(keep("gate", linear(x, self.W_G, self.b_G))) * pre)
         else:
             act = keep("act", F.gelu(pre) if self.activation == "gelu" else F.relu(pre))
-        return keep("mlp", linear(act, self.W_2, self.b_2))
+        return keep("mlp", dropped(linear(act, self.W_2, self.b_2), self.dropout, self.training))
 
 
 class Block(nn.Module):
@@ -253,9 +274,11 @@ class Block(nn.Module):
         d = cfg.d_model
         self.ln1 = norm_layer(cfg) if cfg.norm != "none" else None
         rotary = cfg.positions == "rotary" and dict(base=cfg.rotary_base, pairs=cfg.rotary_pairs)
-        self.attn = Attention(d, cfg.n_heads, bias=cfg.bias, rotary=rotary, n_kv_heads=cfg.n_kv_heads)
+        self.attn = Attention(d, cfg.n_heads, bias=cfg.bias, rotary=rotary, n_kv_heads=cfg.n_kv_heads,
+                              dropout=cfg.dropout)
         self.ln2 = norm_layer(cfg) if cfg.norm != "none" and cfg.d_ff else None
-        self.mlp = MLP(d, cfg.d_ff, bias=cfg.bias, activation=cfg.activation) if cfg.d_ff else None
+        self.mlp = (MLP(d, cfg.d_ff, bias=cfg.bias, activation=cfg.activation, dropout=cfg.dropout)
+                    if cfg.d_ff else None)
 
     def forward(self, h, keep=None, **switches):
         """h: (B, T, d_model) -> (B, T, d_model). switches: see ``attention_part``."""
@@ -307,6 +330,11 @@ def norm_layer(cfg):
     if cfg.norm_kind == "rmsnorm":
         return nn.RMSNorm(cfg.d_model, eps=cfg.norm_eps)
     return nn.LayerNorm(cfg.d_model, eps=cfg.norm_eps)
+
+
+def dropped(x, p, training):
+    """x with a share p of its entries zeroed (the rest scaled by 1/(1-p)) in training mode; else x itself."""
+    return F.dropout(x, p, training=True) if p and training else x
 
 
 def linear(x, W, b):
@@ -434,9 +462,11 @@ class Transformer(nn.Module):
                  f"{start:,} and {ids.shape[-1]:,} more came")
         record, replace = {}, self.check_replace(replace)
         keep = self.keeper(record if trace else None, replace)
-        h = keep("h0", self.embed(ids, start=start, positions=positions))
+        watched = trace or bool(replace)   # an unwatched pass tells its blocks no names (fused attention may run)
+        h = keep("h0", dropped(self.embed(ids, start=start, positions=positions), self.cfg.dropout, self.training))
         for layer, block in enumerate(self.blocks):
-            h = block(h, keep=lambda name, x, layer=layer: keep(f"L{layer}.{name}", x), layer=layer,
+            h = block(h, keep=(lambda name, x, layer=layer: keep(f"L{layer}.{name}", x)) if watched else None,
+                      layer=layer,
                       causal=causal, attention=attention, positions=positions,
                       ablate={head for (lay, head) in heads if lay == layer}, cache=cache, start=start,
                       scaled=scaled)

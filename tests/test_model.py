@@ -319,3 +319,27 @@ def test_the_init_is_named_and_kept_by_save_and_load(refused, tmp_path):
     weights.save(model, tmp_path / "fresh")
     assert weights.load(tmp_path / "fresh").init == "small"
     assert weights.load_cat().init == "unit"    # the shipped cards predate the choice
+
+
+def test_dropout_acts_in_training_mode_only_and_is_kept_by_save_and_load(refused, tmp_path):
+    from helpers import weights
+    from helpers.recipes import CAT_CONFIG
+    import dataclasses
+    for p in (-0.1, 1.0, True, "0.1"):
+        refused(lambda: dataclasses.replace(CAT_CONFIG, dropout=p), "Config.dropout", "0 <= dropout < 1", repr(p))
+    assert weights.load_cat().cfg.dropout == 0.0                   # a card without dropout means 0
+    ids = torch.tensor([[0, 3, 4, 5, 6, 7, 8, 9]] * 2)
+    plain = Transformer(CAT_CONFIG, seed=3)
+    dropping = Transformer(dataclasses.replace(CAT_CONFIG, dropout=0.5), seed=3)
+    plain.train()
+    dropping.train()
+    torch.manual_seed(0)
+    assert torch.equal(plain(ids), plain(ids))                    # no dropout: the same pass twice
+    assert not torch.allclose(dropping(ids), plain(ids))          # dropout draws in training mode
+    dropping.eval()
+    plain.eval()
+    assert torch.equal(dropping(ids), plain(ids))                  # and nowhere else
+    assert torch.equal(dropping(ids[0], trace=True)["L0.weights"],
+                       plain(ids[0], trace=True)["L0.weights"])
+    weights.save(dropping, tmp_path / "dropping")
+    assert weights.load(tmp_path / "dropping").cfg.dropout == 0.5

@@ -1,0 +1,135 @@
+"""Tiny Shakespeare, the capstone's real text (chapter 12): the shipped copy, the split and characters.
+
+* ``load_text()``: the text of ``data/shakespeare/tinyshakespeare.txt``, its sha256 checked.
+* ``split(text)``: the first 90 % for training, the last 10 % for validation (as nanoGPT splits it,
+  so our losses compare with theirs).
+* ``CharTokenizer``: one token per character; the vocabulary is the 65 sorted characters of the
+  whole text.
+* ``windows(ids, batch, context, generator)``: random training windows and their next tokens.
+"""
+import hashlib
+
+import torch
+
+from ..errors import check_positive_int, fail
+from ..weights import data_dir
+
+SHA256 = "86c4e6aa9db7c042ec79f339dcb96d42b0075e16b8fc2e86bf0ca57e2dc565ed"
+CHARACTERS = 1_115_394    # the length of the text, in characters
+TRAIN_SHARE = 0.9
+
+
+def text_path():
+    """Where the shipped copy lives: data/shakespeare/tinyshakespeare.txt."""
+    return data_dir() / "shakespeare" / "tinyshakespeare.txt"
+
+
+def load_text(path=None):
+    """The whole of Tiny Shakespeare as one string (1,115,394 characters), from the shipped copy
+    (or ``path``), after checking that its bytes are the file the course was built on (sha256)."""
+    path = text_path() if path is None else path
+    try:
+        data = open(path, "rb").read()
+    except OSError as error:
+        fail(f"expected the Tiny Shakespeare text at {path}, but it cannot be read ({type(error).__name__})")
+    digest = hashlib.sha256(data).hexdigest()
+    if digest != SHA256:
+        fail(f"expected Tiny Shakespeare with sha256 {SHA256[:12]} (and 52 more hex digits), but {path} has "
+             f"sha256 {digest[:12]} ({len(data):,} bytes): it is another file or a damaged copy")
+    return data.decode("utf-8")
+
+
+def split(text):
+    """(training text, validation text): the first 90 % of ``text`` and the last 10 %."""
+    if not isinstance(text, str):
+        fail(f"split expects the text as a string, but got {type(text).__name__}")
+    if len(text) < 2:
+        fail(f"split expects a text of at least 2 characters, but got {len(text)}")
+    cut = int(TRAIN_SHARE * len(text))
+    return text[:cut], text[cut:]
+
+
+class CharTokenizer:
+    """One token per character. ``vocab``: the sorted distinct characters of ``text`` (index = id;
+    no text: the whole of Tiny Shakespeare);
+    ``ids``: character -> id. ``encode(text)`` -> LongTensor (T,); ``decode(ids)`` -> one string per
+    token; ``text(ids)`` -> the string itself. For Tiny Shakespeare the vocabulary has 65 characters:
+    newline, space, punctuation, digits... in code-point order.
+    """
+
+    def __init__(self, text=None):
+        text = load_text() if text is None else text
+        if not isinstance(text, str) or not text:
+            fail(f"a character tokenizer is built from a non-empty text (its vocabulary is the text's "
+                 f"characters), but got {'an empty string' if text == '' else type(text).__name__}")
+        self.vocab = sorted(set(text))
+        self.ids = {ch: i for i, ch in enumerate(self.vocab)}
+
+    def __len__(self):
+        return len(self.vocab)
+
+    def __repr__(self):
+        return f"CharTokenizer({len(self)} characters)"
+
+    def encode(self, text):
+        """The ids of the characters of ``text``: a LongTensor (T,)."""
+        if not isinstance(text, str):
+            fail(f"encode expects a string, but got {type(text).__name__}")
+        unknown = sorted(set(text) - self.ids.keys())
+        if unknown:
+            fail(f"this tokenizer knows {len(self)} characters, but the text holds {len(unknown)} others: "
+                 f"{''.join(unknown)[:20]!r}")
+        return torch.tensor([self.ids[ch] for ch in text], dtype=torch.long)
+
+    def decode(self, ids):
+        """One string per id (each a single character)."""
+        ids = self._check(ids)
+        return [self.vocab[i] for i in ids]
+
+    def text(self, ids):
+        """The characters of ``ids`` joined into one string."""
+        return "".join(self.decode(ids))
+
+    def _check(self, ids):
+        try:
+            ids = torch.as_tensor(ids)
+        except (TypeError, ValueError, RuntimeError):
+            fail(f"expected token ids as a list or tensor of whole numbers, but got {type(ids).__name__}")
+        if ids.is_floating_point() or ids.is_complex() or ids.dtype == torch.bool or ids.dim() > 1:
+            fail(f"expected token ids as a (T,) tensor of whole numbers, but got dtype {ids.dtype} "
+                 f"and shape {tuple(ids.shape)}")
+        ids = ids.reshape(-1).tolist()
+        bad = [i for i in ids if not 0 <= i < len(self)]
+        if bad:
+            fail(f"ids should lie in [0, {len(self)}) for this {len(self)}-character vocabulary, but got {bad[0]}")
+        return ids
+
+
+def windows(ids, batch, context, generator):
+    """``batch`` random windows of the token ids: x (batch, context) and y (batch, context), y the
+    next token after each of x's (x shifted by one). Starts are drawn uniformly with ``generator``
+    (a seeded torch.Generator), so the same generator state gives the same windows."""
+    ids = check_ids(ids)
+    batch, context = check_positive_int(batch, "batch"), check_positive_int(context, "context")
+    if context >= len(ids):
+        fail(f"a window of context={context} needs a text of at least {context + 1} tokens, "
+             f"but this one has {len(ids)}")
+    if not isinstance(generator, torch.Generator):
+        fail(f"windows draws with a seeded torch.Generator, but got {type(generator).__name__}")
+    starts = torch.randint(len(ids) - context, (batch,), generator=generator)
+    rows = starts[:, None] + torch.arange(context + 1)
+    chunk = ids[rows]
+    return chunk[:, :-1], chunk[:, 1:]
+
+
+def check_ids(ids, name="the token ids"):
+    """A non-empty (T,) LongTensor of token ids (>= 0)."""
+    if not isinstance(ids, torch.Tensor) or ids.dim() != 1 or ids.is_floating_point() or ids.dtype == torch.bool:
+        what = f"a tensor of dtype {ids.dtype} and shape {tuple(ids.shape)}" if isinstance(ids, torch.Tensor) \
+            else type(ids).__name__
+        fail(f"{name} should be a (T,) tensor of whole numbers (tokenizer.encode(text)), but got {what}")
+    if len(ids) == 0:
+        fail(f"{name} are empty: expected the ids of a non-empty text")
+    if int(ids.min()) < 0:
+        fail(f"{name} should be >= 0, but include {int(ids.min())}")
+    return ids.long()

@@ -1,0 +1,125 @@
+"""The shipped Tiny Shakespeare model (chapter 12): its recipe, its training run with the induction
+recording, and the loaders.
+
+``data/build_shakespeare.py`` calls ``build`` and writes ``data/shakespeare/model.*`` and
+``train_log.json``; the tests call ``build(stop_after=...)`` to check the start of the logged run.
+
+* ``load_model()``: the trained model (eval mode); ``load_log()``: its training log (a dict).
+* ``induction_figures(model)``: every head's induction score and the copy losses on repeated random
+  characters (chapter 05's measures, ``helpers.heads.compute``).
+"""
+import json
+import os
+import platform
+import resource
+import time
+
+import torch
+
+from .. import worlds
+from ..heads import compute as heads
+from ..model import Config, Transformer
+from ..weights import data_dir, load
+from . import corpus
+from .train import train
+
+CONFIG = Config(vocab_size=65, d_model=128, n_heads=4, n_layers=4, d_ff=512, n_max=256,
+                positions="rotary", dropout=0.1)
+INIT = "small"        # GPT-2's start: embeddings N(0, 0.02²), so the first loss is near ln 65
+TRAINING = dict(steps=4000, batch=32, context=256, lr=2e-3, warmup=100, min_lr=2e-4, weight_decay=0.1,
+                clip=1.0, eval_every=100, eval_batches=10, seed=0)
+THREADS = 2
+# the induction recording: repeated random characters (helpers.worlds.repeated_tokens: id 0, the
+# newline, then `length` random characters from the other 64, then the same again)
+INDUCTION = dict(n=16, length=48, seed=2024, every=50)
+
+
+def folder():
+    return data_dir() / "shakespeare"
+
+
+def load_model():
+    """The shipped character-level model of Tiny Shakespeare (data/shakespeare/model.*), in eval mode."""
+    return load(folder() / "model", expect=CONFIG)
+
+
+def load_log():
+    """The shipped run's training log (data/shakespeare/train_log.json) as a dict."""
+    return json.loads((folder() / "train_log.json").read_text())
+
+
+def induction_figures(model, n=INDUCTION["n"], length=INDUCTION["length"], seed=INDUCTION["seed"]):
+    """On ``n`` sequences of id 0 then ``length`` random characters repeated once: every head's
+    induction score ([layer][head], ``heads.head_scores``) and the mean loss on the first and the
+    second copy (``heads.copy_losses``). Measured in eval mode; the model's mode is restored."""
+    was_training = model.training
+    model.eval()
+    ids = worlds.repeated_tokens(n, length, model.cfg.vocab_size, seed)
+    _, induction = heads.head_scores(model, ids, length)
+    losses = heads.copy_losses(model, ids, length)
+    model.train(was_training)
+    return dict(induction_score=[[round(float(s), 5) for s in row] for row in induction],
+                loss_first_copy=round(losses["first"], 5), loss_second_copy=round(losses["second"], 5))
+
+
+def peak_memory_mib():
+    """This process's peak resident memory so far (MiB)."""
+    return resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024
+
+
+def build(stop_after=None, threads=THREADS, progress=print, **overrides):
+    """Train the shipped model from its recipe, recording as it goes. Returns (model, log).
+
+    The log (a dict) holds the recipe, every evaluation (step, lr, train and validation loss, wall
+    seconds, tokens per second), every training step's batch loss, the induction figures every
+    ``INDUCTION["every"]`` steps, the load average at the start and the end, the wall time, the
+    tokens per second and the peak memory. stop_after: only the first steps of the same run.
+    """
+    settings = {**TRAINING, **overrides}
+    previous_threads = torch.get_num_threads()
+    torch.set_num_threads(threads)
+    try:
+        text = corpus.load_text()
+        tokenizer = corpus.CharTokenizer(text)
+        train_text, val_text = corpus.split(text)
+        train_ids, val_ids = tokenizer.encode(train_text), tokenizer.encode(val_text)
+        model = Transformer(CONFIG, seed=settings["seed"], init=INIT)
+        step_losses, induction, evals = [], [], []
+        induction_seconds = [0.0]
+
+        def record_induction(step):
+            tick = time.perf_counter()
+            induction.append(dict(step=step, **induction_figures(model)))
+            induction_seconds[0] += time.perf_counter() - tick
+
+        def callback(record):
+            if "val_loss" in record:
+                evals.append(record)
+                if progress:
+                    progress(f"step {record['step']:5d}  train {record['train_loss']:.4f}  val {record['val_loss']:.4f}  "
+                             f"lr {record['lr']:.2e}  {record['seconds']:7.1f} s  {record['tokens_per_second']:,.0f} tokens/s")
+            else:
+                step_losses.append(round(record["loss"], 5))
+            if "val_loss" not in record and record["step"] % INDUCTION["every"] == 0:
+                record_induction(record["step"])
+
+        load_start = os.getloadavg()
+        record_induction(0)
+        start = time.perf_counter()
+        train(model, train_ids, val_ids, callback=callback, stop_after=stop_after, **settings)
+        seconds = time.perf_counter() - start
+        load_end = os.getloadavg()
+    finally:
+        torch.set_num_threads(previous_threads)
+    tokens = len(step_losses) * settings["batch"] * settings["context"]
+    log = dict(config=CONFIG.to_dict(), init=INIT, recipe=settings, threads=threads, induction_test=INDUCTION,
+               evaluations=[{k: (round(v, 6) if isinstance(v, float) else v) for k, v in r.items()} for r in evals],
+               step_losses=step_losses, induction=induction,
+               wall_seconds=round(seconds, 1), tokens=tokens, tokens_per_second=round(tokens / seconds),
+               training_tokens_per_second=round(evals[-1]["tokens_per_second"]),
+               induction_seconds=round(induction_seconds[0], 1),
+               load_average_start=[round(x, 2) for x in load_start], load_average_end=[round(x, 2) for x in load_end],
+               peak_memory_mib=round(peak_memory_mib()), parameters=model.parameter_count()["total"],
+               built_with=dict(torch=torch.__version__, python=platform.python_version(), machine=platform.machine(),
+                               cpu_capability=torch.backends.cpu.get_cpu_capability()))
+    return model, log

@@ -1,0 +1,197 @@
+"""The course's training loop for a GPT on real text (chapter 12), written to be read top to bottom.
+
+* ``learning_rate(step, lr, warmup, steps, min_lr)``: a linear warm-up, then half a cosine down to
+  ``min_lr``.
+* ``estimate_loss(model, ids, context, batches, batch, seed)``: the mean loss (cross-entropy in nats
+  per token) on a fixed, seeded set of windows of ``ids``: the same subset at every evaluation.
+* ``train(model, train_ids, val_ids, ...)``: AdamW (weight decay on the matrices only, as nanoGPT),
+  gradient clipping, the schedule above, the training and validation loss every ``eval_every``
+  steps. Returns the log: one dict per evaluation.
+"""
+import contextlib
+import math
+import time
+
+import torch
+import torch.nn.functional as F
+from torch import nn
+
+from ..errors import check_number, check_positive_int, check_seed, fail
+from ..model import Attention
+from .corpus import check_ids, windows
+
+MAX_VOCAB = 1_000_000   # a larger vocabulary is a mistake here (its embedding alone would not fit in memory)
+BETAS = (0.9, 0.99)     # AdamW's betas; β2 = 0.99 as nanoGPT's Shakespeare example (few tokens per step)
+
+
+def learning_rate(step, lr, warmup, steps, min_lr):
+    """The learning rate at ``step`` (counted from 0) of a ``steps``-long run.
+
+    Steps 0 .. warmup-1 climb in a straight line towards ``lr`` (step 0 already takes lr/warmup);
+    from ``warmup`` the rate falls along half a cosine, from ``lr`` at step ``warmup`` to ``min_lr``
+    at step ``steps`` (and stays there after).
+    """
+    step, steps = check_positive_int(step, "step", minimum=0), check_positive_int(steps, "steps")
+    warmup = check_positive_int(warmup, "warmup", minimum=0)
+    lr = check_number(lr, "lr", low=0, low_open=True)
+    min_lr = check_number(min_lr, "min_lr", low=0, high=lr)
+    if warmup >= steps:
+        fail(f"the warm-up should end before the run does, but got warmup={warmup} and steps={steps}")
+    if step < warmup:
+        return lr * (step + 1) / warmup
+    progress = min(1.0, (step - warmup) / (steps - warmup))      # 0 at the peak, 1 at the end
+    return min_lr + 0.5 * (1.0 + math.cos(math.pi * progress)) * (lr - min_lr)
+
+
+def loss_on(model, x, y):
+    """The mean cross-entropy (nats per token) of the model's next-token logits on windows x against y."""
+    logits = model(x)                                             # (B, T, V)
+    return F.cross_entropy(logits.reshape(-1, logits.shape[-1]), y.reshape(-1))
+
+
+@torch.no_grad()
+def estimate_loss(model, ids, context, batches=20, batch=32, seed=0):
+    """The mean loss of ``model`` on ``batches`` x ``batch`` windows of ``context`` tokens of ``ids``,
+    drawn with ``seed``: the same windows every call, a stated subset of the text (with the default
+    20 x 32 windows of 256 characters, 163,840 predictions). Runs in eval mode (no dropout) and puts
+    the model back in the mode it was in."""
+    ids = check_ids(ids)
+    context = check_context(model, context)
+    batches, batch, seed = check_positive_int(batches, "batches"), check_positive_int(batch, "batch"), check_seed(seed)
+    check_vocabulary(model, ids)
+    was_training = model.training
+    model.eval()
+    generator = torch.Generator().manual_seed(seed)
+    losses = [float(loss_on(model, *windows(ids, batch, context, generator))) for _ in range(batches)]
+    model.train(was_training)
+    return sum(losses) / len(losses)
+
+
+def train(model, train_ids, val_ids, steps=5000, batch=64, context=256, lr=1e-3, warmup=100, min_lr=1e-4,
+          weight_decay=0.1, clip=1.0, eval_every=250, eval_batches=20, seed=0, callback=None, time_limit=None,
+          stop_after=None):
+    """Train ``model`` in place on random windows of ``train_ids`` and return the log.
+
+    Each step: draw ``batch`` windows of ``context`` tokens (seeded by ``seed``), compute the loss,
+    backpropagate, clip the gradients' joint norm to ``clip``, set the learning rate from
+    ``learning_rate`` and take one AdamW step (weight decay on matrices and embeddings only, none on
+    biases and norm scales). Every ``eval_every`` steps, and after the last, ``estimate_loss`` on
+    both texts (``eval_batches`` x ``batch`` fixed windows each, seeded apart from training).
+
+    Returns the log: a list of dicts, one per evaluation, with step (updates done so far), lr (of
+    the last update), train_loss, val_loss, loss (the mean training-batch loss since the last
+    evaluation; not at step 0), seconds (wall time so far), tokens_per_second (training tokens over
+    the seconds spent on training steps, evaluations left out). ``callback(record)``, if given, is
+    called after every update with dict(step, lr, loss, seconds, tokens_per_second) and with every
+    evaluation's record (the one that has val_loss), e.g. to draw a live curve and a progress bar.
+    ``time_limit`` (seconds): stop once that much wall time has passed, evaluate, and mark that
+    last record ``stopped_early``. ``stop_after``: run only the first updates of the ``steps``-long
+    schedule (the start of the same run, e.g. to check a log). The model is left in eval mode.
+    """
+    # check everything first: a refused call changes nothing
+    train_ids, val_ids = check_ids(train_ids, "train_ids"), check_ids(val_ids, "val_ids")
+    if not isinstance(model, nn.Module) or not hasattr(model, "cfg"):
+        fail(f"train expects a model with a .cfg (a helpers.model.Transformer), but got {type(model).__name__}")
+    check_vocabulary(model, train_ids, val_ids)
+    context = check_context(model, context, len(train_ids), len(val_ids))
+    steps, batch = check_positive_int(steps, "steps"), check_positive_int(batch, "batch")
+    warmup = check_positive_int(warmup, "warmup", minimum=0)
+    lr = check_number(lr, "lr", low=0, low_open=True)
+    min_lr = check_number(min_lr, "min_lr", low=0, high=lr)
+    learning_rate(0, lr, warmup, steps, min_lr)                   # refuses a warm-up as long as the run
+    weight_decay = check_number(weight_decay, "weight_decay", low=0)
+    clip = check_number(clip, "clip", low=0, low_open=True)
+    eval_every, eval_batches = check_positive_int(eval_every, "eval_every"), check_positive_int(eval_batches, "eval_batches")
+    seed = check_seed(seed)
+    if callback is not None and not callable(callback):
+        fail(f"callback should be a function of one record (a dict), but got {type(callback).__name__}")
+    if time_limit is not None:
+        time_limit = check_number(time_limit, "time_limit", low=0, low_open=True)
+    last = steps if stop_after is None else min(steps, check_positive_int(stop_after, "stop_after"))
+
+    # AdamW; matrices and embeddings decay towards 0, biases and LayerNorm scales do not
+    matrices = [p for p in model.parameters() if p.requires_grad and p.dim() >= 2]
+    vectors = [p for p in model.parameters() if p.requires_grad and p.dim() < 2]
+    optimizer = torch.optim.AdamW([dict(params=matrices, weight_decay=weight_decay),
+                                   dict(params=vectors, weight_decay=0.0)], lr=lr, betas=BETAS)
+    torch.manual_seed(seed)                                       # dropout's draws
+    generator = torch.Generator().manual_seed(seed)               # the training windows
+    evaluate = dict(context=context, batches=eval_batches, batch=batch, seed=seed + 1)
+
+    with fused_attention(model):  # torch's fused attention in the unwatched passes: the same sums, faster
+        log, losses = [], []
+        start = time.perf_counter()
+        train_seconds, tokens = 0.0, 0
+        model.train()
+        for step in range(last + 1):
+            out_of_time = time_limit is not None and time.perf_counter() - start > time_limit
+            if step % eval_every == 0 or step == last or out_of_time:   # the model after `step` updates
+                record = dict(step=step, lr=learning_rate(max(step - 1, 0), lr, warmup, steps, min_lr),
+                              train_loss=estimate_loss(model, train_ids, **evaluate),
+                              val_loss=estimate_loss(model, val_ids, **evaluate))
+                if losses:
+                    record["loss"] = sum(losses) / len(losses)
+                losses = []
+                record.update(seconds=time.perf_counter() - start, tokens_per_second=tokens / max(train_seconds, 1e-9))
+                if out_of_time:
+                    record["stopped_early"] = True
+                log.append(record)
+                if callback is not None:
+                    callback(record)
+            if step == last or out_of_time:
+                break
+
+            tick = time.perf_counter()
+            step_lr = learning_rate(step, lr, warmup, steps, min_lr)
+            x, y = windows(train_ids, batch, context, generator)     # (batch, context) each
+            loss = loss_on(model, x, y)
+            optimizer.zero_grad(set_to_none=True)
+            loss.backward()
+            torch.nn.utils.clip_grad_norm_(model.parameters(), clip)
+            for group in optimizer.param_groups:
+                group["lr"] = step_lr
+            optimizer.step()
+            train_seconds += time.perf_counter() - tick
+            tokens += batch * context
+            losses.append(loss.item())
+            if callback is not None:
+                callback(dict(step=step + 1, lr=step_lr, loss=losses[-1], seconds=time.perf_counter() - start,
+                              tokens_per_second=tokens / train_seconds))
+    model.eval()
+    return log
+
+
+def check_vocabulary(model, *texts):
+    """The model's vocabulary (2 .. MAX_VOCAB tokens) holds every id of ``texts``."""
+    V = model.cfg.vocab_size
+    if not 2 <= V <= MAX_VOCAB:
+        fail(f"a language model needs a vocabulary of 2 to {MAX_VOCAB:,} tokens, but this one has vocab_size={V:,}")
+    for ids in texts:
+        if int(ids.max()) >= V:
+            fail(f"the model's vocabulary has {V} tokens (ids 0..{V - 1}), but the text holds id {int(ids.max())}: "
+                 "was it encoded with another tokenizer?")
+
+
+def check_context(model, context, *lengths):
+    """A context the model can take (at most its n_max) and each text can fill (shorter than it)."""
+    context = check_positive_int(context, "context")
+    if context > model.cfg.n_max:
+        fail(f"the model takes at most n_max={model.cfg.n_max} tokens, but context={context}")
+    for length in lengths:
+        if context >= length:
+            fail(f"a window of context={context} needs a text of at least {context + 1} tokens, but got {length}")
+    return context
+
+
+@contextlib.contextmanager
+def fused_attention(model):
+    """Within the block, each attention layer of ``model`` (helpers.model.Attention) computes its
+    unwatched passes with torch's fused attention (``Attention.fused``); traced passes are as always."""
+    layers = [m for m in model.modules() if isinstance(m, Attention) and not m.fused]
+    for layer in layers:
+        layer.fused = True
+    try:
+        yield
+    finally:
+        for layer in layers:
+            del layer.fused   # back to the class's default
