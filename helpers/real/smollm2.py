@@ -14,6 +14,8 @@ reordering and uses the published pairing (``rotary_pairs="halves"``); ``build(.
 rotary_pairs="adjacent")`` keeps the file's order and turns adjacent pairs instead: the same
 model, its query and key columns listed in another order.
 """
+import enum
+import errno
 import functools
 import importlib.util
 import math
@@ -43,11 +45,30 @@ def gguf_path():
     return path
 
 
+# The tensor types this file holds, numbered and named as gguf.GGMLQuantizationType (equal to its
+# members), with (values, bytes) per block: known here so a load need not import gguf (0.1 s).
+Kind = enum.IntEnum("Kind", {"F32": 0, "F16": 1, "Q4_1": 3, "Q8_0": 8})
+KIND_SIZES = {Kind.F32: (1, 4), Kind.F16: (1, 2), Kind.Q4_1: (32, 20), Kind.Q8_0: (32, 34)}
+
+
+def kind(code):
+    """A tensor type code of the file -> (Kind or gguf.GGMLQuantizationType, (values, bytes) per block)."""
+    if code in Kind._value2member_map_:
+        return Kind(code), KIND_SIZES[Kind(code)]
+    import gguf
+
+    found = gguf.GGMLQuantizationType(code)   # ValueError for a code gguf does not know either
+    return found, gguf.GGML_QUANT_SIZES[found]
+
+
 class Tensor(typing.NamedTuple):
     """One tensor of a GGUF file: its name, its gguf.GGMLQuantizationType and its data."""
     name: str
     tensor_type: object
     data: np.ndarray
+
+
+STRUCTS = {code: struct.Struct("<" + code) for code in "BbHhIifQqd?"}
 
 
 class GGUF:
@@ -68,8 +89,6 @@ class GGUF:
 
     def __init__(self, path):
         import mmap
-
-        import gguf
 
         with open(path, "rb") as f:
             self.file = mmap.mmap(f.fileno(), 0, access=mmap.ACCESS_READ)
@@ -92,31 +111,44 @@ class GGUF:
         for _ in range(n_tensors):
             name, n_dims = self.string(), self.take("I")
             dims = [self.take("Q") for _ in range(n_dims)]   # the fastest-varying first
-            infos.append((name, dims, gguf.GGMLQuantizationType(self.take("I")), self.take("Q")))
+            infos.append((name, dims, kind(self.take("I")), self.take("Q")))
         if len({name for name, *_ in infos}) != len(infos):
             raise ValueError("two tensors have the same name")
         align = self.meta.get("general.alignment", 32)
         if not isinstance(align, int) or isinstance(align, bool) or align <= 0 or align % 8:
             raise ValueError(f"general.alignment is {align!r}, not a positive multiple of 8")
         start = (self.pos + align - 1) // align * align   # the tensor data begin at the next multiple of align
-        self.tensors = [Tensor(name, kind, self.tensor_data(start + offset, dims, kind, align))
-                        for name, dims, kind, offset in infos]
+        self.tensors = [Tensor(name, kind, self.tensor_data(start + offset, dims, kind, sizes, align))
+                        for name, dims, (kind, sizes), offset in infos]
 
     def take(self, code):
         """One little-endian number of struct format ``code`` at the read position."""
-        if self.pos + struct.calcsize(code) > len(self.file):
+        number = STRUCTS[code]
+        if self.pos + number.size > len(self.file):
             raise ValueError("it ends in the middle of its header")
-        (value,) = struct.unpack_from("<" + code, self.file, self.pos)
-        self.pos += struct.calcsize(code)
+        (value,) = number.unpack_from(self.file, self.pos)
+        self.pos += number.size
         return value
 
     def string(self):
-        n = self.take("Q")
-        if self.pos + n > len(self.file):
-            raise ValueError("a string runs past the end of the file")
-        text = self.file[self.pos:self.pos + n].decode("utf-8")
-        self.pos += n
-        return text
+        return self.strings(1)[0]
+
+    def strings(self, n):
+        """n strings (each its length, then UTF-8) from the read position: one tight loop, as the
+        vocabulary and merges hold about 98,000 of them."""
+        file, pos, end, length = self.file, self.pos, len(self.file), STRUCTS["Q"].unpack_from
+        found = []
+        for _ in range(n):
+            if pos + 8 > end:
+                raise ValueError("it ends in the middle of its header")
+            (size,) = length(file, pos)
+            pos += 8
+            if pos + size > end:
+                raise ValueError("a string runs past the end of the file")
+            found.append(file[pos:pos + size].decode("utf-8"))
+            pos += size
+        self.pos = pos
+        return found
 
     def value(self, kind):
         if kind == self.STRING:
@@ -127,7 +159,7 @@ class GGUF:
             return self.take(self.NUMBERS[kind])
         item, n = self.take("I"), self.take("Q")
         if item == self.STRING:
-            return [self.string() for _ in range(n)]
+            return self.strings(n)
         if item not in self.NUMBERS:
             raise ValueError(f"an array of value type {item} (arrays of arrays are not read)")
         dtype = np.dtype("<" + self.NUMBERS[item].replace("?", "b1"))
@@ -137,18 +169,16 @@ class GGUF:
         self.pos += n * dtype.itemsize
         return values
 
-    def tensor_data(self, offset, dims, kind, align):
-        import gguf
-
+    def tensor_data(self, offset, dims, kind, sizes, align):
         if not dims or min(dims) < 1:
             raise ValueError(f"a tensor has dimensions {dims}")
         if offset % align:
             raise ValueError(f"a tensor's data start at {offset}, not a multiple of the alignment {align}")
         n_values = math.prod(dims)
-        if kind in (gguf.GGMLQuantizationType.F32, gguf.GGMLQuantizationType.F16):
-            dtype, shape = np.dtype("<f4" if kind == gguf.GGMLQuantizationType.F32 else "<f2"), dims[::-1]
+        if kind in (Kind.F32, Kind.F16):
+            dtype, shape = np.dtype("<f4" if kind == Kind.F32 else "<f2"), dims[::-1]
         else:
-            block, size = gguf.GGML_QUANT_SIZES[kind]
+            block, size = sizes
             if dims[0] % block:
                 raise ValueError(f"a {kind.name} tensor's rows of {dims[0]} values are not whole blocks of {block}")
             dtype, shape = np.dtype(np.uint8), [*dims[:0:-1], dims[0] // block * size]
@@ -224,37 +254,42 @@ def dequantised(tensor):
 
     The file's two block formats are unpacked here (``q4_1``, ``q8_0``), the same float32
     operations in the same order as ``gguf``'s dequantisation, at about three times its
-    speed; any other format goes to ``gguf``.
+    speed; F32 and F16 are copied; any other format goes to ``gguf``.
     """
     blocks = BLOCK_FORMATS.get(tensor.tensor_type.name)
     if blocks is not None:
         unpack, block_bytes = blocks
         w = unpack(tensor.data.reshape(-1, block_bytes))
         return w.reshape(*tensor.data.shape[:-1], tensor.data.shape[-1] // block_bytes * 32)
+    if tensor.tensor_type in (Kind.F32, Kind.F16):
+        return np.array(tensor.data, dtype=np.float32)   # a copy: the file's values are a view of the file
     import gguf
 
     w = gguf.dequantize(tensor.data, tensor.tensor_type)
-    if np.may_share_memory(w, tensor.data) or w.dtype != np.float32:  # a float tensor is a view of the file
+    if np.may_share_memory(w, tensor.data) or w.dtype != np.float32:
         w = np.array(w, dtype=np.float32)
     return w
 
 
-def q4_1(blocks):
-    """Q4_1 blocks (n, 20 bytes) -> (n, 32) float32: a float16 scale d, a float16 minimum m,
-    then 16 bytes whose low halves hold values 0..15 and high halves values 16..31: d * q + m."""
+def q4_1(blocks, out=None):
+    """Q4_1 blocks (n, 20 bytes) -> (n, 32) float32 (into ``out`` if given): a float16 scale d, a
+    float16 minimum m, then 16 bytes whose low halves hold values 0..15 and high halves values
+    16..31: d * q + m (rounded twice, as gguf does: the product, then the sum)."""
     d = blocks[:, 0:2].view(np.float16).astype(np.float32)
     m = blocks[:, 2:4].view(np.float16).astype(np.float32)
-    w = np.empty((len(blocks), 32), dtype=np.float32)
-    w[:, :16] = blocks[:, 4:] & np.uint8(0x0F)
-    w[:, 16:] = blocks[:, 4:] >> np.uint8(4)
+    w = np.empty((len(blocks), 32), dtype=np.float32) if out is None else out
+    np.bitwise_and(blocks[:, 4:], np.uint8(0x0F), out=w[:, :16], casting="unsafe")
+    np.right_shift(blocks[:, 4:], np.uint8(4), out=w[:, 16:], casting="unsafe")
     w *= d
     w += m
     return w
 
 
-def q8_0(blocks):
-    """Q8_0 blocks (n, 34 bytes) -> (n, 32) float32: a float16 scale d, then 32 int8 values q: d * q."""
-    w = blocks[:, 2:].view(np.int8).astype(np.float32)
+def q8_0(blocks, out=None):
+    """Q8_0 blocks (n, 34 bytes) -> (n, 32) float32 (into ``out`` if given): a float16 scale d,
+    then 32 int8 values q: d * q."""
+    w = np.empty((len(blocks), 32), dtype=np.float32) if out is None else out
+    w[...] = blocks[:, 2:].view(np.int8)
     w *= blocks[:, 0:2].view(np.float16).astype(np.float32)
     return w
 
@@ -372,8 +407,8 @@ class Tokenizer:
 
 # ---------------------------------------------------------------- the float32 cache
 #
-# Dequantising the file takes one to two seconds. The first load on a machine writes the float32
-# weights (in the layout the model holds them) to a cache folder; every later load, in any kernel,
+# The first load on a machine dequantises the file straight into a float32 cache file (the weights
+# in the layout the model holds them) in a cache folder, and maps it; every later load, in any kernel,
 # maps that file into memory (copy-on-write: a chapter that edits a weight edits its own copy) and
 # takes well under a second. The cache belongs to one GGUF file, by its sha256, and to this module's
 # source (a change here is a new cache). Any problem with the cache (missing, unreadable, a file of
@@ -443,8 +478,9 @@ def _write_json(folder, name, update):
                 old = json.load(f)
         except (OSError, ValueError):
             old = None
+        text = json.dumps(update(old))   # one string from json's C encoder (json.dump writes piece by piece)
         with tempfile.NamedTemporaryFile("w", dir=folder, prefix=f".{name}.", delete=False) as f:
-            json.dump(update(old), f)
+            f.write(text)
         os.replace(f.name, os.path.join(folder, name))
     except OSError:
         pass
@@ -480,39 +516,116 @@ def from_cache(folder, key, check_only=False):
         return None
 
 
-def to_cache(folder, key, model, tok):
-    """Write the model's float32 weights and the tokenizer's parts to the cache; quietly nothing if it cannot."""
+# the course's names of the two tensors outside the blocks -> the file's
+OUTSIDE = {"E": "token_embd.weight", "final_ln.weight": "output_norm.weight"}
+CHUNK = 8192   # blocks of 32 values dequantised at a time: 1 MiB of floats, worked on in the CPU's cache
+
+
+def cache_plan(reader, cfg):
+    """[(name, file tensor, transposed, stored shape)] in the order of the model's state_dict, as the
+    cache stores them: each tensor as the file holds it ((out, in) for a matrix, which the model
+    holds transposed); None if the file's tensors do not fit cfg (``build`` then says how)."""
+    from ..model import Transformer
+
+    file_part = {course: part for part, course in NAMES.items()}
+    tensors, plan = {t.name: t for t in reader.tensors}, []
+    for name, p in Transformer(cfg, seed=None).state_dict().items():   # torch.empty: nothing touched
+        if name in OUTSIDE:
+            tensor, transposed = tensors.pop(OUTSIDE[name], None), False
+        else:
+            _, layer, part = name.split(".", 2)
+            tensor, transposed = tensors.pop(f"blk.{layer}.{file_part.get(part)}.weight", None), p.ndim == 2
+        if tensor is None:
+            return None
+        shape = list(tensor.data.shape)
+        if tensor.tensor_type.name in BLOCK_FORMATS:
+            shape[-1] = shape[-1] // BLOCK_FORMATS[tensor.tensor_type.name][1] * 32
+        if shape != list(p.shape)[::-1 if transposed else 1]:
+            return None
+        plan.append((name, tensor, transposed, shape))
+    return None if tensors else plan
+
+
+def dequantise_into(tensor, out, heads=None):
+    """Dequantise one file tensor into ``out`` (a flat float32 array of its size), in CHUNK blocks at
+    a time, the same floats as ``dequantised``; heads: undo llama.cpp's row order of W_Q or W_K
+    (``unpermute``, applied to the file's rows of bytes: each row is whole blocks)."""
+    data = tensor.data if heads is None else unpermute(tensor.data, heads)
+    blocks = BLOCK_FORMATS.get(tensor.tensor_type.name)
+    if blocks is None:
+        out[...] = dequantised(Tensor(tensor.name, tensor.tensor_type, data)).reshape(-1)
+        return
+    unpack, block_bytes = blocks
+    data, out = data.reshape(-1, block_bytes), out.reshape(-1, 32)
+    for start in range(0, len(data), CHUNK):
+        unpack(data[start:start + CHUNK], out[start:start + CHUNK])
+
+
+def fill(handle, plan, tensors, heads):
+    """Dequantise the tensors of ``plan`` into their place in the open cache file ``handle``
+    (``tensors``: their [name, offset in floats, shape, transposed], one stretch of the file),
+    through a shared mapping of that stretch whose pages are made at once (Linux's MAP_POPULATE)."""
+    import mmap
+
+    if not plan:
+        return
+    start = tensors[0][1] // (mmap.ALLOCATIONGRANULARITY // 4) * (mmap.ALLOCATIONGRANULARITY // 4)   # where a map may start
+    end = tensors[-1][1] + math.prod(tensors[-1][2])
+    flags = getattr(mmap, "MAP_SHARED", 0) | getattr(mmap, "MAP_POPULATE", 0)
+    mapped = mmap.mmap(handle, 4 * (end - start), offset=4 * start, **({"flags": flags} if flags else {}))
+    try:
+        floats = np.frombuffer(mapped, dtype="<f4")
+        for (name, tensor, _, shape), (_, at, _, _) in zip(plan, tensors):
+            dequantise_into(tensor, floats[at - start:at - start + math.prod(shape)], heads.get(name.split(".", 2)[-1]))
+        del floats
+    finally:
+        mapped.close()
+
+
+def write_cache(folder, key, reader, cfg, tok):
+    """Dequantise the file's weights straight into the cache file (mapped into memory, its pages
+    made at once; its two halves on two threads: NumPy and the kernel's page making let go of
+    Python's lock), then write the index: True if the cache was written, quietly False if not."""
+    import concurrent.futures
     import dataclasses
-    import json
     import tempfile
 
-    tensors, offset, arrays = [], 0, []
-    for name, t in model.state_dict().items():
-        transposed = not t.is_contiguous()
-        stored = t.T if transposed else t
-        if not stored.is_contiguous() or stored.dtype.itemsize != 4:
-            return
+    plan = cache_plan(reader, cfg)
+    if plan is None:
+        return False
+    tensors, offset = [], 0
+    for name, _, transposed, shape in plan:
         offset = -(-offset // 1024) * 1024   # each tensor starts 4 KiB into the file, as a fresh array would be aligned
-        tensors.append([name, offset, list(stored.shape), transposed])
-        arrays.append((offset, stored.numpy()))
-        offset += stored.numel()
-    index = dict(key=key, bytes=4 * offset, tensors=tensors, config=dataclasses.asdict(model.cfg), tokenizer=tok.parts)
+        tensors.append([name, offset, shape, transposed])
+        offset += math.prod(shape)
+    index = dict(key=key, bytes=4 * offset, tensors=tensors, config=dataclasses.asdict(cfg), tokenizer=tok.parts)
+    heads = {"attn.W_Q": cfg.n_heads, "attn.W_K": cfg.kv_heads} if cfg.rotary_pairs == "halves" else {}
+    half = next(i for i, (_, start, _, _) in enumerate(tensors) if start >= offset // 2)   # a tensor boundary
     try:
         os.makedirs(folder, exist_ok=True)
-        with tempfile.NamedTemporaryFile("wb", dir=folder, prefix=f".{key}.", delete=False) as f:
-            try:
-                for start, array in arrays:
-                    f.seek(4 * start)
-                    f.write(memoryview(np.ascontiguousarray(array, dtype="<f4")).cast("B"))
-                f.truncate(4 * offset)
-            except BaseException:
-                os.unlink(f.name)
-                raise
-        os.replace(f.name, os.path.join(folder, key + ".f32"))
+        handle, temporary = tempfile.mkstemp(dir=folder, prefix=f".{key}.")
+        try:
+            with open(handle, "r+b") as f:
+                try:   # the file's blocks at once, not page by page; a full disk is an OSError here, not a crash later
+                    os.posix_fallocate(f.fileno(), 0, 4 * offset)
+                except AttributeError:   # no posix_fallocate (macOS, Windows)
+                    f.truncate(4 * offset)
+                except OSError as error:
+                    if error.errno not in (errno.EOPNOTSUPP, errno.ENOSYS, errno.EINVAL):
+                        raise
+                    f.truncate(4 * offset)
+                jobs = [(f.fileno(), plan[:half], tensors[:half], heads), (f.fileno(), plan[half:], tensors[half:], heads)]
+                with concurrent.futures.ThreadPoolExecutor(2) as pool:   # the two halves of the file at once
+                    list(pool.map(lambda job: fill(*job), jobs))
+        except BaseException:
+            os.unlink(temporary)
+            raise
+        os.replace(temporary, os.path.join(folder, key + ".f32"))
         _write_json(folder, key + ".json", lambda old: index)   # written last: a cache without it is never read
-    except OSError:
-        return
+    except (OSError, ValueError, BufferError):
+        return False
     forget_older(folder, key)
+    return True
 
 
 def forget_older(folder, key):
@@ -535,8 +648,9 @@ def forget_older(folder, key):
 def load():
     """(model, tokenizer): SmolLM2-135M-Instruct in the course's Transformer, loaded once per process.
 
-    From the float32 cache when there is a valid one (``cache_folder``); else from the GGUF file
-    (its sha256 taken meanwhile on a second thread), and then the cache is written for next time."""
+    From the float32 cache when there is a valid one (``cache_folder``); else the GGUF file is read
+    (its sha256 taken meanwhile on a second thread) and dequantised straight into a new cache, which
+    the model then maps; without a usable cache folder, dequantised in memory (``build``)."""
     import concurrent.futures
 
     path, folder = os.path.realpath(gguf_path()), cache_folder()
@@ -552,12 +666,14 @@ def load():
     with concurrent.futures.ThreadPoolExecutor(1) as pool:
         sha = pool.submit(file_sha256, path) if folder is not None and key is None else None
         reader = read(path)
-        model, tok = build(reader), Tokenizer(reader)
+        tok = Tokenizer(reader)
         if sha is not None:
             try:
                 key = cache_key(path, folder, sha.result)
             except OSError:
                 key = None
-    if key and not from_cache(folder, key, check_only=True):
-        to_cache(folder, key, model, tok)
-    return model, tok
+    if key and not from_cache(folder, key, check_only=True) and write_cache(folder, key, reader, config(reader), tok):
+        cached = from_cache(folder, key)
+        if cached:
+            return cached
+    return build(reader), tok
