@@ -15,6 +15,30 @@ const round = (v) =>
   Array.isArray(v) ? v.map(round) : typeof v === "number" && !Number.isInteger(v) ? Number(v.toPrecision(12)) : v;
 const keyOf = (state) => JSON.stringify(state.map(round));
 
+// A message from the kernel, checked before the view acts on it: "frame" {state: one entry per
+// control, prefetch: true or false, id} with the picture's bytes as one buffer, or "done" {id}.
+// Returns null, or why not (the view drops it with one console line). helpers/frames.py checks
+// the page's messages the same way (check_message); tests/test_frames.py runs this one in Node.
+const MAX_TEXT = 100000;
+const entryOk = (v) =>
+  typeof v === "boolean" ||
+  (typeof v === "number" && Number.isFinite(v)) ||
+  (typeof v === "string" && v.length <= MAX_TEXT) ||
+  (Array.isArray(v) && v.length === 2 && typeof v[0] === "string" && v[0].length <= MAX_TEXT &&
+    Number.isInteger(v[1]) && v[1] >= 0);
+export function checkMessage(msg, buffers, controls) {
+  if (msg === null || typeof msg !== "object" || Array.isArray(msg)) return `expected a message object, but got ${msg === null ? "null" : typeof msg}`;
+  const idOk = msg.id === null || msg.id === undefined || (Number.isInteger(msg.id) && msg.id >= 0);
+  if (msg.kind === "done") return idOk ? null : "expected the id of a 'done' message to be a whole number or null";
+  if (msg.kind !== "frame") return `expected a message kind 'frame' or 'done', but got ${JSON.stringify(String(msg.kind)).slice(0, 40)}`;
+  if (!idOk || typeof msg.prefetch !== "boolean") return "expected a 'frame' message's id to be a whole number or null and its prefetch true or false";
+  if (!Array.isArray(msg.state) || msg.state.length !== controls || !msg.state.every(entryOk))
+    return `expected a 'frame' message's state to hold ${controls} entries (a value or a menu's [label, index] each)`;
+  const picture = buffers && buffers[0];
+  if (!picture || typeof picture.byteLength !== "number" || picture.byteLength === 0) return "expected a 'frame' message to carry its picture's bytes";
+  return null;
+}
+
 async function render({ model, el }) {
   el.classList.add("course-explorer-frames");
   let img = document.createElement("img"); // the picture on screen; each picture is its own <img>
@@ -230,6 +254,11 @@ async function render({ model, el }) {
   controls.forEach((c, i) => c.on(events[i], moved));
 
   const received = (msg, buffers) => {
+    const problem = checkMessage(msg, buffers, controls.length);
+    if (problem) {
+      console.warn(`explorer: a message from the kernel was dropped: ${problem}`);
+      return;
+    }
     if (msg.kind === "frame") {
       const key = keyOf(msg.state);
       if (!pictures.has(key) || !msg.prefetch) {

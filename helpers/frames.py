@@ -23,12 +23,22 @@ toggle row's) [option label, index], any other control's value. Free text (a pro
 never guessed. A render function must draw the same picture for the same values whatever it
 drew before, depend on nothing else that changes, and refuse values it cannot draw with a
 CourseInputError (tests/test_explorer.py checks the first pictures each chapter sends ahead).
+
+The page's messages are checked before the kernel acts on one (``check_message``): "hello"
+{lab: bool}, "more" {id: whole number}, "want" {state}, "forget" {states: a list of states},
+with no other key, no binary buffer, a state of one entry per control, each entry a number,
+a bool, a short text or a menu's [label, index]. A message that is not one of these, or a
+handler that fails on one, is dropped with one line on the ``course.frames`` logger; nothing
+reaches the learner's output as a traceback, and nothing is raised out of the comm handler.
 """
+import logging
 import math
 from pathlib import Path
 
 import ipywidgets as widgets
 import traitlets
+
+from .errors import fail
 
 try:
     import anywidget
@@ -39,6 +49,13 @@ PREFETCH_LIMIT = 160   # how many of likely_states' first states the kernel send
 MOMENTUM = 12          # steps the way the last move went, sent first
 KEEP = 400             # pictures a page keeps (20-60 kB each); more than PREFETCH_LIMIT, or a
                        # page would let go of pictures the kernel then sends again, round and round
+MAX_CONTROLS = 64      # entries a state may have (an explorer has a handful of controls)
+MAX_TEXT = 100_000     # characters of a text entry (a prompt) or a menu's label in a page's message
+MAX_FORGET = 4 * KEEP  # states one "forget" may name
+MAX_ID = 2**53         # a request's number: a whole number the page can count to exactly
+MESSAGES = {"hello": {"lab"}, "more": {"id"}, "want": {"state"}, "forget": {"states"}}   # kind -> its other keys
+
+log = logging.getLogger("course.frames")
 
 
 if anywidget is not None:
@@ -53,21 +70,164 @@ if anywidget is not None:
         def __init__(self, controls, **kwargs):
             super().__init__(controls=list(controls), kinds=[kind_of(c) for c in controls], **kwargs)
 
+        def _handle_custom_msg(self, content, buffers):
+            """A message from the page: acted on only if ``check_message`` finds nothing wrong."""
+            problem = check_message(content, buffers, kinds=self.kinds)
+            if problem is not None:
+                log.warning("explorer: a message from the page was dropped: %s", problem)
+                return
+            for callback in list(self._msg_callbacks.callbacks):   # not ipywidgets' dispatcher: it shows
+                callback(self, content, buffers)                    # a handler's traceback to the learner
+
+        def _handle_msg(self, msg):
+            """Every message from the page (the comm's handler). A custom message is checked and
+            handed to the explorer here, so whatever goes wrong is one log line: ipywidgets' own
+            handler would show a traceback in the learner's output. Its other messages (the
+            widgets' state) go to ipywidgets as before."""
+            try:
+                data = msg["content"]["data"]
+                if data["method"] != "custom":
+                    return super()._handle_msg(msg)
+                self._handle_custom_msg(data["content"], msg.get("buffers") or [])
+            except Exception as error:   # noqa: BLE001 — nothing leaves the comm handler
+                log.warning("explorer: a message from the page could not be handled (%s: %s)",
+                            type(error).__name__, _shown(str(error), 200))
+
+
+def _shown(text, limit=60):
+    """``text`` as ASCII (lone surrogates and all), cut to ``limit`` characters, for a sentence."""
+    text = ascii(text)[1:-1]
+    return text if len(text) <= limit else text[:limit] + "…"
+
+
+def _what(x):
+    """A short description of what arrived, never its whole contents."""
+    if x is None or isinstance(x, bool):
+        return repr(x)
+    if isinstance(x, (int, float)):
+        return _shown(repr(x), 40)
+    if isinstance(x, str):
+        return f"the text '{_shown(x, 40)}'" if len(x) <= 40 else f"a text of {len(x):,} characters"
+    if isinstance(x, (list, tuple, dict)):
+        return f"a {type(x).__name__} of {len(x):,} item{'' if len(x) == 1 else 's'}"
+    return f"a {type(x).__name__}"
+
+
+def _entry_problem(entry, kind):
+    """None if ``entry`` is a state entry the page may send for a control of ``kind``; else why not."""
+    if kind == "label":
+        if not (isinstance(entry, list) and len(entry) == 2):
+            return f"a menu's [label, index], but got {_what(entry)}"
+        label, index = entry
+        if not isinstance(label, str) or len(label) > MAX_TEXT:
+            return f"a menu label of at most {MAX_TEXT:,} characters, but got {_what(label)}"
+        if isinstance(index, bool) or not isinstance(index, int) or not 0 <= index < MAX_ID:
+            return f"a menu index (a whole number from 0), but got {_what(index)}"
+        return None
+    if isinstance(entry, str):
+        return None if len(entry) <= MAX_TEXT else f"a text of at most {MAX_TEXT:,} characters, but got {_what(entry)}"
+    if isinstance(entry, bool) or isinstance(entry, int) and abs(entry) < MAX_ID:
+        return None
+    if isinstance(entry, float):
+        return None if math.isfinite(entry) else f"a finite number, but got {entry!r}"
+    return f"a number, a bool or a text (a control's value), but got {_what(entry)}"
+
+
+def _state_problem(state, kinds):
+    """None if ``state`` names one entry per control (``kinds``, 'label' or 'value'); else why not."""
+    if not isinstance(state, list):
+        return f"a state (a list of one entry per control), but got {_what(state)}"
+    if kinds is None and len(state) > MAX_CONTROLS or kinds is not None and len(state) != len(kinds):
+        wanted = f"{len(kinds)}" if kinds is not None else f"at most {MAX_CONTROLS}"
+        return f"a state of {wanted} entries (one per control), but got {_what(state)}"
+    for i, entry in enumerate(state):
+        problem = _entry_problem(entry, kinds[i] if kinds is not None else ("label" if isinstance(entry, list) else "value"))
+        if problem is not None:
+            return f"entry {i} of the state should be {problem}"
+    return None
+
+
+def check_message(content, buffers=(), kinds=None):
+    """None if ``content`` (with ``buffers``) is a message the page may send to the kernel; else
+    one sentence naming what was expected and what arrived. ``kinds``: the explorer's controls'
+    kinds ('label' or 'value', as ``kind_of``), to check a state's entries against; None checks
+    their form only. Looks at no more of the message than it must (no recursion, no copy)."""
+    if not isinstance(content, dict):
+        return f"expected a message (a dict with a 'kind'), but got {_what(content)}"
+    kind = content.get("kind")
+    if not isinstance(kind, str) or kind not in MESSAGES:
+        return f"expected a message kind among {', '.join(MESSAGES)}, but got {_what(kind)}"
+    extra = [k for k in content if k != "kind" and k not in MESSAGES[kind]]
+    missing = [k for k in sorted(MESSAGES[kind]) if k not in content]
+    if extra or missing:
+        keys = ", ".join(_shown(k, 30) if isinstance(k, str) else _what(k) for k in list(content)[:5])
+        return (f"expected a '{kind}' message with the key(s) kind, {', '.join(sorted(MESSAGES[kind]))}, "
+                f"but got {keys}{'…' if len(content) > 5 else ''}")
+    if buffers and any(len(memoryview(b)) for b in buffers):
+        return f"expected no binary data with a '{kind}' message, but got {len(buffers)} buffer(s)"
+    if kind == "hello" and not isinstance(content["lab"], bool):
+        return f"expected 'lab' of a 'hello' message to be true or false, but got {_what(content['lab'])}"
+    if kind == "more":
+        number = content["id"]
+        if isinstance(number, bool) or not isinstance(number, int) or not 0 <= number < MAX_ID:
+            return f"expected 'id' of a 'more' message to be a whole number from 0, but got {_what(number)}"
+    if kind == "want":
+        problem = _state_problem(content["state"], kinds)
+        if problem is not None:
+            return f"expected 'state' of a 'want' message to be valid: {problem}"
+    if kind == "forget":
+        states = content["states"]
+        if not isinstance(states, list) or len(states) > MAX_FORGET:
+            return (f"expected 'states' of a 'forget' message to be a list of at most {MAX_FORGET:,} states, "
+                    f"but got {_what(states)}")
+        for i, state in enumerate(states):
+            problem = _state_problem(state, kinds)
+            if problem is not None:
+                return f"expected state {i} of a 'forget' message to be valid: {problem}"
+    return None
+
 
 def kind_of(control):
     """'label' for a menu-like control (the page knows its option by label and index), else 'value'."""
+    if not isinstance(control, widgets.ValueWidget):
+        fail(f"expected a control (an ipywidgets widget with a value), but got {_what(control)}")
     return "label" if isinstance(control, widgets.widget_selection._Selection) else "value"
+
+
+def _controls(controls):
+    """``controls`` ({name: widget} or widgets) as a list of widgets, each checked."""
+    if isinstance(controls, dict):
+        controls = controls.values()
+    if isinstance(controls, (list, tuple, type({}.values()))) and len(controls) <= MAX_CONTROLS:
+        controls = list(controls)
+    else:
+        fail(f"expected the controls as a list or a dict of at most {MAX_CONTROLS} widgets, but got {_what(controls)}")
+    for control in controls:
+        kind_of(control)
+    return controls
 
 
 def state_of(controls):
     """The controls' current state as the page names it: a list, one entry per control."""
-    return [[c.label, c.index] if kind_of(c) == "label" else c.value for c in controls]
+    return [[c.label, c.index] if kind_of(c) == "label" else c.value for c in _controls(controls)]
+
+
+def _key_entry(v, depth):
+    if isinstance(v, (list, tuple)):
+        if depth >= 1 or len(v) > 2:
+            fail(f"expected a state entry to be a value or a menu's [label, index], but got {_what(v)}"
+                 + (" nested in another" if depth else ""))
+        return tuple(_key_entry(x, depth + 1) for x in v)
+    if v is not None and not isinstance(v, (bool, int, float, str)):
+        fail(f"expected a state entry to be a number, a bool, a text or a menu's [label, index], but got {_what(v)}")
+    return float(f"{v:.12g}") if isinstance(v, float) and not v.is_integer() else v
 
 
 def key(state):
     """A state as a dict key; fractions to 12 significant digits, as frames.js rounds them."""
-    return tuple(key(v) if isinstance(v, (list, tuple)) else
-                 float(f"{v:.12g}") if isinstance(v, float) and not v.is_integer() else v for v in state)
+    if not isinstance(state, (list, tuple)) or len(state) > MAX_CONTROLS:
+        fail(f"expected a state (a list of at most {MAX_CONTROLS} entries, one per control), but got {_what(state)}")
+    return tuple(_key_entry(v, 0) for v in state)
 
 
 def choices(control):
@@ -91,7 +251,14 @@ def choices(control):
 
 def position(options, entry):
     """Where ``entry`` (the control's current state entry) sits among ``options``: the nearest one."""
+    if not (isinstance(options, list) and options and all(isinstance(o, tuple) and len(o) == 2 for o in options)):
+        fail(f"expected options as a non-empty list of (state entry, value) pairs (choices'), but got {_what(options)}")
+    key([entry])                                    # an entry of a state, or a sentence
+    if isinstance(entry, float) and not math.isfinite(entry):
+        fail(f"expected a finite number as a slider's state entry, but got {entry!r}")
     if isinstance(entry, float):
+        if not all(isinstance(o[0], (int, float)) and not isinstance(o[0], bool) for o in options):
+            fail(f"expected a number's options to be numbers, but got {_what(options[0][0])} among them")
         return min(range(len(options)), key=lambda i: abs(options[i][0] - entry))
     return next((i for i, (e, _) in enumerate(options) if key([e]) == key([entry])), None)
 
@@ -102,7 +269,19 @@ def likely_states(controls, came_from=None):
     each control alone one step either way, then two steps, ...; then every pair of controls
     one step each.
 
-    values is {name: value} for the render function; controls is {name: widget}."""
+    values is {name: value} for the render function; controls is {name: widget}. Bad controls or
+    a bad ``came_from`` are refused with one sentence when it is called, before anything is drawn."""
+    if not isinstance(controls, dict):
+        fail(f"expected the controls as a dict {{name: widget}}, but got {_what(controls)}")
+    kinds = [kind_of(c) for c in _controls(controls)]
+    if came_from is not None:
+        problem = _state_problem(came_from, kinds)
+        if problem is not None:
+            fail(f"expected came_from to be the state before the last move, but {problem}")
+    return _likely_states(controls, came_from)
+
+
+def _likely_states(controls, came_from):
     names = list(controls)
     now_state = state_of(controls.values())
     now_values = {name: c.value for name, c in controls.items()}
