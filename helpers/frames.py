@@ -277,7 +277,7 @@ def likely_states(controls, came_from=None):
     if came_from is not None:
         problem = _state_problem(came_from, kinds)
         if problem is not None:
-            fail(f"expected came_from to be the state before the last move, but {problem}")
+            fail(f"expected came_from to be the state before the last move: {problem}")
     return _likely_states(controls, came_from)
 
 

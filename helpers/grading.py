@@ -15,6 +15,12 @@ variable COURSE_GRADING:
 ``scripts/autograde.py`` assembles the notebooks, starts both runs and reads the verdicts;
 it puts ``helpers.grading.cell("<grade id>")`` at the top of each hidden-test cell, so each
 record knows its exercise.
+
+Records are written by student code, so the judge trusts none of them: ``decode`` checks every
+record's form (tags, shapes, kinds, sizes, depth) and refuses a malformed one with one sentence
+(``RecordError``), which costs that answer only. ``encode`` keeps any answer as bounded data:
+more than MAX_VALUES numbers, a text of more than MAX_TEXT characters or a number of more than
+MAX_DIGITS digits is recorded as what it was, not copied.
 """
 import hashlib
 import json
@@ -23,8 +29,18 @@ import os
 
 import numpy as np
 
+from .errors import CourseInputError, fail
+
 MAX_RECORDS_BYTES = 20 * 2**20   # a records file larger than this is not read
+MAX_VALUES = 1_000_000           # numbers (or items) one recorded answer may hold
+MAX_TEXT = 1_000_000             # characters of one recorded text
+MAX_DIGITS = 1_000               # digits of one recorded whole number
+MAX_DEPTH = 20                   # nesting of one recorded answer
 STATE = {"cell": None, "index": 0}
+
+
+class RecordError(CourseInputError):
+    """A recorded answer the judge cannot rebuild; the message names what was expected and what arrived."""
 
 
 def mode():
@@ -40,7 +56,9 @@ def mode():
 
 def cell(grade_id):
     """Mark the start of the hidden tests of the exercise cell ``grade_id`` (placed by the grader)."""
-    STATE["cell"], STATE["index"] = str(grade_id), 0
+    if not isinstance(grade_id, str) or not 0 < len(grade_id) <= 200 or not grade_id.isprintable():
+        fail(f"expected a grade id (a short line of text such as 'ch00_ex1_check'), but got {_what(grade_id)}")
+    STATE["cell"], STATE["index"] = grade_id, 0
 
 
 def handle(exercise, answer, args, kwargs):
@@ -55,6 +73,8 @@ def handle(exercise, answer, args, kwargs):
         for student, recorded in recorded_answers(how[1]).get(key, {}).items():
             try:
                 problems = exercise.feedback(decode(recorded), *args, **kwargs)
+            except RecordError as error:
+                problems = [f"your answer could not be judged: {error}"]
             except Exception as error:   # one strange record never stops the class's judging
                 problems = [f"your answer could not be judged ({type(error).__name__})"]
             append(how[2], {"student": student, "cell": key[0], "index": key[1], "problems": problems})
@@ -103,23 +123,41 @@ def record_answer(exercise, answer, args, kwargs):
     return encode(answer)
 
 
+def _what(x):
+    """What arrived, in a few words (never its whole contents)."""
+    if x is None or isinstance(x, (bool, int, float)) and len(repr(x)) <= 30:
+        return repr(x)
+    if isinstance(x, str):
+        return f"the text {ascii(x)}" if len(x) <= 30 else f"a text of {len(x):,} characters"
+    if isinstance(x, (list, tuple, dict, set)):
+        return f"a {type(x).__name__} of {len(x):,} item{'' if len(x) == 1 else 's'}"
+    return f"a {type(x).__name__}"
+
+
 def encode(x, depth=0):
-    """Plain data for JSON: numbers, strings, lists, tuples, sets, dicts and arrays (torch kept apart)."""
-    if depth > 20:
+    """Plain data for JSON: numbers, strings, lists, tuples, sets, dicts and arrays (torch kept apart).
+
+    Never raises; what is too big, too deep or not data is recorded as {"unknown": what it was}."""
+    if depth > MAX_DEPTH:
         return {"unknown": "nested too deeply"}
-    if x is None or isinstance(x, (bool, str)):
+    if x is None or isinstance(x, bool):
         return x
+    if isinstance(x, str):
+        return x if len(x) <= MAX_TEXT else {"unknown": f"a text of {len(x):,} characters"}
     if isinstance(x, (int, np.integer)):
-        return int(x)
+        x = int(x)
+        return x if x.bit_length() <= MAX_DIGITS * 3.33 else {"unknown": f"a whole number of {x.bit_length():,} bits"}
     if isinstance(x, (float, np.floating)):
         return {"float": repr(float(x))} if not math.isfinite(x) else float(x)
     if hasattr(x, "detach") and hasattr(x, "numpy"):
         try:
+            if x.numel() > MAX_VALUES:
+                return {"unknown": f"a tensor of {x.numel():,} numbers"}
             return {"torch": encode(x.detach().cpu().float().numpy(), depth + 1)}
-        except (TypeError, RuntimeError):
-            return {"unknown": f"a tensor of {x.dtype}"}
+        except (TypeError, RuntimeError, AttributeError):
+            return {"unknown": f"a tensor of {getattr(x, 'dtype', 'unknown type')}"}
     if isinstance(x, range):
-        return {"list": [int(v) for v in x]}
+        return {"list": [int(v) for v in x]} if len(x) <= MAX_VALUES else {"unknown": f"a range of {len(x):,} numbers"}
     if not isinstance(x, np.ndarray) and hasattr(x, "__array__") or type(x).__name__ == "array":
         try:
             x = np.asarray(x)
@@ -129,9 +167,13 @@ def encode(x, depth=0):
         x = np.asarray(x)   # np.matrix and other subclasses as a plain array
         if x.dtype.kind not in "biuf":
             return {"unknown": f"an array of {x.dtype}"}
+        if x.size > MAX_VALUES:
+            return {"unknown": f"an array of {x.size:,} numbers"}
         values = x.astype(float).ravel()
         return {"array": [v if math.isfinite(v) else repr(v) for v in values.tolist()],
                 "shape": list(x.shape), "kind": x.dtype.kind}
+    if isinstance(x, (list, tuple, set, frozenset, dict)) and len(x) > MAX_VALUES:
+        return {"unknown": f"a {type(x).__name__} of {len(x):,} items"}
     if isinstance(x, (list, tuple, set, frozenset)):
         items = sorted(x, key=repr) if isinstance(x, (set, frozenset)) else x
         kind = {list: "list", tuple: "tuple"}.get(type(x), "set")
@@ -151,29 +193,87 @@ class Unknown:
         return f"<{self.what}>"
 
 
-def decode(x):
-    """The inverse of ``encode`` (torch tensors come back as torch tensors)."""
-    if not isinstance(x, dict):
+TAGS = {"float": set(), "array": {"shape", "kind"}, "torch": set(), "list": set(), "tuple": set(), "set": set(),
+        "dict": set(), "function": set(), "unknown": set()}   # tag -> the other keys its record has
+SPECIAL_FLOATS = {"nan", "inf", "-inf"}
+
+
+def _refuse(what, x):
+    raise RecordError(f"expected {what}, but the record holds {_what(x)}")
+
+
+def _number(v):
+    """One entry of a recorded array: a finite number, or 'nan', 'inf', '-inf'."""
+    if isinstance(v, str) and v in SPECIAL_FLOATS:
+        return float(v)
+    if isinstance(v, bool) or not isinstance(v, (int, float)) or not math.isfinite(v):
+        _refuse("an array entry (a finite number, or 'nan', 'inf', '-inf')", v)
+    return float(v)
+
+
+def _items(x, tag, depth):
+    if not isinstance(x[tag], list) or len(x[tag]) > MAX_VALUES:
+        _refuse(f"the items of a recorded {tag} (a list of at most {MAX_VALUES:,})", x[tag])
+    return [decode(v, depth + 1) for v in x[tag]]
+
+
+def decode(x, depth=0):
+    """The inverse of ``encode`` (torch tensors come back as torch tensors). A record ``encode``
+    cannot have written (it came from student code) raises RecordError, one sentence."""
+    if depth > MAX_DEPTH + 2:
+        raise RecordError(f"expected a recorded answer nested at most {MAX_DEPTH} deep, but the record is deeper")
+    if x is None or isinstance(x, (bool, int)) or isinstance(x, float) and math.isfinite(x):
         return x
-    if "float" in x:
+    if isinstance(x, str):
+        return x if len(x) <= MAX_TEXT else _refuse(f"a text of at most {MAX_TEXT:,} characters", x)
+    if not isinstance(x, dict):
+        _refuse("a recorded answer (None, a bool, a number, a text or a tagged dict)", x)
+    tag = next((t for t in TAGS if t in x), None)
+    if tag is None or set(x) != {tag} | TAGS[tag]:
+        _refuse(f"a tagged record with one of the keys {', '.join(TAGS)}", {k: None for k in list(x)[:5]})
+    if tag == "float":
+        if not (isinstance(x["float"], str) and x["float"] in SPECIAL_FLOATS):
+            _refuse("'nan', 'inf' or '-inf' for a recorded float that is not finite", x["float"])
         return float(x["float"])
-    if "array" in x:
-        values = np.array([float(v) for v in x["array"]], dtype=float).reshape([int(n) for n in x["shape"]])
-        return values.astype({"b": bool, "i": np.int64, "u": np.int64}.get(x["kind"], float))
-    if "torch" in x:
+    if tag == "array":
+        shape, kind = x["shape"], x["kind"]
+        if not (isinstance(shape, list) and len(shape) <= 32
+                and all(type(n) is int and 0 <= n <= MAX_VALUES for n in shape)):
+            _refuse("an array's shape (at most 32 whole numbers from 0)", shape)
+        if not (isinstance(kind, str) and kind in ("b", "i", "u", "f")):
+            _refuse("an array's kind ('b', 'i', 'u' or 'f')", kind)
+        if not isinstance(x["array"], list) or len(x["array"]) > MAX_VALUES:
+            _refuse(f"an array's numbers (a list of at most {MAX_VALUES:,})", x["array"])
+        if math.prod(shape) != len(x["array"]):
+            raise RecordError(f"expected {math.prod(shape):,} numbers for an array of shape {tuple(shape)}, "
+                              f"but the record holds {len(x['array']):,}")
+        values = np.array([_number(v) for v in x["array"]], dtype=float).reshape(shape)
+        if kind != "f" and not np.isfinite(values).all():
+            _refuse(f"finite numbers in an array of kind '{kind}'", "nan or inf")
+        return values.astype({"b": bool, "i": np.int64, "u": np.int64}.get(kind, float))
+    if tag == "torch":
+        inner = x["torch"]
+        if not (isinstance(inner, dict) and set(inner) == {"array", "shape", "kind"}):
+            _refuse("a recorded tensor's array", inner)
         import torch
-        return torch.as_tensor(decode(x["torch"]))
-    if "list" in x:
-        return [decode(v) for v in x["list"]]
-    if "tuple" in x:
-        return tuple(decode(v) for v in x["tuple"])
-    if "set" in x:
-        return {_hashable(decode(v)) for v in x["set"]}
-    if "dict" in x:
-        return {_hashable(decode(k)): decode(v) for k, v in x["dict"]}
-    if "function" in x:
-        return Replay(x["function"])
-    return Unknown(x.get("unknown", "something"))
+        return torch.as_tensor(decode(inner, depth + 1))
+    if tag in ("list", "tuple"):
+        items = _items(x, tag, depth)
+        return items if tag == "list" else tuple(items)
+    if tag == "set":
+        return {_hashable(v) for v in _items(x, tag, depth)}
+    if tag == "dict":
+        pairs = x["dict"]
+        if not (isinstance(pairs, list) and len(pairs) <= MAX_VALUES
+                and all(isinstance(p, list) and len(p) == 2 for p in pairs)):
+            _refuse("a recorded dict's [key, value] pairs", pairs)
+        return {_hashable(decode(k, depth + 1)): decode(v, depth + 1) for k, v in pairs}
+    if tag == "function":
+        calls = x["function"]
+        if not (isinstance(calls, list) and all(isinstance(c, dict) for c in calls)):
+            _refuse("a recorded function's calls (a list of records)", calls)
+        return Replay(calls)
+    return Unknown(x["unknown"] if isinstance(x["unknown"], str) and len(x["unknown"]) <= 200 else "something")
 
 
 def _hashable(x):
@@ -193,13 +293,24 @@ def _hashable(x):
 
 
 def fingerprint(x, depth=0):
-    """A short text that is the same for equal inputs (arrays by their bytes, models by kind)."""
-    if depth > 10:
+    """A short text that is the same for equal inputs (arrays by their bytes, models by kind);
+    one longer than 1,000 characters is replaced by its hash."""
+    if depth == 0:
+        text = fingerprint(x, 1)
+        return text if len(text) <= 1000 else "long:" + hashlib.sha1(text.encode("utf-8", "surrogatepass")).hexdigest()
+    if depth > 11:
         return "…"
     if hasattr(x, "detach") and hasattr(x, "numpy"):
-        x = x.detach().cpu().numpy()
+        try:
+            x = x.detach().cpu().float().numpy()
+        except (TypeError, RuntimeError, AttributeError):
+            return f"tensor:{getattr(x, 'dtype', '?')}"
     if isinstance(x, np.ndarray):
+        if x.dtype.kind not in "biuf":
+            return f"array{x.shape}:{x.dtype}"
         return f"array{x.shape}:" + hashlib.sha1(np.ascontiguousarray(x, dtype=float).tobytes()).hexdigest()[:16]
+    if isinstance(x, str) and len(x) > 200:
+        return "text:" + hashlib.sha1(x.encode("utf-8", "surrogatepass")).hexdigest()[:16]
     if isinstance(x, (list, tuple)):
         return "(" + ",".join(fingerprint(v, depth + 1) for v in x) + ")"
     if isinstance(x, dict):
@@ -247,10 +358,16 @@ class Replay:
             raise ReplayError("its outputs for these inputs were not recorded")
         entry = self.calls[self.next]
         self.next += 1
+        if not isinstance(entry, dict):
+            raise RecordError(f"expected a record of one call, but the record holds {_what(entry)}")
         if entry.get("inputs") != fingerprint((args, kwargs)):
             raise ReplayError("it was called on other inputs in the student's kernel")
         if "raised" in entry:
-            name, message = entry["raised"]
+            raised = entry["raised"]
+            if not (isinstance(raised, list) and len(raised) == 2 and all(isinstance(r, str) for r in raised)):
+                raise RecordError(f"expected how the function failed ([name, message]), but the record holds "
+                                  f"{_what(raised)}")
+            name, message = raised
             if name == "SystemExit":
                 raise SystemExit(0)
             if name == "_OutOfTime":
