@@ -295,6 +295,49 @@ def test_the_explorer_follows_every_control():
     assert shown.picture() != first   # the update's speed is the benchmark's to measure, not a test's
 
 
+def characters_model(positions="sinusoidal"):
+    """A small random character model (vocabulary 65, like Tiny Shakespeare's) and a 65-character tokenizer."""
+    from helpers.gpt.corpus import CharTokenizer
+    from helpers.model import Config, Transformer
+
+    cfg = Config(vocab_size=65, d_model=32, n_heads=4, n_layers=2, d_ff=64, n_max=128, positions=positions)
+    return Transformer(cfg, seed=0), CharTokenizer("\n !$&',-.3:;?" + "".join(map(chr, range(65, 91))) + "".join(map(chr, range(97, 123))))
+
+
+@pytest.mark.parametrize("positions", ["sinusoidal", "rotary"])
+def test_the_explorer_takes_any_model_with_its_tokenizer_and_prompts(positions):
+    model, tokenizer = characters_model(positions)
+    assert len(tokenizer.vocab) == 65
+    prompts = ["ROMEO:\nBut soft, what light through yonder window breaks?\nIt is the east", "JULIET:\nO Romeo!"]
+    shown = explorer.explorer(model, layer=1, head=3, tokenizer=tokenizer, prompts=prompts)
+    assert list(shown.controls["model"].options) == [heads.YOURS]
+    assert shown.controls["layer"].max == 1 and shown.controls["head"].max == 3
+    first = shown.picture()
+    shown.controls["prompt"].value = prompts[1]           # one update, driven as a learner would
+    assert shown.picture()[:4] == b"\x89PNG" and shown.picture() != first and shown.message.value == ""
+    view = heads.head_view(model, 0, 2, prompts[1], tokenizer)
+    trace = model(tokenizer.encode(prompts[1]), trace=True)
+    assert np.allclose(view["weights"], trace["L0.weights"][2].numpy()) and view["tokens"][:6] == list("JULIET")
+    assert explorer.shown(" ") == "␣" and explorer.shown("\n") == "↵"
+
+
+def test_a_model_and_tokenizer_that_do_not_fit_are_one_sentence():
+    model, tokenizer = characters_model()
+    from helpers.gpt.corpus import CharTokenizer
+    wider = CharTokenizer("".join(map(chr, range(33, 33 + 70))))   # 70 characters for a vocabulary of 65
+    for call, words_in in ((lambda: heads.head_view(model, 0, 0, "x" * 129, tokenizer), "at most 128 tokens"),
+                           (lambda: heads.head_view(model, 0, 0, "", tokenizer), "non-empty"),
+                           (lambda: heads.head_view(model, 0, 0, "ef", wider), "knows ids 0..64"),
+                           (lambda: heads.head_view(model, 0, 0, "ab"), "needs its tokenizer"),
+                           (lambda: explorer.explorer(model, tokenizer=tokenizer), "needs prompts"),
+                           (lambda: heads.head_view(42), "or a helpers.model.Transformer")):
+        with pytest.raises(CourseInputError, match=words_in):
+            call()
+    shown = explorer.explorer(model, tokenizer=tokenizer, prompts=["ROMEO:", "x" * 200])
+    shown.controls["prompt"].value = "x" * 200            # the explorer shows the sentence, keeps its picture
+    assert "at most 128 tokens" in shown.message.value
+
+
 # ------------------------------------------------------------------ the checks
 
 def test_split_check():

@@ -12,7 +12,8 @@
   score's chance level, ``attention_profile`` where a head's weight goes, ``repeat_score``
   the induction score of any prompt; ``induction_figures`` and
   ``card_problems``: the induction model's card, measured and judged.
-* ``head_view``: the explorer's compute (one head of a shipped model on one prompt).
+* ``head_view``: the explorer's compute (one head of a shipped model, or of any Transformer
+  with its tokenizer, on one prompt).
 * ``MultiHeadAttention``: the course's own version of the learner's module (the fallback of
   ``learner.use``); ``module_cases`` the shipped layers and real inputs the chapter's check
   runs a learner's module on, ``slipped_attention`` the layer computed with one known mistake.
@@ -200,12 +201,14 @@ def repeat_score(weights, ids):
     T = len(ids)
     if tuple(w.shape) != (T, T):
         fail(f"weights should be ({T}, {T}) for {T} tokens, but have shape {tuple(w.shape)}")
-    scores = []
-    for t in range(1, T):
-        after = [s + 1 for s in range(t) if ids[s] == ids[t]]
-        if after:
-            scores.append(float(w[t, after].sum()))
-    return sum(scores) / len(scores) if scores else float("nan")
+    # same[t, s]: query t's token stood at s < t before; query t then scores its weight on s + 1
+    same = (ids[:, None] == ids[None, :]).tril(-1)
+    follows = torch.zeros(T, T, dtype=torch.bool)
+    follows[:, 1:] = same[:, :-1]
+    repeats = same.any(-1)
+    if not repeats.any():
+        return float("nan")
+    return float((w * follows).sum(-1)[repeats].double().mean())
 
 
 @torch.no_grad()
@@ -370,31 +373,76 @@ def get_model(name):
     return model, worlds.Tokenizer(worlds.induction_vocab(model.cfg.vocab_size))
 
 
-@torch.no_grad()
-def head_view(model="cat", layer=0, head=0, prompt=None):
-    """The attention weights of one head of a shipped model on one prompt.
+YOURS = "your model"   # the model menu's name for a model the caller hands in
 
-    Returns dict(weights (T, T) NumPy, tokens (T words), previous = the mean weight on the
-    token just before (``previous_token_score``), repeat = the mean weight on what followed
-    the earlier occurrences of the query's token (``repeat_score``; nan when no token
-    repeats), title).
+
+def model_and_tokenizer(model, tokenizer=None):
+    """(net, tokenizer, name) for a shipped model's name ('cat', 'induction'), or for any
+    ``helpers.model.Transformer`` with its tokenizer (an object with ``vocab``, ``encode(text)`` and
+    ``decode(ids)``, or a ``helpers.worlds.World``), named YOURS."""
+    from ..model import Transformer
+
+    if isinstance(model, str):
+        net, shipped = get_model(model)
+        return net, shipped, model
+    if not isinstance(model, Transformer):
+        fail(f"the model should be one of {MODELS} or a helpers.model.Transformer, but got {type(model).__name__}")
+    tokenizer = tokenizer.tokenizer if isinstance(tokenizer, worlds.World) else tokenizer
+    if not all(hasattr(tokenizer, name) for name in ("vocab", "encode", "decode")):
+        fail(f"a model of your own needs its tokenizer (with vocab, encode and decode, or a World), "
+             f"but got {type(tokenizer).__name__}")
+    return model, tokenizer, YOURS
+
+
+@torch.no_grad()
+def prompt_attention(net, tokenizer, prompt, name=YOURS):
+    """(ids (T,), the attention weights of every layer and head (layers, heads, T, T) as NumPy) of
+    ``net`` on one prompt, with one sentence for a prompt or tokenizer that does not fit the model."""
+    if not isinstance(prompt, str) or not prompt.strip():
+        fail(f"the prompt should be a non-empty string, but got {prompt!r:.40}")
+    ids = torch.as_tensor(tokenizer.encode(prompt)).reshape(-1)
+    cfg, who = net.cfg, "your model" if name == YOURS else f"the {name} model"
+    if len(ids) == 0:
+        fail(f"the prompt {prompt!r:.40} gives no tokens")
+    if int(ids.min()) < 0 or int(ids.max()) >= cfg.vocab_size:
+        fail(f"the tokenizer gives ids {int(ids.min())}..{int(ids.max())}, but {who} knows ids 0..{cfg.vocab_size - 1} "
+             f"(a vocabulary of {cfg.vocab_size}): is it the model's own tokenizer?")
+    if len(ids) > cfg.n_max:
+        fail(f"{who} takes at most {cfg.n_max} tokens, but the prompt has {len(ids)}")
+    record = net(ids, trace=True)
+    return ids, torch.stack([record[f"L{layer}.weights"] for layer in range(cfg.n_layers)]).numpy()
+
+
+def head_view(model="cat", layer=0, head=0, prompt=None, tokenizer=None, cache=None):
+    """The attention weights of one head on one prompt: of a shipped model (its name) or of any
+    ``Transformer`` with its ``tokenizer`` (see ``model_and_tokenizer``).
+
+    Returns dict(weights (T, T) NumPy, tokens (T pieces, from the tokenizer's decode),
+    previous = the mean weight on the token just before (``previous_token_score``), repeat = the
+    mean weight on what followed the earlier occurrences of the query's token (``repeat_score``;
+    nan when no token repeats), title). ``cache``: a dict (the explorer's) keeping each prompt's
+    attention for every layer and head, so another layer or head is not computed again.
     """
-    net, tokenizer = get_model(model)
+    net, tokenizer, name = model_and_tokenizer(model, tokenizer)
     cfg = net.cfg
     if not (0 <= layer < cfg.n_layers and 0 <= head < cfg.n_heads):
-        fail(f"head (layer={layer}, head={head}) is out of range: the {model} model has layers "
+        fail(f"head (layer={layer}, head={head}) is out of range: the {name} model has layers "
              f"0..{cfg.n_layers - 1} and heads 0..{cfg.n_heads - 1}")
-    prompt = PROMPTS[model][0] if prompt is None else prompt
-    ids = tokenizer.encode(prompt)
-    if len(ids) > cfg.n_max:
-        fail(f"the {model} model takes at most {cfg.n_max} tokens, but the prompt has {len(ids)}")
-    w = net(ids, trace=True)[f"L{layer}.weights"][head]
+    prompt = PROMPTS[model][0] if prompt is None and name in PROMPTS else prompt
+    key = (id(net), prompt)
+    found = None if cache is None else cache.get(key)
+    if found is None:
+        ids, weights = prompt_attention(net, tokenizer, prompt, name)
+        found = ids, weights, list(tokenizer.decode(ids))
+        if cache is not None:
+            cache[key] = found
+    ids, weights, tokens = found
+    w = torch.from_numpy(weights[layer, head])
     previous = float(previous_token_score(w)) if len(ids) > 1 else float("nan")
     repeat = repeat_score(w, ids)
     induction = "none (no token repeats)" if math.isnan(repeat) else f"{repeat:.2f}"
-    title = f"{model} L{layer}H{head}: previous-token score {previous:.2f}, induction score {induction}"
-    return dict(weights=w.numpy(), tokens=tokenizer.decode(ids), previous=previous, repeat=repeat,
-                title=title)
+    title = f"{name} L{layer}H{head}: previous-token score {previous:.2f}, induction score {induction}"
+    return dict(weights=weights[layer, head], tokens=tokens, previous=previous, repeat=repeat, title=title)
 
 
 # ------------------------------------------------------------- multi-head attention as a module

@@ -1,14 +1,18 @@
-"""Chapter 05 explorer: pick a model (cat or induction), a layer, a head and a prompt;
-the head's attention heatmap is redrawn in place.
+"""Chapter 05 explorer: pick a model (cat or induction, or a Transformer of your own with its
+tokenizer and prompts), a layer, a head and a prompt; the head's attention heatmap is redrawn
+in place.
 
-* ``compute.head_view`` is the compute (one head on one prompt).
-* ``head_figure`` draws one view; ``FastHeatmap`` redraws it fast (blitting);
-  ``explorer()`` wires the controls to it with ``helpers.explorer.show``.
+* ``compute.head_view`` is the compute (one head on one prompt; each prompt's attention is
+  computed once for every layer and head and kept by the explorer).
+* ``head_figure`` draws one view; ``FastHeatmap`` redraws it fast (blitting, with the axes of
+  each prompt's tokens kept as a bitmap); ``explorer()`` wires the controls to it with
+  ``helpers.explorer.show``.
 """
 import numpy as np
 
 from ..explorer import Blitter, new_figure, show
-from .compute import MODELS, PROMPTS, get_model, head_view
+from ..errors import fail
+from .compute import MODELS, PROMPTS, YOURS, head_view, model_and_tokenizer
 
 
 SIZE, DPI = (7.4, 6.4), 100    # 740 x 640 px: tick labels and cell values readable at 100 %
@@ -35,7 +39,9 @@ def head_figure(view, fig=None):
     T = len(tokens)
     if not fig.axes:
         ax = fig.add_subplot()
-        image = ax.imshow(w, cmap=ATTENTION_CMAP, vmin=0, vmax=1)
+        # "nearest" is what "auto" picks for an image this much enlarged, the same pixels
+        # drawn in half the time (no check for down-sampling on every draw)
+        image = ax.imshow(w, cmap=ATTENTION_CMAP, vmin=0, vmax=1, interpolation="nearest")
         ax.set_xlabel("key (attended to)", fontsize=11)
         ax.set_ylabel("query", fontsize=11)
         ax.spines[:].set_visible(False)
@@ -47,8 +53,11 @@ def head_figure(view, fig=None):
     image.set_extent((-0.5, T - 0.5, T - 0.5, -0.5))
     ax.set_xlim(-0.5, T - 0.5)
     ax.set_ylim(T - 0.5, -0.5)
-    ax.set_xticks(range(T), tokens, rotation=45, ha="right")
-    ax.set_yticks(range(T), tokens)
+    labels = [shown(token) for token in tokens]
+    size = 10 if T <= 24 else max(5, 10 * 24 // T)   # a long prompt (a character model's): smaller labels
+    ax.set_xticks(range(T), labels, rotation=45 if T <= 24 else 90, ha="right" if T <= 24 else "center",
+                  fontsize=size)
+    ax.set_yticks(range(T), labels, fontsize=size)
     for text in list(ax.texts):
         text.remove()
     if T <= 12:
@@ -59,21 +68,30 @@ def head_figure(view, fig=None):
     return fig
 
 
+def shown(token):
+    """A token as a tick label: a space, newline or tab (a character model's) as a visible sign."""
+    return {" ": "␣", "\n": "↵", "\t": "⇥"}.get(token, token)
+
+
 class FastHeatmap:
     """A heatmap that re-renders quickly (a ``Blitter``). The colour bar and the axes'
     background are drawn once; both axes (tick labels and axis labels) are a "seldom" layer,
-    drawn again only when the tokens change; an update paints the new image, cell numbers and
-    title over them.
+    drawn again only when the tokens change, and kept as a bitmap for each list of tokens
+    (the last ``KEEP``), so going back to a prompt costs no axis drawing; an update paints
+    the new image, cell numbers and title over them.
 
     ``render(view)`` takes a ``head_view`` result and returns PNG bytes.
     """
 
+    KEEP = 16   # axes bitmaps kept (740 x 640 RGBA, 1.9 MB each)
+
     def __init__(self, size=SIZE):
         self.fig = heatmap_figure(size)
-        self.tokens, self.blitter = None, None
+        self.tokens, self.blitter, self.layers = None, None, {}
 
     def render(self, view):
         if view["tokens"] != self.tokens:          # new tick labels and cells
+            tokens = tuple(view["tokens"])
             ax = head_figure(view, self.fig).axes[0]
             # The axes' box and the title's place come from the first full draw only: they
             # hold because every view is T x T (a square box) with no ticks on top. The axes
@@ -81,8 +99,11 @@ class FastHeatmap:
             # since the ticks have no length and there is no grid.
             if self.blitter is None:
                 self.blitter = Blitter(self.fig, seldom=[ax.xaxis, ax.yaxis])
-            self.blitter.refresh()
             self.blitter.replace_moving([ax.images[0], *ax.texts, ax.title])   # new cell texts
+            if tokens in self.layers:               # these tokens' axes, drawn before
+                self.blitter.layer = self.layers.pop(tokens)
+            else:
+                self.blitter.refresh()              # the next png() draws them
             self.tokens = view["tokens"]
         ax = self.fig.axes[0]
         ax.images[0].set_data(view["weights"])
@@ -90,28 +111,43 @@ class FastHeatmap:
             text.set_text(f"{value:.2f}")
             text.set_color("white" if value > 0.6 else "black")
         ax.title.set_text(view["title"])
-        return self.blitter.png()
+        picture = self.blitter.png()
+        self.layers[tuple(self.tokens)] = self.blitter.layer   # the newest last
+        while len(self.layers) > self.KEEP:
+            self.layers.pop(next(iter(self.layers)))
+        return picture
 
 
-def explorer(model="induction", layer=1, head=0):
-    """Model, layer, head and prompt controls and one heatmap redrawn in place. Returns the Explorer."""
+def explorer(model="induction", layer=1, head=0, tokenizer=None, prompts=None):
+    """Model, layer, head and prompt controls and one heatmap redrawn in place. Returns the Explorer.
+
+    model: "induction" or "cat" (the model menu offers both), or any helpers.model.Transformer,
+    then with its ``tokenizer`` (vocab, encode(text), decode(ids); or a World) and ``prompts``
+    (a list of strings; the menu then offers only that model, as "your model")."""
     import ipywidgets as widgets
 
-    cfg = get_model(model)[0].cfg
+    net, _, name = model_and_tokenizer(model, tokenizer)
+    if name == YOURS:
+        if isinstance(prompts, str) or not prompts or not all(isinstance(p, str) for p in prompts):
+            fail(f"a model of your own needs prompts, a list of strings, but got {prompts!r:.60}")
+        choices = {YOURS: (model, tuple(prompts))}
+    else:
+        choices = {m: (m, tuple(prompts) if prompts and m == name else PROMPTS[m]) for m in MODELS}
+    cfg = net.cfg
     controls = dict(
-        model=widgets.Dropdown(options=MODELS, value=model, description="model"),
-        prompt=widgets.Dropdown(options=PROMPTS[model], description="prompt", layout=widgets.Layout(width="420px")),
+        model=widgets.Dropdown(options=list(choices), value=name, description="model"),
+        prompt=widgets.Dropdown(options=choices[name][1], description="prompt", layout=widgets.Layout(width="420px")),
         layer=widgets.IntSlider(value=layer, min=0, max=cfg.n_layers - 1, description="layer"),
         head=widgets.IntSlider(value=head, min=0, max=cfg.n_heads - 1, description="head"))
-    heatmap = FastHeatmap()
+    heatmap, attention = FastHeatmap(), {}   # attention: each (model, prompt)'s weights, computed once
 
     def model_changed(change):
-        new = get_model(change["new"])[0].cfg
-        controls["prompt"].options = PROMPTS[change["new"]]    # first: the prompt must fit the model
+        new = model_and_tokenizer(choices[change["new"]][0], tokenizer)[0].cfg
+        controls["prompt"].options = choices[change["new"]][1]    # first: the prompt must fit the model
         controls["layer"].max, controls["head"].max = new.n_layers - 1, new.n_heads - 1
 
     def render(model, prompt, layer, head):
-        return heatmap.render(head_view(model, layer, head, prompt))
+        return heatmap.render(head_view(choices[model][0], layer, head, prompt, tokenizer, cache=attention))
 
     controls["model"].observe(model_changed, names="value")
     layout = widgets.HBox([widgets.VBox([controls["model"], controls["prompt"]]),
