@@ -88,35 +88,58 @@ def ablation_replace(heads, kind="zero", means=None, source=None):
 
 # ------------------------------------------------------------ activation patching
 
-def restored_fraction(patched, clean, corrupt):
-    """(patched - corrupt) / (clean - corrupt): 0 = nothing restored, 1 = all of it."""
-    return (patched - corrupt) / (clean - corrupt)
+def normalised(value, clean, corrupt):
+    """The normalised metric (value - corrupt) / (clean - corrupt): 0 = the corrupted run's value,
+    1 = the clean run's. For a logit difference this is the normalised logit difference."""
+    return (value - corrupt) / (clean - corrupt)
 
 
-def patch_heads(model, clean, corrupt, metric, watch=()):
-    """Patch each head's clean output into the corrupted run, one head at a time, every head
-    (and every sequence) in one batched pass.
+restored_fraction = normalised   # the older name: in denoising, the fraction of the gap the patch restores
+
+DIRECTIONS = ("denoise", "noise")   # clean into the corrupted run (sufficient?); corrupted into the clean run (necessary?)
+
+
+def _direction(clean_ids, corrupt_ids, direction):
+    """(source ids, base ids): where the patched activations come from, and the run they go into."""
+    if direction not in DIRECTIONS:
+        fail(f"the patching direction should be one of {DIRECTIONS}, but got {direction!r}")
+    return (clean_ids, corrupt_ids) if direction == "denoise" else (corrupt_ids, clean_ids)
+
+
+def patch_heads(model, clean, corrupt, metric, watch=(), direction="denoise", per_position=False):
+    """Patch one head's output (at every position, or at one position) from one run into the other,
+    every head (and position, and sequence) in one batched pass.
 
     clean, corrupt: ids (T,) or (B, T), pairs of the same length. metric(out) -> (rows,) with
-    out = {"logits": (rows, T, V), plus every name in ``watch``, batched}. Returns (layers, heads):
-    the restored fraction of the metric's mean over the B pairs.
+    out = {"logits": (rows, T, V), plus every name in ``watch``, batched}. direction: "denoise"
+    puts the clean output into the corrupted run (is this head's output enough to bring the answer
+    back?), "noise" puts the corrupted output into the clean run (does the answer need it?).
+    Returns (layers, heads), or (layers, heads, T) per position: the metric's mean over the B
+    pairs, normalised (0 = the corrupted run, 1 = the clean run), in both directions.
     """
     L, H = model.cfg.n_layers, model.cfg.n_heads
     clean_ids, corrupt_ids = _pair(model, clean, corrupt)
-    B = clean_ids.shape[0]
-    clean_out = head_outputs(model, clean_ids)
+    source_ids, base_ids = _direction(clean_ids, corrupt_ids, direction)
+    B, T = clean_ids.shape
+    source = head_outputs(model, source_ids)
+    cells = [(l, h, t) for l in range(L) for h in range(H) for t in (range(T) if per_position else [None])]
 
     def patch(layer):
         def fn(x):
             x = x.clone()
-            for head in range(H):
-                rows = slice((layer * H + head) * B, (layer * H + head + 1) * B)
-                x[rows, head] = clean_out[layer][:, head]
+            for i, (l, h, t) in enumerate(cells):
+                if l == layer:
+                    rows = slice(i * B, (i + 1) * B)
+                    if t is None:
+                        x[rows, h] = source[layer][:, h]
+                    else:
+                        x[rows, h, t] = source[layer][:, h, t]
             return x
         return fn
     replace = {f"L{l}.head_out": patch(l) for l in range(L)}
-    patched = _measure(model, corrupt_ids.repeat(L * H, 1), metric, watch, replace).view(L, H, B).mean(-1)
-    return restored_fraction(patched, *_ends(model, clean_ids, corrupt_ids, metric, watch))
+    patched = _measure(model, base_ids.repeat(len(cells), 1), metric, watch, replace).view(len(cells), B).mean(-1)
+    out = normalised(patched, *_ends(model, clean_ids, corrupt_ids, metric, watch))
+    return out.view(L, H, T) if per_position else out.view(L, H)
 
 
 def residual_names(model):
@@ -127,17 +150,19 @@ def residual_names(model):
     return names
 
 
-def patch_residual(model, clean, corrupt, metric, names=None, watch=()):
-    """Patch the clean residual stream at one point and one position into the corrupted run.
+def patch_residual(model, clean, corrupt, metric, names=None, watch=(), direction="denoise"):
+    """Patch the residual stream at one point and one position from one run into the other
+    (``direction`` as in ``patch_heads``: "denoise" clean into corrupted, "noise" the reverse).
 
     clean, corrupt: ids (T,) or (B, T). names: residual points (default: h0 and each block's
-    output L{l}.h). Returns (len(names), T) restored fractions of the metric's mean over the B
-    pairs, every (point, position) in one batched pass.
+    output L{l}.h). Returns (len(names), T): the metric's mean over the B pairs, normalised
+    (0 = the corrupted run, 1 = the clean run), every (point, position) in one batched pass.
     """
     names = names or ["h0"] + [f"L{l}.h" for l in range(model.cfg.n_layers)]
     clean_ids, corrupt_ids = _pair(model, clean, corrupt)
+    source_ids, base_ids = _direction(clean_ids, corrupt_ids, direction)
     B, T = clean_ids.shape
-    got = capture(model, clean_ids, names)[1]
+    got = capture(model, source_ids, names)[1]
 
     def patch(first, name):
         def fn(x):
@@ -148,9 +173,9 @@ def patch_residual(model, clean, corrupt, metric, names=None, watch=()):
             return x
         return fn
     replace = {name: patch(i * T, name) for i, name in enumerate(names)}
-    patched = _measure(model, corrupt_ids.repeat(len(names) * T, 1), metric, watch, replace)
+    patched = _measure(model, base_ids.repeat(len(names) * T, 1), metric, watch, replace)
     patched = patched.view(len(names), T, B).mean(-1)
-    return restored_fraction(patched, *_ends(model, clean_ids, corrupt_ids, metric, watch))
+    return normalised(patched, *_ends(model, clean_ids, corrupt_ids, metric, watch))
 
 
 def _pair(model, clean, corrupt):
@@ -274,3 +299,148 @@ def direct_logit_attribution(model, ids, direction, position=-1, scale=None):
     if scale is None:
         scale = final_norm_scale(model, h)
     return attribute(model, parts, direction, scale)
+
+
+# ------------------------------------------------------------ path patching and composition scores
+
+PARTS = ("q", "k", "v")
+
+
+def path_patch(model, clean, corrupt, metric, sender, receivers, parts=PARTS, watch=(), direction="denoise"):
+    """Path patching: the sender head's output, taken from the source run, reaches each receiver
+    head only through one of its inputs (its query, key or value); every other path stays as in
+    the base run (``direction``: "denoise" clean into corrupted, "noise" the reverse).
+
+    sender: (layer, head); receivers: [(layer, head)] in later layers, all in one layer. One run of
+    the base ids with the sender's output replaced (and every head of the layers in between frozen
+    at the base run's outputs; MLPs recomputed) records the receivers' inputs; then each
+    (receiver, part) is put alone into an otherwise untouched base run, all in one batched pass.
+    With grouped-query attention a key or value patch reaches every query head of its group.
+    Returns {(receiver, part): the metric's mean over the pairs, normalised (0 = the corrupted
+    run, 1 = the clean run)}.
+    """
+    cfg = model.cfg
+    sender, receivers = tuple(sender), [tuple(r) for r in receivers]
+    layers = {r[0] for r in receivers}
+    if len(layers) != 1 or not 0 <= sender[0] < min(layers) < cfg.n_layers:
+        fail(f"path patching needs receivers in one layer after the sender's layer {sender[0]}, but got {receivers}")
+    bad = [p for p in parts if p not in PARTS]
+    if bad:
+        fail(f"a receiver's inputs are {PARTS}, but got {bad}")
+    reader = layers.pop()
+    clean_ids, corrupt_ids = _pair(model, clean, corrupt)
+    source_ids, base_ids = _direction(clean_ids, corrupt_ids, direction)
+    B, d_k = clean_ids.shape[0], cfg.d_k
+    group = cfg.n_heads // (cfg.n_kv_heads or cfg.n_heads)
+    source, base = head_outputs(model, source_ids), head_outputs(model, base_ids)
+
+    def sender_swap(x):
+        x = x.clone()
+        x[:, sender[1]] = source[sender[0]][:, sender[1]]
+        return x
+    replace = {f"L{sender[0]}.head_out": sender_swap}
+    replace.update({f"L{m}.head_out": (lambda x, m=m: base[m]) for m in range(sender[0] + 1, reader)})
+    seen = capture(model, base_ids, [f"L{reader}.{p}" for p in parts], replace)[1]
+    cells = [(r, p) for r in receivers for p in parts]
+
+    def patch(part):
+        def fn(x):
+            x = x.clone()
+            for i, (r, p) in enumerate(cells):
+                if p == part:
+                    col = r[1] if part == "q" else r[1] // group
+                    cols = slice(col * d_k, (col + 1) * d_k)
+                    x[i * B:(i + 1) * B, :, cols] = seen[f"L{reader}.{part}"][:, :, cols]
+            return x
+        return fn
+    patched = _measure(model, base_ids.repeat(len(cells), 1), metric, watch,
+                       {f"L{reader}.{p}": patch(p) for p in parts})
+    values = normalised(patched.view(len(cells), B).mean(-1), *_ends(model, clean_ids, corrupt_ids, metric, watch))
+    return {cell: float(v) for cell, v in zip(cells, values)}
+
+
+def head_circuits(model, layer, head, fold_ln=True):
+    """(W_QK, W_OV), each (d_model, d_model), of one head, as row vectors use them: a query row x_q
+    and a key row x_k score x_q W_QK x_kᵀ (W_QK = W_Q,h W_K,hᵀ), a source row x writes x W_OV
+    (W_OV = W_V,h W_O,h). fold_ln: the head's own LayerNorm γ folded into W_Q, W_K, W_V (diag(γ) W)
+    and W_O's rows centred (a write's mean over d_model is removed by the next LayerNorm anyway),
+    as TransformerLens's fold_ln and center_writing_weights do."""
+    cfg = model.cfg
+    if not (0 <= layer < cfg.n_layers and 0 <= head < cfg.n_heads):
+        fail(f"a head should be (layer < {cfg.n_layers}, head < {cfg.n_heads}), but got {(layer, head)}")
+    block, d_k = model.blocks[layer], cfg.d_k
+    attn, group = block.attn, cfg.n_heads // (cfg.n_kv_heads or cfg.n_heads)
+    q = slice(head * d_k, (head + 1) * d_k)
+    kv = slice((head // group) * d_k, (head // group + 1) * d_k)
+    with torch.no_grad():
+        W_Q, W_K, W_V, W_O = attn.W_Q[:, q], attn.W_K[:, kv], attn.W_V[:, kv], attn.W_O[q]
+        if fold_ln and cfg.norm == "pre" and getattr(block.ln1, "weight", None) is not None:
+            gamma = block.ln1.weight[:, None]
+            W_Q, W_K, W_V = gamma * W_Q, gamma * W_K, gamma * W_V
+        if fold_ln and cfg.norm_kind == "layernorm":
+            W_O = W_O - W_O.mean(-1, keepdim=True)
+        return W_Q @ W_K.T, W_V @ W_O
+
+
+def composition_score(left, right):
+    """‖left · right‖_F / (‖left‖_F ‖right‖_F) (Elhage et al. 2021; TransformerLens's
+    ``utils.composition_scores``): 1 when the two matrices line up completely, about
+    1/sqrt(d_model) scale for unrelated ones."""
+    return float(torch.linalg.norm(left @ right) / (torch.linalg.norm(left) * torch.linalg.norm(right)))
+
+
+def composition_scores(model, sender, receiver, fold_ln=True):
+    """dict(q, k, v): how much the sender head's write (its W_OV) feeds the receiver's query side
+    (W_OV · W_QK), key side (W_OV · W_QKᵀ) and value (W_OV · W_OV of the receiver), as
+    TransformerLens's ``all_composition_scores`` modes "Q", "K", "V" compute them."""
+    if sender[0] >= receiver[0]:
+        fail(f"the sender should sit in an earlier layer than the receiver, but got {sender} and {receiver}")
+    _, ov1 = head_circuits(model, *sender, fold_ln=fold_ln)
+    qk2, ov2 = head_circuits(model, *receiver, fold_ln=fold_ln)
+    return dict(q=composition_score(ov1, qk2), k=composition_score(ov1, qk2.T), v=composition_score(ov1, ov2))
+
+
+def composition_baseline(d_model, d_k, draws=200, seed=0):
+    """The composition score of random low-rank matrices of the same shapes (each a product of two
+    Gaussian (d_model, d_k) and (d_k, d_model) factors): (mean, standard deviation) over ``draws``
+    seeded draws, the level an unrelated pair of heads reaches."""
+    g = torch.Generator().manual_seed(seed)
+    scores = []
+    for _ in range(draws):
+        a, b, c, d = (torch.randn(*shape, generator=g) for shape in
+                      ((d_model, d_k), (d_k, d_model), (d_model, d_k), (d_k, d_model)))
+        scores.append(composition_score(a @ b, c @ d))
+    scores = torch.tensor(scores)
+    return float(scores.mean()), float(scores.std())
+
+
+# ------------------------------------------------------------ attribution patching
+
+def attribution_patch(model, clean, corrupt, metric, watch=()):
+    """Attribution patching: the first-order (gradient) estimate of ``patch_heads(...,
+    per_position=True)`` in the denoising direction, from one forward and one backward pass.
+
+    For each head and position: (clean output - corrupted output) · ∂metric/∂output at the
+    corrupted run, summed over d_k, averaged over the pairs, divided by the gap (clean - corrupted
+    metric). Returns (layers, heads, T), on the same normalised scale (0 = the corrupted run,
+    1 = the clean run) as the exact patching it estimates.
+    """
+    L = model.cfg.n_layers
+    clean_ids, corrupt_ids = _pair(model, clean, corrupt)
+    clean_out, corrupt_out = head_outputs(model, clean_ids), {}
+    deltas, seen = {}, {}
+
+    def nudge(layer):
+        def fn(x):
+            corrupt_out[layer] = x.detach()
+            deltas[layer] = torch.zeros_like(x, requires_grad=True)
+            return x + deltas[layer]
+        return fn
+    replace = {f"L{l}.head_out": nudge(l) for l in range(L)}
+    replace.update({w: (lambda x, w=w: seen.setdefault(w, x)) for w in watch})
+    with torch.enable_grad():
+        logits = model(corrupt_ids, replace=replace)
+        grads = torch.autograd.grad(metric({**seen, "logits": logits}).sum(), [deltas[l] for l in range(L)])
+    clean_value, corrupt_value = _ends(model, clean_ids, corrupt_ids, metric, watch)
+    estimate = torch.stack([(g * (clean_out[l] - corrupt_out[l])).sum(-1).mean(0) for l, g in enumerate(grads)])
+    return estimate / (clean_value - corrupt_value)

@@ -339,50 +339,6 @@ def test_value_bias_write_is_what_a_w_v_zeroed_head_writes(cat, cat_world):
     assert min(float(v.norm()) for v in writes.values()) > 0
 
 
-def test_mean_ablation_check_names_the_likely_slips(induction):
-    ids = torch.randint(1, 16, (6, 9), generator=torch.Generator().manual_seed(1))
-    reference = compute.head_outputs(induction, ids)[1]
-    x = compute.head_outputs(induction, ids[:3].flip(1))[1]
-
-    def right(x):
-        x = x.clone()
-        x[:, 0] = reference[:, 0].mean(0)
-        return x
-
-    def with_head(value, head=0):
-        return lambda x: (lambda y: (y.__setitem__((slice(None), head), value), y)[1])(x.clone())
-    assert checks.mean_ablation(right, x, reference, head=0)
-    feedback = lambda f: checks.mean_ablation.feedback(f, x, reference, head=0)[0]
-    assert "zero ablation" in feedback(with_head(0.0))
-    assert "over the positions too" in feedback(with_head(reference[:, 0].mean((0, 1))))
-    assert "batch being ablated" in feedback(lambda y: with_head(y[:, 0].mean(0))(y))
-    assert "every head" in feedback(lambda y: reference.mean(0).expand_as(y).clone())
-    assert "other head" in feedback(with_head(reference[:, 1].mean(0)))
-    assert "nothing was replaced" in feedback(lambda y: y)
-    assert "shape" in feedback(lambda y: y[:, 0])
-    assert "a function" in feedback(right(x))
-
-
-def test_patched_fraction_check_names_the_likely_slips(cat, cat_world):
-    clean, corrupt = "<BOS> the dog was", "<BOS> the floor was"
-    tok, metric = cat_world.tokenizer, compute.logit_difference(cat_world)
-    c, k = tok.encode(clean), tok.encode(corrupt)
-    right = float(compute.patch_heads(cat, c, k, metric)[1, 1])
-    reverse = float(compute.patch_heads(cat, k, c, metric)[1, 1])
-    value_clean, value_corrupt = compute._ends(cat, c[None], k[None], metric, ())
-    patched = right * (value_clean - value_corrupt) + value_corrupt
-    args = (cat, cat_world, clean, corrupt, (1, 1))
-    assert checks.patched_fraction(right, *args)
-    assert "patched run's logit difference" in checks.patched_fraction.feedback(patched, *args)[0]
-    assert "still missing" in checks.patched_fraction.feedback(1 - right, *args)[0]
-    assert "other way" in checks.patched_fraction.feedback(reverse, *args)[0]
-    assert "too" in checks.patched_fraction.feedback(right + 0.3, *args)[0]
-    every = compute.patch_heads(cat, c, k, metric)
-    for other in [(0, 0), (0, 1), (1, 0)]:
-        assert f"patching L{other[0]}H{other[1]} restores" in \
-            checks.patched_fraction.feedback(float(every[other]), *args)[0]
-
-
 def test_lens_row_check_names_the_likely_slips(cat, cat_world):
     with torch.no_grad():
         trace = cat(cat_world.tokenizer.encode("<BOS> the dog sat on"), trace=True)
@@ -398,3 +354,208 @@ def test_lens_row_check_names_the_likely_slips(cat, cat_world):
 
 def test_explorer_refuses_prompts_it_cannot_patch(cat, cat_world, refused):
     refused(lambda: explorer.explorer(cat, cat_world, prompts=("<BOS> the cat sat",)), "NOUN COPULA", "cat sat")
+
+
+# ------------------------------------------------------------ task-matched references (issue 30)
+
+def test_rule_ablation_with_the_task_reference_gives_the_measured_falls(cat, cat_world):
+    base = compute.copula_figures(cat, cat_world)["p_class"]
+    falls = {ref: [base - compute.rule_ablation(cat, cat_world, [p], "mean", ref)["p_class"] for p in HEADS]
+             for ref in compute.REFERENCES}
+    assert np.allclose(falls["copula"], [0.124, 0.166, 0.517, 0.144], atol=6e-4)
+    assert np.allclose(falls["all"], [0.847, 0.125, 0.433, 0.797], atol=6e-4)
+    assert base == pytest.approx(compute.cat_scores(cat, cat_world)["p_class"], abs=1e-6)
+
+
+def test_rule_resample_uses_twenty_other_donors_and_reports_a_spread(cat, cat_world):
+    ids = compute.copula_prompts(cat_world)[0]
+    for donors in compute.donor_draws(8, 8, 20, seed=0):
+        assert (donors != torch.arange(8)).all()
+    r = compute.rule_ablation(cat, cat_world, [(1, 0)], "resample", "copula", draws=20)
+    assert r["p_class_spread"] > 0.01 and 0 < r["p_class"] < 1
+    again = compute.rule_ablation(cat, cat_world, [(1, 0)], "resample", "copula", draws=20)
+    assert again == r                                      # seeded
+    assert ids.shape == (8, 4)
+
+
+def test_induction_resample_batches_the_draws_like_one_draw_at_a_time(induction):
+    from helpers import worlds
+    from helpers.heads import compute as heads_compute
+    ids = worlds.repeated_tokens(12, 4, 16, seed=3)
+    ref = worlds.repeated_tokens(12, 4, 16, seed=4)
+    got = compute.induction_ablation(induction, ids, [(1, 0)], "resample", reference=ref, draws=3, seed=5)
+    outs = compute.head_outputs(induction, ref[:, :-1])
+    seconds = []
+    for donors in compute.donor_draws(12, 12, 3, seed=5, avoid_self=False):
+        source = {layer: x[donors] for layer, x in outs.items()}
+        seconds.append(heads_compute.copy_losses(induction, ids, 4, replace=compute.ablation_replace(
+            [(1, 0)], "resample", source=source))["second"])
+    assert got["second"] == pytest.approx(float(np.mean(seconds)), abs=1e-5)
+    assert got["second_spread"] == pytest.approx(float(np.std(seconds, ddof=1)), abs=1e-5)
+
+
+def test_copula_figures_split_the_class_probability(cat, cat_world):
+    r = compute.copula_figures(cat, cat_world)
+    assert r["p_class"] <= r["p_adjective"] <= 1 and r["class_share"] == pytest.approx(1.0, abs=1e-3)
+
+
+# ------------------------------------------------------------ both directions, per position, path, attribution
+
+def test_noising_one_pair_is_one_minus_denoising_the_reverse_pair(cat, cat_world):
+    tok, metric = cat_world.tokenizer, compute.logit_difference(cat_world)
+    c, k = tok.encode("<BOS> the cat is"), tok.encode("<BOS> the mat is")
+    for per_position in (False, True):
+        noise = patching.patch_heads(cat, c, k, metric, direction="noise", per_position=per_position)
+        denoise = patching.patch_heads(cat, k, c, metric, per_position=per_position)
+        assert torch.allclose(noise, 1 - denoise, atol=1e-5)
+
+
+def test_per_position_patching_is_zero_where_nothing_can_reach_the_answer(cat, cat_world, refused):
+    tok, metric = cat_world.tokenizer, compute.logit_difference(cat_world)
+    grid = patching.patch_heads(cat, tok.encode("<BOS> the cat is"), tok.encode("<BOS> the mat is"), metric,
+                                per_position=True)
+    assert grid.shape == (2, 2, 4)
+    assert grid[:, :, :2].abs().max() < 1e-5              # <BOS> and "the" are the same in both prompts
+    assert grid[1, :, :3].abs().max() < 1e-5              # the last layer acts on the answer at the last position only
+    refused(lambda: patching.patch_heads(cat, tok.encode("<BOS> the cat is"), tok.encode("<BOS> the mat is"),
+                                         metric, direction="sideways"), "denoise", "sideways")
+
+
+def test_path_patching_through_values_cannot_move_attention(induction, refused):
+    clean, corrupt = compute.induction_pairs(6, 4, 16, seed=1)
+    query = torch.arange(5, 9)
+    look = lambda out: out["L1.weights"][:, 0, query, query - 3].mean(-1)
+    got = patching.path_patch(induction, clean, corrupt, look, (0, 1), [(1, 0)], watch=("L1.weights",))
+    assert got[(1, 0), "v"] == pytest.approx(0.0, abs=1e-6)
+    assert got[(1, 0), "k"] > 0.3
+    refused(lambda: patching.path_patch(induction, clean, corrupt, look, (1, 0), [(1, 1)]), "after the sender")
+    refused(lambda: patching.path_patch(induction, clean, corrupt, look, (0, 0), [(1, 1)], parts=("o",)), "'o'")
+
+
+def test_composition_scores_follow_transformerlens_definitions(induction):
+    got = patching.composition_scores(induction, (0, 1), (1, 0), fold_ln=False)
+    d_k, a0, a1 = induction.cfg.d_k, induction.blocks[0].attn, induction.blocks[1].attn
+    with torch.no_grad():
+        ov1 = a0.W_V[:, d_k:] @ a0.W_O[d_k:]
+        qk2, ov2 = a1.W_Q[:, :d_k] @ a1.W_K[:, :d_k].T, a1.W_V[:, :d_k] @ a1.W_O[:d_k]
+        score = lambda a, b: float(torch.linalg.norm(a @ b) / torch.linalg.norm(a) / torch.linalg.norm(b))
+        assert got == pytest.approx(dict(q=score(ov1, qk2), k=score(ov1, qk2.T), v=score(ov1, ov2)), abs=1e-6)
+    mean, sd = patching.composition_baseline(64, 32, draws=50, seed=0)
+    assert 0.1 < mean < 0.15 and sd < 0.02
+
+
+def test_attribution_patching_is_exact_where_the_metric_is_linear_in_the_heads():
+    model = Transformer(Config(vocab_size=11, d_model=8, n_heads=2, n_layers=1, d_ff=0, norm="none",
+                               final_norm=False))
+    model.reset_parameters(seed=2)
+    clean, corrupt = torch.tensor([[1, 2, 3, 4]]), torch.tensor([[1, 5, 3, 6]])
+    metric = lambda out: out["logits"][:, -1, 7] - out["logits"][:, -1, 2]
+    exact = patching.patch_heads(model, clean, corrupt, metric, per_position=True)
+    estimate = patching.attribution_patch(model, clean, corrupt, metric)
+    assert torch.allclose(exact, estimate, atol=1e-4)
+
+
+# ------------------------------------------------------------ the learner's methods: exercises 1 and 2
+
+def _task(cat, cat_world):
+    ids, cls, _ = compute.copula_prompts(cat_world)
+    return ids, cls, compute.rule_reference(cat_world, "all")
+
+
+def drop_function(reference=None, per_position=True, kind="mean", what="drop", every_head=False, head_shift=0):
+    """A mean_ablation_drop, right by default, with one known mistake when asked."""
+    def drop(model, head, task_ids, class_ids, reference_ids):
+        layer, h = head[0], (head[1] + head_shift) % 2
+        ref = reference_ids if reference is None else reference
+        seen = {}
+        with torch.no_grad():
+            model(ref, replace={f"L{layer}.head_out": lambda x: seen.setdefault("x", x)})
+            mean = seen["x"].mean(0) if per_position else seen["x"].mean((0, 2), keepdim=True)[0]
+
+            def put(x):
+                x = x.clone()
+                for g in (range(2) if every_head else [h]):
+                    x[:, g] = 0.0 if kind == "zero" else mean[g]
+                return x
+
+            def p(**kw):
+                return torch.softmax(model(task_ids, **kw)[:, -1], -1).gather(-1, class_ids).sum(-1).mean()
+            before, after = p(), p(replace={f"L{layer}.head_out": put})
+        return float({"drop": before - after, "after": after, "sign": after - before}[what])
+    return drop
+
+
+def test_mean_ablation_drop_check_passes_the_right_function_and_waits_for_the_skeleton(cat, cat_world):
+    ids, cls, off = _task(cat, cat_world)
+    assert checks.mean_ablation_drop(drop_function(), cat, ids, cls, ids, off)
+
+    def skeleton(model, head, task_ids, class_ids, reference_ids):
+        drop = None
+        return drop
+    assert "not answered yet" in checks.mean_ablation_drop.feedback(skeleton, cat, ids, cls, ids, off)[0]
+
+
+@pytest.mark.parametrize("mistake, words", [
+    (dict(reference="off"), "wrong prompts"),
+    (dict(per_position=False), "over the positions too"),
+    (dict(kind="zero"), "zero ablation"),
+    (dict(what="after"), "return the fall"),
+    (dict(what="sign"), "sign is turned round"),
+    (dict(every_head=True), "every head of layer"),
+    (dict(head_shift=1), "that is the fall for L1H1"),
+])
+def test_mean_ablation_drop_check_names_each_mistake(cat, cat_world, mistake, words):
+    ids, cls, off = _task(cat, cat_world)
+    if mistake.get("reference") == "off":
+        mistake = dict(reference=off)
+    said = checks.mean_ablation_drop.feedback(drop_function(**mistake), cat, ids, cls, ids, off)
+    assert said and words in said[0], said
+
+
+def grid_function(mode="right"):
+    """A patch_grid, right by default, with one known mistake when asked."""
+    def grid(model, clean_ids, corrupt_ids, metric):
+        L, H, T = model.cfg.n_layers, model.cfg.n_heads, len(clean_ids)
+        source, base = (corrupt_ids, clean_ids) if mode == "noise" else (clean_ids, corrupt_ids)
+        out = torch.zeros(L, H, T)
+        with torch.no_grad():
+            value = lambda ids, **kw: float(metric({"logits": model(ids[None], **kw)})[0])
+            clean_v, corrupt_v = value(clean_ids), value(corrupt_ids)
+            trace = model(source, trace=True)
+            for layer in range(L):
+                for h in range(H):
+                    for t in range(T):
+                        u = t - 1 if mode == "behind" else t + 1 if mode == "ahead" else t
+                        if not 0 <= u < T:
+                            continue
+
+                        def put(x, layer=layer, h=h, u=u):
+                            x = x.clone()
+                            if mode == "whole":
+                                x[:, h] = trace[f"L{layer}.head_out"][h]
+                            else:
+                                x[:, h, u] = trace[f"L{layer}.head_out"][h, u]
+                            return x
+                        patched = value(base, replace={f"L{layer}.head_out": put})
+                        out[layer, h, t] = {"raw": patched, "change": patched - corrupt_v}.get(
+                            mode, (patched - corrupt_v) / (clean_v - corrupt_v))
+        return 1 - out if mode == "missing" else out
+    return grid
+
+
+def test_patch_grid_check_passes_the_right_loop_and_waits_for_the_skeleton(cat, cat_world):
+    tok, metric = cat_world.tokenizer, compute.logit_difference(cat_world)
+    args = (cat, tok.encode("<BOS> the dog was"), tok.encode("<BOS> the floor was"), metric)
+    assert checks.patch_grid(grid_function(), *args)
+    assert "not answered yet" in checks.patch_grid.feedback(lambda *a: None, *args)[0]
+
+
+@pytest.mark.parametrize("mode, words", [("raw", "raw metric values"), ("change", "divide by the whole gap"),
+                                         ("missing", "still missing"), ("noise", "other way"),
+                                         ("whole", "every position at once"), ("behind", "one position off"),
+                                         ("ahead", "not t + 1")])
+def test_patch_grid_check_names_each_mistake(cat, cat_world, mode, words):
+    tok, metric = cat_world.tokenizer, compute.logit_difference(cat_world)
+    args = (cat, tok.encode("<BOS> the dog was"), tok.encode("<BOS> the floor was"), metric)
+    said = checks.patch_grid.feedback(grid_function(mode), *args)
+    assert said and words in said[0], said

@@ -2,7 +2,7 @@
 import numpy as np
 
 from ..errors import to_numpy
-from ..exercises import (Array, Function, Number, Wrong, as_array, as_wholes, call, close_problems,
+from ..exercises import (Array, Function, Wrong, as_array, call, close_problems,
                          exercise, number_problems, slip)
 
 
@@ -32,66 +32,6 @@ def method2_logits(answer, reference):
                "in every layer of the copy (an exact zero write-back gives identical logits)")
 
 
-@exercise("mean ablation of one head", answer=Function("a function of x, a (B, H, T, d_k) head output"))
-def mean_ablation(answer, x, reference, head):
-    """answer(x) -> x with head ``head``'s output replaced by its per-position mean over the
-    reference head outputs; x: (B, H, T, d_k), reference: (B_ref, H, T, d_k)."""
-    import torch
-    x, reference = torch.as_tensor(x), torch.as_tensor(reference)
-    out = as_array(call(answer, x, what="on the test batch"), "the returned head output", shape=tuple(x.shape))
-    expected = x.clone()
-    expected[:, head] = reference[:, head].mean(0)
-
-    def with_head(value, which=head):
-        y = x.clone()
-        y[:, which] = value
-        return y.numpy()
-    found = list(close_problems(out, expected.numpy(), "the returned head output"))
-    if found:
-        everyone = reference.mean(0).expand_as(x).numpy()
-        yield slip(out, [
-            (x.numpy(), "nothing was replaced: set head {0}'s slice x[:, {0}] to the mean and return the result"
-             .format(head)),
-            (with_head(0.0), "that is zero ablation: put the mean of the reference outputs in place of the head's, not 0"),
-            (with_head(reference[:, head].mean((0, 1))),
-             "that mean is taken over the positions too: average over the reference sequences only "
-             "(axis 0), one mean per position"),
-            (with_head(x[:, head].mean(0)),
-             "that mean is over the batch being ablated: take it over the reference outputs instead"),
-            (everyone, "every head was replaced: replace only head {}'s slice".format(head)),
-            (with_head(reference[:, 1 - head].mean(0)) if x.shape[1] == 2 else x.numpy() + 1e9,
-             "that replaces the right slice by the other head's mean: average reference[:, {}]".format(head)),
-        ]) or found[0]
-
-
-@exercise("one head patched", answer=Number())
-def patched_fraction(answer, model, world, clean, corrupt, head):
-    """answer: the fraction of the logit difference (animal minus surface adjectives) restored when
-    ``head``'s (layer, head) clean output on prompt ``clean`` is patched into the run on ``corrupt``."""
-    from . import compute
-    tok, metric = world.tokenizer, compute.logit_difference(world)
-    clean_ids, corrupt_ids = tok.encode(clean), tok.encode(corrupt)
-    every = compute.patch_heads(model, clean_ids, corrupt_ids, metric)          # (layers, heads)
-    expected = float(every[head])
-    if abs(answer - expected) <= 1e-3:
-        return
-    clean_value, corrupt_value = compute._ends(model, clean_ids[None], corrupt_ids[None], metric, ())
-    patched = expected * (clean_value - corrupt_value) + corrupt_value
-    reverse = float(compute.patch_heads(model, corrupt_ids, clean_ids, metric)[head])
-    hint = slip(answer, [
-        (patched, "that is the patched run's logit difference itself: turn it into the fraction of the "
-                  "way from the corrupted run's value to the clean run's"),
-        (1 - expected, "that is the fraction still missing: measure how far the patch moved the corrupted "
-                       "value towards the clean one"),
-        (patched - corrupt_value, "that is the change the patch made: divide by the whole gap, clean minus corrupted"),
-        (reverse, "that patches the other way, the corrupted head output into the clean run: run the "
-                  "corrupted prompt and put the clean head output in"),
-    ] + [(float(every[l, h]), f"that is what patching L{l}H{h} restores: patch head {head[1]} of layer "
-                              f"{head[0]}, x[:, {head[1]}] of \"L{head[0]}.head_out\"")
-         for l in range(every.shape[0]) for h in range(every.shape[1]) if (l, h) != tuple(head)])
-    yield hint or next(number_problems(answer, expected, "the restored fraction"))
-
-
 @exercise("one row of the logit lens", answer=Array(shape=lambda trace: tuple(trace["logits"].shape)))
 def lens_row(answer, trace, point, model):
     """answer (T, V): the final LayerNorm, then the unembedding E^T, applied to ``trace[point]``,
@@ -111,3 +51,107 @@ def lens_row(answer, trace, point, model):
         slips += [(model.unembed(trace[name]).numpy(),
                    f"that is the lens of {name}: take the residual point {point}") for name in others]
     yield slip(answer, slips) or found[0]
+
+
+# ------------------------------------------------------------ the learner writes the methods
+
+ABLATION_HEADS = ((1, 0), (0, 1))   # the heads the check ablates, in order
+
+
+def _course_drop(model, head, task_ids, class_ids, reference_ids, kind="mean", per_position=True, others=False):
+    """The fall in mean p(class) at the last position of task_ids when ``head``'s output is replaced
+    (the course's reference for the check and its known slips)."""
+    import torch
+    from .. import patching
+    layer, h = head
+    heads = [(layer, g) for g in range(model.cfg.n_heads)] if others else [head]
+    means = patching.mean_head_outputs(model, reference_ids, per_position=per_position) if kind == "mean" else None
+    with torch.no_grad():
+        def p_class(**kw):
+            probs = torch.softmax(model(task_ids, **kw)[:, -1].double(), -1)
+            return probs.gather(-1, class_ids).sum(-1).mean()
+        base = p_class()
+        ablated = p_class(replace=patching.ablation_replace(heads, kind, means))
+    return dict(drop=float(base - ablated), base=float(base), ablated=float(ablated))
+
+
+@exercise("a task-matched mean ablation", answer=Function("a function mean_ablation_drop(model, head, task_ids, "
+                                                            "class_ids, reference_ids)"))
+def mean_ablation_drop(answer, model, task_ids, class_ids, reference_ids, off_task_ids):
+    """answer(model, head, task_ids, class_ids, reference_ids) -> the fall in mean p(class) over the
+    task prompts when ``head``'s output is replaced by its per-position mean over reference_ids.
+    Checked on the cat model for ABLATION_HEADS with the task's own prompts as the reference."""
+    for head in ABLATION_HEADS:
+        where = f"for L{head[0]}H{head[1]}"
+        got = call(answer, model, head, task_ids, class_ids, reference_ids, what=where)
+        if got is None:
+            raise Wrong("not answered yet: mean_ablation_drop returns None; write its body where the cell says "
+                        "# YOUR CODE HERE, so that it returns the fall in p(class)")
+        try:
+            value = float(got)
+        except (TypeError, ValueError):
+            raise Wrong(f"mean_ablation_drop should return one number {where}, but returned "
+                        f"{type(got).__name__}") from None
+        right = _course_drop(model, head, task_ids, class_ids, reference_ids)
+        if abs(value - right["drop"]) <= 1e-4:
+            continue
+        other = (head[0], 1 - head[1])
+        hint = slip(value, [
+            (_course_drop(model, head, task_ids, class_ids, off_task_ids)["drop"],
+             "that mean is taken over the wrong prompts (all 64 sentence types): take it over reference_ids, "
+             "the task's own prompts"),
+            (_course_drop(model, head, task_ids, class_ids, reference_ids, per_position=False)["drop"],
+             "that mean is taken over the positions too: average over the reference prompts only (axis 0), "
+             "one mean per position"),
+            (_course_drop(model, head, task_ids, class_ids, reference_ids, kind="zero")["drop"],
+             "that is zero ablation: put the head's mean output over the reference in its place, not 0"),
+            (right["ablated"], "that is p(class) after the ablation: return the fall, p(class) before minus after"),
+            (-right["drop"], "the sign is turned round: return p(class) before the ablation minus after it"),
+            (_course_drop(model, head, task_ids, class_ids, reference_ids, others=True)["drop"],
+             f"every head of layer {head[0]} was replaced: replace only head {head[1]}'s slice x[:, {head[1]}]"),
+            (_course_drop(model, other, task_ids, class_ids, reference_ids)["drop"],
+             f"that is the fall for L{other[0]}H{other[1]}: replace head {head[1]} of \"L{head[0]}.head_out\""),
+        ], atol=1e-4)
+        yield f"{where}: " + (hint or next(number_problems(value, right["drop"], "the fall in p(class)", atol=1e-4)))
+        return
+
+
+@exercise("a patching loop over heads and positions",
+          answer=Function("a function patch_grid(model, clean_ids, corrupt_ids, metric)"))
+def patch_grid(answer, model, clean_ids, corrupt_ids, metric):
+    """answer(model, clean_ids, corrupt_ids, metric) -> (layers, heads, T): the normalised metric
+    (0 = corrupted run, 1 = clean run) after putting one head's clean output at one position into
+    the corrupted run (denoising), for every head and position."""
+    import torch
+    from .. import patching
+    got = call(answer, model, clean_ids, corrupt_ids, metric, what="on the cat model")
+    if got is None:
+        raise Wrong("not answered yet: patch_grid returns None; write its loop where the cell says "
+                    "# YOUR CODE HERE, so that it returns the grid")
+    L, H, T = model.cfg.n_layers, model.cfg.n_heads, len(clean_ids)
+    grid = as_array(to_numpy(got, "the grid"), "the grid", shape=(L, H, T))
+    right = patching.patch_heads(model, clean_ids, corrupt_ids, metric, per_position=True).numpy()
+    found = list(close_problems(grid, right, "the grid", atol=1e-3))
+    if not found:
+        return
+    clean_v, corrupt_v = patching._ends(model, clean_ids[None], corrupt_ids[None], metric, ())
+    noise = patching.patch_heads(model, clean_ids, corrupt_ids, metric, per_position=True, direction="noise").numpy()
+    whole = patching.patch_heads(model, clean_ids, corrupt_ids, metric).numpy()
+    shifted = np.zeros_like(right)
+    shifted[..., 1:] = right[..., :-1]
+    ahead = np.zeros_like(right)
+    ahead[..., :-1] = right[..., 1:]
+    yield slip(grid, [
+        (right * (clean_v - corrupt_v) + corrupt_v, "these are the patched runs' raw metric values: normalise "
+         "them, (patched - corrupted) / (clean - corrupted), so 0 is the corrupted run and 1 the clean run"),
+        (right * (clean_v - corrupt_v), "these are the changes the patches made: divide by the whole gap, "
+         "clean minus corrupted"),
+        (1 - right, "that is the fraction still missing: measure how far each patch moved the corrupted run "
+         "towards the clean one"),
+        (noise, "that patches the other way, corrupted outputs into the clean run (noising): run the corrupted "
+         "prompt and put the clean head output in"),
+        (np.repeat(whole[..., None], T, -1), "each head was patched at every position at once: put in the clean "
+         "output at position t only, x[:, head, t]"),
+        (shifted, "the grid is one position off: entry t should patch position t (count positions from 0)"),
+        (ahead, "the grid is one position off: entry t should patch position t, not t + 1"),
+    ]) or found[0]

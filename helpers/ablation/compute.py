@@ -12,6 +12,7 @@ file holds what is the chapter's own: the cat world's and the induction model's 
 references, metrics and the explorer's view.
 """
 import copy
+import math
 
 import torch
 
@@ -187,19 +188,105 @@ def resample_donors(lengths, seed):
     return torch.tensor(donors)
 
 
-def induction_ablation(model, ids, heads, kind, per_position=True, reference=None):
+def induction_ablation(model, ids, heads, kind, per_position=True, reference=None, draws=20, seed=0):
     """Copy losses dict(first, second, chance) on repeated sequences ids (B, 2L+1) with ``heads``
-    ablated. mean: means over ``reference`` (default ids itself); resample: sequence b takes the
-    heads' outputs from sequence b-1 (another random sequence; row 0 from the last row)."""
-    inputs = ids[:, :-1]
-    means = source = None
-    if kind == "mean":
-        means = mean_head_outputs(model, (ids if reference is None else reference)[:, :-1],
-                                  per_position=per_position)
-    elif kind == "resample":
-        source = {layer: x.roll(1, dims=0) for layer, x in head_outputs(model, inputs).items()}
+    ablated, the reference task-matched: ``reference`` (default ids itself) holds repeated
+    sequences of the same length and form. mean: per-position means over the reference (or over
+    positions too); resample: ``draws`` seeded draws, in each every sequence takes the heads'
+    outputs from a reference sequence other than itself; the losses are the mean over the draws and
+    second_spread is the standard deviation of the second-copy loss over them."""
+    reference = ids if reference is None else reference
+    if reference.shape[1] != ids.shape[1]:
+        fail(f"the reference sequences should have the test sequences' length {ids.shape[1]}, "
+             f"but have {reference.shape[1]}")
     length = (ids.shape[1] - 1) // 2
-    return copy_losses(model, ids, length, replace=ablation_replace(heads, kind, means, source))
+    if kind != "resample":
+        means = mean_head_outputs(model, reference[:, :-1], per_position=per_position) if kind == "mean" else None
+        return copy_losses(model, ids, length, replace=ablation_replace(heads, kind, means))
+    outs = head_outputs(model, reference[:, :-1])
+    donors = torch.cat(donor_draws(len(ids), len(reference), draws, seed, avoid_self=torch.equal(reference, ids)))
+    source = {layer: x[donors] for layer, x in outs.items()}
+    with torch.no_grad():                                   # every draw in one batched pass
+        logits = model(ids[:, :-1].repeat(draws, 1), replace=ablation_replace(heads, kind, source=source))
+    loss = torch.nn.functional.cross_entropy(logits.transpose(1, 2), ids[:, 1:].repeat(draws, 1), reduction="none")
+    loss = loss.view(draws, len(ids), -1).mean(1)           # (draws, T-1): entry t predicts position t+1
+    first, second = loss[:, :length].mean(-1), loss[:, length + 1:].mean(-1)
+    return dict(first=float(first.mean()), second=float(second.mean()), chance=math.log(model.cfg.vocab_size - 1),
+                second_spread=float(second.std()))
+
+
+def donor_draws(n, pool, draws, seed, avoid_self=True, same=None):
+    """``draws`` seeded donor assignments, each (n,): for row b a row of the pool (size ``pool``),
+    never b itself when avoid_self, never a row c with same[b, c] when ``same`` ((n, pool) bool) is given."""
+    g = torch.Generator().manual_seed(seed)
+    banned = torch.zeros(n, pool, dtype=torch.bool) if same is None else same.clone()
+    if avoid_self:
+        banned[torch.arange(n), torch.arange(n)] = True
+    out = []
+    for _ in range(draws):
+        weights = (~banned).double()
+        out.append(torch.multinomial(weights, 1, generator=g)[:, 0])
+    return out
+
+
+# ------------------------------------------------------------ the class rule's own task
+
+def copula_prompts(world):
+    """The class rule's task: the 8 copula prompts <BOS> the NOUN COPULA (4 nouns x 2 copulas) as
+    ids (8, 4), each prompt's two class adjectives (8, 2) and the four predicate adjectives (4,)."""
+    tok = world.tokenizer
+    prompts = sorted({tuple(s[:4]) for s in world.sentences if s[3] in worlds.COPULAS})
+    ids = torch.stack([tok.encode(list(p)) for p in prompts])
+    cls = torch.tensor([[tok.ids[a] for a in worlds.adjectives_of(p[2])] for p in prompts])
+    adjectives = torch.tensor([tok.ids[a] for a in worlds.ANIMAL_ADJ + worlds.SURFACE_ADJ])
+    return ids, cls, adjectives
+
+
+def copula_figures(model, world, rows=None, **switches):
+    """Mean over the 8 copula prompts of p(class) (the two class adjectives), p(adjective) (any of
+    the four predicate adjectives: 'an adjective comes next') and the class share
+    p(class) / p(adjective), each a float, or (n,) for ``rows`` = n repeats of the 8 prompts."""
+    ids, cls, adjectives = copula_prompts(world)
+    n = 1 if rows is None else rows
+    with torch.no_grad():
+        probs = torch.softmax(model(ids.repeat(n, 1), **switches)[:, -1].double(), -1)
+    p_class = probs.gather(-1, cls.repeat(n, 1)).sum(-1).view(n, -1)
+    p_adj = probs[:, adjectives].sum(-1).view(n, -1)
+    out = dict(p_class=p_class.mean(-1), p_adjective=p_adj.mean(-1), class_share=(p_class / p_adj).mean(-1))
+    return {k: float(v[0]) if rows is None else v for k, v in out.items()}
+
+
+REFERENCES = ("copula", "all")   # the task's 8 prompts; the 64 sentence types (off-task for the rule)
+
+
+def rule_reference(world, reference):
+    """(ids (R, 4)) the prompts a reference is taken over: the 8 copula prompts, or the first four
+    tokens of each of the 64 sentence types."""
+    if reference not in REFERENCES:
+        fail(f"the reference should be one of {REFERENCES}, but got {reference!r}")
+    if reference == "copula":
+        return copula_prompts(world)[0]
+    return cat_batch(world)[0][:, :4]
+
+
+def rule_ablation(model, world, heads, kind, reference="copula", per_position=True, draws=20, seed=0):
+    """``copula_figures`` on the 8 copula prompts with ``heads`` ablated, the replacement taken over
+    ``reference`` ("copula": the task's own prompts; "all": the 64 sentence types). mean: per
+    position (or over positions too); resample: ``draws`` seeded donor draws (a donor is a reference
+    prompt other than the prompt itself), all in one batched pass; the figures are the mean over the
+    draws and p_class_spread their standard deviation."""
+    ref = rule_reference(world, reference)
+    if kind == "zero":
+        return dict(copula_figures(model, world, replace=ablation_replace(heads, "zero")), p_class_spread=0.0)
+    if kind == "mean":
+        means = mean_head_outputs(model, ref, per_position=per_position)
+        return dict(copula_figures(model, world, replace=ablation_replace(heads, "mean", means)), p_class_spread=0.0)
+    ids = copula_prompts(world)[0]
+    same = (ids[:, None, :] == ref[None, :, :]).all(-1)                       # (8, R)
+    donors = torch.cat(donor_draws(len(ids), len(ref), draws, seed, avoid_self=False, same=same))
+    source = {layer: x[donors] for layer, x in head_outputs(model, ref).items()}
+    got = copula_figures(model, world, rows=draws, replace=ablation_replace(heads, "resample", source=source))
+    return dict({k: float(v.mean()) for k, v in got.items()}, p_class_spread=float(got["p_class"].std()))
 
 
 # ------------------------------------------------------------ the cat model's patching metric
