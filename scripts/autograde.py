@@ -8,20 +8,24 @@ For every notebook handed in:
    renamed file is graded and a chapter saved under another's name is graded as what it is.
 2. **Assemble** it: the student's cells, with every check cell replaced by the instructor's
    own (hidden tests included), each preceded by ``helpers.grading.cell(<grade id>)``.
-3. **Run** it in a process of its own, in a folder of its own, with a time and a memory limit.
-   Under bubblewrap (``bwrap``, Debian's package bubblewrap) the run sees the whole machine
-   read-only except its folder, and has no network. In that run the hidden tests only
-   *record* each answer as data (helpers.grading); nothing is judged there.
+3. **Run** it in a process of its own, in a folder of its own, with a time and a memory limit,
+   inside a fence: the run sees the whole machine read-only except its folder, does not see
+   the solutions, the course folder or the submissions, has no network and no capability.
+   The fence is bubblewrap (``bwrap``, Debian's package bubblewrap) where it works, else a
+   user namespace through util-linux's ``unshare`` (``choose_fence`` tries each on a trial run).
+   In that run the hidden tests only *record* each answer as data (helpers.grading); nothing
+   is judged there.
 4. **Judge** once per chapter: the instructor's notebook runs with its own arguments and judges
    every recorded answer (student code never runs there; function answers are replayed from
    what they returned on the check's inputs).
 5. **Report**: one row per student and chapter, the score per exercise and, where something
    went wrong (a crash, a time-out, an exit, a second copy, a lost cell), what happened.
 
-Without bubblewrap the runs are still separate processes in separate folders with the same
+With neither fence, grading refuses before anything runs, unless the instructor passes
+``--unfenced``: then the runs are still separate processes in separate folders with the same
 limits, and the course's own files are fingerprinted before and restored after every run, but
-a submission could read or write other files of the instructor's and reach the network: the
-instructor guide says so.
+a submission could read or write other files of the instructor's and reach the network. The
+score table names the fence the submissions ran in (``fence``).
 """
 import csv
 import hashlib
@@ -42,6 +46,7 @@ from pathlib import Path
 import nbformat
 
 from chapters import FIXED_ENV, ROOT, all_notebooks, nbgrader_meta
+from fence import UNFENCED, FenceError, choose_fence, fence_prefix  # noqa: F401 (FenceError: homework.py's)
 
 PROTECTED = ("helpers", "scripts", "instructor", "notebooks", "data", "grading/nbgrader_config.py")
 TIMEOUT = 600            # seconds one submission may run, all cells together
@@ -213,23 +218,6 @@ def judge_notebook(chapter):
 # ---- running one notebook, fenced in ----------------------------------------------------------
 
 
-def sandbox_prefix(folder, hidden=()):
-    """The bubblewrap command that lets a run write only to ``folder``, see none of ``hidden``
-    (the solutions, the course folder, the submissions) and reach no network; [] without bwrap.
-
-    It drops every capability (as root too, so the run cannot remount anything writable)."""
-    if not shutil.which("bwrap"):
-        return []
-    command = ["bwrap", "--ro-bind", "/", "/", "--dev", "/dev", "--proc", "/proc",
-               "--size", str(64 * 2**20), "--tmpfs", "/dev/shm"]
-    for path in hidden:
-        if Path(path).is_dir():
-            command += ["--tmpfs", str(path)]
-    folder = str(folder)
-    return command + ["--bind", folder, folder, "--unshare-user", "--unshare-net", "--unshare-pid",
-                      "--cap-drop", "ALL", "--die-with-parent", "--new-session", "--chdir", folder]
-
-
 def hidden_paths(course, submissions=None):
     """What a run must not see: the chapters (the instructor's with their solutions and hidden tests,
     the learner's with their solutions collapsed), the repository's history, the course folder
@@ -257,8 +245,8 @@ def limit_resources():
     resource.setrlimit(resource.RLIMIT_FSIZE, (FILE_MB * 2**20, FILE_MB * 2**20))
 
 
-def run(nb, folder, grading, timeout=TIMEOUT, cell_timeout=CELL_TIMEOUT, files=None, hidden=()):
-    """Execute ``nb`` in ``folder`` (made afresh, with ``files``: {name: text}) under the fence.
+def run(nb, folder, grading, timeout=TIMEOUT, cell_timeout=CELL_TIMEOUT, files=None, hidden=(), fence=UNFENCED):
+    """Execute ``nb`` in ``folder`` (made afresh, with ``files``: {name: text}) under ``fence``.
 
     grading: the kernel's COURSE_GRADING, with {folder} for the folder. Returns (status, the
     executed notebook or None)."""
@@ -267,7 +255,7 @@ def run(nb, folder, grading, timeout=TIMEOUT, cell_timeout=CELL_TIMEOUT, files=N
     for name, text in (files or {}).items():
         (folder / name).write_text(text)
     nbformat.write(nb, folder / "notebook.ipynb")
-    command = sandbox_prefix(folder, hidden) + [sys.executable, str(Path(__file__).resolve()), "_execute",
+    command = fence_prefix(fence, folder, hidden) + [sys.executable, str(Path(__file__).resolve()), "_execute",
                                                 str(folder / "notebook.ipynb"), str(folder / "executed.ipynb"),
                                                 str(cell_timeout)]
     process = subprocess.Popen(command, cwd=folder, env=run_env(folder, grading.format(folder=folder)),
@@ -376,18 +364,21 @@ def read_records(path, cells):
     return records
 
 
-def grade_submissions(submissions, work, log=print, hidden=(), **limits):
+def grade_submissions(submissions, work, log=print, hidden=(), fence=None, **limits):
     """Run every submission, then judge each chapter once; fill in status and problems.
 
-    hidden: folders the runs must not see. limits: timeout and cell_timeout (seconds)."""
+    hidden: folders the runs must not see. fence: one of BUBBLEWRAP, USER_NAMESPACE, UNFENCED
+    (choose_fence's, when None). limits: timeout and cell_timeout (seconds)."""
+    fence = fence or choose_fence()
     records = {}
     for n, sub in enumerate(submissions, 1):
         folder = work / sub.chapter.stem / sub.key
         try:
             nb = assemble(sub, nbformat.read(sub.path, as_version=4))
-            fenced = bool(sandbox_prefix(folder))   # under bubblewrap the run cannot write here at all
+            fenced = fence != UNFENCED   # a fenced run cannot write the course's files at all
             before = None if fenced else snapshot()
-            sub.status, sub.executed = run(nb, folder, "record:{folder}/records.jsonl", hidden=hidden, **limits)
+            sub.status, sub.executed = run(nb, folder, "record:{folder}/records.jsonl", hidden=hidden, fence=fence,
+                                           **limits)
             changed = [] if fenced else restore(before)
             if changed:
                 sub.status = f"changed the course's files ({', '.join(changed[:3])}): restored, and not graded"
@@ -401,17 +392,17 @@ def grade_submissions(submissions, work, log=print, hidden=(), **limits):
         log(f"  ran {n}/{len(submissions)}: {sub.student} {sub.chapter.stem}: {sub.status}")
     for chapter in {sub.chapter.stem: sub.chapter for sub in records}.values():
         mine = [sub for sub in records if sub.chapter is chapter]
-        verdicts = judge(chapter, {sub.key: records[sub] for sub in mine}, work, hidden)
+        verdicts = judge(chapter, {sub.key: records[sub] for sub in mine}, work, hidden, fence)
         for sub in mine:
             sub.problems = verdicts.get(sub.key, {})
     return submissions
 
 
-def judge(chapter, records, work, hidden=()):
+def judge(chapter, records, work, hidden=(), fence=UNFENCED):
     """Run the instructor's notebook once, judging everyone's records: {key: {grade id: sentences}}."""
     folder = work / chapter.stem / "_judge"
     status, _ = run(judge_notebook(chapter), folder, "judge:{folder}/records.json:{folder}/verdicts.jsonl",
-                    files={"records.json": json.dumps(records)}, hidden=hidden)
+                    files={"records.json": json.dumps(records)}, hidden=hidden, fence=fence)
     if not status.startswith("ran to the end") or "raised" in status:
         raise RuntimeError(f"judging {chapter.stem} did not finish cleanly: {status} (see {folder})")
     problems = {key: {} for key in records}
@@ -435,8 +426,9 @@ def score(sub):
     return sum(points.values()), sum(sub.chapter.checks.values()), points, why
 
 
-def rows(submissions, skipped):
-    """One row per student and chapter (the best of several copies), plus rows for what failed."""
+def rows(submissions, skipped, fence=""):
+    """One row per student and chapter (the best of several copies), plus rows for what failed;
+    a row whose notebook ran names the fence it ran in."""
     best = {}
     for sub in submissions:
         if sub.chapter is None:
@@ -456,14 +448,14 @@ def rows(submissions, skipped):
             others = ", ".join(f"{s.path.name} {score(s)[0]:g}/{worth:g}" for s in subs if s is not top)
             notes.append(f"{len(subs)} copies handed in; the best counts ({top.path.name}; others: {others})")
         table.append(dict(student=student, chapter=stem, score=total, max_score=worth, **points,
-                          file=str(top.path.name), notes="; ".join(notes), why=why, submission=top))
+                          file=str(top.path.name), notes="; ".join(notes), fence=fence, why=why, submission=top))
     for sub in submissions:
         if sub.chapter is None:
             table.append(dict(student=sub.student, chapter="?", score=0, max_score=0, file=sub.path.name,
-                              notes=sub.status, why={}, submission=sub))
+                              notes=sub.status, fence="", why={}, submission=sub))
     for line in skipped:
         table.append(dict(student=line.split("/")[0].split(":")[0], chapter="-", score=0, max_score=0,
-                          file="", notes="skipped: " + line, why={}, submission=None))
+                          file="", notes="skipped: " + line, fence="", why={}, submission=None))
     return table
 
 
@@ -485,6 +477,9 @@ def text_table(table):
         score_text = f"{r['score']:g}/{r['max_score']:g}" if r["max_score"] else "-"
         lines.append(f"{r['student']:<{width}}{r['chapter']:<{chapter_width}}{score_text:>7}   "
                      + "  ".join(cells) + (f"   {r['notes']}" if r["notes"] else ""))
+    fences = sorted({r["fence"] for r in table if r.get("fence")})
+    if fences:
+        lines.append(f"\nthe submissions ran in: {', '.join(fences)}")
     return "\n".join(lines)
 
 
@@ -531,17 +526,20 @@ def write_feedback(row, folder):
     return page
 
 
-def grade(submissions_folder, course, log=print, **limits):
+def grade(submissions_folder, course, log=print, unfenced=False, **limits):
     """The whole grading: find, identify, run, judge, report. Returns the table's rows.
 
-    limits: timeout and cell_timeout (seconds) for each student's run."""
+    Refuses (FenceError) before anything runs when no fence works here, unless ``unfenced``
+    (the instructor's --unfenced). limits: timeout and cell_timeout (seconds) for each run."""
+    fence = choose_fence(unfenced)
+    log(f"fence: {fence}")
     submissions_folder, course = Path(submissions_folder), Path(course)
     chapters = graded_chapters()
     found, skipped = find_submissions(submissions_folder)
     runnable = [sub for sub in found if identify(sub, chapters) is not None]
     work = course / "work"
-    grade_submissions(runnable, work, log, hidden=hidden_paths(course, submissions_folder), **limits)
-    table = rows(found, skipped)
+    grade_submissions(runnable, work, log, hidden=hidden_paths(course, submissions_folder), fence=fence, **limits)
+    table = rows(found, skipped, fence)
     write_csv(table, course / "scores.csv")
     for row in table:
         if row["submission"] is not None and row["submission"].chapter is not None:
@@ -555,3 +553,4 @@ def grade(submissions_folder, course, log=print, **limits):
 if __name__ == "__main__":
     if sys.argv[1:2] == ["_execute"]:
         execute(sys.argv[2], sys.argv[3], int(sys.argv[4]))
+

@@ -5,14 +5,23 @@ solved, one answer wrong, an answer of NaN, a grader patched from an answer cell
 the instructor's checkout, exit() halfway, a loop that never ends, another chapter under this
 chapter's name, two copies, a renamed file, lost cell metadata, a student id with a space, a
 hidden folder. Each gets the row it deserves, and everyone else is still graded.
+
+The fences (scripts/fence.py) are tried one by one on what a submission could do outside its
+folder, and the grader's refusal on a machine with neither fence is run as an instructor meets it.
 """
 import json
+import os
 import shutil
+import socket
+import subprocess
+import sys
+import textwrap
 
 import nbformat
 import pytest
 
 import autograde
+import fence
 import homework
 from execute_notebooks import INSTRUCTOR, ROOT
 from test_homework import submission
@@ -85,7 +94,7 @@ def graded(tmp_path_factory):
     (folder / ".hidden").mkdir()
     nbformat.write(answered(solved), folder / ".hidden" / f"{CHAPTER}.ipynb")
     before = PROTECTED.read_bytes(), SOURCE.read_bytes()
-    table = homework.grade(folder, course, log=lambda *a: None, cell_timeout=15)
+    table = homework.grade(folder, course, log=lambda *a: None, cell_timeout=15, unfenced=FENCE == fence.UNFENCED)
     return dict(course=course, table=table, rows={(r["student"], r["chapter"]): r for r in table},
                 protected_unchanged=(PROTECTED.read_bytes(), SOURCE.read_bytes()) == before)
 
@@ -111,7 +120,8 @@ def test_patching_the_grader_in_the_students_kernel_gains_nothing(graded):
     assert row(graded, "patcher")["score"] == 0
 
 
-FENCED = bool(shutil.which("bwrap"))
+FENCE = fence.choose_fence(unfenced=True)   # what this machine's grading runs in
+FENCED = FENCE != fence.UNFENCED
 
 
 def test_a_write_into_the_checkout_is_refused_or_undone(graded):
@@ -168,7 +178,7 @@ def test_grading_again_after_removing_a_submission_just_works(graded, tmp_path):
     for student in ("solved", "wrong"):
         shutil.copytree(graded["course"] / "handed_in" / student, folder / student)
     shutil.rmtree(folder / "wrong")
-    again = homework.grade(folder, graded["course"], log=lambda *a: None, cell_timeout=15)
+    again = homework.grade(folder, graded["course"], log=lambda *a: None, cell_timeout=15, unfenced=not FENCED)
     assert [(r["student"], r["score"]) for r in again] == [("solved", 4)]
 
 
@@ -180,7 +190,7 @@ def test_records_are_data_never_code(graded):
             json.loads(line)
 
 
-@pytest.mark.skipif(not FENCED, reason="the fence needs bubblewrap")
+@pytest.mark.skipif(not FENCED, reason="neither bubblewrap nor a user namespace works on this machine")
 def test_under_the_fence_even_root_cannot_write_or_read_the_solutions(graded):
     assert graded["protected_unchanged"]
     assert row(graded, "escaper")["score"] == 4
@@ -204,3 +214,126 @@ def test_a_pasted_copy_of_a_check_does_not_replace_the_real_one(graded):
 
 def test_a_linked_student_folder_is_skipped_with_a_word(graded):
     assert any(r["notes"].startswith("skipped: linked") for r in graded["table"])
+
+
+def test_the_score_table_names_the_fence_the_submissions_ran_in(graded):
+    ran = [r for r in graded["table"] if r["chapter"] not in ("-", "?")]
+    assert ran and all(r["fence"] == FENCE for r in ran)
+    assert all(r["fence"] == "" for r in graded["table"] if r["chapter"] == "-")   # skipped: nothing ran
+    assert "fence" in (graded["course"] / "scores.csv").read_text().splitlines()[0].split(",")
+    assert autograde.text_table(graded["table"]).splitlines()[-1] == f"the submissions ran in: {FENCE}"
+
+
+# ---------------------------------------------------------------- each fence, and none
+
+# What a submission might try outside its folder: write a file beside it and into a hidden folder,
+# read that folder's secret, make the root file system writable again, reach a server on the
+# machine's own loopback (so nothing leaves the machine). It prints one word per attempt.
+ATTEMPTS = textwrap.dedent("""
+    import socket, subprocess, sys
+    outside, hidden, port = sys.argv[1], sys.argv[2], int(sys.argv[3])
+    def attempt(name, action):
+        try:
+            action()
+            print(name, "done")
+        except OSError:
+            print(name, "refused")
+    attempt("own", lambda: open("mine.txt", "w").write("x"))
+    subprocess.run(["mount", "-o", "remount,bind,rw", "/"], capture_output=True)
+    attempt("outside", lambda: open(outside, "w").write("x"))
+    attempt("hidden-write", lambda: open(hidden + "/planted.txt", "w").write("x"))
+    attempt("hidden-read", lambda: open(hidden + "/secret.txt").read())
+    attempt("network", lambda: socket.create_connection(("127.0.0.1", port), timeout=5).close())
+""")
+
+
+@pytest.mark.parametrize("which", [fence.BUBBLEWRAP, fence.USER_NAMESPACE, fence.UNFENCED])
+def test_a_fence_keeps_a_run_to_its_folder_and_off_the_network(which, tmp_path):
+    why = None if which == fence.UNFENCED else fence.fence_works(which)
+    if why is not None:
+        pytest.skip(f"the {which} fence does not work on this machine: {why}")
+    folder, hidden = tmp_path / "work" / "run", tmp_path / "hidden"
+    folder.mkdir(parents=True)
+    hidden.mkdir()
+    (hidden / "secret.txt").write_text("the solutions")
+    with socket.socket() as server:
+        server.bind(("127.0.0.1", 0))
+        server.listen()
+        command = fence.fence_prefix(which, folder, [hidden]) + [
+            sys.executable, "-c", ATTEMPTS, str(tmp_path / "outside.txt"), str(hidden), str(server.getsockname()[1])]
+        done = subprocess.run(command, cwd=folder, capture_output=True, text=True, timeout=120)
+    said = dict(line.split() for line in done.stdout.splitlines())
+    assert said.get("own") == "done", done.stdout + done.stderr
+    expected = "done" if which == fence.UNFENCED else "refused"   # unfenced: the control, everything goes through
+    assert {k: said[k] for k in ("outside", "hidden-read", "network")} == dict.fromkeys(
+        ("outside", "hidden-read", "network"), expected), done.stdout + done.stderr
+    assert (tmp_path / "outside.txt").exists() == (which == fence.UNFENCED)
+    # a write into a hidden folder is refused, or lands in the empty cover (bubblewrap's is writable), never there
+    assert sorted(p.name for p in hidden.iterdir()) == ["planted.txt", "secret.txt"][which != fence.UNFENCED:]
+
+
+def fake_path(tmp_path, userns):
+    """A PATH without bwrap; with util-linux's unshare, mount and setpriv when ``userns``, else an
+    unshare that fails as it does on a kernel that refuses user namespaces."""
+    bin_dir = tmp_path / "bin"
+    bin_dir.mkdir()
+    for tool in ("mount", "setpriv") + (("unshare",) if userns else ()):
+        (bin_dir / tool).symlink_to(shutil.which(tool))
+    if not userns:
+        (bin_dir / "unshare").write_text("#!/bin/sh\necho 'unshare: unshare failed: Operation not permitted' >&2\n"
+                                         "exit 1\n")
+        (bin_dir / "unshare").chmod(0o755)
+    return str(bin_dir)
+
+
+def test_without_bubblewrap_the_user_namespace_is_the_fence(tmp_path, monkeypatch):
+    if fence.fence_works(fence.USER_NAMESPACE) is not None:
+        pytest.skip(f"user namespaces do not work here: {fence.fence_works(fence.USER_NAMESPACE)}")
+    monkeypatch.setenv("PATH", fake_path(tmp_path, userns=True))
+    assert fence.fence_works(fence.BUBBLEWRAP) == "bwrap is not installed"
+    assert fence.choose_fence() == fence.USER_NAMESPACE
+
+
+def test_with_neither_fence_grading_refuses_unless_told_it_is_unfenced(tmp_path, monkeypatch):
+    """As an instructor meets it: no bwrap on PATH, an unshare the kernel refuses. Nothing runs."""
+    student = tmp_path / "handed_in" / "eve"
+    student.mkdir(parents=True)
+    marker = tmp_path / "it_ran.txt"
+    nb = nbformat.read(SOURCE, as_version=4)
+    nb.cells.insert(0, nbformat.v4.new_code_cell(f"open({str(marker)!r}, 'w').write('ran')"))
+    nbformat.write(nb, student / f"{CHAPTER}.ipynb")
+    env = {**os.environ, "PATH": fake_path(tmp_path, userns=False)}
+    done = subprocess.run([sys.executable, str(ROOT / "scripts" / "homework.py"), "--course", str(tmp_path / "course"),
+                           "grade", str(tmp_path / "handed_in")], env=env, capture_output=True, text=True, timeout=300)
+    assert done.returncode == 1 and not marker.exists() and not (tmp_path / "course" / "work").exists()
+    sentence = done.stderr.strip()
+    assert sentence.count("\n") == 0 and sentence.startswith("✗ expected a fence around the students' code")
+    assert "bwrap is not installed" in sentence and "Operation not permitted" in sentence
+    assert "pass --unfenced" in sentence
+    monkeypatch.setenv("PATH", env["PATH"])
+    with pytest.raises(fence.FenceError, match="neither works on this machine"):
+        fence.choose_fence()
+    assert fence.choose_fence(unfenced=True) == fence.UNFENCED
+
+
+def test_the_user_namespace_fence_grades_a_class(tmp_path, monkeypatch):
+    """The chapter's kernel runs in the user-namespace fence (its loopback up), an escaper gains
+    nothing, and the score table says which fence ran."""
+    if FENCE == fence.USER_NAMESPACE or fence.fence_works(fence.USER_NAMESPACE) is not None:
+        pytest.skip("the class above already ran in the user namespace" if FENCE == fence.USER_NAMESPACE
+                    else "user namespaces do not work here")
+    monkeypatch.setattr(autograde, "choose_fence", lambda unfenced=False: fence.USER_NAMESPACE)
+    course = tmp_path / "course"
+    released = homework.release([CHAPTER], course)[0]
+    ids = [meta(c)["grade_id"] for c in nbformat.read(released, as_version=4).cells if meta(c).get("solution")]
+    escaper = submission(released, SOURCE, {**{g: "solution" for g in ids}, "ch00_ex1_answer":
+                         "import subprocess\nsubprocess.run(['mount', '-o', 'remount,bind,rw', '/'])\n"
+                         f"for target in [{str(PROTECTED)!r}, {str(SOURCE)!r}]:\n"
+                         "    try:\n        open(target, 'a').write('# changed')\n    except OSError as error:\n"
+                         "        print('refused:', error)\nscores_shape = (2, 5, 5)"})
+    (tmp_path / "handed_in" / "escaper").mkdir(parents=True)
+    nbformat.write(escaper, tmp_path / "handed_in" / "escaper" / f"{CHAPTER}.ipynb")
+    before = PROTECTED.read_bytes(), SOURCE.read_bytes()
+    table = homework.grade(tmp_path / "handed_in", course, log=lambda *a: None, cell_timeout=60)
+    assert (PROTECTED.read_bytes(), SOURCE.read_bytes()) == before
+    assert [(r["student"], r["score"], r["fence"]) for r in table] == [("escaper", 4, fence.USER_NAMESPACE)]
