@@ -55,8 +55,23 @@ def user_namespace_prefix(folder, hidden=()):
 PREFIXES = {BUBBLEWRAP: bubblewrap_prefix, USER_NAMESPACE: user_namespace_prefix, UNFENCED: lambda folder, hidden=(): []}
 
 
+def _what(x):
+    """What arrived, in a few words (never all of a long text)."""
+    if isinstance(x, (list, tuple, dict, set, frozenset)):
+        return f"a {type(x).__name__} of {len(x):,} item{'' if len(x) == 1 else 's'}"
+    short = isinstance(x, (str, float)) and len(str(x)) <= 60 or isinstance(x, int) and x.bit_length() <= 64
+    text = ascii(x) if short else None
+    if text or x is None:
+        return text or "None"
+    if isinstance(x, int):
+        return f"a whole number of {x.bit_length():,} bits"
+    return f"a text of {len(x):,} characters" if isinstance(x, str) else f"a value of type {type(x).__name__}"
+
+
 def fence_prefix(fence, folder, hidden=()):
     """The command that puts ``fence`` around a run in ``folder`` ([] when unfenced)."""
+    if not isinstance(fence, str) or fence not in PREFIXES:
+        raise ValueError(f"expected a fence among {', '.join(PREFIXES)}, but got {_what(fence)}")
     return PREFIXES[fence](folder, hidden)
 
 
@@ -148,6 +163,8 @@ def fence_works(fence):
 def choose_fence(unfenced=False):
     """The fence the runs get: bubblewrap where it works, else a user namespace; with neither,
     no fence only if the instructor said so (``unfenced``), else FenceError, before anything runs."""
+    if type(unfenced) is not bool:
+        raise TypeError(f"expected unfenced to be True or False, but got {_what(unfenced)}")
     why = {}
     for fence in (BUBBLEWRAP, USER_NAMESPACE):
         why[fence] = fence_works(fence)

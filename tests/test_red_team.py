@@ -58,10 +58,12 @@ CLASSES = {
 
 class Row:
     """One public function and argument: call(value) with the bad value in place; expect;
-    state(): a snapshot that a refusal must leave as it was; valid(value): not bad input here."""
+    state(): a snapshot that a refusal must leave as it was; valid(value): not bad input here;
+    raises: the exception a refusal is (the helpers' CourseInputError; the scripts' own)."""
 
-    def __init__(self, name, call, expect="refuses", state=None, valid=None):
+    def __init__(self, name, call, expect="refuses", state=None, valid=None, raises=CourseInputError):
         self.name, self.call, self.expect, self.state, self.valid = name, call, expect, state, valid
+        self.raises = raises
 
 
 def scalar(v):
@@ -172,7 +174,16 @@ FRAMES_ROWS = [
         valid=lambda v: v is None),
 ]
 
-TABLE = GRADING_ROWS + FRAMES_ROWS
+# ---------------------------------------------------------------- scripts/fence.py (the grader's)
+
+import fence  # noqa: E402  (scripts/ is on pytest's pythonpath)
+
+FENCE_ROWS = [
+    Row("fence.choose_fence(unfenced)", fence.choose_fence, raises=TypeError, valid=lambda v: type(v) is bool),
+    Row("fence.fence_prefix(fence)", lambda v: fence.fence_prefix(v, "/nowhere"), raises=ValueError),
+]
+
+TABLE = GRADING_ROWS + FRAMES_ROWS + FENCE_ROWS
 
 
 def is_valid(row, value):
@@ -199,7 +210,7 @@ def test_bad_input_gets_its_sentence_or_is_handled(row, cls, i, caplog):
     COUNTS[cls] += 1
     with caplog.at_level(logging.WARNING):
         if row.expect == "refuses":
-            with pytest.raises(CourseInputError) as refused:
+            with pytest.raises(row.raises) as refused:
                 row.call(value)
             one_sentence(str(refused.value))
         else:
