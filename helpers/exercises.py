@@ -389,6 +389,62 @@ def _alarm(seconds):
     return disarm
 
 
+# --- Judging a learner's nn.Module class -------------------------------------------------------
+
+
+def module_output(run, args, state, x, what, none, shape, error=None):
+    """The output of a learner's module class (``run``, a Module run: built with ``args``, loaded
+    with ``state``) on ``x``, or Wrong with one sentence: its stop (``error(sentence)`` if given),
+    ``none`` when forward returned None, ``shape(its shape)`` when it does not keep x's shape."""
+    try:
+        out = call(run, args, state, x, what=f"on {what}")
+    except Wrong as wrong:
+        if error is None:
+            raise
+        raise Wrong(error(str(wrong))) from None
+    if out is None:
+        raise Wrong(none)
+    if hasattr(out, "shape") and tuple(out.shape) != tuple(x.shape):
+        raise Wrong(shape(tuple(out.shape)))
+    return out
+
+
+def module_problems(run, cases, name, example, empty, returns, differs, variants, atol, error=str, shape_note="",
+                    misplaced=None):
+    """Judge a learner's nn.Module class (``run``, a Module run) on ``cases``, [(what, args, state,
+    x, expected)], each output against ``expected`` to ``atol``; one sentence for the first problem:
+    an instance passed for the class (``example``: how one is built, "MLP(6, 8)"), the untouched
+    skeleton (no parameters, forward returns None: ``empty`` says what to fill in), a stop
+    (``error(sentence, args)``), a None output (``returns``: what forward should return), a
+    shape that is not x's (``shape_note`` added), ``misplaced(out, expected)`` if it gives a
+    sentence, a known slip (``variants(state, x)``: [(its output, sentence)]), else ``differs(gap)``."""
+    import torch
+
+    if isinstance(run, torch.nn.Module):
+        yield f"pass the class {name} itself, not a module built from it ({name}, not {example})"
+        return
+    try:   # the untouched skeleton: no parameters, and forward returns None
+        if call(run, cases[0][1], {}, cases[0][3], what="with no weights") is None:
+            yield NOT_ANSWERED.split(":")[0] + f": {name} has no parameters yet and forward returns None; {empty}"
+            return
+    except Wrong:
+        pass   # it has parameters (or stops without them): the cases below say what is wrong
+    for what, args, state, x, expected in cases:
+        out = module_output(run, args, state, x, what,
+                            none=NOT_ANSWERED.split(":")[0] + f": forward returns None; return {returns}, same shape as x",
+                            shape=lambda found: (f"on {what} forward returned shape {found}; it should keep x's shape "
+                                                 f"{tuple(x.shape)}{shape_note}"),
+                            error=lambda sentence: error(sentence, args) if error is not str else sentence)
+        out = as_array(out, f"the output on {what}", shape=tuple(expected.shape))
+        want = expected.double().numpy()
+        gap = float(np.abs(out - want).max())
+        if gap <= atol:
+            continue
+        hint = (misplaced and misplaced(out, want)) or slip(out, variants(state, x), atol=atol)
+        yield f"on {what}: " + (hint or differs(gap))
+        return
+
+
 # --- Judging converted answers ----------------------------------------------------------------
 
 

@@ -8,7 +8,8 @@ import numpy as np
 import torch
 
 from ..errors import to_numpy
-from ..exercises import Array, Module, Number, Whole, Wrong, call, close_problems, exercise, number_problems
+from ..exercises import (Array, Module, Number, Whole, Wrong, close_problems, exercise, module_output,
+                         number_problems)
 from .compute import (attention_parameters, attention_weights_bytes, induction_score, module_cases,
                       slipped_attention)
 
@@ -78,21 +79,15 @@ def multi_head(run):
     cases = module_cases()
     for case in cases:
         x, expected = case["x"], case["expected"].numpy()
-        try:
-            out = call(run, case["args"], case["state"], x, what=f"on {case['what']}")
-        except Wrong as wrong:
-            if case["args"] == cases[0]["args"]:
-                raise
-            raise Wrong(f"{wrong}; {SIZE_HINT}") from None
-        if out is None:
-            raise Wrong("not answered yet: forward returns None; write its steps in the answer cell above "
-                        "(where it says YOUR CODE HERE) and return the output")
+        out = module_output(run, case["args"], case["state"], x, case["what"],
+                            none=("not answered yet: forward returns None; write its steps in the answer cell above "
+                                  "(where it says YOUR CODE HERE) and return the output"),
+                            shape=lambda found: (f"on {case['what']}, x has shape {tuple(x.shape)} and forward should "
+                                                 f"return the same shape, but returned {found}"),
+                            error=None if case["args"] == cases[0]["args"] else lambda sentence: f"{sentence}; {SIZE_HINT}")
         if not isinstance(out, (torch.Tensor, np.ndarray)):
             raise Wrong(f"forward should return one tensor (B, T, d_model), but returned a {type(out).__name__}")
-        out = to_numpy(out, "the output")
-        if out.shape != expected.shape:
-            raise Wrong(f"on {case['what']}, x has shape {tuple(x.shape)} and forward should return the same "
-                        f"shape, but returned {out.shape}")
+        out = to_numpy(out, "the output")   # of x's shape, (B, T, d_model), as module_output checked
         if _close(out, expected):
             continue
         for slip, sentence in SLIP_SENTENCES.items():

@@ -11,8 +11,8 @@ import numpy as np
 
 from .. import reference as ref
 from .. import worlds
-from ..exercises import (NOT_ANSWERED, Array, Module, Number, Whole, Wrong, as_array, call, close_problems,
-                         exercise, slip)
+from ..exercises import (Array, Module, Number, Whole, as_array, close_problems, exercise, module_problems,
+                         slip)
 from .compute import MODELS, mlp_forward, model_parameters, unit_means
 
 
@@ -160,46 +160,21 @@ def mlp_module(run, cat, dragon):
     """``run``: the learner's class MLP as a ``run(args, state, *inputs)`` (helpers.exercises.Module).
     It must equal the shipped cat and dragon models' MLPs (their state_dicts loaded by name) on
     real prompts, to MODULE_ATOL, and also work with bias=False."""
-    import torch
+    yield from module_problems(
+        run, module_cases(cat, dragon), "MLP", "MLP(6, 8)",
+        "create W_1, b_1, W_2, b_2 in __init__ and return the MLP's output in forward", "the MLP's output",
+        lambda gap: (f"the output differs from the model's own MLP by up to {gap:.2g}; "
+                     "compute GELU(x @ W_1 + b_1) @ W_2 + b_2, step by step"),
+        module_variants, MODULE_ATOL, error=module_error, shape_note=" (..., d_model)", misplaced=misplaced_rows)
 
-    if isinstance(run, torch.nn.Module):
-        yield "pass the class MLP itself, not a module built from it (MLP, not MLP(6, 8))"
-        return
-    cases = module_cases(cat, dragon)
-    try:   # the untouched skeleton: no parameters, and forward returns None
-        if call(run, cases[0][1], {}, cases[0][3], what="with no weights") is None:
-            yield NOT_ANSWERED.split(":")[0] + ": MLP has no parameters yet and forward returns None; " \
-                "create W_1, b_1, W_2, b_2 in __init__ and return the MLP's output in forward"
-            return
-    except Wrong:
-        pass   # it has parameters (or stops without them): the cases below say what is wrong
-    for what, args, state, x, expected in cases:
-        try:
-            out = call(run, args, state, x, what=f"on {what}")
-        except Wrong as wrong:
-            yield module_error(str(wrong), args)
-            return
-        if out is None:
-            yield NOT_ANSWERED.split(":")[0] + ": forward returns None; return the MLP's output, same shape as x"
-            return
-        if hasattr(out, "shape") and tuple(out.shape) != tuple(x.shape):
-            yield (f"on {what} forward returned shape {tuple(out.shape)}; it should keep x's shape "
-                   f"{tuple(x.shape)} (..., d_model)")
-            return
-        out = as_array(out, f"the output on {what}", shape=tuple(expected.shape))
-        want = expected.double().numpy()
-        gap = float(np.abs(out - want).max())
-        if gap <= MODULE_ATOL:
-            continue
-        if out.ndim > 1 and np.allclose(sorted_rows(out), sorted_rows(want), atol=MODULE_ATOL, rtol=0):
-            yield (f"on {what}: every output row is one the model's MLP gives, but in the wrong place: rows were "
-                   "moved between positions or sequences (a reshape or transpose across the batch?); the MLP "
-                   "works on each row alone, and x @ W_1 already works on any (..., d_model)")
-            return
-        hint = slip(out, module_variants(state, x), atol=MODULE_ATOL)
-        yield f"on {what}: " + (hint or f"the output differs from the model's own MLP by up to {gap:.2g}; "
-                                        "compute GELU(x @ W_1 + b_1) @ W_2 + b_2, step by step")
-        return
+
+def misplaced_rows(out, want):
+    """The sentence for an output whose rows are all right but in other places, else None."""
+    if out.ndim > 1 and np.allclose(sorted_rows(out), sorted_rows(want), atol=MODULE_ATOL, rtol=0):
+        return ("every output row is one the model's MLP gives, but in the wrong place: rows were "
+                "moved between positions or sequences (a reshape or transpose across the batch?); the MLP "
+                "works on each row alone, and x @ W_1 already works on any (..., d_model)")
+    return None
 
 
 @exercise("the parameters in GPT-3's MLP blocks", answer=Number())

@@ -7,9 +7,10 @@ without printing the expected answer.
 """
 import numpy as np
 
+from .. import exercises
 from .. import reference as ref
 from .. import worlds
-from ..exercises import (NOT_ANSWERED, Array, Function, Module, Wrong, as_array, as_whole, call, close_problems,
+from ..exercises import (Array, Function, Module, Wrong, as_array, as_whole, call, close_problems,
                          exercise, slip)
 from .compute import PLACEMENTS, get_run, residual_names
 
@@ -196,38 +197,10 @@ def layer_norm_variants(state, x):
 def module_problems(run, cases, variants, name, what_it_does, error=str):
     """Run the learner's module ``run`` on each case; yield one sentence for the first that
     is wrong (a named slip from ``variants(state, x)`` when one matches)."""
-    import torch
-
-    if isinstance(run, torch.nn.Module):
-        yield f"pass the class {name} itself, not a module built from it ({name}, not {name}(...))"
-        return
-    try:   # the untouched skeleton: no parameters, and forward returns None
-        if call(run, cases[0][1], {}, cases[0][3], what="with no weights") is None:
-            yield (NOT_ANSWERED.split(":")[0] + f": {name} has no parameters yet and forward returns None; "
-                   f"fill in __init__ and forward ({what_it_does})")
-            return
-    except Wrong:
-        pass   # it has parameters (or stops without them): the cases below say what is wrong
-    for what, args, state, x, expected in cases:
-        try:
-            out = call(run, args, state, x, what=f"on {what}")
-        except Wrong as wrong:
-            yield error(str(wrong))
-            return
-        if out is None:
-            yield NOT_ANSWERED.split(":")[0] + f": forward returns None; return {what_it_does}, same shape as x"
-            return
-        if hasattr(out, "shape") and tuple(out.shape) != tuple(x.shape):
-            yield f"on {what} forward returned shape {tuple(out.shape)}; it should keep x's shape {tuple(x.shape)}"
-            return
-        out = as_array(out, f"the output on {what}", shape=tuple(expected.shape))
-        gap = float(np.abs(out - expected.double().numpy()).max())
-        if gap <= MODULE_ATOL:
-            continue
-        hint = slip(out, variants(state, x), atol=MODULE_ATOL)
-        yield f"on {what}: " + (hint or f"the output differs from the cat model's own by up to {gap:.2g}; "
-                                        f"compute {what_it_does} step by step")
-        return
+    yield from exercises.module_problems(
+        run, cases, name, f"{name}(...)", f"fill in __init__ and forward ({what_it_does})", what_it_does,
+        lambda gap: f"the output differs from the cat model's own by up to {gap:.2g}; compute {what_it_does} step by step",
+        variants, MODULE_ATOL, error=str if error is str else lambda sentence, args: error(sentence))
 
 
 @exercise("your LayerNorm module", answer=Module("an nn.Module class LayerNorm(d, eps=1e-5)"), keeps="08")
