@@ -23,6 +23,7 @@ from pathlib import Path
 
 BUBBLEWRAP, USER_NAMESPACE, UNFENCED = "bubblewrap", "user namespace", "unfenced (--unfenced)"
 FENCE_CHECK_SECONDS = 60   # the trial run that tells whether a fence works here
+DEVICES = ("null", "zero", "full", "random", "urandom", "tty")   # the user-namespace fence's /dev
 
 
 class FenceError(Exception):
@@ -100,11 +101,12 @@ def loopback_up():
 def enter_fence(folder, hidden, command):
     """Inside unshare's namespaces, as root of its own user namespace: ``folder`` stays writable,
     every other mount becomes read-only, each of ``hidden`` is covered by an empty read-only
-    tmpfs, /dev/shm is a small tmpfs of its own, the namespace's loopback is up; then ``command``
+    tmpfs, /dev is a tmpfs of its own with DEVICES only (and a small /dev/shm), the namespace's
+    loopback is up; then ``command``
     runs with no capability at all and no way to gain one (so it cannot remount anything, nor
     write /proc, so no nested user namespace either). Any step that fails ends the run."""
     def mount(*args):
-        done = subprocess.run(["mount", *args], capture_output=True, text=True)
+        done = subprocess.run(["mount", "--no-mtab", *args], capture_output=True, text=True)   # / is read-only
         if done.returncode:
             print(f"grader: the user-namespace fence could not be set up (mount {' '.join(args)}: "
                   f"{done.stderr.strip()[:200]})", flush=True)
@@ -120,11 +122,24 @@ def enter_fence(folder, hidden, command):
     for point in dict.fromkeys(mount_points()):
         if point != folder:
             mount("-o", "remount,bind,ro", point)
+    # a /dev of its own, as bubblewrap's: the machine's disks and consoles are not there
+    dev = os.path.join(folder, ".dev")
+    os.mkdir(dev)
+    mount("-t", "tmpfs", "-o", "size=1m,mode=0755", "tmpfs", dev)
+    for name in DEVICES:
+        if os.path.exists(f"/dev/{name}"):
+            open(os.path.join(dev, name), "w").close()
+            mount("--bind", f"/dev/{name}", os.path.join(dev, name))
+    for name, target in (("fd", "/proc/self/fd"), ("stdin", "/proc/self/fd/0"), ("stdout", "/proc/self/fd/1"),
+                         ("stderr", "/proc/self/fd/2")):
+        os.symlink(target, os.path.join(dev, name))
+    os.mkdir(os.path.join(dev, "shm"))
+    mount("-t", "tmpfs", "-o", f"size={64 * 2**20}", "tmpfs", os.path.join(dev, "shm"))
+    mount("--move", dev, "/dev")
+    os.rmdir(dev)
     hidden = [path for path in hidden if os.path.isdir(path)]
     for path in hidden:
         mount("-t", "tmpfs", "-o", "size=1m,mode=0755", "tmpfs", path)
-    if os.path.isdir("/dev/shm"):
-        mount("-t", "tmpfs", "-o", f"size={64 * 2**20}", "tmpfs", "/dev/shm")
     os.makedirs(folder, exist_ok=True)              # in a hidden path's tmpfs, the folder is not there
     mount("--no-canonicalize", "--bind", "/proc/self/cwd", folder)   # the folder itself, writable (our cwd)
     for path in hidden:

@@ -228,9 +228,10 @@ def test_the_score_table_names_the_fence_the_submissions_ran_in(graded):
 
 # What a submission might try outside its folder: write a file beside it and into a hidden folder,
 # read that folder's secret, make the root file system writable again, reach a server on the
-# machine's own loopback (so nothing leaves the machine). It prints one word per attempt.
+# machine's own loopback (so nothing leaves the machine), find a disk device to write to. It
+# prints one word per attempt.
 ATTEMPTS = textwrap.dedent("""
-    import socket, subprocess, sys
+    import os, socket, stat, subprocess, sys
     outside, hidden, port = sys.argv[1], sys.argv[2], int(sys.argv[3])
     def attempt(name, action):
         try:
@@ -244,6 +245,8 @@ ATTEMPTS = textwrap.dedent("""
     attempt("hidden-write", lambda: open(hidden + "/planted.txt", "w").write("x"))
     attempt("hidden-read", lambda: open(hidden + "/secret.txt").read())
     attempt("network", lambda: socket.create_connection(("127.0.0.1", port), timeout=5).close())
+    disks = [name for name in os.listdir("/dev") if stat.S_ISBLK(os.lstat("/dev/" + name).st_mode)]
+    print("disks", "seen" if disks else "none")
 """)
 
 
@@ -268,6 +271,7 @@ def test_a_fence_keeps_a_run_to_its_folder_and_off_the_network(which, tmp_path):
     assert {k: said[k] for k in ("outside", "hidden-read", "network")} == dict.fromkeys(
         ("outside", "hidden-read", "network"), expected), done.stdout + done.stderr
     assert (tmp_path / "outside.txt").exists() == (which == fence.UNFENCED)
+    assert which == fence.UNFENCED or said["disks"] == "none"   # no disk device to write to, even as root
     # a write into a hidden folder is refused, or lands in the empty cover (bubblewrap's is writable), never there
     assert sorted(p.name for p in hidden.iterdir()) == ["planted.txt", "secret.txt"][which != fence.UNFENCED:]
 
