@@ -559,3 +559,40 @@ def test_patch_grid_check_names_each_mistake(cat, cat_world, mode, words):
     args = (cat, tok.encode("<BOS> the dog was"), tok.encode("<BOS> the floor was"), metric)
     said = checks.patch_grid.feedback(grid_function(mode), *args)
     assert said and words in said[0], said
+
+
+# ------------------------------------------------------------ the explorer on any model (anymodel.md)
+
+class CharTokenizer:
+    """65 characters, one id each (the capstone's kind of tokenizer)."""
+
+    def __init__(self):
+        self.vocab = list("\n !$&',-.3:;?ABCDEFGHIJKLMNOPQRSTUVWXYZabcdefghijklmnopqrstuvwxyz")
+        self.index = {c: i for i, c in enumerate(self.vocab)}
+
+    def encode(self, text):
+        return torch.tensor([self.index[c] for c in text])
+
+    def decode(self, ids):
+        return [self.vocab[int(i)] for i in ids]
+
+
+def test_explorer_drives_any_transformer_with_a_character_tokenizer(refused):
+    model = Transformer(Config(vocab_size=65, d_model=32, n_heads=4, n_layers=2, d_ff=64, n_max=128))
+    model.reset_parameters(seed=0)
+    tok = CharTokenizer()
+    ex = explorer.explorer(model, tok, ["ROMEO: what light", "JULIET: O Romeo,", "ROMEO:"])
+    first = ex.picture()
+    ex.controls["kind"].value = "resample"
+    ex.controls["L1H2"].value = True
+    assert ex.picture() != first
+    lab = compute.AnyLab(model, tok, ["ROMEO: what light", "ROMEO:"])
+    view = lab.view("ROMEO:", [(0, 1)], "resample")
+    assert view["lens"].shape == (5, 6) and float(view["probs"].sum()) == pytest.approx(1.0, abs=1e-5)
+    none = lab.view("ROMEO: what light", [], "zero")
+    assert torch.allclose(none["lens"][-1], torch.softmax(model(tok.encode("ROMEO: what light")), -1).max(-1).values,
+                          atol=1e-5)                      # the last point's lens is the model's own prediction
+    refused(lambda: explorer.explorer(model, tok, None), "prompts")
+    refused(lambda: compute.AnyLab(model, tok, ["x" * 200]), "at most 128")
+    refused(lambda: compute.AnyLab(Transformer(Config(vocab_size=20, d_model=8, n_heads=2, n_layers=1, d_ff=0)),
+                                   tok, ["ROMEO:"]), "vocabulary of 20")

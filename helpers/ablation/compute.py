@@ -17,7 +17,7 @@ import math
 import torch
 
 from .. import worlds
-from ..heads.compute import copy_losses
+from ..heads.compute import copy_losses, prompt_attention
 from ..patching import (KINDS, _ends, _measure, _pair, ablation_replace, capture, direct_logit_attribution,  # noqa: F401
                         head_outputs, logit_lens, mean_head_outputs, patch_heads, patch_residual, residual_names,
                         restored_fraction)
@@ -400,3 +400,48 @@ class CatLab:
             self.patches[prompt] = patch_residual(self.model, tok.encode(words), tok.encode(swapped),
                                                   lambda out: sign * metric(out), residual_names(self.model))
         return self.patches[prompt]
+
+
+class AnyLab:
+    """The ablation explorer's view for any course Transformer, its tokenizer and the caller's prompts.
+
+    The mean reference is the prompts themselves (one mean per position over the prompts at
+    least that long: the caller brings prompts of the task to be measured); resample takes each
+    prompt's head outputs from the next prompt in the list (positions that prompt lacks keep the
+    mean). ``view(prompt, heads, kind)`` -> dict(probs (V,) after the prompt, lens (points, T):
+    the probability the logit lens gives, at every residual point and position, to the token the
+    unablated model predicts at that position, all under the ablation, from one forward pass;
+    answer: the unablated model's next token after the prompt)."""
+
+    def __init__(self, model, tokenizer, prompts):
+        self.model, self.tokenizer = model, tokenizer
+        if not prompts or any(not isinstance(p, str) for p in prompts):
+            fail(f"the prompts should be a non-empty list of strings, but got {prompts!r:.60}")
+        self.prompts = list(prompts)
+        self.ids = [prompt_attention(model, tokenizer, p)[0] for p in self.prompts]   # checks each prompt
+        lengths = torch.tensor([len(i) for i in self.ids])
+        batch = torch.zeros(len(self.ids), int(lengths.max()), dtype=torch.long)
+        for b, i in enumerate(self.ids):
+            batch[b, :len(i)] = i
+        self.means = mean_head_outputs(model, batch, lengths)
+        outs = head_outputs(model, batch)
+        self.source = {}
+        for layer, x in outs.items():
+            donor = x.roll(-1, dims=0).clone()
+            for b in range(len(self.ids)):
+                short = int(lengths.roll(-1)[b])
+                donor[b, :, short:] = self.means[layer][:, short:]
+            self.source[layer] = donor
+        self.points = residual_names(model)
+        with torch.no_grad():
+            self.answers = [model(i).argmax(-1) for i in self.ids]            # (T,) each: the unablated predictions
+
+    def view(self, prompt, heads, kind):
+        b = self.prompts.index(prompt)
+        ids = self.ids[b][None]
+        source = {layer: x[b:b + 1] for layer, x in self.source.items()}
+        logits, got = capture(self.model, ids, self.points, ablation_replace(heads, kind, self.means, source))
+        with torch.no_grad():
+            own = self.answers[b][:, None]
+            lens = torch.stack([torch.softmax(self.model.unembed(got[p][0]), -1).gather(-1, own)[:, 0] for p in self.points])
+        return dict(probs=torch.softmax(logits[0, -1], -1), lens=lens, answer=int(self.answers[b][-1]))

@@ -1,5 +1,11 @@
 """Chapter 10's explorer: choose the ablation kind and the heads; see the live next-token bars,
-the rule and collateral accuracies, and where patching the clean residual stream restores the answer."""
+the rule and collateral accuracies, and where patching the clean residual stream restores the answer.
+
+``explorer(model, tokenizer_or_world, prompts=None)``: the cat model with its world shows the cat
+view (live rule scores over the 64 sentence types, residual patching against the noun swapped);
+any other course Transformer with its tokenizer and prompts shows the general view (the
+next-token bars under the ablation, and the logit lens, at every residual point and position, of
+the token the unablated model predicts there, both live)."""
 import numpy as np
 
 from .. import plots
@@ -12,14 +18,19 @@ PROMPTS = ("<BOS> the cat is", "<BOS> the mat was", "<BOS> the dog was", "<BOS> 
 ADJECTIVES = ("big", "small", "red", "blue")
 
 
-def explorer(model, world, prompts=PROMPTS):
-    """A prompt picker, an ablation-kind picker and a checkbox per head around two panels:
-    the next-token distribution over the whole vocabulary with the live scores, and the
-    residual-patching map of the prompt against its noun swapped.
+def explorer(model, world, prompts=None):
+    """A prompt picker, an ablation-kind picker and a checkbox per head around two panels.
 
+    model: a course Transformer; world: a ``helpers.worlds.World`` or any tokenizer (``vocab``,
+    ``encode(text)``, ``decode(ids)``); prompts: the caller's list of prompt strings (their mean
+    and their neighbours are the mean and resample references, so give prompts of one task).
+    With the cat world: the cat view (default prompts PROMPTS). Otherwise the general view.
     Returns the Explorer (``.controls``: prompt, kind, one per head; ``.picture()``)."""
     import ipywidgets as widgets
 
+    if not (isinstance(world, worlds.World) and world.name == "cat"):
+        return _general(model, world, prompts)
+    prompts = PROMPTS if prompts is None else prompts
     for p in prompts:
         words = p.split()
         if len(words) != 4 or words[2] not in compute.SWAP or words[3] not in worlds.COPULAS:
@@ -74,7 +85,7 @@ def _canvas(model, world, prompt):
     grid_ax.set_yticks(range(len(names)), names)
     grid_ax.set_xticks(range(T), ["<BOS>", "the", "noun", "copula"])
     grid_ax.set_xlabel("position patched")
-    fig.colorbar(image, ax=grid_ax, fraction=0.05, label="fraction restored")
+    fig.colorbar(image, ax=grid_ax, fraction=0.05, label="normalised logit difference")
     cells = [[grid_ax.text(j, i, "", ha="center", va="center", fontsize=7) for j in range(T)]
              for i in range(len(names))]
     moving = dict(
@@ -109,4 +120,68 @@ def _draw_patch(parts, view, prompt):
         parts["cells"][i][j].set_color("white" if abs(v) > 1.1 else "black")
     swapped = " ".join(compute.SWAP.get(w, w) for w in prompt.split()[1:])
     parts["grid_title"].set_text(f"patching clean “{' '.join(prompt.split()[1:])}” into “{swapped}”:\n"
-                                 "fraction of the logit difference restored")
+                                 "normalised logit difference (0 = swapped noun, 1 = this prompt)")
+
+
+def _general(model, tokenizer, prompts):
+    """The general view for any Transformer, tokenizer and prompts (see ``explorer``)."""
+    import ipywidgets as widgets
+    from ..heads.compute import model_and_tokenizer
+
+    model, tokenizer, _ = model_and_tokenizer(model, tokenizer)
+    if prompts is None:
+        fail("a model of your own needs its prompts, a list of strings of one task such as ['ROMEO:', 'JULIET:'], but got None")
+    lab = compute.AnyLab(model, tokenizer, prompts)
+    heads = {f"L{l}H{h}": (l, h) for l in range(model.cfg.n_layers) for h in range(model.cfg.n_heads)}
+    prompt = widgets.Dropdown(options=lab.prompts, description="prompt")
+    kind = widgets.Dropdown(options=compute.KINDS, value="mean", description="ablation")
+    boxes = {name: widgets.Checkbox(value=False, description=f"ablate {name}", indent=False) for name in heads}
+    vocab = [str(v) for v in tokenizer.vocab]
+    T_max = max(len(i) for i in lab.ids)
+    fig = new_figure((11, 3.6))
+    bars_ax, grid_ax = fig.add_subplot(1, 2, 1), fig.add_subplot(1, 2, 2)
+    fig.subplots_adjust(bottom=0.24, top=0.8, wspace=0.3, left=0.06, right=0.94)
+    shown_k = min(len(vocab), 20)
+    bars = bars_ax.bar(range(shown_k), np.zeros(shown_k), color=plots.BASE)
+    labels = [bars_ax.text(i, 0, "", ha="center", va="bottom", rotation=90, fontsize=7) for i in range(shown_k)]
+    bars_ax.set_xticks([])
+    bars_ax.set_ylim(0, 1.4)
+    bars_ax.set_yticks([0, 0.25, 0.5, 0.75, 1.0])
+    bars_ax.set_ylabel("probability of the next token")
+    bars_ax.set_xlabel(f"the {shown_k} most probable next tokens (each bar names its token)")
+    image = grid_ax.imshow(np.zeros((len(lab.points), T_max)), cmap="Blues", vmin=0, vmax=1, aspect="auto")
+    grid_ax.set_yticks(range(len(lab.points)), lab.points)
+    grid_ax.set_xlabel("position")
+    fig.colorbar(image, ax=grid_ax, fraction=0.05, label="logit lens: p(the unablated prediction)")
+    title = bars_ax.text(0.0, 1.04, "", transform=bars_ax.transAxes, fontsize=10)
+    grid_title = grid_ax.text(0.0, 1.05, "", transform=grid_ax.transAxes, fontsize=10)
+    blit = Blitter(fig, [*bars, *labels, image, title, grid_title])
+    views = {}
+
+    def render(prompt, kind, **chosen):
+        picked = [name for name, on in chosen.items() if on]
+        key = (prompt, kind, *picked)
+        if key not in views:
+            views[key] = lab.view(prompt, [heads[name] for name in picked], kind)
+        view = views[key]
+        p, top = torch_topk(view["probs"], shown_k)
+        for bar, label, q, i in zip(bars, labels, p, top):
+            bar.set_height(q)
+            label.set_position((label.get_position()[0], q + 0.02))
+            label.set_text(f"{repr(vocab[i])[1:-1]} {q:.2f}")
+        T = view["lens"].shape[1]
+        grid = np.full((len(lab.points), T_max), np.nan)
+        grid[:, :T] = view["lens"].numpy()
+        image.set_data(grid)
+        title.set_text(f"after “{prompt[-30:]}”: {kind} ablation of {', '.join(picked) or 'no head'}")
+        grid_title.set_text(f"logit lens under the ablation, of the token the unablated\nmodel predicts at each position (last: {vocab[view['answer']]!r})")
+        return blit.png()
+
+    layout = widgets.VBox([widgets.HBox([prompt, kind]), widgets.HBox(list(boxes.values()))])
+    return show(dict(prompt=prompt, kind=kind, **boxes), render, layout)
+
+
+def torch_topk(probs, k):
+    """(probabilities, ids) of the k most probable tokens, as NumPy arrays."""
+    p, i = probs.topk(k)
+    return p.numpy(), i.numpy()
