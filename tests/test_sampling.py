@@ -239,7 +239,7 @@ def test_slide_figure_draws_the_result(dragon, dragon_world):
     r = sampling.slide(dragon, dragon_world, temperature=0.7, top_k=4)
     fig = explorer.slide_figure(r, sampling.settings_text(0.7, 4, None))
     ax = fig.axes[0]
-    assert "4 of 10 tokens kept" in ax.get_title()
+    assert "4 of 10 tokens kept" in " ".join(t.get_text() for t in fig.texts)
     legend = [t.get_text() for t in ax.get_legend().get_texts()]
     assert len(legend) == 3 and "most probable" in legend[2]        # every colour of the bars is named
     assert len(png(fig)) > 1000
@@ -251,7 +251,7 @@ def test_slide_view_renders_fast_updates_as_png(dragon, dragon_world):
     view = explorer.SlideView(first["vocab"], first["order"])
     images = [view.png(sampling.slide(dragon, dragon_world, temperature=t), f"T = {t}") for t in (1.0, 0.2)]
     assert all(png.startswith(b"\x89PNG") for png in images) and images[0] != images[1]
-    assert "T = 0.2" in view.ax.get_title()
+    assert "T = 0.2" in view.caption and "<BOS> dragon drinks" in view.caption
     with pytest.raises(CourseInputError, match="each of the 10 token ids once"):
         explorer.SlideView(first["vocab"], [0] * 10)
 
@@ -530,3 +530,64 @@ def test_seeds_are_whole_numbers(refused, dragon, dragon_world):
 
 def test_complex_logits_are_refused(refused):
     refused(lambda: sampling.with_temperature(np.array([1 + 1j, 2.0]), 1.0), "logits", "complex")
+
+
+# ------------------------------------------------------------------ any model, any tokenizer
+
+class Chars:
+    """A 65-character tokenizer like the capstone's: one token per character."""
+    def __init__(self):
+        self.vocab = sorted(set("\n !$&',-.3:;?ABCDEFGHIJKLMNOPQRSTUVWXYZabcdefghijklmnopqrstuvwxyz"))
+        self.ids = {ch: i for i, ch in enumerate(self.vocab)}
+
+    def encode(self, text):
+        return torch.tensor([self.ids[ch] for ch in text], dtype=torch.long)
+
+    def decode(self, ids):
+        return [self.vocab[int(i)] for i in ids]
+
+
+def test_the_explorer_takes_any_model_tokenizer_and_prompts():
+    chars = Chars()
+    assert len(chars.vocab) == 65
+    model = Transformer(Config(vocab_size=65, d_model=32, n_heads=4, n_layers=2, d_ff=64, n_max=128)).eval()
+    shown = explorer.explorer(model, chars, ["ROMEO:", "JULIET:\nO Romeo"])
+    assert set(shown.controls) == {"temperature", "top_k", "top_p", "seed", "prompt"}
+    assert shown.controls["top_k"].max == explorer.TOP_K_MAX          # its last stop means "off"
+    first = shown.picture()
+    shown.controls["temperature"].value = 0.5                          # one update, drawn
+    shown.controls["prompt"].value = "JULIET:\nO Romeo"                # another prompt relabels the bars
+    assert shown.picture() != first and shown.message.value == ""
+    r = sampling.slide(model, chars, "ROMEO:", temperature=0.8, top_k=5, length=12)
+    assert len(r["kept"]) == 5 and all(len(c) == 12 for c in r["continuations"])   # characters side by side
+    ids = chars.encode("ROMEO:")
+    assert r["continuations"][1] == "".join(chars.decode(
+        sampling.generate(model, ids, 12, 0.8, 5, None, seed=1)[len(ids):]))     # row i: generate's seed + i
+
+
+@pytest.mark.parametrize("prompt, words", [("", "non-empty"), ("R" * 125, "n_max = 128"), ("ROMEO~", "~")])
+def test_the_explorer_refuses_a_prompt_the_model_cannot_take(prompt, words):
+    class Loose(Chars):
+        def encode(self, text):     # unknown characters get an id past the model's vocabulary
+            return torch.tensor([self.ids.get(ch, 99) for ch in text], dtype=torch.long)
+    model = Transformer(Config(vocab_size=65, d_model=32, n_heads=4, n_layers=2, d_ff=64, n_max=128)).eval()
+    with pytest.raises(CourseInputError, match="do not belong together" if prompt == "ROMEO~" else words):
+        explorer.explorer(model, Loose(), prompt)
+
+
+def test_continuations_are_the_tokens_generate_draws(dragon, dragon_world):
+    ids = dragon_world.tokenizer.encode("<BOS> dragon drinks")
+    for settings in (dict(temperature=1.0), dict(temperature=2.0, top_p=0.9), dict(temperature=0.7, top_k=3)):
+        r = sampling.slide(dragon, dragon_world, seed=5, **settings)
+        assert r["continuations"] == [" ".join(dragon_world.tokenizer.decode(
+            sampling.generate(dragon, ids, 4, seed=5 + i, **settings)[len(ids):])) for i in range(3)]
+
+
+def test_counted_macs_are_the_count_of_pytorchs_flop_counter(dragon):
+    from torch.utils.flop_counter import FlopCounterMode
+    ids = torch.arange(12) % 10
+    for fed, cache in ((ids, None), (ids[-1:], sampling.prefilled(dragon, ids[:-1]))):
+        with torch.no_grad(), FlopCounterMode(display=False) as counter:
+            dragon(fed, cache=cache)
+        cache = None if cache is None else sampling.prefilled(dragon, ids[:-1])
+        assert sampling.counted_macs(dragon, fed, cache) == counter.get_total_flops() // 2

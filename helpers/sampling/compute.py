@@ -3,7 +3,7 @@
 * ``with_temperature``, ``top_k_filter``, ``nucleus``, ``top_p_filter`` and
   ``next_distribution`` take the logits (or probabilities) of one position, (V,).
 * ``draw`` / ``draws`` sample with a seeded generator; ``generate`` is the loop, with
-  or without a ``KVCache``.
+  or without a ``KVCache``; ``samples`` runs it for many seeds side by side (one batch a step).
 * ``macs_by_part``, ``forward_macs`` and ``generation_macs`` count multiply-adds
   (``counted_macs`` asks PyTorch's FLOP counter, ``op_count`` counts the operations one
   pass launches); ``kv_cache_bytes`` / ``cache_bytes`` size a cache; ``step_seconds`` times
@@ -34,7 +34,11 @@ def check_sampling(temperature=1.0, top_k=None, top_p=None, vocab_size=None):
 def with_temperature(logits, temperature):
     """softmax(logits / temperature); temperature 0 puts all mass on the argmax."""
     check_sampling(temperature)
-    logits = torch.as_tensor(to_numpy(logits, "logits"), dtype=torch.float32)
+    return _tempered(torch.as_tensor(to_numpy(logits, "logits"), dtype=torch.float32), temperature)
+
+
+def _tempered(logits, temperature):
+    """with_temperature without the checks, for float32 logits (V,) (the loop checks once)."""
     if temperature == 0:
         probs = torch.zeros_like(logits)
         probs[logits.argmax()] = 1.0
@@ -49,6 +53,10 @@ def with_temperature(logits, temperature):
 def top_k_filter(probs, k):
     """Keep the k most probable tokens, zero the rest, renormalise. probs: (V,)."""
     check_sampling(top_k=k, vocab_size=probs.shape[-1])
+    return _top_k(probs, k)
+
+
+def _top_k(probs, k):
     kept = torch.zeros_like(probs)
     idx = torch.topk(probs, k).indices
     kept[idx] = probs[idx]
@@ -58,6 +66,10 @@ def top_k_filter(probs, k):
 def nucleus(probs, p):
     """Ids of the smallest set of most-probable tokens whose mass reaches p (most probable first)."""
     check_sampling(top_p=p)
+    return _nucleus(probs, p)
+
+
+def _nucleus(probs, p):
     order = torch.argsort(probs, descending=True, stable=True)
     cum = torch.cumsum(probs[order], dim=0)
     size = int(torch.searchsorted(cum, torch.tensor(p, dtype=cum.dtype) - 1e-7).item()) + 1
@@ -66,8 +78,13 @@ def nucleus(probs, p):
 
 def top_p_filter(probs, p):
     """Keep the nucleus (top-p set), zero the rest, renormalise. probs: (V,)."""
+    check_sampling(top_p=p)
+    return _top_p(probs, p)
+
+
+def _top_p(probs, p):
     kept = torch.zeros_like(probs)
-    idx = nucleus(probs, p)
+    idx = _nucleus(probs, p)
     kept[idx] = probs[idx]
     return kept / kept.sum()
 
@@ -75,11 +92,16 @@ def top_p_filter(probs, p):
 def next_distribution(logits, temperature=1.0, top_k=None, top_p=None):
     """The distribution a sampler draws from: temperature, then top-k, then top-p. (V,) -> (V,)."""
     check_sampling(temperature, top_k, top_p, vocab_size=len(logits))
-    probs = with_temperature(logits, temperature)
+    return _distribution(torch.as_tensor(to_numpy(logits, "logits"), dtype=torch.float32), temperature, top_k, top_p)
+
+
+def _distribution(logits, temperature, top_k, top_p):
+    """next_distribution without the checks, for float32 logits (V,): what every step of the loop runs."""
+    probs = _tempered(logits, temperature)
     if top_k is not None:
-        probs = top_k_filter(probs, top_k)
+        probs = _top_k(probs, top_k)
     if top_p is not None:
-        probs = top_p_filter(probs, top_p)
+        probs = _top_p(probs, top_p)
     return probs
 
 
@@ -120,7 +142,7 @@ def generate(model, ids, n_new, temperature=1.0, top_k=None, top_p=None, seed=0,
             logits = model(fed, cache=kv, **switches)[-1]    # K and V of the earlier tokens are in kv
         else:
             logits = model(ids, **switches)[-1]              # the whole sequence, every step
-        probs = next_distribution(logits, temperature, top_k, top_p)
+        probs = _distribution(logits.float(), temperature, top_k, top_p)   # checked once, above
         token = torch.multinomial(probs, 1, generator=g)     # (1,): one draw
         ids = torch.cat([ids, token])
         fed = token                                          # the next pass runs only the new token
@@ -180,14 +202,40 @@ def generation_macs(cfg, prompt_len, new_tokens, use_cache):
 
 
 def counted_macs(model, ids, cache=None):
-    """Multiply-adds PyTorch's own FLOP counter sees in one forward pass over ids (T,).
+    """Multiply-adds of the matrix products one forward pass over ids (T,) really calls.
 
-    ``torch.utils.flop_counter`` counts 2 FLOPs per multiply-add (of matrix products only)."""
-    from torch.utils.flop_counter import FlopCounterMode
+    Every product PyTorch is asked for (``F.linear``, ``@`` / ``matmul``, ``bmm``, fused
+    attention) is watched and its multiply-adds taken from its operands' shapes: the count
+    PyTorch's own FLOP counter (``torch.utils.flop_counter``, 2 FLOPs per multiply-add) gives,
+    without its several seconds of start-up."""
+    import math
 
-    with torch.no_grad(), FlopCounterMode(display=False) as counter:
+    import torch.nn.functional as F
+    from torch.overrides import TorchFunctionMode
+
+    products = {torch.matmul, torch.Tensor.matmul, torch.Tensor.__matmul__, torch.mm, torch.bmm,
+                torch.Tensor.mm, torch.Tensor.bmm}
+    total = [0]
+
+    class Counter(TorchFunctionMode):
+        def __torch_function__(self, func, types, args=(), kwargs=None):
+            kwargs = kwargs or {}
+            if func in products:
+                a, b = args[0], args[1]
+                batch = torch.broadcast_shapes(a.shape[:-2], b.shape[:-2]) if a.dim() > 1 and b.dim() > 1 else ()
+                rows = a.shape[-2] if a.dim() > 1 else 1
+                cols = b.shape[-1] if b.dim() > 1 else 1
+                total[0] += math.prod(batch) * rows * a.shape[-1] * cols
+            elif func is F.linear:
+                total[0] += args[0].numel() * args[1].shape[0]
+            elif func is F.scaled_dot_product_attention:
+                q, k = args[0], args[1]
+                total[0] += 2 * q.numel() * k.shape[-2]      # the scores and the weighted sum
+            return func(*args, **kwargs)
+
+    with torch.no_grad(), Counter():
         model(model.check_ids(ids), cache=cache)
-    return counter.get_total_flops() // 2
+    return total[0]
 
 
 def op_count(model, ids, cache=None):
@@ -332,34 +380,132 @@ def shared_kv_attention(Q, K, V):
 
 # ------------------------------------------------- the explorer's compute
 
+def as_tokenizer(tokenizer):
+    """A tokenizer (``vocab``, ``encode(text)``, ``decode(ids)``); a ``helpers.worlds.World`` gives its own."""
+    tokenizer = getattr(tokenizer, "tokenizer", tokenizer)     # a World carries its tokenizer
+    if not all(hasattr(tokenizer, name) for name in ("vocab", "encode", "decode")):
+        fail(f"expected a tokenizer with vocab, encode(text) and decode(ids) (or a World), "
+             f"but got {type(tokenizer).__name__}")
+    return tokenizer
+
+
+def joined(tokenizer, ids):
+    """The text of ids: words with spaces between them for a word-level tokenizer
+    (``helpers.worlds.Tokenizer``), the tokens side by side for any other."""
+    from ..worlds import Tokenizer
+
+    pieces = tokenizer.decode(ids)
+    return " ".join(pieces) if isinstance(tokenizer, Tokenizer) else "".join(pieces)
+
+
+def prompt_state(model, tokenizer, prompt, room=0):
+    """What every setting of the sliders shares for one prompt: dict(ids (T,), logits (V,) of its
+    last position, cache: a KVCache holding it). ``room``: tokens still to come after it.
+
+    A prompt that is empty, too long for the model (with ``room``) or gives ids outside the
+    model's vocabulary is refused with one sentence."""
+    from ..model import Transformer
+
+    if not isinstance(model, Transformer):
+        fail(f"expected a helpers.model.Transformer, but got {type(model).__name__}")
+    tokenizer = as_tokenizer(tokenizer)
+    if not isinstance(prompt, str) or not prompt.strip():
+        fail(f"a prompt is a non-empty string, but got {prompt!r}")
+    ids = torch.as_tensor(tokenizer.encode(prompt), dtype=torch.long).reshape(-1)
+    V, n_max = model.cfg.vocab_size, model.cfg.n_max
+    if len(ids) == 0:
+        fail(f"the prompt {prompt!r} gives no tokens")
+    if int(ids.max()) >= V or int(ids.min()) < 0:
+        fail(f"the tokenizer ({len(tokenizer.vocab)} tokens) gives id {int(ids.max())} for {prompt!r}, but the "
+             f"model's vocabulary has {V}: the model and the tokenizer do not belong together")
+    if len(ids) + room > n_max:
+        fail(f"the prompt has {len(ids)} tokens and {room} more are drawn after it, but the model takes "
+             f"at most n_max = {n_max}: shorten the prompt to {max(n_max - room, 1)} tokens or fewer")
+    cache = KVCache(model.cfg.n_layers)
+    with torch.no_grad():
+        logits = model(ids, cache=cache)[-1].float()
+    return dict(ids=ids, logits=logits, cache=cache)
+
+
+def continuations(model, state, n, length, temperature=1.0, top_k=None, top_p=None, seed=0):
+    """n continuations (n, length) of the prompt in ``state`` (``prompt_state``): row i is drawn
+    with its own generator seeded seed + i, one draw a step as ``generate`` draws, so it holds the
+    tokens ``generate(model, ids, length, ..., seed=seed + i)`` writes. The n rows go through the
+    model together, one batch a step, from one shared copy of the prompt's cache."""
+    if n == 0:
+        return torch.zeros(0, length, dtype=torch.long)
+    generators = [torch.Generator().manual_seed(seed + i) for i in range(n)]
+    kv = KVCache(model.cfg.n_layers)
+    kv.k = [k.expand(n, -1, -1, -1) for k in state["cache"].k]     # the prompt's rows, shared, not copied
+    kv.v = [v.expand(n, -1, -1, -1) for v in state["cache"].v]
+    kv.owner, kv.ids = model, state["ids"].expand(n, -1)
+    rows = [state["logits"]] * n
+    drawn = []
+    with torch.no_grad():
+        for step in range(length):
+            token = torch.cat([torch.multinomial(_distribution(row, temperature, top_k, top_p), 1, generator=g)
+                               for row, g in zip(rows, generators)])
+            drawn.append(token)
+            if step + 1 < length:
+                rows = model(token[:, None], cache=kv)[:, -1].float()
+    return torch.stack(drawn, dim=1)
+
+
+def samples(model, ids, n_new, n, temperature=1.0, top_k=None, top_p=None, seed=0, stop_id=None):
+    """n sampled extensions of ids (T,), as a list of id tensors: sample i holds the tokens
+    ``generate(model, ids, n_new, ..., seed=seed + i, stop_id=stop_id)`` writes (each row has its
+    own generator), but the n rows go through the model side by side, one batch a step."""
+    check_sampling(temperature, top_k, top_p, vocab_size=model.cfg.vocab_size)
+    n, n_new, seed = check_positive_int(n, "n"), check_positive_int(n_new, "n_new"), check_seed(seed)
+    ids = model.check_ids(ids)
+    if ids.dim() != 1:
+        fail(f"samples takes one sequence of shape (T,), but got shape {tuple(ids.shape)}")
+    cache = KVCache(model.cfg.n_layers)
+    with torch.no_grad():
+        state = dict(ids=ids, logits=model(ids, cache=cache)[-1].float(), cache=cache)
+    out = []
+    for row in continuations(model, state, n, n_new, temperature, top_k, top_p, seed):
+        if stop_id is not None and stop_id in row.tolist():
+            row = row[:row.tolist().index(stop_id) + 1]       # generate stops after drawing it
+        out.append(torch.cat([ids, row]))
+    return out
+
+
 def slide(model, world, prompt="<BOS> dragon drinks", temperature=1.0, top_k=None, top_p=None,
-          n_continuations=3, length=4, seed=0):
+          n_continuations=3, length=4, seed=0, state=None):
     """What the sampler does with the next-token logits after ``prompt``.
 
+    world: a tokenizer (``vocab``, ``encode``, ``decode``) or a World. state: the prompt's
+    ``prompt_state`` if already made (the explorer makes it once per prompt).
     Returns a dict:
-      vocab          the world's words (V,)
+      vocab          the tokenizer's tokens (V,)
       order          token ids, most probable first (temperature never changes this order)
       tempered       softmax(logits / temperature), (V,) NumPy
       final          the distribution drawn from after top-k and top-p, (V,) NumPy
       kept           ids with final > 0, most probable first
-      continuations  n_continuations strings, each ``length`` sampled words (seeds seed, seed+1, ...)
+      continuations  n_continuations strings, each ``length`` sampled tokens (seeds seed, seed+1, ...)
       prompt         the prompt
+      continuation_tokens  the same continuations as lists of token strings
+      spaced         True when the text puts spaces between the tokens (a word-level tokenizer)
     """
     check_sampling(temperature, top_k, top_p, vocab_size=model.cfg.vocab_size)
-    ids = world.tokenizer.encode(prompt)
-    with torch.no_grad():
-        logits = model(ids)[-1]
-    tempered = with_temperature(logits, temperature)
-    final = next_distribution(logits, temperature, top_k, top_p)
+    seed = check_seed(seed)
+    tokenizer = as_tokenizer(world)
+    if state is None:
+        state = prompt_state(model, tokenizer, prompt, room=length * (n_continuations > 0))
+    logits = state["logits"]
+    tempered = _tempered(logits, temperature)
+    final = _distribution(logits, temperature, top_k, top_p)
     order = torch.argsort(logits, descending=True, stable=True)
     kept = [int(i) for i in order if final[i] > 0]
-    continuations = []
-    for i in range(n_continuations):
-        out = generate(model, ids, length, temperature, top_k, top_p, seed=seed + i)
-        continuations.append(" ".join(world.tokenizer.decode(out[len(ids):])))
-    return dict(vocab=list(world.tokenizer.vocab), order=[int(i) for i in order],
+    from ..worlds import Tokenizer
+
+    drawn = continuations(model, state, n_continuations, length, temperature, top_k, top_p, seed)
+    return dict(vocab=list(tokenizer.vocab), order=[int(i) for i in order],
                 tempered=tempered.numpy(), final=final.numpy(), kept=kept,
-                continuations=continuations, prompt=prompt)
+                continuations=[joined(tokenizer, row) for row in drawn], prompt=prompt,
+                continuation_tokens=[list(tokenizer.decode(row)) for row in drawn],
+                spaced=isinstance(tokenizer, Tokenizer))
 
 
 def slider_settings(temperature, top_k, top_p, vocab_size):

@@ -2,65 +2,129 @@
 and a few sampled continuations change.
 
 ``SlideView`` is the figure of one ``compute.slide`` result (``update`` draws it, ``png``
-renders it fast by blitting); ``explorer()`` wires four sliders to it.
+renders it fast by blitting); ``explorer()`` wires four sliders (and a prompt menu when given
+several prompts) to it. It takes any ``helpers.model.Transformer`` with any tokenizer.
 """
 import numpy as np
 
 from ..errors import fail
 from ..explorer import Blitter, new_figure, show
-from .compute import settings_text, slide, slider_settings
+from .compute import as_tokenizer, prompt_state, settings_text, slide, slider_settings
 
 GREY, BASE, ACCENT = "#c9c9c9", "#30638e", "#d1495b"
+MAX_BARS = 16        # a larger vocabulary shows its 16 most probable tokens (the order never changes with T)
+TOP_K_MAX = 50       # the top-k slider's last stop, which means "off"
+MONO_EM = 0.602 * 9 / (7.0 * 72)   # one character of the 9-point monospace font, in figure widths
+
+
+def shown_token(token):
+    """A token as a bar's label: a space as ␣ and a newline as ⏎, so that every bar has one."""
+    return token.replace(" ", "␣").replace("\n", "⏎") or "∅"
 
 
 class SlideView:
     """One figure for ``slide`` results: grey bars after temperature, coloured bars after the
-    filters, the kept probabilities, a title with the settings and the sampled continuations.
+    filters, the kept probabilities, the settings and the sampled continuations.
+    At most ``MAX_BARS`` bars: the most probable tokens.
 
-    ``update(result, settings)`` redraws it (returns the Figure);
+    ``update(result, settings)`` redraws it (returns the Figure); ``caption`` is the line over
+    the bars ('after "...":  T = 1.00,  top-k off,  top-p off  →  3 of 10 tokens kept').
     ``png(result, settings)`` returns PNG bytes fast: the axes, ticks and legend are drawn
-    once, and each later call redraws only the bars and texts that change (blitting).
+    once, and each later call redraws only the bars and texts that change (blitting). Each
+    setting and each word of a continuation is its own text, placed in fixed columns (the
+    continuations in a monospace font), so a redraw lays out only what it has never drawn
+    (continuations of characters or word pieces: one text a row).
+    ``show_order(vocab, order)`` relabels the bars for another prompt.
     """
 
     def __init__(self, vocab, order):
         V = len(vocab)
-        if sorted(order) != list(range(V)):
-            fail(f"order should list each of the {V} token ids once, but got {order}")
-        self.V, self.order = V, list(order)
-        self.fig = fig = new_figure((7.0, 4.4), dpi=90)
-        fig.subplots_adjust(left=0.09, right=0.98, bottom=0.36, top=0.9)
+        self.V = V
+        self.check(order)
+        n = min(V, MAX_BARS)
+        self.fig = fig = new_figure((7.0, 4.4), dpi=80)
+        fig.subplots_adjust(left=0.09, right=0.98, bottom=0.36, top=0.86)
         self.ax = ax = fig.add_subplot()
-        x = np.arange(V)
-        self.before = ax.bar(x, np.zeros(V), width=0.8, color=GREY)
-        self.after = ax.bar(x, np.zeros(V), width=0.5, color=BASE)
+        x = np.arange(n)
+        self.before = ax.bar(x, np.zeros(n), width=0.8, color=GREY)
+        self.after = ax.bar(x, np.zeros(n), width=0.5, color=BASE)
+        self.after[0].set_color(ACCENT)   # the first bar is always the most probable token
         self.values = [ax.text(i, 0, "", ha="center", fontsize=8) for i in x]
-        ax.set_xticks(x, [vocab[i] for i in order], rotation=45, ha="right")
         ax.set_ylim(0, 1.12)
         ax.set_ylabel("probability")
         from matplotlib.patches import Patch
         ax.legend(handles=[Patch(color=GREY, label="after temperature"),
                            Patch(color=BASE, label="drawn from (after top-k, top-p)"),
-                           Patch(color=ACCENT, label="drawn from: the most probable word (greedy)")],
+                           Patch(color=ACCENT, label="drawn from: the most probable token (greedy)")],
                   loc="upper right", fontsize=8, frameon=False)
-        self.footer = fig.text(0.09, 0.03, "", fontsize=9, family="monospace", va="bottom")
+        self.heading = fig.text(0.09, 0.955, "", fontsize=10)                       # the prompt: still
+        self.settings = [fig.text(x0, 0.895, "", fontsize=10) for x0 in (0.09, 0.25, 0.41, 0.58)]
+        fig.text(0.09, 0.22, "sampled continuations:", fontsize=9, family="monospace", va="top")
+        self.rows = [fig.text(0.09, 0.22 - 0.05 * (r + 1), f"  {r + 1}.", fontsize=9, family="monospace",
+                              va="top") for r in range(3)]
+        self.tokens = []           # one text per token of the continuations, made as needed
+        self.prompt, self.caption = None, ""
         self.blitter = None   # made by the first png(), which marks the changing artists animated
+        self.show_order(vocab, order)
+
+    def check(self, order):
+        if sorted(order) != list(range(self.V)):
+            fail(f"order should list each of the {self.V} token ids once, but got {order}")
+
+    def show_order(self, vocab, order):
+        """Label the bars with the most probable tokens of ``order`` (a new prompt's)."""
+        if len(vocab) != self.V:
+            fail(f"this view has {self.V} tokens, but the new vocabulary has {len(vocab)}")
+        self.check(order)
+        self.order = list(order)[:len(self.before)]
+        self.ax.set_xticks(range(len(self.order)), [shown_token(vocab[i]) for i in self.order],
+                           rotation=45, ha="right")
+        if self.blitter is not None:
+            self.blitter.reset()
 
     def changing(self):
         """The artists that change from one result to the next."""
-        return [*self.before, *self.after, *self.values, self.ax.title, self.footer]
+        return [*self.before, *self.after, *self.values, *self.settings, *self.tokens]
+
+    def token_slots(self, n_tokens):
+        """Texts for the three rows of continuations, at least n_tokens a row (made as needed)."""
+        while len(self.tokens) < 3 * n_tokens:
+            self.tokens.append(self.fig.text(0, 0, "", fontsize=9, family="monospace", va="top"))
+            if self.blitter is not None:
+                self.blitter.animate(self.tokens[-1])
+        per_row = len(self.tokens) // 3
+        return [self.tokens[r * per_row:(r + 1) * per_row] for r in range(3)]
 
     def update(self, result, settings=""):
+        if result["order"][:len(self.order)] != self.order:
+            self.show_order(result["vocab"], result["order"])
+        if result["prompt"] != self.prompt:
+            self.prompt = result["prompt"]
+            bars = "" if self.V <= len(self.order) else f"   (bars: the {len(self.order)} most probable of {self.V})"
+            self.heading.set_text(f"after \"{self.prompt[-60:]}\":".replace("\n", "⏎") + bars)
+            if self.blitter is not None:
+                self.blitter.reset()
         tempered, final, kept = result["tempered"], result["final"], set(result["kept"])
         for slot, i in enumerate(self.order):
             self.before[slot].set_height(tempered[i])
             self.after[slot].set_height(final[i])
-            self.after[slot].set_color(ACCENT if i == self.order[0] else BASE)
             self.values[slot].set_position((slot, max(tempered[i], final[i]) + 0.02))
             self.values[slot].set_text(f"{final[i]:.2f}" if i in kept else "")
-        self.ax.set_title(f"after \"{result['prompt']}\":  {settings}  →  {len(kept)} of {self.V} "
-                          f"tokens kept", fontsize=10)
-        self.footer.set_text("sampled continuations:\n" +
-                             "\n".join(f"  {n}. {c}" for n, c in enumerate(result["continuations"], 1)))
+        pieces = [*(settings.split(",  ") + ["", "", ""])[:3], f"→  {len(kept)} of {self.V} tokens kept"]
+        for text, piece in zip(self.settings, pieces):
+            text.set_text(piece)
+        self.caption = f"{self.heading.get_text()}  {settings}  {pieces[-1]}"
+        rows = result.get("continuation_tokens") or [[c] for c in result["continuations"]]
+        if not result.get("spaced", True):   # characters or word pieces: one text a row, side by side
+            rows = [["".join(row)] for row in rows]
+        for r, texts in enumerate(self.token_slots(max((len(row) for row in rows), default=0))):
+            row = rows[r] if r < len(rows) else []
+            column, y = 5, 0.22 - 0.05 * (r + 1)      # after "  1. "
+            for n, text in enumerate(texts):
+                piece = shown_token(row[n]) if n < len(row) else ""
+                text.set_text(piece)
+                text.set_position((0.09 + column * MONO_EM, y))
+                column += len(piece) + 1
         return self.fig
 
     def png(self, result, settings=""):
@@ -76,26 +140,56 @@ def slide_figure(result, settings=""):
     return SlideView(result["vocab"], result["order"]).update(result, settings)
 
 
-def explorer(model, world, prompt="<BOS> dragon drinks"):
+def explorer(model, tokenizer, prompts="<BOS> dragon drinks", length=None):
     """Sliders for temperature, top-k, top-p and the seed, and one figure redrawn in place.
 
-    top-k at the vocabulary size and top-p at 1.00 mean "off". Returns the Explorer.
+    model: any ``helpers.model.Transformer``; tokenizer: any object with ``vocab``,
+    ``encode(text)`` and ``decode(ids)`` (a ``helpers.worlds.World`` gives its own); prompts: one
+    prompt or a list of them (a menu picks one); length: the tokens of each of the three sampled
+    continuations (default 4 words for a word-level tokenizer, 8 tokens for any other).
+    top-k at its last stop (the vocabulary size, at most ``TOP_K_MAX``) and top-p at 1.00 mean
+    "off". Returns the Explorer.
     """
     import ipywidgets as widgets
 
+    from ..worlds import Tokenizer
+
+    tokenizer = as_tokenizer(tokenizer)
+    prompts = [prompts] if isinstance(prompts, str) else list(prompts)
+    if not prompts:
+        fail("expected at least one prompt, but got an empty list")
+    if length is None:
+        length = 4 if isinstance(tokenizer, Tokenizer) else 8
+    states = {}   # each prompt's ids, logits and cache, made once: the sliders never change them
+
+    def state_of(prompt):
+        if prompt not in states:
+            states[prompt] = prompt_state(model, tokenizer, prompt, room=length)
+        return states[prompt]
+
+    for prompt in prompts:      # a prompt this model cannot take is refused here, in one sentence
+        state_of(prompt)
     V = model.cfg.vocab_size
+    k_max = min(V, TOP_K_MAX)
     label = dict(style={"description_width": "8em"})   # the default width cuts "temperature" short
     controls = dict(
         temperature=widgets.FloatSlider(value=1.0, min=0.0, max=3.0, step=0.05, description="temperature", **label),
-        top_k=widgets.IntSlider(value=V, min=1, max=V, description="top-k", **label),
+        top_k=widgets.IntSlider(value=k_max, min=1, max=k_max, description="top-k", **label),
         top_p=widgets.FloatSlider(value=1.0, min=0.05, max=1.0, step=0.01, description="top-p", **label),
         seed=widgets.IntSlider(value=0, min=0, max=50, description="seed", **label))
-    first = slide(model, world, prompt, n_continuations=0)
+    if len(prompts) > 1:
+        controls["prompt"] = widgets.Dropdown(options=prompts, value=prompts[0], description="prompt",
+                                              layout=widgets.Layout(width="420px"))
+    first = slide(model, tokenizer, prompts[0], n_continuations=0, state=state_of(prompts[0]))
     view = SlideView(first["vocab"], first["order"])
 
-    def render(temperature, top_k, top_p, seed):
-        t, k, p = slider_settings(temperature, top_k, top_p, V)
-        return view.png(slide(model, world, prompt, t, k, p, seed=seed), settings_text(t, k, p))
-    layout = widgets.HBox([widgets.VBox([controls["temperature"], controls["seed"]]),
-                           widgets.VBox([controls["top_k"], controls["top_p"]])])
-    return show(controls, render, layout)
+    def render(temperature, top_k, top_p, seed, prompt=prompts[0]):
+        t, k, p = slider_settings(temperature, top_k, top_p, k_max)
+        k = None if k is None or k >= V else k
+        result = slide(model, tokenizer, prompt, t, k, p, length=length, seed=seed, state=state_of(prompt))
+        return view.png(result, settings_text(t, k, p))
+    rows = [widgets.HBox([widgets.VBox([controls["temperature"], controls["seed"]]),
+                          widgets.VBox([controls["top_k"], controls["top_p"]])])]
+    if "prompt" in controls:
+        rows.insert(0, controls["prompt"])
+    return show(controls, render, widgets.VBox(rows) if len(rows) > 1 else rows[0])
