@@ -256,6 +256,15 @@ def test_word2vec_separates_animals_from_surfaces(cat_world):
     assert min(cos("cat", "dog"), cos("mat", "floor")) > max(cos("cat", "mat"), cos("dog", "floor"))
 
 
+def test_word2vec_seeds_two_at_a_time_give_what_one_after_another_gives(cat_world):
+    together = geometry.train_word2vec_seeds(cat_world.train, seeds=range(4), epochs=20)
+    alone = [geometry.train_word2vec(cat_world.train, seed=seed, epochs=20) for seed in range(4)]
+    assert [kv.index_to_key for kv in together] == [kv.index_to_key for kv in alone]
+    assert all(np.array_equal(a.vectors, b.vectors) for a, b in zip(together, alone))
+    with pytest.raises(CourseInputError, match="non-empty"):
+        geometry.train_word2vec_seeds([], seeds=range(2))
+
+
 def test_word2vec_rejects_an_empty_corpus():
     with pytest.raises(CourseInputError):
         geometry.train_word2vec([])

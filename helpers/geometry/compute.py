@@ -639,3 +639,13 @@ def train_word2vec(sentences, vector_size=8, window=2, epochs=100, seed=0, sampl
                      negative=5, sample=sample, epochs=epochs, seed=seed, workers=1,
                      hashfxn=stable_hash)
     return model.wv
+
+
+def train_word2vec_seeds(sentences, seeds, **options):
+    """``train_word2vec(sentences, seed=seed, **options)`` for each of ``seeds``: a list of KeyedVectors,
+    the same as one call after another, bit for bit (each run is seeded and single-threaded), two
+    runs at a time (gensim trains without holding Python's lock, so two cores share the work)."""
+    import concurrent.futures
+
+    with concurrent.futures.ThreadPoolExecutor(2) as pool:
+        return list(pool.map(lambda seed: train_word2vec(sentences, seed=seed, **options), seeds))
