@@ -235,3 +235,30 @@ def test_the_induction_recording_scores_every_head_and_both_copies():
     assert all(0 <= s <= 1 for row in figures["induction_score"] for s in row)
     # a fresh model guesses: both copies cost about ln 65
     assert abs(figures["loss_first_copy"] - math.log(65)) < 0.2 and abs(figures["loss_second_copy"] - math.log(65)) < 0.2
+
+
+def test_the_shipped_run_starts_as_its_log_says():
+    """The first steps of the recipe, run here (1 thread, on whatever CPU path this is), give the
+    logged batch losses within 2e-3 and the logged first evaluation and induction figures within 1e-3."""
+    log = shipped.load_log()
+    model, short = shipped.build(stop_after=5, threads=1, progress=None)
+    assert short["recipe"] == log["recipe"] and short["config"] == log["config"]
+    assert short["step_losses"] == pytest.approx(log["step_losses"][:5], abs=2e-3)
+    first, logged = short["evaluations"][0], log["evaluations"][0]
+    assert first["step"] == logged["step"] == 0
+    assert (first["train_loss"], first["val_loss"]) == pytest.approx((logged["train_loss"], logged["val_loss"]), abs=1e-3)
+    flat = lambda record: [s for row in record["induction_score"] for s in row] + \
+        [record["loss_first_copy"], record["loss_second_copy"]]
+    assert flat(short["induction"][0]) == pytest.approx(flat(log["induction"][0]), abs=1e-3)
+
+
+def test_the_shipped_model_loads_and_meets_its_log():
+    model, log = shipped.load_model(), shipped.load_log()
+    assert model.cfg == shipped.CONFIG and not model.training
+    final = log["evaluations"][-1]
+    assert final["step"] == log["recipe"]["steps"] or final.get("stopped_early")   # the 15-minute guard
+    assert [r["step"] for r in log["induction"]] == list(range(0, final["step"] + 1, shipped.INDUCTION["every"]))
+    assert log["peak_memory_mib"] < 1.5 * 1024
+    text = corpus.load_text()
+    val_ids = corpus.CharTokenizer(text).encode(corpus.split(text)[1])
+    assert shipped.evaluation_loss(model, val_ids) == pytest.approx(final["val_loss"], abs=1e-3)
