@@ -222,7 +222,10 @@ def counted_macs(model, ids, cache=None):
             kwargs = kwargs or {}
             if func in products:
                 a, b = args[0], args[1]
-                batch = torch.broadcast_shapes(a.shape[:-2], b.shape[:-2]) if a.dim() > 1 and b.dim() > 1 else ()
+                lead_a, lead_b = (list(x.shape[:-2]) if x.dim() > 1 else [] for x in (a, b))
+                width = max(len(lead_a), len(lead_b))           # the batch dimensions, broadcast
+                batch = [max(m, n) for m, n in zip([1] * (width - len(lead_a)) + lead_a,
+                                                   [1] * (width - len(lead_b)) + lead_b)]
                 rows = a.shape[-2] if a.dim() > 1 else 1
                 cols = b.shape[-1] if b.dim() > 1 else 1
                 total[0] += math.prod(batch) * rows * a.shape[-1] * cols
