@@ -1,0 +1,389 @@
+"""Checks for chapter 12 (your GPT): one BPE merge by hand, the learner's GPT assembled from
+their pieces against the cat model on the whole cat world, and the learner's training loop
+against the course's, step for step.
+
+Each check names the likely mistake by computing the known wrong versions and comparing.
+"""
+import functools
+import re
+
+import numpy as np
+import torch
+
+from ..exercises import NOT_ANSWERED, Function, Module, Wrong, as_array, call, exercise
+from . import compute, corpus
+from . import tokenize as tk
+
+NOT_YET = NOT_ANSWERED.split(":")[0]
+
+# ------------------------------------------------------------ one BPE merge
+
+MERGE_TEXT = 20_000   # the first characters of the training text the library case uses
+
+# (what, words, the hint when the answer is the one a known slip gives: computed below)
+MERGE_CASES = (
+    ("a run of three a's", [list("aaa")] * 3 + [list("ab")] * 5),
+    ("words of one symbol each", [["a"], ["b"]] * 5 + [list("cd")] * 2),
+    ("a tie between (z, y) and (b, a)", [list("zy"), list("ba")]),
+    ("a pair that occurs twice in one word", [list("abcab"), list("ab"), list("xy")]),
+    ("a word with the pair in the middle", [list("cabd"), list("ab")]),
+    ("a run of four a's", [list("aaaa")] * 2 + [list("ba")] * 3),
+)
+
+
+def merge_slips(words):
+    """[((pair, merged words) a known mistake gives, the sentence that names it)] on ``words``."""
+    right_pair, right = tk.merge_step(words)
+    flat = [s for w in words for s in w]
+    slips = []
+    across = tk.pair_counts([flat])
+    best = max(across.values())
+    slips.append(((min(p for p, n in across.items() if n == best), None),
+                  "you counted pairs across word boundaries: count only neighbours inside each word "
+                  "(a merge never joins two words)"))
+    plain = {}
+    for w in words:   # counting non-overlapping occurrences, as str.count does
+        text, seen = w, set()
+        for a, b in zip(text, text[1:]):
+            if (a, b) in seen:
+                continue
+            seen.add((a, b))
+            i, n = 0, 0
+            while i + 1 < len(text):
+                if (text[i], text[i + 1]) == (a, b):
+                    n, i = n + 1, i + 2
+                else:
+                    i += 1
+            plain[a, b] = plain.get((a, b), 0) + n
+    best = max(plain.values())
+    slips.append(((min(p for p, n in plain.items() if n == best), None),
+                  "in a run like a a a the pair (a, a) stands twice (positions 0-1 and 1-2): count every "
+                  "neighbouring pair, overlapping ones too"))
+    counts = tk.pair_counts(words)
+    first = max(counts, key=counts.get)   # the first of the tied pairs, in the order they were seen
+    slips.append(((first, None), "on a tie you took the pair seen first: take the smallest of the tied pairs "
+                                 "(min of them, in Python's order of tuples of strings), as the library does"))
+    a, b = right_pair
+    variants = {
+        "first": "only the first occurrence was merged: replace every occurrence of the pair, in every word",
+        "keep_second": "the merge kept the second symbol too: replace the two symbols by one, a + b",
+        "keep_first": "the merge kept the first symbol too: replace the two symbols by one, a + b",
+        "right_to_left": "in a run the pairs were merged from the right: read each word left to right, "
+                         "and after a merge go on after the merged pair",
+        "overlapping": "a symbol was used in two merges: in a a a, after merging the first two, the third "
+                       "a stays alone (read left to right, skip past each merged pair)",
+    }
+    for name, hint in variants.items():
+        slips.append(((right_pair, [_merge_word(w, a, b, name) for w in words]), hint))
+    return slips
+
+
+def _merge_word(word, a, b, how):
+    """The word after merging (a, b) the wrong way ``how`` (see ``merge_slips``)."""
+    if how == "right_to_left":
+        reverse = [s[::-1] for s in word[::-1]]
+        return [s[::-1] for s in _merge_word(reverse, b[::-1], a[::-1], "right")[::-1]]
+    out, i, merges = [], 0, 0
+    while i < len(word):
+        if i + 1 < len(word) and (word[i], word[i + 1]) == (a, b) and not (how == "first" and merges):
+            merges += 1
+            out += {"keep_second": [a + b, b], "keep_first": [a, a + b]}.get(how, [a + b])
+            # "overlapping": the second symbol is read again as the start of the next pair
+            i += 1 if how == "overlapping" and i + 2 < len(word) and (word[i + 1], word[i + 2]) == (a, b) else 2
+        else:
+            out.append(word[i])
+            i += 1
+    return out
+
+
+def two_things(out, function, names, on=""):
+    """``out``, a learner's function's (a, b), as a tuple; else Wrong (None: not answered yet)."""
+    if out is None:
+        raise Wrong(f"{NOT_YET}: {function} returns None; return ({names})")
+    if not isinstance(out, (tuple, list)) or len(out) != 2:
+        raise Wrong(f"{on}{function} should return two things, ({names}), but it returned "
+                    f"{type(out).__name__} {str(out)[:60]}")
+    return tuple(out)
+
+
+def merge_answer(out, words, what):
+    """(pair, merged) from the learner's output, else Wrong with one sentence."""
+    pair, merged = two_things(out, "merge_step", "pair, merged_words", on=f"on {what} ")
+    if isinstance(pair, str):
+        raise Wrong(f"on {what} the pair should be a tuple of the two symbols, like ('a', 'b'), not the merged "
+                    f"string {pair!r}")
+    if not isinstance(pair, (tuple, list)) or len(pair) != 2 or not all(isinstance(s, str) for s in pair):
+        raise Wrong(f"on {what} the pair should be a tuple of two strings, like ('a', 'b'), but it is {pair!r:.60}")
+    if not isinstance(merged, (list, tuple)) or len(merged) != len(words) or \
+            not all(isinstance(w, (list, tuple)) and all(isinstance(s, str) for s in w) for w in merged):
+        raise Wrong(f"on {what} the merged words should be a list of {len(words)} words, each a list of strings, "
+                    f"in the order of the input, but got {str(merged)[:80]}")
+    return tuple(pair), [list(w) for w in merged]
+
+
+def merge_problem(fn, words, what, library_pair=None):
+    """One sentence if ``fn`` does not merge ``words`` as a BPE merge step does, else None."""
+    out = merge_answer(call(fn, [list(w) for w in words], what=f"on {what}"), words, what)
+    right_pair, right = tk.merge_step(words)
+    if out == (right_pair, right):
+        return None
+    for (pair, merged), hint in merge_slips(words):
+        if pair == out[0] and pair != right_pair or merged is not None and out == (pair, merged):
+            return f"on {what}: {hint}"
+    if out[0] != right_pair:
+        where = "the library's first merge" if library_pair else "the most frequent pair"
+        return f"on {what}: your pair {out[0]} is not {where}; count the neighbours inside each word"
+    return (f"on {what}: the pair is right, but the merged words are not: replace each (a, b), read left to "
+            "right, by the one symbol a + b, in every word, and keep every other symbol as it is")
+
+
+def merge_words(train_text):
+    """The words of the first MERGE_TEXT characters of the training text (``tk.pretokenize``)."""
+    return tk.pretokenize(train_text[:MERGE_TEXT])
+
+
+@exercise("your BPE merge step", answer=Function("a function merge_step(words) -> (pair, merged_words)"))
+def merge_step(fn, train_text):
+    """``fn(words)`` returns (the pair merged, the words after merging it) as ``tk.merge_step``;
+    on the first MERGE_TEXT characters of ``train_text`` its pair is the library's first merge."""
+    for what, words in MERGE_CASES:
+        problem = merge_problem(fn, words, what)
+        if problem:
+            yield problem
+            return
+    words = merge_words(train_text)
+    library = tk.merges(tk.train_bpe(train_text[:MERGE_TEXT], tk.BYTES + 1))[0]
+    what = f"the first {MERGE_TEXT:,} characters of the training text"
+    problem = merge_problem(fn, words, what, library_pair=library)
+    if problem:
+        yield problem
+
+
+# ------------------------------------------------------------ the learner's GPT
+
+GPT_ATOL = 1e-3   # the logits reach 21, float32 rounding moves them by about 1e-4; every slip below by 20 or more
+
+ASSEMBLY_HINTS = {
+    "no_final_norm": "the final LayerNorm is missing: logits = final_ln(h) @ E.T, after the last block",
+    "no_positions": "the positions are not added: h0 = E[ids] + PE[:T], before the first block",
+    "positions_after_blocks": "the positions are added after the blocks: add them to the token embeddings, "
+                              "h0 = E[ids] + PE[:T], before the first block",
+    "blocks_reversed": "the blocks run in the wrong order: blocks[0] first, then blocks[1], ...",
+    "only_last_block": "every block reads h0, so only the last one counts: each block reads what the one "
+                       "before it wrote, h = block(h)",
+    "positions_from_1": "the positions start at row 1: the first token takes row 0 of the table, PE[:T]",
+    "post_norm": "the blocks are post-norm (LayerNorm after each addition): the course's blocks are pre-norm, "
+                 "h_mid = h + attn(ln1(h))",
+    "probabilities": "you returned probabilities (a softmax): return the logits, final_ln(h) @ E.T",
+    "final_norm_first": "the final LayerNorm is applied to h0, before the blocks: it goes after the last "
+                        "block, just before the unembedding",
+}
+
+
+def gpt_error(message):
+    """A sentence for a GPT that stopped with ``message``: names the parameters and the unembedding."""
+    if "should be named" in message:
+        found = re.search(r"(\[[^\]]*\]) are extra", message)
+        extra = found.group(1) if found else ""
+        hint = ""
+        if "E.weight" in extra:
+            hint = "E is one nn.Parameter of shape (vocab_size, d_model), not an nn.Embedding; "
+        elif re.search(r"'(?!blocks\.|final_ln\.)[^']*'", extra):
+            hint = ("the unembedding is tied: the logits are final_ln(h) @ E.T, with no matrix of its own "
+                    "(and positions are a buffer, not a parameter); ")
+        return (f"{hint}the parameters are E, blocks.0.ln1 ... blocks.{{L-1}}.mlp (an nn.ModuleList named blocks "
+                f"of Block) and final_ln, so the cat model's state_dict loads by name; {message}")
+    if "shapes cannot be multiplied" in message or "size mismatch" in message:
+        return (f"{message}; the unembedding multiplies by E transposed, final_ln(h) @ E.T, which gives "
+                "vocab_size logits per position")
+    if "Double" in message or "double" in message:
+        return f"{message}; cast the positions table to float32, sinusoidal_positions(n_max, d_model).float()"
+    return message
+
+
+@exercise("your GPT", answer=Module("an nn.Module class GPT(vocab_size, d_model, n_heads, n_layers, d_ff, n_max)"),
+          keeps="12")
+def gpt_module(run, cat):
+    """``run``: the learner's class GPT as a ``run(args, state, ids)``. With the cat model's
+    state_dict loaded by name, its logits on the whole cat world (the 64 sentences, one padded
+    batch) equal the cat model's at every real position to GPT_ATOL."""
+    if isinstance(run, torch.nn.Module):
+        yield "pass the class GPT itself, not a model built from it (GPT, not GPT(...))"
+        return
+    cfg = cat.cfg
+    args = (cfg.vocab_size, cfg.d_model, cfg.n_heads, cfg.n_layers, cfg.d_ff, cfg.n_max)
+    ids, lengths, expected = compute.cat_world_case(cat)
+    try:
+        out = call(run, args, cat.state_dict(), ids, what="on the cat world")
+    except Wrong as wrong:
+        text = str(wrong)
+        if f"but {sorted(cat.state_dict())} are missing" in text:   # the skeleton: no parameters at all
+            yield f"{NOT_YET}: GPT has no parameters yet; fill in __init__ and forward"
+        else:
+            yield gpt_error(text)
+        return
+    if out is None:
+        yield f"{NOT_YET}: forward returns None; return the logits, (B, T, vocab_size)"
+        return
+    if hasattr(out, "shape") and tuple(out.shape) != tuple(expected.shape):
+        yield (f"on the cat world (ids of shape {tuple(ids.shape)}) forward returned shape {tuple(out.shape)}; "
+               f"it should return logits of shape {tuple(expected.shape)}, one row of vocab_size per position")
+        return
+    out = as_array(out, "the logits on the cat world", shape=tuple(expected.shape))
+    real = (torch.arange(ids.shape[1])[None] < lengths[:, None]).numpy()
+    gap = float(np.abs(out - expected.double().numpy())[real].max())
+    if gap <= GPT_ATOL:
+        return
+    for slip in compute.ASSEMBLY_SLIPS:
+        wrong = compute.slipped_logits(cat, ids, slip).double().numpy()
+        if np.allclose(out[real], wrong[real], atol=GPT_ATOL, rtol=0):
+            yield f"on the cat world: {ASSEMBLY_HINTS[slip]}"
+            return
+    bad = np.abs(out - expected.double().numpy()).max(-1) > GPT_ATOL
+    sentence, position = (int(i) for i in np.argwhere(bad & real)[0])
+    yield (f"on the cat world your logits differ from the cat model's by up to {gap:.2g} (first at sentence "
+           f"{sentence}, position {position}); h0 = E[ids] + PE[:T], each block in turn, final_ln, then @ E.T")
+
+
+# ------------------------------------------------------------ the learner's training loop
+
+LOOP_SETTINGS = dict(steps=12, batch=8, context=32, lr=3e-3, warmup=4, min_lr=3e-4, clip=0.5, eval_every=4,
+                     eval_batches=2, seed=0)
+LOOP_ATOL = 1e-4        # float op order may move a loss by 1e-6; the nearest slip moves one by 4e-4
+LOOP_CHARS = (20_000, 4_000)   # the training and validation characters the check trains on
+
+LOOP_HINTS = {
+    "no_zero_grad": "the gradients are never cleared, so each step adds to the last: optimizer.zero_grad() "
+                    "before loss.backward()",
+    "clip_after_step": "the gradients are not clipped before the step (after optimizer.step() clipping changes "
+                       "nothing): clip_grad_norm_(model.parameters(), clip) between backward() and step()",
+    "no_clip": "the gradients are not clipped before the step (after optimizer.step() clipping changes nothing): "
+               "clip_grad_norm_(model.parameters(), clip) between backward() and step()",
+    "lr_next_step": "the schedule is one step ahead: step s (counted from 0) takes learning_rate(s, ...)",
+    "lr_previous_step": "the schedule is one step behind: step s (counted from 0) takes learning_rate(s, ...)",
+    "lr_constant": "the learning rate is never updated: set group['lr'] = learning_rate(step, ...) in every "
+                   "param group before each optimizer.step()",
+    "unshifted_targets": "the loss compares the logits with x itself: the target of position t is the next "
+                         "token, y (windows gives x and y = x shifted by one)",
+    "shifted_twice": "the targets are shifted twice: windows already gives y = x shifted by one, so compare "
+                     "logits with y directly",
+    "decay_everything": "weight decay is applied to every parameter: decay the matrices and embeddings "
+                        "(p.dim() >= 2) and give biases and LayerNorm scales weight_decay 0",
+    "adam": "that is Adam without weight decay: use torch.optim.AdamW with the two groups and betas (0.9, 0.99)",
+}
+
+
+class EvalSlip(Exception):
+    """Raised by ``Watched`` inside the learner's loop: one sentence on the mode it ran the model in."""
+
+
+class Watched:
+    """The model as the learner's loop sees it: it runs the real model and raises EvalSlip at
+    the first pass on validation windows in training mode or with gradients on, or on training
+    windows in eval mode. Everything else (parameters(), train(), eval(), cfg ...) is the model's."""
+
+    def __init__(self, model, val_ids, context):
+        self.model = model
+        rows = val_ids.unfold(0, context, 1)
+        self.val = {tuple(r.tolist()) for r in rows}
+
+    def __getattr__(self, name):
+        return getattr(self.__dict__["model"], name)
+
+    def forward(self, x):
+        return self(x)
+
+    def __call__(self, x):
+        rows = [tuple(r.tolist()) for r in torch.as_tensor(x).reshape(-1, x.shape[-1])]
+        evaluating = bool(rows) and all(r in self.val for r in rows)
+        if evaluating and self.model.training:
+            raise EvalSlip("the validation loss was computed in training mode (dropout would be on): call "
+                           "model.eval() before evaluating and model.train() after")
+        if evaluating and torch.is_grad_enabled():
+            raise EvalSlip("the validation loss was computed with gradients on: evaluate inside "
+                           "torch.no_grad(), so no graph is built and no gradient can leak into training")
+        if not evaluating and not self.model.training:
+            raise EvalSlip("a training step ran in eval mode: call model.train() after evaluating")
+        return self.model(x)
+
+
+@functools.lru_cache(maxsize=None)
+def loop_reference(slip=None):
+    """(losses (steps,), val_losses (evaluations,)) of the course's loop on the check's model and data,
+    as ``helpers.gpt.train.train`` runs it (slip None) or with one known mistake (computed once)."""
+    train_ids, val_ids = loop_data()
+    if slip is None:
+        return loop_output(compute.course_losses(loop_model(), train_ids, val_ids, **LOOP_SETTINGS))
+    return loop_output(compute.train_loop(loop_model(), train_ids, val_ids, **LOOP_SETTINGS, slip=slip))
+
+
+@functools.lru_cache(maxsize=1)
+def loop_data():
+    """(train_ids, val_ids): the first LOOP_CHARS characters of each split, as character ids."""
+    train, val = corpus.split(corpus.load_text())
+    tokenizer = corpus.CharTokenizer()
+    return tokenizer.encode(train[:LOOP_CHARS[0]]), tokenizer.encode(val[:LOOP_CHARS[1]])
+
+
+def loop_model():
+    """The small model the check trains: 2 layers, d_model 32, 4 heads, context 32, the small start."""
+    from ..model import Config, Transformer
+
+    return Transformer(Config(vocab_size=65, d_model=32, n_heads=4, n_layers=2, d_ff=64, n_max=32), seed=0)
+
+
+def loop_output(out):
+    """(losses (steps,), val_losses {step: loss}) from the learner's output, else Wrong."""
+    steps, every = LOOP_SETTINGS["steps"], LOOP_SETTINGS["eval_every"]
+    losses, val = two_things(out, "train_loop", "losses, val_losses")
+    if losses is None or (isinstance(losses, (list, tuple)) and not losses and not val):
+        raise Wrong(f"{NOT_YET}: train_loop returned no losses; write the loop between the given lines")
+    losses = as_array(losses, "losses")
+    if losses.shape != (steps,):
+        raise Wrong(f"losses should hold one number per step, {steps} for steps={steps}, but it has shape {losses.shape}")
+    wanted = sorted(set(range(0, steps, every)) | {steps})
+    if not isinstance(val, dict) or sorted(val) != wanted:
+        raise Wrong(f"val_losses should be a dict {{step: validation loss}} with the steps {wanted} (after 0, "
+                    f"eval_every, ... and all {steps} updates), but got {str(val)[:80]}")
+    return losses, np.array([float(as_array(val[s], f"val_losses[{s}]").reshape(-1)[0]) for s in wanted])
+
+
+@exercise("your training loop",
+          answer=Function("a function train_loop(model, train_ids, val_ids, steps, batch, context, lr, warmup, "
+                          "min_lr, clip, eval_every, eval_batches, seed=0, callback=None)"), keeps="12")
+def train_loop(fn):
+    """``fn`` trains a small model on the first characters of Tiny Shakespeare as ``compute.train_loop``
+    does (AdamW, warm-up and cosine, clipping, a validation loss every eval_every steps): the same
+    losses, step for step, to LOOP_ATOL."""
+    train_ids, val_ids = loop_data()
+    model = loop_model()
+    try:
+        out = call(fn, Watched(model, val_ids, LOOP_SETTINGS["context"]), train_ids, val_ids, **LOOP_SETTINGS,
+                   what="on a small model and the first characters of Tiny Shakespeare", seconds=30)
+        losses, val = loop_output(out)
+    except Wrong as wrong:
+        text = str(wrong)
+        yield text.split("EvalSlip: ", 1)[1] if "EvalSlip: " in text else text
+        return
+    right, right_val = loop_reference()
+    if np.abs(losses - right).max() <= LOOP_ATOL and np.abs(val - right_val).max() <= LOOP_ATOL:
+        return
+    for slip in compute.LOOP_SLIPS:
+        if slip == "eval_train_mode":
+            continue
+        wrong, wrong_val = loop_reference(slip)
+        if np.abs(losses - wrong).max() <= LOOP_ATOL and np.abs(val - wrong_val).max() <= LOOP_ATOL:
+            yield LOOP_HINTS[slip]
+            return
+    if abs(losses[0] - right[0]) > LOOP_ATOL:
+        yield (f"the first step's loss is {losses[0]:.4f}, the course's {right[0]:.4f}: draw the batch with "
+               "windows(train_ids, batch, context, generator) and take the mean cross-entropy of the logits "
+               "against y")
+        return
+    if np.abs(val - right_val)[0] > LOOP_ATOL:
+        yield ("the validation loss before training differs from the course's: the mean loss over eval_batches "
+               "windows of val_ids drawn with torch.Generator().manual_seed(seed + 1), in eval mode, without gradients")
+        return
+    first = int(np.argmax(np.abs(losses - right) > LOOP_ATOL))
+    yield (f"your losses follow the course's until step {first} and then differ: each step draws a batch, computes "
+           "the loss, zero_grad, backward, clip, sets the learning rate, then one optimizer.step()")

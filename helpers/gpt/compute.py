@@ -1,0 +1,495 @@
+"""Chapter 12's own functions: the course's GPT assembled from the learner's pieces, the training
+loop written out, the live run, and the measurements on the shipped Shakespeare model.
+
+* ``GPT``: the course's own assembly (what ``learner.use("GPT", ...)`` falls back to): token
+  embedding E, sinusoidal positions, the blocks, a final LayerNorm and the tied unembedding E^T,
+  with the parameter names of ``helpers.model.Transformer`` so a shipped ``state_dict`` loads.
+  ``cat_world_case`` is the whole cat world as one padded batch with the cat model's logits;
+  ``slipped_logits`` the same pass with one known assembly mistake.
+* ``train_loop``: the training loop written out, the course's own version of the learner's
+  (same interface), step for step the losses of ``helpers.gpt.train.train``; ``slip=`` runs it
+  with one known mistake (the check names a learner's loop by them).
+* ``LiveRun``: a progress bar and a loss curve redrawn in place while a loop trains, stopped
+  after a time limit.
+* ``as_transformer``: any model with the course's parameter names (and a ``cfg``) as a
+  ``helpers.model.Transformer``, so the trace, the switches and the explorers take it.
+"""
+import math
+import time
+
+import numpy as np
+import torch
+import torch.nn.functional as F
+from torch import nn
+
+from .. import worlds
+from ..errors import check_number, check_positive_int, check_seed, fail
+from ..heads.compute import MultiHeadAttention
+from ..model import Config, Transformer
+from ..normalization.compute import Block, LayerNorm
+from ..positions.compute import sinusoidal_positions
+from . import train as course_train
+from .corpus import check_ids, windows
+
+MAX_SECONDS = 60.0      # the live run's time limit
+
+
+# ------------------------------------------------------------ the GPT, assembled
+
+class GPT(nn.Module):
+    """A GPT assembled from the course's pieces: the course's own version of the learner's.
+
+    Parameters: E (vocab_size, d_model), blocks.0 ... (each a pre-norm Block: ln1, attn, ln2,
+    mlp), final_ln; the sinusoidal table PE (n_max, d_model) is a buffer, not saved. The names
+    of helpers.model.Transformer, so ``GPT(...).load_state_dict(cat.state_dict())`` works.
+    forward: ids (B, T) or (T,) -> logits (B, T, vocab_size) or (T, vocab_size).
+    """
+
+    def __init__(self, vocab_size, d_model, n_heads, n_layers, d_ff, n_max):
+        super().__init__()
+        self.cfg = Config(vocab_size, d_model, n_heads, n_layers, d_ff, n_max)   # checks every size
+        self.E = nn.Parameter(0.02 * torch.randn(vocab_size, d_model))
+        self.blocks = nn.ModuleList(Block(d_model, n_heads, d_ff) for _ in range(n_layers))
+        self.final_ln = LayerNorm(d_model)
+        self.register_buffer("PE", sinusoidal_positions(n_max, d_model).float(), persistent=False)
+
+    def forward(self, ids):
+        single = ids.dim() == 1
+        ids = ids[None] if single else ids
+        T = ids.shape[-1]
+        if T > self.PE.shape[0]:
+            fail(f"this GPT takes at most n_max={self.PE.shape[0]} tokens, but got {T}")
+        h = self.E[ids] + self.PE[:T]                  # tokens plus positions: h0 (B, T, d_model)
+        for block in self.blocks:                      # each block reads what the one before wrote
+            h = block(h)
+        logits = self.final_ln(h) @ self.E.T           # the tied unembedding
+        return logits[0] if single else logits
+
+
+def config_of(model):
+    """The Config of a model that carries one (``model.cfg``), else a sentence."""
+    cfg = getattr(model, "cfg", None)
+    if not isinstance(cfg, Config):
+        fail(f"expected a model with a .cfg (a helpers.model.Config), as GPT(...) sets in __init__, "
+             f"but this {type(model).__name__} has {type(cfg).__name__}")
+    return cfg
+
+
+def as_transformer(model):
+    """The course's Transformer holding ``model``'s parameters (the same names, so they load as
+    they are): the trace, the switches and the explorers then come for free."""
+    cfg = config_of(model)
+    course = Transformer(cfg, seed=None)
+    own, wanted = model.state_dict(), course.state_dict()
+    differ = sorted(set(own) ^ set(wanted)) or [n for n in wanted if own[n].shape != wanted[n].shape]
+    if differ:
+        fail(f"expected the parameters of a Transformer({cfg.d_model=}, {cfg.n_layers=}) by the course's names, "
+             f"but {differ[:3]} differ (a checkpoint of another shape?)")
+    course.load_state_dict(own)
+    return course.eval()
+
+
+def small_start(model, seed=0):
+    """Give ``model`` the first parameters of Transformer(model.cfg, seed) (the course's small
+    start: embeddings N(0, 0.02²), so the first loss is near ln V). Returns the model."""
+    start = Transformer(config_of(model), seed=check_seed(seed))
+    try:
+        model.load_state_dict(start.state_dict())
+    except RuntimeError as error:
+        fail(f"this model's parameters are not named as the course's ({str(error).splitlines()[0][:120]})")
+    return model
+
+
+def cat_world_case(cat):
+    """(ids (B, T), lengths (B,), logits (B, T, V)): every sentence of the cat world, padded with
+    <PAD> into one batch, and the cat model's logits on it (only positions < length are real)."""
+    world = worlds.cat_world()
+    ids, _ = world.batch(world.sentences)                             # each sentence but its last token
+    lengths = torch.tensor([len(s) - 1 for s in world.sentences])
+    with torch.no_grad():
+        logits = cat(ids)
+    return ids, lengths, logits
+
+
+ASSEMBLY_SLIPS = ("no_final_norm", "no_positions", "positions_after_blocks", "blocks_reversed",
+                  "only_last_block", "positions_from_1", "post_norm", "probabilities", "final_norm_first")
+
+
+@torch.no_grad()
+def slipped_logits(cat, ids, slip):
+    """The cat model's logits on ids (B, T) computed with one known assembly mistake (``ASSEMBLY_SLIPS``)."""
+    if slip not in ASSEMBLY_SLIPS:
+        fail(f"slip should be one of {ASSEMBLY_SLIPS}, but got {slip!r}")
+    T = ids.shape[-1]
+    E, pe = cat.E, cat.PE[:T]
+    start = 1 if slip == "positions_from_1" else 0
+    h = E[ids] + (0 if slip in ("no_positions", "positions_after_blocks") else cat.PE[start:start + T])
+    if slip == "final_norm_first":
+        h = cat.final_ln(h)
+    blocks = list(cat.blocks)[::-1] if slip == "blocks_reversed" else list(cat.blocks)
+    h0 = h
+    for block in blocks:
+        if slip == "post_norm":
+            h_mid = block.ln1(h + block.attn(h))
+            h = block.ln2(h_mid + block.mlp(h_mid))
+        else:
+            h = block(h0 if slip == "only_last_block" else h)
+    if slip == "positions_after_blocks":
+        h = h + pe
+    logits = (h if slip in ("no_final_norm", "final_norm_first") else cat.final_ln(h)) @ E.T
+    return torch.softmax(logits, -1) if slip == "probabilities" else logits
+
+
+# ------------------------------------------------------------ the training loop, written out
+
+BETAS = course_train.BETAS
+LOOP_SLIPS = ("no_zero_grad", "clip_after_step", "no_clip", "lr_next_step", "lr_previous_step", "lr_constant",
+              "unshifted_targets", "shifted_twice", "decay_everything", "adam", "eval_train_mode")
+
+
+def optimizer_for(model, lr, weight_decay=0.1, slip=None):
+    """AdamW as the course's loop sets it up: weight decay on the matrices and embeddings, none on
+    biases and LayerNorm scales, betas (0.9, 0.99)."""
+    matrices = [p for p in model.parameters() if p.requires_grad and p.dim() >= 2]
+    vectors = [p for p in model.parameters() if p.requires_grad and p.dim() < 2]
+    if slip == "adam":
+        return torch.optim.Adam(model.parameters(), lr=lr, betas=BETAS)
+    if slip == "decay_everything":
+        return torch.optim.AdamW(model.parameters(), lr=lr, betas=BETAS, weight_decay=weight_decay)
+    return torch.optim.AdamW([dict(params=matrices, weight_decay=weight_decay),
+                              dict(params=vectors, weight_decay=0.0)], lr=lr, betas=BETAS)
+
+
+def train_loop(model, train_ids, val_ids, steps, batch, context, lr, warmup, min_lr, clip, eval_every,
+               eval_batches=4, seed=0, callback=None, slip=None):
+    """Train ``model`` in place; return (losses, val_losses): the training loss of every step (a
+    list of floats) and {step: validation loss} after 0, eval_every, ... and ``steps`` updates.
+
+    The course's own loop, the same steps as ``helpers.gpt.train.train``: draw a batch of random
+    windows, the mean cross-entropy of the next-token logits, clear the old gradients,
+    backpropagate, clip their joint norm to ``clip``, set the learning rate of this step (warm-up
+    then cosine), one AdamW step. The validation loss is the mean over ``eval_batches`` fixed
+    windows (seed + 1), in eval mode, without gradients. ``callback(losses, val_losses)`` after
+    every step. ``slip``: one known mistake (``LOOP_SLIPS``), for the check.
+    """
+    train_ids, val_ids = check_ids(train_ids, "train_ids"), check_ids(val_ids, "val_ids")
+    steps, batch = check_positive_int(steps, "steps"), check_positive_int(batch, "batch")
+    course_train.learning_rate(0, lr, warmup, steps, min_lr)          # refuses a bad schedule first
+    context = course_train.check_context(model, context, len(train_ids), len(val_ids))
+    course_train.check_vocabulary(model, train_ids, val_ids)
+    clip = check_number(clip, "clip", low=0, low_open=True)
+    eval_every, seed = check_positive_int(eval_every, "eval_every"), check_seed(seed)
+    optimizer = optimizer_for(model, lr, slip=slip)
+    torch.manual_seed(seed)                                           # dropout's draws, if any
+    generator = torch.Generator().manual_seed(seed)                   # the training windows
+    losses, val_losses = [], {}
+    model.train()
+    for step in range(steps + 1):
+        if step % eval_every == 0 or step == steps:
+            val_losses[step] = evaluate(model, val_ids, context, eval_batches, batch, seed + 1,
+                                        train_mode=slip == "eval_train_mode")
+        if step == steps:
+            break
+        x, y = windows(train_ids, batch, context, generator)          # (batch, context) each
+        logits = model(x)                                             # (batch, context, V)
+        target = {"unshifted_targets": x}.get(slip, y)
+        if slip == "shifted_twice":
+            logits, target = logits[:, :-1], y[:, 1:]
+        loss = F.cross_entropy(logits.reshape(-1, logits.shape[-1]), target.reshape(-1))
+        if slip != "no_zero_grad":
+            optimizer.zero_grad(set_to_none=True)
+        loss.backward()
+        if slip not in ("clip_after_step", "no_clip"):
+            torch.nn.utils.clip_grad_norm_(model.parameters(), clip)
+        at = {"lr_next_step": step + 1, "lr_previous_step": max(step - 1, 0)}.get(slip, step)
+        for group in optimizer.param_groups:
+            group["lr"] = lr if slip == "lr_constant" else course_train.learning_rate(at, lr, warmup, steps, min_lr)
+        optimizer.step()
+        if slip == "clip_after_step":
+            torch.nn.utils.clip_grad_norm_(model.parameters(), clip)
+        losses.append(loss.item())
+        if callback is not None:
+            callback(losses, val_losses)
+    model.eval()
+    return losses, val_losses
+
+
+def evaluate(model, ids, context, batches, batch, seed, train_mode=False):
+    """The mean loss over ``batches`` fixed windows (drawn with ``seed``), in eval mode, no gradients."""
+    was = model.training
+    model.train(train_mode)
+    generator = torch.Generator().manual_seed(seed)
+    with torch.no_grad():
+        total = 0.0
+        for _ in range(batches):
+            x, y = windows(ids, batch, context, generator)
+            logits = model(x)
+            total += F.cross_entropy(logits.reshape(-1, logits.shape[-1]), y.reshape(-1)).item()
+    model.train(was)
+    return total / batches
+
+
+def course_losses(model, train_ids, val_ids, steps, batch, context, lr, warmup, min_lr, clip, eval_every,
+                  eval_batches=4, seed=0):
+    """(losses, val_losses) of ``helpers.gpt.train.train`` with these settings (the reference)."""
+    losses = []
+    record = lambda r: losses.append(r["loss"]) if "val_loss" not in r else None
+    log = course_train.train(model, train_ids, val_ids, steps=steps, batch=batch, context=context, lr=lr,
+                             warmup=warmup, min_lr=min_lr, clip=clip, eval_every=eval_every,
+                             eval_batches=eval_batches, seed=seed, callback=record)
+    return losses, {r["step"]: r["val_loss"] for r in log}
+
+
+# ------------------------------------------------------------ the live run
+
+def unigram_loss(train_ids, val_ids):
+    """The validation loss (nats per token) of a model that knows only how often each token occurs
+    in the training text: -mean log p(token), p the training frequencies (add-one smoothed)."""
+    train_ids, val_ids = check_ids(train_ids, "train_ids"), check_ids(val_ids, "val_ids")
+    size = int(max(train_ids.max(), val_ids.max())) + 1
+    counts = torch.bincount(train_ids, minlength=size).double() + 1
+    return float(-(counts / counts.sum()).log()[val_ids].mean())
+
+
+@torch.no_grad()
+def sample_text(model, tokenizer, prompt, n_new, temperature=1.0, seed=0, context=None):
+    """``prompt`` and ``n_new`` characters drawn after it, one at a time (chapter 09's
+    ``next_distribution`` and ``draw``, one generator seeded once), each step reading at most the
+    last ``context`` tokens (default: the model's n_max), the window the model was trained on."""
+    from ..sampling.compute import check_sampling, draw, next_distribution
+
+    cfg = config_of(model)
+    check_sampling(temperature, vocab_size=cfg.vocab_size)
+    n_new = check_positive_int(n_new, "n_new")
+    context = cfg.n_max if context is None else check_positive_int(context, "context")
+    if context > cfg.n_max:
+        fail(f"the model takes at most n_max={cfg.n_max} tokens, but context={context}")
+    if not isinstance(prompt, str) or not prompt:
+        fail(f"the prompt should be a non-empty string, but got {prompt!r:.40}")
+    ids = tokenizer.encode(prompt).tolist()
+    generator = torch.Generator().manual_seed(check_seed(seed))
+    for _ in range(n_new):
+        logits = model(torch.tensor(ids[-context:]))[-1]
+        ids.append(draw(next_distribution(logits, temperature), generator))
+    return tokenizer.text(ids)
+
+
+class TimeUp(Exception):
+    """Raised by the live run's callback inside a loop once its time is up."""
+
+
+def step_seconds(model, train_ids, batch, context, trials=3):
+    """(seconds of one training pass, seconds of one sampling pass) of ``model`` here: a few forward
+    and backward passes on a copy (the model itself is not changed), the fastest counted."""
+    import copy
+
+    probe = copy.deepcopy(model).train()
+    x, y = windows(check_ids(train_ids, "train_ids"), batch, context, torch.Generator().manual_seed(0))
+    passes, samples = [], []
+    for _ in range(trials + 1):                        # the first pass warms up and is not counted
+        tick = time.perf_counter()
+        logits = probe(x)
+        F.cross_entropy(logits.reshape(-1, logits.shape[-1]), y.reshape(-1)).backward()
+        passes.append(time.perf_counter() - tick)
+        tick = time.perf_counter()
+        with torch.no_grad():
+            probe(x[:1])
+        samples.append(time.perf_counter() - tick)
+    return min(passes[1:]), min(samples[1:])
+
+
+def plan_live_run(model, train_ids, batch, context, seconds, eval_every, eval_batches, sample_chars):
+    """(steps, training seconds): how many steps fit here in ``seconds`` once the sample's time is
+    set aside, evaluations and the optimizer's update included, with a fifth kept in reserve."""
+    seconds = check_number(seconds, "seconds", low=0, low_open=True)
+    train_pass, sample_pass = step_seconds(model, train_ids, batch, context)
+    training = seconds - 3.0 * sample_chars * sample_pass - 3.0
+    if training <= 0:
+        fail(f"{seconds:g} s leave no time to train once the sample is drawn; give the live run more seconds")
+    step = 1.15 * train_pass + eval_batches * train_pass / 3 / eval_every   # update; a forward pass is ~1/3
+    return max(1, int(0.8 * training / step)), training
+
+
+class LiveRun:
+    """A progress bar and a loss curve redrawn in place while a loop trains (``callback``), and
+    below the curve, once it is done, a sample of the trained model.
+
+    Use: ``run = LiveRun(steps, seconds=60)``; pass ``run.callback`` to the loop as its callback;
+    the callback stops the loop (TimeUp) once ``seconds`` have passed. ``run.finish(sample)``
+    draws the last picture with the sample and closes the bar.
+    """
+
+    def __init__(self, steps, seconds=MAX_SECONDS, ln_v=None, unigram=None, every=2.0):
+        import matplotlib.pyplot as plt
+        from IPython.display import display
+        from tqdm import tqdm
+
+        self.steps = check_positive_int(steps, "steps")
+        self.seconds = check_number(seconds, "seconds", low=0, low_open=True)
+        self.every, self.ln_v, self.unigram = every, ln_v, unigram   # every: seconds between redraws
+        self.start = self.drawn = time.perf_counter()
+        self.fig, (self.ax, self.text_ax) = plt.subplots(2, 1, figsize=(7.5, 6.2), height_ratios=(3, 2),
+                                                         gridspec_kw=dict(hspace=0.45))
+        plt.close(self.fig)   # shown through the handle only, not again at the end of the cell
+        self.losses, self.val, self.sample = [], {}, None
+        self.draw()
+        self.handle = display(self.fig, display_id=True)
+        self.bar = tqdm(total=self.steps, desc="live run", unit="step", mininterval=1.0)
+
+    @property
+    def elapsed(self):
+        return time.perf_counter() - self.start
+
+    def callback(self, losses, val_losses):
+        """Called by the loop after every step with the losses so far."""
+        self.losses, self.val = list(losses), dict(val_losses)
+        self.bar.update(len(self.losses) - self.bar.n)
+        if time.perf_counter() - self.drawn > self.every:
+            self.show()
+        if self.elapsed > self.seconds:
+            raise TimeUp(f"stopped after {len(self.losses)} steps: the live run's {self.seconds:g} s were up")
+
+    def draw(self):
+        ax = self.ax
+        ax.clear()
+        if self.losses:
+            ax.plot(range(1, len(self.losses) + 1), self.losses, color="C0", lw=0.8, alpha=0.6,
+                    label="training batch")
+        if self.val:
+            ax.plot(list(self.val), list(self.val.values()), "o-", color="C1", ms=4, label="validation")
+        if self.ln_v is not None:
+            ax.axhline(self.ln_v, color="grey", ls=":", lw=1, label=f"ln V = {self.ln_v:.2f} (a uniform guess)")
+        if self.unigram is not None:
+            ax.axhline(self.unigram, color="C2", ls="--", lw=1,
+                       label=f"{self.unigram:.2f}: only how often each character occurs")
+        ax.set_xlim(0, self.steps)
+        ax.set_ylim(1.0, (self.ln_v or 4.5) + 0.6)
+        ax.set_xlabel("step")
+        ax.set_ylabel("loss (nats per character)")
+        ax.set_title(f"the live run: {len(self.losses)} of {self.steps} steps")
+        ax.legend(loc="upper right", fontsize=8)
+        self.text_ax.clear()
+        self.text_ax.axis("off")
+        if self.sample is not None:
+            self.text_ax.set_title("a sample of the model after the run (temperature 0.8)", fontsize=9, loc="left")
+            self.text_ax.text(0, 1, self.sample, family="monospace", fontsize=7.5, va="top", ha="left",
+                              transform=self.text_ax.transAxes, wrap=True)
+
+    def show(self):
+        """Redraw the picture in place (outside a notebook, where there is no display to update, only draw)."""
+        self.draw()
+        if self.handle is not None:
+            self.handle.update(self.fig)
+        self.drawn = time.perf_counter()
+
+    def finish(self, sample=None):
+        """The last picture, with ``sample`` (text) below the curve; the bar closed."""
+        self.sample = sample
+        self.show()
+        self.bar.update(len(self.losses) - self.bar.n)
+        self.bar.total = self.bar.n or 1   # the bar ends full whether the plan or the clock stopped the run
+        self.bar.refresh()
+        self.bar.close()
+
+
+def live_run(loop, model, train_ids, val_ids, tokenizer, batch, context, lr, warmup, min_lr, clip, eval_every,
+             eval_batches, seconds=MAX_SECONDS, prompt="ROMEO:", sample_chars=300, seed=0):
+    """Train ``model`` with ``loop`` (the learner's train_loop or the course's) for as many steps as
+    fit here (``plan_live_run``), with a bar and a live curve, stopped in any case when the time set
+    aside for training is up; then draw ``sample_chars`` characters after ``prompt`` (temperature
+    0.8) into the picture. The whole call takes at most about ``seconds``.
+    Returns dict(steps, done, seconds (the whole call), losses, val_losses, sample)."""
+    start = time.perf_counter()
+    steps, training = plan_live_run(model, train_ids, batch, context, seconds, eval_every, eval_batches, sample_chars)
+    run = LiveRun(steps, seconds=training - (time.perf_counter() - start), ln_v=math.log(config_of(model).vocab_size),
+                  unigram=unigram_loss(train_ids, val_ids))
+    try:
+        losses, val = loop(model, train_ids, val_ids, steps, batch, context, lr, warmup, min_lr, clip, eval_every,
+                           eval_batches, seed, run.callback)
+    except TimeUp:
+        losses, val = run.losses, run.val
+    sample = sample_text(as_transformer(model), tokenizer, prompt, sample_chars, temperature=0.8, seed=seed,
+                         context=context)
+    run.finish(sample)
+    return dict(steps=steps, done=len(losses), seconds=time.perf_counter() - start, losses=list(losses),
+                val_losses=dict(val), sample=sample)
+
+
+# ------------------------------------------------------------ watching a circuit form
+
+def induction_history(log):
+    """From a training log's induction records (``helpers.gpt.shipped``): dict(steps (N,),
+    scores (N, layers, heads) every head's induction score, first and second (N,) the loss on the
+    first and on the second copy of the repeated random characters)."""
+    records = log.get("induction") if isinstance(log, dict) else None
+    if not records:
+        fail("expected a training log with induction records (a dict with 'induction'), but this one has none")
+    return dict(steps=np.array([r["step"] for r in records]),
+                scores=np.array([r["induction_score"] for r in records], dtype=float),
+                first=np.array([r["loss_first_copy"] for r in records], dtype=float),
+                second=np.array([r["loss_second_copy"] for r in records], dtype=float))
+
+
+def circuit_birth(history, share=0.5):
+    """The induction head and when it appeared: dict(head (layer, head) with the highest final score,
+    step: the first record at which its score reaches ``share`` of its final score, drop_step: the
+    record ending the steepest fall of the second-copy loss between two records (the phase change),
+    and the scores and losses just before and after it."""
+    steps, scores, second = history["steps"], history["scores"], history["second"]
+    layer, head = np.unravel_index(int(np.argmax(scores[-1])), scores[-1].shape)
+    own = scores[:, layer, head]
+    reached = int(np.argmax(own >= share * own[-1]))
+    fall = np.diff(second) / np.diff(steps)
+    i = int(np.argmin(fall)) + 1
+    return dict(head=(int(layer), int(head)), step=int(steps[reached]), drop_step=int(steps[i]),
+                before=dict(step=int(steps[i - 1]), score=float(own[i - 1]), second=float(second[i - 1])),
+                after=dict(step=int(steps[i]), score=float(own[i]), second=float(second[i])))
+
+
+def circuit_figure(history, birth):
+    """Two panels against the training step: every head's induction score (the induction head
+    drawn bold), and the loss on the first and the second copy; the phase change marked."""
+    import matplotlib.pyplot as plt
+
+    steps, scores = history["steps"], history["scores"]
+    layer, head = birth["head"]
+    fig, (top, bottom) = plt.subplots(2, 1, figsize=(7.5, 6), sharex=True, gridspec_kw=dict(hspace=0.12))
+    for l in range(scores.shape[1]):
+        for h in range(scores.shape[2]):
+            if (l, h) == (layer, head):
+                continue
+            top.plot(steps, scores[:, l, h], color=f"C{l}", lw=0.8, alpha=0.5)
+    top.plot(steps, scores[:, layer, head], color="black", lw=2.2, label=f"L{layer}H{head}")
+    for l in range(scores.shape[1]):
+        top.plot([], [], color=f"C{l}", lw=0.8, label=f"layer {l}'s other heads" if l == layer else f"layer {l}'s heads")
+    top.set_ylabel("induction score")
+    top.set_ylim(0, 1)
+    top.legend(fontsize=7, ncol=2, loc="upper left")
+    bottom.plot(steps, history["first"], color="C7", label="first copy (nothing to copy yet)")
+    bottom.plot(steps, history["second"], color="C3", lw=2, label="second copy (can be copied)")
+    bottom.set_ylabel("loss (nats per character)")
+    bottom.set_xlabel("training step")
+    bottom.legend(fontsize=8, loc="upper right")
+    for ax in (top, bottom):
+        ax.axvspan(birth["before"]["step"], birth["after"]["step"], color="gold", alpha=0.35, lw=0)
+    top.set_title(f"an induction head forms: L{layer}H{head}, the loss on the second copy falls "
+                  f"(steps {birth['before']['step']}-{birth['after']['step']} shaded)", fontsize=10)
+    plt.close(fig)
+    return fig
+
+
+def head_ablations(model, n, length, seed, reference_seed):
+    """Mean ablation of each head alone on ``n`` repeated random sequences (``worlds.repeated_tokens``):
+    dict(none=..., (layer, head)=...) of the loss on the second copy; each head's output is replaced
+    by its mean, position by position, over ``n`` other sequences of the same form and length
+    (``reference_seed``): the task-matched mean of chapter 10."""
+    from ..ablation.compute import induction_ablation
+
+    cfg = config_of(model)
+    ids = worlds.repeated_tokens(n, length, cfg.vocab_size, seed)
+    reference = worlds.repeated_tokens(n, length, cfg.vocab_size, reference_seed)
+    out = {"none": induction_ablation(model, ids, [], "mean", reference=reference)["second"]}
+    for layer in range(cfg.n_layers):
+        for head in range(cfg.n_heads):
+            out[layer, head] = induction_ablation(model, ids, [(layer, head)], "mean", reference=reference)["second"]
+    return out

@@ -1,0 +1,190 @@
+"""Tokenizing Tiny Shakespeare for real (chapter 12, section 2): characters, then byte-level BPE.
+
+* ``pretokenize(text)``: the words a byte-level BPE works inside (GPT-2's split; a space belongs to
+  the word after it and is written ``Ġ``, a newline ``Ċ``), each a list of one-character symbols.
+* ``merge_step(words)``: one BPE merge by hand, the course's own (the exercise's reference): count
+  the adjacent pairs inside the words, merge the most frequent everywhere.
+* ``train_bpe(text, vocab_size)``: Hugging Face ``tokenizers``' byte-level BPE trained on ``text``
+  (offline, in memory); ``merges(bpe)``; ``shorter(bpe, vocab_size)``: the same run stopped earlier
+  (BPE's merges are learned one after another, so a smaller vocabulary is a prefix of a larger one).
+* ``size_table(bpe, sizes, train_text, val_text)``: characters per token on the validation text and
+  how many tokens the training text uses rarely, for each vocabulary size.
+* ``pieces(bpe, text)`` and ``smollm2_pieces(text)``: how a text splits, ours beside SmolLM2's.
+"""
+import collections
+import json
+import re
+
+from ..errors import check_positive_int, fail
+
+BYTES = 256            # a byte-level BPE starts from every byte value, so any text can be written
+MAX_VOCAB = 65_536     # larger than any vocabulary worth training on one megabyte of text
+RARE = 20              # a token the training text uses fewer times than this barely gets trained
+
+
+def check_text(text, name="the text"):
+    """A non-empty string."""
+    if not isinstance(text, str):
+        fail(f"{name} should be a string, but got {type(text).__name__}")
+    if not text:
+        fail(f"{name} is empty: tokenizing needs at least one character")
+    return text
+
+
+def pretokenize(text):
+    """The words of ``text`` as byte-level BPE sees them: a list of lists of one-character symbols.
+
+    GPT-2's split (Hugging Face's ByteLevel pre-tokenizer): letters, digits, punctuation and
+    spaces make separate words, a space goes with the word after it; every byte is written as
+    one printable character (a space as ``Ġ``, a newline as ``Ċ``). Merges never cross a word."""
+    from tokenizers import pre_tokenizers
+
+    check_text(text)
+    split = pre_tokenizers.ByteLevel(add_prefix_space=False).pre_tokenize_str(text)
+    return [list(word) for word, _ in split]
+
+
+def pair_counts(words):
+    """{(a, b): how often symbol a stands just before symbol b inside a word}, over all words."""
+    counts = collections.Counter()
+    for word in words:
+        for a, b in zip(word, word[1:]):
+            counts[a, b] += 1
+    return counts
+
+
+def merge_step(words):
+    """One BPE merge: (the pair merged, the words after merging it).
+
+    words: a list of words, each a list of symbols (strings), in the order of the text. Count every
+    pair of neighbouring symbols inside each word (in "a a a" the pair (a, a) stands twice); take
+    the most frequent, on a tie the smallest pair in Python's order (as the library does); then
+    replace, in every word, each occurrence of that pair, read left to right, by one symbol a + b.
+    """
+    counts = pair_counts(words)
+    if not counts:
+        fail("no word has two symbols left, so there is no pair to merge")
+    best = max(counts.values())
+    pair = min(p for p, n in counts.items() if n == best)
+    merged = []
+    for word in words:
+        out, i = [], 0
+        while i < len(word):
+            if i + 1 < len(word) and (word[i], word[i + 1]) == pair:
+                out.append(word[i] + word[i + 1])
+                i += 2
+            else:
+                out.append(word[i])
+                i += 1
+        merged.append(out)
+    return pair, merged
+
+
+def check_vocab_size(vocab_size):
+    """A vocabulary size a byte-level BPE can have: the 256 bytes, and at most MAX_VOCAB."""
+    check_positive_int(vocab_size, "vocab_size")
+    if not BYTES <= vocab_size <= MAX_VOCAB:
+        fail(f"a byte-level BPE's vocabulary holds the {BYTES} bytes plus its merges, up to {MAX_VOCAB:,} "
+             f"tokens here, but vocab_size={vocab_size:,}")
+    return vocab_size
+
+
+def train_bpe(text, vocab_size):
+    """A byte-level BPE (Hugging Face ``tokenizers``) trained on ``text`` up to ``vocab_size`` tokens:
+    the 256 bytes, then vocab_size - 256 merges, learned in memory (nothing is read or written)."""
+    from tokenizers import Tokenizer, decoders, models, pre_tokenizers, trainers
+
+    check_text(text, "the training text")
+    check_vocab_size(vocab_size)
+    bpe = Tokenizer(models.BPE())
+    bpe.pre_tokenizer = pre_tokenizers.ByteLevel(add_prefix_space=False)
+    bpe.decoder = decoders.ByteLevel()
+    trainer = trainers.BpeTrainer(vocab_size=vocab_size, initial_alphabet=pre_tokenizers.ByteLevel.alphabet(),
+                                  show_progress=False)
+    bpe.train_from_iterator([text], trainer=trainer)
+    return bpe
+
+
+def _parts(bpe):
+    """(tokens in id order, merges as pairs) of a trained BPE."""
+    model = json.loads(bpe.to_str())["model"]
+    return sorted(model["vocab"], key=model["vocab"].get), [tuple(m) for m in model["merges"]]
+
+
+def merges(bpe):
+    """The merges of ``bpe`` in the order they were learned, each a pair of strings."""
+    return _parts(bpe)[1]
+
+
+def shorter(bpe, vocab_size):
+    """The BPE of the same run stopped at ``vocab_size`` tokens: the bytes and its first merges."""
+    from tokenizers import Tokenizer, decoders, models, pre_tokenizers
+
+    check_vocab_size(vocab_size)
+    tokens, pairs = _parts(bpe)
+    if vocab_size > len(tokens):
+        fail(f"this BPE was trained up to {len(tokens):,} tokens, so it cannot give {vocab_size:,}; train a larger one")
+    small = Tokenizer(models.BPE({t: i for i, t in enumerate(tokens[:vocab_size])}, pairs[:vocab_size - BYTES]))
+    small.pre_tokenizer = pre_tokenizers.ByteLevel(add_prefix_space=False)
+    small.decoder = decoders.ByteLevel()
+    return small
+
+
+# GPT-2's split, written for Python's re (a letter is [^\W\d_]); tests/test_gpt.py checks that it
+# splits Tiny Shakespeare exactly as the library's pre-tokenizer does, in a fraction of its time
+WORD = re.compile(r"'s|'t|'re|'ve|'m|'ll|'d| ?[^\W\d_]+| ?\d+| ?(?:[^\s\w]|_)+|\s+(?!\S)|\s+")
+
+
+def word_counts(text):
+    """collections.Counter {word of ``text`` as GPT-2's split cuts it (plain text): how often}."""
+    check_text(text)
+    return collections.Counter(WORD.findall(text))
+
+
+def token_uses(bpe, counts):
+    """(tokens, uses): how many tokens a text given as its word counts takes, and (V,) how often it
+    uses each token. BPE works inside words, so each distinct word is tokenized once."""
+    import numpy as np
+
+    words = list(counts)
+    n = np.array([counts[w] for w in words])
+    encoded = bpe.encode_batch(words)
+    lengths = np.array([len(e.ids) for e in encoded])
+    ids = np.fromiter((i for e in encoded for i in e.ids), dtype=np.int64, count=int(lengths.sum()))
+    uses = np.bincount(ids, weights=np.repeat(n, lengths), minlength=bpe.get_vocab_size())
+    return int((lengths * n).sum()), uses
+
+
+def size_table(bpe, sizes, train_text, val_text):
+    """One row per vocabulary size: dict(size, merges (size - 256), chars_per_token on ``val_text``,
+    rare: how many of the size's tokens ``train_text`` uses fewer than RARE times)."""
+    train_words, val_words = word_counts(train_text), word_counts(val_text)
+    rows = []
+    for size in sizes:
+        small = shorter(bpe, size)
+        val_tokens = token_uses(small, val_words)[0]
+        uses = token_uses(small, train_words)[1]
+        rows.append(dict(size=size, merges=size - BYTES, chars_per_token=len(val_text) / val_tokens,
+                         rare=int((uses < RARE).sum())))
+    return rows
+
+
+def pieces(bpe, text):
+    """How ``bpe`` splits ``text``: each token as the text it stands for (a space shown as a space)."""
+    check_text(text)
+    return [bpe.decode([i]) for i in bpe.encode(text).ids]
+
+
+def smollm2_pieces(text):
+    """How SmolLM2's own tokenizer (49,152 tokens, read from the installed model file, no download)
+    splits ``text``."""
+    from ..real import smollm2
+
+    check_text(text)
+    tok = smollm2.Tokenizer(smollm2.read())
+    return tok.pieces(tok.encode(text)), len(tok.vocab)
+
+
+def show_split(name, parts):
+    """One line: the name, how many tokens, and the tokens between bars."""
+    return f"{name:<22} {len(parts):>2} tokens  |" + "|".join(parts).replace("\n", "⏎") + "|"

@@ -1,0 +1,341 @@
+"""Chapter 12 (your GPT): tokenizing Tiny Shakespeare, the learner's BPE merge, GPT and training
+loop checks (each known mistake named), the live run, and bad input refused with one sentence."""
+import collections
+import math
+
+import numpy as np
+import pytest
+import torch
+import torch.nn.functional as F
+from torch import nn
+
+from helpers import weights
+from helpers.errors import CourseInputError
+from helpers.gpt import checks, corpus
+from helpers.gpt import compute as gc
+from helpers.gpt import tokenize as tk
+from helpers.model import Config, Transformer
+
+
+@pytest.fixture(scope="module")
+def texts():
+    return corpus.split(corpus.load_text())
+
+
+@pytest.fixture(scope="module")
+def cat():
+    return weights.load_cat()
+
+
+def feedback(check, answer, *args):
+    return "; ".join(check.feedback(answer, *args))
+
+
+# ------------------------------------------------------------ tokenizing
+
+def test_the_word_split_is_the_libraries_on_the_whole_text(texts):
+    from tokenizers import pre_tokenizers
+
+    text = texts[0] + texts[1]
+    split = pre_tokenizers.ByteLevel(add_prefix_space=False).pre_tokenize_str(text)
+    assert tk.word_counts(text) == collections.Counter(text[a:b] for _, (a, b) in split)
+
+
+def test_merge_step_is_the_librarys_first_merge(texts):
+    words = tk.pretokenize(texts[0][:20_000])
+    pair, merged = tk.merge_step(words)
+    assert pair == tk.merges(tk.train_bpe(texts[0][:20_000], tk.BYTES + 1))[0] == ("Ġ", "t")
+    assert sum(map(len, merged)) == sum(map(len, words)) - tk.pair_counts(words)[pair]
+
+
+def test_merge_step_counts_overlaps_breaks_ties_and_merges_left_to_right():
+    assert tk.merge_step([list("aaa")] * 3 + [list("ab")] * 5) == (("a", "a"), [["aa", "a"]] * 3 + [list("ab")] * 5)
+    assert tk.merge_step([list("zy"), list("ba")])[0] == ("b", "a")
+    assert tk.merge_step([list("abcab")])[1] == [["ab", "c", "ab"]]
+
+
+def test_a_smaller_vocabulary_is_the_same_run_stopped_earlier(texts):
+    text = texts[0][:30_000]
+    big, small = tk.train_bpe(text, 400), tk.train_bpe(text, 300)
+    assert tk.merges(tk.shorter(big, 300)) == tk.merges(small) == tk.merges(big)[:44]
+    line = "First Citizen: Before we proceed"
+    assert tk.shorter(big, 300).encode(line).ids == small.encode(line).ids
+
+
+def test_the_size_table_counts_tokens_as_tokenizing_the_whole_text(texts):
+    bpe = tk.train_bpe(texts[0][:30_000], 512)
+    val = texts[1][:5_000]
+    row = tk.size_table(bpe, (512,), texts[0][:30_000], val)[0]
+    assert row["chars_per_token"] == pytest.approx(len(val) / len(bpe.encode(val).ids))
+    assert tk.size_table(bpe, (256,), texts[0][:30_000], val)[0]["chars_per_token"] == 1.0
+
+
+@pytest.mark.parametrize("call, words", [
+    (lambda: tk.train_bpe("", 512), "empty"),
+    (lambda: tk.train_bpe("some text", 0), "vocab_size"),
+    (lambda: tk.train_bpe("some text", 10**9), "vocab_size=1,000,000,000"),
+    (lambda: tk.pretokenize(None), "string"),
+    (lambda: tk.shorter(tk.train_bpe("a text to learn", 260), 1024), "cannot give 1,024"),
+])
+def test_bad_input_to_the_tokenizers_is_one_sentence(call, words):
+    with pytest.raises(CourseInputError, match=words) as error:
+        call()
+    assert "\n" not in str(error.value)
+
+
+def test_smollm2s_tokenizer_splits_the_line_into_whole_words():
+    pieces, size = tk.smollm2_pieces("First Citizen: Before we proceed")
+    assert size == 49_152 and pieces == ["First", " Citizen", ":", " Before", " we", " proceed"]
+
+
+# ------------------------------------------------------------ exercise 1: one merge
+
+def merge_with(pick=None, how=None):
+    """A merge_step that picks its pair with ``pick(words)`` and merges with ``how`` (known slips)."""
+    def merge_step(words):
+        pair = pick(words) if pick else tk.merge_step(words)[0]
+        return pair, [checks._merge_word(w, *pair, how or "right") for w in words]
+    return merge_step
+
+
+def across(words):
+    flat = [s for w in words for s in w]
+    counts = collections.Counter(zip(flat, flat[1:]))
+    return min(p for p in counts if counts[p] == max(counts.values()))
+
+
+def without_overlaps(words):
+    counts = collections.Counter()
+    for w in words:
+        for pair in set(zip(w, w[1:])):
+            counts[pair] += "".join(w).count("".join(pair))   # str.count skips overlapping occurrences
+    return min(p for p in counts if counts[p] == max(counts.values()))
+
+
+def first_seen(words):
+    counts = collections.Counter(p for w in words for p in zip(w, w[1:]))
+    return counts.most_common(1)[0][0]
+
+
+@pytest.mark.parametrize("answer, words", [
+    (merge_with(pick=across), "across word boundaries"),
+    (merge_with(pick=without_overlaps), "overlapping ones too"),
+    (merge_with(pick=first_seen), "on a tie you took the pair seen first"),
+    (merge_with(how="first"), "only the first occurrence was merged"),
+    (merge_with(how="keep_second"), "kept the second symbol too"),
+    (merge_with(how="keep_first"), "kept the first symbol too"),
+    (merge_with(how="right_to_left"), "merged from the right"),
+    (merge_with(how="overlapping"), "a symbol was used in two merges"),
+    (lambda words: ("".join(tk.merge_step(words)[0]), words), "not the merged string"),
+])
+def test_the_merge_check_names_each_mistake(answer, words, texts):
+    assert words in feedback(checks.merge_step, answer, texts[0])
+
+
+def test_the_merge_check_passes_the_right_step_and_says_not_answered(texts):
+    assert feedback(checks.merge_step, tk.merge_step, texts[0]) == ""
+
+    def skeleton(words):
+        pair, merged = None, None
+        if pair is None:
+            return None
+        return pair, merged
+    assert "not answered yet" in feedback(checks.merge_step, skeleton, texts[0])
+    assert "not answered yet" in feedback(checks.merge_step, None, texts[0])
+
+
+# ------------------------------------------------------------ exercise 2: the GPT
+
+def gpt_with(slip):
+    """The course's GPT with one assembly mistake in forward (the same pass as ``slipped_logits``,
+    which takes any model with the course's names: E, PE, blocks, final_ln)."""
+    class Slipped(gc.GPT):
+        def forward(self, ids):
+            return gc.slipped_logits(self, ids, slip)
+    return Slipped
+
+
+@pytest.mark.parametrize("slip", gc.ASSEMBLY_SLIPS)
+def test_the_gpt_check_names_each_assembly_mistake(slip, cat):
+    assert checks.ASSEMBLY_HINTS[slip] in feedback(checks.gpt_module, gpt_with(slip), cat)
+
+
+class Untied(gc.GPT):
+    def __init__(self, *args):
+        super().__init__(*args)
+        self.W_U = nn.Parameter(torch.zeros(args[1], args[0]))
+
+
+class Embedded(gc.GPT):
+    def __init__(self, vocab_size, d_model, *args):
+        super().__init__(vocab_size, d_model, *args)
+        del self.E
+        self.E = nn.Embedding(vocab_size, d_model)
+
+
+class Untransposed(gc.GPT):
+    def forward(self, ids):
+        h = self.E[ids] + self.PE[:ids.shape[-1]]
+        for block in self.blocks:
+            h = block(h)
+        return self.final_ln(h) @ self.E
+
+
+class Double(gc.GPT):
+    def forward(self, ids):
+        self.PE = self.PE.double()
+        return super().forward(ids)
+
+
+@pytest.mark.parametrize("answer, words", [
+    (Untied, "the unembedding is tied"),
+    (Embedded, "not an nn.Embedding"),
+    (Untransposed, "final_ln(h) @ E.T"),
+    (Double, "cast the positions table to float32"),
+    (gc.GPT(20, 6, 2, 2, 8, 16), "pass the class GPT itself"),
+])
+def test_the_gpt_check_names_parameter_and_shape_mistakes(answer, words, cat):
+    assert words in feedback(checks.gpt_module, answer, cat)
+
+
+def test_the_gpt_check_passes_the_course_gpt_and_says_not_answered(cat):
+    assert feedback(checks.gpt_module, gc.GPT, cat) == ""
+
+    class Skeleton(nn.Module):
+        def __init__(self, vocab_size, d_model, n_heads, n_layers, d_ff, n_max):
+            super().__init__()
+            self.cfg = Config(vocab_size, d_model, n_heads, n_layers, d_ff, n_max)
+
+        def forward(self, ids):
+            logits = None
+            return logits
+    assert "not answered yet" in feedback(checks.gpt_module, Skeleton, cat)
+
+
+def test_the_course_gpt_is_the_transformer_and_loads_into_it(cat):
+    ids = gc.cat_world_case(cat)[0]
+    mine = gc.GPT(20, 6, 2, 2, 8, 16)
+    mine.load_state_dict(cat.state_dict())
+    with torch.no_grad():
+        assert torch.allclose(gc.as_transformer(mine)(ids), cat(ids), atol=1e-4)
+    other = gc.GPT(20, 6, 2, 3, 8, 16)   # three layers, given the cat model's two-layer config
+    other.cfg = cat.cfg
+    with pytest.raises(CourseInputError, match="another shape"):
+        gc.as_transformer(other)
+
+
+def test_a_fresh_gpt_starts_near_ln_v():
+    model = gc.small_start(gc.GPT(65, 64, 4, 4, 256, 128), seed=0)
+    x = torch.randint(65, (4, 64), generator=torch.Generator().manual_seed(0))
+    with torch.no_grad():
+        loss = F.cross_entropy(model(x).reshape(-1, 65), x.reshape(-1)).item()
+    assert abs(loss - math.log(65)) < 0.1 * math.log(65)
+
+
+# ------------------------------------------------------------ exercise 3: the loop
+
+def loop_with(slip):
+    return lambda *args, **kwargs: gc.train_loop(*args, **kwargs, slip=slip)
+
+
+def test_the_loop_equals_the_courses_train_step_for_step():
+    right, right_val = checks.loop_reference()
+    train_ids, val_ids = checks.loop_data()
+    mine, mine_val = checks.loop_output(gc.train_loop(checks.loop_model(), train_ids, val_ids, **checks.LOOP_SETTINGS))
+    assert np.abs(mine - right).max() <= 1e-5 and np.abs(mine_val - right_val).max() <= 1e-5
+    assert right[0] == pytest.approx(math.log(65), abs=0.1)
+
+
+@pytest.mark.parametrize("slip", [s for s in gc.LOOP_SLIPS if s != "eval_train_mode"])
+def test_the_loop_check_names_each_mistake(slip):
+    assert checks.LOOP_HINTS[slip] in feedback(checks.train_loop, loop_with(slip))
+
+
+def evaluating_wrongly(how):
+    """A loop whose evaluation (or the training after it) runs the model in the wrong mode."""
+    def loop(model, train_ids, val_ids, steps, batch, context, lr, warmup, min_lr, clip, eval_every,
+             eval_batches=4, seed=0, callback=None):
+        g = torch.Generator().manual_seed(seed + 1)
+        x, y = corpus.windows(val_ids, batch, context, g)
+        if how == "train_mode":
+            model.train()
+            with torch.no_grad():
+                model(x)
+        elif how == "with_grad":
+            model.eval()
+            model(x)
+        else:
+            model.eval()
+            with torch.no_grad():
+                model(x)
+            model(corpus.windows(train_ids, batch, context, g)[0])
+        return [], {}
+    return loop
+
+
+@pytest.mark.parametrize("how, words", [("train_mode", "in training mode"), ("with_grad", "with gradients on"),
+                                        ("stays_in_eval", "ran in eval mode")])
+def test_the_loop_check_names_evaluation_in_the_wrong_mode(how, words):
+    assert words in feedback(checks.train_loop, evaluating_wrongly(how))
+
+
+def test_the_loop_check_passes_the_course_loop_and_says_not_answered():
+    assert feedback(checks.train_loop, gc.train_loop) == ""
+    skeleton = lambda *args, **kwargs: ([], {})
+    assert "not answered yet" in feedback(checks.train_loop, skeleton)
+
+
+def test_the_check_data_never_repeat_a_validation_window_in_the_training_text():
+    train_ids, val_ids = checks.loop_data()
+    context = checks.LOOP_SETTINGS["context"]
+    val = {tuple(r.tolist()) for r in val_ids.unfold(0, context, 1)}
+    assert not any(tuple(r.tolist()) in val for r in train_ids.unfold(0, context, 1))
+
+
+@pytest.mark.parametrize("change, words", [
+    (dict(lr=float("nan")), "finite"),
+    (dict(lr=-1e-3), "lr"),
+    (dict(context=64), "n_max=32"),
+    (dict(steps=0), "steps"),
+])
+def test_bad_input_to_the_loop_is_one_sentence_and_changes_nothing(change, words):
+    model = checks.loop_model()
+    before = {k: v.clone() for k, v in model.state_dict().items()}
+    train_ids, val_ids = checks.loop_data()
+    with pytest.raises(CourseInputError, match=words):
+        gc.train_loop(model, train_ids, val_ids, **{**checks.LOOP_SETTINGS, **change})
+    assert all(torch.equal(before[k], v) for k, v in model.state_dict().items())
+
+
+def test_a_vocabulary_of_the_wrong_size_is_refused():
+    with pytest.raises(CourseInputError, match="vocab"):
+        Config(vocab_size=0, d_model=8, n_heads=2, n_layers=1, d_ff=8)
+    model = Transformer(Config(vocab_size=10, d_model=8, n_heads=2, n_layers=1, d_ff=8, n_max=16), seed=0)
+    train_ids, val_ids = checks.loop_data()
+    with pytest.raises(CourseInputError, match="vocabulary has 10 tokens"):
+        gc.train_loop(model, train_ids, val_ids, **{**checks.LOOP_SETTINGS, "context": 16})
+
+
+# ------------------------------------------------------------ the live run and sampling
+
+def test_the_live_run_trains_draws_and_keeps_to_its_time(texts):
+    tokenizer = corpus.CharTokenizer()
+    model = gc.small_start(gc.GPT(65, 16, 2, 1, 32, 32), seed=0)
+    train_ids, val_ids = tokenizer.encode(texts[0][:20_000]), tokenizer.encode(texts[1][:4_000])
+    run = gc.live_run(gc.train_loop, model, train_ids, val_ids, tokenizer, batch=4, context=16, lr=3e-3, warmup=2,
+                      min_lr=3e-4, clip=1.0, eval_every=10, eval_batches=1, seconds=6, sample_chars=20)
+    assert 1 <= run["done"] <= run["steps"] and len(run["losses"]) == run["done"]
+    assert run["sample"].startswith("ROMEO:") and len(run["sample"]) == 26
+    assert run["val_losses"][0] == pytest.approx(math.log(65), abs=0.15)
+
+
+def test_sampling_reads_a_window_of_the_context_and_is_seeded():
+    tokenizer = corpus.CharTokenizer()
+    model = gc.as_transformer(gc.small_start(gc.GPT(65, 16, 2, 1, 32, 16), seed=0))
+    a = gc.sample_text(model, tokenizer, "ROMEO:", 40, temperature=0.8, seed=3, context=16)
+    assert a == gc.sample_text(model, tokenizer, "ROMEO:", 40, temperature=0.8, seed=3, context=16)
+    assert len(a) == 46
+    with pytest.raises(CourseInputError, match="n_max=16"):
+        gc.sample_text(model, tokenizer, "ROMEO:", 4, context=32)
+    with pytest.raises(CourseInputError, match="prompt"):
+        gc.sample_text(model, tokenizer, "", 4)
