@@ -40,13 +40,19 @@ class HomeworkError(Exception):
 
 def find_chapter(name):
     """instructor/<chapter>.ipynb for '02', '02_qkv_by_hand', or a path to a notebook."""
+    if isinstance(name, Path):
+        name = str(name)
+    if not isinstance(name, str) or not 0 < len(name) <= 4096 or not name.isprintable():
+        shown = (ascii(name) if len(ascii(name)) <= 60 else f"a text of {len(name):,} characters"
+                 ) if isinstance(name, str) else f"a value of type {type(name).__name__}"
+        raise HomeworkError(f"expected a chapter number, name or notebook path, but got {shown}")
     path = Path(name)
     if path.suffix == ".ipynb" and path.is_file():
         return path.resolve()
     matches = [p for p in all_notebooks() if p.stem == name or p.stem.split("_")[0] == name.zfill(2)]
     if len(matches) != 1:
         known = ", ".join(p.stem for p in all_notebooks()) or "none yet"
-        raise HomeworkError(f"expected a chapter number, name or notebook path, but {name!r} matches "
+        raise HomeworkError(f"expected a chapter number, name or notebook path, but {name[:60]!r} matches "
                             f"{len(matches)} notebooks (chapters: {known})")
     return matches[0]
 

@@ -183,7 +183,17 @@ FENCE_ROWS = [
     Row("fence.fence_prefix(fence)", lambda v: fence.fence_prefix(v, "/nowhere"), raises=ValueError),
 ]
 
-TABLE = GRADING_ROWS + FRAMES_ROWS + FENCE_ROWS
+
+# ---------------------------------------------------------------- scripts/homework.py (the instructor's)
+
+import homework  # noqa: E402
+
+HOMEWORK_ROWS = [
+    Row("homework.find_chapter(name)", homework.find_chapter, raises=homework.HomeworkError,
+        valid=lambda v: isinstance(v, str) and v.isdigit() and len(v) <= 2),   # '0' is chapter 00
+]
+
+TABLE = GRADING_ROWS + FRAMES_ROWS + FENCE_ROWS + HOMEWORK_ROWS
 
 
 def is_valid(row, value):
