@@ -10,6 +10,7 @@ is asserted.
     python scripts/benchmark.py --browser --no-prefetch   # the same with no pictures sent ahead:
                                                      # every new value a round trip to the kernel
     python scripts/benchmark.py --cells 5            # where each chapter's time goes: its 5 slowest cells
+    python scripts/benchmark.py --training           # only the capstone's training step against a plain loop
 
 How each figure is measured:
 
@@ -40,6 +41,14 @@ How each figure is measured:
   forward pass (``helpers.real.compute.forward_seconds``); budget 0.5 s.
 * **The cat model's training**: ``helpers.recipes.train_cat`` from scratch in this process, one
   thread, timed between two floors like a chapter, and whether it met its targets; budget 2 floors.
+* **The capstone's training step**: tokens per second of the course's loop
+  (``helpers.gpt.train.train`` on the course's Transformer, the shipped model's config, batch and
+  context, ``stop_after`` steps; its own count leaves the evaluations out) against a plain PyTorch
+  loop of the same configuration written inline here (``PlainGPT``: nn.Linear, nn.LayerNorm, the same
+  rotary turn, torch's fused attention, no trace, no switches; the same AdamW, windows, clipping and
+  schedule), in this process, one thread, alternating (course, plain, course, plain, ...), 3 rounds of
+  ``TRAINING_STEPS`` steps after one warm-up round each; the ratio is the plain loop's median over the
+  course's. Budget 1.1. The peak memory of the process is printed beside.
 * **Explorers in the kernel**: each chapter's explorer built as its notebook builds it; every
   control moved to another value 5 times and the redraw timed (compute and picture, nothing
   sent); the median, worst and CPU median in ms. Budget: median 20 ms for the course's own
@@ -81,6 +90,116 @@ REAL_MODEL = ("import time, torch; torch.set_num_threads(1); t = time.perf_count
               "from helpers.real import compute as real; model, tok = real.load(); loaded = time.perf_counter(); "
               "tok.encode('The capital of France is'); "
               "print(loaded - t, time.perf_counter() - loaded, real.forward_seconds(model, 32))")
+
+
+TRAINING_STEPS = 6
+TRAINING_STEP_BUDGET = 1.1
+
+
+def plain_gpt(cfg):
+    """A minimal GPT of ``cfg`` (a helpers.model.Config) in plain PyTorch: what the course's
+    Transformer computes in a training step, without its trace, switches and checks."""
+    import torch
+    import torch.nn.functional as F
+    from torch import nn
+
+    from helpers.model import rotate_pairs
+
+    class Block(nn.Module):
+        def __init__(self):
+            super().__init__()
+            d = cfg.d_model
+            self.ln1, self.ln2 = nn.LayerNorm(d), nn.LayerNorm(d)
+            self.qkv, self.out = nn.Linear(d, 3 * d), nn.Linear(d, d)
+            self.up, self.down = nn.Linear(d, cfg.d_ff), nn.Linear(cfg.d_ff, d)
+            self.drop = nn.Dropout(cfg.dropout)
+
+        def forward(self, h):
+            B, T, d = h.shape
+            q, k, v = (t.view(B, T, cfg.n_heads, -1).transpose(1, 2) for t in self.qkv(self.ln1(h)).split(d, dim=-1))
+            if cfg.positions == "rotary":
+                q, k = rotate_pairs(q, 0), rotate_pairs(k, 0)
+            a = F.scaled_dot_product_attention(q, k, v, is_causal=True, dropout_p=cfg.dropout if self.training else 0.0)
+            h = h + self.drop(self.out(a.transpose(1, 2).reshape(B, T, d)))
+            return h + self.drop(self.down(F.gelu(self.up(self.ln2(h)))))
+
+    class PlainGPT(nn.Module):
+        def __init__(self):
+            super().__init__()
+            self.E = nn.Embedding(cfg.vocab_size, cfg.d_model)
+            self.blocks = nn.Sequential(*(Block() for _ in range(cfg.n_layers)))
+            self.ln, self.drop = nn.LayerNorm(cfg.d_model), nn.Dropout(cfg.dropout)
+
+        def forward(self, ids):
+            return self.ln(self.blocks(self.drop(self.E(ids)))) @ self.E.weight.T
+
+    torch.manual_seed(0)
+    return PlainGPT()
+
+
+def plain_steps(model, train_ids, steps, batch, context, lr, warmup, min_lr, weight_decay, clip, seed, **_):
+    """Tokens per second of ``steps`` plain training steps (the course loop's step, written out)."""
+    import torch
+    import torch.nn.functional as F
+
+    from helpers.gpt.corpus import windows
+    from helpers.gpt.train import BETAS, learning_rate
+
+    decay = [p for p in model.parameters() if p.dim() >= 2]
+    rest = [p for p in model.parameters() if p.dim() < 2]
+    opt = torch.optim.AdamW([dict(params=decay, weight_decay=weight_decay), dict(params=rest, weight_decay=0.0)],
+                            lr=lr, betas=BETAS)
+    generator = torch.Generator().manual_seed(seed)
+    model.train()
+    start = time.perf_counter()
+    for step in range(TRAINING_STEPS):
+        x, y = windows(train_ids, batch, context, generator)
+        logits = model(x)
+        loss = F.cross_entropy(logits.reshape(-1, logits.shape[-1]), y.reshape(-1))
+        opt.zero_grad(set_to_none=True)
+        loss.backward()
+        torch.nn.utils.clip_grad_norm_(model.parameters(), clip)
+        for group in opt.param_groups:
+            group["lr"] = learning_rate(step, lr, warmup, steps, min_lr)
+        opt.step()
+        loss.item()
+    return TRAINING_STEPS * batch * context / (time.perf_counter() - start)
+
+
+def training_step_ratio(rounds=3):
+    """(course tokens/s, plain tokens/s, plain/course ratio of the medians, peak MB), alternating."""
+    import resource
+
+    from helpers.gpt import corpus, shipped
+    from helpers.gpt.train import train
+    from helpers.model import Transformer
+
+    text = corpus.load_text()
+    tokenizer = corpus.CharTokenizer(text)
+    train_ids, val_ids = (tokenizer.encode(part) for part in corpus.split(text))
+    recipe = dict(shipped.TRAINING, eval_every=10 ** 6, eval_batches=1)
+
+    def course():
+        model = Transformer(shipped.CONFIG, seed=0, init=shipped.INIT)
+        return train(model, train_ids, val_ids, **recipe, stop_after=TRAINING_STEPS)[-1]["tokens_per_second"]
+
+    def plain():
+        return plain_steps(plain_gpt(shipped.CONFIG), train_ids, **recipe)
+
+    course(), plain()   # warm-up: first calls, allocator, AdamW's imports
+    ours, theirs = [], []
+    for _ in range(rounds):
+        ours.append(course())
+        theirs.append(plain())
+    mb = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024
+    return statistics.median(ours), statistics.median(theirs), statistics.median(theirs) / statistics.median(ours), mb
+
+
+def add_training_step(table):
+    ours, theirs, ratio, mb = training_step_ratio()
+    table.add("capstone training step: course / plain loop", None,
+              f"{ratio:.2f} x ({ours:,.0f} vs {theirs:,.0f} tok/s)", f"<= {TRAINING_STEP_BUDGET:g} x",
+              ratio <= TRAINING_STEP_BUDGET, mb=mb)
 
 
 def real_model():
@@ -364,6 +483,7 @@ def main(paths, widgets_only=False):
     ratio = training / around(0)
     table.add("cat model training (targets " + ("met)" if met else "NOT met)"), training, f"{ratio:.2f} floors",
               f"<= {TRAINING_BUDGET:g} floors, targets met", ratio <= TRAINING_BUDGET and met)
+    add_training_step(table)
     table.add("floors (min / median / max of "
               f"{len(floors)})", statistics.median(floors), f"{min(floors):.2f} / {max(floors):.2f} s",
               "the unit of the ratios")
@@ -699,5 +819,9 @@ if __name__ == "__main__":
         print_browser(paths, prefetch="--no-prefetch" not in sys.argv)
     elif "--cells" in sys.argv:
         print_cells(paths, n_cells)
+    elif "--training" in sys.argv:
+        print(f"load average (1, 5, 15 min) at the start: {load_average()} on {os.cpu_count()} cores", flush=True)
+        add_training_step(Table())
+        print(f"load average (1, 5, 15 min) at the end: {load_average()}")
     else:
         main(paths, widgets_only="--widgets" in sys.argv)
