@@ -290,7 +290,8 @@ def step_seconds(model, lengths, repeats=3, seed=0):
     """Measured CPU seconds of one generation step at each sequence length, without and with the cache.
 
     For length T, "uncached" runs the whole T-token sequence; "cached" runs only token T
-    against a cache of the first T - 1. Random ids; the median of ``repeats`` runs. CPU time
+    against a cache of the first T - 1. Random ids; the median of ``repeats`` runs, after one
+    warm-up run before the first length (the median sets aside a slow first run at a new length). CPU time
     (``time.process_time``) rather than wall-clock time, so that other programs running on
     the machine disturb it less; it still varies from run to run.
     Returns dict(lengths, uncached, cached), lists of floats.
@@ -305,8 +306,9 @@ def step_seconds(model, lengths, repeats=3, seed=0):
         ids = torch.randint(0, model.cfg.vocab_size, (T,), generator=g)
         full, cache = [], prefilled(model, ids[:-1])
         one = []
+        warm_up = not out["lengths"]                   # one warm-up run, before the first length
         with torch.no_grad():
-            for _ in range(repeats + 1):               # the first run of each is a warm-up
+            for _ in range(repeats + warm_up):
                 start = time.process_time()
                 model(ids)
                 full.append(time.process_time() - start)
@@ -316,8 +318,8 @@ def step_seconds(model, lengths, repeats=3, seed=0):
                 model(ids[-1:], cache=copy)
                 one.append(time.process_time() - start)
         out["lengths"].append(T)
-        out["uncached"].append(sorted(full[1:])[repeats // 2])
-        out["cached"].append(sorted(one[1:])[repeats // 2])
+        out["uncached"].append(sorted(full[warm_up:])[repeats // 2])
+        out["cached"].append(sorted(one[warm_up:])[repeats // 2])
     return out
 
 
