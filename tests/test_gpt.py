@@ -339,3 +339,48 @@ def test_sampling_reads_a_window_of_the_context_and_is_seeded():
         gc.sample_text(model, tokenizer, "ROMEO:", 4, context=32)
     with pytest.raises(CourseInputError, match="prompt"):
         gc.sample_text(model, tokenizer, "", 4)
+
+
+def test_samples_at_two_temperatures_are_seeded_and_refuse_greedy():
+    tokenizer = corpus.CharTokenizer()
+    model = gc.as_transformer(gc.small_start(gc.GPT(65, 16, 2, 1, 32, 64), seed=0))
+    a = gc.samples_at(model, tokenizer, "ROMEO:", 20, (0.8, 1.2), seed=0)
+    assert a == gc.samples_at(model, tokenizer, "ROMEO:", 20, (0.8, 1.2), seed=0)
+    assert [len(t) for t in a] == [26, 26] and all(t.startswith("ROMEO:") for t in a)
+    with pytest.raises(CourseInputError, match="above 0"):
+        gc.samples_at(model, tokenizer, "ROMEO:", 5, (0.0,))
+
+
+# ------------------------------------------------------------ watching a circuit form
+
+def synthetic_log():
+    """Induction records every 20 steps: head L2H1 rises between steps 20 and 40, the second copy's loss falls."""
+    records = []
+    for step, score, second in ((0, 0.02, 4.2), (20, 0.05, 4.1), (40, 0.6, 2.0), (60, 0.7, 1.9), (80, 0.72, 1.8)):
+        scores = [[0.03] * 4 for _ in range(4)]
+        scores[2][1] = score
+        records.append(dict(step=step, induction_score=scores, loss_first_copy=4.2, loss_second_copy=second))
+    return dict(induction=records)
+
+
+def test_the_circuit_is_the_head_that_rises_where_the_second_copy_falls():
+    history = gc.induction_history(synthetic_log())
+    birth = gc.circuit_birth(history)
+    assert birth["head"] == (2, 1) and birth["step"] == 40 and birth["drop_step"] == 40
+    assert birth["before"] == dict(step=20, score=0.05, second=4.1)
+    assert gc.circuit_figure(history, birth).axes[0].get_ylabel() == "induction score"
+    with pytest.raises(CourseInputError, match="induction records"):
+        gc.induction_history({"evaluations": []})
+
+
+def test_mean_ablating_the_induction_head_hurts_copying_and_a_control_does_not():
+    from helpers.heads import compute as heads
+
+    model = weights.load_induction()
+    ablations = gc.head_ablations(model, n=8, length=12, seed=7, reference_seed=8)
+    ids = heads.worlds.repeated_tokens(8, 12, model.cfg.vocab_size, 7)
+    assert ablations["none"] == pytest.approx(heads.copy_losses(model, ids, 12)["second"])
+    _, induction = heads.head_scores(model, ids, 12)
+    best = tuple(int(i) for i in np.unravel_index(int(induction.argmax()), induction.shape))
+    assert best == (1, 0) and ablations[best] > ablations["none"] + 0.5      # the induction head
+    assert abs(ablations[1, 1] - ablations["none"]) < 0.2                    # layer 1's other head, a control

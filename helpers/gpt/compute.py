@@ -483,13 +483,48 @@ def head_ablations(model, n, length, seed, reference_seed):
     dict(none=..., (layer, head)=...) of the loss on the second copy; each head's output is replaced
     by its mean, position by position, over ``n`` other sequences of the same form and length
     (``reference_seed``): the task-matched mean of chapter 10."""
-    from ..ablation.compute import induction_ablation
+    from ..ablation.compute import ablation_replace, mean_head_outputs
+    from ..heads.compute import copy_losses
 
     cfg = config_of(model)
     ids = worlds.repeated_tokens(n, length, cfg.vocab_size, seed)
     reference = worlds.repeated_tokens(n, length, cfg.vocab_size, reference_seed)
-    out = {"none": induction_ablation(model, ids, [], "mean", reference=reference)["second"]}
+    means = mean_head_outputs(model, reference[:, :-1])                  # {layer: (H, T, d_k)}, once
+    out = {"none": copy_losses(model, ids, length)["second"]}
     for layer in range(cfg.n_layers):
         for head in range(cfg.n_heads):
-            out[layer, head] = induction_ablation(model, ids, [(layer, head)], "mean", reference=reference)["second"]
+            swap = ablation_replace([(layer, head)], "mean", means)
+            out[layer, head] = copy_losses(model, ids, length, replace=swap)["second"]
     return out
+
+
+@torch.no_grad()
+def samples_at(model, tokenizer, prompt, n_new, temperatures, seed=0):
+    """One continuation of ``prompt`` per temperature, ``n_new`` tokens each, drawn side by side (one
+    batch, one KV cache): row i draws from chapter 09's ``next_distribution(logits, temperatures[i])``
+    with its own generator seeded with ``seed``. Returns a list of texts (prompt included)."""
+    from ..model import KVCache
+    from ..sampling.compute import check_sampling
+
+    cfg = config_of(model)
+    n_new = check_positive_int(n_new, "n_new")
+    for t in temperatures:
+        check_sampling(t, vocab_size=cfg.vocab_size)
+        if t == 0:
+            fail("samples_at draws at temperatures above 0; for the greedy choice use chapter 09's generate")
+    scale = torch.tensor([[float(t)] for t in temperatures], dtype=torch.float64)
+    if not isinstance(prompt, str) or not prompt:
+        fail(f"the prompt should be a non-empty string, but got {prompt!r:.40}")
+    rows = len(temperatures)
+    ids = tokenizer.encode(prompt)[None].repeat(rows, 1)
+    generators = [torch.Generator().manual_seed(check_seed(seed)) for _ in range(rows)]
+    cache = KVCache(cfg.n_layers)
+    logits = model(ids, cache=cache)[:, -1]
+    drawn = []
+    for _ in range(n_new):
+        probs = torch.softmax(logits.double() / scale, dim=-1).float()   # as chapter 09's loop: float64 softmax
+        new = torch.stack([torch.multinomial(p, 1, generator=g) for p, g in zip(probs, generators)])
+        drawn.append(new)
+        logits = model(new, cache=cache)[:, -1]
+    out = torch.cat([ids] + drawn, dim=1)
+    return [tokenizer.text(row) for row in out]

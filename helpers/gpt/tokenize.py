@@ -12,6 +12,7 @@
 * ``pieces(bpe, text)`` and ``smollm2_pieces(text)``: how a text splits, ours beside SmolLM2's.
 """
 import collections
+import functools
 import json
 import re
 
@@ -178,11 +179,17 @@ def pieces(bpe, text):
 def smollm2_pieces(text):
     """How SmolLM2's own tokenizer (49,152 tokens, read from the installed model file, no download)
     splits ``text``."""
+    check_text(text)
+    tok = smollm2_tokenizer()
+    return tok.pieces(tok.encode(text)), len(tok.vocab)
+
+
+@functools.lru_cache(maxsize=1)
+def smollm2_tokenizer():
+    """SmolLM2's tokenizer, built once from the installed model file's vocabulary and merges."""
     from ..real import smollm2
 
-    check_text(text)
-    tok = smollm2.Tokenizer(smollm2.read())
-    return tok.pieces(tok.encode(text)), len(tok.vocab)
+    return smollm2.Tokenizer(smollm2.read())
 
 
 def show_split(name, parts):
