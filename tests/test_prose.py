@@ -23,7 +23,8 @@ PROCESS = re.compile(r"\b(CPUs?|vector instructions?|AVX\S*|OpenBLAS|MKL|toleran
 SOURCE_SHARE = 0.12   # "at most about a tenth"
 # The chapters whose text has been rewritten this way (the others still carry their source audits inline).
 CHAPTERS = ["00_tour.ipynb", "01_geometry.ipynb", "02_qkv_by_hand.ipynb", "03_scaling.ipynb", "04_masking.ipynb",
-            "05_multi_head.ipynb", "06_positions.ipynb", "07_mlp.ipynb", "08_layernorm.ipynb", "12_your_gpt.ipynb"]
+            "05_multi_head.ipynb", "06_positions.ipynb", "07_mlp.ipynb", "08_layernorm.ipynb",
+            "09_sampling.ipynb", "10_ablation.ipynb", "11_real_model.ipynb", "12_your_gpt.ipynb"]
 
 
 def main_paragraphs(nb):
