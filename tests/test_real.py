@@ -540,3 +540,162 @@ def test_rotary_orders_the_files_order_needs_adjacent_pairs(smol):
     assert (smollm2.unpermute(real.file_order(w, 2).T.numpy(), 2) == w.T.numpy()).all()
     orders = real.rotary_orders(model, ids_of(tok, PROMPTS[1]), layer=2)
     assert orders["file_adjacent"] < 1e-5 and orders["file_halves"] > 0.1
+
+
+# ------------------------------------------------------------------ chapter 11's circuit (helpers/real/circuit.py)
+
+from helpers.real import checks as real_checks  # noqa: E402
+from helpers.real import circuit  # noqa: E402
+
+BEST3 = [(18, 6), (17, 4), (17, 5)]
+
+
+@pytest.fixture(scope="module")
+def repeats(smol):
+    model, _ = smol
+    return circuit.random_repeats(100, 10, model.cfg.vocab_size, seed=0)
+
+
+def test_random_repeats_and_bad_input():
+    ids = circuit.random_repeats(3, 4, 1000, seed=1)
+    assert ids.shape == (3, 9) and (ids[:, 0] == 0).all() and torch.equal(ids[:, 1:5], ids[:, 5:])
+    assert ((ids[:, 1:] >= circuit.FIRST_ID) & (ids[:, 1:] < 1000)).all()
+    assert torch.equal(ids, circuit.random_repeats(3, 4, 1000, seed=1))
+    with pytest.raises(CourseInputError, match="repeated sequences"):
+        circuit.check_repeats(torch.arange(9)[None])
+    with pytest.raises(CourseInputError, match="via should be"):
+        circuit.receiver_scores(None, ids, (1, 0), via="v")
+
+
+def test_build_script_reproduces_the_shipped_first_rows(smol):
+    """A short run of data/smollm2_circuit/build.py (--quick) gives the committed files' first rows."""
+    import importlib.util
+    from pathlib import Path
+
+    spec = importlib.util.spec_from_file_location("circuit_build", Path(__file__).parents[1] / "data/smollm2_circuit/build.py")
+    build = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(build)
+    gaps = build.quick(*smol)
+    assert set(gaps) == {"induction", "previous", "loss", "clean_per_pair", "corrupt_per_pair"}
+    assert max(gaps.values()) < 2e-3, gaps
+
+
+def test_shipped_measurements_are_the_size_the_chapter_says():
+    ind, fac = circuit.shipped("induction"), circuit.shipped("facts")
+    assert ind["n_sequences"] >= 100 and len(ind["clean_loss"]) == ind["n_sequences"]
+    scores = torch.tensor(ind["induction"])
+    for k, row in ind["sets"].items():
+        assert [tuple(h) for h in row["heads"]] == real.best_heads(scores, int(k))
+        assert len(row["control_losses"]) >= 10
+        assert all(not set(map(tuple, c)) & set(real.best_heads(scores, 10)) for c in row["controls"])
+    assert len(fac["fact"]["pairs"]) >= 50 and all(a != b for a, b in fac["fact"]["pairs"])
+    assert len(fac["paths"]) >= 3 and fac["provenance"]["gguf_sha256"] == ind["provenance"]["gguf_sha256"]
+    means = circuit.shipped_means()
+    assert all(h in means[l] for l, h in real.best_heads(scores, 10))
+
+
+def test_copy_loss_is_the_cross_entropy_of_the_full_pass(smol, repeats):
+    model, _ = smol
+    ids = repeats[:2]
+    with torch.no_grad():
+        logits = model(ids)
+    where = torch.arange(11, 20)
+    expected = torch.nn.functional.cross_entropy(logits[:, where].transpose(1, 2), ids[:, where + 1], reduction="none").mean(1)
+    assert (circuit.copy_loss(model, ids) - expected).abs().max() < 1e-4
+    first = torch.nn.functional.cross_entropy(logits[:, 1:10].transpose(1, 2), ids[:, 2:11], reduction="none").mean(1)
+    assert (circuit.copy_loss(model, ids, copy=1) - first).abs().max() < 1e-4
+
+
+def test_head_statistics_match_the_single_sequence_trace(smol, repeats):
+    model, _ = smol
+    stats = circuit.head_statistics(model, repeats[:2])
+    w = real.all_weights(model, repeats[1])
+    assert (stats["induction"][1] - real.heads.induction_score(w, 10)).abs().max() < 1e-4
+    assert (stats["previous"][1] - real.heads.previous_token_score(w)).abs().max() < 1e-4
+    assert stats["means"][17].shape == (9, 21, 64)
+
+
+def test_path_patching_with_the_senders_own_output_changes_nothing(smol, repeats):
+    """Replacing the sender's write by itself (delta 0) leaves the receiver's score as it was; its
+    task mean in the keys only takes most of L17H5's score away, in the queries only hardly any."""
+    model, _ = smol
+    ids = repeats[:1]
+    own = circuit.capture(model, ids, ["L16.head_out"], stop_after="L16.head_out")["L16.head_out"][0]
+    clean = circuit.receiver_scores(model, ids, (17, 5))
+    for via in ("q", "k", "qk", "all"):
+        same = circuit.receiver_scores(model, ids, (17, 5), (16, 0), {16: own}, via=via)
+        assert (same - clean).abs().max() < 1e-4
+    means = circuit.shipped_means()
+    assert float(circuit.receiver_scores(model, ids, (17, 5), (16, 0), means, via="k")) < 0.5 * float(clean)
+    with pytest.raises(CourseInputError, match="below the receiver"):
+        circuit.receiver_scores(model, ids, (16, 0), (17, 5), means, via="k")
+
+
+def test_patch_grid_ends_are_exact(smol):
+    """Denoising the last position after the last layer restores the clean run (1); positions before
+    the first difference change nothing (0); noising is the mirror."""
+    model, tok = smol
+    clean, corrupt, answers = circuit.fact_batch(tok, [("France", "Italy"), ("Germany", "Spain")], circuit.CAPITALS)
+    for direction, last_value in (("denoise", 1.0), ("noise", 0.0)):
+        grid = circuit.patch_grid(model, clean, corrupt, answers, layers=[29], positions=[0, 4], direction=direction)
+        assert abs(float(grid["normalised"][0, 1]) - last_value) < 1e-4
+        assert abs(float(grid["normalised"][0, 0]) - (1 - last_value)) < 1e-4
+    assert (grid["clean"] > 0).all() and (grid["corrupt"] < 0).all()
+    with pytest.raises(CourseInputError, match="as many tokens"):
+        circuit.fact_batch(tok, [("France", "United States")], {"France": "Paris", "United States": "Washington"})
+
+
+def test_block_steps_put_every_weight_on_its_grid_and_rerounding_stays_within_half_a_step(smol):
+    model, _ = smol
+    steps = circuit.block_steps(smollm2.read(), model)
+    assert len(steps) == 1 + 30 * 7
+    E, d = model.E, steps["E"]
+    assert float((E / d - (E / d).round()).abs().max()) == 0.0            # Q8_0: w = d * q
+    W, d = model.blocks[3].mlp.W_2[:32, :5], steps["blocks.3.mlp.W_2"][:32, :5]   # one Q4_1 block per column
+    q = (W - W.min(0).values) / d
+    assert float((q - q.round()).abs().max()) < 1e-3 and float(q.max()) <= 15.001
+    sizes = circuit.rounding_sizes(model, steps)
+    assert 0.05 < sizes["blocks.3.mlp.W_2"][1] < 0.15 and sizes["E"][1] < 0.02
+
+
+def _ablation(kind):
+    """A learner's ablated_copy_loss, right or with one known slip."""
+    def fn(model, seqs, heads_off):
+        L = (seqs.shape[1] - 1) // 2
+        kept, layers = {}, sorted({l for l, _ in heads_off})
+
+        def keep(layer):
+            return lambda x: kept.setdefault(layer, x)
+
+        def ablate(layer):
+            def put(x):
+                x = x.clone()
+                for l, h in heads_off:
+                    if l == layer and kind != "none":
+                        m = kept[layer][:, h].mean(0)
+                        x[:, h] = 0.0 if kind == "zero" else (m.mean(0) if kind == "pooled" else m)
+                return x
+            return put
+        with torch.no_grad():
+            model(seqs, replace={f"L{l}.head_out": keep(l) for l in layers})
+            logits = model(seqs, replace={f"L{l}.head_out": ablate(l) for l in layers})
+        where = {"with_first": torch.arange(L, 2 * L), "everything": torch.arange(0, 2 * L)}.get(kind, torch.arange(L + 1, 2 * L))
+        loss = float(torch.nn.functional.cross_entropy(logits[:, where].flatten(0, 1), seqs[:, where + 1].flatten()))
+        return loss / math.log(2) if kind == "bits" else loss
+    return fn
+
+
+def test_the_ablation_exercise_passes_the_right_answer_and_waits_for_the_skeleton(smol, repeats):
+    model, _ = smol
+    assert real_checks.ablated_copy_loss.feedback(_ablation("right"), model, repeats[:2], BEST3) == []
+    sentences = real_checks.ablated_copy_loss.feedback(lambda m, s, h: None, model, repeats[:2], BEST3)
+    assert "not answered yet" in " ".join(sentences)
+
+
+@pytest.mark.parametrize("kind, words", [("pooled", "over the positions too"), ("zero", "zero ablation"),
+                                         ("none", "nothing ablated"), ("with_first", "first token too"),
+                                         ("everything", "every position"), ("bits", "in bits")])
+def test_the_ablation_exercise_names_each_slip(smol, repeats, kind, words):
+    model, _ = smol
+    sentences = real_checks.ablated_copy_loss.feedback(_ablation(kind), model, repeats[:2], BEST3)
+    assert any(words in s for s in sentences), sentences

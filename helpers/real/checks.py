@@ -1,12 +1,15 @@
 """Checks for chapter 11 (a real model): one layer's parameters, the KV cache per token, the
-best induction head.
+best induction head, a task-matched mean ablation on SmolLM2.
 
 Each check judges the answer against a reference computed from the model's sizes or scores
 and names the likely slip, without printing the expected answer.
 """
+import math
+
 import torch
 
-from ..exercises import Whole, exercise, number_problems, slip
+from ..exercises import Function, Whole, Wrong, call, exercise, number_problems, slip
+from . import circuit
 from . import compute as real
 
 
@@ -73,3 +76,68 @@ def best_induction_head(answer, induction, previous):
     else:
         yield (f"head ({layer}, {head}) scores {float(induction[layer, head]):.2f}, and another head "
                "scores higher: look at the largest entry of the whole table")
+
+
+@torch.no_grad()
+def ablation_variants(model, seqs, heads_off):
+    """The second-copy loss with heads_off mean-ablated (per-position means over seqs: "right") and
+    the values known slips give: dict(right, pooled (means over positions too), zero (zero
+    ablation), none (nothing ablated), with_first (the copy's first token counted), everything
+    (every position's loss), bits (log base 2))."""
+    import torch.nn.functional as F
+
+    seqs, length = circuit.check_repeats(seqs)
+    names = sorted({f"L{l}.head_out" for l, _ in heads_off}, key=lambda n: int(n[1:].split(".")[0]))
+    outs = circuit.capture(model, seqs, names, stop_after=names[-1])
+    T = seqs.shape[1]
+    task = {int(n[1:].split(".")[0]): outs[n].mean(0) for n in names}                  # (H, T, d_k)
+    pooled = {l: m.mean(1, keepdim=True).expand_as(m) for l, m in task.items()}
+    zero = {l: torch.zeros_like(m) for l, m in task.items()}
+
+    def logits(means):
+        replace = circuit.mean_ablation(heads_off, means) if means is not None else {}
+        return model(seqs, replace=replace)
+
+    def loss(lg, where):
+        return float(F.cross_entropy(lg[:, where].flatten(0, 1), seqs[:, where + 1].flatten()))
+
+    second = torch.arange(length + 1, 2 * length)
+    right = logits(task)
+    out = dict(right=loss(right, second), with_first=loss(right, torch.arange(length, 2 * length)),
+               everything=loss(right, torch.arange(0, T - 1)))
+    out["bits"] = out["right"] / math.log(2)
+    out.update(pooled=loss(logits(pooled), second), zero=loss(logits(zero), second), none=loss(logits(None), second))
+    return out
+
+
+@exercise("a task-matched mean ablation on SmolLM2",
+          answer=Function("a function ablated_copy_loss(model, seqs, heads_off)"))
+def ablated_copy_loss(answer, model, seqs, heads_off):
+    """answer(model, seqs, heads_off) -> the mean second-copy loss (nats) with each head of heads_off
+    replaced, position by position, by its mean output over seqs (repeated sequences (N, 2L+1))."""
+    where = f"on {len(seqs)} repeated sequences with {', '.join(f'L{l}H{h}' for l, h in heads_off)} off"
+    got = call(answer, model, seqs, heads_off, what=where)
+    if got is None:
+        raise Wrong("not answered yet: ablated_copy_loss returns None; write its body where the cell says "
+                    "# YOUR CODE HERE, so that it returns the loss")
+    try:
+        value = float(got)
+    except (TypeError, ValueError, RuntimeError):
+        raise Wrong(f"ablated_copy_loss should return one number (the mean loss), but returned "
+                    f"{type(got).__name__}") from None
+    v = ablation_variants(model, seqs, heads_off)
+    if abs(value - v["right"]) <= 2e-3:
+        return
+    hint = slip(value, [
+        (v["pooled"], "that mean is taken over the positions too: average each head's output over the "
+                      "sequences only (axis 0 of head_out[:, h]), one mean per position"),
+        (v["zero"], "that is zero ablation: put the head's mean output over the sequences in its place, not 0"),
+        (v["none"], "that is the loss with nothing ablated: the heads' outputs were not replaced in the "
+                    "second run (replace \"L<layer>.head_out\" and return the changed tensor)"),
+        (v["with_first"], "that counts the second copy's first token too: nothing announces it, so predict "
+                          "only tokens 2..L of the copy (positions L+1 .. 2L-1 predict them)"),
+        (v["everything"], "that is the loss over every position: take only the second copy's, where copying "
+                          "can help"),
+        (v["bits"], "that is in bits: use the natural logarithm (F.cross_entropy), nats"),
+    ], atol=2e-3)
+    yield hint or next(number_problems(value, v["right"], "the ablated second-copy loss", atol=2e-3))

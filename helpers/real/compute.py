@@ -197,10 +197,12 @@ def logit_lens(model, ids, token_id):
     final RMSNorm and the tied unembedding. Returns dict(layers (list of ints, -1 first),
     p (probability of token_id), rank (0 = top), top (the top token id)), lists per layer.
     """
-    from .. import patching as ablation
+    from .circuit import capture
 
     names = ["h0"] + [f"L{layer}.h" for layer in range(model.cfg.n_layers)]
-    logits = ablation.logit_lens(model, ids, names)[1][:, -1]            # (layers + 1, V)
+    got = capture(model, model.check_ids(ids).view(1, -1), names, stop_after=names[-1])
+    with torch.no_grad():                # the read-out of the last position only: (layers + 1, V)
+        logits = model.unembed(torch.stack([got[name][0, -1] for name in names]))
     probs = torch.softmax(logits, dim=-1)
     rank = (logits > logits[:, token_id:token_id + 1]).sum(-1)
     return dict(layers=list(range(-1, model.cfg.n_layers)), p=probs[:, token_id].tolist(),

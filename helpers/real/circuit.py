@@ -1,0 +1,374 @@
+"""Chapter 11's circuit in SmolLM2, measured on task-matched data, batched.
+
+Induction on repeated random token sequences: every head's previous-token and induction score
+(means over the sequences), mean ablation with a task-matched reference (each head's output
+averaged over the same task's sequences, position by position), random heads as controls, and
+path patching from a previous-token head into an induction head's queries or keys. Factual
+recall ("The capital of X is") with matched clean and corrupted prompts, the residual stream
+patched per layer and position in both directions, as the normalised logit difference
+(0 = the corrupted run, 1 = the clean run). And the 4-bit weights' rounding: its size per
+matrix from the file's block scales, and what a second rounding of that size does.
+
+``data/smollm2_circuit/build.py`` runs these at full size and ships the numbers; chapter 11
+recomputes a small subset live with the same functions.
+"""
+import torch
+import torch.nn.functional as F
+
+from ..errors import check_positive_int, fail
+from ..heads import compute as heads
+from .compute import random_heads  # noqa: F401  (the controls' draw, used by the build script)
+
+FIRST_ID = 100   # random tokens are drawn from ids 100.. (below: special tokens and single bytes)
+
+
+class _Stop(Exception):
+    """Raised inside a forward pass once everything asked for has been captured."""
+
+
+@torch.no_grad()
+def capture(model, ids, names, replace=None, stop_after=None):
+    """{name: batched tensor} of the trace names ``names`` from one pass over ids (B, T), with
+    ``replace`` applied; the pass stops as soon as ``stop_after`` has been made (nothing after it
+    is computed)."""
+    kept, fns = {}, dict(replace or {})
+    for name in names:
+        inner = fns.get(name)
+
+        def fn(x, name=name, inner=inner):
+            y = inner(x) if inner is not None else x
+            kept[name] = y
+            if name == stop_after:
+                raise _Stop
+            return y
+        fns[name] = fn
+    try:
+        model(ids, replace=fns)
+    except _Stop:
+        pass
+    return kept
+
+
+# ---------------------------------------------------------------- induction on random tokens
+
+def random_repeats(n, length, vocab_size, seed, start_id=0):
+    """(n, 2*length + 1) token ids: the start token, then ``length`` random tokens (ids FIRST_ID..
+    vocab_size - 1, a seeded draw) written twice."""
+    n, length = check_positive_int(n, "n"), check_positive_int(length, "length", minimum=2)
+    g = torch.Generator().manual_seed(seed)
+    first = torch.randint(FIRST_ID, vocab_size, (n, length), generator=g)
+    return torch.cat([torch.full((n, 1), start_id), first, first], 1)
+
+
+def _chunks(ids, chunk):
+    return torch.split(torch.as_tensor(ids), check_positive_int(chunk, "chunk"))
+
+
+def check_repeats(ids):
+    ids = torch.as_tensor(ids)
+    if ids.dim() != 2 or ids.shape[1] % 2 == 0 or ids.shape[1] < 5 or \
+            not torch.equal(ids[:, 1:(ids.shape[1] + 1) // 2], ids[:, (ids.shape[1] + 1) // 2:]):
+        fail(f"expected repeated sequences (N, 2L+1): a start token, then L tokens written twice, "
+             f"but got shape {tuple(ids.shape)}" + ("" if ids.dim() != 2 else " not repeating"))
+    return ids, (ids.shape[1] - 1) // 2
+
+
+@torch.no_grad()
+def head_statistics(model, ids, chunk=25):
+    """One clean pass over repeated sequences ids (N, 2L+1). Returns dict(previous, induction:
+    (N, layers, heads) each sequence's scores (chapter 05's); means: {layer: (heads, T, d_k)}
+    each head's output averaged over the N sequences at each position, the task's mean-ablation
+    reference)."""
+    ids, length = check_repeats(ids)
+    n_layers = model.cfg.n_layers
+    names = [f"L{l}.{part}" for l in range(n_layers) for part in ("weights", "head_out")]
+    previous, induction, sums = [], [], {}
+    for part in _chunks(ids, chunk):
+        kept = capture(model, part, names, stop_after=names[-1])
+        w = torch.stack([kept[f"L{l}.weights"] for l in range(n_layers)], 1)   # (B, layers, H, T, T)
+        previous.append(heads.previous_token_score(w))
+        induction.append(heads.induction_score(w, length))
+        for l in range(n_layers):
+            sums[l] = sums.get(l, 0) + kept[f"L{l}.head_out"].sum(0)
+    return dict(previous=torch.cat(previous), induction=torch.cat(induction),
+                means={l: s / len(ids) for l, s in sums.items()})
+
+
+def mean_ablation(heads_off, means):
+    """``replace`` for the model: each (layer, head) of heads_off has its output replaced, at every
+    position, by ``means[layer][head]`` (T, d_k): the task's mean at that position."""
+    by_layer = {}
+    for layer, head in heads_off:
+        by_layer.setdefault(layer, []).append(head)
+
+    def replace_in(layer):
+        def fn(head_out):                     # (B, H, T, d_k)
+            head_out = head_out.clone()
+            for head in by_layer[layer]:
+                head_out[:, head] = means[layer][head][:head_out.shape[2]]
+            return head_out
+        return fn
+    return {f"L{layer}.head_out": replace_in(layer) for layer in by_layer}
+
+
+@torch.no_grad()
+def copy_loss(model, ids, heads_off=(), means=None, chunk=25, copy=2):
+    """(N,) each sequence's mean next-token loss (nats) on its second copy (the copy's first token
+    left out: nothing announces it), with ``heads_off`` mean-ablated to ``means``. copy=1: on the
+    first copy's tokens 2..L instead, where nothing can be copied."""
+    ids, length = check_repeats(ids)
+    if copy not in (1, 2):
+        fail(f"copy should be 1 or 2, but got {copy!r}")
+    replace = mean_ablation(heads_off, means) if heads_off else {}
+    where = torch.arange(length + 1, 2 * length) if copy == 2 else torch.arange(1, length)  # predicting tokens 2..L
+    out = []
+    for part in _chunks(ids, chunk):
+        final = capture(model, part, ["final_ln"], replace, stop_after="final_ln")["final_ln"]
+        logits = final[:, where] @ model.E.T
+        out.append(F.cross_entropy(logits.transpose(1, 2), part[:, where + 1], reduction="none").mean(1))
+    return torch.cat(out)
+
+
+@torch.no_grad()
+def receiver_scores(model, ids, receiver, sender=None, means=None, via="all", chunk=25):
+    """(N,) the receiver head's induction score on each sequence, with the sender head's output
+    replaced by its task mean: via="all" everywhere (the receiver sees every downstream effect),
+    via="q" / "k" / "qk" only in the direct path into the receiver's queries / keys / both (the
+    residual stream the receiver's query or key projection reads has the sender's own write
+    replaced; every other head and MLP sees the clean run). sender=None: the clean score."""
+    ids, length = check_repeats(ids)
+    r_layer, r_head = receiver
+    if via not in ("all", "q", "k", "qk"):
+        fail(f"via should be 'all', 'q', 'k' or 'qk', but got {via!r}")
+    if sender is not None and sender[0] >= r_layer:
+        fail(f"the sender {sender} should sit in a layer below the receiver {receiver}")
+    target = f"L{r_layer}.weights"
+    out = []
+    for part in _chunks(ids, chunk):
+        if sender is None:
+            replace, names = {}, [target]
+        elif via == "all":
+            replace, names = mean_ablation([sender], means), [target]
+        else:
+            replace, names = _path_replace(model, sender, r_layer, r_head, means, via), [target]
+        w = capture(model, part, names, replace, stop_after=target)[target][:, r_head]
+        out.append(heads.induction_score(w, length))
+    return torch.cat(out)
+
+
+def _path_replace(model, sender, r_layer, r_head, means, via):
+    """``replace`` entries that give the receiver layer's q and/or k as computed from a residual
+    stream in which only the sender's direct write is replaced by its task mean."""
+    s_layer, s_head = sender
+    d_k, block = model.cfg.d_k, model.blocks[r_layer]
+    rows = slice(s_head * d_k, (s_head + 1) * d_k)
+    W_O = model.blocks[s_layer].attn.W_O[rows]
+    seen = {}
+
+    def keep_sender(head_out):
+        seen["delta"] = (means[s_layer][s_head][:head_out.shape[2]] - head_out[:, s_head]) @ W_O
+        return head_out
+
+    def keep_input(h):
+        seen["x"] = block.ln1(h + seen["delta"])        # what the receiver would read without the sender
+        return h
+
+    def swap(name, cols):
+        def fn(t):
+            t = t.clone()
+            W = block.attn.W_Q if name == "q" else block.attn.W_K
+            t[..., cols] = (seen["x"] @ W)[..., cols]
+            return t
+        return fn
+
+    group = model.cfg.n_heads // model.cfg.kv_heads
+    replace = {f"L{s_layer}.head_out": keep_sender, (f"L{r_layer - 1}.h" if r_layer else "h0"): keep_input}
+    if "q" in via:
+        replace[f"L{r_layer}.q"] = swap("q", slice(r_head * d_k, (r_head + 1) * d_k))
+    if "k" in via:
+        kv = r_head // group
+        replace[f"L{r_layer}.k"] = swap("k", slice(kv * d_k, (kv + 1) * d_k))
+    if f"L{s_layer}.head_out" == f"L{r_layer - 1}.h":
+        fail("internal: sender and receiver names collide")
+    return replace
+
+
+# ---------------------------------------------------------------- factual recall, patched
+
+TEMPLATE = "The capital of {} is"
+# the candidates: the build script keeps those whose capital the model names first
+CAPITALS = dict(
+    France="Paris", Italy="Rome", Germany="Berlin", Spain="Madrid", Japan="Tokyo", Russia="Moscow",
+    China="Beijing", Egypt="Cairo", Greece="Athens", Portugal="Lisbon", Austria="Vienna", Poland="Warsaw",
+    Ireland="Dublin", Norway="Oslo", Sweden="Stockholm", Finland="Helsinki", Denmark="Copenhagen",
+    Hungary="Budapest", Canada="Ottawa", Australia="Canberra", Kenya="Nairobi", Peru="Lima", Chile="Santiago",
+    Cuba="Havana", Thailand="Bangkok", Turkey="Ankara", Iran="Tehran", Iraq="Baghdad", Syria="Damascus",
+    Lebanon="Beirut", Israel="Jerusalem", Pakistan="Islamabad", Belgium="Brussels", Netherlands="Amsterdam",
+    Switzerland="Bern", Argentina="Buenos Aires", Brazil="Brasília", Colombia="Bogotá", Venezuela="Caracas",
+    Ukraine="Kyiv", Romania="Bucharest", Bulgaria="Sofia", Serbia="Belgrade", Croatia="Zagreb", Czech="Prague",
+    Indonesia="Jakarta", Philippines="Manila", Vietnam="Hanoi", Korea="Seoul", Nigeria="Abuja", Ghana="Accra",
+    Ethiopia="Addis Ababa", Morocco="Rabat", Algeria="Algiers", Tunisia="Tunis", Libya="Tripoli",
+    Sudan="Khartoum", Uganda="Kampala", Afghanistan="Kabul", Nepal="Kathmandu", Iceland="Reykjavik",
+    Estonia="Tallinn", Latvia="Riga", Lithuania="Vilnius", Scotland="Edinburgh", England="London",
+    Wales="Cardiff", Jamaica="Kingston", Qatar="Doha", Jordan="Amman", Senegal="Dakar", Zimbabwe="Harare",
+    Zambia="Lusaka", Malaysia="Kuala Lumpur", Bangladesh="Dhaka")
+
+
+def fact_batch(tok, pairs, capitals):
+    """(clean (N, T), corrupt (N, T), answers (N, 2)) for pairs [(country, other country)]: the
+    template with each; answers: the first token of each country's capital (with its space)."""
+    clean = [tok.encode(TEMPLATE.format(a)) for a, _ in pairs]
+    corrupt = [tok.encode(TEMPLATE.format(b)) for _, b in pairs]
+    if len({len(x) for x in clean + corrupt}) != 1:
+        fail("every prompt of a patching batch should have as many tokens; these have "
+             f"{sorted({len(x) for x in clean + corrupt})}")
+    answers = [[tok.encode(" " + capitals[a])[0], tok.encode(" " + capitals[b])[0]] for a, b in pairs]
+    return torch.tensor(clean), torch.tensor(corrupt), torch.tensor(answers)
+
+
+def logit_difference(logits, answers):
+    """(N,) logit of the clean answer minus the corrupted answer's; logits (N, V), answers (N, 2)."""
+    return logits.gather(1, answers[:, :1])[:, 0] - logits.gather(1, answers[:, 1:])[:, 0]
+
+
+@torch.no_grad()
+def streams(model, ids):
+    """(layers, N, T, d_model): the residual stream after each block, for ids (N, T)."""
+    names = [f"L{l}.h" for l in range(model.cfg.n_layers)]
+    kept = capture(model, ids, names, stop_after=names[-1])
+    return torch.stack([kept[n] for n in names])
+
+
+@torch.no_grad()
+def run_from(model, h, layer):
+    """Last-position logits (N, V) of a pass resumed from h (N, T, d_model), the stream after
+    block ``layer`` (blocks layer+1 .. the last, then the read-out)."""
+    for later in range(layer + 1, model.cfg.n_layers):
+        h = model.blocks[later](h, layer=later)
+    return model.unembed(h[:, -1])
+
+
+@torch.no_grad()
+def patch_grid(model, clean, corrupt, answers, layers=None, positions=None, direction="denoise"):
+    """The residual stream patched at one (layer, position) at a time, all pairs at once.
+
+    denoise: run the corrupted prompts with the clean stream put in (does it restore the clean
+    answer: is that place sufficient?); noise: run the clean prompts with the corrupted stream put
+    in (does it break it: is that place necessary?). Returns dict(clean, corrupt (N,) logit
+    differences; layers, positions; patched (layers, positions, N) logit differences; normalised
+    (layers, positions): (mean patched - mean corrupt) / (mean clean - mean corrupt), 0 = the
+    corrupted run, 1 = the clean run)."""
+    if direction not in ("denoise", "noise"):
+        fail(f"direction should be 'denoise' or 'noise', but got {direction!r}")
+    layers = list(range(model.cfg.n_layers)) if layers is None else list(layers)
+    positions = list(range(clean.shape[1])) if positions is None else list(positions)
+    h_clean, h_corrupt = streams(model, clean), streams(model, corrupt)
+    last = model.cfg.n_layers - 1
+    d_clean = logit_difference(run_from(model, h_clean[last], last), answers)
+    d_corrupt = logit_difference(run_from(model, h_corrupt[last], last), answers)
+    base, donor = (h_corrupt, h_clean) if direction == "denoise" else (h_clean, h_corrupt)
+    patched = torch.zeros(len(layers), len(positions), len(clean))
+    for i, layer in enumerate(layers):
+        for j, pos in enumerate(positions):
+            h = base[layer].clone()
+            h[:, pos] = donor[layer][:, pos]
+            patched[i, j] = logit_difference(run_from(model, h, layer), answers)
+    normalised = (patched.mean(-1) - d_corrupt.mean()) / (d_clean.mean() - d_corrupt.mean())
+    return dict(clean=d_clean, corrupt=d_corrupt, layers=layers, positions=positions, patched=patched,
+                normalised=normalised)
+
+
+# ---------------------------------------------------------------- the 4-bit rounding
+
+def block_steps(reader, model):
+    """{parameter name: (tensor shaped like the parameter) each weight's rounding step}: the file's
+    per-block scale d (Q4_1: 16 levels d apart; Q8_0: 255 levels d apart), laid out as the model
+    holds the weights. Rounding to the nearest level moved each original weight by at most d/2.
+    Float32 tensors (the norms' scales) are not rounded and are left out."""
+    import numpy as np
+
+    from . import smollm2
+
+    cfg, steps = model.cfg, {}
+    for tensor in reader.tensors:
+        kind = tensor.tensor_type.name
+        if kind not in ("Q4_1", "Q8_0"):
+            continue
+        size = 20 if kind == "Q4_1" else 34
+        raw = np.asarray(tensor.data)
+        blocks = raw.reshape(-1, size)
+        d = blocks[:, 0:2].copy().view(np.float16).astype(np.float32)[:, 0]
+        w = np.repeat(d, 32).reshape(raw.shape[0], -1)                       # (out, in)
+        if tensor.name == "token_embd.weight":
+            steps["E"] = torch.from_numpy(w)
+            continue
+        _, layer, part, _ = tensor.name.split(".")
+        if part in ("attn_q", "attn_k") and cfg.rotary_pairs == "halves":
+            w = smollm2.unpermute(w, cfg.n_heads if part == "attn_q" else cfg.kv_heads)
+        steps[f"blocks.{layer}.{smollm2.NAMES[part]}"] = torch.from_numpy(np.ascontiguousarray(w.T))
+    return steps
+
+
+def rounding_sizes(model, steps):
+    """{parameter name: (rounding bound d/2 largest, RMS of a uniform rounding error d/sqrt(12)
+    over the weights' RMS)} per quantised matrix."""
+    params = dict(model.named_parameters())
+    out = {}
+    for name, step in steps.items():
+        w = params[name]
+        if tuple(w.shape) != tuple(step.shape):
+            fail(f"the step table for {name} has shape {tuple(step.shape)}, the weight {tuple(w.shape)}")
+        rms_error = float(step.pow(2).mean().sqrt()) / 12 ** 0.5
+        out[name] = (float(step.max()) / 2, rms_error / float(w.pow(2).mean().sqrt()))
+    return out
+
+
+@torch.no_grad()
+def rerounded(model, steps, seed):
+    """A copy of the model whose quantised weights each moved by a seeded uniform draw in
+    [-d/2, d/2], one more rounding's worth of error (the original weights lie that close to ours)."""
+    import copy
+
+    clone = copy.deepcopy(model)
+    g = torch.Generator().manual_seed(seed)
+    params = dict(clone.named_parameters())
+    for name, step in steps.items():
+        noise = (torch.rand(step.shape, generator=g) - 0.5) * step
+        params[name].copy_(params[name] + noise)
+    return clone
+
+
+# ---------------------------------------------------------------- the shipped measurements
+
+def shipped(part):
+    """The build script's measurements: part "induction" or "facts" (data/smollm2_circuit/<part>.json)."""
+    import json
+
+    from ..weights import data_dir
+
+    if part not in ("induction", "facts"):
+        fail(f"part should be 'induction' or 'facts', but got {part!r}")
+    with open(data_dir() / "smollm2_circuit" / f"{part}.json") as f:
+        return json.load(f)
+
+
+def shipped_means():
+    """{layer: {head: (T, d_k)}}: the task's per-position mean outputs of the heads the chapter
+    ablates (the best 10 induction heads and the best previous-token heads), over the 100 sequences."""
+    from safetensors.torch import load_file
+
+    from ..weights import data_dir
+
+    out = {}
+    for name, t in load_file(data_dir() / "smollm2_circuit" / "means.safetensors").items():
+        layer, head = name[1:].split("H")
+        out.setdefault(int(layer), {})[int(head)] = t
+    return out
+
+
+def within(gap, bounds=(1e-3, 1e-2, 0.05)):
+    """A largest difference as a stable phrase: 'within 0.001' (the first bound it is under)."""
+    for bound in bounds:
+        if gap < bound:
+            return f"within {bound:g}"
+    return f"apart by up to {gap:.2f}"
