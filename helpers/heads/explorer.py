@@ -18,6 +18,32 @@ from .compute import MODELS, PROMPTS, YOURS, head_view, model_and_tokenizer
 SIZE, DPI = (7.4, 6.4), 100    # 740 x 640 px: tick labels and cell values readable at 100 %
 
 
+def _cell_text_class():
+    """matplotlib's Text, remembering its layout for each string it has shown (made once)."""
+    global CellText
+    from matplotlib.text import Text
+
+    class CellText(Text):
+        """A cell's number: a Text that keeps its layout (the offsets and sizes of its line, which
+        depend only on the string, the font, the alignment and the renderer) for each string it
+        showed. A heatmap's numbers take a few hundred values (0.00 to 1.00), so after the first
+        moves a redraw skips the layout, about half the cost of drawing a number; the pixels are
+        the same, as the layout is."""
+
+        def _get_layout(self, renderer):
+            key = (self.get_text(), id(renderer), self.get_figure(root=True).dpi)
+            memo = self.__dict__.setdefault("_layouts", {})
+            if key not in memo:
+                memo[key] = super()._get_layout(renderer)
+            return memo[key]
+
+    return CellText
+
+
+def CellText(*args, **kwargs):   # replaced by the class on first use (matplotlib imported late)
+    return _cell_text_class()(*args, **kwargs)
+
+
 def heatmap_figure(size=SIZE):
     """The explorer's empty figure (outside pyplot, so a widget callback leaves none behind)."""
     fig = new_figure(size, dpi=DPI)
@@ -62,8 +88,8 @@ def head_figure(view, fig=None):
         text.remove()
     if T <= 12:
         for i, j in zip(*np.tril_indices(T)):    # the masked cells above the diagonal stay blank
-            ax.text(j, i, f"{w[i, j]:.2f}", ha="center", va="center", fontsize=9,
-                    color="white" if w[i, j] > 0.6 else "black")
+            ax.add_artist(CellText(j, i, f"{w[i, j]:.2f}", ha="center", va="center", fontsize=9,
+                                   color="white" if w[i, j] > 0.6 else "black", transform=ax.transData, clip_on=False))
     ax.set_title(view["title"], fontsize=11)
     return fig
 
