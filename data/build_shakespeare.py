@@ -7,8 +7,9 @@ threads), and writes data/shakespeare/model.safetensors and model.json (config a
 and data/shakespeare/train_log.json: every evaluation (training and validation loss on fixed
 windows, the learning rate, the wall time, tokens per second), every step's batch loss, every
 head's induction score and the losses on the two copies of repeated random characters every 20
-steps, the load average at the start and the end, the peak memory. Prints its wall time and
-tokens per second. --steps N runs only the first N steps of the same run and writes nothing.
+steps, the final loss over the whole validation text, the load average at the start and the end,
+the peak memory. Prints its wall time and tokens per second. --steps N runs only the first N
+steps of the same run and writes nothing.
 """
 import argparse
 import json
@@ -38,8 +39,9 @@ def main():
           f"peak memory {log['peak_memory_mib']} MiB")
     if args.steps is not None:
         return
+    print(f"validation loss over the whole validation text: {log['whole_validation_loss']:.4f}")
     card = {k: log[k] for k in ("recipe", "init", "wall_seconds", "tokens_per_second", "load_average_start",
-                                "load_average_end", "peak_memory_mib", "built_with")}
+                                "load_average_end", "peak_memory_mib", "built_with", "whole_validation_loss")}
     card.update(final_train_loss=final["train_loss"], final_val_loss=final["val_loss"],
                 log="train_log.json", parameters=model.parameter_count())
     save(model, HERE / "model", card)

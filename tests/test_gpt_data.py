@@ -262,3 +262,4 @@ def test_the_shipped_model_loads_and_meets_its_log():
     text = corpus.load_text()
     val_ids = corpus.CharTokenizer(text).encode(corpus.split(text)[1])
     assert shipped.evaluation_loss(model, val_ids) == pytest.approx(final["val_loss"], abs=1e-3)
+    assert shipped.whole_text_loss(model, val_ids) == pytest.approx(log["whole_validation_loss"], abs=1e-3)
