@@ -596,3 +596,63 @@ def test_explorer_drives_any_transformer_with_a_character_tokenizer(refused):
     refused(lambda: compute.AnyLab(model, tok, ["x" * 200]), "at most 128")
     refused(lambda: compute.AnyLab(Transformer(Config(vocab_size=20, d_model=8, n_heads=2, n_layers=1, d_ff=0)),
                                    tok, ["ROMEO:"]), "vocabulary of 20")
+
+
+# ------------------------------------------------------------ exercise 3: direct logit attribution, the scale frozen
+
+def attribution_function(mistake=None):
+    """A direct_attribution, right by default, with one known mistake when asked."""
+    def attribution(model, parts, direction, scale):
+        ln = model.final_ln
+        with torch.no_grad():
+            u = model.E.T @ direction
+            s = patching.final_norm_scale(model, sum(parts.values())) if mistake == "recomputed" else \
+                scale ** 2 if mistake == "variance" else scale
+            gamma = torch.ones_like(ln.weight) if mistake == "no gamma" else ln.weight
+            plus = ln.bias if mistake == "beta everywhere" else 0.0
+            out = {name: float((((p if mistake == "uncentred" else p - p.mean()) / s * gamma) + plus) @ u)
+                   for name, p in parts.items()}
+            if mistake != "no beta":
+                out["final-norm bias"] = float(ln.bias @ u)
+        return out
+    return attribution
+
+
+def _attribution_case(cat, cat_world):
+    tok = cat_world.tokenizer
+    _, h = patching.residual_parts(cat, tok.encode("<BOS> the cat is"))
+    parts, _ = patching.residual_parts(cat, tok.encode("<BOS> the mat is"))
+    direction = torch.zeros(20)
+    direction[[tok.ids["big"], tok.ids["small"]]], direction[[tok.ids["red"], tok.ids["blue"]]] = 0.5, -0.5
+    return parts, direction, patching.final_norm_scale(cat, h)
+
+
+def test_direct_attribution_check_passes_the_right_function_and_waits_for_the_skeleton(cat, cat_world):
+    args = (cat, *_attribution_case(cat, cat_world))
+    assert checks.direct_attribution(attribution_function(), *args)
+    assert "not answered yet" in checks.direct_attribution.feedback(lambda *a: None, *args)[0]
+
+
+@pytest.mark.parametrize("mistake, words", [("recomputed", "recomputed from these parts"),
+                                            ("uncentred", "not centred"), ("no gamma", "γ is missing"),
+                                            ("variance", "square root"), ("beta everywhere", "every part"),
+                                            ("no beta", "β is missing")])
+def test_direct_attribution_check_names_each_mistake(cat, cat_world, mistake, words):
+    said = checks.direct_attribution.feedback(attribution_function(mistake), cat, *_attribution_case(cat, cat_world))
+    assert said and words in said[0], said
+
+
+def test_direct_attribution_check_names_centring_under_rmsnorm():
+    model = small_model(norm_kind="rmsnorm", bias=False)
+    _, h = patching.residual_parts(model, torch.tensor([1, 2, 3]))
+    parts, _ = patching.residual_parts(model, torch.tensor([1, 5, 3]))
+    direction = torch.eye(11)[4]
+    scale = patching.final_norm_scale(model, h)
+
+    def centring(model, parts, direction, scale):
+        with torch.no_grad():
+            u = model.E.T @ direction
+            return {name: float(((p - p.mean()) / scale * model.final_ln.weight) @ u) for name, p in parts.items()}
+    said = checks.direct_attribution.feedback(centring, model, parts, direction, scale)
+    assert said and "RMSNorm does not subtract" in said[0], said
+    assert checks.direct_attribution(lambda m, p, d, s: patching.attribute(m, p, d, s), model, parts, direction, scale)

@@ -155,3 +155,68 @@ def patch_grid(answer, model, clean_ids, corrupt_ids, metric):
         (shifted, "the grid is one position off: entry t should patch position t (count positions from 0)"),
         (ahead, "the grid is one position off: entry t should patch position t, not t + 1"),
     ]) or found[0]
+
+
+def _attribution_variants(model, parts, direction, scale):
+    """{mistake: the dict a known wrong direct logit attribution gives} for the check's hints."""
+    import torch
+    from .. import patching
+    ln, u = model.final_ln, None
+    with torch.no_grad():
+        u = model.E.T @ torch.as_tensor(direction, dtype=model.E.dtype)
+        gamma, beta = ln.weight, getattr(ln, "bias", None)
+        centre = not isinstance(ln, torch.nn.RMSNorm)
+        own = patching.final_norm_scale(model, sum(parts.values()))
+
+        def write(p, s=scale, centred=centre, g=gamma, plus=0.0):
+            return float((((p - p.mean()) if centred else p) / s * g + plus) @ u)
+        out = {
+            "recomputed": {n: write(p, s=own) for n, p in parts.items()},
+            "uncentred": {n: write(p, centred=False) for n, p in parts.items()},
+            "centred": {n: write(p, centred=True) for n, p in parts.items()},
+            "no gamma": {n: write(p, g=torch.ones_like(gamma)) for n, p in parts.items()},
+            "variance": {n: write(p, s=scale ** 2) for n, p in parts.items()},
+        }
+        if beta is not None:
+            out["beta everywhere"] = {n: write(p, plus=beta) for n, p in parts.items()}
+            for wrong in out.values():
+                wrong.setdefault("final-norm bias", float(beta @ u))
+    return out
+
+
+@exercise("direct logit attribution with a frozen scale",
+          answer=Function("a function direct_attribution(model, parts, direction, scale)"))
+def direct_attribution(answer, model, parts, direction, scale):
+    """answer(model, parts, direction, scale) -> {name: float}: each part's direct contribution to
+    direction · logits with the final norm's scale frozen at ``scale`` (``patching.attribute``)."""
+    from .. import patching
+    got = call(answer, model, parts, direction, scale, what="on the parts of the patched run")
+    if got is None:
+        raise Wrong("not answered yet: direct_attribution returns None; write its body where the cell says "
+                    "# YOUR CODE HERE, so that it returns one number per part")
+    if not isinstance(got, dict):
+        raise Wrong(f"direct_attribution should return a dict {{part name: number}}, but returned {type(got).__name__}")
+    right = patching.attribute(model, parts, direction, scale)
+    missing = [name for name in right if name not in got]
+    if missing == ["final-norm bias"]:
+        yield ("the final LayerNorm's β is missing: add one entry \"final-norm bias\", β · E^T · direction "
+               "(the part no input changes)")
+        return
+    if missing:
+        yield f"the dict should hold one entry per part and the final-norm bias, but misses {missing[:3]}"
+        return
+    values = np.array([float(got[name]) for name in right])
+    expected = np.array(list(right.values()))
+    found = list(close_problems(values, expected, "the contributions", atol=1e-4))
+    if not found:
+        return
+    variants = _attribution_variants(model, parts, direction, scale)
+    hints = {"recomputed": "the norm's scale was recomputed from these parts (the patched run): freeze it at "
+                           "the clean run's value, the scale given",
+             "uncentred": "the parts were not centred: a LayerNorm subtracts each vector's mean over d_model first",
+             "centred": "the parts were centred: an RMSNorm does not subtract the mean, it only divides by its scale",
+             "no gamma": "γ is missing: multiply each centred, scaled part by the final norm's weight",
+             "variance": "that divides by the variance: the scale is its square root, √(var + ε)",
+             "beta everywhere": "β was added to every part: it belongs to the final norm once, in its own entry"}
+    yield slip(values, [(np.array([v[name] for name in right]), hints[k]) for k, v in variants.items()],
+               atol=1e-4) or found[0]
