@@ -321,36 +321,6 @@ def test_heads_scores_find_previous_token_and_induction_heads(smol):
     assert real.best_heads(torch.tensor([[0.1, 0.9], [0.5, 0.2]]), 2) == [(0, 1), (1, 0)]
 
 
-def test_mean_ablation_equals_replacing_head_out_by_its_mean(smol):
-    """mean_ablated_logits against a direct replacement of head_out inside the attention."""
-    model, tok = smol
-    ids, length = real.repeated(tok)
-    layer, head = 17, 5
-    record = model(ids, trace=True)
-    mean_out = record[f"L{layer}.head_out"][head].mean(0)
-    clone = Transformer(model.cfg, seed=None)      # shares every tensor with model but layer 17's W_O, b_O
-    clone.load_state_dict(model.state_dict(), assign=True)
-    d_k = 64
-    with torch.no_grad():
-        rows = slice(head * d_k, (head + 1) * d_k)
-        W_O = model.blocks[layer].attn.W_O.clone()
-        W_O[rows] = 0.0
-        clone.blocks[layer].attn.W_O = torch.nn.Parameter(W_O)
-        clone.blocks[layer].attn.b_O = torch.nn.Parameter(mean_out @ model.blocks[layer].attn.W_O[rows])
-        expected = clone(ids)
-    got = real.mean_ablated_logits(model, ids, {(layer, head)})
-    assert (got - expected).abs().max() < 1e-3
-    assert (got - model(ids)).abs().max() > 1e-2
-
-
-def test_ablating_induction_heads_hurts_the_second_copy_more_than_random_heads(smol):
-    model, tok = smol
-    view = real.ablation_view(model, tok, k=5)
-    assert view["normal"]["second"] < view["normal"]["first"] / 4
-    assert view["ablated"]["second"] > view["control_ablated"]["second"] + 0.1
-    assert not set(view["heads"]) & set(view["control"])
-
-
 def test_logit_lens_ends_on_the_models_own_prediction(smol):
     model, tok = smol
     paris = tok.encode(" Paris")[0]

@@ -137,38 +137,6 @@ def best_heads(scores, k=1):
     return [(int(i) // n_heads, int(i) % n_heads) for i in order]
 
 
-@torch.no_grad()
-def mean_ablated_logits(model, ids, heads_off):
-    """Logits (T, V) with each head of ``heads_off`` mean-ablated: its output head_out replaced,
-    at every position, by its mean over the positions of this sequence (the model's ``replace``
-    switch; the weights are untouched)."""
-    ids = model.check_ids(ids)
-    heads_off = model.check_heads(heads_off)
-    record = trace(model, ids)
-
-    def with_means(layer, heads):
-        def replace(head_out):                      # (B, H, T, d_k)
-            head_out = head_out.clone()
-            for head in heads:
-                head_out[:, head] = record[f"L{layer}.head_out"][head].mean(0)
-            return head_out
-        return replace
-
-    layers = sorted({layer for layer, _ in heads_off})
-    return model(ids, replace={f"L{layer}.head_out": with_means(layer, [h for l, h in heads_off if l == layer])
-                               for layer in layers})
-
-
-def copy_losses(model, ids, length, mean_ablate=()):
-    """dict(first, second): mean next-token loss on the first copy and on the second copy
-    (its first token left out, nothing announces it), optionally with heads mean-ablated."""
-    ids = model.check_ids(ids)
-    with torch.no_grad():
-        logits = mean_ablated_logits(model, ids, mean_ablate) if mean_ablate else model(ids)
-    loss = F.cross_entropy(logits[:-1], ids[1:], reduction="none")   # entry t: the target at t+1
-    return dict(first=float(loss[:length].mean()), second=float(loss[length + 1:].mean()))
-
-
 def random_heads(cfg, k, avoid=(), seed=0):
     """k (layer, head) pairs drawn without replacement (seeded), none of them in ``avoid``."""
     g = torch.Generator().manual_seed(seed)
@@ -447,18 +415,6 @@ def patching_view(model, tok, clean=FACT, corrupt="The capital of Italy is", ans
     restored = [(p - corrupt_d) / (clean_d - corrupt_d) for p in patched]
     return dict(clean=clean_d, corrupt=corrupt_d, layers=layers, patched=patched, position=differ[0],
                 restored=restored)
-
-
-def ablation_view(model, tok, text=BOOK_SENTENCE, k=3, seed=0):
-    """Chapter 10's other real-model view: the k best induction heads mean-ablated against k
-    random heads. dict(heads, control, normal, ablated, control_ablated: copy_losses dicts)."""
-    ids, length = repeated(tok, text)
-    _, induction = head_scores(model, ids, length)
-    best = best_heads(induction, k)
-    control = random_heads(model.cfg, k, avoid=best, seed=seed)
-    return dict(heads=best, control=control, normal=copy_losses(model, ids, length),
-                ablated=copy_losses(model, ids, length, mean_ablate=best),
-                control_ablated=copy_losses(model, ids, length, mean_ablate=control))
 
 
 # ---------------------------------------------------------------- the explorer's compute
