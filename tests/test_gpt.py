@@ -384,3 +384,15 @@ def test_mean_ablating_the_induction_head_hurts_copying_and_a_control_does_not()
     best = tuple(int(i) for i in np.unravel_index(int(induction.argmax()), induction.shape))
     assert best == (1, 0) and ablations[best] > ablations["none"] + 0.5      # the induction head
     assert abs(ablations[1, 1] - ablations["none"]) < 0.2                    # layer 1's other head, a control
+
+
+def test_the_circuit_lines_say_whether_a_head_formed():
+    history = gc.induction_history(synthetic_log())
+    lines = gc.circuit_lines(history, gc.circuit_birth(history))
+    assert lines[0] == "the best head at the end: L2H1, induction score 0.72"
+    assert lines[1] == "its score reaches half its final value at step 40"
+    weak = synthetic_log()
+    for record in weak["induction"]:
+        record["induction_score"][2][1] = 0.05
+    history = gc.induction_history(weak)
+    assert "no head has become an induction head" in gc.circuit_lines(history, gc.circuit_birth(history))[1]

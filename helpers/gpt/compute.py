@@ -446,6 +446,25 @@ def circuit_birth(history, share=0.5):
                 after=dict(step=int(steps[i]), score=float(own[i]), second=float(second[i])))
 
 
+FORMED = 0.3   # an induction score above this, on sequences of 48 characters, is a head that copies
+
+
+def circuit_lines(history, birth):
+    """What the log shows, in sentences: the best head, whether it became an induction head, where."""
+    layer, head = birth["head"]
+    final = float(history["scores"][-1, layer, head])
+    b, a = birth["before"], birth["after"]
+    lines = [f"the best head at the end: L{layer}H{head}, induction score {final:.2f}"]
+    if final < FORMED:
+        lines.append(f"no head has become an induction head in this run (none above {FORMED}); the second copy's "
+                     f"loss ends at {history['second'][-1]:.2f}, the first copy's at {history['first'][-1]:.2f}")
+    else:
+        lines.append(f"its score reaches half its final value at step {birth['step']}")
+    lines.append(f"steepest fall of the second copy's loss: step {b['step']} -> {a['step']}: "
+                 f"{b['second']:.2f} -> {a['second']:.2f} (L{layer}H{head}'s score {b['score']:.2f} -> {a['score']:.2f})")
+    return lines
+
+
 def circuit_figure(history, birth):
     """Two panels against the training step: every head's induction score (the induction head
     drawn bold), and the loss on the first and the second copy; the phase change marked."""
@@ -472,8 +491,11 @@ def circuit_figure(history, birth):
     bottom.legend(fontsize=8, loc="upper right")
     for ax in (top, bottom):
         ax.axvspan(birth["before"]["step"], birth["after"]["step"], color="gold", alpha=0.35, lw=0)
-    top.set_title(f"an induction head forms: L{layer}H{head}, the loss on the second copy falls "
-                  f"(steps {birth['before']['step']}-{birth['after']['step']} shaded)", fontsize=10)
+    final = history["scores"][-1, layer, head]
+    what = (f"an induction head forms: L{layer}H{head}" if final >= FORMED
+            else f"no induction head yet: the best, L{layer}H{head}, ends at {final:.2f}")
+    top.set_title(f"{what}\nshaded: the second copy's steepest fall "
+                  f"(steps {birth['before']['step']}-{birth['after']['step']})", fontsize=10)
     plt.close(fig)
     return fig
 
