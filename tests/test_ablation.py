@@ -516,7 +516,8 @@ def grid_function(mode="right"):
     """A patch_grid, right by default, with one known mistake when asked."""
     def grid(model, clean_ids, corrupt_ids, metric):
         L, H, T = model.cfg.n_layers, model.cfg.n_heads, len(clean_ids)
-        source, base = (corrupt_ids, clean_ids) if mode == "noise" else (clean_ids, corrupt_ids)
+        source, base = ((corrupt_ids, clean_ids) if mode == "noise" else (corrupt_ids, corrupt_ids)
+                        if mode == "source" else (clean_ids, corrupt_ids))
         out = torch.zeros(L, H, T)
         with torch.no_grad():
             value = lambda ids, **kw: float(metric({"logits": model(ids[None], **kw)})[0])
@@ -537,7 +538,8 @@ def grid_function(mode="right"):
                                 x[:, h, u] = trace[f"L{layer}.head_out"][h, u]
                             return x
                         patched = value(base, replace={f"L{layer}.head_out": put})
-                        out[layer, h, t] = {"raw": patched, "change": patched - corrupt_v}.get(
+                        out[layer, h, t] = {"raw": patched, "change": patched - corrupt_v,
+                                            "flipped": (patched - corrupt_v) / (corrupt_v - clean_v)}.get(
                             mode, (patched - corrupt_v) / (clean_v - corrupt_v))
         return 1 - out if mode == "missing" else out
     return grid
@@ -553,7 +555,8 @@ def test_patch_grid_check_passes_the_right_loop_and_waits_for_the_skeleton(cat, 
 @pytest.mark.parametrize("mode, words", [("raw", "raw metric values"), ("change", "divide by the whole gap"),
                                          ("missing", "still missing"), ("noise", "other way"),
                                          ("whole", "every position at once"), ("behind", "one position off"),
-                                         ("ahead", "not t + 1")])
+                                         ("ahead", "not t + 1"), ("flipped", "denominator is flipped"),
+                                         ("source", "from the clean run")])
 def test_patch_grid_check_names_each_mistake(cat, cat_world, mode, words):
     tok, metric = cat_world.tokenizer, compute.logit_difference(cat_world)
     args = (cat, tok.encode("<BOS> the dog was"), tok.encode("<BOS> the floor was"), metric)

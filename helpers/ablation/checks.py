@@ -146,6 +146,9 @@ def patch_grid(answer, model, clean_ids, corrupt_ids, metric):
          "them, (patched - corrupted) / (clean - corrupted), so 0 is the corrupted run and 1 the clean run"),
         (right * (clean_v - corrupt_v), "these are the changes the patches made: divide by the whole gap, "
          "clean minus corrupted"),
+        (-right, "the denominator is flipped: divide by clean - corrupted, not corrupted - clean"),
+        (np.zeros_like(right), "every patch left the corrupted run as it was: take the head's output from the "
+         "clean run and put it into the corrupted run"),
         (1 - right, "that is the fraction still missing: measure how far each patch moved the corrupted run "
          "towards the clean one"),
         (noise, "that patches the other way, corrupted outputs into the clean run (noising): run the corrupted "
@@ -207,7 +210,7 @@ def direct_attribution(answer, model, parts, direction, scale):
         return
     values = np.array([float(got[name]) for name in right])
     expected = np.array(list(right.values()))
-    found = list(close_problems(values, expected, "the contributions", atol=1e-4))
+    found = list(close_problems(values, expected, "the set of contributions", atol=1e-4))
     if not found:
         return
     variants = _attribution_variants(model, parts, direction, scale)
@@ -215,8 +218,8 @@ def direct_attribution(answer, model, parts, direction, scale):
                            "the clean run's value, the scale given",
              "uncentred": "the parts were not centred: a LayerNorm subtracts each vector's mean over d_model first",
              "centred": "the parts were centred: an RMSNorm does not subtract the mean, it only divides by its scale",
-             "no gamma": "γ is missing: multiply each centred, scaled part by the final norm's weight",
+             "no gamma": "γ is missing: multiply each centred, scaled part by the final LayerNorm's weight",
              "variance": "that divides by the variance: the scale is its square root, √(var + ε)",
-             "beta everywhere": "β was added to every part: it belongs to the final norm once, in its own entry"}
+             "beta everywhere": "β was added to every part: it belongs to the final LayerNorm once, in its own entry"}
     yield slip(values, [(np.array([v[name] for name in right]), hints[k]) for k, v in variants.items()],
                atol=1e-4) or found[0]
