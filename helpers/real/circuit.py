@@ -17,7 +17,6 @@ import torch.nn.functional as F
 
 from ..errors import check_positive_int, fail
 from ..heads import compute as heads
-from .compute import random_heads  # noqa: F401  (the controls' draw, used by the build script)
 
 FIRST_ID = 100   # random tokens are drawn from ids 100.. (below: special tokens and single bytes)
 
@@ -47,6 +46,13 @@ def capture(model, ids, names, replace=None, stop_after=None):
     except _Stop:
         pass
     return kept
+
+
+def random_heads(cfg, k, avoid=(), seed=0):
+    """k (layer, head) pairs drawn without replacement (seeded), none of them in ``avoid``."""
+    g = torch.Generator().manual_seed(seed)
+    pool = [(l, h) for l in range(cfg.n_layers) for h in range(cfg.n_heads) if (l, h) not in set(avoid)]
+    return [pool[int(i)] for i in torch.randperm(len(pool), generator=g)[:check_positive_int(k, "k")]]
 
 
 # ---------------------------------------------------------------- induction on random tokens

@@ -16,6 +16,7 @@ from ..errors import check_positive_int, fail
 from ..heads import compute as heads
 from ..model import KVCache
 from . import smollm2
+from .circuit import capture
 
 BOOK_SENTENCE = "The Time Traveller smiled at us."   # the Book's induction experiment, written twice
 FACT = "The capital of France is"
@@ -137,13 +138,6 @@ def best_heads(scores, k=1):
     return [(int(i) // n_heads, int(i) % n_heads) for i in order]
 
 
-def random_heads(cfg, k, avoid=(), seed=0):
-    """k (layer, head) pairs drawn without replacement (seeded), none of them in ``avoid``."""
-    g = torch.Generator().manual_seed(seed)
-    pool = [(l, h) for l in range(cfg.n_layers) for h in range(cfg.n_heads) if (l, h) not in set(avoid)]
-    return [pool[int(i)] for i in torch.randperm(len(pool), generator=g)[:check_positive_int(k, "k")]]
-
-
 def induction_view(model, tok, text=BOOK_SENTENCE):
     """Chapter 05's real-model view: the best previous-token head and the best induction head
     on text written twice. dict(pieces, length, previous, induction (scores, (layers, heads)),
@@ -165,8 +159,6 @@ def logit_lens(model, ids, token_id):
     final RMSNorm and the tied unembedding. Returns dict(layers (list of ints, -1 first),
     p (probability of token_id), rank (0 = top), top (the top token id)), lists per layer.
     """
-    from .circuit import capture
-
     names = ["h0"] + [f"L{layer}.h" for layer in range(model.cfg.n_layers)]
     got = capture(model, model.check_ids(ids).view(1, -1), names, stop_after=names[-1])
     with torch.no_grad():                # the read-out of the last position only: (layers + 1, V)
