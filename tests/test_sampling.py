@@ -315,7 +315,26 @@ def test_top_p_check(capsys):
         kept[order[:size]] = probs[order[:size]]
         return kept / kept.sum()
 
-    for wrong, words in ((not_renormalised, "did not renormalise"), (stops_before, "one token too few"),
+    def in_place(probs, p):
+        kept = right_top_p(probs, p)
+        probs[:] = kept
+        return probs
+
+    def left_sorted(probs, p):
+        return np.sort(right_top_p(probs, p))[::-1].copy()
+
+    def lowest_first(probs, p):
+        order = np.argsort(probs, kind="stable")
+        running = np.cumsum(probs[order])
+        keep = order[running - probs[order] < p]
+        kept = np.zeros_like(probs)
+        kept[keep] = probs[keep]
+        return kept / kept.sum()
+
+    for wrong, words in ((in_place, "changed the probs it was given"),
+                         (left_sorted, "returned them in sorted order"),
+                         (lowest_first, "sorted lowest first"),
+                         (not_renormalised, "did not renormalise"), (stops_before, "one token too few"),
                          (stops_above, "one token too many"),
                          (assumes_sorted, "sort by probability"), (lambda probs, p: probs, "is not the nucleus"),
                          ("top_p", "should be a function"), (lambda probs, p: probs[:2], "shape")):
@@ -353,7 +372,9 @@ def test_kv_bytes_check_names_both_slips_when_they_give_the_same_number(capsys):
 
 def learner_top_p(probs, p, mistake=None):
     """Keep the nucleus, as a learner might write it: drop the tokens whose preceding mass reached p."""
-    sorted_probs, order = torch.sort(probs, descending=True)
+    sorted_probs, order = torch.sort(probs, descending=mistake != "lowest first")
+    if mistake == "unsorted":                       # the running total in vocabulary order
+        sorted_probs, order = probs, torch.arange(len(probs))
     running = torch.cumsum(sorted_probs, 0)
     before = running - sorted_probs                 # the mass of the tokens before each one
     drop = before >= p
@@ -449,6 +470,8 @@ LOOP_MISTAKES = [
     ("crossing left out", "leaves out the token whose probability makes the running total reach p"),
     ("crossing left out, one kept", "leaves out the token whose probability makes the running total reach p"),
     ("one too many", "keeps one token too many"),
+    ("unsorted", "sort by probability first"),
+    ("lowest first", "sorts lowest first"),
     ("not renormalised", "before they were renormalised"),
     ("top-p first", "before they were renormalised (or before top-k"),
     ("reseeded", "inside the loop"),

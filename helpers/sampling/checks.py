@@ -54,8 +54,26 @@ def same_nucleus(out, expected, probs):
     return np.allclose(out[kept], probs[kept] / probs[kept].sum(), atol=1e-6)
 
 
+def lowest_first_top_p(probs, p):
+    """The slip of a top-p that sorts lowest first: it keeps the least probable tokens until
+    their running total reaches p (renormalised, NumPy)."""
+    order = np.argsort(probs, kind="stable")
+    before = np.cumsum(probs[order]) - probs[order]       # the mass of the tokens before each one
+    kept = np.zeros_like(probs)
+    kept[order[before < p - 1e-12]] = probs[order[before < p - 1e-12]]
+    return kept / kept.sum()
+
+
+SORTED_LOWEST_FIRST = ("you sorted lowest first, so you keep the least probable tokens: sort by probability, "
+                       "highest first (np.argsort(-probs), or torch.sort(probs, descending=True))")
+
+
 def top_p_slip(out, expected, probs):
     """One sentence naming what a wrong top-p output did."""
+    order = np.argsort(-probs, kind="stable")
+    if not np.allclose(expected[order], expected) and np.allclose(out, expected[order], atol=1e-6):
+        return ("you kept the right probabilities but returned them in sorted order: put each back at "
+                "its token's position (kept[order] = sorted_kept)")
     kept = out > 0
     n_kept, n_expected = int(kept.sum()), int((expected > 0).sum())
     if kept.any() and (~kept).any() and probs[~kept].max() > probs[kept].min():
@@ -74,12 +92,26 @@ def top_p_function(answer):
     """``answer`` is a function top_p(probs, p) -> (V,) array: the nucleus kept, renormalised."""
     for probs, p, what in TOP_P_CASES:
         probs = np.array(probs)
-        out = as_array(call(answer, probs.copy(), p, what=f"for {what}"), f"top_p for {what}",
-                       shape=probs.shape)
+        out, given = call(lambda q, p: (answer(q, p), q), probs.copy(), p, what=f"for {what}")
+        out = as_array(out, f"top_p for {what}", shape=probs.shape)
         expected = reference_top_p(probs, p)
         if not same_nucleus(out, expected, probs):
-            yield f"for {what} {top_p_slip(out, expected, probs)}"
+            yield f"for {what} {SORTED_LOWEST_FIRST if lowest_first(answer) else top_p_slip(out, expected, probs)}"
             return
+        if not np.array_equal(np.asarray(given), probs):
+            yield (f"for {what} your top_p changed the probs it was given (the caller's array): leave them "
+                   "as they are and build the result in a new array (kept = np.zeros_like(probs))")
+            return
+
+
+def lowest_first(answer):
+    """True when ``answer`` gives the lowest-first slip's output on every case."""
+    try:
+        return all(same_nucleus(np.asarray(call(answer, np.array(probs), p), dtype=float),
+                                lowest_first_top_p(np.array(probs), p), np.array(probs))
+                   for probs, p, _ in TOP_P_CASES)
+    except (Wrong, ValueError, TypeError):
+        return False
 
 
 @exercise("the size of a KV cache", answer=Whole())
@@ -246,7 +278,14 @@ def slipped_distribution(logits, temperature, top_k, top_p, slip):
     k = None if top_k is None else max(1, min(V, top_k + {"k - 1": -1, "k + 1": 1}.get(slip, 0)))
     if k is not None:
         probs = keep_top(probs, k, renormalise=slip != "not renormalised")
-    if top_p is not None:
+    if top_p is not None and slip in ("unsorted", "lowest first"):
+        order = torch.arange(V) if slip == "unsorted" else torch.sort(probs, stable=True).indices
+        before = torch.cumsum(probs[order], 0) - probs[order]    # the mass of the tokens before each one
+        keep = order[before < top_p - 1e-7]
+        kept = torch.zeros_like(probs)
+        kept[keep] = probs[keep]
+        probs = kept / kept.sum()
+    elif top_p is not None:
         size = nucleus_size(probs, top_p, extra=int(slip == "one too many"), crossing=slip != "crossing left out")
         probs = keep_top(probs, size)
     return probs
@@ -291,6 +330,12 @@ LOOP_SLIPS = (
      "your tokens are those of sampling without top-k and top-p: apply the filters to the distribution"),
     ("k - 1", lambda s: s.get("top_k"), "your top-k keeps k - 1 tokens: keep exactly the k most probable"),
     ("k + 1", lambda s: s.get("top_k"), "your top-k keeps k + 1 tokens: keep exactly the k most probable"),
+    ("unsorted", lambda s: s.get("top_p"),
+     "your top-p adds up the probabilities in vocabulary order: sort by probability first, highest first, "
+     "then keep tokens until the running total reaches p"),
+    ("lowest first", lambda s: s.get("top_p"),
+     "your top-p sorts lowest first, so it keeps the least probable tokens: sort by probability, highest "
+     "first (torch.sort(probs, descending=True))"),
     ("crossing left out", lambda s: s.get("top_p"),
      "your top-p leaves out the token whose probability makes the running total reach p: keep it, "
      "it is the last token of the nucleus"),
@@ -303,10 +348,10 @@ LOOP_SLIPS = (
 )
 
 
-def loop_slip(out, case, passed):
-    """The sentence of the first known slip that gives the tokens ``out`` on ``case`` and the right
-    tokens on every case already ``passed`` (so that it explains them all), else None.
-    A case: (model, ids, n_new, settings)."""
+def loop_slip(out, case, passed, ahead=()):
+    """The sentence of the first known slip that gives the tokens ``out`` on ``case``, the right
+    tokens on every case already ``passed`` and the learner's tokens on the cases ``ahead`` (so
+    that it explains them all), else None. A case: (model, ids, n_new, settings)."""
     def tokens(case, slip):
         model, ids, n_new, settings = case
         return slipped_generate(model, ids, n_new, slip=slip, **settings)
@@ -314,7 +359,9 @@ def loop_slip(out, case, passed):
     settings = {"temperature": 1.0, **case[3]}
     for slip, shows, sentence in LOOP_SLIPS:
         if shows(settings) and torch.equal(out, tokens(case, slip)) and all(
-                torch.equal(right, tokens(earlier, slip)) for earlier, right in passed):
+                torch.equal(right, tokens(earlier, slip)) for earlier, right in passed) and all(
+                torch.equal(theirs, tokens(later, slip)) for later, theirs in ahead
+                if shows({"temperature": 1.0, **later[3]})):
             return sentence
     return None
 
@@ -355,6 +402,25 @@ def stopped(wrong, settings):
     return text
 
 
+def top_p_cases_ahead(fn, models, failed):
+    """When the case that ``failed`` uses top-p: the later top-p cases of LOOP_CASES, each with the
+    tokens ``fn`` gives on it (two top-p slips can give the same tokens on one case)."""
+    if not failed.get("top_p"):
+        return []
+    ahead = []
+    for name, prompt, n_new, settings in LOOP_CASES[next(i for i, c in enumerate(LOOP_CASES) if c[3] is failed) + 1:]:
+        model, world = models[name]
+        ids = world.tokenizer.encode(prompt)
+        if settings.get("top_p"):
+            try:
+                out = loop_output(call(fn, Watched(model, ids, settings["cache"]), ids.clone(), n_new, **settings),
+                                  ids, n_new, "")
+            except Wrong:
+                continue
+            ahead.append(((model, ids, n_new, settings), out))
+    return ahead
+
+
 @exercise("your generate(model, ids, n_new, temperature, top_k, top_p, seed, cache)",
           answer=Function("a function generate(model, ids, n_new, temperature=1.0, top_k=None, top_p=None, "
                           "seed=0, cache=True)"), keeps="09")
@@ -384,7 +450,7 @@ def generate_loop(fn, cat, dragon):
             passed.append(((model, ids, n_new, settings), right))
             continue
         first = next(i for i in range(len(ids), len(out)) if out[i] != right[i]) - len(ids) + 1
-        hint = loop_slip(out, (model, ids, n_new, settings), passed)
+        hint = loop_slip(out, (model, ids, n_new, settings), passed, ahead=top_p_cases_ahead(fn, models, settings))
         if hint is None and (settings["temperature"] == 0 or settings.get("top_k") == 1):
             hint = (f"your token {first} is not the most probable one: with temperature 0 (or top_k=1) each "
                     "step takes the largest logit of the last position")

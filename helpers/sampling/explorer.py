@@ -55,7 +55,7 @@ class SlideView:
         from matplotlib.patches import Patch
         ax.legend(handles=[Patch(color=GREY, label="after temperature"),
                            Patch(color=BASE, label="drawn from (after top-k, top-p)"),
-                           Patch(color=ACCENT, label="drawn from: the most probable token (greedy)")],
+                           Patch(color=ACCENT, label="drawn from: the most probable token (the greedy choice)")],
                   loc="upper right", fontsize=8, frameon=False)
         self.heading = fig.text(0.09, 0.955, "", fontsize=10)                       # the prompt: still
         self.settings = [fig.text(x0, 0.895, "", fontsize=10) for x0 in (0.09, 0.25, 0.41, 0.58)]
