@@ -395,4 +395,57 @@ def test_the_circuit_lines_say_whether_a_head_formed():
     for record in weak["induction"]:
         record["induction_score"][2][1] = 0.05
     history = gc.induction_history(weak)
-    assert "no head has become an induction head" in gc.circuit_lines(history, gc.circuit_birth(history))[1]
+    birth = gc.circuit_birth(history)
+    lines = gc.circuit_lines(history, birth)
+    assert lines[1] == "no head became an induction head in this run: every score stays at or below 0.05 " \
+                       "(an induction head scores above 0.3)"
+    assert not birth["formed"] and not any("steepest" in line for line in lines)   # no fall named
+    assert lines[2].startswith("both copies' losses climb: the first copy's from 4.2 to 4.2")
+    figure = gc.circuit_figure(history, birth)
+    assert not any(ax.patches for ax in figure.axes)                                # and no band drawn
+
+
+# ------------------------------------------------------------ after the outside review
+
+def test_the_merge_check_names_a_string_replace_merge_inside_a_longer_symbol(texts):
+    def replace_merge(words):
+        pair, _ = tk.merge_step(words)
+        return pair, [" ".join(w).replace(" ".join(pair), "".join(pair)).split(" ") for w in words]
+    assert "part of a longer symbol" in feedback(checks.merge_step, replace_merge, texts[0])
+
+
+class PersistentPositions(gc.GPT):
+    def __init__(self, *args):
+        super().__init__(*args)
+        table = self.PE
+        del self.PE
+        self.register_buffer("PE", table)
+
+
+@pytest.mark.parametrize("answer, start", [
+    (PersistentPositions, "your GPT's state_dict does not match the cat model's: ['PE'] is extra; the positions "
+                          "table is saved with the parameters"),
+    (Embedded, "your GPT's state_dict does not match the cat model's: ['E.weight'] is extra and ['E'] is "
+               "missing; E is one nn.Parameter"),
+])
+def test_the_gpt_check_names_the_extra_and_missing_keys_first(answer, start, cat):
+    assert feedback(checks.gpt_module, answer, cat).startswith(start)
+
+
+def test_the_loop_check_fails_a_loop_that_ignores_the_callback():
+    def loop(*args, callback=None, **kwargs):
+        return gc.train_loop(*args, **kwargs)
+    assert "callback was called 0 times for 12 steps" in feedback(checks.train_loop, loop)
+
+
+def test_the_loop_check_names_validation_on_the_training_text():
+    def loop(model, train_ids, val_ids, *args, **kwargs):
+        return gc.train_loop(model, train_ids, train_ids, *args, **kwargs)
+    assert "computed on windows of train_ids" in feedback(checks.train_loop, loop)
+
+
+def test_the_loop_check_names_losses_kept_as_tensors():
+    def loop(*args, **kwargs):
+        losses, val_losses = gc.train_loop(*args, **kwargs)
+        return [torch.tensor(v, requires_grad=True) for v in losses], val_losses
+    assert "append loss.item()" in feedback(checks.train_loop, loop)

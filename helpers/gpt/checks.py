@@ -28,6 +28,7 @@ MERGE_CASES = (
     ("a pair that occurs twice in one word", [list("abcab"), list("ab"), list("xy")]),
     ("a word with the pair in the middle", [list("cabd"), list("ab")]),
     ("a run of four a's", [list("aaaa")] * 2 + [list("ba")] * 3),
+    ("a pair (h, e) beside the longer symbol th", [["th", "e"], ["h", "e"], ["h", "e"]]),
 )
 
 
@@ -75,6 +76,11 @@ def merge_slips(words):
     }
     for name, hint in variants.items():
         slips.append(((right_pair, [_merge_word(w, a, b, name) for w in words]), hint))
+    joined = [" ".join(w).replace(f"{a} {b}", a + b).split(" ") for w in words]   # a string replace
+    slips.append(((right_pair, joined),
+                  f"the merge joined part of a longer symbol (as a string replace of '{a} {b}' does): "
+                  "compare whole symbols, word[i] == a and word[i + 1] == b, so th e stays th e when the "
+                  "pair is (h, e)"))
     return slips
 
 
@@ -185,12 +191,18 @@ def gpt_error(message):
     if "should be named" in message:
         found = re.search(r"(\[[^\]]*\]) are extra", message)
         extra = found.group(1) if found else ""
-        hint = ""
+        found = re.search(r"(\[[^\]]*\]) are missing", message)
+        missing = found.group(1) if found else ""
+        keys = " and ".join(f"{k} {'are' if k.count(',') else 'is'} {w}" for k, w in ((extra, "extra"), (missing, "missing")) if k)
+        hint = f"your GPT's state_dict does not match the cat model's: {keys}; " if keys else ""
         if "E.weight" in extra:
-            hint = "E is one nn.Parameter of shape (vocab_size, d_model), not an nn.Embedding; "
+            hint += "E is one nn.Parameter of shape (vocab_size, d_model), not an nn.Embedding; "
+        elif "'PE'" in extra:
+            hint += ("the positions table is saved with the parameters: register it with "
+                     "self.register_buffer('PE', table, persistent=False), it is computed, not learned; ")
         elif re.search(r"'(?!blocks\.|final_ln\.)[^']*'", extra):
-            hint = ("the unembedding is tied: the logits are final_ln(h) @ E.T, with no matrix of its own "
-                    "(and positions are a buffer, not a parameter); ")
+            hint += ("the unembedding is tied: the logits are final_ln(h) @ E.T, with no matrix of its own "
+                     "(and positions are a buffer, not a parameter); ")
         return (f"{hint}the parameters are E, blocks.0.ln1 ... blocks.{{L-1}}.mlp (an nn.ModuleList named blocks "
                 f"of Block) and final_ln, so the cat model's state_dict loads by name; {message}")
     if "shapes cannot be multiplied" in message or "size mismatch" in message:
@@ -302,6 +314,9 @@ class Watched:
         if evaluating and torch.is_grad_enabled():
             raise EvalSlip("the validation loss was computed with gradients on: evaluate inside "
                            "torch.no_grad(), so no graph is built and no gradient can leak into training")
+        if not evaluating and not self.model.training and not torch.is_grad_enabled():
+            raise EvalSlip("the validation loss was computed on windows of train_ids: draw them from val_ids, "
+                           "text the model never trains on")
         if not evaluating and not self.model.training:
             raise EvalSlip("a training step ran in eval mode: call model.train() after evaluating")
         return self.model(x)
@@ -338,6 +353,9 @@ def loop_output(out):
     losses, val = two_things(out, "train_loop", "losses, val_losses")
     if losses is None or (isinstance(losses, (list, tuple)) and not losses and not val):
         raise Wrong(f"{NOT_YET}: train_loop returned no losses; write the loop between the given lines")
+    if isinstance(losses, (list, tuple)) and any(isinstance(v, torch.Tensor) for v in losses):
+        raise Wrong("losses holds tensors, not numbers: append loss.item(), so the list keeps the number "
+                    "and not the whole step's graph")
     losses = as_array(losses, "losses")
     if losses.shape != (steps,):
         raise Wrong(f"losses should hold one number per step, {steps} for steps={steps}, but it has shape {losses.shape}")
@@ -357,8 +375,10 @@ def train_loop(fn):
     losses, step for step, to LOOP_ATOL."""
     train_ids, val_ids = loop_data()
     model = loop_model()
+    calls = []
     try:
         out = call(fn, Watched(model, val_ids, LOOP_SETTINGS["context"]), train_ids, val_ids, **LOOP_SETTINGS,
+                   callback=lambda losses, val_losses: calls.append(len(losses)),
                    what="on a small model and the first characters of Tiny Shakespeare", seconds=30)
         losses, val = loop_output(out)
     except Wrong as wrong:
@@ -367,6 +387,10 @@ def train_loop(fn):
         return
     right, right_val = loop_reference()
     if np.abs(losses - right).max() <= LOOP_ATOL and np.abs(val - right_val).max() <= LOOP_ATOL:
+        steps = LOOP_SETTINGS["steps"]
+        if calls != list(range(1, steps + 1)):
+            yield (f"the losses are right, but callback was called {len(calls)} times for {steps} steps: after "
+                   "each step's losses.append(loss.item()), call callback(losses, val_losses) if it is not None")
         return
     for slip in compute.LOOP_SLIPS:
         if slip == "eval_train_mode":

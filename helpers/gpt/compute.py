@@ -415,7 +415,7 @@ def live_run(loop, model, train_ids, val_ids, tokenizer, batch, context, lr, war
                 val_losses=dict(val), sample=sample)
 
 
-# ------------------------------------------------------------ watching a circuit form
+# ------------------------------------------------------------ looking for a circuit
 
 def induction_history(log):
     """From a training log's induction records (``helpers.gpt.shipped``): dict(steps (N,),
@@ -441,7 +441,7 @@ def circuit_birth(history, share=0.5):
     reached = int(np.argmax(own >= share * own[-1]))
     fall = np.diff(second) / np.diff(steps)
     i = int(np.argmin(fall)) + 1
-    return dict(head=(int(layer), int(head)), step=int(steps[reached]), drop_step=int(steps[i]),
+    return dict(head=(int(layer), int(head)), formed=bool(own[-1] >= FORMED), step=int(steps[reached]), drop_step=int(steps[i]),
                 before=dict(step=int(steps[i - 1]), score=float(own[i - 1]), second=float(second[i - 1])),
                 after=dict(step=int(steps[i]), score=float(own[i]), second=float(second[i])))
 
@@ -450,18 +450,24 @@ FORMED = 0.3   # an induction score above this, on sequences of 48 characters, i
 
 
 def circuit_lines(history, birth):
-    """What the log shows, in sentences: the best head, whether it became an induction head, where."""
+    """What the log shows, in sentences, decided from the log: the best head and, if a head passed
+    FORMED, where the second copy's loss fell fastest; else that no head did, with the highest
+    score any head reached and where both copies' losses went."""
     layer, head = birth["head"]
     final = float(history["scores"][-1, layer, head])
     b, a = birth["before"], birth["after"]
     lines = [f"the best head at the end: L{layer}H{head}, induction score {final:.2f}"]
-    if final < FORMED:
-        lines.append(f"no head has become an induction head in this run (none above {FORMED}); the second copy's "
-                     f"loss ends at {history['second'][-1]:.2f}, the first copy's at {history['first'][-1]:.2f}")
-    else:
+    if birth["formed"]:
         lines.append(f"its score reaches half its final value at step {birth['step']}")
-    lines.append(f"steepest fall of the second copy's loss: step {b['step']} -> {a['step']}: "
-                 f"{b['second']:.2f} -> {a['second']:.2f} (L{layer}H{head}'s score {b['score']:.2f} -> {a['score']:.2f})")
+        lines.append(f"steepest fall of the second copy's loss: step {b['step']} -> {a['step']}: "
+                     f"{b['second']:.2f} -> {a['second']:.2f} (L{layer}H{head}'s score {b['score']:.2f} -> {a['score']:.2f})")
+    else:
+        top = math.ceil(float(history["scores"].max()) * 100) / 100
+        lines.append(f"no head became an induction head in this run: every score stays at or below {top:.2f} "
+                     f"(an induction head scores above {FORMED})")
+        lines.append(f"both copies' losses climb: the first copy's from {history['first'][0]:.1f} to "
+                     f"{history['first'][-1]:.1f}, the second copy's from {history['second'][0]:.1f} to "
+                     f"{history['second'][-1]:.1f}")
     return lines
 
 
@@ -488,14 +494,16 @@ def circuit_figure(history, birth):
     bottom.plot(steps, history["second"], color="C3", lw=2, label="second copy (can be copied)")
     bottom.set_ylabel("loss (nats per character)")
     bottom.set_xlabel("training step")
-    bottom.legend(fontsize=8, loc="upper right")
-    for ax in (top, bottom):
-        ax.axvspan(birth["before"]["step"], birth["after"]["step"], color="gold", alpha=0.35, lw=0)
+    bottom.legend(fontsize=8, loc="lower right")
     final = history["scores"][-1, layer, head]
-    what = (f"an induction head forms: L{layer}H{head}" if final >= FORMED
-            else f"no induction head yet: the best, L{layer}H{head}, ends at {final:.2f}")
-    top.set_title(f"{what}\nshaded: the second copy's steepest fall "
-                  f"(steps {birth['before']['step']}-{birth['after']['step']})", fontsize=10)
+    if birth["formed"]:                  # the band only where a head became an induction head
+        for ax in (top, bottom):
+            ax.axvspan(birth["before"]["step"], birth["after"]["step"], color="gold", alpha=0.35, lw=0)
+        top.set_title(f"an induction head forms: L{layer}H{head}\nshaded: the second copy's steepest fall "
+                      f"(steps {birth['before']['step']}-{birth['after']['step']})", fontsize=10)
+    else:
+        top.set_title(f"no induction head in this run: every score stays at or below "
+                      f"{math.ceil(float(scores.max()) * 100) / 100:.2f}", fontsize=10)
     plt.close(fig)
     return fig
 
