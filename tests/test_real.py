@@ -639,15 +639,18 @@ def _ablation(kind):
 
         def ablate(layer):
             def put(x):
+                source = x if kind == "one_pass" else kept[layer]      # one_pass: means of the run being ablated
                 x = x.clone()
                 for l, h in heads_off:
                     if l == layer and kind != "none":
-                        m = kept[layer][:, h].mean(0)
-                        x[:, h] = 0.0 if kind == "zero" else (m.mean(0) if kind == "pooled" else m)
+                        m = source[:, h].mean(0)
+                        x[:, h] = (0.0 if kind == "zero" else m.mean(0) if kind == "pooled"
+                                   else source[:, h].mean(1, keepdim=True) if kind == "per_sequence" else m)
                 return x
             return put
         with torch.no_grad():
-            model(seqs, replace={f"L{l}.head_out": keep(l) for l in layers})
+            if kind != "one_pass":
+                model(seqs, replace={f"L{l}.head_out": keep(l) for l in layers})
             logits = model(seqs, replace={f"L{l}.head_out": ablate(l) for l in layers})
         where = {"with_first": torch.arange(L, 2 * L), "everything": torch.arange(0, 2 * L)}.get(kind, torch.arange(L + 1, 2 * L))
         loss = float(torch.nn.functional.cross_entropy(logits[:, where].flatten(0, 1), seqs[:, where + 1].flatten()))
@@ -657,15 +660,30 @@ def _ablation(kind):
 
 def test_the_ablation_exercise_passes_the_right_answer_and_waits_for_the_skeleton(smol, repeats):
     model, _ = smol
-    assert real_checks.ablated_copy_loss.feedback(_ablation("right"), model, repeats[:2], BEST3) == []
-    sentences = real_checks.ablated_copy_loss.feedback(lambda m, s, h: None, model, repeats[:2], BEST3)
+    assert real_checks.ablated_copy_loss.feedback(_ablation("right"), model, repeats[:16], BEST3) == []
+    sentences = real_checks.ablated_copy_loss.feedback(lambda m, s, h: None, model, repeats[:16], BEST3)
     assert "not answered yet" in " ".join(sentences)
 
 
 @pytest.mark.parametrize("kind, words", [("pooled", "over the positions too"), ("zero", "zero ablation"),
+                                         ("per_sequence", "each sequence's own mean"),
+                                         ("one_pass", "taken in the ablated run itself"),
                                          ("none", "nothing ablated"), ("with_first", "first token too"),
                                          ("everything", "every position"), ("bits", "in bits")])
 def test_the_ablation_exercise_names_each_slip(smol, repeats, kind, words):
     model, _ = smol
-    sentences = real_checks.ablated_copy_loss.feedback(_ablation(kind), model, repeats[:2], BEST3)
+    sentences = real_checks.ablated_copy_loss.feedback(_ablation(kind), model, repeats[:16], BEST3)
     assert any(words in s for s in sentences), sentences
+
+
+def test_the_ablation_exercise_runs_on_enough_sequences_for_a_task_mean():
+    """The notebook's check (and its hidden test) averages over 16 sequences or more, not 2."""
+    import json
+    import re
+
+    from pathlib import Path
+
+    cells = json.load(open(Path(__file__).resolve().parents[1] / "instructor" / "11_real_model.ipynb"))["cells"]
+    calls = [m for c in cells for m in re.findall(r"ablated_copy_loss(?:\.grade)?\(ablated_copy_loss, model, seqs\[:(\d+)\]",
+                                                      "".join(c["source"]))]
+    assert len(calls) == 2 and all(int(n) >= 16 for n in calls), calls

@@ -81,9 +81,10 @@ def best_induction_head(answer, induction, previous):
 @torch.no_grad()
 def ablation_variants(model, seqs, heads_off):
     """The second-copy loss with heads_off mean-ablated (per-position means over seqs: "right") and
-    the values known slips give: dict(right, pooled (means over positions too), zero (zero
-    ablation), none (nothing ablated), with_first (the copy's first token counted), everything
-    (every position's loss), bits (log base 2))."""
+    the values known slips give: dict(right, pooled (means over positions too), per_sequence (each
+    sequence's own mean over its positions), one_pass (means taken in the ablated run itself), zero
+    (zero ablation), none (nothing ablated), with_first (the copy's first token counted),
+    everything (every position's loss), bits (log base 2))."""
     import torch.nn.functional as F
 
     seqs, length = circuit.check_repeats(seqs)
@@ -107,6 +108,23 @@ def ablation_variants(model, seqs, heads_off):
                everything=loss(right, torch.arange(0, T - 1)))
     out["bits"] = out["right"] / math.log(2)
     out.update(pooled=loss(logits(pooled), second), zero=loss(logits(zero), second), none=loss(logits(None), second))
+    by_layer = {}
+    for layer, head in heads_off:
+        by_layer.setdefault(layer, []).append(head)
+
+    def own_means(layer, source):
+        def fn(head_out):                      # (N, H, T, d_k)
+            head_out = head_out.clone()
+            taken = head_out if source is None else source
+            for head in by_layer[layer]:
+                head_out[:, head] = (taken[:, head].mean(0) if source is None
+                                     else taken[:, head].mean(1, keepdim=True))
+            return head_out
+        return fn
+    per_sequence = {f"L{l}.head_out": own_means(l, outs[f"L{l}.head_out"]) for l in by_layer}
+    one_pass = {f"L{l}.head_out": own_means(l, None) for l in by_layer}
+    out.update(per_sequence=loss(model(seqs, replace=per_sequence), second),
+               one_pass=loss(model(seqs, replace=one_pass), second))
     return out
 
 
@@ -116,7 +134,7 @@ def ablated_copy_loss(answer, model, seqs, heads_off):
     """answer(model, seqs, heads_off) -> the mean second-copy loss (nats) with each head of heads_off
     replaced, position by position, by its mean output over seqs (repeated sequences (N, 2L+1))."""
     where = f"on {len(seqs)} repeated sequences with {', '.join(f'L{l}H{h}' for l, h in heads_off)} off"
-    got = call(answer, model, seqs, heads_off, what=where)
+    got = call(answer, model, seqs, heads_off, what=where, seconds=60)   # the model is large, the machine may be busy
     if got is None:
         raise Wrong("not answered yet: ablated_copy_loss returns None; write its body where the cell says "
                     "# YOUR CODE HERE, so that it returns the loss")
@@ -131,6 +149,12 @@ def ablated_copy_loss(answer, model, seqs, heads_off):
     hint = slip(value, [
         (v["pooled"], "that mean is taken over the positions too: average each head's output over the "
                       "sequences only (axis 0 of head_out[:, h]), one mean per position"),
+        (v["per_sequence"], "that mean is each sequence's own mean over its positions: average each head's "
+                            "output over the sequences (axis 0 of head_out[:, h]), one mean per position, "
+                            "the same for every sequence"),
+        (v["one_pass"], "those means were taken in the ablated run itself, so a later layer's heads were "
+                        "averaged after the earlier ones were already switched off: take every mean from "
+                        "one clean run first, then ablate in a second run"),
         (v["zero"], "that is zero ablation: put the head's mean output over the sequences in its place, not 0"),
         (v["none"], "that is the loss with nothing ablated: the heads' outputs were not replaced in the "
                     "second run (replace \"L<layer>.head_out\" and return the changed tensor)"),
