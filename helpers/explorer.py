@@ -267,8 +267,9 @@ def controls_box(layout, message, frames=None):
         def __repr__(self):
             return STILL
 
-        def _repr_mimebundle_(self, **kwargs):   # ipywidgets cuts a repr at 110 characters
-            return {**super()._repr_mimebundle_(**kwargs), "text/plain": STILL}
+        def _repr_mimebundle_(self, **kwargs):   # ipywidgets 8 cuts a repr at 110 characters
+            shown = getattr(super(), "_repr_mimebundle_", None)   # ipywidgets 7 (Colab) has none
+            return {**((shown(**kwargs) if shown else None) or {}), "text/plain": STILL}
 
     return Controls([layout, message] + ([frames] if frames is not None else []))
 
