@@ -16,17 +16,30 @@ from .errors import fail
 KINDS = ("zero", "mean", "resample")
 
 
-def capture(model, ids, names, replace=None, **switches):
+class _Stop(Exception):
+    """Raised inside a forward pass once everything asked for has been captured."""
+
+
+def capture(model, ids, names, replace=None, stop_after=None, **switches):
     """One forward pass on ids (B, T) -> (logits (B, T, V), {name: the batched tensor}), e.g.
     names=("L0.head_out",) gives (B, H, T, d_k). A tensor also in ``replace`` is captured after
-    its replacement; switches go to the model."""
+    its replacement; switches go to the model. With ``stop_after`` (one of ``names``) the pass
+    stops as soon as that tensor is made: nothing after it is computed, and logits is None."""
     got, hooks = {}, dict(replace or {})
     for name in names:
         inner = hooks.get(name, _same)
-        hooks[name] = lambda x, name=name, inner=inner: got.setdefault(name, inner(x))
-    with torch.no_grad():
-        logits = model(ids, replace=hooks, **switches)
-    return logits, got
+
+        def hook(x, name=name, inner=inner):
+            y = got.setdefault(name, inner(x))
+            if name == stop_after:
+                raise _Stop
+            return y
+        hooks[name] = hook
+    try:
+        with torch.no_grad():
+            return model(ids, replace=hooks, **switches), got
+    except _Stop:
+        return None, got
 
 
 def _same(x):

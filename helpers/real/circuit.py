@@ -15,37 +15,18 @@ recomputes a small subset live with the same functions.
 import torch
 import torch.nn.functional as F
 
+from .. import patching
 from ..errors import check_positive_int, fail
 from ..heads import compute as heads
 
 FIRST_ID = 100   # random tokens are drawn from ids 100.. (below: special tokens and single bytes)
 
 
-class _Stop(Exception):
-    """Raised inside a forward pass once everything asked for has been captured."""
-
-
-@torch.no_grad()
 def capture(model, ids, names, replace=None, stop_after=None):
     """{name: batched tensor} of the trace names ``names`` from one pass over ids (B, T), with
-    ``replace`` applied; the pass stops as soon as ``stop_after`` has been made (nothing after it
-    is computed)."""
-    kept, fns = {}, dict(replace or {})
-    for name in names:
-        inner = fns.get(name)
-
-        def fn(x, name=name, inner=inner):
-            y = inner(x) if inner is not None else x
-            kept[name] = y
-            if name == stop_after:
-                raise _Stop
-            return y
-        fns[name] = fn
-    try:
-        model(ids, replace=fns)
-    except _Stop:
-        pass
-    return kept
+    ``replace`` applied; the pass stops as soon as ``stop_after`` has been made
+    (``helpers.patching.capture``, its tensors only)."""
+    return patching.capture(model, ids, names, replace, stop_after=stop_after)[1]
 
 
 def random_heads(cfg, k, avoid=(), seed=0):
