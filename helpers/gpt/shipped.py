@@ -28,12 +28,12 @@ from .train import estimate_loss, train
 CONFIG = Config(vocab_size=65, d_model=128, n_heads=4, n_layers=4, d_ff=512, n_max=256,
                 positions="rotary", dropout=0.0)
 INIT = "small"        # GPT-2's start: embeddings N(0, 0.02²), so the first loss is near ln 65
-TRAINING = dict(steps=580, batch=12, context=256, lr=3e-3, warmup=30, min_lr=3e-4, weight_decay=0.1,
-                clip=1.0, eval_every=50, eval_batches=4, seed=0, time_limit=14.5 * 60)
+TRAINING = dict(steps=1900, batch=16, context=256, lr=3e-3, warmup=100, min_lr=3e-4, weight_decay=0.1,
+                clip=1.0, eval_every=200, eval_batches=4, seed=0, time_limit=14.5 * 60)
 THREADS = 2
 # the induction recording: repeated random characters (helpers.worlds.repeated_tokens: id 0, the
 # newline, then `length` random characters from the other 64, then the same again)
-INDUCTION = dict(n=16, length=48, seed=2024, every=20)
+INDUCTION = dict(n=16, length=48, seed=2024, every=50)
 
 
 def folder():
