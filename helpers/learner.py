@@ -105,9 +105,10 @@ def keep(piece, chapter, name=None):
 
 
 def shown(target):
-    """How a kept file is named in a message: its path, or my_gpt/<name>.py when the course's runs
-    keep pieces in a fresh temporary folder (COURSE_MY_GPT), so saved outputs name no such folder."""
-    return f"my_gpt/{Path(target).name}" if os.environ.get("COURSE_MY_GPT") else str(target)
+    """How messages name a kept file: my_gpt/<name>.py, the folder beside your notebook. (The
+    course's own runs keep pieces in a stand-in folder, COURSE_MY_GPT, so their saved outputs
+    read the same as yours.)"""
+    return f"my_gpt/{Path(target).name}"
 
 
 def has(name):
@@ -117,7 +118,10 @@ def has(name):
 
 def use(name, course, quiet=False):
     """Your piece ``name`` from my_gpt/<name>.py if you kept one, else ``course`` (the course's own),
-    with one line saying which. A kept file that no longer runs is reported and the course's used."""
+    with one line saying which (none when quiet, or while a kept file that calls use is being
+    imported: the notebook cell that wrote it has said it already). A kept file that no longer
+    runs is reported and the course's used."""
+    quiet = quiet or _loading > 0
     target = path(name)
     if not target.is_file():
         if not quiet:
@@ -134,15 +138,22 @@ def use(name, course, quiet=False):
     return piece
 
 
+_loading = 0   # how many kept files are being imported right now (one may use another)
+
+
 def _load(target):
     """Import my_gpt/<name>.py afresh as a module named for it."""
+    global _loading
     module_name = f"my_gpt_{target.stem}"
     spec = importlib.util.spec_from_file_location(module_name, target)
     module = importlib.util.module_from_spec(spec)
     sys.modules[module_name] = module
+    _loading += 1
     try:
         spec.loader.exec_module(module)
     except BaseException:
         sys.modules.pop(module_name, None)
         raise
+    finally:
+        _loading -= 1
     return module

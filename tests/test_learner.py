@@ -71,3 +71,19 @@ def test_a_check_keeps_a_right_piece_and_only_a_right_one(store, capsys):
     assert "does not double" in capsys.readouterr().out and not (store / "<lambda>.py").exists()
     check.grade(double)   # grading keeps nothing
     assert not (store / "double.py").exists()
+
+
+def test_a_kept_file_that_uses_other_pieces_imports_quietly_and_messages_name_my_gpt(store, capsys):
+    learner.keep(twice, "02")
+    store.joinpath("Doubler.py").write_text(
+        "from helpers import learner\n"
+        "twice = learner.use('twice', course=None)\n"
+        "class Doubler:\n"
+        "    def __call__(self, x):\n"
+        "        return twice(x)\n")
+    Doubler = learner.use("Doubler", course=None)
+    assert Doubler()(3) == 6
+    out = capsys.readouterr().out
+    assert out == "Doubler: yours, from my_gpt/Doubler.py\n"   # not a second line for twice, no stand-in path
+    assert learner.use("missing", course=twice) is twice
+    assert "no my_gpt/missing.py yet" in capsys.readouterr().out
