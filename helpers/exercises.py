@@ -341,10 +341,19 @@ def call(function, *args, what="", seconds=TIME_LIMIT, **kwargs):
     Wrong with one sentence saying so (``what`` names the input, e.g. "on the toy").
     """
     on = f" {what}" if what else ""
-    args, kwargs = _copies(args), {name: _copies(value) for name, value in kwargs.items()}
+    given, given_kwargs = _copies(args), {name: _copies(value) for name, value in kwargs.items()}
     timer = _alarm(seconds)
     try:
-        return function(*args, **kwargs)
+        out = function(*given, **given_kwargs)
+        timer()
+        changed = _changed_input(function, args, kwargs, given, given_kwargs)
+        if changed:
+            raise Wrong(f"your function changed {changed} in place{on} (an operation like {changed} /= s or "
+                        f"{changed}[...] = v writes into the tensor it was given, so the caller's own, such as a "
+                        f"model's weights, would change too): compute a new one instead, {changed} = {changed} / s")
+        return out
+    except Wrong:
+        raise
     except _OutOfTime:
         raise Wrong(f"{on.strip() or 'your function'}: it ran for more than {seconds} s and was stopped "
                     "(a loop that never ends?)") from None
@@ -356,6 +365,45 @@ def call(function, *args, what="", seconds=TIME_LIMIT, **kwargs):
         raise Wrong(f"your function stopped{on} with {type(exc).__name__}: {exc}") from None
     finally:
         timer()
+
+
+def _changed_input(function, args, kwargs, given, given_kwargs):
+    """The name of the first array or tensor input that ``function`` changed in place (its copy in
+    ``given`` now differs from the original in ``args``), or None. Named by the function's parameter
+    (``argument 2`` where its signature cannot say)."""
+    try:
+        names = [name for name, parameter in inspect.signature(function).parameters.items()
+                 if parameter.kind in (parameter.POSITIONAL_ONLY, parameter.POSITIONAL_OR_KEYWORD)]
+    except (TypeError, ValueError):
+        names = []
+    pairs = [(names[i] if i < len(names) else f"argument {i + 1}", a, b) for i, (a, b) in enumerate(zip(args, given))]
+    pairs += [(name, kwargs[name], given_kwargs[name]) for name in kwargs]
+    for name, original, copy in pairs:
+        if _differs(original, copy):
+            return name
+    return None
+
+
+def _differs(original, copy):
+    """True if ``copy`` (made by ``_copies``) no longer equals ``original``; NaN equals NaN."""
+    if isinstance(original, (tuple, list)) and isinstance(copy, (tuple, list)):
+        return len(original) != len(copy) or any(_differs(a, b) for a, b in zip(original, copy))
+    if isinstance(original, np.ndarray) and isinstance(copy, np.ndarray):
+        if original.shape != copy.shape:
+            return True
+        same = original == copy
+        if original.dtype.kind in "fc":
+            same |= np.isnan(original) & np.isnan(copy)
+        return not bool(np.all(same))
+    if hasattr(original, "detach") and hasattr(copy, "detach") and hasattr(original, "shape"):
+        a, b = original.detach(), copy.detach()
+        if a.shape != b.shape or a.dtype != b.dtype:
+            return True
+        same = a == b
+        if a.is_floating_point() or a.is_complex():
+            same |= a.isnan() & b.isnan()
+        return not bool(same.all())
+    return False
 
 
 def _copies(x):

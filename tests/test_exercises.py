@@ -160,3 +160,24 @@ def test_the_verdict_is_invisible_as_a_cells_last_value():
     NotebookClient(nb, kernel_name="python3").execute()
     assert nb.cells[0].outputs == []
     assert repr(Verdict(True)) == "Verdict(True)"
+
+
+def test_call_names_an_input_changed_in_place_and_the_caller_keeps_its_own():
+    import torch
+
+    from helpers.exercises import Wrong, call
+
+    W_Q = torch.ones(2, 2)
+
+    def scaled_in_place(x, W_Q):
+        W_Q /= 2
+        return x @ W_Q
+
+    with pytest.raises(Wrong, match=r"changed W_Q in place on the toy .*W_Q = W_Q / s"):
+        call(scaled_in_place, torch.ones(1, 2), W_Q, what="on the toy")
+    assert torch.equal(W_Q, torch.ones(2, 2))          # the caller's tensor is untouched
+    nan = np.array([np.nan, 1.0])
+    assert call(lambda v: v.sum(), nan) != 0            # NaN in an input is not a change
+    with pytest.raises(Wrong, match="changed argument 1 in place"):
+        call(lambda *a: a[0].fill_(0), torch.ones(3))
+    assert call(lambda x: x * 2, x=torch.ones(2)).tolist() == [2.0, 2.0]

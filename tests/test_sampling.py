@@ -331,7 +331,7 @@ def test_top_p_check(capsys):
         kept[keep] = probs[keep]
         return kept / kept.sum()
 
-    for wrong, words in ((in_place, "changed the probs it was given"),
+    for wrong, words in ((in_place, "changed probs in place"),
                          (left_sorted, "returned them in sorted order"),
                          (lowest_first, "sorted lowest first"),
                          (not_renormalised, "did not renormalise"), (stops_before, "one token too few"),
