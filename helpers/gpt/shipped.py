@@ -53,7 +53,7 @@ def load_log():
 def evaluation_loss(model, ids):
     """The loss of ``model`` on the fixed windows the shipped run's evaluations use (``TRAINING``'s
     eval_batches x batch windows of context characters, seed + 1), e.g. on the validation ids:
-    4 x 12 windows of 256 characters, 12,288 predictions, a stated subset of the 111,540 characters."""
+    4 x 16 windows of 256 characters, 16,384 predictions, a stated subset of the 111,540 characters."""
     return estimate_loss(model, ids, context=TRAINING["context"], batches=TRAINING["eval_batches"],
                          batch=TRAINING["batch"], seed=TRAINING["seed"] + 1)
 
