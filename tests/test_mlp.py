@@ -192,6 +192,11 @@ def test_mlp_row_check(cat):
     assert "ReLU" in said(checks.mlp_row, ref.relu(x @ w["W_1"] + w["b_1"]) @ w["W_2"] + w["b_2"], *args)
     assert "no activation" in said(checks.mlp_row, (x @ w["W_1"] + w["b_1"]) @ w["W_2"] + w["b_2"], *args)
     assert "b_2 is missing" in said(checks.mlp_row, right - w["b_2"], *args)
+    assert "adding the residual is the block's job" in said(checks.mlp_row, x + right, *args)
+    h_mid = np.linspace(-3, 2, 6)       # the row before the LayerNorm, used in place of x
+    unnormed = ref.gelu(h_mid @ w["W_1"] + w["b_1"]) @ w["W_2"] + w["b_2"]
+    assert "the row before the LayerNorm (h_mid)" in said(checks.mlp_row, unnormed, *args, h_mid)
+    assert checks.mlp_row.feedback(right, *args, h_mid) == []
     assert NOT_ANSWERED in said(checks.mlp_row, None, *args)
     with pytest.raises(AssertionError, match="b_2"):
         checks.mlp_row.grade(right - w["b_2"], *args)
@@ -203,6 +208,7 @@ def test_gpt3_mlp_check():
     assert checks.gpt3_mlp.feedback(mlp.model_parameters("GPT-3")["mlp"]) == []
     assert "96" in said(checks.gpt3_mlp, 8 * d * d)
     assert "one of the two" in said(checks.gpt3_mlp, 4 * d * d * 96)
+    assert "the count rounded; give it exactly" in said(checks.gpt3_mlp, 1.16e11)
     assert "too small" in said(checks.gpt3_mlp, 10)
     assert "str" in said(checks.gpt3_mlp, "many")
     assert "one number" in said(checks.gpt3_mlp, [1.0, 2.0])
@@ -226,23 +232,37 @@ def test_strongest_unit_check(collected):
         checks.strongest_unit.grade(other, collected, 0, "cat")
 
 
+def test_strongest_unit_check_names_the_positions_before_the_word(collected):
+    """Averaging over the positions just before 'floor' picks its least unit: the check says which positions."""
+    before = collected["next"] == "floor"
+    wrong = int(np.argmax(collected["act"][0][before].mean(axis=0)))
+    assert wrong == int(np.argmin(mlp.unit_means(collected, 0, ["floor"])[0]))
+    assert said(checks.strongest_unit, wrong, collected, 0, "floor") == (
+        "that unit has the smallest mean over the positions holding 'floor' (it is the largest just before them, "
+        "where the next word is 'floor'): select the positions with collected['tokens'] == 'floor' and take the "
+        "largest mean")
+
+
 # ------------------------------------------------------------------ the MLP module (exercise 3)
 
 def gelu_exact(z):
     return 0.5 * z * (1 + torch.erf(z / math.sqrt(2)))
 
 
-def learner_mlp(forward, transposed=False, biases="when asked"):
+def learner_mlp(forward, transposed=False, biases="when asked", plain=False):
     """A learner's MLP class with the given forward(self, x); ``transposed`` declares W_1 (d_ff,
-    d_model) and W_2 (d_model, d_ff); ``biases="always"`` creates b_1, b_2 even with bias=False."""
+    d_model) and W_2 (d_model, d_ff); ``biases="always"`` creates b_1, b_2 even with bias=False;
+    ``plain`` keeps them as plain tensors, not nn.Parameter."""
+    made = (lambda t: t) if plain else nn.Parameter
+
     class MLP(nn.Module):
         def __init__(self, d_model, d_ff, bias=True):
             super().__init__()
             shapes = ((d_ff, d_model), (d_model, d_ff)) if transposed else ((d_model, d_ff), (d_ff, d_model))
-            self.W_1, self.W_2 = (nn.Parameter(torch.empty(*shape)) for shape in shapes)
+            self.W_1, self.W_2 = (made(torch.empty(*shape)) for shape in shapes)
             keep = bias or biases == "always"
-            self.b_1 = nn.Parameter(torch.zeros(d_ff)) if keep else None
-            self.b_2 = nn.Parameter(torch.zeros(d_model)) if keep else None
+            self.b_1 = made(torch.zeros(d_ff)) if keep else None
+            self.b_2 = made(torch.zeros(d_model)) if keep else None
 
         def bias(self, name):
             value = getattr(self, name)
@@ -305,6 +325,9 @@ MISTAKES = {   # a wrong forward (or declaration) -> the words its diagnosis mus
     "weights used transposed": (lambda m, x: gelu_exact(F.linear(x, m.W_1, m.b_1)) @ m.W_2 + m.bias("b_2"), {},
                                 "used transposed?"),
     "biases with bias=False": (right_forward, dict(biases="always"), "with bias=False the MLP has no b_1 and b_2"),
+    "plain tensors": (right_forward, dict(plain=True), "loading the trained weights failed: your MLP has no "
+                                                       "parameters W_1, W_2, b_1, b_2 (a tensor kept as a plain "
+                                                       "attribute is not a parameter"),
     "rows mixed": (lambda m, x: right_forward(m, x).flip(-2), {}, "in the wrong place"),
     "batch scrambled": (lambda m, x: right_forward(m, x if x.dim() < 3 else
                                                    x.reshape(x.shape[1], x.shape[0], -1).transpose(0, 1)), {},

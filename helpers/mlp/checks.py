@@ -45,10 +45,11 @@ def gelu_values(act, x):
 
 
 @exercise("one token through the MLP block", answer=Array(shape=lambda x: np.shape(x)))
-def mlp_row(out, x, W_1, b_1, W_2, b_2):
-    """``out`` (d,): GELU(x W_1 + b_1) W_2 + b_2 for one row x (d,)."""
-    def variant(activation="gelu", drop_b1=False, drop_b2=False):
-        return mlp_forward(x, W_1, np.zeros(len(b_1)) if drop_b1 else b_1, W_2,
+def mlp_row(out, x, W_1, b_1, W_2, b_2, unnormed=None):
+    """``out`` (d,): GELU(x W_1 + b_1) W_2 + b_2 for one row x (d,); ``unnormed``, if given, is
+    the same row before the LayerNorm (the trace's h_mid), to name its use in place of x."""
+    def variant(activation="gelu", drop_b1=False, drop_b2=False, row=x):
+        return mlp_forward(row, W_1, np.zeros(len(b_1)) if drop_b1 else b_1, W_2,
                            np.zeros(len(b_2)) if drop_b2 else b_2, activation)["out"]
 
     right = variant()
@@ -58,7 +59,12 @@ def mlp_row(out, x, W_1, b_1, W_2, b_2):
                       (variant("none"), "there is no activation between W_1 and W_2: apply GELU to the "
                                         "(d_ff,) pre-activation"),
                       (variant(drop_b1=True), "b_1 is missing: add it to x @ W_1 before GELU"),
-                      (variant(drop_b2=True), "b_2 is missing: add it after the contraction by W_2")], atol=1e-4)
+                      (variant(drop_b2=True), "b_2 is missing: add it after the contraction by W_2"),
+                      (np.asarray(x, dtype=float) + right, "that is x + MLP(x): adding the residual is the block's "
+                                                           "job (chapter 08); out is only what the MLP adds")]
+                     + ([(variant(row=unnormed), "that is the MLP of the row before the LayerNorm (h_mid); the MLP "
+                                                 "reads x_sat, the row after layer 0's second LayerNorm (ln2)")]
+                        if unnormed is not None else []), atol=1e-4)
     if hint:
         yield hint
     else:
@@ -141,6 +147,12 @@ def sorted_rows(a):
 def module_error(message, args):
     """A sentence for a learner's MLP that stopped with ``message``, naming a transposed
     weight when the message shows one."""
+    missing = re.search(r"\[([^\]]*)\] are missing", message)
+    if missing and "are extra" not in message:
+        names = missing.group(1).replace("'", "")
+        return (f"loading the trained weights failed: your MLP has no parameters {names} (a tensor kept as a "
+                "plain attribute is not a parameter, so load_state_dict cannot fill it); wrap each in "
+                "nn.Parameter: self.W_1 = nn.Parameter(torch.empty(d_model, d_ff))")
     if len(args) == 3 and "are extra" in message and "b_" in message:
         return ("with bias=False the MLP has no b_1 and b_2 (only W_1 and W_2): create the biases only when "
                 "bias is True, and add them in forward only when they exist")
@@ -183,7 +195,11 @@ def gpt3_mlp(total):
     d_ff = 4d), weights W_1 and W_2; with or without the biases b_1, b_2 is accepted."""
     d, n = MODELS["GPT-3"]["d"], MODELS["GPT-3"]["n_layers"]
     right = (8 * d * d * n, model_parameters("GPT-3")["mlp"])
+    if any(abs(total - r) <= 0.5 for r in right):
+        return
     if any(abs(total - r) <= 1e-3 * r for r in right):
+        yield (f"{total:.4g} is the count rounded; give it exactly, to the last parameter (Python's integers "
+               "are exact: 96 · 2 · d · 4d)")
         return
     near = {4 * d * d * n: "that counts only one of the two matrices (W_1 is d × 4d; W_2 is 4d × d)",
             8 * d * d: "that is one layer; GPT-3 has 96",
@@ -202,8 +218,15 @@ def strongest_unit(unit, collected, layer, word):
     """``unit``: the unit of ``layer`` whose mean activation over positions holding ``word``
     is the largest."""
     means = unit_means(collected, layer, [word])[0]
+    before = np.asarray(collected["next"]) == word        # the positions just before the word
     if not 0 <= unit < len(means):
         yield f"layer {layer} has units 0 to {len(means) - 1}, but the answer is {unit}"
+    elif unit != int(np.argmax(means)) and before.any() and \
+            unit == int(np.argmax(np.asarray(collected["act"][layer])[before].mean(axis=0))):
+        yield (f"that unit has the smallest mean over the positions holding '{word}'"
+               if unit == int(np.argmin(means)) else f"that unit fires little at the positions holding '{word}'") + (
+               f" (it is the largest just before them, where the next word is '{word}'): select the positions "
+               f"with collected['tokens'] == '{word}' and take the largest mean")
     elif unit == int(np.argmin(means)):
         yield "that unit is the one that fires least for this word: take the largest mean, not the smallest"
     elif unit != int(np.argmax(means)):
