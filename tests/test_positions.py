@@ -165,6 +165,7 @@ TABLE_SLIPS = [
     (table_numpy, "return a torch tensor"),
     (lambda n, d: pos.sinusoidal_positions(n, d)[:-1], "shape (8, 6)"),
     (lambda n, d: pos.sinusoidal_positions(n, d) + 0.1, "differs from the expected values"),
+    (lambda n, d: torch.tensor(ref.sinusoidal_positions(n, d)), "right values but is torch.float64; return float32"),
 ]
 
 
@@ -223,6 +224,7 @@ ROTATE_SLIPS = [
     (lambda x, start=0: pos.rotate(x, start)[..., :-1], "should have shape"),
     (lambda x, start=0: pos.rotate(x, start) * 1.01, "differs from the model's own turn"),
     (rotate_in_place, "changed x in place"),
+    (lambda x, start=0: pos.rotate(x.double(), start), "returns torch.float64 for x of torch.float32"),
 ]
 
 

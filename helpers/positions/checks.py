@@ -86,6 +86,11 @@ def sinusoidal_positions(fn, cat):
         table = as_array(out, f"sinusoidal_positions({n}, {d})", shape=(n, d))
         expected = expected.double().numpy()
         if np.allclose(table, expected, atol=TABLE_ATOL, rtol=0):
+            if out.dtype != torch.float32:
+                yield (f"sinusoidal_positions({n}, {d}) has the right values but is {out.dtype}; return float32, "
+                       "torch's default (no dtype=torch.float64, no NumPy array turned into a tensor): your GPT "
+                       "adds it to float32 embeddings")
+                return
             continue
         hint = slip(table, table_slips(n, d), atol=TABLE_ATOL) or same_frequencies_problem(table, expected)
         if hint:
@@ -151,6 +156,9 @@ def turned_by(fn, x, start, what):
         return None, f"rotate returned a {kind(out)} {what}; return a torch tensor of x's shape"
     got = as_array(out, f"rotate's result {what}", shape=tuple(x.shape))
     if np.allclose(got, turned(x, start).numpy(), atol=TURN_ATOL, rtol=0):
+        if out.dtype != x.dtype:
+            return None, (f"rotate turns right {what}, but returns {out.dtype} for x of {x.dtype}; keep x's dtype "
+                          "(angles from torch.arange(..., dtype=torch.float32), no float64 and no NumPy)")
         return out, None
     hint = slip(got, turn_slips(x, start), atol=TURN_ATOL)
     return None, f"{what}: " + (hint or "the result differs from the model's own turn; pair (e, o) of token t "
