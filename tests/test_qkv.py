@@ -150,6 +150,16 @@ def masked_after_softmax(Q, K, V, causal=False):
     return w @ V, w
 
 
+def masked_softmax(scores, causal):
+    """softmax of each row of scores (T_q, T_k), with -inf above the diagonal when causal."""
+    return ref.softmax(np.where(ref.causal_mask(len(scores)), -np.inf, scores) if causal else scores)
+
+
+def reweighted(Q, K, V, causal, weights):
+    """(weights @ V, weights): an attention function's return with weights made a wrong way."""
+    return weights @ V, weights
+
+
 def softmax_twice(Q, K, V, causal=False):
     _, w = ref.attention(Q, K, V, causal=causal)
     w = ref.softmax(w)
@@ -173,6 +183,14 @@ RIGHT_AND_WRONG = [
      "must not see later keys"),
     (checks.attention_function, right_attention, lambda Q, K, V, causal=False: Q, "two things"),
     (checks.attention_function, right_attention, softmax_twice, "the softmax is applied twice"),
+    (checks.attention_function, right_attention, lambda Q, K, V, causal=False: ref.attention(Q, K, V, causal=True),
+     "with causal=False no key is hidden"),
+    (checks.attention_function, right_attention, lambda Q, K, V, causal=False: reweighted(
+        Q, K, V, causal, masked_softmax(Q @ K.T / np.sqrt(V.shape[-1]), causal)), "values' width, V.shape[-1]"),
+    (checks.attention_function, right_attention, lambda Q, K, V, causal=False: reweighted(
+        Q, K, V, causal, masked_softmax(Q @ K.T / np.sqrt(Q.shape[0]), causal)), "Q.shape[0] is the number of queries"),
+    (checks.attention_function, right_attention, lambda Q, K, V, causal=False: reweighted(
+        Q, K, V, causal, masked_softmax(K @ Q.T / np.sqrt(Q.shape[-1]), causal)), "Q @ K.T, not K @ Q.T"),
 ]
 
 
@@ -231,19 +249,24 @@ def test_a_mask_that_hides_the_diagonal_gets_its_own_hint():
 # --- exercise 5: one head of the cat model in torch, each known mistake named ---------------------
 
 def make_head(divide=True, twice=False, dim=-1, biases=True, transposed=False, mask="before", average="v",
-              d_model=False, softmaxes=1):
-    """A learner's attention_head, right by default, with one mistake switched on."""
+              d_model=False, softmaxes=1, d_k=None):
+    """A learner's attention_head, right by default, with one mistake switched on. transposed="d_k from W_Q"
+    multiplies by W.T but still takes d_k = W_Q.shape[1]; d_k="T" takes the number of tokens."""
     def attention_head(x, W_Q, W_K, W_V, b_Q, b_K, b_V):
-        T, d_k = x.shape[0], W_Q.shape[-1 if not transposed else 0]
-        if d_model:
-            d_k = x.shape[1]
+        T, d_k_ = x.shape[0], W_Q.shape[-1 if transposed in (False, "d_k from W_Q") else 0]
+        if d_model or d_k == "T":
+            d_k_ = x.shape[1] if d_model else T
         project = (lambda W, b: x @ W.T + b) if transposed else (lambda W, b: x @ W + b)
         if not biases:
             b_Q, b_K, b_V = 0, 0, 0
+        if biases == "swapped":
+            b_Q, b_K = b_K, b_Q
         q, k, v = project(W_Q, b_Q), project(W_K, b_K), project(W_V, b_V)
+        if average == "x_W_K":
+            v = project(W_K, b_V)
         scores = q @ k.T
         if divide:
-            scores = scores / math.sqrt(d_k) / (math.sqrt(d_k) if twice else 1)
+            scores = scores / math.sqrt(d_k_) / (math.sqrt(d_k_) if twice else 1)
         later = torch.triu(torch.ones(T, T, dtype=torch.bool), diagonal=0 if mask == "diagonal" else 1)
         if mask == "tril":
             later = torch.tril(torch.ones(T, T, dtype=torch.bool), diagonal=-1)
@@ -254,11 +277,11 @@ def make_head(divide=True, twice=False, dim=-1, biases=True, transposed=False, m
         weights = torch.softmax(scores, dim=dim)
         for _ in range(softmaxes - 1):
             weights = torch.softmax(weights, dim=dim)
-        if mask == "after":
-            weights = weights.masked_fill(later, 0.0)
+        if mask in ("after", "inf_after"):
+            weights = weights.masked_fill(later, 0.0 if mask == "after" else float("-inf"))
         if average == "weights_T":
             return weights.T @ v
-        return weights @ {"v": v, "k": k, "x": x}[average]
+        return weights @ {"v": v, "k": k, "x": x, "x_cut": x[:, :v.shape[1]], "x_W_K": v}[average]
     return attention_head
 
 HEAD_MISTAKES = [
@@ -278,6 +301,12 @@ HEAD_MISTAKES = [
     (make_head(softmaxes=2), "the softmax is applied twice"),
     (make_head(average="weights_T"), "the weights are transposed before averaging"),
     (lambda *args: (qkv.attention_head(*args), None), "only the output"),
+    (make_head(d_k="T"), "divided by √T, T being the number of tokens"),
+    (make_head(average="x_W_K"), "the values are made with W_K"),
+    (make_head(average="x_cut"), "the weights average the token vectors x"),
+    (make_head(biases="swapped"), "b_Q and b_K are swapped"),
+    (make_head(mask="inf_after"), "you filled the weights with -inf after the softmax"),
+    (make_head(transposed="d_k from W_Q"), "transposed matrices (x @ W.T"),
 ]
 
 
@@ -351,3 +380,30 @@ def test_the_graders_record_of_a_head_is_judged_as_the_head_itself(answer):
     from helpers import grading
     recorded = json.loads(json.dumps(grading.record_answer(checks.attention_head, answer, (), {})))
     assert checks.attention_head.feedback(grading.decode(recorded)) == checks.attention_head.feedback(answer)
+
+
+# --- a piece that changes its inputs in place fails, and the caller's arrays stay as they were -------
+
+def attention_scaling_Q_in_place(Q, K, V, causal=False):
+    """The reader's piece: Q /= √d_k, then the right recipe without a division (an output that is right)."""
+    Q /= np.sqrt(Q.shape[-1])
+    return ref.attention(Q, K, V, causal=causal, scale=False)
+
+
+def head_folding_the_scale_into_W_Q(x, W_Q, W_K, W_V, b_Q, b_K, b_V):
+    """The reader's piece: W_Q and b_Q divided by √d_k in place, no division later: right outputs."""
+    W_Q /= math.sqrt(W_Q.shape[1])
+    b_Q /= math.sqrt(W_Q.shape[1])
+    return make_head(divide=False)(x, W_Q, W_K, W_V, b_Q, b_K, b_V)
+
+
+def test_a_piece_that_changes_its_inputs_in_place_is_named():
+    found = checks.attention_function.feedback(attention_scaling_Q_in_place)
+    assert len(found) == 1 and "your function changed Q in place" in found[0], found
+    case = qkv.cat_head_cases()[0]
+    before = {name: case[name].clone() for name in checks.SLICES}
+    found = checks.attention_head.feedback(head_folding_the_scale_into_W_Q)
+    assert len(found) == 1 and "your function changed W_Q in place" in found[0], found
+    assert all(torch.equal(case[name], before[name]) for name in checks.SLICES)    # the cases are untouched
+    with pytest.raises(AssertionError, match="changed W_Q in place"):
+        checks.attention_head.grade(head_folding_the_scale_into_W_Q)

@@ -105,7 +105,7 @@ def torch_attention(Q, K, V, causal):
     return F.scaled_dot_product_attention(Q, K, V, is_causal=causal).numpy()
 
 
-def weight_slip(weights, Q, K, causal):
+def weight_slip(weights, Q, K, V, causal):
     """A hint when ``weights`` (T_q, T_k) match a known wrong recipe, else None."""
     d_k = Q.shape[-1]
     raw = Q @ K.T
@@ -122,10 +122,20 @@ def weight_slip(weights, Q, K, causal):
         known = [(after, "you masked after the softmax: mask the scores first, so each row still sums to 1")]
         return (slip(weights, known if causal else [], atol=1e-6)
                 or "each row of the weights should sum to 1: take the softmax along the last axis")
-    return slip(weights, [(recipe(raw), "divide the scores by √d_k before the softmax"),
-                          (recipe(raw / d_k), "divide by the square root of d_k, not by d_k itself"),
-                          (recipe(raw * math.sqrt(d_k)), "divide the scores by √d_k; you multiplied")],
-                atol=1e-6)
+    known = [(recipe(raw), "divide the scores by √d_k before the softmax"),
+             (recipe(raw / d_k), "divide by the square root of d_k, not by d_k itself"),
+             (recipe(raw * math.sqrt(d_k)), "divide the scores by √d_k; you multiplied"),
+             (recipe(raw / math.sqrt(V.shape[-1])), "d_k is the width of the queries and keys, Q.shape[-1]; "
+                                                    "you divided by √ of the values' width, V.shape[-1]"),
+             (recipe(raw / math.sqrt(len(Q))), "Q.shape[0] is the number of queries; d_k is Q.shape[-1], "
+                                               "the width of each query: divide by √Q.shape[-1]")]
+    if raw.shape[0] == raw.shape[1]:
+        known.append((recipe(K @ Q.T / math.sqrt(d_k)), "the scores are transposed: row i must be query i "
+                                                        "against every key, Q @ K.T, not K @ Q.T"))
+        if not causal:
+            known.append((ref.softmax(np.where(ref.causal_mask(len(Q)), -np.inf, raw / math.sqrt(d_k))),
+                          "with causal=False no key is hidden: apply the mask only when causal is True"))
+    return slip(weights, known, atol=1e-6)
 
 
 def hides_the_diagonal(weights):
@@ -152,7 +162,7 @@ def attention_problem(attention, what, Q, K, V, causal):
     output = as_array(result[0], f"the output on {what}", shape=out_ref.shape)
     if not np.allclose(weights, w_ref, atol=1e-6):
         return f"the weights on {what} are off: " + (
-            weight_slip(weights, Q, K, causal) or "compare each step with the recipe above")
+            weight_slip(weights, Q, K, V, causal) or "compare each step with the recipe above")
     if not np.allclose(output, out_ref, atol=1e-6):
         return f"the weights on {what} are right but the output is not: it is weights @ V"
     if not np.allclose(output, torch_attention(Q, K, V, causal), atol=1e-6):
@@ -185,15 +195,17 @@ def head_variant(case, divide="sqrt", biases="QKV", dim=-1, mask="before", score
     biases: which of Q, K, V get theirs; dim: the softmax's axis; mask: "before" (right), "none",
     "after" (zeros after the softmax), "zero" (masked scores set to 0, not -inf) or "earlier" (the keys
     before each query hidden, a tril mask); scores: "qk" (right) or "kq" (k q^T); softmaxes: 1 (right)
-    or 2; average: "v" (right), "k" or "weights_T" (weights.T @ v).
+    or 2; average: "v" (right), "k", "x" (x's first d_k columns), "x_W_K" (values made with W_K) or
+    "weights_T" (weights.T @ v). divide may also be "T" (by √T); biases may be "swapped" (b_K on q, b_Q on k).
     """
     x = case["x"].double()
     W = {name: case[name].double() for name in SLICES}
-    q, k, v = (x @ W[f"W_{n}"] + (W[f"b_{n}"] if n in biases else 0) for n in "QKV")
+    bias = {"Q": "b_K", "K": "b_Q", "V": "b_V"} if biases == "swapped" else {n: f"b_{n}" for n in "QKV"}
+    q, k, v = (x @ W[f"W_{n}"] + (W[bias[n]] if n in biases or biases == "swapped" else 0) for n in "QKV")
     T, d_k = x.shape[0], q.shape[1]
     s = q @ k.T if scores == "qk" else k @ q.T
     s = {"sqrt": s / math.sqrt(d_k), "none": s, "d_k": s / d_k, "times": s * math.sqrt(d_k),
-         "d_model": s / math.sqrt(x.shape[1])}[divide]
+         "d_model": s / math.sqrt(x.shape[1]), "T": s / math.sqrt(T)}[divide]
     later = torch.triu(torch.ones(T, T, dtype=torch.bool), diagonal=1)
     if mask in ("before", "zero", "earlier"):
         hidden = later if mask != "earlier" else torch.tril(torch.ones(T, T, dtype=torch.bool), diagonal=-1)
@@ -205,7 +217,8 @@ def head_variant(case, divide="sqrt", biases="QKV", dim=-1, mask="before", score
         weights = weights.masked_fill(later, 0.0)
     if average == "weights_T":
         return (weights.T @ v).numpy()
-    return (weights @ (v if average == "v" else k)).numpy()
+    averaged = {"v": v, "k": k, "x": x[:, :d_k], "x_W_K": x @ W["W_K"] + W["b_V"]}[average]
+    return (weights @ averaged).numpy()
 
 
 HEAD_SLIPS = [
@@ -233,18 +246,22 @@ HEAD_SLIPS = [
                          "put -inf into the scores before the softmax instead"),
     (dict(scores="kq"), "the scores are transposed: row i must be token i's query against every key, q @ k.T"),
     (dict(average="k"), "the weights average the keys: they average the values v"),
+    (dict(divide="T"), "the scores are divided by √T, T being the number of tokens: d_k is the head's "
+                       "width, W_Q.shape[1] = 3; divide by √d_k"),
+    (dict(average="x_W_K"), "the values are made with W_K: v = x @ W_V + b_V"),
+    (dict(average="x"), "the weights average the token vectors x: they average the values v = x @ W_V + b_V"),
+    (dict(biases="swapped"), "b_Q and b_K are swapped: q = x @ W_Q + b_Q and k = x @ W_K + b_K"),
 ]
 
 
 def transposed_hint(head, case, where):
-    """A hint when ``head`` works, and is right, only with W_Q, W_K, W_V transposed (x @ W.T)."""
+    """A hint when ``head`` stops on the model's W_Q, W_K, W_V but runs on their transposes (x @ W.T)."""
     flipped = {name: case[name].T.contiguous() if name.startswith("W") else case[name] for name in SLICES}
     try:
-        out = call(head, case["x"], *(flipped[name] for name in SLICES), what=where)
-        right = np.allclose(to_numpy(out, "the output"), case["expected"].numpy(), atol=HEAD_ATOL)
+        out = to_numpy(call(head, case["x"], *(flipped[name] for name in SLICES), what=where), "the output")
     except (Wrong, ValueError, TypeError):
         return None
-    if right:
+    if out.shape == tuple(case["expected"].shape):   # it runs only on transposed matrices
         return (f"your function stopped {where}: it multiplies by the transposed matrices (x @ W.T, as nn.Linear "
                 "stores its weight); here W_Q, W_K, W_V are (d_model, d_k) and a token is a row: q = x @ W_Q + b_Q")
     return None
@@ -277,6 +294,10 @@ def head_problem(head, case):
                 "v = x @ W_V + b_V, which have d_k columns, not the rows of x")
     if arr.shape == (d_k, T):
         return f"the output {where} is transposed: one row per token, shape (T, d_k) = ({T}, {d_k})"
+    if arr.shape == (T, d_k) and T > 2 and not np.isfinite(arr[0]).any() and not np.isfinite(arr[1:-1]).all():
+        return (f"the output {where} is not finite on every token but the last: you filled the weights with -inf "
+                "after the softmax (a weight of -inf times a value is -inf or NaN); put -inf into the scores, "
+                "before the softmax, which turns it into a weight of 0")
     if arr.shape == (T, d_k) and np.isnan(arr[0]).all():
         return (f"the output {where} is NaN on the first token: the mask hides the diagonal too; "
                 "a token may see itself: hide only the keys after it (diagonal=1)")

@@ -41,10 +41,10 @@ def draw_fixed_arrows(ax, vectors, names, colour, limit):
     ax.grid(alpha=0.3)
 
 
-def moving_arrow(ax, colour, name):
+def moving_arrow(ax, colour, name, alpha=1.0, lw=2.5):
     """An arrow from the origin and its tip label, to be moved with ``point``."""
     arrow = ax.annotate("", xy=(1, 0), xytext=(0, 0),
-                        arrowprops=dict(arrowstyle="-|>", color=colour, lw=2.5, shrinkA=0, shrinkB=0))
+                        arrowprops=dict(arrowstyle="-|>", color=colour, lw=lw, alpha=alpha, shrinkA=0, shrinkB=0))
     tip = ax.annotate(name, xy=(1, 0), xytext=(-6, 4), textcoords="offset points", ha="right",
                       color=colour, fontsize=10, fontweight="bold", zorder=4)
     return arrow, tip
@@ -92,12 +92,14 @@ def query_view(limit_q=3.0, limit_v=1.2):
     ax_q, ax_w, ax_v = fig.subplots(1, 3)
     draw_fixed_arrows(ax_q, keys, [f"k {t}" for t in tokens], KEY_COLOUR, limit_q)
     draw_fixed_arrows(ax_v, values, [f"v {t}" for t in tokens], KEY_COLOUR, limit_v)
+    ax_v.fill(*np.asarray(values, dtype=float).T, color=OUTPUT_COLOUR, alpha=0.12, lw=0, zorder=0)
+    ax_v.text(0.5, 0.6, "outputs\nstay in the\ntriangle", color=OUTPUT_COLOUR, fontsize=8)
     ax_w.set_ylim(0, 1.15)
     ax_w.set_ylabel("weight")
     ax_w.set_xticks(range(len(tokens)), tokens)
     ax_q.set_title("the query (red) against the keys")
     ax_v.set_title("output = weights @ values")
-    query_arrow = moving_arrow(ax_q, QUERY_COLOUR, "q")
+    query_arrow = moving_arrow(ax_q, QUERY_COLOUR, "q", alpha=0.45, lw=5)   # a key under q shows through
     query_arrow[1].set(ha="center", va="center")
     output_arrow = moving_arrow(ax_v, OUTPUT_COLOUR, "output")
     readouts = [ax.text(0.03, 0.04, "", transform=ax.transAxes, color=colour, fontsize=10,
