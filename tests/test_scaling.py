@@ -388,3 +388,43 @@ def test_layer_scores_other_wrong_answers_are_one_sentence():
     assert "a function" in words(3.0)
     assert "returns a list of 2 items" in words(lambda *a: list(right_scores(*a)))     # heads not stacked
     assert "returns ndarray output" in words(lambda *a: right_scores(*a).numpy())
+
+
+def test_a_piece_that_changes_its_inputs_in_place_is_named_and_the_model_keeps_its_weights():
+    """The reader's two pieces: the right scores, reached by dividing x, or W_Q and b_Q, in place."""
+    def x_in_place(x, W_Q, W_K, b_Q, b_K, n_heads):
+        fourth_root = (x.shape[1] // n_heads) ** 0.25
+        x /= fourth_root
+        return right_scores(x, W_Q, W_K, b_Q / fourth_root, b_K / fourth_root, n_heads) * math.sqrt(x.shape[1] // n_heads)
+
+    def W_Q_in_place(x, W_Q, W_K, b_Q, b_K, n_heads):
+        d_k = x.shape[1] // n_heads
+        W_Q /= math.sqrt(d_k)
+        b_Q /= math.sqrt(d_k)
+        return right_scores(x, W_Q, W_K, b_Q, b_K, n_heads) * math.sqrt(d_k)
+
+    before = [a.clone() if torch.is_tensor(a) else a for _, args, _ in checks.cat_cases() for a in args]
+    for piece, name in ((x_in_place, "x"), (W_Q_in_place, "W_Q")):
+        found = checks.layer_scores.feedback(piece)
+        assert len(found) == 1 and f"your function changed {name} in place" in found[0], found
+        with pytest.raises(AssertionError, match=f"changed {name} in place"):
+            checks.layer_scores.grade(piece)
+    after = [a for _, args, _ in checks.cat_cases() for a in args]
+    assert all(torch.equal(a, b) if torch.is_tensor(a) else a == b for a, b in zip(before, after))
+
+
+def test_the_figure_draws_the_tables_pairs_and_refuses_a_missing_d():
+    rows = scaling.dot_spread(dims=(4, 8), n=1_600, seed=123)
+    assert [len(r["scores"]) for r in rows] == [1_600, 1_600]
+    assert np.array_equal(rows[1]["scores"], scaling.raw_scores(8, 1_600, rows_generator(4, 1_600)))
+    fig = scaling.spread_figure(rows, dims=(4, 8))
+    assert "1,600 pairs" in fig.axes[0].get_title()
+    with pytest.raises(CourseInputError, match="no row for d = \\[64\\]"):
+        scaling.spread_figure(rows, dims=(4, 64))
+
+
+def rows_generator(d, n, seed=123):
+    """A generator seeded with ``seed`` that has drawn the n pairs of dimension d (queries, then keys)."""
+    g = torch.Generator().manual_seed(seed)
+    torch.randn(2 * n, d, generator=g)
+    return g

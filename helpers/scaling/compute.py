@@ -30,15 +30,21 @@ def check_dims(dims):
     return [check_positive_int(d, "each d") for d in dims]
 
 
-def raw_scores(d, n, generator, chunk=2_000):
+CHUNK_ENTRIES = 1_536_000   # about 6 MB of float32 per chunk of queries or keys
+
+
+def raw_scores(d, n, generator, chunk=None):
     """(n,) dot products q·k of n pairs of standard-normal d-vectors, drawn as the Book does:
     all n queries (n, d) first, then all n keys (n, d), from one generator.
 
     The pairs are multiplied ``chunk`` rows at a time, so memory stays small at d = 768;
     a second generator replays the query stream. Chunks give the very numbers one big
     draw would give because torch fills normals in blocks of 16 and ``chunk`` is a
-    multiple of 16.
+    multiple of 16. By default a chunk holds about CHUNK_ENTRIES numbers (2,000 rows at
+    d = 768, more at smaller d: torch draws small blocks of normals several times slower).
     """
+    if chunk is None:
+        chunk = max(16, CHUNK_ENTRIES // d // 16 * 16)
     if chunk % 16:
         fail(f"chunk should be a multiple of 16 to replay torch's random stream, but got {chunk}")
     query_gen = torch.Generator().set_state(generator.get_state())
@@ -58,7 +64,7 @@ def dot_spread(dims=(2, 4, 64, 768), n=100_000, seed=123):
 
     q and k have independent standard-normal entries (mean 0, variance 1), drawn by
     torch.randn from one generator seeded once with ``seed``, d after d.
-    Returns a list of dicts: d, raw, scaled, expected (= √d, the theory).
+    Returns a list of dicts: d, raw, scaled, expected (= √d, the theory), scores (the n raw q·k).
     """
     dims = check_dims(dims)
     n = check_positive_int(n, "n")
@@ -67,7 +73,7 @@ def dot_spread(dims=(2, 4, 64, 768), n=100_000, seed=123):
     for d in dims:
         s = raw_scores(d, n, generator)
         rows.append(dict(d=d, raw=float(s.std()), scaled=float((s / math.sqrt(d)).std()),
-                         expected=math.sqrt(d)))
+                         expected=math.sqrt(d), scores=s))
     return rows
 
 
@@ -186,14 +192,24 @@ def explore(d, scaled=True):
 
 # ----------------------------------------------------------------- figures
 
-def spread_figure(dims=(4, 64, 768), n=20_000, seed=123):
-    """Histograms of q·k (raw) and q·k/√d (scaled) for each d, one panel per d, shared x-axis."""
+def spread_figure(spread=None, dims=(4, 64, 768), n=20_000, seed=123):
+    """Histograms of q·k (raw) and q·k/√d (scaled) for each d, one panel per d, shared x-axis.
+
+    spread: rows of ``dot_spread`` whose scores are drawn (no new draws), else n pairs per d
+    are drawn from a generator seeded with ``seed``."""
     dims = check_dims(dims)
-    generator = torch.Generator().manual_seed(seed)
+    if spread is not None:
+        drawn = {row["d"]: row["scores"] for row in spread}
+        missing = [d for d in dims if d not in drawn]
+        if missing:
+            fail(f"spread should hold rows for d = {list(dims)}, but it has no row for d = {missing}")
+        n = len(drawn[dims[0]])
+    else:
+        generator = torch.Generator().manual_seed(seed)
     fig, axes = plt.subplots(1, len(dims), figsize=(3.3 * len(dims), 2.8), sharex=True, sharey=True)
     bins = np.linspace(-90, 90, 121)
     for ax, d in zip(np.atleast_1d(axes), dims):
-        s = raw_scores(d, n, generator)
+        s = drawn[d] if spread is not None else raw_scores(d, n, generator)
         ax.hist(s, bins, density=True, histtype="stepfilled", color=ACCENT, alpha=0.7, label="raw q·k")
         ax.hist(s / math.sqrt(d), bins, density=True, histtype="stepfilled", color=BASE, alpha=0.7, label="q·k / √d")
         ax.set_title(f"d = {d} ({n:,} pairs)")
