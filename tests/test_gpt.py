@@ -15,6 +15,7 @@ from helpers.gpt import checks, corpus
 from helpers.gpt import compute as gc
 from helpers.gpt import tokenize as tk
 from helpers.model import Config, Transformer
+from helpers.normalization.compute import Block
 
 
 @pytest.fixture(scope="module")
@@ -449,3 +450,160 @@ def test_the_loop_check_names_losses_kept_as_tensors():
         losses, val_losses = gc.train_loop(*args, **kwargs)
         return [torch.tensor(v, requires_grad=True) for v in losses], val_losses
     assert "append loss.item()" in feedback(checks.train_loop, loop)
+
+
+# ------------------------------------------------------------ four more slips, each named
+
+class OneBlockRepeated(gc.GPT):
+    """nn.ModuleList([Block(...)] * n_layers): one Block, n_layers times."""
+    def __init__(self, vocab_size, d_model, n_heads, n_layers, d_ff, n_max):
+        super().__init__(vocab_size, d_model, n_heads, n_layers, d_ff, n_max)
+        self.blocks = nn.ModuleList([Block(d_model, n_heads, d_ff)] * n_layers)
+
+
+class ScaledEmbeddings(gc.GPT):
+    """h0 = sqrt(d_model) * E[ids] + PE[:T], as the 2017 paper scales its embeddings."""
+    def forward(self, ids):
+        h = math.sqrt(self.E.shape[1]) * self.E[ids] + self.PE[:ids.shape[-1]]
+        for block in self.blocks:
+            h = block(h)
+        return self.final_ln(h) @ self.E.T
+
+
+@pytest.mark.parametrize("answer, slip", [(OneBlockRepeated, "one_block_repeated"),
+                                          (ScaledEmbeddings, "embeddings_scaled")])
+def test_the_gpt_check_names_a_repeated_block_and_scaled_embeddings(answer, slip, cat):
+    assert feedback(checks.gpt_module, answer, cat) == f"on the cat world: {checks.ASSEMBLY_HINTS[slip]}"
+
+
+def written_loop(zero_grad="before_backward", adam=None):
+    """The exercise's loop written out, with zero_grad where ``zero_grad`` says (before_backward,
+    after_backward, after_backward_zeros) and, if ``adam`` ("groups" or "everything"), torch.optim.Adam
+    with weight_decay=0.1 in place of AdamW."""
+    def train_loop(model, train_ids, val_ids, steps, batch, context, lr, warmup, min_lr, clip, eval_every,
+                   eval_batches=4, seed=0, callback=None):
+        from helpers.gpt.train import learning_rate
+
+        torch.manual_seed(seed)
+        generator = torch.Generator().manual_seed(seed)
+        losses, val_losses = [], {}
+        matrices = [p for p in model.parameters() if p.dim() >= 2]
+        vectors = [p for p in model.parameters() if p.dim() < 2]
+        groups = [dict(params=matrices, weight_decay=0.1), dict(params=vectors, weight_decay=0.0)]
+        if adam == "groups":
+            optimizer = torch.optim.Adam(groups, lr=lr, betas=(0.9, 0.99))
+        elif adam == "everything":
+            optimizer = torch.optim.Adam(model.parameters(), lr=lr, betas=(0.9, 0.99), weight_decay=0.1)
+        else:
+            optimizer = torch.optim.AdamW(groups, lr=lr, betas=(0.9, 0.99))
+
+        def validation_loss():
+            model.eval()
+            g = torch.Generator().manual_seed(seed + 1)
+            with torch.no_grad():
+                total = 0.0
+                for _ in range(eval_batches):
+                    vx, vy = corpus.windows(val_ids, batch, context, g)
+                    total += F.cross_entropy(model(vx).reshape(-1, 65), vy.reshape(-1)).item()
+            model.train()
+            return total / eval_batches
+
+        model.train()
+        for step in range(steps):
+            if step % eval_every == 0:
+                val_losses[step] = validation_loss()
+            x, y = corpus.windows(train_ids, batch, context, generator)
+            loss = F.cross_entropy(model(x).reshape(-1, 65), y.reshape(-1))
+            if zero_grad == "before_backward":
+                optimizer.zero_grad()
+            loss.backward()
+            if zero_grad == "after_backward":
+                optimizer.zero_grad()
+            elif zero_grad == "after_backward_zeros":
+                optimizer.zero_grad(set_to_none=False)
+            torch.nn.utils.clip_grad_norm_(model.parameters(), clip)
+            for group in optimizer.param_groups:
+                group["lr"] = learning_rate(step, lr, warmup, steps, min_lr)
+            optimizer.step()
+            losses.append(loss.item())
+            if callback is not None:
+                callback(losses, val_losses)
+        val_losses[steps] = validation_loss()
+        return losses, val_losses
+    return train_loop
+
+
+@pytest.mark.parametrize("loop, slip", [
+    (written_loop(zero_grad="after_backward"), "zero_grad_after_backward"),
+    (written_loop(zero_grad="after_backward_zeros"), "zero_grad_after_backward"),
+    (written_loop(adam="groups"), "adam_l2"),
+    (written_loop(adam="everything"), "adam_l2"),
+])
+def test_the_loop_check_names_zero_grad_after_backward_and_adams_weight_decay(loop, slip):
+    assert feedback(checks.train_loop, loop) == checks.LOOP_HINTS[slip]
+
+
+def test_the_loop_written_out_right_passes():
+    assert feedback(checks.train_loop, written_loop()) == ""
+
+
+# ------------------------------------------------------------ the shipped model's measures, made cheaper
+
+def test_word_ids_are_the_librarys_tokens_and_the_byte_table_its_alphabet(texts):
+    from tokenizers import pre_tokenizers
+
+    assert set(tk.byte_table().values()) == set(pre_tokenizers.ByteLevel.alphabet())
+    assert tk.byte_table()[ord(" ")] == "Ġ" and tk.byte_table()[ord("\n")] == "Ċ"
+    bpe = tk.train_bpe(texts[0][:30_000], 512)
+    words = list(tk.word_counts(texts[0][:30_000] + texts[1][:5_000] + " café\n\n"))
+    assert tk.word_ids(bpe, words) == [e.ids for e in bpe.encode_batch(words)]
+
+
+def test_the_spread_loss_is_the_whole_texts_at_every_1_and_keeps_every_kth_window(texts):
+    from helpers.gpt import shipped
+
+    tokenizer = corpus.CharTokenizer()
+    ids = tokenizer.encode(texts[1][:3_000])
+    model = gc.as_transformer(gc.small_start(gc.GPT(65, 16, 2, 1, 32, 64), seed=0)).train()
+    whole = gc.spread_loss(model, ids, context=64, every=1)
+    assert whole["loss"] == pytest.approx(shipped.whole_text_loss(model, ids, context=64), abs=1e-5)
+    assert (whole["windows"], whole["of"], whole["predictions"]) == (46, 46, 46 * 64) and model.training
+    spread = gc.spread_loss(model, ids, context=64, every=8)
+    x = ids[:46 * 64].view(46, 64)[::8]
+    y = ids[1:46 * 64 + 1].view(46, 64)[::8]
+    with torch.no_grad():
+        expected = F.cross_entropy(model.eval()(x).flatten(0, 1), y.flatten()).item()
+    assert spread["windows"] == 6 and spread["loss"] == pytest.approx(expected, abs=1e-5)
+    with pytest.raises(CourseInputError, match="n_max=64"):
+        gc.spread_loss(model, ids, context=128)
+
+
+def test_the_repeat_test_is_chapter_05s_measures_in_one_pass_with_a_read_on_control(texts):
+    from helpers.heads import compute as heads
+
+    tokenizer = corpus.CharTokenizer()
+    ids = tokenizer.encode(texts[1][:5_000])
+    repeated, read_on = gc.text_repeats(ids, 4, 12, seed=0)
+    assert repeated.shape == read_on.shape == (4, 25) and (repeated[:, 0] == 0).all()
+    assert torch.equal(repeated[:, 1:13], repeated[:, 13:]) and torch.equal(repeated[:, :13], read_on[:, :13])
+    starts = [int(torch.nonzero((ids.unfold(0, 24, 1) == row[1:]).all(1))[0]) for row in read_on]
+    assert all(torch.equal(ids[s:s + 24], row[1:]) for s, row in zip(starts, read_on))   # the text, read on
+    model = gc.as_transformer(gc.small_start(gc.GPT(65, 16, 2, 2, 32, 64), seed=0))
+    test = gc.repeat_test(model, ids, 4, 12, seed=0)
+    losses = heads.copy_losses(model, repeated, 12)
+    assert test["first"] == pytest.approx(losses["first"], abs=1e-5)
+    assert test["second"] == pytest.approx(losses["second"], abs=1e-5)
+    assert test["read_on"] == pytest.approx(heads.copy_losses(model, read_on, 12)["second"], abs=1e-5)
+    assert torch.allclose(test["induction"], heads.head_scores(model, repeated, 12)[1], atol=1e-6)
+    with pytest.raises(CourseInputError, match="more than 24 tokens"):
+        gc.text_repeats(ids[:20], 2, 12, seed=0)
+
+
+def test_the_circuit_lines_name_the_highest_score_and_when_it_came():
+    weak = synthetic_log()
+    for record in weak["induction"]:
+        record["induction_score"][2][1] = 0.05
+    weak["induction"][1]["induction_score"][3][2] = 0.08
+    history = gc.induction_history(weak)
+    lines = gc.circuit_lines(history, gc.circuit_birth(history))
+    assert lines[-1] == "the highest score of any head at any record: 0.08, L3H2 at step 20"

@@ -183,6 +183,12 @@ ASSEMBLY_HINTS = {
     "probabilities": "you returned probabilities (a softmax): return the logits, final_ln(h) @ E.T",
     "final_norm_first": "the final LayerNorm is applied to h0, before the blocks: it goes after the last "
                         "block, just before the unembedding",
+    "one_block_repeated": "every layer ran with the last layer's parameters: nn.ModuleList([Block(...)] * n_layers) "
+                          "holds one Block n_layers times, so loading the state_dict writes each layer into that "
+                          "same Block and the last layer's parameters stay; make a new Block for each layer, "
+                          "nn.ModuleList([Block(d_model, n_heads, d_ff) for _ in range(n_layers)])",
+    "embeddings_scaled": "the token embeddings are multiplied by √d_model (as the 2017 Transformer paper does): the "
+                         "course's GPT adds them as they are, h0 = E[ids] + PE[:T]",
 }
 
 
@@ -282,7 +288,16 @@ LOOP_HINTS = {
     "decay_everything": "weight decay is applied to every parameter: decay the matrices and embeddings "
                         "(p.dim() >= 2) and give biases and LayerNorm scales weight_decay 0",
     "adam": "that is Adam without weight decay: use torch.optim.AdamW with the two groups and betas (0.9, 0.99)",
+    "zero_grad_after_backward": "optimizer.zero_grad() comes after loss.backward(), so it clears the gradients just "
+                                "computed and optimizer.step() has no gradient to follow (the model does not learn; at most the "
+                                "weight decay shrinks it): clear the old gradients before loss.backward()",
+    "adam_l2": "torch.optim.Adam's weight_decay is not AdamW's: Adam adds weight_decay * p to the gradient (an L2 "
+               "penalty), which its division by the gradient's running size then scales differently for every "
+               "parameter; AdamW shrinks the weights directly, apart from the gradient: use torch.optim.AdamW with "
+               "the two groups and betas (0.9, 0.99)",
 }
+LOOP_HINTS["zero_grad_after_backward_zeros"] = LOOP_HINTS["zero_grad_after_backward"]   # zero_grad(set_to_none=False)
+LOOP_HINTS["adam_l2_everything"] = LOOP_HINTS["adam_l2"]                              # Adam(model.parameters(), weight_decay=...)
 
 
 class EvalSlip(Exception):

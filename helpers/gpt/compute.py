@@ -112,21 +112,30 @@ def cat_world_case(cat):
 
 
 ASSEMBLY_SLIPS = ("no_final_norm", "no_positions", "positions_after_blocks", "blocks_reversed",
-                  "only_last_block", "positions_from_1", "post_norm", "probabilities", "final_norm_first")
+                  "only_last_block", "positions_from_1", "post_norm", "probabilities", "final_norm_first",
+                  "one_block_repeated", "embeddings_scaled")
 
 
 @torch.no_grad()
 def slipped_logits(cat, ids, slip):
-    """The cat model's logits on ids (B, T) computed with one known assembly mistake (``ASSEMBLY_SLIPS``)."""
+    """The cat model's logits on ids (B, T) computed with one known assembly mistake (``ASSEMBLY_SLIPS``).
+
+    one_block_repeated: ``nn.ModuleList([Block(...)] * n_layers)`` holds one Block n_layers times, so
+    loading a state_dict writes every layer's parameters into it in turn and the last layer's stay:
+    the last block, run n_layers times. embeddings_scaled: h0 = sqrt(d_model) * E[ids] + PE[:T], the
+    2017 paper's scaling of the token embeddings."""
     if slip not in ASSEMBLY_SLIPS:
         fail(f"slip should be one of {ASSEMBLY_SLIPS}, but got {slip!r}")
     T = ids.shape[-1]
     E, pe = cat.E, cat.PE[:T]
     start = 1 if slip == "positions_from_1" else 0
-    h = E[ids] + (0 if slip in ("no_positions", "positions_after_blocks") else cat.PE[start:start + T])
+    tokens = E[ids] * (math.sqrt(E.shape[1]) if slip == "embeddings_scaled" else 1.0)
+    h = tokens + (0 if slip in ("no_positions", "positions_after_blocks") else cat.PE[start:start + T])
     if slip == "final_norm_first":
         h = cat.final_ln(h)
     blocks = list(cat.blocks)[::-1] if slip == "blocks_reversed" else list(cat.blocks)
+    if slip == "one_block_repeated":
+        blocks = [blocks[-1]] * len(blocks)
     h0 = h
     for block in blocks:
         if slip == "post_norm":
@@ -144,7 +153,9 @@ def slipped_logits(cat, ids, slip):
 
 BETAS = course_train.BETAS
 LOOP_SLIPS = ("no_zero_grad", "clip_after_step", "no_clip", "lr_next_step", "lr_previous_step", "lr_constant",
-              "unshifted_targets", "shifted_twice", "decay_everything", "adam", "eval_train_mode")
+              "unshifted_targets", "shifted_twice", "decay_everything", "adam", "eval_train_mode",
+              "zero_grad_after_backward", "zero_grad_after_backward_zeros", "adam_l2", "adam_l2_everything")
+ZERO_GRAD_LATE = {"zero_grad_after_backward": True, "zero_grad_after_backward_zeros": False}   # set_to_none
 
 
 def optimizer_for(model, lr, weight_decay=0.1, slip=None):
@@ -154,6 +165,11 @@ def optimizer_for(model, lr, weight_decay=0.1, slip=None):
     vectors = [p for p in model.parameters() if p.requires_grad and p.dim() < 2]
     if slip == "adam":
         return torch.optim.Adam(model.parameters(), lr=lr, betas=BETAS)
+    if slip == "adam_l2":            # Adam's weight_decay: added to the gradient (an L2 penalty), not AdamW's
+        return torch.optim.Adam([dict(params=matrices, weight_decay=weight_decay),
+                                 dict(params=vectors, weight_decay=0.0)], lr=lr, betas=BETAS)
+    if slip == "adam_l2_everything":
+        return torch.optim.Adam(model.parameters(), lr=lr, betas=BETAS, weight_decay=weight_decay)
     if slip == "decay_everything":
         return torch.optim.AdamW(model.parameters(), lr=lr, betas=BETAS, weight_decay=weight_decay)
     return torch.optim.AdamW([dict(params=matrices, weight_decay=weight_decay),
@@ -196,9 +212,11 @@ def train_loop(model, train_ids, val_ids, steps, batch, context, lr, warmup, min
         if slip == "shifted_twice":
             logits, target = logits[:, :-1], y[:, 1:]
         loss = F.cross_entropy(logits.reshape(-1, logits.shape[-1]), target.reshape(-1))
-        if slip != "no_zero_grad":
+        if slip != "no_zero_grad" and slip not in ZERO_GRAD_LATE:
             optimizer.zero_grad(set_to_none=True)
         loss.backward()
+        if slip in ZERO_GRAD_LATE:    # the gradients just made are cleared before the step uses them
+            optimizer.zero_grad(set_to_none=ZERO_GRAD_LATE[slip])
         if slip not in ("clip_after_step", "no_clip"):
             torch.nn.utils.clip_grad_norm_(model.parameters(), clip)
         at = {"lr_next_step": step + 1, "lr_previous_step": max(step - 1, 0)}.get(slip, step)
@@ -415,6 +433,31 @@ def live_run(loop, model, train_ids, val_ids, tokenizer, batch, context, lr, war
                 val_losses=dict(val), sample=sample)
 
 
+# ------------------------------------------------------------ the shipped model
+
+@torch.no_grad()
+def spread_loss(model, ids, context=256, every=8):
+    """The loss over evenly spread windows of a whole text: ``ids`` cut into consecutive windows of
+    ``context`` tokens as ``shipped.whole_text_loss`` cuts it (the last, shorter piece left out), and
+    every ``every``-th of them kept (the first, the every+1-th, ...); every token of a kept window
+    predicted from the ones before it in the window. ``every=1`` is the whole text's loss. Eval mode,
+    torch's fused attention (``train.fused_attention``: the same sums, faster); the mode is restored.
+    Returns dict(loss, windows (kept), of (all the text's windows), predictions)."""
+    ids = check_ids(ids)
+    context = course_train.check_context(model, context, len(ids))
+    every = check_positive_int(every, "every")
+    n = (len(ids) - 1) // context
+    x = ids[:n * context].view(n, context)[::every]
+    y = ids[1:n * context + 1].view(n, context)[::every]
+    was_training = model.training
+    model.eval()
+    with course_train.fused_attention(model):
+        total = sum(float(F.cross_entropy(model(x[i:i + 16]).flatten(0, 1), y[i:i + 16].flatten(), reduction="sum"))
+                    for i in range(0, len(x), 16))
+    model.train(was_training)
+    return dict(loss=total / y.numel(), windows=len(x), of=n, predictions=y.numel())
+
+
 # ------------------------------------------------------------ looking for a circuit
 
 def induction_history(log):
@@ -468,6 +511,9 @@ def circuit_lines(history, birth):
         lines.append(f"both copies' losses climb: the first copy's from {history['first'][0]:.1f} to "
                      f"{history['first'][-1]:.1f}, the second copy's from {history['second'][0]:.1f} to "
                      f"{history['second'][-1]:.1f}")
+        at, l, h = np.unravel_index(int(np.argmax(history["scores"])), history["scores"].shape)
+        lines.append(f"the highest score of any head at any record: {history['scores'][at, l, h]:.2f}, "
+                     f"L{l}H{h} at step {history['steps'][at]}")
     return lines
 
 
@@ -485,6 +531,7 @@ def circuit_figure(history, birth):
                 continue
             top.plot(steps, scores[:, l, h], color=f"C{l}", lw=0.8, alpha=0.5)
     top.plot(steps, scores[:, layer, head], color="black", lw=2.2, label=f"L{layer}H{head}")
+    top.axhline(FORMED, color="grey", ls=":", lw=1, label=f"{FORMED}: above it, a head that copies")
     for l in range(scores.shape[1]):
         top.plot([], [], color=f"C{l}", lw=0.8, label=f"layer {l}'s other heads" if l == layer else f"layer {l}'s heads")
     top.set_ylabel("induction score")
@@ -526,6 +573,46 @@ def head_ablations(model, n, length, seed, reference_seed):
             swap = ablation_replace([(layer, head)], "mean", means)
             out[layer, head] = copy_losses(model, ids, length, replace=swap)["second"]
     return out
+
+
+def text_repeats(ids, n, length, seed):
+    """(repeated, read_on), each (n, 2 * length + 1): ``n`` spans of ``length`` tokens of ``ids`` taken
+    at seeded random places, each after id 0 (the newline) and then repeated once; and the control,
+    the same places read on: id 0, the span, then the ``length`` tokens that follow it in the text."""
+    ids = check_ids(ids)
+    n, length = check_positive_int(n, "n"), check_positive_int(length, "length", minimum=2)
+    if len(ids) <= 2 * length:
+        fail(f"spans of {length} tokens read on for {length} more need a text of more than {2 * length} tokens, "
+             f"but got {len(ids)}")
+    starts = torch.randint(0, len(ids) - 2 * length + 1, (n,), generator=torch.Generator().manual_seed(check_seed(seed)))
+    spans = torch.stack([ids[s:s + 2 * length] for s in starts.tolist()])          # (n, 2 * length)
+    start = torch.zeros(n, 1, dtype=torch.long)
+    return (torch.cat([start, spans[:, :length], spans[:, :length]], dim=1), torch.cat([start, spans], dim=1))
+
+
+def repeat_test(model, ids, n, length, seed):
+    """The induction test on text the model knows (``text_repeats`` of ``ids``): dict(first, second:
+    the mean loss on the first and the second copy, as ``heads.copy_losses`` counts them; read_on:
+    the loss at the second copy's positions when the text reads on instead of repeating (the same
+    context, nothing to copy); induction: every head's induction score (layers, heads) on the
+    repeated spans, as ``heads.head_scores``). One batched pass per kind of sequence."""
+    from ..heads.compute import induction_score
+    from ..patching import capture
+
+    repeated, read_on = text_repeats(ids, n, length, seed)
+    model = model if isinstance(model, Transformer) else as_transformer(model)
+    names = [f"L{layer}.weights" for layer in range(model.cfg.n_layers)]
+    logits, weights = capture(model, repeated, names)                        # weights: (n, H, T, T) each
+    induction = torch.stack([induction_score(weights[name].mean(0), length) for name in names])
+
+    def copies(logits, ids):
+        loss = F.cross_entropy(logits[:, :-1].transpose(1, 2), ids[:, 1:], reduction="none").mean(0)
+        return float(loss[:length].mean()), float(loss[length + 1:].mean())   # a_1..a_L; a_2..a_L again
+
+    first, second = copies(logits, repeated)
+    with torch.no_grad():
+        _, on = copies(model(read_on), read_on)
+    return dict(first=first, second=second, read_on=on, induction=induction)
 
 
 @torch.no_grad()

@@ -142,30 +142,43 @@ def word_counts(text):
     return collections.Counter(WORD.findall(text))
 
 
-def token_uses(bpe, counts):
-    """(tokens, uses): how many tokens a text given as its word counts takes, and (V,) how often it
-    uses each token. BPE works inside words, so each distinct word is tokenized once."""
-    import numpy as np
+@functools.lru_cache(maxsize=1)
+def byte_table():
+    """GPT-2's table {byte value: the printable character byte-level BPE writes it as}: the printable
+    bytes stand for themselves, the others (a space, a newline, ...) take the characters from 256 on,
+    in order (so a space is ``Ġ``, a newline ``Ċ``)."""
+    table = {b: chr(b) for b in (*range(ord("!"), ord("~") + 1), *range(ord("¡"), ord("¬") + 1),
+                                  *range(ord("®"), ord("ÿ") + 1))}
+    for extra, b in enumerate(b for b in range(256) if b not in table):
+        table[b] = chr(256 + extra)
+    return table
 
-    words = list(counts)
-    n = np.array([counts[w] for w in words])
-    encoded = bpe.encode_batch(words)
-    lengths = np.array([len(e.ids) for e in encoded])
-    ids = np.fromiter((i for e in encoded for i in e.ids), dtype=np.int64, count=int(lengths.sum()))
-    uses = np.bincount(ids, weights=np.repeat(n, lengths), minlength=bpe.get_vocab_size())
-    return int((lengths * n).sum()), uses
+
+def word_ids(bpe, words):
+    """[the token ids of each word] for words of GPT-2's split (plain text): the BPE model applied to
+    each word's bytes written as byte-level BPE writes them, as ``bpe.encode`` does after splitting."""
+    table, model = byte_table(), bpe.model
+    return [[t.id for t in model.tokenize("".join(table[b] for b in word.encode("utf-8")))] for word in words]
 
 
 def size_table(bpe, sizes, train_text, val_text):
     """One row per vocabulary size: dict(size, merges (size - 256), chars_per_token on ``val_text``,
-    rare: how many of the size's tokens ``train_text`` uses fewer than RARE times)."""
+    rare: how many of the size's tokens ``train_text`` uses fewer than RARE times). BPE works inside
+    words, so each distinct word of the two texts is tokenized once per size, and counted as often
+    as it occurs."""
+    import numpy as np
+
     train_words, val_words = word_counts(train_text), word_counts(val_text)
+    words = list(dict.fromkeys([*train_words, *val_words]))
+    in_train = np.array([train_words[w] for w in words])
+    in_val = np.array([val_words[w] for w in words])
     rows = []
     for size in sizes:
-        small = shorter(bpe, size)
-        val_tokens = token_uses(small, val_words)[0]
-        uses = token_uses(small, train_words)[1]
-        rows.append(dict(size=size, merges=size - BYTES, chars_per_token=len(val_text) / val_tokens,
+        encoded = word_ids(shorter(bpe, size), words)
+        lengths = np.array([len(e) for e in encoded])
+        ids = np.fromiter((i for e in encoded for i in e), dtype=np.int64, count=int(lengths.sum()))
+        uses = np.bincount(ids, weights=np.repeat(in_train, lengths), minlength=size)
+        rows.append(dict(size=size, merges=size - BYTES, chars_per_token=len(val_text) / int((lengths * in_val).sum()),
                          rare=int((uses < RARE).sum())))
     return rows
 
