@@ -2,7 +2,8 @@
 
 Opens the tour in JupyterLab, runs every cell, flips the explorer's attention toggle
 and checks that its figure changed; then does the same with a slider of chapter 02's
-explorer, moved with the keyboard. Screenshots go to .test-artifacts/ (not committed).
+explorer, moved with the keyboard, and with chapter 05's explorer opened on a learner's
+Shakespeare model as chapter 12 opens it. Screenshots go to .test-artifacts/ (not committed).
 Needs Debian's chromium (/usr/bin/chromium, installed by .ci/run) and the playwright
 package (its driver only: no browser is downloaded). Skipped when either is missing.
 """
@@ -24,9 +25,15 @@ pytestmark = pytest.mark.skipif(not Path(CHROMIUM).exists(), reason=f"no Chromiu
 
 
 @pytest.fixture(scope="module")
-def lab(tmp_path_factory):
+def lab_home(tmp_path_factory):
+    """The folder the JupyterLab server serves: a copy of notebooks/ in its notebooks/ folder."""
+    return tmp_path_factory.mktemp("lab")
+
+
+@pytest.fixture(scope="module")
+def lab(lab_home):
     """A JupyterLab server on a free localhost port, serving a copy of notebooks/ (autosave stays there)."""
-    with lab_server(tmp_path_factory.mktemp("lab")) as served:
+    with lab_server(lab_home) as served:
         yield served
 
 
@@ -128,4 +135,43 @@ def test_a_slider_redraws_chapter_02s_figure(browser, lab):
     settled(page, cell)
     # five steps of a float slider (0.1 each), every one sent ahead: the page names them as the kernel does
     assert check_figure_redraws(page, cell, move_slider, "ch02_widget_slider") == "page"
+    page.close()
+
+
+# Chapter 12's step, on its own: a learner's GPT (the course's assembly, as for a learner who skipped
+# the exercise) trained a few steps on Tiny Shakespeare by the chapter's loop, put into the course's
+# Transformer, and chapter 05's explorer opened on it with the chapter's prompts.
+LEARNER_MODEL = """import helpers
+helpers.setup_notebook()
+from helpers.gpt import corpus, compute as gpt
+from helpers.heads import explorer as heads_explorer
+
+text = corpus.load_text()
+train_text, val_text = corpus.split(text)
+chars = corpus.CharTokenizer(text)
+model = gpt.small_start(gpt.GPT(vocab_size=65, d_model=64, n_heads=4, n_layers=4, d_ff=256, n_max=128), seed=0)
+gpt.train_loop(model, chars.encode(train_text[:50_000]), chars.encode(val_text[:5_000]), steps=20, batch=8,
+               context=64, lr=1e-2, warmup=5, min_lr=1e-3, clip=1.0, eval_every=20, eval_batches=1)
+yours = gpt.as_transformer(model)
+heads_explorer.explorer(yours, layer=0, head=0, tokenizer=chars, prompts=["ROMEO:\\nWhat light", "First Citizen:\\nBefore we"])"""
+
+
+def test_chapter_05s_explorer_opens_on_a_learners_shakespeare_model(browser, lab, lab_home):
+    import nbformat
+
+    name = "12_learner_model.ipynb"
+    nb = nbformat.v4.new_notebook(cells=[nbformat.v4.new_code_cell(LEARNER_MODEL)])
+    nb.metadata["kernelspec"] = {"name": "python3", "display_name": "Python 3", "language": "python"}
+    nbformat.write(nb, lab_home / "notebooks" / name)
+    page = open_and_run(browser, lab, name)
+    assert page.evaluate(ERRORS) == [], "cells failed in the browser"
+    cell = page.locator(".jp-CodeCell", has=page.locator(".widget-slider")).first
+    assert cell.locator(".widget-dropdown select").first.input_value() == "your model"
+    heads = cell.locator(".widget-slider .noUi-handle").nth(1)   # layer, then head
+
+    def next_head():
+        heads.focus()
+        heads.press("ArrowRight")
+    settled(page, cell)
+    check_figure_redraws(page, cell, next_head, "ch12_learner_model_heads")
     page.close()
