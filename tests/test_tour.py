@@ -24,6 +24,16 @@ def test_prompt_view_gives_probs_and_causal_weights(cat, cat_world):
     assert torch.all(off["weights"] == 0)
 
 
+def test_explorer_hatches_the_masked_keys_and_prints_no_weight_there(cat, cat_world):
+    view = compute.prompt_view(copy.deepcopy(cat).double(), cat_world, "<BOS> the cat sat", True)
+    figure = explorer.TourView(cat_world.tokenizer.vocab)
+    figure.png(view, 1, 0)
+    right = figure.axes[1]
+    assert len(right.patches) == 6 and all(p.get_hatch() for p in right.patches)   # 4 × 4: six keys hidden
+    shown = [t.get_text() for t in right.texts]
+    assert [shown[i * 4 + j] == "" for i in range(4) for j in range(4)] == [j > i for i in range(4) for j in range(4)]
+
+
 def test_prompt_view_rejects_unknown_words_with_a_sentence(cat, cat_world):
     with pytest.raises(CourseInputError, match="'zebra'"):
         compute.prompt_view(cat, cat_world, "<BOS> the zebra")
@@ -61,7 +71,12 @@ def test_next_prob_check_names_the_usual_mistakes():
     assert checks.next_prob(torch.tensor(right, dtype=torch.float32), torch.tensor(logits), 2)
     assert "logit itself" in checks.next_prob.feedback(3.0, logits, 2)[0]
     assert "divide by the sum of exp over all 3" in checks.next_prob.feedback(np.exp(3.0), logits, 2)[0]
-    assert "too small" in checks.next_prob.feedback(0.5, logits, 2)[0]
+    assert "too small" in checks.next_prob.feedback(0.4, logits, 2)[0]
+    e = np.exp(logits)
+    assert "ln p" in checks.next_prob.feedback(np.log(right), logits, 2)[0]
+    assert "percentage" in checks.next_prob.feedback(100 * right, logits, 2)[0]
+    assert "largest exp(logit)" in checks.next_prob.feedback(e[1] / e.max(), logits, 1)[0]
+    assert "sum of the logits" in checks.next_prob.feedback(logits[1] / logits.sum(), logits, 1)[0]
     with pytest.raises(AssertionError):
         checks.next_prob.grade(0.5, logits, 2)
 
@@ -76,6 +91,12 @@ def test_per_layer_check_names_what_was_left_out():
     assert checks.per_layer(7_087_872, d_model=768, d_ff=3072)   # GPT-2 small's layer
     lecture = checks.per_layer.feedback(12 * 768 ** 2 + 9 * 768, d_model=768, d_ff=3072)[0]   # 7,084,800
     assert "Lecture's 12d² + 9d" in lecture and "attention biases" in lecture   # as the dragon's box reads it
+    d, f = 768, 3072
+    right = 7_087_872
+    for answer, words in {right - f - d: "MLP's biases", right - 2 * d: "a scale and a shift",
+                          right + f - d: "b_2 has d_model", right - d * d - d: "one attention matrix",
+                          right + 2 * d: "final LayerNorm", 4 * d * d + 2 * d * f: "only the matrices"}.items():
+        assert words in checks.per_layer.feedback(answer, d_model=d, d_ff=f)[0], (answer, words)
 
 
 def test_readout_formats_shapes_and_top_tokens():
@@ -189,6 +210,9 @@ def test_sentence_loss_check_names_the_usual_mistakes(cat, cat_world):
         (-torch.log_softmax(logits, dim=0)[torch.arange(len(ids) - 1), ids[1:]]).mean().item():
             "runs down each column",                                                       # softmax over axis 0
         right + 0.5: "too large",
+        (-log_probs[torch.arange(len(ids)), ids]).mean().item(): "all T rows against their own tokens",
+        (-log_probs[torch.arange(1, len(ids)), ids[1:]]).mean().item(): "rows 1 to T - 1",
+        per[1:].mean().item(): "skips the first prediction",
     }
     for answer, words in wrong.items():
         assert words in checks.sentence_loss.feedback(answer, logits, ids)[0], (answer, words)
@@ -197,3 +221,9 @@ def test_sentence_loss_check_names_the_usual_mistakes(cat, cat_world):
     assert "NaN" in checks.sentence_loss.feedback(float("nan"), logits, ids)[0]
     with pytest.raises(AssertionError):
         checks.sentence_loss.grade(right + 0.5, logits, ids)
+
+
+def test_current_token_accuracy_is_below_the_whole_prefix_ceiling(cat_world):
+    assert compute.current_token_accuracy(cat_world.sentences) == (270, 432)   # 0.625
+    from helpers.worlds import best_possible_accuracy
+    assert best_possible_accuracy(cat_world.sentences) == (302, 432)           # 0.699

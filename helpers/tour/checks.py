@@ -35,12 +35,20 @@ def next_prob(answer, last_logits, token_id):
     found = list(number_problems(answer, float(e[token_id] / e.sum()), "the probability", atol=1e-4))
     if not found:
         return
+    p = float(e[token_id] / e.sum())
     if np.isclose(answer, np.exp(logits[token_id]), rtol=1e-3):
         yield f"that is exp(logit) alone: divide by the sum of exp over all {len(logits)} logits"
     elif np.isclose(answer, logits[token_id], rtol=1e-3):
         yield "that is the logit itself: a probability is softmax of the logits"
     else:
-        yield from found
+        yield slip(answer, [
+            (np.log(p), "that is ln p, a log-probability: the probability is e to that power, between 0 and 1"),
+            (100 * p, "that is a percentage: give the probability itself, between 0 and 1"),
+            (e[token_id] / e.max(), "that divides by the largest exp(logit): normalise by the sum of exp over "
+                                    f"all {len(logits)} logits, so the probabilities add up to 1"),
+            (logits[token_id] / logits.sum(), "that divides the logit by the sum of the logits: exponentiate "
+                                              "first (np.exp), then divide by the sum of the exponentials"),
+        ], atol=1e-4) or found[0]
 
 
 @exercise("parameters in one layer", answer=Whole())
@@ -63,6 +71,17 @@ def per_layer(answer, d_model, d_ff):
         (expected - 4 * d - d_ff - d, "you left out the biases (b_Q, b_K, b_V, b_O, b_1, b_2)"),
         (expected - attention, "you left out attention (W_Q, W_K, W_V, W_O and their biases)"),
         (expected - mlp, "you left out the MLP (W_1, b_1, W_2, b_2)"),
+        (expected - d_ff - d, "d_ff + d_model short: you left out the MLP's biases (b_1 has d_ff numbers, "
+                              "b_2 has d_model)"),
+        (expected - 2 * d, "2 × d_model short: each of the two LayerNorms has a scale and a shift, "
+                           "d_model numbers each"),
+        (expected + d_ff - d, "b_2 has d_model numbers, one per output of the MLP, not d_ff"),
+        (expected - d * d - d, "d_model² + d_model short: that is one attention matrix with its bias; "
+                               "a layer has four, W_Q, W_K, W_V and W_O"),
+        (expected + 2 * d, "2 × d_model too many: the final LayerNorm belongs to the whole model, "
+                           "not to each layer; a layer has two LayerNorms"),
+        (4 * d * d + 2 * d * d_ff, "that counts only the matrices: add every bias and the two "
+                                   "LayerNorms (a scale and a shift each)"),
     ]
     named = [hint for value, hint in slips if value == answer]
     # a hint only when exactly one mistake gives this count (otherwise it could name the wrong one)
@@ -96,6 +115,12 @@ def sentence_loss(answer, logits, ids):
          "row, over the vocabulary (axis=1)"),
         (-log_probs[rows, ids[:-1]].mean(), "row t predicts the token after it: compare row t with "
                                             "token t + 1, not with token t"),
+        (-log_probs[np.arange(len(ids)), ids].mean(), "that scores all T rows against their own tokens: row t "
+                                                      "predicts token t + 1, so use rows 0 to T - 2 with ids[1:]"),
+        (-log_probs[rows + 1, targets].mean(), "that takes rows 1 to T - 1: row t predicts token t + 1, so "
+                                               "the rows are 0 to T - 2 (the last row predicts nothing)"),
+        (-log_probs[rows[1:], targets[1:]].mean(), "that skips the first prediction: row 0 (<BOS>) predicts "
+                                                   "the first word, and counts like every other row"),
         (-logits[rows, targets].mean(), "that is minus the logits: a logit is not a log-probability, "
                                         "take the log of the softmax of each row first"),
         (-np.log(np.exp(log_probs[rows, targets]).mean()), "that is minus the log of the mean probability: "

@@ -10,15 +10,19 @@ and the Primer §6 figures our model is set beside.
 * ``first_losses``, ``logit_spread``: where training starts, a fresh model's loss and the
   spread of its logits, for each initialisation.
 * ``followers``: the words that can follow a context in a world's sentences.
+* ``current_token_accuracy``: the most non-copula decisions a model reading only the current token
+  can get right.
 * ``PRIMER_PE``, ``PRIMER_COPULA_TOP3``, ``PRIMER_IS_ATTENTION``, ``PRIMER_P_CLASS_RANGE``: the Primer §6's
   printed figures for its author's weights (quoted, not computed: we do not have its weights).
 """
+from collections import Counter, defaultdict
+
 import torch
 import torch.nn.functional as F
 
 from ..errors import check_positive_int, fail
 from ..model import Transformer
-from ..worlds import COPULAS, adjectives_of, next_token_probs
+from ..worlds import COPULAS, adjectives_of, decisions, next_token_probs
 
 # The Primer §6, "The same model on <BOS> the cat is": its top three after each copula prompt.
 PRIMER_COPULA_TOP3 = {
@@ -154,3 +158,15 @@ def followers(sentences, context):
     if not found:
         fail(f"'{' '.join(words)}' is never followed by a word in these sentences")
     return list(found)
+
+
+def current_token_accuracy(sentences):
+    """The most non-copula decisions a model that reads only the current token can get right:
+    (correct, total), each token's most frequent next word counted. The same decisions as
+    ``worlds.best_possible_accuracy``, which lets a model read the whole prefix."""
+    by_token = defaultdict(Counter)
+    for prefix, nxt, copula in decisions(sentences):
+        if not copula:
+            by_token[prefix[-1]][nxt] += 1
+    return (sum(max(c.values()) for c in by_token.values()),
+            sum(sum(c.values()) for c in by_token.values()))

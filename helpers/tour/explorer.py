@@ -7,13 +7,35 @@ from . import compute
 
 
 def draw(axes, view, vocab, layer, head):
-    """Redraw the two axes in place: top-8 next-token bars (left), one head's attention (right)."""
+    """Redraw the two axes in place: top-8 next-token bars (left), one head's attention (right),
+    the keys the causal mask hides hatched."""
     left, right = axes
     left.clear()
     right.clear()
     plots.prob_bars(view["probs"], vocab, ax=left, top=8, title="next token")
     plots.attention_heatmap(view["weights"][layer, head], view["tokens"], ax=right, title=_title(view, layer, head),
                             annotate=len(view["tokens"]) <= 8)
+    hatch_masked(right, len(view["tokens"]))
+
+
+def masked(T):
+    """(T, T) bool, True above the diagonal: the keys the causal mask hides from each query."""
+    return np.triu(np.ones((T, T), dtype=bool), k=1)
+
+
+def hatch_masked(ax, T):
+    """Hatch the masked cells of a (T, T) attention heatmap and blank their printed weights, so a
+    hidden key does not read "0.00" like a visible key that got (almost) no weight."""
+    from matplotlib.patches import Rectangle
+
+    hidden = masked(T)
+    for i, j in zip(*np.nonzero(hidden)):
+        ax.add_patch(Rectangle((j - 0.5, i - 0.5), 1, 1, facecolor="white", edgecolor="#aaaaaa",
+                               hatch="///", lw=0))
+    if len(ax.texts) == T * T:
+        for text, hide in zip(ax.texts, hidden.flat):
+            if hide:
+                text.set_text("")
 
 
 def _title(view, layer, head):
@@ -47,7 +69,7 @@ class TourView:
         left.xaxis.set_ticklabels([""] * n)   # the words are drawn as moving texts in the same place
         self.tokens = list(view["tokens"])
         self.blit = Blitter(self.fig, [*left.patches, *self.values, *self.words,
-                                       right.images[0], *right.texts, right.title])
+                                       right.images[0], *right.patches, *right.texts, right.title])
 
     def png(self, view, layer, head):
         if self.tokens != list(view["tokens"]):
@@ -63,8 +85,8 @@ class TourView:
             word.set_text(self.vocab[i])
         w = np.asarray(view["weights"][layer, head])
         right.images[0].set_data(w)
-        for text, value in zip(right.texts, w.flat):
-            text.set_text(f"{value:.2f}")
+        for text, value, hide in zip(right.texts, w.flat, masked(len(w)).flat):
+            text.set_text("" if hide else f"{value:.2f}")
             text.set_color("white" if value > 0.6 else "black")
         right.set_title(_title(view, layer, head))
         return self.blit.png()
