@@ -293,6 +293,22 @@ def test_cosine_function():
                  * np.linalg.norm(b)))[0]), says="one cosine per row")
     assert_wrong(checks.cosine_function, lambda a, b: a @ b, says="dot product")
     assert_wrong(checks.cosine_function, lambda a, b: a @ b / np.linalg.norm(a) ** 2, says="too")
+
+
+def test_cosine_function_names_the_usual_slips():
+    def right(a, b):
+        return a @ b / (np.linalg.norm(a, axis=-1) * np.linalg.norm(b))
+
+    def in_place(a, b):
+        a /= np.linalg.norm(a, axis=-1, keepdims=True)
+        return a @ b / np.linalg.norm(b)
+
+    assert_wrong(checks.cosine_function, lambda a, b: 1 - right(a, b), says="1 − cosine, a distance")
+    assert_wrong(checks.cosine_function, lambda a, b: np.degrees(np.arccos(right(a, b))), says="angle in degrees")
+    assert_wrong(checks.cosine_function, lambda a, b: a @ b / ((a * a).sum(-1) * (b @ b)), says="squared norms")
+    assert_wrong(checks.cosine_function, lambda a, b: a @ b / np.linalg.norm(a, axis=-1), says="|a| alone")
+    assert_wrong(checks.cosine_function, lambda a, b: a @ b / np.linalg.norm(b), says="|b| alone")
+    assert_wrong(checks.cosine_function, in_place, says="changed a in place")   # would rewrite glove.vectors
     assert_wrong(checks.cosine_function, 0.707, says="function")
     assert checks.cosine_function.feedback(None) == [NOT_ANSWERED]
 
@@ -312,6 +328,9 @@ def test_neighbours(glove):
     assert_wrong(checks.neighbours, right[::-1], glove, "ocean", 5, says="order")
     assert_wrong(checks.neighbours, right[:4] + ["desert"], glove, "ocean", 5, says="not among")
     assert_wrong(checks.neighbours, right[:3], glove, "ocean", 5, says="5 words")
+    normed = glove.get_normed_vectors()
+    ascending = [glove.index_to_key[i] for i in np.argsort(normed @ normed[glove.key_to_index["ocean"]])[:5]]
+    assert_wrong(checks.neighbours, ascending, glove, "ocean", 5, says="lowest cosines")   # argsort kept as it came
     assert_wrong(checks.neighbours, "sea", glove, "ocean", 5, says="list of words")
     assert checks.neighbours.feedback(None, glove, "ocean", 5) == [NOT_ANSWERED]
 
@@ -340,6 +359,10 @@ def test_kept_fractions():
     assert_right(checks.kept_fractions, right, HIGH, LOW, 2)
     assert_wrong(checks.kept_fractions, checks.counting_itself(HIGH, LOW, 2), HIGH, LOW, 2, says="own")
     assert_wrong(checks.kept_fractions, np.ones(6), HIGH, LOW, 2, says="differs")
+    assert_wrong(checks.kept_fractions, checks.farthest_kept(HIGH, LOW, 2), HIGH, LOW, 2, says="farthest")
+    near = [np.argsort(np.linalg.norm(x[:, None] - x[None], axis=-1) + np.diag(np.full(6, np.inf)), axis=1)[:, :2]
+            for x in (HIGH, LOW)]
+    assert_wrong(checks.kept_fractions, (near[0] == near[1]).mean(axis=1), HIGH, LOW, 2, says="place by place")
     assert_wrong(checks.kept_fractions, right * 2, HIGH, LOW, 2, says="between 0 and 1")
     assert_wrong(checks.kept_fractions, np.full(6, 0.3), HIGH, LOW, 2, says="whole number")
     assert_wrong(checks.kept_fractions, right[:5], HIGH, LOW, 2, says="shape")

@@ -6,7 +6,8 @@ without printing the expected answer.
 """
 import numpy as np
 
-from ..exercises import Array, Function, Words, as_array, as_number, call, close_problems, exercise, number_problems
+from ..exercises import (Array, Function, Words, as_array, as_number, call, close_problems, exercise,
+                         number_problems, slip)
 from .compute import analogy_vector, neighbourhood_kept, unit
 
 # (a, b) pairs a cosine function is tried on, and what each one tests.
@@ -33,6 +34,18 @@ def cosine_function(answer):
         problems = list(number_problems(value, reference, f"cosine for {what}"))
         if problems and abs(value - a @ b) < 1e-9:
             yield f"for {what} your function returns the dot product: divide by both norms"
+            return
+        named = problems and slip(value, [
+            (1 - reference, "1 − cosine, a distance: return the cosine itself"),
+            (np.degrees(np.arccos(np.clip(reference, -1, 1))), "the angle in degrees: return its cosine, "
+                                                               "a·b / (|a| |b|)"),
+            (a @ b / ((a @ a) * (b @ b)), "a·b over the squared norms: a norm is the square root, "
+                                          "|a| = √(a·a)"),
+            (a @ b / np.linalg.norm(a), "a·b divided by |a| alone: divide by both norms"),
+            (a @ b / np.linalg.norm(b), "a·b divided by |b| alone: divide by both norms"),
+        ], atol=1e-6)
+        if named:
+            yield f"for {what} your function returns {named}"
             return
         if problems:
             yield from problems
@@ -67,7 +80,10 @@ def neighbours(answer, kv, word, topn=5):
         return
     expected = [w for w, _ in kv.most_similar(word, topn=topn)]
     wrong = [w for w in answer if w not in expected]
-    if wrong:
+    if wrong and set(answer) <= set(lowest(kv, word, topn)):
+        yield (f"your {topn} words have the lowest cosines with '{word}': np.argsort sorts lowest first, "
+               "so sort by minus the cosine (or reverse the order) to put the highest first")
+    elif wrong:
         yield (f"{len(wrong)} of your {topn} words are not among the {topn} nearest "
                f"(the first is '{wrong[0]}'); did you scale every row to norm 1?")
     elif answer != expected:
@@ -107,7 +123,45 @@ def kept_fractions(answer, high, low, k):
     if np.allclose(answer, counting_itself(high, low, k)) and not np.allclose(answer, reference):
         yield "you counted each point as one of its own neighbours: leave the point itself out"
         return
-    yield from close_problems(answer, reference, "kept")
+    if np.allclose(answer, reference):
+        return
+    named = slip(answer, [
+        (farthest_kept(high, low, k), "that keeps each point's k farthest points: np.argsort sorts "
+                                      "distances lowest first, so the nearest are its first k"),
+        (kept_in_order(high, low, k), "that compares the neighbours place by place: count the ones the "
+                                      "two lists share, in any order (a set intersection)"),
+    ], atol=1e-6)
+    yield named or next(close_problems(answer, reference, "kept"))
+
+
+def lowest(kv, word, topn):
+    """The ``topn`` words with the lowest cosine with ``word``: an ascending sort kept as it came."""
+    normed = kv.get_normed_vectors()
+    order = np.argsort(normed @ normed[kv.key_to_index[word]], kind="stable")
+    return [kv.index_to_key[i] for i in order[:topn]]
+
+
+def distances(x):
+    """All pairwise Euclidean distances of points (n, d), the diagonal set to inf: (n, n)."""
+    x = np.asarray(x, dtype=float)
+    dist = np.linalg.norm(x[:, None, :] - x[None, :, :], axis=-1)
+    np.fill_diagonal(dist, np.inf)
+    return dist
+
+
+def farthest_kept(high, low, k):
+    """The slip of taking each point's k farthest other points: the shares kept. Shape (n,)."""
+    def farthest(x):
+        dist = distances(x)
+        np.fill_diagonal(dist, -np.inf)
+        return np.argsort(-dist, axis=1, kind="stable")[:, :k]
+    return np.array([len(set(h) & set(l)) / k for h, l in zip(farthest(high), farthest(low))])
+
+
+def kept_in_order(high, low, k):
+    """The slip of matching the two neighbour lists place by place. Shape (n,)."""
+    near = [np.argsort(distances(x), axis=1, kind="stable")[:, :k] for x in (high, low)]
+    return (near[0] == near[1]).mean(axis=1)
 
 
 def counting_itself(high, low, k):
