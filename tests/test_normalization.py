@@ -229,12 +229,12 @@ def test_layer_norm_check(capsys):
     assert not check(None) and NOT_ANSWERED in capsys.readouterr().out
 
 
-def test_residual_lengths_check(capsys, cat, cat_world):
+def test_residual_norms_check(capsys, cat, cat_world):
     with torch.no_grad():
         trace = cat(cat_world.tokenizer.encode("<BOS> the dog ran"), trace=True)
     points = ["h0", "L0.h_mid", "L0.h", "L1.h_mid", "L1.h"]
     right = np.stack([trace[p].norm(dim=-1).numpy() for p in points])
-    check = checks.residual_lengths
+    check = checks.residual_norms
     assert check(right, trace, 2)
     assert not check(right ** 2, trace, 2)
     assert "squared" in capsys.readouterr().out
@@ -376,6 +376,11 @@ LN_MISTAKES = {   # a wrong forward -> the words its diagnosis must contain
     "no affine": (ln_z, "not applied"),
     "no bias": (lambda m, x: ln_z(m, x) * m.weight, "bias (β) is not added"),
     "no weight": (lambda m, x: ln_z(m, x) + m.bias, "weight (γ) is not applied"),
+    "shift before scale": (lambda m, x: (ln_z(m, x) + m.bias) * m.weight, "bias is added before weight multiplies"),
+    "RMSNorm": (lambda m, x: x / torch.sqrt((x ** 2).mean(dim=-1, keepdim=True) + m.eps) * m.weight + m.bias,
+                "that is RMSNorm"),
+    "no keepdim": (lambda m, x: (x - x.mean(dim=-1)) / torch.sqrt(x.var(dim=-1, unbiased=False) + m.eps)
+                   * m.weight + m.bias, "keepdim=True"),
 }
 
 
@@ -460,6 +465,9 @@ BLOCK_MISTAKES = {
         x + m.attn(x)))(m.ln1(h)), "the residual adds ln1(h)"),
     "no LayerNorm": (lambda m, h: (lambda mid: mid + m.mlp(mid))(h + m.attn(h)), "there is no LayerNorm"),
     "MLP part missing": (lambda m, h: h + m.attn(m.ln1(h)), "the MLP part is missing"),
+    "MLP first": (lambda m, h: (lambda mid: mid + m.attn(m.ln1(mid)))(h + m.mlp(m.ln2(h))),
+                  "the MLP comes before the attention"),
+    "ln2 on the output": (lambda m, h: m.ln2(block_right(m, h)), "the output goes through ln2 once more"),
 }
 
 
@@ -567,3 +575,41 @@ def test_plot_residual():
     fig = nz.plot_residual(nz.load_curves(), nz.load_plain_curves(), unigram=2.5, best=0.56)
     assert len(fig.axes) == 4 and all(len(ax.get_lines()) == 4 for ax in fig.axes)
     plt.close("all")
+
+
+IN_PLACE = "your function changed {} in place"
+
+
+def test_the_checks_name_an_input_changed_in_place(capsys, cat):
+    """A LayerNorm (function or module) or a Block that writes into its input (x -= mean,
+    h += ...) gives right numbers but would change the caller's stream: each check says so."""
+    def numpy_in_place(x, g, b, eps=1e-5):
+        x -= x.mean(axis=-1, keepdims=True)
+        return x / np.sqrt((x ** 2).mean(axis=-1, keepdims=True) + eps) * g + b
+    assert not checks.layer_norm_function(numpy_in_place)
+    assert IN_PLACE.format("x") in capsys.readouterr().out
+
+    def module_in_place(m, x):
+        x -= x.mean(dim=-1, keepdim=True)
+        return x / torch.sqrt((x ** 2).mean(dim=-1, keepdim=True) + m.eps) * m.weight + m.bias
+    assert IN_PLACE.format("x") in said(checks.layer_norm_module, learner_layer_norm(module_in_place), cat)
+
+    def block_in_place(m, h):
+        h += m.attn(m.ln1(h))
+        h += m.mlp(m.ln2(h))
+        return h
+    assert IN_PLACE.format("h") in said(checks.block_module, learner_block(block_in_place), cat)
+
+
+def test_layer_norm_checks_name_plain_tensors_and_a_lost_axis(capsys, cat):
+    class LayerNorm(nn.Module):   # weight and bias as plain tensors: not in the state_dict
+        def __init__(self, d, eps=1e-5):
+            super().__init__()
+            self.eps, self.weight, self.bias = eps, torch.ones(d), torch.zeros(d)
+
+        def forward(self, x):
+            return ln_right(self, x)
+    assert "nn.Parameter" in said(checks.layer_norm_module, LayerNorm, cat)
+    no_keepdims = lambda x, g, b: (x - x.mean(axis=-1)) / np.sqrt(x.var(axis=-1) + 1e-5) * g + b
+    assert not checks.layer_norm_function(no_keepdims)
+    assert "keepdims=True" in capsys.readouterr().out

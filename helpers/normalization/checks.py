@@ -48,6 +48,18 @@ def layer_norm_slip(out, x, g, b, with_affine):
     return None
 
 
+BROADCAST = ("could not be broadcast", "must match the size")   # NumPy's and PyTorch's words for it
+
+
+def keepdim_hint(message, keep):
+    """``message``, with the missing ``keep`` (keepdims=True / keepdim=True) named when it is a
+    broadcasting error: a mean taken without it has lost its axis and no longer lines up with x."""
+    if any(words in message for words in BROADCAST):
+        return (f"{message} (the mean or the variance lost its last axis: take them with {keep}, "
+                f"so that each row's statistic lines up with the row)")
+    return message
+
+
 @exercise("a LayerNorm function", answer=Function("a function of x, gamma and beta"))
 def layer_norm_function(answer):
     """``answer`` is a function layer_norm(x, gamma, beta) normalising the last axis of x."""
@@ -56,7 +68,11 @@ def layer_norm_function(answer):
         d = x.shape[-1]
         g = np.ones(d) if gamma is None else np.asarray(gamma)
         b = np.zeros(d) if beta is None else np.asarray(beta)
-        out = as_array(call(answer, x, g, b, what=f"on {what}"), f"the output for {what}", shape=x.shape)
+        try:
+            out = call(answer, x, g, b, what=f"on {what}")
+        except Wrong as wrong:
+            raise Wrong(keepdim_hint(str(wrong), "keepdims=True")) from None
+        out = as_array(out, f"the output for {what}", shape=x.shape)
         expected = ref.layer_norm(x, g, b)
         if np.allclose(out, expected, atol=1e-3):
             continue
@@ -69,7 +85,7 @@ def layer_norm_function(answer):
 
 
 @exercise("the norm of the residual vectors", answer=Array())
-def residual_lengths(answer, trace, n_layers):
+def residual_norms(answer, trace, n_layers):
     """``answer`` (2 * n_layers + 1, T): the norm ‖v‖ of each position's residual vector at
     h0, L0.h_mid, L0.h, L1.h_mid, ... of ``trace``."""
     names = residual_names(n_layers)
@@ -187,7 +203,12 @@ def layer_norm_variants(state, x):
                 (z * b + w, "weight and bias are swapped: multiply by weight (γ), then add bias (β)"),
                 (z, "weight and bias are not applied: return z * weight + bias"),
                 (z * w, "bias (β) is not added: return z * weight + bias"),
-                (z + b, "weight (γ) is not applied: return z * weight + bias")]
+                (z + b, "weight (γ) is not applied: return z * weight + bias"),
+                ((z + b) * w, "bias is added before weight multiplies: scale first, then shift, "
+                              "z * weight + bias, not (z + bias) * weight"),
+                (x / np.sqrt((x ** 2).mean(axis=-1, keepdims=True) + eps) * w + b,
+                 "that is RMSNorm (x divided by its root mean square, no mean subtracted): LayerNorm first "
+                 "subtracts each vector's mean, then divides by √(variance + ε)")]
     if x.ndim == 3:   # over the tokens, with the batch axis counted as the first
         variants.insert(1, (norm(axis=0) * w + b, "you normalised over the batch (axis 0): LayerNorm takes the "
                                                   "mean and variance over the last axis (dim=-1)"))
@@ -209,7 +230,7 @@ def layer_norm_module(run, cat):
     the cat model's four LayerNorms (their state_dicts loaded by name: weight, bias) on the
     vectors they normalised on real prompts, and on a row whose variance is near ε, to MODULE_ATOL."""
     yield from module_problems(run, layer_norm_cases(cat), layer_norm_variants, "LayerNorm",
-                               "(x - mean) / √(variance + ε) * weight + bias over the last axis")
+                               "(x - mean) / √(variance + ε) * weight + bias over the last axis", layer_norm_error)
 
 
 def block_cases(cat):
@@ -268,11 +289,36 @@ def block_variants(state, h):
             (plain + mlp(plain), "there is no LayerNorm: the sub-blocks read ln1(h) and ln2(h_mid)"),
             (mid, "the MLP part is missing: return h_mid + mlp(ln2(h_mid))"),
         ]
+        first = h + mlp(ln2(h))                # the MLP before the attention
+        wired += [
+            (first + attn(ln1(first)), "the MLP comes before the attention: attention first, "
+                                       "h_mid = h + attn(ln1(h)), then h_mid + mlp(ln2(h_mid))"),
+            (ln2(mid + mlp(ln2(mid))), "the output goes through ln2 once more: a pre-norm block returns the "
+                                       "stream itself, h_mid + mlp(ln2(h_mid)), unnormalised (the one norm "
+                                       "after the last layer is the model's final LayerNorm, not the block's)"),
+        ]
     return [(wrong.double().numpy(), hint) for wrong, hint in wired]
+
+
+def in_place_named(message, x):
+    """``message`` with the input of forward called by its name ``x`` (the check calls the module
+    through run(args, state, *inputs), whose third argument is forward's input)."""
+    return message.replace("argument 3", x)
+
+
+def layer_norm_error(message):
+    """A sentence for a learner's LayerNorm that stopped with ``message`` (or changed x in place)."""
+    message = keepdim_hint(in_place_named(message, "x"), "keepdim=True")
+    if "should be named ['bias', 'weight']" in message and "are extra" not in message:
+        return (message + ": make them parameters, self.weight = nn.Parameter(torch.ones(d)) and "
+                "self.bias = nn.Parameter(torch.zeros(d)); a plain tensor attribute is not a parameter, so it "
+                "is not in the state_dict and the trained values cannot load into it")
+    return message
 
 
 def block_error(message):
     """A sentence for a learner's Block that stopped with ``message``, naming the submodules."""
+    message = in_place_named(message, "h")
     if "should be named" in message:
         return ("the block's submodules are named ln1, attn, ln2 and mlp (a LayerNorm(d_model), a "
                 "MultiHeadAttention(d_model, n_heads), a LayerNorm(d_model) and an MLP(d_model, d_ff)), so the "

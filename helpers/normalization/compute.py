@@ -270,13 +270,15 @@ def cat_batch():
     return world.batch(world.train)
 
 
+def block_gradient_norm(block):
+    """Gradient norm of one layer's parameters (after a backward pass)."""
+    grads = [p.grad for p in block.parameters() if p.grad is not None]
+    return math.sqrt(sum(float((g ** 2).sum()) for g in grads)) if grads else 0.0
+
+
 def layer_gradient_norms(model):
     """Gradient norm of each layer's parameters (after a backward pass): array (n_layers,)."""
-    out = []
-    for block in model.blocks:
-        grads = [p.grad for p in block.parameters() if p.grad is not None]
-        out.append(math.sqrt(sum(float((g ** 2).sum()) for g in grads)) if grads else 0.0)
-    return np.array(out)
+    return np.array([block_gradient_norm(block) for block in model.blocks])
 
 
 def next_token_loss(logits, targets):
@@ -323,7 +325,7 @@ def train_recording(model, batch, steps, lr, seed=0, stop_after=None):
         fail(f"lr should be a positive number, but got {lr!r}")
     grad_first = []
     losses = train(model, batch, steps=steps, lr=lr, seed=seed, progress=False, stop_after=stop_after,
-                   on_step=lambda step, m, loss: grad_first.append(float(layer_gradient_norms(m)[0])))
+                   on_step=lambda step, m, loss: grad_first.append(block_gradient_norm(m.blocks[0])))
     return {"loss": np.array(losses), "grad_first": np.array(grad_first)}
 
 
@@ -613,7 +615,7 @@ def stack_view(curves, n_layers=8, lr=3e-2):
     text = f"{n_layers} layers, lr {lr:g}, final loss: " + ", ".join(
         f"{LABELS[norm]} {final_text(runs[norm]['loss'], norm, n_layers, unigram, best)}" for norm in PLACEMENTS)
     if any(chaotic(norm, n_layers) for norm in PLACEMENTS):
-        text += " (* a chaotic run: only its outcome is reproducible)"
+        text += " (* a chaotic run: a re-run ends at another loss, with the same outcome)"
     return {"steps": np.arange(1, curves["steps"] + 1),
             "loss": {norm: run["loss"] for norm, run in runs.items()},
             "grad_first": {norm: run["grad_first"] for norm, run in runs.items()},
@@ -643,7 +645,7 @@ def plot_residual(curves, plain, lr=3e-2, depths=(2, 4, 8, 12), unigram=None, be
 def plot_grid(curves, unigram=None, best=None):
     """Final training loss against depth, one panel per learning rate, one line per placement.
 
-    Chaotic runs (``chaotic``) are drawn hollow: their value is this file's draw, not a
+    Chaotic runs (``chaotic``) are drawn hollow: their value is one draw, not a
     reproducible result. A diverged run (NaN) has no loss to draw on the numeric axis; it is
     marked in a separate strip above it."""
     table = final_losses(curves)
@@ -658,7 +660,7 @@ def plot_grid(curves, unigram=None, best=None):
             ax.plot(depths[~wild], values[~wild], "o", color=COLOURS[norm])
             if wild.any():
                 ax.plot(depths[wild], values[wild], "o", mfc="white", color=COLOURS[norm],
-                        label=f"{LABELS[norm]}: chaotic run, this file's value")
+                        label=f"{LABELS[norm]}: chaotic run (one draw)")
             lost = np.isnan(values)
             if lost.any():
                 strip.plot(depths[lost], np.zeros(int(lost.sum())), "x", ms=8, mew=2, color=COLOURS[norm],
