@@ -614,3 +614,40 @@ def test_counted_macs_are_the_count_of_pytorchs_flop_counter(dragon):
             dragon(fed, cache=cache)
         cache = None if cache is None else sampling.prefilled(dragon, ids[:-1])
         assert sampling.counted_macs(dragon, fed, cache) == counter.get_total_flops() // 2
+
+
+# ---- after the second outside reading: slips named in their own words ---------------------------
+
+def test_a_softmax_over_the_positions_is_named(cat, dragon):
+    def generate(model, ids, n_new, temperature=1.0, top_k=None, top_p=None, seed=0, cache=True):
+        g = torch.Generator().manual_seed(seed)
+        for _ in range(n_new):
+            logits = torch.log_softmax(model(ids), dim=0)[-1]      # over the T positions, not the vocabulary
+            probs = learner_distribution(logits, temperature, top_k, top_p)
+            ids = torch.cat([ids, torch.multinomial(probs, 1, generator=g)])
+        return ids
+    said = " ".join(checks.generate_loop.feedback(generate, cat, dragon))
+    assert "softmax over the positions" in said, said
+
+
+def test_draws_from_the_global_random_state_are_named(cat, dragon):
+    said = " ".join(checks.generate_loop.feedback(functools.partial(learner_generate, mistake="no generator"),
+                                                  cat, dragon))
+    assert "gave other tokens the second time" in said and "generator=g" in said, said
+
+
+def test_a_division_by_temperature_zero_is_named(cat, dragon):
+    def generate(model, ids, n_new, temperature=1.0, top_k=None, top_p=None, seed=0, cache=True):
+        g = torch.Generator().manual_seed(seed)
+        for _ in range(n_new):
+            probs = torch.softmax(model(ids)[-1] / temperature, dim=-1)   # temperature 0: inf / NaN
+            ids = torch.cat([ids, torch.multinomial(probs, 1, generator=g)])
+        return ids
+    said = " ".join(checks.generate_loop.feedback(generate, cat, dragon))
+    assert "divides by zero" in said, said
+
+
+def test_kv_bytes_in_float32_instead_of_float16_is_named(capsys):
+    right = 2 * 12 * 1024 * 12 * 64 * 2
+    assert not checks.kv_bytes(2 * right, 12, 1024, 12, 64, 2)
+    assert "4 bytes a number (float32)" in capsys.readouterr().out

@@ -118,6 +118,9 @@ def kv_bytes(answer, n_layers, T, n_heads, d_k, bytes_per_element):
              (reference * 1.5, "Q too: queries are used once and never cached"),
              (reference / bytes_per_element, "numbers, not bytes: multiply by the bytes per element"),
              (reference / n_layers, "one layer: every layer keeps its own K and V"))
+    if bytes_per_element != 4:
+        slips += ((reference / bytes_per_element * 4, f"4 bytes a number (float32): here each number takes "
+                                                      f"{bytes_per_element} bytes"),)
     found = [why for wrong, why in slips if abs(answer - wrong) < 0.5]
     if found:
         yield "that counts " + "; or it counts ".join(found)
@@ -294,7 +297,10 @@ def slipped_generate(model, ids, n_new, temperature=1.0, top_k=None, top_p=None,
     for _ in range(n_new):
         if slip == "reseeded":
             g = torch.Generator().manual_seed(seed)
-        logits = model(ids)[0 if slip == "first position" else -1]
+        if slip == "softmax over positions":
+            logits = torch.log_softmax(model(ids), dim=0)[-1]
+        else:
+            logits = model(ids)[0 if slip == "first position" else -1]
         if slip == "argmax" and temperature:
             token = logits.argmax().reshape(1)
         else:
@@ -306,6 +312,9 @@ def slipped_generate(model, ids, n_new, temperature=1.0, top_k=None, top_p=None,
 
 # (slip, the settings it can show in, the sentence that names it)
 LOOP_SLIPS = (
+    ("softmax over positions", lambda s: True,
+     "you took the softmax over the positions (dim=0 of the (T, V) logits): take it over the vocabulary, "
+     "the last axis (dim=-1), of the last position's logits"),
     ("first position", lambda s: True,
      "you drew from the logits of the first position: the next token's logits are the last row, logits[-1]"),
     ("argmax", lambda s: s["temperature"] > 0,
@@ -391,11 +400,23 @@ def stopped(wrong, settings):
     if "LoopSlip: " in text:
         return text.split("LoopSlip: ", 1)[1]
     if "invalid multinomial distribution" in text or "probability tensor contains" in text:
-        hint = ("your top-p may keep no token at all when the first one alone reaches p: it keeps the token "
+        hint = ("at temperature 0, logits / temperature divides by zero (inf and NaN): handle temperature 0 "
+                "on its own, all the mass on the largest logit" if settings.get("temperature", 1.0) == 0 else
+                "your top-p may keep no token at all when the first one alone reaches p: it keeps the token "
                 "that makes the running total reach p" if settings.get("top_p") else
                 "the probabilities you drew from were not a distribution (all zero, negative, NaN or inf)")
         return f"{text}; {hint}"
     return text
+
+
+def same_twice(fn, model, ids, n_new, settings, out):
+    """True if ``fn`` gives ``out`` again on the same case (False: its draws do not follow the seed)."""
+    try:
+        again = loop_output(call(fn, Watched(model, ids, settings["cache"]), ids.clone(), n_new, **settings),
+                            ids, n_new, "")
+    except Wrong:
+        return True
+    return torch.equal(again, out)
 
 
 def top_p_cases_ahead(fn, models, failed):
@@ -450,6 +471,10 @@ def generate_loop(fn, cat, dragon):
         if hint is None and (settings["temperature"] == 0 or settings.get("top_k") == 1):
             hint = (f"your token {first} is not the most probable one: with temperature 0 (or top_k=1) each "
                     "step takes the largest logit of the last position")
+        elif hint is None and not same_twice(fn, model, ids, n_new, settings, out):
+            hint = ("the same call with the same seed gave other tokens the second time, so the draws do not "
+                    "follow the seed: draw with torch.multinomial(probs, 1, generator=g), g one torch.Generator "
+                    "seeded once with seed, not from the global random state")
         elif hint is None:
             hint = (f"your tokens differ from the course's from token {first} on: each step draws from "
                     "softmax(logits[-1] / temperature), then top-k, then top-p, renormalised, with "
