@@ -651,3 +651,15 @@ def test_kv_bytes_in_float32_instead_of_float16_is_named(capsys):
     right = 2 * 12 * 1024 * 12 * 64 * 2
     assert not checks.kv_bytes(2 * right, 12, 1024, 12, 64, 2)
     assert "4 bytes a number (float32)" in capsys.readouterr().out
+
+
+def test_a_draw_from_the_plain_softmax_is_named(cat, dragon):
+    def generate(model, ids, n_new, temperature=1.0, top_k=None, top_p=None, seed=0, cache=True):
+        g = torch.Generator().manual_seed(seed)
+        for _ in range(n_new):
+            logits = model(ids)[-1]
+            probs = learner_distribution(logits, temperature, top_k, top_p)      # made, then not used
+            ids = torch.cat([ids, torch.multinomial(torch.softmax(logits, -1), 1, generator=g)])
+        return ids
+    said = " ".join(checks.generate_loop.feedback(generate, cat, dragon))
+    assert "you drew from softmax(logits) itself" in said, said

@@ -304,7 +304,8 @@ def slipped_generate(model, ids, n_new, temperature=1.0, top_k=None, top_p=None,
         if slip == "argmax" and temperature:
             token = logits.argmax().reshape(1)
         else:
-            probs = slipped_distribution(logits, temperature, top_k, top_p, slip)
+            probs = (torch.softmax(logits, dim=-1) if slip == "plain softmax drawn" else
+                     slipped_distribution(logits, temperature, top_k, top_p, slip))
             token = torch.multinomial(probs, 1, generator=g)
         ids = torch.cat([ids, token])
     return ids
@@ -331,6 +332,9 @@ LOOP_SLIPS = (
      "then take one softmax"),
     ("temperature multiplied", lambda s: s["temperature"] not in (0, 1),
      "you multiplied the logits by the temperature: divide them by it"),
+    ("plain softmax drawn", lambda s: s["temperature"] != 1 or s.get("top_k") or s.get("top_p"),
+     "you drew from softmax(logits) itself, at temperature 1 and unfiltered: draw from the distribution "
+     "next_distribution returns, with the temperature, top-k and top-p applied"),
     ("filters ignored", lambda s: s.get("top_k") or s.get("top_p"),
      "your tokens are those of sampling without top-k and top-p: apply the filters to the distribution"),
     ("k - 1", lambda s: s.get("top_k"), "your top-k keeps k - 1 tokens: keep exactly the k most probable"),
