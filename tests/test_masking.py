@@ -193,7 +193,13 @@ def test_the_explorer_redraws_for_every_control_and_explains_bad_prompts(cat, ca
 def test_mask_check():
     right = torch.triu(torch.ones(5, 5, dtype=torch.bool), diagonal=1)
     assert checks.mask.feedback(right, T=5) == []
-    assert checks.mask.feedback(right.int().numpy(), T=5) == []
+    float_mask = torch.triu(torch.ones(5, 5), diagonal=1)               # masked_fill refuses it
+    assert "masked_fill accepts only a boolean mask" in words(checks.mask, float_mask, T=5)
+    assert "hide exactly" not in words(checks.mask, float_mask, T=5)
+    assert "(int32)" in words(checks.mask, right.int(), T=5)
+    assert "hide exactly the keys j > i" in words(checks.mask, float_mask.T, T=5)
+    assert checks.mask.feedback(right.numpy(), T=5) == []
+    assert checks.mask.feedback(right.tolist(), T=5) == []
     assert "diagonal is hidden" in words(checks.mask, torch.triu(torch.ones(5, 5, dtype=torch.bool)), T=5)
     assert "True should mark" in words(checks.mask, ~right, T=5)
     assert "hides the past" in words(checks.mask, right.T, T=5)
@@ -414,6 +420,26 @@ def test_the_causal_attention_check_names_each_mistake(mistake):
     wrong, said = MISTAKES[mistake]
     found = checks.causal_attention.feedback(wrong)
     assert len(found) == 1 and said in found[0], (mistake, found)
+
+
+def in_place(name):
+    """The reader's slip: the scaling written in place, q.div_ or k.div_ (with a cache, k.div_ would
+    scale the stored keys again at every step)."""
+    def causal_attention(q, k, v):
+        d_k = q.shape[-1]
+        if name == "k":
+            k.div_(d_k ** 0.5)
+        else:
+            q.div_(d_k ** 0.5)
+        weights = torch.softmax((q @ k.transpose(-2, -1)).masked_fill(future_of(q, k), float("-inf")), -1)
+        return weights @ v, weights
+    return causal_attention
+
+
+@pytest.mark.parametrize("name", ["k", "q"])
+def test_the_causal_attention_check_names_scaling_in_place(name):
+    found = checks.causal_attention.feedback(in_place(name))
+    assert len(found) == 1 and f"your function changed {name} in place" in found[0], found
 
 
 def test_the_causal_attention_check_passes_the_right_piece_and_waits_for_the_skeleton():

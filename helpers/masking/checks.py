@@ -18,9 +18,26 @@ from ..reference import softmax
 from .compute import heads_from_trace
 
 
-@exercise("the causal mask", answer=Array(shape=lambda T: (T, T), allow_inf=True))
+class BoolMask(Array):
+    """A (T, T) mask for ``masked_fill``: boolean. A table of 0s and 1s (float or int) is refused with
+    one sentence, since masked_fill refuses it; -inf passes on to the check (an additive mask)."""
+
+    def convert(self, answer, check, args, kwargs):
+        values = super().convert(answer, check, args, kwargs)
+        dtype = answer.dtype if isinstance(answer, torch.Tensor) else np.asarray(answer).dtype
+        if dtype in (torch.bool, np.bool_) or np.isinf(values).any():
+            return values
+        T = len(values)
+        placed = ((values != 0) == np.triu(np.ones((T, T), dtype=bool), 1)).all()
+        raise Wrong(f"this mask holds numbers ({str(dtype).replace('torch.', '')}), not True and False: "
+                    "masked_fill accepts only a boolean mask, so build it with dtype=torch.bool "
+                    "(torch.ones(5, 5, dtype=torch.bool))"
+                    + ("" if placed else ", and hide exactly the keys j > i"))
+
+
+@exercise("the causal mask", answer=BoolMask(shape=lambda T: (T, T), allow_inf=True))
 def mask(answer, T=5):
-    """``answer`` (T, T) is True (or 1) exactly where query i must not see key j, i.e. j > i."""
+    """``answer`` (T, T) is True exactly where query i must not see key j, i.e. j > i (a boolean mask)."""
     got = answer != 0
     want = np.triu(np.ones((T, T), dtype=bool), 1)
     if np.isinf(answer).any():
