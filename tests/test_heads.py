@@ -199,13 +199,13 @@ def test_restart_probability_reads_a_1_off_the_first_copy(induction, test_ids):
 
 
 def test_read_through_losses_patch_one_input_of_layer_1(induction, test_ids):
-    from helpers.ablation import compute as ablation
+    from helpers import patching
     ids, L = test_ids
     base = heads.copy_losses(induction, ids[:1], L)
-    own = ablation.mean_head_outputs(induction, ids[:1, :-1])      # the mean of one sequence is itself
+    own = patching.mean_head_outputs(induction, ids[:1, :-1])      # the mean of one sequence is itself
     for part, losses in heads.read_through_losses(induction, ids[:1], L, (0, 0), own).items():
         assert losses == pytest.approx(base, abs=1e-5), part
-    means = ablation.mean_head_outputs(induction, ids[:, :-1])
+    means = patching.mean_head_outputs(induction, ids[:, :-1])
     through = heads.read_through_losses(induction, ids, L, (0, 0), means)
     assert set(through) == {"q", "k", "v"}
     assert through["k"]["second"] > 0.5 > heads.copy_losses(induction, ids, L)["second"]
@@ -410,7 +410,8 @@ def learner_module(slip=None):
             super().__init__()
             self.n_heads, self.d_k = n_heads, d_model // n_heads
             self.W_Q, self.W_K, self.W_V, self.W_O = (nn.Parameter(torch.zeros(d_model, d_model)) for _ in range(4))
-            self.b_Q, self.b_K, self.b_V, self.b_O = (nn.Parameter(torch.zeros(d_model)) for _ in range(4))
+            self.b_Q, self.b_K, self.b_V, self.b_O = (nn.Parameter(torch.zeros(d_model)) if bias else None
+                                                      for _ in range(4))
 
         def forward(self, x):
             B, T, d_model = x.shape
@@ -421,7 +422,9 @@ def learner_module(slip=None):
             if slip == "transposed":
                 Ws = [W.T for W in Ws]
             W_Q, W_K, W_V, W_O = Ws
-            q, k, v = x @ W_Q + self.b_Q, x @ W_K + self.b_K, x @ W_V + self.b_V
+            def plus(t, b):                   # a learner's module adds a bias only when it has one
+                return t + b if b is not None or slip == "always adds b" else t
+            q, k, v = plus(x @ W_Q, self.b_Q), plus(x @ W_K, self.b_K), plus(x @ W_V, self.b_V)
             if slip == "view (B, T, d_k, H)":
                 q, k, v = (t.view(B, T, d_k, H).permute(0, 3, 1, 2) for t in (q, k, v))
             else:
@@ -452,11 +455,13 @@ def learner_module(slip=None):
                 concat = out.transpose(1, 2).reshape(B, T, d_model)
             if slip == "no W_O":
                 return concat
+            if slip == "no b_O":
+                return concat @ W_O
             if slip == "b_O before W_O":
                 return (concat + self.b_O) @ W_O
             if slip == "residual added":
                 return concat @ W_O + self.b_O + x
-            return concat @ W_O + self.b_O
+            return plus(concat @ W_O, self.b_O)
 
     return MultiHeadAttention
 
@@ -515,6 +520,8 @@ def test_the_right_module_passes_and_the_course_module_too():
     ("residual added", "the residual connection belongs to the block"),
     ("hard-coded d_k", "is invalid for input of size 4352; it is right on the cat model's layers (2 heads of 3)"),
     ("hard-coded scale", "not right on the induction model's layer 1 (d_model 64, 2 heads of 32)"),
+    ("no b_O", "the output bias b_O is missing"),
+    ("always adds b", "with bias=False the module has no biases"),
 ])
 def test_each_mistake_is_named(slip, sentence):
     found = checks.multi_head.feedback(learner_module(slip))
@@ -552,3 +559,29 @@ def test_the_module_check_is_recorded_and_judged_from_data():
     for module, ok in ((learner_module(), True), (learner_module("no mask"), False)):
         recorded = grading.record_answer(checks.multi_head, module, (), {})
         assert (checks.multi_head.feedback(grading.decode(recorded)) == []) is ok
+
+
+def test_layer_weights_of_a_batch_are_each_sequences_traced_weights(induction, test_ids):
+    ids = test_ids[0][:5]
+    w = heads.layer_weights(induction, ids)
+    assert w.shape == (5, induction.cfg.n_layers, induction.cfg.n_heads, ids.shape[1], ids.shape[1])
+    for row, seq in enumerate(ids):
+        trace = induction(seq, trace=True)
+        for layer in range(induction.cfg.n_layers):
+            assert torch.equal(w[row, layer], trace[f"L{layer}.weights"])
+    assert heads.layer_weights(induction, ids[0]).shape[0] == 1
+
+
+def test_maps_figure_prints_weights_on_and_below_the_diagonal_and_refuses_a_wrong_count():
+    import matplotlib.pyplot as plt
+
+    w = heads.even_weights(4)
+    fig = explorer.maps_figure([w] * 4, list("abcd"), ["1", "2", "3", "4"], grid=(2, 2), numbers=True,
+                               title="t")
+    assert [len(ax.texts) for ax in fig.axes[:4]] == [10] * 4 and len(fig.axes) == 5   # and the colour bar
+    plt.close(fig)
+    fig = explorer.maps_figure([w, w], list("abcd"), ["1", "2"], first_copy=1)
+    assert not fig.axes[0].texts and fig.axes[0].get_legend() is not None
+    plt.close(fig)
+    with pytest.raises(CourseInputError, match="expected 4 maps"):
+        explorer.maps_figure([w], list("abcd"), ["1"], grid=(2, 2))

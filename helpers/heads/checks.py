@@ -54,10 +54,14 @@ SLIP_SENTENCES = {
                        "set them to -inf before the softmax"),
     "mask_hides_past": ("the mask hides the keys before each query and lets it see the ones after: "
                         "hide the keys after the query (torch.triu(..., diagonal=1)), not before it"),
+    "no_b_O": "the output bias b_O is missing: the layer's output is concat @ W_O + b_O",
     "b_O_before_W_O": "b_O is added before the multiplication by W_O: the output is concat @ W_O + b_O",
     "residual_added": ("the output is the attention plus its input x: the residual connection belongs to "
                        "the block (chapter 08), not to the attention layer"),
 }
+
+NO_BIAS = ("with bias=False the module has no biases (b_Q, b_K, b_V and b_O are None): add each bias only "
+           "when it exists, e.g. x @ self.W_Q if self.b_Q is None else x @ self.W_Q + self.b_Q")
 
 SIZE_HINT = ("it is right on the cat model's layers (2 heads of 3): is a size written in as a number "
              "instead of taken from d_model, n_heads or x?")
@@ -77,26 +81,30 @@ def multi_head(run):
     run on the layer's real input. Its output must equal the course's layer to float32 rounding
     on the cat model's two layers and on the induction model's layer 1 (without its positions)."""
     cases = module_cases()
+    cases.append(_bias_free(cases[0]))
     for case in cases:
         x, expected = case["x"], case["expected"].numpy()
+        slip_state = case.get("slip_state", case["state"])
         out = module_output(run, case["args"], case["state"], x, case["what"],
                             none=("not answered yet: forward returns None; write its steps in the answer cell above "
                                   "(where it says YOUR CODE HERE) and return the output"),
                             shape=lambda found: (f"on {case['what']}, x has shape {tuple(x.shape)} and forward should "
                                                  f"return the same shape, but returned {found}"),
-                            error=None if case["args"] == cases[0]["args"] else lambda sentence: f"{sentence}; {SIZE_HINT}")
+                            error=_error_hint(case, cases[0]))
         if not isinstance(out, (torch.Tensor, np.ndarray)):
             raise Wrong(f"forward should return one tensor (B, T, d_model), but returned a {type(out).__name__}")
         out = to_numpy(out, "the output")   # of x's shape, (B, T, d_model), as module_output checked
         if _close(out, expected):
             continue
         for slip, sentence in SLIP_SENTENCES.items():
-            if _close(out, slipped_attention(x, case["state"], case["args"][1], slip).numpy()):
+            if _close(out, slipped_attention(x, slip_state, case["args"][1], slip).numpy()):
                 yield sentence
                 return
         if np.isnan(out).any():
             yield (f"on {case['what']} its output holds NaN in {int(np.isnan(out).sum())} of {out.size} entries: "
                    "a softmax over a row that is all -inf gives NaN")
+        elif "slip_state" in case:               # right with biases, wrong without them
+            yield f"it is not right on {case['what']}; {NO_BIAS}"
         elif case["args"] != cases[0]["args"]:   # right on the cat model, wrong at another size
             yield f"it is not right on {case['what']}; {SIZE_HINT}"
         else:
@@ -105,6 +113,25 @@ def multi_head(run):
                    "and not by one of the known slips: compare each step with section 1 "
                    "(split, scores / √d_k, mask, softmax over the keys, weights @ v, merge, @ W_O + b_O)")
         return
+
+
+def _bias_free(case):
+    """``case`` (the cat model's layer 0) run as MultiHeadAttention(d_model, n_heads, bias=False):
+    only the weight matrices are loaded, and the expected output is the layer's without biases."""
+    zero = {name: torch.zeros_like(t) if name.startswith("b_") else t for name, t in case["state"].items()}
+    return {**case, "what": case["what"].replace("the cat model's layer 0", "the cat model's layer 0 built with "
+                                                 "bias=False (its weight matrices only)"),
+            "args": (*case["args"], False), "slip_state": zero,
+            "state": {name: t for name, t in case["state"].items() if not name.startswith("b_")},
+            "expected": slipped_attention(case["x"], zero, case["args"][1])}
+
+
+def _error_hint(case, first):
+    """What a stop on ``case`` adds to its sentence: nothing on the first case, the size hint on
+    another size, the bias hint on the bias-free case."""
+    if "slip_state" in case:
+        return lambda sentence: f"{sentence}; {NO_BIAS}"
+    return None if case["args"] == first["args"] else lambda sentence: f"{sentence}; {SIZE_HINT}"
 
 
 @exercise("the queries split into heads", answer=Array())

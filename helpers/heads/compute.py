@@ -217,9 +217,17 @@ def layer_weights(model, ids):
     ids = model.check_ids(ids)
     if ids.dim() == 1:
         ids = ids[None]
-    rows = [torch.stack([model(row, trace=True)[f"L{layer}.weights"]
-                         for layer in range(model.cfg.n_layers)]) for row in ids]
-    return torch.stack(rows)
+    names = [f"L{layer}.weights" for layer in range(model.cfg.n_layers)]
+    kept = {}
+
+    def keeper(name):          # hands the pass its weights back unchanged, keeping a copy
+        def keep(weights):
+            kept[name] = weights.detach()
+            return weights
+        return keep
+    with torch.no_grad():      # one pass over the whole batch: (B, heads, T, T) per layer
+        model(ids, replace={name: keeper(name) for name in names})
+    return torch.stack([kept[name] for name in names], dim=1)
 
 
 def head_scores(model, ids, length):
@@ -493,7 +501,7 @@ SLIPS = ("transposed", "no_W_O", "no_W_O_bias_kept", "sqrt_d_model", "unscaled",
          "interleaved_split", "interleaved_split_and_merge", "split_without_transpose",
          "split_and_merge_without_transpose", "merge_without_transpose", "heads_reversed", "no_biases",
          "scores_transposed", "scaled_after_softmax", "mask_with_zero", "mask_hides_past", "b_O_before_W_O",
-         "residual_added")
+         "residual_added", "no_b_O")
 
 
 @torch.no_grad()
@@ -554,6 +562,8 @@ def slipped_attention(x, state, n_heads, slip=None):
         return (concat + b["O"]) @ W["O"]
     if slip == "residual_added":
         return concat @ W["O"] + b["O"] + x
+    if slip == "no_b_O":
+        return concat @ W["O"]
     return concat @ W["O"] + b["O"]
 
 

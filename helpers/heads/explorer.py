@@ -179,3 +179,41 @@ def explorer(model="induction", layer=1, head=0, tokenizer=None, prompts=None):
     layout = widgets.HBox([widgets.VBox([controls["model"], controls["prompt"]]),
                            widgets.VBox([controls["layer"], controls["head"]])])
     return show(controls, render, layout)
+
+
+def maps_figure(maps, tokens, titles, grid=(1, 2), size=(13, 6.6), numbers=False, first_copy=None, title=None):
+    """Several attention maps side by side, sharing one colour bar (a pyplot figure; returns it).
+
+    maps: (T, T) weights each (queries down, keys across); tokens: the T labels; titles: one per
+    map; grid: (rows, columns). numbers: print each weight in its cell on and below the diagonal
+    (above it the mask leaves 0, and those cells stay blank, as in the explorer). first_copy:
+    draw a line under that many rows after the first (the end of a repeated sequence's first copy).
+    """
+    import matplotlib.pyplot as plt
+
+    from ..plots import ACCENT, attention_heatmap
+
+    maps = [np.asarray(m.detach() if hasattr(m, "detach") else m, dtype=float) for m in maps]
+    rows, columns = grid
+    if len(maps) != rows * columns or len(titles) != len(maps):
+        fail(f"expected {rows * columns} maps and as many titles for a {rows} x {columns} grid, "
+             f"but got {len(maps)} maps and {len(titles)} titles")
+    fig, axes = plt.subplots(rows, columns, figsize=size, squeeze=False)
+    longest = max(len(str(token)) for token in tokens)     # room for the query labels of the next map
+    fig.subplots_adjust(wspace=0.3 + 0.025 * max(0, longest - 6), hspace=0.4)   # (the picture is cropped)
+    for ax, w, name in zip(axes.flat, maps, titles):
+        attention_heatmap(w, tokens, ax=ax, title=name, annotate=False)
+        ax.tick_params(labelsize=10)
+        if numbers:
+            for i, j in zip(*np.tril_indices(len(tokens))):
+                ax.add_artist(CellText(j, i, f"{w[i, j]:.2f}", ha="center", va="center", fontsize=9,
+                                       color="white" if w[i, j] > 0.6 else "black", transform=ax.transData,
+                                       in_layout=False))
+        if first_copy is not None:
+            ax.axhline(first_copy + 0.5, color=ACCENT, lw=1.5, label="below the line: the second copy")
+            ax.legend(loc="upper right", fontsize=10)
+    fig.colorbar(axes.flat[0].images[0], ax=axes.ravel().tolist(), fraction=0.03 if rows > 1 else 0.02, pad=0.02,
+                 label="attention weight")
+    if title:
+        fig.suptitle(title)
+    return fig
