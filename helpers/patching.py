@@ -151,7 +151,7 @@ def patch_heads(model, clean, corrupt, metric, watch=(), direction="denoise", pe
         return fn
     replace = {f"L{l}.head_out": patch(l) for l in range(L)}
     patched = _measure(model, base_ids.repeat(len(cells), 1), metric, watch, replace).view(len(cells), B).mean(-1)
-    out = normalised(patched, *_ends(model, clean_ids, corrupt_ids, metric, watch))
+    out = normalised(patched, *metric_ends(model, clean_ids, corrupt_ids, metric, watch))
     return out.view(L, H, T) if per_position else out.view(L, H)
 
 
@@ -188,7 +188,7 @@ def patch_residual(model, clean, corrupt, metric, names=None, watch=(), directio
     replace = {name: patch(i * T, name) for i, name in enumerate(names)}
     patched = _measure(model, base_ids.repeat(len(names) * T, 1), metric, watch, replace)
     patched = patched.view(len(names), T, B).mean(-1)
-    return normalised(patched, *_ends(model, clean_ids, corrupt_ids, metric, watch))
+    return normalised(patched, *metric_ends(model, clean_ids, corrupt_ids, metric, watch))
 
 
 def _pair(model, clean, corrupt):
@@ -207,8 +207,9 @@ def _measure(model, ids, metric, watch, replace):
     return metric({**got, "logits": logits})
 
 
-def _ends(model, clean, corrupt, metric, watch):
-    """(mean metric of the clean runs, of the corrupted runs), floats."""
+def metric_ends(model, clean, corrupt, metric, watch=()):
+    """(mean metric of the clean runs, of the corrupted runs), floats: the two ends of the
+    normalised scale. clean, corrupt: ids (B, T) of one shape; metric and watch as in ``patch_heads``."""
     return tuple(float(_measure(model, ids, metric, watch, {}).mean()) for ids in (clean, corrupt))
 
 
@@ -314,6 +315,57 @@ def direct_logit_attribution(model, ids, direction, position=-1, scale=None):
     return attribute(model, parts, direction, scale)
 
 
+def direct_effects(model, ids, targets, replace=None, scale=None):
+    """Every part's direct contribution to one logit per position, for a batch, in one run.
+
+    ids: (B, T); targets: (B, T) the token whose logit is read at each position (e.g. the next
+    token). The run applies ``replace`` (an ablation, say); each part's write goes through the
+    final norm with its scale frozen (this run's own by default, or ``scale`` (B, T, 1), e.g. the
+    clean run's) and is read along the target's row of E, as ``attribute`` does for one position
+    and one direction. Returns dict(terms: {"embedding", "L0H0", ..., "L0 b_O", "L0 MLP", ...,
+    "final-norm bias": (B, T)} in ``residual_parts``' order, summing to the target's logit with the
+    run's own scale; heads (B, layers, heads, T) the heads' terms; scale (B, T, 1); outputs
+    {layer: (B, H, T, d_k)} every head's output in that run; h (B, T, d_model) the final residual
+    stream). With one head ablated, a head whose term grows writes more when it is gone: a backup
+    head (ARENA 1.4's test of the name movers' backups).
+    """
+    cfg, ln = model.cfg, model.final_ln
+    ids = model.check_ids(ids)
+    targets = torch.as_tensor(targets)
+    if ids.dim() != 2 or targets.shape != ids.shape:
+        fail(f"ids and targets should be (B, T) of one shape, but got {tuple(ids.shape)} and {tuple(targets.shape)}")
+    model.check_ids(targets)
+    if cfg.norm == "post":
+        fail("direct effects need the residual stream to be a sum of parts: a pre-norm or no-norm model, "
+             "but this one is post-LN")
+    last = f"L{cfg.n_layers - 1}.h"
+    names = ["h0"] + [f"L{l}.{n}" for l in range(cfg.n_layers) for n in ("head_out", "mlp") if n != "mlp" or cfg.d_ff]
+    got = capture(model, ids, names + [last], replace, stop_after=last)[1]
+    with torch.no_grad():
+        if scale is None:
+            scale = final_norm_scale(model, got[last])
+        read = model.E[targets]                                          # (B, T, d_model)
+        if ln is not None:
+            gamma = ln.weight if ln.weight is not None else torch.ones(cfg.d_model)
+            read = read * gamma / scale
+            if not isinstance(ln, torch.nn.RMSNorm):                     # LayerNorm centres each write
+                read = read - read.mean(-1, keepdim=True)
+        terms, heads = {"embedding": (got["h0"] * read).sum(-1)}, []
+        for layer, block in enumerate(model.blocks):
+            attn = block.attn
+            W_O = attn.W_O.view(cfg.n_heads, cfg.d_k, cfg.d_model)
+            heads.append(torch.einsum("bhtk,hkd,btd->bht", got[f"L{layer}.head_out"], W_O, read))
+            terms.update({f"L{layer}H{h}": heads[-1][:, h] for h in range(cfg.n_heads)})
+            if attn.b_O is not None:
+                terms[f"L{layer} b_O"] = read @ attn.b_O
+            if cfg.d_ff:
+                terms[f"L{layer} MLP"] = (got[f"L{layer}.mlp"] * read).sum(-1)
+        if getattr(ln, "bias", None) is not None:
+            terms["final-norm bias"] = (model.E[targets] @ ln.bias).expand_as(terms["embedding"]).clone()
+    return dict(terms=terms, heads=torch.stack(heads, 1), scale=scale, h=got[last],
+                outputs={l: got[f"L{l}.head_out"] for l in range(cfg.n_layers)})
+
+
 # ------------------------------------------------------------ path patching and composition scores
 
 PARTS = ("q", "k", "v")
@@ -368,7 +420,7 @@ def path_patch(model, clean, corrupt, metric, sender, receivers, parts=PARTS, wa
         return fn
     patched = _measure(model, base_ids.repeat(len(cells), 1), metric, watch,
                        {f"L{reader}.{p}": patch(p) for p in parts})
-    values = normalised(patched.view(len(cells), B).mean(-1), *_ends(model, clean_ids, corrupt_ids, metric, watch))
+    values = normalised(patched.view(len(cells), B).mean(-1), *metric_ends(model, clean_ids, corrupt_ids, metric, watch))
     return {cell: float(v) for cell, v in zip(cells, values)}
 
 
@@ -454,6 +506,6 @@ def attribution_patch(model, clean, corrupt, metric, watch=()):
     with torch.enable_grad():
         logits = model(corrupt_ids, replace=replace)
         grads = torch.autograd.grad(metric({**seen, "logits": logits}).sum(), [deltas[l] for l in range(L)])
-    clean_value, corrupt_value = _ends(model, clean_ids, corrupt_ids, metric, watch)
+    clean_value, corrupt_value = metric_ends(model, clean_ids, corrupt_ids, metric, watch)
     estimate = torch.stack([(g * (clean_out[l] - corrupt_out[l])).sum(-1).mean(0) for l, g in enumerate(grads)])
     return estimate / (clean_value - corrupt_value)

@@ -81,28 +81,60 @@ def test_attention_on_subject_and_effects_have_one_entry_per_head(cat, cat_world
     assert torch.all((looks >= 0) & (looks <= 1)) and torch.all(effect <= 1)
 
 
-def test_cat_lab_view_reads_one_prompt_the_scores_and_the_patch_map(cat, cat_world):
+def test_cat_lab_view_reads_one_prompt_the_rule_the_scores_and_the_patch_map(cat, cat_world):
     lab = compute.CatLab(cat, cat_world)
     on = lab.view("<BOS> the cat is", [], "mean")
-    assert on["scores"]["copula"] == 1.0 and torch.isclose(on["probs"].sum(), torch.tensor(1.0))
+    assert on["scores"] is None                  # the 64 types' accuracies need their own reference
+    assert on["rule"]["p_class"] == pytest.approx(compute.copula_figures(cat, cat_world)["p_class"], abs=1e-6)
+    assert torch.isclose(on["probs"].sum(), torch.tensor(1.0))
     with torch.no_grad():
-        assert torch.allclose(on["probs"], torch.softmax(cat(cat_world.tokenizer.encode("<BOS> the cat is"))[-1], -1))
+        assert torch.allclose(on["probs"], torch.softmax(cat(cat_world.tokenizer.encode("<BOS> the cat is"))[-1], -1),
+                              atol=1e-6)
+    for kind in ("mean", "resample"):
+        for reference in compute.REFERENCES:
+            got = lab.view("<BOS> the mat was", [(1, 0)], kind, reference)
+            assert got["rule"] == pytest.approx(compute.rule_ablation(cat, cat_world, [(1, 0)], kind, reference))
+            assert (got["scores"] is None) == (reference == "copula")
+    default = lab.view("<BOS> the mat was", [(1, 1)], "mean")
+    assert default["rule"] == lab.view("<BOS> the mat was", [(1, 1)], "mean", "copula")["rule"]   # task-matched by default
+    every = lab.view("<BOS> the cat is", [(0, 0)], "mean", "all")
+    assert every["scores"] == pytest.approx(compute.cat_ablation(cat, cat_world, [(0, 0)], "mean"))
     off = lab.view("<BOS> the cat is", [(0, 0)], "zero")
     assert off["scores"] == pytest.approx(compute.cat_ablation(cat, cat_world, [(0, 0)], "zero"))
     assert on["patch"].shape == (5, 4) and on["patch"][0, 2] == pytest.approx(1.0)
     assert lab.view("<BOS> the floor is", [(1, 1)], "resample")["patch"][-1, -1] == pytest.approx(1.0)
 
 
-def test_explorer_has_a_kind_and_a_box_per_head_and_redraws(cat, cat_world, capsys):
+def test_cat_lab_refuses_a_prompt_outside_the_task_and_an_unknown_reference(cat, cat_world, refused):
+    lab = compute.CatLab(cat, cat_world)
+    refused(lambda: lab.view("<BOS> the cat sat", [], "mean"), "copula prompts", "cat sat")
+    refused(lambda: lab.view("<BOS> the cat is", [(0, 0)], "mean", "corpus"), "reference", "'corpus'")
+
+
+def test_cat_ablation_resamples_twenty_donors_at_least_as_long(cat, cat_world):
+    ids, lengths = compute.cat_batch(cat_world)
+    shorter = lengths[None, :] < lengths[:, None]
+    for donors in compute.donor_draws(len(ids), len(ids), 20, seed=0, same=shorter):
+        assert (donors != torch.arange(len(ids))).all() and (lengths[donors] >= lengths).all()
+    r = compute.cat_ablation(cat, cat_world, [(1, 0)], "resample")
+    assert r["p_class_spread"] > 0 and 0 < r["p_class"] < 1
+    assert compute.cat_ablation(cat, cat_world, [(1, 0)], "resample") == r      # seeded
+
+
+def test_explorer_has_a_kind_a_reference_and_a_box_per_head_and_redraws(cat, cat_world, capsys):
     shown = explorer.explorer(cat, cat_world)
-    assert set(shown.controls) == {"prompt", "kind", "L0H0", "L0H1", "L1H0", "L1H1"}
+    assert set(shown.controls) == {"prompt", "kind", "reference", "L0H0", "L0H1", "L1H0", "L1H1"}
+    assert shown.controls["reference"].value == "copula"             # task-matched by default
     first = shown.picture()
     assert first.startswith(b"\x89PNG")
     shown.controls["L1H1"].value = True
     second = shown.picture()
     assert second != first
+    shown.controls["reference"].value = "all"
+    third = shown.picture()
+    assert third != second
     shown.controls["kind"].value = "zero"
-    assert shown.picture() != second
+    assert shown.picture() != third
 
 
 def test_write_back_check():
@@ -140,14 +172,14 @@ def test_zero_replacement_equals_the_head_switch_and_mean_uses_the_reference():
     ids = torch.randint(0, 11, (5, 6), generator=torch.Generator().manual_seed(0))
     with torch.no_grad():
         for heads in ([(0, 1)], [(1, 0), (1, 1)]):
-            assert torch.equal(model(ids, replace=compute.ablation_replace(heads, "zero")),
+            assert torch.equal(model(ids, replace=patching.ablation_replace(heads, "zero")),
                                model(ids, ablate_heads=set(heads)))
-    means = compute.mean_head_outputs(model, ids)
+    means = patching.mean_head_outputs(model, ids)
     assert means[0].shape == (2, 6, 4)
-    assert torch.allclose(means[1], compute.head_outputs(model, ids)[1].mean(0))
-    flat = compute.mean_head_outputs(model, ids, per_position=False)
+    assert torch.allclose(means[1], patching.head_outputs(model, ids)[1].mean(0))
+    flat = patching.mean_head_outputs(model, ids, per_position=False)
     assert flat[0].shape == (2, 1, 4) and torch.allclose(flat[0][:, 0], means[0].mean(1))
-    logits, kept = compute.capture(model, ids[:2], ["L1.head_out", "L0.h"])
+    logits, kept = patching.capture(model, ids[:2], ["L1.head_out", "L0.h"])
     assert kept["L1.head_out"].shape == (2, 2, 6, 4) and kept["L0.h"].shape == (2, 6, 8)
     with torch.no_grad():
         assert torch.equal(logits, model(ids[:2]))
@@ -156,29 +188,29 @@ def test_zero_replacement_equals_the_head_switch_and_mean_uses_the_reference():
 def test_mean_ablation_with_a_one_prompt_reference_changes_nothing_and_padding_is_left_out():
     model = small_model()
     ids = torch.tensor([[1, 5, 2, 7]])
-    means = compute.mean_head_outputs(model, ids)
+    means = patching.mean_head_outputs(model, ids)
     with torch.no_grad():
-        assert torch.allclose(model(ids, replace=compute.ablation_replace([(0, 0), (1, 1)], "mean", means)),
+        assert torch.allclose(model(ids, replace=patching.ablation_replace([(0, 0), (1, 1)], "mean", means)),
                               model(ids), atol=1e-6)
     padded = torch.tensor([[1, 5, 2, 7], [3, 4, 0, 0]])
-    m = compute.mean_head_outputs(model, padded, lengths=[4, 2])
-    alone = compute.head_outputs(model, padded[:1])[0][0]
+    m = patching.mean_head_outputs(model, padded, lengths=[4, 2])
+    alone = patching.head_outputs(model, padded[:1])[0][0]
     assert torch.allclose(m[0][:, 2:], alone[:, 2:]) and not torch.allclose(m[0][:, :2], alone[:, :2])
 
 
 def test_resample_takes_the_other_prompts_head_output():
     model = small_model()
     a, b = torch.tensor([[1, 5, 2, 7]]), torch.tensor([[3, 4, 9, 8]])
-    source = compute.head_outputs(model, b)
-    _, got = compute.capture(model, a, ["L1.head_out"],
-                             replace=compute.ablation_replace([(1, 0)], "resample", source=source))
+    source = patching.head_outputs(model, b)
+    _, got = patching.capture(model, a, ["L1.head_out"],
+                             replace=patching.ablation_replace([(1, 0)], "resample", source=source))
     assert torch.equal(got["L1.head_out"][0, 0], source[1][0, 0])
-    assert torch.equal(got["L1.head_out"][0, 1], compute.head_outputs(model, a)[1][0, 1])
+    assert torch.equal(got["L1.head_out"][0, 1], patching.head_outputs(model, a)[1][0, 1])
 
 
 def test_ablation_replace_refuses_bad_kinds(refused):
-    refused(lambda: compute.ablation_replace([(0, 0)], "mean"), "means", "None")
-    refused(lambda: compute.ablation_replace([(0, 0)], "noise"), "zero", "'noise'")
+    refused(lambda: patching.ablation_replace([(0, 0)], "mean"), "means", "None")
+    refused(lambda: patching.ablation_replace([(0, 0)], "noise"), "zero", "'noise'")
 
 
 def test_cat_scores_equal_the_slow_tables(cat, cat_world):
@@ -201,13 +233,13 @@ def test_patching_everything_restores_all_and_nothing_restores_none(cat, cat_wor
     tok = cat_world.tokenizer
     clean, corrupt = tok.encode("<BOS> the cat is"), tok.encode("<BOS> the mat is")
     metric = compute.logit_difference(cat_world)
-    grid = compute.patch_residual(cat, clean, corrupt, metric)
+    grid = patching.patch_residual(cat, clean, corrupt, metric)
     assert grid.shape == (3, 4)
     assert grid[0, 2] == pytest.approx(1.0) and grid[-1, -1] == pytest.approx(1.0)   # the only token that differs; the last point
     assert torch.all(grid[0, [0, 1, 3]].abs() < 1e-6)       # same tokens there: nothing to restore
-    heads = compute.patch_heads(cat, clean, corrupt, metric)
+    heads = patching.patch_heads(cat, clean, corrupt, metric)
     assert heads.shape == (2, 2) and not torch.allclose(heads, torch.zeros(2, 2))
-    reverse = compute.patch_heads(cat, corrupt, clean, metric)
+    reverse = patching.patch_heads(cat, corrupt, clean, metric)
     assert not torch.allclose(reverse, heads)
 
 
@@ -215,7 +247,7 @@ def test_patch_heads_matches_a_one_head_patch_done_by_hand(cat, cat_world):
     tok = cat_world.tokenizer
     clean, corrupt = tok.encode("<BOS> the dog was"), tok.encode("<BOS> the floor was")
     metric = compute.logit_difference(cat_world)
-    clean_out = compute.head_outputs(cat, clean[None])[1]
+    clean_out = patching.head_outputs(cat, clean[None])[1]
 
     def patch(x):
         x = x.clone()
@@ -225,19 +257,19 @@ def test_patch_heads_matches_a_one_head_patch_done_by_hand(cat, cat_world):
         value = lambda **kw: float(metric({"logits": cat(corrupt[None], **kw)})[0])
         by_hand = (value(replace={"L1.head_out": patch}) - value()) / (
             float(metric({"logits": cat(clean[None])})[0]) - value())
-    assert compute.patch_heads(cat, clean, corrupt, metric)[1, 1] == pytest.approx(by_hand, abs=1e-5)
+    assert patching.patch_heads(cat, clean, corrupt, metric)[1, 1] == pytest.approx(by_hand, abs=1e-5)
 
 
 def test_patching_can_watch_attention_weights(induction):
     ids = torch.arange(1, 9)
     metric = lambda out: out["L1.weights"][:, 0, -1, 0]
-    grid = compute.patch_heads(induction, ids, ids.flip(0), metric, watch=("L1.weights",))
+    grid = patching.patch_heads(induction, ids, ids.flip(0), metric, watch=("L1.weights",))
     assert grid.shape == (2, 2) and torch.isfinite(grid).all()
 
 
 def test_logit_lens_ends_at_the_models_logits_and_starts_at_the_embedding(cat, cat_world):
     ids = cat_world.tokenizer.encode("<BOS> the cat sat")
-    names, lens = compute.logit_lens(cat, ids)
+    names, lens = patching.logit_lens(cat, ids)
     assert names == ["h0", "L0.h_mid", "L0.h", "L1.h_mid", "L1.h"] and lens.shape == (5, 4, 20)
     with torch.no_grad():
         assert torch.allclose(lens[-1], cat(ids), atol=1e-5)
@@ -251,11 +283,11 @@ def test_dla_terms_sum_to_the_actual_logit_and_difference(cat, cat_world, induct
     with torch.no_grad():
         logits = cat(ids)[-1]
     for direction in (torch.eye(20)[tok.ids["big"]], torch.eye(20)[3] - torch.eye(20)[7]):
-        terms = compute.direct_logit_attribution(cat, ids, direction)
+        terms = patching.direct_logit_attribution(cat, ids, direction)
         assert list(terms)[:2] == ["embedding", "L0H0"] and "L1 MLP" in terms and "final-norm bias" in terms
         assert sum(terms.values()) == pytest.approx(float(logits @ direction), abs=1e-4)
     seq = torch.tensor([0, 3, 5, 2, 3, 5])
-    terms = compute.direct_logit_attribution(induction, seq, torch.eye(16)[2], position=4)
+    terms = patching.direct_logit_attribution(induction, seq, torch.eye(16)[2], position=4)
     with torch.no_grad():
         assert sum(terms.values()) == pytest.approx(float(induction(seq)[4, 2]), abs=1e-4)
     assert "L0 MLP" not in terms
@@ -263,13 +295,13 @@ def test_dla_terms_sum_to_the_actual_logit_and_difference(cat, cat_world, induct
 
 def test_dla_refuses_a_post_ln_model(refused):
     model = small_model(norm="post")
-    refused(lambda: compute.direct_logit_attribution(model, torch.tensor([1, 2]), torch.eye(11)[0]), "post-LN")
+    refused(lambda: patching.direct_logit_attribution(model, torch.tensor([1, 2]), torch.eye(11)[0]), "post-LN")
 
 
 def test_dla_without_a_final_norm_sums_too():
     model = small_model(final_norm=False, norm="none")
     ids = torch.tensor([1, 2, 6])
-    terms = compute.direct_logit_attribution(model, ids, torch.eye(11)[4])
+    terms = patching.direct_logit_attribution(model, ids, torch.eye(11)[4])
     with torch.no_grad():
         assert sum(terms.values()) == pytest.approx(float(model(ids)[-1, 4]), abs=1e-4)
 
@@ -333,7 +365,7 @@ def test_value_bias_write_is_what_a_w_v_zeroed_head_writes(cat, cat_world):
     clone = compute.value_zeroed_copy(cat)
     writes = compute.value_bias_write(cat)
     with torch.no_grad():
-        attn = compute.capture(clone, ids[None], ["L0.attn"])[1]["L0.attn"][0]
+        attn = patching.capture(clone, ids[None], ["L0.attn"])[1]["L0.attn"][0]
         expected = sum(writes[(0, h)] for h in range(2)) + cat.blocks[0].attn.b_O
     assert torch.allclose(attn, expected.expand_as(attn), atol=1e-5)
     assert min(float(v.norm()) for v in writes.values()) > 0
@@ -384,11 +416,11 @@ def test_induction_resample_batches_the_draws_like_one_draw_at_a_time(induction)
     ids = worlds.repeated_tokens(12, 4, 16, seed=3)
     ref = worlds.repeated_tokens(12, 4, 16, seed=4)
     got = compute.induction_ablation(induction, ids, [(1, 0)], "resample", reference=ref, draws=3, seed=5)
-    outs = compute.head_outputs(induction, ref[:, :-1])
+    outs = patching.head_outputs(induction, ref[:, :-1])
     seconds = []
     for donors in compute.donor_draws(12, 12, 3, seed=5, avoid_self=False):
         source = {layer: x[donors] for layer, x in outs.items()}
-        seconds.append(heads_compute.copy_losses(induction, ids, 4, replace=compute.ablation_replace(
+        seconds.append(heads_compute.copy_losses(induction, ids, 4, replace=patching.ablation_replace(
             [(1, 0)], "resample", source=source))["second"])
     assert got["second"] == pytest.approx(float(np.mean(seconds)), abs=1e-5)
     assert got["second_spread"] == pytest.approx(float(np.std(seconds, ddof=1)), abs=1e-5)
@@ -510,6 +542,14 @@ def test_mean_ablation_drop_check_names_each_mistake(cat, cat_world, mistake, wo
         mistake = dict(reference=off)
     said = checks.mean_ablation_drop.feedback(drop_function(**mistake), cat, ids, cls, ids, off)
     assert said and words in said[0], said
+
+
+def test_mean_ablation_drop_check_names_a_function_that_ignores_its_reference(cat, cat_world):
+    """The mean taken over task_ids whatever reference_ids says passes the task-matched call; the
+    second call, with the 64 sentence types as the reference, names it (L1H0: 0.433, not 0.517)."""
+    ids, cls, off = _task(cat, cat_world)
+    said = checks.mean_ablation_drop.feedback(drop_function(reference=ids), cat, ids, cls, ids, off)
+    assert said and "ignores reference_ids" in said[0], said
 
 
 def grid_function(mode="right"):
@@ -659,3 +699,44 @@ def test_direct_attribution_check_names_centring_under_rmsnorm():
     said = checks.direct_attribution.feedback(centring, model, parts, direction, scale)
     assert said and "RMSNorm does not subtract" in said[0], said
     assert checks.direct_attribution(lambda m, p, d, s: patching.attribute(m, p, d, s), model, parts, direction, scale)
+
+
+def test_the_references_refuse_in_one_sentence(cat, cat_world, induction, refused):
+    from helpers import worlds
+    ids, other = worlds.repeated_tokens(4, 4, 16, seed=0), worlds.repeated_tokens(4, 5, 16, seed=0)
+    refused(lambda: compute.induction_ablation(induction, ids, [(1, 0)], "mean", reference=other), "length 9", "11")
+    refused(lambda: compute.rule_reference(cat_world, "corpus"), "reference", "'corpus'")
+
+
+def test_direct_effects_of_a_batch_add_up_to_the_logits_and_match_one_sequence(cat, cat_world, induction):
+    from helpers import worlds
+    ids = worlds.repeated_tokens(5, 8, 16, seed=1)
+    got = patching.direct_effects(induction, ids[:, :-1], ids[:, 1:])
+    with torch.no_grad():
+        logits = induction(ids[:, :-1]).gather(-1, ids[:, 1:, None])[..., 0]
+    assert torch.allclose(sum(got["terms"].values()), logits, atol=1e-4)
+    one = patching.direct_logit_attribution(induction, ids[2, :-1], torch.eye(16)[ids[2, 12]], position=11)
+    assert list(one) == list(got["terms"])
+    assert [v for v in one.values()] == pytest.approx([float(t[2, 11]) for t in got["terms"].values()], abs=1e-5)
+    assert torch.equal(got["heads"][:, 1, 0], got["terms"]["L1H0"])
+    cat_ids = torch.stack([cat_world.tokenizer.encode(p) for p in ("<BOS> the cat is", "<BOS> the mat is")])
+    terms = patching.direct_effects(cat, cat_ids, cat_ids.roll(-1, 1))["terms"]      # LayerNorm, biases, MLPs
+    with torch.no_grad():
+        logits = cat(cat_ids).gather(-1, cat_ids.roll(-1, 1)[..., None])[..., 0]
+    assert "L1 MLP" in terms and "final-norm bias" in terms
+    assert torch.allclose(sum(terms.values()), logits, atol=1e-4)
+
+
+def test_direct_effects_refuse_mismatched_targets(induction, refused):
+    ids = torch.zeros(2, 5, dtype=torch.long)
+    refused(lambda: patching.direct_effects(induction, ids, ids[:, :4]), "one shape", "(2, 4)")
+
+
+def test_no_backup_in_the_induction_model_the_other_head_writes_the_same(induction):
+    from helpers import worlds
+    ids, ref = worlds.repeated_tokens(30, 8, 16, seed=2024), worlds.repeated_tokens(30, 8, 16, seed=11)
+    none = compute.induction_direct_effects(induction, ids)
+    off = compute.induction_direct_effects(induction, ids, [(1, 0)], ref)
+    assert torch.equal(off["outputs"][1][:, 1], none["outputs"][1][:, 1])       # same layer: it cannot see L1H0
+    assert not torch.equal(off["outputs"][1][:, 0], none["outputs"][1][:, 0])
+    assert none["direct"].shape == (2, 2) and none["direct"][1, 0] > 1 and none["direct"][1, 1] > 1

@@ -12,6 +12,7 @@ import numpy as np
 import pytest
 import torch
 
+from helpers import patching
 from helpers.errors import CourseInputError
 from helpers.model import KVCache, Transformer
 from helpers.real import compute as real
@@ -350,6 +351,24 @@ def test_kv_timing_and_memory(smol):
     assert real.kv_bytes_per_token(model.cfg) == 2 * 30 * 3 * 64 * 4
 
 
+def test_kv_timing_without_its_warm_up(smol):
+    model, tok = smol
+    timing = real.kv_timing(model, ids_of(tok, PROMPTS[0]), new_tokens=2, repeats=1, warm_up=False)
+    assert len(timing["ids"]) == 7 and all(timing[k] > 0 for k in ("prefill", "decode_cached", "decode_uncached"))
+
+
+def test_continuations_draw_at_once_what_generate_draws_seed_by_seed(smol, refused):
+    from helpers.sampling import compute as sampling
+    model, tok = smol
+    story = torch.tensor(tok.encode("Once upon a time, a small dragon"))
+    rows = real.continuations(model, story, 8, seeds=(0, 1, 0, None), temperature=0.8, top_p=0.9)
+    for row, seed in zip(rows, (0, 1, 0)):
+        assert torch.equal(row, sampling.generate(model, story, 8, temperature=0.8, top_p=0.9, seed=seed))
+    assert torch.equal(rows[3], sampling.generate(model, story, 8, temperature=0))
+    refused(lambda: real.continuations(model, story, 2, seeds=()), "at least one seed")
+    refused(lambda: real.continuations(model, story[None], 2, seeds=(0,)), "one prompt", "(1, 8)")
+
+
 def test_kv_timing_refuses_a_prefill_that_chose_a_wrong_first_token(smol, monkeypatch):
     model, tok = smol
     forward = model.forward
@@ -651,9 +670,17 @@ def _ablation(kind):
         with torch.no_grad():
             if kind != "one_pass":
                 model(seqs, replace={f"L{l}.head_out": keep(l) for l in layers})
+            if kind == "overwritten":         # one replace entry per head: the later one for a layer wins
+                heads_of = {}
+                for l, h in heads_off:
+                    heads_of[l] = [h]
+                ablate = (lambda l: (lambda x: x.index_copy(1, torch.tensor(heads_of[l]),
+                                                            kept[l][:, heads_of[l]].mean(0, keepdim=True).expand(
+                                                                len(x), -1, -1, -1))))
             logits = model(seqs, replace={f"L{l}.head_out": ablate(l) for l in layers})
         where = {"with_first": torch.arange(L, 2 * L), "everything": torch.arange(0, 2 * L)}.get(kind, torch.arange(L + 1, 2 * L))
-        loss = float(torch.nn.functional.cross_entropy(logits[:, where].flatten(0, 1), seqs[:, where + 1].flatten()))
+        shift = 0 if kind == "unshifted" else 1
+        loss = float(torch.nn.functional.cross_entropy(logits[:, where].flatten(0, 1), seqs[:, where + shift].flatten()))
         return loss / math.log(2) if kind == "bits" else loss
     return fn
 
@@ -669,7 +696,9 @@ def test_the_ablation_exercise_passes_the_right_answer_and_waits_for_the_skeleto
                                          ("per_sequence", "each sequence's own mean"),
                                          ("one_pass", "taken in the ablated run itself"),
                                          ("none", "nothing ablated"), ("with_first", "first token too"),
-                                         ("everything", "every position"), ("bits", "in bits")])
+                                         ("everything", "every position"), ("bits", "in bits"),
+                                         ("unshifted", "targets are not shifted"),
+                                         ("overwritten", "only the last head of each layer")])
 def test_the_ablation_exercise_names_each_slip(smol, repeats, kind, words):
     model, _ = smol
     sentences = real_checks.ablated_copy_loss.feedback(_ablation(kind), model, repeats[:16], BEST3)
@@ -687,3 +716,35 @@ def test_the_ablation_exercise_runs_on_enough_sequences_for_a_task_mean():
     calls = [m for c in cells for m in re.findall(r"ablated_copy_loss(?:\.grade)?\(ablated_copy_loss, model, seqs\[:(\d+)\]",
                                                       "".join(c["source"]))]
     assert len(calls) == 2 and all(int(n) >= 16 for n in calls), calls
+
+
+def test_copy_effects_give_copy_loss_and_terms_that_add_up_to_the_logit_under_rmsnorm(smol, repeats):
+    """The backup test's pass: its loss is copy_loss's, and on the real model (RMSNorm, no centring,
+    no bias) every part's direct term adds up to the target's logit, as the final norm's scale is this run's."""
+    model, _ = smol
+    ids = repeats[:2]
+    means = circuit.shipped_means()
+    for off in ([], [(18, 6)]):
+        got = circuit.copy_effects(model, ids, off, means)
+        assert (got["loss"] - circuit.copy_loss(model, ids, off, means)).abs().max() < 1e-3
+        assert got["direct"].shape == (2, 30, 9)
+    terms = patching.direct_effects(model, ids[:, :-1], ids[:, 1:])["terms"]
+    assert "final-norm bias" not in terms and "L0 b_O" not in terms and "L29 MLP" in terms
+    with torch.no_grad():
+        logits = model(ids[:, :-1]).gather(-1, ids[:, 1:, None])[..., 0]
+    assert (sum(terms.values()) - logits).abs().max() < 1e-2
+
+
+def test_shipped_backup_test_and_the_path_into_queries_and_keys_together():
+    ind, fac = circuit.shipped("induction"), circuit.shipped("facts")
+    backup = ind["backup"]
+    assert set(backup) == {"none", "L18H6", "L17H4", "L17H5", "best3"}
+    assert backup["none"]["loss"] == pytest.approx(float(np.mean(ind["clean_loss"])), abs=1e-3)
+    assert backup["best3"]["loss"] == pytest.approx(float(np.mean(ind["sets"]["3"]["loss"])), abs=1e-3)
+    for name in ("L18H6", "L17H4", "L17H5"):
+        assert backup[name]["loss"] == pytest.approx(ind["singles"][name], abs=1e-3)
+        assert torch.tensor(backup[name]["direct"]).shape == (30, 9)
+    assert torch.tensor(backup["best3"]["first_rows"]).shape == (4, 30, 9)
+    assert ind["previous_single"]["L16H0"] > np.mean(ind["sets"]["3"]["loss"])     # the previous-token head alone
+    rows = [row for row in fac["paths"] if row["sender"] == [16, 0]]
+    assert len(rows) == 3 and all(len(row["qk"]) == ind["n_sequences"] for row in rows)

@@ -2,6 +2,9 @@
 
     python data/smollm2_circuit/build.py induction     # -> induction.json  (about 20 minutes on one thread)
     python data/smollm2_circuit/build.py facts         # -> facts.json      (path patching, factual recall, the rounding)
+    python data/smollm2_circuit/build.py backup        # added later, merged into both files: the backup test, the
+                                                       # previous-token head taken out of queries and keys together
+    python data/smollm2_circuit/build.py previous_alone  # added later: the best previous-token head mean-ablated alone
     python data/smollm2_circuit/build.py --quick       # recompute the first rows only and compare (tests/test_real.py)
 
 Every number comes from ``helpers.real.circuit`` on the installed GGUF file (its sha256 is
@@ -206,6 +209,40 @@ def quick(model, tok):
     return gaps
 
 
+def backup(model):
+    """Added after the first two parts, merged into them (they are not rebuilt): the backup test
+    (each head's direct contribution to the right next token's logit on the second copy, with
+    nothing off, with each of the best 3 induction heads mean-ablated alone and with the 3
+    together; a head whose contribution grows when another is off is a backup head), and the best
+    previous-token head taken out of each best induction head's queries and keys together."""
+    start = time.time()
+    ids = sequences(model)
+    ind_path, facts_path = os.path.join(HERE, "induction.json"), os.path.join(HERE, "facts.json")
+    ind, facts_out = json.load(open(ind_path)), json.load(open(facts_path))
+    means = circuit.shipped_means()
+    best3 = [tuple(hd) for hd in ind["sets"]["3"]["heads"]]
+    conditions = dict(none=[], **{f"L{l}H{h}": [(l, h)] for l, h in best3}, best3=best3)
+    runs = {}
+    for label, off in conditions.items():
+        got = circuit.copy_effects(model, ids, off, means, CHUNK)
+        runs[label] = dict(heads=off, loss=r(got["loss"].mean()), direct=r(got["direct"].mean(0)),
+                           direct_spread=r(got["direct"].std(0)))
+        if label == "best3":
+            runs[label]["first_rows"] = r(got["direct"][:QUICK])
+        print("backup", label, runs[label]["loss"], flush=True)
+    ind["backup"] = runs
+    ind["provenance"]["backup_seconds"] = round(time.time() - start, 1)
+    for row in facts_out["paths"]:
+        if tuple(row["sender"]) == real.best_heads(torch.tensor(ind["previous"]))[0]:
+            row["qk"] = r(circuit.receiver_scores(model, ids, tuple(row["receiver"]), tuple(row["sender"]), means,
+                                                  "qk", CHUNK))
+            print("path qk", row["sender"], row["receiver"], sum(row["qk"]) / len(row["qk"]), flush=True)
+    facts_out["provenance"]["qk_seconds"] = round(time.time() - start - ind["provenance"]["backup_seconds"], 1)
+    for path, out in ((ind_path, ind), (facts_path, facts_out)):
+        with open(path, "w") as f:
+            json.dump(out, f, indent=1)
+
+
 def _flat(x):
     return [v for row in x for v in _flat(row)] if isinstance(x, list) else [x]
 
@@ -215,6 +252,19 @@ def main(argv):
     model, tok = real.load()
     if "--quick" in argv:
         print(json.dumps(quick(model, tok)))
+        return
+    if "backup" in argv:          # added after the first build: merged into induction.json and facts.json
+        backup(model)
+        return
+    if "previous_alone" in argv:  # added after the first build: the best previous-token head alone, on the loss
+        start, path = time.time(), os.path.join(HERE, "induction.json")
+        out = json.load(open(path))
+        sender = real.best_heads(torch.tensor(out["previous"]))[0]
+        out["previous_single"] = {f"L{sender[0]}H{sender[1]}": r(circuit.copy_loss(
+            model, sequences(model), [sender], circuit.shipped_means(), CHUNK).mean())}
+        out["provenance"]["previous_single_seconds"] = round(time.time() - start, 1)
+        print("previous_alone", out["previous_single"], flush=True)
+        json.dump(out, open(path, "w"), indent=1)
         return
     if "first_copy" in argv:      # added after the first build: the first copy's loss, merged into induction.json
         start, path = time.time(), os.path.join(HERE, "induction.json")

@@ -114,6 +114,21 @@ def mean_ablation_drop(answer, model, task_ids, class_ids, reference_ids, off_ta
         ], atol=1e-4)
         yield f"{where}: " + (hint or next(number_problems(value, right["drop"], "the fall in p(class)", atol=1e-4)))
         return
+    head = ABLATION_HEADS[0]                 # the same call with another reference must give another fall
+    where = f"for L{head[0]}H{head[1]} with the 64 sentence types as reference_ids"
+    got = call(answer, model, head, task_ids, class_ids, off_task_ids, what=where)
+    try:
+        value = float(got)
+    except (TypeError, ValueError):
+        raise Wrong(f"mean_ablation_drop should return one number {where}, but returned {type(got).__name__}") from None
+    right = _course_drop(model, head, task_ids, class_ids, off_task_ids)["drop"]
+    if abs(value - right) > 1e-4:
+        hint = slip(value, [
+            (_course_drop(model, head, task_ids, class_ids, task_ids)["drop"],
+             "your function ignores reference_ids: it takes the mean over task_ids whatever reference it is "
+             "given; take the mean over reference_ids"),
+        ], atol=1e-4)
+        yield f"{where}: " + (hint or next(number_problems(value, right, "the fall in p(class)", atol=1e-4)))
 
 
 @exercise("a patching loop over heads and positions",
@@ -134,7 +149,7 @@ def patch_grid(answer, model, clean_ids, corrupt_ids, metric):
     found = list(close_problems(grid, right, "the grid", atol=1e-3))
     if not found:
         return
-    clean_v, corrupt_v = patching._ends(model, clean_ids[None], corrupt_ids[None], metric, ())
+    clean_v, corrupt_v = patching.metric_ends(model, clean_ids[None], corrupt_ids[None], metric, ())
     noise = patching.patch_heads(model, clean_ids, corrupt_ids, metric, per_position=True, direction="noise").numpy()
     whole = patching.patch_heads(model, clean_ids, corrupt_ids, metric).numpy()
     shifted = np.zeros_like(right)

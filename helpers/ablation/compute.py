@@ -7,9 +7,9 @@ same without touching the stored weights; they are one intervention written thre
 
 Beyond the appendix, everything goes through ``model(ids, replace={trace name: fn})``; the
 machinery for any model (capture, ablation_replace, patching, the logit lens, direct logit
-attribution) lives on the ground floor in ``helpers/patching.py`` and is re-exported here. This
-file holds what is the chapter's own: the cat world's and the induction model's tasks, their
-references, metrics and the explorer's view.
+attribution) lives on the ground floor in ``helpers/patching.py``, where the chapter imports it
+from. This file holds what is the chapter's own: the cat world's and the induction model's
+tasks, their references, metrics and the explorer's view.
 """
 import copy
 import math
@@ -17,10 +17,10 @@ import math
 import torch
 
 from .. import worlds
+from ..errors import fail
 from ..heads.compute import copy_losses, prompt_attention
-from ..patching import (KINDS, _ends, _measure, _pair, ablation_replace, capture, direct_logit_attribution,  # noqa: F401
-                        head_outputs, logit_lens, mean_head_outputs, patch_heads, patch_residual, residual_names,
-                        restored_fraction)
+from ..patching import (ablation_replace, capture, direct_effects, head_outputs, mean_head_outputs,
+                        patch_residual, residual_names)
 
 
 def without_attention_blocks(model, ids):
@@ -130,25 +130,31 @@ def cat_batch(world, sentences=None):
     return ids, torch.tensor([len(s) - 1 for s in sentences])
 
 
-def cat_scores(model, world, **switches):
+def cat_scores(model, world, rows=1, **switches):
     """Rule and collateral figures from one batched pass over the 64 sentence types.
 
     Returns dict(held_out_rule, bigram (top-1 on the 432 non-copula slots), copula (right class
     on the 16 copula slots), p_class (mean p(class adjectives) over the 16 copula types)), equal
     to ``damage_row`` and ``worlds.copula_report``; switches go to the model (e.g. replace=...).
+    rows: the 64 types repeated ``rows`` times in the batch (one resample draw each): the figures
+    are then the mean over the repeats, and p_class_spread their standard deviation of p_class.
     """
     ids, _ = cat_batch(world)
     with torch.no_grad():
-        probs = torch.softmax(model(ids, **switches), dim=-1)
+        probs = torch.softmax(model(ids.repeat(rows, 1), **switches), dim=-1).view(rows, *ids.shape, -1)
     bigram, copula = _slots(world)
     top = probs.argmax(-1)
     b, t, target = bigram.T
-    right = top[b, t] == target                                         # (432,)
+    right = top[:, b, t] == target                                            # (rows, 432)
     b, t, adj1, adj2, held = copula.T
-    p_class = probs[b, t, adj1].double() + probs[b, t, adj2].double()   # (16,)
-    in_class = (top[b, t] == adj1) | (top[b, t] == adj2)
-    return dict(held_out_rule=float(in_class[held == 1].double().mean()), bigram=float(right.double().mean()),
-                copula=float(in_class.double().mean()), p_class=float(p_class.mean()))
+    p_class = probs[:, b, t, adj1].double() + probs[:, b, t, adj2].double()   # (rows, 16)
+    in_class = (top[:, b, t] == adj1) | (top[:, b, t] == adj2)
+    per_row = dict(held_out_rule=in_class[:, held == 1].double().mean(-1), bigram=right.double().mean(-1),
+                   copula=in_class.double().mean(-1), p_class=p_class.mean(-1))
+    out = {k: float(v.mean()) for k, v in per_row.items()}
+    if rows > 1:
+        out["p_class_spread"] = float(per_row["p_class"].std())
+    return out
 
 
 def _slots(world):
@@ -165,17 +171,20 @@ def _slots(world):
     return torch.tensor(bigram), torch.tensor(copula)
 
 
-def cat_ablation(model, world, heads, kind, per_position=True, seed=0):
-    """``cat_scores`` with ``heads`` ablated. mean: means over the 64 sentence types (per
-    position, or over positions too); resample: each sentence takes the heads' outputs from
-    another sentence at least as long (a seeded draw)."""
+def cat_ablation(model, world, heads, kind, per_position=True, draws=20, seed=0):
+    """``cat_scores`` with ``heads`` ablated, the reference the 64 sentence types (the task these
+    figures measure). mean: means over the 64 types (per position, or over positions too);
+    resample: ``draws`` seeded draws, in each every sentence takes the heads' outputs from another
+    sentence at least as long; the figures are the mean over the draws (p_class_spread: their
+    standard deviation of p_class), all in one batched pass."""
     ids, lengths = cat_batch(world)
-    means = mean_head_outputs(model, ids, lengths, per_position) if kind == "mean" else None
-    source = None
-    if kind == "resample":
-        donors = resample_donors(lengths, seed)
-        source = {layer: x[donors] for layer, x in head_outputs(model, ids).items()}
-    return cat_scores(model, world, replace=ablation_replace(heads, kind, means, source))
+    if kind != "resample":
+        means = mean_head_outputs(model, ids, lengths, per_position) if kind == "mean" else None
+        return cat_scores(model, world, replace=ablation_replace(heads, kind, means))
+    shorter = lengths[None, :] < lengths[:, None]                      # (64, 64): c is shorter than b
+    donors = torch.cat(donor_draws(len(ids), len(ids), draws, seed, same=shorter))
+    source = {layer: x[donors] for layer, x in head_outputs(model, ids).items()}
+    return cat_scores(model, world, rows=draws, replace=ablation_replace(heads, kind, source=source))
 
 
 def resample_donors(lengths, seed):
@@ -188,24 +197,34 @@ def resample_donors(lengths, seed):
     return torch.tensor(donors)
 
 
+def induction_reference(model, reference):
+    """What the ablations of ``induction_ablation`` take from a reference of repeated sequences
+    (R, 2L+1), computed once: dict(ids, outputs {layer: (R, H, T, d_k)} every head's output, means
+    {per_position (True / False): ``mean_head_outputs``})."""
+    reference = model.check_ids(reference)
+    return dict(ids=reference, outputs=head_outputs(model, reference[:, :-1]),
+                means={pp: mean_head_outputs(model, reference[:, :-1], per_position=pp) for pp in (True, False)})
+
+
 def induction_ablation(model, ids, heads, kind, per_position=True, reference=None, draws=20, seed=0):
     """Copy losses dict(first, second, chance) on repeated sequences ids (B, 2L+1) with ``heads``
     ablated, the reference task-matched: ``reference`` (default ids itself) holds repeated
-    sequences of the same length and form. mean: per-position means over the reference (or over
-    positions too); resample: ``draws`` seeded draws, in each every sequence takes the heads'
-    outputs from a reference sequence other than itself; the losses are the mean over the draws and
-    second_spread is the standard deviation of the second-copy loss over them."""
-    reference = ids if reference is None else reference
-    if reference.shape[1] != ids.shape[1]:
+    sequences of the same length and form (or is ``induction_reference`` of them, computed once for
+    many calls). mean: per-position means over the reference (or over positions too); resample:
+    ``draws`` seeded draws, in each every sequence takes the heads' outputs from a reference
+    sequence other than itself; the losses are the mean over the draws and second_spread is the
+    standard deviation of the second-copy loss over them."""
+    ref = reference if isinstance(reference, dict) else induction_reference(model, ids if reference is None else reference)
+    if ref["ids"].shape[1] != ids.shape[1]:
         fail(f"the reference sequences should have the test sequences' length {ids.shape[1]}, "
-             f"but have {reference.shape[1]}")
+             f"but have {ref['ids'].shape[1]}")
     length = (ids.shape[1] - 1) // 2
     if kind != "resample":
-        means = mean_head_outputs(model, reference[:, :-1], per_position=per_position) if kind == "mean" else None
+        means = ref["means"][per_position] if kind == "mean" else None
         return copy_losses(model, ids, length, replace=ablation_replace(heads, kind, means))
-    outs = head_outputs(model, reference[:, :-1])
-    donors = torch.cat(donor_draws(len(ids), len(reference), draws, seed, avoid_self=torch.equal(reference, ids)))
-    source = {layer: x[donors] for layer, x in outs.items()}
+    same = torch.equal(ref["ids"], ids)
+    donors = torch.cat(donor_draws(len(ids), len(ref["ids"]), draws, seed, avoid_self=same))
+    source = {layer: x[donors] for layer, x in ref["outputs"].items()}
     with torch.no_grad():                                   # every draw in one batched pass
         logits = model(ids[:, :-1].repeat(draws, 1), replace=ablation_replace(heads, kind, source=source))
     loss = torch.nn.functional.cross_entropy(logits.transpose(1, 2), ids[:, 1:].repeat(draws, 1), reduction="none")
@@ -246,14 +265,22 @@ def copula_figures(model, world, rows=None, **switches):
     """Mean over the 8 copula prompts of p(class) (the two class adjectives), p(adjective) (any of
     the four predicate adjectives: 'an adjective comes next') and the class share
     p(class) / p(adjective), each a float, or (n,) for ``rows`` = n repeats of the 8 prompts."""
-    ids, cls, adjectives = copula_prompts(world)
+    ids = copula_prompts(world)[0]
     n = 1 if rows is None else rows
     with torch.no_grad():
-        probs = torch.softmax(model(ids.repeat(n, 1), **switches)[:, -1].double(), -1)
-    p_class = probs.gather(-1, cls.repeat(n, 1)).sum(-1).view(n, -1)
-    p_adj = probs[:, adjectives].sum(-1).view(n, -1)
-    out = dict(p_class=p_class.mean(-1), p_adjective=p_adj.mean(-1), class_share=(p_class / p_adj).mean(-1))
+        probs = torch.softmax(model(ids.repeat(n, 1), **switches)[:, -1].double(), -1).view(n, len(ids), -1)
+    out = _rule_figures(world, probs)
     return {k: float(v[0]) if rows is None else v for k, v in out.items()}
+
+
+def _rule_figures(world, probs):
+    """dict(p_class, p_adjective, class_share), each (n,): the means over the 8 copula prompts of
+    probs (n, 8, V), the next-token probabilities after them."""
+    _, cls, adjectives = copula_prompts(world)
+    n = probs.shape[0]
+    p_class = probs.gather(-1, cls.expand(n, -1, -1)).sum(-1)         # (n, 8)
+    p_adj = probs[..., adjectives].sum(-1)
+    return dict(p_class=p_class.mean(-1), p_adjective=p_adj.mean(-1), class_share=(p_class / p_adj).mean(-1))
 
 
 REFERENCES = ("copula", "all")   # the task's 8 prompts; the 64 sentence types (off-task for the rule)
@@ -275,18 +302,26 @@ def rule_ablation(model, world, heads, kind, reference="copula", per_position=Tr
     position (or over positions too); resample: ``draws`` seeded donor draws (a donor is a reference
     prompt other than the prompt itself), all in one batched pass; the figures are the mean over the
     draws and p_class_spread their standard deviation."""
-    ref = rule_reference(world, reference)
-    if kind == "zero":
-        return dict(copula_figures(model, world, replace=ablation_replace(heads, "zero")), p_class_spread=0.0)
-    if kind == "mean":
-        means = mean_head_outputs(model, ref, per_position=per_position)
-        return dict(copula_figures(model, world, replace=ablation_replace(heads, "mean", means)), p_class_spread=0.0)
-    ids = copula_prompts(world)[0]
-    same = (ids[:, None, :] == ref[None, :, :]).all(-1)                       # (8, R)
-    donors = torch.cat(donor_draws(len(ids), len(ref), draws, seed, avoid_self=False, same=same))
-    source = {layer: x[donors] for layer, x in head_outputs(model, ref).items()}
-    got = copula_figures(model, world, rows=draws, replace=ablation_replace(heads, "resample", source=source))
-    return dict({k: float(v.mean()) for k, v in got.items()}, p_class_spread=float(got["p_class"].std()))
+    got = _rule_figures(world, rule_probs(model, world, heads, kind, reference, per_position, draws, seed))
+    return dict({k: float(v.mean()) for k, v in got.items()}, p_class_spread=float(got["p_class"].std())
+                if kind == "resample" else 0.0)
+
+
+def rule_probs(model, world, heads, kind, reference="copula", per_position=True, draws=20, seed=0):
+    """(n, 8, V) the next-token probabilities (float64) after the 8 copula prompts with ``heads``
+    ablated as in ``rule_ablation``: n = ``draws`` for resample (one donor draw per row), else 1."""
+    ref, ids = rule_reference(world, reference), copula_prompts(world)[0]
+    if kind == "resample":
+        same = (ids[:, None, :] == ref[None, :, :]).all(-1)                   # (8, R)
+        donors = torch.cat(donor_draws(len(ids), len(ref), draws, seed, avoid_self=False, same=same))
+        replace = ablation_replace(heads, kind, source={layer: x[donors] for layer, x in head_outputs(model, ref).items()})
+    else:
+        draws = 1
+        means = mean_head_outputs(model, ref, per_position=per_position) if kind == "mean" else None
+        replace = ablation_replace(heads, kind, means)
+    with torch.no_grad():
+        logits = model(ids.repeat(draws, 1), replace=replace)[:, -1]
+    return torch.softmax(logits.double(), -1).view(draws, len(ids), -1)
 
 
 # ------------------------------------------------------------ the cat model's patching metric
@@ -353,40 +388,58 @@ def copy_log_prob(clean, length):
     return metric
 
 
+def induction_direct_effects(model, ids, heads_off=(), reference=None):
+    """The backup test on the induction model: dict(direct (layers, heads): each head's direct
+    contribution to the right next token's logit, mean over the second copy of ids (B, 2L+1)
+    (the predictions of its tokens 2..L), with ``heads_off`` mean-ablated (per-position means over
+    ``reference``, repeated sequences of the same form, or their ``induction_reference``; default
+    ids); scale: the final LayerNorm's mean divisor there; outputs {layer: (B, H, T, d_k)} every
+    head's output in that run)."""
+    length = (ids.shape[1] - 1) // 2
+    replace = {}
+    if heads_off:
+        ref = reference if isinstance(reference, dict) else induction_reference(model, ids if reference is None else reference)
+        replace = ablation_replace(heads_off, "mean", ref["means"][True])
+    got = direct_effects(model, ids[:, :-1], ids[:, 1:], replace)
+    where = torch.arange(length + 1, 2 * length)
+    return dict(direct=got["heads"][..., where].mean((0, -1)), scale=float(got["scale"][:, where].mean()),
+                outputs=got["outputs"])
+
+
 # ------------------------------------------------------------ the explorer's view
 
 SWAP = {"cat": "mat", "mat": "cat", "dog": "floor", "floor": "dog"}
 
 
 class CatLab:
-    """The cat model's ablation references, computed once: the 64 sentence types' per-position
-    means and a seeded resample source. ``view(prompt, heads, kind)`` is what the explorer shows."""
+    """The cat model's ablations for the explorer, each reference computed once.
 
-    def __init__(self, model, world, seed=0):
-        self.model, self.world = model, world
-        ids, lengths = cat_batch(world)
-        self.means = mean_head_outputs(model, ids, lengths)
-        outs = head_outputs(model, ids)
-        self.source = {layer: x[resample_donors(lengths, seed)] for layer, x in outs.items()}
-        # for one prompt: the outputs of another sentence type at least as long (the batch's row 0 donor)
-        self.sentences = [" ".join(s[:-1]) for s in world.sentences]
+    ``view(prompt, heads, kind, reference)``: the reference is "copula" (the class rule's own 8
+    copula prompts, the chapter's tables' reference; the default) or "all" (the 64 sentence
+    types: off-task for the rule, but the task of the corpus-wide accuracies)."""
+
+    def __init__(self, model, world, draws=20, seed=0):
+        self.model, self.world, self.draws, self.seed = model, world, draws, seed
+        self.prompts = [" ".join(p) for p in
+                        sorted({tuple(s[:4]) for s in world.sentences if s[3] in worlds.COPULAS})]
         self.patches = {}
 
-    def replace(self, heads, kind, rows=None):
-        """The replace dict for the 64-sentence batch (rows=None) or for rows ``rows`` of it."""
-        source = self.source if rows is None else {l: x[rows] for l, x in self.source.items()}
-        return ablation_replace(heads, kind, self.means, source)
-
-    def view(self, prompt, heads, kind):
-        """dict(probs (V,) after ``prompt``, scores: ``cat_scores`` under the ablation, patch:
-        (points, T) residual patching of ``prompt`` against its noun swapped)."""
-        words = prompt.split()
-        row = self.sentences.index(" ".join(words)) if " ".join(words) in self.sentences else \
-            next(i for i, s in enumerate(self.world.sentences) if s[:len(words)] == words)
-        ids = self.world.tokenizer.encode(words)[None]
-        with torch.no_grad():
-            probs = torch.softmax(self.model(ids, replace=self.replace(heads, kind, [row]))[0, -1], -1)
-        return dict(probs=probs, scores=cat_scores(self.model, self.world, replace=self.replace(heads, kind)),
+    def view(self, prompt, heads, kind, reference="copula"):
+        """dict(probs (V,) after ``prompt`` (a copula prompt) under the ablation, the mean over the
+        resample draws; rule: ``rule_ablation``'s figures on the 8 copula prompts; scores:
+        ``cat_ablation``'s accuracies over the 64 sentence types when their own reference applies
+        (reference "all", or zero ablation, which has none), else None; patch: (points, T) residual
+        patching of ``prompt`` against its noun swapped)."""
+        if prompt not in self.prompts:
+            fail(f"the prompt should be one of the copula prompts {self.prompts}, but got {prompt!r}")
+        probs = rule_probs(self.model, self.world, heads, kind, reference, draws=self.draws, seed=self.seed)
+        figures = _rule_figures(self.world, probs)
+        rule = dict({k: float(v.mean()) for k, v in figures.items()},
+                    p_class_spread=float(figures["p_class"].std()) if kind == "resample" else 0.0)
+        scores = None
+        if reference == "all" or kind == "zero":
+            scores = cat_ablation(self.model, self.world, heads, kind, draws=self.draws, seed=self.seed)
+        return dict(probs=probs[:, self.prompts.index(prompt)].mean(0).float(), rule=rule, scores=scores,
                     patch=self.patch(prompt))
 
     def patch(self, prompt):

@@ -1,8 +1,11 @@
-"""Chapter 10's explorer: choose the ablation kind and the heads; see the live next-token bars,
-the rule and collateral accuracies, and where patching the clean residual stream restores the answer.
+"""Chapter 10's explorer: choose the ablation kind, its reference and the heads; see the live
+next-token bars, the class rule's figures on its 8 copula prompts (and, where their reference
+applies, the accuracies over the 64 sentence types), and where patching the clean residual
+stream restores the answer.
 
 ``explorer(model, tokenizer_or_world, prompts=None)``: the cat model with its world shows the cat
-view (live rule scores over the 64 sentence types, residual patching against the noun swapped);
+view (the reference of mean and resample ablation a switch: the 8 copula prompts, task-matched
+for the class rule, by default, or the 64 sentence types; residual patching against the noun swapped);
 any other course Transformer with its tokenizer and prompts shows the general view (the
 next-token bars under the ablation, and the logit lens, at every residual point and position, of
 the token the unablated model predicts there, both live)."""
@@ -12,10 +15,12 @@ from .. import plots
 from .. import worlds
 from ..errors import fail
 from ..explorer import Blitter, new_figure, show
+from ..patching import KINDS, residual_names
 from . import compute
 
 PROMPTS = ("<BOS> the cat is", "<BOS> the mat was", "<BOS> the dog was", "<BOS> the floor is")
 ADJECTIVES = ("big", "small", "red", "blue")
+REFERENCES = (("the 8 copula prompts", "copula"), ("all 64 sentence types", "all"))   # (label, value), task-matched first
 
 
 def explorer(model, world, prompts=None):
@@ -25,7 +30,9 @@ def explorer(model, world, prompts=None):
     ``encode(text)``, ``decode(ids)``); prompts: the caller's list of prompt strings (their mean
     and their neighbours are the mean and resample references, so give prompts of one task).
     With the cat world: the cat view (default prompts PROMPTS). Otherwise the general view.
-    Returns the Explorer (``.controls``: prompt, kind, one per head; ``.picture()``)."""
+    The cat view's mean and resample reference is a switch: the 8 copula prompts (the class
+    rule's own prompts, the default) or the 64 sentence types.
+    Returns the Explorer (``.controls``: prompt, kind, reference (cat view), one per head; ``.picture()``)."""
     import ipywidgets as widgets
 
     if not (isinstance(world, worlds.World) and world.name == "cat"):
@@ -39,28 +46,29 @@ def explorer(model, world, prompts=None):
     lab = compute.CatLab(model, world)
     heads = {f"L{l}H{h}": (l, h) for l in range(model.cfg.n_layers) for h in range(model.cfg.n_heads)}
     prompt = widgets.Dropdown(options=prompts, description="prompt")
-    kind = widgets.Dropdown(options=compute.KINDS, value="mean", description="ablation")
+    kind = widgets.Dropdown(options=KINDS, value="mean", description="ablation")
+    reference = widgets.Dropdown(options=REFERENCES, value="copula", description="reference")
     boxes = {name: widgets.Checkbox(value=False, description=f"ablate {name}", indent=False) for name in heads}
     fig, parts = _canvas(model, world, prompts[0])
     blit = Blitter(fig, parts["moving"], parts["seldom"])
 
     shown, views = {}, {}
 
-    def render(prompt, kind, **chosen):
+    def render(prompt, kind, reference, **chosen):
         picked = [name for name, on in chosen.items() if on]
-        key = (prompt, kind, *picked)
-        if key not in views:   # 4 prompts x 3 kinds x 16 head sets at most
-            views[key] = lab.view(prompt, [heads[name] for name in picked], kind)
+        key = (prompt, kind, reference, *picked)
+        if key not in views:   # 4 prompts x 3 kinds x 2 references x 16 head sets at most
+            views[key] = lab.view(prompt, [heads[name] for name in picked], kind, reference)
         view = views[key]
-        _draw(parts, view, prompt, kind, picked)
+        _draw(parts, view, prompt, kind, reference, picked)
         if shown.get("prompt") != prompt:   # the patching map follows the prompt only
             _draw_patch(parts, view, prompt)
             shown["prompt"] = prompt
             blit.refresh()
         return blit.png()
 
-    layout = widgets.VBox([widgets.HBox([prompt, kind]), widgets.HBox(list(boxes.values()))])
-    return show(dict(prompt=prompt, kind=kind, **boxes), render, layout)
+    layout = widgets.VBox([widgets.HBox([prompt, kind, reference]), widgets.HBox(list(boxes.values()))])
+    return show(dict(prompt=prompt, kind=kind, reference=reference, **boxes), render, layout)
 
 
 def _canvas(model, world, prompt):
@@ -79,7 +87,7 @@ def _canvas(model, world, prompt):
     bars_ax.set_ylabel("probability of the next word")
     bars_ax.set_xlabel("next word (red: the four predicate adjectives)")
     values = [bars_ax.text(i, 0, "", ha="center", fontsize=6) for i in range(len(vocab))]
-    names = compute.residual_names(model)
+    names = residual_names(model)
     T = len(prompt.split())
     image = grid_ax.imshow(np.zeros((len(names), T)), cmap="RdBu", vmin=-1.6, vmax=1.6, aspect="auto")
     grid_ax.set_yticks(range(len(names)), names)
@@ -98,17 +106,25 @@ def _canvas(model, world, prompt):
     return fig, dict(moving=artists, seldom=seldom, ceiling=best / total, **moving)
 
 
-def _draw(parts, view, prompt, kind, picked):
+def _draw(parts, view, prompt, kind, reference, picked):
     """Move the moving artists (bars, values, title, scores) to ``view`` (from ``CatLab.view``)."""
-    probs, s = view["probs"].numpy(), view["scores"]
+    probs, r, s = view["probs"].numpy(), view["rule"], view["scores"]
     for bar, text, p in zip(parts["bars"], parts["values"], probs):
         bar.set_height(p)
         text.set_position((text.get_position()[0], p + 0.02))
         text.set_text(f"{p:.2f}" if p >= 0.01 else "")
-    parts["title"].set_text(f"after “{prompt}”: {kind} ablation of {', '.join(picked) or 'no head'}")
-    parts["scores"].set_text(
-        f"held-out rule accuracy {s['held_out_rule']:.1f}\ncopula slots in class {s['copula']:.2f}\n"
-        f"bigram slots top-1 {s['bigram']:.3f} (ceiling {parts['ceiling']:.3f})")
+    where = "\n(no reference)" if kind == "zero" else ("\nreference: the 8 copula prompts" if reference == "copula"
+                                                     else "\nreference: all 64 sentence types")
+    parts["title"].set_text(f"after “{prompt}”: {kind} ablation of {', '.join(picked) or 'no head'}{where}")
+    spread = f" ± {r['p_class_spread']:.3f}" if kind == "resample" else ""
+    lines = [f"8 copula prompts: p(class) {r['p_class']:.3f}{spread}",
+             f"p(adjective) {r['p_adjective']:.3f}, class share {r['class_share']:.3f}"]
+    if s is None:
+        lines += ["64 sentence types: their accuracies need", "their own reference (choose 'all 64')"]
+    else:
+        lines += [f"64 types: held-out rule {s['held_out_rule']:.1f}, copula in class {s['copula']:.2f}",
+                  f"bigram top-1 {s['bigram']:.3f} (ceiling {parts['ceiling']:.3f})"]
+    parts["scores"].set_text("\n".join(lines))
 
 
 def _draw_patch(parts, view, prompt):
@@ -134,7 +150,7 @@ def _general(model, tokenizer, prompts):
     lab = compute.AnyLab(model, tokenizer, prompts)
     heads = {f"L{l}H{h}": (l, h) for l in range(model.cfg.n_layers) for h in range(model.cfg.n_heads)}
     prompt = widgets.Dropdown(options=lab.prompts, description="prompt")
-    kind = widgets.Dropdown(options=compute.KINDS, value="mean", description="ablation")
+    kind = widgets.Dropdown(options=KINDS, value="mean", description="ablation")
     boxes = {name: widgets.Checkbox(value=False, description=f"ablate {name}", indent=False) for name in heads}
     vocab = [str(v) for v in tokenizer.vocab]
     T_max = max(len(i) for i in lab.ids)

@@ -79,7 +79,7 @@ def best_induction_head(answer, induction, previous):
 
 
 @torch.no_grad()
-def ablation_variants(model, seqs, heads_off):
+def ablation_variants(model, seqs, heads_off, right_only=False):
     """The second-copy loss with heads_off mean-ablated (per-position means over seqs: "right") and
     the values known slips give: dict(right, pooled (means over positions too), per_sequence (each
     sequence's own mean over its positions), one_pass (means taken in the ablated run itself), zero
@@ -95,9 +95,11 @@ def ablation_variants(model, seqs, heads_off):
     pooled = {l: m.mean(1, keepdim=True).expand_as(m) for l, m in task.items()}
     zero = {l: torch.zeros_like(m) for l, m in task.items()}
 
+    def logits_of(heads, means):
+        return model(seqs, replace=circuit.mean_ablation(heads, means) if means is not None else {})
+
     def logits(means):
-        replace = circuit.mean_ablation(heads_off, means) if means is not None else {}
-        return model(seqs, replace=replace)
+        return logits_of(heads_off, means)
 
     def loss(lg, where):
         return float(F.cross_entropy(lg[:, where].flatten(0, 1), seqs[:, where + 1].flatten()))
@@ -105,8 +107,14 @@ def ablation_variants(model, seqs, heads_off):
     second = torch.arange(length + 1, 2 * length)
     right = logits(task)
     out = dict(right=loss(right, second), with_first=loss(right, torch.arange(length, 2 * length)),
-               everything=loss(right, torch.arange(0, T - 1)))
+               everything=loss(right, torch.arange(0, T - 1)),
+               unshifted=float(F.cross_entropy(right[:, second].flatten(0, 1), seqs[:, second].flatten())))
     out["bits"] = out["right"] / math.log(2)
+    if right_only:
+        return out
+    last_per_layer = list({l: (l, h) for l, h in heads_off}.values())      # one replace entry per head: the last wins
+    out["overwritten"] = (loss(logits_of(last_per_layer, task), second) if len(last_per_layer) < len(heads_off)
+                          else float("nan"))
     out.update(pooled=loss(logits(pooled), second), zero=loss(logits(zero), second), none=loss(logits(None), second))
     by_layer = {}
     for layer, head in heads_off:
@@ -143,10 +151,15 @@ def ablated_copy_loss(answer, model, seqs, heads_off):
     except (TypeError, ValueError, RuntimeError):
         raise Wrong(f"ablated_copy_loss should return one number (the mean loss), but returned "
                     f"{type(got).__name__}") from None
+    if abs(value - ablation_variants(model, seqs, heads_off, right_only=True)["right"]) <= 2e-3:
+        return                                        # the slips' runs only when the answer is not right
     v = ablation_variants(model, seqs, heads_off)
-    if abs(value - v["right"]) <= 2e-3:
-        return
     hint = slip(value, [
+        (v["unshifted"], "the targets are not shifted: the logits at position t predict the token at t + 1, "
+                         "so compare logits[:, t] with seqs[:, t + 1]"),
+        (v["overwritten"], "only the last head of each layer was ablated: one replace entry per head for the same "
+                           "\"L<layer>.head_out\" keeps only the last one; replace every listed head of a layer "
+                           "in one function"),
         (v["pooled"], "that mean is taken over the positions too: average each head's output over the "
                       "sequences only (axis 0 of head_out[:, h]), one mean per position"),
         (v["per_sequence"], "that mean is each sequence's own mean over its positions: average each head's "

@@ -117,6 +117,26 @@ def copy_loss(model, ids, heads_off=(), means=None, chunk=25, copy=2):
 
 
 @torch.no_grad()
+def copy_effects(model, ids, heads_off=(), means=None, chunk=25):
+    """One pass over repeated sequences ids (N, 2L+1) with ``heads_off`` mean-ablated to ``means``:
+    dict(loss (N,): ``copy_loss``; direct (N, layers, heads): each head's direct contribution to
+    the right next token's logit, averaged over the same positions (the predictions of the second
+    copy's tokens 2..L), the final RMSNorm's divisor that run's own (``patching.direct_effects``)).
+    With one head ablated, a head whose direct contribution grows is a backup head."""
+    ids, length = check_repeats(ids)
+    replace = mean_ablation(heads_off, means) if heads_off else {}
+    where = torch.arange(length + 1, 2 * length)
+    loss, direct = [], []
+    for part in _chunks(ids, chunk):
+        targets = torch.cat([part[:, 1:], part[:, :1]], 1)        # the next token (the last position's unused)
+        got = patching.direct_effects(model, part, targets, replace)
+        logits = model.unembed(got["h"][:, where])
+        loss.append(F.cross_entropy(logits.transpose(1, 2), part[:, where + 1], reduction="none").mean(1))
+        direct.append(got["heads"][..., where].mean(-1))
+    return dict(loss=torch.cat(loss), direct=torch.cat(direct))
+
+
+@torch.no_grad()
 def receiver_scores(model, ids, receiver, sender=None, means=None, via="all", chunk=25):
     """(N,) the receiver head's induction score on each sequence, with the sender head's output
     replaced by its task mean: via="all" everywhere (the receiver sees every downstream effect),
@@ -255,11 +275,12 @@ def patch_grid(model, clean, corrupt, answers, layers=None, positions=None, dire
     d_corrupt = logit_difference(run_from(model, h_corrupt[last], last), answers)
     base, donor = (h_corrupt, h_clean) if direction == "denoise" else (h_clean, h_corrupt)
     patched = torch.zeros(len(layers), len(positions), len(clean))
-    for i, layer in enumerate(layers):
+    n = len(clean)
+    for i, layer in enumerate(layers):          # every position of one layer in one batched pass
+        h = base[layer].repeat(len(positions), 1, 1)
         for j, pos in enumerate(positions):
-            h = base[layer].clone()
-            h[:, pos] = donor[layer][:, pos]
-            patched[i, j] = logit_difference(run_from(model, h, layer), answers)
+            h[j * n:(j + 1) * n, pos] = donor[layer][:, pos]
+        patched[i] = logit_difference(run_from(model, h, layer), answers.repeat(len(positions), 1)).view(len(positions), n)
     normalised = (patched.mean(-1) - d_corrupt.mean()) / (d_clean.mean() - d_corrupt.mean())
     return dict(clean=d_clean, corrupt=d_corrupt, layers=layers, positions=positions, patched=patched,
                 normalised=normalised)

@@ -12,7 +12,7 @@ import torch
 import torch.nn.functional as F
 
 from .. import reference as ref
-from ..errors import check_positive_int, fail
+from ..errors import check_positive_int, check_seed, fail
 from ..heads import compute as heads
 from ..model import KVCache
 from . import smollm2
@@ -212,12 +212,37 @@ def _ms(seconds):
 
 
 @torch.no_grad()
-def kv_timing(model, prompt_ids, new_tokens=16, repeats=3):
+def continuations(model, ids, n_new, seeds, temperature=0.8, top_p=0.9):
+    """Several continuations of one prompt ids (T,), all drawn at once: one batched pass per new
+    token, through one KV cache. The row of seed s draws what ``sampling.generate(model, ids, n_new,
+    temperature, top_p=top_p, seed=s)`` draws (the same distribution, a torch.Generator seeded once
+    for that row); a seed of None is greedy. A cached step reads every weight once whatever the
+    batch, so n rows cost about as much as one. Returns [(T + n_new,) ids], one per seed."""
+    from ..sampling import compute as sampling
+
+    ids = model.check_ids(ids)
+    if ids.dim() != 1 or not seeds:
+        fail(f"expected one prompt (T,) and at least one seed, but got shape {tuple(ids.shape)} and seeds {seeds!r}")
+    draws = [None if s is None else torch.Generator().manual_seed(check_seed(s)) for s in seeds]
+    cache, out = KVCache(model.cfg.n_layers), ids.repeat(len(seeds), 1)
+    fed = out
+    for _ in range(check_positive_int(n_new, "n_new")):
+        logits = model(fed, cache=cache)[:, -1].float()                   # (rows, V)
+        fed = torch.stack([row.argmax().reshape(1) if g is None else
+                           torch.multinomial(sampling.next_distribution(row, temperature, top_p=top_p), 1, generator=g)
+                           for row, g in zip(logits, draws)])             # (rows, 1)
+        out = torch.cat([out, fed], 1)
+    return list(out)
+
+
+@torch.no_grad()
+def kv_timing(model, prompt_ids, new_tokens=16, repeats=3, warm_up=True):
     """Milliseconds per token: prefill (the prompt in one pass) against decoding with the
     cache (one new token at a time) and without it (the whole sequence again for each token).
 
     Greedy tokens; wall-clock medians of ``repeats`` runs (each time its own median), after a
-    warm-up: the prompt in one pass and one cached step. The runs without the cache start from
+    warm-up (the prompt in one pass and one cached step; warm_up=False leaves it out, for a model
+    that has run before in this process). The runs without the cache start from
     the first new token the prefill chose, so the prompt is not run again only to choose it; their
     first pass predicts that token too, and must agree. Timings vary with the machine and its
     load. Returns dict(prefill, decode_cached, decode_uncached) in ms per token, and the generated ids.
@@ -249,7 +274,8 @@ def kv_timing(model, prompt_ids, new_tokens=16, repeats=3):
                 out = torch.cat([out, logits[-1].argmax().reshape(1)])
         return time.perf_counter() - start, out
 
-    cached(1)   # warm-up
+    if warm_up:
+        cached(1)
     with_cache = [cached(new_tokens) for _ in range(repeats)]
     first = with_cache[0][2][len(ids):len(ids) + 1]
     without = [uncached(first) for _ in range(repeats)]
@@ -445,7 +471,8 @@ def rotary_orders(model, ids, layer=0):
     from ..model import Attention
 
     cfg = model.cfg
-    record = trace(model, ids)
+    names = [f"L{layer}.ln1", f"L{layer}.weights"]             # the pass stops once layer's weights are made
+    record = {name: t[0] for name, t in capture(model, model.check_ids(ids).view(1, -1), names, stop_after=names[-1]).items()}
     own = model.blocks[layer].attn
     out = {}
     for name, pairs in (("file_adjacent", "adjacent"), ("file_halves", "halves")):
