@@ -19,15 +19,18 @@ def to_numpy(x, name="the input"):
     """``x`` (a torch tensor, with or without grad, a NumPy array, a list, a number) as a
     float64 NumPy array: the package's one converter. Complex or non-numeric input fails."""
     if x is None:
-        fail(f"{name} is None; expected an array of numbers")
+        fail(f"{name} is None, but expected an array of numbers")
+    if isinstance(x, (bool, np.bool_)):
+        fail(f"expected {name} as an array of numbers, but got {x!r}")
     if hasattr(x, "detach") and hasattr(x, "cpu"):
         x = x.detach().cpu().numpy()
-    if np.iscomplexobj(x):
-        fail(f"{name} should hold real numbers, but it holds complex ones")
     try:
-        arr = np.asarray(x, dtype=float)
-    except (TypeError, ValueError):
-        fail(f"{name} should be an array of numbers, but got {type(x).__name__}")
+        complex_numbers = np.iscomplexobj(x)
+        arr = None if complex_numbers else np.asarray(x, dtype=float)
+    except (TypeError, ValueError, OverflowError, RecursionError, AttributeError):
+        fail(f"{name} should be an array of numbers, but got {type(x).__name__} {shown(x)}")
+    if complex_numbers:
+        fail(f"{name} should hold real numbers, but it holds complex ones")
     return arr
 
 
@@ -48,22 +51,59 @@ def as_array(x, name, ndim=None):
 def check_positive_int(value, name, minimum=1):
     """Check that ``value`` is an integer >= ``minimum`` (a NumPy integer counts); return it as int."""
     if isinstance(value, bool) or not isinstance(value, (int, np.integer)):
-        fail(f"{name} should be a whole number >= {minimum}, but got {value!r}")
+        fail(f"{name} should be a whole number >= {minimum}, but got {shown(value)}")
     if value < minimum:
-        fail(f"{name} should be at least {minimum}, but got {value}")
+        fail(f"{name} should be at least {minimum}, but got {shown(int(value))}")
     return int(value)
 
 
+MAX_SEED = 2**64 - 1   # the largest seed torch.Generator.manual_seed takes (NumPy takes any size)
+
+
 def check_seed(seed, name="seed"):
-    """A random seed: a whole number >= 0 (a NumPy integer counts); return it as int."""
-    return check_positive_int(seed, name, minimum=0)
+    """A random seed: a whole number from 0 to 2**64 - 1 (a NumPy integer counts); return it as int."""
+    seed = check_positive_int(seed, name, minimum=0)
+    if seed > MAX_SEED:
+        fail(f"{name} should be a whole number from 0 to 2**64 - 1 (torch's largest seed), but got {shown(seed)}")
+    return seed
+
+
+def check_switch(value, name):
+    """A switch: True or False (a NumPy bool counts, e.g. from a comparison); return it as bool.
+    The text 'False', 0, 1, 0.5 and None are refused: each would silently count as one or the other."""
+    if not isinstance(value, (bool, np.bool_)):
+        fail(f"{name} is a switch and should be True or False, but got {shown(value)}")
+    return bool(value)
+
+
+def check_choice(value, name, allowed):
+    """One of the texts in ``allowed``; return it."""
+    if type(value) is not str or value not in allowed:
+        fail(f"{name} should be one of {', '.join(map(repr, allowed))}, but got {shown(value)}")
+    return value
+
+
+def shown(value):
+    """A value as a sentence shows it: its repr cut to 40 characters (never a 10 MB text or a deep list)."""
+    if isinstance(value, (str, bytes, list, tuple, dict, set)) and len(value) > 40 or isinstance(value, np.ndarray):
+        return f"a {type(value).__name__} of length {len(value) if not isinstance(value, np.ndarray) else value.shape}"
+    if type(value) is int and value.bit_length() > 128:
+        return f"an integer of {value.bit_length():,} bits"
+    try:
+        text = repr(value)
+    except (RecursionError, ValueError):
+        text = f"a {type(value).__name__}"
+    return text if len(text) <= 40 else text[:37] + "..."
 
 
 def check_number(value, name, low=None, high=None, low_open=False):
     """A finite real number within [low, high] (or (low, high] with low_open); return it as float."""
     if isinstance(value, bool) or not isinstance(value, (int, float, np.integer, np.floating)):
-        fail(f"{name} should be a number, but got {value!r}")
-    value = float(value)
+        fail(f"{name} should be a number, but got {shown(value)}")
+    try:
+        value = float(value)
+    except OverflowError:
+        value = float("inf") if value > 0 else float("-inf")
     if not np.isfinite(value):
         fail(f"{name} should be a finite number, but got {value}")
     if low is not None and (value <= low if low_open else value < low):

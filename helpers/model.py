@@ -31,7 +31,7 @@ import torch
 import torch.nn.functional as F
 from torch import nn
 
-from .errors import check_positive_int, check_seed, fail
+from .errors import check_choice, check_number, check_positive_int, check_seed, check_switch, fail, shown
 
 POSITIONS = ("sinusoidal", "learned", "rotary", "none")
 MAX_TOKENS = 1024   # the longest sequence a model runs at once: its attention weights must fit Binder's 2 GB
@@ -40,7 +40,10 @@ NORM_KINDS = ("layernorm", "rmsnorm")
 ACTIVATIONS = ("gelu", "relu", "swiglu")
 INITS = ("small", "unit")   # the first weights: embeddings N(0, 0.02²) (GPT-2's) or N(0, 1) (the shipped models')
 EMBEDDING_STD = {"small": 0.02, "unit": 1.0}
+LAYER_NAMES = ("ln1", "q", "k", "v", "scores", "weights", "head_out", "concat", "attn", "h_mid",
+               "ln2", "pre", "gate", "act", "mlp", "h")   # what each layer's pass may name (gate: SwiGLU)
 ROTARY_PAIRS = ("adjacent", "halves")   # columns (2i, 2i+1), as chapter 06; or (i, i + d_k/2), as Llama
+MAX_FLOATS = 400_000_000   # the most float32 numbers a model may hold (1.5 GiB): Binder gives 2 GB in all
 
 
 @dataclass(frozen=True)
@@ -67,34 +70,49 @@ class Config:
     dropout: float = 0.0         # the share of entries zeroed while training (model.train()); 0 in every shipped model
 
     def __post_init__(self):
+        # every field checked before anything is computed from it; NumPy integers and bools are
+        # stored as Python ones (the config is saved as JSON)
         for name in ("vocab_size", "d_model", "n_heads", "n_layers", "n_max", "d_ff", "n_kv_heads"):
-            check_positive_int(getattr(self, name), f"Config.{name}",
-                               minimum=0 if name in ("d_ff", "n_kv_heads") else 1)
+            object.__setattr__(self, name, check_positive_int(
+                getattr(self, name), f"Config.{name}", minimum=0 if name in ("d_ff", "n_kv_heads") else 1))
         for name in ("bias", "final_norm"):
-            if not isinstance(getattr(self, name), bool):
-                fail(f"Config.{name} should be True or False, but got {getattr(self, name)!r}")
+            object.__setattr__(self, name, check_switch(getattr(self, name), f"Config.{name}"))
         for name, allowed in (("positions", POSITIONS), ("norm", NORMS), ("activation", ACTIVATIONS),
                               ("norm_kind", NORM_KINDS), ("rotary_pairs", ROTARY_PAIRS)):
-            if getattr(self, name) not in allowed:
-                fail(f"Config.{name} should be one of {allowed}, but got {getattr(self, name)!r}")
+            check_choice(getattr(self, name), f"Config.{name}", allowed)
         for name in ("norm_eps", "rotary_base"):
             value = getattr(self, name)
-            if isinstance(value, bool) or not isinstance(value, (int, float)) or not value > 0:
-                fail(f"Config.{name} should be a positive number, but got {value!r}")
-        if isinstance(self.dropout, bool) or not isinstance(self.dropout, (int, float)) \
+            number = check_number(value, f"Config.{name}", low=0, low_open=True)
+            object.__setattr__(self, name, number if isinstance(value, (np.integer, np.floating)) else value)
+        if isinstance(self.dropout, bool) or not isinstance(self.dropout, (int, float, np.integer, np.floating)) \
                 or not 0 <= self.dropout < 1:
-            fail(f"Config.dropout should be a number with 0 <= dropout < 1, but got {self.dropout!r}")
+            fail(f"Config.dropout should be a number with 0 <= dropout < 1, but got {shown(self.dropout)}")
         if self.d_model % self.n_heads:
-            fail(f"d_model={self.d_model} does not split into n_heads={self.n_heads} equal heads")
-        if self.n_heads % self.kv_heads:
-            fail(f"n_heads={self.n_heads} query heads do not share n_kv_heads={self.n_kv_heads} "
-                 "key/value heads equally")
+            fail(f"d_model should split into n_heads equal heads, but d_model={shown(self.d_model)} "
+                 f"does not split into n_heads={shown(self.n_heads)}")
+        if self.n_kv_heads > self.n_heads or self.n_heads % self.kv_heads:
+            fail(f"the n_heads={shown(self.n_heads)} query heads should share the n_kv_heads={shown(self.n_kv_heads)} "
+                 "key/value heads equally, but they do not")
         if self.positions == "sinusoidal" and self.d_model % 2:
-            fail(f"sinusoidal positions pair the columns as (sin, cos), so d_model must be even, "
+            fail(f"sinusoidal positions pair the columns as (sin, cos), so d_model should be even, "
                  f"but got d_model={self.d_model}")
         if self.positions == "rotary" and self.d_k % 2:
-            fail(f"rotary positions turn pairs of columns, so d_k = d_model / n_heads must be even, "
+            fail(f"rotary positions turn pairs of columns, so d_k = d_model / n_heads should be even, "
                  f"but got d_k={self.d_k}")
+        floats = self.floats()
+        if floats > MAX_FLOATS:
+            fail(f"a course model should fit in {MAX_FLOATS * 4 / 2**30:.1f} GiB (at most {MAX_FLOATS:,} "
+                 f"float32 numbers), but this Config needs {shown(floats)} of them")
+
+    def floats(self):
+        """How many float32 numbers a model of this Config holds: its parameters and its
+        sinusoidal position table (what building it allocates)."""
+        d, d_kv = self.d_model, self.kv_heads * self.d_k
+        attention = 2 * d * d + 2 * d * d_kv + (2 * d + 2 * d_kv) * self.bias
+        mlp = (3 if self.activation == "swiglu" else 2) * d * self.d_ff + (self.d_ff + d) * self.bias
+        norms = 4 * d
+        positions = self.n_max * d if self.positions in ("learned", "sinusoidal") else 0
+        return self.vocab_size * d + positions + self.n_layers * (attention + mlp + norms) + 2 * d
 
     @property
     def d_k(self):
@@ -166,7 +184,8 @@ class Attention(nn.Module):
         self.dropout = dropout
         d_model, n_heads = check_positive_int(d_model, "d_model"), check_positive_int(n_heads, "n_heads")
         if d_model % n_heads:
-            fail(f"d_model={d_model} does not split into n_heads={n_heads} equal heads")
+            fail(f"d_model should split into n_heads equal heads, but d_model={d_model} "
+                 f"does not split into n_heads={n_heads}")
         self.n_heads, self.d_k = n_heads, d_model // n_heads
         self.rotary = dict(base=10000.0, pairs="adjacent") if rotary is True else rotary
         self.n_kv_heads = n_kv_heads or n_heads
@@ -186,7 +205,10 @@ class Attention(nn.Module):
         stored W_O is untouched). cache: a KVCache whose entry ``layer`` is read and extended.
         start: the position of x's first token (for rotary positions after a cache).
         """
-        fused = self.fused and keep in (None, _same) and cache is None and not (self.dropout and self.training)
+        causal, positions, scaled = (check_switch(value, name) for value, name in
+                                     ((causal, "causal"), (positions, "positions"), (scaled, "scaled")))
+        fused = check_switch(self.fused, "Attention.fused") and keep in (None, _same) and cache is None \
+            and not (self.dropout and self.training)
         keep = _through(keep)
         B, T, d = x.shape
         H, d_k = self.n_heads, self.d_k
@@ -287,6 +309,7 @@ class Block(nn.Module):
     def attention_part(self, h, keep=None, attention=True, **switches):
         """h (B, T, d_model) -> h_mid. attention=False writes zero; other switches go to ``attn``."""
         keep = _through(keep)
+        attention = check_switch(attention, "attention")
         x = keep("ln1", self.ln1(h) if self.cfg.norm == "pre" else h)
         if attention:
             attn = self.attn(x, keep=keep, **switches)
@@ -351,7 +374,9 @@ class KVCache:
     """
 
     def __init__(self, n_layers):
-        self.k = [None] * check_positive_int(n_layers, "n_layers")
+        if check_positive_int(n_layers, "n_layers") > 10_000:
+            fail(f"n_layers should be at most 10,000 (a list per layer), but got {shown(n_layers)}")
+        self.k = [None] * n_layers
         self.v = [None] * n_layers
         self.owner, self.ids = None, None
 
@@ -363,15 +388,27 @@ class KVCache:
         if self.owner is None:
             self.owner = model
         elif self.owner is not model:
-            fail("this KVCache holds the keys and values of another model; make a new KVCache for this one")
+            fail("expected the KVCache of this model, but this one holds the keys and values of another model; "
+                 "make a new KVCache for this one")
         if len(self.k) != model.cfg.n_layers:
-            fail(f"this KVCache has room for {len(self.k)} layers, but the model has {model.cfg.n_layers}")
+            fail(f"expected a KVCache with room for the model's {model.cfg.n_layers} layers, "
+                 f"but this one has {len(self.k)}")
         if self.ids is not None and ids.shape[0] != self.ids.shape[0]:
-            fail(f"this KVCache holds {self.ids.shape[0]} sequences, but got a batch of {ids.shape[0]}")
+            fail(f"expected a batch of {self.ids.shape[0]} sequences, as this KVCache holds, "
+                 f"but got {ids.shape[0]}")
         if self.ids is not None and ids.shape[-1] > 1 and torch.equal(ids, self.ids):
-            fail(f"this KVCache already holds these {ids.shape[-1]} tokens: feed each token once "
-                 "(only the new ones), or make a new KVCache for a new prompt")
+            fail(f"expected only new tokens, but this KVCache already holds these {ids.shape[-1]} tokens: "
+                 "feed each token once, or make a new KVCache for a new prompt")
         self.ids = ids if self.ids is None else torch.cat([self.ids, ids], dim=-1)
+
+    def saved(self):
+        """What the cache holds now, for ``restore`` (its tensors are never changed in place)."""
+        return list(self.k), list(self.v), self.owner, self.ids
+
+    def restore(self, saved):
+        """Put back what ``saved`` returned: a pass that failed half-way leaves no trace."""
+        k, v, self.owner, self.ids = saved
+        self.k[:], self.v[:] = k, v
 
     def extend(self, layer, k, v):
         if self.k[layer] is not None:
@@ -398,8 +435,11 @@ class Transformer(nn.Module):
 
     def __init__(self, cfg, seed=0, init="small"):
         super().__init__()
-        if init not in INITS:
-            fail(f"init should be one of {INITS}, but got {init!r}")
+        if not isinstance(cfg, Config):
+            fail(f"expected a helpers.model.Config, but got {shown(cfg)}")
+        check_choice(init, "init", INITS)
+        if seed is not None:
+            seed = check_seed(seed)
         self.cfg, self.init = cfg, init
         self.E = nn.Parameter(torch.empty(cfg.vocab_size, cfg.d_model))
         self.P = nn.Parameter(torch.empty(cfg.n_max, cfg.d_model)) if cfg.positions == "learned" else None
@@ -444,41 +484,60 @@ class Transformer(nn.Module):
         scaled: False leaves out the division of the scores by √d_k.
         """
         ids = self.check_ids(ids)
-        if not isinstance(scaled, bool):
-            fail(f"scaled should be True or False, but got {scaled!r}")
+        trace, causal, attention, positions, scaled = (
+            check_switch(value, name) for value, name in ((trace, "trace"), (causal, "causal"),
+                                                          (attention, "attention"), (positions, "positions"),
+                                                          (scaled, "scaled")))
         single = ids.dim() == 1
         if single:
             ids = ids[None]
         if trace and ids.shape[0] != 1:
-            fail(f"trace=True needs one sequence, but got a batch of {ids.shape[0]}")
+            fail(f"trace=True should get one sequence, but got a batch of {ids.shape[0]}")
         heads = self.check_heads(ablate_heads)
-        if cache is not None:
-            if not isinstance(cache, KVCache):
-                fail(f"cache should be a KVCache, but got {type(cache).__name__}")
-            cache.check(self, ids)
-        start = len(cache) if cache is not None else 0
-        if start + ids.shape[-1] > MAX_TOKENS:
-            fail(f"this course's models take at most {MAX_TOKENS:,} tokens at once, but the cache holds "
-                 f"{start:,} and {ids.shape[-1]:,} more came")
+        if cache is not None and not isinstance(cache, KVCache):
+            fail(f"cache should be a KVCache, but got {type(cache).__name__}")
+        start, T = len(cache) if cache is not None else 0, ids.shape[-1]   # (one look at the shape: op_count counts it)
+        if start + T > MAX_TOKENS:
+            fail(f"expected at most {MAX_TOKENS:,} tokens at once (this course's limit), but the cache holds "
+                 f"{start:,} and {T:,} more came")
+        self.check_room(start + T)
         record, replace = {}, self.check_replace(replace)
+        saved = cache.saved() if cache is not None else None
+        try:   # a pass that fails leaves the cache as it was (a replace function may raise, say)
+            if cache is not None:
+                cache.check(self, ids)
+            return self._forward(ids, single, trace, record, replace, heads, cache, start,
+                                 causal=causal, attention=attention, positions=positions, scaled=scaled)
+        except BaseException:
+            if cache is not None:
+                cache.restore(saved)
+            raise
+
+    def _forward(self, ids, single, trace, record, replace, heads, cache, start, positions, **switches):
+        """The forward pass of checked input (see ``forward``)."""
         keep = self.keeper(record if trace else None, replace)
         watched = trace or bool(replace)   # an unwatched pass tells its blocks no names (fused attention may run)
         h = keep("h0", dropped(self.embed(ids, start=start, positions=positions), self.cfg.dropout, self.training))
         for layer, block in enumerate(self.blocks):
             h = block(h, keep=(lambda name, x, layer=layer: keep(f"L{layer}.{name}", x)) if watched else None,
-                      layer=layer,
-                      causal=causal, attention=attention, positions=positions,
+                      layer=layer, positions=positions,
                       ablate={head for (lay, head) in heads if lay == layer}, cache=cache, start=start,
-                      scaled=scaled)
+                      **switches)
         logits = self.unembed(h, keep=keep)
         unused = sorted(set(replace) - set(keep.seen))
         if unused:
-            fail(f"replace names {unused}, which this forward pass never makes; it makes "
-                 f"{list(keep.seen)}")
+            fail(f"replace should name intermediates this forward pass makes, such as "
+                 f"{list(keep.seen)[:3]}, but names {unused}, which it never makes")
         if not trace:
             return logits[0] if single else logits
         record["probs"] = torch.softmax(record["logits"], dim=-1)
         return record
+
+    def check_room(self, T):
+        """Refuse a sequence of T tokens (the cache's and the new ones) that learned positions cannot place."""
+        if self.cfg.positions == "learned" and T > self.cfg.n_max:
+            fail(f"expected at most n_max={self.cfg.n_max} tokens, as this model learned positions for no more, "
+                 f"but the sequence would have {T}")
 
     @staticmethod
     def keeper(record, replace):
@@ -490,9 +549,10 @@ class Transformer(nn.Module):
             seen[name] = None
             if name in replace:
                 y = replace[name](x)
-                if not isinstance(y, torch.Tensor) or y.shape != x.shape:
-                    fail(f"replace[{name!r}] should return a tensor of shape {tuple(x.shape)}, but "
-                         f"returned {tuple(y.shape) if isinstance(y, torch.Tensor) else type(y).__name__}")
+                if not isinstance(y, torch.Tensor) or y.shape != x.shape or y.dtype != x.dtype:
+                    fail(f"replace[{name!r}] should return a tensor of shape {tuple(x.shape)} and dtype {x.dtype}, "
+                         f"but returned " + (f"shape {tuple(y.shape)} and dtype {y.dtype}"
+                                             if isinstance(y, torch.Tensor) else type(y).__name__))
                 x = y
             if record is not None:
                 record[name] = x[0].detach()
@@ -500,26 +560,28 @@ class Transformer(nn.Module):
         keep.seen, keep.returns = seen, True
         return keep
 
-    @staticmethod
-    def check_replace(replace):
-        """replace as a dict {trace name: callable}."""
+    def check_replace(self, replace):
+        """replace as a dict {trace name: callable}, each name one this model's passes can make."""
         if replace is None:
             return {}
         if not isinstance(replace, dict):
-            fail(f"replace takes a dict {{trace name: function}} such as {{'L1.head_out': fn}}, "
+            fail(f"replace should be a dict {{trace name: function}} such as {{'L1.head_out': fn}}, "
                  f"but got {type(replace).__name__}")
+        names = {"h0", "final_ln", "logits"} | {f"L{layer}.{name}" for layer in range(self.cfg.n_layers)
+                                                 for name in LAYER_NAMES}
         for name, fn in replace.items():
             if not isinstance(name, str) or not callable(fn):
-                fail(f"replace takes trace names mapped to functions, but got {name!r}: {fn!r:.40}")
+                fail(f"replace should map trace names to functions, but got {shown(name)}: {shown(fn)}")
+            if name not in names:
+                fail(f"replace should name an intermediate this model makes, such as 'L0.head_out' "
+                     f"(layers 0..{self.cfg.n_layers - 1}), but got {shown(name)}, which it never makes")
         return replace
 
     def embed(self, ids, start=0, positions=True):
         """ids (B, T) -> h0 (B, T, d_model): token rows of E plus the positions (unless switched off)."""
         cfg = self.cfg
         T = ids.shape[-1]
-        if cfg.positions == "learned" and start + T > cfg.n_max:
-            fail(f"this model learned positions for at most n_max={cfg.n_max} tokens, "
-                 f"but the sequence has {start + T}")
+        self.check_room(start + T)
         h = self.E[ids]
         if positions and cfg.positions == "sinusoidal":
             table = self.PE if start + T <= cfg.n_max else sinusoidal_table(start + T, cfg.d_model)
@@ -551,9 +613,10 @@ class Transformer(nn.Module):
                  f"but got dtype {ids.dtype} and shape {tuple(ids.shape)}")
         V = self.cfg.vocab_size
         if ids.min() < 0 or ids.max() >= V:
-            fail(f"token ids must lie in [0, {V}), but got {int(ids.min())}..{int(ids.max())}")
+            fail(f"token ids must lie in [0, {V}) (expected ids of this model's vocabulary), "
+                 f"but got {int(ids.min())}..{int(ids.max())}")
         if ids.shape[-1] > MAX_TOKENS:
-            fail(f"this course's models take at most {MAX_TOKENS:,} tokens at once (their attention "
+            fail(f"expected at most {MAX_TOKENS:,} tokens at once (this course's models' attention "
                  f"weights would not fit in memory), but got {ids.shape[-1]:,}")
         return ids.long()
 
@@ -561,15 +624,15 @@ class Transformer(nn.Module):
         """A set of (layer, head) pairs, each in range."""
         cfg, checked = self.cfg, set()
         if isinstance(heads, (str, bytes)) or not hasattr(heads, "__iter__"):
-            fail(f"ablate_heads takes a set of (layer, head) pairs, but got {heads!r}")
+            fail(f"ablate_heads should be a set of (layer, head) pairs, but got {shown(heads)}")
         for pair in heads:
             if not (isinstance(pair, (tuple, list)) and len(pair) == 2):
-                fail(f"ablate_heads takes (layer, head) pairs, but got {pair!r}")
+                fail(f"ablate_heads should hold (layer, head) pairs, but got {shown(pair)}")
             layer, head = pair
             if any(isinstance(i, bool) or not isinstance(i, (int, np.integer)) for i in pair):
-                fail(f"a head is named by two whole numbers (layer, head), but got {pair!r}")
+                fail(f"a head should be named by two whole numbers (layer, head), but got {shown(pair)}")
             if not (0 <= layer < cfg.n_layers and 0 <= head < cfg.n_heads):
-                fail(f"head (layer={layer}, head={head}) is out of range: this model has layers "
+                fail(f"expected a head of this model, but (layer={layer}, head={head}) is out of range: it has layers "
                      f"0..{cfg.n_layers - 1} and heads 0..{cfg.n_heads - 1}")
             checked.add((int(layer), int(head)))
         return checked

@@ -7,7 +7,24 @@ import math
 
 import numpy as np
 
-from .errors import as_array, check_positive_int, fail
+from .errors import as_array, check_number, check_positive_int, check_switch, fail, shown
+
+MAX_ENTRIES = 50_000_000   # the most entries a table made here may hold (400 MB of float64)
+
+
+def check_entries(count, what):
+    """Refuse, before allocating it, a table of more than MAX_ENTRIES entries."""
+    if count > MAX_ENTRIES:
+        fail(f"expected at most {MAX_ENTRIES:,} entries (400 MB), but {what} would hold {shown(count)}")
+
+
+def finite(x, name):
+    """x as a float array (``as_array``) of finite numbers."""
+    x = as_array(x, name)
+    if not np.isfinite(x).all():
+        fail(f"{name} should hold finite numbers, but it holds NaN or inf in {int((~np.isfinite(x)).sum())} "
+             f"of {x.size} entries")
+    return x
 
 
 def softmax(x, axis=-1):
@@ -17,11 +34,12 @@ def softmax(x, axis=-1):
     """
     x = as_array(x, "x")
     if x.size == 0:
-        fail(f"softmax needs at least one score, but x has shape {x.shape}")
+        fail(f"softmax expected at least one score, but x has shape {x.shape}")
     if isinstance(axis, bool) or not isinstance(axis, (int, np.integer)) or not -x.ndim <= axis < max(x.ndim, 1):
-        fail(f"axis={axis!r} is not an axis of x, which has {x.ndim} (use -1 for the last)")
-    if np.isnan(x).any():
-        fail(f"x holds NaN in {int(np.isnan(x).sum())} of {x.size} entries; softmax of NaN is NaN")
+        fail(f"axis should be an axis of x, which has {x.ndim} (use -1 for the last), but got axis={shown(axis)}")
+    if np.isnan(x).any() or np.isposinf(x).any():
+        fail(f"x should hold numbers or -inf (a hidden entry), but it holds NaN or +inf in "
+             f"{int((np.isnan(x) | np.isposinf(x)).sum())} of {x.size} entries, whose softmax is NaN")
     shifted = x - np.max(x, axis=axis, keepdims=True)
     e = np.exp(shifted)
     return e / np.sum(e, axis=axis, keepdims=True)
@@ -33,6 +51,7 @@ def causal_mask(T):
     Row i is the query at position i; entries j > i are True.
     """
     T = check_positive_int(T, "T")
+    check_entries(T * T, f"a causal mask of T={shown(T)}")
     return np.triu(np.ones((T, T), dtype=bool), k=1)
 
 
@@ -55,6 +74,7 @@ def attention(Q, K, V, causal=False, mask=None, scale=True):
     scale: divide the scores by sqrt(d_k).
     Returns (output (..., T_q, d_v), weights (..., T_q, T_k)).
     """
+    causal, scale = check_switch(causal, "causal"), check_switch(scale, "scale")
     Q, K, V = as_array(Q, "Q", (2, 3, 4)), as_array(K, "K", (2, 3, 4)), as_array(V, "V", (2, 3, 4))
     if K.shape[-1] != Q.shape[-1]:
         fail(f"K has d_k={K.shape[-1]} but Q has d_k={Q.shape[-1]}; they must be equal")
@@ -114,13 +134,13 @@ _erf = np.vectorize(math.erf, otypes=[float])
 
 def gelu(x):
     """Exact GELU: x * Phi(x), with Phi the standard normal CDF."""
-    x = as_array(x, "x")
+    x = finite(x, "x")
     return x * 0.5 * (1.0 + _erf(x / math.sqrt(2.0)))
 
 
 def relu(x):
     """max(x, 0)."""
-    return np.maximum(as_array(x, "x"), 0.0)
+    return np.maximum(finite(x, "x"), 0.0)
 
 
 def sinusoidal_positions(n, d, base=10000.0):
@@ -130,8 +150,10 @@ def sinusoidal_positions(n, d, base=10000.0):
     Row 0 is position 0 (the Primer's "pos 1").
     """
     n, d = check_positive_int(n, "n"), check_positive_int(d, "d")
+    base = check_number(base, "base", low=1, low_open=True)
     if d % 2:
         fail(f"sinusoidal positions need an even width d, but got d={d}")
+    check_entries(n * d, f"a table of n={shown(n)} positions by d={shown(d)}")
     p = np.arange(n)[:, None]
     w = base ** (-np.arange(0, d, 2) / d)
     table = np.zeros((n, d))

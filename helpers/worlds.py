@@ -16,7 +16,9 @@ from dataclasses import dataclass, field
 import numpy as np
 import torch
 
-from .errors import check_positive_int, check_seed, fail
+from .errors import check_positive_int, check_seed, fail, shown
+
+MAX_TOKENS_DRAWN = 10_000_000   # the most tokens dragon_sample and repeated_tokens draw in one call
 
 CAT_VOCAB = ("<PAD> <BOS> <EOS> <SEP> the cat dog mat floor sat ran is was on "
              "big small red blue fast slow").split()
@@ -25,6 +27,25 @@ DRAGON_VOCAB = "<BOS> wizard mixes glowing potion dragon drinks fire troll smash
 ANIMALS, SURFACES = ("cat", "dog"), ("mat", "floor")
 ANIMAL_ADJ, SURFACE_ADJ = ("big", "small"), ("red", "blue")
 COPULAS = ("is", "was")
+
+
+def token_ids(ids, V, unknown=""):
+    """ids (a number, a list, an array or a tensor of whole numbers) as a flat list of ints, each in [0, V)."""
+    if isinstance(ids, (str, bytes)) or ids is None:
+        fail(f"expected token ids (whole numbers), but got {shown(ids)}")
+    try:
+        tensor = torch.as_tensor(ids)
+    except (TypeError, ValueError, RuntimeError, RecursionError):
+        fail(f"expected token ids as a list or array of whole numbers, but got {shown(ids)}")
+    if tensor.numel() == 0:
+        return []
+    if tensor.dtype not in (torch.int64, torch.int32, torch.int16, torch.int8, torch.uint8):
+        fail(f"expected token ids as whole numbers, but got dtype {tensor.dtype} (bools and floats are not ids)")
+    if tensor.numel() > MAX_TOKENS_DRAWN:
+        fail(f"expected at most {MAX_TOKENS_DRAWN:,} token ids, but got {tensor.numel():,}")
+    if tensor.numel() and (tensor.min() < 0 or tensor.max() >= V):
+        fail(f"expected token ids in [0, {V}), but got {int(tensor.min())}..{int(tensor.max())}{unknown}")
+    return tensor.reshape(-1).tolist()
 
 
 class Tokenizer:
@@ -45,23 +66,18 @@ class Tokenizer:
             words = list(text)
         else:
             fail(f"expected a sentence as text ('<BOS> the cat') or a list of words, "
-                 f"but got {type(text).__name__} {text!r:.40}")
+                 f"but got {type(text).__name__} {shown(text)}")
         if not words:
             fail("expected at least one word, but the text is empty")
         for word in words:
             if word not in self.ids:
-                fail(f"'{word}' is not in this world's vocabulary; expected one of: "
+                fail(f"expected words of this world's vocabulary, but got {shown(word)}, which is not one of: "
                      + " ".join(self.vocab))
         return torch.tensor([self.ids[w] for w in words], dtype=torch.long)
 
     def decode(self, ids):
         """ids -> list of words."""
-        out = []
-        for i in torch.as_tensor(ids).reshape(-1).tolist():
-            if not 0 <= i < len(self.vocab):
-                fail(f"token id {i} is outside this vocabulary of {len(self.vocab)} words")
-            out.append(self.vocab[i])
-        return out
+        return [self.vocab[i] for i in token_ids(ids, len(self.vocab))]
 
 
 @dataclass
@@ -278,9 +294,13 @@ def dragon_next(words):
     "glowing fire"; an object that is a creature acts next, after potion or fire
     a fresh subject starts the next clause.
     """
+    if not isinstance(words, (list, tuple)) or not all(isinstance(w, str) and w in DRAGON_VOCAB for w in words):
+        fail(f"expected a list of dragon-world words ({' '.join(DRAGON_VOCAB)}), but got {shown(words)}")
     words = list(words)
     if not words or words[0] != "<BOS>":
-        fail(f"a dragon-world prompt starts with <BOS>, but got {words[:1]}")
+        fail(f"a dragon-world prompt should start with <BOS>, but got {shown(words[:1])}")
+    if len(words) > 1 and words[-1] in ("mixes", "drinks", "smashes") and tuple(words[-2:]) not in DRAGON_OBJECTS:
+        fail(f"expected a prompt the dragon grammar can make, but {' '.join(words[-2:])!r} is not a clause's start")
     last = words[-1]
     if last == "<BOS>" or last in ("potion", "fire"):
         return dict(DRAGON_SUBJECTS)
@@ -295,6 +315,7 @@ def dragon_next(words):
 def dragon_sample(n, length, seed):
     """n seeded sequences of ``length`` words drawn from the dragon grammar (lists of words)."""
     n, length = check_positive_int(n, "n"), check_positive_int(length, "length", minimum=2)
+    check_drawn(n * length)
     rng = np.random.default_rng(check_seed(seed))
     out = []
     for _ in range(n):
@@ -304,6 +325,12 @@ def dragon_sample(n, length, seed):
             words.append(rng.choice(list(dist), p=np.array(list(dist.values())) / sum(dist.values())))
         out.append([str(w) for w in words])
     return out
+
+
+def check_drawn(count):
+    """Refuse a request for more than MAX_TOKENS_DRAWN tokens before drawing any."""
+    if count > MAX_TOKENS_DRAWN:
+        fail(f"expected at most {MAX_TOKENS_DRAWN:,} tokens in all, but n and length ask for {shown(count)}")
 
 
 def dragon_world(n=2000, length=12, seed=0):
@@ -320,6 +347,7 @@ def repeated_tokens(n, length, vocab_size, seed):
     """
     n, length = check_positive_int(n, "n"), check_positive_int(length, "length")
     vocab_size = check_positive_int(vocab_size, "vocab_size", minimum=2)
+    check_drawn(n * (2 * length + 1))
     g = torch.Generator().manual_seed(check_seed(seed))
     half = torch.randint(1, vocab_size, (n, length), generator=g)
     bos = torch.zeros(n, 1, dtype=torch.long)
@@ -341,17 +369,13 @@ def induction_vocab(vocab_size):
 def induction_labels(ids):
     """Token ids (T,) of the induction model -> their display names."""
     names = induction_vocab(len(INDUCTION_SYMBOLS) + 1)
-    ids = torch.as_tensor(ids).reshape(-1).tolist()
-    for i in ids:
-        if not 0 <= i < len(names):
-            fail(f"token id {i} has no name: the induction symbols have ids 0..{len(names) - 1}")
-    return [names[i] for i in ids]
+    return [names[i] for i in token_ids(ids, len(names), unknown=", and those outside have no name")]
 
 
 def induction_prompt(length, seed, vocab_size=INDUCTION_VOCAB_SIZE, n_max=INDUCTION_N_MAX):
     """One sequence (2*length + 1,) of the induction task: <BOS>, ``length`` random tokens, the same again."""
     length = check_positive_int(length, "length")
     if 2 * length + 1 > n_max:
-        fail(f"the induction model has positions for n_max={n_max} tokens, so "
-             f"length can be at most {(n_max - 1) // 2}, but got {length}")
+        fail(f"length should be at most {(n_max - 1) // 2}, as the induction model has positions for "
+             f"n_max={n_max} tokens, but got {shown(length)}")
     return repeated_tokens(1, length, vocab_size, seed)[0]

@@ -10,6 +10,7 @@ import torch.nn.functional as F
 
 import copy
 
+from helpers.errors import CourseInputError
 from helpers.model import Config, KVCache, Transformer
 
 SHAPE_TABLE = [  # the Primer's §6 shape table, <BOS> the cat sat: T=4, d=6, h=2, d_k=3, d_ff=8, V=20
@@ -343,3 +344,89 @@ def test_dropout_acts_in_training_mode_only_and_is_kept_by_save_and_load(refused
                        plain(ids[0], trace=True)["L0.weights"])
     weights.save(dropping, tmp_path / "dropping")
     assert weights.load(tmp_path / "dropping").cfg.dropout == 0.5
+
+
+# ------------------------------------------------ a failed pass leaves no trace (issue 31, item 2)
+
+def small_learned():
+    """A small model with learned positions for 8 tokens (so a length past n_max is met in the middle)."""
+    return Transformer(Config(vocab_size=10, d_model=8, n_heads=2, n_layers=2, d_ff=8, n_max=8,
+                              positions="learned"), seed=0)
+
+
+def cache_state(cache):
+    return (len(cache), [t.clone() for t in cache.k + cache.v if t is not None],
+            None if cache.ids is None else cache.ids.clone(), cache.owner)
+
+
+def same_cache(a, b):
+    return a[0] == b[0] and len(a[1]) == len(b[1]) and all(torch.equal(x, y) for x, y in zip(a[1], b[1])) \
+        and (a[2] is None and b[2] is None or torch.equal(a[2], b[2])) and a[3] is b[3]
+
+
+def broken(name):
+    """A replace function that raises, as a learner's may (and a KeyboardInterrupt, as a stopped cell does)."""
+    def fn(x):
+        raise {"runtime": RuntimeError("boom"), "interrupt": KeyboardInterrupt()}[name]
+    return fn
+
+
+FAILING_CALLS = {
+    "replace raises in layer 1": dict(ids=[4], replace={"L1.h": broken("runtime")}),
+    "interrupted in layer 1": dict(ids=[4], replace={"L1.attn": broken("interrupt")}),
+    "replace returns the wrong shape": dict(ids=[4], replace={"L1.attn": lambda x: x[..., :3]}),
+    "replace returns float64": dict(ids=[4], replace={"L1.h": lambda x: x.double()}),
+    "a name this pass never makes": dict(ids=[4], attention=False, replace={"L1.q": lambda x: x}),
+    "past n_max in the middle": dict(ids=[4, 5, 6, 7, 8, 9]),
+    "a bad token id": dict(ids=[4, 10]),
+    "a switch as text": dict(ids=[4], causal="False"),
+}
+
+
+@pytest.mark.parametrize("how", FAILING_CALLS)
+def test_a_pass_that_fails_leaves_the_cache_as_it_was(how):
+    """Fail a cached pass half-way: the cache holds what it held, and the next valid call answers as a
+    fresh model with a fresh cache does, to the last bit."""
+    model, prompt = small_learned(), torch.tensor([1, 2, 3])
+    cache = KVCache(2)
+    with torch.no_grad():
+        model(prompt, cache=cache)
+        before = cache_state(cache)
+        call = dict(FAILING_CALLS[how])
+        with pytest.raises((Exception, KeyboardInterrupt)):
+            model(torch.tensor(call.pop("ids")), cache=cache, **call)
+        assert same_cache(cache_state(cache), before), how
+        after_failure = model(torch.tensor([4, 5]), cache=cache)
+        fresh, fresh_cache = small_learned(), KVCache(2)
+        fresh(prompt, cache=fresh_cache)
+        assert torch.equal(after_failure, fresh(torch.tensor([4, 5]), cache=fresh_cache))
+
+
+@pytest.mark.parametrize("name", ["trace", "causal", "attention", "positions", "scaled"])
+@pytest.mark.parametrize("value", ["False", 0, 1, 0.5, None])
+def test_every_switch_of_the_forward_pass_is_true_or_false(name, value):
+    model = small_learned()
+    with pytest.raises(CourseInputError, match=f"{name} is a switch and should be True or False, but got"):
+        model(torch.tensor([1, 2]), **{name: value})
+
+
+def test_numpy_bools_are_switches_too():
+    model = small_learned()
+    with torch.no_grad():
+        assert torch.equal(model(torch.tensor([1, 2]), causal=np.bool_(False)),
+                           model(torch.tensor([1, 2]), causal=False))
+
+
+def test_config_refuses_what_it_cannot_build_before_building_it():
+    base = dict(vocab_size=10, d_model=8, n_heads=2, n_layers=2, d_ff=8)
+    for change, words in [(dict(n_heads=3), "should split into n_heads"), (dict(bias="False"), "Config.bias"),
+                          (dict(positions=np.array(["none"])), "Config.positions"),
+                          (dict(norm_eps=float("inf")), "Config.norm_eps"), (dict(rotary_base=10**2000), "rotary_base"),
+                          (dict(dropout=1.0), "Config.dropout"), (dict(vocab_size=10**9), "1.5 GiB"),
+                          (dict(n_max=10**9), "1.5 GiB"), (dict(n_kv_heads=4), "share")]:
+        with pytest.raises(CourseInputError, match=words):
+            Config(**{**base, **change})
+    cfg = Config(**{**base, "bias": np.bool_(False), "d_model": np.int64(8)})
+    assert type(cfg.bias) is bool and type(cfg.d_model) is int   # saved as JSON, so Python's own types
+    with pytest.raises(CourseInputError, match="from 0 to 2\\*\\*64 - 1"):
+        Transformer(cfg, seed=2**64)

@@ -193,7 +193,222 @@ HOMEWORK_ROWS = [
         valid=lambda v: isinstance(v, str) and v.isdigit() and len(v) <= 2),   # '0' is chapter 00
 ]
 
-TABLE = GRADING_ROWS + FRAMES_ROWS + FENCE_ROWS + HOMEWORK_ROWS
+
+# ---------------------------------------------------------------- helpers/model.py (the course's Transformer)
+
+import torch  # noqa: E402
+
+from helpers import reference, worlds  # noqa: E402
+from helpers.model import ACTIVATIONS, NORM_KINDS, NORMS, POSITIONS, ROTARY_PAIRS, Attention, Config, KVCache, \
+    Transformer  # noqa: E402
+from helpers.sampling import compute as sampling  # noqa: E402
+
+SMALL = dict(vocab_size=10, d_model=8, n_heads=2, n_layers=2, d_ff=8, n_max=16)
+MODEL = Transformer(Config(**SMALL), seed=0)
+PROMPT = torch.tensor([1, 2, 3])
+PROBS = torch.softmax(torch.tensor([2.0, 1.0, 0.0, -1.0]), -1)
+
+
+def switch(v):
+    """A switch's valid values: True and False; a NumPy bool counts (it comes from comparisons)."""
+    return type(v) in (bool, np.bool_)
+
+
+def number(v, low=-math.inf, high=math.inf, low_open=False):
+    try:
+        x = float(v)
+    except (TypeError, ValueError, OverflowError):
+        return False
+    return type(v) not in (bool, np.bool_) and math.isfinite(x) and (low < x if low_open else low <= x) and x <= high
+
+
+def whole(v, low, high):
+    return type(v) in (int, np.int64) and low <= v <= high
+
+
+def weights(model=MODEL):
+    """A snapshot of every weight of the model (a refusal must change none)."""
+    return tuple((name, t.detach().numpy().tobytes()) for name, t in model.state_dict().items())
+
+
+def cache_of(cache):
+    return (len(cache), tuple(t.detach().numpy().tobytes() for t in cache.k + cache.v if t is not None),
+            None if cache.ids is None else tuple(cache.ids.reshape(-1).tolist()))
+
+
+CACHE = KVCache(2)
+with torch.no_grad():
+    MODEL(PROMPT, cache=CACHE)
+
+
+def ids_of(V):
+    return lambda v: (isinstance(v, (list, tuple)) and len(v) > 0 and all(type(i) is int and 0 <= i < V for i in v))
+
+
+def config_with(name):
+    return lambda v: Config(**{**SMALL, name: v})
+
+
+CONFIG_VALID = {
+    "positions": lambda v: v in POSITIONS and type(v) is str, "norm": lambda v: v in NORMS and type(v) is str,
+    "activation": lambda v: v in ACTIVATIONS and type(v) is str, "norm_kind": lambda v: v in NORM_KINDS and type(v) is str,
+    "rotary_pairs": lambda v: v in ROTARY_PAIRS and type(v) is str, "bias": switch, "final_norm": switch,
+    "norm_eps": lambda v: number(v, 0, 1e300, low_open=True), "rotary_base": lambda v: number(v, 0, 1e300, low_open=True),
+    "dropout": lambda v: number(v, 0, 0.999),
+}
+CONFIG_ROWS = [Row(f"Config({name})", config_with(name), valid=CONFIG_VALID.get(name))
+               for name in ("vocab_size", "d_model", "n_heads", "n_layers", "d_ff", "n_max", "positions", "norm",
+                            "final_norm", "bias", "activation", "n_kv_heads", "norm_kind", "norm_eps", "rotary_pairs",
+                            "rotary_base", "dropout")]
+
+
+SWITCH_VALID = {"causal": switch, "attention": switch, "positions": switch, "scaled": switch,
+                "ablate_heads": lambda v: v == [], "replace": lambda v: v is None}
+
+
+def forward_with(name, cache=False):
+    def call(v):
+        with torch.no_grad():
+            return MODEL(PROMPT if not cache else torch.tensor([4]), **{name: v}, **({"cache": CACHE} if cache else {}))
+    return call
+
+
+ATTENTION = MODEL.blocks[0].attn
+MODEL_ROWS = CONFIG_ROWS + [
+    Row("Transformer(cfg, seed)", lambda v: Transformer(Config(**SMALL), seed=v),
+        valid=lambda v: v is None or whole(v, 0, 2**64 - 1)),
+    Row("Transformer(cfg, init)", lambda v: Transformer(Config(**SMALL), init=v)),
+    Row("Transformer(cfg)", lambda v: Transformer(v)),
+    Row("model(ids)", lambda v: MODEL(v), state=weights, valid=ids_of(10)),
+    *[Row(f"model(ids, {name})", forward_with(name), state=weights, valid=switch)
+      for name in ("trace", "causal", "attention", "positions", "scaled")],
+    *[Row(f"model(ids, cache, {name})", forward_with(name, cache=True), state=lambda: cache_of(CACHE),
+          valid=SWITCH_VALID[name])
+      for name in ("causal", "attention", "positions", "scaled", "ablate_heads", "replace")],
+    Row("model(ids, ablate_heads)", forward_with("ablate_heads"), valid=lambda v: v == []),
+    Row("model(ids, cache)", forward_with("cache"), valid=lambda v: v is None),
+    Row("model(ids, replace)", forward_with("replace"), valid=lambda v: v is None),
+    *[Row(f"Attention(x, {name})", lambda v, name=name: ATTENTION(torch.zeros(1, 3, 8), **{name: v}), valid=switch)
+      for name in ("causal", "positions", "scaled")],
+    Row("Block.attention_part(h, attention)", lambda v: MODEL.blocks[0].attention_part(torch.zeros(1, 3, 8), attention=v),
+        valid=switch),
+    Row("KVCache(n_layers)", KVCache, valid=lambda v: whole(v, 1, 10_000)),
+]
+
+
+# ---------------------------------------------------------------- helpers/sampling/compute.py
+
+def generate_with(name):
+    return lambda v: sampling.generate(MODEL, PROMPT, 3, **{name: v})
+
+
+GENERATE_VALID = {
+    "temperature": lambda v: number(v, 0, 1e300), "seed": lambda v: whole(v, 0, 2**64 - 1), "cache": switch,
+    "use_cache": lambda v: v is None or switch(v), "stop_id": lambda v: v is None, "top_k": lambda v: v is None,
+    "top_p": lambda v: v is None, "causal": lambda v: v is True or v == np.bool_(True) and type(v) is np.bool_,
+    "attention": switch, "positions": switch, "scaled": switch, "ablate_heads": lambda v: v == [],
+    "replace": lambda v: v is None,
+}
+
+
+def probs_valid(v):
+    try:
+        x = np.asarray(v, dtype=float)
+    except (TypeError, ValueError, OverflowError, RecursionError):
+        return False
+    return type(v) not in (bool, np.bool_) and x.ndim == 1 and len(x) > 0 and (x >= 0).all() and abs(x.sum() - 1) < 1e-3
+
+
+def logits_valid(v):
+    try:
+        x = np.asarray(v, dtype=float)
+    except (TypeError, ValueError, OverflowError, RecursionError):
+        return False
+    return (type(v) not in (bool, np.bool_) and x.ndim == 1 and len(x) > 0 and np.isfinite(x).all()
+            and not (len(x) > 1 and (x > 0).all() and abs(x.sum() - 1) < 1e-5))
+
+
+SAMPLING_ROWS = [
+    Row("generate(model)", lambda v: sampling.generate(v, PROMPT, 3)),
+    Row("generate(ids)", lambda v: sampling.generate(MODEL, v, 3), valid=ids_of(10)),
+    Row("generate(n_new)", lambda v: sampling.generate(MODEL, PROMPT, v), valid=lambda v: whole(v, 1, 1000)),
+    *[Row(f"generate({name})", generate_with(name), valid=GENERATE_VALID[name]) for name in GENERATE_VALID],
+    Row("generate(**unknown switch)", lambda v: sampling.generate(MODEL, PROMPT, 3, temprature=v)),
+    Row("samples(n)", lambda v: sampling.samples(MODEL, PROMPT, 3, v), valid=lambda v: whole(v, 1, 1024)),
+    Row("samples(seed)", lambda v: sampling.samples(MODEL, PROMPT, 3, 2, seed=v),
+        valid=lambda v: whole(v, 0, 2**64 - 2)),
+    Row("samples(n_new)", lambda v: sampling.samples(MODEL, PROMPT, v, 2), valid=lambda v: whole(v, 1, 1000)),
+    Row("samples(stop_id)", lambda v: sampling.samples(MODEL, PROMPT, 3, 2, stop_id=v), valid=lambda v: v is None),
+    Row("with_temperature(logits)", lambda v: sampling.with_temperature(v, 1.0), valid=logits_valid),
+    Row("with_temperature(temperature)", lambda v: sampling.with_temperature([1.0, 2.0], v),
+        valid=lambda v: number(v, 0, 1e30)),
+    Row("next_distribution(logits)", lambda v: sampling.next_distribution(v), valid=logits_valid),
+    Row("next_distribution(top_k)", lambda v: sampling.next_distribution([1.0, 2.0], top_k=v), valid=lambda v: v is None),
+    Row("next_distribution(top_p)", lambda v: sampling.next_distribution([1.0, 2.0], top_p=v), valid=lambda v: v is None),
+    Row("top_k_filter(probs)", lambda v: sampling.top_k_filter(v, 1), valid=probs_valid),
+    Row("top_k_filter(k)", lambda v: sampling.top_k_filter(PROBS, v)),
+    Row("nucleus(probs)", lambda v: sampling.nucleus(v, 0.9), valid=probs_valid),
+    Row("nucleus(p)", lambda v: sampling.nucleus(PROBS, v)),
+    Row("top_p_filter(probs)", lambda v: sampling.top_p_filter(v, 0.9), valid=probs_valid),
+    Row("top_p_filter(p)", lambda v: sampling.top_p_filter(PROBS, v)),
+    Row("draw(probs)", lambda v: sampling.draw(v, torch.Generator().manual_seed(0)), valid=probs_valid),
+    Row("draw(generator)", lambda v: sampling.draw(PROBS, v)),
+    Row("draws(probs)", lambda v: sampling.draws(v, 3, seed=0), valid=probs_valid),
+    Row("draws(n)", lambda v: sampling.draws(PROBS, v, seed=0), valid=lambda v: whole(v, 1, 10**7)),
+    Row("draws(seed)", lambda v: sampling.draws(PROBS, 3, seed=v), valid=lambda v: whole(v, 0, 2**64 - 1)),
+]
+
+
+# ---------------------------------------------------------------- helpers/worlds.py and helpers/reference.py
+
+CAT = worlds.cat_world().tokenizer
+
+
+def words_of(vocab):
+    return lambda v: (type(v) is str and v.split() and all(w in vocab for w in v.split())
+                      or isinstance(v, (list, tuple)) and v and all(type(w) is str and w in vocab for w in v))
+
+
+def array_valid(v, finite=True, empty=False):
+    try:
+        x = np.asarray(v, dtype=float)
+    except (TypeError, ValueError, OverflowError, RecursionError):
+        return False
+    return type(v) not in (bool, np.bool_) and (x.size > 0 or empty) and (np.isfinite(x).all() or not finite and
+                                                               not np.isnan(x).any() and not np.isposinf(x).any())
+
+
+WORLDS_ROWS = [
+    Row("Tokenizer.encode(text)", CAT.encode, valid=words_of(CAT.vocab)),
+    Row("Tokenizer.decode(ids)", CAT.decode, valid=lambda v: v == [] or whole(v, 0, 19) or ids_of(20)(v)),
+    Row("induction_labels(ids)", worlds.induction_labels, valid=lambda v: v == [] or whole(v, 0, 36) or ids_of(37)(v)),
+    Row("dragon_next(words)", worlds.dragon_next),
+    Row("dragon_sample(n)", lambda v: worlds.dragon_sample(v, 4, 0), valid=lambda v: whole(v, 1, 10**5)),
+    Row("dragon_sample(seed)", lambda v: worlds.dragon_sample(2, 4, v), valid=lambda v: whole(v, 0, 2**64 - 1)),
+    Row("repeated_tokens(n)", lambda v: worlds.repeated_tokens(v, 4, 10, 0), valid=lambda v: whole(v, 1, 10**6)),
+    Row("repeated_tokens(seed)", lambda v: worlds.repeated_tokens(2, 4, 10, v), valid=lambda v: whole(v, 0, 2**64 - 1)),
+    Row("induction_prompt(length)", lambda v: worlds.induction_prompt(v, 0)),
+]
+
+REFERENCE_ROWS = [
+    Row("reference.softmax(x)", reference.softmax, valid=lambda v: array_valid(v, finite=False)),
+    Row("reference.softmax(axis)", lambda v: reference.softmax([1.0, 2.0], axis=v), valid=lambda v: v in (0, -1)
+        and type(v) is int),
+    Row("reference.causal_mask(T)", reference.causal_mask, valid=lambda v: whole(v, 1, 7000)),
+    Row("reference.attention(causal)", lambda v: reference.attention(np.eye(2), np.eye(2), np.eye(2), causal=v),
+        valid=switch),
+    Row("reference.attention(scale)", lambda v: reference.attention(np.eye(2), np.eye(2), np.eye(2), scale=v),
+        valid=switch),
+    Row("reference.sinusoidal_positions(n)", lambda v: reference.sinusoidal_positions(v, 4), valid=lambda v: whole(v, 1, 10**6)),
+    Row("reference.sinusoidal_positions(base)", lambda v: reference.sinusoidal_positions(4, 4, base=v),
+        valid=lambda v: number(v, 1, 1e300, low_open=True)),
+    Row("reference.gelu(x)", reference.gelu, valid=lambda v: array_valid(v, empty=True)),
+    Row("reference.relu(x)", reference.relu, valid=lambda v: array_valid(v, empty=True)),
+]
+
+
+TABLE = GRADING_ROWS + FRAMES_ROWS + FENCE_ROWS + HOMEWORK_ROWS + MODEL_ROWS + SAMPLING_ROWS + WORLDS_ROWS \
+    + REFERENCE_ROWS
 
 
 def is_valid(row, value):

@@ -653,13 +653,69 @@ def test_kv_bytes_in_float32_instead_of_float16_is_named(capsys):
     assert "4 bytes a number (float32)" in capsys.readouterr().out
 
 
-def test_a_draw_from_the_plain_softmax_is_named(cat, dragon):
-    def generate(model, ids, n_new, temperature=1.0, top_k=None, top_p=None, seed=0, cache=True):
-        g = torch.Generator().manual_seed(seed)
-        for _ in range(n_new):
-            logits = model(ids)[-1]
-            probs = learner_distribution(logits, temperature, top_k, top_p)      # made, then not used
-            ids = torch.cat([ids, torch.multinomial(torch.softmax(logits, -1), 1, generator=g)])
-        return ids
-    said = " ".join(checks.generate_loop.feedback(generate, cat, dragon))
-    assert "you drew from softmax(logits) itself" in said, said
+# ------------------------------------------------ impossible requests refused up front (issue 31, items 1 and 4)
+
+def counted_passes(model):
+    """A list that grows by one with every forward pass of model."""
+    passes = []
+    model.register_forward_pre_hook(lambda module, args: passes.append(1))
+    return passes
+
+
+LEARNED = Config(vocab_size=10, d_model=8, n_heads=2, n_layers=2, d_ff=8, n_max=8, positions="learned")
+
+
+@pytest.mark.parametrize("call, words", [
+    (dict(n_new=7), "fit in the model's 8 tokens"),          # 3 + 7 - 1 = 9 positions: met only at the 6th step before
+    (dict(n_new=10**9), "fit in the model's 8 tokens"),
+    (dict(n_new=3, cache="False"), "cache is a switch"),
+    (dict(n_new=3, use_cache=0), "use_cache is a switch"),
+    (dict(n_new=3, causal="False"), "causal is a switch"),
+    (dict(n_new=3, temprature=0.5), "only the switches"),
+    (dict(n_new=3, stop_id=10), "stop_id should be None or a token id in \\[0, 10\\)"),
+    (dict(n_new=3, stop_id=True), "stop_id"),
+    (dict(n_new=3, seed=2**64), "from 0 to 2\\*\\*64 - 1"),
+    (dict(n_new=3, seed=-1), "seed should be at least 0, but got -1"),
+    (dict(n_new=3, top_k=11), "top_k should be at most the vocabulary size 10"),
+    (dict(n_new=3, top_p=True), "top_p should lie in \\(0, 1\\]"),
+    (dict(n_new=3, top_p=float("nan")), "top_p should lie in \\(0, 1\\]"),
+    (dict(n_new=3, temperature=float("nan")), "temperature should be a finite number >= 0"),
+    (dict(n_new=3, temperature=-0.5), "temperature should be a finite number >= 0"),
+    (dict(n_new=3, replace={"L7.h": lambda x: x}), "never makes"),
+])
+def test_generate_refuses_an_impossible_request_before_any_pass(call, words):
+    model = Transformer(LEARNED, seed=0)
+    passes = counted_passes(model)
+    with pytest.raises(CourseInputError, match=words):
+        sampling.generate(model, torch.tensor([1, 2, 3]), **call)
+    assert passes == []
+
+
+def test_generate_takes_exactly_what_fits_and_a_batch_is_refused():
+    model = Transformer(LEARNED, seed=0)
+    assert len(sampling.generate(model, torch.tensor([1, 2, 3]), 6, temperature=0)) == 9   # the last draw is not fed
+    with pytest.raises(CourseInputError, match="expected one prompt, not a batch"):
+        sampling.generate(model, torch.tensor([[1, 2, 3], [1, 2, 3]]), 2)
+    with pytest.raises(CourseInputError, match="at most 1,024 samples"):
+        sampling.samples(model, torch.tensor([1]), 2, 10**6)
+
+
+def test_probabilities_and_logits_are_not_taken_for_each_other():
+    logits = torch.tensor([2.0, 1.0, 0.0, -1.0])
+    probs = torch.softmax(logits, -1)
+    for helper in (lambda x: sampling.top_k_filter(x, 2), lambda x: sampling.nucleus(x, 0.9),
+                   lambda x: sampling.top_p_filter(x, 0.9), lambda x: sampling.draw(x, torch.Generator()),
+                   lambda x: sampling.draws(x, 3, seed=0)):
+        with pytest.raises(CourseInputError, match="probabilities|summing to 1"):
+            helper(logits)
+        helper(probs)
+    for helper in (lambda x: sampling.with_temperature(x, 1.0), sampling.next_distribution):
+        with pytest.raises(CourseInputError, match="scores before the softmax"):
+            helper(probs)
+        with pytest.raises(CourseInputError, match="NaN"):
+            helper(torch.tensor([1.0, float("nan")]))
+        helper(logits)
+    with pytest.raises(CourseInputError, match="p should be a number in \\(0, 1\\], but got None"):
+        sampling.nucleus(probs, None)
+    same = torch.tensor([0.5, 0.25, 0.25], dtype=torch.float64)   # a tensor's dtype is kept
+    assert sampling.top_p_filter(same, 0.7).dtype == torch.float64

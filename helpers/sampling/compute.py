@@ -12,29 +12,77 @@
   one shared K and V.
 * ``slide`` is what the explorer shows for one setting of its sliders.
 """
+import math
+
+import numpy as np
 import torch
 
-from ..errors import check_positive_int, check_seed, fail, to_numpy
+from ..errors import check_positive_int, check_seed, check_switch, fail, shown, to_numpy
 from ..model import KVCache
 
 
+MAX_DRAWS = 10_000_000   # draws() holds its ids as int64: 80 MB at most
+MAX_SAMPLES = 1024       # samples() and slide() run that many rows side by side at most
+SWITCHES = ("causal", "attention", "ablate_heads", "positions", "replace", "scaled")   # what generate passes on
+
+
 def check_sampling(temperature=1.0, top_k=None, top_p=None, vocab_size=None):
-    """Raise a one-sentence error for a temperature < 0, top_k < 1 or top_p outside (0, 1]."""
-    if isinstance(temperature, bool) or not isinstance(temperature, (int, float)) or not temperature >= 0 \
-            or temperature == float("inf"):
-        fail(f"temperature should be a finite number >= 0 (0 means greedy), but got {temperature!r}")
+    """Raise a one-sentence error for a temperature < 0 (or NaN, inf, a bool), top_k < 1 or above
+    the vocabulary, or top_p outside (0, 1]. Temperature 0 is allowed: it means greedy."""
+    if isinstance(temperature, bool) or not isinstance(temperature, (int, float, np.integer, np.floating)) \
+            or not 0 <= (float(temperature) if abs(temperature) < 1e300 else math.inf) < math.inf:
+        fail(f"temperature should be a finite number >= 0 (0 means greedy), but got {shown(temperature)}")
     if top_k is not None:
         check_positive_int(top_k, "top_k")
         if vocab_size is not None and top_k > vocab_size:
-            fail(f"top_k can be at most the vocabulary size {vocab_size}, but got {top_k}")
-    if top_p is not None and not (isinstance(top_p, (int, float)) and 0 < top_p <= 1):
-        fail(f"top_p should lie in (0, 1], but got {top_p!r}")
+            fail(f"top_k should be at most the vocabulary size {vocab_size}, but got {shown(top_k)}")
+    if top_p is not None and (isinstance(top_p, bool) or not isinstance(top_p, (int, float, np.integer, np.floating))
+                              or not 0 < top_p <= 1):
+        fail(f"top_p should lie in (0, 1], but got {shown(top_p)}")
+
+
+def check_p(p):
+    """top-p's p: a number in (0, 1] (None, which means 'off' elsewhere, is no p here)."""
+    if p is None:
+        fail("p should be a number in (0, 1], but got None")
+    check_sampling(top_p=p)
+
+
+def check_probs(probs, name="probs"):
+    """probs as one distribution (V,): non-negative, finite, summing to 1 (within 1e-3, float32 over a
+    large vocabulary). A tensor is returned as it is (its dtype kept); anything else as float32.
+    Logits, a batch of rows or an empty vector are refused with one sentence."""
+    tensor = probs if isinstance(probs, torch.Tensor) else torch.as_tensor(to_numpy(probs, name), dtype=torch.float32)
+    if tensor.dim() != 1 or len(tensor) == 0 or not tensor.dtype.is_floating_point:
+        fail(f"{name} should be one distribution of shape (V,) with V >= 1 real numbers, "
+             f"but got dtype {tensor.dtype} and shape {tuple(tensor.shape)}")
+    total = float(tensor.double().sum())
+    if not torch.isfinite(tensor).all() or (tensor < 0).any() or not abs(total - 1) <= 1e-3:
+        fail(f"{name} should be probabilities (non-negative, summing to 1), but got numbers from "
+             f"{float(tensor.min()):.3g} to {float(tensor.max()):.3g} summing to {total:.4g}; "
+             "for logits take torch.softmax(logits, -1) first")
+    return tensor
+
+
+def check_logits(logits, name="logits"):
+    """logits as float32 (V,): finite or -inf (a token ruled out), at least one finite. A vector that
+    is already a distribution (every entry > 0, summing to 1) is refused: softmax of it is nearly flat."""
+    logits = torch.as_tensor(to_numpy(logits, name), dtype=torch.float32)
+    if logits.dim() != 1 or len(logits) == 0:
+        fail(f"{name} should be the scores of one position, shape (V,), but got shape {tuple(logits.shape)}")
+    if torch.isnan(logits).any() or (logits == math.inf).any() or not torch.isfinite(logits).any():
+        fail(f"{name} should be finite numbers (-inf rules a token out), but got "
+             f"{int(torch.isnan(logits).sum())} NaN and {int((logits == math.inf).sum())} +inf of {len(logits)}")
+    if len(logits) > 1 and (logits > 0).all() and abs(float(logits.double().sum()) - 1) <= 1e-5:
+        fail(f"{name} should be scores before the softmax, but got a probability distribution "
+             "(every entry positive, summing to 1); pass the logits, or use the probabilities as they are")
+    return logits
 
 
 def with_temperature(logits, temperature):
     """softmax(logits / temperature); temperature 0 puts all mass on the argmax."""
     check_sampling(temperature)
-    return _tempered(torch.as_tensor(to_numpy(logits, "logits"), dtype=torch.float32), temperature)
+    return _tempered(check_logits(logits), temperature)
 
 
 def _tempered(logits, temperature):
@@ -52,7 +100,10 @@ def _tempered(logits, temperature):
 
 def top_k_filter(probs, k):
     """Keep the k most probable tokens, zero the rest, renormalise. probs: (V,)."""
-    check_sampling(top_k=k, vocab_size=probs.shape[-1])
+    probs = check_probs(probs)
+    if k is None:
+        fail("k should be a whole number >= 1, but got None")
+    check_sampling(top_k=k, vocab_size=len(probs))
     return _top_k(probs, k)
 
 
@@ -65,8 +116,8 @@ def _top_k(probs, k):
 
 def nucleus(probs, p):
     """Ids of the smallest set of most-probable tokens whose mass reaches p (most probable first)."""
-    check_sampling(top_p=p)
-    return _nucleus(probs, p)
+    check_p(p)
+    return _nucleus(check_probs(probs), p)
 
 
 def _nucleus(probs, p):
@@ -78,8 +129,8 @@ def _nucleus(probs, p):
 
 def top_p_filter(probs, p):
     """Keep the nucleus (top-p set), zero the rest, renormalise. probs: (V,)."""
-    check_sampling(top_p=p)
-    return _top_p(probs, p)
+    check_p(p)
+    return _top_p(check_probs(probs), p)
 
 
 def _top_p(probs, p):
@@ -91,8 +142,9 @@ def _top_p(probs, p):
 
 def next_distribution(logits, temperature=1.0, top_k=None, top_p=None):
     """The distribution a sampler draws from: temperature, then top-k, then top-p. (V,) -> (V,)."""
+    logits = check_logits(logits)
     check_sampling(temperature, top_k, top_p, vocab_size=len(logits))
-    return _distribution(torch.as_tensor(to_numpy(logits, "logits"), dtype=torch.float32), temperature, top_k, top_p)
+    return _distribution(logits, temperature, top_k, top_p)
 
 
 def _distribution(logits, temperature, top_k, top_p):
@@ -107,6 +159,10 @@ def _distribution(logits, temperature, top_k, top_p):
 
 def draw(probs, generator):
     """One token id drawn from probs (V,) with a seeded torch.Generator."""
+    probs = check_probs(probs)
+    if not isinstance(generator, torch.Generator):
+        fail(f"generator should be a torch.Generator (torch.Generator().manual_seed(seed)), "
+             f"but got {shown(generator)}")
     return int(torch.multinomial(probs, 1, generator=generator).item())
 
 
@@ -124,16 +180,15 @@ def generate(model, ids, n_new, temperature=1.0, top_k=None, top_p=None, seed=0,
     the same tokens. stop_id: stop after drawing that token. use_cache: the old name of cache.
     switches go to every forward pass (e.g. causal=False, ablate_heads=...).
     """
-    if use_cache is not None:
-        cache = use_cache
+    ids = check_prompt(model, ids, "generate")
+    cache = check_switch(cache if use_cache is None else use_cache, "cache" if use_cache is None else "use_cache")
+    check_switches(model, switches)
     if cache and not switches.get("causal", True):
-        fail("a KV cache needs the causal mask (earlier rows would change with every new token); "
-             "use cache=False with causal=False")
+        fail("a KV cache needs the causal mask (earlier rows would change with every new token), "
+             "so expected cache=False with causal=False, but got cache=True")
     check_sampling(temperature, top_k, top_p, vocab_size=model.cfg.vocab_size)
-    n_new = check_positive_int(n_new, "n_new")
-    ids = model.check_ids(ids)
-    if ids.dim() != 1:
-        fail(f"generate takes one sequence of shape (T,), but got shape {tuple(ids.shape)}")
+    n_new = check_length(model, ids, n_new, cache)
+    check_stop_id(model, stop_id)
     g = torch.Generator().manual_seed(check_seed(seed))     # seeded once, before the loop
     kv = KVCache(model.cfg.n_layers) if cache else None
     fed = ids                                                # the first pass runs the whole prompt
@@ -151,6 +206,51 @@ def generate(model, ids, n_new, temperature=1.0, top_k=None, top_p=None, seed=0,
     return ids
 
 
+def check_prompt(model, ids, caller):
+    """model a Transformer and ids one sequence (T,) of its token ids, as a LongTensor."""
+    from ..model import Transformer
+
+    if not isinstance(model, Transformer):
+        fail(f"{caller} expected a helpers.model.Transformer as its model, but got {shown(model)}")
+    ids = model.check_ids(ids)
+    if ids.dim() != 1:
+        fail(f"{caller} takes one sequence of shape (T,), but got shape {tuple(ids.shape)}: "
+             "expected one prompt, not a batch")
+    return ids
+
+
+def check_switches(model, switches):
+    """The forward-pass switches generate passes on: known names, True/False switches, heads in range."""
+    for name, value in switches.items():
+        if name not in SWITCHES:
+            fail(f"generate should get only the switches {', '.join(SWITCHES)}, but got {shown(name)}")
+        if name in ("causal", "attention", "positions", "scaled"):
+            check_switch(value, name)
+    model.check_heads(switches.get("ablate_heads", ()))
+    model.check_replace(switches.get("replace"))
+
+
+def check_length(model, ids, n_new, cache=True):
+    """n_new as an int, refused up front if the prompt and n_new tokens would not fit the model
+    (the course's MAX_TOKENS, or n_max for learned positions; without the cache, every pass runs
+    the whole sequence so far)."""
+    from ..model import MAX_TOKENS
+
+    n_new = check_positive_int(n_new, "n_new")
+    room = min(MAX_TOKENS, model.cfg.n_max) if model.cfg.positions == "learned" else MAX_TOKENS
+    if len(ids) + n_new - 1 > room:   # the last token drawn is never fed back
+        fail(f"expected a prompt and n_new that fit in the model's {room:,} tokens, but the prompt has "
+             f"{len(ids):,} and n_new={shown(n_new)} would need {shown(len(ids) + n_new - 1)}")
+    return n_new
+
+
+def check_stop_id(model, stop_id):
+    """stop_id: None, or a token id of the model's vocabulary."""
+    if stop_id is not None and (isinstance(stop_id, bool) or not isinstance(stop_id, (int, np.integer))
+                                or not 0 <= stop_id < model.cfg.vocab_size):
+        fail(f"stop_id should be None or a token id in [0, {model.cfg.vocab_size}), but got {shown(stop_id)}")
+
+
 # ------------------------------------------------- many draws, and what the cache saves
 
 def draws(probs, n, seed):
@@ -160,6 +260,8 @@ def draws(probs, n, seed):
         fail(f"probs should be one distribution (V,) of non-negative numbers summing to 1, "
              f"but got shape {tuple(probs.shape)} summing to {float(probs.sum()):.4g}")
     n = check_positive_int(n, "n")
+    if n > MAX_DRAWS:
+        fail(f"n should be at most {MAX_DRAWS:,} draws (80 MB of ids), but got {shown(n)}")
     g = torch.Generator().manual_seed(check_seed(seed))
     return torch.multinomial(probs, n, replacement=True, generator=g)
 
@@ -460,11 +562,15 @@ def samples(model, ids, n_new, n, temperature=1.0, top_k=None, top_p=None, seed=
     """n sampled extensions of ids (T,), as a list of id tensors: sample i holds the tokens
     ``generate(model, ids, n_new, ..., seed=seed + i, stop_id=stop_id)`` writes (each row has its
     own generator), but the n rows go through the model side by side, one batch a step."""
+    ids = check_prompt(model, ids, "samples")
     check_sampling(temperature, top_k, top_p, vocab_size=model.cfg.vocab_size)
-    n, n_new, seed = check_positive_int(n, "n"), check_positive_int(n_new, "n_new"), check_seed(seed)
-    ids = model.check_ids(ids)
-    if ids.dim() != 1:
-        fail(f"samples takes one sequence of shape (T,), but got shape {tuple(ids.shape)}")
+    n, n_new = check_positive_int(n, "n"), check_length(model, ids, n_new)
+    if n > MAX_SAMPLES:
+        fail(f"n should be at most {MAX_SAMPLES:,} samples (they run side by side), but got {shown(n)}")
+    if seed is not None and isinstance(seed, (int, np.integer)) and not isinstance(seed, bool) and seed >= 0:
+        check_seed(seed + n - 1, "seed + n - 1 (the last sample's seed)")
+    seed = check_seed(seed)
+    check_stop_id(model, stop_id)
     cache = KVCache(model.cfg.n_layers)
     with torch.no_grad():
         state = dict(ids=ids, logits=model(ids, cache=cache)[-1].float(), cache=cache)
