@@ -740,3 +740,74 @@ def test_no_backup_in_the_induction_model_the_other_head_writes_the_same(inducti
     assert torch.equal(off["outputs"][1][:, 1], none["outputs"][1][:, 1])       # same layer: it cannot see L1H0
     assert not torch.equal(off["outputs"][1][:, 0], none["outputs"][1][:, 0])
     assert none["direct"].shape == (2, 2) and none["direct"][1, 0] > 1 and none["direct"][1, 1] > 1
+
+
+# ------------------------------------------------------------ the second reading's slips of exercises 1-3
+
+def slipped_drop(mistake):
+    """A mean_ablation_drop with one more known mistake: the mean over the heads too, the larger
+    class probability instead of their sum, or the softmax over the positions."""
+    def drop(model, head, task_ids, class_ids, reference_ids):
+        layer, h = head
+        seen = {}
+        with torch.no_grad():
+            model(reference_ids, replace={f"L{layer}.head_out": lambda x: seen.setdefault("x", x)})
+            mean = seen["x"].mean((0, 1)) if mistake == "heads" else seen["x"][:, h].mean(0)
+
+            def put(x):
+                x = x.clone()
+                x[:, h] = mean
+                return x
+
+            def p(**kw):
+                logits = model(task_ids, **kw)
+                probs = torch.softmax(logits, 1)[:, -1] if mistake == "positions" else torch.softmax(logits[:, -1], -1)
+                chosen = probs.gather(-1, class_ids)
+                return (chosen.max(-1).values if mistake == "max" else chosen.sum(-1)).mean()
+            return float(p() - p(replace={f"L{layer}.head_out": put}))
+    return drop
+
+
+@pytest.mark.parametrize("mistake, words", [("heads", "over the heads too"), ("max", "larger of the two"),
+                                            ("positions", "softmax runs over the positions")])
+def test_mean_ablation_drop_check_names_the_second_readings_mistakes(cat, cat_world, mistake, words):
+    ids, cls, off = _task(cat, cat_world)
+    said = checks.mean_ablation_drop.feedback(slipped_drop(mistake), cat, ids, cls, ids, off)
+    assert said and words in said[0], said
+
+
+@pytest.mark.parametrize("mistake, words", [
+    # ARENA's noising metric, (patched - clean) / (clean - corrupted), is the right grid minus 1
+    (lambda grid: grid - 1, "numerator is patched - clean"),
+    (lambda grid: grid.transpose(0, 1).contiguous(), "layers and heads are swapped"),
+])
+def test_patch_grid_check_names_the_second_readings_mistakes(cat, cat_world, mistake, words):
+    tok, metric = cat_world.tokenizer, compute.logit_difference(cat_world)
+    args = (cat, tok.encode("<BOS> the dog was"), tok.encode("<BOS> the floor was"), metric)
+    said = checks.patch_grid.feedback(lambda *a: mistake(grid_function()(*a)), *args)
+    assert said and words in said[0], said
+
+
+def slipped_attribution(mistake):
+    """A direct_attribution with one more known mistake: each part through its own LayerNorm (its own
+    scale, β added to each), each part divided by its own scale, or β divided by the frozen scale."""
+    def attribution(model, parts, direction, scale):
+        ln = model.final_ln
+        with torch.no_grad():
+            u = model.E.T @ direction
+            if mistake == "own norm":
+                out = {name: float(ln(p) @ u) for name, p in parts.items()}
+            else:
+                out = {name: float(((p - p.mean()) / (p.var(unbiased=False) + ln.eps).sqrt()
+                                    if mistake == "own scale" else (p - p.mean()) / scale) * ln.weight @ u)
+                       for name, p in parts.items()}
+            out["final-norm bias"] = float((ln.bias / scale if mistake == "beta scaled" else ln.bias) @ u)
+        return out
+    return attribution
+
+
+@pytest.mark.parametrize("mistake, words", [("own norm", "its own LayerNorm"), ("own scale", "its own scale"),
+                                            ("beta scaled", "β was divided by the scale")])
+def test_direct_attribution_check_names_the_second_readings_mistakes(cat, cat_world, mistake, words):
+    said = checks.direct_attribution.feedback(slipped_attribution(mistake), cat, *_attribution_case(cat, cat_world))
+    assert said and words in said[0], said

@@ -58,18 +58,24 @@ def lens_row(answer, trace, point, model):
 ABLATION_HEADS = ((1, 0), (0, 1))   # the heads the check ablates, in order
 
 
-def _course_drop(model, head, task_ids, class_ids, reference_ids, kind="mean", per_position=True, others=False):
+def _course_drop(model, head, task_ids, class_ids, reference_ids, kind="mean", per_position=True, others=False,
+                 over_heads=False, pool="sum", softmax_dim=-1):
     """The fall in mean p(class) at the last position of task_ids when ``head``'s output is replaced
-    (the course's reference for the check and its known slips)."""
+    (the course's reference for the check and its known slips: over_heads averages the mean over
+    the layer's heads too, pool="max" takes the larger class probability instead of their sum,
+    softmax_dim=1 normalises the logits over the positions instead of the vocabulary)."""
     import torch
     from .. import patching
     layer, h = head
     heads = [(layer, g) for g in range(model.cfg.n_heads)] if others else [head]
     means = patching.mean_head_outputs(model, reference_ids, per_position=per_position) if kind == "mean" else None
+    if over_heads:
+        means = {l: m.mean(0, keepdim=True).expand_as(m) for l, m in means.items()}
     with torch.no_grad():
         def p_class(**kw):
-            probs = torch.softmax(model(task_ids, **kw)[:, -1].double(), -1)
-            return probs.gather(-1, class_ids).sum(-1).mean()
+            probs = torch.softmax(model(task_ids, **kw).double(), softmax_dim)[:, -1]
+            chosen = probs.gather(-1, class_ids)
+            return (chosen.max(-1).values if pool == "max" else chosen.sum(-1)).mean()
         base = p_class()
         ablated = p_class(replace=patching.ablation_replace(heads, kind, means))
     return dict(drop=float(base - ablated), base=float(base), ablated=float(ablated))
@@ -111,6 +117,15 @@ def mean_ablation_drop(answer, model, task_ids, class_ids, reference_ids, off_ta
              f"every head of layer {head[0]} was replaced: replace only head {head[1]}'s slice x[:, {head[1]}]"),
             (_course_drop(model, other, task_ids, class_ids, reference_ids)["drop"],
              f"that is the fall for L{other[0]}H{other[1]}: replace head {head[1]} of \"L{head[0]}.head_out\""),
+            (_course_drop(model, head, task_ids, class_ids, reference_ids, over_heads=True)["drop"],
+             f"that mean is taken over the heads too: average head {head[1]}'s own output x[:, {head[1]}] "
+             "over the reference prompts, one mean per position"),
+            (_course_drop(model, head, task_ids, class_ids, reference_ids, pool="max")["drop"],
+             "that takes the larger of the two class probabilities: p(class) is their sum over the two "
+             "class adjectives (.sum(-1) after gather)"),
+            (_course_drop(model, head, task_ids, class_ids, reference_ids, softmax_dim=1)["drop"],
+             "that softmax runs over the positions: turn the last position's logits into probabilities over "
+             "the vocabulary, softmax(logits[:, -1], dim=-1)"),
         ], atol=1e-4)
         yield f"{where}: " + (hint or next(number_problems(value, right["drop"], "the fall in p(class)", atol=1e-4)))
         return
@@ -162,6 +177,11 @@ def patch_grid(answer, model, clean_ids, corrupt_ids, metric):
         (right * (clean_v - corrupt_v), "these are the changes the patches made: divide by the whole gap, "
          "clean minus corrupted"),
         (-right, "the denominator is flipped: divide by clean - corrupted, not corrupted - clean"),
+        (right - 1, "that numerator is patched - clean (the noising normalisation, as in ARENA's metric: 0 = "
+         "clean, -1 = corrupted): for denoising measure from the corrupted run, (patched - corrupted) / "
+         "(clean - corrupted)"),
+        (right.transpose(1, 0, 2), "layers and heads are swapped: entry [layer, head, t] should patch head "
+         "`head` of \"L{layer}.head_out\""),
         (np.zeros_like(right), "every patch left the corrupted run as it was: take the head's output from the "
          "clean run and put it into the corrupted run"),
         (1 - right, "that is the fraction still missing: measure how far each patch moved the corrupted run "
@@ -194,8 +214,11 @@ def _attribution_variants(model, parts, direction, scale):
             "centred": {n: write(p, centred=True) for n, p in parts.items()},
             "no gamma": {n: write(p, g=torch.ones_like(gamma)) for n, p in parts.items()},
             "variance": {n: write(p, s=scale ** 2) for n, p in parts.items()},
+            "own scale": {n: write(p, s=patching.final_norm_scale(model, p)) for n, p in parts.items()},
         }
         if beta is not None:
+            out["own norm"] = {n: write(p, s=patching.final_norm_scale(model, p), plus=beta) for n, p in parts.items()}
+            out["beta scaled"] = {**{n: write(p) for n, p in parts.items()}, "final-norm bias": float(beta / scale @ u)}
             out["beta everywhere"] = {n: write(p, plus=beta) for n, p in parts.items()}
             for wrong in out.values():
                 wrong.setdefault("final-norm bias", float(beta @ u))
@@ -235,6 +258,12 @@ def direct_attribution(answer, model, parts, direction, scale):
              "centred": "the parts were centred: an RMSNorm does not subtract the mean, it only divides by its scale",
              "no gamma": "γ is missing: multiply each centred, scaled part by the final LayerNorm's weight",
              "variance": "that divides by the variance: the scale is its square root, √(var + ε)",
-             "beta everywhere": "β was added to every part: it belongs to the final LayerNorm once, in its own entry"}
+             "beta everywhere": "β was added to every part: it belongs to the final LayerNorm once, in its own entry",
+             "own scale": "each part was divided by its own scale: divide every part by the one scale given, the "
+                          "clean run's final LayerNorm divisor (a LayerNorm of the sum is not the sum of LayerNorms)",
+             "own norm": "each part went through its own LayerNorm: centre each part, then divide every part by the "
+                         "one scale given (the clean run's), multiply by γ, and add β once, in its own entry",
+             "beta scaled": "β was divided by the scale: the LayerNorm adds β after the division, so its entry is "
+                            "β · E^T · direction"}
     yield slip(values, [(np.array([v[name] for name in right]), hints[k]) for k, v in variants.items()],
                atol=1e-4) or found[0]
