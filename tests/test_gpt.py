@@ -121,7 +121,8 @@ def first_seen(words):
 @pytest.mark.parametrize("answer, words", [
     (merge_with(pick=across), "across word boundaries"),
     (merge_with(pick=without_overlaps), "overlapping ones too"),
-    (merge_with(pick=first_seen), "on a tie you took the pair seen first"),
+    (merge_with(pick=first_seen), "on a tie you took ('z', 'y'), the pair seen first or the largest: take the "
+                                  "smallest of the tied pairs, ('b', 'a')"),
     (merge_with(how="first"), "only the first occurrence was merged"),
     (merge_with(how="keep_second"), "kept the second symbol too"),
     (merge_with(how="keep_first"), "kept the first symbol too"),
@@ -398,7 +399,7 @@ def test_the_circuit_lines_say_whether_a_head_formed():
     history = gc.induction_history(weak)
     birth = gc.circuit_birth(history)
     lines = gc.circuit_lines(history, birth)
-    assert lines[1] == "no head became an induction head in this run: every score stays at or below 0.05 " \
+    assert lines[1] == "no head became an induction head in this run: every score stays below 0.06 " \
                        "(an induction head scores above 0.3)"
     assert not birth["formed"] and not any("steepest" in line for line in lines)   # no fall named
     assert lines[2].startswith("both copies' losses climb: the first copy's from 4.2 to 4.2")
@@ -606,4 +607,67 @@ def test_the_circuit_lines_name_the_highest_score_and_when_it_came():
     weak["induction"][1]["induction_score"][3][2] = 0.08
     history = gc.induction_history(weak)
     lines = gc.circuit_lines(history, gc.circuit_birth(history))
-    assert lines[-1] == "the highest score of any head at any record: 0.08, L3H2 at step 20"
+    assert lines[3] == "the highest score of any head at any record: 0.08, L3H2 at step 20"
+
+
+# ------------------------------------------------------------ after the second outside review
+
+def largest_tied(words):
+    counts = collections.Counter(p for w in words for p in zip(w, w[1:]))
+    return max(p for p in counts if counts[p] == max(counts.values()))
+
+
+def in_place(words):
+    pair, merged = tk.merge_step(words)
+    words[:] = merged                     # writes into the caller's list
+    return pair, words
+
+
+@pytest.mark.parametrize("answer, words", [
+    (merge_with(pick=largest_tied), "on a tie you took ('z', 'y')"),
+    (in_place, "your merge_step changed the words it was given in place (the caller's lists changed too): "
+               "build new lists"),
+])
+def test_the_merge_check_names_the_tie_taken_and_words_changed_in_place(answer, words, texts):
+    said = feedback(checks.merge_step, answer, texts[0])
+    assert words in said and "/ s" not in said
+
+
+class WholeTable(gc.GPT):
+    def forward(self, ids):
+        h = self.E[ids] + self.PE
+        for block in self.blocks:
+            h = block(h)
+        return self.final_ln(h) @ self.E.T
+
+
+class PlainList(gc.GPT):
+    def __init__(self, *args):
+        super().__init__(*args)
+        blocks = list(self.blocks)
+        del self.blocks
+        self.blocks = blocks
+
+
+@pytest.mark.parametrize("answer, words", [
+    (WholeTable, "cut it to the window, h0 = E[ids] + PE[:T]"),
+    (gpt_with("residual_twice"), "the Block already adds its input back"),
+    (PlainList, "(32 names)"),
+    (Untied, "its parameters should be named ['E', 'final_ln.bias', 'final_ln.weight', 'blocks.0.*' ... (32 names)]"),
+])
+def test_the_gpt_check_names_the_whole_table_the_doubled_residual_and_shortens_the_names(answer, words, cat):
+    said = feedback(checks.gpt_module, answer, cat)
+    assert words in said and "blocks.1.attn" not in said
+
+
+def test_the_loop_check_names_adams_default_betas_and_a_validation_generator_made_once():
+    assert "betas=(0.9, 0.99)" in feedback(checks.train_loop, loop_with("adam_betas"))
+    said = feedback(checks.train_loop, loop_with("val_generator_once"))
+    assert "fresh torch.Generator().manual_seed(seed + 1) at each evaluation" in said and "until step" not in said
+
+
+def test_the_loop_check_names_the_validation_steps_that_differ():
+    def loop(*args, **kwargs):
+        losses, val = gc.train_loop(*args, **kwargs)
+        return losses, {s: v + (0.01 if s == 8 else 0.0) for s, v in val.items()}
+    assert "val_losses at steps [8] differ from the course's" in feedback(checks.train_loop, loop)

@@ -62,8 +62,12 @@ def merge_slips(words):
                   "neighbouring pair, overlapping ones too"))
     counts = tk.pair_counts(words)
     first = max(counts, key=counts.get)   # the first of the tied pairs, in the order they were seen
-    slips.append(((first, None), "on a tie you took the pair seen first: take the smallest of the tied pairs "
-                                 "(min of them, in Python's order of tuples of strings), as the library does"))
+    slips.append(((first, None), f"on a tie you took {first}, the pair seen first or the largest: take the "
+                                 f"smallest of the tied pairs, {right_pair} (min of them, in Python's order of "
+                                 "tuples of strings), as the library does"))
+    largest = max(p for p, n in counts.items() if n == max(counts.values()))
+    slips.append(((largest, None), f"on a tie you took {largest}, the largest of the tied pairs (max): take the "
+                                   f"smallest, {right_pair}, with min of the tied pairs, as the library does"))
     a, b = right_pair
     variants = {
         "first": "only the first occurrence was merged: replace every occurrence of the pair, in every word",
@@ -129,7 +133,14 @@ def merge_answer(out, words, what):
 
 def merge_problem(fn, words, what, library_pair=None):
     """One sentence if ``fn`` does not merge ``words`` as a BPE merge step does, else None."""
-    out = merge_answer(call(fn, [list(w) for w in words], what=f"on {what}"), words, what)
+    try:
+        out = call(fn, [list(w) for w in words], what=f"on {what}")
+    except Wrong as wrong:
+        if "in place" not in str(wrong):
+            raise
+        raise Wrong(f"on {what} your merge_step changed the words it was given in place (the caller's lists "
+                    "changed too): build new lists, a new list of symbols for each word, and return those") from None
+    out = merge_answer(out, words, what)
     right_pair, right = tk.merge_step(words)
     if out == (right_pair, right):
         return None
@@ -187,14 +198,28 @@ ASSEMBLY_HINTS = {
                           "holds one Block n_layers times, so loading the state_dict writes each layer into that "
                           "same Block and the last layer's parameters stay; make a new Block for each layer, "
                           "nn.ModuleList([Block(d_model, n_heads, d_ff) for _ in range(n_layers)])",
+    "residual_twice": "the input of each block is added twice: the Block already adds its input back "
+                      "(h_mid = h + attn(ln1(h)), then h_mid + mlp(ln2(h_mid))), so write h = block(h), not h + block(h)",
     "embeddings_scaled": "the token embeddings are multiplied by √d_model (as the 2017 Transformer paper does): the "
                          "course's GPT adds them as they are, h0 = E[ids] + PE[:T]",
 }
 
 
+def short_names(listed):
+    """A printed list of parameter names, shortened: the names inside blocks as one summary,
+    "blocks.0.* ... (32 names)", the others as they are."""
+    names = re.findall(r"'([^']*)'", listed)
+    inside = [n for n in names if n.startswith("blocks.")]
+    if len(inside) <= 3:
+        return listed
+    rest = [repr(n) for n in names if not n.startswith("blocks.")]
+    return "[" + ", ".join(rest + [f"'{inside[0].split('.')[0]}.{inside[0].split('.')[1]}.*' ... ({len(inside)} names)"]) + "]"
+
+
 def gpt_error(message):
     """A sentence for a GPT that stopped with ``message``: names the parameters and the unembedding."""
     if "should be named" in message:
+        message = re.sub(r"\[[^\]]*\]", lambda m: short_names(m.group(0)), message)
         found = re.search(r"(\[[^\]]*\]) are extra", message)
         extra = found.group(1) if found else ""
         found = re.search(r"(\[[^\]]*\]) are missing", message)
@@ -211,6 +236,10 @@ def gpt_error(message):
                      "(and positions are a buffer, not a parameter); ")
         return (f"{hint}the parameters are E, blocks.0.ln1 ... blocks.{{L-1}}.mlp (an nn.ModuleList named blocks "
                 f"of Block) and final_ln, so the cat model's state_dict loads by name; {message}")
+    if re.search(r"size of tensor a \(\d+\) must match the size of tensor b \(\d+\) at non-singleton dimension 1",
+                 message):
+        return (f"{message}; the positions table has a row for each of n_max positions: cut it to the window, "
+                "h0 = E[ids] + PE[:T] with T = ids.shape[1]")
     if "shapes cannot be multiplied" in message or "size mismatch" in message:
         return (f"{message}; the unembedding multiplies by E transposed, final_ln(h) @ E.T, which gives "
                 "vocab_size logits per position")
@@ -291,6 +320,12 @@ LOOP_HINTS = {
     "zero_grad_after_backward": "optimizer.zero_grad() comes after loss.backward(), so it clears the gradients just "
                                 "computed and optimizer.step() has no gradient to follow (the model does not learn; at most the "
                                 "weight decay shrinks it): clear the old gradients before loss.backward()",
+    "adam_betas": "AdamW runs with torch's default betas (0.9, 0.999): the course's loop, like nanoGPT's "
+                  "Shakespeare example, uses betas=(0.9, 0.99), so the running size of the gradients forgets "
+                  "faster",
+    "val_generator_once": "the validation windows change from one evaluation to the next (the training losses "
+                          "are right): make a fresh torch.Generator().manual_seed(seed + 1) at each evaluation, "
+                          "so every evaluation measures the same windows",
     "adam_l2": "torch.optim.Adam's weight_decay is not AdamW's: Adam adds weight_decay * p to the gradient (an L2 "
                "penalty), which its division by the gradient's running size then scales differently for every "
                "parameter; AdamW shrinks the weights directly, apart from the gradient: use torch.optim.AdamW with "
@@ -422,6 +457,13 @@ def train_loop(fn):
     if np.abs(val - right_val)[0] > LOOP_ATOL:
         yield ("the validation loss before training differs from the course's: the mean loss over eval_batches "
                "windows of val_ids drawn with torch.Generator().manual_seed(seed + 1), in eval mode, without gradients")
+        return
+    if np.abs(losses - right).max() <= LOOP_ATOL:
+        differ = [s for s, a, b in zip(sorted(set(range(0, len(right) + 1, LOOP_SETTINGS["eval_every"])) | {len(right)}),
+                                       val, right_val) if abs(a - b) > LOOP_ATOL]
+        yield (f"the training losses are right, but val_losses at steps {differ} differ from the course's: each "
+               "evaluation is the mean loss over eval_batches windows of val_ids drawn with a fresh "
+               "torch.Generator().manual_seed(seed + 1), in eval mode, without gradients")
         return
     first = int(np.argmax(np.abs(losses - right) > LOOP_ATOL))
     yield (f"your losses follow the course's until step {first} and then differ: each step draws a batch, computes "

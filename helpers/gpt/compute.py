@@ -113,7 +113,7 @@ def cat_world_case(cat):
 
 ASSEMBLY_SLIPS = ("no_final_norm", "no_positions", "positions_after_blocks", "blocks_reversed",
                   "only_last_block", "positions_from_1", "post_norm", "probabilities", "final_norm_first",
-                  "one_block_repeated", "embeddings_scaled")
+                  "one_block_repeated", "embeddings_scaled", "residual_twice")
 
 
 @torch.no_grad()
@@ -142,7 +142,7 @@ def slipped_logits(cat, ids, slip):
             h_mid = block.ln1(h + block.attn(h))
             h = block.ln2(h_mid + block.mlp(h_mid))
         else:
-            h = block(h0 if slip == "only_last_block" else h)
+            h = block(h0 if slip == "only_last_block" else h) + (h if slip == "residual_twice" else 0)
     if slip == "positions_after_blocks":
         h = h + pe
     logits = (h if slip in ("no_final_norm", "final_norm_first") else cat.final_ln(h)) @ E.T
@@ -154,7 +154,8 @@ def slipped_logits(cat, ids, slip):
 BETAS = course_train.BETAS
 LOOP_SLIPS = ("no_zero_grad", "clip_after_step", "no_clip", "lr_next_step", "lr_previous_step", "lr_constant",
               "unshifted_targets", "shifted_twice", "decay_everything", "adam", "eval_train_mode",
-              "zero_grad_after_backward", "zero_grad_after_backward_zeros", "adam_l2", "adam_l2_everything")
+              "zero_grad_after_backward", "zero_grad_after_backward_zeros", "adam_l2", "adam_l2_everything",
+              "adam_betas", "val_generator_once")
 ZERO_GRAD_LATE = {"zero_grad_after_backward": True, "zero_grad_after_backward_zeros": False}   # set_to_none
 
 
@@ -172,8 +173,9 @@ def optimizer_for(model, lr, weight_decay=0.1, slip=None):
         return torch.optim.Adam(model.parameters(), lr=lr, betas=BETAS, weight_decay=weight_decay)
     if slip == "decay_everything":
         return torch.optim.AdamW(model.parameters(), lr=lr, betas=BETAS, weight_decay=weight_decay)
+    betas = (0.9, 0.999) if slip == "adam_betas" else BETAS     # the slip: torch's default betas
     return torch.optim.AdamW([dict(params=matrices, weight_decay=weight_decay),
-                              dict(params=vectors, weight_decay=0.0)], lr=lr, betas=BETAS)
+                              dict(params=vectors, weight_decay=0.0)], lr=lr, betas=betas)
 
 
 def train_loop(model, train_ids, val_ids, steps, batch, context, lr, warmup, min_lr, clip, eval_every,
@@ -199,11 +201,12 @@ def train_loop(model, train_ids, val_ids, steps, batch, context, lr, warmup, min
     torch.manual_seed(seed)                                           # dropout's draws, if any
     generator = torch.Generator().manual_seed(seed)                   # the training windows
     losses, val_losses = [], {}
+    once = torch.Generator().manual_seed(seed + 1) if slip == "val_generator_once" else None   # the slip: made once
     model.train()
     for step in range(steps + 1):
         if step % eval_every == 0 or step == steps:
             val_losses[step] = evaluate(model, val_ids, context, eval_batches, batch, seed + 1,
-                                        train_mode=slip == "eval_train_mode")
+                                        train_mode=slip == "eval_train_mode", generator=once)
         if step == steps:
             break
         x, y = windows(train_ids, batch, context, generator)          # (batch, context) each
@@ -232,11 +235,12 @@ def train_loop(model, train_ids, val_ids, steps, batch, context, lr, warmup, min
     return losses, val_losses
 
 
-def evaluate(model, ids, context, batches, batch, seed, train_mode=False):
-    """The mean loss over ``batches`` fixed windows (drawn with ``seed``), in eval mode, no gradients."""
+def evaluate(model, ids, context, batches, batch, seed, train_mode=False, generator=None):
+    """The mean loss over ``batches`` fixed windows (drawn with ``seed``), in eval mode, no gradients.
+    ``generator``: one to draw from instead (the check's slip of a generator made once for all evaluations)."""
     was = model.training
     model.train(train_mode)
-    generator = torch.Generator().manual_seed(seed)
+    generator = torch.Generator().manual_seed(seed) if generator is None else generator
     with torch.no_grad():
         total = 0.0
         for _ in range(batches):
@@ -505,8 +509,8 @@ def circuit_lines(history, birth):
         lines.append(f"steepest fall of the second copy's loss: step {b['step']} -> {a['step']}: "
                      f"{b['second']:.2f} -> {a['second']:.2f} (L{layer}H{head}'s score {b['score']:.2f} -> {a['score']:.2f})")
     else:
-        top = math.ceil(float(history["scores"].max()) * 100) / 100
-        lines.append(f"no head became an induction head in this run: every score stays at or below {top:.2f} "
+        top = math.floor(float(history["scores"].max()) * 100) / 100 + 0.01   # strictly above the highest
+        lines.append(f"no head became an induction head in this run: every score stays below {top:.2f} "
                      f"(an induction head scores above {FORMED})")
         lines.append(f"both copies' losses climb: the first copy's from {history['first'][0]:.1f} to "
                      f"{history['first'][-1]:.1f}, the second copy's from {history['second'][0]:.1f} to "
@@ -514,6 +518,9 @@ def circuit_lines(history, birth):
         at, l, h = np.unravel_index(int(np.argmax(history["scores"])), history["scores"].shape)
         lines.append(f"the highest score of any head at any record: {history['scores'][at, l, h]:.2f}, "
                      f"L{l}H{h} at step {history['steps'][at]}")
+        scores = history["scores"]
+        lines.append(f"every head's score at step {history['steps'][0]}: about {scores[0].mean():.3f} (the weight spread "
+                     f"evenly); at step {history['steps'][-1]}: {scores[-1].max():.3f} at most")
     return lines
 
 
@@ -531,12 +538,13 @@ def circuit_figure(history, birth):
                 continue
             top.plot(steps, scores[:, l, h], color=f"C{l}", lw=0.8, alpha=0.5)
     top.plot(steps, scores[:, layer, head], color="black", lw=2.2, label=f"L{layer}H{head}")
-    top.axhline(FORMED, color="grey", ls=":", lw=1, label=f"{FORMED}: above it, a head that copies")
+    if birth["formed"]:   # else the threshold lies far above every line, and the axis shows the lines instead
+        top.axhline(FORMED, color="grey", ls=":", lw=1, label=f"{FORMED}: above it, a head that copies")
     for l in range(scores.shape[1]):
         top.plot([], [], color=f"C{l}", lw=0.8, label=f"layer {l}'s other heads" if l == layer else f"layer {l}'s heads")
     top.set_ylabel("induction score")
-    top.set_ylim(0, 1)
-    top.legend(fontsize=7, ncol=2, loc="upper left")
+    top.set_ylim(0, 1 if birth["formed"] else max(0.05, math.floor(float(scores.max()) * 100) / 100 + 0.02))
+    top.legend(fontsize=7, ncol=2, loc="upper left" if birth["formed"] else "upper right")
     bottom.plot(steps, history["first"], color="C7", label="first copy (nothing to copy yet)")
     bottom.plot(steps, history["second"], color="C3", lw=2, label="second copy (can be copied)")
     bottom.set_ylabel("loss (nats per character)")
@@ -549,8 +557,9 @@ def circuit_figure(history, birth):
         top.set_title(f"an induction head forms: L{layer}H{head}\nshaded: the second copy's steepest fall "
                       f"(steps {birth['before']['step']}-{birth['after']['step']})", fontsize=10)
     else:
-        top.set_title(f"no induction head in this run: every score stays at or below "
-                      f"{math.ceil(float(scores.max()) * 100) / 100:.2f}", fontsize=10)
+        top.set_title(f"no induction head in this run: every score stays below "
+                      f"{math.floor(float(scores.max()) * 100) / 100 + 0.01:.2f} (an induction head: above {FORMED})",
+                      fontsize=10)
     plt.close(fig)
     return fig
 
