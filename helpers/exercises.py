@@ -255,7 +255,22 @@ def module_runner(cls):
         with torch.no_grad():
             return module(*inputs)
     run.__name__ = cls.__name__
+    run.__signature__ = _run_signature(cls)
     return run
+
+
+def _run_signature(cls):
+    """run's signature with the inputs named as ``cls.forward`` names them, run(args, state, x), so
+    that a sentence about an input says x (or h), not "argument 3"."""
+    kinds = (inspect.Parameter.POSITIONAL_ONLY, inspect.Parameter.POSITIONAL_OR_KEYWORD)
+    try:
+        names = [p.name for p in list(inspect.signature(cls.forward).parameters.values())[1:] if p.kind in kinds]
+        return inspect.Signature([inspect.Parameter(name, inspect.Parameter.POSITIONAL_OR_KEYWORD)
+                                  for name in ["args", "state"] + names])
+    except (TypeError, ValueError):
+        return inspect.Signature([inspect.Parameter("args", inspect.Parameter.POSITIONAL_OR_KEYWORD),
+                                  inspect.Parameter("state", inspect.Parameter.POSITIONAL_OR_KEYWORD),
+                                  inspect.Parameter("inputs", inspect.Parameter.VAR_POSITIONAL)])
 
 
 # --- Converters a check can use on anything the learner gave (they raise Wrong) ---------------
@@ -348,9 +363,7 @@ def call(function, *args, what="", seconds=TIME_LIMIT, **kwargs):
         timer()
         changed = _changed_input(function, args, kwargs, given, given_kwargs)
         if changed:
-            raise Wrong(f"your function changed {changed} in place{on} (an operation like {changed} /= s or "
-                        f"{changed}[...] = v writes into the tensor it was given, so the caller's own, such as a "
-                        f"model's weights, would change too): compute a new one instead, {changed} = {changed} / s")
+            raise Wrong(_in_place_sentence(*changed, on))
         return out
     except Wrong:
         raise
@@ -367,8 +380,26 @@ def call(function, *args, what="", seconds=TIME_LIMIT, **kwargs):
         timer()
 
 
+def _in_place_sentence(name, original, on):
+    """The sentence for a function that changed its input ``name`` (``original``: what the caller
+    passed) in place: written for arrays and tensors, or for lists when it holds none."""
+    if _holds_arrays(original):
+        return (f"your function changed {name} in place{on} (an operation like {name} /= s or "
+                f"{name}[...] = v writes into the tensor it was given, so the caller's own, such as a "
+                f"model's weights, would change too): compute a new one instead, {name} = {name} / s")
+    return (f"your function changed the {name} it was given in place{on} (a list method like append or "
+            f"pop, or {name}[i] = v, changes the caller's own lists too): build new lists and return those")
+
+
+def _holds_arrays(x):
+    """True if ``x`` is an array or a tensor, or a tuple or list holding one at any depth."""
+    if isinstance(x, (tuple, list)):
+        return any(_holds_arrays(v) for v in x)
+    return isinstance(x, np.ndarray) or hasattr(x, "detach")
+
+
 def _changed_input(function, args, kwargs, given, given_kwargs):
-    """The name of the first array or tensor input that ``function`` changed in place (its copy in
+    """(name, original) for the first input that ``function`` changed in place (its copy in
     ``given`` now differs from the original in ``args``), or None. Named by the function's parameter
     (``argument 2`` where its signature cannot say)."""
     try:
@@ -380,7 +411,7 @@ def _changed_input(function, args, kwargs, given, given_kwargs):
     pairs += [(name, kwargs[name], given_kwargs[name]) for name in kwargs]
     for name, original, copy in pairs:
         if _differs(original, copy):
-            return name
+            return name, original
     return None
 
 

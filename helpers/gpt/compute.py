@@ -24,9 +24,10 @@ from torch import nn
 
 from .. import worlds
 from ..errors import check_number, check_positive_int, check_seed, fail
-from ..heads.compute import MultiHeadAttention
+from ..heads.compute import MultiHeadAttention, copy_losses
 from ..model import Config, Transformer
 from ..normalization.compute import Block, LayerNorm
+from ..patching import ablation_replace, mean_head_outputs
 from ..positions.compute import sinusoidal_positions
 from . import train as course_train
 from .corpus import check_ids, windows
@@ -569,9 +570,6 @@ def head_ablations(model, n, length, seed, reference_seed):
     dict(none=..., (layer, head)=...) of the loss on the second copy; each head's output is replaced
     by its mean, position by position, over ``n`` other sequences of the same form and length
     (``reference_seed``): the task-matched mean of chapter 10."""
-    from ..ablation.compute import ablation_replace, mean_head_outputs
-    from ..heads.compute import copy_losses
-
     cfg = config_of(model)
     ids = worlds.repeated_tokens(n, length, cfg.vocab_size, seed)
     reference = worlds.repeated_tokens(n, length, cfg.vocab_size, reference_seed)

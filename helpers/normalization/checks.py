@@ -300,15 +300,9 @@ def block_variants(state, h):
     return [(wrong.double().numpy(), hint) for wrong, hint in wired]
 
 
-def in_place_named(message, x):
-    """``message`` with the input of forward called by its name ``x`` (the check calls the module
-    through run(args, state, *inputs), whose third argument is forward's input)."""
-    return message.replace("argument 3", x)
-
-
 def layer_norm_error(message):
-    """A sentence for a learner's LayerNorm that stopped with ``message`` (or changed x in place)."""
-    message = keepdim_hint(in_place_named(message, "x"), "keepdim=True")
+    """A sentence for a learner's LayerNorm that stopped with ``message``."""
+    message = keepdim_hint(message, "keepdim=True")
     if "should be named ['bias', 'weight']" in message and "are extra" not in message:
         return (message + ": make them parameters, self.weight = nn.Parameter(torch.ones(d)) and "
                 "self.bias = nn.Parameter(torch.zeros(d)); a plain tensor attribute is not a parameter, so it "
@@ -318,7 +312,6 @@ def layer_norm_error(message):
 
 def block_error(message):
     """A sentence for a learner's Block that stopped with ``message``, naming the submodules."""
-    message = in_place_named(message, "h")
     if "should be named" in message:
         return ("the block's submodules are named ln1, attn, ln2 and mlp (a LayerNorm(d_model), a "
                 "MultiHeadAttention(d_model, n_heads), a LayerNorm(d_model) and an MLP(d_model, d_ff)), so the "
