@@ -18,7 +18,7 @@ The framework, not the check, does what every check needs:
 * inside a check, ``as_number``, ``as_array`` ... and ``call`` raise ``Wrong`` with one
   sentence, which the framework shows as the problem; ``call`` runs a learner's
   function with a time limit, so a loop that never ends or an ``exit()`` is reported,
-  not suffered.
+  not suffered; all the calls of one check together have a limit too (``CHECK_TIME_LIMIT``).
 
 An ``Exercise`` called as ``check(answer, ...)`` prints ✓ or ✗ with the sentences and
 returns an invisible ``Verdict``; it never raises, so an unfinished chapter still runs.
@@ -26,10 +26,13 @@ returns an invisible ``Verdict``; it never raises, so an unfinished chapter stil
 nbgrader's hidden tests use to score; under the course's own grader it records or judges
 instead (helpers.grading).
 """
+import contextvars
+import ctypes
 import inspect
 import math
-import signal
+import sys
 import threading
+import time
 
 import numpy as np
 
@@ -37,7 +40,9 @@ from . import grading, learner
 from .errors import CourseInputError, to_numpy
 
 NOT_ANSWERED = "not answered yet: replace None in the answer cell above with your answer"
-TIME_LIMIT = 10  # seconds a learner's function may run in one call of a check
+TIME_LIMIT = 10          # seconds a learner's function may run in one call of a check
+CHECK_TIME_LIMIT = 120   # seconds all the calls of one check may run together (the real model's take up to 60)
+_CHECK_DEADLINE = contextvars.ContextVar("check_deadline", default=None)   # time.monotonic() when the check's time is up
 
 
 class Wrong(Exception):
@@ -75,6 +80,8 @@ class Exercise:
         if answer is None:
             return [NOT_ANSWERED]
         found = []
+        own = _CHECK_DEADLINE.get() is None   # a check run inside another shares the outer one's time
+        token = _CHECK_DEADLINE.set(time.monotonic() + CHECK_TIME_LIMIT) if own else None
         try:
             if self.answer is not None:
                 answer = self.answer.convert(answer, self.problems, args, kwargs)
@@ -85,6 +92,9 @@ class Exercise:
         except Exception as exc:  # a bug in a check must not look like the learner's mistake
             found.append(f"the check itself failed on this answer ({type(exc).__name__}: {exc}); "
                          "please report it")
+        finally:
+            if own:
+                _CHECK_DEADLINE.reset(token)
         return found
 
     def __call__(self, answer, *args, **kwargs):
@@ -346,38 +356,133 @@ def as_words(x, name, length=None):
 
 
 class _OutOfTime(BaseException):
-    """Raised inside a learner's function when its time is up (not an Exception, so it is not caught there)."""
+    """Raised inside a learner's function when its time is up (not an Exception, so ``except
+    Exception`` there does not catch it; a bare ``except:`` does, so it is raised again and again)."""
 
 
 def call(function, *args, what="", seconds=TIME_LIMIT, **kwargs):
     """Call the learner's ``function`` and return what it returns.
 
-    A function that raises, calls ``exit()`` or runs longer than ``seconds`` becomes
+    It gets copies of the arrays and tensors in ``args`` and ``kwargs`` (see ``_copies``), so the
+    check's own inputs stay as they were; if it changed one of its copies in place, that is Wrong
+    too: the caller's own would have changed. A function that raises, calls ``exit()`` or runs
+    longer than ``seconds`` (or than what is left of its check's ``CHECK_TIME_LIMIT``) becomes
     Wrong with one sentence saying so (``what`` names the input, e.g. "on the toy").
+
+    What is bounded: the check's time, whatever the function does. It runs in a thread of its own
+    (``_bounded``) and the check waits at most its limit; then the function is stopped by an
+    exception raised in it every 20 ms until it ends, so a bare ``except:``, its own signal
+    handler or ``signal.alarm(0)`` cannot keep it going (signals play no part). What is not: one
+    long C call (``time.sleep(10**6)``, a huge ``np.linalg`` operation) cannot be interrupted by
+    Python; the check still answers on time, while that call finishes in the background and the
+    function is stopped when it returns to Python. The sentence says so when it is still running.
     """
     on = f" {what}" if what else ""
+    limit, total = seconds, False
+    deadline = _CHECK_DEADLINE.get()
+    if deadline is not None and deadline - time.monotonic() < seconds:
+        limit, total = max(deadline - time.monotonic(), 0.0), True
     given, given_kwargs = _copies(args), {name: _copies(value) for name, value in kwargs.items()}
-    timer = _alarm(seconds)
     try:
-        out = function(*given, **given_kwargs)
-        timer()
+        out = _bounded(function, given, given_kwargs, limit)
         changed = _changed_input(function, args, kwargs, given, given_kwargs)
         if changed:
             raise Wrong(_in_place_sentence(*changed, on))
         return out
     except Wrong:
         raise
-    except _OutOfTime:
-        raise Wrong(f"{on.strip() or 'your function'}: it ran for more than {seconds} s and was stopped "
-                    "(a loop that never ends?)") from None
+    except _OutOfTime as stop:
+        still = ("; it is still running in the background (a long C call, or an except: that catches "
+                 "everything?): restart the kernel if the notebook slows down") if stop.args and stop.args[0] else ""
+        if total:
+            raise Wrong(f"{on.strip() or 'your function'}: the check's calls of your function together ran for more "
+                        f"than its limit of {CHECK_TIME_LIMIT} s and it was stopped (a loop that never ends?){still}") from None
+        raise Wrong(f"{on.strip() or 'your function'}: it ran for more than {seconds:g} s and was stopped "
+                    f"(a loop that never ends?){still}") from None
     except SystemExit:
         raise Wrong(f"your function called exit(){on}; return a value instead") from None
-    except grading.ReplayError as exc:   # judged from its record: what it did in the student's kernel
+    except (grading.ReplayError, _Raised) as exc:   # a record: what it did in the student's kernel
         raise Wrong(f"your function stopped{on} with {exc}") from None
     except Exception as exc:
         raise Wrong(f"your function stopped{on} with {type(exc).__name__}: {exc}") from None
-    finally:
-        timer()
+
+
+def _bounded(function, args, kwargs, seconds):
+    """``function(*args, **kwargs)`` run in a thread of its own (``_Run``), waited for at most ``seconds``.
+
+    Returns what it returns, raises what it raises (``exit()`` as SystemExit); past ``seconds``
+    (or on Ctrl-C) it is stopped and _OutOfTime is raised here, with True as its argument when
+    the function has not ended yet."""
+    run = _Run(function, args, kwargs)
+    run.start()
+    try:
+        run.join(seconds)
+    except BaseException:   # Ctrl-C in the check's thread: stop the function too
+        run.stop()
+        raise
+    if run.is_alive():
+        raise _OutOfTime(run.stop())
+    raised = run.box.get("raised")
+    if raised is not None and not isinstance(raised, (Exception, SystemExit)):
+        raise _Raised(f"{type(raised).__name__}: {raised}".rstrip(": "))   # its own KeyboardInterrupt is no Ctrl-C
+    if raised is not None:
+        raise raised
+    return run.box.get("out")
+
+
+class _Raised(Exception):
+    """A learner's function raised a BaseException of its own (KeyboardInterrupt, GeneratorExit)."""
+
+
+class _Run(threading.Thread):
+    """A learner's function in a thread of its own, with the caller's gradient mode; ``stop()``
+    raises _OutOfTime in it again and again until it ends (none once it has ended)."""
+
+    def __init__(self, function, args, kwargs):
+        super().__init__(name="a learner's function in a check", daemon=True)
+        self.function, self.args, self.kwargs, self.box = function, args, kwargs, {}
+        torch = sys.modules.get("torch")
+        self.grad = torch.is_grad_enabled() if torch is not None else None
+        self.lock, self.done = threading.Lock(), False
+
+    def run(self):
+        try:
+            try:
+                if self.grad is not None:
+                    sys.modules["torch"].set_grad_enabled(self.grad)
+                self.box["out"] = self.function(*self.args, **self.kwargs)
+            except BaseException as exc:   # noqa: BLE001 — handed to the check's thread as it is
+                self.box["raised"] = exc
+            self.finish()
+        except _OutOfTime:   # one that arrived while handing over
+            self.finish()
+
+    def finish(self):
+        with self.lock:
+            self.done = True
+            self.raise_here(None)   # clears one still pending
+
+    def raise_here(self, exception=_OutOfTime):
+        ctypes.pythonapi.PyThreadState_SetAsyncExc(ctypes.c_ulong(self.ident),
+                                                   None if exception is None else ctypes.py_object(exception))
+
+    def stop(self, every=0.02, grace=0.3):
+        """Raise _OutOfTime in the function now and every ``every`` s until it ends (from a
+        watchdog thread, so the check goes on). True if it is still running after ``grace`` s."""
+        def poke():
+            with self.lock:
+                if not self.done:
+                    self.raise_here()
+
+        def watch():
+            while self.is_alive() and not self.done:
+                poke()
+                self.join(every)
+
+        poke()
+        threading.Thread(target=watch, name="stops a learner's function", daemon=True).start()
+        self.join(grace)
+        return self.is_alive()
 
 
 def _in_place_sentence(name, original, on):
@@ -447,25 +552,6 @@ def _copies(x):
     if isinstance(x, (tuple, list)):
         return type(x)(_copies(v) for v in x)
     return x
-
-
-def _alarm(seconds):
-    """Arm a timer that raises _OutOfTime after ``seconds``; return the function that disarms it.
-
-    Only in the main thread of a system with SIGALRM (Linux, macOS); elsewhere no limit."""
-    if not hasattr(signal, "setitimer") or threading.current_thread() is not threading.main_thread():
-        return lambda: None
-
-    def ring(signum, frame):
-        raise _OutOfTime()
-
-    previous = signal.signal(signal.SIGALRM, ring)
-    signal.setitimer(signal.ITIMER_REAL, seconds)
-
-    def disarm():
-        signal.setitimer(signal.ITIMER_REAL, 0)
-        signal.signal(signal.SIGALRM, previous)
-    return disarm
 
 
 # --- Judging a learner's nn.Module class -------------------------------------------------------

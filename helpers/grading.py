@@ -362,6 +362,8 @@ class Replay:
             raise RecordError(f"expected a record of one call, but the record holds {_what(entry)}")
         if entry.get("inputs") != fingerprint((args, kwargs)):
             raise ReplayError("it was called on other inputs in the student's kernel")
+        if "raised" not in entry and "output" not in entry:   # the check stopped waiting while it still ran
+            raise ReplayError("no result: it ran longer than the time limit and was stopped (a loop that never ends?)")
         if "raised" in entry:
             raised = entry["raised"]
             if not (isinstance(raised, list) and len(raised) == 2 and all(isinstance(r, str) for r in raised)):

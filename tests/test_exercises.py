@@ -7,6 +7,7 @@ import numpy as np
 import pytest
 import torch
 
+from helpers import exercises
 from helpers.exercises import (NOT_ANSWERED, Array, Function, Number, Verdict, Whole, Words, as_wholes, call,
                                close_problems, exercise, number_problems, slip)
 
@@ -181,3 +182,91 @@ def test_call_names_an_input_changed_in_place_and_the_caller_keeps_its_own():
     with pytest.raises(Wrong, match="changed argument 1 in place"):
         call(lambda *a: a[0].fill_(0), torch.ones(3))
     assert call(lambda x: x * 2, x=torch.ones(2)).tolist() == [2.0, 2.0]
+
+
+def _bare_except_loop(x):
+    while True:
+        try:
+            while True:
+                pass
+        except:   # noqa: E722 — the learner's bare except swallows everything it can
+            pass
+
+
+def _own_alarm_handler(x):
+    import signal
+    signal.signal(signal.SIGALRM, lambda *a: None)
+    signal.alarm(0)
+    while True:
+        pass
+
+
+def _disarms_the_alarm(x):
+    import signal
+    signal.setitimer(signal.ITIMER_REAL, 0)
+    signal.alarm(0)
+    while True:
+        pass
+
+
+def _sleeps_in_c(x):
+    time.sleep(10**6)
+
+
+def _sleeps_under_a_bare_except(x):
+    while True:
+        try:
+            time.sleep(0.001)
+        except:   # noqa: E722
+            pass
+
+
+@pytest.mark.parametrize("hostile", [_bare_except_loop, _own_alarm_handler, _disarms_the_alarm, _sleeps_in_c,
+                                     _sleeps_under_a_bare_except])
+def test_a_hostile_function_cannot_keep_the_check_going(hostile):
+    """Issue 31: a bare except, its own SIGALRM handler, alarm(0) or a long C call: the check still
+    answers (its sentence), and says when the function is still running in the background."""
+    @exercise("a function", answer=Function("a function of x"))
+    def doubles(answer):
+        if call(answer, 2, what="on x=2", seconds=0.5) != 4:
+            yield "not double"
+
+    found = doubles.feedback(hostile)
+    assert len(found) == 1
+    assert "more than 0.5 s and was stopped" in found[0] or "signal only works in main thread" in found[0], found
+    if hostile in (_sleeps_in_c, _sleeps_under_a_bare_except):
+        assert "still running in the background" in found[0]
+    assert doubles.feedback(lambda x: 2 * x) == []      # the next check is not disturbed
+
+
+def test_a_check_has_a_total_time_limit(monkeypatch):
+    """All the calls of one check together stop at CHECK_TIME_LIMIT, each call at TIME_LIMIT."""
+    monkeypatch.setattr(exercises, "CHECK_TIME_LIMIT", 1.0)
+    calls = []
+
+    @exercise("many calls", answer=Function())
+    def many(answer):
+        for i in range(100):
+            calls.append(i)
+            call(answer, i, seconds=0.4)
+        yield from ()
+
+    def slow(x):
+        time.sleep(0.3)
+    found = many.feedback(slow)
+    assert len(found) == 1 and f"its limit of 1.0 s" in found[0], found
+    assert len(calls) <= 5
+
+
+def test_the_checks_gradient_mode_reaches_the_learners_function():
+    import torch
+    with torch.no_grad():
+        assert call(torch.is_grad_enabled) is False
+    assert call(torch.is_grad_enabled) is True
+
+
+def test_a_learners_own_keyboard_interrupt_is_its_stop_not_a_traceback():
+    def interrupts(x):
+        raise KeyboardInterrupt
+    with pytest.raises(exercises.Wrong, match="stopped with KeyboardInterrupt"):
+        call(interrupts, 1)

@@ -83,3 +83,12 @@ def test_a_module_class_is_recorded_through_its_run_function_and_judged_from_the
     assert "does not inherit from nn.Module" in check.feedback(type("Plain", (), {}))[0]
     recorded = grading.record_answer(check, Affine, (), {})
     assert check.feedback(grading.decode(recorded)) == []   # the judge replays data, never the class
+
+
+def test_a_call_recorded_without_its_end_replays_as_out_of_time():
+    """The check stopped waiting while the learner's function still ran (helpers.exercises.call):
+    its record has inputs but neither output nor raised."""
+    from helpers.grading import Replay, ReplayError, fingerprint
+    replay = Replay([{"inputs": fingerprint(((2,), {}))}])
+    with pytest.raises(ReplayError, match="longer than the time limit"):
+        replay(2)
