@@ -2,6 +2,7 @@
 KV cache, counted multiply-adds, the cache's size, the explorer and the checks."""
 import functools
 import json
+import math
 
 import numpy as np
 import pytest
@@ -719,3 +720,56 @@ def test_probabilities_and_logits_are_not_taken_for_each_other():
         sampling.nucleus(probs, None)
     same = torch.tensor([0.5, 0.25, 0.25], dtype=torch.float64)   # a tensor's dtype is kept
     assert sampling.top_p_filter(same, 0.7).dtype == torch.float64
+
+
+# ---- issue 31: continuations and the slide, bounded and refused with a sentence
+
+def _one_sentence(error):
+    text = str(error.value)
+    assert "\n" not in text and " but " in text, text
+
+
+@pytest.mark.parametrize("kwargs", [dict(length=0), dict(length=-1), dict(length=True), dict(length=2.5),
+                                    dict(length=10**6), dict(n_continuations=-1), dict(n_continuations=True),
+                                    dict(n_continuations=2.5), dict(n_continuations=10**7),
+                                    dict(state={})])
+def test_slide_refuses_bad_continuations_before_any_work(kwargs, dragon, dragon_world):
+    from helpers.sampling import compute
+    world = dragon_world.tokenizer
+    with pytest.raises(CourseInputError) as refused:
+        compute.slide(dragon, world, prompt="<BOS> dragon drinks", **kwargs)
+    _one_sentence(refused)
+
+
+def test_continuations_check_the_state_the_length_and_memory(dragon, dragon_world):
+    from helpers.sampling import compute
+    world = dragon_world.tokenizer
+    state = compute.prompt_state(dragon, world, "<BOS> dragon drinks", room=2)
+    for n, length in ((2, 10**4), (-2, 2), (2, 0), (2, True), (10**5, 2)):
+        with pytest.raises(CourseInputError) as refused:
+            compute.continuations(dragon, state, n, length)
+        _one_sentence(refused)
+    for room in (-5, True, 2.5, 10**6):
+        with pytest.raises(CourseInputError) as refused:
+            compute.prompt_state(dragon, world, "<BOS> dragon drinks", room=room)
+        _one_sentence(refused)
+    with pytest.raises(CourseInputError, match="continuations should be shorter"):
+        compute.prompt_state(dragon, world, "<BOS> dragon drinks", room=10**6)
+
+
+def test_slider_settings_and_counts_refuse_what_is_no_setting(dragon):
+    from helpers.sampling import compute
+    for call in (lambda: compute.slider_settings(1.0, 0, 0.0, 30), lambda: compute.slider_settings(math.nan, 5, 0.5, 30),
+                 lambda: compute.settings_text(math.nan, -1, 2.0), lambda: compute.macs_by_part(None, 3),
+                 lambda: compute.macs_by_part(dragon.cfg, 10**30), lambda: compute.generation_macs(dragon.cfg, 5, 3, "False")):
+        with pytest.raises(CourseInputError) as refused:
+            call()
+        _one_sentence(refused)
+
+
+def test_the_continuations_memory_is_checked_before_it_is_spent(dragon, dragon_world, monkeypatch):
+    from helpers.sampling import compute
+    monkeypatch.setattr(compute, "MAX_CONTINUATION_BYTES", 2**20)
+    with pytest.raises(CourseInputError, match="should fit in 1 MiB") as refused:
+        compute.slide(dragon, dragon_world.tokenizer, prompt="<BOS> dragon drinks", n_continuations=1000, length=100)
+    _one_sentence(refused)

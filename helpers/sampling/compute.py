@@ -23,6 +23,8 @@ from ..model import KVCache
 
 MAX_DRAWS = 10_000_000   # draws() holds its ids as int64: 80 MB at most
 MAX_SAMPLES = 1024       # samples() and slide() run that many rows side by side at most
+MAX_COUNTED_TOKENS = 10**7   # macs_by_part counts a pass over at most that many tokens
+MAX_CONTINUATION_BYTES = 512 * 2**20   # the rows' KV cache (float32) continuations() may grow, checked before it starts
 SWITCHES = ("causal", "attention", "ablate_heads", "positions", "replace", "scaled")   # what generate passes on
 
 
@@ -277,8 +279,13 @@ def macs_by_part(cfg, n_new, n_seen=0):
       unembedding  n_new · d · V (logits for every fed position)
     LayerNorm, GELU, softmax and the residual additions are left out: they are not products.
     """
+    if not all(isinstance(getattr(cfg, name, None), int) for name in ("d_model", "n_layers", "d_ff", "vocab_size")):
+        fail(f"expected a model's Config (d_model, n_layers, d_ff, vocab_size), but got {shown(cfg)}")
     n_new = check_positive_int(n_new, "n_new")
     n_seen = check_positive_int(n_seen, "n_seen", minimum=0)
+    if n_new + n_seen > MAX_COUNTED_TOKENS:
+        fail(f"n_new + n_seen should be at most {MAX_COUNTED_TOKENS:,} tokens (a count of a pass, not a corpus), "
+             f"but got {n_new + n_seen:,}")
     d, L, T_k = cfg.d_model, cfg.n_layers, n_seen + n_new
     return dict(projections=L * 4 * n_new * d * d, attention=L * 2 * n_new * T_k * d,
                 mlp=L * 2 * n_new * d * cfg.d_ff, unembedding=n_new * d * cfg.vocab_size)
@@ -297,6 +304,9 @@ def generation_macs(cfg, prompt_len, new_tokens, use_cache):
     """
     prompt_len = check_positive_int(prompt_len, "prompt_len")
     new_tokens = check_positive_int(new_tokens, "new_tokens")
+    use_cache = check_switch(use_cache, "use_cache")
+    if new_tokens > MAX_SAMPLES * 100:
+        fail(f"new_tokens should be at most {MAX_SAMPLES * 100:,} (one term a step), but got {new_tokens:,}")
     if not use_cache:
         return sum(forward_macs(cfg, prompt_len + s) for s in range(new_tokens))
     return forward_macs(cfg, prompt_len) + sum(
@@ -515,6 +525,7 @@ def prompt_state(model, tokenizer, prompt, room=0):
 
     if not isinstance(model, Transformer):
         fail(f"expected a helpers.model.Transformer, but got {type(model).__name__}")
+    room = check_positive_int(room, "room (the tokens drawn after the prompt)", minimum=0)
     tokenizer = as_tokenizer(tokenizer)
     if not isinstance(prompt, str) or not prompt.strip():
         fail(f"a prompt is a non-empty string, but got {prompt!r}")
@@ -525,9 +536,12 @@ def prompt_state(model, tokenizer, prompt, room=0):
     if int(ids.max()) >= V or int(ids.min()) < 0:
         fail(f"the tokenizer ({len(tokenizer.vocab)} tokens) gives id {int(ids.max())} for {prompt!r}, but the "
              f"model's vocabulary has {V}: the model and the tokenizer do not belong together")
+    if room >= n_max:
+        fail(f"the continuations should be shorter than the model's window n_max = {n_max} tokens (with the "
+             f"prompt's {len(ids)}, at most {n_max - len(ids)}), but got {shown(room)}")
     if len(ids) + room > n_max:
         fail(f"the prompt has {len(ids)} tokens and {room} more are drawn after it, but the model takes "
-             f"at most n_max = {n_max}: shorten the prompt to {max(n_max - room, 1)} tokens or fewer")
+             f"at most n_max = {n_max}: shorten the prompt to {n_max - room} tokens or fewer")
     cache = KVCache(model.cfg.n_layers)
     with torch.no_grad():
         logits = model(ids, cache=cache)[-1].float()
@@ -538,7 +552,16 @@ def continuations(model, state, n, length, temperature=1.0, top_k=None, top_p=No
     """n continuations (n, length) of the prompt in ``state`` (``prompt_state``): row i is drawn
     with its own generator seeded seed + i, one draw a step as ``generate`` draws, so it holds the
     tokens ``generate(model, ids, length, ..., seed=seed + i)`` writes. The n rows go through the
-    model together, one batch a step, from one shared copy of the prompt's cache."""
+    model together, one batch a step, from one shared copy of the prompt's cache.
+
+    n (0 to MAX_SAMPLES) and length (1 to what the window leaves after the prompt) are checked,
+    and the cache the rows will grow against MAX_CONTINUATION_BYTES, before anything is drawn."""
+    check_state(model, state)
+    n, length = check_continuations(model, n, length, len(state["ids"]))
+    check_sampling(temperature, top_k, top_p, vocab_size=model.cfg.vocab_size)
+    seed = check_seed(seed)
+    if n:
+        check_seed(seed + n - 1, "seed + n - 1 (the last continuation's seed)")
     if n == 0:
         return torch.zeros(0, length, dtype=torch.long)
     generators = [torch.Generator().manual_seed(seed + i) for i in range(n)]
@@ -556,6 +579,41 @@ def continuations(model, state, n, length, temperature=1.0, top_k=None, top_p=No
             if step + 1 < length:
                 rows = model(token[:, None], cache=kv)[:, -1].float()
     return torch.stack(drawn, dim=1)
+
+
+def check_state(model, state):
+    """``state`` as ``prompt_state(model, ...)`` made it, else one sentence."""
+    from ..model import Transformer
+
+    if not isinstance(model, Transformer):
+        fail(f"expected a helpers.model.Transformer, but got {shown(model)}")
+    if not (isinstance(state, dict) and {"ids", "logits", "cache"} <= set(state)
+            and isinstance(state["cache"], KVCache) and isinstance(state["ids"], torch.Tensor)
+            and state["ids"].dim() == 1 and isinstance(state["logits"], torch.Tensor)
+            and tuple(state["logits"].shape) == (model.cfg.vocab_size,)):
+        fail(f"expected a prompt's state as prompt_state(model, tokenizer, prompt) makes it (ids, logits of "
+             f"{model.cfg.vocab_size} and cache), but got {shown(state)}")
+
+
+def check_continuations(model, n, length, prompt_len):
+    """(n, length) for n continuations of ``length`` tokens after a prompt of ``prompt_len``: n from 0
+    to MAX_SAMPLES, length from 1 to what the window leaves, and the rows' cache (float32 K and V
+    of every layer) within MAX_CONTINUATION_BYTES; else one sentence, before anything is drawn."""
+    n = check_positive_int(n, "n_continuations", minimum=0)
+    if n > MAX_SAMPLES:
+        fail(f"n_continuations should be at most {MAX_SAMPLES:,} (they run side by side), but got {shown(n)}")
+    length = check_positive_int(length, "length (tokens a continuation)")
+    room = model.cfg.n_max - prompt_len
+    if length > room:
+        fail(f"length should be at most {room} tokens (the window n_max = {model.cfg.n_max} less the prompt's "
+             f"{prompt_len}), but got {shown(length)}")
+    cfg = model.cfg
+    kv_heads = getattr(cfg, "n_kv_heads", None) or cfg.n_heads
+    need = 2 * cfg.n_layers * n * (prompt_len + length) * kv_heads * (cfg.d_model // cfg.n_heads) * 4
+    if need > MAX_CONTINUATION_BYTES:
+        fail(f"the continuations' cache should fit in {MAX_CONTINUATION_BYTES / 2**20:.0f} MiB, but {n:,} rows of "
+             f"{prompt_len + length} tokens need {need / 2**20:,.0f} MiB: ask for fewer or shorter ones")
+    return n, length
 
 
 def samples(model, ids, n_new, n, temperature=1.0, top_k=None, top_p=None, seed=0, stop_id=None):
@@ -599,11 +657,17 @@ def slide(model, world, prompt="<BOS> dragon drinks", temperature=1.0, top_k=Non
       continuation_tokens  the same continuations as lists of token strings
       spaced         True when the text puts spaces between the tokens (a word-level tokenizer)
     """
+    from ..model import Transformer
+
+    if not isinstance(model, Transformer):
+        fail(f"expected a helpers.model.Transformer, but got {shown(model)}")
     check_sampling(temperature, top_k, top_p, vocab_size=model.cfg.vocab_size)
     seed = check_seed(seed)
+    check_continuations(model, n_continuations, length, 0)   # the prompt's length: below, with it
     tokenizer = as_tokenizer(world)
     if state is None:
         state = prompt_state(model, tokenizer, prompt, room=length * (n_continuations > 0))
+    check_state(model, state)
     logits = state["logits"]
     tempered = _tempered(logits, temperature)
     final = _distribution(logits, temperature, top_k, top_p)
@@ -622,11 +686,14 @@ def slide(model, world, prompt="<BOS> dragon drinks", temperature=1.0, top_k=Non
 def slider_settings(temperature, top_k, top_p, vocab_size):
     """Slider values -> the sampler's (temperature, top_k, top_p): top-k at the vocabulary
     size and top-p at 1 mean "off" (None), which is what those values do anyway."""
+    vocab_size = check_positive_int(vocab_size, "vocab_size")
+    check_sampling(temperature, top_k, top_p)
     return (temperature, None if top_k >= vocab_size else top_k, None if top_p >= 1.0 else top_p)
 
 
 def settings_text(temperature, top_k, top_p):
     """'T = 0.70,  top-k off,  top-p 0.90' (None means off)."""
+    check_sampling(temperature, top_k, top_p)
     k = "off" if top_k is None else str(top_k)
     p = "off" if top_p is None else f"{top_p:.2f}"
     return f"T = {temperature:.2f},  top-k {k},  top-p {p}"
