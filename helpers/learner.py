@@ -24,7 +24,7 @@ import re
 import sys
 from pathlib import Path
 
-from .errors import fail
+from .errors import check_switch, fail
 
 HEADER = '''"""{name}: written by you in chapter {chapter}, kept by its check. Edit it freely."""
 import math
@@ -121,8 +121,8 @@ def use(name, course, quiet=False):
     with one line saying which (none when quiet, or while a kept file that calls use is being
     imported: the notebook cell that wrote it has said it already). A kept file that no longer
     runs is reported and the course's used."""
-    quiet = quiet or _loading > 0
     target = path(name)
+    quiet = check_switch(quiet, "quiet") or _loading > 0
     if not target.is_file():
         if not quiet:
             print(f"{name}: the course's own (no {shown(target)} yet: write yours where its chapter teaches it)")

@@ -57,6 +57,7 @@ def test_what_cannot_be_kept_is_refused_with_a_sentence(store, refused):
     namespace = {}
     exec("def made(x):\n    return x\n", namespace)
     refused(lambda: learner.keep(namespace["made"], "02"), "cannot be found")
+    refused(lambda: learner.use("double", course=None, quiet="False"), "quiet is a switch", "'False'")
 
 
 def test_a_check_keeps_a_right_piece_and_only_a_right_one(store, capsys):
