@@ -37,7 +37,7 @@ Both draw on a canvas that remembers the glyphs it has rasterised (the same pixe
 matplotlib's Agg canvas draws, without laying out and rendering "0.42" again on every
 redraw) and encode the PNG themselves, Up-filtered with fast compression (``encode``).
 """
-from .errors import CourseInputError
+from .errors import CourseInputError, fail
 
 
 def new_figure(size, dpi=80):
@@ -274,6 +274,85 @@ def controls_box(layout, message, frames=None):
     return Controls([layout, message] + ([frames] if frames is not None else []))
 
 
+MAX_TEXT = 2_000   # characters a text control (a prompt box) takes
+
+
+def _option_values(control):
+    """The values a menu control offers (its options' values, for (label, value) pairs)."""
+    return [o[1] if isinstance(o, tuple) and len(o) == 2 else o for o in control.options]
+
+
+def check_control(control, value, name):
+    """``value`` as the widget ``control`` (named ``name``) may hold it, else one sentence
+    (CourseInputError): a switch True or False; a slider's number within its range (a whole
+    number for an IntSlider; bools refused); a menu's value one of its options; a text a str of
+    at most MAX_TEXT characters. Nothing is clamped. Other widgets take what they take."""
+    import ipywidgets as widgets
+
+    from .errors import check_number, check_positive_int, check_switch, shown
+
+    if isinstance(control, (widgets.Checkbox, widgets.ToggleButton)):
+        return check_switch(value, name)
+    if isinstance(control, widgets.IntSlider):
+        value = check_positive_int(value, name, minimum=control.min)
+        if value > control.max:
+            fail(f"{name} should be a whole number from {control.min} to {control.max}, but got {shown(value)}")
+        return value
+    if isinstance(control, widgets.FloatLogSlider):
+        return check_number(value, name, low=control.base ** control.min, high=control.base ** control.max)
+    if isinstance(control, widgets.FloatSlider):
+        return check_number(value, name, low=control.min, high=control.max)
+    if isinstance(control, (widgets.Dropdown, widgets.ToggleButtons, widgets.Select, widgets.RadioButtons)):
+        offered = _option_values(control)
+        if not any(v is value or type(v) is type(value) and v == value for v in offered):
+            listed = ", ".join(shown(v) for v in offered[:8]) + (", ..." if len(offered) > 8 else "")
+            fail(f"{name} should be one of {listed}, but got {shown(value)}")
+        return value
+    if isinstance(control, widgets.Text):
+        if not isinstance(value, str) or len(value) > MAX_TEXT:
+            fail(f"{name} should be a text of at most {MAX_TEXT:,} characters, but got {shown(value)}")
+        return value
+    return value
+
+
+def start_at(controls, **values):
+    """Set the controls a constructor was given values for, each checked first (``check_control``),
+    all before any is set: a refused construction refuses before it draws or shows anything."""
+    checked = {name: check_control(controls[name], value, name) for name, value in values.items()}
+    for name, value in checked.items():
+        controls[name].value = value
+    return controls
+
+
+def check_model_and_world(model, world):
+    """A course Transformer and a World (helpers.worlds) that belong together (the world's
+    vocabulary is the model's), else one sentence; an explorer asks this before any work."""
+    from .model import Transformer
+    from .worlds import World
+    from .errors import shown
+
+    if not isinstance(model, Transformer):
+        fail(f"expected a helpers.model.Transformer as the model, but got {shown(model)}")
+    if not isinstance(world, World):
+        fail(f"expected a helpers.worlds.World (such as worlds.cat_world()) as the world, but got {shown(world)}")
+    if len(world.tokenizer.vocab) != model.cfg.vocab_size:
+        fail(f"expected a model and a world that belong together, but the model has {model.cfg.vocab_size} "
+             f"tokens and the {world.name} world {len(world.tokenizer.vocab)}")
+    return model, world
+
+
+def guard(controls):
+    """Make each control refuse a value it cannot hold with one sentence (``check_control``) and
+    keep its value, where ipywidgets would clamp it silently (a slider) or name no control (a menu)."""
+    for name, control in controls.items():
+        original = control._trait_validators.get("value")
+
+        def validate(obj, proposal, name=name, original=original):
+            check_control(obj, proposal["value"], name)
+            return original(obj, proposal) if original is not None else proposal["value"]
+        control._register_validator(validate, ["value"])
+
+
 class Explorer:
     """Controls wired to one render function; ``show`` builds and displays one.
 
@@ -287,6 +366,7 @@ class Explorer:
         import ipywidgets as widgets
 
         self.controls, self.render = dict(controls), render
+        guard(self.controls)
         self.layout = layout if layout is not None else widgets.HBox(list(self.controls.values()))
         self.message = widgets.HTML()
         try:
@@ -306,6 +386,17 @@ class Explorer:
 
     def values(self):
         return {name: control.value for name, control in self.controls.items()}
+
+    def set(self, **values):
+        """Move controls as a learner would (``set(layer=1, head=0)``); every value is checked
+        against its control first (``check_control``), so a refusal leaves every control as it was."""
+        unknown = sorted(set(values) - set(self.controls))
+        if unknown:
+            fail(f"expected controls among {', '.join(self.controls)}, but got {', '.join(map(str, unknown))}")
+        checked = {name: check_control(self.controls[name], value, name) for name, value in values.items()}
+        for name, value in checked.items():
+            self.controls[name].value = value
+        return self
 
     def picture(self):
         return as_png(self.render(**self.values()))

@@ -14,7 +14,8 @@ import numpy as np
 from .. import plots
 from .. import worlds
 from ..errors import fail
-from ..explorer import Blitter, new_figure, show
+from ..errors import shown as shown_value
+from ..explorer import Blitter, check_model_and_world, new_figure, show
 from ..patching import KINDS, residual_names
 from . import compute
 
@@ -35,8 +36,12 @@ def explorer(model, world, prompts=None):
     Returns the Explorer (``.controls``: prompt, kind, reference (cat view), one per head; ``.picture()``)."""
     import ipywidgets as widgets
 
+    if prompts is not None and (not isinstance(prompts, (list, tuple)) or not prompts
+                                or not all(isinstance(p, str) for p in prompts)):
+        fail(f"prompts should be a non-empty list of texts, but got {shown_value(prompts)}")
     if not (isinstance(world, worlds.World) and world.name == "cat"):
         return _general(model, world, prompts)
+    check_model_and_world(model, world)
     prompts = PROMPTS if prompts is None else prompts
     for p in prompts:
         words = p.split()

@@ -10,8 +10,9 @@ in place.
 """
 import numpy as np
 
-from ..explorer import Blitter, new_figure, show
+from ..explorer import Blitter, new_figure, show, start_at
 from ..errors import fail
+from ..errors import shown as shown_value
 from .compute import MODELS, PROMPTS, YOURS, head_view, model_and_tokenizer
 
 
@@ -153,9 +154,11 @@ def explorer(model="induction", layer=1, head=0, tokenizer=None, prompts=None):
     import ipywidgets as widgets
 
     net, _, name = model_and_tokenizer(model, tokenizer)
+    if (name == YOURS or prompts is not None) and (not isinstance(prompts, (list, tuple)) or not prompts
+                                                   or not all(isinstance(p, str) and p.strip() for p in prompts)):
+        fail(("a model of your own needs prompts, a non-empty list of texts" if name == YOURS else
+              "prompts should be a non-empty list of texts") + f", but got {shown_value(prompts)}")
     if name == YOURS:
-        if isinstance(prompts, str) or not prompts or not all(isinstance(p, str) for p in prompts):
-            fail(f"a model of your own needs prompts, a list of strings, but got {prompts!r:.60}")
         choices = {YOURS: (model, tuple(prompts))}
     else:
         choices = {m: (m, tuple(prompts) if prompts and m == name else PROMPTS[m]) for m in MODELS}
@@ -163,8 +166,9 @@ def explorer(model="induction", layer=1, head=0, tokenizer=None, prompts=None):
     controls = dict(
         model=widgets.Dropdown(options=list(choices), value=name, description="model"),
         prompt=widgets.Dropdown(options=choices[name][1], description="prompt", layout=widgets.Layout(width="420px")),
-        layer=widgets.IntSlider(value=layer, min=0, max=cfg.n_layers - 1, description="layer"),
-        head=widgets.IntSlider(value=head, min=0, max=cfg.n_heads - 1, description="head"))
+        layer=widgets.IntSlider(min=0, max=cfg.n_layers - 1, description="layer"),
+        head=widgets.IntSlider(min=0, max=cfg.n_heads - 1, description="head"))
+    start_at(controls, layer=layer, head=head)   # out of range: refused, not clamped
     heatmap, attention = FastHeatmap(), {}   # attention: each (model, prompt)'s weights, computed once
 
     def model_changed(change):

@@ -7,8 +7,8 @@
 """
 import numpy as np
 
-from ..errors import CourseInputError
-from ..explorer import Blitter, new_figure, show
+from ..errors import CourseInputError, fail, shown
+from ..explorer import Blitter, new_figure, show, start_at
 from .compute import attention_maps
 
 HIDDEN = (0.85, 0.85, 0.85, 1.0)   # grey: a key the mask hides
@@ -90,11 +90,15 @@ def explorer(models, world, prompt="<BOS> the cat sat on the mat", causal=True):
     """
     import ipywidgets as widgets
 
+    from ..model import Transformer
+
+    if not isinstance(models, dict) or not models or not all(isinstance(m, Transformer) for m in models.values()):
+        fail(f"models should be a non-empty dict {{name: helpers.model.Transformer}}, but got {shown(models)}")
     controls = dict(
-        prompt=widgets.Text(value=prompt, description="prompt", continuous_update=False,
-                            layout=widgets.Layout(width="420px")),
+        prompt=widgets.Text(description="prompt", continuous_update=False, layout=widgets.Layout(width="420px")),
         model=widgets.Dropdown(options=list(models), description="model"),
-        causal=widgets.ToggleButtons(options=[("mask on", True), ("mask off", False)], value=causal))
+        causal=widgets.ToggleButtons(options=[("mask on", True), ("mask off", False)]))
+    start_at(controls, prompt=prompt, causal=causal)
     first = next(iter(models.values()))
     draw = maps_view(first.cfg.n_layers, first.cfg.n_heads)
 

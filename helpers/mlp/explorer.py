@@ -5,7 +5,7 @@ moves the bars of one figure (``probe_panel``), redrawn through a Blitter.
 """
 import numpy as np
 
-from ..explorer import Blitter, new_figure, show
+from ..explorer import Blitter, check_model_and_world, new_figure, show, start_at
 from . import compute
 
 
@@ -54,9 +54,11 @@ def explorer(model, world, layer=0, unit=1):
     """A layer menu and a unit slider over one figure redrawn in place. Returns the Explorer."""
     import ipywidgets as widgets
 
+    check_model_and_world(model, world)
+    controls = dict(layer=widgets.Dropdown(options=list(range(model.cfg.n_layers)), description="layer"),
+                    unit=widgets.IntSlider(min=0, max=model.cfg.d_ff - 1, description="unit"))
+    start_at(controls, layer=layer, unit=unit)   # checked before the activations are collected
     collected = compute.collect_activations(model, world)
-    controls = dict(layer=widgets.Dropdown(options=list(range(model.cfg.n_layers)), value=layer, description="layer"),
-                    unit=widgets.IntSlider(value=unit, min=0, max=model.cfg.d_ff - 1, description="unit"))
     fig, draw, changing = probe_panel(compute.corpus_words(collected, world.tokenizer.vocab))
     fast = Blitter(fig, changing)
 

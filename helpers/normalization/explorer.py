@@ -6,7 +6,8 @@ curves and the title.
 """
 import numpy as np
 
-from ..explorer import Blitter, new_figure, show
+from ..explorer import Blitter, check_control, new_figure, show, start_at
+from ..errors import fail, shown
 from .compute import COLOURS, LABELS, PLACEMENTS, reference_losses, stack_view
 
 FLOOR = 1e-15  # gradient norms below this are drawn at it (a log axis has no 0)
@@ -78,9 +79,14 @@ def explorer(curves, n_layers=8, lr=3e-2):
     """A depth slider, a learning-rate toggle and one figure redrawn in place; returns the Explorer."""
     import ipywidgets as widgets
 
+    if not isinstance(curves, dict) or not {"depths", "lrs"} <= set(curves):
+        fail(f"expected the curves of stack_curves (a dict with depths, lrs and runs), but got {shown(curves)}")
     controls = {
-        "n_layers": widgets.SelectionSlider(options=curves["depths"], value=n_layers, description="layers"),
-        "lr": widgets.ToggleButtons(options=[(f"{x:g}", x) for x in curves["lrs"]], value=lr, description="lr")}
+        "n_layers": widgets.SelectionSlider(options=curves["depths"], description="layers"),
+        "lr": widgets.ToggleButtons(options=[(f"{x:g}", x) for x in curves["lrs"]], description="lr")}
+    n_layers = check_control(controls["n_layers"], n_layers, "n_layers")   # SelectionSlider: one of its depths
+    start_at(controls, lr=lr)
+    controls["n_layers"].value = n_layers
     fig, draw = stack_view_figure(curves)
     blitter = Blitter(fig, draw.moving)
 

@@ -6,7 +6,7 @@ checkbox; ``render`` calls ``compute.next_token_view`` and moves the bars of one
 """
 import numpy as np
 
-from ..explorer import Blitter, new_figure, show
+from ..explorer import Blitter, check_model_and_world, new_figure, show, start_at
 from . import compute
 
 
@@ -62,10 +62,12 @@ def explorer(model, world, prompt=compute.PROMPTS[0]):
     one figure redrawn in place. Returns the Explorer."""
     import ipywidgets as widgets
 
-    controls = dict(prompt=widgets.Dropdown(options=compute.PROMPTS, value=prompt, description="prompt"),
+    check_model_and_world(model, world)
+    controls = dict(prompt=widgets.Dropdown(options=compute.PROMPTS, description="prompt"),
                     positions=widgets.ToggleButton(value=True, description="positions on"),
                     seed=widgets.IntSlider(value=0, min=0, max=9, description="scramble"),
                     keep_last=widgets.Checkbox(value=True, description="keep the last word"))
+    start_at(controls, prompt=prompt)   # one of the menu's prompts
     fig, draw, changing = view_panel(world.tokenizer.vocab)
     fast = Blitter(fig, changing)
 

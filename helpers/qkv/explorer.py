@@ -7,7 +7,7 @@
 """
 import numpy as np
 
-from ..explorer import Blitter, new_figure, show
+from ..explorer import Blitter, new_figure, show, start_at
 from .compute import three_words, three_words_qkv, three_words_query
 
 QUERY_COLOUR, KEY_COLOUR, OUTPUT_COLOUR, HIDDEN_COLOUR = "#d1495b", "#30638e", "#00798c", "#bbbbbb"
@@ -138,7 +138,7 @@ def explorer(token="sat"):
 
     tokens = three_words()["tokens"]
     own_queries = dict(zip(tokens, three_words_qkv()[0]))
-    menu = widgets.Dropdown(options=tokens, value=token, description="query of")
+    menu = start_at({"token": widgets.Dropdown(options=tokens, description="query of")}, token=token)["token"]
     q0, q1 = (widgets.FloatSlider(value=float(own_queries[token][i]), min=-3, max=3, step=0.1,
                                   description=f"q[{i}]") for i in (0, 1))
     scale = widgets.Checkbox(value=True, description="divide by √d_k")

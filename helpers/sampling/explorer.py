@@ -7,7 +7,7 @@ several prompts) to it. It takes any ``helpers.model.Transformer`` with any toke
 """
 import numpy as np
 
-from ..errors import fail
+from ..errors import check_positive_int, fail, shown
 from ..explorer import Blitter, new_figure, show
 from .compute import as_tokenizer, prompt_state, settings_text, slide, slider_settings
 
@@ -155,11 +155,15 @@ def explorer(model, tokenizer, prompts="<BOS> dragon drinks", length=None):
     from ..worlds import Tokenizer
 
     tokenizer = as_tokenizer(tokenizer)
-    prompts = [prompts] if isinstance(prompts, str) else list(prompts)
-    if not prompts:
+    if isinstance(prompts, (list, tuple)) and not prompts:
         fail("expected at least one prompt, but got an empty list")
+    if not (isinstance(prompts, str) or isinstance(prompts, (list, tuple)) and len(prompts) <= 100
+            and all(isinstance(p, str) for p in prompts)):
+        fail(f"prompts should be a text or a list of at most 100 texts, but got {shown(prompts)}")
+    prompts = [prompts] if isinstance(prompts, str) else list(prompts)
     if length is None:
         length = 4 if isinstance(tokenizer, Tokenizer) else 8
+    length = check_positive_int(length, "length (tokens a continuation)")   # True or 0: refused
     states = {}   # each prompt's ids, logits and cache, made once: the sliders never change them
 
     def state_of(prompt):

@@ -10,7 +10,7 @@ spread, one softmax row saturate and its gradient die.
 import numpy as np
 
 from .. import plots
-from ..explorer import Blitter, new_figure, show
+from ..explorer import Blitter, new_figure, show, start_at
 from .compute import explore, gradient_by_dim
 
 BINS = np.linspace(-100, 100, 81)
@@ -78,8 +78,8 @@ def explorer(d=64, scaled=False):
     in place. Returns the Explorer."""
     import ipywidgets as widgets
 
-    slider = widgets.FloatLogSlider(value=d, base=2, min=1, max=10, step=0.5, description="d",
-                                    readout_format=".0f")
-    box = widgets.Checkbox(value=scaled, description="divide by √d")
+    slider = widgets.FloatLogSlider(base=2, min=1, max=10, step=0.5, description="d", readout_format=".0f")
+    box = widgets.Checkbox(description="divide by √d")
+    controls = start_at({"d": slider, "scaled": box}, d=d, scaled=scaled)   # d from 2 to 1024, refused outside
     _, draw = scaling_view()
-    return show({"d": slider, "scaled": box}, lambda d, scaled: draw(explore(d, scaled)))
+    return show(controls, lambda d, scaled: draw(explore(d, scaled)))

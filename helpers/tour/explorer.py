@@ -2,7 +2,7 @@
 import numpy as np
 
 from .. import plots
-from ..explorer import Blitter, new_figure, show
+from ..explorer import Blitter, check_model_and_world, new_figure, show, start_at
 from . import compute
 
 
@@ -111,13 +111,14 @@ def explorer(model, world, prompt="<BOS> the cat is"):
     Returns the Explorer (``.controls``: prompt, layer, head, attention; ``.picture()``)."""
     import ipywidgets as widgets
 
+    check_model_and_world(model, world)
     controls = dict(
-        prompt=widgets.Text(value=prompt, description="prompt", continuous_update=False,
-                            layout=widgets.Layout(width="420px")),
+        prompt=widgets.Text(description="prompt", continuous_update=False, layout=widgets.Layout(width="420px")),
         layer=widgets.Dropdown(options=range(model.cfg.n_layers), description="layer"),
         head=widgets.Dropdown(options=range(model.cfg.n_heads), description="head"),
         attention=widgets.ToggleButtons(options=[("attention on", True), ("attention off", False)]),
     )
+    start_at(controls, prompt=prompt)
     figure = TourView(world.tokenizer.vocab)
     views = {}
 
