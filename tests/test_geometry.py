@@ -218,6 +218,36 @@ def test_tsne_from_pca_ignores_the_seed():
     assert np.array_equal(geometry.project(points, "t-SNE", 0), geometry.project(points, "t-SNE", 7))
 
 
+UMAP_SCRIPT = """
+import sys
+import numpy as np
+from helpers.geometry import compute as geometry
+points = geometry.unit(np.random.default_rng(0).normal(size=(40, 8)))
+umap = geometry.import_umap()
+xy = geometry.project(points, "UMAP", 0)
+print("after a map:", "pynndescent" in sys.modules)
+from umap import umap_
+print("a metric only pynndescent has:", "dot" in umap_.pynn_named_distances, "pynndescent" in sys.modules)
+import pynndescent
+print("its objects:", umap_.NNDescent is pynndescent.NNDescent)
+np.save(sys.argv[1], xy)
+"""
+
+
+def test_umap_imports_pynndescent_only_when_used(tmp_path):
+    """In a fresh interpreter: a map with the neighbours handed over never imports pynndescent,
+    a metric looked up imports it and puts the real objects into umap.umap_, and the map is the
+    one umap imported the usual way draws."""
+    run = subprocess.run([sys.executable, "-c", UMAP_SCRIPT, str(tmp_path / "xy.npy")], cwd=ROOT,
+                         env={**os.environ, "OPENBLAS_NUM_THREADS": "1"}, capture_output=True, text=True)
+    assert run.returncode == 0, run.stderr
+    assert run.stdout.splitlines() == ["after a map: False", "a metric only pynndescent has: True True",
+                                       "its objects: True"]
+    points = geometry.unit(np.random.default_rng(0).normal(size=(40, 8)))
+    import pynndescent  # noqa: F401  (umap as imported everywhere else)
+    assert np.array_equal(np.load(tmp_path / "xy.npy"), geometry.project(points, "UMAP", 0))
+
+
 def test_own_group_share_counts_neighbours_in_the_same_group():
     result = {"points": np.array([[0.0, 0], [0, 1], [5, 5], [5, 6], [0, 2]]),
               "labels": ["a", "a", "b", "b", "b"], "k": 1}
