@@ -41,6 +41,7 @@ from .errors import CourseInputError, to_numpy
 
 NOT_ANSWERED = "not answered yet: replace None in the answer cell above with your answer"
 TIME_LIMIT = 10          # seconds a learner's function may run in one call of a check
+MAX_ANSWER_ENTRIES = 10_000_000   # numbers an array answer may hold (80 MB as float64); a check's answers hold far fewer
 CHECK_TIME_LIMIT = 120   # seconds all the calls of one check may run together (the real model's take up to 60)
 _CHECK_DEADLINE = contextvars.ContextVar("check_deadline", default=None)   # time.monotonic() when the check's time is up
 
@@ -79,6 +80,10 @@ class Exercise:
         """The list of problem sentences (empty when the answer is right)."""
         if answer is None:
             return [NOT_ANSWERED]
+        try:   # a check cell edited to drop or add an argument is not a bug of the check
+            inspect.signature(self.problems).bind(answer, *args, **kwargs)
+        except TypeError as error:
+            return [f"the check cell should call the check as it was given, but {error}: run the cell as it was"]
         found = []
         own = _CHECK_DEADLINE.get() is None   # a check run inside another shares the outer one's time
         token = _CHECK_DEADLINE.set(time.monotonic() + CHECK_TIME_LIMIT) if own else None
@@ -89,6 +94,8 @@ class Exercise:
                 found.append(sentence)
         except Wrong as wrong:
             found.append(str(wrong))
+        except CourseInputError as error:   # the check's own arguments (not the answer) cannot be used
+            found.append(f"the check cannot use what the check cell gives it ({error}): run the cell as it was given")
         except Exception as exc:  # a bug in a check must not look like the learner's mistake
             found.append(f"the check itself failed on this answer ({type(exc).__name__}: {exc}); "
                          "please report it")
@@ -292,6 +299,9 @@ def as_array(x, name, shape=None, allow_inf=False):
         raise Wrong(f"{name} is None: return or assign the array")
     if isinstance(x, (str, bytes, dict, set)) or callable(x):
         raise Wrong(f"{name} should be an array of numbers, but it is a {type(x).__name__}")
+    size = _entries(x)
+    if size > MAX_ANSWER_ENTRIES:   # looked at before anything is copied or converted
+        raise Wrong(f"{name} should be a small array (at most {MAX_ANSWER_ENTRIES:,} numbers), but it holds {size:,}")
     try:
         arr = to_numpy(x, name)
     except CourseInputError as error:
@@ -305,6 +315,20 @@ def as_array(x, name, shape=None, allow_inf=False):
         raise Wrong(f"{name} holds inf in {int(np.isinf(arr).sum())} of {arr.size} entries: "
                     "a number overflowed (exp of a large number?)")
     return arr
+
+
+def _entries(x):
+    """How many numbers ``x`` holds, as far as can be told without copying it (an array's or a
+    tensor's size, a list's length times its first item's); 0 when it cannot say."""
+    size = getattr(x, "size", None)
+    if isinstance(size, (int, np.integer)):
+        return int(size)
+    if hasattr(x, "numel"):
+        return int(x.numel())
+    if isinstance(x, (list, tuple)) and x:
+        first = x[0]
+        return len(x) * max(1, _entries(first) if isinstance(first, (list, tuple, np.ndarray)) or hasattr(first, "numel") else 1)
+    return 0
 
 
 def as_number(x, name):

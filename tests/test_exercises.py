@@ -270,3 +270,21 @@ def test_a_learners_own_keyboard_interrupt_is_its_stop_not_a_traceback():
         raise KeyboardInterrupt
     with pytest.raises(exercises.Wrong, match="stopped with KeyboardInterrupt"):
         call(interrupts, 1)
+
+
+def test_a_huge_answer_is_refused_before_it_is_copied():
+    found = square.feedback(np.zeros(10**8, dtype=np.int8), n=3)
+    assert len(found) == 1 and "at most 10,000,000 numbers" in found[0], found
+
+
+def test_a_check_cell_edited_or_given_bad_arguments_is_not_called_a_bug_of_the_check():
+    from helpers.errors import fail
+
+    @exercise("needs n")
+    def needs_n(answer, n):
+        if n < 1:
+            fail(f"n should be at least 1, but got {n}")
+        yield from ()
+    assert "as it was given" in needs_n.feedback(1)[0]            # n dropped from the cell
+    assert "as it was given" in needs_n.feedback(1, -12)[0]       # an argument the check cannot use
+    assert "report it" not in needs_n.feedback(1, -12)[0]

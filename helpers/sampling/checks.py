@@ -8,6 +8,7 @@ import numpy as np
 import torch
 
 from .. import worlds
+from ..errors import check_number
 from ..exercises import (NOT_ANSWERED, Array, Function, Whole, Wrong, as_array, call, close_problems,
                          exercise, number_problems)
 from ..model import KVCache
@@ -18,7 +19,8 @@ from . import compute as sampling
 @exercise("the distribution at a temperature", answer=Array(shape=lambda logits: np.shape(logits)))
 def tempered(answer, logits, temperature):
     """``answer`` (V,) is softmax(logits / temperature)."""
-    logits = np.asarray(logits, dtype=float)
+    temperature = check_number(temperature, "the check's temperature", low=0, low_open=True)   # 0, NaN: no softmax
+    logits = as_array(logits, "the check's logits")
     if abs(answer.sum() - 1) > 1e-3:
         yield f"your probabilities sum to {answer.sum():.3f}, not 1: divide by the sum of the exponentials"
     elif temperature != 1 and np.allclose(answer, softmax(logits), atol=1e-4):
