@@ -17,6 +17,20 @@ def words(check, answer, *args, **kwargs):
     return " ".join(check.feedback(answer, *args, **kwargs))
 
 
+def test_batched_samples_are_the_sentences_generate_draws_one_by_one(cat, cat_world):
+    """sample_sentences runs the sentences still going as one batch; each still draws from its
+    own generator, so the words are those of generate called once per seed."""
+    from helpers.sampling.compute import generate
+    start, stop = cat_world.tokenizer.encode(["<BOS>"]), cat_world.tokenizer.ids["<EOS>"]
+    unmasked = masking.train_without_mask(cat_world, seed=0, steps=300, stop_after=40)[0]
+    for model, causal, temperature in ((cat, True, 1.0), (cat, True, 0), (unmasked, False, 1.5)):
+        one_by_one = [cat_world.tokenizer.decode(generate(model, start, 11, temperature=temperature, seed=5 + i,
+                                                          cache=False, stop_id=stop, causal=causal))
+                      for i in range(12)]
+        assert masking.sample_sentences(model, cat_world, n=12, causal=causal, temperature=temperature,
+                                        seed=5) == one_by_one
+
+
 def test_mask_and_the_three_words():
     assert torch.equal(masking.causal_mask(3), torch.tensor([[0, 1, 1], [0, 0, 1], [0, 0, 0]], dtype=torch.bool))
     ex = masking.three_words()

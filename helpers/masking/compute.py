@@ -28,7 +28,7 @@ from torch import nn
 from ..errors import check_positive_int, check_seed, fail, to_numpy
 from ..model import Attention, Transformer
 from ..recipes import CAT_CONFIG, CAT_TRAINING
-from ..sampling.compute import generate
+from ..sampling.compute import check_length, check_prompt, check_sampling, generate, next_distribution
 from ..training import train
 from ..worlds import decisions, entropy_floor   # entropy_floor: chapter 04 calls it masking.entropy_floor
 
@@ -237,13 +237,29 @@ def teacher_forced_loss(model, world, sentences=None, causal=True):
 
 def sample_sentences(model, world, n=20, causal=True, temperature=1.0, seed=0, max_len=12):
     """Draw ``n`` sentences from <BOS> (seeds seed .. seed+n-1), re-running the whole prefix at
-    every step with the mask on or off (``causal``). Returns a list of word lists."""
+    every step with the mask on or off (``causal``). Returns a list of word lists.
+
+    The same sentences as ``generate(model, <BOS>, max_len - 1, temperature, seed=seed + i,
+    cache=False, stop_id=<EOS>, causal=causal)`` for each i: every sentence draws from its own
+    generator, but the sentences still going run as one batch (they all have the same length,
+    one more word each step), one forward pass per step instead of one per sentence.
+    """
     n = check_positive_int(n, "n")
-    start = world.tokenizer.encode(["<BOS>"])
+    start = check_prompt(model, world.tokenizer.encode(["<BOS>"]), "sample_sentences")
+    check_sampling(temperature, vocab_size=model.cfg.vocab_size)
+    steps = check_length(model, start, max_len - 1, cache=False)
     stop = world.tokenizer.ids["<EOS>"]
-    return [world.tokenizer.decode(generate(model, start, max_len - 1, temperature=temperature, seed=seed + i,
-                                            use_cache=False, stop_id=stop, causal=causal))
-            for i in range(n)]
+    generators = [torch.Generator().manual_seed(check_seed(seed + i)) for i in range(n)]
+    rows, going = [start] * n, list(range(n))
+    for _ in range(steps):
+        logits = model(torch.stack([rows[i] for i in going]), causal=causal)[:, -1]   # (going, V)
+        for row, i in zip(logits, going):
+            rows[i] = torch.cat([rows[i], torch.multinomial(next_distribution(row.float(), temperature), 1,
+                                                            generator=generators[i])])
+        going = [i for i in going if int(rows[i][-1]) != stop]
+        if not going:
+            break
+    return [world.tokenizer.decode(ids) for ids in rows]
 
 
 def share_valid(sentences, world):
