@@ -317,13 +317,21 @@ def dragon_sample(n, length, seed):
     n, length = check_positive_int(n, "n"), check_positive_int(length, "length", minimum=2)
     check_drawn(n * length)
     rng = np.random.default_rng(check_seed(seed))
+    tables = {}    # the last two words -> (next words, their cumulative probabilities)
     out = []
     for _ in range(n):
         words = ["<BOS>"]
         while len(words) < length:
-            dist = dragon_next(words)
-            words.append(rng.choice(list(dist), p=np.array(list(dist.values())) / sum(dist.values())))
-        out.append([str(w) for w in words])
+            key = tuple(words[-2:])       # the grammar looks no further back
+            if key not in tables:
+                dist = dragon_next(words)
+                cdf = (np.array(list(dist.values())) / sum(dist.values())).cumsum()
+                tables[key] = list(dist), cdf / cdf[-1]
+            # the draw rng.choice(list(dist), p=...) makes, without its per-call checks:
+            # one uniform number, placed in the cumulative probabilities
+            choices, cdf = tables[key]
+            words.append(choices[int(cdf.searchsorted(rng.random(), side="right"))])
+        out.append(words)
     return out
 
 

@@ -1,4 +1,5 @@
 """helpers.worlds: the worlds' counts, the grammar, the evaluation of the shipped models."""
+import numpy as np
 import pytest
 import torch
 
@@ -53,3 +54,18 @@ def test_induction_labels_name_every_symbol_and_refuse_an_unknown_id():
     assert worlds.induction_labels(torch.tensor([0, 1, 26])) == ["<BOS>", "a", "z"]
     with pytest.raises(CourseInputError, match="no name"):
         worlds.induction_labels([99])
+
+
+def test_dragon_sample_draws_what_rng_choice_draws():
+    """dragon_sample places one uniform number in cached cumulative probabilities: the very
+    words rng.choice(words, p=...) gives at every step."""
+    for n, length, seed in ((300, 12, 0), (40, 30, 7)):
+        rng, expected = np.random.default_rng(seed), []
+        for _ in range(n):
+            sentence = ["<BOS>"]
+            while len(sentence) < length:
+                dist = worlds.dragon_next(sentence)
+                p = np.array(list(dist.values())) / sum(dist.values())
+                sentence.append(str(rng.choice(list(dist), p=p)))
+            expected.append(sentence)
+        assert worlds.dragon_sample(n, length, seed) == expected
