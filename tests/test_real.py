@@ -340,6 +340,12 @@ def test_temperature_view_sharpens_and_flattens(smol):
     assert view[0.5]["entropy"] < view[1.0]["entropy"] < view[2.0]["entropy"]
     assert view[0.5]["top"][0][0] == view[2.0]["top"][0][0] == " Paris"
     assert view[0.5]["nucleus_90"] <= view[1.0]["nucleus_90"] <= view[2.0]["nucleus_90"]
+    given = real.temperature_view(model, tok, temperatures=(0.5, 1.0, 2.0),
+                                  logits=real.next_logits(model, tok, real.FACT))   # the same, no second pass
+    assert given == view
+    for bad in ([0.0] * 3, torch.zeros(3), torch.zeros(model.cfg.vocab_size, dtype=torch.long)):
+        with pytest.raises(CourseInputError, match="logits should be the next token's logits"):
+            real.temperature_view(model, tok, logits=bad)
 
 
 def test_kv_timing_and_memory(smol):

@@ -192,12 +192,19 @@ def top_tokens(tok, probs, k=5):
     return [(tok.pieces([int(j)])[0], float(q)) for q, j in zip(p, i)]
 
 
-def temperature_view(model, tok, prompt=FACT, temperatures=(0.5, 1.0, 2.0), k=5):
+def temperature_view(model, tok, prompt=FACT, temperatures=(0.5, 1.0, 2.0), k=5, logits=None):
     """Chapter 09's real-model view: {temperature: dict(top (k (piece, p)), entropy (nats),
-    nucleus_90 (tokens in the top-p = 0.9 set))} for the next token after prompt."""
+    nucleus_90 (tokens in the top-p = 0.9 set))} for the next token after prompt.
+
+    logits: ``next_logits(model, tok, prompt)`` when the caller has them already (no second pass)."""
     from ..sampling import compute as sampling
 
-    logits = next_logits(model, tok, prompt)
+    if logits is None:
+        logits = next_logits(model, tok, prompt)
+    elif not isinstance(logits, torch.Tensor) or logits.shape != (model.cfg.vocab_size,) or not logits.is_floating_point():
+        fail(f"logits should be the next token's logits, a float tensor of shape ({model.cfg.vocab_size},), "
+             f"but got {type(logits).__name__}"
+             + (f" of shape {tuple(logits.shape)} and dtype {logits.dtype}" if isinstance(logits, torch.Tensor) else ""))
     out = {}
     for t in temperatures:
         probs = sampling.with_temperature(logits, t)
