@@ -579,25 +579,42 @@ def test_the_spread_loss_is_the_whole_texts_at_every_1_and_keeps_every_kth_windo
         gc.spread_loss(model, ids, context=128)
 
 
-def test_the_repeat_test_is_chapter_05s_measures_in_one_pass_with_a_read_on_control(texts):
+def test_the_repeat_test_is_chapter_05s_measures_against_a_control_with_the_same_targets(texts):
     from helpers.heads import compute as heads
 
     tokenizer = corpus.CharTokenizer()
     ids = tokenizer.encode(texts[1][:5_000])
-    repeated, read_on = gc.text_repeats(ids, 4, 12, seed=0)
-    assert repeated.shape == read_on.shape == (4, 25) and (repeated[:, 0] == 0).all()
-    assert torch.equal(repeated[:, 1:13], repeated[:, 13:]) and torch.equal(repeated[:, :13], read_on[:, :13])
-    starts = [int(torch.nonzero((ids.unfold(0, 24, 1) == row[1:]).all(1))[0]) for row in read_on]
-    assert all(torch.equal(ids[s:s + 24], row[1:]) for s, row in zip(starts, read_on))   # the text, read on
+    repeated, control = gc.text_repeats(ids, 6, 12, seed=0)
+    assert repeated.shape == control.shape == (6, 25) and (repeated[:, 0] == 0).all() and (control[:, 0] == 0).all()
+    assert torch.equal(repeated[:, 1:13], repeated[:, 13:])                 # the span, repeated
+    assert torch.equal(control[:, 13:], repeated[:, 13:])                   # the same targets: the same characters
+    windows = ids.unfold(0, 12, 1)
+    for rep, con in zip(repeated, control):                                 # both halves are spans of the text
+        span = [int(s) for s in torch.nonzero((windows == rep[1:13]).all(1))[:, 0]]
+        other = [int(s) for s in torch.nonzero((windows == con[1:13]).all(1))[:, 0]]
+        assert span and other and any(abs(o - s) >= 12 for o in other for s in span)   # another place, no overlap
+    again, _ = gc.text_repeats(ids, 6, 12, seed=0)
+    other_seed, other_control = gc.text_repeats(ids, 6, 12, seed=1)
+    assert torch.equal(again, repeated) and torch.equal(gc.text_repeats(ids, 6, 12, seed=0)[1], control)   # seeded
+    assert not torch.equal(other_seed, repeated) and not torch.equal(other_control, control)
+    tight = gc.text_repeats(ids[:36], 50, 12, seed=0)[1]                   # only 36 tokens: the control still fits
+    assert all(not torch.equal(row[1:13], row[13:]) for row in tight)
+
     model = gc.as_transformer(gc.small_start(gc.GPT(65, 16, 2, 2, 32, 64), seed=0))
-    test = gc.repeat_test(model, ids, 4, 12, seed=0)
+    test = gc.repeat_test(model, ids, 6, 12, seed=0)
     losses = heads.copy_losses(model, repeated, 12)
     assert test["first"] == pytest.approx(losses["first"], abs=1e-5)
     assert test["second"] == pytest.approx(losses["second"], abs=1e-5)
-    assert test["read_on"] == pytest.approx(heads.copy_losses(model, read_on, 12)["second"], abs=1e-5)
+    assert test["control"] == pytest.approx(heads.copy_losses(model, control, 12)["second"], abs=1e-5)
+    assert test["second_spans"].shape == test["control_spans"].shape == (6,)
+    assert float(test["second_spans"].mean()) == pytest.approx(test["second"], abs=1e-5)
+    assert float(test["control_spans"].mean()) == pytest.approx(test["control"], abs=1e-5)
     assert torch.allclose(test["induction"], heads.head_scores(model, repeated, 12)[1], atol=1e-6)
-    with pytest.raises(CourseInputError, match="more than 24 tokens"):
-        gc.text_repeats(ids[:20], 2, 12, seed=0)
+    with pytest.raises(CourseInputError, match="at least 36 tokens"):
+        gc.text_repeats(ids[:35], 2, 12, seed=0)
+    with pytest.raises(CourseInputError, match="window of 64: take length at most 31"):
+        gc.repeat_test(model, ids, 2, 32, seed=0)
+    gc.repeat_test(model, ids, 2, 31, seed=0)                                # 63 tokens fit
 
 
 def test_the_circuit_lines_name_the_highest_score_and_when_it_came():

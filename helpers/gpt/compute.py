@@ -583,43 +583,61 @@ def head_ablations(model, n, length, seed, reference_seed):
 
 
 def text_repeats(ids, n, length, seed):
-    """(repeated, read_on), each (n, 2 * length + 1): ``n`` spans of ``length`` tokens of ``ids`` taken
-    at seeded random places, each after id 0 (the newline) and then repeated once; and the control,
-    the same places read on: id 0, the span, then the ``length`` tokens that follow it in the text."""
+    """(repeated, control), each (n, 2 * length + 1): ``n`` spans of ``length`` tokens of ``ids`` taken
+    at seeded random places, each after id 0 (the newline) and then repeated once; and the matched
+    control: id 0, another span of ``length`` tokens taken at another seeded random place (never
+    overlapping the span), then the same span. The second half of both rows is the same tokens, so
+    both predict the same targets after the same amount of context; only the repeat has something
+    to copy."""
     ids = check_ids(ids)
     n, length = check_positive_int(n, "n"), check_positive_int(length, "length", minimum=2)
-    if len(ids) <= 2 * length:
-        fail(f"spans of {length} tokens read on for {length} more need a text of more than {2 * length} tokens, "
-             f"but got {len(ids)}")
-    starts = torch.randint(0, len(ids) - 2 * length + 1, (n,), generator=torch.Generator().manual_seed(check_seed(seed)))
-    spans = torch.stack([ids[s:s + 2 * length] for s in starts.tolist()])          # (n, 2 * length)
+    if len(ids) < 3 * length:
+        fail(f"a span of {length} tokens and another span of {length} that does not overlap it need a text "
+             f"of at least {3 * length} tokens, but got {len(ids)}")
+    g = torch.Generator().manual_seed(check_seed(seed))
+    last = len(ids) - length                                          # the last start a span can have
+    starts = torch.randint(0, last + 1, (n,), generator=g).tolist()
+    others = []
+    for s in starts:                      # another start whose span does not overlap s's: skip s - length + 1 .. s + length - 1
+        lo, hi = max(s - length + 1, 0), min(s + length, last + 1)
+        u = int(torch.randint(0, last + 1 - (hi - lo), (1,), generator=g))
+        others.append(u if u < lo else u + hi - lo)
+    span = torch.stack([ids[s:s + length] for s in starts])              # (n, length)
+    other = torch.stack([ids[o:o + length] for o in others])
     start = torch.zeros(n, 1, dtype=torch.long)
-    return (torch.cat([start, spans[:, :length], spans[:, :length]], dim=1), torch.cat([start, spans], dim=1))
+    return torch.cat([start, span, span], dim=1), torch.cat([start, other, span], dim=1)
 
 
 def repeat_test(model, ids, n, length, seed):
     """The induction test on text the model knows (``text_repeats`` of ``ids``): dict(first, second:
-    the mean loss on the first and the second copy, as ``heads.copy_losses`` counts them; read_on:
-    the loss at the second copy's positions when the text reads on instead of repeating (the same
-    context, nothing to copy); induction: every head's induction score (layers, heads) on the
-    repeated spans, as ``heads.head_scores``). One batched pass per kind of sequence."""
+    the mean loss on the first and the second copy, as ``heads.copy_losses`` counts them (a_1..a_L;
+    a_2..a_L again); control: the mean loss on the same targets a_2..a_L of the second half when
+    another span stands before them (the same context length, nothing to copy); second_spans,
+    control_spans: those two per span, (n,); induction: every head's induction score (layers,
+    heads) on the repeated spans, as ``heads.head_scores``). One batched pass per kind of sequence."""
     from ..heads.compute import induction_score
     from ..patching import capture
 
-    repeated, read_on = text_repeats(ids, n, length, seed)
     model = model if isinstance(model, Transformer) else as_transformer(model)
+    length = check_positive_int(length, "length", minimum=2)
+    if 2 * length + 1 > model.cfg.n_max:
+        fail(f"a newline and two spans of {length} tokens make {2 * length + 1} tokens, more than this model's "
+             f"window of {model.cfg.n_max}: take length at most {(model.cfg.n_max - 1) // 2}")
+    repeated, control = text_repeats(ids, n, length, seed)
     names = [f"L{layer}.weights" for layer in range(model.cfg.n_layers)]
     logits, weights = capture(model, repeated, names)                        # weights: (n, H, T, T) each
     induction = torch.stack([induction_score(weights[name].mean(0), length) for name in names])
 
-    def copies(logits, ids):
-        loss = F.cross_entropy(logits[:, :-1].transpose(1, 2), ids[:, 1:], reduction="none").mean(0)
-        return float(loss[:length].mean()), float(loss[length + 1:].mean())   # a_1..a_L; a_2..a_L again
+    def per_span(logits, ids):                                                # (n, 2 * length): target t + 1
+        return F.cross_entropy(logits[:, :-1].transpose(1, 2), ids[:, 1:], reduction="none")
 
-    first, second = copies(logits, repeated)
+    loss = per_span(logits, repeated)
     with torch.no_grad():
-        _, on = copies(model(read_on), read_on)
-    return dict(first=first, second=second, read_on=on, induction=induction)
+        matched = per_span(model(control), control)
+    second_spans, control_spans = loss[:, length + 1:].mean(1), matched[:, length + 1:].mean(1)
+    return dict(first=float(loss[:, :length].mean()), second=float(second_spans.mean()),
+                control=float(control_spans.mean()), second_spans=second_spans, control_spans=control_spans,
+                induction=induction)
 
 
 @torch.no_grad()
