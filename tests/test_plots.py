@@ -4,6 +4,7 @@ import numpy as np
 import pytest
 
 from helpers import plots
+from helpers.errors import CourseInputError
 
 matplotlib.use("Agg")
 
@@ -39,3 +40,22 @@ def test_shape_flow_draws_q_k_v_side_by_side_and_two_skips(cat, cat_world):
     assert min(first) > max(second)          # the second skip leaves h_mid below where the first enters
     with pytest.raises(Exception, match="lacks"):
         plots.shape_flow({"h0": trace["h0"]})
+
+
+def test_cell_numbers_stamps_one_outline_per_label_at_its_cell():
+    import matplotlib.pyplot as plt
+    from matplotlib.colors import to_rgba
+
+    fig, ax = plt.subplots()
+    ax.imshow(np.eye(2))
+    numbers = plots.cell_numbers(ax, [["1.0", ""], ["0.5", "1.0"]], [["white", "black"], ["black", "red"]])
+    assert numbers.get_offsets().tolist() == [[0, 0], [0, 1], [1, 1]]          # (j, i); the blank cell left out
+    assert [tuple(c) for c in numbers.get_facecolors()] == [to_rgba("white"), to_rgba("black"), to_rgba("red")]
+    paths = numbers.get_paths()
+    assert paths[0] is paths[2] and len(paths[0].vertices)                   # "1.0" outlined once, used twice
+    centre = paths[1].get_extents()
+    assert abs(centre.x0 + centre.x1) < 1e-9 and abs(centre.y0 + centre.y1) < 1e-9
+    fig.canvas.draw()
+    with pytest.raises(CourseInputError, match="colour for every label"):
+        plots.cell_numbers(ax, [["1.0", "2.0"]], [["black"]])
+    plt.close(fig)
