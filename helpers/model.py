@@ -44,6 +44,7 @@ LAYER_NAMES = ("ln1", "q", "k", "v", "scores", "weights", "head_out", "concat", 
                "ln2", "pre", "gate", "act", "mlp", "h")   # what each layer's pass may name (gate: SwiGLU)
 ROTARY_PAIRS = ("adjacent", "halves")   # columns (2i, 2i+1), as chapter 06; or (i, i + d_k/2), as Llama
 MAX_FLOATS = 400_000_000   # the most float32 numbers a model may hold (1.5 GiB): Binder gives 2 GB in all
+MAX_TRACE_BYTES = 3 * 2**29   # 1.5 GiB: the most a trace (every intermediate of one pass) may keep
 
 
 @dataclass(frozen=True)
@@ -114,6 +115,32 @@ class Config:
         positions = self.n_max * d if self.positions in ("learned", "sinusoidal") else 0
         return self.vocab_size * d + positions + self.n_layers * (attention + mlp + norms) + 2 * d
 
+    def trace_bytes(self, T, T_k=None):
+        """The bytes a ``trace=True`` pass on T new tokens keeps (T_k keys in all: T plus a cache's
+        tokens), counted name by name in float32: per layer ln1, q, k, v, scores and weights
+        (heads x T x T_k each), head_out, concat, attn, h_mid, and with an MLP ln2, pre, (gate,)
+        act, mlp; h in every layer; h0, final_ln, logits and probs (T x vocab_size each)."""
+        T_k = T if T_k is None else T_k
+        d, d_kv, f = self.d_model, self.kv_heads * self.d_k, self.d_ff
+        per_layer = T * (7 * d + 2 * d_kv) + 2 * self.n_heads * T * T_k
+        if f:
+            per_layer += T * (2 * d + (3 if self.activation == "swiglu" else 2) * f)
+        return 4 * (self.n_layers * per_layer + 2 * T * d + 2 * T * self.vocab_size)
+
+    def pass_bytes(self, B, T):
+        """About the most bytes one no-grad pass on a batch (B, T) holds at once, in float32: the
+        logits (B x T x vocab_size), one layer's scores, masked scores and weights (B x heads x T x T)
+        and its activations (B x T x (8 d_model + 3 d_ff)). An estimate for refusing a batch up front."""
+        return 4 * B * T * (self.vocab_size + 3 * self.n_heads * T + 8 * self.d_model + 3 * self.d_ff)
+
+    def longest_trace(self, start=0):
+        """The most new tokens a trace may take after ``start`` cached ones within MAX_TRACE_BYTES (0: none)."""
+        low, high = 0, MAX_TOKENS - start
+        while low < high:
+            mid = (low + high + 1) // 2
+            low, high = (mid, high) if self.trace_bytes(mid, start + mid) <= MAX_TRACE_BYTES else (low, mid - 1)
+        return low
+
     @property
     def d_k(self):
         return self.d_model // self.n_heads
@@ -125,6 +152,11 @@ class Config:
 
     def to_dict(self):
         return asdict(self)
+
+
+def trace_names(cfg):
+    """Every name a pass of a model of this Config may make: h0, L{layer}.{LAYER_NAMES}, final_ln, logits."""
+    return {"h0", "final_ln", "logits"} | {f"L{layer}.{name}" for layer in range(cfg.n_layers) for name in LAYER_NAMES}
 
 
 def sinusoidal_table(n, d):
@@ -144,8 +176,7 @@ def rotate_pairs(x, start, base=10000.0, pairs="adjacent"):
     (i, i + d_k/2), Llama's layout (the same rotation with the columns of each head reordered).
     """
     T, d_k = x.shape[-2], x.shape[-1]
-    angle = sinusoidal_angles(start, T, d_k, base)
-    cos, sin = torch.cos(angle), torch.sin(angle)
+    cos, sin = rotary_cos_sin(start, T, d_k, base)
     if pairs == "halves":
         first, second = x[..., :d_k // 2], x[..., d_k // 2:]
         return torch.cat([first * cos - second * sin, first * sin + second * cos], dim=-1)
@@ -160,6 +191,28 @@ def sinusoidal_angles(start, T, d, base=10000.0):
     """(T, d/2) angles p * base**(-2i/d) for positions start .. start+T-1."""
     p = torch.arange(start, start + T, dtype=torch.float32)[:, None]
     return p * base ** (-torch.arange(0, d, 2, dtype=torch.float32) / d)
+
+
+_ROTARY_TABLES = {}   # (d, base) -> (cos, sin), each (MAX_TOKENS, d/2): made once, read by every later pass
+
+
+def rotary_cos_sin(start, T, d, base=10000.0):
+    """(cos, sin), each (T, d/2), of ``sinusoidal_angles(start, T, d, base)``: rows of a table made
+    once per (d, base) for positions 0 .. MAX_TOKENS-1 (a cached generation step reads one row
+    instead of recomputing its angles in every layer); the same numbers to the last bit, since
+    each entry is the same float32 product and the same elementwise cos and sin. Positions past
+    the table are computed directly."""
+    if start < 0 or start + T > MAX_TOKENS:
+        angle = sinusoidal_angles(start, T, d, base)
+        return torch.cos(angle), torch.sin(angle)
+    key = (int(d), float(base))
+    if key not in _ROTARY_TABLES:
+        if len(_ROTARY_TABLES) >= 64:     # a bound on what the tables hold (each 2 x 1,024 x d/2 floats)
+            _ROTARY_TABLES.clear()
+        angle = sinusoidal_angles(0, MAX_TOKENS, d, base)
+        _ROTARY_TABLES[key] = (torch.cos(angle), torch.sin(angle))
+    cos, sin = _ROTARY_TABLES[key]
+    return cos[start:start + T], sin[start:start + T]
 
 
 class Attention(nn.Module):
@@ -501,6 +554,8 @@ class Transformer(nn.Module):
             fail(f"expected at most {MAX_TOKENS:,} tokens at once (this course's limit), but the cache holds "
                  f"{start:,} and {T:,} more came")
         self.check_room(start + T)
+        if trace:
+            self.check_trace_memory(T, start)
         record, replace = {}, self.check_replace(replace)
         saved = cache.saved() if cache is not None else None
         try:   # a pass that fails leaves the cache as it was (a replace function may raise, say)
@@ -532,6 +587,15 @@ class Transformer(nn.Module):
             return logits[0] if single else logits
         record["probs"] = torch.softmax(record["logits"], dim=-1)
         return record
+
+    def check_trace_memory(self, T, start=0):
+        """Refuse, before the pass, a trace of T tokens (after ``start`` cached ones) that would keep
+        more than MAX_TRACE_BYTES: ``Config.trace_bytes`` from the sizes alone."""
+        need = self.cfg.trace_bytes(T, start + T)
+        if need > MAX_TRACE_BYTES:
+            fail(f"trace=True should keep at most {MAX_TRACE_BYTES / 2**30:.1f} GiB (this course's limit), but on "
+                 f"{T:,} tokens this model's trace would keep about {need / 2**30:.1f} GiB: give a shorter prompt "
+                 f"(at most {self.cfg.longest_trace(start):,} tokens here), or call the model without trace=True")
 
     def check_room(self, T):
         """Refuse a sequence of T tokens (the cache's and the new ones) that learned positions cannot place."""
@@ -567,8 +631,7 @@ class Transformer(nn.Module):
         if not isinstance(replace, dict):
             fail(f"replace should be a dict {{trace name: function}} such as {{'L1.head_out': fn}}, "
                  f"but got {type(replace).__name__}")
-        names = {"h0", "final_ln", "logits"} | {f"L{layer}.{name}" for layer in range(self.cfg.n_layers)
-                                                 for name in LAYER_NAMES}
+        names = self.trace_names()
         for name, fn in replace.items():
             if not isinstance(name, str) or not callable(fn):
                 fail(f"replace should map trace names to functions, but got {shown(name)}: {shown(fn)}")
@@ -576,6 +639,10 @@ class Transformer(nn.Module):
                 fail(f"replace should name an intermediate this model makes, such as 'L0.head_out' "
                      f"(layers 0..{self.cfg.n_layers - 1}), but got {shown(name)}, which it never makes")
         return replace
+
+    def trace_names(self):
+        """Every name a pass of this model may make (``replace`` and ``capture`` take these)."""
+        return trace_names(self.cfg)
 
     def embed(self, ids, start=0, positions=True):
         """ids (B, T) -> h0 (B, T, d_model): token rows of E plus the positions (unless switched off)."""
@@ -604,6 +671,8 @@ class Transformer(nn.Module):
             fail(f"expected token ids (integers), but got {type(ids).__name__} {ids!r:.40}; "
                  "turn words into ids with the world's tokenizer.encode(...)")
         try:
+            if isinstance(ids, (list, tuple)) and ids and all(isinstance(t, torch.Tensor) for t in ids):
+                ids = torch.stack(list(ids))   # a list of (T,) id tensors, e.g. from tokenizer.encode: a batch
             ids = torch.as_tensor(ids)
         except (TypeError, ValueError, RuntimeError):
             fail(f"expected token ids as a list or array of integers, but got {type(ids).__name__}")

@@ -7,13 +7,119 @@ activation patching in both directions (``patch_heads``, ``patch_residual``), an
 residual stream (``logit_lens``, ``direct_logit_attribution``). Nothing here knows a world or
 a task: the caller brings the prompts, the reference and the metric.
 """
+import numpy as np
 import torch
 
-from .errors import fail
-
-# ------------------------------------------------------------ capture and replace
+from .errors import check_choice, check_number, check_positive_int, check_seed, check_switch, fail, shown, to_numpy
+from .model import MAX_TRACE_BYTES, Config, Transformer, trace_names
 
 KINDS = ("zero", "mean", "resample")
+MAX_PASS_BYTES = MAX_TRACE_BYTES   # 1.5 GiB: the most one batched pass here (patching, a lens) may hold
+PER_HEAD = ("scores", "weights", "head_out")
+SWITCHES = {"causal", "attention", "ablate_heads", "positions", "scaled"}   # what capture passes on to the model   # trace names with a heads axis: (B, H, T, ...)
+
+# ------------------------------------------------------------ checks: every argument before any work
+
+
+def check_model(model):
+    """The model's Config: a course Transformer (or a model that carries a Config as .cfg and runs
+    ``model(ids, replace=...)``, e.g. chapter 12's GPT)."""
+    cfg = getattr(model, "cfg", None)
+    if not isinstance(cfg, Config) or not callable(model):
+        fail(f"expected a course model (a helpers.model.Transformer), but got {shown(model)}")
+    return cfg
+
+
+def check_ids(model, ids, one=False, name="ids"):
+    """Token ids of this model as a LongTensor (T,) or (B, T); one=True: a single sequence (T,)
+    (a batch of one, (1, T), counts; a larger batch is refused, never flattened)."""
+    check_model(model)
+    ids = Transformer.check_ids(model, ids)
+    if one:
+        if ids.dim() == 2 and ids.shape[0] != 1:
+            fail(f"{name} should be one sequence (T,), but got a batch of shape {tuple(ids.shape)}")
+        ids = ids.reshape(-1)
+    return ids
+
+
+def _whole(value, low, high, name, what):
+    if isinstance(value, torch.Tensor) and value.numel() == 1 and not value.is_floating_point() \
+            and value.dtype != torch.bool:
+        value = value.item()
+    if isinstance(value, (bool, np.bool_)) or not isinstance(value, (int, np.integer)) or not low <= value <= high:
+        fail(f"{name} should be {what}, a whole number from {low} to {high}, but got {shown(value)}")
+    return int(value)
+
+
+def check_layer(model, layer, name="layer"):
+    """A layer of the model, 0 .. n_layers-1 (never clamped)."""
+    return _whole(layer, 0, check_model(model).n_layers - 1, name, "one of this model's layers")
+
+
+def check_head(model, pair, name="a head"):
+    """A (layer, head) pair of the model, each in range."""
+    if not isinstance(pair, (tuple, list)) or len(pair) != 2:
+        fail(f"{name} should be a (layer, head) pair, but got {shown(pair)}")
+    cfg = check_model(model)
+    return (check_layer(model, pair[0], f"{name}'s layer"),
+            _whole(pair[1], 0, cfg.n_heads - 1, f"{name}'s head", "one of this model's heads"))
+
+
+def check_token_id(model, token_id, name="token_id"):
+    """A token id of the model's vocabulary, 0 .. V-1: a bool, a float or -2 is refused, never read."""
+    return _whole(token_id, 0, check_model(model).vocab_size - 1, name, "a token id of this model")
+
+
+def check_names(model, names, what, per_head=True):
+    """A list of trace names this model makes (per_head=False: none with a heads axis)."""
+    if isinstance(names, (str, bytes)) or not isinstance(names, (list, tuple)):
+        fail(f"{what} should be a list of trace names such as ['L0.h'], but got {shown(names)}")
+    allowed, cfg = trace_names(check_model(model)), model.cfg
+    for name in names:
+        if not isinstance(name, str) or name not in allowed:
+            fail(f"{what} should name intermediates this model makes, such as 'L0.h' (layers 0..{cfg.n_layers - 1}), "
+                 f"but got {shown(name)}")
+        if not per_head and name.split(".")[-1] in PER_HEAD:
+            fail(f"{what} should name (B, T, ...) points such as 'L0.h', but {name} has a heads axis")
+    return list(names)
+
+
+def check_metric(metric):
+    if not callable(metric):
+        fail(f"metric should be a function metric(out) -> one number per row, but got {shown(metric)}")
+    return metric
+
+
+def _kept_bytes(cfg, names, B, T):
+    """About the float32 bytes the captured ``names`` keep for a batch (B, T)."""
+    width = {"scores": cfg.n_heads * T, "weights": cfg.n_heads * T, "logits": cfg.vocab_size,
+             "pre": cfg.d_ff, "gate": cfg.d_ff, "act": cfg.d_ff}
+    return sum(4 * B * T * width.get(name.split(".")[-1], cfg.d_model) for name in names)
+
+
+def check_memory(model, B, T, names=(), what="this call", extra=0):
+    """Refuse up front a batched pass (B, T) that, with the ``names`` it keeps, would hold more
+    than MAX_PASS_BYTES (``Config.pass_bytes``, an estimate from the sizes alone)."""
+    cfg = check_model(model)
+    need = cfg.pass_bytes(B, T) + _kept_bytes(cfg, names, B, T) + extra
+    if need > MAX_PASS_BYTES:
+        fail(f"{what} should need at most {MAX_PASS_BYTES / 2**30:.1f} GiB (this course's limit), but its "
+             f"batched pass of {B:,} rows of {T:,} tokens would need about {need / 2**30:.1f} GiB: "
+             "use fewer or shorter prompts")
+
+
+def _values(values, rows):
+    """The metric's output checked: a tensor (rows,) of finite numbers."""
+    if not isinstance(values, torch.Tensor) or tuple(values.shape) != (rows,):
+        got = f"shape {tuple(values.shape)}" if isinstance(values, torch.Tensor) else shown(values)
+        fail(f"metric(out) should return one number per row, a tensor of shape ({rows},), but returned {got}")
+    bad = int((~torch.isfinite(values)).sum())
+    if bad:
+        fail(f"metric(out) should return finite numbers, but returned NaN or infinity in {bad} of its {rows} rows")
+    return values
+
+
+# ------------------------------------------------------------ capture and replace
 
 
 class _Stop(Exception):
@@ -25,6 +131,16 @@ def capture(model, ids, names, replace=None, stop_after=None, **switches):
     names=("L0.head_out",) gives (B, H, T, d_k). A tensor also in ``replace`` is captured after
     its replacement; switches go to the model. With ``stop_after`` (one of ``names``) the pass
     stops as soon as that tensor is made: nothing after it is computed, and logits is None."""
+    names = check_names(model, names, "names")
+    if stop_after is not None and not (isinstance(stop_after, str) and stop_after in names):
+        fail(f"stop_after should be one of the names captured, {shown(names)}, or None, but got {shown(stop_after)}")
+    ids = check_ids(model, ids)
+    check_memory(model, *(ids.shape if ids.dim() == 2 else (1, ids.shape[0])), names, "capture")
+    if replace is not None and not isinstance(replace, dict):
+        fail(f"replace should be a dict {{trace name: function}} such as {{'L1.head_out': fn}}, but got {shown(replace)}")
+    unknown = sorted(set(switches) - SWITCHES)
+    if unknown:
+        fail(f"capture's switches should be among the model's {sorted(SWITCHES)}, but got {shown(unknown)}")
     got, hooks = {}, dict(replace or {})
     for name in names:
         inner = hooks.get(name, _same)
@@ -59,8 +175,17 @@ def mean_head_outputs(model, ids, lengths=None, per_position=True):
     lengths: (B,) real lengths of padded rows (position t of row b counts only if t < lengths[b]).
     per_position=False also averages over positions: (H, 1, d_k), the same at every position.
     """
+    ids = check_ids(model, ids)
+    ids = ids[None] if ids.dim() == 1 else ids
+    per_position = check_switch(per_position, "per_position")
     B, T = ids.shape
-    lengths = torch.full((B,), T) if lengths is None else torch.as_tensor(lengths)
+    if lengths is None:
+        lengths = torch.full((B,), T)
+    else:
+        got = to_numpy(lengths, "lengths")
+        if got.shape != (B,) or not (got == np.round(got)).all() or got.min() < 1 or got.max() > T:
+            fail(f"lengths should be ({B},) whole numbers from 1 to {T}, one per row of ids, but got {shown(lengths)}")
+        lengths = torch.as_tensor(got.astype(np.int64))
     real = (torch.arange(T)[None] < lengths[:, None]).float()[:, None, :, None]   # (B, 1, T, 1)
     out = {}
     for layer, x in head_outputs(model, ids).items():
@@ -78,17 +203,24 @@ def ablation_replace(heads, kind="zero", means=None, source=None):
     ``mean_head_outputs`` (mean), or by source[layer][:, head, :T] from ``head_outputs`` on
     other prompts, (B or 1, H, >= T, d_k) (resample).
     """
-    if kind not in KINDS:
-        fail(f"the ablation kind should be one of {KINDS}, but got {kind!r}")
-    need = {"mean": means, "resample": source}.get(kind, ())
-    if need is None:
-        fail(f"{kind} ablation needs the {'means' if kind == 'mean' else 'source'} argument, but got None")
+    check_choice(kind, "the ablation kind", KINDS)
+    need = {"mean": means, "resample": source}.get(kind)
+    if kind != "zero" and need is None:
+        fail(f"{kind} ablation should get the {'means' if kind == 'mean' else 'source'} argument, but got None")
+    if kind != "zero" and not isinstance(need, dict):
+        fail(f"{'means' if kind == 'mean' else 'source'} should be a dict {{layer: tensor}}, but got {shown(need)}")
+    if isinstance(heads, (str, bytes, dict)) or not isinstance(heads, (list, tuple, set, frozenset)):
+        fail(f"heads should be a list of (layer, head) pairs, but got {shown(heads)}")
     by_layer = {}
-    for layer, head in heads:
-        by_layer.setdefault(layer, []).append(head)
+    for pair in heads:
+        if not isinstance(pair, (tuple, list)) or len(pair) != 2 or any(
+                isinstance(i, (bool, np.bool_)) or not isinstance(i, (int, np.integer)) or i < 0 for i in pair):
+            fail(f"heads should hold (layer, head) pairs of whole numbers from 0, but got {shown(pair)}")
+        by_layer.setdefault(int(pair[0]), []).append(int(pair[1]))
 
     def swap(layer, chosen):
         def fn(x):
+            _check_swap(x, layer, chosen, kind, means if kind == "mean" else source)
             x = x.clone()
             T = x.shape[2]
             for head in chosen:
@@ -99,12 +231,46 @@ def ablation_replace(heads, kind="zero", means=None, source=None):
     return {f"L{layer}.head_out": swap(layer, chosen) for layer, chosen in by_layer.items()}
 
 
+def _check_swap(x, layer, chosen, kind, given):
+    """Before a head is swapped: each head in range of x (B, H, T, d_k), the means (H, >= T or 1, d_k)
+    or the source (B or 1, H, >= T, d_k) of that layer there, finite."""
+    B, H, T, d_k = x.shape
+    if max(chosen) >= H:
+        fail(f"a head to ablate should be one of layer {layer}'s heads 0..{H - 1}, but got head {max(chosen)}")
+    if kind == "zero":
+        return
+    name = "means" if kind == "mean" else "source"
+    t = given.get(layer) if isinstance(given, dict) else None
+    if not isinstance(t, torch.Tensor):
+        fail(f"{name} should hold a tensor for layer {layer} (from {'mean_head_outputs' if kind == 'mean' else 'head_outputs'}), "
+             f"but got {shown(t)}")
+    want = (H, T, d_k) if kind == "mean" else (B, H, T, d_k)
+    fits = t.dim() == len(want) and (t.shape[-3] == H and t.shape[-1] == d_k and (t.shape[-2] >= T or kind == "mean"
+                                     and t.shape[-2] == 1) and (kind == "mean" or t.shape[0] in (1, B)))
+    if not fits:
+        fail(f"{name}[{layer}] should have shape {want} (or more positions), but has {tuple(t.shape)}")
+    if not torch.isfinite(t).all():
+        fail(f"{name}[{layer}] should hold finite numbers, but holds NaN or infinity")
+
+
 # ------------------------------------------------------------ activation patching
 
 def normalised(value, clean, corrupt):
     """The normalised metric (value - corrupt) / (clean - corrupt): 0 = the corrupted run's value,
-    1 = the clean run's. For a logit difference this is the normalised logit difference."""
+    1 = the clean run's. For a logit difference this is the normalised logit difference.
+    Undefined when the two runs give the same value (it would divide by zero): refused."""
+    clean, corrupt = (_finite(x, name) for x, name in ((clean, "the clean value"), (corrupt, "the corrupted value")))
+    if clean == corrupt:
+        fail(f"the normalised metric divides by (clean - corrupted), so the two runs should give different values, "
+             f"but both give {clean:.6g}: choose a corrupted prompt that changes the metric")
     return (value - corrupt) / (clean - corrupt)
+
+
+def _finite(x, name):
+    """A number (or a one-element tensor) as a finite float."""
+    if isinstance(x, torch.Tensor) and x.numel() == 1 and x.dtype != torch.bool:
+        x = x.item()
+    return check_number(x, name)
 
 
 restored_fraction = normalised   # the older name: in denoising, the fraction of the gap the patch restores
@@ -114,8 +280,7 @@ DIRECTIONS = ("denoise", "noise")   # clean into the corrupted run (sufficient?)
 
 def _direction(clean_ids, corrupt_ids, direction):
     """(source ids, base ids): where the patched activations come from, and the run they go into."""
-    if direction not in DIRECTIONS:
-        fail(f"the patching direction should be one of {DIRECTIONS}, but got {direction!r}")
+    check_choice(direction, "the patching direction", DIRECTIONS)
     return (clean_ids, corrupt_ids) if direction == "denoise" else (corrupt_ids, clean_ids)
 
 
@@ -130,10 +295,14 @@ def patch_heads(model, clean, corrupt, metric, watch=(), direction="denoise", pe
     Returns (layers, heads), or (layers, heads, T) per position: the metric's mean over the B
     pairs, normalised (0 = the corrupted run, 1 = the clean run), in both directions.
     """
-    L, H = model.cfg.n_layers, model.cfg.n_heads
+    L, H = check_model(model).n_layers, model.cfg.n_heads
+    check_metric(metric)
+    watch = check_names(model, watch, "watch")
+    per_position = check_switch(per_position, "per_position")
     clean_ids, corrupt_ids = _pair(model, clean, corrupt)
     source_ids, base_ids = _direction(clean_ids, corrupt_ids, direction)
     B, T = clean_ids.shape
+    check_memory(model, L * H * (T if per_position else 1) * B, T, watch, "patch_heads")
     source = head_outputs(model, source_ids)
     cells = [(l, h, t) for l in range(L) for h in range(H) for t in (range(T) if per_position else [None])]
 
@@ -171,10 +340,17 @@ def patch_residual(model, clean, corrupt, metric, names=None, watch=(), directio
     output L{l}.h). Returns (len(names), T): the metric's mean over the B pairs, normalised
     (0 = the corrupted run, 1 = the clean run), every (point, position) in one batched pass.
     """
-    names = names or ["h0"] + [f"L{l}.h" for l in range(model.cfg.n_layers)]
+    check_model(model)
+    names = ["h0"] + [f"L{l}.h" for l in range(model.cfg.n_layers)] if names is None else \
+        check_names(model, names, "names", per_head=False)
+    if not names or "logits" in names or len(set(names)) != len(names):
+        fail(f"names should be a non-empty list of distinct residual points such as 'L0.h', but got {shown(names)}")
+    check_metric(metric)
+    watch = check_names(model, watch, "watch")
     clean_ids, corrupt_ids = _pair(model, clean, corrupt)
     source_ids, base_ids = _direction(clean_ids, corrupt_ids, direction)
     B, T = clean_ids.shape
+    check_memory(model, len(names) * T * B, T, watch, "patch_residual")
     got = capture(model, source_ids, names)[1]
 
     def patch(first, name):
@@ -193,23 +369,37 @@ def patch_residual(model, clean, corrupt, metric, names=None, watch=(), directio
 
 def _pair(model, clean, corrupt):
     """clean and corrupt ids as (B, T) each, of one shape."""
-    clean, corrupt = (model.check_ids(x) for x in (clean, corrupt))
+    clean, corrupt = (check_ids(model, x, name=name) for x, name in ((clean, "clean"), (corrupt, "corrupt")))
     clean, corrupt = (x[None] if x.dim() == 1 else x for x in (clean, corrupt))
     if clean.shape != corrupt.shape:
         fail(f"clean and corrupted ids should have one shape, but got {tuple(clean.shape)} and "
              f"{tuple(corrupt.shape)}")
+    if torch.equal(clean, corrupt):
+        fail("the clean and corrupted ids should differ (patching measures what the difference changes, and the "
+             "normalised metric divides by it), but they are the same tokens")
     return clean, corrupt
 
 
 def _measure(model, ids, metric, watch, replace):
     """metric of one pass with ``replace`` (and the ``watch`` names captured): (B,)."""
     logits, got = capture(model, ids, watch, replace)
-    return metric({**got, "logits": logits})
+    return _values(_metric_of(metric, {**got, "logits": logits}), ids.shape[0])
+
+
+def _metric_of(metric, out):
+    """metric(out); an error inside the caller's metric told as one sentence (the model is untouched)."""
+    try:
+        return metric(out)
+    except Exception as error:   # noqa: BLE001 — the caller's function; its error becomes a sentence
+        fail(f"metric(out) should return one number per row, but it raised {type(error).__name__}: {shown(str(error))}")
 
 
 def metric_ends(model, clean, corrupt, metric, watch=()):
     """(mean metric of the clean runs, of the corrupted runs), floats: the two ends of the
     normalised scale. clean, corrupt: ids (B, T) of one shape; metric and watch as in ``patch_heads``."""
+    clean, corrupt = _pair(model, clean, corrupt)
+    check_metric(metric)
+    watch = check_names(model, watch, "watch")
     return tuple(float(_measure(model, ids, metric, watch, {}).mean()) for ids in (clean, corrupt))
 
 
@@ -218,16 +408,45 @@ def metric_ends(model, clean, corrupt, metric, watch=()):
 def logit_lens(model, ids, names=None):
     """(names, logits (P, T, V)): the final norm and the unembedding applied to each residual point
     (default ``residual_names``) of one sequence ids (T,). The last point gives the model's logits."""
-    names = names or residual_names(model)
-    got = capture(model, model.check_ids(ids).view(1, -1), names)[1]
+    ids = check_ids(model, ids, one=True)
+    names = residual_names(model) if names is None else check_names(model, names, "names", per_head=False)
+    if not names or "logits" in names:
+        fail(f"names should be a non-empty list of residual points such as 'L0.h', but got {shown(names)}")
+    cfg, T = model.cfg, ids.shape[0]
+    check_memory(model, 1, T, names, "logit_lens", extra=4 * len(names) * T * cfg.vocab_size)
+    got = capture(model, ids.view(1, -1), names)[1]
     with torch.no_grad():
         return names, torch.stack([model.unembed(got[name][0]) for name in names])
+
+
+def token_lens(model, ids, token_id):
+    """What the read-out would say after each layer, at the last position of ids (T,), about one
+    token: dict(layers (list of ints, -1 first: the embedding), p (the probability of token_id),
+    rank (0 = top), top (the top token id)), lists per layer. The residual stream after the
+    embedding and after each block goes through the final norm and the tied unembedding.
+    token_id: 0 .. V-1 (a bool, a float or a negative id is refused, never read)."""
+    ids = check_ids(model, ids, one=True)
+    token_id = check_token_id(model, token_id)
+    names = ["h0"] + [f"L{layer}.h" for layer in range(model.cfg.n_layers)]
+    got = capture(model, ids.view(1, -1), names, stop_after=names[-1])[1]
+    with torch.no_grad():                # the read-out of the last position only: (layers + 1, V)
+        logits = model.unembed(torch.stack([got[name][0, -1] for name in names]))
+    probs = torch.softmax(logits, dim=-1)
+    rank = (logits > logits[:, token_id:token_id + 1]).sum(-1)
+    return dict(layers=list(range(-1, model.cfg.n_layers)), p=probs[:, token_id].tolist(),
+                rank=rank.tolist(), top=logits.argmax(-1).tolist())
 
 
 def final_norm_scale(model, h):
     """The final norm's divisor for residual rows h (..., d_model) -> (..., 1): LayerNorm's
     sqrt(var(h) + eps) (the variance over d_model, biased), RMSNorm's sqrt(mean(h^2) + eps);
     None for a model without a final norm."""
+    cfg = check_model(model)
+    if not isinstance(h, torch.Tensor) or not h.is_floating_point() or h.dim() == 0 or h.shape[-1] != cfg.d_model:
+        fail(f"h should be residual rows, a float tensor (..., {cfg.d_model}), but got "
+             + (f"dtype {h.dtype} and shape {tuple(h.shape)}" if isinstance(h, torch.Tensor) else shown(h)))
+    if not torch.isfinite(h).all():
+        fail("h should hold finite numbers (residual rows), but holds NaN or infinity")
     ln = model.final_ln
     if ln is None:
         return None
@@ -251,9 +470,11 @@ def residual_parts(model, ids, position=-1):
              "no-norm model, but this one is post-LN (each block normalises its own output)")
     names = ["h0"] + [f"L{l}.{n}" for l in range(cfg.n_layers) for n in ("head_out", "mlp") if
                       n != "mlp" or cfg.d_ff] + [f"L{cfg.n_layers - 1}.h"]
-    ids = model.check_ids(ids)
+    ids = check_ids(model, ids)
     if ids.dim() != 1:
         fail(f"direct logit attribution reads one sequence: ids of shape (T,), but got {tuple(ids.shape)}")
+    T = ids.shape[0]
+    position = _whole(position, -T, T - 1, "position", f"a position of these {T} tokens")
     got = {k: v[0, ..., position, :] if k.endswith("head_out") else v[0, position]
            for k, v in capture(model, ids.view(1, -1), names)[1].items()}
     parts, d_k = {"embedding": got["h0"]}, cfg.d_k
@@ -280,11 +501,15 @@ def attribute(model, parts, direction, scale):
     multiplies by gamma; an RMSNorm only divides and multiplies (it does not centre); then the tied
     unembedding reads it along direction. A LayerNorm's beta adds the "final-norm bias" entry.
     """
-    cfg, ln = model.cfg, model.final_ln
-    direction = torch.as_tensor(direction, dtype=model.E.dtype)
-    if direction.shape != (cfg.vocab_size,):
-        fail(f"direction should be one weight per vocabulary entry, shape ({cfg.vocab_size},), "
-             f"but got {tuple(direction.shape)}")
+    cfg, ln = check_model(model), model.final_ln
+    direction = check_direction(model, direction)
+    if not isinstance(parts, dict) or not parts or not all(
+            isinstance(p, torch.Tensor) and p.shape == (cfg.d_model,) and p.is_floating_point() for p in parts.values()):
+        fail(f"parts should be a dict {{name: (d_model,) = ({cfg.d_model},) tensor}} as residual_parts gives, "
+             f"but got {shown(parts)}")
+    if scale is None and ln is not None:
+        fail("scale should be the final norm's frozen divisor (final_norm_scale of the run to explain), but got None")
+    scale = check_scale(scale, (1,))
     with torch.no_grad():
         u = model.E.T @ direction                                      # (d_model,)
         if ln is None:
@@ -295,6 +520,42 @@ def attribute(model, parts, direction, scale):
         if getattr(ln, "bias", None) is not None:
             out["final-norm bias"] = float(ln.bias @ u)
     return out
+
+
+def check_direction(model, direction):
+    """direction as a finite float tensor (V,) of the model's dtype."""
+    V = check_model(model).vocab_size
+    if isinstance(direction, torch.Tensor):
+        arr = direction.detach()
+        if arr.is_complex() or arr.dtype == torch.bool:
+            fail(f"direction should hold real numbers, one per vocabulary entry, but has dtype {arr.dtype}")
+        arr = arr.to(model.E.dtype)
+    else:
+        arr = torch.as_tensor(to_numpy(direction, "direction"), dtype=model.E.dtype)
+    if tuple(arr.shape) != (V,):
+        fail(f"direction should be one weight per vocabulary entry, shape ({V},), but got {tuple(arr.shape)}")
+    if not torch.isfinite(arr).all():
+        fail("direction should hold finite numbers, but holds NaN or infinity")
+    return arr
+
+
+def check_scale(scale, shape):
+    """A frozen final-norm scale: a positive finite number, or a tensor that broadcasts to ``shape``."""
+    if scale is None:
+        return None
+    if not isinstance(scale, torch.Tensor):
+        check_number(scale, "scale", low=0, low_open=True)
+        return scale
+    if scale.is_complex() or scale.dtype == torch.bool:
+        fail(f"scale should hold real numbers (a norm's divisor), but has dtype {scale.dtype}")
+    t = scale.detach()
+    try:
+        torch.broadcast_shapes(t.shape, tuple(shape))
+    except RuntimeError:
+        fail(f"scale should have a shape that fits {tuple(shape)}, but has shape {tuple(t.shape)}")
+    if t.numel() == 0 or not (torch.isfinite(t) & (t > 0)).all():
+        fail(f"scale should be positive and finite (a norm's divisor), but got {shown(scale)}")
+    return scale
 
 
 def direct_logit_attribution(model, ids, direction, position=-1, scale=None):
@@ -329,12 +590,15 @@ def direct_effects(model, ids, targets, replace=None, scale=None):
     stream). With one head ablated, a head whose term grows writes more when it is gone: a backup
     head (ARENA 1.4's test of the name movers' backups).
     """
-    cfg, ln = model.cfg, model.final_ln
-    ids = model.check_ids(ids)
-    targets = torch.as_tensor(targets)
+    cfg, ln = check_model(model), model.final_ln
+    ids = check_ids(model, ids)
+    targets = check_ids(model, targets, name="targets")
     if ids.dim() != 2 or targets.shape != ids.shape:
         fail(f"ids and targets should be (B, T) of one shape, but got {tuple(ids.shape)} and {tuple(targets.shape)}")
-    model.check_ids(targets)
+    B, T = ids.shape
+    scale = check_scale(scale, (B, T, 1))
+    check_memory(model, B, T, ["L0.h"] * (2 * cfg.n_layers + 4), "direct_effects",
+                 extra=4 * B * T * cfg.n_layers * cfg.n_heads * cfg.d_k)
     if cfg.norm == "post":
         fail("direct effects need the residual stream to be a sum of parts: a pre-norm or no-norm model, "
              "but this one is post-LN")
@@ -384,18 +648,26 @@ def path_patch(model, clean, corrupt, metric, sender, receivers, parts=PARTS, wa
     Returns {(receiver, part): the metric's mean over the pairs, normalised (0 = the corrupted
     run, 1 = the clean run)}.
     """
-    cfg = model.cfg
-    sender, receivers = tuple(sender), [tuple(r) for r in receivers]
+    cfg = check_model(model)
+    check_metric(metric)
+    watch = check_names(model, watch, "watch")
+    sender = check_head(model, sender, "the sender")
+    if isinstance(receivers, (str, bytes, dict)) or not isinstance(receivers, (list, tuple)) or not receivers:
+        fail(f"receivers should be a non-empty list of (layer, head) pairs, but got {shown(receivers)}")
+    receivers = [check_head(model, r, "a receiver") for r in receivers]
     layers = {r[0] for r in receivers}
     if len(layers) != 1 or not 0 <= sender[0] < min(layers) < cfg.n_layers:
         fail(f"path patching needs receivers in one layer after the sender's layer {sender[0]}, but got {receivers}")
-    bad = [p for p in parts if p not in PARTS]
+    if isinstance(parts, (str, bytes)) or not isinstance(parts, (list, tuple)) or not parts:
+        fail(f"parts should be a non-empty list of a receiver's inputs {PARTS}, but got {shown(parts)}")
+    bad = [p for p in parts if not isinstance(p, str) or p not in PARTS]
     if bad:
-        fail(f"a receiver's inputs are {PARTS}, but got {bad}")
+        fail(f"each of parts should be one of a receiver's inputs {PARTS}, but got {shown(bad)}")
     reader = layers.pop()
     clean_ids, corrupt_ids = _pair(model, clean, corrupt)
     source_ids, base_ids = _direction(clean_ids, corrupt_ids, direction)
     B, d_k = clean_ids.shape[0], cfg.d_k
+    check_memory(model, len(receivers) * len(parts) * B, clean_ids.shape[1], watch, "path_patch")
     group = cfg.n_heads // (cfg.n_kv_heads or cfg.n_heads)
     source, base = head_outputs(model, source_ids), head_outputs(model, base_ids)
 
@@ -430,9 +702,9 @@ def head_circuits(model, layer, head, fold_ln=True):
     (W_OV = W_V,h W_O,h). fold_ln: the head's own LayerNorm γ folded into W_Q, W_K, W_V (diag(γ) W)
     and W_O's rows centred (a write's mean over d_model is removed by the next LayerNorm anyway),
     as TransformerLens's fold_ln and center_writing_weights do."""
-    cfg = model.cfg
-    if not (0 <= layer < cfg.n_layers and 0 <= head < cfg.n_heads):
-        fail(f"a head should be (layer < {cfg.n_layers}, head < {cfg.n_heads}), but got {(layer, head)}")
+    cfg = check_model(model)
+    layer, head = check_head(model, (layer, head))
+    fold_ln = check_switch(fold_ln, "fold_ln")
     block, d_k = model.blocks[layer], cfg.d_k
     attn, group = block.attn, cfg.n_heads // (cfg.n_kv_heads or cfg.n_heads)
     q = slice(head * d_k, (head + 1) * d_k)
@@ -451,6 +723,14 @@ def composition_score(left, right):
     """‖left · right‖_F / (‖left‖_F ‖right‖_F) (Elhage et al. 2021; TransformerLens's
     ``utils.composition_scores``): 1 when the two matrices line up completely, about
     1/sqrt(d_model) scale for unrelated ones."""
+    for m, name in ((left, "left"), (right, "right")):
+        if not isinstance(m, torch.Tensor) or m.dim() != 2 or not m.is_floating_point():
+            fail(f"{name} should be a float matrix (a 2-D tensor), but got "
+                 + (f"dtype {m.dtype} and shape {tuple(m.shape)}" if isinstance(m, torch.Tensor) else shown(m)))
+        if m.numel() == 0 or not torch.isfinite(m).all() or not bool((m != 0).any()):
+            fail(f"{name} should be a finite, non-zero matrix (the score divides by its norm), but it is not")
+    if left.shape[1] != right.shape[0]:
+        fail(f"left @ right needs left's columns to match right's rows, but got {tuple(left.shape)} and {tuple(right.shape)}")
     return float(torch.linalg.norm(left @ right) / (torch.linalg.norm(left) * torch.linalg.norm(right)))
 
 
@@ -458,6 +738,7 @@ def composition_scores(model, sender, receiver, fold_ln=True):
     """dict(q, k, v): how much the sender head's write (its W_OV) feeds the receiver's query side
     (W_OV · W_QK), key side (W_OV · W_QKᵀ) and value (W_OV · W_OV of the receiver), as
     TransformerLens's ``all_composition_scores`` modes "Q", "K", "V" compute them."""
+    sender, receiver = check_head(model, sender, "the sender"), check_head(model, receiver, "the receiver")
     if sender[0] >= receiver[0]:
         fail(f"the sender should sit in an earlier layer than the receiver, but got {sender} and {receiver}")
     _, ov1 = head_circuits(model, *sender, fold_ln=fold_ln)
@@ -465,10 +746,18 @@ def composition_scores(model, sender, receiver, fold_ln=True):
     return dict(q=composition_score(ov1, qk2), k=composition_score(ov1, qk2.T), v=composition_score(ov1, ov2))
 
 
+MAX_BASELINE_WORK = 2e10   # draws x d_model^2 x d_k: the products composition_baseline may multiply
+
+
 def composition_baseline(d_model, d_k, draws=200, seed=0):
     """The composition score of random low-rank matrices of the same shapes (each a product of two
     Gaussian (d_model, d_k) and (d_k, d_model) factors): (mean, standard deviation) over ``draws``
     seeded draws, the level an unrelated pair of heads reaches."""
+    d_model, d_k, draws = (check_positive_int(v, name) for v, name in ((d_model, "d_model"), (d_k, "d_k"), (draws, "draws")))
+    seed = check_seed(seed)
+    if d_k > d_model or d_model > 4096 or draws > 100_000 or draws * d_model * d_model * d_k > MAX_BASELINE_WORK:
+        fail(f"d_k should be at most d_model, d_model at most 4,096 and draws x d_model^2 x d_k at most "
+             f"{MAX_BASELINE_WORK:.0e} (a few seconds), but got d_model={shown(d_model)}, d_k={shown(d_k)}, draws={shown(draws)}")
     g = torch.Generator().manual_seed(seed)
     scores = []
     for _ in range(draws):
@@ -490,8 +779,12 @@ def attribution_patch(model, clean, corrupt, metric, watch=()):
     metric). Returns (layers, heads, T), on the same normalised scale (0 = the corrupted run,
     1 = the clean run) as the exact patching it estimates.
     """
-    L = model.cfg.n_layers
+    L = check_model(model).n_layers
+    check_metric(metric)
+    watch = check_names(model, watch, "watch")
     clean_ids, corrupt_ids = _pair(model, clean, corrupt)
+    B, T = clean_ids.shape
+    check_memory(model, B, T, watch, "attribution_patch", extra=B * model.cfg.trace_bytes(T))
     clean_out, corrupt_out = head_outputs(model, clean_ids), {}
     deltas, seen = {}, {}
 
@@ -505,7 +798,8 @@ def attribution_patch(model, clean, corrupt, metric, watch=()):
     replace.update({w: (lambda x, w=w: seen.setdefault(w, x)) for w in watch})
     with torch.enable_grad():
         logits = model(corrupt_ids, replace=replace)
-        grads = torch.autograd.grad(metric({**seen, "logits": logits}).sum(), [deltas[l] for l in range(L)])
+        grads = torch.autograd.grad(_values(_metric_of(metric, {**seen, "logits": logits}), B).sum(), [deltas[l] for l in range(L)])
     clean_value, corrupt_value = metric_ends(model, clean_ids, corrupt_ids, metric, watch)
     estimate = torch.stack([(g * (clean_out[l] - corrupt_out[l])).sum(-1).mean(0) for l, g in enumerate(grads)])
+    normalised(0.0, clean_value, corrupt_value)        # refuses a zero gap before dividing by it
     return estimate / (clean_value - corrupt_value)

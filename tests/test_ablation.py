@@ -8,6 +8,7 @@ import torch
 
 from helpers import patching
 from helpers.ablation import checks, compute, explorer
+from helpers.errors import CourseInputError
 from helpers.model import Config, Transformer
 
 PROMPTS = ("<BOS> the cat is", "<BOS> the mat was", "<BOS> the dog sat on the")
@@ -811,3 +812,113 @@ def slipped_attribution(mistake):
 def test_direct_attribution_check_names_the_second_readings_mistakes(cat, cat_world, mistake, words):
     said = checks.direct_attribution.feedback(slipped_attribution(mistake), cat, *_attribution_case(cat, cat_world))
     assert said and words in said[0], said
+
+
+# ------------------------------------------------------------ issue 31: patching refuses what it cannot answer
+
+def tiny_model():
+    return Transformer(Config(vocab_size=10, d_model=8, n_heads=2, n_layers=2, d_ff=8, n_max=16), seed=0)
+
+
+def gap(out):
+    return out["logits"][:, -1, 5] - out["logits"][:, -1, 6]
+
+
+CLEAN, CORRUPT = torch.tensor([1, 2, 3]), torch.tensor([1, 4, 3])
+
+
+@pytest.mark.parametrize("call", [
+    lambda m: patching.patch_heads(m, CLEAN, CLEAN, gap),
+    lambda m: patching.patch_residual(m, CLEAN, CLEAN, gap),
+    lambda m: patching.path_patch(m, CLEAN, CLEAN, gap, (0, 0), [(1, 0)]),
+    lambda m: patching.attribution_patch(m, CLEAN, CLEAN, gap),
+])
+def test_identical_clean_and_corrupted_prompts_are_refused_with_the_reason(call):
+    with pytest.raises(CourseInputError, match="should differ .* the normalised metric divides by it"):
+        call(tiny_model())
+
+
+def test_normalised_refuses_a_zero_gap_and_a_metric_that_gives_nan():
+    with pytest.raises(CourseInputError, match=r"divides by \(clean - corrupted\).*both give 2"):
+        patching.normalised(1.0, 2.0, 2.0)
+    with pytest.raises(CourseInputError, match="finite numbers, but returned NaN or infinity in 4 of its 4 rows"):
+        patching.patch_heads(tiny_model(), CLEAN, CORRUPT, lambda out: gap(out) * float("nan"))
+
+
+@pytest.mark.parametrize("token_id", [-2, True, 2.0, 10, np.bool_(False)])
+def test_the_lens_refuses_a_token_id_outside_the_vocabulary(token_id):
+    with pytest.raises(CourseInputError, match=r"token_id should be a token id of this model, a whole number from 0 to 9"):
+        patching.token_lens(tiny_model(), CLEAN, token_id)
+
+
+def test_token_lens_reads_the_logit_lens_at_the_last_position():
+    model = tiny_model()
+    names, lens = patching.logit_lens(model, CLEAN, ["h0", "L0.h", "L1.h"])
+    got = patching.token_lens(model, CLEAN, 4)
+    probs = torch.softmax(lens[:, -1], -1)
+    assert got["layers"] == [-1, 0, 1] and got["top"] == probs.argmax(-1).tolist()
+    assert np.allclose(got["p"], probs[:, 4].tolist(), atol=1e-6)
+    assert got["rank"] == (lens[:, -1] > lens[:, -1, 4:5]).sum(-1).tolist()
+
+
+@pytest.mark.parametrize("call, words", [
+    (lambda m: patching.head_circuits(m, 99, 0), "from 0 to 1"),
+    (lambda m: patching.residual_parts(m, CLEAN, 99), "from -3 to 2"),
+    (lambda m: m(CLEAN, replace=patching.ablation_replace([(0, 9)], "zero")), "heads 0..1, but got head 9"),
+    (lambda m: patching.path_patch(m, CLEAN, CORRUPT, gap, (0, 9), [(1, 0)]), "the sender's head"),
+    (lambda m: patching.logit_lens(m, torch.stack([CLEAN, CORRUPT])), "one sequence"),
+    (lambda m: patching.patch_residual(m, CLEAN, CORRUPT, gap, ["L0.weights"]), "has a heads axis"),
+    (lambda m: patching.capture(m, CLEAN, ["h0"], stop_after="L9.h"), "stop_after should be one of"),
+    (lambda m: patching.composition_baseline(16, 8, draws=10**9), "draws"),
+])
+def test_out_of_range_is_refused_never_clamped(call, words):
+    with pytest.raises(CourseInputError, match=words):
+        call(tiny_model())
+
+
+def test_a_batched_pass_above_the_memory_limit_is_refused_before_any_work():
+    wide = Transformer(Config(vocab_size=50_000, d_model=8, n_heads=2, n_layers=2, d_ff=8, n_max=64), seed=0)
+    calls = []
+    metric = lambda out: calls.append(1) or out["logits"][:, -1, 0]   # noqa: E731
+    with pytest.raises(CourseInputError, match=r"patch_heads should need at most 1\.5 GiB .* rows of 60 tokens"):
+        patching.patch_heads(wide, torch.arange(60), torch.arange(1, 61), metric, per_position=True)
+    assert calls == []
+
+
+def state_of(model):
+    return (model.training, [(n, p.detach().clone(), p.grad) for n, p in model.named_parameters()])
+
+
+def same_state(a, b):
+    return a[0] == b[0] and all(n == m and torch.equal(p, q) and g is None and h is None
+                                for (n, p, g), (m, q, h) in zip(a[1], b[1]))
+
+
+@pytest.mark.parametrize("call", [
+    lambda m: patching.patch_heads(m, CLEAN, CORRUPT, lambda out: 1 / 0),
+    lambda m: patching.patch_residual(m, CLEAN, CORRUPT, lambda out: out["logits"]),
+    lambda m: patching.path_patch(m, CLEAN, CORRUPT, lambda out: None, (0, 0), [(1, 0)]),
+    lambda m: patching.attribution_patch(m, CLEAN, CORRUPT, lambda out: gap(out) * float("inf")),
+    lambda m: patching.direct_effects(m, CLEAN[None], CORRUPT[None], replace={"L0.h": lambda x: x[:, :1]}),
+    lambda m: m(CLEAN, replace=patching.ablation_replace([(0, 1)], "mean", {0: torch.zeros(2, 3, 5)})),
+])
+def test_a_failed_call_leaves_the_model_as_a_fresh_one(call):
+    model, fresh = tiny_model(), tiny_model()
+    with pytest.raises(Exception):
+        call(model)
+    assert same_state(state_of(model), state_of(fresh))
+    with torch.no_grad():   # and the next valid call answers as the fresh model's
+        assert torch.equal(patching.patch_heads(model, CLEAN, CORRUPT, gap), patching.patch_heads(fresh, CLEAN, CORRUPT, gap))
+
+
+def test_a_failed_cat_lab_view_leaves_the_lab_as_a_fresh_one(cat, cat_world):
+    lab, fresh = compute.CatLab(cat, cat_world, draws=2), compute.CatLab(cat, cat_world, draws=2)
+    prompt = lab.prompts[0]
+    for bad in [((9, 0),), "L0H0"]:
+        with pytest.raises(CourseInputError, match="ablate_heads|head"):
+            lab.view(prompt, bad, "zero")
+    with pytest.raises(CourseInputError, match="copula prompts"):
+        lab.view("the cat", [], "zero")
+    assert lab.patches == fresh.patches == {}
+    got, want = lab.view(prompt, [(0, 1)], "zero"), fresh.view(prompt, [(0, 1)], "zero")
+    assert torch.equal(got["probs"], want["probs"]) and torch.equal(got["patch"], want["patch"])

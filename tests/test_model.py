@@ -430,3 +430,72 @@ def test_config_refuses_what_it_cannot_build_before_building_it():
     assert type(cfg.bias) is bool and type(cfg.d_model) is int   # saved as JSON, so Python's own types
     with pytest.raises(CourseInputError, match="from 0 to 2\\*\\*64 - 1"):
         Transformer(cfg, seed=2**64)
+
+
+# ---------------------------------------------------------------- issue 31: the trace's memory, rotary tables
+
+def test_rotary_tables_give_the_recomputed_angles_bit_for_bit():
+    from helpers.model import rotary_cos_sin, rotate_pairs, sinusoidal_angles
+    g = torch.Generator().manual_seed(0)
+    for d in (2, 6, 8, 64):
+        for base in (10000.0, 100.0, 100000.0):
+            for start, T in ((0, 1), (0, 1024), (7, 1), (300, 29), (1023, 1), (1020, 9)):   # the last: past the table
+                angle = sinusoidal_angles(start, T, d, base)
+                cos, sin = rotary_cos_sin(start, T, d, base)
+                assert torch.equal(cos, torch.cos(angle)) and torch.equal(sin, torch.sin(angle)), (d, base, start, T)
+                x = torch.randn(1, 2, T, d, generator=g)
+                for pairs in ("adjacent", "halves"):
+                    c, s = torch.cos(angle), torch.sin(angle)
+                    if pairs == "halves":
+                        a, b = x[..., :d // 2], x[..., d // 2:]
+                        old = torch.cat([a * c - b * s, a * s + b * c], dim=-1)
+                    else:
+                        old = torch.empty_like(x)
+                        old[..., 0::2] = x[..., 0::2] * c - x[..., 1::2] * s
+                        old[..., 1::2] = x[..., 0::2] * s + x[..., 1::2] * c
+                    assert torch.equal(rotate_pairs(x, start, base, pairs), old)
+
+
+def test_a_cached_rotary_generation_matches_the_uncached_passes():
+    model = Transformer(Config(vocab_size=11, d_model=8, n_heads=2, n_layers=2, d_ff=8, positions="rotary"), seed=1)
+    ids = torch.tensor([1, 5, 2, 7, 3, 9])
+    cache = KVCache(2)
+    with torch.no_grad():
+        steps = [model(ids[:3], cache=cache)[-1]] + [model(ids[t:t + 1], cache=cache)[-1] for t in range(3, 6)]
+        whole = model(ids)
+    for t, step in zip((2, 3, 4, 5), steps):
+        assert torch.allclose(step, whole[t], atol=1e-5)
+
+
+def test_the_trace_estimate_counts_what_a_trace_keeps():
+    for choices in (dict(), dict(activation="swiglu", n_kv_heads=1, norm_kind="rmsnorm", positions="rotary", bias=False),
+                    dict(d_ff=0)):
+        cfg = Config(**{**dict(vocab_size=50, d_model=8, n_heads=2, n_layers=2, d_ff=16, n_max=64), **choices})
+        record = Transformer(cfg, seed=0)(torch.arange(40) % 50, trace=True)
+        kept = sum(t.numel() * 4 for t in record.values())
+        assert kept == cfg.trace_bytes(40)
+
+
+def test_a_trace_above_its_limit_is_refused_before_the_pass_and_leaves_the_cache():
+    from helpers.model import MAX_TRACE_BYTES
+    smollm2 = Config(vocab_size=49152, d_model=576, n_heads=9, n_layers=30, d_ff=1536, n_kv_heads=3,
+                     activation="swiglu", norm_kind="rmsnorm", positions="rotary", rotary_pairs="halves",
+                     bias=False, n_max=8192)
+    assert smollm2.trace_bytes(450) < MAX_TRACE_BYTES < smollm2.trace_bytes(1024)
+    assert smollm2.trace_bytes(smollm2.longest_trace()) <= MAX_TRACE_BYTES < smollm2.trace_bytes(smollm2.longest_trace() + 1)
+    wide = Transformer(Config(vocab_size=200_000, d_model=8, n_heads=2, n_layers=1, d_ff=0, n_max=1024), seed=0)
+    cache = KVCache(1)
+    with torch.no_grad():
+        wide(torch.tensor([1, 2]), cache=cache)
+    before = (len(cache), cache.k[0].clone())
+    with pytest.raises(CourseInputError, match=r"trace=True should keep at most 1\.5 GiB.*1,000 tokens.*at most \d+ tokens"):
+        wide(torch.zeros(1000, dtype=torch.long), cache=cache, trace=True)
+    assert len(cache) == before[0] and torch.equal(cache.k[0], before[1])
+    wide(torch.zeros(100, dtype=torch.long), trace=True)   # a short one runs
+
+
+def test_a_list_of_id_tensors_is_a_batch():
+    model = Transformer(Config(vocab_size=11, d_model=8, n_heads=2, n_layers=1, d_ff=8), seed=1)
+    a, b = torch.tensor([1, 2, 3]), torch.tensor([4, 5, 6])
+    with torch.no_grad():
+        assert torch.equal(model([a, b]), model(torch.stack([a, b])))

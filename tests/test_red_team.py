@@ -407,8 +407,114 @@ REFERENCE_ROWS = [
 ]
 
 
+# ---------------------------------------------------------------- helpers/patching.py (chapters 05, 10, 11, 12)
+
+from helpers import patching  # noqa: E402
+
+CLEAN, CORRUPT = torch.tensor([1, 2, 3]), torch.tensor([1, 4, 3])
+PAIR = torch.stack([CLEAN, CORRUPT])
+MEANS = patching.mean_head_outputs(MODEL, PAIR)
+SOURCE = patching.head_outputs(MODEL, PAIR)
+PARTS_OF = patching.residual_parts(MODEL, CLEAN)[0]
+ONE_HOT = torch.eye(10)[5]
+
+
+def logit_gap(out):
+    return out["logits"][:, -1, 5] - out["logits"][:, -1, 6]
+
+
+def with_arg(fn, name, **fixed):
+    return lambda v: fn(**{**fixed, name: v})
+
+
+def empty(v):
+    return isinstance(v, (list, tuple)) and len(v) == 0
+
+
+PATCH = dict(model=MODEL, clean=CLEAN, corrupt=CORRUPT, metric=logit_gap)
+PATCH_VALID = {"clean": ids_of(10), "corrupt": ids_of(10), "watch": empty, "direction": lambda v: False,
+               "per_position": switch, "names": lambda v: v is None}
+PATH = dict(PATCH, sender=(0, 1), receivers=[(1, 0)])
+PATCHING_ROWS = [
+    Row("patching.capture(model)", lambda v: patching.capture(v, PROMPT, ["L0.h"])),
+    Row("patching.capture(ids)", lambda v: patching.capture(MODEL, v, ["L0.h"]), valid=ids_of(10)),
+    Row("patching.capture(names)", lambda v: patching.capture(MODEL, PROMPT, v), valid=empty),
+    Row("patching.capture(stop_after)", lambda v: patching.capture(MODEL, PROMPT, ["L0.h"], stop_after=v),
+        valid=lambda v: v is None),
+    Row("patching.capture(replace)", lambda v: patching.capture(MODEL, PROMPT, ["L0.h"], replace=v),
+        valid=lambda v: v is None or v == {}),
+    Row("patching.head_outputs(ids)", lambda v: patching.head_outputs(MODEL, v), valid=ids_of(10)),
+    Row("patching.mean_head_outputs(ids)", lambda v: patching.mean_head_outputs(MODEL, v), valid=ids_of(10)),
+    Row("patching.mean_head_outputs(lengths)", lambda v: patching.mean_head_outputs(MODEL, PAIR, lengths=v),
+        valid=lambda v: v is None),
+    Row("patching.mean_head_outputs(per_position)", lambda v: patching.mean_head_outputs(MODEL, PAIR, per_position=v),
+        valid=switch),
+    Row("patching.ablation_replace(heads)", lambda v: MODEL(PROMPT, replace=patching.ablation_replace(v, "zero")),
+        state=weights, valid=empty),
+    Row("patching.ablation_replace(kind)", lambda v: patching.ablation_replace([(0, 1)], v, MEANS, SOURCE)),
+    Row("patching.ablation_replace(means)", lambda v: MODEL(PROMPT, replace=patching.ablation_replace([(0, 1)], "mean", v))),
+    Row("patching.ablation_replace(means[0])",
+        lambda v: MODEL(PROMPT, replace=patching.ablation_replace([(0, 1)], "mean", {0: v}))),
+    Row("patching.ablation_replace(source[0])",
+        lambda v: MODEL(PROMPT, replace=patching.ablation_replace([(0, 1)], "resample", source={0: v}))),
+    Row("patching.normalised(clean)", lambda v: patching.normalised(0.5, v, 0.0),
+        valid=lambda v: number(v) and float(v) != 0.0),
+    Row("patching.normalised(corrupt)", lambda v: patching.normalised(0.5, 1.0, v),
+        valid=lambda v: number(v) and float(v) != 1.0),
+    *[Row(f"patching.patch_heads({name})", with_arg(patching.patch_heads, name, **PATCH), valid=PATCH_VALID.get(name))
+      for name in ("model", "clean", "corrupt", "metric", "watch", "direction", "per_position")],
+    *[Row(f"patching.patch_residual({name})", with_arg(patching.patch_residual, name, **PATCH),
+          valid=PATCH_VALID.get(name)) for name in ("model", "clean", "corrupt", "metric", "names", "watch", "direction")],
+    *[Row(f"patching.metric_ends({name})", with_arg(patching.metric_ends, name, **PATCH), valid=PATCH_VALID.get(name))
+      for name in ("clean", "corrupt", "metric", "watch")],
+    *[Row(f"patching.path_patch({name})", with_arg(patching.path_patch, name, **PATH), valid=PATCH_VALID.get(name))
+      for name in ("sender", "receivers", "parts", "metric", "watch", "direction")],
+    *[Row(f"patching.attribution_patch({name})", with_arg(patching.attribution_patch, name, **PATCH),
+          valid=PATCH_VALID.get(name)) for name in ("model", "clean", "corrupt", "metric", "watch")],
+    Row("patching.logit_lens(ids)", lambda v: patching.logit_lens(MODEL, v), valid=ids_of(10)),
+    Row("patching.logit_lens(names)", lambda v: patching.logit_lens(MODEL, CLEAN, v), valid=lambda v: v is None),
+    Row("patching.token_lens(ids)", lambda v: patching.token_lens(MODEL, v, 5), valid=ids_of(10)),
+    Row("patching.token_lens(token_id)", lambda v: patching.token_lens(MODEL, CLEAN, v), valid=lambda v: whole(v, 0, 9)),
+    Row("patching.final_norm_scale(h)", lambda v: patching.final_norm_scale(MODEL, v)),
+    Row("patching.residual_parts(ids)", lambda v: patching.residual_parts(MODEL, v), valid=ids_of(10)),
+    Row("patching.residual_parts(position)", lambda v: patching.residual_parts(MODEL, CLEAN, v),
+        valid=lambda v: whole(v, -3, 2)),
+    Row("patching.attribute(parts)", lambda v: patching.attribute(MODEL, v, ONE_HOT, 1.0)),
+    Row("patching.attribute(direction)", lambda v: patching.attribute(MODEL, PARTS_OF, v, 1.0)),
+    Row("patching.attribute(scale)", lambda v: patching.attribute(MODEL, PARTS_OF, ONE_HOT, v),
+        valid=lambda v: number(v, 0, math.inf, low_open=True)),
+    Row("patching.direct_logit_attribution(direction)", lambda v: patching.direct_logit_attribution(MODEL, CLEAN, v)),
+    Row("patching.direct_logit_attribution(position)",
+        lambda v: patching.direct_logit_attribution(MODEL, CLEAN, ONE_HOT, position=v), valid=lambda v: whole(v, -3, 2)),
+    Row("patching.direct_logit_attribution(scale)",
+        lambda v: patching.direct_logit_attribution(MODEL, CLEAN, ONE_HOT, scale=v),
+        valid=lambda v: v is None or number(v, 0, math.inf, low_open=True)),
+    Row("patching.direct_effects(ids)", lambda v: patching.direct_effects(MODEL, v, PAIR)),
+    Row("patching.direct_effects(targets)", lambda v: patching.direct_effects(MODEL, PAIR, v)),
+    Row("patching.direct_effects(replace)", lambda v: patching.direct_effects(MODEL, PAIR, PAIR, replace=v),
+        valid=lambda v: v is None or v == {}),
+    Row("patching.direct_effects(scale)", lambda v: patching.direct_effects(MODEL, PAIR, PAIR, scale=v),
+        valid=lambda v: v is None or number(v, 0, math.inf, low_open=True)),
+    Row("patching.head_circuits(layer)", lambda v: patching.head_circuits(MODEL, v, 0), valid=lambda v: whole(v, 0, 1)),
+    Row("patching.head_circuits(head)", lambda v: patching.head_circuits(MODEL, 0, v), valid=lambda v: whole(v, 0, 1)),
+    Row("patching.head_circuits(fold_ln)", lambda v: patching.head_circuits(MODEL, 0, 0, v), valid=switch),
+    Row("patching.composition_score(left)", lambda v: patching.composition_score(v, torch.eye(2))),
+    Row("patching.composition_score(right)", lambda v: patching.composition_score(torch.eye(2), v)),
+    Row("patching.composition_scores(sender)", lambda v: patching.composition_scores(MODEL, v, (1, 0))),
+    Row("patching.composition_scores(receiver)", lambda v: patching.composition_scores(MODEL, (0, 0), v)),
+    Row("patching.composition_baseline(d_model)", lambda v: patching.composition_baseline(v, 4, draws=2),
+        valid=lambda v: whole(v, 4, 4096)),
+    Row("patching.composition_baseline(d_k)", lambda v: patching.composition_baseline(8, v, draws=2),
+        valid=lambda v: whole(v, 1, 8)),
+    Row("patching.composition_baseline(draws)", lambda v: patching.composition_baseline(8, 4, draws=v),
+        valid=lambda v: whole(v, 1, 1000)),
+    Row("patching.composition_baseline(seed)", lambda v: patching.composition_baseline(8, 4, draws=2, seed=v),
+        valid=lambda v: whole(v, 0, 2**64 - 1)),
+]
+
+
 TABLE = GRADING_ROWS + FRAMES_ROWS + FENCE_ROWS + HOMEWORK_ROWS + MODEL_ROWS + SAMPLING_ROWS + WORLDS_ROWS \
-    + REFERENCE_ROWS
+    + REFERENCE_ROWS + PATCHING_ROWS
 
 
 def is_valid(row, value):

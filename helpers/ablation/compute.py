@@ -17,10 +17,12 @@ import math
 import torch
 
 from .. import worlds
-from ..errors import fail
+from ..errors import check_positive_int, check_seed, check_switch, fail, shown
 from ..heads.compute import copy_losses, prompt_attention
-from ..patching import (ablation_replace, capture, direct_effects, head_outputs, mean_head_outputs,
+from ..patching import (ablation_replace, capture, check_memory, direct_effects, head_outputs, mean_head_outputs,
                         patch_residual, residual_names)
+
+MAX_DRAWS = 10_000   # the most resample draws (or repeated rows) one batched pass here takes
 
 
 def without_attention_blocks(model, ids):
@@ -67,7 +69,32 @@ def zeroed_copy(model, heads=None):
 
 def max_abs_diff(a, b):
     """Largest |a - b| over all entries of two tensors of one shape, as a float."""
-    return (a - b).abs().max().item()
+    if not (isinstance(a, torch.Tensor) and isinstance(b, torch.Tensor)) or a.shape != b.shape or a.numel() == 0:
+        fail(f"a and b should be two non-empty tensors of one shape, but got {_described(a)} and {_described(b)}")
+    gap = (a - b).abs().max().item()
+    if gap != gap:
+        fail("a and b should hold numbers, but a NaN makes their largest difference undefined")
+    return gap
+
+
+def _described(x):
+    return f"shape {tuple(x.shape)}" if isinstance(x, torch.Tensor) else shown(x)
+
+
+def check_draws(draws, name="draws"):
+    """A number of draws (or repeated rows) for one batched pass: 1 .. MAX_DRAWS."""
+    draws = check_positive_int(draws, name)
+    if draws > MAX_DRAWS:
+        fail(f"{name} should be at most {MAX_DRAWS:,} (one batched pass), but got {shown(draws)}")
+    return draws
+
+
+def check_world_model(model, world):
+    """The model and the world share one vocabulary (a model of another world is refused)."""
+    V = len(getattr(getattr(world, "tokenizer", None), "vocab", ()))
+    if getattr(getattr(model, "cfg", None), "vocab_size", None) != V:
+        fail(f"the model should be one of this world's (a vocabulary of {V} words), but it has "
+             f"{shown(getattr(getattr(model, 'cfg', None), 'vocab_size', model))}")
 
 
 def configurations(model):
@@ -139,7 +166,11 @@ def cat_scores(model, world, rows=1, **switches):
     rows: the 64 types repeated ``rows`` times in the batch (one resample draw each): the figures
     are then the mean over the repeats, and p_class_spread their standard deviation of p_class.
     """
+    check_world_model(model, world)
+    rows = check_draws(rows, "rows")
     ids, _ = cat_batch(world)
+    check_memory(model, rows * ids.shape[0], ids.shape[1], what="cat_scores",
+                 extra=4 * rows * ids.numel() * model.cfg.vocab_size)
     with torch.no_grad():
         probs = torch.softmax(model(ids.repeat(rows, 1), **switches), dim=-1).view(rows, *ids.shape, -1)
     bigram, copula = _slots(world)
@@ -177,6 +208,9 @@ def cat_ablation(model, world, heads, kind, per_position=True, draws=20, seed=0)
     resample: ``draws`` seeded draws, in each every sentence takes the heads' outputs from another
     sentence at least as long; the figures are the mean over the draws (p_class_spread: their
     standard deviation of p_class), all in one batched pass."""
+    check_world_model(model, world)
+    heads, per_position = sorted(model.check_heads(heads)), check_switch(per_position, "per_position")
+    draws, seed = check_draws(draws), check_seed(seed)
     ids, lengths = cat_batch(world)
     if kind != "resample":
         means = mean_head_outputs(model, ids, lengths, per_position) if kind == "mean" else None
@@ -214,6 +248,11 @@ def induction_ablation(model, ids, heads, kind, per_position=True, reference=Non
     ``draws`` seeded draws, in each every sequence takes the heads' outputs from a reference
     sequence other than itself; the losses are the mean over the draws and second_spread is the
     standard deviation of the second-copy loss over them."""
+    ids = model.check_ids(ids)
+    if ids.dim() != 2 or ids.shape[1] < 3 or ids.shape[1] % 2 == 0:
+        fail(f"ids should be repeated sequences (B, 2L+1), but got shape {tuple(ids.shape)}")
+    heads, per_position = sorted(model.check_heads(heads)), check_switch(per_position, "per_position")
+    draws, seed = check_draws(draws), check_seed(seed)
     ref = reference if isinstance(reference, dict) else induction_reference(model, ids if reference is None else reference)
     if ref["ids"].shape[1] != ids.shape[1]:
         fail(f"the reference sequences should have the test sequences' length {ids.shape[1]}, "
@@ -310,6 +349,9 @@ def rule_ablation(model, world, heads, kind, reference="copula", per_position=Tr
 def rule_probs(model, world, heads, kind, reference="copula", per_position=True, draws=20, seed=0):
     """(n, 8, V) the next-token probabilities (float64) after the 8 copula prompts with ``heads``
     ablated as in ``rule_ablation``: n = ``draws`` for resample (one donor draw per row), else 1."""
+    check_world_model(model, world)
+    heads, per_position = sorted(model.check_heads(heads)), check_switch(per_position, "per_position")
+    draws, seed = check_draws(draws), check_seed(seed)
     ref, ids = rule_reference(world, reference), copula_prompts(world)[0]
     if kind == "resample":
         same = (ids[:, None, :] == ref[None, :, :]).all(-1)                   # (8, R)
@@ -329,6 +371,10 @@ def rule_probs(model, world, heads, kind, reference="copula", per_position=True,
 def logit_difference(world, up=worlds.ANIMAL_ADJ, down=worlds.SURFACE_ADJ):
     """metric(out) -> (B,): mean logit of the ``up`` words minus that of the ``down`` words at the last position."""
     ids = world.tokenizer.ids
+    for words, name in ((up, "up"), (down, "down")):
+        if isinstance(words, (str, bytes)) or not isinstance(words, (list, tuple)) or not words or any(
+                not isinstance(w, str) or w not in ids for w in words):
+            fail(f"{name} should be a non-empty list of this world's words, such as ['big', 'small'], but got {shown(words)}")
     up_ids, down_ids = [ids[w] for w in up], [ids[w] for w in down]
     return lambda out: out["logits"][:, -1, up_ids].mean(-1) - out["logits"][:, -1, down_ids].mean(-1)
 
@@ -419,7 +465,8 @@ class CatLab:
     types: off-task for the rule, but the task of the corpus-wide accuracies)."""
 
     def __init__(self, model, world, draws=20, seed=0):
-        self.model, self.world, self.draws, self.seed = model, world, draws, seed
+        check_world_model(model, world)
+        self.model, self.world, self.draws, self.seed = model, world, check_draws(draws), check_seed(seed)
         self.prompts = [" ".join(p) for p in
                         sorted({tuple(s[:4]) for s in world.sentences if s[3] in worlds.COPULAS})]
         self.patches = {}
@@ -430,8 +477,9 @@ class CatLab:
         ``cat_ablation``'s accuracies over the 64 sentence types when their own reference applies
         (reference "all", or zero ablation, which has none), else None; patch: (points, T) residual
         patching of ``prompt`` against its noun swapped)."""
-        if prompt not in self.prompts:
-            fail(f"the prompt should be one of the copula prompts {self.prompts}, but got {prompt!r}")
+        if not isinstance(prompt, str) or prompt not in self.prompts:
+            fail(f"the prompt should be one of the copula prompts {shown(self.prompts)}, but got {shown(prompt)}")
+        heads = sorted(self.model.check_heads(heads))
         probs = rule_probs(self.model, self.world, heads, kind, reference, draws=self.draws, seed=self.seed)
         figures = _rule_figures(self.world, probs)
         rule = dict({k: float(v.mean()) for k, v in figures.items()},
@@ -490,6 +538,9 @@ class AnyLab:
             self.answers = [model(i).argmax(-1) for i in self.ids]            # (T,) each: the unablated predictions
 
     def view(self, prompt, heads, kind):
+        if not isinstance(prompt, str) or prompt not in self.prompts:
+            fail(f"the prompt should be one of this lab's prompts {shown(self.prompts)}, but got {shown(prompt)}")
+        heads = sorted(self.model.check_heads(heads))
         b = self.prompts.index(prompt)
         ids = self.ids[b][None]
         source = {layer: x[b:b + 1] for layer, x in self.source.items()}
