@@ -467,7 +467,7 @@ class _Run(threading.Thread):
         self.function, self.args, self.kwargs, self.box = function, args, kwargs, {}
         torch = sys.modules.get("torch")
         self.grad = torch.is_grad_enabled() if torch is not None else None
-        self.lock, self.done = threading.Lock(), False
+        self.lock, self.done, self.poked = threading.Lock(), False, False
 
     def run(self):
         try:
@@ -482,13 +482,20 @@ class _Run(threading.Thread):
             self.finish()
 
     def finish(self):
-        with self.lock:
+        """Mark the function ended, and catch here an _OutOfTime still on its way. (It is caught, not
+        cleared by PyThreadState_SetAsyncExc(id, NULL): that call leaves the interpreter signalled for
+        good, and a kernel with a profiler or debugger attached then hangs.)"""
+        try:
+            with self.lock:
+                self.done = True   # no stop() raises in it after this
+            if self.poked:
+                for _ in range(1000):   # a pending one is raised at the loop's first jump back
+                    pass
+        except _OutOfTime:
             self.done = True
-            self.raise_here(None)   # clears one still pending
 
-    def raise_here(self, exception=_OutOfTime):
-        ctypes.pythonapi.PyThreadState_SetAsyncExc(ctypes.c_ulong(self.ident),
-                                                   None if exception is None else ctypes.py_object(exception))
+    def raise_here(self):
+        ctypes.pythonapi.PyThreadState_SetAsyncExc(ctypes.c_ulong(self.ident), ctypes.py_object(_OutOfTime))
 
     def stop(self, every=0.02, grace=0.3):
         """Raise _OutOfTime in the function now and every ``every`` s until it ends (from a
@@ -496,6 +503,7 @@ class _Run(threading.Thread):
         def poke():
             with self.lock:
                 if not self.done:
+                    self.poked = True
                     self.raise_here()
 
         def watch():

@@ -288,3 +288,26 @@ def test_a_check_cell_edited_or_given_bad_arguments_is_not_called_a_bug_of_the_c
     assert "as it was given" in needs_n.feedback(1)[0]            # n dropped from the cell
     assert "as it was given" in needs_n.feedback(1, -12)[0]       # an argument the check cannot use
     assert "report it" not in needs_n.feedback(1, -12)[0]
+
+
+def test_a_check_runs_with_a_profiler_or_debugger_attached():
+    """With a profile or trace function set (cProfile, %prun, the debugger), a check's call still
+    returns, and a function past its time is still stopped: the stop leaves nothing signalled."""
+    import subprocess
+    import sys
+    code = ("import sys\n"
+            "sys.setprofile(lambda *a: None)\n"
+            "from helpers.exercises import Wrong, call\n"
+            "print(call(lambda a: a + 1, 1))\n"
+            "def forever(a):\n"
+            "    while True:\n"
+            "        try:\n"
+            "            while True: pass\n"
+            "        except: pass\n"
+            "try:\n"
+            "    call(forever, 1, seconds=0.5)\n"
+            "except Wrong as wrong:\n"
+            "    print('stopped' if 'was stopped' in str(wrong) else wrong)\n"
+            "print(call(lambda a: a + 1, 2))\n")
+    done = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=120)
+    assert done.stdout.split() == ["2", "stopped", "3"], done.stdout + done.stderr
