@@ -6,7 +6,7 @@
 * else nothing runs (``FenceError``), unless the instructor passes ``--unfenced``.
 
 In either fence the run sees the whole machine read-only except its own folder, sees none of the
-hidden folders (empty in their place), has no network (a network namespace of its own, with
+hidden folders nor the unix sockets under SOCKET_DIRS (empty in their place), has no network (a network namespace of its own, with
 nothing in it) and no capability. ``fence_works`` tries a fence on a trial run before it is
 chosen; tests/test_autograde.py checks each fence this machine has on writes and connections.
 
@@ -24,6 +24,17 @@ from pathlib import Path
 BUBBLEWRAP, USER_NAMESPACE, UNFENCED = "bubblewrap", "user namespace", "unfenced (--unfenced)"
 FENCE_CHECK_SECONDS = 60   # the trial run that tells whether a fence works here
 DEVICES = ("null", "zero", "full", "random", "urandom", "tty")   # the user-namespace fence's /dev
+# Where the machine's unix sockets live (a docker or database socket, the user's session bus): a
+# socket connects on a read-only mount too, and a network namespace of its own does not hide a
+# path, so each fence covers these with an empty tmpfs (the run's folder, even under /tmp, is put
+# back). Sockets elsewhere (under a home folder, /var/lib) are not covered: see ``fence_works``.
+SOCKET_DIRS = ("/run", "/var/run", "/tmp", "/var/tmp")
+
+
+def covered(hidden=()):
+    """The folders a fence covers with an empty tmpfs, in order: the socket folders that are real
+    folders here (not a link to another, as /var/run -> /run), then ``hidden``."""
+    return [p for p in SOCKET_DIRS if os.path.isdir(p) and not os.path.islink(p)] + [str(p) for p in hidden]
 
 
 class FenceError(Exception):
@@ -32,15 +43,16 @@ class FenceError(Exception):
 
 def bubblewrap_prefix(folder, hidden=()):
     """bubblewrap (Debian's package bubblewrap): the run sees the whole machine read-only except
-    ``folder``, none of ``hidden``, and no network. It drops every capability (as root too, so
+    ``folder``, none of ``hidden`` nor of SOCKET_DIRS, and no network. It drops every capability (as root too, so
     the run cannot remount anything writable)."""
     command = [shutil.which("bwrap") or "bwrap", "--ro-bind", "/", "/", "--dev", "/dev", "--proc", "/proc",
                "--size", str(64 * 2**20), "--tmpfs", "/dev/shm"]
-    for path in hidden:
+    for path in covered(hidden):
         if Path(path).is_dir():
-            command += ["--tmpfs", str(path)]
+            command += ["--tmpfs", path]
     folder = str(folder)
-    return command + ["--bind", folder, folder, "--unshare-user", "--unshare-net", "--unshare-pid",
+    sockets = [arg for path in covered() for arg in ("--remount-ro", path)]   # after the folder is bound in
+    return command + ["--bind", folder, folder, *sockets, "--unshare-user", "--unshare-net", "--unshare-pid",
                       "--cap-drop", "ALL", "--die-with-parent", "--new-session", "--chdir", folder]
 
 
@@ -100,8 +112,8 @@ def loopback_up():
 
 def enter_fence(folder, hidden, command):
     """Inside unshare's namespaces, as root of its own user namespace: ``folder`` stays writable,
-    every other mount becomes read-only, each of ``hidden`` is covered by an empty read-only
-    tmpfs, /dev is a tmpfs of its own with DEVICES only (and a small /dev/shm), the namespace's
+    every other mount becomes read-only, each of SOCKET_DIRS and ``hidden`` is covered by an
+    empty read-only tmpfs, /dev is a tmpfs of its own with DEVICES only (and a small /dev/shm), the namespace's
     loopback is up; then ``command``
     runs with no capability at all and no way to gain one (so it cannot remount anything, nor
     write /proc, so no nested user namespace either). Any step that fails ends the run."""
@@ -137,12 +149,14 @@ def enter_fence(folder, hidden, command):
     mount("-t", "tmpfs", "-o", f"size={64 * 2**20}", "tmpfs", os.path.join(dev, "shm"))
     mount("--move", dev, "/dev")
     os.rmdir(dev)
-    hidden = [path for path in hidden if os.path.isdir(path)]
-    for path in hidden:
-        mount("-t", "tmpfs", "-o", "size=1m,mode=0755", "tmpfs", path)
+    mounted = []
+    for path in covered(hidden):   # one may lie under another (a hidden folder under /tmp): gone already
+        if os.path.isdir(path) and not os.path.islink(path):
+            mount("-t", "tmpfs", "-o", "size=1m,mode=0755", "tmpfs", path)
+            mounted.append(path)
     os.makedirs(folder, exist_ok=True)              # in a hidden path's tmpfs, the folder is not there
     mount("--no-canonicalize", "--bind", "/proc/self/cwd", folder)   # the folder itself, writable (our cwd)
-    for path in hidden:
+    for path in mounted:
         mount("-o", "remount,bind,ro", path)
     os.chdir(folder)
     os.execvp("setpriv", ["setpriv", "--no-new-privs", "--inh-caps=-all", "--bounding-set=-all", "--", *command])

@@ -228,11 +228,12 @@ def test_the_score_table_names_the_fence_the_submissions_ran_in(graded):
 
 # What a submission might try outside its folder: write a file beside it and into a hidden folder,
 # read that folder's secret, make the root file system writable again, reach a server on the
-# machine's own loopback (so nothing leaves the machine), find a disk device to write to. It
+# machine's own loopback (so nothing leaves the machine), connect to a unix socket outside its
+# folder (as a docker socket under /run or /tmp), find a disk device to write to. It
 # prints one word per attempt.
 ATTEMPTS = textwrap.dedent("""
     import os, socket, stat, subprocess, sys
-    outside, hidden, port = sys.argv[1], sys.argv[2], int(sys.argv[3])
+    outside, hidden, port, unix = sys.argv[1], sys.argv[2], int(sys.argv[3]), sys.argv[4]
     def attempt(name, action):
         try:
             action()
@@ -245,6 +246,11 @@ ATTEMPTS = textwrap.dedent("""
     attempt("hidden-write", lambda: open(hidden + "/planted.txt", "w").write("x"))
     attempt("hidden-read", lambda: open(hidden + "/secret.txt").read())
     attempt("network", lambda: socket.create_connection(("127.0.0.1", port), timeout=5).close())
+    def unix_socket():
+        with socket.socket(socket.AF_UNIX) as client:
+            client.settimeout(5)
+            client.connect(unix)
+    attempt("unix-socket", unix_socket)
     disks = [name for name in os.listdir("/dev") if stat.S_ISBLK(os.lstat("/dev/" + name).st_mode)]
     print("disks", "seen" if disks else "none")
 """)
@@ -259,17 +265,20 @@ def test_a_fence_keeps_a_run_to_its_folder_and_off_the_network(which, tmp_path):
     folder.mkdir(parents=True)
     hidden.mkdir()
     (hidden / "secret.txt").write_text("the solutions")
-    with socket.socket() as server:
+    with socket.socket() as server, socket.socket(socket.AF_UNIX) as unix:
         server.bind(("127.0.0.1", 0))
         server.listen()
+        unix.bind(str(tmp_path / "docker.sock"))   # under /tmp, outside the run's folder
+        unix.listen()
         command = fence.fence_prefix(which, folder, [hidden]) + [
-            sys.executable, "-c", ATTEMPTS, str(tmp_path / "outside.txt"), str(hidden), str(server.getsockname()[1])]
+            sys.executable, "-c", ATTEMPTS, str(tmp_path / "outside.txt"), str(hidden), str(server.getsockname()[1]),
+            str(tmp_path / "docker.sock")]
         done = subprocess.run(command, cwd=folder, capture_output=True, text=True, timeout=120)
     said = dict(line.split() for line in done.stdout.splitlines())
     assert said.get("own") == "done", done.stdout + done.stderr
     expected = "done" if which == fence.UNFENCED else "refused"   # unfenced: the control, everything goes through
-    assert {k: said[k] for k in ("outside", "hidden-read", "network")} == dict.fromkeys(
-        ("outside", "hidden-read", "network"), expected), done.stdout + done.stderr
+    tried = ("outside", "hidden-read", "network", "unix-socket")
+    assert {k: said[k] for k in tried} == dict.fromkeys(tried, expected), done.stdout + done.stderr
     assert (tmp_path / "outside.txt").exists() == (which == fence.UNFENCED)
     assert which == fence.UNFENCED or said["disks"] == "none"   # no disk device to write to, even as root
     # a write into a hidden folder is refused, or lands in the empty cover (bubblewrap's is writable), never there
