@@ -44,7 +44,9 @@ LAYER_NAMES = ("ln1", "q", "k", "v", "scores", "weights", "head_out", "concat", 
                "ln2", "pre", "gate", "act", "mlp", "h")   # what each layer's pass may name (gate: SwiGLU)
 ROTARY_PAIRS = ("adjacent", "halves")   # columns (2i, 2i+1), as chapter 06; or (i, i + d_k/2), as Llama
 MAX_FLOATS = 400_000_000   # the most float32 numbers a model may hold (1.5 GiB): Binder gives 2 GB in all
-MAX_TRACE_BYTES = 3 * 2**29   # 1.5 GiB: the most a trace (every intermediate of one pass) may keep
+# the most a trace (every intermediate of one pass) may keep: 0.5 GiB. A kernel that has loaded the
+# real model holds about 0.9 GB already, so a trace within this keeps it under 1.5 GiB (Binder: 2 GB)
+MAX_TRACE_BYTES = 2**29
 
 
 @dataclass(frozen=True)

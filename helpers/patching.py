@@ -14,7 +14,7 @@ from .errors import check_choice, check_number, check_positive_int, check_seed, 
 from .model import MAX_TRACE_BYTES, Config, Transformer, trace_names
 
 KINDS = ("zero", "mean", "resample")
-MAX_PASS_BYTES = MAX_TRACE_BYTES   # 1.5 GiB: the most one batched pass here (patching, a lens) may hold
+MAX_PASS_BYTES = MAX_TRACE_BYTES   # 0.5 GiB: the most one batched pass here (patching, a lens) may hold
 PER_HEAD = ("scores", "weights", "head_out")
 SWITCHES = {"causal", "attention", "ablate_heads", "positions", "scaled"}   # what capture passes on to the model   # trace names with a heads axis: (B, H, T, ...)
 

@@ -880,7 +880,7 @@ def test_a_batched_pass_above_the_memory_limit_is_refused_before_any_work():
     wide = Transformer(Config(vocab_size=50_000, d_model=8, n_heads=2, n_layers=2, d_ff=8, n_max=64), seed=0)
     calls = []
     metric = lambda out: calls.append(1) or out["logits"][:, -1, 0]   # noqa: E731
-    with pytest.raises(CourseInputError, match=r"patch_heads should need at most 1\.5 GiB .* rows of 60 tokens"):
+    with pytest.raises(CourseInputError, match=r"patch_heads should need at most 0\.5 GiB .* rows of 60 tokens"):
         patching.patch_heads(wide, torch.arange(60), torch.arange(1, 61), metric, per_position=True)
     assert calls == []
 
