@@ -117,8 +117,10 @@ def enter_fence(folder, hidden, command):
     loopback is up; then ``command``
     runs with no capability at all and no way to gain one (so it cannot remount anything, nor
     write /proc, so no nested user namespace either). Any step that fails ends the run."""
+    tools = {name: os.path.realpath(shutil.which(name) or name) for name in ("mount", "setpriv")}   # before /tmp is covered
+
     def mount(*args):
-        done = subprocess.run(["mount", "--no-mtab", *args], capture_output=True, text=True)   # / is read-only
+        done = subprocess.run([tools["mount"], "--no-mtab", *args], capture_output=True, text=True)   # / is read-only
         if done.returncode:
             print(f"grader: the user-namespace fence could not be set up (mount {' '.join(args)}: "
                   f"{done.stderr.strip()[:200]})", flush=True)
@@ -159,7 +161,7 @@ def enter_fence(folder, hidden, command):
     for path in mounted:
         mount("-o", "remount,bind,ro", path)
     os.chdir(folder)
-    os.execvp("setpriv", ["setpriv", "--no-new-privs", "--inh-caps=-all", "--bounding-set=-all", "--", *command])
+    os.execv(tools["setpriv"], ["setpriv", "--no-new-privs", "--inh-caps=-all", "--bounding-set=-all", "--", *command])
 
 
 def fence_works(fence):
