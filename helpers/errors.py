@@ -111,3 +111,45 @@ def check_number(value, name, low=None, high=None, low_open=False):
     if high is not None and value > high:
         fail(f"{name} should be at most {high:g}, but got {value:g}")
     return value
+
+
+MAX_BYTES = 3 * 2**29   # 1.5 GiB: the most one call may allocate (Binder gives 2 GB in all)
+
+
+def check_bytes(need, what, advice, limit=MAX_BYTES):
+    """Refuse up front a call that would need more than ``limit`` bytes (``need``: an estimate from
+    the sizes alone, made before anything is allocated); ``advice`` says what to ask for instead."""
+    if need > limit:
+        about = f"about {need / 2**30:,.1f} GiB" if need < 2**80 else "more than any machine holds"
+        fail(f"{what} should need at most {limit / 2**30:.1f} GiB (this course's limit), but would need {about}: {advice}")
+
+
+def count(n):
+    """A whole number as a sentence shows it: with thousands separators, or cut short when huge."""
+    return f"{n:,}" if abs(n) < 10**15 else shown(n)
+
+
+def check_text(text, name="the text", empty=False, max_chars=None):
+    """A string (non-blank unless ``empty``; at most ``max_chars`` characters) that UTF-8 can write:
+    a lone surrogate (half of a pair, e.g. '\\ud800') is refused with its position; return it."""
+    if not isinstance(text, str):
+        fail(f"{name} should be a string, but got {type(text).__name__} {shown(text)}")
+    if not empty and not text.strip():
+        fail(f"{name} should be a non-empty string, but got {shown(text)}")
+    if max_chars is not None and len(text) > max_chars:
+        fail(f"{name} should have at most {max_chars:,} characters, but has {len(text):,}")
+    try:
+        text.encode("utf-8")
+    except UnicodeEncodeError as error:
+        fail(f"{name} should hold only characters UTF-8 can write, but character {error.start} is a lone surrogate "
+             f"{text[error.start]!r} (half of a pair, no character on its own)")
+    return text
+
+
+def check_index(value, name, size, negative=False):
+    """An index into ``size`` things: a whole number (not a bool) from 0 (from -size with
+    ``negative``, Python's count from the end) to size - 1; return it as int."""
+    low = -size if negative else 0
+    if isinstance(value, bool) or not isinstance(value, (int, np.integer)) or not low <= value < size:
+        fail(f"{name} should be a whole number from {low} to {size - 1}, but got {shown(value)}")
+    return int(value)

@@ -459,3 +459,11 @@ def test_explorer_redraws_when_a_slider_moves():
                                       (5, ["more than k=5 points", "(5, 3)"])])
 def test_knn_refuses_a_bad_k_in_one_sentence(refused, k, words):
     refused(lambda: geometry.knn(np.random.default_rng(0).random((5, 3)), k), *words)
+
+
+def test_explorer_refuses_values_off_its_sliders_issue_31():
+    pytest.importorskip("ipywidgets")
+    for bad in (dict(angle_a=float("nan")), dict(norm_a=-3), dict(norm_a=1e308), dict(angle_a="10"),
+                dict(norm_a=0, norm_b=0), dict(angle_b=True), dict(angle_b=181)):
+        with pytest.raises(CourseInputError, match="angle|norm"):
+            explorer.explorer(**bad)

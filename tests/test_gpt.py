@@ -688,3 +688,35 @@ def test_the_loop_check_names_the_validation_steps_that_differ():
         losses, val = gc.train_loop(*args, **kwargs)
         return losses, {s: v + (0.01 if s == 8 else 0.0) for s, v in val.items()}
     assert "val_losses at steps [8] differ from the course's" in feedback(checks.train_loop, loop)
+
+
+def test_bad_input_is_named_before_any_work_issue_31():
+    """red3's chapter-12 findings: each refused with the argument the learner gave, before any work."""
+    chars = corpus.CharTokenizer()
+    ids = chars.encode(corpus.load_text()[:3000])
+    small = gc.GPT(65, 16, 2, 1, 32, 32)
+    from helpers.gpt import train as gtrain
+
+    def refused(call, words):
+        with pytest.raises(CourseInputError, match=words):
+            call()
+
+    refused(lambda: corpus.windows(ids, 10**6, 256, torch.Generator().manual_seed(0)), "GiB")
+    refused(lambda: gtrain.estimate_loss(small, ids, 16, batch=10**6), "GiB")
+    refused(lambda: gtrain.estimate_loss(None, ids, 16), "estimate_loss expected a model")
+    refused(lambda: gtrain.train(small, ids[:2000], ids[2000:], steps=2, batch=2, context=16, clip=0), "clip")
+    refused(lambda: gtrain.train(small, ids[:2000], ids[2000:], steps=2, batch=2, context=16, eval_every=0), "eval_every")
+    refused(lambda: gc.spread_loss(small, ids[:100], every=0), "every")
+    refused(lambda: gc.sample_text(small, chars, "A", 10**6), "n_new")
+    refused(lambda: gc.samples_at(small, chars, "A", 5, 0.8), "temperatures should be a list")
+    refused(lambda: gc.samples_at(small, chars, "A", 5, [0.5, -1.0]), "but got -1.0")
+    refused(lambda: gc.unigram_loss(ids, ids + 1000), "another tokenizer")
+    for bad in (torch.tensor([-1, 2]), torch.tensor([70, 2]), torch.tensor([1.5]), torch.tensor([True, False]), [1, 2]):
+        refused(lambda: small(bad), "token ids")
+    refused(lambda: tk.pretokenize("x" * 3_000_000), "at most 2,000,000 characters")
+    refused(lambda: tk.pretokenize("ab\ud800"), "character 2 is a lone surrogate")
+    refused(lambda: tk.train_bpe("\ud800", 300), "lone surrogate")
+    refused(lambda: tk.smollm2_pieces("a\udfff"), "character 1 is a lone surrogate")
+    refused(lambda: tk.pair_counts("abc"), "list of lists of symbols")
+    refused(lambda: tk.merge_step({"ab": "x"}), "list of lists of symbols")
+    assert gc.unigram_loss(ids[:2000], ids[2000:]) > 0                    # the right call still answers

@@ -406,7 +406,7 @@ def test_rotary_view_scores_depend_only_on_the_offset(smol):
     view = real.rotary_view(model, tok, layer=3, head=4, n=12)
     assert view["scores"].shape == (12, 12) and view["spread"] < 1e-9 and view["base"] == 100000.0
     assert abs(view["scores"][0, 0] - view["scores"][5, 0]) > 1e-3   # the offset does matter
-    with pytest.raises(CourseInputError, match="layer, head"):
+    with pytest.raises(CourseInputError, match="layer should"):
         real.rotary_view(model, tok, layer=30)
 
 
@@ -754,3 +754,57 @@ def test_shipped_backup_test_and_the_path_into_queries_and_keys_together():
     assert ind["previous_single"]["L16H0"] > np.mean(ind["sets"]["3"]["loss"])     # the previous-token head alone
     rows = [row for row in fac["paths"] if row["sender"] == [16, 0]]
     assert len(rows) == 3 and all(len(row["qk"]) == ind["n_sequences"] for row in rows)
+
+
+def test_views_refuse_before_the_pass_issue_31(smol):
+    """red3's real-model findings: every argument checked before the forward pass (a refusal runs
+    none), memory bounded up front, lone surrogates named by position."""
+    from helpers.real import circuit
+
+    model, tok = smol
+    fact = torch.tensor(tok.encode(real.FACT))
+    calls = []
+    original = Transformer.forward
+    Transformer.forward = lambda self, *a, **k: calls.append(1) or original(self, *a, **k)
+    try:
+        for call, words in [
+            (lambda: real.tokens(tok, "cat\ud800"), "character 3 is a lone surrogate"),
+            (lambda: real.next_logits(model, tok, "Paris\ud800"), "lone surrogate"),
+            (lambda: real.logit_lens(model, fact, True), "token_id"),
+            (lambda: real.logit_lens(model, fact, -2), "token_id"),
+            (lambda: real.logit_lens(model, torch.stack([fact, fact]), 5), "one prompt"),
+            (lambda: real.rotary_view(model, tok, n=20000), "GiB"),
+            (lambda: real.rotary_view(model, tok, layer=True), "layer"),
+            (lambda: real.rotary_view(model, tok, query=99), "query"),
+            (lambda: real.swiglu_view(model, tok, layer="0"), "layer"),
+            (lambda: real.continuations(model, fact, 3, seeds=(0,), top_p=0), "top_p"),
+            (lambda: real.continuations(model, fact, 100000, seeds=(0,)), "n_new"),
+            (lambda: real.continuations(model, fact, 3, seeds=tuple(range(5000))), "seeds"),
+            (lambda: real.kv_timing(model, fact, repeats=0), "repeats"),
+            (lambda: real.kv_timing(model, fact, warm_up="False"), "warm_up"),
+            (lambda: real.temperature_view(model, tok, temperatures=(0,)), "temperature"),
+            (lambda: real.temperature_view(model, tok, k=10**9), "k should"),
+            (lambda: real.prompt_view(model, tok, "hello", k=0), "k should"),
+            (lambda: real.patching_view(model, tok, answers=(" Paris",)), "answers"),
+            (lambda: real.rotary_orders(model, fact, layer=99), "layer should"),
+            (lambda: circuit.patch_grid(model, fact[None], fact[None], torch.tensor([[5, 6]]), layers=[99]), "layer"),
+            (lambda: circuit.copy_effects(model, circuit.random_repeats(1, 3, 49152, 0), [(0, -1)]), "out of range"),
+        ]:
+            with pytest.raises(CourseInputError, match=words):
+                call()
+    finally:
+        Transformer.forward = original
+    assert calls == []
+    for call, words in [
+        (lambda: real.best_heads(torch.full((30, 9), float("nan")), 3), "NaN"),
+        (lambda: real.best_heads(torch.zeros(30, 9), 10**6), "at most the number of heads"),
+        (lambda: real.best_heads(torch.zeros(30), 1), "table"),
+        (lambda: real.first_top_layer({"layers": [0, 1], "rank": [0]}), "one length"),
+        (lambda: real.kv_bytes_per_token(model.cfg, bytes_per_number="4"), "bytes_per_number"),
+        (lambda: real.memory_mb(model, path="/nonexistent"), "no file"),
+        (lambda: circuit.within(-1.0), ">= 0"),
+        (lambda: circuit.within(float("nan")), "finite"),
+        (lambda: circuit.random_repeats(10**6, 10**4, 49152, 0), "GiB"),
+    ]:
+        with pytest.raises(CourseInputError, match=words):
+            call()

@@ -517,6 +517,161 @@ TABLE = GRADING_ROWS + FRAMES_ROWS + FENCE_ROWS + HOMEWORK_ROWS + MODEL_ROWS + S
     + REFERENCE_ROWS + PATCHING_ROWS
 
 
+# ---------------------------------------------------------------- helpers/real, helpers/gpt, chapter 01's explorer
+
+import functools  # noqa: E402
+
+from helpers.geometry import explorer as geometry_explorer  # noqa: E402
+from helpers.gpt import compute as gpt, corpus, tokenize as tk, train as gtrain  # noqa: E402
+from helpers.real import circuit, smollm2  # noqa: E402
+from helpers.real import compute as real  # noqa: E402
+
+
+def text_ok(max_chars):
+    """Text a tokenizer takes: a non-blank str of at most max_chars characters that UTF-8 can write."""
+    def ok(v):
+        if not isinstance(v, str) or not v.strip() or len(v) > max_chars:
+            return False
+        try:
+            return bool(v.encode("utf-8"))
+        except UnicodeEncodeError:
+            return False
+    return ok
+
+
+def some(ok, most):
+    """A non-empty list or tuple of at most ``most`` items, each ok."""
+    return lambda v: isinstance(v, (list, tuple)) and 0 < len(v) <= most and all(ok(x) for x in v)
+
+
+@functools.lru_cache(maxsize=1)
+def smol():
+    """The real model and tokenizer, loaded on first use (mapped from the course's cache: a refusal
+    before the pass touches no weight)."""
+    return real.load()
+
+
+def with_smol(fn):
+    return lambda v: fn(*smol(), v)
+
+
+def fact_ids():
+    return torch.tensor(smol()[1].encode(real.FACT))
+
+
+try:
+    smollm2.gguf_path()
+    HAVE_SMOL = True
+except CourseInputError:
+    HAVE_SMOL = False
+
+REAL_TEXT = text_ok(real.MAX_TEXT_CHARS)
+V_SMOL = 49152
+REAL_ROWS = [
+    Row("real.tokens(text)", lambda v: real.tokens(smol()[1], v), valid=REAL_TEXT),
+    Row("real.next_logits(prompt)", with_smol(real.next_logits), valid=REAL_TEXT),
+    Row("real.norm_view(text)", with_smol(real.norm_view), valid=REAL_TEXT),
+    Row("real.rotary_view(text)", with_smol(real.rotary_view), valid=REAL_TEXT),
+    Row("real.prompt_view(prompt)", with_smol(real.prompt_view), valid=REAL_TEXT),
+    Row("real.logit_lens(ids)", lambda v: real.logit_lens(smol()[0], v, 5), valid=ids_of(V_SMOL)),
+    Row("real.logit_lens(token_id)", lambda v: real.logit_lens(smol()[0], fact_ids(), v),
+        valid=lambda v: whole(v, 0, V_SMOL - 1)),
+    *[Row(f"real.rotary_view({name})", lambda v, name=name: real.rotary_view(*smol(), **{name: v}), valid=ok)
+      for name, ok in (("layer", lambda v: whole(v, 0, 29)), ("head", lambda v: whole(v, 0, 8)),
+                       ("query", lambda v: whole(v, -8, 7)), ("key", lambda v: whole(v, -8, 7)),
+                       ("n", lambda v: whole(v, 1, 7000)))],
+    Row("real.swiglu_view(layer)", lambda v: real.swiglu_view(*smol(), layer=v), valid=lambda v: whole(v, 0, 29)),
+    Row("real.rotary_orders(layer)", lambda v: real.rotary_orders(smol()[0], fact_ids(), layer=v),
+        valid=lambda v: whole(v, 0, 29)),
+    *[Row(f"real.continuations({name})",
+          lambda v, name=name: real.continuations(smol()[0], fact_ids(), **{"n_new": 2, "seeds": (0,), name: v}), valid=ok)
+      for name, ok in (("n_new", lambda v: whole(v, 1, 1000)), ("seeds", some(lambda s: s is None or whole(s, 0, 2**64 - 1), 64)),
+                       ("temperature", lambda v: number(v, 0)),
+                       ("top_p", lambda v: v is None or number(v, 0, 1, low_open=True)))],
+    *[Row(f"real.kv_timing({name})", lambda v, name=name: real.kv_timing(smol()[0], fact_ids(), **{name: v}), valid=ok)
+      for name, ok in (("new_tokens", lambda v: whole(v, 1, 1000)), ("repeats", lambda v: whole(v, 1, 100)),
+                       ("warm_up", switch))],
+    Row("real.temperature_view(temperatures)", lambda v: real.temperature_view(*smol(), temperatures=v),
+        valid=some(lambda t: number(t, 0, low_open=True), 64)),
+    Row("real.temperature_view(k)", lambda v: real.temperature_view(*smol(), k=v), valid=lambda v: whole(v, 1, V_SMOL)),
+    Row("real.prompt_view(k)", lambda v: real.prompt_view(*smol(), "Hello", k=v), valid=lambda v: whole(v, 1, V_SMOL)),
+    Row("real.patching_view(answers)", lambda v: real.patching_view(*smol(), answers=v)),
+    Row("real.patching_view(layers)", lambda v: real.patching_view(*smol(), layers=v),
+        valid=lambda v: v is None or some(lambda layer: whole(layer, 0, 29), 10**9)(v)),
+    Row("real.best_heads(scores)", lambda v: real.best_heads(v, 1)),
+    Row("real.best_heads(k)", lambda v: real.best_heads(torch.zeros(3, 2), v), valid=lambda v: whole(v, 1, 6)),
+    Row("real.first_top_layer(lens)", real.first_top_layer),
+    Row("real.top_tokens(probs)", lambda v: real.top_tokens(smol()[1], v)),
+    Row("real.top_tokens(k)", lambda v: real.top_tokens(smol()[1], torch.full((10,), 0.1), v),
+        valid=lambda v: whole(v, 1, 10)),
+    Row("real.kv_bytes_per_token(cfg)", real.kv_bytes_per_token),
+    Row("real.kv_bytes_per_token(bytes_per_number)", lambda v: real.kv_bytes_per_token(smol()[0].cfg, v),
+        valid=lambda v: number(v, 0, 8, low_open=True)),
+    Row("real.parameter_formula(cfg)", real.parameter_formula),
+    Row("real.memory_mb(path)", lambda v: real.memory_mb(smol()[0], path=v), valid=lambda v: v is None),
+    Row("real.distinct_per_block(W)", real.distinct_per_block),
+    Row("real.distinct_per_block(block)", lambda v: real.distinct_per_block(torch.zeros(64, 2), v),
+        valid=lambda v: v in (1, 2, 4, 8, 16, 32, 64) and type(v) is int),
+    *[Row(f"circuit.random_repeats({name})",
+          lambda v, name=name: circuit.random_repeats(**{**dict(n=2, length=3, vocab_size=V_SMOL, seed=0), name: v}),
+          valid=ok)
+      for name, ok in (("n", lambda v: whole(v, 1, 10**4)), ("length", lambda v: whole(v, 2, 10**3)),
+                       ("vocab_size", lambda v: whole(v, 102, 2**31)), ("seed", lambda v: whole(v, 0, 2**64 - 1)))],
+    Row("circuit.within(gap)", circuit.within, valid=lambda v: number(v, 0)),
+    Row("circuit.logit_difference(answers)", lambda v: circuit.logit_difference(torch.zeros(2, 5), v)),
+    Row("circuit.copy_effects(heads_off)",
+        lambda v: circuit.copy_effects(smol()[0], circuit.random_repeats(1, 3, V_SMOL, 0), v), valid=empty),
+    *[Row(f"circuit.patch_grid({name})", lambda v, name=name: circuit.patch_grid(
+        smol()[0], fact_ids()[None], fact_ids()[None], **{"answers": torch.tensor([[5, 6]]), name: v}),
+        valid=lambda v, ok=ok: v is None or ok(v))
+      for name, ok in (("answers", lambda v: False), ("layers", some(lambda l: whole(l, 0, 29), 10**9)),
+                       ("positions", some(lambda p: whole(p, 0, 4), 10**9)))],
+]
+
+CHARS = corpus.CharTokenizer()
+IDS = CHARS.encode(corpus.load_text()[:3000])
+TINY = gpt.GPT(65, 16, 2, 1, 32, 32)
+GPT_TEXT = text_ok(tk.MAX_CHARS)
+TRAIN = dict(model=TINY, train_ids=IDS[:2000], val_ids=IDS[2000:], steps=2, batch=2, context=16, warmup=1,
+             eval_every=1, eval_batches=1)
+GPT_ROWS = [
+    Row("corpus.windows(batch)", lambda v: corpus.windows(IDS, v, 16, torch.Generator().manual_seed(0)),
+        valid=lambda v: whole(v, 1, 10**5)),
+    Row("GPT.forward(ids)", TINY),
+    Row("gpt.unigram_loss(val_ids)", lambda v: gpt.unigram_loss(IDS, v)),
+    Row("gpt.sample_text(n_new)", lambda v: gpt.sample_text(TINY, CHARS, "A", v), valid=lambda v: whole(v, 1, 5000)),
+    Row("gpt.samples_at(temperatures)", lambda v: gpt.samples_at(TINY, CHARS, "A", 2, v),
+        valid=some(lambda t: number(t, 0, low_open=True), 64)),
+    Row("gpt.samples_at(n_new)", lambda v: gpt.samples_at(TINY, CHARS, "A", v, [1.0]), valid=lambda v: whole(v, 1, 5000)),
+    Row("gpt.spread_loss(every)", lambda v: gpt.spread_loss(TINY, IDS, context=16, every=v),
+        valid=lambda v: whole(v, 1, 10**5000)),
+    Row("gtrain.estimate_loss(model)", lambda v: gtrain.estimate_loss(v, IDS, 16)),
+    Row("gtrain.estimate_loss(batch)", lambda v: gtrain.estimate_loss(TINY, IDS, 16, batches=1, batch=v),
+        valid=lambda v: whole(v, 1, 10**4)),
+    *[Row(f"gtrain.train({name})", lambda v, name=name: gtrain.train(**{**TRAIN, name: v}), state=lambda: weights(TINY),
+          valid=ok)
+      for name, ok in (("steps", lambda v: whole(v, 2, 10**5000)), ("batch", lambda v: whole(v, 1, 10**3)),
+                       ("context", lambda v: whole(v, 1, 32)), ("lr", lambda v: number(v, 0, low_open=True)),
+                       ("clip", lambda v: number(v, 0, low_open=True)),
+                       ("eval_every", lambda v: whole(v, 1, 10**5000)), ("callback", lambda v: v is None or callable(v)),
+                       ("seed", lambda v: whole(v, 0, 2**64 - 1)))],
+    Row("tk.pretokenize(text)", tk.pretokenize, valid=GPT_TEXT),
+    Row("tk.train_bpe(text)", lambda v: tk.train_bpe(v, 300), valid=GPT_TEXT),
+    Row("tk.smollm2_pieces(text)", tk.smollm2_pieces, valid=GPT_TEXT),
+    Row("tk.pair_counts(words)", tk.pair_counts,
+        valid=lambda v: isinstance(v, list) and all(isinstance(w, list) and all(type(a) is str for a in w) for w in v)),
+    Row("tk.merge_step(words)", tk.merge_step),
+    Row("tk.show_split(parts)", lambda v: tk.show_split("name", v),
+        valid=lambda v: isinstance(v, list) and all(isinstance(p, str) for p in v)),
+]
+
+GEOMETRY_ROWS = [Row(f"geometry_explorer.explorer({name})", lambda v, name=name: geometry_explorer.explorer(**{name: v}),
+                     valid=lambda v, name=name: number(v, *((-180, 180) if name.startswith("angle") else (0.5, 5))))
+                 for name in ("angle_a", "norm_a", "angle_b", "norm_b")]
+
+TABLE += (REAL_ROWS if HAVE_SMOL else []) + GPT_ROWS + GEOMETRY_ROWS
+
+
 def is_valid(row, value):
     try:
         return row.valid is not None and bool(row.valid(value))

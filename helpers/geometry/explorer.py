@@ -4,7 +4,7 @@
 ``explorer()`` shows four sliders and that figure, redrawn on every move (the axes and grid
 drawn once, the arrows, their labels and the title blitted over them).
 """
-from ..explorer import Blitter, new_figure, show
+from ..explorer import Blitter, new_figure, show, start_at
 from . import compute
 
 
@@ -29,17 +29,17 @@ def pair_view(limit=5.5):
 def explorer(angle_a=10.0, norm_a=3.0, angle_b=60.0, norm_b=2.0):
     """Four sliders (direction and norm of a and b) and one figure redrawn in place.
 
-    Returns the Explorer (its ``controls`` and ``picture()``).
+    Returns the Explorer (its ``controls`` and ``picture()``). Each value must lie on its slider
+    (angles -180..180 degrees, norms 0.5..5): anything else is refused, not clamped.
     """
     import ipywidgets as widgets
 
-    def slider(value, lo, hi, step, description):
-        return widgets.FloatSlider(value=value, min=lo, max=hi, step=step, description=description)
+    def slider(lo, hi, step, description):
+        return widgets.FloatSlider(value=(lo + hi) / 2, min=lo, max=hi, step=step, description=description)
 
-    controls = {"angle_a": slider(angle_a, -180, 180, 5, "a: angle°"),
-                "norm_a": slider(norm_a, 0.5, 5, 0.25, "a: norm"),
-                "angle_b": slider(angle_b, -180, 180, 5, "b: angle°"),
-                "norm_b": slider(norm_b, 0.5, 5, 0.25, "b: norm")}
+    controls = start_at({"angle_a": slider(-180, 180, 5, "a: angle°"), "norm_a": slider(0.5, 5, 0.25, "a: norm"),
+                         "angle_b": slider(-180, 180, 5, "b: angle°"), "norm_b": slider(0.5, 5, 0.25, "b: norm")},
+                        angle_a=angle_a, norm_a=norm_a, angle_b=angle_b, norm_b=norm_b)   # refused outside, never clamped
     fig, draw = pair_view()
     ax = fig.axes[0]
     blit = Blitter(fig, [*ax.texts, ax.title])   # the arrows (annotations), tips, listings and title

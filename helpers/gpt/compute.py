@@ -23,7 +23,7 @@ import torch.nn.functional as F
 from torch import nn
 
 from .. import worlds
-from ..errors import check_number, check_positive_int, check_seed, fail
+from ..errors import check_number, check_positive_int, check_seed, count, fail, shown
 from ..heads.compute import MultiHeadAttention, copy_losses
 from ..model import Config, Transformer
 from ..normalization.compute import Block, LayerNorm
@@ -33,6 +33,16 @@ from . import train as course_train
 from .corpus import check_ids, windows
 
 MAX_SECONDS = 60.0      # the live run's time limit
+MAX_NEW = 5_000         # the most tokens sample_text and samples_at draw in one call (each one is a pass)
+MAX_ROWS = 64           # the most continuations samples_at draws side by side
+
+
+def check_new(n_new):
+    """How many tokens to draw: a whole number from 1 to MAX_NEW (each one is a pass: time is bounded)."""
+    n_new = check_positive_int(n_new, "n_new")
+    if n_new > MAX_NEW:
+        fail(f"n_new should be at most {MAX_NEW:,} (each new token is one pass of the model), but got {count(n_new)}")
+    return n_new
 
 
 # ------------------------------------------------------------ the GPT, assembled
@@ -55,6 +65,9 @@ class GPT(nn.Module):
         self.register_buffer("PE", sinusoidal_positions(n_max, d_model).float(), persistent=False)
 
     def forward(self, ids):
+        if not isinstance(ids, torch.Tensor):
+            fail(f"this GPT expected token ids as a tensor (tokenizer.encode(text)), but got {type(ids).__name__} {shown(ids)}")
+        ids = Transformer.check_ids(self, ids)          # whole numbers in 0..vocab_size - 1, (T,) or (B, T)
         single = ids.dim() == 1
         ids = ids[None] if single else ids
         T = ids.shape[-1]
@@ -269,6 +282,9 @@ def unigram_loss(train_ids, val_ids):
     """The validation loss (nats per token) of a model that knows only how often each token occurs
     in the training text: -mean log p(token), p the training frequencies (add-one smoothed)."""
     train_ids, val_ids = check_ids(train_ids, "train_ids"), check_ids(val_ids, "val_ids")
+    if int(val_ids.max()) > int(train_ids.max()):
+        fail(f"val_ids should come from the training text's tokenizer (the training ids run 0..{int(train_ids.max())}), "
+             f"but they include id {int(val_ids.max())}: were they encoded with another tokenizer?")
     size = int(max(train_ids.max(), val_ids.max())) + 1
     counts = torch.bincount(train_ids, minlength=size).double() + 1
     return float(-(counts / counts.sum()).log()[val_ids].mean())
@@ -283,7 +299,7 @@ def sample_text(model, tokenizer, prompt, n_new, temperature=1.0, seed=0, contex
 
     cfg = config_of(model)
     check_sampling(temperature, vocab_size=cfg.vocab_size)
-    n_new = check_positive_int(n_new, "n_new")
+    n_new = check_new(n_new)
     context = cfg.n_max if context is None else check_positive_int(context, "context")
     if context > cfg.n_max:
         fail(f"the model takes at most n_max={cfg.n_max} tokens, but context={context}")
@@ -448,9 +464,11 @@ def spread_loss(model, ids, context=256, every=8):
     predicted from the ones before it in the window. ``every=1`` is the whole text's loss. Eval mode,
     torch's fused attention (``train.fused_attention``: the same sums, faster); the mode is restored.
     Returns dict(loss, windows (kept), of (all the text's windows), predictions)."""
+    config_of(model)
     ids = check_ids(ids)
+    check_positive_int(context, "context")
+    every = check_positive_int(every, "every")         # each argument's own sentence before the context's fit
     context = course_train.check_context(model, context, len(ids))
-    every = check_positive_int(every, "every")
     n = (len(ids) - 1) // context
     x = ids[:n * context].view(n, context)[::every]
     y = ids[1:n * context + 1].view(n, context)[::every]
@@ -649,11 +667,15 @@ def samples_at(model, tokenizer, prompt, n_new, temperatures, seed=0):
     from ..sampling.compute import check_sampling
 
     cfg = config_of(model)
-    n_new = check_positive_int(n_new, "n_new")
+    n_new = check_new(n_new)
+    if not isinstance(temperatures, (list, tuple)) or not 1 <= len(temperatures) <= MAX_ROWS:
+        fail(f"temperatures should be a list of 1 to {MAX_ROWS} temperatures, one per continuation (e.g. [0.8]), "
+             f"but got {shown(temperatures)}")
     for t in temperatures:
         check_sampling(t, vocab_size=cfg.vocab_size)
-        if t == 0:
-            fail("samples_at draws at temperatures above 0; for the greedy choice use chapter 09's generate")
+        if t <= 0:
+            fail(f"samples_at draws at temperatures above 0 (for the greedy choice use chapter 09's generate), "
+                 f"but got {shown(t)}")
     scale = torch.tensor([[float(t)] for t in temperatures], dtype=torch.float64)
     if not isinstance(prompt, str) or not prompt:
         fail(f"the prompt should be a non-empty string, but got {prompt!r:.40}")

@@ -11,7 +11,7 @@ import hashlib
 
 import torch
 
-from ..errors import check_positive_int, fail
+from ..errors import check_bytes, count, check_positive_int, fail
 from ..weights import data_dir
 
 SHA256 = "86c4e6aa9db7c042ec79f339dcb96d42b0075e16b8fc2e86bf0ca57e2dc565ed"
@@ -116,6 +116,7 @@ def windows(ids, batch, context, generator):
              f"but this one has {len(ids)}")
     if not isinstance(generator, torch.Generator):
         fail(f"windows draws with a seeded torch.Generator, but got {type(generator).__name__}")
+    check_bytes(24 * batch * (context + 1), f"{count(batch)} windows of {count(context)} tokens", "use a smaller batch")
     starts = torch.randint(len(ids) - context, (batch,), generator=generator)
     rows = starts[:, None] + torch.arange(context + 1)
     chunk = ids[rows]

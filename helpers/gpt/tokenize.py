@@ -16,17 +16,17 @@ import functools
 import json
 import re
 
-from ..errors import check_positive_int, fail
+from ..errors import check_positive_int, check_text as check_string, fail, shown
 
 BYTES = 256            # a byte-level BPE starts from every byte value, so any text can be written
 MAX_VOCAB = 65_536     # larger than any vocabulary worth training on one megabyte of text
 RARE = 20              # a token the training text uses fewer times than this barely gets trained
+MAX_CHARS = 2_000_000  # the longest text tokenized here in one call (the training text has about 1,000,000)
 
 
 def check_text(text, name="the text"):
-    """A non-empty string."""
-    if not isinstance(text, str):
-        fail(f"{name} should be a string, but got {type(text).__name__}")
+    """A non-empty string of at most MAX_CHARS characters that UTF-8 can write (no lone surrogate)."""
+    check_string(text, name, empty=True, max_chars=MAX_CHARS)
     if not text:
         fail(f"{name} is empty: tokenizing needs at least one character")
     return text
@@ -47,11 +47,22 @@ def pretokenize(text):
 
 def pair_counts(words):
     """{(a, b): how often symbol a stands just before symbol b inside a word}, over all words."""
+    check_words(words)
     counts = collections.Counter()
     for word in words:
         for a, b in zip(word, word[1:]):
             counts[a, b] += 1
     return counts
+
+
+def check_words(words):
+    """A list of words, each a list of symbols (strings), as ``pretokenize`` gives."""
+    ok = lambda w: isinstance(w, list) and all(type(a) is str for a in w)
+    bad = words if not isinstance(words, list) else next((w for w in words if not ok(w)), ok)
+    if bad is not ok:
+        fail(f"expected words as a list of lists of symbols (strings), as pretokenize gives, but got "
+             f"{type(words).__name__} {shown(words)}" + ("" if bad is words else f" holding {shown(bad)}"))
+    return words
 
 
 def merge_step(words):
@@ -64,7 +75,7 @@ def merge_step(words):
     """
     counts = pair_counts(words)
     if not counts:
-        fail("no word has two symbols left, so there is no pair to merge")
+        fail("expected words with a pair of neighbouring symbols to merge, but no word has two symbols left")
     best = max(counts.values())
     pair = min(p for p, n in counts.items() if n == best)
     merged = []
@@ -207,4 +218,7 @@ def smollm2_tokenizer():
 
 def show_split(name, parts):
     """One line: the name, how many tokens, and the tokens between bars."""
+    if not isinstance(name, str) or not isinstance(parts, list) or not all(isinstance(p, str) for p in parts):
+        fail(f"show_split should be given a name (a string) and the pieces (a list of strings), but got "
+             f"{type(name).__name__} and {type(parts).__name__} {shown(parts)}")
     return f"{name:<22} {len(parts):>2} tokens  |" + "|".join(parts).replace("\n", "⏎") + "|"

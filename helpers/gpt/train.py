@@ -16,7 +16,7 @@ import torch
 import torch.nn.functional as F
 from torch import nn
 
-from ..errors import check_number, check_positive_int, check_seed, fail
+from ..errors import check_bytes, count, check_number, check_positive_int, check_seed, fail
 from ..model import Attention
 from .corpus import check_ids, windows
 
@@ -55,10 +55,12 @@ def estimate_loss(model, ids, context, batches=20, batch=32, seed=0):
     drawn with ``seed``: the same windows every call, a stated subset of the text (with the default
     20 x 32 windows of 256 characters, 163,840 predictions). Runs in eval mode (no dropout) and puts
     the model back in the mode it was in."""
+    check_model(model, "estimate_loss")
     ids = check_ids(ids)
     context = check_context(model, context)
     batches, batch, seed = check_positive_int(batches, "batches"), check_positive_int(batch, "batch"), check_seed(seed)
     check_vocabulary(model, ids)
+    check_batch(model, batch, context)
     was_training = model.training
     model.eval()
     generator = torch.Generator().manual_seed(seed)
@@ -88,17 +90,15 @@ def train(model, train_ids, val_ids, steps=5000, batch=64, context=256, lr=1e-3,
     last record ``stopped_early``. ``stop_after``: run only the first updates of the ``steps``-long
     schedule (the start of the same run, e.g. to check a log). The model is left in eval mode.
     """
-    # check everything first: a refused call changes nothing
+    # check everything first, each argument on its own in the order given, then how they fit
+    # together: a refused call changes nothing, and names the argument the learner gave
+    check_model(model, "train")
     train_ids, val_ids = check_ids(train_ids, "train_ids"), check_ids(val_ids, "val_ids")
-    if not isinstance(model, nn.Module) or not hasattr(model, "cfg"):
-        fail(f"train expects a model with a .cfg (a helpers.model.Transformer), but got {type(model).__name__}")
-    check_vocabulary(model, train_ids, val_ids)
-    context = check_context(model, context, len(train_ids), len(val_ids))
     steps, batch = check_positive_int(steps, "steps"), check_positive_int(batch, "batch")
+    check_positive_int(context, "context")
     warmup = check_positive_int(warmup, "warmup", minimum=0)
     lr = check_number(lr, "lr", low=0, low_open=True)
     min_lr = check_number(min_lr, "min_lr", low=0, high=lr)
-    learning_rate(0, lr, warmup, steps, min_lr)                   # refuses a warm-up as long as the run
     weight_decay = check_number(weight_decay, "weight_decay", low=0)
     clip = check_number(clip, "clip", low=0, low_open=True)
     eval_every, eval_batches = check_positive_int(eval_every, "eval_every"), check_positive_int(eval_batches, "eval_batches")
@@ -108,6 +108,10 @@ def train(model, train_ids, val_ids, steps=5000, batch=64, context=256, lr=1e-3,
     if time_limit is not None:
         time_limit = check_number(time_limit, "time_limit", low=0, low_open=True)
     last = steps if stop_after is None else min(steps, check_positive_int(stop_after, "stop_after"))
+    check_vocabulary(model, train_ids, val_ids)
+    context = check_context(model, context, len(train_ids), len(val_ids))
+    learning_rate(0, lr, warmup, steps, min_lr)                   # refuses a warm-up as long as the run
+    check_batch(model, batch, context, grad=True)
 
     # AdamW; matrices and embeddings decay towards 0, biases and LayerNorm scales do not
     matrices = [p for p in model.parameters() if p.requires_grad and p.dim() >= 2]
@@ -161,6 +165,24 @@ def train(model, train_ids, val_ids, steps=5000, batch=64, context=256, lr=1e-3,
     return log
 
 
+def check_model(model, what):
+    """A model with a .cfg (a helpers.model.Transformer, or a GPT that sets one)."""
+    if not isinstance(model, nn.Module) or not hasattr(model, "cfg"):
+        fail(f"{what} expected a model with a .cfg (a helpers.model.Transformer), but got {type(model).__name__}")
+    return model
+
+
+def check_batch(model, batch, context, grad=False):
+    """Refuse up front a batch of windows whose pass would need more than helpers.errors.MAX_BYTES:
+    an estimate from the sizes alone, in float32: the logits (3 copies with the loss), and per layer
+    the scores, masked scores and weights (heads x context x context) and 12 d_model + 3 d_ff
+    activations per token; one layer at a time without gradients, every layer kept with them."""
+    cfg = model.cfg
+    per_layer = 3 * cfg.n_heads * context + 12 * cfg.d_model + 3 * cfg.d_ff
+    need = 4 * batch * context * (3 * cfg.vocab_size + per_layer * (cfg.n_layers if grad else 1))
+    check_bytes(need, f"a batch of {count(batch)} windows of {count(context)} tokens", "use a smaller batch")
+
+
 def check_vocabulary(model, *texts):
     """The model's vocabulary (2 .. MAX_VOCAB tokens) holds every id of ``texts``."""
     V = model.cfg.vocab_size
@@ -176,7 +198,7 @@ def check_context(model, context, *lengths):
     """A context the model can take (at most its n_max) and each text can fill (shorter than it)."""
     context = check_positive_int(context, "context")
     if context > model.cfg.n_max:
-        fail(f"the model takes at most n_max={model.cfg.n_max} tokens, but context={context}")
+        fail(f"context should be at most the model's n_max={model.cfg.n_max} tokens, but got context={count(context)}")
     for length in lengths:
         if context >= length:
             fail(f"a window of context={context} needs a text of at least {context + 1} tokens, but got {length}")

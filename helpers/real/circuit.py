@@ -16,7 +16,7 @@ import torch
 import torch.nn.functional as F
 
 from .. import patching
-from ..errors import check_positive_int, fail
+from ..errors import check_bytes, count, check_index, check_number, check_positive_int, check_seed, fail, shown
 from ..heads import compute as heads
 
 FIRST_ID = 100   # random tokens are drawn from ids 100.. (below: special tokens and single bytes)
@@ -42,6 +42,11 @@ def random_repeats(n, length, vocab_size, seed, start_id=0):
     """(n, 2*length + 1) token ids: the start token, then ``length`` random tokens (ids FIRST_ID..
     vocab_size - 1, a seeded draw) written twice."""
     n, length = check_positive_int(n, "n"), check_positive_int(length, "length", minimum=2)
+    vocab_size = check_positive_int(vocab_size, "vocab_size", minimum=FIRST_ID + 2)
+    if vocab_size > 2**31:
+        fail(f"vocab_size should be at most 2**31 (token ids are int64 draws of a real vocabulary), but got {shown(vocab_size)}")
+    seed, start_id = check_seed(seed), check_index(start_id, "start_id", vocab_size)
+    check_bytes(3 * 8 * n * (2 * length + 1), f"{count(n)} sequences of 2 x {count(length)} random tokens", "ask for fewer or shorter ones")
     g = torch.Generator().manual_seed(seed)
     first = torch.randint(FIRST_ID, vocab_size, (n, length), generator=g)
     return torch.cat([torch.full((n, 1), start_id), first, first], 1)
@@ -81,6 +86,23 @@ def head_statistics(model, ids, chunk=25):
                 means={l: s / len(ids) for l, s in sums.items()})
 
 
+def check_ablation(model, heads_off, means):
+    """heads_off: (layer, head) pairs of the model (``Transformer.check_heads``); means: what
+    ``head_statistics`` returns as means ({layer: (heads, T, d_k)}), for every layer of heads_off."""
+    if isinstance(heads_off, (str, bytes, dict)) or not isinstance(heads_off, (list, tuple, set)):
+        fail(f"heads_off should be a list of (layer, head) pairs, e.g. [(1, 4)], but got {shown(heads_off)}")
+    pairs = model.check_heads(heads_off)
+
+    def has(layer, head):
+        try:
+            return isinstance(means[layer][head], torch.Tensor)
+        except (TypeError, KeyError, IndexError):
+            return False
+    if not all(has(layer, head) for layer, head in pairs):
+        fail(f"means should hold a mean output for each head of heads_off (head_statistics(...)['means'] or "
+             f"shipped_means()), but got {type(means).__name__} {shown(means)}")
+
+
 def mean_ablation(heads_off, means):
     """``replace`` for the model: each (layer, head) of heads_off has its output replaced, at every
     position, by ``means[layer][head]`` (T, d_k): the task's mean at that position."""
@@ -104,8 +126,9 @@ def copy_loss(model, ids, heads_off=(), means=None, chunk=25, copy=2):
     left out: nothing announces it), with ``heads_off`` mean-ablated to ``means``. copy=1: on the
     first copy's tokens 2..L instead, where nothing can be copied."""
     ids, length = check_repeats(ids)
-    if copy not in (1, 2):
+    if copy not in (1, 2) or isinstance(copy, bool):
         fail(f"copy should be 1 or 2, but got {copy!r}")
+    check_ablation(model, heads_off, means)
     replace = mean_ablation(heads_off, means) if heads_off else {}
     where = torch.arange(length + 1, 2 * length) if copy == 2 else torch.arange(1, length)  # predicting tokens 2..L
     out = []
@@ -124,6 +147,7 @@ def copy_effects(model, ids, heads_off=(), means=None, chunk=25):
     copy's tokens 2..L), the final RMSNorm's divisor that run's own (``patching.direct_effects``)).
     With one head ablated, a head whose direct contribution grows is a backup head."""
     ids, length = check_repeats(ids)
+    check_ablation(model, heads_off, means)
     replace = mean_ablation(heads_off, means) if heads_off else {}
     where = torch.arange(length + 1, 2 * length)
     loss, direct = [], []
@@ -233,8 +257,22 @@ def fact_batch(tok, pairs, capitals):
     return torch.tensor(clean), torch.tensor(corrupt), torch.tensor(answers)
 
 
+def check_answers(answers, n, vocab_size):
+    """answers: an integer tensor (n, 2) of token ids below vocab_size (the clean, the corrupted answer)."""
+    if not isinstance(answers, torch.Tensor) or answers.dtype not in (torch.int64, torch.int32) \
+            or answers.dim() != 2 or answers.shape[1] != 2 or n is None or len(answers) != n:
+        fail(f"answers should be a tensor ({n}, 2) of token ids (clean answer, corrupted answer) per prompt, as "
+             f"fact_batch gives, but got {type(answers).__name__}"
+             + (f" of shape {tuple(answers.shape)}" if isinstance(answers, torch.Tensor) else f" {shown(answers)}"))
+    if answers.min() < 0 or answers.max() >= vocab_size:
+        fail(f"answers should be token ids in 0..{vocab_size - 1}, but got {int(answers.min())}..{int(answers.max())}")
+    return answers
+
+
 def logit_difference(logits, answers):
     """(N,) logit of the clean answer minus the corrupted answer's; logits (N, V), answers (N, 2)."""
+    check_answers(answers, len(logits) if isinstance(logits, torch.Tensor) and logits.dim() == 2 else None,
+                  logits.shape[-1] if isinstance(logits, torch.Tensor) and logits.dim() == 2 else 0)
     return logits.gather(1, answers[:, :1])[:, 0] - logits.gather(1, answers[:, 1:])[:, 0]
 
 
@@ -267,8 +305,18 @@ def patch_grid(model, clean, corrupt, answers, layers=None, positions=None, dire
     corrupted run, 1 = the clean run)."""
     if direction not in ("denoise", "noise"):
         fail(f"direction should be 'denoise' or 'noise', but got {direction!r}")
-    layers = list(range(model.cfg.n_layers)) if layers is None else list(layers)
-    positions = list(range(clean.shape[1])) if positions is None else list(positions)
+    clean, corrupt = model.check_ids(clean), model.check_ids(corrupt)
+    if clean.dim() != 2 or clean.shape != corrupt.shape:
+        fail(f"clean and corrupt should be batches (N, T) of one shape, but got shapes {tuple(clean.shape)} "
+             f"and {tuple(corrupt.shape)}")
+    check_answers(answers, len(clean), model.cfg.vocab_size)
+    for name, given, size in (("layers", layers, model.cfg.n_layers), ("positions", positions, clean.shape[1])):
+        if given is not None and (not isinstance(given, (list, tuple, range)) or not given):
+            fail(f"{name} should be a non-empty list, but got {shown(given)}")
+    layers = list(range(model.cfg.n_layers)) if layers is None else [check_index(l, "each layer", model.cfg.n_layers)
+                                                                      for l in layers]
+    positions = list(range(clean.shape[1])) if positions is None else \
+        [check_index(p, "each position", clean.shape[1]) for p in positions]
     h_clean, h_corrupt = streams(model, clean), streams(model, corrupt)
     last = model.cfg.n_layers - 1
     d_clean = logit_difference(run_from(model, h_clean[last], last), answers)
@@ -376,6 +424,7 @@ def shipped_means():
 
 def within(gap, bounds=(1e-3, 1e-2, 0.05)):
     """A largest difference as a stable phrase: 'within 0.001' (the first bound it is under)."""
+    gap = check_number(gap, "gap (a largest difference)", low=0)
     for bound in bounds:
         if gap < bound:
             return f"within {bound:g}"

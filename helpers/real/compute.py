@@ -12,7 +12,8 @@ import torch
 import torch.nn.functional as F
 
 from .. import reference as ref
-from ..errors import check_positive_int, check_seed, fail
+from ..errors import MAX_BYTES, check_bytes, count, check_index, check_number, check_positive_int, check_seed, check_switch, \
+    check_text as check_string, fail, shown
 from ..heads import compute as heads
 from ..model import KVCache
 from . import smollm2
@@ -28,10 +29,30 @@ def load():
     return smollm2.load()
 
 
+MAX_TEXT_CHARS = 1_000_000   # the longest text tokenized here (far past the model's 8,192-token window)
+
+
 def check_text(text, name="the prompt"):
-    if not isinstance(text, str) or not text.strip():
-        fail(f"{name} should be a non-empty string, but got {text!r:.40}")
-    return text
+    """A non-blank string of at most MAX_TEXT_CHARS characters, with no lone surrogate."""
+    return check_string(text, name, max_chars=MAX_TEXT_CHARS)
+
+
+def check_layer(model, layer):
+    return check_index(layer, "layer", model.cfg.n_layers)
+
+
+def check_k(model, k):
+    """How many top tokens: a whole number from 1 to the vocabulary size."""
+    k = check_positive_int(k, "k")
+    if k > model.cfg.vocab_size:
+        fail(f"k should be at most the vocabulary size {model.cfg.vocab_size:,}, but got {count(k)}")
+    return k
+
+
+def check_cfg(cfg):
+    if not all(hasattr(cfg, name) for name in ("n_layers", "kv_heads", "d_k", "d_model", "d_ff", "vocab_size")):
+        fail(f"expected the model's Config (model.cfg), but got {type(cfg).__name__} {shown(cfg)}")
+    return cfg
 
 
 def tokens(tok, text):
@@ -60,7 +81,7 @@ def parameter_formula(cfg):
     three d x d_ff matrices; two RMSNorms of d scales each. Plus the embedding V x d (also the
     unembedding: tied) and the final RMSNorm's d.
     """
-    d, d_kv = cfg.d_model, cfg.kv_heads * cfg.d_k
+    d, d_kv = check_cfg(cfg).d_model, cfg.kv_heads * cfg.d_k
     parts = dict(embedding=cfg.vocab_size * d, attention=2 * d * d + 2 * d * d_kv,
                  mlp=3 * d * cfg.d_ff, norms=2 * d)
     parts["per_layer"] = parts["attention"] + parts["mlp"] + parts["norms"]
@@ -77,9 +98,12 @@ def parameters_counted(model):
 def distinct_per_block(W, block=32):
     """The most distinct values in any block of ``block`` consecutive weights along W's input
     axis (the file's quantisation blocks). W: (d_in, d_out), d_in a multiple of block."""
+    block = check_positive_int(block, "block")
+    if not isinstance(W, (torch.Tensor, np.ndarray)) or W.dtype == bool or W.dtype == torch.bool:
+        fail(f"W should be a weight matrix (a tensor), but got {type(W).__name__} {shown(W)}")
     W = torch.as_tensor(W)
     if W.dim() != 2 or W.shape[0] % block:
-        fail(f"expected a matrix (d_in, d_out) with d_in a multiple of {block}, but got shape {tuple(W.shape)}")
+        fail(f"expected a matrix (d_in, d_out) with d_in a multiple of {count(block)}, but got shape {tuple(W.shape)}")
     blocks = W.T.reshape(-1, block)                     # one row per block
     ordered = blocks.sort(dim=1).values
     return int(((ordered[:, 1:] != ordered[:, :-1]).sum(1) + 1).max())
@@ -87,7 +111,8 @@ def distinct_per_block(W, block=32):
 
 def kv_bytes_per_token(cfg, bytes_per_number=4):
     """Bytes the KV cache adds per token: 2 (K and V) x layers x key/value heads x d_k x bytes."""
-    return 2 * cfg.n_layers * cfg.kv_heads * cfg.d_k * bytes_per_number
+    check_number(bytes_per_number, "bytes_per_number", low=0, low_open=True, high=8)   # an int stays an int
+    return 2 * check_cfg(cfg).n_layers * cfg.kv_heads * cfg.d_k * bytes_per_number
 
 
 def memory_mb(model, path=None):
@@ -95,6 +120,8 @@ def memory_mb(model, path=None):
     float32 weights in memory, the float32 KV cache for 1,000 tokens."""
     import os
 
+    if path is not None and not (isinstance(path, (str, os.PathLike)) and os.path.isfile(path)):
+        fail(f"path should name the model's file on disk, but got {shown(path)}, which is no file")
     weights = sum(p.numel() * p.element_size() for p in model.parameters())
     return dict(file=os.path.getsize(path or smollm2.gguf_path()) / 1e6, weights=weights / 1e6,
                 kv_per_1k_tokens=1000 * kv_bytes_per_token(model.cfg) / 1e6)
@@ -131,8 +158,17 @@ def head_scores(model, ids, length):
 
 def best_heads(scores, k=1):
     """The k (layer, head) pairs of highest score, best first. scores: (layers, heads)."""
+    numbers = torch.is_tensor(scores) and not scores.is_complex() and scores.dtype != torch.bool \
+        or isinstance(scores, np.ndarray) and scores.dtype.kind in "fiu"
+    if not numbers or scores.ndim != 2:
+        fail(f"scores should be a (layers, heads) table of numbers, but got {type(scores).__name__}"
+             + (f" of shape {tuple(scores.shape)}" if hasattr(scores, "shape") else f" {shown(scores)}"))
     scores = torch.as_tensor(scores)
+    if bool(torch.isnan(scores).any()):   # -inf is a score: it keeps a head out of the top (chapter 11 uses it)
+        fail(f"scores should hold no NaN (a NaN has no rank), but {int(torch.isnan(scores).sum())} are NaN")
     k = check_positive_int(k, "k")
+    if k > scores.numel():
+        fail(f"k should be at most the number of heads ({scores.numel()}), but got {count(k)}")
     order = torch.argsort(scores.flatten(), descending=True, stable=True)[:k]
     n_heads = scores.shape[1]
     return [(int(i) // n_heads, int(i) % n_heads) for i in order]
@@ -159,8 +195,12 @@ def logit_lens(model, ids, token_id):
     final RMSNorm and the tied unembedding. Returns dict(layers (list of ints, -1 first),
     p (probability of token_id), rank (0 = top), top (the top token id)), lists per layer.
     """
+    ids = model.check_ids(ids)
+    if ids.dim() != 1:
+        fail(f"the logit lens reads one prompt, ids of shape (T,), but got a batch of shape {tuple(ids.shape)}")
+    token_id = check_index(token_id, "token_id", model.cfg.vocab_size)
     names = ["h0"] + [f"L{layer}.h" for layer in range(model.cfg.n_layers)]
-    got = capture(model, model.check_ids(ids).view(1, -1), names, stop_after=names[-1])
+    got = capture(model, ids.view(1, -1), names, stop_after=names[-1])
     with torch.no_grad():                # the read-out of the last position only: (layers + 1, V)
         logits = model.unembed(torch.stack([got[name][0, -1] for name in names]))
     probs = torch.softmax(logits, dim=-1)
@@ -171,6 +211,10 @@ def logit_lens(model, ids, token_id):
 
 def first_top_layer(lens):
     """The first layer after which the token is the top prediction and stays so, or None."""
+    if not (isinstance(lens, dict) and isinstance(lens.get("layers"), list) and isinstance(lens.get("rank"), list)
+            and len(lens["layers"]) == len(lens["rank"])):
+        fail(f"expected what logit_lens returns (a dict whose 'layers' and 'rank' are lists of one length), "
+             f"but got {type(lens).__name__} {shown(lens)}")
     rank = lens["rank"]
     for i, layer in enumerate(lens["layers"]):
         if all(r == 0 for r in rank[i:]):
@@ -188,7 +232,13 @@ def next_logits(model, tok, prompt):
 
 def top_tokens(tok, probs, k=5):
     """[(piece, probability)] of the k most probable tokens of probs (V,)."""
-    p, i = torch.topk(torch.as_tensor(probs), check_positive_int(k, "k"))
+    if not isinstance(probs, torch.Tensor) or probs.dim() != 1 or not probs.is_floating_point():
+        fail(f"probs should be one distribution, a float tensor (V,), but got {type(probs).__name__}"
+             + (f" of shape {tuple(probs.shape)}" if isinstance(probs, torch.Tensor) else f" {shown(probs)}"))
+    k = check_positive_int(k, "k")
+    if k > len(probs):
+        fail(f"k should be at most the {len(probs):,} entries of probs, but got {count(k)}")
+    p, i = torch.topk(probs, k)
     return [(tok.pieces([int(j)])[0], float(q)) for q, j in zip(p, i)]
 
 
@@ -199,6 +249,8 @@ def temperature_view(model, tok, prompt=FACT, temperatures=(0.5, 1.0, 2.0), k=5,
     logits: ``next_logits(model, tok, prompt)`` when the caller has them already (no second pass)."""
     from ..sampling import compute as sampling
 
+    check_temperatures(temperatures)
+    check_k(model, k)
     if logits is None:
         logits = next_logits(model, tok, prompt)
     elif not isinstance(logits, torch.Tensor) or logits.shape != (model.cfg.vocab_size,) or not logits.is_floating_point():
@@ -212,6 +264,30 @@ def temperature_view(model, tok, prompt=FACT, temperatures=(0.5, 1.0, 2.0), k=5,
         out[t] = dict(top=top_tokens(tok, probs, k), entropy=entropy,
                       nucleus_90=len(sampling.nucleus(probs, 0.9)))
     return out
+
+
+MAX_ROWS = 64   # the most rows (temperatures, seeds) a real-model view draws side by side
+MAX_NEW = 1_000   # the most new tokens one call decodes (time is bounded before the first pass)
+
+
+def check_temperatures(temperatures):
+    """A list or tuple of 1 to MAX_ROWS temperatures, each a finite number > 0."""
+    if not isinstance(temperatures, (list, tuple)) or not 1 <= len(temperatures) <= MAX_ROWS:
+        fail(f"temperatures should be a list of 1 to {MAX_ROWS} numbers (e.g. (0.5, 1.0)), but got {shown(temperatures)}")
+    for t in temperatures:
+        check_number(t, "each temperature", low=0, low_open=True)
+    return temperatures
+
+
+def check_new_tokens(model, ids, n_new, name="n_new"):
+    """How many tokens to add after ids (T,): at least 1, and the prompt and they within the model's window."""
+    n_new = check_positive_int(n_new, name)
+    if n_new > MAX_NEW:
+        fail(f"{name} should be at most {MAX_NEW:,} (each new token is one pass of the real model), but got {count(n_new)}")
+    if len(ids) + n_new > model.cfg.n_max:
+        fail(f"{name} should leave the prompt and the new tokens within the model's window of {model.cfg.n_max:,} "
+             f"tokens, but the prompt has {len(ids):,} and {name}={count(n_new)}")
+    return n_new
 
 
 def _ms(seconds):
@@ -228,12 +304,16 @@ def continuations(model, ids, n_new, seeds, temperature=0.8, top_p=0.9):
     from ..sampling import compute as sampling
 
     ids = model.check_ids(ids)
-    if ids.dim() != 1 or not seeds:
-        fail(f"expected one prompt (T,) and at least one seed, but got shape {tuple(ids.shape)} and seeds {seeds!r}")
+    if ids.dim() != 1 or isinstance(seeds, (list, tuple)) and not seeds:
+        fail(f"expected one prompt (T,) and at least one seed, but got shape {tuple(ids.shape)} and seeds {shown(seeds)}")
+    if not isinstance(seeds, (list, tuple)) or len(seeds) > MAX_ROWS:
+        fail(f"seeds should be a list of 1 to {MAX_ROWS} seeds, one per continuation, but got {shown(seeds)}")
+    n_new = check_new_tokens(model, ids, n_new)
+    sampling.check_sampling(temperature, top_p=top_p, vocab_size=model.cfg.vocab_size)
     draws = [None if s is None else torch.Generator().manual_seed(check_seed(s)) for s in seeds]
     cache, out = KVCache(model.cfg.n_layers), ids.repeat(len(seeds), 1)
     fed = out
-    for _ in range(check_positive_int(n_new, "n_new")):
+    for _ in range(n_new):
         logits = model(fed, cache=cache)[:, -1].float()                   # (rows, V)
         fed = torch.stack([row.argmax().reshape(1) if g is None else
                            torch.multinomial(sampling.next_distribution(row, temperature, top_p=top_p), 1, generator=g)
@@ -255,7 +335,12 @@ def kv_timing(model, prompt_ids, new_tokens=16, repeats=3, warm_up=True):
     load. Returns dict(prefill, decode_cached, decode_uncached) in ms per token, and the generated ids.
     """
     ids = model.check_ids(prompt_ids)
-    new_tokens = check_positive_int(new_tokens, "new_tokens")
+    if ids.dim() != 1:
+        fail(f"kv_timing times one prompt, ids of shape (T,), but got a batch of shape {tuple(ids.shape)}")
+    new_tokens = check_new_tokens(model, ids, new_tokens, "new_tokens")
+    repeats, warm_up = check_positive_int(repeats, "repeats"), check_switch(warm_up, "warm_up")
+    if repeats > 100:
+        fail(f"repeats should be at most 100 (each repeat runs the whole timing again), but got {count(repeats)}")
 
     def cached(n):
         """(prefill seconds, seconds for n decoding steps, the ids), with the KV cache."""
@@ -310,6 +395,9 @@ def forward_seconds(model, T=32, repeats=3, seed=0):
 
 # ---------------------------------------------------------------- views for chapters 06-08, 10
 
+ROTARY_BYTES_PER_CELL = 32   # rotary_view's scores (n, n) in float64 and the diagonals' work: 4 such tables
+
+
 def rotary_view(model, tok, text=BOOK_SENTENCE, layer=0, head=0, query=-1, key=0, n=16):
     """Chapter 06's real-model view: one real query and key of a head, placed at every pair of
     positions 0..n-1 and rotated there with the model's own base.
@@ -323,16 +411,19 @@ def rotary_view(model, tok, text=BOOK_SENTENCE, layer=0, head=0, query=-1, key=0
     from ..positions import compute as positions
 
     ids = torch.tensor(tok.encode(check_text(text, "the text")))
-    record = trace(model, ids)
     cfg, d_k = model.cfg, model.cfg.d_k
-    if not (0 <= layer < cfg.n_layers and 0 <= head < cfg.n_heads):
-        fail(f"(layer, head) should lie in 0..{cfg.n_layers - 1} x 0..{cfg.n_heads - 1}, but got ({layer}, {head})")
+    layer, head = check_layer(model, layer), check_index(head, "head", cfg.n_heads)
+    query, key = check_index(query, "query", len(ids), negative=True), check_index(key, "key", len(ids), negative=True)
+    n = check_positive_int(n, "n")
+    check_bytes(ROTARY_BYTES_PER_CELL * n * n, f"a rotary view of n={count(n)} positions",
+                f"take n at most {int((MAX_BYTES / ROTARY_BYTES_PER_CELL) ** 0.5):,}")
+    record = trace(model, ids)
     group = cfg.n_heads // cfg.kv_heads
     q = record[f"L{layer}.q"][query, head * d_k:(head + 1) * d_k]
     kv = head // group
     k = record[f"L{layer}.k"][key, kv * d_k:(kv + 1) * d_k]
     order = torch.stack([torch.arange(d_k // 2), torch.arange(d_k // 2) + d_k // 2], 1).flatten()
-    where = np.arange(check_positive_int(n, "n"))
+    where = np.arange(n)
     Q = ref.rotate_pairs(np.tile(q[order].numpy(), (n, 1)), where, base=cfg.rotary_base)
     K = ref.rotate_pairs(np.tile(k[order].numpy(), (n, 1)), where, base=cfg.rotary_base)
     scores = Q @ K.T / math.sqrt(d_k)
@@ -349,6 +440,7 @@ def swiglu_view(model, tok, text=BOOK_SENTENCE, layer=0):
     2 d (4 d)).
     """
     ids = torch.tensor(tok.encode(check_text(text, "the text")))
+    layer = check_layer(model, layer)
     gate = trace(model, ids)[f"L{layer}.gate"].flatten()
     x = torch.linspace(-4, 4, 161)
     d, d_ff = model.cfg.d_model, model.cfg.d_ff
@@ -423,7 +515,14 @@ def patching_view(model, tok, clean=FACT, corrupt="The capital of Italy is", ans
     position, restored (per layer: (patched - corrupt) / (clean - corrupt))).
     """
     a, b = tok.encode(check_text(clean)), tok.encode(check_text(corrupt))
-    targets = [tok.encode(t) for t in answers]
+    if not isinstance(answers, (list, tuple)) or len(answers) != 2:
+        fail(f"answers should be two texts, the clean and the corrupted answer (e.g. (' Paris', ' Rome')), "
+             f"but got {shown(answers)}")
+    targets = [tok.encode(check_text(t, "each answer")) for t in answers]
+    if layers is not None:
+        if not isinstance(layers, (list, tuple, range)) or not layers:
+            fail(f"layers should be a non-empty list of layers, but got {shown(layers)}")
+        layers = [check_layer(model, layer) for layer in layers]
     if len(a) != len(b) or any(len(t) != 1 for t in targets):
         fail(f"patching needs two prompts of one length and one-token answers, but got {len(a)} and "
              f"{len(b)} tokens and answers of {[len(t) for t in targets]} tokens")
@@ -452,6 +551,7 @@ def prompt_view(model, tok, prompt, k=8):
     """What the explorer draws for one prompt: dict(pieces (T,), weights (layers, heads, T, T),
     top (k (piece, probability)) for the next token)."""
     ids = tok.encode(check_text(prompt))
+    k = check_k(model, k)
     if len(ids) > MAX_PROMPT_TOKENS:
         fail(f"the explorer takes prompts of at most {MAX_PROMPT_TOKENS} tokens, but this one has {len(ids)}")
     record = trace(model, ids)
@@ -477,7 +577,7 @@ def rotary_orders(model, ids, layer=0):
     llama.cpp does; file_halves: the file's order turned in pairs (i, i + d_k/2), the wrong mix)."""
     from ..model import Attention
 
-    cfg = model.cfg
+    cfg, layer = model.cfg, check_layer(model, layer)
     names = [f"L{layer}.ln1", f"L{layer}.weights"]             # the pass stops once layer's weights are made
     record = {name: t[0] for name, t in capture(model, model.check_ids(ids).view(1, -1), names, stop_after=names[-1]).items()}
     own = model.blocks[layer].attn
