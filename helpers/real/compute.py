@@ -12,10 +12,10 @@ import torch
 import torch.nn.functional as F
 
 from .. import reference as ref
-from ..errors import MAX_BYTES, check_bytes, count, check_index, check_number, check_positive_int, check_seed, check_switch, \
+from ..errors import check_bytes, count, check_index, check_number, check_positive_int, check_seed, check_switch, \
     check_text as check_string, fail, shown
 from ..heads import compute as heads
-from ..model import KVCache
+from ..model import MAX_TRACE_BYTES, KVCache
 from . import smollm2
 from .circuit import capture
 
@@ -415,8 +415,9 @@ def rotary_view(model, tok, text=BOOK_SENTENCE, layer=0, head=0, query=-1, key=0
     layer, head = check_layer(model, layer), check_index(head, "head", cfg.n_heads)
     query, key = check_index(query, "query", len(ids), negative=True), check_index(key, "key", len(ids), negative=True)
     n = check_positive_int(n, "n")
-    check_bytes(ROTARY_BYTES_PER_CELL * n * n, f"a rotary view of n={count(n)} positions",
-                f"take n at most {int((MAX_BYTES / ROTARY_BYTES_PER_CELL) ** 0.5):,}")
+    check_bytes(ROTARY_BYTES_PER_CELL * n * n, f"a rotary view of n={count(n)} positions",   # the model is loaded:
+                f"take n at most {int((MAX_TRACE_BYTES / ROTARY_BYTES_PER_CELL) ** 0.5):,}",   # its trace's limit
+                limit=MAX_TRACE_BYTES)
     record = trace(model, ids)
     group = cfg.n_heads // cfg.kv_heads
     q = record[f"L{layer}.q"][query, head * d_k:(head + 1) * d_k]
