@@ -671,6 +671,28 @@ GEOMETRY_ROWS = [Row(f"geometry_explorer.explorer({name})", lambda v, name=name:
 
 TABLE += (REAL_ROWS if HAVE_SMOL else []) + GPT_ROWS + GEOMETRY_ROWS
 
+# ---------------------------------------------------------------- chapters 01-04 (geometry, qkv, scaling, masking)
+
+CHAPTERS_01_04_ROWS = [
+]
+
+# ---------------------------------------------------------------- chapters 05-08 (heads, positions, mlp, normalization)
+
+CHAPTERS_05_08_ROWS = [
+]
+
+# ---------------------------------------------------------------- chapters 09-11 (sampling, ablation, real): explorers and checks
+
+CHAPTERS_09_11_ROWS = [
+]
+
+# ---------------------------------------------------------------- the model's capture, the cat lab, readout, the GPT's loop
+
+SHARED_ROWS = [
+]
+
+TABLE += CHAPTERS_01_04_ROWS + CHAPTERS_05_08_ROWS + CHAPTERS_09_11_ROWS + SHARED_ROWS
+
 
 def is_valid(row, value):
     try:
