@@ -459,8 +459,7 @@ def generate_loop(fn, cat, dragon):
         shown = ", ".join(f"{k}={v}" for k, v in settings.items())
         what = f"the {name} model after '{prompt}', n_new={n_new}, {shown}"
         try:
-            out = call(fn, Watched(model, ids, settings["cache"]), ids.clone(), n_new, **settings,
-                       what=f"for {what}")
+            out = call(fn, Watched(model, ids, settings["cache"]), ids.clone(), n_new, **settings)
             if out is None:
                 yield f"{NOT_YET}: generate returns None; write the loop and return the longer sequence"
                 return
