@@ -187,10 +187,29 @@ def best_possible_accuracy(sentences):
     return correct, total
 
 
+MAX_PROMPTS = 10_000   # the most prompts next_token_probs takes in one call (one pass each)
+
+
+def check_prompts(model, world, prompts):
+    """Every prompt of ``prompts`` encoded by the world's tokenizer, before any pass: a non-empty list
+    (or tuple) of at most MAX_PROMPTS prompts, each a list of words or a text of words."""
+    if not isinstance(model, torch.nn.Module):
+        fail(f"model should be a course model (a helpers.model.Transformer), but got {shown(model)}")
+    if not isinstance(world, World):
+        fail(f"world should be a helpers.worlds.World such as worlds.cat_world(), but got {shown(world)}")
+    if isinstance(prompts, (str, bytes)) or not isinstance(prompts, (list, tuple)) or not prompts:
+        fail("prompts should be a non-empty list of prompts, each a list of words such as "
+             f"['<BOS>', 'the', 'cat'], but got {shown(prompts)}")
+    if len(prompts) > MAX_PROMPTS:
+        fail(f"prompts should hold at most {MAX_PROMPTS:,} prompts (one pass each), but holds {len(prompts):,}")
+    return [world.tokenizer.encode(p) for p in prompts]
+
+
 @torch.no_grad()
 def next_token_probs(model, world, prompts, **switches):
-    """(N, V) probabilities of the next word after each prompt (list of word lists)."""
-    rows = [torch.softmax(model(world.tokenizer.encode(p), **switches)[-1], dim=-1) for p in prompts]
+    """(N, V) probabilities of the next word after each prompt (a list of N word lists, at most
+    MAX_PROMPTS; every prompt is encoded, and so checked, before the first pass)."""
+    rows = [torch.softmax(model(ids, **switches)[-1], dim=-1) for ids in check_prompts(model, world, prompts)]
     return torch.stack(rows)
 
 

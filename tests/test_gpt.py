@@ -720,3 +720,46 @@ def test_bad_input_is_named_before_any_work_issue_31():
     refused(lambda: tk.pair_counts("abc"), "list of lists of symbols")
     refused(lambda: tk.merge_step({"ab": "x"}), "list of lists of symbols")
     assert gc.unigram_loss(ids[:2000], ids[2000:]) > 0                    # the right call still answers
+
+
+# ---------------------------------------------------------------- issue 31: train_loop checks every argument first
+
+def _loop_case():
+    chars = corpus.CharTokenizer()
+    ids = chars.encode(corpus.load_text()[:3000])
+    model = gc.GPT(65, 16, 2, 1, 32, 32)
+    return model, dict(model=model, train_ids=ids[:2000], val_ids=ids[2000:], steps=2, batch=2, context=16, lr=1e-3,
+                       warmup=1, min_lr=1e-4, clip=1.0, eval_every=1, eval_batches=1)
+
+
+@pytest.mark.parametrize("change, words", [
+    (dict(steps=100_001), ["steps", "at most 100,000", "100,001"]),
+    (dict(lr=float("inf")), ["lr", "finite"]),
+    (dict(lr=0.0), ["lr", "> 0"]),
+    (dict(warmup=2), ["warm-up", "warmup=2"]),
+    (dict(min_lr=0.01), ["min_lr", "at most 0.001"]),
+    (dict(clip=0.0), ["clip", "> 0"]),
+    (dict(eval_every=0), ["eval_every", "at least 1"]),
+    (dict(eval_batches=1_001), ["eval_batches", "at most 1,000"]),
+    (dict(batch=10**6), ["1,000,000 windows", "smaller batch"]),
+    (dict(context=33), ["n_max=32", "context=33"]),
+    (dict(callback="print"), ["callback", "'print'"]),
+    (dict(slip="no_such_slip"), ["slip", "'no_such_slip'"]),
+])
+def test_train_loop_refuses_each_bad_argument_before_any_step(refused, change, words):
+    model, settings = _loop_case()
+    before = {name: t.clone() for name, t in model.state_dict().items()}
+    refused(lambda: gc.train_loop(**{**settings, **change}), *words)
+    assert all(torch.equal(before[name], t) for name, t in model.state_dict().items())
+
+
+def test_train_loop_takes_the_largest_seed():
+    model, settings = _loop_case()
+    losses, val_losses = gc.train_loop(**{**settings, "seed": 2**64 - 1})
+    assert len(losses) == 2 and sorted(val_losses) == [0, 1, 2]
+
+
+def test_the_gpt_refuses_a_switch_and_a_batch_too_large(refused):
+    model, _ = _loop_case()
+    refused(lambda: model(torch.zeros(3, dtype=torch.long), causal=False), "only token ids", "'causal'")
+    refused(lambda: model(torch.zeros(10**6, 32, dtype=torch.long)), "1,000,000 sequences of 32 tokens", "at most")

@@ -69,3 +69,24 @@ def test_dragon_sample_draws_what_rng_choice_draws():
                 sentence.append(str(rng.choice(list(dist), p=p)))
             expected.append(sentence)
         assert worlds.dragon_sample(n, length, seed) == expected
+
+
+@pytest.mark.parametrize("prompts, words", [
+    ("", ["non-empty list of prompts", "''"]),
+    ([], ["non-empty list of prompts", "[]"]),
+    ([[]], ["at least one word"]),
+    ([["<BOS>"], ["unicorn"]], ["'unicorn'"]),
+])
+def test_next_token_probs_refuses_prompts_before_any_pass(refused, prompts, words):
+    passes = []
+    w = worlds.cat_world()
+    model = torch.nn.Module()
+    model.forward = lambda ids, **switches: passes.append(ids)
+    refused(lambda: worlds.next_token_probs(model, w, prompts), *words)
+    assert not passes
+
+
+def test_next_token_probs_refuses_a_model_or_world_of_another_kind(refused):
+    w = worlds.cat_world()
+    refused(lambda: worlds.next_token_probs(print, w, [["<BOS>"]]), "course model")
+    refused(lambda: worlds.next_token_probs(torch.nn.Identity(), "cat", [["<BOS>"]]), "World", "'cat'")

@@ -35,6 +35,7 @@ from .corpus import check_ids, windows
 MAX_SECONDS = 60.0      # the live run's time limit
 MAX_NEW = 5_000         # the most tokens sample_text and samples_at draw in one call (each one is a pass)
 MAX_ROWS = 64           # the most continuations samples_at draws side by side
+MAX_EVAL_BATCHES = 1_000   # the most validation batches train_loop draws at each evaluation
 
 
 def check_new(n_new):
@@ -64,7 +65,10 @@ class GPT(nn.Module):
         self.final_ln = LayerNorm(d_model)
         self.register_buffer("PE", sinusoidal_positions(n_max, d_model).float(), persistent=False)
 
-    def forward(self, ids):
+    def forward(self, ids, **unknown):
+        if unknown:
+            fail(f"this GPT expected only token ids (it has no switches; as_transformer(model) has them), "
+                 f"but got the keyword {shown(', '.join(sorted(unknown)))}")
         if not isinstance(ids, torch.Tensor):
             fail(f"this GPT expected token ids as a tensor (tokenizer.encode(text)), but got {type(ids).__name__} {shown(ids)}")
         ids = Transformer.check_ids(self, ids)          # whole numbers in 0..vocab_size - 1, (T,) or (B, T)
@@ -73,6 +77,7 @@ class GPT(nn.Module):
         T = ids.shape[-1]
         if T > self.PE.shape[0]:
             fail(f"this GPT takes at most n_max={self.PE.shape[0]} tokens, but got {T}")
+        self.cfg.check_pass(ids.shape[0], T)           # a batch whose pass would not fit in memory: refused
         h = self.E[ids] + self.PE[:T]                  # tokens plus positions: h0 (B, T, d_model)
         for block in self.blocks:                      # each block reads what the one before wrote
             h = block(h)
@@ -196,6 +201,9 @@ def train_loop(model, train_ids, val_ids, steps, batch, context, lr, warmup, min
                eval_batches=4, seed=0, callback=None, slip=None):
     """Train ``model`` in place; return (losses, val_losses): the training loss of every step (a
     list of floats) and {step: validation loss} after 0, eval_every, ... and ``steps`` updates.
+    At most MAX_STEPS = 100,000 steps and MAX_EVAL_BATCHES = 1,000 evaluation batches; lr finite
+    and > 0, 0 <= min_lr <= lr, 0 <= warmup < steps, clip finite and > 0, context at most the
+    model's n_max; every argument is checked before the first step.
 
     The course's own loop, the same steps as ``helpers.gpt.train.train``: draw a batch of random
     windows, the mean cross-entropy of the next-token logits, clear the old gradients,
@@ -204,22 +212,34 @@ def train_loop(model, train_ids, val_ids, steps, batch, context, lr, warmup, min
     windows (seed + 1), in eval mode, without gradients. ``callback(losses, val_losses)`` after
     every step. ``slip``: one known mistake (``LOOP_SLIPS``), for the check.
     """
+    # every argument checked before any work: a refused call leaves the model as it was
+    config_of(model)                                                  # a model with a Config (the check's Watched counts)
     train_ids, val_ids = check_ids(train_ids, "train_ids"), check_ids(val_ids, "val_ids")
-    steps, batch = check_positive_int(steps, "steps"), check_positive_int(batch, "batch")
-    course_train.learning_rate(0, lr, warmup, steps, min_lr)          # refuses a bad schedule first
-    context = course_train.check_context(model, context, len(train_ids), len(val_ids))
+    steps, batch = course_train.check_steps(steps), check_positive_int(batch, "batch")
+    course_train.learning_rate(0, lr, warmup, steps, min_lr)          # lr > 0, 0 <= min_lr <= lr, warmup < steps
+    context = course_train.check_context(model, context, len(train_ids), len(val_ids))   # at most the model's n_max
     course_train.check_vocabulary(model, train_ids, val_ids)
     clip = check_number(clip, "clip", low=0, low_open=True)
     eval_every, seed = check_positive_int(eval_every, "eval_every"), check_seed(seed)
+    eval_batches = check_positive_int(eval_batches, "eval_batches")
+    if eval_batches > MAX_EVAL_BATCHES:
+        fail(f"eval_batches should be at most {MAX_EVAL_BATCHES:,} (each is a pass per evaluation), "
+             f"but got {count(eval_batches)}")
+    if callback is not None and not callable(callback):
+        fail(f"callback should be a function callback(losses, val_losses), but got {shown(callback)}")
+    if slip is not None and not (isinstance(slip, str) and slip in LOOP_SLIPS):
+        fail(f"slip should be None or one of the known slips ({', '.join(LOOP_SLIPS[:3])}, ...), but got {shown(slip)}")
+    course_train.check_batch(model, batch, context, grad=True)
     optimizer = optimizer_for(model, lr, slip=slip)
     torch.manual_seed(seed)                                           # dropout's draws, if any
     generator = torch.Generator().manual_seed(seed)                   # the training windows
     losses, val_losses = [], {}
-    once = torch.Generator().manual_seed(seed + 1) if slip == "val_generator_once" else None   # the slip: made once
+    val_seed = (seed + 1) % 2**64                                     # the validation windows' seed (seed + 1)
+    once = torch.Generator().manual_seed(val_seed) if slip == "val_generator_once" else None   # the slip: made once
     model.train()
     for step in range(steps + 1):
         if step % eval_every == 0 or step == steps:
-            val_losses[step] = evaluate(model, val_ids, context, eval_batches, batch, seed + 1,
+            val_losses[step] = evaluate(model, val_ids, context, eval_batches, batch, val_seed,
                                         train_mode=slip == "eval_train_mode", generator=once)
         if step == steps:
             break
@@ -346,7 +366,7 @@ def plan_live_run(model, train_ids, batch, context, seconds, eval_every, eval_ba
     if training <= 0:
         fail(f"{seconds:g} s leave no time to train once the sample is drawn; give the live run more seconds")
     step = 1.15 * train_pass + eval_batches * train_pass / 3 / eval_every   # update; a forward pass is ~1/3
-    return max(1, int(0.8 * training / step)), training
+    return min(course_train.MAX_STEPS, max(1, int(0.8 * training / step))), training
 
 
 class LiveRun:
@@ -363,7 +383,7 @@ class LiveRun:
         from IPython.display import display
         from tqdm import tqdm
 
-        self.steps = check_positive_int(steps, "steps")
+        self.steps = course_train.check_steps(steps)
         self.seconds = check_number(seconds, "seconds", low=0, low_open=True)
         self.every, self.ln_v, self.unigram = every, ln_v, unigram   # every: seconds between redraws
         self.start = self.drawn = time.perf_counter()
