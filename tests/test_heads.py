@@ -138,7 +138,7 @@ def test_repeat_score_follows_the_tokens_not_the_positions():
     (lambda: heads.attention_profile(torch.zeros(1, 1)), "T >= 2"),
     (lambda: heads.even_weights(0), "T"),
     (lambda: heads.repeat_score(torch.zeros(3, 3), torch.tensor([0, 1])), "(2, 2) for 2 tokens"),
-    (lambda: heads.head_view("cat", layer=2), "out of range"),
+    (lambda: heads.head_view("cat", layer=2), "should be a whole number from 0 to 1"),
     (lambda: heads.head_view("dragon"), "one of"),
     (lambda: heads.head_view("cat", prompt="<BOS> the zebra"), "'zebra'"),
 ])

@@ -26,10 +26,31 @@ import torch.nn.functional as F
 from torch import nn
 
 from .. import weights, worlds
-from ..errors import check_positive_int, fail
+from ..errors import MAX_BYTES, check_bytes, check_index, check_positive_int, check_switch, count, fail
 from ..masking.compute import book_attention  # noqa: F401  (chapter 05 builds the Book's layer too)
 from ..model import Attention, linear
 from ..patching import ablation_replace
+
+
+def check_model(model, name="the model"):
+    """A course Transformer (helpers.model.Transformer), else one sentence; return it."""
+    from ..errors import shown
+    from ..model import Transformer
+
+    if not isinstance(model, Transformer):
+        fail(f"{name} should be a helpers.model.Transformer (as helpers.weights loads one), but got {shown(model)}")
+    return model
+
+
+def check_shipped(model, name):
+    """The shipped model ``name`` ('cat', 'dragon' or 'induction'; an exercise check runs on it), as
+    ``helpers.weights.load_<name>()`` gives it, else one sentence naming what arrived; return it."""
+    check_model(model, f"the {name} model")
+    shipped = getattr(weights, f"load_{name}")().cfg
+    if model.cfg != shipped:
+        fail(f"the {name} model should be the shipped one (weights.load_{name}()), but got a model with "
+             f"d_model={model.cfg.d_model}, {model.cfg.n_layers} layers and {model.cfg.vocab_size} tokens")
+    return model
 
 
 # ------------------------------------------------------------ splitting heads
@@ -82,7 +103,7 @@ def attention_parameters(d_model, bias=True):
 
     Returns dict(qkv_weight=3d², qkv_bias=3d, proj_weight=d², proj_bias=d, total).
     """
-    d = check_positive_int(d_model, "d_model")
+    d, bias = check_positive_int(d_model, "d_model"), check_switch(bias, "bias")
     parts = dict(qkv_weight=3 * d * d, qkv_bias=3 * d if bias else 0,
                  proj_weight=d * d, proj_bias=d if bias else 0)
     parts["total"] = sum(parts.values())
@@ -157,12 +178,18 @@ def induction_score(weights, length):
     return diagonal[..., 2:].mean(-1)                                      # queries L+1 .. 2L
 
 
+MAX_EVEN_T = math.isqrt(MAX_BYTES // 12)   # the largest T whose even_weights fit in MAX_BYTES
+
+
 def even_weights(T):
     """(T, T) causal attention spread evenly: query t gives 1/(t+1) to each of tokens 0..t.
 
     The chance level of a score: a head that prefers nothing scores ``score(even_weights(T))``.
+    Its three (T, T) float32 tables must fit 1.5 GiB: T at most ``MAX_EVEN_T`` (11,585).
     """
     T = check_positive_int(T, "T")
+    check_bytes(12 * T * T, f"even_weights({count(T)})",
+                f"T should be at most {MAX_EVEN_T:,} (three float32 tables of T x T numbers)")
     visible = torch.tril(torch.ones(T, T))
     return visible / visible.sum(-1, keepdim=True)
 
@@ -433,9 +460,8 @@ def head_view(model="cat", layer=0, head=0, prompt=None, tokenizer=None, cache=N
     """
     net, tokenizer, name = model_and_tokenizer(model, tokenizer)
     cfg = net.cfg
-    if not (0 <= layer < cfg.n_layers and 0 <= head < cfg.n_heads):
-        fail(f"head (layer={layer}, head={head}) is out of range: the {name} model has layers "
-             f"0..{cfg.n_layers - 1} and heads 0..{cfg.n_heads - 1}")
+    layer = check_index(layer, f"layer (the {name} model has {cfg.n_layers})", cfg.n_layers)
+    head = check_index(head, f"head (the {name} model has {cfg.n_heads} per layer)", cfg.n_heads)
     prompt = PROMPTS[model][0] if prompt is None and name in PROMPTS else prompt
     key = (id(net), prompt)
     found = None if cache is None else cache.get(key)
@@ -469,6 +495,9 @@ class MultiHeadAttention(nn.Module):
     def __init__(self, d_model, n_heads, bias=True):
         super().__init__()
         d_model, n_heads = check_positive_int(d_model, "d_model"), check_positive_int(n_heads, "n_heads")
+        bias = check_switch(bias, "bias")
+        check_bytes(16 * d_model * (d_model + 1), f"MultiHeadAttention({count(d_model)}, ...)",
+                    f"d_model should be at most {math.isqrt(MAX_BYTES // 16) - 1:,} (four d_model x d_model float32 matrices)")
         if d_model % n_heads:
             fail(f"d_model={d_model} does not split into n_heads={n_heads} equal heads")
         self.n_heads, self.d_k = n_heads, d_model // n_heads
