@@ -867,3 +867,15 @@ def test_the_ablation_check_refuses_its_own_bad_arguments(smol, repeats, at, val
         if isinstance(value, str) and value in ("float", "huge") else value
     said = " ".join(real_checks.ablated_copy_loss.feedback(lambda m, s, h: 1.0, *args))
     assert said.startswith("the check cannot use what the check cell gives it"), said
+
+
+@pytest.mark.parametrize("check, args", [
+    (real_checks.layer_parameters, (None,)), (real_checks.kv_per_token, ("cfg",)),
+    (real_checks.best_induction_head, (None, torch.zeros(30, 9))),
+    (real_checks.best_induction_head, (torch.zeros(30, 9), [[1, 2], [3]])),
+    (real_checks.best_induction_head, (torch.zeros(30, 9), torch.zeros(2, 3))),
+    (real_checks.best_induction_head, (torch.full((30, 9), float("nan")), torch.zeros(30, 9)))])
+def test_the_real_checks_refuse_their_own_bad_arguments(check, args):
+    answer = (1, 2) if check is real_checks.best_induction_head else 100
+    said = " ".join(check.feedback(answer, *args))
+    assert said.startswith("the check cannot use what the check cell gives it"), said

@@ -9,7 +9,7 @@ import math
 
 import torch
 
-from ..errors import fail, shown
+from ..errors import as_array, fail, shown
 from ..exercises import Function, Whole, Wrong, call, exercise, number_problems, slip
 from ..sampling.checks import model_kept
 from . import circuit
@@ -19,6 +19,7 @@ from . import compute as real
 @exercise("the parameters of one SmolLM2 layer", answer=Whole())
 def layer_parameters(answer, cfg):
     """``answer`` is the number of parameters in one layer of the model configured by ``cfg``."""
+    cfg = real.check_cfg(cfg)
     d, d_ff, d_kv = cfg.d_model, cfg.d_ff, cfg.kv_heads * cfg.d_k
     reference = real.parameter_formula(cfg)["per_layer"]
     hint = slip(answer, (
@@ -43,6 +44,7 @@ def layer_parameters(answer, cfg):
 @exercise("the KV cache per token", answer=Whole())
 def kv_per_token(answer, cfg):
     """``answer`` is the bytes the float32 KV cache of ``cfg``'s model grows by per token."""
+    cfg = real.check_cfg(cfg)
     reference = real.kv_bytes_per_token(cfg)
     hint = slip(answer, (
         (reference * cfg.n_heads // cfg.kv_heads, "that caches one key and value per query head, but "
@@ -59,10 +61,21 @@ def kv_per_token(answer, cfg):
         yield from number_problems(answer, reference, "the bytes per token", atol=0.5)
 
 
+def score_table(scores, name):
+    """The check's own (layers, heads) table of scores as a float tensor: numbers, no NaN, at least one head."""
+    scores = torch.as_tensor(as_array(scores, f"the check's {name}", ndim=2))
+    if not scores.numel() or bool(scores.isnan().any()):
+        fail(f"the check's {name} should be a (layers, heads) table of scores without NaN, but got shape "
+             f"{tuple(scores.shape)}" + (" with NaN" if scores.numel() else ""))
+    return scores
+
+
 @exercise("the best induction head", answer=Whole(length=2))
 def best_induction_head(answer, induction, previous):
     """``answer`` is (layer, head) of the highest induction score; induction, previous: (layers, heads)."""
-    induction, previous = torch.as_tensor(induction), torch.as_tensor(previous)
+    induction, previous = score_table(induction, "induction"), score_table(previous, "previous")
+    if induction.shape != previous.shape:
+        fail(f"the check's previous should have induction's shape {tuple(induction.shape)}, but has {tuple(previous.shape)}")
     n_layers, n_heads = induction.shape
     best = real.best_heads(induction)[0]
     layer, head = answer
