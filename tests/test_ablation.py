@@ -922,3 +922,19 @@ def test_a_failed_cat_lab_view_leaves_the_lab_as_a_fresh_one(cat, cat_world):
     assert lab.patches == fresh.patches == {}
     got, want = lab.view(prompt, [(0, 1)], "zero"), fresh.view(prompt, [(0, 1)], "zero")
     assert torch.equal(got["probs"], want["probs"]) and torch.equal(got["patch"], want["patch"])
+
+
+# ---- issue 31 (red team): the checks refuse their own bad arguments with one sentence
+
+@pytest.mark.parametrize("args", [(None, np.ones((4, 5)), 2), (np.ones((3, 4)), [[1, 2], [3]], 2),
+                                  (np.ones((3, 4)), np.ones((4, 5)), None), (np.ones((3, 4)), np.ones((4, 5)), 3),
+                                  (np.ones((3, 4)), np.ones((6, 5)), 2)])
+def test_the_write_back_check_refuses_its_own_bad_arguments(args):
+    said = " ".join(checks.write_back.feedback(np.ones((3, 5)), *args))
+    assert said.startswith("the check cannot use what the check cell gives it"), said
+
+
+@pytest.mark.parametrize("reference", [None, [[1, 2], [3]], np.ones(3), "logits"])
+def test_the_method2_check_refuses_a_bad_reference(reference):
+    said = " ".join(checks.method2_logits.feedback(np.ones((3, 4)), reference))
+    assert said.startswith("the check cannot use what the check cell gives it"), said

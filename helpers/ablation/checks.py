@@ -1,17 +1,27 @@
 """Chapter 10's exercise checks (ablation)."""
 import numpy as np
 
-from ..errors import to_numpy
+from ..errors import as_array as input_array, check_positive_int, fail, to_numpy
 from ..exercises import (Array, Function, Wrong, as_array, call, close_problems,
                          exercise, number_problems, slip)
 
 
+def write_back_inputs(concat, W_O, d_k):
+    """The check's own concat (T, h·d_k), W_O (h·d_k, d_model) and d_k (h >= 2: head 1 exists), else one sentence."""
+    concat, W_O = input_array(concat, "the check's concat", ndim=2), input_array(W_O, "the check's W_O", ndim=2)
+    d_k = check_positive_int(d_k, "the check's d_k")
+    if concat.shape[1] != W_O.shape[0] or W_O.shape[0] < 2 * d_k:
+        fail(f"the check's concat (T, h·d_k) and W_O (h·d_k, d_model) should share h·d_k >= 2·d_k = {2 * d_k}, "
+             f"but have shapes {concat.shape} and {W_O.shape}")
+    return concat, W_O, d_k
+
+
 @exercise("the write-back with head 1 removed",
-          answer=Array(shape=lambda concat, W_O: (np.shape(concat)[0], np.shape(W_O)[1])))
+          answer=Array(shape=lambda concat, W_O, d_k: (len(write_back_inputs(concat, W_O, d_k)[0]), np.shape(W_O)[1])))
 def write_back(answer, concat, W_O, d_k):
     """answer: concat @ W_O with head 1's rows of W_O zeroed, (T, d_model);
     concat: (T, h·d_k); W_O: (h·d_k, d_model)."""
-    concat, W_O = to_numpy(concat, "concat"), to_numpy(W_O, "W_O")
+    concat, W_O, d_k = write_back_inputs(concat, W_O, d_k)
     kept = W_O.copy()
     kept[d_k:2 * d_k] = 0
     found = list(close_problems(answer, concat @ kept, "the write-back"))
@@ -23,7 +33,8 @@ def write_back(answer, concat, W_O, d_k):
         ]) or found[0]
 
 
-@exercise("Method 2 by hand, to the last bit", answer=Array(shape=lambda reference: tuple(reference.shape)))
+@exercise("Method 2 by hand, to the last bit",
+          answer=Array(shape=lambda reference: input_array(reference, "the check's reference", ndim=2).shape))
 def method2_logits(answer, reference):
     """answer: logits (T, V) of a copy with every W_O and b_O zeroed; reference: attention=False logits (T, V)."""
     diff = np.abs(answer - to_numpy(reference, "reference")).max()
