@@ -585,3 +585,32 @@ def test_maps_figure_prints_weights_on_and_below_the_diagonal_and_refuses_a_wron
     plt.close(fig)
     with pytest.raises(CourseInputError, match="expected 4 maps"):
         explorer.maps_figure([w], list("abcd"), ["1"], grid=(2, 2))
+
+
+# ------------------------------------------------------------------- issue 31: every argument checked first
+
+@pytest.mark.parametrize("call, words", [
+    (lambda: heads.even_weights(10**6), "T should be at most 11,585"),
+    (lambda: heads.attention_parameters(4, "False"), "bias is a switch"),
+    (lambda: heads.attention_parameters(4, 0), "bias is a switch"),
+    (lambda: heads.MultiHeadAttention(4, 2, bias="False"), "bias is a switch"),
+    (lambda: heads.MultiHeadAttention(10**6, 2), "d_model should be at most 10,032"),
+    (lambda: heads.head_view("cat", layer="0"), "layer"),
+    (lambda: heads.head_view("cat", head=True), "head"),
+])
+def test_issue_31_refusals(call, words):
+    with pytest.raises(CourseInputError, match=words) as error:
+        call()
+    assert "\n" not in str(error.value) and " but " in str(error.value)
+
+
+def test_issue_31_attention_parameters_same_for_true_switches():
+    assert heads.attention_parameters(8, np.bool_(False)) == heads.attention_parameters(8, False)
+    assert heads.even_weights(3).shape == (3, 3)
+
+
+@pytest.mark.parametrize("args", [dict(q=np.zeros((2, 4)), n_heads=2), dict(q=np.zeros((1, 2, 6)), n_heads="3"),
+                                  dict(q=np.zeros((1, 2, 6)), n_heads=4), dict(q=None, n_heads=3)])
+def test_issue_31_split_check_refuses_its_own_bad_arguments(args):
+    said = checks.split.feedback(np.zeros((1, 3, 2, 2)), **args)
+    assert len(said) == 1 and said[0].startswith("the check cannot use what the check cell gives it"), said

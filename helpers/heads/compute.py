@@ -38,7 +38,8 @@ def check_model(model, name="the model"):
     from ..model import Transformer
 
     if not isinstance(model, Transformer):
-        fail(f"{name} should be a helpers.model.Transformer (as helpers.weights loads one), but got {shown(model)}")
+        got = f"a tensor of shape {tuple(model.shape)}" if isinstance(model, torch.Tensor) else shown(model)
+        fail(f"{name} should be a helpers.model.Transformer (as helpers.weights loads one), but got {got}")
     return model
 
 

@@ -31,6 +31,8 @@ def normal_cdf(x):
 def shape_of(x):
     """The shape of the check's input x (an array of finite numbers), else one sentence."""
     x = numbers(x, "x")
+    if x.size == 0:
+        fail(f"x should hold at least one number, but it has shape {x.shape}")
     if not np.isfinite(x).all():
         fail(f"x should hold finite numbers, but it holds {int((~np.isfinite(x)).sum())} NaN or infinite entries")
     return x.shape

@@ -301,8 +301,9 @@ def check_batch(batch, vocab_size=STACK["vocab_size"]):
         whole = (isinstance(table, torch.Tensor) and not table.dtype.is_floating_point and not table.is_complex()
                  and table.dtype != torch.bool or isinstance(table, np.ndarray) and table.dtype.kind in "iu")
         if not whole or table.ndim != 2:
-            fail(f"the batch's {name} should be a (B, T) tensor of token ids, but got {shown(table)}"
-                 + (f" of shape {tuple(table.shape)}" if hasattr(table, "shape") else ""))
+            got = (f"a {type(table).__name__} of {table.dtype} and shape {tuple(table.shape)}"
+                   if isinstance(table, (torch.Tensor, np.ndarray)) else shown(table))
+            fail(f"the batch's {name} should be a (B, T) tensor of token ids, but got {got}")
         tables.append(torch.as_tensor(table, dtype=torch.long))
     inputs, targets = tables
     if inputs.shape != targets.shape or inputs.numel() == 0:
@@ -718,9 +719,9 @@ def stack_view(curves, n_layers=8, lr=3e-2):
     check_curves(curves)
     n_layers, lr = check_positive_int(n_layers, "n_layers"), check_number(lr, "lr", low=0, low_open=True)
     if n_layers not in curves["depths"]:
-        fail(f"n_layers should be one of the trained depths {curves['depths']}, but got {n_layers!r}")
+        fail(f"n_layers should be one of the trained depths {curves['depths']}, but got {count(n_layers)}")
     if not any(np.isclose(lr, x) for x in curves["lrs"]):
-        fail(f"lr should be one of the trained learning rates {curves['lrs']}, but got {lr!r}")
+        fail(f"lr should be one of the trained learning rates {curves['lrs']}, but got {lr:g}")
     lr = min(curves["lrs"], key=lambda x: abs(x - lr))
     runs = {norm: get_run(curves, norm, n_layers, lr) for norm in PLACEMENTS}
     final = {norm: float(run["loss"][-1]) for norm, run in runs.items()}

@@ -12,7 +12,7 @@ from .. import reference as ref
 from .. import worlds
 from ..exercises import NOT_ANSWERED, Array, Function, as_array, call, close_problems, exercise, slip
 from ..model import KVCache, rotate_pairs, sinusoidal_angles, sinusoidal_table
-from ..errors import as_array as numbers, check_positive_int, fail
+from ..errors import as_array as numbers, check_positive_int, count, fail
 from ..heads.compute import check_shipped
 from .compute import check_perm, offset_rotation as reference_rotation
 
@@ -238,7 +238,7 @@ def rotation_shape(d):
     """(d, d) for the check's width d (an even whole number, at most 1,024), else one sentence."""
     d = check_positive_int(d, "d", minimum=2)
     if d % 2 or d > 1024:
-        fail(f"d should be an even whole number from 2 to 1,024 (the width of the sinusoidal table), but got {d:,}")
+        fail(f"d should be an even whole number from 2 to 1,024 (the width of the sinusoidal table), but got {count(d)}")
     return d, d
 
 
@@ -247,7 +247,7 @@ def offset_rotation(R, k, d):
     """``R`` (d, d) with PE[p] @ R = PE[p + k] for every row p of the sinusoidal table (k >= 1)."""
     d, k = rotation_shape(d)[0], check_positive_int(k, "k")
     if k > MAX_K:
-        fail(f"k should be at most {MAX_K:,} (this check's limit), but got {k:,}")
+        fail(f"k should be at most {MAX_K:,} (this check's limit), but got {count(k)}")
     PE = ref.sinusoidal_positions(20 + k, d)
     if np.allclose(PE[:-k] @ R, PE[k:], atol=1e-3):
         return

@@ -56,7 +56,8 @@ def check_perm(perm, T):
     except (ValueError, TypeError, RecursionError):
         arr = np.asarray(None)
     if arr.ndim != 1 or arr.dtype.kind not in "iu" or len(arr) != T or sorted(arr.tolist()) != list(range(T)):
-        fail(f"perm should be a rearrangement of 0..{T - 1} (whole numbers, each once), but got {shown(perm)}")
+        got = f"a tensor of shape {tuple(perm.shape)}" if isinstance(perm, torch.Tensor) else shown(perm)
+        fail(f"perm should be a rearrangement of 0..{T - 1} (whole numbers, each once), but got {got}")
     return arr
 
 
