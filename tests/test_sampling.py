@@ -817,3 +817,15 @@ def test_a_check_refuses_its_own_bad_arguments(check, args):
 def test_the_loop_check_refuses_a_swapped_model(cat, dragon):
     said = " ".join(checks.generate_loop.feedback(learner_generate, dragon, cat))
     assert said.startswith("the check cannot use") and "cat should be the shipped cat model" in said
+
+
+@pytest.mark.parametrize("result, settings", [(None, ""), ([0.5, 0.5], ""), ({"vocab": []}, ""), ("x" * 50, "")])
+def test_slide_figure_refuses_what_is_not_a_slide_result(result, settings):
+    with pytest.raises(CourseInputError, match="result should be what sampling.slide returns"):
+        explorer.slide_figure(result, settings)
+
+
+@pytest.mark.parametrize("token", [None, 3, float("nan"), ["a"]])
+def test_shown_token_refuses_what_is_not_a_text(token):
+    with pytest.raises(CourseInputError, match="token should be a token's text"):
+        explorer.shown_token(token)
