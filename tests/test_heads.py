@@ -614,3 +614,15 @@ def test_issue_31_attention_parameters_same_for_true_switches():
 def test_issue_31_split_check_refuses_its_own_bad_arguments(args):
     said = checks.split.feedback(np.zeros((1, 3, 2, 2)), **args)
     assert len(said) == 1 and said[0].startswith("the check cannot use what the check cell gives it"), said
+
+
+def test_issue_31_induction_losses_check_length_and_head_first():
+    induction = weights.load_induction()
+    ids = torch.zeros(1, 5, dtype=torch.long)
+    for call, words in ((lambda: heads.copy_losses(induction, ids, "2"), "length should be a whole number"),
+                        (lambda: heads.read_through_losses(induction, ids, 2, "x", {}), "the ablated head should be"),
+                        (lambda: heads.read_through_losses(induction, ids, 2, (1, 0), {}), "the ablated head should be"),
+                        (lambda: heads.read_through_losses(induction, ids, 2, (0, 0), {}, reader="1"), "reader should be"),
+                        (lambda: heads.read_through_losses(None, ids, 2, (0, 0), {}), "Transformer")):
+        with pytest.raises(CourseInputError, match=words):
+            call()

@@ -688,3 +688,9 @@ def test_issue_31_steps_check_refuses_bad_lr_and_threshold(curves):
     for args in (dict(lr="0.003", threshold=1.0), dict(lr=0.003, threshold=None), dict(lr=0.005, threshold=1.0)):
         said = checks.steps_to_threshold.feedback({"pre": 1, "post": 1, "none": 1}, curves, 8, **args)
         assert len(said) == 1 and said[0].startswith("the check cannot use"), said
+
+
+def test_issue_31_stream_measures_need_a_model():
+    for call in (lambda: nz.residual_norms(None, [0, 1]), lambda: nz.embedding_survival("cat", [0, 1])):
+        with pytest.raises(CourseInputError, match="should be a helpers.model.Transformer"):
+            call()

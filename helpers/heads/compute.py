@@ -21,6 +21,7 @@
 import functools
 import math
 
+import numpy as np
 import torch
 import torch.nn.functional as F
 from torch import nn
@@ -288,6 +289,7 @@ def copy_losses(model, ids, length, **switches):
     a_2..a_L the second time (a_1 of the second copy is left out: nothing announces it).
     chance: ln(vocab_size - 1), the loss of a uniform guess among the symbols.
     """
+    length = check_positive_int(length, "length", minimum=2)
     per_position = loss_by_position(model, ids, **switches)   # entry t: the target at t+1
     return dict(first=float(per_position[:length].mean()),
                 second=float(per_position[length + 1:].mean()),
@@ -324,8 +326,15 @@ def read_through_losses(model, ids, length, head, means, reader=1):
     three is patched alone into an otherwise clean pass. Returns {"q" | "k" | "v": the
     ``copy_losses`` dict}: how much the copying needs the head through that input.
     """
-    if not 0 <= head[0] < reader < model.cfg.n_layers:
-        fail(f"the ablated head should sit in a layer before the reading layer {reader}, but got {head}")
+    n_layers = check_model(model).cfg.n_layers
+    reader = check_index(reader, "reader", n_layers)
+    length = check_positive_int(length, "length", minimum=2)
+    if not isinstance(head, (tuple, list)) or len(head) != 2 \
+            or not all(isinstance(i, (int, np.integer)) and not isinstance(i, bool) for i in head) \
+            or not 0 <= head[0] < reader or not 0 <= head[1] < model.cfg.n_heads:
+        from ..errors import shown
+        fail(f"the ablated head should be (layer, head) with its layer before the reading layer {reader}, "
+             f"but got {shown(head)}")
     seen = {}
     replace = ablation_replace([head], "mean", means)
     replace.update({f"L{reader}.{part}": (lambda x, part=part: seen.setdefault(part, x)) for part in "qkv"})

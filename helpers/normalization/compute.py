@@ -209,6 +209,7 @@ def embedding_survival(model, ids):
 
     ids: (T,) token ids. Returns (names, cosine (len(names), T)): the cosine between h0 and
     the stream at h0, L0.h_mid, L0.h, ... (names from ``residual_names``), per position."""
+    check_model(model)
     with torch.no_grad():
         trace = model(ids, trace=True)
     names = residual_names(model.cfg.n_layers)
@@ -231,6 +232,7 @@ def residual_norms(model, ids):
     ids: (T,) token ids. Returns (names, norms) with names from ``residual_names``
     and norms a NumPy array (len(names), T).
     """
+    check_model(model)
     with torch.no_grad():
         trace = model(ids, trace=True)
     names = residual_names(model.cfg.n_layers)
