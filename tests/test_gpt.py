@@ -763,3 +763,10 @@ def test_the_gpt_refuses_a_switch_and_a_batch_too_large(refused):
     model, _ = _loop_case()
     refused(lambda: model(torch.zeros(3, dtype=torch.long), causal=False), "only token ids", "'causal'")
     refused(lambda: model(torch.zeros(10**6, 32, dtype=torch.long)), "1,000,000 sequences of 32 tokens", "at most")
+
+
+@pytest.mark.parametrize("batches, words", [(-1, ["batches", "at least 1"]), (2**64, ["batches", "at most 1,000"]),
+                                            (1_001, ["at most 1,000"])])
+def test_evaluate_refuses_a_number_of_batches_it_would_loop_over_wrongly_or_forever(refused, batches, words):
+    model, settings = _loop_case()
+    refused(lambda: gc.evaluate(model, settings["val_ids"], 16, batches, 2, 0), *words)

@@ -23,7 +23,7 @@ import torch.nn.functional as F
 from torch import nn
 
 from .. import worlds
-from ..errors import check_number, check_positive_int, check_seed, count, fail, shown
+from ..errors import check_number, check_positive_int, check_seed, check_switch, count, fail, shown
 from ..heads.compute import MultiHeadAttention, copy_losses
 from ..model import Config, Transformer
 from ..normalization.compute import Block, LayerNorm
@@ -271,7 +271,19 @@ def train_loop(model, train_ids, val_ids, steps, batch, context, lr, warmup, min
 
 def evaluate(model, ids, context, batches, batch, seed, train_mode=False, generator=None):
     """The mean loss over ``batches`` fixed windows (drawn with ``seed``), in eval mode, no gradients.
-    ``generator``: one to draw from instead (the check's slip of a generator made once for all evaluations)."""
+    ``generator``: one to draw from instead (the check's slip of a generator made once for all evaluations).
+    batches: 1 .. MAX_EVAL_BATCHES; every argument is checked before the first pass."""
+    config_of(model)
+    ids = check_ids(ids)
+    context = course_train.check_context(model, context, len(ids))
+    batches, batch, seed = check_positive_int(batches, "batches"), check_positive_int(batch, "batch"), check_seed(seed)
+    if batches > MAX_EVAL_BATCHES:
+        fail(f"batches should be at most {MAX_EVAL_BATCHES:,} (each is a pass), but got {count(batches)}")
+    course_train.check_vocabulary(model, ids)
+    course_train.check_batch(model, batch, context)
+    train_mode = check_switch(train_mode, "train_mode")
+    if generator is not None and not isinstance(generator, torch.Generator):
+        fail(f"generator should be None or a torch.Generator, but got {shown(generator)}")
     was = model.training
     model.train(train_mode)
     generator = torch.Generator().manual_seed(seed) if generator is None else generator
