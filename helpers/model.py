@@ -590,17 +590,18 @@ class Transformer(nn.Module):
         single = ids.dim() == 1
         if single:
             ids = ids[None]
-        if trace and ids.shape[0] != 1:
-            fail(f"trace=True should get one sequence, but got a batch of {ids.shape[0]}")
+        B, T = ids.shape   # (one look at the shape: op_count counts it)
+        if trace and B != 1:
+            fail(f"trace=True should get one sequence, but got a batch of {B}")
         heads = self.check_heads(ablate_heads)
         if cache is not None and not isinstance(cache, KVCache):
             fail(f"cache should be a KVCache, but got {type(cache).__name__}")
-        start, T = len(cache) if cache is not None else 0, ids.shape[-1]   # (one look at the shape: op_count counts it)
+        start = len(cache) if cache is not None else 0
         if start + T > MAX_TOKENS:
             fail(f"expected at most {MAX_TOKENS:,} tokens at once (this course's limit), but the cache holds "
                  f"{start:,} and {T:,} more came")
         self.check_room(start + T)
-        self.cfg.check_pass(ids.shape[0], T, start + T)
+        self.cfg.check_pass(B, T, start + T)
         if trace:
             self.check_trace_memory(T, start)
         record, replace = {}, self.check_replace(replace)
