@@ -770,3 +770,50 @@ def test_the_gpt_refuses_a_switch_and_a_batch_too_large(refused):
 def test_evaluate_refuses_a_number_of_batches_it_would_loop_over_wrongly_or_forever(refused, batches, words):
     model, settings = _loop_case()
     refused(lambda: gc.evaluate(model, settings["val_ids"], 16, batches, 2, 0), *words)
+
+
+def test_assembly_helpers_refuse_a_bad_model_slip_or_ids(cat):
+    with pytest.raises(CourseInputError, match="cat should be the cat model"):
+        gc.cat_world_case(print)
+    ids = torch.tensor([[1, 4, 5]])
+    assert gc.slipped_logits(cat, ids, "no_final_norm").shape == (1, 3, 20)
+    deep = [1]
+    for _ in range(5000):
+        deep = [deep]
+    for slip in (np.zeros(3), deep, "nope", None):
+        with pytest.raises(CourseInputError, match="slip should be one of the 12 names of ASSEMBLY_SLIPS") as error:
+            gc.slipped_logits(cat, ids, slip)
+        assert len(str(error.value)) < 200 and "\n" not in str(error.value)
+    with pytest.raises(CourseInputError, match="cat should be the cat model"):
+        gc.slipped_logits(None, ids, "no_final_norm")
+    with pytest.raises(CourseInputError, match="fewer than the model's n_max"):
+        gc.slipped_logits(cat, torch.ones(1, cat.cfg.n_max, dtype=torch.long), "positions_from_1")
+
+
+def test_optimizer_for_checks_lr_weight_decay_and_slip(cat):
+    assert gc.optimizer_for(cat, 1e-3).param_groups[0]["weight_decay"] == 0.1
+    for kwargs, text in ((dict(lr=None), "lr should be a number"), (dict(lr=2**64), "lr should be at most 10"),
+                         (dict(lr=0), "lr should be > 0"), (dict(lr=1e-3, weight_decay=None), "weight_decay should be"),
+                         (dict(lr=1e-3, weight_decay=-1), "weight_decay should be >= 0"),
+                         (dict(lr=1e-3, slip="nope"), "slip should be None or one of")):
+        with pytest.raises(CourseInputError, match=text):
+            gc.optimizer_for(cat, **kwargs)
+
+
+def test_sample_text_and_step_seconds_check_their_arguments():
+    chars = corpus.CharTokenizer()
+    tiny = gc.GPT(65, 16, 2, 1, 32, 32)
+    assert gc.sample_text(tiny, chars, "A", 2, temperature=2**64).startswith("A")   # finite: nearly uniform
+    assert gc.sample_text(tiny, chars, "\n", 1).startswith("\n")
+    with pytest.raises(CourseInputError, match="the prompt should be a string, but got ndarray") as error:
+        gc.sample_text(tiny, chars, np.zeros((3, 3)), 2)
+    assert "\n" not in str(error.value)
+    with pytest.raises(CourseInputError, match="at most 100,000 characters"):
+        gc.sample_text(tiny, chars, "x" * (gc.MAX_PROMPT + 1), 2)
+    with pytest.raises(CourseInputError, match="context should be at most the model's n_max=32 tokens, but got"):
+        gc.sample_text(tiny, chars, "A", 2, context=2**64)
+    ids = chars.encode(corpus.load_text()[:500])
+    for trials, text in ((None, "trials should be a whole number"), (-1, "trials should be at least 1"),
+                         (gc.MAX_TRIALS + 1, "trials should be at most 100")):
+        with pytest.raises(CourseInputError, match=text):
+            gc.step_seconds(tiny, ids, 2, 16, trials=trials)

@@ -23,7 +23,7 @@ import torch.nn.functional as F
 from torch import nn
 
 from .. import worlds
-from ..errors import check_number, check_positive_int, check_seed, check_switch, count, fail, shown
+from ..errors import CourseInputError, check_number, check_positive_int, check_seed, check_switch, check_text, count, fail, shown
 from ..heads.compute import MultiHeadAttention, copy_losses
 from ..model import Config, Transformer
 from ..normalization.compute import Block, LayerNorm
@@ -34,6 +34,7 @@ from .corpus import check_ids, windows
 
 MAX_SECONDS = 60.0      # the live run's time limit
 MAX_NEW = 5_000         # the most tokens sample_text and samples_at draw in one call (each one is a pass)
+MAX_PROMPT = 100_000    # the most characters sample_text's prompt may hold (each is encoded; the model reads the last)
 MAX_ROWS = 64           # the most continuations samples_at draws side by side
 MAX_EVAL_BATCHES = 1_000   # the most validation batches train_loop draws at each evaluation
 
@@ -122,6 +123,8 @@ def small_start(model, seed=0):
 def cat_world_case(cat):
     """(ids (B, T), lengths (B,), logits (B, T, V)): every sentence of the cat world, padded with
     <PAD> into one batch, and the cat model's logits on it (only positions < length are real)."""
+    if not isinstance(cat, nn.Module):
+        fail(f"cat should be the cat model (a GPT or helpers.model.Transformer), but got {shown(cat)}")
     world = worlds.cat_world()
     ids, _ = world.batch(world.sentences)                             # each sentence but its last token
     lengths = torch.tensor([len(s) - 1 for s in world.sentences])
@@ -143,8 +146,15 @@ def slipped_logits(cat, ids, slip):
     loading a state_dict writes every layer's parameters into it in turn and the last layer's stay:
     the last block, run n_layers times. embeddings_scaled: h0 = sqrt(d_model) * E[ids] + PE[:T], the
     2017 paper's scaling of the token embeddings."""
-    if slip not in ASSEMBLY_SLIPS:
-        fail(f"slip should be one of {ASSEMBLY_SLIPS}, but got {slip!r}")
+    if type(slip) is not str or slip not in ASSEMBLY_SLIPS:
+        fail(f"slip should be one of the {len(ASSEMBLY_SLIPS)} names of ASSEMBLY_SLIPS (such as "
+             f"{', '.join(map(repr, ASSEMBLY_SLIPS[:3]))}), but got {shown(slip)}")
+    if not isinstance(cat, nn.Module) or not all(hasattr(cat, n) for n in ("cfg", "E", "PE", "blocks", "final_ln")):
+        fail(f"cat should be the cat model (a helpers.model.Transformer or a GPT), but got {shown(cat)}")
+    ids = Transformer.check_ids(cat, ids)
+    if ids.shape[-1] >= cat.PE.shape[0]:   # positions_from_1 reads one position further
+        fail(f"ids should hold fewer than the model's n_max={cat.PE.shape[0]} tokens per row, but hold {count(ids.shape[-1])}")
+    cat.cfg.check_pass(ids.shape[0] if ids.dim() == 2 else 1, ids.shape[-1])
     T = ids.shape[-1]
     E, pe = cat.E, cat.PE[:T]
     start = 1 if slip == "positions_from_1" else 0
@@ -175,12 +185,22 @@ LOOP_SLIPS = ("no_zero_grad", "clip_after_step", "no_clip", "lr_next_step", "lr_
               "unshifted_targets", "shifted_twice", "decay_everything", "adam", "eval_train_mode",
               "zero_grad_after_backward", "zero_grad_after_backward_zeros", "adam_l2", "adam_l2_everything",
               "adam_betas", "val_generator_once")
+MAX_LR = 10.0             # the largest learning rate optimizer_for takes (the course's runs use 1e-3 or so)
+MAX_WEIGHT_DECAY = 10.0   # the largest weight decay optimizer_for takes (the course's runs use 0.1)
 ZERO_GRAD_LATE = {"zero_grad_after_backward": True, "zero_grad_after_backward_zeros": False}   # set_to_none
 
 
 def optimizer_for(model, lr, weight_decay=0.1, slip=None):
     """AdamW as the course's loop sets it up: weight decay on the matrices and embeddings, none on
-    biases and LayerNorm scales, betas (0.9, 0.99)."""
+    biases and LayerNorm scales, betas (0.9, 0.99). lr: above 0, at most MAX_LR; weight_decay: 0 to
+    MAX_WEIGHT_DECAY; slip: None or one of LOOP_SLIPS."""
+    if not callable(getattr(model, "parameters", None)):
+        fail(f"model should be a course model (a GPT or helpers.model.Transformer), but got {shown(model)}")
+    lr = check_number(lr, "lr", low=0, high=MAX_LR, low_open=True)
+    weight_decay = check_number(weight_decay, "weight_decay", low=0, high=MAX_WEIGHT_DECAY)
+    if slip is not None and (type(slip) is not str or slip not in LOOP_SLIPS):
+        fail(f"slip should be None or one of the {len(LOOP_SLIPS)} names of LOOP_SLIPS (such as "
+             f"{', '.join(map(repr, LOOP_SLIPS[:3]))}), but got {shown(slip)}")
     matrices = [p for p in model.parameters() if p.requires_grad and p.dim() >= 2]
     vectors = [p for p in model.parameters() if p.requires_grad and p.dim() < 2]
     if slip == "adam":
@@ -331,18 +351,26 @@ def sample_text(model, tokenizer, prompt, n_new, temperature=1.0, seed=0, contex
 
     cfg = config_of(model)
     check_sampling(temperature, vocab_size=cfg.vocab_size)
+    temperature = float(temperature)   # a whole number above 2**63 is more than torch's division takes
     n_new = check_new(n_new)
     context = cfg.n_max if context is None else check_positive_int(context, "context")
     if context > cfg.n_max:
-        fail(f"the model takes at most n_max={cfg.n_max} tokens, but context={context}")
-    if not isinstance(prompt, str) or not prompt:
-        fail(f"the prompt should be a non-empty string, but got {prompt!r:.40}")
-    ids = tokenizer.encode(prompt).tolist()
+        fail(f"context should be at most the model's n_max={cfg.n_max} tokens, but got {count(context)}")
+    check_text(prompt, "the prompt", empty=True, max_chars=MAX_PROMPT)   # a newline alone is a prompt
+    if not prompt:
+        fail("the prompt should be a non-empty string, but got ''")
+    try:
+        ids = tokenizer.encode(prompt).tolist()
+    except CourseInputError as error:
+        fail(f"the prompt should be text this tokenizer can encode, but encoding it said: {error}")
     generator = torch.Generator().manual_seed(check_seed(seed))
     for _ in range(n_new):
         logits = model(torch.tensor(ids[-context:]))[-1]
         ids.append(draw(next_distribution(logits, temperature), generator))
     return tokenizer.text(ids)
+
+
+MAX_TRIALS = 100   # the most timed passes step_seconds takes
 
 
 class TimeUp(Exception):
@@ -351,8 +379,13 @@ class TimeUp(Exception):
 
 def step_seconds(model, train_ids, batch, context, trials=3):
     """(seconds of one training pass, seconds of one sampling pass) of ``model`` here: a few forward
-    and backward passes on a copy (the model itself is not changed), the fastest counted."""
+    and backward passes on a copy (the model itself is not changed), the fastest counted.
+    trials: 1 to MAX_TRIALS (each is one training pass and one sampling pass)."""
     import copy
+
+    trials = check_positive_int(trials, "trials")
+    if trials > MAX_TRIALS:
+        fail(f"trials should be at most {MAX_TRIALS} (each is a training pass), but got {count(trials)}")
 
     probe = copy.deepcopy(model).train()
     x, y = windows(check_ids(train_ids, "train_ids"), batch, context, torch.Generator().manual_seed(0))
