@@ -626,3 +626,17 @@ def test_issue_31_induction_losses_check_length_and_head_first():
                         (lambda: heads.read_through_losses(None, ids, 2, (0, 0), {}), "Transformer")):
         with pytest.raises(CourseInputError, match=words):
             call()
+
+
+def test_slipped_attention_checks_x_heads_state_and_memory():
+    case = heads.module_cases()[0]
+    x, state, H = case["x"], case["state"], case["args"][1]
+    for args, words in (((None, state, H), "x is None"), ((x[0], state, H), "3-D"), ((x, state, 4), "divide"),
+                        ((x, state, True), "whole number"), ((x, None, H), "state should be a dict"),
+                        ((x, {**state, "W_Q": torch.zeros(3, 3)}, H), r"state\['W_Q'\]"),
+                        ((x * float("nan"), state, H), "finite"),
+                        ((np.zeros((1000, 1000, 6)), state, 2), "at most 1.5 GiB")):
+        with pytest.raises(CourseInputError, match=words):
+            heads.slipped_attention(*args)
+    with pytest.raises(CourseInputError, match="slip should be"):
+        heads.slipped_attention(x, state, H, ["transposed"])

@@ -429,3 +429,18 @@ def test_issue_31_strongest_unit_refuses_a_bad_layer_and_word(collected):
     for args in (dict(layer="0", word="floor"), dict(layer=0, word=["floor"]), dict(layer=5, word="floor")):
         said = checks.strongest_unit.feedback(1, collected, **args)
         assert said[0].startswith("the check cannot use"), said
+
+
+def test_collect_activations_checks_every_sentence_before_the_first_pass(cat, cat_world):
+    small = mlp.collect_activations(cat, cat_world, [["<BOS>", "the", "cat"]])
+    assert list(small["tokens"]) == ["<BOS>", "the"] and small["act"][0].shape == (2, cat.cfg.d_ff)
+    for bad, words in (("<BOS> the cat", "non-empty list of sentences"), ([], "non-empty list of sentences"),
+                       (["<BOS> the cat"], "sentence 0 is"), ([["<BOS>"]], "sentence 0 is"),
+                       ([["<BOS>", "the"], ["<BOS>"] + ["the"] * 2000], "sentence 1 is"),
+                       ([["<BOS>", "the"], ["<BOS>", "zebra"]], "vocabulary")):
+        with pytest.raises(CourseInputError, match=words):
+            mlp.collect_activations(cat, cat_world, bad)
+    with pytest.raises(CourseInputError, match="at most 100,000 sentences"):
+        mlp.collect_activations(cat, cat_world, [["<BOS>", "the"]] * 100_001)
+    with pytest.raises(CourseInputError, match="World"):
+        mlp.collect_activations(cat, None)

@@ -694,3 +694,34 @@ def test_issue_31_stream_measures_need_a_model():
     for call in (lambda: nz.residual_norms(None, [0, 1]), lambda: nz.embedding_survival("cat", [0, 1])):
         with pytest.raises(CourseInputError, match="should be a helpers.model.Transformer"):
             call()
+
+
+def test_layer_norm_by_hand_refuses_a_constant_x_instead_of_dividing_by_zero():
+    with pytest.raises(CourseInputError, match="x should vary"):
+        nz.layer_norm_by_hand([2.0, 2.0, 2.0], [1, 1, 1], [0, 0, 0])
+    with pytest.raises(CourseInputError, match="finite"):
+        nz.layer_norm_by_hand([2.0, float("nan"), 1.0], [1, 1, 1], [0, 0, 0])
+
+
+def test_the_outcome_helpers_check_their_arguments():
+    curves = nz.load_curves()
+    unigram, best = nz.reference_losses()
+    for call, words in ((lambda: nz.run_outcome(None, unigram, best), "loss is None"),
+                        (lambda: nz.run_outcome([], unigram, best), "at least one"),
+                        (lambda: nz.run_outcome([True], unigram, best), "True/False"),
+                        (lambda: nz.run_outcome([1.0], unigram, best, near="0.05"), "near should be a number"),
+                        (lambda: nz.final_text([[1.0]], "pre", 2, unigram, best), "1-D"),
+                        (lambda: nz.final_text([1.0], "pre", 2, float("nan"), best), "unigram should be a finite"),
+                        (lambda: nz.learning_state("x", unigram), "loss should be an array"),
+                        (lambda: nz.learning_state([1.0], -1), "unigram should be >= 0"),
+                        (lambda: nz.significant("3"), "value should be a number"),
+                        (lambda: nz.significant(3.0, 0), "digits should be at least 1"),
+                        (lambda: nz.significant(10**400), "a float can hold"),
+                        (lambda: nz.outcomes(None, unigram, best), "curves should be"),
+                        (lambda: nz.outcomes(curves, unigram, None), "best should be a number"),
+                        (lambda: nz.outcome_counts(None, "pre"), "found should be"),
+                        (lambda: nz.outcome_counts({}, "False"), "norm should be one of")):
+        with pytest.raises(CourseInputError, match=words):
+            call()
+    assert nz.significant(torch.tensor(12832.0)) == "12,800" and nz.significant(float("nan")) == "nan"
+    assert nz.run_outcome([1.0, float("nan")], unigram, best) == "diverged"

@@ -441,3 +441,22 @@ def test_issue_31_shifted_logits_refuses_a_far_shift_before_any_pass():
 def test_issue_31_checks_refuse_their_own_bad_arguments(check, answer, args):
     said = getattr(checks, check).feedback(answer, **args)
     assert len(said) == 1 and said[0].startswith("the check cannot use what the check cell gives it"), said
+
+
+def test_next_token_view_and_model_order_demo_refuse_a_bad_world_or_model(cat, cat_world):
+    for bad in (None, "cat", cat_world.tokenizer):
+        with pytest.raises(CourseInputError, match="expected a helpers.worlds.World"):
+            pos.next_token_view(cat, bad, "<BOS> the cat sat")
+        with pytest.raises(CourseInputError, match="expected a helpers.worlds.World"):
+            pos.model_order_demo(cat, bad, ["the", "cat"], ["cat", "the"])
+    with pytest.raises(CourseInputError, match="expected a helpers.model.Transformer"):
+        pos.next_token_view(None, cat_world, "<BOS> the cat sat")
+    with pytest.raises(CourseInputError, match="should start with <BOS>"):
+        pos.next_token_view(cat, cat_world, ["the", "cat"])
+
+
+def test_score_terms_refuses_a_batch_of_ids_with_one_sentence(cat):
+    with pytest.raises(CourseInputError, match=r"ids should be one sequence \(T,\)"):
+        pos.score_terms(cat, torch.zeros(2, 3, dtype=torch.long))
+    with pytest.raises(CourseInputError, match="integer"):
+        pos.score_terms(cat, [0.5, 1.0])

@@ -27,7 +27,7 @@ import torch.nn.functional as F
 from torch import nn
 
 from .. import weights, worlds
-from ..errors import MAX_BYTES, check_bytes, check_index, check_positive_int, check_switch, count, fail
+from ..errors import MAX_BYTES, as_array, check_bytes, check_index, check_positive_int, check_switch, count, fail, shown, to_numpy
 from ..masking.compute import book_attention  # noqa: F401  (chapter 05 builds the Book's layer too)
 from ..model import Attention, linear
 from ..patching import ablation_replace
@@ -548,15 +548,30 @@ def slipped_attention(x, state, n_heads, slip=None):
     """Multi-head attention on x (B, T, d_model) with the parameters ``state`` (the names of
     ``Attention``), computed with one known mistake ``slip`` (one of ``SLIPS``; None: none).
 
-    The chapter's check compares a learner's module with each of these to name the mistake."""
-    if slip is not None and slip not in SLIPS:
-        fail(f"slip should be None or one of {SLIPS}, but got {slip!r}")
-    x = torch.as_tensor(x, dtype=torch.float32)
-    B, T, d = x.shape
-    H = n_heads
+    The chapter's check compares a learner's module with each of these to name the mistake.
+    x: finite numbers; n_heads divides d_model; state: W_Q, W_K, W_V, W_O (d_model, d_model) and
+    b_Q, b_K, b_V, b_O (d_model,); the (B, n_heads, T, T) scores must fit in MAX_BYTES."""
+    if slip is not None and (type(slip) is not str or slip not in SLIPS):
+        fail(f"slip should be None or one of the {len(SLIPS)} names of SLIPS (such as 'transposed'), but got {shown(slip)}")
+    arr = as_array(x, "x", ndim=3)
+    if not np.isfinite(arr).all():
+        fail("x should hold finite numbers, but it holds NaN or inf")
+    B, T, d = arr.shape
+    H = check_positive_int(n_heads, "n_heads")
+    if d % H:
+        fail(f"n_heads should divide d_model = {d}, but got {count(H)}")
+    if not isinstance(state, dict):
+        fail(f"state should be a dict of the attention's parameters (W_Q, b_Q, ...), but got {shown(state)}")
+    for name in "QKVO":
+        for key, shape in ((f"W_{name}", (d, d)), (f"b_{name}", (d,))):
+            if key not in state or as_array(state[key], f"state['{key}']").shape != shape:
+                fail(f"state['{key}'] should be an array of shape {shape}, but got "
+                     f"{shown(state[key]) if key in state else 'none'}")
+    check_bytes(4 * 4 * B * H * T * T, "slipped_attention", "pass fewer or shorter sequences in x")
+    x = torch.as_tensor(arr, dtype=torch.float32)
     d_k = d // H
-    W = {name: state[f"W_{name}"] for name in "QKVO"}
-    b = {name: state[f"b_{name}"] for name in "QKVO"}
+    W, b = ({name: torch.as_tensor(to_numpy(state[f"{kind}_{name}"]), dtype=torch.float32) for name in "QKVO"}
+            for kind in "Wb")
     if slip == "transposed":
         W = {name: w.T for name, w in W.items()}
     if slip == "no_biases":

@@ -22,7 +22,11 @@ from torch import nn
 from .. import reference as ref
 from ..errors import as_array, check_bytes, check_choice, check_index, check_number, check_positive_int, check_switch, \
     fail, shown
+from ..explorer import check_model_and_world
 from ..heads.compute import check_model
+from ..model import MAX_TOKENS
+
+MAX_COLLECTED = 100_000   # the most sentences collect_activations traces in one call (the notebook traces 64)
 
 ACTIVATIONS = {"gelu": ref.gelu, "relu": ref.relu, "none": lambda x: as_array(x, "x")}
 
@@ -207,8 +211,24 @@ def collect_activations(model, world, sentences=None):
 
     Returns dict(tokens (N,) the word at each position, next (N,) the word that follows it,
     contexts (N,) the words up to and including it, act {layer: (N, d_ff)}, pre {layer: (N, d_ff)}).
+    sentences: None (the world's) or a list of at most MAX_COLLECTED sentences, each a list of 2 to
+    MAX_TOKENS + 1 words of the world; all are encoded, and the memory checked, before the first pass.
     """
+    check_model_and_world(model, world)
     sentences = world.sentences if sentences is None else sentences
+    if isinstance(sentences, (str, bytes)) or not isinstance(sentences, (list, tuple)) or not sentences:
+        fail(f"sentences should be None or a non-empty list of sentences, each a list of words such as "
+             f"['<BOS>', 'the', 'cat', '<EOS>'], but got {shown(sentences)}")
+    if len(sentences) > MAX_COLLECTED:
+        fail(f"sentences should hold at most {MAX_COLLECTED:,} sentences, but holds {len(sentences):,}")
+    for i, s in enumerate(sentences):
+        if not isinstance(s, (list, tuple)) or not 2 <= len(s) <= MAX_TOKENS + 1:
+            fail(f"sentences should hold lists of 2 to {MAX_TOKENS + 1:,} words (the last one is only "
+                 f"predicted), but sentence {i} is {shown(s)}")
+        world.tokenizer.encode(s)
+    n = sum(len(s) - 1 for s in sentences)
+    check_bytes(2 * 2 * 4 * n * model.cfg.d_ff * model.cfg.n_layers, "collect_activations",
+                "pass fewer or shorter sentences")
     tokens, following, contexts = [], [], []
     act = {layer: [] for layer in range(model.cfg.n_layers)}
     pre = {layer: [] for layer in range(model.cfg.n_layers)}

@@ -142,12 +142,18 @@ def layer_norm_by_hand(x, gamma, beta, decimals=3):
         fail(f"decimals should be at most 15 (a float's precision), but got {count(decimals)}")
     if not gamma.shape == beta.shape == x.shape:
         fail(f"gamma and beta should have d={len(x)} numbers like x, but have {len(gamma)} and {len(beta)}")
+    for name, values in (("x", x), ("gamma", gamma), ("beta", beta)):
+        if not np.isfinite(values).all():
+            fail(f"{name} should hold finite numbers, but it holds NaN or inf")
     r = lambda v: np.round(v, decimals)
     mean = float(r(x.sum() / len(x)))
     deviations = r(x - mean)
     squares = r(deviations ** 2)
     var = float(r(squares.sum() / len(x)))
     std = float(r(math.sqrt(var)))
+    if std == 0:
+        fail(f"x should vary (LayerNorm divides by its standard deviation), but its standard deviation "
+             f"rounded to {decimals} decimals is 0")
     z = r(deviations / std)
     return dict(mean=mean, deviations=deviations, squares=squares, var=var, std=std, z=z,
                 out=r(r(gamma * z) + beta))
@@ -641,9 +647,27 @@ def chaotic(norm, n_layers):
     return norm == "none" and n_layers >= 8
 
 
+def check_loss(loss):
+    """A run's losses: a non-empty 1-D list or array of numbers (NaN, a diverged step, counts); return it."""
+    values = as_array(loss, "loss", 1)
+    if np.asarray(loss).dtype.kind == "b":
+        fail(f"loss should hold numbers, but got True/False values {shown(loss)}")
+    loss = values
+    if not len(loss):
+        fail("loss should hold at least one step's loss, but it is empty")
+    return loss
+
+
+def check_references(unigram, best):
+    """The losses of a predictor that ignores its input and of the best possible one: finite, >= 0."""
+    return check_number(unigram, "unigram", low=0), check_number(best, "best", low=0)
+
+
 def final_text(loss, norm, n_layers, unigram, best):
     """A run's final loss as printed: 3 decimals where a rebuild reproduces it, else the
     outcome in a word ("other", "NaN") marked with an asterisk."""
+    loss = check_loss(loss)
+    check_references(unigram, best)
     if chaotic(norm, n_layers):
         outcome = run_outcome(loss, unigram, best)
         return {"diverged": "NaN*", "other": "other*"}.get(outcome, outcome + "*")
@@ -654,7 +678,9 @@ def run_outcome(loss, unigram, best, near=0.05):
     """One word for how a run ended: "trained" (final loss within ``near`` of the best
     possible), "frequencies" (within 0.01 of the loss of a predictor that ignores its
     input), "diverged" (NaN) or "other"."""
-    loss = np.asarray(loss, dtype=float)
+    loss = check_loss(loss)
+    unigram, best = check_references(unigram, best)
+    near = check_number(near, "near", low=0)
     if np.isnan(loss).any():
         return "diverged"
     if loss[-1] - best <= near:
@@ -669,7 +695,8 @@ def learning_state(loss, unigram):
     "learns from the context" (loss at least 0.5 below ``unigram``, the loss of a predictor
     that ignores its input), "is stuck at the frequencies" (within 0.01 of it),
     "has diverged" (NaN) or "is in between"."""
-    loss = np.asarray(loss, dtype=float)
+    loss = check_loss(loss)
+    unigram = check_number(unigram, "unigram", low=0)
     if np.isnan(loss).any():
         return "has diverged"
     if loss[-1] <= unigram - 0.5:
@@ -683,8 +710,19 @@ def significant(value, digits=3):
     """``value`` as text with ``digits`` significant digits and no exponent: 12,800, 17.0, 4.00.
 
     For numbers that float32 rounding moves in the 4th digit or later (a gradient norm of
-    12,832 on one CPU and 12,820 on another), so that what is printed is the same on every CPU."""
-    value = float(value)
+    12,832 on one CPU and 12,820 on another), so that what is printed is the same on every CPU.
+    value: a number (NaN and inf are printed as such); digits: 1 to 17."""
+    if isinstance(value, (np.ndarray, torch.Tensor)) and tuple(value.shape) in ((), (1,)):
+        value = value.item()   # a tensor or array of one number (a bool, a text or a complex one is refused below)
+    if isinstance(value, (bool, np.bool_)) or not isinstance(value, (int, float, np.integer, np.floating)):
+        fail(f"value should be a number, but got {shown(value)}")
+    digits = check_positive_int(digits, "digits")
+    if digits > 17:
+        fail(f"digits should be at most 17 (a float's precision), but got {count(digits)}")
+    try:
+        value = float(value)
+    except OverflowError:
+        fail(f"value should be a number a float can hold, but got {shown(value)}")
     if not math.isfinite(value) or value == 0:
         return f"{value:g}"
     rounded = float(f"{value:.{digits}g}")
@@ -701,6 +739,13 @@ def reference_losses():
 
 def outcomes(curves, unigram, best):
     """{run_key: run_outcome} for every run of a grid (the dict ``build_curves`` returns)."""
+    check_curves(curves)
+    check_references(unigram, best)
+    if not isinstance(curves["runs"], dict) or not all(isinstance(run, dict) and "loss" in run
+                                                       for run in curves["runs"].values()):
+        fail(f"curves['runs'] should map each run to a dict with its loss, but got {shown(curves['runs'])}")
+    for run in curves["runs"].values():
+        check_loss(run["loss"])
     return {key: run_outcome(run["loss"], unigram, best) for key, run in curves["runs"].items()}
 
 
@@ -708,6 +753,11 @@ def outcome_counts(found, norm):
     """How many runs of this placement ended each way: {trained, frequencies, diverged, other: count}.
 
     found: the dict ``outcomes`` returns."""
+    check_choice(norm, "norm", PLACEMENTS)
+    if not isinstance(found, dict) or not all(isinstance(key, str) and isinstance(outcome, str) and outcome in
+                                              ("trained", "frequencies", "diverged", "other")
+                                              for key, outcome in found.items()):
+        fail(f"found should be the dict of nz.outcomes(...) (run key: outcome), but got {shown(found)}")
     mine = [outcome for key, outcome in found.items() if key.split("/")[0] == norm]
     return {o: mine.count(o) for o in ("trained", "frequencies", "diverged", "other")}
 

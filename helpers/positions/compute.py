@@ -33,6 +33,7 @@ import torch
 from .. import reference as ref
 from ..errors import MAX_BYTES, as_array, check_bytes, check_number, check_positive_int, check_seed, check_switch, \
     count, fail, shown
+from ..explorer import check_model_and_world
 from ..model import MAX_TOKENS, Transformer, rotate_pairs, sinusoidal_table
 
 MAX_SQUARE = math.isqrt(MAX_BYTES // 8)   # the largest n of an (n, n) float64 table within MAX_BYTES: 14,188
@@ -272,7 +273,7 @@ def score_terms(model, ids, hold_sigma=False):
              f"positions={model.cfg.positions!r}, norm={model.cfg.norm!r}")
     ids = model.check_ids(ids)
     if ids.dim() != 1:
-        fail(f"score_terms takes one sequence of ids (T,), but got shape {tuple(ids.shape)}")
+        fail(f"ids should be one sequence (T,) for score_terms, but got shape {tuple(ids.shape)}")
     e = model.E[ids].double()
     where = model.embed(ids[None])[0].double() - e                # the rows the model adds: (T, d)
     ln, attn = model.blocks[0].ln1, model.blocks[0].attn
@@ -413,13 +414,14 @@ def next_token_view(model, world, prompt, positions=True, seed=0, keep_last=True
     the prompt as given with positions on, change = max |probs - original|, and
     scramble_change = max |probs - the prompt as given with the same positions setting|.
     """
+    check_model_and_world(model, world)
     positions, keep_last = check_switch(positions, "positions"), check_switch(keep_last, "keep_last")
     seed = check_seed(seed)
     if not isinstance(prompt, (str, list, tuple)):
         fail(f"the prompt should be a string or a list of words, but got {shown(prompt)}")
     words = prompt.split() if isinstance(prompt, str) else list(prompt)
     if not words or words[0] != "<BOS>":
-        fail(f"a cat-world prompt starts with <BOS>, but got {words[:1]}")
+        fail(f"a cat-world prompt should start with <BOS>, but got {words[:1]}")
     fed = scramble(words, seed, keep_last)
 
     def next_probs(words, positions):
@@ -442,6 +444,7 @@ def model_order_demo(model, world, first, second, causal=True, positions=True):
     over the next-word distributions, and max_diff. All zeros (up to round-off) means the
     model saw two identical bags.
     """
+    check_model_and_world(model, world)
     causal, positions = check_switch(causal, "causal"), check_switch(positions, "positions")
     perm = match_permutation(first, second)
 

@@ -557,7 +557,8 @@ def prompt_view(model, tok, prompt, k=8):
     ids = tok.encode(check_text(prompt))
     k = check_k(model, k)
     if len(ids) > MAX_PROMPT_TOKENS:
-        fail(f"the explorer takes prompts of at most {MAX_PROMPT_TOKENS} tokens, but this one has {len(ids)}")
+        fail(f"the prompt should have at most {MAX_PROMPT_TOKENS} tokens (the explorer's limit), "
+             f"but this one has {len(ids)}")
     record = trace(model, ids)
     weights = torch.stack([record[f"L{layer}.weights"] for layer in range(model.cfg.n_layers)])
     return dict(pieces=tok.pieces(ids), weights=weights, top=top_tokens(tok, record["probs"][-1], k))
