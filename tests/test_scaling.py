@@ -236,7 +236,7 @@ def test_loss_floor_is_the_entropy_of_each_prefix_and_bounds_the_training_loss()
     inputs, targets = world.batch(world.train)
     assert int((targets != -100).sum()) == len(worlds.decisions(world.train))   # one target per decision
     assert 0 < scaling.loss_floor(world.train) < math.log(20)
-    with pytest.raises(CourseInputError, match="at least one sentence"):
+    with pytest.raises(CourseInputError, match="non-empty list of sentences"):
         scaling.loss_floor([])
 
 

@@ -8,7 +8,7 @@ import numpy as np
 
 from ..exercises import (Array, Function, Words, as_array, as_number, call, close_problems, exercise,
                          number_problems, slip)
-from ..errors import check_positive_int, fail
+from ..errors import check_positive_int, count, fail
 from .compute import analogy_vector, check_maps, check_vectors, check_words, neighbourhood_kept, unit
 
 # (a, b) pairs a cosine function is tried on, and what each one tests.
@@ -75,7 +75,7 @@ def neighbours(answer, kv, word, topn=5):
     """``answer`` is the list of the ``topn`` words closest in cosine to ``word``, best first."""
     check_words(kv, [word])
     if check_positive_int(topn, "topn") >= len(kv):
-        fail(f"topn should be below the {len(kv):,} words of these vectors, but got {topn:,}")
+        fail(f"topn should be below the {len(kv):,} words of these vectors, but got {count(topn)}")
     if len(answer) != topn:
         yield f"the answer should hold {topn} words, but it holds {len(answer)}"
         return

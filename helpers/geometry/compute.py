@@ -189,7 +189,7 @@ def load_glove(n_words=None):
     if n_words is not None:
         n_words = check_positive_int(n_words, "n_words")
         if n_words > len(words):
-            fail(f"n_words can be at most {len(words):,}, but got {n_words:,}")
+            fail(f"n_words can be at most {len(words):,}, but got {count(n_words)}")
         words, vectors = words[:n_words], vectors[:n_words]
     kv = KeyedVectors(vector_size=vectors.shape[1])
     kv.add_vectors(list(words), vectors.copy())
@@ -352,7 +352,7 @@ def check_maps(high, low, k):
             fail(f"{name} should hold finite numbers, but it holds {shown(x[~np.isfinite(x)][0])}")
     k = check_positive_int(k, "k")
     if k >= len(high):
-        fail(f"k should be below the number of points n={len(high)}, but got k={k}")
+        fail(f"k should be below the number of points n={len(high)}, but got k={count(k)}")
     return high, low, k
 
 
@@ -796,6 +796,9 @@ MAX_EPOCHS = 10_000              # train_word2vec's epochs (chapter 01 uses 100)
 MAX_WORD2VEC_TOKENS = 10**9      # epochs × tokens one train_word2vec call may work through
 
 
+MAX_WINDOW = 10**6   # words either side: far more than any sentence, far below a C int
+
+
 def check_word2vec(sentences, vector_size, window, epochs, seed, sample):
     """train_word2vec's arguments, each checked before any training: one sentence for the first
     that cannot be used. Returns (vector_size, window, epochs, seed, sample)."""
@@ -810,6 +813,9 @@ def check_word2vec(sentences, vector_size, window, epochs, seed, sample):
         tokens += len(sentence)
     vector_size = check_positive_int(vector_size, "vector_size")
     window = check_positive_int(window, "window")
+    if window > MAX_WINDOW:   # gensim's C loop takes a C int: 2**64 crashes its worker and the training waits forever
+        fail(f"window should be at most {MAX_WINDOW:,} words (this course's limit; no sentence is that long), "
+             f"but got {count(window)}")
     epochs = check_positive_int(epochs, "epochs")
     if epochs > MAX_EPOCHS:
         fail(f"epochs should be at most {MAX_EPOCHS:,} (this course's limit), but got {count(epochs)}")
@@ -838,8 +844,8 @@ def train_word2vec(sentences, vector_size=8, window=2, epochs=100, seed=0, sampl
     for big corpora; on a toy corpus every word counts as frequent and most of the
     text is thrown away, so the default here is 0 (keep every token).
     Returns gensim KeyedVectors (vector_size numbers per word). Identical on every run.
-    Limits: epochs <= MAX_EPOCHS (10,000), epochs × tokens <= 10**9, seed 0 .. 2**32 - 1 (gensim's),
-    the two tables of vectors within 1.5 GiB.
+    Limits: epochs <= MAX_EPOCHS (10,000), window <= MAX_WINDOW (10**6), epochs × tokens <= 10**9,
+    seed 0 .. 2**32 - 1 (gensim's), the two tables of vectors within 1.5 GiB.
     """
     from gensim.models import Word2Vec
 

@@ -11,7 +11,7 @@ from functools import lru_cache
 import numpy as np
 import torch
 
-from ..errors import CourseInputError, as_array, check_index, check_positive_int, fail, shown, to_numpy
+from ..errors import CourseInputError, as_array, check_index, check_positive_int, count, fail, shown, to_numpy
 from ..exercises import (Array, Function, Number, Wrong, as_wholes, call, close_problems, exercise,
                          number_problems)
 from ..reference import softmax
@@ -42,7 +42,7 @@ def check_T(T):
     """T, the number of tokens a check is about: a whole number from 1 to MAX_T."""
     T = check_positive_int(T, "T")
     if T > MAX_T:
-        fail(f"T should be at most {MAX_T:,} here, but got {T:,}")
+        fail(f"T should be at most {MAX_T:,} here, but got {count(T)}")
     return T
 
 
