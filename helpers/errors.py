@@ -89,8 +89,10 @@ def shown(value):
         return f"a {type(value).__name__} of length {len(value) if not isinstance(value, np.ndarray) else value.shape}"
     if type(value) is int and value.bit_length() > 128:
         return f"an integer of {value.bit_length():,} bits"
+    if hasattr(value, "detach") and hasattr(value, "shape"):   # a torch tensor: its repr spans lines
+        return f"a tensor of shape {tuple(value.shape)}"
     try:
-        text = repr(value)
+        text = repr(value).replace("\n", " ")   # one line, whatever the repr
     except (RecursionError, ValueError):
         text = f"a {type(value).__name__}"
     return text if len(text) <= 40 else text[:37] + "..."

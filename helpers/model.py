@@ -23,6 +23,7 @@ query heads), ``norm_kind="rmsnorm"``, ``activation="swiglu"`` (a gated MLP with
 matrix W_G, traced as ``gate``), ``rotary_pairs="halves"`` and ``rotary_base`` (Llama's
 rotary convention), ``bias=False``. The defaults are the tiny models' choices.
 """
+import inspect
 import math
 from dataclasses import asdict, dataclass
 
@@ -31,7 +32,8 @@ import torch
 import torch.nn.functional as F
 from torch import nn
 
-from .errors import check_choice, check_number, check_positive_int, check_seed, check_switch, fail, shown
+from .errors import MAX_BYTES, check_bytes, check_choice, check_number, check_positive_int, check_seed, \
+    check_switch, count, fail, shown
 
 POSITIONS = ("sinusoidal", "learned", "rotary", "none")
 MAX_TOKENS = 1024   # the longest sequence a model runs at once: its attention weights must fit Binder's 2 GB
@@ -47,6 +49,7 @@ MAX_FLOATS = 400_000_000   # the most float32 numbers a model may hold (1.5 GiB)
 # the most a trace (every intermediate of one pass) may keep: 0.5 GiB. A kernel that has loaded the
 # real model holds about 0.9 GB already, so a trace within this keeps it under 1.5 GiB (Binder: 2 GB)
 MAX_TRACE_BYTES = 2**29
+SWITCHES = ("trace", "causal", "attention", "ablate_heads", "positions", "cache", "replace", "scaled")   # forward's
 
 
 @dataclass(frozen=True)
@@ -129,11 +132,23 @@ class Config:
             per_layer += T * (2 * d + (3 if self.activation == "swiglu" else 2) * f)
         return 4 * (self.n_layers * per_layer + 2 * T * d + 2 * T * self.vocab_size)
 
-    def pass_bytes(self, B, T):
+    def pass_bytes(self, B, T, T_k=None):
         """About the most bytes one no-grad pass on a batch (B, T) holds at once, in float32: the
-        logits (B x T x vocab_size), one layer's scores, masked scores and weights (B x heads x T x T)
-        and its activations (B x T x (8 d_model + 3 d_ff)). An estimate for refusing a batch up front."""
-        return 4 * B * T * (self.vocab_size + 3 * self.n_heads * T + 8 * self.d_model + 3 * self.d_ff)
+        logits (B x T x vocab_size), one layer's scores, masked scores and weights (B x heads x T x T_k,
+        T_k keys in all: T plus a cache's tokens) and its activations (B x T x (8 d_model + 3 d_ff)).
+        An estimate for refusing a batch up front."""
+        T_k = T if T_k is None else T_k
+        return 4 * B * T * (self.vocab_size + 3 * self.n_heads * T_k + 8 * self.d_model + 3 * self.d_ff)
+
+    def check_pass(self, B, T, T_k=None):
+        """Refuse, before any work, a pass on a batch (B, T) whose ``pass_bytes`` exceed MAX_BYTES
+        (1.5 GiB); the sentence names the largest batch of sequences this long that fits."""
+        need = self.pass_bytes(B, T, T_k)
+        if need > MAX_BYTES:
+            most = MAX_BYTES // self.pass_bytes(1, T, T_k)
+            check_bytes(need, f"a pass on a batch of {count(B)} sequences of {count(T)} tokens",
+                        f"give at most {count(most)} sequences of this length at once" if most else
+                        "give shorter sequences")
 
     def longest_trace(self, start=0):
         """The most new tokens a trace may take after ``start`` cached ones within MAX_TRACE_BYTES (0: none)."""
@@ -159,6 +174,30 @@ class Config:
 def trace_names(cfg):
     """Every name a pass of a model of this Config may make: h0, L{layer}.{LAYER_NAMES}, final_ln, logits."""
     return {"h0", "final_ln", "logits"} | {f"L{layer}.{name}" for layer in range(cfg.n_layers) for name in LAYER_NAMES}
+
+
+def check_replace(cfg, replace):
+    """``replace`` as the forward pass takes it: None (as {}) or a dict {trace name: function of one
+    tensor}, each name one a model of this Config makes; anything else is refused with a sentence."""
+    if replace is None:
+        return {}
+    if not isinstance(replace, dict):
+        fail(f"replace should be a dict {{trace name: function}} such as {{'L1.head_out': fn}}, "
+             f"but got {type(replace).__name__}")
+    names = trace_names(cfg)
+    for name, fn in replace.items():
+        if not isinstance(name, str) or not callable(fn):
+            fail(f"replace should map trace names to functions, but got {shown(name)}: {type(fn).__name__}")
+        if name not in names:
+            fail(f"replace should name an intermediate this model makes, such as 'L0.head_out' "
+                 f"(layers 0..{cfg.n_layers - 1}), but got {shown(name)}, which it never makes")
+        try:
+            inspect.signature(fn).bind(None)
+        except TypeError:
+            fail(f"replace[{name!r}] should be a function of one tensor, fn(x), but it cannot be called with one")
+        except ValueError:   # a built-in without a signature to read: it is called as it is
+            pass
+    return replace
 
 
 def sinusoidal_table(n, d):
@@ -525,7 +564,7 @@ class Transformer(nn.Module):
                     p.normal_(0.0, std, generator=g)
 
     def forward(self, ids, *, trace=False, causal=True, attention=True,
-                ablate_heads=(), positions=True, cache=None, replace=None, scaled=True):
+                ablate_heads=(), positions=True, cache=None, replace=None, scaled=True, **unknown):
         """ids: (T,) or (B, T) token ids -> logits (T, V) or (B, T, V).
 
         trace=True returns a dict of every intermediate instead (single sequence only,
@@ -537,7 +576,12 @@ class Transformer(nn.Module):
         (e.g. "L1.head_out" (B, H, T, d_k), "L0.h" (B, T, d_model)), is replaced by fn(x), a
         tensor of the same shape, and the pass carries on from it (the weights are untouched).
         scaled: False leaves out the division of the scores by √d_k.
+        Any other keyword (a misspelt switch, e.g. ``casual``) is refused with a sentence. A batch
+        whose pass would hold more than MAX_BYTES (``Config.pass_bytes``) is refused up front.
         """
+        if unknown:
+            fail(f"the model's switches should be among {', '.join(SWITCHES)}, but got "
+                 f"{shown(', '.join(map(str, sorted(unknown))))}")
         ids = self.check_ids(ids)
         trace, causal, attention, positions, scaled = (
             check_switch(value, name) for value, name in ((trace, "trace"), (causal, "causal"),
@@ -546,16 +590,18 @@ class Transformer(nn.Module):
         single = ids.dim() == 1
         if single:
             ids = ids[None]
-        if trace and ids.shape[0] != 1:
-            fail(f"trace=True should get one sequence, but got a batch of {ids.shape[0]}")
+        B, T = ids.shape   # (one look at the shape: op_count counts it)
+        if trace and B != 1:
+            fail(f"trace=True should get one sequence, but got a batch of {B}")
         heads = self.check_heads(ablate_heads)
         if cache is not None and not isinstance(cache, KVCache):
             fail(f"cache should be a KVCache, but got {type(cache).__name__}")
-        start, T = len(cache) if cache is not None else 0, ids.shape[-1]   # (one look at the shape: op_count counts it)
+        start = len(cache) if cache is not None else 0
         if start + T > MAX_TOKENS:
             fail(f"expected at most {MAX_TOKENS:,} tokens at once (this course's limit), but the cache holds "
                  f"{start:,} and {T:,} more came")
         self.check_room(start + T)
+        self.cfg.check_pass(B, T, start + T)
         if trace:
             self.check_trace_memory(T, start)
         record, replace = {}, self.check_replace(replace)
@@ -628,19 +674,7 @@ class Transformer(nn.Module):
 
     def check_replace(self, replace):
         """replace as a dict {trace name: callable}, each name one this model's passes can make."""
-        if replace is None:
-            return {}
-        if not isinstance(replace, dict):
-            fail(f"replace should be a dict {{trace name: function}} such as {{'L1.head_out': fn}}, "
-                 f"but got {type(replace).__name__}")
-        names = self.trace_names()
-        for name, fn in replace.items():
-            if not isinstance(name, str) or not callable(fn):
-                fail(f"replace should map trace names to functions, but got {shown(name)}: {shown(fn)}")
-            if name not in names:
-                fail(f"replace should name an intermediate this model makes, such as 'L0.head_out' "
-                     f"(layers 0..{self.cfg.n_layers - 1}), but got {shown(name)}, which it never makes")
-        return replace
+        return check_replace(self.cfg, replace)
 
     def trace_names(self):
         """Every name a pass of this model may make (``replace`` and ``capture`` take these)."""

@@ -11,7 +11,7 @@ import numpy as np
 import torch
 
 from .errors import check_choice, check_number, check_positive_int, check_seed, check_switch, fail, shown, to_numpy
-from .model import MAX_TRACE_BYTES, Config, Transformer, trace_names
+from .model import MAX_TRACE_BYTES, Config, Transformer, check_replace, trace_names
 
 KINDS = ("zero", "mean", "resample")
 MAX_PASS_BYTES = MAX_TRACE_BYTES   # 0.5 GiB: the most one batched pass here (patching, a lens) may hold
@@ -128,20 +128,20 @@ class _Stop(Exception):
 
 def capture(model, ids, names, replace=None, stop_after=None, **switches):
     """One forward pass on ids (B, T) -> (logits (B, T, V), {name: the batched tensor}), e.g.
-    names=("L0.head_out",) gives (B, H, T, d_k). A tensor also in ``replace`` is captured after
-    its replacement; switches go to the model. With ``stop_after`` (one of ``names``) the pass
+    names=("L0.head_out",) gives (B, H, T, d_k). ``replace``: None or a dict {trace name: function
+    of one tensor} (the model's switch; anything else is refused); a tensor also in ``replace`` is
+    captured after its replacement; switches go to the model. With ``stop_after`` (one of ``names``) the pass
     stops as soon as that tensor is made: nothing after it is computed, and logits is None."""
     names = check_names(model, names, "names")
     if stop_after is not None and not (isinstance(stop_after, str) and stop_after in names):
         fail(f"stop_after should be one of the names captured, {shown(names)}, or None, but got {shown(stop_after)}")
     ids = check_ids(model, ids)
     check_memory(model, *(ids.shape if ids.dim() == 2 else (1, ids.shape[0])), names, "capture")
-    if replace is not None and not isinstance(replace, dict):
-        fail(f"replace should be a dict {{trace name: function}} such as {{'L1.head_out': fn}}, but got {shown(replace)}")
+    replace = check_replace(model.cfg, replace)   # a dict {trace name: function of one tensor}, or None
     unknown = sorted(set(switches) - SWITCHES)
     if unknown:
         fail(f"capture's switches should be among the model's {sorted(SWITCHES)}, but got {shown(unknown)}")
-    got, hooks = {}, dict(replace or {})
+    got, hooks = {}, dict(replace)
     for name in names:
         inner = hooks.get(name, _same)
 

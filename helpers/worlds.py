@@ -19,6 +19,9 @@ import torch
 from .errors import check_positive_int, check_seed, fail, shown
 
 MAX_TOKENS_DRAWN = 10_000_000   # the most tokens dragon_sample and repeated_tokens draw in one call
+MAX_SENTENCES = 1_000_000       # the most sentences decisions, entropy_floor and World.batch take in one call
+MAX_WORDS = 1_000               # the most words one such sentence may hold (decisions copies each prefix)
+MAX_TOKEN_ID = 2**63 - 1        # torch's largest whole number: the largest vocab_size repeated_tokens can draw from
 
 CAT_VOCAB = ("<PAD> <BOS> <EOS> <SEP> the cat dog mat floor sat ran is was on "
              "big small red blue fast slow").split()
@@ -31,6 +34,7 @@ COPULAS = ("is", "was")
 
 def token_ids(ids, V, unknown=""):
     """ids (a number, a list, an array or a tensor of whole numbers) as a flat list of ints, each in [0, V)."""
+    V = check_positive_int(V, "V")
     if isinstance(ids, (str, bytes)) or ids is None:
         fail(f"expected token ids (whole numbers), but got {shown(ids)}")
     try:
@@ -96,6 +100,7 @@ class World:
 
     def batch(self, sentences):
         """Pad sentences with <PAD> into (B, T) ids; return (inputs, targets) with -100 on pads."""
+        sentences = check_sentences(sentences)
         pad = self.tokenizer.ids.get("<PAD>", 0)
         T = max(len(s) for s in sentences)
         ids = torch.full((len(sentences), T), pad, dtype=torch.long)
@@ -108,6 +113,30 @@ class World:
 
 
 # ----------------------------------------------------------------- cat world
+
+def check_sentences(sentences, name="sentences", limit=MAX_SENTENCES):
+    """A non-empty list (or tuple) of at most ``limit`` sentences, each a list (or tuple) of at most
+    MAX_WORDS words (strings), such as world.sentences; return it as a list, every sentence a list."""
+    if isinstance(sentences, (str, bytes)) or not isinstance(sentences, (list, tuple)) or not sentences:
+        fail(f"{name} should be a non-empty list of sentences, each a list of words such as "
+             f"['<BOS>', 'the', 'cat', '<EOS>'], but got {shown(sentences)}")
+    if len(sentences) > limit:
+        fail(f"{name} should hold at most {limit:,} sentences, but holds {len(sentences):,}")
+    for i, s in enumerate(sentences):
+        if not isinstance(s, (list, tuple)) or not all(isinstance(word, str) for word in s):
+            fail(f"{name} should hold lists of words (strings), but sentence {i} is {shown(s)}")
+        if len(s) > MAX_WORDS:
+            fail(f"{name} should hold sentences of at most {MAX_WORDS:,} words, but sentence {i} has {len(s):,}")
+    return [list(s) for s in sentences]
+
+
+def check_world(model, world):
+    """A course model (a torch module) and a World, before either is read."""
+    if not isinstance(model, torch.nn.Module):
+        fail(f"model should be a course model (a helpers.model.Transformer), but got {shown(model)}")
+    if not isinstance(world, World):
+        fail(f"world should be a helpers.worlds.World such as worlds.cat_world(), but got {shown(world)}")
+
 
 def cat_sentences():
     """The 64 sentence types of the cat world, each a list of words from <BOS> to <EOS>."""
@@ -144,14 +173,16 @@ def cat_world():
 
 
 def adjectives_of(noun):
-    """The two predicate adjectives a copula after ``noun`` allows."""
+    """The two predicate adjectives a copula after ``noun`` (cat, dog, mat or floor) allows."""
+    if not isinstance(noun, str) or noun not in ANIMALS + SURFACES:
+        fail(f"noun should be one of {', '.join(ANIMALS + SURFACES)}, but got {shown(noun)}")
     return ANIMAL_ADJ if noun in ANIMALS else SURFACE_ADJ
 
 
 def decisions(sentences):
     """Every next-token decision: (prefix words, next word, is_copula_slot)."""
     out = []
-    for s in sentences:
+    for s in check_sentences(sentences):
         for t in range(1, len(s)):
             out.append((tuple(s[:t]), s[t], s[t - 1] in COPULAS))
     return out
@@ -166,7 +197,7 @@ def entropy_floor(sentences):
     """
     found = decisions(sentences)
     if not found:
-        fail("expected at least one sentence of two or more words")
+        fail("sentences should hold at least one sentence of two or more words, but every one is shorter")
     counts = defaultdict(Counter)
     for prefix, nxt, _ in found:
         counts[prefix][nxt] += 1
@@ -187,10 +218,26 @@ def best_possible_accuracy(sentences):
     return correct, total
 
 
+MAX_PROMPTS = 10_000   # the most prompts next_token_probs takes in one call (one pass each)
+
+
+def check_prompts(model, world, prompts):
+    """Every prompt of ``prompts`` encoded by the world's tokenizer, before any pass: a non-empty list
+    (or tuple) of at most MAX_PROMPTS prompts, each a list of words or a text of words."""
+    check_world(model, world)
+    if isinstance(prompts, (str, bytes)) or not isinstance(prompts, (list, tuple)) or not prompts:
+        fail("prompts should be a non-empty list of prompts, each a list of words such as "
+             f"['<BOS>', 'the', 'cat'], but got {shown(prompts)}")
+    if len(prompts) > MAX_PROMPTS:
+        fail(f"prompts should hold at most {MAX_PROMPTS:,} prompts (one pass each), but holds {len(prompts):,}")
+    return [world.tokenizer.encode(p) for p in prompts]
+
+
 @torch.no_grad()
 def next_token_probs(model, world, prompts, **switches):
-    """(N, V) probabilities of the next word after each prompt (list of word lists)."""
-    rows = [torch.softmax(model(world.tokenizer.encode(p), **switches)[-1], dim=-1) for p in prompts]
+    """(N, V) probabilities of the next word after each prompt (a list of N word lists, at most
+    MAX_PROMPTS; every prompt is encoded, and so checked, before the first pass)."""
+    rows = [torch.softmax(model(ids, **switches)[-1], dim=-1) for ids in check_prompts(model, world, prompts)]
     return torch.stack(rows)
 
 
@@ -200,7 +247,11 @@ def copula_report(model, world, sentences=None, **switches):
     Two types share each prompt (``the cat is big`` and ``the cat is small``): the
     rule is judged per type, as the seed counts them.
     """
-    sentences = world.sentences if sentences is None else sentences
+    check_world(model, world)
+    sentences = check_sentences(world.sentences if sentences is None else sentences, limit=MAX_PROMPTS)
+    for s in sentences:   # every copula prompt encoded, and so checked, before the first pass
+        if len(s) > 3 and s[3] in COPULAS:
+            world.tokenizer.encode(s[:4]), adjectives_of(s[2])
     rows = []
     for s in sentences:
         if len(s) > 3 and s[3] in COPULAS:
@@ -219,7 +270,13 @@ def slot_accuracy(model, world, sentences=None, **switches):
 
     Returns dict(bigram_correct, bigram_total, copula_correct, copula_total).
     """
-    sentences = world.sentences if sentences is None else sentences
+    check_world(model, world)
+    sentences = check_sentences(world.sentences if sentences is None else sentences, limit=MAX_PROMPTS)
+    for s in sentences:   # every sentence encoded, and so checked, before the first pass
+        world.tokenizer.encode(s[:-1])
+        for t in range(1, len(s)):
+            if s[t - 1] in COPULAS:
+                adjectives_of(s[t - 2])
     out = dict(bigram_correct=0, bigram_total=0, copula_correct=0, copula_total=0)
     with torch.no_grad():
         for s in sentences:
@@ -238,12 +295,17 @@ def slot_accuracy(model, world, sentences=None, **switches):
 
 def rule_accuracy(model, world, sentences=None, **switches):
     """Fraction of copula slots in ``sentences`` (default: held out) whose top-1 is in class."""
+    check_world(model, world)
     rows = copula_report(model, world, world.held_out if sentences is None else sentences, **switches)
+    if not rows:
+        fail("sentences should hold at least one copula sentence (such as '<BOS> the cat is big <EOS>'), "
+             "but none has a copula after its noun")
     return sum(r["in_class"] for r in rows) / len(rows)
 
 
 def cat_targets(model, world):
     """Every figure the course promises for a trained cat model, measured."""
+    check_world(model, world)
     p_on = float(next_token_probs(model, world, [["<BOS>", "the", "cat", "sat"]])[0][world.tokenizer.ids["on"]])
     copula = copula_report(model, world)
     slots = slot_accuracy(model, world)
@@ -355,6 +417,8 @@ def repeated_tokens(n, length, vocab_size, seed):
     """
     n, length = check_positive_int(n, "n"), check_positive_int(length, "length")
     vocab_size = check_positive_int(vocab_size, "vocab_size", minimum=2)
+    if vocab_size > MAX_TOKEN_ID:
+        fail(f"vocab_size should be at most 2**63 - 1 (torch's largest token id), but got {shown(vocab_size)}")
     check_drawn(n * (2 * length + 1))
     g = torch.Generator().manual_seed(check_seed(seed))
     half = torch.randint(1, vocab_size, (n, length), generator=g)
@@ -370,7 +434,11 @@ INDUCTION_N_MAX = 25        # the longest sequence the induction model has posit
 
 
 def induction_vocab(vocab_size):
-    """Display names of the induction model's tokens: <BOS>, then a..z, 0..9."""
+    """Display names of the induction model's tokens: <BOS>, then a..z, 0..9 (vocab_size 1 to 37)."""
+    vocab_size = check_positive_int(vocab_size, "vocab_size")
+    if vocab_size > len(INDUCTION_SYMBOLS) + 1:
+        fail(f"vocab_size should be at most {len(INDUCTION_SYMBOLS) + 1} (<BOS> and the symbols a..z, 0..9 "
+             f"have names), but got {shown(vocab_size)}")
     return ("<BOS>",) + INDUCTION_SYMBOLS[:vocab_size - 1]
 
 
@@ -382,7 +450,7 @@ def induction_labels(ids):
 
 def induction_prompt(length, seed, vocab_size=INDUCTION_VOCAB_SIZE, n_max=INDUCTION_N_MAX):
     """One sequence (2*length + 1,) of the induction task: <BOS>, ``length`` random tokens, the same again."""
-    length = check_positive_int(length, "length")
+    length, n_max = check_positive_int(length, "length"), check_positive_int(n_max, "n_max", minimum=3)
     if 2 * length + 1 > n_max:
         fail(f"length should be at most {(n_max - 1) // 2}, as the induction model has positions for "
              f"n_max={n_max} tokens, but got {shown(length)}")

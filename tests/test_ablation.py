@@ -922,3 +922,45 @@ def test_a_failed_cat_lab_view_leaves_the_lab_as_a_fresh_one(cat, cat_world):
     assert lab.patches == fresh.patches == {}
     got, want = lab.view(prompt, [(0, 1)], "zero"), fresh.view(prompt, [(0, 1)], "zero")
     assert torch.equal(got["probs"], want["probs"]) and torch.equal(got["patch"], want["patch"])
+
+
+# ---- issue 31 (red team): the checks refuse their own bad arguments with one sentence
+
+@pytest.mark.parametrize("args", [(None, np.ones((4, 5)), 2), (np.ones((3, 4)), [[1, 2], [3]], 2),
+                                  (np.ones((3, 4)), np.ones((4, 5)), None), (np.ones((3, 4)), np.ones((4, 5)), 3),
+                                  (np.ones((3, 4)), np.ones((6, 5)), 2)])
+def test_the_write_back_check_refuses_its_own_bad_arguments(args):
+    said = " ".join(checks.write_back.feedback(np.ones((3, 5)), *args))
+    assert said.startswith("the check cannot use what the check cell gives it"), said
+
+
+@pytest.mark.parametrize("reference", [None, [[1, 2], [3]], np.ones(3), "logits"])
+def test_the_method2_check_refuses_a_bad_reference(reference):
+    said = " ".join(checks.method2_logits.feedback(np.ones((3, 4)), reference))
+    assert said.startswith("the check cannot use what the check cell gives it"), said
+
+
+def test_the_method_checks_refuse_bad_check_cell_arguments_before_calling_the_answer(cat, cat_world):
+    tok = cat_world.tokenizer
+    cannot = "the check cannot use what the check cell gives it"
+    with torch.no_grad():
+        trace = cat(tok.encode("<BOS> the dog sat on"), trace=True)
+    right = cat.unembed(trace["L0.h"]).detach()
+    for args in ((None, "L0.h", cat), (trace, "L9.h", cat), (trace, "L0.h", None)):
+        assert checks.lens_row.feedback(right, *args)[0].startswith(cannot)
+    ids, cls, off = _task(cat, cat_world)
+    called = []
+    for args in ((None, ids, cls, ids, off), (cat, ids[0], cls, ids, off), (cat, ids, [1, 2], ids, off),
+                 (cat, ids, cls[:3], ids, off), (cat, ids, cls, "x", off), (cat, ids, cls, ids, None)):
+        said = checks.mean_ablation_drop.feedback(lambda *a: called.append(a), *args)
+        assert said[0].startswith(cannot), said
+    clean, corrupt, metric = tok.encode("<BOS> the dog was"), tok.encode("<BOS> the floor was"), \
+        compute.logit_difference(cat_world)
+    for args in ((None, clean, corrupt, metric), (cat, clean[None], corrupt[None], metric), (cat, clean, clean, metric),
+                 (cat, clean, corrupt, None), (cat, 3, corrupt, metric)):
+        assert checks.patch_grid.feedback(lambda *a: called.append(a), *args)[0].startswith(cannot)
+    parts, direction, scale = _attribution_case(cat, cat_world)
+    for args in ((None, parts, direction, scale), (cat, None, direction, scale), (cat, parts, None, scale),
+                 (cat, parts, direction, -1.0), (cat, parts, direction, "x")):
+        assert checks.direct_attribution.feedback(lambda *a: called.append(a), *args)[0].startswith(cannot)
+    assert not called                       # the learner's function never ran on a bad argument

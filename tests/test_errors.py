@@ -29,3 +29,14 @@ def test_bad_input_is_refused_in_one_sentence(refused, call, words):
 
 def test_numpy_integers_are_whole_numbers():
     assert check_positive_int(np.int64(3), "T") == 3 and type(check_seed(np.int32(5))) is int
+
+
+def test_a_value_is_shown_on_one_line():
+    import torch
+    from helpers.errors import shown
+    assert shown(torch.zeros(3, 4)) == "a tensor of shape (3, 4)"
+
+    class Tall:
+        def __repr__(self):
+            return "first\nsecond"
+    assert "\n" not in shown(Tall()) and shown(Tall()) == "first second"

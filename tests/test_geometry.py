@@ -467,3 +467,57 @@ def test_explorer_refuses_values_off_its_sliders_issue_31():
                 dict(norm_a=0, norm_b=0), dict(angle_b=True), dict(angle_b=181)):
         with pytest.raises(CourseInputError, match="angle|norm"):
             explorer.explorer(**bad)
+
+
+# ------------------------------------------------------------------ issue 31: every argument checked first
+
+def test_cosine_refuses_vectors_of_different_lengths_and_zero_vectors(refused):
+    refused(lambda: geometry.cosine([1, 2], [1, 2, 3]), "same length", "2 numbers", "3")
+    refused(lambda: geometry.cosine([0, 0], [1, 2]), "a should have a direction")
+    refused(lambda: geometry.cosine([1, float("nan")], [1, 2]), "finite")
+    assert geometry.cosine([3, 1], [1, 2]) == pytest.approx(5 / np.sqrt(50))
+
+
+def test_vector_pair_refuses_an_angle_given_as_text(refused):
+    refused(lambda: geometry.vector_pair("10"), "angle_a should be a number", "'10'")
+    refused(lambda: geometry.vector_pair(10, 3, float("inf")), "angle_b should be a finite number")
+
+
+def test_word2vec_refuses_seeds_sizes_and_epochs_before_training(refused):
+    corpus = [["a", "b", "c"]]
+    refused(lambda: geometry.train_word2vec(corpus, seed=2**64), "seed", "2**32 - 1")
+    refused(lambda: geometry.train_word2vec(corpus, seed=2**40), "gensim's largest seed")
+    refused(lambda: geometry.train_word2vec(corpus, vector_size=10**12), "1.5 GiB", "vector_size <=")
+    refused(lambda: geometry.train_word2vec(corpus, epochs=10**6), "epochs should be at most 10,000")
+    refused(lambda: geometry.train_word2vec(corpus, sample="0"), "sample should be a number")
+    refused(lambda: geometry.train_word2vec([["a", 1]]), "lists of words")
+    refused(lambda: geometry.train_word2vec_seeds(corpus, range(10**30)), "1 to 100 seeds")
+    refused(lambda: geometry.train_word2vec_seeds(corpus, [0, -1]), "seed should be at least 0")
+    refused(lambda: geometry.train_word2vec_seeds(corpus, [0], seed=3), "not seed")
+
+
+def test_maps_refuse_bad_seeds_methods_and_switches(glove, refused):
+    points = np.random.default_rng(0).normal(size=(10, 3))
+    refused(lambda: geometry.project(points, "PCA", seed=2**33), "2**32 - 1")
+    refused(lambda: geometry.project(points, "pca"), "method should be one of")
+    refused(lambda: geometry.random_map(10**12), "1.5 GiB", "n <=")
+    refused(lambda: geometry.map_runs({"points": points, "k": 2, "coords": {}}, seeds=[-1]), "each seed")
+    refused(lambda: geometry.analogy(glove, "king", "man", "woman", exclude_inputs="False"),
+            "exclude_inputs is a switch")
+    refused(lambda: geometry.neighbourhood_kept(points, points[:, :2], k=10), "k should be below")
+
+
+def test_checks_refuse_their_own_bad_arguments_in_one_sentence(glove):
+    """A bad argument in a check cell is the cell's, not the check's bug: no 'please report it'."""
+    rng = np.random.default_rng(0)
+    high, low = rng.normal(size=(6, 3)), rng.normal(size=(6, 2))
+    cases = [(checks.neighbours, ["dog"] * 5, dict(kv=glove, word="cat", topn=5), ("kv", "word", "topn")),
+             (checks.analogy_direction, np.ones(50) / np.sqrt(50), dict(kv=glove, a="king", minus="man", plus="woman"),
+              ("kv", "a", "minus", "plus")),
+             (checks.kept_fractions, np.ones(6), dict(high=high, low=low, k=2), ("high", "low", "k"))]
+    for check, answer, given, names in cases:
+        for name in names:
+            for bad in (None, "False", 10**9, [1, 2], np.zeros((2, 3, 4))):
+                found = check.feedback(answer, **{**given, name: bad})
+                assert len(found) == 1 and found[0].startswith("the check cannot use what the check cell gives it"), \
+                    (check.title, name, bad, found)

@@ -720,3 +720,100 @@ def test_bad_input_is_named_before_any_work_issue_31():
     refused(lambda: tk.pair_counts("abc"), "list of lists of symbols")
     refused(lambda: tk.merge_step({"ab": "x"}), "list of lists of symbols")
     assert gc.unigram_loss(ids[:2000], ids[2000:]) > 0                    # the right call still answers
+
+
+# ---------------------------------------------------------------- issue 31: train_loop checks every argument first
+
+def _loop_case():
+    chars = corpus.CharTokenizer()
+    ids = chars.encode(corpus.load_text()[:3000])
+    model = gc.GPT(65, 16, 2, 1, 32, 32)
+    return model, dict(model=model, train_ids=ids[:2000], val_ids=ids[2000:], steps=2, batch=2, context=16, lr=1e-3,
+                       warmup=1, min_lr=1e-4, clip=1.0, eval_every=1, eval_batches=1)
+
+
+@pytest.mark.parametrize("change, words", [
+    (dict(steps=100_001), ["steps", "at most 100,000", "100,001"]),
+    (dict(lr=float("inf")), ["lr", "finite"]),
+    (dict(lr=0.0), ["lr", "> 0"]),
+    (dict(warmup=2), ["warm-up", "warmup=2"]),
+    (dict(min_lr=0.01), ["min_lr", "at most 0.001"]),
+    (dict(clip=0.0), ["clip", "> 0"]),
+    (dict(eval_every=0), ["eval_every", "at least 1"]),
+    (dict(eval_batches=1_001), ["eval_batches", "at most 1,000"]),
+    (dict(batch=10**6), ["1,000,000 windows", "smaller batch"]),
+    (dict(context=33), ["n_max=32", "context=33"]),
+    (dict(callback="print"), ["callback", "'print'"]),
+    (dict(slip="no_such_slip"), ["slip", "'no_such_slip'"]),
+])
+def test_train_loop_refuses_each_bad_argument_before_any_step(refused, change, words):
+    model, settings = _loop_case()
+    before = {name: t.clone() for name, t in model.state_dict().items()}
+    refused(lambda: gc.train_loop(**{**settings, **change}), *words)
+    assert all(torch.equal(before[name], t) for name, t in model.state_dict().items())
+
+
+def test_train_loop_takes_the_largest_seed():
+    model, settings = _loop_case()
+    losses, val_losses = gc.train_loop(**{**settings, "seed": 2**64 - 1})
+    assert len(losses) == 2 and sorted(val_losses) == [0, 1, 2]
+
+
+def test_the_gpt_refuses_a_switch_and_a_batch_too_large(refused):
+    model, _ = _loop_case()
+    refused(lambda: model(torch.zeros(3, dtype=torch.long), causal=False), "only token ids", "'causal'")
+    refused(lambda: model(torch.zeros(10**6, 32, dtype=torch.long)), "1,000,000 sequences of 32 tokens", "at most")
+
+
+@pytest.mark.parametrize("batches, words", [(-1, ["batches", "at least 1"]), (2**64, ["batches", "at most 1,000"]),
+                                            (1_001, ["at most 1,000"])])
+def test_evaluate_refuses_a_number_of_batches_it_would_loop_over_wrongly_or_forever(refused, batches, words):
+    model, settings = _loop_case()
+    refused(lambda: gc.evaluate(model, settings["val_ids"], 16, batches, 2, 0), *words)
+
+
+def test_assembly_helpers_refuse_a_bad_model_slip_or_ids(cat):
+    with pytest.raises(CourseInputError, match="cat should be the cat model"):
+        gc.cat_world_case(print)
+    ids = torch.tensor([[1, 4, 5]])
+    assert gc.slipped_logits(cat, ids, "no_final_norm").shape == (1, 3, 20)
+    deep = [1]
+    for _ in range(5000):
+        deep = [deep]
+    for slip in (np.zeros(3), deep, "nope", None):
+        with pytest.raises(CourseInputError, match="slip should be one of the 12 names of ASSEMBLY_SLIPS") as error:
+            gc.slipped_logits(cat, ids, slip)
+        assert len(str(error.value)) < 200 and "\n" not in str(error.value)
+    with pytest.raises(CourseInputError, match="cat should be the cat model"):
+        gc.slipped_logits(None, ids, "no_final_norm")
+    with pytest.raises(CourseInputError, match="fewer than the model's n_max"):
+        gc.slipped_logits(cat, torch.ones(1, cat.cfg.n_max, dtype=torch.long), "positions_from_1")
+
+
+def test_optimizer_for_checks_lr_weight_decay_and_slip(cat):
+    assert gc.optimizer_for(cat, 1e-3).param_groups[0]["weight_decay"] == 0.1
+    for kwargs, text in ((dict(lr=None), "lr should be a number"), (dict(lr=2**64), "lr should be at most 10"),
+                         (dict(lr=0), "lr should be > 0"), (dict(lr=1e-3, weight_decay=None), "weight_decay should be"),
+                         (dict(lr=1e-3, weight_decay=-1), "weight_decay should be >= 0"),
+                         (dict(lr=1e-3, slip="nope"), "slip should be None or one of")):
+        with pytest.raises(CourseInputError, match=text):
+            gc.optimizer_for(cat, **kwargs)
+
+
+def test_sample_text_and_step_seconds_check_their_arguments():
+    chars = corpus.CharTokenizer()
+    tiny = gc.GPT(65, 16, 2, 1, 32, 32)
+    assert gc.sample_text(tiny, chars, "A", 2, temperature=2**64).startswith("A")   # finite: nearly uniform
+    assert gc.sample_text(tiny, chars, "\n", 1).startswith("\n")
+    with pytest.raises(CourseInputError, match="the prompt should be a string, but got ndarray") as error:
+        gc.sample_text(tiny, chars, np.zeros((3, 3)), 2)
+    assert "\n" not in str(error.value)
+    with pytest.raises(CourseInputError, match="at most 100,000 characters"):
+        gc.sample_text(tiny, chars, "x" * (gc.MAX_PROMPT + 1), 2)
+    with pytest.raises(CourseInputError, match="context should be at most the model's n_max=32 tokens, but got"):
+        gc.sample_text(tiny, chars, "A", 2, context=2**64)
+    ids = chars.encode(corpus.load_text()[:500])
+    for trials, text in ((None, "trials should be a whole number"), (-1, "trials should be at least 1"),
+                         (gc.MAX_TRIALS + 1, "trials should be at most 100")):
+        with pytest.raises(CourseInputError, match=text):
+            gc.step_seconds(tiny, ids, 2, 16, trials=trials)

@@ -138,7 +138,7 @@ def test_repeat_score_follows_the_tokens_not_the_positions():
     (lambda: heads.attention_profile(torch.zeros(1, 1)), "T >= 2"),
     (lambda: heads.even_weights(0), "T"),
     (lambda: heads.repeat_score(torch.zeros(3, 3), torch.tensor([0, 1])), "(2, 2) for 2 tokens"),
-    (lambda: heads.head_view("cat", layer=2), "out of range"),
+    (lambda: heads.head_view("cat", layer=2), "should be a whole number from 0 to 1"),
     (lambda: heads.head_view("dragon"), "one of"),
     (lambda: heads.head_view("cat", prompt="<BOS> the zebra"), "'zebra'"),
 ])
@@ -585,3 +585,58 @@ def test_maps_figure_prints_weights_on_and_below_the_diagonal_and_refuses_a_wron
     plt.close(fig)
     with pytest.raises(CourseInputError, match="expected 4 maps"):
         explorer.maps_figure([w], list("abcd"), ["1"], grid=(2, 2))
+
+
+# ------------------------------------------------------------------- issue 31: every argument checked first
+
+@pytest.mark.parametrize("call, words", [
+    (lambda: heads.even_weights(10**6), "T should be at most 11,585"),
+    (lambda: heads.attention_parameters(4, "False"), "bias is a switch"),
+    (lambda: heads.attention_parameters(4, 0), "bias is a switch"),
+    (lambda: heads.MultiHeadAttention(4, 2, bias="False"), "bias is a switch"),
+    (lambda: heads.MultiHeadAttention(10**6, 2), "d_model should be at most 10,032"),
+    (lambda: heads.head_view("cat", layer="0"), "layer"),
+    (lambda: heads.head_view("cat", head=True), "head"),
+])
+def test_issue_31_refusals(call, words):
+    with pytest.raises(CourseInputError, match=words) as error:
+        call()
+    assert "\n" not in str(error.value) and " but " in str(error.value)
+
+
+def test_issue_31_attention_parameters_same_for_true_switches():
+    assert heads.attention_parameters(8, np.bool_(False)) == heads.attention_parameters(8, False)
+    assert heads.even_weights(3).shape == (3, 3)
+
+
+@pytest.mark.parametrize("args", [dict(q=np.zeros((2, 4)), n_heads=2), dict(q=np.zeros((1, 2, 6)), n_heads="3"),
+                                  dict(q=np.zeros((1, 2, 6)), n_heads=4), dict(q=None, n_heads=3)])
+def test_issue_31_split_check_refuses_its_own_bad_arguments(args):
+    said = checks.split.feedback(np.zeros((1, 3, 2, 2)), **args)
+    assert len(said) == 1 and said[0].startswith("the check cannot use what the check cell gives it"), said
+
+
+def test_issue_31_induction_losses_check_length_and_head_first():
+    induction = weights.load_induction()
+    ids = torch.zeros(1, 5, dtype=torch.long)
+    for call, words in ((lambda: heads.copy_losses(induction, ids, "2"), "length should be a whole number"),
+                        (lambda: heads.read_through_losses(induction, ids, 2, "x", {}), "the ablated head should be"),
+                        (lambda: heads.read_through_losses(induction, ids, 2, (1, 0), {}), "the ablated head should be"),
+                        (lambda: heads.read_through_losses(induction, ids, 2, (0, 0), {}, reader="1"), "reader should be"),
+                        (lambda: heads.read_through_losses(None, ids, 2, (0, 0), {}), "Transformer")):
+        with pytest.raises(CourseInputError, match=words):
+            call()
+
+
+def test_slipped_attention_checks_x_heads_state_and_memory():
+    case = heads.module_cases()[0]
+    x, state, H = case["x"], case["state"], case["args"][1]
+    for args, words in (((None, state, H), "x is None"), ((x[0], state, H), "3-D"), ((x, state, 4), "divide"),
+                        ((x, state, True), "whole number"), ((x, None, H), "state should be a dict"),
+                        ((x, {**state, "W_Q": torch.zeros(3, 3)}, H), r"state\['W_Q'\]"),
+                        ((x * float("nan"), state, H), "finite"),
+                        ((np.zeros((1000, 1000, 6)), state, 2), "at most 1.5 GiB")):
+        with pytest.raises(CourseInputError, match=words):
+            heads.slipped_attention(*args)
+    with pytest.raises(CourseInputError, match="slip should be"):
+        heads.slipped_attention(x, state, H, ["transposed"])

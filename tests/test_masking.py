@@ -468,3 +468,47 @@ def test_the_causal_attention_check_passes_the_right_piece_and_waits_for_the_ske
     assert "a function causal_attention" in words(checks.causal_attention, 3)
     with pytest.raises(AssertionError, match="upside down"):
         checks.causal_attention.grade(MISTAKES["upside down"][0])
+
+
+# ------------------------------------------------------------------ issue 31: every argument checked first
+
+def test_masks_refuse_huge_T_and_masks_that_are_not_true_or_false(refused):
+    refused(lambda: masking.causal_mask(10**6), "1.5 GiB", "T <= 28,377")
+    refused(lambda: masking.lecture_mask(10**5), "1.5 GiB", "T <=")
+    refused(lambda: masking.apply_mask(torch.zeros(3, 3), torch.full((3, 3), 0.5)), "True/False", "0.5")
+    refused(lambda: masking.apply_mask(torch.zeros(2, 2), [[0, float("-inf")], [0, 0]]), "additive mask")
+    refused(lambda: masking.apply_mask(torch.zeros(2, 2), [[0, float("nan")], [0, 0]]), "True/False")
+    ones = [[0, 1], [0, 0]]
+    assert torch.equal(masking.apply_mask(torch.zeros(2, 2), ones),
+                       masking.apply_mask(torch.zeros(2, 2), torch.tensor(ones, dtype=torch.bool)))
+
+
+def test_sampling_and_training_refuse_sizes_seeds_and_switches(cat, cat_world, refused):
+    refused(lambda: masking.sample_sentences(cat, cat_world, n=10**9), "n should be at most 10,000")
+    refused(lambda: masking.sample_sentences(cat, cat_world, n=3, seed=2**64 - 2), "seed + n - 1")
+    refused(lambda: masking.sample_sentences(cat, cat_world, causal="False"), "causal is a switch")
+    refused(lambda: masking.attention_maps(cat, cat_world, "<BOS> the cat", causal=1), "causal is a switch")
+    refused(lambda: masking.prefix_scores(cat, cat_world, causal=None), "causal is a switch")
+    refused(lambda: masking.train_without_mask(cat_world, steps=10**8), "steps should be at most 10,000")
+    refused(lambda: masking.leak(seed=2**64), "seed")
+    refused(lambda: masking.leak(d_model=10**6), "1.5 GiB")
+    refused(lambda: masking.dropout_demo(p="0.5"), "a dropout rate p should be a number")
+    refused(lambda: masking.dropout_demo(n=10**12), "1.5 GiB", "n <=")
+    nan = torch.full((1, 1, 3, 2), float("nan"))
+    refused(lambda: masking.causal_attention(nan, torch.zeros(1, 1, 4, 2), torch.zeros(1, 1, 4, 2)), "q should hold finite")
+
+
+def test_checks_refuse_their_own_bad_arguments_in_one_sentence():
+    S = np.arange(9.0).reshape(3, 3)
+    cases = [(checks.mask, np.zeros((5, 5), bool), dict(T=5)),
+             (checks.masked_weight, 0.3, dict(scores=S, query=1, key=0)),
+             (checks.renormalised, np.eye(3), dict(zeroed=np.tril(np.ones((3, 3))) / 3)),
+             (checks.moved_positions, [1, 2], dict(T=4, changed=1))]
+    for check, answer, given in cases:
+        for name in given:
+            for bad in (None, "False", -1, 10**9, float("nan"), [1, 2], np.zeros((2, 3, 4)), True, 2.5):
+                found = check.feedback(answer, **{**given, name: bad})
+                assert len(found) == 1 and found[0].startswith("the check cannot use what the check cell gives it"), \
+                    (check.title, name, bad, found)
+    found = checks.masked_weight.feedback(0.0, S, 0, 2)
+    assert "key should be at most query=0" in found[0]

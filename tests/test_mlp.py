@@ -373,3 +373,74 @@ def test_the_module_check_can_tell_the_tanh_gelu_from_rounding(cat, dragon):
         tanh = F.gelu(pre, approximate="tanh") @ W_2 + b_2
         assert (exact - expected.double()).abs().max() < checks.MODULE_ATOL / 20, what
         assert (tanh - exact).abs().max() > 5 * checks.MODULE_ATOL, what
+
+
+# ------------------------------------------------------------------- issue 31: every argument checked first
+
+@pytest.mark.parametrize("call, words", [
+    (lambda cat, collected: mlp.mlp_weights(cat, "0"), "layer should be a whole number from 0 to 1, but got '0'"),
+    (lambda cat, collected: mlp.mlp_weights(cat, True), "layer should be a whole number"),
+    (lambda cat, collected: mlp.mlp_weights(None, 0), "Transformer"),
+    (lambda cat, collected: mlp.block_counts(cat, 2.0), "layer should be a whole number"),
+    (lambda cat, collected: mlp.layer_parameters(4, bias="False"), "bias is a switch"),
+    (lambda cat, collected: mlp.layer_parameters(4, bias=None), "bias is a switch"),
+    (lambda cat, collected: mlp.layer_parameters(4, ffn=["gelu"]), "ffn should be one of"),
+    (lambda cat, collected: mlp.layer_shares("GPT-3", active="False"), "active is a switch"),
+    (lambda cat, collected: mlp.model_parameters(["GPT-3"]), "should be one of"),
+    (lambda cat, collected: mlp.MLP(4, 8, bias="False"), "bias is a switch"),
+    (lambda cat, collected: mlp.MLP(10**6, 10**6), "should need at most 1.5 GiB"),
+    (lambda cat, collected: mlp.mlp_forward(np.ones(2), np.ones((2, 2)), np.ones(2), np.ones((2, 2)), np.ones(2),
+                                            activation=["gelu"]), "activation should be one of"),
+    (lambda cat, collected: mlp.unit_means(collected, True, ["the"]), "layer should be one of"),
+    (lambda cat, collected: mlp.unit_means(collected, 0, "the"), "words should be a list"),
+    (lambda cat, collected: mlp.unit_profile(collected, 0, "1", ["the"]), "unit should be a whole number"),
+    (lambda cat, collected: mlp.unit_profile(collected, 0, 1, ["the"], top=0), "top should be at least 1"),
+    (lambda cat, collected: mlp.unit_selectivity(collected, 0, 1, [[1], [1, 2]]), "where should be"),
+    (lambda cat, collected: mlp.unit_selectivity(collected, 0, 1, None, level="0.5"), "level should be a number"),
+    (lambda cat, collected: mlp.value_readout(cat, 0, -1), "unit should be a whole number"),
+    (lambda cat, collected: mlp.probe(cat, None, {"act": {}}, 0, 0), "collected should be the dict"),
+])
+def test_issue_31_refusals(call, words, cat, collected):
+    with pytest.raises(CourseInputError, match=words) as error:
+        call(cat, collected)
+    assert "\n" not in str(error.value) and " but " in str(error.value)
+
+
+def test_issue_31_switches_keep_their_results():
+    assert mlp.layer_parameters(8, bias=np.bool_(False)) == mlp.layer_parameters(8, bias=False)
+    assert mlp.layer_parameters(8, bias=False) != mlp.layer_parameters(8, bias=True)
+
+
+@pytest.mark.parametrize("check, answer, args", [
+    ("gelu_values", np.zeros(3), dict(x=[[1, 2], [3]])),
+    ("gelu_values", np.zeros(3), dict(x=[1.0, float("nan"), 2.0])),
+    ("mlp_row", np.zeros(2), dict(x=np.ones(2), W_1=np.ones((2, 3)), b_1=np.ones(3), W_2=np.ones((3, 2)), b_2=None)),
+    ("mlp_row", np.zeros(2), dict(x=np.ones(2), W_1=np.ones((2, 3)), b_1=np.ones(4), W_2=np.ones((3, 2)), b_2=np.ones(2))),
+    ("strongest_unit", 1, dict(collected=None, layer=0, word="floor")),
+    ("strongest_unit", 1, dict(collected="collected", layer="0", word="floor")),
+    ("mlp_module", nn.Module, dict(cat=None, dragon=None)),
+])
+def test_issue_31_checks_refuse_their_own_bad_arguments(check, answer, args):
+    said = getattr(checks, check).feedback(answer, **args)
+    assert len(said) == 1 and said[0].startswith("the check cannot use what the check cell gives it"), said
+
+
+def test_issue_31_strongest_unit_refuses_a_bad_layer_and_word(collected):
+    for args in (dict(layer="0", word="floor"), dict(layer=0, word=["floor"]), dict(layer=5, word="floor")):
+        said = checks.strongest_unit.feedback(1, collected, **args)
+        assert said[0].startswith("the check cannot use"), said
+
+
+def test_collect_activations_checks_every_sentence_before_the_first_pass(cat, cat_world):
+    small = mlp.collect_activations(cat, cat_world, [["<BOS>", "the", "cat"]])
+    assert list(small["tokens"]) == ["<BOS>", "the"] and small["act"][0].shape == (2, cat.cfg.d_ff)
+    for bad, words in (("<BOS> the cat", "non-empty list of sentences"), ([], "non-empty list of sentences"),
+                       (["<BOS> the cat"], "sentence 0 is"), ([["<BOS>"]], "sentence 0 is"),
+                       ([["<BOS>", "the"], ["<BOS>"] + ["the"] * 2000], "sentence 1 is"),
+                       ([["<BOS>", "the"], ["<BOS>", "zebra"]], "vocabulary")):
+        with pytest.raises(CourseInputError, match=words):
+            mlp.collect_activations(cat, cat_world, bad)
+    with pytest.raises(CourseInputError, match="at most 100,000 sentences"):
+        mlp.collect_activations(cat, cat_world, [["<BOS>", "the"]] * 100_001)
+    with pytest.raises(CourseInputError, match="World"):
+        mlp.collect_activations(cat, None)

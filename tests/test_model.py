@@ -499,3 +499,45 @@ def test_a_list_of_id_tensors_is_a_batch():
     a, b = torch.tensor([1, 2, 3]), torch.tensor([4, 5, 6])
     with torch.no_grad():
         assert torch.equal(model([a, b]), model(torch.stack([a, b])))
+
+
+# ---------------------------------------------------------------- issue 31: a huge batch, a misspelt switch, replace
+
+def test_a_batch_too_large_for_memory_is_refused_before_the_pass_naming_the_largest(refused, monkeypatch):
+    model = Transformer(Config(vocab_size=20, d_model=32, n_heads=4, n_layers=2, d_ff=64, n_max=16), seed=0)
+    ran = []
+    monkeypatch.setattr(Transformer, "_forward", lambda *args, **kw: ran.append(1))
+    ids = torch.zeros(100_000, 16, dtype=torch.long)
+    most = (3 * 2**29) // model.cfg.pass_bytes(1, 16)
+    refused(lambda: model(ids), "100,000 sequences of 16 tokens", "1.5 GiB", f"at most {most:,} sequences")
+    assert not ran
+    model(ids[:most])            # the largest batch the sentence names is taken
+    assert ran == [1]
+
+
+def test_a_cached_step_counts_the_cache_keys_in_its_estimate():
+    cfg = Config(vocab_size=20, d_model=32, n_heads=4, n_layers=2, d_ff=64, n_max=16)
+    assert cfg.pass_bytes(3, 1, 100) - cfg.pass_bytes(3, 1) == 4 * 3 * 3 * 4 * 99
+    assert cfg.pass_bytes(3, 5) == cfg.pass_bytes(3, 5, 5)
+
+
+def test_an_unknown_switch_is_refused_naming_the_switches_it_knows(refused):
+    model = Transformer(Config(vocab_size=10, d_model=8, n_heads=2, n_layers=1, d_ff=8), seed=0)
+    refused(lambda: model(torch.tensor([1, 2]), casual=False), "'casual'", "causal", "ablate_heads", "scaled")
+
+
+@pytest.mark.parametrize("replace, words", [
+    (torch.zeros(3, 4), ["dict", "Tensor"]),
+    ({"L0.h": torch.zeros(3)}, ["functions", "'L0.h': Tensor"]),
+    ({"L0.h": lambda: 1}, ["replace['L0.h']", "function of one tensor"]),
+])
+def test_replace_is_a_dict_of_functions_of_one_tensor_in_the_model_and_in_capture(refused, replace, words):
+    from helpers import patching
+    from helpers.real import circuit
+    model = Transformer(Config(vocab_size=10, d_model=8, n_heads=2, n_layers=1, d_ff=8), seed=0)
+    ids = torch.tensor([[1, 2, 3]])
+    for call in (lambda: model(ids, replace=replace), lambda: patching.capture(model, ids, ["L0.h"], replace=replace),
+                 lambda: circuit.capture(model, ids, ["L0.h"], replace=replace)):
+        refused(call, *words)
+    doubled = circuit.capture(model, ids, ["L0.h"], replace={"L0.h": lambda x: 2 * x})["L0.h"]
+    assert torch.allclose(doubled, 2 * circuit.capture(model, ids, ["L0.h"])["L0.h"])

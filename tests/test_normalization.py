@@ -71,7 +71,7 @@ def test_rms_norm():
     np.testing.assert_allclose(nz.rms_norm(H_LAST - H_LAST.mean()), ref.layer_norm(H_LAST), atol=1e-9)
     rows = np.stack([H_LAST, 2 * H_LAST])
     np.testing.assert_allclose(nz.rms_norm(rows, GAMMA), np.stack([nz.rms_norm(H_LAST, GAMMA)] * 2), atol=1e-4)
-    with pytest.raises(CourseInputError, match="gamma needs d=6"):
+    with pytest.raises(CourseInputError, match="gamma should have d=6"):
         nz.rms_norm(H_LAST, GAMMA[:3])
 
 
@@ -98,7 +98,7 @@ def test_chaotic_runs_print_as_outcomes(curves):
 
 
 def test_layer_norm_steps_rejects_bad_input():
-    with pytest.raises(CourseInputError, match="gamma and beta need d=6"):
+    with pytest.raises(CourseInputError, match="gamma and beta should have d=6"):
         nz.layer_norm_steps(H_LAST, GAMMA[:5], BETA)
     with pytest.raises(CourseInputError, match="at least 2 numbers"):
         nz.layer_norm_steps([1.0])
@@ -155,13 +155,13 @@ def test_a_short_rerun_reproduces_the_shipped_curves(curves):
 def test_shipped_grid_is_complete(curves):
     assert len(curves["runs"]) == len(curves["depths"]) * len(curves["lrs"]) * len(nz.PLACEMENTS)
     assert all(len(run["loss"]) == curves["steps"] for run in curves["runs"].values())
-    with pytest.raises(CourseInputError, match="no run"):
+    with pytest.raises(CourseInputError, match="the run should be one of the curves' .*, but got pre/7/0.03"):
         nz.get_run(curves, "pre", 7, 3e-2)
 
 
 def test_train_recording_checks_its_input():
     model = torch.nn.Module()
-    with pytest.raises(CourseInputError, match="lr should be a positive number"):
+    with pytest.raises(CourseInputError, match="lr should be > 0"):
         nz.train_recording(model, nz.cat_batch(), 10, lr=0)
     with pytest.raises(CourseInputError, match="steps"):
         nz.train_recording(model, nz.cat_batch(), 0, lr=1e-3)
@@ -613,3 +613,115 @@ def test_layer_norm_checks_name_plain_tensors_and_a_lost_axis(capsys, cat):
     no_keepdims = lambda x, g, b: (x - x.mean(axis=-1)) / np.sqrt(x.var(axis=-1) + 1e-5) * g + b
     assert not checks.layer_norm_function(no_keepdims)
     assert "keepdims=True" in capsys.readouterr().out
+
+
+# ------------------------------------------------------------------- issue 31: every argument checked first
+
+X3 = np.array([1.0, 2.0, 4.0])
+
+
+@pytest.mark.parametrize("call, words", [
+    (lambda: nz.layer_norm_steps(X3, eps=-1), "eps should be >= 0, but got -1"),
+    (lambda: nz.layer_norm_steps(X3, eps=float("nan")), "eps should be a finite number"),
+    (lambda: nz.layer_norm_steps(np.ones(3), eps=0), "eps should be > 0 for a vector whose entries are all equal"),
+    (lambda: nz.rms_norm(np.zeros(3), eps=0), "eps should be > 0"),
+    (lambda: nz.LayerNorm(4, eps=0), "eps should be > 0"),
+    (lambda: nz.layer_norm_by_hand(X3, np.ones(3), np.zeros(3), decimals="3"), "decimals"),
+    (lambda: nz.rounding_spread(X3, np.ones(3), np.zeros(3), n=10**10), "n should be at most 8,388,608"),
+    (lambda: nz.rounding_spread(X3, np.ones(3), np.zeros(3), seed=-1), "seed"),
+    (lambda: nz.rounding_spread(X3, np.ones(2), np.zeros(3)), "gamma and beta should have d=3"),
+    (lambda: nz.gamma_for_range(X3, np.zeros(3), "9"), "target should be a number"),
+    (lambda: nz.stack_config("pre", 1000), "n_layers should be at most 64"),
+    (lambda: nz.train_stack("pre", 2, 0.01, 10**9), "steps should be at most 10,000"),
+    (lambda: nz.train_stack("pre", 10**6, 0.01, 2), "n_layers should be at most 64"),
+    (lambda: nz.train_stack("pre", 2, 0.01, 2, seed="0"), "seed"),
+    (lambda: nz.train_stack("pre", 2, 0.01, 2, stop_after=0), "stop_after"),
+    (lambda: nz.train_stack("pre", 2, 0.01, 2, batch=(torch.zeros(2, 3), torch.zeros(2, 3))),
+     r"inputs should be a \(B, T\) tensor of token ids, but got a Tensor of torch.float32 and shape \(2, 3\)"),
+    (lambda: nz.train_stack("pre", 2, 0.01, 2, batch=(torch.zeros(2000, 1000, dtype=torch.long),) * 2),
+     "should need at most 1.5 GiB"),
+    (lambda: nz.run_plain(2, "0.03", 2), "lr should be a number"),
+    (lambda: nz.layer_gradients("pre", 2, seed=2**70), "seed"),
+    (lambda: nz.build_curves(depths=(2, 100)), "n_layers should be at most 64"),
+    (lambda: nz.chaotic("none", "8"), "n_layers"),
+])
+def test_issue_31_refusals(call, words):
+    with pytest.raises(CourseInputError, match=words) as error:
+        call()
+    assert "\n" not in str(error.value) and " but " in str(error.value)
+
+
+def test_issue_31_eps_zero_keeps_the_hand_computation():
+    no_eps = nz.layer_norm_steps(X3, eps=0)["z"]
+    np.testing.assert_allclose(no_eps, (X3 - X3.mean()) / X3.std())
+
+
+def test_issue_31_views_refuse_bad_lr_and_depth(curves):
+    for call in (lambda: nz.stack_view(curves, 8, "0.03"), lambda: nz.get_run(curves, "pre", "8", 0.03),
+                 lambda: nz.get_run(None, "pre", 8, 0.03), lambda: nz.get_run(curves, ["pre"], 8, 0.03)):
+        with pytest.raises(CourseInputError):
+            call()
+
+
+def test_issue_31_explorer_refuses_a_depth_it_has_no_runs_for(curves):
+    from helpers.normalization import explorer
+    for bad in (7, "8", 8.0, True):
+        with pytest.raises(CourseInputError, match="n_layers should be one of the trained depths 2, 4, 8, 12"):
+            explorer.explorer(curves, n_layers=bad)
+
+
+@pytest.mark.parametrize("check, answer, args", [
+    ("residual_norms", np.zeros((5, 4)), dict(trace=None, n_layers=2)),
+    ("residual_norms", np.zeros((5, 4)), dict(trace={}, n_layers=2)),
+    ("residual_norms", np.zeros((5, 4)), dict(trace={}, n_layers=10**9)),
+    ("residual_norms", np.zeros((5, 4)), dict(trace={}, n_layers="2")),
+    ("steps_to_threshold", {"pre": 1, "post": 1, "none": 1}, dict(curves=None, n_layers=8, lr=0.003, threshold=1.0)),
+    ("layer_norm_module", nn.Module, dict(cat=None)),
+    ("block_module", nn.Module, dict(cat="cat")),
+])
+def test_issue_31_checks_refuse_their_own_bad_arguments(check, answer, args):
+    said = getattr(checks, check).feedback(answer, **args)
+    assert len(said) == 1 and said[0].startswith("the check cannot use what the check cell gives it"), said
+
+
+def test_issue_31_steps_check_refuses_bad_lr_and_threshold(curves):
+    for args in (dict(lr="0.003", threshold=1.0), dict(lr=0.003, threshold=None), dict(lr=0.005, threshold=1.0)):
+        said = checks.steps_to_threshold.feedback({"pre": 1, "post": 1, "none": 1}, curves, 8, **args)
+        assert len(said) == 1 and said[0].startswith("the check cannot use"), said
+
+
+def test_issue_31_stream_measures_need_a_model():
+    for call in (lambda: nz.residual_norms(None, [0, 1]), lambda: nz.embedding_survival("cat", [0, 1])):
+        with pytest.raises(CourseInputError, match="should be a helpers.model.Transformer"):
+            call()
+
+
+def test_layer_norm_by_hand_refuses_a_constant_x_instead_of_dividing_by_zero():
+    with pytest.raises(CourseInputError, match="x should vary"):
+        nz.layer_norm_by_hand([2.0, 2.0, 2.0], [1, 1, 1], [0, 0, 0])
+    with pytest.raises(CourseInputError, match="finite"):
+        nz.layer_norm_by_hand([2.0, float("nan"), 1.0], [1, 1, 1], [0, 0, 0])
+
+
+def test_the_outcome_helpers_check_their_arguments():
+    curves = nz.load_curves()
+    unigram, best = nz.reference_losses()
+    for call, words in ((lambda: nz.run_outcome(None, unigram, best), "loss is None"),
+                        (lambda: nz.run_outcome([], unigram, best), "at least one"),
+                        (lambda: nz.run_outcome([True], unigram, best), "True/False"),
+                        (lambda: nz.run_outcome([1.0], unigram, best, near="0.05"), "near should be a number"),
+                        (lambda: nz.final_text([[1.0]], "pre", 2, unigram, best), "1-D"),
+                        (lambda: nz.final_text([1.0], "pre", 2, float("nan"), best), "unigram should be a finite"),
+                        (lambda: nz.learning_state("x", unigram), "loss should be an array"),
+                        (lambda: nz.learning_state([1.0], -1), "unigram should be >= 0"),
+                        (lambda: nz.significant("3"), "value should be a number"),
+                        (lambda: nz.significant(3.0, 0), "digits should be at least 1"),
+                        (lambda: nz.significant(10**400), "a float can hold"),
+                        (lambda: nz.outcomes(None, unigram, best), "curves should be"),
+                        (lambda: nz.outcomes(curves, unigram, None), "best should be a number"),
+                        (lambda: nz.outcome_counts(None, "pre"), "found should be"),
+                        (lambda: nz.outcome_counts({}, "False"), "norm should be one of")):
+        with pytest.raises(CourseInputError, match=words):
+            call()
+    assert nz.significant(torch.tensor(12832.0)) == "12,800" and nz.significant(float("nan")) == "nan"
+    assert nz.run_outcome([1.0, float("nan")], unigram, best) == "diverged"

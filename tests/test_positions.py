@@ -383,3 +383,80 @@ def test_shifted_positions(cat, cat_world, dragon):
     assert (pos.shifted_logits(rotary, inputs, 1000) - rotary(inputs)).abs().max() < 1e-4
     with pytest.raises(CourseInputError, match=r"shift 120 puts the last of 9 tokens at position 128.*rows 0\.\.127"):
         pos.shifted_logits(dragon, torch.zeros(1, 9, dtype=torch.long), 120)
+
+
+# ------------------------------------------------------------------- issue 31: every argument checked first
+
+@pytest.mark.parametrize("call, words", [
+    (lambda: pos.sinusoidal_positions(10**6, 10**4), "n x d should be at most"),
+    (lambda: pos.rope_scores(np.ones(4), np.ones(4), 10**6), "n should be at most 14,188"),
+    (lambda: pos.rope_scores(np.ones(3), np.ones(3), 4), "even width"),
+    (lambda: pos.permutation_matrix(np.arange(10**6)), "n should be at most 14,188"),
+    (lambda: pos.permutation_matrix([0.0, 1.0]), "rearrangement of 0..1"),
+    (lambda: pos.permutation_matrix("01"), "rearrangement"),
+    (lambda: pos.offset_rotation(1, 4, 0), "base should be > 0"),
+    (lambda: pos.offset_rotation(1, 4, float("inf")), "base should be a finite number"),
+    (lambda: pos.offset_rotation("1", 4), "k should be a number"),
+    (lambda: pos.offset_rotation(1, 10**6), "n should be at most 14,188"),
+    (lambda: pos.random_attention(4, "0"), "seed"),
+    (lambda: pos.random_attention(10**5, 0, 10), "should need at most 1.5 GiB"),
+    (lambda: pos.attention_stack(np.ones((2, 2)), [], causal="False"), "causal is a switch"),
+    (lambda: pos.order_demo(["a", "b"], ["b", "a"], positions="True"), "positions is a switch"),
+    (lambda: pos.order_demo(["a", 1], ["a", 1]), "first should be a list of words"),
+    (lambda: pos.scramble(["<BOS>", "a", "b"], 1, keep_last="no"), "keep_last is a switch"),
+    (lambda: pos.scramble(["<BOS>", "a", "b"], -1), "seed"),
+    (lambda: pos.position_task(10**9), "should need at most 1.5 GiB"),
+    (lambda: pos.position_probe(0, steps=10**9), "steps should be at most 10,000"),
+    (lambda: pos.position_probe(0, causal="False"), "causal is a switch"),
+    (lambda: pos.position_probe(0, n=10**7), "should need at most 1.5 GiB"),
+    (lambda: pos.rotate(torch.zeros(1, 1, 2, 4), start=10**12), "start should be at most 1,000,000"),
+])
+def test_issue_31_refusals(call, words):
+    with pytest.raises(CourseInputError, match=words) as error:
+        call()
+    assert "\n" not in str(error.value) and " but " in str(error.value)
+
+
+def test_issue_31_shifted_logits_refuses_a_far_shift_before_any_pass():
+    from helpers import weights
+    cat = weights.load_cat()
+    ids = torch.zeros(1, 4, dtype=torch.long)
+    with pytest.raises(CourseInputError, match="shift should be at most 1,000,000"):
+        pos.shifted_logits(cat, ids, 10**12)
+    with pytest.raises(CourseInputError, match="Transformer"):
+        pos.shifted_logits(None, ids, 0)
+    assert pos.shifted_logits(cat, ids, 1000).shape == (1, 4, cat.cfg.vocab_size)
+
+
+@pytest.mark.parametrize("check, answer, args", [
+    ("offset_rotation", np.eye(6), dict(k="2", d=6)),
+    ("offset_rotation", np.eye(6), dict(k=2, d=5)),
+    ("offset_rotation", np.eye(6), dict(k=10**9, d=6)),
+    ("offset_rotation", np.eye(6), dict(k=2, d=None)),
+    ("unscrambled", np.zeros((3, 2)), dict(Y=np.ones((3, 2)), perm=[0, 0, 1])),
+    ("unscrambled", np.zeros((3, 2)), dict(Y=[[1, 2], [3]], perm=[2, 0, 1])),
+    ("sinusoidal_positions", lambda n, d: None, dict(cat="cat")),
+    ("rotate", lambda x, start=0: x, dict(induction=None)),
+])
+def test_issue_31_checks_refuse_their_own_bad_arguments(check, answer, args):
+    said = getattr(checks, check).feedback(answer, **args)
+    assert len(said) == 1 and said[0].startswith("the check cannot use what the check cell gives it"), said
+
+
+def test_next_token_view_and_model_order_demo_refuse_a_bad_world_or_model(cat, cat_world):
+    for bad in (None, "cat", cat_world.tokenizer):
+        with pytest.raises(CourseInputError, match="expected a helpers.worlds.World"):
+            pos.next_token_view(cat, bad, "<BOS> the cat sat")
+        with pytest.raises(CourseInputError, match="expected a helpers.worlds.World"):
+            pos.model_order_demo(cat, bad, ["the", "cat"], ["cat", "the"])
+    with pytest.raises(CourseInputError, match="expected a helpers.model.Transformer"):
+        pos.next_token_view(None, cat_world, "<BOS> the cat sat")
+    with pytest.raises(CourseInputError, match="should start with <BOS>"):
+        pos.next_token_view(cat, cat_world, ["the", "cat"])
+
+
+def test_score_terms_refuses_a_batch_of_ids_with_one_sentence(cat):
+    with pytest.raises(CourseInputError, match=r"ids should be one sequence \(T,\)"):
+        pos.score_terms(cat, torch.zeros(2, 3, dtype=torch.long))
+    with pytest.raises(CourseInputError, match="integer"):
+        pos.score_terms(cat, [0.5, 1.0])

@@ -73,13 +73,13 @@ def test_compute_rejects_bad_input_in_one_sentence():
         qkv.attention_steps(np.ones((3, 5)), np.ones((5, 2)), np.ones((4, 2)), np.ones((5, 2)))
     with pytest.raises(CourseInputError, match="d_k=3 but W_Q makes queries of d_k=2"):
         qkv.attention_steps(np.ones((3, 5)), np.ones((5, 2)), np.ones((5, 3)), np.ones((5, 2)))
-    with pytest.raises(CourseInputError, match="index 7 is outside"):
+    with pytest.raises(CourseInputError, match="index should be a whole number from -2 to 1, but got 7"):
         qkv.softmax_share([1, 2], 7)
     with pytest.raises(CourseInputError, match="cannot compare shape"):
         qkv.printed_difference(np.ones(3), np.ones(4))
     with pytest.raises(CourseInputError, match="token should be one of"):
         qkv.three_words_query("dog")
-    with pytest.raises(CourseInputError, match="the query has d_k=3 but the keys have d_k=2"):
+    with pytest.raises(CourseInputError, match="the query should have d_k=2 numbers, as the keys do, but it has d_k=3"):
         qkv.query_step(np.ones(3), np.ones((3, 2)), np.ones((3, 2)))
     with pytest.raises(CourseInputError, match="visible should be"):
         qkv.query_step(np.ones(2), np.ones((3, 2)), np.ones((3, 2)), visible=0)
@@ -407,3 +407,30 @@ def test_a_piece_that_changes_its_inputs_in_place_is_named():
     assert all(torch.equal(case[name], before[name]) for name in checks.SLICES)    # the cases are untouched
     with pytest.raises(AssertionError, match="changed W_Q in place"):
         checks.attention_head.grade(head_folding_the_scale_into_W_Q)
+
+
+def test_switches_are_true_or_false_not_text_or_numbers():
+    """Issue 31: the text 'False' is truthy, 0 falsy: each would silently flip a switch."""
+    for bad in ("False", 0, 1, 0.5, None):
+        with pytest.raises(CourseInputError, match="causal is a switch and should be True or False"):
+            qkv.three_words_query(causal=bad)
+        with pytest.raises(CourseInputError, match="scale is a switch and should be True or False"):
+            qkv.three_words_query(scale=bad)
+        with pytest.raises(CourseInputError, match="scale is a switch"):
+            qkv.query_step(np.ones(2), np.ones((3, 2)), np.ones((3, 2)), scale=bad)
+        with pytest.raises(CourseInputError, match="causal is a switch"):
+            qkv.attention_steps(np.ones((3, 2)), np.ones((2, 2)), np.ones((2, 2)), np.ones((2, 2)), causal=bad)
+    assert qkv.three_words_query(causal=np.bool_(True))["visible"] == 3
+
+
+def test_query_step_refuses_non_finite_vectors_and_bad_index_or_width():
+    with pytest.raises(CourseInputError, match="query should hold finite numbers"):
+        qkv.three_words_query(query=[float("nan"), 1.0])
+    with pytest.raises(CourseInputError, match="keys should hold finite numbers"):
+        qkv.query_step(np.ones(2), np.full((3, 2), np.inf), np.ones((3, 2)))
+    with pytest.raises(CourseInputError, match="index should be a whole number"):
+        qkv.softmax_share([1, 2], "1")
+    with pytest.raises(CourseInputError, match="d should be a number"):
+        qkv.softmax_share([1, 2], 0, d="4")
+    with pytest.raises(CourseInputError, match="layer should be a whole number from 0 to 1"):
+        qkv.cat_head_cases(layer=2)

@@ -7,6 +7,7 @@ requirement; those tests are skipped where it is not installed).
 """
 import importlib.util
 import math
+import time
 
 import numpy as np
 import pytest
@@ -808,3 +809,73 @@ def test_views_refuse_before_the_pass_issue_31(smol):
     ]:
         with pytest.raises(CourseInputError, match=words):
             call()
+
+
+# ---- issue 31 (red team): the ablation check leaves the model as it was, and times the learner's code
+
+def _state(model):
+    return {k: v.clone() for k, v in model.state_dict().items()}
+
+
+def _same_state(model, before):
+    return all(torch.equal(before[k], v) for k, v in model.state_dict().items())
+
+
+def test_the_ablation_check_puts_back_a_weight_hook_and_forward_the_learner_changed(smol, repeats):
+    model, _ = smol
+    before = _state(model)
+
+    def right_then_zeroes(model, seqs, heads_off):
+        loss = _ablation("right")(model, seqs, heads_off)
+        model.blocks[18].attn.W_O.data[:] = 0                        # .data: no version counter sees it
+        model.register_forward_hook(lambda *a: 1 / 0)
+        model.forward = lambda *a, **k: 1 / 0
+        return loss
+    assert real_checks.ablated_copy_loss.feedback(right_then_zeroes, model, repeats[:16], BEST3) == []
+    assert _same_state(model, before) and not model._forward_hooks and "forward" not in vars(model)
+
+    def zeroes_then_raises(model, seqs, heads_off):
+        with torch.no_grad():
+            model.E.mul_(0)
+        model.train()
+        raise RuntimeError("half-way")
+    said = real_checks.ablated_copy_loss.feedback(zeroes_then_raises, model, repeats[:16], BEST3)
+    assert "half-way" in " ".join(said)
+    assert _same_state(model, before) and not model.training
+
+
+def test_a_returned_value_whose_own_float_never_ends_is_stopped(smol, repeats):
+    model, _ = smol
+
+    class Loss:
+        def __float__(self):
+            while True:
+                try:
+                    time.sleep(0.01)
+                except:  # noqa: E722 — the learner's bare except, caught by the check's time limit
+                    pass
+    said = " ".join(real_checks.ablated_copy_loss.feedback(lambda m, s, h: Loss(), model, repeats[:16], BEST3))
+    assert "was stopped" in said
+
+
+@pytest.mark.parametrize("at, value", [(0, None), (1, "seqs"), (1, "float"), (1, "huge"), (2, [(99, 0)]), (2, []),
+                                       (2, "L18H6")])
+def test_the_ablation_check_refuses_its_own_bad_arguments(smol, repeats, at, value):
+    model, _ = smol
+    args = [model, repeats[:16], BEST3]
+    args[at] = {"float": repeats[:16].float(), "huge": torch.zeros(1000, 201, dtype=torch.long)}.get(value, value) \
+        if isinstance(value, str) and value in ("float", "huge") else value
+    said = " ".join(real_checks.ablated_copy_loss.feedback(lambda m, s, h: 1.0, *args))
+    assert said.startswith("the check cannot use what the check cell gives it"), said
+
+
+@pytest.mark.parametrize("check, args", [
+    (real_checks.layer_parameters, (None,)), (real_checks.kv_per_token, ("cfg",)),
+    (real_checks.best_induction_head, (None, torch.zeros(30, 9))),
+    (real_checks.best_induction_head, (torch.zeros(30, 9), [[1, 2], [3]])),
+    (real_checks.best_induction_head, (torch.zeros(30, 9), torch.zeros(2, 3))),
+    (real_checks.best_induction_head, (torch.full((30, 9), float("nan")), torch.zeros(30, 9)))])
+def test_the_real_checks_refuse_their_own_bad_arguments(check, args):
+    answer = (1, 2) if check is real_checks.best_induction_head else 100
+    said = " ".join(check.feedback(answer, *args))
+    assert said.startswith("the check cannot use what the check cell gives it"), said

@@ -673,22 +673,471 @@ TABLE += (REAL_ROWS if HAVE_SMOL else []) + GPT_ROWS + GEOMETRY_ROWS
 
 # ---------------------------------------------------------------- chapters 01-04 (geometry, qkv, scaling, masking)
 
-CHAPTERS_01_04_ROWS = [
+from helpers import weights as shipped  # noqa: E402
+from helpers.geometry import checks as geometry_checks, compute as geometry  # noqa: E402
+from helpers.masking import checks as masking_checks, compute as masking  # noqa: E402
+from helpers.qkv import compute as qkv  # noqa: E402
+from helpers.scaling import checks as scaling_checks, compute as scaling  # noqa: E402
+
+CAT, CAT_WORLD = shipped.load_cat(), worlds.cat_world()
+KV = geometry.load_glove(n_words=1000)
+WORDS = [["the", "cat", "sat"], ["the", "dog", "ran"]]
+
+
+def torch_rng():
+    """The global torch generator's state (leak and dropout_demo seed it: a refusal must not)."""
+    return torch.random.get_rng_state().numpy().tobytes()
+
+
+def cell_refused(value, result):
+    """A check given a bad argument in its check cell answers with the cell's one sentence, not 'please report it'."""
+    assert len(result) == 1 and result[0].startswith("the check cannot use what the check cell gives it"), result
+    assert "\n" not in result[0] and len(result[0]) <= 2 * MAX_SENTENCE, result[0][:MAX_SENTENCE]
+
+
+def check_row(name, check, answer, given, arg, valid=None):
+    return Row(f"{name}({arg})", lambda v: check.feedback(answer, **{**given, arg: v}), expect=cell_refused, valid=valid)
+
+
+def seeds_list(most):
+    return lambda v: isinstance(v, (list, tuple)) and 1 <= len(v) <= most and all(whole(x, 0, 2**32 - 1) for x in v)
+
+
+def scores_1d(v, least=1):
+    """Not bad input: a 1-D list of at least ``least`` finite numbers (no bools, no texts)."""
+    return isinstance(v, (list, tuple)) and len(v) >= least and all(number(x) for x in v)
+
+
+def softmax_output(v):
+    """Not bad input: a softmax's output, 1-D numbers >= 0 that sum to 1."""
+    return scores_1d(v) and all(x >= 0 for x in v) and abs(sum(v) - 1) < 1e-6
+
+
+SQUARE = np.arange(9.0).reshape(3, 3)
+GEOMETRY_CHECK_CASES = [
+    ("geometry_checks.neighbours", geometry_checks.neighbours, ["a"] * 5, dict(kv=KV, word="king", topn=5),
+     {"kv": None, "word": lambda v: v in KV.key_to_index, "topn": lambda v: whole(v, 1, 999)}),
+    ("geometry_checks.analogy_direction", geometry_checks.analogy_direction, np.ones(50) / np.sqrt(50),
+     dict(kv=KV, a="king", minus="man", plus="woman"),
+     {"kv": None, "a": lambda v: v in KV.key_to_index, "minus": lambda v: v in KV.key_to_index,
+      "plus": lambda v: v in KV.key_to_index}),
+    ("geometry_checks.kept_fractions", geometry_checks.kept_fractions, np.ones(4),
+     dict(high=SQUARE[:, :2].repeat(2, 0)[:4] + np.arange(4)[:, None], low=np.eye(4)[:, :2], k=2),
+     {"high": None, "low": None, "k": lambda v: whole(v, 1, 3)}),
+    ("scaling_checks.typical_size", scaling_checks.typical_size, 3.0, dict(d=512), {"d": lambda v: whole(v, 1, 10**12)}),
+    ("scaling_checks.jacobian", scaling_checks.jacobian, np.zeros((3, 3)), dict(weights=[0.2, 0.3, 0.5]), {"weights": softmax_output}),
+    ("scaling_checks.gradient_wrt_raw", scaling_checks.gradient_wrt_raw, 0.1, dict(scores=[1.0, 2.0, 3.0], index=2, divide_by=8.0),
+     {"scores": lambda v: scores_1d(v, 3), "index": lambda v: whole(v, 0, 2), "divide_by": lambda v: number(v, 0, low_open=True)}),
+    ("masking_checks.mask", masking_checks.mask, np.zeros((5, 5), bool), dict(T=5), {"T": lambda v: whole(v, 1, 1000)}),
+    ("masking_checks.masked_weight", masking_checks.masked_weight, 0.3, dict(scores=SQUARE, query=1, key=0),
+     {"scores": None, "query": lambda v: whole(v, 0, 2), "key": lambda v: whole(v, 0, 1)}),
+    ("masking_checks.renormalised", masking_checks.renormalised, np.eye(3), dict(zeroed=np.tril(np.ones((3, 3))) / 3),
+     {"zeroed": None}),
+    ("masking_checks.moved_positions", masking_checks.moved_positions, [1, 2], dict(T=4, changed=1),
+     {"T": lambda v: whole(v, 2, 1000), "changed": lambda v: whole(v, 0, 3)}),
 ]
+
+CHAPTERS_01_04_ROWS = [
+    Row("geometry.cosine(a)", lambda v: geometry.cosine(v, [1.0, 2.0])),
+    Row("geometry.cosine(b)", lambda v: geometry.cosine([1.0, 2.0], v)),
+    Row("geometry.vector_pair(angle_a)", lambda v: geometry.vector_pair(angle_a=v), valid=number),
+    Row("geometry.vector_pair(norm_b)", lambda v: geometry.vector_pair(norm_b=v), valid=lambda v: number(v, 0, low_open=True)),
+    Row("geometry.train_word2vec(sentences)", lambda v: geometry.train_word2vec(v, epochs=1)),
+    Row("geometry.train_word2vec(vector_size)", lambda v: geometry.train_word2vec(WORDS, vector_size=v, epochs=1),
+        valid=lambda v: whole(v, 1, 10**7)),
+    Row("geometry.train_word2vec(window)", lambda v: geometry.train_word2vec(WORDS, window=v, epochs=1),
+        valid=lambda v: whole(v, 1, 10**6)),
+    Row("geometry.train_word2vec(epochs)", lambda v: geometry.train_word2vec(WORDS, epochs=v), valid=lambda v: whole(v, 1, 10_000)),
+    Row("geometry.train_word2vec(seed)", lambda v: geometry.train_word2vec(WORDS, seed=v, epochs=1),
+        valid=lambda v: whole(v, 0, 2**32 - 1)),
+    Row("geometry.train_word2vec(sample)", lambda v: geometry.train_word2vec(WORDS, sample=v, epochs=1), valid=lambda v: number(v, 0, 1)),
+    Row("geometry.train_word2vec_seeds(seeds)", lambda v: geometry.train_word2vec_seeds(WORDS, v, epochs=1), valid=seeds_list(100)),
+    Row("geometry.project(method)", lambda v: geometry.project(SQUARE, v)),
+    Row("geometry.project(seed)", lambda v: geometry.project(SQUARE, "PCA", v), valid=lambda v: whole(v, 0, 2**32 - 1)),
+    Row("geometry.random_map(n)", geometry.random_map, valid=lambda v: whole(v, 1, 10**8)),
+    Row("geometry.map_runs(seeds)", lambda v: geometry.map_runs({"points": SQUARE, "k": 1, "coords": {}}, v),
+        valid=seeds_list(100)),
+    Row("geometry.analogy(exclude_inputs)", lambda v: geometry.analogy(KV, "king", "man", "woman", exclude_inputs=v), valid=switch),
+    Row("geometry.neighbourhood_kept(k)", lambda v: geometry.neighbourhood_kept(SQUARE, SQUARE[:, :2], v), valid=lambda v: whole(v, 1, 2)),
+    Row("qkv.three_words_query(token)", lambda v: qkv.three_words_query(token=v)),
+    Row("qkv.three_words_query(query)", lambda v: qkv.three_words_query(query=v), valid=lambda v: v is None),
+    Row("qkv.three_words_query(scale)", lambda v: qkv.three_words_query(scale=v), valid=switch),
+    Row("qkv.three_words_query(causal)", lambda v: qkv.three_words_query(causal=v), valid=switch),
+    Row("qkv.attention_steps(causal)", lambda v: qkv.attention_steps(SQUARE, SQUARE, SQUARE, SQUARE, causal=v), valid=switch),
+    Row("qkv.softmax_share(index)", lambda v: qkv.softmax_share([1.0, 2.0], v), valid=lambda v: whole(v, -2, 1)),
+    Row("qkv.softmax_share(d)", lambda v: qkv.softmax_share([1.0, 2.0], 0, v),
+        valid=lambda v: v is None or number(v, 0, low_open=True)),
+    Row("scaling.dot_spread(dims)", lambda v: scaling.dot_spread(v, n=16),
+        valid=lambda v: whole(v, 1, 10**6) or isinstance(v, (list, tuple)) and 1 <= len(v) <= 64 and all(whole(d, 1, 10**6) for d in v)),
+    Row("scaling.dot_spread(n)", lambda v: scaling.dot_spread((2,), n=v), valid=lambda v: whole(v, 1, 10**6)),
+    Row("scaling.dot_spread(seed)", lambda v: scaling.dot_spread((2,), n=16, seed=v), valid=lambda v: whole(v, 0, 2**64 - 1)),
+    Row("scaling.gradient_by_dim(n_queries)", lambda v: scaling.gradient_by_dim((2,), n_queries=v), valid=lambda v: whole(v, 1, 1000)),
+    Row("scaling.gradient_by_dim(seed)", lambda v: scaling.gradient_by_dim((2,), n_queries=4, seed=v),
+        valid=lambda v: whole(v, 0, 2**64 - 1)),
+    Row("scaling.six_keys(seed)", lambda v: scaling.six_keys(seed=v), valid=lambda v: whole(v, 0, 2**64 - 1)),
+    Row("scaling.softmax_jacobian(weights)", scaling.softmax_jacobian, valid=softmax_output),
+    Row("scaling.weight_gradient(index)", lambda v: scaling.weight_gradient([1.0, 2.0, 3.0], v), valid=lambda v: whole(v, 0, 2)),
+    Row("scaling.weight_gradient(divide_by)", lambda v: scaling.weight_gradient([1.0, 2.0, 3.0], 0, v),
+        valid=lambda v: number(v, 0, low_open=True)),
+    Row("scaling.explore(scaled)", lambda v: scaling.explore(4, v), valid=switch),
+    Row("scaling.train_with_and_without_scaling(seeds)", lambda v: scaling.train_with_and_without_scaling(v, steps=1),
+        valid=lambda v: isinstance(v, (list, tuple)) and 1 <= len(v) <= 20 and all(whole(x, 0, 2**64 - 1) for x in v)),
+    Row("scaling.train_with_and_without_scaling(steps)", lambda v: scaling.train_with_and_without_scaling((0,), steps=v),
+        valid=lambda v: whole(v, 1, 10_000)),
+    Row("scaling.train_with_and_without_scaling(lr)", lambda v: scaling.train_with_and_without_scaling((0,), steps=1, lr=v),
+        valid=lambda v: number(v, 0, low_open=True)),
+    Row("scaling.train_with_and_without_scaling(stop_after)",
+        lambda v: scaling.train_with_and_without_scaling((0,), steps=2, stop_after=v), valid=lambda v: v is None or whole(v, 1, 2)),
+    Row("masking.causal_mask(T)", masking.causal_mask, valid=lambda v: whole(v, 1, 10_000)),
+    Row("masking.lecture_mask(T)", masking.lecture_mask, valid=lambda v: whole(v, 1, 10_000)),
+    Row("masking.apply_mask(scores)", masking.apply_mask),
+    Row("masking.apply_mask(mask)", lambda v: masking.apply_mask(SQUARE, v), valid=lambda v: v is None),
+    Row("masking.causal_attention(q)", lambda v: masking.causal_attention(v, torch.zeros(1, 1, 4, 2), torch.zeros(1, 1, 4, 2))),
+    Row("masking.sample_sentences(n)", lambda v: masking.sample_sentences(CAT, CAT_WORLD, n=v), valid=lambda v: whole(v, 1, 10_000)),
+    Row("masking.sample_sentences(seed)", lambda v: masking.sample_sentences(CAT, CAT_WORLD, n=2, seed=v),
+        valid=lambda v: whole(v, 0, 2**64 - 2)),
+    Row("masking.sample_sentences(causal)", lambda v: masking.sample_sentences(CAT, CAT_WORLD, n=2, causal=v), valid=switch),
+    Row("masking.attention_maps(causal)", lambda v: masking.attention_maps(CAT, CAT_WORLD, "<BOS> the cat", causal=v), valid=switch),
+    Row("masking.prefix_scores(causal)", lambda v: masking.prefix_scores(CAT, CAT_WORLD, causal=v), valid=switch),
+    Row("masking.train_without_mask(seed)", lambda v: masking.train_without_mask(CAT_WORLD, seed=v, steps=1),
+        valid=lambda v: whole(v, 0, 2**64 - 1)),
+    Row("masking.train_without_mask(steps)", lambda v: masking.train_without_mask(CAT_WORLD, steps=v), valid=lambda v: whole(v, 1, 10_000)),
+    Row("masking.leak(seed)", lambda v: masking.leak(seed=v), state=torch_rng, valid=lambda v: whole(v, 0, 2**64 - 1)),
+    Row("masking.leak(d_model)", lambda v: masking.leak(d_model=v), state=torch_rng, valid=lambda v: whole(v, 1, 4000)),
+    Row("masking.leak(T)", lambda v: masking.leak(T=v), state=torch_rng, valid=lambda v: whole(v, 1, 4000)),
+    Row("masking.dropout_demo(p)", lambda v: masking.dropout_demo(p=v), state=torch_rng, valid=lambda v: number(v, 0, 0.999)),
+    Row("masking.dropout_demo(n)", lambda v: masking.dropout_demo(n=v), state=torch_rng, valid=lambda v: whole(v, 1, 10**8)),
+    Row("masking.dropout_demo(seed)", lambda v: masking.dropout_demo(seed=v), state=torch_rng, valid=lambda v: whole(v, 0, 2**64 - 1)),
+] + [check_row(name, check, answer, given, arg, valid) for name, check, answer, given, args in GEOMETRY_CHECK_CASES
+     for arg, valid in args.items()]
 
 # ---------------------------------------------------------------- chapters 05-08 (heads, positions, mlp, normalization)
 
+from helpers import weights as shipped  # noqa: E402
+from helpers.heads import checks as k05, compute as h05  # noqa: E402
+from helpers.mlp import checks as k07, compute as m07  # noqa: E402
+from helpers.normalization import checks as k08, compute as n08, explorer as e08  # noqa: E402
+from helpers.positions import checks as k06, compute as p06  # noqa: E402
+
+CAT_0508 = shipped.load_cat()
+CURVES = n08.load_curves()
+CAT_TRACE = CAT_0508(torch.tensor([0, 1, 2]), trace=True)
+X3 = np.array([1.0, 2.0, 4.0])
+FEW = {"tokens": np.array(["a", "b"]), "next": np.array(["b", "a"]), "contexts": np.array(["a", "a b"]),
+       "act": {0: np.zeros((2, 3))}}   # a collect_activations dict of one layer, two positions
+
+
+def check_refused(value, result):
+    """An exercise check given a bad argument of its own: one sentence saying the cell gave it what it cannot use."""
+    assert len(result) == 1 and result[0].startswith("the check cannot use what the check cell gives it"), result
+    one_sentence(result[0])
+
+
+def even_width(most):
+    return lambda v: whole(v, 2, most) and v % 2 == 0
+
+
+WORLD_0508 = worlds.cat_world()
+SLIP_CASE = h05.module_cases()[0]
+SLIP_ARGS = {"x": SLIP_CASE["x"], "state": SLIP_CASE["state"], "n_heads": SLIP_CASE["args"][1], "slip": None}
+REFERENCE_LOSSES = (3.0, 1.0)   # a unigram and a best loss (what nz.reference_losses gives, near enough)
+
+
+def losses_valid(v):
+    """A run's losses: a non-empty 1-D array of numbers (NaN counts: a diverged step), not True/False."""
+    try:
+        x = np.asarray(v)
+        as_float = np.asarray(v, dtype=float)
+    except (TypeError, ValueError, OverflowError, RecursionError):
+        return False
+    return type(v) not in (bool, np.bool_) and x.dtype.kind in "iuf" and as_float.ndim == 1 and len(as_float) > 0
+
+
+def any_number(v):
+    """significant's value: any real number a float holds, NaN and inf included."""
+    try:
+        float(v)
+    except (TypeError, ValueError, OverflowError):
+        return False
+    return type(v) not in (bool, np.bool_) and isinstance(v, (int, float, np.integer, np.floating))
+
+
 CHAPTERS_05_08_ROWS = [
+    Row("heads.even_weights(T)", h05.even_weights, valid=lambda v: whole(v, 1, 11_585)),
+    Row("heads.attention_parameters(d_model)", h05.attention_parameters, valid=lambda v: whole(v, 1, math.inf)),
+    Row("heads.attention_parameters(bias)", lambda v: h05.attention_parameters(4, v), valid=switch),
+    Row("heads.MultiHeadAttention(bias)", lambda v: h05.MultiHeadAttention(4, 2, v), valid=switch),
+    Row("heads.MultiHeadAttention(d_model)", lambda v: h05.MultiHeadAttention(v, 1), valid=lambda v: whole(v, 1, 64)),
+    Row("heads.head_view(layer)", lambda v: h05.head_view("cat", layer=v), valid=lambda v: whole(v, 0, 1)),
+    Row("heads.head_view(head)", lambda v: h05.head_view("cat", head=v), valid=lambda v: whole(v, 0, 1)),
+    Row("heads.checks.split(n_heads)", lambda v: k05.split.feedback(np.zeros((1, 3, 2, 2)), np.zeros((1, 2, 6)), v),
+        check_refused, valid=lambda v: whole(v, 1, 6) and 6 % v == 0),
+    Row("heads.checks.split(q)", lambda v: k05.split.feedback(np.zeros((1, 3, 2, 2)), v, 3), check_refused),
+    Row("positions.sinusoidal_positions(n)", lambda v: p06.sinusoidal_positions(v, 8),
+        valid=lambda v: whole(v, 1, 16_777_216)),
+    Row("positions.sinusoidal_positions(d)", lambda v: p06.sinusoidal_positions(4, v), valid=even_width(33_554_432)),
+    Row("positions.rope_scores(n)", lambda v: p06.rope_scores(np.ones(4), np.ones(4), v), valid=lambda v: whole(v, 1, 14_188)),
+    Row("positions.permutation_matrix(perm)", p06.permutation_matrix),
+    Row("positions.offset_rotation(k)", lambda v: p06.offset_rotation(v, 4), valid=number),
+    Row("positions.offset_rotation(d)", lambda v: p06.offset_rotation(1, v), valid=even_width(14_188)),
+    Row("positions.offset_rotation(base)", lambda v: p06.offset_rotation(1, 4, v),
+        valid=lambda v: number(v, 0, math.inf, low_open=True)),
+    Row("positions.random_attention(seed)", lambda v: p06.random_attention(2, v), valid=lambda v: whole(v, 0, 2**64 - 1)),
+    Row("positions.attention_stack(causal)", lambda v: p06.attention_stack(np.ones((2, 2)), [], causal=v), valid=switch),
+    *[Row(f"positions.order_demo({name})", lambda v, name=name: p06.order_demo(["a", "b"], ["b", "a"], **{name: v}),
+          valid=switch) for name in ("causal", "positions")],
+    Row("positions.scramble(seed)", lambda v: p06.scramble(["<BOS>", "a", "b", "c"], v), valid=lambda v: whole(v, 0, 2**64 - 1)),
+    Row("positions.scramble(keep_last)", lambda v: p06.scramble(["<BOS>", "a", "b", "c"], 1, v), valid=switch),
+    Row("positions.position_task(n)", p06.position_task, valid=lambda v: whole(v, 1, 11_184_810)),
+    Row("positions.position_task(seed)", lambda v: p06.position_task(2, seed=v), valid=lambda v: whole(v, 0, 2**64 - 1)),
+    Row("positions.position_probe(steps)", lambda v: p06.position_probe(0, steps=v), valid=lambda v: whole(v, 1, 10_000)),
+    Row("positions.position_probe(causal)", lambda v: p06.position_probe(0, causal=v), valid=switch),
+    Row("positions.position_probe(seed)", p06.position_probe, valid=lambda v: whole(v, 0, 2**64 - 1)),
+    Row("positions.shifted_logits(shift)", lambda v: p06.shifted_logits(CAT_0508, torch.zeros(1, 3, dtype=torch.long), v),
+        valid=lambda v: whole(v, 0, 1_000_000)),
+    Row("positions.checks.offset_rotation(k)", lambda v: k06.offset_rotation.feedback(np.eye(6), v, 6), check_refused,
+        valid=lambda v: whole(v, 1, 10_000)),
+    Row("positions.checks.offset_rotation(d)", lambda v: k06.offset_rotation.feedback(np.eye(6), 2, v), check_refused,
+        valid=even_width(1024)),
+    Row("positions.checks.unscrambled(perm)", lambda v: k06.unscrambled.feedback(np.zeros((3, 2)), np.ones((3, 2)), v),
+        check_refused),
+    Row("positions.checks.sinusoidal_positions(cat)", lambda v: k06.sinusoidal_positions.feedback(lambda n, d: None, v),
+        check_refused),
+    Row("mlp.mlp_weights(layer)", lambda v: m07.mlp_weights(CAT_0508, v), valid=lambda v: whole(v, 0, 1)),
+    Row("mlp.block_counts(layer)", lambda v: m07.block_counts(CAT_0508, v), valid=lambda v: whole(v, 0, 1)),
+    Row("mlp.layer_parameters(bias)", lambda v: m07.layer_parameters(4, bias=v), valid=switch),
+    Row("mlp.layer_parameters(ffn)", lambda v: m07.layer_parameters(4, ffn=v), valid=lambda v: v in ("gelu", "swiglu")),
+    Row("mlp.layer_shares(active)", lambda v: m07.layer_shares("GPT-3", active=v), valid=switch),
+    Row("mlp.MLP(bias)", lambda v: m07.MLP(4, 8, bias=v), valid=switch),
+    Row("mlp.unit_profile(unit)", lambda v: m07.unit_profile(FEW, 0, v, ["a"]), valid=lambda v: whole(v, 0, 2)),
+    Row("mlp.unit_means(layer)", lambda v: m07.unit_means(FEW, v, ["a"]), valid=lambda v: whole(v, 0, 0)),
+    Row("mlp.checks.strongest_unit(layer)", lambda v: k07.strongest_unit.feedback(1, FEW, v, "a"), check_refused,
+        valid=lambda v: whole(v, 0, 0)),
+    Row("mlp.checks.gelu_values(x)", lambda v: k07.gelu_values.feedback(np.zeros(3), v), check_refused,
+        valid=array_valid),
+    Row("normalization.layer_norm_steps(eps)", lambda v: n08.layer_norm_steps(X3, eps=v), valid=lambda v: number(v, 0)),
+    Row("normalization.rms_norm(eps)", lambda v: n08.rms_norm(X3, eps=v), valid=lambda v: number(v, 0, math.inf, low_open=True)),
+    Row("normalization.LayerNorm(eps)", lambda v: n08.LayerNorm(3, eps=v), valid=lambda v: number(v, 0, math.inf, low_open=True)),
+    Row("normalization.rounding_spread(n)", lambda v: n08.rounding_spread(X3, X3, X3, n=v),
+        valid=lambda v: whole(v, 1, 8_388_608)),
+    Row("normalization.rounding_spread(seed)", lambda v: n08.rounding_spread(X3, X3, X3, n=2, seed=v),
+        valid=lambda v: whole(v, 0, 2**64 - 1)),
+    Row("normalization.rounding_spread(half_width)", lambda v: n08.rounding_spread(X3, X3, X3, v, n=2),
+        valid=lambda v: number(v, 0)),
+    *[Row(f"normalization.train_stack({name})",
+          lambda v, name=name: n08.train_stack(**{**dict(norm="pre", n_layers=2, lr=0.01, steps=1), name: v}), valid=ok)
+      for name, ok in (("norm", lambda v: v in n08.PLACEMENTS), ("n_layers", lambda v: whole(v, 1, 64)),
+                       ("lr", lambda v: number(v, 0, math.inf, low_open=True)), ("steps", lambda v: whole(v, 1, 10_000)),
+                       ("seed", lambda v: whole(v, 0, 2**64 - 1)), ("batch", lambda v: v is None),
+                       ("stop_after", lambda v: v is None or whole(v, 1, math.inf)))],
+    Row("normalization.layer_gradients(seed)", lambda v: n08.layer_gradients("pre", 2, seed=v),
+        valid=lambda v: whole(v, 0, 2**64 - 1)),
+    Row("normalization.stack_view(n_layers)", lambda v: n08.stack_view(CURVES, v), valid=lambda v: v in (2, 4, 8, 12)),
+    Row("normalization.stack_view(lr)", lambda v: n08.stack_view(CURVES, 8, v),
+        valid=lambda v: number(v) and any(np.isclose(float(v), x) for x in CURVES["lrs"])),
+    Row("normalization.explorer(n_layers)", lambda v: e08.explorer(CURVES, n_layers=v),
+        valid=lambda v: type(v) is int and v in (2, 4, 8, 12)),
+    Row("normalization.checks.residual_norms(n_layers)",
+        lambda v: k08.residual_norms.feedback(np.zeros((5, 3)), CAT_TRACE, v), check_refused, valid=lambda v: whole(v, 1, 2)),
+    Row("normalization.checks.steps_to_threshold(lr)",
+        lambda v: k08.steps_to_threshold.feedback({"pre": 1, "post": 1, "none": 1}, CURVES, 8, v, 1.0), check_refused,
+        valid=lambda v: number(v) and any(np.isclose(float(v), x) for x in CURVES["lrs"])),
+    Row("normalization.checks.steps_to_threshold(threshold)",
+        lambda v: k08.steps_to_threshold.feedback({"pre": 1, "post": 1, "none": 1}, CURVES, 8, 0.03, v), check_refused,
+        valid=number),
+    Row("normalization.checks.layer_norm_module(cat)", lambda v: k08.layer_norm_module.feedback(torch.nn.Module, v),
+        check_refused),
+    Row("positions.next_token_view(world)", lambda v: p06.next_token_view(CAT_0508, v, "<BOS> the cat")),
+    Row("positions.next_token_view(model)", lambda v: p06.next_token_view(v, WORLD_0508, "<BOS> the cat")),
+    Row("positions.model_order_demo(world)", lambda v: p06.model_order_demo(CAT_0508, v, ["the", "cat"], ["cat", "the"])),
+    Row("positions.score_terms(ids)", lambda v: p06.score_terms(CAT_0508, v), valid=ids_of(20)),
+    Row("mlp.collect_activations(sentences)", lambda v: m07.collect_activations(CAT_0508, WORLD_0508, v),
+        valid=lambda v: v is None),
+    Row("mlp.collect_activations(world)", lambda v: m07.collect_activations(CAT_0508, v, [["<BOS>", "the"]])),
+    *[Row(f"heads.slipped_attention({name})", lambda v, name=name: h05.slipped_attention(**{**SLIP_ARGS, name: v}),
+          valid=ok) for name, ok in (("x", lambda v: False), ("state", lambda v: False),
+                                     ("n_heads", lambda v: whole(v, 1, 6) and 6 % v == 0), ("slip", lambda v: v is None))],
+    Row("normalization.layer_norm_by_hand(x)", lambda v: n08.layer_norm_by_hand(v, X3, X3)),
+    Row("normalization.run_outcome(loss)", lambda v: n08.run_outcome(v, *REFERENCE_LOSSES), valid=losses_valid),
+    Row("normalization.run_outcome(near)", lambda v: n08.run_outcome([1.0], *REFERENCE_LOSSES, v),
+        valid=lambda v: number(v, 0)),
+    Row("normalization.final_text(unigram)", lambda v: n08.final_text([1.0], "pre", 2, v, 1.0), valid=lambda v: number(v, 0)),
+    Row("normalization.final_text(loss)", lambda v: n08.final_text(v, "none", 8, *REFERENCE_LOSSES), valid=losses_valid),
+    Row("normalization.learning_state(loss)", lambda v: n08.learning_state(v, 3.0), valid=losses_valid),
+    Row("normalization.learning_state(unigram)", lambda v: n08.learning_state([1.0], v), valid=lambda v: number(v, 0)),
+    Row("normalization.significant(value)", n08.significant, valid=any_number),
+    Row("normalization.significant(digits)", lambda v: n08.significant(3.14159, v), valid=lambda v: whole(v, 1, 17)),
+    Row("normalization.outcomes(curves)", lambda v: n08.outcomes(v, *REFERENCE_LOSSES)),
+    Row("normalization.outcomes(best)", lambda v: n08.outcomes(CURVES, 3.0, v), valid=lambda v: number(v, 0)),
+    Row("normalization.outcome_counts(found)", lambda v: n08.outcome_counts(v, "pre")),
+    Row("normalization.outcome_counts(norm)", lambda v: n08.outcome_counts({}, v), valid=lambda v: v in n08.PLACEMENTS),
 ]
 
 # ---------------------------------------------------------------- chapters 09-11 (sampling, ablation, real): explorers and checks
 
+from helpers.real import checks as real_checks  # noqa: E402
+from helpers.sampling import checks as sampling_checks  # noqa: E402
+from helpers.weights import load_cat, load_dragon  # noqa: E402
+
+
+def problems_of(check, *args):
+    """A check's own sentences for these arguments, its refusal of a bad one raised (not shown)."""
+    return list(check.problems(*args))
+
+
+def kv_bytes_with(i):
+    return lambda v: problems_of(sampling_checks.kv_bytes, 100, *[v if j == i else 4 for j in range(5)])
+
+
+REPEATS = circuit.random_repeats(4, 10, V_SMOL, seed=0)
+KV_NAMES = ("n_layers", "T", "n_heads", "d_k", "bytes_per_element")
+SCORES = torch.zeros(30, 9)
+
+from helpers.ablation import checks as k10, compute as a10  # noqa: E402
+from helpers import patching as patching10  # noqa: E402
+
+CAT_10 = load_cat()
+TOK_10 = WORLD_0508.tokenizer
+LENS_ARGS = {"trace": CAT_10(TOK_10.encode("<BOS> the dog sat"), trace=True), "point": "L0.h", "model": CAT_10}
+DROP_ARGS = dict(zip(("model", "task_ids", "class_ids", "reference_ids", "off_task_ids"),
+                     (CAT_10, *a10.copula_prompts(WORLD_0508)[:2], a10.copula_prompts(WORLD_0508)[0],
+                      a10.rule_reference(WORLD_0508, "all"))))
+GRID_ARGS = {"model": CAT_10, "clean_ids": TOK_10.encode("<BOS> the dog was"),
+             "corrupt_ids": TOK_10.encode("<BOS> the floor was"), "metric": a10.logit_difference(WORLD_0508)}
+ATTRIBUTION_ARGS = {"model": CAT_10, "parts": patching10.residual_parts(CAT_10, TOK_10.encode("<BOS> the cat is"))[0],
+                    "direction": torch.ones(20), "scale": 1.0}
+ABLATION_CHECK_CASES = (
+    ("lens_row", k10.lens_row, np.zeros((4, 20)), LENS_ARGS, {}),
+    ("mean_ablation_drop", k10.mean_ablation_drop, lambda *a: None, DROP_ARGS, {}),
+    ("patch_grid", k10.patch_grid, lambda *a: None, GRID_ARGS, {}),
+    ("direct_attribution", k10.direct_attribution, lambda *a: None, ATTRIBUTION_ARGS,
+     {"scale": lambda v: number(v, 0, math.inf, low_open=True)}),
+)
 CHAPTERS_09_11_ROWS = [
+    *[Row(f"sampling.checks.kv_bytes({name})", kv_bytes_with(i), valid=lambda v: whole(v, 1, 10**9))
+      for i, name in enumerate(KV_NAMES)],
+    Row("sampling.checks.tempered(logits)", lambda v: problems_of(sampling_checks.tempered, np.array([0.5, 0.5]), v, 1.0),
+        valid=lambda v: logits_valid(v) or probs_valid(v)),
+    Row("sampling.checks.tempered(temperature)", lambda v: problems_of(sampling_checks.tempered, np.array([0.5, 0.5]),
+                                                                       [1.0, 1.0], v), valid=lambda v: number(v, 0, low_open=True)),
+    Row("sampling.checks.generate_loop(cat)", lambda v: problems_of(sampling_checks.generate_loop, print, v, load_dragon())),
+    Row("sampling.checks.generate_loop(dragon)", lambda v: problems_of(sampling_checks.generate_loop, print, load_cat(), v)),
+    Row("real.checks.layer_parameters(cfg)", lambda v: problems_of(real_checks.layer_parameters, 100, v)),
+    Row("real.checks.kv_per_token(cfg)", lambda v: problems_of(real_checks.kv_per_token, 100, v)),
+    Row("real.checks.best_induction_head(induction)", lambda v: problems_of(real_checks.best_induction_head, (1, 2), v, SCORES)),
+    Row("real.checks.best_induction_head(previous)", lambda v: problems_of(real_checks.best_induction_head, (1, 2), SCORES, v)),
+    *([Row(f"real.checks.ablated_copy_loss({name})",
+           lambda v, i=i: problems_of(real_checks.ablated_copy_loss, print,
+                                      *[v if j == i else a for j, a in enumerate((smol()[0], REPEATS, [(4, 0)]))]))
+       for i, name in enumerate(("model", "seqs", "heads_off"))] if HAVE_SMOL else []),
+    *[Row(f"ablation.checks.{title}({name})",
+          lambda v, check=check, answer=answer, args=args, name=name: check.feedback(answer, **{**args, name: v}),
+          check_refused, valid=valid.get(name)) for title, check, answer, args, valid in ABLATION_CHECK_CASES
+      for name in args],
 ]
 
 # ---------------------------------------------------------------- the model's capture, the cat lab, readout, the GPT's loop
 
+from helpers import readout  # noqa: E402
+
+CAT_WORLD = worlds.cat_world()
+CAT_MODEL = Transformer(Config(vocab_size=len(CAT_WORLD.tokenizer), d_model=8, n_heads=2, n_layers=1, d_ff=8), seed=0)
+FOUR = ["a", "b", "c", "d"]
+LOOP = dict(model=TINY, train_ids=IDS[:2000], val_ids=IDS[2000:], steps=2, batch=2, context=16, lr=1e-3, warmup=1,
+            min_lr=1e-4, clip=1.0, eval_every=1, eval_batches=1)
+
+
+def small_matrix(v):
+    """What format_matrix writes: a real array of at most 2 axes and 1,000 x 1,000 numbers (NaN and inf shown)."""
+    try:
+        x = np.asarray(v, dtype=float)
+    except (TypeError, ValueError, OverflowError, RecursionError):
+        return False
+    return type(v) not in (bool, np.bool_) and x.ndim <= 2 and all(n <= 1000 for n in x.shape)
+
+
+def labels_for(rows):
+    return lambda v: not isinstance(v, (str, bytes)) and hasattr(v, "__len__") and len(v) == rows
+
+
 SHARED_ROWS = [
+    Row("model(ids, **unknown switch)", lambda v: MODEL(PROMPT, casual=v), state=weights),
+    Row("patching.capture(replace[name])", lambda v: patching.capture(MODEL, PROMPT, ["L0.h"], replace={"L0.h": v})),
+    Row("circuit.capture(replace)", lambda v: circuit.capture(MODEL, PAIR, ["L0.h"], replace=v),
+        valid=lambda v: v is None or v == {}),
+    Row("circuit.capture(replace[name])", lambda v: circuit.capture(MODEL, PAIR, ["L0.h"], replace={"L0.h": v})),
+    Row("readout.format_matrix(x)", readout.format_matrix, valid=small_matrix),
+    Row("readout.format_matrix(row_labels)", lambda v: readout.format_matrix(np.ones((2, 2)), v),
+        valid=lambda v: v is None or labels_for(2)(v)),
+    Row("readout.format_matrix(decimals)", lambda v: readout.format_matrix(np.ones((2, 2)), decimals=v),
+        valid=lambda v: whole(v, 0, 20)),
+    Row("readout.format_step(name)", lambda v: readout.format_step(v, torch.ones(2, 2)), valid=lambda v: type(v) is str),
+    Row("readout.format_step(x)", lambda v: readout.format_step("L0.q", v)),
+    Row("readout.print_trace(trace)", readout.print_trace, valid=lambda v: v == {}),
+    Row("readout.print_trace(names)", lambda v: readout.print_trace({"h0": torch.ones(2, 2)}, names=v),
+        valid=lambda v: v is None or v == []),
+    Row("readout.top_tokens(probs)", lambda v: readout.top_tokens(v, FOUR, 2),
+        valid=lambda v: probs_valid(v) and len(v) == 4),
+    Row("readout.top_tokens(vocab)", lambda v: readout.top_tokens(PROBS, v, 2),
+        valid=lambda v: isinstance(v, (list, tuple)) and len(v) == 4),
+    Row("readout.top_tokens(k)", lambda v: readout.top_tokens(PROBS, FOUR, v), valid=lambda v: whole(v, 1, 4)),
+    Row("readout.top_tokens(logits)", lambda v: readout.top_tokens(PROBS, FOUR, 2, logits=v),
+        valid=lambda v: v is None or array_valid(v, finite=False) and np.shape(v) == (4,)),
+    Row("readout.print_top(probs)", lambda v: readout.print_top(v, FOUR, 2), valid=lambda v: probs_valid(v) and len(v) == 4),
+    Row("worlds.next_token_probs(model)", lambda v: worlds.next_token_probs(v, CAT_WORLD, [["<BOS>"]])),
+    Row("worlds.next_token_probs(world)", lambda v: worlds.next_token_probs(CAT_MODEL, v, [["<BOS>"]])),
+    Row("worlds.next_token_probs(prompts)", lambda v: worlds.next_token_probs(CAT_MODEL, CAT_WORLD, v)),
+    Row("worlds.next_token_probs(**unknown switch)",
+        lambda v: worlds.next_token_probs(CAT_MODEL, CAT_WORLD, [["<BOS>"]], casual=v)),
+    Row("GPT.forward(**unknown switch)", lambda v: TINY(IDS[:5], causal=v)),
+    Row("gpt.evaluate(batches)", lambda v: gpt.evaluate(TINY, IDS, 16, v, 2, 0), valid=lambda v: whole(v, 1, 1000)),
+    Row("gpt.evaluate(train_mode)", lambda v: gpt.evaluate(TINY, IDS, 16, 1, 2, 0, train_mode=v), valid=switch),
+    Row("gtrain.learning_rate(steps)", lambda v: gtrain.learning_rate(0, 1e-3, 0, v, 1e-4),
+        valid=lambda v: whole(v, 1, 100_000)),
+    *[Row(f"gpt.train_loop({name})", lambda v, name=name: gpt.train_loop(**{**LOOP, name: v}), state=lambda: weights(TINY),
+          valid=ok)
+      for name, ok in (("model", None), ("train_ids", None), ("steps", lambda v: whole(v, 2, 100_000)),
+                       ("batch", lambda v: whole(v, 1, 10**3)), ("context", lambda v: whole(v, 1, 32)),
+                       ("lr", lambda v: number(v, 1e-4)), ("warmup", lambda v: whole(v, 0, 1)),
+                       ("min_lr", lambda v: number(v, 0, 1e-3)), ("clip", lambda v: number(v, 0, low_open=True)),
+                       ("eval_every", lambda v: whole(v, 1, 10**5000)), ("eval_batches", lambda v: whole(v, 1, 1000)),
+                       ("seed", lambda v: whole(v, 0, 2**64 - 1)), ("callback", lambda v: v is None or callable(v)),
+                       ("slip", lambda v: v is None or v in gpt.LOOP_SLIPS and type(v) is str))],
+    *([Row("real.patching_view(the same answer twice)", lambda v: real.patching_view(*smol(), answers=(v, v)))]
+      if HAVE_SMOL else []),
+    # helpers/worlds.py and helpers/gpt/compute.py (redshared2)
+    *[Row(f"worlds.{fn.__name__}(sentences)", lambda v, fn=fn: fn(CAT_MODEL, CAT_WORLD, v), valid=lambda v: v is None)
+      for fn in (worlds.copula_report, worlds.slot_accuracy, worlds.rule_accuracy)],
+    *[Row(f"worlds.{fn.__name__}(world)", lambda v, fn=fn: fn(CAT_MODEL, v))
+      for fn in (worlds.copula_report, worlds.cat_targets)],
+    *[Row(f"worlds.{fn.__name__}(sentences)", fn)
+      for fn in (worlds.decisions, worlds.entropy_floor, worlds.best_possible_accuracy)],
+    Row("World.batch(sentences)", CAT_WORLD.batch),
+    Row("worlds.adjectives_of(noun)", worlds.adjectives_of),
+    Row("worlds.induction_vocab(vocab_size)", worlds.induction_vocab, valid=lambda v: whole(v, 1, 37)),
+    Row("worlds.token_ids(V)", lambda v: worlds.token_ids([1], v), valid=lambda v: whole(v, 2, 10**5000)),
+    Row("worlds.induction_prompt(n_max)", lambda v: worlds.induction_prompt(4, 0, n_max=v),
+        valid=lambda v: whole(v, 9, 10**5000)),
+    Row("worlds.induction_prompt(vocab_size)", lambda v: worlds.induction_prompt(4, 0, vocab_size=v),
+        valid=lambda v: whole(v, 2, 2**63 - 1)),
+    Row("worlds.repeated_tokens(vocab_size)", lambda v: worlds.repeated_tokens(2, 4, v, 0),
+        valid=lambda v: whole(v, 2, 2**63 - 1)),
+    Row("gpt.cat_world_case(cat)", gpt.cat_world_case),
+    Row("gpt.slipped_logits(cat)", lambda v: gpt.slipped_logits(v, CAT_WORLD.tokenizer.encode("<BOS> the cat"), "no_positions")),
+    Row("gpt.slipped_logits(ids)", lambda v: gpt.slipped_logits(CAT_MODEL, v, "no_positions"), valid=ids_of(20)),
+    Row("gpt.slipped_logits(slip)", lambda v: gpt.slipped_logits(CAT_MODEL, CAT_WORLD.tokenizer.encode("<BOS> the"), v)),
+    Row("gpt.optimizer_for(model)", lambda v: gpt.optimizer_for(v, 1e-3)),
+    Row("gpt.optimizer_for(lr)", lambda v: gpt.optimizer_for(TINY, v), valid=lambda v: number(v, 0, 10, low_open=True)),
+    Row("gpt.optimizer_for(weight_decay)", lambda v: gpt.optimizer_for(TINY, 1e-3, v), valid=lambda v: number(v, 0, 10)),
+    Row("gpt.optimizer_for(slip)", lambda v: gpt.optimizer_for(TINY, 1e-3, slip=v),
+        valid=lambda v: v is None or type(v) is str and v in gpt.LOOP_SLIPS),
+    Row("gpt.sample_text(prompt)", lambda v: gpt.sample_text(TINY, CHARS, v, 2),
+        valid=lambda v: type(v) is str and 0 < len(v) <= 100_000 and set(v) <= set(CHARS.ids)),
+    Row("gpt.sample_text(temperature)", lambda v: gpt.sample_text(TINY, CHARS, "A", 2, temperature=v),
+        valid=lambda v: number(v, 0, 1e300)),
+    Row("gpt.sample_text(context)", lambda v: gpt.sample_text(TINY, CHARS, "A", 2, context=v),
+        valid=lambda v: v is None or whole(v, 1, 32)),
+    Row("gpt.step_seconds(trials)", lambda v: gpt.step_seconds(TINY, IDS, 2, 16, trials=v), valid=lambda v: whole(v, 1, 100)),
 ]
 
 TABLE += CHAPTERS_01_04_ROWS + CHAPTERS_05_08_ROWS + CHAPTERS_09_11_ROWS + SHARED_ROWS

@@ -87,7 +87,38 @@ CONTROL_ROWS = [
     control_row("sampling", "seed", lambda v: whole(v, 0, 50)),
 ]
 
-TABLE = CONSTRUCTOR_ROWS + CONTROL_ROWS
+# the real model's explorer (chapter 11, SmolLM2): every constructor argument and control refused, never clamped
+from helpers.real import compute as real_compute, explorer as real_explorer  # noqa: E402
+
+REAL, REAL_TOK = real_compute.load()
+REAL_SHOWN = []   # one real explorer, built once with right arguments
+
+
+def real_built():
+    if not REAL_SHOWN:
+        REAL_SHOWN.append(real_explorer.explorer(REAL, REAL_TOK))
+    return REAL_SHOWN[0]
+
+
+def prompt_valid(v):
+    return text_valid(v) and bool(v.strip()) and v.isprintable()
+
+
+REAL_EXPLORER_ROWS = [
+    Row("real.explorer(model)", lambda v: real_explorer.explorer(v, REAL_TOK)),
+    Row("real.explorer(tok)", lambda v: real_explorer.explorer(REAL, v)),
+    Row("real.explorer(layer)", lambda v: real_explorer.explorer(REAL, REAL_TOK, layer=v), valid=lambda v: whole(v, 0, 29)),
+    Row("real.explorer(head)", lambda v: real_explorer.explorer(REAL, REAL_TOK, head=v), valid=lambda v: whole(v, 0, 8)),
+    Row("real.explorer(prompt)", lambda v: real_explorer.explorer(REAL, REAL_TOK, prompt=v), valid=prompt_valid),
+    Row("real explorer.set(layer)", lambda v: real_built().set(layer=v), valid=lambda v: whole(v, 0, 29),
+        state=lambda: tuple(sorted(real_built().values().items()))),
+    Row("real explorer.set(head)", lambda v: real_built().set(head=v), valid=lambda v: whole(v, 0, 8),
+        state=lambda: tuple(sorted(real_built().values().items()))),
+    Row("real explorer.set(prompt)", lambda v: real_built().set(prompt=v), valid=text_valid,
+        state=lambda: tuple(sorted(real_built().values().items()))),
+]
+
+TABLE = CONSTRUCTOR_ROWS + CONTROL_ROWS + REAL_EXPLORER_ROWS
 CASES = [(row, cls, i) for row in TABLE for cls in CLASSES for i in range(len(CLASSES[cls]))
          if not is_valid(row, CLASSES[cls][i])]
 COUNTS = collections.Counter()

@@ -773,3 +773,59 @@ def test_the_continuations_memory_is_checked_before_it_is_spent(dragon, dragon_w
     with pytest.raises(CourseInputError, match="should fit in 1 MiB") as refused:
         compute.slide(dragon, dragon_world.tokenizer, prompt="<BOS> dragon drinks", n_continuations=1000, length=100)
     _one_sentence(refused)
+
+
+# ---- issue 31 (red team): the loop check passes a right answer that calls the course's generate,
+# leaves the models as it found them, and refuses its own bad arguments
+
+def test_a_right_generate_that_calls_the_course_generate_passes(cat, dragon):
+    def generate(model, ids, n_new, temperature=1.0, top_k=None, top_p=None, seed=0, cache=True):
+        return sampling.generate(model, ids, n_new, temperature=temperature, top_k=top_k, top_p=top_p,
+                                 seed=seed, cache=cache)
+    assert checks.generate_loop.feedback(generate, cat, dragon) == []
+
+
+def test_the_loop_check_puts_back_what_the_learner_changed_in_the_models(cat, dragon):
+    before = [{k: v.clone() for k, v in m.state_dict().items()} for m in (cat, dragon)]
+
+    def zeroes(model, ids, n_new, **settings):
+        for p in model.parameters():
+            p.data.zero_()
+        model.train()
+        return learner_generate(model, ids, n_new, **settings)
+
+    def raises(model, ids, n_new, **settings):
+        with torch.no_grad():
+            next(model.parameters()).mul_(3)
+        raise ValueError("half-way")
+    assert "not the most probable" in " ".join(checks.generate_loop.feedback(zeroes, cat, dragon))
+    assert "half-way" in " ".join(checks.generate_loop.feedback(raises, cat, dragon))
+    for m, state in zip((cat, dragon), before):
+        assert all(torch.equal(state[k], v) for k, v in m.state_dict().items()) and not m.training
+
+
+@pytest.mark.parametrize("check, args", [
+    (checks.tempered, ([[1, 2], [3]], 1.0)), (checks.tempered, ([1.0, float("nan")], 1.0)),
+    (checks.kv_bytes, (10**30, 10, 2, 4, 4)), (checks.kv_bytes, (2, 10, 2, 4, True)),
+    (checks.generate_loop, (None, "dragon")), (checks.generate_loop, ("cat", None))])
+def test_a_check_refuses_its_own_bad_arguments(check, args):
+    answer = {checks.tempered: [0.5, 0.5], checks.kv_bytes: 3, checks.generate_loop: learner_generate}[check]
+    said = " ".join(check.feedback(answer, *args))
+    assert said.startswith("the check cannot use what the check cell gives it"), said
+
+
+def test_the_loop_check_refuses_a_swapped_model(cat, dragon):
+    said = " ".join(checks.generate_loop.feedback(learner_generate, dragon, cat))
+    assert said.startswith("the check cannot use") and "cat should be the shipped cat model" in said
+
+
+@pytest.mark.parametrize("result, settings", [(None, ""), ([0.5, 0.5], ""), ({"vocab": []}, ""), ("x" * 50, "")])
+def test_slide_figure_refuses_what_is_not_a_slide_result(result, settings):
+    with pytest.raises(CourseInputError, match="result should be what sampling.slide returns"):
+        explorer.slide_figure(result, settings)
+
+
+@pytest.mark.parametrize("token", [None, 3, float("nan"), ["a"]])
+def test_shown_token_refuses_what_is_not_a_text(token):
+    with pytest.raises(CourseInputError, match="token should be a token's text"):
+        explorer.shown_token(token)

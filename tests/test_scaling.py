@@ -236,7 +236,7 @@ def test_loss_floor_is_the_entropy_of_each_prefix_and_bounds_the_training_loss()
     inputs, targets = world.batch(world.train)
     assert int((targets != -100).sum()) == len(worlds.decisions(world.train))   # one target per decision
     assert 0 < scaling.loss_floor(world.train) < math.log(20)
-    with pytest.raises(CourseInputError, match="at least one sentence"):
+    with pytest.raises(CourseInputError, match="non-empty list of sentences"):
         scaling.loss_floor([])
 
 
@@ -428,3 +428,40 @@ def rows_generator(d, n, seed=123):
     g = torch.Generator().manual_seed(seed)
     torch.randn(2 * n, d, generator=g)
     return g
+
+
+# --- issue 31: every argument checked before any work --------------------------------------------
+
+def test_draws_and_memory_are_bounded_before_any_draw(refused):
+    refused(lambda: scaling.dot_spread(dims=[2], n=10**12), "at most 2,000,000,000 random numbers", "n <=")
+    refused(lambda: scaling.dot_spread(dims=[2], n=10, seed=2**64), "seed", "2**64 - 1")
+    refused(lambda: scaling.dot_spread(dims=range(10**20)), "dims should be a list of 1 to 64")
+    refused(lambda: scaling.gradient_by_dim(n_queries=10**9), "random numbers")
+    refused(lambda: scaling.gradient_by_dim(seed="0"), "seed should be a whole number")
+    refused(lambda: scaling.six_keys(seed=-1), "seed should be at least 0")
+    refused(lambda: scaling.spread_figure(n=10**12), "random numbers")
+    refused(lambda: scaling.softmax_jacobian(np.full(100_000, 1e-5)), "1.5 GiB", "n <= 10,033")
+    refused(lambda: scaling.jacobian_size(np.full((10**4, 10**3), 1e-3)), "1.5 GiB")
+
+
+def test_training_steps_seeds_and_switches_are_checked_first(refused):
+    refused(lambda: scaling.train_with_and_without_scaling(seeds=[0], steps=10**9), "steps should be at most 10,000")
+    refused(lambda: scaling.train_with_and_without_scaling(seeds=[2**64]), "each seed")
+    refused(lambda: scaling.train_with_and_without_scaling(seeds=[0], steps=3, stop_after=4), "stop_after should be")
+    refused(lambda: scaling.train_with_and_without_scaling(seeds=[0], lr="0.1"), "lr should be a number")
+    refused(lambda: scaling.train_with_and_without_scaling(seeds=[0], width=3), "the sizes should be")
+    refused(lambda: scaling.explore(64, "False"), "scaled is a switch")
+    refused(lambda: scaling.weight_gradient([1.0, 2.0, 3.0], True), "index should be a whole number")
+    refused(lambda: scaling.adam_trajectory(np.ones((2, 2)), lr=float("nan")), "lr should be a finite number")
+
+
+def test_checks_refuse_their_own_bad_arguments_in_one_sentence():
+    w = np.array([0.2, 0.3, 0.5])
+    cases = [(checks.typical_size, 3.0, dict(d=512)), (checks.jacobian, np.zeros((3, 3)), dict(weights=w)),
+             (checks.gradient_wrt_raw, 0.1, dict(scores=[1.0, 2.0, 3.0], index=2, divide_by=8.0))]
+    for check, answer, given in cases:
+        for name in given:
+            for bad in (None, "False", -1, float("nan"), [1, 2], np.zeros((2, 3, 4)), True):
+                found = check.feedback(answer, **{**given, name: bad})
+                assert len(found) == 1 and found[0].startswith("the check cannot use what the check cell gives it"), \
+                    (check.title, name, bad, found)

@@ -69,3 +69,65 @@ def test_dragon_sample_draws_what_rng_choice_draws():
                 sentence.append(str(rng.choice(list(dist), p=p)))
             expected.append(sentence)
         assert worlds.dragon_sample(n, length, seed) == expected
+
+
+@pytest.mark.parametrize("prompts, words", [
+    ("", ["non-empty list of prompts", "''"]),
+    ([], ["non-empty list of prompts", "[]"]),
+    ([[]], ["at least one word"]),
+    ([["<BOS>"], ["unicorn"]], ["'unicorn'"]),
+])
+def test_next_token_probs_refuses_prompts_before_any_pass(refused, prompts, words):
+    passes = []
+    w = worlds.cat_world()
+    model = torch.nn.Module()
+    model.forward = lambda ids, **switches: passes.append(ids)
+    refused(lambda: worlds.next_token_probs(model, w, prompts), *words)
+    assert not passes
+
+
+def test_next_token_probs_refuses_a_model_or_world_of_another_kind(refused):
+    w = worlds.cat_world()
+    refused(lambda: worlds.next_token_probs(print, w, [["<BOS>"]]), "course model")
+    refused(lambda: worlds.next_token_probs(torch.nn.Identity(), "cat", [["<BOS>"]]), "World", "'cat'")
+
+
+def test_sentences_and_worlds_are_checked_before_any_pass(cat, cat_world):
+    for call in (cat_world.batch, worlds.decisions, worlds.entropy_floor, worlds.best_possible_accuracy):
+        with pytest.raises(CourseInputError, match="sentences should be a non-empty list of sentences"):
+            call(None)   # None is the default (the world's sentences) only where a world is given
+    bad = [object(), [], "<BOS> the cat", [["<BOS>", 1]], [["the"] * (worlds.MAX_WORDS + 1)]]
+    for value in bad:
+        for call in (lambda v: worlds.copula_report(cat, cat_world, v), lambda v: worlds.slot_accuracy(cat, cat_world, v),
+                     lambda v: worlds.rule_accuracy(cat, cat_world, v), cat_world.batch, worlds.decisions,
+                     worlds.entropy_floor, worlds.best_possible_accuracy):
+            with pytest.raises(CourseInputError, match="but"):
+                call(value)
+    for call in (worlds.copula_report, worlds.slot_accuracy, worlds.rule_accuracy, worlds.cat_targets):
+        with pytest.raises(CourseInputError, match="world should be a helpers.worlds.World"):
+            call(cat, None)
+        with pytest.raises(CourseInputError, match="model should be a course model"):
+            call(None, cat_world)
+    with pytest.raises(CourseInputError, match="sentences should hold at least one sentence of two or more words, but"):
+        worlds.entropy_floor([["<BOS>"]])
+    with pytest.raises(CourseInputError, match="at least one copula sentence"):
+        worlds.rule_accuracy(cat, cat_world, [["<BOS>", "the", "cat", "ran", "fast", "<EOS>"]])
+
+
+def test_adjectives_and_induction_arguments_are_checked():
+    assert worlds.adjectives_of("mat") == worlds.SURFACE_ADJ
+    for noun in (np.zeros(3), None, "is"):
+        with pytest.raises(CourseInputError, match="noun should be one of cat, dog, mat, floor, but"):
+            worlds.adjectives_of(noun)
+    assert worlds.induction_vocab(3) == ("<BOS>", "a", "b") and len(worlds.induction_vocab(37)) == 37
+    for size in (None, -1, 0, 38, True):
+        with pytest.raises(CourseInputError, match="vocab_size should"):
+            worlds.induction_vocab(size)
+    with pytest.raises(CourseInputError, match="V should be a whole number"):
+        worlds.token_ids([1], None)
+    with pytest.raises(CourseInputError, match="n_max should be a whole number"):
+        worlds.induction_prompt(4, 0, n_max=None)
+    for call in (lambda: worlds.repeated_tokens(2, 4, 2**64, 0), lambda: worlds.induction_prompt(4, 0, vocab_size=2**64)):
+        with pytest.raises(CourseInputError, match="vocab_size should be at most 2\\*\\*63 - 1"):
+            call()
+    assert worlds.repeated_tokens(1, 3, 2**63 - 1, 0).shape == (1, 7)

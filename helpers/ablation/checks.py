@@ -1,17 +1,27 @@
 """Chapter 10's exercise checks (ablation)."""
 import numpy as np
 
-from ..errors import to_numpy
+from ..errors import as_array as input_array, check_positive_int, fail, shown, to_numpy
 from ..exercises import (Array, Function, Wrong, as_array, call, close_problems,
                          exercise, number_problems, slip)
 
 
+def write_back_inputs(concat, W_O, d_k):
+    """The check's own concat (T, h·d_k), W_O (h·d_k, d_model) and d_k (h >= 2: head 1 exists), else one sentence."""
+    concat, W_O = input_array(concat, "the check's concat", ndim=2), input_array(W_O, "the check's W_O", ndim=2)
+    d_k = check_positive_int(d_k, "the check's d_k")
+    if concat.shape[1] != W_O.shape[0] or W_O.shape[0] < 2 * d_k:
+        fail(f"the check's concat (T, h·d_k) and W_O (h·d_k, d_model) should share h·d_k >= 2·d_k = {2 * d_k}, "
+             f"but have shapes {concat.shape} and {W_O.shape}")
+    return concat, W_O, d_k
+
+
 @exercise("the write-back with head 1 removed",
-          answer=Array(shape=lambda concat, W_O: (np.shape(concat)[0], np.shape(W_O)[1])))
+          answer=Array(shape=lambda concat, W_O, d_k: (len(write_back_inputs(concat, W_O, d_k)[0]), np.shape(W_O)[1])))
 def write_back(answer, concat, W_O, d_k):
     """answer: concat @ W_O with head 1's rows of W_O zeroed, (T, d_model);
     concat: (T, h·d_k); W_O: (h·d_k, d_model)."""
-    concat, W_O = to_numpy(concat, "concat"), to_numpy(W_O, "W_O")
+    concat, W_O, d_k = write_back_inputs(concat, W_O, d_k)
     kept = W_O.copy()
     kept[d_k:2 * d_k] = 0
     found = list(close_problems(answer, concat @ kept, "the write-back"))
@@ -23,7 +33,8 @@ def write_back(answer, concat, W_O, d_k):
         ]) or found[0]
 
 
-@exercise("Method 2 by hand, to the last bit", answer=Array(shape=lambda reference: tuple(reference.shape)))
+@exercise("Method 2 by hand, to the last bit",
+          answer=Array(shape=lambda reference: input_array(reference, "the check's reference", ndim=2).shape))
 def method2_logits(answer, reference):
     """answer: logits (T, V) of a copy with every W_O and b_O zeroed; reference: attention=False logits (T, V)."""
     diff = np.abs(answer - to_numpy(reference, "reference")).max()
@@ -32,11 +43,36 @@ def method2_logits(answer, reference):
                "in every layer of the copy (an exact zero write-back gives identical logits)")
 
 
-@exercise("one row of the logit lens", answer=Array(shape=lambda trace: tuple(trace["logits"].shape)))
+def check_course_model(model):
+    """The check's model: a course Transformer (helpers.model.Transformer), else one sentence."""
+    from ..model import Transformer
+    if not isinstance(model, Transformer):
+        fail(f"the check's model should be a helpers.model.Transformer, but got {shown(model)}")
+    return model
+
+
+def lens_inputs(trace, point, model):
+    """The check's trace (model(ids, trace=True) of one sequence), point (one of its residual
+    points, (T, d_model)) and model, else one sentence; return the logits' shape (T, V)."""
+    import torch
+    cfg = check_course_model(model).cfg
+    if not isinstance(trace, dict) or not isinstance(trace.get("logits"), torch.Tensor) \
+            or trace["logits"].dim() != 2 or trace["logits"].shape[-1] != cfg.vocab_size:
+        fail(f"the check's trace should be model(ids, trace=True) of one sequence, but got {shown(trace)}")
+    T = trace["logits"].shape[0]
+    if type(point) is not str or point not in trace or not isinstance(trace[point], torch.Tensor) \
+            or tuple(trace[point].shape) != (T, cfg.d_model):
+        fail(f"the check's point should name a residual point of the trace such as 'L0.h', one (T, d_model) = "
+             f"({T}, {cfg.d_model}) tensor, but got {shown(point)}")
+    return T, cfg.vocab_size
+
+
+@exercise("one row of the logit lens", answer=Array(shape=lens_inputs))
 def lens_row(answer, trace, point, model):
     """answer (T, V): the final LayerNorm, then the unembedding E^T, applied to ``trace[point]``,
     one residual point (T, d_model) of ``model``'s trace."""
     import torch
+    lens_inputs(trace, point, model)
     with torch.no_grad():
         h = trace[point]
         expected = model.unembed(h).numpy()
@@ -81,12 +117,30 @@ def _course_drop(model, head, task_ids, class_ids, reference_ids, kind="mean", p
     return dict(drop=float(base - ablated), base=float(base), ablated=float(ablated))
 
 
+def ablation_inputs(model, task_ids, class_ids, reference_ids, off_task_ids):
+    """The check's model, prompts (B, T) and each prompt's class ids (B, k) of that model, else one sentence."""
+    import torch
+    from .. import patching
+    cfg = check_course_model(model).cfg
+    prompts = {}
+    for name, ids in (("task_ids", task_ids), ("reference_ids", reference_ids), ("off_task_ids", off_task_ids)):
+        prompts[name] = patching.check_ids(model, ids, name=name)
+        if prompts[name].dim() != 2:
+            fail(f"the check's {name} should be a batch of prompts (B, T), but got shape {tuple(prompts[name].shape)}")
+    B = len(prompts["task_ids"])
+    if not isinstance(class_ids, torch.Tensor) or class_ids.dtype != torch.long or class_ids.dim() != 2 \
+            or len(class_ids) != B or not class_ids.numel() or class_ids.min() < 0 or class_ids.max() >= cfg.vocab_size:
+        fail(f"the check's class_ids should be a LongTensor (B, k) = ({B}, k) of token ids below {cfg.vocab_size}, "
+             f"but got {shown(class_ids)}")
+
+
 @exercise("a task-matched mean ablation", answer=Function("a function mean_ablation_drop(model, head, task_ids, "
                                                             "class_ids, reference_ids)"))
 def mean_ablation_drop(answer, model, task_ids, class_ids, reference_ids, off_task_ids):
     """answer(model, head, task_ids, class_ids, reference_ids) -> the fall in mean p(class) over the
     task prompts when ``head``'s output is replaced by its per-position mean over reference_ids.
     Checked on the cat model for ABLATION_HEADS with the task's own prompts as the reference."""
+    ablation_inputs(model, task_ids, class_ids, reference_ids, off_task_ids)
     for head in ABLATION_HEADS:
         where = f"for L{head[0]}H{head[1]}"
         got = call(answer, model, head, task_ids, class_ids, reference_ids, what=where)
@@ -154,6 +208,14 @@ def patch_grid(answer, model, clean_ids, corrupt_ids, metric):
     the corrupted run (denoising), for every head and position."""
     import torch
     from .. import patching
+    check_course_model(model)
+    one = {}
+    for name, ids in (("clean_ids", clean_ids), ("corrupt_ids", corrupt_ids)):
+        one[name] = patching.check_ids(model, ids, name=name)
+        if one[name].dim() != 1:
+            fail(f"the check's {name} should be one prompt (T,), but got shape {tuple(one[name].shape)}")
+    clean_v, corrupt_v = patching.metric_ends(model, one["clean_ids"][None], one["corrupt_ids"][None], metric, ())
+    patching.normalised(clean_v, clean_v, corrupt_v)     # the metric should tell the two runs apart
     got = call(answer, model, clean_ids, corrupt_ids, metric, what="on the cat model")
     if got is None:
         raise Wrong("not answered yet: patch_grid returns None; write its loop where the cell says "
@@ -164,7 +226,6 @@ def patch_grid(answer, model, clean_ids, corrupt_ids, metric):
     found = list(close_problems(grid, right, "the grid", atol=1e-3))
     if not found:
         return
-    clean_v, corrupt_v = patching.metric_ends(model, clean_ids[None], corrupt_ids[None], metric, ())
     noise = patching.patch_heads(model, clean_ids, corrupt_ids, metric, per_position=True, direction="noise").numpy()
     whole = patching.patch_heads(model, clean_ids, corrupt_ids, metric).numpy()
     shifted = np.zeros_like(right)
@@ -231,13 +292,13 @@ def direct_attribution(answer, model, parts, direction, scale):
     """answer(model, parts, direction, scale) -> {name: float}: each part's direct contribution to
     direction · logits with the final norm's scale frozen at ``scale`` (``patching.attribute``)."""
     from .. import patching
+    right = patching.attribute(check_course_model(model), parts, direction, scale)   # checks every argument
     got = call(answer, model, parts, direction, scale, what="on the parts of the patched run")
     if got is None:
         raise Wrong("not answered yet: direct_attribution returns None; write its body where the cell says "
                     "# YOUR CODE HERE, so that it returns one number per part")
     if not isinstance(got, dict):
         raise Wrong(f"direct_attribution should return a dict {{part name: number}}, but returned {type(got).__name__}")
-    right = patching.attribute(model, parts, direction, scale)
     missing = [name for name in right if name not in got]
     if missing == ["final-norm bias"]:
         yield ("the final LayerNorm's β is missing: add one entry \"final-norm bias\", β · E^T · direction "

@@ -8,7 +8,8 @@ import numpy as np
 
 from ..exercises import (Array, Function, Words, as_array, as_number, call, close_problems, exercise,
                          number_problems, slip)
-from .compute import analogy_vector, neighbourhood_kept, unit
+from ..errors import check_positive_int, count, fail
+from .compute import analogy_vector, check_maps, check_vectors, check_words, neighbourhood_kept, unit
 
 # (a, b) pairs a cosine function is tried on, and what each one tests.
 COSINE_CASES = (
@@ -72,6 +73,9 @@ def cosine_function(answer):
 @exercise("the nearest neighbours, computed with NumPy", answer=Words())
 def neighbours(answer, kv, word, topn=5):
     """``answer`` is the list of the ``topn`` words closest in cosine to ``word``, best first."""
+    check_words(kv, [word])
+    if check_positive_int(topn, "topn") >= len(kv):
+        fail(f"topn should be below the {len(kv):,} words of these vectors, but got {count(topn)}")
     if len(answer) != topn:
         yield f"the answer should hold {topn} words, but it holds {len(answer)}"
         return
@@ -90,9 +94,10 @@ def neighbours(answer, kv, word, topn=5):
         yield "the right words, in the wrong order: sort by cosine, the highest first"
 
 
-@exercise("the analogy direction", answer=Array(shape=lambda kv: (kv.vector_size,)))
+@exercise("the analogy direction", answer=Array(shape=lambda kv: (check_vectors(kv).vector_size,)))
 def analogy_direction(answer, kv, a, minus, plus):
     """``answer`` (d,) is unit(a) - unit(minus) + unit(plus), scaled to norm 1."""
+    check_words(kv, [a, minus, plus])
     norm = float(np.linalg.norm(answer))
     if abs(norm - 1) > 1e-3:
         yield f"the direction has norm {norm:.3f}: scale it to norm 1 at the end"
@@ -109,10 +114,11 @@ def analogy_direction(answer, kv, a, minus, plus):
 
 
 @exercise("the fraction of each point's neighbours a map keeps",
-          answer=Array(shape=lambda high: (len(high),)))
+          answer=Array(shape=lambda high, low, k: (len(check_maps(high, low, k)[0]),)))
 def kept_fractions(answer, high, low, k):
     """``answer`` (n,) is, for each point, the share of its k nearest neighbours in ``high``
     that are also among its k nearest in ``low``."""
+    high, low, k = check_maps(high, low, k)
     if answer.min() < 0 or answer.max() > 1:
         yield "every entry is a fraction of k, between 0 and 1"
         return

@@ -27,7 +27,8 @@ from pathlib import Path
 
 import numpy as np
 
-from ..errors import as_array, check_positive_int, fail
+from ..errors import as_array, check_bytes, check_choice, check_number, check_positive_int, check_seed, \
+    check_switch, count, fail, shown
 
 METHODS = ("PCA", "t-SNE", "UMAP")
 
@@ -72,9 +73,9 @@ def vector_pair(angle_a=10.0, norm_a=3.0, angle_b=60.0, norm_b=2.0):
     Returns a dict: a (2,), b (2,), dot = a·b, cos = a·b / (|a| |b|), and
     angle = the angle between them in degrees (0 to 180).
     """
-    for name, norm in (("norm_a", norm_a), ("norm_b", norm_b)):
-        if not norm > 0:
-            fail(f"{name} should be a positive number, but got {norm!r}")
+    angle_a, angle_b = check_number(angle_a, "angle_a"), check_number(angle_b, "angle_b")
+    norm_a = check_number(norm_a, "norm_a", low=0, low_open=True)
+    norm_b = check_number(norm_b, "norm_b", low=0, low_open=True)
     a = norm_a * np.array([np.cos(np.radians(angle_a)), np.sin(np.radians(angle_a))])
     b = norm_b * np.array([np.cos(np.radians(angle_b)), np.sin(np.radians(angle_b))])
     dot = float(a @ b)
@@ -188,7 +189,7 @@ def load_glove(n_words=None):
     if n_words is not None:
         n_words = check_positive_int(n_words, "n_words")
         if n_words > len(words):
-            fail(f"n_words can be at most {len(words):,}, but got {n_words:,}")
+            fail(f"n_words can be at most {len(words):,}, but got {count(n_words)}")
         words, vectors = words[:n_words], vectors[:n_words]
     kv = KeyedVectors(vector_size=vectors.shape[1])
     kv.add_vectors(list(words), vectors.copy())
@@ -197,11 +198,12 @@ def load_glove(n_words=None):
 
 def check_words(kv, words):
     """Fail with one sentence naming the first word that is not in kv's vocabulary."""
+    check_vectors(kv)
     for word in words:
         if not isinstance(word, str):
-            fail(f"words must be strings, but got {word!r}")
+            fail(f"each word should be a string, but got {shown(word)}")
         if word not in kv.key_to_index:
-            fail(f"'{word}' is not among the {len(kv):,} words of these vectors")
+            fail(f"each word should be among the {len(kv):,} words of these vectors, but got {shown(word)}")
 
 
 # ------------------------------------------------------------------ similarity
@@ -213,8 +215,16 @@ def unit(vectors):
 
 
 def cosine(a, b):
-    """Cosine similarity of two vectors of the same dimension d: a·b / (|a| |b|)."""
-    a, b = np.asarray(a, dtype=np.float64), np.asarray(b, dtype=np.float64)
+    """Cosine similarity of two vectors of the same dimension d: a·b / (|a| |b|).
+    Vectors of different lengths, a non-finite number or a zero vector (no direction) are refused."""
+    a, b = as_array(a, "a", 1), as_array(b, "b", 1)
+    if a.shape != b.shape:
+        fail(f"a and b should be vectors of the same length, but a has {len(a)} numbers and b has {len(b)}")
+    for name, v in (("a", a), ("b", b)):
+        if not np.isfinite(v).all():
+            fail(f"{name} should hold finite numbers, but it holds {shown(v[~np.isfinite(v)][0])}")
+        if not np.linalg.norm(v) > 0:
+            fail(f"{name} should have a direction (norm > 0), but it is a zero vector")
     return float(a @ b / (np.linalg.norm(a) * np.linalg.norm(b)))
 
 
@@ -283,6 +293,7 @@ def analogy(kv, a, minus, plus, topn=5, exclude_inputs=True):
     ``most_similar`` does; False ranks every word, inputs included.
     """
     topn = check_positive_int(topn, "topn")
+    exclude_inputs = check_switch(exclude_inputs, "exclude_inputs")
     query = analogy_vector(kv, a, minus, plus)
     skip = {a, minus, plus} if exclude_inputs else set()
     return rank_by_cosine(kv, query, topn, skip=skip)
@@ -326,6 +337,32 @@ def knn(points, k):
     return np.argsort(dist, axis=1, kind="stable")[:, :k]
 
 
+MAX_POINTS = 10_000   # points a neighbourhood measure may compare (an (n, n) table of distances; chapter 01: 172)
+
+
+def check_maps(high, low, k):
+    """(high, low, k) for the neighbourhood measures: high (n, d) and low (n, m) finite arrays with the
+    same n (at most MAX_POINTS), k a whole number below n; one sentence for the first that is not."""
+    high, low = as_array(high, "high", 2), as_array(low, "low", 2)
+    if len(high) != len(low) or len(high) > MAX_POINTS:
+        fail(f"high and low should be (n, d) arrays with the same n (at most {MAX_POINTS:,}), but got shapes "
+             f"{high.shape} and {low.shape}")
+    for name, x in (("high", high), ("low", low)):
+        if not np.isfinite(x).all():
+            fail(f"{name} should hold finite numbers, but it holds {shown(x[~np.isfinite(x)][0])}")
+    k = check_positive_int(k, "k")
+    if k >= len(high):
+        fail(f"k should be below the number of points n={len(high)}, but got k={count(k)}")
+    return high, low, k
+
+
+def check_vectors(kv):
+    """``kv`` as word vectors (gensim KeyedVectors, as load_glove gives them), or one sentence."""
+    if not all(hasattr(kv, name) for name in ("key_to_index", "get_normed_vectors", "vector_size")):
+        fail(f"kv should be word vectors (gensim KeyedVectors, from load_glove), but got {shown(kv)}")
+    return kv
+
+
 def neighbourhood_kept(high, low, k=10):
     """For each point, the fraction of its k nearest neighbours in ``high`` that are also
     among its k nearest in ``low``.
@@ -333,11 +370,7 @@ def neighbourhood_kept(high, low, k=10):
     high: (n, d) the original vectors; low: (n, 2) their map. Returns (n,) values in [0, 1].
     A map that kept every neighbourhood scores 1; a random map about k / (n - 1).
     """
-    k = check_positive_int(k, "k")
-    high, low = np.asarray(high, dtype=np.float64), np.asarray(low, dtype=np.float64)
-    if high.ndim != 2 or low.ndim != 2 or len(high) != len(low):
-        fail(f"high and low should be (n, d) arrays with the same n, but got shapes "
-             f"{high.shape} and {low.shape}")
+    high, low, k = check_maps(high, low, k)
     near_high, near_low = knn(high, k), knn(low, k)
     return np.array([len(set(h) & set(l)) / k for h, l in zip(near_high, near_low)])
 
@@ -528,8 +561,13 @@ def umap_2d(points, seed=0, n_neighbors=15):
 
 
 def project(points, method, seed=0):
-    """Map points (n, d) to (n, 2) by method "PCA", "t-SNE" or "UMAP"."""
-    points = np.asarray(points, dtype=np.float64)
+    """Map points (n, d) to (n, 2) by method "PCA", "t-SNE" or "UMAP" (seed: 0 .. 2**32 - 1)."""
+    method = check_choice(method, "method", METHODS)
+    seed = check_small_seed(seed, method)
+    points = as_array(points, "points", 2)
+    if not np.isfinite(points).all() or len(points) < 3:
+        fail(f"points should be at least 3 rows of finite numbers, but got shape {points.shape}"
+             + ("" if np.isfinite(points).all() else " holding NaN or inf"))
     if method == "PCA":
         return pca_2d(points)
     if method == "t-SNE":
@@ -564,6 +602,10 @@ def word_map(kv, groups, methods=METHODS, k=10, seed=0):
     coords {method: (n, 2)}, kept {method: (n,) fraction of the k nearest neighbours kept},
     agreement {method: rank correlation of all pairwise distances}, k, seed.
     """
+    if isinstance(methods, str) or not isinstance(methods, (list, tuple)) or not methods:
+        fail(f"methods should be a list of some of {', '.join(METHODS)}, but got {shown(methods)}")
+    methods = [check_choice(m, "each method", METHODS) for m in methods]
+    k, seed = check_positive_int(k, "k"), check_small_seed(seed, "t-SNE and UMAP")
     words, labels = group_words(kv, groups)
     points = unit(np.stack([kv[w] for w in words]))
     coords = {m: project(points, m, seed) for m in methods}
@@ -575,9 +617,21 @@ def word_map(kv, groups, methods=METHODS, k=10, seed=0):
 
 # ------------------------------------------------------------------ many maps
 
+MAX_RUNS = 100   # seeds one map_runs or train_word2vec_seeds call may run (chapter 01 uses 5 and 10)
+
+
+def check_seeds(seeds, owner):
+    """A list (or range) of 1 to MAX_RUNS seeds, each 0 .. 2**32 - 1 (``owner``'s largest); return them as a list."""
+    if not isinstance(seeds, (list, tuple, range)) or not 1 <= len(seeds[:MAX_RUNS + 1]) <= MAX_RUNS:
+        fail(f"seeds should be a list (or range) of 1 to {MAX_RUNS} seeds, but got {shown(seeds)}")
+    return [check_small_seed(seed, owner, "each seed") for seed in seeds]
+
+
 def random_map(n, seed=0):
     """n points thrown down at random in the plane: (n, 2), standard normal, seeded."""
-    return np.random.default_rng(seed).normal(size=(check_positive_int(n, "n"), 2))
+    n, seed = check_positive_int(n, "n"), check_seed(seed)
+    check_bytes(16 * n, f"a random map of n={count(n)} points", f"ask for n <= {3 * 2**25:,}")
+    return np.random.default_rng(seed).normal(size=(n, 2))
 
 
 def map_runs(result, seeds=range(5)):
@@ -588,6 +642,9 @@ def map_runs(result, seeds=range(5)):
     Returns a list of dicts: method, seed (None for PCA and t-SNE), kept (n,) the share
     of each word's k nearest neighbours kept, agreement (the distance-rank correlation).
     """
+    if not isinstance(result, dict) or not {"points", "k", "coords"} <= set(result):
+        fail(f"result should be what word_map returns (a dict with points, k and coords), but got {shown(result)}")
+    seeds = check_seeds(seeds, "UMAP")
     points, k = result["points"], result["k"]
     plans = [("random", 0), ("PCA", None), ("t-SNE", None)] + [("UMAP", s) for s in seeds]
     runs = []
@@ -735,6 +792,51 @@ def stable_hash(text):
     return zlib.crc32(text.encode("utf-8"))
 
 
+MAX_EPOCHS = 10_000              # train_word2vec's epochs (chapter 01 uses 100)
+MAX_WORD2VEC_TOKENS = 10**9      # epochs × tokens one train_word2vec call may work through
+
+
+MAX_WINDOW = 10**6   # words either side: far more than any sentence, far below a C int
+
+
+def check_word2vec(sentences, vector_size, window, epochs, seed, sample):
+    """train_word2vec's arguments, each checked before any training: one sentence for the first
+    that cannot be used. Returns (vector_size, window, epochs, seed, sample)."""
+    if isinstance(sentences, (str, bytes)) or not isinstance(sentences, (list, tuple)) or not sentences:
+        fail(f"sentences should be a non-empty list of non-empty lists of words, but got {shown(sentences)}")
+    vocab, tokens = set(), 0
+    for sentence in sentences:
+        if not isinstance(sentence, (list, tuple)) or not sentence or not all(type(w) is str for w in sentence):
+            fail(f"sentences should be a non-empty list of non-empty lists of words (strings), "
+                 f"but one of them is {shown(sentence)}")
+        vocab.update(sentence)
+        tokens += len(sentence)
+    vector_size = check_positive_int(vector_size, "vector_size")
+    window = check_positive_int(window, "window")
+    if window > MAX_WINDOW:   # gensim's C loop takes a C int: 2**64 crashes its worker and the training waits forever
+        fail(f"window should be at most {MAX_WINDOW:,} words (this course's limit; no sentence is that long), "
+             f"but got {count(window)}")
+    epochs = check_positive_int(epochs, "epochs")
+    if epochs > MAX_EPOCHS:
+        fail(f"epochs should be at most {MAX_EPOCHS:,} (this course's limit), but got {count(epochs)}")
+    if epochs * tokens > MAX_WORD2VEC_TOKENS:
+        fail(f"epochs × tokens should be at most {MAX_WORD2VEC_TOKENS:,} (this course's limit), but {epochs:,} "
+             f"epochs over {tokens:,} tokens make {epochs * tokens:,}")
+    seed = check_small_seed(seed, "gensim")
+    sample = check_number(sample, "sample", low=0, high=1)
+    # gensim keeps two float32 tables of len(vocab) × vector_size (the vectors and the output weights)
+    check_bytes(2 * 4 * len(vocab) * vector_size, f"word2vec with vector_size={count(vector_size)}",
+                f"for {len(vocab):,} words ask for vector_size <= {max(1, 3 * 2**26 // max(1, len(vocab))):,}")
+    return vector_size, window, epochs, seed, sample
+
+
+def check_small_seed(seed, owner, name="seed"):
+    """A seed for a library that takes at most 2**32 - 1 (gensim, scikit-learn's t-SNE, UMAP); return it as int."""
+    if isinstance(seed, (int, np.integer)) and not isinstance(seed, bool) and seed > 2**32 - 1:
+        fail(f"{name} should be a whole number from 0 to 2**32 - 1 ({owner}'s largest seed), but got {shown(seed)}")
+    return check_seed(seed, name)
+
+
 def train_word2vec(sentences, vector_size=8, window=2, epochs=100, seed=0, sample=0.0):
     """Skip-gram word2vec on a list of tokenised sentences, one thread, seeded.
 
@@ -742,11 +844,12 @@ def train_word2vec(sentences, vector_size=8, window=2, epochs=100, seed=0, sampl
     for big corpora; on a toy corpus every word counts as frequent and most of the
     text is thrown away, so the default here is 0 (keep every token).
     Returns gensim KeyedVectors (vector_size numbers per word). Identical on every run.
+    Limits: epochs <= MAX_EPOCHS (10,000), window <= MAX_WINDOW (10**6), epochs × tokens <= 10**9,
+    seed 0 .. 2**32 - 1 (gensim's), the two tables of vectors within 1.5 GiB.
     """
     from gensim.models import Word2Vec
 
-    if not sentences or not all(isinstance(s, (list, tuple)) and s for s in sentences):
-        fail("sentences should be a non-empty list of non-empty lists of words")
+    vector_size, window, epochs, seed, sample = check_word2vec(sentences, vector_size, window, epochs, seed, sample)
     model = Word2Vec(sentences, vector_size=vector_size, window=window, min_count=1, sg=1,
                      negative=5, sample=sample, epochs=epochs, seed=seed, workers=1,
                      hashfxn=stable_hash)
@@ -756,8 +859,18 @@ def train_word2vec(sentences, vector_size=8, window=2, epochs=100, seed=0, sampl
 def train_word2vec_seeds(sentences, seeds, **options):
     """``train_word2vec(sentences, seed=seed, **options)`` for each of ``seeds``: a list of KeyedVectors,
     the same as one call after another, bit for bit (each run is seeded and single-threaded), two
-    runs at a time (gensim trains without holding Python's lock, so two cores share the work)."""
+    runs at a time (gensim trains without holding Python's lock, so two cores share the work).
+    seeds: at most MAX_RUNS (100), every one checked (with the options) before any training."""
     import concurrent.futures
+    import inspect
 
+    seeds = check_seeds(seeds, "gensim")
+    try:
+        given = inspect.signature(train_word2vec).bind(sentences, seed=0, **options)
+    except TypeError as error:
+        fail(f"train_word2vec_seeds should get train_word2vec's options (not seed), but {error}")
+    given.apply_defaults()
+    for seed in seeds:
+        check_word2vec(**{**given.arguments, "seed": seed})
     with concurrent.futures.ThreadPoolExecutor(2) as pool:
         return list(pool.map(lambda seed: train_word2vec(sentences, seed=seed, **options), seeds))

@@ -23,7 +23,7 @@ import torch.nn.functional as F
 from torch import nn
 
 from .. import worlds
-from ..errors import check_number, check_positive_int, check_seed, count, fail, shown
+from ..errors import CourseInputError, check_number, check_positive_int, check_seed, check_switch, check_text, count, fail, shown
 from ..heads.compute import MultiHeadAttention, copy_losses
 from ..model import Config, Transformer
 from ..normalization.compute import Block, LayerNorm
@@ -34,7 +34,9 @@ from .corpus import check_ids, windows
 
 MAX_SECONDS = 60.0      # the live run's time limit
 MAX_NEW = 5_000         # the most tokens sample_text and samples_at draw in one call (each one is a pass)
+MAX_PROMPT = 100_000    # the most characters sample_text's prompt may hold (each is encoded; the model reads the last)
 MAX_ROWS = 64           # the most continuations samples_at draws side by side
+MAX_EVAL_BATCHES = 1_000   # the most validation batches train_loop draws at each evaluation
 
 
 def check_new(n_new):
@@ -64,7 +66,10 @@ class GPT(nn.Module):
         self.final_ln = LayerNorm(d_model)
         self.register_buffer("PE", sinusoidal_positions(n_max, d_model).float(), persistent=False)
 
-    def forward(self, ids):
+    def forward(self, ids, **unknown):
+        if unknown:
+            fail(f"this GPT expected only token ids (it has no switches; as_transformer(model) has them), "
+                 f"but got the keyword {shown(', '.join(sorted(unknown)))}")
         if not isinstance(ids, torch.Tensor):
             fail(f"this GPT expected token ids as a tensor (tokenizer.encode(text)), but got {type(ids).__name__} {shown(ids)}")
         ids = Transformer.check_ids(self, ids)          # whole numbers in 0..vocab_size - 1, (T,) or (B, T)
@@ -73,6 +78,7 @@ class GPT(nn.Module):
         T = ids.shape[-1]
         if T > self.PE.shape[0]:
             fail(f"this GPT takes at most n_max={self.PE.shape[0]} tokens, but got {T}")
+        self.cfg.check_pass(ids.shape[0], T)           # a batch whose pass would not fit in memory: refused
         h = self.E[ids] + self.PE[:T]                  # tokens plus positions: h0 (B, T, d_model)
         for block in self.blocks:                      # each block reads what the one before wrote
             h = block(h)
@@ -117,6 +123,8 @@ def small_start(model, seed=0):
 def cat_world_case(cat):
     """(ids (B, T), lengths (B,), logits (B, T, V)): every sentence of the cat world, padded with
     <PAD> into one batch, and the cat model's logits on it (only positions < length are real)."""
+    if not isinstance(cat, nn.Module):
+        fail(f"cat should be the cat model (a GPT or helpers.model.Transformer), but got {shown(cat)}")
     world = worlds.cat_world()
     ids, _ = world.batch(world.sentences)                             # each sentence but its last token
     lengths = torch.tensor([len(s) - 1 for s in world.sentences])
@@ -138,8 +146,15 @@ def slipped_logits(cat, ids, slip):
     loading a state_dict writes every layer's parameters into it in turn and the last layer's stay:
     the last block, run n_layers times. embeddings_scaled: h0 = sqrt(d_model) * E[ids] + PE[:T], the
     2017 paper's scaling of the token embeddings."""
-    if slip not in ASSEMBLY_SLIPS:
-        fail(f"slip should be one of {ASSEMBLY_SLIPS}, but got {slip!r}")
+    if type(slip) is not str or slip not in ASSEMBLY_SLIPS:
+        fail(f"slip should be one of the {len(ASSEMBLY_SLIPS)} names of ASSEMBLY_SLIPS (such as "
+             f"{', '.join(map(repr, ASSEMBLY_SLIPS[:3]))}), but got {shown(slip)}")
+    if not isinstance(cat, nn.Module) or not all(hasattr(cat, n) for n in ("cfg", "E", "PE", "blocks", "final_ln")):
+        fail(f"cat should be the cat model (a helpers.model.Transformer or a GPT), but got {shown(cat)}")
+    ids = Transformer.check_ids(cat, ids)
+    if ids.shape[-1] >= cat.PE.shape[0]:   # positions_from_1 reads one position further
+        fail(f"ids should hold fewer than the model's n_max={cat.PE.shape[0]} tokens per row, but hold {count(ids.shape[-1])}")
+    cat.cfg.check_pass(ids.shape[0] if ids.dim() == 2 else 1, ids.shape[-1])
     T = ids.shape[-1]
     E, pe = cat.E, cat.PE[:T]
     start = 1 if slip == "positions_from_1" else 0
@@ -170,12 +185,22 @@ LOOP_SLIPS = ("no_zero_grad", "clip_after_step", "no_clip", "lr_next_step", "lr_
               "unshifted_targets", "shifted_twice", "decay_everything", "adam", "eval_train_mode",
               "zero_grad_after_backward", "zero_grad_after_backward_zeros", "adam_l2", "adam_l2_everything",
               "adam_betas", "val_generator_once")
+MAX_LR = 10.0             # the largest learning rate optimizer_for takes (the course's runs use 1e-3 or so)
+MAX_WEIGHT_DECAY = 10.0   # the largest weight decay optimizer_for takes (the course's runs use 0.1)
 ZERO_GRAD_LATE = {"zero_grad_after_backward": True, "zero_grad_after_backward_zeros": False}   # set_to_none
 
 
 def optimizer_for(model, lr, weight_decay=0.1, slip=None):
     """AdamW as the course's loop sets it up: weight decay on the matrices and embeddings, none on
-    biases and LayerNorm scales, betas (0.9, 0.99)."""
+    biases and LayerNorm scales, betas (0.9, 0.99). lr: above 0, at most MAX_LR; weight_decay: 0 to
+    MAX_WEIGHT_DECAY; slip: None or one of LOOP_SLIPS."""
+    if not callable(getattr(model, "parameters", None)):
+        fail(f"model should be a course model (a GPT or helpers.model.Transformer), but got {shown(model)}")
+    lr = check_number(lr, "lr", low=0, high=MAX_LR, low_open=True)
+    weight_decay = check_number(weight_decay, "weight_decay", low=0, high=MAX_WEIGHT_DECAY)
+    if slip is not None and (type(slip) is not str or slip not in LOOP_SLIPS):
+        fail(f"slip should be None or one of the {len(LOOP_SLIPS)} names of LOOP_SLIPS (such as "
+             f"{', '.join(map(repr, LOOP_SLIPS[:3]))}), but got {shown(slip)}")
     matrices = [p for p in model.parameters() if p.requires_grad and p.dim() >= 2]
     vectors = [p for p in model.parameters() if p.requires_grad and p.dim() < 2]
     if slip == "adam":
@@ -196,6 +221,9 @@ def train_loop(model, train_ids, val_ids, steps, batch, context, lr, warmup, min
                eval_batches=4, seed=0, callback=None, slip=None):
     """Train ``model`` in place; return (losses, val_losses): the training loss of every step (a
     list of floats) and {step: validation loss} after 0, eval_every, ... and ``steps`` updates.
+    At most MAX_STEPS = 100,000 steps and MAX_EVAL_BATCHES = 1,000 evaluation batches; lr finite
+    and > 0, 0 <= min_lr <= lr, 0 <= warmup < steps, clip finite and > 0, context at most the
+    model's n_max; every argument is checked before the first step.
 
     The course's own loop, the same steps as ``helpers.gpt.train.train``: draw a batch of random
     windows, the mean cross-entropy of the next-token logits, clear the old gradients,
@@ -204,22 +232,34 @@ def train_loop(model, train_ids, val_ids, steps, batch, context, lr, warmup, min
     windows (seed + 1), in eval mode, without gradients. ``callback(losses, val_losses)`` after
     every step. ``slip``: one known mistake (``LOOP_SLIPS``), for the check.
     """
+    # every argument checked before any work: a refused call leaves the model as it was
+    config_of(model)                                                  # a model with a Config (the check's Watched counts)
     train_ids, val_ids = check_ids(train_ids, "train_ids"), check_ids(val_ids, "val_ids")
-    steps, batch = check_positive_int(steps, "steps"), check_positive_int(batch, "batch")
-    course_train.learning_rate(0, lr, warmup, steps, min_lr)          # refuses a bad schedule first
-    context = course_train.check_context(model, context, len(train_ids), len(val_ids))
+    steps, batch = course_train.check_steps(steps), check_positive_int(batch, "batch")
+    course_train.learning_rate(0, lr, warmup, steps, min_lr)          # lr > 0, 0 <= min_lr <= lr, warmup < steps
+    context = course_train.check_context(model, context, len(train_ids), len(val_ids))   # at most the model's n_max
     course_train.check_vocabulary(model, train_ids, val_ids)
     clip = check_number(clip, "clip", low=0, low_open=True)
     eval_every, seed = check_positive_int(eval_every, "eval_every"), check_seed(seed)
+    eval_batches = check_positive_int(eval_batches, "eval_batches")
+    if eval_batches > MAX_EVAL_BATCHES:
+        fail(f"eval_batches should be at most {MAX_EVAL_BATCHES:,} (each is a pass per evaluation), "
+             f"but got {count(eval_batches)}")
+    if callback is not None and not callable(callback):
+        fail(f"callback should be a function callback(losses, val_losses), but got {shown(callback)}")
+    if slip is not None and not (isinstance(slip, str) and slip in LOOP_SLIPS):
+        fail(f"slip should be None or one of the known slips ({', '.join(LOOP_SLIPS[:3])}, ...), but got {shown(slip)}")
+    course_train.check_batch(model, batch, context, grad=True)
     optimizer = optimizer_for(model, lr, slip=slip)
     torch.manual_seed(seed)                                           # dropout's draws, if any
     generator = torch.Generator().manual_seed(seed)                   # the training windows
     losses, val_losses = [], {}
-    once = torch.Generator().manual_seed(seed + 1) if slip == "val_generator_once" else None   # the slip: made once
+    val_seed = (seed + 1) % 2**64                                     # the validation windows' seed (seed + 1)
+    once = torch.Generator().manual_seed(val_seed) if slip == "val_generator_once" else None   # the slip: made once
     model.train()
     for step in range(steps + 1):
         if step % eval_every == 0 or step == steps:
-            val_losses[step] = evaluate(model, val_ids, context, eval_batches, batch, seed + 1,
+            val_losses[step] = evaluate(model, val_ids, context, eval_batches, batch, val_seed,
                                         train_mode=slip == "eval_train_mode", generator=once)
         if step == steps:
             break
@@ -251,7 +291,19 @@ def train_loop(model, train_ids, val_ids, steps, batch, context, lr, warmup, min
 
 def evaluate(model, ids, context, batches, batch, seed, train_mode=False, generator=None):
     """The mean loss over ``batches`` fixed windows (drawn with ``seed``), in eval mode, no gradients.
-    ``generator``: one to draw from instead (the check's slip of a generator made once for all evaluations)."""
+    ``generator``: one to draw from instead (the check's slip of a generator made once for all evaluations).
+    batches: 1 .. MAX_EVAL_BATCHES; every argument is checked before the first pass."""
+    config_of(model)
+    ids = check_ids(ids)
+    context = course_train.check_context(model, context, len(ids))
+    batches, batch, seed = check_positive_int(batches, "batches"), check_positive_int(batch, "batch"), check_seed(seed)
+    if batches > MAX_EVAL_BATCHES:
+        fail(f"batches should be at most {MAX_EVAL_BATCHES:,} (each is a pass), but got {count(batches)}")
+    course_train.check_vocabulary(model, ids)
+    course_train.check_batch(model, batch, context)
+    train_mode = check_switch(train_mode, "train_mode")
+    if generator is not None and not isinstance(generator, torch.Generator):
+        fail(f"generator should be None or a torch.Generator, but got {shown(generator)}")
     was = model.training
     model.train(train_mode)
     generator = torch.Generator().manual_seed(seed) if generator is None else generator
@@ -299,18 +351,26 @@ def sample_text(model, tokenizer, prompt, n_new, temperature=1.0, seed=0, contex
 
     cfg = config_of(model)
     check_sampling(temperature, vocab_size=cfg.vocab_size)
+    temperature = float(temperature)   # a whole number above 2**63 is more than torch's division takes
     n_new = check_new(n_new)
     context = cfg.n_max if context is None else check_positive_int(context, "context")
     if context > cfg.n_max:
-        fail(f"the model takes at most n_max={cfg.n_max} tokens, but context={context}")
-    if not isinstance(prompt, str) or not prompt:
-        fail(f"the prompt should be a non-empty string, but got {prompt!r:.40}")
-    ids = tokenizer.encode(prompt).tolist()
+        fail(f"context should be at most the model's n_max={cfg.n_max} tokens, but got {count(context)}")
+    check_text(prompt, "the prompt", empty=True, max_chars=MAX_PROMPT)   # a newline alone is a prompt
+    if not prompt:
+        fail("the prompt should be a non-empty string, but got ''")
+    try:
+        ids = tokenizer.encode(prompt).tolist()
+    except CourseInputError as error:
+        fail(f"the prompt should be text this tokenizer can encode, but encoding it said: {error}")
     generator = torch.Generator().manual_seed(check_seed(seed))
     for _ in range(n_new):
         logits = model(torch.tensor(ids[-context:]))[-1]
         ids.append(draw(next_distribution(logits, temperature), generator))
     return tokenizer.text(ids)
+
+
+MAX_TRIALS = 100   # the most timed passes step_seconds takes
 
 
 class TimeUp(Exception):
@@ -319,8 +379,13 @@ class TimeUp(Exception):
 
 def step_seconds(model, train_ids, batch, context, trials=3):
     """(seconds of one training pass, seconds of one sampling pass) of ``model`` here: a few forward
-    and backward passes on a copy (the model itself is not changed), the fastest counted."""
+    and backward passes on a copy (the model itself is not changed), the fastest counted.
+    trials: 1 to MAX_TRIALS (each is one training pass and one sampling pass)."""
     import copy
+
+    trials = check_positive_int(trials, "trials")
+    if trials > MAX_TRIALS:
+        fail(f"trials should be at most {MAX_TRIALS} (each is a training pass), but got {count(trials)}")
 
     probe = copy.deepcopy(model).train()
     x, y = windows(check_ids(train_ids, "train_ids"), batch, context, torch.Generator().manual_seed(0))
@@ -346,7 +411,7 @@ def plan_live_run(model, train_ids, batch, context, seconds, eval_every, eval_ba
     if training <= 0:
         fail(f"{seconds:g} s leave no time to train once the sample is drawn; give the live run more seconds")
     step = 1.15 * train_pass + eval_batches * train_pass / 3 / eval_every   # update; a forward pass is ~1/3
-    return max(1, int(0.8 * training / step)), training
+    return min(course_train.MAX_STEPS, max(1, int(0.8 * training / step))), training
 
 
 class LiveRun:
@@ -363,7 +428,7 @@ class LiveRun:
         from IPython.display import display
         from tqdm import tqdm
 
-        self.steps = check_positive_int(steps, "steps")
+        self.steps = course_train.check_steps(steps)
         self.seconds = check_number(seconds, "seconds", low=0, low_open=True)
         self.every, self.ln_v, self.unigram = every, ln_v, unigram   # every: seconds between redraws
         self.start = self.drawn = time.perf_counter()

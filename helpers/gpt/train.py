@@ -20,6 +20,7 @@ from ..errors import check_bytes, count, check_number, check_positive_int, check
 from ..model import Attention
 from .corpus import check_ids, windows
 
+MAX_STEPS = 100_000     # the most updates one call trains (the shipped model took 1,900; a live run about 1,000)
 MAX_VOCAB = 1_000_000   # a larger vocabulary is a mistake here (its embedding alone would not fit in memory)
 BETAS = (0.9, 0.99)     # AdamW's betas; β2 = 0.99 as nanoGPT's Shakespeare example (few tokens per step)
 
@@ -31,16 +32,24 @@ def learning_rate(step, lr, warmup, steps, min_lr):
     from ``warmup`` the rate falls along half a cosine, from ``lr`` at step ``warmup`` to ``min_lr``
     at step ``steps`` (and stays there after).
     """
-    step, steps = check_positive_int(step, "step", minimum=0), check_positive_int(steps, "steps")
+    step, steps = check_positive_int(step, "step", minimum=0), check_steps(steps)
     warmup = check_positive_int(warmup, "warmup", minimum=0)
     lr = check_number(lr, "lr", low=0, low_open=True)
     min_lr = check_number(min_lr, "min_lr", low=0, high=lr)
     if warmup >= steps:
-        fail(f"the warm-up should end before the run does, but got warmup={warmup} and steps={steps}")
+        fail(f"the warm-up should end before the run does, but got warmup={count(warmup)} and steps={count(steps)}")
     if step < warmup:
         return lr * (step + 1) / warmup
     progress = min(1.0, (step - warmup) / (steps - warmup))      # 0 at the peak, 1 at the end
     return min_lr + 0.5 * (1.0 + math.cos(math.pi * progress)) * (lr - min_lr)
+
+
+def check_steps(steps):
+    """How many updates a run takes: a whole number from 1 to MAX_STEPS (each one is a pass and a step)."""
+    steps = check_positive_int(steps, "steps")
+    if steps > MAX_STEPS:
+        fail(f"steps should be at most {MAX_STEPS:,} (this course's limit for one run), but got {count(steps)}")
+    return steps
 
 
 def loss_on(model, x, y):
@@ -72,7 +81,8 @@ def estimate_loss(model, ids, context, batches=20, batch=32, seed=0):
 def train(model, train_ids, val_ids, steps=5000, batch=64, context=256, lr=1e-3, warmup=100, min_lr=1e-4,
           weight_decay=0.1, clip=1.0, eval_every=250, eval_batches=20, seed=0, callback=None, time_limit=None,
           stop_after=None):
-    """Train ``model`` in place on random windows of ``train_ids`` and return the log.
+    """Train ``model`` in place on random windows of ``train_ids`` and return the log (at most
+    MAX_STEPS = 100,000 steps).
 
     Each step: draw ``batch`` windows of ``context`` tokens (seeded by ``seed``), compute the loss,
     backpropagate, clip the gradients' joint norm to ``clip``, set the learning rate from
@@ -94,7 +104,7 @@ def train(model, train_ids, val_ids, steps=5000, batch=64, context=256, lr=1e-3,
     # together: a refused call changes nothing, and names the argument the learner gave
     check_model(model, "train")
     train_ids, val_ids = check_ids(train_ids, "train_ids"), check_ids(val_ids, "val_ids")
-    steps, batch = check_positive_int(steps, "steps"), check_positive_int(batch, "batch")
+    steps, batch = check_steps(steps), check_positive_int(batch, "batch")
     check_positive_int(context, "context")
     warmup = check_positive_int(warmup, "warmup", minimum=0)
     lr = check_number(lr, "lr", low=0, low_open=True)
@@ -120,7 +130,7 @@ def train(model, train_ids, val_ids, steps=5000, batch=64, context=256, lr=1e-3,
                                    dict(params=vectors, weight_decay=0.0)], lr=lr, betas=BETAS)
     torch.manual_seed(seed)                                       # dropout's draws
     generator = torch.Generator().manual_seed(seed)               # the training windows
-    evaluate = dict(context=context, batches=eval_batches, batch=batch, seed=seed + 1)
+    evaluate = dict(context=context, batches=eval_batches, batch=batch, seed=(seed + 1) % 2**64)   # apart from training
 
     with fused_attention(model):  # torch's fused attention in the unwatched passes: the same sums, faster
         log, losses = [], []

@@ -7,7 +7,7 @@ printing the expected answer.
 import numpy as np
 import torch
 
-from ..errors import to_numpy
+from ..errors import as_array, check_positive_int, count, fail, to_numpy
 from ..exercises import (Array, Module, Number, Whole, Wrong, close_problems, exercise, module_output,
                          number_problems)
 from .compute import (attention_parameters, attention_weights_bytes, induction_score, module_cases,
@@ -137,8 +137,11 @@ def _error_hint(case, first):
 @exercise("the queries split into heads", answer=Array())
 def split(answer, q, n_heads):
     """``answer`` is q (B, T, h*d_k) split into (B, h, T, d_k), head i holding columns i*d_k..(i+1)*d_k."""
-    q = to_numpy(q, "q")
+    q = as_array(q, "q", 3)
+    n_heads = check_positive_int(n_heads, "n_heads")
     B, T, width = q.shape
+    if width % n_heads:
+        fail(f"n_heads should divide q's width {width} into equal heads, but got n_heads={count(n_heads)}")
     d_k = width // n_heads
     if answer.shape == (B, T, n_heads, d_k):
         yield (f"the split has shape (B, T, h, d_k) = {(B, T, n_heads, d_k)}: "

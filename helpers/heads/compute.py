@@ -21,15 +21,38 @@
 import functools
 import math
 
+import numpy as np
 import torch
 import torch.nn.functional as F
 from torch import nn
 
 from .. import weights, worlds
-from ..errors import check_positive_int, fail
+from ..errors import MAX_BYTES, as_array, check_bytes, check_index, check_positive_int, check_switch, count, fail, shown, to_numpy
 from ..masking.compute import book_attention  # noqa: F401  (chapter 05 builds the Book's layer too)
 from ..model import Attention, linear
 from ..patching import ablation_replace
+
+
+def check_model(model, name="the model"):
+    """A course Transformer (helpers.model.Transformer), else one sentence; return it."""
+    from ..errors import shown
+    from ..model import Transformer
+
+    if not isinstance(model, Transformer):
+        got = f"a tensor of shape {tuple(model.shape)}" if isinstance(model, torch.Tensor) else shown(model)
+        fail(f"{name} should be a helpers.model.Transformer (as helpers.weights loads one), but got {got}")
+    return model
+
+
+def check_shipped(model, name):
+    """The shipped model ``name`` ('cat', 'dragon' or 'induction'; an exercise check runs on it), as
+    ``helpers.weights.load_<name>()`` gives it, else one sentence naming what arrived; return it."""
+    check_model(model, f"the {name} model")
+    shipped = getattr(weights, f"load_{name}")().cfg
+    if model.cfg != shipped:
+        fail(f"the {name} model should be the shipped one (weights.load_{name}()), but got a model with "
+             f"d_model={model.cfg.d_model}, {model.cfg.n_layers} layers and {model.cfg.vocab_size} tokens")
+    return model
 
 
 # ------------------------------------------------------------ splitting heads
@@ -82,7 +105,7 @@ def attention_parameters(d_model, bias=True):
 
     Returns dict(qkv_weight=3d², qkv_bias=3d, proj_weight=d², proj_bias=d, total).
     """
-    d = check_positive_int(d_model, "d_model")
+    d, bias = check_positive_int(d_model, "d_model"), check_switch(bias, "bias")
     parts = dict(qkv_weight=3 * d * d, qkv_bias=3 * d if bias else 0,
                  proj_weight=d * d, proj_bias=d if bias else 0)
     parts["total"] = sum(parts.values())
@@ -157,12 +180,18 @@ def induction_score(weights, length):
     return diagonal[..., 2:].mean(-1)                                      # queries L+1 .. 2L
 
 
+MAX_EVEN_T = math.isqrt(MAX_BYTES // 12)   # the largest T whose even_weights fit in MAX_BYTES
+
+
 def even_weights(T):
     """(T, T) causal attention spread evenly: query t gives 1/(t+1) to each of tokens 0..t.
 
     The chance level of a score: a head that prefers nothing scores ``score(even_weights(T))``.
+    Its three (T, T) float32 tables must fit 1.5 GiB: T at most ``MAX_EVEN_T`` (11,585).
     """
     T = check_positive_int(T, "T")
+    check_bytes(12 * T * T, f"even_weights({count(T)})",
+                f"T should be at most {MAX_EVEN_T:,} (three float32 tables of T x T numbers)")
     visible = torch.tril(torch.ones(T, T))
     return visible / visible.sum(-1, keepdim=True)
 
@@ -260,6 +289,7 @@ def copy_losses(model, ids, length, **switches):
     a_2..a_L the second time (a_1 of the second copy is left out: nothing announces it).
     chance: ln(vocab_size - 1), the loss of a uniform guess among the symbols.
     """
+    length = check_positive_int(length, "length", minimum=2)
     per_position = loss_by_position(model, ids, **switches)   # entry t: the target at t+1
     return dict(first=float(per_position[:length].mean()),
                 second=float(per_position[length + 1:].mean()),
@@ -296,8 +326,15 @@ def read_through_losses(model, ids, length, head, means, reader=1):
     three is patched alone into an otherwise clean pass. Returns {"q" | "k" | "v": the
     ``copy_losses`` dict}: how much the copying needs the head through that input.
     """
-    if not 0 <= head[0] < reader < model.cfg.n_layers:
-        fail(f"the ablated head should sit in a layer before the reading layer {reader}, but got {head}")
+    n_layers = check_model(model).cfg.n_layers
+    reader = check_index(reader, "reader", n_layers)
+    length = check_positive_int(length, "length", minimum=2)
+    if not isinstance(head, (tuple, list)) or len(head) != 2 \
+            or not all(isinstance(i, (int, np.integer)) and not isinstance(i, bool) for i in head) \
+            or not 0 <= head[0] < reader or not 0 <= head[1] < model.cfg.n_heads:
+        from ..errors import shown
+        fail(f"the ablated head should be (layer, head) with its layer before the reading layer {reader}, "
+             f"but got {shown(head)}")
     seen = {}
     replace = ablation_replace([head], "mean", means)
     replace.update({f"L{reader}.{part}": (lambda x, part=part: seen.setdefault(part, x)) for part in "qkv"})
@@ -433,9 +470,8 @@ def head_view(model="cat", layer=0, head=0, prompt=None, tokenizer=None, cache=N
     """
     net, tokenizer, name = model_and_tokenizer(model, tokenizer)
     cfg = net.cfg
-    if not (0 <= layer < cfg.n_layers and 0 <= head < cfg.n_heads):
-        fail(f"head (layer={layer}, head={head}) is out of range: the {name} model has layers "
-             f"0..{cfg.n_layers - 1} and heads 0..{cfg.n_heads - 1}")
+    layer = check_index(layer, f"layer (the {name} model has {cfg.n_layers})", cfg.n_layers)
+    head = check_index(head, f"head (the {name} model has {cfg.n_heads} per layer)", cfg.n_heads)
     prompt = PROMPTS[model][0] if prompt is None and name in PROMPTS else prompt
     key = (id(net), prompt)
     found = None if cache is None else cache.get(key)
@@ -469,6 +505,9 @@ class MultiHeadAttention(nn.Module):
     def __init__(self, d_model, n_heads, bias=True):
         super().__init__()
         d_model, n_heads = check_positive_int(d_model, "d_model"), check_positive_int(n_heads, "n_heads")
+        bias = check_switch(bias, "bias")
+        check_bytes(16 * d_model * (d_model + 1), f"MultiHeadAttention({count(d_model)}, ...)",
+                    f"d_model should be at most {math.isqrt(MAX_BYTES // 16) - 1:,} (four d_model x d_model float32 matrices)")
         if d_model % n_heads:
             fail(f"d_model={d_model} does not split into n_heads={n_heads} equal heads")
         self.n_heads, self.d_k = n_heads, d_model // n_heads
@@ -509,15 +548,30 @@ def slipped_attention(x, state, n_heads, slip=None):
     """Multi-head attention on x (B, T, d_model) with the parameters ``state`` (the names of
     ``Attention``), computed with one known mistake ``slip`` (one of ``SLIPS``; None: none).
 
-    The chapter's check compares a learner's module with each of these to name the mistake."""
-    if slip is not None and slip not in SLIPS:
-        fail(f"slip should be None or one of {SLIPS}, but got {slip!r}")
-    x = torch.as_tensor(x, dtype=torch.float32)
-    B, T, d = x.shape
-    H = n_heads
+    The chapter's check compares a learner's module with each of these to name the mistake.
+    x: finite numbers; n_heads divides d_model; state: W_Q, W_K, W_V, W_O (d_model, d_model) and
+    b_Q, b_K, b_V, b_O (d_model,); the (B, n_heads, T, T) scores must fit in MAX_BYTES."""
+    if slip is not None and (type(slip) is not str or slip not in SLIPS):
+        fail(f"slip should be None or one of the {len(SLIPS)} names of SLIPS (such as 'transposed'), but got {shown(slip)}")
+    arr = as_array(x, "x", ndim=3)
+    if not np.isfinite(arr).all():
+        fail("x should hold finite numbers, but it holds NaN or inf")
+    B, T, d = arr.shape
+    H = check_positive_int(n_heads, "n_heads")
+    if d % H:
+        fail(f"n_heads should divide d_model = {d}, but got {count(H)}")
+    if not isinstance(state, dict):
+        fail(f"state should be a dict of the attention's parameters (W_Q, b_Q, ...), but got {shown(state)}")
+    for name in "QKVO":
+        for key, shape in ((f"W_{name}", (d, d)), (f"b_{name}", (d,))):
+            if key not in state or as_array(state[key], f"state['{key}']").shape != shape:
+                fail(f"state['{key}'] should be an array of shape {shape}, but got "
+                     f"{shown(state[key]) if key in state else 'none'}")
+    check_bytes(4 * 4 * B * H * T * T, "slipped_attention", "pass fewer or shorter sequences in x")
+    x = torch.as_tensor(arr, dtype=torch.float32)
     d_k = d // H
-    W = {name: state[f"W_{name}"] for name in "QKVO"}
-    b = {name: state[f"b_{name}"] for name in "QKVO"}
+    W, b = ({name: torch.as_tensor(to_numpy(state[f"{kind}_{name}"]), dtype=torch.float32) for name in "QKVO"}
+            for kind in "Wb")
     if slip == "transposed":
         W = {name: w.T for name, w in W.items()}
     if slip == "no_biases":

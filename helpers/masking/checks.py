@@ -11,7 +11,7 @@ from functools import lru_cache
 import numpy as np
 import torch
 
-from ..errors import CourseInputError, to_numpy
+from ..errors import CourseInputError, as_array, check_index, check_positive_int, count, fail, shown, to_numpy
 from ..exercises import (Array, Function, Number, Wrong, as_wholes, call, close_problems, exercise,
                          number_problems)
 from ..reference import softmax
@@ -35,9 +35,32 @@ class BoolMask(Array):
                     + ("" if placed else ", and hide exactly the keys j > i"))
 
 
-@exercise("the causal mask", answer=BoolMask(shape=lambda T: (T, T), allow_inf=True))
+MAX_T = 1_000   # the largest T a check here takes (the chapter's use 3 to 5)
+
+
+def check_T(T):
+    """T, the number of tokens a check is about: a whole number from 1 to MAX_T."""
+    T = check_positive_int(T, "T")
+    if T > MAX_T:
+        fail(f"T should be at most {MAX_T:,} here, but got {count(T)}")
+    return T
+
+
+def check_table(x, name, low=-np.inf):
+    """``x`` as a square (T, T) table of finite numbers >= ``low`` (T at most MAX_T), or one sentence."""
+    x = as_array(x, name, 2)
+    if x.shape[0] != x.shape[1] or not 1 <= len(x) <= MAX_T:
+        fail(f"{name} should be a square (T, T) table with T from 1 to {MAX_T:,}, but it has shape {x.shape}")
+    if not np.isfinite(x).all() or (x < low).any():
+        fail(f"{name} should hold finite numbers" + (f" >= {low:g}" if low > -np.inf else "")
+             + f", but it holds {shown(float(x[~np.isfinite(x) | (x < low)][0]))}")
+    return x
+
+
+@exercise("the causal mask", answer=BoolMask(shape=lambda T: (check_T(T),) * 2, allow_inf=True))
 def mask(answer, T=5):
     """``answer`` (T, T) is True exactly where query i must not see key j, i.e. j > i (a boolean mask)."""
+    T = check_T(T)
     got = answer != 0
     want = np.triu(np.ones((T, T), dtype=bool), 1)
     if np.isinf(answer).any():
@@ -62,7 +85,10 @@ def mask(answer, T=5):
 @exercise("one masked weight, by hand", answer=Number())
 def masked_weight(answer, scores, query, key):
     """``answer`` is weight[query, key] after the causal mask and the softmax of ``scores`` (T, T)."""
-    scores = to_numpy(scores, "scores")
+    scores = check_table(scores, "scores")
+    query, key = check_index(query, "query", len(scores)), check_index(key, "key", len(scores))
+    if key > query:
+        fail(f"key should be at most query={query} (a later key's weight is 0 under the mask), but got {key}")
     expected = softmax(scores[query, :query + 1])[key]
     from_one = softmax(scores[query - 1, :query])[key - 1] if query > 0 and key > 0 else math.nan
     if abs(answer - expected) < 1e-3:
@@ -79,10 +105,18 @@ def masked_weight(answer, scores, query, key):
         yield from number_problems(answer, expected, "your weight", atol=1e-3)
 
 
-@exercise("repairing a mask applied after softmax", answer=Array(shape=lambda zeroed: np.shape(zeroed)))
+def check_zeroed(zeroed):
+    """zeroed: softmax weights (T, T) with the future set to 0 afterwards: non-negative, every row with weight."""
+    zeroed = check_table(zeroed, "zeroed", low=0)
+    if not (zeroed.sum(axis=1) > 0).all():
+        fail(f"zeroed should have some weight in every row, but row {int(np.argmin(zeroed.sum(axis=1)))} sums to 0")
+    return zeroed
+
+
+@exercise("repairing a mask applied after softmax", answer=Array(shape=lambda zeroed: check_zeroed(zeroed).shape))
 def renormalised(answer, zeroed):
     """``answer`` (T, T): the rows of ``zeroed`` (softmax, then future weights set to 0) rescaled to sum to 1."""
-    zeroed = to_numpy(zeroed, "zeroed")
+    zeroed = check_zeroed(zeroed)
     sums = answer.sum(axis=1)
     worst = int(np.argmax(np.abs(sums - 1)))
     if np.abs(np.triu(answer, 1)).max() > 1e-6:
@@ -102,6 +136,8 @@ def renormalised(answer, zeroed):
 def moved_positions(answer, T, changed):
     """``answer``: the positions (from 0) whose output can change, in a causal model of T tokens,
     when only the token at position ``changed`` is replaced."""
+    T = check_T(T)
+    changed = check_index(changed, "changed", T)
     got = sorted(set(as_wholes(answer, "the positions")))
     want = list(range(changed, T))
     if got == want:

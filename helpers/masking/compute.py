@@ -25,7 +25,8 @@ import torch
 import torch.nn.functional as F
 from torch import nn
 
-from ..errors import check_positive_int, check_seed, fail, to_numpy
+from ..errors import MAX_BYTES, check_bytes, check_number, check_positive_int, check_seed, check_switch, count, fail, \
+    shown, to_numpy
 from ..model import Attention, Transformer
 from ..recipes import CAT_CONFIG, CAT_TRAINING
 from ..sampling.compute import check_length, check_prompt, check_sampling, generate, next_distribution
@@ -33,20 +34,41 @@ from ..training import train
 from ..worlds import decisions, entropy_floor   # entropy_floor: chapter 04 calls it masking.entropy_floor
 
 
-def causal_mask(T):
-    """(T, T) bool: True strictly above the diagonal, the keys a query may NOT see."""
+def check_square(T, bytes_per_entry, what):
+    """T as an int, refused up front when a (T, T) table of ``bytes_per_entry`` bytes an entry (and the
+    one torch.ones makes on the way) would pass 1.5 GiB; the sentence names the largest T allowed."""
     T = check_positive_int(T, "T")
+    check_bytes(2 * bytes_per_entry * T * T, f"{what} for T={count(T)}",
+                f"ask for T <= {int((MAX_BYTES / (2 * bytes_per_entry)) ** 0.5):,}")
+    return T
+
+
+def causal_mask(T):
+    """(T, T) bool: True strictly above the diagonal, the keys a query may NOT see (T within 1.5 GiB)."""
+    T = check_square(T, 1, "a causal mask")
     return torch.triu(torch.ones(T, T, dtype=torch.bool), diagonal=1)
 
 
 def apply_mask(scores, mask=None):
-    """scores (..., T, T) with -inf where ``mask`` (default: the causal mask) is True."""
-    scores = torch.as_tensor(scores, dtype=torch.float32)
+    """scores (..., T, T) with -inf where ``mask`` (default: the causal mask) is True.
+
+    mask: (T, T) of True/False, or of the numbers 1 (hide) and 0 (keep) only; anything else (0.5,
+    an additive mask of 0 and -inf, NaN) is refused: it would be rounded to one or the other silently."""
+    scores = torch.as_tensor(to_numpy(scores, "scores"), dtype=torch.float32) if not torch.is_tensor(scores) \
+        else scores.float()
     if scores.dim() < 2 or scores.shape[-1] != scores.shape[-2]:
         fail(f"scores should end in a square (T, T) table, but have shape {tuple(scores.shape)}")
-    mask = causal_mask(scores.shape[-1]) if mask is None else torch.as_tensor(mask, dtype=torch.bool)
+    if mask is not None:
+        given = mask if torch.is_tensor(mask) else torch.as_tensor(to_numpy(mask, "mask"))
+        if given.dtype != torch.bool and not ((given == 0) | (given == 1)).all():
+            odd = given[(given != 0) & (given != 1)].reshape(-1)[0]
+            fail(f"mask should hold True/False (or 1 to hide and 0 to keep), but it holds {float(odd):g}"
+                 + (" (an additive mask: add it to the scores instead)" if float(odd) == float("-inf") else ""))
+        mask = given.bool()
+    mask = causal_mask(scores.shape[-1]) if mask is None else mask
     if mask.shape != scores.shape[-2:]:
-        fail(f"the mask has shape {tuple(mask.shape)} but the scores end in {tuple(scores.shape[-2:])}")
+        fail(f"the mask should have the shape the scores end in, {tuple(scores.shape[-2:])}, but it has shape "
+             f"{tuple(mask.shape)}")
     return scores.masked_fill(mask, float("-inf"))
 
 
@@ -77,6 +99,8 @@ def _tensor(x, name):
     x = torch.as_tensor(to_numpy(x, name), dtype=torch.float32) if not torch.is_tensor(x) else x.float()
     if x.dim() < 2:
         fail(f"{name} should have at least two axes (..., T, d_k), but has shape {tuple(x.shape)}")
+    if not torch.isfinite(x).all():
+        fail(f"{name} should hold finite numbers, but it holds {float(x[~torch.isfinite(x)][0])}")
     return x
 
 
@@ -157,6 +181,8 @@ def book_attention(d_model, n_heads):
     d_model, n_heads = check_positive_int(d_model, "d_model"), check_positive_int(n_heads, "n_heads")
     if d_model % n_heads:
         fail(f"d_model={d_model} does not split into n_heads={n_heads} equal heads")
+    check_bytes(4 * 8 * d_model * d_model, f"the Book's attention layer for d_model={count(d_model)}",
+                f"ask for d_model <= {int((MAX_BYTES / 32) ** 0.5):,}")
     qkv, proj = nn.Linear(d_model, 3 * d_model), nn.Linear(d_model, d_model)   # the Book's order
     attn = Attention(d_model, n_heads)
     W_Q, W_K, W_V = qkv.weight.split(d_model)       # each (d_out, d_in), nn.Linear's layout
@@ -175,6 +201,10 @@ def leak(seed=123, d_model=4, n_heads=1, T=3):
     Draw order as the Book's: the layer (``book_attention``), then x (1, T, d_model), then
     the new last row. Returns a dict: with_mask (T,), without_mask (T,).
     """
+    seed, T = check_seed(seed), check_positive_int(T, "T")
+    d_model, n_heads = check_positive_int(d_model, "d_model"), check_positive_int(n_heads, "n_heads")
+    check_bytes(4 * 8 * d_model * d_model + 4 * 4 * n_heads * T * T + 4 * 8 * T * d_model,
+                f"leak with d_model={count(d_model)} and T={count(T)}", "ask for a smaller d_model or T")
     torch.manual_seed(seed)
     attn = book_attention(d_model, n_heads)
     x = torch.randn(1, T, d_model)
@@ -208,6 +238,7 @@ def prefix_scores(model, world, sentences=None, causal=True):
     equal to the sentence's next word, on every slot except the adjective after is/was,
     as in worlds.slot_accuracy), decisions.
     """
+    causal = check_switch(causal, "causal")
     sentences = world.sentences if sentences is None else sentences
     found = decisions(sentences)
     by_length = defaultdict(list)
@@ -229,10 +260,14 @@ def prefix_scores(model, world, sentences=None, causal=True):
 @torch.no_grad()
 def teacher_forced_loss(model, world, sentences=None, causal=True):
     """The training objective, measured: mean cross-entropy with the whole sentence as input."""
+    causal = check_switch(causal, "causal")
     sentences = world.train if sentences is None else sentences
     inputs, targets = world.batch(sentences)
     logits = model(inputs, causal=causal)
     return F.cross_entropy(logits.reshape(-1, logits.shape[-1]), targets.reshape(-1), ignore_index=-100).item()
+
+
+MAX_SENTENCES = 10_000   # sentences one sample_sentences call may draw (chapter 04 draws 50)
 
 
 def sample_sentences(model, world, n=20, causal=True, temperature=1.0, seed=0, max_len=12):
@@ -243,13 +278,19 @@ def sample_sentences(model, world, n=20, causal=True, temperature=1.0, seed=0, m
     cache=False, stop_id=<EOS>, causal=causal)`` for each i: every sentence draws from its own
     generator, but the sentences still going run as one batch (they all have the same length,
     one more word each step), one forward pass per step instead of one per sentence.
+    Limits: n <= MAX_SENTENCES (10,000); seed .. seed + n - 1 within 0 .. 2**64 - 1.
     """
-    n = check_positive_int(n, "n")
+    n, seed, causal = check_positive_int(n, "n"), check_seed(seed), check_switch(causal, "causal")
+    if n > MAX_SENTENCES:
+        fail(f"n should be at most {MAX_SENTENCES:,} sentences (this course's limit), but got {count(n)}")
+    check_seed(seed + n - 1, "seed + n - 1 (the last sentence's seed)")
     start = check_prompt(model, world.tokenizer.encode(["<BOS>"]), "sample_sentences")
     check_sampling(temperature, vocab_size=model.cfg.vocab_size)
     steps = check_length(model, start, max_len - 1, cache=False)
     stop = world.tokenizer.ids["<EOS>"]
-    generators = [torch.Generator().manual_seed(check_seed(seed + i)) for i in range(n)]
+    check_bytes(4 * n * (steps + 1) * (model.cfg.vocab_size + 16 * model.cfg.d_model),
+                f"sample_sentences with n={n:,}", "ask for fewer sentences")
+    generators = [torch.Generator().manual_seed(seed + i) for i in range(n)]
     rows, going = [start] * n, list(range(n))
     for _ in range(steps):
         logits = model(torch.stack([rows[i] for i in going]), causal=causal)[:, -1]   # (going, V)
@@ -270,10 +311,16 @@ def share_valid(sentences, world):
 NO_MASK_SEEDS, NO_MASK_STEPS = (0, 1, 2, 3, 4), 300   # the five runs shipped in data/no_mask/
 
 
+MAX_STEPS = 10_000   # train_without_mask's steps (the shipped runs take 300)
+
+
 def train_without_mask(world, seed=0, steps=CAT_TRAINING["steps"], stop_after=None):
     """The cat model trained by the shipped model's recipe (Adam, cosine decay over ``steps``,
     full batch) from ``seed``, but with the mask off on every step (only the first
-    ``stop_after`` steps of that schedule, if given). Returns (model, losses)."""
+    ``stop_after`` steps of that schedule, if given). Returns (model, losses). steps <= MAX_STEPS (10,000)."""
+    seed, steps = check_seed(seed), check_positive_int(steps, "steps")
+    if steps > MAX_STEPS:
+        fail(f"steps should be at most {MAX_STEPS:,} (this course's limit), but got {count(steps)}")
     model = Transformer(CAT_CONFIG, init="unit")
     settings = {**CAT_TRAINING, "seed": seed, "steps": steps}
     losses = train(model, world.batch(world.train), progress=False, causal=False, stop_after=stop_after, **settings)
@@ -344,6 +391,7 @@ def attention_maps(model, world, prompt, causal=True):
     Returns a dict: words (T,), weights (n_layers, n_heads, T, T), next (the most likely next
     word), p_next (its probability) and causal.
     """
+    causal = check_switch(causal, "causal")
     words = prompt.split() if isinstance(prompt, str) else list(prompt)
     if not words:
         fail("the prompt is empty; expected at least one word, e.g. '<BOS> the cat'")
@@ -363,7 +411,7 @@ def lecture_mask(T):
     0 * -inf is NaN, and additive (T, T), 0 on and below the diagonal and -inf above it
     (``torch.full(-inf).triu(1)``), the mask that is added to the scores.
     """
-    T = check_positive_int(T, "T")
+    T = check_square(T, 8, "the Lecture's mask and an additive one")
     ones = torch.ones(T, T)
     return dict(lecture=torch.triu(ones, diagonal=1) * float("-inf"),
                 additive=torch.full((T, T), float("-inf")).triu(diagonal=1))
@@ -471,6 +519,7 @@ def future_reading(model, world, sentences=None, causal=False):
     query (j > i), and next_key (n_layers, n_heads) the mean weight on key i + 1 alone, both
     over the positions whose next input is a word.
     """
+    causal = check_switch(causal, "causal")
     sentences = world.train if sentences is None else sentences
     inputs, targets = world.batch(sentences)
     weights = {}
@@ -495,9 +544,11 @@ def dropout_demo(p=0.5, n=8, value=0.125, seed=123):
     probability p, the rest scaled by 1/(1-p)), eval (after ``.eval()``: the row unchanged),
     zeroed (how many weights training mode set to 0).
     """
-    if not 0 <= p < 1:
-        fail(f"a dropout rate p should be in [0, 1), but got {p}")
-    n = check_positive_int(n, "n")
+    p = check_number(p, "a dropout rate p", low=0)
+    if not p < 1:
+        fail(f"a dropout rate p should be in [0, 1), but got {p:g}")
+    n, value, seed = check_positive_int(n, "n"), check_number(value, "value"), check_seed(seed)
+    check_bytes(4 * 3 * n, f"dropout_demo with n={count(n)}", f"ask for n <= {MAX_BYTES // 12:,}")
     drop, row = nn.Dropout(p), torch.full((n,), float(value))
     torch.manual_seed(seed)
     train_out = drop(row)

@@ -13,7 +13,9 @@ from .. import reference as ref
 from .. import worlds
 from ..exercises import (Array, Module, Number, Whole, as_array, close_problems, exercise, module_problems,
                          slip)
-from .compute import MODELS, mlp_forward, model_parameters, unit_means
+from ..errors import as_array as numbers, check_index, check_text, fail
+from ..heads.compute import check_shipped
+from .compute import MODELS, check_layer, mlp_forward, model_parameters, unit_means
 
 
 def gelu_tanh(x):
@@ -26,9 +28,20 @@ def normal_cdf(x):
     return 0.5 * (1 + np.vectorize(math.erf)(np.asarray(x, dtype=float) / math.sqrt(2)))
 
 
-@exercise("exact GELU", answer=Array(shape=lambda x: np.shape(x)))
+def shape_of(x):
+    """The shape of the check's input x (an array of finite numbers), else one sentence."""
+    x = numbers(x, "x")
+    if x.size == 0:
+        fail(f"x should hold at least one number, but it has shape {x.shape}")
+    if not np.isfinite(x).all():
+        fail(f"x should hold finite numbers, but it holds {int((~np.isfinite(x)).sum())} NaN or infinite entries")
+    return x.shape
+
+
+@exercise("exact GELU", answer=Array(shape=shape_of))
 def gelu_values(act, x):
     """``act`` (same shape as x): x * Phi(x) with Phi the standard normal CDF."""
+    shape_of(x)
     x = as_array(x, "x")
     if np.allclose(act, ref.gelu(x), atol=2e-5, rtol=0):
         return
@@ -44,10 +57,18 @@ def gelu_values(act, x):
         yield from close_problems(act, ref.gelu(x), "act", atol=2e-5)
 
 
-@exercise("one token through the MLP block", answer=Array(shape=lambda x: np.shape(x)))
+@exercise("one token through the MLP block", answer=Array(shape=shape_of))
 def mlp_row(out, x, W_1, b_1, W_2, b_2, unnormed=None):
     """``out`` (d,): GELU(x W_1 + b_1) W_2 + b_2 for one row x (d,); ``unnormed``, if given, is
     the same row before the LayerNorm (the trace's h_mid), to name its use in place of x."""
+    x, W_1, W_2 = numbers(x, "x", 1), numbers(W_1, "W_1", 2), numbers(W_2, "W_2", 2)
+    b_1, b_2 = numbers(b_1, "b_1", 1), numbers(b_2, "b_2", 1)
+    d, d_ff = len(x), len(b_1)
+    if W_1.shape != (d, d_ff) or W_2.shape != (d_ff, d) or b_2.shape != (d,):
+        fail(f"W_1, b_1, W_2, b_2 should be (d, d_ff), (d_ff,), (d_ff, d), (d,) for x of {d} numbers, but have "
+             f"{W_1.shape}, {b_1.shape}, {W_2.shape}, {b_2.shape}")
+    if unnormed is not None and numbers(unnormed, "unnormed", 1).shape != (d,):
+        fail(f"unnormed should be None or a row of {d} numbers like x, but has shape {np.shape(unnormed)}")
     def variant(activation="gelu", drop_b1=False, drop_b2=False, row=x):
         return mlp_forward(row, W_1, np.zeros(len(b_1)) if drop_b1 else b_1, W_2,
                            np.zeros(len(b_2)) if drop_b2 else b_2, activation)["out"]
@@ -172,6 +193,8 @@ def mlp_module(run, cat, dragon):
     """``run``: the learner's class MLP as a ``run(args, state, *inputs)`` (helpers.exercises.Module).
     It must equal the shipped cat and dragon models' MLPs (their state_dicts loaded by name) on
     real prompts, to MODULE_ATOL, and also work with bias=False."""
+    check_shipped(cat, "cat")
+    check_shipped(dragon, "dragon")
     yield from module_problems(
         run, module_cases(cat, dragon), "MLP", "MLP(6, 8)",
         "create W_1, b_1, W_2, b_2 in __init__ and return the MLP's output in forward", "the MLP's output",
@@ -217,6 +240,8 @@ def gpt3_mlp(total):
 def strongest_unit(unit, collected, layer, word):
     """``unit``: the unit of ``layer`` whose mean activation over positions holding ``word``
     is the largest."""
+    layer = check_layer(collected, layer)
+    check_text(word, "word", max_chars=100)
     means = unit_means(collected, layer, [word])[0]
     before = np.asarray(collected["next"]) == word        # the positions just before the word
     if not 0 <= unit < len(means):

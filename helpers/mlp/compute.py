@@ -20,7 +20,13 @@ import torch.nn.functional as F
 from torch import nn
 
 from .. import reference as ref
-from ..errors import as_array, check_positive_int, fail
+from ..errors import as_array, check_bytes, check_choice, check_index, check_number, check_positive_int, check_switch, \
+    fail, shown
+from ..explorer import check_model_and_world
+from ..heads.compute import check_model
+from ..model import MAX_TOKENS
+
+MAX_COLLECTED = 100_000   # the most sentences collect_activations traces in one call (the notebook traces 64)
 
 ACTIVATIONS = {"gelu": ref.gelu, "relu": ref.relu, "none": lambda x: as_array(x, "x")}
 
@@ -49,8 +55,7 @@ def mlp_forward(x, W_1, b_1, W_2, b_2, activation="gelu"):
     out = act W_2 + b_2 (T, d). Returns dict(pre, act, out). activation: gelu, relu or none.
     """
     x, W_1, W_2 = as_array(x, "x", (1, 2)), as_array(W_1, "W_1", 2), as_array(W_2, "W_2", 2)
-    if activation not in ACTIVATIONS:
-        fail(f"activation should be one of {tuple(ACTIVATIONS)}, but got {activation!r}")
+    check_choice(activation, "activation", tuple(ACTIVATIONS))
     if W_1.shape[0] != x.shape[-1] or W_2.shape[0] != W_1.shape[1]:
         fail(f"x has width {x.shape[-1]}, W_1 is {W_1.shape} and W_2 is {W_2.shape}; "
              "expected W_1 (d, d_ff) and W_2 (d_ff, d)")
@@ -71,6 +76,9 @@ class MLP(nn.Module):
     def __init__(self, d_model, d_ff, bias=True):
         super().__init__()
         d_model, d_ff = check_positive_int(d_model, "d_model"), check_positive_int(d_ff, "d_ff")
+        bias = check_switch(bias, "bias")
+        check_bytes(8 * d_model * d_ff, f"MLP({d_model:,}, {d_ff:,})", "ask for a smaller d_model or d_ff "
+                    "(two d_model x d_ff float32 matrices)")
         self.W_1 = nn.Parameter(torch.empty(d_model, d_ff))     # expand: one column (key) per hidden unit
         self.W_2 = nn.Parameter(torch.empty(d_ff, d_model))     # contract: one row (value) per hidden unit
         nn.init.normal_(self.W_1, std=d_model ** -0.5)
@@ -103,9 +111,8 @@ def mlp_weights(model, layer):
 
 def check_block(model, layer):
     """The block ``layer`` of ``model`` if it has an MLP; else a clear error."""
-    cfg = model.cfg
-    if not 0 <= layer < cfg.n_layers:
-        fail(f"layer should be in 0..{cfg.n_layers - 1}, but got {layer}")
+    cfg = check_model(model).cfg
+    layer = check_index(layer, "layer", cfg.n_layers)
     if not cfg.d_ff:
         fail("this model has no MLP blocks (d_ff=0, attention only)")
     return model.blocks[layer]
@@ -137,14 +144,15 @@ def layer_parameters(d, d_ff=None, bias=True, n_heads=1, n_kv_heads=None, ffn="g
     two RMSNorms (2d, no β).
     """
     d = check_positive_int(d, "d")
+    bias = check_switch(bias, "bias")
     d_ff = 4 * d if d_ff is None else check_positive_int(d_ff, "d_ff")
     n_heads = check_positive_int(n_heads, "n_heads")
     n_kv_heads = n_heads if n_kv_heads is None else check_positive_int(n_kv_heads, "n_kv_heads")
     if d % n_heads or n_heads % n_kv_heads:
         fail(f"expected n_heads dividing d and n_kv_heads dividing n_heads, but got d={d}, "
              f"n_heads={n_heads}, n_kv_heads={n_kv_heads}")
-    if ffn not in ("gelu", "swiglu") or norm not in ("layer", "rms"):
-        fail(f"expected ffn 'gelu' or 'swiglu' and norm 'layer' or 'rms', but got {ffn!r} and {norm!r}")
+    check_choice(ffn, "ffn", ("gelu", "swiglu"))
+    check_choice(norm, "norm", ("layer", "rms"))
     experts = check_positive_int(experts, "experts")
     active = experts if active is None else check_positive_int(active, "active")
     kv = d * n_kv_heads // n_heads
@@ -160,8 +168,7 @@ def layer_parameters(d, d_ff=None, bias=True, n_heads=1, n_kv_heads=None, ffn="g
 def block_counts(model, layer=0):
     """Parameters of one block of ``model``, counted from its tensors: dict(attention, mlp,
     norms, total)."""
-    if not 0 <= layer < model.cfg.n_layers:
-        fail(f"layer should be in 0..{model.cfg.n_layers - 1}, but got {layer}")
+    layer = check_index(layer, "layer", check_model(model).cfg.n_layers)
     counts = dict(attention=0, mlp=0, norms=0)
     for name, p in model.blocks[layer].named_parameters():
         part = {"attn": "attention", "mlp": "mlp"}.get(name.split(".")[0], "norms")
@@ -175,8 +182,7 @@ def model_parameters(name):
     dict(d, n_layers, attention, mlp, norms, mlp_active (summed over all layers),
     embedding (V·d, twice when the unembedding is not tied), positions (learned only),
     final_norm, total, total_active)."""
-    if name not in MODELS:
-        fail(f"expected one of {tuple(MODELS)}, but got {name!r}")
+    check_choice(name, "the model's name", tuple(MODELS))
     c = MODELS[name]
     per_layer = layer_parameters(c["d"], c["d_ff"], c["bias"], c["n_heads"], c["n_kv_heads"], c["ffn"],
                                  c["norm"], c.get("experts", 1), c.get("active"))
@@ -193,6 +199,7 @@ def model_parameters(name):
 def layer_shares(name, active=False):
     """(attention, mlp) shares of a published model's layer parameters (norms in the rest);
     active=True counts only the experts one token uses."""
+    active = check_switch(active, "active")
     p = model_parameters(name)
     mlp = p["mlp_active"] if active else p["mlp"]
     layers = p["attention"] + mlp + p["norms"]
@@ -204,8 +211,24 @@ def collect_activations(model, world, sentences=None):
 
     Returns dict(tokens (N,) the word at each position, next (N,) the word that follows it,
     contexts (N,) the words up to and including it, act {layer: (N, d_ff)}, pre {layer: (N, d_ff)}).
+    sentences: None (the world's) or a list of at most MAX_COLLECTED sentences, each a list of 2 to
+    MAX_TOKENS + 1 words of the world; all are encoded, and the memory checked, before the first pass.
     """
+    check_model_and_world(model, world)
     sentences = world.sentences if sentences is None else sentences
+    if isinstance(sentences, (str, bytes)) or not isinstance(sentences, (list, tuple)) or not sentences:
+        fail(f"sentences should be None or a non-empty list of sentences, each a list of words such as "
+             f"['<BOS>', 'the', 'cat', '<EOS>'], but got {shown(sentences)}")
+    if len(sentences) > MAX_COLLECTED:
+        fail(f"sentences should hold at most {MAX_COLLECTED:,} sentences, but holds {len(sentences):,}")
+    for i, s in enumerate(sentences):
+        if not isinstance(s, (list, tuple)) or not 2 <= len(s) <= MAX_TOKENS + 1:
+            fail(f"sentences should hold lists of 2 to {MAX_TOKENS + 1:,} words (the last one is only "
+                 f"predicted), but sentence {i} is {shown(s)}")
+        world.tokenizer.encode(s)
+    n = sum(len(s) - 1 for s in sentences)
+    check_bytes(2 * 2 * 4 * n * model.cfg.d_ff * model.cfg.n_layers, "collect_activations",
+                "pass fewer or shorter sentences")
     tokens, following, contexts = [], [], []
     act = {layer: [] for layer in range(model.cfg.n_layers)}
     pre = {layer: [] for layer in range(model.cfg.n_layers)}
@@ -228,6 +251,9 @@ def unit_means(collected, layer, words):
     """(len(words), d_ff): the mean activation of each hidden unit of ``layer`` over the
     positions holding each word."""
     acts = collected["act"][check_layer(collected, layer)]
+    if isinstance(words, (str, bytes)) or not isinstance(words, (list, tuple)) \
+            or not all(isinstance(word, str) for word in words):
+        fail(f"words should be a list of words (strings), but got {shown(words)}")
     rows = []
     for word in words:
         here = collected["tokens"] == word
@@ -237,10 +263,20 @@ def unit_means(collected, layer, words):
     return np.array(rows)
 
 
+def check_collected(collected):
+    """The dict of ``collect_activations`` (tokens, next, contexts, act {layer: (N, d_ff)}), else one sentence."""
+    if not isinstance(collected, dict) or not {"tokens", "next", "contexts", "act"} <= set(collected) \
+            or not isinstance(collected["act"], dict):
+        fail(f"collected should be the dict returned by mlp.collect_activations(model, world), but got {shown(collected)}")
+    return collected
+
+
 def check_layer(collected, layer):
-    if layer not in collected["act"]:
-        fail(f"layer should be one of {sorted(collected['act'])}, but got {layer}")
-    return layer
+    """``layer`` as a key of ``collected['act']`` (a whole number, not a bool), else one sentence."""
+    layers = sorted(check_collected(collected)["act"])
+    if isinstance(layer, bool) or not isinstance(layer, (int, np.integer)) or layer not in collected["act"]:
+        fail(f"layer should be one of {layers}, but got {shown(layer)}")
+    return int(layer)
 
 
 def unit_profile(collected, layer, unit, words, top=3):
@@ -251,8 +287,8 @@ def unit_profile(collected, layer, unit, words, top=3):
     share: the fraction of all positions where the unit is above 0.5).
     """
     acts = collected["act"][check_layer(collected, layer)]
-    if not 0 <= unit < acts.shape[1]:
-        fail(f"unit should be in 0..{acts.shape[1] - 1}, but got {unit}")
+    unit = check_index(unit, "unit", acts.shape[1])
+    top = check_positive_int(top, "top")
     column = acts[:, unit]
     seen, best = set(), []
     for i in np.argsort(-column, kind="stable"):
@@ -274,9 +310,12 @@ def unit_selectivity(collected, layer, unit, where, level=0.5):
     share_in, share_out: the fraction of those positions where it is above ``level``).
     """
     acts = collected["act"][check_layer(collected, layer)]
-    if not 0 <= unit < acts.shape[1]:
-        fail(f"unit should be in 0..{acts.shape[1] - 1}, but got {unit}")
-    where = np.asarray(where)
+    unit = check_index(unit, "unit", acts.shape[1])
+    level = check_number(level, "level")
+    try:
+        where = np.asarray(where) if isinstance(where, (np.ndarray, list, tuple)) else np.asarray(None)
+    except (ValueError, TypeError, RecursionError):
+        where = np.asarray(None)
     if where.dtype != bool or where.shape != (len(acts),):
         fail(f"where should be {len(acts)} booleans, one per collected position, but got "
              f"dtype {where.dtype} and shape {where.shape}")
@@ -292,8 +331,7 @@ def value_readout(model, layer, unit, top=3):
     W_2[unit] read through the tied unembedding (E), skipping the later layers and the
     final LayerNorm. Returns [(word index, score)] for the ``top`` highest scores."""
     block = check_block(model, layer)
-    if not 0 <= unit < model.cfg.d_ff:
-        fail(f"unit should be in 0..{model.cfg.d_ff - 1}, but got {unit}")
+    unit, top = check_index(unit, "unit", model.cfg.d_ff), check_positive_int(top, "top")
     scores = (block.mlp.W_2[unit] @ model.E.T).detach().numpy()
     order = np.argsort(-scores, kind="stable")[:top]
     return [(int(i), float(scores[i])) for i in order]
@@ -313,8 +351,8 @@ def probe(model, world, collected, layer=0, unit=0):
     word, top_contexts [(context, value)], share of positions above 0.5, promotes: the
     3 words its value row W_2[unit] scores highest through the unembedding).
     """
-    if not isinstance(collected, dict) or "act" not in collected:
-        fail("collected should be the dict returned by mlp.collect_activations(model, world)")
+    check_collected(collected)
+    check_block(model, layer)
     words = corpus_words(collected, world.tokenizer.vocab)
     profile = unit_profile(collected, layer, unit, words)
     promotes = [world.tokenizer.vocab[i] for i, _ in value_readout(model, layer, unit)]

@@ -12,7 +12,9 @@ from .. import reference as ref
 from .. import worlds
 from ..exercises import (Array, Function, Module, Wrong, as_array, as_whole, call, close_problems,
                          exercise, slip)
-from .compute import PLACEMENTS, get_run, residual_names
+from ..errors import check_number, check_positive_int, count, fail, shown
+from ..heads.compute import check_shipped
+from .compute import PLACEMENTS, check_curves, get_run, residual_names
 
 # (x, gamma, beta, what) a layer_norm function is tried on.
 LN_CASES = (
@@ -88,7 +90,14 @@ def layer_norm_function(answer):
 def residual_norms(answer, trace, n_layers):
     """``answer`` (2 * n_layers + 1, T): the norm ‖v‖ of each position's residual vector at
     h0, L0.h_mid, L0.h, L1.h_mid, ... of ``trace``."""
-    names = residual_names(n_layers)
+    n_layers = check_positive_int(n_layers, "n_layers")
+    if not isinstance(trace, dict):
+        fail(f"trace should be a model's trace (the dict of model(ids, trace=True)), but got {shown(trace)}")
+    names = residual_names(min(n_layers, 1000))
+    missing = [name for name in names if name not in trace]
+    if n_layers > 1000 or missing:
+        fail(f"n_layers should be the traced model's number of layers, but the trace has no {missing[0] if missing else 'L1000.h'} "
+             f"for n_layers={count(n_layers)}")
     stream = np.stack([as_array(trace[name], name) for name in names])     # (points, T, d)
     expected = np.linalg.norm(stream, axis=-1)
     if answer.shape != expected.shape:
@@ -111,6 +120,9 @@ def first_below(loss, threshold):
 def steps_to_threshold(answer, curves, n_layers, lr, threshold):
     """``answer`` is a dict {"pre": step, "post": step, "none": step}: the first step
     (from 0) at which that run's loss is below ``threshold``, or None if it never is."""
+    threshold = check_number(threshold, "threshold")
+    for norm in PLACEMENTS:
+        get_run(check_curves(curves), norm, n_layers, lr)   # each run there, before the answer is judged
     if not isinstance(answer, dict):
         raise Wrong(f"the answer should be a dict with keys {PLACEMENTS}, but it is a {type(answer).__name__}")
     if set(answer) != set(PLACEMENTS):
@@ -229,6 +241,7 @@ def layer_norm_module(run, cat):
     """``run``: the learner's class LayerNorm as a ``run(args, state, *inputs)``. It must equal
     the cat model's four LayerNorms (their state_dicts loaded by name: weight, bias) on the
     vectors they normalised on real prompts, and on a row whose variance is near ε, to MODULE_ATOL."""
+    check_shipped(cat, "cat")
     yield from module_problems(run, layer_norm_cases(cat), layer_norm_variants, "LayerNorm",
                                "(x - mean) / √(variance + ε) * weight + bias over the last axis", layer_norm_error)
 
@@ -324,5 +337,6 @@ def block_module(run, cat):
     """``run``: the learner's class Block as a ``run(args, state, *inputs)``. It must equal the
     cat model's two layers (their state_dicts loaded by name) on the stream they read on real
     prompts, one sequence and a batch of two, to MODULE_ATOL."""
+    check_shipped(cat, "cat")
     yield from module_problems(run, block_cases(cat), block_variants, "Block",
                                "h_mid = h + attn(ln1(h)), then h_mid + mlp(ln2(h_mid))", block_error)

@@ -41,8 +41,9 @@ from torch import nn
 
 from .. import reference as ref
 from .. import worlds
-from ..errors import as_array, check_positive_int, fail
-from ..heads.compute import MultiHeadAttention
+from ..errors import MAX_BYTES, as_array, check_bytes, check_choice, check_number, check_positive_int, check_seed, \
+    check_switch, count, fail, shown
+from ..heads.compute import MultiHeadAttention, check_model
 from ..mlp.compute import MLP
 from ..model import Block as ModelBlock
 from ..model import Config, Transformer
@@ -57,6 +58,8 @@ STACK = dict(vocab_size=20, d_model=16, n_heads=2, d_ff=32, n_max=16,
 GRID = dict(depths=(2, 4, 8, 12), lrs=(3e-2, 1e-2, 3e-3), steps=300, seed=0)
 COLOURS = {"pre": "#30638e", "post": "#d1495b", "none": "#edae49"}
 LABELS = {"pre": "pre-LN", "post": "post-LN", "none": "no LayerNorm"}
+MAX_STACK_LAYERS = 64     # the deepest stack (the grid goes to 12)
+MAX_STACK_STEPS = 10_000  # the most training steps of one stack (the grid trains 300)
 
 
 class LayerNorm(nn.Module):
@@ -70,7 +73,7 @@ class LayerNorm(nn.Module):
 
     def __init__(self, d, eps=1e-5):
         super().__init__()
-        self.eps = eps
+        self.eps = check_number(eps, "eps", low=0, low_open=True)
         self.weight = nn.Parameter(torch.ones(check_positive_int(d, "d")))
         self.bias = nn.Parameter(torch.zeros(d))
 
@@ -107,17 +110,22 @@ def layer_norm_steps(x, gamma=None, beta=None, eps=1e-5):
 
     Returns a dict: mean and std (numbers; the population std, dividing by d),
     z = (x - mean) / sqrt(var + eps) (d,), and out = gamma * z + beta (d,).
-    gamma, beta: (d,) or None (ones and zeros).
+    gamma, beta: (d,) or None (ones and zeros). eps: a finite number >= 0 (0 is what a
+    hand computation does), refused when var + eps would be 0 (a constant x and eps=0: 0/0).
     """
     x = as_array(x, "x", 1)
+    eps = check_number(eps, "eps", low=0)
     d = len(x)
     if d < 2:
         fail(f"LayerNorm needs a vector of at least 2 numbers, but x has {d}")
     gamma = np.ones(d) if gamma is None else as_array(gamma, "gamma", 1)
     beta = np.zeros(d) if beta is None else as_array(beta, "beta", 1)
     if gamma.shape != (d,) or beta.shape != (d,):
-        fail(f"gamma and beta need d={d} numbers like x, but have {len(gamma)} and {len(beta)}")
+        fail(f"gamma and beta should have d={d} numbers like x, but have {len(gamma)} and {len(beta)}")
     mean, var = float(x.mean()), float(x.var())
+    if var + eps <= 0:
+        fail(f"eps should be > 0 for a vector whose entries are all equal (its variance is 0, so z would be 0/0), "
+             f"but got eps={eps:g}")
     z = (x - mean) / math.sqrt(var + eps)
     return {"mean": mean, "std": math.sqrt(var), "z": z, "out": gamma * z + beta}
 
@@ -129,14 +137,23 @@ def layer_norm_by_hand(x, gamma, beta, decimals=3):
     Returns dict(mean, deviations (d,), squares (d,), var, std, z (d,), out (d,))."""
     x = as_array(x, "x", 1)
     gamma, beta = as_array(gamma, "gamma", 1), as_array(beta, "beta", 1)
+    decimals = check_positive_int(decimals, "decimals", minimum=0)
+    if decimals > 15:
+        fail(f"decimals should be at most 15 (a float's precision), but got {count(decimals)}")
     if not gamma.shape == beta.shape == x.shape:
-        fail(f"gamma and beta need d={len(x)} numbers like x, but have {len(gamma)} and {len(beta)}")
+        fail(f"gamma and beta should have d={len(x)} numbers like x, but have {len(gamma)} and {len(beta)}")
+    for name, values in (("x", x), ("gamma", gamma), ("beta", beta)):
+        if not np.isfinite(values).all():
+            fail(f"{name} should hold finite numbers, but it holds NaN or inf")
     r = lambda v: np.round(v, decimals)
     mean = float(r(x.sum() / len(x)))
     deviations = r(x - mean)
     squares = r(deviations ** 2)
     var = float(r(squares.sum() / len(x)))
     std = float(r(math.sqrt(var)))
+    if std == 0:
+        fail(f"x should vary (LayerNorm divides by its standard deviation), but its standard deviation "
+             f"rounded to {decimals} decimals is 0")
     z = r(deviations / std)
     return dict(mean=mean, deviations=deviations, squares=squares, var=var, std=std, z=z,
                 out=r(r(gamma * z) + beta))
@@ -145,8 +162,15 @@ def layer_norm_by_hand(x, gamma, beta, decimals=3):
 def rounding_spread(x, gamma, beta, half_width=5e-4, n=2000, seed=0):
     """How far LayerNorm's output can move when x, gamma and beta (d,) are each known only to
     within ±half_width (printed to 3 decimals: 0.0005): the largest |change| per coordinate
-    over ``n`` seeded random versions of the inputs. Returns (d,)."""
+    over ``n`` seeded random versions of the inputs. Returns (d,). The random versions must fit
+    1.5 GiB (about 8 copies of n x d float64 numbers)."""
     x, gamma, beta = (as_array(v, name, 1) for v, name in ((x, "x"), (gamma, "gamma"), (beta, "beta")))
+    if not gamma.shape == beta.shape == x.shape:
+        fail(f"gamma and beta should have d={len(x)} numbers like x, but have {len(gamma)} and {len(beta)}")
+    half_width = check_number(half_width, "half_width", low=0)
+    n, seed = check_positive_int(n, "n"), check_seed(seed)
+    check_bytes(64 * n * len(x), f"rounding_spread with n={count(n)} versions of {len(x)} numbers",
+                f"n should be at most {MAX_BYTES // (64 * len(x)):,} for vectors of {len(x)} numbers")
     rng = np.random.default_rng(seed)
     nudge = lambda v: v + rng.uniform(-half_width, half_width, size=(n, len(v)))
     xs, gs, bs = nudge(x), nudge(gamma), nudge(beta)
@@ -161,6 +185,7 @@ def gamma_for_range(z, beta, target):
     z, beta: (d,). The range is the largest of the lines γ (z_i − z_j) + β_i − β_j, so it first
     reaches ``target`` where the earliest of those lines does."""
     z, beta = as_array(z, "z", 1), as_array(beta, "beta", 1)
+    target = check_number(target, "target", low=0, low_open=True)
     if z.shape != beta.shape:
         fail(f"z and beta need the same length, but have {len(z)} and {len(beta)}")
     if np.ptp(beta) >= target:
@@ -172,12 +197,16 @@ def gamma_for_range(z, beta, target):
 
 def rms_norm(x, gamma=None, eps=1e-5):
     """RMSNorm (LLaMA, SmolLM2) over the last axis of x (..., d): x / sqrt(mean(x²) + eps) · gamma.
-    No mean is subtracted and there is no shift β. gamma: (d,) or None (ones)."""
+    No mean is subtracted and there is no shift β. gamma: (d,) or None (ones). eps: a finite
+    number > 0 (at 0 a row of zeros would give 0/0)."""
     x = as_array(x, "x")
+    eps = check_number(eps, "eps", low=0, low_open=True)
+    if x.ndim == 0:
+        fail(f"x should have at least one axis (..., d), but got a single number {float(x):g}")
     d = x.shape[-1]
     gamma = np.ones(d) if gamma is None else as_array(gamma, "gamma", 1)
     if gamma.shape != (d,):
-        fail(f"gamma needs d={d} numbers like the last axis of x, but has {len(gamma)}")
+        fail(f"gamma should have d={d} numbers like the last axis of x, but has {len(gamma)}")
     return x / np.sqrt((x ** 2).mean(axis=-1, keepdims=True) + eps) * gamma
 
 
@@ -186,6 +215,7 @@ def embedding_survival(model, ids):
 
     ids: (T,) token ids. Returns (names, cosine (len(names), T)): the cosine between h0 and
     the stream at h0, L0.h_mid, L0.h, ... (names from ``residual_names``), per position."""
+    check_model(model)
     with torch.no_grad():
         trace = model(ids, trace=True)
     names = residual_names(model.cfg.n_layers)
@@ -208,6 +238,7 @@ def residual_norms(model, ids):
     ids: (T,) token ids. Returns (names, norms) with names from ``residual_names``
     and norms a NumPy array (len(names), T).
     """
+    check_model(model)
     with torch.no_grad():
         trace = model(ids, trace=True)
     names = residual_names(model.cfg.n_layers)
@@ -258,10 +289,65 @@ def stack_config(norm, n_layers):
     Only pre-LN keeps the final LayerNorm: a post-LN block already ends in one, and
     "none" means no LayerNorm anywhere.
     """
-    if norm not in PLACEMENTS:
-        fail(f"norm should be one of {PLACEMENTS}, but got {norm!r}")
+    check_choice(norm, "norm", PLACEMENTS)
     n_layers = check_positive_int(n_layers, "n_layers")
+    if n_layers > MAX_STACK_LAYERS:
+        fail(f"n_layers should be at most {MAX_STACK_LAYERS} (this course's limit for the deep stack), but got {count(n_layers)}")
     return Config(n_layers=n_layers, norm=norm, final_norm=(norm == "pre"), **STACK)
+
+
+def check_batch(batch, vocab_size=STACK["vocab_size"]):
+    """A training batch (inputs (B, T), targets (B, T)): whole-number tensors or arrays of the same
+    2-D shape, inputs in 0..vocab_size-1, targets the same or -100 (nothing to predict); None means
+    the cat world's training set. Returns (inputs, targets) as LongTensors, else one sentence."""
+    if batch is None:
+        return cat_batch()
+    if not isinstance(batch, (tuple, list)) or len(batch) != 2:
+        fail(f"batch should be (inputs, targets), two (B, T) tables of token ids, but got {shown(batch)}")
+    tables = []
+    for name, table in zip(("inputs", "targets"), batch):
+        whole = (isinstance(table, torch.Tensor) and not table.dtype.is_floating_point and not table.is_complex()
+                 and table.dtype != torch.bool or isinstance(table, np.ndarray) and table.dtype.kind in "iu")
+        if not whole or table.ndim != 2:
+            got = (f"a {type(table).__name__} of {table.dtype} and shape {tuple(table.shape)}"
+                   if isinstance(table, (torch.Tensor, np.ndarray)) else shown(table))
+            fail(f"the batch's {name} should be a (B, T) tensor of token ids, but got {got}")
+        tables.append(torch.as_tensor(table, dtype=torch.long))
+    inputs, targets = tables
+    if inputs.shape != targets.shape or inputs.numel() == 0:
+        fail(f"the batch's inputs and targets should have the same (B, T) shape, not empty, but have "
+             f"{tuple(inputs.shape)} and {tuple(targets.shape)}")
+    if inputs.min() < 0 or inputs.max() >= vocab_size or ((targets < 0) & (targets != -100)).any() \
+            or targets.max() >= vocab_size:
+        fail(f"the batch should hold token ids 0..{vocab_size - 1} (targets also -100), but holds "
+             f"{int(min(inputs.min(), targets.min()))}..{int(max(inputs.max(), targets.max()))}")
+    return inputs, targets
+
+
+def check_steps(steps):
+    """A run's number of steps: a whole number from 1 to MAX_STACK_STEPS (10,000), else one sentence."""
+    steps = check_positive_int(steps, "steps")
+    if steps > MAX_STACK_STEPS:
+        fail(f"steps should be at most {MAX_STACK_STEPS:,} (this course's limit for one run), but got {count(steps)}")
+    return steps
+
+
+def check_run(norm, n_layers, lr, steps, seed, batch, stop_after):
+    """The arguments of one deep-stack run (``train_stack``, ``run_plain``), each checked before any
+    work: (norm, n_layers, lr, steps, seed, batch, stop_after) as the run takes them. steps at most
+    MAX_STACK_STEPS; the run's memory, estimated from the batch's size and the depth, at most 1.5 GiB."""
+    check_choice(norm, "norm", PLACEMENTS)
+    n_layers = stack_config(norm, n_layers).n_layers
+    lr = check_number(lr, "lr", low=0, low_open=True)
+    steps, seed = check_steps(steps), check_seed(seed)
+    stop_after = steps if stop_after is None else check_positive_int(stop_after, "stop_after")
+    inputs, targets = check_batch(batch)
+    B, T = inputs.shape
+    d, d_ff, V = STACK["d_model"], STACK["d_ff"], STACK["vocab_size"]
+    per_token = n_layers * (16 * d + 4 * d_ff + 4 * STACK["n_heads"] * T) + 4 * V
+    check_bytes(8 * B * T * per_token, f"a run of {n_layers} layers on a batch of {count(B)} x {count(T)} tokens",
+                "train on a smaller batch or a shallower stack")
+    return norm, n_layers, lr, steps, seed, (inputs, targets), stop_after
 
 
 def cat_batch():
@@ -295,7 +381,7 @@ def layer_gradients(norm, n_layers, seed=0, batch=None):
     padding included). The pass runs block by block (embed, each block, unembed),
     exactly as the model's own forward pass does, so the stream can be measured between.
     """
-    inputs, targets = batch if batch is not None else cat_batch()
+    norm, n_layers, _, _, seed, (inputs, targets), _ = check_run(norm, n_layers, 1.0, 1, seed, batch, None)
     model = Transformer(stack_config(norm, n_layers), init="unit")
     model.reset_parameters(seed)
     threads = torch.get_num_threads()
@@ -321,8 +407,10 @@ def train_recording(model, batch, steps, lr, seed=0, stop_after=None):
     the ``steps``-long schedule (the start of the same run). Returns a dict of arrays,
     one entry per step run: loss, and grad_first, the gradient norm of layer 0.
     """
-    if not lr > 0:
-        fail(f"lr should be a positive number, but got {lr!r}")
+    lr, seed = check_number(lr, "lr", low=0, low_open=True), check_seed(seed)
+    steps = check_steps(steps)
+    check_model(model)
+    batch = check_batch(batch, model.cfg.vocab_size)
     grad_first = []
     losses = train(model, batch, steps=steps, lr=lr, seed=seed, progress=False, stop_after=stop_after,
                    on_step=lambda step, m, loss: grad_first.append(block_gradient_norm(m.blocks[0])))
@@ -330,10 +418,13 @@ def train_recording(model, batch, steps, lr, seed=0, stop_after=None):
 
 
 def train_stack(norm, n_layers, lr, steps, seed=0, batch=None, stop_after=None):
-    """Train the deep stack with this placement on the cat world: (model, train_recording's dict)."""
+    """Train the deep stack with this placement on the cat world: (model, train_recording's dict).
+
+    n_layers at most MAX_STACK_LAYERS (64); steps at most MAX_STACK_STEPS (10,000); every
+    argument is checked (and the run's memory estimated) before the model is built."""
+    norm, n_layers, lr, steps, seed, batch, stop_after = check_run(norm, n_layers, lr, steps, seed, batch, stop_after)
     model = Transformer(stack_config(norm, n_layers), init="unit")
-    record = train_recording(model, batch if batch is not None else cat_batch(), steps, lr, seed,
-                             stop_after)
+    record = train_recording(model, batch, steps, lr, seed, stop_after)
     return model, record
 
 
@@ -349,7 +440,9 @@ def prediction_spread(model, batch=None):
     nothing is predicted; default the cat world's training set): the largest
     |p(word) - mean p(word)|. 0 means the same distribution everywhere, whatever the input.
     """
-    inputs, targets = batch if batch is not None else cat_batch()
+    if not callable(model):
+        fail(f"the model should be a helpers.model.Transformer (a function of the ids), but got {shown(model)}")
+    inputs, targets = check_batch(batch, model.cfg.vocab_size if isinstance(model, Transformer) else 2**62)
     with torch.no_grad():
         probs = torch.softmax(model(inputs), dim=-1)[targets != -100]
     return float((probs - probs.mean(dim=0)).abs().max())
@@ -375,9 +468,10 @@ def plain_stack(n_layers):
 
 
 def run_plain(n_layers, lr, steps, seed=0, batch=None, stop_after=None):
-    """Train the pre-LN stack without residual connections on the cat world: train_recording's dict."""
-    return train_recording(plain_stack(n_layers), batch if batch is not None else cat_batch(), steps, lr, seed,
-                           stop_after)
+    """Train the pre-LN stack without residual connections on the cat world: train_recording's dict
+    (its arguments checked as ``train_stack``'s, before the model is built)."""
+    _, n_layers, lr, steps, seed, batch, stop_after = check_run("pre", n_layers, lr, steps, seed, batch, stop_after)
+    return train_recording(plain_stack(n_layers), batch, steps, lr, seed, stop_after)
 
 
 def build_plain_curves(depths=GRID["depths"], lrs=GRID["lrs"], steps=GRID["steps"], seed=GRID["seed"],
@@ -386,6 +480,7 @@ def build_plain_curves(depths=GRID["depths"], lrs=GRID["lrs"], steps=GRID["steps
     (pre-LN, same seed, steps and data as ``build_curves``). Returns the JSON-ready dict, its runs
     keyed like build_curves' (placement "pre")."""
     batch = cat_batch()
+    check_grid(depths, lrs, steps, seed, batch, digits, ("pre",))
     runs = {}
     for n_layers in depths:
         for lr in lrs:
@@ -394,6 +489,27 @@ def build_plain_curves(depths=GRID["depths"], lrs=GRID["lrs"], steps=GRID["steps
                 name: [float(f"{v:.{digits}g}") for v in values] for name, values in record.items()}
     return {"stack": STACK, "depths": list(depths), "lrs": list(lrs), "steps": steps, "seed": seed,
             "placements": ["pre"], "residual": False, "runs": runs}
+
+
+def check_grid(depths, lrs, steps, seed, batch, digits, placements):
+    """Refuse a grid with a run ``check_run`` refuses (or digits outside 1..17), before any run trains."""
+    for name, values in (("depths", depths), ("lrs", lrs)):
+        if not isinstance(values, (list, tuple)) or not values or len(values) > 100:
+            fail(f"{name} should be a list of 1 to 100 values, but got {shown(values)}")
+    digits = check_positive_int(digits, "digits")
+    if digits > 17:
+        fail(f"digits should be at most 17 (a float's precision), but got {count(digits)}")
+    for norm in placements:
+        for n_layers in depths:
+            for lr in lrs:
+                check_run(norm, n_layers, lr, steps, seed, batch, None)
+
+
+def check_curves(curves):
+    """The dict of ``build_curves`` / ``load_curves`` (depths, lrs, placements, steps, runs), else one sentence."""
+    if not isinstance(curves, dict) or not {"depths", "lrs", "placements", "steps", "runs"} <= set(curves):
+        fail(f"curves should be the dict of nz.load_curves() (depths, lrs, placements, steps, runs), but got {shown(curves)}")
+    return curves
 
 
 def run_key(norm, n_layers, lr):
@@ -405,8 +521,9 @@ def build_curves(depths=GRID["depths"], lrs=GRID["lrs"], steps=GRID["steps"], se
                  digits=6):
     """Train every (placement, depth, learning rate) of the grid. Returns the JSON-ready dict:
     the settings and, under runs[run_key], each run's loss and grad_first lists
-    (rounded to ``digits`` significant digits)."""
+    (rounded to ``digits`` significant digits). Every run's arguments are checked before the first trains."""
     batch = cat_batch()
+    check_grid(depths, lrs, steps, seed, batch, digits, PLACEMENTS)
     runs = {}
     for n_layers in depths:
         for lr in lrs:
@@ -439,10 +556,13 @@ def load_curves(path=None):
 
 def get_run(curves, norm, n_layers, lr):
     """One run of the shipped grid: dict of arrays loss (steps,) and grad_first (steps,)."""
+    check_curves(curves)
+    check_choice(norm, "norm", PLACEMENTS)
+    n_layers, lr = check_positive_int(n_layers, "n_layers"), check_number(lr, "lr", low=0, low_open=True)
     key = run_key(norm, n_layers, lr)
     if key not in curves["runs"]:
-        fail(f"no run {key} in the curves: depths are {curves['depths']}, learning rates "
-             f"{curves['lrs']} and placements {curves['placements']}")
+        fail(f"the run should be one of the curves' (depths {curves['depths']}, learning rates "
+             f"{curves['lrs']}, placements {curves['placements']}), but got {key}")
     return {name: np.array(values) for name, values in curves["runs"][key].items()}
 
 
@@ -522,14 +642,32 @@ def chaotic(norm, n_layers):
     CPU paths (data/normalization/README.md): there these runs ended at losses up to two
     orders of magnitude apart, while every other run's final loss agreed within 0.01; the
     outcome (``run_outcome``) of every run agreed."""
-    if norm not in PLACEMENTS:
-        fail(f"norm should be one of {PLACEMENTS}, but got {norm!r}")
+    check_choice(norm, "norm", PLACEMENTS)
+    n_layers = check_positive_int(n_layers, "n_layers")
     return norm == "none" and n_layers >= 8
+
+
+def check_loss(loss):
+    """A run's losses: a non-empty 1-D list or array of numbers (NaN, a diverged step, counts); return it."""
+    values = as_array(loss, "loss", 1)
+    if np.asarray(loss).dtype.kind == "b":
+        fail(f"loss should hold numbers, but got True/False values {shown(loss)}")
+    loss = values
+    if not len(loss):
+        fail("loss should hold at least one step's loss, but it is empty")
+    return loss
+
+
+def check_references(unigram, best):
+    """The losses of a predictor that ignores its input and of the best possible one: finite, >= 0."""
+    return check_number(unigram, "unigram", low=0), check_number(best, "best", low=0)
 
 
 def final_text(loss, norm, n_layers, unigram, best):
     """A run's final loss as printed: 3 decimals where a rebuild reproduces it, else the
     outcome in a word ("other", "NaN") marked with an asterisk."""
+    loss = check_loss(loss)
+    check_references(unigram, best)
     if chaotic(norm, n_layers):
         outcome = run_outcome(loss, unigram, best)
         return {"diverged": "NaN*", "other": "other*"}.get(outcome, outcome + "*")
@@ -540,7 +678,9 @@ def run_outcome(loss, unigram, best, near=0.05):
     """One word for how a run ended: "trained" (final loss within ``near`` of the best
     possible), "frequencies" (within 0.01 of the loss of a predictor that ignores its
     input), "diverged" (NaN) or "other"."""
-    loss = np.asarray(loss, dtype=float)
+    loss = check_loss(loss)
+    unigram, best = check_references(unigram, best)
+    near = check_number(near, "near", low=0)
     if np.isnan(loss).any():
         return "diverged"
     if loss[-1] - best <= near:
@@ -555,7 +695,8 @@ def learning_state(loss, unigram):
     "learns from the context" (loss at least 0.5 below ``unigram``, the loss of a predictor
     that ignores its input), "is stuck at the frequencies" (within 0.01 of it),
     "has diverged" (NaN) or "is in between"."""
-    loss = np.asarray(loss, dtype=float)
+    loss = check_loss(loss)
+    unigram = check_number(unigram, "unigram", low=0)
     if np.isnan(loss).any():
         return "has diverged"
     if loss[-1] <= unigram - 0.5:
@@ -569,8 +710,19 @@ def significant(value, digits=3):
     """``value`` as text with ``digits`` significant digits and no exponent: 12,800, 17.0, 4.00.
 
     For numbers that float32 rounding moves in the 4th digit or later (a gradient norm of
-    12,832 on one CPU and 12,820 on another), so that what is printed is the same on every CPU."""
-    value = float(value)
+    12,832 on one CPU and 12,820 on another), so that what is printed is the same on every CPU.
+    value: a number (NaN and inf are printed as such); digits: 1 to 17."""
+    if isinstance(value, (np.ndarray, torch.Tensor)) and tuple(value.shape) in ((), (1,)):
+        value = value.item()   # a tensor or array of one number (a bool, a text or a complex one is refused below)
+    if isinstance(value, (bool, np.bool_)) or not isinstance(value, (int, float, np.integer, np.floating)):
+        fail(f"value should be a number, but got {shown(value)}")
+    digits = check_positive_int(digits, "digits")
+    if digits > 17:
+        fail(f"digits should be at most 17 (a float's precision), but got {count(digits)}")
+    try:
+        value = float(value)
+    except OverflowError:
+        fail(f"value should be a number a float can hold, but got {shown(value)}")
     if not math.isfinite(value) or value == 0:
         return f"{value:g}"
     rounded = float(f"{value:.{digits}g}")
@@ -587,6 +739,13 @@ def reference_losses():
 
 def outcomes(curves, unigram, best):
     """{run_key: run_outcome} for every run of a grid (the dict ``build_curves`` returns)."""
+    check_curves(curves)
+    check_references(unigram, best)
+    if not isinstance(curves["runs"], dict) or not all(isinstance(run, dict) and "loss" in run
+                                                       for run in curves["runs"].values()):
+        fail(f"curves['runs'] should map each run to a dict with its loss, but got {shown(curves['runs'])}")
+    for run in curves["runs"].values():
+        check_loss(run["loss"])
     return {key: run_outcome(run["loss"], unigram, best) for key, run in curves["runs"].items()}
 
 
@@ -594,6 +753,11 @@ def outcome_counts(found, norm):
     """How many runs of this placement ended each way: {trained, frequencies, diverged, other: count}.
 
     found: the dict ``outcomes`` returns."""
+    check_choice(norm, "norm", PLACEMENTS)
+    if not isinstance(found, dict) or not all(isinstance(key, str) and isinstance(outcome, str) and outcome in
+                                              ("trained", "frequencies", "diverged", "other")
+                                              for key, outcome in found.items()):
+        fail(f"found should be the dict of nz.outcomes(...) (run key: outcome), but got {shown(found)}")
     mine = [outcome for key, outcome in found.items() if key.split("/")[0] == norm]
     return {o: mine.count(o) for o in ("trained", "frequencies", "diverged", "other")}
 
@@ -604,10 +768,12 @@ def stack_view(curves, n_layers=8, lr=3e-2):
     Returns a dict: steps (S,), loss {placement: (S,)}, grad_first {placement: (S,)},
     final {placement: last loss}, and text, one line with the final losses.
     """
+    check_curves(curves)
+    n_layers, lr = check_positive_int(n_layers, "n_layers"), check_number(lr, "lr", low=0, low_open=True)
     if n_layers not in curves["depths"]:
-        fail(f"n_layers should be one of the trained depths {curves['depths']}, but got {n_layers!r}")
+        fail(f"n_layers should be one of the trained depths {curves['depths']}, but got {count(n_layers)}")
     if not any(np.isclose(lr, x) for x in curves["lrs"]):
-        fail(f"lr should be one of the trained learning rates {curves['lrs']}, but got {lr!r}")
+        fail(f"lr should be one of the trained learning rates {curves['lrs']}, but got {lr:g}")
     lr = min(curves["lrs"], key=lambda x: abs(x - lr))
     runs = {norm: get_run(curves, norm, n_layers, lr) for norm in PLACEMENTS}
     final = {norm: float(run["loss"][-1]) for norm, run in runs.items()}

@@ -79,12 +79,15 @@ def explorer(curves, n_layers=8, lr=3e-2):
     """A depth slider, a learning-rate toggle and one figure redrawn in place; returns the Explorer."""
     import ipywidgets as widgets
 
-    if not isinstance(curves, dict) or not {"depths", "lrs"} <= set(curves):
-        fail(f"expected the curves of stack_curves (a dict with depths, lrs and runs), but got {shown(curves)}")
+    if not isinstance(curves, dict) or not {"depths", "lrs", "placements", "steps", "runs"} <= set(curves):
+        fail(f"expected the curves of nz.load_curves() (a dict with depths, lrs and runs), but got {shown(curves)}")
+    depths = list(curves["depths"])
+    if isinstance(n_layers, bool) or not isinstance(n_layers, (int, np.integer)) or n_layers not in depths:
+        fail(f"n_layers should be one of the trained depths {', '.join(map(str, depths))}, but got {shown(n_layers)}")
     controls = {
-        "n_layers": widgets.SelectionSlider(options=curves["depths"], description="layers"),
+        "n_layers": widgets.SelectionSlider(options=depths, description="layers"),
         "lr": widgets.ToggleButtons(options=[(f"{x:g}", x) for x in curves["lrs"]], description="lr")}
-    n_layers = check_control(controls["n_layers"], n_layers, "n_layers")   # SelectionSlider: one of its depths
+    n_layers = check_control(controls["n_layers"], int(n_layers), "n_layers")   # SelectionSlider: one of its depths
     start_at(controls, lr=lr)
     controls["n_layers"].value = n_layers
     fig, draw = stack_view_figure(curves)

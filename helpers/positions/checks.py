@@ -12,7 +12,11 @@ from .. import reference as ref
 from .. import worlds
 from ..exercises import NOT_ANSWERED, Array, Function, as_array, call, close_problems, exercise, slip
 from ..model import KVCache, rotate_pairs, sinusoidal_angles, sinusoidal_table
-from .compute import offset_rotation as reference_rotation
+from ..errors import as_array as numbers, check_positive_int, count, fail
+from ..heads.compute import check_shipped
+from .compute import check_perm, offset_rotation as reference_rotation
+
+MAX_K = 10_000   # the offset_rotation check's largest k (its table has 20 + k rows)
 
 NOT_YET = NOT_ANSWERED.split(":")[0]
 TABLE_ATOL = 1e-4    # a float32 table against the model's own (sin and cos of angles up to 50)
@@ -74,6 +78,7 @@ def table_cases(cat):
 def sinusoidal_positions(fn, cat):
     """``fn(n, d)`` -> the (n, d) torch table: row p, pair i = [sin(p w_i), cos(p w_i)],
     w_i = 10000**(-2i/d); equal to the cat model's own positions and the course's table."""
+    check_shipped(cat, "cat")
     for what, n, d, expected in table_cases(cat):
         out = call(fn, n, d, what=f"for sinusoidal_positions({n}, {d})")
         if out is None:
@@ -186,6 +191,7 @@ def rotate(fn, induction):
     through (start + t)·10000**(-2i/d_k). Run on the shipped induction model's queries and keys
     (both layers, a repeated-token sequence): the turned vectors and the scores they give must
     equal the model's trace, in one pass and after a cache of 9 tokens (start=9)."""
+    check_shipped(induction, "induction")
     ids = worlds.repeated_tokens(1, 8, induction.cfg.vocab_size, seed=2024)[0]
     H, cut = induction.cfg.n_heads, 9
     with torch.no_grad():
@@ -228,9 +234,20 @@ def is_block_rotation(R):
                 and np.allclose(c ** 2 + s ** 2, 1, atol=1e-6))
 
 
-@exercise("the rotation that moves every position k steps on", answer=Array(shape=lambda d: (d, d)))
+def rotation_shape(d):
+    """(d, d) for the check's width d (an even whole number, at most 1,024), else one sentence."""
+    d = check_positive_int(d, "d", minimum=2)
+    if d % 2 or d > 1024:
+        fail(f"d should be an even whole number from 2 to 1,024 (the width of the sinusoidal table), but got {count(d)}")
+    return d, d
+
+
+@exercise("the rotation that moves every position k steps on", answer=Array(shape=rotation_shape))
 def offset_rotation(R, k, d):
     """``R`` (d, d) with PE[p] @ R = PE[p + k] for every row p of the sinusoidal table (k >= 1)."""
+    d, k = rotation_shape(d)[0], check_positive_int(k, "k")
+    if k > MAX_K:
+        fail(f"k should be at most {MAX_K:,} (this check's limit), but got {count(k)}")
     PE = ref.sinusoidal_positions(20 + k, d)
     if np.allclose(PE[:-k] @ R, PE[k:], atol=1e-3):
         return
@@ -249,10 +266,16 @@ def offset_rotation(R, k, d):
         yield "PE[p] @ R does not give PE[p + k]: each 2×2 block is [[cos, -sin], [sin, cos]] of the angle k·w_i"
 
 
-@exercise("the unscrambled attention output", answer=Array(shape=lambda Y: np.shape(Y)))
+def output_shape(Y):
+    """The shape of the check's Y (T, d), else one sentence."""
+    return numbers(Y, "Y", 2).shape
+
+
+@exercise("the unscrambled attention output", answer=Array(shape=output_shape))
 def unscrambled(out, Y, perm):
     """``out`` (T, d): the rows of Y = Attention(X[perm]) put back in X's order."""
-    Y, perm = as_array(Y, "Y"), np.asarray(perm)
+    Y = numbers(Y, "Y", 2)
+    perm = check_perm(perm, len(Y))
     if np.allclose(out, Y[np.argsort(perm)], atol=1e-6):
         return
     hint = slip(out, [(Y, "these are still the rows in scrambled order: put row i of Y back where "

@@ -25,16 +25,41 @@
 Row-vector convention throughout: X is (T, d), one row per token.
 """
 import itertools
+import math
 
 import numpy as np
 import torch
 
 from .. import reference as ref
-from ..errors import as_array, check_positive_int, fail
-from ..model import Transformer, rotate_pairs, sinusoidal_table
+from ..errors import MAX_BYTES, as_array, check_bytes, check_number, check_positive_int, check_seed, check_switch, \
+    count, fail, shown
+from ..explorer import check_model_and_world
+from ..model import MAX_TOKENS, Transformer, rotate_pairs, sinusoidal_table
+
+MAX_SQUARE = math.isqrt(MAX_BYTES // 8)   # the largest n of an (n, n) float64 table within MAX_BYTES: 14,188
+MAX_SHIFT = 1_000_000     # the furthest position shifted_logits places a sequence (the notebook goes to 1,000)
+MAX_PROBE_STEPS = 10_000  # position_probe's training steps at most (the notebook trains 150)
+
+
+def check_square(n, what):
+    """Refuse up front an (n, n) float64 table (and a few of its size) past MAX_BYTES."""
+    check_bytes(8 * n * n, what, f"n should be at most {MAX_SQUARE:,} (an n x n table of float64 numbers)")
+
 
 PROMPTS = ("<BOS> the cat sat", "<BOS> the cat is", "<BOS> the mat is",
            "<BOS> the big dog sat on the", "<BOS> the small cat ran")
+
+
+def check_perm(perm, T):
+    """``perm`` as a 1-D int array if it is a rearrangement of 0..T-1 (whole numbers, each once), else one sentence."""
+    try:
+        arr = np.asarray(perm) if not isinstance(perm, (str, bytes, dict, set)) else np.asarray(None)
+    except (ValueError, TypeError, RecursionError):
+        arr = np.asarray(None)
+    if arr.ndim != 1 or arr.dtype.kind not in "iu" or len(arr) != T or sorted(arr.tolist()) != list(range(T)):
+        got = f"a tensor of shape {tuple(perm.shape)}" if isinstance(perm, torch.Tensor) else shown(perm)
+        fail(f"perm should be a rearrangement of 0..{T - 1} (whole numbers, each once), but got {got}")
+    return arr
 
 
 def permutation_matrix(perm):
@@ -42,10 +67,11 @@ def permutation_matrix(perm):
 
     perm: a rearrangement of 0..T-1. P has one 1 in every row and column, and P.T @ P = I.
     """
-    perm = np.asarray(perm)
+    if isinstance(perm, (str, bytes, dict, set)) or not hasattr(perm, "__len__"):
+        fail(f"perm should be a rearrangement of 0..T-1 (a list of whole numbers), but got {shown(perm)}")
+    check_square(len(perm), f"permutation_matrix of {count(len(perm))} rows")
+    perm = check_perm(perm, len(perm))
     T = len(perm)
-    if perm.ndim != 1 or sorted(perm.tolist()) != list(range(T)):
-        fail(f"perm should be a rearrangement of 0..{T - 1}, but got {perm.tolist()}")
     P = np.zeros((T, T))
     P[np.arange(T), perm] = 1.0
     return P
@@ -57,9 +83,12 @@ def match_permutation(first, second):
     first, second: lists of words holding the same words in some order. A repeated
     word is matched to its occurrences in order.
     """
+    for name, words in (("first", first), ("second", second)):
+        if not isinstance(words, (list, tuple)) or not all(isinstance(word, str) for word in words):
+            fail(f"{name} should be a list of words (strings), but got {shown(words)}")
     first, second = list(first), list(second)
     if sorted(first) != sorted(second):
-        fail(f"the two word lists must hold the same words, but got {first} and {second}")
+        fail(f"the two word lists should hold the same words, but got {shown(first)} and {shown(second)}")
     unused = list(range(len(first)))
     perm = []
     for word in second:
@@ -75,6 +104,9 @@ def random_attention(d, seed, n_layers=1):
     Entries are normal with standard deviation 1/sqrt(d), so scores stay moderate.
     """
     d, n_layers = check_positive_int(d, "d"), check_positive_int(n_layers, "n_layers")
+    seed = check_seed(seed)
+    check_bytes(24 * n_layers * d * d, f"random_attention of {count(n_layers)} layers of width {count(d)}",
+                "ask for fewer or narrower layers (three d x d float64 matrices each)")
     rng = np.random.default_rng(seed)
     return [{name: rng.normal(0.0, d ** -0.5, size=(d, d)) for name in ("W_Q", "W_K", "W_V")}
             for _ in range(n_layers)]
@@ -83,6 +115,9 @@ def random_attention(d, seed, n_layers=1):
 def attention_stack(X, layers, causal=False):
     """Run X (T, d) through each layer: X <- X + Attention(X W_Q, X W_K, X W_V). Returns (T, d)."""
     X = as_array(X, "X", 2)
+    causal = check_switch(causal, "causal")
+    if not isinstance(layers, (list, tuple)) or not all(isinstance(layer, dict) for layer in layers):
+        fail(f"layers should be a list of dicts with W_Q, W_K and W_V (random_attention's), but got {shown(layers)}")
     for layer in layers:
         W_Q = as_array(layer["W_Q"], "W_Q", 2)
         if W_Q.shape[0] != X.shape[1]:
@@ -101,7 +136,11 @@ def order_demo(first, second, d=8, seed=0, n_layers=1, causal=False, positions=F
     row_diff (T,) = max |out_second[i] - out_first[perm[i]]| and max_diff, their maximum.
     row_diff is all zeros (up to round-off) exactly when the outputs are the same rows reordered.
     """
-    d = check_positive_int(d, "d")
+    d, seed = check_positive_int(d, "d"), check_seed(seed)
+    causal, positions = check_switch(causal, "causal"), check_switch(positions, "positions")
+    n_layers = check_positive_int(n_layers, "n_layers")
+    check_bytes(24 * n_layers * d * d, f"order_demo with {count(n_layers)} layers of width {count(d)}",
+                "ask for fewer or narrower layers (three d x d float64 matrices each)")
     perm = match_permutation(first, second)
     vocab = sorted(set(first))
     E = np.random.default_rng(seed).normal(size=(len(vocab), d))
@@ -129,6 +168,8 @@ def sinusoidal_positions(n, d):
     n, d = check_positive_int(n, "n"), check_positive_int(d, "d")
     if d % 2:
         fail(f"sinusoidal positions pair the columns as (sin, cos), so d must be even, but got d={d}")
+    check_bytes(12 * n * d, f"sinusoidal_positions({count(n)}, {count(d)})",
+                f"n x d should be at most {MAX_BYTES // 12:,} numbers (the table and its sines and cosines, float32)")
     return sinusoidal_table(n, d)
 
 
@@ -145,18 +186,24 @@ def rotate(x, start=0):
              f"{f'a tensor of shape {tuple(x.shape)}' if isinstance(x, torch.Tensor) else type(x).__name__}")
     if x.shape[-1] % 2:
         fail(f"rotary positions turn pairs of columns, so d_k must be even, but got d_k={x.shape[-1]}")
-    return rotate_pairs(x, check_positive_int(start, "start", minimum=0))
+    start = check_positive_int(start, "start", minimum=0)
+    if start > MAX_SHIFT:
+        fail(f"start should be at most {MAX_SHIFT:,} (this course's limit), but got {count(start)}")
+    return rotate_pairs(x, start)
 
 
 def offset_rotation(k, d, base=10000.0):
     """The (d, d) block-diagonal R_k with sinusoidal row p+k = (row p) @ R_k for every p.
 
     Pair i (columns 2i, 2i+1 = [sin, cos]) turns through the angle k * w_i,
-    w_i = base**(-2i/d); the matrix depends on k alone, not on p.
+    w_i = base**(-2i/d); the matrix depends on k alone, not on p. k: a finite number;
+    base: a finite number > 0.
     """
     d = check_positive_int(d, "d")
+    k, base = check_number(k, "k"), check_number(base, "base", low=0, low_open=True)
     if d % 2:
         fail(f"sinusoidal positions need an even width d, but got d={d}")
+    check_square(d, f"offset_rotation of width {count(d)}")
     R = np.zeros((d, d))
     for i, w in enumerate(base ** (-np.arange(0, d, 2) / d)):
         c, s = np.cos(k * w), np.sin(k * w)
@@ -174,6 +221,11 @@ def rope_scores(q, k, n):
     if q.shape != k.shape:
         fail(f"q and k need the same width, but q has {q.shape[0]} and k has {k.shape[0]}")
     n = check_positive_int(n, "n")
+    if q.shape[0] % 2:
+        fail(f"rotary positions turn pairs of columns, so q and k need an even width, but they have {q.shape[0]}")
+    check_square(n, f"rope_scores for {count(n)} positions")
+    check_bytes(24 * n * q.shape[0], f"rope_scores for {count(n)} positions of width {q.shape[0]}",
+                "ask for fewer positions or a narrower q and k")
     where = np.arange(n)
     Q = ref.rotate_pairs(np.tile(q, (n, 1)), where)
     K = ref.rotate_pairs(np.tile(k, (n, 1)), where)
@@ -213,12 +265,15 @@ def score_terms(model, ids, hold_sigma=False):
     divides every row by the mean of the σ_t instead of its own (what the scores would be
     if the LayerNorm's scale did not change with the position).
     """
+    hold_sigma = check_switch(hold_sigma, "hold_sigma")
+    if not isinstance(model, Transformer):
+        fail(f"score_terms takes a helpers.model.Transformer, but got {shown(model)}")
     if model.cfg.positions not in ("sinusoidal", "learned") or model.cfg.norm != "pre":
         fail(f"score_terms splits the input of a pre-LN model with added positions, but this one has "
              f"positions={model.cfg.positions!r}, norm={model.cfg.norm!r}")
     ids = model.check_ids(ids)
     if ids.dim() != 1:
-        fail(f"score_terms takes one sequence of ids (T,), but got shape {tuple(ids.shape)}")
+        fail(f"ids should be one sequence (T,) for score_terms, but got shape {tuple(ids.shape)}")
     e = model.E[ids].double()
     where = model.embed(ids[None])[0].double() - e                # the rows the model adds: (T, d)
     ln, attn = model.blocks[0].ln1, model.blocks[0].attn
@@ -277,6 +332,7 @@ def term_shares(terms, groups, shift_free_scores=False):
     cancels part of the others. shift_free_scores=True measures the same on ``shift_free``
     scores (each row's shift taken away first). Returns {name: (H,) array}.
     """
+    shift_free_scores = check_switch(shift_free_scores, "shift_free_scores")
     if not isinstance(terms, dict) or not isinstance(groups, dict):
         fail(f"term_shares takes the dict of score_terms and a dict of groups, but got "
              f"{type(terms).__name__} and {type(groups).__name__}")
@@ -294,6 +350,7 @@ def spread_without(terms, pairs, shift_free_scores=False):
     """(H,) the largest spread along a diagonal (``diagonal_spread``) of each head's causal
     scores, rebuilt from ``terms`` (``score_terms``) with the terms ``pairs`` left out
     (of the ``shift_free`` scores when shift_free_scores)."""
+    shift_free_scores = check_switch(shift_free_scores, "shift_free_scores")
     if not isinstance(terms, dict) or not set(map(tuple, pairs)) <= set(terms):
         fail(f"spread_without takes the dict of score_terms and some of its (query part, key part) pairs, "
              f"but got {type(terms).__name__} and {list(pairs)!r:.120}")
@@ -308,6 +365,7 @@ def spread_without(terms, pairs, shift_free_scores=False):
 def row_moves(model, seed):
     """(n_max,) how far training moved each row of a learned position table: the largest
     |P[p] - P_start[p]|, with P_start the model's Config re-initialised with ``seed``."""
+    seed = check_seed(seed)
     if getattr(model, "P", None) is None:
         fail(f"expected a model with learned positions, but this one has positions={model.cfg.positions!r}")
     start = Transformer(model.cfg, init=model.init)
@@ -324,6 +382,7 @@ def rows_unchanged(model, seed, atol=1e-4):
     torch's random-number kernels differ between CPU kinds in the last bits (by about
     1e-6), so "still there" means within ``atol``, far below what one training step moves.
     """
+    atol = check_number(atol, "atol", low=0, low_open=True)
     return row_moves(model, seed) < atol
 
 
@@ -332,8 +391,10 @@ def scramble(words, seed, keep_last=True):
     every other seed picks one of the other distinct orders (seeded). <BOS> stays first,
     and the last word stays last when keep_last. At most 8 words are rearranged.
     """
+    if isinstance(words, (str, bytes)) or not isinstance(words, (list, tuple)):
+        fail(f"words should be a list of words, but got {shown(words)}")
     words = list(words)
-    seed = check_positive_int(seed, "seed", minimum=0)
+    seed, keep_last = check_seed(seed), check_switch(keep_last, "keep_last")
     end = len(words) - 1 if keep_last else len(words)
     middle = tuple(words[1:end])
     if len(middle) > 8:
@@ -353,9 +414,14 @@ def next_token_view(model, world, prompt, positions=True, seed=0, keep_last=True
     the prompt as given with positions on, change = max |probs - original|, and
     scramble_change = max |probs - the prompt as given with the same positions setting|.
     """
+    check_model_and_world(model, world)
+    positions, keep_last = check_switch(positions, "positions"), check_switch(keep_last, "keep_last")
+    seed = check_seed(seed)
+    if not isinstance(prompt, (str, list, tuple)):
+        fail(f"the prompt should be a string or a list of words, but got {shown(prompt)}")
     words = prompt.split() if isinstance(prompt, str) else list(prompt)
     if not words or words[0] != "<BOS>":
-        fail(f"a cat-world prompt starts with <BOS>, but got {words[:1]}")
+        fail(f"a cat-world prompt should start with <BOS>, but got {words[:1]}")
     fed = scramble(words, seed, keep_last)
 
     def next_probs(words, positions):
@@ -378,6 +444,8 @@ def model_order_demo(model, world, first, second, causal=True, positions=True):
     over the next-word distributions, and max_diff. All zeros (up to round-off) means the
     model saw two identical bags.
     """
+    check_model_and_world(model, world)
+    causal, positions = check_switch(causal, "causal"), check_switch(positions, "positions")
     perm = match_permutation(first, second)
 
     def probs(words):
@@ -394,8 +462,11 @@ def position_task(n, T=6, V=6, seed=0):
     position t is t itself. Returns (x, y), both (n, T) LongTensors.
     """
     n, T, V = (check_positive_int(v, name) for v, name in ((n, "n"), (T, "T"), (V, "V")))
+    seed = check_seed(seed)
     if T > V:
         fail(f"the targets 0..T-1 must be tokens, so T={T} cannot exceed the vocabulary V={V}")
+    check_bytes(24 * n * T, f"position_task of {count(n)} sequences of {count(T)} tokens",
+                "ask for fewer or shorter sequences (three (n, T) tables of 8-byte ids)")
     g = torch.Generator().manual_seed(seed)
     x = torch.randint(1, V, (n, T), generator=g)
     x[:, 0] = 0
@@ -418,9 +489,23 @@ def position_probe(seed, causal=True, steps=150, T=6, V=6, n=128):
     """Train a tiny Transformer without positions (1 layer, 1 head, d_model 8, d_ff 16) on
     ``position_task`` and return its accuracy on 1,000 fresh sequences (seed 100).
 
-    With ``causal=True`` the mask is its only source of order.
+    With ``causal=True`` the mask is its only source of order. steps: at most MAX_PROBE_STEPS
+    (10,000); T at most 1,024 tokens; the training's memory (estimated from n, T and V) at
+    most 1.5 GiB.
     """
     from ..model import Config
+
+    seed, causal = check_seed(seed), check_switch(causal, "causal")
+    steps = check_positive_int(steps, "steps")
+    if steps > MAX_PROBE_STEPS:
+        fail(f"steps should be at most {MAX_PROBE_STEPS:,} (this course's limit for the probe), but got {count(steps)}")
+    n, T, V = (check_positive_int(v, name) for v, name in ((n, "n"), (T, "T"), (V, "V")))
+    if T > MAX_TOKENS:
+        fail(f"T should be at most {MAX_TOKENS:,} tokens (this course's limit), but got {count(T)}")
+    if T > V:
+        fail(f"the targets 0..T-1 must be tokens, so T={T} cannot exceed the vocabulary V={V}")
+    check_bytes(64 * max(n, 1000) * T * (T + V + 16), f"position_probe on {count(n)} sequences of {T} tokens "
+                f"(vocabulary {count(V)})", "ask for fewer or shorter sequences or a smaller vocabulary")
     from ..training import train
 
     model = Transformer(Config(vocab_size=V, d_model=8, n_heads=1, n_layers=1, d_ff=16, n_max=T, positions="none"), init="unit")
@@ -439,8 +524,15 @@ def shifted_logits(model, inputs, shift):
     n_max (refused past it); rotary positions turn q and k by their positions.
     """
     shift = check_positive_int(shift, "shift", minimum=0)
+    if shift > MAX_SHIFT:
+        fail(f"shift should be at most {MAX_SHIFT:,} (this course's limit), but got {count(shift)}")
+    if not isinstance(model, Transformer):
+        fail(f"shifted_logits takes a helpers.model.Transformer, but got {shown(model)}")
     ids = model.check_ids(inputs)
     T, n_max = ids.shape[-1], model.cfg.n_max
+    if model.cfg.positions == "sinusoidal":
+        check_bytes(12 * (shift + T) * model.cfg.d_model, f"the sinusoidal table up to position {count(shift + T - 1)}",
+                    "ask for a smaller shift")
     if model.cfg.positions == "learned" and shift + T > n_max:
         fail(f"shift {shift} puts the last of {T} tokens at position {shift + T - 1}, but this model's "
              f"learned table has rows 0..{n_max - 1} only (n_max={n_max})")

@@ -21,7 +21,7 @@ import numpy as np
 import torch
 
 from .. import reference as ref
-from ..errors import as_array, fail
+from ..errors import as_array, check_index, check_number, check_switch, fail, shown
 
 
 def three_words():
@@ -133,6 +133,7 @@ def attention_steps(X, W_Q, W_K, W_V, causal=False, scale=True):
     masked (-inf above the diagonal when causal, else scaled);
     weights = softmax(masked) row by row (T, T); output = weights V (T, d_v).
     """
+    causal, scale = check_switch(causal, "causal"), check_switch(scale, "scale")
     X = as_array(X, "X", 2)
     W_Q, W_K, W_V = (as_array(W, name, 2) for W, name in ((W_Q, "W_Q"), (W_K, "W_K"), (W_V, "W_V")))
     for W, name in ((W_Q, "W_Q"), (W_K, "W_K"), (W_V, "W_V")):
@@ -164,11 +165,9 @@ def printed_difference(ours, printed):
 def softmax_share(scores, index, d=None):
     """The weight softmax gives entry ``index`` of a score row (T,), after dividing by sqrt(d) if given."""
     scores = as_array(scores, "scores", 1)
-    if not -len(scores) <= index < len(scores):
-        fail(f"index {index} is outside a score row of {len(scores)} entries")
+    index = check_index(index, "index", len(scores), negative=True)
     if d is not None:
-        if not d > 0:
-            fail(f"d should be a positive width, but got {d!r}")
+        d = check_number(d, "d", low=0, low_open=True)
         scores = scores / math.sqrt(d)
     return float(ref.softmax(scores)[index])
 
@@ -184,20 +183,24 @@ def query_step(query, keys, values, scale=True, visible=None):
     Returns a dict: scores (T,) = keys @ query; scaled (T,); weights (T,), 0 on hidden
     keys and summing to 1; output (d_v,) = weights @ values; visible (int); scale (bool).
     """
+    scale = check_switch(scale, "scale")
     query = as_array(query, "query", 1)
     keys, values = as_array(keys, "keys", 2), as_array(values, "values", 2)
+    for name, x in (("query", query), ("keys", keys), ("values", values)):
+        if not np.isfinite(x).all():
+            fail(f"{name} should hold finite numbers, but it holds {shown(x[~np.isfinite(x)][0])}")
     T, d_k = keys.shape
     if query.shape[0] != d_k:
-        fail(f"the query has d_k={query.shape[0]} but the keys have d_k={d_k}")
+        fail(f"the query should have d_k={d_k} numbers, as the keys do, but it has d_k={query.shape[0]}")
     if values.shape[0] != T:
-        fail(f"there are {T} keys but {values.shape[0]} values; each key needs one value")
+        fail(f"values should have one row per key ({T} keys), but they have {values.shape[0]} rows")
     visible = T if visible is None else visible
     if isinstance(visible, bool) or not isinstance(visible, (int, np.integer)) or not 1 <= visible <= T:
-        fail(f"visible should be a whole number of keys from 1 to {T}, but got {visible!r}")
+        fail(f"visible should be a whole number of keys from 1 to {T}, but got {shown(visible)}")
     scores = keys @ query
     scaled = scores / math.sqrt(d_k) if scale else scores
-    shown = np.where(np.arange(T) < visible, scaled, -np.inf)
-    weights = ref.softmax(shown)
+    seen = np.where(np.arange(T) < visible, scaled, -np.inf)
+    weights = ref.softmax(seen)
     return {"scores": scores, "scaled": scaled, "weights": weights, "output": weights @ values,
             "visible": int(visible), "scale": bool(scale)}
 
@@ -210,8 +213,9 @@ def three_words_query(token="sat", query=None, scale=True, causal=False):
     tokens, token, query (2,), keys (3, 2) and values (3, 2).
     """
     tokens = three_words()["tokens"]
-    if token not in tokens:
-        fail(f"token should be one of {tokens}, but got {token!r}")
+    if type(token) is not str or token not in tokens:
+        fail(f"token should be one of {tokens}, but got {shown(token)}")
+    scale, causal = check_switch(scale, "scale"), check_switch(causal, "causal")
     position = tokens.index(token)
     q_all, keys, values = three_words_qkv()
     query = q_all[position] if query is None else as_array(query, "query", 1)
@@ -266,7 +270,7 @@ def head_slices(attn, head):
     if n_heads is None or not hasattr(attn, "W_Q"):
         fail(f"attn should be a layer's attention (model.blocks[i].attn), but got {type(attn).__name__}")
     if isinstance(head, bool) or not isinstance(head, (int, np.integer)) or not 0 <= head < n_heads:
-        fail(f"head should be a whole number from 0 to {n_heads - 1}, but got {head!r}")
+        fail(f"head should be a whole number from 0 to {n_heads - 1}, but got {shown(head)}")
     columns = slice(head * attn.d_k, (head + 1) * attn.d_k)
     return {name: getattr(attn, name).detach()[..., columns]
             for name in ("W_Q", "W_K", "W_V", "b_Q", "b_K", "b_V")}
@@ -288,7 +292,10 @@ def cat_head_cases(model=None, world=None, prompts=CAT_HEAD_PROMPTS, layer=0):
 
     model = weights.load_cat() if model is None else model
     world = worlds.cat_world() if world is None else world
-    attn = model.blocks[layer].attn
+    if isinstance(prompts, str) or not isinstance(prompts, (list, tuple)) or not prompts \
+            or not all(isinstance(p, str) for p in prompts):
+        fail(f"prompts should be a non-empty list of prompts (strings), but got {shown(prompts)}")
+    attn = model.blocks[check_index(layer, "layer", len(model.blocks))].attn
     cases = []
     for prompt in prompts:
         with torch.no_grad():

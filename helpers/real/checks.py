@@ -4,11 +4,14 @@ best induction head, a task-matched mean ablation on SmolLM2.
 Each check judges the answer against a reference computed from the model's sizes or scores
 and names the likely slip, without printing the expected answer.
 """
+import functools
 import math
 
 import torch
 
+from ..errors import as_array, fail, shown
 from ..exercises import Function, Whole, Wrong, call, exercise, number_problems, slip
+from ..sampling.checks import model_kept
 from . import circuit
 from . import compute as real
 
@@ -16,6 +19,7 @@ from . import compute as real
 @exercise("the parameters of one SmolLM2 layer", answer=Whole())
 def layer_parameters(answer, cfg):
     """``answer`` is the number of parameters in one layer of the model configured by ``cfg``."""
+    cfg = real.check_cfg(cfg)
     d, d_ff, d_kv = cfg.d_model, cfg.d_ff, cfg.kv_heads * cfg.d_k
     reference = real.parameter_formula(cfg)["per_layer"]
     hint = slip(answer, (
@@ -40,6 +44,7 @@ def layer_parameters(answer, cfg):
 @exercise("the KV cache per token", answer=Whole())
 def kv_per_token(answer, cfg):
     """``answer`` is the bytes the float32 KV cache of ``cfg``'s model grows by per token."""
+    cfg = real.check_cfg(cfg)
     reference = real.kv_bytes_per_token(cfg)
     hint = slip(answer, (
         (reference * cfg.n_heads // cfg.kv_heads, "that caches one key and value per query head, but "
@@ -56,10 +61,21 @@ def kv_per_token(answer, cfg):
         yield from number_problems(answer, reference, "the bytes per token", atol=0.5)
 
 
+def score_table(scores, name):
+    """The check's own (layers, heads) table of scores as a float tensor: numbers, no NaN, at least one head."""
+    scores = torch.as_tensor(as_array(scores, f"the check's {name}", ndim=2))
+    if not scores.numel() or bool(scores.isnan().any()):
+        fail(f"the check's {name} should be a (layers, heads) table of scores without NaN, but got shape "
+             f"{tuple(scores.shape)}" + (" with NaN" if scores.numel() else ""))
+    return scores
+
+
 @exercise("the best induction head", answer=Whole(length=2))
 def best_induction_head(answer, induction, previous):
     """``answer`` is (layer, head) of the highest induction score; induction, previous: (layers, heads)."""
-    induction, previous = torch.as_tensor(induction), torch.as_tensor(previous)
+    induction, previous = score_table(induction, "induction"), score_table(previous, "previous")
+    if induction.shape != previous.shape:
+        fail(f"the check's previous should have induction's shape {tuple(induction.shape)}, but has {tuple(previous.shape)}")
     n_layers, n_heads = induction.shape
     best = real.best_heads(induction)[0]
     layer, head = answer
@@ -136,21 +152,62 @@ def ablation_variants(model, seqs, heads_off, right_only=False):
     return out
 
 
+MAX_CHECK_LOGITS = 2 * 10**8   # numbers in one pass's logits over the check's seqs (800 MB): 100 sequences of 41 tokens fit
+
+
+def checked_ablation(model, seqs, heads_off):
+    """The check's own inputs, refused with one sentence before any pass: model the course's
+    Transformer, seqs repeated sequences (N, 2L+1) of its token ids whose logits hold at most
+    MAX_CHECK_LOGITS numbers, heads_off a non-empty list of its (layer, head) pairs; returns
+    (seqs as a LongTensor, heads_off as a list of (int, int), in the order given)."""
+    from ..model import Transformer
+
+    if not isinstance(model, Transformer):
+        fail(f"model should be the course's Transformer (real.load()[0]), but got {shown(model)}")
+    seqs = model.check_ids(seqs)
+    seqs, _ = circuit.check_repeats(seqs)
+    if seqs.numel() * model.cfg.vocab_size > MAX_CHECK_LOGITS:
+        fail(f"seqs should give logits of at most {MAX_CHECK_LOGITS:,} numbers (N × (2L+1) × {model.cfg.vocab_size:,}), "
+             f"but its {seqs.shape[0]:,} sequences of {seqs.shape[1]:,} tokens give {seqs.numel() * model.cfg.vocab_size:,}")
+    if isinstance(heads_off, (str, bytes, dict, set)) or not isinstance(heads_off, (list, tuple)) or not heads_off:
+        fail(f"heads_off should be a non-empty list of (layer, head) pairs, e.g. [(4, 0)], but got {shown(heads_off)}")
+    model.check_heads(heads_off)
+    return seqs, [(int(layer), int(head)) for layer, head in heads_off]
+
+
+def one_number(got):
+    """What ablated_copy_loss returned as a float, else Wrong (run through ``call``: a tensor
+    subclass's or an object's own __float__ is the learner's code)."""
+    try:
+        return float(got)
+    except (TypeError, ValueError, RuntimeError):
+        raise Wrong(f"ablated_copy_loss should return one number (the mean loss), but returned "
+                    f"{type(got).__name__}") from None
+
+
+def pristine(model):
+    """The original weights of ``model`` when it is the shipped SmolLM2 (loaded again, from its
+    float32 cache when there is one, without touching the model in use), else None."""
+    from . import smollm2
+
+    if not smollm2.load.cache_info().currsize or smollm2.load()[0] is not model:
+        return None
+    return lambda: smollm2.load.__wrapped__()[0].state_dict()
+
+
 @exercise("a task-matched mean ablation on SmolLM2",
           answer=Function("a function ablated_copy_loss(model, seqs, heads_off)"))
 def ablated_copy_loss(answer, model, seqs, heads_off):
     """answer(model, seqs, heads_off) -> the mean second-copy loss (nats) with each head of heads_off
     replaced, position by position, by its mean output over seqs (repeated sequences (N, 2L+1))."""
+    seqs, heads_off = checked_ablation(model, seqs, heads_off)
     where = f"on {len(seqs)} repeated sequences with {', '.join(f'L{l}H{h}' for l, h in heads_off)} off"
-    got = call(answer, model, seqs, heads_off, what=where, seconds=60)   # the model is large, the machine may be busy
+    with model_kept(model, pristine=pristine(model)):   # a weight it zeroes is put back
+        got = call(answer, model, seqs, heads_off, what=where, seconds=60)   # the model is large, the machine may be busy
     if got is None:
         raise Wrong("not answered yet: ablated_copy_loss returns None; write its body where the cell says "
                     "# YOUR CODE HERE, so that it returns the loss")
-    try:
-        value = float(got)
-    except (TypeError, ValueError, RuntimeError):
-        raise Wrong(f"ablated_copy_loss should return one number (the mean loss), but returned "
-                    f"{type(got).__name__}") from None
+    value = call(functools.partial(one_number, got), what=where)   # its own __float__ runs with a time limit too
     if abs(value - ablation_variants(model, seqs, heads_off, right_only=True)["right"]) <= 2e-3:
         return                                        # the slips' runs only when the answer is not right
     v = ablation_variants(model, seqs, heads_off)

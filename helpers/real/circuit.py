@@ -24,7 +24,7 @@ FIRST_ID = 100   # random tokens are drawn from ids 100.. (below: special tokens
 
 def capture(model, ids, names, replace=None, stop_after=None):
     """{name: batched tensor} of the trace names ``names`` from one pass over ids (B, T), with
-    ``replace`` applied; the pass stops as soon as ``stop_after`` has been made
+    ``replace`` (None or a dict {trace name: function of one tensor}) applied; the pass stops as soon as ``stop_after`` has been made
     (``helpers.patching.capture``, its tensors only)."""
     return patching.capture(model, ids, names, replace, stop_after=stop_after)[1]
 

@@ -531,6 +531,9 @@ def patching_view(model, tok, clean=FACT, corrupt="The capital of Italy is", ans
     if len(differ) != 1:
         fail(f"the two prompts should differ in exactly one token, but differ in {len(differ)}")
     (p_id,), (q_id,) = targets
+    if p_id == q_id:   # the logit difference of a token with itself is 0 in every run: nothing to restore
+        fail(f"answers should be two different tokens, the clean and the corrupted answer, but both are "
+             f"{shown(tok.decode([p_id]))}")
     diff = lambda logits: float(logits[-1, p_id] - logits[-1, q_id])
     with torch.no_grad():
         clean_d, corrupt_d = diff(model(torch.tensor(a))), diff(model(torch.tensor(b)))
@@ -554,7 +557,8 @@ def prompt_view(model, tok, prompt, k=8):
     ids = tok.encode(check_text(prompt))
     k = check_k(model, k)
     if len(ids) > MAX_PROMPT_TOKENS:
-        fail(f"the explorer takes prompts of at most {MAX_PROMPT_TOKENS} tokens, but this one has {len(ids)}")
+        fail(f"the prompt should have at most {MAX_PROMPT_TOKENS} tokens (the explorer's limit), "
+             f"but this one has {len(ids)}")
     record = trace(model, ids)
     weights = torch.stack([record[f"L{layer}.weights"] for layer in range(model.cfg.n_layers)])
     return dict(pieces=tok.pieces(ids), weights=weights, top=top_tokens(tok, record["probs"][-1], k))

@@ -7,7 +7,8 @@ draws two artists, not the figure.
 """
 import functools
 
-from ..explorer import Blitter, new_figure, show
+from ..errors import fail, shown
+from ..explorer import Blitter, new_figure, show, start_at
 from ..plots import ATTENTION_CMAP
 from . import compute
 
@@ -37,23 +38,38 @@ def draw_prompt(axes, view):
     return image, left.set_title("")
 
 
+def check_model(model, tok):
+    """model a course Transformer and tok a SmolLM2 tokenizer of its vocabulary (``compute.load()``), else one sentence."""
+    from ..model import Transformer
+    from .smollm2 import Tokenizer
+
+    if not isinstance(model, Transformer):
+        fail(f"model should be the course's Transformer (the first of real.load()), but got {shown(model)}")
+    if not isinstance(tok, Tokenizer):
+        fail(f"tok should be the model's tokenizer (the second of real.load()), but got {shown(tok)}")
+
+
 def explorer(model, tok, layer=0, head=0,
              prompt="The Time Traveller smiled at us. The Time Traveller smiled at"):
     """A text box and layer/head sliders around one live figure, opening on head (layer, head);
-    returns the Explorer."""
+    returns the Explorer. model, tok: ``compute.load()``'s; every argument is checked before
+    anything is drawn (a layer or head out of range is refused, not clamped)."""
     import ipywidgets as widgets
 
+    check_model(model, tok)
     controls = dict(
-        prompt=widgets.Text(value=prompt, description="prompt", continuous_update=False,
+        prompt=widgets.Text(value="", description="prompt", continuous_update=False,
                             layout=widgets.Layout(width="520px")),
-        layer=widgets.IntSlider(value=layer, min=0, max=model.cfg.n_layers - 1, description="layer"),
-        head=widgets.IntSlider(value=head, min=0, max=model.cfg.n_heads - 1, description="head"),
+        layer=widgets.IntSlider(value=0, min=0, max=model.cfg.n_layers - 1, description="layer"),
+        head=widgets.IntSlider(value=0, min=0, max=model.cfg.n_heads - 1, description="head"),
     )
+    start_at(controls, prompt=prompt, layer=layer, head=head)   # out of range: refused, not clamped
+    view_of = functools.lru_cache(maxsize=8)(lambda text: compute.prompt_view(model, tok, text))
+    view_of(prompt)                          # a prompt the view refuses (too long) is refused before any drawing
     fig = new_figure((10, 4.6))
     axes = fig.subplots(1, 2, gridspec_kw=dict(width_ratios=[1.5, 1]))
     fig.subplots_adjust(left=0.1, right=0.97, bottom=0.27, top=0.92, wspace=0.45)
     fig.colorbar(axes[0].imshow([[0.0]], cmap=ATTENTION_CMAP, vmin=0, vmax=1), ax=axes[0], label="attention weight")
-    view_of = functools.lru_cache(maxsize=8)(lambda text: compute.prompt_view(model, tok, text))
     state = dict(prompt=None, blit=None)
 
     def render(prompt, layer, head):

@@ -4,11 +4,15 @@ learner's own generation loop (a piece of their GPT, run with the shipped cat an
 Each check judges properties and reference values and says what is wrong
 without printing the expected answer.
 """
+import contextlib
+import functools
+import hashlib
+
 import numpy as np
 import torch
 
 from .. import worlds
-from ..errors import check_number
+from ..errors import check_bytes, check_number, check_positive_int, count, fail, shown, to_numpy
 from ..exercises import (NOT_ANSWERED, Array, Function, Whole, Wrong, as_array, call, close_problems,
                          exercise, number_problems)
 from ..model import KVCache
@@ -16,11 +20,20 @@ from ..reference import softmax
 from . import compute as sampling
 
 
-@exercise("the distribution at a temperature", answer=Array(shape=lambda logits: np.shape(logits)))
+def checked_logits(logits):
+    """The check's own logits: one position's finite scores (V,), V >= 1, else one sentence."""
+    arr = to_numpy(logits, "the check's logits")
+    if arr.ndim != 1 or not arr.size or not np.isfinite(arr).all():
+        fail(f"the check's logits should be one position's finite scores (V,), but got shape {arr.shape}"
+             + ("" if arr.ndim != 1 or not arr.size else " with NaN or inf"))
+    return arr
+
+
+@exercise("the distribution at a temperature", answer=Array(shape=lambda logits: checked_logits(logits).shape))
 def tempered(answer, logits, temperature):
     """``answer`` (V,) is softmax(logits / temperature)."""
     temperature = check_number(temperature, "the check's temperature", low=0, low_open=True)   # 0, NaN: no softmax
-    logits = as_array(logits, "the check's logits")
+    logits = checked_logits(logits)
     if abs(answer.sum() - 1) > 1e-3:
         yield f"your probabilities sum to {answer.sum():.3f}, not 1: divide by the sum of the exponentials"
     elif temperature != 1 and np.allclose(answer, softmax(logits), atol=1e-4):
@@ -94,7 +107,7 @@ def top_p_function(answer):
     """``answer`` is a function top_p(probs, p) -> (V,) array: the nucleus kept, renormalised."""
     for probs, p, what in TOP_P_CASES:
         probs = np.array(probs)
-        out = call(answer, probs, p, what=f"for {what}")   # call names a change to probs in place
+        out = plain_call(answer, probs, p, what=f"for {what}")   # call names a change to probs in place
         out = as_array(out, f"top_p for {what}", shape=probs.shape)
         expected = reference_top_p(probs, p)
         if not same_nucleus(out, expected, probs):
@@ -112,9 +125,16 @@ def lowest_first(answer):
         return False
 
 
+MAX_KV_SIZE = 10**9   # the largest size kv_bytes takes: its slips are compared as floats
+
+
 @exercise("the size of a KV cache", answer=Whole())
 def kv_bytes(answer, n_layers, T, n_heads, d_k, bytes_per_element):
-    """``answer`` is the number of bytes the cache holds for these sizes."""
+    """``answer`` is the number of bytes the cache holds for these sizes (each at most MAX_KV_SIZE)."""
+    for name, value in (("n_layers", n_layers), ("T", T), ("n_heads", n_heads), ("d_k", d_k),
+                        ("bytes_per_element", bytes_per_element)):
+        if check_positive_int(value, name) > MAX_KV_SIZE:
+            fail(f"{name} should be at most {MAX_KV_SIZE:,} (a size of a model), but got {count(value)}")
     reference = sampling.kv_cache_bytes(n_layers, T, n_heads, d_k, bytes_per_element)
     slips = ((reference / 2, "K or V alone: the cache keeps both, one K and one V per layer"),
              (reference * 1.5, "Q too: queries are used once and never cached"),
@@ -128,6 +148,84 @@ def kv_bytes(answer, n_layers, T, n_heads, d_k, bytes_per_element):
         yield "that counts " + "; or it counts ".join(found)
     else:
         yield from number_problems(answer, reference, "the cache size in bytes", atol=0.5)
+
+
+# ------------------------------------------------- a model the learner's code runs on, kept as it was
+
+def _digest(tensor):
+    """A tensor's shape, dtype and the SHA-1 of its bytes: equal digests, equal tensors."""
+    arr = tensor.detach().cpu().numpy()
+    shape, flipped = arr.shape, not arr.flags.c_contiguous and arr.T.flags.c_contiguous
+    arr = arr.T if flipped else np.ascontiguousarray(arr)   # a transposed weight is hashed as it is stored
+    return shape, flipped, arr.dtype, hashlib.sha1(arr.reshape(-1).view(np.uint8)).digest()
+
+
+def _kept_dicts(owner):
+    """``owner``'s attributes, each dict among them copied (hooks, parameters, submodules)."""
+    return {k: (v.copy() if isinstance(v, dict) else v) for k, v in vars(owner).items()}
+
+
+@contextlib.contextmanager
+def model_kept(model, pristine=None):
+    """Run a learner's code on ``model`` inside this: afterwards, also when the code raised or ran
+    out of time, the model is as it was before. Every module's attributes (a hook, a replaced
+    forward, the training flag, a swapped parameter), its cfg's fields, torch's global module hooks,
+    and every weight's and buffer's values and requires_grad are put back; a weight the code
+    changed (found by its SHA-1 digest) is copied back from a copy taken before (``pristine=None``:
+    for a small model, the copy is limited to MAX_BYTES) or from ``pristine()``, a function that
+    returns the model's original state dict (for a large model, whose copy would double its memory)."""
+    from torch.nn.modules import module as torch_module
+
+    if not isinstance(model, torch.nn.Module):
+        fail(f"expected a torch model (an nn.Module), but got {shown(model)}")
+    tensors = dict(model.state_dict(keep_vars=True))
+    grads = {name: t.requires_grad for name, t in tensors.items()}
+    hooks = {name: dict(value) for name, value in vars(torch_module).items()
+             if name.startswith("_global") and isinstance(value, dict)}
+    modules = [(m, _kept_dicts(m)) for m in model.modules()]
+    cfg = getattr(model, "cfg", None)
+    cfg_fields = _kept_dicts(cfg) if hasattr(cfg, "__dict__") else None
+    if pristine is None:
+        check_bytes(sum(t.numel() * t.element_size() for t in tensors.values()), "a copy of the model's weights",
+                    "give a pristine() that returns the original weights instead")
+        copies = {name: t.detach().clone() for name, t in tensors.items()}
+        pristine = lambda: copies   # noqa: E731
+        digests = None
+    else:
+        digests = {name: _digest(t) for name, t in tensors.items()}
+    try:
+        yield model
+    finally:
+        for m, saved in modules:
+            _put_back_dict(vars(m), saved)
+        if cfg_fields is not None:
+            _put_back_dict(vars(cfg), cfg_fields)
+        for name, saved in hooks.items():
+            _put_back_dict(getattr(torch_module, name), saved)
+        changed = [name for name, t in tensors.items()
+                   if (digests is None and not _same(t, copies[name])) or digests is not None and _digest(t) != digests[name]]
+        source = pristine() if changed else {}
+        with torch.no_grad():
+            for name in changed:
+                t, original = tensors[name], source[name]
+                if t.shape == original.shape and t.dtype == original.dtype:
+                    t.copy_(original)
+                else:
+                    t.data = original.detach().clone()
+        for name, t in tensors.items():
+            if t.requires_grad != grads[name]:
+                t.requires_grad_(grads[name])
+
+
+def _same(tensor, copy):
+    """True if ``tensor`` is bit for bit its copy (same shape and dtype; NaN equals NaN)."""
+    return tensor.shape == copy.shape and tensor.dtype == copy.dtype and _digest(tensor) == _digest(copy)
+
+
+def _put_back_dict(target, saved):
+    """Make the dict ``target`` hold exactly ``saved`` again (the same dict object)."""
+    target.clear()
+    target.update(saved)
 
 
 # ------------------------------------------------- the learner's generate(model, ids, n_new, ...)
@@ -174,6 +272,12 @@ class Watched:
 
     def __getattr__(self, name):
         return getattr(self.__dict__["model"], name)
+
+    @property
+    def __class__(self):
+        """The model's class, so that code that checks it is a Transformer (the course's own
+        ``sampling.generate``, which a right answer may call) takes the watched model for one."""
+        return type(self.__dict__["model"])
 
     def forward(self, ids, cache=None, **switches):
         return self(ids, cache=cache, **switches)
@@ -415,11 +519,38 @@ def stopped(wrong, settings):
     return text
 
 
+def loop_run(fn, model, ids, n_new, settings, what=""):
+    """What the learner's generate ``fn`` returns on one case, run on the model ``Watched`` and kept
+    as it was (``model_kept``: a loop that changes a weight, or stops half-way, changes nothing)."""
+    with model_kept(model):
+        return plain_call(fn, Watched(model, ids, settings["cache"]), ids.clone(), n_new, **settings, what=what)
+
+
+def plain_call(fn, *args, what="", **kwargs):
+    """``call(fn, ...)``, its result made ``plain`` within a time limit too (a tensor subclass's own
+    methods are the learner's code)."""
+    return call(functools.partial(plain, call(fn, *args, what=what, **kwargs)), what=what)
+
+
+def plain(out):
+    """What a learner's function returned as plain data, so that judging it runs none of their code
+    (a tensor subclass's methods, an item's __float__): a tensor or an array as a NumPy array, a list
+    or tuple as a list of those, a number as a float, anything else as it is. Run it through ``call``."""
+    if isinstance(out, torch.Tensor):
+        return out.detach().cpu().numpy().copy()
+    if isinstance(out, (np.ndarray, np.generic)):
+        return np.array(out)
+    if isinstance(out, (list, tuple)):
+        return [plain(v) for v in out]
+    if isinstance(out, (int, float)) and not isinstance(out, bool):
+        return float(out)
+    return out
+
+
 def same_twice(fn, model, ids, n_new, settings, out):
     """True if ``fn`` gives ``out`` again on the same case (False: its draws do not follow the seed)."""
     try:
-        again = loop_output(call(fn, Watched(model, ids, settings["cache"]), ids.clone(), n_new, **settings),
-                            ids, n_new, "")
+        again = loop_output(loop_run(fn, model, ids, n_new, settings), ids, n_new, "")
     except Wrong:
         return True
     return torch.equal(again, out)
@@ -436,12 +567,20 @@ def top_p_cases_ahead(fn, models, failed):
         ids = world.tokenizer.encode(prompt)
         if settings.get("top_p"):
             try:
-                out = loop_output(call(fn, Watched(model, ids, settings["cache"]), ids.clone(), n_new, **settings),
-                                  ids, n_new, "")
+                out = loop_output(loop_run(fn, model, ids, n_new, settings), ids, n_new, "")
             except Wrong:
                 continue
             ahead.append(((model, ids, n_new, settings), out))
     return ahead
+
+
+def shipped_model(model, name, world):
+    """The check's own ``name`` model: a course Transformer over ``world``'s vocabulary, else one sentence."""
+    from ..model import Transformer
+
+    if not isinstance(model, Transformer) or model.cfg.vocab_size != len(world.tokenizer.vocab):
+        fail(f"{name} should be the shipped {name} model (a Transformer over the {len(world.tokenizer.vocab)} words "
+             f"of the {name} world), but got {shown(model) if not isinstance(model, Transformer) else 'another model'}")
 
 
 @exercise("your generate(model, ids, n_new, temperature, top_k, top_p, seed, cache)",
@@ -452,6 +591,8 @@ def generate_loop(fn, cat, dragon):
     on the shipped cat and dragon models (LOOP_CASES), and feeds the model as its cache setting
     says (``Watched``)."""
     models = {"cat": (cat, worlds.cat_world()), "dragon": (dragon, worlds.dragon_world(n=1))}
+    for name, (model, world) in models.items():
+        shipped_model(model, name, world)
     passed = []
     for name, prompt, n_new, settings in LOOP_CASES:
         model, world = models[name]
@@ -459,7 +600,7 @@ def generate_loop(fn, cat, dragon):
         shown = ", ".join(f"{k}={v}" for k, v in settings.items())
         what = f"the {name} model after '{prompt}', n_new={n_new}, {shown}"
         try:
-            out = call(fn, Watched(model, ids, settings["cache"]), ids.clone(), n_new, **settings)
+            out = loop_run(fn, model, ids, n_new, settings)
             if out is None:
                 yield f"{NOT_YET}: generate returns None; write the loop and return the longer sequence"
                 return

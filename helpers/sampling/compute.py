@@ -17,7 +17,7 @@ import math
 import numpy as np
 import torch
 
-from ..errors import check_positive_int, check_seed, check_switch, fail, shown, to_numpy
+from ..errors import check_positive_int, check_seed, check_switch, count, fail, shown, to_numpy
 from ..model import KVCache
 
 
@@ -32,7 +32,8 @@ def check_sampling(temperature=1.0, top_k=None, top_p=None, vocab_size=None):
     """Raise a one-sentence error for a temperature < 0 (or NaN, inf, a bool), top_k < 1 or above
     the vocabulary, or top_p outside (0, 1]. Temperature 0 is allowed: it means greedy."""
     if isinstance(temperature, bool) or not isinstance(temperature, (int, float, np.integer, np.floating)) \
-            or not 0 <= (float(temperature) if abs(temperature) < 1e300 else math.inf) < math.inf:
+            or not 0 <= (float(temperature) if not isinstance(temperature, int) or abs(temperature) < 1e300
+                         else math.inf) < math.inf:
         fail(f"temperature should be a finite number >= 0 (0 means greedy), but got {shown(temperature)}")
     if top_k is not None:
         check_positive_int(top_k, "top_k")
@@ -306,7 +307,7 @@ def generation_macs(cfg, prompt_len, new_tokens, use_cache):
     new_tokens = check_positive_int(new_tokens, "new_tokens")
     use_cache = check_switch(use_cache, "use_cache")
     if new_tokens > MAX_SAMPLES * 100:
-        fail(f"new_tokens should be at most {MAX_SAMPLES * 100:,} (one term a step), but got {new_tokens:,}")
+        fail(f"new_tokens should be at most {MAX_SAMPLES * 100:,} (one term a step), but got {count(new_tokens)}")
     if not use_cache:
         return sum(forward_macs(cfg, prompt_len + s) for s in range(new_tokens))
     return forward_macs(cfg, prompt_len) + sum(

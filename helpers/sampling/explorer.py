@@ -7,7 +7,7 @@ several prompts) to it. It takes any ``helpers.model.Transformer`` with any toke
 """
 import numpy as np
 
-from ..errors import check_positive_int, fail, shown
+from ..errors import check_positive_int, check_text, fail, shown
 from ..explorer import Blitter, new_figure, show
 from .compute import as_tokenizer, prompt_state, settings_text, slide, slider_settings
 
@@ -19,6 +19,8 @@ MONO_EM = 0.602 * 9 / (7.0 * 72)   # one character of the 9-point monospace font
 
 def shown_token(token):
     """A token as a bar's label: a space as ␣ and a newline as ⏎, so that every bar has one."""
+    if not isinstance(token, str):
+        fail(f"token should be a token's text (a str), but got {shown(token)}")
     return token.replace(" ", "␣").replace("\n", "⏎") or "∅"
 
 
@@ -135,8 +137,14 @@ class SlideView:
         return self.blitter.png()
 
 
+SLIDE_KEYS = ("vocab", "order", "prompt", "tempered", "final", "kept", "continuations")   # what a slide result holds
+
+
 def slide_figure(result, settings=""):
-    """The figure of one ``slide`` result (a matplotlib Figure)."""
+    """The figure of one ``slide`` result (a matplotlib Figure); settings: the text under its heading."""
+    if not isinstance(result, dict) or not all(key in result for key in SLIDE_KEYS):
+        fail(f"result should be what sampling.slide returns (a dict with {', '.join(SLIDE_KEYS)}), but got {shown(result)}")
+    check_text(settings, "settings", empty=True, max_chars=2000)
     return SlideView(result["vocab"], result["order"]).update(result, settings)
 
 

@@ -12,12 +12,19 @@ import numpy as np
 import torch
 
 from ..exercises import Array, Function, Number, Wrong, as_array, call, close_problems, exercise, number_problems, slip
-from .compute import layer_case, scaled_scores as course_scores, softmax_jacobian, weight_gradient
+from ..errors import check_positive_int, count, fail
+from .compute import check_weights, layer_case, scaled_scores as course_scores, softmax_jacobian, weight_gradient
+
+
+MAX_D = 10**12   # the widest d typical_size takes (models use up to about 10**4)
 
 
 @exercise("the typical size of a raw dot product", answer=Number())
 def typical_size(answer, d=512):
     """``answer`` is the standard deviation of q·k for standard-normal q, k of dimension d (theory)."""
+    d = check_positive_int(d, "d")
+    if d > MAX_D:
+        fail(f"d should be at most {MAX_D:,} here, but got {count(d)}")
     hint = slip(answer, [(d, "that is the variance of q·k; the spread (standard deviation) is its square root"),
                          (1, "that is the spread after dividing by √d; the question asks about the raw "
                              "dot product")], atol=0.05)
@@ -27,10 +34,10 @@ def typical_size(answer, d=512):
         yield from number_problems(answer, math.sqrt(d), "your spread", atol=0.05)
 
 
-@exercise("the derivative of softmax", answer=Array(shape=lambda weights: (len(weights), len(weights))))
+@exercise("the derivative of softmax", answer=Array(shape=lambda weights: (len(check_weights(weights)),) * 2))
 def jacobian(answer, weights):
     """``answer`` (n, n) has entry [i, j] = ∂w_i/∂s_j for the softmax output ``weights`` (n,)."""
-    w = as_array(weights, "weights")
+    w = check_weights(weights)
     J = softmax_jacobian(w)
     hint = slip(answer, [(-J, "every sign is flipped: raising s_i raises w_i, so the diagonal is positive"),
                          (-np.outer(w, w), "the diagonal is missing its w_i term: ∂w_i/∂s_i = w_i - w_i²"),

@@ -10,7 +10,8 @@ import matplotlib.pyplot as plt
 import numpy as np
 import torch
 
-from ..errors import as_array, check_number, check_positive_int, fail
+from ..errors import MAX_BYTES, as_array, check_bytes, check_index, check_number, check_positive_int, check_seed, check_switch, \
+    count, fail, shown
 from ..plots import ACCENT, BASE
 from ..reference import softmax
 from ..training import Adam
@@ -23,11 +24,27 @@ BOOK_SIX_SCORES = (-9.799, -4.000, -0.607, 2.800, -3.593, -0.429)
 BOOK_GRADIENTS = {"raw": 0.041, "scaled": 0.173}
 
 
+MAX_DIMS = 64   # values of d one call may take (the chapter uses at most 19)
+
+
 def check_dims(dims):
-    """A list of whole numbers d >= 1."""
-    if isinstance(dims, (int, np.integer)):
+    """A list of 1 to MAX_DIMS whole numbers d >= 1 (one whole number counts as a list of one)."""
+    if isinstance(dims, (int, np.integer)) and not isinstance(dims, bool):
         dims = [dims]
+    if not isinstance(dims, (list, tuple, range, np.ndarray)) or not 1 <= len(dims[:MAX_DIMS + 1]) <= MAX_DIMS:
+        fail(f"dims should be a list of 1 to {MAX_DIMS} whole numbers d >= 1, but got {shown(dims)}")
     return [check_positive_int(d, "each d") for d in dims]
+
+
+MAX_NUMBERS = 2 * 10**9   # random numbers one call may draw (dot_spread's Book table draws 1.7e8)
+
+
+def check_draws(numbers, what, largest):
+    """Refuse a call that would draw more than MAX_NUMBERS random numbers (the loops run over them);
+    ``largest`` says the biggest request allowed."""
+    if numbers > MAX_NUMBERS:
+        fail(f"{what} should draw at most {MAX_NUMBERS:,} random numbers (this course's limit), but would draw "
+             f"{count(numbers)}: {largest}")
 
 
 CHUNK_ENTRIES = 1_536_000   # about 6 MB of float32 per chunk of queries or keys
@@ -67,7 +84,10 @@ def dot_spread(dims=(2, 4, 64, 768), n=100_000, seed=123):
     Returns a list of dicts: d, raw, scaled, expected (= √d, the theory), scores (the n raw q·k).
     """
     dims = check_dims(dims)
-    n = check_positive_int(n, "n")
+    n, seed = check_positive_int(n, "n"), check_seed(seed)
+    check_draws(2 * n * sum(dims), f"dot_spread with n={count(n)}", f"ask for n <= {MAX_NUMBERS // (2 * sum(dims)):,}")
+    check_bytes(8 * n * (len(dims) + 3), f"dot_spread with n={count(n)}",
+                f"ask for n <= {MAX_BYTES // (8 * (len(dims) + 3)):,}")
     generator = torch.Generator().manual_seed(seed)
     rows = []
     for d in dims:
@@ -83,11 +103,23 @@ def six_keys(d=64, n_keys=6, seed=1):
     As in the Book: ``n_keys`` standard-normal queries (n_keys, d) are drawn, then
     ``n_keys`` keys; the first query is scored against every key.
     """
-    d, n_keys = check_positive_int(d, "d"), check_positive_int(n_keys, "n_keys")
+    d, n_keys, seed = check_positive_int(d, "d"), check_positive_int(n_keys, "n_keys"), check_seed(seed)
+    check_draws(2 * n_keys * d, f"six_keys with d={count(d)} and n_keys={count(n_keys)}", "ask for fewer keys or a smaller d")
+    check_bytes(8 * n_keys * d, f"six_keys with d={count(d)} and n_keys={count(n_keys)}", "ask for fewer keys or a smaller d")
     g = torch.Generator().manual_seed(seed)
     Q = torch.randn(n_keys, d, generator=g)
     K = torch.randn(n_keys, d, generator=g)
     return (K @ Q[0]).numpy().astype(float)
+
+
+def check_weights(weights):
+    """``weights`` as one softmax output (n,): finite, non-negative, summing to 1, its (n, n) derivative
+    within 1.5 GiB; one sentence for anything else."""
+    w = as_array(weights, "weights", 1)
+    check_bytes(16 * len(w) ** 2, f"the (n, n) derivative of {len(w):,} weights", f"ask for n <= {int((MAX_BYTES / 16) ** 0.5):,} weights")
+    if not np.isfinite(w).all() or np.any(w < 0) or abs(w.sum() - 1) > 1e-6:
+        fail(f"weights should be a softmax output (non-negative, summing to 1), but they sum to {w.sum():.4f}")
+    return w
 
 
 def softmax_jacobian(weights):
@@ -95,9 +127,7 @@ def softmax_jacobian(weights):
 
     J = diag(w) - w wᵀ, with s the softmax's own input. Shape (n, n).
     """
-    w = as_array(weights, "weights", 1)
-    if np.any(w < 0) or abs(w.sum() - 1) > 1e-6:
-        fail(f"weights should be a softmax output (non-negative, summing to 1), but they sum to {w.sum():.4f}")
+    w = check_weights(weights)
     return np.diag(w) - np.outer(w, w)
 
 
@@ -111,10 +141,10 @@ def weight_gradient(scores, index, divide_by=1.0):
       (the chain rule multiplies by 1 / divide_by).
     """
     s = as_array(scores, "scores", 1)
-    if not 0 <= index < len(s):
-        fail(f"index should pick one of the {len(s)} weights (0..{len(s) - 1}), but got {index}")
-    if not divide_by > 0:
-        fail(f"divide_by should be a positive number, but got {divide_by!r}")
+    if not np.isfinite(s).all():
+        fail(f"scores should hold finite numbers, but they hold {shown(s[~np.isfinite(s)][0])}")
+    index = check_index(index, "index", len(s))
+    divide_by = check_number(divide_by, "divide_by", low=0, low_open=True)
     row = softmax_jacobian(softmax(s / divide_by))[index]
     size = float(np.linalg.norm(row))
     return dict(wrt_input=size, wrt_scores=size / divide_by)
@@ -123,6 +153,8 @@ def weight_gradient(scores, index, divide_by=1.0):
 def jacobian_size(weights):
     """Size of the whole softmax derivative for each row of ``weights`` (N, n): ‖J‖ (Frobenius). (N,)"""
     w = as_array(weights, "weights", 2)
+    check_bytes(24 * w.shape[0] * w.shape[1] ** 2, f"the derivatives of {w.shape[0]:,} rows of {w.shape[1]:,} weights",
+                "ask for fewer or shorter rows")
     J = w[:, :, None] * np.eye(w.shape[1]) - w[:, :, None] * w[:, None, :]
     return np.sqrt((J ** 2).sum(axis=(1, 2)))
 
@@ -136,6 +168,12 @@ def gradient_by_dim(dims=(2, 4, 16, 64, 256, 768), n_queries=2000, n_keys=6, see
     whose largest weight exceeds 0.99).
     """
     dims = check_dims(dims)
+    n_queries, n_keys = check_positive_int(n_queries, "n_queries"), check_positive_int(n_keys, "n_keys")
+    seed = check_seed(seed)
+    what = f"gradient_by_dim with n_queries={count(n_queries)} and n_keys={count(n_keys)}"
+    check_draws(n_queries * (n_keys + 1) * sum(dims), what, "ask for fewer queries, keys or dims")
+    check_bytes(8 * n_queries * (n_keys + 1) * max(dims) + 48 * n_queries * n_keys ** 2, what,
+                "ask for fewer queries, keys or a smaller d")
     g = torch.Generator().manual_seed(seed)
     rows = []
     for d in dims:
@@ -176,8 +214,9 @@ def explore(d, scaled=True):
     sees them), spread (their std), weights (6,) one query's softmax row over six keys,
     gradient (‖J‖ of that row, w.r.t. softmax's input), gradient_wrt_raw (w.r.t. q·k).
     """
-    d = int(round(d)) if isinstance(d, float) and d == d else d
+    d = int(round(d)) if isinstance(d, float) and d == d and abs(d) < 2**53 else d
     d = check_positive_int(d, "d")
+    scaled = check_switch(scaled, "scaled")
     if d > POOL_D:
         fail(f"d should be at most {POOL_D} in the explorer, but got {d}")
     p = pool()
@@ -205,6 +244,9 @@ def spread_figure(spread=None, dims=(4, 64, 768), n=20_000, seed=123):
             fail(f"spread should hold rows for d = {list(dims)}, but it has no row for d = {missing}")
         n = len(drawn[dims[0]])
     else:
+        n, seed = check_positive_int(n, "n"), check_seed(seed)
+        check_draws(2 * n * sum(dims), f"spread_figure with n={count(n)}", f"ask for n <= {MAX_NUMBERS // (2 * sum(dims)):,}")
+        check_bytes(8 * n * 3, f"spread_figure with n={count(n)}", f"ask for n <= {MAX_BYTES // 24:,}")
         generator = torch.Generator().manual_seed(seed)
     fig, axes = plt.subplots(1, len(dims), figsize=(3.3 * len(dims), 2.8), sharex=True, sharey=True)
     bins = np.linspace(-90, 90, 121)
@@ -274,6 +316,9 @@ def saturated_share(model, batch, scaled=True, above=0.99):
 SCALING_RUNS = dict(seeds=(0, 1, 2), steps=300, lr=3e-2)   # the six runs shipped in data/scaling/
 
 
+MAX_STEPS, MAX_SEEDS = 10_000, 20   # train_with_and_without_scaling's limits (the chapter: 300 steps, 3 seeds)
+
+
 def train_with_and_without_scaling(seeds=SCALING_RUNS["seeds"], steps=SCALING_RUNS["steps"], lr=SCALING_RUNS["lr"],
                                    stop_after=None, **sizes):
     """Train the widened cat-world model (``scaling_model``, sizes go to it) on the cat world's
@@ -283,13 +328,23 @@ def train_with_and_without_scaling(seeds=SCALING_RUNS["seeds"], steps=SCALING_RU
     Returns a list of dicts, one per run: seed, scaled, d_k, losses (steps,), final (the last loss),
     saturated_at_start (``saturated_share`` before training) and grad_W_Q_at_start
     (‖∂loss/∂W_Q‖ of layer 0 before the first step). stop_after: run only the first steps of
-    the ``steps``-long schedule.
+    the ``steps``-long schedule. Limits: steps <= MAX_STEPS (10,000), at most MAX_SEEDS (20) seeds.
     """
     from .. import worlds
     from ..training import train
 
-    seeds = [check_positive_int(s, "each seed", minimum=0) for s in seeds]
+    if not isinstance(seeds, (list, tuple, range)) or not 1 <= len(seeds[:MAX_SEEDS + 1]) <= MAX_SEEDS:
+        fail(f"seeds should be a list of 1 to {MAX_SEEDS} seeds, but got {shown(seeds)}")
+    seeds = [check_seed(s, "each seed") for s in seeds]
     steps = check_positive_int(steps, "steps")
+    if steps > MAX_STEPS:
+        fail(f"steps should be at most {MAX_STEPS:,} (this course's limit), but got {count(steps)}")
+    lr = check_number(lr, "lr", low=0, low_open=True)
+    if stop_after is not None and not 1 <= check_positive_int(stop_after, "stop_after") <= steps:
+        fail(f"stop_after should be None or a whole number of steps from 1 to steps={steps:,}, but got {count(stop_after)}")
+    unknown = set(sizes) - {"d_model", "n_heads", "n_layers", "d_ff"}
+    if unknown:
+        fail(f"the sizes should be some of d_model, n_heads, n_layers and d_ff, but got {shown(sorted(unknown)[0])}")
     world = worlds.cat_world()
     batch = world.batch(world.train)
     runs = []
@@ -399,8 +454,10 @@ def adam_trajectory(gradients, factor=1.0, lr=1e-2):
     gradients, one row per step. gradients: (steps, p). Returns the parameter after each step
     (steps, p), starting from 0."""
     g = as_array(gradients, "gradients", 2)
-    if not factor > 0:
-        fail(f"factor should be a positive number, but got {factor!r}")
+    if not np.isfinite(g).all():
+        fail(f"gradients should hold finite numbers, but they hold {shown(g[~np.isfinite(g)][0])}")
+    factor = check_number(factor, "factor", low=0, low_open=True)
+    lr = check_number(lr, "lr", low=0, low_open=True)
     w = torch.zeros(g.shape[1], dtype=torch.float64, requires_grad=True)
     opt = Adam([w], lr=lr)
     out = []
