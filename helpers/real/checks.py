@@ -95,12 +95,14 @@ def best_induction_head(answer, induction, previous):
 
 
 @torch.no_grad()
-def ablation_variants(model, seqs, heads_off, right_only=False):
+def ablation_variants(model, seqs, heads_off):
     """The second-copy loss with heads_off mean-ablated (per-position means over seqs: "right") and
-    the values known slips give: dict(right, pooled (means over positions too), per_sequence (each
-    sequence's own mean over its positions), one_pass (means taken in the ablated run itself), zero
-    (zero ablation), none (nothing ablated), with_first (the copy's first token counted),
-    everything (every position's loss), bits (log base 2))."""
+    the values known slips give, as a mapping that runs a pass only when a value is first asked for
+    (one capture and one ablated run give right, unshifted, with_first, everything and bits; each
+    other value costs one more pass of the model): pooled (means over positions too), per_sequence
+    (each sequence's own mean over its positions), one_pass (means taken in the ablated run itself),
+    zero (zero ablation), none (nothing ablated), overwritten (one replace entry per head: only the
+    last head of each layer ablated; NaN when no layer has two)."""
     import torch.nn.functional as F
 
     seqs, length = circuit.check_repeats(seqs)
@@ -108,33 +110,17 @@ def ablation_variants(model, seqs, heads_off, right_only=False):
     outs = circuit.capture(model, seqs, names, stop_after=names[-1])
     T = seqs.shape[1]
     task = {int(n[1:].split(".")[0]): outs[n].mean(0) for n in names}                  # (H, T, d_k)
-    pooled = {l: m.mean(1, keepdim=True).expand_as(m) for l, m in task.items()}
-    zero = {l: torch.zeros_like(m) for l, m in task.items()}
-
-    def logits_of(heads, means):
-        return model(seqs, replace=circuit.mean_ablation(heads, means) if means is not None else {})
-
-    def logits(means):
-        return logits_of(heads_off, means)
-
-    def loss(lg, where):
-        return float(F.cross_entropy(lg[:, where].flatten(0, 1), seqs[:, where + 1].flatten()))
-
     second = torch.arange(length + 1, 2 * length)
-    right = logits(task)
-    out = dict(right=loss(right, second), with_first=loss(right, torch.arange(length, 2 * length)),
-               everything=loss(right, torch.arange(0, T - 1)),
-               unshifted=float(F.cross_entropy(right[:, second].flatten(0, 1), seqs[:, second].flatten())))
-    out["bits"] = out["right"] / math.log(2)
-    if right_only:
-        return out
-    last_per_layer = list({l: (l, h) for l, h in heads_off}.values())      # one replace entry per head: the last wins
-    out["overwritten"] = (loss(logits_of(last_per_layer, task), second) if len(last_per_layer) < len(heads_off)
-                          else float("nan"))
-    out.update(pooled=loss(logits(pooled), second), zero=loss(logits(zero), second), none=loss(logits(None), second))
     by_layer = {}
     for layer, head in heads_off:
         by_layer.setdefault(layer, []).append(head)
+
+    def loss(lg, where, shift=1):
+        return float(F.cross_entropy(lg[:, where].flatten(0, 1), seqs[:, where + shift].flatten()))
+
+    def ablated(heads, means):
+        """The second-copy loss with ``heads`` replaced by ``means`` (None: nothing replaced)."""
+        return loss(model(seqs, replace=circuit.mean_ablation(heads, means) if means is not None else {}), second)
 
     def own_means(layer, source):
         def fn(head_out):                      # (N, H, T, d_k)
@@ -145,11 +131,37 @@ def ablation_variants(model, seqs, heads_off, right_only=False):
                                      else taken[:, head].mean(1, keepdim=True))
             return head_out
         return fn
-    per_sequence = {f"L{l}.head_out": own_means(l, outs[f"L{l}.head_out"]) for l in by_layer}
-    one_pass = {f"L{l}.head_out": own_means(l, None) for l in by_layer}
-    out.update(per_sequence=loss(model(seqs, replace=per_sequence), second),
-               one_pass=loss(model(seqs, replace=one_pass), second))
-    return out
+
+    def overwritten():
+        last_per_layer = list({l: (l, h) for l, h in heads_off}.values())      # one replace entry per head: the last wins
+        return ablated(last_per_layer, task) if len(last_per_layer) < len(heads_off) else float("nan")
+
+    right = model(seqs, replace=circuit.mean_ablation(heads_off, task))
+    known = dict(right=loss(right, second), with_first=loss(right, torch.arange(length, 2 * length)),
+                 everything=loss(right, torch.arange(0, T - 1)), unshifted=loss(right, second, shift=0))
+    known["bits"] = known["right"] / math.log(2)
+    del right
+    return _Lazy(known, {
+        "overwritten": overwritten,
+        "pooled": lambda: ablated(heads_off, {l: m.mean(1, keepdim=True).expand_as(m) for l, m in task.items()}),
+        "per_sequence": lambda: loss(model(seqs, replace={f"L{l}.head_out": own_means(l, outs[f"L{l}.head_out"])
+                                                          for l in by_layer}), second),
+        "one_pass": lambda: loss(model(seqs, replace={f"L{l}.head_out": own_means(l, None) for l in by_layer}), second),
+        "zero": lambda: ablated(heads_off, {l: torch.zeros_like(m) for l, m in task.items()}),
+        "none": lambda: ablated(heads_off, None)})
+
+
+class _Lazy(dict):
+    """A dict of values, some of them computed (once) only when first looked up: ``later`` maps a
+    key to the function that gives its value."""
+
+    def __init__(self, known, later):
+        super().__init__(known)
+        self.later = later
+
+    def __missing__(self, key):
+        self[key] = value = self.later[key]()
+        return value
 
 
 MAX_CHECK_LOGITS = 2 * 10**8   # numbers in one pass's logits over the check's seqs (800 MB): 100 sequences of 41 tokens fit
@@ -195,6 +207,33 @@ def pristine(model):
     return lambda: smollm2.load.__wrapped__()[0].state_dict()
 
 
+# The slips of ablated_copy_loss, each with its hint: those the ablated run's logits give first, then
+# those that cost a pass of the model each (looked at in this order, and only until one matches).
+ABLATION_SLIPS = [
+    ("unshifted", "the targets are not shifted: the logits at position t predict the token at t + 1, "
+                  "so compare logits[:, t] with seqs[:, t + 1]"),
+    ("with_first", "that counts the second copy's first token too: nothing announces it, so predict "
+                   "only tokens 2..L of the copy (positions L+1 .. 2L-1 predict them)"),
+    ("everything", "that is the loss over every position: take only the second copy's, where copying "
+                   "can help"),
+    ("bits", "that is in bits: use the natural logarithm (F.cross_entropy), nats"),
+    ("overwritten", "only the last head of each layer was ablated: one replace entry per head for the same "
+                    "\"L<layer>.head_out\" keeps only the last one; replace every listed head of a layer "
+                    "in one function"),
+    ("pooled", "that mean is taken over the positions too: average each head's output over the "
+               "sequences only (axis 0 of head_out[:, h]), one mean per position"),
+    ("per_sequence", "that mean is each sequence's own mean over its positions: average each head's "
+                     "output over the sequences (axis 0 of head_out[:, h]), one mean per position, "
+                     "the same for every sequence"),
+    ("one_pass", "those means were taken in the ablated run itself, so a later layer's heads were "
+                 "averaged after the earlier ones were already switched off: take every mean from "
+                 "one clean run first, then ablate in a second run"),
+    ("zero", "that is zero ablation: put the head's mean output over the sequences in its place, not 0"),
+    ("none", "that is the loss with nothing ablated: the heads' outputs were not replaced in the "
+             "second run (replace \"L<layer>.head_out\" and return the changed tensor)"),
+]
+
+
 @exercise("a task-matched mean ablation on SmolLM2",
           answer=Function("a function ablated_copy_loss(model, seqs, heads_off)"))
 def ablated_copy_loss(answer, model, seqs, heads_off):
@@ -208,30 +247,8 @@ def ablated_copy_loss(answer, model, seqs, heads_off):
         raise Wrong("not answered yet: ablated_copy_loss returns None; write its body where the cell says "
                     "# YOUR CODE HERE, so that it returns the loss")
     value = call(functools.partial(one_number, got), what=where)   # its own __float__ runs with a time limit too
-    if abs(value - ablation_variants(model, seqs, heads_off, right_only=True)["right"]) <= 2e-3:
-        return                                        # the slips' runs only when the answer is not right
-    v = ablation_variants(model, seqs, heads_off)
-    hint = slip(value, [
-        (v["unshifted"], "the targets are not shifted: the logits at position t predict the token at t + 1, "
-                         "so compare logits[:, t] with seqs[:, t + 1]"),
-        (v["overwritten"], "only the last head of each layer was ablated: one replace entry per head for the same "
-                           "\"L<layer>.head_out\" keeps only the last one; replace every listed head of a layer "
-                           "in one function"),
-        (v["pooled"], "that mean is taken over the positions too: average each head's output over the "
-                      "sequences only (axis 0 of head_out[:, h]), one mean per position"),
-        (v["per_sequence"], "that mean is each sequence's own mean over its positions: average each head's "
-                            "output over the sequences (axis 0 of head_out[:, h]), one mean per position, "
-                            "the same for every sequence"),
-        (v["one_pass"], "those means were taken in the ablated run itself, so a later layer's heads were "
-                        "averaged after the earlier ones were already switched off: take every mean from "
-                        "one clean run first, then ablate in a second run"),
-        (v["zero"], "that is zero ablation: put the head's mean output over the sequences in its place, not 0"),
-        (v["none"], "that is the loss with nothing ablated: the heads' outputs were not replaced in the "
-                    "second run (replace \"L<layer>.head_out\" and return the changed tensor)"),
-        (v["with_first"], "that counts the second copy's first token too: nothing announces it, so predict "
-                          "only tokens 2..L of the copy (positions L+1 .. 2L-1 predict them)"),
-        (v["everything"], "that is the loss over every position: take only the second copy's, where copying "
-                          "can help"),
-        (v["bits"], "that is in bits: use the natural logarithm (F.cross_entropy), nats"),
-    ], atol=2e-3)
+    v = ablation_variants(model, seqs, heads_off)   # a pass for each slip only as far as it is looked at
+    if abs(value - v["right"]) <= 2e-3:
+        return
+    hint = next((h for name, h in ABLATION_SLIPS if slip(value, [(v[name], h)], atol=2e-3)), None)
     yield hint or next(number_problems(value, v["right"], "the ablated second-copy loss", atol=2e-3))
