@@ -23,14 +23,24 @@ def to_numpy(x, name="the input"):
     if isinstance(x, (bool, np.bool_)):
         fail(f"expected {name} as an array of numbers, but got {x!r}")
     if hasattr(x, "detach") and hasattr(x, "cpu"):
-        x = x.detach().cpu().numpy()
+        x = x.detach().cpu()
+        if str(x.dtype) in ("torch.bfloat16", "torch.float8_e4m3fn", "torch.float8_e5m2"):   # NumPy has no such type
+            x = x.float()
+        x = x.numpy()
     try:
-        complex_numbers = np.iscomplexobj(x)
-        arr = None if complex_numbers else np.asarray(x, dtype=float)
+        arr = np.asarray(x)   # its own type first: text in it would otherwise be read as numbers
+        kind = arr.dtype.kind
+        if kind == "O" and any(isinstance(v, (str, bytes)) for v in arr.flat):
+            kind, arr = "U", np.asarray([v for v in arr.flat if isinstance(v, (str, bytes))])
+        if kind not in "USc":
+            arr = arr.astype(float, copy=False)
     except (TypeError, ValueError, OverflowError, RecursionError, AttributeError):
         fail(f"{name} should be an array of numbers, but got {type(x).__name__} {shown(x)}")
-    if complex_numbers:
+    if kind == "c":
         fail(f"{name} should hold real numbers, but it holds complex ones")
+    if kind in "US":
+        fail(f"{name} should be an array of numbers, but it holds text ({shown(str(arr.flat[0]) if arr.size else x)}): "
+             "give the number itself, without quotes")
     return arr
 
 

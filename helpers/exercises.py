@@ -28,11 +28,13 @@ instead (helpers.grading).
 """
 import contextvars
 import ctypes
+import functools
 import inspect
 import math
 import sys
 import threading
 import time
+import types
 
 import numpy as np
 
@@ -88,6 +90,8 @@ class Exercise:
         own = _CHECK_DEADLINE.get() is None   # a check run inside another shares the outer one's time
         token = _CHECK_DEADLINE.set(time.monotonic() + CHECK_TIME_LIMIT) if own else None
         try:
+            if not callable(answer):   # a function or a class is the answer's kind to judge (Function, Module)
+                plain(answer, "your answer")
             if self.answer is not None:
                 answer = self.answer.convert(answer, self.problems, args, kwargs)
             for sentence in self.problems(answer, *args, **kwargs):
@@ -261,9 +265,13 @@ def module_runner(cls):
         own = module.state_dict()
         if set(own) != set(state):
             missing, extra = sorted(set(state) - set(own)), sorted(set(own) - set(state))
+            buffers = sorted(set(extra) - {name for name, _ in module.named_parameters()})
             raise ValueError(f"its parameters should be named {sorted(state)}, but "
                              + (f"{missing} are missing" if missing else "")
-                             + (" and " if missing and extra else "") + (f"{extra} are extra" if extra else ""))
+                             + (" and " if missing and extra else "") + (f"{extra} are extra" if extra else "")
+                             + (f" ({', '.join(buffers)}: a buffer saved with the parameters, so the course's weights "
+                                "do not load by name; register it with persistent=False, it is computed, not learned)"
+                                if buffers else ""))
         for name, tensor in state.items():
             if tuple(own[name].shape) != tuple(tensor.shape):
                 raise ValueError(f"its {name} should have shape {tuple(tensor.shape)} (the course's weights), "
@@ -291,6 +299,44 @@ def _run_signature(cls):
 
 
 # --- Converters a check can use on anything the learner gave (they raise Wrong) ---------------
+
+MAX_ANSWER_DEPTH = 100   # lists in lists a screened answer may nest
+
+
+def plain(x, name):
+    """Wrong unless ``x`` holds only plain values: numbers, text, None, lists, tuples, dicts and sets
+    of them, NumPy arrays and scalars, torch tensors and sizes, functions and classes (of exactly
+    these types, not subclasses). Anything else could run code of its own when a check converts it
+    (a ``__float__`` that raises or never ends, an ``__array__`` or ``__len__`` that lies), outside
+    ``call``'s time limit; so it is refused first, by type alone, without calling it."""
+    torch = sys.modules.get("torch")
+    tensors = (torch.Tensor, torch.nn.Parameter) if torch is not None else ()
+    stack, seen = [(x, 0)], 0
+    while stack:
+        value, depth = stack.pop()
+        seen += 1
+        kind = type(value)
+        if seen > MAX_ANSWER_ENTRIES:
+            raise Wrong(f"{name} should be small (at most {MAX_ANSWER_ENTRIES:,} values), but it holds more")
+        if depth > MAX_ANSWER_DEPTH:
+            raise Wrong(f"{name} should nest at most {MAX_ANSWER_DEPTH} lists deep, but it nests deeper")
+        if kind in _PLAIN_SCALARS or kind in tensors or kind.__module__ == "numpy" and issubclass(kind, np.generic):
+            continue
+        if kind in (list, tuple, set, frozenset) or torch is not None and kind is torch.Size:
+            stack.extend((v, depth + 1) for v in value)
+        elif kind is dict:
+            stack.extend((v, depth + 1) for pair in value.items() for v in pair)
+        elif issubclass(kind, np.ndarray) and kind.__module__.startswith("numpy"):
+            if value.dtype.kind == "O":
+                stack.extend((v, depth + 1) for v in value.flat)
+        elif not (kind in _PLAIN_CALLABLES or isinstance(value, type)):
+            raise Wrong(f"{name} holds a {kind.__name__}, but a check takes only plain values: numbers, text, "
+                        "lists, tuples, dicts, NumPy arrays and torch tensors (convert it, e.g. with float(x) "
+                        "or np.asarray(x))")
+
+
+_PLAIN_SCALARS = (type(None), bool, int, float, complex, str, bytes, range, slice, type(Ellipsis))
+_PLAIN_CALLABLES = (types.FunctionType, types.BuiltinFunctionType, types.MethodType, functools.partial)
 
 
 def as_array(x, name, shape=None, allow_inf=False):
@@ -355,7 +401,8 @@ def as_whole(x, name):
 
 def as_wholes(x, name, length=None):
     """``x`` (a tuple, list, torch.Size or 1-D array) as a tuple of ints, else Wrong."""
-    if isinstance(x, (str, bytes)) or np.ndim(x) == 0 and not hasattr(x, "__len__"):
+    shape = getattr(x, "shape", None) if not isinstance(x, (tuple, list, set)) else None
+    if isinstance(x, (str, bytes)) or not isinstance(x, (tuple, list, set)) and (shape is None or tuple(shape) == ()):
         raise Wrong(f"{name} should be a tuple of whole numbers, like (1, 2, 3), not {x!r}")
     arr = as_array(list(x) if isinstance(x, (tuple, list, set)) else x, name)
     if arr.ndim != 1:
@@ -412,6 +459,8 @@ def call(function, *args, what="", seconds=TIME_LIMIT, **kwargs):
         changed = _changed_input(function, args, kwargs, given, given_kwargs)
         if changed:
             raise Wrong(_in_place_sentence(*changed, on))
+        if not callable(out):
+            plain(out, f"what your function returned{on}")
         return out
     except Wrong:
         raise

@@ -14,7 +14,7 @@ def test_to_numpy_takes_tensors_with_grad_lists_and_numbers():
 @pytest.mark.parametrize("call, words", [
     (lambda: to_numpy(None, "Q"), ["Q is None"]),
     (lambda: to_numpy(np.array([1j]), "x"), ["x", "real numbers", "complex"]),
-    (lambda: to_numpy("abc", "x"), ["x", "array of numbers", "str"]),
+    (lambda: to_numpy("abc", "x"), ["x", "array of numbers", "text"]),
     (lambda: as_array(np.ones(3), "K", 2), ["K", "2-D", "(3,)"]),
     (lambda: check_positive_int(True, "T"), ["T", "whole number", "True"]),
     (lambda: check_positive_int(0, "T"), ["T", "at least 1", "0"]),

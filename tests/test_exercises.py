@@ -333,3 +333,58 @@ def test_a_check_runs_with_a_profiler_or_debugger_attached():
             "print(call(lambda a: a + 1, 2))\n")
     done = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=120)
     assert done.stdout.split() == ["2", "stopped", "3"], done.stdout + done.stderr
+
+
+# ---- issue 31, red team round 3: an answer is screened by type before any of its own code runs
+
+class _RaisesOnFloat:
+    def __float__(self):
+        raise ZeroDivisionError("boom")
+
+    def __array__(self, *args, **kwargs):
+        raise RuntimeError("nope")
+
+
+class _FloatNeverEnds:
+    def __float__(self):
+        while True:
+            pass
+
+
+@exercise("a number", answer=Number())
+def _a_half(answer):
+    if abs(answer - 0.5) > 1e-6:
+        yield "not a half"
+
+
+@pytest.mark.parametrize("answer", [_RaisesOnFloat(), _FloatNeverEnds(), [_RaisesOnFloat()],
+                                    np.array([_FloatNeverEnds()], dtype=object), {"p": _RaisesOnFloat()},
+                                    (0.5, [_FloatNeverEnds()])])
+def test_an_answer_of_a_type_of_its_own_is_refused_before_its_code_runs(answer):
+    start = time.monotonic()
+    said = _a_half.feedback(answer)
+    assert len(said) == 1 and "but a check takes only plain values" in said[0], said
+    assert time.monotonic() - start < 1
+
+
+def test_a_function_returning_a_type_of_its_own_is_refused_before_its_code_runs():
+    with pytest.raises(exercises.Wrong, match="what your function returned holds a _FloatNeverEnds"):
+        call(lambda: [1.0, _FloatNeverEnds()])
+
+
+@pytest.mark.parametrize("answer, said", [
+    (["0.5"], "holds text ('0.5')"), (np.array(["0.5"]), "holds text ('0.5')"),
+    (np.array(["0.5", None], dtype=object), "holds text ('0.5')"),
+    (torch.tensor(0.5, dtype=torch.bfloat16), None), (np.float32(0.5), None), (torch.Size([]), "one number"),
+])
+def test_text_is_no_number_and_every_float_dtype_is_one(answer, said):
+    found = _a_half.feedback(answer)
+    assert (found == []) if said is None else (len(found) == 1 and said in found[0]), found
+
+
+def test_a_tuple_holding_a_tuple_is_no_shape():
+    with pytest.raises(exercises.Wrong, match="should be an array of numbers"):
+        as_wholes(((2,), 5, 5), "the shape")
+    with pytest.raises(exercises.Wrong, match="tuple of whole numbers"):
+        as_wholes(np.int64(3), "the shape")
+    assert as_wholes(torch.Size([2, 5, 5]), "the shape") == (2, 5, 5)

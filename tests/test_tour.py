@@ -227,3 +227,16 @@ def test_current_token_accuracy_is_below_the_whole_prefix_ceiling(cat_world):
     assert compute.current_token_accuracy(cat_world.sentences) == (270, 432)   # 0.625
     from helpers.worlds import best_possible_accuracy
     assert best_possible_accuracy(cat_world.sentences) == (302, 432)           # 0.699
+
+
+@pytest.mark.parametrize("check, args", [
+    (checks.next_prob, (torch.zeros(20), 999)), (checks.next_prob, (torch.zeros(20), 1.0)),
+    (checks.next_prob, (torch.zeros(1, 20), 3)), (checks.next_prob, (torch.full((20,), float("nan")), 3)),
+    (checks.per_layer, ("768", 3072)), (checks.per_layer, (768, -1)),
+    (checks.sentence_loss, (torch.zeros(5, 20), torch.tensor([1, 2, 3, 4, 104]))),
+    (checks.sentence_loss, (torch.zeros(3, 20), torch.tensor([1, 2, 3, 4, 5]))),
+    (checks.sentence_loss, (torch.zeros(5, 20), torch.tensor([1.5, 2, 3, 4, 5]))),
+])
+def test_a_check_cell_edited_gets_one_sentence_not_a_broken_check(check, args):
+    said = check.feedback(5 if check is checks.per_layer else 0.5, *args)
+    assert len(said) == 1 and said[0].startswith("the check cannot use what the check cell gives it"), said

@@ -225,7 +225,7 @@ def gpt_error(message):
         elif "'PE'" in extra:
             hint += ("the positions table is saved with the parameters: register it with "
                      "self.register_buffer('PE', table, persistent=False), it is computed, not learned; ")
-        elif re.search(r"'(?!blocks\.|final_ln\.)[^']*'", extra):
+        elif re.search(r"'(?!blocks\.|final_ln\.)[^']*'", extra) and "persistent=False" not in message:
             hint += ("the unembedding is tied: the logits are final_ln(h) @ E.T, with no matrix of its own "
                      "(and positions are a buffer, not a parameter); ")
         return (f"{hint}the parameters are E, blocks.0.ln1 ... blocks.{{L-1}}.mlp (an nn.ModuleList named blocks "

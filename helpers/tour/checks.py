@@ -1,7 +1,7 @@
 """The tour's exercise checks (chapter 00)."""
 import numpy as np
 
-from ..errors import to_numpy
+from ..errors import as_array, check_index, check_positive_int, fail, to_numpy
 from ..exercises import Number, Whole, as_wholes, exercise, number_problems, slip
 
 
@@ -30,7 +30,8 @@ def scores_shape(answer, n_heads, T):
 @exercise("a next-token probability from the logits", answer=Number())
 def next_prob(answer, last_logits, token_id):
     """answer: softmax(last_logits)[token_id], one number; last_logits: (V,)."""
-    logits = to_numpy(last_logits, "last_logits")
+    logits = finite_scores(last_logits, "last_logits", ndim=1)
+    token_id = check_index(token_id, "token_id", len(logits))
     e = np.exp(logits - logits.max())
     found = list(number_problems(answer, float(e[token_id] / e.sum()), "the probability", atol=1e-4))
     if not found:
@@ -54,7 +55,7 @@ def next_prob(answer, last_logits, token_id):
 @exercise("parameters in one layer", answer=Whole())
 def per_layer(answer, d_model, d_ff):
     """answer: the parameters of one pre-LN layer with biases, a whole number."""
-    d = d_model
+    d, d_ff = check_positive_int(d_model, "d_model"), check_positive_int(d_ff, "d_ff")
     attention, mlp, norms = 4 * d * d + 4 * d, d * d_ff + d_ff + d_ff * d + d, 2 * 2 * d
     expected = attention + mlp + norms
     if answer == expected:
@@ -93,7 +94,13 @@ def per_layer(answer, d_model, d_ff):
 def sentence_loss(answer, logits, ids):
     """answer: the mean of -ln p(the true next token) over the T - 1 predicted positions of one
     sentence, in nats; logits: (T, V), row t predicting the token at t + 1; ids: (T,) its token ids."""
-    logits, ids = to_numpy(logits, "the logits"), to_numpy(ids, "the token ids").astype(int)
+    logits, ids = finite_scores(logits, "the logits", ndim=2), to_numpy(ids, "the token ids")
+    if ids.shape != logits.shape[:1] or len(ids) < 2 or (ids != np.floor(ids)).any() \
+            or not ((0 <= ids) & (ids < logits.shape[1])).all():
+        fail(f"the token ids should be {len(logits)} whole numbers from 0 to {logits.shape[1] - 1}, one per row "
+             f"of the logits (at least 2), but got shape {ids.shape} with values from {ids.min() if ids.size else 0:g} "
+             f"to {ids.max() if ids.size else 0:g}")
+    ids = ids.astype(int)
     shifted = logits - logits.max(axis=1, keepdims=True)
     log_probs = shifted - np.log(np.exp(shifted).sum(axis=1, keepdims=True))
     rows, targets = np.arange(len(ids) - 1), ids[1:]
@@ -133,3 +140,12 @@ def log_softmax_columns(logits):
     """ln of the softmax over axis 0 (the positions), the wrong axis for a next-token loss."""
     shifted = logits - logits.max(axis=0, keepdims=True)
     return shifted - np.log(np.exp(shifted).sum(axis=0, keepdims=True))
+
+
+def finite_scores(x, name, ndim):
+    """``x`` as a float array of ``ndim`` axes of finite numbers, else CourseInputError."""
+    arr = as_array(x, name, ndim=ndim)
+    if arr.size == 0 or not np.isfinite(arr).all():
+        fail(f"{name} should hold finite numbers (at least one), but got shape {arr.shape} "
+             f"with {int((~np.isfinite(arr)).sum())} not finite")
+    return arr
