@@ -199,8 +199,8 @@ HOMEWORK_ROWS = [
 import torch  # noqa: E402
 
 from helpers import reference, worlds  # noqa: E402
-from helpers.model import ACTIVATIONS, NORM_KINDS, NORMS, POSITIONS, ROTARY_PAIRS, Attention, Config, KVCache, \
-    Transformer  # noqa: E402
+from helpers.model import ACTIVATIONS, MLP, NORM_KINDS, NORMS, POSITIONS, ROTARY_PAIRS, Attention, Block, Config, \
+    KVCache, Transformer  # noqa: E402
 from helpers.sampling import compute as sampling  # noqa: E402
 
 SMALL = dict(vocab_size=10, d_model=8, n_heads=2, n_layers=2, d_ff=8, n_max=16)
@@ -253,7 +253,7 @@ CONFIG_VALID = {
     "positions": lambda v: v in POSITIONS and type(v) is str, "norm": lambda v: v in NORMS and type(v) is str,
     "activation": lambda v: v in ACTIVATIONS and type(v) is str, "norm_kind": lambda v: v in NORM_KINDS and type(v) is str,
     "rotary_pairs": lambda v: v in ROTARY_PAIRS and type(v) is str, "bias": switch, "final_norm": switch,
-    "norm_eps": lambda v: number(v, 0, 1e300, low_open=True), "rotary_base": lambda v: number(v, 0, 1e300, low_open=True),
+    "norm_eps": lambda v: number(v, 1e-12, 1), "rotary_base": lambda v: number(v, 1, 1e12),
     "dropout": lambda v: number(v, 0, 0.999),
 }
 CONFIG_ROWS = [Row(f"Config({name})", config_with(name), valid=CONFIG_VALID.get(name))
@@ -293,6 +293,28 @@ MODEL_ROWS = CONFIG_ROWS + [
     Row("Block.attention_part(h, attention)", lambda v: MODEL.blocks[0].attention_part(torch.zeros(1, 3, 8), attention=v),
         valid=switch),
     Row("KVCache(n_layers)", KVCache, valid=lambda v: whole(v, 1, 10_000)),
+    # the parts, built and called on their own (red team round 3)
+    *[Row(f"Attention({name})", lambda v, name=name: Attention(**{"d_model": 8, "n_heads": 2, name: v}),
+          valid=ok) for name, ok in (("d_model", None), ("n_heads", None), ("bias", switch),
+                                     ("rotary", lambda v: v is False or v is True), ("n_kv_heads", lambda v: v in (1, 2)),
+                                     ("dropout", lambda v: number(v, 0, 0.999)))],
+    *[Row(f"MLP({name})", lambda v, name=name: MLP(**{"d_model": 8, "d_ff": 8, name: v}),
+          valid=ok) for name, ok in (("d_model", None), ("d_ff", None), ("bias", switch),
+                                     ("activation", CONFIG_VALID["activation"]), ("dropout", CONFIG_VALID["dropout"]))],
+    Row("Block(cfg)", Block),
+    Row("Attention(x)", ATTENTION, state=weights),
+    Row("Attention(x, ablate)", lambda v: ATTENTION(torch.zeros(1, 3, 8), ablate=v),
+        valid=lambda v: isinstance(v, (list, tuple, set)) and all(whole(i, 0, 1) for i in v)),
+    Row("Attention(x, start)", lambda v: ATTENTION(torch.zeros(1, 3, 8), start=v)),
+    Row("Attention(x, layer, cache)", lambda v: ATTENTION(torch.zeros(1, 1, 8), cache=KVCache(2), layer=v),
+        valid=lambda v: whole(v, 0, 1)),
+    Row("Attention(x, keep)", lambda v: ATTENTION(torch.zeros(1, 3, 8), keep=v), valid=lambda v: v is None or callable(v)),
+    Row("Block(h)", MODEL.blocks[0], state=weights),
+    Row("Block.mlp_part(h_mid)", MODEL.blocks[0].mlp_part),
+    Row("MLP(x)", MODEL.blocks[0].mlp),
+    Row("Transformer.embed(ids)", MODEL.embed, valid=ids_of(10)),
+    Row("Transformer.embed(start)", lambda v: MODEL.embed(PROMPT, start=v)),
+    Row("Transformer.unembed(h)", MODEL.unembed),
 ]
 
 
