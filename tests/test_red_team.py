@@ -590,6 +590,8 @@ except CourseInputError:
 REAL_TEXT = text_ok(real.MAX_TEXT_CHARS)
 V_SMOL = 49152
 REAL_ROWS = [
+    Row("smollm2.Tokenizer.encode(text)", lambda v: smol()[1].encode(v),
+        valid=lambda v: v in ("", " ") or text_ok(real.MAX_TEXT_CHARS)(v)),
     Row("real.tokens(text)", lambda v: real.tokens(smol()[1], v), valid=REAL_TEXT),
     Row("real.next_logits(prompt)", with_smol(real.next_logits), valid=REAL_TEXT),
     Row("real.norm_view(text)", with_smol(real.norm_view), valid=REAL_TEXT),
