@@ -95,9 +95,7 @@ class Config:
             number = check_number(value, f"Config.{name}", *RANGES[name])
             object.__setattr__(self, name, number if isinstance(value, (np.integer, np.floating)) else value)
         check_dropout(self.dropout, "Config.dropout")
-        if self.n_layers > MAX_LAYERS:
-            fail(f"Config.n_layers should be at most {MAX_LAYERS:,} (a deeper model takes minutes to build), "
-                 f"but got {count(self.n_layers)}")
+        check_depth(self.n_layers, "Config.n_layers")
         check_heads_split(self.d_model, self.n_heads, self.n_kv_heads)
         if self.positions == "sinusoidal" and self.d_model % 2:
             fail(f"sinusoidal positions pair the columns as (sin, cos), so d_model should be even, "
@@ -165,6 +163,15 @@ class Config:
 
     def to_dict(self):
         return asdict(self)
+
+
+def check_depth(n_layers, name="n_layers"):
+    """A number of layers: a whole number from 1 to MAX_LAYERS; return it as int."""
+    n_layers = check_positive_int(n_layers, name)
+    if n_layers > MAX_LAYERS:
+        fail(f"{name} should be at most {MAX_LAYERS:,} (this course's limit: a deeper model takes minutes "
+             f"to build), but got {count(n_layers)}")
+    return n_layers
 
 
 def attention_floats(d, d_kv, bias):

@@ -1164,7 +1164,110 @@ SHARED_ROWS = [
     Row("gpt.step_seconds(trials)", lambda v: gpt.step_seconds(TINY, IDS, 2, 16, trials=v), valid=lambda v: whole(v, 1, 100)),
 ]
 
-TABLE += CHAPTERS_01_04_ROWS + CHAPTERS_05_08_ROWS + CHAPTERS_09_11_ROWS + SHARED_ROWS
+# ---------------------------------------------------------------- red team round 3: the limits of time
+
+from helpers import training  # noqa: E402
+from helpers.heads import explorer as heads_explorer  # noqa: E402
+from helpers.masking import explorer as masking_explorer  # noqa: E402
+
+CAT_BATCH = CAT_WORLD.batch(CAT_WORLD.train[:4])
+LIVE = dict(loop=gpt.train_loop, model=TINY, train_ids=IDS[:2000], val_ids=IDS[2000:], tokenizer=CHARS, batch=2,
+            context=16, lr=1e-3, warmup=1, min_lr=1e-4, clip=1.0, eval_every=1, eval_batches=1)
+MAPS = [np.eye(3)] * 2
+TIME_ROWS = [
+    Row("training.train(steps)", lambda v: training.train(CAT_MODEL, CAT_BATCH, steps=v, progress=False),
+        state=lambda: weights(CAT_MODEL)),
+    Row("training.train(batches)", lambda v: training.train(CAT_MODEL, v, steps=1, progress=False),
+        state=lambda: weights(CAT_MODEL)),
+    Row("gpt.live_run(seconds)", lambda v: gpt.live_run(**LIVE, seconds=v), state=lambda: weights(TINY)),
+    Row("sampling.step_seconds(repeats)", lambda v: sampling.step_seconds(MODEL, [2], repeats=v),
+        valid=lambda v: whole(v, 1, 100)),
+    Row("sampling.step_seconds(lengths)", lambda v: sampling.step_seconds(MODEL, v, repeats=1),
+        valid=lambda v: isinstance(v, (list, tuple)) and 0 < len(v) <= 20 and all(whole(T, 2, 16) for T in v)),
+    *[Row(f"masking.maps_view({name})", lambda v, name=name: masking_explorer.maps_view(**{name: v}))
+      for name in ("n_layers", "n_heads", "size")],
+    Row("heads.maps_figure(grid)", lambda v: heads_explorer.maps_figure(MAPS, "abc", ["x", "y"], grid=v)),
+    Row("heads.maps_figure(size)", lambda v: heads_explorer.maps_figure(MAPS, "abc", ["x", "y"], size=v)),
+    Row("heads.maps_figure(numbers)", lambda v: heads_explorer.maps_figure(MAPS, "abc", ["x", "y"], numbers=v),
+        valid=switch),
+    Row("heads.maps_figure(maps)", lambda v: heads_explorer.maps_figure([v, v], "abc", ["x", "y"])),
+]
+
+
+# ---------------------------------------------------------------- red team round 3: the limits of memory
+
+from helpers import recipes  # noqa: E402
+from helpers.tour import compute as tour  # noqa: E402
+
+MEMORY_ROWS = [
+    Row("tour.first_losses(seeds)", lambda v: tour.first_losses(CAT_MODEL.cfg, CAT_WORLD, v, "small"),
+        valid=lambda v: isinstance(v, (list, tuple)) and 1 <= len(v) <= 100 and all(whole(s, 0, 2**64 - 1) for s in v)),
+    Row("geometry.knn(points)", lambda v: geometry.knn(v, 1)),
+    Row("normalization.residual_names(n_layers)", n08.residual_names, valid=lambda v: whole(v, 1, 1000)),
+    Row("positions.random_attention(n_layers)", lambda v: p06.random_attention(4, 0, n_layers=v),
+        valid=lambda v: whole(v, 1, 1000)),
+    *[Row(f"recipes.induction_batch({name})", lambda v, name=name: recipes.induction_batch(**{"step": 0, name: v}),
+          valid=ok) for name, ok in (("step", lambda v: whole(v, 0, 2**64 - 1 - 10_000)), ("batch", lambda v: whole(v, 1, 4096)),
+                                     ("seed", lambda v: whole(v, 0, 2**64 - 1)))],
+    Row("normalization.load_curves(path)", n08.load_curves, valid=lambda v: v is None),
+    Row("corpus.load_text(path)", corpus.load_text, valid=lambda v: v is None),
+    Row("grading.recorded_answers(path)", grading.recorded_answers),
+]
+
+
+@pytest.mark.parametrize("read", [n08.load_curves, corpus.load_text, grading.recorded_answers])
+@pytest.mark.parametrize("path, words", [("/dev/zero", "regular file"), ("/etc/hostname", "hostname"),
+                                         ("/no/such/file", "/no/such/file")])
+def test_a_file_a_learner_names_is_read_only_if_regular_small_and_right(read, path, words):
+    """/dev/zero was read until memory ran out and another file's text gave a JSONDecodeError (red team
+    round 3): a device is refused before it is opened, a file of the wrong kind with a sentence."""
+    with pytest.raises(CourseInputError) as refused:
+        read(path)
+    one_sentence(str(refused.value))
+    assert words in str(refused.value)
+
+
+def test_attention_too_large_for_memory_is_refused_before_it_is_computed():
+    """10**5 rows of X (80 GB of scores) and T = 20,000 (1.6 GB) were tracebacks (red team round 3)."""
+    X, W = np.zeros((10**5, 2)), np.zeros((2, 2))
+    with pytest.raises(CourseInputError, match="attention_steps on 100,000 rows of X should need at most 1.5 GiB"):
+        qkv.attention_steps(X, W, W, W)
+    q = torch.zeros(1, 1, 20_000, 1)
+    with pytest.raises(CourseInputError, match="causal attention on 20,000 queries and 20,000 keys"):
+        masking.causal_attention(q, q, q)
+    with pytest.raises(CourseInputError, match="points should be at most 10,000"):
+        geometry.knn(np.zeros((100_000, 2)), 3)
+    with pytest.raises(CourseInputError, match="seeds should be a list of 1 to 100 seeds"):
+        tour.first_losses(CAT_MODEL.cfg, CAT_WORLD, range(10**12), "small")
+
+
+# ---------------------------------------------------------------- red team round 3: the tour's compute
+
+CAT_SENTENCES = CAT_WORLD.train[:4]
+TOUR_ROWS = [
+    *[Row(f"tour.{fn.__name__}(model)", lambda v, fn=fn, rest=rest: fn(v, CAT_WORLD, *rest))
+      for fn, rest in ((tour.prompt_view, ("<BOS> the cat",)), (tour.top_next, ("<BOS> the",)), (tour.copula_splits, ()),
+                       (tour.mean_loss, ()), (tour.logit_spread, ()))],
+    *[Row(f"tour.{fn.__name__}(world)", lambda v, fn=fn, rest=rest: fn(CAT_0508, v, *rest))
+      for fn, rest in ((tour.prompt_view, ("<BOS> the cat",)), (tour.top_next, ("<BOS> the",)), (tour.copula_splits, ()),
+                       (tour.mean_loss, ()))],
+    Row("tour.copula_splits(the dragon world)", lambda v: tour.copula_splits(v, worlds.dragon_world()),
+        valid=lambda v: False),
+    Row("tour.prompt_view(prompt)", lambda v: tour.prompt_view(CAT_0508, CAT_WORLD, v)),
+    Row("tour.prompt_view(attention)", lambda v: tour.prompt_view(CAT_0508, CAT_WORLD, "<BOS> the", attention=v),
+        valid=switch),
+    Row("tour.top_next(prompt)", lambda v: tour.top_next(CAT_0508, CAT_WORLD, v)),
+    Row("tour.top_next(k)", lambda v: tour.top_next(CAT_0508, CAT_WORLD, "<BOS> the", k=v), valid=lambda v: whole(v, 1, 20)),
+    Row("tour.mean_loss(sentences)", lambda v: tour.mean_loss(CAT_0508, CAT_WORLD, v), valid=lambda v: v is None),
+    Row("tour.step_rows(trace)", lambda v: tour.step_rows(v, 0, 1, ["q"])),
+    Row("tour.step_rows(position)", lambda v: tour.step_rows(CAT_TRACE, 0, v, ["q"]), valid=lambda v: whole(v, -3, 2)),
+    Row("tour.step_rows(steps)", lambda v: tour.step_rows(CAT_TRACE, 0, 1, v), valid=lambda v: v == [] or v == ()),
+    Row("tour.followers(sentences)", lambda v: tour.followers(v, "the")),
+    Row("tour.followers(context)", lambda v: tour.followers(CAT_SENTENCES, v)),
+]
+
+TABLE += CHAPTERS_01_04_ROWS + CHAPTERS_05_08_ROWS + CHAPTERS_09_11_ROWS + SHARED_ROWS + TIME_ROWS + MEMORY_ROWS \
+    + TOUR_ROWS
 
 
 def is_valid(row, value):

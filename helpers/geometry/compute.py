@@ -329,6 +329,10 @@ def knn(points, k):
     """
     points = as_array(points, "points", 2)
     k = check_positive_int(k, "k")
+    if len(points) > MAX_POINTS:   # the (n, n) table of distances: 10,000 points take 0.8 GB
+        fail(f"points should be at most {MAX_POINTS:,} (an n x n table of distances), but got {len(points):,}")
+    if not np.isfinite(points).all():
+        fail(f"points should hold finite numbers, but they hold {shown(points[~np.isfinite(points)][0])}")
     if len(points) <= k:
         fail(f"need more than k={k} points in an (n, d) array, but got shape {points.shape}")
     squared = (points ** 2).sum(axis=1)

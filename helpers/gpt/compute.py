@@ -33,6 +33,7 @@ from . import train as course_train
 from .corpus import check_ids, windows
 
 MAX_SECONDS = 60.0      # the live run's time limit
+MAX_LIVE_SECONDS = 600.0   # the most seconds a live run may be given (ten minutes of a lesson)
 MAX_NEW = 5_000         # the most tokens sample_text and samples_at draw in one call (each one is a pass)
 MAX_PROMPT = 100_000    # the most characters sample_text's prompt may hold (each is encoded; the model reads the last)
 MAX_ROWS = 64           # the most continuations samples_at draws side by side
@@ -405,7 +406,7 @@ def step_seconds(model, train_ids, batch, context, trials=3):
 def plan_live_run(model, train_ids, batch, context, seconds, eval_every, eval_batches, sample_chars):
     """(steps, training seconds): how many steps fit here in ``seconds`` once the sample's time is
     set aside, evaluations and the optimizer's update included, with a fifth kept in reserve."""
-    seconds = check_number(seconds, "seconds", low=0, low_open=True)
+    seconds = check_number(seconds, "seconds", low=0, high=MAX_LIVE_SECONDS, low_open=True)
     train_pass, sample_pass = step_seconds(model, train_ids, batch, context)
     training = seconds - 3.0 * sample_chars * sample_pass - 3.0
     if training <= 0:
@@ -429,7 +430,7 @@ class LiveRun:
         from tqdm import tqdm
 
         self.steps = course_train.check_steps(steps)
-        self.seconds = check_number(seconds, "seconds", low=0, low_open=True)
+        self.seconds = check_number(seconds, "seconds", low=0, high=MAX_LIVE_SECONDS, low_open=True)
         self.every, self.ln_v, self.unigram = every, ln_v, unigram   # every: seconds between redraws
         self.start = self.drawn = time.perf_counter()
         self.fig, (self.ax, self.text_ax) = plt.subplots(2, 1, figsize=(7.5, 6.2), height_ratios=(3, 2),

@@ -30,7 +30,7 @@ from ..errors import MAX_BYTES, check_bytes, check_number, check_positive_int, c
 from ..model import Attention, Transformer
 from ..recipes import CAT_CONFIG, CAT_TRAINING
 from ..sampling.compute import check_length, check_prompt, check_sampling, generate, next_distribution
-from ..training import train
+from ..training import check_steps, train
 from ..worlds import decisions, entropy_floor   # entropy_floor: chapter 04 calls it masking.entropy_floor
 
 
@@ -86,6 +86,9 @@ def causal_attention(q, k, v):
     if k.shape[-1] != d_k or k.shape[:-2] != q.shape[:-2] or v.shape[:-1] != k.shape[:-1] or T_q > T_k:
         fail(f"expected q (B, H, T_q, d_k) and k, v (B, H, T_k, d_k) with T_q <= T_k, but got q "
              f"{tuple(q.shape)}, k {tuple(k.shape)}, v {tuple(v.shape)}")
+    # the scores, the masked scores, the mask and the weights: four (B, H, T_q, T_k) tables
+    check_bytes(4 * q[..., 0].numel() * T_k * q.element_size(), f"causal attention on {count(T_q)} queries "
+                f"and {count(T_k)} keys", "give shorter sequences or fewer of them")
     scores = q @ k.transpose(-2, -1) / math.sqrt(d_k)           # (B, H, T_q, T_k)
     query_at = torch.arange(T_q)[:, None] + (T_k - T_q)         # each query's position
     key_at = torch.arange(T_k)[None, :]                         # each key's position
@@ -318,9 +321,7 @@ def train_without_mask(world, seed=0, steps=CAT_TRAINING["steps"], stop_after=No
     """The cat model trained by the shipped model's recipe (Adam, cosine decay over ``steps``,
     full batch) from ``seed``, but with the mask off on every step (only the first
     ``stop_after`` steps of that schedule, if given). Returns (model, losses). steps <= MAX_STEPS (10,000)."""
-    seed, steps = check_seed(seed), check_positive_int(steps, "steps")
-    if steps > MAX_STEPS:
-        fail(f"steps should be at most {MAX_STEPS:,} (this course's limit), but got {count(steps)}")
+    seed, steps = check_seed(seed), check_steps(steps, MAX_STEPS)
     model = Transformer(CAT_CONFIG, init="unit")
     settings = {**CAT_TRAINING, "seed": seed, "steps": steps}
     losses = train(model, world.batch(world.train), progress=False, causal=False, stop_after=stop_after, **settings)

@@ -21,7 +21,7 @@ import numpy as np
 import torch
 
 from .. import reference as ref
-from ..errors import as_array, check_index, check_number, check_switch, fail, shown
+from ..errors import as_array, check_bytes, check_index, check_number, check_switch, count, fail, shown
 
 
 def three_words():
@@ -141,6 +141,8 @@ def attention_steps(X, W_Q, W_K, W_V, causal=False, scale=True):
             fail(f"{name} has {W.shape[0]} rows but X has d_model={X.shape[1]} columns; they must match")
     if W_K.shape[1] != W_Q.shape[1]:
         fail(f"W_K makes keys of d_k={W_K.shape[1]} but W_Q makes queries of d_k={W_Q.shape[1]}")
+    # scores, scaled, the mask, masked, weights and the softmax's work: six (T, T) tables of float64
+    check_bytes(48 * len(X) ** 2, f"attention_steps on {count(len(X))} rows of X", "give fewer rows")
     Q, K, V = X @ W_Q, X @ W_K, X @ W_V
     scores = Q @ K.T
     scaled = scores / math.sqrt(Q.shape[1]) if scale else scores
