@@ -56,8 +56,11 @@ def check_steps(steps, most=MAX_STEPS):
 
 
 def cosine_lr(step, steps, lr):
-    """Learning rate at ``step``: ``lr`` decayed to 0 along half a cosine over ``steps``."""
-    return lr * 0.5 * (1.0 + math.cos(math.pi * step / steps))
+    """Learning rate at ``step`` (0 to steps): ``lr`` decayed to 0 along half a cosine over ``steps``."""
+    steps = check_positive_int(steps, "steps")
+    if isinstance(step, bool) or not isinstance(step, (int, np.integer)) or not 0 <= step <= steps:
+        fail(f"step should be a whole number from 0 to steps={steps:,}, but got {shown(step)}")
+    return check_number(lr, "lr", low=0) * 0.5 * (1.0 + math.cos(math.pi * step / steps))
 
 
 class Adam:
@@ -164,6 +167,8 @@ def train(model, batches, steps=1000, lr=3e-2, seed=0, progress=True, on_step=No
 
 def timed(fn, *args, **kwargs):
     """Run fn and return (result, seconds)."""
+    if not callable(fn):
+        fail(f"fn should be a function to run, but got {shown(fn)}")
     t0 = time.perf_counter()
     out = fn(*args, **kwargs)
     return out, time.perf_counter() - t0

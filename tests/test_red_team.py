@@ -1235,7 +1235,7 @@ def test_attention_too_large_for_memory_is_refused_before_it_is_computed():
     q = torch.zeros(1, 1, 20_000, 1)
     with pytest.raises(CourseInputError, match="causal attention on 20,000 queries and 20,000 keys"):
         masking.causal_attention(q, q, q)
-    with pytest.raises(CourseInputError, match="points should be at most 10,000"):
+    with pytest.raises(CourseInputError, match="points should have 1 to 10,000 rows, but has 100,000"):
         geometry.knn(np.zeros((100_000, 2)), 3)
     with pytest.raises(CourseInputError, match="seeds should be a list of 1 to 100 seeds"):
         tour.first_losses(CAT_MODEL.cfg, CAT_WORLD, range(10**12), "small")
@@ -1266,8 +1266,42 @@ TOUR_ROWS = [
     Row("tour.followers(context)", lambda v: tour.followers(CAT_SENTENCES, v)),
 ]
 
+# ---------------------------------------------------------------- red team round 3: tracebacks in compute helpers
+
+X4, W4 = torch.zeros(3, 4), torch.zeros(4, 2)
+COMPUTE_ROWS = [
+    Row("geometry.arrows_figure(vectors)", geometry.arrows_figure),
+    Row("geometry.arrows_figure(vectors[name])", lambda v: geometry.arrows_figure({"a": v}),
+        valid=lambda v: array_valid(v) and np.shape(v) == (2,)),
+    Row("geometry.arrows_figure(limit)", lambda v: geometry.arrows_figure({"a": (1, 2)}, limit=v),
+        valid=lambda v: v is None or number(v, 0, low_open=True)),
+    Row("geometry.pca_2d(points)", geometry.pca_2d),
+    Row("qkv.attention_head(x)", lambda v: qkv.attention_head(v, W4, W4, W4, *[torch.zeros(2)] * 3)),
+    Row("masking.count_within(values)", lambda v: masking.count_within(v, 0, 1),
+        valid=lambda v: array_valid(v, finite=False, empty=True) and np.ndim(v) == 1),
+    Row("masking.count_within(low)", lambda v: masking.count_within([0.5], v, 1),
+        valid=lambda v: number(v) or type(v) in (float, np.float64) and math.isinf(v)),
+    Row("masking.share_valid(sentences)", lambda v: masking.share_valid(v, CAT_WORLD)),
+    Row("masking.share_valid(world)", lambda v: masking.share_valid(CAT_SENTENCES, v)),
+    Row("masking.no_mask_stem(folder)", lambda v: masking.no_mask_stem(0, folder=v),
+        valid=lambda v: v is None or type(v) is str and "\x00" not in v),
+    Row("training.cosine_lr(steps)", lambda v: training.cosine_lr(0, v, 1e-3), valid=lambda v: whole(v, 1, 10**5000)),
+    Row("training.cosine_lr(step)", lambda v: training.cosine_lr(v, 10, 1e-3), valid=lambda v: whole(v, 0, 10)),
+    Row("training.timed(fn)", lambda v: training.timed(v), valid=callable),
+    Row("patching.normalised(value)", lambda v: patching.normalised(v, 1.0, 0.0),
+        valid=lambda v: number(v) or isinstance(v, np.ndarray) and v.dtype.kind == "f"),
+    Row("patching.head_outputs(model)", lambda v: patching.head_outputs(v, PAIR)),
+    Row("weights.card(stem)", shipped.card),
+    Row("weights.load(stem)", shipped.load),
+    Row("weights.save(model)", lambda v: shipped.save(v, "/nonexistent-course-folder/model")),
+    Row("weights.save(card)", lambda v: shipped.save(CAT_MODEL, "/nonexistent-course-folder/model", card=v),
+        valid=lambda v: v is None or isinstance(v, dict)),   # (a valid card is not tried: it would be written)
+    *[Row(f"worlds.{fn.__name__}(the dragon world on the cat model)", lambda v, fn=fn: fn(CAT_MODEL, worlds.dragon_world()),
+          valid=lambda v: False) for fn in (worlds.copula_report, worlds.slot_accuracy)],
+]
+
 TABLE += CHAPTERS_01_04_ROWS + CHAPTERS_05_08_ROWS + CHAPTERS_09_11_ROWS + SHARED_ROWS + TIME_ROWS + MEMORY_ROWS \
-    + TOUR_ROWS
+    + TOUR_ROWS + COMPUTE_ROWS
 
 
 def is_valid(row, value):

@@ -19,19 +19,22 @@
   Book's one-head module from nn.Linear, with its mask as a buffer.
 """
 import math
+import os
+from pathlib import Path
 from collections import defaultdict
 
+import numpy as np
 import torch
 import torch.nn.functional as F
 from torch import nn
 
-from ..errors import MAX_BYTES, check_bytes, check_number, check_positive_int, check_seed, check_switch, count, fail, \
+from ..errors import MAX_BYTES, as_array, check_bytes, check_number, check_positive_int, check_seed, check_switch, count, fail, \
     shown, to_numpy
 from ..model import Attention, Transformer
 from ..recipes import CAT_CONFIG, CAT_TRAINING
 from ..sampling.compute import check_length, check_prompt, check_sampling, generate, next_distribution
 from ..training import check_steps, train
-from ..worlds import decisions, entropy_floor   # entropy_floor: chapter 04 calls it masking.entropy_floor
+from ..worlds import World, check_sentences, decisions, entropy_floor   # entropy_floor: chapter 04 calls it masking.entropy_floor
 
 
 def check_square(T, bytes_per_entry, what):
@@ -308,7 +311,10 @@ def sample_sentences(model, world, n=20, causal=True, temperature=1.0, seed=0, m
 
 def share_valid(sentences, world):
     """The share of ``sentences`` (word lists) that are sentence types of ``world``."""
-    return sum(list(s) in world.sentences for s in sentences) / len(sentences)
+    sentences = check_sentences(sentences)
+    if not isinstance(world, World):
+        fail(f"world should be a helpers.worlds.World such as worlds.cat_world(), but got {shown(world)}")
+    return sum(s in world.sentences for s in sentences) / len(sentences)
 
 
 NO_MASK_SEEDS, NO_MASK_STEPS = (0, 1, 2, 3, 4), 300   # the five runs shipped in data/no_mask/
@@ -360,7 +366,9 @@ def no_mask_stem(seed, folder=None):
     or ``folder``/seed<seed>."""
     from ..weights import data_dir
     seed = check_seed(seed)
-    return (data_dir() / "no_mask" if folder is None else folder) / f"seed{seed}"
+    if folder is not None and not isinstance(folder, (str, os.PathLike)):
+        fail(f"folder should be a path (a str), but got {shown(folder)}")
+    return (data_dir() / "no_mask" if folder is None else Path(folder)) / f"seed{seed}"
 
 
 def shipped_no_mask_runs(world, n_samples=50):
@@ -382,7 +390,12 @@ def shipped_no_mask_runs(world, n_samples=50):
 
 def count_within(values, low, high):
     """How many of ``values`` lie in [low, high] (a claim about every run is a count of runs)."""
-    return sum(low <= v <= high for v in values)
+    values = as_array(values, "values", 1)
+    for bound, name in ((low, "low"), (high, "high")):   # math.inf is a bound (no upper end)
+        if isinstance(bound, bool) or not isinstance(bound, (int, float, np.integer, np.floating)) or bound != bound \
+                or isinstance(bound, int) and abs(bound) > 2**1000:   # no float holds it
+            fail(f"{name} should be a number (math.inf for no end), but got {shown(bound)}")
+    return int(((low <= values) & (values <= high)).sum())
 
 
 @torch.no_grad()

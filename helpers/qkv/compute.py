@@ -15,6 +15,7 @@
 
 Row-vector convention throughout: a token is a row, ``Q = X @ W_Q``.
 """
+import functools
 import math
 
 import numpy as np
@@ -255,6 +256,10 @@ def attention_head(x, W_Q, W_K, W_V, b_Q, b_K, b_V):
             fail(f"one head's W_{name} should be {tuple(W_Q.shape)} with a bias b_{name} of {W_Q.shape[1]} "
                  f"entries, but got {tuple(W.shape)} and {tuple(b.shape)}")
     T, d_k = x.shape[0], W_Q.shape[1]
+    check_bytes(3 * T * T * 8, f"attention_head on {count(T)} rows of x", "give fewer rows")   # (T, T) tables
+    # float32 and float64 together (a model's weights, the learner's x) are computed in the wider one
+    dtype = functools.reduce(torch.promote_types, (t.dtype for t in (x, W_Q, W_K, W_V, b_Q, b_K, b_V)))
+    x, W_Q, W_K, W_V, b_Q, b_K, b_V = (t.to(dtype) for t in (x, W_Q, W_K, W_V, b_Q, b_K, b_V))
     q = x @ W_Q + b_Q                                 # (T, d_k): what each token looks for
     k = x @ W_K + b_K                                 # (T, d_k): what each token can be found by
     v = x @ W_V + b_V                                 # (T, d_k): what each token hands over
