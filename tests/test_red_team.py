@@ -1167,6 +1167,7 @@ SHARED_ROWS = [
 # ---------------------------------------------------------------- red team round 3: the limits of time
 
 from helpers import training  # noqa: E402
+from helpers.gpt import shipped as gpt_shipped  # noqa: E402
 from helpers.heads import explorer as heads_explorer  # noqa: E402
 from helpers.masking import explorer as masking_explorer  # noqa: E402
 
@@ -1291,6 +1292,19 @@ COMPUTE_ROWS = [
     Row("patching.normalised(value)", lambda v: patching.normalised(v, 1.0, 0.0),
         valid=lambda v: number(v) or isinstance(v, np.ndarray) and v.dtype.kind == "f"),
     Row("patching.head_outputs(model)", lambda v: patching.head_outputs(v, PAIR)),
+    Row("tokenize.merges(bpe)", tk.merges),
+    Row("tokenize.pieces(bpe)", lambda v: tk.pieces(v, "ab")),
+    Row("gpt.shipped.whole_text_loss(context)", lambda v: gpt_shipped.whole_text_loss(TINY, IDS[:100], context=v),
+        valid=lambda v: whole(v, 1, 32)),
+    Row("ablation.copy_log_prob(length)", lambda v: a10.copy_log_prob(torch.zeros(2, 9, dtype=torch.long), v),
+        valid=lambda v: whole(v, 4, 4)),
+    Row("ablation.resample_donors(lengths)", lambda v: a10.resample_donors(v, 0),
+        valid=lambda v: array_valid(v) and np.ndim(v) == 1 and 2 <= len(v) <= 10_000
+        and list(np.asarray(v, dtype=float)).count(max(v)) > 1),
+    *[Row(f"ablation.donor_draws({name})", lambda v, name=name: a10.donor_draws(**{**dict(n=3, pool=3, draws=2, seed=0), name: v}),
+          valid=ok) for name, ok in (("n", lambda v: whole(v, 1, 3)), ("pool", lambda v: whole(v, 3, 10**4)),
+                                     ("draws", lambda v: whole(v, 1, 10**4)), ("seed", lambda v: whole(v, 0, 2**64 - 1)),
+                                     ("avoid_self", switch), ("same", lambda v: v is None))],
     Row("weights.card(stem)", shipped.card),
     Row("weights.load(stem)", shipped.load),
     Row("weights.save(model)", lambda v: shipped.save(v, "/nonexistent-course-folder/model")),
