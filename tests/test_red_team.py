@@ -1292,6 +1292,11 @@ COMPUTE_ROWS = [
     Row("patching.normalised(value)", lambda v: patching.normalised(v, 1.0, 0.0),
         valid=lambda v: number(v) or isinstance(v, np.ndarray) and v.dtype.kind == "f"),
     Row("patching.head_outputs(model)", lambda v: patching.head_outputs(v, PAIR)),
+    Row("reference.layer_norm(eps)", lambda v: reference.layer_norm(np.ones((2, 3)), eps=v),
+        valid=lambda v: number(v, 0, low_open=True)),
+    Row("gpt.circuit_birth(history)", gpt.circuit_birth),
+    Row("gpt.circuit_birth(share)", lambda v: gpt.circuit_birth(
+        {"steps": [0, 1], "scores": np.ones((2, 1, 1)), "second": [2.0, 1.0]}, share=v), valid=lambda v: number(v, 0, 1, True)),
     Row("tokenize.merges(bpe)", tk.merges),
     Row("tokenize.pieces(bpe)", lambda v: tk.pieces(v, "ab")),
     Row("gpt.shipped.whole_text_loss(context)", lambda v: gpt_shipped.whole_text_loss(TINY, IDS[:100], context=v),

@@ -23,7 +23,8 @@ import torch.nn.functional as F
 from torch import nn
 
 from .. import worlds
-from ..errors import CourseInputError, check_number, check_positive_int, check_seed, check_switch, check_text, count, fail, shown
+from ..errors import CourseInputError, check_number, check_positive_int, check_seed, check_switch, check_text, count, fail, shown, \
+    to_numpy
 from ..heads.compute import MultiHeadAttention, copy_losses
 from ..model import Config, Transformer
 from ..normalization.compute import Block, LayerNorm
@@ -567,7 +568,15 @@ def circuit_birth(history, share=0.5):
     step: the first record at which its score reaches ``share`` of its final score, drop_step: the
     record ending the steepest fall of the second-copy loss between two records (the phase change),
     and the scores and losses just before and after it."""
-    steps, scores, second = history["steps"], history["scores"], history["second"]
+    if not isinstance(history, dict) or not {"steps", "scores", "second"} <= set(history):
+        fail(f"history should be the dict of steps, scores and second a recorded run gives, but got {shown(history)}")
+    share = check_number(share, "share", low=0, high=1, low_open=True)   # of the final score
+    steps, second = (to_numpy(history[name], f"history[{name!r}]") for name in ("steps", "second"))
+    scores = to_numpy(history["scores"], "history['scores']")
+    if steps.ndim != 1 or len(steps) < 2 or second.shape != steps.shape or scores.ndim != 3 \
+            or len(scores) != len(steps) or np.any(np.diff(steps) <= 0):
+        fail(f"history should hold at least 2 records at rising steps, with scores (records, layers, heads) and "
+             f"second (records,), but holds steps {steps.shape}, scores {scores.shape} and second {second.shape}")
     layer, head = np.unravel_index(int(np.argmax(scores[-1])), scores[-1].shape)
     own = scores[:, layer, head]
     reached = int(np.argmax(own >= share * own[-1]))
