@@ -30,6 +30,7 @@ import os
 import numpy as np
 
 from .errors import CourseInputError, fail
+from .files import read_json
 
 MAX_RECORDS_BYTES = 20 * 2**20   # a records file larger than this is not read
 MAX_VALUES = 1_000_000           # numbers (or items) one recorded answer may hold
@@ -91,11 +92,13 @@ def append(path, entry):
 _LOADED = {}
 
 
+MAX_RECORDS_BYTES = 256 * 2**20   # what recorded_answers reads at most (a class's records: a few MB)
+
+
 def recorded_answers(path):
     """{(cell, index): {student: encoded answer}} from the judge's records file (read once)."""
-    if path not in _LOADED:
-        with open(path) as file:
-            by_student = json.load(file)
+    if not isinstance(path, (str, os.PathLike)) or path not in _LOADED:   # read_json refuses a non-path
+        by_student = read_json(path, "the judge's records", MAX_RECORDS_BYTES)
         table = {}
         for student, records in by_student.items():
             for record in records:

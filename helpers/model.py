@@ -32,8 +32,8 @@ import torch
 import torch.nn.functional as F
 from torch import nn
 
-from .errors import MAX_BYTES, check_bytes, check_choice, check_number, check_positive_int, check_seed, \
-    check_switch, count, fail, shown
+from .errors import MAX_BYTES, check_bytes, check_choice, check_index, check_number, check_positive_int, \
+    check_seed, check_switch, count, fail, shown
 
 POSITIONS = ("sinusoidal", "learned", "rotary", "none")
 MAX_TOKENS = 1024   # the longest sequence a model runs at once: its attention weights must fit Binder's 2 GB
@@ -50,6 +50,10 @@ MAX_FLOATS = 400_000_000   # the most float32 numbers a model may hold (1.5 GiB)
 # real model holds about 0.9 GB already, so a trace within this keeps it under 1.5 GiB (Binder: 2 GB)
 MAX_TRACE_BYTES = 2**29
 SWITCHES = ("trace", "causal", "attention", "ablate_heads", "positions", "cache", "replace", "scaled")   # forward's
+ATTENTION_SWITCHES = ("causal", "positions", "ablate", "cache", "layer", "start", "keep", "scaled")   # Attention's
+MAX_LAYERS = 1_000   # the most layers a model may have: 1,000 of the smallest take about 1.5 s to build
+RANGES = {"norm_eps": (1e-12, 1.0),        # below, float32 adds nothing to a variance; above, it swamps it
+          "rotary_base": (1.0, 1e12)}      # below 1 the angles grow with the column and overflow float32
 
 
 @dataclass(frozen=True)
@@ -88,34 +92,24 @@ class Config:
             check_choice(getattr(self, name), f"Config.{name}", allowed)
         for name in ("norm_eps", "rotary_base"):
             value = getattr(self, name)
-            number = check_number(value, f"Config.{name}", low=0, low_open=True)
+            number = check_number(value, f"Config.{name}", *RANGES[name])
             object.__setattr__(self, name, number if isinstance(value, (np.integer, np.floating)) else value)
-        if isinstance(self.dropout, bool) or not isinstance(self.dropout, (int, float, np.integer, np.floating)) \
-                or not 0 <= self.dropout < 1:
-            fail(f"Config.dropout should be a number with 0 <= dropout < 1, but got {shown(self.dropout)}")
-        if self.d_model % self.n_heads:
-            fail(f"d_model should split into n_heads equal heads, but d_model={shown(self.d_model)} "
-                 f"does not split into n_heads={shown(self.n_heads)}")
-        if self.n_kv_heads > self.n_heads or self.n_heads % self.kv_heads:
-            fail(f"the n_heads={shown(self.n_heads)} query heads should share the n_kv_heads={shown(self.n_kv_heads)} "
-                 "key/value heads equally, but they do not")
+        check_dropout(self.dropout, "Config.dropout")
+        check_depth(self.n_layers, "Config.n_layers")
+        check_heads_split(self.d_model, self.n_heads, self.n_kv_heads)
         if self.positions == "sinusoidal" and self.d_model % 2:
             fail(f"sinusoidal positions pair the columns as (sin, cos), so d_model should be even, "
                  f"but got d_model={self.d_model}")
-        if self.positions == "rotary" and self.d_k % 2:
-            fail(f"rotary positions turn pairs of columns, so d_k = d_model / n_heads should be even, "
-                 f"but got d_k={self.d_k}")
-        floats = self.floats()
-        if floats > MAX_FLOATS:
-            fail(f"a course model should fit in {MAX_FLOATS * 4 / 2**30:.1f} GiB (at most {MAX_FLOATS:,} "
-                 f"float32 numbers), but this Config needs {shown(floats)} of them")
+        if self.positions == "rotary":
+            check_rotary_width(self.d_k)
+        check_floats(self.floats(), "a course model", "this Config")
 
     def floats(self):
         """How many float32 numbers a model of this Config holds: its parameters and its
         sinusoidal position table (what building it allocates)."""
-        d, d_kv = self.d_model, self.kv_heads * self.d_k
-        attention = 2 * d * d + 2 * d * d_kv + (2 * d + 2 * d_kv) * self.bias
-        mlp = (3 if self.activation == "swiglu" else 2) * d * self.d_ff + (self.d_ff + d) * self.bias
+        d = self.d_model
+        attention = attention_floats(d, self.kv_heads * self.d_k, self.bias)
+        mlp = mlp_floats(d, self.d_ff, self.bias, self.activation)
         norms = 4 * d
         positions = self.n_max * d if self.positions in ("learned", "sinusoidal") else 0
         return self.vocab_size * d + positions + self.n_layers * (attention + mlp + norms) + 2 * d
@@ -169,6 +163,93 @@ class Config:
 
     def to_dict(self):
         return asdict(self)
+
+
+def check_depth(n_layers, name="n_layers"):
+    """A number of layers: a whole number from 1 to MAX_LAYERS; return it as int."""
+    n_layers = check_positive_int(n_layers, name)
+    if n_layers > MAX_LAYERS:
+        fail(f"{name} should be at most {MAX_LAYERS:,} (this course's limit: a deeper model takes minutes "
+             f"to build), but got {count(n_layers)}")
+    return n_layers
+
+
+def attention_floats(d, d_kv, bias):
+    """How many float32 numbers an Attention holds: W_Q and W_O (d x d), W_K and W_V (d x d_kv), biases."""
+    return 2 * d * d + 2 * d * d_kv + (2 * d + 2 * d_kv) * bias
+
+
+def mlp_floats(d, d_ff, bias, activation):
+    """How many float32 numbers an MLP holds: W_1, W_2 (and SwiGLU's W_G), d x d_ff each, and biases."""
+    return (3 if activation == "swiglu" else 2) * d * d_ff + (d_ff + d) * bias
+
+
+def check_floats(floats, what, whose):
+    """Refuse, before allocating, a model or part holding more than MAX_FLOATS float32 numbers."""
+    if floats > MAX_FLOATS:
+        fail(f"{what} should fit in {MAX_FLOATS * 4 / 2**30:.1f} GiB (at most {MAX_FLOATS:,} "
+             f"float32 numbers), but {whose} needs {shown(floats)} of them")
+
+
+def check_dropout(value, name):
+    """A dropout share: a number with 0 <= p < 1; return it."""
+    if isinstance(value, bool) or not isinstance(value, (int, float, np.integer, np.floating)) or not 0 <= value < 1:
+        fail(f"{name} should be a number with 0 <= dropout < 1, but got {shown(value)}")
+    return value
+
+
+def check_heads_split(d_model, n_heads, n_kv_heads):
+    """d_model splits into n_heads equal heads, which share the n_kv_heads (0: n_heads) equally."""
+    if d_model % n_heads:
+        fail(f"d_model should split into n_heads equal heads, but d_model={shown(d_model)} "
+             f"does not split into n_heads={shown(n_heads)}")
+    if n_kv_heads > n_heads or n_heads % (n_kv_heads or n_heads):
+        fail(f"the n_heads={shown(n_heads)} query heads should share the n_kv_heads={shown(n_kv_heads)} "
+             "key/value heads equally, but they do not")
+
+
+def check_rotary_width(d_k):
+    if d_k % 2:
+        fail(f"rotary positions turn pairs of columns, so d_k = d_model / n_heads should be even, "
+             f"but got d_k={d_k}")
+
+
+def check_rotary(rotary, d_k):
+    """Attention's rotary: False, True (base 10000, adjacent pairs) or dict(base=..., pairs=...)."""
+    if rotary is False:
+        return False
+    rotary = dict(base=10000.0, pairs="adjacent") if rotary is True else rotary
+    if not isinstance(rotary, dict) or set(rotary) != {"base", "pairs"}:
+        fail(f"rotary should be False, True or a dict(base=..., pairs=...), but got {shown(rotary)}")
+    check_rotary_width(d_k)
+    return dict(base=check_number(rotary["base"], "the rotary base", *RANGES["rotary_base"]),
+                pairs=check_choice(rotary["pairs"], "the rotary pairs", ROTARY_PAIRS))
+
+
+def check_unknown(unknown, allowed, whose):
+    """Refuse keywords a call does not take (a misspelt switch, e.g. ``casual``) with a sentence."""
+    if unknown:
+        fail(f"{whose} switches should be among {', '.join(allowed)}, but got "
+             f"{shown(', '.join(map(str, sorted(unknown))))}")
+
+
+def check_stream(x, d, dtype, name, dims=3):
+    """x: a non-empty float tensor of shape (B, T, d) (``dims=3``) or (..., d) (``dims=None``) with the
+    weights' dtype, as the parts of the model take it; return it."""
+    want = "(B, T, d_model)" if dims == 3 else "(..., d_model)"
+    if not isinstance(x, torch.Tensor):
+        fail(f"{name} should be a torch tensor of shape {want} with d_model={d}, but got {type(x).__name__} {shown(x)}")
+    if x.dim() != (dims or x.dim()) or x.dim() == 0 or x.shape[-1] != d or x.numel() == 0:
+        fail(f"{name} should be a non-empty tensor of shape {want} with d_model={d}, but has shape {tuple(x.shape)}")
+    if x.dtype != dtype:
+        fail(f"{name} should have the weights' dtype {dtype}, but has dtype {x.dtype}")
+    return x
+
+
+def check_span(n):
+    """Refuse n positions (a start plus the tokens, or a cache's and the new ones) past MAX_TOKENS."""
+    if n > MAX_TOKENS:
+        fail(f"expected at most {MAX_TOKENS:,} positions at once (this course's limit), but got {count(n)}")
 
 
 def trace_names(cfg):
@@ -275,22 +356,22 @@ class Attention(nn.Module):
 
     def __init__(self, d_model, n_heads, bias=True, rotary=False, n_kv_heads=0, dropout=0.0):
         super().__init__()
-        self.dropout = dropout
         d_model, n_heads = check_positive_int(d_model, "d_model"), check_positive_int(n_heads, "n_heads")
-        if d_model % n_heads:
-            fail(f"d_model should split into n_heads equal heads, but d_model={d_model} "
-                 f"does not split into n_heads={n_heads}")
+        n_kv_heads, bias = check_positive_int(n_kv_heads, "n_kv_heads", minimum=0), check_switch(bias, "bias")
+        check_heads_split(d_model, n_heads, n_kv_heads)
+        self.dropout = check_dropout(dropout, "dropout")
         self.n_heads, self.d_k = n_heads, d_model // n_heads
-        self.rotary = dict(base=10000.0, pairs="adjacent") if rotary is True else rotary
+        self.rotary = check_rotary(rotary, self.d_k)
         self.n_kv_heads = n_kv_heads or n_heads
         d, d_kv = d_model, self.n_kv_heads * self.d_k
+        check_floats(attention_floats(d, d_kv, bias), "an Attention", f"Attention({count(d_model)}, {count(n_heads)})")
         self.W_Q, self.W_K, self.W_V, self.W_O = (nn.Parameter(torch.empty(d, width))
                                                   for width in (d, d_kv, d_kv, d))
         self.b_Q, self.b_K, self.b_V, self.b_O = (
             (nn.Parameter(torch.zeros(width)) if bias else None) for width in (d, d_kv, d_kv, d))
 
     def forward(self, x, *, causal=True, positions=True, ablate=(), cache=None, layer=0, start=0,
-                keep=None, scaled=True):
+                keep=None, scaled=True, **unknown):
         """x: (B, T, d_model) -> write-back (B, T, d_model).
 
         scaled=False leaves out the division of the scores by √d_k (chapter 03's experiment).
@@ -298,7 +379,9 @@ class Attention(nn.Module):
         ablate: head indices whose rows of W_O are zeroed for this call (a new tensor; the
         stored W_O is untouched). cache: a KVCache whose entry ``layer`` is read and extended.
         start: the position of x's first token (for rotary positions after a cache).
+        Every argument is checked first (see ``check_call``).
         """
+        ablate = self.check_call(x, ablate, cache, layer, start, keep, unknown)
         causal, positions, scaled = (check_switch(value, name) for value, name in
                                      ((causal, "causal"), (positions, "positions"), (scaled, "scaled")))
         fused = check_switch(self.fused, "Attention.fused") and keep in (None, _same) and cache is None \
@@ -332,6 +415,29 @@ class Attention(nn.Module):
         head_out = keep("head_out", dropped(weights, self.dropout, self.training) @ v)  # (B, H, T, d_k)
         return self.write_back(head_out, ablate, keep)
 
+    def check_call(self, x, ablate, cache, layer, start, keep, unknown):
+        """Refuse, before any work, what ``forward`` cannot run: x not a non-empty (B, T, d_model) tensor
+        of the weights' dtype, more than MAX_TOKENS positions or MAX_BYTES of scores, ablate not a set of
+        this module's head indices, a negative start, a cache that is not a KVCache, a layer it lacks,
+        a keep that is not a function, an unknown keyword. Returns ablate as a set of ints."""
+        check_unknown(unknown, ATTENTION_SWITCHES, "Attention's")
+        d = self.W_Q.shape[0]
+        B, T = check_stream(x, d, self.W_Q.dtype, "x").shape[:2]
+        start = check_positive_int(start, "start", minimum=0)
+        if cache is not None:
+            if not isinstance(cache, KVCache):
+                fail(f"cache should be a KVCache, but got {type(cache).__name__}")
+            check_index(layer, "layer", len(cache.k))
+        if keep is not None and not callable(keep):
+            fail(f"keep should be a function keep(name, tensor), but got {shown(keep)}")
+        T_k = T + (len(cache) if cache is not None else 0)
+        check_span(max(start + T, T_k))
+        check_bytes(12 * B * self.n_heads * T * T_k, f"attention on {count(B)} sequences of {count(T)} tokens",
+                    "give fewer or shorter sequences")
+        if isinstance(ablate, (str, bytes)) or not hasattr(ablate, "__iter__"):
+            fail(f"ablate should be a set of head indices such as {{0}}, but got {shown(ablate)}")
+        return {check_index(head, "each ablated head", self.n_heads) for head in ablate}
+
     def write_back(self, head_out, ablate=(), keep=None):
         """head_out (B, H, T, d_k) -> the heads side by side (concat) @ W_O + b_O, (B, T, d_model)."""
         keep = _through(keep)
@@ -357,7 +463,10 @@ class MLP(nn.Module):
 
     def __init__(self, d_model, d_ff, bias=True, activation="gelu", dropout=0.0):
         super().__init__()
-        self.activation, self.dropout = activation, dropout
+        d_model, d_ff = check_positive_int(d_model, "d_model"), check_positive_int(d_ff, "d_ff")
+        bias, activation = check_switch(bias, "bias"), check_choice(activation, "activation", ACTIVATIONS)
+        self.activation, self.dropout = activation, check_dropout(dropout, "dropout")
+        check_floats(mlp_floats(d_model, d_ff, bias, activation), "an MLP", f"MLP({count(d_model)}, {count(d_ff)})")
         self.W_1 = nn.Parameter(torch.empty(d_model, d_ff))
         self.W_2 = nn.Parameter(torch.empty(d_ff, d_model))
         self.b_1 = nn.Parameter(torch.zeros(d_ff)) if bias else None
@@ -367,6 +476,12 @@ class MLP(nn.Module):
             self.b_G = nn.Parameter(torch.zeros(d_ff)) if bias else None
 
     def forward(self, x, keep=None):
+        """x (..., d_model) -> (..., d_model); x is checked first, and the memory its hidden layer needs."""
+        d, d_ff = self.W_1.shape
+        rows = check_stream(x, d, self.W_1.dtype, "x", dims=None).numel() // d
+        check_bytes(16 * rows * d_ff, f"an MLP pass on {count(rows)} positions", "give fewer positions")
+        if keep is not None and not callable(keep):
+            fail(f"keep should be a function keep(name, tensor), but got {shown(keep)}")
         keep = _through(keep)
         pre = keep("pre", linear(x, self.W_1, self.b_1))
         if self.activation == "swiglu":
@@ -386,6 +501,8 @@ class Block(nn.Module):
 
     def __init__(self, cfg):
         super().__init__()
+        if not isinstance(cfg, Config):
+            fail(f"expected a helpers.model.Config, but got {shown(cfg)}")
         self.cfg = cfg
         d = cfg.d_model
         self.ln1 = norm_layer(cfg) if cfg.norm != "none" else None
@@ -402,6 +519,8 @@ class Block(nn.Module):
 
     def attention_part(self, h, keep=None, attention=True, **switches):
         """h (B, T, d_model) -> h_mid. attention=False writes zero; other switches go to ``attn``."""
+        check_stream(h, self.cfg.d_model, self.attn.W_Q.dtype, "h")
+        check_unknown(set(switches) - set(ATTENTION_SWITCHES), ATTENTION_SWITCHES + ("attention",), "a Block's")
         keep = _through(keep)
         attention = check_switch(attention, "attention")
         x = keep("ln1", self.ln1(h) if self.cfg.norm == "pre" else h)
@@ -416,6 +535,7 @@ class Block(nn.Module):
 
     def mlp_part(self, h_mid, keep=None):
         """h_mid (B, T, d_model) -> h, the layer's output (h_mid itself when d_ff=0)."""
+        check_stream(h_mid, self.cfg.d_model, self.attn.W_Q.dtype, "h_mid")
         keep = _through(keep)
         if self.mlp is None:
             return keep("h", h_mid)
@@ -464,7 +584,9 @@ class KVCache:
 
     Each entry is (B, H_kv, T_seen, d_k) (H_kv = n_kv_heads); ``extend`` appends the new tokens' rows. A cache belongs
     to the model that first fills it, and holds the ids it was fed, so a cache from another
-    model, or the same prompt fed twice, is refused with a sentence.
+    model is refused with a sentence, and so is the same ids object fed again, unchanged, by the
+    next call (a cell run twice). New ids that happen to repeat the tokens it holds ("the cat",
+    then "the cat" encoded again) are a valid continuation: tokens alone cannot tell the two apart.
     """
 
     def __init__(self, n_layers):
@@ -472,13 +594,14 @@ class KVCache:
             fail(f"n_layers should be at most 10,000 (a list per layer), but got {shown(n_layers)}")
         self.k = [None] * n_layers
         self.v = [None] * n_layers
-        self.owner, self.ids = None, None
+        self.owner, self.ids, self.last = None, None, None
 
     def __len__(self):
         return 0 if self.k[0] is None else self.k[0].shape[-2]
 
-    def check(self, model, ids):
-        """Refuse a cache of another model, or one fed again the whole sequence it holds; keep ids."""
+    def check(self, model, ids, given=None):
+        """Refuse a cache of another model, or the object ``given`` (what the caller passed, ``ids``
+        checked) fed again, unchanged, right after it was fed; keep ids."""
         if self.owner is None:
             self.owner = model
         elif self.owner is not model:
@@ -490,18 +613,21 @@ class KVCache:
         if self.ids is not None and ids.shape[0] != self.ids.shape[0]:
             fail(f"expected a batch of {self.ids.shape[0]} sequences, as this KVCache holds, "
                  f"but got {ids.shape[0]}")
-        if self.ids is not None and ids.shape[-1] > 1 and torch.equal(ids, self.ids):
-            fail(f"expected only new tokens, but this KVCache already holds these {ids.shape[-1]} tokens: "
+        T = ids.shape[-1]
+        if self.ids is not None and T > 1 and given is not None and given is self.last \
+                and torch.equal(ids, self.ids[..., -T:]):
+            fail(f"expected only new tokens, but this KVCache already holds these {T} tokens: "
                  "feed each token once, or make a new KVCache for a new prompt")
         self.ids = ids if self.ids is None else torch.cat([self.ids, ids], dim=-1)
+        self.last = given
 
     def saved(self):
         """What the cache holds now, for ``restore`` (its tensors are never changed in place)."""
-        return list(self.k), list(self.v), self.owner, self.ids
+        return list(self.k), list(self.v), self.owner, self.ids, self.last
 
     def restore(self, saved):
         """Put back what ``saved`` returned: a pass that failed half-way leaves no trace."""
-        k, v, self.owner, self.ids = saved
+        k, v, self.owner, self.ids, self.last = saved
         self.k[:], self.v[:] = k, v
 
     def extend(self, layer, k, v):
@@ -579,10 +705,8 @@ class Transformer(nn.Module):
         Any other keyword (a misspelt switch, e.g. ``casual``) is refused with a sentence. A batch
         whose pass would hold more than MAX_BYTES (``Config.pass_bytes``) is refused up front.
         """
-        if unknown:
-            fail(f"the model's switches should be among {', '.join(SWITCHES)}, but got "
-                 f"{shown(', '.join(map(str, sorted(unknown))))}")
-        ids = self.check_ids(ids)
+        check_unknown(unknown, SWITCHES, "the model's")
+        given, ids = ids, self.check_ids(ids)
         trace, causal, attention, positions, scaled = (
             check_switch(value, name) for value, name in ((trace, "trace"), (causal, "causal"),
                                                           (attention, "attention"), (positions, "positions"),
@@ -608,7 +732,7 @@ class Transformer(nn.Module):
         saved = cache.saved() if cache is not None else None
         try:   # a pass that fails leaves the cache as it was (a replace function may raise, say)
             if cache is not None:
-                cache.check(self, ids)
+                cache.check(self, ids, given)
             return self._forward(ids, single, trace, record, replace, heads, cache, start,
                                  causal=causal, attention=attention, positions=positions, scaled=scaled)
         except BaseException:
@@ -682,8 +806,10 @@ class Transformer(nn.Module):
 
     def embed(self, ids, start=0, positions=True):
         """ids (B, T) -> h0 (B, T, d_model): token rows of E plus the positions (unless switched off)."""
-        cfg = self.cfg
+        cfg, ids = self.cfg, self.check_ids(ids)
+        start, positions = check_positive_int(start, "start", minimum=0), check_switch(positions, "positions")
         T = ids.shape[-1]
+        check_span(start + T)
         self.check_room(start + T)
         h = self.E[ids]
         if positions and cfg.positions == "sinusoidal":
@@ -697,6 +823,7 @@ class Transformer(nn.Module):
         """h (..., d_model), the residual stream after the last block -> logits (..., V):
         the final LayerNorm (if any), then the tied unembedding E^T. ``keep`` receives
         final_ln and logits."""
+        check_stream(h, self.cfg.d_model, self.E.dtype, "h", dims=None)
         keep = _through(keep)
         final = keep("final_ln", self.final_ln(h) if self.final_ln is not None else h)
         return keep("logits", final @ self.E.T)
@@ -712,18 +839,18 @@ class Transformer(nn.Module):
             ids = torch.as_tensor(ids)
         except (TypeError, ValueError, RuntimeError):
             fail(f"expected token ids as a list or array of integers, but got {type(ids).__name__}")
-        if ids.dtype not in (torch.int64, torch.int32, torch.int16, torch.uint8) or ids.dim() not in (1, 2) \
-                or ids.shape[-1] == 0:
+        if ids.dtype.is_floating_point or ids.dtype.is_complex or ids.dtype == torch.bool or ids.dim() not in (1, 2) \
+                or ids.numel() == 0:
             fail(f"expected token ids as a non-empty (T,) or (B, T) integer array, "
                  f"but got dtype {ids.dtype} and shape {tuple(ids.shape)}")
-        V = self.cfg.vocab_size
-        if ids.min() < 0 or ids.max() >= V:
-            fail(f"token ids must lie in [0, {V}) (expected ids of this model's vocabulary), "
-                 f"but got {int(ids.min())}..{int(ids.max())}")
         if ids.shape[-1] > MAX_TOKENS:
             fail(f"expected at most {MAX_TOKENS:,} tokens at once (this course's models' attention "
                  f"weights would not fit in memory), but got {ids.shape[-1]:,}")
-        return ids.long()
+        ids, V = ids.long(), self.cfg.vocab_size   # any integer dtype (int8, uint16, ...) is taken as ids
+        if ids.min() < 0 or ids.max() >= V:
+            fail(f"token ids must lie in [0, {V}) (expected ids of this model's vocabulary), "
+                 f"but got {int(ids.min())}..{int(ids.max())}")
+        return ids
 
     def check_heads(self, heads):
         """A set of (layer, head) pairs, each in range."""

@@ -164,7 +164,7 @@ def _same(x):
 
 def head_outputs(model, ids):
     """{layer: (B, H, T, d_k)} every head's output (before W_O) on ids (B, T)."""
-    names = [f"L{layer}.head_out" for layer in range(model.cfg.n_layers)]
+    names = [f"L{layer}.head_out" for layer in range(check_model(model).n_layers)]
     got = capture(model, ids, names)[1]
     return {layer: got[name] for layer, name in enumerate(names)}
 
@@ -260,6 +260,9 @@ def normalised(value, clean, corrupt):
     1 = the clean run's. For a logit difference this is the normalised logit difference.
     Undefined when the two runs give the same value (it would divide by zero): refused."""
     clean, corrupt = (_finite(x, name) for x, name in ((clean, "the clean value"), (corrupt, "the corrupted value")))
+    if not (isinstance(value, torch.Tensor) and value.is_floating_point()
+            or isinstance(value, np.ndarray) and value.dtype.kind == "f"):   # a grid of patched values is taken as it is
+        value = _finite(value, "the value")
     if clean == corrupt:
         fail(f"the normalised metric divides by (clean - corrupted), so the two runs should give different values, "
              f"but both give {clean:.6g}: choose a corrupted prompt that changes the metric")

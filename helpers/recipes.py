@@ -6,8 +6,8 @@ the shipped weights.
 import torch
 
 from . import worlds
-from .errors import fail
-from .model import Config, Transformer
+from .errors import check_positive_int, check_seed, count, fail
+from .model import MAX_TOKENS, Config, Transformer
 from .training import timed, train
 
 CAT_CONFIG = Config(vocab_size=20, d_model=6, n_heads=2, n_layers=2, d_ff=8, n_max=16,
@@ -44,6 +44,9 @@ INDUCTION_TRAINING = dict(steps=4000, lr=1e-2, seed=0)
 INDUCTION_DATA = dict(batch=64, min_period=2, max_period=10, seed=10_000)
 
 
+MAX_INDUCTION_BATCH = 4096   # rows of one induction batch (training takes 64)
+
+
 def induction_batch(step, batch=64, min_period=2, max_period=10, seed=10_000, vocab_size=None, T=None):
     """One seeded training batch: (inputs (batch, T-1), targets (batch, T-1)).
 
@@ -52,8 +55,17 @@ def induction_batch(step, batch=64, min_period=2, max_period=10, seed=10_000, vo
     row to row, so no fixed look-back distance works: only finding the earlier
     occurrence of the current token predicts the next one.
     """
-    vocab_size = vocab_size or INDUCTION_CONFIG.vocab_size
-    T = T or INDUCTION_CONFIG.n_max
+    step, batch = check_positive_int(step, "step", minimum=0), check_positive_int(batch, "batch")
+    if batch > MAX_INDUCTION_BATCH:
+        fail(f"batch should be at most {MAX_INDUCTION_BATCH:,} rows (this course's limit), but got {count(batch)}")
+    vocab_size = check_positive_int(INDUCTION_CONFIG.vocab_size if vocab_size is None else vocab_size,
+                                    "vocab_size", minimum=2)
+    T = check_positive_int(INDUCTION_CONFIG.n_max if T is None else T, "T", minimum=4)
+    if T > MAX_TOKENS:
+        fail(f"T should be at most {MAX_TOKENS:,} tokens, but got {count(T)}")
+    min_period, max_period = (check_positive_int(p, name) for p, name in ((min_period, "min_period"),
+                                                                           (max_period, "max_period")))
+    check_seed(check_seed(seed) + step, "seed + step")   # the batch's generator is seeded with seed + step
     if not 1 <= min_period <= max_period < T - 1:
         fail(f"periods should satisfy 1 <= min_period <= max_period < T-1={T - 1}, "
              f"but got {min_period}..{max_period}")

@@ -119,6 +119,9 @@ def layer_norm(x, gamma=None, beta=None, eps=1e-5):
     population variance (divide by d), as in torch.nn.LayerNorm.
     """
     x = as_array(x, "x")
+    if x.ndim == 0 or x.shape[-1] == 0:
+        fail(f"x should have at least one axis of d >= 1 numbers to normalise, but has shape {x.shape}")
+    eps = check_number(eps, "eps", low=0, low_open=True)   # a negative eps can make the variance negative
     d = x.shape[-1]
     gamma = np.ones(d) if gamma is None else as_array(gamma, "gamma", 1)
     beta = np.zeros(d) if beta is None else as_array(beta, "beta", 1)

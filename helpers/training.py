@@ -2,16 +2,65 @@
 import math
 import time
 
+import numpy as np
 import torch
 import torch.nn.functional as F
 from tqdm.auto import tqdm
 
-from .errors import check_number, check_positive_int, check_seed, fail
+from .errors import check_number, check_positive_int, check_seed, count, fail, shown
+
+MAX_STEPS = 10_000   # the most steps one training call takes (the course's runs take 300 to 4,000)
+
+
+def check_batch(batch, vocab_size):
+    """A training batch (inputs (B, T), targets (B, T)): whole-number tensors or arrays of the same
+    2-D shape, inputs in 0..vocab_size-1, targets the same or -100 (nothing to predict). Returns
+    (inputs, targets) as LongTensors, else one sentence."""
+    if not isinstance(batch, (tuple, list)) or len(batch) != 2:
+        fail(f"batch should be (inputs, targets), two (B, T) tables of token ids, but got {shown(batch)}")
+    tables = []
+    for name, table in zip(("inputs", "targets"), batch):
+        whole = (isinstance(table, torch.Tensor) and not table.dtype.is_floating_point and not table.is_complex()
+                 and table.dtype != torch.bool or isinstance(table, np.ndarray) and table.dtype.kind in "iu")
+        if not whole or table.ndim != 2:
+            got = (f"a {type(table).__name__} of {table.dtype} and shape {tuple(table.shape)}"
+                   if isinstance(table, (torch.Tensor, np.ndarray)) else shown(table))
+            fail(f"the batch's {name} should be a (B, T) tensor of token ids, but got {got}")
+        tables.append(torch.as_tensor(table, dtype=torch.long))
+    inputs, targets = tables
+    if inputs.shape != targets.shape or inputs.numel() == 0:
+        fail(f"the batch's inputs and targets should have the same (B, T) shape, not empty, but have "
+             f"{tuple(inputs.shape)} and {tuple(targets.shape)}")
+    if inputs.min() < 0 or inputs.max() >= vocab_size or ((targets < 0) & (targets != -100)).any() \
+            or targets.max() >= vocab_size:
+        fail(f"the batch should hold token ids 0..{vocab_size - 1} (targets also -100), but holds "
+             f"{int(min(inputs.min(), targets.min()))}..{int(max(inputs.max(), targets.max()))}")
+    return inputs, targets
+
+
+def check_seeds(seeds, most):
+    """Seeds for as many runs: a list, tuple or range of 1 to ``most`` seeds, each a valid seed
+    (``errors.check_seed``); return them as a list of ints."""
+    if not isinstance(seeds, (list, tuple, range)) or not 1 <= len(seeds[:most + 1]) <= most:
+        fail(f"seeds should be a list of 1 to {most} seeds, but got {shown(seeds)}")
+    return [check_seed(s, "each seed") for s in seeds]
+
+
+def check_steps(steps, most=MAX_STEPS):
+    """How many training steps: a whole number from 1 to ``most`` (a longer run would not end in a
+    lesson's time); return it as int."""
+    steps = check_positive_int(steps, "steps")
+    if steps > most:
+        fail(f"steps should be at most {most:,} (this course's limit), but got {count(steps)}")
+    return steps
 
 
 def cosine_lr(step, steps, lr):
-    """Learning rate at ``step``: ``lr`` decayed to 0 along half a cosine over ``steps``."""
-    return lr * 0.5 * (1.0 + math.cos(math.pi * step / steps))
+    """Learning rate at ``step`` (0 to steps): ``lr`` decayed to 0 along half a cosine over ``steps``."""
+    steps = check_positive_int(steps, "steps")
+    if isinstance(step, bool) or not isinstance(step, (int, np.integer)) or not 0 <= step <= steps:
+        fail(f"step should be a whole number from 0 to steps={steps:,}, but got {shown(step)}")
+    return check_number(lr, "lr", low=0) * 0.5 * (1.0 + math.cos(math.pi * step / steps))
 
 
 class Adam:
@@ -87,8 +136,10 @@ def train(model, batches, steps=1000, lr=3e-2, seed=0, progress=True, on_step=No
     The model's weights are redrawn from ``seed`` first, so the same call gives
     the same model, bit for bit, on the same machine.
     """
-    steps, seed = check_positive_int(steps, "steps"), check_seed(seed)
+    steps, seed = check_steps(steps), check_seed(seed)
     lr = check_number(lr, "lr", low=0, low_open=True)
+    vocab_size = getattr(getattr(model, "cfg", None), "vocab_size", 2**62)
+    fixed = check_batch(batches(0) if callable(batches) else batches, vocab_size)   # the first batch, before any update
     stop_after = steps if stop_after is None else check_positive_int(stop_after, "stop_after")
     threads = torch.get_num_threads()
     torch.set_num_threads(1)
@@ -98,7 +149,7 @@ def train(model, batches, steps=1000, lr=3e-2, seed=0, progress=True, on_step=No
         opt = Adam(model.parameters(), lr=lr)
         losses = []
         for step in tqdm(range(min(steps, stop_after)), disable=not progress, desc="training", mininterval=0.5):
-            inputs, targets = batches(step) if callable(batches) else batches
+            inputs, targets = check_batch(batches(step), vocab_size) if callable(batches) else fixed
             opt.lr = cosine_lr(step, steps, lr)
             logits = model(inputs, **switches)
             loss = F.cross_entropy(logits.reshape(-1, logits.shape[-1]), targets.reshape(-1),
@@ -116,6 +167,8 @@ def train(model, batches, steps=1000, lr=3e-2, seed=0, progress=True, on_step=No
 
 def timed(fn, *args, **kwargs):
     """Run fn and return (result, seconds)."""
+    if not callable(fn):
+        fail(f"fn should be a function to run, but got {shown(fn)}")
     t0 = time.perf_counter()
     out = fn(*args, **kwargs)
     return out, time.perf_counter() - t0

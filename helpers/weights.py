@@ -10,7 +10,8 @@ from pathlib import Path
 import torch
 from safetensors.torch import load_file, save_file
 
-from .errors import fail
+from .errors import fail, shown
+from .files import named, read_json
 from .model import Config, Transformer
 from .recipes import INDUCTION_CONFIG
 
@@ -27,12 +28,30 @@ def data_dir():
          "notebook, but found none; set COURSE_DATA to its path")
 
 
+MAX_CARD_BYTES = 2**20   # a saved model's .json (its config and card: a few kB)
+
+
+def check_stem(stem):
+    """Where a model is saved: a path (a str or pathlib.Path) without its suffix; return it as a Path."""
+    if not isinstance(stem, (str, os.PathLike)) or "\x00" in os.fspath(stem):
+        fail(f"stem should be a path such as 'my_model' (the files get .json and .safetensors), but got {shown(stem)}")
+    return Path(stem)
+
+
 def save(model, stem, card=None):
     """Write ``stem``.safetensors and ``stem``.json (config, plus an optional ``card`` dict)."""
-    stem = Path(stem)
-    stem.parent.mkdir(parents=True, exist_ok=True)
+    if not isinstance(model, Transformer):
+        fail(f"model should be a helpers.model.Transformer, but got {shown(model)}")
+    if card is not None and not isinstance(card, dict):
+        fail(f"card should be a dict (or None), but got {shown(card)}")
+    stem = check_stem(stem)
     tensors = {name: p.detach().contiguous() for name, p in model.state_dict().items()}
-    save_file(tensors, str(stem.with_suffix(".safetensors")))
+    try:
+        stem.parent.mkdir(parents=True, exist_ok=True)
+        save_file(tensors, str(stem.with_suffix(".safetensors")))
+    except Exception as error:   # noqa: BLE001 — safetensors raises its own error on a path it cannot write
+        fail(f"expected a folder the model can be written to, but {named(stem)} cannot be written "
+             f"({type(error).__name__})")
     meta = {"config": model.cfg.to_dict(), "card": card or {}}
     if model.init != "unit":   # the shipped models' cards predate the choice and mean "unit"
         meta["init"] = model.init
@@ -41,13 +60,13 @@ def save(model, stem, card=None):
 
 def load(stem, expect=None):
     """Rebuild the model saved at ``stem``; ``expect`` (a Config) must match if given."""
-    stem = Path(stem)
+    stem = check_stem(stem)
     config_file, weights_file = stem.with_suffix(".json"), stem.with_suffix(".safetensors")
     for f in (config_file, weights_file):
-        if not f.exists():
-            fail(f"expected a saved model file at {f}, but there is none")
+        if not os.path.lexists(f):   # (False, not an error, for a name too long to be a file)
+            fail(f"expected a saved model file at {named(f)}, but there is none")
+    meta = read_json(config_file, "the saved model's config", MAX_CARD_BYTES)
     try:
-        meta = json.loads(config_file.read_text())
         cfg, init = Config(**meta["config"]), meta.get("init", "unit")
     except (ValueError, KeyError, TypeError) as error:
         fail(f"expected {config_file.name} to hold a model's config as JSON, but it cannot be read "
@@ -76,7 +95,10 @@ def load(stem, expect=None):
 
 def card(stem):
     """The model card saved beside the weights (a dict)."""
-    return json.loads(Path(stem).with_suffix(".json").read_text())["card"]
+    meta = read_json(check_stem(stem).with_suffix(".json"), "the model card", MAX_CARD_BYTES)
+    if not isinstance(meta, dict) or not isinstance(meta.get("card"), dict):
+        fail(f"expected a saved model's .json with a card, but {shown(str(stem))}.json holds none")
+    return meta["card"]
 
 
 def load_cat():

@@ -136,6 +136,10 @@ def check_world(model, world):
         fail(f"model should be a course model (a helpers.model.Transformer), but got {shown(model)}")
     if not isinstance(world, World):
         fail(f"world should be a helpers.worlds.World such as worlds.cat_world(), but got {shown(world)}")
+    V = getattr(getattr(model, "cfg", None), "vocab_size", len(world.tokenizer.vocab))
+    if V != len(world.tokenizer.vocab):   # the cat model on the dragon world read other words by the same ids
+        fail(f"expected a model and a world that belong together, but the model has {V} tokens and the "
+             f"{world.name} world {len(world.tokenizer.vocab)}")
 
 
 def cat_sentences():

@@ -964,3 +964,19 @@ def test_the_method_checks_refuse_bad_check_cell_arguments_before_calling_the_an
                  (cat, parts, direction, -1.0), (cat, parts, direction, "x")):
         assert checks.direct_attribution.feedback(lambda *a: called.append(a), *args)[0].startswith(cannot)
     assert not called                       # the learner's function never ran on a bad argument
+
+
+def test_mean_ablation_drop_check_leaves_the_model_as_it_was_whatever_the_function_does(cat, cat_world):
+    """A function that returns the right fall and then zeroes a weight of the course's model: the
+    check puts the weight back before it computes its own answer (red team round 3), so the right
+    value passes and the model is as it was."""
+    ids, cls, off = _task(cat, cat_world)
+    before = {name: t.clone() for name, t in cat.state_dict().items()}
+    right = drop_function()
+
+    def meddles(model, head, *rest):
+        value = right(model, head, *rest)
+        model.blocks[1].attn.W_O.data.zero_()
+        return value
+    assert checks.mean_ablation_drop.feedback(meddles, cat, ids, cls, ids, off) == []
+    assert all(torch.equal(t, before[name]) for name, t in cat.state_dict().items())

@@ -521,3 +521,16 @@ def test_checks_refuse_their_own_bad_arguments_in_one_sentence(glove):
                 found = check.feedback(answer, **{**given, name: bad})
                 assert len(found) == 1 and found[0].startswith("the check cannot use what the check cell gives it"), \
                     (check.title, name, bad, found)
+
+
+def test_arrows_and_pca_check_their_points_before_drawing_or_computing(refused):
+    """Red team round 3: {} and a NaN vector were tracebacks from max() and matplotlib, limit=-1 was
+    drawn; pca_2d of NaN points failed in the SVD and of one point returned (1, 1)."""
+    refused(lambda: geometry.arrows_figure({}), "vectors", "dict of 1 to 12")
+    refused(lambda: geometry.arrows_figure({"a": (1.0, float("nan"))}), "two finite numbers", "'a'")
+    refused(lambda: geometry.arrows_figure({"a": (1, 2, 3)}), "two finite numbers")
+    refused(lambda: geometry.arrows_figure([(1, 2)]), "vectors", "dict")
+    refused(lambda: geometry.arrows_figure({"a": (1, 2)}, limit=-1), "limit", "> 0")
+    refused(lambda: geometry.pca_2d(np.full((4, 3), np.nan)), "finite numbers", "nan")
+    refused(lambda: geometry.pca_2d(np.ones((1, 3))), "2 to 10,000 rows", "1")
+    assert geometry.pca_2d(np.eye(3)).shape == (3, 2)

@@ -817,3 +817,17 @@ def test_sample_text_and_step_seconds_check_their_arguments():
                          (gc.MAX_TRIALS + 1, "trials should be at most 100")):
         with pytest.raises(CourseInputError, match=text):
             gc.step_seconds(tiny, ids, 2, 16, trials=trials)
+
+
+def test_the_gpt_check_leaves_the_cat_model_as_it_was_whatever_the_class_does(cat):
+    """A right GPT whose forward also zeroes the course's cat model's E (a global in the notebook):
+    the check puts it back (red team round 3), so the check's own logits, and the model, are as they were."""
+    before = {name: t.clone() for name, t in cat.state_dict().items()}
+
+    class Meddler(gc.GPT):
+        def forward(self, *args, **kwargs):
+            out = super().forward(*args, **kwargs)
+            cat.E.data.zero_()
+            return out
+    assert feedback(checks.gpt_module, Meddler, cat) == ""
+    assert all(torch.equal(t, before[name]) for name, t in cat.state_dict().items())

@@ -649,3 +649,11 @@ def test_slipped_attention_checks_x_heads_state_and_memory():
             heads.slipped_attention(*args)
     with pytest.raises(CourseInputError, match="slip should be"):
         heads.slipped_attention(x, state, H, ["transposed"])
+
+
+def test_maps_figure_refuses_numbers_on_a_large_map_and_a_huge_figure(refused):
+    """A 3,000 x 3,000 map with numbers=True wrote 4.5 M cells of text for minutes (red team round 3)."""
+    big = np.full((3000, 3000), 1 / 3000)
+    refused(lambda: explorer.maps_figure([big, big], ["w"] * 3000, ["a", "b"], numbers=True), "at most 30", "3000")
+    refused(lambda: explorer.maps_figure([np.eye(2)] * 2, "ab", ["a", "b"], size=(1e7, 1e7)), "inches", "at most 40")
+    refused(lambda: explorer.maps_figure([np.eye(2)] * 2, "abc", ["a", "b"]), "(3, 3)", "(2, 2)")

@@ -512,3 +512,10 @@ def test_checks_refuse_their_own_bad_arguments_in_one_sentence():
                     (check.title, name, bad, found)
     found = checks.masked_weight.feedback(0.0, S, 0, 2)
     assert "key should be at most query=0" in found[0]
+
+
+def test_maps_view_refuses_a_grid_too_large_to_draw_at_once(refused):
+    """1,000 x 1,000 heatmaps drew for minutes (red team round 3): at most 64, checked before any figure."""
+    refused(lambda: explorer.maps_view(n_layers=1000, n_heads=1000), "at most 64 maps", "1,000 x 1,000")
+    refused(lambda: explorer.maps_view(n_layers=0), "n_layers", "0")
+    refused(lambda: explorer.maps_view(size=10**6), "size", "at most 64")

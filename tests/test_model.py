@@ -541,3 +541,109 @@ def test_replace_is_a_dict_of_functions_of_one_tensor_in_the_model_and_in_captur
         refused(call, *words)
     doubled = circuit.capture(model, ids, ["L0.h"], replace={"L0.h": lambda x: 2 * x})["L0.h"]
     assert torch.allclose(doubled, 2 * circuit.capture(model, ids, ["L0.h"])["L0.h"])
+
+
+# ---------------------------------------------------------------- issue 31, red team round 3: the model and its parts
+
+def test_config_ranges_and_depth_are_refused_before_building(refused):
+    base = dict(vocab_size=10, d_model=8, n_heads=2, n_layers=1, d_ff=8)
+    refused(lambda: Config(**{**base, "rotary_base": 1e-300, "positions": "rotary"}), "Config.rotary_base", ">= 1")
+    refused(lambda: Config(**{**base, "rotary_base": 1e13}), "Config.rotary_base", "at most")
+    refused(lambda: Config(**{**base, "norm_eps": 1e300}), "Config.norm_eps", "at most 1")
+    refused(lambda: Config(**{**base, "norm_eps": 1e-300}), "Config.norm_eps", ">= 1e-12")
+    refused(lambda: Config(**{**base, "n_layers": 2_000_000}), "Config.n_layers", "at most 1,000", "2,000,000")
+    for eps, base_ in ((1e-12, 1.0), (1.0, 1e12)):   # the ends of the ranges build
+        Config(**{**base, "norm_eps": eps, "rotary_base": base_, "positions": "rotary"})
+
+
+@pytest.mark.parametrize("dtype", [torch.int8, torch.int16, torch.int32, torch.uint8, np.int8, np.uint16])
+def test_token_ids_of_any_integer_dtype_are_taken(cat, dtype):
+    model, world = cat
+    x = ids(world, "<BOS> the cat")
+    given = x.to(dtype) if isinstance(dtype, torch.dtype) else x.numpy().astype(dtype)
+    with torch.no_grad():
+        assert torch.equal(model(given), model(x))
+
+
+def test_an_empty_batch_is_refused(refused, cat):
+    model, _ = cat
+    refused(lambda: model(torch.zeros(0, 5, dtype=torch.long)), "non-empty", "(0, 5)")
+
+
+def test_a_kv_cache_takes_new_ids_that_repeat_its_tokens(refused, cat):
+    """'the cat', then 'the cat' encoded again, is a continuation ('the cat the cat'), as it is
+    without a cache; the same ids object fed again by the next call (a cell run twice) is refused."""
+    model, world = cat
+    cache = KVCache(2)
+    with torch.no_grad():
+        model(ids(world, "<BOS> the"), cache=cache)
+        cached = model(ids(world, "<BOS> the"), cache=cache)
+        whole = model(ids(world, "<BOS> the <BOS> the"))
+    assert len(cache) == 4 and torch.allclose(cached, whole[2:], atol=1e-5)
+    prompt = ids(world, "the cat")
+    model(prompt, cache=cache)
+    refused(lambda: model(prompt, cache=cache), "already holds these 2 tokens")
+    assert len(cache) == 6
+
+
+def attention_of(cat):
+    return cat[0].blocks[0].attn
+
+
+@pytest.mark.parametrize("make, words", [
+    (lambda: __import__("helpers.model").model.Attention(8, 2, n_kv_heads=3), ["share"]),
+    (lambda: __import__("helpers.model").model.Attention(8, 2, dropout=5), ["dropout", "5"]),
+    (lambda: __import__("helpers.model").model.Attention(10**6, 1), ["1.5 GiB", "Attention(1,000,000, 1)"]),
+    (lambda: __import__("helpers.model").model.Attention(8, 2, rotary=dict(base=0.5, pairs="halves")), ["rotary base"]),
+    (lambda: __import__("helpers.model").model.Attention(8, 2, bias="no"), ["bias"]),
+    (lambda: __import__("helpers.model").model.MLP(8, -1), ["d_ff", "-1"]),
+    (lambda: __import__("helpers.model").model.MLP(10**6, 10**6), ["1.5 GiB"]),
+    (lambda: __import__("helpers.model").model.MLP(8, 16, activation="tanh"), ["activation", "tanh"]),
+    (lambda: __import__("helpers.model").model.Block("cfg"), ["Config"]),
+])
+def test_the_parts_refuse_what_they_cannot_build(refused, make, words):
+    refused(make, *words)
+
+
+@pytest.mark.parametrize("call, words", [
+    (lambda m: m.blocks[0].attn(torch.zeros(4, 6)), ["(B, T, d_model)", "(4, 6)"]),
+    (lambda m: m.blocks[0].attn(torch.zeros(1, 4, 5)), ["d_model=6", "(1, 4, 5)"]),
+    (lambda m: m.blocks[0].attn(np.zeros((1, 4, 6))), ["torch tensor", "ndarray"]),
+    (lambda m: m.blocks[0].attn(torch.zeros(1, 4, 6, dtype=torch.float64)), ["float32", "float64"]),
+    (lambda m: m.blocks[0].attn(torch.zeros(1, 0, 6)), ["non-empty", "(1, 0, 6)"]),
+    (lambda m: m.blocks[0].attn(torch.zeros(1, 4, 6), ablate={5}), ["ablated head", "0 to 1", "5"]),
+    (lambda m: m.blocks[0].attn(torch.zeros(1, 4, 6), ablate={-1}), ["ablated head", "-1"]),
+    (lambda m: m.blocks[0].attn(torch.zeros(1, 4, 6), ablate="0"), ["ablate", "set of head indices"]),
+    (lambda m: m.blocks[0].attn(torch.zeros(1, 4, 6), start=-5), ["start", "-5"]),
+    (lambda m: m.blocks[0].attn(torch.zeros(1, 2000, 6)), ["at most 1,024", "2,000"]),
+    (lambda m: m.blocks[0].attn(torch.zeros(1, 4, 6), casual=False), ["switches", "casual"]),
+    (lambda m: m.blocks[0](torch.zeros(4, 6)), ["h should", "(4, 6)"]),
+    (lambda m: m.blocks[0](torch.zeros(1, 4, 6), casual=False), ["switches", "casual"]),
+    (lambda m: m.blocks[0](torch.zeros(1, 4, 6), attention=False, casual=False), ["switches", "casual"]),
+    (lambda m: m.blocks[0].mlp(torch.zeros(3, 5)), ["d_model=6", "(3, 5)"]),
+    (lambda m: m.blocks[0].mlp([[0.0] * 6]), ["torch tensor", "list"]),
+    (lambda m: m.embed("the cat"), ["token ids", "str"]),
+    (lambda m: m.embed(torch.tensor([[1, 100]])), ["[0, 20)", "100"]),
+    (lambda m: m.embed(torch.tensor([[1, 2]]), start=-3), ["start", "-3"]),
+    (lambda m: m.unembed(torch.zeros(3, 5)), ["d_model=6", "(3, 5)"]),
+])
+def test_the_parts_check_what_they_are_called_with(refused, cat, call, words):
+    model = cat[0]
+    before = [p.detach().clone() for p in model.parameters()]
+    refused(lambda: call(model), *words)
+    assert all(torch.equal(a, b) for a, b in zip(before, model.parameters()))
+
+
+def test_the_parts_still_run_on_their_own(cat):
+    model, world = cat
+    with torch.no_grad():
+        trace = model(ids(world, "<BOS> the cat"), trace=True)
+        h0 = trace["h0"][None]
+        x = model.blocks[0].ln1(h0)
+        assert torch.allclose(model.blocks[0].attn(x), trace["L0.attn"][None], atol=1e-6)
+        assert torch.allclose(model.blocks[0].attn(x, ablate=[0, 1]), model.blocks[0].attn.b_O.expand(1, 3, 6))
+        assert torch.allclose(model.blocks[0](h0), trace["L0.h"][None], atol=1e-6)
+        assert torch.allclose(model.blocks[0].mlp(trace["L0.ln2"]), trace["L0.mlp"], atol=1e-6)
+        assert torch.allclose(model.embed(ids(world, "<BOS> the cat")[None])[0], trace["h0"])
+        assert torch.equal(model.embed(ids(world, "<BOS> the cat").tolist()), trace["h0"])   # a list of ids too
+        assert torch.allclose(model.unembed(trace["L1.h"]), trace["logits"], atol=1e-5)

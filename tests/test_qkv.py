@@ -434,3 +434,10 @@ def test_query_step_refuses_non_finite_vectors_and_bad_index_or_width():
         qkv.softmax_share([1, 2], 0, d="4")
     with pytest.raises(CourseInputError, match="layer should be a whole number from 0 to 1"):
         qkv.cat_head_cases(layer=2)
+
+
+def test_attention_head_takes_float64_x_with_float32_weights():
+    """Red team round 3: a float64 x against the model's float32 weights was a dtype traceback; the
+    head is computed in the wider dtype, the same numbers."""
+    x, W, b = torch.randn(4, 6, generator=torch.Generator().manual_seed(0)), torch.eye(6)[:, :3], torch.zeros(3)
+    assert torch.allclose(qkv.attention_head(x.double(), W, W, W, b, b, b), qkv.attention_head(x, W, W, W, b, b, b).double())

@@ -276,8 +276,15 @@ def test_tokenizer_equals_transformers(smol, reference):
 
 def test_tokenizer_bad_input(smol):
     _, tok = smol
-    with pytest.raises(CourseInputError, match="expected text .* but got int"):
+    with pytest.raises(CourseInputError, match="should be a string, but got int"):
         tok.encode(5)
+    # the guard of helpers.real's functions, in the tokenizer itself: a lone surrogate, and a text long
+    # enough to take the Rust tokenizer past memory (10 M characters ended the process), get a sentence
+    with pytest.raises(CourseInputError, match="lone surrogate"):
+        tok.encode("cat\ud800")
+    with pytest.raises(CourseInputError, match="at most 1,000,000 characters, but has 10,000,000"):
+        tok.encode("x" * 10_000_000)
+    assert tok.encode("") == [] and tok.encode(" ") == tok.encode(" ")   # empty and blank texts are texts
     with pytest.raises(CourseInputError, match=r"token ids must lie in \[0, 49152\)"):
         tok.decode([49152])
 

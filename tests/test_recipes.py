@@ -65,3 +65,14 @@ def test_the_shipped_config_is_the_recipes(name):
     from helpers.weights import load
     config = {"cat": recipes.CAT_CONFIG, "dragon": recipes.DRAGON_CONFIG}[name]
     assert load(data_dir() / name / "model", expect=config).cfg == config
+
+
+def test_a_training_run_or_batch_too_large_is_refused_up_front(refused):
+    """train_cat(steps=10**9) trained on for ever and induction_batch(batch=10**9) asked for 200 GB
+    (red team round 3): each limit is checked before any work; step -1 is no step."""
+    refused(lambda: recipes.train_cat(progress=False, steps=10**9), "steps", "at most 10,000")
+    refused(lambda: recipes.induction_batch(0, batch=10**9), "batch", "at most 4,096")
+    refused(lambda: recipes.induction_batch(-1), "step", "-1")
+    refused(lambda: recipes.induction_batch(0, T=10**6), "T", "at most 1,024")
+    inputs, targets = recipes.induction_batch(3)
+    assert inputs.shape == targets.shape == (64, recipes.INDUCTION_CONFIG.n_max - 1)

@@ -199,8 +199,8 @@ HOMEWORK_ROWS = [
 import torch  # noqa: E402
 
 from helpers import reference, worlds  # noqa: E402
-from helpers.model import ACTIVATIONS, NORM_KINDS, NORMS, POSITIONS, ROTARY_PAIRS, Attention, Config, KVCache, \
-    Transformer  # noqa: E402
+from helpers.model import ACTIVATIONS, MLP, NORM_KINDS, NORMS, POSITIONS, ROTARY_PAIRS, Attention, Block, Config, \
+    KVCache, Transformer  # noqa: E402
 from helpers.sampling import compute as sampling  # noqa: E402
 
 SMALL = dict(vocab_size=10, d_model=8, n_heads=2, n_layers=2, d_ff=8, n_max=16)
@@ -253,7 +253,7 @@ CONFIG_VALID = {
     "positions": lambda v: v in POSITIONS and type(v) is str, "norm": lambda v: v in NORMS and type(v) is str,
     "activation": lambda v: v in ACTIVATIONS and type(v) is str, "norm_kind": lambda v: v in NORM_KINDS and type(v) is str,
     "rotary_pairs": lambda v: v in ROTARY_PAIRS and type(v) is str, "bias": switch, "final_norm": switch,
-    "norm_eps": lambda v: number(v, 0, 1e300, low_open=True), "rotary_base": lambda v: number(v, 0, 1e300, low_open=True),
+    "norm_eps": lambda v: number(v, 1e-12, 1), "rotary_base": lambda v: number(v, 1, 1e12),
     "dropout": lambda v: number(v, 0, 0.999),
 }
 CONFIG_ROWS = [Row(f"Config({name})", config_with(name), valid=CONFIG_VALID.get(name))
@@ -293,6 +293,28 @@ MODEL_ROWS = CONFIG_ROWS + [
     Row("Block.attention_part(h, attention)", lambda v: MODEL.blocks[0].attention_part(torch.zeros(1, 3, 8), attention=v),
         valid=switch),
     Row("KVCache(n_layers)", KVCache, valid=lambda v: whole(v, 1, 10_000)),
+    # the parts, built and called on their own (red team round 3)
+    *[Row(f"Attention({name})", lambda v, name=name: Attention(**{"d_model": 8, "n_heads": 2, name: v}),
+          valid=ok) for name, ok in (("d_model", None), ("n_heads", None), ("bias", switch),
+                                     ("rotary", lambda v: v is False or v is True), ("n_kv_heads", lambda v: v in (1, 2)),
+                                     ("dropout", lambda v: number(v, 0, 0.999)))],
+    *[Row(f"MLP({name})", lambda v, name=name: MLP(**{"d_model": 8, "d_ff": 8, name: v}),
+          valid=ok) for name, ok in (("d_model", None), ("d_ff", None), ("bias", switch),
+                                     ("activation", CONFIG_VALID["activation"]), ("dropout", CONFIG_VALID["dropout"]))],
+    Row("Block(cfg)", Block),
+    Row("Attention(x)", ATTENTION, state=weights),
+    Row("Attention(x, ablate)", lambda v: ATTENTION(torch.zeros(1, 3, 8), ablate=v),
+        valid=lambda v: isinstance(v, (list, tuple, set)) and all(whole(i, 0, 1) for i in v)),
+    Row("Attention(x, start)", lambda v: ATTENTION(torch.zeros(1, 3, 8), start=v)),
+    Row("Attention(x, layer, cache)", lambda v: ATTENTION(torch.zeros(1, 1, 8), cache=KVCache(2), layer=v),
+        valid=lambda v: whole(v, 0, 1)),
+    Row("Attention(x, keep)", lambda v: ATTENTION(torch.zeros(1, 3, 8), keep=v), valid=lambda v: v is None or callable(v)),
+    Row("Block(h)", MODEL.blocks[0], state=weights),
+    Row("Block.mlp_part(h_mid)", MODEL.blocks[0].mlp_part),
+    Row("MLP(x)", MODEL.blocks[0].mlp),
+    Row("Transformer.embed(ids)", MODEL.embed, valid=ids_of(10)),
+    Row("Transformer.embed(start)", lambda v: MODEL.embed(PROMPT, start=v)),
+    Row("Transformer.unembed(h)", MODEL.unembed),
 ]
 
 
@@ -568,6 +590,8 @@ except CourseInputError:
 REAL_TEXT = text_ok(real.MAX_TEXT_CHARS)
 V_SMOL = 49152
 REAL_ROWS = [
+    Row("smollm2.Tokenizer.encode(text)", lambda v: smol()[1].encode(v),
+        valid=lambda v: v in ("", " ") or text_ok(real.MAX_TEXT_CHARS)(v)),
     Row("real.tokens(text)", lambda v: real.tokens(smol()[1], v), valid=REAL_TEXT),
     Row("real.next_logits(prompt)", with_smol(real.next_logits), valid=REAL_TEXT),
     Row("real.norm_view(text)", with_smol(real.norm_view), valid=REAL_TEXT),
@@ -1140,7 +1164,163 @@ SHARED_ROWS = [
     Row("gpt.step_seconds(trials)", lambda v: gpt.step_seconds(TINY, IDS, 2, 16, trials=v), valid=lambda v: whole(v, 1, 100)),
 ]
 
-TABLE += CHAPTERS_01_04_ROWS + CHAPTERS_05_08_ROWS + CHAPTERS_09_11_ROWS + SHARED_ROWS
+# ---------------------------------------------------------------- red team round 3: the limits of time
+
+from helpers import training  # noqa: E402
+from helpers.gpt import shipped as gpt_shipped  # noqa: E402
+from helpers.heads import explorer as heads_explorer  # noqa: E402
+from helpers.masking import explorer as masking_explorer  # noqa: E402
+
+CAT_BATCH = CAT_WORLD.batch(CAT_WORLD.train[:4])
+LIVE = dict(loop=gpt.train_loop, model=TINY, train_ids=IDS[:2000], val_ids=IDS[2000:], tokenizer=CHARS, batch=2,
+            context=16, lr=1e-3, warmup=1, min_lr=1e-4, clip=1.0, eval_every=1, eval_batches=1)
+MAPS = [np.eye(3)] * 2
+TIME_ROWS = [
+    Row("training.train(steps)", lambda v: training.train(CAT_MODEL, CAT_BATCH, steps=v, progress=False),
+        state=lambda: weights(CAT_MODEL)),
+    Row("training.train(batches)", lambda v: training.train(CAT_MODEL, v, steps=1, progress=False),
+        state=lambda: weights(CAT_MODEL)),
+    Row("gpt.live_run(seconds)", lambda v: gpt.live_run(**LIVE, seconds=v), state=lambda: weights(TINY)),
+    Row("sampling.step_seconds(repeats)", lambda v: sampling.step_seconds(MODEL, [2], repeats=v),
+        valid=lambda v: whole(v, 1, 100)),
+    Row("sampling.step_seconds(lengths)", lambda v: sampling.step_seconds(MODEL, v, repeats=1),
+        valid=lambda v: isinstance(v, (list, tuple)) and 0 < len(v) <= 20 and all(whole(T, 2, 16) for T in v)),
+    *[Row(f"masking.maps_view({name})", lambda v, name=name: masking_explorer.maps_view(**{name: v}))
+      for name in ("n_layers", "n_heads", "size")],
+    Row("heads.maps_figure(grid)", lambda v: heads_explorer.maps_figure(MAPS, "abc", ["x", "y"], grid=v)),
+    Row("heads.maps_figure(size)", lambda v: heads_explorer.maps_figure(MAPS, "abc", ["x", "y"], size=v)),
+    Row("heads.maps_figure(numbers)", lambda v: heads_explorer.maps_figure(MAPS, "abc", ["x", "y"], numbers=v),
+        valid=switch),
+    Row("heads.maps_figure(maps)", lambda v: heads_explorer.maps_figure([v, v], "abc", ["x", "y"])),
+]
+
+
+# ---------------------------------------------------------------- red team round 3: the limits of memory
+
+from helpers import recipes  # noqa: E402
+from helpers.tour import compute as tour  # noqa: E402
+
+MEMORY_ROWS = [
+    Row("tour.first_losses(seeds)", lambda v: tour.first_losses(CAT_MODEL.cfg, CAT_WORLD, v, "small"),
+        valid=lambda v: isinstance(v, (list, tuple)) and 1 <= len(v) <= 100 and all(whole(s, 0, 2**64 - 1) for s in v)),
+    Row("geometry.knn(points)", lambda v: geometry.knn(v, 1)),
+    Row("normalization.residual_names(n_layers)", n08.residual_names, valid=lambda v: whole(v, 1, 1000)),
+    Row("positions.random_attention(n_layers)", lambda v: p06.random_attention(4, 0, n_layers=v),
+        valid=lambda v: whole(v, 1, 1000)),
+    *[Row(f"recipes.induction_batch({name})", lambda v, name=name: recipes.induction_batch(**{"step": 0, name: v}),
+          valid=ok) for name, ok in (("step", lambda v: whole(v, 0, 2**64 - 1 - 10_000)), ("batch", lambda v: whole(v, 1, 4096)),
+                                     ("seed", lambda v: whole(v, 0, 2**64 - 1)))],
+    Row("normalization.load_curves(path)", n08.load_curves, valid=lambda v: v is None),
+    Row("corpus.load_text(path)", corpus.load_text, valid=lambda v: v is None),
+    Row("grading.recorded_answers(path)", grading.recorded_answers),
+]
+
+
+@pytest.mark.parametrize("read", [n08.load_curves, corpus.load_text, grading.recorded_answers])
+@pytest.mark.parametrize("path, words", [("/dev/zero", "regular file"), ("/etc/hostname", "hostname"),
+                                         ("/no/such/file", "/no/such/file")])
+def test_a_file_a_learner_names_is_read_only_if_regular_small_and_right(read, path, words):
+    """/dev/zero was read until memory ran out and another file's text gave a JSONDecodeError (red team
+    round 3): a device is refused before it is opened, a file of the wrong kind with a sentence."""
+    with pytest.raises(CourseInputError) as refused:
+        read(path)
+    one_sentence(str(refused.value))
+    assert words in str(refused.value)
+
+
+def test_attention_too_large_for_memory_is_refused_before_it_is_computed():
+    """10**5 rows of X (80 GB of scores) and T = 20,000 (1.6 GB) were tracebacks (red team round 3)."""
+    X, W = np.zeros((10**5, 2)), np.zeros((2, 2))
+    with pytest.raises(CourseInputError, match="attention_steps on 100,000 rows of X should need at most 1.5 GiB"):
+        qkv.attention_steps(X, W, W, W)
+    q = torch.zeros(1, 1, 20_000, 1)
+    with pytest.raises(CourseInputError, match="causal attention on 20,000 queries and 20,000 keys"):
+        masking.causal_attention(q, q, q)
+    with pytest.raises(CourseInputError, match="points should have 1 to 10,000 rows, but has 100,000"):
+        geometry.knn(np.zeros((100_000, 2)), 3)
+    with pytest.raises(CourseInputError, match="seeds should be a list of 1 to 100 seeds"):
+        tour.first_losses(CAT_MODEL.cfg, CAT_WORLD, range(10**12), "small")
+
+
+# ---------------------------------------------------------------- red team round 3: the tour's compute
+
+CAT_SENTENCES = CAT_WORLD.train[:4]
+TOUR_ROWS = [
+    *[Row(f"tour.{fn.__name__}(model)", lambda v, fn=fn, rest=rest: fn(v, CAT_WORLD, *rest))
+      for fn, rest in ((tour.prompt_view, ("<BOS> the cat",)), (tour.top_next, ("<BOS> the",)), (tour.copula_splits, ()),
+                       (tour.mean_loss, ()), (tour.logit_spread, ()))],
+    *[Row(f"tour.{fn.__name__}(world)", lambda v, fn=fn, rest=rest: fn(CAT_0508, v, *rest))
+      for fn, rest in ((tour.prompt_view, ("<BOS> the cat",)), (tour.top_next, ("<BOS> the",)), (tour.copula_splits, ()),
+                       (tour.mean_loss, ()))],
+    Row("tour.copula_splits(the dragon world)", lambda v: tour.copula_splits(v, worlds.dragon_world()),
+        valid=lambda v: False),
+    Row("tour.prompt_view(prompt)", lambda v: tour.prompt_view(CAT_0508, CAT_WORLD, v)),
+    Row("tour.prompt_view(attention)", lambda v: tour.prompt_view(CAT_0508, CAT_WORLD, "<BOS> the", attention=v),
+        valid=switch),
+    Row("tour.top_next(prompt)", lambda v: tour.top_next(CAT_0508, CAT_WORLD, v)),
+    Row("tour.top_next(k)", lambda v: tour.top_next(CAT_0508, CAT_WORLD, "<BOS> the", k=v), valid=lambda v: whole(v, 1, 20)),
+    Row("tour.mean_loss(sentences)", lambda v: tour.mean_loss(CAT_0508, CAT_WORLD, v), valid=lambda v: v is None),
+    Row("tour.step_rows(trace)", lambda v: tour.step_rows(v, 0, 1, ["q"])),
+    Row("tour.step_rows(position)", lambda v: tour.step_rows(CAT_TRACE, 0, v, ["q"]), valid=lambda v: whole(v, -3, 2)),
+    Row("tour.step_rows(steps)", lambda v: tour.step_rows(CAT_TRACE, 0, 1, v), valid=lambda v: v == [] or v == ()),
+    Row("tour.followers(sentences)", lambda v: tour.followers(v, "the")),
+    Row("tour.followers(context)", lambda v: tour.followers(CAT_SENTENCES, v)),
+]
+
+# ---------------------------------------------------------------- red team round 3: tracebacks in compute helpers
+
+X4, W4 = torch.zeros(3, 4), torch.zeros(4, 2)
+COMPUTE_ROWS = [
+    Row("geometry.arrows_figure(vectors)", geometry.arrows_figure),
+    Row("geometry.arrows_figure(vectors[name])", lambda v: geometry.arrows_figure({"a": v}),
+        valid=lambda v: array_valid(v) and np.shape(v) == (2,)),
+    Row("geometry.arrows_figure(limit)", lambda v: geometry.arrows_figure({"a": (1, 2)}, limit=v),
+        valid=lambda v: v is None or number(v, 0, low_open=True)),
+    Row("geometry.pca_2d(points)", geometry.pca_2d),
+    Row("qkv.attention_head(x)", lambda v: qkv.attention_head(v, W4, W4, W4, *[torch.zeros(2)] * 3)),
+    Row("masking.count_within(values)", lambda v: masking.count_within(v, 0, 1),
+        valid=lambda v: array_valid(v, finite=False, empty=True) and np.ndim(v) == 1),
+    Row("masking.count_within(low)", lambda v: masking.count_within([0.5], v, 1),
+        valid=lambda v: number(v) or type(v) in (float, np.float64) and math.isinf(v)),
+    Row("masking.share_valid(sentences)", lambda v: masking.share_valid(v, CAT_WORLD)),
+    Row("masking.share_valid(world)", lambda v: masking.share_valid(CAT_SENTENCES, v)),
+    Row("masking.no_mask_stem(folder)", lambda v: masking.no_mask_stem(0, folder=v),
+        valid=lambda v: v is None or type(v) is str and "\x00" not in v),
+    Row("training.cosine_lr(steps)", lambda v: training.cosine_lr(0, v, 1e-3), valid=lambda v: whole(v, 1, 10**5000)),
+    Row("training.cosine_lr(step)", lambda v: training.cosine_lr(v, 10, 1e-3), valid=lambda v: whole(v, 0, 10)),
+    Row("training.timed(fn)", lambda v: training.timed(v), valid=callable),
+    Row("patching.normalised(value)", lambda v: patching.normalised(v, 1.0, 0.0),
+        valid=lambda v: number(v) or isinstance(v, np.ndarray) and v.dtype.kind == "f"),
+    Row("patching.head_outputs(model)", lambda v: patching.head_outputs(v, PAIR)),
+    Row("reference.layer_norm(eps)", lambda v: reference.layer_norm(np.ones((2, 3)), eps=v),
+        valid=lambda v: number(v, 0, low_open=True)),
+    Row("gpt.circuit_birth(history)", gpt.circuit_birth),
+    Row("gpt.circuit_birth(share)", lambda v: gpt.circuit_birth(
+        {"steps": [0, 1], "scores": np.ones((2, 1, 1)), "second": [2.0, 1.0]}, share=v), valid=lambda v: number(v, 0, 1, True)),
+    Row("tokenize.merges(bpe)", tk.merges),
+    Row("tokenize.pieces(bpe)", lambda v: tk.pieces(v, "ab")),
+    Row("gpt.shipped.whole_text_loss(context)", lambda v: gpt_shipped.whole_text_loss(TINY, IDS[:100], context=v),
+        valid=lambda v: whole(v, 1, 32)),
+    Row("ablation.copy_log_prob(length)", lambda v: a10.copy_log_prob(torch.zeros(2, 9, dtype=torch.long), v),
+        valid=lambda v: whole(v, 4, 4)),
+    Row("ablation.resample_donors(lengths)", lambda v: a10.resample_donors(v, 0),
+        valid=lambda v: array_valid(v) and np.ndim(v) == 1 and 2 <= len(v) <= 10_000
+        and list(np.asarray(v, dtype=float)).count(max(v)) > 1),
+    *[Row(f"ablation.donor_draws({name})", lambda v, name=name: a10.donor_draws(**{**dict(n=3, pool=3, draws=2, seed=0), name: v}),
+          valid=ok) for name, ok in (("n", lambda v: whole(v, 1, 3)), ("pool", lambda v: whole(v, 3, 10**4)),
+                                     ("draws", lambda v: whole(v, 1, 10**4)), ("seed", lambda v: whole(v, 0, 2**64 - 1)),
+                                     ("avoid_self", switch), ("same", lambda v: v is None))],
+    Row("weights.card(stem)", shipped.card),
+    Row("weights.load(stem)", shipped.load),
+    Row("weights.save(model)", lambda v: shipped.save(v, "/nonexistent-course-folder/model")),
+    Row("weights.save(card)", lambda v: shipped.save(CAT_MODEL, "/nonexistent-course-folder/model", card=v),
+        valid=lambda v: v is None or isinstance(v, dict)),   # (a valid card is not tried: it would be written)
+    *[Row(f"worlds.{fn.__name__}(the dragon world on the cat model)", lambda v, fn=fn: fn(CAT_MODEL, worlds.dragon_world()),
+          valid=lambda v: False) for fn in (worlds.copula_report, worlds.slot_accuracy)],
+]
+
+TABLE += CHAPTERS_01_04_ROWS + CHAPTERS_05_08_ROWS + CHAPTERS_09_11_ROWS + SHARED_ROWS + TIME_ROWS + MEMORY_ROWS \
+    + TOUR_ROWS + COMPUTE_ROWS
 
 
 def is_valid(row, value):

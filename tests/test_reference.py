@@ -87,3 +87,12 @@ def test_a_tensor_that_requires_grad_is_accepted():
     import torch
     x = torch.tensor([1.0, 2.0, 3.0], requires_grad=True)
     assert np.allclose(ref.softmax(x).sum(), 1)
+
+
+def test_layer_norm_refuses_a_number_and_a_negative_eps():
+    """Red team round 3: a 0-d x was an IndexError and eps=-1 was taken (a variance of 0 then gives NaN)."""
+    from helpers.errors import CourseInputError
+    with pytest.raises(CourseInputError, match="at least one axis"):
+        ref.layer_norm(3.0)
+    with pytest.raises(CourseInputError, match="eps should be > 0"):
+        ref.layer_norm([1.0, 2.0], eps=-1)

@@ -63,3 +63,14 @@ def test_weights_of_the_wrong_kind(refused, tmp_path, cat, change, words):
     tensors["E"] = change(tensors["E"])
     save_file(tensors, str(stem.with_suffix(".safetensors")))
     refused(lambda: load(stem), "E", *words)
+
+
+def test_a_path_that_cannot_hold_a_model_is_refused_in_one_sentence(refused, tmp_path):
+    """Red team round 3: card('nope'), load(None), save(None, ...) and a path under /proc were tracebacks."""
+    from helpers import weights
+    refused(lambda: weights.card(tmp_path / "nope"), "model card", "FileNotFoundError")
+    refused(lambda: weights.load(None), "stem", "None")
+    refused(lambda: weights.save(None, tmp_path / "m"), "Transformer", "None")
+    refused(lambda: weights.save(weights.load_cat(), "/proc/course-model"), "cannot be written")
+    weights.save(weights.load_cat(), tmp_path / "m", card={"note": 1})
+    assert weights.card(tmp_path / "m") == {"note": 1} and weights.load(tmp_path / "m").cfg.d_model == 6

@@ -4,6 +4,7 @@ import numpy as np
 from ..errors import as_array as input_array, check_positive_int, fail, shown, to_numpy
 from ..exercises import (Array, Function, Wrong, as_array, call, close_problems,
                          exercise, number_problems, slip)
+from ..sampling.checks import model_kept
 
 
 def write_back_inputs(concat, W_O, d_k):
@@ -143,7 +144,8 @@ def mean_ablation_drop(answer, model, task_ids, class_ids, reference_ids, off_ta
     ablation_inputs(model, task_ids, class_ids, reference_ids, off_task_ids)
     for head in ABLATION_HEADS:
         where = f"for L{head[0]}H{head[1]}"
-        got = call(answer, model, head, task_ids, class_ids, reference_ids, what=where)
+        with model_kept(model):   # a function that changes a weight changes nothing the check computes next
+            got = call(answer, model, head, task_ids, class_ids, reference_ids, what=where)
         if got is None:
             raise Wrong("not answered yet: mean_ablation_drop returns None; write its body where the cell says "
                         "# YOUR CODE HERE, so that it returns the fall in p(class)")
@@ -185,7 +187,8 @@ def mean_ablation_drop(answer, model, task_ids, class_ids, reference_ids, off_ta
         return
     head = ABLATION_HEADS[0]                 # the same call with another reference must give another fall
     where = f"for L{head[0]}H{head[1]} with the 64 sentence types as reference_ids"
-    got = call(answer, model, head, task_ids, class_ids, off_task_ids, what=where)
+    with model_kept(model):
+        got = call(answer, model, head, task_ids, class_ids, off_task_ids, what=where)
     try:
         value = float(got)
     except (TypeError, ValueError):

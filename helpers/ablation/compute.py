@@ -17,7 +17,7 @@ import math
 import torch
 
 from .. import worlds
-from ..errors import check_positive_int, check_seed, check_switch, fail, shown
+from ..errors import check_bytes, check_positive_int, check_seed, check_switch, count, fail, shown, to_numpy
 from ..heads.compute import copy_losses, prompt_attention
 from ..patching import (ablation_replace, capture, check_memory, direct_effects, head_outputs, mean_head_outputs,
                         patch_residual, residual_names)
@@ -221,9 +221,18 @@ def cat_ablation(model, world, heads, kind, per_position=True, draws=20, seed=0)
     return cat_scores(model, world, rows=draws, replace=ablation_replace(heads, kind, source=source))
 
 
+MAX_DONOR_ROWS = 10_000   # rows resample_donors pairs (it compares every pair)
+
+
 def resample_donors(lengths, seed):
     """(B,) for each row b a seeded other row b' != b with lengths[b'] >= lengths[b]."""
-    g = torch.Generator().manual_seed(seed)
+    g = torch.Generator().manual_seed(check_seed(seed))
+    lengths = to_numpy(lengths, "lengths")
+    if lengths.ndim != 1 or not 2 <= len(lengths) <= MAX_DONOR_ROWS:
+        fail(f"lengths should be a list of 2 to {MAX_DONOR_ROWS:,} sequence lengths (a donor needs another row), "
+             f"but got shape {lengths.shape}")
+    if (lengths == lengths.max()).sum() < 2:   # the longest row needs a donor as long
+        fail(f"each row should have a donor at least as long, but only one row has the longest length {lengths.max():g}")
     donors = []
     for b, n in enumerate(lengths.tolist()):
         pool = [c for c, m in enumerate(lengths.tolist()) if c != b and m >= n]
@@ -276,7 +285,16 @@ def induction_ablation(model, ids, heads, kind, per_position=True, reference=Non
 def donor_draws(n, pool, draws, seed, avoid_self=True, same=None):
     """``draws`` seeded donor assignments, each (n,): for row b a row of the pool (size ``pool``),
     never b itself when avoid_self, never a row c with same[b, c] when ``same`` ((n, pool) bool) is given."""
-    g = torch.Generator().manual_seed(seed)
+    g = torch.Generator().manual_seed(check_seed(seed))
+    n, pool, draws = check_positive_int(n, "n"), check_positive_int(pool, "pool"), check_positive_int(draws, "draws")
+    avoid_self = check_switch(avoid_self, "avoid_self")
+    check_bytes(9 * n * pool * (draws + 2), f"{count(draws)} donor draws of {count(n)} rows from {count(pool)}",
+                "ask for fewer draws or rows")
+    if avoid_self and pool < 2 or avoid_self and n > pool:
+        fail(f"with avoid_self each of the n rows should have another row of the pool to take, "
+             f"but got n={count(n)} and pool={count(pool)}")
+    if same is not None and (not isinstance(same, torch.Tensor) or same.dtype != torch.bool or same.shape != (n, pool)):
+        fail(f"same should be None or an (n, pool) = ({n}, {pool}) bool tensor, but got {shown(same)}")
     banned = torch.zeros(n, pool, dtype=torch.bool) if same is None else same.clone()
     if avoid_self:
         banned[torch.arange(n), torch.arange(n)] = True
@@ -424,6 +442,9 @@ def induction_attention(length, layer=1):
 def copy_log_prob(clean, length):
     """metric(out) -> (rows,): mean log-probability of the clean second copy's next tokens
     (a_2 .. a_L), predicted from the second copy. clean: (B, 2*length + 1), the rows repeat it."""
+    length = check_positive_int(length, "length", minimum=2)   # a_2 .. a_L: one prediction at least
+    if not isinstance(clean, torch.Tensor) or clean.dim() != 2 or clean.shape[1] != 2 * length + 1:
+        fail(f"clean should be a (B, 2*length + 1) = (B, {count(2 * length + 1)}) tensor of ids, but got {shown(clean)}")
     query = torch.arange(length + 1, 2 * length)
     target = clean[:, query + 1]                                     # (B, L-1)
 

@@ -28,7 +28,7 @@ from pathlib import Path
 import numpy as np
 
 from ..errors import as_array, check_bytes, check_choice, check_number, check_positive_int, check_seed, \
-    check_switch, count, fail, shown
+    check_switch, count, fail, shown, to_numpy
 
 METHODS = ("PCA", "t-SNE", "UMAP")
 
@@ -95,14 +95,33 @@ def arrow_label(name, v):
     return f"{name} = [{x:.2f}, {y:.2f}]"
 
 
+MAX_ARROWS = 12   # named vectors one picture draws (three rounds of the colours)
+
+
+def check_arrows(vectors, limit):
+    """(vectors, limit) for ``draw_arrows``: a dict of 1 to MAX_ARROWS names, each with 2 finite numbers,
+    and None (room for the longest arrow) or a positive finite half-width of the axes; else one sentence."""
+    if not isinstance(vectors, dict) or not 1 <= len(vectors) <= MAX_ARROWS:
+        fail(f"vectors should be a dict of 1 to {MAX_ARROWS} named 2-D vectors such as {{'a': (1, 2)}}, "
+             f"but got {shown(vectors)}")
+    checked = {}
+    for name, v in vectors.items():
+        v = to_numpy(v, f"vector {shown(name)}")
+        if v.shape != (2,) or not np.isfinite(v).all():
+            fail(f"each vector should be two finite numbers (x, y), but {shown(name)} is {shown(v.tolist())}")
+        checked[name] = v
+    if limit is None:
+        return checked, 1.25 * max(np.abs(v).max() for v in checked.values()) or 1.0
+    return checked, check_number(limit, "limit", low=0, low_open=True)
+
+
 def draw_arrows(ax, vectors, limit=None):
     """Draw named 2-D vectors {name: (2,)} as arrows from the origin on ``ax``, the name
     at each tip and the coordinates listed under the axes (two per row).
 
     Returns {name: (arrow, tip, listing)}, the artists ``move_arrows`` updates.
     """
-    vectors = {name: np.asarray(v, dtype=float) for name, v in vectors.items()}
-    limit = limit or 1.25 * max(np.abs(v).max() for v in vectors.values())
+    vectors, limit = check_arrows(vectors, limit)
     artists = {}
     for row, ((name, v), colour) in enumerate(zip(vectors.items(), COLOURS * 3)):
         arrow = ax.annotate("", xy=v, xytext=(0, 0),
@@ -138,6 +157,7 @@ def arrows_figure(vectors, title=None, limit=None):
     """A (pyplot) figure of named 2-D vectors {name: (2,)} drawn as arrows."""
     import matplotlib.pyplot as plt
 
+    vectors, limit = check_arrows(vectors, limit)   # before a figure is made
     fig = plt.figure(figsize=ARROWS_SIZE)
     fig.subplots_adjust(**ARROWS_MARGINS)
     ax = fig.add_subplot()
@@ -322,12 +342,23 @@ def offset_agreement(kv, pairs):
 
 # ------------------------------------------------------------------ 2-D maps
 
+def check_points(points, least=1):
+    """points as a finite (n, d) float array with least <= n <= MAX_POINTS (the measures compare every
+    pair: 10,000 points make a 0.8 GB table of distances); else one sentence."""
+    points = as_array(points, "points", 2)
+    if not least <= len(points) <= MAX_POINTS:
+        fail(f"points should have {least} to {MAX_POINTS:,} rows, but has {len(points):,}")
+    if not np.isfinite(points).all():
+        fail(f"points should hold finite numbers, but they hold {shown(points[~np.isfinite(points)][0])}")
+    return points
+
+
 def knn(points, k):
     """Indices (n, k) of each point's k nearest other points (Euclidean), nearest first.
 
     points: (n, d) with n > k.
     """
-    points = as_array(points, "points", 2)
+    points = check_points(points)
     k = check_positive_int(k, "k")
     if len(points) <= k:
         fail(f"need more than k={k} points in an (n, d) array, but got shape {points.shape}")
@@ -388,7 +419,11 @@ def distance_agreement(high, low):
 
 
 def pca_2d(points):
-    """The first two principal components of points (n, d) -> (n, 2), signs fixed."""
+    """The first two principal components of points (n, d) -> (n, 2), signs fixed. points: finite,
+    n >= 2 and d >= 2 (two components to find), at most MAX_POINTS rows."""
+    points = check_points(points, least=2)
+    if points.shape[1] < 2:
+        fail(f"points should have at least 2 columns (two components to find), but has shape {points.shape}")
     centred = points - points.mean(axis=0)
     _, _, vt = np.linalg.svd(centred, full_matrices=False)
     axes = vt[:2] * np.sign(vt[:2, :1] + 1e-12)   # make each axis' first entry positive

@@ -11,6 +11,7 @@ import numpy as np
 import torch
 
 from ..exercises import NOT_ANSWERED, Function, Module, Wrong, as_array, call, exercise
+from ..sampling.checks import model_kept
 from . import compute, corpus
 from . import tokenize as tk
 
@@ -255,7 +256,8 @@ def gpt_module(run, cat):
     args = (cfg.vocab_size, cfg.d_model, cfg.n_heads, cfg.n_layers, cfg.d_ff, cfg.n_max)
     ids, lengths, expected = compute.cat_world_case(cat)
     try:
-        out = call(run, args, cat.state_dict(), ids, what="on the cat world")
+        with model_kept(cat):   # a GPT whose code changes the cat model (a global, say) changes nothing
+            out = call(run, args, cat.state_dict(), ids, what="on the cat world")
     except Wrong as wrong:
         text = str(wrong)
         if f"but {sorted(cat.state_dict())} are missing" in text:   # the skeleton: no parameters at all

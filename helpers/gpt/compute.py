@@ -23,7 +23,8 @@ import torch.nn.functional as F
 from torch import nn
 
 from .. import worlds
-from ..errors import CourseInputError, check_number, check_positive_int, check_seed, check_switch, check_text, count, fail, shown
+from ..errors import CourseInputError, check_number, check_positive_int, check_seed, check_switch, check_text, count, fail, shown, \
+    to_numpy
 from ..heads.compute import MultiHeadAttention, copy_losses
 from ..model import Config, Transformer
 from ..normalization.compute import Block, LayerNorm
@@ -33,6 +34,7 @@ from . import train as course_train
 from .corpus import check_ids, windows
 
 MAX_SECONDS = 60.0      # the live run's time limit
+MAX_LIVE_SECONDS = 600.0   # the most seconds a live run may be given (ten minutes of a lesson)
 MAX_NEW = 5_000         # the most tokens sample_text and samples_at draw in one call (each one is a pass)
 MAX_PROMPT = 100_000    # the most characters sample_text's prompt may hold (each is encoded; the model reads the last)
 MAX_ROWS = 64           # the most continuations samples_at draws side by side
@@ -405,7 +407,7 @@ def step_seconds(model, train_ids, batch, context, trials=3):
 def plan_live_run(model, train_ids, batch, context, seconds, eval_every, eval_batches, sample_chars):
     """(steps, training seconds): how many steps fit here in ``seconds`` once the sample's time is
     set aside, evaluations and the optimizer's update included, with a fifth kept in reserve."""
-    seconds = check_number(seconds, "seconds", low=0, low_open=True)
+    seconds = check_number(seconds, "seconds", low=0, high=MAX_LIVE_SECONDS, low_open=True)
     train_pass, sample_pass = step_seconds(model, train_ids, batch, context)
     training = seconds - 3.0 * sample_chars * sample_pass - 3.0
     if training <= 0:
@@ -429,7 +431,7 @@ class LiveRun:
         from tqdm import tqdm
 
         self.steps = course_train.check_steps(steps)
-        self.seconds = check_number(seconds, "seconds", low=0, low_open=True)
+        self.seconds = check_number(seconds, "seconds", low=0, high=MAX_LIVE_SECONDS, low_open=True)
         self.every, self.ln_v, self.unigram = every, ln_v, unigram   # every: seconds between redraws
         self.start = self.drawn = time.perf_counter()
         self.fig, (self.ax, self.text_ax) = plt.subplots(2, 1, figsize=(7.5, 6.2), height_ratios=(3, 2),
@@ -566,7 +568,15 @@ def circuit_birth(history, share=0.5):
     step: the first record at which its score reaches ``share`` of its final score, drop_step: the
     record ending the steepest fall of the second-copy loss between two records (the phase change),
     and the scores and losses just before and after it."""
-    steps, scores, second = history["steps"], history["scores"], history["second"]
+    if not isinstance(history, dict) or not {"steps", "scores", "second"} <= set(history):
+        fail(f"history should be the dict of steps, scores and second a recorded run gives, but got {shown(history)}")
+    share = check_number(share, "share", low=0, high=1, low_open=True)   # of the final score
+    steps, second = (to_numpy(history[name], f"history[{name!r}]") for name in ("steps", "second"))
+    scores = to_numpy(history["scores"], "history['scores']")
+    if steps.ndim != 1 or len(steps) < 2 or second.shape != steps.shape or scores.ndim != 3 \
+            or len(scores) != len(steps) or np.any(np.diff(steps) <= 0):
+        fail(f"history should hold at least 2 records at rising steps, with scores (records, layers, heads) and "
+             f"second (records,), but holds steps {steps.shape}, scores {scores.shape} and second {second.shape}")
     layer, head = np.unravel_index(int(np.argmax(scores[-1])), scores[-1].shape)
     own = scores[:, layer, head]
     reached = int(np.argmax(own >= share * own[-1]))

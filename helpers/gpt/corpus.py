@@ -12,6 +12,7 @@ import hashlib
 import torch
 
 from ..errors import check_bytes, count, check_positive_int, fail
+from ..files import read_bytes
 from ..weights import data_dir
 
 SHA256 = "86c4e6aa9db7c042ec79f339dcb96d42b0075e16b8fc2e86bf0ca57e2dc565ed"
@@ -24,14 +25,14 @@ def text_path():
     return data_dir() / "shakespeare" / "tinyshakespeare.txt"
 
 
+MAX_TEXT_BYTES = 8 * 2**20   # what load_text reads at most (Tiny Shakespeare has 1,115,394 bytes)
+
+
 def load_text(path=None):
     """The whole of Tiny Shakespeare as one string (1,115,394 characters), from the shipped copy
     (or ``path``), after checking that its bytes are the file the course was built on (sha256)."""
     path = text_path() if path is None else path
-    try:
-        data = open(path, "rb").read()
-    except OSError as error:
-        fail(f"expected the Tiny Shakespeare text at {path}, but it cannot be read ({type(error).__name__})")
+    data = read_bytes(path, "the Tiny Shakespeare text", MAX_TEXT_BYTES)
     digest = hashlib.sha256(data).hexdigest()
     if digest != SHA256:
         fail(f"expected Tiny Shakespeare with sha256 {SHA256[:12]} (and 52 more hex digits), but {path} has "

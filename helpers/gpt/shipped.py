@@ -20,10 +20,11 @@ import torch
 
 from .. import worlds
 from ..heads import compute as heads
+from ..errors import check_positive_int, count, fail
 from ..model import Config, Transformer
 from ..weights import data_dir, load
 from . import corpus
-from .train import estimate_loss, train
+from .train import check_batch, check_model, estimate_loss, train
 
 CONFIG = Config(vocab_size=65, d_model=128, n_heads=4, n_layers=4, d_ff=512, n_max=256,
                 positions="rotary", dropout=0.0)
@@ -64,8 +65,13 @@ def whole_text_loss(model, ids, context=TRAINING["context"], batch=64):
     non-overlapping windows of ``context`` characters (the last, shorter piece left out), each
     position predicted from the window's characters before it. On the validation text: 435 windows,
     111,360 of its 111,539 predictions. Eval mode; the model's mode is restored."""
+    check_model(model, "whole_text_loss")
     ids = corpus.check_ids(ids)
+    context, batch = check_positive_int(context, "context"), check_positive_int(batch, "batch")
     n = (len(ids) - 1) // context
+    if n == 0:
+        fail(f"context should leave at least one window of the text's {len(ids):,} ids, but got {count(context)}")
+    check_batch(model, min(batch, n), context)
     x, y = ids[:n * context].view(n, context), ids[1:n * context + 1].view(n, context)
     was_training = model.training
     model.eval()

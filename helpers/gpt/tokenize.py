@@ -117,9 +117,16 @@ def train_bpe(text, vocab_size):
     return bpe
 
 
+def check_bpe(bpe):
+    """A trained BPE (a Hugging Face Tokenizer, as train_bpe returns it); return it."""
+    if not all(callable(getattr(bpe, name, None)) for name in ("to_str", "encode", "decode")):
+        fail(f"bpe should be a trained BPE tokenizer (train_bpe's), but got {shown(bpe)}")
+    return bpe
+
+
 def _parts(bpe):
     """(tokens in id order, merges as pairs) of a trained BPE."""
-    model = json.loads(bpe.to_str())["model"]
+    model = json.loads(check_bpe(bpe).to_str())["model"]
     return sorted(model["vocab"], key=model["vocab"].get), [tuple(m) for m in model["merges"]]
 
 
@@ -196,7 +203,7 @@ def size_table(bpe, sizes, train_text, val_text):
 
 def pieces(bpe, text):
     """How ``bpe`` splits ``text``: each token as the text it stands for (a space shown as a space)."""
-    check_text(text)
+    check_bpe(bpe), check_text(text)
     return [bpe.decode([i]) for i in bpe.encode(text).ids]
 
 

@@ -11,7 +11,7 @@ in place.
 import numpy as np
 
 from ..explorer import Blitter, new_figure, show, start_at
-from ..errors import fail
+from ..errors import check_number, check_positive_int, check_switch, fail, to_numpy
 from ..errors import shown as shown_value
 from .compute import MODELS, PROMPTS, YOURS, head_view, model_and_tokenizer
 
@@ -185,6 +185,24 @@ def explorer(model="induction", layer=1, head=0, tokenizer=None, prompts=None):
     return show(controls, render, layout)
 
 
+MAX_GRID, MAX_NUMBERED, MAX_INCHES = 16, 30, 40   # maps in one figure, tokens of a numbered map, figure side
+
+
+def check_grid(grid, size, numbers):
+    """maps_figure's layout: grid (rows, columns) of at most MAX_GRID maps, size (width, height) in
+    inches up to MAX_INCHES, numbers a switch; returns (rows, columns, numbers)."""
+    if not isinstance(grid, (tuple, list)) or len(grid) != 2:
+        fail(f"grid should be (rows, columns), but got {shown_value(grid)}")
+    rows, columns = (check_positive_int(n, "each side of the grid") for n in grid)
+    if rows * columns > MAX_GRID:
+        fail(f"grid should hold at most {MAX_GRID} maps, but got {rows} x {columns}")
+    if not isinstance(size, (tuple, list)) or len(size) != 2:
+        fail(f"size should be (width, height) in inches, but got {shown_value(size)}")
+    for side in size:
+        check_number(side, "each side of the figure (inches)", 0, MAX_INCHES, low_open=True)
+    return rows, columns, check_switch(numbers, "numbers")
+
+
 def maps_figure(maps, tokens, titles, grid=(1, 2), size=(13, 6.6), numbers=False, first_copy=None, title=None):
     """Several attention maps side by side, sharing one colour bar (a pyplot figure; returns it).
 
@@ -197,8 +215,15 @@ def maps_figure(maps, tokens, titles, grid=(1, 2), size=(13, 6.6), numbers=False
 
     from ..plots import ACCENT, attention_heatmap
 
-    maps = [np.asarray(m.detach() if hasattr(m, "detach") else m, dtype=float) for m in maps]
-    rows, columns = grid
+    rows, columns, numbers = check_grid(grid, size, numbers)
+    maps = [to_numpy(m, "each map") for m in maps]
+    T = len(tokens)
+    if any(m.shape != (T, T) for m in maps):
+        fail(f"each map should be ({T}, {T}), a weight for each pair of the {T} tokens, but got shapes "
+             f"{[m.shape for m in maps][:4]}")
+    if numbers and T > MAX_NUMBERED:
+        fail(f"numbers=True prints a weight in each cell, so the maps should have at most {MAX_NUMBERED} tokens, "
+             f"but they have {T}: give numbers=False")
     if len(maps) != rows * columns or len(titles) != len(maps):
         fail(f"expected {rows * columns} maps and as many titles for a {rows} x {columns} grid, "
              f"but got {len(maps)} maps and {len(titles)} titles")

@@ -19,19 +19,22 @@
   Book's one-head module from nn.Linear, with its mask as a buffer.
 """
 import math
+import os
+from pathlib import Path
 from collections import defaultdict
 
+import numpy as np
 import torch
 import torch.nn.functional as F
 from torch import nn
 
-from ..errors import MAX_BYTES, check_bytes, check_number, check_positive_int, check_seed, check_switch, count, fail, \
+from ..errors import MAX_BYTES, as_array, check_bytes, check_number, check_positive_int, check_seed, check_switch, count, fail, \
     shown, to_numpy
 from ..model import Attention, Transformer
 from ..recipes import CAT_CONFIG, CAT_TRAINING
 from ..sampling.compute import check_length, check_prompt, check_sampling, generate, next_distribution
-from ..training import train
-from ..worlds import decisions, entropy_floor   # entropy_floor: chapter 04 calls it masking.entropy_floor
+from ..training import check_steps, train
+from ..worlds import World, check_sentences, decisions, entropy_floor   # entropy_floor: chapter 04 calls it masking.entropy_floor
 
 
 def check_square(T, bytes_per_entry, what):
@@ -86,6 +89,9 @@ def causal_attention(q, k, v):
     if k.shape[-1] != d_k or k.shape[:-2] != q.shape[:-2] or v.shape[:-1] != k.shape[:-1] or T_q > T_k:
         fail(f"expected q (B, H, T_q, d_k) and k, v (B, H, T_k, d_k) with T_q <= T_k, but got q "
              f"{tuple(q.shape)}, k {tuple(k.shape)}, v {tuple(v.shape)}")
+    # the scores, the masked scores, the mask and the weights: four (B, H, T_q, T_k) tables
+    check_bytes(4 * q[..., 0].numel() * T_k * q.element_size(), f"causal attention on {count(T_q)} queries "
+                f"and {count(T_k)} keys", "give shorter sequences or fewer of them")
     scores = q @ k.transpose(-2, -1) / math.sqrt(d_k)           # (B, H, T_q, T_k)
     query_at = torch.arange(T_q)[:, None] + (T_k - T_q)         # each query's position
     key_at = torch.arange(T_k)[None, :]                         # each key's position
@@ -305,7 +311,10 @@ def sample_sentences(model, world, n=20, causal=True, temperature=1.0, seed=0, m
 
 def share_valid(sentences, world):
     """The share of ``sentences`` (word lists) that are sentence types of ``world``."""
-    return sum(list(s) in world.sentences for s in sentences) / len(sentences)
+    sentences = check_sentences(sentences)
+    if not isinstance(world, World):
+        fail(f"world should be a helpers.worlds.World such as worlds.cat_world(), but got {shown(world)}")
+    return sum(s in world.sentences for s in sentences) / len(sentences)
 
 
 NO_MASK_SEEDS, NO_MASK_STEPS = (0, 1, 2, 3, 4), 300   # the five runs shipped in data/no_mask/
@@ -318,9 +327,7 @@ def train_without_mask(world, seed=0, steps=CAT_TRAINING["steps"], stop_after=No
     """The cat model trained by the shipped model's recipe (Adam, cosine decay over ``steps``,
     full batch) from ``seed``, but with the mask off on every step (only the first
     ``stop_after`` steps of that schedule, if given). Returns (model, losses). steps <= MAX_STEPS (10,000)."""
-    seed, steps = check_seed(seed), check_positive_int(steps, "steps")
-    if steps > MAX_STEPS:
-        fail(f"steps should be at most {MAX_STEPS:,} (this course's limit), but got {count(steps)}")
+    seed, steps = check_seed(seed), check_steps(steps, MAX_STEPS)
     model = Transformer(CAT_CONFIG, init="unit")
     settings = {**CAT_TRAINING, "seed": seed, "steps": steps}
     losses = train(model, world.batch(world.train), progress=False, causal=False, stop_after=stop_after, **settings)
@@ -359,7 +366,9 @@ def no_mask_stem(seed, folder=None):
     or ``folder``/seed<seed>."""
     from ..weights import data_dir
     seed = check_seed(seed)
-    return (data_dir() / "no_mask" if folder is None else folder) / f"seed{seed}"
+    if folder is not None and not isinstance(folder, (str, os.PathLike)):
+        fail(f"folder should be a path (a str), but got {shown(folder)}")
+    return (data_dir() / "no_mask" if folder is None else Path(folder)) / f"seed{seed}"
 
 
 def shipped_no_mask_runs(world, n_samples=50):
@@ -381,7 +390,12 @@ def shipped_no_mask_runs(world, n_samples=50):
 
 def count_within(values, low, high):
     """How many of ``values`` lie in [low, high] (a claim about every run is a count of runs)."""
-    return sum(low <= v <= high for v in values)
+    values = as_array(values, "values", 1)
+    for bound, name in ((low, "low"), (high, "high")):   # math.inf is a bound (no upper end)
+        if isinstance(bound, bool) or not isinstance(bound, (int, float, np.integer, np.floating)) or bound != bound \
+                or isinstance(bound, int) and abs(bound) > 2**1000:   # no float holds it
+            fail(f"{name} should be a number (math.inf for no end), but got {shown(bound)}")
+    return int(((low <= values) & (values <= high)).sum())
 
 
 @torch.no_grad()

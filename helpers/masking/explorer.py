@@ -7,11 +7,12 @@
 """
 import numpy as np
 
-from ..errors import CourseInputError, fail, shown
+from ..errors import CourseInputError, check_positive_int, count, fail, shown
 from ..explorer import Blitter, new_figure, show, start_at
 from .compute import attention_maps
 
 HIDDEN = (0.85, 0.85, 0.85, 1.0)   # grey: a key the mask hides
+MAX_MAPS, MAX_SIZE = 64, 64   # the most heatmaps in the grid and words a map has room for (the chapter: 4 and 10)
 
 
 def maps_view(n_layers=2, n_heads=2, size=10):
@@ -28,6 +29,12 @@ def maps_view(n_layers=2, n_heads=2, size=10):
     from matplotlib.cm import ScalarMappable
     from matplotlib.colors import Normalize
 
+    n_layers, n_heads = check_positive_int(n_layers, "n_layers"), check_positive_int(n_heads, "n_heads")
+    if n_layers * n_heads > MAX_MAPS:
+        fail(f"maps_view should draw at most {MAX_MAPS} maps (n_layers x n_heads), but got "
+             f"{count(n_layers)} x {count(n_heads)}")
+    if check_positive_int(size, "size") > MAX_SIZE:
+        fail(f"size should be at most {MAX_SIZE} words, but got {count(size)}")
     fig = new_figure((3.0 * n_heads + 1.6, 3.0 * n_layers + 0.9))
     fig.subplots_adjust(left=0.11, right=0.86, bottom=0.1, top=0.9, wspace=0.12, hspace=0.22)
     view = Blitter(fig)

@@ -29,6 +29,7 @@
 """
 import json
 import math
+import os
 from collections import Counter, defaultdict
 from functools import lru_cache
 from pathlib import Path
@@ -41,13 +42,14 @@ from torch import nn
 
 from .. import reference as ref
 from .. import worlds
+from ..files import named, read_json
 from ..errors import MAX_BYTES, as_array, check_bytes, check_choice, check_number, check_positive_int, check_seed, \
     check_switch, count, fail, shown
 from ..heads.compute import MultiHeadAttention, check_model
 from ..mlp.compute import MLP
 from ..model import Block as ModelBlock
-from ..model import Config, Transformer
-from ..training import train
+from ..model import Config, Transformer, check_depth
+from ..training import check_batch as check_training_batch, train
 from ..weights import data_dir
 
 PLACEMENTS = ("pre", "post", "none")
@@ -225,8 +227,9 @@ def embedding_survival(model, ids):
 
 
 def residual_names(n_layers):
-    """The trace keys of the residual stream, in order: h0, L0.h_mid, L0.h, L1.h_mid, ..."""
-    names = ["h0"]
+    """The trace keys of the residual stream, in order: h0, L0.h_mid, L0.h, L1.h_mid, ...
+    (n_layers: 1 to MAX_LAYERS, as a model has)."""
+    n_layers, names = check_depth(n_layers), ["h0"]
     for layer in range(n_layers):
         names += [f"L{layer}.h_mid", f"L{layer}.h"]
     return names
@@ -302,26 +305,7 @@ def check_batch(batch, vocab_size=STACK["vocab_size"]):
     the cat world's training set. Returns (inputs, targets) as LongTensors, else one sentence."""
     if batch is None:
         return cat_batch()
-    if not isinstance(batch, (tuple, list)) or len(batch) != 2:
-        fail(f"batch should be (inputs, targets), two (B, T) tables of token ids, but got {shown(batch)}")
-    tables = []
-    for name, table in zip(("inputs", "targets"), batch):
-        whole = (isinstance(table, torch.Tensor) and not table.dtype.is_floating_point and not table.is_complex()
-                 and table.dtype != torch.bool or isinstance(table, np.ndarray) and table.dtype.kind in "iu")
-        if not whole or table.ndim != 2:
-            got = (f"a {type(table).__name__} of {table.dtype} and shape {tuple(table.shape)}"
-                   if isinstance(table, (torch.Tensor, np.ndarray)) else shown(table))
-            fail(f"the batch's {name} should be a (B, T) tensor of token ids, but got {got}")
-        tables.append(torch.as_tensor(table, dtype=torch.long))
-    inputs, targets = tables
-    if inputs.shape != targets.shape or inputs.numel() == 0:
-        fail(f"the batch's inputs and targets should have the same (B, T) shape, not empty, but have "
-             f"{tuple(inputs.shape)} and {tuple(targets.shape)}")
-    if inputs.min() < 0 or inputs.max() >= vocab_size or ((targets < 0) & (targets != -100)).any() \
-            or targets.max() >= vocab_size:
-        fail(f"the batch should hold token ids 0..{vocab_size - 1} (targets also -100), but holds "
-             f"{int(min(inputs.min(), targets.min()))}..{int(max(inputs.max(), targets.max()))}")
-    return inputs, targets
+    return check_training_batch(batch, vocab_size)
 
 
 def check_steps(steps):
@@ -545,13 +529,16 @@ def load_plain_curves():
     return load_curves(curves_path("no_residual.json"))
 
 
+MAX_CURVES_BYTES = 16 * 2**20   # what load_curves reads at most (the shipped grid: 0.2 MB)
+
+
 def load_curves(path=None):
     """The shipped grid of training curves (the dict ``build_curves`` returns)."""
-    path = Path(path) if path is not None else curves_path()
-    if not path.exists():
-        fail(f"expected the shipped curves at {path}, but there is no file there; "
+    path = curves_path() if path is None else path
+    if isinstance(path, (str, os.PathLike)) and not os.path.lexists(path):
+        fail(f"expected the shipped curves at {named(path)}, but there is no file there; "
              "rebuild them with python data/normalization/build.py")
-    return json.loads(path.read_text())
+    return read_json(path, "the shipped curves", MAX_CURVES_BYTES)
 
 
 def get_run(curves, norm, n_layers, lr):

@@ -34,7 +34,7 @@ from .. import reference as ref
 from ..errors import MAX_BYTES, as_array, check_bytes, check_number, check_positive_int, check_seed, check_switch, \
     count, fail, shown
 from ..explorer import check_model_and_world
-from ..model import MAX_TOKENS, Transformer, rotate_pairs, sinusoidal_table
+from ..model import MAX_TOKENS, Transformer, check_depth, rotate_pairs, sinusoidal_table
 
 MAX_SQUARE = math.isqrt(MAX_BYTES // 8)   # the largest n of an (n, n) float64 table within MAX_BYTES: 14,188
 MAX_SHIFT = 1_000_000     # the furthest position shifted_logits places a sequence (the notebook goes to 1,000)
@@ -103,7 +103,7 @@ def random_attention(d, seed, n_layers=1):
 
     Entries are normal with standard deviation 1/sqrt(d), so scores stay moderate.
     """
-    d, n_layers = check_positive_int(d, "d"), check_positive_int(n_layers, "n_layers")
+    d, n_layers = check_positive_int(d, "d"), check_depth(n_layers)
     seed = check_seed(seed)
     check_bytes(24 * n_layers * d * d, f"random_attention of {count(n_layers)} layers of width {count(d)}",
                 "ask for fewer or narrower layers (three d x d float64 matrices each)")

@@ -15,13 +15,14 @@
 
 Row-vector convention throughout: a token is a row, ``Q = X @ W_Q``.
 """
+import functools
 import math
 
 import numpy as np
 import torch
 
 from .. import reference as ref
-from ..errors import as_array, check_index, check_number, check_switch, fail, shown
+from ..errors import as_array, check_bytes, check_index, check_number, check_switch, count, fail, shown
 
 
 def three_words():
@@ -141,6 +142,8 @@ def attention_steps(X, W_Q, W_K, W_V, causal=False, scale=True):
             fail(f"{name} has {W.shape[0]} rows but X has d_model={X.shape[1]} columns; they must match")
     if W_K.shape[1] != W_Q.shape[1]:
         fail(f"W_K makes keys of d_k={W_K.shape[1]} but W_Q makes queries of d_k={W_Q.shape[1]}")
+    # scores, scaled, the mask, masked, weights and the softmax's work: six (T, T) tables of float64
+    check_bytes(48 * len(X) ** 2, f"attention_steps on {count(len(X))} rows of X", "give fewer rows")
     Q, K, V = X @ W_Q, X @ W_K, X @ W_V
     scores = Q @ K.T
     scaled = scores / math.sqrt(Q.shape[1]) if scale else scores
@@ -253,6 +256,10 @@ def attention_head(x, W_Q, W_K, W_V, b_Q, b_K, b_V):
             fail(f"one head's W_{name} should be {tuple(W_Q.shape)} with a bias b_{name} of {W_Q.shape[1]} "
                  f"entries, but got {tuple(W.shape)} and {tuple(b.shape)}")
     T, d_k = x.shape[0], W_Q.shape[1]
+    check_bytes(3 * T * T * 8, f"attention_head on {count(T)} rows of x", "give fewer rows")   # (T, T) tables
+    # float32 and float64 together (a model's weights, the learner's x) are computed in the wider one
+    dtype = functools.reduce(torch.promote_types, (t.dtype for t in (x, W_Q, W_K, W_V, b_Q, b_K, b_V)))
+    x, W_Q, W_K, W_V, b_Q, b_K, b_V = (t.to(dtype) for t in (x, W_Q, W_K, W_V, b_Q, b_K, b_V))
     q = x @ W_Q + b_Q                                 # (T, d_k): what each token looks for
     k = x @ W_K + b_K                                 # (T, d_k): what each token can be found by
     v = x @ W_V + b_V                                 # (T, d_k): what each token hands over

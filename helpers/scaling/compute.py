@@ -14,7 +14,7 @@ from ..errors import MAX_BYTES, as_array, check_bytes, check_index, check_number
     count, fail, shown
 from ..plots import ACCENT, BASE
 from ..reference import softmax
-from ..training import Adam
+from ..training import Adam, check_seeds, check_steps
 from ..worlds import entropy_floor as loss_floor   # the floor under the training loss (chapter 04's entropy_floor)
 
 # The Book's table: d -> (spread of raw dot products, spread after dividing by √d).
@@ -333,12 +333,8 @@ def train_with_and_without_scaling(seeds=SCALING_RUNS["seeds"], steps=SCALING_RU
     from .. import worlds
     from ..training import train
 
-    if not isinstance(seeds, (list, tuple, range)) or not 1 <= len(seeds[:MAX_SEEDS + 1]) <= MAX_SEEDS:
-        fail(f"seeds should be a list of 1 to {MAX_SEEDS} seeds, but got {shown(seeds)}")
-    seeds = [check_seed(s, "each seed") for s in seeds]
-    steps = check_positive_int(steps, "steps")
-    if steps > MAX_STEPS:
-        fail(f"steps should be at most {MAX_STEPS:,} (this course's limit), but got {count(steps)}")
+    seeds = check_seeds(seeds, MAX_SEEDS)
+    steps = check_steps(steps, MAX_STEPS)
     lr = check_number(lr, "lr", low=0, low_open=True)
     if stop_after is not None and not 1 <= check_positive_int(stop_after, "stop_after") <= steps:
         fail(f"stop_after should be None or a whole number of steps from 1 to steps={steps:,}, but got {count(stop_after)}")

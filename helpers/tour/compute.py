@@ -20,9 +20,11 @@ from collections import Counter, defaultdict
 import torch
 import torch.nn.functional as F
 
-from ..errors import check_positive_int, fail
+from ..errors import check_index, check_positive_int, check_switch, check_text, count, fail, shown
+from ..explorer import check_model_and_world
 from ..model import Transformer
-from ..worlds import COPULAS, adjectives_of, decisions, next_token_probs
+from ..training import check_seeds
+from ..worlds import COPULAS, adjectives_of, check_sentences, decisions, next_token_probs
 
 # The Primer §6, "The same model on <BOS> the cat is": its top three after each copula prompt.
 PRIMER_COPULA_TOP3 = {
@@ -42,6 +44,9 @@ PRIMER_PE = ((0.000, 1.000, 0.000, 1.000, 0.000, 1.000), (0.841, 0.540, 0.046, 0
 PRIMER_P_CLASS_RANGE = (0.92, 0.99)
 
 
+MAX_PROMPT_CHARS = 10_000   # a prompt of the tour's worlds (a model reads at most 1,024 tokens of it)
+
+
 def prompt_view(model, world, prompt, attention=True):
     """Everything the tour's explorer draws for one prompt (a string of the world's words).
 
@@ -49,7 +54,9 @@ def prompt_view(model, world, prompt, attention=True):
     token, weights: (L, h, T, T) every head's attention weights, zeros with attention
     off, attention: the switch). An unknown word raises CourseInputError.
     """
-    ids = world.tokenizer.encode(prompt)
+    check_model_and_world(model, world)
+    attention = check_switch(attention, "attention")
+    ids = world.tokenizer.encode(check_text(prompt, "the prompt", max_chars=MAX_PROMPT_CHARS))
     L, H, T = model.cfg.n_layers, model.cfg.n_heads, len(ids)
     with torch.no_grad():
         trace = model(ids, trace=True, attention=attention)
@@ -66,22 +73,28 @@ def step_rows(trace, layer, position, steps):
     the end); steps: short names ("ln1", "q", ..., "h"). A per-head step (H, T, w) gives
     the heads' rows side by side, (H * w,), as concat will join them.
     """
+    if not isinstance(trace, dict) or not all(isinstance(x, torch.Tensor) for x in trace.values()):
+        fail(f"trace should be the dict model(ids, trace=True) returns, but got {shown(trace)}")
+    if isinstance(steps, str) or not isinstance(steps, (list, tuple)) or not all(isinstance(s, str) for s in steps):
+        fail(f"steps should be a list of step names such as ['ln1', 'q'], but got {shown(steps)}")
     out = {}
     for step in steps:
         name = f"L{layer}.{step}"
         if name not in trace:
             fail(f"'{name}' is not a step of this trace; expected one of: {', '.join(trace)}")
         x = trace[name].detach()
-        if not -x.shape[-2] <= position < x.shape[-2]:
-            fail(f"position {position} is outside the prompt's {x.shape[-2]} tokens")
+        position = check_index(position, "position", x.shape[-2], negative=True)
         out[step] = x[:, position].reshape(-1) if x.dim() == 3 else x[position]
     return out
 
 
 def top_next(model, world, prompt, k=3):
     """The k most probable next words after ``prompt`` (a string): [(word, probability)]."""
+    check_model_and_world(model, world)
     k = check_positive_int(k, "k")
-    probs = next_token_probs(model, world, [prompt.split()])[0]
+    if k > model.cfg.vocab_size:
+        fail(f"k should be at most the vocabulary's {model.cfg.vocab_size} words, but got {count(k)}")
+    probs = next_token_probs(model, world, [check_text(prompt, "the prompt", max_chars=MAX_PROMPT_CHARS).split()])[0]
     order = torch.argsort(probs, descending=True, stable=True)[:k]
     return [(world.tokenizer.vocab[i], float(probs[i])) for i in order]
 
@@ -92,6 +105,7 @@ def copula_splits(model, world):
     Returns a list of dicts: prompt, adjectives (a, b), p (p(a), p(b)), held_out: the
     adjectives whose sentence type was held out of training (a tuple, often empty).
     """
+    check_model_and_world(model, world)
     held = {tuple(s) for s in world.held_out}
     prompts = dict.fromkeys(tuple(s[:4]) for s in world.sentences if len(s) > 3 and s[3] in COPULAS)
     rows = []
@@ -106,7 +120,8 @@ def copula_splits(model, world):
 
 def _logits_and_targets(model, world, sentences):
     """The model's logits at every predicted position of ``sentences`` and the true next ids."""
-    sentences = world.train if sentences is None else sentences
+    check_model_and_world(model, world)
+    sentences = world.train if sentences is None else check_sentences(sentences)
     if not sentences or any(len(s) < 2 for s in sentences):
         fail("expected a list of sentences of two or more words each, "
              f"but got {len(sentences)} sentences" + (" with a shorter one" if sentences else ""))
@@ -131,12 +146,13 @@ def logit_spread(model, world, sentences=None):
     return float(_logits_and_targets(model, world, sentences)[0].std())
 
 
+MAX_SEEDS = 100   # fresh models first_losses builds (the tour: 5)
+
+
 def first_losses(cfg, world, seeds, init):
     """Where training starts: for each seed, (loss, logit spread) of a fresh, untrained
     ``Transformer(cfg, seed, init=init)`` on the world's training sentences, in float64."""
-    seeds = list(seeds)
-    if not seeds:
-        fail("expected at least one seed, but got none")
+    seeds = check_seeds(seeds, MAX_SEEDS)
     out = []
     for seed in seeds:
         model = Transformer(cfg, seed, init=init).double()
@@ -147,16 +163,18 @@ def first_losses(cfg, world, seeds, init):
 def followers(sentences, context):
     """The words that follow ``context`` (a string or list of consecutive words, e.g.
     "on the") anywhere in ``sentences``, sorted by first appearance."""
-    words = context.split() if isinstance(context, str) else list(context)
-    if not words or not all(isinstance(w, str) for w in words):
-        fail(f"expected a context of one or more words, such as 'on the', but got {context!r}")
+    sentences = check_sentences(sentences)
+    words = context.split() if isinstance(context, str) else context
+    if not isinstance(words, (list, tuple)) or not words or not all(isinstance(w, str) for w in words):
+        fail(f"expected a context of one or more words, such as 'on the', but got {shown(context)}")
     n, found = len(words), {}
     for s in sentences:
         for t in range(n, len(s)):
             if list(s[t - n:t]) == words:
                 found.setdefault(s[t], None)
     if not found:
-        fail(f"'{' '.join(words)}' is never followed by a word in these sentences")
+        fail(f"expected a context that some word follows in these sentences, but {shown(' '.join(words))} "
+             "is never followed by one")
     return list(found)
 
 
