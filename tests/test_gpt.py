@@ -831,3 +831,11 @@ def test_the_gpt_check_leaves_the_cat_model_as_it_was_whatever_the_class_does(ca
             return out
     assert feedback(checks.gpt_module, Meddler, cat) == ""
     assert all(torch.equal(t, before[name]) for name, t in cat.state_dict().items())
+
+
+@pytest.mark.parametrize("train_text", [None, "", "a", "\ud800", 5])
+def test_the_merge_check_refuses_a_text_with_nothing_to_merge_before_running_the_learners_code(train_text):
+    ran = []
+    said = feedback(checks.merge_step, lambda words: ran.append(1) or tk.merge_step(words), train_text)
+    assert said.startswith("the check cannot use what the check cell gives it"), said
+    assert not ran

@@ -10,6 +10,7 @@ import re
 import numpy as np
 import torch
 
+from ..errors import check_text, fail, shown
 from ..exercises import NOT_ANSWERED, Function, Module, Wrong, as_array, call, exercise
 from ..sampling.checks import model_kept
 from . import compute, corpus
@@ -158,15 +159,19 @@ def merge_words(train_text):
 def merge_step(fn, train_text):
     """``fn(words)`` returns (the pair merged, the words after merging it) as ``tk.merge_step``;
     on the first MERGE_TEXT characters of ``train_text`` its pair is the library's first merge."""
+    check_text(train_text, "train_text")
+    text_words = merge_words(train_text)
+    if not any(len(word) >= 2 for word in text_words):
+        fail(f"train_text should hold a word of two or more characters in its first {MERGE_TEXT:,} (a pair to "
+             f"merge), but got {shown(train_text)}")
     for what, words in MERGE_CASES:
         problem = merge_problem(fn, words, what)
         if problem:
             yield problem
             return
-    words = merge_words(train_text)
     library = tk.merges(tk.train_bpe(train_text[:MERGE_TEXT], tk.BYTES + 1))[0]
     what = f"the first {MERGE_TEXT:,} characters of the training text"
-    problem = merge_problem(fn, words, what, library_pair=library)
+    problem = merge_problem(fn, text_words, what, library_pair=library)
     if problem:
         yield problem
 
