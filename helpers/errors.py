@@ -40,7 +40,7 @@ def to_numpy(x, name="the input"):
         fail(f"{name} should hold real numbers, but it holds complex ones")
     if kind in "US":
         fail(f"{name} should be an array of numbers, but it holds text ({shown(str(arr.flat[0]) if arr.size else x)}): "
-             "give the number itself, without quotes")
+             "write the numbers without quotes")
     return arr
 
 
