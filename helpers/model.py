@@ -25,6 +25,8 @@ rotary convention), ``bias=False``. The defaults are the tiny models' choices.
 """
 import inspect
 import math
+import threading
+from contextlib import contextmanager
 from dataclasses import asdict, dataclass
 
 import numpy as np
@@ -233,6 +235,35 @@ def check_unknown(unknown, allowed, whose):
              f"{shown(', '.join(map(str, sorted(unknown))))}")
 
 
+class _Checked(threading.local):
+    depth = 0   # > 0 inside a pass whose input the model has checked once, at its entry
+
+
+_CHECKED = _Checked()
+
+
+@contextmanager
+def checked_once():
+    """Inside this, the model's parts skip their own checks: the model has checked its input once, at
+    the outermost call (``Transformer.forward``), so its blocks need not check it again on every layer.
+    A part called on its own (``block.attn(x)``) checks everything."""
+    _CHECKED.depth += 1
+    try:
+        yield
+    finally:
+        _CHECKED.depth -= 1
+
+
+@contextmanager
+def unchecked():
+    """Learner code run inside a checked pass (a ``replace`` function) is checked again when it calls a part."""
+    depth, _CHECKED.depth = _CHECKED.depth, 0
+    try:
+        yield
+    finally:
+        _CHECKED.depth = depth
+
+
 def check_stream(x, d, dtype, name, dims=3):
     """x: a non-empty float tensor of shape (B, T, d) (``dims=3``) or (..., d) (``dims=None``) with the
     weights' dtype, as the parts of the model take it; return it."""
@@ -381,9 +412,10 @@ class Attention(nn.Module):
         start: the position of x's first token (for rotary positions after a cache).
         Every argument is checked first (see ``check_call``).
         """
-        ablate = self.check_call(x, ablate, cache, layer, start, keep, unknown)
-        causal, positions, scaled = (check_switch(value, name) for value, name in
-                                     ((causal, "causal"), (positions, "positions"), (scaled, "scaled")))
+        if not _CHECKED.depth:
+            ablate = self.check_call(x, ablate, cache, layer, start, keep, unknown)
+            causal, positions, scaled = (check_switch(value, name) for value, name in
+                                         ((causal, "causal"), (positions, "positions"), (scaled, "scaled")))
         fused = check_switch(self.fused, "Attention.fused") and keep in (None, _same) and cache is None \
             and not (self.dropout and self.training)
         keep = _through(keep)
@@ -477,11 +509,12 @@ class MLP(nn.Module):
 
     def forward(self, x, keep=None):
         """x (..., d_model) -> (..., d_model); x is checked first, and the memory its hidden layer needs."""
-        d, d_ff = self.W_1.shape
-        rows = check_stream(x, d, self.W_1.dtype, "x", dims=None).numel() // d
-        check_bytes(16 * rows * d_ff, f"an MLP pass on {count(rows)} positions", "give fewer positions")
-        if keep is not None and not callable(keep):
-            fail(f"keep should be a function keep(name, tensor), but got {shown(keep)}")
+        if not _CHECKED.depth:
+            d, d_ff = self.W_1.shape
+            rows = check_stream(x, d, self.W_1.dtype, "x", dims=None).numel() // d
+            check_bytes(16 * rows * d_ff, f"an MLP pass on {count(rows)} positions", "give fewer positions")
+            if keep is not None and not callable(keep):
+                fail(f"keep should be a function keep(name, tensor), but got {shown(keep)}")
         keep = _through(keep)
         pre = keep("pre", linear(x, self.W_1, self.b_1))
         if self.activation == "swiglu":
@@ -519,10 +552,11 @@ class Block(nn.Module):
 
     def attention_part(self, h, keep=None, attention=True, **switches):
         """h (B, T, d_model) -> h_mid. attention=False writes zero; other switches go to ``attn``."""
-        check_stream(h, self.cfg.d_model, self.attn.W_Q.dtype, "h")
-        check_unknown(set(switches) - set(ATTENTION_SWITCHES), ATTENTION_SWITCHES + ("attention",), "a Block's")
+        if not _CHECKED.depth:
+            check_stream(h, self.cfg.d_model, self.attn.W_Q.dtype, "h")
+            check_unknown(set(switches) - set(ATTENTION_SWITCHES), ATTENTION_SWITCHES + ("attention",), "a Block's")
+            attention = check_switch(attention, "attention")
         keep = _through(keep)
-        attention = check_switch(attention, "attention")
         x = keep("ln1", self.ln1(h) if self.cfg.norm == "pre" else h)
         if attention:
             attn = self.attn(x, keep=keep, **switches)
@@ -535,7 +569,8 @@ class Block(nn.Module):
 
     def mlp_part(self, h_mid, keep=None):
         """h_mid (B, T, d_model) -> h, the layer's output (h_mid itself when d_ff=0)."""
-        check_stream(h_mid, self.cfg.d_model, self.attn.W_Q.dtype, "h_mid")
+        if not _CHECKED.depth:
+            check_stream(h_mid, self.cfg.d_model, self.attn.W_Q.dtype, "h_mid")
         keep = _through(keep)
         if self.mlp is None:
             return keep("h", h_mid)
@@ -733,8 +768,9 @@ class Transformer(nn.Module):
         try:   # a pass that fails leaves the cache as it was (a replace function may raise, say)
             if cache is not None:
                 cache.check(self, ids, given)
-            return self._forward(ids, single, trace, record, replace, heads, cache, start,
-                                 causal=causal, attention=attention, positions=positions, scaled=scaled)
+            with checked_once():   # checked here, once: the blocks need not check again
+                return self._forward(ids, single, trace, record, replace, heads, cache, start,
+                                     causal=causal, attention=attention, positions=positions, scaled=scaled)
         except BaseException:
             if cache is not None:
                 cache.restore(saved)
@@ -784,7 +820,8 @@ class Transformer(nn.Module):
         def keep(name, x):
             seen[name] = None
             if name in replace:
-                y = replace[name](x)
+                with unchecked():   # the learner's function: any part it calls checks its input
+                    y = replace[name](x)
                 if not isinstance(y, torch.Tensor) or y.shape != x.shape or y.dtype != x.dtype:
                     fail(f"replace[{name!r}] should return a tensor of shape {tuple(x.shape)} and dtype {x.dtype}, "
                          f"but returned " + (f"shape {tuple(y.shape)} and dtype {y.dtype}"
@@ -806,11 +843,13 @@ class Transformer(nn.Module):
 
     def embed(self, ids, start=0, positions=True):
         """ids (B, T) -> h0 (B, T, d_model): token rows of E plus the positions (unless switched off)."""
-        cfg, ids = self.cfg, self.check_ids(ids)
-        start, positions = check_positive_int(start, "start", minimum=0), check_switch(positions, "positions")
+        cfg = self.cfg
+        if not _CHECKED.depth:
+            ids = self.check_ids(ids)
+            start, positions = check_positive_int(start, "start", minimum=0), check_switch(positions, "positions")
+            check_span(start + ids.shape[-1])
+            self.check_room(start + ids.shape[-1])
         T = ids.shape[-1]
-        check_span(start + T)
-        self.check_room(start + T)
         h = self.E[ids]
         if positions and cfg.positions == "sinusoidal":
             table = self.PE if start + T <= cfg.n_max else sinusoidal_table(start + T, cfg.d_model)
@@ -823,7 +862,8 @@ class Transformer(nn.Module):
         """h (..., d_model), the residual stream after the last block -> logits (..., V):
         the final LayerNorm (if any), then the tied unembedding E^T. ``keep`` receives
         final_ln and logits."""
-        check_stream(h, self.cfg.d_model, self.E.dtype, "h", dims=None)
+        if not _CHECKED.depth:
+            check_stream(h, self.cfg.d_model, self.E.dtype, "h", dims=None)
         keep = _through(keep)
         final = keep("final_ln", self.final_ln(h) if self.final_ln is not None else h)
         return keep("logits", final @ self.E.T)

@@ -279,6 +279,21 @@ def test_replace_refuses_unknown_names_and_wrong_shapes(refused):
     refused(lambda: model(ids, replace=[("L0.h", abs)]), "dict")
 
 
+def test_the_parts_check_their_input_when_learner_code_inside_a_pass_calls_them(refused):
+    """The model checks its input once, at its entry, and its blocks skip their own checks; a replace
+    function (learner code) run inside that pass gets the parts' checks back, and they return after."""
+    from helpers import model as model_module
+    model = Transformer(Config(vocab_size=9, d_model=8, n_heads=2, n_layers=1, d_ff=12))
+    block = model.blocks[0]
+    ids = torch.tensor([1, 2, 3])
+    refused(lambda: model(ids, replace={"L0.h": lambda x: block.attn(x[..., :4])}), "x should be", "(1, 3, 4)")
+    refused(lambda: model(ids, replace={"L0.h": lambda x: block.mlp(x.double())}), "dtype torch.float32")
+    refused(lambda: model(ids, replace={"L0.h": lambda x: block(x, casual=True)}), "casual")
+    assert model_module._CHECKED.depth == 0   # a failed pass leaves no part unchecked
+    refused(lambda: block.attn(torch.zeros(1, 3, 5)), "(1, 3, 5)")
+    refused(lambda: model.unembed(torch.zeros(2, 7)), "(2, 7)")
+
+
 def first_losses(cfg, init, seeds=range(5)):
     """The loss of a fresh model (seeds 0-4) on random token ids: where training starts."""
     losses = []
