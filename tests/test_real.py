@@ -889,3 +889,85 @@ def test_the_real_checks_refuse_their_own_bad_arguments(check, args):
     answer = (1, 2) if check is real_checks.best_induction_head else 100
     said = " ".join(check.feedback(answer, *args))
     assert said.startswith("the check cannot use what the check cell gives it"), said
+
+
+def test_induction_scores_under_ablation_match_the_clean_statistics_and_the_shipped_backup_on_attention(smol, repeats):
+    """With nothing off, every head's score is head_statistics'; with the best 3 off, the first rows
+    are the build script's (its backup test on attention); a head's weights are made before its output,
+    so layers up to the removed heads' own attend as before, and later ones differ."""
+    model, _ = smol
+    ids = repeats[:2]
+    means = circuit.shipped_means()
+    clean = circuit.induction_scores(model, ids)
+    assert (clean - circuit.head_statistics(model, ids)["induction"]).abs().max() < 1e-4
+    off = circuit.induction_scores(model, ids, BEST3, means)
+    shipped = circuit.shipped("induction")["backup_attention"]
+    assert set(shipped) == {"none", "L18H6", "L17H4", "L17H5", "best3"}
+    assert (off - torch.tensor(shipped["best3"]["first_rows"][:2])).abs().max() < 1e-3
+    assert (off - clean)[:, :18].abs().max() < 1e-5      # layers up to the removed heads' own attend as before
+    assert (off - clean)[:, 18:].abs().max() > 1e-2      # later layers read a stream without them
+    with pytest.raises(CourseInputError, match="means should hold"):
+        circuit.induction_scores(model, ids, [(18, 6)], None)
+
+
+def test_pair_shares_add_up_to_each_pairs_logit_difference(smol):
+    """Over a batch of fact prompts, the shares of every part add up to each prompt's own
+    logit(answer) - logit(foil) (each prompt's divisor frozen at its own run), and the first rows
+    are the build script's."""
+    model, tok = smol
+    fact = circuit.shipped("facts")["fact"]
+    pairs = [tuple(p) for p in fact["pairs"][:2]]
+    clean, _, answers = circuit.fact_batch(tok, pairs, circuit.CAPITALS)
+    shares = circuit.pair_shares(model, clean, answers)
+    with torch.no_grad():
+        expected = circuit.logit_difference(model(clean)[:, -1], answers)
+    assert (sum(shares.values()) - expected).abs().max() < 1e-2
+    assert list(shares) == fact["direct_pairs"]["parts"]
+    assert (torch.stack(list(shares.values()), 1) - torch.tensor(fact["direct_pairs"]["first_rows"][:2])).abs().max() < 1e-3
+    with pytest.raises(CourseInputError, match="answers should be"):
+        circuit.pair_shares(model, clean, answers[:1])
+
+
+def test_frozen_scale_test_agrees_where_the_divisor_stays_and_parts_with_it(smol):
+    """On France, L23H4's share is within 10% of what taking its write out does with the divisor
+    recomputed; the last layer's MLP's is more than 20% off (its write moves the divisor); groups
+    that are no dict of known part names are refused."""
+    model, tok = smol
+    ids = torch.tensor(tok.encode(real.FACT))
+    paris, rome = tok.encode(" Paris")[0], tok.encode(" Rome")[0]
+    direction = torch.zeros(model.cfg.vocab_size)
+    direction[paris], direction[rome] = 1.0, -1.0
+    tested = circuit.frozen_scale_test(model, ids, direction, {"L23H4": ["L23H4"], "L29 MLP": ["L29 MLP"]})
+    share, removed = tested["L23H4"]
+    assert abs(share - removed) < 0.1 * abs(share)
+    share, removed = tested["L29 MLP"]
+    assert abs(share - removed) > 0.2 * abs(share)       # a large MLP write moves the divisor
+    with pytest.raises(CourseInputError, match="part names"):
+        circuit.frozen_scale_test(model, ids, direction, {"x": ["L99H0"]})
+    with pytest.raises(CourseInputError, match="groups should be"):
+        circuit.frozen_scale_test(model, ids, direction, ["L23H4"])
+
+
+def test_chapter_10s_attribution_check_names_rmsnorm_slips_on_smollm2(smol):
+    """Chapter 11's exercise 5 reuses chapter 10's check on SmolLM2: the right read-out passes, a
+    centred part and a mean square in place of its root are named as an RMSNorm's slips."""
+    from helpers.ablation import checks as ablation_checks
+    model, tok = smol
+    ids = torch.tensor(tok.encode(real.FACT))
+    direction = torch.zeros(model.cfg.vocab_size)
+    direction[tok.encode(" Paris")[0]], direction[tok.encode(" Rome")[0]] = 1.0, -1.0
+    parts, h = patching.residual_parts(model, ids)
+    scale, gamma = patching.final_norm_scale(model, h), model.final_ln.weight
+
+    def read_out(f):
+        def answer(model, parts, direction, scale):
+            with torch.no_grad():
+                u = model.E.T @ direction
+                return {name: float(f(p) @ u) for name, p in parts.items()}
+        return answer
+    check = ablation_checks.direct_attribution
+    assert check.feedback(read_out(lambda p: p / scale * gamma), model, parts, direction, scale) == []
+    assert "an RMSNorm does not subtract the mean" in " ".join(
+        check.feedback(read_out(lambda p: (p - p.mean()) / scale * gamma), model, parts, direction, scale))
+    assert "the mean square" in " ".join(
+        check.feedback(read_out(lambda p: p / scale ** 2 * gamma), model, parts, direction, scale))

@@ -5,6 +5,9 @@
     python data/smollm2_circuit/build.py backup        # added later, merged into both files: the backup test, the
                                                        # previous-token head taken out of queries and keys together
     python data/smollm2_circuit/build.py previous_alone  # added later: the best previous-token head mean-ablated alone
+    python data/smollm2_circuit/build.py later_checks  # added later, merged into both files: the backup test on
+                                                       # attention, direct logit attribution over the 64 fact pairs
+    python data/smollm2_circuit/build.py more_rounding # added later: the second rounding with seeds 2-4 too
     python data/smollm2_circuit/build.py --quick       # recompute the first rows only and compare (tests/test_real.py)
 
 Every number comes from ``helpers.real.circuit`` on the installed GGUF file (its sha256 is
@@ -34,6 +37,7 @@ RECEIVERS, SENDERS = 3, 3                  # path patching: the best 3 induction
 CAPITALS = circuit.CAPITALS
 PAIR_SEEDS = (0, 1)                        # two seeded derangements of the countries the model knows
 MAX_PAIRS = 64
+ROUNDING_SEEDS = (0, 1, 2, 3, 4)            # the second rounding's draws (the first build: 0 and 1)
 QUICK = 4                                  # --quick: the first 4 sequences and pairs
 
 
@@ -122,6 +126,51 @@ def country_pairs(known, first):
     return pairs
 
 
+def rerounded_run(model, steps, seed, ids, base_ind, base_loss, clean, answers, base_logits):
+    """The model rounded a second time (seeded), measured again: the best induction scores, the
+    second-copy loss, and the fact prompts' top token, logit difference and distribution."""
+    other = circuit.rerounded(model, steps, seed)
+    o_ind = circuit.head_statistics(other, ids, CHUNK)["induction"].mean(0)
+    with torch.no_grad():
+        logits = other.unembed(circuit.streams(other, clean)[-1][:, -1])
+    run = dict(
+        seed=seed,
+        induction_top10=[[l, h, r(base_ind[l, h]), r(o_ind[l, h])] for l, h in real.best_heads(base_ind, 10)],
+        induction_max_change=r((o_ind - base_ind).abs().max()),
+        copy_loss=[r(base_loss), r(circuit.copy_loss(other, ids, chunk=CHUNK).mean())],
+        fact_top1_same=int((logits.argmax(-1) == base_logits.argmax(-1)).sum()), fact_prompts=len(clean),
+        fact_logit_diff=[r(circuit.logit_difference(base_logits, answers).mean()),
+                         r(circuit.logit_difference(logits, answers).mean())],
+        fact_logit_max_change=r((logits - base_logits).abs().max()),
+        fact_kl=r(torch.nn.functional.kl_div(logits.log_softmax(-1), base_logits.log_softmax(-1),
+                                             log_target=True, reduction="batchmean")))
+    print("rerounded", run, flush=True)
+    return run
+
+
+def more_rounding(model, tok):
+    """Added later, merged into facts.json (the rest is not rebuilt): the second rounding with
+    seeds 2-4 beside the first build's 0 and 1, so that its effect is read over five draws."""
+    start, path = time.time(), os.path.join(HERE, "facts.json")
+    out = json.load(open(path))
+    ids = sequences(model)
+    base_ind = circuit.head_statistics(model, ids, CHUNK)["induction"].mean(0)
+    base_loss = circuit.copy_loss(model, ids, chunk=CHUNK).mean()
+    clean, _, answers = circuit.fact_batch(tok, [tuple(p) for p in out["fact"]["pairs"]], CAPITALS)
+    with torch.no_grad():
+        base_logits = model.unembed(circuit.streams(model, clean)[-1][:, -1])
+    steps = circuit.block_steps(smollm2.read(), model)
+    done = {run["seed"] for run in out["rounding"]["rerounded"]}
+    for seed in ROUNDING_SEEDS:
+        if seed not in done:
+            out["rounding"]["rerounded"].append(rerounded_run(model, steps, seed, ids, base_ind, base_loss, clean,
+                                                              answers, base_logits))
+    out["provenance"]["rerounding"] = [run["seed"] for run in out["rounding"]["rerounded"]]
+    out["provenance"]["more_rounding_seconds"] = round(time.time() - start, 1)
+    with open(path, "w") as f:
+        json.dump(out, f, indent=1)
+
+
 def facts(model, tok):
     start = time.time()
     # path patching: the best previous-token heads into the best induction heads
@@ -164,32 +213,15 @@ def facts(model, tok):
     steps = circuit.block_steps(smollm2.read(), model)
     sizes = circuit.rounding_sizes(model, steps)
     rounding = dict(per_matrix={name: r(v, 6) for name, v in sizes.items()}, rerounded=[])
-    base_ind = ind
     base_loss = circuit.copy_loss(model, ids, chunk=CHUNK).mean()
     with torch.no_grad():
         base_logits = model.unembed(circuit.streams(model, clean)[-1][:, -1])
-    for seed in (0, 1):
-        other = circuit.rerounded(model, steps, seed)
-        o_stats = circuit.head_statistics(other, ids, CHUNK)
-        o_ind = o_stats["induction"].mean(0)
-        with torch.no_grad():
-            logits = other.unembed(circuit.streams(other, clean)[-1][:, -1])
-        rounding["rerounded"].append(dict(
-            seed=seed,
-            induction_top10=[[l, h, r(base_ind[l, h]), r(o_ind[l, h])] for l, h in real.best_heads(base_ind, 10)],
-            induction_max_change=r((o_ind - base_ind).abs().max()),
-            copy_loss=[r(base_loss), r(circuit.copy_loss(other, ids, chunk=CHUNK).mean())],
-            fact_top1_same=int((logits.argmax(-1) == base_logits.argmax(-1)).sum()), fact_prompts=len(clean),
-            fact_logit_diff=[r(circuit.logit_difference(base_logits, answers).mean()),
-                             r(circuit.logit_difference(logits, answers).mean())],
-            fact_logit_max_change=r((logits - base_logits).abs().max()),
-            fact_kl=r(torch.nn.functional.kl_div(logits.log_softmax(-1), base_logits.log_softmax(-1),
-                                                 log_target=True, reduction="batchmean"))))
-        print("rerounded", rounding["rerounded"][-1], flush=True)
-        del other
+    for seed in ROUNDING_SEEDS[:2]:
+        rounding["rerounded"].append(rerounded_run(model, steps, seed, ids, ind, base_loss, clean, answers,
+                                                   base_logits))
     out = dict(paths=paths, fact=fact, rounding=rounding, path_seconds=round(t_paths, 1))
     out["provenance"] = provenance(time.time() - start, sequences=SEED, pair_derangements=list(PAIR_SEEDS),
-                                   rerounding=[0, 1])
+                                   rerounding=list(ROUNDING_SEEDS[:2]))
     return out
 
 
@@ -243,6 +275,42 @@ def backup(model):
             json.dump(out, f, indent=1)
 
 
+def later_checks(model, tok):
+    """Added after the other parts, merged into them (they are not rebuilt): the backup test on
+    attention (every head's induction score with nothing off, with each of the best 3 induction
+    heads mean-ablated alone and with the 3 together; a head whose score rises has taken over the
+    removed one's attention), and direct logit attribution over the 64 fact pairs (each part's
+    direct share of logit(answer) - logit(foil) at the last position, each prompt's own divisor)."""
+    start = time.time()
+    ind_path, facts_path = os.path.join(HERE, "induction.json"), os.path.join(HERE, "facts.json")
+    ind, facts_out = json.load(open(ind_path)), json.load(open(facts_path))
+    ids, means = sequences(model), circuit.shipped_means()
+    best3 = [tuple(hd) for hd in ind["sets"]["3"]["heads"]]
+    conditions = dict(none=[], **{f"L{l}H{h}": [(l, h)] for l, h in best3}, best3=best3)
+    runs = {}
+    for label, off in conditions.items():
+        scores = circuit.induction_scores(model, ids, off, means, CHUNK)
+        runs[label] = dict(heads=off, induction=r(scores.mean(0)))
+        if label == "best3":
+            runs[label]["first_rows"] = r(scores[:QUICK])
+        print("backup on attention", label, flush=True)
+    ind["backup_attention"] = runs
+    ind["provenance"]["backup_attention_seconds"] = round(time.time() - start, 1)
+    fact = facts_out["fact"]
+    clean, _, answers = circuit.fact_batch(tok, [tuple(p) for p in fact["pairs"]], CAPITALS)
+    shares = circuit.pair_shares(model, clean, answers)                 # {part: (64,)}
+    table = torch.stack(list(shares.values()))                          # (parts, 64)
+    heads = [i for i, name in enumerate(shares) if "H" in name]
+    top = [list(shares)[heads[int(i)]] for i in table[heads].argmax(0)]  # the largest head share, per pair
+    fact["direct_pairs"] = dict(parts=list(shares), mean=r(table.mean(1)), low=r(table.min(1).values),
+                                high=r(table.max(1).values), top_head=top, first_rows=r(table[:, :QUICK].T),
+                                seconds=round(time.time() - start - ind["provenance"]["backup_attention_seconds"], 1))
+    print("direct over pairs", fact["direct_pairs"]["seconds"], "s", flush=True)
+    for path, out in ((ind_path, ind), (facts_path, facts_out)):
+        with open(path, "w") as f:
+            json.dump(out, f, indent=1)
+
+
 def _flat(x):
     return [v for row in x for v in _flat(row)] if isinstance(x, list) else [x]
 
@@ -255,6 +323,12 @@ def main(argv):
         return
     if "backup" in argv:          # added after the first build: merged into induction.json and facts.json
         backup(model)
+        return
+    if "more_rounding" in argv:   # added after the first build: seeds 2-4 of the second rounding
+        more_rounding(model, tok)
+        return
+    if "later_checks" in argv:    # added after the first build: merged into induction.json and facts.json
+        later_checks(model, tok)
         return
     if "previous_alone" in argv:  # added after the first build: the best previous-token head alone, on the loss
         start, path = time.time(), os.path.join(HERE, "induction.json")

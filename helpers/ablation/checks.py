@@ -315,7 +315,19 @@ def direct_attribution(answer, model, parts, direction, scale):
     found = list(close_problems(values, expected, "the set of contributions", atol=1e-4))
     if not found:
         return
+    import torch
     variants = _attribution_variants(model, parts, direction, scale)
+    if isinstance(model.final_ln, torch.nn.RMSNorm):   # SmolLM2 (chapter 11): no centring, no β, a root mean square
+        yield slip(values, [(np.array([variants[k][name] for name in right]), hint) for k, hint in (
+            ("centred", "the parts were centred: an RMSNorm does not subtract the mean, it only divides by its scale"),
+            ("no gamma", "γ is missing: multiply each scaled part by the final RMSNorm's weight"),
+            ("variance", "that divides by the mean square: the scale is its square root, √(mean(h²) + ε)"),
+            ("own scale", "each part was divided by its own scale: divide every part by the one scale given, the "
+                          "final RMSNorm's divisor of the run explained (an RMSNorm of the sum is not the sum of "
+                          "RMSNorms)"),
+            ("recomputed", "the norm's scale was recomputed from these parts: use the scale given"))],
+            atol=1e-4) or found[0]
+        return
     hints = {"recomputed": "the norm's scale was recomputed from these parts (the patched run): freeze it at "
                            "the clean run's value, the scale given",
              "uncentred": "the parts were not centred: a LayerNorm subtracts each vector's mean over d_model first",

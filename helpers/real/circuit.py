@@ -161,6 +161,23 @@ def copy_effects(model, ids, heads_off=(), means=None, chunk=25):
 
 
 @torch.no_grad()
+def induction_scores(model, ids, heads_off=(), means=None, chunk=25):
+    """(N, layers, heads) every head's induction score on repeated sequences ids (N, 2L+1), with
+    ``heads_off`` mean-ablated to ``means``: the attention side of the backup test. A head whose
+    score rises when another is off has taken over its attention (a backup head that attends
+    where the removed one did, even if it writes nothing directly into the logit)."""
+    ids, length = check_repeats(ids)
+    check_ablation(model, heads_off, means)
+    replace = mean_ablation(heads_off, means) if heads_off else {}
+    names = [f"L{l}.weights" for l in range(model.cfg.n_layers)]
+    out = []
+    for part in _chunks(ids, chunk):
+        kept = capture(model, part, names, replace, stop_after=names[-1])
+        out.append(heads.induction_score(torch.stack([kept[n] for n in names], 1), length))
+    return torch.cat(out)
+
+
+@torch.no_grad()
 def receiver_scores(model, ids, receiver, sender=None, means=None, via="all", chunk=25):
     """(N,) the receiver head's induction score on each sequence, with the sender head's output
     replaced by its task mean: via="all" everywhere (the receiver sees every downstream effect),
@@ -332,6 +349,47 @@ def patch_grid(model, clean, corrupt, answers, layers=None, positions=None, dire
     normalised = (patched.mean(-1) - d_corrupt.mean()) / (d_clean.mean() - d_corrupt.mean())
     return dict(clean=d_clean, corrupt=d_corrupt, layers=layers, positions=positions, patched=patched,
                 normalised=normalised)
+
+
+@torch.no_grad()
+def pair_shares(model, clean, answers):
+    """Direct logit attribution over a batch of prompts, each with its own answer and foil: {part:
+    (N,)} each part's direct contribution to logit(answer) - logit(foil) at the last position of
+    clean (N, T), answers (N, 2) as ``fact_batch`` gives them; the final norm's divisor frozen at
+    each prompt's own run (``patching.direct_effects``, read along both tokens' rows of E)."""
+    clean = model.check_ids(clean)
+    if clean.dim() != 2:
+        fail(f"clean should be a batch of prompts (N, T), but got shape {tuple(clean.shape)}")
+    check_answers(answers, len(clean), model.cfg.vocab_size)
+    T = clean.shape[1]
+    read = [patching.direct_effects(model, clean, answers[:, k:k + 1].expand(-1, T))["terms"] for k in (0, 1)]
+    return {name: read[0][name][:, -1] - read[1][name][:, -1] for name in read[0]}
+
+
+@torch.no_grad()
+def frozen_scale_test(model, ids, direction, groups):
+    """Direct logit attribution's assumption, tested: {label: (share, removed)} for each group of
+    parts ({label: [part names of ``patching.residual_parts``]}). share: the group's direct
+    contribution to direction · logits at the last position of ids (T,), the final norm's divisor
+    frozen at this run; removed: how much direction · logits falls when the group's writes are
+    taken out of the final residual stream and the divisor is recomputed (later layers are not
+    rerun). The two agree exactly when the writes leave the divisor unchanged; where they differ,
+    freezing the divisor is what misleads."""
+    if not isinstance(groups, dict) or not groups:
+        fail(f"groups should be a dict {{label: [part names]}}, such as {{'L23H4': ['L23H4']}}, but got {shown(groups)}")
+    parts, h = patching.residual_parts(model, ids)
+    direction = patching.check_direction(model, direction)
+    for label, names in groups.items():
+        if isinstance(names, (str, bytes)) or not isinstance(names, (list, tuple)) or not names \
+                or not all(isinstance(n, str) and n in parts for n in names):
+            fail(f"groups[{label!r}] should be a list of part names such as ['L23H4', 'L29 MLP'], but got {shown(names)}")
+    shares = patching.attribute(model, parts, direction, patching.final_norm_scale(model, h))
+
+    def read(stream):
+        return float(model.unembed(stream) @ direction)
+    full = read(h)
+    return {label: (sum(shares[n] for n in names), full - read(h - sum(parts[n] for n in names)))
+            for label, names in groups.items()}
 
 
 # ---------------------------------------------------------------- the 4-bit rounding
