@@ -631,7 +631,7 @@ def circuit_figure(history, birth):
             if (l, h) == (layer, head):
                 continue
             top.plot(steps, scores[:, l, h], color=f"C{l}", lw=0.8, alpha=0.5)
-    top.plot(steps, scores[:, layer, head], color="black", lw=2.2, label=f"L{layer}H{head}")
+    top.plot(steps, scores[:, layer, head], color="black", lw=2.2, label=f"L{layer}H{head} (highest at the last record)")
     if birth["formed"]:   # else the threshold lies far above every line, and the axis shows the lines instead
         top.axhline(FORMED, color="grey", ls=":", lw=1, label=f"{FORMED}: above it, a head that copies")
     for l in range(scores.shape[1]):
@@ -639,8 +639,9 @@ def circuit_figure(history, birth):
     top.set_ylabel("induction score")
     top.set_ylim(0, 1 if birth["formed"] else max(0.05, math.floor(float(scores.max()) * 100) / 100 + 0.02))
     top.legend(fontsize=7, ncol=2, loc="upper left" if birth["formed"] else "upper right")
-    bottom.plot(steps, history["first"], color="C7", label="first copy (nothing to copy yet)")
-    bottom.plot(steps, history["second"], color="C3", lw=2, label="second copy (can be copied)")
+    # the first copy wide and pale beneath the second: where the two coincide, both stay visible
+    bottom.plot(steps, history["first"], color="C7", lw=5, alpha=0.45, label="first copy (nothing to copy yet)")
+    bottom.plot(steps, history["second"], color="C3", lw=1.6, label="second copy (can be copied)")
     bottom.set_ylabel("loss (nats per character)")
     bottom.set_xlabel("training step")
     bottom.legend(fontsize=8, loc="lower right")
