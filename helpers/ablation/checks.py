@@ -316,17 +316,18 @@ def direct_attribution(answer, model, parts, direction, scale):
     if not found:
         return
     variants = _attribution_variants(model, parts, direction, scale)
-    hints = {"recomputed": "the norm's scale was recomputed from these parts (the patched run): freeze it at "
-                           "the clean run's value, the scale given",
+    hints = {"recomputed": "the norm's scale was recomputed from these parts: freeze it at the scale given, "
+                           "the one of the run whose logits are explained",
              "uncentred": "the parts were not centred: a LayerNorm subtracts each vector's mean over d_model first",
              "centred": "the parts were centred: an RMSNorm does not subtract the mean, it only divides by its scale",
              "no gamma": "γ is missing: multiply each centred, scaled part by the final LayerNorm's weight",
              "variance": "that divides by the variance: the scale is its square root, √(var + ε)",
              "beta everywhere": "β was added to every part: it belongs to the final LayerNorm once, in its own entry",
              "own scale": "each part was divided by its own scale: divide every part by the one scale given, the "
-                          "clean run's final LayerNorm divisor (a LayerNorm of the sum is not the sum of LayerNorms)",
+                          "final LayerNorm divisor of the run explained (a LayerNorm of the sum is not the sum of "
+                          "LayerNorms)",
              "own norm": "each part went through its own LayerNorm: centre each part, then divide every part by the "
-                         "one scale given (the clean run's), multiply by γ, and add β once, in its own entry",
+                         "one scale given (the run explained), multiply by γ, and add β once, in its own entry",
              "beta scaled": "β was divided by the scale: the LayerNorm adds β after the division, so its entry is "
                             "β · E^T · direction"}
     yield slip(values, [(np.array([v[name] for name in right]), hints[k]) for k, v in variants.items()],
