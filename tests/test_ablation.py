@@ -1052,3 +1052,49 @@ def test_path_patch_refuses_a_freeze_that_is_not_an_earlier_mlp(cat, cat_world, 
     clean, corrupt, _ = compute.class_pairs(cat_world)
     metric = compute.logit_difference(cat_world)
     refused(lambda: patching.path_patch(cat, clean[0], corrupt[0], metric, (0, 1), [(1, 0)], freeze=freeze), words)
+
+
+def _lens_case(cat, cat_world):
+    sentence = cat_world.tokenizer.encode("<BOS> the dog sat on the red mat")
+    with torch.no_grad():
+        trace = cat(sentence[:-1], trace=True)
+    return trace, patching.residual_names(cat), sentence[1:]
+
+
+def _lens(mistake=None):
+    def lens(model, trace, points, targets):
+        with torch.no_grad():
+            read = (lambda h: h @ model.E.T) if mistake == "no norm" else model.unembed
+            logits = torch.stack([read(trace[p]) for p in (points[::-1] if mistake == "reversed" else points)])
+            if mistake == "probs":
+                logits = torch.softmax(logits, -1)
+            goal = targets.roll(1) if mistake == "shifted" else targets
+            at = logits.gather(-1, goal.expand(len(points), -1)[..., None])
+            ranks = (logits < at).sum(-1) if mistake == "below" else (logits > at).sum(-1)
+            if mistake == "from 1":
+                ranks = ranks + 1
+            if mistake == "argmax":
+                ranks = logits.argmax(-1)
+        return logits, ranks
+    return lens
+
+
+@pytest.mark.parametrize("mistake, words", [
+    ("no norm", "without the final LayerNorm"), ("probs", "probabilities"), ("reversed", "reverse order"),
+    ("from 1", "count from 1"), ("below", "below the target"), ("argmax", "argmax"), ("shifted", "one position off")])
+def test_lens_ranks_check_names_the_likely_mistakes(cat, cat_world, mistake, words):
+    args = _lens_case(cat, cat_world)
+    assert checks.lens_ranks(_lens(), cat, *args)
+    said = checks.lens_ranks.feedback(_lens(mistake), cat, *args)
+    assert said and words in said[0], said
+
+
+def test_lens_ranks_check_refuses_bad_check_cell_arguments_before_calling_the_answer(cat, cat_world):
+    trace, points, targets = _lens_case(cat, cat_world)
+    called = []
+    cannot = "the check cannot use what the check cell gives it"
+    for args in ((None, trace, points, targets), (cat, None, points, targets), (cat, trace, [], targets),
+                 (cat, trace, ["L9.h"], targets), (cat, trace, points, targets[:3]), (cat, trace, points, targets + 100)):
+        said = checks.lens_ranks.feedback(lambda *a: called.append(a), *args)
+        assert said[0].startswith(cannot), said
+    assert not called
