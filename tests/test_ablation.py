@@ -1098,3 +1098,16 @@ def test_lens_ranks_check_refuses_bad_check_cell_arguments_before_calling_the_an
         said = checks.lens_ranks.feedback(lambda *a: called.append(a), *args)
         assert said[0].startswith(cannot), said
     assert not called
+
+
+def test_class_pairs_refuses_a_world_without_the_cat_worlds_words(refused):
+    from helpers import worlds
+    refused(lambda: compute.class_pairs(worlds.dragon_world()), "the cat world", "dragon")
+    refused(lambda: compute.class_pairs(None), "the cat world", "None")
+
+
+@pytest.mark.parametrize("answer, words", [(lambda *a: 3, "two things"), (lambda *a: (None, None), "not answered yet"),
+                                           (lambda *a: (None, torch.zeros(5, 7)), "the logits is None")])
+def test_lens_ranks_check_says_what_the_answer_returned(cat, cat_world, answer, words):
+    said = checks.lens_ranks.feedback(answer, cat, *_lens_case(cat, cat_world))
+    assert said and words in said[0], said

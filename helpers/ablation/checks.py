@@ -130,7 +130,7 @@ def lens_ranks(answer, model, trace, points, targets):
         right = np.stack([model.unembed(h).numpy() for h in rows.values()])             # (P, T, V)
         no_norm = np.stack([(h @ model.E.T).numpy() for h in rows.values()])
     P, T, V = right.shape
-    logits = as_array(to_numpy(got[0], "the logits"), "the logits", shape=(P, T, V))
+    logits = as_array(got[0], "the logits", shape=(P, T, V))
     found = list(close_problems(logits, right, "the lens logits"))
     if found:
         e = np.exp(right - right.max(-1, keepdims=True))
@@ -142,7 +142,7 @@ def lens_ranks(answer, model, trace, points, targets):
              "read-out to each point's residual stream, trace[point], not to the last one"),
         ]) or found[0]
         return
-    rank = as_array(to_numpy(got[1], "the ranks"), "the ranks", shape=(P, T))
+    rank = as_array(got[1], "the ranks", shape=(P, T))
     right_rank = _ranks(right, targets.numpy())
     found = list(close_problems(rank, right_rank, "the ranks", atol=0))
     if found:

@@ -344,6 +344,10 @@ def class_pairs(world):
     """The class rule's 8 matched patching pairs, {cat, dog} x {mat, floor} x {is, was}: clean ids
     (8, 4) "<BOS> the ANIMAL COPULA" (answer: an animal adjective), corrupted ids (8, 4) the same
     with the surface noun, and 8 labels such as "cat/mat is". Pair 0 is "the cat is" / "the mat is"."""
+    words = worlds.ANIMALS + worlds.SURFACES + worlds.COPULAS + ("<BOS>", "the")
+    if not isinstance(world, worlds.World) or not all(w in world.tokenizer.ids for w in words):
+        fail(f"world should be the cat world (worlds.cat_world()), whose words include {', '.join(words)}, but got "
+             f"{shown(world)}")
     tok, labels, clean, corrupt = world.tokenizer, [], [], []
     for animal in worlds.ANIMALS:
         for surface in worlds.SURFACES:
