@@ -638,7 +638,8 @@ def direct_effects(model, ids, targets, replace=None, scale=None):
 PARTS = ("q", "k", "v")
 
 
-def path_patch(model, clean, corrupt, metric, sender, receivers, parts=PARTS, watch=(), direction="denoise"):
+def path_patch(model, clean, corrupt, metric, sender, receivers, parts=PARTS, watch=(), direction="denoise",
+               freeze=()):
     """Path patching: the sender head's output, taken from the source run, reaches each receiver
     head only through one of its inputs (its query, key or value); every other path stays as in
     the base run (``direction``: "denoise" clean into corrupted, "noise" the reverse).
@@ -648,6 +649,8 @@ def path_patch(model, clean, corrupt, metric, sender, receivers, parts=PARTS, wa
     at the base run's outputs; MLPs recomputed) records the receivers' inputs; then each
     (receiver, part) is put alone into an otherwise untouched base run, all in one batched pass.
     With grouped-query attention a key or value patch reaches every query head of its group.
+    freeze: MLP outputs ("L{l}.mlp", l before the receivers' layer) also held at the base run's
+    values in the sender's run, so the path sender -> MLP -> receiver is cut (a direct path).
     Returns {(receiver, part): the metric's mean over the pairs, normalised (0 = the corrupted
     run, 1 = the clean run)}.
     """
@@ -667,6 +670,7 @@ def path_patch(model, clean, corrupt, metric, sender, receivers, parts=PARTS, wa
     if bad:
         fail(f"each of parts should be one of a receiver's inputs {PARTS}, but got {shown(bad)}")
     reader = layers.pop()
+    freeze = _mlps_before(model, freeze, reader)
     clean_ids, corrupt_ids = _pair(model, clean, corrupt)
     source_ids, base_ids = _direction(clean_ids, corrupt_ids, direction)
     B, d_k = clean_ids.shape[0], cfg.d_k
@@ -680,6 +684,8 @@ def path_patch(model, clean, corrupt, metric, sender, receivers, parts=PARTS, wa
         return x
     replace = {f"L{sender[0]}.head_out": sender_swap}
     replace.update({f"L{m}.head_out": (lambda x, m=m: base[m]) for m in range(sender[0] + 1, reader)})
+    held = capture(model, base_ids, freeze)[1] if freeze else {}
+    replace.update({name: (lambda x, name=name: held[name]) for name in freeze})
     seen = capture(model, base_ids, [f"L{reader}.{p}" for p in parts], replace)[1]
     cells = [(r, p) for r in receivers for p in parts]
 
@@ -697,6 +703,16 @@ def path_patch(model, clean, corrupt, metric, sender, receivers, parts=PARTS, wa
                        {f"L{reader}.{p}": patch(p) for p in parts})
     values = normalised(patched.view(len(cells), B).mean(-1), *metric_ends(model, clean_ids, corrupt_ids, metric, watch))
     return {cell: float(v) for cell, v in zip(cells, values)}
+
+
+def _mlps_before(model, names, layer):
+    """``names``: a list of MLP outputs "L{l}.mlp" of layers before ``layer`` (path_patch's freeze)."""
+    names = check_names(model, names, "freeze", per_head=False)
+    for name in names:
+        if not name.endswith(".mlp") or int(name[1:].split(".")[0]) >= layer:
+            fail(f"freeze should name MLP outputs before the receivers' layer {layer}, such as 'L0.mlp', "
+                 f"but got {shown(name)}")
+    return names
 
 
 def head_circuits(model, layer, head, fold_ln=True):

@@ -980,3 +980,134 @@ def test_mean_ablation_drop_check_leaves_the_model_as_it_was_whatever_the_functi
         return value
     assert checks.mean_ablation_drop.feedback(meddles, cat, ids, cls, ids, off) == []
     assert all(torch.equal(t, before[name]) for name, t in cat.state_dict().items())
+
+
+# ------------------------------------------------------------ issue 30 review: the 8 matched pairs, direct paths
+
+def test_class_pairs_are_the_eight_matched_pairs_differing_in_the_noun_alone(cat_world):
+    from helpers import worlds
+    clean, corrupt, labels = compute.class_pairs(cat_world)
+    tok = cat_world.tokenizer
+    assert clean.shape == corrupt.shape == (8, 4) and len(set(labels)) == 8
+    assert torch.equal(clean[0], tok.encode("<BOS> the cat is")) and torch.equal(corrupt[0], tok.encode("<BOS> the mat is"))
+    assert ((clean != corrupt).sum(1) == 1).all() and (clean[:, 2] != corrupt[:, 2]).all()
+    assert {tok.vocab[int(i)] for i in clean[:, 2]} == set(worlds.ANIMALS)
+    assert {tok.vocab[int(i)] for i in corrupt[:, 2]} == set(worlds.SURFACES)
+    assert len({(int(a), int(b), int(c)) for a, b, c in zip(clean[:, 2], corrupt[:, 2], clean[:, 3])}) == 8
+
+
+def test_per_pair_normalises_each_pair_by_its_own_runs(cat, cat_world):
+    clean, corrupt, _ = compute.class_pairs(cat_world)
+    metric = compute.logit_difference(cat_world)
+    each = compute.per_pair(patching.patch_heads, cat, clean[:3], corrupt[:3], metric, direction="noise")
+    assert each.shape == (3, 2, 2)
+    for i in range(3):
+        assert torch.allclose(each[i], patching.patch_heads(cat, clean[i], corrupt[i], metric, direction="noise"))
+    paths = compute.per_pair(patching.path_patch, cat, clean[:2], corrupt[:2], metric, (0, 1), [(1, 0)])
+    assert set(paths) == {((1, 0), p) for p in "qkv"} and paths[(1, 0), "v"].shape == (2,)
+    assert abs(float(paths[(1, 0), "v"][1]) - patching.path_patch(cat, clean[1], corrupt[1], metric, (0, 1), [(1, 0)])[(1, 0), "v"]) < 1e-6
+
+
+def test_per_pair_refuses_pairs_of_two_shapes(cat, cat_world, refused):
+    clean, corrupt, _ = compute.class_pairs(cat_world)
+    metric = compute.logit_difference(cat_world)
+    refused(lambda: compute.per_pair(patching.patch_heads, cat, clean[:3], corrupt[:2], metric), "one shape")
+    refused(lambda: compute.per_pair("patch_heads", cat, clean, corrupt, metric), "patching function")
+
+
+def test_path_patch_with_the_mlp_frozen_is_the_direct_path(cat, cat_world):
+    """Recomputed by hand: the sender's clean output in, layer 0's MLP held at the corrupted run,
+    L1H0's value recorded, then put alone into the corrupted run."""
+    clean, corrupt, _ = compute.class_pairs(cat_world)
+    clean, corrupt = clean[0], corrupt[0]
+    metric = compute.logit_difference(cat_world)
+    d_k = cat.cfg.d_k
+    with torch.no_grad():
+        c, k = cat(clean, trace=True), cat(corrupt, trace=True)
+        value = lambda **kw: float(metric({"logits": cat(corrupt[None], **kw)})[0])
+        ends = value(), float(metric({"logits": cat(clean[None])})[0])
+        seen = {}
+
+        def sender(x):
+            x = x.clone()
+            x[:, 1] = c["L0.head_out"][1]
+            return x
+        cat(corrupt[None], replace={"L0.head_out": sender, "L0.mlp": lambda x: k["L0.mlp"].reshape(x.shape),
+                                    "L1.v": lambda x: seen.setdefault("v", x)})
+
+        def put(x):
+            x = x.clone()
+            x[..., :d_k] = seen["v"][..., :d_k]
+            return x
+        by_hand = (value(replace={"L1.v": put}) - ends[0]) / (ends[1] - ends[0])
+    got = patching.path_patch(cat, clean, corrupt, metric, (0, 1), [(1, 0)], freeze=["L0.mlp"])
+    recomputed = patching.path_patch(cat, clean, corrupt, metric, (0, 1), [(1, 0)])
+    assert abs(got[(1, 0), "v"] - by_hand) < 1e-5
+    assert abs(recomputed[(1, 0), "v"] - got[(1, 0), "v"]) > 0.1        # the MLP route is there to cut
+
+
+@pytest.mark.parametrize("freeze, words", [(["L1.mlp"], "before the receivers' layer"), (["L0.h"], "MLP outputs"),
+                                           ("L0.mlp", "list of trace names")])
+def test_path_patch_refuses_a_freeze_that_is_not_an_earlier_mlp(cat, cat_world, refused, freeze, words):
+    clean, corrupt, _ = compute.class_pairs(cat_world)
+    metric = compute.logit_difference(cat_world)
+    refused(lambda: patching.path_patch(cat, clean[0], corrupt[0], metric, (0, 1), [(1, 0)], freeze=freeze), words)
+
+
+def _lens_case(cat, cat_world):
+    sentence = cat_world.tokenizer.encode("<BOS> the dog sat on the red mat")
+    with torch.no_grad():
+        trace = cat(sentence[:-1], trace=True)
+    return trace, patching.residual_names(cat), sentence[1:]
+
+
+def _lens(mistake=None):
+    def lens(model, trace, points, targets):
+        with torch.no_grad():
+            read = (lambda h: h @ model.E.T) if mistake == "no norm" else model.unembed
+            logits = torch.stack([read(trace[p]) for p in (points[::-1] if mistake == "reversed" else points)])
+            if mistake == "probs":
+                logits = torch.softmax(logits, -1)
+            goal = targets.roll(1) if mistake == "shifted" else targets
+            at = logits.gather(-1, goal.expand(len(points), -1)[..., None])
+            ranks = (logits < at).sum(-1) if mistake == "below" else (logits > at).sum(-1)
+            if mistake == "from 1":
+                ranks = ranks + 1
+            if mistake == "argmax":
+                ranks = logits.argmax(-1)
+        return logits, ranks
+    return lens
+
+
+@pytest.mark.parametrize("mistake, words", [
+    ("no norm", "without the final LayerNorm"), ("probs", "probabilities"), ("reversed", "reverse order"),
+    ("from 1", "count from 1"), ("below", "below the target"), ("argmax", "argmax"), ("shifted", "one position off")])
+def test_lens_ranks_check_names_the_likely_mistakes(cat, cat_world, mistake, words):
+    args = _lens_case(cat, cat_world)
+    assert checks.lens_ranks(_lens(), cat, *args)
+    said = checks.lens_ranks.feedback(_lens(mistake), cat, *args)
+    assert said and words in said[0], said
+
+
+def test_lens_ranks_check_refuses_bad_check_cell_arguments_before_calling_the_answer(cat, cat_world):
+    trace, points, targets = _lens_case(cat, cat_world)
+    called = []
+    cannot = "the check cannot use what the check cell gives it"
+    for args in ((None, trace, points, targets), (cat, None, points, targets), (cat, trace, [], targets),
+                 (cat, trace, ["L9.h"], targets), (cat, trace, points, targets[:3]), (cat, trace, points, targets + 100)):
+        said = checks.lens_ranks.feedback(lambda *a: called.append(a), *args)
+        assert said[0].startswith(cannot), said
+    assert not called
+
+
+def test_class_pairs_refuses_a_world_without_the_cat_worlds_words(refused):
+    from helpers import worlds
+    refused(lambda: compute.class_pairs(worlds.dragon_world()), "the cat world", "dragon")
+    refused(lambda: compute.class_pairs(None), "the cat world", "None")
+
+
+@pytest.mark.parametrize("answer, words", [(lambda *a: 3, "two things"), (lambda *a: (None, None), "not answered yet"),
+                                           (lambda *a: (None, torch.zeros(5, 7)), "the logits is None")])
+def test_lens_ranks_check_says_what_the_answer_returned(cat, cat_world, answer, words):
+    said = checks.lens_ranks.feedback(answer, cat, *_lens_case(cat, cat_world))
+    assert said and words in said[0], said

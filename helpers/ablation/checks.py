@@ -90,6 +90,78 @@ def lens_row(answer, trace, point, model):
     yield slip(answer, slips) or found[0]
 
 
+def lens_inputs_all(model, trace, points, targets):
+    """The check's model, trace (of one sequence, T tokens), points (residual points of the trace, in
+    order) and targets (T,) token ids, else one sentence; return (points, targets as a LongTensor)."""
+    import torch
+    if not isinstance(points, (list, tuple)) or not points:
+        fail(f"the check's points should be a non-empty list of residual points such as ['h0', 'L0.h'], but got "
+             f"{shown(points)}")
+    T, V = lens_inputs(trace, points[0], model)
+    for point in points:
+        lens_inputs(trace, point, model)
+    targets = to_numpy(targets, "the check's targets")
+    if targets.shape != (T,) or not (targets == np.round(targets)).all() or targets.min() < 0 or targets.max() >= V:
+        fail(f"the check's targets should be ({T},) token ids from 0 to {V - 1}, one per position, but got "
+             f"{shown(targets)}")
+    return list(points), torch.as_tensor(targets, dtype=torch.long)
+
+
+def _ranks(logits, targets):
+    """(P, T): how many tokens each row of logits (P, T, V) scores above targets (T,)."""
+    return (logits > np.take_along_axis(logits, np.broadcast_to(targets, logits.shape[:2])[..., None], -1)).sum(-1)
+
+
+@exercise("the logit lens at every point and position, with the target's rank",
+          answer=Function("a function lens_ranks(model, trace, points, targets)"))
+def lens_ranks(answer, model, trace, points, targets):
+    """answer(model, trace, points, targets) -> (logits (P, T, V), ranks (P, T)): the final LayerNorm
+    and E^T applied to each trace[point], and how many tokens each lens scores above targets[t]."""
+    import torch
+    points, targets = lens_inputs_all(model, trace, points, targets)
+    got = call(answer, model, trace, points, targets, what="on the cat model's trace")
+    if got is None or isinstance(got, tuple) and len(got) == 2 and got[0] is None and got[1] is None:
+        raise Wrong("not answered yet: lens_ranks returns None; write its body where the cell says "
+                    "# YOUR CODE HERE, so that it returns the logits and the ranks")
+    if not isinstance(got, (tuple, list)) or len(got) != 2:
+        raise Wrong(f"lens_ranks should return two things, (logits, ranks), but returned {type(got).__name__}")
+    with torch.no_grad():
+        rows = {p: trace[p] for p in points}
+        right = np.stack([model.unembed(h).numpy() for h in rows.values()])             # (P, T, V)
+        no_norm = np.stack([(h @ model.E.T).numpy() for h in rows.values()])
+    P, T, V = right.shape
+    logits = as_array(got[0], "the logits", shape=(P, T, V))
+    found = list(close_problems(logits, right, "the lens logits"))
+    if found:
+        e = np.exp(right - right.max(-1, keepdims=True))
+        yield slip(logits, [
+            (no_norm, "these are h @ E.T without the final LayerNorm: the read-out normalises first (model.final_ln)"),
+            (e / e.sum(-1, keepdims=True), "these are probabilities: the lens asked for is the logits, before the softmax"),
+            (right[::-1], "the points are in reverse order: row p should be the lens of points[p]"),
+            (np.broadcast_to(trace["logits"].numpy(), right.shape), "every row is the model's own output: apply the "
+             "read-out to each point's residual stream, trace[point], not to the last one"),
+        ]) or found[0]
+        return
+    rank = as_array(got[1], "the ranks", shape=(P, T))
+    right_rank = _ranks(right, targets.numpy())
+    found = list(close_problems(rank, right_rank, "the ranks", atol=0))
+    if found:
+        top = right.argmax(-1)
+        yield slip(rank, [
+            (right_rank + 1, "the ranks count from 1: here rank 0 means the target is the lens's top token (count "
+             "the tokens scored above it)"),
+            ((right < np.take_along_axis(right, np.broadcast_to(targets.numpy(), (P, T))[..., None], -1)).sum(-1),
+             "that counts the tokens scored below the target: count those scored above it"),
+            (top, "those are the lens's top tokens (the argmax): the rank is how many tokens score above the target"),
+            (_ranks(right, np.roll(targets.numpy(), 1)), "the ranks are one position off: position t's target is "
+             "targets[t]"),
+            (_ranks(right, np.roll(targets.numpy(), -1)), "the ranks are one position off: position t's target is "
+             "targets[t], not targets[t + 1]"),
+            (_ranks(no_norm, targets.numpy()), "these ranks come from h @ E.T without the final LayerNorm: rank the "
+             "lens logits you return"),
+        ], atol=0) or found[0]
+
+
 # ------------------------------------------------------------ the learner writes the methods
 
 ABLATION_HEADS = ((1, 0), (0, 1))   # the heads the check ablates, in order
@@ -317,6 +389,8 @@ def direct_attribution(answer, model, parts, direction, scale):
         return
     import torch
     variants = _attribution_variants(model, parts, direction, scale)
+    recomputed = ("the norm's scale was recomputed from these parts: freeze it at the scale given, the one of the "
+                  "run whose logits are explained")
     if isinstance(model.final_ln, torch.nn.RMSNorm):   # SmolLM2 (chapter 11): no centring, no β, a root mean square
         yield slip(values, [(np.array([variants[k][name] for name in right]), hint) for k, hint in (
             ("centred", "the parts were centred: an RMSNorm does not subtract the mean, it only divides by its scale"),
@@ -325,20 +399,20 @@ def direct_attribution(answer, model, parts, direction, scale):
             ("own scale", "each part was divided by its own scale: divide every part by the one scale given, the "
                           "final RMSNorm's divisor of the run explained (an RMSNorm of the sum is not the sum of "
                           "RMSNorms)"),
-            ("recomputed", "the norm's scale was recomputed from these parts: use the scale given"))],
+            ("recomputed", recomputed))],
             atol=1e-4) or found[0]
         return
-    hints = {"recomputed": "the norm's scale was recomputed from these parts (the patched run): freeze it at "
-                           "the clean run's value, the scale given",
+    hints = {"recomputed": recomputed,
              "uncentred": "the parts were not centred: a LayerNorm subtracts each vector's mean over d_model first",
              "centred": "the parts were centred: an RMSNorm does not subtract the mean, it only divides by its scale",
              "no gamma": "γ is missing: multiply each centred, scaled part by the final LayerNorm's weight",
              "variance": "that divides by the variance: the scale is its square root, √(var + ε)",
              "beta everywhere": "β was added to every part: it belongs to the final LayerNorm once, in its own entry",
              "own scale": "each part was divided by its own scale: divide every part by the one scale given, the "
-                          "clean run's final LayerNorm divisor (a LayerNorm of the sum is not the sum of LayerNorms)",
+                          "final LayerNorm divisor of the run explained (a LayerNorm of the sum is not the sum of "
+                          "LayerNorms)",
              "own norm": "each part went through its own LayerNorm: centre each part, then divide every part by the "
-                         "one scale given (the clean run's), multiply by γ, and add β once, in its own entry",
+                         "one scale given (the run explained), multiply by γ, and add β once, in its own entry",
              "beta scaled": "β was divided by the scale: the LayerNorm adds β after the division, so its entry is "
                             "β · E^T · direction"}
     yield slip(values, [(np.array([v[name] for name in right]), hints[k]) for k, v in variants.items()],

@@ -340,6 +340,38 @@ def _rule_figures(world, probs):
     return dict(p_class=p_class.mean(-1), p_adjective=p_adj.mean(-1), class_share=(p_class / p_adj).mean(-1))
 
 
+def class_pairs(world):
+    """The class rule's 8 matched patching pairs, {cat, dog} x {mat, floor} x {is, was}: clean ids
+    (8, 4) "<BOS> the ANIMAL COPULA" (answer: an animal adjective), corrupted ids (8, 4) the same
+    with the surface noun, and 8 labels such as "cat/mat is". Pair 0 is "the cat is" / "the mat is"."""
+    words = worlds.ANIMALS + worlds.SURFACES + worlds.COPULAS + ("<BOS>", "the")
+    if not isinstance(world, worlds.World) or not all(w in world.tokenizer.ids for w in words):
+        fail(f"world should be the cat world (worlds.cat_world()), whose words include {', '.join(words)}, but got "
+             f"{shown(world)}")
+    tok, labels, clean, corrupt = world.tokenizer, [], [], []
+    for animal in worlds.ANIMALS:
+        for surface in worlds.SURFACES:
+            for copula in worlds.COPULAS:
+                labels.append(f"{animal}/{surface} {copula}")
+                clean.append(tok.encode(["<BOS>", "the", animal, copula]))
+                corrupt.append(tok.encode(["<BOS>", "the", surface, copula]))
+    return torch.stack(clean), torch.stack(corrupt), labels
+
+
+def per_pair(patch, model, clean, corrupt, *args, **kwargs):
+    """``patch`` (e.g. patching.patch_heads or path_patch) run on each pair alone, so each is
+    normalised by its own clean and corrupted runs (0 = corrupted, 1 = clean). clean, corrupt: ids
+    (P, T) of one shape. Returns the P results stacked, (P, ...), or {key: (P,)} for a dict result."""
+    if not callable(patch):
+        fail(f"patch should be a patching function such as patching.patch_heads, but got {shown(patch)}")
+    if not all(isinstance(x, torch.Tensor) and x.dim() == 2 for x in (clean, corrupt)) or clean.shape != corrupt.shape:
+        fail(f"clean and corrupt should be ids (P, T) of one shape, but got {_described(clean)} and {_described(corrupt)}")
+    got = [patch(model, c, k, *args, **kwargs) for c, k in zip(clean, corrupt)]
+    if isinstance(got[0], dict):
+        return {key: torch.tensor([g[key] for g in got]) for key in got[0]}
+    return torch.stack(got)
+
+
 REFERENCES = ("copula", "all")   # the task's 8 prompts; the 64 sentence types (off-task for the rule)
 
 
