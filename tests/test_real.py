@@ -950,7 +950,8 @@ def test_frozen_scale_test_agrees_where_the_divisor_stays_and_parts_with_it(smol
 
 def test_chapter_10s_attribution_check_names_rmsnorm_slips_on_smollm2(smol):
     """Chapter 11's exercise 5 reuses chapter 10's check on SmolLM2: the right read-out passes, a
-    centred part and a mean square in place of its root are named as an RMSNorm's slips."""
+    centred part, a mean square in place of its root and no division at all are named as an RMSNorm's
+    slips, and a missing part is asked for without asking for a bias an RMSNorm does not have."""
     from helpers.ablation import checks as ablation_checks
     model, tok = smol
     ids = torch.tensor(tok.encode(real.FACT))
@@ -971,3 +972,7 @@ def test_chapter_10s_attribution_check_names_rmsnorm_slips_on_smollm2(smol):
         check.feedback(read_out(lambda p: (p - p.mean()) / scale * gamma), model, parts, direction, scale))
     assert "the mean square" in " ".join(
         check.feedback(read_out(lambda p: p / scale ** 2 * gamma), model, parts, direction, scale))
+    assert "not divided by the scale" in " ".join(
+        check.feedback(read_out(lambda p: p * gamma), model, parts, direction, scale))
+    missing = check.feedback(lambda *args: {"embedding": 0.0}, model, parts, direction, scale)
+    assert "one entry per part, but misses" in " ".join(missing)     # no final-norm bias to ask for

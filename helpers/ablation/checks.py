@@ -131,7 +131,7 @@ def lens_ranks(answer, model, trace, points, targets):
         no_norm = np.stack([(h @ model.E.T).numpy() for h in rows.values()])
     P, T, V = right.shape
     logits = as_array(got[0], "the logits", shape=(P, T, V))
-    found = list(close_problems(logits, right, "the lens logits"))
+    found = list(close_problems(logits, right, "the array of lens logits"))
     if found:
         e = np.exp(right - right.max(-1, keepdims=True))
         yield slip(logits, [
@@ -144,7 +144,7 @@ def lens_ranks(answer, model, trace, points, targets):
         return
     rank = as_array(got[1], "the ranks", shape=(P, T))
     right_rank = _ranks(right, targets.numpy())
-    found = list(close_problems(rank, right_rank, "the ranks", atol=0))
+    found = list(close_problems(rank, right_rank, "the array of ranks", atol=0))
     if found:
         top = right.argmax(-1)
         yield slip(rank, [
@@ -350,6 +350,7 @@ def _attribution_variants(model, parts, direction, scale):
             "centred": {n: write(p, centred=True) for n, p in parts.items()},
             "no gamma": {n: write(p, g=torch.ones_like(gamma)) for n, p in parts.items()},
             "variance": {n: write(p, s=scale ** 2) for n, p in parts.items()},
+            "no scale": {n: write(p, s=1.0) for n, p in parts.items()},
             "own scale": {n: write(p, s=patching.final_norm_scale(model, p)) for n, p in parts.items()},
         }
         if beta is not None:
@@ -368,19 +369,21 @@ def direct_attribution(answer, model, parts, direction, scale):
     direction · logits with the final norm's scale frozen at ``scale`` (``patching.attribute``)."""
     from .. import patching
     right = patching.attribute(check_course_model(model), parts, direction, scale)   # checks every argument
-    got = call(answer, model, parts, direction, scale, what="on the parts of the patched run")
+    fn = getattr(answer, "__name__", "your function")
+    got = call(answer, model, parts, direction, scale, what="on the parts the check cell gives it")
     if got is None:
-        raise Wrong("not answered yet: direct_attribution returns None; write its body where the cell says "
+        raise Wrong(f"not answered yet: {fn} returns None; write its body where the cell says "
                     "# YOUR CODE HERE, so that it returns one number per part")
     if not isinstance(got, dict):
-        raise Wrong(f"direct_attribution should return a dict {{part name: number}}, but returned {type(got).__name__}")
+        raise Wrong(f"{fn} should return a dict {{part name: number}}, but returned {type(got).__name__}")
     missing = [name for name in right if name not in got]
     if missing == ["final-norm bias"]:
         yield ("the final LayerNorm's β is missing: add one entry \"final-norm bias\", β · E^T · direction "
                "(the part no input changes)")
         return
     if missing:
-        yield f"the dict should hold one entry per part and the final-norm bias, but misses {missing[:3]}"
+        bias = " and the final-norm bias" if "final-norm bias" in right else ""
+        yield f"the dict should hold one entry per part{bias}, but misses {missing[:3]}"
         return
     values = np.array([float(got[name]) for name in right])
     expected = np.array(list(right.values()))
@@ -389,6 +392,7 @@ def direct_attribution(answer, model, parts, direction, scale):
         return
     import torch
     variants = _attribution_variants(model, parts, direction, scale)
+    no_scale = "the parts were not divided by the scale: divide each by the frozen divisor given"
     recomputed = ("the norm's scale was recomputed from these parts: freeze it at the scale given, the one of the "
                   "run whose logits are explained")
     if isinstance(model.final_ln, torch.nn.RMSNorm):   # SmolLM2 (chapter 11): no centring, no β, a root mean square
@@ -399,10 +403,12 @@ def direct_attribution(answer, model, parts, direction, scale):
             ("own scale", "each part was divided by its own scale: divide every part by the one scale given, the "
                           "final RMSNorm's divisor of the run explained (an RMSNorm of the sum is not the sum of "
                           "RMSNorms)"),
-            ("recomputed", recomputed))],
+            ("recomputed", recomputed),
+            ("no scale", no_scale))],
             atol=1e-4) or found[0]
         return
     hints = {"recomputed": recomputed,
+             "no scale": no_scale,
              "uncentred": "the parts were not centred: a LayerNorm subtracts each vector's mean over d_model first",
              "centred": "the parts were centred: an RMSNorm does not subtract the mean, it only divides by its scale",
              "no gamma": "γ is missing: multiply each centred, scaled part by the final LayerNorm's weight",
