@@ -18,6 +18,7 @@ environment variable COURSE_MY_GPT names (the course's tests give each run a fre
 import ast
 import importlib.util
 import inspect
+import keyword
 import linecache
 import os
 import re
@@ -47,8 +48,9 @@ def folder():
 
 def path(name):
     """my_gpt/<name>.py for a piece's name."""
-    if not isinstance(name, str) or not NAME.fullmatch(name):
-        fail(f"a piece is named like a Python function or class (letters, digits, _), but got {name!r:.60}")
+    if not isinstance(name, str) or not NAME.fullmatch(name) or keyword.iskeyword(name):
+        fail(f"a piece is named like a Python function or class (letters, digits, _; not a keyword such as "
+             f"'class'), but got {name!r:.60}")
     return folder() / f"{name}.py"
 
 
@@ -98,7 +100,7 @@ def keep(piece, chapter, name=None):
     try:
         getattr(_load(target), name)
     except Exception as error:
-        target.unlink()
+        target.unlink(missing_ok=True)   # (the cell may have removed it itself)
         fail(f"the cell that defines {name} does not run on its own as my_gpt/{name}.py "
              f"({type(error).__name__}: {str(error)[:100]}); use only np, torch, nn, F, math and ref in it")
     return target
