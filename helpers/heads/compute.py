@@ -456,8 +456,9 @@ def prompt_tokens(net, tokenizer, prompt, name=YOURS):
         fail(f"the prompt {prompt!r:.40} gives no tokens")
     known = min(cfg.vocab_size, len(tokenizer.vocab))
     if ids.dtype.is_floating_point or ids.dtype == torch.bool or int(ids.min()) < 0 or int(ids.max()) >= known:
-        fail(f"the tokenizer should give ids 0..{known - 1} ({who} knows {cfg.vocab_size}, the tokenizer's vocab "
-             f"lists {len(tokenizer.vocab)}), but it gives {shown(ids.tolist())}: is it the model's own tokenizer?")
+        fail(f"the tokenizer should give ids 0..{known - 1}, but it gives {shown(ids.tolist())}: {who} knows ids "
+             f"0..{cfg.vocab_size - 1} (a vocabulary of {cfg.vocab_size}) and the tokenizer's vocab lists "
+             f"{len(tokenizer.vocab)}; is it the model's own tokenizer?")
     if len(ids) > cfg.n_max:
         fail(f"{who} takes at most {cfg.n_max} tokens, but the prompt has {len(ids)}")
     tokens = tokenizer.decode(ids)

@@ -22,7 +22,7 @@ def check_maps(maps, n_layers, n_heads):
     weights as NumPy, else one sentence."""
     keys = ("words", "weights", "next", "p_next", "causal")
     if not isinstance(maps, dict) or not all(key in maps for key in keys):
-        fail(f"draw takes what attention_maps returns, a dict with {', '.join(keys)}, but got {shown(maps)}")
+        fail(f"draw's maps should be what attention_maps returns, a dict with {', '.join(keys)}, but got {shown(maps)}")
     words, weights = maps["words"], maps["weights"]
     if not isinstance(words, (list, tuple)) or not words or not all(isinstance(w, str) for w in words):
         fail(f"the maps' words should be a non-empty list of texts, but got {shown(words)}")

@@ -270,6 +270,8 @@ def unigram_loss(targets):
         targets = torch.as_tensor(targets)
     except (TypeError, ValueError, RuntimeError, OverflowError):
         fail(f"targets should be a (B, T) table of token ids (whole numbers), but got {shown(targets)}")
+    if targets.dim() not in (1, 2) or not targets.numel():
+        fail(f"targets should be a non-empty (B, T) or (T,) table of token ids, but got shape {tuple(targets.shape)}")
     if targets.dtype.is_floating_point or targets.is_complex() or targets.dtype == torch.bool \
             or ((targets < 0) & (targets != -100)).any():
         fail(f"targets should hold token ids, whole numbers from 0 (or -100: nothing to predict), but got dtype "
