@@ -310,6 +310,11 @@ def direct_attribution(answer, model, parts, direction, scale):
     if missing:
         yield f"the dict should hold one entry per part and the final-norm bias, but misses {missing[:3]}"
         return
+    extra = [name for name in got if name not in right]
+    if extra:
+        yield (f"the dict should hold one entry per part and the final-norm bias only, but it also holds "
+               f"{len(extra)} other{'s' if len(extra) > 1 else ''}: {shown(extra[:3])}")
+        return
     values = np.array([float(got[name]) for name in right])
     expected = np.array(list(right.values()))
     found = list(close_problems(values, expected, "the set of contributions", atol=1e-4))
