@@ -312,11 +312,11 @@ def copula_prompts(world):
     """The class rule's task: the 8 copula prompts <BOS> the NOUN COPULA (4 nouns x 2 copulas) as
     ids (8, 4), each prompt's two class adjectives (8, 2) and the four predicate adjectives (4,)."""
     if not isinstance(world, worlds.World):
-        fail(f"the class rule's task needs a helpers.worlds.World (the cat world), but got {shown(world)}")
+        fail(f"the class rule's world should be a helpers.worlds.World (the cat world), but got {shown(world)}")
     tok = world.tokenizer
     prompts = sorted({tuple(s[:4]) for s in world.sentences if len(s) > 3 and s[3] in worlds.COPULAS})
     if not prompts:
-        fail(f"the class rule's task needs a world with copula sentences ('<BOS> the cat is ...', the cat world), "
+        fail(f"the class rule's world should have copula sentences ('<BOS> the cat is ...', the cat world), "
              f"but the {world.name} world has none")
     ids = torch.stack([tok.encode(list(p)) for p in prompts])
     cls = torch.tensor([[tok.ids[a] for a in worlds.adjectives_of(p[2])] for p in prompts])

@@ -21,7 +21,7 @@ from torch import nn
 
 from .. import reference as ref
 from ..errors import as_array, check_bytes, check_choice, check_index, check_number, check_positive_int, check_switch, \
-    fail, shown
+    count, fail, shown
 from ..explorer import check_model_and_world
 from ..heads.compute import check_model
 from ..model import MAX_TOKENS, check_stream
@@ -334,7 +334,7 @@ def value_readout(model, layer, unit, top=3):
     block = check_block(model, layer)
     unit, top = check_index(unit, "unit", model.cfg.d_ff), check_positive_int(top, "top")
     if top > model.cfg.vocab_size:
-        fail(f"top should be at most the model's {model.cfg.vocab_size} words, but got {top:,}")
+        fail(f"top should be at most the model's {model.cfg.vocab_size} words, but got {count(top)}")
     scores = (block.mlp.W_2[unit] @ model.E.T).detach().numpy()
     order = np.argsort(-scores, kind="stable")[:top]
     return [(int(i), float(scores[i])) for i in order]

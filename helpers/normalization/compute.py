@@ -190,7 +190,7 @@ def gamma_for_range(z, beta, target):
     z, beta = as_array(z, "z", 1), as_array(beta, "beta", 1)
     target = check_number(target, "target", low=0, low_open=True)
     if z.shape != beta.shape:
-        fail(f"z and beta need the same length, but have {len(z)} and {len(beta)}")
+        fail(f"z and beta should have the same length, but have {len(z)} and {len(beta)}")
     if not (np.isfinite(z).all() and np.isfinite(beta).all()):
         fail("z and beta should hold finite numbers, but they hold NaN or infinity")
     if z.size == 0 or np.ptp(z) == 0:

@@ -598,7 +598,7 @@ def file_order(W, n_heads):
     d_k/2 + 1, ...): the inverse of ``smollm2.unpermute``, on columns."""
     n_heads = check_positive_int(n_heads, "n_heads")
     if not isinstance(W, torch.Tensor) or W.dim() != 2 or W.shape[1] % (2 * n_heads):
-        fail(f"W should be a matrix (d_in, n_heads * d_k) with an even d_k, whose columns split into {n_heads} heads, "
+        fail(f"W should be a matrix (d_in, n_heads * d_k) with an even d_k, whose columns split into {count(n_heads)} heads, "
              f"but got {'shape ' + str(tuple(W.shape)) if isinstance(W, torch.Tensor) else shown(W)}")
     d_in, width = W.shape
     d_k = width // n_heads
