@@ -90,6 +90,8 @@ def keep(piece, chapter, name=None):
     Called by a check once the piece is right; a learner may call it too."""
     if not (inspect.isfunction(piece) or inspect.isclass(piece)):
         fail(f"a piece to keep is a function or a class, but got {type(piece).__name__}")
+    if not (isinstance(chapter, str) and re.fullmatch(r"\d\d", chapter)):
+        fail(f"chapter should be the chapter's two digits as text, such as '05', but got {chapter!r:.40}")
     name = name or piece.__name__
     target = path(name)
     text = HEADER.format(name=name, chapter=chapter) + source_of(piece)

@@ -94,4 +94,6 @@ def test_a_keyword_is_no_name_for_a_piece(store, refused):
     """Red team round 4: keep(..., name='class') wrote class.py, which no import can name."""
     refused(lambda: learner.keep(double, "02", name="class"), "keyword", "'class'")
     refused(lambda: learner.use("lambda", course=twice), "keyword")
+    refused(lambda: learner.keep(double, None), "chapter", "None")
+    refused(lambda: learner.keep(double, 5), "two digits", "5")
     assert not store.exists() or not list(store.iterdir())
