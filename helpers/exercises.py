@@ -400,11 +400,12 @@ def as_whole(x, name):
 
 
 def as_wholes(x, name, length=None):
-    """``x`` (a tuple, list, torch.Size or 1-D array) as a tuple of ints, else Wrong."""
-    shape = getattr(x, "shape", None) if not isinstance(x, (tuple, list, set)) else None
-    if isinstance(x, (str, bytes)) or not isinstance(x, (tuple, list, set)) and (shape is None or tuple(shape) == ()):
+    """``x`` (a tuple, list, set, range, torch.Size or 1-D array) as a tuple of ints, else Wrong."""
+    sequence = (tuple, list, set, range)
+    shape = getattr(x, "shape", None) if not isinstance(x, sequence) else None
+    if isinstance(x, (str, bytes)) or not isinstance(x, sequence) and (shape is None or tuple(shape) == ()):
         raise Wrong(f"{name} should be a tuple of whole numbers, like (1, 2, 3), not {x!r}")
-    arr = as_array(list(x) if isinstance(x, (tuple, list, set)) else x, name)
+    arr = as_array(list(x) if isinstance(x, sequence) else x, name)
     if arr.ndim != 1:
         raise Wrong(f"{name} should be a flat tuple of whole numbers, but it has shape {arr.shape}")
     if length is not None and len(arr) != length:

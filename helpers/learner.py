@@ -18,6 +18,7 @@ environment variable COURSE_MY_GPT names (the course's tests give each run a fre
 import ast
 import importlib.util
 import inspect
+import keyword
 import linecache
 import os
 import re
@@ -47,8 +48,9 @@ def folder():
 
 def path(name):
     """my_gpt/<name>.py for a piece's name."""
-    if not isinstance(name, str) or not NAME.fullmatch(name):
-        fail(f"a piece is named like a Python function or class (letters, digits, _), but got {name!r:.60}")
+    if not isinstance(name, str) or not NAME.fullmatch(name) or keyword.iskeyword(name):
+        fail(f"a piece is named like a Python function or class (letters, digits, _; not a keyword such as "
+             f"'class'), but got {name!r:.60}")
     return folder() / f"{name}.py"
 
 
@@ -88,6 +90,8 @@ def keep(piece, chapter, name=None):
     Called by a check once the piece is right; a learner may call it too."""
     if not (inspect.isfunction(piece) or inspect.isclass(piece)):
         fail(f"a piece to keep is a function or a class, but got {type(piece).__name__}")
+    if not (isinstance(chapter, str) and re.fullmatch(r"\d\d", chapter)):
+        fail(f"chapter should be the chapter's two digits as text, such as '05', but got {chapter!r:.40}")
     name = name or piece.__name__
     target = path(name)
     text = HEADER.format(name=name, chapter=chapter) + source_of(piece)
@@ -98,7 +102,7 @@ def keep(piece, chapter, name=None):
     try:
         getattr(_load(target), name)
     except Exception as error:
-        target.unlink()
+        target.unlink(missing_ok=True)   # (the cell may have removed it itself)
         fail(f"the cell that defines {name} does not run on its own as my_gpt/{name}.py "
              f"({type(error).__name__}: {str(error)[:100]}); use only np, torch, nn, F, math and ref in it")
     return target

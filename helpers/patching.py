@@ -84,6 +84,19 @@ def check_names(model, names, what, per_head=True):
     return list(names)
 
 
+def check_residual_names(model, names, what="names"):
+    """A non-empty list of distinct residual-stream points of this model (``residual_names``: h0,
+    L{l}.h_mid, L{l}.h), the points patch_residual and logit_lens read."""
+    names, points = check_names(model, names, what, per_head=False), residual_names(model)
+    for name in names:
+        if name not in points:
+            fail(f"{what} should be residual-stream points such as 'h0' or 'L0.h' (patching.residual_names(model)), "
+                 f"but got {shown(name)}")
+    if not names or len(set(names)) != len(names):
+        fail(f"{what} should be a non-empty list of distinct residual points such as 'L0.h', but got {shown(names)}")
+    return names
+
+
 def check_metric(metric):
     if not callable(metric):
         fail(f"metric should be a function metric(out) -> one number per row, but got {shown(metric)}")
@@ -113,6 +126,9 @@ def _values(values, rows):
     if not isinstance(values, torch.Tensor) or tuple(values.shape) != (rows,):
         got = f"shape {tuple(values.shape)}" if isinstance(values, torch.Tensor) else shown(values)
         fail(f"metric(out) should return one number per row, a tensor of shape ({rows},), but returned {got}")
+    if not values.is_floating_point():
+        fail(f"metric(out) should return floating-point numbers (a mean of them is taken), but returned dtype "
+             f"{values.dtype}: make them floats with .float()")
     bad = int((~torch.isfinite(values)).sum())
     if bad:
         fail(f"metric(out) should return finite numbers, but returned NaN or infinity in {bad} of its {rows} rows")
@@ -345,9 +361,7 @@ def patch_residual(model, clean, corrupt, metric, names=None, watch=(), directio
     """
     check_model(model)
     names = ["h0"] + [f"L{l}.h" for l in range(model.cfg.n_layers)] if names is None else \
-        check_names(model, names, "names", per_head=False)
-    if not names or "logits" in names or len(set(names)) != len(names):
-        fail(f"names should be a non-empty list of distinct residual points such as 'L0.h', but got {shown(names)}")
+        check_residual_names(model, names)
     check_metric(metric)
     watch = check_names(model, watch, "watch")
     clean_ids, corrupt_ids = _pair(model, clean, corrupt)
@@ -412,9 +426,7 @@ def logit_lens(model, ids, names=None):
     """(names, logits (P, T, V)): the final norm and the unembedding applied to each residual point
     (default ``residual_names``) of one sequence ids (T,). The last point gives the model's logits."""
     ids = check_ids(model, ids, one=True)
-    names = residual_names(model) if names is None else check_names(model, names, "names", per_head=False)
-    if not names or "logits" in names:
-        fail(f"names should be a non-empty list of residual points such as 'L0.h', but got {shown(names)}")
+    names = residual_names(model) if names is None else check_residual_names(model, names)
     cfg, T = model.cfg, ids.shape[0]
     check_memory(model, 1, T, names, "logit_lens", extra=4 * len(names) * T * cfg.vocab_size)
     got = capture(model, ids.view(1, -1), names)[1]
@@ -553,8 +565,10 @@ def check_scale(scale, shape):
         fail(f"scale should hold real numbers (a norm's divisor), but has dtype {scale.dtype}")
     t = scale.detach()
     try:
-        torch.broadcast_shapes(t.shape, tuple(shape))
+        fits = torch.broadcast_shapes(t.shape, tuple(shape)) == tuple(shape)
     except RuntimeError:
+        fits = False
+    if not fits:
         fail(f"scale should have a shape that fits {tuple(shape)}, but has shape {tuple(t.shape)}")
     if t.numel() == 0 or not (torch.isfinite(t) & (t > 0)).all():
         fail(f"scale should be positive and finite (a norm's divisor), but got {shown(scale)}")

@@ -7,7 +7,7 @@ import math
 
 import numpy as np
 
-from .errors import as_array, check_number, check_positive_int, check_switch, fail, shown
+from .errors import as_array, check_bytes, check_number, check_positive_int, check_switch, count, fail, shown
 
 MAX_ENTRIES = 50_000_000   # the most entries a table made here may hold (400 MB of float64)
 
@@ -80,6 +80,15 @@ def attention(Q, K, V, causal=False, mask=None, scale=True):
         fail(f"K has d_k={K.shape[-1]} but Q has d_k={Q.shape[-1]}; they must be equal")
     if V.shape[-2] != K.shape[-2]:
         fail(f"V has {V.shape[-2]} rows but K has {K.shape[-2]}; each key needs one value")
+    try:
+        batch = np.broadcast_shapes(Q.shape[:-2], K.shape[:-2], V.shape[:-2])
+    except ValueError:
+        fail(f"Q, K and V should have leading axes that broadcast together, but have shapes {Q.shape}, {K.shape} "
+             f"and {V.shape}")
+    T_q, T_k = Q.shape[-2], K.shape[-2]
+    check_bytes(4 * 8 * math.prod(batch) * T_q * (T_k + V.shape[-1]),
+                f"attention of {count(T_q)} queries over {count(T_k)} keys (four float64 (T_q, T_k) tables)",
+                "give fewer rows")
     d_k = Q.shape[-1]
     scores = Q @ np.swapaxes(K, -1, -2)
     if scale:

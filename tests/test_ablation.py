@@ -1111,3 +1111,46 @@ def test_class_pairs_refuses_a_world_without_the_cat_worlds_words(refused):
 def test_lens_ranks_check_says_what_the_answer_returned(cat, cat_world, answer, words):
     said = checks.lens_ranks.feedback(answer, cat, *_lens_case(cat, cat_world))
     assert said and words in said[0], said
+
+
+# ------------------------------------------------------------ red team round 4
+
+def test_direct_attribution_check_names_entries_that_are_no_part(cat, cat_world):
+    right = attribution_function()
+    said = checks.direct_attribution.feedback(lambda *a: {**right(*a), "total": 1.0}, cat, *_attribution_case(cat, cat_world))
+    assert said and "only" in said[0] and "'total'" in said[0], said
+
+
+def test_copula_prompts_and_figures_refuse_a_world_without_the_task(cat, cat_world, refused):
+    """copula_prompts on the dragon world stopped in torch.stack of nothing; rows=-1 in torch."""
+    from helpers import worlds
+
+    refused(lambda: compute.copula_prompts(worlds.dragon_world(n=1)), "copula sentences", "dragon")
+    refused(lambda: compute.copula_prompts(None), "World", "None")
+    refused(lambda: compute.copula_figures(cat, cat_world, rows=-1), "rows", "-1")
+    refused(lambda: compute.copula_figures(cat, worlds.dragon_world(n=1)), "vocabulary of 10")
+    assert compute.copula_figures(cat, cat_world, rows=2)["p_class"].shape == (2,)
+
+
+def test_metrics_refuse_what_would_measure_nothing(cat, cat_world, refused):
+    refused(lambda: compute.logit_difference(cat_world, up=["big"], down=["big", "red"]), "share no word", "big")
+    metric = compute.induction_attention(8, layer=5)
+    refused(lambda: metric({"logits": torch.zeros(1, 17, 20)}), "L5.weights", "watch")
+    refused(lambda: compute.induction_attention(0), "length")
+
+
+def test_patching_refuses_points_that_are_not_the_residual_stream_and_int_metrics(cat, cat_world, refused):
+    """names=['L0.q'] was patched or read out as if it were the stream; an int metric stopped in
+    mean(); a (2,) scale broadcast silently over one row."""
+    tok = cat_world.tokenizer
+    clean, corrupt = tok.encode("<BOS> the cat is"), tok.encode("<BOS> the mat is")
+    metric = compute.logit_difference(cat_world)
+    refused(lambda: patching.patch_residual(cat, clean, corrupt, metric, names=["L0.q"]), "residual", "'L0.q'")
+    refused(lambda: patching.logit_lens(cat, clean, names=["final_ln"]), "residual", "'final_ln'")
+    refused(lambda: patching.patch_residual(cat, clean, corrupt, metric, names=["h0", "h0"]), "distinct")
+    refused(lambda: patching.patch_heads(cat, clean, corrupt, lambda out: out["logits"][:, -1, 0].long()),
+            "floating-point", "int64")
+    part = {"a": torch.ones(6)}
+    refused(lambda: patching.attribute(cat, part, torch.ones(20), torch.ones(2)), "fits (1,)", "(2,)")
+    assert patching.logit_lens(cat, clean, names=["h0", "L0.h_mid"])[0] == ["h0", "L0.h_mid"]
+    assert set(patching.attribute(cat, part, torch.ones(20), torch.ones(1))) == {"a", "final-norm bias"}

@@ -534,3 +534,12 @@ def test_arrows_and_pca_check_their_points_before_drawing_or_computing(refused):
     refused(lambda: geometry.pca_2d(np.full((4, 3), np.nan)), "finite numbers", "nan")
     refused(lambda: geometry.pca_2d(np.ones((1, 3))), "2 to 10,000 rows", "1")
     assert geometry.pca_2d(np.eye(3)).shape == (3, 2)
+
+
+def test_cosine_of_vectors_with_huge_or_tiny_entries_is_their_direction_s():
+    """Red team round 4: entries of 1e200 overflowed a·b to inf/inf = nan; 1e-200 was called a zero vector."""
+    assert geometry.cosine(np.full(3, 1e200), np.full(3, 1e200)) == pytest.approx(1.0)
+    assert geometry.cosine(np.full(3, 1e-200), -np.full(3, 1e-200)) == pytest.approx(-1.0)
+    assert geometry.cosine([1e300, 0.0], [1e300, 1e300]) == pytest.approx(2 ** -0.5)
+    with pytest.raises(CourseInputError, match="zero vector"):
+        geometry.cosine([0.0, 0.0], [1.0, 0.0])

@@ -839,3 +839,26 @@ def test_the_merge_check_refuses_a_text_with_nothing_to_merge_before_running_the
     said = feedback(checks.merge_step, lambda words: ran.append(1) or tk.merge_step(words), train_text)
     assert said.startswith("the check cannot use what the check cell gives it"), said
     assert not ran
+
+
+# ------------------------------------------------------------ red team round 4
+
+def test_sampling_and_the_live_run_refuse_a_tokenizer_that_is_not_the_model_s(refused):
+    """sample_text(model, 'abc', ...) stopped in str.encode ('unknown encoding: A')."""
+    chars = corpus.CharTokenizer(corpus.load_text())
+    model = Transformer(Config(vocab_size=len(chars), d_model=8, n_heads=2, n_layers=1, d_ff=16, n_max=16), seed=0)
+    refused(lambda: gc.sample_text(model, "abc", "A", 5), "CharTokenizer", "str")
+    refused(lambda: gc.sample_text(model, corpus.CharTokenizer("abc"), "a", 5), "65 tokens", "3")
+    refused(lambda: gc.samples_at(model, "abc", "A", 5, [0.8]), "CharTokenizer")
+    refused(lambda: gc.live_run(None, model, None, None, "abc", 8, 8, 1e-3, 1, 1e-4, 1.0, 1, 1), "CharTokenizer")
+    refused(lambda: gc.live_run(None, model, None, None, chars, 8, 8, 1e-3, 1, 1e-4, 1.0, 1, 1, prompt="™"), "™")
+    assert gc.sample_text(model, chars, "A", 3).startswith("A")
+
+
+def test_a_char_tokenizer_refuses_a_lone_surrogate(refused):
+    refused(lambda: corpus.CharTokenizer("a\ud800b"), "lone surrogate", "character 1")
+
+
+def test_gpt_module_check_refuses_a_check_cell_without_the_cat_model():
+    said = checks.gpt_module.feedback(gc.GPT, None)
+    assert len(said) == 1 and "Transformer" in said[0] and "None" in said[0], said

@@ -657,3 +657,36 @@ def test_maps_figure_refuses_numbers_on_a_large_map_and_a_huge_figure(refused):
     refused(lambda: explorer.maps_figure([big, big], ["w"] * 3000, ["a", "b"], numbers=True), "at most 30", "3000")
     refused(lambda: explorer.maps_figure([np.eye(2)] * 2, "ab", ["a", "b"], size=(1e7, 1e7)), "inches", "at most 40")
     refused(lambda: explorer.maps_figure([np.eye(2)] * 2, "abc", ["a", "b"]), "(3, 3)", "(2, 2)")
+
+
+class _Tokenizer:
+    """A tokenizer that does not fit: ids past its own vocabulary, or a decode that gives nothing."""
+    vocab = ["a", "b"]
+
+    def __init__(self, ids=(0, 1, 5), decoded="list"):
+        self.ids, self.decoded = ids, decoded
+
+    def encode(self, text):
+        return torch.tensor(self.ids)
+
+    def decode(self, ids):
+        return ["a"] * len(ids) if self.decoded == "list" else self.decoded
+
+
+def test_head_view_and_explorer_refuse_a_tokenizer_that_does_not_fit(cat, cat_world, refused):
+    """Red team round 4: ids past the tokenizer's own vocabulary were drawn as if fine; a decode
+    giving None stopped in list(); cache='x' stopped in .get; all now refused before any pass."""
+    refused(lambda: explorer.explorer(model=cat, tokenizer=_Tokenizer(), prompts=["a"]), "ids 0..1", "[0, 1, 5]")
+    refused(lambda: explorer.explorer(model=cat, tokenizer=_Tokenizer((0, 1), None), prompts=["a"]),
+            "decode", "one text per id", "None")
+    refused(lambda: heads.head_view(cat, tokenizer=_Tokenizer((0, 1), None), prompt="a"), "decode", "None")
+    refused(lambda: explorer.explorer(model=cat, tokenizer=cat_world, prompts=["<BOS> zebra"]), "zebra")
+    big = _Tokenizer((0, 1))
+    big.vocab = ["w"] * 21
+    refused(lambda: heads.head_view(cat, tokenizer=big, prompt="a"), "knows ids 0..19", "lists 21")
+    refused(lambda: heads.head_view("cat", cache="x"), "cache", "'x'")
+    refused(lambda: explorer.explorer(model=cat, tokenizer=cat_world, prompts=["<BOS> the cat"] * 101), "at most 100")
+    shown = explorer.explorer(model=cat, tokenizer=cat_world, prompts=["<BOS> the cat", "<BOS> the unicorn"])
+    shown.controls["prompt"].value = "<BOS> the unicorn"      # a later prompt that does not fit: its sentence shows
+    assert "unicorn" in shown.message.value
+    assert heads.head_view(cat, tokenizer=cat_world, prompt="<BOS> the cat", cache={})["tokens"] == ["<BOS>", "the", "cat"]

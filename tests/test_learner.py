@@ -88,3 +88,12 @@ def test_a_kept_file_that_uses_other_pieces_imports_quietly_and_messages_name_my
     assert out == "Doubler: yours, from my_gpt/Doubler.py\n"   # not a second line for twice, no stand-in path
     assert learner.use("missing", course=twice) is twice
     assert "no my_gpt/missing.py yet" in capsys.readouterr().out
+
+
+def test_a_keyword_is_no_name_for_a_piece(store, refused):
+    """Red team round 4: keep(..., name='class') wrote class.py, which no import can name."""
+    refused(lambda: learner.keep(double, "02", name="class"), "keyword", "'class'")
+    refused(lambda: learner.use("lambda", course=twice), "keyword")
+    refused(lambda: learner.keep(double, None), "chapter", "None")
+    refused(lambda: learner.keep(double, 5), "two digits", "5")
+    assert not store.exists() or not list(store.iterdir())

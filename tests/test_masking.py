@@ -519,3 +519,33 @@ def test_maps_view_refuses_a_grid_too_large_to_draw_at_once(refused):
     refused(lambda: explorer.maps_view(n_layers=1000, n_heads=1000), "at most 64 maps", "1,000 x 1,000")
     refused(lambda: explorer.maps_view(n_layers=0), "n_layers", "0")
     refused(lambda: explorer.maps_view(size=10**6), "size", "at most 64")
+
+
+def test_draw_refuses_what_attention_maps_does_not_return(cat, cat_world, refused):
+    """Red team round 4: draw(None) and a dict with the wrong weights stopped inside NumPy."""
+    draw = explorer.maps_view(2, 2)
+    refused(lambda: draw(None), "attention_maps", "None")
+    good = masking.attention_maps(cat, cat_world, "<BOS> the cat")
+    refused(lambda: draw({**good, "weights": good["weights"][:1]}), "shape (2, 2, 3, 3)", "(1, 2, 3, 3)")
+    refused(lambda: draw({**good, "words": "the cat"}), "words", "list of texts")
+    refused(lambda: draw({**good, "causal": "yes"}), "causal", "True or False")
+    assert draw(good)[:4] == b"\x89PNG"
+
+
+def test_explorer_refuses_a_world_that_is_not_the_models(cat, refused):
+    """Red team round 4: the dragon world on the cat model was built, then named the prompt's word."""
+    from helpers import worlds
+
+    refused(lambda: explorer.explorer({"cat": cat}, worlds.dragon_world(n=1)), "belong together", "20", "10")
+
+
+def test_moved_positions_names_a_position_given_twice_and_takes_a_range():
+    assert checks.moved_positions.feedback([2, 3, 4, 5, 5], T=6, changed=2) == [
+        "each position should be named once, but 5 appears 2 times"]
+    assert checks.moved_positions.feedback(range(2, 6), T=6, changed=2) == []
+
+
+def test_mask_after_softmax_refuses_scores_it_cannot_softmax(refused):
+    refused(lambda: masking.mask_after_softmax(np.full((3, 3), np.nan)), "finite")
+    refused(lambda: masking.mask_after_softmax(np.ones(3)), "2-D")
+    refused(lambda: masking.mask_after_softmax(np.ones((2, 3))), "square")

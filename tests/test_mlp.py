@@ -444,3 +444,13 @@ def test_collect_activations_checks_every_sentence_before_the_first_pass(cat, ca
         mlp.collect_activations(cat, cat_world, [["<BOS>", "the"]] * 100_001)
     with pytest.raises(CourseInputError, match="World"):
         mlp.collect_activations(cat, None)
+
+
+def test_mlp_module_and_value_readout_refuse_input_they_cannot_read(cat, refused):
+    """Red team round 4: x of the wrong width stopped inside the matmul; top past the vocabulary
+    was cut to it silently."""
+    refused(lambda: mlp.MLP(6, 8)(torch.zeros(3, 5)), "d_model=6", "(3, 5)")
+    refused(lambda: mlp.MLP(6, 8)(np.zeros((3, 6))), "torch tensor")
+    refused(lambda: mlp.MLP(6, 8)(torch.zeros(3, 6, dtype=torch.float64)), "dtype")
+    refused(lambda: mlp.value_readout(cat, 0, 0, top=21), "at most the model's 20 words", "21")
+    assert len(mlp.value_readout(cat, 0, 0, top=20)) == 20

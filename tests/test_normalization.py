@@ -725,3 +725,16 @@ def test_the_outcome_helpers_check_their_arguments():
             call()
     assert nz.significant(torch.tensor(12832.0)) == "12,800" and nz.significant(float("nan")) == "nan"
     assert nz.run_outcome([1.0, float("nan")], unigram, best) == "diverged"
+
+
+def test_layer_norm_gamma_for_range_and_unigram_loss_refuse_what_they_cannot_use(refused):
+    """Red team round 4: a LayerNorm fed the wrong width stopped in broadcasting; a constant z
+    stopped in min() of nothing; float targets gave a loss of -0.0."""
+    refused(lambda: nz.LayerNorm(4)(torch.zeros(2, 3)), "d_model=4", "(2, 3)")
+    refused(lambda: nz.LayerNorm(4)([1.0, 2.0, 3.0, 4.0]), "torch tensor")
+    assert nz.LayerNorm(4)(torch.zeros(2, 4, dtype=torch.float64)).dtype == torch.float64   # promoted, as before
+    refused(lambda: nz.gamma_for_range(np.zeros(4), np.zeros(4), 1.0), "two different values")
+    refused(lambda: nz.gamma_for_range([0.0, np.nan], np.zeros(2), 1.0), "finite")
+    refused(lambda: nz.unigram_loss(torch.full((2, 3), 0.5)), "token ids", "float32")
+    refused(lambda: nz.unigram_loss(torch.tensor([[1, -5]])), "token ids", "-100")
+    assert nz.unigram_loss(torch.tensor([[1, 2, -100]])) == pytest.approx(np.log(2))

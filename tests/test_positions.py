@@ -460,3 +460,13 @@ def test_score_terms_refuses_a_batch_of_ids_with_one_sentence(cat):
         pos.score_terms(cat, torch.zeros(2, 3, dtype=torch.long))
     with pytest.raises(CourseInputError, match="integer"):
         pos.score_terms(cat, [0.5, 1.0])
+
+
+def test_shifted_loss_refuses_targets_that_do_not_fit_the_inputs_before_any_pass(cat, refused):
+    """Red team round 4: targets of another length stopped inside cross_entropy."""
+    inputs = torch.arange(4)[None]
+    refused(lambda: pos.shifted_loss(cat, inputs, torch.arange(3)[None], 0), "same (B, T) shape", "(1, 3)")
+    refused(lambda: pos.shifted_loss(cat, inputs, torch.full((1, 4), 0.5), 0), "targets", "token ids")
+    refused(lambda: pos.shifted_loss(cat, inputs, torch.full((1, 4), 20), 0), "token ids 0..19")
+    refused(lambda: pos.shifted_loss("cat", inputs, inputs, 0), "Transformer")
+    assert pos.shifted_loss(cat, inputs, torch.tensor([[1, 2, -100, 3]]), 2) > 0

@@ -976,3 +976,36 @@ def test_chapter_10s_attribution_check_names_rmsnorm_slips_on_smollm2(smol):
         check.feedback(read_out(lambda p: p * gamma), model, parts, direction, scale))
     missing = check.feedback(lambda *args: {"embedding": 0.0}, model, parts, direction, scale)
     assert "one entry per part, but misses" in " ".join(missing)     # no final-norm bias to ask for
+
+
+# ------------------------------------------------------------------ red team round 4
+
+def test_circuit_helpers_refuse_what_they_cannot_use(smol, refused):
+    """fact_batch with no capital stopped in a list index; run_from(layer=99) returned the read-out
+    of h untouched; random_heads gave fewer heads than asked for."""
+    model, tok = smol
+    cfg = model.cfg
+    refused(lambda: circuit.fact_batch(tok, [("France", "Paris")], []), "capitals", "dict")
+    refused(lambda: circuit.fact_batch(tok, [("France", "Italy")], {"France": "Paris"}), "capital", "'Italy'")
+    refused(lambda: circuit.fact_batch(tok, [], circuit.CAPITALS), "non-empty list")
+    refused(lambda: circuit.fact_batch("tok", [("France", "Italy")], circuit.CAPITALS), "tokenizer")
+    refused(lambda: circuit.run_from(model, torch.ones(1, 3, cfg.d_model), 99), "layer", "0 to 29", "99")
+    refused(lambda: circuit.run_from(model, torch.ones(1, 3, 5), 0), "d_model=576", "(1, 3, 5)")
+    everyone = [(l, h) for l in range(cfg.n_layers) for h in range(cfg.n_heads)]
+    refused(lambda: circuit.random_heads(cfg, 10**6), "at most the 270 heads", "1,000,000")
+    refused(lambda: circuit.random_heads(cfg, 1, avoid=everyone), "at most the 0 heads")
+    refused(lambda: circuit.random_heads(cfg, 1, avoid="L0H0"), "avoid")
+    assert len(set(circuit.random_heads(cfg, 270))) == 270
+
+
+def test_compute_helpers_refuse_a_tokenizer_shape_or_count_they_cannot_use(smol, refused):
+    model, tok = smol
+    refused(lambda: real.tokens(None, "abc"), "tokenizer", "None")
+    refused(lambda: real.top_tokens(tok, torch.ones(5) / 5), "49,152", "(5,)")
+    refused(lambda: real.file_order(torch.ones(5, 5), 3), "3 heads", "(5, 5)")
+    refused(lambda: real.file_order(torch.ones(6, 6), 0), "n_heads", "0")
+    refused(lambda: real.forward_seconds(model, repeats=0), "repeats", "0")
+    refused(lambda: real.forward_seconds(model, repeats=10**6), "at most 100")
+    refused(lambda: real.forward_seconds("model"), "Transformer")
+    W = torch.arange(24.0).reshape(2, 12)
+    assert torch.equal(real.file_order(W, 3)[:, :4], W[:, [0, 2, 1, 3]])

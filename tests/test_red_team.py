@@ -650,6 +650,21 @@ REAL_ROWS = [
         valid=lambda v, ok=ok: v is None or ok(v))
       for name, ok in (("answers", lambda v: False), ("layers", some(lambda l: whole(l, 0, 29), 10**9)),
                        ("positions", some(lambda p: whole(p, 0, 4), 10**9)))],
+    # red team round 4
+    Row("real.tokens(tok)", lambda v: real.tokens(v, "abc")),
+    Row("real.top_tokens(tok)", lambda v: real.top_tokens(v, torch.full((V_SMOL,), 1 / V_SMOL))),
+    Row("real.forward_seconds(repeats)", lambda v: real.forward_seconds(smol()[0], T=2, repeats=v),
+        valid=lambda v: whole(v, 1, 100)),
+    Row("real.file_order(W)", lambda v: real.file_order(v, 2)),
+    Row("real.file_order(n_heads)", lambda v: real.file_order(torch.zeros(2, 8), v),
+        valid=lambda v: whole(v, 1, 4) and 8 % (2 * v) == 0),
+    Row("circuit.run_from(layer)", lambda v: circuit.run_from(smol()[0], torch.zeros(1, 2, 576), v),
+        valid=lambda v: whole(v, 0, 29)),
+    Row("circuit.run_from(h)", lambda v: circuit.run_from(smol()[0], v, 29)),
+    Row("circuit.random_heads(k)", lambda v: circuit.random_heads(smol()[0].cfg, v), valid=lambda v: whole(v, 1, 270)),
+    Row("circuit.random_heads(avoid)", lambda v: circuit.random_heads(smol()[0].cfg, 1, avoid=v), valid=empty),
+    Row("circuit.fact_batch(pairs)", lambda v: circuit.fact_batch(smol()[1], v, circuit.CAPITALS)),
+    Row("circuit.fact_batch(capitals)", lambda v: circuit.fact_batch(smol()[1], [("France", "Italy")], v)),
 ]
 
 CHARS = corpus.CharTokenizer()
@@ -687,6 +702,8 @@ GPT_ROWS = [
     Row("tk.merge_step(words)", tk.merge_step),
     Row("tk.show_split(parts)", lambda v: tk.show_split("name", v),
         valid=lambda v: isinstance(v, list) and all(isinstance(p, str) for p in v)),
+    Row("gpt.sample_text(tokenizer)", lambda v: gpt.sample_text(TINY, v, "A", 2)),   # red team round 4
+    Row("corpus.CharTokenizer(text)", corpus.CharTokenizer, valid=lambda v: v is None or text_ok(10**8)(v)),
 ]
 
 GEOMETRY_ROWS = [Row(f"geometry_explorer.explorer({name})", lambda v, name=name: geometry_explorer.explorer(**{name: v}),
@@ -887,6 +904,15 @@ def any_number(v):
 
 
 CHAPTERS_05_08_ROWS = [
+    # red team round 4
+    Row("heads.head_view(cache)", lambda v: h05.head_view("cat", cache=v), valid=lambda v: v is None or isinstance(v, dict)),
+    Row("mlp.MLP.forward(x)", m07.MLP(6, 8)),
+    Row("mlp.value_readout(top)", lambda v: m07.value_readout(CAT_0508, 0, 0, top=v), valid=lambda v: whole(v, 1, 20)),
+    Row("normalization.LayerNorm.forward(x)", n08.LayerNorm(4)),
+    Row("normalization.gamma_for_range(z)", lambda v: n08.gamma_for_range(v, np.zeros(2), 1.0)),
+    Row("normalization.unigram_loss(targets)", n08.unigram_loss,
+        valid=lambda v: isinstance(v, (list, tuple)) and 0 < len(v) and all(type(i) is int and i >= 0 for i in v)),
+    Row("positions.shifted_loss(targets)", lambda v: p06.shifted_loss(CAT_0508, torch.tensor([[1, 2]]), v, 0)),
     Row("heads.even_weights(T)", h05.even_weights, valid=lambda v: whole(v, 1, 11_585)),
     Row("heads.attention_parameters(d_model)", h05.attention_parameters, valid=lambda v: whole(v, 1, math.inf)),
     Row("heads.attention_parameters(bias)", lambda v: h05.attention_parameters(4, v), valid=switch),
@@ -1315,6 +1341,12 @@ COMPUTE_ROWS = [
     Row("weights.save(model)", lambda v: shipped.save(v, "/nonexistent-course-folder/model")),
     Row("weights.save(card)", lambda v: shipped.save(CAT_MODEL, "/nonexistent-course-folder/model", card=v),
         valid=lambda v: v is None or isinstance(v, dict)),   # (a valid card is not tried: it would be written)
+    Row("ablation.copula_prompts(world)", a10.copula_prompts),   # red team round 4
+    Row("ablation.copula_figures(rows)", lambda v: a10.copula_figures(CAT_MODEL, CAT_WORLD, rows=v),
+        valid=lambda v: v is None or whole(v, 1, 10_000)),
+    Row("ablation.induction_attention(length)", a10.induction_attention, valid=lambda v: whole(v, 1, 511)),
+    Row("masking.maps_view(...)(maps)", masking_explorer.maps_view(2, 2)),
+    Row("masking.mask_after_softmax(scores)", masking.mask_after_softmax),
     *[Row(f"worlds.{fn.__name__}(the dragon world on the cat model)", lambda v, fn=fn: fn(CAT_MODEL, worlds.dragon_world()),
           valid=lambda v: False) for fn in (worlds.copula_report, worlds.slot_accuracy)],
 ]

@@ -96,3 +96,15 @@ def test_layer_norm_refuses_a_number_and_a_negative_eps():
         ref.layer_norm(3.0)
     with pytest.raises(CourseInputError, match="eps should be > 0"):
         ref.layer_norm([1.0, 2.0], eps=-1)
+
+
+def test_attention_refuses_tables_too_large_for_memory_before_making_them():
+    """Red team round 4: 10**5 rows asked NumPy for 80 GB of scores."""
+    from helpers.errors import CourseInputError
+
+    rows = np.ones((10**5, 2))
+    with pytest.raises(CourseInputError, match="at most 1.5 GiB") as caught:
+        ref.attention(rows, rows, rows)
+    assert "100,000 queries" in str(caught.value)
+    with pytest.raises(CourseInputError, match="broadcast"):
+        ref.attention(np.ones((2, 3, 4)), np.ones((3, 3, 4)), np.ones((3, 4)))

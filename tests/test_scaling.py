@@ -465,3 +465,9 @@ def test_checks_refuse_their_own_bad_arguments_in_one_sentence():
                 found = check.feedback(answer, **{**given, name: bad})
                 assert len(found) == 1 and found[0].startswith("the check cannot use what the check cell gives it"), \
                     (check.title, name, bad, found)
+
+
+def test_dot_spread_needs_two_pairs_for_a_spread(refused):
+    """Red team round 4: n=1 gave a spread of 0.0 for every d."""
+    refused(lambda: scaling.dot_spread(dims=[2], n=1), "n should be at least 2", "1")
+    assert scaling.dot_spread(dims=[2], n=2)[0]["raw"] > 0

@@ -381,9 +381,14 @@ def direct_attribution(answer, model, parts, direction, scale):
         yield ("the final LayerNorm's β is missing: add one entry \"final-norm bias\", β · E^T · direction "
                "(the part no input changes)")
         return
+    bias = " and the final-norm bias" if "final-norm bias" in right else ""
     if missing:
-        bias = " and the final-norm bias" if "final-norm bias" in right else ""
         yield f"the dict should hold one entry per part{bias}, but misses {missing[:3]}"
+        return
+    extra = [name for name in got if name not in right]
+    if extra:
+        yield (f"the dict should hold one entry per part{bias} only, but it also holds "
+               f"{len(extra)} other{'s' if len(extra) > 1 else ''}: {shown(extra[:3])}")
         return
     values = np.array([float(got[name]) for name in right])
     expected = np.array(list(right.values()))

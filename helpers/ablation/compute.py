@@ -19,6 +19,7 @@ import torch
 from .. import worlds
 from ..errors import check_bytes, check_positive_int, check_seed, check_switch, count, fail, shown, to_numpy
 from ..heads.compute import copy_losses, prompt_attention
+from ..model import MAX_TOKENS
 from ..patching import (ablation_replace, capture, check_memory, direct_effects, head_outputs, mean_head_outputs,
                         patch_residual, residual_names)
 
@@ -310,8 +311,13 @@ def donor_draws(n, pool, draws, seed, avoid_self=True, same=None):
 def copula_prompts(world):
     """The class rule's task: the 8 copula prompts <BOS> the NOUN COPULA (4 nouns x 2 copulas) as
     ids (8, 4), each prompt's two class adjectives (8, 2) and the four predicate adjectives (4,)."""
+    if not isinstance(world, worlds.World):
+        fail(f"the class rule's world should be a helpers.worlds.World (the cat world), but got {shown(world)}")
     tok = world.tokenizer
-    prompts = sorted({tuple(s[:4]) for s in world.sentences if s[3] in worlds.COPULAS})
+    prompts = sorted({tuple(s[:4]) for s in world.sentences if len(s) > 3 and s[3] in worlds.COPULAS})
+    if not prompts:
+        fail(f"the class rule's world should have copula sentences ('<BOS> the cat is ...', the cat world), "
+             f"but the {world.name} world has none")
     ids = torch.stack([tok.encode(list(p)) for p in prompts])
     cls = torch.tensor([[tok.ids[a] for a in worlds.adjectives_of(p[2])] for p in prompts])
     adjectives = torch.tensor([tok.ids[a] for a in worlds.ANIMAL_ADJ + worlds.SURFACE_ADJ])
@@ -322,8 +328,9 @@ def copula_figures(model, world, rows=None, **switches):
     """Mean over the 8 copula prompts of p(class) (the two class adjectives), p(adjective) (any of
     the four predicate adjectives: 'an adjective comes next') and the class share
     p(class) / p(adjective), each a float, or (n,) for ``rows`` = n repeats of the 8 prompts."""
+    check_world_model(model, world)
     ids = copula_prompts(world)[0]
-    n = 1 if rows is None else rows
+    n = 1 if rows is None else check_draws(rows, "rows")
     with torch.no_grad():
         probs = torch.softmax(model(ids.repeat(n, 1), **switches)[:, -1].double(), -1).view(n, len(ids), -1)
     out = _rule_figures(world, probs)
@@ -425,6 +432,9 @@ def logit_difference(world, up=worlds.ANIMAL_ADJ, down=worlds.SURFACE_ADJ):
         if isinstance(words, (str, bytes)) or not isinstance(words, (list, tuple)) or not words or any(
                 not isinstance(w, str) or w not in ids for w in words):
             fail(f"{name} should be a non-empty list of this world's words, such as ['big', 'small'], but got {shown(words)}")
+    both = sorted(set(up) & set(down))
+    if both:
+        fail(f"up and down should share no word (the difference would cancel it), but both hold {shown(both)}")
     up_ids, down_ids = [ids[w] for w in up], [ids[w] for w in down]
     return lambda out: out["logits"][:, -1, up_ids].mean(-1) - out["logits"][:, -1, down_ids].mean(-1)
 
@@ -467,8 +477,18 @@ def induction_pairs(n, length, vocab_size, seed):
 def induction_attention(length, layer=1):
     """metric(out) -> (rows,): the mean attention of ``layer``'s heads from each second-copy token
     to the position after its earlier occurrence in the clean sequence (needs watch=("L1.weights",))."""
-    query = torch.arange(length + 1, 2 * length + 1)
-    return lambda out: out[f"L{layer}.weights"][:, :, query, query - length + 1].mean((1, 2))
+    length, layer = check_positive_int(length, "length"), check_positive_int(layer, "layer", minimum=0)
+    if 2 * length + 1 > MAX_TOKENS:
+        fail(f"length should be at most {(MAX_TOKENS - 1) // 2} (a sequence of 2 x length + 1 tokens, at most "
+             f"{MAX_TOKENS:,} at once), but got {count(length)}")
+    query, name = torch.arange(length + 1, 2 * length + 1), f"L{layer}.weights"
+
+    def metric(out):
+        if not isinstance(out, dict) or name not in out:
+            fail(f"this metric reads {name}: it should be watched (watch=('{name}',), a layer of the model), "
+                 f"but out holds {shown(sorted(out) if isinstance(out, dict) else out)}")
+        return out[name][:, :, query, query - length + 1].mean((1, 2))
+    return metric
 
 
 def copy_log_prob(clean, length):

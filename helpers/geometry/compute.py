@@ -243,9 +243,14 @@ def cosine(a, b):
     for name, v in (("a", a), ("b", b)):
         if not np.isfinite(v).all():
             fail(f"{name} should hold finite numbers, but it holds {shown(v[~np.isfinite(v)][0])}")
-        if not np.linalg.norm(v) > 0:
+        if not np.abs(v).max(initial=0) > 0:
             fail(f"{name} should have a direction (norm > 0), but it is a zero vector")
-    return float(a @ b / (np.linalg.norm(a) * np.linalg.norm(b)))
+    with np.errstate(all="ignore"):
+        value = a @ b / (np.linalg.norm(a) * np.linalg.norm(b))
+        if not np.isfinite(value):   # entries so large (or small) that a·b or the norms overflow: the same
+            a, b = a / np.abs(a).max(), b / np.abs(b).max()   # directions, with entries near 1
+            value = a @ b / (np.linalg.norm(a) * np.linalg.norm(b))
+    return float(value)
 
 
 def rank_by_cosine(kv, query, topn, skip=()):

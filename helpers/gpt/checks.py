@@ -10,7 +10,9 @@ import re
 import numpy as np
 import torch
 
+from .. import worlds
 from ..errors import check_text, fail, shown
+from ..explorer import check_model_and_world
 from ..exercises import NOT_ANSWERED, Function, Module, Wrong, as_array, call, exercise
 from ..sampling.checks import model_kept
 from . import compute, corpus
@@ -254,6 +256,7 @@ def gpt_module(run, cat):
     """``run``: the learner's class GPT as a ``run(args, state, ids)``. With the cat model's
     state_dict loaded by name, its logits on the whole cat world (the 64 sentences, one padded
     batch) equal the cat model's at every real position to GPT_ATOL."""
+    check_model_and_world(cat, worlds.cat_world())   # the check's own argument: the cat model, else one sentence
     if isinstance(run, torch.nn.Module):
         yield "pass the class GPT itself, not a model built from it (GPT, not GPT(...))"
         return

@@ -41,11 +41,11 @@ MAX_ROWS = 64           # the most continuations samples_at draws side by side
 MAX_EVAL_BATCHES = 1_000   # the most validation batches train_loop draws at each evaluation
 
 
-def check_new(n_new):
+def check_new(n_new, name="n_new"):
     """How many tokens to draw: a whole number from 1 to MAX_NEW (each one is a pass: time is bounded)."""
-    n_new = check_positive_int(n_new, "n_new")
+    n_new = check_positive_int(n_new, name)
     if n_new > MAX_NEW:
-        fail(f"n_new should be at most {MAX_NEW:,} (each new token is one pass of the model), but got {count(n_new)}")
+        fail(f"{name} should be at most {MAX_NEW:,} (each new token is one pass of the model), but got {count(n_new)}")
     return n_new
 
 
@@ -95,6 +95,19 @@ def config_of(model):
         fail(f"expected a model with a .cfg (a helpers.model.Config), as GPT(...) sets in __init__, "
              f"but this {type(model).__name__} has {type(cfg).__name__}")
     return cfg
+
+
+def check_tokenizer(tokenizer, cfg):
+    """A text tokenizer of the model's vocabulary (a CharTokenizer: ``vocab``, ``encode(text)``,
+    ``text(ids)``, as many tokens as the model's vocab_size), else one sentence; return it."""
+    if not all(hasattr(tokenizer, name) for name in ("vocab", "encode", "text")):
+        fail(f"tokenizer should be the model's tokenizer (a CharTokenizer, with vocab, encode and text), "
+             f"but got {type(tokenizer).__name__} {shown(tokenizer)}")
+    size = len(tokenizer.vocab) if hasattr(tokenizer.vocab, "__len__") else None
+    if size != cfg.vocab_size:
+        fail(f"tokenizer should have the model's {cfg.vocab_size:,} tokens (vocab_size), but its vocab has "
+             f"{shown(size) if size is not None else shown(tokenizer.vocab)}: is it the model's own tokenizer?")
+    return tokenizer
 
 
 def as_transformer(model):
@@ -352,6 +365,7 @@ def sample_text(model, tokenizer, prompt, n_new, temperature=1.0, seed=0, contex
     from ..sampling.compute import check_sampling, draw, next_distribution
 
     cfg = config_of(model)
+    check_tokenizer(tokenizer, cfg)
     check_sampling(temperature, vocab_size=cfg.vocab_size)
     temperature = float(temperature)   # a whole number above 2**63 is more than torch's division takes
     n_new = check_new(n_new)
@@ -506,6 +520,9 @@ def live_run(loop, model, train_ids, val_ids, tokenizer, batch, context, lr, war
     0.8) into the picture. The whole call takes at most about ``seconds``.
     Returns dict(steps, done, seconds (the whole call), losses, val_losses, sample)."""
     start = time.perf_counter()
+    check_tokenizer(tokenizer, config_of(model))   # the sample at the end needs these: checked before training
+    check_new(sample_chars, "sample_chars")
+    tokenizer.encode(check_text(prompt, "the prompt", max_chars=MAX_PROMPT))
     steps, training = plan_live_run(model, train_ids, batch, context, seconds, eval_every, eval_batches, sample_chars)
     run = LiveRun(steps, seconds=training - (time.perf_counter() - start), ln_v=math.log(config_of(model).vocab_size),
                   unigram=unigram_loss(train_ids, val_ids))
@@ -743,6 +760,7 @@ def samples_at(model, tokenizer, prompt, n_new, temperatures, seed=0):
     from ..sampling.compute import check_sampling
 
     cfg = config_of(model)
+    check_tokenizer(tokenizer, cfg)
     n_new = check_new(n_new)
     if not isinstance(temperatures, (list, tuple)) or not 1 <= len(temperatures) <= MAX_ROWS:
         fail(f"temperatures should be a list of 1 to {MAX_ROWS} temperatures, one per continuation (e.g. [0.8]), "

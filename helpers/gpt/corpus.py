@@ -11,7 +11,7 @@ import hashlib
 
 import torch
 
-from ..errors import check_bytes, count, check_positive_int, fail
+from ..errors import check_bytes, count, check_positive_int, check_text, fail
 from ..files import read_bytes
 from ..weights import data_dir
 
@@ -61,8 +61,9 @@ class CharTokenizer:
     def __init__(self, text=None):
         text = load_text() if text is None else text
         if not isinstance(text, str) or not text:
-            fail(f"a character tokenizer is built from a non-empty text (its vocabulary is the text's "
-                 f"characters), but got {'an empty string' if text == '' else type(text).__name__}")
+            fail(f"a character tokenizer's text should be a non-empty string (its vocabulary is the text's "
+                 f"characters), but got {'an empty string' if isinstance(text, str) else type(text).__name__}")
+        check_text(text, "the tokenizer's text", empty=True)   # a lone surrogate is no character
         self.vocab = sorted(set(text))
         self.ids = {ch: i for i, ch in enumerate(self.vocab)}
 

@@ -436,26 +436,51 @@ def model_and_tokenizer(model, tokenizer=None):
     if not all(hasattr(tokenizer, name) for name in ("vocab", "encode", "decode")):
         fail(f"a model of your own needs its tokenizer (with vocab, encode and decode, or a World), "
              f"but got {type(tokenizer).__name__}")
+    size = len(tokenizer.vocab) if hasattr(tokenizer.vocab, "__len__") else None
+    if size is None or not 0 < size <= model.cfg.vocab_size:
+        V = model.cfg.vocab_size
+        fail(f"your model knows ids 0..{V - 1} (a vocabulary of {V}), so its tokenizer's vocab should list at most {V} "
+             f"tokens, but it {'lists ' + count(size) if size is not None else 'is ' + shown(tokenizer.vocab)}: "
+             "is it the model's own tokenizer?")
     return model, tokenizer, YOURS
 
 
-@torch.no_grad()
-def prompt_attention(net, tokenizer, prompt, name=YOURS):
-    """(ids (T,), the attention weights of every layer and head (layers, heads, T, T) as NumPy) of
-    ``net`` on one prompt, with one sentence for a prompt or tokenizer that does not fit the model."""
+def prompt_tokens(net, tokenizer, prompt, name=YOURS):
+    """(ids (T,), tokens (T texts, the tokenizer's decode)) of one prompt, with one sentence for a
+    prompt or tokenizer that does not fit ``net``: no work on the model."""
     if not isinstance(prompt, str) or not prompt.strip():
         fail(f"the prompt should be a non-empty string, but got {prompt!r:.40}")
     ids = torch.as_tensor(tokenizer.encode(prompt)).reshape(-1)
     cfg, who = net.cfg, "your model" if name == YOURS else f"the {name} model"
     if len(ids) == 0:
         fail(f"the prompt {prompt!r:.40} gives no tokens")
-    if int(ids.min()) < 0 or int(ids.max()) >= cfg.vocab_size:
-        fail(f"the tokenizer gives ids {int(ids.min())}..{int(ids.max())}, but {who} knows ids 0..{cfg.vocab_size - 1} "
-             f"(a vocabulary of {cfg.vocab_size}): is it the model's own tokenizer?")
+    known = min(cfg.vocab_size, len(tokenizer.vocab))
+    if ids.dtype.is_floating_point or ids.dtype == torch.bool or int(ids.min()) < 0 or int(ids.max()) >= known:
+        fail(f"the tokenizer should give ids 0..{known - 1}, but it gives {shown(ids.tolist())}: {who} knows ids "
+             f"0..{cfg.vocab_size - 1} (a vocabulary of {cfg.vocab_size}) and the tokenizer's vocab lists "
+             f"{len(tokenizer.vocab)}; is it the model's own tokenizer?")
     if len(ids) > cfg.n_max:
         fail(f"{who} takes at most {cfg.n_max} tokens, but the prompt has {len(ids)}")
+    tokens = tokenizer.decode(ids)
+    if not isinstance(tokens, (list, tuple)) or len(tokens) != len(ids) or not all(isinstance(t, str) for t in tokens):
+        fail(f"the tokenizer's decode should give one text per id ({len(ids)} here), but gave {shown(tokens)}")
+    return ids, list(tokens)
+
+
+@torch.no_grad()
+def prompt_attention(net, tokenizer, prompt, name=YOURS):
+    """(ids (T,), the attention weights of every layer and head (layers, heads, T, T) as NumPy) of
+    ``net`` on one prompt, with one sentence for a prompt or tokenizer that does not fit the model."""
+    ids, _ = prompt_tokens(net, tokenizer, prompt, name)
+    return ids, ids_attention(net, ids)
+
+
+@torch.no_grad()
+def ids_attention(net, ids):
+    """The attention weights of every layer and head (layers, heads, T, T), NumPy, of ``net`` on
+    checked ids (T,) (``prompt_tokens``)."""
     record = net(ids, trace=True)
-    return ids, torch.stack([record[f"L{layer}.weights"] for layer in range(cfg.n_layers)]).numpy()
+    return torch.stack([record[f"L{layer}.weights"] for layer in range(net.cfg.n_layers)]).numpy()
 
 
 def head_view(model="cat", layer=0, head=0, prompt=None, tokenizer=None, cache=None):
@@ -472,12 +497,14 @@ def head_view(model="cat", layer=0, head=0, prompt=None, tokenizer=None, cache=N
     cfg = net.cfg
     layer = check_index(layer, f"layer (the {name} model has {cfg.n_layers})", cfg.n_layers)
     head = check_index(head, f"head (the {name} model has {cfg.n_heads} per layer)", cfg.n_heads)
+    if cache is not None and not isinstance(cache, dict):
+        fail(f"cache should be None or a dict (the explorer's), but got {shown(cache)}")
     prompt = PROMPTS[model][0] if prompt is None and name in PROMPTS else prompt
     key = (id(net), prompt)
     found = None if cache is None else cache.get(key)
     if found is None:
-        ids, weights = prompt_attention(net, tokenizer, prompt, name)
-        found = ids, weights, list(tokenizer.decode(ids))
+        ids, tokens = prompt_tokens(net, tokenizer, prompt, name)
+        found = ids, ids_attention(net, ids), tokens
         if cache is not None:
             cache[key] = found
     ids, weights, tokens = found

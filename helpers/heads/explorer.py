@@ -13,7 +13,7 @@ import numpy as np
 from ..explorer import Blitter, new_figure, show, start_at
 from ..errors import check_number, check_positive_int, check_switch, fail, to_numpy
 from ..errors import shown as shown_value
-from .compute import MODELS, PROMPTS, YOURS, head_view, model_and_tokenizer
+from .compute import MODELS, PROMPTS, YOURS, head_view, model_and_tokenizer, prompt_tokens
 
 
 SIZE, DPI = (7.4, 6.4), 100    # 740 x 640 px: tick labels and cell values readable at 100 %
@@ -145,6 +145,9 @@ class FastHeatmap:
         return picture
 
 
+MAX_PROMPTS = 100   # the prompt menu's longest list
+
+
 def explorer(model="induction", layer=1, head=0, tokenizer=None, prompts=None):
     """Model, layer, head and prompt controls and one heatmap redrawn in place. Returns the Explorer.
 
@@ -153,11 +156,15 @@ def explorer(model="induction", layer=1, head=0, tokenizer=None, prompts=None):
     (a list of strings; the menu then offers only that model, as "your model")."""
     import ipywidgets as widgets
 
-    net, _, name = model_and_tokenizer(model, tokenizer)
+    net, its_tokenizer, name = model_and_tokenizer(model, tokenizer)
     if (name == YOURS or prompts is not None) and (not isinstance(prompts, (list, tuple)) or not prompts
                                                    or not all(isinstance(p, str) and p.strip() for p in prompts)):
         fail(("a model of your own needs prompts, a non-empty list of texts" if name == YOURS else
               "prompts should be a non-empty list of texts") + f", but got {shown_value(prompts)}")
+    if prompts is not None and len(prompts) > MAX_PROMPTS:
+        fail(f"prompts should be at most {MAX_PROMPTS} texts (a menu of them), but got {len(prompts):,}")
+    if prompts is not None:   # the tokenizer fits the model on the prompt shown first, before anything is built
+        prompt_tokens(net, its_tokenizer, prompts[0], name)   # (another prompt that does not fit: its sentence shows)
     if name == YOURS:
         choices = {YOURS: (model, tuple(prompts))}
     else:

@@ -5,6 +5,7 @@ after softmax, and which outputs a changed token can move.
 Each check judges properties and reference values and says what is wrong without
 printing the expected answer.
 """
+import collections
 import math
 from functools import lru_cache
 
@@ -138,8 +139,13 @@ def moved_positions(answer, T, changed):
     when only the token at position ``changed`` is replaced."""
     T = check_T(T)
     changed = check_index(changed, "changed", T)
-    got = sorted(set(as_wholes(answer, "the positions")))
+    given = as_wholes(answer, "the positions")
+    got = sorted(set(given))
     want = list(range(changed, T))
+    if len(given) != len(got):
+        twice, times = collections.Counter(given).most_common(1)[0]
+        yield f"each position should be named once, but {twice} appears {times} times"
+        return
     if got == want:
         return
     if any(p < 0 or p >= T for p in got):

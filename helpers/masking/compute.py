@@ -166,7 +166,11 @@ def mask_after_softmax(scores):
     Returns a dict: zeroed (future weights set to 0 after the softmax), row_sums (T,),
     renormalised (zeroed rows divided by their sums), before (the right order: mask, then softmax).
     """
-    scores = torch.as_tensor(scores, dtype=torch.float32)
+    scores = torch.as_tensor(as_array(scores, "scores", 2), dtype=torch.float32)
+    if scores.shape[0] != scores.shape[1] or not scores.numel():
+        fail(f"scores should be a square (T, T) table, but have shape {tuple(scores.shape)}")
+    if not torch.isfinite(scores).all():
+        fail("scores should hold finite numbers (the softmax of a NaN row is NaN), but they hold NaN or infinity")
     hidden = causal_mask(scores.shape[-1])
     zeroed = torch.softmax(scores, dim=-1).masked_fill(hidden, 0.0)
     row_sums = zeroed.sum(dim=-1)

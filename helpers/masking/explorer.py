@@ -6,13 +6,36 @@
 * ``explorer(models, world)``: a prompt box, a model choice and a mask switch over it.
 """
 import numpy as np
+import torch
 
-from ..errors import CourseInputError, check_positive_int, count, fail, shown
-from ..explorer import Blitter, new_figure, show, start_at
+from ..errors import CourseInputError, check_number, check_positive_int, check_switch, count, fail, shown
+from ..explorer import Blitter, check_model_and_world, new_figure, show, start_at
 from .compute import attention_maps
 
 HIDDEN = (0.85, 0.85, 0.85, 1.0)   # grey: a key the mask hides
 MAX_MAPS, MAX_SIZE = 64, 64   # the most heatmaps in the grid and words a map has room for (the chapter: 4 and 10)
+
+
+def check_maps(maps, n_layers, n_heads):
+    """An ``attention_maps`` result for a grid of n_layers x n_heads maps (words: T texts, weights
+    (n_layers, n_heads, T, T), next: a text, p_next: a number, causal: a switch); returns the
+    weights as NumPy, else one sentence."""
+    keys = ("words", "weights", "next", "p_next", "causal")
+    if not isinstance(maps, dict) or not all(key in maps for key in keys):
+        fail(f"draw's maps should be what attention_maps returns, a dict with {', '.join(keys)}, but got {shown(maps)}")
+    words, weights = maps["words"], maps["weights"]
+    if not isinstance(words, (list, tuple)) or not words or not all(isinstance(w, str) for w in words):
+        fail(f"the maps' words should be a non-empty list of texts, but got {shown(words)}")
+    T = len(words)
+    if not isinstance(weights, torch.Tensor) or tuple(weights.shape) != (n_layers, n_heads, T, T):
+        got = f"shape {tuple(weights.shape)}" if isinstance(weights, torch.Tensor) else shown(weights)
+        fail(f"the maps' weights should be a tensor of shape {(n_layers, n_heads, T, T)} (layers, heads, "
+             f"words, words), but got {got}")
+    if not isinstance(maps["next"], str):
+        fail(f"the maps' next word should be a text, but got {shown(maps['next'])}")
+    check_number(maps["p_next"], "the maps' p_next", 0)
+    check_switch(maps["causal"], "the maps' causal")
+    return weights.detach().numpy()
 
 
 def maps_view(n_layers=2, n_heads=2, size=10):
@@ -70,7 +93,7 @@ def maps_view(n_layers=2, n_heads=2, size=10):
         drawn["words"] = list(words)
 
     def draw(maps):
-        weights, T = maps["weights"].numpy(), len(maps["words"])
+        weights, T = check_maps(maps, n_layers, n_heads), len(maps["words"])
         if T > size:
             raise CourseInputError(f"the explorer shows at most {size} words, but the prompt has {T}")
         if drawn["words"] != maps["words"]:      # new words: redraw the background once
@@ -101,12 +124,17 @@ def explorer(models, world, prompt="<BOS> the cat sat on the mat", causal=True):
 
     if not isinstance(models, dict) or not models or not all(isinstance(m, Transformer) for m in models.values()):
         fail(f"models should be a non-empty dict {{name: helpers.model.Transformer}}, but got {shown(models)}")
+    first = next(iter(models.values()))
+    for name, model in models.items():
+        check_model_and_world(model, world)    # the dragon world on the cat model: refused here, not at a prompt
+        if (model.cfg.n_layers, model.cfg.n_heads) != (first.cfg.n_layers, first.cfg.n_heads):
+            fail(f"the models should share one grid of layers x heads, but {name!r} has {model.cfg.n_layers} x "
+                 f"{model.cfg.n_heads} and the first {first.cfg.n_layers} x {first.cfg.n_heads}")
     controls = dict(
         prompt=widgets.Text(description="prompt", continuous_update=False, layout=widgets.Layout(width="420px")),
         model=widgets.Dropdown(options=list(models), description="model"),
         causal=widgets.ToggleButtons(options=[("mask on", True), ("mask off", False)]))
     start_at(controls, prompt=prompt, causal=causal)
-    first = next(iter(models.values()))
     draw = maps_view(first.cfg.n_layers, first.cfg.n_heads)
 
     def render(prompt, model, causal):

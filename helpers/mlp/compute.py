@@ -21,10 +21,10 @@ from torch import nn
 
 from .. import reference as ref
 from ..errors import as_array, check_bytes, check_choice, check_index, check_number, check_positive_int, check_switch, \
-    fail, shown
+    count, fail, shown
 from ..explorer import check_model_and_world
 from ..heads.compute import check_model
-from ..model import MAX_TOKENS
+from ..model import MAX_TOKENS, check_stream
 
 MAX_COLLECTED = 100_000   # the most sentences collect_activations traces in one call (the notebook traces 64)
 
@@ -87,6 +87,7 @@ class MLP(nn.Module):
         self.b_2 = nn.Parameter(torch.zeros(d_model)) if bias else None
 
     def forward(self, x):
+        check_stream(x, self.W_1.shape[0], self.W_1.dtype, "MLP's input x", dims=None)
         pre = x @ self.W_1                       # (..., d_ff)
         if self.b_1 is not None:
             pre = pre + self.b_1
@@ -332,6 +333,8 @@ def value_readout(model, layer, unit, top=3):
     final LayerNorm. Returns [(word index, score)] for the ``top`` highest scores."""
     block = check_block(model, layer)
     unit, top = check_index(unit, "unit", model.cfg.d_ff), check_positive_int(top, "top")
+    if top > model.cfg.vocab_size:
+        fail(f"top should be at most the model's {model.cfg.vocab_size} words, but got {count(top)}")
     scores = (block.mlp.W_2[unit] @ model.E.T).detach().numpy()
     order = np.argsort(-scores, kind="stable")[:top]
     return [(int(i), float(scores[i])) for i in order]

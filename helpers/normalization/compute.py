@@ -48,7 +48,7 @@ from ..errors import MAX_BYTES, as_array, check_bytes, check_choice, check_numbe
 from ..heads.compute import MultiHeadAttention, check_model
 from ..mlp.compute import MLP
 from ..model import Block as ModelBlock
-from ..model import Config, Transformer, check_depth
+from ..model import Config, Transformer, check_depth, check_stream
 from ..training import check_batch as check_training_batch, train
 from ..weights import data_dir
 
@@ -80,6 +80,7 @@ class LayerNorm(nn.Module):
         self.bias = nn.Parameter(torch.zeros(d))
 
     def forward(self, x):
+        check_stream(x, self.weight.shape[0], getattr(x, "dtype", None), "LayerNorm's input x", dims=None)
         mean = x.mean(dim=-1, keepdim=True)                          # one mean per row
         var = ((x - mean) ** 2).mean(dim=-1, keepdim=True)           # population variance: divide by d
         z = (x - mean) / torch.sqrt(var + self.eps)                  # ε inside the root
@@ -189,7 +190,14 @@ def gamma_for_range(z, beta, target):
     z, beta = as_array(z, "z", 1), as_array(beta, "beta", 1)
     target = check_number(target, "target", low=0, low_open=True)
     if z.shape != beta.shape:
-        fail(f"z and beta need the same length, but have {len(z)} and {len(beta)}")
+        fail(f"z and beta should have the same length, but have {len(z)} and {len(beta)}")
+    if not (np.isfinite(z).all() and np.isfinite(beta).all()):
+        fail("z and beta should hold finite numbers, but they hold NaN or infinity")
+    if z.size == 0 or np.ptp(z) == 0:
+        fail(f"z should hold at least two different values (γ·z spans nothing when z is constant, at any γ), "
+             f"but got {shown(z.tolist())}")
+    check_bytes(3 * 8 * z.size ** 2, f"gamma_for_range on {count(z.size)} numbers (three d x d tables)",
+                "give a shorter z")
     if np.ptp(beta) >= target:
         fail(f"β alone already spans {np.ptp(beta):.3f}, at least the target {target}")
     dz, db = z[:, None] - z[None, :], beta[:, None] - beta[None, :]
@@ -256,7 +264,18 @@ def unigram_loss(targets):
     every position the frequency of each token among the targets, so its loss is
     their entropy.
     """
-    targets = torch.as_tensor(targets)
+    if isinstance(targets, (str, bytes)):
+        fail(f"targets should be a (B, T) table of token ids, but got {shown(targets)}")
+    try:
+        targets = torch.as_tensor(targets)
+    except (TypeError, ValueError, RuntimeError, OverflowError):
+        fail(f"targets should be a (B, T) table of token ids (whole numbers), but got {shown(targets)}")
+    if targets.dim() not in (1, 2) or not targets.numel():
+        fail(f"targets should be a non-empty (B, T) or (T,) table of token ids, but got shape {tuple(targets.shape)}")
+    if targets.dtype.is_floating_point or targets.is_complex() or targets.dtype == torch.bool \
+            or ((targets < 0) & (targets != -100)).any():
+        fail(f"targets should hold token ids, whole numbers from 0 (or -100: nothing to predict), but got dtype "
+             f"{targets.dtype} and values {shown(targets.unique()[:5].tolist())}")
     kept = targets[targets != -100].tolist()
     if not kept:
         fail("targets hold no token to predict (every entry is -100)")

@@ -548,5 +548,10 @@ def shifted_loss(model, inputs, targets, shift):
     makes them (targets of -100 are ignored)."""
     import torch.nn.functional as F
 
+    from ..training import check_batch
+
+    if not isinstance(model, Transformer):
+        fail(f"shifted_loss takes a helpers.model.Transformer, but got {shown(model)}")
+    inputs, targets = check_batch((inputs, targets), model.cfg.vocab_size)   # same (B, T) shape, ids in range
     logits = shifted_logits(model, inputs, shift)
     return float(F.cross_entropy(logits.reshape(-1, logits.shape[-1]), targets.reshape(-1), ignore_index=-100))

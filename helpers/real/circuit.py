@@ -12,6 +12,7 @@ matrix from the file's block scales, and what a second rounding of that size doe
 ``data/smollm2_circuit/build.py`` runs these at full size and ships the numbers; chapter 11
 recomputes a small subset live with the same functions.
 """
+import numpy as np
 import torch
 import torch.nn.functional as F
 
@@ -30,10 +31,25 @@ def capture(model, ids, names, replace=None, stop_after=None):
 
 
 def random_heads(cfg, k, avoid=(), seed=0):
-    """k (layer, head) pairs drawn without replacement (seeded), none of them in ``avoid``."""
-    g = torch.Generator().manual_seed(seed)
-    pool = [(l, h) for l in range(cfg.n_layers) for h in range(cfg.n_heads) if (l, h) not in set(avoid)]
-    return [pool[int(i)] for i in torch.randperm(len(pool), generator=g)[:check_positive_int(k, "k")]]
+    """k (layer, head) pairs drawn without replacement (seeded), none of them in ``avoid``; k at
+    most the heads left (no fewer are returned than asked for)."""
+    from ..model import Config
+
+    if not isinstance(cfg, Config):
+        fail(f"cfg should be the model's Config (model.cfg), but got {shown(cfg)}")
+    k, g = check_positive_int(k, "k"), torch.Generator().manual_seed(check_seed(seed))
+    if isinstance(avoid, (str, bytes)) or not isinstance(avoid, (list, tuple, set, frozenset)):
+        fail(f"avoid should be a list of (layer, head) pairs, but got {shown(avoid)}")
+    for pair in avoid:
+        if not (isinstance(pair, (tuple, list)) and len(pair) == 2
+                and all(isinstance(i, (int, np.integer)) and not isinstance(i, (bool, np.bool_)) for i in pair)):
+            fail(f"avoid should hold (layer, head) pairs of whole numbers, but it holds {shown(pair)}")
+    avoid = set(map(tuple, avoid))
+    pool = [(l, h) for l in range(cfg.n_layers) for h in range(cfg.n_heads) if (l, h) not in avoid]
+    if k > len(pool):
+        fail(f"k should be at most the {len(pool):,} heads not avoided ({cfg.n_layers} layers x {cfg.n_heads} heads, "
+             f"{cfg.n_layers * cfg.n_heads - len(pool):,} avoided), but got {count(k)}")
+    return [pool[int(i)] for i in torch.randperm(len(pool), generator=g)[:k]]
 
 
 # ---------------------------------------------------------------- induction on random tokens
@@ -262,9 +278,26 @@ CAPITALS = dict(
     Zambia="Lusaka", Malaysia="Kuala Lumpur", Bangladesh="Dhaka")
 
 
+MAX_PAIRS = 1_000   # the most prompt pairs of one patching batch (the chapter takes 2 to 8)
+
+
 def fact_batch(tok, pairs, capitals):
     """(clean (N, T), corrupt (N, T), answers (N, 2)) for pairs [(country, other country)]: the
     template with each; answers: the first token of each country's capital (with its space)."""
+    from .compute import check_tok
+
+    check_tok(tok)
+    if not isinstance(pairs, (list, tuple)) or not pairs or not all(
+            isinstance(p, (list, tuple)) and len(p) == 2 and all(isinstance(c, str) and c.strip() for c in p) for p in pairs):
+        fail(f"pairs should be a non-empty list of (country, other country) pairs of names, but got {shown(pairs)}")
+    if len(pairs) > MAX_PAIRS:
+        fail(f"pairs should be at most {MAX_PAIRS:,} (this course's limit), but got {len(pairs):,}")
+    if not isinstance(capitals, dict):
+        fail(f"capitals should be a dict {{country: capital}} such as circuit.CAPITALS, but got {shown(capitals)}")
+    for country in {c for p in pairs for c in p}:
+        if not isinstance(capitals.get(country), str) or not capitals[country].strip():
+            fail(f"capitals should name the capital of every country in pairs, but has {shown(capitals.get(country))} "
+                 f"for {shown(country)}")
     clean = [tok.encode(TEMPLATE.format(a)) for a, _ in pairs]
     corrupt = [tok.encode(TEMPLATE.format(b)) for _, b in pairs]
     if len({len(x) for x in clean + corrupt}) != 1:
@@ -305,6 +338,13 @@ def streams(model, ids):
 def run_from(model, h, layer):
     """Last-position logits (N, V) of a pass resumed from h (N, T, d_model), the stream after
     block ``layer`` (blocks layer+1 .. the last, then the read-out)."""
+    from ..model import check_stream
+    from .compute import check_net
+
+    cfg = check_net(model).cfg
+    layer = check_index(layer, "layer", cfg.n_layers)
+    h = check_stream(h, cfg.d_model, model.E.dtype, "h (the residual stream)")
+    patching.check_memory(model, h.shape[0], h.shape[1], what="run_from")
     for later in range(layer + 1, model.cfg.n_layers):
         h = model.blocks[later](h, layer=later)
     return model.unembed(h[:, -1])

@@ -55,9 +55,25 @@ def check_cfg(cfg):
     return cfg
 
 
+def check_net(model):
+    """model: the course's Transformer (the first of ``load()``), else one sentence; return it."""
+    from ..model import Transformer
+
+    if not isinstance(model, Transformer):
+        fail(f"model should be the course's Transformer (the first of real.load()), but got {shown(model)}")
+    return model
+
+
+def check_tok(tok):
+    """tok: the model's SmolLM2 tokenizer (the second of ``load()``), else one sentence; return it."""
+    if not isinstance(tok, smollm2.Tokenizer):
+        fail(f"tok should be the model's tokenizer (the second of real.load()), but got {shown(tok)}")
+    return tok
+
+
 def tokens(tok, text):
     """[(id, piece)] for text: each token's id and the text it stands for."""
-    ids = tok.encode(check_text(text, "the text"))
+    ids = check_tok(tok).encode(check_text(text, "the text"))
     return list(zip(ids, tok.pieces(ids)))
 
 
@@ -232,8 +248,10 @@ def next_logits(model, tok, prompt):
 
 def top_tokens(tok, probs, k=5):
     """[(piece, probability)] of the k most probable tokens of probs (V,)."""
-    if not isinstance(probs, torch.Tensor) or probs.dim() != 1 or not probs.is_floating_point():
-        fail(f"probs should be one distribution, a float tensor (V,), but got {type(probs).__name__}"
+    V = len(check_tok(tok).vocab)
+    if not isinstance(probs, torch.Tensor) or probs.dim() != 1 or not probs.is_floating_point() or len(probs) != V:
+        fail(f"probs should be one distribution over the tokenizer's {V:,} tokens, a float tensor ({V},), but got "
+             f"{type(probs).__name__}"
              + (f" of shape {tuple(probs.shape)}" if isinstance(probs, torch.Tensor) else f" {shown(probs)}"))
     k = check_positive_int(k, "k")
     if k > len(probs):
@@ -379,11 +397,20 @@ def kv_timing(model, prompt_ids, new_tokens=16, repeats=3, warm_up=True):
                 decode_uncached=_ms(median([r[0] for r in without])) / new_tokens, ids=with_cache[0][2])
 
 
+MAX_REPEATS = 100   # the most timed passes of forward_seconds (the chapter times 3)
+
+
 @torch.no_grad()
 def forward_seconds(model, T=32, repeats=3, seed=0):
-    """Median wall-clock seconds of one forward pass over T random tokens (after a warm-up)."""
-    g = torch.Generator().manual_seed(seed)
-    ids = torch.randint(0, model.cfg.vocab_size, (check_positive_int(T, "T"),), generator=g)
+    """Median wall-clock seconds of one forward pass over T random tokens (after a warm-up);
+    repeats: 1 .. MAX_REPEATS passes timed."""
+    check_net(model)
+    T, repeats = check_positive_int(T, "T"), check_positive_int(repeats, "repeats")
+    if repeats > MAX_REPEATS:
+        fail(f"repeats should be at most {MAX_REPEATS} (this course's limit), but got {count(repeats)}")
+    g = torch.Generator().manual_seed(check_seed(seed))
+    model.check_ids(torch.zeros(T, dtype=torch.long))   # T within the model's limit, before any pass
+    ids = torch.randint(0, model.cfg.vocab_size, (T,), generator=g)
     model(ids)
     times = []
     for _ in range(repeats):
@@ -569,6 +596,10 @@ def prompt_view(model, tok, prompt, k=8):
 def file_order(W, n_heads):
     """W (d_in, n_heads * d_k) with each head's columns in llama.cpp's order, (0, d_k/2, 1,
     d_k/2 + 1, ...): the inverse of ``smollm2.unpermute``, on columns."""
+    n_heads = check_positive_int(n_heads, "n_heads")
+    if not isinstance(W, torch.Tensor) or W.dim() != 2 or W.shape[1] % (2 * n_heads):
+        fail(f"W should be a matrix (d_in, n_heads * d_k) with an even d_k, whose columns split into {count(n_heads)} heads, "
+             f"but got {'shape ' + str(tuple(W.shape)) if isinstance(W, torch.Tensor) else shown(W)}")
     d_in, width = W.shape
     d_k = width // n_heads
     return W.T.reshape(n_heads, 2, d_k // 2, d_in).transpose(1, 2).reshape(width, d_in).T

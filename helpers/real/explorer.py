@@ -7,7 +7,6 @@ draws two artists, not the figure.
 """
 import functools
 
-from ..errors import fail, shown
 from ..explorer import Blitter, new_figure, show, start_at
 from ..plots import ATTENTION_CMAP
 from . import compute
@@ -40,13 +39,8 @@ def draw_prompt(axes, view):
 
 def check_model(model, tok):
     """model a course Transformer and tok a SmolLM2 tokenizer of its vocabulary (``compute.load()``), else one sentence."""
-    from ..model import Transformer
-    from .smollm2 import Tokenizer
-
-    if not isinstance(model, Transformer):
-        fail(f"model should be the course's Transformer (the first of real.load()), but got {shown(model)}")
-    if not isinstance(tok, Tokenizer):
-        fail(f"tok should be the model's tokenizer (the second of real.load()), but got {shown(tok)}")
+    compute.check_net(model)
+    compute.check_tok(tok)
 
 
 def explorer(model, tok, layer=0, head=0,

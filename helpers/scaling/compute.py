@@ -84,7 +84,7 @@ def dot_spread(dims=(2, 4, 64, 768), n=100_000, seed=123):
     Returns a list of dicts: d, raw, scaled, expected (= √d, the theory), scores (the n raw q·k).
     """
     dims = check_dims(dims)
-    n, seed = check_positive_int(n, "n"), check_seed(seed)
+    n, seed = check_positive_int(n, "n", minimum=2), check_seed(seed)   # one pair has no spread
     check_draws(2 * n * sum(dims), f"dot_spread with n={count(n)}", f"ask for n <= {MAX_NUMBERS // (2 * sum(dims)):,}")
     check_bytes(8 * n * (len(dims) + 3), f"dot_spread with n={count(n)}",
                 f"ask for n <= {MAX_BYTES // (8 * (len(dims) + 3)):,}")
