@@ -76,7 +76,7 @@ def test_the_tokenizer_round_trips_and_encodes_romeo_as_six_ids(text, tokenizer)
     (lambda t: t.encode(None), ["string", "NoneType"]),
     (lambda t: t.decode([0, 65]), ["[0, 65)", "65"]),
     (lambda t: t.decode([1.5]), ["whole numbers", "float"]),
-    (lambda t: corpus.CharTokenizer(""), ["non-empty text", "empty string"]),
+    (lambda t: corpus.CharTokenizer(""), ["non-empty string", "empty string"]),
     (lambda t: corpus.split(""), ["at least 2 characters", "0"]),
 ])
 def test_the_tokenizer_refuses_in_one_sentence(refused, tokenizer, call, words):
