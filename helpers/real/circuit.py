@@ -19,6 +19,7 @@ import torch.nn.functional as F
 from .. import patching
 from ..errors import check_bytes, count, check_index, check_number, check_positive_int, check_seed, fail, shown
 from ..heads import compute as heads
+from .smollm2 import check_net, check_tok
 
 FIRST_ID = 100   # random tokens are drawn from ids 100.. (below: special tokens and single bytes)
 
@@ -284,7 +285,6 @@ MAX_PAIRS = 1_000   # the most prompt pairs of one patching batch (the chapter t
 def fact_batch(tok, pairs, capitals):
     """(clean (N, T), corrupt (N, T), answers (N, 2)) for pairs [(country, other country)]: the
     template with each; answers: the first token of each country's capital (with its space)."""
-    from .compute import check_tok
 
     check_tok(tok)
     if not isinstance(pairs, (list, tuple)) or not pairs or not all(
@@ -339,7 +339,6 @@ def run_from(model, h, layer):
     """Last-position logits (N, V) of a pass resumed from h (N, T, d_model), the stream after
     block ``layer`` (blocks layer+1 .. the last, then the read-out)."""
     from ..model import check_stream
-    from .compute import check_net
 
     cfg = check_net(model).cfg
     layer = check_index(layer, "layer", cfg.n_layers)

@@ -18,6 +18,7 @@ from ..heads import compute as heads
 from ..model import MAX_TRACE_BYTES, KVCache
 from . import smollm2
 from .circuit import capture
+from .smollm2 import check_net, check_tok
 
 BOOK_SENTENCE = "The Time Traveller smiled at us."   # the Book's induction experiment, written twice
 FACT = "The capital of France is"
@@ -53,22 +54,6 @@ def check_cfg(cfg):
     if not all(hasattr(cfg, name) for name in ("n_layers", "kv_heads", "d_k", "d_model", "d_ff", "vocab_size")):
         fail(f"expected the model's Config (model.cfg), but got {type(cfg).__name__} {shown(cfg)}")
     return cfg
-
-
-def check_net(model):
-    """model: the course's Transformer (the first of ``load()``), else one sentence; return it."""
-    from ..model import Transformer
-
-    if not isinstance(model, Transformer):
-        fail(f"model should be the course's Transformer (the first of real.load()), but got {shown(model)}")
-    return model
-
-
-def check_tok(tok):
-    """tok: the model's SmolLM2 tokenizer (the second of ``load()``), else one sentence; return it."""
-    if not isinstance(tok, smollm2.Tokenizer):
-        fail(f"tok should be the model's tokenizer (the second of real.load()), but got {shown(tok)}")
-    return tok
 
 
 def tokens(tok, text):

