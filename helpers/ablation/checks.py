@@ -397,23 +397,9 @@ def direct_attribution(answer, model, parts, direction, scale):
         return
     import torch
     variants = _attribution_variants(model, parts, direction, scale)
-    no_scale = "the parts were not divided by the scale: divide each by the frozen divisor given"
-    recomputed = ("the norm's scale was recomputed from these parts: freeze it at the scale given, the one of the "
-                  "run whose logits are explained")
-    if isinstance(model.final_ln, torch.nn.RMSNorm):   # SmolLM2 (chapter 11): no centring, no β, a root mean square
-        yield slip(values, [(np.array([variants[k][name] for name in right]), hint) for k, hint in (
-            ("centred", "the parts were centred: an RMSNorm does not subtract the mean, it only divides by its scale"),
-            ("no gamma", "γ is missing: multiply each scaled part by the final RMSNorm's weight"),
-            ("variance", "that divides by the mean square: the scale is its square root, √(mean(h²) + ε)"),
-            ("own scale", "each part was divided by its own scale: divide every part by the one scale given, the "
-                          "final RMSNorm's divisor of the run explained (an RMSNorm of the sum is not the sum of "
-                          "RMSNorms)"),
-            ("recomputed", recomputed),
-            ("no scale", no_scale))],
-            atol=1e-4) or found[0]
-        return
-    hints = {"recomputed": recomputed,
-             "no scale": no_scale,
+    hints = {"recomputed": "the norm's scale was recomputed from these parts: freeze it at the scale given, the one "
+                           "of the run whose logits are explained",
+             "no scale": "the parts were not divided by the scale: divide each by the frozen divisor given",
              "uncentred": "the parts were not centred: a LayerNorm subtracts each vector's mean over d_model first",
              "centred": "the parts were centred: an RMSNorm does not subtract the mean, it only divides by its scale",
              "no gamma": "γ is missing: multiply each centred, scaled part by the final LayerNorm's weight",
@@ -426,5 +412,13 @@ def direct_attribution(answer, model, parts, direction, scale):
                          "one scale given (the run explained), multiply by γ, and add β once, in its own entry",
              "beta scaled": "β was divided by the scale: the LayerNorm adds β after the division, so its entry is "
                             "β · E^T · direction"}
-    yield slip(values, [(np.array([v[name] for name in right]), hints[k]) for k, v in variants.items()],
+    if isinstance(model.final_ln, torch.nn.RMSNorm):   # SmolLM2 (chapter 11): no centring, no β, a root mean square
+        del hints["uncentred"]                         # an RMSNorm's right answer is uncentred
+        hints.update({
+            "no gamma": "γ is missing: multiply each scaled part by the final RMSNorm's weight",
+            "variance": "that divides by the mean square: the scale is its square root, √(mean(h²) + ε)",
+            "own scale": "each part was divided by its own scale: divide every part by the one scale given, the "
+                         "final RMSNorm's divisor of the run explained (an RMSNorm of the sum is not the sum of "
+                         "RMSNorms)"})
+    yield slip(values, [(np.array([v[name] for name in right]), hints[k]) for k, v in variants.items() if k in hints],
                atol=1e-4) or found[0]
