@@ -96,13 +96,18 @@ def keep(piece, chapter, name=None):
     target = path(name)
     text = HEADER.format(name=name, chapter=chapter) + source_of(piece)
     target.parent.mkdir(parents=True, exist_ok=True)
+    earlier = target.read_bytes() if target.is_file() else None   # a good piece kept before
     temporary = target.with_suffix(".py.tmp")
     temporary.write_text(text, encoding="utf-8")
     temporary.replace(target)   # whole or not at all
     try:
         getattr(_load(target), name)
     except Exception as error:
-        target.unlink(missing_ok=True)   # (the cell may have removed it itself)
+        if earlier is None:
+            target.unlink(missing_ok=True)   # (the cell may have removed it itself)
+        else:   # a failed keep leaves the earlier kept piece as it was
+            temporary.write_bytes(earlier)
+            temporary.replace(target)
         fail(f"the cell that defines {name} does not run on its own as my_gpt/{name}.py "
              f"({type(error).__name__}: {str(error)[:100]}); use only np, torch, nn, F, math and ref in it")
     return target

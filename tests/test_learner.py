@@ -97,3 +97,26 @@ def test_a_keyword_is_no_name_for_a_piece(store, refused):
     refused(lambda: learner.keep(double, None), "chapter", "None")
     refused(lambda: learner.keep(double, 5), "two digits", "5")
     assert not store.exists() or not list(store.iterdir())
+
+
+def cell_function(name, store):
+    """A function defined in a 'cell' that reads a variable of an earlier cell: it runs in the
+    notebook, but its cell does not run on its own as a kept file."""
+    import linecache
+    source = f"def {name}(x):\n    return x\nscale = earlier_cell_value\n"
+    filename = str(store.parent / f"cell_{name}.py")
+    linecache.cache[filename] = (len(source), None, source.splitlines(True), filename)
+    namespace = {"earlier_cell_value": 2}
+    exec(compile(source, filename, "exec"), namespace)
+    return namespace[name]
+
+
+def test_a_failed_keep_leaves_the_piece_kept_before(store, refused):
+    """Red team round 4: a keep that failed to load deleted the good file kept before it."""
+    learner.keep(double, "02")
+    good = (store / "double.py").read_text()
+    refused(lambda: learner.keep(cell_function("double", store), "02"), "does not run on its own", "NameError")
+    assert (store / "double.py").read_text() == good and not (store / "double.py.tmp").exists()
+    assert learner.use("double", course=None)(3) == 6
+    refused(lambda: learner.keep(cell_function("fresh", store), "02"), "does not run on its own")
+    assert not (store / "fresh.py").exists()
