@@ -72,7 +72,7 @@ def test_explorer_redraws_when_d_or_the_scaling_moves():
     assert len({first, scaled, shown.picture()}) == 3
 
 
-@pytest.mark.parametrize("bad", [dict(d=0), dict(d=5000), dict(d="x")])
+@pytest.mark.parametrize("bad", [dict(d=0), dict(d=5000), dict(d="x"), dict(d=3.7), dict(d=float("nan"))])
 def test_explore_bad_input(bad):
     with pytest.raises(CourseInputError):
         scaling.explore(**bad)

@@ -214,7 +214,8 @@ def explore(d, scaled=True):
     sees them), spread (their std), weights (6,) one query's softmax row over six keys,
     gradient (‖J‖ of that row, w.r.t. softmax's input), gradient_wrt_raw (w.r.t. q·k).
     """
-    d = int(round(d)) if isinstance(d, float) and d == d and abs(d) < 2**53 else d
+    if isinstance(d, float) and d.is_integer():   # 64.0 is 64; 3.7 is refused, not rounded
+        d = int(d)
     d = check_positive_int(d, "d")
     scaled = check_switch(scaled, "scaled")
     if d > POOL_D:

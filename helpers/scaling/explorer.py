@@ -82,4 +82,4 @@ def explorer(d=64, scaled=False):
     box = widgets.Checkbox(description="divide by √d")
     controls = start_at({"d": slider, "scaled": box}, d=d, scaled=scaled)   # d from 2 to 1024, refused outside
     _, draw = scaling_view()
-    return show(controls, lambda d, scaled: draw(explore(d, scaled)))
+    return show(controls, lambda d, scaled: draw(explore(round(d), scaled)))   # the log slider's 2**5.5 is d = 45
