@@ -21,6 +21,9 @@ def use_style():
     plt.rcParams.update(STYLE)
 
 
+HEATMAP_MAX_TOKENS = 256   # a label per row and column is unreadable, and the figure huge, beyond this
+
+
 def attention_heatmap(weights, tokens, ax=None, title=None, keys=None, annotate=True, fontsize=7):
     """Heatmap of a (T_q, T_k) attention matrix, queries down, keys across, weights printed.
 
@@ -30,8 +33,11 @@ def attention_heatmap(weights, tokens, ax=None, title=None, keys=None, annotate=
     keys = tokens if keys is None else keys
     if w.shape != (len(tokens), len(keys)):
         fail(f"weights have shape {w.shape} but there are {len(tokens)} query and {len(keys)} key labels")
-    if ax is None:
-        _, ax = plt.subplots(figsize=(0.6 * len(keys) + 1.6, 0.5 * len(tokens) + 1.0))
+    if max(w.shape) > HEATMAP_MAX_TOKENS:
+        fail(f"an attention heatmap shows at most {HEATMAP_MAX_TOKENS} queries and keys, each labelled (slice the "
+             f"weights, such as weights[:64, :64]), but got {w.shape[0]:,} x {w.shape[1]:,}")
+    if ax is None:   # about 0.6 inch a key and 0.5 a query, at most 16 inches a side
+        _, ax = plt.subplots(figsize=(min(0.6 * len(keys) + 1.6, 16), min(0.5 * len(tokens) + 1.0, 16)))
     ax.imshow(w, cmap=ATTENTION_CMAP, vmin=0, vmax=1)
     ax.set_xticks(range(len(keys)), keys, rotation=45, ha="right")
     ax.set_yticks(range(len(tokens)), tokens)
@@ -96,6 +102,17 @@ def prob_bars(probs, vocab, ax=None, top=None, title=None, highlight=(), log=Fal
     p = as_array(probs, "probs", 1)
     if len(vocab) != len(p):
         fail(f"probs has {len(p)} entries but the vocabulary has {len(vocab)} words")
+    if not np.isfinite(p).all() or (p < 0).any() or (p > 1 + 1e-6).any():
+        real = p[~np.isnan(p)]
+        fail(f"probs should be probabilities, each from 0 to 1 (for logits take their softmax first), but got "
+             + (f"numbers from {real.min():.3g} to {real.max():.3g}" if len(real) else "no number")
+             + (f" and {int(np.isnan(p).sum())} NaN" if len(real) < len(p) else ""))
+    if isinstance(highlight, str):   # one word, not its letters
+        highlight = (highlight,)
+    unknown = [word for word in highlight if word not in vocab] if isinstance(highlight, (list, tuple, set)) else None
+    if unknown is None or unknown:
+        fail(f"highlight should be a list of the vocabulary's words, but got "
+             f"{f'words not in it: {unknown[:5]}' if unknown else type(highlight).__name__}")
     if top is not None:
         top = check_positive_int(top, "top")
     order = np.argsort(-p, kind="stable")[:top] if top else np.arange(len(p))

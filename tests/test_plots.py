@@ -18,9 +18,22 @@ def test_the_figures_draw():
     (lambda: plots.attention_heatmap(np.eye(3), ["a", "b"]), ["(3, 3)", "2 query"]),
     (lambda: plots.prob_bars(np.ones(3) / 3, ["a", "b"]), ["3 entries", "2 words"]),
     (lambda: plots.prob_bars(np.ones(3) / 3, ["a", "b", "c"], top=-1), ["top", "at least 1", "-1"]),
+    # red team round 4: NaN, logits and words not in the vocabulary were drawn without a word
+    (lambda: plots.prob_bars(np.array([0.5, np.nan, 0.5]), ["a", "b", "c"]), ["probabilities", "1 NaN"]),
+    (lambda: plots.prob_bars(np.array([2.0, -1.0, 0.5]), ["a", "b", "c"]), ["softmax", "-1 to 2"]),
+    (lambda: plots.prob_bars(np.ones(3) / 3, ["a", "b", "c"], highlight=["z"]), ["vocabulary's words", "'z'"]),
+    (lambda: plots.prob_bars(np.ones(3) / 3, ["a", "b", "c"], highlight=3), ["list", "int"]),
+    (lambda: plots.attention_heatmap(np.eye(300), [str(i) for i in range(300)]), ["at most 256", "300 x 300"]),
 ])
+
 def test_bad_input_is_refused_in_one_sentence(refused, call, words):
     refused(call, *words)
+
+
+def test_one_highlighted_word_is_that_word_not_its_letters():
+    ax = plots.prob_bars(np.array([0.5, 0.3, 0.2]), ["cat", "c", "a"], highlight="cat")
+    assert len({tuple(bar.get_facecolor()) for bar in ax.patches}) == 2
+    assert ax.patches[1].get_facecolor() == ax.patches[2].get_facecolor()
 
 
 def test_prob_bars_on_a_log_axis_keep_tiny_runners_up_readable():
