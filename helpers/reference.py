@@ -7,7 +7,7 @@ import math
 
 import numpy as np
 
-from .errors import as_array, check_bytes, check_number, check_positive_int, check_switch, count, fail, shown
+from .errors import as_array, check_bytes, check_number, check_positive_int, check_switch, count, fail, shown, to_numpy
 
 MAX_ENTRIES = 50_000_000   # the most entries a table made here may hold (400 MB of float64)
 
@@ -100,6 +100,10 @@ def attention(Q, K, V, causal=False, mask=None, scale=True):
         scores = apply_mask(scores, causal_mask(Q.shape[-2]))
     if mask is not None:
         scores = apply_mask(scores, mask)
+    blind = np.isneginf(scores).all(axis=-1)
+    if blind.any():
+        fail(f"every key is hidden from query {int(np.argwhere(blind)[0][-1])}, so its softmax is undefined (0/0); "
+             "a mask should leave each query at least one key (the causal mask leaves it itself)")
     weights = softmax(scores, axis=-1)
     return weights @ V, weights
 
@@ -184,9 +188,12 @@ def rotate_pairs(x, positions, base=10000.0):
     T, d = x.shape
     if d % 2:
         fail(f"rotary positions need an even width d, but got d={d}")
-    positions = np.asarray(positions)
+    positions = to_numpy(positions, "positions")
     if positions.shape != (T,):
         fail(f"positions should have one entry per row of x ({T}), but has shape {positions.shape}")
+    if not np.isfinite(positions).all():
+        fail(f"positions should be finite numbers, but {int((~np.isfinite(positions)).sum())} of {T} are NaN or infinite")
+    base = check_number(base, "base", low=0, low_open=True)
     angle = positions[:, None] * base ** (-np.arange(0, d, 2) / d)
     cos, sin = np.cos(angle), np.sin(angle)
     even, odd = x[:, 0::2], x[:, 1::2]

@@ -108,3 +108,16 @@ def test_attention_refuses_tables_too_large_for_memory_before_making_them():
     assert "100,000 queries" in str(caught.value)
     with pytest.raises(CourseInputError, match="broadcast"):
         ref.attention(np.ones((2, 3, 4)), np.ones((3, 3, 4)), np.ones((3, 4)))
+
+
+def test_a_query_with_every_key_hidden_and_positions_that_are_not_numbers_are_refused(refused):
+    """Red team round 4: a mask hiding every key of a query gave NaN weights; NaN positions a NaN rotation."""
+    Q = np.ones((3, 2))
+    mask = np.zeros((3, 3), dtype=bool)
+    mask[1] = True
+    refused(lambda: ref.attention(Q, Q, Q, mask=mask), "every key is hidden from query 1", "undefined")
+    out, weights = ref.attention(Q, Q, Q, causal=True, mask=np.triu(np.ones((3, 3), dtype=bool), 1))
+    assert np.isfinite(weights).all()                                # the causal mask leaves each query itself
+    refused(lambda: ref.rotate_pairs(np.ones((2, 4)), [0, np.nan]), "finite", "1 of 2")
+    refused(lambda: ref.rotate_pairs(np.ones((2, 4)), ["a", "b"]), "positions", "numbers")
+    refused(lambda: ref.rotate_pairs(np.ones((2, 4)), [0, 1], base=-1.0), "base", "> 0")
