@@ -101,6 +101,10 @@ class World:
     def batch(self, sentences):
         """Pad sentences with <PAD> into (B, T) ids; return (inputs, targets) with -100 on pads."""
         sentences = check_sentences(sentences)
+        short = [i for i, s in enumerate(sentences) if len(s) < 2]
+        if short:   # one word has no next word: its row would predict nothing (a loss of 0/0)
+            fail(f"sentences to train on should have at least two words each (a word and the next to predict), "
+                 f"but sentence {short[0]} has {len(sentences[short[0]])}: {shown(sentences[short[0]])}")
         pad = self.tokenizer.ids.get("<PAD>", 0)
         T = max(len(s) for s in sentences)
         ids = torch.full((len(sentences), T), pad, dtype=torch.long)

@@ -131,3 +131,11 @@ def test_adjectives_and_induction_arguments_are_checked():
         with pytest.raises(CourseInputError, match="vocab_size should be at most 2\\*\\*63 - 1"):
             call()
     assert worlds.repeated_tokens(1, 3, 2**63 - 1, 0).shape == (1, 7)
+
+
+def test_a_batch_refuses_a_one_word_sentence(cat_world, refused):
+    """Red team round 4: a sentence of one word made a row with nothing to predict, and a batch of
+    only such sentences an empty (B, 0) batch whose loss is 0/0."""
+    refused(lambda: cat_world.batch([["<BOS>", "the", "cat"], ["<BOS>"]]), "at least two words", "sentence 1 has 1")
+    inputs, targets = cat_world.batch([["<BOS>", "the"]])
+    assert inputs.shape == (1, 1) and targets.tolist() == [[cat_world.tokenizer.ids["the"]]]
