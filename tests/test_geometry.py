@@ -1,5 +1,6 @@
 """Chapter 01, geometry: compute (GloVe, neighbours, analogies, maps, word2vec), checks, explorer."""
 import hashlib
+import math
 import os
 import subprocess
 import sys
@@ -263,6 +264,7 @@ def test_random_map_is_seeded():
 
 W2V_SCRIPT = """
 import hashlib
+import math
 from helpers.geometry.compute import train_word2vec
 from helpers.worlds import cat_world
 kv = train_word2vec(cat_world().train, seed=0)
@@ -543,3 +545,12 @@ def test_cosine_of_vectors_with_huge_or_tiny_entries_is_their_direction_s():
     assert geometry.cosine([1e300, 0.0], [1e300, 1e300]) == pytest.approx(2 ** -0.5)
     with pytest.raises(CourseInputError, match="zero vector"):
         geometry.cosine([0.0, 0.0], [1.0, 0.0])
+
+
+def test_angles_are_taken_modulo_a_turn_and_words_must_be_writable(refused):
+    """Red team round 4: angle_a=1e30 degrees went through a rounded π (a wrong direction, silently);
+    a word with a lone surrogate reached gensim's hash as a UnicodeEncodeError."""
+    assert np.allclose(geometry.vector_pair(angle_a=370, angle_b=10)["a"] / 3, geometry.vector_pair(angle_a=10)["a"] / 3)
+    far = geometry.vector_pair(angle_a=1e30, norm_a=1, angle_b=math.fmod(1e30, 360), norm_b=1)
+    assert far["angle"] < 1e-3 and np.allclose(far["a"], far["b"])
+    refused(lambda: geometry.train_word2vec([["a", "b\ud800"]]), "lone surrogate", "each word")

@@ -142,6 +142,8 @@ def test_unit_profile_and_value_readout(cat, collected):
         mlp.unit_profile(collected, 0, 8, ["cat"])
     with pytest.raises(CourseInputError, match="never occurs"):
         mlp.unit_means(collected, 0, ["<PAD>"])
+    with pytest.raises(CourseInputError, match="non-empty list"):   # red team round 4: [] gave an empty (0,) array
+        mlp.unit_means(collected, 0, [])
 
 
 def test_probe_and_its_figure(cat, cat_world, collected):
@@ -392,7 +394,7 @@ def test_the_module_check_can_tell_the_tanh_gelu_from_rounding(cat, dragon):
     (lambda cat, collected: mlp.mlp_forward(np.ones(2), np.ones((2, 2)), np.ones(2), np.ones((2, 2)), np.ones(2),
                                             activation=["gelu"]), "activation should be one of"),
     (lambda cat, collected: mlp.unit_means(collected, True, ["the"]), "layer should be one of"),
-    (lambda cat, collected: mlp.unit_means(collected, 0, "the"), "words should be a list"),
+    (lambda cat, collected: mlp.unit_means(collected, 0, "the"), "words should be a non-empty list"),
     (lambda cat, collected: mlp.unit_profile(collected, 0, "1", ["the"]), "unit should be a whole number"),
     (lambda cat, collected: mlp.unit_profile(collected, 0, 1, ["the"], top=0), "top should be at least 1"),
     (lambda cat, collected: mlp.unit_selectivity(collected, 0, 1, [[1], [1, 2]]), "where should be"),

@@ -17,6 +17,7 @@ gensim, scikit-learn, umap and matplotlib are imported inside the functions that
 use them, so ``import helpers.geometry.compute`` stays fast; umap through ``import_umap``,
 which leaves out pynndescent's neighbour search until something uses it.
 """
+import math
 import sys
 import types
 import warnings
@@ -28,7 +29,7 @@ from pathlib import Path
 import numpy as np
 
 from ..errors import as_array, check_bytes, check_choice, check_number, check_positive_int, check_seed, \
-    check_switch, count, fail, shown, to_numpy
+    check_switch, check_text, count, fail, shown, to_numpy
 
 METHODS = ("PCA", "t-SNE", "UMAP")
 
@@ -73,7 +74,8 @@ def vector_pair(angle_a=10.0, norm_a=3.0, angle_b=60.0, norm_b=2.0):
     Returns a dict: a (2,), b (2,), dot = a·b, cos = a·b / (|a| |b|), and
     angle = the angle between them in degrees (0 to 180).
     """
-    angle_a, angle_b = check_number(angle_a, "angle_a"), check_number(angle_b, "angle_b")
+    # a whole turn more is the same direction; reduced exactly first, so 1e30 degrees is not a rounding of π
+    angle_a, angle_b = math.fmod(check_number(angle_a, "angle_a"), 360), math.fmod(check_number(angle_b, "angle_b"), 360)
     norm_a = check_number(norm_a, "norm_a", low=0, low_open=True)
     norm_b = check_number(norm_b, "norm_b", low=0, low_open=True)
     a = norm_a * np.array([np.cos(np.radians(angle_a)), np.sin(np.radians(angle_a))])
@@ -851,6 +853,8 @@ def check_word2vec(sentences, vector_size, window, epochs, seed, sample):
                  f"but one of them is {shown(sentence)}")
         vocab.update(sentence)
         tokens += len(sentence)
+    for word in vocab:   # gensim hashes each word's UTF-8 bytes
+        check_text(word, "each word", empty=True)
     vector_size = check_positive_int(vector_size, "vector_size")
     window = check_positive_int(window, "window")
     if window > MAX_WINDOW:   # gensim's C loop takes a C int: 2**64 crashes its worker and the training waits forever

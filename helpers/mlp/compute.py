@@ -253,8 +253,8 @@ def unit_means(collected, layer, words):
     positions holding each word."""
     acts = collected["act"][check_layer(collected, layer)]
     if isinstance(words, (str, bytes)) or not isinstance(words, (list, tuple)) \
-            or not all(isinstance(word, str) for word in words):
-        fail(f"words should be a list of words (strings), but got {shown(words)}")
+            or not words or not all(isinstance(word, str) for word in words):
+        fail(f"words should be a non-empty list of words (strings), but got {shown(words)}")
     rows = []
     for word in words:
         here = collected["tokens"] == word
