@@ -182,8 +182,10 @@ def attention_floats(d, d_kv, bias):
 
 
 def mlp_floats(d, d_ff, bias, activation):
-    """How many float32 numbers an MLP holds: W_1, W_2 (and SwiGLU's W_G), d x d_ff each, and biases."""
-    return (3 if activation == "swiglu" else 2) * d * d_ff + (d_ff + d) * bias
+    """How many float32 numbers an MLP holds: W_1, W_2 (and SwiGLU's W_G), d x d_ff each, and their
+    biases (b_1 and SwiGLU's b_G d_ff each, b_2 d)."""
+    gated = activation == "swiglu"
+    return (3 if gated else 2) * d * d_ff + ((2 if gated else 1) * d_ff + d) * bias
 
 
 def check_floats(floats, what, whose):

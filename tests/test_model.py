@@ -662,3 +662,15 @@ def test_the_parts_still_run_on_their_own(cat):
         assert torch.allclose(model.embed(ids(world, "<BOS> the cat")[None])[0], trace["h0"])
         assert torch.equal(model.embed(ids(world, "<BOS> the cat").tolist()), trace["h0"])   # a list of ids too
         assert torch.allclose(model.unembed(trace["L1.h"]), trace["logits"], atol=1e-5)
+
+
+def test_a_config_counts_the_floats_its_model_holds():
+    """Config.floats (what building a model allocates, checked before it is built) is an upper bound
+    close to what the model holds: SwiGLU's gate bias b_G is counted (it was left out)."""
+    for options in (dict(), dict(activation="swiglu"), dict(activation="swiglu", bias=False, norm_kind="rmsnorm"),
+                    dict(n_kv_heads=2, positions="learned"), dict(d_ff=0, positions="rotary")):
+        cfg = Config(vocab_size=11, d_model=32, n_heads=4, n_layers=2, d_ff=48, **options) if "d_ff" not in options \
+            else Config(vocab_size=11, d_model=32, n_heads=4, n_layers=2, **options)
+        model = Transformer(cfg)
+        held = sum(p.numel() for p in model.parameters()) + sum(b.numel() for b in model.buffers())
+        assert held <= cfg.floats() <= held + 5 * cfg.n_layers * cfg.d_model, options   # an upper bound, close
