@@ -476,32 +476,77 @@ def test_distinct_per_block_sees_the_4_bit_levels(smol):
 
 # ------------------------------------------------------------------ the exercises and the explorer
 
+def layer_parameters(cfg):
+    """A right answer to Exercise 1: one layer's parameters from any Config."""
+    d, d_kv, d_ff = cfg.d_model, cfg.kv_heads * cfg.d_k, cfg.d_ff
+    attention = 2 * d * d + 2 * d * d_kv + cfg.bias * (2 * d + 2 * d_kv)
+    matrices = 3 if cfg.activation == "swiglu" else 2
+    mlp = matrices * d * d_ff + cfg.bias * ((matrices - 1) * d_ff + d) if d_ff else 0
+    norm = 0 if cfg.norm == "none" else (d if cfg.norm_kind == "rmsnorm" else 2 * d)
+    return attention + mlp + norm * (2 if d_ff else 1)
+
+
+def head_scan(model, ids, length, back=None, first=2):
+    """A right answer to Exercise 2 (back=None), or the induction score looking ``back`` places back
+    from the ``first``-th query of the diagonal on (slips)."""
+    trace = model(ids, trace=True)
+    w = torch.stack([trace[f"L{layer}.weights"] for layer in range(model.cfg.n_layers)])
+    previous = torch.diagonal(w, offset=-1, dim1=-2, dim2=-1).mean(-1)
+    back = length - 1 if back is None else back
+    return previous, torch.diagonal(w, offset=-back, dim1=-2, dim2=-1)[..., first:].mean(-1)
+
+
+def kv_growth(model, ids, parts=("k", "v"), scale=1):
+    """A right answer to Exercise 3, or one that counts only some parts, or numbers (scale 1/4)."""
+    from helpers.model import KVCache
+
+    cache = KVCache(model.cfg.n_layers)
+    held = lambda: sum(t.numel() * t.element_size() for part in parts for t in getattr(cache, part))
+    with torch.no_grad():
+        logits = model(ids, cache=cache)
+        before = held()
+        model(logits[-1:].argmax(-1), cache=cache)
+    return (held() - before) * scale
+
+
 def test_checks_accept_the_answers_and_name_the_slips(smol):
     from helpers.real import checks
 
     model, tok = smol
     cfg = model.cfg
-    d, d_kv, d_ff = 576, 192, 1536
-    right = 2 * d * d + 2 * d * d_kv + 3 * d * d_ff + 2 * d
-    assert checks.layer_parameters.feedback(right, cfg) == []
-    assert "share" in checks.layer_parameters.feedback(4 * d * d + 3 * d * d_ff + 2 * d, cfg)[0]
-    assert "three" in checks.layer_parameters.feedback(right - d * d_ff, cfg)[0]
-    assert "no bias" in checks.layer_parameters.feedback(right + 2 * d, cfg)[0]
-    assert "12d²" in checks.layer_parameters.feedback(12 * d * d, cfg)[0]
-    assert "not answered" in checks.layer_parameters.feedback(None, cfg)[0]
-    assert str(right) not in " ".join(checks.layer_parameters.feedback(right + 7, cfg))
-    kv = 2 * 30 * 3 * 64 * 4
-    assert checks.kv_per_token.feedback(kv, cfg) == []
-    assert "query head" in checks.kv_per_token.feedback(kv * 3, cfg)[0]
-    assert "bytes" in checks.kv_per_token.feedback(kv // 4, cfg)[0]
-    assert "2 bytes" in checks.kv_per_token.feedback(kv // 2, cfg)[0]
+    assert checks.layer_parameters.feedback(layer_parameters, cfg) == []
+    smollm2_only = lambda c: 2 * c.d_model ** 2 + 2 * c.d_model * c.kv_heads * c.d_k + 3 * c.d_model * c.d_ff + 2 * c.d_model
+    said = checks.layer_parameters.feedback(smollm2_only, cfg)[0]
+    assert said.startswith("on a GPT-2-style layer") and "cfg.bias" in said
+    no_bias = lambda c: layer_parameters(c) - c.bias * (2 * c.d_model + 2 * c.kv_heads * c.d_k + c.d_ff + c.d_model)
+    assert "biases" in checks.layer_parameters.feedback(no_bias, cfg)[0]
+    mha = lambda c: layer_parameters(c) + (c.d_model - c.kv_heads * c.d_k) * (2 * c.d_model + 2 * c.bias)
+    assert "share" in checks.layer_parameters.feedback(mha, cfg)[0]
+    two = lambda c: layer_parameters(c) - (c.d_model * c.d_ff + c.d_ff * c.bias) * (c.activation == "swiglu")
+    assert "three matrices" in checks.layer_parameters.feedback(two, cfg)[0]
+    beta = lambda c: layer_parameters(c) + 2 * c.d_model * (c.norm_kind == "rmsnorm")
+    assert "no shift" in checks.layer_parameters.feedback(beta, cfg)[0]
+    always_mlp = lambda c: layer_parameters(c) + (0 if c.d_ff else 8 * c.d_model ** 2)
+    assert "no MLP" in checks.layer_parameters.feedback(always_mlp, cfg)[0]
+    assert "not answered" in checks.layer_parameters.feedback(lambda c: None, cfg)[0]
+
     ids, length = real.repeated(tok)
-    previous, induction = real.head_scores(model, ids, length)
-    best = real.best_heads(induction)[0]
-    assert checks.best_induction_head.feedback(best, induction, previous) == []
-    assert "previous-token" in checks.best_induction_head.feedback(real.best_heads(previous)[0], induction, previous)[0]
-    assert "swapped" in checks.best_induction_head.feedback(best[::-1], induction, previous)[0] or best[0] == best[1]
-    assert "from 0" in checks.best_induction_head.feedback((best[0] + 1, best[1] + 1), induction, previous)[0]
+    assert checks.head_scan.feedback(head_scan, model, ids, length) == []
+    assert "same token" in checks.head_scan.feedback(lambda m, i, L: head_scan(m, i, L, back=L, first=1),
+                                                     model, ids, length)[0]
+    assert "first copy" in checks.head_scan.feedback(lambda m, i, L: head_scan(m, i, L, first=0), model, ids, length)[0]
+    assert "swapped" in checks.head_scan.feedback(lambda m, i, L: head_scan(m, i, L)[::-1], model, ids, length)[0]
+    fixed = head_scan(model, ids, length)   # the Book sentence's tables, returned for any input
+    assert checks.head_scan.feedback(lambda m, i, L: fixed, model, ids, length)[0].startswith("on random tokens")
+
+    prompt = torch.tensor(tok.encode("The capital of France is"))
+    assert checks.kv_growth.feedback(kv_growth, model, prompt) == []
+    assert "values too" in checks.kv_growth.feedback(lambda m, i: kv_growth(m, i, parts=("k",)), model, prompt)[0]
+    assert "not bytes" in checks.kv_growth.feedback(lambda m, i: kv_growth(m, i, scale=0.25), model, prompt)[0]
+    per_head = lambda m, i: 2 * m.cfg.n_layers * m.cfg.n_heads * m.cfg.d_k * 4
+    assert "per query head" in checks.kv_growth.feedback(per_head, model, prompt)[0]
+    formula = lambda m, i: real.kv_bytes_per_token(m.cfg)
+    assert checks.kv_growth.feedback(formula, model, prompt) == []   # the sizes' formula agrees with the measure
 
 
 def test_prompt_view_and_explorer(smol):
@@ -880,15 +925,23 @@ def test_the_ablation_check_refuses_its_own_bad_arguments(smol, repeats, at, val
 
 
 @pytest.mark.parametrize("check, args", [
-    (real_checks.layer_parameters, (None,)), (real_checks.kv_per_token, ("cfg",)),
-    (real_checks.best_induction_head, (None, torch.zeros(30, 9))),
-    (real_checks.best_induction_head, (torch.zeros(30, 9), [[1, 2], [3]])),
-    (real_checks.best_induction_head, (torch.zeros(30, 9), torch.zeros(2, 3))),
-    (real_checks.best_induction_head, (torch.full((30, 9), float("nan")), torch.zeros(30, 9)))])
+    (real_checks.layer_parameters, (None,)), (real_checks.layer_parameters, ("cfg",)),
+    (real_checks.head_scan, (None, torch.tensor([0, 1, 2, 1, 2]), 2)),
+    (real_checks.head_scan, ("model", torch.tensor([0, 1, 2, 1, 2]), 2)),
+    (real_checks.kv_growth, (None, torch.tensor([1, 2]))),
+])
 def test_the_real_checks_refuse_their_own_bad_arguments(check, args):
-    answer = (1, 2) if check is real_checks.best_induction_head else 100
-    said = " ".join(check.feedback(answer, *args))
+    said = " ".join(check.feedback(lambda *a: 100, *args))
     assert said.startswith("the check cannot use what the check cell gives it"), said
+
+
+def test_the_real_checks_refuse_bad_ids_and_length(smol):
+    model, _ = smol
+    for check, args in ((real_checks.head_scan, (model, torch.tensor([0, 1, 2, 3, 4]), 2)),   # not repeated
+                        (real_checks.head_scan, (model, torch.tensor([0, 1, 2, 1, 2]), 3)),   # wrong length
+                        (real_checks.kv_growth, (model, torch.zeros(2, 3, dtype=torch.long)))):
+        said = " ".join(check.feedback(lambda *a: 100, *args))
+        assert said.startswith("the check cannot use what the check cell gives it"), said
 
 
 def test_induction_scores_under_ablation_match_the_clean_statistics_and_the_shipped_backup_on_attention(smol, repeats):

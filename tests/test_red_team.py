@@ -1041,7 +1041,6 @@ def kv_bytes_with(i):
 
 REPEATS = circuit.random_repeats(4, 10, V_SMOL, seed=0)
 KV_NAMES = ("n_layers", "T", "n_heads", "d_k", "bytes_per_element")
-SCORES = torch.zeros(30, 9)
 
 from helpers.ablation import checks as k10, compute as a10  # noqa: E402
 from helpers import patching as patching10  # noqa: E402
@@ -1072,10 +1071,17 @@ CHAPTERS_09_11_ROWS = [
                                                                        [1.0, 1.0], v), valid=lambda v: number(v, 0, low_open=True)),
     Row("sampling.checks.generate_loop(cat)", lambda v: problems_of(sampling_checks.generate_loop, print, v, load_dragon())),
     Row("sampling.checks.generate_loop(dragon)", lambda v: problems_of(sampling_checks.generate_loop, print, load_cat(), v)),
-    Row("real.checks.layer_parameters(cfg)", lambda v: problems_of(real_checks.layer_parameters, 100, v)),
-    Row("real.checks.kv_per_token(cfg)", lambda v: problems_of(real_checks.kv_per_token, 100, v)),
-    Row("real.checks.best_induction_head(induction)", lambda v: problems_of(real_checks.best_induction_head, (1, 2), v, SCORES)),
-    Row("real.checks.best_induction_head(previous)", lambda v: problems_of(real_checks.best_induction_head, (1, 2), SCORES, v)),
+    Row("real.checks.layer_parameters(cfg)", lambda v: problems_of(real_checks.layer_parameters, lambda cfg: 0, v)),
+    *([Row(f"real.checks.head_scan({name})",
+           lambda v, i=i: problems_of(real_checks.head_scan, lambda m, ids, L: None,
+                                      *[v if j == i else a for j, a in enumerate((smol()[0], REPEATS[0], 10))]),
+           valid=(lambda v: type(v) is int and v == 10) if name == "length" else None)
+       for i, name in enumerate(("model", "ids", "length"))] if HAVE_SMOL else []),
+    *([Row(f"real.checks.kv_growth({name})",
+           lambda v, i=i: problems_of(real_checks.kv_growth, lambda m, ids: None,
+                                      *[v if j == i else a for j, a in enumerate((smol()[0], REPEATS[0]))]),
+           valid=ids_of(V_SMOL) if name == "ids" else None)
+       for i, name in enumerate(("model", "ids"))] if HAVE_SMOL else []),
     *([Row(f"real.checks.ablated_copy_loss({name})",
            lambda v, i=i: problems_of(real_checks.ablated_copy_loss, print,
                                       *[v if j == i else a for j, a in enumerate((smol()[0], REPEATS, [(4, 0)]))]))

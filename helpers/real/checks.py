@@ -1,5 +1,6 @@
-"""Checks for chapter 11 (a real model): one layer's parameters, the KV cache per token, the
-best induction head, a task-matched mean ablation on SmolLM2.
+"""Checks for chapter 11 (a real model): the learner's layer_parameters(cfg) on seven kinds of layer,
+head_scan (every head's previous-token and induction scores), kv_growth (the KV cache's growth per
+token, measured), a task-matched mean ablation on SmolLM2.
 
 Each check judges the answer against a reference computed from the model's sizes or scores
 and names the likely slip, without printing the expected answer.
@@ -9,89 +10,202 @@ import math
 
 import torch
 
-from ..errors import as_array, fail, shown
-from ..exercises import Function, Whole, Wrong, call, exercise, number_problems, slip
+from ..errors import check_positive_int, fail, shown
+from ..exercises import Function, Wrong, as_array, call, close_problems, exercise, number_problems, slip
+from ..heads import compute as heads
 from ..sampling.checks import model_kept
 from . import circuit
 from . import compute as real
 
 
-@exercise("the parameters of one SmolLM2 layer", answer=Whole())
+# The layers a learner's layer_parameters(cfg) is run on, simplest first, each adding one choice, so
+# the first one it gets wrong names what it left out; SmolLM2's own layer comes last.
+LAYER_CASES = (
+    ("a GPT-2-style layer (biases, a GELU MLP, LayerNorms)", dict(d_model=64, n_heads=4, d_ff=256)),
+    ("an attention-only layer (d_ff=0: no MLP, so no second norm either)", dict(d_model=64, n_heads=4, d_ff=0)),
+    ("a layer without norms (norm='none')", dict(d_model=64, n_heads=4, d_ff=256, norm="none")),
+    ("a layer whose 8 query heads share 2 key/value heads (n_kv_heads=2), with biases",
+     dict(d_model=64, n_heads=8, n_kv_heads=2, d_ff=256)),
+    ("a SwiGLU layer with biases", dict(d_model=64, n_heads=4, d_ff=96, activation="swiglu")),
+    ("an RMSNorm layer without biases", dict(d_model=64, n_heads=4, d_ff=256, norm_kind="rmsnorm", bias=False)),
+)
+
+
+def layer_cases(cfg):
+    """[(description, Config)]: LAYER_CASES as Configs, then ``cfg`` (SmolLM2's) as "SmolLM2's layer"."""
+    from ..model import Config
+
+    if not isinstance(cfg, Config):
+        fail(f"cfg should be the model's Config (model.cfg), but got {shown(cfg)}")
+    cases = [(what, Config(vocab_size=10, n_layers=1, **sizes)) for what, sizes in LAYER_CASES]
+    return cases + [("SmolLM2's layer (cfg)", cfg)]
+
+
+def counted_in_block(cfg):
+    """The parameters of one layer built from ``cfg`` (the course's Block), counted tensor by tensor."""
+    from ..model import Block
+
+    return sum(p.numel() for p in Block(cfg).parameters())
+
+
+def layer_slips(cfg, right):
+    """[(the count a known slip gives on cfg's layer, its hint)], for the first case a count misses."""
+    d, f, d_kv, bias = cfg.d_model, cfg.d_ff, cfg.kv_heads * cfg.d_k, cfg.bias
+    biases = (2 * d + 2 * d_kv + (f + d + (f if cfg.activation == "swiglu" else 0) if f else 0)) * bias
+    norms = 0 if cfg.norm == "none" else (2 if f else 1) * (d if cfg.norm_kind == "rmsnorm" else 2 * d)
+    slips = [(right - biases, "it leaves out the biases: with cfg.bias each projection has one, as long as "
+              "its output (b_Q and b_O d, b_K and b_V n_kv_heads·d_k, b_1 d_ff, b_2 d, and SwiGLU's gate b_G d_ff)")]
+    if d_kv < d:
+        slips.append((right + 2 * d * (d - d_kv) + 2 * (d - d_kv) * bias, "it gives W_K and W_V as many columns "
+                      "as W_Q, but the query heads share cfg.kv_heads key/value heads: d × (kv_heads · d_k) each"))
+    if cfg.activation == "swiglu":
+        slips += [(right - d * f - f * bias, "SwiGLU has three matrices, W_1, W_G (the gate) and W_2, not two"),
+                  (right - f, "the gate W_G has a bias of its own, b_G, when cfg.bias is on")]
+    if not f:
+        slips.append((right + 2 * d * 4 * d, "with d_ff=0 there is no MLP: nothing to count there"))
+    if cfg.norm == "none":
+        slips.append((right + 4 * d, "with norm='none' there are no norms: nothing to count there"))
+    elif not f:
+        slips.append((right + norms, "with no MLP there is no norm before it: one norm, not two"))
+    if cfg.norm_kind == "rmsnorm" and cfg.norm != "none":
+        slips.append((right + norms, "an RMSNorm keeps a scale γ but no shift β: d numbers, not 2d"))
+    elif cfg.norm != "none":
+        slips.append((right - norms // 2, "a LayerNorm keeps a shift β as well as a scale γ: 2d numbers"))
+    slips.append((right - norms, "it leaves out the norms (ln1 before attention, ln2 before the MLP)"))
+    return slips
+
+
+@exercise("the parameters of one layer of any course model",
+          answer=Function("a function layer_parameters(cfg)"))
 def layer_parameters(answer, cfg):
-    """``answer`` is the number of parameters in one layer of the model configured by ``cfg``."""
-    cfg = real.check_cfg(cfg)
-    d, d_ff, d_kv = cfg.d_model, cfg.d_ff, cfg.kv_heads * cfg.d_k
-    reference = real.parameter_formula(cfg)["per_layer"]
-    hint = slip(answer, (
-        (reference + 2 * d * (d - d_kv), "you gave W_K and W_V as many columns as W_Q, but the "
-         f"{cfg.n_heads} query heads share {cfg.kv_heads} key/value heads"),
-        (reference - d * d_ff, "that MLP has two matrices; SwiGLU has three (gate, up and down)"),
-        (reference + 2 * d, "RMSNorm keeps a scale but no bias: d numbers each, not 2d"),
-        (reference - 2 * d, "you left out the two RMSNorms' scales"),
-        (reference - d, "each layer has two RMSNorms (before attention and before the MLP)"),
-        (reference + 2 * d + 2 * d_kv + 2 * d_ff + d, "this model has no biases on its projections"),
-        (reference + 2 * d * (d - d_kv) - d * d_ff, "K and V are shared by groups of heads, and the MLP "
-         "has three matrices: both are off"),
-        (reference + 2 * d * (d - d_kv) - 2 * d, "that is the Lecture's 12d² of a GPT-style layer: here the "
-         "query heads share their keys and values, and each RMSNorm adds its scales"),
-    ), atol=0.5)
-    if hint:
-        yield hint
-    else:
-        yield from number_problems(answer, reference, "the parameters of one layer", atol=0.5)
-
-
-@exercise("the KV cache per token", answer=Whole())
-def kv_per_token(answer, cfg):
-    """``answer`` is the bytes the float32 KV cache of ``cfg``'s model grows by per token."""
-    cfg = real.check_cfg(cfg)
-    reference = real.kv_bytes_per_token(cfg)
-    hint = slip(answer, (
-        (reference * cfg.n_heads // cfg.kv_heads, "that caches one key and value per query head, but "
-         "the cache holds only the shared key/value heads"),
-        (reference // 2, "that is half: either K or V alone (the cache keeps both), or 2 bytes a number "
-         "(these are float32)"),
-        (reference // 4, "that counts numbers, not bytes: float32 takes 4 bytes"),
-        (reference // cfg.n_layers, "that is one layer: every layer keeps its own"),
-        (reference * 3 // 2, "queries are not cached: each is used once, by its own token"),
-    ), atol=0.5)
-    if hint:
-        yield hint
-    else:
-        yield from number_problems(answer, reference, "the bytes per token", atol=0.5)
-
-
-def score_table(scores, name):
-    """The check's own (layers, heads) table of scores as a float tensor: numbers, no NaN, at least one head."""
-    scores = torch.as_tensor(as_array(scores, f"the check's {name}", ndim=2))
-    if not scores.numel() or bool(scores.isnan().any()):
-        fail(f"the check's {name} should be a (layers, heads) table of scores without NaN, but got shape "
-             f"{tuple(scores.shape)}" + (" with NaN" if scores.numel() else ""))
-    return scores
-
-
-@exercise("the best induction head", answer=Whole(length=2))
-def best_induction_head(answer, induction, previous):
-    """``answer`` is (layer, head) of the highest induction score; induction, previous: (layers, heads)."""
-    induction, previous = score_table(induction, "induction"), score_table(previous, "previous")
-    if induction.shape != previous.shape:
-        fail(f"the check's previous should have induction's shape {tuple(induction.shape)}, but has {tuple(previous.shape)}")
-    n_layers, n_heads = induction.shape
-    best = real.best_heads(induction)[0]
-    layer, head = answer
-    if answer == best:
+    """answer(cfg) -> the parameters of one layer of a model configured by cfg (a helpers.model.Config),
+    for six Configs that each add one choice (biases, no MLP, no norms, shared key/value heads,
+    SwiGLU, RMSNorm) and SmolLM2's ``cfg``, each compared with a layer built from it."""
+    for what, case in layer_cases(cfg):
+        got = call(answer, case, what=f"on {what}")
+        if got is None:
+            raise Wrong("not answered yet: layer_parameters returns None; write its body where the cell says "
+                        "# YOUR CODE HERE, so that it returns the count")
+        value = call(functools.partial(one_number, got, "layer_parameters", "the count"), what=f"on {what}")
+        right = counted_in_block(case)
+        if value == right:
+            continue
+        hint = slip(value, layer_slips(case, right), atol=0.5)
+        yield f"on {what}: " + (hint or next(number_problems(value, right, "the count", atol=0.5)) +
+                                "; count from the Config's own choices (cfg.bias, cfg.activation, cfg.d_ff, "
+                                "cfg.norm, cfg.norm_kind, cfg.kv_heads)")
         return
-    if answer == real.best_heads(previous)[0]:
-        yield "that is the best previous-token head; the question asks for the induction score"
-    elif (head, layer) == best:
-        yield "you swapped the two: give (layer, head)"
-    elif (layer - 1, head - 1) == best:
-        yield "layers and heads are counted from 0 here, not from 1"
-    elif not (0 <= layer < n_layers and 0 <= head < n_heads):
-        yield f"there is no head ({layer}, {head}): layers run 0..{n_layers - 1}, heads 0..{n_heads - 1}"
-    else:
-        yield (f"head ({layer}, {head}) scores {float(induction[layer, head]):.2f}, and another head "
-               "scores higher: look at the largest entry of the whole table")
+
+
+@exercise("a scan of every head's previous-token and induction scores",
+          answer=Function("a function head_scan(model, ids, length)"))
+def head_scan(answer, model, ids, length):
+    """answer(model, ids, length) -> (previous, induction), each (layers, heads): chapter 05's two
+    scores of every head on ids = <start> a_1..a_L a_1..a_L; run on ``ids`` and on a second repeated
+    sequence of random tokens the check draws (so a table copied from elsewhere does not pass)."""
+    from ..model import Transformer
+
+    if not isinstance(model, Transformer):
+        fail(f"model should be the course's Transformer (real.load()[0]), but got {shown(model)}")
+    ids = model.check_ids(ids)
+    _, found = circuit.check_repeats(ids[None])
+    if check_positive_int(length, "length") != found:
+        fail(f"length should be the repeated part's length, {found} for these ids, but got {shown(length)}")
+    g = torch.Generator().manual_seed(11)
+    drawn = torch.randint(1000, model.cfg.vocab_size, (length,), generator=g)
+    for what, seq in (("on the Book's sentence twice", ids), ("on random tokens twice", torch.cat([ids[:1], drawn, drawn]))):
+        got = call(answer, model, seq, length, what=what, seconds=60)
+        if got is None:
+            raise Wrong("not answered yet: head_scan returns None; write its body where the cell says "
+                        "# YOUR CODE HERE, so that it returns (previous, induction)")
+        if not isinstance(got, (tuple, list)) or len(got) != 2:
+            raise Wrong(f"head_scan should return two tables, (previous, induction), but returned {shown(got)}")
+        shape = (model.cfg.n_layers, model.cfg.n_heads)
+        previous, induction = (as_array(t, name, shape=shape) for t, name in zip(got, ("previous", "induction")))
+        w = real.all_weights(model, seq).double()
+        right_previous, right_induction = (heads.previous_token_score(w).numpy(),
+                                           heads.induction_score(w, length).numpy())
+        diagonal = lambda back, first: torch.diagonal(w, offset=-back, dim1=-2, dim2=-1)[..., first:].mean(-1).numpy()
+        found = list(close_problems(previous, right_previous, "previous", atol=1e-3))
+        if found:
+            yield f"{what}: " + (slip(previous, [
+                (right_induction, "previous and induction are swapped: return (previous, induction)"),
+                (diagonal(1, 1), "query 1 counts too: every query from 1 on has a previous token; average over "
+                                 "all T - 1 of them"),
+                (w.diagonal(dim1=-2, dim2=-1).mean(-1).numpy(), "that is the weight each token puts on itself: "
+                                                                 "look one position back"),
+            ]) or found[0])
+            return
+        found = list(close_problems(induction, right_induction, "induction", atol=1e-3))
+        if found:
+            yield f"{what}: " + (slip(induction, [
+                (diagonal(length, 1), "that is the weight on the earlier occurrence of the same token; an "
+                                      "induction head looks one further, at the token that came after it "
+                                      "(length - 1 back)"),
+                (diagonal(length - 1, 0), "that counts queries of the first copy too (and the copy's first "
+                                          "token): average over the second copy's queries L+1 .. 2L only"),
+                (diagonal(length - 1, 1), "that counts the second copy's first token too: nothing came before "
+                                          "it to copy from; average over queries L+1 .. 2L"),
+                (diagonal(length - 2, 2), "that looks one too far: the token after the earlier occurrence "
+                                          "sits length - 1 back"),
+            ]) or found[0])
+            return
+
+
+def cache_bytes(cache):
+    """The bytes a KVCache's tensors hold: every layer's K and V (none before the first pass)."""
+    return sum(t.numel() * t.element_size() for t in cache.k + cache.v if t is not None)
+
+
+@torch.no_grad()
+def measured_growth(model, ids):
+    """dict(right, prompt, after, only_k) in bytes: what one more token adds to a KVCache filled with
+    ids (the course's own measure), and the totals and K-only growth known slips return."""
+    from ..model import KVCache
+
+    cache = KVCache(model.cfg.n_layers)
+    logits = model(ids[None], cache=cache)
+    prompt, k_prompt = cache_bytes(cache), sum(t.numel() * t.element_size() for t in cache.k)
+    model(logits[:, -1].argmax(-1, keepdim=True), cache=cache)
+    after, k_after = cache_bytes(cache), sum(t.numel() * t.element_size() for t in cache.k)
+    return dict(right=after - prompt, prompt=prompt, after=after, only_k=k_after - k_prompt)
+
+
+@exercise("the KV cache's growth per token, measured", answer=Function("a function kv_growth(model, ids)"))
+def kv_growth(answer, model, ids):
+    """answer(model, ids) -> the bytes a KVCache filled with ``ids`` (T,) grows by when one more token
+    is fed; run on SmolLM2 with ``ids`` and on a small model whose 4 query heads share 2 key/value heads."""
+    from ..model import Config, Transformer
+
+    if not isinstance(model, Transformer):
+        fail(f"model should be the course's Transformer (real.load()[0]), but got {shown(model)}")
+    ids = model.check_ids(ids)
+    if ids.dim() != 1 or len(ids) + 1 > model.cfg.n_max:
+        fail(f"ids should be one prompt (T,) with room for one more token, but got shape {tuple(ids.shape)}")
+    small = Transformer(Config(vocab_size=20, d_model=32, n_heads=4, n_kv_heads=2, n_layers=3, d_ff=64,
+                               positions="rotary", norm_kind="rmsnorm", activation="swiglu", bias=False), seed=0)
+    for what, m, prompt in (("on SmolLM2", model, ids), ("on a 3-layer model with 2 key/value heads", small,
+                                                          torch.arange(1, 8))):
+        got = call(answer, m, prompt, what=what, seconds=60)
+        if got is None:
+            raise Wrong("not answered yet: kv_growth returns None; write its body where the cell says "
+                        "# YOUR CODE HERE, so that it returns the bytes")
+        value = call(functools.partial(one_number, got, "kv_growth", "the bytes"), what=what)
+        v = measured_growth(m, prompt)
+        if value == v["right"]:
+            continue
+        slips = [
+            (v["right"] // 4, "that counts numbers, not bytes: each float32 number takes element_size() = 4 bytes"),
+            (v["only_k"], "that counts the keys only: the cache keeps each token's values too (cache.v)"),
+            (v["right"] // m.cfg.n_layers, "that is one layer's growth: every layer keeps its own keys and values"),
+            (v["after"], "that is the whole cache after the extra token: return how much it grew by, after minus "
+                         "before"),
+            (v["prompt"], "that is the cache after the prompt alone: feed one more token and return the growth"),
+            (v["right"] * m.cfg.n_heads // m.cfg.kv_heads, "that counts a key and a value per query head: the "
+                                                            "cache holds only the shared key/value heads"),
+        ]
+        yield f"{what}: " + (slip(value, slips, atol=0.5) or next(number_problems(value, v["right"], "the growth", atol=0.5)))
+        return
 
 
 @torch.no_grad()
@@ -187,14 +301,13 @@ def checked_ablation(model, seqs, heads_off):
     return seqs, [(int(layer), int(head)) for layer, head in heads_off]
 
 
-def one_number(got):
-    """What ablated_copy_loss returned as a float, else Wrong (run through ``call``: a tensor
-    subclass's or an object's own __float__ is the learner's code)."""
+def one_number(got, name="ablated_copy_loss", what="the mean loss"):
+    """What the learner's function ``name`` returned as a float, else Wrong (run through ``call``: a
+    tensor subclass's or an object's own __float__ is the learner's code)."""
     try:
         return float(got)
     except (TypeError, ValueError, RuntimeError):
-        raise Wrong(f"ablated_copy_loss should return one number (the mean loss), but returned "
-                    f"{type(got).__name__}") from None
+        raise Wrong(f"{name} should return one number ({what}), but returned {type(got).__name__}") from None
 
 
 def pristine(model):
