@@ -79,7 +79,7 @@ class Config:
     norm_eps: float = 1e-5
     rotary_pairs: str = "adjacent"
     rotary_base: float = 10000.0
-    dropout: float = 0.0         # the share of entries zeroed while training (model.train()); 0 in every shipped model
+    dropout: float = 0.0         # the share of the residual writes' entries zeroed while training (model.train())
 
     def __post_init__(self):
         # every field checked before anything is computed from it; NumPy integers and bools are
@@ -379,10 +379,11 @@ class Attention(nn.Module):
     Call it on its own: ``attn(x)`` with x (B, T, d_model) returns the write-back
     (B, T, d_model); ``causal=False`` switches the mask off. ``keep(name, tensor)``, if
     given, receives q, k, v, scores, weights, head_out, concat and attn as they are made.
-    rotary: False, or a dict(base=..., pairs=...) for ``rotate_pairs``. dropout: the share of
-    attention weights and of the write-back's entries zeroed in training mode (nanoGPT's places).
-    ``fused = True`` (set by a training loop, e.g. helpers.gpt.train) computes an unwatched pass (no
-    ``keep``, no cache, no attention dropout in effect) with torch's fused
+    rotary: False, or a dict(base=..., pairs=...) for ``rotate_pairs``. dropout: the share of the
+    write-back's entries zeroed in training mode (nanoGPT also drops attention weights; here they
+    stay whole, so that a training pass can use the fused attention below: with its dropout, torch
+    runs it about half as fast on a CPU). ``fused = True`` (set by a training loop, e.g.
+    helpers.gpt.train) computes an unwatched pass (no ``keep``, no cache) with torch's fused
     ``F.scaled_dot_product_attention``: the same attention, other rounding, less memory and time.
     """
     fused = False
@@ -418,8 +419,7 @@ class Attention(nn.Module):
             ablate = self.check_call(x, ablate, cache, layer, start, keep, unknown)
             causal, positions, scaled = (check_switch(value, name) for value, name in
                                          ((causal, "causal"), (positions, "positions"), (scaled, "scaled")))
-        fused = check_switch(self.fused, "Attention.fused") and keep in (None, _same) and cache is None \
-            and not (self.dropout and self.training)
+        fused = check_switch(self.fused, "Attention.fused") and keep in (None, _same) and cache is None
         keep = _through(keep)
         B, T, d = x.shape
         H, d_k = self.n_heads, self.d_k
@@ -446,7 +446,7 @@ class Attention(nn.Module):
             scores = scores.masked_fill(hidden, float("-inf"))
         scores = keep("scores", scores)
         weights = keep("weights", torch.softmax(scores, dim=-1))
-        head_out = keep("head_out", dropped(weights, self.dropout, self.training) @ v)  # (B, H, T, d_k)
+        head_out = keep("head_out", weights @ v)  # (B, H, T, d_k)
         return self.write_back(head_out, ablate, keep)
 
     def check_call(self, x, ablate, cache, layer, start, keep, unknown):
