@@ -526,9 +526,24 @@ def test_checks_accept_the_answers_and_name_the_slips(smol):
     assert "three matrices" in checks.layer_parameters.feedback(two, cfg)[0]
     beta = lambda c: layer_parameters(c) + 2 * c.d_model * (c.norm_kind == "rmsnorm")
     assert "no shift" in checks.layer_parameters.feedback(beta, cfg)[0]
-    always_mlp = lambda c: layer_parameters(c) + (0 if c.d_ff else 8 * c.d_model ** 2)
-    assert "no MLP" in checks.layer_parameters.feedback(always_mlp, cfg)[0]
+    always_mlp = lambda c: layer_parameters(c) + (0 if c.d_ff else c.d_model * c.bias + 2 * c.d_model)
+    assert "no b_2 and no norm before it" in checks.layer_parameters.feedback(always_mlp, cfg)[0]
     assert "not answered" in checks.layer_parameters.feedback(lambda c: None, cfg)[0]
+    # the review's findings: slips that give the same count on a layer are both named; a LayerNorm's β
+    # does not follow cfg.bias; n_kv_heads (0) for kv_heads; a float within 0.5 is right; text is no number
+    attn_biases = lambda c: layer_parameters(c) - c.bias * (2 * c.d_model + 2 * c.kv_heads * c.d_k)
+    said = checks.layer_parameters.feedback(attn_biases, cfg)[0]
+    assert said.startswith("on a GPT-2-style layer") and "either" in said and "attention's biases" in said
+    beta_follows_bias = lambda c: layer_parameters(c) - (0 if c.bias or c.norm_kind == "rmsnorm" or c.norm == "none"
+                                                         else c.d_model * (2 if c.d_ff else 1))
+    assert "whatever" not in checks.layer_parameters.feedback(beta_follows_bias, cfg)[0]
+    assert "when cfg.bias is off" in checks.layer_parameters.feedback(beta_follows_bias, cfg)[0]
+    zero_kv = lambda c: layer_parameters(c) - (0 if c.n_kv_heads else 2 * c.d_model ** 2 + 2 * c.d_model * c.bias)
+    assert "cfg.kv_heads" in checks.layer_parameters.feedback(zero_kv, cfg)[0]
+    assert checks.layer_parameters.feedback(lambda c: layer_parameters(c) + 0.3, cfg) == []
+    assert "one number" in checks.layer_parameters.feedback(lambda c: str(layer_parameters(c)), cfg)[0]
+    said = checks.layer_parameters.feedback(lambda c: layer_parameters(c) + 1, cfg)[0]
+    assert "49,985 is too large" in said, said   # the learner's own count, written out
 
     ids, length = real.repeated(tok)
     assert checks.head_scan.feedback(head_scan, model, ids, length) == []
@@ -538,15 +553,38 @@ def test_checks_accept_the_answers_and_name_the_slips(smol):
     assert "swapped" in checks.head_scan.feedback(lambda m, i, L: head_scan(m, i, L)[::-1], model, ids, length)[0]
     fixed = head_scan(model, ids, length)   # the Book sentence's tables, returned for any input
     assert checks.head_scan.feedback(lambda m, i, L: fixed, model, ids, length)[0].startswith("on random tokens")
+    written_in = lambda m, i, L: head_scan(m, i, length)   # the notebook's length, not the one given
+    assert checks.head_scan.feedback(written_in, model, ids, length)[0].startswith("on random tokens")
+    assert "query L too" in checks.head_scan.feedback(lambda m, i, L: head_scan(m, i, L, first=1), model, ids, length)[0]
+    assert "query L+1" in checks.head_scan.feedback(lambda m, i, L: head_scan(m, i, L, first=3), model, ids, length)[0]
+    assert "one place short" in checks.head_scan.feedback(lambda m, i, L: head_scan(m, i, L, back=L - 2, first=3),
+                                                          model, ids, length)[0]
+
+    def doubled(m, i, L):   # the review's finding: a check left the model as a learner's function changed it
+        m.double()
+        return head_scan(m, i, L)
+    checks.head_scan.feedback(doubled, model, ids, length)
+    assert model.E.dtype == torch.float32 and model.blocks[0].attn.W_Q.dtype == torch.float32
 
     prompt = torch.tensor(tok.encode("The capital of France is"))
     assert checks.kv_growth.feedback(kv_growth, model, prompt) == []
-    assert "values too" in checks.kv_growth.feedback(lambda m, i: kv_growth(m, i, parts=("k",)), model, prompt)[0]
+    assert "keeps both" in checks.kv_growth.feedback(lambda m, i: kv_growth(m, i, parts=("k",)), model, prompt)[0]
     assert "not bytes" in checks.kv_growth.feedback(lambda m, i: kv_growth(m, i, scale=0.25), model, prompt)[0]
     per_head = lambda m, i: 2 * m.cfg.n_layers * m.cfg.n_heads * m.cfg.d_k * 4
     assert "per query head" in checks.kv_growth.feedback(per_head, model, prompt)[0]
     formula = lambda m, i: real.kv_bytes_per_token(m.cfg)
     assert checks.kv_growth.feedback(formula, model, prompt) == []   # the sizes' formula agrees with the measure
+    assert checks.kv_growth.feedback(lambda m, i: kv_growth(m, i) / 1e6 * 1e6 - 1e-9, model, prompt) == []
+    assert "8 bytes" in checks.kv_growth.feedback(lambda m, i: kv_growth(m, i, scale=2), model, prompt)[0]
+    assert "did not grow" in checks.kv_growth.feedback(lambda m, i: 0, model, prompt)[0]
+
+    def zeroed(m, i):
+        with torch.no_grad():
+            m.blocks[0].attn.W_K.zero_()
+        return kv_growth(m, i)
+    before = model.blocks[0].attn.W_K.clone()
+    assert checks.kv_growth.feedback(zeroed, model, prompt) == []
+    assert torch.equal(model.blocks[0].attn.W_K, before)                # put back after the check
 
 
 def test_prompt_view_and_explorer(smol):

@@ -22,8 +22,10 @@ from . import compute as real
 # the first one it gets wrong names what it left out; SmolLM2's own layer comes last.
 LAYER_CASES = (
     ("a GPT-2-style layer (biases, a GELU MLP, LayerNorms)", dict(d_model=64, n_heads=4, d_ff=256)),
-    ("an attention-only layer (d_ff=0: no MLP, so no second norm either)", dict(d_model=64, n_heads=4, d_ff=0)),
+    ("an attention-only layer (d_ff=0: no MLP, so no norm before one either)", dict(d_model=64, n_heads=4, d_ff=0)),
     ("a layer without norms (norm='none')", dict(d_model=64, n_heads=4, d_ff=256, norm="none")),
+    ("a layer without biases (bias=False; its LayerNorms keep their shifts)",
+     dict(d_model=64, n_heads=4, d_ff=256, bias=False)),
     ("a layer whose 8 query heads share 2 key/value heads (n_kv_heads=2), with biases",
      dict(d_model=64, n_heads=8, n_kv_heads=2, d_ff=256)),
     ("a SwiGLU layer with biases", dict(d_model=64, n_heads=4, d_ff=96, activation="swiglu")),
@@ -49,37 +51,76 @@ def counted_in_block(cfg):
 
 
 def layer_slips(cfg, right):
-    """[(the count a known slip gives on cfg's layer, its hint)], for the first case a count misses."""
+    """[(the count a known slip gives on cfg's layer, its hint)]. Where two slips give the same count
+    on this layer (a GPT-2 layer's attention biases, 4d, are as many as its two LayerNorms), the
+    check names both (``named_slips``)."""
     d, f, d_kv, bias = cfg.d_model, cfg.d_ff, cfg.kv_heads * cfg.d_k, cfg.bias
-    biases = (2 * d + 2 * d_kv + (f + d + (f if cfg.activation == "swiglu" else 0) if f else 0)) * bias
-    norms = 0 if cfg.norm == "none" else (2 if f else 1) * (d if cfg.norm_kind == "rmsnorm" else 2 * d)
-    slips = [(right - biases, "it leaves out the biases: with cfg.bias each projection has one, as long as "
-              "its output (b_Q and b_O d, b_K and b_V n_kv_heads·d_k, b_1 d_ff, b_2 d, and SwiGLU's gate b_G d_ff)")]
+    gated = cfg.activation == "swiglu"
+    attn_biases = (2 * d + 2 * d_kv) * bias
+    mlp_biases = ((2 if gated else 1) * f + d) * bias if f else 0
+    per_norm = 0 if cfg.norm == "none" else d if cfg.norm_kind == "rmsnorm" else 2 * d
+    n_norms = 0 if cfg.norm == "none" else 2 if f else 1
+    slips = [
+        (right - attn_biases - mlp_biases, "it leaves out the biases: with cfg.bias each projection has one, as long "
+         "as its output (b_Q and b_O d, b_K and b_V kv_heads·d_k, b_1 d_ff, b_2 d, and SwiGLU's gate b_G d_ff)"),
+        (right - attn_biases, "it leaves out the attention's biases (b_Q, b_K, b_V, b_O) when cfg.bias is on"),
+        (right - mlp_biases, "it leaves out the MLP's biases (b_1, b_2, and SwiGLU's b_G) when cfg.bias is on"),
+        (right - per_norm * n_norms, "it leaves out the norms (ln1 before attention, ln2 before the MLP)"),
+    ]
+    if n_norms == 2:
+        slips.append((right - per_norm, "it counts one norm, but a layer with an MLP has two: ln1 before attention, "
+                                        "ln2 before the MLP"))
     if d_kv < d:
         slips.append((right + 2 * d * (d - d_kv) + 2 * (d - d_kv) * bias, "it gives W_K and W_V as many columns "
                       "as W_Q, but the query heads share cfg.kv_heads key/value heads: d × (kv_heads · d_k) each"))
-    if cfg.activation == "swiglu":
+    if not cfg.n_kv_heads:
+        slips.append((right - 2 * d * d - 2 * d * bias, "it reads cfg.n_kv_heads, which is 0 when the heads share "
+                      "nothing: cfg.kv_heads is the number of key/value heads either way"))
+    if gated:
         slips += [(right - d * f - f * bias, "SwiGLU has three matrices, W_1, W_G (the gate) and W_2, not two"),
-                  (right - f, "the gate W_G has a bias of its own, b_G, when cfg.bias is on")]
+                  (right - f * bias, "the gate W_G has a bias of its own, b_G, when cfg.bias is on")]
+    elif f:
+        slips.append((right + d * f + f * bias, "only SwiGLU has a third matrix (the gate): a GELU or ReLU MLP has "
+                                                "W_1 and W_2"))
     if not f:
-        slips.append((right + 2 * d * 4 * d, "with d_ff=0 there is no MLP: nothing to count there"))
+        extra = d * bias + per_norm if cfg.norm != "none" else d * bias
+        slips += [(right + extra, "with d_ff=0 there is no MLP, so no b_2 and no norm before it: count attention "
+                                  "and ln1 only"),
+                  (right + d * bias, "with d_ff=0 there is no MLP, so no b_2 either"),
+                  (right + per_norm, "with d_ff=0 there is no MLP, so no norm before it: one norm, not two")]
     if cfg.norm == "none":
         slips.append((right + 4 * d, "with norm='none' there are no norms: nothing to count there"))
-    elif not f:
-        slips.append((right + norms, "with no MLP there is no norm before it: one norm, not two"))
-    if cfg.norm_kind == "rmsnorm" and cfg.norm != "none":
-        slips.append((right + norms, "an RMSNorm keeps a scale γ but no shift β: d numbers, not 2d"))
-    elif cfg.norm != "none":
-        slips.append((right - norms // 2, "a LayerNorm keeps a shift β as well as a scale γ: 2d numbers"))
-    slips.append((right - norms, "it leaves out the norms (ln1 before attention, ln2 before the MLP)"))
+    elif cfg.norm_kind == "rmsnorm":
+        slips.append((right + d * n_norms, "an RMSNorm keeps a scale γ but no shift β: d numbers, not 2d"))
+    else:
+        slips.append((right - d * n_norms, "a LayerNorm keeps a shift β as well as a scale γ: 2d numbers"))
+        if not bias:
+            slips.append((right - d * n_norms, "a LayerNorm keeps its shift β when cfg.bias is off: cfg.bias "
+                                               "is about the projections' biases"))
     return slips
+
+
+def named_slips(value, slips, atol=0.5):
+    """The hints of every slip that gives ``value`` (within ``atol``), joined; None if none does."""
+    hints = list(dict.fromkeys(hint for wrong, hint in slips if abs(value - wrong) <= atol))
+    if len(hints) > 1:
+        return "either " + "; or ".join(hints) + " (here these come to the same number)"
+    return hints[0] if hints else None
+
+
+def count_problem(value, right, name):
+    """One sentence for a count that is not ``right``, the learner's value written out in full."""
+    if not math.isfinite(value):
+        return f"{name} should be a whole number, but it is {value}"
+    shown_value = f"{int(value):,}" if float(value).is_integer() else f"{value:,.2f}"
+    return f"{name} = {shown_value} is {'too large' if value > right else 'too small'}"
 
 
 @exercise("the parameters of one layer of any course model",
           answer=Function("a function layer_parameters(cfg)"))
 def layer_parameters(answer, cfg):
     """answer(cfg) -> the parameters of one layer of a model configured by cfg (a helpers.model.Config),
-    for six Configs that each add one choice (biases, no MLP, no norms, shared key/value heads,
+    for seven Configs that each add one choice (no MLP, no norms, no biases, shared key/value heads,
     SwiGLU, RMSNorm) and SmolLM2's ``cfg``, each compared with a layer built from it."""
     for what, case in layer_cases(cfg):
         got = call(answer, case, what=f"on {what}")
@@ -88,21 +129,50 @@ def layer_parameters(answer, cfg):
                         "# YOUR CODE HERE, so that it returns the count")
         value = call(functools.partial(one_number, got, "layer_parameters", "the count"), what=f"on {what}")
         right = counted_in_block(case)
-        if value == right:
+        if abs(value - right) <= 0.5:
             continue
-        hint = slip(value, layer_slips(case, right), atol=0.5)
-        yield f"on {what}: " + (hint or next(number_problems(value, right, "the count", atol=0.5)) +
-                                "; count from the Config's own choices (cfg.bias, cfg.activation, cfg.d_ff, "
+        yield f"on {what}: " + (named_slips(value, layer_slips(case, right)) or count_problem(value, right, "the count")
+                                + "; count from the Config's own choices (cfg.bias, cfg.activation, cfg.d_ff, "
                                 "cfg.norm, cfg.norm_kind, cfg.kv_heads)")
         return
+
+
+def scan_slips(w, length, right_previous, right_induction):
+    """[(previous or induction table a known slip gives, its hint)] on weights w (layers, heads, T, T)."""
+    def diagonal(back, first, last=None):   # queries first+back .. last+back, each looking `back` places back
+        return torch.diagonal(w, offset=-back, dim1=-2, dim2=-1)[..., first:last].mean(-1).numpy()
+
+    previous = [
+        (right_induction, "previous and induction are swapped: return (previous, induction)"),
+        (diagonal(1, 1), "that leaves out query 1: every query from position 1 on has a token just before it (query "
+                         "1's is the start token), so average over all T - 1 of them"),
+        (diagonal(0, 1), "that is the weight each token puts on itself: look one position back"),
+        (diagonal(0, 0), "that is the weight each token puts on itself: look one position back"),
+    ]
+    induction = [
+        (right_previous, "previous and induction are swapped: return (previous, induction)"),
+        (diagonal(length, 1), "that is the weight on the earlier occurrence of the same token (L back); an induction "
+                              "head looks at the token that came after it, L - 1 back"),
+        (diagonal(length - 2, 3), "that looks L - 2 back, one place short: the token after the earlier occurrence "
+                                  "sits L - 1 back"),
+        (diagonal(length - 1, 1), "that counts query L too, the last token of the first copy: average over the "
+                                  "second copy's queries L+1 .. 2L only"),
+        (diagonal(length - 1, 0), "that counts queries of the first copy too: average over the second copy's "
+                                  "queries L+1 .. 2L only"),
+        (diagonal(length - 1, 3), "that leaves out query L+1, the second copy's first token: it has something to "
+                                  "copy from too (the token at position 2)"),
+        (diagonal(length - 1, 2, -1), "that leaves out the last query, 2L: average over all of L+1 .. 2L"),
+    ]
+    return previous, induction
 
 
 @exercise("a scan of every head's previous-token and induction scores",
           answer=Function("a function head_scan(model, ids, length)"))
 def head_scan(answer, model, ids, length):
     """answer(model, ids, length) -> (previous, induction), each (layers, heads): chapter 05's two
-    scores of every head on ids = <start> a_1..a_L a_1..a_L; run on ``ids`` and on a second repeated
-    sequence of random tokens the check draws (so a table copied from elsewhere does not pass)."""
+    scores of every head on ids = <start> a_1..a_L a_1..a_L; run on ``ids`` and on random tokens
+    written twice, of another length, that the check draws (so neither a table copied from elsewhere
+    nor a length written into the function passes). The model is put back as it was afterwards."""
     from ..model import Transformer
 
     if not isinstance(model, Transformer):
@@ -112,44 +182,28 @@ def head_scan(answer, model, ids, length):
     if check_positive_int(length, "length") != found:
         fail(f"length should be the repeated part's length, {found} for these ids, but got {shown(length)}")
     g = torch.Generator().manual_seed(11)
-    drawn = torch.randint(1000, model.cfg.vocab_size, (length,), generator=g)
-    for what, seq in (("on the Book's sentence twice", ids), ("on random tokens twice", torch.cat([ids[:1], drawn, drawn]))):
-        got = call(answer, model, seq, length, what=what, seconds=60)
+    drawn = torch.randint(1000, model.cfg.vocab_size, (length + 3,), generator=g)
+    cases = (("on the Book's sentence twice", ids, length),
+             ("on random tokens twice", torch.cat([ids[:1], drawn, drawn]), length + 3))
+    shape = (model.cfg.n_layers, model.cfg.n_heads)
+    for what, seq, L in cases:
+        with model_kept(model, pristine=pristine(model)):   # a learner's model.double() or zeroed weight is put back
+            got = call(answer, model, seq, L, what=what, seconds=60)
         if got is None:
             raise Wrong("not answered yet: head_scan returns None; write its body where the cell says "
                         "# YOUR CODE HERE, so that it returns (previous, induction)")
         if not isinstance(got, (tuple, list)) or len(got) != 2:
             raise Wrong(f"head_scan should return two tables, (previous, induction), but returned {shown(got)}")
-        shape = (model.cfg.n_layers, model.cfg.n_heads)
         previous, induction = (as_array(t, name, shape=shape) for t, name in zip(got, ("previous", "induction")))
         w = real.all_weights(model, seq).double()
-        right_previous, right_induction = (heads.previous_token_score(w).numpy(),
-                                           heads.induction_score(w, length).numpy())
-        diagonal = lambda back, first: torch.diagonal(w, offset=-back, dim1=-2, dim2=-1)[..., first:].mean(-1).numpy()
-        found = list(close_problems(previous, right_previous, "previous", atol=1e-3))
-        if found:
-            yield f"{what}: " + (slip(previous, [
-                (right_induction, "previous and induction are swapped: return (previous, induction)"),
-                (diagonal(1, 1), "query 1 counts too: every query from 1 on has a previous token; average over "
-                                 "all T - 1 of them"),
-                (w.diagonal(dim1=-2, dim2=-1).mean(-1).numpy(), "that is the weight each token puts on itself: "
-                                                                 "look one position back"),
-            ]) or found[0])
-            return
-        found = list(close_problems(induction, right_induction, "induction", atol=1e-3))
-        if found:
-            yield f"{what}: " + (slip(induction, [
-                (diagonal(length, 1), "that is the weight on the earlier occurrence of the same token; an "
-                                      "induction head looks one further, at the token that came after it "
-                                      "(length - 1 back)"),
-                (diagonal(length - 1, 0), "that counts queries of the first copy too (and the copy's first "
-                                          "token): average over the second copy's queries L+1 .. 2L only"),
-                (diagonal(length - 1, 1), "that counts the second copy's first token too: nothing came before "
-                                          "it to copy from; average over queries L+1 .. 2L"),
-                (diagonal(length - 2, 2), "that looks one too far: the token after the earlier occurrence "
-                                          "sits length - 1 back"),
-            ]) or found[0])
-            return
+        right_previous, right_induction = heads.previous_token_score(w).numpy(), heads.induction_score(w, L).numpy()
+        previous_slips, induction_slips = scan_slips(w, L, right_previous, right_induction)
+        for name, table, right, slips in (("previous", previous, right_previous, previous_slips),
+                                          ("induction", induction, right_induction, induction_slips)):
+            found = list(close_problems(table, right, name, atol=1e-3))
+            if found:
+                yield f"{what}: " + (slip(table, slips) or found[0])
+                return
 
 
 def cache_bytes(cache):
@@ -174,7 +228,8 @@ def measured_growth(model, ids):
 @exercise("the KV cache's growth per token, measured", answer=Function("a function kv_growth(model, ids)"))
 def kv_growth(answer, model, ids):
     """answer(model, ids) -> the bytes a KVCache filled with ``ids`` (T,) grows by when one more token
-    is fed; run on SmolLM2 with ``ids`` and on a small model whose 4 query heads share 2 key/value heads."""
+    is fed; run on SmolLM2 with ``ids`` and on a small model whose 4 query heads share 2 key/value
+    heads. Each model is put back as it was afterwards."""
     from ..model import Config, Transformer
 
     if not isinstance(model, Transformer):
@@ -186,25 +241,28 @@ def kv_growth(answer, model, ids):
                                positions="rotary", norm_kind="rmsnorm", activation="swiglu", bias=False), seed=0)
     for what, m, prompt in (("on SmolLM2", model, ids), ("on a 3-layer model with 2 key/value heads", small,
                                                           torch.arange(1, 8))):
-        got = call(answer, m, prompt, what=what, seconds=60)
+        with model_kept(m, pristine=pristine(m)):   # a learner's model.double() is put back
+            got = call(answer, m, prompt, what=what, seconds=60)
         if got is None:
             raise Wrong("not answered yet: kv_growth returns None; write its body where the cell says "
                         "# YOUR CODE HERE, so that it returns the bytes")
         value = call(functools.partial(one_number, got, "kv_growth", "the bytes"), what=what)
         v = measured_growth(m, prompt)
-        if value == v["right"]:
+        if abs(value - v["right"]) <= 0.5:
             continue
         slips = [
             (v["right"] // 4, "that counts numbers, not bytes: each float32 number takes element_size() = 4 bytes"),
-            (v["only_k"], "that counts the keys only: the cache keeps each token's values too (cache.v)"),
+            (v["right"] * 2, "that is 8 bytes a number: the cache holds float32, element_size() = 4 bytes"),
+            (v["only_k"], "that counts only the keys or only the values: the cache keeps both (cache.k and cache.v)"),
             (v["right"] // m.cfg.n_layers, "that is one layer's growth: every layer keeps its own keys and values"),
-            (v["after"], "that is the whole cache after the extra token: return how much it grew by, after minus "
-                         "before"),
+            (v["after"], "that is as much as the whole cache holds after the extra token: feed only the one new "
+                         "token (the cache already holds the prompt), and return after minus before"),
             (v["prompt"], "that is the cache after the prompt alone: feed one more token and return the growth"),
             (v["right"] * m.cfg.n_heads // m.cfg.kv_heads, "that counts a key and a value per query head: the "
                                                             "cache holds only the shared key/value heads"),
+            (0, "the cache did not grow: pass the same KVCache with cache= when you feed the extra token"),
         ]
-        yield f"{what}: " + (slip(value, slips, atol=0.5) or next(number_problems(value, v["right"], "the growth", atol=0.5)))
+        yield f"{what}: " + (named_slips(value, slips) or count_problem(value, v["right"], "the growth"))
         return
 
 
@@ -305,6 +363,8 @@ def one_number(got, name="ablated_copy_loss", what="the mean loss"):
     """What the learner's function ``name`` returned as a float, else Wrong (run through ``call``: a
     tensor subclass's or an object's own __float__ is the learner's code)."""
     try:
+        if isinstance(got, (str, bytes)):   # float("49984") would read text as a number
+            raise TypeError
         return float(got)
     except (TypeError, ValueError, RuntimeError):
         raise Wrong(f"{name} should return one number ({what}), but returned {type(got).__name__}") from None
