@@ -6,7 +6,7 @@ the course's loop (helpers.gpt.train.train, the recipe helpers.gpt.shipped.TRAIN
 threads), and writes data/shakespeare/model.safetensors and model.json (config and model card)
 and data/shakespeare/train_log.json: every evaluation (training and validation loss on fixed
 windows, the learning rate, the wall time, tokens per second), every step's batch loss, every
-head's induction score and the losses on the two copies of repeated random characters every 50
+head's induction score and the losses on the two copies of repeated random characters every 100
 steps, the final loss over the whole validation text, the load average at the start and the end,
 the peak memory. Prints its wall time and tokens per second. --steps N runs only the first N
 steps of the same run and writes nothing.

@@ -26,15 +26,18 @@ from ..weights import data_dir, load
 from . import corpus
 from .train import check_batch, check_model, estimate_loss, train
 
+# dropout 0.1 on the residual writes: with 11 passes over the training text the model overfits
+# (training loss 1.14 against 1.50 on the validation text without it, 1.23 against 1.49 with it)
 CONFIG = Config(vocab_size=65, d_model=128, n_heads=4, n_layers=4, d_ff=512, n_max=256,
-                positions="rotary", dropout=0.0)
+                positions="rotary", dropout=0.1)
 INIT = "small"        # GPT-2's start: embeddings N(0, 0.02²), so the first loss is near ln 65
-TRAINING = dict(steps=1900, batch=16, context=256, lr=3e-3, warmup=100, min_lr=3e-4, weight_decay=0.1,
-                clip=1.0, eval_every=200, eval_batches=4, seed=0, time_limit=14.5 * 60)
+# batches of 8 windows: twice the updates of 16 for the same characters, at nearly the same speed
+TRAINING = dict(steps=5400, batch=8, context=256, lr=3e-3, warmup=200, min_lr=3e-4, weight_decay=0.1,
+                clip=1.0, eval_every=200, eval_batches=8, seed=0, time_limit=14.5 * 60)
 THREADS = 2
 # the induction recording: repeated random characters (helpers.worlds.repeated_tokens: id 0, the
 # newline, then `length` random characters from the other 64, then the same again)
-INDUCTION = dict(n=16, length=48, seed=2024, every=50)
+INDUCTION = dict(n=16, length=48, seed=2024, every=100)
 
 
 def folder():
@@ -54,7 +57,7 @@ def load_log():
 def evaluation_loss(model, ids):
     """The loss of ``model`` on the fixed windows the shipped run's evaluations use (``TRAINING``'s
     eval_batches x batch windows of context characters, seed + 1), e.g. on the validation ids:
-    4 x 16 windows of 256 characters, 16,384 predictions, a stated subset of the 111,540 characters."""
+    8 x 8 windows of 256 characters, 16,384 predictions, a stated subset of the 111,540 characters."""
     return estimate_loss(model, ids, context=TRAINING["context"], batches=TRAINING["eval_batches"],
                          batch=TRAINING["batch"], seed=TRAINING["seed"] + 1)
 

@@ -20,7 +20,7 @@ from ..errors import check_bytes, count, check_number, check_positive_int, check
 from ..model import Attention
 from .corpus import check_ids, windows
 
-MAX_STEPS = 100_000     # the most updates one call trains (the shipped model took 1,900; a live run about 1,000)
+MAX_STEPS = 100_000     # the most updates one call trains (the shipped model took 5,400; a live run about 1,000)
 MAX_VOCAB = 1_000_000   # a larger vocabulary is a mistake here (its embedding alone would not fit in memory)
 BETAS = (0.9, 0.99)     # AdamW's betas; β2 = 0.99 as nanoGPT's Shakespeare example (few tokens per step)
 
