@@ -536,8 +536,8 @@ def test_checks_accept_the_answers_and_name_the_slips(smol):
     assert said.startswith("on a GPT-2-style layer") and "either" in said and "attention's biases" in said
     beta_follows_bias = lambda c: layer_parameters(c) - (0 if c.bias or c.norm_kind == "rmsnorm" or c.norm == "none"
                                                          else c.d_model * (2 if c.d_ff else 1))
-    assert "whatever" not in checks.layer_parameters.feedback(beta_follows_bias, cfg)[0]
-    assert "when cfg.bias is off" in checks.layer_parameters.feedback(beta_follows_bias, cfg)[0]
+    said = checks.layer_parameters.feedback(beta_follows_bias, cfg)[0]
+    assert said.startswith("on a layer without biases") and "when cfg.bias is off" in said   # (one norm is as many)
     zero_kv = lambda c: layer_parameters(c) - (0 if c.n_kv_heads else 2 * c.d_model ** 2 + 2 * c.d_model * c.bias)
     assert "cfg.kv_heads" in checks.layer_parameters.feedback(zero_kv, cfg)[0]
     assert checks.layer_parameters.feedback(lambda c: layer_parameters(c) + 0.3, cfg) == []

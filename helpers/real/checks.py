@@ -93,10 +93,8 @@ def layer_slips(cfg, right):
     elif cfg.norm_kind == "rmsnorm":
         slips.append((right + d * n_norms, "an RMSNorm keeps a scale γ but no shift β: d numbers, not 2d"))
     else:
-        slips.append((right - d * n_norms, "a LayerNorm keeps a shift β as well as a scale γ: 2d numbers"))
-        if not bias:
-            slips.append((right - d * n_norms, "a LayerNorm keeps its shift β when cfg.bias is off: cfg.bias "
-                                               "is about the projections' biases"))
+        slips.append((right - d * n_norms, "a LayerNorm keeps a shift β as well as a scale γ: 2d numbers" if bias else
+                      "a LayerNorm keeps its shift β when cfg.bias is off: cfg.bias is about the projections' biases"))
     return slips
 
 
@@ -186,9 +184,9 @@ def head_scan(answer, model, ids, length):
     cases = (("on the Book's sentence twice", ids, length),
              ("on random tokens twice", torch.cat([ids[:1], drawn, drawn]), length + 3))
     shape = (model.cfg.n_layers, model.cfg.n_heads)
-    for what, seq, L in cases:
-        with model_kept(model, pristine=pristine(model)):   # a learner's model.double() or zeroed weight is put back
-            got = call(answer, model, seq, L, what=what, seconds=60)
+    with model_kept(model, pristine=pristine(model)):   # a learner's model.double() or zeroed weight is put back
+        answers = [call(answer, model, seq, L, what=what, seconds=60) for what, seq, L in cases]
+    for (what, seq, L), got in zip(cases, answers):
         if got is None:
             raise Wrong("not answered yet: head_scan returns None; write its body where the cell says "
                         "# YOUR CODE HERE, so that it returns (previous, induction)")
