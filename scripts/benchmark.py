@@ -119,7 +119,7 @@ def plain_gpt(cfg):
             q, k, v = (t.view(B, T, cfg.n_heads, -1).transpose(1, 2) for t in self.qkv(self.ln1(h)).split(d, dim=-1))
             if cfg.positions == "rotary":
                 q, k = rotate_pairs(q, 0), rotate_pairs(k, 0)
-            a = F.scaled_dot_product_attention(q, k, v, is_causal=True, dropout_p=cfg.dropout if self.training else 0.0)
+            a = F.scaled_dot_product_attention(q, k, v, is_causal=True)   # dropout on the residual writes only, as the course's
             h = h + self.drop(self.out(a.transpose(1, 2).reshape(B, T, d)))
             return h + self.drop(self.down(F.gelu(self.up(self.ln2(h)))))
 
