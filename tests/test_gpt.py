@@ -391,7 +391,7 @@ def test_mean_ablating_the_induction_head_hurts_copying_and_a_control_does_not()
 def test_the_circuit_lines_say_whether_a_head_formed():
     history = gc.induction_history(synthetic_log())
     lines = gc.circuit_lines(history, gc.circuit_birth(history))
-    assert lines[0] == "the best head at the end: L2H1, induction score 0.72"
+    assert lines[0] == "the best head at the end: L2H1, induction score 0.720"
     assert lines[1] == "its score reaches half its final value at step 40"
     weak = synthetic_log()
     for record in weak["induction"]:
@@ -399,7 +399,7 @@ def test_the_circuit_lines_say_whether_a_head_formed():
     history = gc.induction_history(weak)
     birth = gc.circuit_birth(history)
     lines = gc.circuit_lines(history, birth)
-    assert lines[1] == "no head became an induction head in this run: every score stays below 0.06 " \
+    assert lines[1] == "no head became an induction head in this run: no score rose above 0.050 " \
                        "(an induction head scores above 0.3)"
     assert not birth["formed"] and not any("steepest" in line for line in lines)   # no fall named
     assert lines[2].startswith("both copies' losses climb: the first copy's from 4.2 to 4.2")
@@ -624,7 +624,7 @@ def test_the_circuit_lines_name_the_highest_score_and_when_it_came():
     weak["induction"][1]["induction_score"][3][2] = 0.08
     history = gc.induction_history(weak)
     lines = gc.circuit_lines(history, gc.circuit_birth(history))
-    assert lines[3] == "the highest score of any head at any record: 0.08, L3H2 at step 20"
+    assert lines[3] == "the highest score of any head at any record: 0.080, L3H2 at step 20"
 
 
 # ------------------------------------------------------------ after the second outside review

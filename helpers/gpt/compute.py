@@ -531,6 +531,7 @@ def live_run(loop, model, train_ids, val_ids, tokenizer, batch, context, lr, war
                            eval_batches, seed, run.callback)
     except TimeUp:
         losses, val = run.losses, run.val
+    run.losses, run.val = list(losses), dict(val)   # the loop's last evaluation comes after its last callback
     sample = sample_text(as_transformer(model), tokenizer, prompt, sample_chars, temperature=0.8, seed=seed,
                          context=context)
     run.finish(sample)
@@ -547,7 +548,8 @@ def spread_loss(model, ids, context=256, every=8):
     every ``every``-th of them kept (the first, the every+1-th, ...); every token of a kept window
     predicted from the ones before it in the window. ``every=1`` is the whole text's loss. Eval mode,
     torch's fused attention (``train.fused_attention``: the same sums, faster); the mode is restored.
-    Returns dict(loss, windows (kept), of (all the text's windows), predictions)."""
+    Returns dict(loss, windows (kept), of (all the text's windows), predictions, window_losses (each
+    kept window's mean loss, (windows,): how far one window's loss strays from another's))."""
     config_of(model)
     ids = check_ids(ids)
     check_positive_int(context, "context")
@@ -558,11 +560,11 @@ def spread_loss(model, ids, context=256, every=8):
     y = ids[1:n * context + 1].view(n, context)[::every]
     was_training = model.training
     model.eval()
-    with course_train.fused_attention(model):
-        total = sum(float(F.cross_entropy(model(x[i:i + 16]).flatten(0, 1), y[i:i + 16].flatten(), reduction="sum"))
-                    for i in range(0, len(x), 16))
+    with course_train.fused_attention(model), torch.no_grad():
+        per_window = torch.cat([F.cross_entropy(model(x[i:i + 16]).transpose(1, 2), y[i:i + 16], reduction="none")
+                                .double().mean(1) for i in range(0, len(x), 16)])
     model.train(was_training)
-    return dict(loss=total / y.numel(), windows=len(x), of=n, predictions=y.numel())
+    return dict(loss=float(per_window.mean()), windows=len(x), of=n, predictions=y.numel(), window_losses=per_window)
 
 
 # ------------------------------------------------------------ looking for a circuit
@@ -614,20 +616,19 @@ def circuit_lines(history, birth):
     layer, head = birth["head"]
     final = float(history["scores"][-1, layer, head])
     b, a = birth["before"], birth["after"]
-    lines = [f"the best head at the end: L{layer}H{head}, induction score {final:.2f}"]
+    lines = [f"the best head at the end: L{layer}H{head}, induction score {final:.3f}"]
     if birth["formed"]:
         lines.append(f"its score reaches half its final value at step {birth['step']}")
         lines.append(f"steepest fall of the second copy's loss: step {b['step']} -> {a['step']}: "
                      f"{b['second']:.2f} -> {a['second']:.2f} (L{layer}H{head}'s score {b['score']:.2f} -> {a['score']:.2f})")
     else:
-        top = math.floor(float(history["scores"].max()) * 100) / 100 + 0.01   # strictly above the highest
-        lines.append(f"no head became an induction head in this run: every score stays below {top:.2f} "
-                     f"(an induction head scores above {FORMED})")
+        lines.append(f"no head became an induction head in this run: no score rose above "
+                     f"{float(history['scores'].max()):.3f} (an induction head scores above {FORMED})")
         lines.append(f"both copies' losses climb: the first copy's from {history['first'][0]:.1f} to "
                      f"{history['first'][-1]:.1f}, the second copy's from {history['second'][0]:.1f} to "
                      f"{history['second'][-1]:.1f}")
         at, l, h = np.unravel_index(int(np.argmax(history["scores"])), history["scores"].shape)
-        lines.append(f"the highest score of any head at any record: {history['scores'][at, l, h]:.2f}, "
+        lines.append(f"the highest score of any head at any record: {history['scores'][at, l, h]:.3f}, "
                      f"L{l}H{h} at step {history['steps'][at]}")
         scores = history["scores"]
         lines.append(f"every head's score at step {history['steps'][0]}: about {scores[0].mean():.3f} (the weight spread "
@@ -669,9 +670,8 @@ def circuit_figure(history, birth):
         top.set_title(f"an induction head forms: L{layer}H{head}\nshaded: the second copy's steepest fall "
                       f"(steps {birth['before']['step']}-{birth['after']['step']})", fontsize=10)
     else:
-        top.set_title(f"no induction head in this run: every score stays below "
-                      f"{math.floor(float(scores.max()) * 100) / 100 + 0.01:.2f} (an induction head: above {FORMED})",
-                      fontsize=10)
+        top.set_title(f"no induction head in this run: no score rose above {float(scores.max()):.3f} "
+                      f"(an induction head: above {FORMED})", fontsize=10)
     plt.close(fig)
     return fig
 
