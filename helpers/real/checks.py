@@ -204,9 +204,10 @@ def head_scan(answer, model, ids, length):
                 return
 
 
-def cache_bytes(cache):
-    """The bytes a KVCache's tensors hold: every layer's K and V (none before the first pass)."""
-    return sum(t.numel() * t.element_size() for t in cache.k + cache.v if t is not None)
+def cache_bytes(cache, parts=("k", "v")):
+    """The bytes a KVCache's tensors hold: every layer's K and V, or only ``parts`` (none before the
+    first pass)."""
+    return sum(t.numel() * t.element_size() for part in parts for t in getattr(cache, part) if t is not None)
 
 
 @torch.no_grad()
@@ -217,9 +218,9 @@ def measured_growth(model, ids):
 
     cache = KVCache(model.cfg.n_layers)
     logits = model(ids[None], cache=cache)
-    prompt, k_prompt = cache_bytes(cache), sum(t.numel() * t.element_size() for t in cache.k)
+    prompt, k_prompt = cache_bytes(cache), cache_bytes(cache, ("k",))
     model(logits[:, -1].argmax(-1, keepdim=True), cache=cache)
-    after, k_after = cache_bytes(cache), sum(t.numel() * t.element_size() for t in cache.k)
+    after, k_after = cache_bytes(cache), cache_bytes(cache, ("k",))
     return dict(right=after - prompt, prompt=prompt, after=after, only_k=k_after - k_prompt)
 
 
