@@ -238,11 +238,12 @@ def test_the_induction_recording_scores_every_head_and_both_copies():
     assert abs(figures["loss_first_copy"] - math.log(65)) < 0.2 and abs(figures["loss_second_copy"] - math.log(65)) < 0.2
 
 
-def test_the_shipped_run_starts_as_its_log_says():
+@pytest.mark.parametrize("tokens", ["characters", "bpe"])
+def test_the_shipped_run_starts_as_its_log_says(tokens):
     """The first steps of the recipe, run here (1 thread, on whatever CPU path this is), give the
     logged batch losses within 2e-3 and the logged first evaluation and induction figures within 1e-3."""
-    log = shipped.load_log()
-    model, short = shipped.build(stop_after=5, threads=1, progress=None)
+    log = shipped.load_log(tokens)
+    model, short = shipped.build(stop_after=5, threads=1, progress=None, tokens=tokens)
     assert short["recipe"] == log["recipe"] and short["config"] == log["config"]
     assert short["step_losses"] == pytest.approx(log["step_losses"][:5], abs=2e-3)
     first, logged = short["evaluations"][0], log["evaluations"][0]
@@ -253,14 +254,34 @@ def test_the_shipped_run_starts_as_its_log_says():
     assert flat(short["induction"][0]) == pytest.approx(flat(log["induction"][0]), abs=1e-3)
 
 
-def test_the_shipped_model_loads_and_meets_its_log():
-    model, log = shipped.load_model(), shipped.load_log()
-    assert model.cfg == shipped.CONFIG and not model.training
+@pytest.mark.parametrize("tokens", ["characters", "bpe"])
+def test_the_shipped_model_loads_and_meets_its_log(tokens):
+    model, log = shipped.load_model(tokens), shipped.load_log(tokens)
+    assert model.cfg == (shipped.CONFIG if tokens == "characters" else shipped.BPE_CONFIG) and not model.training
     final = log["evaluations"][-1]
     assert final["step"] == log["recipe"]["steps"] or final.get("stopped_early")   # the 15-minute guard
     assert [r["step"] for r in log["induction"]] == list(range(0, final["step"] + 1, shipped.INDUCTION["every"]))
     assert log["peak_memory_mib"] < 1.5 * 1024
     text = corpus.load_text()
-    val_ids = corpus.CharTokenizer(text).encode(corpus.split(text)[1])
+    tokenizer = corpus.CharTokenizer(text) if tokens == "characters" else shipped.load_tokenizer()
+    val_text = corpus.split(text)[1]
+    val_ids = tokenizer.encode(val_text)
     assert shipped.evaluation_loss(model, val_ids) == pytest.approx(final["val_loss"], abs=1e-3)
-    assert shipped.whole_text_loss(model, val_ids) == pytest.approx(log["whole_validation_loss"], abs=1e-3)
+    whole = shipped.text_losses(model, tokenizer, val_text)
+    assert whole["per_token"] == pytest.approx(log["whole_validation_loss"], abs=1e-3)
+    if tokens == "characters":
+        assert whole["per_character"] == pytest.approx(whole["per_token"], abs=1e-9)
+    else:   # about 2.3 characters per token, so a loss per token near 2.3 times the loss per character
+        assert whole["per_character"] == pytest.approx(log["whole_validation_loss_per_character"], abs=1e-3)
+        assert 2 < whole["per_token"] / whole["per_character"] < 2.6
+
+
+def test_the_shipped_bpe_tokenizer_is_the_one_its_recipe_trains(refused):
+    shipped_one, fresh = shipped.load_tokenizer(), shipped.train_tokenizer()
+    assert shipped_one.bpe.to_str() == fresh.bpe.to_str() and len(shipped_one) == shipped.BPE_VOCAB
+    line = "ROMEO:\nWhat light through yonder window breaks?"
+    assert shipped_one.text(shipped_one.encode(line)) == line
+    assert "".join(shipped_one.decode(shipped_one.encode(line))) == line
+    refused(lambda: shipped_one.text([0, 1024]), "0 to 1023", "1024")
+    refused(lambda: shipped_one.decode([True]), "whole numbers", "True")
+    refused(lambda: shipped.load_model("words"), "'characters' or 'bpe'", "words")

@@ -1200,6 +1200,7 @@ SHARED_ROWS = [
 
 from helpers import training  # noqa: E402
 from helpers.gpt import shipped as gpt_shipped  # noqa: E402
+SMALL_BPE = tk.BPETokenizer(tk.train_bpe(CHARS.text(IDS), 300))
 from helpers.heads import explorer as heads_explorer  # noqa: E402
 from helpers.masking import explorer as masking_explorer  # noqa: E402
 
@@ -1333,6 +1334,19 @@ COMPUTE_ROWS = [
     Row("tokenize.pieces(bpe)", lambda v: tk.pieces(v, "ab")),
     Row("gpt.shipped.whole_text_loss(context)", lambda v: gpt_shipped.whole_text_loss(TINY, IDS[:100], context=v),
         valid=lambda v: whole(v, 1, 32)),
+    Row("gpt.shipped.load_model(tokens)", gpt_shipped.load_model, valid=lambda v: v in ("characters", "bpe")),
+    Row("gpt.shipped.load_log(tokens)", gpt_shipped.load_log, valid=lambda v: v in ("characters", "bpe")),
+    Row("gpt.shipped.text_losses(tokenizer)", lambda v: gpt_shipped.text_losses(TINY, v, CHARS.text(IDS[:100])),
+        valid=lambda v: False),
+    Row("gpt.shipped.text_losses(text)", lambda v: gpt_shipped.text_losses(TINY, CHARS, v, context=16),
+        valid=lambda v: isinstance(v, str) and len(v) > 16 and set(v) <= set(CHARS.vocab)),
+    Row("tokenize.BPETokenizer(bpe)", tk.BPETokenizer),
+    *[Row(f"tokenize.BPETokenizer.{name}(ids)", lambda v, name=name: getattr(SMALL_BPE, name)(v),
+          valid=lambda v: isinstance(v, (list, tuple)) and all(whole(i, 0, len(SMALL_BPE) - 1) for i in v)
+          or isinstance(v, torch.Tensor) and v.dim() == 1 and not v.is_floating_point() and v.dtype != torch.bool
+          and bool(((v >= 0) & (v < len(SMALL_BPE))).all())) for name in ("text", "decode")],
+    Row("tokenize.BPETokenizer.encode(text)", lambda v: SMALL_BPE.encode(v),
+        valid=lambda v: isinstance(v, str) and 0 < len(v) <= tk.MAX_CHARS and not any(0xD800 <= ord(c) < 0xE000 for c in v)),
     Row("ablation.copy_log_prob(length)", lambda v: a10.copy_log_prob(torch.zeros(2, 9, dtype=torch.long), v),
         valid=lambda v: whole(v, 4, 4)),
     Row("ablation.resample_donors(lengths)", lambda v: a10.resample_donors(v, 0),

@@ -76,10 +76,10 @@ class CharTokenizer:
     def encode(self, text):
         """The ids of the characters of ``text``: a LongTensor (T,)."""
         if not isinstance(text, str):
-            fail(f"encode expects a string, but got {type(text).__name__}")
+            fail(f"the text to encode should be a string, but got {type(text).__name__}")
         unknown = sorted(set(text) - self.ids.keys())
         if unknown:
-            fail(f"this tokenizer knows {len(self)} characters, but the text holds {len(unknown)} others: "
+            fail(f"the text should use only this tokenizer's {len(self)} characters, but it holds {len(unknown)} others: "
                  f"{''.join(unknown)[:20]!r}")
         return torch.tensor([self.ids[ch] for ch in text], dtype=torch.long)
 

@@ -7,6 +7,9 @@ recording, and the loaders.
 * ``load_model()``: the trained model (eval mode); ``load_log()``: its training log (a dict);
   ``evaluation_loss(model, ids)``: the loss on the run's own evaluation windows;
   ``whole_text_loss(model, ids)``: the loss on (nearly) every character of a text.
+* ``tokens="bpe"`` in ``build``, ``load_model``, ``load_log``: the same model on byte-level BPE
+  tokens (``BPE_VOCAB`` of them, trained on the training text; ``load_tokenizer()`` reads the
+  shipped one), whose loss is compared with the characters' in nats per character.
 * ``induction_figures(model)``: every head's induction score and the copy losses on repeated random
   characters (chapter 05's measures, ``helpers.heads.compute``).
 """
@@ -20,10 +23,12 @@ import torch
 
 from .. import worlds
 from ..heads import compute as heads
-from ..errors import check_positive_int, count, fail
+from ..errors import check_positive_int, count, fail, shown
+from ..files import read_bytes
 from ..model import Config, Transformer
 from ..weights import data_dir, load
-from . import corpus
+from . import corpus, tokenize
+from .compute import check_tokenizer
 from .train import check_batch, check_model, estimate_loss, train
 
 # dropout 0.1 on the residual writes: with 11 passes over the training text the model overfits
@@ -39,19 +44,55 @@ THREADS = 2
 # newline, then `length` random characters from the other 64, then the same again)
 INDUCTION = dict(n=16, length=48, seed=2024, every=100)
 
+# the same model on byte-level BPE tokens trained on the training text: 1,024 tokens, about 2.3
+# characters each, so a window of 256 tokens reads about 580 characters; 4,600 steps fit the 15 minutes
+BPE_VOCAB = 1024
+BPE_CONFIG = Config(vocab_size=BPE_VOCAB, d_model=128, n_heads=4, n_layers=4, d_ff=512, n_max=256,
+                    positions="rotary", dropout=0.1)
+BPE_TRAINING = {**TRAINING, "steps": 4600}
+TOKENS = {"characters": ("model", "train_log.json", CONFIG, TRAINING),
+          "bpe": ("bpe_model", "bpe_train_log.json", BPE_CONFIG, BPE_TRAINING)}
+
 
 def folder():
     return data_dir() / "shakespeare"
 
 
-def load_model():
-    """The shipped character-level model of Tiny Shakespeare (data/shakespeare/model.*), in eval mode."""
-    return load(folder() / "model", expect=CONFIG)
+def check_tokens(tokens):
+    """Which shipped model: "characters" or "bpe"."""
+    if not isinstance(tokens, str) or tokens not in TOKENS:
+        fail(f"tokens should be 'characters' or 'bpe', but got {shown(tokens)}")
+    return TOKENS[tokens]
 
 
-def load_log():
-    """The shipped run's training log (data/shakespeare/train_log.json) as a dict."""
-    return json.loads((folder() / "train_log.json").read_text())
+def load_model(tokens="characters"):
+    """The shipped model of Tiny Shakespeare (data/shakespeare/model.*, or bpe_model.* for
+    tokens="bpe"), in eval mode."""
+    stem, _, config, _ = check_tokens(tokens)
+    return load(folder() / stem, expect=config)
+
+
+def load_log(tokens="characters"):
+    """The shipped run's training log (data/shakespeare/train_log.json, or bpe_train_log.json) as a dict."""
+    return json.loads((folder() / check_tokens(tokens)[1]).read_text())
+
+
+def train_tokenizer():
+    """The BPE model's tokenizer: ``BPE_VOCAB`` byte-level BPE tokens trained on the training text
+    (``tokenize.train_bpe``; the same tokens every time, about half a second)."""
+    text = corpus.load_text()
+    return tokenize.BPETokenizer(tokenize.train_bpe(corpus.split(text)[0], BPE_VOCAB))
+
+
+def load_tokenizer():
+    """The BPE model's tokenizer as the build wrote it (data/shakespeare/bpe_tokenizer.json)."""
+    from tokenizers import Tokenizer
+
+    data = read_bytes(folder() / "bpe_tokenizer.json", "the BPE model's tokenizer", MAX_TOKENIZER_BYTES)
+    return tokenize.BPETokenizer(Tokenizer.from_str(data.decode("utf-8")))
+
+
+MAX_TOKENIZER_BYTES = 2**20   # the shipped tokenizer's JSON has about 20 kB
 
 
 def evaluation_loss(model, ids):
@@ -84,6 +125,20 @@ def whole_text_loss(model, ids, context=TRAINING["context"], batch=64):
     return total / (n * context)
 
 
+def text_losses(model, tokenizer, text, context=TRAINING["context"]):
+    """``whole_text_loss`` of ``text`` in ``tokenizer``'s tokens: dict(per_token, per_character), the
+    second the loss summed over the predicted tokens divided by the characters those tokens stand
+    for. For a character model the two are the same; for a BPE model the second compares with it
+    (a character whose bytes are split between a predicted token and one left out counts as one
+    more: at most 2 characters off, none on Tiny Shakespeare, which is ASCII)."""
+    check_model(model, "text_losses")
+    check_tokenizer(tokenizer, model.cfg)
+    ids = tokenizer.encode(text)
+    per_token = whole_text_loss(model, ids, context=context)
+    predicted = ids[1:(len(ids) - 1) // context * context + 1]      # the tokens whole_text_loss predicts
+    return dict(per_token=per_token, per_character=per_token * len(predicted) / len(tokenizer.text(predicted)))
+
+
 def induction_figures(model, n=INDUCTION["n"], length=INDUCTION["length"], seed=INDUCTION["seed"]):
     """On ``n`` sequences of id 0 then ``length`` random characters repeated once: every head's
     induction score ([layer][head], ``heads.head_scores``) and the mean loss on the first and the
@@ -103,23 +158,26 @@ def peak_memory_mib():
     return resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024
 
 
-def build(stop_after=None, threads=THREADS, progress=print, **overrides):
-    """Train the shipped model from its recipe, recording as it goes. Returns (model, log).
+def build(stop_after=None, threads=THREADS, progress=print, tokens="characters", **overrides):
+    """Train the shipped model from its recipe (``tokens``: "characters", the recipe ``CONFIG`` and
+    ``TRAINING``; "bpe", ``BPE_CONFIG`` and ``BPE_TRAINING`` on ``train_tokenizer()``'s tokens),
+    recording as it goes. Returns (model, log).
 
     The log (a dict) holds the recipe, every evaluation (step, lr, train and validation loss, wall
     seconds, tokens per second), every training step's batch loss, the induction figures every
     ``INDUCTION["every"]`` steps, the load average at the start and the end, the wall time, the
     tokens per second and the peak memory. stop_after: only the first steps of the same run.
     """
-    settings = {**TRAINING, **overrides}
+    _, _, config, recipe = check_tokens(tokens)
+    settings = {**recipe, **overrides}
     previous_threads = torch.get_num_threads()
     torch.set_num_threads(threads)
     try:
         text = corpus.load_text()
-        tokenizer = corpus.CharTokenizer(text)
+        tokenizer = corpus.CharTokenizer(text) if tokens == "characters" else train_tokenizer()
         train_text, val_text = corpus.split(text)
         train_ids, val_ids = tokenizer.encode(train_text), tokenizer.encode(val_text)
-        model = Transformer(CONFIG, seed=settings["seed"], init=INIT)
+        model = Transformer(config, seed=settings["seed"], init=INIT)
         step_losses, induction, evals = [], [], []
         induction_seconds = [0.0]
 
@@ -145,14 +203,16 @@ def build(stop_after=None, threads=THREADS, progress=print, **overrides):
         train(model, train_ids, val_ids, callback=callback, stop_after=stop_after, **settings)
         seconds = time.perf_counter() - start
         load_end = os.getloadavg()
-        whole_val_loss = whole_text_loss(model, val_ids) if stop_after is None else None
+        whole = text_losses(model, tokenizer, val_text) if stop_after is None else dict(per_token=None, per_character=None)
     finally:
         torch.set_num_threads(previous_threads)
-    tokens = len(step_losses) * settings["batch"] * settings["context"]
-    log = dict(config=CONFIG.to_dict(), init=INIT, recipe=settings, threads=threads,
+    kind, tokens = tokens, len(step_losses) * settings["batch"] * settings["context"]
+    log = dict(tokenizer=kind, config=config.to_dict(), init=INIT, recipe=settings, threads=threads,
                omp_wait_policy=os.environ.get("OMP_WAIT_POLICY", "(unset)"), induction_test=INDUCTION,
                evaluations=[{k: (round(v, 6) if isinstance(v, float) else v) for k, v in r.items()} for r in evals],
-               step_losses=step_losses, induction=induction, whole_validation_loss=whole_val_loss,
+               step_losses=step_losses, induction=induction, whole_validation_loss=whole["per_token"],
+               whole_validation_loss_per_character=whole["per_character"],
+               characters_per_token=round(len(val_text) / len(val_ids), 6),
                wall_seconds=round(seconds, 1), tokens=tokens, tokens_per_second=round(tokens / seconds),
                training_tokens_per_second=round(evals[-1]["tokens_per_second"]),
                induction_seconds=round(induction_seconds[0], 1),

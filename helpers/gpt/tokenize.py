@@ -10,6 +10,8 @@
 * ``size_table(bpe, sizes, train_text, val_text)``: characters per token on the validation text and
   how many tokens the training text uses rarely, for each vocabulary size.
 * ``pieces(bpe, text)`` and ``smollm2_pieces(text)``: how a text splits, ours beside SmolLM2's.
+* ``BPETokenizer(bpe)``: a trained BPE with a CharTokenizer's methods (``vocab``, ``encode``,
+  ``decode``, ``text``), so that a model of BPE tokens samples and traces as a character model does.
 """
 import collections
 import functools
@@ -128,6 +130,43 @@ def _parts(bpe):
     """(tokens in id order, merges as pairs) of a trained BPE."""
     model = json.loads(check_bpe(bpe).to_str())["model"]
     return sorted(model["vocab"], key=model["vocab"].get), [tuple(m) for m in model["merges"]]
+
+
+class BPETokenizer:
+    """A trained byte-level BPE used as a model's tokenizer, with a CharTokenizer's methods:
+    ``vocab`` (each token's text, in id order), ``encode(text)`` -> LongTensor (T,), ``decode(ids)``
+    -> one string per token, ``text(ids)`` -> the string itself (the bytes of the tokens, decoded)."""
+
+    def __init__(self, bpe):
+        self.bpe = check_bpe(bpe)
+        self.vocab = [bpe.decode([i]) for i in range(bpe.get_vocab_size())]
+
+    def __len__(self):
+        return len(self.vocab)
+
+    def __repr__(self):
+        return f"BPETokenizer({len(self):,} tokens)"
+
+    def encode(self, text):
+        """The token ids of ``text``: a LongTensor (T,)."""
+        import torch
+
+        return torch.tensor(self.bpe.encode(check_text(text)).ids, dtype=torch.long)
+
+    def _ids(self, given):
+        ids = given.tolist() if hasattr(given, "tolist") else list(given) if isinstance(given, (list, tuple)) else None
+        if not isinstance(ids, list) or not all(isinstance(i, int) and not isinstance(i, bool) and 0 <= i < len(self.vocab)
+                                                for i in ids):
+            fail(f"expected token ids, whole numbers from 0 to {len(self.vocab) - 1}, but got {shown(given)}")
+        return ids
+
+    def decode(self, ids):
+        """One string per token id (a token that holds part of a character's bytes shows as �)."""
+        return [self.vocab[i] for i in self._ids(ids)]
+
+    def text(self, ids):
+        """The text the ids stand for, the tokens' bytes joined before decoding."""
+        return self.bpe.decode(self._ids(ids))
 
 
 def merges(bpe):
