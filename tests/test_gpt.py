@@ -579,6 +579,46 @@ def test_the_spread_loss_is_the_whole_texts_at_every_1_and_keeps_every_kth_windo
         gc.spread_loss(model, ids, context=128)
 
 
+def test_the_copy_rule_counts_matches_by_hand_and_sets_the_models_top_choice_beside_them(refused):
+    model = gc.as_transformer(gc.small_start(gc.GPT(65, 16, 2, 1, 32, 64), seed=0)).train()
+    # windows of 9: 0 1 2 0 1 2 0 1 2, next 1 2 0 1 2 0 1 2 0; a period of 3, so a match always copies right
+    ids = torch.tensor([0, 1, 2] * 7)
+    one, two = gc.copy_rule(model, ids, [1, 2], context=9, every=1)
+    assert model.training
+    assert one["k"] == 1 and one["matched"] == pytest.approx(12 / 18) and one["rule"] == 1.0   # from t = 3 on
+    assert two["k"] == 2 and two["matched"] == pytest.approx(10 / 16) and two["rule"] == 1.0   # pairs from t = 1, repeats from t = 4
+    # the model's share: its most probable next token, right or wrong, at the matched positions
+    x, y = ids[:18].view(2, 9), ids[1:19].view(2, 9)
+    with torch.no_grad():
+        right = model.eval()(x).argmax(-1) == y
+    assert one["model"] == pytest.approx(right[:, 3:].float().mean().item())
+    # a text with nothing repeated in a window: no match, and the rule's share is 0, not 0/0
+    (none,) = gc.copy_rule(model, torch.arange(20), [1], context=9)
+    assert none["matched"] == 0 and none["rule"] == 0 and none["model"] == 0
+    assert one["rescued"] == pytest.approx((~right[:, 3:]).sum().item() / 18)   # the rule right, the model wrong
+    # 0 1 0 2 0 1 0 2 0: after a 0 the latest earlier 0 says what comes next, the first one may not
+    alternating = torch.tensor([0, 1, 0, 2] * 5)
+    (latest,) = gc.copy_rule(model, alternating, [1], context=9, every=1)
+    # windows 0 1 0 2 0 1 0 2 0 (next 1 0 2 0 1 0 2 0 1) and 1 0 2 0 1 0 2 0 1 (next 0 2 0 1 0 2 0 1 0): 6 matches
+    # each; the latest match is right 2 and 3 times, the first match would be right 4 and 4 times
+    assert latest["matched"] == pytest.approx(12 / 18) and latest["rule"] == pytest.approx(5 / 12)
+    # every second window of four: the first and the third (the first window's next token repeated at 18,
+    # so that the two kept windows, one after the other, are a text of their own)
+    text = torch.randint(0, 5, (37,), generator=torch.Generator().manual_seed(0))
+    text[18] = text[9]
+    assert gc.copy_rule(model, text, [1], context=9, every=2) == gc.copy_rule(model, torch.cat([text[:9], text[18:28]]), [1],
+                                                                               context=9, every=1)
+    assert gc.copy_rule(model, ids, [np.int64(2)], context=9)[0]["k"] == 2
+    refused(lambda: gc.copy_rule(model, ids, [1, 1]), "different", "[1, 1]")
+    model.train()
+    refused(lambda: gc.copy_rule(model, torch.tensor([70] * 40), [1], context=9), "65 tokens", "70")
+    assert model.training                                                       # a refusal before the pass
+    refused(lambda: gc.copy_rule(model, ids, [0]), "lengths", "1 to 32", "[0]")
+    refused(lambda: gc.copy_rule(model, ids, 2), "lengths", "2")
+    refused(lambda: gc.copy_rule(model, ids, [True]), "lengths", "[True]")
+    refused(lambda: gc.copy_rule(model, ids, [1], context=128), "n_max=64")
+
+
 def test_the_repeat_test_is_chapter_05s_measures_against_a_control_with_the_same_targets(texts):
     from helpers.heads import compute as heads
 

@@ -1334,6 +1334,12 @@ COMPUTE_ROWS = [
     Row("tokenize.pieces(bpe)", lambda v: tk.pieces(v, "ab")),
     Row("gpt.shipped.whole_text_loss(context)", lambda v: gpt_shipped.whole_text_loss(TINY, IDS[:100], context=v),
         valid=lambda v: whole(v, 1, 32)),
+    Row("gpt.copy_rule(lengths)", lambda v: gpt.copy_rule(TINY, IDS[:200], v, context=16),
+        valid=lambda v: isinstance(v, (list, tuple)) and len(v) > 0 and all(whole(k, 1, 16) for k in v)),
+    Row("gpt.copy_rule(context)", lambda v: gpt.copy_rule(TINY, IDS[:200], [1, 2], context=v),
+        valid=lambda v: whole(v, 2, 32)),
+    Row("gpt.copy_rule(every)", lambda v: gpt.copy_rule(TINY, IDS[:200], [1], context=16, every=v),
+        valid=lambda v: type(v) in (int, np.int64) and v >= 1),   # past the last window: the first alone
     Row("gpt.shipped.load_model(tokens)", gpt_shipped.load_model, valid=lambda v: v in ("characters", "bpe")),
     Row("gpt.shipped.load_log(tokens)", gpt_shipped.load_log, valid=lambda v: v in ("characters", "bpe")),
     Row("gpt.shipped.text_losses(tokenizer)", lambda v: gpt_shipped.text_losses(TINY, v, CHARS.text(IDS[:100])),

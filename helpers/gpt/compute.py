@@ -15,6 +15,7 @@ loop written out, the live run, and the measurements on the shipped Shakespeare 
   ``helpers.model.Transformer``, so the trace, the switches and the explorers take it.
 """
 import math
+import operator
 import time
 
 import numpy as np
@@ -542,6 +543,24 @@ def live_run(loop, model, train_ids, val_ids, tokenizer, batch, context, lr, war
 # ------------------------------------------------------------ the shipped model
 
 @torch.no_grad()
+def spread_windows(model, ids, context, every, lengths=()):
+    """``ids`` cut into consecutive windows of ``context`` tokens (the last, shorter piece left out)
+    and every ``every``-th of them kept, the first always: (x, y, n), x and y (kept, context), y the
+    next tokens, n the text's windows. Checks the arguments, each with its own sentence."""
+    config_of(model)
+    ids = check_ids(ids)
+    check_positive_int(context, "context")
+    every = check_positive_int(every, "every")         # each argument's own sentence before the context's fit
+    context = course_train.check_context(model, context, len(ids))
+    course_train.check_vocabulary(model, ids)          # before any pass: a refusal leaves the model's mode alone
+    if lengths and max(lengths) > context:
+        fail(f"a match of k tokens needs a window of at least k tokens, but got lengths up to {max(lengths)} "
+             f"and context={context}")
+    n = (len(ids) - 1) // context
+    keep = min(every, n)                                # a step past the last window keeps the first alone
+    return ids[:n * context].view(n, context)[::keep], ids[1:n * context + 1].view(n, context)[::keep], n
+
+
 def spread_loss(model, ids, context=256, every=8):
     """The loss over evenly spread windows of a whole text: ``ids`` cut into consecutive windows of
     ``context`` tokens as ``shipped.whole_text_loss`` cuts it (the last, shorter piece left out), and
@@ -550,14 +569,7 @@ def spread_loss(model, ids, context=256, every=8):
     torch's fused attention (``train.fused_attention``: the same sums, faster); the mode is restored.
     Returns dict(loss, windows (kept), of (all the text's windows), predictions, window_losses (each
     kept window's mean loss, (windows,): how far one window's loss strays from another's))."""
-    config_of(model)
-    ids = check_ids(ids)
-    check_positive_int(context, "context")
-    every = check_positive_int(every, "every")         # each argument's own sentence before the context's fit
-    context = course_train.check_context(model, context, len(ids))
-    n = (len(ids) - 1) // context
-    x = ids[:n * context].view(n, context)[::every]
-    y = ids[1:n * context + 1].view(n, context)[::every]
+    x, y, n = spread_windows(model, ids, context, every)
     was_training = model.training
     model.eval()
     with course_train.fused_attention(model), torch.no_grad():
@@ -749,6 +761,53 @@ def repeat_test(model, ids, n, length, seed):
     return dict(first=float(loss[:, :length].mean()), second=float(second_spans.mean()),
                 control=float(control_spans.mean()), second_spans=second_spans, control_spans=control_spans,
                 induction=induction)
+
+
+MAX_MATCH = 32   # the longest match copy_rule looks for (a whole line of verse)
+
+
+@torch.no_grad()
+def copy_rule(model, ids, lengths, context=256, every=4):
+    """What copying could win on a text: the rule "find the latest earlier place in the window where
+    the last k tokens stood, and predict what followed them" (roughly what an induction head does,
+    which spreads its weight over every earlier match), set beside the model's own top choice at
+    the same positions. The text is cut into windows as ``spread_loss`` cuts it (every ``every``-th
+    window kept). For each k of ``lengths`` (different whole numbers): dict(k, matched: the share of
+    positions (from the k-th of a window on) that have such an earlier place; rule: how often the
+    rule's token is the next token there; model: how often the model's most probable token is;
+    rescued: the share of all positions where the rule is right and the model's top choice wrong).
+    Eval mode; the mode is restored."""
+    config_of(model)
+    try:
+        given = [operator.index(k) for k in lengths] if isinstance(lengths, (list, tuple)) else None
+    except TypeError:
+        given = None
+    if not given or len(set(given)) < len(given) or any(isinstance(k, bool) or not 1 <= k <= MAX_MATCH for k in lengths):
+        fail(f"lengths should be a list of different match lengths, whole numbers from 1 to {MAX_MATCH} "
+             f"(such as [1, 2, 4]), but got {shown(lengths)}")
+    x, y, _ = spread_windows(model, ids, context, every, given)
+    context = x.shape[1]
+    was_training = model.training
+    model.eval()
+    with course_train.fused_attention(model):
+        model_right = torch.cat([model(x[i:i + 16]).argmax(-1) == y[i:i + 16] for i in range(0, len(x), 16)])
+    model.train(was_training)
+    rows = []
+    for k in given:
+        positions = matched = rule = model_ok = rescued = 0
+        for window, following, right in zip(x.tolist(), y.tolist(), model_right.tolist()):
+            last = {}                                         # the k tokens ending at t -> the latest such t
+            for t in range(k - 1, context):
+                key = tuple(window[t - k + 1:t + 1])
+                if key in last:
+                    copied = following[last[key]] == following[t]
+                    matched, rule, model_ok = matched + 1, rule + copied, model_ok + right[t]
+                    rescued += copied and not right[t]
+                positions += 1
+                last[key] = t
+        rows.append(dict(k=k, matched=matched / positions, rule=rule / max(matched, 1), model=model_ok / max(matched, 1),
+                         rescued=rescued / positions))
+    return rows
 
 
 @torch.no_grad()
