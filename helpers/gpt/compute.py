@@ -542,7 +542,6 @@ def live_run(loop, model, train_ids, val_ids, tokenizer, batch, context, lr, war
 
 # ------------------------------------------------------------ the shipped model
 
-@torch.no_grad()
 def spread_windows(model, ids, context, every, lengths=()):
     """``ids`` cut into consecutive windows of ``context`` tokens (the last, shorter piece left out)
     and every ``every``-th of them kept, the first always: (x, y, n), x and y (kept, context), y the
@@ -561,6 +560,7 @@ def spread_windows(model, ids, context, every, lengths=()):
     return ids[:n * context].view(n, context)[::keep], ids[1:n * context + 1].view(n, context)[::keep], n
 
 
+@torch.no_grad()
 def spread_loss(model, ids, context=256, every=8):
     """The loss over evenly spread windows of a whole text: ``ids`` cut into consecutive windows of
     ``context`` tokens as ``shipped.whole_text_loss`` cuts it (the last, shorter piece left out), and
