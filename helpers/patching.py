@@ -10,8 +10,9 @@ a task: the caller brings the prompts, the reference and the metric.
 import numpy as np
 import torch
 
-from .errors import check_choice, check_number, check_positive_int, check_seed, check_switch, fail, shown, to_numpy
-from .model import MAX_TRACE_BYTES, Config, Transformer, check_replace, trace_names
+from .errors import check_choice, check_index, check_number, check_positive_int, check_seed, check_switch, fail, shown, \
+    to_numpy
+from .model import MAX_TRACE_BYTES, Config, Transformer, check_replace, rotate_pairs, trace_names
 
 KINDS = ("zero", "mean", "resample")
 MAX_PASS_BYTES = MAX_TRACE_BYTES   # 0.5 GiB: the most one batched pass here (patching, a lens) may hold
@@ -729,15 +730,21 @@ def _mlps_before(model, names, layer):
     return names
 
 
-def head_circuits(model, layer, head, fold_ln=True):
+def head_circuits(model, layer, head, fold_ln=True, offset=None):
     """(W_QK, W_OV), each (d_model, d_model), of one head, as row vectors use them: a query row x_q
     and a key row x_k score x_q W_QK x_kᵀ (W_QK = W_Q,h W_K,hᵀ), a source row x writes x W_OV
     (W_OV = W_V,h W_O,h). fold_ln: the head's own LayerNorm γ folded into W_Q, W_K, W_V (diag(γ) W)
     and W_O's rows centred (a write's mean over d_model is removed by the next LayerNorm anyway),
-    as TransformerLens's fold_ln and center_writing_weights do."""
+    as TransformerLens's fold_ln and center_writing_weights do.
+
+    offset (rotary models only): the query's position minus the key's, δ. Rotary positions turn a
+    query at i by R(i) and a key at j by R(j), so the score is x_q W_Q R(i) R(j)ᵀ W_Kᵀ x_kᵀ =
+    x_q W_Q R(δ) W_Kᵀ x_kᵀ; with an offset W_QK is that, W_Q R(δ) W_Kᵀ. None: R left out (the
+    rotation at δ = 0, the identity)."""
     cfg = check_model(model)
     layer, head = check_head(model, (layer, head))
     fold_ln = check_switch(fold_ln, "fold_ln")
+    rotation = None if offset is None else rotary_rotation(model, offset)
     block, d_k = model.blocks[layer], cfg.d_k
     attn, group = block.attn, cfg.n_heads // (cfg.n_kv_heads or cfg.n_heads)
     q = slice(head * d_k, (head + 1) * d_k)
@@ -749,7 +756,22 @@ def head_circuits(model, layer, head, fold_ln=True):
             W_Q, W_K, W_V = gamma * W_Q, gamma * W_K, gamma * W_V
         if fold_ln and cfg.norm_kind == "layernorm":
             W_O = W_O - W_O.mean(-1, keepdim=True)
+        if rotation is not None:
+            W_Q = W_Q @ rotation
         return W_Q @ W_K.T, W_V @ W_O
+
+
+def rotary_rotation(model, offset):
+    """R(δ), (d_k, d_k): the matrix rotary positions multiply a row (a query or key of one head) by
+    at position δ, so that rotate_pairs(x, δ) = x R(δ) for the model's rotary base and pairing.
+    R(i) R(j)ᵀ = R(i − j): a query at i meets a key at j through R(i − j) alone."""
+    cfg = check_model(model)
+    if cfg.positions != "rotary":
+        fail(f"offset should be given only for a model with rotary positions (its W_QK depends on the "
+             f"query-key offset), but this model's positions are {shown(cfg.positions)}")
+    offset = check_index(offset, "offset (the query's position minus the key's)", cfg.n_max)
+    rows = torch.eye(cfg.d_k)[:, None, None, :]                  # each basis row as a (1, 1, d_k) sequence
+    return rotate_pairs(rows, offset, base=cfg.rotary_base, pairs=cfg.rotary_pairs)[:, 0, 0, :]
 
 
 def composition_score(left, right):
@@ -767,15 +789,17 @@ def composition_score(left, right):
     return float(torch.linalg.norm(left @ right) / (torch.linalg.norm(left) * torch.linalg.norm(right)))
 
 
-def composition_scores(model, sender, receiver, fold_ln=True):
+def composition_scores(model, sender, receiver, fold_ln=True, offset=None):
     """dict(q, k, v): how much the sender head's write (its W_OV) feeds the receiver's query side
     (W_OV · W_QK), key side (W_OV · W_QKᵀ) and value (W_OV · W_OV of the receiver), as
-    TransformerLens's ``all_composition_scores`` modes "Q", "K", "V" compute them."""
+    TransformerLens's ``all_composition_scores`` modes "Q", "K", "V" compute them (they leave
+    rotary positions out). offset (rotary models): the receiver's W_QK at that query-key offset δ,
+    W_Q R(δ) W_Kᵀ (``head_circuits``); the V-score does not depend on it."""
     sender, receiver = check_head(model, sender, "the sender"), check_head(model, receiver, "the receiver")
     if sender[0] >= receiver[0]:
         fail(f"the sender should sit in an earlier layer than the receiver, but got {sender} and {receiver}")
     _, ov1 = head_circuits(model, *sender, fold_ln=fold_ln)
-    qk2, ov2 = head_circuits(model, *receiver, fold_ln=fold_ln)
+    qk2, ov2 = head_circuits(model, *receiver, fold_ln=fold_ln, offset=offset)
     return dict(q=composition_score(ov1, qk2), k=composition_score(ov1, qk2.T), v=composition_score(ov1, ov2))
 
 

@@ -9,7 +9,7 @@ import torch
 from helpers import patching
 from helpers.ablation import checks, compute, explorer
 from helpers.errors import CourseInputError
-from helpers.model import Config, Transformer
+from helpers.model import Config, Transformer, rotate_pairs
 
 PROMPTS = ("<BOS> the cat is", "<BOS> the mat was", "<BOS> the dog sat on the")
 HEADS = [(layer, head) for layer in range(2) for head in range(2)]
@@ -1154,3 +1154,24 @@ def test_patching_refuses_points_that_are_not_the_residual_stream_and_int_metric
     refused(lambda: patching.attribute(cat, part, torch.ones(20), torch.ones(2)), "fits (1,)", "(2,)")
     assert patching.logit_lens(cat, clean, names=["h0", "L0.h_mid"])[0] == ["h0", "L0.h_mid"]
     assert set(patching.attribute(cat, part, torch.ones(20), torch.ones(1))) == {"a", "final-norm bias"}
+
+
+def test_composition_scores_with_the_rotation_at_an_offset(induction, refused):
+    """offset=δ puts rotary's R(δ) between W_Q and W_Kᵀ: δ = 0 is the score without it, and a
+    query at i meets a key at j through W_Q R(i - j) W_Kᵀ, as the model's own attention scores do."""
+    plain = patching.composition_scores(induction, (0, 1), (1, 0))
+    assert patching.composition_scores(induction, (0, 1), (1, 0), offset=0) == pytest.approx(plain, abs=1e-6)
+    d_k, attn = induction.cfg.d_k, induction.blocks[1].attn
+    q_row, k_row = torch.randn(1, 1, 1, d_k), torch.randn(1, 1, 1, d_k)
+    turned = (rotate_pairs(q_row, 9) * rotate_pairs(k_row, 2)).sum()          # a query at 9, a key at 2
+    R = patching.rotary_rotation(induction, 7)
+    assert float(turned) == pytest.approx(float(q_row[0, 0, 0] @ R @ k_row[0, 0, 0]), abs=1e-5)
+    qk, _ = patching.head_circuits(induction, 1, 0, fold_ln=False, offset=7)
+    with torch.no_grad():
+        assert torch.allclose(qk, attn.W_Q[:, :d_k] @ R @ attn.W_K[:, :d_k].T, atol=1e-5)
+    moved = patching.composition_scores(induction, (0, 1), (1, 0), offset=7)
+    assert moved["v"] == pytest.approx(plain["v"], abs=1e-6) and moved["k"] != pytest.approx(plain["k"], abs=1e-5)
+    refused(lambda: patching.composition_scores(induction, (0, 1), (1, 0), offset=25), "from 0 to 24")
+    refused(lambda: patching.composition_scores(induction, (0, 1), (1, 0), offset=True), "True")
+    cat = Transformer(Config(vocab_size=11, d_model=8, n_heads=2, n_layers=2, d_ff=0))
+    refused(lambda: patching.head_circuits(cat, 1, 0, offset=1), "rotary positions")

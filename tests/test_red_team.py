@@ -205,6 +205,7 @@ from helpers.sampling import compute as sampling  # noqa: E402
 
 SMALL = dict(vocab_size=10, d_model=8, n_heads=2, n_layers=2, d_ff=8, n_max=16)
 MODEL = Transformer(Config(**SMALL), seed=0)
+ROTARY = Transformer(Config(**SMALL, positions="rotary"), seed=0)
 PROMPT = torch.tensor([1, 2, 3])
 PROBS = torch.softmax(torch.tensor([2.0, 1.0, 0.0, -1.0]), -1)
 
@@ -524,6 +525,10 @@ PATCHING_ROWS = [
     Row("patching.composition_score(right)", lambda v: patching.composition_score(torch.eye(2), v)),
     Row("patching.composition_scores(sender)", lambda v: patching.composition_scores(MODEL, v, (1, 0))),
     Row("patching.composition_scores(receiver)", lambda v: patching.composition_scores(MODEL, (0, 0), v)),
+    Row("patching.composition_scores(offset)", lambda v: patching.composition_scores(ROTARY, (0, 0), (1, 0), offset=v),
+        valid=lambda v: v is None or whole(v, 0, 15)),
+    Row("patching.head_circuits(offset, no rotary)", lambda v: patching.head_circuits(MODEL, 0, 0, offset=v),
+        valid=lambda v: v is None),
     Row("patching.composition_baseline(d_model)", lambda v: patching.composition_baseline(v, 4, draws=2),
         valid=lambda v: whole(v, 4, 4096)),
     Row("patching.composition_baseline(d_k)", lambda v: patching.composition_baseline(8, v, draws=2),
