@@ -89,6 +89,7 @@ class Exercise:
         found = []
         own = _CHECK_DEADLINE.get() is None   # a check run inside another shares the outer one's time
         token = _CHECK_DEADLINE.set(time.monotonic() + CHECK_TIME_LIMIT) if own else None
+        learners_dtype = _default_dtype(None) if own else None   # the check computes in float32, as the course does
         try:
             if not callable(answer):   # a function or a class is the answer's kind to judge (Function, Module)
                 plain(answer, "your answer")
@@ -106,6 +107,7 @@ class Exercise:
         finally:
             if own:
                 _CHECK_DEADLINE.reset(token)
+                _default_dtype(learners_dtype)
         return found
 
     def __call__(self, answer, *args, **kwargs):
@@ -455,6 +457,7 @@ def call(function, *args, what="", seconds=TIME_LIMIT, **kwargs):
     if deadline is not None and deadline - time.monotonic() < seconds:
         limit, total = max(deadline - time.monotonic(), 0.0), True
     given, given_kwargs = _copies(args), {name: _copies(value) for name, value in kwargs.items()}
+    dtype = _default_dtype(None)
     try:
         out = _bounded(function, given, given_kwargs, limit)
         changed = _changed_input(function, args, kwargs, given, given_kwargs)
@@ -479,6 +482,19 @@ def call(function, *args, what="", seconds=TIME_LIMIT, **kwargs):
         raise Wrong(f"your function stopped{on} with {exc}") from None
     except Exception as exc:
         raise Wrong(f"your function stopped{on} with {type(exc).__name__}: {exc}") from None
+    finally:
+        _default_dtype(dtype)   # torch.set_default_dtype inside the function stays inside it
+
+
+def _default_dtype(dtype):
+    """torch's default dtype: set it to ``dtype`` (None: float32) and return the one before; None
+    and nothing set when torch was never imported (the chapters without it)."""
+    torch = sys.modules.get("torch")
+    if torch is None:
+        return None
+    before = torch.get_default_dtype()
+    torch.set_default_dtype(dtype or torch.float32)
+    return before
 
 
 def _bounded(function, args, kwargs, seconds):

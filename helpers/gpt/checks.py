@@ -340,40 +340,35 @@ LOOP_HINTS["adam_l2_everything"] = LOOP_HINTS["adam_l2"]                        
 
 
 class EvalSlip(Exception):
-    """Raised by ``Watched`` inside the learner's loop: one sentence on the mode it ran the model in."""
+    """Raised by ``watch_passes`` inside the learner's loop: one sentence on the mode it ran the model in."""
 
 
-class Watched:
-    """The model as the learner's loop sees it: it runs the real model and raises EvalSlip at
-    the first pass on validation windows in training mode or with gradients on, or on training
-    windows in eval mode. Everything else (parameters(), train(), eval(), cfg ...) is the model's."""
+def watch_passes(model, val_ids, context):
+    """Watch every pass of ``model`` (a forward pre-hook; returns its handle, to ``.remove()``): the
+    first pass on validation windows in training mode or with gradients on, or on training windows
+    in eval mode, raises EvalSlip. The learner's loop gets the model itself, so everything it calls
+    on it (estimate_loss, parameters(), cfg ...) works as in the notebook."""
+    val = {tuple(r.tolist()) for r in val_ids.unfold(0, context, 1)}
 
-    def __init__(self, model, val_ids, context):
-        self.model = model
-        rows = val_ids.unfold(0, context, 1)
-        self.val = {tuple(r.tolist()) for r in rows}
-
-    def __getattr__(self, name):
-        return getattr(self.__dict__["model"], name)
-
-    def forward(self, x):
-        return self(x)
-
-    def __call__(self, x):
-        rows = [tuple(r.tolist()) for r in torch.as_tensor(x).reshape(-1, x.shape[-1])]
-        evaluating = bool(rows) and all(r in self.val for r in rows)
-        if evaluating and self.model.training:
+    def check(module, args, kwargs):
+        x = args[0] if args else kwargs.get("ids")
+        if not isinstance(x, torch.Tensor) or x.dim() == 0 or x.numel() == 0:
+            return None                                   # the model's own checks refuse it
+        rows = [tuple(r.tolist()) for r in x.reshape(-1, x.shape[-1])]
+        evaluating = all(r in val for r in rows)
+        if evaluating and module.training:
             raise EvalSlip("the validation loss was computed in training mode (dropout would be on): call "
                            "model.eval() before evaluating and model.train() after")
         if evaluating and torch.is_grad_enabled():
             raise EvalSlip("the validation loss was computed with gradients on: evaluate inside "
                            "torch.no_grad(), so no graph is built and no gradient can leak into training")
-        if not evaluating and not self.model.training and not torch.is_grad_enabled():
+        if not evaluating and not module.training and not torch.is_grad_enabled():
             raise EvalSlip("the validation loss was computed on windows of train_ids: draw them from val_ids, "
                            "text the model never trains on")
-        if not evaluating and not self.model.training:
+        if not evaluating and not module.training:
             raise EvalSlip("a training step ran in eval mode: call model.train() after evaluating")
-        return self.model(x)
+        return None
+    return model.register_forward_pre_hook(check, with_kwargs=True)
 
 
 @functools.lru_cache(maxsize=None)
@@ -417,7 +412,15 @@ def loop_output(out):
     if not isinstance(val, dict) or sorted(val) != wanted:
         raise Wrong(f"val_losses should be a dict {{step: validation loss}} with the steps {wanted} (after 0, "
                     f"eval_every, ... and all {steps} updates), but got {str(val)[:80]}")
-    return losses, np.array([float(as_array(val[s], f"val_losses[{s}]").reshape(-1)[0]) for s in wanted])
+    return losses, np.array([one_loss(val[s], f"val_losses[{s}]") for s in wanted])
+
+
+def one_loss(value, name):
+    """One validation loss (a number, or an array or tensor holding one), else Wrong."""
+    values = as_array(value, name).reshape(-1)
+    if values.size != 1:
+        raise Wrong(f"{name} should be one number, the mean validation loss, but it holds {values.size} values")
+    return float(values[0])
 
 
 @exercise("your training loop",
@@ -430,8 +433,9 @@ def train_loop(fn):
     train_ids, val_ids = loop_data()
     model = loop_model()
     calls = []
+    watching = watch_passes(model, val_ids, LOOP_SETTINGS["context"])
     try:
-        out = call(fn, Watched(model, val_ids, LOOP_SETTINGS["context"]), train_ids, val_ids, **LOOP_SETTINGS,
+        out = call(fn, model, train_ids, val_ids, **LOOP_SETTINGS,
                    callback=lambda losses, val_losses: calls.append(len(losses)),
                    what="on a small model and the first characters of Tiny Shakespeare", seconds=30)
         losses, val = loop_output(out)
@@ -439,6 +443,8 @@ def train_loop(fn):
         text = str(wrong)
         yield text.split("EvalSlip: ", 1)[1] if "EvalSlip: " in text else text
         return
+    finally:
+        watching.remove()
     right, right_val = loop_reference()
     if np.abs(losses - right).max() <= LOOP_ATOL and np.abs(val - right_val).max() <= LOOP_ATOL:
         steps = LOOP_SETTINGS["steps"]

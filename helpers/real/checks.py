@@ -8,6 +8,7 @@ and names the likely slip, without printing the expected answer.
 import functools
 import math
 
+import numpy as np
 import torch
 
 from ..errors import check_positive_int, fail, shown
@@ -125,8 +126,12 @@ def layer_parameters(answer, cfg):
         if got is None:
             raise Wrong("not answered yet: layer_parameters returns None; write its body where the cell says "
                         "# YOUR CODE HERE, so that it returns the count")
-        value = call(functools.partial(one_number, got, "layer_parameters", "the count"), what=f"on {what}")
         right = counted_in_block(case)
+        if isinstance(got, (bool, np.bool_)):
+            raise Wrong(f"on {what}: the count should be a whole number, but layer_parameters returned the bool {got}")
+        if isinstance(got, (int, np.integer)) and abs(int(got)) > 10**15:   # past float's whole numbers
+            raise Wrong(f"on {what}: the count should be {right:,}, but it has {len(str(abs(int(got))))} digits")
+        value = call(functools.partial(one_number, got, "layer_parameters", "the count"), what=f"on {what}")
         if abs(value - right) <= 0.5:
             continue
         yield f"on {what}: " + (named_slips(value, layer_slips(case, right)) or count_problem(value, right, "the count")
@@ -180,7 +185,8 @@ def head_scan(answer, model, ids, length):
     if check_positive_int(length, "length") != found:
         fail(f"length should be the repeated part's length, {found} for these ids, but got {shown(length)}")
     g = torch.Generator().manual_seed(11)
-    drawn = torch.randint(1000, model.cfg.vocab_size, (length + 3,), generator=g)
+    low = min(1000, model.cfg.vocab_size // 2)    # SmolLM2's first 1,000 ids hold its special and byte tokens
+    drawn = torch.randint(low, model.cfg.vocab_size, (length + 3,), generator=g)
     cases = (("on the Book's sentence twice", ids, length),
              ("on random tokens twice", torch.cat([ids[:1], drawn, drawn]), length + 3))
     shape = (model.cfg.n_layers, model.cfg.n_heads)

@@ -170,20 +170,23 @@ def _kept_dicts(owner):
 def model_kept(model, pristine=None):
     """Run a learner's code on ``model`` inside this: afterwards, also when the code raised or ran
     out of time, the model is as it was before. Every module's attributes (a hook, a replaced
-    forward, the training flag, a swapped parameter), its cfg's fields, torch's global module hooks,
-    and every weight's and buffer's values and requires_grad are put back; a weight the code
-    changed (found by its CRC-32 checksum) is copied back from a copy taken before (``pristine=None``:
-    for a small model, the copy is limited to MAX_BYTES) or from ``pristine()``, a function that
-    returns the model's original state dict (for a large model, whose copy would double its memory)."""
+    forward, the training flag, a swapped parameter, its class), its cfg's fields, torch's global
+    module hooks, and every weight's and buffer's values, requires_grad and .grad are put back; a
+    weight the code changed (found by its CRC-32 checksum) is copied back from a copy taken before
+    (``pristine=None``: for a small model, the copy is limited to MAX_BYTES) or from ``pristine()``,
+    a function that returns the model's original state dict (for a large model, whose copy would
+    double its memory). Not undone: changes to a class itself (a method replaced on Transformer)."""
     from torch.nn.modules import module as torch_module
 
     if not isinstance(model, torch.nn.Module):
         fail(f"expected a torch model (an nn.Module), but got {shown(model)}")
+    if pristine is not None and not callable(pristine):
+        fail(f"pristine should be None or a function that returns the model's state dict, but got {shown(pristine)}")
     tensors = dict(model.state_dict(keep_vars=True))
-    grads = {name: t.requires_grad for name, t in tensors.items()}
+    grads = {name: (t.requires_grad, t.grad) for name, t in tensors.items()}
     hooks = {name: dict(value) for name, value in vars(torch_module).items()
              if name.startswith("_global") and isinstance(value, dict)}
-    modules = [(m, _kept_dicts(m)) for m in model.modules()]
+    modules = [(m, type(m), _kept_dicts(m)) for m in model.modules()]
     cfg = getattr(model, "cfg", None)
     cfg_fields = _kept_dicts(cfg) if hasattr(cfg, "__dict__") else None
     if pristine is None:
@@ -197,7 +200,9 @@ def model_kept(model, pristine=None):
     try:
         yield model
     finally:
-        for m, saved in modules:
+        for m, kind, saved in modules:
+            if type(m) is not kind:
+                m.__class__ = kind
             _put_back_dict(vars(m), saved)
         if cfg_fields is not None:
             _put_back_dict(vars(cfg), cfg_fields)
@@ -206,6 +211,9 @@ def model_kept(model, pristine=None):
         changed = [name for name, t in tensors.items()
                    if (digests is None and not _same(t, copies[name])) or digests is not None and _digest(t) != digests[name]]
         source = pristine() if changed else {}
+        lacking = [name for name in changed if not isinstance(source.get(name) if isinstance(source, dict) else None, torch.Tensor)]
+        if lacking:
+            fail(f"pristine() should return the model's state dict with every weight, but it lacks {shown(lacking[0])}")
         with torch.no_grad():
             for name in changed:
                 t, original = tensors[name], source[name]
@@ -214,8 +222,11 @@ def model_kept(model, pristine=None):
                 else:
                     t.data = original.detach().clone()
         for name, t in tensors.items():
-            if t.requires_grad != grads[name]:
-                t.requires_grad_(grads[name])
+            requires_grad, grad = grads[name]
+            if t.requires_grad != requires_grad:
+                t.requires_grad_(requires_grad)
+            if t.grad is not grad:   # a backward() in the learner's code: its gradients go, and their memory
+                t.grad = grad
 
 
 def _same(tensor, copy):
