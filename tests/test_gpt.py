@@ -74,9 +74,9 @@ def test_the_size_table_counts_tokens_as_tokenizing_the_whole_text(texts):
 @pytest.mark.parametrize("call, words", [
     (lambda: tk.train_bpe("", 512), "empty"),
     (lambda: tk.train_bpe("some text", 0), "vocab_size"),
-    (lambda: tk.train_bpe("some text", 10**9), "vocab_size=1,000,000,000"),
+    (lambda: tk.train_bpe("some text", 10**9), "but got 1,000,000,000"),
     (lambda: tk.pretokenize(None), "string"),
-    (lambda: tk.shorter(tk.train_bpe("a text to learn", 260), 1024), "cannot give 1,024"),
+    (lambda: tk.shorter(tk.train_bpe("a text to learn", 260), 1024), "but got 1,024"),
 ])
 def test_bad_input_to_the_tokenizers_is_one_sentence(call, words):
     with pytest.raises(CourseInputError, match=words) as error:
@@ -314,7 +314,7 @@ def test_a_vocabulary_of_the_wrong_size_is_refused():
         Config(vocab_size=0, d_model=8, n_heads=2, n_layers=1, d_ff=8)
     model = Transformer(Config(vocab_size=10, d_model=8, n_heads=2, n_layers=1, d_ff=8, n_max=16), seed=0)
     train_ids, val_ids = checks.loop_data()
-    with pytest.raises(CourseInputError, match="vocabulary has 10 tokens"):
+    with pytest.raises(CourseInputError, match="vocabulary, 0..9"):
         gc.train_loop(model, train_ids, val_ids, **{**checks.LOOP_SETTINGS, "context": 16})
 
 
@@ -477,13 +477,17 @@ def test_the_gpt_check_names_a_repeated_block_and_scaled_embeddings(answer, slip
     assert feedback(checks.gpt_module, answer, cat) == f"on the cat world: {checks.ASSEMBLY_HINTS[slip]}"
 
 
-def written_loop(zero_grad="before_backward", adam=None):
+def written_loop(zero_grad="before_backward", adam=None, estimate=False, before=None):
     """The exercise's loop written out, with zero_grad where ``zero_grad`` says (before_backward,
     after_backward, after_backward_zeros) and, if ``adam`` ("groups" or "everything"), torch.optim.Adam
-    with weight_decay=0.1 in place of AdamW."""
+    with weight_decay=0.1 in place of AdamW. estimate: the validation loss from the course's
+    estimate_loss (the notebook imports it); before(): something the learner does first."""
     def train_loop(model, train_ids, val_ids, steps, batch, context, lr, warmup, min_lr, clip, eval_every,
                    eval_batches=4, seed=0, callback=None):
-        from helpers.gpt.train import learning_rate
+        from helpers.gpt.train import estimate_loss, learning_rate
+
+        if before is not None:
+            before()
 
         torch.manual_seed(seed)
         generator = torch.Generator().manual_seed(seed)
@@ -499,6 +503,8 @@ def written_loop(zero_grad="before_backward", adam=None):
             optimizer = torch.optim.AdamW(groups, lr=lr, betas=(0.9, 0.99))
 
         def validation_loss():
+            if estimate:
+                return estimate_loss(model, val_ids, context, eval_batches, batch, seed + 1)
             model.eval()
             g = torch.Generator().manual_seed(seed + 1)
             with torch.no_grad():
@@ -611,7 +617,7 @@ def test_the_copy_rule_counts_matches_by_hand_and_sets_the_models_top_choice_bes
     assert gc.copy_rule(model, ids, [np.int64(2)], context=9)[0]["k"] == 2
     refused(lambda: gc.copy_rule(model, ids, [1, 1]), "different", "[1, 1]")
     model.train()
-    refused(lambda: gc.copy_rule(model, torch.tensor([70] * 40), [1], context=9), "65 tokens", "70")
+    refused(lambda: gc.copy_rule(model, torch.tensor([70] * 40), [1], context=9), "0..64", "70")
     assert model.training                                                       # a refusal before the pass
     refused(lambda: gc.copy_rule(model, ids, [0]), "lengths", "1 to 32", "[0]")
     refused(lambda: gc.copy_rule(model, ids, 2), "lengths", "2")
@@ -652,7 +658,7 @@ def test_the_repeat_test_is_chapter_05s_measures_against_a_control_with_the_same
     assert torch.allclose(test["induction"], heads.head_scores(model, repeated, 12)[1], atol=1e-6)
     with pytest.raises(CourseInputError, match="at least 36 tokens"):
         gc.text_repeats(ids[:35], 2, 12, seed=0)
-    with pytest.raises(CourseInputError, match="window of 64: take length at most 31"):
+    with pytest.raises(CourseInputError, match="window of 64 tokens \\(at most 31\\)"):
         gc.repeat_test(model, ids, 2, 32, seed=0)
     gc.repeat_test(model, ids, 2, 31, seed=0)                                # 63 tokens fit
 
@@ -890,8 +896,8 @@ def test_sampling_and_the_live_run_refuse_a_tokenizer_that_is_not_the_model_s(re
     refused(lambda: gc.sample_text(model, "abc", "A", 5), "CharTokenizer", "str")
     refused(lambda: gc.sample_text(model, corpus.CharTokenizer("abc"), "a", 5), "65 tokens", "3")
     refused(lambda: gc.samples_at(model, "abc", "A", 5, [0.8]), "CharTokenizer")
-    refused(lambda: gc.live_run(None, model, None, None, "abc", 8, 8, 1e-3, 1, 1e-4, 1.0, 1, 1), "CharTokenizer")
-    refused(lambda: gc.live_run(None, model, None, None, chars, 8, 8, 1e-3, 1, 1e-4, 1.0, 1, 1, prompt="™"), "™")
+    refused(lambda: gc.live_run(gc.train_loop, model, None, None, "abc", 8, 8, 1e-3, 1, 1e-4, 1.0, 1, 1), "CharTokenizer")
+    refused(lambda: gc.live_run(gc.train_loop, model, None, None, chars, 8, 8, 1e-3, 1, 1e-4, 1.0, 1, 1, prompt="™"), "™")
     assert gc.sample_text(model, chars, "A", 3).startswith("A")
 
 
@@ -902,3 +908,196 @@ def test_a_char_tokenizer_refuses_a_lone_surrogate(refused):
 def test_gpt_module_check_refuses_a_check_cell_without_the_cat_model():
     said = checks.gpt_module.feedback(gc.GPT, None)
     assert len(said) == 1 and "Transformer" in said[0] and "None" in said[0], said
+
+
+# ------------------------------------------------------------ red team, round 5
+
+def test_the_loop_check_takes_a_loop_that_evaluates_with_estimate_loss_and_keeps_the_default_dtype():
+    """The check wrapped the model in an object estimate_loss refused; a loop that set float64 as
+    torch's default left it set and made the cached reference wrong for the rest of the session."""
+    assert feedback(checks.train_loop, written_loop(estimate=True)) == ""
+    checks.loop_reference.cache_clear()
+    torch.set_default_dtype(torch.float64)          # set in an earlier cell: the check still computes in float32
+    try:
+        assert feedback(checks.train_loop, written_loop(estimate=True)) == ""
+        assert torch.get_default_dtype() == torch.float64     # and gives the learner's setting back
+    finally:
+        torch.set_default_dtype(torch.float32)
+    assert feedback(checks.train_loop, written_loop(estimate=True, before=lambda: torch.set_default_dtype(torch.float64))) == ""
+    assert torch.get_default_dtype() == torch.float32
+    assert feedback(checks.train_loop, written_loop(estimate=True)) == ""
+
+
+def test_the_loop_check_names_validation_losses_that_are_not_one_number():
+    inner = written_loop(estimate=True)
+    for value, words in (([], "holds 0 values"), ([1.0, 99.0], "holds 2 values")):
+        wrong = lambda *a, value=value, **k: (inner(*a, **k)[0], {s: value for s in inner(*a, **k)[1]})
+        assert words in feedback(checks.train_loop, wrong)
+
+
+def test_model_kept_puts_gradients_and_the_class_back_and_checks_pristine(refused):
+    from helpers.sampling.checks import model_kept
+
+    model = Transformer(Config(vocab_size=10, d_model=8, n_heads=2, n_layers=1, d_ff=8, n_max=8), seed=0)
+    with model_kept(model):
+        model(torch.tensor([1, 2, 3])).sum().backward()
+        model.__class__ = nn.Module
+    assert all(p.grad is None for p in model.parameters()) and type(model) is Transformer
+    refused(lambda: model_kept(model, pristine=5).__enter__(), "pristine should be None or a function", "5")
+    kept = model_kept(model, pristine=lambda: {})
+    kept.__enter__()
+    with torch.no_grad():
+        model.E.zero_()
+    with pytest.raises(CourseInputError, match="lacks 'E'"):
+        kept.__exit__(None, None, None)
+
+
+def test_small_start_compares_the_parameters_before_it_writes_any(refused):
+    class Extra(gc.GPT):
+        def __init__(self, *args, **kwargs):
+            super().__init__(*args, **kwargs)
+            self.head = nn.Linear(4, 4)
+
+    model = Extra(vocab_size=65, d_model=16, n_heads=4, n_layers=1, d_ff=32, n_max=16)
+    before = {name: t.clone() for name, t in model.state_dict().items()}
+    refused(lambda: gc.small_start(model), "'head.bias'", "no such parameter")
+    assert all(torch.equal(before[name], t) for name, t in model.state_dict().items())
+
+
+@pytest.fixture(scope="module")
+def shakespeare():
+    from helpers.gpt import shipped
+
+    return shipped.load_model()
+
+
+def test_refused_measures_leave_a_training_model_in_training(shakespeare, texts, refused):
+    from helpers.gpt import shipped
+
+    chars = corpus.CharTokenizer()
+    val = chars.encode(texts[1][:5000])
+    shakespeare.train()
+    try:
+        refused(lambda: shipped.whole_text_loss(shakespeare, val, context=2000), "n_max=256", "2,000")
+        refused(lambda: shipped.text_losses(shakespeare, chars, texts[1][:5000], context=2000), "n_max=256")
+        refused(lambda: shipped.induction_figures(shakespeare, n=1, length=1000), "at most 127")
+        refused(lambda: shipped.induction_figures(shakespeare, n=True), "True")
+        refused(lambda: shipped.induction_figures(gc.GPT(65, 16, 4, 1, 32, 16)), "as_transformer")
+        assert shakespeare.training
+    finally:
+        shakespeare.eval()
+
+
+def test_seeded_samples_and_tests_repeat_on_a_model_left_in_training_mode(shakespeare, texts):
+    chars = corpus.CharTokenizer()
+    val = chars.encode(texts[1][:20000])
+    shakespeare.train()
+    try:
+        for run in (lambda: gc.samples_at(shakespeare, chars, "ROMEO:", 40, [0.8, 1.2], seed=0),
+                    lambda: gc.sample_text(shakespeare, chars, "ROMEO:", 20, seed=0),
+                    lambda: gc.repeat_test(shakespeare, val, n=4, length=20, seed=0)["second"],
+                    lambda: gc.head_ablations(shakespeare, 2, 20, 1, 2)):
+            assert run() == run() and shakespeare.training
+    finally:
+        shakespeare.eval()
+
+
+def test_impossible_lengths_are_refused_before_any_pass(shakespeare, texts, refused):
+    chars = corpus.CharTokenizer()
+    refused(lambda: gc.samples_at(shakespeare, chars, "ROMEO:", 1100, [0.8]), "n_new should be at most 1,018")
+    refused(lambda: gc.samples_at(shakespeare, chars, texts[0], 1, [0.8] * 64), "at most 100,000 characters")
+    refused(lambda: gc.head_ablations(shakespeare, 2, 200, 1, 2), "at most 127", "401")
+    refused(lambda: gc.head_ablations(shakespeare, 2, 20, 1, True), "reference_seed")
+    refused(lambda: gc.repeat_test(shakespeare, chars.encode(texts[1]), n=300_000, length=48, seed=0), "GiB")
+    refused(lambda: gc.unigram_loss(torch.tensor([0, 50_000_000]), torch.tensor([0, 1])), "50,000,000")
+    refused(lambda: gc.copy_rule(shakespeare, chars.encode(texts[0]), list(range(1, 9)), every=1), "at most 3,000,000")
+    long = gc.GPT(vocab_size=65, d_model=16, n_heads=4, n_layers=1, d_ff=32, n_max=64)
+    assert len(gc.samples_at(long, chars, "ROMEO:", 10, [0.8])[0]) == 16      # a GPT of the learner's samples too
+
+
+def test_build_checks_its_arguments_before_it_reads_the_text(refused):
+    from helpers.gpt import shipped
+
+    for kwargs, words in ((dict(threads=10**6), "at most 256"), (dict(threads=True), "True"), (dict(foo=1), "'foo'"),
+                          (dict(callback=print), "'callback'"), (dict(progress=5), "progress should be"),
+                          (dict(stop_after=0), "stop_after")):
+        refused(lambda kwargs=kwargs: shipped.build(**{"stop_after": 1, "progress": None, **kwargs}), words)
+
+
+def test_a_training_history_with_bad_records_is_one_sentence(refused):
+    history = gc.induction_history(synthetic_log())
+    birth = gc.circuit_birth(history)
+    broken = dict(history, scores=history["scores"].copy())
+    broken["scores"][-1, 0, 0] = np.nan
+    refused(lambda: gc.circuit_birth(broken), "NaN")
+    refused(lambda: gc.circuit_birth(dict(history, scores=np.zeros((5, 0, 0)))), "(5, 0, 0)")
+    bad = dict(induction=[dict(step="a", induction_score=[[1.0]], loss_first_copy=None, loss_second_copy=1)] * 2)
+    refused(lambda: gc.induction_history(bad), "whole-number step")
+    refused(lambda: gc.induction_history(dict(induction=[1, 2])), "list of dicts")
+    refused(lambda: gc.induction_history(dict(induction=[dict(step=0)])), "lacks 'induction_score'")
+    for wrong in ({}, None, dict(birth, head=(9, 9))):
+        refused(lambda wrong=wrong: gc.circuit_lines(history, wrong), "circuit_birth(history)")
+        refused(lambda wrong=wrong: gc.circuit_figure(history, wrong), "circuit_birth(history)")
+    refused(lambda: gc.circuit_lines({}, birth), "history should be")
+
+
+def test_the_character_tokenizer_refuses_bools_and_keeps_its_ids(texts, refused):
+    chars = corpus.CharTokenizer()
+    ids = chars.encode(texts[1])
+    assert ids.tolist() == [chars.ids[ch] for ch in texts[1]] and ids.dtype == torch.long
+    assert chars.decode([]) == []
+    refused(lambda: chars.decode([True, 1]), "bool")
+    refused(lambda: chars.decode([2**70]), "whole numbers")
+    refused(lambda: corpus.check_ids(torch.tensor([1j])), "complex64")
+    refused(lambda: chars.encode("a" * 2_000_001), "at most 2,000,000")
+
+
+def test_the_bpe_helpers_take_only_a_bpe_and_a_list_of_sizes(refused):
+    from tokenizers import Tokenizer, models
+
+    bpe = tk.train_bpe("a text to learn from, a text to learn", 270)
+    word_level = Tokenizer(models.WordLevel({"a": 0, "[UNK]": 1}, unk_token="[UNK]"))
+    for call in (lambda: tk.BPETokenizer(word_level), lambda: tk.merges(word_level), lambda: tk.shorter(word_level, 300)):
+        refused(call, "trained BPE")
+    for sizes in (512, None, range(256, 65536)):
+        refused(lambda sizes=sizes: tk.size_table(bpe, sizes, "a", "b"), "sizes should be a list")
+    assert [row["size"] for row in tk.size_table(bpe, (256, np.int64(260)), "a text", "to learn")] == [256, 260]
+
+
+def test_spread_windows_gives_copies_and_checks_lengths(shakespeare, texts, refused):
+    val = corpus.CharTokenizer().encode(texts[1])
+    x, _, _ = gc.spread_windows(shakespeare, val, 256, 4, [1])
+    first = int(val[0])
+    x[0, 0] = first + 1
+    assert int(val[0]) == first
+    for lengths in (5, "ab", [-5], [True]):
+        refused(lambda lengths=lengths: gc.spread_windows(shakespeare, val, 256, 4, lengths), "lengths should be")
+
+
+def test_the_live_run_checks_everything_before_it_trains(texts, refused):
+    chars = corpus.CharTokenizer()
+    train, val = chars.encode(texts[0][:20000]), chars.encode(texts[1][:5000])
+    model = gc.small_start(gc.GPT(vocab_size=65, d_model=16, n_heads=4, n_layers=1, d_ff=32, n_max=64))
+    calls = []
+    loop = lambda *args: calls.append(args)                            # noqa: E731
+    settings = dict(batch=8, context=64, lr=1e-2, warmup=1, min_lr=1e-3, clip=1.0, eval_every=5, eval_batches=1, seconds=5)
+    for change, words in ((dict(seed=1.5), "seed"), (dict(eval_every=0), "eval_every"), (dict(eval_batches=10**9), "at most 1,000"),
+                          (dict(lr="x"), "lr"), (dict(sample_chars=-5), "sample_chars")):
+        refused(lambda change=change: gc.live_run(loop, model, train, val, chars, **{**settings, **change}), words)
+    refused(lambda: gc.live_run(None, model, train, val, chars, **settings), "loop should be")
+    assert calls == []
+    refused(lambda: gc.plan_live_run(model, train, 8, 64, 10, 0, 2, 10), "eval_every")
+    refused(lambda: gc.step_seconds(None, train, 8, 64), "nn.Module")
+    refused(lambda: gc.LiveRun(10, 5, ln_v="x"), "ln_v")
+
+
+def test_the_checks_of_chapter_11_judge_odd_answers_and_models():
+    from helpers.real import checks as real_checks
+
+    cfg = Config(vocab_size=100, d_model=16, n_heads=2, n_layers=1, d_ff=32, n_max=16)
+    assert "the bool True" in "; ".join(real_checks.layer_parameters.feedback(lambda c: True, cfg))
+    assert "401 digits" in "; ".join(real_checks.layer_parameters.feedback(lambda c: 10**400, cfg))
+    small = Transformer(Config(vocab_size=50, d_model=16, n_heads=2, n_layers=2, d_ff=32, n_max=64), seed=0)
+    ids = torch.tensor([0, *range(5, 13), *range(5, 13)])
+    said = "; ".join(real_checks.head_scan.feedback(lambda model, ids, length: (None, None), small, ids, 8))
+    assert "the check itself failed" not in said and said

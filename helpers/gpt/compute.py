@@ -14,6 +14,7 @@ loop written out, the live run, and the measurements on the shipped Shakespeare 
 * ``as_transformer``: any model with the course's parameter names (and a ``cfg``) as a
   ``helpers.model.Transformer``, so the trace, the switches and the explorers take it.
 """
+import contextlib
 import math
 import operator
 import time
@@ -27,7 +28,7 @@ from .. import worlds
 from ..errors import CourseInputError, check_number, check_positive_int, check_seed, check_switch, check_text, count, fail, shown, \
     to_numpy
 from ..heads.compute import MultiHeadAttention, copy_losses
-from ..model import Config, Transformer
+from ..model import MAX_TOKENS, Config, Transformer
 from ..normalization.compute import Block, LayerNorm
 from ..patching import ablation_replace, mean_head_outputs
 from ..positions.compute import sinusoidal_positions
@@ -80,7 +81,7 @@ class GPT(nn.Module):
         ids = ids[None] if single else ids
         T = ids.shape[-1]
         if T > self.PE.shape[0]:
-            fail(f"this GPT takes at most n_max={self.PE.shape[0]} tokens, but got {T}")
+            fail(f"ids should hold at most this GPT's n_max={self.PE.shape[0]} tokens per row, but got {T}")
         self.cfg.check_pass(ids.shape[0], T)           # a batch whose pass would not fit in memory: refused
         h = self.E[ids] + self.PE[:T]                  # tokens plus positions: h0 (B, T, d_model)
         for block in self.blocks:                      # each block reads what the one before wrote
@@ -114,6 +115,8 @@ def check_tokenizer(tokenizer, cfg):
 def as_transformer(model):
     """The course's Transformer holding ``model``'s parameters (the same names, so they load as
     they are): the trace, the switches and the explorers then come for free."""
+    if not isinstance(model, nn.Module):
+        fail(f"model should be a GPT or helpers.model.Transformer (an nn.Module), but got {type(model).__name__}")
     cfg = config_of(model)
     course = Transformer(cfg, seed=None)
     own, wanted = model.state_dict(), course.state_dict()
@@ -128,11 +131,17 @@ def as_transformer(model):
 def small_start(model, seed=0):
     """Give ``model`` the first parameters of Transformer(model.cfg, seed) (the course's small
     start: embeddings N(0, 0.02²), so the first loss is near ln V). Returns the model."""
+    if not isinstance(model, nn.Module):
+        fail(f"model should be a GPT or helpers.model.Transformer (an nn.Module), but got {type(model).__name__}")
     start = Transformer(config_of(model), seed=check_seed(seed))
-    try:
-        model.load_state_dict(start.state_dict())
-    except RuntimeError as error:
-        fail(f"this model's parameters are not named as the course's ({str(error).splitlines()[0][:120]})")
+    ours, theirs = start.state_dict(), model.state_dict()   # compared before anything is written
+    for name in sorted(set(ours) | set(theirs)):
+        if name not in theirs or name not in ours or theirs[name].shape != ours[name].shape:
+            expected = f"shape {tuple(ours[name].shape)}" if name in ours else "no such parameter"
+            got = f"shape {tuple(theirs[name].shape)}" if name in theirs else "none"
+            fail(f"the model's parameters should be named and shaped as the course's Transformer of its config, "
+                 f"but {name!r} has {got} where the course's has {expected}")
+    model.load_state_dict(ours)
     return model
 
 
@@ -249,7 +258,7 @@ def train_loop(model, train_ids, val_ids, steps, batch, context, lr, warmup, min
     every step. ``slip``: one known mistake (``LOOP_SLIPS``), for the check.
     """
     # every argument checked before any work: a refused call leaves the model as it was
-    config_of(model)                                                  # a model with a Config (the check's Watched counts)
+    config_of(model)                                                  # a model with a Config
     train_ids, val_ids = check_ids(train_ids, "train_ids"), check_ids(val_ids, "val_ids")
     steps, batch = course_train.check_steps(steps), check_positive_int(batch, "batch")
     course_train.learning_rate(0, lr, warmup, steps, min_lr)          # lr > 0, 0 <= min_lr <= lr, warmup < steps
@@ -354,6 +363,8 @@ def unigram_loss(train_ids, val_ids):
         fail(f"val_ids should come from the training text's tokenizer (the training ids run 0..{int(train_ids.max())}), "
              f"but they include id {int(val_ids.max())}: were they encoded with another tokenizer?")
     size = int(max(train_ids.max(), val_ids.max())) + 1
+    if size > course_train.MAX_VOCAB:
+        fail(f"the ids should lie below {course_train.MAX_VOCAB:,} (a vocabulary's size), but include id {size - 1:,}")
     counts = torch.bincount(train_ids, minlength=size).double() + 1
     return float(-(counts / counts.sum()).log()[val_ids].mean())
 
@@ -381,10 +392,23 @@ def sample_text(model, tokenizer, prompt, n_new, temperature=1.0, seed=0, contex
     except CourseInputError as error:
         fail(f"the prompt should be text this tokenizer can encode, but encoding it said: {error}")
     generator = torch.Generator().manual_seed(check_seed(seed))
-    for _ in range(n_new):
-        logits = model(torch.tensor(ids[-context:]))[-1]
-        ids.append(draw(next_distribution(logits, temperature), generator))
+    with eval_mode(model):
+        for _ in range(n_new):
+            logits = model(torch.tensor(ids[-context:]))[-1]
+            ids.append(draw(next_distribution(logits, temperature), generator))
     return tokenizer.text(ids)
+
+
+@contextlib.contextmanager
+def eval_mode(model):
+    """Within the block ``model`` is in eval mode (no dropout: a seeded result repeats); afterwards,
+    also after an error, it is back in the mode it was in."""
+    was_training = model.training
+    model.eval()
+    try:
+        yield model
+    finally:
+        model.train(was_training)
 
 
 MAX_TRIALS = 100   # the most timed passes step_seconds takes
@@ -403,9 +427,16 @@ def step_seconds(model, train_ids, batch, context, trials=3):
     trials = check_positive_int(trials, "trials")
     if trials > MAX_TRIALS:
         fail(f"trials should be at most {MAX_TRIALS} (each is a training pass), but got {count(trials)}")
+    if not isinstance(model, nn.Module):
+        fail(f"model should be a GPT or helpers.model.Transformer (an nn.Module), but got {type(model).__name__}")
+    config_of(model)
+    train_ids = check_ids(train_ids, "train_ids")
+    batch = check_positive_int(batch, "batch")
+    context = course_train.check_context(model, context, len(train_ids))
+    course_train.check_batch(model, batch, context, grad=True)           # before the copy and its passes
 
     probe = copy.deepcopy(model).train()
-    x, y = windows(check_ids(train_ids, "train_ids"), batch, context, torch.Generator().manual_seed(0))
+    x, y = windows(train_ids, batch, context, torch.Generator().manual_seed(0))
     passes, samples = [], []
     for _ in range(trials + 1):                        # the first pass warms up and is not counted
         tick = time.perf_counter()
@@ -423,10 +454,16 @@ def plan_live_run(model, train_ids, batch, context, seconds, eval_every, eval_ba
     """(steps, training seconds): how many steps fit here in ``seconds`` once the sample's time is
     set aside, evaluations and the optimizer's update included, with a fifth kept in reserve."""
     seconds = check_number(seconds, "seconds", low=0, high=MAX_LIVE_SECONDS, low_open=True)
+    eval_every = check_positive_int(eval_every, "eval_every")
+    eval_batches = check_positive_int(eval_batches, "eval_batches")
+    if eval_batches > MAX_EVAL_BATCHES:
+        fail(f"eval_batches should be at most {MAX_EVAL_BATCHES:,}, but got {count(eval_batches)}")
+    sample_chars = check_new(sample_chars, "sample_chars")
     train_pass, sample_pass = step_seconds(model, train_ids, batch, context)
     training = seconds - 3.0 * sample_chars * sample_pass - 3.0
     if training <= 0:
-        fail(f"{seconds:g} s leave no time to train once the sample is drawn; give the live run more seconds")
+        fail(f"seconds should leave time to train once the sample is drawn (more than about {seconds - training:.0f} s here), "
+             f"but got {seconds:g}")
     step = 1.15 * train_pass + eval_batches * train_pass / 3 / eval_every   # update; a forward pass is ~1/3
     return min(course_train.MAX_STEPS, max(1, int(0.8 * training / step))), training
 
@@ -447,6 +484,10 @@ class LiveRun:
 
         self.steps = course_train.check_steps(steps)
         self.seconds = check_number(seconds, "seconds", low=0, high=MAX_LIVE_SECONDS, low_open=True)
+        for value, name in ((ln_v, "ln_v"), (unigram, "unigram")):   # reference lines on the curve, if given
+            if value is not None:
+                check_number(value, name, low=0)
+        check_number(every, "every", low=0, high=MAX_LIVE_SECONDS, low_open=True)
         self.every, self.ln_v, self.unigram = every, ln_v, unigram   # every: seconds between redraws
         self.start = self.drawn = time.perf_counter()
         self.fig, (self.ax, self.text_ax) = plt.subplots(2, 1, figsize=(7.5, 6.2), height_ratios=(3, 2),
@@ -521,17 +562,30 @@ def live_run(loop, model, train_ids, val_ids, tokenizer, batch, context, lr, war
     0.8) into the picture. The whole call takes at most about ``seconds``.
     Returns dict(steps, done, seconds (the whole call), losses, val_losses, sample)."""
     start = time.perf_counter()
+    if not callable(loop):
+        fail(f"loop should be a training loop function (your train_loop or gpt.train_loop), but got {shown(loop)}")
     check_tokenizer(tokenizer, config_of(model))   # the sample at the end needs these: checked before training
     check_new(sample_chars, "sample_chars")
     tokenizer.encode(check_text(prompt, "the prompt", max_chars=MAX_PROMPT))
+    check_seed(seed)
+    check_ids(val_ids, "val_ids")
+    lr = check_number(lr, "lr", low=0, low_open=True)
+    check_number(min_lr, "min_lr", low=0, high=lr)
+    check_number(clip, "clip", low=0, low_open=True)
+    check_positive_int(warmup, "warmup", minimum=0)
     steps, training = plan_live_run(model, train_ids, batch, context, seconds, eval_every, eval_batches, sample_chars)
+    course_train.learning_rate(0, lr, warmup, steps, min_lr)   # a warm-up as long as the planned run: refused now
     run = LiveRun(steps, seconds=training - (time.perf_counter() - start), ln_v=math.log(config_of(model).vocab_size),
                   unigram=unigram_loss(train_ids, val_ids))
     try:
-        losses, val = loop(model, train_ids, val_ids, steps, batch, context, lr, warmup, min_lr, clip, eval_every,
-                           eval_batches, seed, run.callback)
+        out = loop(model, train_ids, val_ids, steps, batch, context, lr, warmup, min_lr, clip, eval_every,
+                   eval_batches, seed, run.callback)
     except TimeUp:
-        losses, val = run.losses, run.val
+        out = run.losses, run.val
+    if not isinstance(out, (tuple, list)) or len(out) != 2 or not isinstance(out[1], dict):
+        run.finish("(no sample: the loop did not return its losses)")
+        fail(f"loop should return (losses, val_losses), a list and a dict, but returned {shown(out)}")
+    losses, val = out
     run.losses, run.val = list(losses), dict(val)   # the loop's last evaluation comes after its last callback
     sample = sample_text(as_transformer(model), tokenizer, prompt, sample_chars, temperature=0.8, seed=seed,
                          context=context)
@@ -552,12 +606,15 @@ def spread_windows(model, ids, context, every, lengths=()):
     every = check_positive_int(every, "every")         # each argument's own sentence before the context's fit
     context = course_train.check_context(model, context, len(ids))
     course_train.check_vocabulary(model, ids)          # before any pass: a refusal leaves the model's mode alone
+    if not isinstance(lengths, (list, tuple)) or any(isinstance(k, bool) or not isinstance(k, int) or k < 1 for k in lengths):
+        fail(f"lengths should be a list of whole numbers of at least 1, but got {shown(lengths)}")
     if lengths and max(lengths) > context:
-        fail(f"a match of k tokens needs a window of at least k tokens, but got lengths up to {max(lengths)} "
-             f"and context={context}")
+        fail(f"lengths should be at most context={context} (a match of k tokens needs a window of at least k), "
+             f"but got lengths up to {max(lengths)}")
     n = (len(ids) - 1) // context
     keep = min(every, n)                                # a step past the last window keeps the first alone
-    return ids[:n * context].view(n, context)[::keep], ids[1:n * context + 1].view(n, context)[::keep], n
+    x, y = ids[:n * context].view(n, context)[::keep], ids[1:n * context + 1].view(n, context)[::keep]
+    return x.clone(), y.clone(), n                     # copies: writing into them leaves the caller's ids alone
 
 
 @torch.no_grad()
@@ -586,12 +643,39 @@ def induction_history(log):
     scores (N, layers, heads) every head's induction score, first and second (N,) the loss on the
     first and on the second copy of the repeated random characters)."""
     records = log.get("induction") if isinstance(log, dict) else None
-    if not records:
-        fail("expected a training log with induction records (a dict with 'induction'), but this one has none")
-    return dict(steps=np.array([r["step"] for r in records]),
-                scores=np.array([r["induction_score"] for r in records], dtype=float),
-                first=np.array([r["loss_first_copy"] for r in records], dtype=float),
-                second=np.array([r["loss_second_copy"] for r in records], dtype=float))
+    if not records or not isinstance(records, list) or not all(isinstance(r, dict) for r in records):
+        fail(f"expected a training log with induction records (a dict whose 'induction' is a list of dicts), "
+             f"but got {shown(log)}")
+    keys = ("step", "induction_score", "loss_first_copy", "loss_second_copy")
+    lacking = [k for k in keys if any(k not in r for r in records)]
+    if lacking:
+        fail(f"each induction record should hold {', '.join(keys)}, but one lacks {lacking[0]!r}")
+    try:
+        history = dict(steps=np.array([operator.index(r["step"]) for r in records]),
+                       scores=np.array([r["induction_score"] for r in records], dtype=float),
+                       first=np.array([r["loss_first_copy"] for r in records], dtype=float),
+                       second=np.array([r["loss_second_copy"] for r in records], dtype=float))
+    except (TypeError, ValueError):
+        fail("each induction record should hold a whole-number step, a (layers, heads) table of scores and two "
+             "losses, but one does not")
+    check_history(history)
+    return history
+
+
+def check_history(history):
+    """(steps, scores, first, second) of a recorded run (``induction_history``), else one sentence:
+    at least 2 records at rising steps, scores (records, layers, heads), every number finite."""
+    if not isinstance(history, dict) or not {"steps", "scores", "first", "second"} <= set(history):
+        fail(f"history should be the dict of steps, scores, first and second a recorded run gives, but got {shown(history)}")
+    steps, first, second = (to_numpy(history[name], f"history[{name!r}]") for name in ("steps", "first", "second"))
+    scores = to_numpy(history["scores"], "history['scores']")
+    if steps.ndim != 1 or len(steps) < 2 or first.shape != steps.shape or second.shape != steps.shape \
+            or scores.ndim != 3 or len(scores) != len(steps) or 0 in scores.shape or np.any(np.diff(steps) <= 0):
+        fail(f"history should hold at least 2 records at rising steps, with scores (records, layers, heads) and "
+             f"first and second (records,), but holds steps {steps.shape}, scores {scores.shape} and second {second.shape}")
+    if not all(np.isfinite(a).all() for a in (steps, scores, first, second)):
+        fail("history's steps, scores and losses should all be finite numbers, but some are NaN or infinite")
+    return steps, scores, first, second
 
 
 def circuit_birth(history, share=0.5):
@@ -599,15 +683,8 @@ def circuit_birth(history, share=0.5):
     step: the first record at which its score reaches ``share`` of its final score, drop_step: the
     record ending the steepest fall of the second-copy loss between two records (the phase change),
     and the scores and losses just before and after it."""
-    if not isinstance(history, dict) or not {"steps", "scores", "second"} <= set(history):
-        fail(f"history should be the dict of steps, scores and second a recorded run gives, but got {shown(history)}")
+    steps, scores, _, second = check_history(history)
     share = check_number(share, "share", low=0, high=1, low_open=True)   # of the final score
-    steps, second = (to_numpy(history[name], f"history[{name!r}]") for name in ("steps", "second"))
-    scores = to_numpy(history["scores"], "history['scores']")
-    if steps.ndim != 1 or len(steps) < 2 or second.shape != steps.shape or scores.ndim != 3 \
-            or len(scores) != len(steps) or np.any(np.diff(steps) <= 0):
-        fail(f"history should hold at least 2 records at rising steps, with scores (records, layers, heads) and "
-             f"second (records,), but holds steps {steps.shape}, scores {scores.shape} and second {second.shape}")
     layer, head = np.unravel_index(int(np.argmax(scores[-1])), scores[-1].shape)
     own = scores[:, layer, head]
     reached = int(np.argmax(own >= share * own[-1]))
@@ -618,6 +695,16 @@ def circuit_birth(history, share=0.5):
                 after=dict(step=int(steps[i]), score=float(own[i]), second=float(second[i])))
 
 
+def check_birth(history, birth):
+    """``birth`` as ``circuit_birth(history, share)`` returns it (any share: only its step depends on
+    it), else one sentence."""
+    expected = circuit_birth(history)
+    if not isinstance(birth, dict) or set(birth) != set(expected) \
+            or any(birth[k] != expected[k] for k in expected if k != "step"):
+        fail(f"birth should be what circuit_birth(history) returns for this history, but got {shown(birth)}")
+    return birth
+
+
 FORMED = 0.3   # an induction score above this, on sequences of 48 characters, is a head that copies
 
 
@@ -625,6 +712,7 @@ def circuit_lines(history, birth):
     """What the log shows, in sentences, decided from the log: the best head and, if a head passed
     FORMED, where the second copy's loss fell fastest; else that no head did, with the highest
     score any head reached and where both copies' losses went."""
+    check_birth(history, birth)                         # the history's checks too
     layer, head = birth["head"]
     final = float(history["scores"][-1, layer, head])
     b, a = birth["before"], birth["after"]
@@ -653,6 +741,7 @@ def circuit_figure(history, birth):
     drawn bold), and the loss on the first and the second copy; the phase change marked."""
     import matplotlib.pyplot as plt
 
+    check_birth(history, birth)                         # the history's checks too
     steps, scores = history["steps"], history["scores"]
     layer, head = birth["head"]
     fig, (top, bottom) = plt.subplots(2, 1, figsize=(7.5, 6), sharex=True, gridspec_kw=dict(hspace=0.12))
@@ -694,14 +783,20 @@ def head_ablations(model, n, length, seed, reference_seed):
     by its mean, position by position, over ``n`` other sequences of the same form and length
     (``reference_seed``): the task-matched mean of chapter 10."""
     cfg = config_of(model)
+    model = model if isinstance(model, Transformer) else as_transformer(model)   # replace= is the Transformer's
+    length = check_positive_int(length, "length", minimum=2)
+    if 2 * length + 1 > cfg.n_max:
+        fail(f"length should let a newline and two copies fit this model's window of {cfg.n_max} tokens (at most "
+             f"{(cfg.n_max - 1) // 2}), but got {length}, which makes {2 * length + 1}")
     ids = worlds.repeated_tokens(n, length, cfg.vocab_size, seed)
-    reference = worlds.repeated_tokens(n, length, cfg.vocab_size, reference_seed)
-    means = mean_head_outputs(model, reference[:, :-1])                  # {layer: (H, T, d_k)}, once
-    out = {"none": copy_losses(model, ids, length)["second"]}
-    for layer in range(cfg.n_layers):
-        for head in range(cfg.n_heads):
-            swap = ablation_replace([(layer, head)], "mean", means)
-            out[layer, head] = copy_losses(model, ids, length, replace=swap)["second"]
+    reference = worlds.repeated_tokens(n, length, cfg.vocab_size, check_seed(reference_seed, "reference_seed"))
+    with eval_mode(model):
+        means = mean_head_outputs(model, reference[:, :-1])                  # {layer: (H, T, d_k)}, once
+        out = {"none": copy_losses(model, ids, length)["second"]}
+        for layer in range(cfg.n_layers):
+            for head in range(cfg.n_heads):
+                swap = ablation_replace([(layer, head)], "mean", means)
+                out[layer, head] = copy_losses(model, ids, length, replace=swap)["second"]
     return out
 
 
@@ -744,19 +839,21 @@ def repeat_test(model, ids, n, length, seed):
     model = model if isinstance(model, Transformer) else as_transformer(model)
     length = check_positive_int(length, "length", minimum=2)
     if 2 * length + 1 > model.cfg.n_max:
-        fail(f"a newline and two spans of {length} tokens make {2 * length + 1} tokens, more than this model's "
-             f"window of {model.cfg.n_max}: take length at most {(model.cfg.n_max - 1) // 2}")
+        fail(f"length should let a newline and two spans fit this model's window of {model.cfg.n_max} tokens (at most "
+             f"{(model.cfg.n_max - 1) // 2}), but got {length}, which makes {2 * length + 1}")
+    course_train.check_batch(model, check_positive_int(n, "n"), 2 * length + 1)   # before the spans are built
     repeated, control = text_repeats(ids, n, length, seed)
     names = [f"L{layer}.weights" for layer in range(model.cfg.n_layers)]
-    logits, weights = capture(model, repeated, names)                        # weights: (n, H, T, T) each
-    induction = torch.stack([induction_score(weights[name].mean(0), length) for name in names])
 
     def per_span(logits, ids):                                                # (n, 2 * length): target t + 1
         return F.cross_entropy(logits[:, :-1].transpose(1, 2), ids[:, 1:], reduction="none")
 
+    with eval_mode(model):
+        logits, weights = capture(model, repeated, names)                    # weights: (n, H, T, T) each
+        with torch.no_grad():
+            matched = per_span(model(control), control)
+    induction = torch.stack([induction_score(weights[name].mean(0), length) for name in names])
     loss = per_span(logits, repeated)
-    with torch.no_grad():
-        matched = per_span(model(control), control)
     second_spans, control_spans = loss[:, length + 1:].mean(1), matched[:, length + 1:].mean(1)
     return dict(first=float(loss[:, :length].mean()), second=float(second_spans.mean()),
                 control=float(control_spans.mean()), second_spans=second_spans, control_spans=control_spans,
@@ -764,6 +861,7 @@ def repeat_test(model, ids, n, length, seed):
 
 
 MAX_MATCH = 32   # the longest match copy_rule looks for (a whole line of verse)
+MAX_RULE_STEPS = 3_000_000   # the most (position, k) steps copy_rule's loop takes: a few seconds
 
 
 @torch.no_grad()
@@ -787,11 +885,11 @@ def copy_rule(model, ids, lengths, context=256, every=4):
              f"(such as [1, 2, 4]), but got {shown(lengths)}")
     x, y, _ = spread_windows(model, ids, context, every, given)
     context = x.shape[1]
-    was_training = model.training
-    model.eval()
-    with course_train.fused_attention(model):
+    if x.numel() * len(given) > MAX_RULE_STEPS:   # the rule is a Python loop over every kept position and k
+        fail(f"copy_rule should look at most {MAX_RULE_STEPS:,} positions (kept positions x lengths; a few seconds), "
+             f"but these would be {x.numel() * len(given):,}: take a larger every or fewer lengths")
+    with eval_mode(model), course_train.fused_attention(model):
         model_right = torch.cat([model(x[i:i + 16]).argmax(-1) == y[i:i + 16] for i in range(0, len(x), 16)])
-    model.train(was_training)
     rows = []
     for k in given:
         positions = matched = rule = model_ok = rescued = 0
@@ -827,21 +925,32 @@ def samples_at(model, tokenizer, prompt, n_new, temperatures, seed=0):
     for t in temperatures:
         check_sampling(t, vocab_size=cfg.vocab_size)
         if t <= 0:
-            fail(f"samples_at draws at temperatures above 0 (for the greedy choice use chapter 09's generate), "
+            fail(f"each temperature should be above 0 (for the greedy choice use chapter 09's generate), "
                  f"but got {shown(t)}")
     scale = torch.tensor([[float(t)] for t in temperatures], dtype=torch.float64)
     if not isinstance(prompt, str) or not prompt:
         fail(f"the prompt should be a non-empty string, but got {prompt!r:.40}")
+    check_text(prompt, "the prompt", max_chars=MAX_PROMPT)
+    seed = check_seed(seed)
     rows = len(temperatures)
-    ids = tokenizer.encode(prompt)[None].repeat(rows, 1)
-    generators = [torch.Generator().manual_seed(check_seed(seed)) for _ in range(rows)]
+    prompt_ids = tokenizer.encode(prompt)
+    model = model if isinstance(model, Transformer) else as_transformer(model)   # the cache is the Transformer's
+    # the cache holds the prompt and every drawn token: learned positions stop at n_max, the others at MAX_TOKENS
+    limit, why = (cfg.n_max, f"the model's n_max={cfg.n_max}") if cfg.positions == "learned" else \
+        (MAX_TOKENS, f"the course's limit of {MAX_TOKENS:,}")
+    if len(prompt_ids) + n_new > limit:
+        fail(f"n_new should be at most {max(limit - len(prompt_ids), 0):,}, {why} tokens less the prompt's "
+             f"{len(prompt_ids):,}, but got {count(n_new)}")
+    ids = prompt_ids[None].repeat(rows, 1)
+    generators = [torch.Generator().manual_seed(seed) for _ in range(rows)]
     cache = KVCache(cfg.n_layers)
-    logits = model(ids, cache=cache)[:, -1]
     drawn = []
-    for _ in range(n_new):
-        probs = torch.softmax(logits.double() / scale, dim=-1).float()   # as chapter 09's loop: float64 softmax
-        new = torch.stack([torch.multinomial(p, 1, generator=g) for p, g in zip(probs, generators)])
-        drawn.append(new)
-        logits = model(new, cache=cache)[:, -1]
+    with eval_mode(model):
+        logits = model(ids, cache=cache)[:, -1]
+        for _ in range(n_new):
+            probs = torch.softmax(logits.double() / scale, dim=-1).float()   # as chapter 09's loop: float64 softmax
+            new = torch.stack([torch.multinomial(p, 1, generator=g) for p, g in zip(probs, generators)])
+            drawn.append(new)
+            logits = model(new, cache=cache)[:, -1]
     out = torch.cat([ids] + drawn, dim=1)
     return [tokenizer.text(row) for row in out]

@@ -9,11 +9,13 @@
 """
 import hashlib
 
+import numpy as np
 import torch
 
 from ..errors import check_bytes, count, check_positive_int, check_text, fail
 from ..files import read_bytes
 from ..weights import data_dir
+from .tokenize import MAX_CHARS
 
 SHA256 = "86c4e6aa9db7c042ec79f339dcb96d42b0075e16b8fc2e86bf0ca57e2dc565ed"
 CHARACTERS = 1_115_394    # the length of the text, in characters
@@ -43,9 +45,9 @@ def load_text(path=None):
 def split(text):
     """(training text, validation text): the first 90 % of ``text`` and the last 10 %."""
     if not isinstance(text, str):
-        fail(f"split expects the text as a string, but got {type(text).__name__}")
+        fail(f"split expected the text as a string, but got {type(text).__name__}")
     if len(text) < 2:
-        fail(f"split expects a text of at least 2 characters, but got {len(text)}")
+        fail(f"split expected a text of at least 2 characters, but got {len(text)}")
     cut = int(TRAIN_SHARE * len(text))
     return text[:cut], text[cut:]
 
@@ -66,6 +68,8 @@ class CharTokenizer:
         check_text(text, "the tokenizer's text", empty=True)   # a lone surrogate is no character
         self.vocab = sorted(set(text))
         self.ids = {ch: i for i, ch in enumerate(self.vocab)}
+        self.table = np.full(ord(self.vocab[-1]) + 1, -1, dtype=np.int64)   # code point -> id (-1: none)
+        self.table[[ord(ch) for ch in self.vocab]] = np.arange(len(self.vocab))
 
     def __len__(self):
         return len(self.vocab)
@@ -74,14 +78,17 @@ class CharTokenizer:
         return f"CharTokenizer({len(self)} characters)"
 
     def encode(self, text):
-        """The ids of the characters of ``text``: a LongTensor (T,)."""
+        """The ids of the characters of ``text`` (at most MAX_CHARS of them): a LongTensor (T,)."""
         if not isinstance(text, str):
             fail(f"the text to encode should be a string, but got {type(text).__name__}")
+        if len(text) > MAX_CHARS:
+            fail(f"the text to encode should be at most {MAX_CHARS:,} characters, but got {len(text):,}")
         unknown = sorted(set(text) - self.ids.keys())
         if unknown:
             fail(f"the text should use only this tokenizer's {len(self)} characters, but it holds {len(unknown)} others: "
                  f"{''.join(unknown)[:20]!r}")
-        return torch.tensor([self.ids[ch] for ch in text], dtype=torch.long)
+        points = np.frombuffer(text.encode("utf-32-le"), dtype=np.uint32)   # every character known: in the table
+        return torch.from_numpy(self.table[points])
 
     def decode(self, ids):
         """One string per id (each a single character)."""
@@ -93,10 +100,15 @@ class CharTokenizer:
         return "".join(self.decode(ids))
 
     def _check(self, ids):
+        if isinstance(ids, (list, tuple)) and any(isinstance(i, (bool, np.bool_)) for i in ids):
+            fail("expected token ids as whole numbers, but got a bool among them")
+        if isinstance(ids, (list, tuple)) and not ids:
+            return []
         try:
             ids = torch.as_tensor(ids)
-        except (TypeError, ValueError, RuntimeError):
-            fail(f"expected token ids as a list or tensor of whole numbers, but got {type(ids).__name__}")
+        except (TypeError, ValueError, RuntimeError, OverflowError):
+            fail(f"expected token ids as a list or tensor of whole numbers (each from 0 to {len(self) - 1}), "
+                 f"but got a {type(ids).__name__} that is not one")
         if ids.is_floating_point() or ids.is_complex() or ids.dtype == torch.bool or ids.dim() > 1:
             fail(f"expected token ids as a (T,) tensor of whole numbers, but got dtype {ids.dtype} "
                  f"and shape {tuple(ids.shape)}")
@@ -114,10 +126,10 @@ def windows(ids, batch, context, generator):
     ids = check_ids(ids)
     batch, context = check_positive_int(batch, "batch"), check_positive_int(context, "context")
     if context >= len(ids):
-        fail(f"a window of context={context} needs a text of at least {context + 1} tokens, "
+        fail(f"the text should be at least {context + 1} tokens long for context={context} (one window and its next token), "
              f"but this one has {len(ids)}")
     if not isinstance(generator, torch.Generator):
-        fail(f"windows draws with a seeded torch.Generator, but got {type(generator).__name__}")
+        fail(f"generator should be a seeded torch.Generator, but got {type(generator).__name__}")
     check_bytes(24 * batch * (context + 1), f"{count(batch)} windows of {count(context)} tokens", "use a smaller batch")
     starts = torch.randint(len(ids) - context, (batch,), generator=generator)
     rows = starts[:, None] + torch.arange(context + 1)
@@ -126,13 +138,16 @@ def windows(ids, batch, context, generator):
 
 
 def check_ids(ids, name="the token ids"):
-    """A non-empty (T,) LongTensor of token ids (>= 0)."""
-    if not isinstance(ids, torch.Tensor) or ids.dim() != 1 or ids.is_floating_point() or ids.dtype == torch.bool:
+    """A non-empty (T,) LongTensor of at most MAX_CHARS token ids (>= 0)."""
+    if not isinstance(ids, torch.Tensor) or ids.dim() != 1 or ids.is_floating_point() or ids.is_complex() \
+            or ids.dtype == torch.bool:
         what = f"a tensor of dtype {ids.dtype} and shape {tuple(ids.shape)}" if isinstance(ids, torch.Tensor) \
             else type(ids).__name__
         fail(f"{name} should be a (T,) tensor of whole numbers (tokenizer.encode(text)), but got {what}")
     if len(ids) == 0:
-        fail(f"{name} are empty: expected the ids of a non-empty text")
+        fail(f"{name} should hold the ids of a non-empty text, but got none")
+    if len(ids) > MAX_CHARS:
+        fail(f"{name} should hold at most {MAX_CHARS:,} ids (twice Tiny Shakespeare), but got {len(ids):,}")
     if int(ids.min()) < 0:
         fail(f"{name} should be >= 0, but include {int(ids.min())}")
     return ids.long()

@@ -29,7 +29,7 @@ from ..model import Config, Transformer
 from ..weights import data_dir, load
 from . import corpus, tokenize
 from .compute import check_tokenizer
-from .train import check_batch, check_model, estimate_loss, fused_attention, train
+from .train import check_batch, check_context, check_model, check_vocabulary, estimate_loss, fused_attention, train
 
 # dropout 0.1 on the residual writes: with 11 passes over the training text the model overfits
 # (training loss 1.14 against 1.50 on the validation text without it, 1.23 against 1.49 with it)
@@ -40,6 +40,7 @@ INIT = "small"        # GPT-2's start: embeddings N(0, 0.02²), so the first los
 TRAINING = dict(steps=5400, batch=8, context=256, lr=3e-3, warmup=200, min_lr=3e-4, weight_decay=0.1,
                 clip=1.0, eval_every=200, eval_batches=8, seed=0, time_limit=14.5 * 60)
 THREADS = 2
+MAX_THREADS = 256   # more threads than any machine here has cores
 # the induction recording: repeated random characters (helpers.worlds.repeated_tokens: id 0, the
 # newline, then `length` random characters from the other 64, then the same again)
 INDUCTION = dict(n=16, length=48, seed=2024, every=100)
@@ -111,18 +112,21 @@ def whole_text_loss(model, ids, context=TRAINING["context"], batch=64):
     111,360 of its 111,539 predictions. Eval mode; the model's mode is restored."""
     check_model(model, "whole_text_loss")
     ids = corpus.check_ids(ids)
-    context, batch = check_positive_int(context, "context"), check_positive_int(batch, "batch")
+    context = check_context(model, context, len(ids))       # at most the model's n_max, shorter than the text
+    batch = check_positive_int(batch, "batch")
+    check_vocabulary(model, ids)
     n = (len(ids) - 1) // context
-    if n == 0:
-        fail(f"context should leave at least one window of the text's {len(ids):,} ids, but got {count(context)}")
     check_batch(model, min(batch, n), context)
     x, y = ids[:n * context].view(n, context), ids[1:n * context + 1].view(n, context)
     was_training = model.training
     model.eval()
-    with fused_attention(model):   # torch's fused attention: the same sums, about twice as fast here
-        total = sum(float(torch.nn.functional.cross_entropy(model(x[i:i + batch]).flatten(0, 1), y[i:i + batch].flatten(),
-                                                            reduction="sum")) for i in range(0, n, batch))
-    model.train(was_training)
+    try:
+        with fused_attention(model):   # torch's fused attention: the same sums, about twice as fast here
+            total = sum(float(torch.nn.functional.cross_entropy(model(x[i:i + batch]).flatten(0, 1),
+                                                                y[i:i + batch].flatten(), reduction="sum"))
+                        for i in range(0, n, batch))
+    finally:
+        model.train(was_training)
     return total / (n * context)
 
 
@@ -144,12 +148,20 @@ def induction_figures(model, n=INDUCTION["n"], length=INDUCTION["length"], seed=
     """On ``n`` sequences of id 0 then ``length`` random characters repeated once: every head's
     induction score ([layer][head], ``heads.head_scores``) and the mean loss on the first and the
     second copy (``heads.copy_losses``). Measured in eval mode; the model's mode is restored."""
+    if not isinstance(model, Transformer):
+        fail(f"model should be the course's Transformer (for your own GPT, gpt.as_transformer(model)), "
+             f"but got {shown(model)}")
+    ids = worlds.repeated_tokens(n, length, model.cfg.vocab_size, seed)        # checks n, length and seed
+    if ids.shape[1] > model.cfg.n_max:
+        fail(f"length should let a newline and two copies fit the model's n_max={model.cfg.n_max} tokens "
+             f"(at most {(model.cfg.n_max - 1) // 2}), but got {count(length)}")
     was_training = model.training
     model.eval()
-    ids = worlds.repeated_tokens(n, length, model.cfg.vocab_size, seed)
-    _, induction = heads.head_scores(model, ids, length)
-    losses = heads.copy_losses(model, ids, length)
-    model.train(was_training)
+    try:
+        _, induction = heads.head_scores(model, ids, length)
+        losses = heads.copy_losses(model, ids, length)
+    finally:
+        model.train(was_training)
     return dict(induction_score=[[round(float(s), 5) for s in row] for row in induction],
                 loss_first_copy=round(losses["first"], 5), loss_second_copy=round(losses["second"], 5))
 
@@ -170,7 +182,17 @@ def build(stop_after=None, threads=THREADS, progress=print, tokens="characters",
     tokens per second and the peak memory. stop_after: only the first steps of the same run.
     """
     _, _, config, recipe = check_tokens(tokens)
+    unknown = sorted(set(overrides) - set(recipe))
+    if unknown:
+        fail(f"build's overrides should be settings of the recipe ({', '.join(recipe)}), but got {shown(unknown[0])}")
     settings = {**recipe, **overrides}
+    threads = check_positive_int(threads, "threads")
+    if threads > MAX_THREADS:
+        fail(f"threads should be at most {MAX_THREADS}, but got {count(threads)}")
+    if progress is not None and progress is not False and not callable(progress):
+        fail(f"progress should be a function of one line of text (print), or None, but got {shown(progress)}")
+    if stop_after is not None:
+        check_positive_int(stop_after, "stop_after")
     previous_threads = torch.get_num_threads()
     torch.set_num_threads(threads)
     try:

@@ -30,7 +30,7 @@ def check_text(text, name="the text"):
     """A non-empty string of at most MAX_CHARS characters that UTF-8 can write (no lone surrogate)."""
     check_string(text, name, empty=True, max_chars=MAX_CHARS)
     if not text:
-        fail(f"{name} is empty: tokenizing needs at least one character")
+        fail(f"{name} should hold at least one character to tokenize, but it is empty")
     return text
 
 
@@ -96,11 +96,11 @@ def merge_step(words):
 
 def check_vocab_size(vocab_size):
     """A vocabulary size a byte-level BPE can have: the 256 bytes, and at most MAX_VOCAB."""
-    check_positive_int(vocab_size, "vocab_size")
+    vocab_size = check_positive_int(vocab_size, "vocab_size")
     if not BYTES <= vocab_size <= MAX_VOCAB:
-        fail(f"a byte-level BPE's vocabulary holds the {BYTES} bytes plus its merges, up to {MAX_VOCAB:,} "
-             f"tokens here, but vocab_size={vocab_size:,}")
-    return vocab_size
+        fail(f"vocab_size should be from {BYTES} (the bytes a byte-level BPE starts from) to {MAX_VOCAB:,}, "
+             f"but got {vocab_size:,}")
+    return int(vocab_size)
 
 
 def train_bpe(text, vocab_size):
@@ -120,10 +120,22 @@ def train_bpe(text, vocab_size):
 
 
 def check_bpe(bpe):
-    """A trained BPE (a Hugging Face Tokenizer, as train_bpe returns it); return it."""
-    if not all(callable(getattr(bpe, name, None)) for name in ("to_str", "encode", "decode")):
+    """A trained BPE (a Hugging Face Tokenizer with a BPE model, as train_bpe returns it); return it."""
+    from tokenizers import Tokenizer, models
+
+    if not isinstance(bpe, Tokenizer) or not isinstance(bpe.model, models.BPE):
         fail(f"bpe should be a trained BPE tokenizer (train_bpe's), but got {shown(bpe)}")
     return bpe
+
+
+MAX_SIZES = 16   # the most vocabulary sizes size_table compares (each tokenizes every distinct word once)
+
+
+def check_sizes(sizes):
+    """A list of 1 to MAX_SIZES vocabulary sizes (``check_vocab_size`` each); return them as ints."""
+    if not isinstance(sizes, (list, tuple, range)) or not 1 <= len(sizes) <= MAX_SIZES:
+        fail(f"sizes should be a list of 1 to {MAX_SIZES} vocabulary sizes, such as (256, 1024), but got {shown(sizes)}")
+    return [check_vocab_size(size) for size in sizes]
 
 
 def _parts(bpe):
@@ -178,10 +190,11 @@ def shorter(bpe, vocab_size):
     """The BPE of the same run stopped at ``vocab_size`` tokens: the bytes and its first merges."""
     from tokenizers import Tokenizer, decoders, models, pre_tokenizers
 
-    check_vocab_size(vocab_size)
+    vocab_size = check_vocab_size(vocab_size)
     tokens, pairs = _parts(bpe)
     if vocab_size > len(tokens):
-        fail(f"this BPE was trained up to {len(tokens):,} tokens, so it cannot give {vocab_size:,}; train a larger one")
+        fail(f"vocab_size should be at most the {len(tokens):,} tokens this BPE was trained to (train a larger one), "
+             f"but got {vocab_size:,}")
     small = Tokenizer(models.BPE({t: i for i, t in enumerate(tokens[:vocab_size])}, pairs[:vocab_size - BYTES]))
     small.pre_tokenizer = pre_tokenizers.ByteLevel(add_prefix_space=False)
     small.decoder = decoders.ByteLevel()
@@ -225,6 +238,8 @@ def size_table(bpe, sizes, train_text, val_text):
     as it occurs."""
     import numpy as np
 
+    check_bpe(bpe)
+    sizes = check_sizes(sizes)
     train_words, val_words = word_counts(train_text), word_counts(val_text)
     words = list(dict.fromkeys([*train_words, *val_words]))
     in_train = np.array([train_words[w] for w in words])

@@ -197,11 +197,11 @@ def check_vocabulary(model, *texts):
     """The model's vocabulary (2 .. MAX_VOCAB tokens) holds every id of ``texts``."""
     V = model.cfg.vocab_size
     if not 2 <= V <= MAX_VOCAB:
-        fail(f"a language model needs a vocabulary of 2 to {MAX_VOCAB:,} tokens, but this one has vocab_size={V:,}")
+        fail(f"the model should have a vocabulary of 2 to {MAX_VOCAB:,} tokens, but this one has vocab_size={V:,}")
     for ids in texts:
         if int(ids.max()) >= V:
-            fail(f"the model's vocabulary has {V} tokens (ids 0..{V - 1}), but the text holds id {int(ids.max())}: "
-                 "was it encoded with another tokenizer?")
+            fail(f"the text's ids should lie in the model's vocabulary, 0..{V - 1}, but it holds id {int(ids.max())} "
+                 "(was it encoded with another tokenizer?)")
 
 
 def check_context(model, context, *lengths):
@@ -211,7 +211,8 @@ def check_context(model, context, *lengths):
         fail(f"context should be at most the model's n_max={model.cfg.n_max} tokens, but got context={count(context)}")
     for length in lengths:
         if context >= length:
-            fail(f"a window of context={context} needs a text of at least {context + 1} tokens, but got {length}")
+            fail(f"the text should be at least {context + 1} tokens long for context={context} (one window and its next token), "
+                 f"but got {length}")
     return context
 
 
