@@ -735,7 +735,8 @@ def head_circuits(model, layer, head, fold_ln=True, offset=None):
     and a key row x_k score x_q W_QK x_kᵀ (W_QK = W_Q,h W_K,hᵀ), a source row x writes x W_OV
     (W_OV = W_V,h W_O,h). fold_ln: the head's own LayerNorm γ folded into W_Q, W_K, W_V (diag(γ) W)
     and W_O's rows centred (a write's mean over d_model is removed by the next LayerNorm anyway),
-    as TransformerLens's fold_ln and center_writing_weights do.
+    as TransformerLens's fold_ln and center_writing_weights do (its fold_ln also centres W_Q, W_K,
+    W_V by default; not done here).
 
     offset (rotary models only): the query's position minus the key's, δ. Rotary positions turn a
     query at i by R(i) and a key at j by R(j), so the score is x_q W_Q R(i) R(j)ᵀ W_Kᵀ x_kᵀ =

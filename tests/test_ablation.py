@@ -9,7 +9,7 @@ import torch
 from helpers import patching
 from helpers.ablation import checks, compute, explorer
 from helpers.errors import CourseInputError
-from helpers.model import Config, Transformer, rotate_pairs
+from helpers.model import Config, Transformer
 
 PROMPTS = ("<BOS> the cat is", "<BOS> the mat was", "<BOS> the dog sat on the")
 HEADS = [(layer, head) for layer in range(2) for head in range(2)]
@@ -1162,15 +1162,20 @@ def test_composition_scores_with_the_rotation_at_an_offset(induction, refused):
     plain = patching.composition_scores(induction, (0, 1), (1, 0))
     assert patching.composition_scores(induction, (0, 1), (1, 0), offset=0) == pytest.approx(plain, abs=1e-6)
     d_k, attn = induction.cfg.d_k, induction.blocks[1].attn
-    q_row, k_row = torch.randn(1, 1, 1, d_k), torch.randn(1, 1, 1, d_k)
-    turned = (rotate_pairs(q_row, 9) * rotate_pairs(k_row, 2)).sum()          # a query at 9, a key at 2
-    R = patching.rotary_rotation(induction, 7)
-    assert float(turned) == pytest.approx(float(q_row[0, 0, 0] @ R @ k_row[0, 0, 0]), abs=1e-5)
-    qk, _ = patching.head_circuits(induction, 1, 0, fold_ln=False, offset=7)
+    ids = torch.randint(1, induction.cfg.vocab_size, (induction.cfg.n_max,), generator=torch.Generator().manual_seed(0))
+    trace = induction(ids, trace=True)
+    x, scores = trace["L1.ln1"].reshape(-1, induction.cfg.d_model), trace["L1.scores"].reshape(2, len(ids), len(ids))
     with torch.no_grad():
+        q, k = x @ attn.W_Q[:, :d_k] + attn.b_Q[:d_k], x @ attn.W_K[:, :d_k] + attn.b_K[:d_k]
+        for i, j in ((9, 2), (24, 0), (5, 5)):                # the model's own score of query i against key j
+            R = patching.rotary_rotation(induction, i - j)
+            assert float(scores[0, i, j]) == pytest.approx(float(q[i] @ R @ k[j]) / d_k ** 0.5, abs=1e-4)
+        R = patching.rotary_rotation(induction, 7)
+        qk, _ = patching.head_circuits(induction, 1, 0, fold_ln=False, offset=7)
         assert torch.allclose(qk, attn.W_Q[:, :d_k] @ R @ attn.W_K[:, :d_k].T, atol=1e-5)
     moved = patching.composition_scores(induction, (0, 1), (1, 0), offset=7)
-    assert moved["v"] == pytest.approx(plain["v"], abs=1e-6) and moved["k"] != pytest.approx(plain["k"], abs=1e-5)
+    assert moved["v"] == pytest.approx(plain["v"], abs=1e-6)
+    assert moved["k"] != pytest.approx(plain["k"], abs=1e-5) and moved["q"] != pytest.approx(plain["q"], abs=1e-5)
     refused(lambda: patching.composition_scores(induction, (0, 1), (1, 0), offset=25), "from 0 to 24")
     refused(lambda: patching.composition_scores(induction, (0, 1), (1, 0), offset=True), "True")
     cat = Transformer(Config(vocab_size=11, d_model=8, n_heads=2, n_layers=2, d_ff=0))
