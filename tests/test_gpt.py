@@ -477,11 +477,12 @@ def test_the_gpt_check_names_a_repeated_block_and_scaled_embeddings(answer, slip
     assert feedback(checks.gpt_module, answer, cat) == f"on the cat world: {checks.ASSEMBLY_HINTS[slip]}"
 
 
-def written_loop(zero_grad="before_backward", adam=None, estimate=False, before=None):
+def written_loop(zero_grad="before_backward", adam=None, estimate=False, before=None, forward=False, evaluate=""):
     """The exercise's loop written out, with zero_grad where ``zero_grad`` says (before_backward,
     after_backward, after_backward_zeros) and, if ``adam`` ("groups" or "everything"), torch.optim.Adam
     with weight_decay=0.1 in place of AdamW. estimate: the validation loss from the course's
-    estimate_loss (the notebook imports it); before(): something the learner does first."""
+    estimate_loss (the notebook imports it); before(): something the learner does first; forward:
+    every pass as model.forward(x) (no hooks run); evaluate: "train_mode" or "grad", a mode slip."""
     def train_loop(model, train_ids, val_ids, steps, batch, context, lr, warmup, min_lr, clip, eval_every,
                    eval_batches=4, seed=0, callback=None):
         from helpers.gpt.train import estimate_loss, learning_rate
@@ -502,16 +503,18 @@ def written_loop(zero_grad="before_backward", adam=None, estimate=False, before=
         else:
             optimizer = torch.optim.AdamW(groups, lr=lr, betas=(0.9, 0.99))
 
+        run = model.forward if forward else model
+
         def validation_loss():
             if estimate:
                 return estimate_loss(model, val_ids, context, eval_batches, batch, seed + 1)
-            model.eval()
+            model.train(evaluate == "train_mode")
             g = torch.Generator().manual_seed(seed + 1)
-            with torch.no_grad():
+            with torch.set_grad_enabled(evaluate == "grad"):
                 total = 0.0
                 for _ in range(eval_batches):
                     vx, vy = corpus.windows(val_ids, batch, context, g)
-                    total += F.cross_entropy(model(vx).reshape(-1, 65), vy.reshape(-1)).item()
+                    total += F.cross_entropy(run(vx).reshape(-1, 65), vy.reshape(-1)).item()
             model.train()
             return total / eval_batches
 
@@ -520,7 +523,7 @@ def written_loop(zero_grad="before_backward", adam=None, estimate=False, before=
             if step % eval_every == 0:
                 val_losses[step] = validation_loss()
             x, y = corpus.windows(train_ids, batch, context, generator)
-            loss = F.cross_entropy(model(x).reshape(-1, 65), y.reshape(-1))
+            loss = F.cross_entropy(run(x).reshape(-1, 65), y.reshape(-1))
             if zero_grad == "before_backward":
                 optimizer.zero_grad()
             loss.backward()
@@ -1101,3 +1104,63 @@ def test_the_checks_of_chapter_11_judge_odd_answers_and_models():
     ids = torch.tensor([0, *range(5, 13), *range(5, 13)])
     said = "; ".join(real_checks.head_scan.feedback(lambda model, ids, length: (None, None), small, ids, 8))
     assert "the check itself failed" not in said and said
+
+
+def test_the_loop_check_watches_model_forward_and_lets_a_training_loss_estimate_pass(texts):
+    """Round 5b: a hook missed model.forward(x); an eval pass on training windows (the course's own
+    train() estimates the training loss so) was called a validation slip though val_losses were right."""
+    assert feedback(checks.train_loop, written_loop(forward=True)) == ""
+    assert "in training mode" in feedback(checks.train_loop, written_loop(forward=True, evaluate="train_mode"))
+    assert "with gradients on" in feedback(checks.train_loop, written_loop(forward=True, evaluate="grad"))
+    from helpers.gpt.train import estimate_loss
+
+    inner = written_loop(estimate=True)
+
+    def also_training_loss(model, train_ids, val_ids, *args, **kwargs):
+        out = inner(model, train_ids, val_ids, *args, **kwargs)
+        estimate_loss(model, train_ids, 32, 2, 8, 1)
+        return out
+    assert feedback(checks.train_loop, also_training_loss) == ""
+    model = checks.loop_model()
+    with checks.watching_passes(model, checks.loop_data()[1], 32):
+        pass
+    assert "forward" not in vars(model)
+
+
+def test_the_live_run_takes_the_loops_losses_as_numbers_or_refuses_them(refused):
+    class Run:
+        def finish(self, sample):
+            pass
+    assert gc.loop_result(([torch.tensor(1.0, requires_grad=True)], {np.int64(0): np.float32(2.0)}), Run()) == ([1.0], {0: 2.0})
+    for out in (([object()], {}), ("abc", {0: 1.0}), ([None], {}), ([1.0], {0: "x"}), ([1.0], {0: torch.ones(2)}),
+                ([1.0], {True: 1.0}), None):
+        refused(lambda out=out: gc.loop_result(out, Run()), "loop should return (losses, val_losses)")
+
+
+def test_eval_mode_gives_every_module_its_own_mode_back(shakespeare):
+    chars = corpus.CharTokenizer()
+    shakespeare.train()
+    shakespeare.blocks[0].eval()
+    try:
+        gc.sample_text(shakespeare, chars, "A", 3)
+        assert shakespeare.training and not shakespeare.blocks[0].training and shakespeare.blocks[1].training
+    finally:
+        shakespeare.eval()
+
+
+def test_round_5b_odd_inputs_are_one_sentence(shakespeare, refused, monkeypatch):
+    from helpers.gpt import shipped
+
+    chars = corpus.CharTokenizer()
+    for ids in (torch.zeros(1, dtype=torch.long).expand(2_000_001), torch.empty(3, dtype=torch.long, device="meta"),
+                torch.tensor([0, 1]).to_sparse(), 3, torch.tensor(1)):
+        refused(lambda ids=ids: chars.decode(ids), "expected")
+    assert chars.decode(np.array([1, 2], dtype=np.uint8)) == [" ", "!"]
+    history = gc.induction_history(synthetic_log())
+    birth = gc.circuit_birth(history)
+    refused(lambda: gc.circuit_lines(history, {**birth, "head": np.array([2, 1])}), "circuit_birth(history)")
+    tokenizer = shipped.load_tokenizer()
+    assert tk.pieces(tokenizer, " gentleman") == tk.pieces(tokenizer.bpe, " gentleman")
+    monkeypatch.setattr(shipped.corpus, "load_text", lambda: pytest.fail("build read the text before refusing"))
+    for override, words in ((dict(batch=True), "batch"), (dict(lr=True), "lr"), (dict(context=10**6), "n_max=256")):
+        refused(lambda override=override: shipped.build(stop_after=1, progress=None, **override), words)

@@ -4,6 +4,7 @@ against the course's, step for step.
 
 Each check names the likely mistake by computing the known wrong versions and comparing.
 """
+import contextlib
 import functools
 import re
 
@@ -343,32 +344,40 @@ class EvalSlip(Exception):
     """Raised by ``watch_passes`` inside the learner's loop: one sentence on the mode it ran the model in."""
 
 
-def watch_passes(model, val_ids, context):
-    """Watch every pass of ``model`` (a forward pre-hook; returns its handle, to ``.remove()``): the
-    first pass on validation windows in training mode or with gradients on, or on training windows
-    in eval mode, raises EvalSlip. The learner's loop gets the model itself, so everything it calls
-    on it (estimate_loss, parameters(), cfg ...) works as in the notebook."""
+@contextlib.contextmanager
+def watching_passes(model, val_ids, context):
+    """Within the block every pass of ``model`` is watched, ``model(x)`` and ``model.forward(x)``
+    alike (its forward is wrapped; the learner's loop gets the model itself, so everything it calls
+    on it, estimate_loss included, works as in the notebook). A pass on validation windows in
+    training mode or with gradients on, or a pass with gradients in eval mode on other windows (a
+    training step), raises EvalSlip at once; an eval pass without gradients on other windows (a
+    training loss estimated, as helpers.gpt.train.train does) is only noted: yields a dict whose
+    "other_windows" is then True, for the check to name if the validation losses come out wrong."""
     val = {tuple(r.tolist()) for r in val_ids.unfold(0, context, 1)}
+    seen = dict(other_windows=False)
+    forward = type(model).forward
 
-    def check(module, args, kwargs):
+    def watched(*args, **kwargs):
         x = args[0] if args else kwargs.get("ids")
-        if not isinstance(x, torch.Tensor) or x.dim() == 0 or x.numel() == 0:
-            return None                                   # the model's own checks refuse it
-        rows = [tuple(r.tolist()) for r in x.reshape(-1, x.shape[-1])]
-        evaluating = all(r in val for r in rows)
-        if evaluating and module.training:
-            raise EvalSlip("the validation loss was computed in training mode (dropout would be on): call "
-                           "model.eval() before evaluating and model.train() after")
-        if evaluating and torch.is_grad_enabled():
-            raise EvalSlip("the validation loss was computed with gradients on: evaluate inside "
-                           "torch.no_grad(), so no graph is built and no gradient can leak into training")
-        if not evaluating and not module.training and not torch.is_grad_enabled():
-            raise EvalSlip("the validation loss was computed on windows of train_ids: draw them from val_ids, "
-                           "text the model never trains on")
-        if not evaluating and not module.training:
-            raise EvalSlip("a training step ran in eval mode: call model.train() after evaluating")
-        return None
-    return model.register_forward_pre_hook(check, with_kwargs=True)
+        if isinstance(x, torch.Tensor) and x.dim() > 0 and x.numel() > 0:   # else the model's own checks refuse it
+            evaluating = all(tuple(r.tolist()) in val for r in x.reshape(-1, x.shape[-1]))
+            if evaluating and model.training:
+                raise EvalSlip("the validation loss was computed in training mode (dropout would be on): call "
+                               "model.eval() before evaluating and model.train() after")
+            if evaluating and torch.is_grad_enabled():
+                raise EvalSlip("the validation loss was computed with gradients on: evaluate inside "
+                               "torch.no_grad(), so no graph is built and no gradient can leak into training")
+            if not evaluating and not model.training and torch.is_grad_enabled():
+                raise EvalSlip("a training step ran in eval mode: call model.train() after evaluating")
+            if not evaluating and not model.training:
+                seen["other_windows"] = True
+        return forward(model, *args, **kwargs)
+
+    model.forward = watched
+    try:
+        yield seen
+    finally:
+        model.__dict__.pop("forward", None)
 
 
 @functools.lru_cache(maxsize=None)
@@ -433,18 +442,16 @@ def train_loop(fn):
     train_ids, val_ids = loop_data()
     model = loop_model()
     calls = []
-    watching = watch_passes(model, val_ids, LOOP_SETTINGS["context"])
     try:
-        out = call(fn, model, train_ids, val_ids, **LOOP_SETTINGS,
-                   callback=lambda losses, val_losses: calls.append(len(losses)),
-                   what="on a small model and the first characters of Tiny Shakespeare", seconds=30)
+        with watching_passes(model, val_ids, LOOP_SETTINGS["context"]) as seen:
+            out = call(fn, model, train_ids, val_ids, **LOOP_SETTINGS,
+                       callback=lambda losses, val_losses: calls.append(len(losses)),
+                       what="on a small model and the first characters of Tiny Shakespeare", seconds=30)
         losses, val = loop_output(out)
     except Wrong as wrong:
         text = str(wrong)
         yield text.split("EvalSlip: ", 1)[1] if "EvalSlip: " in text else text
         return
-    finally:
-        watching.remove()
     right, right_val = loop_reference()
     if np.abs(losses - right).max() <= LOOP_ATOL and np.abs(val - right_val).max() <= LOOP_ATOL:
         steps = LOOP_SETTINGS["steps"]
@@ -463,6 +470,10 @@ def train_loop(fn):
         yield (f"the first step's loss is {losses[0]:.4f}, the course's {right[0]:.4f}: draw the batch with "
                "windows(train_ids, batch, context, generator) and take the mean cross-entropy of the logits "
                "against y")
+        return
+    if seen["other_windows"] and np.abs(val - right_val).max() > LOOP_ATOL:
+        yield ("the validation loss was computed on windows of train_ids: draw them from val_ids, text the model "
+               "never trains on")
         return
     if np.abs(val - right_val)[0] > LOOP_ATOL:
         yield ("the validation loss before training differs from the course's: the mean loss over eval_batches "

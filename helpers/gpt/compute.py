@@ -14,7 +14,6 @@ loop written out, the live run, and the measurements on the shipped Shakespeare 
 * ``as_transformer``: any model with the course's parameter names (and a ``cfg``) as a
   ``helpers.model.Transformer``, so the trace, the switches and the explorers take it.
 """
-import contextlib
 import math
 import operator
 import time
@@ -34,6 +33,7 @@ from ..patching import ablation_replace, mean_head_outputs
 from ..positions.compute import sinusoidal_positions
 from . import train as course_train
 from .corpus import check_ids, windows
+from .train import eval_mode
 
 MAX_SECONDS = 60.0      # the live run's time limit
 MAX_LIVE_SECONDS = 600.0   # the most seconds a live run may be given (ten minutes of a lesson)
@@ -329,16 +329,13 @@ def evaluate(model, ids, context, batches, batch, seed, train_mode=False, genera
     train_mode = check_switch(train_mode, "train_mode")
     if generator is not None and not isinstance(generator, torch.Generator):
         fail(f"generator should be None or a torch.Generator, but got {shown(generator)}")
-    was = model.training
-    model.train(train_mode)
     generator = torch.Generator().manual_seed(seed) if generator is None else generator
-    with torch.no_grad():
+    with eval_mode(model, train=train_mode), torch.no_grad():
         total = 0.0
         for _ in range(batches):
             x, y = windows(ids, batch, context, generator)
             logits = model(x)
             total += F.cross_entropy(logits.reshape(-1, logits.shape[-1]), y.reshape(-1)).item()
-    model.train(was)
     return total / batches
 
 
@@ -397,18 +394,6 @@ def sample_text(model, tokenizer, prompt, n_new, temperature=1.0, seed=0, contex
             logits = model(torch.tensor(ids[-context:]))[-1]
             ids.append(draw(next_distribution(logits, temperature), generator))
     return tokenizer.text(ids)
-
-
-@contextlib.contextmanager
-def eval_mode(model):
-    """Within the block ``model`` is in eval mode (no dropout: a seeded result repeats); afterwards,
-    also after an error, it is back in the mode it was in."""
-    was_training = model.training
-    model.eval()
-    try:
-        yield model
-    finally:
-        model.train(was_training)
 
 
 MAX_TRIALS = 100   # the most timed passes step_seconds takes
@@ -554,6 +539,27 @@ class LiveRun:
         self.bar.close()
 
 
+def loop_result(out, run):
+    """(losses, val_losses) as plain floats from what a training loop returned, else one sentence
+    (the live run's picture closed first): a list of numbers and a dict {step: number}."""
+    def number(v):
+        if isinstance(v, torch.Tensor) and v.numel() == 1 and v.is_floating_point():
+            return float(v.detach())
+        if isinstance(v, (int, float, np.integer, np.floating)) and not isinstance(v, (bool, np.bool_)):
+            return float(v)
+        return None
+    ok = isinstance(out, (tuple, list)) and len(out) == 2 and isinstance(out[0], (list, tuple)) \
+        and isinstance(out[1], dict)
+    losses = [number(v) for v in out[0]] if ok else []
+    val = {step: number(v) for step, v in out[1].items()} if ok else {}
+    if not ok or None in losses or None in val.values() \
+            or any(isinstance(k, bool) or not isinstance(k, (int, np.integer)) for k in val):
+        run.finish("(no sample: the loop did not return its losses)")
+        fail(f"loop should return (losses, val_losses), a list of numbers (loss.item() each) and a dict "
+             f"{{step: number}}, but returned {shown(out)}")
+    return losses, {int(k): v for k, v in val.items()}
+
+
 def live_run(loop, model, train_ids, val_ids, tokenizer, batch, context, lr, warmup, min_lr, clip, eval_every,
              eval_batches, seconds=MAX_SECONDS, prompt="ROMEO:", sample_chars=300, seed=0):
     """Train ``model`` with ``loop`` (the learner's train_loop or the course's) for as many steps as
@@ -582,10 +588,7 @@ def live_run(loop, model, train_ids, val_ids, tokenizer, batch, context, lr, war
                    eval_batches, seed, run.callback)
     except TimeUp:
         out = run.losses, run.val
-    if not isinstance(out, (tuple, list)) or len(out) != 2 or not isinstance(out[1], dict):
-        run.finish("(no sample: the loop did not return its losses)")
-        fail(f"loop should return (losses, val_losses), a list and a dict, but returned {shown(out)}")
-    losses, val = out
+    losses, val = loop_result(out, run)
     run.losses, run.val = list(losses), dict(val)   # the loop's last evaluation comes after its last callback
     sample = sample_text(as_transformer(model), tokenizer, prompt, sample_chars, temperature=0.8, seed=seed,
                          context=context)
@@ -606,7 +609,8 @@ def spread_windows(model, ids, context, every, lengths=()):
     every = check_positive_int(every, "every")         # each argument's own sentence before the context's fit
     context = course_train.check_context(model, context, len(ids))
     course_train.check_vocabulary(model, ids)          # before any pass: a refusal leaves the model's mode alone
-    if not isinstance(lengths, (list, tuple)) or any(isinstance(k, bool) or not isinstance(k, int) or k < 1 for k in lengths):
+    if not isinstance(lengths, (list, tuple)) or any(isinstance(k, (bool, np.bool_)) or not isinstance(k, (int, np.integer))
+                                                     or k < 1 for k in lengths):
         fail(f"lengths should be a list of whole numbers of at least 1, but got {shown(lengths)}")
     if lengths and max(lengths) > context:
         fail(f"lengths should be at most context={context} (a match of k tokens needs a window of at least k), "
@@ -627,12 +631,9 @@ def spread_loss(model, ids, context=256, every=8):
     Returns dict(loss, windows (kept), of (all the text's windows), predictions, window_losses (each
     kept window's mean loss, (windows,): how far one window's loss strays from another's))."""
     x, y, n = spread_windows(model, ids, context, every)
-    was_training = model.training
-    model.eval()
-    with course_train.fused_attention(model), torch.no_grad():
+    with eval_mode(model), course_train.fused_attention(model), torch.no_grad():
         per_window = torch.cat([F.cross_entropy(model(x[i:i + 16]).transpose(1, 2), y[i:i + 16], reduction="none")
                                 .double().mean(1) for i in range(0, len(x), 16)])
-    model.train(was_training)
     return dict(loss=float(per_window.mean()), windows=len(x), of=n, predictions=y.numel(), window_losses=per_window)
 
 
@@ -700,7 +701,7 @@ def check_birth(history, birth):
     it), else one sentence."""
     expected = circuit_birth(history)
     if not isinstance(birth, dict) or set(birth) != set(expected) \
-            or any(birth[k] != expected[k] for k in expected if k != "step"):
+            or any(repr(birth[k]) != repr(expected[k]) for k in expected if k != "step"):   # repr: arrays compare too
         fail(f"birth should be what circuit_birth(history) returns for this history, but got {shown(birth)}")
     return birth
 
@@ -783,13 +784,13 @@ def head_ablations(model, n, length, seed, reference_seed):
     by its mean, position by position, over ``n`` other sequences of the same form and length
     (``reference_seed``): the task-matched mean of chapter 10."""
     cfg = config_of(model)
-    model = model if isinstance(model, Transformer) else as_transformer(model)   # replace= is the Transformer's
     length = check_positive_int(length, "length", minimum=2)
     if 2 * length + 1 > cfg.n_max:
         fail(f"length should let a newline and two copies fit this model's window of {cfg.n_max} tokens (at most "
              f"{(cfg.n_max - 1) // 2}), but got {length}, which makes {2 * length + 1}")
     ids = worlds.repeated_tokens(n, length, cfg.vocab_size, seed)
     reference = worlds.repeated_tokens(n, length, cfg.vocab_size, check_seed(reference_seed, "reference_seed"))
+    model = model if isinstance(model, Transformer) else as_transformer(model)   # replace= is the Transformer's
     with eval_mode(model):
         means = mean_head_outputs(model, reference[:, :-1])                  # {layer: (H, T, d_k)}, once
         out = {"none": copy_losses(model, ids, length)["second"]}

@@ -109,10 +109,14 @@ class CharTokenizer:
         except (TypeError, ValueError, RuntimeError, OverflowError):
             fail(f"expected token ids as a list or tensor of whole numbers (each from 0 to {len(self) - 1}), "
                  f"but got a {type(ids).__name__} that is not one")
-        if ids.is_floating_point() or ids.is_complex() or ids.dtype == torch.bool or ids.dim() > 1:
+        if ids.is_floating_point() or ids.is_complex() or ids.dtype == torch.bool or ids.dim() != 1 \
+                or ids.layout != torch.strided or ids.device.type != "cpu":
             fail(f"expected token ids as a (T,) tensor of whole numbers, but got dtype {ids.dtype} "
-                 f"and shape {tuple(ids.shape)}")
-        ids = ids.reshape(-1).tolist()
+                 f"and shape {tuple(ids.shape)}" + ("" if ids.layout == torch.strided and ids.device.type == "cpu"
+                                                    else f" ({ids.layout}, on {ids.device.type})"))
+        if len(ids) > MAX_CHARS:
+            fail(f"expected at most {MAX_CHARS:,} token ids, but got {len(ids):,}")
+        ids = ids.tolist()
         bad = [i for i in ids if not 0 <= i < len(self)]
         if bad:
             fail(f"ids should lie in [0, {len(self)}) for this {len(self)}-character vocabulary, but got {bad[0]}")

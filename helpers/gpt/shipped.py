@@ -23,13 +23,14 @@ import torch
 
 from .. import worlds
 from ..heads import compute as heads
-from ..errors import check_positive_int, count, fail, shown
+from ..errors import check_number, check_positive_int, check_seed, count, fail, shown
 from ..files import read_bytes
 from ..model import Config, Transformer
 from ..weights import data_dir, load
 from . import corpus, tokenize
 from .compute import check_tokenizer
-from .train import check_batch, check_context, check_model, check_vocabulary, estimate_loss, fused_attention, train
+from .train import check_batch, check_context, check_model, check_vocabulary, estimate_loss, eval_mode, fused_attention, \
+    train
 
 # dropout 0.1 on the residual writes: with 11 passes over the training text the model overfits
 # (training loss 1.14 against 1.50 on the validation text without it, 1.23 against 1.49 with it)
@@ -118,15 +119,10 @@ def whole_text_loss(model, ids, context=TRAINING["context"], batch=64):
     n = (len(ids) - 1) // context
     check_batch(model, min(batch, n), context)
     x, y = ids[:n * context].view(n, context), ids[1:n * context + 1].view(n, context)
-    was_training = model.training
-    model.eval()
-    try:
-        with fused_attention(model):   # torch's fused attention: the same sums, about twice as fast here
-            total = sum(float(torch.nn.functional.cross_entropy(model(x[i:i + batch]).flatten(0, 1),
-                                                                y[i:i + batch].flatten(), reduction="sum"))
-                        for i in range(0, n, batch))
-    finally:
-        model.train(was_training)
+    with eval_mode(model), fused_attention(model):   # torch's fused attention: the same sums, about twice as fast
+        total = sum(float(torch.nn.functional.cross_entropy(model(x[i:i + batch]).flatten(0, 1),
+                                                            y[i:i + batch].flatten(), reduction="sum"))
+                    for i in range(0, n, batch))
     return total / (n * context)
 
 
@@ -155,13 +151,9 @@ def induction_figures(model, n=INDUCTION["n"], length=INDUCTION["length"], seed=
     if ids.shape[1] > model.cfg.n_max:
         fail(f"length should let a newline and two copies fit the model's n_max={model.cfg.n_max} tokens "
              f"(at most {(model.cfg.n_max - 1) // 2}), but got {count(length)}")
-    was_training = model.training
-    model.eval()
-    try:
+    with eval_mode(model):
         _, induction = heads.head_scores(model, ids, length)
         losses = heads.copy_losses(model, ids, length)
-    finally:
-        model.train(was_training)
     return dict(induction_score=[[round(float(s), 5) for s in row] for row in induction],
                 loss_first_copy=round(losses["first"], 5), loss_second_copy=round(losses["second"], 5))
 
@@ -186,6 +178,14 @@ def build(stop_after=None, threads=THREADS, progress=print, tokens="characters",
     if unknown:
         fail(f"build's overrides should be settings of the recipe ({', '.join(recipe)}), but got {shown(unknown[0])}")
     settings = {**recipe, **overrides}
+    for name in ("steps", "batch", "context", "warmup", "eval_every", "eval_batches"):   # before any work
+        check_positive_int(settings[name], name, minimum=0 if name == "warmup" else 1)
+    for name in ("lr", "min_lr", "weight_decay", "clip", "time_limit"):
+        if settings[name] is not None or name != "time_limit":
+            check_number(settings[name], name, low=0, low_open=name in ("lr", "clip", "time_limit"))
+    check_seed(settings["seed"])
+    if settings["context"] > config.n_max:
+        fail(f"context should be at most the model's n_max={config.n_max} tokens, but got {count(settings['context'])}")
     threads = check_positive_int(threads, "threads")
     if threads > MAX_THREADS:
         fail(f"threads should be at most {MAX_THREADS}, but got {count(threads)}")

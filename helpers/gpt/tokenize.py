@@ -123,6 +123,8 @@ def check_bpe(bpe):
     """A trained BPE (a Hugging Face Tokenizer with a BPE model, as train_bpe returns it); return it."""
     from tokenizers import Tokenizer, models
 
+    if isinstance(bpe, BPETokenizer):   # a model's tokenizer (shipped.load_tokenizer()): the BPE inside it
+        bpe = bpe.bpe
     if not isinstance(bpe, Tokenizer) or not isinstance(bpe.model, models.BPE):
         fail(f"bpe should be a trained BPE tokenizer (train_bpe's), but got {shown(bpe)}")
     return bpe
@@ -150,7 +152,7 @@ class BPETokenizer:
     -> one string per token, ``text(ids)`` -> the string itself (the bytes of the tokens, decoded)."""
 
     def __init__(self, bpe):
-        self.bpe = check_bpe(bpe)
+        self.bpe = bpe = check_bpe(bpe)
         self.vocab = [bpe.decode([i]) for i in range(bpe.get_vocab_size())]
 
     def __len__(self):
@@ -238,7 +240,7 @@ def size_table(bpe, sizes, train_text, val_text):
     as it occurs."""
     import numpy as np
 
-    check_bpe(bpe)
+    bpe = check_bpe(bpe)
     sizes = check_sizes(sizes)
     train_words, val_words = word_counts(train_text), word_counts(val_text)
     words = list(dict.fromkeys([*train_words, *val_words]))
@@ -257,7 +259,7 @@ def size_table(bpe, sizes, train_text, val_text):
 
 def pieces(bpe, text):
     """How ``bpe`` splits ``text``: each token as the text it stands for (a space shown as a space)."""
-    check_bpe(bpe), check_text(text)
+    bpe, text = check_bpe(bpe), check_text(text)
     return [bpe.decode([i]) for i in bpe.encode(text).ids]
 
 

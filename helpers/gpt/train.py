@@ -70,12 +70,24 @@ def estimate_loss(model, ids, context, batches=20, batch=32, seed=0):
     batches, batch, seed = check_positive_int(batches, "batches"), check_positive_int(batch, "batch"), check_seed(seed)
     check_vocabulary(model, ids)
     check_batch(model, batch, context)
-    was_training = model.training
-    model.eval()
     generator = torch.Generator().manual_seed(seed)
-    losses = [float(loss_on(model, *windows(ids, batch, context, generator))) for _ in range(batches)]
-    model.train(was_training)
+    with eval_mode(model):
+        losses = [float(loss_on(model, *windows(ids, batch, context, generator))) for _ in range(batches)]
     return sum(losses) / len(losses)
+
+
+@contextlib.contextmanager
+def eval_mode(model, train=False):
+    """Within the block ``model`` is in eval mode (no dropout: a seeded result repeats; train=True:
+    in training mode); afterwards, also after an error, every module is back in the mode it was in
+    (a model with one block in eval mode keeps it so)."""
+    modes = [(module, module.training) for module in model.modules()]
+    model.train(train)
+    try:
+        yield model
+    finally:
+        for module, mode in modes:
+            module.training = mode
 
 
 def train(model, train_ids, val_ids, steps=5000, batch=64, context=256, lr=1e-3, warmup=100, min_lr=1e-4,
