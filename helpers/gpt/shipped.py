@@ -23,14 +23,14 @@ import torch
 
 from .. import worlds
 from ..heads import compute as heads
-from ..errors import check_number, check_positive_int, check_seed, count, fail, shown
+from ..errors import check_positive_int, count, fail, shown
 from ..files import read_bytes
 from ..model import Config, Transformer
 from ..weights import data_dir, load
 from . import corpus, tokenize
 from .compute import check_tokenizer
-from .train import check_batch, check_context, check_model, check_vocabulary, estimate_loss, eval_mode, fused_attention, \
-    train
+from .train import check_batch, check_context, check_model, check_settings, check_vocabulary, estimate_loss, eval_mode, \
+    fused_attention, train
 
 # dropout 0.1 on the residual writes: with 11 passes over the training text the model overfits
 # (training loss 1.14 against 1.50 on the validation text without it, 1.23 against 1.49 with it)
@@ -178,12 +178,7 @@ def build(stop_after=None, threads=THREADS, progress=print, tokens="characters",
     if unknown:
         fail(f"build's overrides should be settings of the recipe ({', '.join(recipe)}), but got {shown(unknown[0])}")
     settings = {**recipe, **overrides}
-    for name in ("steps", "batch", "context", "warmup", "eval_every", "eval_batches"):   # before any work
-        check_positive_int(settings[name], name, minimum=0 if name == "warmup" else 1)
-    for name in ("lr", "min_lr", "weight_decay", "clip", "time_limit"):
-        if settings[name] is not None or name != "time_limit":
-            check_number(settings[name], name, low=0, low_open=name in ("lr", "clip", "time_limit"))
-    check_seed(settings["seed"])
+    check_settings(**settings)                                          # train's own checks, before any work
     if settings["context"] > config.n_max:
         fail(f"context should be at most the model's n_max={config.n_max} tokens, but got {count(settings['context'])}")
     threads = check_positive_int(threads, "threads")

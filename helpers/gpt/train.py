@@ -52,6 +52,24 @@ def check_steps(steps):
     return steps
 
 
+def check_settings(steps, batch, context, lr, warmup, min_lr, weight_decay, clip, eval_every, eval_batches, seed,
+                   time_limit=None):
+    """``train``'s settings, each on its own in this order (before any work; how they fit the model
+    and the texts is checked after): returned as checked, in the same order."""
+    steps, batch = check_steps(steps), check_positive_int(batch, "batch")
+    context = check_positive_int(context, "context")
+    warmup = check_positive_int(warmup, "warmup", minimum=0)
+    lr = check_number(lr, "lr", low=0, low_open=True)
+    min_lr = check_number(min_lr, "min_lr", low=0, high=lr)
+    weight_decay = check_number(weight_decay, "weight_decay", low=0)
+    clip = check_number(clip, "clip", low=0, low_open=True)
+    eval_every, eval_batches = check_positive_int(eval_every, "eval_every"), check_positive_int(eval_batches, "eval_batches")
+    seed = check_seed(seed)
+    if time_limit is not None:
+        time_limit = check_number(time_limit, "time_limit", low=0, low_open=True)
+    return steps, batch, context, lr, warmup, min_lr, weight_decay, clip, eval_every, eval_batches, seed, time_limit
+
+
 def loss_on(model, x, y):
     """The mean cross-entropy (nats per token) of the model's next-token logits on windows x against y."""
     logits = model(x)                                             # (B, T, V)
@@ -116,19 +134,11 @@ def train(model, train_ids, val_ids, steps=5000, batch=64, context=256, lr=1e-3,
     # together: a refused call changes nothing, and names the argument the learner gave
     check_model(model, "train")
     train_ids, val_ids = check_ids(train_ids, "train_ids"), check_ids(val_ids, "val_ids")
-    steps, batch = check_steps(steps), check_positive_int(batch, "batch")
-    check_positive_int(context, "context")
-    warmup = check_positive_int(warmup, "warmup", minimum=0)
-    lr = check_number(lr, "lr", low=0, low_open=True)
-    min_lr = check_number(min_lr, "min_lr", low=0, high=lr)
-    weight_decay = check_number(weight_decay, "weight_decay", low=0)
-    clip = check_number(clip, "clip", low=0, low_open=True)
-    eval_every, eval_batches = check_positive_int(eval_every, "eval_every"), check_positive_int(eval_batches, "eval_batches")
-    seed = check_seed(seed)
+    steps, batch, _, lr, warmup, min_lr, weight_decay, clip, eval_every, eval_batches, seed, time_limit = \
+        check_settings(steps, batch, context, lr, warmup, min_lr, weight_decay, clip, eval_every, eval_batches, seed,
+                       time_limit)
     if callback is not None and not callable(callback):
         fail(f"callback should be a function of one record (a dict), but got {type(callback).__name__}")
-    if time_limit is not None:
-        time_limit = check_number(time_limit, "time_limit", low=0, low_open=True)
     last = steps if stop_after is None else min(steps, check_positive_int(stop_after, "stop_after"))
     check_vocabulary(model, train_ids, val_ids)
     context = check_context(model, context, len(train_ids), len(val_ids))
