@@ -1164,3 +1164,17 @@ def test_round_5b_odd_inputs_are_one_sentence(shakespeare, refused, monkeypatch)
     monkeypatch.setattr(shipped.corpus, "load_text", lambda: pytest.fail("build read the text before refusing"))
     for override, words in ((dict(batch=True), "batch"), (dict(lr=True), "lr"), (dict(context=10**6), "n_max=256")):
         refused(lambda override=override: shipped.build(stop_after=1, progress=None, **override), words)
+
+
+def test_both_tokenizers_decode_with_one_check(refused):
+    """A BPE tokenizer's decode and text take ids by the character tokenizer's rules: at most
+    MAX_CHARS of them (checked before any list is made), no bools, one dimension."""
+    from helpers.gpt import shipped
+
+    bpe = tk.BPETokenizer(shipped.load_tokenizer().bpe)
+    for ids, words in ((torch.zeros(1, dtype=torch.long).expand(tk.MAX_CHARS + 1), "at most"), ([True, 5], "bool"),
+                       (torch.ones(2, 2, dtype=torch.long), "(T,)"), ([len(bpe)], f"[0, {len(bpe)})"),
+                       (torch.tensor([1.0]), "whole numbers")):
+        for call in (bpe.decode, bpe.text):
+            refused(lambda call=call, ids=ids: call(ids), words)
+    assert bpe.text(bpe.encode("To be, or not")) == "To be, or not" and bpe.decode([]) == []

@@ -15,7 +15,7 @@ import torch
 from ..errors import check_bytes, count, check_positive_int, check_text, fail
 from ..files import read_bytes
 from ..weights import data_dir
-from .tokenize import MAX_CHARS
+from .tokenize import MAX_CHARS, check_token_ids
 
 SHA256 = "86c4e6aa9db7c042ec79f339dcb96d42b0075e16b8fc2e86bf0ca57e2dc565ed"
 CHARACTERS = 1_115_394    # the length of the text, in characters
@@ -100,27 +100,7 @@ class CharTokenizer:
         return "".join(self.decode(ids))
 
     def _check(self, ids):
-        if isinstance(ids, (list, tuple)) and any(isinstance(i, (bool, np.bool_)) for i in ids):
-            fail("expected token ids as whole numbers, but got a bool among them")
-        if isinstance(ids, (list, tuple)) and not ids:
-            return []
-        try:
-            ids = torch.as_tensor(ids)
-        except (TypeError, ValueError, RuntimeError, OverflowError):
-            fail(f"expected token ids as a list or tensor of whole numbers (each from 0 to {len(self) - 1}), "
-                 f"but got a {type(ids).__name__} that is not one")
-        if ids.is_floating_point() or ids.is_complex() or ids.dtype == torch.bool or ids.dim() != 1 \
-                or ids.layout != torch.strided or ids.device.type != "cpu":
-            fail(f"expected token ids as a (T,) tensor of whole numbers, but got dtype {ids.dtype} "
-                 f"and shape {tuple(ids.shape)}" + ("" if ids.layout == torch.strided and ids.device.type == "cpu"
-                                                    else f" ({ids.layout}, on {ids.device.type})"))
-        if len(ids) > MAX_CHARS:
-            fail(f"expected at most {MAX_CHARS:,} token ids, but got {len(ids):,}")
-        ids = ids.tolist()
-        bad = [i for i in ids if not 0 <= i < len(self)]
-        if bad:
-            fail(f"ids should lie in [0, {len(self)}) for this {len(self)}-character vocabulary, but got {bad[0]}")
-        return ids
+        return check_token_ids(ids, len(self))
 
 
 def windows(ids, batch, context, generator):

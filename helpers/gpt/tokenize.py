@@ -34,6 +34,35 @@ def check_text(text, name="the text"):
     return text
 
 
+def check_token_ids(ids, vocab_size):
+    """ids to decode (a list or a (T,) tensor of at most MAX_CHARS whole numbers, each in [0,
+    vocab_size)) as a list of ints, else one sentence; the check of both tokenizers' decode."""
+    import numpy as np
+    import torch
+
+    if isinstance(ids, (list, tuple)) and any(isinstance(i, (bool, np.bool_)) for i in ids):
+        fail("expected token ids as whole numbers, but got a bool among them")
+    if isinstance(ids, (list, tuple)) and not ids:
+        return []
+    try:
+        ids = torch.as_tensor(ids)
+    except (TypeError, ValueError, RuntimeError, OverflowError):
+        fail(f"expected token ids as a list or tensor of whole numbers (each from 0 to {vocab_size - 1}), "
+             f"but got a {type(ids).__name__} that is not one")
+    if ids.is_floating_point() or ids.is_complex() or ids.dtype == torch.bool or ids.dim() != 1 \
+            or ids.layout != torch.strided or ids.device.type != "cpu":
+        fail(f"expected token ids as a (T,) tensor of whole numbers, but got dtype {ids.dtype} "
+             f"and shape {tuple(ids.shape)}" + ("" if ids.layout == torch.strided and ids.device.type == "cpu"
+                                                else f" ({ids.layout}, on {ids.device.type})"))
+    if len(ids) > MAX_CHARS:
+        fail(f"expected at most {MAX_CHARS:,} token ids, but got {len(ids):,}")
+    ids = ids.tolist()
+    bad = [i for i in ids if not 0 <= i < vocab_size]
+    if bad:
+        fail(f"ids should lie in [0, {vocab_size}) for this vocabulary of {vocab_size} tokens, but got {bad[0]}")
+    return ids
+
+
 def pretokenize(text):
     """The words of ``text`` as byte-level BPE sees them: a list of lists of one-character symbols.
 
@@ -168,11 +197,7 @@ class BPETokenizer:
         return torch.tensor(self.bpe.encode(check_text(text)).ids, dtype=torch.long)
 
     def _ids(self, given):
-        ids = given.tolist() if hasattr(given, "tolist") else list(given) if isinstance(given, (list, tuple)) else None
-        if not isinstance(ids, list) or not all(isinstance(i, int) and not isinstance(i, bool) and 0 <= i < len(self.vocab)
-                                                for i in ids):
-            fail(f"expected token ids, whole numbers from 0 to {len(self.vocab) - 1}, but got {shown(given)}")
-        return ids
+        return check_token_ids(given, len(self.vocab))
 
     def decode(self, ids):
         """One string per token id (a token that holds part of a character's bytes shows as �)."""
