@@ -122,12 +122,21 @@ class Exercise:
         """Keep a right piece in my_gpt/ (helpers.learner) and say where, or say why not."""
         if self.keeps is None:
             return ""
-        try:
-            return f"; kept in {learner.shown(learner.keep(answer, self.keeps))} for the chapters ahead"
+        limit, _ = _time_left(TIME_LIMIT)
+        try:   # importing the kept cell runs all of it: bounded like a call of the learner's function
+            target = learner.path(getattr(answer, "__name__", None))
+            earlier = target.read_bytes() if target.is_file() else None
+            return f"; kept in {learner.shown(_bounded(learner.keep, (answer, self.keeps), {}, limit))} for the chapters ahead"
         except CourseInputError as error:
             return f"; not kept for the chapters ahead: {error}"
         except OSError as error:
             return f"; not kept for the chapters ahead: the folder cannot be written ({error.strerror})"
+        except (_OutOfTime, _Raised, SystemExit) as stop:
+            learner.put_back(target, earlier)
+            why = f"ran for more than {limit:.0f} s" if isinstance(stop, _OutOfTime) else \
+                "called exit()" if isinstance(stop, SystemExit) else f"stopped with {stop}"
+            return (f"; not kept for the chapters ahead: run on its own as {learner.shown(target)}, the cell that "
+                    f"defines it {why}; keep in it only the definition and what it needs")
 
     def grade(self, answer, *args, **kwargs):
         """Raise AssertionError naming the mistakes; under the course's grader, record or judge
@@ -439,7 +448,8 @@ def call(function, *args, what="", seconds=TIME_LIMIT, **kwargs):
 
     It gets copies of the arrays and tensors in ``args`` and ``kwargs`` (see ``_copies``), so the
     check's own inputs stay as they were; if it changed one of its copies in place, that is Wrong
-    too: the caller's own would have changed. A function that raises, calls ``exit()`` or runs
+    too: the caller's own would have changed. torch's default dtype and ``torch_globals`` are put
+    back afterwards. A function that raises, calls ``exit()`` or runs
     longer than ``seconds`` (or than what is left of its check's ``CHECK_TIME_LIMIT``) becomes
     Wrong with one sentence saying so (``what`` names the input, e.g. "on the toy").
 
@@ -452,12 +462,9 @@ def call(function, *args, what="", seconds=TIME_LIMIT, **kwargs):
     function is stopped when it returns to Python. The sentence says so when it is still running.
     """
     on = f" {what}" if what else ""
-    limit, total = seconds, False
-    deadline = _CHECK_DEADLINE.get()
-    if deadline is not None and deadline - time.monotonic() < seconds:
-        limit, total = max(deadline - time.monotonic(), 0.0), True
+    limit, total = _time_left(seconds)
     given, given_kwargs = _copies(args), {name: _copies(value) for name, value in kwargs.items()}
-    dtype = _default_dtype(None)
+    dtype, put_back = _default_dtype(None), torch_globals()
     try:
         out = _bounded(function, given, given_kwargs, limit)
         changed = _changed_input(function, args, kwargs, given, given_kwargs)
@@ -484,6 +491,42 @@ def call(function, *args, what="", seconds=TIME_LIMIT, **kwargs):
         raise Wrong(f"your function stopped{on} with {type(exc).__name__}: {exc}") from None
     finally:
         _default_dtype(dtype)   # torch.set_default_dtype inside the function stays inside it
+        put_back()              # and so do a global hook, deterministic or anomaly mode, print options
+
+
+def torch_globals():
+    """What a learner's code can change in torch for every later cell, saved now: the global module
+    hooks, deterministic and anomaly modes, and the print options. Returns a function that puts
+    them back (nothing to do when torch was never imported)."""
+    torch = sys.modules.get("torch")
+    if torch is None:
+        return lambda: None
+    from torch.nn.modules import module as torch_module
+
+    hooks = {name: dict(value) for name, value in vars(torch_module).items()
+             if name.startswith("_global") and isinstance(value, dict)}
+    deterministic = torch.are_deterministic_algorithms_enabled(), torch.is_deterministic_algorithms_warn_only_enabled()
+    anomaly = torch.is_anomaly_enabled(), torch.is_anomaly_check_nan_enabled()
+    printing = dict(vars(torch._tensor_str.PRINT_OPTS))
+
+    def put_back():
+        for name, saved in hooks.items():
+            target = getattr(torch_module, name)
+            target.clear()
+            target.update(saved)
+        torch.use_deterministic_algorithms(deterministic[0], warn_only=deterministic[1])
+        torch.set_anomaly_enabled(*anomaly)
+        vars(torch._tensor_str.PRINT_OPTS).update(printing)
+    return put_back
+
+
+def _time_left(seconds):
+    """(limit, total): ``seconds``, or what is left of the check's CHECK_TIME_LIMIT when that is less
+    (total is then True)."""
+    deadline = _CHECK_DEADLINE.get()
+    if deadline is not None and deadline - time.monotonic() < seconds:
+        return max(deadline - time.monotonic(), 0.0), True
+    return seconds, False
 
 
 def _default_dtype(dtype):
@@ -585,7 +628,11 @@ class _Run(threading.Thread):
 
 def _in_place_sentence(name, original, on):
     """The sentence for a function that changed its input ``name`` (``original``: what the caller
-    passed) in place: written for arrays and tensors, or for lists when it holds none."""
+    passed) in place: written for dicts, for arrays and tensors, or for lists when it holds none."""
+    if isinstance(original, dict):
+        return (f"your function changed the {name} it was given in place{on} ({name}[key] = v, or an "
+                f"operation like /= on a tensor it holds, changes the caller's own dict too): build a new "
+                f"dict of new tensors instead, {{key: v / s for key, v in {name}.items()}}")
     if _holds_arrays(original):
         return (f"your function changed {name} in place{on} (an operation like {name} /= s or "
                 f"{name}[...] = v writes into the tensor it was given, so the caller's own, such as a "
@@ -620,6 +667,8 @@ def _changed_input(function, args, kwargs, given, given_kwargs):
 
 def _differs(original, copy):
     """True if ``copy`` (made by ``_copies``) no longer equals ``original``; NaN equals NaN."""
+    if isinstance(original, dict) and isinstance(copy, dict):
+        return original.keys() != copy.keys() or any(_differs(original[k], copy[k]) for k in original)
     if isinstance(original, (tuple, list)) and isinstance(copy, (tuple, list)):
         return len(original) != len(copy) or any(_differs(a, b) for a, b in zip(original, copy))
     if isinstance(original, np.ndarray) and isinstance(copy, np.ndarray):
@@ -641,8 +690,10 @@ def _differs(original, copy):
 
 
 def _copies(x):
-    """Copies of the arrays and tensors in ``x`` (also inside tuples and lists), so a learner's
+    """Copies of the arrays and tensors in ``x`` (also inside tuples, lists and dicts), so a learner's
     function that changes its inputs in place cannot change the check's own test cases."""
+    if type(x) is dict:
+        return {key: _copies(value) for key, value in x.items()}
     if isinstance(x, np.ndarray):
         return x.copy()
     if hasattr(x, "detach") and hasattr(x, "clone"):

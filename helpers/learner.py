@@ -102,15 +102,24 @@ def keep(piece, chapter, name=None):
     temporary.replace(target)   # whole or not at all
     try:
         getattr(_load(target), name)
-    except Exception as error:
-        if earlier is None:
-            target.unlink(missing_ok=True)   # (the cell may have removed it itself)
-        else:   # a failed keep leaves the earlier kept piece as it was
-            temporary.write_bytes(earlier)
-            temporary.replace(target)
+    except BaseException as error:   # also exit() or a stop from outside (a check's time limit)
+        put_back(target, earlier)
+        if not isinstance(error, Exception):
+            raise
         fail(f"the cell that defines {name} does not run on its own as my_gpt/{name}.py "
              f"({type(error).__name__}: {str(error)[:100]}); use only np, torch, nn, F, math and ref in it")
     return target
+
+
+def put_back(target, earlier):
+    """A failed keep leaves the earlier kept piece as it was: write ``earlier`` (its bytes) back to
+    ``target``, or remove ``target`` when there was none."""
+    if earlier is None:
+        target.unlink(missing_ok=True)   # (the cell may have removed it itself)
+    else:
+        temporary = target.with_suffix(".py.tmp")
+        temporary.write_bytes(earlier)
+        temporary.replace(target)
 
 
 def shown(target):

@@ -388,3 +388,25 @@ def test_a_tuple_holding_a_tuple_is_no_shape():
     with pytest.raises(exercises.Wrong, match="tuple of whole numbers"):
         as_wholes(np.int64(3), "the shape")
     assert as_wholes(torch.Size([2, 5, 5]), "the shape") == (2, 5, 5)
+
+
+def test_round_6_torch_globals_a_learner_sets_stay_inside_its_call():
+    """Red team round 6: a global module hook, deterministic and anomaly modes and print options set
+    by a learner's function outlived the check (a global hook zeroed every later model's output)."""
+    from torch.nn.modules import module as torch_module
+
+    from helpers.exercises import call
+
+    hooks = len(torch_module._global_forward_hooks)
+
+    def meddles(x):
+        torch.nn.modules.module.register_module_forward_hook(lambda m, i, o: o * 0)
+        torch.use_deterministic_algorithms(True)
+        torch.autograd.set_detect_anomaly(True)
+        torch.set_printoptions(precision=1)
+        return x
+
+    assert call(meddles, 3) == 3
+    assert len(torch_module._global_forward_hooks) == hooks
+    assert not torch.are_deterministic_algorithms_enabled() and not torch.is_anomaly_enabled()
+    assert torch._tensor_str.PRINT_OPTS.precision == 4

@@ -120,3 +120,31 @@ def test_a_failed_keep_leaves_the_piece_kept_before(store, refused):
     assert learner.use("double", course=None)(3) == 6
     refused(lambda: learner.keep(cell_function("fresh", store), "02"), "does not run on its own")
     assert not (store / "fresh.py").exists()
+
+
+def test_a_cell_that_does_not_end_or_exits_is_not_kept_and_the_check_ends(store, capsys, monkeypatch):
+    """Red team round 6: keeping a right piece imported its whole cell with no time limit, and the
+    cell's exit() or KeyboardInterrupt escaped the check."""
+    import linecache
+
+    from helpers import exercises
+
+    @exercise("doubling", answer=Function(), keeps="02")
+    def check(f):
+        if f(torch.tensor(1.0)) != 2.0:
+            yield "it does not double"
+
+    monkeypatch.setattr(exercises, "TIME_LIMIT", 1)
+    learner.keep(double, "02")
+    good = (store / "double.py").read_text()
+    for tail, words in (("while True:\n    pass\n", "ran for more than 1 s"), ("exit()\n", "called exit()"),
+                        ("raise KeyboardInterrupt\n", "KeyboardInterrupt")):
+        head = "def double(x):\n    return 2 * x\n"
+        filename = str(store.parent / f"cell_{len(tail)}.py")
+        linecache.cache[filename] = (len(head + tail), None, (head + tail).splitlines(True), filename)
+        namespace = {}
+        exec(compile(head, filename, "exec"), namespace)   # the notebook ran the cell's def; keeping runs all of it
+        check(namespace["double"])
+        out = capsys.readouterr().out
+        assert "not kept for the chapters ahead" in out and words in out, out
+        assert (store / "double.py").read_text() == good and not (store / "double.py.tmp").exists()

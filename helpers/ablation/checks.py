@@ -4,6 +4,7 @@ import numpy as np
 from ..errors import as_array as input_array, check_positive_int, fail, shown, to_numpy
 from ..exercises import (Array, Function, Wrong, as_array, call, close_problems,
                          exercise, number_problems, slip)
+from ..real.smollm2 import original_state
 from ..sampling.checks import model_kept
 
 
@@ -119,7 +120,8 @@ def lens_ranks(answer, model, trace, points, targets):
     and E^T applied to each trace[point], and how many tokens each lens scores above targets[t]."""
     import torch
     points, targets = lens_inputs_all(model, trace, points, targets)
-    got = call(answer, model, trace, points, targets, what="on the cat model's trace")
+    with model_kept(model):   # a weight it changes is put back before the check computes its own
+        got = call(answer, model, trace, points, targets, what="on the cat model's trace")
     if got is None or isinstance(got, tuple) and len(got) == 2 and got[0] is None and got[1] is None:
         raise Wrong("not answered yet: lens_ranks returns None; write its body where the cell says "
                     "# YOUR CODE HERE, so that it returns the logits and the ranks")
@@ -291,7 +293,8 @@ def patch_grid(answer, model, clean_ids, corrupt_ids, metric):
             fail(f"the check's {name} should be one prompt (T,), but got shape {tuple(one[name].shape)}")
     clean_v, corrupt_v = patching.metric_ends(model, one["clean_ids"][None], one["corrupt_ids"][None], metric, ())
     patching.normalised(clean_v, clean_v, corrupt_v)     # the metric should tell the two runs apart
-    got = call(answer, model, clean_ids, corrupt_ids, metric, what="on the cat model")
+    with model_kept(model):   # a weight it changes is put back before the check computes its own
+        got = call(answer, model, clean_ids, corrupt_ids, metric, what="on the cat model")
     if got is None:
         raise Wrong("not answered yet: patch_grid returns None; write its loop where the cell says "
                     "# YOUR CODE HERE, so that it returns the grid")
@@ -370,7 +373,8 @@ def direct_attribution(answer, model, parts, direction, scale):
     from .. import patching
     right = patching.attribute(check_course_model(model), parts, direction, scale)   # checks every argument
     fn = getattr(answer, "__name__", "your function")
-    got = call(answer, model, parts, direction, scale, what="on the parts the check cell gives it")
+    with model_kept(model, pristine=original_state(model)):   # SmolLM2's weights are read again, not copied
+        got = call(answer, model, parts, direction, scale, what="on the parts the check cell gives it")
     if got is None:
         raise Wrong(f"not answered yet: {fn} returns None; write its body where the cell says "
                     "# YOUR CODE HERE, so that it returns one number per part")

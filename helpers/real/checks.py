@@ -16,6 +16,7 @@ from ..exercises import Function, Wrong, as_array, call, close_problems, exercis
 from ..heads import compute as heads
 from ..sampling.checks import model_kept
 from . import circuit
+from .smollm2 import original_state
 from . import compute as real
 
 
@@ -190,7 +191,7 @@ def head_scan(answer, model, ids, length):
     cases = (("on the Book's sentence twice", ids, length),
              ("on random tokens twice", torch.cat([ids[:1], drawn, drawn]), length + 3))
     shape = (model.cfg.n_layers, model.cfg.n_heads)
-    with model_kept(model, pristine=pristine(model)):   # a learner's model.double() or zeroed weight is put back
+    with model_kept(model, pristine=original_state(model)):   # a learner's model.double() or zeroed weight is put back
         answers = [call(answer, model, seq, L, what=what, seconds=60) for what, seq, L in cases]
     for (what, seq, L), got in zip(cases, answers):
         if got is None:
@@ -246,7 +247,7 @@ def kv_growth(answer, model, ids):
                                positions="rotary", norm_kind="rmsnorm", activation="swiglu", bias=False), seed=0)
     for what, m, prompt in (("on SmolLM2", model, ids), ("on a 3-layer model with 2 key/value heads", small,
                                                           torch.arange(1, 8))):
-        with model_kept(m, pristine=pristine(m)):   # a learner's model.double() is put back
+        with model_kept(m, pristine=original_state(m)):   # a learner's model.double() is put back
             got = call(answer, m, prompt, what=what, seconds=60)
         if got is None:
             raise Wrong("not answered yet: kv_growth returns None; write its body where the cell says "
@@ -375,16 +376,6 @@ def one_number(got, name="ablated_copy_loss", what="the mean loss"):
         raise Wrong(f"{name} should return one number ({what}), but returned {type(got).__name__}") from None
 
 
-def pristine(model):
-    """The original weights of ``model`` when it is the shipped SmolLM2 (loaded again, from its
-    float32 cache when there is one, without touching the model in use), else None."""
-    from . import smollm2
-
-    if not smollm2.load.cache_info().currsize or smollm2.load()[0] is not model:
-        return None
-    return lambda: smollm2.load.__wrapped__()[0].state_dict()
-
-
 # The slips of ablated_copy_loss, each with its hint: those the ablated run's logits give first, then
 # those that cost a pass of the model each (looked at in this order, and only until one matches).
 ABLATION_SLIPS = [
@@ -419,7 +410,7 @@ def ablated_copy_loss(answer, model, seqs, heads_off):
     replaced, position by position, by its mean output over seqs (repeated sequences (N, 2L+1))."""
     seqs, heads_off = checked_ablation(model, seqs, heads_off)
     where = f"on {len(seqs)} repeated sequences with {', '.join(f'L{l}H{h}' for l, h in heads_off)} off"
-    with model_kept(model, pristine=pristine(model)):   # a weight it zeroes is put back
+    with model_kept(model, pristine=original_state(model)):   # a weight it zeroes is put back
         got = call(answer, model, seqs, heads_off, what=where, seconds=60)   # the model is large, the machine may be busy
     if got is None:
         raise Wrong("not answered yet: ablated_copy_loss returns None; write its body where the cell says "

@@ -680,6 +680,15 @@ def load():
     return build(reader), tok
 
 
+def original_state(model):
+    """For ``model_kept``: a function that returns the original weights of ``model`` when it is the
+    loaded SmolLM2 (read again, from its float32 cache when there is one, without touching the model
+    in use), else None (a small model is copied instead)."""
+    if not load.cache_info().currsize or load()[0] is not model:
+        return None
+    return lambda: load.__wrapped__()[0].state_dict()
+
+
 def check_net(model):
     """model: the course's Transformer (the first of ``load()``), else one sentence; return it."""
     from ..model import Transformer

@@ -14,7 +14,7 @@ import torch
 from .. import worlds
 from ..errors import check_bytes, check_number, check_positive_int, count, fail, shown, to_numpy
 from ..exercises import (NOT_ANSWERED, Array, Function, Whole, Wrong, as_array, call, close_problems,
-                         exercise, number_problems)
+                         exercise, number_problems, torch_globals)
 from ..model import KVCache
 from ..reference import softmax
 from . import compute as sampling
@@ -176,16 +176,13 @@ def model_kept(model, pristine=None):
     (``pristine=None``: for a small model, the copy is limited to MAX_BYTES) or from ``pristine()``,
     a function that returns the model's original state dict (for a large model, whose copy would
     double its memory). Not undone: changes to a class itself (a method replaced on Transformer)."""
-    from torch.nn.modules import module as torch_module
-
     if not isinstance(model, torch.nn.Module):
         fail(f"expected a torch model (an nn.Module), but got {shown(model)}")
     if pristine is not None and not callable(pristine):
         fail(f"pristine should be None or a function that returns the model's state dict, but got {shown(pristine)}")
     tensors = dict(model.state_dict(keep_vars=True))
     grads = {name: (t.requires_grad, t.grad) for name, t in tensors.items()}
-    hooks = {name: dict(value) for name, value in vars(torch_module).items()
-             if name.startswith("_global") and isinstance(value, dict)}
+    put_back = torch_globals()   # torch's global module hooks among them
     modules = [(m, type(m), _kept_dicts(m)) for m in model.modules()]
     cfg = getattr(model, "cfg", None)
     cfg_fields = _kept_dicts(cfg) if hasattr(cfg, "__dict__") else None
@@ -206,8 +203,7 @@ def model_kept(model, pristine=None):
             _put_back_dict(vars(m), saved)
         if cfg_fields is not None:
             _put_back_dict(vars(cfg), cfg_fields)
-        for name, saved in hooks.items():
-            _put_back_dict(getattr(torch_module, name), saved)
+        put_back()
         changed = [name for name, t in tensors.items()
                    if (digests is None and not _same(t, copies[name])) or digests is not None and _digest(t) != digests[name]]
         source = pristine() if changed else {}
