@@ -616,6 +616,9 @@ def linear(x, W, b):
     return F.linear(x, W.T, b)
 
 
+MAX_HEAD_PAIRS = 100_000   # (layer, head) pairs in one ablate_heads (a model has far fewer heads)
+
+
 class KVCache:
     """The keys and values of every layer for the tokens seen so far.
 
@@ -631,19 +634,26 @@ class KVCache:
             fail(f"n_layers should be at most 10,000 (a list per layer), but got {shown(n_layers)}")
         self.k = [None] * n_layers
         self.v = [None] * n_layers
-        self.owner, self.ids, self.last = None, None, None
+        self.owner, self.ids, self.last, self.switches = None, None, None, None
 
     def __len__(self):
         return 0 if self.k[0] is None else self.k[0].shape[-2]
 
-    def check(self, model, ids, given=None):
+    def check(self, model, ids, given=None, switches=None):
         """Refuse a cache of another model, or the object ``given`` (what the caller passed, ``ids``
-        checked) fed again, unchanged, right after it was fed; keep ids."""
+        checked) fed again, unchanged, right after it was fed, or a pass whose ``switches`` (a dict
+        of what changes the keys and values) differ from those the cache was filled with; keep ids."""
         if self.owner is None:
             self.owner = model
         elif self.owner is not model:
             fail("expected the KVCache of this model, but this one holds the keys and values of another model; "
                  "make a new KVCache for this one")
+        if self.switches is None:
+            self.switches = switches
+        elif switches != self.switches:
+            changed = [name for name in switches if switches[name] != self.switches.get(name)]
+            fail(f"expected the switches this KVCache was filled with, but this pass changes {', '.join(changed)}: "
+                 "the keys and values it holds came from the other setting; make a new KVCache")
         if len(self.k) != model.cfg.n_layers:
             fail(f"expected a KVCache with room for the model's {model.cfg.n_layers} layers, "
                  f"but this one has {len(self.k)}")
@@ -660,11 +670,11 @@ class KVCache:
 
     def saved(self):
         """What the cache holds now, for ``restore`` (its tensors are never changed in place)."""
-        return list(self.k), list(self.v), self.owner, self.ids, self.last
+        return list(self.k), list(self.v), self.owner, self.ids, self.last, self.switches
 
     def restore(self, saved):
         """Put back what ``saved`` returned: a pass that failed half-way leaves no trace."""
-        k, v, self.owner, self.ids, self.last = saved
+        k, v, self.owner, self.ids, self.last, self.switches = saved
         self.k[:], self.v[:] = k, v
 
     def extend(self, layer, k, v):
@@ -769,7 +779,8 @@ class Transformer(nn.Module):
         saved = cache.saved() if cache is not None else None
         try:   # a pass that fails leaves the cache as it was (a replace function may raise, say)
             if cache is not None:
-                cache.check(self, ids, given)
+                cache.check(self, ids, given, dict(attention=attention, positions=positions, scaled=scaled,
+                                                   ablate_heads=sorted(heads), replace=sorted(replace)))
             with checked_once():   # checked here, once: the blocks need not check again
                 return self._forward(ids, single, trace, record, replace, heads, cache, start,
                                      causal=causal, attention=attention, positions=positions, scaled=scaled)
@@ -897,8 +908,10 @@ class Transformer(nn.Module):
     def check_heads(self, heads):
         """A set of (layer, head) pairs, each in range."""
         cfg, checked = self.cfg, set()
-        if isinstance(heads, (str, bytes)) or not hasattr(heads, "__iter__"):
+        if not isinstance(heads, (list, tuple, set, frozenset)):   # a generator could never end
             fail(f"ablate_heads should be a set of (layer, head) pairs, but got {shown(heads)}")
+        if len(heads) > MAX_HEAD_PAIRS:
+            fail(f"ablate_heads should name at most {MAX_HEAD_PAIRS:,} (layer, head) pairs, but got {len(heads):,}")
         for pair in heads:
             if not (isinstance(pair, (tuple, list)) and len(pair) == 2):
                 fail(f"ablate_heads should hold (layer, head) pairs, but got {shown(pair)}")

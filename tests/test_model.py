@@ -674,3 +674,22 @@ def test_a_config_counts_the_floats_its_model_holds():
         model = Transformer(cfg)
         held = sum(p.numel() for p in model.parameters()) + sum(b.numel() for b in model.buffers())
         assert held <= cfg.floats() <= held + 5 * cfg.n_layers * cfg.d_model, options   # an upper bound, close
+
+
+def test_round_6_a_cache_keeps_the_switches_it_was_filled_with(cat, refused):
+    """Red team round 6: a KVCache filled under one set of switches and read under another gave
+    logits that match no full pass; an endless ablate_heads hung. (A cache filled without the causal
+    mask stays possible: chapter 04 shows why prefill needs the mask, and that decoding does not.)"""
+    import itertools
+
+    cat, ids = cat[0], torch.tensor([0, 3, 5, 7, 2])
+    with torch.no_grad():
+        cache = KVCache(2)
+        cat(ids[:4], cache=cache, ablate_heads={(0, 0)})
+        refused(lambda: cat(ids[4:], cache=cache), "switches", "ablate_heads")
+        assert len(cache) == 4   # the refused pass left the cache as it was
+        step = cat(ids[4:], cache=cache, ablate_heads=[(0, 0)])[-1]
+        assert torch.allclose(step, cat(ids, ablate_heads={(0, 0)})[-1], atol=1e-5)
+        for heads in (itertools.repeat((0, 0)), ((0, 0) for _ in range(3)), {(0, 0): 1}.keys()):
+            refused(lambda heads=heads: cat(ids, ablate_heads=heads), "ablate_heads should be a set")
+        refused(lambda: cat(ids, ablate_heads=[(0, 0)] * 100_001), "at most 100,000")
