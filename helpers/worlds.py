@@ -33,7 +33,8 @@ COPULAS = ("is", "was")
 
 
 def token_ids(ids, V, unknown=""):
-    """ids (a number, a list, an array or a tensor of whole numbers) as a flat list of ints, each in [0, V)."""
+    """ids (a number, or one sequence: a list, an array or a tensor of whole numbers) as a list of
+    ints, each in [0, V); a batch of sequences is refused."""
     V = check_positive_int(V, "V")
     if isinstance(ids, (str, bytes)) or ids is None:
         fail(f"expected token ids (whole numbers), but got {shown(ids)}")
@@ -41,6 +42,8 @@ def token_ids(ids, V, unknown=""):
         tensor = torch.as_tensor(ids)
     except (TypeError, ValueError, RuntimeError, RecursionError):
         fail(f"expected token ids as a list or array of whole numbers, but got {shown(ids)}")
+    if tensor.dim() > 1:
+        fail(f"expected one sequence of token ids (T,), but got shape {tuple(tensor.shape)}: decode each row alone")
     if tensor.numel() == 0:
         return []
     if tensor.dtype not in (torch.int64, torch.int32, torch.int16, torch.int8, torch.uint8):

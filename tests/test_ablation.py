@@ -1180,3 +1180,42 @@ def test_composition_scores_with_the_rotation_at_an_offset(induction, refused):
     refused(lambda: patching.composition_scores(induction, (0, 1), (1, 0), offset=True), "True")
     cat = Transformer(Config(vocab_size=11, d_model=8, n_heads=2, n_layers=2, d_ff=0))
     refused(lambda: patching.head_circuits(cat, 1, 0, offset=1), "rotary positions")
+
+
+def test_round_6_the_checks_put_back_a_model_or_a_dict_the_learner_changed(cat, cat_world):
+    """Red team round 6: patch_grid, direct_attribution and lens_ranks ran the learner's function on
+    the model itself and then computed their own answer on whatever it had left (a tripled W_O passed
+    as right), and handed it the notebook's own trace and parts dicts."""
+    tok, metric = cat_world.tokenizer, compute.logit_difference(cat_world)
+    before = {name: t.clone() for name, t in cat.state_dict().items()}
+
+    def tripled(model, *args):
+        with torch.no_grad():
+            for block in model.blocks:
+                block.attn.W_O.mul_(3.0)
+        return grid_function()(model, *args)
+
+    said = checks.patch_grid.feedback(tripled, cat, tok.encode("<BOS> the dog was"), tok.encode("<BOS> the floor was"), metric)
+    assert said and all(torch.equal(before[name], t) for name, t in cat.state_dict().items())
+    parts, direction, scale = _attribution_case(cat, cat_world)
+    kept = {name: p.clone() for name, p in parts.items()}
+
+    def centred_in_place(model, parts, direction, scale):
+        with torch.no_grad():
+            model.final_ln.weight.mul_(2.0)
+            for p in parts.values():
+                p -= p.mean()
+        return attribution_function()(model, parts, direction, scale)
+
+    said = checks.direct_attribution.feedback(centred_in_place, cat, parts, direction, scale)
+    assert said and "in place" in said[0] and "dict" in said[0], said
+    assert all(torch.equal(kept[name], p) for name, p in parts.items())
+    assert all(torch.equal(before[name], t) for name, t in cat.state_dict().items())
+
+
+def test_round_6_the_explorer_refuses_prompts_it_cannot_draw_when_it_is_built(cat, cat_world, refused):
+    """Red team round 6: a cat-view prompt like 'xyz the cat is' passed the constructor and failed on
+    every redraw; the general view took any number of prompts (100 took 16 s)."""
+    for prompt in ("xyz the cat is", "<BOS> cat cat is", "<BOS>\tthe cat is"):
+        refused(lambda prompt=prompt: explorer.explorer(cat, cat_world, prompts=[prompt]), "copula prompts", "but got")
+    refused(lambda: compute.AnyLab(cat, cat_world.tokenizer, ["<BOS> the cat is"] * 33), "at most 32", "33")

@@ -729,6 +729,8 @@ def test_patch_grid_ends_are_exact(smol):
     assert (grid["clean"] > 0).all() and (grid["corrupt"] < 0).all()
     with pytest.raises(CourseInputError, match="as many tokens"):
         circuit.fact_batch(tok, [("France", "United States")], {"France": "Paris", "United States": "Washington"})
+    with pytest.raises(CourseInputError, match="should give different values"):   # red team round 6: NaN came out
+        circuit.patch_grid(model, clean, clean, answers, layers=[29], positions=[4])
 
 
 def test_block_steps_put_every_weight_on_its_grid_and_rerounding_stays_within_half_a_step(smol):

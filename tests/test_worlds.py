@@ -139,3 +139,11 @@ def test_a_batch_refuses_a_one_word_sentence(cat_world, refused):
     refused(lambda: cat_world.batch([["<BOS>", "the", "cat"], ["<BOS>"]]), "at least two words", "sentence 1 has 1")
     inputs, targets = cat_world.batch([["<BOS>", "the"]])
     assert inputs.shape == (1, 1) and targets.tolist() == [[cat_world.tokenizer.ids["the"]]]
+
+
+def test_round_6_decode_refuses_a_batch_instead_of_joining_it(refused):
+    """Red team round 6: decode([[1, 2], [3, 4]]) gave one sentence of four words."""
+    tok = worlds.cat_world().tokenizer
+    refused(lambda: tok.decode(torch.tensor([[1, 2], [3, 4]])), "one sequence", "(2, 2)")
+    refused(lambda: tok.decode(np.zeros((2, 2, 2), dtype=int)), "one sequence")
+    assert tok.decode(torch.tensor([1, 4])) == ["<BOS>", "the"] and tok.decode(5) == ["cat"]

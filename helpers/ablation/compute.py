@@ -576,6 +576,9 @@ class CatLab:
         return self.patches[prompt]
 
 
+MAX_PROMPTS = 32   # the general view's prompt menu: each prompt costs a pass of its own (about 0.15 s)
+
+
 class AnyLab:
     """The ablation explorer's view for any course Transformer, its tokenizer and the caller's prompts.
 
@@ -591,6 +594,8 @@ class AnyLab:
         self.model, self.tokenizer = model, tokenizer
         if not prompts or any(not isinstance(p, str) for p in prompts):
             fail(f"the prompts should be a non-empty list of strings, but got {prompts!r:.60}")
+        if len(prompts) > MAX_PROMPTS:
+            fail(f"the prompts should be at most {MAX_PROMPTS} texts (a menu of them), but got {len(prompts):,}")
         self.prompts = list(prompts)
         self.ids = [prompt_attention(model, tokenizer, p)[0] for p in self.prompts]   # checks each prompt
         lengths = torch.tensor([len(i) for i in self.ids])

@@ -43,12 +43,11 @@ def explorer(model, world, prompts=None):
         return _general(model, world, prompts)
     check_model_and_world(model, world)
     prompts = PROMPTS if prompts is None else prompts
-    for p in prompts:
-        words = p.split()
-        if len(words) != 4 or words[2] not in compute.SWAP or words[3] not in worlds.COPULAS:
-            fail(f"the explorer's prompts have the form '<BOS> the NOUN COPULA' with a noun of "
-                 f"{sorted(compute.SWAP)}, but got {p!r}")
     lab = compute.CatLab(model, world)
+    for p in prompts:
+        if p not in lab.prompts:
+            fail(f"the explorer's prompts should have the form '<BOS> the NOUN COPULA', one of the 8 copula prompts "
+                 f"{shown_value(lab.prompts)}, but got {p!r:.80}")
     heads = {f"L{l}H{h}": (l, h) for l in range(model.cfg.n_layers) for h in range(model.cfg.n_heads)}
     prompt = widgets.Dropdown(options=prompts, description="prompt")
     kind = widgets.Dropdown(options=KINDS, value="mean", description="ablation")

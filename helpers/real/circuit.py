@@ -377,6 +377,7 @@ def patch_grid(model, clean, corrupt, answers, layers=None, positions=None, dire
     last = model.cfg.n_layers - 1
     d_clean = logit_difference(run_from(model, h_clean[last], last), answers)
     d_corrupt = logit_difference(run_from(model, h_corrupt[last], last), answers)
+    patching.normalised(0.0, float(d_clean.mean()), float(d_corrupt.mean()))   # refuses two runs that agree
     base, donor = (h_corrupt, h_clean) if direction == "denoise" else (h_clean, h_corrupt)
     patched = torch.zeros(len(layers), len(positions), len(clean))
     n = len(clean)
