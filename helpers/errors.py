@@ -17,16 +17,20 @@ def fail(message):
 
 def to_numpy(x, name="the input"):
     """``x`` (a torch tensor, with or without grad, a NumPy array, a list, a number) as a
-    float64 NumPy array: the package's one converter. Complex or non-numeric input fails."""
+    float64 NumPy array: the package's one converter. Complex or non-numeric input fails, and so does
+    a tensor ``check_tensor`` refuses (nested, sparse, quantized, meta), before its data is touched."""
     if x is None:
         fail(f"{name} is None, but expected an array of numbers")
     if isinstance(x, (bool, np.bool_)):
         fail(f"expected {name} as an array of numbers, but got {x!r}")
     if hasattr(x, "detach") and hasattr(x, "cpu"):
-        x = x.detach().cpu()
-        if str(x.dtype) in ("torch.bfloat16", "torch.float8_e4m3fn", "torch.float8_e5m2"):   # NumPy has no such type
-            x = x.float()
-        x = x.numpy()
+        x = check_tensor(x, name).detach().cpu()
+        if x.is_floating_point() and str(x.dtype) not in ("torch.float16", "torch.float32", "torch.float64"):
+            x = x.float()   # bfloat16, the float8 kinds: NumPy has no such type
+        try:
+            x = x.numpy()
+        except TypeError:   # a dtype NumPy has no type for, such as torch.bits8
+            fail(f"{name} should be an array of numbers, but got a tensor of dtype {x.dtype}, which NumPy cannot read")
     try:
         arr = np.asarray(x)   # its own type first: text in it would otherwise be read as numbers
         kind = arr.dtype.kind
@@ -42,6 +46,33 @@ def to_numpy(x, name="the input"):
         fail(f"{name} should be an array of numbers, but it holds text ({shown(str(arr.flat[0]) if arr.size else x)}): "
              "write the numbers without quotes")
     return arr
+
+
+def check_tensor(x, name="the input"):
+    """Refuse, before its data is touched, a torch tensor whose numbers cannot be read as one array of
+    real numbers: nested, sparse (any layout but strided), quantized, on the meta device (it holds no
+    data) or complex; return it."""
+    kind = ("a nested tensor (rows of different lengths)" if getattr(x, "is_nested", False)
+            else f"a tensor of layout {x.layout}" if str(x.layout) != "torch.strided"
+            else f"a quantized tensor of dtype {x.dtype}" if x.is_quantized
+            else "a tensor on the meta device, which holds no data" if x.device.type == "meta"
+            else f"a tensor of complex numbers (dtype {x.dtype})" if x.is_complex() else None)
+    if kind is not None:
+        fail(f"{name} should be a dense tensor of real numbers in memory, but got {kind}")
+    return x
+
+
+def check_finite(x, name, minus_inf=False):
+    """Refuse an array or tensor ``x`` holding NaN or infinities (-inf too, unless ``minus_inf``:
+    where a function documents it, such as a masked score) in one sentence; return x."""
+    ok = np.isfinite(x) if isinstance(x, np.ndarray) else x.isfinite()
+    if minus_inf:
+        ok = ok | (x == -np.inf)
+    if not ok.all():
+        bad, size = int((~ok).sum()), int(np.prod(ok.shape))
+        fail(f"{name} should hold finite numbers{' (or -inf)' if minus_inf else ''}, but it holds NaN or "
+             f"{'+inf' if minus_inf else 'inf'} in {count(bad)} of its {count(size)} entries")
+    return x
 
 
 def as_array(x, name, ndim=None):

@@ -1219,3 +1219,13 @@ def test_round_6_the_explorer_refuses_prompts_it_cannot_draw_when_it_is_built(ca
     for prompt in ("xyz the cat is", "<BOS> cat cat is", "<BOS>\tthe cat is"):
         refused(lambda prompt=prompt: explorer.explorer(cat, cat_world, prompts=[prompt]), "copula prompts", "but got")
     refused(lambda: compute.AnyLab(cat, cat_world.tokenizer, ["<BOS> the cat is"] * 33), "at most 32", "33")
+
+
+def test_round_6_a_prompt_too_long_for_the_model_gets_a_sentence_of_the_rule(cat, cat_world, refused):
+    """Red team round 6: 'your model takes at most 16 tokens, but the prompt has 81' said neither
+    what was expected nor should; book_attention's 'does not split' had no 'but'."""
+    from helpers.masking import compute as masking
+
+    refused(lambda: explorer.explorer(cat, cat_world.tokenizer, prompts=["<BOS> " + "the cat " * 40]),
+            "should be at most 16 tokens", "81")
+    refused(lambda: masking.book_attention(5, 2), "should split", "d_model=5")

@@ -1,4 +1,6 @@
 """helpers.errors: the one converter, and the one-sentence checks every public helper uses."""
+import warnings
+
 import numpy as np
 import pytest
 import torch
@@ -40,3 +42,34 @@ def test_a_value_is_shown_on_one_line():
         def __repr__(self):
             return "first\nsecond"
     assert "\n" not in shown(Tall()) and shown(Tall()) == "first second"
+
+
+@pytest.mark.parametrize("make, words", [
+    (lambda: torch.zeros(3, device="meta"), ["meta device", "holds no data"]),
+    (lambda: torch.tensor([0.0, 1.0]).to_sparse(), ["layout torch.sparse_coo"]),
+    (lambda: torch.nested.nested_tensor([torch.ones(2), torch.ones(3)]), ["nested tensor"]),
+    (lambda: torch.zeros(3, dtype=torch.complex32), ["complex", "torch.complex32"]),
+    (lambda: torch.quantize_per_tensor(torch.ones(3), 0.1, 0, torch.quint8), ["quantized", "torch.quint8"]),
+])
+def test_odd_tensor_kinds_are_refused_before_their_data_is_read(refused, make, words):
+    """Red team round 6: each stopped in a raw NotImplementedError, RuntimeError or TypeError."""
+    from helpers.exercises import Wrong, as_array as answer_array
+    with warnings.catch_warnings():   # torch warns that some of these kinds are experimental
+        warnings.simplefilter("ignore")
+        tensor = make()
+    refused(lambda: to_numpy(tensor, "x"), "x should be a dense tensor of real numbers", *words)
+    with pytest.raises(Wrong, match="answer should be a dense tensor"):
+        answer_array(tensor, "answer")
+
+
+def test_floats_numpy_has_no_type_for_are_read_as_float32():
+    assert to_numpy(torch.ones(2, dtype=torch.float8_e4m3fnuz)).tolist() == [1.0, 1.0]
+    assert to_numpy(torch.tensor([0.5], dtype=torch.bfloat16)).tolist() == [0.5]
+
+
+def test_check_finite_names_the_entries_and_takes_minus_inf_where_allowed(refused):
+    from helpers.errors import check_finite
+    refused(lambda: check_finite(np.array([1.0, np.nan, np.inf]), "S"), "S should hold finite numbers", "2 of its 3")
+    refused(lambda: check_finite(torch.tensor([0.0, np.inf]), "S", minus_inf=True), "(or -inf)", "+inf", "1 of its 2")
+    masked = np.array([-np.inf, 1.0])
+    assert check_finite(masked, "S", minus_inf=True) is masked

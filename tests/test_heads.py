@@ -126,7 +126,7 @@ def test_repeat_score_follows_the_tokens_not_the_positions():
 
 
 @pytest.mark.parametrize("call, words_expected", [
-    (lambda: heads.split_heads(torch.zeros(1, 3, 5), 2), "cannot split width 5"),
+    (lambda: heads.split_heads(torch.zeros(1, 3, 5), 2), "but got width 5"),
     (lambda: heads.split_heads(torch.zeros(3, 4), 2), "(B, T, width)"),
     (lambda: heads.merge_heads(torch.zeros(3, 4)), "(B, heads, T, d_k)"),
     (lambda: heads.book_attention(6, 4), "does not split"),
@@ -690,3 +690,38 @@ def test_head_view_and_explorer_refuse_a_tokenizer_that_does_not_fit(cat, cat_wo
     shown.controls["prompt"].value = "<BOS> the unicorn"      # a later prompt that does not fit: its sentence shows
     assert "unicorn" in shown.message.value
     assert heads.head_view(cat, tokenizer=cat_world, prompt="<BOS> the cat", cache={})["tokens"] == ["<BOS>", "the", "cat"]
+
+
+def test_weights_are_finite_real_numbers_and_ids_one_sequence_of_whole_numbers(refused):
+    """Red team round 6: integer and bool weights stopped inside torch, NaN weights gave NaN scores;
+    repeat_score flattened a batch of ids, took float ids, and stopped in a TypeError on text."""
+    nan = torch.full((5, 5), 0.2)
+    nan[3, 2] = float("nan")
+    refused(lambda: heads.previous_token_score(torch.eye(5, dtype=torch.long)), "weights should be attention weights",
+            "torch.int64")
+    refused(lambda: heads.induction_score(torch.ones(5, 5, dtype=torch.bool), 2), "real numbers", "torch.bool")
+    refused(lambda: heads.previous_token_score(nan), "weights should hold finite numbers", "1 of its 25")
+    refused(lambda: heads.induction_score(nan, 2), "weights should hold finite numbers")
+    refused(lambda: heads.repeat_score("abcd", [1, 2, 1, 2]), "weights should be attention weights", "'abcd'")
+    refused(lambda: heads.repeat_score(torch.eye(4), [[1, 2], [1, 2]]), "ids should be one sequence", "(2, 2)")
+    refused(lambda: heads.repeat_score(torch.eye(4), [1.0, 2.0, 1.0, 2.0]), "whole-number", "torch.float32")
+    assert heads.previous_token_score([[1.0, 0.0], [0.25, 0.75]]) == pytest.approx(0.25)   # a list still counts
+
+
+def test_a_layer_is_run_on_finite_input_only(refused):
+    """Red team round 6: NaN in x gave dicts of NaN as results."""
+    x = torch.full((1, 3, 4), float("nan"))
+    refused(lambda: heads.intermediates(Attention(4, 2), x), "x should hold finite numbers", "12 of its 12")
+    refused(lambda: heads.torch_differences(Attention(4, 2), x), "x should hold finite numbers")
+    refused(lambda: heads.torch_differences(Attention(4, 2, bias=False), torch.zeros(1, 3, 4)), "without biases")
+
+
+@pytest.mark.parametrize("call", [
+    lambda: heads.split_heads(torch.ones(2, 4), 2), lambda: heads.merge_heads(torch.ones(2, 4)),
+    lambda: heads.split_heads(torch.ones(1, 3, 5), 2), lambda: heads.MultiHeadAttention(5, 2),
+    lambda: heads.torch_differences(Attention(4, 2, rotary=True), torch.zeros(1, 3, 4)),
+])
+def test_a_refusal_says_what_was_expected_and_what_arrived(refused, call):
+    """Red team round 6: "split_heads expects (B, T, width), but ...", "d_model=5 does not split ..."."""
+    message = refused(call, " but ")
+    assert "should" in message or "expected" in message

@@ -140,7 +140,7 @@ def test_unit_profile_and_value_readout(cat, collected):
     assert len(mlp.value_readout(cat, 1, 4)) == 3
     with pytest.raises(CourseInputError, match="unit"):
         mlp.unit_profile(collected, 0, 8, ["cat"])
-    with pytest.raises(CourseInputError, match="never occurs"):
+    with pytest.raises(CourseInputError, match="but '<PAD>' never does"):
         mlp.unit_means(collected, 0, ["<PAD>"])
     with pytest.raises(CourseInputError, match="non-empty list"):   # red team round 4: [] gave an empty (0,) array
         mlp.unit_means(collected, 0, [])
@@ -456,3 +456,10 @@ def test_mlp_module_and_value_readout_refuse_input_they_cannot_read(cat, refused
     refused(lambda: mlp.MLP(6, 8)(torch.zeros(3, 6, dtype=torch.float64)), "dtype")
     refused(lambda: mlp.value_readout(cat, 0, 0, top=21), "at most the model's 20 words", "21")
     assert len(mlp.value_readout(cat, 0, 0, top=20)) == 20
+
+
+def test_a_word_the_corpus_never_feeds_is_refused_in_one_sentence(collected, refused):
+    """Red team round 6: "the word 'zebra' never occurs ..." said what went wrong, not what was expected."""
+    message = refused(lambda: mlp.unit_means(collected, 0, ["zebra"]), "should occur at an input position",
+                      "but 'zebra' never does")
+    assert " but " in message

@@ -738,3 +738,16 @@ def test_layer_norm_gamma_for_range_and_unigram_loss_refuse_what_they_cannot_use
     refused(lambda: nz.unigram_loss(torch.full((2, 3), 0.5)), "token ids", "float32")
     refused(lambda: nz.unigram_loss(torch.tensor([[1, -5]])), "token ids", "-100")
     assert nz.unigram_loss(torch.tensor([[1, 2, -100]])) == pytest.approx(np.log(2))
+
+
+def test_nan_is_refused_not_normalised(refused):
+    """Red team round 6: layer_norm_steps of NaN gave a dict of NaN as its steps."""
+    refused(lambda: nz.layer_norm_steps(np.full(6, np.nan)), "x should hold finite numbers", "6 of its 6")
+    refused(lambda: nz.layer_norm_steps(X3, beta=[0.0, np.inf, 0.0]), "beta should hold finite numbers")
+    refused(lambda: nz.rounding_spread(X3, [1.0, np.nan, 1.0], np.zeros(3), n=2), "gamma should hold finite numbers")
+
+
+def test_chaotic_knows_only_the_depths_it_has_measured(refused):
+    """Red team round 6: chaotic('pre', 5) said False for a depth that was never trained."""
+    refused(lambda: nz.chaotic("pre", 5), "n_layers should be one of the trained depths 2, 4, 8, 12", "got 5")
+    assert [nz.chaotic("none", n) for n in nz.GRID["depths"]] == [False, False, True, True]

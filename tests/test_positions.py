@@ -470,3 +470,22 @@ def test_shifted_loss_refuses_targets_that_do_not_fit_the_inputs_before_any_pass
     refused(lambda: pos.shifted_loss(cat, inputs, torch.full((1, 4), 20), 0), "token ids 0..19")
     refused(lambda: pos.shifted_loss("cat", inputs, inputs, 0), "Transformer")
     assert pos.shifted_loss(cat, inputs, torch.tensor([[1, 2, -100, 3]]), 2) > 0
+
+
+def test_rotate_takes_real_floating_point_input_only_and_checks_its_memory_first(refused):
+    """Red team round 6: whole numbers came back truncated, True/False all True, complex numbers were
+    turned; a (1, 1, 6e7, 2) view of one number took 1.8 GB and 11 s before anything was said."""
+    for dtype in (torch.long, torch.bool):
+        refused(lambda: pos.rotate(torch.ones(1, 1, 3, 2, dtype=dtype)), "x should hold real floating-point",
+                str(dtype))
+    refused(lambda: pos.rotate(torch.ones(1, 1, 3, 2, dtype=torch.complex64)), "real numbers", "complex")
+    refused(lambda: pos.rotate(torch.zeros(1, 1, 3, 2, device="meta")), "meta device")
+    refused(lambda: pos.rotate(torch.zeros(1).expand(1, 1, 6 * 10**7, 2)), "at most 1.5 GiB", "about 1.8 GiB")
+
+
+def test_nan_is_refused_not_passed_on_as_a_result(refused):
+    """Red team round 6: diagonal_spread gave 0.0 and rope_scores a table of NaN."""
+    refused(lambda: pos.diagonal_spread([[np.nan, 1], [1, 2]]), "S should hold finite numbers (or -inf)", "NaN")
+    refused(lambda: pos.diagonal_spread([[np.inf, 1], [1, 2]]), "S should hold finite numbers", "+inf")
+    assert pos.diagonal_spread([[0, -np.inf], [1, 3]]) == 3.0    # -inf (a masked score) is skipped
+    refused(lambda: pos.rope_scores([np.nan, 1.0], [1.0, 1.0], 3), "q should hold finite numbers")

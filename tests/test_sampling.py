@@ -90,7 +90,7 @@ def test_draws_repeat_with_a_seed_and_follow_the_probabilities():
 
 @pytest.mark.parametrize("bad", [torch.tensor([0.5, 0.6]), torch.tensor([[0.5, 0.5]]), torch.tensor([1.2, -0.2])])
 def test_draws_reject_what_is_not_a_distribution(bad):
-    with pytest.raises(CourseInputError, match="summing to 1"):
+    with pytest.raises(CourseInputError, match="one distribution|summing to 1"):
         sampling.draws(bad, 10, seed=0)
 
 
@@ -829,3 +829,25 @@ def test_slide_figure_refuses_what_is_not_a_slide_result(result, settings):
 def test_shown_token_refuses_what_is_not_a_text(token):
     with pytest.raises(CourseInputError, match="token should be a token's text"):
         explorer.shown_token(token)
+
+
+def test_minus_inf_rules_a_token_out_and_is_no_overflow(refused):
+    """Red team round 6: a logit of -inf (check_logits: "rules a token out") was refused as an overflow."""
+    expected = torch.softmax(torch.tensor([1.0, 0.5], dtype=torch.float64), -1).float()
+    logits = [1.0, -math.inf, 0.5]
+    for probs in (sampling.next_distribution(logits), sampling.next_distribution(logits, top_k=2),
+                  sampling.with_temperature(logits, 1.0)):
+        assert probs[1] == 0 and torch.equal(probs[[0, 2]], expected)
+    for logits in ([1.0, 2.0], [-1.0, -2.0]):   # a real overflow: +inf, or every token at -inf
+        refused(lambda: sampling.next_distribution(logits, temperature=1e-320), "temperature should be large enough",
+                "overflows", "temperature=0")
+
+
+def test_draws_check_probabilities_as_the_rest_of_the_module_does(refused):
+    """Red team round 6: draws said "summing to 1" of numbers summing to 1.0005, with a tolerance of its own."""
+    assert sampling.draws(np.array([0.5, 0.5005]), 3, 0).shape == (3,)        # within check_probs's 1e-3
+    message = refused(lambda: sampling.draws(np.array([0.5, 0.52]), 3, 0), "probs should be probabilities", "1.02")
+    with pytest.raises(CourseInputError) as caught:
+        sampling.draw(np.array([0.5, 0.52]), torch.Generator())
+    assert str(caught.value) == message
+    refused(lambda: sampling.top_k_filter(torch.zeros(3, device="meta"), 1), "probs should be a dense tensor", "meta")

@@ -27,9 +27,10 @@ import torch.nn.functional as F
 from torch import nn
 
 from .. import weights, worlds
-from ..errors import MAX_BYTES, as_array, check_bytes, check_index, check_positive_int, check_switch, count, fail, shown, to_numpy
+from ..errors import MAX_BYTES, as_array, check_bytes, check_finite, check_index, check_positive_int, check_switch, \
+    check_tensor, count, fail, shown, to_numpy
 from ..masking.compute import book_attention  # noqa: F401  (chapter 05 builds the Book's layer too)
-from ..model import Attention, linear
+from ..model import Attention, check_heads_split, linear
 from ..patching import ablation_replace
 
 
@@ -62,10 +63,10 @@ def split_heads(x, n_heads):
     x = torch.as_tensor(x)
     n_heads = check_positive_int(n_heads, "n_heads")
     if x.dim() != 3:
-        fail(f"split_heads expects (B, T, width), but got shape {tuple(x.shape)}")
+        fail(f"x should have shape (B, T, width) for split_heads, but got shape {tuple(x.shape)}")
     B, T, width = x.shape
     if width % n_heads:
-        fail(f"cannot split width {width} into n_heads={n_heads} equal heads")
+        fail(f"the width of x should split into n_heads={n_heads} equal heads, but got width {width}")
     return x.view(B, T, n_heads, width // n_heads).transpose(1, 2)
 
 
@@ -73,9 +74,23 @@ def merge_heads(x):
     """(B, h, T, d_k) -> (B, T, h*d_k): the heads side by side again."""
     x = torch.as_tensor(x)
     if x.dim() != 4:
-        fail(f"merge_heads expects (B, heads, T, d_k), but got shape {tuple(x.shape)}")
+        fail(f"x should have shape (B, heads, T, d_k) for merge_heads, but got shape {tuple(x.shape)}")
     B, H, T, d_k = x.shape
     return x.transpose(1, 2).reshape(B, T, H * d_k)
+
+
+def check_layer_input(attn, x):
+    """``attn`` as an attention layer (helpers.model.Attention) and x as a float32 tensor
+    (B, T, d_model) of finite numbers, else one sentence; return x."""
+    if not isinstance(attn, Attention):
+        fail(f"expected an attention layer (helpers.model.Attention, e.g. model.blocks[0].attn), "
+             f"but got a {type(attn).__name__}")
+    x = check_tensor(x, "x") if isinstance(x, torch.Tensor) else to_numpy(x, "x")
+    x = torch.as_tensor(x, dtype=torch.float32)
+    d_model = attn.W_Q.shape[0]
+    if x.dim() != 3 or x.shape[-1] != d_model:
+        fail(f"expected x of shape (B, T, {d_model}), but got {tuple(x.shape)}")
+    return check_finite(x, "x")
 
 
 @torch.no_grad()
@@ -86,13 +101,7 @@ def intermediates(attn, x, **switches):
     (B, h, T, d_k), concat and attn (B, T, d_model; attn is the layer's output).
     switches go to the layer (e.g. causal=False).
     """
-    if not isinstance(attn, Attention):
-        fail(f"expected an attention layer (helpers.model.Attention, e.g. model.blocks[0].attn), "
-             f"but got a {type(attn).__name__}")
-    x = torch.as_tensor(x, dtype=torch.float32)
-    d_model = attn.W_Q.shape[0]
-    if x.dim() != 3 or x.shape[-1] != d_model:
-        fail(f"expected x of shape (B, T, {d_model}), but got {tuple(x.shape)}")
+    x = check_layer_input(attn, x)
     kept = {}
     attn(x, keep=kept.__setitem__, **switches)
     return kept
@@ -131,9 +140,11 @@ def torch_differences(attn, x):
     with the layer's weights copied in (nn.Linear's layout: each W transposed, W_Q, W_K, W_V
     stacked) and a causal mask; and the two modules' attention weights.
     """
-    ours = intermediates(attn, x)
+    x = check_layer_input(attn, x)
     if attn.rotary or attn.b_Q is None:
-        fail("torch_differences compares a layer with biases and no rotary positions")
+        fail(f"torch_differences should get a layer with biases and no rotary positions, but got one "
+             f"{'with rotary positions' if attn.rotary else 'without biases'}")
+    ours = intermediates(attn, x)
     H, d = attn.n_heads, attn.W_Q.shape[0]
     q, k, v = (split_heads(ours[name], H) for name in "qkv")
     fused = linear(merge_heads(F.scaled_dot_product_attention(q, k, v, is_causal=True)), attn.W_O, attn.b_O)
@@ -151,12 +162,36 @@ def torch_differences(attn, x):
 
 # ------------------------------------------------------------- what trained heads do
 
+def as_tensor(value, name, what):
+    """``value`` as ``torch.as_tensor`` makes it (a list of floats as float32, a NumPy array in its own
+    dtype) and ``check_tensor`` takes it; anything else is refused with one sentence: ``name`` should
+    be ``what``. Return the tensor."""
+    if not isinstance(value, torch.Tensor):
+        try:
+            value = torch.as_tensor(value)
+        except (TypeError, ValueError, RuntimeError, OverflowError, RecursionError):
+            fail(f"{name} should be {what}, but got {shown(value)}")
+    return check_tensor(value, name)
+
+
+WEIGHTS = "attention weights, real numbers between 0 and 1"
+
+
+def check_weights(weights):
+    """Attention weights as a tensor (``as_tensor``) of finite real numbers; whole numbers and
+    True/False are refused: attention weights are real numbers between 0 and 1. Return it."""
+    w = as_tensor(weights, "weights", WEIGHTS)
+    if not w.is_floating_point():
+        fail(f"weights should be {WEIGHTS} (a float tensor), but got dtype {w.dtype}")
+    return check_finite(w, "weights")
+
+
 def previous_token_score(weights):
     """Mean attention each query (after the first) puts on the token just before it.
 
-    weights: (..., T, T) -> (...) scores in [0, 1]; 1 is a perfect previous-token head.
+    weights: (..., T, T) finite real numbers -> (...) scores in [0, 1]; 1 is a perfect previous-token head.
     """
-    w = torch.as_tensor(weights)
+    w = check_weights(weights)
     if w.dim() < 2 or w.shape[-1] != w.shape[-2] or w.shape[-1] < 2:
         fail(f"expected square attention weights (..., T, T) with T >= 2, but got shape {tuple(w.shape)}")
     return torch.diagonal(w, offset=-1, dim1=-2, dim2=-1).mean(-1)
@@ -170,7 +205,7 @@ def induction_score(weights, length):
     first a_j sits at position j+1: an offset of L-1 back, for j = 1..L.
     Returns (...) scores in [0, 1]; 1 is a perfect induction head.
     """
-    w = torch.as_tensor(weights)
+    w = check_weights(weights)
     length = check_positive_int(length, "length", minimum=2)
     T = 2 * length + 1
     if w.dim() < 2 or tuple(w.shape[-2:]) != (T, T):
@@ -204,7 +239,7 @@ def attention_profile(weights):
     (position 0), elsewhere. Returns a dict of those five (...)-shaped means, which add up
     to 1; ``previous`` equals ``previous_token_score``.
     """
-    w = torch.as_tensor(weights)
+    w = check_weights(weights)
     if w.dim() < 2 or w.shape[-1] != w.shape[-2] or w.shape[-1] < 2:
         fail(f"expected square attention weights (..., T, T) with T >= 2, but got shape {tuple(w.shape)}")
     T = w.shape[-1]
@@ -219,14 +254,17 @@ def attention_profile(weights):
 def repeat_score(weights, ids):
     """Mean weight each query puts on the tokens that followed the earlier occurrences of its own token.
 
-    weights: (T, T) attention of one head; ids: the T token ids it was computed on. A query
-    at position t whose token also stands at s < t scores the weight on every position s+1
-    (summed); queries whose token has not occurred before are left out. On the repeated layout
-    of ``induction_score`` with no symbol twice in one copy the two agree. Returns a float
-    (nan when no token repeats).
+    weights: (T, T) attention of one head; ids (T,): the one sequence of whole-number token ids
+    it was computed on. A query at position t whose token also stands at s < t scores the
+    weight on every position s+1 (summed); queries whose token has not occurred before are left
+    out. On the repeated layout of ``induction_score`` with no symbol twice in one copy the two
+    agree. Returns a float (nan when no token repeats).
     """
-    w = torch.as_tensor(weights)
-    ids = torch.as_tensor(ids).reshape(-1)
+    w = check_weights(weights)
+    what = "one sequence (T,) of whole-number token ids"
+    ids = as_tensor(ids, "ids", what)
+    if ids.dim() != 1 or ids.is_floating_point() or ids.dtype == torch.bool:
+        fail(f"ids should be {what}, but got dtype {ids.dtype} and shape {tuple(ids.shape)}")
     T = len(ids)
     if tuple(w.shape) != (T, T):
         fail(f"weights should be ({T}, {T}) for {T} tokens, but have shape {tuple(w.shape)}")
@@ -453,14 +491,14 @@ def prompt_tokens(net, tokenizer, prompt, name=YOURS):
     ids = torch.as_tensor(tokenizer.encode(prompt)).reshape(-1)
     cfg, who = net.cfg, "your model" if name == YOURS else f"the {name} model"
     if len(ids) == 0:
-        fail(f"the prompt {prompt!r:.40} gives no tokens")
+        fail(f"the prompt should give at least one token, but {prompt!r:.40} gives none")
     known = min(cfg.vocab_size, len(tokenizer.vocab))
     if ids.dtype.is_floating_point or ids.dtype == torch.bool or int(ids.min()) < 0 or int(ids.max()) >= known:
         fail(f"the tokenizer should give ids 0..{known - 1}, but it gives {shown(ids.tolist())}: {who} knows ids "
              f"0..{cfg.vocab_size - 1} (a vocabulary of {cfg.vocab_size}) and the tokenizer's vocab lists "
              f"{len(tokenizer.vocab)}; is it the model's own tokenizer?")
     if len(ids) > cfg.n_max:
-        fail(f"{who} takes at most {cfg.n_max} tokens, but the prompt has {len(ids)}")
+        fail(f"the prompt should be at most {cfg.n_max} tokens, the most {who} takes, but it has {len(ids)}")
     tokens = tokenizer.decode(ids)
     if not isinstance(tokens, (list, tuple)) or len(tokens) != len(ids) or not all(isinstance(t, str) for t in tokens):
         fail(f"the tokenizer's decode should give one text per id ({len(ids)} here), but gave {shown(tokens)}")
@@ -535,8 +573,7 @@ class MultiHeadAttention(nn.Module):
         bias = check_switch(bias, "bias")
         check_bytes(16 * d_model * (d_model + 1), f"MultiHeadAttention({count(d_model)}, ...)",
                     f"d_model should be at most {math.isqrt(MAX_BYTES // 16) - 1:,} (four d_model x d_model float32 matrices)")
-        if d_model % n_heads:
-            fail(f"d_model={d_model} does not split into n_heads={n_heads} equal heads")
+        check_heads_split(d_model, n_heads, 0)
         self.n_heads, self.d_k = n_heads, d_model // n_heads
         self.W_Q, self.W_K, self.W_V, self.W_O = (
             nn.Parameter(torch.randn(d_model, d_model) / math.sqrt(d_model)) for _ in range(4))

@@ -30,7 +30,7 @@ from torch import nn
 
 from ..errors import MAX_BYTES, as_array, check_bytes, check_number, check_positive_int, check_seed, check_switch, count, fail, \
     shown, to_numpy
-from ..model import Attention, Transformer
+from ..model import Attention, Transformer, check_heads_split
 from ..recipes import CAT_CONFIG, CAT_TRAINING
 from ..sampling.compute import check_length, check_prompt, check_sampling, generate, next_distribution
 from ..training import check_steps, train
@@ -189,8 +189,7 @@ def book_attention(d_model, n_heads):
     W_O = proj.weight.T.
     """
     d_model, n_heads = check_positive_int(d_model, "d_model"), check_positive_int(n_heads, "n_heads")
-    if d_model % n_heads:
-        fail(f"d_model={d_model} does not split into n_heads={n_heads} equal heads")
+    check_heads_split(d_model, n_heads, 0)
     check_bytes(4 * 8 * d_model * d_model, f"the Book's attention layer for d_model={count(d_model)}",
                 f"ask for d_model <= {int((MAX_BYTES / 32) ** 0.5):,}")
     qkv, proj = nn.Linear(d_model, 3 * d_model), nn.Linear(d_model, d_model)   # the Book's order

@@ -250,7 +250,7 @@ def collect_activations(model, world, sentences=None):
 
 def unit_means(collected, layer, words):
     """(len(words), d_ff): the mean activation of each hidden unit of ``layer`` over the
-    positions holding each word."""
+    positions holding each word; each word must occur at an input position of ``collected``."""
     acts = collected["act"][check_layer(collected, layer)]
     if isinstance(words, (str, bytes)) or not isinstance(words, (list, tuple)) \
             or not words or not all(isinstance(word, str) for word in words):
@@ -259,7 +259,8 @@ def unit_means(collected, layer, words):
     for word in words:
         here = collected["tokens"] == word
         if not here.any():
-            fail(f"the word '{word}' never occurs at an input position of the collected corpus")
+            fail(f"each word should occur at an input position of the collected corpus (collect_activations "
+                 f"feeds every sentence but its last word), but {shown(word)} never does")
         rows.append(acts[here].mean(axis=0))
     return np.array(rows)
 

@@ -43,8 +43,8 @@ from torch import nn
 from .. import reference as ref
 from .. import worlds
 from ..files import named, read_json
-from ..errors import MAX_BYTES, as_array, check_bytes, check_choice, check_number, check_positive_int, check_seed, \
-    check_switch, count, fail, shown
+from ..errors import MAX_BYTES, as_array, check_bytes, check_choice, check_finite, check_number, check_positive_int, \
+    check_seed, check_switch, count, fail, shown
 from ..heads.compute import MultiHeadAttention, check_model
 from ..mlp.compute import MLP
 from ..model import Block as ModelBlock
@@ -108,13 +108,23 @@ class Block(nn.Module):
         return h_mid + self.mlp(self.ln2(h_mid))    # the MLP part reads h_mid and writes too
 
 
+def check_affine(x, gamma, beta):
+    """x, gamma and beta, (d,) float arrays: one sentence for a gamma or beta of another length
+    than x, or for NaN or inf in any of the three."""
+    if not gamma.shape == beta.shape == x.shape:
+        fail(f"gamma and beta should have d={len(x)} numbers like x, but have {len(gamma)} and {len(beta)}")
+    for name, values in (("x", x), ("gamma", gamma), ("beta", beta)):
+        check_finite(values, name)
+
+
 def layer_norm_steps(x, gamma=None, beta=None, eps=1e-5):
     """LayerNorm of one vector x (d,), every step kept.
 
     Returns a dict: mean and std (numbers; the population std, dividing by d),
     z = (x - mean) / sqrt(var + eps) (d,), and out = gamma * z + beta (d,).
-    gamma, beta: (d,) or None (ones and zeros). eps: a finite number >= 0 (0 is what a
-    hand computation does), refused when var + eps would be 0 (a constant x and eps=0: 0/0).
+    gamma, beta: (d,) or None (ones and zeros); x, gamma and beta: finite numbers. eps: a finite
+    number >= 0 (0 is what a hand computation does), refused when var + eps would be 0 (a constant
+    x and eps=0: 0/0).
     """
     x = as_array(x, "x", 1)
     eps = check_number(eps, "eps", low=0)
@@ -123,8 +133,7 @@ def layer_norm_steps(x, gamma=None, beta=None, eps=1e-5):
         fail(f"LayerNorm needs a vector of at least 2 numbers, but x has {d}")
     gamma = np.ones(d) if gamma is None else as_array(gamma, "gamma", 1)
     beta = np.zeros(d) if beta is None else as_array(beta, "beta", 1)
-    if gamma.shape != (d,) or beta.shape != (d,):
-        fail(f"gamma and beta should have d={d} numbers like x, but have {len(gamma)} and {len(beta)}")
+    check_affine(x, gamma, beta)
     mean, var = float(x.mean()), float(x.var())
     if var + eps <= 0:
         fail(f"eps should be > 0 for a vector whose entries are all equal (its variance is 0, so z would be 0/0), "
@@ -143,11 +152,7 @@ def layer_norm_by_hand(x, gamma, beta, decimals=3):
     decimals = check_positive_int(decimals, "decimals", minimum=0)
     if decimals > 15:
         fail(f"decimals should be at most 15 (a float's precision), but got {count(decimals)}")
-    if not gamma.shape == beta.shape == x.shape:
-        fail(f"gamma and beta should have d={len(x)} numbers like x, but have {len(gamma)} and {len(beta)}")
-    for name, values in (("x", x), ("gamma", gamma), ("beta", beta)):
-        if not np.isfinite(values).all():
-            fail(f"{name} should hold finite numbers, but it holds NaN or inf")
+    check_affine(x, gamma, beta)
     r = lambda v: np.round(v, decimals)
     mean = float(r(x.sum() / len(x)))
     deviations = r(x - mean)
@@ -168,8 +173,7 @@ def rounding_spread(x, gamma, beta, half_width=5e-4, n=2000, seed=0):
     over ``n`` seeded random versions of the inputs. Returns (d,). The random versions must fit
     1.5 GiB (about 8 copies of n x d float64 numbers)."""
     x, gamma, beta = (as_array(v, name, 1) for v, name in ((x, "x"), (gamma, "gamma"), (beta, "beta")))
-    if not gamma.shape == beta.shape == x.shape:
-        fail(f"gamma and beta should have d={len(x)} numbers like x, but have {len(gamma)} and {len(beta)}")
+    check_affine(x, gamma, beta)
     half_width = check_number(half_width, "half_width", low=0)
     n, seed = check_positive_int(n, "n"), check_seed(seed)
     check_bytes(64 * n * len(x), f"rounding_spread with n={count(n)} versions of {len(x)} numbers",
@@ -648,10 +652,19 @@ def chaotic(norm, n_layers):
     without LayerNorm at 8 layers and more. Measured by rebuilding the whole grid on two other
     CPU paths (data/normalization/README.md): there these runs ended at losses up to two
     orders of magnitude apart, while every other run's final loss agreed within 0.01; the
-    outcome (``run_outcome``) of every run agreed."""
+    outcome (``run_outcome``) of every run agreed. n_layers: one of the grid's depths (GRID), the
+    only ones measured."""
     check_choice(norm, "norm", PLACEMENTS)
-    n_layers = check_positive_int(n_layers, "n_layers")
+    n_layers = check_trained_depth(n_layers)
     return norm == "none" and n_layers >= 8
+
+
+def check_trained_depth(n_layers, depths=GRID["depths"]):
+    """``n_layers`` as one of ``depths`` (the grid's trained depths), else one sentence naming them; return it."""
+    n_layers = check_positive_int(n_layers, "n_layers")
+    if n_layers not in depths:
+        fail(f"n_layers should be one of the trained depths {', '.join(map(str, depths))}, but got {count(n_layers)}")
+    return n_layers
 
 
 def check_loss(loss):
@@ -776,9 +789,7 @@ def stack_view(curves, n_layers=8, lr=3e-2):
     final {placement: last loss}, and text, one line with the final losses.
     """
     check_curves(curves)
-    n_layers, lr = check_positive_int(n_layers, "n_layers"), check_number(lr, "lr", low=0, low_open=True)
-    if n_layers not in curves["depths"]:
-        fail(f"n_layers should be one of the trained depths {curves['depths']}, but got {count(n_layers)}")
+    n_layers, lr = check_trained_depth(n_layers, curves["depths"]), check_number(lr, "lr", low=0, low_open=True)
     if not any(np.isclose(lr, x) for x in curves["lrs"]):
         fail(f"lr should be one of the trained learning rates {curves['lrs']}, but got {lr:g}")
     lr = min(curves["lrs"], key=lambda x: abs(x - lr))

@@ -31,8 +31,8 @@ import numpy as np
 import torch
 
 from .. import reference as ref
-from ..errors import MAX_BYTES, as_array, check_bytes, check_number, check_positive_int, check_seed, check_switch, \
-    count, fail, shown
+from ..errors import MAX_BYTES, as_array, check_bytes, check_finite, check_number, check_positive_int, check_seed, \
+    check_switch, check_tensor, count, fail, shown
 from ..explorer import check_model_and_world
 from ..model import MAX_TOKENS, Transformer, check_depth, rotate_pairs, sinusoidal_table
 
@@ -179,16 +179,23 @@ def rotate(x, start=0):
     (e·cos - o·sin, e·sin + o·cos). Returns a new tensor of x's shape.
 
     The course's own piece (the learner writes theirs in chapter 06): what the induction
-    model does to its queries and keys, ``helpers.model.rotate_pairs``.
+    model does to its queries and keys, ``helpers.model.rotate_pairs``. x: real floating-point
+    numbers; the call's memory (estimated from x's size) at most 1.5 GiB.
     """
-    if not isinstance(x, torch.Tensor) or x.dim() != 4:
+    if not isinstance(x, torch.Tensor) or check_tensor(x, "x").dim() != 4:
         fail(f"rotate takes a torch tensor (B, H, T, d_k), but got "
              f"{f'a tensor of shape {tuple(x.shape)}' if isinstance(x, torch.Tensor) else type(x).__name__}")
-    if x.shape[-1] % 2:
-        fail(f"rotary positions turn pairs of columns, so d_k must be even, but got d_k={x.shape[-1]}")
+    if not x.is_floating_point():
+        fail(f"x should hold real floating-point numbers (queries or keys), but got dtype {x.dtype}")
+    T, d_k = x.shape[-2:]
+    if d_k % 2:
+        fail(f"rotary positions turn pairs of columns, so d_k must be even, but got d_k={d_k}")
     start = check_positive_int(start, "start", minimum=0)
     if start > MAX_SHIFT:
         fail(f"start should be at most {MAX_SHIFT:,} (this course's limit), but got {count(start)}")
+    check_bytes(x.numel() * x.element_size() + 3 * x.numel() * max(x.element_size(), 4) // 2 + 6 * T * d_k,
+                f"rotate of x of shape {tuple(x.shape)}",   # the result, its float32 (or wider) halves, the angles
+                "pass fewer or shorter sequences")
     return rotate_pairs(x, start)
 
 
@@ -217,7 +224,7 @@ def rope_scores(q, k, n):
 
     q, k: (d,) with d even.
     """
-    q, k = as_array(q, "q", 1), as_array(k, "k", 1)
+    q, k = check_finite(as_array(q, "q", 1), "q"), check_finite(as_array(k, "k", 1), "k")
     if q.shape != k.shape:
         fail(f"q and k need the same width, but q has {q.shape[0]} and k has {k.shape[0]}")
     n = check_positive_int(n, "n")
@@ -235,9 +242,10 @@ def rope_scores(q, k, n):
 def diagonal_spread(S):
     """For a square (n, n) matrix: the largest (max - min) along any diagonal t - s = const.
 
-    0 means every entry depends on the offset t - s only. -inf entries are skipped.
+    0 means every entry depends on the offset t - s only. -inf entries (a masked score) are
+    skipped; NaN and +inf are refused.
     """
-    S = as_array(S, "S", 2)
+    S = check_finite(as_array(S, "S", 2), "S", minus_inf=True)
     if S.shape[0] != S.shape[1]:
         fail(f"S should be square, but has shape {S.shape}")
     spread = 0.0

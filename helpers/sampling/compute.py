@@ -17,7 +17,7 @@ import math
 import numpy as np
 import torch
 
-from ..errors import check_positive_int, check_seed, check_switch, count, fail, shown, to_numpy
+from ..errors import check_positive_int, check_seed, check_switch, check_tensor, count, fail, shown, to_numpy
 from ..model import KVCache
 
 
@@ -55,8 +55,10 @@ def check_p(p):
 def check_probs(probs, name="probs"):
     """probs as one distribution (V,): non-negative, finite, summing to 1 (within 1e-3, float32 over a
     large vocabulary). A tensor is returned as it is (its dtype kept); anything else as float32.
-    Logits, a batch of rows or an empty vector are refused with one sentence."""
-    tensor = probs if isinstance(probs, torch.Tensor) else torch.as_tensor(to_numpy(probs, name), dtype=torch.float32)
+    Logits, a batch of rows, an empty vector or a tensor ``check_tensor`` refuses (nested, sparse,
+    quantized, meta, complex) are refused with one sentence."""
+    tensor = check_tensor(probs, name) if isinstance(probs, torch.Tensor) \
+        else torch.as_tensor(to_numpy(probs, name), dtype=torch.float32)
     if tensor.dim() != 1 or len(tensor) == 0 or not tensor.dtype.is_floating_point:
         fail(f"{name} should be one distribution of shape (V,) with V >= 1 real numbers, "
              f"but got dtype {tensor.dtype} and shape {tuple(tensor.shape)}")
@@ -96,9 +98,9 @@ def _tempered(logits, temperature):
         probs[logits.argmax()] = 1.0
         return probs
     scaled = logits.double() / temperature   # float64: a small temperature must not overflow
-    if not torch.isfinite(scaled).all():
-        fail(f"temperature={temperature:g} is so small that logits / temperature overflows; "
-             "use temperature=0 for greedy decoding")
+    if not torch.isfinite(scaled.max()):     # -inf (a token ruled out) stays -inf; the largest must stay finite
+        fail(f"temperature should be large enough for logits / temperature to stay finite, but with "
+             f"temperature={temperature:g} it overflows; use temperature=0 for greedy decoding")
     return torch.softmax(scaled, dim=-1).float()
 
 
@@ -258,11 +260,9 @@ def check_stop_id(model, stop_id):
 # ------------------------------------------------- many draws, and what the cache saves
 
 def draws(probs, n, seed):
-    """n token ids (n,) drawn with replacement from probs (V,) by a generator seeded with ``seed``."""
-    probs = torch.as_tensor(to_numpy(probs, "probs"), dtype=torch.float32)
-    if probs.dim() != 1 or (probs < 0).any() or not torch.isclose(probs.sum(), torch.tensor(1.0), atol=1e-4):
-        fail(f"probs should be one distribution (V,) of non-negative numbers summing to 1, "
-             f"but got shape {tuple(probs.shape)} summing to {float(probs.sum()):.4g}")
+    """n token ids (n,) drawn with replacement from probs (V,) (``check_probs``) by a generator
+    seeded with ``seed``; the draws are made from probs as float32."""
+    probs = check_probs(probs).float()
     n = check_positive_int(n, "n")
     if n > MAX_DRAWS:
         fail(f"n should be at most {MAX_DRAWS:,} draws (80 MB of ids), but got {shown(n)}")
