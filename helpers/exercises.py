@@ -514,8 +514,11 @@ def torch_globals():
             target = getattr(torch_module, name)
             target.clear()
             target.update(saved)
-        torch.use_deterministic_algorithms(deterministic[0], warn_only=deterministic[1])
-        torch.set_anomaly_enabled(*anomaly)
+        if (torch.are_deterministic_algorithms_enabled(), torch.is_deterministic_algorithms_warn_only_enabled()) \
+                != deterministic:   # only when changed: the call imports torch's compiler (800 modules)
+            torch.use_deterministic_algorithms(deterministic[0], warn_only=deterministic[1])
+        if (torch.is_anomaly_enabled(), torch.is_anomaly_check_nan_enabled()) != anomaly:
+            torch.set_anomaly_enabled(*anomaly)
         vars(torch._tensor_str.PRINT_OPTS).update(printing)
     return put_back
 

@@ -23,6 +23,7 @@ import linecache
 import os
 import re
 import sys
+import threading
 from pathlib import Path
 
 from .errors import check_switch, fail
@@ -102,8 +103,9 @@ def keep(piece, chapter, name=None):
     temporary.replace(target)   # whole or not at all
     try:
         getattr(_load(target), name)
-    except BaseException as error:   # also exit() or a stop from outside (a check's time limit)
-        put_back(target, earlier)
+    except BaseException as error:   # also exit(), or a stop from outside: a check's time limit
+        if isinstance(error, Exception) or threading.current_thread() is threading.main_thread():
+            put_back(target, earlier)   # (a check that stopped this thread puts back itself: this one may end late)
         if not isinstance(error, Exception):
             raise
         fail(f"the cell that defines {name} does not run on its own as my_gpt/{name}.py "
@@ -140,7 +142,7 @@ def use(name, course, quiet=False):
     imported: the notebook cell that wrote it has said it already). A kept file that no longer
     runs is reported and the course's used."""
     target = path(name)
-    quiet = check_switch(quiet, "quiet") or _loading > 0
+    quiet = check_switch(quiet, "quiet") or getattr(_loading, "depth", 0) > 0
     if not target.is_file():
         if not quiet:
             print(f"{name}: the course's own (no {shown(target)} yet: write yours where its chapter teaches it)")
@@ -156,22 +158,22 @@ def use(name, course, quiet=False):
     return piece
 
 
-_loading = 0   # how many kept files are being imported right now (one may use another)
+_loading = threading.local()   # .depth: how many kept files this thread is importing now (one may use another;
+                               # a check's thread stopped in the middle of one leaves no other thread quiet)
 
 
 def _load(target):
     """Import my_gpt/<name>.py afresh as a module named for it."""
-    global _loading
     module_name = f"my_gpt_{target.stem}"
     spec = importlib.util.spec_from_file_location(module_name, target)
     module = importlib.util.module_from_spec(spec)
     sys.modules[module_name] = module
-    _loading += 1
+    _loading.depth = getattr(_loading, "depth", 0) + 1
     try:
         spec.loader.exec_module(module)
     except BaseException:
         sys.modules.pop(module_name, None)
         raise
     finally:
-        _loading -= 1
+        _loading.depth -= 1
     return module

@@ -26,6 +26,7 @@ rotary convention), ``bias=False``. The defaults are the tiny models' choices.
 import inspect
 import math
 import threading
+from collections import abc
 from contextlib import contextmanager
 from dataclasses import asdict, dataclass
 
@@ -908,7 +909,7 @@ class Transformer(nn.Module):
     def check_heads(self, heads):
         """A set of (layer, head) pairs, each in range."""
         cfg, checked = self.cfg, set()
-        if not isinstance(heads, (list, tuple, set, frozenset)):   # a generator could never end
+        if isinstance(heads, (str, bytes)) or not isinstance(heads, (abc.Set, abc.Sequence)):   # an iterator may never end
             fail(f"ablate_heads should be a set of (layer, head) pairs, but got {shown(heads)}")
         if len(heads) > MAX_HEAD_PAIRS:
             fail(f"ablate_heads should name at most {MAX_HEAD_PAIRS:,} (layer, head) pairs, but got {len(heads):,}")

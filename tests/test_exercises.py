@@ -410,3 +410,15 @@ def test_round_6_torch_globals_a_learner_sets_stay_inside_its_call():
     assert len(torch_module._global_forward_hooks) == hooks
     assert not torch.are_deterministic_algorithms_enabled() and not torch.is_anomaly_enabled()
     assert torch._tensor_str.PRINT_OPTS.precision == 4
+
+
+def test_round_6_putting_torch_back_imports_nothing_when_nothing_changed():
+    """torch.use_deterministic_algorithms imports torch's compiler (about 800 modules, and a folder
+    in /tmp the grader's fence cannot write): a call that changed nothing must not call it."""
+    import subprocess
+    import sys
+
+    code = ("import sys, torch; from helpers.exercises import call; call(lambda x: x, 1); "
+            "print('torch._inductor' in sys.modules)")
+    out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True).stdout
+    assert out.strip() == "False"

@@ -148,3 +148,35 @@ def test_a_cell_that_does_not_end_or_exits_is_not_kept_and_the_check_ends(store,
         out = capsys.readouterr().out
         assert "not kept for the chapters ahead" in out and words in out, out
         assert (store / "double.py").read_text() == good and not (store / "double.py.tmp").exists()
+
+
+def test_a_keep_stopped_late_puts_nothing_back_after_its_check(store, capsys, monkeypatch):
+    """Outside review of round 6: a keep stopped by the check's time limit while in one long C call
+    (a sleep) put its stale earlier file back when the call ended, over a piece kept since, and left
+    every later use() quiet meanwhile."""
+    import linecache
+    import time
+
+    from helpers import exercises
+
+    @exercise("doubling", answer=Function(), keeps="02")
+    def check(f):
+        if f(torch.tensor(1.0)) != 2.0:
+            yield "it does not double"
+
+    def cell(tail, n):
+        head = "def double(x):\n    return 2 * x\n"
+        filename = str(store.parent / f"late_cell_{n}.py")
+        linecache.cache[filename] = (len(head + tail), None, (head + tail).splitlines(True), filename)
+        namespace = {}
+        exec(compile(head, filename, "exec"), namespace)
+        return namespace["double"]
+
+    monkeypatch.setattr(exercises, "TIME_LIMIT", 1)
+    check(cell("import time\ntime.sleep(3)\n", 1))
+    assert "ran for more than 1 s" in capsys.readouterr().out and not (store / "double.py").exists()
+    assert learner.use("missing", course=twice) is twice and "no my_gpt/missing.py" in capsys.readouterr().out
+    check(cell("# kept since\n", 2))
+    assert "kept in" in capsys.readouterr().out
+    time.sleep(3)   # the stopped keep's sleep ends now
+    assert "# kept since" in (store / "double.py").read_text()

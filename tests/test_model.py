@@ -690,6 +690,7 @@ def test_round_6_a_cache_keeps_the_switches_it_was_filled_with(cat, refused):
         assert len(cache) == 4   # the refused pass left the cache as it was
         step = cat(ids[4:], cache=cache, ablate_heads=[(0, 0)])[-1]
         assert torch.allclose(step, cat(ids, ablate_heads={(0, 0)})[-1], atol=1e-5)
-        for heads in (itertools.repeat((0, 0)), ((0, 0) for _ in range(3)), {(0, 0): 1}.keys()):
+        for heads in (itertools.repeat((0, 0)), ((0, 0) for _ in range(3)), iter([(0, 0)])):
             refused(lambda heads=heads: cat(ids, ablate_heads=heads), "ablate_heads should be a set")
+        assert torch.equal(cat(ids, ablate_heads={(0, 0): None}.keys()), cat(ids, ablate_heads=[(0, 0)]))
         refused(lambda: cat(ids, ablate_heads=[(0, 0)] * 100_001), "at most 100,000")

@@ -652,10 +652,11 @@ def chaotic(norm, n_layers):
     without LayerNorm at 8 layers and more. Measured by rebuilding the whole grid on two other
     CPU paths (data/normalization/README.md): there these runs ended at losses up to two
     orders of magnitude apart, while every other run's final loss agreed within 0.01; the
-    outcome (``run_outcome``) of every run agreed. n_layers: one of the grid's depths (GRID), the
-    only ones measured."""
+    outcome (``run_outcome``) of every run agreed. The rule was measured on the grid's depths
+    (GRID: 2, 4, 8 and 12); for a grid of other depths (``build_curves(depths=...)``) it is the
+    same rule, applied, not measured."""
     check_choice(norm, "norm", PLACEMENTS)
-    n_layers = check_trained_depth(n_layers)
+    n_layers = check_positive_int(n_layers, "n_layers")
     return norm == "none" and n_layers >= 8
 
 

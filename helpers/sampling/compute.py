@@ -60,7 +60,7 @@ def check_probs(probs, name="probs"):
     tensor = check_tensor(probs, name) if isinstance(probs, torch.Tensor) \
         else torch.as_tensor(to_numpy(probs, name), dtype=torch.float32)
     if tensor.dim() != 1 or len(tensor) == 0 or not tensor.dtype.is_floating_point:
-        fail(f"{name} should be one distribution of shape (V,) with V >= 1 real numbers, "
+        fail(f"{name} should be one distribution of shape (V,) with V >= 1 floating-point probabilities, "
              f"but got dtype {tensor.dtype} and shape {tuple(tensor.shape)}")
     total = float(tensor.double().sum())
     if not torch.isfinite(tensor).all() or (tensor < 0).any() or not abs(total - 1) <= 1e-3:
