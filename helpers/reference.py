@@ -7,7 +7,7 @@ import math
 
 import numpy as np
 
-from .errors import as_array, check_bytes, check_number, check_positive_int, check_switch, count, fail, shown, to_numpy
+from .errors import as_array, check_bytes, check_finite, check_number, check_positive_int, check_switch, count, fail, shown, to_numpy
 
 MAX_ENTRIES = 50_000_000   # the most entries a table made here may hold (400 MB of float64)
 
@@ -20,11 +20,7 @@ def check_entries(count, what):
 
 def finite(x, name):
     """x as a float array (``as_array``) of finite numbers."""
-    x = as_array(x, name)
-    if not np.isfinite(x).all():
-        fail(f"{name} should hold finite numbers, but it holds NaN or inf in {int((~np.isfinite(x)).sum())} "
-             f"of {x.size} entries")
-    return x
+    return check_finite(as_array(x, name), name)
 
 
 def softmax(x, axis=-1):

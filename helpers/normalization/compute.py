@@ -660,14 +660,6 @@ def chaotic(norm, n_layers):
     return norm == "none" and n_layers >= 8
 
 
-def check_trained_depth(n_layers, depths=GRID["depths"]):
-    """``n_layers`` as one of ``depths`` (the grid's trained depths), else one sentence naming them; return it."""
-    n_layers = check_positive_int(n_layers, "n_layers")
-    if n_layers not in depths:
-        fail(f"n_layers should be one of the trained depths {', '.join(map(str, depths))}, but got {count(n_layers)}")
-    return n_layers
-
-
 def check_loss(loss):
     """A run's losses: a non-empty 1-D list or array of numbers (NaN, a diverged step, counts); return it."""
     values = as_array(loss, "loss", 1)
@@ -790,7 +782,10 @@ def stack_view(curves, n_layers=8, lr=3e-2):
     final {placement: last loss}, and text, one line with the final losses.
     """
     check_curves(curves)
-    n_layers, lr = check_trained_depth(n_layers, curves["depths"]), check_number(lr, "lr", low=0, low_open=True)
+    n_layers, lr = check_positive_int(n_layers, "n_layers"), check_number(lr, "lr", low=0, low_open=True)
+    if n_layers not in curves["depths"]:
+        fail(f"n_layers should be one of the trained depths {', '.join(map(str, curves['depths']))}, "
+             f"but got {count(n_layers)}")
     if not any(np.isclose(lr, x) for x in curves["lrs"]):
         fail(f"lr should be one of the trained learning rates {curves['lrs']}, but got {lr:g}")
     lr = min(curves["lrs"], key=lambda x: abs(x - lr))
