@@ -15,14 +15,20 @@ def fail(message):
     raise CourseInputError(message)
 
 
-def to_numpy(x, name="the input"):
+def to_numpy(x, name="the input", bools=False):
     """``x`` (a torch tensor, with or without grad, a NumPy array, a list, a number) as a
     float64 NumPy array: the package's one converter. Complex or non-numeric input fails, and so does
-    a tensor ``check_tensor`` refuses (nested, sparse, quantized, meta), before its data is touched."""
+    a tensor ``check_tensor`` refuses (nested, sparse, quantized, meta), before its data is touched.
+    True and False are no numbers (they would be read as 1 and 0): a bool array, tensor or entry is
+    refused unless ``bools`` (a mask, or a learner's answer a check compares)."""
     if x is None:
         fail(f"{name} is None, but expected an array of numbers")
     if isinstance(x, (bool, np.bool_)):
         fail(f"expected {name} as an array of numbers, but got {x!r}")
+    if not bools and (is_bool(x) or has_bools(x)):
+        refuse_bools(name)
+    if isinstance(x, range):   # made lazily: converting one costs about 48 bytes a number, counted first
+        check_bytes(48 * length(x), f"{name} (a range of {count(length(x))} numbers)", "give a shorter range")
     if hasattr(x, "detach") and hasattr(x, "cpu"):
         x = check_tensor(x, name).detach().cpu()
         if x.is_floating_point() and str(x.dtype) not in ("torch.float16", "torch.float32", "torch.float64"):
@@ -34,18 +40,71 @@ def to_numpy(x, name="the input"):
     try:
         arr = np.asarray(x)   # its own type first: text in it would otherwise be read as numbers
         kind = arr.dtype.kind
+        boolean = kind == "b" or kind == "O" and any(is_bool(v) for v in arr.flat)
         if kind == "O" and any(isinstance(v, (str, bytes)) for v in arr.flat):
             kind, arr = "U", np.asarray([v for v in arr.flat if isinstance(v, (str, bytes))])
         if kind not in "USc":
             arr = arr.astype(float, copy=False)
     except (TypeError, ValueError, OverflowError, RecursionError, AttributeError):
         fail(f"{name} should be an array of numbers, but got {type(x).__name__} {shown(x)}")
+    if boolean and not bools:
+        refuse_bools(name)
     if kind == "c":
         fail(f"{name} should hold real numbers, but it holds complex ones")
     if kind in "US":
         fail(f"{name} should be an array of numbers, but it holds text ({shown(str(arr.flat[0]) if arr.size else x)}): "
              "write the numbers without quotes")
     return arr
+
+
+def length(x):
+    """len(x), also for a range too long for len() to say (range(10**20)): counted from its ends."""
+    try:
+        return len(x)
+    except OverflowError:
+        step = x.step
+        return max(0, (x.stop - x.start + step - (1 if step > 0 else -1)) // step)
+
+
+def is_bool(v):
+    """Whether ``v`` is True or False, or an array or tensor of them (dtype bool)."""
+    return isinstance(v, (bool, np.bool_)) or str(getattr(v, "dtype", "")) in ("bool", "torch.bool")
+
+
+def refuse_bools(name):
+    """The sentence for True/False where numbers are expected."""
+    fail(f"{name} should hold numbers, but it holds True/False values (write 1.0 and 0.0 if you mean numbers)")
+
+
+def message_of(error, limit=5_000):
+    """An exception's message for a sentence, cut to ``limit`` characters; when its ``__str__`` fails
+    (it may be a learner's class), a note saying so instead."""
+    try:
+        text = str(error)
+    except Exception:   # noqa: BLE001
+        return "(a message that could not be read)"
+    return text if len(text) <= limit else text[:limit - 3] + "..."
+
+
+def has_bools(x, depth=0):
+    """Whether a list or tuple (nested up to 4 deep) holds True or False, or an array or tensor of
+    them, among its entries: torch and NumPy would silently read True as 1."""
+    if not isinstance(x, (list, tuple)) or depth > 4:
+        return False
+    return any(is_bool(v) or isinstance(v, (list, tuple)) and has_bools(v, depth + 1) for v in x)
+
+
+def check_ids_given(ids, name, most):
+    """What must hold of token ids before anything converts them: not None or text, a range of at
+    most ``most`` ids (a range is made lazily: converting range(10**12) would never end), no bool
+    among a list's entries. Returns nothing; each converter then makes its tensor."""
+    if ids is None or isinstance(ids, (str, bytes)):
+        fail(f"{name} should be whole numbers (turn words into ids with tokenizer.encode), but got "
+             f"{type(ids).__name__} {shown(ids)}")
+    if isinstance(ids, range) and length(ids) > most:
+        fail(f"{name} should hold at most {count(most)} ids, but got a range of {count(length(ids))}")
+    if has_bools(ids):
+        fail(f"{name} should be whole numbers, but got a bool (True or False) among them")
 
 
 def check_tensor(x, name="the input"):

@@ -37,6 +37,9 @@ Both draw on a canvas that remembers the glyphs it has rasterised (the same pixe
 matplotlib's Agg canvas draws, without laying out and rendering "0.42" again on every
 redraw) and encode the PNG themselves, Up-filtered with fast compression (``encode``).
 """
+import contextlib
+import warnings
+
 from .errors import CourseInputError, fail
 
 
@@ -177,10 +180,20 @@ def png(fig):
     canvas = canvas_of(fig)
     canvas._is_saving = True   # as savefig does: artists a Blitter marked animated are drawn too
     try:
-        canvas.draw()
+        with quiet_glyphs():
+            canvas.draw()
     finally:
         canvas._is_saving = False
     return encode(canvas)
+
+
+@contextlib.contextmanager
+def quiet_glyphs():
+    """Draw without matplotlib's warning for a character its font lacks (a NUL or an emoji typed
+    into a prompt): the character shows as a box; the warning would print a file name and a line."""
+    with warnings.catch_warnings():
+        warnings.filterwarnings("ignore", message="Glyph .* missing from", category=UserWarning)
+        yield
 
 
 class Blitter:
@@ -234,17 +247,18 @@ class Blitter:
 
     def png(self):
         """The figure as PNG bytes, with the moving artists drawn as they are now."""
-        if self.background is None:
-            self.canvas.draw()
-            self.background = self.canvas.copy_from_bbox(self.fig.bbox)
-        if self.layer is None:
-            self.canvas.restore_region(self.background)
-            for artist in self.rare:
+        with quiet_glyphs():
+            if self.background is None:
+                self.canvas.draw()
+                self.background = self.canvas.copy_from_bbox(self.fig.bbox)
+            if self.layer is None:
+                self.canvas.restore_region(self.background)
+                for artist in self.rare:
+                    self.fig.draw_artist(artist)
+                self.layer = self.canvas.copy_from_bbox(self.fig.bbox)
+            self.canvas.restore_region(self.layer)
+            for artist in self.moving:
                 self.fig.draw_artist(artist)
-            self.layer = self.canvas.copy_from_bbox(self.fig.bbox)
-        self.canvas.restore_region(self.layer)
-        for artist in self.moving:
-            self.fig.draw_artist(artist)
         return encode(self.canvas)
 
 
@@ -285,11 +299,12 @@ def _option_values(control):
 def check_control(control, value, name):
     """``value`` as the widget ``control`` (named ``name``) may hold it, else one sentence
     (CourseInputError): a switch True or False; a slider's number within its range (a whole
-    number for an IntSlider; bools refused); a menu's value one of its options; a text a str of
-    at most MAX_TEXT characters. Nothing is clamped. Other widgets take what they take."""
+    number for an IntSlider; bools refused; a log slider's own ``course_rule(value, name)`` too, if
+    it has one); a menu's value one of its options; a text a str of at most MAX_TEXT characters that
+    UTF-8 can write. Nothing is clamped. Other widgets take what they take."""
     import ipywidgets as widgets
 
-    from .errors import check_number, check_positive_int, check_switch, shown
+    from .errors import check_number, check_positive_int, check_switch, check_text, shown
 
     if isinstance(control, (widgets.Checkbox, widgets.ToggleButton)):
         return check_switch(value, name)
@@ -299,7 +314,9 @@ def check_control(control, value, name):
             fail(f"{name} should be a whole number from {control.min} to {control.max}, but got {shown(value)}")
         return value
     if isinstance(control, widgets.FloatLogSlider):
-        return check_number(value, name, low=control.base ** control.min, high=control.base ** control.max)
+        value = check_number(value, name, low=control.base ** control.min, high=control.base ** control.max)
+        rule = getattr(control, "course_rule", None)   # a slider's own rule on top, e.g. whole numbers only
+        return rule(value, name) if rule is not None else value
     if isinstance(control, widgets.FloatSlider):
         return check_number(value, name, low=control.min, high=control.max)
     if isinstance(control, (widgets.Dropdown, widgets.ToggleButtons, widgets.Select, widgets.RadioButtons)):
@@ -308,10 +325,8 @@ def check_control(control, value, name):
             listed = ", ".join(shown(v) for v in offered[:8]) + (", ..." if len(offered) > 8 else "")
             fail(f"{name} should be one of {listed}, but got {shown(value)}")
         return value
-    if isinstance(control, widgets.Text):
-        if not isinstance(value, str) or len(value) > MAX_TEXT:
-            fail(f"{name} should be a text of at most {MAX_TEXT:,} characters, but got {shown(value)}")
-        return value
+    if isinstance(control, widgets.Text):   # a lone surrogate could not be sent to the page: refused too
+        return check_text(value, name, empty=True, max_chars=MAX_TEXT)
     return value
 
 

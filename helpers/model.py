@@ -35,8 +35,8 @@ import torch
 import torch.nn.functional as F
 from torch import nn
 
-from .errors import MAX_BYTES, check_bytes, check_choice, check_index, check_number, check_positive_int, \
-    check_seed, check_switch, count, fail, shown
+from .errors import MAX_BYTES, CourseInputError, check_bytes, check_choice, check_ids_given, check_index, \
+    check_number, check_positive_int, check_seed, check_switch, check_tensor, count, fail, message_of, shown
 
 POSITIONS = ("sinusoidal", "learned", "rotary", "none")
 MAX_TOKENS = 1024   # the longest sequence a model runs at once: its attention weights must fit Binder's 2 GB
@@ -129,20 +129,23 @@ class Config:
             per_layer += T * (2 * d + (3 if self.activation == "swiglu" else 2) * f)
         return 4 * (self.n_layers * per_layer + 2 * T * d + 2 * T * self.vocab_size)
 
-    def pass_bytes(self, B, T, T_k=None):
-        """About the most bytes one no-grad pass on a batch (B, T) holds at once, in float32: the
+    def pass_bytes(self, B, T, T_k=None, grad=False):
+        """About the most bytes one pass on a batch (B, T) holds at once, in float32: the
         logits (B x T x vocab_size), one layer's scores, masked scores and weights (B x heads x T x T_k,
         T_k keys in all: T plus a cache's tokens) and its activations (B x T x (8 d_model + 3 d_ff)).
-        An estimate for refusing a batch up front."""
+        With ``grad`` (torch records the pass for a backward), every layer's activations are kept
+        too: about a trace's bytes per sequence (``trace_bytes``) on top. An estimate for refusing a
+        batch up front."""
         T_k = T if T_k is None else T_k
-        return 4 * B * T * (self.vocab_size + 3 * self.n_heads * T_k + 8 * self.d_model + 3 * self.d_ff)
+        kept = B * self.trace_bytes(T, T_k) if grad else 0
+        return 4 * B * T * (self.vocab_size + 3 * self.n_heads * T_k + 8 * self.d_model + 3 * self.d_ff) + kept
 
-    def check_pass(self, B, T, T_k=None):
+    def check_pass(self, B, T, T_k=None, grad=False):
         """Refuse, before any work, a pass on a batch (B, T) whose ``pass_bytes`` exceed MAX_BYTES
         (1.5 GiB); the sentence names the largest batch of sequences this long that fits."""
-        need = self.pass_bytes(B, T, T_k)
+        need = self.pass_bytes(B, T, T_k, grad)
         if need > MAX_BYTES:
-            most = MAX_BYTES // self.pass_bytes(1, T, T_k)
+            most = MAX_BYTES // self.pass_bytes(1, T, T_k, grad)
             check_bytes(need, f"a pass on a batch of {count(B)} sequences of {count(T)} tokens",
                         f"give at most {count(most)} sequences of this length at once" if most else
                         "give shorter sequences")
@@ -773,15 +776,17 @@ class Transformer(nn.Module):
             fail(f"expected at most {MAX_TOKENS:,} tokens at once (this course's limit), but the cache holds "
                  f"{start:,} and {T:,} more came")
         self.check_room(start + T)
-        self.cfg.check_pass(B, T, start + T)
         if trace:
             self.check_trace_memory(T, start)
+        recorded = torch.is_grad_enabled() and any(p.requires_grad for p in self.parameters())   # kept for a backward
+        self.cfg.check_pass(B, T, start + T, grad=recorded)
         record, replace = {}, self.check_replace(replace)
         saved = cache.saved() if cache is not None else None
         try:   # a pass that fails leaves the cache as it was (a replace function may raise, say)
             if cache is not None:
                 cache.check(self, ids, given, dict(attention=attention, positions=positions, scaled=scaled,
-                                                   ablate_heads=sorted(heads), replace=sorted(replace)))
+                                                   ablate_heads=sorted(heads), replace=sorted(replace),
+                                                   dtype=self.weights_dtype()))
             with checked_once():   # checked here, once: the blocks need not check again
                 return self._forward(ids, single, trace, record, replace, heads, cache, start,
                                      causal=causal, attention=attention, positions=positions, scaled=scaled)
@@ -834,8 +839,14 @@ class Transformer(nn.Module):
         def keep(name, x):
             seen[name] = None
             if name in replace:
-                with unchecked():   # the learner's function: any part it calls checks its input
-                    y = replace[name](x)
+                try:
+                    with unchecked():   # the learner's function: any part it calls checks its input
+                        y = replace[name](x)
+                except CourseInputError:   # a sentence already, from a course function it called
+                    raise
+                except Exception as error:   # noqa: BLE001 — the learner's code: one sentence, not a traceback
+                    fail(f"replace[{name!r}] should return a tensor, but it stopped with {type(error).__name__}: "
+                         f"{message_of(error, 200)}")
                 if not isinstance(y, torch.Tensor) or y.shape != x.shape or y.dtype != x.dtype:
                     fail(f"replace[{name!r}] should return a tensor of shape {tuple(x.shape)} and dtype {x.dtype}, "
                          f"but returned " + (f"shape {tuple(y.shape)} and dtype {y.dtype}"
@@ -846,6 +857,10 @@ class Transformer(nn.Module):
             return x
         keep.seen, keep.returns = seen, True
         return keep
+
+    def weights_dtype(self):
+        """The dtype of the model's weights as text ('torch.float32'; model.double() makes it float64)."""
+        return str(next(self.parameters()).dtype)
 
     def check_replace(self, replace):
         """replace as a dict {trace name: callable}, each name one this model's passes can make."""
@@ -884,15 +899,14 @@ class Transformer(nn.Module):
 
     def check_ids(self, ids):
         """Token ids as a LongTensor (T,) or (B, T), each in [0, vocab_size), at most MAX_TOKENS long."""
-        if ids is None or isinstance(ids, (str, bytes)):
-            fail(f"expected token ids (integers), but got {type(ids).__name__} {ids!r:.40}; "
-                 "turn words into ids with the world's tokenizer.encode(...)")
+        check_ids_given(ids, "the token ids", MAX_TOKENS)
         try:
             if isinstance(ids, (list, tuple)) and ids and all(isinstance(t, torch.Tensor) for t in ids):
                 ids = torch.stack(list(ids))   # a list of (T,) id tensors, e.g. from tokenizer.encode: a batch
             ids = torch.as_tensor(ids)
-        except (TypeError, ValueError, RuntimeError):
+        except (TypeError, ValueError, RuntimeError, OverflowError):
             fail(f"expected token ids as a list or array of integers, but got {type(ids).__name__}")
+        check_tensor(ids, "the token ids")
         if ids.dtype.is_floating_point or ids.dtype.is_complex or ids.dtype == torch.bool or ids.dim() not in (1, 2) \
                 or ids.numel() == 0:
             fail(f"expected token ids as a non-empty (T,) or (B, T) integer array, "
@@ -900,7 +914,11 @@ class Transformer(nn.Module):
         if ids.shape[-1] > MAX_TOKENS:
             fail(f"expected at most {MAX_TOKENS:,} tokens at once (this course's models' attention "
                  f"weights would not fit in memory), but got {ids.shape[-1]:,}")
-        ids, V = ids.long(), self.cfg.vocab_size   # any integer dtype (int8, uint16, ...) is taken as ids
+        V = self.cfg.vocab_size
+        if ids.dtype == torch.uint64 and ids.double().max() >= V:   # .long() would wrap 2**64 - 1 round to -1
+            fail(f"token ids must lie in [0, {V}) (expected ids of this model's vocabulary), "
+                 f"but got one of about {float(ids.double().max()):.3g}")
+        ids = ids.long()   # any integer dtype (int8, uint16, ...) is taken as ids
         if ids.min() < 0 or ids.max() >= V:
             fail(f"token ids must lie in [0, {V}) (expected ids of this model's vocabulary), "
                  f"but got {int(ids.min())}..{int(ids.max())}")

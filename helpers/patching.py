@@ -139,8 +139,9 @@ def _values(values, rows):
 # ------------------------------------------------------------ capture and replace
 
 
-class _Stop(Exception):
-    """Raised inside a forward pass once everything asked for has been captured."""
+class _Stop(BaseException):
+    """Raised inside a forward pass once everything asked for has been captured (no Exception: the
+    model turns an Exception from a replace function into a sentence, and this one is no error)."""
 
 
 def capture(model, ids, names, replace=None, stop_after=None, **switches):

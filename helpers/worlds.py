@@ -16,7 +16,7 @@ from dataclasses import dataclass, field
 import numpy as np
 import torch
 
-from .errors import check_positive_int, check_seed, fail, shown
+from .errors import check_ids_given, check_positive_int, check_seed, check_tensor, fail, shown
 
 MAX_TOKENS_DRAWN = 10_000_000   # the most tokens dragon_sample and repeated_tokens draw in one call
 MAX_SENTENCES = 1_000_000       # the most sentences decisions, entropy_floor and World.batch take in one call
@@ -36,12 +36,12 @@ def token_ids(ids, V, unknown=""):
     """ids (a number, or one sequence: a list, an array or a tensor of whole numbers) as a list of
     ints, each in [0, V); a batch of sequences is refused."""
     V = check_positive_int(V, "V")
-    if isinstance(ids, (str, bytes)) or ids is None:
-        fail(f"expected token ids (whole numbers), but got {shown(ids)}")
+    check_ids_given(ids, "the token ids", MAX_TOKENS_DRAWN)
     try:
         tensor = torch.as_tensor(ids)
-    except (TypeError, ValueError, RuntimeError, RecursionError):
+    except (TypeError, ValueError, RuntimeError, RecursionError, OverflowError):
         fail(f"expected token ids as a list or array of whole numbers, but got {shown(ids)}")
+    check_tensor(tensor, "the token ids")
     if tensor.dim() > 1:
         fail(f"expected one sequence of token ids (T,), but got shape {tuple(tensor.shape)}: decode each row alone")
     if tensor.numel() == 0:

@@ -357,3 +357,33 @@ def test_every_picture_sent_ahead_is_the_picture_of_its_values(factories, chapte
         checked += 1
     assert checked >= len(pictures) - 2
     assert ex.failed == [], f"chapter {chapter}: renders failed while guessing: {ex.failed}"
+
+
+def test_round_7_what_a_control_takes_and_how_it_draws(refused, capsys):
+    """Red team round 7: the scaling explorer rounded d=2.5 to 2 silently; a text control took a lone
+    surrogate the page cannot be sent; a NUL in a prompt printed matplotlib's missing-glyph warning;
+    the tour's explorer named weights to slice for a prompt too long to label."""
+    import warnings
+
+    from helpers import worlds
+    from helpers.scaling import explorer as scaling_explorer
+    from helpers.tour import explorer as tour_explorer
+    from helpers.weights import load_cat
+
+    scaling = scaling_explorer.explorer()
+    refused(lambda: scaling.set(d=2.5), "d should be a whole number", "2.5")
+    refused(lambda: scaling.set(d=1023.9999), "1023.9999")
+    assert scaling.values()["d"] == 64
+    scaling.set(d=2 ** 5.5).set(d=45)   # a position of the slider, and any whole number
+
+    tour = tour_explorer.explorer(load_cat(), worlds.cat_world())
+    refused(lambda: tour.set(prompt="the \ud800"), "lone surrogate")
+    assert tour.values()["prompt"] == "<BOS> the cat is"
+    tour.set(prompt="<BOS> " + "the " * 498)
+    refused(tour.picture, "the prompt should have at most 256 tokens", "499")
+    with warnings.catch_warnings():
+        warnings.simplefilter("error")   # a warning would fail the picture
+        figure = new_figure((2, 1))
+        figure.text(0.1, 0.5, "Hello\x00world")
+        assert png(figure)[:4] == b"\x89PNG"
+    capsys.readouterr()

@@ -463,3 +463,9 @@ def test_a_word_the_corpus_never_feeds_is_refused_in_one_sentence(collected, ref
     message = refused(lambda: mlp.unit_means(collected, 0, ["zebra"]), "should occur at an input position",
                       "but 'zebra' never does")
     assert " but " in message
+
+
+def test_round_7_the_module_check_takes_a_model_given_in_float64(cat, dragon):
+    """Red team round 7: chapter 00 makes load_cat().double(); a right MLP class was then told it
+    stopped on a dtype mismatch (the check fed float64 rows to the learner's float32 weights)."""
+    assert checks.mlp_module.feedback(learner_mlp(right_forward), copy.deepcopy(cat).double(), dragon) == []

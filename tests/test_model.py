@@ -523,11 +523,16 @@ def test_a_batch_too_large_for_memory_is_refused_before_the_pass_naming_the_larg
     ran = []
     monkeypatch.setattr(Transformer, "_forward", lambda *args, **kw: ran.append(1))
     ids = torch.zeros(100_000, 16, dtype=torch.long)
-    most = (3 * 2**29) // model.cfg.pass_bytes(1, 16)
+    most = (3 * 2**29) // model.cfg.pass_bytes(1, 16, grad=True)   # autograd records the pass: its activations count
     refused(lambda: model(ids), "100,000 sequences of 16 tokens", "1.5 GiB", f"at most {most:,} sequences")
     assert not ran
     model(ids[:most])            # the largest batch the sentence names is taken
     assert ran == [1]
+    with torch.no_grad():        # nothing kept for a backward: a larger batch fits
+        most = (3 * 2**29) // model.cfg.pass_bytes(1, 16)
+        refused(lambda: model(ids), f"at most {most:,} sequences")
+        model(ids[:most])
+    assert ran == [1, 1]
 
 
 def test_a_cached_step_counts_the_cache_keys_in_its_estimate():
@@ -694,3 +699,53 @@ def test_round_6_a_cache_keeps_the_switches_it_was_filled_with(cat, refused):
             refused(lambda heads=heads: cat(ids, ablate_heads=heads), "ablate_heads should be a set")
         assert torch.equal(cat(ids, ablate_heads={(0, 0): None}.keys()), cat(ids, ablate_heads=[(0, 0)]))
         refused(lambda: cat(ids, ablate_heads=[(0, 0)] * 100_001), "at most 100,000")
+
+
+def test_round_7_ids_are_checked_before_they_are_converted(cat, refused):
+    """Red team round 7: range(10**12) as ids hung the model, the tokenizer and generate; True among
+    ids was read as 1; meta and sparse ids stopped in torch; uint64 ids wrapped round to -1."""
+    import numpy as np
+
+    from helpers.sampling import compute as sampling
+
+    model, world = cat
+    for call in (lambda: model(range(10**12)), lambda: world.tokenizer.decode(range(10**12)),
+                 lambda: sampling.generate(model, range(10**12), 3)):
+        refused(call, "range of 1,000,000,000,000")
+    for call in (lambda: model([True, 2]), lambda: world.tokenizer.decode([True, 1]),
+                 lambda: sampling.generate(model, [True, 5], 2), lambda: model([[1, 2], [True, 3]])):
+        refused(call, "bool")
+    refused(lambda: model(torch.tensor([1, 2, 3], device="meta")), "meta device")
+    refused(lambda: model(torch.tensor([1, 2, 3]).to_sparse()), "sparse")
+    refused(lambda: model(np.array([2**64 - 1], dtype=np.uint64)), "about 1.84e+19")
+    assert model(range(3)).shape == (3, model.cfg.vocab_size)
+
+
+def test_round_7_a_recorded_pass_counts_what_autograd_keeps(cat, refused):
+    """Red team round 7: a pass the estimate allowed in grad mode peaked at 3 GB (the estimate
+    counted a no-grad pass); with autograd recording, every layer's activations count too."""
+    model = cat[0]
+    big = torch.zeros(4_100_000, 1, dtype=torch.long)
+    refused(lambda: model(big), "at most 1.5 GiB")
+    cfg = model.cfg
+    assert cfg.pass_bytes(8, 64, grad=True) == cfg.pass_bytes(8, 64) + 8 * cfg.trace_bytes(64)
+
+
+def test_round_7_a_cache_keeps_the_dtype_it_was_filled_in(refused):
+    """Red team round 7: a cache filled in float32 took float64 keys after model.double() and then
+    broke in torch's matmul after model.float()."""
+    from helpers.weights import load_cat
+
+    model, cache = load_cat(), KVCache(2)
+    with torch.no_grad():
+        model(torch.tensor([1, 2]), cache=cache)
+        refused(lambda: model.double()(torch.tensor([3]), cache=cache), "dtype")
+        assert len(cache) == 2
+        model.float()(torch.tensor([3]), cache=cache)
+        assert len(cache) == 3
+
+
+def test_round_7_a_replace_function_that_raises_gives_one_sentence(cat, refused):
+    model = cat[0]
+    refused(lambda: model(torch.tensor([3]), replace={"L0.h": lambda x: 1 / 0}),
+            "replace['L0.h']", "ZeroDivisionError")

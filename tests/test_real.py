@@ -1102,3 +1102,7 @@ def test_compute_helpers_refuse_a_tokenizer_shape_or_count_they_cannot_use(smol,
     refused(lambda: real.forward_seconds("model"), "Transformer")
     W = torch.arange(24.0).reshape(2, 12)
     assert torch.equal(real.file_order(W, 3)[:, :4], W[:, [0, 2, 1, 3]])
+
+
+def test_round_7b_the_tokenizer_measures_a_range_before_it_reads_it(smol, refused):
+    refused(lambda: smol[1].decode(range(10**12)), "range of 1,000,000,000,000")

@@ -178,7 +178,7 @@ def test_shared_kv_attention_lets_each_group_read_one_k_and_v():
     assert np.allclose(full, attention(Q[:2], K, V, causal=True)[0])   # h_kv = h: ordinary attention
     with pytest.raises(CourseInputError, match="multiple of h_kv"):
         sampling.shared_kv_attention(Q[:5], K, V)
-    with pytest.raises(CourseInputError, match="V has 1"):
+    with pytest.raises(CourseInputError, match="V should have as many heads as K"):
         sampling.shared_kv_attention(Q, K, V[:1])
 
 
@@ -851,3 +851,12 @@ def test_draws_check_probabilities_as_the_rest_of_the_module_does(refused):
         sampling.draw(np.array([0.5, 0.52]), torch.Generator())
     assert str(caught.value) == message
     refused(lambda: sampling.top_k_filter(torch.zeros(3, device="meta"), 1), "probs should be a dense tensor", "meta")
+
+
+def test_round_7_shared_kv_attention_names_what_it_expected(refused):
+    from helpers.sampling import compute as sampling
+
+    refused(lambda: sampling.shared_kv_attention(torch.full((2, 3, 4), float("nan")), torch.zeros(1, 3, 4),
+                                                 torch.zeros(1, 3, 4)), "Q should hold finite numbers")
+    refused(lambda: sampling.shared_kv_attention(torch.zeros(3, 3, 4), torch.zeros(2, 3, 4), torch.zeros(2, 3, 4)),
+            "should split into equal groups", "but K and V have 2")

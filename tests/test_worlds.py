@@ -147,3 +147,53 @@ def test_round_6_decode_refuses_a_batch_instead_of_joining_it(refused):
     refused(lambda: tok.decode(torch.tensor([[1, 2], [3, 4]])), "one sequence", "(2, 2)")
     refused(lambda: tok.decode(np.zeros((2, 2, 2), dtype=int)), "one sequence")
     assert tok.decode(torch.tensor([1, 4])) == ["<BOS>", "the"] and tok.decode(5) == ["cat"]
+
+
+def test_round_7_numbers_are_no_bools(refused):
+    """Red team round 7: True and False in a list, a NumPy bool array or a bool tensor were read as
+    1 and 0 by the numeric helpers; a mask still takes them."""
+    import numpy as np
+
+    from helpers import reference
+    from helpers.masking import compute as masking
+    from helpers.normalization import compute as normalization
+    from helpers.sampling import compute as sampling
+
+    for call in (lambda: reference.softmax([True, False]), lambda: reference.softmax(np.array([True, False])),
+                 lambda: reference.softmax(torch.tensor([True, False])), lambda: reference.gelu(torch.tensor([True])),
+                 lambda: sampling.draws(np.array([True, False]), 2, seed=0),
+                 lambda: sampling.with_temperature([True, False, 2.0], 1.0),
+                 lambda: masking.count_within([True, False], 0, 1),
+                 lambda: reference.attention(np.eye(2, dtype=bool), np.eye(2), np.eye(2)),
+                 lambda: reference.layer_norm(np.ones((2, 3), dtype=bool))):
+        refused(call, "True/False")
+    for call in (lambda: worlds.induction_labels([True, 2, True, 2]), lambda: normalization.unigram_loss([True, 1])):
+        refused(call, "bool")
+    assert reference.apply_mask(np.zeros((2, 2)), np.eye(2, dtype=bool))[0, 0] == -np.inf
+    assert torch.isinf(masking.apply_mask(torch.zeros(2, 2), mask=np.eye(2, dtype=bool))[0, 0])
+    assert torch.isinf(masking.apply_mask(np.zeros((2, 2)), mask=[[True, False], [False, True]])[0, 0])
+
+
+def test_round_7b_bools_inside_lists_and_tensors_ids_as_ranges(refused):
+    """The verification of round 7: a bool array or 0-d bool tensor inside a list, a bool tensor where
+    masking expects scores, and ranges handed to the other id converters."""
+    import numpy as np
+
+    from helpers import reference
+    from helpers.errors import to_numpy
+    from helpers.heads import compute as heads
+    from helpers.masking import compute as masking
+    from helpers.normalization import compute as normalization
+    from helpers.real import circuit
+    from helpers.weights import load_cat
+
+    for x in ([np.array([True, False])], [torch.tensor(True), 1.0], [[[True, 2.0]]], np.array([True, 1], dtype=object)):
+        refused(lambda x=x: to_numpy(x), "True/False")
+    refused(lambda: reference.softmax([torch.tensor(True), torch.tensor(False)]), "True/False")
+    refused(lambda: masking.apply_mask(torch.ones(2, 2, dtype=torch.bool)), "scores should hold numbers")
+    refused(lambda: load_cat()([torch.tensor(True), torch.tensor(1)]), "bool")
+    refused(lambda: to_numpy(range(10**8)), "a range of 100,000,000")
+    refused(lambda: normalization.unigram_loss(range(2 * 10**7)), "at most 10,000,000")
+    refused(lambda: normalization.unigram_loss(torch.ones(3, dtype=torch.long, device="meta")), "meta device")
+    refused(lambda: heads.repeat_score(torch.full((4, 4), 0.25), range(10**12)), "range of 1,000,000,000,000")
+    refused(lambda: circuit.head_statistics(load_cat(), range(10**12)), "range of 1,000,000,000,000")

@@ -18,7 +18,7 @@ import functools
 import json
 import re
 
-from ..errors import check_positive_int, check_text as check_string, fail, shown
+from ..errors import check_ids_given, check_positive_int, check_text as check_string, fail, shown
 
 BYTES = 256            # a byte-level BPE starts from every byte value, so any text can be written
 MAX_VOCAB = 65_536     # larger than any vocabulary worth training on one megabyte of text
@@ -37,11 +37,9 @@ def check_text(text, name="the text"):
 def check_token_ids(ids, vocab_size):
     """ids to decode (a list or a (T,) tensor of at most MAX_CHARS whole numbers, each in [0,
     vocab_size)) as a list of ints, else one sentence; the check of both tokenizers' decode."""
-    import numpy as np
     import torch
 
-    if isinstance(ids, (list, tuple)) and any(isinstance(i, (bool, np.bool_)) for i in ids):
-        fail("expected token ids as whole numbers, but got a bool among them")
+    check_ids_given(ids, "the token ids", MAX_CHARS)
     if isinstance(ids, (list, tuple)) and not ids:
         return []
     try:

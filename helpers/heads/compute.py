@@ -27,8 +27,8 @@ import torch.nn.functional as F
 from torch import nn
 
 from .. import weights, worlds
-from ..errors import MAX_BYTES, as_array, check_bytes, check_finite, check_index, check_positive_int, check_switch, \
-    check_tensor, count, fail, shown, to_numpy
+from ..errors import MAX_BYTES, as_array, check_bytes, check_finite, check_ids_given, check_index, check_positive_int, \
+    check_switch, check_tensor, count, fail, shown, to_numpy
 from ..masking.compute import book_attention  # noqa: F401  (chapter 05 builds the Book's layer too)
 from ..model import Attention, check_heads_split, linear
 from ..patching import ablation_replace
@@ -262,6 +262,7 @@ def repeat_score(weights, ids):
     """
     w = check_weights(weights)
     what = "one sequence (T,) of whole-number token ids"
+    check_ids_given(ids, "ids", len(w))   # a range is made lazily: its length first
     ids = as_tensor(ids, "ids", what)
     if ids.dim() != 1 or ids.is_floating_point() or ids.dtype == torch.bool:
         fail(f"ids should be {what}, but got dtype {ids.dtype} and shape {tuple(ids.shape)}")

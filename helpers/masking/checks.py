@@ -277,7 +277,7 @@ def _run(function, case):
         if value is None:
             raise Wrong(f"causal_attention returned None for {name}; return both out and weights")
         try:
-            arrays.append(to_numpy(value, name))
+            arrays.append(to_numpy(value, name, bools=True))
         except CourseInputError as error:
             raise Wrong(str(error)) from None
     return arrays

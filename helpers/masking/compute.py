@@ -28,8 +28,8 @@ import torch
 import torch.nn.functional as F
 from torch import nn
 
-from ..errors import MAX_BYTES, as_array, check_bytes, check_number, check_positive_int, check_seed, check_switch, count, fail, \
-    shown, to_numpy
+from ..errors import MAX_BYTES, as_array, check_bytes, check_number, check_positive_int, check_seed, check_switch, \
+    check_tensor, count, fail, refuse_bools, shown, to_numpy
 from ..model import Attention, Transformer, check_heads_split
 from ..recipes import CAT_CONFIG, CAT_TRAINING
 from ..sampling.compute import check_length, check_prompt, check_sampling, generate, next_distribution
@@ -58,11 +58,11 @@ def apply_mask(scores, mask=None):
     mask: (T, T) of True/False, or of the numbers 1 (hide) and 0 (keep) only; anything else (0.5,
     an additive mask of 0 and -inf, NaN) is refused: it would be rounded to one or the other silently."""
     scores = torch.as_tensor(to_numpy(scores, "scores"), dtype=torch.float32) if not torch.is_tensor(scores) \
-        else scores.float()
+        else numbers(scores, "scores").float()
     if scores.dim() < 2 or scores.shape[-1] != scores.shape[-2]:
         fail(f"scores should end in a square (T, T) table, but have shape {tuple(scores.shape)}")
     if mask is not None:
-        given = mask if torch.is_tensor(mask) else torch.as_tensor(to_numpy(mask, "mask"))
+        given = mask if torch.is_tensor(mask) else torch.as_tensor(to_numpy(mask, "mask", bools=True))
         if given.dtype != torch.bool and not ((given == 0) | (given == 1)).all():
             odd = given[(given != 0) & (given != 1)].reshape(-1)[0]
             fail(f"mask should hold True/False (or 1 to hide and 0 to keep), but it holds {float(odd):g}"
@@ -100,9 +100,18 @@ def causal_attention(q, k, v):
     return weights @ v, weights
 
 
+def numbers(x, name):
+    """A tensor given where numbers are expected, as to_numpy would take it: a dense tensor of real
+    numbers, not of True/False (those are a mask's); returned as it is (its graph kept)."""
+    check_tensor(x, name)
+    if x.dtype == torch.bool:
+        refuse_bools(name)
+    return x
+
+
 def _tensor(x, name):
     """x as a float32 tensor of at least two axes (T, d), or a one-sentence error."""
-    x = torch.as_tensor(to_numpy(x, name), dtype=torch.float32) if not torch.is_tensor(x) else x.float()
+    x = torch.as_tensor(to_numpy(x, name), dtype=torch.float32) if not torch.is_tensor(x) else numbers(x, name).float()
     if x.dim() < 2:
         fail(f"{name} should have at least two axes (..., T, d_k), but has shape {tuple(x.shape)}")
     if not torch.isfinite(x).all():

@@ -130,7 +130,9 @@ def module_cases(cat, dragon):
     with torch.no_grad():
         expected = torch.nn.functional.gelu(x @ state["W_1"]) @ state["W_2"]
     cases.append(("the cat model's layer-0 matrices with bias=False", (6, 8, False), state, x, expected))
-    return cases
+    # in float32, as the learner's class makes its weights, whatever dtype the models were given in (model.double())
+    return [(what, args, {k: v.float() for k, v in state.items()}, x.float(), expected.float())
+            for what, args, state, x, expected in cases]
 
 
 def module_variants(state, x):

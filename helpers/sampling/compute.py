@@ -17,7 +17,8 @@ import math
 import numpy as np
 import torch
 
-from ..errors import check_positive_int, check_seed, check_switch, check_tensor, count, fail, shown, to_numpy
+from ..errors import check_finite, check_positive_int, check_seed, check_switch, check_tensor, count, fail, shown, \
+    to_numpy
 from ..model import KVCache
 
 
@@ -493,11 +494,13 @@ def shared_kv_attention(Q, K, V):
     for x, name in ((Q, "Q"), (K, "K"), (V, "V")):
         if x.ndim != 3:
             fail(f"{name} should have shape (heads, T, d), but got shape {x.shape}")
+        check_finite(x, name)
     h, h_kv = Q.shape[0], K.shape[0]
     if V.shape[0] != h_kv:
-        fail(f"K has {h_kv} heads but V has {V.shape[0]}; each shared K head needs its V head")
+        fail(f"V should have as many heads as K ({h_kv}: each shared K head needs its V head), but it has {V.shape[0]}")
     if h % h_kv:
-        fail(f"{h} query heads cannot share {h_kv} K/V heads in equal groups: h must be a multiple of h_kv")
+        fail(f"Q's {h} heads should split into equal groups, one per K/V head, but K and V have {h_kv}: "
+             "h should be a multiple of h_kv")
     group = h // h_kv
     return attention(Q, np.repeat(K, group, axis=0), np.repeat(V, group, axis=0), causal=True)
 

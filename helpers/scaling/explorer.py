@@ -7,9 +7,12 @@ spread, one softmax row saturate and its gradient die.
 * ``explorer()`` wires a log slider for d and a scaling checkbox to it with
   ``helpers.explorer.show``.
 """
+import math
+
 import numpy as np
 
 from .. import plots
+from ..errors import fail
 from ..explorer import Blitter, new_figure, show, start_at
 from .compute import explore, gradient_by_dim
 
@@ -73,12 +76,22 @@ def scaling_view(curve_queries=300):
     return view, draw
 
 
+def slider_dimension(d, name="d"):
+    """A d the slider may hold: a whole number, or one of its own positions 2**(k/2) (2**5.5 draws as
+    d = 45); 2.5 is neither and is refused, not rounded."""
+    half_octaves = 2 * math.log2(d)
+    if d != round(d) and abs(half_octaves - round(half_octaves)) > 1e-9:
+        fail(f"{name} should be a whole number (or one of the slider's positions), but got {d!r}")
+    return d
+
+
 def explorer(d=64, scaled=False):
     """A log slider for d (2 to 1024), a checkbox for the √d scaling, and one figure redrawn
     in place. Returns the Explorer."""
     import ipywidgets as widgets
 
     slider = widgets.FloatLogSlider(base=2, min=1, max=10, step=0.5, description="d", readout_format=".0f")
+    slider.course_rule = slider_dimension
     box = widgets.Checkbox(description="divide by √d")
     controls = start_at({"d": slider, "scaled": box}, d=d, scaled=scaled)   # d from 2 to 1024, refused outside
     _, draw = scaling_view()
