@@ -39,7 +39,7 @@ import types
 import numpy as np
 
 from . import grading, learner
-from .errors import CourseInputError, to_numpy
+from .errors import CourseInputError, count, length as range_length, message_of, to_numpy
 
 NOT_ANSWERED = "not answered yet: replace None in the answer cell above with your answer"
 TIME_LIMIT = 10          # seconds a learner's function may run in one call of a check
@@ -90,6 +90,7 @@ class Exercise:
         own = _CHECK_DEADLINE.get() is None   # a check run inside another shares the outer one's time
         token = _CHECK_DEADLINE.set(time.monotonic() + CHECK_TIME_LIMIT) if own else None
         learners_dtype = _default_dtype(None) if own else None   # the check computes in float32, as the course does
+        put_back_random = random_states() if own else None
         try:
             if not callable(answer):   # a function or a class is the answer's kind to judge (Function, Module)
                 plain(answer, "your answer")
@@ -108,6 +109,7 @@ class Exercise:
             if own:
                 _CHECK_DEADLINE.reset(token)
                 _default_dtype(learners_dtype)
+                put_back_random()
         return found
 
     def __call__(self, answer, *args, **kwargs):
@@ -360,7 +362,7 @@ def as_array(x, name, shape=None, allow_inf=False):
     if size > MAX_ANSWER_ENTRIES:   # looked at before anything is copied or converted
         raise Wrong(f"{name} should be a small array (at most {MAX_ANSWER_ENTRIES:,} numbers), but it holds {size:,}")
     try:
-        arr = to_numpy(x, name)
+        arr = to_numpy(x, name, bools=True)   # a check compares what it gets: a mask may be an answer
     except CourseInputError as error:
         raise Wrong(str(error)) from None
     if shape is not None and arr.shape != tuple(shape):
@@ -377,6 +379,8 @@ def as_array(x, name, shape=None, allow_inf=False):
 def _entries(x):
     """How many numbers ``x`` holds, as far as can be told without copying it (an array's or a
     tensor's size, a list's length times its first item's); 0 when it cannot say."""
+    if isinstance(x, range):   # made lazily: a long one would fill the memory when converted
+        return range_length(x)
     size = getattr(x, "size", None)
     if isinstance(size, (int, np.integer)):
         return int(size)
@@ -416,6 +420,9 @@ def as_wholes(x, name, length=None):
     shape = getattr(x, "shape", None) if not isinstance(x, sequence) else None
     if isinstance(x, (str, bytes)) or not isinstance(x, sequence) and (shape is None or tuple(shape) == ()):
         raise Wrong(f"{name} should be a tuple of whole numbers, like (1, 2, 3), not {x!r}")
+    if isinstance(x, range) and _entries(x) > MAX_ANSWER_ENTRIES:
+        raise Wrong(f"{name} should be a small tuple (at most {MAX_ANSWER_ENTRIES:,} numbers), but it is a range of "
+                    f"{count(_entries(x))}")
     arr = as_array(list(x) if isinstance(x, sequence) else x, name)
     if arr.ndim != 1:
         raise Wrong(f"{name} should be a flat tuple of whole numbers, but it has shape {arr.shape}")
@@ -465,8 +472,10 @@ def call(function, *args, what="", seconds=TIME_LIMIT, **kwargs):
     limit, total = _time_left(seconds)
     given, given_kwargs = _copies(args), {name: _copies(value) for name, value in kwargs.items()}
     dtype, put_back = _default_dtype(None), torch_globals()
+    threads = set(threading.enumerate())
     try:
         out = _bounded(function, given, given_kwargs, limit)
+        _no_threads_left(threads, on)
         changed = _changed_input(function, args, kwargs, given, given_kwargs)
         if changed:
             raise Wrong(_in_place_sentence(*changed, on))
@@ -488,19 +497,48 @@ def call(function, *args, what="", seconds=TIME_LIMIT, **kwargs):
     except (grading.ReplayError, _Raised) as exc:   # a record: what it did in the student's kernel
         raise Wrong(f"your function stopped{on} with {exc}") from None
     except Exception as exc:
-        raise Wrong(f"your function stopped{on} with {type(exc).__name__}: {exc}") from None
+        raise Wrong(f"your function stopped{on} with {type(exc).__name__}: {message_of(exc)}") from None
     finally:
         _default_dtype(dtype)   # torch.set_default_dtype inside the function stays inside it
         put_back()              # and so do a global hook, deterministic or anomaly mode, print options
 
 
+PATCHABLE = ("math", "random", "numpy", "numpy.linalg", "numpy.random", "torch", "torch.nn", "torch.nn.functional",
+             "torch.linalg")   # modules whose functions a learner's code might replace for every later cell
+
+
 def torch_globals():
-    """What a learner's code can change in torch for every later cell, saved now: the global module
-    hooks, deterministic and anomaly modes, and the print options. Returns a function that puts
-    them back (nothing to do when torch was never imported)."""
+    """What a learner's code can change for every later cell, saved now: Python's warning filters
+    and recursion limit; the functions of the modules in PATCHABLE and the methods of torch.Tensor
+    and nn.Module (``torch.softmax = ...`` is undone; a name added stays in a module, not in a
+    class, where it would hide an inherited method); torch's global module hooks, deterministic and
+    anomaly modes, and print options. Returns a function that puts them back. (The random states
+    are put back by the whole check, ``random_states``: a check may watch them advance between calls.)"""
+    import warnings
+
+    filters, limit = list(warnings.filters), sys.getrecursionlimit()
+    owners = [sys.modules[name] for name in PATCHABLE if name in sys.modules]
+    if "torch" in sys.modules:   # the classes whose methods a learner might replace (torch.Tensor.softmax = ...)
+        owners += [sys.modules["torch"].Tensor, sys.modules["torch"].nn.Module]
+    kept = {owner: dict(vars(owner)) for owner in owners}
+
+    def put_back_python():
+        if warnings.filters != filters:   # only then: resetting them would show every warning again, once a call
+            warnings.filters[:] = filters
+            getattr(warnings, "_filters_mutated", lambda: None)()   # the filters' cache, as simplefilter does
+        sys.setrecursionlimit(limit)
+        for owner, saved in kept.items():
+            now = vars(owner)
+            for key, value in saved.items():
+                if now.get(key, saved) is not value:
+                    setattr(owner, key, value)
+            if isinstance(owner, type):   # a method added to a class hides the one it inherits: removed
+                for key in [key for key in now if key not in saved]:
+                    delattr(owner, key)
+
     torch = sys.modules.get("torch")
     if torch is None:
-        return lambda: None
+        return put_back_python
     from torch.nn.modules import module as torch_module
 
     hooks = {name: dict(value) for name, value in vars(torch_module).items()
@@ -510,6 +548,7 @@ def torch_globals():
     printing = dict(vars(torch._tensor_str.PRINT_OPTS))
 
     def put_back():
+        put_back_python()
         for name, saved in hooks.items():
             target = getattr(torch_module, name)
             target.clear()
@@ -520,6 +559,22 @@ def torch_globals():
         if (torch.is_anomaly_enabled(), torch.is_anomaly_check_nan_enabled()) != anomaly:
             torch.set_anomaly_enabled(*anomaly)
         vars(torch._tensor_str.PRINT_OPTS).update(printing)
+    return put_back
+
+
+def random_states():
+    """The random states of ``random``, NumPy and torch (if imported), saved now; returns a function
+    that puts them back (a learner's function that seeds them leaves later cells' draws alone)."""
+    import random
+
+    states = [(random.setstate, random.getstate()), (np.random.set_state, np.random.get_state())]
+    torch = sys.modules.get("torch")
+    if torch is not None:
+        states.append((torch.set_rng_state, torch.get_rng_state()))
+
+    def put_back():
+        for put, state in states:
+            put(state)
     return put_back
 
 
@@ -560,10 +615,26 @@ def _bounded(function, args, kwargs, seconds):
         raise _OutOfTime(run.stop())
     raised = run.box.get("raised")
     if raised is not None and not isinstance(raised, (Exception, SystemExit)):
-        raise _Raised(f"{type(raised).__name__}: {raised}".rstrip(": "))   # its own KeyboardInterrupt is no Ctrl-C
+        # its own KeyboardInterrupt is no Ctrl-C
+        raise _Raised(f"{type(raised).__name__}: {message_of(raised)}".rstrip(": "))
     if raised is not None:
         raise raised
     return run.box.get("out")
+
+
+def _no_threads_left(before, on):
+    """Wrong when the learner's function left a thread of its own running (it would keep the CPU
+    busy for every later cell): each such thread is sent SystemExit, once, to stop it."""
+    left = [t for t in threading.enumerate() if t not in before and t.is_alive() and not isinstance(t, _Run)
+            and type(t).__module__.split(".")[0] not in LIBRARY_THREADS]
+    for thread in left:
+        ctypes.pythonapi.PyThreadState_SetAsyncExc(ctypes.c_ulong(thread.ident), ctypes.py_object(SystemExit))
+    if left:
+        raise Wrong(f"your function{on} should return its answer and leave nothing running, but it left "
+                    f"{len(left)} thread{'s' if len(left) > 1 else ''} of its own running (now asked to stop)")
+
+
+LIBRARY_THREADS = ("tqdm",)   # libraries whose own threads a right answer may start (tqdm's progress-bar monitor)
 
 
 class _Raised(Exception):

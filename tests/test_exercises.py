@@ -422,3 +422,109 @@ def test_round_6_putting_torch_back_imports_nothing_when_nothing_changed():
             "print('torch._inductor' in sys.modules)")
     out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True).stdout
     assert out.strip() == "False"
+
+
+def test_round_7_a_long_range_is_measured_before_it_is_converted():
+    """Red team round 7: a range is made lazily, so range(10**9) as an answer (or returned by a
+    learner's function) filled the memory while the check converted it."""
+    from helpers.geometry import checks as geometry_checks
+    from helpers.tour import checks as tour_checks
+
+    start = time.perf_counter()
+    assert "at most 10,000,000" in geometry_checks.cosine_function.feedback(lambda a, b: range(10**9))[0]
+    assert "range of 100,000,000" in tour_checks.scores_shape.feedback(range(10**8), n_heads=2, T=5)[0]
+    huge = tour_checks.scores_shape.feedback(range(10**30), n_heads=2, T=5)[0]
+    assert "range of 1000000000000000000000000000000" in huge
+    assert "300,000,000" in tour_checks.next_prob.feedback(range(3 * 10**8), np.zeros(20), 3)[0]
+    assert time.perf_counter() - start < 5
+
+
+@pytest.mark.filterwarnings("ignore::pytest.PytestUnhandledThreadExceptionWarning")   # the SystemExit that stops it
+def test_round_7_what_a_learners_function_changes_for_later_cells_is_put_back():
+    """Red team round 7: warning filters, the recursion limit, a replaced torch or NumPy function, the
+    random states and a thread left running outlived the check that called the learner's code."""
+    import random
+    import sys
+    import threading
+    import warnings
+
+    from helpers.geometry import checks as geometry_checks
+
+    filters, limit, softmax, norm = list(warnings.filters), sys.getrecursionlimit(), torch.softmax, np.linalg.norm
+    torch_state, numpy_state, python_state = torch.get_rng_state(), np.random.get_state()[1].copy(), random.getstate()
+
+    def meddles(x):
+        warnings.simplefilter("error")
+        sys.setrecursionlimit(60)
+        torch.softmax = lambda t, dim=-1: t
+        np.linalg.norm = lambda t: 1.0
+        return x
+
+    assert call(meddles, 3) == 3
+    assert warnings.filters == filters and sys.getrecursionlimit() == limit
+    assert torch.softmax is softmax and np.linalg.norm is norm
+
+    def seeds(a, b):   # the random states are put back by the check as a whole (it may watch them advance)
+        torch.manual_seed(123), np.random.seed(5), random.seed(3)
+        return 0.5
+
+    assert geometry_checks.cosine_function.feedback(seeds)
+    assert torch.equal(torch.get_rng_state(), torch_state) and (np.random.get_state()[1] == numpy_state).all()
+    assert random.getstate() == python_state
+
+    def busy():
+        while True:
+            pass
+
+    def leaves_a_thread(x):
+        threading.Thread(target=busy, daemon=True).start()
+        return x
+
+    threads = threading.active_count()
+    with pytest.raises(exercises.Wrong, match="left 1 thread of its own running"):
+        call(leaves_a_thread, 3)
+    time.sleep(0.2)
+    assert threading.active_count() == threads   # asked to stop, and stopped
+
+
+def test_round_7_a_learners_exception_message_is_cut_and_may_fail_to_print():
+    class Unprintable(Exception):
+        def __str__(self):
+            raise RuntimeError("no")
+
+    def long_message(x):
+        raise AssertionError("x" * 10**6)
+
+    def unprintable(x):
+        raise Unprintable()
+
+    with pytest.raises(exercises.Wrong) as caught:
+        call(long_message, 3)
+    assert len(str(caught.value)) < 5_100
+    with pytest.raises(exercises.Wrong, match="could not be read"):
+        call(unprintable, 3)
+
+
+def test_round_7b_what_putting_back_must_leave_alone():
+    """The verification of round 7: tqdm's own monitor thread is no thread the learner left; a
+    learner's warning shows once, not at every call; a method added to torch.Tensor is removed."""
+    import subprocess
+    import sys
+
+    code = ("from tqdm.auto import tqdm\nfrom helpers.exercises import call\n"
+            "print(call(lambda: sum(tqdm(range(3), disable=True))))\n"
+            "import warnings\n"
+            "def warns(x):\n    warnings.warn('learner warning')\n    return x\n"
+            "for _ in range(3):\n    call(warns, 1.0)\n")
+    run = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=120)
+    assert run.stdout.strip() == "3", run.stderr   # a fresh process: tqdm starts its monitor inside the call
+    assert run.stderr.count("learner warning") == 1, run.stderr
+
+    softmax = torch.Tensor.softmax
+
+    def patches(x):
+        torch.Tensor.softmax = lambda self, dim: self
+        return x
+
+    call(patches, 1)
+    assert torch.Tensor.softmax is softmax and "softmax" not in vars(torch.Tensor)
