@@ -60,6 +60,7 @@ How each figure is measured:
 The machine is shared and noisy: the ratios are the figures to read; say how loaded it was
 (the load average is printed at the start and the end).
 """
+import math
 import os
 import re
 import statistics
@@ -401,6 +402,9 @@ def another_value(control):
     if isinstance(control.value, bool):
         return not control.value
     step = getattr(control, "step", 1) or 1
+    if hasattr(control, "base"):   # a log slider: min, max and step are exponents of its base
+        exponent = math.log(control.value, control.base)
+        return control.base ** (exponent - step if exponent + step > control.max else exponent + step)
     return control.value - step if control.value + step > control.max else control.value + step
 
 
