@@ -23,7 +23,6 @@ import torch.nn.functional as F
 from ..errors import check_index, check_positive_int, check_switch, check_text, count, fail, shown
 from ..explorer import check_model_and_world
 from ..model import Transformer
-from ..plots import HEATMAP_MAX_TOKENS
 from ..training import check_seeds
 from ..worlds import COPULAS, adjectives_of, check_sentences, decisions, next_token_probs
 
@@ -57,6 +56,8 @@ def prompt_view(model, world, prompt, attention=True):
     """
     check_model_and_world(model, world)
     attention = check_switch(attention, "attention")
+    from ..plots import HEATMAP_MAX_TOKENS   # here, not at the top: plots imports pyplot, the explorer draws anyway
+
     ids = world.tokenizer.encode(check_text(prompt, "the prompt", max_chars=MAX_PROMPT_CHARS))
     if len(ids) > HEATMAP_MAX_TOKENS:   # refused before the pass: the heatmap could not label its rows
         fail(f"the prompt should have at most {HEATMAP_MAX_TOKENS} tokens for the attention heatmap to label them, "
