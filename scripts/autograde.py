@@ -45,7 +45,7 @@ from pathlib import Path
 
 import nbformat
 
-from chapters import FIXED_ENV, ROOT, all_notebooks, nbgrader_meta
+from chapters import FIXED_ENV, ROOT, all_notebooks, nbgrader_meta, run_client
 from fence import UNFENCED, FenceError, choose_fence, fence_prefix  # noqa: F401 (FenceError: homework.py's)
 
 PROTECTED = ("helpers", "scripts", "instructor", "notebooks", "data", "grading/nbgrader_config.py")
@@ -303,7 +303,7 @@ def execute(path, out_path, cell_timeout):
     client = NotebookClient(nb, timeout=cell_timeout, kernel_name="python3", allow_errors=True,
                             record_timing=False, resources={"metadata": {"path": str(Path(path).parent)}})
     try:
-        client.execute()
+        run_client(client)
         errors = [i for i, c in enumerate(nb.cells, 1) if c.cell_type == "code"
                   and any(o.output_type == "error" for o in c.get("outputs", []))]
         status = "ran to the end" + (f" (cell {errors[0]} raised an error)" if errors else "")

@@ -8,6 +8,7 @@ The scripts import one way: ``homework.py`` -> ``autograde.py`` -> this file, an
   scripts/execute_notebooks.py).
 * ``student_version`` is the copy nbgrader releases (tests/test_homework.py checks the two agree).
 """
+import atexit
 import os
 from pathlib import Path
 
@@ -53,6 +54,23 @@ def kernel_env(**extra):
     env = {**os.environ, **FIXED_ENV, **extra}
     env.pop("MPLBACKEND", None)
     return env
+
+
+KERNEL_STARTS = 3   # how many times a kernel that dies before it answers is started again
+
+
+def run_client(client, **kwargs):
+    """``client.execute(**kwargs)`` for a nbclient client, started again when its kernel dies before it
+    answers. A kernel listens on TCP ports its client drew at random, each client on its own; two started
+    at once (the tests run notebooks in parallel) can draw the same port, and the second kernel then exits
+    at start ("Address already in use"). No cell has run then, so starting it again changes nothing else."""
+    for start in range(1, KERNEL_STARTS + 1):
+        try:
+            return client.execute(**kwargs)
+        except RuntimeError as error:   # nbclient's DeadKernelError (a kernel dead in a cell) says otherwise
+            atexit.unregister(client._cleanup_kernel)   # nbclient's own, left behind by a failed start
+            if "before replying to kernel_info" not in str(error) or start == KERNEL_STARTS:
+                raise
 
 
 # ---------------------------------------------------------------- the student's and the learner's copies

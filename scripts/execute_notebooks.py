@@ -25,7 +25,7 @@ from nbclient.exceptions import CellExecutionError
 
 # (the tests, the browser and the benchmark import these names from here too)
 from chapters import (FIXED_ENV, INSTRUCTOR, LEARNER, ROOT, all_notebooks, kernel_env,  # noqa: F401
-                      learner_copy, learner_notebooks, learner_version)
+                      learner_copy, learner_notebooks, learner_version, run_client)
 
 CELL_TIMEOUT = 120  # seconds
 WIDGET_VIEW = "application/vnd.jupyter.widget-view+json"
@@ -45,7 +45,7 @@ def execute(path, client=None):
     """Run the notebook top to bottom in a fresh kernel; return it tidied. Raises CellExecutionError."""
     client = client or make_client(path)
     with tempfile.TemporaryDirectory(prefix="my_gpt-") as pieces:   # each run starts with no kept pieces
-        client.execute(env={**kernel_env(), "COURSE_MY_GPT": pieces})
+        run_client(client, env={**kernel_env(), "COURSE_MY_GPT": pieces})
     return tidy(client.nb)
 
 

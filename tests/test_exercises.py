@@ -157,8 +157,9 @@ def test_the_verdict_is_invisible_as_a_cells_last_value():
     import nbformat
     from nbclient import NotebookClient
     from nbformat.v4 import new_code_cell, new_notebook
+    from chapters import run_client
     nb = new_notebook(cells=[new_code_cell("from helpers.exercises import Verdict\nVerdict(False)")])
-    NotebookClient(nb, kernel_name="python3").execute()
+    run_client(NotebookClient(nb, kernel_name="python3"))
     assert nb.cells[0].outputs == []
     assert repr(Verdict(True)) == "Verdict(True)"
 

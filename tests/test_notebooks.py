@@ -71,3 +71,41 @@ def test_text_and_counts_must_match_exactly_even_with_a_tolerance():
 def test_a_tolerance_without_a_reason_is_refused():
     with pytest.raises(ValueError, match="reason"):
         differences(notebook_printing("1.0", tolerance={"abs": 0.1}), notebook_printing("1.0"))
+
+
+DYING_KERNEL = """import os
+counter = os.environ.get("COURSE_TEST_KERNEL_DEATHS")
+if counter and int(open(counter).read()) > 0:   # die at start, as a kernel whose port was taken does
+    left = int(open(counter).read())
+    open(counter, "w").write(str(left - 1))
+    os._exit(1)
+"""
+
+
+def run_dying_kernel(tmp_path, deaths):
+    """Run a one-cell notebook whose kernel dies at start `deaths` times: (the notebook, deaths left, error)."""
+    import os
+
+    from chapters import run_client
+    from nbclient import NotebookClient
+    from nbformat.v4 import new_code_cell, new_notebook
+    (tmp_path / "sitecustomize.py").write_text(DYING_KERNEL)
+    counter = tmp_path / "deaths"
+    counter.write_text(str(deaths))
+    nb = new_notebook(cells=[new_code_cell("print(6 * 7)")])
+    env = {**os.environ, "COURSE_TEST_KERNEL_DEATHS": str(counter),
+           "PYTHONPATH": os.pathsep.join(filter(None, [str(tmp_path), os.environ.get("PYTHONPATH")]))}
+    try:
+        run_client(NotebookClient(nb, kernel_name="python3", startup_timeout=60), env=env)
+    except RuntimeError as error:
+        return nb, int(counter.read_text()), error
+    return nb, int(counter.read_text()), None
+
+
+def test_a_kernel_that_dies_at_start_is_started_again(tmp_path):
+    """Two kernels started at once can draw the same TCP port; the second exits before it answers.
+    run_client starts it again (no cell has run), up to three times, and then says so."""
+    nb, left, error = run_dying_kernel(tmp_path, deaths=1)
+    assert error is None and left == 0 and nb.cells[0].outputs[0].text == "42\n"
+    nb, left, error = run_dying_kernel(tmp_path, deaths=5)
+    assert "before replying to kernel_info" in str(error) and left == 2 and nb.cells[0].outputs == []
