@@ -541,8 +541,8 @@ def torch_globals():
         return put_back_python
     from torch.nn.modules import module as torch_module
 
-    hooks = {name: dict(value) for name, value in vars(torch_module).items()
-             if name.startswith("_global") and isinstance(value, dict)}
+    hooks = {name: dict(value) if isinstance(value, dict) else value   # the hooks, and whether they are "full"
+             for name, value in vars(torch_module).items() if name.startswith("_global")}
     deterministic = torch.are_deterministic_algorithms_enabled(), torch.is_deterministic_algorithms_warn_only_enabled()
     anomaly = torch.is_anomaly_enabled(), torch.is_anomaly_check_nan_enabled()
     printing = dict(vars(torch._tensor_str.PRINT_OPTS))
@@ -551,8 +551,11 @@ def torch_globals():
         put_back_python()
         for name, saved in hooks.items():
             target = getattr(torch_module, name)
-            target.clear()
-            target.update(saved)
+            if isinstance(saved, dict):
+                target.clear()
+                target.update(saved)
+            else:
+                setattr(torch_module, name, saved)
         if (torch.are_deterministic_algorithms_enabled(), torch.is_deterministic_algorithms_warn_only_enabled()) \
                 != deterministic:   # only when changed: the call imports torch's compiler (800 modules)
             torch.use_deterministic_algorithms(deterministic[0], warn_only=deterministic[1])

@@ -771,6 +771,9 @@ class Transformer(nn.Module):
         heads = self.check_heads(ablate_heads)
         if cache is not None and not isinstance(cache, KVCache):
             fail(f"cache should be a KVCache, but got {type(cache).__name__}")
+        if cache is not None and not attention:   # it would stay empty, and every token would sit at position 0
+            fail("a KVCache holds the keys and values attention computes, but attention=False computes none: "
+                 "expected cache=None with attention=False")
         start = len(cache) if cache is not None else 0
         if start + T > MAX_TOKENS:
             fail(f"expected at most {MAX_TOKENS:,} tokens at once (this course's limit), but the cache holds "

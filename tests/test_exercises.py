@@ -399,16 +399,19 @@ def test_round_6_torch_globals_a_learner_sets_stay_inside_its_call():
     from helpers.exercises import call
 
     hooks = len(torch_module._global_forward_hooks)
+    full = torch_module._global_is_full_backward_hook
 
     def meddles(x):
         torch.nn.modules.module.register_module_forward_hook(lambda m, i, o: o * 0)
+        torch.nn.modules.module.register_module_full_backward_hook(lambda m, gi, go: None)
         torch.use_deterministic_algorithms(True)
         torch.autograd.set_detect_anomaly(True)
         torch.set_printoptions(precision=1)
         return x
 
     assert call(meddles, 3) == 3
-    assert len(torch_module._global_forward_hooks) == hooks
+    assert len(torch_module._global_forward_hooks) == hooks and not torch_module._global_backward_hooks
+    assert torch_module._global_is_full_backward_hook is full
     assert not torch.are_deterministic_algorithms_enabled() and not torch.is_anomaly_enabled()
     assert torch._tensor_str.PRINT_OPTS.precision == 4
 

@@ -749,3 +749,17 @@ def test_round_7_a_replace_function_that_raises_gives_one_sentence(cat, refused)
     model = cat[0]
     refused(lambda: model(torch.tensor([3]), replace={"L0.h": lambda x: 1 / 0}),
             "replace['L0.h']", "ZeroDivisionError")
+
+
+def test_a_cache_is_refused_with_attention_off(cat, refused):
+    """attention=False computes no keys or values: a cache stayed empty, every cached step sat at
+    position 0, and a cached generation drew other tokens than an uncached one."""
+    from helpers.sampling.compute import generate
+
+    model, ids = cat[0], torch.tensor([0, 3, 5, 7])
+    cache = KVCache(2)
+    with torch.no_grad():
+        refused(lambda: model(ids, cache=cache, attention=False), "attention=False", "cache=None")
+        assert len(cache) == 0 and cache.switches is None
+        refused(lambda: generate(model, ids, 5, attention=False), "cache=False", "attention=False")
+        assert len(generate(model, ids, 5, attention=False, cache=False)) == 9

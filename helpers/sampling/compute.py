@@ -193,6 +193,9 @@ def generate(model, ids, n_new, temperature=1.0, top_k=None, top_p=None, seed=0,
     if cache and not switches.get("causal", True):
         fail("a KV cache needs the causal mask (earlier rows would change with every new token), "
              "so expected cache=False with causal=False, but got cache=True")
+    if cache and not switches.get("attention", True):
+        fail("a KV cache holds the keys and values attention computes, and attention=False computes none, "
+             "so expected cache=False with attention=False, but got cache=True")
     check_sampling(temperature, top_k, top_p, vocab_size=model.cfg.vocab_size)
     n_new = check_length(model, ids, n_new, cache)
     check_stop_id(model, stop_id)
