@@ -39,13 +39,20 @@ def to_numpy(x, name="the input", bools=False):
             fail(f"{name} should be an array of numbers, but got a tensor of dtype {x.dtype}, which NumPy cannot read")
     try:
         arr = np.asarray(x)   # its own type first: text in it would otherwise be read as numbers
+    except MemoryError:
+        fail(f"{name} should be an array of numbers that fits in memory, but got {type(x).__name__} {shown(x)}")
+    except Exception:   # noqa: BLE001 (an object of the learner's may raise anything from __array__ or __len__)
+        fail(f"{name} should be an array of numbers, but got {type(x).__name__} {shown(x)}")
+    # a view may stand for more numbers than it stores (np.broadcast_to(0.0, 10**9) holds one): counted first
+    check_bytes(8 * arr.size, f"{name} (an array of {count(arr.size)} numbers)", "give a smaller array")
+    try:
         kind = arr.dtype.kind
         boolean = kind == "b" or kind == "O" and any(is_bool(v) for v in arr.flat)
         if kind == "O" and any(isinstance(v, (str, bytes)) for v in arr.flat):
             kind, arr = "U", np.asarray([v for v in arr.flat if isinstance(v, (str, bytes))])
         if kind not in "USc":
             arr = arr.astype(float, copy=False)
-    except (TypeError, ValueError, OverflowError, RecursionError, AttributeError):
+    except Exception:   # noqa: BLE001 (an entry's __float__ may raise anything)
         fail(f"{name} should be an array of numbers, but got {type(x).__name__} {shown(x)}")
     if boolean and not bools:
         refuse_bools(name)
@@ -193,7 +200,7 @@ def shown(value):
         return f"a tensor of shape {tuple(value.shape)}"
     try:
         text = repr(value).replace("\n", " ")   # one line, whatever the repr
-    except (RecursionError, ValueError):
+    except Exception:   # noqa: BLE001 (a repr of the learner's may raise anything)
         text = f"a {type(value).__name__}"
     return text if len(text) <= 40 else text[:37] + "..."
 
@@ -206,6 +213,8 @@ def check_number(value, name, low=None, high=None, low_open=False):
         value = float(value)
     except OverflowError:
         value = float("inf") if value > 0 else float("-inf")
+    except Exception:   # noqa: BLE001 (a subclass of the learner's whose __float__ raises)
+        fail(f"{name} should be a number, but got a {type(value).__name__} that cannot be read as one")
     if not np.isfinite(value):
         fail(f"{name} should be a finite number, but got {value}")
     if low is not None and (value <= low if low_open else value < low):

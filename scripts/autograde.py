@@ -347,21 +347,38 @@ def restore(before):
 # ---- grading ---------------------------------------------------------------------------------
 
 
+MAX_RECORD_DEPTH = 100   # lists and dicts an answer may nest (as a check screens a learner's answer)
+
+
 def read_records(path, cells):
     """The answers a run recorded for the check cells ``cells`` (a list), one per (cell, index):
-    the first wins; anything malformed is left out."""
+    the first wins; anything malformed is left out, and so is an answer nested deeper than
+    MAX_RECORD_DEPTH (the judge's kernel, deeper in its own stack, could not read it back)."""
     records, seen = [], set()
     for line in read_result(path).splitlines():
         try:
             entry = json.loads(line)
             key = (entry["cell"], entry["index"])
-            if not (isinstance(key[0], str) and key[0] in cells and type(key[1]) is int) or key in seen:
+            if not (isinstance(key[0], str) and key[0] in cells and type(key[1]) is int) or key in seen \
+                    or too_deep(entry.get("answer")):
                 continue
-        except (ValueError, TypeError, KeyError, RecursionError):
+        except (ValueError, TypeError, KeyError, RecursionError, AttributeError):
             continue
         seen.add(key)
         records.append({"cell": key[0], "index": key[1], "answer": entry.get("answer")})
     return records
+
+
+def too_deep(value, limit=MAX_RECORD_DEPTH):
+    """Whether a JSON value nests lists and dicts more than ``limit`` deep (walked without recursion)."""
+    stack = [(value, 0)]
+    while stack:
+        value, depth = stack.pop()
+        if isinstance(value, (list, dict)):
+            if depth >= limit:
+                return True
+            stack.extend((item, depth + 1) for item in (value.values() if isinstance(value, dict) else value))
+    return False
 
 
 def grade_submissions(submissions, work, log=print, hidden=(), fence=None, **limits):
@@ -392,7 +409,16 @@ def grade_submissions(submissions, work, log=print, hidden=(), fence=None, **lim
         log(f"  ran {n}/{len(submissions)}: {sub.student} {sub.chapter.stem}: {sub.status}")
     for chapter in {sub.chapter.stem: sub.chapter for sub in records}.values():
         mine = [sub for sub in records if sub.chapter is chapter]
-        verdicts = judge(chapter, {sub.key: records[sub] for sub in mine}, work, hidden, fence)
+        try:
+            verdicts = judge(chapter, {sub.key: records[sub] for sub in mine}, work, hidden, fence)
+        except Exception as error:   # one student's records never stop the class: each is judged alone
+            log(f"  judging {chapter.stem} failed ({str(error)[:200]}); judging each submission alone")
+            verdicts = {}
+            for sub in mine:
+                try:
+                    verdicts.update(judge(chapter, {sub.key: records[sub]}, work, hidden, fence))
+                except Exception as alone:
+                    sub.status = f"its answers could not be judged ({type(alone).__name__}: {str(alone)[:100]})"
         for sub in mine:
             sub.problems = verdicts.get(sub.key, {})
     return submissions

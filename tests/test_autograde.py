@@ -82,6 +82,11 @@ def graded(tmp_path_factory):
         "saboteur": {CHAPTER: answered({**solved, "ch00_ex1_answer":
                      "import os\nos.mkdir('executed.ipynb')\nos.mkfifo('records.jsonl')\nscores_shape = (2, 5, 5)"})},
         "early": {CHAPTER: early_check},
+        "nester": {CHAPTER: answered({**solved, "ch00_ex1_answer":   # a record the judge's kernel cannot read back
+                   "import os\nrecords = os.environ['COURSE_GRADING'].split(':', 1)[1]\n"
+                   "for index in range(8):\n    open(records, 'a').write('{\"cell\": \"ch00_ex1_check\", "
+                   "\"index\": %d, \"answer\": %s%s}\\n' % (index, '[' * 975, ']' * 975))\n"
+                   "scores_shape = (2, 5, 5)"})},
         "ann lee": {"tour": answered(solved)},                                   # a space, a renamed file
         "a_student_with_a_very_long_identifier_0123456789": {CHAPTER: stripped},  # lost metadata
     }
@@ -201,6 +206,38 @@ def test_under_the_fence_even_root_cannot_write_or_read_the_solutions(graded):
 def test_an_answer_the_judge_cannot_rebuild_costs_only_that_exercise(graded):
     mallory = row(graded, "mallory")
     assert mallory["score"] == 3 and mallory["ch00_ex1_check"] == 0
+
+
+def test_a_record_nested_too_deep_is_left_out_and_the_class_is_still_graded(graded):
+    """A record nested 975 deep was read by the grader but not by the judge's kernel, whose failure
+    stopped the grading of the whole class; it is left out, and the real record counts."""
+    assert row(graded, "nester")["score"] == 4 and row(graded, "solved")["score"] == 4
+    assert autograde.too_deep([[[]]], limit=2) and not autograde.too_deep({"a": [1]}, limit=2)
+
+
+def test_a_judge_that_fails_for_the_class_judges_each_submission_alone(tmp_path, monkeypatch):
+    """Whatever makes the judge's run fail for the class (one student's records), everyone else is
+    still judged, one by one, and the one it fails for is named."""
+    chapter = autograde.Chapter("00_tour", SOURCE, {"a_check": 1}, {})
+    subs = [autograde.Submission(name, tmp_path / f"{name}.ipynb", chapter) for name in ("ann", "bad", "cy")]
+
+    def run(nb, folder, grading, **kwargs):
+        folder.mkdir(parents=True, exist_ok=True)
+        (folder / "records.jsonl").write_text('{"cell": "a_check", "index": 0, "answer": 1}\n')
+        return "ran to the end", None
+
+    def judge(chapter, records, work, hidden, fence):
+        if any(key.startswith("bad") for key in records):
+            raise RuntimeError("judging 00_tour did not finish cleanly")
+        return {key: {"a_check": []} for key in records}
+
+    monkeypatch.setattr(autograde, "run", run)
+    monkeypatch.setattr(autograde, "judge", judge)
+    monkeypatch.setattr(autograde, "assemble", lambda sub, nb: nb)
+    monkeypatch.setattr(autograde.nbformat, "read", lambda *a, **k: None)
+    autograde.grade_submissions(subs, tmp_path / "work", log=lambda *a: None, fence=autograde.UNFENCED)
+    assert [autograde.score(sub)[0] for sub in subs] == [1, 0, 1]
+    assert "could not be judged" in subs[1].status
 
 
 def test_files_left_in_the_run_folder_do_not_stop_the_grader(graded):

@@ -73,3 +73,34 @@ def test_check_finite_names_the_entries_and_takes_minus_inf_where_allowed(refuse
     refused(lambda: check_finite(torch.tensor([0.0, np.inf]), "S", minus_inf=True), "(or -inf)", "+inf", "1 of its 2")
     masked = np.array([-np.inf, 1.0])
     assert check_finite(masked, "S", minus_inf=True) is masked
+
+
+def test_round_8_a_view_is_measured_and_a_learners_object_cannot_break_the_converter(refused):
+    """Red team round 8: a broadcast view holds one number and stands for 10**9 (converting it
+    filled 7.5 GB); an object whose __float__ or __array__ raises its own error got through raw."""
+    import numpy as np
+
+    from helpers.errors import to_numpy
+
+    class BadFloat:
+        def __float__(self):
+            raise RuntimeError("boom")
+
+    class BadArray:
+        def __array__(self, *args, **kwargs):
+            raise KeyError("boom")
+
+    refused(lambda: to_numpy(np.broadcast_to(0.0, 10**9), "x"), "x (an array of 1,000,000,000 numbers)", "1.5 GiB")
+    for thing in (BadFloat(), [BadFloat(), 1.0], BadArray()):
+        refused(lambda: to_numpy(thing, "x"), "x should be an array of numbers")
+    assert to_numpy(np.broadcast_to(2.0, (3, 4)), "x").shape == (3, 4)
+
+    class OddFloat(float):
+        def __float__(self):
+            raise RuntimeError("boom")
+
+        def __repr__(self):
+            raise RuntimeError("boom")
+
+    from helpers.errors import check_number
+    refused(lambda: check_number(OddFloat(2.0), "t"), "t should be a number", "OddFloat")
