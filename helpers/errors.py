@@ -37,6 +37,11 @@ def to_numpy(x, name="the input", bools=False):
             x = x.numpy()
         except TypeError:   # a dtype NumPy has no type for, such as torch.bits8
             fail(f"{name} should be an array of numbers, but got a tensor of dtype {x.dtype}, which NumPy cannot read")
+    if isinstance(x, np.ma.MaskedArray) and np.ma.is_masked(x):
+        fail(f"{name} should be an array of numbers, but it is a masked array with hidden entries "
+             "(fill them first, e.g. with x.filled(0.0))")
+    if type(x) is int and not -2**1023 < x < 2**1024:
+        fail(f"{name} should be a number a float can hold (at most about 1.8e308), but got {shown(x)}")
     try:
         arr = np.asarray(x)   # its own type first: text in it would otherwise be read as numbers
     except MemoryError:
@@ -45,6 +50,9 @@ def to_numpy(x, name="the input", bools=False):
         fail(f"{name} should be an array of numbers, but got {type(x).__name__} {shown(x)}")
     # a view may stand for more numbers than it stores (np.broadcast_to(0.0, 10**9) holds one): counted first
     check_bytes(8 * arr.size, f"{name} (an array of {count(arr.size)} numbers)", "give a smaller array")
+    if arr.dtype.kind in "mMV":   # times, dates and records are no numbers, though NumPy may convert them
+        fail(f"{name} should be an array of numbers, but it holds "
+             f"{'records' if arr.dtype.kind == 'V' else 'dates or times'} (dtype {arr.dtype})")
     try:
         kind = arr.dtype.kind
         boolean = kind == "b" or kind == "O" and any(is_bool(v) for v in arr.flat)

@@ -26,6 +26,7 @@ returns an invisible ``Verdict``; it never raises, so an unfinished chapter stil
 nbgrader's hidden tests use to score; under the course's own grader it records or judges
 instead (helpers.grading).
 """
+import contextlib
 import contextvars
 import ctypes
 import functools
@@ -39,7 +40,7 @@ import types
 import numpy as np
 
 from . import grading, learner
-from .errors import CourseInputError, count, length as range_length, message_of, to_numpy
+from .errors import CourseInputError, count, is_bool, length as range_length, message_of, shown, to_numpy
 
 NOT_ANSWERED = "not answered yet: replace None in the answer cell above with your answer"
 TIME_LIMIT = 10          # seconds a learner's function may run in one call of a check
@@ -252,6 +253,10 @@ class Module(Kind):
     def convert(self, answer, check, args, kwargs):
         if isinstance(answer, type):
             return self.recordable(answer)
+        nn = getattr(sys.modules.get("torch"), "nn", None)
+        if nn is not None and isinstance(answer, nn.Module):   # callable, but not the run function either
+            raise Wrong(f"the answer should be {self.what} itself, but it is an instance of "
+                        f"{type(answer).__name__}: pass the class, without the brackets")
         if not callable(answer):
             raise Wrong(f"the answer should be {self.what}, but it is a {type(answer).__name__}")
         return answer
@@ -371,6 +376,9 @@ def as_array(x, name, shape=None, allow_inf=False):
         raise Wrong(f"{name} holds NaN (not a number) in {int(np.isnan(arr).sum())} of {arr.size} entries; "
                     "a NaN usually comes from 0/0, inf - inf or 0 · inf")
     if not allow_inf and np.isinf(arr).any():
+        if str(getattr(x, "dtype", "")).replace("torch.", "") == "float16":   # the number overflowed its dtype
+            raise Wrong(f"{name} holds inf in {int(np.isinf(arr).sum())} of {arr.size} entries: float16 holds "
+                        "numbers only up to 65,504 (use float32 or a Python number)")
         raise Wrong(f"{name} holds inf in {int(np.isinf(arr).sum())} of {arr.size} entries: "
                     "a number overflowed (exp of a large number?)")
     return arr
@@ -394,8 +402,8 @@ def _entries(x):
 
 def as_number(x, name):
     """``x`` as one finite float, else Wrong."""
-    if isinstance(x, bool):
-        raise Wrong(f"{name} should be a number, but it is {x} (a truth value)")
+    if is_bool(x):   # True, np.True_, a bool array or tensor: torch and NumPy would read it as 1
+        raise Wrong(f"{name} should be a number, but it is a truth value ({shown(x)}), which would be read as 1 or 0")
     if isinstance(x, (list, tuple)) and len(x) != 1:
         raise Wrong(f"{name} should be one number, but it holds {len(x)} numbers")
     if isinstance(x, (str, bytes, dict, set)) or callable(x):
@@ -410,7 +418,7 @@ def as_whole(x, name):
     """``x`` as one int; a float with a fractional part (302.9) is Wrong, not truncated."""
     value = as_number(x, name)
     if value != math.floor(value):
-        raise Wrong(f"{name} should be a whole number, but it is {value:.12g}")
+        raise Wrong(f"{name} should be a whole number, but it is {value!r}")
     return int(value)
 
 
@@ -472,10 +480,15 @@ def call(function, *args, what="", seconds=TIME_LIMIT, **kwargs):
     limit, total = _time_left(seconds)
     given, given_kwargs = _copies(args), {name: _copies(value) for name, value in kwargs.items()}
     dtype, put_back = _default_dtype(None), torch_globals()
-    threads = set(threading.enumerate())
+    threads, children, started = set(sys._current_frames()), _children(), []
     try:
-        out = _bounded(function, given, given_kwargs, limit)
-        _no_threads_left(threads, on)
+        try:
+            with _threads_started(started):
+                out = _bounded(function, given, given_kwargs, limit)
+        finally:   # first of all: the check's own code runs on what it had (print, len, its references)
+            put_back()
+        _no_threads_left(threads, started, on)
+        _no_processes_left(children, on)
         changed = _changed_input(function, args, kwargs, given, given_kwargs)
         if changed:
             raise Wrong(_in_place_sentence(*changed, on))
@@ -499,8 +512,7 @@ def call(function, *args, what="", seconds=TIME_LIMIT, **kwargs):
     except Exception as exc:
         raise Wrong(f"your function stopped{on} with {type(exc).__name__}: {message_of(exc)}") from None
     finally:
-        _default_dtype(dtype)   # torch.set_default_dtype inside the function stays inside it
-        put_back()              # and so do a global hook, deterministic or anomaly mode, print options
+        _default_dtype(dtype)   # torch.set_default_dtype inside the function stays inside it (the rest: put_back)
 
 
 PATCHABLE = ("math", "random", "numpy", "numpy.linalg", "numpy.random", "torch", "torch.nn", "torch.nn.functional",
@@ -516,13 +528,12 @@ def torch_globals():
     are put back by the whole check, ``random_states``: a check may watch them advance between calls.)"""
     import warnings
 
+    put_back_process = process_state()   # builtins first: the rest below calls them
     filters, limit = list(warnings.filters), sys.getrecursionlimit()
-    owners = [sys.modules[name] for name in PATCHABLE if name in sys.modules]
-    if "torch" in sys.modules:   # the classes whose methods a learner might replace (torch.Tensor.softmax = ...)
-        owners += [sys.modules["torch"].Tensor, sys.modules["torch"].nn.Module]
-    kept = {owner: dict(vars(owner)) for owner in owners}
+    kept = {owner: dict(vars(owner)) for owner in _owners()}
 
     def put_back_python():
+        put_back_process()
         if warnings.filters != filters:   # only then: resetting them would show every warning again, once a call
             warnings.filters[:] = filters
             getattr(warnings, "_filters_mutated", lambda: None)()   # the filters' cache, as simplefilter does
@@ -562,6 +573,80 @@ def torch_globals():
         if (torch.is_anomaly_enabled(), torch.is_anomaly_check_nan_enabled()) != anomaly:
             torch.set_anomaly_enabled(*anomaly)
         vars(torch._tensor_str.PRINT_OPTS).update(printing)
+    return put_back
+
+
+def _owners():
+    """The modules and classes whose functions a learner's code might replace for every later cell:
+    PATCHABLE's modules, torch.Tensor and torch.nn's layer classes (nn.GELU.forward = ...), and the
+    course's own modules and their classes (a check's reference, ``helpers.model.Transformer.forward``,
+    ``helpers.exercises.TIME_LIMIT``)."""
+    owners = [sys.modules[name] for name in PATCHABLE if name in sys.modules]
+    torch = sys.modules.get("torch")
+    if torch is not None:
+        owners += [torch.Tensor] + [value for value in vars(torch.nn).values()
+                                    if isinstance(value, type) and issubclass(value, torch.nn.Module)]
+    for name, module in list(sys.modules.items()):
+        if (name == "helpers" or name.startswith("helpers.")) and module is not None:
+            owners += [module] + [value for value in vars(module).values()
+                                  if isinstance(value, type) and value.__module__ == name]
+    return owners
+
+
+def process_state():
+    """What a learner's code can change for the whole process, saved now: the builtins (``print``,
+    ``len``), sys's streams and hooks, the working directory, the environment, ``sys.path``, the
+    garbage collector, the digits an int may print, threading's trace and profile functions,
+    torch's thread count and matplotlib's rcParams. Returns a function that puts back what changed
+    (the builtins first, with dict methods only: the rest calls them)."""
+    import builtins
+    import gc
+    import os
+
+    names = dict(builtins.__dict__)
+    streams = {name: getattr(sys, name) for name in ("stdout", "stderr", "stdin", "displayhook", "excepthook")}
+    cwd, environ, path, path_list = os.getcwd(), dict(os.environ), sys.path, list(sys.path)
+    collecting, digits = gc.isenabled(), sys.get_int_max_str_digits()
+    trace, profile = threading.gettrace(), threading.getprofile()
+    torch, matplotlib = sys.modules.get("torch"), sys.modules.get("matplotlib")
+    n_threads = torch.get_num_threads() if torch is not None else None
+    rc = dict.copy(matplotlib.rcParams) if matplotlib is not None else None
+
+    def put_back():
+        live = builtins.__dict__
+        for key, value in names.items():
+            if live.get(key, names) is not value:
+                live[key] = value
+        for name, value in streams.items():
+            if getattr(sys, name) is not value:
+                setattr(sys, name, value)
+        try:
+            if os.getcwd() != cwd:
+                os.chdir(cwd)
+        except OSError:   # the learner's code removed the folder it moved to
+            os.chdir(cwd)
+        if dict(os.environ) != environ:
+            for key in [key for key in os.environ if key not in environ]:
+                del os.environ[key]
+            os.environ.update(environ)
+        if sys.path is not path or sys.path != path_list:
+            sys.path = path
+            sys.path[:] = path_list
+        if gc.isenabled() != collecting:
+            (gc.enable if collecting else gc.disable)()
+        if sys.get_int_max_str_digits() != digits:
+            sys.set_int_max_str_digits(digits)
+        if threading.gettrace() is not trace:
+            threading.settrace(trace)
+        if threading.getprofile() is not profile:
+            threading.setprofile(profile)
+        if torch is not None and torch.get_num_threads() != n_threads:
+            torch.set_num_threads(n_threads)
+        if rc is not None:
+            live_rc = matplotlib.rcParams
+            for key, value in rc.items():
+                if dict.get(live_rc, key, rc) is not value:
+                    dict.__setitem__(live_rc, key, value)   # as it was, already validated
     return put_back
 
 
@@ -619,25 +704,123 @@ def _bounded(function, args, kwargs, seconds):
     raised = run.box.get("raised")
     if raised is not None and not isinstance(raised, (Exception, SystemExit)):
         # its own KeyboardInterrupt is no Ctrl-C
-        raise _Raised(f"{type(raised).__name__}: {message_of(raised)}".rstrip(": "))
+        raise _Raised(run.box["message"])
+    if isinstance(raised, Exception) and not isinstance(raised, (grading.ReplayError, CourseInputError, Wrong)):
+        raise _Raised(run.box["message"])   # a learner's exception, read where its time limit holds
     if raised is not None:
         raise raised
     return run.box.get("out")
 
 
-def _no_threads_left(before, on):
+@contextlib.contextmanager
+def _threads_started(started):
+    """While the learner's function runs, ``_thread.start_new_thread`` (which ``threading`` does not
+    see, and whose thread may not have begun when the function returns) notes in ``started`` each
+    thread's ident and whether it has ended."""
+    import _thread
+
+    original = _thread.start_new_thread
+
+    def start(function, args=(), kwargs=None):
+        state = {"ended": False}
+
+        def run(*args, **kwargs):
+            try:
+                return function(*args, **kwargs)
+            finally:
+                state["ended"] = True
+        ident = original(run, args, kwargs or {})
+        started.append((ident, state))
+        return ident
+
+    _thread.start_new_thread = _thread.start_new = start
+    try:
+        yield
+    finally:
+        _thread.start_new_thread = _thread.start_new = original
+
+
+def _no_threads_left(before, started, on):
     """Wrong when the learner's function left a thread of its own running (it would keep the CPU
-    busy for every later cell): each such thread is sent SystemExit, once, to stop it."""
-    left = [t for t in threading.enumerate() if t not in before and t.is_alive() and not isinstance(t, _Run)
-            and type(t).__module__.split(".")[0] not in LIBRARY_THREADS]
-    for thread in left:
-        ctypes.pythonapi.PyThreadState_SetAsyncExc(ctypes.c_ulong(thread.ident), ctypes.py_object(SystemExit))
+    busy for every later cell). Every Python thread counts, also one started with ``_thread``, which
+    ``threading`` does not list (``started``); each is sent SystemExit every 20 ms until it ends."""
+    left = [ident for ident in sys._current_frames() if ident not in before and not _course_thread(ident)]
+    left += [ident for ident, state in started if not state["ended"] and ident not in left]
+    for ident in left:
+        _stop_thread(ident, SystemExit)
+    deadline = time.monotonic() + 0.3 if left else 0
+    while time.monotonic() < deadline and any(ident in sys._current_frames() for ident in left):
+        time.sleep(0.02)
+    running = [ident for ident in left if ident in sys._current_frames()]
     if left:
         raise Wrong(f"your function{on} should return its answer and leave nothing running, but it left "
-                    f"{len(left)} thread{'s' if len(left) > 1 else ''} of its own running (now asked to stop)")
+                    f"{len(left)} thread{'s' if len(left) > 1 else ''} of its own running " +
+                    ("(now stopped)" if not running else "that catches every exception and would not stop: "
+                     "restart the kernel if the notebook slows down"))
 
 
-LIBRARY_THREADS = ("tqdm",)   # libraries whose own threads a right answer may start (tqdm's progress-bar monitor)
+def _course_thread(ident):
+    """Whether the thread ``ident`` is the check's own (a learner's function ended, a watchdog) or
+    tqdm's progress-bar monitor, the one library thread a right answer may start (its exact class:
+    a learner's class named like it is not it)."""
+    thread = threading._active.get(ident)
+    monitor = getattr(sys.modules.get("tqdm._monitor"), "TMonitor", None)
+    return isinstance(thread, _Run) or getattr(thread, "name", "") == _WATCHDOG or \
+        monitor is not None and type(thread) is monitor
+
+
+_WATCHDOG = "stops a learner's function"
+
+
+def _stop_thread(ident, exception, every=0.02):
+    """Raise ``exception`` in the thread ``ident`` now and every ``every`` s, from a watchdog thread,
+    until it ends: a thread that catches it (a bare ``except:``) gets it again."""
+    def raise_it():
+        return ctypes.pythonapi.PyThreadState_SetAsyncExc(ctypes.c_ulong(ident), ctypes.py_object(exception))
+
+    def watch():   # (a thread just started may not have begun: it is waited for, up to a second)
+        seen, start = False, time.monotonic()
+        while True:
+            found = raise_it()
+            seen = seen or found
+            if not found and (seen or time.monotonic() - start > 1):
+                return
+            time.sleep(every)
+
+    raise_it()
+    threading.Thread(target=watch, name=_WATCHDOG, daemon=True).start()
+
+
+def _children():
+    """The ids of this process's child processes (Linux's /proc; an empty set elsewhere)."""
+    import glob
+
+    found = set()
+    for path in glob.glob(f"/proc/{__import__('os').getpid()}/task/*/children"):
+        try:
+            with open(path) as file:
+                found.update(int(pid) for pid in file.read().split())
+        except OSError:   # a thread that ended meanwhile
+            pass
+    return found
+
+
+def _no_processes_left(before, on):
+    """Wrong when the learner's function left a process of its own running (``os.fork()``, a
+    ``subprocess.Popen`` not waited for): each is killed."""
+    import os
+    import signal
+
+    left = sorted(_children() - before)
+    for pid in left:
+        try:
+            os.kill(pid, signal.SIGKILL)
+            os.waitpid(pid, 0)
+        except (OSError, ChildProcessError):   # ended meanwhile, or not ours to wait for
+            pass
+    if left:
+        raise Wrong(f"your function{on} should return its answer and leave nothing running, but it left "
+                    f"{len(left)} process{'es' if len(left) > 1 else ''} of its own running (now stopped)")
 
 
 class _Raised(Exception):
@@ -663,6 +846,8 @@ class _Run(threading.Thread):
                 self.box["out"] = self.function(*self.args, **self.kwargs)
             except BaseException as exc:   # noqa: BLE001 — handed to the check's thread as it is
                 self.box["raised"] = exc
+                # its message is read here, under the time limit: a learner's __str__ may never return
+                self.box["message"] = f"{type(exc).__name__}: {message_of(exc)}".rstrip(": ")
             self.finish()
         except _OutOfTime:   # one that arrived while handing over
             self.finish()
@@ -698,7 +883,7 @@ class _Run(threading.Thread):
                 self.join(every)
 
         poke()
-        threading.Thread(target=watch, name="stops a learner's function", daemon=True).start()
+        threading.Thread(target=watch, name=_WATCHDOG, daemon=True).start()
         self.join(grace)
         return self.is_alive()
 

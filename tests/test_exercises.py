@@ -1,6 +1,9 @@
 """helpers.exercises, the exercise framework: feedback never raises, grade raises with the same
 words, answers are converted and gated once, NaN and inf are wrong, a learner's function is
 stopped when it loops or exits."""
+import os
+import sys
+import threading
 import time
 
 import numpy as np
@@ -487,7 +490,9 @@ def test_round_7_what_a_learners_function_changes_for_later_cells_is_put_back():
     threads = threading.active_count()
     with pytest.raises(exercises.Wrong, match="left 1 thread of its own running"):
         call(leaves_a_thread, 3)
-    time.sleep(0.2)
+    deadline = time.monotonic() + 2   # its watchdog ends at its next look, 20 ms after the thread
+    while threading.active_count() > threads and time.monotonic() < deadline:
+        time.sleep(0.02)
     assert threading.active_count() == threads   # asked to stop, and stopped
 
 
@@ -532,3 +537,177 @@ def test_round_7b_what_putting_back_must_leave_alone():
 
     call(patches, 1)
     assert torch.Tensor.softmax is softmax and "softmax" not in vars(torch.Tensor)
+
+
+def _top_p_checks():
+    from helpers.sampling import checks
+    return checks
+
+
+def test_round_8_a_learners_function_cannot_replace_the_checks_own_code():
+    """Red team round 8: a learner's function that replaced the check's reference (or any name in
+    the course's modules or classes, nn.GELU.forward, a builtin) made wrong answers pass, in that
+    check and in every later one; the time limit itself could be lifted."""
+    import builtins
+
+    from helpers import exercises, model
+    checks = _top_p_checks()
+    reference, forward, gelu, length = checks.reference_top_p, model.Transformer.forward, torch.nn.GELU.forward, len
+
+    def wrong(probs, p):
+        return np.asarray(probs, float)
+
+    def meddles(probs, p):
+        checks.reference_top_p = lambda probs, p: np.asarray(probs, float)
+        exercises.TIME_LIMIT = 10**6
+        model.Transformer.forward = lambda self, ids, **k: None
+        torch.nn.GELU.forward = lambda self, x: x * 0
+        builtins.len = lambda x: 0
+        return wrong(probs, p)
+
+    assert checks.top_p_function.feedback(meddles)
+    assert checks.top_p_function.feedback(wrong)
+    assert (checks.reference_top_p, exercises.TIME_LIMIT, model.Transformer.forward, torch.nn.GELU.forward,
+            builtins.len) == (reference, 10, forward, gelu, length)
+
+
+def test_round_8_what_a_learners_function_changes_in_the_process_is_put_back():
+    import builtins
+    import gc
+    import os
+
+    import matplotlib
+
+    from helpers.exercises import call
+    before = (os.getcwd(), dict(os.environ), list(sys.path), gc.isenabled(), sys.get_int_max_str_digits(),
+              threading.gettrace(), sys.stdout, builtins.print, torch.get_num_threads(),
+              matplotlib.rcParams["lines.linewidth"])
+
+    def meddles(x):
+        os.chdir("/")
+        os.environ["COURSE_ROUND_8"] = "1"
+        sys.path.insert(0, "/nowhere")
+        gc.disable()
+        sys.set_int_max_str_digits(640)
+        threading.settrace(lambda *a: None)
+        sys.stdout = open(os.devnull, "w")
+        builtins.print = lambda *a, **k: None
+        torch.set_num_threads(torch.get_num_threads() + 1)
+        matplotlib.rcParams["lines.linewidth"] = 9.0
+        return x
+
+    assert call(meddles, 3) == 3
+    after = (os.getcwd(), dict(os.environ), list(sys.path), gc.isenabled(), sys.get_int_max_str_digits(),
+             threading.gettrace(), sys.stdout, builtins.print, torch.get_num_threads(),
+             matplotlib.rcParams["lines.linewidth"])
+    assert after == before
+
+
+@pytest.mark.parametrize("how", ["_thread", "named like tqdm", "catches SystemExit"])
+def test_round_8_every_thread_a_learners_function_leaves_is_stopped(how):
+    """Threads started with _thread are not in threading.enumerate(); a class named like tqdm's was
+    taken for tqdm's; a thread that caught SystemExit ran on. Each is found and stopped."""
+    import _thread
+
+    from helpers.exercises import Wrong, call
+    stopped = threading.Event()
+
+    def spin():
+        try:
+            while True:
+                try:
+                    time.sleep(0.005)
+                except BaseException:   # noqa: BLE001
+                    if how != "catches SystemExit":
+                        raise
+                    if stopped.is_set():
+                        raise
+                    stopped.set()
+        finally:
+            stopped.set()
+
+    def leaves(x):
+        if how == "_thread":
+            _thread.start_new_thread(spin, ())
+        else:
+            kind = type("TMonitor", (threading.Thread,), {"__module__": "tqdm._monitor"})
+            kind(target=spin, daemon=True).start() if how == "named like tqdm" else \
+                threading.Thread(target=spin, daemon=True).start()
+        return x
+
+    frames = set(sys._current_frames())
+    with pytest.raises(Wrong, match="left 1 thread of its own running") as caught:
+        call(leaves, 3)
+    assert "now stopped" in str(caught.value)
+    deadline = time.monotonic() + 5
+    while set(sys._current_frames()) - frames and time.monotonic() < deadline:
+        time.sleep(0.02)
+    assert not [i for i in set(sys._current_frames()) - frames
+                if not getattr(threading._active.get(i), "name", "").startswith("stops")]
+
+
+@pytest.mark.skipif(not os.path.exists("/proc/self/task"), reason="child processes are listed from Linux's /proc")
+def test_round_8_a_process_a_learners_function_leaves_is_stopped():
+    from helpers.exercises import Wrong, _children, call
+
+    def forks(x):
+        import subprocess
+        subprocess.Popen([sys.executable, "-c", "while True: pass"])
+        return x
+
+    before = _children()
+    with pytest.raises(Wrong, match="left 1 process of its own running"):
+        call(forks, 3)
+    assert _children() == before
+
+
+def test_round_8_a_message_that_never_ends_is_stopped_by_the_time_limit():
+    from helpers.exercises import Wrong, call
+
+    class Endless(Exception):
+        def __str__(self):
+            while True:
+                pass
+
+    def raises(x):
+        raise Endless()
+
+    start = time.monotonic()
+    with pytest.raises(Wrong, match="ran for more than 1 s"):
+        call(raises, 3, seconds=1)
+    assert time.monotonic() - start < 5
+
+
+def test_round_8_a_thread_that_catches_every_exception_is_named_as_still_running():
+    """Its except: catches every SystemExit sent to it: the sentence says it would not stop."""
+    from helpers.exercises import Wrong, call
+    done = threading.Event()
+
+    def leaves(x):
+        def loop():
+            while not done.is_set():
+                try:
+                    time.sleep(0.01)
+                except BaseException:   # noqa: BLE001
+                    pass
+        threading.Thread(target=loop, daemon=True).start()
+        return x
+
+    with pytest.raises(Wrong, match="catches every exception and would not stop"):
+        call(leaves, 3)
+    done.set()
+
+
+def test_round_8_a_number_answer_is_a_number():
+    """Dates, records, a masked array, a bool tensor, an int past float's range and a float16 that
+    overflowed were taken as numbers (or named wrongly)."""
+    from helpers.sampling import checks
+    right = 2 * 12 * 1024 * 12 * 64 * 2
+    cases = [(np.datetime64(right, "s"), "dates or times"), (np.timedelta64(right), "dates or times"),
+             (np.array([(right,)], dtype=[("a", "i8")]), "records"), (np.ma.masked_array([right], [True]), "masked"),
+             (torch.tensor(True), "truth value"), (10**100000, "a float can hold"),
+             (torch.tensor(float(right), dtype=torch.float16), "float16 holds numbers only up to 65,504")]
+    for answer, words in cases:
+        problems = checks.kv_bytes.feedback(answer, 12, 1024, 12, 64, 2)
+        assert problems and words in problems[0], (words, problems)
+    assert checks.kv_bytes.feedback(right, 12, 1024, 12, 64, 2) == []
