@@ -38,6 +38,8 @@ matplotlib's Agg canvas draws, without laying out and rendering "0.42" again on 
 redraw) and encode the PNG themselves, Up-filtered with fast compression (``encode``).
 """
 import contextlib
+import copy
+import html
 import warnings
 
 from .errors import CourseInputError, fail
@@ -319,7 +321,8 @@ def check_control(control, value, name):
         return rule(value, name) if rule is not None else value
     if isinstance(control, widgets.FloatSlider):
         return check_number(value, name, low=control.min, high=control.max)
-    if isinstance(control, (widgets.Dropdown, widgets.ToggleButtons, widgets.Select, widgets.RadioButtons)):
+    if isinstance(control, (widgets.Dropdown, widgets.ToggleButtons, widgets.Select, widgets.RadioButtons,
+                            widgets.SelectionSlider)):
         offered = _option_values(control)
         if not any(v is value or type(v) is type(value) and v == value for v in offered):
             listed = ", ".join(shown(v) for v in offered[:8]) + (", ..." if len(offered) > 8 else "")
@@ -356,16 +359,44 @@ def check_model_and_world(model, world):
     return model, world
 
 
-def guard(controls):
-    """Make each control refuse a value it cannot hold with one sentence (``check_control``) and
-    keep its value, where ipywidgets would clamp it silently (a slider) or name no control (a menu)."""
-    for name, control in controls.items():
-        original = control._trait_validators.get("value")
+class Guarded:
+    """What ``guard`` adds to a control: a value the page sends that ``check_control`` refuses is
+    not raised (ipywidgets would print its traceback in the learner's output): the page is set back
+    to the value the control kept and ``refused(error)``, if given, shows the sentence."""
+    refused = None
 
-        def validate(obj, proposal, name=name, original=original):
-            check_control(obj, proposal["value"], name)
-            return original(obj, proposal) if original is not None else proposal["value"]
-        control._register_validator(validate, ["value"])
+    def set_state(self, sync_data):
+        try:
+            super().set_state(sync_data)
+        except CourseInputError as error:
+            self.send_state()
+            if self.refused is not None:
+                self.refused(error)
+
+
+def checked_value(cls, name):
+    """A copy of the value trait of the widget class ``cls`` that asks ``check_control`` about a
+    value before the trait casts it (traitlets reads True as 1 for an IntSlider, 1 as True for a
+    Checkbox, "1" as 1.0 for a FloatSlider) and before it lets None through (a menu takes None)."""
+    trait = copy.copy(cls.class_traits()["value"])
+    cast = trait._validate
+    trait._validate = lambda obj, value: cast(obj, check_control(obj, value, name))
+    return trait
+
+
+def guard(controls, refused=None):
+    """Make each control refuse a value it cannot hold with one sentence (``check_control``) and keep
+    its value, however the value comes (``control.value = ...`` in a cell, ``Explorer.set``, the page),
+    where ipywidgets would cast it or clamp it silently (a slider) or name no control (a menu). Each
+    control becomes an instance of its own subclass (as traitlets' ``add_traits`` does) with a checked
+    value trait and ``Guarded``'s handling of the page; ``refused(error)`` shows a refusal from the page."""
+    for name, control in controls.items():
+        cls = type(control)
+        if issubclass(cls, Guarded):   # guarded before (a second Explorer of the same controls): again, afresh
+            cls = cls.__bases__[1]
+        attrs = {"value": checked_value(cls, name), "refused": staticmethod(refused),
+                 "__module__": cls.__module__, "__qualname__": cls.__qualname__}
+        control.__class__ = type(cls.__name__, (Guarded, cls), attrs)
 
 
 class Explorer:
@@ -381,9 +412,9 @@ class Explorer:
         import ipywidgets as widgets
 
         self.controls, self.render = dict(controls), render
-        guard(self.controls)
-        self.layout = layout if layout is not None else widgets.HBox(list(self.controls.values()))
         self.message = widgets.HTML()
+        guard(self.controls, refused=self.say)
+        self.layout = layout if layout is not None else widgets.HBox(list(self.controls.values()))
         try:
             from .frames import Frames
             self.frames = Frames(list(self.controls.values()))
@@ -395,6 +426,10 @@ class Explorer:
         self.live, self.sent, self.refused, self.failed, self.renders = False, set(), set(), [], 0
         self.resent = 0                           # pictures sent again because the page lacked them
         self.shown, self.came_from = None, None   # the controls' state now and before the last move
+
+    def say(self, error):
+        """Show a CourseInputError as one red sentence above the picture (which keeps its last state)."""
+        self.message.value = f"<span style='color:#d1495b'>{html.escape(str(error))}</span>"   # <BOS> stays text
 
     def _ipython_display_(self):
         pass  # already on screen; as a cell's last value it adds nothing
@@ -443,7 +478,7 @@ class Explorer:
         try:
             data = as_png(self.render(**values))
         except CourseInputError as error:
-            self.message.value = f"<span style='color:#d1495b'>{error}</span>"
+            self.say(error)
             return
         self.message.value = ""
         self.drawn, self.last, self.renders = values, (state, data), self.renders + 1
@@ -561,7 +596,7 @@ class Explorer:
             self.drawn, self.last = values, (self.shown, data)
             first = Image(data=data, format="png")
         except CourseInputError as error:
-            self.message.value = f"<span style='color:#d1495b'>{error}</span>"
+            self.say(error)
             first = Image(data=b"", format="png")
         display(self.box)
         self.handle = display(first, display_id=True)

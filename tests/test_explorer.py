@@ -387,3 +387,69 @@ def test_round_7_what_a_control_takes_and_how_it_draws(refused, capsys):
         figure.text(0.1, 0.5, "Hello\x00world")
         assert png(figure)[:4] == b"\x89PNG"
     capsys.readouterr()
+
+
+def test_round_8_a_value_typed_into_a_control_gets_the_checks_of_set(factories, refused, capsys):
+    """Red team round 8: ``ex.controls[name].value = ...`` in a cell was cast by traitlets before the
+    course's check saw it (True became unit 1, 1 became a ticked box, "1" became 1.0), or raised
+    traitlets' own TraitError (nan on an IntSlider, 'False' on a Checkbox), and None on a menu raised
+    KeyError and stayed there. Now each gets set's sentence, and the control and picture stay as they were."""
+    import numpy as np
+
+    cases = {"07": [("unit", True, "unit should be a whole number", "True"), ("unit", 8, "from 0 to 7", "8"),
+                    ("unit", float("nan"), "unit should be", "nan"), ("unit", "1", "unit should be", "'1'")],
+             "09": [("temperature", True, "temperature should be a number", "True"),
+                    ("top_k", None, "top_k should be", "None")],
+             "02": [("q0", True, "q0 should be a number", "True"), ("q1", "1", "q1 should be a number", "'1'"),
+                    ("scale", 1, "scale is a switch", "1"), ("causal", "False", "causal is a switch", "'False'"),
+                    ("token", None, "token should be one of", "None")],
+             "01": [("angle_a", True, "angle_a should be a number", "True"), ("norm_a", 9, "at most 5", "9")],
+             "03": [("scaled", 1, "scaled is a switch", "1"), ("d", "64", "d should be a number", "'64'")],
+             "06": [("seed", True, "seed should be a whole number", "True"), ("positions", 0, "positions is a switch")],
+             "05": [("layer", True, "layer should be a whole number", "True"), ("head", 1.0, "head should be", "1.0")],
+             "08": [("n_layers", np.int8(3), "n_layers should be one of 2, 4, 8, 12", "3")]}
+    for chapter, tries in cases.items():
+        ex = factories[chapter]()
+        values, picture = ex.values(), ex.picture()
+        for name, value, *words in tries:
+            def typed(name=name, value=value):
+                ex.controls[name].value = value
+            assert refused(lambda: ex.set(**{name: value}), *words) == refused(typed, *words)
+            assert ex.values() == values and ex.picture() == picture, (chapter, name, value)
+    ex = factories["02"]()
+    ex.controls["token"].value = "cat"                                    # a good value still moves it
+    ex.controls["scale"].value = np.False_                               # a NumPy bool is a bool (as for set)
+    assert ex.values()["token"] == "cat" and ex.values()["scale"] is False
+    capsys.readouterr()
+
+
+def test_round_8_a_value_the_page_sends_is_checked_and_a_refusal_is_a_sentence_in_the_explorer(factories, capsys):
+    """The page's own path (a comm "update" message, as a mouse or a typed prompt sends it) moves a
+    control as before; a value the course refuses (a pasted prompt too long) raises nothing out of the
+    comm handler (ipywidgets would print a traceback), the page is set back to the kept value, and the
+    sentence shows in the explorer's message line."""
+    def page(control, **state):
+        control._handle_msg({"content": {"data": {"method": "update", "state": state}}})
+
+    ex = factories["07"]()
+    unit, sent = ex.controls["unit"], []
+    unit._send = lambda msg, buffers=None: sent.append(msg)
+    first = ex.picture()
+    page(unit, value=3)
+    assert unit.value == 3 and ex.picture() != first and ex.message.value == ""
+    kept = ex.picture()
+    page(unit, value=99)
+    assert unit.value == 3 and ex.picture() == kept
+    assert "unit should be a whole number from 0 to 7, but got 99" in ex.message.value
+    assert sent[-1]["method"] == "update" and sent[-1]["state"]["value"] == 3   # the page is set back
+    page(unit, value=4)
+    assert unit.value == 4 and ex.message.value == ""
+    tour = factories["00"]()
+    prompt, layer = tour.controls["prompt"], tour.controls["layer"]
+    prompt._send = layer._send = lambda msg, buffers=None: None
+    page(prompt, value="x" * 3000)
+    assert prompt.value == "<BOS> the cat is" and "at most 2,000 characters" in tour.message.value
+    page(prompt, value="<BOS> the cat sat")
+    page(layer, index=1)                                                  # a menu's page sends its index
+    assert tour.values()["prompt"] == "<BOS> the cat sat" and layer.value == 1 and tour.message.value == ""
+    capsys.readouterr()
