@@ -6,7 +6,7 @@ and returns the Axes. Inputs may be NumPy arrays or torch tensors.
 import matplotlib.pyplot as plt
 import numpy as np
 
-from .errors import as_array, check_positive_int, fail
+from .errors import as_array, check_index, check_positive_int, check_text, count, fail, shown
 
 ATTENTION_CMAP = "Blues"
 ACCENT = "#d1495b"
@@ -21,6 +21,21 @@ def use_style():
     plt.rcParams.update(STYLE)
 
 
+MAX_TITLE_CHARS = 300   # a title of a few lines; matplotlib lays out every character of a longer one
+MAX_LABEL_CHARS = 100   # a tick label: a word, a token, a vector's name
+
+
+def check_title(title, name="title"):
+    """None (no title) or a text matplotlib can draw, of at most MAX_TITLE_CHARS characters; return it."""
+    return None if title is None else check_text(title, name, empty=True, max_chars=MAX_TITLE_CHARS)
+
+
+def check_labels(labels, name):
+    """Each of ``labels`` (shown as str) a text matplotlib can draw, of at most MAX_LABEL_CHARS characters."""
+    for label in labels:
+        check_text(str(label), name, empty=True, max_chars=MAX_LABEL_CHARS)
+
+
 HEATMAP_MAX_TOKENS = 256   # a label per row and column is unreadable, and the figure huge, beyond this
 
 
@@ -32,10 +47,18 @@ def attention_heatmap(weights, tokens, ax=None, title=None, keys=None, annotate=
     w = as_array(weights, "weights", 2)
     keys = tokens if keys is None else keys
     if w.shape != (len(tokens), len(keys)):
-        fail(f"weights have shape {w.shape} but there are {len(tokens)} query and {len(keys)} key labels")
+        fail(f"weights should have one row per query label and one column per key label, but have shape {w.shape} "
+             f"for {len(tokens)} query and {len(keys)} key labels")
     if max(w.shape) > HEATMAP_MAX_TOKENS:
         fail(f"an attention heatmap shows at most {HEATMAP_MAX_TOKENS} queries and keys, each labelled (slice the "
              f"weights, such as weights[:64, :64]), but got {w.shape[0]:,} x {w.shape[1]:,}")
+    if not (np.isfinite(w) & (w >= 0)).all():
+        bad = w[~(np.isfinite(w) & (w >= 0))]
+        fail(f"attention weights should be finite numbers >= 0 (a softmax's output), but {count(bad.size)} of "
+             f"them are not, such as {bad[0]}")
+    check_labels(tokens, "each token label")
+    check_labels(keys, "each key label")
+    title = check_title(title)
     if ax is None:   # about 0.6 inch a key and 0.5 a query, at most 16 inches a side
         _, ax = plt.subplots(figsize=(min(0.6 * len(keys) + 1.6, 16), min(0.5 * len(tokens) + 1.0, 16)))
     ax.imshow(w, cmap=ATTENTION_CMAP, vmin=0, vmax=1)
@@ -93,6 +116,9 @@ def cell_numbers(ax, labels, colors, fontsize=7):
     return numbers
 
 
+MAX_BARS = 300   # the most bars prob_bars draws, each labelled
+
+
 def prob_bars(probs, vocab, ax=None, top=None, title=None, highlight=(), log=False):
     """Bar chart of a next-token distribution (V,), optionally only the ``top`` most probable.
 
@@ -101,7 +127,8 @@ def prob_bars(probs, vocab, ax=None, top=None, title=None, highlight=(), log=Fal
     """
     p = as_array(probs, "probs", 1)
     if len(vocab) != len(p):
-        fail(f"probs has {len(p)} entries but the vocabulary has {len(vocab)} words")
+        fail(f"probs should have one entry per word of the vocabulary, but has {count(len(p))} entries for "
+             f"{count(len(vocab))} words")
     if not np.isfinite(p).all() or (p < 0).any() or (p > 1 + 1e-6).any():
         real = p[~np.isnan(p)]
         fail(f"probs should be probabilities, each from 0 to 1 (for logits take their softmax first), but got "
@@ -115,7 +142,13 @@ def prob_bars(probs, vocab, ax=None, top=None, title=None, highlight=(), log=Fal
              f"{f'words not in it: {unknown[:5]}' if unknown else type(highlight).__name__}")
     if top is not None:
         top = check_positive_int(top, "top")
+    bars = len(p) if top is None else min(top, len(p))
+    if bars > MAX_BARS:
+        fail(f"a bar chart shows at most {MAX_BARS} bars (more are unreadable), but this one would have "
+             f"{count(bars)}: pass top=20 (or any top <= {MAX_BARS}) to show the most probable")
+    title = check_title(title)
     order = np.argsort(-p, kind="stable")[:top] if top else np.arange(len(p))
+    check_labels([vocab[i] for i in order], "each word of the vocabulary shown")
     if ax is None:
         _, ax = plt.subplots(figsize=(max(4.0, 0.4 * len(order) + 1.0), 2.6))
     colors = [ACCENT if vocab[i] in highlight else BASE for i in order]
@@ -166,7 +199,12 @@ def shape_flow(trace, ax=None, layer=0):
     residual additions h_mid = h0 + attn and h = h_mid + mlp as skip arrows on the left;
     blue boxes have the residual stream's shape T × d_model, red ones another shape.
     """
-    names = {n.split(".")[-1]: n for n in trace if "." not in n or n.startswith(f"L{layer}.")}
+    if not isinstance(trace, dict):
+        fail(f"shape_flow expected the dict model(ids, trace=True) returns, but got {type(trace).__name__} "
+             f"{shown(trace)}")
+    n_layers = next(i for i in range(len(trace) + 1) if f"L{i}.h" not in trace)
+    layer = check_index(layer, f"layer (this trace has {n_layers} layers)", max(n_layers, 1))
+    names = {n.split(".")[-1]: n for n in trace if isinstance(n, str) and ("." not in n or n.startswith(f"L{layer}."))}
     missing = [n for n in FLOW_LAYOUT if n not in names]
     if missing:
         fail(f"shape_flow needs every step of a full trace, but this one lacks {', '.join(missing)}")
@@ -187,7 +225,7 @@ def shape_flow(trace, ax=None, layer=0):
             ax.text(x - w + 0.02, -row, label, va="center", fontsize=8.5, family="monospace")
             ax.text(x + w - 0.02, -row, size, va="center", ha="right", fontsize=8.5, family="monospace")
     # between the layer shown and final_ln: a box for the layers after it (row 14), if any
-    later = sorted({int(n[1:n.index(".")]) for n in trace if n.startswith("L") and "." in n} - set(range(layer + 1)))
+    later = list(range(layer + 1, n_layers))
     (xh, rh), (xf, rf) = FLOW_LAYOUT["h"], FLOW_LAYOUT["final_ln"]
     if later:
         shape = tuple(trace[f"L{later[-1]}.h"].shape)

@@ -10,7 +10,7 @@ from pathlib import Path
 import torch
 from safetensors.torch import load_file, save_file
 
-from .errors import fail, shown
+from .errors import fail, message_of, shown
 from .files import named, read_json
 from .model import Config, Transformer
 from .recipes import INDUCTION_CONFIG
@@ -33,7 +33,7 @@ MAX_CARD_BYTES = 2**20   # a saved model's .json (its config and card: a few kB)
 
 def check_stem(stem):
     """Where a model is saved: a path (a str or pathlib.Path) without its suffix; return it as a Path."""
-    if not isinstance(stem, (str, os.PathLike)) or "\x00" in os.fspath(stem):
+    if not isinstance(stem, (str, os.PathLike)) or "\x00" in os.fspath(stem) or not Path(stem).name:
         fail(f"stem should be a path such as 'my_model' (the files get .json and .safetensors), but got {shown(stem)}")
     return Path(stem)
 
@@ -45,6 +45,17 @@ def save(model, stem, card=None):
     if card is not None and not isinstance(card, dict):
         fail(f"card should be a dict (or None), but got {shown(card)}")
     stem = check_stem(stem)
+    meta = {"config": model.cfg.to_dict(), "card": card or {}}
+    if model.init != "unit":   # the shipped models' cards predate the choice and mean "unit"
+        meta["init"] = model.init
+    try:   # before any file is written: a card JSON cannot write would leave the weights without it
+        text = json.dumps(meta, indent=2, sort_keys=True) + "\n"
+    except (TypeError, ValueError, RecursionError) as error:
+        fail(f"card should hold only what JSON can write (text, numbers, True/False, None, lists and dicts with "
+             f"text keys), but it cannot be written ({type(error).__name__}: {message_of(error, 80)})")
+    if len(text.encode("utf-8")) > MAX_CARD_BYTES:
+        fail(f"card should take at most {MAX_CARD_BYTES:,} bytes as JSON (load reads no more), but takes "
+             f"{len(text.encode('utf-8')):,}")
     tensors = {name: p.detach().contiguous() for name, p in model.state_dict().items()}
     try:
         stem.parent.mkdir(parents=True, exist_ok=True)
@@ -52,10 +63,7 @@ def save(model, stem, card=None):
     except Exception as error:   # noqa: BLE001 — safetensors raises its own error on a path it cannot write
         fail(f"expected a folder the model can be written to, but {named(stem)} cannot be written "
              f"({type(error).__name__})")
-    meta = {"config": model.cfg.to_dict(), "card": card or {}}
-    if model.init != "unit":   # the shipped models' cards predate the choice and mean "unit"
-        meta["init"] = model.init
-    stem.with_suffix(".json").write_text(json.dumps(meta, indent=2, sort_keys=True) + "\n")
+    stem.with_suffix(".json").write_text(text)
 
 
 def load(stem, expect=None):

@@ -554,3 +554,23 @@ def test_angles_are_taken_modulo_a_turn_and_words_must_be_writable(refused):
     far = geometry.vector_pair(angle_a=1e30, norm_a=1, angle_b=math.fmod(1e30, 360), norm_b=1)
     assert far["angle"] < 1e-3 and np.allclose(far["a"], far["b"])
     refused(lambda: geometry.train_word2vec([["a", "b\ud800"]]), "lone surrogate", "each word")
+
+
+# ------------------------------------------------------------------ red team round 8
+
+def test_round_8_figure_titles_and_names_are_checked_texts(refused):
+    import time
+    start = time.monotonic()
+    for title in ("x" * 10**6, "a\ud800", 5):
+        refused(lambda: geometry.arrows_figure({"a": (1, 2)}, title=title), "title")
+        refused(lambda: geometry.plot_cosines(np.eye(2), ["a", "b"], title=title), "title")
+    refused(lambda: geometry.arrows_figure({"a\ud800": (1, 2)}), "name", "lone surrogate")
+    refused(lambda: geometry.plot_cosines(np.eye(2), ["a", "b" * 1000]), "word", "at most 100 characters")
+    assert time.monotonic() - start < 5
+
+
+def test_round_8_plot_cosines_checks_its_table(refused):
+    refused(lambda: geometry.plot_cosines(np.eye(3), ["a", "b"]), "table should be (2, 2)")
+    refused(lambda: geometry.plot_cosines(np.array([[1, np.nan], [0, 1]]), ["a", "b"]), "NaN")
+    refused(lambda: geometry.plot_cosines(np.eye(50), [f"w{i}" for i in range(50)]), "1 to 40 words")
+    refused(lambda: geometry.plot_cosines(None, ["a"]), "table")

@@ -725,3 +725,53 @@ def test_a_refusal_says_what_was_expected_and_what_arrived(refused, call):
     """Red team round 6: "split_heads expects (B, T, width), but ...", "d_model=5 does not split ..."."""
     message = refused(call, " but ")
     assert "should" in message or "expected" in message
+
+
+# ------------------------------------------------------------------ red team round 8
+
+BIG = np.broadcast_to(np.zeros(1), (10**9,))   # one number stored, a billion meant
+
+
+def test_round_8_scores_count_a_broadcast_array_or_expanded_tensor_before_making_it(refused):
+    for weights in (BIG, torch.zeros(1).expand(10**9), np.broadcast_to(np.float32(0), (4, 20000, 20000))):
+        refused(lambda: heads.previous_token_score(weights), "weights", "1.5 GiB")
+        refused(lambda: heads.attention_profile(weights), "weights", "1.5 GiB")
+        refused(lambda: heads.induction_score(weights, 8), "weights", "1.5 GiB")
+
+
+def test_round_8_split_and_merge_refuse_a_huge_range_and_what_is_no_numbers_in_a_sentence(refused):
+    refused(lambda: heads.split_heads(range(10**9), 3), "x", "1.5 GiB")
+    refused(lambda: heads.merge_heads(range(10**9)), "x", "1.5 GiB")
+    for bad in (None, {}, (i for i in range(3)), object()):
+        refused(lambda: heads.split_heads(bad, 3), "x should be numbers of shape (B, T, width)")
+        refused(lambda: heads.merge_heads(bad), "x should be numbers of shape (B, heads, T, d_k)")
+    x = torch.arange(12.0).view(1, 2, 6)
+    assert torch.equal(heads.merge_heads(heads.split_heads(x, 3)), x)
+    assert heads.split_heads(x.tolist(), 3).dtype == torch.float32   # a list as torch.as_tensor reads it
+
+
+def test_round_8_checks_refuse_their_own_bad_inputs_in_a_sentence():
+    w = torch.softmax(torch.randn(17, 17), -1).numpy()
+    said = words(checks.induction, 0.5, w[None], length=8)
+    assert "check cannot use" in said and "2-D" in said and "itself failed" not in said
+    said = words(checks.weights_megabytes, 100.0, 8, 16, 10**200)
+    assert "check cannot use" in said and "10**30" in said and "itself failed" not in said
+
+
+def test_round_8_multi_head_given_an_instance_says_to_pass_the_class():
+    class MultiHeadAttention(torch.nn.Module):
+        def __init__(self, d_model, n_heads, bias=True):
+            super().__init__()
+            self.W_Q = torch.nn.Parameter(torch.zeros(d_model, d_model))
+
+        def forward(self, x):
+            return x
+    said = words(checks.multi_head, MultiHeadAttention(6, 2))
+    assert "MultiHeadAttention(nn.Module) itself" in said and "pass the class" in said and "positional" not in said
+
+
+def test_round_8_maps_figure_checks_its_title(refused):
+    maps, tokens = [np.eye(2)] * 2, ["a", "b"]
+    for title in ("x" * 10**6, "a\ud800", 5):
+        refused(lambda: explorer.maps_figure(maps, tokens, ["x", "y"], title=title), "title")
+        refused(lambda: explorer.maps_figure(maps, tokens, ["x", title]), "title")

@@ -549,3 +549,37 @@ def test_mask_after_softmax_refuses_scores_it_cannot_softmax(refused):
     refused(lambda: masking.mask_after_softmax(np.full((3, 3), np.nan)), "finite")
     refused(lambda: masking.mask_after_softmax(np.ones(3)), "2-D")
     refused(lambda: masking.mask_after_softmax(np.ones((2, 3))), "square")
+
+
+# ------------------------------------------------------------------ red team round 8
+
+def test_round_8_apply_mask_counts_an_expanded_tensor_before_masking_it(refused):
+    refused(lambda: masking.apply_mask(torch.zeros(1).expand(10**9)), "scores", "1.5 GiB")
+    refused(lambda: masking.apply_mask(torch.zeros(1).expand(40000, 40000)), "scores", "1.5 GiB")
+    refused(lambda: masking.causal_attention(*[torch.zeros(1).expand(1, 40000, 40000)] * 3), "1.5 GiB")
+
+
+def test_round_8_a_prompt_is_a_string_or_word_list_measured_before_it_is_listed(cat, cat_world, refused):
+    calls = dict(attention_maps=lambda p: masking.attention_maps(cat, cat_world, p),
+                 three_regimes=lambda p: masking.three_regimes(cat, cat_world, p, 1),
+                 earlier_states=lambda p: masking.earlier_states(cat, cat_world, p, "on"),
+                 attention_work=lambda p: masking.attention_work(cat, cat_world, p, 1))
+    for name, call in calls.items():
+        for bad in (range(10**15), torch.tensor(1.0), None, 5):
+            refused(lambda: call(bad), "the prompt should be a string or a list of words")
+        refused(lambda: call(["the"] * 10**7), "the prompt should have at most", "10,000,000")
+        refused(lambda: call(""), "the prompt should hold at least one word")
+    assert masking.three_regimes(cat, cat_world, ("<BOS>", "the", "cat", "sat"), 2)["decode_same"]
+
+
+def test_round_8_sample_sentences_checks_max_len_first_and_takes_a_huge_whole_temperature(cat, cat_world, refused):
+    big = np.broadcast_to(np.zeros(1), (10**9,))
+    refused(lambda: masking.sample_sentences(cat, cat_world, 3, True, 1.0, max_len=big), "max_len")
+    refused(lambda: masking.sample_sentences(cat, cat_world, 3, True, 1.0, max_len=1), "max_len should be at least 2")
+    assert len(masking.sample_sentences(cat, cat_world, 3, True, 10**30)) == 3
+
+
+def test_round_8_dropout_demo_refuses_a_value_float32_cannot_hold(refused):
+    refused(lambda: masking.dropout_demo(0.5, 8, 1e308), "value / (1 - p) should fit a float32")
+    refused(lambda: masking.dropout_demo(0.5, 8, -2e38), "value / (1 - p) should fit a float32")
+    assert masking.dropout_demo(0.5, 8, 1e38)["train"].isfinite().all()

@@ -72,3 +72,41 @@ def test_cell_numbers_stamps_one_outline_per_label_at_its_cell():
     with pytest.raises(CourseInputError, match="colour for every label"):
         plots.cell_numbers(ax, [["1.0", "2.0"]], [["black"]])
     plt.close(fig)
+
+
+# ------------------------------------------------------------------ red team round 8
+
+def test_round_8_prob_bars_refuses_more_bars_than_a_chart_can_show(refused):
+    import time
+    n = 100_000
+    probs, vocab = np.ones(n) / n, [f"w{i}" for i in range(n)]
+    start = time.monotonic()
+    refused(lambda: plots.prob_bars(probs, vocab), f"at most {plots.MAX_BARS} bars", "100,000", "top=")
+    refused(lambda: plots.prob_bars(probs, vocab, top=10**6), "100,000")
+    assert time.monotonic() - start < 5
+    assert len(plots.prob_bars(probs, vocab, top=20).patches) == 20
+
+
+def test_round_8_titles_and_labels_are_checked_texts(refused):
+    w = np.full((2, 2), 0.5)
+    for title in ("x" * 10**6, "a\ud800", 5):
+        refused(lambda: plots.attention_heatmap(w, ["a", "b"], title=title), "title")
+        refused(lambda: plots.prob_bars(np.array([0.5, 0.5]), ["a", "b"], title=title), "title")
+    refused(lambda: plots.attention_heatmap(w, ["a", "b\ud800"]), "token label", "lone surrogate")
+    refused(lambda: plots.prob_bars(np.array([0.5, 0.5]), ["a", "b" * 10**6]), "word", "at most 100 characters")
+    assert plots.attention_heatmap(w, ["a", "b"], title="").get_title() == ""
+
+
+def test_round_8_attention_heatmap_refuses_nan_and_negative_weights(refused):
+    for bad in (np.nan, -0.5, np.inf):
+        refused(lambda: plots.attention_heatmap(np.array([[bad, 1.0], [0.5, 0.5]]), ["a", "b"]),
+                "finite numbers >= 0")
+
+
+def test_round_8_shape_flow_refuses_what_is_no_trace_and_a_layer_out_of_range(cat, cat_world, refused):
+    trace = cat(cat_world.tokenizer.encode("<BOS> the cat"), trace=True)
+    for bad in (None, [1, 2], "trace"):
+        refused(lambda: plots.shape_flow(bad), "shape_flow expected the dict")
+    for layer in (5, -1, True, 1.0):
+        refused(lambda: plots.shape_flow(trace, layer=layer), "layer (this trace has 2 layers)", "from 0 to 1")
+    assert plots.shape_flow(trace, layer=1).get_title().startswith("one forward pass (layer 1")

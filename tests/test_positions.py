@@ -489,3 +489,11 @@ def test_nan_is_refused_not_passed_on_as_a_result(refused):
     refused(lambda: pos.diagonal_spread([[np.inf, 1], [1, 2]]), "S should hold finite numbers", "+inf")
     assert pos.diagonal_spread([[0, -np.inf], [1, 3]]) == 3.0    # -inf (a masked score) is skipped
     refused(lambda: pos.rope_scores([np.nan, 1.0], [1.0, 1.0], 3), "q should hold finite numbers")
+
+
+# ------------------------------------------------------------------ red team round 8
+
+def test_round_8_permutation_matrix_refuses_a_tensor_or_array_that_is_not_one_list(refused):
+    for bad in (torch.tensor(1.0), np.int64(3), np.zeros((2, 2), dtype=int), torch.zeros(2, 2, dtype=torch.long)):
+        refused(lambda: pos.permutation_matrix(bad), "perm should be a rearrangement")
+    assert (pos.permutation_matrix(torch.tensor([1, 0])) == [[0, 1], [1, 0]]).all()

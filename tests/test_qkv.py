@@ -441,3 +441,14 @@ def test_attention_head_takes_float64_x_with_float32_weights():
     head is computed in the wider dtype, the same numbers."""
     x, W, b = torch.randn(4, 6, generator=torch.Generator().manual_seed(0)), torch.eye(6)[:, :3], torch.zeros(3)
     assert torch.allclose(qkv.attention_head(x.double(), W, W, W, b, b, b), qkv.attention_head(x, W, W, W, b, b, b).double())
+
+
+# ------------------------------------------------------------------ red team round 8
+
+def test_round_8_softmax_share_counts_a_broadcast_array_before_making_it(refused):
+    refused(lambda: qkv.softmax_share(np.broadcast_to(np.zeros(1), (10**9,)), 0), "scores", "1.5 GiB")
+
+
+def test_round_8_attention_head_counts_an_expanded_tensor_before_using_it(refused):
+    x, W, b = torch.zeros(1, 1).expand(10**9, 2), torch.zeros(2, 2), torch.zeros(2)
+    refused(lambda: qkv.attention_head(x, W, W, W, b, b, b), "x (a tensor of 2,000,000,000 numbers)", "1.5 GiB")

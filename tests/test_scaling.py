@@ -471,3 +471,32 @@ def test_dot_spread_needs_two_pairs_for_a_spread(refused):
     """Red team round 4: n=1 gave a spread of 0.0 for every d."""
     refused(lambda: scaling.dot_spread(dims=[2], n=1), "n should be at least 2", "1")
     assert scaling.dot_spread(dims=[2], n=2)[0]["raw"] > 0
+
+
+# ------------------------------------------------------------------ red team round 8
+
+def test_round_8_broadcast_scores_are_counted_before_they_are_made(refused):
+    big = np.broadcast_to(np.zeros(1), (10**9,))
+    refused(lambda: scaling.weight_gradient(big, 0), "1.5 GiB")
+    refused(lambda: scaling.log_fit([64, 128, 256], big), "1.5 GiB")
+
+
+def test_round_8_layer_case_refuses_what_is_no_model(cat, refused):
+    for bad in (None, "cat", torch.zeros(3)):
+        refused(lambda: scaling.layer_case(bad, ["<BOS>", "the"], 0), "model should be a course Transformer")
+        refused(lambda: scaling.score_path_gradients(bad, None), "model should be a course Transformer")
+    assert scaling.layer_case(cat, ["<BOS>", "the"], 0)["n_heads"] == cat.cfg.n_heads
+
+
+def test_round_8_adam_trajectory_refuses_what_would_overflow(refused):
+    g = np.ones((5, 4))
+    refused(lambda: scaling.adam_trajectory(g, 1.0, 1e308), "lr should be at most")
+    refused(lambda: scaling.adam_trajectory(g, 1e308), "factor × the largest gradient should be at most")
+    refused(lambda: scaling.adam_trajectory(g * 1e200, 1e-40), "factor × the largest gradient")
+    assert np.isfinite(scaling.adam_trajectory(g * 1e150, 1.0, 1e100)).all()
+    assert (scaling.adam_trajectory(np.zeros((0, 4)), 1.0) == np.zeros((0,))).all()
+
+
+def test_round_8_scaled_scores_count_an_expanded_tensor_before_using_it(refused):
+    x, W, b = torch.zeros(1, 1).expand(10**9, 2), torch.zeros(2, 2), torch.zeros(2)
+    refused(lambda: scaling.scaled_scores(x, W, W, b, b, 1), "x (a tensor of 2,000,000,000 numbers)", "1.5 GiB")

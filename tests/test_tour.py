@@ -240,3 +240,14 @@ def test_current_token_accuracy_is_below_the_whole_prefix_ceiling(cat_world):
 def test_a_check_cell_edited_gets_one_sentence_not_a_broken_check(check, args):
     said = check.feedback(5 if check is checks.per_layer else 0.5, *args)
     assert len(said) == 1 and said[0].startswith("the check cannot use what the check cell gives it"), said
+
+
+# ------------------------------------------------------------------ red team round 8
+
+def test_round_8_followers_takes_a_tuple_context_as_the_list_it_holds(cat_world):
+    assert compute.followers(cat_world.sentences, ("on", "the")) == compute.followers(cat_world.sentences, "on the")
+
+
+def test_round_8_per_layer_shows_a_fraction_it_refuses():
+    said = " ".join(checks.per_layer.feedback(7087872.000000001, d_model=768, d_ff=3072))
+    assert "7087872.000000001" in said

@@ -74,3 +74,16 @@ def test_a_path_that_cannot_hold_a_model_is_refused_in_one_sentence(refused, tmp
     refused(lambda: weights.save(weights.load_cat(), "/proc/course-model"), "cannot be written")
     weights.save(weights.load_cat(), tmp_path / "m", card={"note": 1})
     assert weights.card(tmp_path / "m") == {"note": 1} and weights.load(tmp_path / "m").cfg.d_model == 6
+
+
+# ------------------------------------------------------------------ red team round 8
+
+def test_round_8_save_checks_the_card_before_writing_anything(tmp_path, cat, refused):
+    refused(lambda: save(cat, tmp_path / "x", card={"x": object()}), "card should hold only what JSON can write")
+    refused(lambda: save(cat, tmp_path / "x", card={"x": "y" * 2**21}), "card should take at most")
+    assert list(tmp_path.iterdir()) == []
+
+
+def test_round_8_a_stem_without_a_name_is_refused(refused):
+    for stem in ("", ".", "/"):
+        refused(lambda: load(stem), "stem should be a path")

@@ -106,6 +106,8 @@ def check_arrows(vectors, limit):
     if not isinstance(vectors, dict) or not 1 <= len(vectors) <= MAX_ARROWS:
         fail(f"vectors should be a dict of 1 to {MAX_ARROWS} named 2-D vectors such as {{'a': (1, 2)}}, "
              f"but got {shown(vectors)}")
+    from ..plots import check_labels
+    check_labels(vectors, "each vector's name")
     checked = {}
     for name, v in vectors.items():
         v = to_numpy(v, f"vector {shown(name)}")
@@ -159,7 +161,9 @@ def arrows_figure(vectors, title=None, limit=None):
     """A (pyplot) figure of named 2-D vectors {name: (2,)} drawn as arrows."""
     import matplotlib.pyplot as plt
 
+    from ..plots import check_title
     vectors, limit = check_arrows(vectors, limit)   # before a figure is made
+    title = check_title(title)
     fig = plt.figure(figsize=ARROWS_SIZE)
     fig.subplots_adjust(**ARROWS_MARGINS)
     ax = fig.add_subplot()
@@ -278,10 +282,23 @@ def cosine_table(kv, words):
     return rows @ rows.T
 
 
+MAX_COSINE_WORDS = 40   # plot_cosines writes every cosine in its cell: 1,600 numbers at most
+
+
 def plot_cosines(table, words, title=None, ax=None):
     """Heatmap of a cosine table (n, n) with the values written in; returns the Axes."""
     import matplotlib.pyplot as plt
 
+    from ..plots import check_labels, check_title
+    table = as_array(table, "table", 2)
+    if not isinstance(words, (list, tuple)) or not 1 <= len(words) <= MAX_COSINE_WORDS:
+        fail(f"words should be a list of 1 to {MAX_COSINE_WORDS} words (one per row of the table), but got "
+             f"{shown(words)}")
+    if table.shape != (len(words), len(words)) or not np.isfinite(table).all():
+        fail(f"table should be ({len(words)}, {len(words)}) finite cosines, one per pair of words, but it has "
+             f"shape {table.shape}{'' if np.isfinite(table).all() else ' and holds NaN or inf'}")
+    check_labels(words, "each word")
+    title = check_title(title)
     if ax is None:
         _, ax = plt.subplots(figsize=(0.55 * len(words) + 1.8, 0.5 * len(words) + 1.0))
     image = ax.imshow(table, cmap="RdBu_r", vmin=-1, vmax=1)

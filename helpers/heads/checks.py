@@ -7,7 +7,7 @@ printing the expected answer.
 import numpy as np
 import torch
 
-from ..errors import as_array, check_positive_int, count, fail, to_numpy
+from ..errors import as_array, check_positive_int, count, fail, shown, to_numpy
 from ..exercises import (Array, Module, Number, Whole, Wrong, close_problems, exercise, module_output,
                          number_problems)
 from .compute import (attention_parameters, attention_weights_bytes, induction_score, module_cases,
@@ -178,11 +178,18 @@ def parameters(answer, d_model):
         yield from number_problems(answer, parts["total"], "the count", atol=0.5)
 
 
+MAX_WEIGHTS_BYTES = 10**30   # the largest size weights_megabytes judges: far beyond any machine, within a float
+
+
 @exercise("the memory of the attention weights", answer=Number())
 def weights_megabytes(answer, batch, n_heads, T):
     """``answer`` is the size in megabytes (10**6 bytes) of one layer's float32 attention
     weights for ``batch`` sequences of ``T`` tokens and ``n_heads`` heads."""
-    reference = attention_weights_bytes(batch, n_heads, T) / 1e6
+    size = attention_weights_bytes(batch, n_heads, T)   # an exact int: refused before any float meets it
+    if size > MAX_WEIGHTS_BYTES:
+        fail(f"the attention weights should take at most 10**30 bytes in this check, but batch={shown(batch)}, "
+             f"n_heads={shown(n_heads)} and T={shown(T)} give {shown(size)}")
+    reference = size / 1e6
     if batch == 4 and abs(answer - reference / 4) < 0.01 * reference:   # the two slips give one number
         yield (f"that is a quarter of the size: either the batch of {batch} sequences or the 4 bytes of "
                "each float32 number is missing")
@@ -203,7 +210,7 @@ def weights_megabytes(answer, batch, n_heads, T):
 def induction(answer, weights, length):
     """``answer`` is the mean attention from each token of the second copy to the token
     after its earlier occurrence, for ``weights`` (2L+1, 2L+1) of a repeated sequence."""
-    w = to_numpy(weights, "weights")
+    w = as_array(weights, "weights", 2)   # one head's (2L+1, 2L+1) table; induction_score checks its size
     reference = float(induction_score(w, length))
     same_token = float(np.mean([w[length + j, j] for j in range(1, length + 1)]))
     previous = float(np.mean([w[t, t - 1] for t in range(1, len(w))]))

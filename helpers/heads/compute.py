@@ -28,7 +28,7 @@ from torch import nn
 
 from .. import weights, worlds
 from ..errors import MAX_BYTES, as_array, check_bytes, check_finite, check_ids_given, check_index, check_positive_int, \
-    check_switch, check_tensor, count, fail, shown, to_numpy
+    check_switch, check_tensor, count, fail, length, shown, to_numpy
 from ..masking.compute import book_attention  # noqa: F401  (chapter 05 builds the Book's layer too)
 from ..model import Attention, check_heads_split, linear
 from ..patching import ablation_replace
@@ -60,7 +60,7 @@ def check_shipped(model, name):
 
 def split_heads(x, n_heads):
     """(B, T, h*d_k) -> (B, h, T, d_k): columns [i*d_k, (i+1)*d_k) of each token become head i."""
-    x = torch.as_tensor(x)
+    x = as_tensor(x, "x", "numbers of shape (B, T, width)")
     n_heads = check_positive_int(n_heads, "n_heads")
     if x.dim() != 3:
         fail(f"x should have shape (B, T, width) for split_heads, but got shape {tuple(x.shape)}")
@@ -72,7 +72,7 @@ def split_heads(x, n_heads):
 
 def merge_heads(x):
     """(B, h, T, d_k) -> (B, T, h*d_k): the heads side by side again."""
-    x = torch.as_tensor(x)
+    x = as_tensor(x, "x", "numbers of shape (B, heads, T, d_k)")
     if x.dim() != 4:
         fail(f"x should have shape (B, heads, T, d_k) for merge_heads, but got shape {tuple(x.shape)}")
     B, H, T, d_k = x.shape
@@ -165,12 +165,18 @@ def torch_differences(attn, x):
 def as_tensor(value, name, what):
     """``value`` as ``torch.as_tensor`` makes it (a list of floats as float32, a NumPy array in its own
     dtype) and ``check_tensor`` takes it; anything else is refused with one sentence: ``name`` should
-    be ``what``. Return the tensor."""
+    be ``what``. Its size is counted before anything is made (a range is made number by number, a
+    broadcast array or an expanded tensor stands for more numbers than it stores). Return the tensor."""
+    if isinstance(value, torch.Tensor):
+        size = check_tensor(value, name).numel()
+    else:
+        size = length(value) if isinstance(value, range) else value.size if isinstance(value, np.ndarray) else 0
+    check_bytes(8 * size, f"{name} ({count(size)} numbers)", "give fewer numbers")
     if not isinstance(value, torch.Tensor):
         try:
             value = torch.as_tensor(value)
         except (TypeError, ValueError, RuntimeError, OverflowError, RecursionError):
-            fail(f"{name} should be {what}, but got {shown(value)}")
+            fail(f"{name} should be {what}, but got {type(value).__name__} {shown(value)}")
     return check_tensor(value, name)
 
 

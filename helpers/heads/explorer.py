@@ -220,9 +220,10 @@ def maps_figure(maps, tokens, titles, grid=(1, 2), size=(13, 6.6), numbers=False
     """
     import matplotlib.pyplot as plt
 
-    from ..plots import ACCENT, attention_heatmap
+    from ..plots import ACCENT, attention_heatmap, check_title
 
     rows, columns, numbers = check_grid(grid, size, numbers)
+    title = check_title(title)   # each map's own title attention_heatmap checks
     maps = [to_numpy(m, "each map") for m in maps]
     T = len(tokens)
     if any(m.shape != (T, T) for m in maps):

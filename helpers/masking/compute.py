@@ -104,6 +104,8 @@ def numbers(x, name):
     """A tensor given where numbers are expected, as to_numpy would take it: a dense tensor of real
     numbers, not of True/False (those are a mask's); returned as it is (its graph kept)."""
     check_tensor(x, name)
+    # an expanded tensor stands for more numbers than it stores: counted before any op makes them
+    check_bytes(8 * x.numel(), f"{name} (a tensor of {count(x.numel())} numbers)", "give a smaller tensor")
     if x.dtype == torch.bool:
         refuse_bools(name)
     return x
@@ -299,11 +301,13 @@ def sample_sentences(model, world, n=20, causal=True, temperature=1.0, seed=0, m
     Limits: n <= MAX_SENTENCES (10,000); seed .. seed + n - 1 within 0 .. 2**64 - 1.
     """
     n, seed, causal = check_positive_int(n, "n"), check_seed(seed), check_switch(causal, "causal")
+    max_len = check_positive_int(max_len, "max_len", minimum=2)   # before max_len - 1 is computed
     if n > MAX_SENTENCES:
         fail(f"n should be at most {MAX_SENTENCES:,} sentences (this course's limit), but got {count(n)}")
     check_seed(seed + n - 1, "seed + n - 1 (the last sentence's seed)")
     start = check_prompt(model, world.tokenizer.encode(["<BOS>"]), "sample_sentences")
     check_sampling(temperature, vocab_size=model.cfg.vocab_size)
+    temperature = float(temperature)   # an int such as 10**30 is a number torch cannot divide by
     steps = check_length(model, start, max_len - 1, cache=False)
     stop = world.tokenizer.ids["<EOS>"]
     check_bytes(4 * n * (steps + 1) * (model.cfg.vocab_size + 16 * model.cfg.d_model),
@@ -410,6 +414,22 @@ def count_within(values, low, high):
     return int(((low <= values) & (values <= high)).sum())
 
 
+def prompt_words(model, prompt, extra=0):
+    """``prompt`` (a string, or a list or tuple of words) as a list of words, refused in one sentence
+    when it is empty or has more than the model's n_max positions less ``extra`` (measured before
+    any list is made)."""
+    if not isinstance(prompt, (str, list, tuple)):
+        fail(f"the prompt should be a string or a list of words, such as '<BOS> the cat', but got "
+             f"{type(prompt).__name__} {shown(prompt)}")
+    words = prompt.split() if isinstance(prompt, str) else prompt
+    if not words:
+        fail("the prompt should hold at least one word (such as '<BOS> the cat'), but it is empty")
+    room = model.cfg.n_max - extra
+    if len(words) > room:
+        fail(f"the prompt should have at most {room} words for this model, but has {count(len(words))}")
+    return list(words)
+
+
 @torch.no_grad()
 def attention_maps(model, world, prompt, causal=True):
     """Every head's attention weights for ``prompt`` (a string or list of words).
@@ -418,11 +438,7 @@ def attention_maps(model, world, prompt, causal=True):
     word), p_next (its probability) and causal.
     """
     causal = check_switch(causal, "causal")
-    words = prompt.split() if isinstance(prompt, str) else list(prompt)
-    if not words:
-        fail("the prompt is empty; expected at least one word, e.g. '<BOS> the cat'")
-    if len(words) > model.cfg.n_max:
-        fail(f"the prompt has {len(words)} words but this model handles at most {model.cfg.n_max}")
+    words = prompt_words(model, prompt)
     trace = model(world.tokenizer.encode(words), trace=True, causal=causal)
     weights = torch.stack([trace[f"L{layer}.weights"] for layer in range(model.cfg.n_layers)])
     probs = trace["probs"][-1]
@@ -458,8 +474,7 @@ def three_regimes(model, world, prompt, n_prompt):
     """
     from ..model import KVCache
 
-    words = prompt.split() if isinstance(prompt, str) else list(prompt)
-    ids = world.tokenizer.encode(words)
+    ids = world.tokenizer.encode(prompt_words(model, prompt))
     n_prompt = check_positive_int(n_prompt, "n_prompt")
     if n_prompt >= len(ids):
         fail(f"n_prompt should leave at least one word to decode, but is {n_prompt} for {len(ids)} words")
@@ -487,7 +502,7 @@ def earlier_states(model, world, prompt, next_word):
     of L<layer>.k and L<layer>.v at the prompt's positions. With the mask they stay as they were
     (a cache may keep them); without it they move from layer 1 on.
     """
-    words = prompt.split() if isinstance(prompt, str) else list(prompt)
+    words = prompt_words(model, prompt, extra=1)   # room for next_word
     ids = world.tokenizer.encode(words)
     longer = world.tokenizer.encode(words + [next_word])
     T, found = len(words), {}
@@ -509,7 +524,7 @@ def attention_work(model, world, prompt, n_new):
     each a dict of rows and scores.
     """
     n_new = check_positive_int(n_new, "n_new")
-    ids = world.tokenizer.encode(prompt.split() if isinstance(prompt, str) else list(prompt))
+    ids = world.tokenizer.encode(prompt_words(model, prompt))
     if len(ids) + n_new - 1 > model.cfg.n_max:
         fail(f"the model handles at most {model.cfg.n_max} positions, but {len(ids)} + {n_new} new tokens need "
              f"{len(ids) + n_new - 1}")
@@ -563,6 +578,9 @@ def future_reading(model, world, sentences=None, causal=False):
                 **{name: (x * rows[None, :, None]).sum(dim=(1, 3)) / rows.sum() for name, x in per_row.items()})
 
 
+FLOAT32_MAX = float(np.finfo(np.float32).max)   # the largest number a float32 weight holds
+
+
 def dropout_demo(p=0.5, n=8, value=0.125, seed=123):
     """The Book's dropout: ``nn.Dropout(p)`` on n equal weights, right after torch.manual_seed(seed).
 
@@ -574,6 +592,9 @@ def dropout_demo(p=0.5, n=8, value=0.125, seed=123):
     if not p < 1:
         fail(f"a dropout rate p should be in [0, 1), but got {p:g}")
     n, value, seed = check_positive_int(n, "n"), check_number(value, "value"), check_seed(seed)
+    if abs(value) / (1 - p) > FLOAT32_MAX:   # training mode scales the kept weights by 1/(1-p)
+        fail(f"value / (1 - p) should fit a float32 (at most {FLOAT32_MAX:.4g} in size), but value={value:g} "
+             f"and p={p:g} give {abs(value) / (1 - p):.4g}")
     check_bytes(4 * 3 * n, f"dropout_demo with n={count(n)}", f"ask for n <= {MAX_BYTES // 12:,}")
     drop, row = nn.Dropout(p), torch.full((n,), float(value))
     torch.manual_seed(seed)

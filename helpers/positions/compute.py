@@ -67,7 +67,7 @@ def permutation_matrix(perm):
 
     perm: a rearrangement of 0..T-1. P has one 1 in every row and column, and P.T @ P = I.
     """
-    if isinstance(perm, (str, bytes, dict, set)) or not hasattr(perm, "__len__"):
+    if isinstance(perm, (str, bytes, dict, set)) or not hasattr(perm, "__len__") or getattr(perm, "ndim", 1) != 1:
         fail(f"perm should be a rearrangement of 0..T-1 (a list of whole numbers), but got {shown(perm)}")
     check_square(len(perm), f"permutation_matrix of {count(len(perm))} rows")
     perm = check_perm(perm, len(perm))

@@ -11,7 +11,7 @@ import numpy as np
 import torch
 
 from ..errors import MAX_BYTES, as_array, check_bytes, check_index, check_number, check_positive_int, check_seed, check_switch, \
-    count, fail, shown
+    check_tensor, count, fail, shown
 from ..plots import ACCENT, BASE
 from ..reference import softmax
 from ..training import Adam, check_seeds, check_steps
@@ -446,6 +446,10 @@ def log_fit(dims, values):
     return fits
 
 
+MAX_ADAM_GRADIENT = 1e150   # its square, and Adam's running mean of squares, fit a float64
+MAX_ADAM_LR = 1e100         # a step of about lr, times any number of steps, fits a float64
+
+
 def adam_trajectory(gradients, factor=1.0, lr=1e-2):
     """Adam (torch's defaults but ``lr``) on one parameter vector fed ``factor`` × the given
     gradients, one row per step. gradients: (steps, p). Returns the parameter after each step
@@ -454,7 +458,11 @@ def adam_trajectory(gradients, factor=1.0, lr=1e-2):
     if not np.isfinite(g).all():
         fail(f"gradients should hold finite numbers, but they hold {shown(g[~np.isfinite(g)][0])}")
     factor = check_number(factor, "factor", low=0, low_open=True)
-    lr = check_number(lr, "lr", low=0, low_open=True)
+    lr = check_number(lr, "lr", low=0, low_open=True, high=MAX_ADAM_LR)   # each step moves about lr
+    largest = float(np.abs(g).max(initial=0.0)) * factor
+    if largest > MAX_ADAM_GRADIENT:   # Adam squares each gradient: beyond this the square is inf
+        fail(f"factor × the largest gradient should be at most {MAX_ADAM_GRADIENT:g} (Adam squares it, and a "
+             f"float64 holds up to about 1e308), but factor={factor:g} gives {largest:g}")
     w = torch.zeros(g.shape[1], dtype=torch.float64, requires_grad=True)
     opt = Adam([w], lr=lr)
     out = []
@@ -471,6 +479,9 @@ def _tensor(x, name, shape):
     """``x`` as a float torch tensor of ``shape`` (None in it: any size), else one sentence."""
     if not isinstance(x, torch.Tensor):
         x = torch.as_tensor(as_array(x, name))
+    # an expanded tensor stands for more numbers than it stores: counted before any op makes them
+    check_bytes(8 * check_tensor(x, name).numel(), f"{name} (a tensor of {count(x.numel())} numbers)",
+                "give a smaller tensor")
     if x.dim() != len(shape) or any(want is not None and got != want for got, want in zip(x.shape, shape)):
         want = "(" + ", ".join("·" if n is None else str(n) for n in shape) + ")"
         fail(f"{name} should have shape {want}, but it has shape {tuple(x.shape)}")
@@ -499,11 +510,20 @@ def scaled_scores(x, W_Q, W_K, b_Q, b_K, n_heads):
     return q @ k.transpose(-2, -1) / math.sqrt(d_k)               # (H, T, T)
 
 
+def check_model(model):
+    """A course Transformer (as helpers.weights.load_cat() gives one), else one sentence."""
+    from ..model import Transformer
+    if not isinstance(model, Transformer):
+        fail(f"model should be a course Transformer (such as helpers.weights.load_cat()), but got "
+             f"{type(model).__name__} {shown(model)}")
+
+
 def layer_case(model, words, layer=0):
     """One layer of ``model`` on one prompt, as chapter 03's exercise uses it: a dict of x (T, d_model),
     the layer's W_Q, W_K, b_Q, b_K, n_heads, and the trace's scores (H, T, T), -inf above the diagonal.
     words: a list of the world's words (the cat world's tokenizer)."""
     from ..worlds import cat_world
+    check_model(model)
     layer = check_positive_int(layer, "layer", minimum=0)
     if layer >= len(model.blocks):
         fail(f"layer should be one of the model's {len(model.blocks)} layers (0..{len(model.blocks) - 1}), "
@@ -524,6 +544,7 @@ def score_path_gradients(model, batch, layer=0):
     undone=‖gradient‖ with the factor undone, identical=whether the two gradients are the same
     tensor, bit for bit)} for every parameter.
     """
+    check_model(model)
     inputs, targets = batch
     layer = check_positive_int(layer, "layer", minimum=0)
     if layer >= len(model.blocks):

@@ -172,7 +172,8 @@ def followers(sentences, context):
     words = context.split() if isinstance(context, str) else context
     if not isinstance(words, (list, tuple)) or not words or not all(isinstance(w, str) for w in words):
         fail(f"expected a context of one or more words, such as 'on the', but got {shown(context)}")
-    n, found = len(words), {}
+    words, found = list(words), {}   # a tuple of words is compared as the list it holds
+    n = len(words)
     for s in sentences:
         for t in range(n, len(s)):
             if list(s[t - n:t]) == words:
