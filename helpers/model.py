@@ -28,7 +28,7 @@ import math
 import threading
 from collections import abc
 from contextlib import contextmanager
-from dataclasses import asdict, dataclass
+from dataclasses import asdict, dataclass, fields
 
 import numpy as np
 import torch
@@ -81,6 +81,21 @@ class Config:
     rotary_pairs: str = "adjacent"
     rotary_base: float = 10000.0
     dropout: float = 0.0         # the share of the residual writes' entries zeroed while training (model.train())
+
+    def __new__(cls, *args, **kwargs):
+        """Refuse, with a sentence, a setting Config does not have (a misspelt ``n_head``) or too
+        many values given in order: Python's own error would come from the generated __init__."""
+        names = [field.name for field in fields(cls)]
+        unknown = [key for key in kwargs if key not in names]
+        if unknown:
+            fail(f"Config's settings should be among {', '.join(names)}, but got {shown(', '.join(unknown))}")
+        if len(args) > len(names):
+            fail(f"Config should get at most {len(names)} values in order ({', '.join(names)}), but got {len(args)}")
+        missing = [name for name in names[len(args):5] if name not in kwargs]
+        if missing and (args or kwargs):   # (copy and pickle make one with no values, then fill it)
+            fail(f"Config should get vocab_size, d_model, n_heads, n_layers and d_ff, but {', '.join(missing)} "
+                 f"{'is' if len(missing) == 1 else 'are'} missing")
+        return super().__new__(cls)
 
     def __post_init__(self):
         # every field checked before anything is computed from it; NumPy integers and bools are
@@ -280,6 +295,9 @@ def check_stream(x, d, dtype, name, dims=3):
         fail(f"{name} should be a non-empty tensor of shape {want} with d_model={d}, but has shape {tuple(x.shape)}")
     if x.dtype != dtype:
         fail(f"{name} should have the weights' dtype {dtype}, but has dtype {x.dtype}")
+    # a part makes several tensors of x's size (an expanded x stands for more numbers than it stores)
+    check_bytes(8 * x.numel() * x.element_size(), f"a part of the model on {name} of shape {tuple(x.shape)}",
+                "give fewer or shorter sequences")
     return x
 
 
@@ -903,13 +921,16 @@ class Transformer(nn.Module):
     def check_ids(self, ids):
         """Token ids as a LongTensor (T,) or (B, T), each in [0, vocab_size), at most MAX_TOKENS long."""
         check_ids_given(ids, "the token ids", MAX_TOKENS)
+        if isinstance(ids, np.ndarray):   # a broadcast view stands for more ids than it stores
+            check_bytes(8 * ids.size, f"token ids of shape {ids.shape}", "give fewer or shorter sequences")
         try:
             if isinstance(ids, (list, tuple)) and ids and all(isinstance(t, torch.Tensor) for t in ids):
                 ids = torch.stack(list(ids))   # a list of (T,) id tensors, e.g. from tokenizer.encode: a batch
             ids = torch.as_tensor(ids)
-        except (TypeError, ValueError, RuntimeError, OverflowError):
+        except Exception:   # noqa: BLE001 (a list of the learner's whose __len__ lies, a value torch cannot read)
             fail(f"expected token ids as a list or array of integers, but got {type(ids).__name__}")
         check_tensor(ids, "the token ids")
+        check_bytes(8 * ids.numel(), f"token ids of shape {tuple(ids.shape)}", "give fewer or shorter sequences")
         if ids.dtype.is_floating_point or ids.dtype.is_complex or ids.dtype == torch.bool or ids.dim() not in (1, 2) \
                 or ids.numel() == 0:
             fail(f"expected token ids as a non-empty (T,) or (B, T) integer array, "

@@ -763,3 +763,26 @@ def test_a_cache_is_refused_with_attention_off(cat, refused):
         assert len(cache) == 0 and cache.switches is None
         refused(lambda: generate(model, ids, 5, attention=False), "cache=False", "attention=False")
         assert len(generate(model, ids, 5, attention=False, cache=False)) == 9
+
+
+def test_round_8_sizes_are_counted_before_a_pass_and_config_names_its_settings(cat, refused):
+    """Red team round 8: a block spent 11 GB on an expanded input before refusing it; ids given as a
+    broadcast array were made into 2.5 GB; a list whose __len__ lies reached torch's IndexError; a
+    misspelt Config setting got Python's own TypeError."""
+    import numpy as np
+
+    from helpers.model import Config
+
+    class LyingList(list):
+        def __len__(self):
+            return 10
+
+    model = cat[0]
+    refused(lambda: model.blocks[0](torch.zeros(1, 1, 6).expand(200_000, 1000, 6)), "a part of the model", "GiB")
+    refused(lambda: model(np.broadcast_to(np.array([1]), (300_000, 1000))), "token ids of shape (300000, 1000)")
+    refused(lambda: model(LyingList([1, 2])), "token ids", "LyingList")
+    refused(lambda: Config(20, 6, 2, 2, 24, n_head=2), "Config's settings should be among", "n_head")
+    refused(lambda: Config(20, 6, 2), "n_layers, d_ff are missing")
+    import copy
+    config = Config(20, 6, 2, 2, 24)
+    assert copy.deepcopy(config) == config
