@@ -1178,3 +1178,18 @@ def test_both_tokenizers_decode_with_one_check(refused):
         for call in (bpe.decode, bpe.text):
             refused(lambda call=call, ids=ids: call(ids), words)
     assert bpe.text(bpe.encode("To be, or not")) == "To be, or not" and bpe.decode([]) == []
+
+
+def test_round_8_counts_that_multiply_work_have_a_stated_limit(refused):
+    """Red team round 8: estimate_loss(..., batches=10**9) never returned; text_repeats(ids, 10**9, 4, 0)
+    reached the allocator (8 GB)."""
+    from helpers.gpt import train as gtrain
+
+    val = corpus.CharTokenizer().encode(corpus.load_text()[:3000])
+    m = gc.GPT(65, 16, 2, 1, 32, 16)
+    refused(lambda: gtrain.estimate_loss(m, val, 8, batches=10**9), "batches should be at most 1,000")
+    refused(lambda: gtrain.train(m, val[:2000], val[2000:], steps=2, batch=2, context=8, eval_batches=10**9),
+            "eval_batches should be at most 1,000")
+    refused(lambda: gc.text_repeats(torch.randint(0, 65, (5000,)), 10**9, 4, 0), "n should be at most 10,000")
+    refused(lambda: gc.text_repeats(torch.zeros(2 * 10**6, dtype=torch.long), 10_000, 6 * 10**5, 0),
+            "should need at most 1.5 GiB")

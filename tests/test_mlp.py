@@ -469,3 +469,26 @@ def test_round_7_the_module_check_takes_a_model_given_in_float64(cat, dragon):
     """Red team round 7: chapter 00 makes load_cat().double(); a right MLP class was then told it
     stopped on a dtype mismatch (the check fed float64 rows to the learner's float32 weights)."""
     assert checks.mlp_module.feedback(learner_mlp(right_forward), copy.deepcopy(cat).double(), dragon) == []
+
+
+def test_round_8_mlp_forward_counts_its_tables_before_making_them(refused):
+    """Red team round 8: a broadcast x of 10**8 rows ran 38 s to a MemoryError at 4.5 GB, and small
+    inputs with d_ff = 20,000 made a (20000, 20000) hidden layer (2.98 GiB) unchecked."""
+    refused(lambda: mlp.mlp_forward(np.broadcast_to(1.0, (10**8, 2)), np.ones((2, 3)), np.zeros(3), np.ones((3, 2)),
+                                    np.zeros(2)), "should need at most 1.5 GiB", "100,000,000 rows")
+    refused(lambda: mlp.mlp_forward(np.ones((20000, 2)), np.ones((2, 20000)), np.zeros(20000), np.ones((20000, 2)),
+                                    np.zeros(2)), "should need at most 1.5 GiB", "20,000")
+    refused(lambda: mlp.mlp_forward(np.ones(2), np.ones((2, 3)), np.zeros(1), np.ones((3, 2)), np.zeros(2)),
+            "should have shapes (d, d_ff), (d_ff,), (d_ff, d) and (d,)", "(1,)")
+
+
+def test_round_8_apply_block_mlp_counts_an_expanded_tensor(refused, cat):
+    """Red team round 8: h_mid = torch.zeros(1, 6).expand(10**8, 6) (24 bytes stored) reached the allocator."""
+    refused(lambda: mlp.apply_block_mlp(cat, 0, torch.zeros(1, 6).expand(10**8, 6)), "should need at most 1.5 GiB")
+    refused(lambda: mlp.apply_block_mlp(cat, 0, torch.full((2, 6), float("nan"))), "h_mid should hold finite numbers")
+
+
+def test_round_8_layer_parameters_refuses_more_active_experts_than_experts(refused):
+    """Red team round 8: experts=2, active=3 returned counts."""
+    refused(lambda: mlp.layer_parameters(64, experts=2, active=3), "active should be at most experts=2", "3")
+    assert mlp.layer_parameters(64, experts=2, active=2)["mlp_active"] == mlp.layer_parameters(64, experts=2)["mlp"]

@@ -755,3 +755,30 @@ def test_chaotic_is_a_rule_any_grid_can_use(curves):
     assert nz.chaotic("none", 16) and not nz.chaotic("pre", 5)
     grid = dict(curves, depths=[2, 4, 8, 16], runs={k.replace("/12/", "/16/"): v for k, v in curves["runs"].items()})
     nz.stack_view(grid, 16, grid["lrs"][0])
+
+def test_round_8_layer_norm_refuses_numbers_whose_squares_overflow(refused):
+    """Red team round 8: layer_norm_steps([1e200, -1e200, 0]) returned std inf and out [0, 0, 0]
+    (LayerNorm of it is about [1.22, -1.22, 0])."""
+    for call in (lambda: nz.layer_norm_steps(np.array([1e200, -1e200, 0.0])),
+                 lambda: nz.layer_norm_by_hand(np.array([1e200, -1e200, 0.0]), np.ones(3), np.zeros(3)),
+                 lambda: nz.rms_norm(np.array([[1e200, -1e200, 0.0]]))):
+        refused(call, "x should hold numbers whose squares stay finite", "1e+200")
+    assert np.allclose(nz.layer_norm_steps(np.array([1e150, -1e150, 0.0]))["out"], [1.2247, -1.2247, 0], atol=1e-4)
+    refused(lambda: nz.rms_norm(np.array([1.0, np.nan])), "x should hold finite numbers")
+
+
+def test_round_8_layer_norm_module_counts_its_bytes(refused):
+    """Red team round 8: LayerNorm(10**12) reached the allocator (4 TB); an expanded input too."""
+    refused(lambda: nz.LayerNorm(10**12), "LayerNorm(1,000,000,000,000) should need at most 1.5 GiB")
+    refused(lambda: nz.LayerNorm(16)(torch.zeros(1, 16).expand(10**8, 16)), "should need at most 1.5 GiB")
+
+
+def test_round_8_next_token_loss_checks_shapes_and_ids(refused):
+    """Red team round 8: mismatched shapes raised torch's ValueError, a target of 7 among 5 tokens IndexError."""
+    refused(lambda: nz.next_token_loss(torch.zeros(2, 3, 5), torch.zeros(2, 4, dtype=torch.long)),
+            "targets should be a tensor of token ids", "(2, 3)", "(2, 4)")
+    refused(lambda: nz.next_token_loss(torch.zeros(2, 3, 5), torch.full((2, 3), 7)), "from 0 to 4", "7")
+    refused(lambda: nz.next_token_loss(torch.zeros(2, 3, 5), torch.zeros(2, 3)), "dtype torch.long")
+    refused(lambda: nz.next_token_loss([[1.0]], torch.zeros(2, 3, dtype=torch.long)), "logits should be")
+    assert float(nz.next_token_loss(torch.zeros(2, 3, 5), torch.full((2, 3), -100).index_fill(1, torch.tensor([0]), 4))) \
+        == pytest.approx(np.log(5))

@@ -1106,3 +1106,16 @@ def test_compute_helpers_refuse_a_tokenizer_shape_or_count_they_cannot_use(smol,
 
 def test_round_7b_the_tokenizer_measures_a_range_before_it_reads_it(smol, refused):
     refused(lambda: smol[1].decode(range(10**12)), "range of 1,000,000,000,000")
+
+
+def test_round_8_rerounded_checks_its_step_tables(refused, cat):
+    """Red team round 8: rerounded(cat, 10**9, 0) raised AttributeError 'int' object has no attribute 'items'."""
+    from helpers.real import circuit
+
+    refused(lambda: circuit.rerounded(cat, 10**9, 0), "steps should be a dict")
+    refused(lambda: circuit.rerounded(cat, {"nope": torch.zeros(1)}, 0), "should name a parameter of the model")
+    refused(lambda: circuit.rerounded(cat, {"E": torch.zeros(3)}, 0), "should be a tensor of shape (20, 6)")
+    refused(lambda: circuit.rerounded(cat, {"E": torch.full((20, 6), -1.0)}, 0), "finite numbers >= 0")
+    refused(lambda: circuit.rerounded(cat, {"E": torch.zeros(20, 6)}, -1), "seed")
+    same = circuit.rerounded(cat, {"E": torch.zeros(20, 6)}, 0)
+    assert same is not cat and torch.equal(same.E, cat.E)

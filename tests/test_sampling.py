@@ -860,3 +860,42 @@ def test_round_7_shared_kv_attention_names_what_it_expected(refused):
                                                  torch.zeros(1, 3, 4)), "Q should hold finite numbers")
     refused(lambda: sampling.shared_kv_attention(torch.zeros(3, 3, 4), torch.zeros(2, 3, 4), torch.zeros(2, 3, 4)),
             "should split into equal groups", "but K and V have 2")
+
+
+def test_round_8_timings_check_the_window_and_repeats_before_any_work(refused, dragon):
+    """Red team round 8: prefill_and_decode_seconds drew 3e8 random ids (2.5 GB) before the model refused
+    them, and took repeats=10**9 (it never returned)."""
+    refused(lambda: sampling.prefill_and_decode_seconds(dragon, 3 * 10**8), "n_tokens should be at most 128",
+            "300,000,000")
+    refused(lambda: sampling.prefill_and_decode_seconds(dragon, 2, repeats=10**9), "repeats should be at most 100")
+    refused(lambda: sampling.step_seconds(dragon, [8, 129]), "each length should be at most 128", "129")
+    refused(lambda: sampling.prefill_and_decode_seconds("dragon", 2), "expected a helpers.model.Transformer")
+
+
+def test_round_8_shared_kv_attention_refuses_zero_heads_and_counts_its_bytes(refused):
+    """Red team round 8: zero heads raised ZeroDivisionError; K and V were repeated to every head
+    before attention counted its bytes."""
+    refused(lambda: sampling.shared_kv_attention(np.zeros((0, 5, 4)), np.zeros((0, 5, 4)), np.zeros((0, 5, 4))),
+            "should each have at least one head", "Q has 0")
+    refused(lambda: sampling.shared_kv_attention(np.zeros((20000, 100, 1)), np.zeros((1, 100, 1)),
+                                                 np.zeros((1, 100, 1))), "should need at most 1.5 GiB")
+
+
+def test_round_8_logits_and_temperature_as_given(refused):
+    """Red team round 8: temperature=10**30 raised OverflowError; logits of 1e300 (finite, as given)
+    were called +inf, which float32 made of them; a broadcast view of 4e8 logits reached 4.8 GB."""
+    assert torch.equal(sampling.next_distribution(torch.tensor([1.0, 2.0]), temperature=10**30),
+                       sampling.next_distribution(torch.tensor([1.0, 2.0]), temperature=1e30))
+    refused(lambda: sampling.next_distribution(torch.tensor([1e300, -1e300], dtype=torch.float64)),
+            "logits should fit in float32", "3.4e38", "1e+300")
+    refused(lambda: sampling.next_distribution(np.broadcast_to(np.float32(0), (4 * 10**8,))),
+            "should need at most 1.5 GiB")
+
+
+def test_round_8_slide_refuses_a_world_of_another_model(refused, dragon):
+    """Red team round 8: slide(dragon, cat world) drew with the dragon model and labelled the
+    bars with the cat world's 20 words."""
+    from helpers import worlds
+
+    refused(lambda: sampling.slide(dragon, worlds.cat_world(), "<BOS> the"), "belong together", "10", "20")
+    refused(lambda: sampling.slide(dragon, worlds.cat_world().tokenizer, "<BOS> the"), "belong together", "10", "20")

@@ -24,8 +24,8 @@ import torch.nn.functional as F
 from torch import nn
 
 from .. import worlds
-from ..errors import CourseInputError, check_number, check_positive_int, check_seed, check_switch, check_text, count, fail, shown, \
-    to_numpy
+from ..errors import CourseInputError, check_bytes, check_number, check_positive_int, check_seed, check_switch, \
+    check_text, count, fail, shown, to_numpy
 from ..heads.compute import MultiHeadAttention, copy_losses
 from ..model import MAX_TOKENS, Config, Transformer
 from ..normalization.compute import Block, LayerNorm
@@ -40,7 +40,8 @@ MAX_LIVE_SECONDS = 600.0   # the most seconds a live run may be given (ten minut
 MAX_NEW = 5_000         # the most tokens sample_text and samples_at draw in one call (each one is a pass)
 MAX_PROMPT = 100_000    # the most characters sample_text's prompt may hold (each is encoded; the model reads the last)
 MAX_ROWS = 64           # the most continuations samples_at draws side by side
-MAX_EVAL_BATCHES = 1_000   # the most validation batches train_loop draws at each evaluation
+MAX_EVAL_BATCHES = course_train.MAX_EVAL_BATCHES   # the most validation batches train_loop draws at each evaluation
+MAX_SPANS = 10_000         # the most spans text_repeats takes (the chapter's repeat test takes 64)
 
 
 def check_new(n_new, name="n_new"):
@@ -810,9 +811,12 @@ def text_repeats(ids, n, length, seed):
     to copy."""
     ids = check_ids(ids)
     n, length = check_positive_int(n, "n"), check_positive_int(length, "length", minimum=2)
+    if n > MAX_SPANS:
+        fail(f"n should be at most {MAX_SPANS:,} spans (each is drawn one at a time), but got {count(n)}")
     if len(ids) < 3 * length:
         fail(f"a span of {length} tokens and another span of {length} that does not overlap it need a text "
              f"of at least {3 * length} tokens, but got {len(ids)}")
+    check_bytes(8 * n * (6 * length + 2), f"{count(n)} spans of {count(length)} tokens", "ask for fewer or shorter spans")
     g = torch.Generator().manual_seed(check_seed(seed))
     last = len(ids) - length                                          # the last start a span can have
     starts = torch.randint(0, last + 1, (n,), generator=g).tolist()

@@ -21,6 +21,7 @@ from ..model import Attention
 from .corpus import check_ids, windows
 
 MAX_STEPS = 100_000     # the most updates one call trains (the shipped model took 5,400; a live run about 1,000)
+MAX_EVAL_BATCHES = 1_000   # the most batches one estimate of the loss draws (the course's evaluations take 20)
 MAX_VOCAB = 1_000_000   # a larger vocabulary is a mistake here (its embedding alone would not fit in memory)
 BETAS = (0.9, 0.99)     # AdamW's betas; β2 = 0.99 as nanoGPT's Shakespeare example (few tokens per step)
 
@@ -52,6 +53,14 @@ def check_steps(steps):
     return steps
 
 
+def check_batches(batches, name="batches"):
+    """How many batches an estimate of the loss draws: a whole number from 1 to MAX_EVAL_BATCHES (each is a pass)."""
+    batches = check_positive_int(batches, name)
+    if batches > MAX_EVAL_BATCHES:
+        fail(f"{name} should be at most {MAX_EVAL_BATCHES:,} (each is a pass), but got {count(batches)}")
+    return batches
+
+
 def check_settings(steps, batch, context, lr, warmup, min_lr, weight_decay, clip, eval_every, eval_batches, seed,
                    time_limit=None):
     """``train``'s settings, each on its own in this order (before any work; how they fit the model
@@ -63,7 +72,7 @@ def check_settings(steps, batch, context, lr, warmup, min_lr, weight_decay, clip
     min_lr = check_number(min_lr, "min_lr", low=0, high=lr)
     weight_decay = check_number(weight_decay, "weight_decay", low=0)
     clip = check_number(clip, "clip", low=0, low_open=True)
-    eval_every, eval_batches = check_positive_int(eval_every, "eval_every"), check_positive_int(eval_batches, "eval_batches")
+    eval_every, eval_batches = check_positive_int(eval_every, "eval_every"), check_batches(eval_batches, "eval_batches")
     seed = check_seed(seed)
     if time_limit is not None:
         time_limit = check_number(time_limit, "time_limit", low=0, low_open=True)
@@ -85,7 +94,7 @@ def estimate_loss(model, ids, context, batches=20, batch=32, seed=0):
     check_model(model, "estimate_loss")
     ids = check_ids(ids)
     context = check_context(model, context)
-    batches, batch, seed = check_positive_int(batches, "batches"), check_positive_int(batch, "batch"), check_seed(seed)
+    batches, batch, seed = check_batches(batches), check_positive_int(batch, "batch"), check_seed(seed)
     check_vocabulary(model, ids)
     check_batch(model, batch, context)
     generator = torch.Generator().manual_seed(seed)

@@ -20,8 +20,8 @@ import torch.nn.functional as F
 from torch import nn
 
 from .. import reference as ref
-from ..errors import as_array, check_bytes, check_choice, check_index, check_number, check_positive_int, check_switch, \
-    count, fail, shown
+from ..errors import as_array, check_bytes, check_choice, check_finite, check_index, check_number, check_positive_int, \
+    check_switch, count, fail, shown, to_numpy
 from ..explorer import check_model_and_world
 from ..heads.compute import check_model
 from ..model import MAX_TOKENS, check_stream
@@ -55,13 +55,18 @@ def mlp_forward(x, W_1, b_1, W_2, b_2, activation="gelu"):
     out = act W_2 + b_2 (T, d). Returns dict(pre, act, out). activation: gelu, relu or none.
     """
     x, W_1, W_2 = as_array(x, "x", (1, 2)), as_array(W_1, "W_1", 2), as_array(W_2, "W_2", 2)
+    b_1, b_2 = as_array(b_1, "b_1", 1), as_array(b_2, "b_2", 1)
     check_choice(activation, "activation", tuple(ACTIVATIONS))
-    if W_1.shape[0] != x.shape[-1] or W_2.shape[0] != W_1.shape[1]:
-        fail(f"x has width {x.shape[-1]}, W_1 is {W_1.shape} and W_2 is {W_2.shape}; "
-             "expected W_1 (d, d_ff) and W_2 (d_ff, d)")
-    pre = x @ W_1 + as_array(b_1, "b_1", 1)
+    d, d_ff = x.shape[-1], W_1.shape[1]
+    if W_1.shape[0] != d or b_1.shape != (d_ff,) or W_2.shape != (d_ff, d) or b_2.shape != (d,):
+        fail(f"W_1, b_1, W_2 and b_2 should have shapes (d, d_ff), (d_ff,), (d_ff, d) and (d,) for x of width "
+             f"d={d}, but have {W_1.shape}, {b_1.shape}, {W_2.shape} and {b_2.shape}")
+    rows = x.shape[0] if x.ndim == 2 else 1   # pre, act and the activation's temporaries (T, d_ff), out (T, d)
+    check_bytes(8 * rows * (5 * d_ff + d), f"the MLP of {count(rows)} rows of width {count(d_ff)}",
+                "give fewer rows or a smaller d_ff")
+    pre = x @ W_1 + b_1
     act = ACTIVATIONS[activation](pre)
-    return dict(pre=pre, act=act, out=act @ W_2 + as_array(b_2, "b_2", 1))
+    return dict(pre=pre, act=act, out=act @ W_2 + b_2)
 
 
 class MLP(nn.Module):
@@ -124,9 +129,14 @@ def apply_block_mlp(model, layer, h_mid):
     (``block.mlp_part``: its LayerNorm, W_1 + b_1, the activation, W_2 + b_2).
     Returns what the MLP writes into the residual stream, a (T, d) torch tensor."""
     block = check_block(model, layer)
+    h_mid = to_numpy(h_mid, "h_mid")   # its size counted before it is converted
+    d, d_ff = model.cfg.d_model, model.cfg.d_ff
+    if h_mid.ndim != 2 or h_mid.shape[1] != d:
+        fail(f"h_mid should have shape (T, {d}), but it has shape {h_mid.shape}")
+    check_finite(h_mid, "h_mid")
+    rows = h_mid.shape[0]   # float32 tables the block keeps: h_mid, ln2, mlp, h (T, d) and pre, act (T, d_ff)
+    check_bytes(4 * rows * (4 * d + 2 * d_ff), f"the MLP of {count(rows)} rows", "give fewer rows")
     h_mid = torch.as_tensor(h_mid, dtype=torch.float32)
-    if h_mid.dim() != 2 or h_mid.shape[1] != model.cfg.d_model:
-        fail(f"h_mid should have shape (T, {model.cfg.d_model}), but it has shape {tuple(h_mid.shape)}")
     kept = {}
     with torch.no_grad():
         block.mlp_part(h_mid[None], keep=kept.__setitem__)
@@ -156,12 +166,15 @@ def layer_parameters(d, d_ff=None, bias=True, n_heads=1, n_kv_heads=None, ffn="g
     check_choice(norm, "norm", ("layer", "rms"))
     experts = check_positive_int(experts, "experts")
     active = experts if active is None else check_positive_int(active, "active")
+    if active > experts:
+        fail(f"active should be at most experts={experts} (the experts a token uses are among them), "
+             f"but got {count(active)}")
     kv = d * n_kv_heads // n_heads
     attention = 2 * d * d + 2 * d * kv + ((2 * d + 2 * kv) if bias else 0)
     one_ffn = (2 if ffn == "gelu" else 3) * d * d_ff + ((d_ff + d) if bias else 0)
     router = d * experts if experts > 1 else 0
     norms = (4 if norm == "layer" else 2) * d
-    mlp, mlp_active = experts * one_ffn + router, min(active, experts) * one_ffn + router
+    mlp, mlp_active = experts * one_ffn + router, active * one_ffn + router
     return dict(attention=attention, mlp=mlp, norms=norms, total=attention + mlp + norms,
                 mlp_active=mlp_active, total_active=attention + mlp_active + norms)
 

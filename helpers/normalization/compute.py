@@ -76,11 +76,15 @@ class LayerNorm(nn.Module):
     def __init__(self, d, eps=1e-5):
         super().__init__()
         self.eps = check_number(eps, "eps", low=0, low_open=True)
-        self.weight = nn.Parameter(torch.ones(check_positive_int(d, "d")))
+        d = check_positive_int(d, "d")
+        check_bytes(8 * d, f"LayerNorm({count(d)})", "ask for a smaller d (two float32 vectors of d numbers)")
+        self.weight = nn.Parameter(torch.ones(d))
         self.bias = nn.Parameter(torch.zeros(d))
 
     def forward(self, x):
         check_stream(x, self.weight.shape[0], getattr(x, "dtype", None), "LayerNorm's input x", dims=None)
+        check_bytes(5 * x.element_size() * x.numel(), f"LayerNorm of {count(x.numel() // x.shape[-1])} rows",
+                    "give fewer rows (an expanded tensor counts every row it stands for)")
         mean = x.mean(dim=-1, keepdim=True)                          # one mean per row
         var = ((x - mean) ** 2).mean(dim=-1, keepdim=True)           # population variance: divide by d
         z = (x - mean) / torch.sqrt(var + self.eps)                  # ε inside the root
@@ -117,6 +121,15 @@ def check_affine(x, gamma, beta):
         check_finite(values, name)
 
 
+def check_squares(x, name="x"):
+    """Refuse finite, non-empty x (..., d) whose rows' deviations from the mean, squared and summed,
+    would overflow float64: the variance would be inf and every z 0."""
+    largest, limit = float(np.abs(x).max()), math.sqrt(np.finfo(float).max / (4 * x.shape[-1]))
+    if largest > limit:
+        fail(f"{name} should hold numbers whose squares stay finite (each of size at most about {limit:.1e}), "
+             f"but one has size {largest:.3g}")
+
+
 def layer_norm_steps(x, gamma=None, beta=None, eps=1e-5):
     """LayerNorm of one vector x (d,), every step kept.
 
@@ -134,6 +147,7 @@ def layer_norm_steps(x, gamma=None, beta=None, eps=1e-5):
     gamma = np.ones(d) if gamma is None else as_array(gamma, "gamma", 1)
     beta = np.zeros(d) if beta is None else as_array(beta, "beta", 1)
     check_affine(x, gamma, beta)
+    check_squares(x)
     mean, var = float(x.mean()), float(x.var())
     if var + eps <= 0:
         fail(f"eps should be > 0 for a vector whose entries are all equal (its variance is 0, so z would be 0/0), "
@@ -153,6 +167,7 @@ def layer_norm_by_hand(x, gamma, beta, decimals=3):
     if decimals > 15:
         fail(f"decimals should be at most 15 (a float's precision), but got {count(decimals)}")
     check_affine(x, gamma, beta)
+    check_squares(x)
     r = lambda v: np.round(v, decimals)
     mean = float(r(x.sum() / len(x)))
     deviations = r(x - mean)
@@ -215,12 +230,16 @@ def rms_norm(x, gamma=None, eps=1e-5):
     number > 0 (at 0 a row of zeros would give 0/0)."""
     x = as_array(x, "x")
     eps = check_number(eps, "eps", low=0, low_open=True)
-    if x.ndim == 0:
-        fail(f"x should have at least one axis (..., d), but got a single number {float(x):g}")
+    if x.ndim == 0 or x.size == 0:
+        fail(f"x should have at least one axis (..., d) and at least one number, but got shape {x.shape}")
     d = x.shape[-1]
     gamma = np.ones(d) if gamma is None else as_array(gamma, "gamma", 1)
     if gamma.shape != (d,):
         fail(f"gamma should have d={d} numbers like the last axis of x, but has {len(gamma)}")
+    check_finite(x, "x")
+    check_finite(gamma, "gamma")
+    check_squares(x)
+    check_bytes(3 * 8 * x.size, f"rms_norm of {count(x.size)} numbers", "give a smaller x")
     return x / np.sqrt((x ** 2).mean(axis=-1, keepdims=True) + eps) * gamma
 
 
@@ -380,6 +399,21 @@ def layer_gradient_norms(model):
 
 def next_token_loss(logits, targets):
     """Mean next-token cross-entropy (nats) of logits (B, T, V) against targets (B, T), -100 ignored."""
+    if not isinstance(logits, torch.Tensor) or check_tensor(logits, "logits").dim() != 3 \
+            or not logits.is_floating_point() or logits.numel() == 0:
+        fail(f"logits should be a non-empty float tensor (B, T, V), but got {shown(logits)}"
+             + (f" of dtype {logits.dtype}" if isinstance(logits, torch.Tensor) else ""))
+    V = logits.shape[-1]
+    if not isinstance(targets, torch.Tensor) or check_tensor(targets, "targets").shape != logits.shape[:2] \
+            or targets.dtype != torch.long:
+        fail(f"targets should be a tensor of token ids (dtype torch.long) of shape {tuple(logits.shape[:2])} like "
+             f"the logits' (B, T), but got {shown(targets)}"
+             + (f" of dtype {targets.dtype}" if isinstance(targets, torch.Tensor) else ""))
+    if (((targets < 0) & (targets != -100)) | (targets >= V)).any():
+        fail(f"targets should hold token ids from 0 to {V - 1} (or -100: nothing to predict), but hold "
+             f"{int(targets.min())} to {int(targets.max())}")
+    check_bytes(3 * logits.element_size() * logits.numel(), f"the loss of {count(logits.numel() // V)} positions",
+                "give fewer positions (an expanded tensor counts every row it stands for)")
     return F.cross_entropy(logits.reshape(-1, logits.shape[-1]), targets.reshape(-1), ignore_index=-100)
 
 

@@ -472,15 +472,33 @@ def block_steps(reader, model):
     return steps
 
 
+def check_steps(model, steps):
+    """``steps`` as ``block_steps(reader, model)`` makes them: a dict {parameter name of the model:
+    a tensor of finite steps >= 0 shaped like that parameter}, else one sentence; return the
+    model's parameters by name."""
+    params = dict(check_net(model).named_parameters())
+    if not isinstance(steps, dict):
+        fail(f"steps should be a dict {{parameter name: tensor of rounding steps}} as block_steps(reader, model) "
+             f"makes it, but got {shown(steps)}")
+    for name, step in steps.items():
+        if name not in params:
+            fail(f"each key of steps should name a parameter of the model (such as 'E'), but got {shown(name)}")
+        if not isinstance(step, torch.Tensor) or tuple(check_tensor(step, name).shape) != tuple(params[name].shape):
+            fail(f"the step table for {name} should be a tensor of shape {tuple(params[name].shape)} like the weight, "
+                 f"but got {shown(step)}")
+        if not step.is_floating_point() or not (torch.isfinite(step) & (step >= 0)).all():
+            fail(f"the step table for {name} should hold finite numbers >= 0, but it holds dtype {step.dtype} "
+                 f"from {float(step.min()):g} to {float(step.max()):g}")
+    return params
+
+
 def rounding_sizes(model, steps):
     """{parameter name: (rounding bound d/2 largest, RMS of a uniform rounding error d/sqrt(12)
     over the weights' RMS)} per quantised matrix."""
-    params = dict(model.named_parameters())
+    params = check_steps(model, steps)
     out = {}
     for name, step in steps.items():
         w = params[name]
-        if tuple(w.shape) != tuple(step.shape):
-            fail(f"the step table for {name} has shape {tuple(step.shape)}, the weight {tuple(w.shape)}")
         rms_error = float(step.pow(2).mean().sqrt()) / 12 ** 0.5
         out[name] = (float(step.max()) / 2, rms_error / float(w.pow(2).mean().sqrt()))
     return out
@@ -492,6 +510,11 @@ def rerounded(model, steps, seed):
     [-d/2, d/2], one more rounding's worth of error (the original weights lie that close to ours)."""
     import copy
 
+    params = check_steps(model, steps)
+    seed = check_seed(seed)
+    largest = max((params[name].numel() for name in steps), default=0)   # the model once more, and the noise
+    check_bytes(sum(p.numel() * p.element_size() for p in params.values()) + 3 * 4 * largest,
+                "a copy of the model", "use a smaller model")
     clone = copy.deepcopy(model)
     g = torch.Generator().manual_seed(seed)
     params = dict(clone.named_parameters())

@@ -17,8 +17,8 @@ import math
 import numpy as np
 import torch
 
-from ..errors import check_finite, check_positive_int, check_seed, check_switch, check_tensor, count, fail, shown, \
-    to_numpy
+from ..errors import check_bytes, check_finite, check_positive_int, check_seed, check_switch, check_tensor, count, \
+    fail, shown, to_numpy
 from ..model import KVCache
 
 
@@ -74,12 +74,17 @@ def check_probs(probs, name="probs"):
 def check_logits(logits, name="logits"):
     """logits as float32 (V,): finite or -inf (a token ruled out), at least one finite. A vector that
     is already a distribution (every entry > 0, summing to 1) is refused: softmax of it is nearly flat."""
-    logits = torch.as_tensor(to_numpy(logits, name), dtype=torch.float32)
-    if logits.dim() != 1 or len(logits) == 0:
-        fail(f"{name} should be the scores of one position, shape (V,), but got shape {tuple(logits.shape)}")
-    if torch.isnan(logits).any() or (logits == math.inf).any() or not torch.isfinite(logits).any():
+    arr = to_numpy(logits, name)   # float64: checked before float32 could turn a large number into inf
+    if arr.ndim != 1 or arr.size == 0:
+        fail(f"{name} should be the scores of one position, shape (V,), but got shape {arr.shape}")
+    finite = np.isfinite(arr)
+    if np.isnan(arr).any() or (arr == math.inf).any() or not finite.any():
         fail(f"{name} should be finite numbers (-inf rules a token out), but got "
-             f"{int(torch.isnan(logits).sum())} NaN and {int((logits == math.inf).sum())} +inf of {len(logits)}")
+             f"{int(np.isnan(arr).sum())} NaN and {int((arr == math.inf).sum())} +inf of {len(arr)}")
+    largest = np.abs(arr[finite]).max()
+    if largest > np.finfo(np.float32).max:
+        fail(f"{name} should fit in float32 (each of size at most about 3.4e38), but one has size {largest:.3g}")
+    logits = torch.as_tensor(arr, dtype=torch.float32)
     if len(logits) > 1 and (logits > 0).all() and abs(float(logits.double().sum()) - 1) <= 1e-5:
         fail(f"{name} should be scores before the softmax, but got a probability distribution "
              "(every entry positive, summing to 1); pass the logits, or use the probabilities as they are")
@@ -98,7 +103,7 @@ def _tempered(logits, temperature):
         probs = torch.zeros_like(logits)
         probs[logits.argmax()] = 1.0
         return probs
-    scaled = logits.double() / temperature   # float64: a small temperature must not overflow
+    scaled = logits.double() / float(temperature)   # float64: a small temperature must not overflow
     if not torch.isfinite(scaled.max()):     # -inf (a token ruled out) stays -inf; the largest must stay finite
         fail(f"temperature should be large enough for logits / temperature to stay finite, but with "
              f"temperature={temperature:g} it overflows; use temperature=0 for greedy decoding")
@@ -240,14 +245,45 @@ def check_switches(model, switches):
     model.check_replace(switches.get("replace"))
 
 
-def check_length(model, ids, n_new, cache=True):
-    """n_new as an int, refused up front if the prompt and n_new tokens would not fit the model
-    (the course's MAX_TOKENS, or n_max for learned positions; without the cache, every pass runs
-    the whole sequence so far)."""
+def window(model):
+    """The most tokens one pass of ``model`` runs: the course's MAX_TOKENS, or n_max for learned positions."""
     from ..model import MAX_TOKENS
 
+    return min(MAX_TOKENS, model.cfg.n_max) if model.cfg.positions == "learned" else MAX_TOKENS
+
+
+def check_model(model, caller):
+    """model as a helpers.model.Transformer, else one sentence."""
+    from ..model import Transformer
+
+    if not isinstance(model, Transformer):
+        fail(f"{caller} expected a helpers.model.Transformer as its model, but got {shown(model)}")
+    return model
+
+
+def check_tokens(model, n_tokens, name):
+    """A number of tokens from 2 to the model's ``window``, as an int, else one sentence."""
+    n_tokens = check_positive_int(n_tokens, name, minimum=2)
+    if n_tokens > window(model):
+        fail(f"{name} should be at most {window(model):,} (the most tokens this model runs at once), "
+             f"but got {count(n_tokens)}")
+    return n_tokens
+
+
+def check_repeats(repeats):
+    """The runs a timing takes the median of: 1 to MAX_REPEATS, as an int, else one sentence."""
+    repeats = check_positive_int(repeats, "repeats")
+    if repeats > MAX_REPEATS:
+        fail(f"repeats should be at most {MAX_REPEATS} (this course's limit: each run is timed in full), "
+             f"but got {count(repeats)}")
+    return repeats
+
+
+def check_length(model, ids, n_new, cache=True):
+    """n_new as an int, refused up front if the prompt and n_new tokens would not fit the model
+    (its ``window``; without the cache, every pass runs the whole sequence so far)."""
     n_new = check_positive_int(n_new, "n_new")
-    room = min(MAX_TOKENS, model.cfg.n_max) if model.cfg.positions == "learned" else MAX_TOKENS
+    room = window(model)
     if len(ids) + n_new - 1 > room:   # the last token drawn is never fed back
         fail(f"expected a prompt and n_new that fit in the model's {room:,} tokens, but the prompt has "
              f"{len(ids):,} and n_new={shown(n_new)} would need {shown(len(ids) + n_new - 1)}")
@@ -416,13 +452,11 @@ def step_seconds(model, lengths, repeats=3, seed=0):
     """
     import time
 
-    repeats = check_positive_int(repeats, "repeats")
-    if repeats > MAX_REPEATS:
-        fail(f"repeats should be at most {MAX_REPEATS} (this course's limit: each is a pass per length), "
-             f"but got {count(repeats)}")
+    check_model(model, "step_seconds")
+    repeats = check_repeats(repeats)
     if not isinstance(lengths, (list, tuple, range)) or not 1 <= len(lengths) <= MAX_LENGTHS:
         fail(f"lengths should be a list of 1 to {MAX_LENGTHS} sequence lengths, but got {shown(lengths)}")
-    lengths = [check_positive_int(T, "each length", minimum=2) for T in lengths]   # all before the first run
+    lengths = [check_tokens(model, T, "each length") for T in lengths]   # all before the first run
     g = torch.Generator().manual_seed(check_seed(seed))
     out = dict(lengths=[], uncached=[], cached=[])
     for T in lengths:
@@ -456,8 +490,9 @@ def prefill_and_decode_seconds(model, n_tokens, repeats=3, seed=0):
     """
     import time
 
-    n_tokens = check_positive_int(n_tokens, "n_tokens", minimum=2)
-    repeats = check_positive_int(repeats, "repeats")
+    check_model(model, "prefill_and_decode_seconds")
+    n_tokens = check_tokens(model, n_tokens, "n_tokens")
+    repeats = check_repeats(repeats)
     g = torch.Generator().manual_seed(check_seed(seed))
     ids = torch.randint(0, model.cfg.vocab_size, (n_tokens,), generator=g)
 
@@ -499,12 +534,17 @@ def shared_kv_attention(Q, K, V):
             fail(f"{name} should have shape (heads, T, d), but got shape {x.shape}")
         check_finite(x, name)
     h, h_kv = Q.shape[0], K.shape[0]
+    if h == 0 or h_kv == 0:
+        fail(f"Q and K should each have at least one head, but Q has {h} and K has {h_kv}")
     if V.shape[0] != h_kv:
         fail(f"V should have as many heads as K ({h_kv}: each shared K head needs its V head), but it has {V.shape[0]}")
     if h % h_kv:
         fail(f"Q's {h} heads should split into equal groups, one per K/V head, but K and V have {h_kv}: "
              "h should be a multiple of h_kv")
     group = h // h_kv
+    T, d_v = Q.shape[1], V.shape[2]   # K and V repeated to h heads, then attention's (h, T, T) tables
+    check_bytes(8 * h * K.shape[1] * (K.shape[2] + d_v) + 4 * 8 * h * T * (K.shape[1] + d_v),
+                f"grouped-query attention of {count(h)} heads over {count(T)} tokens", "give fewer heads or tokens")
     return attention(Q, np.repeat(K, group, axis=0), np.repeat(V, group, axis=0), causal=True)
 
 
@@ -516,6 +556,21 @@ def as_tokenizer(tokenizer):
     if not all(hasattr(tokenizer, name) for name in ("vocab", "encode", "decode")):
         fail(f"expected a tokenizer with vocab, encode(text) and decode(ids) (or a World), "
              f"but got {type(tokenizer).__name__}")
+    return tokenizer
+
+
+def model_tokenizer(model, world):
+    """The tokenizer of ``world`` (a World, or a tokenizer) for ``model``: a World should belong to
+    the model (``explorer.check_model_and_world``), a tokenizer's vocabulary should be the model's."""
+    from ..explorer import check_model_and_world
+    from ..worlds import World
+
+    if isinstance(world, World):
+        check_model_and_world(model, world)
+    tokenizer = as_tokenizer(world)
+    if len(tokenizer.vocab) != model.cfg.vocab_size:
+        fail(f"expected a tokenizer with the model's {model.cfg.vocab_size} tokens, but it has "
+             f"{len(tokenizer.vocab)}: the model and the tokenizer do not belong together")
     return tokenizer
 
 
@@ -539,7 +594,7 @@ def prompt_state(model, tokenizer, prompt, room=0):
     if not isinstance(model, Transformer):
         fail(f"expected a helpers.model.Transformer, but got {type(model).__name__}")
     room = check_positive_int(room, "room (the tokens drawn after the prompt)", minimum=0)
-    tokenizer = as_tokenizer(tokenizer)
+    tokenizer = model_tokenizer(model, tokenizer)
     if not isinstance(prompt, str) or not prompt.strip():
         fail(f"a prompt is a non-empty string, but got {prompt!r}")
     ids = torch.as_tensor(tokenizer.encode(prompt), dtype=torch.long).reshape(-1)
@@ -677,7 +732,7 @@ def slide(model, world, prompt="<BOS> dragon drinks", temperature=1.0, top_k=Non
     check_sampling(temperature, top_k, top_p, vocab_size=model.cfg.vocab_size)
     seed = check_seed(seed)
     check_continuations(model, n_continuations, length, 0)   # the prompt's length: below, with it
-    tokenizer = as_tokenizer(world)
+    tokenizer = model_tokenizer(model, world)
     if state is None:
         state = prompt_state(model, tokenizer, prompt, room=length * (n_continuations > 0))
     check_state(model, state)
