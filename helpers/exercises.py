@@ -253,10 +253,6 @@ class Module(Kind):
     def convert(self, answer, check, args, kwargs):
         if isinstance(answer, type):
             return self.recordable(answer)
-        nn = getattr(sys.modules.get("torch"), "nn", None)
-        if nn is not None and isinstance(answer, nn.Module):   # callable, but not the run function either
-            raise Wrong(f"the answer should be {self.what} itself, but it is an instance of "
-                        f"{type(answer).__name__}: pass the class, without the brackets")
         if not callable(answer):
             raise Wrong(f"the answer should be {self.what}, but it is a {type(answer).__name__}")
         return answer
@@ -755,8 +751,8 @@ def _no_threads_left(before, started, on):
     if left:
         raise Wrong(f"your function{on} should return its answer and leave nothing running, but it left "
                     f"{len(left)} thread{'s' if len(left) > 1 else ''} of its own running " +
-                    ("(now stopped)" if not running else "that catches every exception and would not stop: "
-                     "restart the kernel if the notebook slows down"))
+                    ("(now stopped)" if not running else "that has not stopped yet (a long C call, or an except: "
+                     "that catches everything?): restart the kernel if the notebook slows down"))
 
 
 def _course_thread(ident):

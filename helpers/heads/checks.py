@@ -80,6 +80,10 @@ def multi_head(run):
     built, loaded with a shipped layer's parameters (the names of helpers.model.Attention) and
     run on the layer's real input. Its output must equal the course's layer to float32 rounding
     on the cat model's two layers and on the induction model's layer 1 (without its positions)."""
+    if isinstance(run, torch.nn.Module):   # an instance is callable too, and would be taken for a run
+        yield "pass the class MultiHeadAttention itself, not a module built from it " \
+              "(MultiHeadAttention, not MultiHeadAttention(6, 2))"
+        return
     cases = module_cases()
     cases.append(_bias_free(cases[0]))
     for case in cases:
