@@ -40,7 +40,7 @@ def to_numpy(x, name="the input", bools=False):
     if isinstance(x, np.ma.MaskedArray) and np.ma.is_masked(x):
         fail(f"{name} should be an array of numbers, but it is a masked array with hidden entries "
              "(fill them first, e.g. with x.filled(0.0))")
-    if type(x) is int and not -2**1023 < x < 2**1024:
+    if type(x) is int and not -2**1024 < x < 2**1024:
         fail(f"{name} should be a number a float can hold (at most about 1.8e308), but got {shown(x)}")
     try:
         arr = np.asarray(x)   # its own type first: text in it would otherwise be read as numbers

@@ -135,7 +135,12 @@ class Exercise:
         except OSError as error:
             return f"; not kept for the chapters ahead: the folder cannot be written ({error.strerror})"
         except (_OutOfTime, _Raised, SystemExit) as stop:
-            learner.put_back(target, earlier)
+            if isinstance(stop.__cause__, OSError):   # keep's own: the folder, not the learner's cell
+                return f"; not kept for the chapters ahead: the folder cannot be written ({stop.__cause__.strerror})"
+            try:
+                learner.put_back(target, earlier)
+            except OSError:   # the folder went away meanwhile: nothing to put back
+                pass
             why = f"ran for more than {limit:.0f} s" if isinstance(stop, _OutOfTime) else \
                 "called exit()" if isinstance(stop, SystemExit) else f"stopped with {stop}"
             return (f"; not kept for the chapters ahead: run on its own as {learner.shown(target)}, the cell that "
@@ -702,7 +707,7 @@ def _bounded(function, args, kwargs, seconds):
         # its own KeyboardInterrupt is no Ctrl-C
         raise _Raised(run.box["message"])
     if isinstance(raised, Exception) and not isinstance(raised, (grading.ReplayError, CourseInputError, Wrong)):
-        raise _Raised(run.box["message"])   # a learner's exception, read where its time limit holds
+        raise _Raised(run.box["message"]) from raised   # a learner's exception, read where its time limit holds
     if raised is not None:
         raise raised
     return run.box.get("out")
@@ -718,6 +723,8 @@ def _threads_started(started):
     original = _thread.start_new_thread
 
     def start(function, args=(), kwargs=None):
+        if not isinstance(threading.current_thread(), _Run):   # another thread's, meanwhile: not the learner's
+            return original(function, args, kwargs or {})
         state = {"ended": False}
 
         def run(*args, **kwargs):
@@ -739,15 +746,23 @@ def _threads_started(started):
 def _no_threads_left(before, started, on):
     """Wrong when the learner's function left a thread of its own running (it would keep the CPU
     busy for every later cell). Every Python thread counts, also one started with ``_thread``, which
-    ``threading`` does not list (``started``); each is sent SystemExit every 20 ms until it ends."""
-    left = [ident for ident in sys._current_frames() if ident not in before and not _course_thread(ident)]
-    left += [ident for ident, state in started if not state["ended"] and ident not in left]
-    for ident in left:
-        _stop_thread(ident, SystemExit)
+    ``threading`` does not list (``started``); each is sent SystemExit every 20 ms while it runs."""
+    ended = {ident: state for ident, state in started}
+    left = {}   # ident -> a function saying whether that very thread still runs (an ident is reused at once)
+    for ident in sys._current_frames():
+        thread = threading._active.get(ident)
+        if ident not in before and ident not in ended and not _course_thread(thread):
+            left[ident] = (lambda thread=thread, ident=ident: threading._active.get(ident) is thread
+                           and thread.is_alive()) if thread is not None else None
+    for ident, state in ended.items():
+        if not state["ended"]:
+            left[ident] = lambda state=state: not state["ended"]
+    for ident, runs in left.items():
+        _stop_thread(ident, SystemExit, runs)
     deadline = time.monotonic() + 0.3 if left else 0
-    while time.monotonic() < deadline and any(ident in sys._current_frames() for ident in left):
+    while time.monotonic() < deadline and any(runs is not None and runs() for runs in left.values()):
         time.sleep(0.02)
-    running = [ident for ident in left if ident in sys._current_frames()]
+    running = [ident for ident, runs in left.items() if (runs() if runs is not None else ident in sys._current_frames())]
     if left:
         raise Wrong(f"your function{on} should return its answer and leave nothing running, but it left "
                     f"{len(left)} thread{'s' if len(left) > 1 else ''} of its own running " +
@@ -755,11 +770,10 @@ def _no_threads_left(before, started, on):
                      "that catches everything?): restart the kernel if the notebook slows down"))
 
 
-def _course_thread(ident):
-    """Whether the thread ``ident`` is the check's own (a learner's function ended, a watchdog) or
-    tqdm's progress-bar monitor, the one library thread a right answer may start (its exact class:
-    a learner's class named like it is not it)."""
-    thread = threading._active.get(ident)
+def _course_thread(thread):
+    """Whether ``thread`` (a threading.Thread, or None) is the check's own (a learner's function
+    ended, a watchdog) or tqdm's progress-bar monitor, the one library thread a right answer may start
+    (its exact class: a learner's class named like it is not it)."""
     monitor = getattr(sys.modules.get("tqdm._monitor"), "TMonitor", None)
     return isinstance(thread, _Run) or getattr(thread, "name", "") == _WATCHDOG or \
         monitor is not None and type(thread) is monitor
@@ -768,23 +782,22 @@ def _course_thread(ident):
 _WATCHDOG = "stops a learner's function"
 
 
-def _stop_thread(ident, exception, every=0.02):
-    """Raise ``exception`` in the thread ``ident`` now and every ``every`` s, from a watchdog thread,
-    until it ends: a thread that catches it (a bare ``except:``) gets it again."""
+def _stop_thread(ident, exception, runs=None, every=0.02):
+    """Raise ``exception`` in the thread ``ident`` now and, while ``runs()`` says that very thread still
+    runs, every ``every`` s from a watchdog thread: a thread that catches it (a bare ``except:``) gets it
+    again. Without ``runs`` (a thread nothing else knows of) it is raised once: an ident is reused as soon
+    as its thread ends, and a later one would get it."""
     def raise_it():
-        return ctypes.pythonapi.PyThreadState_SetAsyncExc(ctypes.c_ulong(ident), ctypes.py_object(exception))
+        ctypes.pythonapi.PyThreadState_SetAsyncExc(ctypes.c_ulong(ident), ctypes.py_object(exception))
 
-    def watch():   # (a thread just started may not have begun: it is waited for, up to a second)
-        seen, start = False, time.monotonic()
-        while True:
-            found = raise_it()
-            seen = seen or found
-            if not found and (seen or time.monotonic() - start > 1):
-                return
+    def watch():
+        while runs():
+            raise_it()
             time.sleep(every)
 
     raise_it()
-    threading.Thread(target=watch, name=_WATCHDOG, daemon=True).start()
+    if runs is not None:
+        threading.Thread(target=watch, name=_WATCHDOG, daemon=True).start()
 
 
 def _children():

@@ -412,6 +412,7 @@ def grade_submissions(submissions, work, log=print, hidden=(), fence=None, **lim
         try:
             verdicts = judge(chapter, {sub.key: records[sub] for sub in mine}, work, hidden, fence)
         except Exception as error:   # one student's records never stop the class: each is judged alone
+            judge(chapter, {}, work, hidden, fence)   # unless it fails with none: the course's fault, said as it is
             log(f"  judging {chapter.stem} failed ({str(error)[:200]}); judging each submission alone")
             verdicts = {}
             for sub in mine:

@@ -227,7 +227,7 @@ def test_a_judge_that_fails_for_the_class_judges_each_submission_alone(tmp_path,
         return "ran to the end", None
 
     def judge(chapter, records, work, hidden, fence):
-        if any(key.startswith("bad") for key in records):
+        if any(key.startswith("bad") for key in records) or broken:
             raise RuntimeError("judging 00_tour did not finish cleanly")
         return {key: {"a_check": []} for key in records}
 
@@ -235,9 +235,13 @@ def test_a_judge_that_fails_for_the_class_judges_each_submission_alone(tmp_path,
     monkeypatch.setattr(autograde, "judge", judge)
     monkeypatch.setattr(autograde, "assemble", lambda sub, nb: nb)
     monkeypatch.setattr(autograde.nbformat, "read", lambda *a, **k: None)
+    broken = False
     autograde.grade_submissions(subs, tmp_path / "work", log=lambda *a: None, fence=autograde.UNFENCED)
     assert [autograde.score(sub)[0] for sub in subs] == [1, 0, 1]
     assert "could not be judged" in subs[1].status
+    broken = True   # a judge that fails with no records at all: the course's fault, raised once, not per student
+    with pytest.raises(RuntimeError, match="did not finish cleanly"):
+        autograde.grade_submissions(subs, tmp_path / "work", log=lambda *a: None, fence=autograde.UNFENCED)
 
 
 def test_files_left_in_the_run_folder_do_not_stop_the_grader(graded):

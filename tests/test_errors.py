@@ -104,3 +104,5 @@ def test_round_8_a_view_is_measured_and_a_learners_object_cannot_break_the_conve
 
     from helpers.errors import check_number
     refused(lambda: check_number(OddFloat(2.0), "t"), "t should be a number", "OddFloat")
+    assert to_numpy(-2**1023, "x") == -float(2**1023)   # a float holds it (the review's case)
+    refused(lambda: to_numpy(-2**1024, "x"), "a float can hold")

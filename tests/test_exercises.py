@@ -711,3 +711,26 @@ def test_round_8_a_number_answer_is_a_number():
         problems = checks.kv_bytes.feedback(answer, 12, 1024, 12, 64, 2)
         assert problems and words in problems[0], (words, problems)
     assert checks.kv_bytes.feedback(right, 12, 1024, 12, 64, 2) == []
+
+
+def test_round_8_a_stopped_thread_is_not_confused_with_a_later_one():
+    """Round 8's review: an ident is reused as soon as its thread ends, and the watchdog that stops a
+    learner's leftover thread went on raising SystemExit at that ident, in the next check's own thread."""
+    from helpers.exercises import Wrong, call
+
+    def busy(seconds):
+        end = time.monotonic() + seconds
+        while time.monotonic() < end:
+            pass
+        return 7
+
+    def leaves_a_thread():
+        threading.Thread(target=busy, args=(0.03,)).start()
+        return 1
+
+    for _ in range(6):
+        try:
+            call(leaves_a_thread)
+        except Wrong:
+            pass
+        assert call(busy, 0.2) == 7

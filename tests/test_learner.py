@@ -180,3 +180,19 @@ def test_a_keep_stopped_late_puts_nothing_back_after_its_check(store, capsys, mo
     assert "kept in" in capsys.readouterr().out
     time.sleep(3)   # the stopped keep's sleep ends now
     assert "# kept since" in (store / "double.py").read_text()
+
+
+def test_a_folder_that_cannot_be_written_is_said_and_the_check_does_not_raise(tmp_path, monkeypatch, capsys):
+    """Round 8's review: an OSError from keeping a right piece (the folder's parent is a file) was
+    taken for the learner's cell stopping, and putting back the earlier piece raised out of the check."""
+    (tmp_path / "afile").write_text("x")
+    monkeypatch.setenv("COURSE_MY_GPT", str(tmp_path / "afile" / "my_gpt"))
+
+    @exercise("doubling", answer=Function(), keeps="02")
+    def check(f):
+        if f(torch.tensor(1.0)) != 2.0:
+            yield "it does not double"
+
+    check(twice)
+    out = capsys.readouterr().out
+    assert "✓ doubling: correct; not kept for the chapters ahead: the folder cannot be written" in out
