@@ -749,20 +749,19 @@ def _no_threads_left(before, started, on):
     ``threading`` does not list (``started``); each is sent SystemExit every 20 ms while it runs."""
     ended = {ident: state for ident, state in started}
     left = {}   # ident -> a function saying whether that very thread still runs (an ident is reused at once)
-    for ident in sys._current_frames():
-        thread = threading._active.get(ident)
-        if ident not in before and ident not in ended and not _course_thread(thread):
-            left[ident] = (lambda thread=thread, ident=ident: threading._active.get(ident) is thread
-                           and thread.is_alive()) if thread is not None else None
+    for ident in sys._current_frames():   # (a thread threading does not know, nor the learner's function
+        thread = threading._active.get(ident)   # started, is another library's: left alone)
+        if ident not in before and ident not in ended and thread is not None and not _course_thread(thread):
+            left[ident] = lambda thread=thread, ident=ident: threading._active.get(ident) is thread and thread.is_alive()
     for ident, state in ended.items():
         if not state["ended"]:
             left[ident] = lambda state=state: not state["ended"]
     for ident, runs in left.items():
         _stop_thread(ident, SystemExit, runs)
     deadline = time.monotonic() + 0.3 if left else 0
-    while time.monotonic() < deadline and any(runs is not None and runs() for runs in left.values()):
+    while time.monotonic() < deadline and any(runs() for runs in left.values()):
         time.sleep(0.02)
-    running = [ident for ident, runs in left.items() if (runs() if runs is not None else ident in sys._current_frames())]
+    running = [ident for ident, runs in left.items() if runs()]
     if left:
         raise Wrong(f"your function{on} should return its answer and leave nothing running, but it left "
                     f"{len(left)} thread{'s' if len(left) > 1 else ''} of its own running " +
@@ -782,22 +781,16 @@ def _course_thread(thread):
 _WATCHDOG = "stops a learner's function"
 
 
-def _stop_thread(ident, exception, runs=None, every=0.02):
-    """Raise ``exception`` in the thread ``ident`` now and, while ``runs()`` says that very thread still
-    runs, every ``every`` s from a watchdog thread: a thread that catches it (a bare ``except:``) gets it
-    again. Without ``runs`` (a thread nothing else knows of) it is raised once: an ident is reused as soon
-    as its thread ends, and a later one would get it."""
-    def raise_it():
-        ctypes.pythonapi.PyThreadState_SetAsyncExc(ctypes.c_ulong(ident), ctypes.py_object(exception))
-
+def _stop_thread(ident, exception, runs, every=0.02):
+    """Raise ``exception`` in the thread ``ident`` while ``runs()`` says that very thread still runs,
+    now and every ``every`` s from a watchdog thread: a thread that catches it (a bare ``except:``) gets
+    it again. (An ident is reused as soon as its thread ends: a later thread must not get it.)"""
     def watch():
         while runs():
-            raise_it()
+            ctypes.pythonapi.PyThreadState_SetAsyncExc(ctypes.c_ulong(ident), ctypes.py_object(exception))
             time.sleep(every)
 
-    raise_it()
-    if runs is not None:
-        threading.Thread(target=watch, name=_WATCHDOG, daemon=True).start()
+    threading.Thread(target=watch, name=_WATCHDOG, daemon=True).start()
 
 
 def _children():
