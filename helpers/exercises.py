@@ -717,23 +717,27 @@ def _bounded(function, args, kwargs, seconds):
 def _threads_started(started):
     """While the learner's function runs, ``_thread.start_new_thread`` (which ``threading`` does not
     see, and whose thread may not have begun when the function returns) notes in ``started`` each
-    thread's ident and whether it has ended."""
+    thread's ident and a function saying whether it runs: None before it has begun, then whether the
+    lock Python releases when that very thread ends (its sentinel, as threading's own) is held."""
     import _thread
 
     original = _thread.start_new_thread
+    if not hasattr(_thread, "_set_sentinel"):   # (Python 3.13 has none: such threads are not watched)
+        yield
+        return
 
     def start(function, args=(), kwargs=None):
         if not isinstance(threading.current_thread(), _Run):   # another thread's, meanwhile: not the learner's
             return original(function, args, kwargs or {})
-        state = {"ended": False}
+        sentinel = []
 
         def run(*args, **kwargs):
-            try:
-                return function(*args, **kwargs)
-            finally:
-                state["ended"] = True
+            lock = _thread._set_sentinel()   # released by Python when this thread's state is cleared
+            lock.acquire()
+            sentinel.append(lock)
+            return function(*args, **kwargs)
         ident = original(run, args, kwargs or {})
-        started.append((ident, state))
+        started.append((ident, lambda: sentinel[0].locked() if sentinel else None))
         return ident
 
     _thread.start_new_thread = _thread.start_new = start
@@ -747,21 +751,19 @@ def _no_threads_left(before, started, on):
     """Wrong when the learner's function left a thread of its own running (it would keep the CPU
     busy for every later cell). Every Python thread counts, also one started with ``_thread``, which
     ``threading`` does not list (``started``); each is sent SystemExit every 20 ms while it runs."""
-    ended = {ident: state for ident, state in started}
+    learners = dict(started)
     left = {}   # ident -> a function saying whether that very thread still runs (an ident is reused at once)
     for ident in sys._current_frames():   # (a thread threading does not know, nor the learner's function
         thread = threading._active.get(ident)   # started, is another library's: left alone)
-        if ident not in before and ident not in ended and thread is not None and not _course_thread(thread):
+        if ident not in before and ident not in learners and thread is not None and not _course_thread(thread):
             left[ident] = lambda thread=thread, ident=ident: threading._active.get(ident) is thread and thread.is_alive()
-    for ident, state in ended.items():
-        if not state["ended"]:
-            left[ident] = lambda state=state: not state["ended"]
+    left.update({ident: runs for ident, runs in learners.items() if runs() is not False})
     for ident, runs in left.items():
         _stop_thread(ident, SystemExit, runs)
     deadline = time.monotonic() + 0.3 if left else 0
-    while time.monotonic() < deadline and any(runs() for runs in left.values()):
+    while time.monotonic() < deadline and any(runs() is not False for runs in left.values()):
         time.sleep(0.02)
-    running = [ident for ident, runs in left.items() if runs()]
+    running = [ident for ident, runs in left.items() if runs() is not False]
     if left:
         raise Wrong(f"your function{on} should return its answer and leave nothing running, but it left "
                     f"{len(left)} thread{'s' if len(left) > 1 else ''} of its own running " +
@@ -782,12 +784,15 @@ _WATCHDOG = "stops a learner's function"
 
 
 def _stop_thread(ident, exception, runs, every=0.02):
-    """Raise ``exception`` in the thread ``ident`` while ``runs()`` says that very thread still runs,
-    now and every ``every`` s from a watchdog thread: a thread that catches it (a bare ``except:``) gets
-    it again. (An ident is reused as soon as its thread ends: a later thread must not get it.)"""
+    """Raise ``exception`` in the thread ``ident`` while ``runs()`` says that very thread still runs
+    (True), now and every ``every`` s from a watchdog thread: a thread that catches it (a bare
+    ``except:``) gets it again. An ident is reused as soon as its thread ends, so nothing is raised
+    before it has begun (``runs()`` None: waited for up to a second) or once it has ended (False)."""
     def watch():
-        while runs():
-            ctypes.pythonapi.PyThreadState_SetAsyncExc(ctypes.c_ulong(ident), ctypes.py_object(exception))
+        start = time.monotonic()
+        while (running := runs()) is not False and (running or time.monotonic() - start < 1):
+            if running:
+                ctypes.pythonapi.PyThreadState_SetAsyncExc(ctypes.c_ulong(ident), ctypes.py_object(exception))
             time.sleep(every)
 
     threading.Thread(target=watch, name=_WATCHDOG, daemon=True).start()
