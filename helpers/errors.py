@@ -136,6 +136,15 @@ def check_tensor(x, name="the input"):
     return x
 
 
+def check_tensor_size(x, name="the input"):
+    """``check_tensor``, then the tensor's numbers counted at 8 bytes each against MAX_BYTES before any
+    op makes them: an expanded tensor (torch.zeros(1).expand(10**9)) stands for more numbers than it
+    stores. Return x."""
+    check_bytes(8 * check_tensor(x, name).numel(), f"{name} (a tensor of {count(x.numel())} numbers)",
+                "give a smaller tensor")
+    return x
+
+
 def check_finite(x, name, minus_inf=False):
     """Refuse an array or tensor ``x`` holding NaN or infinities (-inf too, unless ``minus_inf``:
     where a function documents it, such as a masked score) in one sentence; return x."""

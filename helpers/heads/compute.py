@@ -28,7 +28,7 @@ from torch import nn
 
 from .. import weights, worlds
 from ..errors import MAX_BYTES, as_array, check_bytes, check_finite, check_ids_given, check_index, check_positive_int, \
-    check_switch, check_tensor, count, fail, length, shown, to_numpy
+    check_switch, check_tensor, check_tensor_size, count, fail, length, shown, to_numpy
 from ..masking.compute import book_attention  # noqa: F401  (chapter 05 builds the Book's layer too)
 from ..model import Attention, check_heads_split, linear
 from ..patching import ablation_replace
@@ -168,15 +168,13 @@ def as_tensor(value, name, what):
     be ``what``. Its size is counted before anything is made (a range is made number by number, a
     broadcast array or an expanded tensor stands for more numbers than it stores). Return the tensor."""
     if isinstance(value, torch.Tensor):
-        size = check_tensor(value, name).numel()
-    else:
-        size = length(value) if isinstance(value, range) else value.size if isinstance(value, np.ndarray) else 0
+        return check_tensor_size(value, name)
+    size = length(value) if isinstance(value, range) else value.size if isinstance(value, np.ndarray) else 0
     check_bytes(8 * size, f"{name} ({count(size)} numbers)", "give fewer numbers")
-    if not isinstance(value, torch.Tensor):
-        try:
-            value = torch.as_tensor(value)
-        except (TypeError, ValueError, RuntimeError, OverflowError, RecursionError):
-            fail(f"{name} should be {what}, but got {type(value).__name__} {shown(value)}")
+    try:
+        value = torch.as_tensor(value)
+    except (TypeError, ValueError, RuntimeError, OverflowError, RecursionError):
+        fail(f"{name} should be {what}, but got {type(value).__name__} {shown(value)}")
     return check_tensor(value, name)
 
 

@@ -29,7 +29,7 @@ import torch.nn.functional as F
 from torch import nn
 
 from ..errors import MAX_BYTES, as_array, check_bytes, check_number, check_positive_int, check_seed, check_switch, \
-    check_tensor, count, fail, refuse_bools, shown, to_numpy
+    check_tensor_size, count, fail, refuse_bools, shown, to_numpy
 from ..model import Attention, Transformer, check_heads_split
 from ..recipes import CAT_CONFIG, CAT_TRAINING
 from ..sampling.compute import check_length, check_prompt, check_sampling, generate, next_distribution
@@ -103,9 +103,7 @@ def causal_attention(q, k, v):
 def numbers(x, name):
     """A tensor given where numbers are expected, as to_numpy would take it: a dense tensor of real
     numbers, not of True/False (those are a mask's); returned as it is (its graph kept)."""
-    check_tensor(x, name)
-    # an expanded tensor stands for more numbers than it stores: counted before any op makes them
-    check_bytes(8 * x.numel(), f"{name} (a tensor of {count(x.numel())} numbers)", "give a smaller tensor")
+    check_tensor_size(x, name)
     if x.dtype == torch.bool:
         refuse_bools(name)
     return x

@@ -22,7 +22,7 @@ import numpy as np
 import torch
 
 from .. import reference as ref
-from ..errors import as_array, check_bytes, check_index, check_number, check_switch, check_tensor, count, fail, shown
+from ..errors import as_array, check_bytes, check_index, check_number, check_switch, check_tensor_size, count, fail, shown
 
 
 def three_words():
@@ -232,9 +232,7 @@ def as_tensor(x, name, ndim):
     """``x`` (a tensor, an array or nested lists of numbers) as a float tensor of ``ndim`` axes."""
     if not torch.is_tensor(x):
         x = torch.as_tensor(as_array(x, name, ndim))
-    # an expanded tensor stands for more numbers than it stores: counted before any op makes them
-    check_bytes(8 * check_tensor(x, name).numel(), f"{name} (a tensor of {count(x.numel())} numbers)",
-                "give a smaller tensor")
+    check_tensor_size(x, name)
     if x.ndim != ndim or not x.is_floating_point():
         fail(f"{name} should be a float tensor with {ndim} axes, but it has shape {tuple(x.shape)} "
              f"and dtype {x.dtype}")

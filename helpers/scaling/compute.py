@@ -11,7 +11,7 @@ import numpy as np
 import torch
 
 from ..errors import MAX_BYTES, as_array, check_bytes, check_index, check_number, check_positive_int, check_seed, check_switch, \
-    check_tensor, count, fail, shown
+    check_tensor_size, count, fail, shown
 from ..plots import ACCENT, BASE
 from ..reference import softmax
 from ..training import Adam, check_seeds, check_steps
@@ -479,9 +479,7 @@ def _tensor(x, name, shape):
     """``x`` as a float torch tensor of ``shape`` (None in it: any size), else one sentence."""
     if not isinstance(x, torch.Tensor):
         x = torch.as_tensor(as_array(x, name))
-    # an expanded tensor stands for more numbers than it stores: counted before any op makes them
-    check_bytes(8 * check_tensor(x, name).numel(), f"{name} (a tensor of {count(x.numel())} numbers)",
-                "give a smaller tensor")
+    check_tensor_size(x, name)
     if x.dim() != len(shape) or any(want is not None and got != want for got, want in zip(x.shape, shape)):
         want = "(" + ", ".join("·" if n is None else str(n) for n in shape) + ")"
         fail(f"{name} should have shape {want}, but it has shape {tuple(x.shape)}")
