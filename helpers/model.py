@@ -979,3 +979,11 @@ class Transformer(nn.Module):
         }
         counts["total"] = sum(p.numel() for p in self.parameters())
         return counts
+
+
+def check_model(model, name="the model"):
+    """A course Transformer (this module's), else one sentence naming what arrived; return it."""
+    if not isinstance(model, Transformer):
+        got = f"a tensor of shape {tuple(model.shape)}" if isinstance(model, torch.Tensor) else shown(model)
+        fail(f"{name} should be a helpers.model.Transformer (as helpers.weights loads one), but got {got}")
+    return model

@@ -869,7 +869,7 @@ def test_round_8_timings_check_the_window_and_repeats_before_any_work(refused, d
             "300,000,000")
     refused(lambda: sampling.prefill_and_decode_seconds(dragon, 2, repeats=10**9), "repeats should be at most 100")
     refused(lambda: sampling.step_seconds(dragon, [8, 129]), "each length should be at most 128", "129")
-    refused(lambda: sampling.prefill_and_decode_seconds("dragon", 2), "expected a helpers.model.Transformer")
+    refused(lambda: sampling.prefill_and_decode_seconds("dragon", 2), "should be a helpers.model.Transformer")
 
 
 def test_round_8_shared_kv_attention_refuses_zero_heads_and_counts_its_bytes(refused):

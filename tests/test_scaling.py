@@ -483,8 +483,8 @@ def test_round_8_broadcast_scores_are_counted_before_they_are_made(refused):
 
 def test_round_8_layer_case_refuses_what_is_no_model(cat, refused):
     for bad in (None, "cat", torch.zeros(3)):
-        refused(lambda: scaling.layer_case(bad, ["<BOS>", "the"], 0), "model should be a course Transformer")
-        refused(lambda: scaling.score_path_gradients(bad, None), "model should be a course Transformer")
+        refused(lambda: scaling.layer_case(bad, ["<BOS>", "the"], 0), "model should be a helpers.model.Transformer")
+        refused(lambda: scaling.score_path_gradients(bad, None), "model should be a helpers.model.Transformer")
     assert scaling.layer_case(cat, ["<BOS>", "the"], 0)["n_heads"] == cat.cfg.n_heads
 
 

@@ -30,19 +30,8 @@ from .. import weights, worlds
 from ..errors import MAX_BYTES, as_array, check_bytes, check_finite, check_ids_given, check_index, check_positive_int, \
     check_switch, check_tensor, check_tensor_size, count, fail, length, shown, to_numpy
 from ..masking.compute import book_attention  # noqa: F401  (chapter 05 builds the Book's layer too)
-from ..model import Attention, check_heads_split, linear
+from ..model import Attention, check_heads_split, check_model, linear
 from ..patching import ablation_replace
-
-
-def check_model(model, name="the model"):
-    """A course Transformer (helpers.model.Transformer), else one sentence; return it."""
-    from ..errors import shown
-    from ..model import Transformer
-
-    if not isinstance(model, Transformer):
-        got = f"a tensor of shape {tuple(model.shape)}" if isinstance(model, torch.Tensor) else shown(model)
-        fail(f"{name} should be a helpers.model.Transformer (as helpers.weights loads one), but got {got}")
-    return model
 
 
 def check_shipped(model, name):

@@ -23,8 +23,7 @@ from .. import reference as ref
 from ..errors import as_array, check_bytes, check_choice, check_finite, check_index, check_number, check_positive_int, \
     check_switch, count, fail, shown, to_numpy
 from ..explorer import check_model_and_world
-from ..heads.compute import check_model
-from ..model import MAX_TOKENS, check_stream
+from ..model import MAX_TOKENS, check_model, check_stream
 
 MAX_COLLECTED = 100_000   # the most sentences collect_activations traces in one call (the notebook traces 64)
 

@@ -27,12 +27,10 @@
 * ``plot_steps``, ``plot_stream``, ``plot_init``, ``plot_grid`` and ``plot_residual`` draw the
   chapter's figures.
 """
-import json
 import math
 import os
 from collections import Counter, defaultdict
 from functools import lru_cache
-from pathlib import Path
 
 import matplotlib.pyplot as plt
 import numpy as np
@@ -44,11 +42,11 @@ from .. import reference as ref
 from .. import worlds
 from ..files import named, read_json
 from ..errors import MAX_BYTES, as_array, check_bytes, check_choice, check_finite, check_ids_given, check_number, \
-    check_positive_int, check_seed, check_switch, check_tensor, count, fail, shown
-from ..heads.compute import MultiHeadAttention, check_model
+    check_positive_int, check_seed, check_tensor, count, fail, shown
+from ..heads.compute import MultiHeadAttention
 from ..mlp.compute import MLP
 from ..model import Block as ModelBlock
-from ..model import Config, Transformer, check_depth, check_stream
+from ..model import Config, Transformer, check_depth, check_model, check_stream
 from ..training import check_batch as check_training_batch, train
 from ..weights import data_dir
 

@@ -19,7 +19,7 @@ import torch
 
 from ..errors import check_bytes, check_finite, check_positive_int, check_seed, check_switch, check_tensor, count, \
     fail, shown, to_numpy
-from ..model import KVCache
+from ..model import KVCache, check_model
 
 
 MAX_DRAWS = 10_000_000   # draws() holds its ids as int64: 80 MB at most
@@ -252,15 +252,6 @@ def window(model):
     return min(MAX_TOKENS, model.cfg.n_max) if model.cfg.positions == "learned" else MAX_TOKENS
 
 
-def check_model(model, caller):
-    """model as a helpers.model.Transformer, else one sentence."""
-    from ..model import Transformer
-
-    if not isinstance(model, Transformer):
-        fail(f"{caller} expected a helpers.model.Transformer as its model, but got {shown(model)}")
-    return model
-
-
 def check_tokens(model, n_tokens, name):
     """A number of tokens from 2 to the model's ``window``, as an int, else one sentence."""
     n_tokens = check_positive_int(n_tokens, name, minimum=2)
@@ -452,7 +443,7 @@ def step_seconds(model, lengths, repeats=3, seed=0):
     """
     import time
 
-    check_model(model, "step_seconds")
+    check_model(model)
     repeats = check_repeats(repeats)
     if not isinstance(lengths, (list, tuple, range)) or not 1 <= len(lengths) <= MAX_LENGTHS:
         fail(f"lengths should be a list of 1 to {MAX_LENGTHS} sequence lengths, but got {shown(lengths)}")
@@ -490,7 +481,7 @@ def prefill_and_decode_seconds(model, n_tokens, repeats=3, seed=0):
     """
     import time
 
-    check_model(model, "prefill_and_decode_seconds")
+    check_model(model)
     n_tokens = check_tokens(model, n_tokens, "n_tokens")
     repeats = check_repeats(repeats)
     g = torch.Generator().manual_seed(check_seed(seed))

@@ -12,6 +12,7 @@ import torch
 
 from ..errors import MAX_BYTES, as_array, check_bytes, check_index, check_number, check_positive_int, check_seed, check_switch, \
     check_tensor_size, count, fail, shown
+from ..model import check_model
 from ..plots import ACCENT, BASE
 from ..reference import softmax
 from ..training import Adam, check_seeds, check_steps
@@ -506,14 +507,6 @@ def scaled_scores(x, W_Q, W_K, b_Q, b_K, n_heads):
     q = (x @ W_Q + b_Q).view(T, n_heads, d_k).transpose(0, 1)    # (H, T, d_k): head h's columns
     k = (x @ W_K + b_K).view(T, n_heads, d_k).transpose(0, 1)
     return q @ k.transpose(-2, -1) / math.sqrt(d_k)               # (H, T, T)
-
-
-def check_model(model):
-    """A course Transformer (as helpers.weights.load_cat() gives one), else one sentence."""
-    from ..model import Transformer
-    if not isinstance(model, Transformer):
-        fail(f"model should be a course Transformer (such as helpers.weights.load_cat()), but got "
-             f"{type(model).__name__} {shown(model)}")
 
 
 def layer_case(model, words, layer=0):
