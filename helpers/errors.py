@@ -39,7 +39,7 @@ def to_numpy(x, name="the input", bools=False):
             fail(f"{name} should be an array of numbers, but got a tensor of dtype {x.dtype}, which NumPy cannot read")
     if isinstance(x, np.ma.MaskedArray) and np.ma.is_masked(x):
         fail(f"{name} should be an array of numbers, but it is a masked array with hidden entries "
-             "(fill them first, e.g. with x.filled(0.0))")
+             "(fill them first with x.filled(0.0))")
     if type(x) is int and not -2**1024 < x < 2**1024:
         fail(f"{name} should be a number a float can hold (at most about 1.8e308), but got {shown(x)}")
     try:
@@ -58,10 +58,13 @@ def to_numpy(x, name="the input", bools=False):
         boolean = kind == "b" or kind == "O" and any(is_bool(v) for v in arr.flat)
         if kind == "O" and any(isinstance(v, (str, bytes)) for v in arr.flat):
             kind, arr = "U", np.asarray([v for v in arr.flat if isinstance(v, (str, bytes))])
-        if kind not in "USc":
+        nothing = kind == "O" and any(v is None for v in arr.flat)   # astype(float) would read None as NaN
+        if kind not in "USc" and not nothing:
             arr = arr.astype(float, copy=False)
     except Exception:   # noqa: BLE001 (an entry's __float__ may raise anything)
         fail(f"{name} should be an array of numbers, but got {type(x).__name__} {shown(x)}")
+    if nothing:
+        fail(f"{name} should hold numbers, but it holds None among them")
     if boolean and not bools:
         refuse_bools(name)
     if kind == "c":
@@ -79,6 +82,20 @@ def length(x):
     except OverflowError:
         step = x.step
         return max(0, (x.stop - x.start + step - (1 if step > 0 else -1)) // step)
+
+
+def class_name(cls):
+    """A class's own name, read by type's own descriptor: a metaclass of the learner's could make
+    ``cls.__name__`` raise, lie or never return."""
+    try:
+        return type.__dict__["__name__"].__get__(cls)
+    except Exception:   # noqa: BLE001 (not a class after all)
+        return "object"
+
+
+def type_name(x):
+    """The name of ``x``'s class (``class_name``): what a sentence says ``x`` is."""
+    return class_name(type(x))
 
 
 def is_bool(v):
@@ -120,6 +137,9 @@ def check_ids_given(ids, name, most):
         fail(f"{name} should hold at most {count(most)} ids, but got a range of {count(length(ids))}")
     if has_bools(ids):
         fail(f"{name} should be whole numbers, but got a bool (True or False) among them")
+    if isinstance(ids, np.ma.MaskedArray) and np.ma.is_masked(ids):
+        fail(f"{name} should be whole numbers, but got a masked array with hidden entries (its hidden ids would "
+             "be read as they are)")
 
 
 def check_tensor(x, name="the input"):
@@ -172,13 +192,24 @@ def as_array(x, name, ndim=None):
     return arr
 
 
+def whole(value, name, expected):
+    """An int or NumPy integer (not a bool) as a plain int, read by int's own method: a subclass's
+    ``__int__``, ``__index__`` or ``__lt__`` may raise or lie. Else one sentence: ``name`` should be
+    ``expected``."""
+    if isinstance(value, bool) or not isinstance(value, (int, np.integer)):
+        fail(f"{name} should be {expected}, but got {shown(value)}")
+    try:
+        return int.__index__(value) if isinstance(value, int) else int(value)
+    except Exception:   # noqa: BLE001 (a NumPy integer subclass of the learner's may raise anything)
+        fail(f"{name} should be {expected}, but got a {type(value).__name__} that cannot be read as one")
+
+
 def check_positive_int(value, name, minimum=1):
     """Check that ``value`` is an integer >= ``minimum`` (a NumPy integer counts); return it as int."""
-    if isinstance(value, bool) or not isinstance(value, (int, np.integer)):
-        fail(f"{name} should be a whole number >= {minimum}, but got {shown(value)}")
+    value = whole(value, name, f"a whole number >= {minimum}")
     if value < minimum:
-        fail(f"{name} should be at least {minimum}, but got {shown(int(value))}")
-    return int(value)
+        fail(f"{name} should be at least {minimum}, but got {shown(value)}")
+    return value
 
 
 MAX_SEED = 2**64 - 1   # the largest seed torch.Generator.manual_seed takes (NumPy takes any size)
@@ -209,8 +240,13 @@ def check_choice(value, name, allowed):
 
 def shown(value):
     """A value as a sentence shows it: its repr cut to 40 characters (never a 10 MB text or a deep list)."""
-    if isinstance(value, (str, bytes, list, tuple, dict, set)) and len(value) > 40 or isinstance(value, np.ndarray):
-        return f"a {type(value).__name__} of length {len(value) if not isinstance(value, np.ndarray) else value.shape}"
+    if isinstance(value, np.ndarray):
+        return f"a {type(value).__name__} of shape {value.shape}"
+    if isinstance(value, (str, bytes, list, tuple, dict, set)):
+        kind = next(kind for kind in (str, bytes, list, tuple, dict, set) if isinstance(value, kind))
+        size = kind.__len__(value)   # the built-in's own length: a subclass's __len__ may lie or raise
+        if size > 40:
+            return f"a {type(value).__name__} of length {size}"
     if type(value) is int and value.bit_length() > 128:
         return f"an integer of {value.bit_length():,} bits"
     if hasattr(value, "detach") and hasattr(value, "shape"):   # a torch tensor: its repr spans lines
@@ -262,6 +298,7 @@ def check_text(text, name="the text", empty=False, max_chars=None):
     a lone surrogate (half of a pair, e.g. '\\ud800') is refused with its position; return it."""
     if not isinstance(text, str):
         fail(f"{name} should be a string, but got {type(text).__name__} {shown(text)}")
+    text = str.__str__(text)   # a plain str: a subclass's strip, split or encode may raise or lie
     if not empty and not text.strip():
         fail(f"{name} should be a non-empty string, but got {shown(text)}")
     if max_chars is not None and len(text) > max_chars:
@@ -278,6 +315,8 @@ def check_index(value, name, size, negative=False):
     """An index into ``size`` things: a whole number (not a bool) from 0 (from -size with
     ``negative``, Python's count from the end) to size - 1; return it as int."""
     low = -size if negative else 0
-    if isinstance(value, bool) or not isinstance(value, (int, np.integer)) or not low <= value < size:
-        fail(f"{name} should be a whole number from {low} to {size - 1}, but got {shown(value)}")
-    return int(value)
+    expected = f"a whole number from {low} to {size - 1}"
+    number = whole(value, name, expected)
+    if not low <= number < size:
+        fail(f"{name} should be {expected}, but got {shown(value)}")
+    return number

@@ -101,14 +101,15 @@ def _shown(text, limit=60):
 
 
 def _what(x):
-    """A short description of what arrived, never its whole contents."""
-    if x is None or isinstance(x, bool):
+    """A short description of what arrived, never its whole contents (JSON's own types only: a
+    message from the page holds nothing else, and a subclass's repr or len may raise)."""
+    if x is None or type(x) is bool:
         return repr(x)
-    if isinstance(x, (int, float)):
+    if type(x) in (int, float):
         return _shown(repr(x), 40)
-    if isinstance(x, str):
+    if type(x) is str:
         return f"the text '{_shown(x, 40)}'" if len(x) <= 40 else f"a text of {len(x):,} characters"
-    if isinstance(x, (list, tuple, dict)):
+    if type(x) in (list, tuple, dict):
         return f"a {type(x).__name__} of {len(x):,} item{'' if len(x) == 1 else 's'}"
     return f"a {type(x).__name__}"
 
@@ -116,32 +117,32 @@ def _what(x):
 def _entry_problem(entry, kind):
     """None if ``entry`` is a state entry the page may send for a control of ``kind``; else why not."""
     if kind == "label":
-        if not (isinstance(entry, list) and len(entry) == 2):
+        if not (type(entry) is list and len(entry) == 2):
             return f"a menu's [label, index], but got {_what(entry)}"
         label, index = entry
-        if not isinstance(label, str) or len(label) > MAX_TEXT:
+        if type(label) is not str or len(label) > MAX_TEXT:
             return f"a menu label of at most {MAX_TEXT:,} characters, but got {_what(label)}"
-        if isinstance(index, bool) or not isinstance(index, int) or not 0 <= index < MAX_ID:
+        if type(index) is not int or not 0 <= index < MAX_ID:
             return f"a menu index (a whole number from 0), but got {_what(index)}"
         return None
-    if isinstance(entry, str):
+    if type(entry) is str:
         return None if len(entry) <= MAX_TEXT else f"a text of at most {MAX_TEXT:,} characters, but got {_what(entry)}"
-    if isinstance(entry, bool) or isinstance(entry, int) and abs(entry) < MAX_ID:
+    if type(entry) is bool or type(entry) is int and abs(entry) < MAX_ID:
         return None
-    if isinstance(entry, float):
+    if type(entry) is float:
         return None if math.isfinite(entry) else f"a finite number, but got {entry!r}"
     return f"a number, a bool or a text (a control's value), but got {_what(entry)}"
 
 
 def _state_problem(state, kinds):
     """None if ``state`` names one entry per control (``kinds``, 'label' or 'value'); else why not."""
-    if not isinstance(state, list):
+    if type(state) is not list:
         return f"a state (a list of one entry per control), but got {_what(state)}"
     if kinds is None and len(state) > MAX_CONTROLS or kinds is not None and len(state) != len(kinds):
         wanted = f"{len(kinds)}" if kinds is not None else f"at most {MAX_CONTROLS}"
         return f"a state of {wanted} entries (one per control), but got {_what(state)}"
     for i, entry in enumerate(state):
-        problem = _entry_problem(entry, kinds[i] if kinds is not None else ("label" if isinstance(entry, list) else "value"))
+        problem = _entry_problem(entry, kinds[i] if kinds is not None else ("label" if type(entry) is list else "value"))
         if problem is not None:
             return f"entry {i} of the state should be {problem}"
     return None
@@ -152,24 +153,25 @@ def check_message(content, buffers=(), kinds=None):
     one sentence naming what was expected and what arrived. ``kinds``: the explorer's controls'
     kinds ('label' or 'value', as ``kind_of``), to check a state's entries against; None checks
     their form only. Looks at no more of the message than it must (no recursion, no copy)."""
-    if not isinstance(content, dict):
+    if type(content) is not dict:   # JSON's own dict: a message from the page is never anything else
         return f"expected a message (a dict with a 'kind'), but got {_what(content)}"
     kind = content.get("kind")
-    if not isinstance(kind, str) or kind not in MESSAGES:
+    if type(kind) is not str or kind not in MESSAGES:
         return f"expected a message kind among {', '.join(MESSAGES)}, but got {_what(kind)}"
     extra = [k for k in content if k != "kind" and k not in MESSAGES[kind]]
     missing = [k for k in sorted(MESSAGES[kind]) if k not in content]
     if extra or missing:
-        keys = ", ".join(_shown(k, 30) if isinstance(k, str) else _what(k) for k in list(content)[:5])
+        keys = ", ".join(_shown(k, 30) if type(k) is str else _what(k) for k in list(content)[:5])
         return (f"expected a '{kind}' message with the key(s) kind, {', '.join(sorted(MESSAGES[kind]))}, "
                 f"but got {keys}{'…' if len(content) > 5 else ''}")
-    if buffers and any(len(memoryview(b)) for b in buffers):
-        return f"expected no binary data with a '{kind}' message, but got {len(buffers)} buffer(s)"
-    if kind == "hello" and not isinstance(content["lab"], bool):
+    if buffers and (type(buffers) not in (list, tuple)
+                    or any(not isinstance(b, (bytes, bytearray, memoryview)) or len(memoryview(b)) for b in buffers)):
+        return f"expected no binary data with a '{kind}' message, but got {_what(buffers)} of buffers"
+    if kind == "hello" and type(content["lab"]) is not bool:
         return f"expected 'lab' of a 'hello' message to be true or false, but got {_what(content['lab'])}"
     if kind == "more":
         number = content["id"]
-        if isinstance(number, bool) or not isinstance(number, int) or not 0 <= number < MAX_ID:
+        if type(number) is not int or not 0 <= number < MAX_ID:
             return f"expected 'id' of a 'more' message to be a whole number from 0, but got {_what(number)}"
     if kind == "want":
         problem = _state_problem(content["state"], kinds)
@@ -177,7 +179,7 @@ def check_message(content, buffers=(), kinds=None):
             return f"expected 'state' of a 'want' message to be valid: {problem}"
     if kind == "forget":
         states = content["states"]
-        if not isinstance(states, list) or len(states) > MAX_FORGET:
+        if type(states) is not list or len(states) > MAX_FORGET:
             return (f"expected 'states' of a 'forget' message to be a list of at most {MAX_FORGET:,} states, "
                     f"but got {_what(states)}")
         for i, state in enumerate(states):

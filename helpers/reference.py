@@ -127,18 +127,23 @@ def layer_norm(x, gamma=None, beta=None, eps=1e-5):
     x: (..., d). gamma, beta: (d,) or None (1 and 0). The variance is the
     population variance (divide by d), as in torch.nn.LayerNorm.
     """
-    x = as_array(x, "x")
+    x = finite(x, "x")
     if x.ndim == 0 or x.shape[-1] == 0:
         fail(f"x should have at least one axis of d >= 1 numbers to normalise, but has shape {x.shape}")
     eps = check_number(eps, "eps", low=0, low_open=True)   # a negative eps can make the variance negative
     d = x.shape[-1]
-    gamma = np.ones(d) if gamma is None else as_array(gamma, "gamma", 1)
-    beta = np.zeros(d) if beta is None else as_array(beta, "beta", 1)
+    gamma = np.ones(d) if gamma is None else check_finite(as_array(gamma, "gamma", 1), "gamma")
+    beta = np.zeros(d) if beta is None else check_finite(as_array(beta, "beta", 1), "beta")
     if gamma.shape != (d,) or beta.shape != (d,):
         fail(f"gamma and beta need length d={d}, but have {gamma.shape[0]} and {beta.shape[0]}")
     mean = x.mean(axis=-1, keepdims=True)
-    var = x.var(axis=-1, keepdims=True)
-    return (x - mean) / np.sqrt(var + eps) * gamma + beta
+    with np.errstate(over="ignore", invalid="ignore"):
+        var = x.var(axis=-1, keepdims=True)
+        out = (x - mean) / np.sqrt(var + eps) * gamma + beta
+    if not np.isfinite(var).all() or not np.isfinite(out).all():
+        fail(f"x's rows should be small enough for their squares to fit a float (at most about 1e150 apart), "
+             f"but its largest entry is {shown(float(np.abs(x).max()))}")
+    return out
 
 
 _erf = np.vectorize(math.erf, otypes=[float])

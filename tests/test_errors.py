@@ -106,3 +106,64 @@ def test_round_8_a_view_is_measured_and_a_learners_object_cannot_break_the_conve
     refused(lambda: check_number(OddFloat(2.0), "t"), "t should be a number", "OddFloat")
     assert to_numpy(-2**1023, "x") == -float(2**1023)   # a float holds it (the review's case)
     refused(lambda: to_numpy(-2**1024, "x"), "a float can hold")
+
+
+# ---- red team round 9: values whose own methods lie or raise -------------------------------------
+
+
+class LyingInt(int):
+    def __index__(self):
+        raise RuntimeError("boom index")
+
+    def __int__(self):
+        raise RuntimeError("boom int")
+
+    def __lt__(self, other):
+        return False
+
+
+class LenRaises(list):
+    def __len__(self):
+        raise RuntimeError("boom len")
+
+
+def test_round_9_an_int_subclass_is_read_by_int_s_own_method(refused):
+    """An int subclass whose __int__ raised gave a raw traceback in every function taking a count;
+    one whose < lied passed a negative count."""
+    from helpers.errors import check_index
+
+    assert check_positive_int(LyingInt(3), "n") == 3 and type(check_positive_int(LyingInt(3), "n")) is int
+    refused(lambda: check_positive_int(LyingInt(-3), "n"), "n should be at least 1")
+    assert check_index(LyingInt(2), "i", 3) == 2
+    refused(lambda: check_index(LyingInt(5), "i", 3), "i should be a whole number from 0 to 2")
+
+
+def test_round_9_a_sentence_shows_a_list_whose_len_raises():
+    from helpers.errors import check_switch
+
+    with pytest.raises(ValueError, match="is a switch and should be True or False, but got"):
+        check_switch(LenRaises([1.0]), "causal")
+
+
+def test_round_9_text_is_read_as_a_plain_str():
+    from helpers.errors import check_text
+
+    class Odd(str):
+        def strip(self, *args):
+            raise RuntimeError("boom strip")
+
+    assert type(check_text(Odd("the cat"))) is str
+
+
+def test_round_9_none_among_numbers_is_no_nan(refused):
+    refused(lambda: to_numpy([1.0, None], "scores"), "scores should hold numbers, but it holds None")
+    refused(lambda: as_array([[1.0, 2.0], [None, 3.0]], "x"), "holds None")
+
+
+def test_round_9_an_expanded_tensor_is_counted_before_any_op(refused):
+    from helpers.errors import check_tensor_size
+
+    refused(lambda: check_tensor_size(torch.zeros(1).expand(10**9), "x"), "x (a tensor of 1,000,000,000 numbers)",
+            "1.5 GiB")
+    small = torch.zeros(3)
+    assert check_tensor_size(small, "x") is small

@@ -173,3 +173,15 @@ def test_the_page_checks_the_kernels_messages_too(tmp_path):
             assert said[name] is None, (name, said[name])
         else:
             assert said[name] and words in said[name] and said[name].startswith("expected"), (name, said[name])
+
+
+def test_round_9_a_message_is_json_s_own_types_or_refused():
+    """A dict subclass whose .get raised, or buffers that are not bytes, raised out of check_message."""
+    class Odd(dict):
+        def get(self, *args):
+            raise RuntimeError("get")
+
+    assert "expected a message" in frames.check_message(Odd(kind="hello", lab=True))
+    assert "no binary data" in frames.check_message({"kind": "hello", "lab": True}, [1])
+    assert "no binary data" in frames.check_message({"kind": "hello", "lab": True}, (b for b in [b"x"]))
+    assert frames.check_message({"kind": "hello", "lab": True}, []) is None

@@ -121,3 +121,10 @@ def test_a_query_with_every_key_hidden_and_positions_that_are_not_numbers_are_re
     refused(lambda: ref.rotate_pairs(np.ones((2, 4)), [0, np.nan]), "finite", "1 of 2")
     refused(lambda: ref.rotate_pairs(np.ones((2, 4)), ["a", "b"]), "positions", "numbers")
     refused(lambda: ref.rotate_pairs(np.ones((2, 4)), [0, 1], base=-1.0), "base", "> 0")
+
+
+def test_round_9_layer_norm_refuses_nan_and_rows_whose_squares_overflow(refused):
+    """NaN passed through as numbers, and rows 1e200 apart gave 0 and -0 (their squares overflow)."""
+    refused(lambda: ref.layer_norm([[float("nan"), 1.0], [1.0, 2.0]]), "x should hold finite numbers")
+    refused(lambda: ref.layer_norm([[1e200, -1e200]]), "squares to fit a float")
+    refused(lambda: ref.layer_norm([[1.0, 2.0]], gamma=[1.0, float("inf")]), "gamma should hold finite numbers")
