@@ -40,6 +40,7 @@ import signal
 import stat
 import subprocess
 import sys
+import threading
 from dataclasses import dataclass, field
 from pathlib import Path
 
@@ -54,6 +55,7 @@ CELL_TIMEOUT = 120       # seconds one cell may run
 MEMORY_MB = 4096         # the run's data segment (RLIMIT_DATA); torch and numba map more, harmlessly
 FILE_MB = 200            # the largest file a run may write
 RESULT_MB = 50           # the largest records file or executed notebook the grader reads back
+TAIL_KB = 64             # the end of a run's printed output the grader keeps (its last line says how it ended)
 MAX_CELL_TEXT = 10_000   # characters of a student's cell source or output kept for the feedback page
 MARKER = "import helpers.grading; helpers.grading.cell({!r})  # added by the grader\n"
 
@@ -259,19 +261,18 @@ def run(nb, folder, grading, timeout=TIMEOUT, cell_timeout=CELL_TIMEOUT, files=N
                                                 str(folder / "notebook.ipynb"), str(folder / "executed.ipynb"),
                                                 str(cell_timeout)]
     process = subprocess.Popen(command, cwd=folder, env=run_env(folder, grading.format(folder=folder)),
-                               stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True,
+                               stdout=subprocess.PIPE, stderr=subprocess.STDOUT,
                                preexec_fn=limit_resources, start_new_session=True)
+    tail = Tail(process.stdout)
     try:
-        out, _ = process.communicate(timeout=timeout)
+        process.wait(timeout=timeout)
     except subprocess.TimeoutExpired:
         os.killpg(process.pid, signal.SIGKILL)
-        try:
-            process.communicate(timeout=10)
-        except subprocess.TimeoutExpired:   # a leftover process holds the pipe: leave it
-            pass
+        process.wait()
         status = f"stopped after {timeout} s (the time limit)"
     else:
-        last = [line for line in out.splitlines() if line.startswith("grader:")]
+        tail.join(10)   # a leftover process may hold the pipe: what came before is enough
+        last = [line for line in tail.text().splitlines() if line.startswith("grader:")]
         status = last[-1][len("grader:"):].strip() if last else f"the run ended with exit code {process.returncode}"
     text = read_result(folder / "executed.ipynb")
     try:
@@ -279,6 +280,23 @@ def run(nb, folder, grading, timeout=TIMEOUT, cell_timeout=CELL_TIMEOUT, files=N
     except Exception:
         executed = None
     return status, executed
+
+
+class Tail(threading.Thread):
+    """Reads a run's output to its end, keeping only its last TAIL_KB: a submission that prints
+    gigabytes (os.write(1, ...) in a loop) must not fill the grader's own memory."""
+
+    def __init__(self, stream):
+        super().__init__(daemon=True)
+        self.stream, self.kept = stream, b""
+        self.start()
+
+    def run(self):
+        for chunk in iter(lambda: self.stream.read1(2**16), b""):
+            self.kept = (self.kept + chunk)[-TAIL_KB * 1024:]
+
+    def text(self):
+        return self.kept.decode("utf-8", errors="replace")
 
 
 def read_result(path):

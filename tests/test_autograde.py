@@ -391,3 +391,15 @@ def test_the_user_namespace_fence_grades_a_class(tmp_path, monkeypatch):
     table = homework.grade(tmp_path / "handed_in", course, log=lambda *a: None, cell_timeout=60)
     assert (PROTECTED.read_bytes(), SOURCE.read_bytes()) == before
     assert [(r["student"], r["score"], r["fence"]) for r in table] == [("escaper", 4, fence.USER_NAMESPACE)]
+
+
+def test_round_9_a_run_s_output_is_read_to_its_end_but_only_its_tail_is_kept():
+    """A submission that printed gigabytes (os.write(1, ...) in a loop) filled the grader's own
+    memory, read whole by communicate(): the grader keeps only the last TAIL_KB of it."""
+    flood = ("import os, sys\nchunk = b'x' * 2**20\nfor _ in range(64): os.write(1, chunk)\n"
+             "print('grader: ran to the end', flush=True)\n")
+    process = subprocess.Popen([sys.executable, "-c", flood], stdout=subprocess.PIPE)
+    tail = autograde.Tail(process.stdout)
+    process.wait(timeout=60)
+    tail.join(10)
+    assert len(tail.kept) <= autograde.TAIL_KB * 1024 and tail.text().rstrip().endswith("grader: ran to the end")
