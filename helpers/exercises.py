@@ -26,12 +26,14 @@ returns an invisible ``Verdict``; it never raises, so an unfinished chapter stil
 nbgrader's hidden tests use to score; under the course's own grader it records or judges
 instead (helpers.grading).
 """
+import collections
 import contextlib
 import contextvars
 import ctypes
 import functools
 import inspect
 import math
+import operator
 import sys
 import threading
 import time
@@ -40,7 +42,8 @@ import types
 import numpy as np
 
 from . import grading, learner
-from .errors import CourseInputError, count, is_bool, length as range_length, message_of, shown, to_numpy
+from .errors import CourseInputError, class_name, count, is_bool, length as range_length, message_of, shown, \
+    to_numpy, type_name
 
 NOT_ANSWERED = "not answered yet: replace None in the answer cell above with your answer"
 TIME_LIMIT = 10          # seconds a learner's function may run in one call of a check
@@ -90,17 +93,21 @@ class Exercise:
         found = []
         own = _CHECK_DEADLINE.get() is None   # a check run inside another shares the outer one's time
         token = _CHECK_DEADLINE.set(time.monotonic() + CHECK_TIME_LIMIT) if own else None
+        printed = _PRINTED.set({"left": MAX_PRINTED, "said": False}) if own else None
         learners_dtype = _default_dtype(None) if own else None   # the check computes in float32, as the course does
         put_back_random = random_states() if own else None
         try:
-            if not callable(answer):   # a function or a class is the answer's kind to judge (Function, Module)
-                plain(answer, "your answer")
+            if not (callable(answer) and isinstance(self.answer, (Function, Module))):
+                plain(answer, "your answer")   # (a function or a class is for its kind to judge)
             if self.answer is not None:
                 answer = self.answer.convert(answer, self.problems, args, kwargs)
             for sentence in self.problems(answer, *args, **kwargs):
                 found.append(sentence)
         except Wrong as wrong:
             found.append(str(wrong))
+        except KeyboardInterrupt:   # the stop button, or a learner's function that interrupted the kernel
+            found.append("the check was interrupted before it finished (the stop button, or your function "
+                         "interrupted the kernel): run the check cell again")
         except CourseInputError as error:   # the check's own arguments (not the answer) cannot be used
             found.append(f"the check cannot use what the check cell gives it ({error}): run the cell as it was given")
         except Exception as exc:  # a bug in a check must not look like the learner's mistake
@@ -109,8 +116,10 @@ class Exercise:
         finally:
             if own:
                 _CHECK_DEADLINE.reset(token)
+                _PRINTED.reset(printed)
                 _default_dtype(learners_dtype)
                 put_back_random()
+                _collected()
         return found
 
     def __call__(self, answer, *args, **kwargs):
@@ -122,12 +131,22 @@ class Exercise:
         return Verdict(not found)
 
     def kept(self, answer):
-        """Keep a right piece in my_gpt/ (helpers.learner) and say where, or say why not."""
+        """Keep a right piece in my_gpt/ (helpers.learner) and say where, or say why not. (Keeping
+        it imports the cell that defines it, which may draw random numbers: the random states are
+        put back after, as after a check.)"""
         if self.keeps is None:
             return ""
+        put_back_random = random_states()
+        try:
+            return self._kept(answer)
+        finally:
+            put_back_random()
+
+    def _kept(self, answer):
         limit, _ = _time_left(TIME_LIMIT)
         try:   # importing the kept cell runs all of it: bounded like a call of the learner's function
-            target = learner.path(getattr(answer, "__name__", None))
+            target = learner.path(class_name(answer) if isinstance(answer, type) else
+                                  answer.__name__ if type(answer) is types.FunctionType else None)
             earlier = target.read_bytes() if target.is_file() else None
             return f"; kept in {learner.shown(_bounded(learner.keep, (answer, self.keeps), {}, limit))} for the chapters ahead"
         except CourseInputError as error:
@@ -238,8 +257,26 @@ class Function(Kind):
 
     def convert(self, answer, check, args, kwargs):
         if not callable(answer):
-            raise Wrong(f"the answer should be {self.what}, but it is a {type(answer).__name__}")
+            raise Wrong(f"the answer should be {self.what}, but it is a {type_name(answer)}")
+        if not (type(answer) in _PLAIN_CALLABLES or isinstance(answer, type) or _courses(type(answer))):
+            raise Wrong(f"the answer should be {self.what}, but it is a {type_name(answer)} object that can be "
+                        "called: write it as a function (def ...), whose code runs only when the check calls it")
+        return not_the_courses(answer, self.what)
+
+
+def not_the_courses(answer, what):
+    """``answer`` (a function or a class), unless it is the course's own (``MLP = mlp.MLP``): then
+    Wrong. The course's pieces are there to compare with, not to hand in."""
+    if isinstance(answer, type):
+        module, name = _own_attribute(answer, "__module__"), class_name(answer)
+    elif type(answer) is types.FunctionType:
+        module, name = answer.__module__, answer.__name__
+    else:
         return answer
+    if isinstance(module, str) and (module == "helpers" or module.startswith("helpers.")):
+        raise Wrong(f"the answer should be {what} that you write, but it is the course's own {module}.{name}: "
+                    "write your own in the answer cell")
+    return answer
 
 
 class Module(Kind):
@@ -257,10 +294,10 @@ class Module(Kind):
 
     def convert(self, answer, check, args, kwargs):
         if isinstance(answer, type):
-            return self.recordable(answer)
+            return self.recordable(not_the_courses(answer, self.what))
         if not callable(answer):
-            raise Wrong(f"the answer should be {self.what}, but it is a {type(answer).__name__}")
-        return answer
+            raise Wrong(f"the answer should be {self.what}, but it is a {type_name(answer)}")
+        return not_the_courses(answer, self.what)
 
     def recordable(self, answer):
         """The class as its ``run`` function (anything else as it is)."""
@@ -268,7 +305,7 @@ class Module(Kind):
             return answer
         from torch import nn
         if not issubclass(answer, nn.Module):
-            raise Wrong(f"the answer should be {self.what}, but the class {answer.__name__} "
+            raise Wrong(f"the answer should be {self.what}, but the class {class_name(answer)} "
                         "does not inherit from nn.Module")
         return module_runner(answer)
 
@@ -280,7 +317,7 @@ def module_runner(cls):
     def run(args, state, *inputs):
         module = cls(*args)
         if not isinstance(module, torch.nn.Module):
-            raise TypeError(f"{cls.__name__}(...) made a {type(module).__name__}, not an nn.Module")
+            raise TypeError(f"{class_name(cls)}(...) made a {type_name(module)}, not an nn.Module")
         own = module.state_dict()
         if set(own) != set(state):
             missing, extra = sorted(set(state) - set(own)), sorted(set(own) - set(state))
@@ -298,7 +335,7 @@ def module_runner(cls):
         module.load_state_dict(state)
         with torch.no_grad():
             return module(*inputs)
-    run.__name__ = cls.__name__
+    run.__name__ = class_name(cls)
     run.__signature__ = _run_signature(cls)
     return run
 
@@ -306,20 +343,48 @@ def module_runner(cls):
 def _run_signature(cls):
     """run's signature with the inputs named as ``cls.forward`` names them, run(args, state, x), so
     that a sentence about an input says x (or h), not "argument 3"."""
-    kinds = (inspect.Parameter.POSITIONAL_ONLY, inspect.Parameter.POSITIONAL_OR_KEYWORD)
-    try:
-        names = [p.name for p in list(inspect.signature(cls.forward).parameters.values())[1:] if p.kind in kinds]
+    names = _parameter_names(_own_attribute(cls, "forward"))
+    if names is not None:
         return inspect.Signature([inspect.Parameter(name, inspect.Parameter.POSITIONAL_OR_KEYWORD)
-                                  for name in ["args", "state"] + names])
-    except (TypeError, ValueError):
-        return inspect.Signature([inspect.Parameter("args", inspect.Parameter.POSITIONAL_OR_KEYWORD),
-                                  inspect.Parameter("state", inspect.Parameter.POSITIONAL_OR_KEYWORD),
-                                  inspect.Parameter("inputs", inspect.Parameter.VAR_POSITIONAL)])
+                                  for name in ["args", "state"] + names[1:]])
+    return inspect.Signature([inspect.Parameter("args", inspect.Parameter.POSITIONAL_OR_KEYWORD),
+                              inspect.Parameter("state", inspect.Parameter.POSITIONAL_OR_KEYWORD),
+                              inspect.Parameter("inputs", inspect.Parameter.VAR_POSITIONAL)])
+
+
+def _own_attribute(cls, name):
+    """``name`` as the class ``cls`` or the first of its bases defines it, read from their own
+    dicts (a metaclass of the learner's could make ``cls.forward`` raise or never return); None
+    if none does."""
+    namespace, order = type.__dict__["__dict__"], type.__dict__["__mro__"]
+    for base in order.__get__(cls):
+        if name in namespace.__get__(base):
+            return namespace.__get__(base)[name]
+    return None
+
+
+def _parameter_names(function):
+    """The names of a plain function's positional parameters (a method's too, ``self`` first), read
+    from its code, or from a ``__signature__`` the course set (a Module's run); None for anything
+    else: inspect.signature would run a learner's object's own code (``__signature__``,
+    ``__wrapped__``, ``__class__``), outside any time limit."""
+    method = type(function) is types.MethodType
+    target = function.__func__ if method else function
+    if type(target) is not types.FunctionType:
+        return None
+    signature = target.__dict__.get("__signature__")
+    if type(signature) is inspect.Signature:
+        kinds = (inspect.Parameter.POSITIONAL_ONLY, inspect.Parameter.POSITIONAL_OR_KEYWORD)
+        names = [name for name, parameter in signature.parameters.items() if parameter.kind in kinds]
+    else:
+        names = list(target.__code__.co_varnames[:target.__code__.co_argcount])
+    return names[1:] if method else names
 
 
 # --- Converters a check can use on anything the learner gave (they raise Wrong) ---------------
 
 MAX_ANSWER_DEPTH = 100   # lists in lists a screened answer may nest
+MAX_ANSWER_ITEMS = 1_000_000   # Python values (list entries, dict keys and values) a screened answer may hold
 
 
 def plain(x, name):
@@ -330,17 +395,20 @@ def plain(x, name):
     ``call``'s time limit; so it is refused first, by type alone, without calling it."""
     torch = sys.modules.get("torch")
     tensors = (torch.Tensor, torch.nn.Parameter) if torch is not None else ()
-    stack, seen = [(x, 0)], 0
+    stack, seen = [(x, 0)], 1
     while stack:
         value, depth = stack.pop()
-        seen += 1
         kind = type(value)
-        if seen > MAX_ANSWER_ENTRIES:
-            raise Wrong(f"{name} should be small (at most {MAX_ANSWER_ENTRIES:,} values), but it holds more")
         if depth > MAX_ANSWER_DEPTH:
             raise Wrong(f"{name} should nest at most {MAX_ANSWER_DEPTH} lists deep, but it nests deeper")
         if kind in _PLAIN_SCALARS or kind in tensors or kind.__module__ == "numpy" and issubclass(kind, np.generic):
             continue
+        inside = (len(value) if kind in (list, tuple, set, frozenset, dict) or torch is not None and kind is torch.Size
+                  else value.size if issubclass(kind, np.ndarray) and value.dtype.kind == "O" else 0)
+        seen += inside * (2 if kind is dict else 1)   # counted before any is looked at: a list of 10**8 is refused at once
+        if seen > MAX_ANSWER_ITEMS:
+            raise Wrong(f"{name} should be small (at most {MAX_ANSWER_ITEMS:,} values in lists, tuples and dicts; "
+                        "an array may hold more), but it holds more")
         if kind in (list, tuple, set, frozenset) or torch is not None and kind is torch.Size:
             stack.extend((v, depth + 1) for v in value)
         elif kind is dict:
@@ -348,10 +416,19 @@ def plain(x, name):
         elif issubclass(kind, np.ndarray) and kind.__module__.startswith("numpy"):
             if value.dtype.kind == "O":
                 stack.extend((v, depth + 1) for v in value.flat)
-        elif not (kind in _PLAIN_CALLABLES or isinstance(value, type)):
-            raise Wrong(f"{name} holds a {kind.__name__}, but a check takes only plain values: numbers, text, "
+        elif callable(value) and not (kind in _PLAIN_CALLABLES or isinstance(value, type) or _courses(kind)):
+            raise Wrong(f"{name} is a {class_name(kind)} object that can be called, but a check calls only a plain "
+                        "function (def ...) or a class: its own code would run outside the check's time limit")
+        elif not (kind in _PLAIN_CALLABLES or isinstance(value, type) or callable(value) and _courses(kind)):
+            raise Wrong(f"{name} holds a {class_name(kind)}, but a check takes only plain values: numbers, text, "
                         "lists, tuples, dicts, NumPy arrays and torch tensors (convert it, e.g. with float(x) "
                         "or np.asarray(x))")
+
+
+def _courses(kind):
+    """Whether the class ``kind`` is the course's own (a grader's Replay of a recorded function)."""
+    module = _own_attribute(kind, "__module__")
+    return isinstance(module, str) and module.startswith("helpers.")
 
 
 _PLAIN_SCALARS = (type(None), bool, int, float, complex, str, bytes, range, slice, type(Ellipsis))
@@ -363,7 +440,7 @@ def as_array(x, name, shape=None, allow_inf=False):
     if x is None:
         raise Wrong(f"{name} is None: return or assign the array")
     if isinstance(x, (str, bytes, dict, set)) or callable(x):
-        raise Wrong(f"{name} should be an array of numbers, but it is a {type(x).__name__}")
+        raise Wrong(f"{name} should be an array of numbers, but it is a {type_name(x)}")
     size = _entries(x)
     if size > MAX_ANSWER_ENTRIES:   # looked at before anything is copied or converted
         raise Wrong(f"{name} should be a small array (at most {MAX_ANSWER_ENTRIES:,} numbers), but it holds {size:,}")
@@ -408,7 +485,7 @@ def as_number(x, name):
     if isinstance(x, (list, tuple)) and len(x) != 1:
         raise Wrong(f"{name} should be one number, but it holds {len(x)} numbers")
     if isinstance(x, (str, bytes, dict, set)) or callable(x):
-        raise Wrong(f"{name} should be one number, but it is a {type(x).__name__}")
+        raise Wrong(f"{name} should be one number, but it is a {type_name(x)}")
     arr = as_array(x, name)
     if arr.size != 1:
         raise Wrong(f"{name} should be one number, but it has shape {arr.shape} ({arr.size} numbers)")
@@ -423,12 +500,18 @@ def as_whole(x, name):
     return int(value)
 
 
-def as_wholes(x, name, length=None):
-    """``x`` (a tuple, list, set, range, torch.Size or 1-D array) as a tuple of ints, else Wrong."""
-    sequence = (tuple, list, set, range)
+def as_wholes(x, name, length=None, ordered=True):
+    """``x`` (a tuple, list, range, torch.Size or 1-D array; a set too unless ``ordered``, as for a
+    shape) as a tuple of ints, else Wrong."""
+    sequence = (tuple, list, range) if ordered else (tuple, list, range, set, frozenset)
+    if ordered and isinstance(x, (set, frozenset)):
+        raise Wrong(f"{name} should be a tuple of whole numbers, like (1, 2, 3), but it is a set, which keeps no order")
     shape = getattr(x, "shape", None) if not isinstance(x, sequence) else None
     if isinstance(x, (str, bytes)) or not isinstance(x, sequence) and (shape is None or tuple(shape) == ()):
-        raise Wrong(f"{name} should be a tuple of whole numbers, like (1, 2, 3), not {x!r}")
+        raise Wrong(f"{name} should be a tuple of whole numbers, like (1, 2, 3), not {shown(x)}")
+    if is_bool(x) or isinstance(x, (tuple, list)) and any(is_bool(v) for v in x):
+        raise Wrong(f"{name} should hold whole numbers, but it holds a truth value (True or False), which would be "
+                    "read as 1 or 0")
     if isinstance(x, range) and _entries(x) > MAX_ANSWER_ENTRIES:
         raise Wrong(f"{name} should be a small tuple (at most {MAX_ANSWER_ENTRIES:,} numbers), but it is a range of "
                     f"{count(_entries(x))}")
@@ -438,14 +521,14 @@ def as_wholes(x, name, length=None):
     if length is not None and len(arr) != length:
         raise Wrong(f"{name} should hold {length} whole numbers, but it holds {len(arr)}")
     if (arr != np.floor(arr)).any():
-        raise Wrong(f"{name} should hold whole numbers only, but it holds {arr[arr != np.floor(arr)][0]:g}")
+        raise Wrong(f"{name} should hold whole numbers only, but it holds {float(arr[arr != np.floor(arr)][0])!r}")
     return tuple(int(v) for v in arr)
 
 
 def as_words(x, name, length=None):
     """``x`` as a list of strings, else Wrong."""
     if isinstance(x, str) or not isinstance(x, (list, tuple)) or not all(isinstance(w, str) for w in x):
-        raise Wrong(f"{name} should be a list of words (strings), but it is {type(x).__name__} {x!r:.60}")
+        raise Wrong(f"{name} should be a list of words (strings), but it is {type_name(x)} {shown(x)}")
     if length is not None and len(x) != length:
         raise Wrong(f"{name} should hold {length} words, but it holds {len(x)}")
     return list(x)
@@ -464,10 +547,11 @@ def call(function, *args, what="", seconds=TIME_LIMIT, **kwargs):
 
     It gets copies of the arrays and tensors in ``args`` and ``kwargs`` (see ``_copies``), so the
     check's own inputs stay as they were; if it changed one of its copies in place, that is Wrong
-    too: the caller's own would have changed. torch's default dtype and ``torch_globals`` are put
-    back afterwards. A function that raises, calls ``exit()`` or runs
-    longer than ``seconds`` (or than what is left of its check's ``CHECK_TIME_LIMIT``) becomes
-    Wrong with one sentence saying so (``what`` names the input, e.g. "on the toy").
+    too: the caller's own would have changed. torch's default dtype, ``torch_globals`` and the
+    course's constants (``course_constants``) are put back afterwards. A function that raises,
+    calls ``exit()`` or runs longer than ``seconds`` (or than what is left of its check's
+    ``CHECK_TIME_LIMIT``) becomes Wrong with one sentence saying so (``what`` names the input,
+    e.g. "on the toy").
 
     What is bounded: the check's time, whatever the function does. It runs in a thread of its own
     (``_bounded``) and the check waits at most its limit; then the function is stopped by an
@@ -476,25 +560,45 @@ def call(function, *args, what="", seconds=TIME_LIMIT, **kwargs):
     long C call (``time.sleep(10**6)``, a huge ``np.linalg`` operation) cannot be interrupted by
     Python; the check still answers on time, while that call finishes in the background and the
     function is stopped when it returns to Python. The sentence says so when it is still running.
+    While it runs, what it prints is cut after the check's MAX_PRINTED characters, a process it
+    leaves (a double fork's too) is stopped, and an audit hook or a new thread switch interval
+    (either would outlive the check's own defences) is refused.
     """
     on = f" {what}" if what else ""
     limit, total = _time_left(seconds)
     given, given_kwargs = _copies(args), {name: _copies(value) for name, value in kwargs.items()}
-    dtype, put_back = _default_dtype(None), torch_globals()
-    threads, children, started = set(sys._current_frames()), _children(), []
+    # what it was given, kept apart: the caller's own may change by another way (a global model the
+    # function changes), which is not its copy changing (model_kept's to find)
+    kept, kept_kwargs = _copies(args), {name: _copies(value) for name, value in kwargs.items()}
+    dtype, put_back, put_back_constants = _default_dtype(None), torch_globals(), course_constants()
+    threads, children, started, hooks = set(sys._current_frames()), _children(), [], len(_HOOKS_REFUSED)
+    budget = _PRINTED.get() or {"left": MAX_PRINTED, "said": False}
+    printed = [_Capped(stream, budget) for stream in (sys.stdout, sys.stderr) if stream is not None]
     try:
         try:
-            with _threads_started(started):
-                out = _bounded(function, given, given_kwargs, limit)
+            if len(printed) == 2:
+                sys.stdout, sys.stderr = printed
+            sys.setswitchinterval = _no_switch_interval   # (put back with sys's streams)
+            with _threads_started(started), _adopting_orphans():
+                try:
+                    out = _bounded(function, given, given_kwargs, limit)
+                finally:
+                    processes = _stop_processes(children)
         finally:   # first of all: the check's own code runs on what it had (print, len, its references)
             put_back()
+            put_back_constants()
+        _said_what_was_left_out(printed, on)
         _no_threads_left(threads, started, on)
-        _no_processes_left(children, on)
-        changed = _changed_input(function, args, kwargs, given, given_kwargs)
+        if processes:
+            raise Wrong(f"your function{on} should return its answer and leave nothing running, but it left "
+                        f"{processes} process{'es' if processes > 1 else ''} of its own running (now stopped)")
+        if len(_HOOKS_REFUSED) != hooks:
+            raise Wrong(f"your function{on} added an audit hook (sys.addaudithook), which no one can remove: "
+                        "it would run in every later cell, so a check does not allow it (it was not added)")
+        changed = _changed_input(function, kept, kept_kwargs, given, given_kwargs)
         if changed:
             raise Wrong(_in_place_sentence(*changed, on))
-        if not callable(out):
-            plain(out, f"what your function returned{on}")
+        plain(out, f"what your function returned{on}")
         return out
     except Wrong:
         raise
@@ -511,13 +615,16 @@ def call(function, *args, what="", seconds=TIME_LIMIT, **kwargs):
     except (grading.ReplayError, _Raised) as exc:   # a record: what it did in the student's kernel
         raise Wrong(f"your function stopped{on} with {exc}") from None
     except Exception as exc:
-        raise Wrong(f"your function stopped{on} with {type(exc).__name__}: {message_of(exc)}") from None
+        raise Wrong(f"your function stopped{on} with {type_name(exc)}: {message_of(exc)}") from None
     finally:
         _default_dtype(dtype)   # torch.set_default_dtype inside the function stays inside it (the rest: put_back)
 
 
-PATCHABLE = ("math", "random", "numpy", "numpy.linalg", "numpy.random", "torch", "torch.nn", "torch.nn.functional",
-             "torch.linalg")   # modules whose functions a learner's code might replace for every later cell
+PATCHABLE = ("math", "random", "torch", "torch.nn", "torch.nn.functional", "torch.nn.init", "torch.linalg",
+             "torch.optim", "torch.autograd", "torch.functional", "inspect", "zlib", "time", "functools",
+             "operator", "copy", "json", "warnings", "contextlib")
+# modules whose functions a learner's code might replace for every later cell (and every module of NumPy's,
+# whose functions call one another by module name: numpy._core.numeric.isclose is what np.allclose calls)
 
 
 def torch_globals():
@@ -531,16 +638,25 @@ def torch_globals():
 
     put_back_process = process_state()   # builtins first: the rest below calls them
     filters, limit = list(warnings.filters), sys.getrecursionlimit()
-    kept = {owner: dict(vars(owner)) for owner in _owners()}
+    owners, functions = _owners()
+    kept = {owner: dict(vars(owner)) for owner in owners}
+    parts = [(function.__defaults__, function.__kwdefaults__, function.__code__) for function in functions]
 
     def put_back_python():
         put_back_process()
+        for function, (defaults, kwdefaults, code) in zip(functions, parts):
+            if function.__defaults__ is not defaults or function.__kwdefaults__ is not kwdefaults \
+                    or function.__code__ is not code:
+                function.__defaults__, function.__kwdefaults__, function.__code__ = defaults, kwdefaults, code
         if warnings.filters != filters:   # only then: resetting them would show every warning again, once a call
             warnings.filters[:] = filters
             getattr(warnings, "_filters_mutated", lambda: None)()   # the filters' cache, as simplefilter does
         sys.setrecursionlimit(limit)
         for owner, saved in kept.items():
             now = vars(owner)
+            if len(now) == len(saved) and all(map(operator.is_, now.values(), saved.values())) \
+                    and all(map(operator.is_, now, saved)):
+                continue   # (the same names for the same objects, in the same order: nothing changed)
             for key, value in saved.items():
                 if now.get(key, saved) is not value:
                     setattr(owner, key, value)
@@ -577,40 +693,76 @@ def torch_globals():
     return put_back
 
 
+_OWNERS = {}   # len(sys.modules) -> (owners, the course's functions): found again only once modules are added
+
+
 def _owners():
-    """The modules and classes whose functions a learner's code might replace for every later cell:
-    PATCHABLE's modules, torch.Tensor and torch.nn's layer classes (nn.GELU.forward = ...), and the
-    course's own modules and their classes (a check's reference, ``helpers.model.Transformer.forward``,
-    ``helpers.exercises.TIME_LIMIT``)."""
+    """(owners, functions): the modules and classes whose functions a learner's code might replace
+    for every later cell: PATCHABLE's modules, every NumPy module, torch.Tensor and torch.nn's layer
+    and torch.optim's optimizer classes (nn.GELU.forward = ...), and the course's own modules and
+    their classes (a check's reference, ``helpers.model.Transformer.forward``,
+    ``helpers.exercises.TIME_LIMIT``); and the course's own functions among theirs, whose defaults
+    and code could be changed in place."""
+    found = _OWNERS.get(len(sys.modules))
+    if found is not None:
+        return found
     owners = [sys.modules[name] for name in PATCHABLE if name in sys.modules]
+    course = []
     torch = sys.modules.get("torch")
     if torch is not None:
-        owners += [torch.Tensor] + [value for value in vars(torch.nn).values()
-                                    if isinstance(value, type) and issubclass(value, torch.nn.Module)]
+        owners += [torch.Tensor] + [value for module in (torch.nn, torch.optim) for value in vars(module).values()
+                                    if isinstance(value, type) and issubclass(value, (torch.nn.Module, torch.optim.Optimizer))]
     for name, module in list(sys.modules.items()):
-        if (name == "helpers" or name.startswith("helpers.")) and module is not None:
-            owners += [module] + [value for value in vars(module).values()
+        if module is None or not isinstance(module, types.ModuleType):
+            continue
+        if name == "numpy" or name.startswith("numpy."):
+            owners.append(module)
+        elif name == "helpers" or name.startswith("helpers."):
+            course += [module] + [value for value in vars(module).values()
                                   if isinstance(value, type) and value.__module__ == name]
-    return owners
+    functions = [value for owner in course for value in vars(owner).values()
+                 if isinstance(value, types.FunctionType) and value.__module__.startswith("helpers")]
+    _OWNERS.clear()
+    _OWNERS[len(sys.modules)] = owners + course, functions
+    return _OWNERS[len(sys.modules)]
 
 
 def process_state():
     """What a learner's code can change for the whole process, saved now: the builtins (``print``,
     ``len``), sys's streams and hooks, the working directory, the environment, ``sys.path``, the
-    garbage collector, the digits an int may print, threading's trace and profile functions,
-    torch's thread count and matplotlib's rcParams. Returns a function that puts back what changed
+    garbage collector and its callbacks, the modules imported (one replaced in ``sys.modules``), the
+    digits an int may print, the thread switch interval, the locale, the file mode mask, logging's
+    switch, the open-files limit, a timer that was not running (signal.alarm), threading's trace,
+    profile and excepthook, sys's unraisablehook, torch's thread count, matmul precision and oneDNN
+    switch, and matplotlib's rcParams. Returns a function that puts back what changed
     (the builtins first, with dict methods only: the rest calls them)."""
     import builtins
     import gc
     import os
 
+    import locale
+    import logging
+    import signal
+    try:
+        import resource
+    except ImportError:   # (Windows)
+        resource = None
+
     names = dict(builtins.__dict__)
-    streams = {name: getattr(sys, name) for name in ("stdout", "stderr", "stdin", "displayhook", "excepthook")}
+    streams = {name: getattr(sys, name) for name in ("stdout", "stderr", "stdin", "displayhook", "excepthook",
+                                                    "unraisablehook", "setswitchinterval")}
     cwd, environ, path, path_list = os.getcwd(), dict(os.environ), sys.path, list(sys.path)
-    collecting, digits = gc.isenabled(), sys.get_int_max_str_digits()
-    trace, profile = threading.gettrace(), threading.getprofile()
+    collecting, callbacks, digits = gc.isenabled(), list(gc.callbacks), sys.get_int_max_str_digits()
+    modules, switch, places = dict(sys.modules), sys.getswitchinterval(), locale.setlocale(locale.LC_ALL)
+    mask, logging_off = os.umask(0o022), logging.root.manager.disable
+    os.umask(mask)
+    trace, profile, thread_hook = threading.gettrace(), threading.getprofile(), threading.excepthook
+    timers = [which for which in (signal.ITIMER_REAL, signal.ITIMER_VIRTUAL, signal.ITIMER_PROF)
+              if signal.getitimer(which) == (0.0, 0.0)] if hasattr(signal, "setitimer") else []
+    files = resource.getrlimit(resource.RLIMIT_NOFILE) if resource is not None else None
     torch, matplotlib = sys.modules.get("torch"), sys.modules.get("matplotlib")
-    n_threads = torch.get_num_threads() if torch is not None else None
+    torch_flags = (torch.get_num_threads(), torch.get_float32_matmul_precision(), torch._C._get_mkldnn_enabled()) \
+        if torch is not None else None
     rc = dict.copy(matplotlib.rcParams) if matplotlib is not None else None
 
     def put_back():
@@ -635,20 +787,128 @@ def process_state():
             sys.path[:] = path_list
         if gc.isenabled() != collecting:
             (gc.enable if collecting else gc.disable)()
+        if gc.callbacks != callbacks:   # one of the learner's would run at every later collection
+            gc.callbacks[:] = callbacks
+        for name in [name for name, module in modules.items() if sys.modules.get(name, modules) is not module]:
+            sys.modules[name] = modules[name]   # a module replaced (or removed): imported anew from the fake
+        if sys.getswitchinterval() != switch:
+            sys.setswitchinterval(switch)
+        if locale.setlocale(locale.LC_ALL) != places:
+            locale.setlocale(locale.LC_ALL, places)
+        if os.umask(mask) != mask:   # (os.umask can only be read by setting it)
+            os.umask(mask)
+        if logging.root.manager.disable != logging_off:
+            logging.disable(logging_off)
         if sys.get_int_max_str_digits() != digits:
             sys.set_int_max_str_digits(digits)
         if threading.gettrace() is not trace:
             threading.settrace(trace)
         if threading.getprofile() is not profile:
             threading.setprofile(profile)
-        if torch is not None and torch.get_num_threads() != n_threads:
-            torch.set_num_threads(n_threads)
+        threading.excepthook = thread_hook
+        for which in timers:   # a timer the learner's code set (signal.setitimer, signal.alarm) would end the kernel
+            if signal.getitimer(which) != (0.0, 0.0):
+                signal.setitimer(which, 0)
+        if files is not None and resource.getrlimit(resource.RLIMIT_NOFILE) != files:
+            with contextlib.suppress(ValueError, OSError):   # a hard limit lowered cannot always be raised again
+                resource.setrlimit(resource.RLIMIT_NOFILE, files)
+        if torch is not None and torch_flags != (torch.get_num_threads(), torch.get_float32_matmul_precision(),
+                                                 torch._C._get_mkldnn_enabled()):
+            torch.set_num_threads(torch_flags[0])
+            torch.set_float32_matmul_precision(torch_flags[1])
+            torch._C._set_mkldnn_enabled(torch_flags[2])
         if rc is not None:
             live_rc = matplotlib.rcParams
             for key, value in rc.items():
                 if dict.get(live_rc, key, rc) is not value:
                     dict.__setitem__(live_rc, key, value)   # as it was, already validated
     return put_back
+
+
+_CONSTANTS = {}   # (module name, name) -> (the constant, a pickled copy): as a check first saw it
+
+
+def course_constants():
+    """The course's own constants (a helpers module's UPPER_CASE lists, dicts, sets, arrays, tensors
+    and tuples of them: a check's reference data, such as qkv.IT_SCORES) saved as first seen; any
+    that was changed in place since (``qkv.IT_SCORES[0] = 9``, in a cell or in a learner's function)
+    is put back now. Returns a function that does the same again (after a learner's call)."""
+    import pickle
+
+    for module_name, module in _new_course_modules():
+        for name, value in list(vars(module).items()):
+            if name.isupper() and not name.startswith("_") and (   # (a _NAME is a cache or a record: state)
+                    isinstance(value, (list, dict, set, tuple, np.ndarray)) or hasattr(value, "detach")):
+                key = (module_name, name)
+                if key not in _CONSTANTS:
+                    try:
+                        _CONSTANTS[key] = (value, pickle.dumps(value, 5))
+                    except Exception:   # noqa: BLE001 (a table of functions: no data to keep)
+                        _CONSTANTS[key] = (value, None)
+
+    def put_back():
+        for (module_name, name), (value, saved) in _CONSTANTS.items():
+            if saved is None:
+                continue
+            try:
+                same = pickle.dumps(value, 5) == saved
+            except Exception:   # noqa: BLE001 (a learner put something in it that pickle cannot write)
+                same = False
+            if not same and not _in_place(value, pickle.loads(saved)):
+                setattr(sys.modules[module_name], name, pickle.loads(saved))
+    put_back()
+    return put_back
+
+
+_SEEN_MODULES = set()   # the course's modules whose constants are in _CONSTANTS
+
+
+def _new_course_modules():
+    """The course's modules (but grading, whose STATE is its state) not yet in _SEEN_MODULES, now in it."""
+    if len(_SEEN_MODULES) == sum(1 for name in sys.modules if name.startswith("helpers")):
+        return []
+    found = [(name, module) for name, module in list(sys.modules.items())
+             if name.startswith("helpers") and name not in _SEEN_MODULES and module is not None]
+    _SEEN_MODULES.update(name for name, _ in found)
+    return [(name, module) for name, module in found if name != "helpers.grading"]
+
+
+def _in_place(live, saved):
+    """Make ``live`` equal ``saved`` again without replacing it (other modules hold it too); False
+    where that cannot be done (a tuple's own entries, an array of another shape)."""
+    if isinstance(live, (str, bytes, int, float, complex, type(None))):
+        return type(live) is type(saved) and live == saved
+    if isinstance(live, list):
+        live[:] = saved
+    elif isinstance(live, (dict, set)):
+        live.clear()
+        live.update(saved)
+    elif isinstance(live, np.ndarray) and live.shape == saved.shape and live.dtype == saved.dtype:
+        try:
+            live.setflags(write=True)
+        except ValueError:   # a view of memory that cannot be written: replaced instead
+            return False
+        np.copyto(live, saved)
+    elif hasattr(live, "detach") and tuple(live.shape) == tuple(saved.shape) and live.dtype == saved.dtype:
+        live.detach().copy_(saved)
+    elif isinstance(live, tuple) and len(live) == len(saved):
+        return all(_in_place(a, b) for a, b in zip(live, saved))
+    else:
+        return False
+    return True
+
+
+def _collected():
+    """Collect the young garbage a check's calls left (gc's generations 0 and 1: a fraction of a
+    millisecond), putting back whatever an object's ``__del__`` changes meanwhile: a learner's object
+    in a reference cycle would otherwise run its ``__del__`` at some later cell's collection."""
+    import gc
+
+    put_back = torch_globals()
+    try:
+        gc.collect(1)
+    finally:
+        put_back()
 
 
 def random_states():
@@ -706,7 +966,7 @@ def _bounded(function, args, kwargs, seconds):
     if raised is not None and not isinstance(raised, (Exception, SystemExit)):
         # its own KeyboardInterrupt is no Ctrl-C
         raise _Raised(run.box["message"])
-    if isinstance(raised, Exception) and not isinstance(raised, (grading.ReplayError, CourseInputError, Wrong)):
+    if isinstance(raised, Exception) and not isinstance(raised, (grading.ReplayError, CourseInputError)):
         raise _Raised(run.box["message"]) from raised   # a learner's exception, read where its time limit holds
     if raised is not None:
         raise raised
@@ -798,6 +1058,81 @@ def _stop_thread(ident, exception, runs, every=0.02):
     threading.Thread(target=watch, name=_WATCHDOG, daemon=True).start()
 
 
+MAX_PRINTED = 20_000   # characters of a learner's function's printing one check shows (the rest is counted)
+_PRINTED = contextvars.ContextVar("printed", default=None)   # the check's {"left": characters, "said": bool}
+
+
+class _Capped:
+    """A stream (sys.stdout or sys.stderr) that passes on what a learner's function prints until the
+    check's MAX_PRINTED characters are shown, and counts the rest: a function that prints megabytes
+    would fill the page and stall the browser. ``budget``: the check's, shared by its calls."""
+
+    def __init__(self, stream, budget):
+        self.stream, self.budget, self.dropped = stream, budget, 0
+
+    def write(self, text):
+        if type(text) is not str:
+            return self.stream.write(text)   # what the stream itself says of it
+        left = max(self.budget["left"], 0)
+        if len(text) > left:
+            self.dropped += len(text) - left
+            text = text[:left]
+        self.budget["left"] -= len(text)
+        return self.stream.write(text) if text else 0
+
+    def __getattr__(self, name):   # flush, encoding, isatty, ...: the stream's own
+        return getattr(self.stream, name)
+
+
+def _said_what_was_left_out(printed, on):
+    """One line, once a check, after a call whose printing was cut (``printed``: its ``_Capped`` streams)."""
+    dropped = sum(stream.dropped for stream in printed)
+    if dropped and printed and not printed[0].budget["said"]:
+        printed[0].budget["said"] = True
+        print(f"(your function's printing{on} went past the {MAX_PRINTED:,} characters a check shows: "
+              "the rest was left out)")
+
+
+def _no_switch_interval(interval):
+    """sys.setswitchinterval while a learner's function runs in a check: a long interval would keep
+    the check's own thread from running, and with it the time limit."""
+    raise RuntimeError("a check does not allow sys.setswitchinterval: it would hold off the check's time limit")
+
+
+_HOOKS_REFUSED = []   # one entry per audit hook a learner's function tried to add (each refused)
+_LEARNER_RUNS = []    # one entry per learner's function running now (in a check's call)
+
+
+def _audit(event, args):
+    """Python's audit hook of the course's (added once, see below): while a learner's function runs in
+    a check, a new audit hook (sys.addaudithook) is refused (a hook can never be removed, so it could
+    change what every later check sees). Raising RuntimeError here is how a hook refuses another."""
+    if event == "sys.addaudithook" and _LEARNER_RUNS:
+        _HOOKS_REFUSED.append(event)
+        raise RuntimeError("a check does not allow an audit hook")
+
+
+if not getattr(sys, "_course_audit_hook", False):   # once per process, whatever reloads this module
+    sys.addaudithook(_audit)
+    sys._course_audit_hook = True
+
+
+@contextlib.contextmanager
+def _adopting_orphans():
+    """While the learner's function runs, the processes its children leave behind (a double fork, a
+    daemon) become this process's children (Linux's PR_SET_CHILD_SUBREAPER), so that
+    ``_stop_processes`` finds and stops them too; elsewhere nothing changes."""
+    _LEARNER_RUNS.append(1)
+    prctl = getattr(ctypes.CDLL(None), "prctl", None) if sys.platform.startswith("linux") else None
+    adopting = prctl is not None and prctl(36, 1, 0, 0, 0) == 0   # 36: PR_SET_CHILD_SUBREAPER
+    try:
+        yield
+    finally:
+        _LEARNER_RUNS.pop()
+        if adopting:
+            prctl(36, 0, 0, 0, 0)
+
+
 def _children():
     """The ids of this process's child processes (Linux's /proc; an empty set elsewhere)."""
     import glob
@@ -812,9 +1147,10 @@ def _children():
     return found
 
 
-def _no_processes_left(before, on):
-    """Wrong when the learner's function left a process of its own running (``os.fork()``, a
-    ``subprocess.Popen`` not waited for): each is killed."""
+def _stop_processes(before):
+    """Stop (SIGKILL) each child process not in ``before`` that the learner's function left running
+    (``os.fork()``, a ``subprocess.Popen`` not waited for, a double fork's grandchild: see
+    ``_adopting_orphans``); return how many there were."""
     import os
     import signal
 
@@ -825,9 +1161,7 @@ def _no_processes_left(before, on):
             os.waitpid(pid, 0)
         except (OSError, ChildProcessError):   # ended meanwhile, or not ours to wait for
             pass
-    if left:
-        raise Wrong(f"your function{on} should return its answer and leave nothing running, but it left "
-                    f"{len(left)} process{'es' if len(left) > 1 else ''} of its own running (now stopped)")
+    return len(left)
 
 
 class _Raised(Exception):
@@ -854,7 +1188,7 @@ class _Run(threading.Thread):
             except BaseException as exc:   # noqa: BLE001 — handed to the check's thread as it is
                 self.box["raised"] = exc
                 # its message is read here, under the time limit: a learner's __str__ may never return
-                self.box["message"] = f"{type(exc).__name__}: {message_of(exc)}".rstrip(": ")
+                self.box["message"] = f"{type_name(exc)}: {message_of(exc)}".rstrip(": ")
             self.finish()
         except _OutOfTime:   # one that arrived while handing over
             self.finish()
@@ -921,11 +1255,7 @@ def _changed_input(function, args, kwargs, given, given_kwargs):
     """(name, original) for the first input that ``function`` changed in place (its copy in
     ``given`` now differs from the original in ``args``), or None. Named by the function's parameter
     (``argument 2`` where its signature cannot say)."""
-    try:
-        names = [name for name, parameter in inspect.signature(function).parameters.items()
-                 if parameter.kind in (parameter.POSITIONAL_ONLY, parameter.POSITIONAL_OR_KEYWORD)]
-    except (TypeError, ValueError):
-        names = []
+    names = _parameter_names(function) or []
     pairs = [(names[i] if i < len(names) else f"argument {i + 1}", a, b) for i, (a, b) in enumerate(zip(args, given))]
     pairs += [(name, kwargs[name], given_kwargs[name]) for name in kwargs]
     for name, original, copy in pairs:
@@ -961,8 +1291,8 @@ def _differs(original, copy):
 def _copies(x):
     """Copies of the arrays and tensors in ``x`` (also inside tuples, lists and dicts), so a learner's
     function that changes its inputs in place cannot change the check's own test cases."""
-    if type(x) is dict:
-        return {key: _copies(value) for key, value in x.items()}
+    if type(x) is dict or type(x) is collections.OrderedDict:   # (a state_dict is an OrderedDict)
+        return type(x)((key, _copies(value)) for key, value in x.items())
     if isinstance(x, np.ndarray):
         return x.copy()
     if hasattr(x, "detach") and hasattr(x, "clone"):
@@ -987,6 +1317,8 @@ def module_output(run, args, state, x, what, none, shape, error=None):
         raise Wrong(error(str(wrong))) from None
     if out is None:
         raise Wrong(none)
+    if is_bool(out):   # (x > 0 would otherwise be judged as ones and zeros)
+        raise Wrong(f"the output of forward on {what} should be numbers, but it holds True/False values")
     if hasattr(out, "shape") and tuple(out.shape) != tuple(x.shape):
         raise Wrong(shape(tuple(out.shape)))
     return out

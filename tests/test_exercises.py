@@ -101,7 +101,7 @@ def test_non_integers_are_wrong_where_a_whole_number_is_asked():
     assert shape.feedback((2, 5, 5), T=5) == [] and shape.feedback(torch.Size([2, 5, 5]), T=5) == []
     assert "whole numbers only" in shape.feedback((2.7, 5.2, 5.9), T=5)[0]
     assert "3 whole numbers" in shape.feedback((5, 5), T=5)[0]
-    assert as_wholes({3, 1}, "positions") in ((1, 3), (3, 1))
+    assert as_wholes({3, 1}, "positions", ordered=False) in ((1, 3), (3, 1))
 
 
 def test_a_shape_can_depend_on_the_checks_arguments():
@@ -734,3 +734,319 @@ def test_round_8_a_stopped_thread_is_not_confused_with_a_later_one():
         except Wrong:
             pass
         assert call(busy, 0.2) == 7
+
+
+# ---- red team round 9: what a learner's function changes is put back, whatever it is -----------
+
+
+def right_cosine(a, b):
+    a, b = np.asarray(a, float), np.asarray(b, float)
+    return a @ b / (np.linalg.norm(a, axis=-1) * np.linalg.norm(b))
+
+
+def test_round_9_the_modules_a_check_calls_are_put_back():
+    """inspect.signature, zlib.crc32 (model_kept's), NumPy's inner functions (ndarray.mean calls
+    numpy._core._methods._mean), torch.optim's step and torch.nn.init were left replaced."""
+    import inspect
+    import zlib
+
+    import numpy._core._methods as methods
+
+    from helpers.geometry import checks
+
+    before = inspect.signature, zlib.crc32, methods._mean, torch.optim.SGD.step, torch.nn.init.normal_
+
+    def vandal(a, b):
+        inspect.signature = None
+        zlib.crc32 = lambda *args: 0
+        methods._mean = lambda *args, **kwargs: 0.0
+        torch.optim.SGD.step = lambda self: None
+        torch.nn.init.normal_ = lambda t, *args, **kwargs: t
+        return right_cosine(a, b)
+
+    assert checks.cosine_function.feedback(vandal) == []
+    assert (inspect.signature, zlib.crc32, methods._mean, torch.optim.SGD.step, torch.nn.init.normal_) == before
+    assert np.array([1.0, 3.0]).mean() == 2.0
+    assert checks.cosine_function.feedback(right_cosine) == []
+
+
+def test_round_9_a_course_function_changed_in_place_is_put_back():
+    """A function's defaults changed in place (number_problems' tolerance) made a wrong cosine
+    right, then and in every later check."""
+    from helpers.geometry import checks
+
+    defaults = number_problems.__defaults__
+
+    def cheat(a, b):
+        exercises.number_problems.__defaults__ = (10.0,)
+        exercises.close_problems.__code__ = (lambda *args, **kwargs: iter(())).__code__
+        return right_cosine(a, b) if np.ndim(a) == 2 else 0.5
+
+    assert checks.cosine_function.feedback(cheat)
+    assert number_problems.__defaults__ == defaults
+    assert checks.cosine_function.feedback(lambda a, b: right_cosine(a, b) if np.ndim(a) == 2 else 0.5)
+    assert checks.cosine_function.feedback(right_cosine) == []
+
+
+def test_round_9_the_course_s_constants_changed_in_place_are_put_back():
+    """qkv.IT_SCORES[0] = 999 in a learner's function, or in a cell before a check, stayed."""
+    import helpers.qkv.compute as qkv
+    from helpers.geometry import checks
+
+    scores, printed = list(qkv.IT_SCORES), dict(qkv.BOOK_THREE_WORDS_PRINTED)
+
+    def vandal(a, b):
+        qkv.IT_SCORES[0] = 999.0
+        qkv.BOOK_THREE_WORDS_PRINTED.clear()
+        return right_cosine(a, b)
+
+    assert checks.cosine_function.feedback(vandal) == []
+    assert list(qkv.IT_SCORES) == scores and qkv.BOOK_THREE_WORDS_PRINTED == printed
+    qkv.IT_SCORES[1] = -1.0   # a cell's: the next check's first call puts it back
+    assert checks.cosine_function.feedback(right_cosine) == []
+    assert list(qkv.IT_SCORES) == scores
+
+
+def test_round_9_process_state_a_learners_function_changes_is_put_back():
+    import gc
+    import logging
+    import resource
+    import signal
+
+    mask = os.umask(0o022)
+    os.umask(mask)
+    before = dict(callbacks=list(gc.callbacks), json=sys.modules["json"], logging=logging.root.manager.disable,
+                  precision=torch.get_float32_matmul_precision(), mkldnn=torch._C._get_mkldnn_enabled(),
+                  hook=threading.excepthook, unraisable=sys.unraisablehook,
+                  files=resource.getrlimit(resource.RLIMIT_NOFILE), switch=sys.getswitchinterval())
+
+    def changes(x):
+        os.umask(0o777)
+        gc.callbacks.append(lambda phase, info: None)
+        sys.modules["json"] = None
+        logging.disable(logging.CRITICAL)
+        torch.set_float32_matmul_precision("medium")
+        torch._C._set_mkldnn_enabled(False)
+        threading.excepthook = sys.unraisablehook = lambda *args: None
+        resource.setrlimit(resource.RLIMIT_NOFILE, (64, before["files"][1]))
+        signal.setitimer(signal.ITIMER_REAL, 0.5)   # SIGALRM would end the kernel half a second later
+        return x
+
+    assert call(changes, 3) == 3
+    now = os.umask(0o022)
+    os.umask(now)
+    assert now == mask and signal.getitimer(signal.ITIMER_REAL) == (0.0, 0.0)
+    assert dict(callbacks=list(gc.callbacks), json=sys.modules["json"], logging=logging.root.manager.disable,
+                precision=torch.get_float32_matmul_precision(), mkldnn=torch._C._get_mkldnn_enabled(),
+                hook=threading.excepthook, unraisable=sys.unraisablehook,
+                files=resource.getrlimit(resource.RLIMIT_NOFILE), switch=sys.getswitchinterval()) == before
+
+
+def test_round_9_a_long_switch_interval_cannot_hold_off_the_time_limit(refused):
+    def slow_switch(x):
+        sys.setswitchinterval(40.0)
+        while True:
+            pass
+
+    start = time.monotonic()
+    with pytest.raises(exercises.Wrong, match="does not allow sys.setswitchinterval"):
+        call(slow_switch, 1)
+    assert time.monotonic() - start < 5 and sys.getswitchinterval() < 1
+
+
+def test_round_9_an_audit_hook_is_refused():
+    """An audit hook can never be removed: one added by a learner's function re-patched the check's
+    functions after they were put back, and a wrong cosine was called correct."""
+    from helpers.geometry import checks
+
+    added = []
+
+    def hooked(a, b):
+        sys.addaudithook(lambda event, args: added.append(event))
+        return 0.5 if np.ndim(a) == 1 else right_cosine(a, b)
+
+    said = " ".join(checks.cosine_function.feedback(hooked))
+    assert "audit hook" in said
+    open(os.devnull).close()
+    assert added == []
+
+
+def test_round_9_printing_is_cut_at_the_check_s_limit(capsys):
+    from helpers.geometry import checks
+
+    def chatty(a, b):
+        print("x" * 1_000_000)
+        return right_cosine(a, b)
+
+    assert checks.cosine_function(chatty)
+    out = capsys.readouterr().out
+    assert len(out) < exercises.MAX_PRINTED + 1_000 and "went past the 20,000 characters" in out
+
+
+def test_round_9_a_double_fork_s_grandchild_is_stopped():
+    def daemon(x):
+        child = os.fork()
+        if child == 0:
+            if os.fork() == 0:
+                os.setsid()
+                time.sleep(60)
+            os._exit(0)
+        os.waitpid(child, 0)
+        return x
+
+    before = exercises._children()
+    with pytest.raises(exercises.Wrong, match="left 1 process of its own running"):
+        call(daemon, 3)
+    assert exercises._children() == before
+
+
+def test_round_9_an_answer_s_own_code_does_not_run_outside_the_time_limit():
+    """A callable object whose __signature__ or __name__ never returns, or a class whose metaclass
+    loops on __name__ or raises on forward, hung the check or was blamed on it."""
+    from torch import nn
+
+    from helpers.geometry import checks
+    from helpers.heads import checks as head_checks
+
+    class Cosine:
+        def __call__(self, a, b):
+            return right_cosine(a, b)
+
+        @property
+        def __signature__(self):
+            while True:
+                time.sleep(0.01)
+
+    class Meta(type):
+        @property
+        def __name__(cls):
+            while True:
+                time.sleep(0.01)
+
+        def __getattribute__(cls, name):
+            if name == "forward":
+                raise RuntimeError("forward?")
+            return super().__getattribute__(name)
+
+    class MultiHeadAttention(nn.Module, metaclass=Meta):
+        def forward(self, x):
+            return x
+
+    start = time.monotonic()
+    assert "object that can be called: write it as a function" in " ".join(checks.cosine_function.feedback(Cosine()))
+    said = " ".join(head_checks.multi_head.feedback(MultiHeadAttention))
+    assert time.monotonic() - start < 20 and "check itself failed" not in said and said
+
+
+def test_round_9_an_answer_too_big_to_screen_is_refused_before_it_is_walked():
+    import resource
+
+    start, peak = time.monotonic(), resource.getrusage(resource.RUSAGE_SELF).ru_maxrss
+    found = count.feedback([0] * 3 * 10**7)
+    assert "at most 1,000,000 values" in found[0]
+    assert time.monotonic() - start < 5 and resource.getrusage(resource.RUSAGE_SELF).ru_maxrss - peak < 500_000
+
+
+def test_round_9_an_interrupt_from_the_learner_s_function_is_a_sentence(capsys):
+    import _thread
+
+    from helpers.geometry import checks
+
+    def interrupts(a, b):
+        _thread.interrupt_main()
+        time.sleep(1)
+        return right_cosine(a, b)
+
+    assert not checks.cosine_function(interrupts)
+    assert "interrupted" in capsys.readouterr().out
+
+
+def test_round_9_the_learner_s_own_wrong_is_the_learner_s():
+    from helpers.geometry import checks
+
+    def raises(a, b):
+        raise exercises.Wrong()
+
+    assert checks.cosine_function.feedback(raises)[0].startswith("your function stopped")
+
+
+def test_round_9_a_state_dict_is_copied_for_the_learner():
+    """A module check hands the learner's class an OrderedDict (a state_dict): it was not copied,
+    and a class that scaled it in place changed the shipped model."""
+    from collections import OrderedDict
+
+    state = OrderedDict(w=torch.ones(3))
+
+    def scales(state):
+        state["w"].mul_(0.5)
+        return 1.0
+
+    with pytest.raises(exercises.Wrong, match="changed the state it was given in place"):
+        call(scales, state)
+    assert torch.equal(state["w"], torch.ones(3))
+
+
+def test_round_9_keeping_a_piece_puts_back_the_random_states(tmp_path, monkeypatch):
+    monkeypatch.setenv("COURSE_MY_GPT", str(tmp_path / "my_gpt"))
+    cell = tmp_path / "cell.py"
+    cell.write_text("import math, torch\nnoise = torch.rand(3)\n"
+                    "def causal_attention(q, k, v):\n"
+                    "    T_q, T_k = q.shape[-2], k.shape[-2]\n"
+                    "    scores = q @ k.transpose(-2, -1) / math.sqrt(q.shape[-1])\n"
+                    "    mask = torch.ones(T_q, T_k, dtype=torch.bool).triu(T_k - T_q + 1)\n"
+                    "    weights = torch.softmax(scores.masked_fill(mask, float('-inf')), -1)\n"
+                    "    return weights @ v, weights\n")
+    monkeypatch.syspath_prepend(str(tmp_path))
+    from cell import causal_attention
+
+    from helpers.masking import checks
+    torch.manual_seed(0)
+    state = torch.get_rng_state().clone()
+    assert checks.causal_attention(causal_attention)
+    assert torch.equal(torch.get_rng_state(), state)
+
+
+@pytest.mark.parametrize("answer, words", [
+    ({2, 5, 7}, "a set, which keeps no order"),
+    ((True, 5, 5), "truth value"),
+    ((2, 5, 5, None), "holds None"),
+    ((2.0000000001, 5, 5), "2.0000000001"),
+    ("huge", "an integer of 16,610 bits"),
+])
+def test_round_9_odd_shapes_get_their_own_sentence(answer, words):
+    answer = 10**5000 if answer == "huge" else answer   # (pytest cannot name a test after it)
+    with pytest.raises(exercises.Wrong, match=words):
+        as_wholes(answer, "the shape", length=3)
+
+
+def test_round_9_a_collected_object_cannot_patch_the_next_cell():
+    from helpers.geometry import checks
+
+    allclose = np.allclose
+
+    def sneaky(a, b):
+        class Later:
+            def __del__(self):
+                np.allclose = lambda *args, **kwargs: True
+        later = Later()
+        later.me = later   # a cycle: collected by the garbage collector, not at once
+        return right_cosine(a, b)
+
+    assert checks.cosine_function.feedback(sneaky) == []
+    assert np.allclose is allclose
+
+
+def test_round_9_a_module_that_returns_true_and_false_is_told_so(cat):
+    from torch import nn
+
+    from helpers.normalization import checks
+
+    class LayerNorm(nn.Module):
+        def __init__(self, d, eps=1e-5):
+            super().__init__()
+            self.weight, self.bias, self.eps = nn.Parameter(torch.ones(d)), nn.Parameter(torch.zeros(d)), eps
+
+        def forward(self, x):
+            return x > 0
+
+    assert "holds True/False values" in " ".join(checks.layer_norm_module.feedback(LayerNorm, cat))
