@@ -2,10 +2,11 @@
 import numpy as np
 
 from ..errors import as_array as input_array, check_positive_int, fail, shown, to_numpy
-from ..exercises import (Array, Function, Wrong, as_array, call, close_problems,
+from ..exercises import (Array, Function, Wrong, as_number, call, close_problems,
                          exercise, number_problems, slip)
 from ..real.smollm2 import original_state
 from ..sampling.checks import model_kept
+from ..tour.checks import numbers
 
 
 def write_back_inputs(concat, W_O, d_k):
@@ -132,7 +133,7 @@ def lens_ranks(answer, model, trace, points, targets):
         right = np.stack([model.unembed(h).numpy() for h in rows.values()])             # (P, T, V)
         no_norm = np.stack([(h @ model.E.T).numpy() for h in rows.values()])
     P, T, V = right.shape
-    logits = as_array(got[0], "the logits", shape=(P, T, V))
+    logits = numbers(got[0], "the logits", shape=(P, T, V))
     found = list(close_problems(logits, right, "the array of lens logits"))
     if found:
         e = np.exp(right - right.max(-1, keepdims=True))
@@ -144,7 +145,7 @@ def lens_ranks(answer, model, trace, points, targets):
              "read-out to each point's residual stream, trace[point], not to the last one"),
         ]) or found[0]
         return
-    rank = as_array(got[1], "the ranks", shape=(P, T))
+    rank = numbers(got[1], "the ranks", shape=(P, T))
     right_rank = _ranks(right, targets.numpy())
     found = list(close_problems(rank, right_rank, "the array of ranks", atol=0))
     if found:
@@ -223,11 +224,7 @@ def mean_ablation_drop(answer, model, task_ids, class_ids, reference_ids, off_ta
         if got is None:
             raise Wrong("not answered yet: mean_ablation_drop returns None; write its body where the cell says "
                         "# YOUR CODE HERE, so that it returns the fall in p(class)")
-        try:
-            value = float(got)
-        except (TypeError, ValueError):
-            raise Wrong(f"mean_ablation_drop should return one number {where}, but returned "
-                        f"{type(got).__name__}") from None
+        value = as_number(got, f"what mean_ablation_drop returned {where}")   # text, True, NaN: one sentence
         right = _course_drop(model, head, task_ids, class_ids, reference_ids)
         if abs(value - right["drop"]) <= 1e-4:
             continue
@@ -263,10 +260,9 @@ def mean_ablation_drop(answer, model, task_ids, class_ids, reference_ids, off_ta
     where = f"for L{head[0]}H{head[1]} with the 64 sentence types as reference_ids"
     with model_kept(model):
         got = call(answer, model, head, task_ids, class_ids, off_task_ids, what=where)
-    try:
-        value = float(got)
-    except (TypeError, ValueError):
-        raise Wrong(f"mean_ablation_drop should return one number {where}, but returned {type(got).__name__}") from None
+    if got is None:
+        raise Wrong(f"mean_ablation_drop returned None {where}: return the fall in p(class) for every reference")
+    value = as_number(got, f"what mean_ablation_drop returned {where}")
     right = _course_drop(model, head, task_ids, class_ids, off_task_ids)["drop"]
     if abs(value - right) > 1e-4:
         hint = slip(value, [
@@ -299,7 +295,7 @@ def patch_grid(answer, model, clean_ids, corrupt_ids, metric):
         raise Wrong("not answered yet: patch_grid returns None; write its loop where the cell says "
                     "# YOUR CODE HERE, so that it returns the grid")
     L, H, T = model.cfg.n_layers, model.cfg.n_heads, len(clean_ids)
-    grid = as_array(to_numpy(got, "the grid"), "the grid", shape=(L, H, T))
+    grid = numbers(got, "the grid", shape=(L, H, T))   # True/False, complex, text: a sentence about the grid
     right = patching.patch_heads(model, clean_ids, corrupt_ids, metric, per_position=True).numpy()
     found = list(close_problems(grid, right, "the grid", atol=1e-3))
     if not found:
@@ -394,7 +390,7 @@ def direct_attribution(answer, model, parts, direction, scale):
         yield (f"the dict should hold one entry per part{bias} only, but it also holds "
                f"{len(extra)} other{'s' if len(extra) > 1 else ''}: {shown(extra[:3])}")
         return
-    values = np.array([float(got[name]) for name in right])
+    values = np.array([as_number(got[name], f"the entry {name!r} of your dict") for name in right])
     expected = np.array(list(right.values()))
     found = list(close_problems(values, expected, "the set of contributions", atol=1e-4))
     if not found:

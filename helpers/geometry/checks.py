@@ -6,9 +6,10 @@ without printing the expected answer.
 """
 import numpy as np
 
-from ..exercises import (Array, Function, Words, as_array, as_number, call, close_problems, exercise,
+from ..exercises import (Array, Function, Words, as_number, call, close_problems, exercise,
                          number_problems, slip)
 from ..errors import check_positive_int, count, fail
+from ..tour.checks import numbers
 from .compute import analogy_vector, check_maps, check_vectors, check_words, neighbourhood_kept, unit
 
 # (a, b) pairs a cosine function is tried on, and what each one tests.
@@ -58,7 +59,7 @@ def cosine_function(answer):
                "it should depend on direction only")
         return
     A, b = STACK
-    got = as_array(call(answer, A, b, what="for a stack of 3 rows"), "the cosines of a stack of 3 rows")
+    got = numbers(call(answer, A, b, what="for a stack of 3 rows"), "the cosines of a stack of 3 rows")
     reference = A @ b / (np.linalg.norm(A, axis=1) * np.linalg.norm(b))
     if got.shape != reference.shape:
         yield (f"for a stack of 3 rows your function returns shape {got.shape}: it should give one "

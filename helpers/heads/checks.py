@@ -7,9 +7,10 @@ printing the expected answer.
 import numpy as np
 import torch
 
-from ..errors import as_array, check_positive_int, count, fail, shown, to_numpy
-from ..exercises import (Array, Module, Number, Whole, Wrong, close_problems, exercise, module_output,
+from ..errors import as_array, check_positive_int, count, fail, shown
+from ..exercises import (Array, Module, Number, Wrong, close_problems, exercise, module_output,
                          number_problems)
+from ..tour.checks import count_answer, numbers
 from .compute import (attention_parameters, attention_weights_bytes, induction_score, module_cases,
                       slipped_attention)
 
@@ -97,7 +98,9 @@ def multi_head(run):
                             error=_error_hint(case, cases[0]))
         if not isinstance(out, (torch.Tensor, np.ndarray)):
             raise Wrong(f"forward should return one tensor (B, T, d_model), but returned a {type(out).__name__}")
-        out = to_numpy(out, "the output")   # of x's shape, (B, T, d_model), as module_output checked
+        # of x's shape, (B, T, d_model), as module_output checked; True/False, complex or text: one sentence
+        # about the output (NaN is kept: a mask that hides the diagonal gives NaN, named below)
+        out = numbers(out, f"the output on {case['what']}", allow_inf=True, allow_nan=True)
         if _close(out, expected):
             continue
         for slip, sentence in SLIP_SENTENCES.items():
@@ -167,11 +170,13 @@ def split(answer, q, n_heads):
         yield from close_problems(answer, reference, "the split", atol=1e-6)
 
 
-@exercise("the parameters of one attention layer", answer=Whole())
+@exercise("the parameters of one attention layer")
 def parameters(answer, d_model):
     """``answer`` is the parameter count of one multi-head attention layer with biases
-    (fused qkv and output projection) at width ``d_model``."""
+    (fused qkv and output projection) at width ``d_model`` (a whole number; a float type too
+    narrow for the count is named as such)."""
     parts = attention_parameters(d_model)
+    answer = count_answer(answer, "your answer", parts["total"])
     if answer == parts["qkv_weight"] + parts["proj_weight"]:
         yield "that counts the weight matrices only: every projection also has a bias"
     elif answer == parts["qkv_weight"] + parts["qkv_bias"]:

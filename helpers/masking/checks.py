@@ -12,10 +12,11 @@ from functools import lru_cache
 import numpy as np
 import torch
 
-from ..errors import CourseInputError, as_array, check_index, check_positive_int, count, fail, shown, to_numpy
+from ..errors import as_array, check_index, check_positive_int, count, fail, shown
 from ..exercises import (Array, Function, Number, Wrong, as_wholes, call, close_problems, exercise,
                          number_problems)
 from ..reference import softmax
+from ..tour.checks import numbers
 from .compute import heads_from_trace
 
 
@@ -139,7 +140,7 @@ def moved_positions(answer, T, changed):
     when only the token at position ``changed`` is replaced."""
     T = check_T(T)
     changed = check_index(changed, "changed", T)
-    given = as_wholes(answer, "the positions")
+    given = as_wholes(answer, "the positions", ordered=False)
     got = sorted(set(given))
     want = list(range(changed, T))
     if len(given) != len(got):
@@ -276,10 +277,7 @@ def _run(function, case):
     for value, name in zip(got, ("out", "weights")):
         if value is None:
             raise Wrong(f"causal_attention returned None for {name}; return both out and weights")
-        try:
-            arrays.append(to_numpy(value, name, bools=True))
-        except CourseInputError as error:
-            raise Wrong(str(error)) from None
+        arrays.append(numbers(value, f"{name} {case['where']}", allow_inf=True, allow_nan=True))   # NaN: named below
     return arrays
 
 
@@ -326,6 +324,16 @@ def _unnamed(weights, want, where):
             f"(the first at batch {b}, head {h}, query {i}, key {j})")
 
 
+def runs_on_k_transposed(answer, case):
+    """Whether ``answer``, which stopped on ``case`` with a matrix product's shapes, runs when given k
+    already transposed (T_k, d_k) -> (d_k, T_k): then the missing transpose is the true cause, as TRANSPOSE says."""
+    try:
+        _run(answer, {**case, "k": case["k"].transpose(-2, -1).contiguous()})
+    except Wrong:
+        return False
+    return True
+
+
 @exercise("your causal attention", answer=Function("a function causal_attention(q, k, v)"), keeps="04")
 def causal_attention(answer):
     """``answer(q, k, v)`` -> (out, weights): scaled dot-product attention with the causal mask,
@@ -335,7 +343,8 @@ def causal_attention(answer):
     try:
         got = _run(answer, cases["one"])
     except Wrong as wrong:
-        yield f"{wrong}; {TRANSPOSE}" if any(word in str(wrong) for word in MATMUL) else str(wrong)
+        yield f"{wrong}; {TRANSPOSE}" if any(word in str(wrong) for word in MATMUL) and runs_on_k_transposed(
+            answer, cases["one"]) else str(wrong)
         return
     if got is None:
         yield NOT_YET

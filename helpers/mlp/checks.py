@@ -11,10 +11,11 @@ import numpy as np
 
 from .. import reference as ref
 from .. import worlds
-from ..exercises import (Array, Module, Number, Whole, as_array, close_problems, exercise, module_problems,
+from ..exercises import (Array, Module, Whole, as_array, as_number, close_problems, exercise, module_problems,
                          slip)
 from ..errors import as_array as numbers, check_index, check_text, fail
 from ..heads.compute import check_shipped
+from ..tour.checks import rounded_by_dtype
 from .compute import MODELS, check_layer, mlp_forward, model_parameters, unit_means
 
 
@@ -214,13 +215,19 @@ def misplaced_rows(out, want):
     return None
 
 
-@exercise("the parameters in GPT-3's MLP blocks", answer=Number())
+@exercise("the parameters in GPT-3's MLP blocks")
 def gpt3_mlp(total):
     """``total``: the number of parameters in all 96 MLP blocks of GPT-3 (d = 12,288,
-    d_ff = 4d), weights W_1 and W_2; with or without the biases b_1, b_2 is accepted."""
+    d_ff = 4d), weights W_1 and W_2; with or without the biases b_1, b_2 is accepted. One number
+    (as ``Number()``; a float type too narrow for the count, float32, is named as such)."""
     d, n = MODELS["GPT-3"]["d"], MODELS["GPT-3"]["n_layers"]
     right = (8 * d * d * n, model_parameters("GPT-3")["mlp"])
+    given, total = total, as_number(total, "your answer")
     if any(abs(total - r) <= 0.5 for r in right):
+        return
+    rounded = rounded_by_dtype(given, right[0])
+    if rounded:
+        yield rounded
         return
     if any(abs(total - r) <= 1e-3 * r for r in right):
         yield (f"{total:.4g} is the count rounded; give it exactly, to the last parameter (Python's integers "

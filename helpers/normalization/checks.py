@@ -14,6 +14,7 @@ from ..exercises import (Array, Function, Module, Wrong, as_array, as_whole, cal
                          exercise, slip)
 from ..errors import check_number, check_positive_int, count, fail, shown
 from ..heads.compute import check_shipped
+from ..tour.checks import numbers
 from .compute import PLACEMENTS, check_curves, get_run, residual_names
 
 # (x, gamma, beta, what) a layer_norm function is tried on.
@@ -74,7 +75,7 @@ def layer_norm_function(answer):
             out = call(answer, x, g, b, what=f"on {what}")
         except Wrong as wrong:
             raise Wrong(keepdim_hint(str(wrong), "keepdims=True")) from None
-        out = as_array(out, f"the output for {what}", shape=x.shape)
+        out = numbers(out, f"the output for {what}", shape=x.shape)
         expected = ref.layer_norm(x, g, b)
         if np.allclose(out, expected, atol=1e-3):
             continue

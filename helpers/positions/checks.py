@@ -10,10 +10,11 @@ import torch
 
 from .. import reference as ref
 from .. import worlds
-from ..exercises import NOT_ANSWERED, Array, Function, as_array, call, close_problems, exercise, slip
+from ..exercises import NOT_ANSWERED, Array, Function, call, close_problems, exercise, slip
 from ..model import KVCache, rotate_pairs, sinusoidal_angles, sinusoidal_table
 from ..errors import as_array as numbers, check_positive_int, count, fail
 from ..heads.compute import check_shipped
+from ..tour.checks import numbers as output_numbers
 from .compute import check_perm, offset_rotation as reference_rotation
 
 MAX_K = 10_000   # the offset_rotation check's largest k (its table has 20 + k rows)
@@ -88,7 +89,7 @@ def sinusoidal_positions(fn, cat):
             yield (f"sinusoidal_positions({n}, {d}) returned a {kind(out)}; return a torch tensor "
                    "(torch.sin, torch.cos): the model adds it to its embeddings")
             return
-        table = as_array(out, f"sinusoidal_positions({n}, {d})", shape=(n, d))
+        table = output_numbers(out, f"sinusoidal_positions({n}, {d})", shape=(n, d))
         expected = expected.double().numpy()
         if np.allclose(table, expected, atol=TABLE_ATOL, rtol=0):
             if out.dtype != torch.float32:
@@ -159,7 +160,7 @@ def turned_by(fn, x, start, what):
         return None, f"{NOT_YET}: rotate returns None; turn the pairs and return the result"
     if not isinstance(out, torch.Tensor):
         return None, f"rotate returned a {kind(out)} {what}; return a torch tensor of x's shape"
-    got = as_array(out, f"rotate's result {what}", shape=tuple(x.shape))
+    got = output_numbers(out, f"rotate's result {what}", shape=tuple(x.shape))
     if np.allclose(got, turned(x, start).numpy(), atol=TURN_ATOL, rtol=0):
         if out.dtype != x.dtype:
             return None, (f"rotate turns right {what}, but returns {out.dtype} for x of {x.dtype}; keep x's dtype "

@@ -11,9 +11,9 @@ import numpy as np
 import torch
 
 from .. import reference as ref
-from ..errors import to_numpy
 from ..exercises import (Array, Function, Number, Wrong, as_array, call, close_problems, exercise,
                          number_problems, slip)
+from ..tour.checks import numbers
 from .compute import (attention_head as course_head, attention_steps, cat_head_cases, primer_toy, three_words,
                       three_words_qkv)
 
@@ -141,8 +141,8 @@ def weight_slip(weights, Q, K, V, causal):
 def hides_the_diagonal(weights):
     """True when causal weights (T, T) are NaN on the first row or zero on the diagonal."""
     try:
-        w = to_numpy(weights, "the weights")
-    except ValueError:    # not numbers: as_array says so next
+        w = numbers(weights, "the weights", allow_inf=True, allow_nan=True)
+    except Wrong:    # not numbers: the check says so next
         return False
     if w.ndim != 2 or w.shape[0] != w.shape[1]:
         return False
@@ -158,8 +158,8 @@ def attention_problem(attention, what, Q, K, V, causal):
     if causal and hides_the_diagonal(result[1]):
         return (f"the weights on {what} are off: your mask hides the diagonal too, so the first query "
                 "sees nothing (0/0 is NaN); a token may see itself: hide only keys after it (k=1)")
-    weights = as_array(result[1], f"the weights on {what}", shape=w_ref.shape)
-    output = as_array(result[0], f"the output on {what}", shape=out_ref.shape)
+    weights = numbers(result[1], f"the weights on {what}", shape=w_ref.shape)
+    output = numbers(result[0], f"the output on {what}", shape=out_ref.shape)
     if not np.allclose(weights, w_ref, atol=1e-6):
         return f"the weights on {what} are off: " + (
             weight_slip(weights, Q, K, V, causal) or "compare each step with the recipe above")
@@ -258,8 +258,9 @@ def transposed_hint(head, case, where):
     """A hint when ``head`` stops on the model's W_Q, W_K, W_V but runs on their transposes (x @ W.T)."""
     flipped = {name: case[name].T.contiguous() if name.startswith("W") else case[name] for name in SLICES}
     try:
-        out = to_numpy(call(head, case["x"], *(flipped[name] for name in SLICES), what=where), "the output")
-    except (Wrong, ValueError, TypeError):
+        out = numbers(call(head, case["x"], *(flipped[name] for name in SLICES), what=where), "the output",
+                      allow_inf=True, allow_nan=True)
+    except Wrong:
         return None
     if out.shape == tuple(case["expected"].shape):   # it runs only on transposed matrices
         return (f"your function stopped {where}: it multiplies by the transposed matrices (x @ W.T, as nn.Linear "
@@ -283,10 +284,7 @@ def head_problem(head, case):
                 "# YOUR CODE HERE, so that output holds the head's output")
     if isinstance(out, (tuple, list)):
         return "attention_head should return only the output (T, d_k), not a tuple"
-    try:
-        arr = to_numpy(out, f"the output {where}")
-    except ValueError as error:
-        raise Wrong(str(error)) from None
+    arr = numbers(out, f"the output {where}", allow_inf=True, allow_nan=True)   # NaN and inf are named below
     if arr.ndim != 2:
         return f"the output {where} should have shape ({T}, {d_k}), but it has shape {arr.shape}"
     if arr.shape == (T, case["x"].shape[1]):

@@ -5,16 +5,16 @@ token, measured), a task-matched mean ablation on SmolLM2.
 Each check judges the answer against a reference computed from the model's sizes or scores
 and names the likely slip, without printing the expected answer.
 """
-import functools
 import math
 
 import numpy as np
 import torch
 
-from ..errors import check_positive_int, fail, shown
-from ..exercises import Function, Wrong, as_array, call, close_problems, exercise, number_problems, slip
+from ..errors import check_positive_int, fail, is_bool, shown
+from ..exercises import Function, Wrong, as_number, call, close_problems, exercise, number_problems, slip
 from ..heads import compute as heads
 from ..sampling.checks import model_kept
+from ..tour.checks import numbers, rounded_by_dtype
 from . import circuit
 from .smollm2 import original_state
 from . import compute as real
@@ -108,6 +108,13 @@ def named_slips(value, slips, atol=0.5):
     return hints[0] if hints else None
 
 
+def digits(n):
+    """How many digits the int ``n`` has, as a sentence says it ("401 digits"); past the 4,300 digits str() writes
+    by default, its size in bits instead (never str() of it: that raises)."""
+    n = abs(n)
+    return f"{len(str(n)):,} digits" if n.bit_length() <= 14_000 else f"{n.bit_length():,} bits (over 4,000 digits)"
+
+
 def count_problem(value, right, name):
     """One sentence for a count that is not ``right``, the learner's value written out in full."""
     if not math.isfinite(value):
@@ -128,13 +135,16 @@ def layer_parameters(answer, cfg):
             raise Wrong("not answered yet: layer_parameters returns None; write its body where the cell says "
                         "# YOUR CODE HERE, so that it returns the count")
         right = counted_in_block(case)
-        if isinstance(got, (bool, np.bool_)):
+        if is_bool(got):
             raise Wrong(f"on {what}: the count should be a whole number, but layer_parameters returned the bool {got}")
         if isinstance(got, (int, np.integer)) and abs(int(got)) > 10**15:   # past float's whole numbers
-            raise Wrong(f"on {what}: the count should be {right:,}, but it has {len(str(abs(int(got))))} digits")
-        value = call(functools.partial(one_number, got, "layer_parameters", "the count"), what=f"on {what}")
+            raise Wrong(f"on {what}: the count should be a number of parameters, but it has {digits(int(got))}")
+        value = one_number(got, f"the count layer_parameters returned on {what}")   # text, 10**5000, NaN: one sentence
         if abs(value - right) <= 0.5:
             continue
+        rounded = rounded_by_dtype(got, right)
+        if rounded:
+            raise Wrong(f"on {what}: {rounded}")
         yield f"on {what}: " + (named_slips(value, layer_slips(case, right)) or count_problem(value, right, "the count")
                                 + "; count from the Config's own choices (cfg.bias, cfg.activation, cfg.d_ff, "
                                 "cfg.norm, cfg.norm_kind, cfg.kv_heads)")
@@ -199,7 +209,7 @@ def head_scan(answer, model, ids, length):
                         "# YOUR CODE HERE, so that it returns (previous, induction)")
         if not isinstance(got, (tuple, list)) or len(got) != 2:
             raise Wrong(f"head_scan should return two tables, (previous, induction), but returned {shown(got)}")
-        previous, induction = (as_array(t, name, shape=shape) for t, name in zip(got, ("previous", "induction")))
+        previous, induction = (numbers(t, name, shape=shape) for t, name in zip(got, ("previous", "induction")))
         w = real.all_weights(model, seq).double()
         right_previous, right_induction = heads.previous_token_score(w).numpy(), heads.induction_score(w, L).numpy()
         previous_slips, induction_slips = scan_slips(w, L, right_previous, right_induction)
@@ -252,10 +262,13 @@ def kv_growth(answer, model, ids):
         if got is None:
             raise Wrong("not answered yet: kv_growth returns None; write its body where the cell says "
                         "# YOUR CODE HERE, so that it returns the bytes")
-        value = call(functools.partial(one_number, got, "kv_growth", "the bytes"), what=what)
+        value = one_number(got, f"the bytes kv_growth returned {what}")
         v = measured_growth(m, prompt)
         if abs(value - v["right"]) <= 0.5:
             continue
+        rounded = rounded_by_dtype(got, v["right"])
+        if rounded:
+            raise Wrong(f"{what}: {rounded}")
         slips = [
             (v["right"] // 4, "that counts numbers, not bytes: each float32 number takes element_size() = 4 bytes"),
             (v["right"] * 2, "that is 8 bytes a number: the cache holds float32, element_size() = 4 bytes"),
@@ -365,15 +378,11 @@ def checked_ablation(model, seqs, heads_off):
     return seqs, [(int(layer), int(head)) for layer, head in heads_off]
 
 
-def one_number(got, name="ablated_copy_loss", what="the mean loss"):
-    """What the learner's function ``name`` returned as a float, else Wrong (run through ``call``: a
-    tensor subclass's or an object's own __float__ is the learner's code)."""
-    try:
-        if isinstance(got, (str, bytes)):   # float("49984") would read text as a number
-            raise TypeError
-        return float(got)
-    except (TypeError, ValueError, RuntimeError):
-        raise Wrong(f"{name} should return one number ({what}), but returned {type(got).__name__}") from None
+def one_number(got, name):
+    """What a learner's function returned (``name`` says what), as a float, else Wrong: exercises.as_number, which
+    names text, True/False, NaN, inf and an int no float can hold in one sentence (``call`` has already
+    refused anything but plain values, so no code of the learner's runs here)."""
+    return as_number(got, name)
 
 
 # The slips of ablated_copy_loss, each with its hint: those the ablated run's logits give first, then
@@ -415,7 +424,7 @@ def ablated_copy_loss(answer, model, seqs, heads_off):
     if got is None:
         raise Wrong("not answered yet: ablated_copy_loss returns None; write its body where the cell says "
                     "# YOUR CODE HERE, so that it returns the loss")
-    value = call(functools.partial(one_number, got), what=where)   # its own __float__ runs with a time limit too
+    value = one_number(got, f"the mean loss ablated_copy_loss returned {where}")
     v = ablation_variants(model, seqs, heads_off)   # a pass for each slip only as far as it is looked at
     if abs(value - v["right"]) <= 2e-3:
         return

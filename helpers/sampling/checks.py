@@ -11,12 +11,13 @@ import zlib
 import numpy as np
 import torch
 
-from .. import worlds
+from .. import grading, worlds
 from ..errors import check_bytes, check_number, check_positive_int, count, fail, shown, to_numpy
-from ..exercises import (NOT_ANSWERED, Array, Function, Whole, Wrong, as_array, call, close_problems,
+from ..exercises import (NOT_ANSWERED, Array, Function, Wrong, call, close_problems,
                          exercise, number_problems, torch_globals)
 from ..model import KVCache
 from ..reference import softmax
+from ..tour.checks import count_answer, holds_bools, numbers
 from . import compute as sampling
 
 
@@ -108,7 +109,7 @@ def top_p_function(answer):
     for probs, p, what in TOP_P_CASES:
         probs = np.array(probs)
         out = plain_call(answer, probs, p, what=f"for {what}")   # call names a change to probs in place
-        out = as_array(out, f"top_p for {what}", shape=probs.shape)
+        out = numbers(out, f"top_p for {what}", shape=probs.shape)
         expected = reference_top_p(probs, p)
         if not same_nucleus(out, expected, probs):
             yield f"for {what} {SORTED_LOWEST_FIRST if lowest_first(answer) else top_p_slip(out, expected, probs)}"
@@ -118,24 +119,26 @@ def top_p_function(answer):
 def lowest_first(answer):
     """True when ``answer`` gives the lowest-first slip's output on every case."""
     try:
-        return all(same_nucleus(np.asarray(call(answer, np.array(probs), p), dtype=float),
+        return all(same_nucleus(numbers(call(answer, np.array(probs), p), "top_p", shape=(len(probs),)),   # as judged
                                 lowest_first_top_p(np.array(probs), p), np.array(probs))
                    for probs, p, _ in TOP_P_CASES)
-    except (Wrong, ValueError, TypeError):
+    except Wrong:
         return False
 
 
 MAX_KV_SIZE = 10**9   # the largest size kv_bytes takes: its slips are compared as floats
 
 
-@exercise("the size of a KV cache", answer=Whole())
+@exercise("the size of a KV cache")
 def kv_bytes(answer, n_layers, T, n_heads, d_k, bytes_per_element):
-    """``answer`` is the number of bytes the cache holds for these sizes (each at most MAX_KV_SIZE)."""
+    """``answer`` is the number of bytes the cache holds for these sizes (each at most MAX_KV_SIZE), a
+    whole number (a float type too narrow for it, float32 past 16,777,216, is named as such)."""
     for name, value in (("n_layers", n_layers), ("T", T), ("n_heads", n_heads), ("d_k", d_k),
                         ("bytes_per_element", bytes_per_element)):
         if check_positive_int(value, name) > MAX_KV_SIZE:
             fail(f"{name} should be at most {MAX_KV_SIZE:,} (a size of a model), but got {count(value)}")
     reference = sampling.kv_cache_bytes(n_layers, T, n_heads, d_k, bytes_per_element)
+    answer = count_answer(answer, "your answer", reference)
     slips = ((reference / 2, "K or V alone: the cache keeps both, one K and one V per layer"),
              (reference * 1.5, "Q too: queries are used once and never cached"),
              (reference / bytes_per_element, "numbers, not bytes: multiply by the bytes per element"),
@@ -264,6 +267,11 @@ class LoopSlip(Exception):
     """Raised by ``Watched`` inside the learner's generate: one sentence on how it fed the model."""
 
 
+class Slipped(Wrong):
+    """The LoopSlip that ``Watched`` raised stopped the learner's generate: its sentence is the check's own
+    (told apart from a learner's exception by the watched model's record, not by its text)."""
+
+
 class Watched:
     """The model as the learner's generate sees it: it runs the real model, and stops the loop
     with a LoopSlip at the first pass that does not feed the model as the case asks:
@@ -277,6 +285,7 @@ class Watched:
     def __init__(self, model, prompt, cached):
         self.model, self.prompt, self.cached = model, prompt.reshape(-1), cached
         self.kv, self.fed, self.passes = None, None, 0
+        self.slip = None   # the sentence of the last LoopSlip raised (see loop_run)
 
     def __getattr__(self, name):
         return getattr(self.__dict__["model"], name)
@@ -291,6 +300,14 @@ class Watched:
         return self(ids, cache=cache, **switches)
 
     def __call__(self, ids, cache=None, **switches):
+        try:
+            return self.watched_pass(ids, cache, **switches)
+        except LoopSlip as slip:
+            self.__dict__["slip"] = str(slip)
+            raise
+
+    def watched_pass(self, ids, cache=None, **switches):
+        """One pass of the model, refused with a LoopSlip when it is not fed as the case asks."""
         self.passes += 1
         flat = torch.as_tensor(ids).reshape(-1)
         if self.cached:
@@ -489,12 +506,16 @@ def loop_slip(out, case, passed, ahead=()):
     return None
 
 
-def loop_output(out, ids, n_new, what):
-    """The learner's returned sequence as a (T + n_new,) LongTensor, or Wrong naming what is wrong with it."""
+def loop_output(out, ids, n_new, what, vocab):
+    """The learner's returned sequence as a (T + n_new,) LongTensor of ids below ``vocab``, or Wrong
+    naming what is wrong with it."""
     if isinstance(out, (tuple, list)) and len(out) != len(ids) + n_new:
         raise Wrong(f"generate returned a {type(out).__name__} of {len(out)} items: return the "
                     f"sequence, one (T + n_new,) tensor of {len(ids) + n_new} token ids")
-    arr = as_array(out, f"the sequence for {what}")
+    if holds_bools(out):   # exercises.as_array would read them as ids 1 and 0
+        raise Wrong("generate returned True/False values, not token ids: return the sequence of ids itself, "
+                    f"one (T + n_new,) LongTensor of {len(ids) + n_new} ids")
+    arr = numbers(out, f"the sequence for {what}")
     if arr.ndim == 2 and arr.shape[0] == 1:
         raise Wrong(f"generate returned shape {arr.shape}: return a flat (T + n_new,) "
                     "tensor, like the ids it was given")
@@ -506,6 +527,10 @@ def loop_output(out, ids, n_new, what):
         raise Wrong(f"your sequence has {len(arr)} tokens, but it should have {len(ids)} + {n_new}")
     if (arr != np.round(arr)).any():
         raise Wrong(f"your sequence holds {arr[arr != np.round(arr)][0]:g}, not a token id")
+    outside = (arr < 0) | (arr >= vocab)
+    if outside.any():
+        raise Wrong(f"your sequence holds {arr[outside][0]:g}, which is not a token id: the model's vocabulary "
+                    f"has the ids 0 to {vocab - 1}")
     out = torch.as_tensor(arr).long()
     if not torch.equal(out[:len(ids)], ids):
         raise Wrong("the prompt at the start of your sequence has changed")
@@ -515,8 +540,8 @@ def loop_output(out, ids, n_new, what):
 def stopped(wrong, settings):
     """A Wrong raised while the learner's generate ran, as the sentence to show."""
     text = str(wrong)
-    if "LoopSlip: " in text:
-        return text.split("LoopSlip: ", 1)[1]
+    if isinstance(wrong, Slipped):   # the check's own sentence; a learner's exception keeps "your function stopped"
+        return text
     if "invalid multinomial distribution" in text or "probability tensor contains" in text:
         hint = ("at temperature 0, logits / temperature divides by zero (inf and NaN): handle temperature 0 "
                 "on its own, all the mass on the largest logit" if settings.get("temperature", 1.0) == 0 else
@@ -530,8 +555,23 @@ def stopped(wrong, settings):
 def loop_run(fn, model, ids, n_new, settings, what=""):
     """What the learner's generate ``fn`` returns on one case, run on the model ``Watched`` and kept
     as it was (``model_kept``: a loop that changes a weight, or stops half-way, changes nothing)."""
+    watched = Watched(model, ids, settings["cache"])
     with model_kept(model):
-        return plain_call(fn, Watched(model, ids, settings["cache"]), ids.clone(), n_new, **settings, what=what)
+        try:
+            return plain_call(fn, watched, ids.clone(), n_new, **settings, what=what)
+        except Wrong as wrong:
+            raise slipped(wrong, fn, watched, what) from None
+
+
+def slipped(wrong, fn, watched, what):
+    """``wrong`` (what stopped the learner's generate) as Slipped when it was the watched model's own
+    LoopSlip: raised by ``watched`` in this run, or, for a record replayed in the judge (whose run raised
+    it in the student's kernel), recorded as a LoopSlip. A learner's own exception, ValueError("LoopSlip:
+    ...") too, stays as call says it, "your function stopped with ValueError: ..."."""
+    text, said = str(wrong), f"your function stopped{' ' + what if what else ''} with LoopSlip: "
+    if text.startswith(said) and (text[len(said):] == watched.slip or isinstance(fn, grading.Replay)):
+        return Slipped(text[len(said):])
+    return wrong
 
 
 def plain_call(fn, *args, what="", **kwargs):
@@ -541,24 +581,24 @@ def plain_call(fn, *args, what="", **kwargs):
 
 
 def plain(out):
-    """What a learner's function returned as plain data, so that judging it runs none of their code
-    (a tensor subclass's methods, an item's __float__): a tensor or an array as a NumPy array, a list
-    or tuple as a list of those, a number as a float, anything else as it is. Run it through ``call``."""
+    """What a learner's function returned as plain data, copied, so that judging it runs none of their
+    code (``call`` has already refused any type but the plain ones, a tensor subclass among them): a
+    tensor as a detached copy (a dtype NumPy lacks, bfloat16, is for the converters to read, not a stop
+    of the learner's function), an array as a copy, a list or tuple as a list of those, anything else
+    (a number: a huge int is the converters' to name) as it is. Run it through ``call``."""
     if isinstance(out, torch.Tensor):
-        return out.detach().cpu().numpy().copy()
+        return out.detach().cpu().clone()
     if isinstance(out, (np.ndarray, np.generic)):
         return np.array(out)
     if isinstance(out, (list, tuple)):
         return [plain(v) for v in out]
-    if isinstance(out, (int, float)) and not isinstance(out, bool):
-        return float(out)
     return out
 
 
 def same_twice(fn, model, ids, n_new, settings, out):
     """True if ``fn`` gives ``out`` again on the same case (False: its draws do not follow the seed)."""
     try:
-        again = loop_output(loop_run(fn, model, ids, n_new, settings), ids, n_new, "")
+        again = loop_output(loop_run(fn, model, ids, n_new, settings), ids, n_new, "", model.cfg.vocab_size)
     except Wrong:
         return True
     return torch.equal(again, out)
@@ -575,7 +615,7 @@ def top_p_cases_ahead(fn, models, failed):
         ids = world.tokenizer.encode(prompt)
         if settings.get("top_p"):
             try:
-                out = loop_output(loop_run(fn, model, ids, n_new, settings), ids, n_new, "")
+                out = loop_output(loop_run(fn, model, ids, n_new, settings), ids, n_new, "", model.cfg.vocab_size)
             except Wrong:
                 continue
             ahead.append(((model, ids, n_new, settings), out))
@@ -612,7 +652,7 @@ def generate_loop(fn, cat, dragon):
             if out is None:
                 yield f"{NOT_YET}: generate returns None; write the loop and return the longer sequence"
                 return
-            out = loop_output(out, ids, n_new, what)
+            out = loop_output(out, ids, n_new, what, model.cfg.vocab_size)
         except Wrong as wrong:
             yield f"for {what}: {stopped(wrong, settings)}"
             return

@@ -11,8 +11,9 @@ import numpy as np
 
 import torch
 
-from ..exercises import Array, Function, Number, Wrong, as_array, call, close_problems, exercise, number_problems, slip
+from ..exercises import Array, Function, Number, Wrong, call, close_problems, exercise, number_problems, slip
 from ..errors import check_positive_int, count, fail
+from ..tour.checks import numbers
 from .compute import check_weights, layer_case, scaled_scores as course_scores, softmax_jacobian, weight_gradient
 
 
@@ -164,7 +165,7 @@ def scores_problem(answer, label, args, reference):
     if not isinstance(out, torch.Tensor):
         return (f"scaled_scores returns {type(out).__name__} output on {label}: return a torch tensor of shape "
                 "(n_heads, T, T), computed with torch from the tensors it receives")
-    scores = as_array(out, f"the scores on {label}", allow_inf=True)
+    scores = numbers(out, f"the scores on {label}", allow_inf=True)
     if scores.shape != shape:
         heads, T = args[-1], shape[1]
         if scores.shape[1:] == shape[1:]:
