@@ -63,11 +63,11 @@ RANGES = {"norm_eps": (1e-12, 1.0),        # below, float32 adds nothing to a va
 class Config:
     """Every size and choice of a model. d_ff=0 means no MLP (attention-only)."""
 
-    vocab_size: int
-    d_model: int
-    n_heads: int
-    n_layers: int
-    d_ff: int
+    vocab_size: int = None   # (None: not given, refused with the others missing in one sentence)
+    d_model: int = None
+    n_heads: int = None
+    n_layers: int = None
+    d_ff: int = None
     n_max: int = 64
     positions: str = "sinusoidal"
     norm: str = "pre"
@@ -91,13 +91,13 @@ class Config:
             fail(f"Config's settings should be among {', '.join(names)}, but got {shown(', '.join(unknown))}")
         if len(args) > len(names):
             fail(f"Config should get at most {len(names)} values in order ({', '.join(names)}), but got {len(args)}")
-        missing = [name for name in names[len(args):5] if name not in kwargs]
-        if missing and (args or kwargs):   # (copy and pickle make one with no values, then fill it)
-            fail(f"Config should get vocab_size, d_model, n_heads, n_layers and d_ff, but {', '.join(missing)} "
-                 f"{'is' if len(missing) == 1 else 'are'} missing")
         return super().__new__(cls)
 
     def __post_init__(self):
+        missing = [field.name for field in fields(self)[:5] if getattr(self, field.name) is None]
+        if missing:
+            fail(f"Config should get vocab_size, d_model, n_heads, n_layers and d_ff, but {', '.join(missing)} "
+                 f"{'is' if len(missing) == 1 else 'are'} missing")
         # every field checked before anything is computed from it; NumPy integers and bools are
         # stored as Python ones (the config is saved as JSON)
         for name in ("vocab_size", "d_model", "n_heads", "n_layers", "n_max", "d_ff", "n_kv_heads"):
@@ -285,6 +285,20 @@ def unchecked():
         _CHECKED.depth = depth
 
 
+def check_squares(x, name="x", dtype=np.float64):
+    """Refuse finite, non-empty x (..., d) (an array or a tensor) whose rows' deviations from the mean,
+    squared and summed in ``dtype`` (a NumPy or torch float type), would overflow: a norm's variance would
+    be inf and every z 0 or NaN."""
+    if isinstance(dtype, torch.dtype):
+        dtype = torch.empty(0, dtype=dtype).numpy().dtype if dtype != torch.bfloat16 else np.float32
+    top = float(np.finfo(dtype).max)
+    largest = float(x.abs().max()) if isinstance(x, torch.Tensor) else float(np.abs(x).max())
+    limit = math.sqrt(top / (4 * x.shape[-1]))
+    if largest > limit:
+        fail(f"{name} should hold numbers whose squares stay finite in {np.dtype(dtype).name} (each of size at most "
+             f"about {limit:.1e}), but one has size {largest:.3g}")
+
+
 def check_stream(x, d, dtype, name, dims=3):
     """x: a non-empty float tensor of shape (B, T, d) (``dims=3``) or (..., d) (``dims=None``) with the
     weights' dtype, as the parts of the model take it; return it."""
@@ -331,18 +345,21 @@ def check_replace(cfg, replace):
             inspect.signature(fn).bind(None)
         except TypeError:
             fail(f"replace[{name!r}] should be a function of one tensor, fn(x), but it cannot be called with one")
-        except ValueError:   # a built-in without a signature to read: it is called as it is
-            pass
+        except Exception:   # noqa: BLE001 (a built-in without a signature to read, or a callable of the
+            pass            # learner's whose __signature__ raises: it is called as it is, its errors caught)
     return replace
 
 
-def sinusoidal_table(n, d):
-    """(n, d) fixed positions, interleaved [sin, cos] pairs, frequencies 10000**(-2i/d)."""
-    p = torch.arange(n, dtype=torch.float32)[:, None]
+def sinusoidal_table(n, d, rows=2**16):
+    """(n, d) fixed positions, interleaved [sin, cos] pairs, frequencies 10000**(-2i/d). Made
+    ``rows`` positions at a time, so that building it needs little more than the table itself
+    (Config.floats counts the table: its temporaries, made whole, would need twice as much)."""
     w = 10000.0 ** (-torch.arange(0, d, 2, dtype=torch.float32) / d)
     table = torch.zeros(n, d)
-    table[:, 0::2] = torch.sin(p * w)
-    table[:, 1::2] = torch.cos(p * w)
+    for start in range(0, n, rows):
+        p = torch.arange(start, min(start + rows, n), dtype=torch.float32)[:, None]
+        table[start:start + rows, 0::2] = torch.sin(p * w)
+        table[start:start + rows, 1::2] = torch.cos(p * w)
     return table
 
 
@@ -353,6 +370,10 @@ def rotate_pairs(x, start, base=10000.0, pairs="adjacent"):
     (i, i + d_k/2), Llama's layout (the same rotation with the columns of each head reordered).
     """
     T, d_k = x.shape[-2], x.shape[-1]
+    check_choice(pairs, "pairs", ROTARY_PAIRS)
+    if d_k % 2:
+        fail(f"rotate_pairs turns pairs of columns, so x's last axis should have an even width, but it has {d_k}")
+    check_number(base, "base", *RANGES["rotary_base"])
     cos, sin = rotary_cos_sin(start, T, d_k, base)
     if pairs == "halves":
         first, second = x[..., :d_k // 2], x[..., d_k // 2:]
@@ -378,7 +399,8 @@ def rotary_cos_sin(start, T, d, base=10000.0):
     once per (d, base) for positions 0 .. MAX_TOKENS-1 (a cached generation step reads one row
     instead of recomputing its angles in every layer); the same numbers to the last bit, since
     each entry is the same float32 product and the same elementwise cos and sin. Positions past
-    the table are computed directly."""
+    the table are computed directly. The rows are copies: a caller that changed them in place
+    (``sin.mul_(0.5)``) would otherwise change every rotary model's positions for the session."""
     if start < 0 or start + T > MAX_TOKENS:
         angle = sinusoidal_angles(start, T, d, base)
         return torch.cos(angle), torch.sin(angle)
@@ -389,7 +411,7 @@ def rotary_cos_sin(start, T, d, base=10000.0):
         angle = sinusoidal_angles(0, MAX_TOKENS, d, base)
         _ROTARY_TABLES[key] = (torch.cos(angle), torch.sin(angle))
     cos, sin = _ROTARY_TABLES[key]
-    return cos[start:start + T], sin[start:start + T]
+    return cos[start:start + T].clone(), sin[start:start + T].clone()
 
 
 class Attention(nn.Module):
@@ -606,19 +628,44 @@ class Block(nn.Module):
 
 
 def _through(keep):
-    """``keep`` as a function that returns the tensor to carry on with: what ``keep`` returns,
-    or the tensor itself when ``keep`` returns None (a recorder such as ``dict.__setitem__``)."""
+    """``keep`` as a function that returns the tensor to carry on with: what ``keep`` returns
+    (``check_returned``), or the tensor itself when ``keep`` returns None (a recorder such as
+    ``dict.__setitem__``); a keep that stops is named in one sentence."""
     if keep is None or getattr(keep, "returns", False):
         return keep or _same
+
     def through(name, x):
-        y = keep(name, x)
-        return x if y is None else y
+        try:
+            y = keep(name, x)
+        except CourseInputError:   # a sentence already, from a course function it called
+            raise
+        except Exception as error:   # noqa: BLE001 — the learner's code: one sentence, not a traceback
+            fail(f"keep({name!r}, tensor) should return None or a tensor, but it stopped with "
+                 f"{type(error).__name__}: {message_of(error, 200)}")
+        return x if y is None else check_returned(y, x, f"keep({name!r}, tensor)")
     through.returns = True
     return through
 
 
+def check_returned(y, x, who):
+    """``y``, what a function of the learner's (``who``: replace['L0.h'], keep('q', tensor))
+    returned in place of the tensor ``x``: a dense tensor of x's shape, dtype and device, else
+    one sentence; return it."""
+    if isinstance(y, torch.Tensor) and (getattr(y, "is_nested", False) or y.layout != torch.strided
+                                        or y.device != x.device or y.is_quantized):
+        fail(f"{who} should return a dense tensor on the device {x.device} like its input, but returned "
+             + ("a nested tensor" if getattr(y, "is_nested", False) else f"one of layout {y.layout} on the device {y.device}"))
+    if not isinstance(y, torch.Tensor) or y.shape != x.shape or y.dtype != x.dtype:
+        fail(f"{who} should return a tensor of shape {tuple(x.shape)} and dtype {x.dtype}, but returned "
+             + (f"shape {tuple(y.shape)} and dtype {y.dtype}" if isinstance(y, torch.Tensor) else type(y).__name__))
+    return y
+
+
 def _same(name, x):
     return x
+
+
+_same.returns = True   # (the course's own: nothing to check in what it returns)
 
 
 def norm_layer(cfg):
@@ -657,14 +704,26 @@ class KVCache:
         self.k = [None] * n_layers
         self.v = [None] * n_layers
         self.owner, self.ids, self.last, self.switches = None, None, None, None
+        self.unmasked = False   # filled by a pass of several tokens without the causal mask: no later pass may extend it
 
     def __len__(self):
         return 0 if self.k[0] is None else self.k[0].shape[-2]
 
-    def check(self, model, ids, given=None, switches=None):
+    def check(self, model, ids, given=None, switches=None, causal=True):
         """Refuse a cache of another model, or the object ``given`` (what the caller passed, ``ids``
         checked) fed again, unchanged, right after it was fed, or a pass whose ``switches`` (a dict
-        of what changes the keys and values) differ from those the cache was filled with; keep ids."""
+        of what changes the keys and values) differ from those the cache was filled with; keep ids.
+        Without the causal mask (``causal`` False) the keys and values of earlier tokens would change
+        with every new one, so such a pass may only feed one token (the mask changes nothing then) or
+        fill an empty cache (the unmasked prefill), which no later pass may extend."""
+        T = ids.shape[-1]
+        if self.unmasked:
+            fail("expected a KVCache filled with the causal mask, but this one was filled without it (causal=False), "
+                 "so its keys and values would change with every new token; make a new KVCache")
+        if not causal and T > 1 and len(self):
+            fail(f"a KVCache needs the causal mask when a pass feeds several tokens after cached ones (earlier rows "
+                 f"would change with every new token), so expected causal=True, but got causal=False with {T} new "
+                 f"tokens after {len(self)} cached ones")
         if self.owner is None:
             self.owner = model
         elif self.owner is not model:
@@ -682,21 +741,21 @@ class KVCache:
         if self.ids is not None and ids.shape[0] != self.ids.shape[0]:
             fail(f"expected a batch of {self.ids.shape[0]} sequences, as this KVCache holds, "
                  f"but got {ids.shape[0]}")
-        T = ids.shape[-1]
         if self.ids is not None and T > 1 and given is not None and given is self.last \
                 and torch.equal(ids, self.ids[..., -T:]):
             fail(f"expected only new tokens, but this KVCache already holds these {T} tokens: "
                  "feed each token once, or make a new KVCache for a new prompt")
         self.ids = ids if self.ids is None else torch.cat([self.ids, ids], dim=-1)
         self.last = given
+        self.unmasked = not causal and T > 1
 
     def saved(self):
         """What the cache holds now, for ``restore`` (its tensors are never changed in place)."""
-        return list(self.k), list(self.v), self.owner, self.ids, self.last, self.switches
+        return list(self.k), list(self.v), self.owner, self.ids, self.last, self.switches, self.unmasked
 
     def restore(self, saved):
         """Put back what ``saved`` returned: a pass that failed half-way leaves no trace."""
-        k, v, self.owner, self.ids, self.last, self.switches = saved
+        k, v, self.owner, self.ids, self.last, self.switches, self.unmasked = saved
         self.k[:], self.v[:] = k, v
 
     def extend(self, layer, k, v):
@@ -807,7 +866,7 @@ class Transformer(nn.Module):
             if cache is not None:
                 cache.check(self, ids, given, dict(attention=attention, positions=positions, scaled=scaled,
                                                    ablate_heads=sorted(heads), replace=sorted(replace),
-                                                   dtype=self.weights_dtype()))
+                                                   dtype=self.weights_dtype()), causal=causal)
             with checked_once():   # checked here, once: the blocks need not check again
                 return self._forward(ids, single, trace, record, replace, heads, cache, start,
                                      causal=causal, attention=attention, positions=positions, scaled=scaled)
@@ -868,11 +927,7 @@ class Transformer(nn.Module):
                 except Exception as error:   # noqa: BLE001 — the learner's code: one sentence, not a traceback
                     fail(f"replace[{name!r}] should return a tensor, but it stopped with {type(error).__name__}: "
                          f"{message_of(error, 200)}")
-                if not isinstance(y, torch.Tensor) or y.shape != x.shape or y.dtype != x.dtype:
-                    fail(f"replace[{name!r}] should return a tensor of shape {tuple(x.shape)} and dtype {x.dtype}, "
-                         f"but returned " + (f"shape {tuple(y.shape)} and dtype {y.dtype}"
-                                             if isinstance(y, torch.Tensor) else type(y).__name__))
-                x = y
+                x = check_returned(y, x, f"replace[{name!r}]")
             if record is not None:
                 record[name] = x[0].detach()
             return x
@@ -947,6 +1002,21 @@ class Transformer(nn.Module):
             fail(f"token ids must lie in [0, {V}) (expected ids of this model's vocabulary), "
                  f"but got {int(ids.min())}..{int(ids.max())}")
         return ids
+
+    def check_switches(self, switches, allowed=SWITCHES):
+        """The forward pass's keyword switches (a dict), checked as ``forward`` checks them, without a
+        pass: names among ``allowed`` (a subset of SWITCHES), True/False switches, heads in range,
+        replace; for a caller that must refuse before it changes anything (a training run)."""
+        check_unknown(set(switches) - set(allowed), allowed, "the model's")
+        for name in ("trace", "causal", "attention", "positions", "scaled"):
+            if name in switches:
+                check_switch(switches[name], name)
+        self.check_heads(switches.get("ablate_heads", ()))
+        self.check_replace(switches.get("replace"))
+        cache = switches.get("cache")
+        if cache is not None and not isinstance(cache, KVCache):
+            fail(f"cache should be a KVCache, but got {type(cache).__name__}")
+        return switches
 
     def check_heads(self, heads):
         """A set of (layer, head) pairs, each in range."""

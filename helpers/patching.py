@@ -10,9 +10,9 @@ a task: the caller brings the prompts, the reference and the metric.
 import numpy as np
 import torch
 
-from .errors import check_choice, check_index, check_number, check_positive_int, check_seed, check_switch, fail, shown, \
-    to_numpy
-from .model import MAX_TRACE_BYTES, Config, Transformer, check_replace, rotate_pairs, trace_names
+from .errors import CourseInputError, check_choice, check_index, check_number, check_positive_int, check_seed, \
+    check_switch, fail, shown, to_numpy
+from .model import MAX_TRACE_BYTES, Config, Transformer, check_replace, check_squares, rotate_pairs, trace_names
 
 KINDS = ("zero", "mean", "resample")
 MAX_PASS_BYTES = MAX_TRACE_BYTES   # 0.5 GiB: the most one batched pass here (patching, a lens) may hold
@@ -409,6 +409,8 @@ def _metric_of(metric, out):
     """metric(out); an error inside the caller's metric told as one sentence (the model is untouched)."""
     try:
         return metric(out)
+    except CourseInputError:   # a sentence already (a course metric that names what it expected)
+        raise
     except Exception as error:   # noqa: BLE001 — the caller's function; its error becomes a sentence
         fail(f"metric(out) should return one number per row, but it raised {type(error).__name__}: {shown(str(error))}")
 
@@ -467,6 +469,8 @@ def final_norm_scale(model, h):
     ln = model.final_ln
     if ln is None:
         return None
+    if h.numel():
+        check_squares(h, "h", h.dtype)   # its variance, in h's own dtype, would be inf
     eps = ln.eps if ln.eps is not None else torch.finfo(h.dtype).eps
     if isinstance(ln, torch.nn.RMSNorm):
         return torch.sqrt(h.pow(2).mean(-1, keepdim=True) + eps)

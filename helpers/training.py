@@ -7,9 +7,11 @@ import torch
 import torch.nn.functional as F
 from tqdm.auto import tqdm
 
-from .errors import check_number, check_positive_int, check_seed, count, fail, shown
+from .errors import CourseInputError, check_number, check_positive_int, check_seed, count, fail, message_of, shown, \
+    type_name
 
 MAX_STEPS = 10_000   # the most steps one training call takes (the course's runs take 300 to 4,000)
+MAX_LR = 10.0   # the largest learning rate a run takes: Adam moves every weight by about lr a step (the course: <= 0.03)
 
 
 def check_batch(batch, vocab_size):
@@ -53,6 +55,49 @@ def check_steps(steps, most=MAX_STEPS):
     if steps > most:
         fail(f"steps should be at most {most:,} (this course's limit), but got {count(steps)}")
     return steps
+
+
+def check_lr(lr, name="lr"):
+    """A learning rate: a finite number above 0 and at most MAX_LR (Adam moves each weight by about lr a
+    step, so a larger one only makes inf and NaN); return it as float."""
+    lr = check_number(lr, name, low=0, low_open=True)
+    if lr > MAX_LR:
+        fail(f"{name} should be at most {MAX_LR:g} (Adam moves every weight by about lr a step, and the course trains "
+             f"with 0.03 or less), but got {lr:g}")
+    return lr
+
+
+class Snapshot:
+    """What a training run changes in a model and in torch, kept before the run so that a run that stops
+    on an error can put it all back: the weights and buffers, the gradients, train/eval mode of every
+    module, and the global torch random state."""
+
+    def __init__(self, model):
+        self.model = model
+        self.state = {name: t.detach().clone() for name, t in model.state_dict(keep_vars=True).items()
+                      if isinstance(t, torch.Tensor)}
+        self.grads = [(p, p.grad) for p in model.parameters()]
+        self.modes = [(m, m.training) for m in model.modules()]
+        self.rng = torch.get_rng_state()
+
+    def restore(self):
+        with torch.no_grad():
+            for name, t in self.model.state_dict(keep_vars=True).items():
+                if name in self.state and isinstance(t, torch.Tensor):
+                    t.copy_(self.state[name])
+        for p, grad in self.grads:
+            p.grad = grad
+        for m, mode in self.modes:
+            m.training = mode
+        torch.set_rng_state(self.rng)
+
+
+def stopped(error, where):
+    """The sentence for a run stopped by ``error`` at ``where`` (the model already restored)."""
+    cause = message_of(error, 300) if isinstance(error, CourseInputError) \
+        else f"{type_name(error)}: {message_of(error, 200)}"
+    fail(f"every training step should run to its end, but {where} stopped with {cause.rstrip('.')}; "
+         "the model was left as it was before the call")
 
 
 def cosine_lr(step, steps, lr):
@@ -136,11 +181,26 @@ def train(model, batches, steps=1000, lr=3e-2, seed=0, progress=True, on_step=No
     The model's weights are redrawn from ``seed`` first, so the same call gives
     the same model, bit for bit, on the same machine.
     """
+    from .model import SWITCHES, check_model
+
+    check_model(model)
     steps, seed = check_steps(steps), check_seed(seed)
-    lr = check_number(lr, "lr", low=0, low_open=True)
-    vocab_size = getattr(getattr(model, "cfg", None), "vocab_size", 2**62)
-    fixed = check_batch(batches(0) if callable(batches) else batches, vocab_size)   # the first batch, before any update
+    lr = check_lr(lr)
+    switches = model.check_switches(switches, tuple(name for name in SWITCHES if name not in ("trace", "cache")))
+    vocab_size = model.cfg.vocab_size
+    if on_step is not None and not callable(on_step):
+        fail(f"on_step should be None or a function on_step(step, model, loss), but got {shown(on_step)}")
     stop_after = steps if stop_after is None else check_positive_int(stop_after, "stop_after")
+    snapshot = Snapshot(model)
+    step = 0
+    try:
+        fixed = check_batch(batches(0) if callable(batches) else batches, vocab_size)   # the first batch, before any update
+    except CourseInputError:   # a sentence already (the batch refused): the model untouched, the random state put back
+        snapshot.restore()
+        raise
+    except Exception as error:   # noqa: BLE001 (the learner's batches function)
+        snapshot.restore()
+        stopped(error, "batches(0)")
     threads = torch.get_num_threads()
     torch.set_num_threads(1)
     try:
@@ -161,6 +221,12 @@ def train(model, batches, steps=1000, lr=3e-2, seed=0, progress=True, on_step=No
             opt.step()
             losses.append(loss.item())
         return losses
+    except Exception as error:   # noqa: BLE001 (a batch refused, the learner's batches or on_step raising)
+        snapshot.restore()
+        stopped(error, f"step {step}")
+    except BaseException:   # an interrupt (the stop button): the model put back, the interrupt passed on
+        snapshot.restore()
+        raise
     finally:
         torch.set_num_threads(threads)
 

@@ -1229,3 +1229,67 @@ def test_round_6_a_prompt_too_long_for_the_model_gets_a_sentence_of_the_rule(cat
     refused(lambda: explorer.explorer(cat, cat_world.tokenizer, prompts=["<BOS> " + "the cat " * 40]),
             "should be at most 16 tokens", "81")
     refused(lambda: masking.book_attention(5, 2), "should split", "d_model=5")
+
+
+def test_round_9_max_abs_diff_never_wraps_and_refuses_what_is_no_number(refused):
+    """Red team round 9: uint8 0 vs 1 gave 255 and int8 127 vs -128 gave 1 (integer subtraction wraps);
+    bool, meta and sparse tensors gave raw torch errors."""
+    assert compute.max_abs_diff(torch.tensor([0], dtype=torch.uint8), torch.tensor([1], dtype=torch.uint8)) == 1
+    assert compute.max_abs_diff(torch.tensor([127], dtype=torch.int8), torch.tensor([-128], dtype=torch.int8)) == 255
+    refused(lambda: compute.max_abs_diff(torch.tensor([True]), torch.tensor([False])), "a should hold numbers",
+            "True/False")
+    refused(lambda: compute.max_abs_diff(torch.zeros(2, device="meta"), torch.zeros(2)), "meta device")
+    refused(lambda: compute.max_abs_diff(torch.zeros(2).to_sparse(), torch.zeros(2)), "layout")
+    refused(lambda: compute.max_abs_diff(torch.zeros(2), torch.tensor([0.0, float("inf")])), "b should hold finite")
+    refused(lambda: compute.max_abs_diff(torch.tensor([1e308], dtype=torch.float64),
+                                         torch.tensor([-1e308], dtype=torch.float64)), "overflows to inf")
+
+
+def test_round_9_induction_direct_effects_checks_its_ids_and_reference(refused):
+    """Red team round 9: an even-length batch returned NaN, a list of ids an AttributeError, 1-D ids an
+    IndexError, reference={} a KeyError (induction_ablation too)."""
+    from helpers import worlds
+    from helpers.weights import load_induction
+
+    ind = load_induction()
+    seqs = worlds.repeated_tokens(8, 5, ind.cfg.vocab_size, 0)
+    refused(lambda: compute.induction_direct_effects(ind, seqs[:, :4]), "odd length", "(8, 4)")
+    refused(lambda: compute.induction_direct_effects(ind, seqs[0]), "repeated sequences (B, 2L+1)", "(11,)")
+    refused(lambda: compute.induction_direct_effects(ind, seqs, [(1, 0)], {}), "reference should be None")
+    refused(lambda: compute.induction_ablation(ind, seqs, [(1, 0)], "mean", reference={}), "reference should be None")
+    refused(lambda: compute.induction_direct_effects(None, seqs), "should be a helpers.model.Transformer")
+    refused(lambda: compute.induction_ablation(ind, seqs, [(1, 0)], "zeros"), "the ablation kind")
+    got = compute.induction_direct_effects(ind, seqs.tolist(), [(1, 0)])
+    assert torch.isfinite(got["direct"]).all()
+
+
+def test_round_9_the_chapter_functions_name_a_model_that_is_none(refused, cat, cat_world):
+    """Red team round 9: None as the model gave raw AttributeErrors; a prompt of 5 an AttributeError;
+    donor_draws with `same` banning every row torch's 'invalid multinomial distribution'; resample_donors
+    took negative and fractional lengths."""
+    for call in (lambda: compute.without_attention_blocks(None, [1, 2]), lambda: compute.zeroed_copy(None),
+                 lambda: compute.value_zeroed_copy(None), lambda: compute.value_bias_write(None),
+                 lambda: compute.configurations(None)):
+        refused(call, "should be a helpers.model.Transformer", "None")
+    refused(lambda: compute.prompt_row(cat, cat_world, 5), "prompt should be a string")
+    refused(lambda: compute.donor_draws(3, 3, 1, 0, True, torch.ones(3, 3, dtype=torch.bool)), "row 0 has none")
+    refused(lambda: compute.resample_donors([3, -1, 3], 0), "whole numbers of at least 1")
+    refused(lambda: compute.resample_donors([3, 2.5, 3], 0), "whole numbers of at least 1")
+
+
+def test_round_9_final_norm_scale_refuses_rows_whose_variance_overflows(refused, cat):
+    """Red team round 9: final_norm_scale(cat, 1e30 * [1, -1, ...]) returned tensor([inf]) (the float32
+    variance overflows)."""
+    h = torch.full((6,), 1e30) * torch.tensor([1., -1, 1, -1, 1, -1])
+    refused(lambda: patching.final_norm_scale(cat, h), "h should hold numbers whose squares stay finite in float32",
+            "1e+30")
+    assert torch.isfinite(patching.final_norm_scale(cat, h / 1e13)).all()
+
+
+def test_round_9_copy_log_prob_refuses_rows_that_do_not_repeat_clean(refused):
+    """Red team round 9: the copy_log_prob metric returned an empty tensor when the rows were no whole
+    number of repeats of clean."""
+    metric = compute.copy_log_prob(torch.zeros(2, 9, dtype=torch.long), 4)
+    assert metric({"logits": torch.zeros(4, 9, 5)}).shape == (4,)
+    refused(lambda: metric({"logits": torch.zeros(3, 9, 5)}), "repeats clean's 2 rows", "(3, 9, 5)")
+    refused(lambda: metric({}), "this metric reads the logits")

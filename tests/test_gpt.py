@@ -135,7 +135,8 @@ def test_the_merge_check_names_each_mistake(answer, words, texts):
 
 
 def test_the_merge_check_passes_the_right_step_and_says_not_answered(texts):
-    assert feedback(checks.merge_step, tk.merge_step, texts[0]) == ""
+    assert feedback(checks.merge_step, lambda words: tk.merge_step(words), texts[0]) == ""
+    assert "the course's own" in feedback(checks.merge_step, tk.merge_step, texts[0])
 
     def skeleton(words):
         pair, merged = None, None
@@ -201,7 +202,10 @@ def test_the_gpt_check_names_parameter_and_shape_mistakes(answer, words, cat):
 
 
 def test_the_gpt_check_passes_the_course_gpt_and_says_not_answered(cat):
-    assert feedback(checks.gpt_module, gc.GPT, cat) == ""
+    class GPT(gc.GPT):   # the course's, as a learner's class (the course's own is refused: round 9)
+        pass
+    assert feedback(checks.gpt_module, GPT, cat) == ""
+    assert "the course's own helpers.gpt.compute.GPT" in feedback(checks.gpt_module, gc.GPT, cat)
 
     class Skeleton(nn.Module):
         def __init__(self, vocab_size, d_model, n_heads, n_layers, d_ff, n_max):
@@ -282,7 +286,9 @@ def test_the_loop_check_names_evaluation_in_the_wrong_mode(how, words):
 
 
 def test_the_loop_check_passes_the_course_loop_and_says_not_answered():
-    assert feedback(checks.train_loop, gc.train_loop) == ""
+    def train_loop(*args, **kwargs):
+        return gc.train_loop(*args, **kwargs)
+    assert feedback(checks.train_loop, train_loop) == ""
     skeleton = lambda *args, **kwargs: ([], {})
     assert "not answered yet" in feedback(checks.train_loop, skeleton)
 
@@ -909,7 +915,9 @@ def test_a_char_tokenizer_refuses_a_lone_surrogate(refused):
 
 
 def test_gpt_module_check_refuses_a_check_cell_without_the_cat_model():
-    said = checks.gpt_module.feedback(gc.GPT, None)
+    class GPT(gc.GPT):
+        pass
+    said = checks.gpt_module.feedback(GPT, None)
     assert len(said) == 1 and "Transformer" in said[0] and "None" in said[0], said
 
 
@@ -1193,3 +1201,54 @@ def test_round_8_counts_that_multiply_work_have_a_stated_limit(refused):
     refused(lambda: gc.text_repeats(torch.randint(0, 65, (5000,)), 10**9, 4, 0), "n should be at most 10,000")
     refused(lambda: gc.text_repeats(torch.zeros(2 * 10**6, dtype=torch.long), 10_000, 6 * 10**5, 0),
             "should need at most 1.5 GiB")
+
+
+def test_round_9_a_run_stopped_by_an_error_puts_the_model_back(refused):
+    """Red team round 9: a callback raising at step 2 left the model half-trained, in training mode, and
+    torch's global random state reseeded; lr=1e308 logged val_loss=nan; a .cfg that is a dict gave a raw
+    AttributeError."""
+    from helpers.gpt import train as gtrain
+
+    chars = corpus.CharTokenizer()
+    tr, va = corpus.split(corpus.load_text())
+    tids, vids = chars.encode(tr[:20000]), chars.encode(va[:5000])
+    model = Transformer(Config(65, 16, 2, 1, 32, 32, dropout=0.1), seed=0).eval()
+    before = {k: v.clone() for k, v in model.state_dict().items()}
+    rng = torch.get_rng_state()
+
+    def callback(record):
+        if record["step"] >= 2:
+            raise RuntimeError("the learner's callback stops")
+    settings = dict(steps=5, batch=2, context=8, warmup=1, eval_every=100, eval_batches=1)
+    refused(lambda: gtrain.train(model, tids, vids, callback=callback, **settings), "RuntimeError",
+            "the learner's callback stops", "left as it was")
+    assert all(torch.equal(v, before[k]) for k, v in model.state_dict().items())
+    assert not model.training and torch.equal(torch.get_rng_state(), rng)
+    refused(lambda: gtrain.train(model, tids, vids, lr=1e308, **settings), "lr should be at most 10")
+
+    class Odd(nn.Module):
+        cfg = dict(vocab_size=65, n_max=32)
+    refused(lambda: gtrain.estimate_loss(Odd(), vids, 8), "vocab_size as a whole number", "dict")
+    refused(lambda: gtrain.train(Odd(), tids, vids, **settings), "vocab_size as a whole number")
+
+
+def test_round_9_sample_text_takes_ids_a_tokenizer_returns_as_a_list(refused):
+    """Red team round 9: a tokenizer whose encode returns a list (check_tokenizer accepts it) gave 'list' object
+    has no attribute 'tolist'; ids outside the vocabulary are named."""
+    chars = corpus.CharTokenizer()
+
+    class ListTokenizer:
+        vocab = chars.vocab
+
+        def encode(self, text):
+            return [chars.ids[c] for c in text]
+
+        def text(self, ids):
+            return "".join(chars.vocab[i] for i in ids)
+
+    class Wrong(ListTokenizer):
+        def encode(self, text):
+            return [999]
+    model = Transformer(Config(65, 16, 2, 1, 32, 32), seed=0)
+    assert gc.sample_text(model, ListTokenizer(), "ROMEO:", 3).startswith("ROMEO:")
+    refused(lambda: gc.sample_text(model, Wrong(), "ROMEO:", 3), "tokenizer.encode should return token ids", "64")

@@ -295,7 +295,8 @@ def test_the_course_mlp_module_is_the_models_mlp(cat, dragon, cat_world):
 
 def test_mlp_module_check_passes_right_classes_and_waits_for_the_skeleton(cat, dragon):
     assert checks.mlp_module.feedback(learner_mlp(right_forward), cat, dragon) == []
-    assert checks.mlp_module.feedback(mlp.MLP, cat, dragon) == []
+    assert checks.mlp_module.feedback(type("MLP", (mlp.MLP,), {}), cat, dragon) == []   # the course's, as a learner's
+    assert "the course's own" in checks.mlp_module.feedback(mlp.MLP, cat, dragon)[0]   # (itself: refused, round 9)
     torch_gelu = learner_mlp(lambda m, x: F.gelu(x @ m.W_1 + m.bias("b_1")) @ m.W_2 + m.bias("b_2"))
     assert checks.mlp_module.feedback(torch_gelu, cat, dragon) == []
 
@@ -492,3 +493,28 @@ def test_round_8_layer_parameters_refuses_more_active_experts_than_experts(refus
     """Red team round 8: experts=2, active=3 returned counts."""
     refused(lambda: mlp.layer_parameters(64, experts=2, active=3), "active should be at most experts=2", "3")
     assert mlp.layer_parameters(64, experts=2, active=2)["mlp_active"] == mlp.layer_parameters(64, experts=2)["mlp"]
+
+
+def test_round_9_mlp_forward_counts_gelu_temporaries_and_its_work(refused):
+    """Red team round 9: 10**7 rows of width 2 with d_ff = 3 passed the memory check (1.36 GB by its
+    estimate) and then peaked at 3.4 GB over 30 s: GELU's erf goes through Python floats."""
+    W_1, W_2 = np.ones((2, 3)), np.ones((3, 2))
+    refused(lambda: mlp.mlp_forward(np.broadcast_to(1.0, (10**7, 2)), W_1, np.zeros(3), W_2, np.zeros(2)),
+            "should need at most 1.5 GiB", "10,000,000 rows", "3.4 GiB")
+    refused(lambda: mlp.mlp_forward(np.ones((10**6, 2)), W_1, np.zeros(3), W_2, np.zeros(2)),
+            "at most 2,000,000 hidden activations", "3,000,000")
+    assert mlp.mlp_forward(np.ones((4, 2)), W_1, np.zeros(3), W_2, np.zeros(2))["out"].shape == (4, 2)
+
+
+def test_round_9_apply_block_mlp_refuses_rows_its_float32_norm_cannot_square(refused, cat):
+    """Red team round 9: apply_block_mlp(cat, 0, np.full((1, 6), 1e30)) returned all NaN (the float32
+    LayerNorm's variance overflows)."""
+    refused(lambda: mlp.apply_block_mlp(cat, 0, np.full((1, 6), 1e30)), "h_mid should hold numbers whose squares",
+            "float32", "1e+30")
+    assert torch.isfinite(mlp.apply_block_mlp(cat, 0, np.full((1, 6), 1e17) * [1, -1, 1, -1, 1, -1])).all()
+
+
+def test_round_9_unit_profile_checks_collected_before_reading_it(refused):
+    """Red team round 9: unit_profile(None, 0, 0, ['cat']) gave 'NoneType' object is not subscriptable."""
+    for call in (lambda: mlp.unit_profile(None, 0, 0, ["cat"]), lambda: mlp.unit_means(None, 0, ["cat"])):
+        refused(call, "collected should be the dict returned by mlp.collect_activations")

@@ -786,3 +786,36 @@ def test_round_8_sizes_are_counted_before_a_pass_and_config_names_its_settings(c
     import copy
     config = Config(20, 6, 2, 2, 24)
     assert copy.deepcopy(config) == config
+
+
+def test_round_9_a_cache_is_not_extended_by_several_tokens_without_the_mask(cat, refused):
+    """Red team round 9: cat(ids[4:], cache=kv, causal=False) after a causal prefill gave logits that are
+    neither the causal pass's nor the unmasked one's. One token without the mask (the mask changes nothing)
+    and an unmasked prefill into an empty cache still run; a cache filled without the mask is not extended."""
+    cat, ids = cat[0], torch.tensor([1, 4, 5, 9, 3, 7])
+    kv = KVCache(cat.cfg.n_layers)
+    cat(ids[:4], cache=kv)
+    refused(lambda: cat(ids[4:], cache=kv, causal=False), "expected causal=True", "2 new tokens after 4 cached")
+    assert len(kv) == 4
+    assert torch.allclose(cat(ids[4:5], cache=kv, causal=False), cat(ids[:5])[4:], atol=1e-5)
+    unmasked = KVCache(cat.cfg.n_layers)
+    assert torch.allclose(cat(ids[:4], cache=unmasked, causal=False), cat(ids[:4], causal=False), atol=1e-5)
+    refused(lambda: cat(ids[4:5], cache=unmasked), "filled without it (causal=False)")
+    assert len(unmasked) == 4
+
+
+def test_round_9_a_replace_function_returning_no_dense_tensor_is_named(cat, refused):
+    """Red team round 9: a replace function returning a meta or a sparse tensor gave raw torch errors, and a
+    callable whose __signature__ raises a raw RuntimeError from the check itself."""
+    cat, ids = cat[0], torch.tensor([1, 4, 5, 9])
+
+    class Odd:
+        __signature__ = property(lambda self: (_ for _ in ()).throw(RuntimeError("signature")))
+
+        def __call__(self, x):
+            return x
+    refused(lambda: cat(ids, replace={"L0.h": lambda x: torch.empty_like(x, device="meta")}),
+            "replace['L0.h'] should return a dense tensor", "meta")
+    refused(lambda: cat(ids, replace={"L0.h": lambda x: x.to_sparse()}), "replace['L0.h'] should return a dense",
+            "sparse")
+    assert torch.equal(cat(ids, replace={"L0.h": Odd()}), cat(ids))

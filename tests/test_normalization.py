@@ -402,7 +402,8 @@ def test_the_course_layer_norm_and_block_are_the_models(cat, cat_world):
 
 def test_layer_norm_module_check_passes_right_classes_and_waits_for_the_skeleton(cat):
     assert checks.layer_norm_module.feedback(learner_layer_norm(ln_right), cat) == []
-    assert checks.layer_norm_module.feedback(nz.LayerNorm, cat) == []
+    assert checks.layer_norm_module.feedback(type("LayerNorm", (nz.LayerNorm,), {}), cat) == []   # as a learner's
+    assert "the course's own" in checks.layer_norm_module.feedback(nz.LayerNorm, cat)[0]   # (itself: refused)
     by_torch = learner_layer_norm(lambda m, x: F.layer_norm(x, x.shape[-1:], m.weight, m.bias, m.eps))
     assert checks.layer_norm_module.feedback(by_torch, cat) == []
 
@@ -473,7 +474,7 @@ BLOCK_MISTAKES = {
 
 def test_block_module_check_passes_right_classes_and_waits_for_the_skeleton(cat):
     assert checks.block_module.feedback(learner_block(block_right), cat) == []
-    assert checks.block_module.feedback(nz.Block, cat) == []
+    assert checks.block_module.feedback(type("Block", (nz.Block,), {}), cat) == []   # the course's, as a learner's
 
     class Block(nn.Module):   # the learner's copy as handed out
         def __init__(self, d_model, n_heads, d_ff):
@@ -782,3 +783,32 @@ def test_round_8_next_token_loss_checks_shapes_and_ids(refused):
     refused(lambda: nz.next_token_loss([[1.0]], torch.zeros(2, 3, dtype=torch.long)), "logits should be")
     assert float(nz.next_token_loss(torch.zeros(2, 3, 5), torch.full((2, 3), -100).index_fill(1, torch.tensor([0]), 4))) \
         == pytest.approx(np.log(5))
+
+
+def test_round_9_layer_norm_by_hand_rounds_large_numbers_without_overflow():
+    """Red team round 9: [1e150, -1e150] with 15 decimals gave squares, var and std inf and z = [0, -0]:
+    np.round scales by 10**decimals first. A number of 2**52 or more has no fraction and is kept."""
+    got = nz.layer_norm_by_hand([1e150, -1e150], [1, 1], [0, 0], 15)
+    assert np.isfinite(got["squares"]).all() and np.isfinite(got["var"]) and got["std"] == 1e150
+    assert got["z"].tolist() == [1.0, -1.0]
+    assert nz.layer_norm_by_hand([1.0, 2.0, 4.0], [1, 1, 1], [0, 0, 0], 3)["mean"] == 2.333
+
+
+def test_round_9_the_chapter_numbers_are_finite_or_refused(refused):
+    """Red team round 9: best_loss([[]]) and best_loss('the cat') divided by zero; rounding_spread with
+    half_width=1e308 a raw OverflowError; gamma_for_range([0, 5e-324], [0, 0], 1.0) returned inf;
+    learning_state([inf], 3.0) said "is in between"; next_token_loss with every target -100 (or NaN logits)
+    returned NaN; significant(-0.0) gave '-0' and unigram_loss([[1]]) -0.0; final_text printed 'nan'."""
+    refused(lambda: nz.best_loss([[]]), "at least one sentence of two words")
+    refused(lambda: nz.best_loss("the cat"), "each a list of words")
+    refused(lambda: nz.rounding_spread([1.0, 2.0], [1, 1], [0, 0], half_width=1e308), "half_width",
+            "squares stay finite")
+    refused(lambda: nz.gamma_for_range([0, 5e-324], [0, 0], 1.0), "finite γ", "4.94e-324")
+    assert nz.learning_state([float("inf")], 3.0) == "has diverged"
+    logits = torch.zeros(1, 2, 3)
+    refused(lambda: nz.next_token_loss(logits, torch.full((1, 2), -100)), "every entry is -100")
+    refused(lambda: nz.next_token_loss(torch.full((1, 2, 3), float("nan")), torch.zeros(1, 2, dtype=torch.long)),
+            "logits should hold finite numbers")
+    assert nz.significant(-0.0) == "0" and nz.significant(0.0) == "0"
+    assert str(nz.unigram_loss([[1]])) == "0.0"
+    assert nz.final_text([3.0, float("nan")], "pre", 2, 2.0, 1.0) == "NaN"

@@ -649,7 +649,7 @@ def test_random_repeats_and_bad_input():
     assert torch.equal(ids, circuit.random_repeats(3, 4, 1000, seed=1))
     with pytest.raises(CourseInputError, match="repeated sequences"):
         circuit.check_repeats(torch.arange(9)[None])
-    with pytest.raises(CourseInputError, match="via should be"):
+    with pytest.raises(CourseInputError, match="model should be the course's Transformer"):   # checked first (round 9)
         circuit.receiver_scores(None, ids, (1, 0), via="v")
 
 
@@ -1119,3 +1119,45 @@ def test_round_8_rerounded_checks_its_step_tables(refused, cat):
     refused(lambda: circuit.rerounded(cat, {"E": torch.zeros(20, 6)}, -1), "seed")
     same = circuit.rerounded(cat, {"E": torch.zeros(20, 6)}, 0)
     assert same is not cat and torch.equal(same.E, cat.E)
+
+
+def test_round_9_distinct_per_block_counts_and_reads_only_real_numbers(refused):
+    """Red team round 9: an expanded (3.2e6, 1000) tensor tried 12.8 GB; a complex tensor a raw 'Sort does not
+    support complex'; an object array a raw TypeError."""
+    refused(lambda: real.distinct_per_block(torch.zeros(1, 1).expand(32 * 10**5, 1000)), "should need at most 1.5 GiB")
+    refused(lambda: real.distinct_per_block(torch.zeros(32, 2, dtype=torch.complex64)), "complex")
+    refused(lambda: real.distinct_per_block(np.zeros((32, 2), dtype=object)), "dtype object")
+    assert real.distinct_per_block(np.arange(64.0).reshape(32, 2)) == 32
+
+
+def test_round_9_patched_logits_and_the_circuit_name_what_they_expected(refused, smol):
+    """Red team round 9: patched_logits took layer True (KeyError 'LTrue.h'), 0.5 and '0' (raw errors) and a
+    position 1.5 blamed a replace function the learner never wrote; receiver_scores took receiver None,
+    (0, 99) and sender 'L0H0' to raw errors and means None to the same misleading sentence; head_statistics(None)
+    an AttributeError; copy_loss took copy=2.0, NaN means and a (1, d_k) mean broadcast over every position.
+    memory_mb, repeated and next_logits without a model or tokenizer gave raw AttributeErrors; temperature_view
+    gave one row for temperatures [1, 1.0]."""
+    model, tok = smol
+    ids = torch.tensor(tok.encode("The capital of France is"))
+    for layer in (True, 0.5, "0", model.cfg.n_layers):
+        refused(lambda: real.patched_logits(model, ids, ids, layer, 0), "layer should be a whole number")
+    refused(lambda: real.patched_logits(model, ids, ids, 0, 1.5), "position should be a whole number")
+    seqs = circuit.random_repeats(2, 6, model.cfg.vocab_size, seed=0)
+    means = circuit.shipped_means()
+    refused(lambda: circuit.receiver_scores(model, seqs, None), "receiver should be a (layer, head) pair")
+    refused(lambda: circuit.receiver_scores(model, seqs, (1, 0), via="v"), "via should be")
+    refused(lambda: circuit.receiver_scores(model, seqs, (0, 99)), "receiver's head should be a whole number")
+    refused(lambda: circuit.receiver_scores(model, seqs, (24, 4), "L0H0", means), "sender should be a (layer, head)")
+    for bad in (None, {}, {2: {1: torch.zeros(13, 3)}}):
+        message = refused(lambda: circuit.receiver_scores(model, seqs, (24, 4), (2, 1), bad), "means")
+        assert "replace[" not in message
+    refused(lambda: circuit.head_statistics(None, seqs), "should be the course's Transformer", "None")
+    refused(lambda: circuit.copy_loss(model, seqs, copy=2.0), "copy should be 1 or 2", "2.0")
+    refused(lambda: circuit.copy_loss(model, seqs, [(2, 1)], {2: {1: torch.full((13, 64), float("nan"))}}),
+            "means[2][1] should hold finite numbers")
+    refused(lambda: circuit.copy_loss(model, seqs, [(2, 1)], {2: {1: torch.zeros(1, 64)}}),
+            "a row for each of the 13 positions", "(1, 64)")
+    refused(lambda: real.memory_mb(None), "should be the course's Transformer")
+    refused(lambda: real.repeated(None, "hi"), "tok should be the model's tokenizer")
+    refused(lambda: real.next_logits(None, tok, "hi"), "should be the course's Transformer")
+    refused(lambda: real.temperature_view(model, tok, temperatures=[1, 1.0]), "comes twice")

@@ -899,3 +899,54 @@ def test_round_8_slide_refuses_a_world_of_another_model(refused, dragon):
 
     refused(lambda: sampling.slide(dragon, worlds.cat_world(), "<BOS> the"), "belong together", "10", "20")
     refused(lambda: sampling.slide(dragon, worlds.cat_world().tokenizer, "<BOS> the"), "belong together", "10", "20")
+
+
+def test_round_9_timings_count_their_work_before_they_start(refused, cat):
+    """Red team round 9: prefill_and_decode_seconds(cat, 1024, repeats=100) and step_seconds(cat, [1024]*20,
+    repeats=100) ran for minutes within the documented caps; the work is now counted (multiply-adds plus
+    a fixed cost a pass) against a budget the chapter's calls stay well under."""
+    refused(lambda: sampling.prefill_and_decode_seconds(cat, 1024, repeats=100), "prefill_and_decode_seconds",
+            "at most 100,000,000,000 units of work", "103,626 passes", "a smaller n_tokens")
+    refused(lambda: sampling.step_seconds(cat, [1024] * 20, repeats=100), "step_seconds",
+            "at most 100,000,000,000 units of work", "fewer repeats")
+    wide = Transformer(Config(vocab_size=1000, d_model=256, n_heads=4, n_layers=4, d_ff=1024, n_max=1024,
+                              positions="learned"))
+    runs = []
+    original = sampling.check_timed_work
+    try:   # the chapter's calls: counted, and well under the budget
+        sampling.check_timed_work = lambda model, r, what, advice: runs.append(
+            sum(t * (sampling.forward_macs(model.cfg, a, b) + sampling.PASS_WORK) for t, a, b in r))
+        sampling.step_seconds(wide, [16, 64, 128, 256, 512], repeats=1)
+    finally:
+        sampling.check_timed_work = original
+    assert runs and 3 * max(runs) < sampling.MAX_TIMED_WORK
+
+
+def test_round_9_continuations_check_the_states_cache(refused, cat, cat_world):
+    """Red team round 9: an empty KVCache in the state gave AttributeError 'NoneType' object has no attribute
+    'expand'; the cache of another model of the same shape was used silently."""
+    state = sampling.prompt_state(cat, cat_world, "<BOS> the cat sat")
+    refused(lambda: sampling.continuations(cat, dict(state, cache=KVCache(cat.cfg.n_layers)), 2, 2), "is empty")
+    other = sampling.prompt_state(Transformer(cat.cfg, seed=1), cat_world, "<BOS> the cat sat")["cache"]
+    refused(lambda: sampling.continuations(cat, dict(state, cache=other), 2, 2), "belongs to another model")
+    shorter = sampling.prompt_state(cat, cat_world, "<BOS> the cat")["cache"]
+    refused(lambda: sampling.continuations(cat, dict(state, cache=shorter), 2, 2), "holds other tokens")
+    assert sampling.continuations(cat, state, 2, 2).shape == (2, 2)
+
+
+def test_round_9_sampling_arguments_none_and_numbers_that_cannot_be_read(refused, cat):
+    """Red team round 9: slider_settings with top_k or top_p None gave a raw '>=' TypeError; a float
+    subclass whose __float__ raises reached check_sampling's float() unguarded; counted_macs, op_count
+    and prefilled with no model gave AttributeErrors; nucleus at p = 1 took in a token of probability 0."""
+    class BadFloat(float):
+        def __float__(self):
+            raise RuntimeError("no float")
+
+    assert sampling.slider_settings(1.0, None, 0.9, 20) == (1.0, None, 0.9)
+    assert sampling.slider_settings(1.0, 5, None, 20) == (1.0, 5, None)
+    refused(lambda: sampling.with_temperature(torch.randn(5), BadFloat(1.0)), "temperature", "cannot be read")
+    refused(lambda: sampling.top_p_filter(torch.tensor([0.5, 0.5]), BadFloat(0.5)), "top_p", "cannot be read")
+    for call in (lambda: sampling.counted_macs(None, [1, 2]), lambda: sampling.op_count(None, [1, 2]),
+                 lambda: sampling.prefilled(None, [1, 2])):
+        refused(call, "should be a helpers.model.Transformer", "None")
+    assert sampling.nucleus(torch.tensor([0.5, 0.4996, 0.0]), 1.0).tolist() == [0, 1]

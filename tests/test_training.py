@@ -92,3 +92,44 @@ def test_training_does_not_import_torchs_compiler():
             "w.batch(w.train), steps=2, progress=False); print('torch._dynamo' in sys.modules)")
     out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True).stdout
     assert out.strip() == "False"   # torch.optim's first use imports it: about 1.6 s a chapter
+
+
+def test_round_9_a_refused_or_stopped_run_leaves_the_model_as_it_was(refused):
+    """Red team round 9: a misspelt switch (casual=False) was refused only after the weights were redrawn,
+    and batches(step) returning a bad batch at step 3 left the model reset and trained 3 steps; a callback
+    that raises the same. Everything is checked first, and a run stopped midway puts the model back."""
+    import torch
+    from torch import nn
+
+    model, batch = small()
+    model.eval()
+    before = {k: v.clone() for k, v in model.state_dict().items()}
+    rng = torch.get_rng_state()
+
+    def unchanged():
+        return all(torch.equal(v, before[k]) for k, v in model.state_dict().items()) and not model.training \
+            and torch.equal(torch.get_rng_state(), rng)
+
+    refused(lambda: train(model, batch, steps=3, progress=False, casual=False), "switches should be among", "casual")
+    assert unchanged()
+    refused(lambda: train(model, lambda s: batch if s < 3 else (batch[0], batch[1].float()), steps=10, progress=False),
+            "step 3 stopped", "targets", "left as it was")
+    assert unchanged()
+
+    def stop(step, m, loss):
+        if step == 2:
+            raise RuntimeError("enough")
+    refused(lambda: train(model, batch, steps=10, progress=False, on_step=stop), "step 2 stopped with RuntimeError",
+            "enough", "left as it was")
+    assert unchanged()
+    refused(lambda: train(None, batch, steps=3, progress=False), "should be a helpers.model.Transformer", "None")
+    refused(lambda: train(nn.Linear(2, 2), batch, steps=3, progress=False), "should be a helpers.model.Transformer")
+    refused(lambda: train(model, batch, steps=3, progress=False, on_step=3), "on_step should be None or a function")
+
+
+def test_round_9_a_learning_rate_past_any_use_is_refused(refused):
+    """Red team round 9: lr=1e30 returned [3.0, nan, ...]; lr=1e300 a raw RuntimeError."""
+    model, batch = small()
+    for lr in (1e30, 1e300, 11.0):
+        refused(lambda: train(model, batch, steps=5, lr=lr, progress=False), "lr should be at most 10")
+    assert len(train(model, batch, steps=2, lr=0.03, progress=False)) == 2

@@ -14,13 +14,15 @@ tasks, their references, metrics and the explorer's view.
 import copy
 import math
 
+import numpy as np
 import torch
 
 from .. import worlds
-from ..errors import check_bytes, check_positive_int, check_seed, check_switch, count, fail, shown, to_numpy
+from ..errors import check_bytes, check_choice, check_finite, check_positive_int, check_seed, check_switch, \
+    check_tensor_size, check_text, count, fail, shown, to_numpy
 from ..heads.compute import copy_losses, prompt_attention
-from ..model import MAX_TOKENS
-from ..patching import (ablation_replace, capture, check_memory, direct_effects, head_outputs, mean_head_outputs,
+from ..model import MAX_TOKENS, check_model
+from ..patching import (KINDS, ablation_replace, capture, check_memory, direct_effects, head_outputs, mean_head_outputs,
                         patch_residual, residual_names)
 
 MAX_DRAWS = 10_000   # the most resample draws (or repeated rows) one batched pass here takes
@@ -35,7 +37,7 @@ def without_attention_blocks(model, ids):
     ``attention=False`` to the last bit; in a post-LN model the attention sub-block's
     LayerNorm is deleted with it, so the two differ.
     """
-    ids = model.check_ids(ids)
+    ids = check_model(model).check_ids(ids)
     single = ids.dim() == 1
     with torch.no_grad():
         h = model.embed(ids[None] if single else ids)
@@ -52,8 +54,8 @@ def zeroed_copy(model, heads=None):
     otherwise a set of (layer, head) pairs whose d_k rows of W_O are zeroed. The original
     is untouched.
     """
-    heads = None if heads is None else model.check_heads(heads)
-    clone = copy.deepcopy(model)
+    heads = None if heads is None else check_model(model).check_heads(heads)
+    clone = copy.deepcopy(check_model(model))
     d_k = model.cfg.d_k
     with torch.no_grad():
         for layer, block in enumerate(clone.blocks):
@@ -69,12 +71,22 @@ def zeroed_copy(model, heads=None):
 
 
 def max_abs_diff(a, b):
-    """Largest |a - b| over all entries of two tensors of one shape, as a float."""
+    """Largest |a - b| over all entries of two tensors of one shape, as a float: the difference taken
+    in float64, so integers never wrap round (uint8 0 and 1 differ by 1). Finite real numbers only;
+    True/False, complex, sparse, meta and nested tensors are refused with one sentence."""
     if not (isinstance(a, torch.Tensor) and isinstance(b, torch.Tensor)) or a.shape != b.shape or a.numel() == 0:
         fail(f"a and b should be two non-empty tensors of one shape, but got {_described(a)} and {_described(b)}")
-    gap = (a - b).abs().max().item()
-    if gap != gap:
-        fail("a and b should hold numbers, but a NaN makes their largest difference undefined")
+    for name, x in (("a", a), ("b", b)):
+        check_tensor_size(x, name)
+        if x.dtype == torch.bool:
+            fail(f"{name} should hold numbers, but it holds True/False values (write 1.0 and 0.0 if you mean numbers)")
+        check_finite(x.detach(), name)
+    check_bytes(24 * a.numel(), f"the difference of two tensors of {count(a.numel())} numbers (in float64)",
+                "compare smaller tensors")
+    gap = (a.detach().double() - b.detach().double()).abs().max().item()
+    if not math.isfinite(gap):
+        fail("a and b should differ by at most about 1.8e308 (a float64), but their entries lie so far apart that "
+             "the difference overflows to inf")
     return gap
 
 
@@ -100,6 +112,7 @@ def check_world_model(model, world):
 
 def configurations(model):
     """The experiments of Appendix A: [(label, switches)] for none, attention off, each head removed."""
+    check_model(model)
     out = [("none (the trained model)", {}), ("attention off", {"attention": False})]
     for layer in range(model.cfg.n_layers):
         for head in range(model.cfg.n_heads):
@@ -109,7 +122,8 @@ def configurations(model):
 
 def prompt_row(model, world, prompt, **switches):
     """dict(top token, p_top, p_animal_adj = p(big) + p(small)) after ``prompt`` under the switches."""
-    probs = worlds.next_token_probs(model, world, [prompt.split()], **switches)[0]
+    check_world_model(check_model(model), world)
+    probs = worlds.next_token_probs(model, world, [check_text(prompt, "prompt").split()], **switches)[0]
     ids = world.tokenizer.ids
     top = int(probs.argmax())
     return dict(top=world.tokenizer.vocab[top], p_top=float(probs[top]),
@@ -232,6 +246,8 @@ def resample_donors(lengths, seed):
     if lengths.ndim != 1 or not 2 <= len(lengths) <= MAX_DONOR_ROWS:
         fail(f"lengths should be a list of 2 to {MAX_DONOR_ROWS:,} sequence lengths (a donor needs another row), "
              f"but got shape {lengths.shape}")
+    if not (np.isfinite(lengths).all() and (lengths == np.round(lengths)).all() and lengths.min() >= 1):
+        fail(f"lengths should be whole numbers of at least 1 (tokens in each row), but got {shown(lengths.tolist())}")
     if (lengths == lengths.max()).sum() < 2:   # the longest row needs a donor as long
         fail(f"each row should have a donor at least as long, but only one row has the longest length {lengths.max():g}")
     donors = []
@@ -241,11 +257,41 @@ def resample_donors(lengths, seed):
     return torch.tensor(donors)
 
 
+def check_repeated(model, ids, name="ids"):
+    """Repeated sequences for the induction model: ``model`` a course Transformer and ``ids`` its token
+    ids (B, 2L+1), an odd length of at least 3 (a first copy, its repeat, and one token after); as a
+    LongTensor, else one sentence."""
+    ids = check_model(model).check_ids(ids)
+    if ids.dim() != 2 or ids.shape[1] < 3 or ids.shape[1] % 2 == 0:
+        fail(f"{name} should be repeated sequences (B, 2L+1), an odd length of at least 3, but got shape "
+             f"{tuple(ids.shape)}")
+    return ids
+
+
+def checked_reference(model, ids, reference):
+    """``reference`` as ``induction_reference`` gives it, for test sequences ids (B, 2L+1): None (ids
+    itself), repeated sequences of ids's length, or a dict ``induction_reference`` made of them."""
+    if reference is None:
+        return induction_reference(model, ids)
+    if not isinstance(reference, dict):
+        return checked_reference(model, ids, induction_reference(model, reference))
+    means = reference.get("means")
+    if set(reference) != {"ids", "outputs", "means"} or not isinstance(reference["ids"], torch.Tensor) \
+            or reference["ids"].dim() != 2 or not isinstance(reference["outputs"], dict) \
+            or not isinstance(means, dict) or not all(isinstance(means.get(pp), dict) for pp in (True, False)):
+        fail(f"reference should be None, repeated sequences (R, 2L+1) or what induction_reference returns (a dict "
+             f"of ids, outputs and means), but got {shown(reference)}")
+    if reference["ids"].shape[1] != ids.shape[1]:
+        fail(f"the reference sequences should have the test sequences' length {ids.shape[1]}, "
+             f"but have {reference['ids'].shape[1]}")
+    return reference
+
+
 def induction_reference(model, reference):
     """What the ablations of ``induction_ablation`` take from a reference of repeated sequences
     (R, 2L+1), computed once: dict(ids, outputs {layer: (R, H, T, d_k)} every head's output, means
     {per_position (True / False): ``mean_head_outputs``})."""
-    reference = model.check_ids(reference)
+    reference = check_repeated(model, reference, "reference")
     return dict(ids=reference, outputs=head_outputs(model, reference[:, :-1]),
                 means={pp: mean_head_outputs(model, reference[:, :-1], per_position=pp) for pp in (True, False)})
 
@@ -258,15 +304,11 @@ def induction_ablation(model, ids, heads, kind, per_position=True, reference=Non
     ``draws`` seeded draws, in each every sequence takes the heads' outputs from a reference
     sequence other than itself; the losses are the mean over the draws and second_spread is the
     standard deviation of the second-copy loss over them."""
-    ids = model.check_ids(ids)
-    if ids.dim() != 2 or ids.shape[1] < 3 or ids.shape[1] % 2 == 0:
-        fail(f"ids should be repeated sequences (B, 2L+1), but got shape {tuple(ids.shape)}")
+    ids = check_repeated(model, ids)
     heads, per_position = sorted(model.check_heads(heads)), check_switch(per_position, "per_position")
     draws, seed = check_draws(draws), check_seed(seed)
-    ref = reference if isinstance(reference, dict) else induction_reference(model, ids if reference is None else reference)
-    if ref["ids"].shape[1] != ids.shape[1]:
-        fail(f"the reference sequences should have the test sequences' length {ids.shape[1]}, "
-             f"but have {ref['ids'].shape[1]}")
+    check_choice(kind, "the ablation kind", KINDS)
+    ref = checked_reference(model, ids, reference)
     length = (ids.shape[1] - 1) // 2
     if kind != "resample":
         means = ref["means"][per_position] if kind == "mean" else None
@@ -299,6 +341,10 @@ def donor_draws(n, pool, draws, seed, avoid_self=True, same=None):
     banned = torch.zeros(n, pool, dtype=torch.bool) if same is None else same.clone()
     if avoid_self:
         banned[torch.arange(n), torch.arange(n)] = True
+    stuck = torch.nonzero(banned.all(1)).flatten()
+    if len(stuck):
+        fail(f"each row should have a row of the pool it may take, but row {int(stuck[0])} has none "
+             f"({count(len(stuck))} rows in all){' (same bans every other row)' if same is not None else ''}")
     out = []
     for _ in range(draws):
         weights = (~banned).double()
@@ -444,6 +490,9 @@ def logit_difference(world, up=worlds.ANIMAL_ADJ, down=worlds.SURFACE_ADJ):
 def value_bias_write(model):
     """{(layer, head): (d_model,)} what a head still writes when W_V = 0 but b_V stays: its values
     are all b_V's slice, its weights sum to 1, so its output is that slice and it writes b_V_h · W_O_h."""
+    if not check_model(model).cfg.bias:
+        fail("the model should have attention biases (b_V is what a head still writes with W_V = 0), "
+             "but this one has bias=False")
     d_k, out = model.cfg.d_k, {}
     with torch.no_grad():
         for layer, block in enumerate(model.blocks):
@@ -455,7 +504,7 @@ def value_bias_write(model):
 
 def value_zeroed_copy(model):
     """A copy of ``model`` with every W_V zeroed (b_V kept): the Primer's "equivalently W_V = 0"."""
-    clone = copy.deepcopy(model)
+    clone = copy.deepcopy(check_model(model))
     with torch.no_grad():
         for block in clone.blocks:
             block.attn.W_V.zero_()
@@ -501,7 +550,13 @@ def copy_log_prob(clean, length):
     target = clean[:, query + 1]                                     # (B, L-1)
 
     def metric(out):
-        logp = out["logits"][:, query].log_softmax(-1)              # (rows, L-1, V)
+        logits = out.get("logits") if isinstance(out, dict) else None
+        if not isinstance(logits, torch.Tensor) or logits.dim() != 3 or logits.shape[1] != clean.shape[1] \
+                or logits.shape[0] % len(clean):
+            fail(f"this metric reads the logits (rows, {clean.shape[1]}, V) of a batch that repeats clean's "
+                 f"{len(clean)} rows a whole number of times, but got "
+                 + (f"logits of shape {tuple(logits.shape)}" if isinstance(logits, torch.Tensor) else shown(out)))
+        logp = logits[:, query].log_softmax(-1)                     # (rows, L-1, V)
         rows = logp.shape[0]
         return logp.gather(-1, target.repeat(rows // len(clean), 1)[..., None])[..., 0].mean(-1)
     return metric
@@ -514,11 +569,14 @@ def induction_direct_effects(model, ids, heads_off=(), reference=None):
     ``reference``, repeated sequences of the same form, or their ``induction_reference``; default
     ids); scale: the final LayerNorm's mean divisor there; outputs {layer: (B, H, T, d_k)} every
     head's output in that run)."""
+    ids = check_repeated(model, ids)
+    heads_off = sorted(model.check_heads(heads_off))
     length = (ids.shape[1] - 1) // 2
     replace = {}
     if heads_off:
-        ref = reference if isinstance(reference, dict) else induction_reference(model, ids if reference is None else reference)
-        replace = ablation_replace(heads_off, "mean", ref["means"][True])
+        replace = ablation_replace(heads_off, "mean", checked_reference(model, ids, reference)["means"][True])
+    elif reference is not None:
+        checked_reference(model, ids, reference)
     got = direct_effects(model, ids[:, :-1], ids[:, 1:], replace)
     where = torch.arange(length + 1, 2 * length)
     return dict(direct=got["heads"][..., where].mean((0, -1)), scale=float(got["scale"][:, where].mean()),

@@ -368,6 +368,20 @@ def unigram_loss(train_ids, val_ids):
 
 
 @torch.no_grad()
+def encoded_ids(encoded, vocab_size):
+    """What a tokenizer's ``encode`` returned (a tensor, an array or a list of ids) as a list of ints,
+    each an id of the vocabulary, at least one; else one sentence."""
+    try:
+        ids = torch.as_tensor(encoded) if not isinstance(encoded, (str, bytes, dict)) else None
+    except Exception:   # noqa: BLE001 (a learner's tokenizer may return anything)
+        ids = None
+    if ids is None or ids.dim() != 1 or not len(ids) or ids.dtype.is_floating_point or ids.is_complex() \
+            or ids.dtype == torch.bool or int(ids.min()) < 0 or int(ids.max()) >= vocab_size:
+        fail(f"tokenizer.encode should return token ids (T,) from 0 to {vocab_size - 1}, at least one, but returned "
+             f"{type(encoded).__name__} {shown(encoded)}")
+    return ids.long().tolist()
+
+
 def sample_text(model, tokenizer, prompt, n_new, temperature=1.0, seed=0, context=None):
     """``prompt`` and ``n_new`` characters drawn after it, one at a time (chapter 09's
     ``next_distribution`` and ``draw``, one generator seeded once), each step reading at most the
@@ -386,9 +400,10 @@ def sample_text(model, tokenizer, prompt, n_new, temperature=1.0, seed=0, contex
     if not prompt:
         fail("the prompt should be a non-empty string, but got ''")
     try:
-        ids = tokenizer.encode(prompt).tolist()
+        encoded = tokenizer.encode(prompt)
     except CourseInputError as error:
         fail(f"the prompt should be text this tokenizer can encode, but encoding it said: {error}")
+    ids = encoded_ids(encoded, cfg.vocab_size)
     generator = torch.Generator().manual_seed(check_seed(seed))
     with eval_mode(model):
         for _ in range(n_new):

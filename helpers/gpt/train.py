@@ -16,8 +16,9 @@ import torch
 import torch.nn.functional as F
 from torch import nn
 
-from ..errors import check_bytes, count, check_number, check_positive_int, check_seed, fail
+from ..errors import check_bytes, count, check_number, check_positive_int, check_seed, fail, shown, type_name
 from ..model import Attention
+from ..training import Snapshot, check_lr, stopped
 from .corpus import check_ids, windows
 
 MAX_STEPS = 100_000     # the most updates one call trains (the shipped model took 5,400; a live run about 1,000)
@@ -35,7 +36,7 @@ def learning_rate(step, lr, warmup, steps, min_lr):
     """
     step, steps = check_positive_int(step, "step", minimum=0), check_steps(steps)
     warmup = check_positive_int(warmup, "warmup", minimum=0)
-    lr = check_number(lr, "lr", low=0, low_open=True)
+    lr = check_lr(lr)
     min_lr = check_number(min_lr, "min_lr", low=0, high=lr)
     if warmup >= steps:
         fail(f"the warm-up should end before the run does, but got warmup={count(warmup)} and steps={count(steps)}")
@@ -68,7 +69,7 @@ def check_settings(steps, batch, context, lr, warmup, min_lr, weight_decay, clip
     steps, batch = check_steps(steps), check_positive_int(batch, "batch")
     context = check_positive_int(context, "context")
     warmup = check_positive_int(warmup, "warmup", minimum=0)
-    lr = check_number(lr, "lr", low=0, low_open=True)
+    lr = check_lr(lr)
     min_lr = check_number(min_lr, "min_lr", low=0, high=lr)
     weight_decay = check_number(weight_decay, "weight_decay", low=0)
     clip = check_number(clip, "clip", low=0, low_open=True)
@@ -138,6 +139,8 @@ def train(model, train_ids, val_ids, steps=5000, batch=64, context=256, lr=1e-3,
     ``time_limit`` (seconds): stop once that much wall time has passed, evaluate, and mark that
     last record ``stopped_early``. ``stop_after``: run only the first updates of the ``steps``-long
     schedule (the start of the same run, e.g. to check a log). The model is left in eval mode.
+    A run stopped by an error (a callback that raises, say) or an interrupt puts the model's weights,
+    its train/eval mode and torch's global random state back as they were before the call.
     """
     # check everything first, each argument on its own in the order given, then how they fit
     # together: a refused call changes nothing, and names the argument the learner gave
@@ -154,6 +157,21 @@ def train(model, train_ids, val_ids, steps=5000, batch=64, context=256, lr=1e-3,
     learning_rate(0, lr, warmup, steps, min_lr)                   # refuses a warm-up as long as the run
     check_batch(model, batch, context, grad=True)
 
+    snapshot = Snapshot(model)   # a run stopped by an error (a callback's, say) puts it all back
+    try:
+        return run(model, train_ids, val_ids, steps, batch, context, lr, warmup, min_lr, weight_decay, clip,
+                   eval_every, eval_batches, seed, callback, time_limit, last)
+    except Exception as error:   # noqa: BLE001 (the learner's callback, a model of the learner's)
+        snapshot.restore()
+        stopped(error, "the run")
+    except BaseException:   # an interrupt (the stop button): the model put back, the interrupt passed on
+        snapshot.restore()
+        raise
+
+
+def run(model, train_ids, val_ids, steps, batch, context, lr, warmup, min_lr, weight_decay, clip, eval_every,
+        eval_batches, seed, callback, time_limit, last):
+    """``train``'s run, its arguments checked."""
     # AdamW; matrices and embeddings decay towards 0, biases and LayerNorm scales do not
     matrices = [p for p in model.parameters() if p.requires_grad and p.dim() >= 2]
     vectors = [p for p in model.parameters() if p.requires_grad and p.dim() < 2]
@@ -206,10 +224,20 @@ def train(model, train_ids, val_ids, steps=5000, batch=64, context=256, lr=1e-3,
     return log
 
 
+CFG_SIZES = ("vocab_size", "d_model", "n_heads", "n_layers", "n_max")   # what a model's .cfg must give, each >= 1
+
+
 def check_model(model, what):
-    """A model with a .cfg (a helpers.model.Transformer, or a GPT that sets one)."""
+    """A model with a .cfg (a helpers.model.Transformer, or a GPT that sets one) giving its sizes as whole
+    numbers: d_model, n_heads, n_layers, n_max (each at least 1), d_ff (0 for none) and vocab_size (its
+    range is check_vocabulary's to say)."""
     if not isinstance(model, nn.Module) or not hasattr(model, "cfg"):
-        fail(f"{what} expected a model with a .cfg (a helpers.model.Transformer), but got {type(model).__name__}")
+        fail(f"{what} expected a model with a .cfg (a helpers.model.Transformer), but got {type_name(model)}")
+    for name in CFG_SIZES + ("d_ff",):
+        value = getattr(model.cfg, name, None)
+        if isinstance(value, bool) or not isinstance(value, int) or value < (name not in ("d_ff", "vocab_size")):
+            fail(f"{what} expected a model whose .cfg gives {name} as a whole number (as helpers.model.Config does), "
+                 f"but its .cfg, a {type_name(model.cfg)}, gives {shown(value)}")
     return model
 
 

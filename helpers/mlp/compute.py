@@ -23,11 +23,13 @@ from .. import reference as ref
 from ..errors import as_array, check_bytes, check_choice, check_finite, check_index, check_number, check_positive_int, \
     check_switch, count, fail, shown, to_numpy
 from ..explorer import check_model_and_world
-from ..model import MAX_TOKENS, check_model, check_stream
+from ..model import MAX_TOKENS, check_model, check_squares, check_stream
 
 MAX_COLLECTED = 100_000   # the most sentences collect_activations traces in one call (the notebook traces 64)
 
 ACTIVATIONS = {"gelu": ref.gelu, "relu": ref.relu, "none": lambda x: as_array(x, "x")}
+ACTIVATION_BYTES = {"gelu": 112, "relu": 32, "none": 24}   # mlp_forward's peak bytes per hidden activation (measured)
+MAX_ACTIVATIONS = 2_000_000   # the most hidden activations (rows x d_ff) mlp_forward computes in one call (a few s)
 
 # Published configurations, as each model's release gives them. ffn: "gelu" (two matrices,
 # W_1 d x d_ff and W_2 d_ff x d) or "swiglu" (three: gate, up and down, each d x d_ff);
@@ -52,6 +54,8 @@ GPT = ("GPT-2 small", "GPT-3")
 def mlp_forward(x, W_1, b_1, W_2, b_2, activation="gelu"):
     """The MLP block on rows x (T, d): pre = x W_1 + b_1 (T, d_ff), act = activation(pre),
     out = act W_2 + b_2 (T, d). Returns dict(pre, act, out). activation: gelu, relu or none.
+    At most MAX_ACTIVATIONS (2,000,000) hidden activations, rows x d_ff, in one call; the memory the call
+    needs is counted first (``ACTIVATION_BYTES`` an activation) against MAX_BYTES.
     """
     x, W_1, W_2 = as_array(x, "x", (1, 2)), as_array(W_1, "W_1", 2), as_array(W_2, "W_2", 2)
     b_1, b_2 = as_array(b_1, "b_1", 1), as_array(b_2, "b_2", 1)
@@ -60,9 +64,15 @@ def mlp_forward(x, W_1, b_1, W_2, b_2, activation="gelu"):
     if W_1.shape[0] != d or b_1.shape != (d_ff,) or W_2.shape != (d_ff, d) or b_2.shape != (d,):
         fail(f"W_1, b_1, W_2 and b_2 should have shapes (d, d_ff), (d_ff,), (d_ff, d) and (d,) for x of width "
              f"d={d}, but have {W_1.shape}, {b_1.shape}, {W_2.shape} and {b_2.shape}")
-    rows = x.shape[0] if x.ndim == 2 else 1   # pre, act and the activation's temporaries (T, d_ff), out (T, d)
-    check_bytes(8 * rows * (5 * d_ff + d), f"the MLP of {count(rows)} rows of width {count(d_ff)}",
-                "give fewer rows or a smaller d_ff")
+    rows = x.shape[0] if x.ndim == 2 else 1
+    # x and out (T, d) as float64, and per hidden activation: pre, act and the activation's temporaries
+    # (GELU's erf goes through an array of Python floats, about 100 bytes an entry at its peak)
+    check_bytes(8 * rows * 2 * d + rows * d_ff * ACTIVATION_BYTES[activation],
+                f"the MLP of {count(rows)} rows of width {count(d_ff)}", "give fewer rows or a smaller d_ff")
+    if rows * d_ff > MAX_ACTIVATIONS:   # GELU's erf runs once per entry, in Python: about a second a million
+        fail(f"x and W_1 should make at most {MAX_ACTIVATIONS:,} hidden activations (rows x d_ff, this course's "
+             f"limit for one call), but {count(rows)} rows of width d_ff={count(d_ff)} make {count(rows * d_ff)}: "
+             "give fewer rows or a smaller d_ff")
     pre = x @ W_1 + b_1
     act = ACTIVATIONS[activation](pre)
     return dict(pre=pre, act=act, out=act @ W_2 + b_2)
@@ -133,13 +143,19 @@ def apply_block_mlp(model, layer, h_mid):
     if h_mid.ndim != 2 or h_mid.shape[1] != d:
         fail(f"h_mid should have shape (T, {d}), but it has shape {h_mid.shape}")
     check_finite(h_mid, "h_mid")
+    if block.ln2 is not None and h_mid.size:
+        check_squares(h_mid, "h_mid", np.float32)   # the norm's variance, in float32, would be inf
     rows = h_mid.shape[0]   # float32 tables the block keeps: h_mid, ln2, mlp, h (T, d) and pre, act (T, d_ff)
     check_bytes(4 * rows * (4 * d + 2 * d_ff), f"the MLP of {count(rows)} rows", "give fewer rows")
     h_mid = torch.as_tensor(h_mid, dtype=torch.float32)
     kept = {}
     with torch.no_grad():
         block.mlp_part(h_mid[None], keep=kept.__setitem__)
-    return kept["mlp"][0]
+    out = kept["mlp"][0]
+    if not torch.isfinite(out).all():   # no norm before it: h_mid large enough to overflow float32 on its way
+        fail(f"h_mid should hold numbers the MLP can take in float32, but its largest, of size "
+             f"{float(h_mid.abs().max()):.3g}, makes the MLP's output overflow to inf or NaN")
+    return out
 
 
 def layer_parameters(d, d_ff=None, bias=True, n_heads=1, n_kv_heads=None, ffn="gelu", norm="layer",
@@ -263,7 +279,8 @@ def collect_activations(model, world, sentences=None):
 def unit_means(collected, layer, words):
     """(len(words), d_ff): the mean activation of each hidden unit of ``layer`` over the
     positions holding each word; each word must occur at an input position of ``collected``."""
-    acts = collected["act"][check_layer(collected, layer)]
+    layer = check_layer(collected, layer)   # before collected is read: it may be no dict at all
+    acts = collected["act"][layer]
     if isinstance(words, (str, bytes)) or not isinstance(words, (list, tuple)) \
             or not words or not all(isinstance(word, str) for word in words):
         fail(f"words should be a non-empty list of words (strings), but got {shown(words)}")
@@ -300,7 +317,8 @@ def unit_profile(collected, layer, unit, words, top=3):
     top_contexts: the ``top`` distinct contexts where it is largest, as (context, value),
     share: the fraction of all positions where the unit is above 0.5).
     """
-    acts = collected["act"][check_layer(collected, layer)]
+    layer = check_layer(collected, layer)   # before collected is read: it may be no dict at all
+    acts = collected["act"][layer]
     unit = check_index(unit, "unit", acts.shape[1])
     top = check_positive_int(top, "top")
     column = acts[:, unit]
@@ -323,7 +341,8 @@ def unit_selectivity(collected, layer, unit, where, level=0.5):
     dict(n_in, mean_in, mean_out: the unit's mean activation inside and outside the group,
     share_in, share_out: the fraction of those positions where it is above ``level``).
     """
-    acts = collected["act"][check_layer(collected, layer)]
+    layer = check_layer(collected, layer)   # before collected is read: it may be no dict at all
+    acts = collected["act"][layer]
     unit = check_index(unit, "unit", acts.shape[1])
     level = check_number(level, "level")
     try:

@@ -46,7 +46,7 @@ from ..errors import MAX_BYTES, as_array, check_bytes, check_choice, check_finit
 from ..heads.compute import MultiHeadAttention
 from ..mlp.compute import MLP
 from ..model import Block as ModelBlock
-from ..model import Config, Transformer, check_depth, check_model, check_stream
+from ..model import Config, Transformer, check_depth, check_model, check_squares, check_stream
 from ..training import check_batch as check_training_batch, train
 from ..weights import data_dir
 
@@ -119,15 +119,6 @@ def check_affine(x, gamma, beta):
         check_finite(values, name)
 
 
-def check_squares(x, name="x"):
-    """Refuse finite, non-empty x (..., d) whose rows' deviations from the mean, squared and summed,
-    would overflow float64: the variance would be inf and every z 0."""
-    largest, limit = float(np.abs(x).max()), math.sqrt(np.finfo(float).max / (4 * x.shape[-1]))
-    if largest > limit:
-        fail(f"{name} should hold numbers whose squares stay finite (each of size at most about {limit:.1e}), "
-             f"but one has size {largest:.3g}")
-
-
 def layer_norm_steps(x, gamma=None, beta=None, eps=1e-5):
     """LayerNorm of one vector x (d,), every step kept.
 
@@ -154,6 +145,15 @@ def layer_norm_steps(x, gamma=None, beta=None, eps=1e-5):
     return {"mean": mean, "std": math.sqrt(var), "z": z, "out": gamma * z + beta}
 
 
+def rounded(v, decimals):
+    """v (a number or an array) rounded to ``decimals``, as np.round, except that a number too large
+    to have a fraction (2**52 or more) is kept as it is: np.round scales it by 10**decimals first,
+    which would overflow to inf."""
+    v = np.asarray(v, dtype=float)
+    with np.errstate(over="ignore", invalid="ignore"):
+        return np.where(np.abs(v) < 2.0**52, np.round(v, decimals), v)
+
+
 def layer_norm_by_hand(x, gamma, beta, decimals=3):
     """LayerNorm of one vector x (d,) as done by hand: every intermediate rounded to
     ``decimals`` before the next step uses it (and no ε, which a hand computation skips).
@@ -166,7 +166,7 @@ def layer_norm_by_hand(x, gamma, beta, decimals=3):
         fail(f"decimals should be at most 15 (a float's precision), but got {count(decimals)}")
     check_affine(x, gamma, beta)
     check_squares(x)
-    r = lambda v: np.round(v, decimals)
+    r = lambda v: rounded(v, decimals)
     mean = float(r(x.sum() / len(x)))
     deviations = r(x - mean)
     squares = r(deviations ** 2)
@@ -188,6 +188,9 @@ def rounding_spread(x, gamma, beta, half_width=5e-4, n=2000, seed=0):
     x, gamma, beta = (as_array(v, name, 1) for v, name in ((x, "x"), (gamma, "gamma"), (beta, "beta")))
     check_affine(x, gamma, beta)
     half_width = check_number(half_width, "half_width", low=0)
+    with np.errstate(over="ignore"):   # the widest versions' squares (and their spread) must stay finite
+        for name, values in (("x", x), ("gamma", gamma), ("beta", beta)):
+            check_squares(np.abs(values) + half_width, f"{name} widened by half_width={half_width:g}")
     n, seed = check_positive_int(n, "n"), check_seed(seed)
     check_bytes(64 * n * len(x), f"rounding_spread with n={count(n)} versions of {len(x)} numbers",
                 f"n should be at most {MAX_BYTES // (64 * len(x)):,} for vectors of {len(x)} numbers")
@@ -219,7 +222,12 @@ def gamma_for_range(z, beta, target):
         fail(f"β alone already spans {np.ptp(beta):.3f}, at least the target {target}")
     dz, db = z[:, None] - z[None, :], beta[:, None] - beta[None, :]
     rising = dz > 0
-    return float(((target - db[rising]) / dz[rising]).min())
+    with np.errstate(over="ignore"):
+        gamma = float(((target - db[rising]) / dz[rising]).min())
+    if not math.isfinite(gamma):
+        fail(f"z should hold values far enough apart for a finite γ to stretch them to the target {target:g}, but its "
+             f"values lie only {np.ptp(z):.3g} apart")
+    return gamma
 
 
 def rms_norm(x, gamma=None, eps=1e-5):
@@ -305,7 +313,7 @@ def unigram_loss(targets):
         fail("targets hold no token to predict (every entry is -100)")
     # counted in place (a Python list of the ids would cost about 36 bytes per id)
     p = torch.unique(kept, return_counts=True)[1].double() / kept.numel()
-    return float(-(p * p.log()).sum())
+    return float(-(p * p.log()).sum()) + 0.0   # + 0.0: one token's entropy is 0, not -0.0
 
 
 def best_loss(sentences):
@@ -316,8 +324,12 @@ def best_loss(sentences):
     than the frequencies of those words after it, so the floor is their entropy,
     averaged over every prediction.
     """
-    if not sentences:
-        fail("best_loss needs at least one sentence, but got none")
+    if not isinstance(sentences, (list, tuple)) or not all(
+            isinstance(s, (list, tuple)) and all(isinstance(w, str) for w in s) for s in sentences):
+        fail(f"sentences should be a list of sentences, each a list of words (strings), but got {shown(sentences)}")
+    if not any(len(s) >= 2 for s in sentences):
+        fail(f"sentences should hold at least one sentence of two words or more (a word to predict after "
+             f"another), but got {shown(sentences)}")
     after = defaultdict(Counter)
     for s in sentences:
         for t in range(1, len(s)):
@@ -412,6 +424,9 @@ def next_token_loss(logits, targets):
              f"{int(targets.min())} to {int(targets.max())}")
     check_bytes(3 * logits.element_size() * logits.numel(), f"the loss of {count(logits.numel() // V)} positions",
                 "give fewer positions (an expanded tensor counts every row it stands for)")
+    if bool((targets == -100).all()):
+        fail("targets should hold at least one token to predict, but every entry is -100 (the mean of no loss is NaN)")
+    check_finite(logits.detach(), "logits", minus_inf=True)
     return F.cross_entropy(logits.reshape(-1, logits.shape[-1]), targets.reshape(-1), ignore_index=-100)
 
 
@@ -719,6 +734,8 @@ def final_text(loss, norm, n_layers, unigram, best):
     if chaotic(norm, n_layers):
         outcome = run_outcome(loss, unigram, best)
         return {"diverged": "NaN*", "other": "other*"}.get(outcome, outcome + "*")
+    if np.isnan(loss).any():   # a diverged run, in the word run_outcome gives it
+        return "NaN"
     return f"{np.asarray(loss, dtype=float)[-1]:.3f}"
 
 
@@ -742,10 +759,10 @@ def learning_state(loss, unigram):
     """Where a (possibly unfinished) run stands at its last step, in words:
     "learns from the context" (loss at least 0.5 below ``unigram``, the loss of a predictor
     that ignores its input), "is stuck at the frequencies" (within 0.01 of it),
-    "has diverged" (NaN) or "is in between"."""
+    "has diverged" (NaN or inf) or "is in between"."""
     loss = check_loss(loss)
     unigram = check_number(unigram, "unigram", low=0)
-    if np.isnan(loss).any():
+    if not np.isfinite(loss).all():   # NaN, or a loss that overflowed to inf
         return "has diverged"
     if loss[-1] <= unigram - 0.5:
         return "learns from the context"
@@ -771,7 +788,9 @@ def significant(value, digits=3):
         value = float(value)
     except OverflowError:
         fail(f"value should be a number a float can hold, but got {shown(value)}")
-    if not math.isfinite(value) or value == 0:
+    if value == 0:
+        return "0"   # -0.0 too
+    if not math.isfinite(value):
         return f"{value:g}"
     rounded = float(f"{value:.{digits}g}")
     decimals = max(0, digits - 1 - int(math.floor(math.log10(abs(rounded)))))

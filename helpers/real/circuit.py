@@ -17,8 +17,8 @@ import torch
 import torch.nn.functional as F
 
 from .. import patching
-from ..errors import check_bytes, check_ids_given, check_index, check_number, check_positive_int, check_seed, \
-    check_tensor, count, fail, shown
+from ..errors import check_bytes, check_finite, check_ids_given, check_index, check_number, check_positive_int, \
+    check_seed, check_tensor, count, fail, shown
 from ..heads import compute as heads
 from .smollm2 import check_net, check_tok
 
@@ -97,6 +97,7 @@ def head_statistics(model, ids, chunk=25):
     (N, layers, heads) each sequence's scores (chapter 05's); means: {layer: (heads, T, d_k)}
     each head's output averaged over the N sequences at each position, the task's mean-ablation
     reference)."""
+    check_net(model)
     ids, length = check_repeats(ids)
     n_layers = model.cfg.n_layers
     names = [f"L{l}.{part}" for l in range(n_layers) for part in ("weights", "head_out")]
@@ -112,9 +113,11 @@ def head_statistics(model, ids, chunk=25):
                 means={l: s / len(ids) for l, s in sums.items()})
 
 
-def check_ablation(model, heads_off, means):
+def check_ablation(model, heads_off, means, T, whose="each head of heads_off"):
     """heads_off: (layer, head) pairs of the model (``Transformer.check_heads``); means: what
-    ``head_statistics`` returns as means ({layer: (heads, T, d_k)}), for every layer of heads_off."""
+    ``head_statistics`` returns as means ({layer: (heads, T, d_k)}), for every layer of heads_off: each
+    head's mean a float tensor (at least T, d_k) of finite numbers, one row for each of the T positions."""
+    check_net(model)
     if isinstance(heads_off, (str, bytes, dict)) or not isinstance(heads_off, (list, tuple, set)):
         fail(f"heads_off should be a list of (layer, head) pairs, e.g. [(1, 4)], but got {shown(heads_off)}")
     pairs = model.check_heads(heads_off)
@@ -125,8 +128,23 @@ def check_ablation(model, heads_off, means):
         except (TypeError, KeyError, IndexError):
             return False
     if not all(has(layer, head) for layer, head in pairs):
-        fail(f"means should hold a mean output for each head of heads_off (head_statistics(...)['means'] or "
+        fail(f"means should hold a mean output for {whose} (head_statistics(...)['means'] or "
              f"shipped_means()), but got {type(means).__name__} {shown(means)}")
+    d_k = model.cfg.d_k
+    for layer, head in sorted(pairs):
+        mean = check_tensor(means[layer][head], f"means[{layer}][{head}]")
+        if mean.dim() != 2 or mean.shape[0] < T or mean.shape[1] != d_k or not mean.is_floating_point():
+            fail(f"means[{layer}][{head}] should be a float tensor (T, d_k) with a row for each of the {T} positions "
+                 f"and d_k={d_k}, but got dtype {mean.dtype} and shape {tuple(mean.shape)}")
+        check_finite(mean[:T], f"means[{layer}][{head}]")
+
+
+def check_head(model, pair, name):
+    """A (layer, head) pair of the model, each a whole number in range; returned as two ints."""
+    if not isinstance(pair, (tuple, list)) or len(pair) != 2:
+        fail(f"{name} should be a (layer, head) pair such as (24, 4), but got {shown(pair)}")
+    return (check_index(pair[0], f"{name}'s layer", model.cfg.n_layers),
+            check_index(pair[1], f"{name}'s head", model.cfg.n_heads))
 
 
 def mean_ablation(heads_off, means):
@@ -152,9 +170,9 @@ def copy_loss(model, ids, heads_off=(), means=None, chunk=25, copy=2):
     left out: nothing announces it), with ``heads_off`` mean-ablated to ``means``. copy=1: on the
     first copy's tokens 2..L instead, where nothing can be copied."""
     ids, length = check_repeats(ids)
-    if copy not in (1, 2) or isinstance(copy, bool):
-        fail(f"copy should be 1 or 2, but got {copy!r}")
-    check_ablation(model, heads_off, means)
+    if isinstance(copy, bool) or not isinstance(copy, (int, np.integer)) or copy not in (1, 2):
+        fail(f"copy should be 1 or 2 (which copy's tokens are scored), but got {shown(copy)}")
+    check_ablation(model, heads_off, means, ids.shape[1])
     replace = mean_ablation(heads_off, means) if heads_off else {}
     where = torch.arange(length + 1, 2 * length) if copy == 2 else torch.arange(1, length)  # predicting tokens 2..L
     out = []
@@ -173,7 +191,7 @@ def copy_effects(model, ids, heads_off=(), means=None, chunk=25):
     copy's tokens 2..L), the final RMSNorm's divisor that run's own (``patching.direct_effects``)).
     With one head ablated, a head whose direct contribution grows is a backup head."""
     ids, length = check_repeats(ids)
-    check_ablation(model, heads_off, means)
+    check_ablation(model, heads_off, means, ids.shape[1])
     replace = mean_ablation(heads_off, means) if heads_off else {}
     where = torch.arange(length + 1, 2 * length)
     loss, direct = [], []
@@ -193,7 +211,7 @@ def induction_scores(model, ids, heads_off=(), means=None, chunk=25):
     score rises when another is off has taken over its attention (a backup head that attends
     where the removed one did, even if it writes nothing directly into the logit)."""
     ids, length = check_repeats(ids)
-    check_ablation(model, heads_off, means)
+    check_ablation(model, heads_off, means, ids.shape[1])
     replace = mean_ablation(heads_off, means) if heads_off else {}
     names = [f"L{l}.weights" for l in range(model.cfg.n_layers)]
     out = []
@@ -210,12 +228,16 @@ def receiver_scores(model, ids, receiver, sender=None, means=None, via="all", ch
     via="q" / "k" / "qk" only in the direct path into the receiver's queries / keys / both (the
     residual stream the receiver's query or key projection reads has the sender's own write
     replaced; every other head and MLP sees the clean run). sender=None: the clean score."""
+    check_net(model)
     ids, length = check_repeats(ids)
-    r_layer, r_head = receiver
+    r_layer, r_head = receiver = check_head(model, receiver, "receiver")
     if via not in ("all", "q", "k", "qk"):
-        fail(f"via should be 'all', 'q', 'k' or 'qk', but got {via!r}")
-    if sender is not None and sender[0] >= r_layer:
-        fail(f"the sender {sender} should sit in a layer below the receiver {receiver}")
+        fail(f"via should be 'all', 'q', 'k' or 'qk', but got {shown(via)}")
+    if sender is not None:
+        sender = check_head(model, sender, "sender")
+        if sender[0] >= r_layer:
+            fail(f"the sender should sit in a layer below the receiver {receiver}, but got {sender}")
+        check_ablation(model, [sender], means, ids.shape[1], f"the sender {sender}")
     target = f"L{r_layer}.weights"
     out = []
     for part in _chunks(ids, chunk):

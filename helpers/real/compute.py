@@ -12,7 +12,7 @@ import torch
 import torch.nn.functional as F
 
 from .. import reference as ref
-from ..errors import check_bytes, count, check_index, check_number, check_positive_int, check_seed, check_switch, \
+from ..errors import check_bytes, check_tensor, count, check_index, check_number, check_positive_int, check_seed, check_switch, \
     check_text as check_string, fail, shown
 from ..heads import compute as heads
 from ..model import MAX_TRACE_BYTES, KVCache
@@ -102,9 +102,16 @@ def distinct_per_block(W, block=32):
     block = check_positive_int(block, "block")
     if not isinstance(W, (torch.Tensor, np.ndarray)) or W.dtype == bool or W.dtype == torch.bool:
         fail(f"W should be a weight matrix (a tensor), but got {type(W).__name__} {shown(W)}")
-    W = torch.as_tensor(W)
-    if W.dim() != 2 or W.shape[0] % block:
+    if isinstance(W, np.ndarray) and W.dtype.kind not in "fiu":
+        fail(f"W should be a weight matrix of real numbers, but got an array of dtype {W.dtype}")
+    if isinstance(W, torch.Tensor):
+        check_tensor(W, "W")
+    if W.ndim != 2 or W.shape[0] % block:
         fail(f"expected a matrix (d_in, d_out) with d_in a multiple of {count(block)}, but got shape {tuple(W.shape)}")
+    # the blocks copied out of W's transpose, then sorted (values and int64 indices): 24 bytes a weight at most
+    check_bytes(24 * math.prod(W.shape), f"W (a matrix of {count(math.prod(W.shape))} weights), sorted block by block",
+                "give a smaller matrix")
+    W = torch.as_tensor(W)
     blocks = W.T.reshape(-1, block)                     # one row per block
     ordered = blocks.sort(dim=1).values
     return int(((ordered[:, 1:] != ordered[:, :-1]).sum(1) + 1).max())
@@ -123,6 +130,7 @@ def memory_mb(model, path=None):
 
     if path is not None and not (isinstance(path, (str, os.PathLike)) and os.path.isfile(path)):
         fail(f"path should name the model's file on disk, but got {shown(path)}, which is no file")
+    check_net(model)
     weights = sum(p.numel() * p.element_size() for p in model.parameters())
     return dict(file=os.path.getsize(path or smollm2.gguf_path()) / 1e6, weights=weights / 1e6,
                 kv_per_1k_tokens=1000 * kv_bytes_per_token(model.cfg) / 1e6)
@@ -139,7 +147,7 @@ def peak_memory_mb():
 
 def repeated(tok, text=BOOK_SENTENCE):
     """(ids (2L+1,), L): the start token, then text's L tokens twice (the Book's experiment)."""
-    ids = tok.encode(check_text(text, "the text"))
+    ids = check_tok(tok).encode(check_text(text, "the text"))
     if len(ids) < 2:
         fail(f"the text should be at least two tokens long to be repeated, but {text!r} is {len(ids)}")
     return torch.tensor(tok.encode(START) + ids + ids), len(ids)
@@ -228,7 +236,8 @@ def first_top_layer(lens):
 @torch.no_grad()
 def next_logits(model, tok, prompt):
     """The logits (V,) of the token after ``prompt``."""
-    return model(torch.tensor(tok.encode(check_text(prompt))))[-1]
+    check_net(model)
+    return model(torch.tensor(check_tok(tok).encode(check_text(prompt))))[-1]
 
 
 def top_tokens(tok, probs, k=5):
@@ -277,8 +286,12 @@ def check_temperatures(temperatures):
     """A list or tuple of 1 to MAX_ROWS temperatures, each a finite number > 0."""
     if not isinstance(temperatures, (list, tuple)) or not 1 <= len(temperatures) <= MAX_ROWS:
         fail(f"temperatures should be a list of 1 to {MAX_ROWS} numbers (e.g. (0.5, 1.0)), but got {shown(temperatures)}")
+    seen = set()
     for t in temperatures:
-        check_number(t, "each temperature", low=0, low_open=True)
+        value = check_number(t, "each temperature", low=0, low_open=True)
+        if value in seen:   # a dict by temperature holds one row for both
+            fail(f"temperatures should be different numbers, but {shown(t)} comes twice in {shown(temperatures)}")
+        seen.add(value)
     return temperatures
 
 
@@ -501,13 +514,12 @@ def patched_logits(model, clean_ids, corrupt_ids, layer, position):
     """Run corrupt_ids, but after block ``layer`` put the clean run's residual stream at
     ``position`` in place of the corrupt one (the ``replace`` switch on ``L{layer}.h``).
     Both (T,) of one length. Returns logits (T, V)."""
-    clean_ids, corrupt_ids = model.check_ids(clean_ids), model.check_ids(corrupt_ids)
-    if clean_ids.shape != corrupt_ids.shape:
-        fail(f"the clean and corrupted prompts should have as many tokens, but have "
-             f"{len(clean_ids)} and {len(corrupt_ids)}")
-    if not (0 <= layer < model.cfg.n_layers and -len(clean_ids) <= position < len(clean_ids)):
-        fail(f"layer should lie in 0..{model.cfg.n_layers - 1} and position in 0..{len(clean_ids) - 1}, "
-             f"but got layer={layer}, position={position}")
+    clean_ids, corrupt_ids = check_net(model).check_ids(clean_ids), model.check_ids(corrupt_ids)
+    if clean_ids.shape != corrupt_ids.shape or clean_ids.dim() != 1:
+        fail(f"the clean and corrupted prompts should be one sequence (T,) each, of as many tokens, but have shapes "
+             f"{tuple(clean_ids.shape)} and {tuple(corrupt_ids.shape)}")
+    layer = check_index(layer, "layer", model.cfg.n_layers)
+    position = check_index(position, "position", len(clean_ids), negative=True)
     clean = trace(model, clean_ids)[f"L{layer}.h"]
 
     def patch(h):                                    # (B, T, d_model)

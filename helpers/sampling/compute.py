@@ -17,8 +17,8 @@ import math
 import numpy as np
 import torch
 
-from ..errors import check_bytes, check_finite, check_positive_int, check_seed, check_switch, check_tensor, count, \
-    fail, shown, to_numpy
+from ..errors import CourseInputError, check_bytes, check_finite, check_number, check_positive_int, check_seed, \
+    check_switch, check_tensor, count, fail, shown, to_numpy
 from ..model import KVCache, check_model
 
 
@@ -27,23 +27,29 @@ MAX_REPEATS, MAX_LENGTHS = 100, 20   # step_seconds's runs per length and length
 MAX_SAMPLES = 1024       # samples() and slide() run that many rows side by side at most
 MAX_COUNTED_TOKENS = 10**7   # macs_by_part counts a pass over at most that many tokens
 MAX_CONTINUATION_BYTES = 512 * 2**20   # the rows' KV cache (float32) continuations() may grow, checked before it starts
+MAX_TIMED_WORK = 10**11   # the work step_seconds and prefill_and_decode_seconds may time in one call (the chapter: ~3e10)
+PASS_WORK = 10**8         # a forward pass's fixed cost (its Python calls), counted as that many multiply-adds
 SWITCHES = ("causal", "attention", "ablate_heads", "positions", "replace", "scaled")   # what generate passes on
 
 
 def check_sampling(temperature=1.0, top_k=None, top_p=None, vocab_size=None):
     """Raise a one-sentence error for a temperature < 0 (or NaN, inf, a bool), top_k < 1 or above
     the vocabulary, or top_p outside (0, 1]. Temperature 0 is allowed: it means greedy."""
-    if isinstance(temperature, bool) or not isinstance(temperature, (int, float, np.integer, np.floating)) \
-            or not 0 <= (float(temperature) if not isinstance(temperature, int) or abs(temperature) < 1e300
-                         else math.inf) < math.inf:
+    try:   # errors.check_number reads a number of the learner's own class safely; the sentence is this one
+        check_number(temperature, "temperature", low=0)
+    except CourseInputError as error:
+        if "cannot be read" in str(error):   # a number of the learner's own class whose __float__ raises
+            raise
         fail(f"temperature should be a finite number >= 0 (0 means greedy), but got {shown(temperature)}")
-    if top_k is not None:
-        check_positive_int(top_k, "top_k")
-        if vocab_size is not None and top_k > vocab_size:
-            fail(f"top_k should be at most the vocabulary size {vocab_size}, but got {shown(top_k)}")
-    if top_p is not None and (isinstance(top_p, bool) or not isinstance(top_p, (int, float, np.integer, np.floating))
-                              or not 0 < top_p <= 1):
-        fail(f"top_p should lie in (0, 1], but got {shown(top_p)}")
+    if top_k is not None and check_positive_int(top_k, "top_k") > (vocab_size or math.inf):
+        fail(f"top_k should be at most the vocabulary size {vocab_size}, but got {shown(top_k)}")
+    if top_p is not None:
+        try:
+            check_number(top_p, "top_p", low=0, low_open=True, high=1)
+        except CourseInputError as error:
+            if "cannot be read" in str(error):
+                raise
+            fail(f"top_p should lie in (0, 1], but got {shown(top_p)}")
 
 
 def check_p(p):
@@ -136,7 +142,8 @@ def _nucleus(probs, p):
     order = torch.argsort(probs, descending=True, stable=True)
     cum = torch.cumsum(probs[order], dim=0)
     size = int(torch.searchsorted(cum, torch.tensor(p, dtype=cum.dtype) - 1e-7).item()) + 1
-    return order[:min(size, len(order))]
+    # never a token of probability 0 (a sum short of 1 by rounding would take them in at p = 1)
+    return order[:max(1, min(size, int((probs > 0).sum())))]
 
 
 def top_p_filter(probs, p):
@@ -381,6 +388,7 @@ def counted_macs(model, ids, cache=None):
                 total[0] += 2 * q.numel() * k.shape[-2]      # the scores and the weighted sum
             return func(*args, **kwargs)
 
+    check_model(model)
     with torch.no_grad(), Counter():
         model(model.check_ids(ids), cache=cache)
     return total[0]
@@ -400,6 +408,7 @@ def op_count(model, ids, cache=None):
             Counter.calls += 1
             return func(*args, **(kwargs or {}))
 
+    check_model(model)
     with torch.no_grad(), Counter():
         model(model.check_ids(ids), cache=cache)
     return Counter.calls
@@ -425,10 +434,22 @@ def cache_bytes(cache):
 
 def prefilled(model, ids):
     """A KVCache holding the keys and values of ids (T,), after one forward pass."""
-    cache = KVCache(model.cfg.n_layers)
+    cache = KVCache(check_model(model).cfg.n_layers)
     with torch.no_grad():
         model(model.check_ids(ids), cache=cache)
     return cache
+
+
+def check_timed_work(model, runs, what, advice):
+    """Refuse up front a timing whose work would pass MAX_TIMED_WORK: ``runs`` lists (times, n_new, n_seen),
+    passes over n_new tokens after n_seen cached ones, each counted as its multiply-adds (``forward_macs``)
+    plus PASS_WORK for its fixed cost. A count from the model's sizes, the same on any machine."""
+    passes = sum(times for times, _, _ in runs)
+    work = sum(times * (forward_macs(model.cfg, n_new, n_seen) + PASS_WORK) for times, n_new, n_seen in runs)
+    if work > MAX_TIMED_WORK:
+        fail(f"{what} should time at most {MAX_TIMED_WORK:,} units of work (this course's limit for one timing, "
+             f"counted before it starts: multiply-adds, plus {PASS_WORK:,} a forward pass for its fixed cost), but "
+             f"its {count(passes)} passes of this model would need about {work:.2g}: {advice}")
 
 
 def step_seconds(model, lengths, repeats=3, seed=0):
@@ -440,6 +461,8 @@ def step_seconds(model, lengths, repeats=3, seed=0):
     (``time.process_time``) rather than wall-clock time, so that other programs running on
     the machine disturb it less; it still varies from run to run.
     Returns dict(lengths, uncached, cached), lists of floats.
+    The work is counted first and refused above MAX_TIMED_WORK (10^11: every pass's multiply-adds plus
+    10^8 for its fixed cost, ``check_timed_work``); the chapter's calls need about 2·10^10.
     """
     import time
 
@@ -448,6 +471,9 @@ def step_seconds(model, lengths, repeats=3, seed=0):
     if not isinstance(lengths, (list, tuple, range)) or not 1 <= len(lengths) <= MAX_LENGTHS:
         fail(f"lengths should be a list of 1 to {MAX_LENGTHS} sequence lengths, but got {shown(lengths)}")
     lengths = [check_tokens(model, T, "each length") for T in lengths]   # all before the first run
+    check_timed_work(model, [run for i, T in enumerate(lengths) for run in
+                             ((1, T - 1, 0), (repeats + (i == 0), T, 0), (repeats + (i == 0), 1, T - 1))],
+                     "step_seconds", "ask for fewer repeats, or fewer or shorter lengths")
     g = torch.Generator().manual_seed(check_seed(seed))
     out = dict(lengths=[], uncached=[], cached=[])
     for T in lengths:
@@ -478,12 +504,17 @@ def prefill_and_decode_seconds(model, n_tokens, repeats=3, seed=0):
     without a cache (almost no arithmetic: the fixed cost of a call); prefill one pass over all
     n_tokens into an empty KVCache; decode the n_tokens passes of one token each that build the
     same cache. The median of ``repeats`` runs after a warm-up, CPU time as in ``step_seconds``.
+    The work is counted first and refused above MAX_TIMED_WORK (10^11: every pass's multiply-adds plus
+    10^8 for its fixed cost, ``check_timed_work``); the chapter's call needs about 10^10.
     """
     import time
 
     check_model(model)
     n_tokens = check_tokens(model, n_tokens, "n_tokens")
     repeats = check_repeats(repeats)
+    check_timed_work(model, [(repeats + 1, 1, 0), (repeats + 1, n_tokens, 0)]
+                     + [(repeats + 1, 1, t) for t in range(n_tokens)], "prefill_and_decode_seconds",
+                     "ask for fewer repeats or a smaller n_tokens")
     g = torch.Generator().manual_seed(check_seed(seed))
     ids = torch.randint(0, model.cfg.vocab_size, (n_tokens,), generator=g)
 
@@ -652,6 +683,16 @@ def check_state(model, state):
             and tuple(state["logits"].shape) == (model.cfg.vocab_size,)):
         fail(f"expected a prompt's state as prompt_state(model, tokenizer, prompt) makes it (ids, logits of "
              f"{model.cfg.vocab_size} and cache), but got {shown(state)}")
+    cache, ids = state["cache"], state["ids"]
+    filled = dict(attention=True, positions=True, scaled=True, ablate_heads=[], replace=[], dtype=model.weights_dtype())
+    if cache.owner is not model or cache.ids is None or tuple(cache.ids.shape) != (1, len(ids)) \
+            or not torch.equal(cache.ids[0], ids) or len(cache) != len(ids) or cache.switches != filled \
+            or cache.unmasked or len(cache.k) != model.cfg.n_layers or any(k is None for k in cache.k + cache.v):
+        fail("the state's cache should hold this model's keys and values of the state's ids, as "
+             "prompt_state(model, tokenizer, prompt) fills it, but it " + (
+                 "is empty" if cache.ids is None else "belongs to another model" if cache.owner is not model
+                 else "holds other tokens or was filled otherwise"))
+    check_finite(state["logits"], "the state's logits")
 
 
 def check_continuations(model, n, length, prompt_len):
@@ -746,8 +787,9 @@ def slider_settings(temperature, top_k, top_p, vocab_size):
     """Slider values -> the sampler's (temperature, top_k, top_p): top-k at the vocabulary
     size and top-p at 1 mean "off" (None), which is what those values do anyway."""
     vocab_size = check_positive_int(vocab_size, "vocab_size")
-    check_sampling(temperature, top_k, top_p)
-    return (temperature, None if top_k >= vocab_size else top_k, None if top_p >= 1.0 else top_p)
+    check_sampling(temperature, top_k, top_p)   # None (off) is taken for top_k and top_p too
+    return (temperature, None if top_k is None or top_k >= vocab_size else top_k,
+            None if top_p is None or top_p >= 1.0 else top_p)
 
 
 def settings_text(temperature, top_k, top_p):
