@@ -6,7 +6,8 @@ and returns the Axes. Inputs may be NumPy arrays or torch tensors.
 import matplotlib.pyplot as plt
 import numpy as np
 
-from .errors import as_array, check_index, check_positive_int, check_text, count, fail, shown
+from .errors import as_array, check_index, check_number, check_positive_int, check_switch, check_text, count, fail, \
+    shown
 
 ATTENTION_CMAP = "Blues"
 ACCENT = "#d1495b"
@@ -23,6 +24,7 @@ def use_style():
 
 MAX_TITLE_CHARS = 300   # a title of a few lines; matplotlib lays out every character of a longer one
 MAX_LABEL_CHARS = 100   # a tick label: a word, a token, a vector's name
+MAX_FONTSIZE = 100      # points: a number printed in a heatmap's cell (the course: 7)
 
 
 def check_title(title, name="title"):
@@ -36,6 +38,15 @@ def check_labels(labels, name):
         check_text(str(label), name, empty=True, max_chars=MAX_LABEL_CHARS)
 
 
+def check_ax(ax):
+    """None (a new figure) or a matplotlib Axes to draw on, such as plt.subplots() gives; return it."""
+    from matplotlib.axes import Axes
+
+    if ax is not None and not isinstance(ax, Axes):
+        fail(f"ax should be None or a matplotlib Axes (such as plt.subplots()[1]), but got {shown(ax)}")
+    return ax
+
+
 HEATMAP_MAX_TOKENS = 256   # a label per row and column is unreadable, and the figure huge, beyond this
 
 
@@ -45,6 +56,8 @@ def attention_heatmap(weights, tokens, ax=None, title=None, keys=None, annotate=
     tokens: query labels (T_q); keys: key labels (default: tokens); fontsize: of the printed weights.
     """
     w = as_array(weights, "weights", 2)
+    ax, annotate = check_ax(ax), check_switch(annotate, "annotate")
+    fontsize = check_number(fontsize, "fontsize", low=0, low_open=True, high=MAX_FONTSIZE)
     keys = tokens if keys is None else keys
     if w.shape != (len(tokens), len(keys)):
         fail(f"weights should have one row per query label and one column per key label, but have shape {w.shape} "
@@ -126,6 +139,7 @@ def prob_bars(probs, vocab, ax=None, top=None, title=None, highlight=(), log=Fal
     (each bar then carries its value in scientific notation).
     """
     p = as_array(probs, "probs", 1)
+    ax, log = check_ax(ax), check_switch(log, "log")
     if len(vocab) != len(p):
         fail(f"probs should have one entry per word of the vocabulary, but has {count(len(p))} entries for "
              f"{count(len(vocab))} words")
@@ -204,6 +218,7 @@ def shape_flow(trace, ax=None, layer=0):
              f"{shown(trace)}")
     n_layers = next(i for i in range(len(trace) + 1) if f"L{i}.h" not in trace)
     layer = check_index(layer, f"layer (this trace has {n_layers} layers)", max(n_layers, 1))
+    ax = check_ax(ax)
     names = {n.split(".")[-1]: n for n in trace if isinstance(n, str) and ("." not in n or n.startswith(f"L{layer}."))}
     missing = [n for n in FLOW_LAYOUT if n not in names]
     if missing:

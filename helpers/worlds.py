@@ -69,8 +69,8 @@ class Tokenizer:
         """'<BOS> the cat' or ['<BOS>', 'the', 'cat'] -> LongTensor of ids (T,)."""
         if isinstance(text, str):
             words = text.split()
-        elif isinstance(text, (list, tuple)) and all(isinstance(word, str) for word in text):
-            words = list(text)
+        elif isinstance(text, (list, tuple)) and all(isinstance(word, str) for word in words_of(text)):
+            words = words_of(text)
         else:
             fail(f"expected a sentence as text ('<BOS> the cat') or a list of words, "
                  f"but got {type(text).__name__} {shown(text)}")
@@ -85,6 +85,12 @@ class Tokenizer:
     def decode(self, ids):
         """ids -> list of words."""
         return [self.vocab[i] for i in token_ids(ids, len(self.vocab))]
+
+
+def words_of(text):
+    """A list's or tuple's entries as a new list, read by the built-in's own iterator: a subclass's ``__len__``
+    (which list() asks first, and may say 10**12) or ``__iter__`` may lie."""
+    return [word for word in (list.__iter__(text) if isinstance(text, list) else tuple.__iter__(text))]
 
 
 @dataclass

@@ -574,3 +574,50 @@ def test_round_8_plot_cosines_checks_its_table(refused):
     refused(lambda: geometry.plot_cosines(np.array([[1, np.nan], [0, 1]]), ["a", "b"]), "NaN")
     refused(lambda: geometry.plot_cosines(np.eye(50), [f"w{i}" for i in range(50)]), "1 to 40 words")
     refused(lambda: geometry.plot_cosines(None, ["a"]), "table")
+
+
+# ------------------------------------------------------------------ red team round 9
+
+def test_round_9_maps_refuse_points_that_coincide_before_scikit_learn_sees_them(refused):
+    same = np.ones((30, 5))
+    for call in (lambda p: geometry.project(p, "t-SNE"), lambda p: geometry.project(p, "UMAP"), geometry.tsne_2d,
+                 geometry.umap_2d):
+        refused(lambda: call(same), "points should differ from each other", "all the same point")
+        refused(lambda: call(same + 1e-300 * np.arange(150).reshape(30, 5)), "all the same point")
+        refused(lambda: call(1e-300 * np.arange(150.0).reshape(30, 5)), "differ by at most")
+        refused(lambda: call(1e200 * np.arange(150.0).reshape(30, 5)), "entries of at most 1e+100")
+    refused(lambda: geometry.tsne_2d([[1.0, 2.0]]), "points should have 3 to")
+    assert geometry.project(same, "PCA").shape == (30, 2)   # PCA has no division by the spread
+
+
+def test_round_9_word2vec_bounds_vector_size_and_the_work(refused):
+    corpus = [["a", "b", "c"]]
+    refused(lambda: geometry.train_word2vec(corpus, vector_size=10**6, epochs=1), "vector_size should be at most 10,000")
+    refused(lambda: geometry.train_word2vec(corpus * 5000, vector_size=10_000, epochs=100),
+            "epochs × tokens × vector_size should be at most")
+
+
+def test_round_9_ranking_helpers_check_their_query_skip_topn_and_pairs(glove, refused):
+    refused(lambda: geometry.rank_by_cosine(glove, np.ones(49), 3), "query should have 50 numbers")
+    refused(lambda: geometry.rank_by_cosine(glove, glove["cat"], 3, skip=None), "skip should be a set")
+    refused(lambda: geometry.rank_by_cosine(glove, np.zeros(50), 3), "query should have a direction")
+    refused(lambda: geometry.rank_by_cosine(glove, np.ones(50, bool), 3), "True/False")
+    refused(lambda: geometry.rank_by_cosine(glove, np.full(50, np.nan), 3), "query should hold finite numbers")
+    huge = geometry.rank_by_cosine(glove, np.full(50, 1e308), 3)
+    assert huge == geometry.rank_by_cosine(glove, np.ones(50), 3)
+    refused(lambda: geometry.nearest(glove, "cat", topn=10**9), "topn should be at most the 49,999 words")
+    assert len(geometry.rank_by_cosine(glove, glove["cat"], 2, skip=list(glove.index_to_key[:-2]))) == 2
+    refused(lambda: geometry.cosine_table(glove, []), "words should be a non-empty list")
+    refused(lambda: geometry.word_map(glove, [], methods=("PCA",)), "groups should be a non-empty list")
+    refused(lambda: geometry.ranking_text("x"), "pairs should be a list")
+    assert geometry.ranking_text([("queen", 0.8516)]) == "queen 0.852"
+    refused(lambda: geometry.offset_agreement(glove, [("a", "a"), ("b", "b")]), "pair 0 ('a', 'a') has none")
+    refused(lambda: geometry.offset_agreement(glove, [("france", "paris")] * 100_000), "100,000 pairs", "1.5 GiB")
+    refused(lambda: geometry.offset_agreement(glove, "france paris"), "pairs should be at least two")
+    refused(lambda: geometry.cosine([1.0, np.nan], [1.0, 2.0]), "a should hold finite numbers")
+
+
+def test_round_9_vector_pair_refuses_norms_whose_product_does_not_fit_a_float(refused):
+    refused(lambda: geometry.vector_pair(10, 1e308, 60, 2), "norm_a × norm_b should be from")
+    refused(lambda: geometry.vector_pair(10, 1e-200, 60, 1e-200), "norm_a × norm_b should be from")
+    assert geometry.vector_pair(10, 1e150, 60, 1e150)["angle"] == pytest.approx(50)

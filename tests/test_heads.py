@@ -507,8 +507,17 @@ def test_the_module_cases_are_the_shipped_layers_on_real_inputs():
 
 
 def test_the_right_module_passes_and_the_course_module_too():
+    class MultiHeadAttention(heads.MultiHeadAttention):   # the course's, as a learner's class
+        pass
     assert checks.multi_head.feedback(learner_module()) == []
-    assert checks.multi_head.feedback(heads.MultiHeadAttention) == []
+    assert checks.multi_head.feedback(MultiHeadAttention) == []
+
+
+def test_round_9_the_course_s_own_piece_is_not_an_answer():
+    """Red team round 9: MLP = mlp.MLP in the answer cell scored the point (the course's pieces are
+    there to compare with): the course's own class or function is refused with one sentence."""
+    said = checks.multi_head.feedback(heads.MultiHeadAttention)
+    assert len(said) == 1 and "the course's own helpers.heads.compute.MultiHeadAttention" in said[0], said
 
 
 @pytest.mark.parametrize("slip, sentence", [
@@ -775,3 +784,49 @@ def test_round_8_maps_figure_checks_its_title(refused):
     for title in ("x" * 10**6, "a\ud800", 5):
         refused(lambda: explorer.maps_figure(maps, tokens, ["x", "y"], title=title), "title")
         refused(lambda: explorer.maps_figure(maps, tokens, ["x", title]), "title")
+
+
+# ------------------------------------------------------------------ red team round 9
+
+def test_round_9_get_model_hands_out_a_copy_no_caller_can_change_for_everyone():
+    before = heads.head_view(model="cat", layer=1, head=0)["weights"].copy()
+    mine, _ = heads.get_model("cat")
+    with torch.no_grad():
+        for block in mine.blocks:
+            block.attn.W_O.zero_()
+    assert heads.get_model("cat")[0] is not mine
+    assert np.array_equal(heads.head_view(model="cat", layer=1, head=0)["weights"], before)
+    assert float(heads.get_model("cat")[0].blocks[0].attn.W_O.detach().abs().sum()) > 0
+
+
+def test_round_9_torch_differences_takes_x_in_a_float64_layers_dtype():
+    from helpers.masking.compute import book_attention
+    old = torch.get_default_dtype()
+    torch.set_default_dtype(torch.float64)
+    try:
+        attn, x = book_attention(4, 2), torch.randn(1, 3, 4)
+    finally:
+        torch.set_default_dtype(old)
+    assert max(heads.torch_differences(attn, x).values()) < 1e-6
+
+
+def test_round_9_weights_are_softmax_rows_and_copy_losses_checks_the_length(induction, refused):
+    masked = np.ma.masked_array([[1.0, 0.0], [0.3, 0.7]], mask=[[0, 0], [1, 0]])
+    with pytest.raises(CourseInputError, match="masked array with hidden entries"):   # errors.to_numpy's sentence
+        heads.previous_token_score(masked)
+    refused(lambda: heads.previous_token_score(torch.tensor([[1.0, 0.0], [2.0, -1.0]])), "range from -1 to 2")
+    refused(lambda: heads.previous_token_score(torch.tensor([[1.0, 0.0], [0.5, 0.0]])), "a row sums to 0.5")
+    assert float(heads.previous_token_score(np.ma.masked_array([[1.0, 0.0], [0.3, 0.7]]))) == pytest.approx(0.3)
+    ids = worlds.repeated_tokens(5, 8, induction.cfg.vocab_size, seed=1)
+    for length in (7, 9, 10**6):
+        refused(lambda: heads.copy_losses(induction, ids, length), f"length {length} should have")
+    refused(lambda: heads.copy_losses(None, ids, 8), "helpers.model.Transformer")
+    refused(lambda: heads.layer_weights(None, ids), "helpers.model.Transformer")
+    assert heads.copy_losses(induction, ids, 8)["second"] < 1
+
+
+def test_round_9_intermediates_takes_only_the_switches_it_passes_on(refused):
+    from helpers.masking.compute import book_attention
+    attn, x = book_attention(4, 2), torch.randn(1, 3, 4)
+    refused(lambda: heads.intermediates(attn, x, keep=print), "the switches should be some of", "'keep'")
+    assert heads.intermediates(attn, x, causal=False)["weights"].shape == (1, 2, 3, 3)

@@ -458,7 +458,8 @@ def test_the_causal_attention_check_names_scaling_in_place(name):
 
 def test_the_causal_attention_check_passes_the_right_piece_and_waits_for_the_skeleton():
     assert checks.causal_attention.feedback(right_attention) == []
-    assert checks.causal_attention.feedback(masking.causal_attention) == []
+    assert checks.causal_attention.feedback(lambda q, k, v: masking.causal_attention(q, k, v)) == []
+    assert "the course's own" in " ".join(checks.causal_attention.feedback(masking.causal_attention))
 
     def skeleton(q, k, v):
         out, weights = None, None
@@ -583,3 +584,56 @@ def test_round_8_dropout_demo_refuses_a_value_float32_cannot_hold(refused):
     refused(lambda: masking.dropout_demo(0.5, 8, 1e308), "value / (1 - p) should fit a float32")
     refused(lambda: masking.dropout_demo(0.5, 8, -2e38), "value / (1 - p) should fit a float32")
     assert masking.dropout_demo(0.5, 8, 1e38)["train"].isfinite().all()
+
+
+# ------------------------------------------------------------------ red team round 9
+
+def test_round_9_apply_mask_counts_and_shapes_the_mask_before_reading_it(refused):
+    refused(lambda: masking.apply_mask(torch.zeros(4, 4), torch.zeros(1, 1).expand(40000, 40000)),
+            "mask (a tensor of 1,600,000,000 numbers)", "1.5 GiB")
+    refused(lambda: masking.apply_mask(torch.zeros(4, 4), torch.zeros(1, 1).expand(5, 5)),
+            "the mask should have the shape the scores end in")
+    refused(lambda: masking.apply_mask(torch.zeros(3, 3), torch.zeros(3, 3, device="meta")), "meta device")
+
+
+def test_round_9_one_head_names_context_length(refused):
+    refused(lambda: masking.OneHead(4, 2, context_length="8"), "context_length should be a whole number")
+    refused(lambda: masking.OneHead(4, 2, context_length=10**6), "for context_length=1,000,000")
+
+
+def test_round_9_training_and_the_books_examples_work_inside_no_grad_and_float64(cat_world):
+    with torch.no_grad():
+        model, losses = masking.train_without_mask(cat_world, steps=5, stop_after=2)
+    assert len(losses) == 2 and all(np.isfinite(losses))
+    old = torch.get_default_dtype()
+    torch.set_default_dtype(torch.float64)
+    try:
+        ex = masking.three_words()
+        module, _ = masking.book_one_head()
+        assert ex["out"].dtype == torch.float32 and module(torch.randn(1, 3, 4)).shape == (1, 3, 2)
+    finally:
+        torch.set_default_dtype(old)
+    assert masking.apply_mask(torch.zeros(2, 2, dtype=torch.float64)).dtype == torch.float64
+    assert masking.apply_mask(torch.zeros(2, 2)).dtype == torch.float32
+
+
+def test_round_9_model_and_world_are_checked_and_prompts_and_sentences_refused_in_one_sentence(
+        cat, cat_world, dragon_world, refused):
+    refused(lambda: masking.model_leak(cat, None, "<BOS> the", "cat"), "helpers.worlds.World")
+    refused(lambda: masking.model_leak(None, cat_world, "<BOS> the", "cat"), "helpers.model.Transformer")
+    refused(lambda: masking.model_leak(cat, dragon_world, "<BOS> dragon", "drinks"), "belong together")
+    refused(lambda: masking.model_leak(cat, cat_world, "<BOS> the", None), "new_last should be one word", "None")
+    refused(lambda: masking.heads_from_trace(cat, None, ["<BOS> the"]), "helpers.worlds.World")
+    refused(lambda: masking.heads_from_trace(cat, cat_world, [123]), "each prompt should be a string")
+    refused(lambda: masking.prefix_scores(cat, cat_world, [["<BOS>"]]), "at least two words")
+    refused(lambda: masking.prefix_scores(cat, cat_world, [["<BOS>", "zzz"]]), "'zzz'")
+    refused(lambda: masking.future_reading(cat, cat_world, [["<BOS>", "the"]]), "three or more words")
+    n_max = cat.cfg.n_max
+    refused(lambda: masking.attention_work(cat, cat_world, "<BOS>", n_max + 1), f"n_new should be at most {n_max}",
+            f"but got {n_max + 1}")
+    refused(lambda: masking.sample_sentences(cat, cat_world, max_len=10**6), "max_len should be at most")
+    for call in (lambda *a: masking.teacher_forced_loss(*a), lambda *a: masking.attention_maps(*a, "<BOS> the"),
+                 lambda *a: masking.earlier_states(*a, "<BOS> the", "cat"),
+                 lambda *a: masking.three_regimes(*a, "<BOS> the cat", 1)):
+        refused(lambda: call(cat, dragon_world), "belong together")
+    assert masking.attention_work(cat, cat_world, "<BOS>", cat.cfg.n_max)["cached"]["rows"] > 0

@@ -110,3 +110,13 @@ def test_round_8_shape_flow_refuses_what_is_no_trace_and_a_layer_out_of_range(ca
     for layer in (5, -1, True, 1.0):
         refused(lambda: plots.shape_flow(trace, layer=layer), "layer (this trace has 2 layers)", "from 0 to 1")
     assert plots.shape_flow(trace, layer=1).get_title().startswith("one forward pass (layer 1")
+
+
+# ------------------------------------------------------------------ red team round 9
+
+def test_round_9_axes_and_switches_are_checked(refused):
+    refused(lambda: plots.attention_heatmap(np.eye(2), ["a", "b"], ax="ax"), "ax should be None or a matplotlib Axes")
+    refused(lambda: plots.attention_heatmap(np.eye(2), ["a", "b"], annotate="no"), "annotate is a switch")
+    refused(lambda: plots.attention_heatmap(np.eye(2), ["a", "b"], fontsize=0), "fontsize should be > 0")
+    refused(lambda: plots.prob_bars(np.array([0.5, 0.5]), ["a", "b"], log="yes"), "log is a switch")
+    refused(lambda: plots.prob_bars(np.array([0.5, 0.5]), ["a", "b"], ax=3), "ax should be None")

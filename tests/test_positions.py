@@ -179,7 +179,7 @@ def test_the_course_table_is_the_cat_models(cat):
 
 def test_sinusoidal_positions_check_passes_the_right_piece_and_names_each_slip(cat, tmp_path, monkeypatch):
     monkeypatch.setenv("COURSE_MY_GPT", str(tmp_path))
-    assert checks.sinusoidal_positions.feedback(pos.sinusoidal_positions, cat) == []
+    assert checks.sinusoidal_positions.feedback(lambda n, d: pos.sinusoidal_positions(n, d), cat) == []
     assert said(checks.sinusoidal_positions, table_skeleton, cat).startswith("not answered yet")
     assert NOT_ANSWERED in said(checks.sinusoidal_positions, None, cat)
     for wrong, words in TABLE_SLIPS:
@@ -241,7 +241,7 @@ def test_the_course_rotate_is_the_models(induction):
 
 def test_rotate_check_passes_the_right_piece_and_names_each_slip(induction, tmp_path, monkeypatch):
     monkeypatch.setenv("COURSE_MY_GPT", str(tmp_path))
-    assert checks.rotate.feedback(pos.rotate, induction) == []
+    assert checks.rotate.feedback(lambda x, start=0: pos.rotate(x, start), induction) == []
     assert said(checks.rotate, rotate_skeleton, induction).startswith("not answered yet")
     for wrong, words in ROTATE_SLIPS:
         assert words in said(checks.rotate, wrong, induction), words
@@ -497,3 +497,44 @@ def test_round_8_permutation_matrix_refuses_a_tensor_or_array_that_is_not_one_li
     for bad in (torch.tensor(1.0), np.int64(3), np.zeros((2, 2), dtype=int), torch.zeros(2, 2, dtype=torch.long)):
         refused(lambda: pos.permutation_matrix(bad), "perm should be a rearrangement")
     assert (pos.permutation_matrix(torch.tensor([1, 0])) == [[0, 1], [1, 0]]).all()
+
+
+# ------------------------------------------------------------------ red team round 9
+
+def test_round_9_shift_free_and_off_offset_check_their_scores(refused):
+    for call in (pos.shift_free, pos.off_offset):
+        refused(lambda: call(np.ones((3, 3)) * (1 + 1j)), "complex")
+        refused(lambda: call(np.full((3, 3), np.nan)), "finite numbers on and below the diagonal")
+        refused(lambda: call([["a", "b"], ["c", "d"]]), "text")
+        refused(lambda: call(np.ones((3, 3), bool)), "True/False")
+        refused(lambda: call(np.ones((3, 4))), "S should be square scores")
+        refused(lambda: call(np.broadcast_to(0.0, (50000, 50000))), "1.5 GiB")
+        refused(lambda: call(torch.zeros(1, 1).expand(40000, 40000)), "1.5 GiB")
+        masked = np.triu(np.full((3, 3), -np.inf), 1) + np.tril(np.ones((3, 3)))
+        assert np.isfinite(call(masked)).all()
+        assert call(torch.ones(3, 3, requires_grad=True)).shape == (3, 3)
+
+
+def test_round_9_position_probe_trains_inside_no_grad():
+    with torch.no_grad():
+        assert 0 <= pos.position_probe(0, steps=2) <= 1
+
+
+def test_round_9_shifted_loss_refuses_targets_with_nothing_to_predict(cat, cat_world, refused):
+    inputs, targets = cat_world.batch(cat_world.train)
+    refused(lambda: pos.shifted_loss(cat, inputs, torch.full_like(targets, -100), 0), "at least one token to predict")
+
+
+def test_round_9_positions_helpers_refuse_what_is_no_model_terms_words_or_size(cat, refused):
+    refused(lambda: pos.row_moves(None, 0), "helpers.model.Transformer")
+    refused(lambda: pos.spread_without({}, []), "terms should be the dict score_terms returns")
+    terms = pos.score_terms(cat, torch.full((5,), 5))
+    refused(lambda: pos.spread_without(terms, None), "pairs should be a list of some of the nine")
+    refused(lambda: pos.spread_without(terms, list(terms)), "leave at least one of the 9 terms in")
+    refused(lambda: pos.term_shares(terms, None), "groups should be a dict")
+    assert pos.spread_without(terms, []).shape == (cat.cfg.n_heads,)
+    refused(lambda: pos.scramble([[1, 2], [3]], 0), "words should be a list of words (strings), at least one")
+    refused(lambda: pos.match_permutation([], []), "first should be a list of words (strings), at least one")
+    refused(lambda: pos.order_blind_ceiling(10**400), "T should be at most 1,024")
+    refused(lambda: pos.position_task(n=2, T=2, V=2**70), "V should be at most 2**63")
+    assert pos.order_blind_ceiling(6) == pytest.approx(1 / 3)

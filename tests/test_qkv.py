@@ -452,3 +452,10 @@ def test_round_8_softmax_share_counts_a_broadcast_array_before_making_it(refused
 def test_round_8_attention_head_counts_an_expanded_tensor_before_using_it(refused):
     x, W, b = torch.zeros(1, 1).expand(10**9, 2), torch.zeros(2, 2), torch.zeros(2)
     refused(lambda: qkv.attention_head(x, W, W, W, b, b, b), "x (a tensor of 2,000,000,000 numbers)", "1.5 GiB")
+
+
+# ------------------------------------------------------------------ red team round 9
+
+def test_round_9_cat_head_cases_checks_that_model_and_world_belong_together(dragon, cat_world, refused):
+    refused(lambda: qkv.cat_head_cases(model=dragon, world=cat_world), "a model and a world that belong together")
+    refused(lambda: qkv.cat_head_cases(model="cat"), "helpers.model.Transformer")

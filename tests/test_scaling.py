@@ -334,7 +334,8 @@ def slipped(divide=lambda d_k, d_model: math.sqrt(d_k), transpose_q=False, trans
 
 def test_layer_scores_passes_the_right_piece_and_keeps_it_for_chapter_03():
     assert checks.layer_scores.feedback(right_scores) == []
-    assert checks.layer_scores.feedback(scaling.scaled_scores) == []
+    assert checks.layer_scores.feedback(lambda *args: scaling.scaled_scores(*args)) == []
+    assert "the course's own" in " ".join(checks.layer_scores.feedback(scaling.scaled_scores))
     assert checks.layer_scores.feedback(lambda *args: right_scores(*args).double()) == []
     assert checks.layer_scores.keeps == "03"
     checks.layer_scores.grade(right_scores)
@@ -500,3 +501,56 @@ def test_round_8_adam_trajectory_refuses_what_would_overflow(refused):
 def test_round_8_scaled_scores_count_an_expanded_tensor_before_using_it(refused):
     x, W, b = torch.zeros(1, 1).expand(10**9, 2), torch.zeros(2, 2), torch.zeros(2)
     refused(lambda: scaling.scaled_scores(x, W, W, b, b, 1), "x (a tensor of 2,000,000,000 numbers)", "1.5 GiB")
+
+
+# ------------------------------------------------------------------ red team round 9
+
+def test_round_9_adam_trajectory_bounds_its_steps_and_counts_its_memory(refused):
+    refused(lambda: scaling.adam_trajectory(np.zeros((10**6, 1))), "at most 10,000 steps", "(1000000, 1)")
+    refused(lambda: scaling.adam_trajectory(np.broadcast_to(0.0, (1, 10**8))), "Adam on gradients", "1.5 GiB")
+    assert scaling.adam_trajectory(np.ones((10_000, 2))).shape == (10_000, 2)
+
+
+def test_round_9_score_path_gradients_leaves_every_grad_as_it_was(cat, cat_world, refused):
+    import copy
+    model, batch = copy.deepcopy(cat), cat_world.batch(cat_world.train)
+    model.E.requires_grad_(False)
+    refused(lambda: scaling.score_path_gradients(model, batch), "should require grad", "E does not")
+    assert all(p.grad is None for p in model.parameters())
+    model.E.requires_grad_(True)
+    model.E.grad = torch.ones_like(model.E)
+    with torch.no_grad():
+        found = scaling.score_path_gradients(model, batch)
+    assert torch.equal(model.E.grad, torch.ones_like(model.E))
+    assert all(p.grad is None for name, p in model.named_parameters() if name != "E")
+    assert found == scaling.score_path_gradients(cat, batch) and found["E"]["as_is"] > 0
+
+
+def test_round_9_training_runs_inside_no_grad():
+    with torch.no_grad():
+        runs = scaling.train_with_and_without_scaling(seeds=(0,), steps=2, stop_after=1)
+    assert len(runs) == 2 and all(np.isfinite(run["final"]) for run in runs)
+
+
+def test_round_9_scaling_helpers_refuse_in_one_sentence_naming_the_cause(cat, cat_world, refused):
+    batch = cat_world.batch(cat_world.train)
+    inputs, targets = batch
+    refused(lambda: scaling.score_path_gradients(cat, inputs), "batch should be (inputs, targets)")
+    refused(lambda: scaling.score_path_gradients(cat, (inputs, targets[:1])), "the same (B, T) shape")
+    refused(lambda: scaling.score_path_gradients(cat, (inputs, targets + 100)), "token ids 0..")
+    refused(lambda: scaling.saturated_share(None, batch), "helpers.model.Transformer")
+    refused(lambda: scaling.saturated_share(cat, batch, above=float("nan")), "above should be a finite number")
+    refused(lambda: scaling.saturated_share(cat, batch, above=1.5), "above should be below 1")
+    refused(lambda: scaling.saturated_share(cat, batch, scaled="yes"), "scaled is a switch")
+    refused(lambda: scaling.train_with_and_without_scaling(lr=1e10), "lr should be at most 10")
+    for bad in ([], [{}], "x"):
+        refused(lambda: scaling.training_figure(bad), "runs should be a list of runs")
+        refused(lambda: scaling.gradient_figure(bad), "rows should be a list of rows as gradient_by_dim")
+        refused(lambda: scaling.spread_figure(spread=bad), "spread should be a list of rows as dot_spread")
+    refused(lambda: scaling.shipped_runs(3), "path should be None")
+    refused(lambda: scaling.log_fit([64, 128, 256], [0.1, 0.0, 0.2]), "values should be finite numbers above 0")
+    refused(lambda: scaling.log_fit([64, 128], [0.1, 0.2, 0.3]), "2 dims and 3 values")
+    refused(lambda: scaling.softmax_jacobian([2.0, -1.0]), "hold a negative entry, -1")
+    refused(lambda: scaling.softmax_jacobian([0.5, 0.6]), "sum to 1.1")
+    assert [row["d"] for row in scaling.dot_spread(dims=np.array(3), n=2)] == [3]
+    assert [row["d"] for row in scaling.gradient_by_dim(dims=np.array(3), n_queries=2)] == [3]

@@ -251,3 +251,13 @@ def test_round_8_followers_takes_a_tuple_context_as_the_list_it_holds(cat_world)
 def test_round_8_per_layer_shows_a_fraction_it_refuses():
     said = " ".join(checks.per_layer.feedback(7087872.000000001, d_model=768, d_ff=3072))
     assert "7087872.000000001" in said
+
+
+# ------------------------------------------------------------------ red team round 9
+
+def test_round_9_first_losses_counts_the_float64_copy_up_front(cat_world, refused):
+    from helpers.model import Config
+    big = Config(vocab_size=len(cat_world.tokenizer.vocab), d_model=4096, n_heads=8, n_layers=3, d_ff=4096)
+    refused(lambda: compute.first_losses(big, cat_world, [0], init="small"), "in float64", "1.5 GiB")
+    refused(lambda: compute.first_losses("cfg", cat_world, [0], init="small"), "cfg should be a helpers.model.Config")
+    refused(lambda: compute.first_losses(big, None, [0], init="small"), "world should be a helpers.worlds.World")

@@ -197,3 +197,13 @@ def test_round_7b_bools_inside_lists_and_tensors_ids_as_ranges(refused):
     refused(lambda: normalization.unigram_loss(torch.ones(3, dtype=torch.long, device="meta")), "meta device")
     refused(lambda: heads.repeat_score(torch.full((4, 4), 0.25), range(10**12)), "range of 1,000,000,000,000")
     refused(lambda: circuit.head_statistics(load_cat(), range(10**12)), "range of 1,000,000,000,000")
+
+
+# ------------------------------------------------------------------ red team round 9
+
+def test_round_9_encode_reads_a_list_by_its_own_entries_not_its_length():
+    class LenLies(list):
+        def __len__(self):
+            return 10**12
+    tokenizer = worlds.cat_world().tokenizer
+    assert tokenizer.encode(LenLies(["<BOS>", "the"])).tolist() == tokenizer.encode(["<BOS>", "the"]).tolist()

@@ -28,8 +28,8 @@ from pathlib import Path
 
 import numpy as np
 
-from ..errors import as_array, check_bytes, check_choice, check_number, check_positive_int, check_seed, \
-    check_switch, check_text, count, fail, shown, to_numpy
+from ..errors import MAX_BYTES, as_array, check_bytes, check_choice, check_number, check_positive_int, check_seed, \
+    check_finite, check_switch, check_text, count, fail, shown, to_numpy
 
 METHODS = ("PCA", "t-SNE", "UMAP")
 
@@ -68,6 +68,9 @@ GROUPS = {name: words.split() for name, words in GROUPS.items()}
 COLOURS = ("#30638e", "#d1495b", "#00798c", "#edae49", "#66a182")
 
 
+PAIR_PRODUCT = (1e-300, 1e300)   # the range of |a| |b| within which a·b and the cosine stay exact to float precision
+
+
 def vector_pair(angle_a=10.0, norm_a=3.0, angle_b=60.0, norm_b=2.0):
     """Two 2-D vectors given by their directions (degrees) and norms.
 
@@ -78,6 +81,10 @@ def vector_pair(angle_a=10.0, norm_a=3.0, angle_b=60.0, norm_b=2.0):
     angle_a, angle_b = math.fmod(check_number(angle_a, "angle_a"), 360), math.fmod(check_number(angle_b, "angle_b"), 360)
     norm_a = check_number(norm_a, "norm_a", low=0, low_open=True)
     norm_b = check_number(norm_b, "norm_b", low=0, low_open=True)
+    low, high = PAIR_PRODUCT
+    if not low <= norm_a * norm_b <= high:   # a·b and |a| |b| would overflow to inf (or underflow to 0)
+        fail(f"norm_a × norm_b should be from {low:g} to {high:g} (beyond, a·b does not fit a float), but "
+             f"norm_a={norm_a:g} and norm_b={norm_b:g} give {norm_a * norm_b:g}")
     a = norm_a * np.array([np.cos(np.radians(angle_a)), np.sin(np.radians(angle_a))])
     b = norm_b * np.array([np.cos(np.radians(angle_b)), np.sin(np.radians(angle_b))])
     dot = float(a @ b)
@@ -240,43 +247,76 @@ def unit(vectors):
     return vectors / np.linalg.norm(vectors, axis=-1, keepdims=True)
 
 
+def direction(v, name, d=None):
+    """A vector ``v`` (d numbers, if d is given) that has a direction: a float64 1-D array of finite numbers,
+    not all 0; one sentence otherwise. Entries so large (or small) that its norm overflows (or underflows)
+    are scaled to about 1 first: the same direction, and the norm of what is returned is a normal float."""
+    v = as_array(v, name, 1)
+    if d is not None and len(v) != d:
+        fail(f"{name} should have {d} numbers (the vectors' size), but it has {len(v):,}")
+    check_finite(v, name)
+    if not np.abs(v).max(initial=0) > 0:
+        fail(f"{name} should have a direction (norm > 0), but it is a zero vector")
+    with np.errstate(all="ignore"):
+        norm = np.linalg.norm(v)
+    return v if 1e-150 < norm < 1e150 else v / np.abs(v).max()
+
+
 def cosine(a, b):
     """Cosine similarity of two vectors of the same dimension d: a·b / (|a| |b|).
     Vectors of different lengths, a non-finite number or a zero vector (no direction) are refused."""
     a, b = as_array(a, "a", 1), as_array(b, "b", 1)
     if a.shape != b.shape:
         fail(f"a and b should be vectors of the same length, but a has {len(a)} numbers and b has {len(b)}")
-    for name, v in (("a", a), ("b", b)):
-        if not np.isfinite(v).all():
-            fail(f"{name} should hold finite numbers, but it holds {shown(v[~np.isfinite(v)][0])}")
-        if not np.abs(v).max(initial=0) > 0:
-            fail(f"{name} should have a direction (norm > 0), but it is a zero vector")
-    with np.errstate(all="ignore"):
-        value = a @ b / (np.linalg.norm(a) * np.linalg.norm(b))
-        if not np.isfinite(value):   # entries so large (or small) that a·b or the norms overflow: the same
-            a, b = a / np.abs(a).max(), b / np.abs(b).max()   # directions, with entries near 1
-            value = a @ b / (np.linalg.norm(a) * np.linalg.norm(b))
-    return float(value)
+    a, b = direction(a, "a"), direction(b, "b")
+    return float(a @ b / (np.linalg.norm(a) * np.linalg.norm(b)))
+
+
+def check_skip(skip):
+    """Words to leave out of a ranking: a set, list or tuple of words (strings), as a set; else one sentence."""
+    if not isinstance(skip, (set, frozenset, list, tuple)) or not all(type(w) is str for w in skip):
+        fail(f"skip should be a set (or list) of words to leave out, such as {{'king'}}, but got {shown(skip)}")
+    return set(skip)
 
 
 def rank_by_cosine(kv, query, topn, skip=()):
     """The topn words whose vectors have the highest cosine with ``query`` (d,), skipping ``skip``.
 
-    Returns a list of (word, cosine), best first.
+    Returns a list of (word, cosine), best first. topn: at most the words left after ``skip``.
     """
+    check_vectors(kv)
+    query = direction(query, "query", kv.vector_size)
+    skip = check_skip(skip)
+    topn = check_positive_int(topn, "topn")
+    left = len(kv) - sum(word in kv.key_to_index for word in skip)
+    if topn > left:
+        fail(f"topn should be at most the {left:,} words there are to rank, but got {count(topn)}")
     scores = kv.get_normed_vectors() @ unit(query).astype(np.float32)
     order = np.argsort(-scores, kind="stable")
     best = [i for i in order[:topn + len(skip)] if kv.index_to_key[i] not in skip]
     return [(kv.index_to_key[i], float(scores[i])) for i in best[:topn]]
 
 
+MAX_RANKING = 10_000   # pairs one ranking_text writes (the chapter writes 4 or 5)
+
+
 def ranking_text(pairs):
     """[(word, cosine), ...] -> 'queen 0.852, throne 0.766, ...'."""
+    if not isinstance(pairs, (list, tuple)) or len(pairs) > MAX_RANKING or not all(
+            isinstance(pair, (list, tuple)) and len(pair) == 2 and isinstance(pair[0], str)
+            and not isinstance(pair[1], bool) and isinstance(pair[1], (int, float, np.integer, np.floating))
+            for pair in pairs):
+        fail(f"pairs should be a list of at most {MAX_RANKING:,} (word, cosine) pairs, as nearest returns, "
+             f"but got {shown(pairs)}")
     return ", ".join(f"{word} {score:.3f}" for word, score in pairs)
 
 
 def cosine_table(kv, words):
     """Cosine of every pair of ``words``: (n, n), 1 on the diagonal."""
+    if isinstance(words, str) or not isinstance(words, (list, tuple)) or not words:
+        fail(f"words should be a non-empty list of words, such as ['cat', 'dog'], but got {shown(words)}")
+    check_bytes(8 * (len(words) ** 2 + 2 * len(words) * check_vectors(kv).vector_size),
+                f"a cosine table of {len(words):,} words", "give fewer words")
     check_words(kv, words)
     rows = unit(np.stack([kv[w] for w in words]))
     return rows @ rows.T
@@ -317,7 +357,6 @@ def plot_cosines(table, words, title=None, ax=None):
 def nearest(kv, word, topn=10):
     """The topn words closest in cosine to ``word`` (the word itself left out): [(word, cosine)]."""
     check_words(kv, [word])
-    topn = check_positive_int(topn, "topn")
     return rank_by_cosine(kv, kv[word], topn, skip={word})
 
 
@@ -345,10 +384,10 @@ def analogy(kv, a, minus, plus, topn=5, exclude_inputs=True):
 
 def offsets(kv, pairs):
     """The offsets unit(b) - unit(a) of word pairs [(a, b), ...] (e.g. (france, paris)): (n, d)."""
-    words = [w for pair in pairs for w in pair]
-    check_words(kv, words)
-    if len(pairs) < 2 or any(len(pair) != 2 for pair in pairs):
-        fail(f"pairs should be at least two (a, b) word pairs, but got {pairs!r:.80}")
+    if not isinstance(pairs, (list, tuple)) or len(pairs) < 2 or \
+            any(not isinstance(pair, (list, tuple)) or len(pair) != 2 for pair in pairs):
+        fail(f"pairs should be at least two (a, b) word pairs, but got {shown(pairs)}")
+    check_words(kv, [w for pair in pairs for w in pair])
     return np.stack([unit(kv[b]) - unit(kv[a]) for a, b in pairs])
 
 
@@ -356,7 +395,17 @@ def offset_agreement(kv, pairs):
     """How nearly one fixed direction a relation is: the cosines of every two of its pairs'
     offsets (unit(b) - unit(a)). Returns dict(cosines (n(n-1)/2,), mean, low, high, step:
     the mean norm of an offset). 1 everywhere would be one fixed direction."""
+    if isinstance(pairs, (list, tuple)):   # the (n(n-1)/2, d) tables of pairs of offsets, counted first
+        check_vectors(kv)
+        n = len(pairs)
+        check_bytes(8 * n * (n - 1) // 2 * (2 * kv.vector_size + 3), f"offset_agreement on {n:,} pairs",
+                    f"give at most {math.isqrt(MAX_BYTES // (4 * kv.vector_size + 6)):,} pairs")
     vectors = offsets(kv, pairs)
+    zero = np.flatnonzero(~(np.abs(vectors).max(axis=1) > 0))
+    if len(zero):
+        a, b = pairs[zero[0]]
+        fail(f"each pair's two words should have different vectors (an offset with a direction), but pair "
+             f"{zero[0]} ({shown(a)}, {shown(b)}) has none")
     rows, cols = np.triu_indices(len(vectors), k=1)
     normed = unit(vectors)
     cosines = (normed[rows] * normed[cols]).sum(axis=1)
@@ -460,8 +509,34 @@ def pca_2d(points):
 TSNE_ITERATIONS = 500
 
 
+# The scale t-SNE and UMAP can work with: they square distances (1e-160 squared is 0 in float64, 1e160 squared
+# is inf), and t-SNE's start divides by the spread of the points' first principal component.
+SPREAD_RANGE = (1e-100, 1e100)
+SPREAD_RELATIVE = 1e-9   # points that differ by less than this share of their size are, to float64, one point
+
+
+def check_spread(points, method):
+    """Refuse, before scikit-learn or UMAP sees them, points (finite, (n, d)) that (nearly) coincide, or
+    whose distances float64 cannot square: t-SNE's start divides by their spread (NaN, and a segfault in
+    its compiled code)."""
+    size = float(np.abs(points).max(initial=0))
+    spread = float(np.abs(points - points.mean(axis=0)).max(initial=0))
+    low, high = SPREAD_RANGE
+    if not spread > max(low, SPREAD_RELATIVE * size):
+        fail(f"points should differ from each other for {method} (it spreads them by their differences), but "
+             f"they {'are all the same point' if spread == 0 else f'differ by at most {spread:.3g}'}"
+             f"{'' if spread == 0 else f' (entries up to {size:.3g})'}: give points that differ")
+    if size > high:
+        fail(f"points should have entries of at most {high:g} for {method} (it squares their distances), but "
+             f"they reach {size:.3g}: scale them down first")
+    return points
+
+
 def tsne_2d(points, seed=0):
-    """t-SNE map of points (n, d) -> (n, 2), one thread, seeded, TSNE_ITERATIONS iterations."""
+    """t-SNE map of points (n, d) -> (n, 2), one thread, seeded, TSNE_ITERATIONS iterations.
+    points: finite, 3 to MAX_POINTS rows that do not all coincide."""
+    seed = check_small_seed(seed, "t-SNE")
+    points = check_spread(check_points(points, least=3), "t-SNE")
     from sklearn.manifold import TSNE
     from threadpoolctl import threadpool_limits
 
@@ -606,6 +681,11 @@ def umap_2d(points, seed=0, n_neighbors=15):
     The exact nearest neighbours are computed here and handed to UMAP, which
     saves compiling UMAP's own neighbour search (seconds on a small machine).
     """
+    seed = check_small_seed(seed, "UMAP")
+    n_neighbors = check_positive_int(n_neighbors, "n_neighbors", minimum=2)
+    points = check_spread(check_points(points, least=3), "UMAP")
+    if n_neighbors > len(points):
+        fail(f"n_neighbors should be at most the number of points ({len(points):,}), but got {count(n_neighbors)}")
     umap = import_umap()
     serial_umap()
     near = knn(points, n_neighbors - 1)
@@ -629,6 +709,7 @@ def project(points, method, seed=0):
              + ("" if np.isfinite(points).all() else " holding NaN or inf"))
     if method == "PCA":
         return pca_2d(points)
+    check_spread(points, method)
     if method == "t-SNE":
         return tsne_2d(points, seed)
     if method == "UMAP":
@@ -638,6 +719,9 @@ def project(points, method, seed=0):
 
 def group_words(kv, groups):
     """(words, labels) from a dict {group name: [words]} or a list of names of GROUPS."""
+    if not isinstance(groups, (dict, list, tuple)) or not groups:
+        fail(f"groups should be a non-empty list of group names (such as ['animals', 'cities']) or a dict "
+             f"{{name: [words]}}, but got {shown(groups)}")
     if not isinstance(groups, dict):
         unknown = [g for g in groups if g not in GROUPS]
         if unknown:
@@ -852,7 +936,12 @@ def stable_hash(text):
 
 
 MAX_EPOCHS = 10_000              # train_word2vec's epochs (chapter 01 uses 100)
-MAX_WORD2VEC_TOKENS = 10**9      # epochs × tokens one train_word2vec call may work through
+# The time one train_word2vec call may take, bounded two ways (here about 370,000 tokens a second at vector_size 8,
+# and about 2e8 token-numbers a second at vector_size 10,000; slower still beyond it): chapter 01 works through
+# 45,600 tokens of 8 numbers.
+MAX_WORD2VEC_TOKENS = 2 * 10**7  # epochs × tokens (about a minute)
+MAX_VECTOR_SIZE = 10_000         # numbers per word (GloVe's shipped vectors have 50, large models' a few thousand)
+MAX_WORD2VEC_WORK = 2 * 10**9    # epochs × tokens × vector_size (about 10 s)
 
 
 MAX_WINDOW = 10**6   # words either side: far more than any sentence, far below a C int
@@ -888,6 +977,12 @@ def check_word2vec(sentences, vector_size, window, epochs, seed, sample):
     # gensim keeps two float32 tables of len(vocab) × vector_size (the vectors and the output weights)
     check_bytes(2 * 4 * len(vocab) * vector_size, f"word2vec with vector_size={count(vector_size)}",
                 f"for {len(vocab):,} words ask for vector_size <= {max(1, 3 * 2**26 // max(1, len(vocab))):,}")
+    if vector_size > MAX_VECTOR_SIZE:
+        fail(f"vector_size should be at most {MAX_VECTOR_SIZE:,} numbers per word (this course's limit), "
+             f"but got {count(vector_size)}")
+    if epochs * tokens * vector_size > MAX_WORD2VEC_WORK:
+        fail(f"epochs × tokens × vector_size should be at most {MAX_WORD2VEC_WORK:,} (this course's limit), but "
+             f"{epochs:,} epochs over {tokens:,} tokens of {vector_size:,} numbers make {epochs * tokens * vector_size:,}")
     return vector_size, window, epochs, seed, sample
 
 
@@ -905,7 +1000,8 @@ def train_word2vec(sentences, vector_size=8, window=2, epochs=100, seed=0, sampl
     for big corpora; on a toy corpus every word counts as frequent and most of the
     text is thrown away, so the default here is 0 (keep every token).
     Returns gensim KeyedVectors (vector_size numbers per word). Identical on every run.
-    Limits: epochs <= MAX_EPOCHS (10,000), window <= MAX_WINDOW (10**6), epochs × tokens <= 10**9,
+    Limits: epochs <= MAX_EPOCHS (10,000), window <= MAX_WINDOW (10**6), vector_size <= MAX_VECTOR_SIZE (10,000),
+    epochs × tokens <= 2e7, epochs × tokens × vector_size <= 2e9,
     seed 0 .. 2**32 - 1 (gensim's), the two tables of vectors within 1.5 GiB.
     """
     from gensim.models import Word2Vec

@@ -18,6 +18,7 @@
   ``learner.use``); ``module_cases`` the shipped layers and real inputs the chapter's check
   runs a learner's module on, ``slipped_attention`` the layer computed with one known mistake.
 """
+import copy
 import functools
 import math
 
@@ -69,17 +70,20 @@ def merge_heads(x):
 
 
 def check_layer_input(attn, x):
-    """``attn`` as an attention layer (helpers.model.Attention) and x as a float32 tensor
-    (B, T, d_model) of finite numbers, else one sentence; return x."""
+    """``attn`` as an attention layer (helpers.model.Attention) and x as a tensor of the layer's dtype
+    (float32, or float64 for a layer made so) (B, T, d_model) of finite numbers, else one sentence; return x."""
     if not isinstance(attn, Attention):
         fail(f"expected an attention layer (helpers.model.Attention, e.g. model.blocks[0].attn), "
              f"but got a {type(attn).__name__}")
-    x = check_tensor(x, "x") if isinstance(x, torch.Tensor) else to_numpy(x, "x")
-    x = torch.as_tensor(x, dtype=torch.float32)
+    x = check_tensor_size(x, "x") if isinstance(x, torch.Tensor) else to_numpy(x, "x")
+    x = torch.as_tensor(x, dtype=torch.float64 if attn.W_Q.dtype == torch.float64 else torch.float32)
     d_model = attn.W_Q.shape[0]
     if x.dim() != 3 or x.shape[-1] != d_model:
         fail(f"expected x of shape (B, T, {d_model}), but got {tuple(x.shape)}")
     return check_finite(x, "x")
+
+
+SWITCHES = ("causal", "positions", "ablate", "scaled", "start")   # what intermediates passes on to the layer
 
 
 @torch.no_grad()
@@ -88,9 +92,12 @@ def intermediates(attn, x, **switches):
 
     Returns a dict: q, k, v (B, T, d_model), scores and weights (B, h, T, T), head_out
     (B, h, T, d_k), concat and attn (B, T, d_model; attn is the layer's output).
-    switches go to the layer (e.g. causal=False).
+    switches go to the layer (e.g. causal=False): some of SWITCHES (the steps are kept by this function itself).
     """
     x = check_layer_input(attn, x)
+    unknown = [name for name in switches if name not in SWITCHES]
+    if unknown:
+        fail(f"the switches should be some of {', '.join(SWITCHES)}, but got {shown(unknown[0])}")
     kept = {}
     attn(x, keep=kept.__setitem__, **switches)
     return kept
@@ -137,7 +144,7 @@ def torch_differences(attn, x):
     H, d = attn.n_heads, attn.W_Q.shape[0]
     q, k, v = (split_heads(ours[name], H) for name in "qkv")
     fused = linear(merge_heads(F.scaled_dot_product_attention(q, k, v, is_causal=True)), attn.W_O, attn.b_O)
-    mha = nn.MultiheadAttention(d, H, batch_first=True).eval()
+    mha = nn.MultiheadAttention(d, H, batch_first=True, dtype=attn.W_Q.dtype).eval()   # the layer's, whatever the default
     mha.load_state_dict({"in_proj_weight": torch.cat([attn.W_Q.T, attn.W_K.T, attn.W_V.T]),
                          "in_proj_bias": torch.cat([attn.b_Q, attn.b_K, attn.b_V]),
                          "out_proj.weight": attn.W_O.T, "out_proj.bias": attn.b_O})
@@ -160,6 +167,9 @@ def as_tensor(value, name, what):
         return check_tensor_size(value, name)
     size = length(value) if isinstance(value, range) else value.size if isinstance(value, np.ndarray) else 0
     check_bytes(8 * size, f"{name} ({count(size)} numbers)", "give fewer numbers")
+    if isinstance(value, np.ma.MaskedArray):   # torch would read its hidden entries: to_numpy refuses those
+        to_numpy(value, name, bools=True)
+        value = np.ma.getdata(value)
     try:
         value = torch.as_tensor(value)
     except (TypeError, ValueError, RuntimeError, OverflowError, RecursionError):
@@ -170,13 +180,32 @@ def as_tensor(value, name, what):
 WEIGHTS = "attention weights, real numbers between 0 and 1"
 
 
+WEIGHTS_ATOL = 1e-3   # how far a float32 softmax row (of up to a few thousand keys) may sum from 1
+
+
 def check_weights(weights):
-    """Attention weights as a tensor (``as_tensor``) of finite real numbers; whole numbers and
-    True/False are refused: attention weights are real numbers between 0 and 1. Return it."""
+    """Attention weights as a tensor (``as_tensor``) of finite real numbers from 0 to 1, each row (the last
+    axis) summing to 1 (within WEIGHTS_ATOL), as a softmax makes them; whole numbers and True/False are
+    refused. Return it."""
     w = as_tensor(weights, "weights", WEIGHTS)
     if not w.is_floating_point():
         fail(f"weights should be {WEIGHTS} (a float tensor), but got dtype {w.dtype}")
-    return check_finite(w, "weights")
+    check_finite(w, "weights")
+    if w.numel() and not (w.min() >= -WEIGHTS_ATOL and w.max() <= 1 + WEIGHTS_ATOL):
+        fail(f"weights should be {WEIGHTS}, but they range from {float(w.min()):.4g} to {float(w.max()):.4g}")
+    return w
+
+
+def softmax_rows(w):
+    """Refuse checked weights (``check_weights``, their shape checked by the caller) whose rows (the last
+    axis) do not each sum to 1 within WEIGHTS_ATOL, as a softmax makes them; return w."""
+    if w.dim() and w.numel():
+        sums = w.sum(-1, dtype=torch.float64)
+        worst = int((sums - 1).abs().reshape(-1).argmax())
+        if abs(float(sums.reshape(-1)[worst]) - 1) > WEIGHTS_ATOL:
+            fail(f"weights should be {WEIGHTS} whose rows (the last axis) each sum to 1, as a softmax makes them, "
+                 f"but a row sums to {float(sums.reshape(-1)[worst]):.4g}")
+    return w
 
 
 def previous_token_score(weights):
@@ -187,7 +216,7 @@ def previous_token_score(weights):
     w = check_weights(weights)
     if w.dim() < 2 or w.shape[-1] != w.shape[-2] or w.shape[-1] < 2:
         fail(f"expected square attention weights (..., T, T) with T >= 2, but got shape {tuple(w.shape)}")
-    return torch.diagonal(w, offset=-1, dim1=-2, dim2=-1).mean(-1)
+    return torch.diagonal(softmax_rows(w), offset=-1, dim1=-2, dim2=-1).mean(-1)
 
 
 def induction_score(weights, length):
@@ -204,7 +233,7 @@ def induction_score(weights, length):
     if w.dim() < 2 or tuple(w.shape[-2:]) != (T, T):
         fail(f"weights for a repeated sequence of length {length} should end in ({T}, {T}), "
              f"but have shape {tuple(w.shape)}")
-    diagonal = torch.diagonal(w, offset=-(length - 1), dim1=-2, dim2=-1)  # queries L-1 .. 2L
+    diagonal = torch.diagonal(softmax_rows(w), offset=-(length - 1), dim1=-2, dim2=-1)  # queries L-1 .. 2L
     return diagonal[..., 2:].mean(-1)                                      # queries L+1 .. 2L
 
 
@@ -235,7 +264,7 @@ def attention_profile(weights):
     w = check_weights(weights)
     if w.dim() < 2 or w.shape[-1] != w.shape[-2] or w.shape[-1] < 2:
         fail(f"expected square attention weights (..., T, T) with T >= 2, but got shape {tuple(w.shape)}")
-    T = w.shape[-1]
+    T = softmax_rows(w).shape[-1]
     query, key = torch.arange(T)[:, None], torch.arange(T)[None, :]
     offset = query - key
     kinds = dict(itself=offset == 0, previous=offset == 1, two_back=offset == 2)
@@ -262,6 +291,7 @@ def repeat_score(weights, ids):
     T = len(ids)
     if tuple(w.shape) != (T, T):
         fail(f"weights should be ({T}, {T}) for {T} tokens, but have shape {tuple(w.shape)}")
+    softmax_rows(w)
     # same[t, s]: query t's token stood at s < t before; query t then scores its weight on s + 1
     same = (ids[:, None] == ids[None, :]).tril(-1)
     follows = torch.zeros(T, T, dtype=torch.bool)
@@ -275,7 +305,7 @@ def repeat_score(weights, ids):
 @torch.no_grad()
 def layer_weights(model, ids):
     """Attention weights of every layer and head: ids (B, T) -> (B, layers, heads, T, T)."""
-    ids = model.check_ids(ids)
+    ids = check_model(model).check_ids(ids)
     if ids.dim() == 1:
         ids = ids[None]
     names = [f"L{layer}.weights" for layer in range(model.cfg.n_layers)]
@@ -307,11 +337,24 @@ def loss_by_position(model, ids, **switches):
     ids: (B, T) -> (T-1,): entry t is the loss of predicting ids[:, t+1] from ids[:, :t+1].
     switches go to the model (e.g. ablate_heads=[(1, 0)]).
     """
-    ids = model.check_ids(ids)
+    ids = check_model(model).check_ids(ids)
     if ids.dim() == 1:
         ids = ids[None]
     logits = model(ids[:, :-1], **switches)
     return F.cross_entropy(logits.transpose(1, 2), ids[:, 1:], reduction="none").mean(0)
+
+
+def repeated_ids(model, ids, length):
+    """(ids (B, 2*length+1), length) for a course model: repeated sequences <BOS> a_1..a_L a_1..a_L (one (T,)
+    counts as a batch of one) whose length fits ``length``; else one sentence."""
+    ids = check_model(model).check_ids(ids)
+    if ids.dim() == 1:
+        ids = ids[None]
+    length = check_positive_int(length, "length", minimum=2)
+    if ids.shape[1] != 2 * length + 1:
+        fail(f"ids for a repeated sequence of length {length} should have {2 * length + 1} tokens, "
+             f"but have {ids.shape[1]}")
+    return ids, length
 
 
 def copy_losses(model, ids, length, **switches):
@@ -321,7 +364,7 @@ def copy_losses(model, ids, length, **switches):
     a_2..a_L the second time (a_1 of the second copy is left out: nothing announces it).
     chance: ln(vocab_size - 1), the loss of a uniform guess among the symbols.
     """
-    length = check_positive_int(length, "length", minimum=2)
+    ids, length = repeated_ids(model, ids, length)
     per_position = loss_by_position(model, ids, **switches)   # entry t: the target at t+1
     return dict(first=float(per_position[:length].mean()),
                 second=float(per_position[length + 1:].mean()),
@@ -336,13 +379,7 @@ def restart_probability(model, ids, length):
     position i+2 from the tokens up to position i+1 (positions 2..length+1). A restart of the
     pattern after i+1 symbols would bring a_1 there; at position length+1 it really comes.
     """
-    ids = model.check_ids(ids)
-    if ids.dim() == 1:
-        ids = ids[None]
-    length = check_positive_int(length, "length", minimum=2)
-    if ids.shape[1] != 2 * length + 1:
-        fail(f"ids for a repeated sequence of length {length} should have {2 * length + 1} tokens, "
-             f"but have {ids.shape[1]}")
+    ids, length = repeated_ids(model, ids, length)
     probs = torch.softmax(model(ids[:, :length + 1]), dim=-1)[:, 1:]    # (B, length, V)
     first = ids[:, 1, None, None].expand(-1, length, 1)
     return probs.gather(-1, first)[..., 0].mean(0)
@@ -440,14 +477,21 @@ PROMPTS = {
 
 
 @functools.lru_cache(maxsize=None)
-def get_model(name):
-    """The shipped model ``name`` ('cat' or 'induction') and its tokenizer, loaded once."""
-    if name not in MODELS:
-        fail(f"the model should be one of {MODELS}, but got {name!r}")
+def _loaded(name):
+    """The shipped model ``name`` and its tokenizer, read from disk once: never handed out (get_model copies)."""
     if name == "cat":
         return weights.load_cat(), worlds.cat_world().tokenizer
     model = weights.load_induction()
     return model, worlds.Tokenizer(worlds.induction_vocab(model.cfg.vocab_size))
+
+
+def get_model(name):
+    """The shipped model ``name`` ('cat' or 'induction') and its tokenizer: read from disk once, and a
+    fresh copy on every call (about 2 ms), so code that changes the model it gets (a learner's module
+    zeroing a weight) changes its own copy, never the one the explorer, head_view and the checks use."""
+    if type(name) is not str or name not in MODELS:
+        fail(f"the model should be one of {MODELS}, but got {shown(name)}")
+    return copy.deepcopy(_loaded(name))
 
 
 YOURS = "your model"   # the model menu's name for a model the caller hands in
@@ -532,7 +576,7 @@ def head_view(model="cat", layer=0, head=0, prompt=None, tokenizer=None, cache=N
     if cache is not None and not isinstance(cache, dict):
         fail(f"cache should be None or a dict (the explorer's), but got {shown(cache)}")
     prompt = PROMPTS[model][0] if prompt is None and name in PROMPTS else prompt
-    key = (id(net), prompt)
+    key = (name if name in MODELS else id(net), prompt)   # a shipped model is a fresh copy each call
     found = None if cache is None else cache.get(key)
     if found is None:
         ids, tokens = prompt_tokens(net, tokenizer, prompt, name)

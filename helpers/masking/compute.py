@@ -32,17 +32,19 @@ from ..errors import MAX_BYTES, as_array, check_bytes, check_number, check_posit
     check_tensor_size, count, fail, refuse_bools, shown, to_numpy
 from ..model import Attention, Transformer, check_heads_split
 from ..recipes import CAT_CONFIG, CAT_TRAINING
-from ..sampling.compute import check_length, check_prompt, check_sampling, generate, next_distribution
+from ..explorer import check_model_and_world
+from ..sampling.compute import check_length, check_prompt, check_sampling, generate, next_distribution, window
 from ..training import check_steps, train
-from ..worlds import World, check_sentences, decisions, entropy_floor   # entropy_floor: chapter 04 calls it masking.entropy_floor
+from ..worlds import World, check_sentences, decisions, entropy_floor, words_of   # entropy_floor: chapter 04 calls it masking.entropy_floor
 
 
-def check_square(T, bytes_per_entry, what):
+def check_square(T, bytes_per_entry, what, name="T"):
     """T as an int, refused up front when a (T, T) table of ``bytes_per_entry`` bytes an entry (and the
-    one torch.ones makes on the way) would pass 1.5 GiB; the sentence names the largest T allowed."""
-    T = check_positive_int(T, "T")
-    check_bytes(2 * bytes_per_entry * T * T, f"{what} for T={count(T)}",
-                f"ask for T <= {int((MAX_BYTES / (2 * bytes_per_entry)) ** 0.5):,}")
+    one torch.ones makes on the way) would pass 1.5 GiB; the sentence names the largest T allowed.
+    name: what the caller calls T (OneHead's context_length)."""
+    T = check_positive_int(T, name)
+    check_bytes(2 * bytes_per_entry * T * T, f"{what} for {name}={count(T)}",
+                f"ask for {name} <= {int((MAX_BYTES / (2 * bytes_per_entry)) ** 0.5):,}")
     return T
 
 
@@ -58,11 +60,16 @@ def apply_mask(scores, mask=None):
     mask: (T, T) of True/False, or of the numbers 1 (hide) and 0 (keep) only; anything else (0.5,
     an additive mask of 0 and -inf, NaN) is refused: it would be rounded to one or the other silently."""
     scores = torch.as_tensor(to_numpy(scores, "scores"), dtype=torch.float32) if not torch.is_tensor(scores) \
-        else numbers(scores, "scores").float()
+        else numbers(scores, "scores").to(torch.float64 if scores.dtype == torch.float64 else torch.float32)
     if scores.dim() < 2 or scores.shape[-1] != scores.shape[-2]:
         fail(f"scores should end in a square (T, T) table, but have shape {tuple(scores.shape)}")
     if mask is not None:
-        given = mask if torch.is_tensor(mask) else torch.as_tensor(to_numpy(mask, "mask", bools=True))
+        # counted and shaped before any op reads it: an expanded mask stands for more numbers than it stores
+        given = check_tensor_size(mask, "mask") if torch.is_tensor(mask) else \
+            torch.as_tensor(to_numpy(mask, "mask", bools=True))
+        if given.shape != scores.shape[-2:]:
+            fail(f"the mask should have the shape the scores end in, {tuple(scores.shape[-2:])}, but it has shape "
+                 f"{tuple(given.shape)}")
         if given.dtype != torch.bool and not ((given == 0) | (given == 1)).all():
             odd = given[(given != 0) & (given != 1)].reshape(-1)[0]
             fail(f"mask should hold True/False (or 1 to hide and 0 to keep), but it holds {float(odd):g}"
@@ -128,16 +135,17 @@ def heads_from_trace(model, world, prompts, layer=0):
     q, k, v (B, H, T, d_k) from the trace's L<layer>.q/k/v, weights (B, H, T, T) and
     out (B, H, T, d_k) from L<layer>.weights and L<layer>.head_out.
     """
-    if not isinstance(model, Transformer) or model.cfg.positions == "rotary":
+    check_model_and_world(model, world)
+    if model.cfg.positions == "rotary":
         fail("heads_from_trace needs one of the course's models without rotary positions (the trace keeps "
-             f"q and k before any rotation), but got {type(model).__name__}")
-    if isinstance(prompts, str) or not prompts:
-        fail(f"prompts should be a non-empty list of prompts, but got {str(prompts)[:60]!r}")
+             "q and k before any rotation), but got one with rotary positions")
+    if isinstance(prompts, str) or not isinstance(prompts, (list, tuple)) or not prompts:
+        fail(f"prompts should be a non-empty list of prompts (strings or lists of words), but got {shown(prompts)}")
     layer = check_positive_int(layer, "layer", minimum=0)
     if layer >= model.cfg.n_layers:
         fail(f"the model has layers 0 to {model.cfg.n_layers - 1}, but layer {layer} was asked for")
-    traces = [model(world.tokenizer.encode(p.split() if isinstance(p, str) else list(p)), trace=True)
-              for p in prompts]
+    ids = [world.tokenizer.encode(prompt_words(model, p, name="each prompt")) for p in prompts]   # all checked first
+    traces = [model(one, trace=True) for one in ids]
     lengths = {trace["h0"].shape[0] for trace in traces}
     if len(lengths) != 1:
         fail(f"the prompts should all have one length (a batch), but have lengths {sorted(lengths)}")
@@ -155,12 +163,13 @@ def three_words():
     Returns a dict: x, W_q, W_k, W_v, q, k, v, scores (q kᵀ / √2), masked, weights
     (masked, then softmax), unmasked (softmax without the mask), out (weights @ v).
     """
+    f32 = dict(dtype=torch.float32)   # float32 whatever torch's default dtype (torch.set_default_dtype)
     x = torch.tensor([[1., 0., 0., 1.],    # the
                       [0., 1., 1., 0.],    # cat
-                      [0., 1., 0., 1.]])   # sat
-    W_q = torch.tensor([[1., 0.], [0., 1.], [0., 0.], [0., 0.]])
-    W_k = torch.tensor([[0., 0.], [0., 0.], [1., 0.], [0., 1.]])
-    W_v = torch.tensor([[1., 0.], [0., 0.], [0., 1.], [0., 0.]])
+                      [0., 1., 0., 1.]], **f32)   # sat
+    W_q = torch.tensor([[1., 0.], [0., 1.], [0., 0.], [0., 0.]], **f32)
+    W_k = torch.tensor([[0., 0.], [0., 0.], [1., 0.], [0., 1.]], **f32)
+    W_v = torch.tensor([[1., 0.], [0., 0.], [0., 1.], [0., 0.]], **f32)
     q, k, v = x @ W_q, x @ W_k, x @ W_v
     scores = q @ k.T / math.sqrt(k.shape[-1])
     masked = apply_mask(scores)
@@ -239,7 +248,10 @@ def model_leak(model, world, prompt, new_last):
 
     Returns a dict: with_mask (T,), without_mask (T,).
     """
-    ids = world.tokenizer.encode(prompt)
+    check_model_and_world(model, world)
+    ids = world.tokenizer.encode(prompt_words(model, prompt))
+    if type(new_last) is not str:
+        fail(f"new_last should be one word of the {world.name} world (a string), but got {shown(new_last)}")
     ids2 = ids.clone()
     ids2[-1] = world.tokenizer.encode([new_last])[0]
     return {name: (model(ids, causal=causal) - model(ids2, causal=causal)).abs().sum(-1)
@@ -256,8 +268,10 @@ def prefix_scores(model, world, sentences=None, causal=True):
     equal to the sentence's next word, on every slot except the adjective after is/was,
     as in worlds.slot_accuracy), decisions.
     """
+    check_model_and_world(model, world)
     causal = check_switch(causal, "causal")
     sentences = world.sentences if sentences is None else sentences
+    world.batch(sentences)   # refuses, in one sentence, what is no list of sentences of two or more known words
     found = decisions(sentences)
     by_length = defaultdict(list)
     for prefix, nxt, copula in found:
@@ -278,6 +292,7 @@ def prefix_scores(model, world, sentences=None, causal=True):
 @torch.no_grad()
 def teacher_forced_loss(model, world, sentences=None, causal=True):
     """The training objective, measured: mean cross-entropy with the whole sentence as input."""
+    check_model_and_world(model, world)
     causal = check_switch(causal, "causal")
     sentences = world.train if sentences is None else sentences
     inputs, targets = world.batch(sentences)
@@ -298,8 +313,12 @@ def sample_sentences(model, world, n=20, causal=True, temperature=1.0, seed=0, m
     one more word each step), one forward pass per step instead of one per sentence.
     Limits: n <= MAX_SENTENCES (10,000); seed .. seed + n - 1 within 0 .. 2**64 - 1.
     """
+    check_model_and_world(model, world)
     n, seed, causal = check_positive_int(n, "n"), check_seed(seed), check_switch(causal, "causal")
     max_len = check_positive_int(max_len, "max_len", minimum=2)   # before max_len - 1 is computed
+    if max_len > window(model) + 1:   # <BOS> and max_len - 1 drawn words, the last never fed back
+        fail(f"max_len should be at most {window(model) + 1:,} words for this model (it reads at most "
+             f"{window(model):,} tokens at once), but got {count(max_len)}")
     if n > MAX_SENTENCES:
         fail(f"n should be at most {MAX_SENTENCES:,} sentences (this course's limit), but got {count(n)}")
     check_seed(seed + n - 1, "seed + n - 1 (the last sentence's seed)")
@@ -344,7 +363,8 @@ def train_without_mask(world, seed=0, steps=CAT_TRAINING["steps"], stop_after=No
     seed, steps = check_seed(seed), check_steps(steps, MAX_STEPS)
     model = Transformer(CAT_CONFIG, init="unit")
     settings = {**CAT_TRAINING, "seed": seed, "steps": steps}
-    losses = train(model, world.batch(world.train), progress=False, causal=False, stop_after=stop_after, **settings)
+    with torch.enable_grad():   # a training loop, also when called inside torch.no_grad()
+        losses = train(model, world.batch(world.train), progress=False, causal=False, stop_after=stop_after, **settings)
     return model.eval(), losses
 
 
@@ -352,8 +372,7 @@ def measure_without_mask(model, losses, seed, world, n_samples=50):
     """One unmasked run measured: a dict of seed, model, losses, final_loss, without
     (``prefix_scores`` run without the mask), with_mask (run with it) and valid (how many of
     ``n_samples`` samples at temperature 1 are sentences of the world)."""
-    if not isinstance(model, Transformer):
-        fail(f"model should be one of the course's Transformer models, but got {type(model).__name__}")
+    check_model_and_world(model, world)
     if isinstance(losses, (str, bytes)) or not hasattr(losses, "__len__") or not len(losses):
         fail(f"losses should be the training loss of every step (a non-empty list), but got {str(losses)[:60]}")
     n_samples = check_positive_int(n_samples, "n_samples")
@@ -412,20 +431,21 @@ def count_within(values, low, high):
     return int(((low <= values) & (values <= high)).sum())
 
 
-def prompt_words(model, prompt, extra=0):
+def prompt_words(model, prompt, extra=0, name="the prompt"):
     """``prompt`` (a string, or a list or tuple of words) as a list of words, refused in one sentence
-    when it is empty or has more than the model's n_max positions less ``extra`` (measured before
-    any list is made)."""
+    when it is empty or has more than the model's n_max positions less ``extra``. name: what the
+    sentence calls it. A list's words are read by the built-in list's own iterator (a subclass's
+    ``__len__`` or ``__iter__`` may lie)."""
     if not isinstance(prompt, (str, list, tuple)):
-        fail(f"the prompt should be a string or a list of words, such as '<BOS> the cat', but got "
+        fail(f"{name} should be a string or a list of words, such as '<BOS> the cat', but got "
              f"{type(prompt).__name__} {shown(prompt)}")
-    words = prompt.split() if isinstance(prompt, str) else prompt
+    words = prompt.split() if isinstance(prompt, str) else words_of(prompt)
     if not words:
-        fail("the prompt should hold at least one word (such as '<BOS> the cat'), but it is empty")
+        fail(f"{name} should hold at least one word (such as '<BOS> the cat'), but it is empty")
     room = model.cfg.n_max - extra
     if len(words) > room:
-        fail(f"the prompt should have at most {room} words for this model, but has {count(len(words))}")
-    return list(words)
+        fail(f"{name} should have at most {room} words for this model, but has {count(len(words))}")
+    return words
 
 
 @torch.no_grad()
@@ -435,6 +455,7 @@ def attention_maps(model, world, prompt, causal=True):
     Returns a dict: words (T,), weights (n_layers, n_heads, T, T), next (the most likely next
     word), p_next (its probability) and causal.
     """
+    check_model_and_world(model, world)
     causal = check_switch(causal, "causal")
     words = prompt_words(model, prompt)
     trace = model(world.tokenizer.encode(words), trace=True, causal=causal)
@@ -472,6 +493,7 @@ def three_regimes(model, world, prompt, n_prompt):
     """
     from ..model import KVCache
 
+    check_model_and_world(model, world)
     ids = world.tokenizer.encode(prompt_words(model, prompt))
     n_prompt = check_positive_int(n_prompt, "n_prompt")
     if n_prompt >= len(ids):
@@ -500,6 +522,7 @@ def earlier_states(model, world, prompt, next_word):
     of L<layer>.k and L<layer>.v at the prompt's positions. With the mask they stay as they were
     (a cache may keep them); without it they move from layer 1 on.
     """
+    check_model_and_world(model, world)
     words = prompt_words(model, prompt, extra=1)   # room for next_word
     ids = world.tokenizer.encode(words)
     longer = world.tokenizer.encode(words + [next_word])
@@ -521,11 +544,12 @@ def attention_work(model, world, prompt, n_new):
     (T_q x T_k per call, T_k counting the cached keys). Returns a dict: cached and recomputed,
     each a dict of rows and scores.
     """
+    check_model_and_world(model, world)
     n_new = check_positive_int(n_new, "n_new")
     ids = world.tokenizer.encode(prompt_words(model, prompt))
-    if len(ids) + n_new - 1 > model.cfg.n_max:
-        fail(f"the model handles at most {model.cfg.n_max} positions, but {len(ids)} + {n_new} new tokens need "
-             f"{len(ids) + n_new - 1}")
+    if len(ids) + n_new - 1 > model.cfg.n_max:   # the last new token is never fed back
+        fail(f"n_new should be at most {model.cfg.n_max - len(ids) + 1} after a prompt of {len(ids)} tokens (the model "
+             f"reads at most {model.cfg.n_max} positions), but got {n_new:,}")
     counts = {}
 
     def count(module, args, kwargs):
@@ -558,9 +582,14 @@ def future_reading(model, world, sentences=None, causal=False):
     query (j > i), and next_key (n_layers, n_heads) the mean weight on key i + 1 alone, both
     over the positions whose next input is a word.
     """
+    check_model_and_world(model, world)
     causal = check_switch(causal, "causal")
     sentences = world.train if sentences is None else sentences
     inputs, targets = world.batch(sentences)
+    rows = (inputs[:, 1:] != world.tokenizer.ids["<PAD>"]).float()            # (B, T-1): a word at i + 1
+    if not rows.sum() > 0:   # no query has a key after it: every mean below would be 0/0
+        fail(f"sentences should have a sentence of three or more words (a query with a word after it to weigh), "
+             f"but the longest has {inputs.shape[1] + 1}")
     weights = {}
     h = model.embed(inputs)
     for layer, block in enumerate(model.blocks):
@@ -568,7 +597,6 @@ def future_reading(model, world, sentences=None, causal=False):
                   weights.__setitem__(layer, x) if name == "weights" else None)
     top = model.unembed(h).argmax(-1)
     scored = targets != -100
-    rows = (inputs[:, 1:] != world.tokenizer.ids["<PAD>"]).float()            # (B, T-1): a word at i + 1
     W = torch.stack([weights[layer][:, :, :-1] for layer in range(len(model.blocks))])  # (L, B, H, T-1, T)
     per_row = {"future": W.triu(diagonal=1).sum(-1), "next_key": W.diagonal(offset=1, dim1=-2, dim2=-1)}
     n = int(scored.sum())
@@ -612,12 +640,22 @@ class OneHead(nn.Module):
 
     def __init__(self, d_in, d_head, context_length=8, bias=False):
         super().__init__()
+        d_in, d_head = check_positive_int(d_in, "d_in"), check_positive_int(d_head, "d_head")
+        bias = check_switch(bias, "bias")
+        check_bytes(3 * 4 * (d_in + 1) * d_head, f"OneHead({count(d_in)}, {count(d_head)})",
+                    "give a smaller d_in or d_head (three d_in x d_head float32 matrices)")
+        mask = causal_mask(check_square(context_length, 1, "the module's causal mask", "context_length"))
         self.W_q, self.W_k, self.W_v = (nn.Linear(d_in, d_head, bias=bias) for _ in range(3))
-        self.register_buffer("mask", causal_mask(context_length), persistent=False)
+        self.register_buffer("mask", mask, persistent=False)
 
     def forward(self, x):
-        if x.dim() != 3 or x.shape[-1] != self.W_q.in_features:
-            fail(f"expected x of shape (B, T, {self.W_q.in_features}), but got {tuple(x.shape)}")
+        if not torch.is_tensor(x):
+            fail(f"x should be a float tensor of shape (B, T, {self.W_q.in_features}), but got "
+                 f"{type(x).__name__} {shown(x)}")
+        numbers(x, "x")
+        if x.dim() != 3 or x.shape[-1] != self.W_q.in_features or x.dtype != self.W_q.weight.dtype:
+            fail(f"x should have shape (B, T, {self.W_q.in_features}) and dtype {self.W_q.weight.dtype}, "
+                 f"but it has shape {tuple(x.shape)} and dtype {x.dtype}")
         T = x.shape[1]
         if T > self.mask.shape[0]:
             fail(f"the module's mask covers {self.mask.shape[0]} tokens, but x has T={T}")

@@ -32,13 +32,15 @@ import torch
 
 from .. import reference as ref
 from ..errors import MAX_BYTES, as_array, check_bytes, check_finite, check_number, check_positive_int, check_seed, \
-    check_switch, check_tensor, count, fail, shown
+    check_switch, check_tensor, count, fail, shown, to_numpy
 from ..explorer import check_model_and_world
-from ..model import MAX_TOKENS, Transformer, check_depth, rotate_pairs, sinusoidal_table
+from ..model import MAX_TOKENS, Transformer, check_depth, check_model, rotate_pairs, sinusoidal_table
+from ..worlds import words_of
 
 MAX_SQUARE = math.isqrt(MAX_BYTES // 8)   # the largest n of an (n, n) float64 table within MAX_BYTES: 14,188
 MAX_SHIFT = 1_000_000     # the furthest position shifted_logits places a sequence (the notebook goes to 1,000)
 MAX_PROBE_STEPS = 10_000  # position_probe's training steps at most (the notebook trains 150)
+MAX_ID = 2**63 - 1        # the largest token id a 64-bit (torch.long) tensor holds
 
 
 def check_square(n, what):
@@ -77,16 +79,24 @@ def permutation_matrix(perm):
     return P
 
 
+def check_word_list(words, name):
+    """A non-empty list (or tuple) of words, each a string, as a new list (read by the built-in's own
+    iterator: a subclass's __iter__ or __len__ may lie); else one sentence."""
+    if not isinstance(words, (list, tuple)):
+        fail(f"{name} should be a list of words (strings), at least one, but got {shown(words)}")
+    words = words_of(words)
+    if not words or not all(type(word) is str for word in words):
+        fail(f"{name} should be a list of words (strings), at least one, but got {shown(words)}")
+    return words
+
+
 def match_permutation(first, second):
     """perm with second[i] == first[perm[i]]: how a reordering of the same words lines up.
 
     first, second: lists of words holding the same words in some order. A repeated
     word is matched to its occurrences in order.
     """
-    for name, words in (("first", first), ("second", second)):
-        if not isinstance(words, (list, tuple)) or not all(isinstance(word, str) for word in words):
-            fail(f"{name} should be a list of words (strings), but got {shown(words)}")
-    first, second = list(first), list(second)
+    first, second = check_word_list(first, "first"), check_word_list(second, "second")
     if sorted(first) != sorted(second):
         fail(f"the two word lists should hold the same words, but got {shown(first)} and {shown(second)}")
     unused = list(range(len(first)))
@@ -303,12 +313,27 @@ def score_terms(model, ids, hold_sigma=False):
     return {(a, b): (q[a] @ k[b].transpose(-2, -1) / d_k ** 0.5).numpy() for a in PARTS for b in PARTS}
 
 
+def causal_scores(S, owner):
+    """Causal scores S (..., T, T) for ``owner`` (off_offset, shift_free) as a float64 array: real numbers, square
+    in the last two axes, finite on and below the diagonal (above it, where a mask puts -inf, nothing is read),
+    and the memory the call needs (about three arrays of S's size and three (T, T) tables) within MAX_BYTES;
+    else one sentence."""
+    S = to_numpy(S, "S")   # counts a broadcast view's numbers before they are made
+    if S.ndim < 2 or S.shape[-1] != S.shape[-2]:
+        fail(f"S should be square scores (..., T, T) for {owner}, but it has shape {S.shape}")
+    T = S.shape[-1]
+    check_bytes(25 * S.size + 24 * T * T, f"{owner} on scores of shape {S.shape}", "give fewer or shorter rows of scores")
+    seen = np.isfinite(S) | np.triu(np.ones((T, T), dtype=bool), k=1)
+    if not seen.all():
+        fail(f"S should hold finite numbers on and below the diagonal (the scores {owner} reads), but it holds NaN or "
+             f"inf in {count(int((~seen).sum()))} of them")
+    return S
+
+
 def off_offset(S):
     """The part of the causal scores S (..., T, T) that is not a function of the offset t - s:
     S minus the mean of its diagonal, on and below the diagonal (0 above it)."""
-    S = np.asarray(S, dtype=float)
-    if S.ndim < 2 or S.shape[-1] != S.shape[-2]:
-        fail(f"off_offset takes square scores (..., T, T), but got shape {S.shape}")
+    S = causal_scores(S, "off_offset")
     T = S.shape[-1]
     t, s = np.indices((T, T))
     out = np.zeros_like(S)
@@ -323,12 +348,26 @@ def shift_free(S):
     on and below the diagonal, 0 above it. A number that depends on the query's position t only
     is added to every score of row t, and the softmax ignores it; this removes it and keeps
     everything the attention weights depend on (a function of t - s stays one)."""
-    S = np.asarray(S, dtype=float)
-    if S.ndim < 2 or S.shape[-1] != S.shape[-2]:
-        fail(f"shift_free takes square scores (..., T, T), but got shape {S.shape}")
+    S = causal_scores(S, "shift_free")
     T = S.shape[-1]
     own = np.diagonal(S, axis1=-2, axis2=-1)[..., :, None]
-    return np.where(np.tril(np.ones((T, T), dtype=bool)), S - own, 0.0)
+    with np.errstate(invalid="ignore"):   # -inf above the diagonal (a mask's) is not read
+        return np.where(np.tril(np.ones((T, T), dtype=bool)), S - own, 0.0)
+
+
+def check_terms(terms):
+    """``terms`` as score_terms returns them: a dict {(query part, key part): (H, T, T) array} of all nine
+    pairs of PARTS, every array of one shape and finite; else one sentence. Returns it."""
+    pairs = {(a, b) for a in PARTS for b in PARTS}
+    if not isinstance(terms, dict) or set(terms) != pairs:
+        fail(f"terms should be the dict score_terms returns (one (H, T, T) array for each of the nine "
+             f"(query part, key part) pairs), but got {shown(terms)}")
+    arrays = {pair: check_finite(as_array(value, f"the term {pair}", 3), f"the term {pair}")
+              for pair, value in terms.items()}
+    shapes = {value.shape for value in arrays.values()}
+    if len(shapes) != 1 or any(shape[-1] != shape[-2] for shape in shapes):
+        fail(f"terms should hold nine arrays of one shape (H, T, T), but got shapes {sorted(shapes)}")
+    return arrays
 
 
 def term_shares(terms, groups, shift_free_scores=False):
@@ -341,9 +380,9 @@ def term_shares(terms, groups, shift_free_scores=False):
     scores (each row's shift taken away first). Returns {name: (H,) array}.
     """
     shift_free_scores = check_switch(shift_free_scores, "shift_free_scores")
-    if not isinstance(terms, dict) or not isinstance(groups, dict):
-        fail(f"term_shares takes the dict of score_terms and a dict of groups, but got "
-             f"{type(terms).__name__} and {type(groups).__name__}")
+    terms = check_terms(terms)
+    if not isinstance(groups, dict) or not all(isinstance(pairs, (list, tuple)) for pairs in groups.values()):
+        fail(f"groups should be a dict {{name: [(query part, key part), ...]}}, but got {shown(groups)}")
     named = [pair for pairs in groups.values() for pair in pairs]
     if sorted(named) != sorted(terms):
         fail(f"the groups should name each of the nine (query part, key part) pairs once, but name {named}")
@@ -359,10 +398,15 @@ def spread_without(terms, pairs, shift_free_scores=False):
     scores, rebuilt from ``terms`` (``score_terms``) with the terms ``pairs`` left out
     (of the ``shift_free`` scores when shift_free_scores)."""
     shift_free_scores = check_switch(shift_free_scores, "shift_free_scores")
-    if not isinstance(terms, dict) or not set(map(tuple, pairs)) <= set(terms):
-        fail(f"spread_without takes the dict of score_terms and some of its (query part, key part) pairs, "
-             f"but got {type(terms).__name__} and {list(pairs)!r:.120}")
-    kept = sum(value for pair, value in terms.items() if pair not in set(map(tuple, pairs)))
+    terms = check_terms(terms)
+    if not isinstance(pairs, (list, tuple, set)) or not all(
+            isinstance(pair, (list, tuple)) and tuple(pair) in terms for pair in pairs):
+        fail(f"pairs should be a list of some of the nine (query part, key part) pairs of score_terms, such as "
+             f"[('position', 'position')], but got {shown(pairs)}")
+    left_out = {tuple(pair) for pair in pairs}
+    if len(left_out) == len(terms):
+        fail(f"pairs should leave at least one of the {len(terms)} terms in, but it names every one")
+    kept = sum(value for pair, value in terms.items() if pair not in left_out)
     if shift_free_scores:
         kept = shift_free(kept)
     T = kept.shape[-1]
@@ -374,7 +418,7 @@ def row_moves(model, seed):
     """(n_max,) how far training moved each row of a learned position table: the largest
     |P[p] - P_start[p]|, with P_start the model's Config re-initialised with ``seed``."""
     seed = check_seed(seed)
-    if getattr(model, "P", None) is None:
+    if check_model(model).P is None:
         fail(f"expected a model with learned positions, but this one has positions={model.cfg.positions!r}")
     start = Transformer(model.cfg, init=model.init)
     start.reset_parameters(seed)
@@ -399,9 +443,7 @@ def scramble(words, seed, keep_last=True):
     every other seed picks one of the other distinct orders (seeded). <BOS> stays first,
     and the last word stays last when keep_last. At most 8 words are rearranged.
     """
-    if isinstance(words, (str, bytes)) or not isinstance(words, (list, tuple)):
-        fail(f"words should be a list of words, but got {shown(words)}")
-    words = list(words)
+    words = check_word_list(words, "words")
     seed, keep_last = check_seed(seed), check_switch(keep_last, "keep_last")
     end = len(words) - 1 if keep_last else len(words)
     middle = tuple(words[1:end])
@@ -471,6 +513,8 @@ def position_task(n, T=6, V=6, seed=0):
     """
     n, T, V = (check_positive_int(v, name) for v, name in ((n, "n"), (T, "T"), (V, "V")))
     seed = check_seed(seed)
+    if V > MAX_ID + 1:   # torch draws ids as 64-bit integers
+        fail(f"V should be at most 2**63 (the token ids 0..V-1 are 64-bit integers), but got {count(V)}")
     if T > V:
         fail(f"the targets 0..T-1 must be tokens, so T={T} cannot exceed the vocabulary V={V}")
     check_bytes(24 * n * T, f"position_task of {count(n)} sequences of {count(T)} tokens",
@@ -490,6 +534,9 @@ def order_blind_ceiling(T):
     T - 1 other positions, so a guess is right 1 time in T - 1: (1 + 1) / T in all.
     """
     T = check_positive_int(T, "T", minimum=2)
+    if T > MAX_TOKENS:
+        fail(f"T should be at most {MAX_TOKENS:,} tokens (the longest sequence position_probe trains on), "
+             f"but got {count(T)}")
     return (1 + (T - 1) * (1 / (T - 1))) / T
 
 
@@ -517,7 +564,8 @@ def position_probe(seed, causal=True, steps=150, T=6, V=6, n=128):
     from ..training import train
 
     model = Transformer(Config(vocab_size=V, d_model=8, n_heads=1, n_layers=1, d_ff=16, n_max=T, positions="none"), init="unit")
-    train(model, position_task(n, T, V, seed), steps=steps, lr=3e-2, seed=seed, progress=False, causal=causal)
+    with torch.enable_grad():   # a training loop, also when called inside torch.no_grad()
+        train(model, position_task(n, T, V, seed), steps=steps, lr=3e-2, seed=seed, progress=False, causal=causal)
     x, y = position_task(1000, T, V, seed=100)
     with torch.no_grad():
         return float((model(x, causal=causal).argmax(-1) == y).float().mean())
@@ -561,5 +609,7 @@ def shifted_loss(model, inputs, targets, shift):
     if not isinstance(model, Transformer):
         fail(f"shifted_loss takes a helpers.model.Transformer, but got {shown(model)}")
     inputs, targets = check_batch((inputs, targets), model.cfg.vocab_size)   # same (B, T) shape, ids in range
+    if not (targets != -100).any():   # a mean over no tokens: 0/0
+        fail(f"targets should hold at least one token to predict (an id, not -100), but all {targets.numel():,} are -100")
     logits = shifted_logits(model, inputs, shift)
     return float(F.cross_entropy(logits.reshape(-1, logits.shape[-1]), targets.reshape(-1), ignore_index=-100))

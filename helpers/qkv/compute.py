@@ -23,6 +23,7 @@ import torch
 
 from .. import reference as ref
 from ..errors import as_array, check_bytes, check_index, check_number, check_switch, check_tensor_size, count, fail, shown
+from ..explorer import check_model_and_world
 
 
 def three_words():
@@ -300,6 +301,7 @@ def cat_head_cases(model=None, world=None, prompts=CAT_HEAD_PROMPTS, layer=0):
 
     model = weights.load_cat() if model is None else model
     world = worlds.cat_world() if world is None else world
+    check_model_and_world(model, world)
     if isinstance(prompts, str) or not isinstance(prompts, (list, tuple)) or not prompts \
             or not all(isinstance(p, str) for p in prompts):
         fail(f"prompts should be a non-empty list of prompts (strings), but got {shown(prompts)}")

@@ -15,7 +15,7 @@ from ..errors import MAX_BYTES, as_array, check_bytes, check_index, check_number
 from ..model import check_model
 from ..plots import ACCENT, BASE
 from ..reference import softmax
-from ..training import Adam, check_seeds, check_steps
+from ..training import Adam, check_batch, check_lr, check_seeds, check_steps
 from ..worlds import entropy_floor as loss_floor   # the floor under the training loss (chapter 04's entropy_floor)
 
 # The Book's table: d -> (spread of raw dot products, spread after dividing by √d).
@@ -30,6 +30,8 @@ MAX_DIMS = 64   # values of d one call may take (the chapter uses at most 19)
 
 def check_dims(dims):
     """A list of 1 to MAX_DIMS whole numbers d >= 1 (one whole number counts as a list of one)."""
+    if isinstance(dims, np.ndarray) and dims.ndim == 0:   # np.array(3): one d, as 3 is
+        dims = dims[()]
     if isinstance(dims, (int, np.integer)) and not isinstance(dims, bool):
         dims = [dims]
     if not isinstance(dims, (list, tuple, range, np.ndarray)) or not 1 <= len(dims[:MAX_DIMS + 1]) <= MAX_DIMS:
@@ -118,8 +120,10 @@ def check_weights(weights):
     within 1.5 GiB; one sentence for anything else."""
     w = as_array(weights, "weights", 1)
     check_bytes(16 * len(w) ** 2, f"the (n, n) derivative of {len(w):,} weights", f"ask for n <= {int((MAX_BYTES / 16) ** 0.5):,} weights")
-    if not np.isfinite(w).all() or np.any(w < 0) or abs(w.sum() - 1) > 1e-6:
-        fail(f"weights should be a softmax output (non-negative, summing to 1), but they sum to {w.sum():.4f}")
+    problem = ("hold NaN or inf" if not np.isfinite(w).all() else f"hold a negative entry, {w[w < 0][0]:g}"
+               if np.any(w < 0) else f"sum to {w.sum():.6g}" if abs(w.sum() - 1) > 1e-6 else None)
+    if problem:
+        fail(f"weights should be a softmax output (non-negative, summing to 1), but they {problem}")
     return w
 
 
@@ -233,6 +237,28 @@ def explore(d, scaled=True):
 
 # ----------------------------------------------------------------- figures
 
+MAX_ROWS = 1_000   # rows (runs, dims) one figure or comparison takes (the chapter's: 6 runs, up to 19 dims)
+
+
+def check_rows(rows, name, keys, source, kind="rows"):
+    """``rows`` as ``source`` returns them: a list of 1 to MAX_ROWS dicts, each holding ``keys``; else one
+    sentence (``kind``: what the rows are, such as "runs"). Returns it as a list."""
+    if not isinstance(rows, (list, tuple)) or not 1 <= len(rows) <= MAX_ROWS or not all(
+            isinstance(row, dict) and all(key in row for key in keys) for row in rows):
+        fail(f"{name} should be a list of {kind} as {source} returns them (1 to {MAX_ROWS:,} dicts with "
+             f"{', '.join(keys)}), but got {shown(rows)}")
+    return list(rows)
+
+
+def positive_values(rows, key, name):
+    """Each row's ``key`` as one float array, every value finite and above 0 (a log axis); else one sentence."""
+    values = np.concatenate([np.atleast_1d(as_array(row[key], f"each row's {key}", (0, 1))) for row in rows])
+    if not (np.isfinite(values) & (values > 0)).all():
+        fail(f"{name} should hold finite numbers above 0 for a log axis, but its {key} holds "
+             f"{shown(float(values[~(np.isfinite(values) & (values > 0))][0]))}")
+    return values
+
+
 def spread_figure(spread=None, dims=(4, 64, 768), n=20_000, seed=123):
     """Histograms of q·k (raw) and q·k/√d (scaled) for each d, one panel per d, shared x-axis.
 
@@ -240,7 +266,8 @@ def spread_figure(spread=None, dims=(4, 64, 768), n=20_000, seed=123):
     are drawn from a generator seeded with ``seed``."""
     dims = check_dims(dims)
     if spread is not None:
-        drawn = {row["d"]: row["scores"] for row in spread}
+        spread = check_rows(spread, "spread", ("d", "scores"), "dot_spread")
+        drawn = {row["d"]: as_array(row["scores"], "each row's scores", 1) for row in spread}
         missing = [d for d in dims if d not in drawn]
         if missing:
             fail(f"spread should hold rows for d = {list(dims)}, but it has no row for d = {missing}")
@@ -268,7 +295,10 @@ def spread_figure(spread=None, dims=(4, 64, 768), n=20_000, seed=123):
 
 def gradient_figure(rows):
     """Median gradient size against d (log-log) from ``gradient_by_dim`` rows: three curves."""
-    dims = [r["d"] for r in rows]
+    rows = check_rows(rows, "rows", ("d", "raw", "scaled", "scaled_wrt_raw"), "gradient_by_dim")
+    dims = check_dims([r["d"] for r in rows])
+    for key in ("raw", "scaled", "scaled_wrt_raw"):
+        positive_values(rows, key, "rows")
     fig, ax = plt.subplots(figsize=(5.6, 3.4))
     ax.loglog(dims, [r["scaled"] for r in rows], "o-", color=BASE,
               label="scaled, w.r.t. softmax's input q·k/√d")
@@ -302,8 +332,15 @@ def scaling_model(d_model=32, n_heads=1, n_layers=2, d_ff=8):
 def saturated_share(model, batch, scaled=True, above=0.99):
     """Share of layer 0's attention rows whose largest weight exceeds ``above``, over the real
     (not padding) positions of ``batch`` (inputs (B, T), targets (B, T) with -100 on pads) that
-    see at least two keys (position 0 sees only itself: its one weight is always 1)."""
-    inputs, targets = batch
+    see at least two keys (position 0 sees only itself: its one weight is always 1). above: from 0 to below 1."""
+    check_model(model)
+    inputs, targets = check_batch(batch, model.cfg.vocab_size)
+    scaled = check_switch(scaled, "scaled")
+    above = check_number(above, "above", low=0)
+    if above >= 1:   # no weight exceeds 1: the share would be 0 whatever the model
+        fail(f"above should be below 1 (a weight is at most 1), but got {above:g}")
+    if not (targets[:, 1:] != -100).any():
+        fail("batch should have a real (not padding) position after the first in some sequence, but has none")
     rows = []
     block = model.blocks[0]
     with torch.no_grad():
@@ -337,7 +374,7 @@ def train_with_and_without_scaling(seeds=SCALING_RUNS["seeds"], steps=SCALING_RU
 
     seeds = check_seeds(seeds, MAX_SEEDS)
     steps = check_steps(steps, MAX_STEPS)
-    lr = check_number(lr, "lr", low=0, low_open=True)
+    lr = check_lr(lr)
     if stop_after is not None and not 1 <= check_positive_int(stop_after, "stop_after") <= steps:
         fail(f"stop_after should be None or a whole number of steps from 1 to steps={steps:,}, but got {count(stop_after)}")
     unknown = set(sizes) - {"d_model", "n_heads", "n_layers", "d_ff"}
@@ -356,8 +393,9 @@ def train_with_and_without_scaling(seeds=SCALING_RUNS["seeds"], steps=SCALING_RU
                     start["saturated"] = saturated_share(model, batch, scaled)
 
             model = scaling_model(**sizes)
-            losses = train(model, batch, steps=steps, lr=lr, seed=seed, progress=False,
-                           on_step=first_step, scaled=scaled, stop_after=stop_after)
+            with torch.enable_grad():   # a training loop, also when called inside torch.no_grad()
+                losses = train(model, batch, steps=steps, lr=lr, seed=seed, progress=False,
+                               on_step=first_step, scaled=scaled, stop_after=stop_after)
             runs.append(dict(seed=seed, scaled=scaled, d_k=model.cfg.d_k, losses=np.array(losses), final=losses[-1],
                              saturated_at_start=start["saturated"], grad_W_Q_at_start=start["grad"]))
     return runs
@@ -376,6 +414,10 @@ def shipped_runs(path=None):
     import json
     from pathlib import Path
 
+    import os
+
+    if path is not None and not isinstance(path, (str, os.PathLike)):
+        fail(f"path should be None (the shipped file) or a path to a runs.json, but got {shown(path)}")
     path = runs_path() if path is None else Path(path)
     if not path.is_file():
         fail(f"expected the shipped runs at {path}, but there is no file there; "
@@ -400,10 +442,8 @@ def same_start(runs, again, rel=1e-4):
     first update, ‖∂loss/∂W_Q‖ and each of the n losses within ``rel`` of the file's.
     (Over the first few steps rounding differences stay small; later they grow, see the chapter.)"""
     rel = check_number(rel, "rel", low=0, low_open=True)
-    for name, value in (("runs", runs), ("again", again)):
-        if not isinstance(value, list) or not all(isinstance(r, dict) and all(k in r for k in RUN_KEYS) for r in value):
-            fail(f"{name} should be a list of runs (dicts with {', '.join(RUN_KEYS)}), as train_with_and_without_scaling "
-                 f"returns, but got {type(value).__name__} {str(value)[:60]}")
+    runs, again = (check_rows(value, name, RUN_KEYS, "train_with_and_without_scaling", "runs")
+                   for name, value in (("runs", runs), ("again", again)))
     close = lambda a, b: abs(a - b) <= rel * abs(b)
     return len(runs) == len(again) and all(
         a["seed"] == b["seed"] and a["scaled"] == b["scaled"] and a["saturated_at_start"] == b["saturated_at_start"]
@@ -414,6 +454,8 @@ def same_start(runs, again, rel=1e-4):
 
 def training_figure(runs):
     """The loss of every ``train_with_and_without_scaling`` run against the step (log scale)."""
+    runs = check_rows(runs, "runs", ("seed", "scaled", "losses", "d_k"), "train_with_and_without_scaling", "runs")
+    positive_values(runs, "losses", "runs")
     fig, ax = plt.subplots(figsize=(6.4, 3.3))
     for run in runs:
         ax.plot(run["losses"], color=BASE if run["scaled"] else ACCENT, lw=1.2, alpha=0.85,
@@ -437,9 +479,14 @@ def log_fit(dims, values):
     largest |residual| of ln(values)).
     """
     d = np.asarray(check_dims(dims), dtype=float)
-    y = np.log(as_array(values, "values", 1))
-    if len(y) != len(d) or len(d) < 3:
-        fail(f"need at least 3 values, one per d, but got {len(y)} values for {len(d)} dims")
+    values = as_array(values, "values", 1)
+    if len(values) != len(d) or len(d) < 3:
+        fail(f"dims and values should have one value per d, at least 3 of each, but got {len(d)} dims and "
+             f"{len(values)} values")
+    if not (np.isfinite(values) & (values > 0)).all():   # their logarithm is fitted
+        fail(f"values should be finite numbers above 0 (their logarithm is fitted), but they hold "
+             f"{shown(float(values[~(np.isfinite(values) & (values > 0))][0]))}")
+    y = np.log(values)
     fits = {}
     for name, x in (("sqrt_d", np.sqrt(d)), ("d", d)):
         slope, intercept = np.polyfit(x, y, 1)
@@ -449,6 +496,7 @@ def log_fit(dims, values):
 
 MAX_ADAM_GRADIENT = 1e150   # its square, and Adam's running mean of squares, fit a float64
 MAX_ADAM_LR = 1e100         # a step of about lr, times any number of steps, fits a float64
+MAX_ADAM_STEPS = 10_000     # rows (steps) one adam_trajectory call runs (the chapter: 50; 10,000 take about 0.6 s)
 
 
 def adam_trajectory(gradients, factor=1.0, lr=1e-2):
@@ -456,6 +504,13 @@ def adam_trajectory(gradients, factor=1.0, lr=1e-2):
     gradients, one row per step. gradients: (steps, p). Returns the parameter after each step
     (steps, p), starting from 0."""
     g = as_array(gradients, "gradients", 2)
+    steps, p = g.shape
+    if steps > MAX_ADAM_STEPS or p < 1:
+        fail(f"gradients should be (steps, p) with at most {MAX_ADAM_STEPS:,} steps (this course's limit) and p >= 1 "
+             f"numbers each, but it has shape {g.shape}")
+    # the gradients, the trajectory kept step by step and then made one array (8 bytes a number each),
+    # and the parameter, its gradient, factor × a row and Adam's two running means (8 bytes × p each)
+    check_bytes(24 * steps * p + 48 * p, f"Adam on gradients of shape {g.shape}", "give fewer steps or numbers")
     if not np.isfinite(g).all():
         fail(f"gradients should hold finite numbers, but they hold {shown(g[~np.isfinite(g)][0])}")
     factor = check_number(factor, "factor", low=0, low_open=True)
@@ -536,10 +591,15 @@ def score_path_gradients(model, batch, layer=0):
     tensor, bit for bit)} for every parameter.
     """
     check_model(model)
-    inputs, targets = batch
+    inputs, targets = check_batch(batch, model.cfg.vocab_size)
     layer = check_positive_int(layer, "layer", minimum=0)
     if layer >= len(model.blocks):
         fail(f"layer should be one of the model's {len(model.blocks)} layers, but got {layer}")
+    frozen = [name for name, p in model.named_parameters() if not p.requires_grad]
+    if frozen:
+        fail(f"every parameter of the model should require grad (its gradient is measured), but {frozen[0]} does not"
+             f"{f' (nor {len(frozen) - 1} more)' if len(frozen) > 1 else ''}: call model.requires_grad_(True) first")
+    names, params = zip(*model.named_parameters())
     root = math.sqrt(model.blocks[layer].attn.d_k)
 
     def undo(scores):
@@ -549,12 +609,12 @@ def score_path_gradients(model, batch, layer=0):
 
     grads = []
     for replace in (None, {f"L{layer}.scores": undo}):
-        model.zero_grad()
-        logits = model(inputs, replace=replace)
-        torch.nn.functional.cross_entropy(logits.reshape(-1, logits.shape[-1]), targets.reshape(-1),
-                                          ignore_index=-100).backward()
-        grads.append({name: p.grad.clone() for name, p in model.named_parameters()})
-    model.zero_grad()
+        with torch.enable_grad():   # (inside torch.no_grad() too) torch.autograd.grad leaves every .grad as it was
+            logits = model(inputs, replace=replace)
+            loss = torch.nn.functional.cross_entropy(logits.reshape(-1, logits.shape[-1]), targets.reshape(-1),
+                                                     ignore_index=-100)
+            found = torch.autograd.grad(loss, params, allow_unused=True)
+        grads.append({name: torch.zeros_like(p) if g is None else g for name, p, g in zip(names, params, found)})
     return {name: dict(as_is=float(g.norm()), undone=float(grads[1][name].norm()),
                        identical=bool(torch.equal(g, grads[1][name])))
             for name, g in grads[0].items()}

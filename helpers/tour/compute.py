@@ -20,11 +20,12 @@ from collections import Counter, defaultdict
 import torch
 import torch.nn.functional as F
 
-from ..errors import check_index, check_positive_int, check_switch, check_text, count, fail, shown
+from ..errors import check_bytes, check_choice, check_index, check_positive_int, check_switch, check_text, count, \
+    fail, shown
 from ..explorer import check_model_and_world
-from ..model import Transformer
+from ..model import INITS, Config, Transformer
 from ..training import check_seeds
-from ..worlds import COPULAS, adjectives_of, check_sentences, decisions, next_token_probs
+from ..worlds import COPULAS, World, adjectives_of, check_sentences, decisions, next_token_probs
 
 # The Primer §6, "The same model on <BOS> the cat is": its top three after each copula prompt.
 PRIMER_COPULA_TOP3 = {
@@ -154,10 +155,29 @@ def logit_spread(model, world, sentences=None):
 MAX_SEEDS = 100   # fresh models first_losses builds (the tour: 5)
 
 
+def check_fresh_model(cfg, world, init):
+    """What first_losses builds, checked before anything is: a Config whose vocabulary is the world's,
+    an init of INITS, and the memory the float64 pass needs: the float32 model, its float64 copy
+    (3 x its float32 bytes) and a float64 pass on the world's training batch (2 x the float32 pass)."""
+    if not isinstance(cfg, Config):
+        fail(f"cfg should be a helpers.model.Config (such as model.cfg), but got {shown(cfg)}")
+    if not isinstance(world, World):
+        fail(f"world should be a helpers.worlds.World (such as worlds.cat_world()), but got {shown(world)}")
+    if len(world.tokenizer.vocab) != cfg.vocab_size:
+        fail(f"cfg.vocab_size should be the {world.name} world's {len(world.tokenizer.vocab)} tokens, "
+             f"but got {cfg.vocab_size}")
+    check_choice(init, "init", INITS)
+    B, T = len(world.train), max(len(s) for s in world.train) - 1
+    check_bytes(3 * 4 * cfg.floats() + 2 * cfg.pass_bytes(B, T),
+                f"a fresh model of {count(cfg.floats())} numbers in float64, with its pass on {count(B)} sentences",
+                "give a smaller cfg")
+
+
 def first_losses(cfg, world, seeds, init):
     """Where training starts: for each seed, (loss, logit spread) of a fresh, untrained
     ``Transformer(cfg, seed, init=init)`` on the world's training sentences, in float64."""
     seeds = check_seeds(seeds, MAX_SEEDS)
+    check_fresh_model(cfg, world, init)
     out = []
     for seed in seeds:
         model = Transformer(cfg, seed, init=init).double()
