@@ -21,7 +21,8 @@ The framework, not the check, does what every check needs:
   not suffered; all the calls of one check together have a limit too (``CHECK_TIME_LIMIT``).
 
 An ``Exercise`` called as ``check(answer, ...)`` prints ✓ or ✗ with the sentences and
-returns an invisible ``Verdict``; it never raises, so an unfinished chapter still runs.
+returns an invisible ``Verdict``; it never raises, so an unfinished chapter still runs (but for an
+interrupt: the stop button stops the cells after it too).
 ``check.grade(answer, ...)`` raises AssertionError with the same sentences: that is what
 nbgrader's hidden tests use to score; under the course's own grader it records or judges
 instead (helpers.grading).
@@ -86,6 +87,8 @@ class Exercise:
         """The list of problem sentences (empty when the answer is right)."""
         if answer is None:
             return [NOT_ANSWERED]
+        if isinstance(answer, grading.Unknown):   # a record of what could not be kept as data, and why
+            return [f"your answer could not be judged: {answer.what}"]
         try:   # a check cell edited to drop or add an argument is not a bug of the check
             inspect.signature(self.problems).bind(answer, *args, **kwargs)
         except TypeError as error:
@@ -105,9 +108,6 @@ class Exercise:
                 found.append(sentence)
         except Wrong as wrong:
             found.append(str(wrong))
-        except KeyboardInterrupt:   # the stop button, or a learner's function that interrupted the kernel
-            found.append("the check was interrupted before it finished (the stop button, or your function "
-                         "interrupted the kernel): run the check cell again")
         except CourseInputError as error:   # the check's own arguments (not the answer) cannot be used
             found.append(f"the check cannot use what the check cell gives it ({error}): run the cell as it was given")
         except Exception as exc:  # a bug in a check must not look like the learner's mistake
@@ -123,7 +123,12 @@ class Exercise:
         return found
 
     def __call__(self, answer, *args, **kwargs):
-        found = self.feedback(answer, *args, **kwargs)
+        try:
+            found = self.feedback(answer, *args, **kwargs)
+        except KeyboardInterrupt:   # the stop button (or a learner's function that interrupted the kernel):
+            print(f"✗ {self.title}: the check was interrupted before it finished (the stop button, or your "
+                  "function interrupted the kernel): run the check cell again")
+            raise                   # said, then let through, so that Run All stops as the learner asked
         if found:
             print(f"✗ {self.title}: " + "; ".join(found))
         else:
@@ -372,6 +377,11 @@ def _parameter_names(function):
     target = function.__func__ if method else function
     if type(target) is not types.FunctionType:
         return None
+    for _ in range(10):   # a function made by functools.wraps (a decorator) names the one it wraps
+        wrapped = target.__dict__.get("__wrapped__")
+        if type(wrapped) is not types.FunctionType:
+            break
+        target = wrapped
     signature = target.__dict__.get("__signature__")
     if type(signature) is inspect.Signature:
         kinds = (inspect.Parameter.POSITIONAL_ONLY, inspect.Parameter.POSITIONAL_OR_KEYWORD)
@@ -561,8 +571,8 @@ def call(function, *args, what="", seconds=TIME_LIMIT, **kwargs):
     Python; the check still answers on time, while that call finishes in the background and the
     function is stopped when it returns to Python. The sentence says so when it is still running.
     While it runs, what it prints is cut after the check's MAX_PRINTED characters, a process it
-    leaves (a double fork's too) is stopped, and an audit hook or a new thread switch interval
-    (either would outlive the check's own defences) is refused.
+    leaves (a double fork's too) is stopped, and sys.addaudithook and sys.setswitchinterval are
+    refused (an audit hook, or a long switch interval, would outlive the check's own defences).
     """
     on = f" {what}" if what else ""
     limit, total = _time_left(seconds)
@@ -571,19 +581,19 @@ def call(function, *args, what="", seconds=TIME_LIMIT, **kwargs):
     # function changes), which is not its copy changing (model_kept's to find)
     kept, kept_kwargs = _copies(args), {name: _copies(value) for name, value in kwargs.items()}
     dtype, put_back, put_back_constants = _default_dtype(None), torch_globals(), course_constants()
-    threads, children, started, hooks = set(sys._current_frames()), _children(), [], len(_HOOKS_REFUSED)
+    threads, processes, started, hooks = set(sys._current_frames()), _processes(), [], len(_HOOKS_REFUSED)
     budget = _PRINTED.get() or {"left": MAX_PRINTED, "said": False}
     printed = [_Capped(stream, budget) for stream in (sys.stdout, sys.stderr) if stream is not None]
     try:
         try:
             if len(printed) == 2:
                 sys.stdout, sys.stderr = printed
-            sys.setswitchinterval = _no_switch_interval   # (put back with sys's streams)
+            sys.setswitchinterval, sys.addaudithook = _no_switch_interval, _no_audit_hook   # (put back with sys's streams)
             with _threads_started(started), _adopting_orphans():
                 try:
                     out = _bounded(function, given, given_kwargs, limit)
                 finally:
-                    processes = _stop_processes(children)
+                    processes = _stop_processes(processes)
         finally:   # first of all: the check's own code runs on what it had (print, len, its references)
             put_back()
             put_back_constants()
@@ -750,7 +760,7 @@ def process_state():
 
     names = dict(builtins.__dict__)
     streams = {name: getattr(sys, name) for name in ("stdout", "stderr", "stdin", "displayhook", "excepthook",
-                                                    "unraisablehook", "setswitchinterval")}
+                                                    "unraisablehook", "setswitchinterval", "addaudithook")}
     cwd, environ, path, path_list = os.getcwd(), dict(os.environ), sys.path, list(sys.path)
     collecting, callbacks, digits = gc.isenabled(), list(gc.callbacks), sys.get_int_max_str_digits()
     modules, switch, places = dict(sys.modules), sys.getswitchinterval(), locale.setlocale(locale.LC_ALL)
@@ -1080,6 +1090,10 @@ class _Capped:
         self.budget["left"] -= len(text)
         return self.stream.write(text) if text else 0
 
+    def writelines(self, lines):
+        for line in lines:
+            self.write(line)
+
     def __getattr__(self, name):   # flush, encoding, isatty, ...: the stream's own
         return getattr(self.stream, name)
 
@@ -1089,7 +1103,7 @@ def _said_what_was_left_out(printed, on):
     dropped = sum(stream.dropped for stream in printed)
     if dropped and printed and not printed[0].budget["said"]:
         printed[0].budget["said"] = True
-        print(f"(your function's printing{on} went past the {MAX_PRINTED:,} characters a check shows: "
+        print(f"\n(your function's printing{on} went past the {MAX_PRINTED:,} characters a check shows: "
               "the rest was left out)")
 
 
@@ -1100,21 +1114,13 @@ def _no_switch_interval(interval):
 
 
 _HOOKS_REFUSED = []   # one entry per audit hook a learner's function tried to add (each refused)
-_LEARNER_RUNS = []    # one entry per learner's function running now (in a check's call)
 
 
-def _audit(event, args):
-    """Python's audit hook of the course's (added once, see below): while a learner's function runs in
-    a check, a new audit hook (sys.addaudithook) is refused (a hook can never be removed, so it could
-    change what every later check sees). Raising RuntimeError here is how a hook refuses another."""
-    if event == "sys.addaudithook" and _LEARNER_RUNS:
-        _HOOKS_REFUSED.append(event)
-        raise RuntimeError("a check does not allow an audit hook")
-
-
-if not getattr(sys, "_course_audit_hook", False):   # once per process, whatever reloads this module
-    sys.addaudithook(_audit)
-    sys._course_audit_hook = True
+def _no_audit_hook(hook):
+    """sys.addaudithook while a learner's function runs in a check: an audit hook can never be removed,
+    so it could change what every later check sees (it is refused, and the check says so)."""
+    _HOOKS_REFUSED.append(hook)
+    raise RuntimeError("a check does not allow sys.addaudithook: an audit hook could never be removed")
 
 
 @contextlib.contextmanager
@@ -1122,15 +1128,15 @@ def _adopting_orphans():
     """While the learner's function runs, the processes its children leave behind (a double fork, a
     daemon) become this process's children (Linux's PR_SET_CHILD_SUBREAPER), so that
     ``_stop_processes`` finds and stops them too; elsewhere nothing changes."""
-    _LEARNER_RUNS.append(1)
     prctl = getattr(ctypes.CDLL(None), "prctl", None) if sys.platform.startswith("linux") else None
-    adopting = prctl is not None and prctl(36, 1, 0, 0, 0) == 0   # 36: PR_SET_CHILD_SUBREAPER
+    was = ctypes.c_int(0)
+    adopting = prctl is not None and prctl(37, ctypes.byref(was), 0, 0, 0) == 0 \
+        and prctl(36, 1, 0, 0, 0) == 0   # 37: PR_GET_CHILD_SUBREAPER, 36: PR_SET_CHILD_SUBREAPER
     try:
         yield
     finally:
-        _LEARNER_RUNS.pop()
         if adopting:
-            prctl(36, 0, 0, 0, 0)
+            prctl(36, was.value, 0, 0, 0)
 
 
 def _children():
@@ -1147,10 +1153,21 @@ def _children():
     return found
 
 
+def _processes():
+    """The ids of every process now (Linux's /proc; an empty set elsewhere)."""
+    import os
+
+    try:
+        return {int(name) for name in os.listdir("/proc") if name.isdigit()}
+    except OSError:
+        return set()
+
+
 def _stop_processes(before):
-    """Stop (SIGKILL) each child process not in ``before`` that the learner's function left running
-    (``os.fork()``, a ``subprocess.Popen`` not waited for, a double fork's grandchild: see
-    ``_adopting_orphans``); return how many there were."""
+    """Stop (SIGKILL) each child process that did not exist before the learner's function ran
+    (``before``: ``_processes()`` then) and that it left running (``os.fork()``, a
+    ``subprocess.Popen`` not waited for, a double fork's grandchild: see ``_adopting_orphans``; an
+    older process of the notebook's own, orphaned meanwhile, is left alone); return how many."""
     import os
     import signal
 

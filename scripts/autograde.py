@@ -271,7 +271,11 @@ def run(nb, folder, grading, timeout=TIMEOUT, cell_timeout=CELL_TIMEOUT, files=N
         process.wait()
         status = f"stopped after {timeout} s (the time limit)"
     else:
-        tail.join(10)   # a leftover process may hold the pipe: what came before is enough
+        try:   # what the run left running (a process that holds the pipe): the session is the run's
+            os.killpg(process.pid, signal.SIGKILL)
+        except ProcessLookupError:
+            pass
+        tail.join(10)
         last = [line for line in tail.text().splitlines() if line.startswith("grader:")]
         status = last[-1][len("grader:"):].strip() if last else f"the run ended with exit code {process.returncode}"
     text = read_result(folder / "executed.ipynb")

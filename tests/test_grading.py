@@ -92,3 +92,22 @@ def test_a_call_recorded_without_its_end_replays_as_out_of_time():
     replay = Replay([{"inputs": fingerprint(((2,), {}))}])
     with pytest.raises(ReplayError, match="longer than the time limit"):
         replay(2)
+
+
+def test_round_9_the_grader_judges_the_course_s_own_piece_as_the_live_check_does(cat, dragon):
+    """mlp.MLP handed in as the answer was refused by the check cell but recorded through its run
+    function, and the judge gave full marks; a callable object too."""
+    from helpers.geometry import checks as geometry_checks
+    from helpers.mlp import checks, compute as mlp
+
+    recorded = grading.record_answer(checks.mlp_module, mlp.MLP, (cat, dragon), {})
+    said = checks.mlp_module.feedback(grading.decode(recorded), cat, dragon)
+    assert len(said) == 1 and "the course's own helpers.mlp.compute.MLP" in said[0], said
+
+    class Cosine:
+        def __call__(self, a, b):
+            return 0.0
+
+    said = geometry_checks.cosine_function.feedback(grading.decode(grading.record_answer(
+        geometry_checks.cosine_function, Cosine(), (), {})))
+    assert len(said) == 1 and "object that can be called" in said[0], said

@@ -637,3 +637,9 @@ def test_round_9_model_and_world_are_checked_and_prompts_and_sentences_refused_i
                  lambda *a: masking.three_regimes(*a, "<BOS> the cat", 1)):
         refused(lambda: call(cat, dragon_world), "belong together")
     assert masking.attention_work(cat, cat_world, "<BOS>", cat.cfg.n_max)["cached"]["rows"] > 0
+
+
+def test_round_9_apply_mask_refuses_nan_scores(refused):
+    refused(lambda: masking.apply_mask([[float("nan"), 1.0], [1.0, 2.0]]), "scores should hold finite numbers (or -inf)")
+    masked = masking.apply_mask(torch.zeros(3, 3))
+    assert torch.equal(masking.apply_mask(masked), masked)   # a masked score, -inf, is a score

@@ -367,7 +367,6 @@ def unigram_loss(train_ids, val_ids):
     return float(-(counts / counts.sum()).log()[val_ids].mean())
 
 
-@torch.no_grad()
 def encoded_ids(encoded, vocab_size):
     """What a tokenizer's ``encode`` returned (a tensor, an array or a list of ids) as a list of ints,
     each an id of the vocabulary, at least one; else one sentence."""
@@ -382,6 +381,7 @@ def encoded_ids(encoded, vocab_size):
     return ids.long().tolist()
 
 
+@torch.no_grad()
 def sample_text(model, tokenizer, prompt, n_new, temperature=1.0, seed=0, context=None):
     """``prompt`` and ``n_new`` characters drawn after it, one at a time (chapter 09's
     ``next_distribution`` and ``draw``, one generator seeded once), each step reading at most the

@@ -28,7 +28,7 @@ import torch
 import torch.nn.functional as F
 from torch import nn
 
-from ..errors import MAX_BYTES, as_array, check_bytes, check_number, check_positive_int, check_seed, check_switch, \
+from ..errors import MAX_BYTES, as_array, check_bytes, check_finite, check_number, check_positive_int, check_seed, check_switch, \
     check_tensor_size, count, fail, refuse_bools, shown, to_numpy
 from ..model import Attention, Transformer, check_heads_split
 from ..recipes import CAT_CONFIG, CAT_TRAINING
@@ -63,6 +63,7 @@ def apply_mask(scores, mask=None):
         else numbers(scores, "scores").to(torch.float64 if scores.dtype == torch.float64 else torch.float32)
     if scores.dim() < 2 or scores.shape[-1] != scores.shape[-2]:
         fail(f"scores should end in a square (T, T) table, but have shape {tuple(scores.shape)}")
+    check_finite(scores.detach(), "scores", minus_inf=True)   # (-inf: a score masked already)
     if mask is not None:
         # counted and shaped before any op reads it: an expanded mask stands for more numbers than it stores
         given = check_tensor_size(mask, "mask") if torch.is_tensor(mask) else \
