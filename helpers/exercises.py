@@ -1164,17 +1164,29 @@ def _processes():
 
 
 def _stop_processes(before):
-    """Stop (SIGKILL) each child process that did not exist before the learner's function ran
+    """Stop (SIGKILL) each process of ours that did not exist before the learner's function ran
     (``before``: ``_processes()`` then) and that it left running (``os.fork()``, a
     ``subprocess.Popen`` not waited for, a double fork's grandchild: see ``_adopting_orphans``; an
-    older process of the notebook's own, orphaned meanwhile, is left alone); return how many."""
+    older process of the notebook's own, orphaned meanwhile, is left alone); return how many. Ours:
+    its parent is this process, read from /proc/<pid>/stat (a child is listed under the thread that
+    started it, and that thread, the learner's, may be ending just now); one that has ended is
+    only collected."""
     import os
     import signal
 
-    left = sorted(_children() - before)
-    for pid in left:
+    left = []
+    for pid in sorted(_processes() - before):
         try:
-            os.kill(pid, signal.SIGKILL)
+            with open(f"/proc/{pid}/stat") as file:
+                state, parent = file.read().rsplit(")", 1)[1].split()[:2]
+        except (OSError, ValueError, IndexError):   # ended meanwhile
+            continue
+        if int(parent) != os.getpid():
+            continue
+        try:
+            if state != "Z":
+                os.kill(pid, signal.SIGKILL)
+                left.append(pid)
             os.waitpid(pid, 0)
         except (OSError, ChildProcessError):   # ended meanwhile, or not ours to wait for
             pass
