@@ -732,8 +732,19 @@ def _owners():
                                   if isinstance(value, type) and value.__module__ == name]
     functions = [value for owner in course for value in vars(owner).values()
                  if isinstance(value, types.FunctionType) and value.__module__.startswith("helpers")]
+    for owner in owners:   # NumPy's own Python functions (np.allclose's is behind its dispatcher)
+        if isinstance(owner, types.ModuleType) and owner.__name__.startswith("numpy"):
+            for value in vars(owner).values():
+                value = value if isinstance(value, types.FunctionType) else getattr(value, "_implementation", None) \
+                    if type(value).__module__ == "numpy" or type(value).__name__ == "_ArrayFunctionDispatcher" else None
+                if isinstance(value, types.FunctionType):
+                    functions.append(value)
+    functions += [value.__wrapped__ for value in functions if isinstance(getattr(value, "__wrapped__", None),
+                                                                         types.FunctionType)]
+    checks = [value for owner in course if isinstance(owner, types.ModuleType)
+              for value in vars(owner).values() if isinstance(value, Exercise)]   # a check's own .problems
     _OWNERS.clear()
-    _OWNERS[len(sys.modules)] = owners + course, functions
+    _OWNERS[len(sys.modules)] = owners + course + checks, functions
     return _OWNERS[len(sys.modules)]
 
 
@@ -1348,6 +1359,8 @@ def module_output(run, args, state, x, what, none, shape, error=None):
         raise Wrong(none)
     if is_bool(out):   # (x > 0 would otherwise be judged as ones and zeros)
         raise Wrong(f"the output of forward on {what} should be numbers, but it holds True/False values")
+    if not hasattr(out, "detach"):   # a NumPy array: the GPT assembled from this piece would break
+        raise Wrong(f"forward on {what} should return a torch tensor, as x is, but returns {type_name(out)}")
     if hasattr(out, "shape") and tuple(out.shape) != tuple(x.shape):
         raise Wrong(shape(tuple(out.shape)))
     return out

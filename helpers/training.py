@@ -7,7 +7,7 @@ import torch
 import torch.nn.functional as F
 from tqdm.auto import tqdm
 
-from .errors import CourseInputError, check_number, check_positive_int, check_seed, count, fail, message_of, shown, \
+from .errors import CourseInputError, check_number, check_positive_int, check_seed, check_switch, count, fail, message_of, shown, \
     type_name
 
 MAX_STEPS = 10_000   # the most steps one training call takes (the course's runs take 300 to 4,000)
@@ -37,6 +37,8 @@ def check_batch(batch, vocab_size):
             or targets.max() >= vocab_size:
         fail(f"the batch should hold token ids 0..{vocab_size - 1} (targets also -100), but holds "
              f"{int(min(inputs.min(), targets.min()))}..{int(max(inputs.max(), targets.max()))}")
+    if (targets == -100).all():   # a loss over nothing is NaN
+        fail("the batch's targets should hold at least one token id to predict, but every one is -100 (ignored)")
     return inputs, targets
 
 
@@ -191,6 +193,7 @@ def train(model, batches, steps=1000, lr=3e-2, seed=0, progress=True, on_step=No
     if on_step is not None and not callable(on_step):
         fail(f"on_step should be None or a function on_step(step, model, loss), but got {shown(on_step)}")
     stop_after = steps if stop_after is None else check_positive_int(stop_after, "stop_after")
+    progress = check_switch(progress, "progress")
     snapshot = Snapshot(model)
     step = 0
     try:

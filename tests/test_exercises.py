@@ -1094,3 +1094,42 @@ def test_round_9_a_wrapped_function_s_parameters_are_named_and_writelines_is_cap
 
     call(lines, 1)
     assert len(capsys.readouterr().out) < exercises.MAX_PRINTED + 1_000
+
+
+def test_round_10_numpy_s_own_functions_and_a_check_s_attributes_are_put_back():
+    """np.allclose's Python function given lax defaults, and a check object's own .problems
+    replaced, outlived the check (every later answer was called right)."""
+    from helpers.geometry import checks
+
+    defaults, problems = np.allclose._implementation.__defaults__, checks.cosine_function.problems
+
+    def cheat(a, b):
+        np.allclose._implementation.__defaults__ = (10.0, 10.0, False)
+        checks.cosine_function.problems = lambda *args: iter(())
+        return right_cosine(a, b)
+
+    assert checks.cosine_function.feedback(cheat) == []
+    assert np.allclose._implementation.__defaults__ == defaults and checks.cosine_function.problems is problems
+    assert checks.cosine_function.feedback(lambda a, b: 42.0)
+
+
+def test_round_10_the_check_s_reference_cases_are_out_of_reach():
+    from helpers.masking import checks
+
+    def vandal(q, k, v):
+        for case in checks.attention_cases().values():
+            case["out"].zero_()
+        return right_attention(q, k, v)
+
+    checks.causal_attention.feedback(vandal)
+    assert checks.attention_cases()["one"]["out"].abs().sum() > 0
+
+
+def right_attention(q, k, v):
+    import math
+
+    T_q, T_k = q.shape[-2], k.shape[-2]
+    scores = q @ k.transpose(-2, -1) / math.sqrt(q.shape[-1])
+    mask = torch.ones(T_q, T_k, dtype=torch.bool).triu(T_k - T_q + 1)
+    weights = torch.softmax(scores.masked_fill(mask, float("-inf")), -1)
+    return weights @ v, weights

@@ -927,7 +927,7 @@ def test_the_loop_check_takes_a_loop_that_evaluates_with_estimate_loss_and_keeps
     """The check wrapped the model in an object estimate_loss refused; a loop that set float64 as
     torch's default left it set and made the cached reference wrong for the rest of the session."""
     assert feedback(checks.train_loop, written_loop(estimate=True)) == ""
-    checks.loop_reference.cache_clear()
+    checks._loop_reference.cache_clear()
     torch.set_default_dtype(torch.float64)          # set in an earlier cell: the check still computes in float32
     try:
         assert feedback(checks.train_loop, written_loop(estimate=True)) == ""

@@ -133,3 +133,14 @@ def test_round_9_a_learning_rate_past_any_use_is_refused(refused):
     for lr in (1e30, 1e300, 11.0):
         refused(lambda: train(model, batch, steps=5, lr=lr, progress=False), "lr should be at most 10")
     assert len(train(model, batch, steps=2, lr=0.03, progress=False)) == 2
+
+
+def test_round_10_a_batch_with_nothing_to_predict_and_a_text_switch_are_refused(refused):
+    import torch
+
+    from helpers import weights
+
+    cat = weights.load_cat()
+    inputs = torch.zeros(2, 3, dtype=torch.long)
+    refused(lambda: train(cat, (inputs, torch.full((2, 3), -100)), steps=2, progress=False), "every one is -100")
+    refused(lambda: train(cat, (inputs, inputs), steps=2, progress="False"), "progress is a switch")

@@ -5,6 +5,7 @@ against the course's, step for step.
 Each check names the likely mistake by computing the known wrong versions and comparing.
 """
 import contextlib
+import copy
 import functools
 import re
 
@@ -386,8 +387,14 @@ def watching_passes(model, val_ids, context):
         model.__dict__.pop("forward", None)
 
 
-@functools.lru_cache(maxsize=None)
 def loop_reference(slip=None):
+    """A copy of ``_loop_reference(slip)`` (computed once): the check's own numbers, out of a learner's
+    function's reach."""
+    return copy.deepcopy(_loop_reference(slip))
+
+
+@functools.lru_cache(maxsize=None)
+def _loop_reference(slip=None):
     """(losses (steps,), val_losses (evaluations,)) of the course's loop on the check's model and data,
     as ``helpers.gpt.train.train`` runs it (slip None) or with one known mistake (computed once)."""
     train_ids, val_ids = loop_data()

@@ -6,6 +6,7 @@ Each check judges properties and reference values and says what is wrong without
 printing the expected answer.
 """
 import collections
+import copy
 import math
 from functools import lru_cache
 
@@ -233,8 +234,14 @@ def attention_variant(q, k, v, scale="sqrt", hide="future", fill=float("-inf"), 
     return weights @ v, weights
 
 
-@lru_cache(maxsize=1)
 def attention_cases():
+    """A copy of ``_attention_cases()`` (made once): a learner's function that reached the check's own
+    tensors and changed them in place would change every later verdict."""
+    return copy.deepcopy(_attention_cases())
+
+
+@lru_cache(maxsize=1)
+def _attention_cases():
     """The inputs the check runs a learner's causal_attention on, with the right outputs:
     one (the cat model's layer 0 on PROMPT), batch (layer 1 on the two BATCH sentences),
     cache (PROMPT's last three queries against all seven keys) and huge (a key to the right with
