@@ -31,6 +31,7 @@ import collections
 import contextlib
 import contextvars
 import ctypes
+import faulthandler
 import functools
 import inspect
 import math
@@ -39,12 +40,13 @@ import sys
 import threading
 import time
 import types
+import zlib
 
 import numpy as np
 
 from . import grading, learner
-from .errors import CourseInputError, class_name, count, is_bool, length as range_length, message_of, shown, \
-    to_numpy, type_name
+from .errors import CourseInputError, check_bytes, class_name, count, fail, is_bool, length as range_length, message_of, \
+    shown, to_numpy, type_name
 
 NOT_ANSWERED = "not answered yet: replace None in the answer cell above with your answer"
 TIME_LIMIT = 10          # seconds a learner's function may run in one call of a check
@@ -104,8 +106,11 @@ class Exercise:
                 plain(answer, "your answer")   # (a function or a class is for its kind to judge)
             if self.answer is not None:
                 answer = self.answer.convert(answer, self.problems, args, kwargs)
-            for sentence in self.problems(answer, *args, **kwargs):
-                found.append(sentence)
+            with contextlib.ExitStack() as models:
+                for model in _small_models((*args, *kwargs.values())):   # the notebook's models, left as they were
+                    models.enter_context(model_kept(model))
+                for sentence in self.problems(answer, *args, **kwargs):
+                    found.append(sentence)
         except Wrong as wrong:
             found.append(str(wrong))
         except CourseInputError as error:   # the check's own arguments (not the answer) cannot be used
@@ -278,10 +283,23 @@ def not_the_courses(answer, what):
         module, name = answer.__module__, answer.__name__
     else:
         return answer
-    if isinstance(module, str) and (module == "helpers" or module.startswith("helpers.")):
+    if _course_module(module):
         raise Wrong(f"the answer should be {what} that you write, but it is the course's own {module}.{name}: "
                     "write your own in the answer cell")
+    if isinstance(answer, type):   # a subclass of the course's piece that writes neither __init__ nor forward
+        namespace, order = type.__dict__["__dict__"], type.__dict__["__mro__"]
+        owners = [next((base for base in order.__get__(answer) if name in namespace.__get__(base)), None)
+                  for name in ("__init__", "forward")]
+        modules = [namespace.__get__(owner).get("__module__") if owner is not None else None for owner in owners]
+        if all(map(_course_module, modules)):
+            raise Wrong(f"the answer should be {what} that you write, but its __init__ and forward are the course's "
+                        f"own (from {modules[1]}.{class_name(owners[1])}): write your own in the answer cell")
     return answer
+
+
+def _course_module(module):
+    """Whether ``module`` (a module's name, or anything) names one of the course's modules."""
+    return isinstance(module, str) and (module == "helpers" or module.startswith("helpers."))
 
 
 class Module(Kind):
@@ -437,12 +455,80 @@ def plain(x, name):
 
 def _courses(kind):
     """Whether the class ``kind`` is the course's own (a grader's Replay of a recorded function)."""
-    module = _own_attribute(kind, "__module__")
-    return isinstance(module, str) and module.startswith("helpers.")
+    return _course_module(_own_attribute(kind, "__module__"))
 
 
 _PLAIN_SCALARS = (type(None), bool, int, float, complex, str, bytes, range, slice, type(Ellipsis))
 _PLAIN_CALLABLES = (types.FunctionType, types.BuiltinFunctionType, types.MethodType, functools.partial)
+
+
+# --- what a learner's function returned, read as the converters below read an answer (every chapter's checks) ---
+
+def holds_bools(x, depth=0):
+    """Whether ``x`` is True/False, a bool array or tensor, or a list, tuple or object array holding one."""
+    if is_bool(x):
+        return True
+    if isinstance(x, np.ndarray) and x.dtype.kind == "O":
+        return any(holds_bools(v, depth + 1) for v in x.flat) if depth < 4 else False
+    if isinstance(x, (list, tuple)) and depth < 4:
+        return any(holds_bools(v, depth + 1) for v in x)
+    return False
+
+
+def numbers(x, name, shape=None, allow_inf=False, allow_nan=False):
+    """``x`` (an answer, or what a learner's function returned) as a float array of numbers, else
+    Wrong with one sentence about it: exercises.as_array, with True/False refused first (as_array
+    takes a boolean mask, which some answers are; where numbers are asked for, True would be judged,
+    and maybe named by a hint, as 1). allow_nan: NaN is kept for the check to name (a softmax over a
+    row that is all -inf) instead of being refused."""
+    if holds_bools(x):
+        raise Wrong(f"{name} should hold numbers, but it holds True/False values (a comparison such as x > 0?): "
+                    "return the numbers themselves")
+    if not allow_nan:
+        return as_array(x, name, shape=shape, allow_inf=allow_inf)
+    if isinstance(x, (str, bytes, dict, set)) or callable(x):
+        raise Wrong(f"{name} should be an array of numbers, but it is a {type(x).__name__}")
+    try:   # exercises.as_array's own conversion, without its refusal of NaN (as_array has no allow_nan)
+        arr = to_numpy(x, name)
+    except CourseInputError as error:
+        raise Wrong(str(error)) from None
+    if shape is not None and arr.shape != tuple(shape):
+        raise Wrong(f"{name} should have shape {tuple(shape)}, but it has shape {arr.shape}")
+    if not allow_inf and np.isinf(arr).any():
+        raise Wrong(f"{name} holds inf in {int(np.isinf(arr).sum())} of {arr.size} entries: "
+                    "a number overflowed (exp of a large number?)")
+    return arr
+
+
+# whole numbers a float type holds exactly (2 ** (its mantissa's bits + 1)); past that it rounds them
+EXACT_WHOLES = {"float16": 2 ** 11, "bfloat16": 2 ** 8, "float32": 2 ** 24, "float64": 2 ** 53}
+
+
+def rounded_by_dtype(x, expected):
+    """The sentence for a count ``x`` written in a float type too narrow to hold ``expected`` exactly
+    (a bfloat16 or float16 tensor, float32 past 16,777,216): the count it reads is that type's
+    rounding, so no hint about how it was counted would be true; None for any other ``x``."""
+    if isinstance(x, float) and not isinstance(x, bool):
+        dtype = "float64"
+    else:
+        dtype = str(getattr(x, "dtype", "")).replace("torch.", "")
+    limit = EXACT_WHOLES.get(dtype)
+    if limit is None or abs(expected) <= limit:
+        return None
+    return (f"the count is a {dtype} number, which holds whole numbers exactly only up to {limit:,}, so a count "
+            "this large is rounded in it: compute it with Python's int (exact at any size), or an int64 tensor")
+
+
+def count_answer(x, name, expected):
+    """``x`` (an answer, or what a learner's function returned) as an int, else Wrong: as exercises.as_whole,
+    and when it is not ``expected`` and its float type cannot hold that count exactly, a sentence saying so (what
+    it reads is a rounding, so a hint about how it was counted could name the wrong mistake)."""
+    value = as_whole(x, name)
+    if value != expected:
+        rounded = rounded_by_dtype(x, expected)
+        if rounded:
+            raise Wrong(rounded)
+    return value
 
 
 def as_array(x, name, shape=None, allow_inf=False):
@@ -582,6 +668,7 @@ def call(function, *args, what="", seconds=TIME_LIMIT, **kwargs):
     kept, kept_kwargs = _copies(args), {name: _copies(value) for name, value in kwargs.items()}
     dtype, put_back, put_back_constants = _default_dtype(None), torch_globals(), course_constants()
     threads, processes, started, hooks = set(sys._current_frames()), _processes(), [], len(_HOOKS_REFUSED)
+    watchdogs = len(_WATCHDOGS)
     budget = _PRINTED.get() or {"left": MAX_PRINTED, "said": False}
     printed = [_Capped(stream, budget) for stream in (sys.stdout, sys.stderr) if stream is not None]
     try:
@@ -589,6 +676,7 @@ def call(function, *args, what="", seconds=TIME_LIMIT, **kwargs):
             if len(printed) == 2:
                 sys.stdout, sys.stderr = printed
             sys.setswitchinterval, sys.addaudithook = _no_switch_interval, _no_audit_hook   # (put back with sys's streams)
+            faulthandler.dump_traceback_later = _watchdog   # (put back with PATCHABLE's modules)
             with _threads_started(started), _adopting_orphans():
                 try:
                     out = _bounded(function, given, given_kwargs, limit)
@@ -597,6 +685,8 @@ def call(function, *args, what="", seconds=TIME_LIMIT, **kwargs):
         finally:   # first of all: the check's own code runs on what it had (print, len, its references)
             put_back()
             put_back_constants()
+            if len(_WATCHDOGS) != watchdogs:   # a watchdog of the learner's would end the kernel in a later cell
+                faulthandler.cancel_dump_traceback_later()
         _said_what_was_left_out(printed, on)
         _no_threads_left(threads, started, on)
         if processes:
@@ -632,7 +722,7 @@ def call(function, *args, what="", seconds=TIME_LIMIT, **kwargs):
 
 PATCHABLE = ("math", "random", "torch", "torch.nn", "torch.nn.functional", "torch.nn.init", "torch.linalg",
              "torch.optim", "torch.autograd", "torch.functional", "inspect", "zlib", "time", "functools",
-             "operator", "copy", "json", "warnings", "contextlib")
+             "operator", "copy", "json", "warnings", "contextlib", "faulthandler", "tqdm", "tqdm.auto", "ipywidgets")
 # modules whose functions a learner's code might replace for every later cell (and every module of NumPy's,
 # whose functions call one another by module name: numpy._core.numeric.isclose is what np.allclose calls)
 
@@ -703,6 +793,111 @@ def torch_globals():
     return put_back
 
 
+def _digest(tensor):
+    """A tensor's shape, dtype and the CRC-32 of its bytes: equal digests, equal tensors (but for a
+    chance of 1 in 4 billion; CRC-32 reads the real model's 538 MB in about half SHA-1's time)."""
+    arr = tensor.detach().cpu().numpy()
+    shape, flipped = arr.shape, not arr.flags.c_contiguous and arr.T.flags.c_contiguous
+    arr = arr.T if flipped else np.ascontiguousarray(arr)   # a transposed weight is hashed as it is stored
+    return shape, flipped, arr.dtype, zlib.crc32(arr.reshape(-1).view(np.uint8))
+
+
+def _kept_dicts(owner):
+    """``owner``'s attributes, each dict among them copied (hooks, parameters, submodules)."""
+    return {k: (v.copy() if isinstance(v, dict) else v) for k, v in vars(owner).items()}
+
+
+MAX_KEPT_BYTES = 64 * 2**20   # a check copies a model it is given up to this size (a larger one: its check's own pristine)
+
+
+def _small_models(values):
+    """The torch models (nn.Modules) among ``values`` and the lists, tuples and dicts among them,
+    whose weights take at most MAX_KEPT_BYTES: each check keeps them as they were (``model_kept``)."""
+    torch = sys.modules.get("torch")
+    if torch is None:
+        return []
+    found = []
+    for value in values:
+        inner = value.values() if type(value) is dict else value if type(value) in (list, tuple) else (value,)
+        for item in list(inner)[:100]:
+            if isinstance(item, torch.nn.Module) and all(id(item) != id(m) for m in found) and \
+                    sum(t.numel() * t.element_size() for t in item.state_dict().values()) <= MAX_KEPT_BYTES:
+                found.append(item)
+    return found
+
+
+@contextlib.contextmanager
+def model_kept(model, pristine=None):
+    """Run a learner's code on ``model`` inside this: afterwards, also when the code raised or ran
+    out of time, the model is as it was before. Every module's attributes (a hook, a replaced
+    forward, the training flag, a swapped parameter, its class), its cfg's fields, torch's global
+    module hooks, and every weight's and buffer's values, requires_grad and .grad are put back; a
+    weight the code changed (found by its CRC-32 checksum) is copied back from a copy taken before
+    (``pristine=None``: for a small model, the copy is limited to MAX_BYTES) or from ``pristine()``,
+    a function that returns the model's original state dict (for a large model, whose copy would
+    double its memory). Not undone: changes to a class itself (a method replaced on Transformer)."""
+    import torch
+
+    if not isinstance(model, torch.nn.Module):
+        fail(f"expected a torch model (an nn.Module), but got {shown(model)}")
+    if pristine is not None and not callable(pristine):
+        fail(f"pristine should be None or a function that returns the model's state dict, but got {shown(pristine)}")
+    tensors = dict(model.state_dict(keep_vars=True))
+    grads = {name: (t.requires_grad, t.grad) for name, t in tensors.items()}
+    put_back = torch_globals()   # torch's global module hooks among them
+    modules = [(m, type(m), _kept_dicts(m)) for m in model.modules()]
+    cfg = getattr(model, "cfg", None)
+    cfg_fields = _kept_dicts(cfg) if hasattr(cfg, "__dict__") else None
+    if pristine is None:
+        check_bytes(sum(t.numel() * t.element_size() for t in tensors.values()), "a copy of the model's weights",
+                    "give a pristine() that returns the original weights instead")
+        copies = {name: t.detach().clone() for name, t in tensors.items()}
+        pristine = lambda: copies   # noqa: E731
+        digests = None
+    else:
+        digests = {name: _digest(t) for name, t in tensors.items()}
+    try:
+        yield model
+    finally:
+        for m, kind, saved in modules:
+            if type(m) is not kind:
+                m.__class__ = kind
+            _put_back_dict(vars(m), saved)
+        if cfg_fields is not None:
+            _put_back_dict(vars(cfg), cfg_fields)
+        put_back()
+        changed = [name for name, t in tensors.items()
+                   if (digests is None and not _same(t, copies[name])) or digests is not None and _digest(t) != digests[name]]
+        source = pristine() if changed else {}
+        lacking = [name for name in changed if not isinstance(source.get(name) if isinstance(source, dict) else None, torch.Tensor)]
+        if lacking:
+            fail(f"pristine() should return the model's state dict with every weight, but it lacks {shown(lacking[0])}")
+        with torch.no_grad():
+            for name in changed:
+                t, original = tensors[name], source[name]
+                if t.shape == original.shape and t.dtype == original.dtype:
+                    t.copy_(original)
+                else:
+                    t.data = original.detach().clone()
+        for name, t in tensors.items():
+            requires_grad, grad = grads[name]
+            if t.requires_grad != requires_grad:
+                t.requires_grad_(requires_grad)
+            if t.grad is not grad:   # a backward() in the learner's code: its gradients go, and their memory
+                t.grad = grad
+
+
+def _same(tensor, copy):
+    """True if ``tensor`` is bit for bit its copy (same shape and dtype; NaN equals NaN)."""
+    return tensor.shape == copy.shape and tensor.dtype == copy.dtype and _digest(tensor) == _digest(copy)
+
+
+def _put_back_dict(target, saved):
+    """Make the dict ``target`` hold exactly ``saved`` again (the same dict object)."""
+    target.clear()
+    target.update(saved)
+
+
 _OWNERS = {}   # len(sys.modules) -> (owners, the course's functions): found again only once modules are added
 
 
@@ -753,9 +948,10 @@ def process_state():
     ``len``), sys's streams and hooks, the working directory, the environment, ``sys.path``, the
     garbage collector and its callbacks, the modules imported (one replaced in ``sys.modules``), the
     digits an int may print, the thread switch interval, the locale, the file mode mask, logging's
-    switch, the open-files limit, a timer that was not running (signal.alarm), threading's trace,
-    profile and excepthook, sys's unraisablehook, torch's thread count, matmul precision and oneDNN
-    switch, and matplotlib's rcParams. Returns a function that puts back what changed
+    switch and the root logger's level and handlers, every resource limit (open files, memory, CPU
+    time), a timer that was not running (signal.alarm), the collector's
+    thresholds and freeze, threading's stack size, trace, profile and excepthook, sys's unraisablehook, torch's thread count, matmul precision and oneDNN
+    switch, warn-always flag, and matplotlib's rcParams. Returns a function that puts back what changed
     (the builtins first, with dict methods only: the rest calls them)."""
     import builtins
     import gc
@@ -780,10 +976,12 @@ def process_state():
     trace, profile, thread_hook = threading.gettrace(), threading.getprofile(), threading.excepthook
     timers = [which for which in (signal.ITIMER_REAL, signal.ITIMER_VIRTUAL, signal.ITIMER_PROF)
               if signal.getitimer(which) == (0.0, 0.0)] if hasattr(signal, "setitimer") else []
-    files = resource.getrlimit(resource.RLIMIT_NOFILE) if resource is not None else None
+    limits = {which: resource.getrlimit(which) for which in _rlimits(resource)}
+    thresholds, frozen, stack = gc.get_threshold(), gc.get_freeze_count(), threading.stack_size()
+    root = logging.root.level, list(logging.root.handlers)
     torch, matplotlib = sys.modules.get("torch"), sys.modules.get("matplotlib")
-    torch_flags = (torch.get_num_threads(), torch.get_float32_matmul_precision(), torch._C._get_mkldnn_enabled()) \
-        if torch is not None else None
+    torch_flags = (torch.get_num_threads(), torch.get_float32_matmul_precision(), torch._C._get_mkldnn_enabled(),
+                   torch.is_warn_always_enabled()) if torch is not None else None
     rc = dict.copy(matplotlib.rcParams) if matplotlib is not None else None
 
     def put_back():
@@ -830,20 +1028,37 @@ def process_state():
         for which in timers:   # a timer the learner's code set (signal.setitimer, signal.alarm) would end the kernel
             if signal.getitimer(which) != (0.0, 0.0):
                 signal.setitimer(which, 0)
-        if files is not None and resource.getrlimit(resource.RLIMIT_NOFILE) != files:
-            with contextlib.suppress(ValueError, OSError):   # a hard limit lowered cannot always be raised again
-                resource.setrlimit(resource.RLIMIT_NOFILE, files)
+        for which, limit in limits.items():   # open files, memory, CPU time, file size...
+            if resource.getrlimit(which) != limit:
+                with contextlib.suppress(ValueError, OSError):   # a hard limit lowered cannot always be raised again
+                    resource.setrlimit(which, limit)
+        if gc.get_threshold() != thresholds:
+            gc.set_threshold(*thresholds)
+        if gc.get_freeze_count() and not frozen:
+            gc.unfreeze()
+        if threading.stack_size() != stack:
+            threading.stack_size(stack)
+        if (logging.root.level, logging.root.handlers) != root:   # logging.basicConfig(level=DEBUG): every library talks
+            logging.root.setLevel(root[0])
+            logging.root.handlers[:] = root[1]
         if torch is not None and torch_flags != (torch.get_num_threads(), torch.get_float32_matmul_precision(),
-                                                 torch._C._get_mkldnn_enabled()):
+                                                 torch._C._get_mkldnn_enabled(), torch.is_warn_always_enabled()):
             torch.set_num_threads(torch_flags[0])
             torch.set_float32_matmul_precision(torch_flags[1])
             torch._C._set_mkldnn_enabled(torch_flags[2])
+            torch.set_warn_always(torch_flags[3])
         if rc is not None:
             live_rc = matplotlib.rcParams
             for key, value in rc.items():
                 if dict.get(live_rc, key, rc) is not value:
                     dict.__setitem__(live_rc, key, value)   # as it was, already validated
     return put_back
+
+
+def _rlimits(resource):
+    """The resource limits of this system (RLIMIT_NOFILE, RLIMIT_AS, RLIMIT_CPU, ...); none without
+    the ``resource`` module (Windows)."""
+    return [] if resource is None else [value for name, value in vars(resource).items() if name.startswith("RLIMIT_")]
 
 
 _CONSTANTS = {}   # (module name, name) -> (the constant, a pickled copy): as a check first saw it
@@ -1124,6 +1339,17 @@ def _no_switch_interval(interval):
     raise RuntimeError("a check does not allow sys.setswitchinterval: it would hold off the check's time limit")
 
 
+_WATCHDOGS = []   # one entry per faulthandler watchdog a learner's function armed (each cancelled after its call)
+_ARM_WATCHDOG = faulthandler.dump_traceback_later
+
+
+def _watchdog(*args, **kwargs):
+    """faulthandler.dump_traceback_later while a learner's function runs in a check: armed, and noted,
+    so that it is cancelled when the call ends (one the notebook armed itself is left alone)."""
+    _WATCHDOGS.append(args)
+    return _ARM_WATCHDOG(*args, **kwargs)
+
+
 _HOOKS_REFUSED = []   # one entry per audit hook a learner's function tried to add (each refused)
 
 
@@ -1359,7 +1585,8 @@ def module_output(run, args, state, x, what, none, shape, error=None):
         raise Wrong(none)
     if is_bool(out):   # (x > 0 would otherwise be judged as ones and zeros)
         raise Wrong(f"the output of forward on {what} should be numbers, but it holds True/False values")
-    if not hasattr(out, "detach"):   # a NumPy array: the GPT assembled from this piece would break
+    torch = sys.modules.get("torch")
+    if torch is None or not isinstance(out, torch.Tensor):   # a NumPy array: the GPT made of this piece would break
         raise Wrong(f"forward on {what} should return a torch tensor, as x is, but returns {type_name(out)}")
     if hasattr(out, "shape") and tuple(out.shape) != tuple(x.shape):
         raise Wrong(shape(tuple(out.shape)))

@@ -42,7 +42,7 @@ import copy
 import html
 import warnings
 
-from .errors import CourseInputError, fail
+from .errors import CourseInputError, check_index, fail, shown
 
 
 def new_figure(size, dpi=80):
@@ -366,12 +366,22 @@ class Guarded:
     refused = None
 
     def set_state(self, sync_data):
+        from traitlets import TraitError
+
         try:
+            if not isinstance(sync_data, dict) or set(sync_data) - PAGE_KEYS:   # min, max, step, description...
+                fail(f"a control's message from the page should change only its value (or a menu's index), "
+                     f"but it changes {shown(sorted(sync_data) if isinstance(sync_data, dict) else sync_data)}")
+            if "index" in sync_data:
+                check_index(sync_data["index"], "the menu's index from the page", len(self.options))
             super().set_state(sync_data)
-        except CourseInputError as error:
+        except (CourseInputError, TraitError) as error:
             self.send_state()
             if self.refused is not None:
-                self.refused(error)
+                self.refused(error if isinstance(error, CourseInputError) else CourseInputError(str(error)))
+
+
+PAGE_KEYS = {"value", "index"}   # what a learner's move on the page changes; the rest of a control is the course's
 
 
 def checked_value(cls, name):

@@ -295,7 +295,9 @@ def test_the_course_mlp_module_is_the_models_mlp(cat, dragon, cat_world):
 
 def test_mlp_module_check_passes_right_classes_and_waits_for_the_skeleton(cat, dragon):
     assert checks.mlp_module.feedback(learner_mlp(right_forward), cat, dragon) == []
-    assert checks.mlp_module.feedback(type("MLP", (mlp.MLP,), {}), cat, dragon) == []   # the course's, as a learner's
+    own_forward = {"forward": lambda self, x: mlp.MLP.forward(self, x)}   # the course's sums, in a forward of its own
+    assert checks.mlp_module.feedback(type("MLP", (mlp.MLP,), own_forward), cat, dragon) == []
+    assert "its __init__ and forward are the course's own" in checks.mlp_module.feedback(type("MLP", (mlp.MLP,), {}), cat, dragon)[0]
     assert "the course's own" in checks.mlp_module.feedback(mlp.MLP, cat, dragon)[0]   # (itself: refused, round 9)
     torch_gelu = learner_mlp(lambda m, x: F.gelu(x @ m.W_1 + m.bias("b_1")) @ m.W_2 + m.bias("b_2"))
     assert checks.mlp_module.feedback(torch_gelu, cat, dragon) == []

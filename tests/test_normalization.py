@@ -402,7 +402,10 @@ def test_the_course_layer_norm_and_block_are_the_models(cat, cat_world):
 
 def test_layer_norm_module_check_passes_right_classes_and_waits_for_the_skeleton(cat):
     assert checks.layer_norm_module.feedback(learner_layer_norm(ln_right), cat) == []
-    assert checks.layer_norm_module.feedback(type("LayerNorm", (nz.LayerNorm,), {}), cat) == []   # as a learner's
+    own_forward = {"forward": lambda self, x: nz.LayerNorm.forward(self, x)}   # the course's sums, in a forward of its own
+    assert checks.layer_norm_module.feedback(type("LayerNorm", (nz.LayerNorm,), own_forward), cat) == []
+    assert "its __init__ and forward are the course's own" in checks.layer_norm_module.feedback(   # a subclass with no code: refused
+        type("LayerNorm", (nz.LayerNorm,), {}), cat)[0]   # (round 10)
     assert "the course's own" in checks.layer_norm_module.feedback(nz.LayerNorm, cat)[0]   # (itself: refused)
     by_torch = learner_layer_norm(lambda m, x: F.layer_norm(x, x.shape[-1:], m.weight, m.bias, m.eps))
     assert checks.layer_norm_module.feedback(by_torch, cat) == []
@@ -474,7 +477,9 @@ BLOCK_MISTAKES = {
 
 def test_block_module_check_passes_right_classes_and_waits_for_the_skeleton(cat):
     assert checks.block_module.feedback(learner_block(block_right), cat) == []
-    assert checks.block_module.feedback(type("Block", (nz.Block,), {}), cat) == []   # the course's, as a learner's
+    own_forward = {"forward": lambda self, h: nz.Block.forward(self, h)}   # the course's sums, in a forward of its own
+    assert checks.block_module.feedback(type("Block", (nz.Block,), own_forward), cat) == []
+    assert "its __init__ and forward are the course's own" in checks.block_module.feedback(type("Block", (nz.Block,), {}), cat)[0]
 
     class Block(nn.Module):   # the learner's copy as handed out
         def __init__(self, d_model, n_heads, d_ff):

@@ -1,12 +1,13 @@
 """Chapter 10's exercise checks (ablation)."""
+import copy
+import types
+
 import numpy as np
 
 from ..errors import as_array as input_array, check_positive_int, fail, shown, to_numpy
-from ..exercises import (Array, Function, Wrong, as_number, call, close_problems,
-                         exercise, number_problems, slip)
+from ..exercises import (Array, Function, Wrong, as_number, call, close_problems, exercise, model_kept, number_problems,
+                         numbers, slip)
 from ..real.smollm2 import original_state
-from ..sampling.checks import model_kept
-from ..tour.checks import numbers
 
 
 def write_back_inputs(concat, W_O, d_k):
@@ -273,6 +274,34 @@ def mean_ablation_drop(answer, model, task_ids, class_ids, reference_ids, off_ta
         yield f"{where}: " + (hint or next(number_problems(value, right, "the fall in p(class)", atol=1e-4)))
 
 
+def function_copy(function, memo=None):
+    """A copy of ``function`` for a learner's code: a Python function is made again with deep copies
+    of what its closure, defaults and attributes hold (a function among them copied the same way), so
+    changing them in place (metric.__closure__[0].cell_contents[:] = ...) leaves ``function`` as it
+    was; any other callable is deep-copied. What cannot be copied is shared."""
+    memo = {} if memo is None else memo
+    if not isinstance(function, types.FunctionType):
+        try:
+            return copy.deepcopy(function, memo)
+        except Exception:   # noqa: BLE001 (an object of the learner's may refuse to be copied in any way)
+            return function
+    if id(function) in memo:
+        return memo[id(function)]
+    cells = tuple(types.CellType() for _ in function.__closure__ or ())
+    twin = types.FunctionType(function.__code__, function.__globals__, function.__name__, None, cells or None)
+    memo[id(function)] = twin
+    for cell, own in zip(cells, function.__closure__ or ()):
+        try:
+            cell.cell_contents = function_copy(own.cell_contents, memo)
+        except ValueError:   # an empty cell (a name the function's scope has not bound yet)
+            pass
+    twin.__defaults__ = function_copy(function.__defaults__, memo)
+    twin.__kwdefaults__ = function_copy(function.__kwdefaults__, memo)
+    twin.__dict__.update(function_copy(dict(function.__dict__), memo))
+    twin.__qualname__, twin.__module__, twin.__doc__ = function.__qualname__, function.__module__, function.__doc__
+    return twin
+
+
 @exercise("a patching loop over heads and positions",
           answer=Function("a function patch_grid(model, clean_ids, corrupt_ids, metric)"))
 def patch_grid(answer, model, clean_ids, corrupt_ids, metric):
@@ -289,14 +318,16 @@ def patch_grid(answer, model, clean_ids, corrupt_ids, metric):
             fail(f"the check's {name} should be one prompt (T,), but got shape {tuple(one[name].shape)}")
     clean_v, corrupt_v = patching.metric_ends(model, one["clean_ids"][None], one["corrupt_ids"][None], metric, ())
     patching.normalised(clean_v, clean_v, corrupt_v)     # the metric should tell the two runs apart
+    right = patching.patch_heads(model, clean_ids, corrupt_ids, metric, per_position=True).numpy()
     with model_kept(model):   # a weight it changes is put back before the check computes its own
-        got = call(answer, model, clean_ids, corrupt_ids, metric, what="on the cat model")
+        # a copy of the metric: a function that changes what the metric captured (its word lists) changes
+        # neither the grid it is compared with nor the notebook's metric
+        got = call(answer, model, clean_ids, corrupt_ids, function_copy(metric), what="on the cat model")
     if got is None:
         raise Wrong("not answered yet: patch_grid returns None; write its loop where the cell says "
                     "# YOUR CODE HERE, so that it returns the grid")
     L, H, T = model.cfg.n_layers, model.cfg.n_heads, len(clean_ids)
     grid = numbers(got, "the grid", shape=(L, H, T))   # True/False, complex, text: a sentence about the grid
-    right = patching.patch_heads(model, clean_ids, corrupt_ids, metric, per_position=True).numpy()
     found = list(close_problems(grid, right, "the grid", atol=1e-3))
     if not found:
         return

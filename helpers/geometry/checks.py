@@ -6,10 +6,9 @@ without printing the expected answer.
 """
 import numpy as np
 
-from ..exercises import (Array, Function, Words, as_number, call, close_problems, exercise,
-                         number_problems, slip)
+from ..exercises import (Array, Function, Words, as_number, call, close_problems, exercise, number_problems, numbers,
+                         slip)
 from ..errors import check_positive_int, count, fail
-from ..tour.checks import numbers
 from .compute import analogy_vector, check_maps, check_vectors, check_words, neighbourhood_kept, unit
 
 # (a, b) pairs a cosine function is tried on, and what each one tests.

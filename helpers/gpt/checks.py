@@ -15,9 +15,7 @@ import torch
 from .. import grading, worlds
 from ..errors import check_text, fail, shown
 from ..explorer import check_model_and_world
-from ..exercises import NOT_ANSWERED, Function, Module, Wrong, call, exercise
-from ..sampling.checks import model_kept
-from ..tour.checks import numbers
+from ..exercises import Function, Module, NOT_ANSWERED, Wrong, call, exercise, model_kept, numbers
 from . import compute, corpus
 from . import tokenize as tk
 

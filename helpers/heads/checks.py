@@ -8,9 +8,8 @@ import numpy as np
 import torch
 
 from ..errors import as_array, check_positive_int, count, fail, shown
-from ..exercises import (Array, Module, Number, Wrong, close_problems, exercise, module_output,
-                         number_problems)
-from ..tour.checks import count_answer, numbers
+from ..exercises import (Array, Module, Number, close_problems, count_answer, exercise, module_output,
+                         number_problems, numbers)
 from .compute import (attention_parameters, attention_weights_bytes, induction_score, module_cases,
                       slipped_attention)
 
@@ -96,10 +95,8 @@ def multi_head(run):
                             shape=lambda found: (f"on {case['what']}, x has shape {tuple(x.shape)} and forward should "
                                                  f"return the same shape, but returned {found}"),
                             error=_error_hint(case, cases[0]))
-        if not isinstance(out, (torch.Tensor, np.ndarray)):
-            raise Wrong(f"forward should return one tensor (B, T, d_model), but returned a {type(out).__name__}")
-        # of x's shape, (B, T, d_model), as module_output checked; True/False, complex or text: one sentence
-        # about the output (NaN is kept: a mask that hides the diagonal gives NaN, named below)
+        # a tensor of x's shape (B, T, d_model), as module_output checked; True/False, complex or text: one
+        # sentence about the output (NaN is kept: a mask that hides the diagonal gives NaN, named below)
         out = numbers(out, f"the output on {case['what']}", allow_inf=True, allow_nan=True)
         if _close(out, expected):
             continue
@@ -150,15 +147,16 @@ def split(answer, q, n_heads):
     if width % n_heads:
         fail(f"n_heads should divide q's width {width} into equal heads, but got n_heads={count(n_heads)}")
     d_k = width // n_heads
-    if answer.shape == (B, T, n_heads, d_k):
+    unswapped = q.reshape(B, T, n_heads, d_k)
+    reference = unswapped.transpose(0, 2, 1, 3)
+    if answer.shape == reference.shape and np.allclose(answer, reference, atol=1e-6):
+        return   # right first: when T == n_heads the unswapped split has the right shape too
+    if answer.shape == unswapped.shape and (T != n_heads or np.allclose(answer, unswapped, atol=1e-6)):
         yield (f"the split has shape (B, T, h, d_k) = {(B, T, n_heads, d_k)}: "
                "swap the token and head axes (transpose(1, 2))")
         return
     if answer.shape != (B, n_heads, T, d_k):
         yield f"the split should have shape (B, h, T, d_k) = {(B, n_heads, T, d_k)}, but it has shape {answer.shape}"
-        return
-    reference = q.reshape(B, T, n_heads, d_k).transpose(0, 2, 1, 3)
-    if np.allclose(answer, reference, atol=1e-6):
         return
     if np.allclose(answer, q.reshape(B, T, d_k, n_heads).transpose(0, 3, 1, 2), atol=1e-6):
         yield ("each head should get a block of neighbouring columns; yours takes one column in "
@@ -199,6 +197,8 @@ def weights_megabytes(answer, batch, n_heads, T):
         fail(f"the attention weights should take at most 10**30 bytes in this check, but batch={shown(batch)}, "
              f"n_heads={shown(n_heads)} and T={shown(T)} give {shown(size)}")
     reference = size / 1e6
+    if abs(answer - reference) <= 0.01 * reference:   # right first: with T = 1 (or batch = 1) a slip gives it too
+        return
     if batch == 4 and abs(answer - reference / 4) < 0.01 * reference:   # the two slips give one number
         yield (f"that is a quarter of the size: either the batch of {batch} sequences or the 4 bytes of "
                "each float32 number is missing")

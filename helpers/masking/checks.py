@@ -14,10 +14,9 @@ import numpy as np
 import torch
 
 from ..errors import as_array, check_index, check_positive_int, count, fail, shown
-from ..exercises import (Array, Function, Number, Wrong, as_wholes, call, close_problems, exercise,
-                         number_problems)
+from ..exercises import (Array, Function, Number, Wrong, as_wholes, call, close_problems, exercise, number_problems,
+                         numbers)
 from ..reference import softmax
-from ..tour.checks import numbers
 from .compute import heads_from_trace
 
 

@@ -12,10 +12,9 @@ import numpy as np
 from .. import reference as ref
 from .. import worlds
 from ..exercises import (Array, Module, Whole, as_array, as_number, close_problems, exercise, module_problems,
-                         slip)
-from ..errors import as_array as numbers, check_index, check_text, fail
+                         rounded_by_dtype, slip)
+from ..errors import as_array as numbers, check_text, fail
 from ..heads.compute import check_shipped
-from ..tour.checks import rounded_by_dtype
 from .compute import MODELS, check_layer, mlp_forward, model_parameters, unit_means
 
 

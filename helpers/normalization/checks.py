@@ -10,11 +10,9 @@ import numpy as np
 from .. import exercises
 from .. import reference as ref
 from .. import worlds
-from ..exercises import (Array, Function, Module, Wrong, as_array, as_whole, call, close_problems,
-                         exercise, slip)
-from ..errors import check_number, check_positive_int, count, fail, shown
+from ..exercises import Array, Function, Module, Wrong, as_whole, call, close_problems, exercise, numbers, slip
+from ..errors import check_finite, check_number, check_positive_int, count, fail, shown, to_numpy
 from ..heads.compute import check_shipped
-from ..tour.checks import numbers
 from .compute import PLACEMENTS, check_curves, get_run, residual_names
 
 # (x, gamma, beta, what) a layer_norm function is tried on.
@@ -63,6 +61,20 @@ def keepdim_hint(message, keep):
     return message
 
 
+def trace_points(trace, names):
+    """The residual points ``names`` of ``trace`` (a check's own argument, not the answer) as float arrays of
+    finite numbers, all of h0's shape, each with an axis of d numbers; else one sentence (CourseInputError)."""
+    points = [check_finite(to_numpy(trace[name], f"trace's {name}"), f"trace's {name}") for name in names]
+    shape = points[0].shape
+    if not shape:
+        fail("trace's h0 should be the residual vectors (T, d), but it is a single number")
+    for name, point in zip(names, points):
+        if point.shape != shape:
+            fail(f"trace's {name} should have h0's shape {shape}, as every point of the stream has, but it has "
+                 f"shape {point.shape}")
+    return points
+
+
 @exercise("a LayerNorm function", answer=Function("a function of x, gamma and beta"))
 def layer_norm_function(answer):
     """``answer`` is a function layer_norm(x, gamma, beta) normalising the last axis of x."""
@@ -99,7 +111,7 @@ def residual_norms(answer, trace, n_layers):
     if n_layers > 1000 or missing:
         fail(f"n_layers should be the traced model's number of layers, but the trace has no {missing[0] if missing else 'L1000.h'} "
              f"for n_layers={count(n_layers)}")
-    stream = np.stack([as_array(trace[name], name) for name in names])     # (points, T, d)
+    stream = np.stack(trace_points(trace, names))     # (points, T, d)
     expected = np.linalg.norm(stream, axis=-1)
     if answer.shape != expected.shape:
         hint = ("; take the norm over the d_model numbers of each vector (the last axis)"

@@ -11,9 +11,8 @@ import numpy as np
 import torch
 
 from .. import reference as ref
-from ..exercises import (Array, Function, Number, Wrong, as_array, call, close_problems, exercise,
-                         number_problems, slip)
-from ..tour.checks import numbers
+from ..exercises import (Array, Function, Number, Wrong, as_array, call, close_problems, exercise, number_problems,
+                         numbers, slip)
 from .compute import (attention_head as course_head, attention_steps, cat_head_cases, primer_toy, three_words,
                       three_words_qkv)
 

@@ -5,16 +5,16 @@ token, measured), a task-matched mean ablation on SmolLM2.
 Each check judges the answer against a reference computed from the model's sizes or scores
 and names the likely slip, without printing the expected answer.
 """
+import copy
 import math
 
 import numpy as np
 import torch
 
 from ..errors import check_positive_int, fail, is_bool, shown
-from ..exercises import Function, Wrong, as_number, call, close_problems, exercise, number_problems, slip
+from ..exercises import (Function, Wrong, as_number, call, close_problems, exercise, model_kept, number_problems,
+                         numbers, rounded_by_dtype, slip)
 from ..heads import compute as heads
-from ..sampling.checks import model_kept
-from ..tour.checks import numbers, rounded_by_dtype
 from . import circuit
 from .smollm2 import original_state
 from . import compute as real
@@ -49,7 +49,7 @@ def counted_in_block(cfg):
     """The parameters of one layer built from ``cfg`` (the course's Block), counted tensor by tensor."""
     from ..model import Block
 
-    return sum(p.numel() for p in Block(cfg).parameters())
+    return sum(p.numel() for p in Block(cfg, seed=None).parameters())   # (counted, not run: no weights drawn)
 
 
 def layer_slips(cfg, right):
@@ -129,12 +129,19 @@ def layer_parameters(answer, cfg):
     """answer(cfg) -> the parameters of one layer of a model configured by cfg (a helpers.model.Config),
     for seven Configs that each add one choice (no MLP, no norms, no biases, shared key/value heads,
     SwiGLU, RMSNorm) and SmolLM2's ``cfg``, each compared with a layer built from it."""
-    for what, case in layer_cases(cfg):
-        got = call(answer, case, what=f"on {what}")
+    cases = layer_cases(cfg)
+    fields = [(case, dict(vars(case))) for _, case in cases]
+    for what, case in cases:
+        right = counted_in_block(case)   # first, and the function gets a copy: it cannot change what it is judged by
+        try:
+            got = call(answer, copy.deepcopy(case), what=f"on {what}")
+        finally:   # nor the notebook's cfg (SmolLM2's model.cfg, read by its blocks at every pass), by another way
+            for kept, own in fields:
+                vars(kept).clear()
+                vars(kept).update(own)
         if got is None:
             raise Wrong("not answered yet: layer_parameters returns None; write its body where the cell says "
                         "# YOUR CODE HERE, so that it returns the count")
-        right = counted_in_block(case)
         if is_bool(got):
             raise Wrong(f"on {what}: the count should be a whole number, but layer_parameters returned the bool {got}")
         if isinstance(got, (int, np.integer)) and abs(int(got)) > 10**15:   # past float's whole numbers

@@ -4,20 +4,16 @@ learner's own generation loop (a piece of their GPT, run with the shipped cat an
 Each check judges properties and reference values and says what is wrong
 without printing the expected answer.
 """
-import contextlib
 import functools
-import zlib
 
 import numpy as np
 import torch
 
 from .. import grading, worlds
-from ..errors import check_bytes, check_number, check_positive_int, count, fail, shown, to_numpy
-from ..exercises import (NOT_ANSWERED, Array, Function, Wrong, call, close_problems,
-                         exercise, number_problems, torch_globals)
-from ..model import KVCache
+from ..errors import check_number, check_positive_int, count, fail, shown, to_numpy
+from ..exercises import (NOT_ANSWERED, Array, Function, Wrong, call, close_problems, count_answer, exercise,
+                         holds_bools, model_kept, number_problems, numbers)
 from ..reference import softmax
-from ..tour.checks import count_answer, holds_bools, numbers
 from . import compute as sampling
 
 
@@ -65,6 +61,8 @@ def same_nucleus(out, expected, probs):
     """True when out keeps as many tokens as expected, of the same probabilities (ties may
     be broken either way), renormalised, and zero elsewhere."""
     kept, want = out > 0, expected > 0
+    if not (out[~kept] == 0).all():   # a dropped token below 0 (or NaN): not a distribution
+        return False
     if kept.sum() != want.sum() or not np.allclose(np.sort(probs[kept]), np.sort(probs[want])):
         return False
     return np.allclose(out[kept], probs[kept] / probs[kept].sum(), atol=1e-6)
@@ -111,6 +109,10 @@ def top_p_function(answer):
         out = plain_call(answer, probs, p, what=f"for {what}")   # call names a change to probs in place
         out = numbers(out, f"top_p for {what}", shape=probs.shape)
         expected = reference_top_p(probs, p)
+        if (out < 0).any():
+            yield (f"for {what} top_p returns {count(int((out < 0).sum()))} entries below 0, but it should return "
+                   "probabilities: a dropped token's is 0, the kept ones renormalised to sum to 1")
+            return
         if not same_nucleus(out, expected, probs):
             yield f"for {what} {SORTED_LOWEST_FIRST if lowest_first(answer) else top_p_slip(out, expected, probs)}"
             return
@@ -151,92 +153,6 @@ def kv_bytes(answer, n_layers, T, n_heads, d_k, bytes_per_element):
         yield "that counts " + "; or it counts ".join(found)
     else:
         yield from number_problems(answer, reference, "the cache size in bytes", atol=0.5)
-
-
-# ------------------------------------------------- a model the learner's code runs on, kept as it was
-
-def _digest(tensor):
-    """A tensor's shape, dtype and the CRC-32 of its bytes: equal digests, equal tensors (but for a
-    chance of 1 in 4 billion; CRC-32 reads the real model's 538 MB in about half SHA-1's time)."""
-    arr = tensor.detach().cpu().numpy()
-    shape, flipped = arr.shape, not arr.flags.c_contiguous and arr.T.flags.c_contiguous
-    arr = arr.T if flipped else np.ascontiguousarray(arr)   # a transposed weight is hashed as it is stored
-    return shape, flipped, arr.dtype, zlib.crc32(arr.reshape(-1).view(np.uint8))
-
-
-def _kept_dicts(owner):
-    """``owner``'s attributes, each dict among them copied (hooks, parameters, submodules)."""
-    return {k: (v.copy() if isinstance(v, dict) else v) for k, v in vars(owner).items()}
-
-
-@contextlib.contextmanager
-def model_kept(model, pristine=None):
-    """Run a learner's code on ``model`` inside this: afterwards, also when the code raised or ran
-    out of time, the model is as it was before. Every module's attributes (a hook, a replaced
-    forward, the training flag, a swapped parameter, its class), its cfg's fields, torch's global
-    module hooks, and every weight's and buffer's values, requires_grad and .grad are put back; a
-    weight the code changed (found by its CRC-32 checksum) is copied back from a copy taken before
-    (``pristine=None``: for a small model, the copy is limited to MAX_BYTES) or from ``pristine()``,
-    a function that returns the model's original state dict (for a large model, whose copy would
-    double its memory). Not undone: changes to a class itself (a method replaced on Transformer)."""
-    if not isinstance(model, torch.nn.Module):
-        fail(f"expected a torch model (an nn.Module), but got {shown(model)}")
-    if pristine is not None and not callable(pristine):
-        fail(f"pristine should be None or a function that returns the model's state dict, but got {shown(pristine)}")
-    tensors = dict(model.state_dict(keep_vars=True))
-    grads = {name: (t.requires_grad, t.grad) for name, t in tensors.items()}
-    put_back = torch_globals()   # torch's global module hooks among them
-    modules = [(m, type(m), _kept_dicts(m)) for m in model.modules()]
-    cfg = getattr(model, "cfg", None)
-    cfg_fields = _kept_dicts(cfg) if hasattr(cfg, "__dict__") else None
-    if pristine is None:
-        check_bytes(sum(t.numel() * t.element_size() for t in tensors.values()), "a copy of the model's weights",
-                    "give a pristine() that returns the original weights instead")
-        copies = {name: t.detach().clone() for name, t in tensors.items()}
-        pristine = lambda: copies   # noqa: E731
-        digests = None
-    else:
-        digests = {name: _digest(t) for name, t in tensors.items()}
-    try:
-        yield model
-    finally:
-        for m, kind, saved in modules:
-            if type(m) is not kind:
-                m.__class__ = kind
-            _put_back_dict(vars(m), saved)
-        if cfg_fields is not None:
-            _put_back_dict(vars(cfg), cfg_fields)
-        put_back()
-        changed = [name for name, t in tensors.items()
-                   if (digests is None and not _same(t, copies[name])) or digests is not None and _digest(t) != digests[name]]
-        source = pristine() if changed else {}
-        lacking = [name for name in changed if not isinstance(source.get(name) if isinstance(source, dict) else None, torch.Tensor)]
-        if lacking:
-            fail(f"pristine() should return the model's state dict with every weight, but it lacks {shown(lacking[0])}")
-        with torch.no_grad():
-            for name in changed:
-                t, original = tensors[name], source[name]
-                if t.shape == original.shape and t.dtype == original.dtype:
-                    t.copy_(original)
-                else:
-                    t.data = original.detach().clone()
-        for name, t in tensors.items():
-            requires_grad, grad = grads[name]
-            if t.requires_grad != requires_grad:
-                t.requires_grad_(requires_grad)
-            if t.grad is not grad:   # a backward() in the learner's code: its gradients go, and their memory
-                t.grad = grad
-
-
-def _same(tensor, copy):
-    """True if ``tensor`` is bit for bit its copy (same shape and dtype; NaN equals NaN)."""
-    return tensor.shape == copy.shape and tensor.dtype == copy.dtype and _digest(tensor) == _digest(copy)
-
-
-def _put_back_dict(target, saved):
-    """Make the dict ``target`` hold exactly ``saved`` again (the same dict object)."""
-    target.clear()
-    target.update(saved)
 
 
 # ------------------------------------------------- the learner's generate(model, ids, n_new, ...)

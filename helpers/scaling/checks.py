@@ -5,15 +5,16 @@ and a gradient taken with respect to the right thing.
 Each check judges properties and reference values and says what is wrong without
 printing the expected answer.
 """
+import copy
 import math
+from functools import lru_cache
 
 import numpy as np
 
 import torch
 
-from ..exercises import Array, Function, Number, Wrong, call, close_problems, exercise, number_problems, slip
+from ..exercises import Array, Function, Number, Wrong, call, close_problems, exercise, number_problems, numbers, slip
 from ..errors import check_positive_int, count, fail
-from ..tour.checks import numbers
 from .compute import check_weights, layer_case, scaled_scores as course_scores, softmax_jacobian, weight_gradient
 
 
@@ -26,6 +27,8 @@ def typical_size(answer, d=512):
     d = check_positive_int(d, "d")
     if d > MAX_D:
         fail(f"d should be at most {MAX_D:,} here, but got {count(d)}")
+    if abs(answer - math.sqrt(d)) <= 0.05:   # the right spread first: at d = 1 it is also both slips' value
+        return
     hint = slip(answer, [(d, "that is the variance of q·k; the spread (standard deviation) is its square root"),
                          (1, "that is the spread after dividing by √d; the question asks about the raw "
                              "dot product")], atol=0.05)
@@ -40,6 +43,8 @@ def jacobian(answer, weights):
     """``answer`` (n, n) has entry [i, j] = ∂w_i/∂s_j for the softmax output ``weights`` (n,)."""
     w = check_weights(weights)
     J = softmax_jacobian(w)
+    if np.allclose(answer, J, atol=1e-4, rtol=0):   # right first: a one-hot w gives J = 0 = -J
+        return
     hint = slip(answer, [(-J, "every sign is flipped: raising s_i raises w_i, so the diagonal is positive"),
                          (-np.outer(w, w), "the diagonal is missing its w_i term: ∂w_i/∂s_i = w_i - w_i²"),
                          (np.diag(np.diag(J)), "the diagonal is right, but the off-diagonal entries are "
@@ -56,6 +61,8 @@ def jacobian(answer, weights):
 def gradient_wrt_raw(answer, scores, index=2, divide_by=8.0):
     """``answer`` is ‖∂w_index/∂scores‖ where w = softmax(scores / divide_by)."""
     sizes = weight_gradient(scores, index, divide_by)
+    if abs(answer - sizes["wrt_scores"]) <= 5e-4:   # right first: with divide_by = 1 the slips give it too
+        return
     hint = slip(answer, [(sizes["wrt_input"], "that is the gradient with respect to softmax's own input (the "
                                               "divided scores); the chain rule adds one more factor for the "
                                               "division"),
@@ -75,25 +82,30 @@ def gradient_wrt_raw(answer, scores, index=2, divide_by=8.0):
 # Real cat-world prompts (lengths 4, 7 and 9, none equal to d_model = 6), each through both layers.
 CAT_PROMPTS = ("<BOS> the dog was", "<BOS> the cat sat on the red", "<BOS> the big cat sat on the blue floor")
 NOT_WRITTEN = "not answered yet: scaled_scores returns None; write its body where the cell says # YOUR CODE HERE"
-_CASES = []
 
 
 def cat_cases():
+    """A copy of ``_cat_cases()`` (made once): a learner's function that reached the check's own
+    tensors (by import) and changed them in place would otherwise change every later verdict."""
+    return copy.deepcopy(_cat_cases())
+
+
+@lru_cache(maxsize=1)
+def _cat_cases():
     """The check's inputs: (label, args, reference scores) per case. The shipped cat model's layer 0 and
     layer 1 on each of CAT_PROMPTS (the reference is the trace's scores, -inf above the diagonal), then
     layer 0 on the last prompt read as three heads of d_k = 2 (the reference is the course's function)."""
-    if not _CASES:
-        from ..weights import load_cat
-        cat = load_cat()
-        for prompt in CAT_PROMPTS:
-            for layer in (0, 1):
-                case = layer_case(cat, prompt.split(), layer)
-                args = tuple(case[name] for name in ("x", "W_Q", "W_K", "b_Q", "b_K", "n_heads"))
-                _CASES.append((f'layer {layer}\'s input for "{prompt}"', args, case["scores"]))
-        args = args[:5] + (3,)
-        _CASES.append((f'layer 1\'s parameters read as 3 heads of d_k = 2, for "{CAT_PROMPTS[-1]}"', args,
-                       course_scores(*args)))
-    return _CASES
+    from ..weights import load_cat
+    cat, cases = load_cat(), []
+    for prompt in CAT_PROMPTS:
+        for layer in (0, 1):
+            case = layer_case(cat, prompt.split(), layer)
+            args = tuple(case[name] for name in ("x", "W_Q", "W_K", "b_Q", "b_K", "n_heads"))
+            cases.append((f'layer {layer}\'s input for "{prompt}"', args, case["scores"]))
+    args = args[:5] + (3,)
+    cases.append((f'layer 1\'s parameters read as 3 heads of d_k = 2, for "{CAT_PROMPTS[-1]}"', args,
+                  course_scores(*args)))
+    return tuple(cases)
 
 
 def score_variants(x, W_Q, W_K, b_Q, b_K, n_heads):

@@ -1,80 +1,8 @@
-"""The tour's exercise checks (chapter 00), and the converters every chapter's checks use on what a
-learner's function returns (``numbers``, ``count_answer``: they raise Wrong, as exercises' own do)."""
+"""The tour's exercise checks (chapter 00)."""
 import numpy as np
 
-from ..errors import CourseInputError, as_array, check_index, check_positive_int, fail, is_bool, to_numpy
-from ..exercises import Number, Wrong, as_array as answer_array, as_whole, as_wholes, exercise, number_problems, \
-    slip
-
-
-# --- what a learner's function returned, read as exercises' converters read an answer ---------------------
-
-
-def holds_bools(x, depth=0):
-    """Whether ``x`` is True/False, a bool array or tensor, or a list, tuple or object array holding one."""
-    if is_bool(x):
-        return True
-    if isinstance(x, np.ndarray) and x.dtype.kind == "O":
-        return any(holds_bools(v, depth + 1) for v in x.flat) if depth < 4 else False
-    if isinstance(x, (list, tuple)) and depth < 4:
-        return any(holds_bools(v, depth + 1) for v in x)
-    return False
-
-
-def numbers(x, name, shape=None, allow_inf=False, allow_nan=False):
-    """``x`` (an answer, or what a learner's function returned) as a float array of numbers, else
-    Wrong with one sentence about it: exercises.as_array, with True/False refused first (as_array
-    takes a boolean mask, which some answers are; where numbers are asked for, True would be judged,
-    and maybe named by a hint, as 1). allow_nan: NaN is kept for the check to name (a softmax over a
-    row that is all -inf) instead of being refused."""
-    if holds_bools(x):
-        raise Wrong(f"{name} should hold numbers, but it holds True/False values (a comparison such as x > 0?): "
-                    "return the numbers themselves")
-    if not allow_nan:
-        return answer_array(x, name, shape=shape, allow_inf=allow_inf)
-    if isinstance(x, (str, bytes, dict, set)) or callable(x):
-        raise Wrong(f"{name} should be an array of numbers, but it is a {type(x).__name__}")
-    try:   # exercises.as_array's own conversion, without its refusal of NaN (as_array has no allow_nan)
-        arr = to_numpy(x, name)
-    except CourseInputError as error:
-        raise Wrong(str(error)) from None
-    if shape is not None and arr.shape != tuple(shape):
-        raise Wrong(f"{name} should have shape {tuple(shape)}, but it has shape {arr.shape}")
-    if not allow_inf and np.isinf(arr).any():
-        raise Wrong(f"{name} holds inf in {int(np.isinf(arr).sum())} of {arr.size} entries: "
-                    "a number overflowed (exp of a large number?)")
-    return arr
-
-
-# whole numbers a float type holds exactly (2 ** (its mantissa's bits + 1)); past that it rounds them
-EXACT_WHOLES = {"float16": 2 ** 11, "bfloat16": 2 ** 8, "float32": 2 ** 24, "float64": 2 ** 53}
-
-
-def rounded_by_dtype(x, expected):
-    """The sentence for a count ``x`` written in a float type too narrow to hold ``expected`` exactly
-    (a bfloat16 or float16 tensor, float32 past 16,777,216): the count it reads is that type's
-    rounding, so no hint about how it was counted would be true; None for any other ``x``."""
-    if isinstance(x, float) and not isinstance(x, bool):
-        dtype = "float64"
-    else:
-        dtype = str(getattr(x, "dtype", "")).replace("torch.", "")
-    limit = EXACT_WHOLES.get(dtype)
-    if limit is None or abs(expected) <= limit:
-        return None
-    return (f"the count is a {dtype} number, which holds whole numbers exactly only up to {limit:,}, so a count "
-            "this large is rounded in it: compute it with Python's int (exact at any size), or an int64 tensor")
-
-
-def count_answer(x, name, expected):
-    """``x`` (an answer, or what a learner's function returned) as an int, else Wrong: as exercises.as_whole,
-    and when it is not ``expected`` and its float type cannot hold that count exactly, a sentence saying so (what
-    it reads is a rounding, so a hint about how it was counted could name the wrong mistake)."""
-    value = as_whole(x, name)
-    if value != expected:
-        rounded = rounded_by_dtype(x, expected)
-        if rounded:
-            raise Wrong(rounded)
-    return value
+from ..errors import as_array, check_index, check_positive_int, fail, to_numpy
+from ..exercises import Number, as_wholes, count_answer, exercise, number_problems, slip
 
 
 @exercise("the shape of the layer-1 scores")
@@ -82,6 +10,7 @@ def scores_shape(answer, n_heads, T):
     """answer: the shape of ``L1.scores``, a tuple (heads, queries, keys).
 
     The messages diagnose (which axis, where to look) without stating the numbers."""
+    n_heads, T = check_positive_int(n_heads, "n_heads"), check_positive_int(T, "T")
     shape = as_wholes(answer, "the shape")
     if len(shape) != 3:
         yield (f"your shape has {len(shape)} axes, but the scores have three: one that counts "
