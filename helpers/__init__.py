@@ -16,12 +16,15 @@ __version__ = "0.1.0"
 
 
 def setup_notebook(seed=0):
-    """What every chapter's first cell does: one thread, 3-decimal printing, seeds, the plot style."""
+    """What every chapter's first cell does: one thread, 3-decimal printing, seeds, the plot style.
+    seed: a whole number from 0 to 2**64 - 1."""
     import numpy as np
     import torch
 
     from . import plots
+    from .errors import check_seed
 
+    seed = check_seed(seed)   # before anything is set: a refused call changes nothing
     torch.set_num_threads(1)
     torch.manual_seed(seed)
     np.set_printoptions(precision=3, suppress=True, linewidth=110)

@@ -30,7 +30,8 @@ def to_numpy(x, name="the input", bools=False):
     if isinstance(x, range):   # made lazily: converting one costs about 48 bytes a number, counted first
         check_bytes(48 * length(x), f"{name} (a range of {count(length(x))} numbers)", "give a shorter range")
     if hasattr(x, "detach") and hasattr(x, "cpu"):
-        x = check_tensor(x, name).detach().cpu()
+        # counted before any copy (.cpu(), .float()): an expanded tensor stands for more numbers than it stores
+        x = check_tensor_size(x, name).detach().cpu()
         if x.is_floating_point() and str(x.dtype) not in ("torch.float16", "torch.float32", "torch.float64"):
             x = x.float()   # bfloat16, the float8 kinds: NumPy has no such type
         try:
@@ -46,8 +47,10 @@ def to_numpy(x, name="the input", bools=False):
         arr = np.asarray(x)   # its own type first: text in it would otherwise be read as numbers
     except MemoryError:
         fail(f"{name} should be an array of numbers that fits in memory, but got {type(x).__name__} {shown(x)}")
-    except Exception:   # noqa: BLE001 (an object of the learner's may raise anything from __array__ or __len__)
-        fail(f"{name} should be an array of numbers, but got {type(x).__name__} {shown(x)}")
+    except Exception as error:   # noqa: BLE001 (a learner's object may raise anything from __array__ or __len__)
+        ragged = isinstance(x, (list, tuple)) and "inhomogeneous" in message_of(error)
+        fail(f"{name} should be an array of numbers{' with rows of one length' if ragged else ''}, but got "
+             f"{type(x).__name__} {shown(x)}")
     # a view may stand for more numbers than it stores (np.broadcast_to(0.0, 10**9) holds one): counted first
     check_bytes(8 * arr.size, f"{name} (an array of {count(arr.size)} numbers)", "give a smaller array")
     if arr.dtype.kind in "mMV":   # times, dates and records are no numbers, though NumPy may convert them
@@ -176,6 +179,21 @@ def check_finite(x, name, minus_inf=False):
         fail(f"{name} should hold finite numbers{' (or -inf)' if minus_inf else ''}, but it holds NaN or "
              f"{'+inf' if minus_inf else 'inf'} in {count(bad)} of its {count(size)} entries")
     return x
+
+
+def check_mask(mask, shape, name="mask"):
+    """A mask for scores ending in ``shape`` (T_q, T_k), True where a key is hidden: True/False, or the
+    numbers 1 (hide) and 0 (keep) only; returned as a NumPy bool array. Anything else (0.5, NaN, text,
+    an additive mask of 0 and -inf) is refused in one sentence: read as truth values it would hide
+    keys silently. Counted (``to_numpy``) and shaped before its values are read."""
+    mask = mask if type(mask) is np.ndarray and mask.dtype == bool else to_numpy(mask, name, bools=True)
+    if mask.shape != tuple(shape):
+        fail(f"the {name} should have the shape the scores end in, {tuple(shape)}, but it has shape {mask.shape}")
+    odd = mask[(mask != 0) & (mask != 1)]
+    if odd.size:
+        fail(f"{name} should hold True/False (or 1 to hide and 0 to keep), but it holds {float(odd[0]):g}"
+             + (" (an additive mask: add it to the scores instead)" if odd[0] == -np.inf else ""))
+    return mask == 1
 
 
 def as_array(x, name, ndim=None):

@@ -16,6 +16,7 @@ The folder is ``my_gpt/`` in the notebook's working directory, or the folder the
 environment variable COURSE_MY_GPT names (the course's tests give each run a fresh one).
 """
 import ast
+import ctypes
 import importlib.util
 import inspect
 import keyword
@@ -24,9 +25,11 @@ import os
 import re
 import sys
 import threading
+import time
 from pathlib import Path
 
 from .errors import check_switch, fail
+from .errors import shown as _shown
 
 HEADER = '''"""{name}: written by you in chapter {chapter}, kept by its check. Edit it freely."""
 import math
@@ -140,7 +143,8 @@ def use(name, course, quiet=False):
     """Your piece ``name`` from my_gpt/<name>.py if you kept one, else ``course`` (the course's own),
     with one line saying which (none when quiet, or while a kept file that calls use is being
     imported: the notebook cell that wrote it has said it already). A kept file that no longer
-    runs is reported and the course's used."""
+    runs (an error, exit(), an import past LOAD_TIME_LIMIT seconds) or whose ``name`` is no function
+    or class is reported and the course's used."""
     target = path(name)
     quiet = check_switch(quiet, "quiet") or getattr(_loading, "depth", 0) > 0
     if not target.is_file():
@@ -148,14 +152,83 @@ def use(name, course, quiet=False):
             print(f"{name}: the course's own (no {shown(target)} yet: write yours where its chapter teaches it)")
         return course
     try:
-        piece = getattr(_load(target), name)
-    except Exception as error:   # a learner's file: any error is theirs to read, in one line
-        print(f"{name}: the course's own, because {shown(target)} does not run ({type(error).__name__}: "
-              f"{str(error)[:120]})")
+        piece = getattr(_bounded_load(target), name)
+    except (Exception, SystemExit) as error:   # a learner's file: any error is theirs to read, in one line (exit() too)
+        said = str(error)[:120]   # (exit() says nothing)
+        print(f"{name}: the course's own, because {shown(target)} does not run ({type(error).__name__}"
+              f"{': ' + said if said else ''})")
+        return course
+    if not (inspect.isfunction(piece) or inspect.isclass(piece)):
+        print(f"{name}: the course's own, because {shown(target)} defines {name} as {type(piece).__name__} "
+              f"{_shown(piece)}, not as a function or a class")
         return course
     if not quiet:
         print(f"{name}: yours, from {shown(target)}")
     return piece
+
+
+LOAD_TIME_LIMIT = 10   # seconds importing a kept file may take in use() (as a check's TIME_LIMIT for a learner's call)
+
+
+class _OutOfTime(BaseException):
+    """Raised in a kept file's import when its time is up (not an Exception: ``except Exception`` in
+    the file does not catch it; a bare ``except:`` does, so it is raised again and again)."""
+
+
+class _Import(threading.Thread):
+    """``_load(target)`` in a thread of its own; ``box`` gets the module or what it raised."""
+
+    def __init__(self, target):
+        super().__init__(name="importing a kept piece", daemon=True)
+        self.target, self.box, self.lock, self.done, self.poked = target, {}, threading.Lock(), False, False
+
+    def run(self):
+        try:
+            try:
+                self.box["module"] = _load(self.target)
+            except BaseException as error:   # noqa: BLE001 — handed to use()'s thread as it is
+                self.box["raised"] = error
+            with self.lock:
+                self.done = True   # no _OutOfTime is raised in it after this
+            if self.poked:
+                for _ in range(1000):   # one still on its way is raised at the loop's first jump back
+                    pass
+        except _OutOfTime:   # one that arrived while handing over
+            self.done = True
+
+    def stop(self, every=0.02):
+        """Raise _OutOfTime in the import now and every ``every`` s until it ends (from a watchdog thread)."""
+        def watch():
+            while self.is_alive():
+                with self.lock:
+                    if self.done:
+                        return
+                    self.poked = True
+                    ctypes.pythonapi.PyThreadState_SetAsyncExc(ctypes.c_ulong(self.ident), ctypes.py_object(_OutOfTime))
+                time.sleep(every)
+        threading.Thread(target=watch, name="stopping a kept piece's import", daemon=True).start()
+
+
+def _bounded_load(target):
+    """``_load(target)`` waited for at most LOAD_TIME_LIMIT seconds: a kept file that loops is stopped and
+    raises TimeoutError here; what the import raises (exit() as SystemExit too) is raised here."""
+    seconds = LOAD_TIME_LIMIT
+    run = _Import(target)
+    run.start()
+    try:
+        run.join(seconds)
+    except BaseException:   # Ctrl-C while waiting: stop the import too
+        run.stop()
+        raise
+    if run.is_alive():
+        run.stop()
+        raise TimeoutError(f"importing it did not end within {seconds} s (a loop that never ends?)")
+    if "raised" in run.box:
+        raised = run.box["raised"]
+        if not isinstance(raised, (Exception, SystemExit)):   # its own KeyboardInterrupt or the like
+            raise RuntimeError(f"{type(raised).__name__} raised while importing it")
+        raise raised
+    return run.box["module"]
 
 
 _loading = threading.local()   # .depth: how many kept files this thread is importing now (one may use another;

@@ -27,7 +27,7 @@ import inspect
 import math
 import threading
 from collections import abc
-from contextlib import contextmanager
+from contextlib import contextmanager, nullcontext
 from dataclasses import asdict, dataclass, fields
 
 import numpy as np
@@ -391,7 +391,7 @@ def sinusoidal_angles(start, T, d, base=10000.0):
     return p * base ** (-torch.arange(0, d, 2, dtype=torch.float32) / d)
 
 
-_ROTARY_TABLES = {}   # (d, base) -> (cos, sin), each (MAX_TOKENS, d/2): made once, read by every later pass
+_ROTARY_TABLES = {}   # (d, base) -> (cos, sin, their versions), each (MAX_TOKENS, d/2): read by every later pass
 
 
 def rotary_cos_sin(start, T, d, base=10000.0):
@@ -399,19 +399,35 @@ def rotary_cos_sin(start, T, d, base=10000.0):
     once per (d, base) for positions 0 .. MAX_TOKENS-1 (a cached generation step reads one row
     instead of recomputing its angles in every layer); the same numbers to the last bit, since
     each entry is the same float32 product and the same elementwise cos and sin. Positions past
-    the table are computed directly. The rows are copies: a caller that changed them in place
-    (``sin.mul_(0.5)``) would otherwise change every rotary model's positions for the session."""
+    the table are computed directly. The rows are copies, and a table changed in place since it
+    was made (``cos.fill_(1)``, also through a view: torch counts every in-place op on a tensor, in
+    its ``_version``) is made again: a caller cannot change every rotary model's positions for the session."""
     if start < 0 or start + T > MAX_TOKENS:
         angle = sinusoidal_angles(start, T, d, base)
         return torch.cos(angle), torch.sin(angle)
     key = (int(d), float(base))
-    if key not in _ROTARY_TABLES:
+    entry = _ROTARY_TABLES.get(key)
+    if entry is None or (entry[0]._version, entry[1]._version) != entry[2]:
         if len(_ROTARY_TABLES) >= 64:     # a bound on what the tables hold (each 2 x 1,024 x d/2 floats)
             _ROTARY_TABLES.clear()
         angle = sinusoidal_angles(0, MAX_TOKENS, d, base)
-        _ROTARY_TABLES[key] = (torch.cos(angle), torch.sin(angle))
-    cos, sin = _ROTARY_TABLES[key]
+        cos, sin = torch.cos(angle), torch.sin(angle)
+        entry = _ROTARY_TABLES[key] = (cos, sin, (cos._version, sin._version))
+    cos, sin, _ = entry
     return cos[start:start + T].clone(), sin[start:start + T].clone()
+
+
+def seeded(module, seed):
+    """Draw a sub-block's weight matrices, each N(0, 1/rows), from a generator seeded ``seed`` (the
+    global generator is left alone); its biases stay 0. seed None leaves them unset (torch.empty),
+    for a Transformer that draws every weight itself. Returns nothing."""
+    if seed is None:
+        return
+    g = torch.Generator().manual_seed(check_seed(seed))
+    with torch.no_grad():
+        for p in module.parameters():
+            if p.dim() == 2:
+                p.normal_(0.0, 1.0 / math.sqrt(p.shape[0]), generator=g)
 
 
 class Attention(nn.Module):
@@ -429,10 +445,12 @@ class Attention(nn.Module):
     runs it about half as fast on a CPU). ``fused = True`` (set by a training loop, e.g.
     helpers.gpt.train) computes an unwatched pass (no ``keep``, no cache) with torch's fused
     ``F.scaled_dot_product_attention``: the same attention, other rounding, less memory and time.
+    seed: its weight matrices are drawn N(0, 1/rows) from a generator seeded so (``seeded``), its
+    biases 0, so that one built alone computes numbers; a Transformer draws its own (seed=None).
     """
     fused = False
 
-    def __init__(self, d_model, n_heads, bias=True, rotary=False, n_kv_heads=0, dropout=0.0):
+    def __init__(self, d_model, n_heads, bias=True, rotary=False, n_kv_heads=0, dropout=0.0, seed=0):
         super().__init__()
         d_model, n_heads = check_positive_int(d_model, "d_model"), check_positive_int(n_heads, "n_heads")
         n_kv_heads, bias = check_positive_int(n_kv_heads, "n_kv_heads", minimum=0), check_switch(bias, "bias")
@@ -447,6 +465,7 @@ class Attention(nn.Module):
                                                   for width in (d, d_kv, d_kv, d))
         self.b_Q, self.b_K, self.b_V, self.b_O = (
             (nn.Parameter(torch.zeros(width)) if bias else None) for width in (d, d_kv, d_kv, d))
+        seeded(self, seed)
 
     def forward(self, x, *, causal=True, positions=True, ablate=(), cache=None, layer=0, start=0,
                 keep=None, scaled=True, **unknown):
@@ -457,12 +476,21 @@ class Attention(nn.Module):
         ablate: head indices whose rows of W_O are zeroed for this call (a new tensor; the
         stored W_O is untouched). cache: a KVCache whose entry ``layer`` is read and extended.
         start: the position of x's first token (for rotary positions after a cache).
-        Every argument is checked first (see ``check_call``).
+        Every argument is checked first (see ``check_call``); called on its own, the cache too, as a
+        model's pass checks it (``check_cache``), and a call that fails leaves it as it was.
         """
-        if not _CHECKED.depth:
-            ablate = self.check_call(x, ablate, cache, layer, start, keep, unknown)
-            causal, positions, scaled = (check_switch(value, name) for value, name in
-                                         ((causal, "causal"), (positions, "positions"), (scaled, "scaled")))
+        if _CHECKED.depth:   # a part of a model's pass, which has checked everything once
+            return self._forward(x, causal, positions, ablate, cache, layer, start, keep, scaled)
+        ablate = self.check_call(x, ablate, cache, layer, start, keep, unknown)
+        causal, positions, scaled = (check_switch(value, name) for value, name in
+                                     ((causal, "causal"), (positions, "positions"), (scaled, "scaled")))
+        with restored_on_failure(cache):
+            if cache is not None:
+                self.check_cache(cache, x, layer, start, causal, positions)
+            return self._forward(x, causal, positions, ablate, cache, layer, start, keep, scaled)
+
+    def _forward(self, x, causal, positions, ablate, cache, layer, start, keep, scaled):
+        """The attention of checked input (see ``forward``)."""
         fused = check_switch(self.fused, "Attention.fused") and keep in (None, _same) and cache is None
         keep = _through(keep)
         B, T, d = x.shape
@@ -508,13 +536,25 @@ class Attention(nn.Module):
             check_index(layer, "layer", len(cache.k))
         if keep is not None and not callable(keep):
             fail(f"keep should be a function keep(name, tensor), but got {shown(keep)}")
-        T_k = T + (len(cache) if cache is not None else 0)
+        T_k = T + (cache.rows(layer) if cache is not None else 0)
         check_span(max(start + T, T_k))
         check_bytes(12 * B * self.n_heads * T * T_k, f"attention on {count(B)} sequences of {count(T)} tokens",
                     "give fewer or shorter sequences")
         if isinstance(ablate, (str, bytes)) or not hasattr(ablate, "__iter__"):
             fail(f"ablate should be a set of head indices such as {{0}}, but got {shown(ablate)}")
         return {check_index(head, "each ablated head", self.n_heads) for head in ablate}
+
+    def check_cache(self, cache, x, layer, start, causal, positions):
+        """For a call on its own (a model's pass checks its cache itself): refuse a cache that another
+        model or Attention fills, another batch size, switches or dtype other than those it was filled
+        with, a causal=False call it cannot take (``KVCache.check_extension``), and a rotary start other
+        than the position after the tokens the cache holds in ``layer``."""
+        held = cache.rows(layer)
+        if self.rotary and positions and start != held:
+            fail(f"start should be the position of x's first token, {held} (the tokens this KVCache holds in "
+                 f"layer {layer}), as rotary positions turn each token by its position, but got start={shown(start)}")
+        cache.check_extension(self, x.shape[0], x.shape[1], dict(positions=positions, dtype=str(self.W_Q.dtype)),
+                              causal)
 
     def write_back(self, head_out, ablate=(), keep=None):
         """head_out (B, H, T, d_k) -> the heads side by side (concat) @ W_O + b_O, (B, T, d_model)."""
@@ -537,9 +577,10 @@ class MLP(nn.Module):
     activation="swiglu" (Llama's gated MLP) adds a gate W_G (d_model, d_ff):
     act = silu(x @ W_G) * (x @ W_1). Call it on its own: ``mlp(x)`` with x (..., d_model)
     returns (..., d_model). ``keep(name, tensor)``, if given, receives pre, (gate,) act and mlp.
+    seed: as Attention's (its weight matrices N(0, 1/rows), seeded; None for a Transformer's).
     """
 
-    def __init__(self, d_model, d_ff, bias=True, activation="gelu", dropout=0.0):
+    def __init__(self, d_model, d_ff, bias=True, activation="gelu", dropout=0.0, seed=0):
         super().__init__()
         d_model, d_ff = check_positive_int(d_model, "d_model"), check_positive_int(d_ff, "d_ff")
         bias, activation = check_switch(bias, "bias"), check_choice(activation, "activation", ACTIVATIONS)
@@ -552,6 +593,7 @@ class MLP(nn.Module):
         if activation == "swiglu":
             self.W_G = nn.Parameter(torch.empty(d_model, d_ff))
             self.b_G = nn.Parameter(torch.zeros(d_ff)) if bias else None
+        seeded(self, seed)
 
     def forward(self, x, keep=None):
         """x (..., d_model) -> (..., d_model); x is checked first, and the memory its hidden layer needs."""
@@ -576,25 +618,29 @@ class Block(nn.Module):
     ``block.attn`` and ``block.mlp`` are the sub-blocks; ``attention_part(h)`` and
     ``mlp_part(h_mid)`` add the LayerNorm and the residual around each, as the forward pass
     does (pre-LN: h + attn(ln1(h)); post-LN: ln1(h + attn(h)); none: h + attn(h)).
+    seed: the attention part's weights are seeded so, the MLP's seed + 1 (None: left to a Transformer).
     """
 
-    def __init__(self, cfg):
+    def __init__(self, cfg, seed=0):
         super().__init__()
         if not isinstance(cfg, Config):
             fail(f"expected a helpers.model.Config, but got {shown(cfg)}")
+        seed = None if seed is None else check_seed(seed)
         self.cfg = cfg
         d = cfg.d_model
         self.ln1 = norm_layer(cfg) if cfg.norm != "none" else None
         rotary = cfg.positions == "rotary" and dict(base=cfg.rotary_base, pairs=cfg.rotary_pairs)
         self.attn = Attention(d, cfg.n_heads, bias=cfg.bias, rotary=rotary, n_kv_heads=cfg.n_kv_heads,
-                              dropout=cfg.dropout)
+                              dropout=cfg.dropout, seed=seed)
         self.ln2 = norm_layer(cfg) if cfg.norm != "none" and cfg.d_ff else None
-        self.mlp = (MLP(d, cfg.d_ff, bias=cfg.bias, activation=cfg.activation, dropout=cfg.dropout)
-                    if cfg.d_ff else None)
+        self.mlp = (MLP(d, cfg.d_ff, bias=cfg.bias, activation=cfg.activation, dropout=cfg.dropout,
+                        seed=None if seed is None else (seed + 1) % 2**64) if cfg.d_ff else None)
 
     def forward(self, h, keep=None, **switches):
-        """h: (B, T, d_model) -> (B, T, d_model). switches: see ``attention_part``."""
-        return self.mlp_part(self.attention_part(h, keep=keep, **switches), keep=keep)
+        """h: (B, T, d_model) -> (B, T, d_model). switches: see ``attention_part``. Called on its own, a
+        call that fails leaves a cache as it was (a model's pass restores its cache itself)."""
+        with restored_on_failure(None if _CHECKED.depth else switches.get("cache")):
+            return self.mlp_part(self.attention_part(h, keep=keep, **switches), keep=keep)
 
     def attention_part(self, h, keep=None, attention=True, **switches):
         """h (B, T, d_model) -> h_mid. attention=False writes zero; other switches go to ``attn``."""
@@ -603,15 +649,16 @@ class Block(nn.Module):
             check_unknown(set(switches) - set(ATTENTION_SWITCHES), ATTENTION_SWITCHES + ("attention",), "a Block's")
             attention = check_switch(attention, "attention")
         keep = _through(keep)
-        x = keep("ln1", self.ln1(h) if self.cfg.norm == "pre" else h)
-        if attention:
-            attn = self.attn(x, keep=keep, **switches)
-        else:
-            attn = keep("attn", torch.zeros_like(h))
-        h_mid = h + attn
-        if self.cfg.norm == "post":
-            h_mid = self.ln1(h_mid)
-        return keep("h_mid", h_mid)
+        with restored_on_failure(None if _CHECKED.depth else switches.get("cache")):
+            x = keep("ln1", self.ln1(h) if self.cfg.norm == "pre" else h)
+            if attention:
+                attn = self.attn(x, keep=keep, **switches)
+            else:
+                attn = keep("attn", torch.zeros_like(h))
+            h_mid = h + attn
+            if self.cfg.norm == "post":
+                h_mid = self.ln1(h_mid)
+            return keep("h_mid", h_mid)
 
     def mlp_part(self, h_mid, keep=None):
         """h_mid (B, T, d_model) -> h, the layer's output (h_mid itself when d_ff=0)."""
@@ -692,9 +739,9 @@ class KVCache:
     """The keys and values of every layer for the tokens seen so far.
 
     Each entry is (B, H_kv, T_seen, d_k) (H_kv = n_kv_heads); ``extend`` appends the new tokens' rows. A cache belongs
-    to the model that first fills it, and holds the ids it was fed, so a cache from another
-    model is refused with a sentence, and so is the same ids object fed again, unchanged, by the
-    next call (a cell run twice). New ids that happen to repeat the tokens it holds ("the cat",
+    to the model that first fills it (or the Attention, called on its own, that does), and holds the ids it was
+    fed, so a cache from another model is refused with a sentence, and so is the same ids object fed again,
+    unchanged, by the next call (a cell run twice). New ids that happen to repeat the tokens it holds ("the cat",
     then "the cat" encoded again) are a valid continuation: tokens alone cannot tell the two apart.
     """
 
@@ -707,27 +754,57 @@ class KVCache:
         self.unmasked = False   # filled by a pass of several tokens without the causal mask: no later pass may extend it
 
     def __len__(self):
-        return 0 if self.k[0] is None else self.k[0].shape[-2]
+        return self.rows(0)
+
+    def rows(self, layer):
+        """How many tokens layer ``layer`` holds (``len(cache)``: layer 0's)."""
+        return 0 if self.k[layer] is None else self.k[layer].shape[-2]
 
     def check(self, model, ids, given=None, switches=None, causal=True):
-        """Refuse a cache of another model, or the object ``given`` (what the caller passed, ``ids``
-        checked) fed again, unchanged, right after it was fed, or a pass whose ``switches`` (a dict
-        of what changes the keys and values) differ from those the cache was filled with; keep ids.
-        Without the causal mask (``causal`` False) the keys and values of earlier tokens would change
-        with every new one, so such a pass may only feed one token (the mask changes nothing then) or
-        fill an empty cache (the unmasked prefill), which no later pass may extend."""
+        """Refuse what ``check_extension`` refuses, a cache without room for the model's layers or whose
+        layers hold different numbers of tokens (filled some other way than by the model's passes), or
+        the object ``given`` (what the caller passed, ``ids`` checked) fed again, unchanged, right after
+        it was fed; keep ids."""
         T = ids.shape[-1]
+        rows = [self.rows(layer) for layer in range(len(self.k))]   # (each layer read once: a step's every
+        self.check_extension(model, ids.shape[0], T, switches, causal, cached=max(rows))   # read is a torch call)
+        if len(self.k) != model.cfg.n_layers:
+            fail(f"expected a KVCache with room for the model's {model.cfg.n_layers} layers, "
+                 f"but this one has {len(self.k)}")
+        if min(rows) != max(rows):
+            fail(f"expected a KVCache whose layers hold the same number of tokens, as the model's passes leave them, "
+                 f"but its layers hold {min(rows)} to {max(rows)} (it was filled some other way); make a new KVCache")
+        if self.ids is not None and T > 1 and given is not None and given is self.last \
+                and torch.equal(ids, self.ids[..., -T:]):
+            fail(f"expected only new tokens, but this KVCache already holds these {T} tokens: "
+                 "feed each token once, or make a new KVCache for a new prompt")
+        self.ids = ids if self.ids is None else torch.cat([self.ids, ids], dim=-1)
+        self.last = given
+
+    def check_extension(self, owner, B, T, switches, causal=True, cached=None):
+        """What a pass of B sequences of T new tokens must meet to extend the cache, a model's pass
+        (``check``) or an Attention's called on its own (``owner``, which the cache then belongs to):
+        refuse a cache of another owner, another batch size, or ``switches`` (a dict of what changes the
+        keys and values) other than those the cache was filled with. Without the causal mask (``causal``
+        False) the keys and values of earlier tokens would change with every new one, so such a pass
+        may only feed one token (the mask changes nothing then) or fill an empty cache (the unmasked
+        prefill), which no later pass may extend. ``cached``: the most tokens a layer holds, if known."""
         if self.unmasked:
             fail("expected a KVCache filled with the causal mask, but this one was filled without it (causal=False), "
                  "so its keys and values would change with every new token; make a new KVCache")
-        if not causal and T > 1 and len(self):
+        if not causal and T > 1:
+            cached = max(self.rows(layer) for layer in range(len(self.k))) if cached is None else cached
+        if not causal and T > 1 and cached:
             fail(f"a KVCache needs the causal mask when a pass feeds several tokens after cached ones (earlier rows "
                  f"would change with every new token), so expected causal=True, but got causal=False with {T} new "
-                 f"tokens after {len(self)} cached ones")
+                 f"tokens after {cached} cached ones")
         if self.owner is None:
-            self.owner = model
-        elif self.owner is not model:
-            fail("expected the KVCache of this model, but this one holds the keys and values of another model; "
+            self.owner = owner
+        elif self.owner is not owner:
+            kind = "model" if isinstance(owner, Transformer) else "Attention"
+            other = (("another model" if kind == "model" else "a model's passes") if isinstance(self.owner, Transformer)
+                     else "another Attention" if kind == "Attention" else "an Attention called on its own")
+            fail(f"expected the KVCache of this {kind}, but this one holds the keys and values of {other}; "
                  "make a new KVCache for this one")
         if self.switches is None:
             self.switches = switches
@@ -735,18 +812,9 @@ class KVCache:
             changed = [name for name in switches if switches[name] != self.switches.get(name)]
             fail(f"expected the switches this KVCache was filled with, but this pass changes {', '.join(changed)}: "
                  "the keys and values it holds came from the other setting; make a new KVCache")
-        if len(self.k) != model.cfg.n_layers:
-            fail(f"expected a KVCache with room for the model's {model.cfg.n_layers} layers, "
-                 f"but this one has {len(self.k)}")
-        if self.ids is not None and ids.shape[0] != self.ids.shape[0]:
-            fail(f"expected a batch of {self.ids.shape[0]} sequences, as this KVCache holds, "
-                 f"but got {ids.shape[0]}")
-        if self.ids is not None and T > 1 and given is not None and given is self.last \
-                and torch.equal(ids, self.ids[..., -T:]):
-            fail(f"expected only new tokens, but this KVCache already holds these {T} tokens: "
-                 "feed each token once, or make a new KVCache for a new prompt")
-        self.ids = ids if self.ids is None else torch.cat([self.ids, ids], dim=-1)
-        self.last = given
+        held = next((k.shape[0] for k in self.k if k is not None), B)
+        if B != held:
+            fail(f"expected a batch of {held} sequences, as this KVCache holds, but got {B}")
         self.unmasked = not causal and T > 1
 
     def saved(self):
@@ -764,6 +832,26 @@ class KVCache:
             v = torch.cat([self.v[layer], v], dim=-2)
         self.k[layer], self.v[layer] = k, v
         return k, v
+
+
+def restored_on_failure(cache):
+    """``with restored_on_failure(cache):`` a call that fails (a learner's keep or replace may raise, say)
+    leaves ``cache`` as it was: what it holds is saved first and put back. Anything but a KVCache (None,
+    inside a model's pass) has nothing to restore: a context that does nothing, at almost no cost."""
+    return _restoring(cache) if isinstance(cache, KVCache) else _NOTHING
+
+
+_NOTHING = nullcontext()
+
+
+@contextmanager
+def _restoring(cache):
+    saved = cache.saved()
+    try:
+        yield
+    except BaseException:
+        cache.restore(saved)
+        raise
 
 
 class Transformer(nn.Module):
@@ -791,7 +879,7 @@ class Transformer(nn.Module):
         self.cfg, self.init = cfg, init
         self.E = nn.Parameter(torch.empty(cfg.vocab_size, cfg.d_model))
         self.P = nn.Parameter(torch.empty(cfg.n_max, cfg.d_model)) if cfg.positions == "learned" else None
-        self.blocks = nn.ModuleList(Block(cfg) for _ in range(cfg.n_layers))
+        self.blocks = nn.ModuleList(Block(cfg, seed=None) for _ in range(cfg.n_layers))   # drawn below
         self.final_ln = norm_layer(cfg) if cfg.final_norm else None
         # the fixed sinusoidal rows, computed once (not a parameter, not saved)
         self.register_buffer("PE", sinusoidal_table(cfg.n_max, cfg.d_model)
@@ -861,8 +949,7 @@ class Transformer(nn.Module):
         recorded = torch.is_grad_enabled() and any(p.requires_grad for p in self.parameters())   # kept for a backward
         self.cfg.check_pass(B, T, start + T, grad=recorded)
         record, replace = {}, self.check_replace(replace)
-        saved = cache.saved() if cache is not None else None
-        try:   # a pass that fails leaves the cache as it was (a replace function may raise, say)
+        with restored_on_failure(cache):   # a pass that fails leaves the cache as it was
             if cache is not None:
                 cache.check(self, ids, given, dict(attention=attention, positions=positions, scaled=scaled,
                                                    ablate_heads=sorted(heads), replace=sorted(replace),
@@ -870,10 +957,6 @@ class Transformer(nn.Module):
             with checked_once():   # checked here, once: the blocks need not check again
                 return self._forward(ids, single, trace, record, replace, heads, cache, start,
                                      causal=causal, attention=attention, positions=positions, scaled=scaled)
-        except BaseException:
-            if cache is not None:
-                cache.restore(saved)
-            raise
 
     def _forward(self, ids, single, trace, record, replace, heads, cache, start, positions, **switches):
         """The forward pass of checked input (see ``forward``)."""
@@ -983,7 +1066,15 @@ class Transformer(nn.Module):
                 ids = torch.stack(list(ids))   # a list of (T,) id tensors, e.g. from tokenizer.encode: a batch
             ids = torch.as_tensor(ids)
         except Exception:   # noqa: BLE001 (a list of the learner's whose __len__ lies, a value torch cannot read)
-            fail(f"expected token ids as a list or array of integers, but got {type(ids).__name__}")
+            rows = list(ids[:MAX_TOKENS]) if isinstance(ids, (list, tuple)) else []
+            lengths = {len(row) if isinstance(row, (list, tuple)) else -1 for row in rows}
+            values = [t for row in rows for t in (row[:MAX_TOKENS] if isinstance(row, (list, tuple)) else [row])]
+            if any(type(t) is int and not -2**63 <= t < 2**63 for t in values):   # [2**70]
+                fail(f"token ids must lie in [0, {self.cfg.vocab_size}) (expected ids of this model's vocabulary), "
+                     f"but got one too large for a 64-bit integer")
+            fail(f"expected token ids as a list or array of integers"
+                 + (", rows of one length (a (B, T) batch), but got rows of different lengths: pad them or pass each "
+                    "alone" if len(lengths) > 1 else f", but got {type(ids).__name__} {shown(ids)}"))
         check_tensor(ids, "the token ids")
         check_bytes(8 * ids.numel(), f"token ids of shape {tuple(ids.shape)}", "give fewer or shorter sequences")
         if ids.dtype.is_floating_point or ids.dtype.is_complex or ids.dtype == torch.bool or ids.dim() not in (1, 2) \
@@ -1049,6 +1140,20 @@ class Transformer(nn.Module):
         }
         counts["total"] = sum(p.numel() for p in self.parameters())
         return counts
+
+
+@contextmanager
+def eval_mode(model, train=False):
+    """Within the block ``model`` is in eval mode (no dropout: a seeded result repeats; train=True:
+    in training mode); afterwards, also after an error, every module is back in the mode it was in
+    (a model with one block in eval mode keeps it so)."""
+    modes = [(module, module.training) for module in model.modules()]
+    model.train(train)
+    try:
+        yield model
+    finally:
+        for module, mode in modes:
+            module.training = mode
 
 
 def check_model(model, name="the model"):

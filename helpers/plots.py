@@ -38,13 +38,26 @@ def check_labels(labels, name):
         check_text(str(label), name, empty=True, max_chars=MAX_LABEL_CHARS)
 
 
-def check_ax(ax):
-    """None (a new figure) or a matplotlib Axes to draw on, such as plt.subplots() gives; return it."""
+def check_ax(ax, optional=True):
+    """A matplotlib Axes to draw on, such as plt.subplots() gives, or None (a new figure) when
+    ``optional``; return it."""
     from matplotlib.axes import Axes
 
-    if ax is not None and not isinstance(ax, Axes):
-        fail(f"ax should be None or a matplotlib Axes (such as plt.subplots()[1]), but got {shown(ax)}")
+    if not (ax is None and optional or isinstance(ax, Axes)):
+        fail(f"ax should be {'None or ' if optional else ''}a matplotlib Axes (such as plt.subplots()[1]), "
+             f"but got {shown(ax)}")
     return ax
+
+
+def check_label_list(labels, name, what, kind="labels"):
+    """``labels`` as a list: a list, tuple or array of labels (``what``: what each one labels; ``kind``:
+    what the entries are), not one text (its letters) or None; else one sentence."""
+    from collections.abc import Sequence
+
+    if isinstance(labels, (str, bytes)) or not (isinstance(labels, Sequence) or
+                                                 isinstance(labels, np.ndarray) and labels.ndim >= 1):
+        fail(f"{name} should be a list of {kind}, one per {what}, but got {shown(labels)}")
+    return list(labels)
 
 
 HEATMAP_MAX_TOKENS = 256   # a label per row and column is unreadable, and the figure huge, beyond this
@@ -58,7 +71,8 @@ def attention_heatmap(weights, tokens, ax=None, title=None, keys=None, annotate=
     w = as_array(weights, "weights", 2)
     ax, annotate = check_ax(ax), check_switch(annotate, "annotate")
     fontsize = check_number(fontsize, "fontsize", low=0, low_open=True, high=MAX_FONTSIZE)
-    keys = tokens if keys is None else keys
+    tokens = check_label_list(tokens, "tokens", "query (row of weights)")
+    keys = tokens if keys is None else check_label_list(keys, "keys", "key (column of weights)")
     if w.shape != (len(tokens), len(keys)):
         fail(f"weights should have one row per query label and one column per key label, but have shape {w.shape} "
              f"for {len(tokens)} query and {len(keys)} key labels")
@@ -103,7 +117,19 @@ def cell_numbers(ax, labels, colors, fontsize=7):
     from matplotlib.textpath import TextPath
     from matplotlib.transforms import Affine2D
 
-    labels = [[str(label) for label in row] for row in labels]
+    from matplotlib.colors import is_color_like
+
+    ax = check_ax(ax, optional=False)
+    fontsize = check_number(fontsize, "fontsize", low=0, low_open=True, high=MAX_FONTSIZE)
+    labels = [[str(label) for label in check_label_list(row, "each row of labels", "cell")]
+              for row in check_label_list(labels, "labels", "row of the grid (labels[i][j] for cell (i, j))", "rows")]
+    colors = [check_label_list(row, "each row of colors", "cell", "colours")
+              for row in check_label_list(colors, "colors", "row of the grid (colors[i][j] for cell (i, j))", "rows")]
+    for row in labels:
+        check_labels(row, "each label")
+    unknown = next((color for row in colors for color in row if not is_color_like(color)), None)
+    if unknown is not None:
+        fail(f"each colour should be a colour matplotlib knows, such as 'black' or '#30638e', but got {shown(unknown)}")
     if len(colors) != len(labels) or any(len(c) != len(r) for c, r in zip(colors, labels)):
         fail(f"expected a colour for every label ({len(labels)} rows), but the colours have "
              f"{[len(c) for c in colors]} per row against {[len(r) for r in labels]}")
@@ -140,6 +166,7 @@ def prob_bars(probs, vocab, ax=None, top=None, title=None, highlight=(), log=Fal
     """
     p = as_array(probs, "probs", 1)
     ax, log = check_ax(ax), check_switch(log, "log")
+    vocab = check_label_list(vocab, "vocab", "word of the vocabulary")
     if len(vocab) != len(p):
         fail(f"probs should have one entry per word of the vocabulary, but has {count(len(p))} entries for "
              f"{count(len(vocab))} words")
@@ -156,6 +183,9 @@ def prob_bars(probs, vocab, ax=None, top=None, title=None, highlight=(), log=Fal
              f"{f'words not in it: {unknown[:5]}' if unknown else type(highlight).__name__}")
     if top is not None:
         top = check_positive_int(top, "top")
+        if top > len(p):
+            fail(f"top should be at most the {count(len(p))} words of the vocabulary (one bar a word), "
+                 f"but got {count(top)}")
     bars = len(p) if top is None else min(top, len(p))
     if bars > MAX_BARS:
         fail(f"a bar chart shows at most {MAX_BARS} bars (more are unreadable), but this one would have "

@@ -7,7 +7,8 @@ import math
 
 import numpy as np
 
-from .errors import as_array, check_bytes, check_finite, check_number, check_positive_int, check_switch, count, fail, shown, to_numpy
+from .errors import as_array, check_bytes, check_finite, check_mask, check_number, check_positive_int, check_switch, \
+    count, fail, shown, to_numpy
 
 MAX_ENTRIES = 50_000_000   # the most entries a table made here may hold (400 MB of float64)
 
@@ -29,6 +30,8 @@ def softmax(x, axis=-1):
     x: any shape. Returns the same shape, each slice along ``axis`` summing to 1.
     """
     x = as_array(x, "x")
+    if x.ndim == 0:   # (else the default axis=-1 would be blamed)
+        fail(f"x should be at least 1-D (a row of scores to turn into weights), but got one number, {shown(float(x))}")
     if x.size == 0:
         fail(f"softmax expected at least one score, but x has shape {x.shape}")
     if isinstance(axis, bool) or not isinstance(axis, (int, np.integer)) or not -x.ndim <= axis < max(x.ndim, 1):
@@ -36,6 +39,10 @@ def softmax(x, axis=-1):
     if np.isnan(x).any() or np.isposinf(x).any():
         fail(f"x should hold numbers or -inf (a hidden entry), but it holds NaN or +inf in "
              f"{int((np.isnan(x) | np.isposinf(x)).sum())} of {x.size} entries, whose softmax is NaN")
+    blind = np.isneginf(x).all(axis=axis)
+    if blind.any():
+        fail(f"x should leave each slice along axis {axis} at least one score that is not -inf, but "
+             f"{count(int(blind.sum()))} of {count(blind.size)} are all -inf (hidden), whose softmax is 0/0")
     shifted = x - np.max(x, axis=axis, keepdims=True)
     e = np.exp(shifted)
     return e / np.sum(e, axis=axis, keepdims=True)
@@ -52,13 +59,10 @@ def causal_mask(T):
 
 
 def apply_mask(scores, mask):
-    """Put -inf where ``mask`` is True. scores: (..., T_q, T_k); mask: (T_q, T_k)."""
+    """Put -inf where ``mask`` is True. scores: (..., T_q, T_k); mask: (T_q, T_k) of True/False, or of
+    1 (hide) and 0 (keep) only (``check_mask``: 0.5, NaN or an additive mask of -inf is refused)."""
     scores = as_array(scores, "scores")
-    mask = np.asarray(mask, dtype=bool)
-    if mask.shape != scores.shape[-2:]:
-        fail(f"the mask has shape {mask.shape} but the scores end in {scores.shape[-2:]}; "
-             "they must match (T_q, T_k)")
-    return np.where(mask, -np.inf, scores)
+    return np.where(check_mask(mask, scores.shape[-2:]), -np.inf, scores)
 
 
 def attention(Q, K, V, causal=False, mask=None, scale=True):
@@ -66,12 +70,14 @@ def attention(Q, K, V, causal=False, mask=None, scale=True):
 
     Q: (..., T_q, d_k), K: (..., T_k, d_k), V: (..., T_k, d_v).
     causal: hide keys after each query (needs T_q == T_k).
-    mask: optional boolean (T_q, T_k), True = hidden.
+    mask: optional boolean (T_q, T_k), True = hidden (or 1 = hidden, 0 = kept; see ``apply_mask``).
     scale: divide the scores by sqrt(d_k).
     Returns (output (..., T_q, d_v), weights (..., T_q, T_k)).
     """
     causal, scale = check_switch(causal, "causal"), check_switch(scale, "scale")
     Q, K, V = as_array(Q, "Q", (2, 3, 4)), as_array(K, "K", (2, 3, 4)), as_array(V, "V", (2, 3, 4))
+    for name, X in (("Q", Q), ("K", K), ("V", V)):
+        check_finite(X, name)
     if K.shape[-1] != Q.shape[-1]:
         fail(f"K has d_k={K.shape[-1]} but Q has d_k={Q.shape[-1]}; they must be equal")
     if V.shape[-2] != K.shape[-2]:
@@ -86,9 +92,13 @@ def attention(Q, K, V, causal=False, mask=None, scale=True):
                 f"attention of {count(T_q)} queries over {count(T_k)} keys (four float64 (T_q, T_k) tables)",
                 "give fewer rows")
     d_k = Q.shape[-1]
-    scores = Q @ np.swapaxes(K, -1, -2)
-    if scale:
-        scores = scores / math.sqrt(d_k)
+    with np.errstate(over="ignore", invalid="ignore"):   # an overflow is refused below, in one sentence
+        scores = Q @ np.swapaxes(K, -1, -2)
+        if scale:
+            scores = scores / math.sqrt(d_k)
+    if not np.isfinite(scores).all():   # finite Q and K whose products overflow float64
+        fail(f"Q and K should give finite scores, but {count(int((~np.isfinite(scores)).sum()))} of their "
+             f"{count(scores.size)} dot products are NaN or infinite (numbers near 1e154 or more overflow): scale them down")
     if causal:
         if Q.shape[-2] != K.shape[-2]:
             fail(f"a causal mask needs as many queries as keys, but Q has {Q.shape[-2]} "
@@ -194,11 +204,16 @@ def rotate_pairs(x, positions, base=10000.0):
         fail(f"positions should have one entry per row of x ({T}), but has shape {positions.shape}")
     if not np.isfinite(positions).all():
         fail(f"positions should be finite numbers, but {int((~np.isfinite(positions)).sum())} of {T} are NaN or infinite")
+    check_finite(x, "x")
     base = check_number(base, "base", low=0, low_open=True)
-    angle = positions[:, None] * base ** (-np.arange(0, d, 2) / d)
+    with np.errstate(over="ignore", invalid="ignore"):
+        angle = positions[:, None] * base ** (-np.arange(0, d, 2) / d)
+    if not np.isfinite(angle).all():
+        fail(f"positions times the frequencies base**(-2i/d) should be finite angles, but {count(int((~np.isfinite(angle)).sum()))} "
+             f"of {count(angle.size)} overflow (positions up to {np.abs(positions).max():.3g}, base={shown(base)})")
     cos, sin = np.cos(angle), np.sin(angle)
     even, odd = x[:, 0::2], x[:, 1::2]
     out = np.empty_like(x)
     out[:, 0::2] = even * cos - odd * sin
     out[:, 1::2] = even * sin + odd * cos
-    return out
+    return check_finite(out, "the rotated x (numbers near 1e308 overflow)")

@@ -59,6 +59,18 @@ def check_steps(steps, most=MAX_STEPS):
     return steps
 
 
+def check_stop_after(stop_after, steps):
+    """How many of a ``steps``-long schedule's steps to run: None (all of them) or a whole number from 1
+    to ``steps`` (more would silently run only ``steps``); return it as int (``steps`` for None)."""
+    if stop_after is None:
+        return steps
+    stop_after = check_positive_int(stop_after, "stop_after")
+    if stop_after > steps:
+        fail(f"stop_after should be None or a whole number of steps from 1 to steps={steps:,}, "
+             f"but got {count(stop_after)}")
+    return stop_after
+
+
 def check_lr(lr, name="lr"):
     """A learning rate: a finite number above 0 and at most MAX_LR (Adam moves each weight by about lr a
     step, so a larger one only makes inf and NaN); return it as float."""
@@ -179,7 +191,7 @@ def train(model, batches, steps=1000, lr=3e-2, seed=0, progress=True, on_step=No
     -100 are ignored. switches go to the model (e.g. causal=False).
     on_step(step, model, loss): called after each backward pass, before the update
     (the gradients are there to measure). stop_after: run only the first steps of
-    the ``steps``-long schedule.
+    the ``steps``-long schedule (None, or 1 to steps).
     The model's weights are redrawn from ``seed`` first, so the same call gives
     the same model, bit for bit, on the same machine.
     """
@@ -192,7 +204,7 @@ def train(model, batches, steps=1000, lr=3e-2, seed=0, progress=True, on_step=No
     vocab_size = model.cfg.vocab_size
     if on_step is not None and not callable(on_step):
         fail(f"on_step should be None or a function on_step(step, model, loss), but got {shown(on_step)}")
-    stop_after = steps if stop_after is None else check_positive_int(stop_after, "stop_after")
+    stop_after = check_stop_after(stop_after, steps)
     progress = check_switch(progress, "progress")
     snapshot = Snapshot(model)
     step = 0
@@ -211,7 +223,7 @@ def train(model, batches, steps=1000, lr=3e-2, seed=0, progress=True, on_step=No
         torch.manual_seed(seed)
         opt = Adam(model.parameters(), lr=lr)
         losses = []
-        for step in tqdm(range(min(steps, stop_after)), disable=not progress, desc="training", mininterval=0.5):
+        for step in tqdm(range(stop_after), disable=not progress, desc="training", mininterval=0.5):
             inputs, targets = check_batch(batches(step), vocab_size) if callable(batches) else fixed
             opt.lr = cosine_lr(step, steps, lr)
             logits = model(inputs, **switches)

@@ -10,7 +10,7 @@ from pathlib import Path
 import torch
 from safetensors.torch import load_file, save_file
 
-from .errors import fail, message_of, shown
+from .errors import check_finite, fail, message_of, shown
 from .files import named, read_json
 from .model import Config, Transformer
 from .recipes import INDUCTION_CONFIG
@@ -38,6 +38,13 @@ def check_stem(stem):
     return Path(stem)
 
 
+def files_of(stem):
+    """The two files of the model saved at ``stem`` (checked by ``check_stem``): (config, weights), its
+    whole name with .json and .safetensors appended (a dot in it is kept: 'run.1' is run.1.json, not run.json)."""
+    stem = check_stem(stem)
+    return stem.with_name(stem.name + ".json"), stem.with_name(stem.name + ".safetensors")
+
+
 def save(model, stem, card=None):
     """Write ``stem``.safetensors and ``stem``.json (config, plus an optional ``card`` dict)."""
     if not isinstance(model, Transformer):
@@ -45,6 +52,7 @@ def save(model, stem, card=None):
     if card is not None and not isinstance(card, dict):
         fail(f"card should be a dict (or None), but got {shown(card)}")
     stem = check_stem(stem)
+    config_file, weights_file = files_of(stem)
     meta = {"config": model.cfg.to_dict(), "card": card or {}}
     if model.init != "unit":   # the shipped models' cards predate the choice and mean "unit"
         meta["init"] = model.init
@@ -57,19 +65,37 @@ def save(model, stem, card=None):
         fail(f"card should take at most {MAX_CARD_BYTES:,} bytes as JSON (load reads no more), but takes "
              f"{len(text.encode('utf-8')):,}")
     tensors = {name: p.detach().contiguous() for name, p in model.state_dict().items()}
-    try:
-        stem.parent.mkdir(parents=True, exist_ok=True)
-        save_file(tensors, str(stem.with_suffix(".safetensors")))
+    for name, tensor in tensors.items():   # load refuses such a file: none is written
+        if tensor.dtype != torch.float32:
+            fail(f"the model's {name} should be float32 (load reads no other), but is {tensor.dtype}: "
+                 f"call model.float() before saving")
+        check_finite(tensor, f"the model's {name}")
+    for f in (config_file, weights_file):   # both checked before either is written: never half a model
+        if os.path.lexists(f) and not f.is_file():
+            fail(f"expected a file (or nothing) at {named(f)} to write the model to, but there is a folder or "
+                 f"another non-file there")
+    temporaries = [f.with_name(f.name + ".tmp") for f in (config_file, weights_file)]
+    try:   # both written beside their places first, then moved there: a failed save leaves no half a model
+        config_file.parent.mkdir(parents=True, exist_ok=True)
+        temporaries[0].write_text(text)
+        save_file(tensors, str(temporaries[1]))
+        temporaries[1].replace(weights_file)
+        temporaries[0].replace(config_file)
     except Exception as error:   # noqa: BLE001 — safetensors raises its own error on a path it cannot write
+        for f in temporaries:
+            try:
+                f.unlink(missing_ok=True)
+            except OSError:
+                pass
         fail(f"expected a folder the model can be written to, but {named(stem)} cannot be written "
              f"({type(error).__name__})")
-    stem.with_suffix(".json").write_text(text)
 
 
 def load(stem, expect=None):
     """Rebuild the model saved at ``stem``; ``expect`` (a Config) must match if given."""
-    stem = check_stem(stem)
-    config_file, weights_file = stem.with_suffix(".json"), stem.with_suffix(".safetensors")
+    config_file, weights_file = files_of(stem)
+    if expect is not None and not isinstance(expect, Config):
+        fail(f"expect should be a Config (helpers.model.Config, the model's settings) or None, but got {shown(expect)}")
     for f in (config_file, weights_file):
         if not os.path.lexists(f):   # (False, not an error, for a name too long to be a file)
             fail(f"expected a saved model file at {named(f)}, but there is none")
@@ -103,7 +129,7 @@ def load(stem, expect=None):
 
 def card(stem):
     """The model card saved beside the weights (a dict)."""
-    meta = read_json(check_stem(stem).with_suffix(".json"), "the model card", MAX_CARD_BYTES)
+    meta = read_json(files_of(stem)[0], "the model card", MAX_CARD_BYTES)
     if not isinstance(meta, dict) or not isinstance(meta.get("card"), dict):
         fail(f"expected a saved model's .json with a card, but {shown(str(stem))}.json holds none")
     return meta["card"]

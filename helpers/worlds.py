@@ -16,11 +16,12 @@ from dataclasses import dataclass, field
 import numpy as np
 import torch
 
-from .errors import check_ids_given, check_positive_int, check_seed, check_tensor, fail, shown
+from .errors import CourseInputError, check_ids_given, check_positive_int, check_seed, check_tensor, check_text, count, fail, shown
 
 MAX_TOKENS_DRAWN = 10_000_000   # the most tokens dragon_sample and repeated_tokens draw in one call
 MAX_SENTENCES = 1_000_000       # the most sentences decisions, entropy_floor and World.batch take in one call
 MAX_WORDS = 1_000               # the most words one such sentence may hold (decisions copies each prefix)
+MAX_PIECE_CHARS = 100          # the most characters one token's text may hold in an explorer's picture
 MAX_TOKEN_ID = 2**63 - 1        # torch's largest whole number: the largest vocab_size repeated_tokens can draw from
 
 CAT_VOCAB = ("<PAD> <BOS> <EOS> <SEP> the cat dog mat floor sat ran is was on "
@@ -55,11 +56,87 @@ def token_ids(ids, V, unknown=""):
     return tensor.reshape(-1).tolist()
 
 
+def showable(text):
+    """Whether ``text`` is a str a picture can show: at most MAX_PIECE_CHARS characters, no lone
+    surrogate (half of a character, which no font draws and UTF-8 cannot hold)."""
+    if type(text) is not str or len(text) > MAX_PIECE_CHARS:
+        return False
+    try:
+        text.encode("utf-8")
+    except UnicodeEncodeError:
+        return False
+    return True
+
+
+def tokenizer_vocab(tokenizer, most):
+    """The token texts of a tokenizer's ``vocab`` (a learner's is checked: 1 to ``most`` texts a
+    picture can show), as a list, else one sentence."""
+    vocab = tokenizer.vocab
+    if not isinstance(vocab, (list, tuple)) or not 0 < len(vocab) <= most \
+            or not all(showable(token) for token in vocab):
+        fail(f"the tokenizer's vocab should be a list of 1 to {most} token texts (each at most {MAX_PIECE_CHARS} "
+             f"characters), but got {shown(vocab)}")
+    return list(vocab)
+
+
+def tokenizer_encode(tokenizer, text, V, model_V=None):
+    """The ids (T,) LongTensor ``tokenizer.encode(text)`` gives: one sequence of whole numbers in
+    [0, V) (a learner's tokenizer is checked), else one sentence naming what it gave (and the
+    model's vocabulary, ``model_V``, where the tokenizer's is smaller)."""
+    given = tokenizer.encode(text)
+    try:
+        ids = token_ids(given, MAX_TOKEN_ID)
+    except CourseInputError:
+        ids = None
+    if ids is None or ids and (min(ids) < 0 or max(ids) >= V):
+        model = f" (the model knows ids 0..{model_V - 1}, a vocabulary of {model_V})" if model_V else ""
+        fail(f"the tokenizer's encode({text!r:.40}) should give one sequence of token ids 0..{V - 1}{model} "
+             f"as whole numbers, but gave {shown(given if ids is None else ids)}: the model and the tokenizer do not belong together")
+    return torch.tensor(ids, dtype=torch.long)
+
+
+def tokenizer_decode(tokenizer, ids, text=False):
+    """The token texts ``tokenizer.decode(ids)`` gives for ids (T,): one text per id, each a text a
+    picture can show (``showable``), as a list; with ``text`` one string of them all is taken too
+    (at most MAX_PIECE_CHARS characters an id). Else one sentence naming what it gave."""
+    pieces = tokenizer.decode(ids)
+    n = len(ids)
+    if text and type(pieces) is str:
+        if len(pieces) <= MAX_PIECE_CHARS * max(n, 1):
+            try:
+                pieces.encode("utf-8")
+                return pieces
+            except UnicodeEncodeError:
+                pass
+    elif isinstance(pieces, (list, tuple)) and len(pieces) == n and all(showable(p) for p in pieces):
+        return list(pieces)
+    fail(f"the tokenizer's decode should give one text per id ({count(n)} here, each at most {MAX_PIECE_CHARS} "
+         f"characters{', or one text of them all' if text else ''}), but gave {shown(pieces)}")
+
+
 class Tokenizer:
     """Word-level tokenizer: one id per word of a fixed vocabulary."""
 
     def __init__(self, vocab):
-        self.vocab = list(vocab)
+        """vocab: a list (or tuple) of distinct words, each a non-empty text without spaces (``encode``
+        splits a sentence at its spaces, so a word holding one could never be encoded)."""
+        if not isinstance(vocab, (list, tuple)):
+            fail(f"vocab should be a list of distinct words (texts without spaces, such as ['<BOS>', 'the', "
+                 f"'cat']), but got {type(vocab).__name__} {shown(vocab)}")
+        words = words_of(vocab)
+        if not words:
+            fail("vocab should be a list of distinct words, but got an empty list")
+        words = [check_text(word, f"vocab[{i}]") for i, word in enumerate(words)]   # each a plain str
+        for i, word in enumerate(words):
+            if word.split() != [word]:
+                fail(f"vocab[{i}] should be one word without spaces (encode splits a sentence at its spaces), "
+                     f"but got {shown(word)}")
+        times = Counter(words)
+        repeated = next((word for word, n in times.items() if n > 1), None)
+        if repeated is not None:
+            fail(f"vocab should hold each word once (a word's id is its place), but {shown(repeated)} appears "
+                 f"{times[repeated]} times")
+        self.vocab = words
         self.ids = {word: i for i, word in enumerate(self.vocab)}
 
     def __len__(self):

@@ -397,7 +397,7 @@ def test_shifted_positions(cat, cat_world, dragon):
     (lambda: pos.offset_rotation(1, 4, 0), "base should be > 0"),
     (lambda: pos.offset_rotation(1, 4, float("inf")), "base should be a finite number"),
     (lambda: pos.offset_rotation("1", 4), "k should be a number"),
-    (lambda: pos.offset_rotation(1, 10**6), "n should be at most 14,188"),
+    (lambda: pos.offset_rotation(1, 10**6), "d should be at most 14,188"),
     (lambda: pos.random_attention(4, "0"), "seed"),
     (lambda: pos.random_attention(10**5, 0, 10), "should need at most 1.5 GiB"),
     (lambda: pos.attention_stack(np.ones((2, 2)), [], causal="False"), "causal is a switch"),
@@ -522,7 +522,7 @@ def test_round_9_position_probe_trains_inside_no_grad():
 
 def test_round_9_shifted_loss_refuses_targets_with_nothing_to_predict(cat, cat_world, refused):
     inputs, targets = cat_world.batch(cat_world.train)
-    refused(lambda: pos.shifted_loss(cat, inputs, torch.full_like(targets, -100), 0), "at least one token to predict")
+    refused(lambda: pos.shifted_loss(cat, inputs, torch.full_like(targets, -100), 0), "to predict", "-100")
 
 
 def test_round_9_positions_helpers_refuse_what_is_no_model_terms_words_or_size(cat, refused):

@@ -27,13 +27,12 @@ from .. import worlds
 from ..errors import CourseInputError, check_bytes, check_number, check_positive_int, check_seed, check_switch, \
     check_text, count, fail, shown, to_numpy
 from ..heads.compute import MultiHeadAttention, copy_losses
-from ..model import MAX_TOKENS, Config, Transformer
+from ..model import MAX_TOKENS, Config, Transformer, eval_mode
 from ..normalization.compute import Block, LayerNorm
 from ..patching import ablation_replace, mean_head_outputs
 from ..positions.compute import sinusoidal_positions
 from . import train as course_train
 from .corpus import check_ids, windows
-from .train import eval_mode
 
 MAX_SECONDS = 60.0      # the live run's time limit
 MAX_LIVE_SECONDS = 600.0   # the most seconds a live run may be given (ten minutes of a lesson)

@@ -25,11 +25,11 @@ from .. import worlds
 from ..heads import compute as heads
 from ..errors import check_positive_int, count, fail, shown
 from ..files import read_bytes
-from ..model import Config, Transformer
+from ..model import Config, Transformer, eval_mode
 from ..weights import data_dir, load
 from . import corpus, tokenize
 from .compute import check_tokenizer
-from .train import check_batch, check_context, check_model, check_settings, check_vocabulary, estimate_loss, eval_mode, \
+from .train import check_batch, check_context, check_model, check_settings, check_vocabulary, estimate_loss, \
     fused_attention, train
 
 # dropout 0.1 on the residual writes: with 11 passes over the training text the model overfits

@@ -17,8 +17,8 @@ import torch.nn.functional as F
 from torch import nn
 
 from ..errors import check_bytes, count, check_number, check_positive_int, check_seed, fail, shown, type_name
-from ..model import Attention
-from ..training import Snapshot, check_lr, stopped
+from ..model import Attention, eval_mode
+from ..training import Snapshot, check_lr, check_stop_after, stopped
 from .corpus import check_ids, windows
 
 MAX_STEPS = 100_000     # the most updates one call trains (the shipped model took 5,400; a live run about 1,000)
@@ -104,20 +104,6 @@ def estimate_loss(model, ids, context, batches=20, batch=32, seed=0):
     return sum(losses) / len(losses)
 
 
-@contextlib.contextmanager
-def eval_mode(model, train=False):
-    """Within the block ``model`` is in eval mode (no dropout: a seeded result repeats; train=True:
-    in training mode); afterwards, also after an error, every module is back in the mode it was in
-    (a model with one block in eval mode keeps it so)."""
-    modes = [(module, module.training) for module in model.modules()]
-    model.train(train)
-    try:
-        yield model
-    finally:
-        for module, mode in modes:
-            module.training = mode
-
-
 def train(model, train_ids, val_ids, steps=5000, batch=64, context=256, lr=1e-3, warmup=100, min_lr=1e-4,
           weight_decay=0.1, clip=1.0, eval_every=250, eval_batches=20, seed=0, callback=None, time_limit=None,
           stop_after=None):
@@ -151,7 +137,7 @@ def train(model, train_ids, val_ids, steps=5000, batch=64, context=256, lr=1e-3,
                        time_limit)
     if callback is not None and not callable(callback):
         fail(f"callback should be a function of one record (a dict), but got {type(callback).__name__}")
-    last = steps if stop_after is None else min(steps, check_positive_int(stop_after, "stop_after"))
+    last = check_stop_after(stop_after, steps)
     check_vocabulary(model, train_ids, val_ids)
     context = check_context(model, context, len(train_ids), len(val_ids))
     learning_rate(0, lr, warmup, steps, min_lr)                   # refuses a warm-up as long as the run

@@ -512,12 +512,13 @@ def model_and_tokenizer(model, tokenizer=None):
     if not all(hasattr(tokenizer, name) for name in ("vocab", "encode", "decode")):
         fail(f"a model of your own needs its tokenizer (with vocab, encode and decode, or a World), "
              f"but got {type(tokenizer).__name__}")
-    size = len(tokenizer.vocab) if hasattr(tokenizer.vocab, "__len__") else None
+    size = len(tokenizer.vocab) if isinstance(tokenizer.vocab, (list, tuple)) else None
     if size is None or not 0 < size <= model.cfg.vocab_size:
         V = model.cfg.vocab_size
         fail(f"your model knows ids 0..{V - 1} (a vocabulary of {V}), so its tokenizer's vocab should list at most {V} "
              f"tokens, but it {'lists ' + count(size) if size is not None else 'is ' + shown(tokenizer.vocab)}: "
              "is it the model's own tokenizer?")
+    worlds.tokenizer_vocab(tokenizer, model.cfg.vocab_size)   # texts a picture can show
     return model, tokenizer, YOURS
 
 
@@ -526,21 +527,13 @@ def prompt_tokens(net, tokenizer, prompt, name=YOURS):
     prompt or tokenizer that does not fit ``net``: no work on the model."""
     if not isinstance(prompt, str) or not prompt.strip():
         fail(f"the prompt should be a non-empty string, but got {prompt!r:.40}")
-    ids = torch.as_tensor(tokenizer.encode(prompt)).reshape(-1)
     cfg, who = net.cfg, "your model" if name == YOURS else f"the {name} model"
+    ids = worlds.tokenizer_encode(tokenizer, prompt, min(cfg.vocab_size, len(tokenizer.vocab)), cfg.vocab_size)
     if len(ids) == 0:
         fail(f"the prompt should give at least one token, but {prompt!r:.40} gives none")
-    known = min(cfg.vocab_size, len(tokenizer.vocab))
-    if ids.dtype.is_floating_point or ids.dtype == torch.bool or int(ids.min()) < 0 or int(ids.max()) >= known:
-        fail(f"the tokenizer should give ids 0..{known - 1}, but it gives {shown(ids.tolist())}: {who} knows ids "
-             f"0..{cfg.vocab_size - 1} (a vocabulary of {cfg.vocab_size}) and the tokenizer's vocab lists "
-             f"{len(tokenizer.vocab)}; is it the model's own tokenizer?")
     if len(ids) > cfg.n_max:
         fail(f"the prompt should be at most {cfg.n_max} tokens, the most {who} takes, but it has {len(ids)}")
-    tokens = tokenizer.decode(ids)
-    if not isinstance(tokens, (list, tuple)) or len(tokens) != len(ids) or not all(isinstance(t, str) for t in tokens):
-        fail(f"the tokenizer's decode should give one text per id ({len(ids)} here), but gave {shown(tokens)}")
-    return ids, list(tokens)
+    return ids, worlds.tokenizer_decode(tokenizer, ids)
 
 
 @torch.no_grad()

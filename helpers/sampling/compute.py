@@ -19,7 +19,7 @@ import torch
 
 from ..errors import CourseInputError, check_bytes, check_finite, check_number, check_positive_int, check_seed, \
     check_switch, check_tensor, count, fail, shown, to_numpy
-from ..model import KVCache, check_model
+from ..model import KVCache, check_model, eval_mode
 
 
 MAX_DRAWS = 10_000_000   # draws() holds its ids as int64: 80 MB at most
@@ -84,9 +84,11 @@ def check_logits(logits, name="logits"):
     if arr.ndim != 1 or arr.size == 0:
         fail(f"{name} should be the scores of one position, shape (V,), but got shape {arr.shape}")
     finite = np.isfinite(arr)
-    if np.isnan(arr).any() or (arr == math.inf).any() or not finite.any():
+    if np.isnan(arr).any() or (arr == math.inf).any():
         fail(f"{name} should be finite numbers (-inf rules a token out), but got "
              f"{int(np.isnan(arr).sum())} NaN and {int((arr == math.inf).sum())} +inf of {len(arr)}")
+    if not finite.any():
+        fail(f"{name} should leave at least one token possible (a finite score), but all {len(arr)} are -inf")
     largest = np.abs(arr[finite]).max()
     if largest > np.finfo(np.float32).max:
         fail(f"{name} should fit in float32 (each of size at most about 3.4e38), but one has size {largest:.3g}")
@@ -214,17 +216,18 @@ def generate(model, ids, n_new, temperature=1.0, top_k=None, top_p=None, seed=0,
     g = torch.Generator().manual_seed(check_seed(seed))     # seeded once, before the loop
     kv = KVCache(model.cfg.n_layers) if cache else None
     fed = ids                                                # the first pass runs the whole prompt
-    for _ in range(n_new):
-        if cache:
-            logits = model(fed, cache=kv, **switches)[-1]    # K and V of the earlier tokens are in kv
-        else:
-            logits = model(ids, **switches)[-1]              # the whole sequence, every step
-        probs = _distribution(logits.float(), temperature, top_k, top_p)   # checked once, above
-        token = torch.multinomial(probs, 1, generator=g)     # (1,): one draw
-        ids = torch.cat([ids, token])
-        fed = token                                          # the next pass runs only the new token
-        if int(token) == stop_id:
-            break
+    with eval_mode(model):                                   # no dropout: one seed, one text
+        for _ in range(n_new):
+            if cache:
+                logits = model(fed, cache=kv, **switches)[-1]    # K and V of the earlier tokens are in kv
+            else:
+                logits = model(ids, **switches)[-1]              # the whole sequence, every step
+            probs = _distribution(logits.float(), temperature, top_k, top_p)   # checked once, above
+            token = torch.multinomial(probs, 1, generator=g)     # (1,): one draw
+            ids = torch.cat([ids, token])
+            fed = token                                          # the next pass runs only the new token
+            if int(token) == stop_id:
+                break
     return ids
 
 
@@ -589,20 +592,33 @@ def model_tokenizer(model, world):
 
     if isinstance(world, World):
         check_model_and_world(model, world)
+    from ..worlds import tokenizer_vocab
+
     tokenizer = as_tokenizer(world)
-    if len(tokenizer.vocab) != model.cfg.vocab_size:
+    size = len(tokenizer.vocab) if isinstance(tokenizer.vocab, (list, tuple)) else None
+    if size is not None and size != model.cfg.vocab_size:
         fail(f"expected a tokenizer with the model's {model.cfg.vocab_size} tokens, but it has "
-             f"{len(tokenizer.vocab)}: the model and the tokenizer do not belong together")
+             f"{size}: the model and the tokenizer do not belong together")
+    tokenizer_vocab(tokenizer, model.cfg.vocab_size)   # a list of texts a picture can show
     return tokenizer
 
 
 def joined(tokenizer, ids):
     """The text of ids: words with spaces between them for a word-level tokenizer
     (``helpers.worlds.Tokenizer``), the tokens side by side for any other."""
-    from ..worlds import Tokenizer
+    from ..worlds import Tokenizer, tokenizer_decode
 
-    pieces = tokenizer.decode(ids)
+    pieces = tokenizer_decode(tokenizer, ids, text=True)
     return " ".join(pieces) if isinstance(tokenizer, Tokenizer) else "".join(pieces)
+
+
+def tokens_of(tokenizer, ids):
+    """The text of each id (T,) of ``ids``: the tokenizer's decode, id by id where it gives one text."""
+    from ..worlds import tokenizer_decode
+
+    pieces = tokenizer_decode(tokenizer, ids, text=True)
+    return [tokenizer_decode(tokenizer, ids[i:i + 1], text=True) for i in range(len(ids))] \
+        if isinstance(pieces, str) else pieces
 
 
 def prompt_state(model, tokenizer, prompt, room=0):
@@ -619,13 +635,12 @@ def prompt_state(model, tokenizer, prompt, room=0):
     tokenizer = model_tokenizer(model, tokenizer)
     if not isinstance(prompt, str) or not prompt.strip():
         fail(f"a prompt is a non-empty string, but got {prompt!r}")
-    ids = torch.as_tensor(tokenizer.encode(prompt), dtype=torch.long).reshape(-1)
+    from ..worlds import tokenizer_encode
+
     V, n_max = model.cfg.vocab_size, model.cfg.n_max
+    ids = tokenizer_encode(tokenizer, prompt, V)
     if len(ids) == 0:
         fail(f"the prompt {prompt!r} gives no tokens")
-    if int(ids.max()) >= V or int(ids.min()) < 0:
-        fail(f"the tokenizer ({len(tokenizer.vocab)} tokens) gives id {int(ids.max())} for {prompt!r}, but the "
-             f"model's vocabulary has {V}: the model and the tokenizer do not belong together")
     if room >= n_max:
         fail(f"the continuations should be shorter than the model's window n_max = {n_max} tokens (with the "
              f"prompt's {len(ids)}, at most {n_max - len(ids)}), but got {shown(room)}")
@@ -633,7 +648,7 @@ def prompt_state(model, tokenizer, prompt, room=0):
         fail(f"the prompt has {len(ids)} tokens and {room} more are drawn after it, but the model takes "
              f"at most n_max = {n_max}: shorten the prompt to {n_max - room} tokens or fewer")
     cache = KVCache(model.cfg.n_layers)
-    with torch.no_grad():
+    with torch.no_grad(), eval_mode(model):
         logits = model(ids, cache=cache)[-1].float()
     return dict(ids=ids, logits=logits, cache=cache)
 
@@ -661,7 +676,7 @@ def continuations(model, state, n, length, temperature=1.0, top_k=None, top_p=No
     kv.owner, kv.ids = model, state["ids"].expand(n, -1)
     rows = [state["logits"]] * n
     drawn = []
-    with torch.no_grad():
+    with torch.no_grad(), eval_mode(model):   # no dropout: a seed gives one text
         for step in range(length):
             token = torch.cat([torch.multinomial(_distribution(row, temperature, top_k, top_p), 1, generator=g)
                                for row, g in zip(rows, generators)])
@@ -730,7 +745,7 @@ def samples(model, ids, n_new, n, temperature=1.0, top_k=None, top_p=None, seed=
     seed = check_seed(seed)
     check_stop_id(model, stop_id)
     cache = KVCache(model.cfg.n_layers)
-    with torch.no_grad():
+    with torch.no_grad(), eval_mode(model):
         state = dict(ids=ids, logits=model(ids, cache=cache)[-1].float(), cache=cache)
     out = []
     for row in continuations(model, state, n, n_new, temperature, top_k, top_p, seed):
@@ -779,7 +794,7 @@ def slide(model, world, prompt="<BOS> dragon drinks", temperature=1.0, top_k=Non
     return dict(vocab=list(tokenizer.vocab), order=[int(i) for i in order],
                 tempered=tempered.numpy(), final=final.numpy(), kept=kept,
                 continuations=[joined(tokenizer, row) for row in drawn], prompt=prompt,
-                continuation_tokens=[list(tokenizer.decode(row)) for row in drawn],
+                continuation_tokens=[tokens_of(tokenizer, row) for row in drawn],
                 spaced=isinstance(tokenizer, Tokenizer))
 
 
