@@ -27,7 +27,7 @@ def check_model(model):
     ``model(ids, replace=...)``, e.g. chapter 12's GPT)."""
     cfg = getattr(model, "cfg", None)
     if not isinstance(cfg, Config) or not callable(model):
-        fail(f"expected a course model (a helpers.model.Transformer), but got {shown(model)}")
+        fail(f"model should be a course model (a helpers.model.Transformer), but got {shown(model)}")
     return cfg
 
 
@@ -347,9 +347,9 @@ def patch_heads(model, clean, corrupt, metric, watch=(), direction="denoise", pe
 
 def residual_names(model):
     """The residual-stream points, in order: h0, then each block's h_mid (if it has an MLP) and h."""
-    names = ["h0"]
-    for layer in range(model.cfg.n_layers):
-        names += ([f"L{layer}.h_mid"] if model.cfg.d_ff else []) + [f"L{layer}.h"]
+    cfg, names = check_model(model), ["h0"]
+    for layer in range(cfg.n_layers):
+        names += ([f"L{layer}.h_mid"] if cfg.d_ff else []) + [f"L{layer}.h"]
     return names
 
 
@@ -485,7 +485,7 @@ def residual_parts(model, ids, position=-1):
     ...} (no b_O entry when the model has no attention bias, no MLP entry when it has no MLP);
     their sum is h. Pre-norm or no-norm models only: a post-norm block rescales the stream.
     """
-    cfg = model.cfg
+    cfg = check_model(model)
     if cfg.norm == "post":
         fail("direct logit attribution needs the residual stream to be a sum of parts: a pre-norm or "
              "no-norm model, but this one is post-LN (each block normalises its own output)")
@@ -592,6 +592,8 @@ def direct_logit_attribution(model, ids, direction, position=-1, scale=None):
     the entries whose names end in ``BIAS_PARTS`` is the part no input changes. Works for
     LayerNorm and RMSNorm (the real model), pre-norm or no-norm models.
     """
+    check_direction(model, direction)   # both before the pass
+    check_scale(scale, (1,))
     parts, h = residual_parts(model, ids, position)
     if scale is None:
         scale = final_norm_scale(model, h)

@@ -102,9 +102,16 @@ def check_draws(draws, name="draws"):
     return draws
 
 
+def check_world(world):
+    """A helpers.worlds.World (such as worlds.cat_world()), else one sentence; return it."""
+    if not isinstance(world, worlds.World):
+        fail(f"world should be a helpers.worlds.World such as worlds.cat_world(), but got {shown(world)}")
+    return world
+
+
 def check_world_model(model, world):
-    """The model and the world share one vocabulary (a model of another world is refused)."""
-    V = len(getattr(getattr(world, "tokenizer", None), "vocab", ()))
+    """A course model and a World that share one vocabulary (a model of another world is refused)."""
+    V = len(check_world(world).tokenizer.vocab)
     if getattr(getattr(model, "cfg", None), "vocab_size", None) != V:
         fail(f"the model should be one of this world's (a vocabulary of {V} words), but it has "
              f"{shown(getattr(getattr(model, 'cfg', None), 'vocab_size', model))}")
@@ -141,6 +148,7 @@ def damage_row(model, world, **switches):
 
 def attention_on_subject(model, world):
     """(L, h) mean attention from the copula to the subject noun, over the 8 copula prompts."""
+    check_world_model(check_model(model), world)
     prompts = sorted({tuple(s[:4]) for s in world.sentences if s[3] in worlds.COPULAS})
     total = torch.zeros(model.cfg.n_layers, model.cfg.n_heads)
     with torch.no_grad():
@@ -473,7 +481,7 @@ def rule_probs(model, world, heads, kind, reference="copula", per_position=True,
 
 def logit_difference(world, up=worlds.ANIMAL_ADJ, down=worlds.SURFACE_ADJ):
     """metric(out) -> (B,): mean logit of the ``up`` words minus that of the ``down`` words at the last position."""
-    ids = world.tokenizer.ids
+    ids = check_world(world).tokenizer.ids
     for words, name in ((up, "up"), (down, "down")):
         if isinstance(words, (str, bytes)) or not isinstance(words, (list, tuple)) or not words or any(
                 not isinstance(w, str) or w not in ids for w in words):
@@ -525,7 +533,8 @@ def induction_pairs(n, length, vocab_size, seed):
 
 def induction_attention(length, layer=1):
     """metric(out) -> (rows,): the mean attention of ``layer``'s heads from each second-copy token
-    to the position after its earlier occurrence in the clean sequence (needs watch=("L1.weights",))."""
+    to the position after its earlier occurrence in the clean sequence (needs watch=("L1.weights",)),
+    for repeated sequences of 2 x length + 1 tokens (others are refused when the metric reads them)."""
     length, layer = check_positive_int(length, "length"), check_positive_int(layer, "layer", minimum=0)
     if 2 * length + 1 > MAX_TOKENS:
         fail(f"length should be at most {(MAX_TOKENS - 1) // 2} (a sequence of 2 x length + 1 tokens, at most "
@@ -536,7 +545,14 @@ def induction_attention(length, layer=1):
         if not isinstance(out, dict) or name not in out:
             fail(f"this metric reads {name}: it should be watched (watch=('{name}',), a layer of the model), "
                  f"but out holds {shown(sorted(out) if isinstance(out, dict) else out)}")
-        return out[name][:, :, query, query - length + 1].mean((1, 2))
+        weights = out[name]
+        if not isinstance(weights, torch.Tensor) or weights.dim() != 4 or weights.shape[-1] != 2 * length + 1:
+            T = weights.shape[-1] if isinstance(weights, torch.Tensor) and weights.dim() == 4 else None
+            fail(f"this metric was made with length={length}, for repeated sequences of 2 x length + 1 = "
+                 f"{2 * length + 1} tokens, but it reads {name} "
+                 + (f"{shown(weights)}" if T is None else f"of sequences of {T} tokens (shape {tuple(weights.shape)})")
+                 + (f": make it with induction_attention({(T - 1) // 2})" if T is not None and T % 2 and T > 1 else ""))
+        return weights[:, :, query, query - length + 1].mean((1, 2))
     return metric
 
 

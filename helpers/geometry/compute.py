@@ -415,14 +415,14 @@ def offset_agreement(kv, pairs):
 
 # ------------------------------------------------------------------ 2-D maps
 
-def check_points(points, least=1):
+def check_points(points, least=1, name="points"):
     """points as a finite (n, d) float array with least <= n <= MAX_POINTS (the measures compare every
-    pair: 10,000 points make a 0.8 GB table of distances); else one sentence."""
-    points = as_array(points, "points", 2)
+    pair: 10,000 points make a 0.8 GB table of distances); else one sentence (``name``: what they are called)."""
+    points = as_array(points, name, 2)
     if not least <= len(points) <= MAX_POINTS:
-        fail(f"points should have {least} to {MAX_POINTS:,} rows, but has {len(points):,}")
+        fail(f"{name} should have {least} to {MAX_POINTS:,} rows, but has {len(points):,}")
     if not np.isfinite(points).all():
-        fail(f"points should hold finite numbers, but they hold {shown(points[~np.isfinite(points)][0])}")
+        fail(f"{name} should hold finite numbers, but they hold {shown(points[~np.isfinite(points)][0])}")
     return points
 
 
@@ -482,8 +482,8 @@ def neighbourhood_kept(high, low, k=10):
 def distance_agreement(high, low):
     """Spearman rank correlation between all pairwise distances in ``high`` (n, d) and in
     ``low`` (n, 2): 1 when the map orders every distance as the original does."""
-    high, low = np.asarray(high, dtype=np.float64), np.asarray(low, dtype=np.float64)
-    if high.ndim != 2 or low.ndim != 2 or len(high) != len(low) or len(high) < 3:
+    high, low = check_points(high, least=3, name="high"), check_points(low, least=3, name="low")
+    if len(high) != len(low):
         fail(f"high and low should be (n, d) arrays with the same n >= 3, but got shapes "
              f"{high.shape} and {low.shape}")
     rows, cols = np.triu_indices(len(high), k=1)

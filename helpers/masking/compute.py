@@ -29,7 +29,7 @@ import torch.nn.functional as F
 from torch import nn
 
 from ..errors import MAX_BYTES, as_array, check_bytes, check_finite, check_number, check_positive_int, check_seed, check_switch, \
-    check_tensor_size, count, fail, refuse_bools, shown, to_numpy
+    check_tensor_size, count, fail, length, refuse_bools, shown, to_numpy
 from ..model import Attention, Transformer, check_heads_split
 from ..recipes import CAT_CONFIG, CAT_TRAINING
 from ..explorer import check_model_and_world
@@ -227,19 +227,21 @@ def leak(seed=123, d_model=4, n_heads=1, T=3):
     far each position's output moves (sum of absolute differences), with and without the mask.
 
     Draw order as the Book's: the layer (``book_attention``), then x (1, T, d_model), then
-    the new last row. Returns a dict: with_mask (T,), without_mask (T,).
+    the new last row. Returns a dict: with_mask (T,), without_mask (T,). Torch's global random
+    state is put back afterwards.
     """
     seed, T = check_seed(seed), check_positive_int(T, "T")
     d_model, n_heads = check_positive_int(d_model, "d_model"), check_positive_int(n_heads, "n_heads")
     check_bytes(4 * 8 * d_model * d_model + 4 * 4 * n_heads * T * T + 4 * 8 * T * d_model,
                 f"leak with d_model={count(d_model)} and T={count(T)}", "ask for a smaller d_model or T")
-    torch.manual_seed(seed)
-    attn = book_attention(d_model, n_heads)
-    x = torch.randn(1, T, d_model)
-    x2 = x.clone()
-    x2[0, -1] = torch.randn(d_model)
-    return {name: (attn(x, causal=causal) - attn(x2, causal=causal)).abs().sum(-1)[0]
-            for name, causal in (("with_mask", True), ("without_mask", False))}
+    with torch.random.fork_rng(devices=[]):   # the Book seeds torch's global generator: put it back after
+        torch.manual_seed(seed)
+        attn = book_attention(d_model, n_heads)
+        x = torch.randn(1, T, d_model)
+        x2 = x.clone()
+        x2[0, -1] = torch.randn(d_model)
+        return {name: (attn(x, causal=causal) - attn(x2, causal=causal)).abs().sum(-1)[0]
+                for name, causal in (("with_mask", True), ("without_mask", False))}
 
 
 @torch.no_grad()
@@ -355,6 +357,7 @@ NO_MASK_SEEDS, NO_MASK_STEPS = (0, 1, 2, 3, 4), 300   # the five runs shipped in
 
 
 MAX_STEPS = 10_000   # train_without_mask's steps (the shipped runs take 300)
+MAX_RUN_STEPS = 20_000   # no_mask_runs' seeds x steps at most: about a minute and a half of training (the default: 5 x 300)
 
 
 def train_without_mask(world, seed=0, steps=CAT_TRAINING["steps"], stop_after=None):
@@ -389,8 +392,24 @@ def no_mask_runs(world, seeds=NO_MASK_SEEDS, steps=NO_MASK_STEPS, n_samples=50):
     (``measure_without_mask``): a list of dicts, one per seed.
 
     A run's numbers depend on float rounding (other CPUs, other runs), so claims are made
-    about all the seeds together.
+    about all the seeds together. seeds: a list of distinct seeds; steps <= MAX_STEPS; the
+    seeds x steps trained at most MAX_RUN_STEPS (20,000), all checked before the first run.
     """
+    if not isinstance(world, World):
+        fail(f"world should be a helpers.worlds.World such as worlds.cat_world(), but got {shown(world)}")
+    if not isinstance(seeds, (list, tuple, range)) or not length(seeds):
+        fail(f"seeds should be a non-empty list of seeds (whole numbers >= 0, such as [0, 1, 2]), but got {shown(seeds)}")
+    if length(seeds) > MAX_RUN_STEPS:   # (each seed trains at least one step)
+        fail(f"seeds should hold at most {MAX_RUN_STEPS:,} seeds, but holds {count(length(seeds))}")
+    seeds = list(seeds) if isinstance(seeds, range) else words_of(seeds)   # (a subclass's __len__ or __iter__ may lie)
+    seeds = [check_seed(seed, f"seeds[{i}]") for i, seed in enumerate(seeds)]
+    steps, n_samples = check_steps(steps, MAX_STEPS), check_positive_int(n_samples, "n_samples")
+    if n_samples > MAX_SENTENCES:   # (sample_sentences would refuse it only after the first run)
+        fail(f"n_samples should be at most {MAX_SENTENCES:,} sentences (this course's limit), but got {count(n_samples)}")
+    if len(seeds) * steps > MAX_RUN_STEPS:
+        fail(f"the seeds x steps trained should be at most {MAX_RUN_STEPS:,} (this course's limit: about a minute "
+             f"and a half), but {count(len(seeds))} seeds x {count(steps)} steps are {count(len(seeds) * steps)}: "
+             f"ask for fewer seeds or fewer steps")
     return [measure_without_mask(*train_without_mask(world, seed, steps), seed, world, n_samples)
             for seed in seeds]
 
@@ -613,7 +632,7 @@ def dropout_demo(p=0.5, n=8, value=0.125, seed=123):
 
     Returns a dict: row (n,), train (the module in training mode: each weight zeroed with
     probability p, the rest scaled by 1/(1-p)), eval (after ``.eval()``: the row unchanged),
-    zeroed (how many weights training mode set to 0).
+    zeroed (how many weights training mode set to 0). Torch's global random state is put back afterwards.
     """
     p = check_number(p, "a dropout rate p", low=0)
     if not p < 1:
@@ -624,8 +643,9 @@ def dropout_demo(p=0.5, n=8, value=0.125, seed=123):
              f"and p={p:g} give {abs(value) / (1 - p):.4g}")
     check_bytes(4 * 3 * n, f"dropout_demo with n={count(n)}", f"ask for n <= {MAX_BYTES // 12:,}")
     drop, row = nn.Dropout(p), torch.full((n,), float(value))
-    torch.manual_seed(seed)
-    train_out = drop(row)
+    with torch.random.fork_rng(devices=[]):   # the Book seeds torch's global generator: put it back after
+        torch.manual_seed(seed)
+        train_out = drop(row)
     drop.eval()
     return dict(row=row, train=train_out, eval=drop(row), zeroed=int((train_out == 0).sum()))
 

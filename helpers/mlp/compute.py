@@ -59,6 +59,8 @@ def mlp_forward(x, W_1, b_1, W_2, b_2, activation="gelu"):
     """
     x, W_1, W_2 = as_array(x, "x", (1, 2)), as_array(W_1, "W_1", 2), as_array(W_2, "W_2", 2)
     b_1, b_2 = as_array(b_1, "b_1", 1), as_array(b_2, "b_2", 1)
+    for name, value in (("x", x), ("W_1", W_1), ("b_1", b_1), ("W_2", W_2), ("b_2", b_2)):
+        check_finite(value, name)
     check_choice(activation, "activation", tuple(ACTIVATIONS))
     d, d_ff = x.shape[-1], W_1.shape[1]
     if W_1.shape[0] != d or b_1.shape != (d_ff,) or W_2.shape != (d_ff, d) or b_2.shape != (d,):
@@ -73,9 +75,15 @@ def mlp_forward(x, W_1, b_1, W_2, b_2, activation="gelu"):
         fail(f"x and W_1 should make at most {MAX_ACTIVATIONS:,} hidden activations (rows x d_ff, this course's "
              f"limit for one call), but {count(rows)} rows of width d_ff={count(d_ff)} make {count(rows * d_ff)}: "
              "give fewer rows or a smaller d_ff")
-    pre = x @ W_1 + b_1
-    act = ACTIVATIONS[activation](pre)
-    return dict(pre=pre, act=act, out=act @ W_2 + b_2)
+    with np.errstate(over="ignore", invalid="ignore"):
+        pre = x @ W_1 + b_1
+        if not np.isfinite(pre).all():
+            fail("x @ W_1 + b_1 should be finite numbers, but it overflows (numbers near 1e154 or more): scale x or W_1 down")
+        act = ACTIVATIONS[activation](pre)
+        out = act @ W_2 + b_2
+    if not np.isfinite(out).all():
+        fail("act @ W_2 + b_2 should be finite numbers, but it overflows (numbers near 1e154 or more): scale W_2 down")
+    return dict(pre=pre, act=act, out=out)
 
 
 class MLP(nn.Module):

@@ -47,7 +47,7 @@ from ..heads.compute import MultiHeadAttention
 from ..mlp.compute import MLP
 from ..model import Block as ModelBlock
 from ..model import Config, Transformer, check_depth, check_model, check_squares, check_stream
-from ..training import check_batch as check_training_batch, train
+from ..training import check_batch as check_training_batch, check_stop_after, train
 from ..weights import data_dir
 
 PLACEMENTS = ("pre", "post", "none")
@@ -289,6 +289,12 @@ def residual_norms(model, ids):
 MAX_TARGETS = 10_000_000   # a range of targets converted at once (about 48 bytes each on the way)
 
 
+def check_target_count(size, shape):
+    """At most MAX_TARGETS targets, else one sentence with their ``shape``."""
+    if size > MAX_TARGETS:
+        fail(f"targets should hold at most {MAX_TARGETS:,} token ids, but got shape {tuple(shape)} ({count(size)})")
+
+
 def unigram_loss(targets):
     """Cross-entropy (nats) of the best predictor that ignores its input.
 
@@ -297,11 +303,15 @@ def unigram_loss(targets):
     their entropy.
     """
     check_ids_given(targets, "targets", MAX_TARGETS)
+    if isinstance(targets, np.ndarray):   # a broadcast view stores one id for millions
+        check_target_count(targets.size, targets.shape)
+        targets = np.ascontiguousarray(targets)   # (a read-only view: torch would warn)
     try:
         targets = torch.as_tensor(targets)
     except (TypeError, ValueError, RuntimeError, OverflowError):
         fail(f"targets should be a (B, T) table of token ids (whole numbers), but got {shown(targets)}")
     check_tensor(targets, "targets")
+    check_target_count(targets.numel(), tuple(targets.shape))   # an expanded tensor too
     if targets.dim() not in (1, 2) or not targets.numel():
         fail(f"targets should be a non-empty (B, T) or (T,) table of token ids, but got shape {tuple(targets.shape)}")
     if targets.dtype.is_floating_point or targets.is_complex() or targets.dtype == torch.bool \
@@ -380,7 +390,7 @@ def check_run(norm, n_layers, lr, steps, seed, batch, stop_after):
     n_layers = stack_config(norm, n_layers).n_layers
     lr = check_number(lr, "lr", low=0, low_open=True)
     steps, seed = check_steps(steps), check_seed(seed)
-    stop_after = steps if stop_after is None else check_positive_int(stop_after, "stop_after")
+    stop_after = check_stop_after(stop_after, steps)
     inputs, targets = check_batch(batch)
     B, T = inputs.shape
     d, d_ff, V = STACK["d_model"], STACK["d_ff"], STACK["vocab_size"]
@@ -396,15 +406,24 @@ def cat_batch():
     return world.batch(world.train)
 
 
-def block_gradient_norm(block):
-    """Gradient norm of one layer's parameters (after a backward pass)."""
+def block_gradient_norm(block, name="block"):
+    """Gradient norm of one layer's parameters (after a backward pass). A layer none of whose
+    parameters has a gradient yet (no backward pass) is refused: its norm is not 0, it is not there.
+    name: what a sentence calls the layer."""
+    if not isinstance(block, nn.Module):
+        fail(f"{name} should be one layer of a model (an nn.Module such as model.blocks[0]), but got {shown(block)}")
+    if not any(True for _ in block.parameters()):
+        fail(f"{name} should be one layer of a model, with parameters, but it has no parameters")
     grads = [p.grad for p in block.parameters() if p.grad is not None]
-    return math.sqrt(sum(float((g ** 2).sum()) for g in grads)) if grads else 0.0
+    if not grads:
+        fail(f"{name} should have gradients to measure, but there are no gradients yet: run loss.backward() first")
+    return math.sqrt(sum(float((g ** 2).sum()) for g in grads))
 
 
 def layer_gradient_norms(model):
     """Gradient norm of each layer's parameters (after a backward pass): array (n_layers,)."""
-    return np.array([block_gradient_norm(block) for block in model.blocks])
+    check_model(model)
+    return np.array([block_gradient_norm(block, f"the model's layer {i}") for i, block in enumerate(model.blocks)])
 
 
 def next_token_loss(logits, targets):
@@ -552,8 +571,7 @@ def build_plain_curves(depths=GRID["depths"], lrs=GRID["lrs"], steps=GRID["steps
 def check_grid(depths, lrs, steps, seed, batch, digits, placements):
     """Refuse a grid with a run ``check_run`` refuses (or digits outside 1..17), before any run trains."""
     for name, values in (("depths", depths), ("lrs", lrs)):
-        if not isinstance(values, (list, tuple)) or not values or len(values) > 100:
-            fail(f"{name} should be a list of 1 to 100 values, but got {shown(values)}")
+        check_values(values, name)
     digits = check_positive_int(digits, "digits")
     if digits > 17:
         fail(f"digits should be at most 17 (a float's precision), but got {count(digits)}")
@@ -563,15 +581,70 @@ def check_grid(depths, lrs, steps, seed, batch, digits, placements):
                 check_run(norm, n_layers, lr, steps, seed, batch, None)
 
 
+def check_values(values, name):
+    """A grid's depths, learning rates or placements: a list or tuple of 1 to 100 values (each checked by
+    its user); return it, else one sentence."""
+    if not isinstance(values, (list, tuple)) or not values or len(values) > 100:
+        fail(f"{name} should be a list of 1 to 100 values, but got {shown(values)}")
+    return values
+
+
 def check_curves(curves):
-    """The dict of ``build_curves`` / ``load_curves`` (depths, lrs, placements, steps, runs), else one sentence."""
+    """The dict of ``build_curves`` / ``load_curves``, else one sentence: depths (whole numbers >= 1),
+    lrs (numbers > 0), placements (of PLACEMENTS), steps (a whole number >= 1) and runs (a dict; a run
+    is checked where it is read, ``curves_run``). Return curves."""
     if not isinstance(curves, dict) or not {"depths", "lrs", "placements", "steps", "runs"} <= set(curves):
         fail(f"curves should be the dict of nz.load_curves() (depths, lrs, placements, steps, runs), but got {shown(curves)}")
+    for n_layers in check_values(curves["depths"], "curves' depths"):
+        check_positive_int(n_layers, "each of curves' depths")
+    for lr in check_values(curves["lrs"], "curves' lrs"):
+        check_number(lr, "each of curves' lrs", low=0, low_open=True)
+    for norm in check_values(curves["placements"], "curves' placements"):
+        check_choice(norm, "each of curves' placements", PLACEMENTS)
+    check_positive_int(curves["steps"], "curves' steps")
+    if not isinstance(curves["runs"], dict):
+        fail(f"curves' runs should be a dict (a run key such as 'pre/8/0.03': that run's loss and grad_first), "
+             f"but got {shown(curves['runs'])}")
+    return curves
+
+
+def curves_run(curves, key, names=("loss",), full=False):
+    """Run ``key`` of ``curves`` (already checked): a dict holding ``names``, each of its entries a non-empty
+    1-D list of numbers (NaN, a diverged step, counts), of curves' steps numbers if ``full``; return it,
+    else one sentence."""
+    runs = curves["runs"]
+    if key not in runs:
+        fail(f"curves' runs should hold a run for each depth, learning rate and placement, but "
+             f"{'it is empty' if not runs else f'it has no run {key}'}")
+    run = runs[key]
+    if not isinstance(run, dict) or not all(name in run for name in names):
+        fail(f"curves' run {key} should be a dict with {' and '.join(names)}, but got {shown(run)}")
+    for name, values in run.items():
+        values = check_loss(values, f"curves' run {key}'s {name}")
+        if full and len(values) != curves["steps"]:
+            fail(f"curves' run {key}'s {name} should hold curves' steps={curves['steps']:,} numbers, "
+                 f"but holds {len(values):,}")
+    return run
+
+
+def check_runs(curves, placements=None, names=("loss",), full=False):
+    """``check_curves``, then a run for each of ``placements`` (None: the curves' own) at each depth and
+    learning rate, and every run of curves read by ``curves_run``; return curves, else one sentence."""
+    check_curves(curves)
+    for norm in curves["placements"] if placements is None else placements:
+        for n_layers in curves["depths"]:
+            for lr in curves["lrs"]:
+                curves_run(curves, run_key(norm, n_layers, lr), names, full)
+    for key in curves["runs"]:
+        curves_run(curves, key, names, full)
     return curves
 
 
 def run_key(norm, n_layers, lr):
-    """The JSON key of one run, e.g. 'pre/8/0.03'."""
+    """The JSON key of one run, e.g. 'pre/8/0.03': norm one of PLACEMENTS, n_layers a whole number >= 1,
+    lr a number > 0 (else one sentence)."""
+    check_choice(norm, "norm", PLACEMENTS)
+    n_layers, lr = check_positive_int(n_layers, "n_layers"), check_number(lr, "lr", low=0, low_open=True)
     return f"{norm}/{n_layers}/{lr:g}"
 
 
@@ -618,13 +691,11 @@ def load_curves(path=None):
 def get_run(curves, norm, n_layers, lr):
     """One run of the shipped grid: dict of arrays loss (steps,) and grad_first (steps,)."""
     check_curves(curves)
-    check_choice(norm, "norm", PLACEMENTS)
-    n_layers, lr = check_positive_int(n_layers, "n_layers"), check_number(lr, "lr", low=0, low_open=True)
     key = run_key(norm, n_layers, lr)
     if key not in curves["runs"]:
         fail(f"the run should be one of the curves' (depths {curves['depths']}, learning rates "
              f"{curves['lrs']}, placements {curves['placements']}), but got {key}")
-    return {name: np.array(values) for name, values in curves["runs"][key].items()}
+    return {name: np.array(values) for name, values in curves_run(curves, key).items()}
 
 
 # ------------------------------------------------------------------ figures
@@ -633,10 +704,25 @@ def get_run(curves, norm, n_layers, lr):
 def plot_steps(x, steps, printed=None, labels=None):
     """Three bar panels: x (d,), z = (x - mean) / std, and out = gamma * z + beta.
 
-    steps: the dict of ``layer_norm_steps``. printed (d,): values printed by a source text,
-    drawn as black ticks on the last panel. Returns the figure.
+    steps: the dict of ``layer_norm_steps`` for this x. printed (d,): values printed by a source text,
+    drawn as black ticks on the last panel. labels: d texts under the bars (None: x0, x1, ...).
+    Returns the figure.
     """
     x = as_array(x, "x", 1)
+    d = len(x)
+    if not isinstance(steps, dict) or not {"mean", "std", "z", "out"} <= set(steps):
+        fail(f"steps should be the dict of nz.layer_norm_steps(x) (mean, std, z, out), but got {shown(steps)}")
+    check_number(steps["mean"], "steps['mean']")
+    check_number(steps["std"], "steps['std']", low=0)
+    for name in ("z", "out"):
+        if len(as_array(steps[name], f"steps['{name}']", 1)) != d:
+            fail(f"steps should be nz.layer_norm_steps(x) for this x of d={d} numbers, but its {name} has "
+                 f"{len(steps[name])}")
+    if printed is not None and len(as_array(printed, "printed", 1)) != d:
+        fail(f"printed should be None or d={d} numbers like x, but has {len(printed)}")
+    if labels is not None and (not isinstance(labels, (list, tuple)) or len(labels) != d
+                               or not all(isinstance(label, str) for label in labels)):
+        fail(f"labels should be None or a list of d={d} texts like x, but got {shown(labels)}")
     labels = labels or [f"x{i}" for i in range(len(x))]
     fig, axes = plt.subplots(1, 3, figsize=(10, 2.8), sharex=True)
     panels = [(x, f"input: mean {steps['mean']:.3f}, std {steps['std']:.3f}"),
@@ -676,6 +762,15 @@ def plot_stream(ax, names, norms, tokens, title):
 def plot_init(results):
     """Two panels for untrained stacks: the residual size entering each layer, and each
     layer's gradient norm. results: {placement: ``layer_gradients`` dict}."""
+    if not isinstance(results, dict) or not results:
+        fail(f"results should be a dict {{placement: nz.layer_gradients(placement, ...)}}, but got {shown(results)}")
+    for norm, r in results.items():
+        check_choice(norm, "each key of results", PLACEMENTS)
+        if not isinstance(r, dict) or not {"h_norm", "grads"} <= set(r):
+            fail(f"results[{norm!r}] should be the dict of nz.layer_gradients({norm!r}, ...) (loss, grads, h_norm), "
+                 f"but got {shown(r)}")
+        for name in ("h_norm", "grads"):
+            as_array(r[name], f"results[{norm!r}]['{name}']", 1)
     fig, (ax_h, ax_g) = plt.subplots(1, 2, figsize=(10, 3.2))
     for norm, r in results.items():
         ax_h.plot(range(len(r["h_norm"])), r["h_norm"], marker="o", ms=3, color=COLOURS[norm], label=LABELS[norm])
@@ -691,7 +786,8 @@ def plot_init(results):
 
 
 def final_losses(curves):
-    """{lr: {placement: (len(depths),) final losses}} over the shipped grid."""
+    """{lr: {placement: (len(depths),) final losses}} over the shipped grid (every run of it checked first)."""
+    check_runs(curves)
     return {lr: {norm: np.array([curves["runs"][run_key(norm, n, lr)]["loss"][-1]
                                  for n in curves["depths"]]) for norm in curves["placements"]}
             for lr in curves["lrs"]}
@@ -710,20 +806,23 @@ def chaotic(norm, n_layers):
     return norm == "none" and n_layers >= 8
 
 
-def check_loss(loss):
-    """A run's losses: a non-empty 1-D list or array of numbers (NaN, a diverged step, counts); return it."""
-    values = as_array(loss, "loss", 1)
+def check_loss(loss, name="loss"):
+    """A run's losses (or another of its per-step records, called ``name``): a non-empty 1-D list or array
+    of numbers (NaN, a diverged step, counts); return it."""
+    values = as_array(loss, name, 1)
     if np.asarray(loss).dtype.kind == "b":
-        fail(f"loss should hold numbers, but got True/False values {shown(loss)}")
+        fail(f"{name} should hold numbers, but got True/False values {shown(loss)}")
     loss = values
     if not len(loss):
-        fail("loss should hold at least one step's loss, but it is empty")
+        fail(f"{name} should hold at least one step's value, but it is empty")
     return loss
 
 
-def check_references(unigram, best):
-    """The losses of a predictor that ignores its input and of the best possible one: finite, >= 0."""
-    return check_number(unigram, "unigram", low=0), check_number(best, "best", low=0)
+def check_references(unigram, best, missing=False):
+    """The losses of a predictor that ignores its input and of the best possible one: finite, >= 0
+    (or None, not drawn, with ``missing``)."""
+    return tuple(None if missing and value is None else check_number(value, name, low=0)
+                 for value, name in ((unigram, "unigram"), (best, "best")))
 
 
 def final_text(loss, norm, n_layers, unigram, best):
@@ -808,11 +907,8 @@ def outcomes(curves, unigram, best):
     """{run_key: run_outcome} for every run of a grid (the dict ``build_curves`` returns)."""
     check_curves(curves)
     check_references(unigram, best)
-    if not isinstance(curves["runs"], dict) or not all(isinstance(run, dict) and "loss" in run
-                                                       for run in curves["runs"].values()):
-        fail(f"curves['runs'] should map each run to a dict with its loss, but got {shown(curves['runs'])}")
-    for run in curves["runs"].values():
-        check_loss(run["loss"])
+    for key in curves["runs"]:
+        curves_run(curves, key)
     return {key: run_outcome(run["loss"], unigram, best) for key, run in curves["runs"].items()}
 
 
@@ -858,7 +954,9 @@ def stack_view(curves, n_layers=8, lr=3e-2):
 
 def plot_residual(curves, plain, lr=3e-2, depths=(2, 4, 8, 12), unigram=None, best=None):
     """The pre-LN stack's training loss with its residual connections (``curves``) and without
-    them (``plain``), one panel per depth, at one learning rate."""
+    them (``plain``), one panel per depth, at one learning rate. unigram, best: None or the reference
+    losses drawn as lines."""
+    check_references(unigram, best, missing=True)
     fig, axes = plt.subplots(1, len(depths), figsize=(10, 3.0), sharey=True)
     for ax, n in zip(np.atleast_1d(axes), depths):
         for source, colour, style, label in ((curves, COLOURS["pre"], "-", "pre-LN, with residuals"),
@@ -881,7 +979,8 @@ def plot_grid(curves, unigram=None, best=None):
 
     Chaotic runs (``chaotic``) are drawn hollow: their value is one draw, not a
     reproducible result. A diverged run (NaN) has no loss to draw on the numeric axis; it is
-    marked in a separate strip above it."""
+    marked in a separate strip above it. unigram, best: None or the reference losses drawn as lines."""
+    check_references(unigram, best, missing=True)
     table = final_losses(curves)
     depths = np.array(curves["depths"])
     fig, grid = plt.subplots(2, len(table), figsize=(10, 3.8), sharex=True, sharey="row",

@@ -8,7 +8,7 @@ import numpy as np
 
 from ..explorer import Blitter, check_control, new_figure, show, start_at
 from ..errors import fail, shown
-from .compute import COLOURS, LABELS, PLACEMENTS, reference_losses, stack_view
+from .compute import COLOURS, LABELS, PLACEMENTS, check_runs, reference_losses, stack_view
 
 FLOOR = 1e-15  # gradient norms below this are drawn at it (a log axis has no 0)
 LOSS_TOP = 1e4  # losses above this run off the top of the loss panel
@@ -18,6 +18,8 @@ def limits(curves, name):
     """(low, high) of one curve kind over the whole grid, for fixed log axes."""
     values = np.concatenate([np.asarray(run[name], dtype=float) for run in curves["runs"].values()])
     values = np.maximum(values[np.isfinite(values)], FLOOR)
+    if not values.size:
+        fail(f"curves' runs should hold at least one finite {name} to scale the axis by, but every one is NaN or inf")
     return values.min() / 1.5, values.max() * 1.5
 
 
@@ -34,10 +36,17 @@ def fixed_log_ticks(ax, every=1):
     ax.yaxis.set_minor_locator(NullLocator())
 
 
+def check_explorer_curves(curves):
+    """The curves the explorer draws (``compute.check_runs``): a run of each placement at each depth and
+    learning rate, each with loss and grad_first of curves' steps numbers; return them, else one sentence."""
+    return check_runs(curves, PLACEMENTS, ("loss", "grad_first"), full=True)
+
+
 def stack_view_figure(curves):
     """An empty two-panel figure and the function that draws a stack_view on it: (fig, draw).
 
     ``draw.moving`` lists the artists a redraw changes (for a Blitter)."""
+    check_explorer_curves(curves)
     unigram, best = reference_losses()
     fig = new_figure((10.0, 3.9))
     fig.subplots_adjust(left=0.07, right=0.98, bottom=0.13, top=0.82, wspace=0.22)
@@ -79,8 +88,7 @@ def explorer(curves, n_layers=8, lr=3e-2):
     """A depth slider, a learning-rate toggle and one figure redrawn in place; returns the Explorer."""
     import ipywidgets as widgets
 
-    if not isinstance(curves, dict) or not {"depths", "lrs", "placements", "steps", "runs"} <= set(curves):
-        fail(f"expected the curves of nz.load_curves() (a dict with depths, lrs and runs), but got {shown(curves)}")
+    check_explorer_curves(curves)
     depths = list(curves["depths"])
     if isinstance(n_layers, bool) or not isinstance(n_layers, (int, np.integer)) or n_layers not in depths:
         fail(f"n_layers should be one of the trained depths {', '.join(map(str, depths))}, but got {shown(n_layers)}")

@@ -40,12 +40,15 @@ from ..worlds import words_of
 MAX_SQUARE = math.isqrt(MAX_BYTES // 8)   # the largest n of an (n, n) float64 table within MAX_BYTES: 14,188
 MAX_SHIFT = 1_000_000     # the furthest position shifted_logits places a sequence (the notebook goes to 1,000)
 MAX_PROBE_STEPS = 10_000  # position_probe's training steps at most (the notebook trains 150)
+MAX_PROBE_WORK = 2 * 10**9   # position_probe's n x T x (T + V + 16) x steps at most: about a minute of training
+                             # (the notebook's 128 x 6 x 28 x 150 is 3.2 million; the default n, T, V at 10,000 steps 215 million)
 MAX_ID = 2**63 - 1        # the largest token id a 64-bit (torch.long) tensor holds
 
 
-def check_square(n, what):
-    """Refuse up front an (n, n) float64 table (and a few of its size) past MAX_BYTES."""
-    check_bytes(8 * n * n, what, f"n should be at most {MAX_SQUARE:,} (an n x n table of float64 numbers)")
+def check_square(n, what, name="n"):
+    """Refuse up front an (n, n) float64 table (and a few of its size) past MAX_BYTES; ``name``: the
+    argument that sets n, as the refusal names it."""
+    check_bytes(8 * n * n, what, f"{name} should be at most {MAX_SQUARE:,} (a table of {name} x {name} float64 numbers)")
 
 
 PROMPTS = ("<BOS> the cat sat", "<BOS> the cat is", "<BOS> the mat is",
@@ -220,7 +223,7 @@ def offset_rotation(k, d, base=10000.0):
     k, base = check_number(k, "k"), check_number(base, "base", low=0, low_open=True)
     if d % 2:
         fail(f"sinusoidal positions need an even width d, but got d={d}")
-    check_square(d, f"offset_rotation of width {count(d)}")
+    check_square(d, f"offset_rotation of width {count(d)}", "d")
     R = np.zeros((d, d))
     for i, w in enumerate(base ** (-np.arange(0, d, 2) / d)):
         c, s = np.cos(k * w), np.sin(k * w)
@@ -546,7 +549,8 @@ def position_probe(seed, causal=True, steps=150, T=6, V=6, n=128):
 
     With ``causal=True`` the mask is its only source of order. steps: at most MAX_PROBE_STEPS
     (10,000); T at most 1,024 tokens; the training's memory (estimated from n, T and V) at
-    most 1.5 GiB.
+    most 1.5 GiB; its time, n x T x (T + V + 16) x steps, at most MAX_PROBE_WORK (2 billion, about
+    a minute). Torch's global random state is put back afterwards.
     """
     from ..model import Config
 
@@ -561,14 +565,20 @@ def position_probe(seed, causal=True, steps=150, T=6, V=6, n=128):
         fail(f"the targets 0..T-1 must be tokens, so T={T} cannot exceed the vocabulary V={V}")
     check_bytes(64 * max(n, 1000) * T * (T + V + 16), f"position_probe on {count(n)} sequences of {T} tokens "
                 f"(vocabulary {count(V)})", "ask for fewer or shorter sequences or a smaller vocabulary")
+    work = n * T * (T + V + 16) * steps   # numbers one training step moves, times the steps: the time it takes
+    if work > MAX_PROBE_WORK:
+        fail(f"n x T x (T + V + 16) x steps should be at most {MAX_PROBE_WORK:,} (this course's limit: about a minute "
+             f"of training), but n={count(n)}, T={T}, V={count(V)} and steps={count(steps)} give {count(work)}: ask for "
+             f"fewer sequences or fewer steps")
     from ..training import train
 
     model = Transformer(Config(vocab_size=V, d_model=8, n_heads=1, n_layers=1, d_ff=16, n_max=T, positions="none"), init="unit")
-    with torch.enable_grad():   # a training loop, also when called inside torch.no_grad()
-        train(model, position_task(n, T, V, seed), steps=steps, lr=3e-2, seed=seed, progress=False, causal=causal)
-    x, y = position_task(1000, T, V, seed=100)
-    with torch.no_grad():
-        return float((model(x, causal=causal).argmax(-1) == y).float().mean())
+    with torch.random.fork_rng(devices=[]):   # train seeds torch's global generator: the learner's draws go on as before
+        with torch.enable_grad():   # a training loop, also when called inside torch.no_grad()
+            train(model, position_task(n, T, V, seed), steps=steps, lr=3e-2, seed=seed, progress=False, causal=causal)
+        x, y = position_task(1000, T, V, seed=100)
+        with torch.no_grad():
+            return float((model(x, causal=causal).argmax(-1) == y).float().mean())
 
 
 @torch.no_grad()

@@ -22,7 +22,7 @@ import numpy as np
 import torch
 
 from .. import reference as ref
-from ..errors import as_array, check_bytes, check_index, check_number, check_switch, check_tensor_size, count, fail, shown
+from ..errors import as_array, check_bytes, check_finite, check_index, check_number, check_switch, check_tensor_size, count, fail, shown
 from ..explorer import check_model_and_world
 
 
@@ -159,7 +159,8 @@ def printed_difference(ours, printed):
 
     ours, printed: arrays of the same shape. A difference up to 0.0005 is the text's rounding.
     """
-    ours, printed = as_array(ours, "ours"), as_array(printed, "printed")
+    ours, printed = (check_finite(as_array(x, name), name, minus_inf=True)   # -inf: a masked score
+                     for x, name in ((ours, "ours"), (printed, "printed")))
     if ours.shape != printed.shape:
         fail(f"cannot compare shape {ours.shape} with the printed shape {printed.shape}")
     gap = np.where(np.isinf(ours) & (ours == printed), 0.0, np.abs(ours - printed))

@@ -56,6 +56,12 @@ def check_cfg(cfg):
     return cfg
 
 
+def check_pair(model, tok):
+    """model and tok, the two that ``load()`` returns, each else one sentence (the model first: the two
+    swapped, the sentence names the model); return them."""
+    return check_net(model), check_tok(tok)
+
+
 def tokens(tok, text):
     """[(id, piece)] for text: each token's id and the text it stands for."""
     ids = check_tok(tok).encode(check_text(text, "the text"))
@@ -65,7 +71,7 @@ def tokens(tok, text):
 @torch.no_grad()
 def trace(model, ids):
     """The model's trace (every named intermediate) for ids (T,)."""
-    return model(model.check_ids(ids), trace=True)
+    return model(check_net(model).check_ids(ids), trace=True)
 
 
 def shape_table(model, ids):
@@ -93,7 +99,7 @@ def parameter_formula(cfg):
 
 def parameters_counted(model):
     """The number of numbers the model holds, counted tensor by tensor."""
-    return sum(p.numel() for p in model.parameters())
+    return sum(p.numel() for p in check_net(model).parameters())
 
 
 def distinct_per_block(W, block=32):
@@ -187,6 +193,7 @@ def induction_view(model, tok, text=BOOK_SENTENCE):
     """Chapter 05's real-model view: the best previous-token head and the best induction head
     on text written twice. dict(pieces, length, previous, induction (scores, (layers, heads)),
     best_previous, best_induction ((layer, head)), their maps (T, T))."""
+    check_net(model)
     ids, length = repeated(tok, text)
     w = all_weights(model, ids)
     previous, induction = heads.previous_token_score(w), heads.induction_score(w, length)
@@ -204,7 +211,7 @@ def logit_lens(model, ids, token_id):
     final RMSNorm and the tied unembedding. Returns dict(layers (list of ints, -1 first),
     p (probability of token_id), rank (0 = top), top (the top token id)), lists per layer.
     """
-    ids = model.check_ids(ids)
+    ids = check_net(model).check_ids(ids)
     if ids.dim() != 1:
         fail(f"the logit lens reads one prompt, ids of shape (T,), but got a batch of shape {tuple(ids.shape)}")
     token_id = check_index(token_id, "token_id", model.cfg.vocab_size)
@@ -241,12 +248,16 @@ def next_logits(model, tok, prompt):
 
 
 def top_tokens(tok, probs, k=5):
-    """[(piece, probability)] of the k most probable tokens of probs (V,)."""
+    """[(piece, probability)] of the k most probable tokens of probs (V,), one distribution (finite,
+    none negative, summing to 1 within 1e-3: logits are refused, softmax them first)."""
     V = len(check_tok(tok).vocab)
     if not isinstance(probs, torch.Tensor) or probs.dim() != 1 or not probs.is_floating_point() or len(probs) != V:
         fail(f"probs should be one distribution over the tokenizer's {V:,} tokens, a float tensor ({V},), but got "
              f"{type(probs).__name__}"
              + (f" of shape {tuple(probs.shape)}" if isinstance(probs, torch.Tensor) else f" {shown(probs)}"))
+    from ..sampling.compute import check_probs
+
+    check_probs(probs)   # finite, none negative, summing to 1: logits (or NaN) are no probabilities
     k = check_positive_int(k, "k")
     if k > len(probs):
         fail(f"k should be at most the {len(probs):,} entries of probs, but got {count(k)}")
@@ -319,7 +330,7 @@ def continuations(model, ids, n_new, seeds, temperature=0.8, top_p=0.9):
     batch, so n rows cost about as much as one. Returns [(T + n_new,) ids], one per seed."""
     from ..sampling import compute as sampling
 
-    ids = model.check_ids(ids)
+    ids = check_net(model).check_ids(ids)
     if ids.dim() != 1 or isinstance(seeds, (list, tuple)) and not seeds:
         fail(f"expected one prompt (T,) and at least one seed, but got shape {tuple(ids.shape)} and seeds {shown(seeds)}")
     if not isinstance(seeds, (list, tuple)) or len(seeds) > MAX_ROWS:
@@ -350,7 +361,7 @@ def kv_timing(model, prompt_ids, new_tokens=16, repeats=3, warm_up=True):
     first pass predicts that token too, and must agree. Timings vary with the machine and its
     load. Returns dict(prefill, decode_cached, decode_uncached) in ms per token, and the generated ids.
     """
-    ids = model.check_ids(prompt_ids)
+    ids = check_net(model).check_ids(prompt_ids)
     if ids.dim() != 1:
         fail(f"kv_timing times one prompt, ids of shape (T,), but got a batch of shape {tuple(ids.shape)}")
     new_tokens = check_new_tokens(model, ids, new_tokens, "new_tokens")
@@ -435,6 +446,7 @@ def rotary_view(model, tok, text=BOOK_SENTENCE, layer=0, head=0, query=-1, key=0
     """
     from ..positions import compute as positions
 
+    check_pair(model, tok)
     ids = torch.tensor(tok.encode(check_text(text, "the text")))
     cfg, d_k = model.cfg, model.cfg.d_k
     layer, head = check_layer(model, layer), check_index(head, "head", cfg.n_heads)
@@ -465,6 +477,7 @@ def swiglu_view(model, tok, text=BOOK_SENTENCE, layer=0):
     through; params_swiglu, params_gelu: one MLP's parameters, 3 d d_ff against a GELU MLP's
     2 d (4 d)).
     """
+    check_pair(model, tok)
     ids = torch.tensor(tok.encode(check_text(text, "the text")))
     layer = check_layer(model, layer)
     gate = trace(model, ids)[f"L{layer}.gate"].flatten()
@@ -483,6 +496,7 @@ def norm_view(model, tok, text=BOOK_SENTENCE):
     change), gap (the largest difference between RMSNorm and LayerNorm of h, both without their
     learned scales). Lists of floats, one per stream.
     """
+    check_pair(model, tok)
     ids = torch.tensor(tok.encode(check_text(text, "the text")))
     record = trace(model, ids)
     streams = [record["h0"]] + [record[f"L{layer}.h"] for layer in range(model.cfg.n_layers)]
@@ -502,6 +516,7 @@ def stream_sizes(model, tok, text=BOOK_SENTENCE):
     dict(pieces (T,), rms (n_layers + 1, T): each row's root mean square, h0 first, then each
     block's h; peak, peak_dim (n_layers + 1, T): each row's largest |entry| and its coordinate).
     """
+    check_pair(model, tok)
     ids = torch.tensor(tok.encode(check_text(text, "the text")))
     record = trace(model, ids)
     h = torch.stack([record["h0"]] + [record[f"L{layer}.h"] for layer in range(model.cfg.n_layers)])
@@ -539,6 +554,7 @@ def patching_view(model, tok, clean=FACT, corrupt="The capital of Italy is", ans
     position where the two prompts differ. dict(clean, corrupt, layers, patched (one per layer),
     position, restored (per layer: (patched - corrupt) / (clean - corrupt))).
     """
+    check_pair(model, tok)
     a, b = tok.encode(check_text(clean)), tok.encode(check_text(corrupt))
     if not isinstance(answers, (list, tuple)) or len(answers) != 2:
         fail(f"answers should be two texts, the clean and the corrupted answer (e.g. (' Paris', ' Rome')), "
@@ -578,6 +594,7 @@ MAX_PROMPT_TOKENS = 40   # the explorer's heatmap stays readable up to here
 def prompt_view(model, tok, prompt, k=8):
     """What the explorer draws for one prompt: dict(pieces (T,), weights (layers, heads, T, T),
     top (k (piece, probability)) for the next token)."""
+    check_pair(model, tok)
     ids = tok.encode(check_text(prompt))
     k = check_k(model, k)
     if len(ids) > MAX_PROMPT_TOKENS:
@@ -610,7 +627,7 @@ def rotary_orders(model, ids, layer=0):
     llama.cpp does; file_halves: the file's order turned in pairs (i, i + d_k/2), the wrong mix)."""
     from ..model import Attention
 
-    cfg, layer = model.cfg, check_layer(model, layer)
+    cfg, layer = check_net(model).cfg, check_layer(model, layer)
     names = [f"L{layer}.ln1", f"L{layer}.weights"]             # the pass stops once layer's weights are made
     record = {name: t[0] for name, t in capture(model, model.check_ids(ids).view(1, -1), names, stop_after=names[-1]).items()}
     own = model.blocks[layer].attn

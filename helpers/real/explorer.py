@@ -39,8 +39,7 @@ def draw_prompt(axes, view):
 
 def check_model(model, tok):
     """model a course Transformer and tok a SmolLM2 tokenizer of its vocabulary (``compute.load()``), else one sentence."""
-    compute.check_net(model)
-    compute.check_tok(tok)
+    compute.check_pair(model, tok)
 
 
 def explorer(model, tok, layer=0, head=0,

@@ -320,13 +320,18 @@ def gradient_figure(rows):
 SCALING_RUN = dict(d_model=32, n_heads=1, n_layers=2, d_ff=8, steps=300, lr=3e-2)
 
 
-def scaling_model(d_model=32, n_heads=1, n_layers=2, d_ff=8):
-    """The cat-world model widened so one head has d_k = d_model / n_heads (32 by default)."""
+def scaling_config(d_model=32, n_heads=1, n_layers=2, d_ff=8):
+    """The Config of ``scaling_model`` (checked by Config, nothing built)."""
     from dataclasses import replace
 
-    from ..model import Transformer
     from ..recipes import CAT_CONFIG
-    return Transformer(replace(CAT_CONFIG, d_model=d_model, n_heads=n_heads, n_layers=n_layers, d_ff=d_ff), init="unit")
+    return replace(CAT_CONFIG, d_model=d_model, n_heads=n_heads, n_layers=n_layers, d_ff=d_ff)
+
+
+def scaling_model(d_model=32, n_heads=1, n_layers=2, d_ff=8):
+    """The cat-world model widened so one head has d_k = d_model / n_heads (32 by default)."""
+    from ..model import Transformer
+    return Transformer(scaling_config(d_model, n_heads, n_layers, d_ff), init="unit")
 
 
 def saturated_share(model, batch, scaled=True, above=0.99):
@@ -356,6 +361,20 @@ SCALING_RUNS = dict(seeds=(0, 1, 2), steps=300, lr=3e-2)   # the six runs shippe
 
 
 MAX_STEPS, MAX_SEEDS = 10_000, 20   # train_with_and_without_scaling's limits (the chapter: 300 steps, 3 seeds)
+# The most work one train_with_and_without_scaling call may do, counted before it starts: per step of a run,
+# 3 × the multiply-adds of a forward pass over the batch (forward and backward) plus STEP_WORK for its fixed
+# cost. About ten minutes here (5·10^9 to 10^10 a second); the chapter's shipped runs need about 2·10^11.
+MAX_TRAINING_WORK = 5 * 10**12
+STEP_WORK = 10**8   # a training step's fixed cost (its Python calls and small ops), counted as that many multiply-adds
+
+
+def training_work(cfg, batch_shape, steps, runs):
+    """The work ``runs`` training runs of ``steps`` steps of a model of ``cfg`` on a (B, T) batch do,
+    as MAX_TRAINING_WORK counts it."""
+    from ..sampling.compute import forward_macs
+
+    B, T = batch_shape
+    return runs * steps * (3 * B * forward_macs(cfg, T) + STEP_WORK)
 
 
 def train_with_and_without_scaling(seeds=SCALING_RUNS["seeds"], steps=SCALING_RUNS["steps"], lr=SCALING_RUNS["lr"],
@@ -380,8 +399,16 @@ def train_with_and_without_scaling(seeds=SCALING_RUNS["seeds"], steps=SCALING_RU
     unknown = set(sizes) - {"d_model", "n_heads", "n_layers", "d_ff"}
     if unknown:
         fail(f"the sizes should be some of d_model, n_heads, n_layers and d_ff, but got {shown(sorted(unknown)[0])}")
+    cfg = scaling_config(**sizes)
     world = worlds.cat_world()
     batch = world.batch(world.train)
+    run_steps = steps if stop_after is None else stop_after
+    work = training_work(cfg, tuple(batch[0].shape), run_steps, 2 * len(seeds))
+    if work > MAX_TRAINING_WORK:
+        fail(f"the training should need at most {MAX_TRAINING_WORK:.0e} units of work (this course's limit, about ten "
+             f"minutes: multiply-adds counted before it starts), but {2 * len(seeds)} runs of {run_steps:,} steps at "
+             f"d_model={cfg.d_model}, n_layers={cfg.n_layers}, d_ff={cfg.d_ff} would need about {work:.1e}: "
+             "ask for fewer seeds, fewer steps or a smaller model")
     runs = []
     for seed in seeds:
         for scaled in (True, False):
@@ -483,6 +510,9 @@ def log_fit(dims, values):
     if len(values) != len(d) or len(d) < 3:
         fail(f"dims and values should have one value per d, at least 3 of each, but got {len(d)} dims and "
              f"{len(values)} values")
+    if (d == d[0]).all():   # every point at one d: no line through them is defined
+        fail(f"dims should hold at least two different values of d (a line needs points at two d or more), "
+             f"but every d is {int(d[0]):,}")
     if not (np.isfinite(values) & (values > 0)).all():   # their logarithm is fitted
         fail(f"values should be finite numbers above 0 (their logarithm is fitted), but they hold "
              f"{shown(float(values[~(np.isfinite(values) & (values > 0))][0]))}")

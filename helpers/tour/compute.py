@@ -81,6 +81,9 @@ def step_rows(trace, layer, position, steps):
     """
     if not isinstance(trace, dict) or not all(isinstance(x, torch.Tensor) for x in trace.values()):
         fail(f"trace should be the dict model(ids, trace=True) returns, but got {shown(trace)}")
+    n_layers = next(i for i in range(len(trace) + 1)
+                    if not any(isinstance(name, str) and name.startswith(f"L{i}.") for name in trace))
+    layer = check_index(layer, f"layer (this trace has {n_layers} layers)", max(n_layers, 1))
     if isinstance(steps, str) or not isinstance(steps, (list, tuple)) or not all(isinstance(s, str) for s in steps):
         fail(f"steps should be a list of step names such as ['ln1', 'q'], but got {shown(steps)}")
     out = {}

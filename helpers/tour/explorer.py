@@ -12,7 +12,7 @@ def draw(axes, view, vocab, layer, head):
     left, right = axes
     left.clear()
     right.clear()
-    plots.prob_bars(view["probs"], vocab, ax=left, top=8, title="next token")
+    plots.prob_bars(view["probs"], vocab, ax=left, top=min(8, len(vocab)), title="next token")
     plots.attention_heatmap(view["weights"][layer, head], view["tokens"], ax=right, title=_title(view, layer, head),
                             annotate=len(view["tokens"]) <= 8)
     hatch_masked(right, len(view["tokens"]))
