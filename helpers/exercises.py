@@ -652,7 +652,9 @@ def call(function, *args, what="", seconds=TIME_LIMIT, **kwargs):
     What is bounded: the check's time, whatever the function does. It runs in a thread of its own
     (``_bounded``) and the check waits at most its limit; then the function is stopped by an
     exception raised in it every 20 ms until it ends, so a bare ``except:``, its own signal
-    handler or ``signal.alarm(0)`` cannot keep it going (signals play no part). What is not: one
+    handler or ``signal.alarm(0)`` does not keep it going (signals play no part). What is not: a
+    loop that catches everything around a loop that never ends (``while True: try: while True:
+    pass except: pass``) catches every one of them, so it may run on in the background; and one
     long C call (``time.sleep(10**6)``, a huge ``np.linalg`` operation) cannot be interrupted by
     Python; the check still answers on time, while that call finishes in the background and the
     function is stopped when it returns to Python. The sentence says so when it is still running.

@@ -11,7 +11,7 @@ import numpy as np
 import torch
 
 from .errors import CourseInputError, check_choice, check_index, check_number, check_positive_int, check_seed, \
-    check_switch, fail, shown, to_numpy
+    check_switch, fail, message_of, shown, to_numpy
 from .model import MAX_TRACE_BYTES, Config, Transformer, check_replace, check_squares, rotate_pairs, trace_names
 
 KINDS = ("zero", "mean", "resample")
@@ -412,7 +412,8 @@ def _metric_of(metric, out):
     except CourseInputError:   # a sentence already (a course metric that names what it expected)
         raise
     except Exception as error:   # noqa: BLE001 — the caller's function; its error becomes a sentence
-        fail(f"metric(out) should return one number per row, but it raised {type(error).__name__}: {shown(str(error))}")
+        said = " ".join(message_of(error, 200).split())   # the learner's own words, on one line
+        fail(f"metric(out) should return one number per row, but it raised {type(error).__name__}: {said}")
 
 
 def metric_ends(model, clean, corrupt, metric, watch=()):

@@ -282,6 +282,25 @@ def decisions(sentences):
     return out
 
 
+def decisions_made(sentences):
+    """``decisions(sentences)``, refused in one sentence when there is none (every sentence shorter
+    than two words): a 0-of-0 accuracy or a mean over nothing is no answer."""
+    found = decisions(sentences)
+    if not found:
+        fail("sentences should hold at least one sentence of two or more words, but every one is shorter")
+    return found
+
+
+def non_copula_decisions(sentences):
+    """The decisions of ``sentences`` whose previous word is not a copula, refused in one sentence when
+    there is none."""
+    found = [d for d in decisions_made(sentences) if not d[2]]
+    if not found:
+        fail("sentences should hold at least one next word that does not follow a copula (is or was), "
+             "but every one does")
+    return found
+
+
 def entropy_floor(sentences):
     """The lowest mean cross-entropy any model that sees only the past can reach on ``sentences``.
 
@@ -289,9 +308,7 @@ def entropy_floor(sentences):
     prefix's own next-word frequencies in ``sentences``. Returns the mean of -log p over
     every decision, the same average the training loss takes.
     """
-    found = decisions(sentences)
-    if not found:
-        fail("sentences should hold at least one sentence of two or more words, but every one is shorter")
+    found = decisions_made(sentences)
     counts = defaultdict(Counter)
     for prefix, nxt, _ in found:
         counts[prefix][nxt] += 1
@@ -304,9 +321,8 @@ def best_possible_accuracy(sentences):
     Returns (correct, total): the most decisions any model can get right, and how many there are.
     """
     by_prefix = defaultdict(Counter)
-    for prefix, nxt, copula in decisions(sentences):
-        if not copula:
-            by_prefix[prefix][nxt] += 1
+    for prefix, nxt, _ in non_copula_decisions(sentences):
+        by_prefix[prefix][nxt] += 1
     correct = sum(max(c.values()) for c in by_prefix.values())
     total = sum(sum(c.values()) for c in by_prefix.values())
     return correct, total
@@ -335,6 +351,19 @@ def next_token_probs(model, world, prompts, **switches):
     return torch.stack(rows)
 
 
+def check_sentence_words(world, sentences):
+    """Every sentence of ``sentences`` (already checked by check_sentences) of two or more words, each
+    of ``world``'s vocabulary: refused in one sentence naming the sentence and the word."""
+    for i, s in enumerate(sentences):
+        if len(s) < 2:
+            fail(f"sentences should hold sentences of two or more words, but sentence {i} is {shown(s)}")
+        for word in s:
+            if word not in world.tokenizer.ids:
+                fail(f"sentences should hold words of the {world.name} world's vocabulary, but sentence {i} "
+                     f"has {shown(word)}, which is not one of: " + " ".join(world.tokenizer.vocab))
+    return sentences
+
+
 def copula_report(model, world, sentences=None, **switches):
     """For each copula type: its sentence and prompt, top-1 word, p(class adjectives), in class or not.
 
@@ -343,6 +372,7 @@ def copula_report(model, world, sentences=None, **switches):
     """
     check_world(model, world)
     sentences = check_sentences(world.sentences if sentences is None else sentences, limit=MAX_PROMPTS)
+    check_sentence_words(world, sentences)
     for s in sentences:   # every copula prompt encoded, and so checked, before the first pass
         if len(s) > 3 and s[3] in COPULAS:
             world.tokenizer.encode(s[:4]), adjectives_of(s[2])
@@ -366,6 +396,7 @@ def slot_accuracy(model, world, sentences=None, **switches):
     """
     check_world(model, world)
     sentences = check_sentences(world.sentences if sentences is None else sentences, limit=MAX_PROMPTS)
+    check_sentence_words(world, sentences)
     for s in sentences:   # every sentence encoded, and so checked, before the first pass
         world.tokenizer.encode(s[:-1])
         for t in range(1, len(s)):
@@ -455,8 +486,17 @@ def dragon_next(words):
     words = list(words)
     if not words or words[0] != "<BOS>":
         fail(f"a dragon-world prompt should start with <BOS>, but got {shown(words[:1])}")
-    if len(words) > 1 and words[-1] in ("mixes", "drinks", "smashes") and tuple(words[-2:]) not in DRAGON_OBJECTS:
-        fail(f"expected a prompt the dragon grammar can make, but {' '.join(words[-2:])!r} is not a clause's start")
+    for t in range(1, len(words)):   # every word one the grammar allows after the words before it
+        allowed = _dragon_after(words[:t])
+        if words[t] not in allowed:
+            fail(f"expected a prompt the dragon grammar can make, but {words[t]!r} cannot follow "
+                 f"{' '.join(words[max(0, t - 2):t])!r} (only {', '.join(allowed)} can)")
+    return _dragon_after(words)
+
+
+def _dragon_after(words):
+    """dragon_next's distribution after ``words``, a prefix the grammar makes (each word checked
+    against the words before it): the last word or two decide it."""
     last = words[-1]
     if last == "<BOS>" or last in ("potion", "fire"):
         return dict(DRAGON_SUBJECTS)

@@ -129,7 +129,9 @@ def test_step_seconds_times_each_length_both_ways():
     model = Transformer(Config(vocab_size=7, d_model=4, n_heads=2, n_layers=1, d_ff=8)).eval()
     out = sampling.step_seconds(model, [2, 5], repeats=1)
     assert out["lengths"] == [2, 5]
-    assert all(len(out[k]) == 2 and min(out[k]) > 0 for k in ("uncached", "cached"))
+    # CPU times of a 4-wide model's step: one may read 0 where the process clock is coarser than it
+    assert all(len(out[k]) == 2 and min(out[k]) >= 0 for k in ("uncached", "cached"))
+    assert sum(out["uncached"]) + sum(out["cached"]) > 0
     with pytest.raises(CourseInputError, match="each length"):
         sampling.step_seconds(model, [1])
 

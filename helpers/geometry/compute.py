@@ -777,6 +777,27 @@ def random_map(n, seed=0):
     return np.random.default_rng(seed).normal(size=(n, 2))
 
 
+def has_keys(value, keys):
+    """Whether ``value`` is a dict holding every one of ``keys``."""
+    return isinstance(value, dict) and set(keys) <= set(value)
+
+
+def check_result(result, keys):
+    """Refuse anything but word_map's dict (one holding ``keys``, the ones the caller reads) in one sentence;
+    return it."""
+    if not has_keys(result, keys):
+        fail(f"result should be what word_map returns (a dict with {', '.join(keys[:-1])} and {keys[-1]}), "
+             f"but got {shown(result)}")
+    return result
+
+
+def check_on_map(result, words):
+    """Refuse a word that is not on word_map's ``result`` (words: a list of them)."""
+    missing = [w for w in words if w not in result["words"]]
+    if missing:
+        fail(f"'{missing[0]}' is not one of the {len(result['words'])} words of this map")
+
+
 def map_runs(result, seeds=range(5)):
     """Measure word_map's words on several maps: a random map, PCA, t-SNE once and UMAP
     once per seed (t-SNE started from the PCA layout draws no random numbers: every seed
@@ -785,8 +806,7 @@ def map_runs(result, seeds=range(5)):
     Returns a list of dicts: method, seed (None for PCA and t-SNE), kept (n,) the share
     of each word's k nearest neighbours kept, agreement (the distance-rank correlation).
     """
-    if not isinstance(result, dict) or not {"points", "k", "coords"} <= set(result):
-        fail(f"result should be what word_map returns (a dict with points, k and coords), but got {shown(result)}")
+    check_result(result, ("points", "k", "coords"))
     seeds = check_seeds(seeds, "UMAP")
     points, k = result["points"], result["k"]
     plans = [("random", 0), ("PCA", None), ("t-SNE", None)] + [("UMAP", s) for s in seeds]
@@ -809,6 +829,12 @@ def plot_runs(runs, k=10):
     import matplotlib.pyplot as plt
 
     colours = {"random": "#7f7f7f", "PCA": "#1f77b4", "t-SNE": "#d62728", "UMAP": "#2ca02c"}
+    if not isinstance(runs, (list, tuple)) or not runs or not all(
+            has_keys(run, ("method", "kept", "agreement")) and isinstance(run["method"], str)
+            and run["method"] in colours for run in runs):
+        fail(f"runs should be what map_runs returns (a non-empty list of dicts with method, kept and agreement, "
+             f"each method one of {', '.join(colours)}), but got {shown(runs)}")
+    k = check_positive_int(k, "k")
     fig, ax = plt.subplots(figsize=(6.4, 3.8))
     for method, colour in colours.items():
         mine = [run for run in runs if run["method"] == method]
@@ -829,7 +855,7 @@ def plot_runs(runs, k=10):
 def own_group_share(result):
     """For each word of word_map's result, the share of its k nearest neighbours in 50-D
     that belong to its own group. Shape (n,), values in [0, 1]."""
-    labels = np.asarray(result["labels"])
+    labels = np.asarray(check_result(result, ("points", "labels", "k"))["labels"])
     near = knn(result["points"], result["k"])
     return (labels[near] == labels[:, None]).mean(axis=1)
 
@@ -837,8 +863,7 @@ def own_group_share(result):
 def neighbour_groups(result, word):
     """The groups of ``word``'s k nearest 50-D neighbours in word_map's result, most common
     first: [(group, count)], counts summing to k."""
-    if word not in result["words"]:
-        fail(f"'{word}' is not one of the {len(result['words'])} words of this map")
+    check_on_map(check_result(result, ("points", "labels", "words", "k")), [word])
     near = knn(result["points"], result["k"])[result["words"].index(word)]
     counts = {}
     for i in near:
@@ -876,9 +901,10 @@ def plot_maps(result, label=()):
     Returns the figure."""
     import matplotlib.pyplot as plt
 
-    missing = [w for w in label if w not in result["words"]]
-    if missing:
-        fail(f"'{missing[0]}' is not one of the {len(result['words'])} words of this map")
+    check_result(result, ("words", "labels", "coords", "kept", "agreement", "k", "seed"))
+    if not isinstance(label, (list, tuple)) or not all(isinstance(w, str) for w in label):
+        fail(f"label should be a list of words on the map (such as ['dog', 'paris']), but got {shown(label)}")
+    check_on_map(result, label)
     names = list(dict.fromkeys(result["labels"]))
     colours = group_colours(names)
     methods = list(result["coords"])

@@ -119,6 +119,9 @@ def check_zeroed(zeroed):
 def renormalised(answer, zeroed):
     """``answer`` (T, T): the rows of ``zeroed`` (softmax, then future weights set to 0) rescaled to sum to 1."""
     zeroed = check_zeroed(zeroed)
+    reference = zeroed / zeroed.sum(axis=1, keepdims=True)
+    if np.allclose(answer, reference, atol=1e-4, rtol=0):
+        return   # right first: when zeroed's rows already sum to 1, "unchanged" is the right answer too
     sums = answer.sum(axis=1)
     worst = int(np.argmax(np.abs(sums - 1)))
     if np.abs(np.triu(answer, 1)).max() > 1e-6:
@@ -131,7 +134,7 @@ def renormalised(answer, zeroed):
     elif not np.allclose(sums, 1, atol=1e-4):
         yield f"row {worst} sums to {sums[worst]:.3f}; divide each row by its own sum"
     else:
-        yield from close_problems(answer, zeroed / zeroed.sum(axis=1, keepdims=True), "weights", atol=1e-4)
+        yield from close_problems(answer, reference, "weights", atol=1e-4)
 
 
 @exercise("which outputs a changed token can move")

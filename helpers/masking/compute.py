@@ -448,6 +448,10 @@ def count_within(values, low, high):
         if isinstance(bound, bool) or not isinstance(bound, (int, float, np.integer, np.floating)) or bound != bound \
                 or isinstance(bound, int) and abs(bound) > 2**1000:   # no float holds it
             fail(f"{name} should be a number (math.inf for no end), but got {shown(bound)}")
+    if low > high:
+        fail(f"low should be at most high, but got low {shown(low)} and high {shown(high)}")
+    if np.isnan(values).any():   # a diverged run's NaN loss lies in no range: it would go uncounted
+        fail(f"values should be numbers, not NaN, but value {int(np.flatnonzero(np.isnan(values))[0])} is NaN")
     return int(((low <= values) & (values <= high)).sum())
 
 

@@ -163,6 +163,8 @@ def printed_difference(ours, printed):
                      for x, name in ((ours, "ours"), (printed, "printed")))
     if ours.shape != printed.shape:
         fail(f"cannot compare shape {ours.shape} with the printed shape {printed.shape}")
+    if ours.size == 0:   # the largest of no differences is no number
+        fail(f"ours and printed should hold at least one number each, but both have shape {ours.shape}")
     gap = np.where(np.isinf(ours) & (ours == printed), 0.0, np.abs(ours - printed))
     return float(gap.max())
 
@@ -170,6 +172,8 @@ def printed_difference(ours, printed):
 def softmax_share(scores, index, d=None):
     """The weight softmax gives entry ``index`` of a score row (T,), after dividing by sqrt(d) if given."""
     scores = as_array(scores, "scores", 1)
+    if len(scores) == 0:   # before the index, which no empty row can have
+        fail("scores should hold at least one score, but it is empty")
     index = check_index(index, "index", len(scores), negative=True)
     if d is not None:
         d = check_number(d, "d", low=0, low_open=True)

@@ -12,6 +12,8 @@ matrix from the file's block scales, and what a second rounding of that size doe
 ``data/smollm2_circuit/build.py`` runs these at full size and ships the numbers; chapter 11
 recomputes a small subset live with the same functions.
 """
+import math
+
 import numpy as np
 import torch
 import torch.nn.functional as F
@@ -577,6 +579,12 @@ def shipped_means():
 def within(gap, bounds=(1e-3, 1e-2, 0.05)):
     """A largest difference as a stable phrase: 'within 0.001' (the first bound it is under)."""
     gap = check_number(gap, "gap (a largest difference)", low=0)
+    if isinstance(bounds, (str, bytes)) or not isinstance(bounds, (list, tuple)) or not bounds \
+            or any(isinstance(b, bool) or not isinstance(b, (int, float, np.integer, np.floating))
+                   or not 0 < b < math.inf for b in bounds) \
+            or any(a >= b for a, b in zip(bounds, bounds[1:])):
+        fail("bounds should be a list of finite positive numbers in ascending order, such as (0.001, 0.01, 0.05), "
+             f"but got {shown(bounds)}")
     for bound in bounds:
         if gap < bound:
             return f"within {bound:g}"

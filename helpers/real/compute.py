@@ -179,6 +179,8 @@ def best_heads(scores, k=1):
         fail(f"scores should be a (layers, heads) table of numbers, but got {type(scores).__name__}"
              + (f" of shape {tuple(scores.shape)}" if hasattr(scores, "shape") else f" {shown(scores)}"))
     scores = torch.as_tensor(scores)
+    if scores.numel() == 0:   # before k, which the caller may never have given
+        fail(f"scores should hold at least one head, but has shape {tuple(scores.shape)}")
     if bool(torch.isnan(scores).any()):   # -inf is a score: it keeps a head out of the top (chapter 11 uses it)
         fail(f"scores should hold no NaN (a NaN has no rank), but {int(torch.isnan(scores).sum())} are NaN")
     k = check_positive_int(k, "k")

@@ -31,6 +31,9 @@ def tempered(answer, logits, temperature):
     """``answer`` (V,) is softmax(logits / temperature)."""
     temperature = check_number(temperature, "the check's temperature", low=0, low_open=True)   # 0, NaN: no softmax
     logits = checked_logits(logits)
+    reference = softmax(logits / temperature)
+    if np.allclose(answer, reference, atol=1e-3, rtol=0):
+        return   # right first: with equal logits (or T near 1) a slip's distribution is the right one too
     if abs(answer.sum() - 1) > 1e-3:
         yield f"your probabilities sum to {answer.sum():.3f}, not 1: divide by the sum of the exponentials"
     elif temperature != 1 and np.allclose(answer, softmax(logits), atol=1e-4):
@@ -38,7 +41,7 @@ def tempered(answer, logits, temperature):
     elif temperature != 1 and np.allclose(answer, softmax(logits * temperature), atol=1e-4):
         yield "you multiplied the logits by the temperature: divide by it instead"
     else:
-        yield from close_problems(answer, softmax(logits / temperature), "probs")
+        yield from close_problems(answer, reference, "probs")
 
 
 # Distributions a top-p function is tried on, with the p to use and what each one tests.
@@ -141,6 +144,8 @@ def kv_bytes(answer, n_layers, T, n_heads, d_k, bytes_per_element):
             fail(f"{name} should be at most {MAX_KV_SIZE:,} (a size of a model), but got {count(value)}")
     reference = sampling.kv_cache_bytes(n_layers, T, n_heads, d_k, bytes_per_element)
     answer = count_answer(answer, "your answer", reference)
+    if answer == reference:
+        return   # right first: with n_layers or bytes_per_element 1, a slip's count is the right one too
     slips = ((reference / 2, "K or V alone: the cache keeps both, one K and one V per layer"),
              (reference * 1.5, "Q too: queries are used once and never cached"),
              (reference / bytes_per_element, "numbers, not bytes: multiply by the bytes per element"),

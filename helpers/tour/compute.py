@@ -25,7 +25,7 @@ from ..errors import check_bytes, check_choice, check_index, check_positive_int,
 from ..explorer import check_model_and_world
 from ..model import INITS, Config, Transformer
 from ..training import check_seeds
-from ..worlds import COPULAS, World, adjectives_of, check_sentences, decisions, next_token_probs
+from ..worlds import COPULAS, World, adjectives_of, check_sentences, next_token_probs, non_copula_decisions
 
 # The Primer §6, "The same model on <BOS> the cat is": its top three after each copula prompt.
 PRIMER_COPULA_TOP3 = {
@@ -212,8 +212,7 @@ def current_token_accuracy(sentences):
     (correct, total), each token's most frequent next word counted. The same decisions as
     ``worlds.best_possible_accuracy``, which lets a model read the whole prefix."""
     by_token = defaultdict(Counter)
-    for prefix, nxt, copula in decisions(sentences):
-        if not copula:
-            by_token[prefix[-1]][nxt] += 1
+    for prefix, nxt, _ in non_copula_decisions(sentences):
+        by_token[prefix[-1]][nxt] += 1
     return (sum(max(c.values()) for c in by_token.values()),
             sum(sum(c.values()) for c in by_token.values()))
