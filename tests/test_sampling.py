@@ -129,9 +129,9 @@ def test_step_seconds_times_each_length_both_ways():
     model = Transformer(Config(vocab_size=7, d_model=4, n_heads=2, n_layers=1, d_ff=8)).eval()
     out = sampling.step_seconds(model, [2, 5], repeats=1)
     assert out["lengths"] == [2, 5]
-    # CPU times of a 4-wide model's step: one may read 0 where the process clock is coarser than it
-    assert all(len(out[k]) == 2 and min(out[k]) >= 0 for k in ("uncached", "cached"))
-    assert sum(out["uncached"]) + sum(out["cached"]) > 0
+    # CPU times of a 4-wide model's step, each a few microseconds: they may read 0 (in CI on every core, all four
+    # did, twice), so only their kind is asserted; the chapter times models large enough to measure
+    assert all(len(out[k]) == 2 and all(isinstance(t, float) and t >= 0 for t in out[k]) for k in ("uncached", "cached"))
     with pytest.raises(CourseInputError, match="each length"):
         sampling.step_seconds(model, [1])
 
