@@ -78,14 +78,23 @@ def source_of(piece):
 
 
 def _code_of(piece):
-    """A code object defined where ``piece`` was: the function's own, or any method's of a class."""
+    """A code object defined where ``piece`` was: the function's own, or any method's of a class (a
+    decorated one's own, not its decorator's: ``@torch.no_grad()`` wraps it in torch's code)."""
     if inspect.isfunction(piece):
-        return piece.__code__
+        return _unwrapped(piece).__code__
     for value in vars(piece).values():
-        value = getattr(value, "__func__", value)
+        value = _unwrapped(getattr(value, "__func__", value))
         if inspect.isfunction(value):
             return value.__code__
     return None
+
+
+def _unwrapped(function):
+    """The function a decorator made with functools.wraps wraps (itself if none; a broken chain: itself)."""
+    try:
+        return inspect.unwrap(function)
+    except ValueError:   # a __wrapped__ that leads back to itself
+        return function
 
 
 def keep(piece, chapter, name=None):
@@ -105,7 +114,8 @@ def keep(piece, chapter, name=None):
     temporary.write_text(text, encoding="utf-8")
     temporary.replace(target)   # whole or not at all
     try:
-        getattr(_load(target), name)
+        module = _load(target)
+        kept = getattr(module, name)
     except BaseException as error:   # also exit(), or a stop from outside: a check's time limit
         if isinstance(error, Exception) or threading.current_thread() is threading.main_thread():
             put_back(target, earlier)   # (a check that stopped this thread puts back itself: this one may end late)
@@ -113,7 +123,24 @@ def keep(piece, chapter, name=None):
             raise
         fail(f"the cell that defines {name} does not run on its own as my_gpt/{name}.py "
              f"({type(error).__name__}: {str(error)[:100]}); use only np, torch, nn, F, math and ref in it")
+    if not _same_definition(piece, kept, module, HEADER.format(name=name, chapter=chapter).count("\n")):
+        put_back(target, earlier)
+        fail(f"the cell that defines {name} makes another {name} after the one the check passed (a second def "
+             f"or class, or an assignment), and a later chapter would use that one; keep only the checked one "
+             f"in its cell and run the check again")
     return target
+
+
+def _same_definition(piece, kept, module, header_lines):
+    """True if ``kept`` (``name`` in the kept file, ``module``) is the definition the check passed:
+    the same lines of the cell, ``header_lines`` further down. (Compared by where the code starts,
+    not by its bytecode: Python 3.11 rewrites the bytecode of a function that has run.)"""
+    ours = _code_of(piece)
+    if ours is None or not linecache.getlines(ours.co_filename):   # nothing to compare (source_of said so)
+        return True
+    theirs = _code_of(kept) if inspect.isfunction(kept) or inspect.isclass(kept) else None
+    return (theirs is not None and theirs.co_filename == module.__file__
+            and theirs.co_firstlineno == ours.co_firstlineno + header_lines)
 
 
 def put_back(target, earlier):

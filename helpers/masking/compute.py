@@ -28,8 +28,8 @@ import torch
 import torch.nn.functional as F
 from torch import nn
 
-from ..errors import MAX_BYTES, as_array, check_bytes, check_finite, check_number, check_positive_int, check_seed, check_switch, \
-    check_tensor_size, count, fail, length, refuse_bools, shown, to_numpy
+from ..errors import MAX_BYTES, as_array, check_bytes, check_finite, check_mask, check_number, check_positive_int, check_seed, \
+    check_switch, check_tensor_size, count, fail, length, refuse_bools, shown, to_numpy
 from ..model import Attention, Transformer, check_heads_split
 from ..recipes import CAT_CONFIG, CAT_TRAINING
 from ..explorer import check_model_and_world
@@ -64,22 +64,8 @@ def apply_mask(scores, mask=None):
     if scores.dim() < 2 or scores.shape[-1] != scores.shape[-2]:
         fail(f"scores should end in a square (T, T) table, but have shape {tuple(scores.shape)}")
     check_finite(scores.detach(), "scores", minus_inf=True)   # (-inf: a score masked already)
-    if mask is not None:
-        # counted and shaped before any op reads it: an expanded mask stands for more numbers than it stores
-        given = check_tensor_size(mask, "mask") if torch.is_tensor(mask) else \
-            torch.as_tensor(to_numpy(mask, "mask", bools=True))
-        if given.shape != scores.shape[-2:]:
-            fail(f"the mask should have the shape the scores end in, {tuple(scores.shape[-2:])}, but it has shape "
-                 f"{tuple(given.shape)}")
-        if given.dtype != torch.bool and not ((given == 0) | (given == 1)).all():
-            odd = given[(given != 0) & (given != 1)].reshape(-1)[0]
-            fail(f"mask should hold True/False (or 1 to hide and 0 to keep), but it holds {float(odd):g}"
-                 + (" (an additive mask: add it to the scores instead)" if float(odd) == float("-inf") else ""))
-        mask = given.bool()
-    mask = causal_mask(scores.shape[-1]) if mask is None else mask
-    if mask.shape != scores.shape[-2:]:
-        fail(f"the mask should have the shape the scores end in, {tuple(scores.shape[-2:])}, but it has shape "
-             f"{tuple(mask.shape)}")
+    mask = causal_mask(scores.shape[-1]) if mask is None else \
+        torch.from_numpy(check_mask(mask, scores.shape[-2:]))   # counted and shaped before its values are read
     return scores.masked_fill(mask, float("-inf"))
 
 

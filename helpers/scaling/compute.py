@@ -389,20 +389,18 @@ def train_with_and_without_scaling(seeds=SCALING_RUNS["seeds"], steps=SCALING_RU
     the ``steps``-long schedule. Limits: steps <= MAX_STEPS (10,000), at most MAX_SEEDS (20) seeds.
     """
     from .. import worlds
-    from ..training import train
+    from ..training import check_stop_after, train
 
     seeds = check_seeds(seeds, MAX_SEEDS)
     steps = check_steps(steps, MAX_STEPS)
     lr = check_lr(lr)
-    if stop_after is not None and not 1 <= check_positive_int(stop_after, "stop_after") <= steps:
-        fail(f"stop_after should be None or a whole number of steps from 1 to steps={steps:,}, but got {count(stop_after)}")
+    run_steps = check_stop_after(stop_after, steps)
     unknown = set(sizes) - {"d_model", "n_heads", "n_layers", "d_ff"}
     if unknown:
         fail(f"the sizes should be some of d_model, n_heads, n_layers and d_ff, but got {shown(sorted(unknown)[0])}")
     cfg = scaling_config(**sizes)
     world = worlds.cat_world()
     batch = world.batch(world.train)
-    run_steps = steps if stop_after is None else stop_after
     work = training_work(cfg, tuple(batch[0].shape), run_steps, 2 * len(seeds))
     if work > MAX_TRAINING_WORK:
         fail(f"the training should need at most {MAX_TRAINING_WORK:.0e} units of work (this course's limit, about ten "
