@@ -29,6 +29,8 @@ MAX_COUNTED_TOKENS = 10**7   # macs_by_part counts a pass over at most that many
 MAX_CONTINUATION_BYTES = 512 * 2**20   # the rows' KV cache (float32) continuations() may grow, checked before it starts
 MAX_TIMED_WORK = 10**11   # the work step_seconds and prefill_and_decode_seconds may time in one call (the chapter: ~3e10)
 PASS_WORK = 10**8         # a forward pass's fixed cost (its Python calls), counted as that many multiply-adds
+MIN_TIMED = 0.02          # CPU seconds one timing gathers at least (a shorter run is repeated: cpu_seconds; a timing
+                          # holds at least one pass, so MAX_TIMED_WORK allows at most 1,000 of them: 20 s)
 SWITCHES = ("causal", "attention", "ablate_heads", "positions", "replace", "scaled")   # what generate passes on
 
 
@@ -455,6 +457,29 @@ def check_timed_work(model, runs, what, advice):
              f"its {count(passes)} passes of this model would need about {work:.2g}: {advice}")
 
 
+def cpu_seconds(run):
+    """CPU seconds one ``run()`` takes: it runs again and again until MIN_TIMED seconds of CPU time have
+    passed, and the time is shared out, as timeit does (some machines' CPU clock ticks every few
+    milliseconds: one short run there reads 0). At most one second of wall-clock time past the first run."""
+    import time
+
+    start, wall, runs = time.process_time(), time.perf_counter(), 0
+    while True:
+        run()
+        runs += 1
+        elapsed = time.process_time() - start
+        if elapsed >= MIN_TIMED or time.perf_counter() - wall >= 1:
+            return elapsed / runs
+
+
+def copied(cache):
+    """A new KVCache holding ``cache``'s keys and values (the same tensors: a pass replaces a layer's, it
+    does not change them), for a timed step that must not extend the one it starts from."""
+    copy = KVCache(len(cache.k))
+    copy.k, copy.v = list(cache.k), list(cache.v)
+    return copy
+
+
 def step_seconds(model, lengths, repeats=3, seed=0):
     """Measured CPU seconds of one generation step at each sequence length, without and with the cache.
 
@@ -462,13 +487,12 @@ def step_seconds(model, lengths, repeats=3, seed=0):
     against a cache of the first T - 1. Random ids; the median of ``repeats`` runs, after one
     warm-up run before the first length (the median sets aside a slow first run at a new length). CPU time
     (``time.process_time``) rather than wall-clock time, so that other programs running on
-    the machine disturb it less; it still varies from run to run.
+    the machine disturb it less; it still varies from run to run. A run shorter than MIN_TIMED is
+    repeated and the time shared out (``cpu_seconds``).
     Returns dict(lengths, uncached, cached), lists of floats.
     The work is counted first and refused above MAX_TIMED_WORK (10^11: every pass's multiply-adds plus
     10^8 for its fixed cost, ``check_timed_work``); the chapter's calls need about 2·10^10.
     """
-    import time
-
     check_model(model)
     repeats = check_repeats(repeats)
     if not isinstance(lengths, (list, tuple, range)) or not 1 <= len(lengths) <= MAX_LENGTHS:
@@ -486,14 +510,8 @@ def step_seconds(model, lengths, repeats=3, seed=0):
         warm_up = not out["lengths"]                   # one warm-up run, before the first length
         with torch.no_grad():
             for _ in range(repeats + warm_up):
-                start = time.process_time()
-                model(ids)
-                full.append(time.process_time() - start)
-                copy = KVCache(model.cfg.n_layers)
-                copy.k, copy.v = list(cache.k), list(cache.v)
-                start = time.process_time()
-                model(ids[-1:], cache=copy)
-                one.append(time.process_time() - start)
+                full.append(cpu_seconds(lambda: model(ids)))
+                one.append(cpu_seconds(lambda: model(ids[-1:], cache=copied(cache))))
         out["lengths"].append(T)
         out["uncached"].append(sorted(full[warm_up:])[repeats // 2])
         out["cached"].append(sorted(one[warm_up:])[repeats // 2])
@@ -510,8 +528,6 @@ def prefill_and_decode_seconds(model, n_tokens, repeats=3, seed=0):
     The work is counted first and refused above MAX_TIMED_WORK (10^11: every pass's multiply-adds plus
     10^8 for its fixed cost, ``check_timed_work``); the chapter's call needs about 10^10.
     """
-    import time
-
     check_model(model)
     n_tokens = check_tokens(model, n_tokens, "n_tokens")
     repeats = check_repeats(repeats)
@@ -534,9 +550,7 @@ def prefill_and_decode_seconds(model, n_tokens, repeats=3, seed=0):
         for name, run in (("one_token", lambda: model(ids[:1])), ("prefill", prefill), ("decode", decode)):
             times = []
             for _ in range(repeats + 1):              # the first run is a warm-up
-                start = time.process_time()
-                run()
-                times.append(time.process_time() - start)
+                times.append(cpu_seconds(run))
             out[name] = sorted(times[1:])[repeats // 2]
     return out
 
