@@ -36,10 +36,12 @@ import functools
 import inspect
 import math
 import operator
+import os
 import sys
 import threading
 import time
 import types
+import weakref
 import zlib
 
 import numpy as np
@@ -659,7 +661,8 @@ def call(function, *args, what="", seconds=TIME_LIMIT, **kwargs):
     Python; the check still answers on time, while that call finishes in the background and the
     function is stopped when it returns to Python. The sentence says so when it is still running.
     While it runs, what it prints is cut after the check's MAX_PRINTED characters, a process it
-    leaves (a double fork's too) is stopped, and sys.addaudithook and sys.setswitchinterval are
+    leaves (a double fork's too) is stopped (what it writes to file descriptors 1 and 2 itself,
+    ``os.write(1, ...)``, is cut as its printing is: ``_descriptors_capped``), and sys.addaudithook and sys.setswitchinterval are
     refused (an audit hook, or a long switch interval, would outlive the check's own defences).
     """
     on = f" {what}" if what else ""
@@ -679,7 +682,7 @@ def call(function, *args, what="", seconds=TIME_LIMIT, **kwargs):
                 sys.stdout, sys.stderr = printed
             sys.setswitchinterval, sys.addaudithook = _no_switch_interval, _no_audit_hook   # (put back with sys's streams)
             faulthandler.dump_traceback_later = _watchdog   # (put back with PATCHABLE's modules)
-            with _threads_started(started), _adopting_orphans():
+            with _threads_started(started), _adopting_orphans(), _descriptors_capped((sys.stdout, sys.stderr)):
                 try:
                     out = _bounded(function, given, given_kwargs, limit)
                 finally:
@@ -1269,16 +1272,71 @@ def _no_threads_left(before, started, on):
                      "that catches everything?): restart the kernel if the notebook slows down"))
 
 
+@contextlib.contextmanager
+def _descriptors_capped(streams):
+    """While a learner's function runs, file descriptors 1 and 2 each lead to a pipe: what it writes to
+    them itself (``os.write(1, ...)``, a C library's printf) passes by sys.stdout and sys.stderr, and
+    in a notebook reaches the page whole (35 MB of it would stall the browser). A thread reads each
+    pipe and keeps its first 4 x MAX_PRINTED bytes; after the call they are written to ``streams``
+    (the check's capped stdout and stderr, which cut them as they cut printing), and the rest is
+    counted there. Where the descriptors cannot be moved (none open), nothing is done."""
+    for flushed in streams:   # the kernel's own buffered text goes where it was going
+        getattr(flushed, "flush", lambda: None)()
+    try:
+        saved = [os.dup(1), os.dup(2)]
+    except OSError:
+        yield
+        return
+    pipes = [os.pipe(), os.pipe()]
+    kept, dropped = [bytearray(), bytearray()], [0, 0]
+
+    def drain(i):
+        while chunk := os.read(pipes[i][0], 1 << 16):
+            room = max(4 * MAX_PRINTED - len(kept[i]), 0)
+            kept[i].extend(chunk[:room])
+            dropped[i] += max(len(chunk) - room, 0)
+
+    readers = [_own_thread(functools.partial(drain, i), "reads what a learner's function writes to a descriptor")
+               for i in (0, 1)]
+    try:
+        os.dup2(pipes[0][1], 1)
+        os.dup2(pipes[1][1], 2)
+        yield
+    finally:
+        for stream in streams:   # what it printed and Python has not written yet goes to the pipes, not after them
+            getattr(stream, "flush", lambda: None)()
+        os.dup2(saved[0], 1)
+        os.dup2(saved[1], 2)
+        for fd in (*saved, pipes[0][1], pipes[1][1]):
+            os.close(fd)
+        for i, (reader, stream) in enumerate(zip(readers, streams)):
+            reader.join(1)   # (a process of its own that still holds the pipe: what it writes later is dropped)
+            if not reader.is_alive():
+                os.close(pipes[i][0])
+            if kept[i] and stream is not None:
+                stream.write(kept[i].decode("utf-8", errors="replace"))
+            if dropped[i] and hasattr(stream, "dropped"):
+                stream.dropped += dropped[i]
+
+
 def _course_thread(thread):
     """Whether ``thread`` (a threading.Thread, or None) is the check's own (a learner's function
     ended, a watchdog) or tqdm's progress-bar monitor, the one library thread a right answer may start
     (its exact class: a learner's class named like it is not it)."""
     monitor = getattr(sys.modules.get("tqdm._monitor"), "TMonitor", None)
-    return isinstance(thread, _Run) or getattr(thread, "name", "") == _WATCHDOG or \
+    return isinstance(thread, _Run) or thread in _OWN_THREADS or \
         monitor is not None and type(thread) is monitor
 
 
-_WATCHDOG = "stops a learner's function"
+_OWN_THREADS = weakref.WeakSet()   # the checks' own threads (not told apart by name: a learner's may take any)
+
+
+def _own_thread(target, name):
+    """Start a daemon thread of the check's own, running ``target()``; return it."""
+    thread = threading.Thread(target=target, name=name, daemon=True)
+    _OWN_THREADS.add(thread)
+    thread.start()
+    return thread
 
 
 def _stop_thread(ident, exception, runs, every=0.02):
@@ -1293,7 +1351,7 @@ def _stop_thread(ident, exception, runs, every=0.02):
                 ctypes.pythonapi.PyThreadState_SetAsyncExc(ctypes.c_ulong(ident), ctypes.py_object(exception))
             time.sleep(every)
 
-    threading.Thread(target=watch, name=_WATCHDOG, daemon=True).start()
+    _own_thread(watch, "stops a learner's function")
 
 
 MAX_PRINTED = 20_000   # characters of a learner's function's printing one check shows (the rest is counted)
@@ -1492,7 +1550,7 @@ class _Run(threading.Thread):
                 self.join(every)
 
         poke()
-        threading.Thread(target=watch, name=_WATCHDOG, daemon=True).start()
+        _own_thread(watch, "stops a learner's function")
         self.join(grace)
         return self.is_alive()
 
