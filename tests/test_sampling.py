@@ -969,3 +969,59 @@ def test_cpu_seconds_reads_a_coarse_clock_as_more_than_nothing(monkeypatch):
     model = Transformer(Config(vocab_size=7, d_model=4, n_heads=2, n_layers=1, d_ff=8)).eval()
     with pytest.raises(CourseInputError, match="1,222 passes"):   # a pass each timing at least: 1,000 timings of
         sampling.step_seconds(model, list(range(2, 22)), repeats=30)   # MIN_TIMED at most, 20 s
+
+
+def right_tempered(logits, T):
+    if T == 0:
+        top = logits == logits.max()
+        return top / top.sum()
+    e = np.exp((logits - logits.max()) / T)
+    return e / e.sum()
+
+
+def test_tempered_function_check_names_overflow_greedy_and_ties(capsys):
+    """Exercise 2 (a function since the outside review of stop 46: the array it asked for was one line)."""
+    assert checks.tempered_function(right_tempered)
+    checks.tempered_function.grade(right_tempered)
+    slips = {
+        "subtract the largest logit": lambda logits, T: right_tempered(logits, T) if T == 0 else
+        np.exp(logits / T) / np.exp(logits / T).sum(),
+        "nothing to divide by": lambda logits, T: np.exp((logits - logits.max()) / T) / np.exp((logits - logits.max()) / T).sum(),
+        "share it equally": lambda logits, T: np.eye(len(logits))[np.argmax(logits)] if T == 0 else right_tempered(logits, T),
+        "multiplied the logits": lambda logits, T: right_tempered(logits, 0) if T == 0 else right_tempered(logits * T * T, T),
+        "sum to": lambda logits, T: 2 * right_tempered(logits, T),
+    }
+    with np.errstate(all="ignore"):
+        for words, wrong in slips.items():
+            assert not checks.tempered_function(wrong)
+            assert words in capsys.readouterr().out, words
+            with pytest.raises(AssertionError):
+                checks.tempered_function.grade(wrong)
+    assert not checks.tempered_function(None)
+
+
+def right_cache_bytes(cfg, T, bytes_per_number):
+    return 2 * cfg.n_layers * cfg.kv_heads * cfg.d_k * T * bytes_per_number
+
+
+def test_kv_cache_bytes_function_check_agrees_with_a_real_cache_and_names_slips(capsys):
+    """Exercise 4 (a function since the outside review of stop 46: the byte count it asked for was one line);
+    its cases on small models are checked against a real prefilled cache."""
+    assert checks.kv_cache_bytes_function(right_cache_bytes)
+    checks.kv_cache_bytes_function.grade(right_cache_bytes)
+    small = [(sizes, T, b) for sizes, T, b, _ in checks.CACHE_CASES if sizes[-1] <= 8]
+    assert len(small) == 3 and any(sizes[2] for sizes, _, _ in small)   # one with shared K/V heads
+    for sizes, T, b in small:
+        cfg = checks.cache_config(sizes)
+        assert checks.measured_cache_bytes(cfg, T, b) == right_cache_bytes(cfg, T, b)
+    slips = {
+        "every query head": lambda cfg, T, b: 2 * cfg.n_layers * cfg.n_heads * cfg.d_k * T * b,
+        "K or V alone": lambda cfg, T, b: cfg.n_layers * cfg.kv_heads * cfg.d_k * T * b,
+        "Q too": lambda cfg, T, b: 3 * cfg.n_layers * cfg.kv_heads * cfg.d_k * T * b,
+        "numbers, not bytes": lambda cfg, T, b: 2 * cfg.n_layers * cfg.kv_heads * cfg.d_k * T,
+        "4 bytes a number": lambda cfg, T, b: 2 * cfg.n_layers * cfg.kv_heads * cfg.d_k * T * 4,
+        "whole number": lambda cfg, T, b: right_cache_bytes(cfg, T, b) + 0.5,
+    }
+    for words, wrong in slips.items():
+        assert not checks.kv_cache_bytes_function(wrong)
+        assert words in capsys.readouterr().out, words

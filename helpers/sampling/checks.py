@@ -44,6 +44,55 @@ def tempered(answer, logits, temperature):
         yield from close_problems(answer, reference, "probs")
 
 
+# Logits a tempered(logits, T) function is tried on, with T and what each one tests.
+TEMPERED_CASES = (
+    ([2.0, 1.0, 0.5, -1.0], 0.7, "logits [2, 1, 0.5, -1] at T = 0.7"),
+    ([2.0, 1.0, 0.5, -1.0], 1.0, "logits [2, 1, 0.5, -1] at T = 1"),
+    ([2.0, 1.0, 0.5, -1.0], 3.0, "logits [2, 1, 0.5, -1] at T = 3"),
+    ([1000.0, 999.0, 990.0], 0.5, "logits [1000, 999, 990] at T = 0.5 (np.exp(2000) is inf)"),
+    ([-1000.0, -1001.0, -1003.0], 1.0, "logits [-1000, -1001, -1003] at T = 1 (np.exp(-1000) is 0)"),
+    ([1.0, 3.0, 2.0], 0.0, "logits [1, 3, 2] at T = 0 (greedy)"),
+    ([3.0, 1.0, 3.0, 2.0], 0.0, "logits [3, 1, 3, 2] at T = 0 (two tied largest)"),
+)
+
+
+def greedy_limit(logits):
+    """softmax(logits / T) as T shrinks to 0: the largest logits share all the mass equally."""
+    top = logits == logits.max()
+    return top / top.sum()
+
+
+@exercise("your tempered(logits, T)", answer=Function("a function tempered(logits, T)"))
+def tempered_function(answer):
+    """``answer`` is a function tempered(logits, T) -> (V,) probabilities: softmax(logits / T), computed
+    without overflow, and at T = 0 its limit (the largest logits share the mass)."""
+    for logits, T, what in TEMPERED_CASES:
+        logits = np.array(logits)
+        out = plain_call(answer, logits.copy(), T, what=f"for {what}")
+        out = numbers(out, f"tempered for {what}", shape=logits.shape, allow_inf=True, allow_nan=True)
+        if not np.isfinite(out).all():
+            yield (f"for {what} tempered returns NaN or inf: " +
+                   ("at T = 0 there is nothing to divide by; return the limit, all the mass on the largest logit"
+                    if T == 0 else "subtract the largest logit before np.exp (softmax does not change), so that "
+                    "no exponential overflows to inf or underflows to 0 everywhere"))
+            return
+        if T == 0:
+            expected = greedy_limit(logits)
+            if np.allclose(out, expected, atol=1e-6):
+                continue
+            one_hot = np.eye(len(logits))[int(np.argmax(logits))]
+            yield (f"for {what} " + ("you put all the mass on one of the tied largest logits: as T shrinks, "
+                                      "tied logits keep equal probabilities, so they share it equally"
+                                      if np.allclose(out, one_hot) and expected.max() < 1 else
+                                      "tempered should put all the mass on the largest logit (shared equally "
+                                      "when several are largest): the limit of softmax(logits / T) as T shrinks"))
+            return
+        found = list(tempered.problems(out, logits, T))
+        if found:
+            yield f"for {what} {found[0]}"
+            return
+
+
 # Distributions a top-p function is tried on, with the p to use and what each one tests.
 TOP_P_CASES = (
     ([0.5, 0.3, 0.15, 0.05], 0.75, "probs [0.5, 0.3, 0.15, 0.05] at p = 0.75"),
@@ -129,6 +178,57 @@ def lowest_first(answer):
                    for probs, p, _ in TOP_P_CASES)
     except Wrong:
         return False
+
+
+# Models a kv_cache_bytes(cfg, T, bytes_per_number) function is tried on: (n_layers, n_heads, n_kv_heads,
+# d_model), T, bytes a number, and what each one tests.
+CACHE_CASES = (
+    ((2, 2, 0, 6), 7, 4, "the dragon's sizes, T = 7, float32"),
+    ((3, 4, 2, 8), 5, 4, "3 layers, 4 query heads sharing 2 K/V heads, width 8, T = 5, float32"),
+    ((1, 2, 0, 4), 1, 4, "1 layer, 2 heads, width 4, T = 1, float32"),
+    ((12, 12, 0, 768), 1024, 2, "GPT-2 small's sizes, T = 1,024, float16"),
+    ((30, 9, 3, 576), 8192, 2, "SmolLM2-135M's sizes (3 K/V heads for 9 query heads), T = 8,192, float16"),
+    ((30, 9, 3, 576), 2048, 1, "SmolLM2-135M's sizes, T = 2,048, 1 byte a number (int8)"),
+)
+
+
+def cache_config(sizes):
+    """A Config of these sizes (n_layers, n_heads, n_kv_heads, d_model), vocabulary 10, context 8,192."""
+    from ..model import Config
+    n_layers, n_heads, n_kv_heads, d_model = sizes
+    return Config(vocab_size=10, d_model=d_model, n_heads=n_heads, n_layers=n_layers, d_ff=4 * d_model,
+                  n_max=8192, n_kv_heads=n_kv_heads)
+
+
+def measured_cache_bytes(cfg, T, bytes_per_number):
+    """Bytes the KV cache of a real model of ``cfg`` holds after T tokens (its float32 tensors measured,
+    scaled to ``bytes_per_number``)."""
+    from ..model import Transformer
+    model = Transformer(cfg).eval()
+    return sampling.cache_bytes(sampling.prefilled(model, torch.zeros(T, dtype=torch.long))) // 4 * bytes_per_number
+
+
+@exercise("your kv_cache_bytes(cfg, T, bytes_per_number)",
+          answer=Function("a function kv_cache_bytes(cfg, T, bytes_per_number)"))
+def kv_cache_bytes_function(answer):
+    """``answer`` is a function kv_cache_bytes(cfg, T, bytes_per_number) -> int: the bytes a KV cache holds after
+    T tokens (every layer's K and V, for cfg.kv_heads heads of cfg.d_k numbers). On the small models the
+    right count is a real cache's: one is filled and measured."""
+    for sizes, T, b, what in CACHE_CASES:
+        cfg = cache_config(sizes)
+        expected = sampling.kv_cache_bytes(cfg.n_layers, T, cfg.kv_heads, cfg.d_k, b)
+        if cfg.d_model <= 8:   # small enough to build and fill: the formula is what a real cache holds
+            assert measured_cache_bytes(cfg, T, b) == expected
+        out = count_answer(plain_call(answer, cfg, T, b, what=f"for {what}"), f"kv_cache_bytes for {what}", expected)
+        if out == expected:
+            continue
+        if cfg.kv_heads != cfg.n_heads and out == expected // cfg.kv_heads * cfg.n_heads:
+            yield (f"for {what} kv_cache_bytes gives {out:,}, which counts a K and a V for every query head: only "
+                   "cfg.kv_heads K/V heads are cached (grouped-query attention)")
+            return
+        yield f"for {what} kv_cache_bytes gives {out:,}: " + next(iter(kv_bytes.problems(out, cfg.n_layers, T,
+                                                                                       cfg.kv_heads, cfg.d_k, b)))
+        return
 
 
 MAX_KV_SIZE = 10**9   # the largest size kv_bytes takes: its slips are compared as floats
