@@ -22,10 +22,12 @@ record's form (tags, shapes, kinds, sizes, depth) and refuses a malformed one wi
 more than MAX_VALUES numbers, a text of more than MAX_TEXT characters or a number of more than
 MAX_DIGITS digits is recorded as what it was, not copied.
 """
+import functools
 import hashlib
 import json
 import math
 import os
+import types
 
 import numpy as np
 
@@ -323,9 +325,21 @@ def fingerprint(x, depth=0):
     return type(x).__name__ + repr(getattr(x, "cfg", ""))
 
 
+MAX_CALLBACK_CALLS = 10_000      # calls of the check's own functions (a callback) one recorded call keeps
+MAX_CALLBACK_CHARS = 10 * 2**20  # characters of their recorded arguments, all calls together
+
+
+def is_callback(x):
+    """Whether ``x`` is a plain function the check hands the learner's function (a callback, a
+    metric), whose calls the check may count: not a model, a class or other data."""
+    return isinstance(x, (types.FunctionType, types.MethodType, types.BuiltinFunctionType, functools.partial))
+
+
 class Recorder:
     """Wraps a learner's function in their own kernel: calls it and keeps each input's
-    fingerprint and what it returned (or how it failed)."""
+    fingerprint and what it returned (or how it failed), and every call it made to a function the
+    check gave it (a callback: ``callbacks``, with its arguments as data), for the judge to make
+    again in the same order (a check may count them, as chapter 12's ``train_loop`` does)."""
 
     def __init__(self, function):
         self.function, self.calls = function, []
@@ -335,6 +349,7 @@ class Recorder:
         self.calls.append(entry)
         given = {**dict(enumerate(args)), **kwargs}
         before = {key: fingerprint(value) for key, value in given.items()}
+        args, kwargs = self._watched(entry, args, kwargs)
         try:
             out = self.function(*args, **kwargs)
         except SystemExit:
@@ -349,6 +364,28 @@ class Recorder:
             entry["changed"] = changed
         return out
 
+    @staticmethod
+    def _watched(entry, args, kwargs):
+        """(args, kwargs) with each callback (``is_callback``) wrapped so that its calls are kept in
+        ``entry["callbacks"]``: [{"at": its place, "args": encoded, "kwargs": encoded}]."""
+        places = [key for key, value in {**dict(enumerate(args)), **kwargs}.items() if is_callback(value)]
+        if not places:
+            return args, kwargs
+        calls, budget = entry.setdefault("callbacks", []), {"chars": 0}
+
+        def watched(place, function):
+            def callback(*a, **k):
+                kept = {"at": place, "args": encode(a), "kwargs": encode(k)}
+                budget["chars"] += len(json.dumps(kept))
+                if len(calls) < MAX_CALLBACK_CALLS and budget["chars"] <= MAX_CALLBACK_CHARS:
+                    calls.append(kept)   # (past these, the judge replays the first: no check counts so many)
+                return function(*a, **k)
+            return functools.wraps(function)(callback) if isinstance(function, types.FunctionType) else callback
+
+        args = tuple(watched(i, v) if i in places else v for i, v in enumerate(args))
+        kwargs = {name: watched(name, v) if name in places else v for name, v in kwargs.items()}
+        return args, kwargs
+
 
 class ReplayError(Exception):
     """A learner's function failed in their kernel; replayed with its name and message."""
@@ -356,7 +393,8 @@ class ReplayError(Exception):
 
 class Replay:
     """Stands in for a learner's function in the judge: returns what it returned in the student's
-    kernel for the same inputs, in the same order; other inputs are refused."""
+    kernel for the same inputs, in the same order, after calling the check's callbacks as it called
+    them there; other inputs are refused."""
 
     def __init__(self, calls):
         self.calls, self.next = list(calls), 0
@@ -370,6 +408,8 @@ class Replay:
             raise RecordError(f"expected a record of one call, but the record holds {_what(entry)}")
         if entry.get("inputs") != fingerprint((args, kwargs)):
             raise ReplayError("it was called on other inputs in the student's kernel")
+        given = {**dict(enumerate(args)), **kwargs}
+        self._call_back(entry, given)   # its calls to the check's callbacks, before it returned (or failed)
         if "raised" not in entry and "output" not in entry:   # the check stopped waiting while it still ran
             raise ReplayError("no result: it ran longer than the time limit and was stopped (a loop that never ends?)")
         if "raised" in entry:
@@ -384,12 +424,31 @@ class Replay:
                 raise ReplayError("no result: it ran longer than the time limit and was stopped (a loop that never ends?)")
             raise ReplayError(f"{name}: {message}")
         changed = entry.get("changed", [])
-        given = {**dict(enumerate(args)), **kwargs}
         if not (isinstance(changed, list) and all(type(key) in (int, str) and key in given for key in changed)):
             raise RecordError(f"expected the inputs a call changed (their places), but the record holds {_what(changed)}")
         for key in changed:
             touch(given[key])
         return decode(entry.get("output"))
+
+    @staticmethod
+    def _call_back(entry, given):
+        """Make again, in order, the calls the learner's function made to the check's callbacks in
+        the student's kernel (``Recorder._watched``), with the same arguments (as data)."""
+        calls = entry.get("callbacks", [])
+        if not (isinstance(calls, list) and len(calls) <= MAX_CALLBACK_CALLS and all(
+                isinstance(c, dict) and set(c) == {"at", "args", "kwargs"} and type(c["at"]) in (int, str)
+                and c["at"] in given and is_callback(given[c["at"]]) for c in calls)):
+            raise RecordError(f"expected the calls to the check's callbacks (a list of records), but the record "
+                              f"holds {_what(calls)}")
+        for kept in calls:
+            a, k = decode(kept["args"]), decode(kept["kwargs"])
+            if not (isinstance(a, tuple) and isinstance(k, dict) and all(isinstance(n, str) for n in k)):
+                raise RecordError(f"expected a callback's arguments (a tuple and a dict), but the record holds "
+                                  f"{_what(a)}")
+            try:
+                given[kept["at"]](*a, **k)
+            except Exception:   # noqa: BLE001 (what the call led to in the student's kernel is in the record)
+                pass
 
 
 def touch(x):

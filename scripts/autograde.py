@@ -21,6 +21,15 @@ For every notebook handed in:
 5. **Report**: one row per student and chapter, the score per exercise and, where something
    went wrong (a crash, a time-out, an exit, a second copy, a lost cell), what happened.
 
+What one student hands in is bounded for the class's sake: at most MAX_COPIES copies of a chapter
+run (the row says how many more were not); of each run the grader reads back only the records a
+check can ask for (MAX_RECORD_INDEX, MAX_RECORD_CHARS, MAX_RECORD_CONTAINERS) and an executed
+notebook of at most MAX_EXECUTED_OBJECTS objects, its outputs cut (``capped``), kept on disk until
+its feedback page is written. Before the first submission runs, the chosen fence runs a trial of
+what every run runs (``tried_fence``): a fence that hides the course (kept under /tmp, which every
+fence covers) is refused in one sentence. A chapter whose judge fails even with no answers is said in
+its rows; every other chapter is still graded.
+
 With neither fence, grading refuses before anything runs, unless the instructor passes
 ``--unfenced``: then the runs are still separate processes in separate folders with the same
 limits, and the course's own files are fingerprinted before and restored after every run, but
@@ -47,7 +56,7 @@ from pathlib import Path
 import nbformat
 
 from chapters import FIXED_ENV, ROOT, all_notebooks, nbgrader_meta, run_client
-from fence import UNFENCED, FenceError, choose_fence, fence_prefix  # noqa: F401 (FenceError: homework.py's)
+from fence import UNFENCED, FenceError, choose_fence, covered, fence_prefix  # noqa: F401 (FenceError: homework.py's)
 
 PROTECTED = ("helpers", "scripts", "instructor", "notebooks", "data", "grading/nbgrader_config.py")
 TIMEOUT = 600            # seconds one submission may run, all cells together
@@ -58,6 +67,13 @@ RESULT_MB = 50           # the largest records file or executed notebook the gra
 TAIL_KB = 64             # the end of a run's printed output the grader keeps (its last line says how it ended)
 MAX_CELL_TEXT = 10_000   # characters of a student's cell source or output kept for the feedback page
 MARKER = "import helpers.grading; helpers.grading.cell({!r})  # added by the grader\n"
+MAX_COPIES = 3           # copies of one chapter run per student (the rest are not run; the row says so)
+MAX_RECORD_INDEX = 20    # grade calls one check cell may make (the course's make one): larger indexes are not read
+MAX_RECORD_CHARS = 20 * 2**20    # characters of recorded answers the grader keeps per submission
+MAX_RECORD_CONTAINERS = 200_000  # lists and dicts of the recorded answers kept per submission (each costs memory)
+MAX_OUTPUTS_PER_CELL = 100       # outputs of one cell kept for the feedback page (the rest: one line saying so)
+MAX_OUTPUTS = 2_000              # outputs of one notebook kept for the feedback page
+MAX_EXECUTED_OBJECTS = 100_000   # JSON objects of an executed notebook the grader reads back (else not shown)
 
 
 # ---- chapters and their exercises --------------------------------------------------------------
@@ -98,7 +114,13 @@ class Submission:
     notes: list = field(default_factory=list)
     status: str = ""          # what happened when it ran
     problems: dict = field(default_factory=dict)   # grade id -> sentences (empty: right)
-    executed: object = None   # the notebook as it ran, for the feedback page
+    kept: Path = None         # where the notebook as it ran is kept (``keep_executed``), for the feedback page
+
+    @property
+    def executed(self):
+        """The notebook as it ran (outputs cut), read from disk when asked: a class's notebooks are
+        never all held in the grader's memory at once. None when the run left none."""
+        return read_executed(self.kept) if self.kept is not None else None
 
     @property
     def key(self):
@@ -128,8 +150,28 @@ def find_submissions(folder):
         notebooks = [p for p in notebooks if p not in links]
         if not notebooks:
             skipped.append(f"{student_dir.name}/: no notebook inside")
-        found += [Submission(student_dir.name, p) for p in notebooks]
+        found += first_copies([Submission(student_dir.name, p) for p in notebooks], lambda sub: sub.path.name.lower(),
+                              "named {}")
     return found, skipped
+
+
+def first_copies(subs, group, what="of {}"):
+    """At most MAX_COPIES of ``subs`` per ``group(sub)`` (one student's): the shallowest first, in
+    name order; each kept copy's notes say how many more were not run (so one student's 200 copies
+    of a chapter cannot stall the class: each run may take TIMEOUT)."""
+    groups = {}
+    for sub in sorted(subs, key=lambda sub: (len(sub.path.parts), str(sub.path))):
+        groups.setdefault(group(sub), []).append(sub)
+    kept = []
+    for name, copies in groups.items():
+        if len(copies) > MAX_COPIES:
+            left = copies[MAX_COPIES:]
+            named = ", ".join(str(Path(*sub.path.parts[-2:])) for sub in left[:3]) + (", …" if len(left) > 3 else "")
+            for sub in copies[:MAX_COPIES]:
+                sub.notes.append(f"{len(copies)} copies {what.format(name)} handed in: only the first {MAX_COPIES} "
+                                 f"were run (at most {MAX_COPIES} per chapter; not run: {named})")
+        kept += copies[:MAX_COPIES]
+    return [sub for sub in subs if sub in kept]
 
 
 def identify(submission, chapters):
@@ -159,6 +201,13 @@ def identify(submission, chapters):
 # ---- assembling a notebook to run -------------------------------------------------------------
 
 
+def grade_id_of(cell):
+    """A cell's nbgrader grade id when it is a text, else None (a hand-edited or merged notebook's
+    list or dict is no grade id: that cell is the student's own)."""
+    grade_id = nbgrader_meta(cell).get("grade_id")
+    return grade_id if isinstance(grade_id, str) else None
+
+
 def source_cells(chapter):
     """The instructor's check cells (grade id -> cell), hidden tests included."""
     nb = nbformat.read(chapter.path, as_version=4)
@@ -175,20 +224,28 @@ def marked(cell, grade_id):
 
 def assemble(submission, student_nb):
     """The student's notebook with every check cell put back as the instructor wrote it, where
-    the student's cell with its grade id stands (or, without metadata, the last cell whose text
-    is that check's)."""
+    the last of the student's cells with its grade id stands (or, without metadata, the last cell
+    whose text is that check's): a copy pasted above the answer does not run before it. Other
+    copies are left out, and the row's notes say so."""
     _, checks = source_cells(submission.chapter)
     by_text = {text: grade_id for grade_id, text in submission.chapter.visible.items()}
     code = [c for c in student_nb.cells if c.cell_type == "code"]
+    by_meta, by_source = {}, {}   # grade id -> the code cells holding it (by metadata, by text)
+    for i, cell in enumerate(code):
+        if grade_id_of(cell) in checks:
+            by_meta.setdefault(grade_id_of(cell), []).append(i)
+        if by_text.get(visible(cell.source)) in checks:
+            by_source.setdefault(by_text[visible(cell.source)], []).append(i)
+    taken = {i for copies in by_meta.values() for i in copies}
     place = {}
-    for i, cell in enumerate(code):
-        grade_id = nbgrader_meta(cell).get("grade_id")
-        if grade_id in checks and grade_id not in place:
-            place[grade_id] = i
-    for i, cell in enumerate(code):
-        grade_id = by_text.get(visible(cell.source))
-        if grade_id in checks and grade_id not in {g for g, j in place.items() if nbgrader_meta(code[j])}:
-            place[grade_id] = i   # the last copy of the check's text
+    for grade_id in checks:
+        copies = by_meta.get(grade_id) or [i for i in by_source.get(grade_id, []) if i not in taken]
+        if copies:
+            place[grade_id] = copies[-1]
+        found = len(set(by_meta.get(grade_id, [])) | set(by_source.get(grade_id, [])))
+        if found > 1:
+            submission.notes.append(f"check cell {grade_id} was found {found} times: the last copy was graded, "
+                                    "the others were left out")
     at = {i: grade_id for grade_id, i in place.items()}
     cells, i = [], -1
     for cell in student_nb.cells:
@@ -278,12 +335,20 @@ def run(nb, folder, grading, timeout=TIMEOUT, cell_timeout=CELL_TIMEOUT, files=N
         tail.join(10)
         last = [line for line in tail.text().splitlines() if line.startswith("grader:")]
         status = last[-1][len("grader:"):].strip() if last else f"the run ended with exit code {process.returncode}"
-    text = read_result(folder / "executed.ipynb")
+    return status, read_executed(folder / "executed.ipynb")
+
+
+def read_executed(path):
+    """The executed notebook a run left at ``path``, its outputs cut as ``capped`` cuts them, or None
+    (none, unreadable, or more than MAX_EXECUTED_OBJECTS JSON objects: the run writes this file, and
+    600,000 tiny outputs in 44 MB would cost the grader a gigabyte once parsed)."""
+    text = read_result(path)
+    if not text or text.count("{") > MAX_EXECUTED_OBJECTS:
+        return None
     try:
-        executed = nbformat.reads(text, as_version=4) if text else None
+        return capped(nbformat.reads(text, as_version=4))
     except Exception:
-        executed = None
-    return status, executed
+        return None
 
 
 class Tail(threading.Thread):
@@ -335,7 +400,7 @@ def execute(path, out_path, cell_timeout):
     except CellTimeoutError:
         ran = [i for i, c in enumerate(nb.cells, 1) if c.cell_type == "code" and c.get("execution_count")]
         status = f"cell {ran[-1] if ran else 1} ran longer than {cell_timeout} s and was stopped there"
-    nbformat.write(nb, out_path)
+    nbformat.write(capped(nb), out_path)
     print(f"grader: {status}", flush=True)
 
 
@@ -375,20 +440,42 @@ MAX_RECORD_DEPTH = 100   # lists and dicts an answer may nest (as a check screen
 def read_records(path, cells):
     """The answers a run recorded for the check cells ``cells`` (a list), one per (cell, index):
     the first wins; anything malformed is left out, and so is an answer nested deeper than
-    MAX_RECORD_DEPTH (the judge's kernel, deeper in its own stack, could not read it back)."""
-    records, seen = [], set()
-    for line in read_result(path).splitlines():
+    MAX_RECORD_DEPTH (the judge's kernel, deeper in its own stack, could not read it back).
+
+    The file is student-written, so what the grader keeps of it is bounded: only the keys a check
+    can ask for (an index below MAX_RECORD_INDEX), MAX_RECORD_CONTAINERS lists and dicts and
+    MAX_RECORD_CHARS characters in all (a line is counted before it is parsed)."""
+    records, seen, kept, containers = [], set(), 0, 0
+    for line in lines(read_result(path)):
+        if kept + len(line) > MAX_RECORD_CHARS or containers + containers_in(line) > MAX_RECORD_CONTAINERS:
+            continue
         try:
             entry = json.loads(line)
             key = (entry["cell"], entry["index"])
-            if not (isinstance(key[0], str) and key[0] in cells and type(key[1]) is int) or key in seen \
-                    or too_deep(entry.get("answer")):
+            if not (isinstance(key[0], str) and key[0] in cells and type(key[1]) is int
+                    and 0 <= key[1] < MAX_RECORD_INDEX) or key in seen or too_deep(entry.get("answer")):
                 continue
         except (ValueError, TypeError, KeyError, RecursionError, AttributeError):
             continue
         seen.add(key)
+        kept, containers = kept + len(line), containers + containers_in(line)
         records.append({"cell": key[0], "index": key[1], "answer": entry.get("answer")})
     return records
+
+
+def containers_in(line):
+    """An upper bound on the lists and dicts a JSON line holds (counted before it is parsed)."""
+    return line.count("[") + line.count("{")
+
+
+def lines(text):
+    """The lines of ``text``, one at a time (no copy of the whole text)."""
+    start = 0
+    while start < len(text):
+        end = text.find("\n", start)
+        end = len(text) if end < 0 else end + 1
+        yield text[start:end]
+        start = end
 
 
 def too_deep(value, limit=MAX_RECORD_DEPTH):
@@ -401,6 +488,19 @@ def too_deep(value, limit=MAX_RECORD_DEPTH):
                 return True
             stack.extend((item, depth + 1) for item in (value.values() if isinstance(value, dict) else value))
     return False
+
+
+def keep_executed(executed, path):
+    """``executed`` (capped already) written to ``path``, for its feedback page at the end; its path,
+    or None. On disk, not in memory: a class's notebooks would add up in the grader's process."""
+    if executed is None:
+        return None
+    try:
+        path.parent.mkdir(parents=True, exist_ok=True)
+        nbformat.write(executed, path)
+    except Exception:   # a notebook the run left malformed: its page shows no notebook, its grade is as it is
+        return None
+    return path
 
 
 def grade_submissions(submissions, work, log=print, hidden=(), fence=None, **limits):
@@ -416,8 +516,10 @@ def grade_submissions(submissions, work, log=print, hidden=(), fence=None, **lim
             nb = assemble(sub, nbformat.read(sub.path, as_version=4))
             fenced = fence != UNFENCED   # a fenced run cannot write the course's files at all
             before = None if fenced else snapshot()
-            sub.status, sub.executed = run(nb, folder, "record:{folder}/records.jsonl", hidden=hidden, fence=fence,
-                                           **limits)
+            sub.status, executed = run(nb, folder, "record:{folder}/records.jsonl", hidden=hidden, fence=fence,
+                                       **limits)
+            sub.kept = keep_executed(executed, work / "_executed" / f"{sub.key}.ipynb")
+            del executed
             changed = [] if fenced else restore(before)
             if changed:
                 sub.status = f"changed the course's files ({', '.join(changed[:3])}): restored, and not graded"
@@ -429,12 +531,23 @@ def grade_submissions(submissions, work, log=print, hidden=(), fence=None, **lim
         finally:
             shutil.rmtree(folder, ignore_errors=True)
         log(f"  ran {n}/{len(submissions)}: {sub.student} {sub.chapter.stem}: {sub.status}")
+    failed = []   # chapters whose judge fails with no records at all: the course's fault, said at the end
     for chapter in {sub.chapter.stem: sub.chapter for sub in records}.values():
         mine = [sub for sub in records if sub.chapter is chapter]
         try:
             verdicts = judge(chapter, {sub.key: records[sub] for sub in mine}, work, hidden, fence)
         except Exception as error:   # one student's records never stop the class: each is judged alone
-            judge(chapter, {}, work, hidden, fence)   # unless it fails with none: the course's fault, said as it is
+            try:
+                judge(chapter, {}, work, hidden, fence)   # unless it fails with none: the course's fault
+            except Exception as own:
+                failed.append(f"{chapter.stem}: {str(own)[:200]}")
+                log(f"  ✗ judging {chapter.stem} failed even with no answers ({str(own)[:200]}): none of its "
+                    "submissions is judged")
+                for sub in mine:
+                    sentence = f"not judged: the instructor's {chapter.stem} did not run cleanly in the grader"
+                    sub.notes.append(sentence)
+                    sub.problems = {grade_id: [sentence] for grade_id in chapter.checks}
+                continue
             log(f"  judging {chapter.stem} failed ({str(error)[:200]}); judging each submission alone")
             verdicts = {}
             for sub in mine:
@@ -444,7 +557,19 @@ def grade_submissions(submissions, work, log=print, hidden=(), fence=None, **lim
                     sub.status = f"its answers could not be judged ({type(alone).__name__}: {str(alone)[:100]})"
         for sub in mine:
             sub.problems = verdicts.get(sub.key, {})
+    if failed:   # every other chapter is judged; each row of these says so
+        raise JudgeError(f"judging failed for {len(failed)} chapter(s), with no answers at all (the course's "
+                         f"fault, not a student's): {'; '.join(failed)}", submissions)
     return submissions
+
+
+class JudgeError(RuntimeError):
+    """The instructor's notebook of a chapter did not run cleanly in the grader even with no answers;
+    raised after every other chapter was judged (``submissions``: all of them, each row's notes say so)."""
+
+    def __init__(self, message, submissions=()):
+        super().__init__(message)
+        self.submissions = submissions
 
 
 def judge(chapter, records, work, hidden=(), fence=UNFENCED):
@@ -532,13 +657,27 @@ def text_table(table):
     return "\n".join(lines)
 
 
+LEFT_OUT = "outputs left out by the grader"
+
+
 def capped(nb):
-    """A copy of ``nb`` whose cell sources and text outputs are at most MAX_CELL_TEXT characters."""
+    """A copy of ``nb`` whose cell sources and text outputs are at most MAX_CELL_TEXT characters,
+    with at most MAX_OUTPUTS_PER_CELL outputs per cell and MAX_OUTPUTS in all (a line says how many
+    more were left out)."""
     nb = nbformat.from_dict(json.loads(json.dumps(nb)))
     cut = lambda text: text if len(text) <= MAX_CELL_TEXT else text[:MAX_CELL_TEXT] + "\n… (cut)"  # noqa: E731
+    left = MAX_OUTPUTS
     for cell in nb.cells:
         cell.source = cut(str(cell.get("source", "")))
-        for out in cell.get("outputs", []):
+        outputs = cell.get("outputs", [])
+        cut_already = bool(outputs) and isinstance(outputs, list) and LEFT_OUT in str(outputs[-1].get("text", ""))
+        if isinstance(outputs, list) and len(outputs) - cut_already > min(MAX_OUTPUTS_PER_CELL, left):
+            shown = max(0, min(MAX_OUTPUTS_PER_CELL, left))
+            cell.outputs = outputs[:shown] + [nbformat.v4.new_output(
+                "stream", name="stdout", text=f"… ({len(outputs) - shown:,} more {LEFT_OUT})\n")]
+            outputs = cell.outputs
+        left -= len(outputs) - cut_already if isinstance(outputs, list) else 0
+        for out in outputs:
             if "text" in out:
                 out.text = cut(str(out.text))
             for mime, value in out.get("data", {}).items():
@@ -562,7 +701,7 @@ def write_feedback(row, folder):
             f"<p>{html.escape(row['student'])}, {html.escape(sub.path.name)}</p><ul>{''.join(items)}</ul>"
             + (f"<p>{html.escape(row['notes'])}</p>" if row["notes"] else ""))
     body = ""
-    executed = sub.executed
+    executed = sub.executed   # read from disk, for this page only
     if executed is not None:
         exporter = HTMLExporter(sanitize_html=True)
         exporter.log.setLevel(logging.ERROR)   # not "alternative text is missing" for every figure
@@ -575,19 +714,64 @@ def write_feedback(row, folder):
     return page
 
 
+TRIAL = ("import os, pathlib, helpers, helpers.grading\n"
+         "assert pathlib.Path(os.environ['COURSE_DATA']).is_dir(), 'the course data folder is not there'\n"
+         "print('the course is here')")
+
+
+def tried_fence(fence, work, hidden, unfenced=False, log=print):
+    """``fence``, once a trial run in it has run what every run runs (this script, the kernel, the
+    course's package and data, all seen through the fence); else, when ``unfenced``, UNFENCED; else
+    FenceError, one sentence, before any submission runs (a fence covers SOCKET_DIRS: a course kept
+    under /tmp would be hidden from every run)."""
+    if fence == UNFENCED:
+        return fence
+    trial = nbformat.v4.new_notebook(cells=[nbformat.v4.new_code_cell(TRIAL)])
+    folder = work / "_fence_trial"
+    try:
+        status, executed = run(trial, folder, "", timeout=FENCE_TRIAL_SECONDS, cell_timeout=FENCE_TRIAL_SECONDS,
+                               hidden=hidden, fence=fence)
+    finally:
+        shutil.rmtree(folder, ignore_errors=True)
+    shown = "".join(str(o.get("text", "")) for c in (executed.cells if executed else []) for o in c.get("outputs", []))
+    if status.startswith("ran to the end") and "raised" not in status and "the course is here" in shown:
+        return fence
+    if unfenced:
+        log(f"  the {fence} fence hides the course from its runs ({status}): running unfenced, as asked")
+        return UNFENCED
+    under = next((d for d in covered() if ROOT.is_relative_to(d)), None)
+    why = (f"the course is at {ROOT}, under {under}, which the fence covers" if under
+           else f"its trial run ended: {status[:160]}")
+    raise FenceError(f"expected the {fence} fence to let a run see the course's own files (scripts/, helpers/, "
+                     f"data/), but it hides them ({why}), so no submission was run: keep the course outside "
+                     f"{', '.join(covered())}, or pass --unfenced to run the submissions without a fence")
+
+
+FENCE_TRIAL_SECONDS = 120   # the trial run of a fence with the course in it (a kernel start, one cell)
+
+
 def grade(submissions_folder, course, log=print, unfenced=False, **limits):
     """The whole grading: find, identify, run, judge, report. Returns the table's rows.
 
-    Refuses (FenceError) before anything runs when no fence works here, unless ``unfenced``
-    (the instructor's --unfenced). limits: timeout and cell_timeout (seconds) for each run."""
+    Refuses (FenceError) before anything runs when no fence works here, or when the fence's trial
+    run cannot see the course (``tried_fence``), unless ``unfenced`` (the instructor's --unfenced).
+    A chapter whose judge fails is said in its rows and the log; the others are still graded.
+    limits: timeout and cell_timeout (seconds) for each run."""
     fence = choose_fence(unfenced)
-    log(f"fence: {fence}")
     submissions_folder, course = Path(submissions_folder), Path(course)
+    hidden, work = hidden_paths(course, submissions_folder), course / "work"
+    fence = tried_fence(fence, work, hidden, unfenced, log)
+    log(f"fence: {fence}")
     chapters = graded_chapters()
     found, skipped = find_submissions(submissions_folder)
     runnable = [sub for sub in found if identify(sub, chapters) is not None]
-    work = course / "work"
-    grade_submissions(runnable, work, log, hidden=hidden_paths(course, submissions_folder), fence=fence, **limits)
+    kept = set(first_copies(runnable, lambda sub: (sub.student, sub.chapter.stem), "of {0[1]}"))
+    found = [sub for sub in found if sub in kept or sub.chapter is None]
+    runnable = [sub for sub in runnable if sub in kept]
+    try:
+        grade_submissions(runnable, work, log, hidden=hidden, fence=fence, **limits)
+    except JudgeError as error:   # those chapters' rows say so; every other chapter's scores are kept
+        log(f"✗ {error}")
     table = rows(found, skipped, fence)
     write_csv(table, course / "scores.csv")
     for row in table:

@@ -133,6 +133,9 @@ def grade(submissions, course=GRADING, log=print, unfenced=False, **limits):
         return autograde.grade(submissions, course, log=log, unfenced=unfenced, **limits)
     except autograde.FenceError as error:
         raise HomeworkError(str(error)) from None
+    except Exception as error:   # the grader's own failure: one sentence, never a traceback
+        raise HomeworkError(f"expected grading to finish, but it stopped with {type(error).__name__}: "
+                            f"{str(error)[:300]}") from None
 
 
 # ---------------------------------------------------------------- command line
