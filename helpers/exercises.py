@@ -30,13 +30,16 @@ instead (helpers.grading).
 import collections
 import contextlib
 import contextvars
+import copy
 import ctypes
 import faulthandler
 import functools
+import gc
 import inspect
 import math
 import operator
 import os
+import pickle
 import sys
 import threading
 import time
@@ -130,6 +133,8 @@ class Exercise:
         return found
 
     def __call__(self, answer, *args, **kwargs):
+        if learner.importing():   # a kept cell that calls its check: not run again (see learner.importing)
+            return Verdict(False)
         try:
             found = self.feedback(answer, *args, **kwargs)
         except KeyboardInterrupt:   # the stop button (or a learner's function that interrupted the kernel):
@@ -180,6 +185,8 @@ class Exercise:
     def grade(self, answer, *args, **kwargs):
         """Raise AssertionError naming the mistakes; under the course's grader, record or judge
         instead (see helpers.grading)."""
+        if learner.importing():   # a kept cell that calls its check: not run again (see learner.importing)
+            return
         if grading.mode() is not None:
             grading.handle(self, answer, args, kwargs)
             return
@@ -671,7 +678,7 @@ def call(function, *args, what="", seconds=TIME_LIMIT, **kwargs):
     # what it was given, kept apart: the caller's own may change by another way (a global model the
     # function changes), which is not its copy changing (model_kept's to find)
     kept, kept_kwargs = _copies(args), {name: _copies(value) for name, value in kwargs.items()}
-    dtype, put_back, put_back_constants = _default_dtype(None), torch_globals(), course_constants()
+    dtype, put_back, put_back_constants = _default_dtype(None), _once(torch_globals()), course_constants()
     threads, processes, started, hooks = set(sys._current_frames()), _processes(), [], len(_HOOKS_REFUSED)
     watchdogs = len(_WATCHDOGS)
     budget = _PRINTED.get() or {"left": MAX_PRINTED, "said": False}
@@ -685,10 +692,11 @@ def call(function, *args, what="", seconds=TIME_LIMIT, **kwargs):
             with _threads_started(started), _adopting_orphans(), _descriptors_capped((sys.stdout, sys.stderr)):
                 try:
                     out = _bounded(function, given, given_kwargs, limit)
-                finally:
+                finally:   # first of all: the check's own code runs on what it had (print, len, os, threading)
+                    put_back()
                     processes = _stop_processes(processes)
-        finally:   # first of all: the check's own code runs on what it had (print, len, its references)
-            put_back()
+        finally:
+            put_back()   # (if it was not yet: once only)
             put_back_constants()
             if len(_WATCHDOGS) != watchdogs:   # a watchdog of the learner's would end the kernel in a later cell
                 faulthandler.cancel_dump_traceback_later()
@@ -725,29 +733,55 @@ def call(function, *args, what="", seconds=TIME_LIMIT, **kwargs):
         _default_dtype(dtype)   # torch.set_default_dtype inside the function stays inside it (the rest: put_back)
 
 
+def _once(function):
+    """``function``, made to run only the first time it is called (later calls do nothing)."""
+    done = []
+
+    def once():
+        if not done:
+            done.append(True)
+            function()
+    return once
+
+
 PATCHABLE = ("math", "random", "torch", "torch.nn", "torch.nn.functional", "torch.nn.init", "torch.linalg",
              "torch.optim", "torch.autograd", "torch.functional", "inspect", "zlib", "time", "functools",
-             "operator", "copy", "json", "warnings", "contextlib", "faulthandler", "tqdm", "tqdm.auto", "ipywidgets")
+             "operator", "copy", "json", "warnings", "contextlib", "faulthandler", "tqdm", "tqdm.auto", "ipywidgets",
+             "threading", "_thread", "os", "itertools", "pickle", "copyreg", "weakref", "collections", "ctypes", "gc",
+             "signal", "glob", "linecache", "pathlib", "importlib.util", "matplotlib", "matplotlib.pyplot",
+             "matplotlib.figure")
 # modules whose functions a learner's code might replace for every later cell (and every module of NumPy's,
-# whose functions call one another by module name: numpy._core.numeric.isclose is what np.allclose calls)
+# whose functions call one another by module name: numpy._core.numeric.isclose is what np.allclose calls);
+# the check's own machinery calls some of them (threading, os, pickle), and so do the explorers (matplotlib)
+PATCHABLE_CLASSES = (("threading", "Thread"), ("threading", "Event"), ("threading", "Condition"),
+                     ("threading", "Semaphore"), ("threading", "_RLock"), ("weakref", "WeakSet"),
+                     ("contextlib", "_GeneratorContextManager"), ("contextlib", "ExitStack"), ("pathlib", "Path"),
+                     ("pathlib", "PurePath"), ("matplotlib.figure", "Figure"), ("matplotlib.figure", "FigureBase"),
+                     ("matplotlib.axes._axes", "Axes"), ("matplotlib.axes._base", "_AxesBase"),
+                     ("matplotlib.artist", "Artist"), ("matplotlib.backend_bases", "FigureCanvasBase"),
+                     ("matplotlib.backends.backend_agg", "FigureCanvasAgg"))
+# (module, class): classes whose methods a learner's code might replace (threading.Thread.join = ...), each
+# once its module is imported
 
 
 def torch_globals():
     """What a learner's code can change for every later cell, saved now: Python's warning filters
-    and recursion limit; the functions of the modules in PATCHABLE and the methods of torch.Tensor
-    and nn.Module (``torch.softmax = ...`` is undone; a name added stays in a module, not in a
+    and recursion limit; the functions of the modules in PATCHABLE, the methods of the classes in
+    PATCHABLE_CLASSES (``threading.Thread.join``), torch.Tensor and nn.Module (``torch.softmax = ...`` is undone; a name added stays in a module, not in a
     class, where it would hide an inherited method); torch's global module hooks, deterministic and
     anomaly modes, and print options. Returns a function that puts them back. (The random states
     are put back by the whole check, ``random_states``: a check may watch them advance between calls.)"""
     import warnings
 
-    put_back_process = process_state()   # builtins first: the rest below calls them
+    put_back_process = process_state()
     filters, limit = list(warnings.filters), sys.getrecursionlimit()
     owners, functions = _owners()
     kept = {owner: dict(vars(owner)) for owner in owners}
     parts = [(function.__defaults__, function.__kwdefaults__, function.__code__) for function in functions]
 
     def put_back_python():
+        put_back_process.builtins()   # builtins first: the rest calls them; then the modules' and classes' own
+        _put_back_owners(kept)        # functions (os.getcwd, threading.settrace), which put_back_process calls
         put_back_process()
         for function, (defaults, kwdefaults, code) in zip(functions, parts):
             if function.__defaults__ is not defaults or function.__kwdefaults__ is not kwdefaults \
@@ -757,17 +791,6 @@ def torch_globals():
             warnings.filters[:] = filters
             getattr(warnings, "_filters_mutated", lambda: None)()   # the filters' cache, as simplefilter does
         sys.setrecursionlimit(limit)
-        for owner, saved in kept.items():
-            now = vars(owner)
-            if len(now) == len(saved) and all(map(operator.is_, now.values(), saved.values())) \
-                    and all(map(operator.is_, now, saved)):
-                continue   # (the same names for the same objects, in the same order: nothing changed)
-            for key, value in saved.items():
-                if now.get(key, saved) is not value:
-                    setattr(owner, key, value)
-            if isinstance(owner, type):   # a method added to a class hides the one it inherits: removed
-                for key in [key for key in now if key not in saved]:
-                    delattr(owner, key)
 
     torch = sys.modules.get("torch")
     if torch is None:
@@ -796,6 +819,22 @@ def torch_globals():
             torch.set_anomaly_enabled(*anomaly)
         vars(torch._tensor_str.PRINT_OPTS).update(printing)
     return put_back
+
+
+def _put_back_owners(kept):
+    """Put back the attributes of each module and class in ``kept`` ({owner: its saved dict}) that were
+    replaced since; a method added to a class, where it would hide an inherited one, is removed."""
+    for owner, saved in kept.items():
+        now = vars(owner)
+        if len(now) == len(saved) and all(map(operator.is_, now.values(), saved.values())) \
+                and all(map(operator.is_, now, saved)):
+            continue   # (the same names for the same objects, in the same order: nothing changed)
+        for key, value in saved.items():
+            if now.get(key, saved) is not value:
+                setattr(owner, key, value)
+        if isinstance(owner, type):
+            for key in [key for key in now if key not in saved]:
+                delattr(owner, key)
 
 
 def _digest(tensor):
@@ -917,6 +956,8 @@ def _owners():
     if found is not None:
         return found
     owners = [sys.modules[name] for name in PATCHABLE if name in sys.modules]
+    owners += [value for module, name in PATCHABLE_CLASSES
+               if isinstance(value := getattr(sys.modules.get(module), "__dict__", {}).get(name), type)]
     course = []
     torch = sys.modules.get("torch")
     if torch is not None:
@@ -957,8 +998,7 @@ def process_state():
     time), a timer that was not running (signal.alarm), the collector's
     thresholds and freeze, threading's stack size, trace, profile and excepthook, sys's unraisablehook, torch's thread count, matmul precision and oneDNN
     switch, warn-always flag, and matplotlib's rcParams. Returns a function that puts back what changed
-    (the builtins first, with dict methods only: the rest calls them)."""
-    import builtins
+    (the builtins first, with dict methods only: the rest calls them; ``put_back.builtins`` does only that)."""
     import gc
     import os
 
@@ -970,7 +1010,7 @@ def process_state():
     except ImportError:   # (Windows)
         resource = None
 
-    names = dict(builtins.__dict__)
+    put_back_builtins = _builtins_kept()
     streams = {name: getattr(sys, name) for name in ("stdout", "stderr", "stdin", "displayhook", "excepthook",
                                                     "unraisablehook", "setswitchinterval", "addaudithook")}
     cwd, environ, path, path_list = os.getcwd(), dict(os.environ), sys.path, list(sys.path)
@@ -990,10 +1030,7 @@ def process_state():
     rc = dict.copy(matplotlib.rcParams) if matplotlib is not None else None
 
     def put_back():
-        live = builtins.__dict__
-        for key, value in names.items():
-            if live.get(key, names) is not value:
-                live[key] = value
+        put_back_builtins()
         for name, value in streams.items():
             if getattr(sys, name) is not value:
                 setattr(sys, name, value)
@@ -1057,6 +1094,22 @@ def process_state():
             for key, value in rc.items():
                 if dict.get(live_rc, key, rc) is not value:
                     dict.__setitem__(live_rc, key, value)   # as it was, already validated
+    put_back.builtins = put_back_builtins
+    return put_back
+
+
+def _builtins_kept():
+    """The builtins (``print``, ``len``), saved now; returns a function that puts back any replaced, with
+    dict methods only (everything else calls them)."""
+    import builtins
+
+    names = dict(builtins.__dict__)
+
+    def put_back():
+        live = builtins.__dict__
+        for key, value in names.items():
+            if live.get(key, names) is not value:
+                live[key] = value
     return put_back
 
 
@@ -1142,14 +1195,20 @@ def _in_place(live, saved):
 def _collected():
     """Collect the young garbage a check's calls left (gc's generations 0 and 1: a fraction of a
     millisecond), putting back whatever an object's ``__del__`` changes meanwhile: a learner's object
-    in a reference cycle would otherwise run its ``__del__`` at some later cell's collection."""
-    import gc
-
+    in a reference cycle would otherwise run its ``__del__`` at some later cell's collection. The
+    collection runs bounded (COLLECT_LIMIT s, ``_bounded``); each learner's call collects its own
+    garbage first, in its own thread, within its time limit (``_Run.run``)."""
     put_back = torch_globals()
     try:
-        gc.collect(1)
+        _bounded(_COLLECT, (1,), {}, COLLECT_LIMIT)   # in a thread of its own: a learner's __del__ that never
+    except _OutOfTime:                                   # ends is stopped as their function is
+        pass
     finally:
         put_back()
+
+
+COLLECT_LIMIT = 2   # seconds the check's last collection of a learner's garbage may take
+_COLLECT = gc.collect   # (the check's own: a learner's code may replace gc.collect)
 
 
 def random_states():
@@ -1331,9 +1390,21 @@ def _course_thread(thread):
 _OWN_THREADS = weakref.WeakSet()   # the checks' own threads (not told apart by name: a learner's may take any)
 
 
+class _Thread(threading.Thread):
+    """threading.Thread with its own copy of every method Thread has now: a learner's function that
+    replaces one (``threading.Thread.join = ...``) cannot change how the check waits for it, or for its
+    own threads, before that is put back (PATCHABLE_CLASSES)."""
+
+
+for _name, _method in vars(threading.Thread).items():
+    if isinstance(_method, types.FunctionType):
+        setattr(_Thread, _name, _method)
+del _name, _method
+
+
 def _own_thread(target, name):
     """Start a daemon thread of the check's own, running ``target()``; return it."""
-    thread = threading.Thread(target=target, name=name, daemon=True)
+    thread = _Thread(target=target, name=name, daemon=True)
     _OWN_THREADS.add(thread)
     thread.start()
     return thread
@@ -1494,7 +1565,7 @@ class _Raised(Exception):
     """A learner's function raised a BaseException of its own (KeyboardInterrupt, GeneratorExit)."""
 
 
-class _Run(threading.Thread):
+class _Run(_Thread):
     """A learner's function in a thread of its own, with the caller's gradient mode; ``stop()``
     raises _OutOfTime in it again and again until it ends (none once it has ended)."""
 
@@ -1511,6 +1582,7 @@ class _Run(threading.Thread):
                 if self.grad is not None:
                     sys.modules["torch"].set_grad_enabled(self.grad)
                 self.box["out"] = self.function(*self.args, **self.kwargs)
+                _COLLECT(1)   # the garbage it left in cycles: their __del__ runs here, within the time limit
             except BaseException as exc:   # noqa: BLE001 — handed to the check's thread as it is
                 self.box["raised"] = exc
                 # its message is read here, under the time limit: a learner's __str__ may never return
@@ -1584,8 +1656,8 @@ def _changed_input(function, args, kwargs, given, given_kwargs):
     names = _parameter_names(function) or []
     pairs = [(names[i] if i < len(names) else f"argument {i + 1}", a, b) for i, (a, b) in enumerate(zip(args, given))]
     pairs += [(name, kwargs[name], given_kwargs[name]) for name in kwargs]
-    for name, original, copy in pairs:
-        if _differs(original, copy):
+    for name, original, copied in pairs:
+        if _differs(original, copied):
             return name, original
     return None
 
@@ -1612,6 +1684,51 @@ def _differs(original, copy):
             same |= a.isnan() & b.isnan()
         return not bool(same.all())
     return False
+
+
+def sealed(build):
+    """Decorator for a check's cases (its inputs and reference outputs), which ``build()`` makes once:
+    each call returns a fresh copy, so a learner's function that reaches them by import
+    (``checks._cat_cases()``) and changes them in place changes its own copy only, never a later
+    verdict. Each copy is also compared with a fingerprint of what was built (``_fingerprint``: types,
+    keys, plain values, every tensor's checksum; about 0.4 ms for a check's cases) and made afresh
+    from a pickled copy (bytes, which cannot be changed) if the kept cases were changed some other way."""
+    box = {}
+
+    @functools.wraps(build)
+    def cases():
+        if "saved" not in box:
+            made = build()
+            box["saved"], box["print"] = pickle.dumps(made, 5), _fingerprint(made)
+            box["live"] = made
+        made = copy.deepcopy(box["live"])
+        if _fingerprint(made) != box["print"]:   # changed where it is kept: made again from the bytes
+            box["live"] = pickle.loads(box["saved"])
+            made = copy.deepcopy(box["live"])
+        return made
+    return cases
+
+
+def _fingerprint(x):
+    """What ``x`` (a check's cases: dicts, lists, tuples of plain values, arrays and tensors) holds, as a
+    value equal to another's only when the two hold the same: each container's type and keys, each
+    plain value, each array's and tensor's type, shape, dtype and checksum (``_digest``), and whether a
+    tensor requires grad. Anything else counts by its type alone (a case holds none)."""
+    kind = type(x)
+    if kind in (dict, collections.OrderedDict):
+        return kind, tuple((key, _fingerprint(value)) for key, value in x.items())
+    if kind in (tuple, list):
+        return kind, tuple(_fingerprint(value) for value in x)
+    if kind in _PLAIN_SCALARS:
+        return kind, x
+    if isinstance(x, np.ndarray) and x.dtype.kind != "O":
+        return kind, x.shape, x.dtype.str, zlib.crc32(np.ascontiguousarray(x).reshape(-1).view(np.uint8))
+    if hasattr(x, "detach") and hasattr(x, "requires_grad"):
+        try:
+            return kind, _digest(x), x.requires_grad
+        except (TypeError, RuntimeError):   # a dtype NumPy lacks (bfloat16): read as float32, which holds it exactly
+            return kind, x.dtype, _digest(x.detach().float()), x.requires_grad
+    return (kind,)
 
 
 def _copies(x):

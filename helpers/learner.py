@@ -113,6 +113,7 @@ def keep(piece, chapter, name=None):
     temporary = target.with_suffix(".py.tmp")
     temporary.write_text(text, encoding="utf-8")
     temporary.replace(target)   # whole or not at all
+    checks = getattr(_loading, "checks", 0)
     try:
         module = _load(target)
         kept = getattr(module, name)
@@ -123,6 +124,10 @@ def keep(piece, chapter, name=None):
             raise
         fail(f"the cell that defines {name} does not run on its own as my_gpt/{name}.py "
              f"({type(error).__name__}: {str(error)[:100]}); use only np, torch, nn, F, math and ref in it")
+    if getattr(_loading, "checks", 0) != checks:
+        put_back(target, earlier)
+        fail(f"the cell that defines {name} also calls a check, which would run again each time my_gpt/{name}.py "
+             f"is imported; keep the check call in a cell of its own, below, and run both again")
     if not _same_definition(piece, kept, module, HEADER.format(name=name, chapter=chapter).count("\n")):
         put_back(target, earlier)
         fail(f"the cell that defines {name} makes another {name} after the one the check passed (a second def "
@@ -259,7 +264,19 @@ def _bounded_load(target):
 
 
 _loading = threading.local()   # .depth: how many kept files this thread is importing now (one may use another;
-                               # a check's thread stopped in the middle of one leaves no other thread quiet)
+                               # a check's thread stopped in the middle of one leaves no other thread quiet);
+                               # .checks: how many checks were called meanwhile (see importing)
+
+
+def importing():
+    """True while this thread imports a kept file (keep, use): a check called then (the cell that defines
+    a piece also calls its check) returns at once, silent, without running: else keeping that cell would
+    run the check again, which would keep it again, and so on. The call is counted, so that ``keep``
+    refuses such a cell (``use`` of a file kept before just skips the call)."""
+    if getattr(_loading, "depth", 0) <= 0:
+        return False
+    _loading.checks = getattr(_loading, "checks", 0) + 1
+    return True
 
 
 def _load(target):

@@ -43,3 +43,27 @@ def test_a_thread_named_like_the_checks_watchdog_is_stopped_as_any_other():
 
     with pytest.raises(Wrong, match="left 1 thread of its own running"):
         call(leaves, 3)
+
+
+def test_a_del_that_never_ends_in_a_learners_garbage_is_stopped_by_the_time_limit(monkeypatch):
+    """Red team round 13: a __del__ that loops, left in a reference cycle, ran in the check's own thread at
+    its closing collection, outside every time limit: the check never answered."""
+    from helpers import exercises
+
+    monkeypatch.setattr(exercises, "TIME_LIMIT", 1)
+
+    class Trap:
+        def __del__(self):
+            while True:
+                time.sleep(0.01)
+
+    def leaves_a_trap(x):
+        trap = Trap()
+        trap.me = trap
+        return x
+
+    start = time.monotonic()
+    with pytest.raises(Wrong, match="ran for more than"):
+        call(leaves_a_trap, 3, seconds=1)
+    exercises._collected()
+    assert time.monotonic() - start < 8

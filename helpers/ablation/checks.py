@@ -4,7 +4,8 @@ import types
 
 import numpy as np
 
-from ..errors import as_array as input_array, check_positive_int, fail, shown, to_numpy
+from .. import grading
+from ..errors import as_array as input_array, check_positive_int, fail, shown, to_numpy, type_name
 from ..exercises import (Array, Function, Wrong, as_number, call, close_problems, exercise, model_kept, number_problems,
                          numbers, slip)
 from ..real.smollm2 import original_state
@@ -302,6 +303,24 @@ def function_copy(function, memo=None):
     return twin
 
 
+def _metric_call(function, *args):
+    """``function(*args)`` through ``call`` (a thread of its own, the learner's time limit), for the check
+    cell's metric: a notebook function a learner can rewrite, so the check never runs it unbounded. Its
+    stop, error or time-out is one sentence about the check cell's argument (CourseInputError, which the
+    patching functions pass on as it is and the check shows as the cell's, not the answer's, problem)."""
+    try:
+        return call(function, *args)
+    except Wrong as wrong:   # call's sentence names "your function": here, the metric
+        fail(f"the check cell's metric should be a function metric(out) that returns one number per row, "
+             f"but running it failed ({str(wrong).replace('your function', 'metric')})")
+
+
+def bounded_metric(metric):
+    """``metric`` run only through ``_metric_call``: what the check's own patching runs call instead
+    of the check cell's metric (out: {"logits": (rows, T, V)} -> (rows,))."""
+    return lambda out: _metric_call(metric, out)
+
+
 @exercise("a patching loop over heads and positions",
           answer=Function("a function patch_grid(model, clean_ids, corrupt_ids, metric)"))
 def patch_grid(answer, model, clean_ids, corrupt_ids, metric):
@@ -316,13 +335,19 @@ def patch_grid(answer, model, clean_ids, corrupt_ids, metric):
         one[name] = patching.check_ids(model, ids, name=name)
         if one[name].dim() != 1:
             fail(f"the check's {name} should be one prompt (T,), but got shape {tuple(one[name].shape)}")
+    if not grading.is_callback(metric):   # by its type alone: an object's own code would run unbounded
+        fail(f"the check cell's metric should be a function metric(out) -> one number per row (def or lambda), "
+             f"but got a {type_name(metric)}")
+    # the metric is the notebook's, which a learner may rewrite: the check runs it only through call. A
+    # copy for the learner's function: one that changes what the metric captured (its word lists) changes
+    # neither the grid it is compared with nor the notebook's metric (copying may run a __deepcopy__)
+    copied = _metric_call(function_copy, metric)
+    metric = bounded_metric(metric)
     clean_v, corrupt_v = patching.metric_ends(model, one["clean_ids"][None], one["corrupt_ids"][None], metric, ())
     patching.normalised(clean_v, clean_v, corrupt_v)     # the metric should tell the two runs apart
     right = patching.patch_heads(model, clean_ids, corrupt_ids, metric, per_position=True).numpy()
     with model_kept(model):   # a weight it changes is put back before the check computes its own
-        # a copy of the metric: a function that changes what the metric captured (its word lists) changes
-        # neither the grid it is compared with nor the notebook's metric
-        got = call(answer, model, clean_ids, corrupt_ids, function_copy(metric), what="on the cat model")
+        got = call(answer, model, clean_ids, corrupt_ids, copied, what="on the cat model")
     if got is None:
         raise Wrong("not answered yet: patch_grid returns None; write its loop where the cell says "
                     "# YOUR CODE HERE, so that it returns the grid")

@@ -79,13 +79,14 @@ def multi_head(run):
     """``run`` is the learner's class MultiHeadAttention(d_model, n_heads) as a ``Module`` run:
     built, loaded with a shipped layer's parameters (the names of helpers.model.Attention) and
     run on the layer's real input. Its output must equal the course's layer to float32 rounding
-    on the cat model's two layers and on the induction model's layer 1 (without its positions)."""
+    on the cat model's two layers, on the induction model's layer 1 (without its positions), on
+    the cat model's layer 0 without biases and on its layer 1 read as 3 heads (another head count)."""
     if isinstance(run, torch.nn.Module):   # an instance is callable too, and would be taken for a run
         yield "pass the class MultiHeadAttention itself, not a module built from it " \
               "(MultiHeadAttention, not MultiHeadAttention(6, 2))"
         return
     cases = module_cases()
-    cases.append(_bias_free(cases[0]))
+    cases += [_bias_free(cases[0]), _other_heads(cases[1])]
     for case in cases:
         x, expected = case["x"], case["expected"].numpy()
         slip_state = case.get("slip_state", case["state"])
@@ -128,6 +129,17 @@ def _bias_free(case):
             "args": (*case["args"], False), "slip_state": zero,
             "state": {name: t for name, t in case["state"].items() if not name.startswith("b_")},
             "expected": slipped_attention(case["x"], zero, case["args"][1])}
+
+
+def _other_heads(case, n_heads=3):
+    """``case`` (the cat model's layer 1, 2 heads of 3) run as MultiHeadAttention(d_model, n_heads):
+    the same parameters read as ``n_heads`` heads of d_k = d_model / n_heads, so that a head count
+    written in as 2 shows; the expected output is the course's layer's with that head count."""
+    d_model = case["args"][0]
+    layer = "the cat model's layer 1"
+    return {**case, "what": case["what"].replace(layer, f"{layer} read as {n_heads} heads of d_k = "
+                                                 f"{d_model // n_heads} (MultiHeadAttention({d_model}, {n_heads}))"),
+            "args": (d_model, n_heads), "expected": slipped_attention(case["x"], case["state"], n_heads)}
 
 
 def _error_hint(case, first):

@@ -18,8 +18,6 @@
   ``learner.use``); ``module_cases`` the shipped layers and real inputs the chapter's check
   runs a learner's module on, ``slipped_attention`` the layer computed with one known mistake.
 """
-import copy
-import functools
 import math
 
 import numpy as np
@@ -28,6 +26,7 @@ import torch.nn.functional as F
 from torch import nn
 
 from .. import weights, worlds
+from ..exercises import sealed
 from ..errors import MAX_BYTES, as_array, check_bytes, check_finite, check_ids_given, check_index, check_positive_int, \
     check_switch, check_tensor, check_tensor_size, count, fail, length, shown, to_numpy
 from ..masking.compute import book_attention  # noqa: F401  (chapter 05 builds the Book's layer too)
@@ -144,7 +143,8 @@ def torch_differences(attn, x):
     H, d = attn.n_heads, attn.W_Q.shape[0]
     q, k, v = (split_heads(ours[name], H) for name in "qkv")
     fused = linear(merge_heads(F.scaled_dot_product_attention(q, k, v, is_causal=True)), attn.W_O, attn.b_O)
-    mha = nn.MultiheadAttention(d, H, batch_first=True, dtype=attn.W_Q.dtype).eval()   # the layer's, whatever the default
+    with torch.random.fork_rng(devices=[]):   # its init draws from torch's global generator: put back after
+        mha = nn.MultiheadAttention(d, H, batch_first=True, dtype=attn.W_Q.dtype).eval()   # the layer's dtype
     mha.load_state_dict({"in_proj_weight": torch.cat([attn.W_Q.T, attn.W_K.T, attn.W_V.T]),
                          "in_proj_bias": torch.cat([attn.b_Q, attn.b_K, attn.b_V]),
                          "out_proj.weight": attn.W_O.T, "out_proj.bias": attn.b_O})
@@ -302,23 +302,38 @@ def repeat_score(weights, ids):
     return float((w * follows).sum(-1)[repeats].double().mean())
 
 
+def check_weights_bytes(cfg, B, T, size=4):
+    """Refuse up front a layer_weights pass whose tables pass MAX_BYTES: the (B, layers, heads, T, T) weights
+    it returns, beside what the pass itself holds at once (``Config.pass_bytes``); ``size``: bytes a number
+    (4 in float32, 8 for a model.double())."""
+    need = size * B * cfg.n_layers * cfg.n_heads * T * T + size // 4 * cfg.pass_bytes(B, T)
+    most = MAX_BYTES // (size * cfg.n_layers * cfg.n_heads * T * T + size // 4 * cfg.pass_bytes(1, T))
+    check_bytes(need, f"the attention weights of {cfg.n_layers} layers on {count(B)} sequences of {count(T)} tokens",
+                f"give at most {count(most)} sequences of this length at once" if most else "give shorter sequences")
+
+
 @torch.no_grad()
 def layer_weights(model, ids):
-    """Attention weights of every layer and head: ids (B, T) -> (B, layers, heads, T, T)."""
+    """Attention weights of every layer and head: ids (B, T) -> (B, layers, heads, T, T).
+    Memory: the weights returned and the pass, counted first (``check_weights_bytes``)."""
     ids = check_model(model).check_ids(ids)
     if ids.dim() == 1:
         ids = ids[None]
-    names = [f"L{layer}.weights" for layer in range(model.cfg.n_layers)]
-    kept = {}
+    (B, T), L = ids.shape, model.cfg.n_layers
+    size = max(4, model.E.element_size())   # (a half-precision model's weights are counted as float32's)
+    check_weights_bytes(model.cfg, B, T, size)
+    out = []                   # the (B, layers, heads, T, T) table, made at the first layer in the weights' dtype
 
-    def keeper(name):          # hands the pass its weights back unchanged, keeping a copy
+    def keeper(layer):         # hands the pass its weights back unchanged, a copy kept in out
         def keep(weights):
-            kept[name] = weights.detach()
+            if not out:
+                out.append(weights.new_empty((B, L) + tuple(weights.shape[1:])))
+            out[0][:, layer] = weights.detach()
             return weights
         return keep
     with torch.no_grad():      # one pass over the whole batch: (B, heads, T, T) per layer
-        model(ids, replace={name: keeper(name) for name in names})
-    return torch.stack([kept[name] for name in names], dim=1)
+        model(ids, replace={f"L{layer}.weights": keeper(layer) for layer in range(L)})
+    return out[0]
 
 
 def head_scores(model, ids, length):
@@ -476,22 +491,26 @@ PROMPTS = {
 }
 
 
-@functools.lru_cache(maxsize=None)
-def _loaded(name):
-    """The shipped model ``name`` and its tokenizer, read from disk once: never handed out (get_model copies)."""
-    if name == "cat":
-        return weights.load_cat(), worlds.cat_world().tokenizer
+@sealed
+def _loaded_cat():
+    """The shipped cat model and its tokenizer, read from disk once (a fresh copy each call: ``sealed``)."""
+    return weights.load_cat(), worlds.cat_world().tokenizer
+
+
+@sealed
+def _loaded_induction():
+    """The shipped induction model and its tokenizer, read from disk once (a fresh copy each call)."""
     model = weights.load_induction()
     return model, worlds.Tokenizer(worlds.induction_vocab(model.cfg.vocab_size))
 
 
 def get_model(name):
     """The shipped model ``name`` ('cat' or 'induction') and its tokenizer: read from disk once, and a
-    fresh copy on every call (about 2 ms), so code that changes the model it gets (a learner's module
+    fresh copy on every call (a few ms), so code that changes the model it gets (a learner's module
     zeroing a weight) changes its own copy, never the one the explorer, head_view and the checks use."""
     if type(name) is not str or name not in MODELS:
         fail(f"the model should be one of {MODELS}, but got {shown(name)}")
-    return copy.deepcopy(_loaded(name))
+    return _loaded_cat() if name == "cat" else _loaded_induction()
 
 
 YOURS = "your model"   # the model menu's name for a model the caller hands in
@@ -716,8 +735,8 @@ def slipped_attention(x, state, n_heads, slip=None):
     return concat @ W["O"] + b["O"]
 
 
-@functools.lru_cache(maxsize=None)
-def _module_cases():
+@sealed   # made once, then a fresh copy on every call: a learner's module that reached them by import and
+def _module_cases():   # changed them in place changes its own copy only
     cat, tokenizer = get_model("cat")
     long = [s for s in worlds.cat_world().sentences if len(s) == 10]       # the 16 ten-token sentences
     traces = [cat(tokenizer.encode(" ".join(s)), trace=True) for s in long]

@@ -6,16 +6,14 @@ Each check judges properties and reference values and says what is wrong without
 printing the expected answer.
 """
 import collections
-import copy
 import math
-from functools import lru_cache
 
 import numpy as np
 import torch
 
 from ..errors import as_array, check_index, check_positive_int, count, fail, shown
 from ..exercises import (Array, Function, Number, Wrong, as_wholes, call, close_problems, exercise, number_problems,
-                         numbers)
+                         numbers, sealed)
 from ..reference import softmax
 from .compute import heads_from_trace
 
@@ -237,13 +235,12 @@ def attention_variant(q, k, v, scale="sqrt", hide="future", fill=float("-inf"), 
 
 
 def attention_cases():
-    """A copy of ``_attention_cases()`` (made once): a learner's function that reached the check's own
-    tensors and changed them in place would change every later verdict."""
-    return copy.deepcopy(_attention_cases())
+    """The check's cases, a fresh copy on every call (``_attention_cases``)."""
+    return _attention_cases()
 
 
-@lru_cache(maxsize=1)
-def _attention_cases():
+@sealed   # made once, then a fresh copy on every call: a learner's function that reached them by import and
+def _attention_cases():   # changed them in place changes its own copy only, never a later verdict
     """The inputs the check runs a learner's causal_attention on, with the right outputs:
     one (the cat model's layer 0 on PROMPT), batch (layer 1 on the two BATCH sentences),
     cache (PROMPT's last three queries against all seven keys) and huge (a key to the right with

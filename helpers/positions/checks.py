@@ -192,8 +192,13 @@ def rotate(fn, induction):
     """``fn(x, start=0)``: x (B, H, T, d_k) with every adjacent pair (2i, 2i+1) of token t turned
     through (start + t)·10000**(-2i/d_k). Run on the shipped induction model's queries and keys
     (both layers, a repeated-token sequence): the turned vectors and the scores they give must
-    equal the model's trace, in one pass and after a cache of 9 tokens (start=9)."""
+    equal the trace of the shipped file's model (``induction`` is only checked to be of its
+    Config), in one pass and after a cache of 9 tokens (start=9)."""
     check_shipped(induction, "induction")
+    # the expected turns and scores come from the shipped file, not from ``induction``: an earlier cell may
+    # have changed its weights or its rotary settings (an experiment), which must not make a right rotate
+    # look wrong
+    induction = weights.load_induction()
     ids = worlds.repeated_tokens(1, 8, induction.cfg.vocab_size, seed=2024)[0]
     H, cut = induction.cfg.n_heads, 9
     with torch.no_grad():

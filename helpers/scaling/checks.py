@@ -5,15 +5,14 @@ and a gradient taken with respect to the right thing.
 Each check judges properties and reference values and says what is wrong without
 printing the expected answer.
 """
-import copy
 import math
-from functools import lru_cache
 
 import numpy as np
 
 import torch
 
-from ..exercises import Array, Function, Number, Wrong, call, close_problems, exercise, number_problems, numbers, slip
+from ..exercises import Array, Function, Number, Wrong, call, close_problems, exercise, number_problems, numbers, \
+    sealed, slip
 from ..errors import check_positive_int, count, fail
 from .compute import check_weights, layer_case, scaled_scores as course_scores, softmax_jacobian, weight_gradient
 
@@ -85,13 +84,12 @@ NOT_WRITTEN = "not answered yet: scaled_scores returns None; write its body wher
 
 
 def cat_cases():
-    """A copy of ``_cat_cases()`` (made once): a learner's function that reached the check's own
-    tensors (by import) and changed them in place would otherwise change every later verdict."""
-    return copy.deepcopy(_cat_cases())
+    """The check's cases, a fresh copy on every call (``_cat_cases``)."""
+    return _cat_cases()
 
 
-@lru_cache(maxsize=1)
-def _cat_cases():
+@sealed   # made once, then a fresh copy on every call: a learner's function that reached them by import and
+def _cat_cases():   # changed them in place changes its own copy only, never a later verdict
     """The check's inputs: (label, args, reference scores) per case. The shipped cat model's layer 0 and
     layer 1 on each of CAT_PROMPTS (the reference is the trace's scores, -inf above the diagonal), then
     layer 0 on the last prompt read as three heads of d_k = 2 (the reference is the course's function)."""
