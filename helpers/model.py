@@ -36,7 +36,8 @@ import torch.nn.functional as F
 from torch import nn
 
 from .errors import MAX_BYTES, CourseInputError, check_bytes, check_choice, check_ids_given, check_index, \
-    check_number, check_positive_int, check_seed, check_switch, check_tensor, count, fail, message_of, shown
+    check_finite, check_number, check_positive_int, check_seed, check_switch, check_tensor, count, fail, length, \
+    message_of, shown
 
 POSITIONS = ("sinusoidal", "learned", "rotary", "none")
 MAX_TOKENS = 1024   # the longest sequence a model runs at once: its attention weights must fit Binder's 2 GB
@@ -315,6 +316,31 @@ def check_stream(x, d, dtype, name, dims=3):
     return x
 
 
+def check_part_input(x, name, dtype):
+    """The input of a part called on its own (``check_stream``'s tensor): refuse NaN or inf, and entries
+    whose squares would overflow ``dtype`` (the weights' dtype; a norm's variance, attention's scores)."""
+    x = x.detach()
+    check_finite(x, name)
+    check_squares(x, name, dtype)
+
+
+def check_made(y, what, inputs, weights=(), keep=None):
+    """Refuse ``y``, what ``what`` (e.g. "Attention") made from finite ``inputs`` (a dict name -> tensor),
+    when it holds NaN or inf: its products overflowed y's dtype. The sentence names the inputs' largest
+    entries, or ``weights`` (tensors, e.g. a part's parameters) when they hold NaN or inf, or ``keep`` (a
+    learner's function that received the intermediates) when given. Return y. A check after the work:
+    for the parts called on their own (never inside a model's pass) and the course's attention functions."""
+    if bool(y.detach().isfinite().all()):
+        return y
+    if not all(bool(w.detach().isfinite().all()) for w in weights):
+        fail(f"{what} should give finite numbers, but gave NaN or inf: its weights hold NaN or inf")
+    sizes = ", ".join(f"{name} up to {float(x.detach().abs().max()):.3g}" for name, x in inputs.items())
+    fail(f"{what} should give finite numbers, but gave NaN or inf: "
+         + ("" if keep in (None, _same) else "what keep returned may hold NaN or inf, or ")
+         + f"its products overflow {str(y.dtype).replace('torch.', '')} with entries this large ({sizes}); "
+           "give smaller numbers")
+
+
 def check_span(n):
     """Refuse n positions (a start plus the tokens, or a cache's and the new ones) past MAX_TOKENS."""
     if n > MAX_TOKENS:
@@ -477,7 +503,8 @@ class Attention(nn.Module):
         stored W_O is untouched). cache: a KVCache whose entry ``layer`` is read and extended.
         start: the position of x's first token (for rotary positions after a cache).
         Every argument is checked first (see ``check_call``); called on its own, the cache too, as a
-        model's pass checks it (``check_cache``), and a call that fails leaves it as it was.
+        model's pass checks it (``check_cache``), and a call that fails leaves it as it was. Called on its
+        own, a write-back holding NaN or inf (scores past the dtype) is refused after the work (``check_made``).
         """
         if _CHECKED.depth:   # a part of a model's pass, which has checked everything once
             return self._forward(x, causal, positions, ablate, cache, layer, start, keep, scaled)
@@ -487,7 +514,8 @@ class Attention(nn.Module):
         with restored_on_failure(cache):
             if cache is not None:
                 self.check_cache(cache, x, layer, start, causal, positions)
-            return self._forward(x, causal, positions, ablate, cache, layer, start, keep, scaled)
+            return check_made(self._forward(x, causal, positions, ablate, cache, layer, start, keep, scaled),
+                              "Attention", dict(x=x), self.parameters(), keep)
 
     def _forward(self, x, causal, positions, ablate, cache, layer, start, keep, scaled):
         """The attention of checked input (see ``forward``)."""
@@ -523,8 +551,9 @@ class Attention(nn.Module):
 
     def check_call(self, x, ablate, cache, layer, start, keep, unknown):
         """Refuse, before any work, what ``forward`` cannot run: x not a non-empty (B, T, d_model) tensor
-        of the weights' dtype, more than MAX_TOKENS positions or MAX_BYTES of scores, ablate not a set of
-        this module's head indices, a negative start, a cache that is not a KVCache, a layer it lacks,
+        of the weights' dtype, or holding NaN, inf or entries whose squares overflow that dtype
+        (``check_part_input``), more than MAX_TOKENS positions or MAX_BYTES of scores, ablate not a set,
+        list or tuple of this module's head indices (an iterator may never end: ``check_collection``), a negative start, a cache that is not a KVCache, a layer it lacks,
         a keep that is not a function, an unknown keyword. Returns ablate as a set of ints."""
         check_unknown(unknown, ATTENTION_SWITCHES, "Attention's")
         d = self.W_Q.shape[0]
@@ -540,8 +569,8 @@ class Attention(nn.Module):
         check_span(max(start + T, T_k))
         check_bytes(12 * B * self.n_heads * T * T_k, f"attention on {count(B)} sequences of {count(T)} tokens",
                     "give fewer or shorter sequences")
-        if isinstance(ablate, (str, bytes)) or not hasattr(ablate, "__iter__"):
-            fail(f"ablate should be a set of head indices such as {{0}}, but got {shown(ablate)}")
+        check_part_input(x, "x", self.W_Q.dtype)   # the scores are products of x's entries
+        ablate = check_collection(ablate, "ablate", "a set of head indices such as {0}")
         return {check_index(head, "each ablated head", self.n_heads) for head in ablate}
 
     def check_cache(self, cache, x, layer, start, causal, positions):
@@ -596,13 +625,21 @@ class MLP(nn.Module):
         seeded(self, seed)
 
     def forward(self, x, keep=None):
-        """x (..., d_model) -> (..., d_model); x is checked first, and the memory its hidden layer needs."""
-        if not _CHECKED.depth:
-            d, d_ff = self.W_1.shape
-            rows = check_stream(x, d, self.W_1.dtype, "x", dims=None).numel() // d
-            check_bytes(16 * rows * d_ff, f"an MLP pass on {count(rows)} positions", "give fewer positions")
-            if keep is not None and not callable(keep):
-                fail(f"keep should be a function keep(name, tensor), but got {shown(keep)}")
+        """x (..., d_model) -> (..., d_model); x is checked first (shape, dtype, NaN or inf, entries too
+        large: ``check_part_input``), and the memory its hidden layer needs; called on its own, an output
+        holding NaN or inf is refused too (``check_made``)."""
+        if _CHECKED.depth:   # a part of a model's pass, which has checked everything once
+            return self._forward(x, keep)
+        d, d_ff = self.W_1.shape
+        rows = check_stream(x, d, self.W_1.dtype, "x", dims=None).numel() // d
+        check_bytes(16 * rows * d_ff, f"an MLP pass on {count(rows)} positions", "give fewer positions")
+        if keep is not None and not callable(keep):
+            fail(f"keep should be a function keep(name, tensor), but got {shown(keep)}")
+        check_part_input(x, "x", self.W_1.dtype)
+        return check_made(self._forward(x, keep), "the MLP", dict(x=x), self.parameters(), keep)
+
+    def _forward(self, x, keep):
+        """The MLP of checked input (see ``forward``)."""
         keep = _through(keep)
         pre = keep("pre", linear(x, self.W_1, self.b_1))
         if self.activation == "swiglu":
@@ -648,22 +685,36 @@ class Block(nn.Module):
             check_stream(h, self.cfg.d_model, self.attn.W_Q.dtype, "h")
             check_unknown(set(switches) - set(ATTENTION_SWITCHES), ATTENTION_SWITCHES + ("attention",), "a Block's")
             attention = check_switch(attention, "attention")
+            check_part_input(h, "h", self.attn.W_Q.dtype)   # the norm's variance, the scores
+            with restored_on_failure(switches.get("cache")):   # (a model's pass restores its cache itself)
+                return check_made(self._attention_part(h, keep, attention, switches), "the block's attention part",
+                                  dict(h=h), self.parameters(), keep)
+        return self._attention_part(h, keep, attention, switches)
+
+    def _attention_part(self, h, keep, attention, switches):
+        """The attention part of checked input (see ``attention_part``)."""
         keep = _through(keep)
-        with restored_on_failure(None if _CHECKED.depth else switches.get("cache")):
-            x = keep("ln1", self.ln1(h) if self.cfg.norm == "pre" else h)
-            if attention:
-                attn = self.attn(x, keep=keep, **switches)
-            else:
-                attn = keep("attn", torch.zeros_like(h))
-            h_mid = h + attn
-            if self.cfg.norm == "post":
-                h_mid = self.ln1(h_mid)
-            return keep("h_mid", h_mid)
+        x = keep("ln1", self.ln1(h) if self.cfg.norm == "pre" else h)
+        if attention:
+            attn = self.attn(x, keep=keep, **switches)
+        else:
+            attn = keep("attn", torch.zeros_like(h))
+        h_mid = h + attn
+        if self.cfg.norm == "post":
+            h_mid = self.ln1(h_mid)
+        return keep("h_mid", h_mid)
 
     def mlp_part(self, h_mid, keep=None):
         """h_mid (B, T, d_model) -> h, the layer's output (h_mid itself when d_ff=0)."""
         if not _CHECKED.depth:
             check_stream(h_mid, self.cfg.d_model, self.attn.W_Q.dtype, "h_mid")
+            check_part_input(h_mid, "h_mid", self.attn.W_Q.dtype)   # the norm's variance
+            return check_made(self._mlp_part(h_mid, keep), "the block's MLP part", dict(h_mid=h_mid),
+                              self.parameters(), keep)
+        return self._mlp_part(h_mid, keep)
+
+    def _mlp_part(self, h_mid, keep):
+        """The MLP part of checked input (see ``mlp_part``)."""
         keep = _through(keep)
         if self.mlp is None:
             return keep("h", h_mid)
@@ -733,6 +784,18 @@ def linear(x, W, b):
 
 
 MAX_HEAD_PAIRS = 100_000   # (layer, head) pairs in one ablate_heads (a model has far fewer heads)
+
+
+def check_collection(heads, name, expected):
+    """Heads to ablate (``ablate_heads``' pairs, ``ablate``'s indices): a set, list or tuple (any
+    abc.Set or abc.Sequence but text) of at most MAX_HEAD_PAIRS entries, else one sentence naming
+    ``expected``; return it. An iterator or generator is refused: it may never end."""
+    if isinstance(heads, (str, bytes)) or not isinstance(heads, (abc.Set, abc.Sequence)):
+        fail(f"{name} should be {expected}, but got {shown(heads)}")
+    size = length(heads)
+    if size > MAX_HEAD_PAIRS:
+        fail(f"{name} should name at most {MAX_HEAD_PAIRS:,} heads, but got {count(size)}")
+    return heads
 
 
 class KVCache:
@@ -1052,6 +1115,12 @@ class Transformer(nn.Module):
         final_ln and logits."""
         if not _CHECKED.depth:
             check_stream(h, self.cfg.d_model, self.E.dtype, "h", dims=None)
+            check_part_input(h, "h", self.E.dtype)   # the final norm's variance, the logits
+            return check_made(self._unembed(h, keep), "unembed", dict(h=h), self.parameters(), keep)
+        return self._unembed(h, keep)
+
+    def _unembed(self, h, keep):
+        """The logits of checked input (see ``unembed``)."""
         keep = _through(keep)
         final = keep("final_ln", self.final_ln(h) if self.final_ln is not None else h)
         return keep("logits", final @ self.E.T)
@@ -1112,11 +1181,7 @@ class Transformer(nn.Module):
     def check_heads(self, heads):
         """A set of (layer, head) pairs, each in range."""
         cfg, checked = self.cfg, set()
-        if isinstance(heads, (str, bytes)) or not isinstance(heads, (abc.Set, abc.Sequence)):   # an iterator may never end
-            fail(f"ablate_heads should be a set of (layer, head) pairs, but got {shown(heads)}")
-        if len(heads) > MAX_HEAD_PAIRS:
-            fail(f"ablate_heads should name at most {MAX_HEAD_PAIRS:,} (layer, head) pairs, but got {len(heads):,}")
-        for pair in heads:
+        for pair in check_collection(heads, "ablate_heads", "a set of (layer, head) pairs"):
             if not (isinstance(pair, (tuple, list)) and len(pair) == 2):
                 fail(f"ablate_heads should hold (layer, head) pairs, but got {shown(pair)}")
             layer, head = pair

@@ -435,8 +435,27 @@ def logit_lens(model, ids, names=None):
     cfg, T = model.cfg, ids.shape[0]
     check_memory(model, 1, T, names, "logit_lens", extra=4 * len(names) * T * cfg.vocab_size)
     got = capture(model, ids.view(1, -1), names)[1]
+    check_finite_stream(got, names)
     with torch.no_grad():
-        return names, torch.stack([model.unembed(got[name][0]) for name in names])
+        return names, check_finite_logits(torch.stack([model.unembed(got[name][0]) for name in names]))
+
+
+def check_finite_stream(got, names):
+    """One sentence when a point of the residual stream (``got[name]``, captured) holds NaN or inf, naming the
+    first one in ``names``' order; a check of what the pass made anyway (not a scan of every weight)."""
+    for name in names:
+        if not bool(torch.isfinite(got[name]).all()):
+            fail(f"the residual stream should hold finite numbers, but at {name} it holds NaN or inf: the model's "
+                 "weights hold NaN or inf, or its numbers overflow")
+
+
+def check_finite_logits(logits):
+    """``logits`` (..., V), what the read-out made, else one sentence (the stream was finite: the final norm's
+    or the unembedding's weights hold NaN or inf, or the product overflows)."""
+    if not bool(torch.isfinite(logits).all()):
+        fail("the read-out's logits should be finite numbers, but hold NaN or inf: the model's final norm or "
+             "unembedding E holds NaN or inf, or the product overflows")
+    return logits
 
 
 def token_lens(model, ids, token_id):
@@ -449,8 +468,9 @@ def token_lens(model, ids, token_id):
     token_id = check_token_id(model, token_id)
     names = ["h0"] + [f"L{layer}.h" for layer in range(model.cfg.n_layers)]
     got = capture(model, ids.view(1, -1), names, stop_after=names[-1])[1]
+    check_finite_stream(got, names)
     with torch.no_grad():                # the read-out of the last position only: (layers + 1, V)
-        logits = model.unembed(torch.stack([got[name][0, -1] for name in names]))
+        logits = check_finite_logits(model.unembed(torch.stack([got[name][0, -1] for name in names])))
     probs = torch.softmax(logits, dim=-1)
     rank = (logits > logits[:, token_id:token_id + 1]).sum(-1)
     return dict(layers=list(range(-1, model.cfg.n_layers)), p=probs[:, token_id].tolist(),

@@ -59,6 +59,16 @@ def check_steps(steps, most=MAX_STEPS):
     return steps
 
 
+def check_work(work, most, what, advice):
+    """Refuse, before anything runs, a call whose ``work`` passes ``most``, its budget of about a minute:
+    ``work`` is counted from the sizes alone (multiply-adds and the like: the same count on any machine),
+    ``what`` names what would run and ``advice`` says how to ask for less. A silent call (no progress
+    shown) ends within about a minute; a longer one is refused up front, never left running."""
+    if work > most:
+        fail(f"{what} should need at most {most:.2g} units of work (this course's limit for one call: about a "
+             f"minute, counted before it starts), but would need about {work:.2g}: {advice}")
+
+
 def check_stop_after(stop_after, steps):
     """How many of a ``steps``-long schedule's steps to run: None (all of them) or a whole number from 1
     to ``steps`` (more would silently run only ``steps``); return it as int (``steps`` for None)."""

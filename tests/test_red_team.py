@@ -847,7 +847,7 @@ CHAPTERS_01_04_ROWS = [
     Row("masking.prefix_scores(causal)", lambda v: masking.prefix_scores(CAT, CAT_WORLD, causal=v), valid=switch),
     Row("masking.train_without_mask(seed)", lambda v: masking.train_without_mask(CAT_WORLD, seed=v, steps=1),
         valid=lambda v: whole(v, 0, 2**64 - 1)),
-    Row("masking.train_without_mask(steps)", lambda v: masking.train_without_mask(CAT_WORLD, steps=v), valid=lambda v: whole(v, 1, 10_000)),
+    Row("masking.train_without_mask(steps)", lambda v: masking.train_without_mask(CAT_WORLD, steps=v), valid=lambda v: whole(v, 1, 5_000)),
     Row("masking.leak(seed)", lambda v: masking.leak(seed=v), state=torch_rng, valid=lambda v: whole(v, 0, 2**64 - 1)),
     Row("masking.leak(d_model)", lambda v: masking.leak(d_model=v), state=torch_rng, valid=lambda v: whole(v, 1, 4000)),
     Row("masking.leak(T)", lambda v: masking.leak(T=v), state=torch_rng, valid=lambda v: whole(v, 1, 4000)),

@@ -417,7 +417,7 @@ def offset_agreement(kv, pairs):
 
 def check_points(points, least=1, name="points"):
     """points as a finite (n, d) float array with least <= n <= MAX_POINTS (the measures compare every
-    pair: 10,000 points make a 0.8 GB table of distances); else one sentence (``name``: what they are called)."""
+    pair, and count their tables' bytes first); else one sentence (``name``: what they are called)."""
     points = as_array(points, name, 2)
     if not least <= len(points) <= MAX_POINTS:
         fail(f"{name} should have {least} to {MAX_POINTS:,} rows, but has {len(points):,}")
@@ -429,19 +429,29 @@ def check_points(points, least=1, name="points"):
 def knn(points, k):
     """Indices (n, k) of each point's k nearest other points (Euclidean), nearest first.
 
-    points: (n, d) with n > k.
+    points: (n, d) with n > k. Computed a block of rows at a time: at most BLOCK_BYTES of the (n, n)
+    distances at once, besides the (n, k) answer (counted first).
     """
     points = check_points(points)
     k = check_positive_int(k, "k")
     if len(points) <= k:
         fail(f"need more than k={k} points in an (n, d) array, but got shape {points.shape}")
+    n = len(points)
+    check_bytes(8 * n * k + BLOCK_BYTES, f"the {count(k)} nearest neighbours of {count(n)} points",
+                "ask for a smaller k")
     squared = (points ** 2).sum(axis=1)
-    dist = squared[:, None] + squared[None, :] - 2 * points @ points.T
-    np.fill_diagonal(dist, np.inf)
-    return np.argsort(dist, axis=1, kind="stable")[:, :k]
+    rows = max(1, BLOCK_BYTES // (4 * 8 * n))   # a block's distances, its two temporaries and its argsort
+    near = np.empty((n, k), dtype=np.int64)
+    for start in range(0, n, rows):   # one block of rows at a time (chapter 01's 172 points: one block)
+        block = slice(start, min(n, start + rows))
+        dist = squared[block, None] + squared[None, :] - 2 * points[block] @ points.T
+        dist[np.arange(len(dist)), np.arange(block.start, block.stop)] = np.inf
+        near[block] = np.argsort(dist, axis=1, kind="stable")[:, :k]
+    return near
 
 
-MAX_POINTS = 10_000   # points a neighbourhood measure may compare (an (n, n) table of distances; chapter 01: 172)
+MAX_POINTS = 10_000   # points a neighbourhood measure may compare (chapter 01: 172)
+BLOCK_BYTES = 64 * 2**20   # the most a block of knn's (n, n) distances takes at once, with its temporaries
 
 
 def check_maps(high, low, k):
@@ -475,20 +485,58 @@ def neighbourhood_kept(high, low, k=10):
     A map that kept every neighbourhood scores 1; a random map about k / (n - 1).
     """
     high, low, k = check_maps(high, low, k)
+    check_bytes(2 * 8 * len(high) * k + BLOCK_BYTES, f"the {count(k)} nearest neighbours of {count(len(high))} points "
+                "in both maps", "ask for a smaller k")
     near_high, near_low = knn(high, k), knn(low, k)
     return np.array([len(set(h) & set(l)) / k for h, l in zip(near_high, near_low)])
 
 
+def check_agreement_bytes(n):
+    """Refuse up front a distance_agreement on ``n`` points whose tables pass MAX_BYTES: the n(n-1)/2 pairs'
+    ranks in both maps (float64), with one map's distances and their order beside them: 32 bytes a pair."""
+    pairs = n * (n - 1) // 2
+    check_bytes(32 * pairs, f"distance_agreement on {count(n)} points ({count(pairs)} pairs)",
+                f"give at most {math.isqrt(MAX_BYTES // 16):,} points")
+
+
+def pair_distances(x):
+    """The distance of every pair i < j of the rows of x (n, d), in np.triu_indices(n, 1)'s order:
+    (n(n-1)/2,), computed a row at a time (never the (n(n-1)/2, d) table of differences)."""
+    n = len(x)
+    out = np.empty(n * (n - 1) // 2)
+    start = 0
+    for i in range(n - 1):
+        out[start:start + n - 1 - i] = np.linalg.norm(x[i] - x[i + 1:], axis=1)
+        start += n - 1 - i
+    return out
+
+
+def rank_correlation(ranks):
+    """``np.corrcoef(ranks)[0, 1]`` for a (2, N) float64 table, computed in place (np.corrcoef copies it):
+    the same operations in the same order, so the same float."""
+    ranks -= ranks.mean(axis=1)[:, None]
+    c = np.dot(ranks, ranks.T)
+    c *= np.true_divide(1, ranks.shape[1] - 1)
+    stddev = np.sqrt(np.diag(c))
+    c /= stddev[:, None]
+    c /= stddev[None, :]
+    return float(np.clip(c[0, 1], -1, 1))
+
+
 def distance_agreement(high, low):
     """Spearman rank correlation between all pairwise distances in ``high`` (n, d) and in
-    ``low`` (n, 2): 1 when the map orders every distance as the original does."""
+    ``low`` (n, 2): 1 when the map orders every distance as the original does.
+    Memory: 32 bytes a pair of points, counted first (``check_agreement_bytes``)."""
     high, low = check_points(high, least=3, name="high"), check_points(low, least=3, name="low")
     if len(high) != len(low):
         fail(f"high and low should be (n, d) arrays with the same n >= 3, but got shapes "
              f"{high.shape} and {low.shape}")
-    rows, cols = np.triu_indices(len(high), k=1)
-    ranks = [np.argsort(np.argsort(np.linalg.norm(x[rows] - x[cols], axis=1))) for x in (high, low)]
-    return float(np.corrcoef(ranks[0], ranks[1])[0, 1])
+    check_agreement_bytes(len(high))
+    ranks = np.empty((2, len(high) * (len(high) - 1) // 2))
+    for row, x in zip(ranks, (high, low)):
+        order = np.argsort(pair_distances(x))
+        row[order] = np.arange(len(order), dtype=float)   # each pair's rank: argsort(order), without a second sort
+    return rank_correlation(ranks)
 
 
 def pca_2d(points):
@@ -497,6 +545,9 @@ def pca_2d(points):
     points = check_points(points, least=2)
     if points.shape[1] < 2:
         fail(f"points should have at least 2 columns (two components to find), but has shape {points.shape}")
+    # the centred copy, the SVD's own copy, its (n, d) factor and its workspace: about 4 x the points, counted at 5
+    check_bytes(5 * 8 * points.size, f"PCA of {count(len(points))} points of {count(points.shape[1])} numbers",
+                "give fewer points or fewer numbers each")
     centred = points - points.mean(axis=0)
     _, _, vt = np.linalg.svd(centred, full_matrices=False)
     axes = vt[:2] * np.sign(vt[:2, :1] + 1e-12)   # make each axis' first entry positive
@@ -532,11 +583,31 @@ def check_spread(points, method):
     return points
 
 
+@contextmanager
+def random_states_kept():
+    """Python's and NumPy's global random states put back after the block, however it ends: the first
+    t-SNE's imports draw from Python's ``random``, and the learner's draws should go on as before."""
+    import random
+
+    state, numpy_state = random.getstate(), np.random.get_state()
+    try:
+        yield
+    finally:
+        random.setstate(state)
+        np.random.set_state(numpy_state)
+
+
 def tsne_2d(points, seed=0):
     """t-SNE map of points (n, d) -> (n, 2), one thread, seeded, TSNE_ITERATIONS iterations.
     points: finite, 3 to MAX_POINTS rows that do not all coincide."""
     seed = check_small_seed(seed, "t-SNE")
     points = check_spread(check_points(points, least=3), "t-SNE")
+    with random_states_kept():   # scikit-learn's first import draws from Python's random
+        return tsne_fit(points, seed)
+
+
+def tsne_fit(points, seed):
+    """tsne_2d's map of checked points, one thread."""
     from sklearn.manifold import TSNE
     from threadpoolctl import threadpool_limits
 
@@ -686,6 +757,12 @@ def umap_2d(points, seed=0, n_neighbors=15):
     points = check_spread(check_points(points, least=3), "UMAP")
     if n_neighbors > len(points):
         fail(f"n_neighbors should be at most the number of points ({len(points):,}), but got {count(n_neighbors)}")
+    with random_states_kept():   # (as t-SNE's: the learner's draws go on as before)
+        return umap_fit(points, seed, n_neighbors)
+
+
+def umap_fit(points, seed, n_neighbors):
+    """umap_2d's map of checked points, UMAP handed their exact neighbours."""
     umap = import_umap()
     serial_umap()
     near = knn(points, n_neighbors - 1)
@@ -751,6 +828,8 @@ def word_map(kv, groups, methods=METHODS, k=10, seed=0):
     k, seed = check_positive_int(k, "k"), check_small_seed(seed, "t-SNE and UMAP")
     words, labels = group_words(kv, groups)
     points = unit(np.stack([kv[w] for w in words]))
+    check_maps_work(len(points), k, sum(m != "PCA" for m in methods), len(methods), "word_map",
+                    "ask for fewer groups or fewer methods")
     coords = {m: project(points, m, seed) for m in methods}
     kept = {m: neighbourhood_kept(points, xy, k) for m, xy in coords.items()}
     agreement = {m: distance_agreement(points, xy) for m, xy in coords.items()}
@@ -761,6 +840,26 @@ def word_map(kv, groups, methods=METHODS, k=10, seed=0):
 # ------------------------------------------------------------------ many maps
 
 MAX_RUNS = 100   # seeds one map_runs or train_word2vec_seeds call may run (chapter 01 uses 5 and 10)
+# The work one word_map or map_runs call may do, counted before it starts (about a minute here): MAP_POINT_WORK a
+# point for each t-SNE or UMAP map made, and 1 for each (point, point) of every map measured (neighbours kept
+# and the distance-rank correlation). Here 2,500 points take about 7 s a UMAP (8·10^6) and 6 s a measure
+# (6·10^6); chapter 01's 172 words on 8 maps need about 4·10^6.
+MAX_MAPS_WORK = 6 * 10**7
+MAP_POINT_WORK = 3_000
+
+
+def check_maps_work(n, k, made, measured, what, advice):
+    """Refuse up front maps of ``n`` points (``made`` of them by t-SNE or UMAP, ``measured`` measured with
+    ``k`` neighbours) whose time passes MAX_MAPS_WORK, or whose measures' tables pass the memory limit."""
+    from ..training import check_work   # here: training imports torch, which chapter 01 does not need
+
+    if k >= n:
+        fail(f"k should be below the number of points n={n}, but got k={count(k)}")
+    check_agreement_bytes(n)
+    check_bytes(2 * 8 * n * k + BLOCK_BYTES, f"the {count(k)} nearest neighbours of {count(n)} points in both maps",
+                "ask for a smaller k")
+    check_work(made * MAP_POINT_WORK * n + measured * n * n, MAX_MAPS_WORK,
+               f"{what} on {count(n)} points ({made} t-SNE or UMAP maps, {measured} measured)", advice)
 
 
 def check_seeds(seeds, owner):
@@ -805,10 +904,13 @@ def map_runs(result, seeds=range(5)):
 
     Returns a list of dicts: method, seed (None for PCA and t-SNE), kept (n,) the share
     of each word's k nearest neighbours kept, agreement (the distance-rank correlation).
+    The time and memory are counted first and refused above about a minute (``check_maps_work``).
     """
     check_result(result, ("points", "k", "coords"))
     seeds = check_seeds(seeds, "UMAP")
-    points, k = result["points"], result["k"]
+    points, k = check_points(result["points"], least=3), check_positive_int(result["k"], "the result's k")
+    check_maps_work(len(points), k, len(seeds) + 1, len(seeds) + 3, f"map_runs with {len(seeds)} seeds",
+                    "ask for fewer seeds or fewer points")
     plans = [("random", 0), ("PCA", None), ("t-SNE", None)] + [("UMAP", s) for s in seeds]
     runs = []
     for method, seed in plans:
@@ -968,6 +1070,9 @@ MAX_EPOCHS = 10_000              # train_word2vec's epochs (chapter 01 uses 100)
 MAX_WORD2VEC_TOKENS = 2 * 10**7  # epochs × tokens (about a minute)
 MAX_VECTOR_SIZE = 10_000         # numbers per word (GloVe's shipped vectors have 50, large models' a few thousand)
 MAX_WORD2VEC_WORK = 2 * 10**9    # epochs × tokens × vector_size (about 10 s)
+# train_word2vec_seeds' runs together may do what one run may (two at a time, on a machine that may have one core
+# free): each run counted as epochs × tokens × max(vector_size, WORD2VEC_TOKEN_WORK), the two limits above in one
+WORD2VEC_TOKEN_WORK = MAX_WORD2VEC_WORK // MAX_WORD2VEC_TOKENS
 
 
 MAX_WINDOW = 10**6   # words either side: far more than any sentence, far below a C int
@@ -1043,9 +1148,13 @@ def train_word2vec_seeds(sentences, seeds, **options):
     """``train_word2vec(sentences, seed=seed, **options)`` for each of ``seeds``: a list of KeyedVectors,
     the same as one call after another, bit for bit (each run is seeded and single-threaded), two
     runs at a time (gensim trains without holding Python's lock, so two cores share the work).
-    seeds: at most MAX_RUNS (100), every one checked (with the options) before any training."""
+    seeds: at most MAX_RUNS (100), every one checked (with the options) before any training; the runs
+    together within one run's limits (epochs × tokens × max(vector_size, 100) summed over the runs at most
+    MAX_WORD2VEC_WORK, about a minute)."""
     import concurrent.futures
     import inspect
+
+    from ..training import check_work
 
     seeds = check_seeds(seeds, "gensim")
     try:
@@ -1054,6 +1163,10 @@ def train_word2vec_seeds(sentences, seeds, **options):
         fail(f"train_word2vec_seeds should get train_word2vec's options (not seed), but {error}")
     given.apply_defaults()
     for seed in seeds:
-        check_word2vec(**{**given.arguments, "seed": seed})
+        vector_size, _, epochs, _, _ = check_word2vec(**{**given.arguments, "seed": seed})
+    tokens = sum(len(sentence) for sentence in sentences)
+    check_work(len(seeds) * epochs * tokens * max(vector_size, WORD2VEC_TOKEN_WORK), MAX_WORD2VEC_WORK,
+               f"train_word2vec_seeds with {len(seeds)} runs of {epochs:,} epochs over {tokens:,} tokens",
+               "ask for fewer seeds or fewer epochs")
     with concurrent.futures.ThreadPoolExecutor(2) as pool:
         return list(pool.map(lambda seed: train_word2vec(sentences, seed=seed, **options), seeds))

@@ -275,7 +275,18 @@ def train_loop(model, train_ids, val_ids, steps, batch, context, lr, warmup, min
     if slip is not None and not (isinstance(slip, str) and slip in LOOP_SLIPS):
         fail(f"slip should be None or one of the known slips ({', '.join(LOOP_SLIPS[:3])}, ...), but got {shown(slip)}")
     course_train.check_batch(model, batch, context, grad=True)
+    course_train.check_trainable(model)
     optimizer = optimizer_for(model, lr, slip=slip)
+    # a run stopped by an error (a callback's, say) puts the weights and the global RNG back; the live
+    # run's TimeUp stops it where it is
+    with course_train.put_back_on_error(model, "the run", passed=TimeUp), torch.enable_grad():
+        return run_loop(model, train_ids, val_ids, steps, batch, context, lr, warmup, min_lr, clip, eval_every,
+                        eval_batches, seed, callback, slip, optimizer)
+
+
+def run_loop(model, train_ids, val_ids, steps, batch, context, lr, warmup, min_lr, clip, eval_every,
+             eval_batches, seed, callback, slip, optimizer):
+    """``train_loop``'s run, its arguments checked: (losses, val_losses)."""
     torch.manual_seed(seed)                                           # dropout's draws, if any
     generator = torch.Generator().manual_seed(seed)                   # the training windows
     losses, val_losses = [], {}
@@ -434,9 +445,16 @@ def step_seconds(model, train_ids, batch, context, trials=3):
     batch = check_positive_int(batch, "batch")
     context = course_train.check_context(model, context, len(train_ids))
     course_train.check_batch(model, batch, context, grad=True)           # before the copy and its passes
+    course_train.check_trainable(model)
 
     probe = copy.deepcopy(model).train()
     x, y = windows(train_ids, batch, context, torch.Generator().manual_seed(0))
+    with torch.enable_grad():
+        return timed_passes(probe, x, y, trials)
+
+
+def timed_passes(probe, x, y, trials):
+    """``step_seconds``'s timing on its copy ``probe`` and a batch x, y (batch, context)."""
     passes, samples = [], []
     for _ in range(trials + 1):                        # the first pass warms up and is not counted
         tick = time.perf_counter()
@@ -598,11 +616,15 @@ def live_run(loop, model, train_ids, val_ids, tokenizer, batch, context, lr, war
     course_train.learning_rate(0, lr, warmup, steps, min_lr)   # a warm-up as long as the planned run: refused now
     run = LiveRun(steps, seconds=training - (time.perf_counter() - start), ln_v=math.log(config_of(model).vocab_size),
                   unigram=unigram_loss(train_ids, val_ids))
-    try:
-        out = loop(model, train_ids, val_ids, steps, batch, context, lr, warmup, min_lr, clip, eval_every,
-                   eval_batches, seed, run.callback)
+    try:   # a loop stopped by an error puts the model back, says one sentence and closes the bar
+        with course_train.put_back_on_error(model, "the training loop", passed=TimeUp):
+            out = loop(model, train_ids, val_ids, steps, batch, context, lr, warmup, min_lr, clip, eval_every,
+                       eval_batches, seed, run.callback)
     except TimeUp:
         out = run.losses, run.val
+    except BaseException:
+        run.finish("(no sample: the training loop stopped with an error)")
+        raise
     losses, val = loop_result(out, run)
     run.losses, run.val = list(losses), dict(val)   # the loop's last evaluation comes after its last callback
     sample = sample_text(as_transformer(model), tokenizer, prompt, sample_chars, temperature=0.8, seed=seed,
@@ -927,6 +949,16 @@ def copy_rule(model, ids, lengths, context=256, every=4):
     return rows
 
 
+def check_rows(logits):
+    """Logits (rows, V) to draw from, each row as chapter 09's ``check_logits`` takes it (finite or -inf,
+    one finite at least), else the sentence ``sample_text`` gives (a model whose weights hold a NaN)."""
+    from ..sampling.compute import check_logits
+
+    bad = torch.isnan(logits).any(-1) | (logits == math.inf).any(-1) | ~torch.isfinite(logits).any(-1)
+    if bad.any():
+        check_logits(logits[int(bad.nonzero()[0, 0])])
+
+
 @torch.no_grad()
 def samples_at(model, tokenizer, prompt, n_new, temperatures, seed=0):
     """One continuation of ``prompt`` per temperature, ``n_new`` tokens each, drawn side by side (one
@@ -967,6 +999,7 @@ def samples_at(model, tokenizer, prompt, n_new, temperatures, seed=0):
     with eval_mode(model):
         logits = model(ids, cache=cache)[:, -1]
         for _ in range(n_new):
+            check_rows(logits)
             probs = torch.softmax(logits.double() / scale, dim=-1).float()   # as chapter 09's loop: float64 softmax
             new = torch.stack([torch.multinomial(p, 1, generator=g) for p, g in zip(probs, generators)])
             drawn.append(new)

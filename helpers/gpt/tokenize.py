@@ -130,13 +130,49 @@ def check_vocab_size(vocab_size):
     return int(vocab_size)
 
 
+# The library's BPE training costs time in proportion to the square of each word's length in bytes
+# (merging a pair inside a word shifts the rest of the word): about 7e-10 s of CPU per byte squared
+# here, so one word of 100,000 bytes (a text without spaces) takes about 7 s, and 300,000 more than a
+# minute. MAX_WORD_WORK keeps the worst text train_bpe accepts to about 10 s of CPU on this machine
+# (about 25 s when the machine is busy), with room for a slower one. Ordinary text is far below it:
+# Tiny Shakespeare's 1,000,000 characters make about 100,000,000 (short words counted as 4 bytes a character).
+MAX_WORD_WORK = 10**10
+# where no word of GPT-2's split can cross: before a space, tab or newline that follows a character
+# that is not a space (a word holds spaces only as its first character or in a run of spaces); the
+# pieces between are each one word or more, so their squared lengths bound the words'
+SPLIT = re.compile(r"\S(?=[\t-\r ])")
+
+
+def word_work(text):
+    """An upper bound on train_bpe's work on ``text``: the sum, over the pieces between the places
+    no word can cross (SPLIT), of the piece's length in bytes squared; and the longest piece's length."""
+    work, longest, start = 0, 0, 0
+    for end in (*(m.end() for m in SPLIT.finditer(text)), len(text)):
+        n = 4 * (end - start) if end - start <= 16 else len(text[start:end].encode("utf-8"))
+        work, longest, start = work + n * n, max(longest, n), end
+    return work, longest
+
+
+def check_word_work(text):
+    """Refuse up front a training text whose words are too long to train on in about a minute."""
+    work, longest = word_work(text)
+    if work > MAX_WORD_WORK:
+        fail(f"the training text's words should be short enough to train on in about a minute (the sum of "
+             f"their lengths in bytes squared at most {MAX_WORD_WORK:,}, as in one word of "
+             f"{int(MAX_WORD_WORK ** 0.5):,} bytes), but got {work:,} (its longest word, or run of words with no "
+             f"space or newline between them, has {longest:,} bytes): put spaces or newlines in it")
+
+
 def train_bpe(text, vocab_size):
     """A byte-level BPE (Hugging Face ``tokenizers``) trained on ``text`` up to ``vocab_size`` tokens:
-    the 256 bytes, then vocab_size - 256 merges, learned in memory (nothing is read or written)."""
+    the 256 bytes, then vocab_size - 256 merges, learned in memory (nothing is read or written).
+    A text whose words are too long to train on in about a minute is refused up front (``word_work``
+    above MAX_WORD_WORK: one word of 100,000 bytes, a text without spaces, is the most)."""
     from tokenizers import Tokenizer, decoders, models, pre_tokenizers, trainers
 
     check_text(text, "the training text")
     check_vocab_size(vocab_size)
+    check_word_work(text)
     bpe = Tokenizer(models.BPE())
     bpe.pre_tokenizer = pre_tokenizers.ByteLevel(add_prefix_space=False)
     bpe.decoder = decoders.ByteLevel()

@@ -16,7 +16,7 @@ import torch
 import torch.nn.functional as F
 from torch import nn
 
-from ..errors import check_bytes, count, check_number, check_positive_int, check_seed, fail, shown, type_name
+from ..errors import CourseInputError, check_bytes, count, check_number, check_positive_int, check_seed, fail, shown, type_name
 from ..model import Attention, eval_mode
 from ..training import Snapshot, check_lr, check_stop_after, stopped
 from .corpus import check_ids, windows
@@ -142,17 +142,46 @@ def train(model, train_ids, val_ids, steps=5000, batch=64, context=256, lr=1e-3,
     context = check_context(model, context, len(train_ids), len(val_ids))
     learning_rate(0, lr, warmup, steps, min_lr)                   # refuses a warm-up as long as the run
     check_batch(model, batch, context, grad=True)
+    check_trainable(model)
 
-    snapshot = Snapshot(model)   # a run stopped by an error (a callback's, say) puts it all back
-    try:
+    with put_back_on_error(model, "the run"):   # a run stopped by an error (a callback's, say) puts it all back
         return run(model, train_ids, val_ids, steps, batch, context, lr, warmup, min_lr, weight_decay, clip,
                    eval_every, eval_batches, seed, callback, time_limit, last)
-    except Exception as error:   # noqa: BLE001 (the learner's callback, a model of the learner's)
+
+
+@contextlib.contextmanager
+def put_back_on_error(model, where, passed=()):
+    """Run the block; if it stops on an error, put back what a training run changes (``Snapshot``: the
+    model's weights, gradients and train/eval mode, torch's global random state) and say one sentence
+    naming ``where`` and the error (``training.stopped``); on an interrupt (the stop button) put it back
+    and pass the interrupt on. Errors of the types ``passed`` (the live run's TimeUp) pass untouched."""
+    snapshot = Snapshot(model)
+    try:
+        yield
+    except passed:
+        raise
+    except Exception as error:   # noqa: BLE001 (the learner's callback, a model or a loop of the learner's)
         snapshot.restore()
-        stopped(error, "the run")
-    except BaseException:   # an interrupt (the stop button): the model put back, the interrupt passed on
+        if getattr(error, "put_back", False):   # an inner run has put the model back and said so already
+            raise
+        try:
+            stopped(error, where)
+        except CourseInputError as sentence:
+            sentence.put_back = True
+            raise
+    except BaseException:   # an interrupt: the model put back, the interrupt passed on
         snapshot.restore()
         raise
+
+
+def check_trainable(model):
+    """Refuse up front a model that backward cannot train: every parameter must require grad (a model
+    left frozen by an experiment, ``model.requires_grad_(False)``, has no gradient to step with)."""
+    frozen = [name for name, p in model.named_parameters() if not p.requires_grad]
+    if frozen:
+        fail(f"every parameter of the model should require grad to be trained, but {frozen[0]} does not"
+             f"{f' (nor {len(frozen) - 1} more)' if len(frozen) > 1 else ''}: call model.requires_grad_(True) first")
+    return model
 
 
 def run(model, train_ids, val_ids, steps, batch, context, lr, warmup, min_lr, weight_decay, clip, eval_every,

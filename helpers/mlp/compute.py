@@ -303,11 +303,32 @@ def unit_means(collected, layer, words):
 
 
 def check_collected(collected):
-    """The dict of ``collect_activations`` (tokens, next, contexts, act {layer: (N, d_ff)}), else one sentence."""
+    """The dict of ``collect_activations``, else one sentence: tokens, next, contexts, each an (N,) array of
+    text, and act a non-empty dict {layer: (N, d_ff) array of numbers}, one d_ff for every layer."""
     if not isinstance(collected, dict) or not {"tokens", "next", "contexts", "act"} <= set(collected) \
             or not isinstance(collected["act"], dict):
         fail(f"collected should be the dict returned by mlp.collect_activations(model, world), but got {shown(collected)}")
+    texts = [collected[key] for key in ("tokens", "next", "contexts")]
+    N = texts[0].shape[0] if isinstance(texts[0], np.ndarray) and texts[0].ndim == 1 else -1
+    acts = list(collected["act"].values())
+    if not all(isinstance(t, np.ndarray) and t.dtype.kind == "U" and t.shape == (N,) for t in texts) or not acts \
+            or not all(isinstance(a, np.ndarray) and a.dtype.kind == "f" and a.ndim == 2 and a.shape[0] == N
+                       and a.shape[1] == acts[0].shape[1] for a in acts):
+        fail("collected should be the dict returned by mlp.collect_activations(model, world): tokens, next and "
+             "contexts (N,) arrays of words, act {layer: (N, d_ff) array}, but got "
+             + ", ".join(f"{key} {_kind(value)}" for key, value in collected.items()
+                         if key in ("tokens", "next", "contexts", "act")))
     return collected
+
+
+def _kind(value):
+    """What a value of collected is, in a few words (an array's dtype and shape, a dict's keys)."""
+    if isinstance(value, np.ndarray):
+        return f"dtype {value.dtype} shape {value.shape}"
+    if isinstance(value, dict):
+        return "{" + ", ".join(f"{shown(k)}: {_kind(v)}" for k, v in list(value.items())[:4]) + \
+            (", ..." if len(value) > 4 else "") + "}"
+    return shown(value)
 
 
 def check_layer(collected, layer):
@@ -381,9 +402,42 @@ def value_readout(model, layer, unit, top=3):
 
 
 def corpus_words(collected, vocab):
-    """The words that occur at some input position of ``collected``, in vocabulary order."""
-    present = set(collected["tokens"].tolist())
+    """The words that occur at some input position of ``collected``, in vocabulary order
+    (vocab: a list of words, such as world.tokenizer.vocab)."""
+    present = set(check_collected(collected)["tokens"].tolist())
+    if isinstance(vocab, (str, bytes)) or not isinstance(vocab, (list, tuple)) \
+            or not all(isinstance(word, str) for word in vocab):
+        fail(f"vocab should be a list of words (strings) such as world.tokenizer.vocab, but got {shown(vocab)}")
     return [w for w in vocab if w in present]
+
+
+def check_collected_of(model, world, collected):
+    """``collected`` made by ``collect_activations(model, world)``, else one sentence: one act per layer of
+    the model, each of its d_ff units, every token a word of the world; and the activations at the first
+    position are the ones the model computes there (one short pass: another model of the same size
+    computes others)."""
+    check_collected(collected)
+    cfg, act = model.cfg, collected["act"]
+    if set(act) != set(range(cfg.n_layers)) or next(iter(act.values())).shape[1] != cfg.d_ff:
+        fail(f"collected should be collect_activations(model, world) of this model, {cfg.n_layers} layers of "
+             f"{cfg.d_ff} units, but holds layers {shown(list(act))} of {next(iter(act.values())).shape[1]} units")
+    strange = sorted(set(collected["tokens"].tolist()) - set(world.tokenizer.vocab))
+    if strange:
+        fail(f"collected should be collect_activations(model, world) of the {world.name} world, but its tokens "
+             f"hold words the world does not have, such as {shown(strange[0])}")
+    if not len(collected["tokens"]):
+        return collected
+    words = str(collected["contexts"][0]).split(" ")
+    if len(words) > MAX_TOKENS or any(word not in world.tokenizer.ids for word in words):
+        fail(f"collected should be collect_activations(model, world), but its first context is {shown(words)}, "
+             "not words of the world")
+    with torch.no_grad():
+        trace = model(world.tokenizer.encode(words), trace=True)
+    if not all(np.allclose(trace[f"L{layer}.act"][-1].numpy(), act[layer][0], atol=1e-4, rtol=1e-3, equal_nan=True)
+               for layer in range(cfg.n_layers)):
+        fail("collected should be collect_activations(model, world) of this model, but its activations at the "
+             "first position differ from the ones this model computes there (another model's?)")
+    return collected
 
 
 def probe(model, world, collected, layer=0, unit=0):
@@ -394,8 +448,10 @@ def probe(model, world, collected, layer=0, unit=0):
     word, top_contexts [(context, value)], share of positions above 0.5, promotes: the
     3 words its value row W_2[unit] scores highest through the unembedding).
     """
-    check_collected(collected)
+    check_collected(collected)   # before the model and world: it may be no dict at all
+    check_model_and_world(model, world)
     check_block(model, layer)
+    check_collected_of(model, world, collected)
     words = corpus_words(collected, world.tokenizer.vocab)
     profile = unit_profile(collected, layer, unit, words)
     promotes = [world.tokenizer.vocab[i] for i, _ in value_readout(model, layer, unit)]

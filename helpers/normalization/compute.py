@@ -283,6 +283,10 @@ def residual_norms(model, ids):
         trace = model(ids, trace=True)
     names = residual_names(model.cfg.n_layers)
     norms = np.stack([trace[name].norm(dim=-1).numpy() for name in names])
+    bad = ~np.isfinite(norms).reshape(len(names), -1).all(-1)   # a check of the norms made anyway
+    if bad.any():
+        fail(f"the residual stream should hold finite numbers, but at {names[int(bad.argmax())]} its norms are NaN "
+             "or inf: the model's weights hold NaN or inf, or its numbers overflow")
     return names, norms
 
 

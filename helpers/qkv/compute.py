@@ -24,6 +24,7 @@ import torch
 from .. import reference as ref
 from ..errors import as_array, check_bytes, check_finite, check_index, check_number, check_switch, check_tensor_size, count, fail, shown
 from ..explorer import check_model_and_world
+from ..model import check_made
 
 
 def three_words():
@@ -264,6 +265,9 @@ def attention_head(x, W_Q, W_K, W_V, b_Q, b_K, b_V):
                  f"entries, but got {tuple(W.shape)} and {tuple(b.shape)}")
     T, d_k = x.shape[0], W_Q.shape[1]
     check_bytes(3 * T * T * 8, f"attention_head on {count(T)} rows of x", "give fewer rows")   # (T, T) tables
+    inputs = dict(x=x, W_Q=W_Q, W_K=W_K, W_V=W_V, b_Q=b_Q, b_K=b_K, b_V=b_V)
+    for name, value in inputs.items():
+        check_finite(value.detach(), name)
     # float32 and float64 together (a model's weights, the learner's x) are computed in the wider one
     dtype = functools.reduce(torch.promote_types, (t.dtype for t in (x, W_Q, W_K, W_V, b_Q, b_K, b_V)))
     x, W_Q, W_K, W_V, b_Q, b_K, b_V = (t.to(dtype) for t in (x, W_Q, W_K, W_V, b_Q, b_K, b_V))
@@ -274,7 +278,7 @@ def attention_head(x, W_Q, W_K, W_V, b_Q, b_K, b_V):
     later = torch.triu(torch.ones(T, T, dtype=torch.bool), diagonal=1)
     scores = scores.masked_fill(later, float("-inf"))  # no token sees a later one
     weights = torch.softmax(scores, dim=-1)           # each row (over the keys) sums to 1
-    return weights @ v
+    return check_made(weights @ v, "attention_head", inputs)   # (x = 1e30 would overflow the scores)
 
 
 def head_slices(attn, head):

@@ -351,8 +351,25 @@ def continuations(model, ids, n_new, seeds, temperature=0.8, top_p=0.9):
     return list(out)
 
 
+# A pass of the real model reads all its 135M weights (540 MB) whatever its length: here (2 cores, busy)
+# a one-token pass takes about 1 s of wall-clock time, as long as about 5e9 multiply-adds of a long
+# pass (a pass of 1,024 tokens, 1.6e11 multiply-adds, takes about 24 s). So each pass is counted as its
+# multiply-adds plus REAL_PASS_WORK, against chapter 09's MAX_TIMED_WORK (1e11): the most a timing
+# may take is then about 20 passes, or 30 s here when the machine is busy, a few seconds when it is not.
+REAL_PASS_WORK = 5 * 10**9
+
+
+def check_real_work(model, runs, what, advice):
+    """Refuse up front a timing of the real model whose work would pass chapter 09's MAX_TIMED_WORK:
+    ``runs`` lists (times, n_new, n_seen), as ``sampling.check_timed_work`` counts them, each pass with
+    REAL_PASS_WORK for reading the weights."""
+    from ..sampling.compute import check_timed_work
+
+    check_timed_work(model, runs, what, advice, pass_work=REAL_PASS_WORK, fixed="for reading the real model's weights")
+
+
 @torch.no_grad()
-def kv_timing(model, prompt_ids, new_tokens=16, repeats=3, warm_up=True):
+def kv_timing(model, prompt_ids, new_tokens=4, repeats=1, warm_up=True):
     """Milliseconds per token: prefill (the prompt in one pass) against decoding with the
     cache (one new token at a time) and without it (the whole sequence again for each token).
 
@@ -362,6 +379,8 @@ def kv_timing(model, prompt_ids, new_tokens=16, repeats=3, warm_up=True):
     the first new token the prefill chose, so the prompt is not run again only to choose it; their
     first pass predicts that token too, and must agree. Timings vary with the machine and its
     load. Returns dict(prefill, decode_cached, decode_uncached) in ms per token, and the generated ids.
+    The work is counted first and refused above about a minute (``check_real_work``); the chapter's
+    call (a prompt of 32 tokens, 2 new tokens, 1 repeat) needs about a third of it.
     """
     ids = check_net(model).check_ids(prompt_ids)
     if ids.dim() != 1:
@@ -370,6 +389,9 @@ def kv_timing(model, prompt_ids, new_tokens=16, repeats=3, warm_up=True):
     repeats, warm_up = check_positive_int(repeats, "repeats"), check_switch(warm_up, "warm_up")
     if repeats > 100:
         fail(f"repeats should be at most 100 (each repeat runs the whole timing again), but got {count(repeats)}")
+    T, n = len(ids), new_tokens   # the warm-up, the cached runs (prefill, n steps), the uncached (n passes, at most T + n)
+    check_real_work(model, [(int(warm_up), T, 0), (int(warm_up), 1, T), (repeats, T, 0), (repeats * n, 1, T + n),
+                            (repeats * n, T + n, 0)], "kv_timing", "ask for fewer new_tokens or repeats, or a shorter prompt")
 
     def cached(n):
         """(prefill seconds, seconds for n decoding steps, the ids), with the KV cache."""
@@ -414,13 +436,15 @@ MAX_REPEATS = 100   # the most timed passes of forward_seconds (the chapter time
 @torch.no_grad()
 def forward_seconds(model, T=32, repeats=3, seed=0):
     """Median wall-clock seconds of one forward pass over T random tokens (after a warm-up);
-    repeats: 1 .. MAX_REPEATS passes timed."""
+    repeats: 1 .. MAX_REPEATS passes timed. The work is counted first and refused above about a
+    minute (``check_real_work``: a pass of 1,024 tokens is more than that on its own)."""
     check_net(model)
     T, repeats = check_positive_int(T, "T"), check_positive_int(repeats, "repeats")
     if repeats > MAX_REPEATS:
         fail(f"repeats should be at most {MAX_REPEATS} (this course's limit), but got {count(repeats)}")
     g = torch.Generator().manual_seed(check_seed(seed))
     model.check_ids(torch.zeros(T, dtype=torch.long))   # T within the model's limit, before any pass
+    check_real_work(model, [(repeats + 1, T, 0)], "forward_seconds", "ask for fewer repeats or a smaller T")
     ids = torch.randint(0, model.cfg.vocab_size, (T,), generator=g)
     model(ids)
     times = []

@@ -219,11 +219,12 @@ def generate(model, ids, n_new, temperature=1.0, top_k=None, top_p=None, seed=0,
     kv = KVCache(model.cfg.n_layers) if cache else None
     fed = ids                                                # the first pass runs the whole prompt
     with eval_mode(model):                                   # no dropout: one seed, one text
-        for _ in range(n_new):
+        for step in range(n_new):
             if cache:
                 logits = model(fed, cache=kv, **switches)[-1]    # K and V of the earlier tokens are in kv
             else:
                 logits = model(ids, **switches)[-1]              # the whole sequence, every step
+            check_step_logits(logits, step)
             probs = _distribution(logits.float(), temperature, top_k, top_p)   # checked once, above
             token = torch.multinomial(probs, 1, generator=g)     # (1,): one draw
             ids = torch.cat([ids, token])
@@ -231,6 +232,15 @@ def generate(model, ids, n_new, temperature=1.0, top_k=None, top_p=None, seed=0,
             if int(token) == stop_id:
                 break
     return ids
+
+
+def check_step_logits(logits, step):
+    """The last position's logits (V,) of one step of ``generate``, else one sentence: NaN or +inf (the
+    model's weights hold NaN or inf, or its numbers overflow) would be drawn from as if they were scores
+    (the argmax of NaN logits, at temperature 0, is always token 0). A check of what the pass made anyway."""
+    if not math.isfinite(float(logits.max())):   # NaN anywhere makes the max NaN; -inf rules a token out
+        fail(f"the model's logits should be finite numbers, but at new token {step + 1} they hold NaN or inf: the "
+             "model's weights hold NaN or inf, or its numbers overflow")
 
 
 def check_prompt(model, ids, caller):
@@ -445,15 +455,16 @@ def prefilled(model, ids):
     return cache
 
 
-def check_timed_work(model, runs, what, advice):
+def check_timed_work(model, runs, what, advice, pass_work=PASS_WORK, fixed="for its fixed cost"):
     """Refuse up front a timing whose work would pass MAX_TIMED_WORK: ``runs`` lists (times, n_new, n_seen),
     passes over n_new tokens after n_seen cached ones, each counted as its multiply-adds (``forward_macs``)
-    plus PASS_WORK for its fixed cost. A count from the model's sizes, the same on any machine."""
+    plus ``pass_work`` (PASS_WORK: ``fixed``, the cost of its calls). A count from the model's sizes, the
+    same on any machine."""
     passes = sum(times for times, _, _ in runs)
-    work = sum(times * (forward_macs(model.cfg, n_new, n_seen) + PASS_WORK) for times, n_new, n_seen in runs)
+    work = sum(times * (forward_macs(model.cfg, n_new, n_seen) + pass_work) for times, n_new, n_seen in runs)
     if work > MAX_TIMED_WORK:
         fail(f"{what} should time at most {MAX_TIMED_WORK:,} units of work (this course's limit for one timing, "
-             f"counted before it starts: multiply-adds, plus {PASS_WORK:,} a forward pass for its fixed cost), but "
+             f"counted before it starts: multiply-adds, plus {pass_work:,} a forward pass {fixed}), but "
              f"its {count(passes)} passes of this model would need about {work:.2g}: {advice}")
 
 

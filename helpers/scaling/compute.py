@@ -10,9 +10,9 @@ import matplotlib.pyplot as plt
 import numpy as np
 import torch
 
-from ..errors import MAX_BYTES, as_array, check_bytes, check_index, check_number, check_positive_int, check_seed, check_switch, \
+from ..errors import MAX_BYTES, as_array, check_bytes, check_finite, check_index, check_number, check_positive_int, check_seed, check_switch, \
     check_tensor_size, count, fail, shown
-from ..model import check_model
+from ..model import check_made, check_model
 from ..plots import ACCENT, BASE
 from ..reference import softmax
 from ..training import Adam, check_batch, check_lr, check_seeds, check_steps
@@ -363,8 +363,9 @@ SCALING_RUNS = dict(seeds=(0, 1, 2), steps=300, lr=3e-2)   # the six runs shippe
 MAX_STEPS, MAX_SEEDS = 10_000, 20   # train_with_and_without_scaling's limits (the chapter: 300 steps, 3 seeds)
 # The most work one train_with_and_without_scaling call may do, counted before it starts: per step of a run,
 # 3 × the multiply-adds of a forward pass over the batch (forward and backward) plus STEP_WORK for its fixed
-# cost. About ten minutes here (5·10^9 to 10^10 a second); the chapter's shipped runs need about 2·10^11.
-MAX_TRAINING_WORK = 5 * 10**12
+# cost. About a minute here (a run-step of the chapter's model counts about 1.2·10^8 and takes about 10 ms);
+# the chapter's shipped runs need about 2·10^11.
+MAX_TRAINING_WORK = 6 * 10**11
 STEP_WORK = 10**8   # a training step's fixed cost (its Python calls and small ops), counted as that many multiply-adds
 
 
@@ -403,8 +404,8 @@ def train_with_and_without_scaling(seeds=SCALING_RUNS["seeds"], steps=SCALING_RU
     batch = world.batch(world.train)
     work = training_work(cfg, tuple(batch[0].shape), run_steps, 2 * len(seeds))
     if work > MAX_TRAINING_WORK:
-        fail(f"the training should need at most {MAX_TRAINING_WORK:.0e} units of work (this course's limit, about ten "
-             f"minutes: multiply-adds counted before it starts), but {2 * len(seeds)} runs of {run_steps:,} steps at "
+        fail(f"the training should need at most {MAX_TRAINING_WORK:.0e} units of work (this course's limit, about a "
+             f"minute: multiply-adds counted before it starts), but {2 * len(seeds)} runs of {run_steps:,} steps at "
              f"d_model={cfg.d_model}, n_layers={cfg.n_layers}, d_ff={cfg.d_ff} would need about {work:.1e}: "
              "ask for fewer seeds, fewer steps or a smaller model")
     runs = []
@@ -586,10 +587,14 @@ def scaled_scores(x, W_Q, W_K, b_Q, b_K, n_heads):
         fail(f"d_model = {d_model} should split into n_heads = {n_heads} equal heads, but it does not")
     W_Q, W_K = (_tensor(W, name, (d_model, d_model)) for W, name in ((W_Q, "W_Q"), (W_K, "W_K")))
     b_Q, b_K = (_tensor(b, name, (d_model,)) for b, name in ((b_Q, "b_Q"), (b_K, "b_K")))
+    inputs = dict(x=x, W_Q=W_Q, W_K=W_K, b_Q=b_Q, b_K=b_K)
+    for name, value in inputs.items():
+        check_finite(value.detach(), name)
     d_k = d_model // n_heads
     q = (x @ W_Q + b_Q).view(T, n_heads, d_k).transpose(0, 1)    # (H, T, d_k): head h's columns
     k = (x @ W_K + b_K).view(T, n_heads, d_k).transpose(0, 1)
-    return q @ k.transpose(-2, -1) / math.sqrt(d_k)               # (H, T, T)
+    scores = q @ k.transpose(-2, -1) / math.sqrt(d_k)             # (H, T, T)
+    return check_made(scores, "scaled_scores", inputs)            # (x = 1e30 would overflow float32)
 
 
 def layer_case(model, words, layer=0):

@@ -24,7 +24,7 @@ from ..errors import check_bytes, check_choice, check_index, check_positive_int,
     fail, shown
 from ..explorer import check_model_and_world
 from ..model import INITS, Config, Transformer
-from ..training import check_seeds
+from ..training import check_seeds, check_work
 from ..worlds import COPULAS, World, adjectives_of, check_sentences, next_token_probs, non_copula_decisions
 
 # The Primer §6, "The same model on <BOS> the cat is": its top three after each copula prompt.
@@ -156,12 +156,19 @@ def logit_spread(model, world, sentences=None):
 
 
 MAX_SEEDS = 100   # fresh models first_losses builds (the tour: 5)
+# The work one first_losses call may do, counted before it starts: per seed, FLOAT_WORK for each number the fresh
+# model holds (drawn, then copied to float64), the multiply-adds of its two float64 passes over the training
+# sentences (the loss and the logit spread) and SEED_WORK for the fixed cost. About 1.2·10^10 a second here: a
+# Config(20, 1024, 8, 8, 4096) takes about 9 s a seed (1.1·10^11), the tour's 5 seeds of the cat model about 0.1 s.
+MAX_FRESH_WORK = 5 * 10**11
+FLOAT_WORK, SEED_WORK = 100, 2 * 10**8
 
 
 def check_fresh_model(cfg, world, init):
     """What first_losses builds, checked before anything is: a Config whose vocabulary is the world's,
     an init of INITS, and the memory the float64 pass needs: the float32 model, its float64 copy
-    (3 x its float32 bytes) and a float64 pass on the world's training batch (2 x the float32 pass)."""
+    (3 x its float32 bytes) and a float64 pass on the world's training batch (2 x the float32 pass).
+    Returns the training batch's shape (B, T)."""
     if not isinstance(cfg, Config):
         fail(f"cfg should be a helpers.model.Config (such as model.cfg), but got {shown(cfg)}")
     if not isinstance(world, World):
@@ -174,13 +181,27 @@ def check_fresh_model(cfg, world, init):
     check_bytes(3 * 4 * cfg.floats() + 2 * cfg.pass_bytes(B, T),
                 f"a fresh model of {count(cfg.floats())} numbers in float64, with its pass on {count(B)} sentences",
                 "give a smaller cfg")
+    return B, T
+
+
+def fresh_work(cfg, batch_shape, seeds):
+    """The work first_losses does for ``seeds`` fresh models of ``cfg`` on a (B, T) batch, as MAX_FRESH_WORK
+    counts it: per seed, FLOAT_WORK a number built, two float64 passes' multiply-adds and SEED_WORK."""
+    from ..sampling.compute import forward_macs
+
+    B, T = batch_shape
+    return seeds * (FLOAT_WORK * cfg.floats() + 2 * B * forward_macs(cfg, T) + SEED_WORK)
 
 
 def first_losses(cfg, world, seeds, init):
     """Where training starts: for each seed, (loss, logit spread) of a fresh, untrained
-    ``Transformer(cfg, seed, init=init)`` on the world's training sentences, in float64."""
+    ``Transformer(cfg, seed, init=init)`` on the world's training sentences, in float64.
+    The work is counted first and refused above MAX_FRESH_WORK (about a minute, ``fresh_work``)."""
     seeds = check_seeds(seeds, MAX_SEEDS)
-    check_fresh_model(cfg, world, init)
+    batch_shape = check_fresh_model(cfg, world, init)
+    check_work(fresh_work(cfg, batch_shape, len(seeds)), MAX_FRESH_WORK,
+               f"first_losses on {len(seeds)} fresh models of {count(cfg.floats())} numbers",
+               "ask for fewer seeds or a smaller cfg")
     out = []
     for seed in seeds:
         model = Transformer(cfg, seed, init=init).double()
