@@ -292,6 +292,10 @@ def run_env(folder, grading):
                JUPYTER_RUNTIME_DIR=str(folder / ".runtime"), IPYTHONDIR=str(folder / ".ipython"),
                MPLCONFIGDIR=str(folder / ".matplotlib"), NUMBA_CACHE_DIR=str(folder / ".numba"),
                TMPDIR=str(folder / ".tmp"),
+               # torch's optimizers import torch._dynamo, whose cache lies under /tmp unless told (the fence
+               # covers /tmp: in CI the instructor's chapter 12 failed on /tmp/torchinductor_root)
+               TORCHINDUCTOR_CACHE_DIR=str(folder / ".tmp" / "torchinductor"),
+               TRITON_CACHE_DIR=str(folder / ".tmp" / "triton"),
                PYTHONPATH=str(ROOT), PYTHONDONTWRITEBYTECODE="1")
     env.pop("MPLBACKEND", None)
     return env

@@ -10,6 +10,7 @@ import shutil
 import subprocess
 import sys
 import textwrap
+from pathlib import Path
 
 import nbformat
 import pytest
@@ -345,3 +346,14 @@ def test_the_instructor_s_chapter_12_graded_as_a_submission_gets_full_marks(tmp_
     [row] = homework.grade(tmp_path / "subs", tmp_path / "course", log=lambda *a: None, unfenced=unfenced)
     assert row["score"] == row["max_score"] == 3, row["why"]
     assert row["ch12_ex3_check"] == 1 and row["notes"] == ""
+
+
+def test_a_run_keeps_torch_s_caches_in_its_own_folder(tmp_path, monkeypatch):
+    """The e2e grade above failed in CI only: an earlier test in the same worker had imported torch._dynamo,
+    which writes TORCHINDUCTOR_CACHE_DIR=/tmp/torchinductor_root into os.environ; the run inherited it, and
+    inside the fence /tmp is read-only, so the instructor's chapter 12 failed on its first optimizer."""
+    monkeypatch.setenv("TORCHINDUCTOR_CACHE_DIR", "/tmp/torchinductor_root")
+    monkeypatch.setenv("TRITON_CACHE_DIR", "/tmp/triton")
+    env = autograde.run_env(tmp_path, "record")
+    for name in ("TORCHINDUCTOR_CACHE_DIR", "TRITON_CACHE_DIR", "TMPDIR"):
+        assert Path(env[name]).is_relative_to(tmp_path), (name, env[name])
