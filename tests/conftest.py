@@ -176,3 +176,21 @@ def refused():
         return message
     return check
 
+
+
+@pytest.fixture
+def fake_grader(monkeypatch):
+    """fake_grader(records, judge): autograde's runs each write ``records`` (lines of JSON) as the
+    student's records and ``judge`` judges them; nothing runs a notebook."""
+    import autograde
+
+    def use(records, judge):
+        def run(nb, folder, grading, **kwargs):
+            folder.mkdir(parents=True, exist_ok=True)
+            (folder / "records.jsonl").write_text(records)
+            return "ran to the end", None
+        monkeypatch.setattr(autograde, "run", run)
+        monkeypatch.setattr(autograde, "judge", judge)
+        monkeypatch.setattr(autograde, "assemble", lambda sub, nb: nb)
+        monkeypatch.setattr(autograde.nbformat, "read", lambda *a, **k: None)
+    return use

@@ -215,26 +215,18 @@ def test_a_record_nested_too_deep_is_left_out_and_the_class_is_still_graded(grad
     assert autograde.too_deep([[[]]], limit=2) and not autograde.too_deep({"a": [1]}, limit=2)
 
 
-def test_a_judge_that_fails_for_the_class_judges_each_submission_alone(tmp_path, monkeypatch):
+def test_a_judge_that_fails_for_the_class_judges_each_submission_alone(tmp_path, fake_grader):
     """Whatever makes the judge's run fail for the class (one student's records), everyone else is
     still judged, one by one, and the one it fails for is named."""
     chapter = autograde.Chapter("00_tour", SOURCE, {"a_check": 1}, {})
     subs = [autograde.Submission(name, tmp_path / f"{name}.ipynb", chapter) for name in ("ann", "bad", "cy")]
-
-    def run(nb, folder, grading, **kwargs):
-        folder.mkdir(parents=True, exist_ok=True)
-        (folder / "records.jsonl").write_text('{"cell": "a_check", "index": 0, "answer": 1}\n')
-        return "ran to the end", None
 
     def judge(chapter, records, work, hidden, fence):
         if any(key.startswith("bad") for key in records) or broken:
             raise RuntimeError("judging 00_tour did not finish cleanly")
         return {key: {"a_check": []} for key in records}
 
-    monkeypatch.setattr(autograde, "run", run)
-    monkeypatch.setattr(autograde, "judge", judge)
-    monkeypatch.setattr(autograde, "assemble", lambda sub, nb: nb)
-    monkeypatch.setattr(autograde.nbformat, "read", lambda *a, **k: None)
+    fake_grader('{"cell": "a_check", "index": 0, "answer": 1}\n', judge)
     broken = False
     autograde.grade_submissions(subs, tmp_path / "work", log=lambda *a: None, fence=autograde.UNFENCED)
     assert [autograde.score(sub)[0] for sub in subs] == [1, 0, 1]

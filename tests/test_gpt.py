@@ -16,6 +16,7 @@ from helpers.gpt import compute as gc
 from helpers.gpt import tokenize as tk
 from helpers.model import Config, Transformer
 from helpers.normalization.compute import Block
+from learner_loops import written_loop
 
 
 @pytest.fixture(scope="module")
@@ -482,72 +483,6 @@ class ScaledEmbeddings(gc.GPT):
                                           (ScaledEmbeddings, "embeddings_scaled")])
 def test_the_gpt_check_names_a_repeated_block_and_scaled_embeddings(answer, slip, cat):
     assert feedback(checks.gpt_module, answer, cat) == f"on the cat world: {checks.ASSEMBLY_HINTS[slip]}"
-
-
-def written_loop(zero_grad="before_backward", adam=None, estimate=False, before=None, forward=False, evaluate=""):
-    """The exercise's loop written out, with zero_grad where ``zero_grad`` says (before_backward,
-    after_backward, after_backward_zeros) and, if ``adam`` ("groups" or "everything"), torch.optim.Adam
-    with weight_decay=0.1 in place of AdamW. estimate: the validation loss from the course's
-    estimate_loss (the notebook imports it); before(): something the learner does first; forward:
-    every pass as model.forward(x) (no hooks run); evaluate: "train_mode" or "grad", a mode slip."""
-    def train_loop(model, train_ids, val_ids, steps, batch, context, lr, warmup, min_lr, clip, eval_every,
-                   eval_batches=4, seed=0, callback=None):
-        from helpers.gpt.train import estimate_loss, learning_rate
-
-        if before is not None:
-            before()
-
-        torch.manual_seed(seed)
-        generator = torch.Generator().manual_seed(seed)
-        losses, val_losses = [], {}
-        matrices = [p for p in model.parameters() if p.dim() >= 2]
-        vectors = [p for p in model.parameters() if p.dim() < 2]
-        groups = [dict(params=matrices, weight_decay=0.1), dict(params=vectors, weight_decay=0.0)]
-        if adam == "groups":
-            optimizer = torch.optim.Adam(groups, lr=lr, betas=(0.9, 0.99))
-        elif adam == "everything":
-            optimizer = torch.optim.Adam(model.parameters(), lr=lr, betas=(0.9, 0.99), weight_decay=0.1)
-        else:
-            optimizer = torch.optim.AdamW(groups, lr=lr, betas=(0.9, 0.99))
-
-        run = model.forward if forward else model
-
-        def validation_loss():
-            if estimate:
-                return estimate_loss(model, val_ids, context, eval_batches, batch, seed + 1)
-            model.train(evaluate == "train_mode")
-            g = torch.Generator().manual_seed(seed + 1)
-            with torch.set_grad_enabled(evaluate == "grad"):
-                total = 0.0
-                for _ in range(eval_batches):
-                    vx, vy = corpus.windows(val_ids, batch, context, g)
-                    total += F.cross_entropy(run(vx).reshape(-1, 65), vy.reshape(-1)).item()
-            model.train()
-            return total / eval_batches
-
-        model.train()
-        for step in range(steps):
-            if step % eval_every == 0:
-                val_losses[step] = validation_loss()
-            x, y = corpus.windows(train_ids, batch, context, generator)
-            loss = F.cross_entropy(run(x).reshape(-1, 65), y.reshape(-1))
-            if zero_grad == "before_backward":
-                optimizer.zero_grad()
-            loss.backward()
-            if zero_grad == "after_backward":
-                optimizer.zero_grad()
-            elif zero_grad == "after_backward_zeros":
-                optimizer.zero_grad(set_to_none=False)
-            torch.nn.utils.clip_grad_norm_(model.parameters(), clip)
-            for group in optimizer.param_groups:
-                group["lr"] = learning_rate(step, lr, warmup, steps, min_lr)
-            optimizer.step()
-            losses.append(loss.item())
-            if callback is not None:
-                callback(losses, val_losses)
-        val_losses[steps] = validation_loss()
-        return losses, val_losses
-    return train_loop
 
 
 @pytest.mark.parametrize("loop, slip", [

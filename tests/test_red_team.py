@@ -1274,7 +1274,7 @@ def test_attention_too_large_for_memory_is_refused_before_it_is_computed():
     q = torch.zeros(1, 1, 20_000, 1)
     with pytest.raises(CourseInputError, match="causal attention on 20,000 queries and 20,000 keys"):
         masking.causal_attention(q, q, q)
-    with pytest.raises(CourseInputError, match="points should have 1 to 10,000 rows, but has 100,000"):
+    with pytest.raises(CourseInputError, match="points should have 1 to 5,000 rows, but has 100,000"):
         geometry.knn(np.zeros((100_000, 2)), 3)
     with pytest.raises(CourseInputError, match="seeds should be a list of 1 to 100 seeds"):
         tour.first_losses(CAT_MODEL.cfg, CAT_WORLD, range(10**12), "small")

@@ -158,9 +158,11 @@ def test_pca_of_very_wide_points_is_refused_before_the_svd(refused):
 
 
 def test_neighbourhood_kept_counts_its_neighbour_tables(refused):
-    # check_maps allows k up to n - 1: two (n, k) int64 tables of 10,000 x 9,999 are 1.5 GiB
+    # check_maps allowed k up to n - 1 of 10,000 points: two (n, k) int64 tables of 10,000 x 9,999 are 1.5 GiB;
+    # now at most MAX_POINTS points (whose tables are counted too), refused before any table is made
     high = np.broadcast_to(np.arange(10_000.0)[:, None], (10_000, 2))
-    quick(lambda: geo.neighbourhood_kept(high, high, 9_999), refused, "nearest neighbours", "smaller k")
+    quick(lambda: geo.neighbourhood_kept(high, high, 9_999), refused, f"at most {geo.MAX_POINTS:,}")
+    assert 2 * 8 * geo.MAX_POINTS ** 2 + geo.BLOCK_BYTES < 2**30
 
 
 # ------------------------------------------------------------------ entry 14: layer_weights

@@ -9,7 +9,6 @@ import resource
 import shutil
 import subprocess
 import sys
-import textwrap
 from pathlib import Path
 
 import nbformat
@@ -20,6 +19,7 @@ import fence
 import homework
 from execute_notebooks import INSTRUCTOR, ROOT
 from helpers import grading
+from learner_loops import written_loop
 
 CH07 = INSTRUCTOR / "07_mlp.ipynb"
 
@@ -29,59 +29,6 @@ def meta(cell):
 
 
 # ---------------------------------------------------------------- 1: callbacks replayed in the judge
-
-RIGHT_LOOP = textwrap.dedent('''
-    import torch, torch.nn.functional as F
-    from helpers.gpt.corpus import windows
-    from helpers.gpt.train import learning_rate
-
-    def train_loop(model, train_ids, val_ids, steps, batch, context, lr, warmup, min_lr, clip, eval_every,
-                   eval_batches=4, seed=0, callback=None):
-        torch.manual_seed(seed)
-        generator = torch.Generator().manual_seed(seed)
-        losses, val_losses = [], {}
-        matrices = [p for p in model.parameters() if p.dim() >= 2]
-        vectors = [p for p in model.parameters() if p.dim() < 2]
-        optimizer = torch.optim.AdamW([dict(params=matrices, weight_decay=0.1),
-                                       dict(params=vectors, weight_decay=0.0)], lr=lr, betas=(0.9, 0.99))
-        def validation_loss():
-            model.eval()
-            g = torch.Generator().manual_seed(seed + 1)
-            with torch.no_grad():
-                total = 0.0
-                for _ in range(eval_batches):
-                    vx, vy = windows(val_ids, batch, context, g)
-                    vl = model(vx)
-                    total += F.cross_entropy(vl.reshape(-1, vl.shape[-1]), vy.reshape(-1)).item()
-            model.train()
-            return total / eval_batches
-        model.train()
-        for step in range(steps):
-            if step % eval_every == 0:
-                val_losses[step] = validation_loss()
-            x, y = windows(train_ids, batch, context, generator)
-            logits = model(x)
-            loss = F.cross_entropy(logits.reshape(-1, logits.shape[-1]), y.reshape(-1))
-            optimizer.zero_grad()
-            loss.backward()
-            torch.nn.utils.clip_grad_norm_(model.parameters(), clip)
-            for group in optimizer.param_groups:
-                group["lr"] = learning_rate(step, lr, warmup, steps, min_lr)
-            optimizer.step()
-            losses.append(loss.item())
-            if callback is not None and CALL_BACK(step):
-                callback(losses, val_losses)
-        val_losses[steps] = validation_loss()
-        return losses, val_losses
-''')
-
-
-def loop(call_back):
-    """The course's training loop, calling back at the steps ``call_back(step)`` says."""
-    space = {"CALL_BACK": call_back}
-    exec(RIGHT_LOOP, space)
-    return space["train_loop"]
-
 
 def record_then_judge(exercise, answer):
     """What the judge says of ``answer``: recorded as the student's kernel records it, sent as JSON."""
@@ -94,12 +41,12 @@ def test_a_right_training_loop_is_right_under_the_grader_too():
     right chapter-12 loop (live: ✓) was graded 0: "callback was called 0 times for 12 steps"."""
     from helpers.gpt import checks
 
-    right = loop(lambda step: True)
+    right = written_loop(call_back=lambda step: True)
     assert list(checks.train_loop.feedback(right)) == []
     assert record_then_judge(checks.train_loop, right) == []
-    said = record_then_judge(checks.train_loop, loop(lambda step: step % 2 == 0))   # a loop that skips some
+    said = record_then_judge(checks.train_loop, written_loop(call_back=lambda step: step % 2 == 0))   # a loop that skips some
     assert said and "callback was called 6 times for 12 steps" in said[0]
-    said = record_then_judge(checks.train_loop, loop(lambda step: False))
+    said = record_then_judge(checks.train_loop, written_loop(call_back=lambda step: False))
     assert said and "callback was called 0 times" in said[0]
 
 
@@ -178,27 +125,18 @@ def test_a_course_kept_under_tmp_is_refused_before_anything_runs(tmp_path):
     assert not (tmp_path / "course" / "scores.csv").exists()
 
 
-def test_a_judge_that_fails_with_no_answers_is_a_note_and_the_other_chapters_are_graded(tmp_path, monkeypatch):
+def test_a_judge_that_fails_with_no_answers_is_a_note_and_the_other_chapters_are_graded(tmp_path, fake_grader):
     """Its RuntimeError escaped grade() and homework.py printed a traceback, with no scores.csv."""
     good = autograde.Chapter("00_tour", INSTRUCTOR / "00_tour.ipynb", {"a_check": 1}, {})
     bad = autograde.Chapter("07_mlp", CH07, {"b_check": 1}, {})
     subs = [autograde.Submission("ann", tmp_path / "a.ipynb", good), autograde.Submission("bo", tmp_path / "b.ipynb", bad)]
-
-    def run(nb, folder, grading, **kwargs):
-        folder.mkdir(parents=True, exist_ok=True)
-        (folder / "records.jsonl").write_text('{"cell": "a_check", "index": 0, "answer": 1}\n'
-                                              '{"cell": "b_check", "index": 0, "answer": 1}\n')
-        return "ran to the end", None
 
     def judge(chapter, records, work, hidden, fence):
         if chapter.stem == "07_mlp":
             raise RuntimeError("judging 07_mlp did not finish cleanly: the run ended with exit code 2")
         return {key: {"a_check": []} for key in records}
 
-    monkeypatch.setattr(autograde, "run", run)
-    monkeypatch.setattr(autograde, "judge", judge)
-    monkeypatch.setattr(autograde, "assemble", lambda sub, nb: nb)
-    monkeypatch.setattr(autograde.nbformat, "read", lambda *a, **k: None)
+    fake_grader('{"cell": "a_check", "index": 0, "answer": 1}\n{"cell": "b_check", "index": 0, "answer": 1}\n', judge)
     with pytest.raises(autograde.JudgeError, match="07_mlp"):
         autograde.grade_submissions(subs, tmp_path / "work", log=lambda *a: None, fence=autograde.UNFENCED)
     assert autograde.score(subs[0])[0] == 1 and autograde.score(subs[1])[0] == 0

@@ -30,6 +30,7 @@ import numpy as np
 
 from ..errors import MAX_BYTES, as_array, check_bytes, check_choice, check_number, check_positive_int, check_seed, \
     check_finite, check_switch, check_text, count, fail, shown, to_numpy
+from ..exercises import random_states
 
 METHODS = ("PCA", "t-SNE", "UMAP")
 
@@ -450,7 +451,8 @@ def knn(points, k):
     return near
 
 
-MAX_POINTS = 10_000   # points a neighbourhood measure may compare (chapter 01: 172)
+MAX_POINTS = 5_000   # points a neighbourhood measure may compare (chapter 01: 172): about 7 s here
+MAX_MAP_POINTS = 3_000   # points t-SNE or UMAP may map in one call: about 12 s here (5,000: 28 s)
 BLOCK_BYTES = 64 * 2**20   # the most a block of knn's (n, n) distances takes at once, with its temporaries
 
 
@@ -569,7 +571,10 @@ SPREAD_RELATIVE = 1e-9   # points that differ by less than this share of their s
 def check_spread(points, method):
     """Refuse, before scikit-learn or UMAP sees them, points (finite, (n, d)) that (nearly) coincide, or
     whose distances float64 cannot square: t-SNE's start divides by their spread (NaN, and a segfault in
-    its compiled code)."""
+    its compiled code); and more than MAX_MAP_POINTS points (minutes of work)."""
+    if len(points) > MAX_MAP_POINTS:
+        fail(f"points should have at most {MAX_MAP_POINTS:,} rows for {method} (a map of more takes minutes), but "
+             f"has {len(points):,}: map a sample of them")
     size = float(np.abs(points).max(initial=0))
     spread = float(np.abs(points - points.mean(axis=0)).max(initial=0))
     low, high = SPREAD_RANGE
@@ -587,14 +592,11 @@ def check_spread(points, method):
 def random_states_kept():
     """Python's and NumPy's global random states put back after the block, however it ends: the first
     t-SNE's imports draw from Python's ``random``, and the learner's draws should go on as before."""
-    import random
-
-    state, numpy_state = random.getstate(), np.random.get_state()
+    put_back = random_states()
     try:
         yield
     finally:
-        random.setstate(state)
-        np.random.set_state(numpy_state)
+        put_back()
 
 
 def tsne_2d(points, seed=0):
