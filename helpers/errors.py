@@ -338,3 +338,7 @@ def check_index(value, name, size, negative=False):
     if not low <= number < size:
         fail(f"{name} should be {expected}, but got {shown(value)}")
     return number
+
+
+class Wrong(Exception):
+    """The answer cannot be judged further; the message is one sentence for the learner."""

@@ -36,6 +36,7 @@ import faulthandler
 import functools
 import gc
 import inspect
+import itertools
 import math
 import operator
 import os
@@ -50,7 +51,9 @@ import zlib
 import numpy as np
 
 from . import grading, learner
-from .errors import CourseInputError, check_bytes, class_name, count, fail, is_bool, length as range_length, message_of, \
+from .states import default_dtype as _default_dtype, random_states  # noqa: F401  (random_states: the checks' modules import it here)
+from .grading import MAX_ANSWER_DEPTH, MAX_ANSWER_ITEMS, _PLAIN_CALLABLES, _PLAIN_SCALARS, _course_module, _is_class, _is_courses, _one_of, _own_attribute, plain  # noqa: F401  (plain values: grading screens them)
+from .errors import CourseInputError, Wrong, check_bytes, class_name, count, fail, is_bool, length as range_length, message_of, \
     shown, to_numpy, type_name
 
 NOT_ANSWERED = "not answered yet: replace None in the answer cell above with your answer"
@@ -58,10 +61,6 @@ TIME_LIMIT = 10          # seconds a learner's function may run in one call of a
 MAX_ANSWER_ENTRIES = 10_000_000   # numbers an array answer may hold (80 MB as float64); a check's answers hold far fewer
 CHECK_TIME_LIMIT = 120   # seconds all the calls of one check may run together (the real model's take up to 60)
 _CHECK_DEADLINE = contextvars.ContextVar("check_deadline", default=None)   # time.monotonic() when the check's time is up
-
-
-class Wrong(Exception):
-    """The answer cannot be judged further; the message is one sentence for the learner."""
 
 
 class Verdict:
@@ -107,13 +106,21 @@ class Exercise:
         learners_dtype = _default_dtype(None) if own else None   # the check computes in float32, as the course does
         put_back_random = random_states() if own else None
         try:
-            if not (callable(answer) and isinstance(self.answer, (Function, Module))):
-                plain(answer, "your answer")   # (a function or a class is for its kind to judge)
-            if self.answer is not None:
-                answer = self.answer.convert(answer, self.problems, args, kwargs)
-            with contextlib.ExitStack() as models:
-                for model in _small_models((*args, *kwargs.values())):   # the notebook's models, left as they were
-                    models.enter_context(model_kept(model))
+            with contextlib.ExitStack() as fence:   # the notebook's models, left as they were: those given to
+                for model in _small_models((*args, *kwargs.values())):   # the check, and those its answer
+                    fence.enter_context(model_kept(model))                # reaches by name (its cell's `model`)
+                reached = _small_models(_reached(answer), strict=True)
+                if reached:
+                    fence.callback(torch_globals())   # (once for them all: each call of the learner's is fenced too)
+                for model in reached:
+                    with contextlib.suppress(Exception):   # (one that cannot be copied is not the check's to refuse)
+                        fence.enter_context(model_kept(model, globals_kept=False))
+                if own:   # (entered last, so left first: a learner's __del__ runs while the models are fenced)
+                    fence.enter_context(_garbage_fenced())
+                if not (callable(answer) and isinstance(self.answer, (Function, Module))):
+                    plain(answer, "your answer")   # (a function or a class is for its kind to judge)
+                if self.answer is not None:
+                    answer = self.answer.convert(answer, self.problems, args, kwargs)
                 for sentence in self.problems(answer, *args, **kwargs):
                     found.append(sentence)
         except Wrong as wrong:
@@ -129,7 +136,6 @@ class Exercise:
                 _PRINTED.reset(printed)
                 _default_dtype(learners_dtype)
                 put_back_random()
-                _collected()
         return found
 
     def __call__(self, answer, *args, **kwargs):
@@ -149,18 +155,22 @@ class Exercise:
 
     def kept(self, answer):
         """Keep a right piece in my_gpt/ (helpers.learner) and say where, or say why not. (Keeping
-        it imports the cell that defines it, which may draw random numbers: the random states are
-        put back after, as after a check.)"""
+        it imports the cell that defines it, which may draw random numbers or replace a torch function:
+        what a check keeps is put back after, as after a learner's call.)"""
         if self.keeps is None:
             return ""
-        put_back_random = random_states()
+        put_back_random, put_back = random_states(), torch_globals()
         try:
             return self._kept(answer)
         finally:
+            put_back()
             put_back_random()
 
     def _kept(self, answer):
         limit, _ = _time_left(TIME_LIMIT)
+        if not (isinstance(answer, type) or type(answer) is types.FunctionType):   # a partial, a bound method
+            return (f"; not kept for the chapters ahead: a piece is kept as the function (def ...) or class that "
+                    f"defines it, but this one is a {_wrapper_name(answer)}: pass the function itself to keep it")
         try:   # importing the kept cell runs all of it: bounded like a call of the learner's function
             target = learner.path(class_name(answer) if isinstance(answer, type) else
                                   answer.__name__ if type(answer) is types.FunctionType else None)
@@ -271,21 +281,26 @@ class Words(Kind):
 class Function(Kind):
     """A function the check will call (through ``call``)."""
 
+    calls_answer = True   # (the grader records such an answer through the check: grading.record_answer)
+
     def __init__(self, what="a function"):
         self.what = what
 
     def convert(self, answer, check, args, kwargs):
         if not callable(answer):
             raise Wrong(f"the answer should be {self.what}, but it is a {type_name(answer)}")
-        if not (type(answer) in _PLAIN_CALLABLES or isinstance(answer, type) or _courses(type(answer))):
-            raise Wrong(f"the answer should be {self.what}, but it is a {type_name(answer)} object that can be "
-                        "called: write it as a function (def ...), whose code runs only when the check calls it")
+        _callable_screened(answer, self.what)
         return not_the_courses(answer, self.what)
 
 
 def not_the_courses(answer, what):
     """``answer`` (a function or a class), unless it is the course's own (``MLP = mlp.MLP``): then
-    Wrong. The course's pieces are there to compare with, not to hand in."""
+    Wrong. The course's pieces are there to compare with, not to hand in. A ``functools.partial`` or a
+    bound method is judged by the function it wraps (``partial(masking.causal_attention)`` is the course's)."""
+    inner = _unwrapped(answer)
+    if inner is not answer:
+        not_the_courses(inner, what)
+        return answer
     if isinstance(answer, type):
         module, name = _own_attribute(answer, "__module__"), class_name(answer)
     elif type(answer) is types.FunctionType:
@@ -306,9 +321,26 @@ def not_the_courses(answer, what):
     return answer
 
 
-def _course_module(module):
-    """Whether ``module`` (a module's name, or anything) names one of the course's modules."""
-    return isinstance(module, str) and (module == "helpers" or module.startswith("helpers."))
+def _unwrapped(answer):
+    """The function or class inside ``answer``: a ``functools.partial``'s ``.func``, a bound method's
+    ``.__func__``, looked through up to 10 deep (read by type, running none of the learner's code)."""
+    for _ in range(10):
+        if type(answer) is functools.partial:
+            answer = answer.func
+        elif type(answer) is types.MethodType:
+            answer = answer.__func__
+        else:
+            break
+    return answer
+
+
+def _wrapper_name(answer):
+    """What kind of callable ``answer`` is, as a learner would name it ("functools.partial")."""
+    return "functools.partial" if type(answer) is functools.partial else \
+        "bound method" if type(answer) is types.MethodType else type_name(answer)
+
+
+
 
 
 class Module(Kind):
@@ -321,14 +353,20 @@ class Module(Kind):
     judge it elsewhere (helpers.grading). A function given instead is taken as such a ``run``.
     """
 
+    calls_answer = True   # (as Function's)
+
     def __init__(self, what="an nn.Module class"):
         self.what = what
 
     def convert(self, answer, check, args, kwargs):
-        if isinstance(answer, type):
+        if _is_class(answer):   # (by its type: isinstance would read the learner's own __class__)
             return self.recordable(not_the_courses(answer, self.what))
         if not callable(answer):
             raise Wrong(f"the answer should be {self.what}, but it is a {type_name(answer)}")
+        torch = sys.modules.get("torch")
+        if torch is not None and issubclass(type(answer), torch.nn.Module):   # a module built from the class:
+            return answer                                                       # the check names the slip
+        _callable_screened(answer, self.what)
         return not_the_courses(answer, self.what)
 
     def recordable(self, answer):
@@ -384,15 +422,7 @@ def _run_signature(cls):
                               inspect.Parameter("inputs", inspect.Parameter.VAR_POSITIONAL)])
 
 
-def _own_attribute(cls, name):
-    """``name`` as the class ``cls`` or the first of its bases defines it, read from their own
-    dicts (a metaclass of the learner's could make ``cls.forward`` raise or never return); None
-    if none does."""
-    namespace, order = type.__dict__["__dict__"], type.__dict__["__mro__"]
-    for base in order.__get__(cls):
-        if name in namespace.__get__(base):
-            return namespace.__get__(base)[name]
-    return None
+
 
 
 def _parameter_names(function):
@@ -420,55 +450,16 @@ def _parameter_names(function):
 
 # --- Converters a check can use on anything the learner gave (they raise Wrong) ---------------
 
-MAX_ANSWER_DEPTH = 100   # lists in lists a screened answer may nest
-MAX_ANSWER_ITEMS = 1_000_000   # Python values (list entries, dict keys and values) a screened answer may hold
+def _callable_screened(answer, what):
+    """Wrong unless the callable ``answer`` is a plain function (def, lambda, a partial, a bound
+    method), a class or the course's own (a grader's Replay), told by its type alone (``_is_class``):
+    another object's own code would run outside the check's time limit."""
+    kind = type(answer)
+    if not (_one_of(kind, _PLAIN_CALLABLES) or _is_class(answer) or _is_courses(kind)):
+        raise Wrong(f"the answer should be {what}, but it is a {class_name(kind)} object that can be "
+                    "called: write it as a function (def ...), whose code runs only when the check calls it")
 
 
-def plain(x, name):
-    """Wrong unless ``x`` holds only plain values: numbers, text, None, lists, tuples, dicts and sets
-    of them, NumPy arrays and scalars, torch tensors and sizes, functions and classes (of exactly
-    these types, not subclasses). Anything else could run code of its own when a check converts it
-    (a ``__float__`` that raises or never ends, an ``__array__`` or ``__len__`` that lies), outside
-    ``call``'s time limit; so it is refused first, by type alone, without calling it."""
-    torch = sys.modules.get("torch")
-    tensors = (torch.Tensor, torch.nn.Parameter) if torch is not None else ()
-    stack, seen = [(x, 0)], 1
-    while stack:
-        value, depth = stack.pop()
-        kind = type(value)
-        if depth > MAX_ANSWER_DEPTH:
-            raise Wrong(f"{name} should nest at most {MAX_ANSWER_DEPTH} lists deep, but it nests deeper")
-        if kind in _PLAIN_SCALARS or kind in tensors or kind.__module__ == "numpy" and issubclass(kind, np.generic):
-            continue
-        inside = (len(value) if kind in (list, tuple, set, frozenset, dict) or torch is not None and kind is torch.Size
-                  else value.size if issubclass(kind, np.ndarray) and value.dtype.kind == "O" else 0)
-        seen += inside * (2 if kind is dict else 1)   # counted before any is looked at: a list of 10**8 is refused at once
-        if seen > MAX_ANSWER_ITEMS:
-            raise Wrong(f"{name} should be small (at most {MAX_ANSWER_ITEMS:,} values in lists, tuples and dicts; "
-                        "an array may hold more), but it holds more")
-        if kind in (list, tuple, set, frozenset) or torch is not None and kind is torch.Size:
-            stack.extend((v, depth + 1) for v in value)
-        elif kind is dict:
-            stack.extend((v, depth + 1) for pair in value.items() for v in pair)
-        elif issubclass(kind, np.ndarray) and kind.__module__.startswith("numpy"):
-            if value.dtype.kind == "O":
-                stack.extend((v, depth + 1) for v in value.flat)
-        elif callable(value) and not (kind in _PLAIN_CALLABLES or isinstance(value, type) or _courses(kind)):
-            raise Wrong(f"{name} is a {class_name(kind)} object that can be called, but a check calls only a plain "
-                        "function (def ...) or a class: its own code would run outside the check's time limit")
-        elif not (kind in _PLAIN_CALLABLES or isinstance(value, type) or callable(value) and _courses(kind)):
-            raise Wrong(f"{name} holds a {class_name(kind)}, but a check takes only plain values: numbers, text, "
-                        "lists, tuples, dicts, NumPy arrays and torch tensors (convert it, e.g. with float(x) "
-                        "or np.asarray(x))")
-
-
-def _courses(kind):
-    """Whether the class ``kind`` is the course's own (a grader's Replay of a recorded function)."""
-    return _course_module(_own_attribute(kind, "__module__"))
-
-
-_PLAIN_SCALARS = (type(None), bool, int, float, complex, str, bytes, range, slice, type(Ellipsis))
-_PLAIN_CALLABLES = (types.FunctionType, types.BuiltinFunctionType, types.MethodType, functools.partial)
 
 
 # --- what a learner's function returned, read as the converters below read an answer (every chapter's checks) ---
@@ -689,6 +680,7 @@ def call(function, *args, what="", seconds=TIME_LIMIT, **kwargs):
                 sys.stdout, sys.stderr = printed
             sys.setswitchinterval, sys.addaudithook = _no_switch_interval, _no_audit_hook   # (put back with sys's streams)
             faulthandler.dump_traceback_later = _watchdog   # (put back with PATCHABLE's modules)
+            gc.freeze = _no_freeze   # (likewise)
             with _threads_started(started), _adopting_orphans(), _descriptors_capped((sys.stdout, sys.stderr)):
                 try:
                     out = _bounded(function, given, given_kwargs, limit)
@@ -777,16 +769,13 @@ def torch_globals():
     filters, limit = list(warnings.filters), sys.getrecursionlimit()
     owners, functions = _owners()
     kept = {owner: dict(vars(owner)) for owner in owners}
-    parts = [(function.__defaults__, function.__kwdefaults__, function.__code__) for function in functions]
+    parts = [(name, list(map(get, functions))) for name, get in _FUNCTION_PARTS]
 
     def put_back_python():
         put_back_process.builtins()   # builtins first: the rest calls them; then the modules' and classes' own
         _put_back_owners(kept)        # functions (os.getcwd, threading.settrace), which put_back_process calls
         put_back_process()
-        for function, (defaults, kwdefaults, code) in zip(functions, parts):
-            if function.__defaults__ is not defaults or function.__kwdefaults__ is not kwdefaults \
-                    or function.__code__ is not code:
-                function.__defaults__, function.__kwdefaults__, function.__code__ = defaults, kwdefaults, code
+        _put_back_functions(functions, parts)
         if warnings.filters != filters:   # only then: resetting them would show every warning again, once a call
             warnings.filters[:] = filters
             getattr(warnings, "_filters_mutated", lambda: None)()   # the filters' cache, as simplefilter does
@@ -821,6 +810,23 @@ def torch_globals():
     return put_back
 
 
+_FUNCTION_PARTS = [(name, operator.attrgetter(name)) for name in ("__defaults__", "__kwdefaults__", "__code__")]
+_IS = operator.is_   # (the fence's own: a learner's code may replace operator.is_)
+
+
+def _put_back_functions(functions, parts):
+    """Put back the defaults and code of each of ``functions`` (a list of Python functions) that were
+    replaced in place since ``parts`` ([(attribute, [its value for each function])]) was saved
+    (``F.layer_norm.__code__ = ...``). Compared in C (about 0.1 ms for 6,000 functions); only a
+    function that differs is looked at one by one."""
+    for name, saved in parts:
+        if all(map(_IS, map(operator.attrgetter(name), functions), saved)):
+            continue
+        for function, value in zip(functions, saved):
+            if getattr(function, name) is not value:
+                setattr(function, name, value)
+
+
 def _put_back_owners(kept):
     """Put back the attributes of each module and class in ``kept`` ({owner: its saved dict}) that were
     replaced since; a method added to a class, where it would hide an inherited one, is removed."""
@@ -840,7 +846,10 @@ def _put_back_owners(kept):
 def _digest(tensor):
     """A tensor's shape, dtype and the CRC-32 of its bytes: equal digests, equal tensors (but for a
     chance of 1 in 4 billion; CRC-32 reads the real model's 538 MB in about half SHA-1's time)."""
-    arr = tensor.detach().cpu().numpy()
+    tensor = tensor.detach().cpu()
+    if str(tensor.dtype) == "torch.bfloat16":   # (NumPy has no bfloat16: its bits, read as int16)
+        tensor = tensor.view(sys.modules["torch"].int16)
+    arr = tensor.numpy()
     shape, flipped = arr.shape, not arr.flags.c_contiguous and arr.T.flags.c_contiguous
     arr = arr.T if flipped else np.ascontiguousarray(arr)   # a transposed weight is hashed as it is stored
     return shape, flipped, arr.dtype, zlib.crc32(arr.reshape(-1).view(np.uint8))
@@ -854,24 +863,75 @@ def _kept_dicts(owner):
 MAX_KEPT_BYTES = 64 * 2**20   # a check copies a model it is given up to this size (a larger one: its check's own pristine)
 
 
-def _small_models(values):
-    """The torch models (nn.Modules) among ``values`` and the lists, tuples and dicts among them,
-    whose weights take at most MAX_KEPT_BYTES: each check keeps them as they were (``model_kept``)."""
+def _small_models(values, strict=False):
+    """The torch models (nn.Modules) among ``values`` and the lists, tuples and dicts among them (their
+    first 100 entries), whose weights take at most MAX_KEPT_BYTES: each check keeps them as they were
+    (``model_kept``). strict: only models whose tensors are all in the CPU's memory, and a model whose
+    weights cannot be listed is left out (values the check was not given: a notebook's globals)."""
     torch = sys.modules.get("torch")
     if torch is None:
         return []
     found = []
     for value in values:
         inner = value.values() if type(value) is dict else value if type(value) in (list, tuple) else (value,)
-        for item in list(inner)[:100]:
-            if isinstance(item, torch.nn.Module) and all(id(item) != id(m) for m in found) and \
-                    sum(t.numel() * t.element_size() for t in item.state_dict().values()) <= MAX_KEPT_BYTES:
+        for item in itertools.islice(inner, 100):
+            module = issubclass(type(item), torch.nn.Module) if strict else isinstance(item, torch.nn.Module)
+            if not module:   # (strict: by its type alone, no __class__ of the learner's is read)
+                continue
+            if any(id(item) == id(m) for m in found):
+                continue
+            try:
+                tensors = item.state_dict().values()
+                if strict and not all(t.device.type == "cpu" and t.layout == torch.strided and not t.is_quantized
+                                      for t in tensors):
+                    continue
+                size = sum(t.numel() * t.element_size() for t in tensors)
+            except Exception:   # noqa: BLE001 (strict: a half-built module of the learner's)
+                if not strict:
+                    raise
+                continue
+            if size <= MAX_KEPT_BYTES:
                 found.append(item)
     return found
 
 
+def _reached(answer):
+    """The values a learner's answer (a function, a ``functools.partial``, a bound method or a class)
+    reaches by name, where it could change a model of the notebook's in place: its functions' globals
+    (the cell's ``model``), closures and defaults, a partial's arguments, a bound method's object.
+    Read by type (no code of the learner's runs); the globals' values in a list."""
+    inside = [answer]
+    for _ in range(10):
+        if type(answer) is functools.partial:
+            inside += [*answer.args, *answer.keywords.values()]
+            answer = answer.func
+        elif type(answer) is types.MethodType:
+            inside.append(answer.__self__)
+            answer = answer.__func__
+        else:
+            break
+    functions = [answer] if type(answer) is types.FunctionType else []
+    if _is_class(answer):   # the methods of the learner's own classes (not torch's, nor the course's)
+        for kind in type.__dict__["__mro__"].__get__(answer)[:-1]:
+            for value in type.__dict__["__dict__"].__get__(kind).values():
+                value = value.__func__ if _one_of(type(value), (staticmethod, classmethod)) else value
+                if type(value) is not types.FunctionType:
+                    continue
+                module = value.__module__   # (read as an attribute of a function: no code of the learner's runs)
+                if not _course_module(module) and not (type(module) is str and module.startswith("torch")):
+                    functions.append(value)
+    spaces = {}
+    for function in functions:
+        spaces.setdefault(id(function.__globals__), function.__globals__)
+        inside += [*(function.__defaults__ or ()), *(function.__kwdefaults__ or {}).values()]
+        for cell in function.__closure__ or ():
+            with contextlib.suppress(ValueError):   # (an empty cell)
+                inside.append(cell.cell_contents)
+    return inside + [value for space in spaces.values() for value in list(space.values())]
+
+
 @contextlib.contextmanager
-def model_kept(model, pristine=None):
+def model_kept(model, pristine=None, *, globals_kept=True):
     """Run a learner's code on ``model`` inside this: afterwards, also when the code raised or ran
     out of time, the model is as it was before. Every module's attributes (a hook, a replaced
     forward, the training flag, a swapped parameter, its class), its cfg's fields, torch's global
@@ -879,7 +939,9 @@ def model_kept(model, pristine=None):
     weight the code changed (found by its CRC-32 checksum) is copied back from a copy taken before
     (``pristine=None``: for a small model, the copy is limited to MAX_BYTES) or from ``pristine()``,
     a function that returns the model's original state dict (for a large model, whose copy would
-    double its memory). Not undone: changes to a class itself (a method replaced on Transformer)."""
+    double its memory). Not undone: changes to a class itself (a method replaced on Transformer).
+    globals_kept=False: torch's global state (``torch_globals``) is left to the caller, which keeps it
+    already (a check keeping many models: about 3 ms each saved)."""
     import torch
 
     if not isinstance(model, torch.nn.Module):
@@ -888,7 +950,7 @@ def model_kept(model, pristine=None):
         fail(f"pristine should be None or a function that returns the model's state dict, but got {shown(pristine)}")
     tensors = dict(model.state_dict(keep_vars=True))
     grads = {name: (t.requires_grad, t.grad) for name, t in tensors.items()}
-    put_back = torch_globals()   # torch's global module hooks among them
+    put_back = torch_globals() if globals_kept else lambda: None   # torch's global module hooks among them
     modules = [(m, type(m), _kept_dicts(m)) for m in model.modules()]
     cfg = getattr(model, "cfg", None)
     cfg_fields = _kept_dicts(cfg) if hasattr(cfg, "__dict__") else None
@@ -960,9 +1022,13 @@ def _owners():
                if isinstance(value := getattr(sys.modules.get(module), "__dict__", {}).get(name), type)]
     course = []
     torch = sys.modules.get("torch")
+    torch_modules = [module for name, module in list(sys.modules.items())
+                     if name.startswith(TORCH_SUBMODULES) and isinstance(module, types.ModuleType)]
+    owners += [module for module in torch_modules if module not in owners]
     if torch is not None:
-        owners += [torch.Tensor] + [value for module in (torch.nn, torch.optim) for value in vars(module).values()
-                                    if isinstance(value, type) and issubclass(value, (torch.nn.Module, torch.optim.Optimizer))]
+        layers = {value for module in [torch.nn, torch.optim] + torch_modules for value in vars(module).values()
+                  if isinstance(value, type) and issubclass(value, (torch.nn.Module, torch.optim.Optimizer))}
+        owners += [torch.Tensor] + sorted(layers, key=lambda kind: (kind.__module__, kind.__qualname__))
     for name, module in list(sys.modules.items()):
         if module is None or not isinstance(module, types.ModuleType):
             continue
@@ -980,6 +1046,7 @@ def _owners():
                     if type(value).__module__ == "numpy" or type(value).__name__ == "_ArrayFunctionDispatcher" else None
                 if isinstance(value, types.FunctionType):
                     functions.append(value)
+    functions += _torch_functions(owners)   # F.layer_norm, nn.LayerNorm.forward: code that can be replaced in place
     functions += [value.__wrapped__ for value in functions if isinstance(getattr(value, "__wrapped__", None),
                                                                          types.FunctionType)]
     checks = [value for owner in course if isinstance(owner, types.ModuleType)
@@ -987,6 +1054,81 @@ def _owners():
     _OWNERS.clear()
     _OWNERS[len(sys.modules)] = owners + course + checks, functions
     return _OWNERS[len(sys.modules)]
+
+
+TORCH_SUBMODULES = ("torch.nn.modules.", "torch.nn.parameter", "torch.nn.init", "torch.nn.functional",
+                    "torch.optim.", "torch._tensor", "torch.functional")
+# torch's modules behind the layers and optimizers a course model uses: a name rebound in one
+# (torch.nn.modules.normalization.F = ...) changes every nn.LayerNorm, so their globals are kept too
+
+
+def _torch_functions(owners):
+    """The Python functions of torch's modules and classes among ``owners`` (torch.nn.functional.layer_norm,
+    nn.LayerNorm.forward, torch.Tensor.__rsub__), each once: their code and defaults are kept."""
+    found, seen = [], set()
+    for owner in owners:
+        name = owner.__name__ if isinstance(owner, types.ModuleType) else _own_attribute(owner, "__module__")
+        if not (isinstance(name, str) and name.startswith("torch")):
+            continue
+        for value in vars(owner).values():
+            value = value.__func__ if isinstance(value, (staticmethod, classmethod)) else value
+            if type(value) is types.FunctionType and id(value) not in seen:
+                seen.add(id(value))
+                found.append(value)
+    return found
+
+
+def _hooks_kept():
+    """The hooks through which a learner's code would run again later, saved now: sys's import
+    machinery (``meta_path``, ``path_hooks``, the path importer cache), copyreg's reducers (every later
+    pickle and copy), ``sys.breakpointhook``, and in a kernel IPython's event callbacks, input and AST
+    transformers (every later cell) and display formatters (every later output). Returns a function that
+    puts back what changed."""
+    import copyreg
+
+    lists = {name: (getattr(sys, name), list(getattr(sys, name))) for name in ("meta_path", "path_hooks")}
+    importers, reducers, breakpoint_hook = dict(sys.path_importer_cache), dict(copyreg.dispatch_table), sys.breakpointhook
+    ipython = sys.modules.get("IPython")
+    shell = ipython.get_ipython() if ipython is not None and hasattr(ipython, "get_ipython") else None
+    kept = []   # (owner, attribute, object, a copy of its contents): lists and dicts of the shell's
+    if shell is not None:
+        display = shell.display_formatter
+        formatters = [display.ipython_display_formatter, display.mimebundle_formatter, *display.formatters.values()]
+        kept = [(shell, name, getattr(shell, name), list(getattr(shell, name)))
+                for name in ("input_transformers_post", "input_transformers_cleanup", "ast_transformers")]
+        kept += [(shell.events.callbacks, name, callbacks, list(callbacks)) for name, callbacks in shell.events.callbacks.items()]
+        kept += [(display, "formatters", display.formatters, dict(display.formatters))]
+        kept += [(formatter, name, getattr(formatter, name), dict(getattr(formatter, name))) for formatter in formatters
+                 for name in ("type_printers", "deferred_printers", "singleton_printers")]
+        enabled = [(formatter, formatter.enabled) for formatter in formatters]
+
+    def put_back():
+        for name, (value, contents) in lists.items():
+            if getattr(sys, name) is not value or value != contents:
+                setattr(sys, name, value)
+                value[:] = contents
+        if sys.path_importer_cache != importers:
+            sys.path_importer_cache.clear()
+            sys.path_importer_cache.update(importers)
+        if copyreg.dispatch_table != reducers:
+            copyreg.dispatch_table.clear()
+            copyreg.dispatch_table.update(reducers)
+        sys.breakpointhook = breakpoint_hook
+        for owner, name, value, contents in kept:
+            current = owner.get(name) if isinstance(owner, dict) else getattr(owner, name)
+            if current is not value or value != contents:
+                if isinstance(owner, dict):
+                    owner[name] = value
+                else:
+                    setattr(owner, name, value)
+                if isinstance(value, dict):
+                    value.clear()
+                    value.update(contents)
+                else:
+                    value[:] = contents
+        for formatter, on in (enabled if shell is not None else ()):
+            formatter.enabled = on
+    return put_back
 
 
 def process_state():
@@ -997,7 +1139,7 @@ def process_state():
     switch and the root logger's level and handlers, every resource limit (open files, memory, CPU
     time), a timer that was not running (signal.alarm), the collector's
     thresholds and freeze, threading's stack size, trace, profile and excepthook, sys's unraisablehook, torch's thread count, matmul precision and oneDNN
-    switch, warn-always flag, and matplotlib's rcParams. Returns a function that puts back what changed
+    switch, warn-always flag, matplotlib's rcParams, and the hooks of ``_hooks_kept`` (imports, pickling, IPython's). Returns a function that puts back what changed
     (the builtins first, with dict methods only: the rest calls them; ``put_back.builtins`` does only that)."""
     import gc
     import os
@@ -1010,7 +1152,7 @@ def process_state():
     except ImportError:   # (Windows)
         resource = None
 
-    put_back_builtins = _builtins_kept()
+    put_back_builtins, put_back_hooks = _builtins_kept(), _hooks_kept()
     streams = {name: getattr(sys, name) for name in ("stdout", "stderr", "stdin", "displayhook", "excepthook",
                                                     "unraisablehook", "setswitchinterval", "addaudithook")}
     cwd, environ, path, path_list = os.getcwd(), dict(os.environ), sys.path, list(sys.path)
@@ -1022,7 +1164,8 @@ def process_state():
     timers = [which for which in (signal.ITIMER_REAL, signal.ITIMER_VIRTUAL, signal.ITIMER_PROF)
               if signal.getitimer(which) == (0.0, 0.0)] if hasattr(signal, "setitimer") else []
     limits = {which: resource.getrlimit(which) for which in _rlimits(resource)}
-    thresholds, frozen, stack = gc.get_threshold(), gc.get_freeze_count(), threading.stack_size()
+    # (while a check holds the kernel's objects frozen, _garbage_fenced, counting them would take ms: not done)
+    thresholds, frozen, stack = gc.get_threshold(), bool(_FROZEN) or gc.get_freeze_count(), threading.stack_size()
     root = logging.root.level, list(logging.root.handlers)
     torch, matplotlib = sys.modules.get("torch"), sys.modules.get("matplotlib")
     torch_flags = (torch.get_num_threads(), torch.get_float32_matmul_precision(), torch._C._get_mkldnn_enabled(),
@@ -1031,6 +1174,7 @@ def process_state():
 
     def put_back():
         put_back_builtins()
+        put_back_hooks()
         for name, value in streams.items():
             if getattr(sys, name) is not value:
                 setattr(sys, name, value)
@@ -1076,7 +1220,7 @@ def process_state():
                     resource.setrlimit(which, limit)
         if gc.get_threshold() != thresholds:
             gc.set_threshold(*thresholds)
-        if gc.get_freeze_count() and not frozen:
+        if not frozen and gc.get_freeze_count():
             gc.unfreeze()
         if threading.stack_size() != stack:
             threading.stack_size(stack)
@@ -1192,39 +1336,53 @@ def _in_place(live, saved):
     return True
 
 
-def _collected():
-    """Collect the young garbage a check's calls left (gc's generations 0 and 1: a fraction of a
-    millisecond), putting back whatever an object's ``__del__`` changes meanwhile: a learner's object
-    in a reference cycle would otherwise run its ``__del__`` at some later cell's collection. The
-    collection runs bounded (COLLECT_LIMIT s, ``_bounded``); each learner's call collects its own
-    garbage first, in its own thread, within its time limit (``_Run.run``)."""
+def _collected(generation=1):
+    """Collect the garbage a check's calls left (gc's generations up to ``generation``: 1, the young
+    ones, takes a fraction of a millisecond; 2 takes all, which is as quick inside ``_garbage_fenced``),
+    putting back whatever an object's ``__del__`` changes meanwhile: a learner's object in a reference
+    cycle would otherwise run its ``__del__`` at some later cell's collection. The collection runs
+    bounded (COLLECT_LIMIT s, ``_bounded``); each learner's call collects its own garbage first, in its
+    own thread, within its time limit (``_Run.run``)."""
     put_back = torch_globals()
     try:
-        _bounded(_COLLECT, (1,), {}, COLLECT_LIMIT)   # in a thread of its own: a learner's __del__ that never
-    except _OutOfTime:                                   # ends is stopped as their function is
+        _bounded(_COLLECT, (generation,), {}, COLLECT_LIMIT)   # in a thread of its own: a learner's __del__
+    except _OutOfTime:                                            # that never ends is stopped as their function is
         pass
     finally:
         put_back()
 
 
+@contextlib.contextmanager
+def _garbage_fenced():
+    """Run a check inside this: afterwards every object it made that is garbage is collected (and so
+    a learner's ``__del__`` runs) inside the fence (``_collected``), also one that reached gc's oldest
+    generation meanwhile (``gc.collect()`` in the learner's function, or a long call). To keep that
+    full collection quick (a few ms, not the 50-100 ms of the whole kernel's), the objects made before
+    the check are frozen (``gc.freeze``: left out of every collection) until it ends; not when some
+    already are (a learner's ``gc.freeze()``): the collection then takes all that are not."""
+    froze = not _FROZEN and not gc.get_freeze_count()
+    if froze:
+        _FROZEN.append(True)
+        _FREEZE()
+    try:
+        yield
+    finally:
+        try:
+            _collected(2)
+        finally:
+            if froze:
+                _UNFREEZE()   # (put back in the oldest generation, where they were)
+                _FROZEN.clear()
+
+
 COLLECT_LIMIT = 2   # seconds the check's last collection of a learner's garbage may take
-_COLLECT = gc.collect   # (the check's own: a learner's code may replace gc.collect)
+_COLLECT, _FREEZE, _UNFREEZE = gc.collect, gc.freeze, gc.unfreeze   # (the check's own: a learner's code may replace them)
+_FROZEN = []   # not empty while a check holds the objects made before it frozen (_garbage_fenced)
 
 
-def random_states():
-    """The random states of ``random``, NumPy and torch (if imported), saved now; returns a function
-    that puts them back (a learner's function that seeds them leaves later cells' draws alone)."""
-    import random
-
-    states = [(random.setstate, random.getstate()), (np.random.set_state, np.random.get_state())]
-    torch = sys.modules.get("torch")
-    if torch is not None:
-        states.append((torch.set_rng_state, torch.get_rng_state()))
-
-    def put_back():
-        for put, state in states:
-            put(state)
-    return put_back
+def _no_freeze():
+    """gc.freeze while a learner's function runs in a check: does nothing (its garbage frozen would
+    escape the check's collection; freezing only spares the collector work)."""
 
 
 def _time_left(seconds):
@@ -1234,17 +1392,6 @@ def _time_left(seconds):
     if deadline is not None and deadline - time.monotonic() < seconds:
         return max(deadline - time.monotonic(), 0.0), True
     return seconds, False
-
-
-def _default_dtype(dtype):
-    """torch's default dtype: set it to ``dtype`` (None: float32) and return the one before; None
-    and nothing set when torch was never imported (the chapters without it)."""
-    torch = sys.modules.get("torch")
-    if torch is None:
-        return None
-    before = torch.get_default_dtype()
-    torch.set_default_dtype(dtype or torch.float32)
-    return before
 
 
 def _bounded(function, args, kwargs, seconds):
@@ -1582,7 +1729,8 @@ class _Run(_Thread):
                 if self.grad is not None:
                     sys.modules["torch"].set_grad_enabled(self.grad)
                 self.box["out"] = self.function(*self.args, **self.kwargs)
-                _COLLECT(1)   # the garbage it left in cycles: their __del__ runs here, within the time limit
+                _COLLECT(2 if _FROZEN else 1)   # the garbage it left in cycles: their __del__ runs here, within
+                # the time limit (all of it while a check holds the older objects frozen: as quick, _garbage_fenced)
             except BaseException as exc:   # noqa: BLE001 — handed to the check's thread as it is
                 self.box["raised"] = exc
                 # its message is read here, under the time limit: a learner's __str__ may never return
@@ -1781,7 +1929,7 @@ def module_problems(run, cases, name, example, empty, returns, differs, variants
     sentence, a known slip (``variants(state, x)``: [(its output, sentence)]), else ``differs(gap)``."""
     import torch
 
-    if isinstance(run, torch.nn.Module):
+    if issubclass(type(run), torch.nn.Module):   # (by type: no __class__ of the learner's is read)
         yield f"pass the class {name} itself, not a module built from it ({name}, not {example})"
         return
     try:   # the untouched skeleton: no parameters, and forward returns None

@@ -22,16 +22,19 @@ record's form (tags, shapes, kinds, sizes, depth) and refuses a malformed one wi
 more than MAX_VALUES numbers, a text of more than MAX_TEXT characters or a number of more than
 MAX_DIGITS digits is recorded as what it was, not copied.
 """
+import array
 import functools
 import hashlib
 import json
 import math
 import os
+import sys
 import types
+import weakref
 
 import numpy as np
 
-from .errors import CourseInputError, fail
+from .errors import CourseInputError, Wrong, class_name, fail
 from .files import read_json
 
 MAX_RECORDS_BYTES = 20 * 2**20   # a records file larger than this is not read
@@ -39,6 +42,7 @@ MAX_VALUES = 1_000_000           # numbers (or items) one recorded answer may ho
 MAX_TEXT = 1_000_000             # characters of one recorded text
 MAX_DIGITS = 1_000               # digits of one recorded whole number
 MAX_DEPTH = 20                   # nesting of one recorded answer
+MAX_UNKNOWN = 500                # characters of one recorded "unknown" (why it could not be kept)
 STATE = {"cell": None, "index": 0}
 
 
@@ -109,23 +113,166 @@ def recorded_answers(path):
     return _LOADED[path]
 
 
+# ---- plain values: what a check takes, screened by type alone --------------------------------
+
+MAX_ANSWER_DEPTH = 100   # lists in lists a screened answer may nest
+MAX_ANSWER_ITEMS = 1_000_000   # Python values (list entries, dict keys and values) a screened answer may hold
+
+
+def plain(x, name):
+    """Wrong unless ``x`` holds only plain values: numbers, text, None, lists, tuples, dicts and sets
+    of them, NumPy's own arrays (a masked one with nothing hidden) and scalars, ``array.array``, torch
+    tensors and sizes, functions and classes (of exactly these types, not subclasses; a class with no metaclass of its
+    own). Anything else could run code of its own when a check converts it (a ``__float__`` that
+    raises or never ends, an ``__array__`` or ``__len__`` that lies, a metaclass's ``__iter__`` or
+    ``__class__``), outside ``call``'s time limit; so it is refused first, by type alone (compared by
+    identity), without calling it. The grader records an answer only if this takes it
+    (``grading.encode``), so that the grade says what the live check said."""
+    from array import array as numbers_array   # (the standard library's typed array: a plain buffer of numbers)
+    torch = sys.modules.get("torch")
+    sizes = (torch.Size,) if torch is not None else ()
+    leaves = _PLAIN_SCALARS + _PLAIN_CALLABLES + (type, numbers_array) + \
+        ((torch.Tensor, torch.nn.Parameter) if torch is not None else ())
+    stack, seen = [(x, 0)], 1
+    while stack:
+        value, depth = stack.pop()
+        kind = type(value)
+        if depth > MAX_ANSWER_DEPTH:
+            raise Wrong(f"{name} should nest at most {MAX_ANSWER_DEPTH} lists deep, but it nests deeper")
+        if _one_of(kind, leaves) or id(kind) in _NUMPY_SCALARS:
+            continue
+        sequence, array = _one_of(kind, (list, tuple, set, frozenset) + sizes), _one_of(kind, _numpy_arrays())
+        inside = len(value) if sequence or kind is dict else value.size if array and value.dtype.kind == "O" else 0
+        seen += inside * (2 if kind is dict else 1)   # counted before any is looked at: a list of 10**8 is refused at once
+        if seen > MAX_ANSWER_ITEMS:
+            raise Wrong(f"{name} should be small (at most {MAX_ANSWER_ITEMS:,} values in lists, tuples and dicts; "
+                        "an array may hold more), but it holds more")
+        if sequence:
+            stack.extend((v, depth + 1) for v in value)
+        elif kind is dict:
+            stack.extend((v, depth + 1) for pair in value.items() for v in pair)
+        elif array and _hides_entries(value):
+            raise Wrong(f"{name} holds a masked array with hidden entries, but a check takes only plain values "
+                        "(fill them first with x.filled(0.0))")
+        elif array:
+            if value.dtype.kind == "O":
+                stack.extend((v, depth + 1) for v in value.flat)
+        elif not (callable(value) and _is_courses(kind)):
+            raise Wrong(_refusal(value, kind, name))
+
+
+def _refusal(value, kind, name):
+    """The sentence for ``value`` (of the type ``kind``), which ``plain`` refuses."""
+    if kind is Unknown:   # a record the grader could not keep (the student's kernel refused it)
+        return f"{name} could not be judged: {value.what}"
+    if issubclass(kind, type):
+        return (f"{name} holds the class {class_name(value)}, made by a metaclass of its own ({class_name(kind)}), "
+                "but a check takes a class only as a plain class statement makes it: a metaclass's code would run "
+                "outside the check's time limit")
+    if callable(value):
+        return (f"{name} is a {class_name(kind)} object that can be called, but a check calls only a plain "
+                "function (def ...) or a class: its own code would run outside the check's time limit")
+    return (f"{name} holds a {class_name(kind)}, but a check takes only plain values: numbers, text, "
+            "lists, tuples, dicts, NumPy arrays and torch tensors (convert it, e.g. with float(x) or np.asarray(x))")
+
+
+def _one_of(kind, kinds):
+    """Whether the class ``kind`` is one of ``kinds``, by identity (``in`` compares with ``==``, which a
+    learner's metaclass may define, and run its own code)."""
+    return any(kind is k for k in kinds)
+
+
+def _is_class(x):
+    """Whether ``x`` is a class, by its type (``isinstance`` reads ``x.__class__``, which a learner's
+    object may define as a property that runs its own code)."""
+    return issubclass(type(x), type)
+
+
+def _numpy_arrays():
+    """NumPy's own array types (its masked ones once numpy.ma is imported: before, none exists)."""
+    masked = sys.modules.get("numpy.ma.core")
+    return _NUMPY_ARRAYS + ((masked.MaskedArray, masked.MaskedConstant) if masked is not None else ())
+
+
+def _hides_entries(array):
+    """Whether the NumPy array ``array`` is a masked one that hides entries (its mask read from its
+    own dict: a mask of any other kind counts as hiding)."""
+    if _one_of(type(array), _NUMPY_ARRAYS):
+        return False
+    mask = vars(array).get("_mask", False)
+    if _one_of(type(mask), (bool, np.bool_)):
+        return bool(mask)
+    return not (type(mask) is np.ndarray and mask.dtype.kind == "b") or bool(mask.any())
+
+
+def _is_courses(kind):
+    """``_courses``, its ``__module__`` taken only as an exact str (any other object there could run code)."""
+    return type(_own_attribute(kind, "__module__")) is str and _courses(kind)
+
+
+def _courses(kind):
+    """Whether the class ``kind`` is the course's own (a grader's Replay of a recorded function)."""
+    return _course_module(_own_attribute(kind, "__module__"))
+
+
+_PLAIN_SCALARS = (type(None), bool, int, float, complex, str, bytes, range, slice, type(Ellipsis))
+_PLAIN_CALLABLES = (types.FunctionType, types.BuiltinFunctionType, types.MethodType, functools.partial)
+_NUMPY_ARRAYS = (np.ndarray, np.matrix, np.memmap, np.recarray)
+_NUMPY_SCALARS = frozenset(map(id, {*np.sctypeDict.values(), np.record}))   # ids: NumPy's scalar types (they live on)
+
+
+def _course_module(module):
+    """Whether ``module`` (a module's name, or anything) names one of the course's modules."""
+    return type(module) is str and (module == "helpers" or module.startswith("helpers."))   # (by type: see _is_class)
+
+
+def _own_attribute(cls, name):
+    """``name`` as the class ``cls`` or the first of its bases defines it, read from their own
+    dicts (a metaclass of the learner's could make ``cls.forward`` raise or never return); None
+    if none does."""
+    namespace, order = type.__dict__["__dict__"], type.__dict__["__mro__"]
+    for base in order.__get__(cls):
+        if name in namespace.__get__(base):
+            return namespace.__get__(base)[name]
+    return None
+
+
 # ---- answers as data ----------------------------------------------------------------------------
 
 
 def record_answer(exercise, answer, args, kwargs):
-    """The answer as JSON data; a function is run through the check here, and its outputs kept
-    (an nn.Module class through its ``run`` function: helpers.exercises.Module)."""
+    """The answer as JSON data, screened as the live check screens it (``Exercise.feedback``): a
+    function (or a class, for a Function or Module check) is run through the check here, and its
+    outputs kept (an nn.Module class through its ``run`` function: helpers.exercises.Module); what
+    the live check refuses is recorded as {"unknown": its sentence}, which the judge refuses too."""
     kind = exercise.answer
+    by_kind = callable(answer) and getattr(type(kind), "calls_answer", False)   # a Function or Module check
+    if not by_kind:   # the live check screens it first (plain)
+        refused = _not_plain(answer, "your answer")
+        if refused is not None:
+            return {"unknown": refused}
     if callable(answer) and hasattr(kind, "convert"):   # a Function or Module answer: judged as the live check
         try:                                            # judges it (the course's own piece is no answer)
             answer = kind.convert(answer, exercise.problems, args, kwargs)
         except Exception as wrong:   # noqa: BLE001 (Wrong: the sentence is what the judge will say)
-            return {"unknown": str(wrong)[:200]}
-    if callable(answer) and not isinstance(answer, type):
+            return {"unknown": str(wrong)[:MAX_UNKNOWN]}
+    if callable(answer) and (by_kind or not _is_class(answer)):   # a class the check calls, too
         recorder = Recorder(answer)
         exercise.feedback(recorder, *args, **kwargs)
         return {"function": recorder.calls}
     return encode(answer)
+
+
+def _not_plain(x, name):
+    """The live check's sentence when it refuses ``x`` as not plain data (``plain``, by
+    type alone: no code of the learner's runs), else None."""
+    try:
+        plain(x, name)
+    except Wrong as wrong:
+        return str(wrong)[:MAX_UNKNOWN]
+    except Exception:   # noqa: BLE001 (encode never raises)
+        return f"{name} could not be read"
+    return None
 
 
 def _what(x):
@@ -139,37 +286,46 @@ def _what(x):
     return f"a {type(x).__name__}"
 
 
-def encode(x, depth=0):
+def encode(x, depth=0, name="your answer"):
     """Plain data for JSON: numbers, strings, lists, tuples, sets, dicts and arrays (torch kept apart).
 
-    Never raises; what is too big, too deep or not data is recorded as {"unknown": what it was}."""
+    Never raises; what is too big, too deep or not data is recorded as {"unknown": what it was}.
+    What the live check refuses as not plain (``plain``: a dict or int subclass, a
+    namedtuple, a masked array with hidden entries, a class with a metaclass, an object of the
+    learner's) is recorded as {"unknown": its sentence about ``name``}, before anything is read
+    from it: so the judge refuses what the live check refused, and only plain types are read
+    below (each by its exact type)."""
+    if depth == 0:
+        refused = _not_plain(x, name)
+        if refused is not None:
+            return {"unknown": refused}
     if depth > MAX_DEPTH:
         return {"unknown": "nested too deeply"}
-    if x is None or isinstance(x, bool):
+    if x is None or type(x) is bool:
         return x
-    if isinstance(x, str):
+    if type(x) is str:
         return x if len(x) <= MAX_TEXT else {"unknown": f"a text of {len(x):,} characters"}
-    if isinstance(x, (int, np.integer)):
+    if type(x) is int or isinstance(x, np.integer):   # (plain: NumPy's own scalar types)
         x = int(x)
         return x if x.bit_length() <= MAX_DIGITS * 3.33 else {"unknown": f"a whole number of {x.bit_length():,} bits"}
-    if isinstance(x, (float, np.floating)):
+    if type(x) is float or isinstance(x, np.floating):
         return {"float": repr(float(x))} if not math.isfinite(x) else float(x)
-    if hasattr(x, "detach") and hasattr(x, "numpy"):
+    if _is_tensor(x):
         try:
             if x.numel() > MAX_VALUES:
                 return {"unknown": f"a tensor of {x.numel():,} numbers"}
             return {"torch": encode(x.detach().cpu().float().numpy(), depth + 1)}
         except (TypeError, RuntimeError, AttributeError):
             return {"unknown": f"a tensor of {getattr(x, 'dtype', 'unknown type')}"}
-    if isinstance(x, range):
+    if type(x) is range:
         return {"list": [int(v) for v in x]} if len(x) <= MAX_VALUES else {"unknown": f"a range of {len(x):,} numbers"}
-    if not isinstance(x, np.ndarray) and hasattr(x, "__array__") or type(x).__name__ == "array":
+    if isinstance(x, (np.generic, array.array)):   # np.bool_, a complex, a date: as a 0-d array; array.array's numbers
         try:
             x = np.asarray(x)
         except Exception:
             return {"unknown": type(x).__name__}
     if isinstance(x, np.ndarray):
-        x = np.asarray(x)   # np.matrix and other subclasses as a plain array
+        x = np.asarray(x)   # np.matrix, np.memmap, a masked array with nothing hidden: as a plain array
         if x.dtype.kind not in "biuf":
             return {"unknown": f"an array of {x.dtype}"}
         if x.size > MAX_VALUES:
@@ -179,16 +335,31 @@ def encode(x, depth=0):
                 "shape": list(x.shape), "kind": x.dtype.kind}
     if isinstance(x, (list, tuple, set, frozenset, dict)) and len(x) > MAX_VALUES:
         return {"unknown": f"a {type(x).__name__} of {len(x):,} items"}
-    if isinstance(x, (list, tuple, set, frozenset)):
-        items = sorted(x, key=repr) if isinstance(x, (set, frozenset)) else x
-        kind = {list: "list", tuple: "tuple"}.get(type(x), "set")
+    if isinstance(x, (list, tuple, set, frozenset)):   # (plain: of exactly these types, or a torch.Size)
+        kind = "list" if type(x) is list else "set" if type(x) in (set, frozenset) else "tuple"
+        items = sorted(x, key=repr) if kind == "set" else x
         return {kind: [encode(v, depth + 1) for v in items]}
     if isinstance(x, dict):
         return {"dict": [[encode(k, depth + 1), encode(v, depth + 1)] for k, v in x.items()]}
     return {"unknown": type(x).__name__}
 
 
-class Unknown:
+def _is_tensor(x):
+    """Whether ``x`` is a torch tensor (or Parameter), by its exact type."""
+    torch = sys.modules.get("torch")
+    return torch is not None and any(type(x) is kind for kind in (torch.Tensor, torch.nn.Parameter))
+
+
+class _ByType(type):
+    """The metaclass of the grader's classes that checks test answers against (``isinstance(fn,
+    Replay)``): isinstance reads the instance's type only, never a learner's own ``__class__``
+    (a property that could run for ever, outside any time limit)."""
+
+    def __instancecheck__(cls, instance):
+        return issubclass(type(instance), cls)
+
+
+class Unknown(metaclass=_ByType):
     """A recorded answer of a kind that could not be kept as data (the checks reject it)."""
 
     def __init__(self, what):
@@ -278,7 +449,7 @@ def decode(x, depth=0):
         if not (isinstance(calls, list) and all(isinstance(c, dict) for c in calls)):
             _refuse("a recorded function's calls (a list of records)", calls)
         return Replay(calls)
-    return Unknown(x["unknown"] if isinstance(x["unknown"], str) and len(x["unknown"]) <= 200 else "something")
+    return Unknown(x["unknown"] if isinstance(x["unknown"], str) and len(x["unknown"]) <= MAX_UNKNOWN else "something")
 
 
 def _hashable(x):
@@ -329,6 +500,24 @@ MAX_CALLBACK_CALLS = 10_000      # calls of the check's own functions (a callbac
 MAX_CALLBACK_CHARS = 10 * 2**20  # characters of their recorded arguments, all calls together
 
 
+_COUNTED = {}   # id of an argument a check counts the uses of -> (a weak reference to it, read, put)
+
+
+def counted(x, read, put):
+    """Mark ``x``, an argument a check hands a learner's function (chapter 09's watched model), as one
+    whose uses the check counts: ``read()`` gives the count now, ``put(n)`` sets it. The record keeps
+    the count after each call, and the judge's replay puts it back before the check reads it, so the
+    check judges the replay as it judged the call."""
+    _COUNTED[id(x)] = (weakref.ref(x, lambda _, key=id(x): _COUNTED.pop(key, None)), read, put)
+    return x
+
+
+def _counter(x):
+    """(read, put) of an argument marked by ``counted``, else None (by identity: no code of x runs)."""
+    kept = _COUNTED.get(id(x))
+    return kept[1:] if kept is not None and kept[0]() is x else None
+
+
 def is_callback(x):
     """Whether ``x`` is a plain function the check hands the learner's function (a callback, a
     metric), whose calls the check may count: not a model, a class or other data."""
@@ -358,7 +547,10 @@ class Recorder:
         except BaseException as exc:
             entry["raised"] = [type(exc).__name__, str(exc)[:500]]
             raise
-        entry["output"] = encode(out)
+        entry["output"] = encode(out, name="what your function returned")
+        counts = [[key, _counter(value)[0]()] for key, value in given.items() if _counter(value) is not None]
+        if counts:   # how often the learner's function used an argument the check counts
+            entry["counts"] = counts
         changed = [key for key, value in given.items() if fingerprint(value) != before[key]]
         if changed:   # changed in place: the judge's replay changes its copies too, so the check says so there
             entry["changed"] = changed
@@ -375,7 +567,8 @@ class Recorder:
 
         def watched(place, function):
             def callback(*a, **k):
-                kept = {"at": place, "args": encode(a), "kwargs": encode(k)}
+                said = "what your function gave the check's callback"
+                kept = {"at": place, "args": encode(a, name=said), "kwargs": encode(k, name=said)}
                 budget["chars"] += len(json.dumps(kept))
                 if len(calls) < MAX_CALLBACK_CALLS and budget["chars"] <= MAX_CALLBACK_CHARS:
                     calls.append(kept)   # (past these, the judge replays the first: no check counts so many)
@@ -391,7 +584,7 @@ class ReplayError(Exception):
     """A learner's function failed in their kernel; replayed with its name and message."""
 
 
-class Replay:
+class Replay(metaclass=_ByType):
     """Stands in for a learner's function in the judge: returns what it returned in the student's
     kernel for the same inputs, in the same order, after calling the check's callbacks as it called
     them there; other inputs are refused."""
@@ -428,7 +621,19 @@ class Replay:
             raise RecordError(f"expected the inputs a call changed (their places), but the record holds {_what(changed)}")
         for key in changed:
             touch(given[key])
+        self._counts(entry, given)
         return decode(entry.get("output"))
+
+    @staticmethod
+    def _counts(entry, given):
+        """Put back the counts of the arguments the check counts (``counted``), as the call left them."""
+        counts = entry.get("counts", [])
+        if not (isinstance(counts, list) and all(
+                isinstance(c, list) and len(c) == 2 and type(c[0]) in (int, str) and c[0] in given
+                and _counter(given[c[0]]) is not None and type(c[1]) is int and 0 <= c[1] <= 10**9 for c in counts)):
+            raise RecordError(f"expected the counts of the arguments the check counts, but the record holds {_what(counts)}")
+        for key, n in counts:
+            _counter(given[key])[1](n)
 
     @staticmethod
     def _call_back(entry, given):

@@ -16,6 +16,7 @@ The folder is ``my_gpt/`` in the notebook's working directory, or the folder the
 environment variable COURSE_MY_GPT names (the course's tests give each run a fresh one).
 """
 import ast
+import contextlib
 import ctypes
 import importlib.util
 import inspect
@@ -30,6 +31,7 @@ from pathlib import Path
 
 from .errors import check_switch, fail
 from .errors import shown as _shown
+from .states import default_dtype, random_states
 
 HEADER = '''"""{name}: written by you in chapter {chapter}, kept by its check. Edit it freely."""
 import math
@@ -107,6 +109,7 @@ def keep(piece, chapter, name=None):
         fail(f"chapter should be the chapter's two digits as text, such as '05', but got {chapter!r:.40}")
     name = name or piece.__name__
     target = path(name)
+    _not_being_imported(name)
     text = HEADER.format(name=name, chapter=chapter) + source_of(piece)
     target.parent.mkdir(parents=True, exist_ok=True)
     earlier = target.read_bytes() if target.is_file() else None   # a good piece kept before
@@ -115,7 +118,8 @@ def keep(piece, chapter, name=None):
     temporary.replace(target)   # whole or not at all
     checks = getattr(_loading, "checks", 0)
     try:
-        module = _load(target)
+        with _apart():
+            module = _load(target)
         kept = getattr(module, name)
     except BaseException as error:   # also exit(), or a stop from outside: a check's time limit
         if isinstance(error, Exception) or threading.current_thread() is threading.main_thread():
@@ -176,15 +180,19 @@ def use(name, course, quiet=False):
     with one line saying which (none when quiet, or while a kept file that calls use is being
     imported: the notebook cell that wrote it has said it already). A kept file that no longer
     runs (an error, exit(), an import past LOAD_TIME_LIMIT seconds) or whose ``name`` is no function
-    or class is reported and the course's used."""
+    or class is reported and the course's used. The import is kept apart from the notebook (``_apart``);
+    a kept file that asks for a piece being imported (itself, or one that uses it) is refused."""
     target = path(name)
     quiet = check_switch(quiet, "quiet") or getattr(_loading, "depth", 0) > 0
+    _not_being_imported(name)
     if not target.is_file():
         if not quiet:
             print(f"{name}: the course's own (no {shown(target)} yet: write yours where its chapter teaches it)")
         return course
     try:
-        piece = getattr(_bounded_load(target), name)
+        with _apart():
+            module = _bounded_load(target)
+        piece = getattr(module, name)
     except (Exception, SystemExit) as error:   # a learner's file: any error is theirs to read, in one line (exit() too)
         said = str(error)[:120]   # (exit() says nothing)
         print(f"{name}: the course's own, because {shown(target)} does not run ({type(error).__name__}"
@@ -208,15 +216,18 @@ class _OutOfTime(BaseException):
 
 
 class _Import(threading.Thread):
-    """``_load(target)`` in a thread of its own; ``box`` gets the module or what it raised."""
+    """``_load(target)`` in a thread of its own; ``box`` gets the module or what it raised. The thread
+    goes on the caller's chain of kept files being imported (``_loading.chain``)."""
 
     def __init__(self, target):
         super().__init__(name="importing a kept piece", daemon=True)
         self.target, self.box, self.lock, self.done, self.poked = target, {}, threading.Lock(), False, False
+        self.chain = getattr(_loading, "chain", ())
 
     def run(self):
         try:
             try:
+                _loading.chain = self.chain
                 self.box["module"] = _load(self.target)
             except BaseException as error:   # noqa: BLE001 — handed to use()'s thread as it is
                 self.box["raised"] = error
@@ -265,7 +276,56 @@ def _bounded_load(target):
 
 _loading = threading.local()   # .depth: how many kept files this thread is importing now (one may use another;
                                # a check's thread stopped in the middle of one leaves no other thread quiet);
-                               # .checks: how many checks were called meanwhile (see importing)
+                               # .checks: how many checks were called meanwhile (see importing);
+                               # .chain: the names of the kept files being imported, outermost first, also
+                               # those of the threads that started this one (use imports in a thread: _Import)
+
+
+def _not_being_imported(name):
+    """Refuse to use or keep ``name`` while my_gpt/<name>.py is being imported on this chain: a kept file
+    that uses itself (its cell also holds a later chapter's ``learner.use`` line), or two that use each
+    other, would import again and again, one thread more each time."""
+    chain = getattr(_loading, "chain", ())
+    if name in chain:
+        fail(f"a kept file should ask for pieces other than the ones being imported ({', '.join(chain[-3:])}), "
+             f"but got {name!r}")
+
+
+@contextlib.contextmanager
+def _apart():
+    """Import a kept file (its whole cell) inside this: afterwards, also when it raised, the random
+    states (``states.random_states``) and torch's default dtype (float32 meanwhile, the course's, as in
+    a check's call) are as they were, and the pyplot figures it opened are closed: a cell that tried its
+    piece on ``torch.randn`` or drew a figure leaves the later cells alone."""
+    put_back_random, dtype, figures = random_states(), default_dtype(None), _figures()
+    try:
+        yield
+    finally:
+        default_dtype(dtype)
+        put_back_random()
+        _close_new_figures(figures)
+
+
+def _figures():
+    """(the pyplot figure managers open now, the active one): none when pyplot was never imported."""
+    if "matplotlib.pyplot" not in sys.modules:
+        return [], None
+    from matplotlib._pylab_helpers import Gcf
+    return Gcf.get_all_fig_managers(), Gcf.get_active()
+
+
+def _close_new_figures(before):
+    """Close the pyplot figures opened since ``before`` (``_figures()``) and make its active one active again."""
+    pyplot = sys.modules.get("matplotlib.pyplot")
+    if pyplot is None:
+        return
+    from matplotlib._pylab_helpers import Gcf
+    managers, active = before
+    for manager in Gcf.get_all_fig_managers():
+        if not any(manager is old for old in managers):
+            pyplot.close(manager.canvas.figure)
+    if active is not None and Gcf.figs.get(active.num) is active:
+        Gcf.set_active(active)
 
 
 def importing():
@@ -285,12 +345,13 @@ def _load(target):
     spec = importlib.util.spec_from_file_location(module_name, target)
     module = importlib.util.module_from_spec(spec)
     sys.modules[module_name] = module
-    _loading.depth = getattr(_loading, "depth", 0) + 1
+    chain = getattr(_loading, "chain", ())
+    _loading.depth, _loading.chain = getattr(_loading, "depth", 0) + 1, chain + (target.stem,)
     try:
         spec.loader.exec_module(module)
     except BaseException:
         sys.modules.pop(module_name, None)
         raise
     finally:
-        _loading.depth -= 1
+        _loading.depth, _loading.chain = _loading.depth - 1, chain
     return module
