@@ -416,9 +416,12 @@ class Explorer:
     the PNG of the controls' current values (tests and the benchmark call it directly).
     ``live`` turns true when a page shows the Frames widget; then pictures go to it. Without
     anywidget installed there is no Frames widget and every picture goes to the plain image.
+    ``version``: None, or a function of no arguments whose value changes when what the pictures show
+    does (``model.weights_state`` of the explorer's model): the pictures drawn before are then drawn
+    again as they are visited, never shown as they were.
     """
 
-    def __init__(self, controls, render, layout=None):
+    def __init__(self, controls, render, layout=None, version=None):
         import ipywidgets as widgets
 
         self.controls, self.render = dict(controls), render
@@ -436,6 +439,8 @@ class Explorer:
         self.live, self.sent, self.refused, self.failed, self.renders = False, set(), set(), [], 0
         self.resent = 0                           # pictures sent again because the page lacked them
         self.shown, self.came_from = None, None   # the controls' state now and before the last move
+        self.version, self.drawn_for = version, version() if version is not None else None
+        self.stale = set()   # states whose picture the page may hold from before a change of version
 
     def say(self, error):
         """Show a CourseInputError as one red sentence above the picture (which keeps its last state)."""
@@ -478,6 +483,7 @@ class Explorer:
 
         from .frames import key
 
+        self.check_version()
         values, state = self.values(), self.state()
         if self.shown is not None and key(state) != key(self.shown):
             self.came_from, self.shown = self.shown, state     # the last move, for likely_states
@@ -503,6 +509,7 @@ class Explorer:
         from .frames import key
 
         self.sent.add(key(state))
+        self.stale.discard(key(state))
         self.frames.send({"kind": "frame", "state": list(state), "prefetch": prefetch, "id": id}, buffers=[data])
 
     def received(self, _widget, content, _buffers):
@@ -519,6 +526,20 @@ class Explorer:
             self.want(content.get("state"))
         elif content.get("kind") == "forget":
             self.sent.difference_update(key(state) for state in content.get("states", []))
+            self.stale.difference_update(key(state) for state in content.get("states", []))
+
+    def check_version(self):
+        """If ``version`` changed since the pictures were drawn (the model was trained or edited in
+        place), forget them: each is drawn again when its values are visited (a picture drawn for a
+        move replaces the one the page holds), and none is sent ahead in the meantime."""
+        if self.version is None:
+            return
+        now = self.version()
+        if now != self.drawn_for:
+            self.drawn_for, self.drawn, self.last = now, None, None
+            self.stale |= self.sent
+            self.sent.clear()
+            self.refused.clear()
 
     def hello(self, lab=True):
         """A page shows the Frames widget: from now on pictures go there, and the current one
@@ -529,6 +550,8 @@ class Explorer:
         picture; other front ends cannot be reached that way, so there it is emptied."""
         self.live = True
         self.sent.clear()
+        self.stale.clear()
+        self.check_version()
         self.now_picture()
         if self.last is not None:                                 # the last picture, if these values have none
             self.send(*self.last, prefetch=False)
@@ -542,6 +565,7 @@ class Explorer:
         ``update`` will send their picture when it does. ``resent`` counts the pictures sent so."""
         from .frames import key
 
+        self.check_version()
         if state is None or key(state) != key(self.state()) or not self.now_picture():
             return
         self.resent += 1
@@ -581,9 +605,10 @@ class Explorer:
 
         from .frames import PREFETCH_LIMIT, key, likely_states
 
+        self.check_version()
         if len(self.failed) < 3:
             for state, values in itertools.islice(likely_states(self.controls, self.came_from), PREFETCH_LIMIT):
-                if key(state) in self.sent or key(state) in self.refused:
+                if key(state) in self.sent or key(state) in self.refused or key(state) in self.stale:
                     continue
                 data = self.guess(state, values)
                 if data is not None:
@@ -615,9 +640,26 @@ class Explorer:
         return self
 
 
-def show(controls, render, layout=None):
+def weights_version(*models):
+    """A ``version`` for an explorer of these models: the state of their weights (``model.weights_state``),
+    which changes when one is trained or edited in place."""
+    from .model import weights_state
+
+    return lambda: tuple(weights_state(model) for model in models)
+
+
+def check_unchanged(version, made):
+    """Refuse to draw for an explorer that computed from its model's numbers when it was made (``made``:
+    ``version()`` then) once they have changed."""
+    if version() != made:
+        fail("the model's weights should be as they were when this explorer was made (it computed from them "
+             "then), but they have changed since: run the cell that makes the explorer again")
+
+
+def show(controls, render, layout=None, version=None):
     """Display the controls (``layout``, default a row of them) and the picture ``render``
-    draws for their values, and redraw it in place whenever one of them changes.
+    draws for their values, and redraw it in place whenever one of them changes (or ``version``
+    changes: see Explorer).
 
     Returns the Explorer, so a caller can move its controls and read ``picture()``."""
-    return Explorer(controls, render, layout).display()
+    return Explorer(controls, render, layout, version).display()

@@ -759,6 +759,26 @@ def check_returned(y, x, who):
     return y
 
 
+def check_replaced(y, x, name):
+    """``y``, what ``replace[name]`` returned in place of ``x`` (``check_returned`` took it): refuse NaN,
+    and inf, except where x held the same (the mask's -inf, or NaN the model made before it) or, among the scores, a -inf that hides a
+    key, as long as each row keeps a key it sees; return y. Only a pass with ``replace`` pays for this."""
+    scores = name.endswith(".scores")
+    kept = torch.isfinite(y) | (y == x) | (torch.isnan(y) & torch.isnan(x))   # what it got, handed on
+    if scores:
+        kept |= torch.isneginf(y)
+    if not bool(kept.all()):
+        nan = torch.isnan(y)
+        what = f"{count(int(nan.sum()))} NaN" if bool(nan.any()) else f"{count(int((~kept).sum()))} inf"
+        masked = bool(nan.any()) and bool(torch.isneginf(x[nan]).all())
+        fail(f"replace[{name!r}] should return finite numbers{' (or -inf, to hide a key)' if scores else ''}, but "
+             f"returned {what} entries" + (", where the mask put -inf (-inf * 0 is NaN): leave those -inf" if masked else ""))
+    if scores and bool(torch.isneginf(y).all(-1).any()):
+        fail(f"replace[{name!r}] should leave each query a key it sees, but returned a row of scores all -inf "
+             "(its softmax would be NaN)")
+    return y
+
+
 def _same(name, x):
     return x
 
@@ -1036,6 +1056,9 @@ class Transformer(nn.Module):
         if unused:
             fail(f"replace should name intermediates this forward pass makes, such as "
                  f"{list(keep.seen)[:3]}, but names {unused}, which it never makes")
+        if replace and not keep.model_made and not bool(logits.isfinite().all()):   # finite replacements, too large later
+            fail(f"a pass with replace={sorted(replace)} should give finite logits, but gave NaN or inf: what the "
+                 "functions returned overflowed later in the pass (return smaller numbers), or the model's weights hold NaN or inf")
         if not trace:
             return logits[0] if single else logits
         record["probs"] = torch.softmax(record["logits"], dim=-1)
@@ -1065,6 +1088,8 @@ class Transformer(nn.Module):
         def keep(name, x):
             seen[name] = None
             if name in replace:
+                if not keep.changed and not keep.model_made:   # NaN or inf the model made before any replacement
+                    keep.model_made = not bool(torch.isfinite(x).all())
                 try:
                     with unchecked():   # the learner's function: any part it calls checks its input
                         y = replace[name](x)
@@ -1073,11 +1098,12 @@ class Transformer(nn.Module):
                 except Exception as error:   # noqa: BLE001 — the learner's code: one sentence, not a traceback
                     fail(f"replace[{name!r}] should return a tensor, but it stopped with {type(error).__name__}: "
                          f"{message_of(error, 200)}")
-                x = check_returned(y, x, f"replace[{name!r}]")
+                keep.changed = keep.changed or y is not x
+                x = check_replaced(check_returned(y, x, f"replace[{name!r}]"), x, name)
             if record is not None:
                 record[name] = x[0].detach()
             return x
-        keep.seen, keep.returns = seen, True
+        keep.seen, keep.returns, keep.changed, keep.model_made = seen, True, False, False
         return keep
 
     def weights_dtype(self):
@@ -1227,3 +1253,19 @@ def check_model(model, name="the model"):
         got = f"a tensor of shape {tuple(model.shape)}" if isinstance(model, torch.Tensor) else shown(model)
         fail(f"{name} should be a helpers.model.Transformer (as helpers.weights loads one), but got {got}")
     return model
+
+
+DIGEST_NUMBERS = 2 ** 22   # a model of at most this many numbers is also summed (a few ms) by weights_state
+
+
+def weights_state(net):
+    """A hashable key that changes when ``net``'s weights do, cheaply: each parameter's and buffer's
+    id, storage address and version counter (which every in-place change bumps: an optimizer's step,
+    ``load_state_dict``, ``p.mul_`` under no_grad), and for a model of at most DIGEST_NUMBERS numbers
+    each one's sum too (an edit through ``p.data``, which no counter sees). A cache keyed on it
+    never shows a picture of weights changed since."""
+    tensors = [*net.parameters(), *net.buffers()]
+    key = tuple((id(t), t.data_ptr(), t._version) for t in tensors)
+    if sum(t.numel() for t in tensors) <= DIGEST_NUMBERS:
+        key += tuple(float(t.detach().sum(dtype=torch.float64)) for t in tensors if t.is_floating_point())
+    return key

@@ -15,7 +15,7 @@ from .. import plots
 from .. import worlds
 from ..errors import fail
 from ..errors import shown as shown_value
-from ..explorer import Blitter, check_model_and_world, new_figure, show
+from ..explorer import Blitter, check_model_and_world, check_unchanged, new_figure, show, weights_version
 from ..patching import KINDS, residual_names
 from . import compute
 
@@ -44,6 +44,8 @@ def explorer(model, world, prompts=None):
     check_model_and_world(model, world)
     prompts = PROMPTS if prompts is None else prompts
     lab = compute.CatLab(model, world)
+    version = weights_version(model)
+    made = version()
     for p in prompts:
         if p not in lab.prompts:
             fail(f"the explorer's prompts should have the form '<BOS> the NOUN COPULA', one of the 8 copula prompts "
@@ -59,6 +61,7 @@ def explorer(model, world, prompts=None):
     shown, views = {}, {}
 
     def render(prompt, kind, reference, **chosen):
+        check_unchanged(version, made)   # the lab's runs and views came from the weights as they were
         picked = [name for name, on in chosen.items() if on]
         key = (prompt, kind, reference, *picked)
         if key not in views:   # 4 prompts x 3 kinds x 2 references x 16 head sets at most
@@ -72,7 +75,7 @@ def explorer(model, world, prompts=None):
         return blit.png()
 
     layout = widgets.VBox([widgets.HBox([prompt, kind, reference]), widgets.HBox(list(boxes.values()))])
-    return show(dict(prompt=prompt, kind=kind, reference=reference, **boxes), render, layout)
+    return show(dict(prompt=prompt, kind=kind, reference=reference, **boxes), render, layout, version=version)
 
 
 def _canvas(model, world, prompt):
@@ -152,6 +155,8 @@ def _general(model, tokenizer, prompts):
     if prompts is None:
         fail("a model of your own needs its prompts, a list of strings of one task such as ['ROMEO:', 'JULIET:'], but got None")
     lab = compute.AnyLab(model, tokenizer, prompts)
+    version = weights_version(model)
+    made = version()
     heads = {f"L{l}H{h}": (l, h) for l in range(model.cfg.n_layers) for h in range(model.cfg.n_heads)}
     prompt = widgets.Dropdown(options=lab.prompts, description="prompt")
     kind = widgets.Dropdown(options=KINDS, value="mean", description="ablation")
@@ -179,6 +184,7 @@ def _general(model, tokenizer, prompts):
     views = {}
 
     def render(prompt, kind, **chosen):
+        check_unchanged(version, made)   # the lab's runs and views came from the weights as they were
         picked = [name for name, on in chosen.items() if on]
         key = (prompt, kind, *picked)
         if key not in views:
@@ -198,7 +204,7 @@ def _general(model, tokenizer, prompts):
         return blit.png()
 
     layout = widgets.VBox([widgets.HBox([prompt, kind]), widgets.HBox(list(boxes.values()))])
-    return show(dict(prompt=prompt, kind=kind, **boxes), render, layout)
+    return show(dict(prompt=prompt, kind=kind, **boxes), render, layout, version=version)
 
 
 def torch_topk(probs, k):

@@ -30,7 +30,7 @@ from ..exercises import sealed
 from ..errors import MAX_BYTES, as_array, check_bytes, check_finite, check_ids_given, check_index, check_positive_int, \
     check_switch, check_tensor, check_tensor_size, count, fail, length, shown, to_numpy
 from ..masking.compute import book_attention  # noqa: F401  (chapter 05 builds the Book's layer too)
-from ..model import Attention, check_heads_split, check_model, linear
+from ..model import DIGEST_NUMBERS, Attention, check_heads_split, check_model, linear, weights_state  # noqa: F401
 from ..patching import ablation_replace
 
 
@@ -565,10 +565,22 @@ def prompt_attention(net, tokenizer, prompt, name=YOURS):
 
 @torch.no_grad()
 def ids_attention(net, ids):
-    """The attention weights of every layer and head (layers, heads, T, T), NumPy, of ``net`` on
-    checked ids (T,) (``prompt_tokens``)."""
+    """The attention weights of every layer and head (layers, heads, T, T), NumPy in the model's
+    dtype, of ``net`` on checked ids (T,) (``prompt_tokens``). A model in float16 or bfloat16 rounds
+    each weight to 11 or 8 bits, so a row may sum to 1 only within a few thousandths: its rows come
+    as float32, divided by their sums, so the scores (``check_weights``) read them as weights."""
     record = net(ids, trace=True)
-    return torch.stack([record[f"L{layer}.weights"] for layer in range(net.cfg.n_layers)]).numpy()
+    w = torch.stack([record[f"L{layer}.weights"] for layer in range(net.cfg.n_layers)])
+    if w.dtype in (torch.float16, torch.bfloat16):
+        w = w.float() / w.float().sum(-1, keepdim=True)
+    return as_numpy(w)
+
+
+def as_numpy(t):
+    """A model's output tensor ``t`` (any shape, detached) as NumPy in its own dtype; bfloat16, which
+    NumPy has no type for, as float32, which holds each of its values exactly (a model of
+    ``.bfloat16()`` is read as the model's checks read it)."""
+    return (t.float() if t.dtype == torch.bfloat16 else t).numpy()
 
 
 def head_view(model="cat", layer=0, head=0, prompt=None, tokenizer=None, cache=None):
@@ -579,7 +591,9 @@ def head_view(model="cat", layer=0, head=0, prompt=None, tokenizer=None, cache=N
     previous = the mean weight on the token just before (``previous_token_score``), repeat = the
     mean weight on what followed the earlier occurrences of the query's token (``repeat_score``;
     nan when no token repeats), title). ``cache``: a dict (the explorer's) keeping each prompt's
-    attention for every layer and head, so another layer or head is not computed again.
+    attention for every layer and head, so another layer or head is not computed again; a model
+    of your own is keyed by its weights' state (``weights_state``), so one changed in place since
+    is computed again, never shown as it was.
     """
     net, tokenizer, name = model_and_tokenizer(model, tokenizer)
     cfg = net.cfg
@@ -588,20 +602,32 @@ def head_view(model="cat", layer=0, head=0, prompt=None, tokenizer=None, cache=N
     if cache is not None and not isinstance(cache, dict):
         fail(f"cache should be None or a dict (the explorer's), but got {shown(cache)}")
     prompt = PROMPTS[model][0] if prompt is None and name in PROMPTS else prompt
-    key = (name if name in MODELS else id(net), prompt)   # a shipped model is a fresh copy each call
-    found = None if cache is None else cache.get(key)
-    if found is None:
-        ids, tokens = prompt_tokens(net, tokenizer, prompt, name)
-        found = ids, ids_attention(net, ids), tokens
-        if cache is not None:
-            cache[key] = found
-    ids, weights, tokens = found
+    ids, tokens = prompt_tokens(net, tokenizer, prompt, name)   # checked before any key is made of it
+    weights = cached_attention(net, name, ids, cache)
     w = torch.from_numpy(weights[layer, head])
     previous = float(previous_token_score(w)) if len(ids) > 1 else float("nan")
     repeat = repeat_score(w, ids)
     induction = "none (no token repeats)" if math.isnan(repeat) else f"{repeat:.2f}"
     title = f"{name} L{layer}H{head}: previous-token score {previous:.2f}, induction score {induction}"
     return dict(weights=weights[layer, head], tokens=tokens, previous=previous, repeat=repeat, title=title)
+
+
+MAX_CACHED = 256   # prompts' attention a head_view cache keeps; past it, it starts again
+
+
+def cached_attention(net, name, ids, cache):
+    """``ids_attention(net, ids)`` (layers, heads, T, T), from ``cache`` (a dict or None) when it
+    holds it: keyed by a shipped model's name (a fresh copy each call) or a model's weights' state,
+    and the ids (so a tokenizer changed since is read again too)."""
+    key = (name if name in MODELS else weights_state(net), tuple(ids.tolist()))
+    weights = None if cache is None else cache.get(key)
+    if weights is None:
+        weights = ids_attention(net, ids)
+        if cache is not None:
+            if len(cache) >= MAX_CACHED:   # a model trained between views leaves stale keys behind
+                cache.clear()
+            cache[key] = weights
+    return weights
 
 
 # ------------------------------------------------------------- multi-head attention as a module

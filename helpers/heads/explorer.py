@@ -3,14 +3,14 @@ tokenizer and prompts), a layer, a head and a prompt; the head's attention heatm
 in place.
 
 * ``compute.head_view`` is the compute (one head on one prompt; each prompt's attention is
-  computed once for every layer and head and kept by the explorer).
+  computed once for every layer and head and kept by the explorer, until the model's weights change).
 * ``head_figure`` draws one view; ``FastHeatmap`` redraws it fast (blitting, with the axes of
   each prompt's tokens kept as a bitmap); ``explorer()`` wires the controls to it with
   ``helpers.explorer.show``.
 """
 import numpy as np
 
-from ..explorer import Blitter, new_figure, show, start_at
+from ..explorer import Blitter, new_figure, show, start_at, weights_version
 from ..errors import check_number, check_positive_int, check_switch, fail, to_numpy
 from ..errors import shown as shown_value
 from .compute import MODELS, PROMPTS, YOURS, head_view, model_and_tokenizer, prompt_tokens
@@ -176,7 +176,7 @@ def explorer(model="induction", layer=1, head=0, tokenizer=None, prompts=None):
         layer=widgets.IntSlider(min=0, max=cfg.n_layers - 1, description="layer"),
         head=widgets.IntSlider(min=0, max=cfg.n_heads - 1, description="head"))
     start_at(controls, layer=layer, head=head)   # out of range: refused, not clamped
-    heatmap, attention = FastHeatmap(), {}   # attention: each (model, prompt)'s weights, computed once
+    heatmap, attention = FastHeatmap(), {}   # attention: each (model's weights, prompt)'s, computed once
 
     def model_changed(change):
         new = model_and_tokenizer(choices[change["new"]][0], tokenizer)[0].cfg
@@ -189,7 +189,7 @@ def explorer(model="induction", layer=1, head=0, tokenizer=None, prompts=None):
     controls["model"].observe(model_changed, names="value")
     layout = widgets.HBox([widgets.VBox([controls["model"], controls["prompt"]]),
                            widgets.VBox([controls["layer"], controls["head"]])])
-    return show(controls, render, layout)
+    return show(controls, render, layout, version=weights_version(net))
 
 
 MAX_GRID, MAX_NUMBERED, MAX_INCHES = 16, 30, 40   # maps in one figure, tokens of a numbered map, figure side

@@ -8,8 +8,8 @@
 import numpy as np
 import torch
 
-from ..errors import CourseInputError, check_number, check_positive_int, check_switch, count, fail, shown
-from ..explorer import Blitter, check_model_and_world, new_figure, show, start_at
+from ..errors import CourseInputError, check_number, check_positive_int, check_switch, count, fail, shown, to_numpy
+from ..explorer import Blitter, check_model_and_world, new_figure, show, start_at, weights_version
 from .compute import attention_maps
 
 HIDDEN = (0.85, 0.85, 0.85, 1.0)   # grey: a key the mask hides
@@ -35,7 +35,7 @@ def check_maps(maps, n_layers, n_heads):
         fail(f"the maps' next word should be a text, but got {shown(maps['next'])}")
     check_number(maps["p_next"], "the maps' p_next", 0)
     check_switch(maps["causal"], "the maps' causal")
-    return weights.detach().numpy()
+    return to_numpy(weights, "the maps' weights")
 
 
 def maps_view(n_layers=2, n_heads=2, size=10):
@@ -61,7 +61,7 @@ def maps_view(n_layers=2, n_heads=2, size=10):
     fig = new_figure((3.0 * n_heads + 1.6, 3.0 * n_layers + 0.9))
     fig.subplots_adjust(left=0.11, right=0.86, bottom=0.1, top=0.9, wspace=0.12, hspace=0.22)
     view = Blitter(fig)
-    axes = np.atleast_2d(fig.subplots(n_layers, n_heads))
+    axes = fig.subplots(n_layers, n_heads, squeeze=False)   # (n_layers, n_heads), one head or one layer too
     images, labelled = [], []
     blues = colormaps["Blues"]
     for layer in range(n_layers):
@@ -141,4 +141,4 @@ def explorer(models, world, prompt="<BOS> the cat sat on the mat", causal=True):
         return draw(attention_maps(models[model], world, prompt, causal=causal))
 
     layout = widgets.VBox([controls["prompt"], widgets.HBox([controls["model"], controls["causal"]])])
-    return show(controls, render, layout)
+    return show(controls, render, layout, version=weights_version(*models.values()))

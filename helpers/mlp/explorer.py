@@ -5,7 +5,7 @@ moves the bars of one figure (``probe_panel``), redrawn through a Blitter.
 """
 import numpy as np
 
-from ..explorer import Blitter, check_model_and_world, new_figure, show, start_at
+from ..explorer import Blitter, check_model_and_world, new_figure, check_unchanged, show, start_at, weights_version
 from . import compute
 
 
@@ -58,12 +58,14 @@ def explorer(model, world, layer=0, unit=1):
     controls = dict(layer=widgets.Dropdown(options=list(range(model.cfg.n_layers)), description="layer"),
                     unit=widgets.IntSlider(min=0, max=model.cfg.d_ff - 1, description="unit"))
     start_at(controls, layer=layer, unit=unit)   # checked before the activations are collected
-    collected = compute.collect_activations(model, world)
+    version = weights_version(model)
+    collected, made = compute.collect_activations(model, world), version()
     fig, draw, changing = probe_panel(compute.corpus_words(collected, world.tokenizer.vocab))
     fast = Blitter(fig, changing)
 
     def render(layer, unit):
+        check_unchanged(version, made)   # the activations were collected from the weights as they were
         draw(compute.probe(model, world, collected, layer, unit))
         return fast.png()
 
-    return show(controls, render)
+    return show(controls, render, version=version)

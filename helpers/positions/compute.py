@@ -34,6 +34,7 @@ from .. import reference as ref
 from ..errors import MAX_BYTES, as_array, check_bytes, check_finite, check_number, check_positive_int, check_seed, \
     check_switch, check_tensor, count, fail, shown, to_numpy
 from ..explorer import check_model_and_world
+from ..heads.compute import as_numpy
 from ..model import MAX_TOKENS, Transformer, check_depth, check_model, rotate_pairs, sinusoidal_table
 from ..worlds import words_of
 
@@ -425,7 +426,7 @@ def row_moves(model, seed):
         fail(f"expected a model with learned positions, but this one has positions={model.cfg.positions!r}")
     start = Transformer(model.cfg, init=model.init)
     start.reset_parameters(seed)
-    return (model.P.detach() - start.P.detach()).abs().amax(dim=1).numpy()
+    return as_numpy((model.P.detach() - start.P.detach()).abs().amax(dim=1))
 
 
 def rows_unchanged(model, seed, atol=1e-4):
@@ -479,7 +480,7 @@ def next_token_view(model, world, prompt, positions=True, seed=0, keep_last=True
 
     def next_probs(words, positions):
         with torch.no_grad():
-            return torch.softmax(model(world.tokenizer.encode(words), positions=positions)[-1], -1).numpy()
+            return as_numpy(torch.softmax(model(world.tokenizer.encode(words), positions=positions)[-1], -1))
 
     probs, original, unscrambled = next_probs(fed, positions), next_probs(words, True), next_probs(words, positions)
     top = int(probs.argmax())
@@ -502,7 +503,7 @@ def model_order_demo(model, world, first, second, causal=True, positions=True):
     perm = match_permutation(first, second)
 
     def probs(words):
-        return torch.softmax(model(world.tokenizer.encode(words), causal=causal, positions=positions), -1).numpy()
+        return as_numpy(torch.softmax(model(world.tokenizer.encode(words), causal=causal, positions=positions), -1))
 
     row_diff = np.abs(probs(second) - probs(first)[perm]).max(axis=1)
     return dict(perm=perm, row_diff=row_diff, max_diff=float(row_diff.max()))

@@ -6,7 +6,7 @@ checkbox; ``render`` calls ``compute.next_token_view`` and moves the bars of one
 """
 import numpy as np
 
-from ..explorer import Blitter, check_model_and_world, new_figure, show, start_at
+from ..explorer import Blitter, check_model_and_world, new_figure, show, start_at, weights_version
 from . import compute
 
 
@@ -81,4 +81,4 @@ def explorer(model, world, prompt=compute.PROMPTS[0]):
     controls["positions"].observe(relabel, names="value")
     layout = widgets.HBox([widgets.VBox([controls["prompt"], controls["seed"]]),
                            widgets.VBox([controls["positions"], controls["keep_last"]])])
-    return show(controls, render, layout)
+    return show(controls, render, layout, version=weights_version(model))

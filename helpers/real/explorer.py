@@ -7,7 +7,7 @@ draws two artists, not the figure.
 """
 import functools
 
-from ..explorer import Blitter, new_figure, show, start_at
+from ..explorer import Blitter, check_unchanged, new_figure, show, start_at, weights_version
 from ..plots import ATTENTION_CMAP
 from . import compute
 
@@ -58,6 +58,8 @@ def explorer(model, tok, layer=0, head=0,
     )
     start_at(controls, prompt=prompt, layer=layer, head=head)   # out of range: refused, not clamped
     view_of = functools.lru_cache(maxsize=8)(lambda text: compute.prompt_view(model, tok, text))
+    version = weights_version(model)
+    made = version()
     view_of(prompt)                          # a prompt the view refuses (too long) is refused before any drawing
     fig = new_figure((10, 4.6))
     axes = fig.subplots(1, 2, gridspec_kw=dict(width_ratios=[1.5, 1]))
@@ -66,6 +68,7 @@ def explorer(model, tok, layer=0, head=0,
     state = dict(prompt=None, blit=None)
 
     def render(prompt, layer, head):
+        check_unchanged(version, made)   # the views kept were computed from the weights as they were
         view = view_of(prompt)
         if prompt != state["prompt"]:
             image, title = draw_prompt(axes, view)
@@ -75,4 +78,4 @@ def explorer(model, tok, layer=0, head=0,
         return state["blit"].png()
 
     layout = widgets.VBox([controls["prompt"], widgets.HBox([controls["layer"], controls["head"]])])
-    return show(controls, render, layout)
+    return show(controls, render, layout, version=version)

@@ -8,8 +8,8 @@ several prompts) to it. It takes any ``helpers.model.Transformer`` with any toke
 import numpy as np
 
 from ..errors import check_positive_int, check_text, fail, shown
-from ..explorer import Blitter, new_figure, show
-from .compute import as_tokenizer, prompt_state, settings_text, slide, slider_settings
+from ..explorer import Blitter, new_figure, show, weights_version
+from .compute import as_tokenizer, is_current, prompt_state, settings_text, slide, slider_settings
 
 GREY, BASE, ACCENT = "#c9c9c9", "#30638e", "#d1495b"
 MAX_BARS = 16        # a larger vocabulary shows its 16 most probable tokens (the order never changes with T)
@@ -156,7 +156,8 @@ def explorer(model, tokenizer, prompts="<BOS> dragon drinks", length=None):
     prompt or a list of them (a menu picks one); length: the tokens of each of the three sampled
     continuations (default 4 words for a word-level tokenizer, 8 tokens for any other).
     top-k at its last stop (the vocabulary size, at most ``TOP_K_MAX``) and top-p at 1.00 mean
-    "off". Returns the Explorer.
+    "off". Returns the Explorer. Each prompt's pass is made once and kept, and made again when the
+    model's weights have changed since (a model trained further between two moves of a slider).
     """
     import ipywidgets as widgets
 
@@ -172,10 +173,11 @@ def explorer(model, tokenizer, prompts="<BOS> dragon drinks", length=None):
     if length is None:
         length = 4 if isinstance(tokenizer, Tokenizer) else 8
     length = check_positive_int(length, "length (tokens a continuation)")   # True or 0: refused
-    states = {}   # each prompt's ids, logits and cache, made once: the sliders never change them
+    states = {}   # each prompt's ids, logits and cache: the sliders never change them, new weights do
 
     def state_of(prompt):
-        if prompt not in states:
+        """The prompt's state, made again when the model's weights changed since (trained further)."""
+        if prompt not in states or not is_current(model, states[prompt]):
             states[prompt] = prompt_state(model, tokenizer, prompt, room=length)
         return states[prompt]
 
@@ -204,4 +206,4 @@ def explorer(model, tokenizer, prompts="<BOS> dragon drinks", length=None):
                           widgets.VBox([controls["top_k"], controls["top_p"]])])]
     if "prompt" in controls:
         rows.insert(0, controls["prompt"])
-    return show(controls, render, widgets.VBox(rows) if len(rows) > 1 else rows[0])
+    return show(controls, render, widgets.VBox(rows) if len(rows) > 1 else rows[0], version=weights_version(model))

@@ -2,7 +2,9 @@
 import numpy as np
 
 from .. import plots
-from ..explorer import Blitter, check_model_and_world, new_figure, show, start_at
+from ..errors import to_numpy
+from ..explorer import Blitter, check_model_and_world, new_figure, show, start_at, weights_version
+from ..model import weights_state
 from . import compute
 
 
@@ -75,7 +77,7 @@ class TourView:
         if self.tokens != list(view["tokens"]):
             self._still(view, layer, head)
         left, right = self.axes
-        p = np.asarray(view["probs"])
+        p = to_numpy(view["probs"], "the view's probs")   # a bfloat16 model's too
         order = np.argsort(-p, kind="stable")[:len(left.patches)]
         for slot, (bar, text, i) in enumerate(zip(left.patches, self.values, order)):
             bar.set_height(p[i])
@@ -83,7 +85,7 @@ class TourView:
             text.set_text(f"{p[i]:.2f}" if p[i] >= 0.01 else "")
         for word, i in zip(self.words, order):
             word.set_text(self.vocab[i])
-        w = np.asarray(view["weights"][layer, head])
+        w = to_numpy(view["weights"][layer, head], "the view's weights")
         right.images[0].set_data(w)
         for text, value, hide in zip(right.texts, w.flat, masked(len(w)).flat):
             text.set_text("" if hide else f"{value:.2f}")
@@ -123,7 +125,7 @@ def explorer(model, world, prompt="<BOS> the cat is"):
     views = {}
 
     def render(prompt, layer, head, attention):
-        key = (prompt, attention)
+        key = (prompt, attention, weights_state(model))   # a model changed in place since: computed again
         if key not in views:   # layer and head only pick from a view: compute it once
             views.clear() if len(views) > 64 else None
             views[key] = compute.prompt_view(model, world, prompt, attention)
@@ -131,4 +133,4 @@ def explorer(model, world, prompt="<BOS> the cat is"):
 
     layout = widgets.VBox([controls["prompt"],
                            widgets.HBox([controls["layer"], controls["head"], controls["attention"]])])
-    return show(controls, render, layout)
+    return show(controls, render, layout, version=weights_version(model))
