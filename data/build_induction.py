@@ -45,5 +45,5 @@ def build():
 
 if __name__ == "__main__":
     model, card = build()
-    save(model, HERE / "induction" / "model", card)
+    save(model, HERE / "induction" / "model", card, shipped=True)
     print({k: v for k, v in card.items() if k != "parameters"})

@@ -48,7 +48,7 @@ def main(names):
         card["built_with"] = dict(torch=torch.__version__, python=platform.python_version(),
                                   machine=platform.machine())
         card["rebuild"] = REBUILD_NOTE
-        save(model, HERE / name / "model", card)
+        save(model, HERE / name / "model", card, shipped=True)
         print(name, {k: v for k, v in card.items() if k != "parameters"})
 
 

@@ -53,7 +53,7 @@ def main():
                                 "whole_validation_loss_per_character")}
     card.update(final_train_loss=final["train_loss"], final_val_loss=final["val_loss"],
                 log=log_name, parameters=model.parameter_count())
-    save(model, HERE / stem, card)
+    save(model, HERE / stem, card, shipped=True)
     (HERE / log_name).write_text(json.dumps(log, indent=1) + "\n")
     if args.tokens == "bpe":
         (HERE / "bpe_tokenizer.json").write_text(shipped.train_tokenizer().bpe.to_str() + "\n")

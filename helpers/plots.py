@@ -8,6 +8,7 @@ import numpy as np
 
 from .errors import as_array, check_index, check_number, check_positive_int, check_switch, check_text, count, fail, \
     shown
+from .readout import check_probabilities, rounding
 
 ATTENTION_CMAP = "Blues"
 ACCENT = "#d1495b"
@@ -161,6 +162,8 @@ MAX_BARS = 300   # the most bars prob_bars draws, each labelled
 def prob_bars(probs, vocab, ax=None, top=None, title=None, highlight=(), log=False):
     """Bar chart of a next-token distribution (V,), optionally only the ``top`` most probable.
 
+    probs: probabilities, each from 0 to 1, summing to 1 (within 1e-3, as ``readout.top_tokens`` checks).
+
     log: a logarithmic probability axis, so runners-up a thousand times smaller stay visible
     (each bar then carries its value in scientific notation).
     """
@@ -175,6 +178,8 @@ def prob_bars(probs, vocab, ax=None, top=None, title=None, highlight=(), log=Fal
         fail(f"probs should be probabilities, each from 0 to 1 (for logits take their softmax first), but got "
              + (f"numbers from {real.min():.3g} to {real.max():.3g}" if len(real) else "no number")
              + (f" and {int(np.isnan(p).sum())} NaN" if len(real) < len(p) else ""))
+    check_probabilities(p, "probs", "take a softmax (the exponentials divided by their sum, not by their "
+                        "largest), and renormalise what a filter keeps", rounding(probs))
     if isinstance(highlight, str):   # one word, not its letters
         highlight = (highlight,)
     unknown = [word for word in highlight if word not in vocab] if isinstance(highlight, (list, tuple, set)) else None

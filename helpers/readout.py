@@ -2,10 +2,12 @@
 import numpy as np
 import torch
 
-from .errors import check_positive_int, count, fail, shown, to_numpy
+from .errors import check_positive_int, check_text, count, fail, length, shown, to_numpy
 
 MAX_ROWS = MAX_COLS = 1_000   # the largest matrix format_matrix writes out (a million numbers, ~8 MB of text)
 MAX_DECIMALS = 20             # the most decimals a number is written with
+MAX_LABEL_CHARS = 100         # a row label: a token or a step's name (every row is padded to the longest)
+SUM_TOLERANCE = 1e-3          # how far from 1 a distribution's sum may be: rounding, not a slip
 
 SHAPE_NOTES = {
     "h0": "embedding + position", "ln1": "LayerNorm, row by row", "q": "queries, all heads",
@@ -30,6 +32,28 @@ def check_size(shape):
              f"for a matrix as text), but got {count(rows)} x {count(cols)}: print a slice such as x[:10, :10]")
 
 
+def check_row_labels(row_labels, rows):
+    """``row_labels`` as a list of ``rows`` labels ([""] * rows for None): a list, tuple, array or tensor
+    whose length is checked before it is listed (range(10**9) would take GBs), each label's text at most
+    MAX_LABEL_CHARS characters (every row is padded to the longest). Else one sentence."""
+    if row_labels is None:
+        return [""] * rows
+    try:   # a 0-d tensor or array, a number, a generator: no length, so no labels to count
+        size = None if isinstance(row_labels, (str, bytes)) else length(row_labels)
+    except (TypeError, ValueError, OverflowError, AttributeError):
+        size = None
+    if size is None:
+        fail(f"row_labels should be a list of labels, one per row, but got {shown(row_labels)}")
+    if size != rows:
+        fail(f"expected one label per row: {count(rows)} rows, but {count(size)} labels")
+    labels = list(row_labels)
+    if len(labels) != rows:   # a __len__ that says another number than the labels it lists
+        fail(f"expected one label per row: {count(rows)} rows, but {count(len(labels))} labels")
+    for label in labels:
+        check_text(str(label), "each row label", empty=True, max_chars=MAX_LABEL_CHARS)
+    return labels
+
+
 def format_matrix(x, row_labels=None, decimals=3):
     """A 1-D or 2-D array as aligned text, one labelled row per line: at most MAX_ROWS rows and
     MAX_COLS columns (1,000 each), at most MAX_DECIMALS decimals (20)."""
@@ -41,11 +65,7 @@ def format_matrix(x, row_labels=None, decimals=3):
     decimals = check_positive_int(decimals, "decimals", minimum=0)
     if decimals > MAX_DECIMALS:
         fail(f"decimals should be at most {MAX_DECIMALS}, but got {count(decimals)}")
-    if row_labels is not None and (isinstance(row_labels, (str, bytes)) or not hasattr(row_labels, "__len__")):
-        fail(f"row_labels should be a list of labels, one per row, but got {shown(row_labels)}")
-    labels = list(row_labels) if row_labels is not None else [""] * len(x)
-    if len(labels) != len(x):
-        fail(f"expected one label per row: {len(x)} rows, but {len(labels)} labels")
+    labels = check_row_labels(row_labels, len(x))
     width = max((len(str(l)) for l in labels), default=0)
     lines = []
     for label, row in zip(labels, x):
@@ -89,26 +109,68 @@ def print_trace(trace, tokens=None, names=None):
         print()
 
 
+def rounding(x):
+    """The relative rounding of ``x``'s float type (its machine epsilon: bfloat16 0.0078, float16 0.00098,
+    float32 1.2e-7), or 0.0 when ``x`` is no float array or tensor (a list: read as float64)."""
+    dtype = getattr(x, "dtype", None)
+    if isinstance(dtype, torch.dtype):
+        return float(torch.finfo(dtype).eps) if dtype.is_floating_point else 0.0
+    if isinstance(dtype, np.dtype) and dtype.kind == "f":
+        return float(np.finfo(dtype).eps)
+    return 0.0
+
+
+def check_probabilities(p, name="probs", advice="are these logits? softmax them first", eps=0.0):
+    """``p`` (a float NumPy array, (V,)) a distribution: finite, none negative, summing to 1 within
+    SUM_TOLERANCE (or ``eps``, the rounding of the type it came in, if larger). Else one sentence ending
+    in ``advice`` (what to do instead)."""
+    finite = np.isfinite(p).all()
+    total = float(p.sum()) if finite else float("nan")
+    if not finite or (p < 0).any() or abs(total - 1) > max(SUM_TOLERANCE, eps):
+        fail(f"{name} should be probabilities (none negative, summing to 1), but they "
+             + ("hold NaN or infinity" if not finite else
+                f"hold {int((p < 0).sum())} negative numbers" if (p < 0).any() else f"sum to {total:.4g}")
+             + f": {advice}")
+
+
+def check_softmax_of(logits, p, vocab, eps_probs=0.0, eps_logits=0.0):
+    """``logits`` (float NumPy, (V,), no NaN; -inf allowed) the logits ``p`` is the softmax of, to rounding:
+    SUM_TOLERANCE or ``eps_probs`` (the probs' type), plus what rounding the logits to their type
+    (``eps_logits``) moves a softmax by. Else one sentence naming the token where they differ most."""
+    top = logits.max()
+    with np.errstate(over="ignore"):   # -1e308 - 1e308 is -inf, and its exp 0, as it should be
+        soft = np.exp(logits - top) if np.isfinite(top) else np.full(len(logits), np.nan)
+    soft = soft / soft.sum()
+    gap = np.abs(soft - p)
+    gap[np.isnan(gap)] = np.inf
+    allowed = max(SUM_TOLERANCE, eps_probs) + 2 * eps_logits * float(np.abs(logits[np.isfinite(logits)]).max(initial=0))
+    worst = int(np.argmax(gap))
+    if gap[worst] > allowed:
+        fail(f"logits should be the logits whose softmax is probs, but softmax(logits) "
+             + (f"gives {soft[worst]:.3f} to {shown(vocab[worst])} where probs has {p[worst]:.3f}" if np.isfinite(top)
+                else "is not defined (" + ("+inf" if top > 0 else "every logit -inf") + ")")
+             + ": pass the logits of the same model, prompt and position as the probs")
+
+
 def top_tokens(probs, vocab, k=5, logits=None):
     """The k most probable tokens as rows (rank, token, logit or None, probability).
 
     probs: probabilities, (V,), none negative, summing to 1 (within 1e-3): logits are refused
-    (softmax them first, or pass them as ``logits``). k: 1 .. V."""
+    (softmax them first, or pass them as ``logits``). k: 1 .. V. logits: (V,), those whose softmax is
+    ``probs`` (to rounding), or None."""
     if isinstance(vocab, (str, bytes)) or not isinstance(vocab, (list, tuple)):
         fail(f"vocab should be the list of the vocabulary's tokens, but got {shown(vocab)}")
     k = check_positive_int(k, "k")
     if getattr(probs, "shape", None) is not None and tuple(probs.shape) != (len(vocab),):
         fail(f"expected probabilities of shape ({len(vocab)},), but got {tuple(probs.shape)}")
-    p = torch.as_tensor(to_numpy(probs, "probs"))
-    if p.dim() != 1 or len(p) != len(vocab):
+    p = to_numpy(probs, "probs")
+    if p.ndim != 1 or len(p) != len(vocab):
         fail(f"expected probabilities of shape ({len(vocab)},), but got {tuple(p.shape)}")
-    if not torch.isfinite(p).all() or (p < 0).any() or abs(float(p.sum()) - 1) > 1e-3:
-        fail(f"probs should be probabilities (none negative, summing to 1), but they "
-             + ("hold NaN or infinity" if not torch.isfinite(p).all() else
-                f"hold {int((p < 0).sum())} negative numbers" if (p < 0).any() else f"sum to {float(p.sum()):.4g}")
-             + ": are these logits? softmax them first, or pass them as logits=")
+    check_probabilities(p, "probs", "are these logits? softmax them first, or pass them as logits=",
+                        rounding(probs))
     if k > len(vocab):
         fail(f"k should be at most the vocabulary's {len(vocab):,} tokens, but got {count(k)}")
+    logits_given = logits
     if logits is not None:
         if getattr(logits, "shape", None) is not None and tuple(logits.shape) != (len(vocab),):
             fail(f"expected logits of shape ({len(vocab)},), but got {tuple(logits.shape)}")
@@ -116,7 +178,8 @@ def top_tokens(probs, vocab, k=5, logits=None):
         if logits.shape != (len(vocab),) or np.isnan(logits).any():
             fail(f"expected logits of shape ({len(vocab)},) without NaN, but got shape {logits.shape}"
                  + (" with NaN" if logits.shape == (len(vocab),) else ""))
-    order = torch.argsort(p, descending=True, stable=True)[:k].tolist()
+        check_softmax_of(logits, p, vocab, rounding(probs), rounding(logits_given))
+    order = np.argsort(-p, kind="stable")[:k].tolist()   # ties keep the vocabulary's order
     return [(rank + 1, vocab[i], None if logits is None else float(logits[i]), float(p[i]))
             for rank, i in enumerate(order)]
 
@@ -127,4 +190,4 @@ def print_top(probs, vocab, k=5, logits=None):
     print(f"{'rank':>4}  {'token':<8}{'logit':>8}{'prob':>8}")
     for rank, token, logit, prob in rows:
         logit_text = "" if logit is None else f"{logit:8.2f}"
-        print(f"{rank:>4}  {token:<8}{logit_text:>8}{prob:8.3f}")
+        print(f"{rank:>4}  {str(token):<8}{logit_text:>8}{prob:8.3f}")

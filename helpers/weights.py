@@ -10,20 +10,30 @@ from pathlib import Path
 import torch
 from safetensors.torch import load_file, save_file
 
-from .errors import check_finite, fail, message_of, shown
+from .errors import check_finite, check_switch, fail, message_of, shown
 from .files import named, read_json
 from .model import Config, Transformer
 from .recipes import INDUCTION_CONFIG
 
 
 
+def data_folders():
+    """The folders that hold the course's data (each with cat/ in it), in the order ``data_dir`` takes them:
+    $COURSE_DATA, beside the package, near the cwd."""
+    try:
+        here = Path.cwd()
+    except OSError:   # the working folder was deleted: only the other two places are left
+        here = None
+    candidates = [os.environ.get("COURSE_DATA"), Path(__file__).resolve().parent.parent / "data",
+                  here and here / "data", here and here.parent / "data"]
+    return [Path(c) for c in candidates if c and (Path(c) / "cat").is_dir()]
+
+
 def data_dir():
     """The course's data/ folder: $COURSE_DATA, else beside the package, else near the cwd."""
-    candidates = [os.environ.get("COURSE_DATA"), Path(__file__).resolve().parent.parent / "data",
-                  Path.cwd() / "data", Path.cwd().parent / "data"]
-    for c in candidates:
-        if c and (Path(c) / "cat").is_dir():
-            return Path(c)
+    folders = data_folders()
+    if folders:
+        return folders[0]
     fail("expected the course's data/ folder (with cat/ in it) beside the helpers package or the "
          "notebook, but found none; set COURSE_DATA to its path")
 
@@ -45,13 +55,35 @@ def files_of(stem):
     return stem.with_name(stem.name + ".json"), stem.with_name(stem.name + ".safetensors")
 
 
-def save(model, stem, card=None):
-    """Write ``stem``.safetensors and ``stem``.json (config, plus an optional ``card`` dict)."""
+def check_not_shipped(stem):
+    """Refuse a ``stem`` (a Path) inside one of the course's data folders (``data_folders``): the models
+    there are the course's own, which every chapter, explorer and check loads (load_cat, ...)."""
+    try:
+        where = stem.resolve()   # the stem need not exist; "..", the cwd and symlinks are resolved
+    except (OSError, RuntimeError):   # a path that cannot even be resolved: writing it will say so
+        return
+    for folder in data_folders():
+        try:
+            inside = folder.resolve() in where.parents
+        except (OSError, RuntimeError):
+            continue
+        if inside:
+            fail(f"stem should be a path outside the course's data folder {named(folder)}, whose models every "
+                 f"chapter and check loads, but got {named(stem)}: save yours under another name, such as 'my_model'")
+
+
+def save(model, stem, card=None, *, shipped=False):
+    """Write ``stem``.safetensors and ``stem``.json (config, plus an optional ``card`` dict).
+
+    A stem inside the course's data folder is refused (the shipped models); ``shipped=True`` is for the
+    course's build scripts in data/ only, which write those models."""
     if not isinstance(model, Transformer):
         fail(f"model should be a helpers.model.Transformer, but got {shown(model)}")
     if card is not None and not isinstance(card, dict):
         fail(f"card should be a dict (or None), but got {shown(card)}")
     stem = check_stem(stem)
+    if not check_switch(shipped, "shipped"):
+        check_not_shipped(stem)
     config_file, weights_file = files_of(stem)
     meta = {"config": model.cfg.to_dict(), "card": card or {}}
     if model.init != "unit":   # the shipped models' cards predate the choice and mean "unit"

@@ -28,7 +28,7 @@ def main():
                     losses=losses, final_loss=losses[-1], training_seconds=round(time.perf_counter() - start, 2),
                     built_with=f"torch {torch.__version__}, {platform.machine()}, "
                                f"{torch.backends.cpu.get_cpu_capability()} kernels")
-        save(model, no_mask_stem(seed, HERE), card)
+        save(model, no_mask_stem(seed, HERE), card, shipped=True)
         print(f"seed {seed}: final loss {losses[-1]:.4f} -> {no_mask_stem(seed, HERE)}.*")
 
 

@@ -30,7 +30,7 @@ import numpy as np
 
 from ..errors import MAX_BYTES, as_array, check_bytes, check_choice, check_number, check_positive_int, check_seed, \
     check_finite, check_switch, check_text, count, fail, shown, to_numpy
-from ..exercises import random_states
+from ..states import random_states
 
 METHODS = ("PCA", "t-SNE", "UMAP")
 
@@ -327,11 +327,13 @@ MAX_COSINE_WORDS = 40   # plot_cosines writes every cosine in its cell: 1,600 nu
 
 
 def plot_cosines(table, words, title=None, ax=None):
-    """Heatmap of a cosine table (n, n) with the values written in; returns the Axes."""
+    """Heatmap of a cosine table (n, n) with the values written in, on ``ax`` (one matplotlib Axes, or None:
+    a new figure); returns the Axes."""
     import matplotlib.pyplot as plt
 
-    from ..plots import check_labels, check_title
+    from ..plots import check_ax, check_labels, check_title
     table = as_array(table, "table", 2)
+    ax = check_ax(ax)
     if not isinstance(words, (list, tuple)) or not 1 <= len(words) <= MAX_COSINE_WORDS:
         fail(f"words should be a list of 1 to {MAX_COSINE_WORDS} words (one per row of the table), but got "
              f"{shown(words)}")
