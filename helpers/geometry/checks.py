@@ -84,7 +84,10 @@ def neighbours(answer, kv, word, topn=5):
         return
     expected = [w for w, _ in kv.most_similar(word, topn=topn)]
     wrong = [w for w in answer if w not in expected]
-    if wrong and set(answer) <= set(lowest(kv, word, topn)):
+    repeated = repeated_words(answer)
+    if repeated:
+        yield repeats_sentence(answer, repeated, expected)
+    elif wrong and set(answer) <= set(lowest(kv, word, topn)):
         yield (f"your {topn} words have the lowest cosines with '{word}': np.argsort sorts lowest first, "
                "so sort by minus the cosine (or reverse the order) to put the highest first")
     elif wrong:
@@ -92,6 +95,22 @@ def neighbours(answer, kv, word, topn=5):
                f"(the first is '{wrong[0]}'); did you scale every row to norm 1?")
     elif answer != expected:
         yield "the right words, in the wrong order: sort by cosine, the highest first"
+
+
+def repeated_words(words):
+    """The words that appear more than once in ``words`` (a list of strings), in first-seen order."""
+    return [w for i, w in enumerate(words) if words.count(w) > 1 and words.index(w) == i]
+
+
+def repeats_sentence(answer, repeated, expected):
+    """The sentence for an ``answer`` that holds a word more than once: name the first repeated word,
+    and the first of the ``expected`` words it then leaves out."""
+    first = repeated[0]
+    times = {2: "twice", 3: "three times"}.get(answer.count(first), f"{answer.count(first)} times")
+    missing = [w for w in expected if w not in answer]
+    left_out = f", and '{missing[0]}' is missing" if missing else ""
+    return (f"'{first}' is in your list {times}{left_out}: the {len(answer)} nearest are {len(answer)} "
+            "different words (check where your slice starts and ends)")
 
 
 @exercise("the analogy direction", answer=Array(shape=lambda kv: (check_vectors(kv).vector_size,)))

@@ -283,8 +283,40 @@ def _run(function, case):
     for value, name in zip(got, ("out", "weights")):
         if value is None:
             raise Wrong(f"causal_attention returned None for {name}; return both out and weights")
+        narrow = _narrower(value, case["q"])
+        if narrow:
+            raise Wrong(f"causal_attention returned {name} in {narrow[0]} {case['where']}, but q, k and v are "
+                        f"{narrow[1]}: return out and weights in q's dtype ({narrow[0]} keeps only about "
+                        f"{narrow[2]} significant digits, too few to compare with the model's)")
         arrays.append(numbers(value, f"{name} {case['where']}", allow_inf=True, allow_nan=True))   # NaN: named below
     return arrays
+
+
+def _narrower(value, q):
+    """(value's dtype, q's dtype, the digits value's dtype keeps) when ``value`` (a tensor or an array)
+    holds floats of fewer bits than the tensor ``q`` (float16 or bfloat16 beside float32); else None."""
+    dtype = getattr(value, "dtype", None)
+    if isinstance(dtype, torch.dtype):
+        if not dtype.is_floating_point:
+            return None
+        bits, resolution = torch.finfo(dtype).bits, torch.finfo(dtype).resolution
+    elif isinstance(dtype, np.dtype) and dtype.kind == "f":
+        bits, resolution = np.finfo(dtype).bits, float(np.finfo(dtype).resolution)
+    else:
+        return None
+    if bits >= torch.finfo(q.dtype).bits:
+        return None
+    name = lambda d: str(d).replace("torch.", "")   # noqa: E731
+    return name(dtype), name(q.dtype), round(-math.log10(resolution))
+
+
+def _sum_shown(x):
+    """A row's sum as a sentence shows it: 3 significant digits, more when 3 would round it to 1."""
+    for digits in range(3, 10):
+        shown_x = f"{x:.{digits}g}"
+        if x == 1 or float(shown_x) != 1:
+            return shown_x
+    return repr(float(x))
 
 
 def _problems(got, case, slips=SLIPS):
@@ -320,7 +352,7 @@ def _unnamed(weights, want, where):
                 "(a row with every key hidden, or 0/0?)")
     sums = weights.sum(-1)
     if not np.allclose(sums, 1, atol=1e-4):
-        return (f"the rows of your weights sum to between {sums.min():.3g} and {sums.max():.3g} {where}, "
+        return (f"the rows of your weights sum to between {_sum_shown(sums.min())} and {_sum_shown(sums.max())} {where}, "
                 "not 1: take the softmax over the keys, after the mask")
     if (np.abs(weights) * (want == 0) > 1e-6).any():
         return f"some query puts weight on a key to its right {where}: the mask must hide it"

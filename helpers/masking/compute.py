@@ -347,7 +347,16 @@ NO_MASK_SEEDS, NO_MASK_STEPS = (0, 1, 2, 3, 4), 300   # the five runs shipped in
 
 
 MAX_STEPS = 5_000   # train_without_mask's steps (the shipped runs take 300; about 6 ms a step here: half a minute)
-MAX_RUN_STEPS = 8_000   # no_mask_runs' seeds x steps at most: about a minute of training (the default: 5 x 300)
+MAX_RUN_STEPS = 8_000   # no_mask_runs' work at most, in training steps: about a minute (the default: 5 x 300 steps + measuring)
+SEED_WORK = 50   # building and measuring one model (prefix_scores twice), in training steps (0.05 s on a free core,
+                 # more on a loaded one: counted with room to spare)
+SAMPLE_WORK = 0.1   # sampling one sentence, in training steps (10,000 sentences: about 6 s)
+
+
+def no_mask_work(n_seeds, steps, n_samples):
+    """What ``no_mask_runs`` does, counted in training steps (about 6 ms each on one core): per seed,
+    ``steps`` steps, SEED_WORK to build and measure the model and SAMPLE_WORK per sampled sentence."""
+    return n_seeds * (steps + SEED_WORK + SAMPLE_WORK * n_samples)
 
 
 def train_without_mask(world, seed=0, steps=CAT_TRAINING["steps"], stop_after=None):
@@ -384,8 +393,9 @@ def no_mask_runs(world, seeds=NO_MASK_SEEDS, steps=NO_MASK_STEPS, n_samples=50):
     (``measure_without_mask``): a list of dicts, one per seed.
 
     A run's numbers depend on float rounding (other CPUs, other runs), so claims are made
-    about all the seeds together. seeds: a list of distinct seeds; steps <= MAX_STEPS; the
-    seeds x steps trained at most MAX_RUN_STEPS (8,000), all checked before the first run.
+    about all the seeds together. seeds: a list of distinct seeds; steps <= MAX_STEPS; n_samples <=
+    MAX_SENTENCES; the whole work (``no_mask_work``: every seed's training, building, measuring and
+    sampling) at most MAX_RUN_STEPS (8,000) training steps' worth, all checked before the first run.
     """
     if not isinstance(world, World):
         fail(f"world should be a helpers.worlds.World such as worlds.cat_world(), but got {shown(world)}")
@@ -398,12 +408,22 @@ def no_mask_runs(world, seeds=NO_MASK_SEEDS, steps=NO_MASK_STEPS, n_samples=50):
     steps, n_samples = check_steps(steps, MAX_STEPS), check_positive_int(n_samples, "n_samples")
     if n_samples > MAX_SENTENCES:   # (sample_sentences would refuse it only after the first run)
         fail(f"n_samples should be at most {MAX_SENTENCES:,} sentences (this course's limit), but got {count(n_samples)}")
-    if len(seeds) * steps > MAX_RUN_STEPS:
-        fail(f"the seeds x steps trained should be at most {MAX_RUN_STEPS:,} (this course's limit: about a minute), "
-             f"but {count(len(seeds))} seeds x {count(steps)} steps are {count(len(seeds) * steps)}: "
-             f"ask for fewer seeds or fewer steps")
+    check_no_mask_work(len(seeds), steps, n_samples)
     return [measure_without_mask(*train_without_mask(world, seed, steps), seed, world, n_samples)
             for seed in seeds]
+
+
+def check_no_mask_work(n_seeds, steps, n_samples):
+    """Refuse, in one sentence saying how to ask for less, a ``no_mask_runs`` whose whole work
+    (``no_mask_work``: training, building, measuring and sampling, every seed) passes MAX_RUN_STEPS."""
+    work = no_mask_work(n_seeds, steps, n_samples)
+    if work > MAX_RUN_STEPS:
+        most = int(MAX_RUN_STEPS // no_mask_work(1, steps, n_samples))
+        few = f"at most {most:,} seed{'s' * (most != 1)} with these steps and n_samples, or " if most else ""
+        fail(f"the work of no_mask_runs should be at most {MAX_RUN_STEPS:,} training steps' worth (this course's "
+             f"limit: about a minute), but {count(n_seeds)} seeds x ({count(steps)} step{'s' * (steps != 1)} + "
+             f"{SEED_WORK} to build and measure each model + {SAMPLE_WORK} x {count(n_samples)} sentence"
+             f"{'s' * (n_samples != 1)} sampled) are about {work:,.0f}: ask for {few}fewer steps or a smaller n_samples")
 
 
 def no_mask_stem(seed, folder=None):
