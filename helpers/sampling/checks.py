@@ -5,6 +5,8 @@ Each check judges properties and reference values and says what is wrong
 without printing the expected answer.
 """
 import functools
+import types
+import weakref
 
 import numpy as np
 import torch
@@ -293,39 +295,26 @@ class Slipped(Wrong):
     (told apart from a learner's exception by the watched model's record, not by its text)."""
 
 
-class Watched:
-    """The model as the learner's generate sees it: it runs the real model, and stops the loop
-    with a LoopSlip at the first pass that does not feed the model as the case asks:
+PASS_PARTS = ("_forward", "embed", "unembed", "_unembed", "_call_impl", "_wrapped_call_impl", "apply")
+# what runs a pass (or part of one) past the watched model's own model(...), or hands a function the real
+# model (apply): Transformer.forward(model, ids) and nn.Module.__call__(model, ids) reach them
+
+
+class Watch:
+    """What the check sees of one run of the learner's generate: the real model, the case (the
+    prompt; cached: the cache setting), the passes so far, and the sentence of the last LoopSlip
+    raised (see ``slipped``). Kept apart from the ``Watched`` the learner gets (``_WATCHES``), so
+    that their generate reads neither the real model nor the count through it.
 
     cache=True: the first pass runs the whole prompt into a new KVCache (prefill), every later
     pass runs one token into that same cache, and its logits equal a full pass over the tokens
     the cache has seen; cache=False: every pass runs the whole sequence so far, without a cache.
-    Everything else (cfg, check_ids, ...) is the model's own.
     """
 
     def __init__(self, model, prompt, cached):
         self.model, self.prompt, self.cached = model, prompt.reshape(-1), cached
         self.kv, self.fed, self.passes = None, None, 0
         self.slip = None   # the sentence of the last LoopSlip raised (see loop_run)
-
-    def __getattr__(self, name):
-        return getattr(self.__dict__["model"], name)
-
-    @property
-    def __class__(self):
-        """The model's class, so that code that checks it is a Transformer (the course's own
-        ``sampling.generate``, which a right answer may call) takes the watched model for one."""
-        return type(self.__dict__["model"])
-
-    def forward(self, ids, cache=None, **switches):
-        return self(ids, cache=cache, **switches)
-
-    def __call__(self, ids, cache=None, **switches):
-        try:
-            return self.watched_pass(ids, cache, **switches)
-        except LoopSlip as slip:
-            self.__dict__["slip"] = str(slip)
-            raise
 
     def watched_pass(self, ids, cache=None, **switches):
         """One pass of the model, refused with a LoopSlip when it is not fed as the case asks."""
@@ -392,6 +381,88 @@ class Watched:
             raise LoopSlip(f"pass {self.passes} ran {n} tokens; it should run the {T + s} tokens so far: "
                            "the prompt, then every token drawn, in order")
         self.fed = flat
+
+
+_WATCHES = weakref.WeakKeyDictionary()   # each Watched's Watch
+
+
+def watch_of(watched):
+    """The Watch of ``watched``; a copy of it (copy.copy(model)) has none: a LoopSlip."""
+    watch = _WATCHES.get(watched)
+    if watch is None:
+        raise LoopSlip("your generate made a copy of the model it was given: run that model itself, model(ids) or "
+                       "model(ids, cache=kv), so that the check sees each pass")
+    return watch
+
+
+class Watched:
+    """The model as the learner's generate sees it: ``model(ids)`` / ``model(ids, cache=kv)`` (and
+    ``model.forward``) run the real model through its ``Watch``, which counts the pass and stops the
+    loop with a LoopSlip at the first pass that does not feed the model as the case asks.
+
+    Everything else (cfg, check_ids, parameters(), eval(), ...) is the model's own, but the real
+    model itself is never handed out: a method that returns it (eval(), train(), modules()) gives
+    this wrapper instead, and what runs a pass past it (``PASS_PARTS``: Transformer.forward(model,
+    ids) reaches model._forward) stops the loop with a LoopSlip. Attributes set on it go to the model
+    (``model_kept`` puts them back).
+    """
+    __slots__ = ("__weakref__",)
+
+    def __init__(self, watch):
+        _WATCHES[self] = watch
+
+    @property
+    def __class__(self):
+        """The model's class, so that code that checks it is a Transformer (the course's own
+        ``sampling.generate``, which a right answer may call) takes the watched model for one."""
+        watch = _WATCHES.get(self)
+        return type(watch.model) if watch is not None else type(self)
+
+    def __getattr__(self, name):
+        watch = _WATCHES.get(self)
+        if watch is None or name.startswith("__"):
+            raise AttributeError(name)
+        if name in PASS_PARTS:
+            watch.slip = (f"your generate reached model.{name}, a part of the model's forward pass: run the model "
+                          "you are given as a whole, model(ids) or model(ids, cache=kv), once a step (not "
+                          "Transformer.forward(model, ...) or the model's parts), so that the check sees each pass")
+            raise LoopSlip(watch.slip)
+        value = getattr(watch.model, name)
+        if isinstance(value, types.MethodType) and value.__self__ is watch.model:
+            def method(*args, **kwargs):   # (not the bound method itself: its __self__ is the real model)
+                return self.in_place(value(*args, **kwargs))
+            method.__name__ = method.__qualname__ = name
+            return method
+        return self.in_place(value)
+
+    def __setattr__(self, name, value):
+        setattr(watch_of(self).model, name, value)
+
+    def __delattr__(self, name):
+        delattr(watch_of(self).model, name)
+
+    def in_place(self, value):
+        """``value`` with this wrapper in place of the real model (model.eval() returns the model; modules()
+        and named_modules() yield it first)."""
+        model = watch_of(self).model
+        if value is model:
+            return self
+        if isinstance(value, tuple):
+            return tuple(self.in_place(v) for v in value)
+        if isinstance(value, types.GeneratorType):
+            return (self.in_place(v) for v in value)
+        return value
+
+    def forward(self, ids, cache=None, **switches):
+        return self(ids, cache=cache, **switches)
+
+    def __call__(self, ids, cache=None, **switches):
+        watch = watch_of(self)
+        try:
+            return watch.watched_pass(ids, cache, **switches)
+        except LoopSlip as slip:
+            watch.slip = str(slip)
+            raise
 
 
 # ---- the known slips of the sampling part, as the distributions they draw from
@@ -574,25 +645,43 @@ def stopped(wrong, settings):
 
 
 def loop_run(fn, model, ids, n_new, settings, what=""):
-    """What the learner's generate ``fn`` returns on one case, run on the model ``Watched`` and kept
-    as it was (``model_kept``: a loop that changes a weight, or stops half-way, changes nothing)."""
-    watched = Watched(model, ids, settings["cache"])
+    """What the learner's generate ``fn`` returns on one case (``watched_run``)."""
+    return watched_run(fn, model, ids, n_new, settings, what)[0]
+
+
+def watched_run(fn, model, ids, n_new, settings, what=""):
+    """(what the learner's generate ``fn`` returns on one case, the ``Watch`` of its passes): run on the
+    model ``Watched`` and kept as it was (``model_kept``: a loop that changes a weight, or stops half-way,
+    changes nothing)."""
+    watch = Watch(model, ids, settings["cache"])
+    watched = grading.counted(Watched(watch), lambda: watch.passes, lambda n: setattr(watch, "passes", n))
     with model_kept(model):
         try:
-            return plain_call(fn, watched, ids.clone(), n_new, **settings, what=what)
+            return plain_call(fn, watched, ids.clone(), n_new, **settings, what=what), watch
         except Wrong as wrong:
-            raise slipped(wrong, fn, watched, what) from None
+            raise slipped(wrong, fn, watch, what) from None
 
 
-def slipped(wrong, fn, watched, what):
+def slipped(wrong, fn, watch, what):
     """``wrong`` (what stopped the learner's generate) as Slipped when it was the watched model's own
-    LoopSlip: raised by ``watched`` in this run, or, for a record replayed in the judge (whose run raised
+    LoopSlip: raised in this run (``watch``), or, for a record replayed in the judge (whose run raised
     it in the student's kernel), recorded as a LoopSlip. A learner's own exception, ValueError("LoopSlip:
     ...") too, stays as call says it, "your function stopped with ValueError: ..."."""
     text, said = str(wrong), f"your function stopped{' ' + what if what else ''} with LoopSlip: "
-    if text.startswith(said) and (text[len(said):] == watched.slip or isinstance(fn, grading.Replay)):
+    if text.startswith(said) and (text[len(said):] == watch.slip or isinstance(fn, grading.Replay)):
         return Slipped(text[len(said):])
     return wrong
+
+
+def too_few_passes(watch, n_new):
+    """The sentence for a generate that ran the model it was given fewer times than it drew tokens (it ran
+    another model, or the real one past the wrapper), or None. In the judge the record's count of passes
+    is put back (``grading.counted``)."""
+    if watch.passes >= n_new:
+        return None
+    return (f"your generate drew {n_new} tokens but ran the model it was given {watch.passes} "
+            f"time{'' if watch.passes == 1 else 's'}: each new token needs one pass of that model, model(ids) or "
+            "model(ids, cache=kv) (the check watches those passes; not Transformer.forward, a copy or another model)")
 
 
 def plain_call(fn, *args, what="", **kwargs):
@@ -658,7 +747,7 @@ def shipped_model(model, name, world):
 def generate_loop(fn, cat, dragon):
     """``fn`` extends ids (T,) by n_new tokens as ``sampling.generate`` does, token for token,
     on the shipped cat and dragon models (LOOP_CASES), and feeds the model as its cache setting
-    says (``Watched``)."""
+    says (``Watched``), one pass of the model it is given for each new token at least."""
     models = {"cat": (cat, worlds.cat_world()), "dragon": (dragon, worlds.dragon_world(n=1))}
     for name, (model, world) in models.items():
         shipped_model(model, name, world)
@@ -669,13 +758,16 @@ def generate_loop(fn, cat, dragon):
         shown = ", ".join(f"{k}={v}" for k, v in settings.items())
         what = f"the {name} model after '{prompt}', n_new={n_new}, {shown}"
         try:
-            out = loop_run(fn, model, ids, n_new, settings)
+            out, watch = watched_run(fn, model, ids, n_new, settings)
             if out is None:
                 yield f"{NOT_YET}: generate returns None; write the loop and return the longer sequence"
                 return
             out = loop_output(out, ids, n_new, what, model.cfg.vocab_size)
         except Wrong as wrong:
             yield f"for {what}: {stopped(wrong, settings)}"
+            return
+        if too_few_passes(watch, n_new):
+            yield f"for {what}: {too_few_passes(watch, n_new)}"
             return
         right = sampling.generate(model, ids, n_new, **settings)
         if torch.equal(out, right):

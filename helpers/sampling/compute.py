@@ -324,26 +324,40 @@ def draws(probs, n, seed):
 
 
 def macs_by_part(cfg, n_new, n_seen=0):
-    """Multiply-adds of the matrix products in one forward pass over n_new tokens, n_seen already cached.
+    """Multiply-adds of the matrix products in one forward pass over n_new tokens, n_seen already cached,
+    counted from the Config's own choices (d = d_model, d_kv = n_kv_heads · d_k the width of K and V).
 
     Returns a dict by part, summed over the layers:
-      projections  Q, K, V and O: 4 · n_new · d² per layer
+      projections  Q and O (d x d each), K and V (d x d_kv each): n_new · (2 d² + 2 d · d_kv) per
+                   layer, which is 4 · n_new · d² when every query head has its own K and V
       attention    the scores and the weighted sum of values: 2 · n_new · T_k · d per layer,
-                   with T_k = n_seen + n_new keys (all heads together)
-      mlp          2 · n_new · d · d_ff per layer
+                   with T_k = n_seen + n_new keys (all query heads together; shared K/V heads are
+                   read by each query head of their group)
+      mlp          2 · n_new · d · d_ff per layer (W_1, W_2), 3 · n_new · d · d_ff for SwiGLU (W_G too)
       unembedding  n_new · d · V (logits for every fed position)
     LayerNorm, GELU, softmax and the residual additions are left out: they are not products.
     """
-    if not all(isinstance(getattr(cfg, name, None), int) for name in ("d_model", "n_layers", "d_ff", "vocab_size")):
-        fail(f"expected a model's Config (d_model, n_layers, d_ff, vocab_size), but got {shown(cfg)}")
+    cfg = check_config(cfg)
     n_new = check_positive_int(n_new, "n_new")
     n_seen = check_positive_int(n_seen, "n_seen", minimum=0)
     if n_new + n_seen > MAX_COUNTED_TOKENS:
         fail(f"n_new + n_seen should be at most {MAX_COUNTED_TOKENS:,} tokens (a count of a pass, not a corpus), "
              f"but got {n_new + n_seen:,}")
     d, L, T_k = cfg.d_model, cfg.n_layers, n_seen + n_new
-    return dict(projections=L * 4 * n_new * d * d, attention=L * 2 * n_new * T_k * d,
-                mlp=L * 2 * n_new * d * cfg.d_ff, unembedding=n_new * d * cfg.vocab_size)
+    d_kv = cfg.kv_heads * cfg.d_k
+    matrices = 3 if cfg.activation == "swiglu" else 2
+    return dict(projections=L * n_new * (2 * d * d + 2 * d * d_kv), attention=L * 2 * n_new * T_k * d,
+                mlp=L * matrices * n_new * d * cfg.d_ff, unembedding=n_new * d * cfg.vocab_size)
+
+
+def check_config(cfg):
+    """A model's Config (``helpers.model.Config``: the counts read its n_kv_heads and activation),
+    else one sentence."""
+    from ..model import Config
+
+    if not isinstance(cfg, Config):
+        fail(f"expected a model's Config (helpers.model.Config, as model.cfg is), but got {shown(cfg)}")
+    return cfg
 
 
 def forward_macs(cfg, n_new, n_seen=0):
@@ -355,8 +369,10 @@ def generation_macs(cfg, prompt_len, new_tokens, use_cache):
     """Multiply-adds of the forward passes ``generate`` makes to draw new_tokens after a prompt.
 
     Without the cache, step s runs the whole sequence of prompt_len + s tokens; with it,
-    step 0 runs the prompt (prefill) and every later step runs one token.
+    step 0 runs the prompt (prefill) and every later step runs one token. Each pass is counted by
+    ``forward_macs`` from the Config's own choices (shared K/V heads, SwiGLU's three matrices).
     """
+    cfg = check_config(cfg)
     prompt_len = check_positive_int(prompt_len, "prompt_len")
     new_tokens = check_positive_int(new_tokens, "new_tokens")
     use_cache = check_switch(use_cache, "use_cache")
@@ -648,7 +664,9 @@ def tokens_of(tokenizer, ids):
 
 def prompt_state(model, tokenizer, prompt, room=0):
     """What every setting of the sliders shares for one prompt: dict(ids (T,), logits (V,) of its
-    last position, cache: a KVCache holding it). ``room``: tokens still to come after it.
+    last position, cache: a KVCache holding it, weights: the ``weights_fingerprint`` of the model
+    it was made with). ``room``: tokens still to come after it. A state is good for the model's
+    weights as they were: once they change (more training, an edit), ``check_state`` refuses it.
 
     A prompt that is empty, too long for the model (with ``room``) or gives ids outside the
     model's vocabulary is refused with one sentence."""
@@ -673,9 +691,25 @@ def prompt_state(model, tokenizer, prompt, room=0):
         fail(f"the prompt has {len(ids)} tokens and {room} more are drawn after it, but the model takes "
              f"at most n_max = {n_max}: shorten the prompt to {n_max - room} tokens or fewer")
     cache = KVCache(model.cfg.n_layers)
+    weights = weights_fingerprint(model)
     with torch.no_grad(), eval_mode(model):
         logits = model(ids, cache=cache)[-1].float()
-    return dict(ids=ids, logits=logits, cache=cache)
+    return dict(ids=ids, logits=logits, cache=cache, weights=weights)
+
+
+def weights_fingerprint(model):
+    """The model's weights in short: each parameter's and buffer's name, shape, dtype and the CRC-32 of
+    its numbers (``exercises._digest``): equal fingerprints, the same weights (about 3 ms for 10^6 of them)."""
+    from itertools import chain
+
+    from ..exercises import _digest
+
+    return tuple((name, _digest(t)) for name, t in chain(model.named_parameters(), model.named_buffers()))
+
+
+def is_current(model, state):
+    """Whether ``state`` (a dict from ``prompt_state``) was made with the model's weights as they are now."""
+    return isinstance(state, dict) and state.get("weights") == weights_fingerprint(model)
 
 
 def continuations(model, state, n, length, temperature=1.0, top_k=None, top_p=None, seed=0):
@@ -692,6 +726,11 @@ def continuations(model, state, n, length, temperature=1.0, top_k=None, top_p=No
     seed = check_seed(seed)
     if n:
         check_seed(seed + n - 1, "seed + n - 1 (the last continuation's seed)")
+    return drawn_rows(model, state, n, length, temperature, top_k, top_p, seed)
+
+
+def drawn_rows(model, state, n, length, temperature, top_k, top_p, seed):
+    """``continuations`` of checked arguments: the (n, length) tokens drawn after the prompt's state."""
     if n == 0:
         return torch.zeros(0, length, dtype=torch.long)
     generators = [torch.Generator().manual_seed(seed + i) for i in range(n)]
@@ -712,17 +751,19 @@ def continuations(model, state, n, length, temperature=1.0, top_k=None, top_p=No
 
 
 def check_state(model, state):
-    """``state`` as ``prompt_state(model, ...)`` made it, else one sentence."""
+    """``state`` as ``prompt_state(model, ...)`` made it, with the model's weights as they are now, else one
+    sentence (a state from before the weights changed would mix their old logits, keys and values with
+    the new weights' passes)."""
     from ..model import Transformer
 
     if not isinstance(model, Transformer):
         fail(f"expected a helpers.model.Transformer, but got {shown(model)}")
-    if not (isinstance(state, dict) and {"ids", "logits", "cache"} <= set(state)
+    if not (isinstance(state, dict) and {"ids", "logits", "cache", "weights"} <= set(state)
             and isinstance(state["cache"], KVCache) and isinstance(state["ids"], torch.Tensor)
             and state["ids"].dim() == 1 and isinstance(state["logits"], torch.Tensor)
             and tuple(state["logits"].shape) == (model.cfg.vocab_size,)):
         fail(f"expected a prompt's state as prompt_state(model, tokenizer, prompt) makes it (ids, logits of "
-             f"{model.cfg.vocab_size} and cache), but got {shown(state)}")
+             f"{model.cfg.vocab_size}, cache and weights), but got {shown(state)}")
     cache, ids = state["cache"], state["ids"]
     filled = dict(attention=True, positions=True, scaled=True, ablate_heads=[], replace=[], dtype=model.weights_dtype())
     if cache.owner is not model or cache.ids is None or tuple(cache.ids.shape) != (1, len(ids)) \
@@ -732,6 +773,9 @@ def check_state(model, state):
              "prompt_state(model, tokenizer, prompt) fills it, but it " + (
                  "is empty" if cache.ids is None else "belongs to another model" if cache.owner is not model
                  else "holds other tokens or was filled otherwise"))
+    if not is_current(model, state):
+        fail("the prompt's state should come from the model's weights as they are now, but they changed after "
+             "prompt_state made it (trained further or edited): make it again, prompt_state(model, tokenizer, prompt)")
     check_finite(state["logits"], "the state's logits")
 
 
@@ -769,11 +813,13 @@ def samples(model, ids, n_new, n, temperature=1.0, top_k=None, top_p=None, seed=
         check_seed(seed + n - 1, "seed + n - 1 (the last sample's seed)")
     seed = check_seed(seed)
     check_stop_id(model, stop_id)
+    check_continuations(model, n, n_new, len(ids))   # the rows' cache, before the prompt's pass
     cache = KVCache(model.cfg.n_layers)
     with torch.no_grad(), eval_mode(model):
         state = dict(ids=ids, logits=model(ids, cache=cache)[-1].float(), cache=cache)
+    check_finite(state["logits"], "the state's logits")   # as continuations' check_state does
     out = []
-    for row in continuations(model, state, n, n_new, temperature, top_k, top_p, seed):
+    for row in drawn_rows(model, state, n, n_new, temperature, top_k, top_p, seed):
         if stop_id is not None and stop_id in row.tolist():
             row = row[:row.tolist().index(stop_id) + 1]       # generate stops after drawing it
         out.append(torch.cat([ids, row]))
