@@ -879,12 +879,31 @@ def attribution_patch(model, clean, corrupt, metric, watch=()):
             deltas[layer] = torch.zeros_like(x, requires_grad=True)
             return x + deltas[layer]
         return fn
-    replace = {f"L{l}.head_out": nudge(l) for l in range(L)}
-    replace.update({w: (lambda x, w=w: seen.setdefault(w, x)) for w in watch})
+    replace = {w: (lambda x, w=w: seen.setdefault(w, x)) for w in watch}
+    for l in range(L):   # a watched head_out is seen as nudged, so the metric's gradient reaches the nudge
+        name = f"L{l}.head_out"
+        replace[name] = (lambda x, f=nudge(l), w=name: seen.setdefault(w, f(x))) if name in watch else nudge(l)
     with torch.enable_grad():
         logits = model(corrupt_ids, replace=replace)
-        grads = torch.autograd.grad(_values(_metric_of(metric, {**seen, "logits": logits}), B).sum(), [deltas[l] for l in range(L)])
+        grads = _gradients(_values(_metric_of(metric, {**seen, "logits": logits}), B).sum(), [deltas[l] for l in range(L)])
     clean_value, corrupt_value = metric_ends(model, clean_ids, corrupt_ids, metric, watch)
     estimate = torch.stack([(g * (clean_out[l] - corrupt_out[l])).sum(-1).mean(0) for l, g in enumerate(grads)])
     normalised(0.0, clean_value, corrupt_value)        # refuses a zero gap before dividing by it
     return estimate / (clean_value - corrupt_value)
+
+
+def _gradients(total, deltas):
+    """d total / d each of ``deltas`` (tensors shaped like head_out, (B, H, T, d_k)); zeros for a delta
+    the metric does not reach. One sentence when the metric's value carries no gradient (detached,
+    made through .item() or NumPy, or a constant) or its gradient is not finite."""
+    if not total.requires_grad:
+        fail("metric(out) should be a differentiable torch function of out['logits'] (attribution patching "
+             "follows its gradient), but its value carries no gradient: compute it with torch operations on "
+             "out['logits'] (or the watched names), with no .detach(), .item() or NumPy")
+    grads = torch.autograd.grad(total, deltas, allow_unused=True)
+    grads = [torch.zeros_like(d) if g is None else g for g, d in zip(grads, deltas)]
+    bad = sum(int((~torch.isfinite(g)).sum()) for g in grads)
+    if bad:
+        fail(f"metric(out) should have a finite gradient (attribution patching follows it), but its gradient "
+             f"holds NaN or infinity in {bad:,} places: avoid operations such as sqrt or log at 0")
+    return grads

@@ -636,6 +636,40 @@ def live_run(loop, model, train_ids, val_ids, tokenizer, batch, context, lr, war
 
 # ------------------------------------------------------------ the shipped model
 
+# The time of a pass, counted from the sizes before it starts (measured on this course's 2-core machine,
+# shared and loaded: the shipped character model reads a window of 256 at 50 to 300 µs a token by the load;
+# counted here at about 155 µs, so that what is accepted ends in about MAX_SECONDS at a middling load).
+SECONDS_PER_MAC = 1e-10        # each multiply-add of a token's pass (``token_macs``)
+SECONDS_PER_TOKEN = 5e-5       # each token's share of the rest (norms, activations, softmax, the loss)
+SECONDS_PER_PASS = 0.02        # each call of the model (one batch of windows)
+SECONDS_PER_RULE_STEP = 2e-6   # each (position, k) step of copy_rule's Python loop
+
+
+def token_macs(cfg, context):
+    """Multiply-adds of one token's pass in a window of ``context`` tokens, from the sizes: per layer
+    W_Q and W_O (d x d), W_K and W_V (d x n_kv_heads·d_k), the MLP's two d x d_ff matrices (SwiGLU:
+    three), the scores and the weighted sum (2 x context x d, every key counted); then the
+    unembedding (vocab_size x d). A .cfg that is no Config counts as a GPT-2 layout."""
+    d = cfg.d_model
+    d_kv = cfg.kv_heads * cfg.d_k if isinstance(cfg, Config) else d
+    mlp = (3 if getattr(cfg, "activation", "gelu") == "swiglu" else 2) * d * cfg.d_ff
+    return cfg.n_layers * (2 * d * d + 2 * d * d_kv + mlp + 2 * context * d) + cfg.vocab_size * d
+
+
+def pass_seconds(cfg, windows, context, batch):
+    """About how many seconds here the passes over ``windows`` windows of ``context`` tokens take,
+    ``batch`` windows a call (the SECONDS_PER_* above)."""
+    tokens, calls = windows * context, -(-windows // batch)
+    return tokens * (token_macs(cfg, context) * SECONDS_PER_MAC + SECONDS_PER_TOKEN) + calls * SECONDS_PER_PASS
+
+
+def check_seconds(seconds, what, advice):
+    """Refuse up front a call counted (``pass_seconds``) to take more than MAX_SECONDS here."""
+    if seconds > MAX_SECONDS:
+        fail(f"{what} should take at most about {MAX_SECONDS:.0f} s here (this course's limit for one call), "
+             f"but would take about {seconds:,.0f} s: {advice}")
+
+
 def spread_windows(model, ids, context, every, lengths=()):
     """``ids`` cut into consecutive windows of ``context`` tokens (the last, shorter piece left out)
     and every ``every``-th of them kept, the first always: (x, y, n), x and y (kept, context), y the
@@ -668,6 +702,9 @@ def spread_loss(model, ids, context=256, every=8):
     Returns dict(loss, windows (kept), of (all the text's windows), predictions, window_losses (each
     kept window's mean loss, (windows,): how far one window's loss strays from another's))."""
     x, y, n = spread_windows(model, ids, context, every)
+    check_seconds(pass_seconds(model.cfg, len(x), x.shape[1], 16),
+                  f"spread_loss of {len(x):,} windows of {x.shape[1]} tokens (every {every}-th of {n:,})",
+                  "take a larger every (every=8 reads an eighth of the text) or a shorter text")
     with eval_mode(model), course_train.fused_attention(model), torch.no_grad():
         per_window = torch.cat([F.cross_entropy(model(x[i:i + 16]).transpose(1, 2), y[i:i + 16], reduction="none")
                                 .double().mean(1) for i in range(0, len(x), 16)])
@@ -902,7 +939,7 @@ def repeat_test(model, ids, n, length, seed):
 
 
 MAX_MATCH = 32   # the longest match copy_rule looks for (a whole line of verse)
-MAX_RULE_STEPS = 3_000_000   # the most (position, k) steps copy_rule's loop takes: a few seconds
+MAX_RULE_STEPS = 3_000_000   # the most (position, k) steps copy_rule's loop takes: a few seconds (its pass: check_seconds)
 
 
 @torch.no_grad()
@@ -929,6 +966,9 @@ def copy_rule(model, ids, lengths, context=256, every=4):
     if x.numel() * len(given) > MAX_RULE_STEPS:   # the rule is a Python loop over every kept position and k
         fail(f"copy_rule should look at most {MAX_RULE_STEPS:,} positions (kept positions x lengths; a few seconds), "
              f"but these would be {x.numel() * len(given):,}: take a larger every or fewer lengths")
+    check_seconds(pass_seconds(model.cfg, len(x), context, 16) + x.numel() * len(given) * SECONDS_PER_RULE_STEP,
+                  f"copy_rule's pass over {x.numel():,} kept positions and its rule at {len(given)} lengths",
+                  "take a larger every, fewer lengths or a shorter text")
     with eval_mode(model), course_train.fused_attention(model):
         model_right = torch.cat([model(x[i:i + 16]).argmax(-1) == y[i:i + 16] for i in range(0, len(x), 16)])
     rows = []

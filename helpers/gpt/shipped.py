@@ -28,7 +28,7 @@ from ..files import read_bytes
 from ..model import Config, Transformer, eval_mode
 from ..weights import data_dir, load
 from . import corpus, tokenize
-from .compute import check_tokenizer
+from .compute import check_seconds, check_tokenizer, pass_seconds
 from .train import check_batch, check_context, check_model, check_settings, check_vocabulary, estimate_loss, \
     fused_attention, train
 
@@ -118,6 +118,9 @@ def whole_text_loss(model, ids, context=TRAINING["context"], batch=64):
     check_vocabulary(model, ids)
     n = (len(ids) - 1) // context
     check_batch(model, min(batch, n), context)
+    check_seconds(pass_seconds(model.cfg, n, context, batch), f"whole_text_loss of {n * context:,} tokens",
+                  "give a shorter text (such as the validation text), or take "
+                  "gpt.spread_loss(model, ids, every=8), which reads every 8th window")
     x, y = ids[:n * context].view(n, context), ids[1:n * context + 1].view(n, context)
     with eval_mode(model), fused_attention(model):   # torch's fused attention: the same sums, about twice as fast
         total = sum(float(torch.nn.functional.cross_entropy(model(x[i:i + batch]).flatten(0, 1),

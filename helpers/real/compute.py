@@ -12,10 +12,10 @@ import torch
 import torch.nn.functional as F
 
 from .. import reference as ref
-from ..errors import check_bytes, check_tensor, count, check_index, check_number, check_positive_int, check_seed, check_switch, \
+from ..errors import check_bytes, check_finite, check_tensor, count, check_index, check_number, check_positive_int, check_seed, check_switch, \
     check_text as check_string, fail, shown
 from ..heads import compute as heads
-from ..model import MAX_TRACE_BYTES, KVCache
+from ..model import MAX_TRACE_BYTES, Config, KVCache, attention_floats, mlp_floats
 from . import smollm2
 from .circuit import capture
 from .smollm2 import check_net, check_tok
@@ -82,18 +82,26 @@ def shape_table(model, ids):
 
 
 def parameter_formula(cfg):
-    """Parameters by part, from the sizes alone (GQA, SwiGLU, RMSNorm, tied embedding, no biases).
+    """Parameters by part, from the Config's sizes and choices alone: a dict of embedding,
+    positions, attention, mlp, norms (each per layer), per_layer, final_norm and total.
 
-    Per layer: W_Q and W_O are d x d; W_K and W_V are d x (n_kv_heads * d_k); the SwiGLU MLP has
-    three d x d_ff matrices; two RMSNorms of d scales each. Plus the embedding V x d (also the
-    unembedding: tied) and the final RMSNorm's d.
+    Per layer: W_Q and W_O are d x d, W_K and W_V d x (n_kv_heads * d_k), with biases if cfg.bias;
+    the MLP two d x d_ff matrices (SwiGLU: three), none if d_ff = 0; each norm d scales (a LayerNorm
+    also d shifts). Plus the embedding V x d (also the unembedding: tied), learned positions
+    n_max x d, and the final norm. For SmolLM2 (GQA, SwiGLU, RMSNorm, no biases, rotary positions):
+    3·d·d_ff for the MLP, 2·d for the norms.
     """
-    d, d_kv = check_cfg(cfg).d_model, cfg.kv_heads * cfg.d_k
-    parts = dict(embedding=cfg.vocab_size * d, attention=2 * d * d + 2 * d * d_kv,
-                 mlp=3 * d * cfg.d_ff, norms=2 * d)
+    if not isinstance(cfg, Config):
+        fail(f"expected the model's Config (model.cfg, a helpers.model.Config), but got {type(cfg).__name__} {shown(cfg)}")
+    d = cfg.d_model
+    norm = d * (2 if cfg.norm_kind == "layernorm" else 1)
+    parts = dict(embedding=cfg.vocab_size * d, positions=cfg.n_max * d if cfg.positions == "learned" else 0,
+                 attention=attention_floats(d, cfg.kv_heads * cfg.d_k, cfg.bias),
+                 mlp=mlp_floats(d, cfg.d_ff, cfg.bias, cfg.activation) if cfg.d_ff else 0,
+                 norms=0 if cfg.norm == "none" else norm * (2 if cfg.d_ff else 1))
     parts["per_layer"] = parts["attention"] + parts["mlp"] + parts["norms"]
-    parts["final_norm"] = d
-    parts["total"] = parts["embedding"] + cfg.n_layers * parts["per_layer"] + parts["final_norm"]
+    parts["final_norm"] = norm if cfg.final_norm else 0
+    parts["total"] = parts["embedding"] + parts["positions"] + cfg.n_layers * parts["per_layer"] + parts["final_norm"]
     return parts
 
 
@@ -117,7 +125,7 @@ def distinct_per_block(W, block=32):
     # the blocks copied out of W's transpose, then sorted (values and int64 indices): 24 bytes a weight at most
     check_bytes(24 * math.prod(W.shape), f"W (a matrix of {count(math.prod(W.shape))} weights), sorted block by block",
                 "give a smaller matrix")
-    W = torch.as_tensor(W)
+    W = check_finite(torch.as_tensor(W), "W")           # NaN differs from itself: each would count as one more value
     blocks = W.T.reshape(-1, block)                     # one row per block
     ordered = blocks.sort(dim=1).values
     return int(((ordered[:, 1:] != ordered[:, :-1]).sum(1) + 1).max())
