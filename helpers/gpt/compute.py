@@ -31,6 +31,7 @@ from ..model import MAX_TOKENS, Config, Transformer, eval_mode
 from ..normalization.compute import Block, LayerNorm
 from ..patching import ablation_replace, mean_head_outputs
 from ..positions.compute import sinusoidal_positions
+from ..sampling.compute import forward_macs
 from . import train as course_train
 from .corpus import check_ids, windows
 
@@ -646,14 +647,9 @@ SECONDS_PER_RULE_STEP = 2e-6   # each (position, k) step of copy_rule's Python l
 
 
 def token_macs(cfg, context):
-    """Multiply-adds of one token's pass in a window of ``context`` tokens, from the sizes: per layer
-    W_Q and W_O (d x d), W_K and W_V (d x n_kv_heads·d_k), the MLP's two d x d_ff matrices (SwiGLU:
-    three), the scores and the weighted sum (2 x context x d, every key counted); then the
-    unembedding (vocab_size x d). A .cfg that is no Config counts as a GPT-2 layout."""
-    d = cfg.d_model
-    d_kv = cfg.kv_heads * cfg.d_k if isinstance(cfg, Config) else d
-    mlp = (3 if getattr(cfg, "activation", "gelu") == "swiglu" else 2) * d * cfg.d_ff
-    return cfg.n_layers * (2 * d * d + 2 * d * d_kv + mlp + 2 * context * d) + cfg.vocab_size * d
+    """Multiply-adds of one token's pass in a window of ``context`` tokens, every key counted: a pass over
+    the window (``sampling.forward_macs``, from the Config's own choices) shared among its tokens."""
+    return forward_macs(cfg, context) // context
 
 
 def pass_seconds(cfg, windows, context, batch):
