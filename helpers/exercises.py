@@ -51,7 +51,7 @@ import zlib
 import numpy as np
 
 from . import grading, learner
-from .states import default_dtype as _default_dtype, random_states  # noqa: F401  (random_states: the checks' modules import it here)
+from .states import default_dtype as _default_dtype, digest as _digest, random_states  # noqa: F401  (random_states: the checks' modules import it here)
 from .grading import MAX_ANSWER_DEPTH, MAX_ANSWER_ITEMS, _PLAIN_CALLABLES, _PLAIN_SCALARS, _course_module, _is_class, _is_courses, _one_of, _own_attribute, plain  # noqa: F401  (plain values: grading screens them)
 from .errors import CourseInputError, Wrong, check_bytes, class_name, count, fail, is_bool, length as range_length, message_of, \
     shown, to_numpy, type_name
@@ -841,18 +841,6 @@ def _put_back_owners(kept):
         if isinstance(owner, type):
             for key in [key for key in now if key not in saved]:
                 delattr(owner, key)
-
-
-def _digest(tensor):
-    """A tensor's shape, dtype and the CRC-32 of its bytes: equal digests, equal tensors (but for a
-    chance of 1 in 4 billion; CRC-32 reads the real model's 538 MB in about half SHA-1's time)."""
-    tensor = tensor.detach().cpu()
-    if str(tensor.dtype) == "torch.bfloat16":   # (NumPy has no bfloat16: its bits, read as int16)
-        tensor = tensor.view(sys.modules["torch"].int16)
-    arr = tensor.numpy()
-    shape, flipped = arr.shape, not arr.flags.c_contiguous and arr.T.flags.c_contiguous
-    arr = arr.T if flipped else np.ascontiguousarray(arr)   # a transposed weight is hashed as it is stored
-    return shape, flipped, arr.dtype, zlib.crc32(arr.reshape(-1).view(np.uint8))
 
 
 def _kept_dicts(owner):

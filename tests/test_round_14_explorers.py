@@ -11,6 +11,7 @@ import numpy as np
 import pytest
 import torch
 
+from helpers.model import DIGEST_NUMBERS, weights_state
 from helpers.heads import compute as heads
 from helpers.heads import explorer as heads_explorer
 from helpers.masking import compute as masking
@@ -230,9 +231,24 @@ def test_round_14_weights_state_is_cheap_for_a_large_model():
     from helpers.model import Config, Transformer
 
     big = Transformer(Config(vocab_size=16, d_model=1024, n_heads=4, n_layers=1, d_ff=4096, n_max=8))
-    assert sum(p.numel() for p in big.parameters()) > heads.DIGEST_NUMBERS
-    state = heads.weights_state(big)
+    assert sum(p.numel() for p in big.parameters()) > DIGEST_NUMBERS
+    state = weights_state(big)
     assert all(isinstance(entry, tuple) for entry in state)
     with torch.no_grad():
         big.blocks[0].attn.W_Q.mul_(2)
-    assert heads.weights_state(big) != state
+    assert weights_state(big) != state
+
+
+def test_exact_weights_state_sees_an_edit_no_counter_sees():
+    """exact=True (the sampling explorer's prompt states) digests every number: an edit through
+    ``p.data`` of a model past DIGEST_NUMBERS changes it, and the same numbers give the same key."""
+    from helpers.model import Config, Transformer
+
+    big = Transformer(Config(vocab_size=16, d_model=1024, n_heads=4, n_layers=1, d_ff=4096, n_max=8))
+    cheap, exact = weights_state(big), weights_state(big, exact=True)
+    before = float(big.blocks[0].attn.W_Q[0, 0])
+    big.blocks[0].attn.W_Q.data[0, 0] += 1.0
+    assert weights_state(big) == cheap   # no counter saw it: the cheap key is blind to it, as documented
+    assert weights_state(big, exact=True) != exact
+    big.blocks[0].attn.W_Q.data[0, 0] = before
+    assert weights_state(big, exact=True) == exact

@@ -30,7 +30,7 @@ from ..exercises import sealed
 from ..errors import MAX_BYTES, as_array, check_bytes, check_finite, check_ids_given, check_index, check_positive_int, \
     check_switch, check_tensor, check_tensor_size, count, fail, length, shown, to_numpy
 from ..masking.compute import book_attention  # noqa: F401  (chapter 05 builds the Book's layer too)
-from ..model import DIGEST_NUMBERS, Attention, check_heads_split, check_model, linear, weights_state  # noqa: F401
+from ..model import Attention, check_heads_split, check_model, linear, weights_state
 from ..patching import ablation_replace
 
 

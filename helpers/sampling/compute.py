@@ -19,7 +19,7 @@ import torch
 
 from ..errors import CourseInputError, check_bytes, check_finite, check_number, check_positive_int, check_seed, \
     check_switch, check_tensor, count, fail, shown, to_numpy
-from ..model import KVCache, check_model, eval_mode
+from ..model import KVCache, check_model, eval_mode, weights_state
 
 
 MAX_DRAWS = 10_000_000   # draws() holds its ids as int64: 80 MB at most
@@ -664,7 +664,7 @@ def tokens_of(tokenizer, ids):
 
 def prompt_state(model, tokenizer, prompt, room=0):
     """What every setting of the sliders shares for one prompt: dict(ids (T,), logits (V,) of its
-    last position, cache: a KVCache holding it, weights: the ``weights_fingerprint`` of the model
+    last position, cache: a KVCache holding it, weights: ``model.weights_state(exact=True)`` of the model
     it was made with). ``room``: tokens still to come after it. A state is good for the model's
     weights as they were: once they change (more training, an edit), ``check_state`` refuses it.
 
@@ -691,25 +691,15 @@ def prompt_state(model, tokenizer, prompt, room=0):
         fail(f"the prompt has {len(ids)} tokens and {room} more are drawn after it, but the model takes "
              f"at most n_max = {n_max}: shorten the prompt to {n_max - room} tokens or fewer")
     cache = KVCache(model.cfg.n_layers)
-    weights = weights_fingerprint(model)
+    weights = weights_state(model, exact=True)
     with torch.no_grad(), eval_mode(model):
         logits = model(ids, cache=cache)[-1].float()
     return dict(ids=ids, logits=logits, cache=cache, weights=weights)
 
 
-def weights_fingerprint(model):
-    """The model's weights in short: each parameter's and buffer's name, shape, dtype and the CRC-32 of
-    its numbers (``exercises._digest``): equal fingerprints, the same weights (about 3 ms for 10^6 of them)."""
-    from itertools import chain
-
-    from ..exercises import _digest
-
-    return tuple((name, _digest(t)) for name, t in chain(model.named_parameters(), model.named_buffers()))
-
-
 def is_current(model, state):
     """Whether ``state`` (a dict from ``prompt_state``) was made with the model's weights as they are now."""
-    return isinstance(state, dict) and state.get("weights") == weights_fingerprint(model)
+    return isinstance(state, dict) and state.get("weights") == weights_state(model, exact=True)
 
 
 def continuations(model, state, n, length, temperature=1.0, top_k=None, top_p=None, seed=0):
