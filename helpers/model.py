@@ -765,6 +765,8 @@ def check_replaced(y, x, name):
     and inf, except where x held the same (the mask's -inf, or NaN the model made before it) or, among the scores, a -inf that hides a
     key, as long as each row keeps a key it sees; return y. Only a pass with ``replace`` pays for this."""
     scores = name.endswith(".scores")
+    if y is x or bool(torch.isfinite(y).all()):   # the common case, without a mask as large as y (capture's)
+        return y
     kept = torch.isfinite(y) | (y == x) | (torch.isnan(y) & torch.isnan(x))   # what it got, handed on
     if scores:
         kept |= torch.isneginf(y)
@@ -1057,7 +1059,7 @@ class Transformer(nn.Module):
         if unused:
             fail(f"replace should name intermediates this forward pass makes, such as "
                  f"{list(keep.seen)[:3]}, but names {unused}, which it never makes")
-        if replace and not keep.model_made and not bool(logits.isfinite().all()):   # finite replacements, too large later
+        if replace and not keep.flags["model_made"] and not bool(logits.isfinite().all()):   # finite replacements, too large later
             fail(f"a pass with replace={sorted(replace)} should give finite logits, but gave NaN or inf: what the "
                  "functions returned overflowed later in the pass (return smaller numbers), or the model's weights hold NaN or inf")
         if not trace:
@@ -1085,12 +1087,14 @@ class Transformer(nn.Module):
         """The forward pass's ``keep(name, x)``: apply ``replace[name]`` if given, record x[0]
         (detached) in ``record`` if it is a dict, and return the tensor to carry on with."""
         seen = {}  # a dict keeps the order names are made in
+        flags = dict(changed=False, model_made=False)   # (not keep's own attributes: keep would hold itself, and
+                                                        # record's tensors with it, in a cycle until gc came by)
 
         def keep(name, x):
             seen[name] = None
             if name in replace:
-                if not keep.changed and not keep.model_made:   # NaN or inf the model made before any replacement
-                    keep.model_made = not bool(torch.isfinite(x).all())
+                if not flags["changed"] and not flags["model_made"]:   # NaN or inf the model made before any replacement
+                    flags["model_made"] = not bool(torch.isfinite(x).all())
                 try:
                     with unchecked():   # the learner's function: any part it calls checks its input
                         y = replace[name](x)
@@ -1099,12 +1103,12 @@ class Transformer(nn.Module):
                 except Exception as error:   # noqa: BLE001 — the learner's code: one sentence, not a traceback
                     fail(f"replace[{name!r}] should return a tensor, but it stopped with {type(error).__name__}: "
                          f"{message_of(error, 200)}")
-                keep.changed = keep.changed or y is not x
+                flags["changed"] = flags["changed"] or y is not x
                 x = check_replaced(check_returned(y, x, f"replace[{name!r}]"), x, name)
             if record is not None:
                 record[name] = x[0].detach()
             return x
-        keep.seen, keep.returns, keep.changed, keep.model_made = seen, True, False, False
+        keep.seen, keep.returns, keep.flags = seen, True, flags
         return keep
 
     def weights_dtype(self):

@@ -908,7 +908,6 @@ def repeat_test(model, ids, n, length, seed):
     control_spans: those two per span, (n,); induction: every head's induction score (layers,
     heads) on the repeated spans, as ``heads.head_scores``). One batched pass per kind of sequence."""
     from ..heads.compute import induction_score
-    from ..patching import capture
 
     model = model if isinstance(model, Transformer) else as_transformer(model)
     length = check_positive_int(length, "length", minimum=2)
@@ -922,11 +921,18 @@ def repeat_test(model, ids, n, length, seed):
     def per_span(logits, ids):                                                # (n, 2 * length): target t + 1
         return F.cross_entropy(logits[:, :-1].transpose(1, 2), ids[:, 1:], reduction="none")
 
-    with eval_mode(model):
-        logits, weights = capture(model, repeated, names)                    # weights: (n, H, T, T) each
-        with torch.no_grad():
-            matched = per_span(model(control), control)
-    induction = torch.stack([induction_score(weights[name].mean(0), length) for name in names])
+    means = {}   # each layer's attention weights (H, T, T), averaged over the spans as the pass makes them
+
+    def mean_of(name):
+        def keep(weights):                                                   # (n, H, T, T), handed on unchanged
+            means[name] = weights.mean(0)
+            return weights
+        return keep
+
+    with eval_mode(model), torch.no_grad():   # (no graph, no layer's (n, H, T, T) kept: the peak is one layer's)
+        logits = model(repeated, replace={name: mean_of(name) for name in names})
+        matched = per_span(model(control), control)
+    induction = torch.stack([induction_score(means[name], length) for name in names])
     loss = per_span(logits, repeated)
     second_spans, control_spans = loss[:, length + 1:].mean(1), matched[:, length + 1:].mean(1)
     return dict(first=float(loss[:, :length].mean()), second=float(second_spans.mean()),
