@@ -18,7 +18,8 @@ The framework, not the check, does what every check needs:
 * inside a check, ``as_number``, ``as_array`` ... and ``call`` raise ``Wrong`` with one
   sentence, which the framework shows as the problem; ``call`` runs a learner's
   function with a time limit, so a loop that never ends or an ``exit()`` is reported,
-  not suffered; all the calls of one check together have a limit too (``CHECK_TIME_LIMIT``).
+  not suffered; all the calls of one check together have a limit too (``CHECK_TIME_LIMIT``, 60 s: longer,
+  ``LONG_CHECK_TIME_LIMIT``, only for a check whose calls may each take more than ``TIME_LIMIT``, chapter 11's).
 
 An ``Exercise`` called as ``check(answer, ...)`` prints ✓ or ✗ with the sentences and
 returns an invisible ``Verdict``; it never raises, so an unfinished chapter still runs (but for an
@@ -37,6 +38,7 @@ import functools
 import gc
 import inspect
 import itertools
+import logging   # (here, not first in a check: importing it registers an exit function)
 import math
 import operator
 import os
@@ -59,8 +61,20 @@ from .errors import CourseInputError, Wrong, check_bytes, class_name, count, fai
 NOT_ANSWERED = "not answered yet: replace None in the answer cell above with your answer"
 TIME_LIMIT = 10          # seconds a learner's function may run in one call of a check
 MAX_ANSWER_ENTRIES = 10_000_000   # numbers an array answer may hold (80 MB as float64); a check's answers hold far fewer
-CHECK_TIME_LIMIT = 120   # seconds all the calls of one check may run together (the real model's take up to 60)
-_CHECK_DEADLINE = contextvars.ContextVar("check_deadline", default=None)   # time.monotonic() when the check's time is up
+CHECK_TIME_LIMIT = 60    # seconds all the calls of one check may run together: the longest a learner waits
+LONG_CHECK_TIME_LIMIT = 120   # the same for a check whose calls may each run longer than TIME_LIMIT (chapter 11's
+# real model: two calls of up to 60 s each, helpers.real.checks); a check says so by its calls' ``seconds``
+_CHECK_STARTED = contextvars.ContextVar("check_started", default=None)   # time.monotonic() when the check began
+
+
+class _LeftOut:
+    """The answer of a check called without one (``scores_shape(n_heads=2, T=5)``): see ``Exercise.answer_of``."""
+
+    def __repr__(self):
+        return "<the answer, left out>"
+
+
+LEFT_OUT = _LeftOut()
 
 
 class Verdict:
@@ -89,19 +103,35 @@ class Exercise:
         self.keeps = keeps   # the chapter ("05") whose piece this check keeps in my_gpt/ once right
         self.__doc__ = problems.__doc__
 
-    def feedback(self, answer, *args, **kwargs):
-        """The list of problem sentences (empty when the answer is right)."""
+    def answer_of(self, given, named):
+        """(answer, args, kwargs) of a check cell's call ``check(*given, **named)``: the answer is the first
+        argument, or the one named as the check's first parameter (``unscrambled(out=..., Y=Y, perm=perm)``);
+        LEFT_OUT when the call gives none (``scores_shape(n_heads=2, T=5)``)."""
+        first = (_parameter_names(self.problems) or [None])[0]
+        if given:
+            return given[0], given[1:], named
+        if first in named:
+            return named[first], (), {name: value for name, value in named.items() if name != first}
+        return LEFT_OUT, (), named
+
+    def feedback(self, /, *given, **named):
+        """The list of problem sentences (empty when the answer is right); called as the check is,
+        ``feedback(answer, *args, **kwargs)`` (the answer may be given by its name, see ``answer_of``)."""
+        answer, args, kwargs = self.answer_of(given, named)
         if answer is None:
             return [NOT_ANSWERED]
         if isinstance(answer, grading.Unknown):   # a record of what could not be kept as data, and why
             return [f"your answer could not be judged: {answer.what}"]
         try:   # a check cell edited to drop or add an argument is not a bug of the check
+            if answer is LEFT_OUT:
+                inspect.signature(self.problems).bind(*args, **kwargs)
+                raise TypeError(f"missing a required argument: {_parameter_names(self.problems)[0]!r}")
             inspect.signature(self.problems).bind(answer, *args, **kwargs)
         except TypeError as error:
             return [f"the check cell should call the check as it was given, but {error}: run the cell as it was"]
         found = []
-        own = _CHECK_DEADLINE.get() is None   # a check run inside another shares the outer one's time
-        token = _CHECK_DEADLINE.set(time.monotonic() + CHECK_TIME_LIMIT) if own else None
+        own = _CHECK_STARTED.get() is None   # a check run inside another shares the outer one's time
+        token = _CHECK_STARTED.set(time.monotonic()) if own else None
         printed = _PRINTED.set({"left": MAX_PRINTED, "said": False}) if own else None
         learners_dtype = _default_dtype(None) if own else None   # the check computes in float32, as the course does
         put_back_random = random_states() if own else None
@@ -132,17 +162,17 @@ class Exercise:
                          "please report it")
         finally:
             if own:
-                _CHECK_DEADLINE.reset(token)
+                _CHECK_STARTED.reset(token)
                 _PRINTED.reset(printed)
                 _default_dtype(learners_dtype)
                 put_back_random()
         return found
 
-    def __call__(self, answer, *args, **kwargs):
+    def __call__(self, /, *args, **kwargs):
         if learner.importing():   # a kept cell that calls its check: not run again (see learner.importing)
             return Verdict(False)
         try:
-            found = self.feedback(answer, *args, **kwargs)
+            found = self.feedback(*args, **kwargs)
         except KeyboardInterrupt:   # the stop button (or a learner's function that interrupted the kernel):
             print(f"✗ {self.title}: the check was interrupted before it finished (the stop button, or your "
                   "function interrupted the kernel): run the check cell again")
@@ -150,7 +180,7 @@ class Exercise:
         if found:
             print(f"✗ {self.title}: " + "; ".join(found))
         else:
-            print(f"✓ {self.title}: correct" + self.kept(answer))
+            print(f"✓ {self.title}: correct" + self.kept(self.answer_of(args, kwargs)[0]))
         return Verdict(not found)
 
     def kept(self, answer):
@@ -192,15 +222,16 @@ class Exercise:
             return (f"; not kept for the chapters ahead: run on its own as {learner.shown(target)}, the cell that "
                     f"defines it {why}; keep in it only the definition and what it needs")
 
-    def grade(self, answer, *args, **kwargs):
+    def grade(self, /, *given, **named):
         """Raise AssertionError naming the mistakes; under the course's grader, record or judge
-        instead (see helpers.grading)."""
+        instead (see helpers.grading: an answer left out is recorded as not answered)."""
         if learner.importing():   # a kept cell that calls its check: not run again (see learner.importing)
             return
         if grading.mode() is not None:
-            grading.handle(self, answer, args, kwargs)
+            answer, args, kwargs = self.answer_of(given, named)
+            grading.handle(self, None if answer is LEFT_OUT else answer, args, kwargs)
             return
-        found = self.feedback(answer, *args, **kwargs)
+        found = self.feedback(*given, **named)
         if found:
             raise AssertionError(f"{self.title}: " + "; ".join(found))
 
@@ -646,7 +677,7 @@ def call(function, *args, what="", seconds=TIME_LIMIT, **kwargs):
     too: the caller's own would have changed. torch's default dtype, ``torch_globals`` and the
     course's constants (``course_constants``) are put back afterwards. A function that raises,
     calls ``exit()`` or runs longer than ``seconds`` (or than what is left of its check's
-    ``CHECK_TIME_LIMIT``) becomes Wrong with one sentence saying so (``what`` names the input,
+    whole time, ``_time_left``) becomes Wrong with one sentence saying so (``what`` names the input,
     e.g. "on the toy").
 
     What is bounded: the check's time, whatever the function does. It runs in a thread of its own
@@ -661,7 +692,9 @@ def call(function, *args, what="", seconds=TIME_LIMIT, **kwargs):
     While it runs, what it prints is cut after the check's MAX_PRINTED characters, a process it
     leaves (a double fork's too) is stopped (what it writes to file descriptors 1 and 2 itself,
     ``os.write(1, ...)``, is cut as its printing is: ``_descriptors_capped``), and sys.addaudithook and sys.setswitchinterval are
-    refused (an audit hook, or a long switch interval, would outlive the check's own defences).
+    refused (an audit hook, or a long switch interval, would outlive the check's own defences), and so is a kernel
+    registered with torch's dispatcher (``_kernels_refused``); a function registered to run at exit is dropped
+    (``_exit_functions_dropped``) and the pyplot figures it opened are closed afterwards (``_figures_closed``).
     """
     on = f" {what}" if what else ""
     limit, total = _time_left(seconds)
@@ -671,7 +704,7 @@ def call(function, *args, what="", seconds=TIME_LIMIT, **kwargs):
     kept, kept_kwargs = _copies(args), {name: _copies(value) for name, value in kwargs.items()}
     dtype, put_back, put_back_constants = _default_dtype(None), _once(torch_globals()), course_constants()
     threads, processes, started, hooks = set(sys._current_frames()), _processes(), [], len(_HOOKS_REFUSED)
-    watchdogs = len(_WATCHDOGS)
+    watchdogs, kernels = len(_WATCHDOGS), len(_KERNELS_REFUSED)
     budget = _PRINTED.get() or {"left": MAX_PRINTED, "said": False}
     printed = [_Capped(stream, budget) for stream in (sys.stdout, sys.stderr) if stream is not None]
     try:
@@ -681,7 +714,8 @@ def call(function, *args, what="", seconds=TIME_LIMIT, **kwargs):
             sys.setswitchinterval, sys.addaudithook = _no_switch_interval, _no_audit_hook   # (put back with sys's streams)
             faulthandler.dump_traceback_later = _watchdog   # (put back with PATCHABLE's modules)
             gc.freeze = _no_freeze   # (likewise)
-            with _threads_started(started), _adopting_orphans(), _descriptors_capped((sys.stdout, sys.stderr)):
+            with _threads_started(started), _adopting_orphans(), _descriptors_capped((sys.stdout, sys.stderr)), \
+                    _kernels_refused(), _exit_functions_dropped(), _figures_closed():
                 try:
                     out = _bounded(function, given, given_kwargs, limit)
                 finally:   # first of all: the check's own code runs on what it had (print, len, os, threading)
@@ -700,6 +734,9 @@ def call(function, *args, what="", seconds=TIME_LIMIT, **kwargs):
         if len(_HOOKS_REFUSED) != hooks:
             raise Wrong(f"your function{on} added an audit hook (sys.addaudithook), which no one can remove: "
                         "it would run in every later cell, so a check does not allow it (it was not added)")
+        if len(_KERNELS_REFUSED) != kernels:
+            raise Wrong(f"your function{on} registered a kernel with torch's dispatcher (torch.library), which would "
+                        "change torch for every later cell, so a check does not allow it (it was not registered)")
         changed = _changed_input(function, kept, kept_kwargs, given, given_kwargs)
         if changed:
             raise Wrong(_in_place_sentence(*changed, on))
@@ -710,9 +747,9 @@ def call(function, *args, what="", seconds=TIME_LIMIT, **kwargs):
     except _OutOfTime as stop:
         still = ("; it is still running in the background (a long C call, or an except: that catches "
                  "everything?): restart the kernel if the notebook slows down") if stop.args and stop.args[0] else ""
-        if total:
+        if total is not None:
             raise Wrong(f"{on.strip() or 'your function'}: the check's calls of your function together ran for more "
-                        f"than its limit of {CHECK_TIME_LIMIT} s and it was stopped (a loop that never ends?){still}") from None
+                        f"than its limit of {total} s and it was stopped (a loop that never ends?){still}") from None
         raise Wrong(f"{on.strip() or 'your function'}: it ran for more than {seconds:g} s and was stopped "
                     f"(a loop that never ends?){still}") from None
     except SystemExit:
@@ -927,29 +964,31 @@ def model_kept(model, pristine=None, *, globals_kept=True):
     weight the code changed (found by its CRC-32 checksum) is copied back from a copy taken before
     (``pristine=None``: for a small model, the copy is limited to MAX_BYTES) or from ``pristine()``,
     a function that returns the model's original state dict (for a large model, whose copy would
-    double its memory). Not undone: changes to a class itself (a method replaced on Transformer).
-    globals_kept=False: torch's global state (``torch_globals``) is left to the caller, which keeps it
-    already (a check keeping many models: about 3 ms each saved)."""
+    double its memory). The tensors the state dict leaves out (a non-persistent buffer, such as a
+    sinusoidal model's PE table, and a tensor held as a plain attribute: ``_held_tensors``) are always
+    copied, and put back from their copies. Not undone: changes to a class itself (a method replaced on
+    Transformer). globals_kept=False: torch's global state (``torch_globals``) is left to the caller, which
+    keeps it already (a check keeping many models: about 3 ms each saved)."""
     import torch
 
     if not isinstance(model, torch.nn.Module):
         fail(f"expected a torch model (an nn.Module), but got {shown(model)}")
     if pristine is not None and not callable(pristine):
         fail(f"pristine should be None or a function that returns the model's state dict, but got {shown(pristine)}")
-    tensors = dict(model.state_dict(keep_vars=True))
-    grads = {name: (t.requires_grad, t.grad) for name, t in tensors.items()}
+    tensors, extra = _held_tensors(model)
+    held = {**tensors, **extra}
+    grads = {name: (t.requires_grad, t.grad) for name, t in held.items()}
+    copied = held if pristine is None else extra
+    check_bytes(sum(t.numel() * t.element_size() for t in copied.values()), "a copy of the model's weights",
+                "give a pristine() that returns the original weights instead")
     put_back = torch_globals() if globals_kept else lambda: None   # torch's global module hooks among them
     modules = [(m, type(m), _kept_dicts(m)) for m in model.modules()]
     cfg = getattr(model, "cfg", None)
     cfg_fields = _kept_dicts(cfg) if hasattr(cfg, "__dict__") else None
+    copies = {name: t.detach().clone() for name, t in copied.items()}
+    digests = None if pristine is None else {name: _digest(t) for name, t in tensors.items()}
     if pristine is None:
-        check_bytes(sum(t.numel() * t.element_size() for t in tensors.values()), "a copy of the model's weights",
-                    "give a pristine() that returns the original weights instead")
-        copies = {name: t.detach().clone() for name, t in tensors.items()}
         pristine = lambda: copies   # noqa: E731
-        digests = None
-    else:
-        digests = {name: _digest(t) for name, t in tensors.items()}
     try:
         yield model
     finally:
@@ -966,19 +1005,43 @@ def model_kept(model, pristine=None, *, globals_kept=True):
         lacking = [name for name in changed if not isinstance(source.get(name) if isinstance(source, dict) else None, torch.Tensor)]
         if lacking:
             fail(f"pristine() should return the model's state dict with every weight, but it lacks {shown(lacking[0])}")
+        originals = {name: source[name] for name in changed}
+        originals.update({name: copies[name] for name, t in extra.items() if not _same(t, copies[name])})
         with torch.no_grad():
-            for name in changed:
-                t, original = tensors[name], source[name]
+            for name, original in originals.items():
+                t = held[name]
                 if t.shape == original.shape and t.dtype == original.dtype:
                     t.copy_(original)
                 else:
                     t.data = original.detach().clone()
-        for name, t in tensors.items():
+        for name, t in held.items():
             requires_grad, grad = grads[name]
             if t.requires_grad != requires_grad:
                 t.requires_grad_(requires_grad)
             if t.grad is not grad:   # a backward() in the learner's code: its gradients go, and their memory
                 t.grad = grad
+
+
+def _held_tensors(model):
+    """({name: tensor} of ``model``'s state dict, {name: tensor} of those it leaves out): each module's
+    non-persistent buffers (``register_buffer(..., persistent=False)``: a sinusoidal model's PE) and the
+    tensors it holds as plain attributes (``self.table = torch...``), each once, in the CPU's memory (a
+    tensor elsewhere cannot be checksummed: left out)."""
+    import torch
+
+    tensors = dict(model.state_dict(keep_vars=True))
+    seen, extra = {id(t) for t in tensors.values()}, {}
+    for prefix, module in model.named_modules():
+        own = vars(module)
+        found = [*own.get("_buffers", {}).items(),
+                 *((name, value) for name, value in own.items() if isinstance(value, torch.Tensor))]
+        for name, t in found:
+            if not isinstance(t, torch.Tensor) or id(t) in seen or t.device.type != "cpu" \
+                    or t.layout != torch.strided or t.is_quantized:
+                continue
+            seen.add(id(t))
+            extra[f"{prefix}.{name}" if prefix else name] = t
+    return tensors, extra
 
 
 def _same(tensor, copy):
@@ -1133,7 +1196,6 @@ def process_state():
     import os
 
     import locale
-    import logging
     import signal
     try:
         import resource
@@ -1374,12 +1436,17 @@ def _no_freeze():
 
 
 def _time_left(seconds):
-    """(limit, total): ``seconds``, or what is left of the check's CHECK_TIME_LIMIT when that is less
-    (total is then True)."""
-    deadline = _CHECK_DEADLINE.get()
-    if deadline is not None and deadline - time.monotonic() < seconds:
-        return max(deadline - time.monotonic(), 0.0), True
-    return seconds, False
+    """(limit, whole): ``seconds``, or what is left of the check's whole time when that is less (``whole``
+    is then that time in seconds, else None). A check's whole time is CHECK_TIME_LIMIT, or
+    LONG_CHECK_TIME_LIMIT for a call that may run longer than TIME_LIMIT (the real model's)."""
+    started = _CHECK_STARTED.get()
+    if started is None:
+        return seconds, None
+    whole = CHECK_TIME_LIMIT if seconds <= TIME_LIMIT else max(CHECK_TIME_LIMIT, LONG_CHECK_TIME_LIMIT)
+    left = started + whole - time.monotonic()
+    if left < seconds:
+        return max(left, 0.0), whole
+    return seconds, None
 
 
 def _bounded(function, args, kwargs, seconds):
@@ -1624,6 +1691,137 @@ def _no_audit_hook(hook):
     so it could change what every later check sees (it is refused, and the check says so)."""
     _HOOKS_REFUSED.append(hook)
     raise RuntimeError("a check does not allow sys.addaudithook: an audit hook could never be removed")
+
+
+_KERNELS_REFUSED = []   # one entry per torch.library registration a learner's function tried (each refused)
+_DISPATCH_METHODS = ("def_", "def_legacy", "def_name_t_t", "def_schema_t_t", "define", "fallback", "fallback_fallthrough",
+                     "impl", "impl_t_t", "impl_with_aoti_compile", "register_ad_inplace_or_view_fallback")
+# the methods by which a torch.library.Library (its C++ handle, torch._C._DispatchModule) registers with the dispatcher
+_TORCH_LIBRARY_API = ("library.py", "_library" + os.sep, "_custom_op" + os.sep, "_custom_ops.py")   # torch's files of that API
+
+
+@contextlib.contextmanager
+def _kernels_refused():
+    """While a learner's function runs, a registration with torch's dispatcher (``torch.library.Library(...).impl``,
+    ``torch.library.custom_op``: it would change ``torch.softmax`` for every later cell and check, and no
+    put-back of Python attributes undoes it) is refused with RuntimeError and noted in _KERNELS_REFUSED;
+    one a package makes itself (``_from_learner``: torch's ``torch.func.vmap`` registers its batching rules on
+    first use) goes through. Nothing when torch was never imported. (Not seen: a registration through a method
+    of torch._C._DispatchModule saved before the check, or a compiled library loaded with torch.ops.load_library.)"""
+    torch = sys.modules.get("torch")
+    module = getattr(getattr(torch, "_C", None), "_DispatchModule", None)
+    if module is None:
+        yield
+        return
+    saved = {name: vars(module)[name] for name in _DISPATCH_METHODS if name in vars(module)}
+    api = _torch_library_files(torch.__file__)
+
+    def refusing(name, method):
+        def registers(*args, **kwargs):
+            if _from_learner(sys._getframe(1), api):
+                _KERNELS_REFUSED.append(name)
+                raise RuntimeError("a check does not allow torch.library registrations: a kernel registered in a "
+                                   "check would change torch for every later cell")
+            return method(*args, **kwargs)
+        return registers
+    for name, method in saved.items():
+        setattr(module, name, refusing(name, method))
+    try:
+        yield
+    finally:
+        for name, method in saved.items():
+            setattr(module, name, method)
+
+
+@functools.lru_cache(maxsize=2)
+def _torch_library_files(torch_file):
+    """The files and folders of torch.library's API (``_TORCH_LIBRARY_API``) beside ``torch_file`` (torch's __init__)."""
+    return tuple(os.path.join(os.path.dirname(torch_file), name) for name in _TORCH_LIBRARY_API)
+
+
+def _installed_places():
+    """The folders of the Python installation: its standard library and installed packages (a venv's too)."""
+    import site
+    import sysconfig
+
+    places = {sys.prefix, sys.base_prefix, sys.exec_prefix, sys.base_exec_prefix, *sysconfig.get_paths().values()}
+    user = getattr(site, "USER_SITE", None)
+    return tuple(sorted({os.path.join(place, "") for place in places | ({user} if user else set()) if place}))
+
+
+_INSTALLED = _installed_places() + ("<frozen ",)   # (a frozen module of the standard library: importlib's own)
+
+
+def _from_learner(frame, skipped=()):
+    """Whether the call being made in ``frame`` (a frame object: the caller's) comes from a learner's code:
+    the first frame from it on whose file is not one of ``skipped`` (file names or folders: the called API's
+    own) lies outside the Python installation (``_INSTALLED``). A package's own call, made when it is first
+    imported or used (``torch.func.vmap`` registers its batching rules, ``import logging`` its exit
+    function), is the package's."""
+    while frame is not None:
+        filename = frame.f_code.co_filename
+        if not (skipped and filename.startswith(skipped)):
+            return not filename.startswith(_INSTALLED)
+        frame = frame.f_back
+    return False
+
+
+@contextlib.contextmanager
+def _exit_functions_dropped():
+    """While a learner's function runs, ``atexit.register`` called from its code registers nothing (it returns the
+    function, as it does): a function registered in a check would run when the kernel stops, once for each call
+    (a package's own, ``_from_learner``, is registered). One registered by another way (``from atexit import
+    register`` before the check) is taken back after the call (``_exit_functions_taken_back``)."""
+    import atexit
+
+    register, count = atexit.register, getattr(atexit, "_ncallbacks", lambda: 0)
+    before, passed = count(), []
+
+    def dropped(function, /, *args, **kwargs):
+        if not callable(function):
+            raise TypeError("the first argument must be callable")
+        if not _from_learner(sys._getframe(1)):   # a package's own (one imported meanwhile): registered
+            passed.append(function)
+            return register(function, *args, **kwargs)
+        return function
+    atexit.register = dropped
+    try:
+        yield
+    finally:
+        atexit.register = register
+        if count() > before + len(passed):
+            _exit_functions_taken_back(count() - before - len(passed))
+
+
+def _exit_functions_taken_back(added):
+    """Unregister the last ``added`` functions atexit holds (the newest), each one alone: atexit.unregister
+    compares each function it holds, in order, with the one it is given, so a stand-in that is equal only to
+    the last ``added`` of them takes back exactly those (and not an earlier registration of the same function)."""
+    import atexit
+
+    class StandIn:
+        def __init__(self, equal):
+            self.equal, self.seen = equal, 0
+
+        def __eq__(self, other):
+            self.seen += 1
+            return self.equal(self.seen - 1)
+        __hash__ = None
+    counted = StandIn(lambda i: False)
+    atexit.unregister(counted)
+    held = counted.seen
+    atexit.unregister(StandIn(lambda i: i >= held - added))
+
+
+@contextlib.contextmanager
+def _figures_closed():
+    """The pyplot figures a learner's function opens (a debugging plot left in it) are closed after the call,
+    as those of a kept file (helpers.learner's): else each call leaves one open, shown under the check's line."""
+    before = learner._figures()
+    try:
+        yield
+    finally:
+        learner._close_new_figures(before)
 
 
 @contextlib.contextmanager
