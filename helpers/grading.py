@@ -20,7 +20,9 @@ Records are written by student code, so the judge trusts none of them: ``decode`
 record's form (tags, shapes, kinds, sizes, depth) and refuses a malformed one with one sentence
 (``RecordError``), which costs that answer only. ``encode`` keeps any answer as bounded data:
 more than MAX_VALUES numbers, a text of more than MAX_TEXT characters or a number of more than
-MAX_DIGITS digits is recorded as what it was, not copied.
+MAX_DIGITS digits is recorded as what it was, not copied. An array or a tensor keeps its dtype and
+its exact values, a NumPy scalar its kind (``_encode_numpy_scalar``), so the judge sees what the
+live check saw.
 """
 import array
 import functools
@@ -305,34 +307,23 @@ def encode(x, depth=0, name="your answer"):
         return x
     if type(x) is str:
         return x if len(x) <= MAX_TEXT else {"unknown": f"a text of {len(x):,} characters"}
-    if type(x) is int or isinstance(x, np.integer):   # (plain: NumPy's own scalar types)
-        x = int(x)
+    if type(x) is int:
         return x if x.bit_length() <= MAX_DIGITS * 3.33 else {"unknown": f"a whole number of {x.bit_length():,} bits"}
-    if type(x) is float or isinstance(x, np.floating):
+    if type(x) is float:
         return {"float": repr(float(x))} if not math.isfinite(x) else float(x)
     if _is_tensor(x):
-        try:
-            if x.numel() > MAX_VALUES:
-                return {"unknown": f"a tensor of {x.numel():,} numbers"}
-            return {"torch": encode(x.detach().cpu().float().numpy(), depth + 1)}
-        except (TypeError, RuntimeError, AttributeError):
-            return {"unknown": f"a tensor of {getattr(x, 'dtype', 'unknown type')}"}
+        return _encode_tensor(x)
     if type(x) is range:
         return {"list": [int(v) for v in x]} if len(x) <= MAX_VALUES else {"unknown": f"a range of {len(x):,} numbers"}
-    if isinstance(x, (np.generic, array.array)):   # np.bool_, a complex, a date: as a 0-d array; array.array's numbers
+    if isinstance(x, np.generic):   # NumPy's scalars (np.str_, np.int64, np.bool_, np.float32, ...): as what they are
+        return _encode_numpy_scalar(x)
+    if isinstance(x, array.array):   # the standard library's typed array: its numbers, as a NumPy array
         try:
             x = np.asarray(x)
         except Exception:
             return {"unknown": type(x).__name__}
     if isinstance(x, np.ndarray):
-        x = np.asarray(x)   # np.matrix, np.memmap, a masked array with nothing hidden: as a plain array
-        if x.dtype.kind not in "biuf":
-            return {"unknown": f"an array of {x.dtype}"}
-        if x.size > MAX_VALUES:
-            return {"unknown": f"an array of {x.size:,} numbers"}
-        values = x.astype(float).ravel()
-        return {"array": [v if math.isfinite(v) else repr(v) for v in values.tolist()],
-                "shape": list(x.shape), "kind": x.dtype.kind}
+        return _encode_array(np.asarray(x), depth)   # np.matrix, np.memmap, a masked array with nothing hidden: plain
     if isinstance(x, (list, tuple, set, frozenset, dict)) and len(x) > MAX_VALUES:
         return {"unknown": f"a {type(x).__name__} of {len(x):,} items"}
     if isinstance(x, (list, tuple, set, frozenset)):   # (plain: of exactly these types, or a torch.Size)
@@ -342,6 +333,73 @@ def encode(x, depth=0, name="your answer"):
     if isinstance(x, dict):
         return {"dict": [[encode(k, depth + 1), encode(v, depth + 1)] for k, v in x.items()]}
     return {"unknown": type(x).__name__}
+
+
+# dtypes a recorded array or tensor keeps (its "kind"), read back as exactly that dtype with exactly its values:
+# the judge sees what the live check saw (an int64 count past 2**24 stays exact, a bool tensor stays True/False)
+WHOLE_DTYPES = ("int8", "int16", "int32", "int64", "uint8", "uint16", "uint32", "uint64")
+NUMPY_DTYPES = ("bool",) + WHOLE_DTYPES + ("float16", "float32", "float64", np.dtype(np.longdouble).name, "str")
+TORCH_DTYPES = ("bool",) + WHOLE_DTYPES + ("float16", "bfloat16", "float32", "float64", "float8_e4m3fn",
+                                           "float8_e4m3fnuz", "float8_e5m2", "float8_e5m2fnuz", "float8_e8m0fnu")
+LETTER_KINDS = {"b": "bool", "i": "int64", "u": "uint64", "f": "float64"}   # a record's one-letter kinds
+
+
+def _encode_numbers(values, shape, kind):
+    """{"array": values, "shape", "kind"}: ``values`` (a flat list of Python bools, ints, floats or
+    texts) with each non-finite float as 'nan', 'inf' or '-inf' (JSON has none)."""
+    if kind not in ("bool", "str") + WHOLE_DTYPES:
+        values = [v if math.isfinite(v) else repr(v) for v in values]
+    return {"array": values, "shape": list(shape), "kind": kind}
+
+
+def _encode_array(x, depth):
+    """A plain NumPy array ``x`` (of any shape) as a record of its dtype and exact values: numbers,
+    True/False, texts, or an object array's items (each encoded); another dtype is unknown."""
+    if x.size > MAX_VALUES:
+        return {"unknown": f"an array of {x.size:,} {'items' if x.dtype.kind == 'O' else 'numbers'}"}
+    kind = x.dtype.name if x.dtype.kind != "U" else "str"
+    if x.dtype.kind == "O":
+        return {"objects": [encode(v, depth + 1) for v in x.flat], "shape": list(x.shape)}
+    if kind not in NUMPY_DTYPES:
+        return {"unknown": f"an array of {x.dtype}"}
+    if kind == "str" and x.size * (x.dtype.itemsize // 4) > MAX_TEXT:
+        return {"unknown": f"an array of {x.size:,} texts of up to {x.dtype.itemsize // 4:,} characters"}
+    flat = x.astype(float) if kind == np.dtype(np.longdouble).name else x   # (as the checks read it: float64)
+    return _encode_numbers(flat.ravel().tolist(), x.shape, kind)
+
+
+def _encode_numpy_scalar(x):
+    """A NumPy scalar as the judge reads it back: np.str_, np.float64 and np.int64 as the Python
+    text or number (every check reads them alike: each converts to the same dtype); another
+    kind (np.bool_, np.float32, np.int8, ...) as {"numpy": its value, "kind": its dtype}, read back
+    as the same scalar (one per item of a list: a tag costs one dict, within the grader's bounds);
+    one no check takes (a complex number, a date, bytes) is unknown."""
+    kind = x.dtype.name if x.dtype.kind != "U" else "str"
+    if kind not in NUMPY_DTYPES:
+        return {"unknown": f"a NumPy {type(x).__name__}"}
+    value = x.item() if kind != np.dtype(np.longdouble).name else float(x)   # (longdouble: as the checks read it)
+    if kind in ("str", "float64", "int64"):
+        return encode(value, depth=1)
+    if kind not in ("bool",) + WHOLE_DTYPES and not math.isfinite(value):
+        value = repr(value)
+    return {"numpy": value, "kind": kind}
+
+
+def _encode_tensor(x):
+    """A torch tensor as a record of its dtype (torch's name), shape and exact values (floats through
+    float64, which holds every float dtype's numbers exactly); a complex, quantized, sparse or
+    meta tensor is unknown."""
+    try:
+        kind = str(x.dtype).replace("torch.", "")
+        if kind not in TORCH_DTYPES:
+            return {"unknown": f"a tensor of {x.dtype}"}
+        if x.numel() > MAX_VALUES:
+            return {"unknown": f"a tensor of {x.numel():,} numbers"}
+        flat = x.detach().cpu().reshape(-1)
+        values = (flat.double() if flat.is_floating_point() else flat).tolist()
+        return {"torch": _encode_numbers(values, x.shape, kind)}
+    except Exception:   # noqa: BLE001 (a sparse or meta tensor; encode never raises)
+        return {"unknown": f"a tensor of {getattr(x, 'dtype', 'unknown type')}"}
 
 
 def _is_tensor(x):
@@ -369,8 +427,9 @@ class Unknown(metaclass=_ByType):
         return f"<{self.what}>"
 
 
-TAGS = {"float": set(), "array": {"shape", "kind"}, "torch": set(), "list": set(), "tuple": set(), "set": set(),
-        "dict": set(), "function": set(), "unknown": set()}   # tag -> the other keys its record has
+TAGS = {"float": set(), "array": {"shape", "kind"}, "torch": set(), "numpy": {"kind"}, "objects": {"shape"},
+        "list": set(), "tuple": set(), "set": set(), "dict": set(), "function": set(),
+        "unknown": set()}   # tag -> the other keys its record has
 SPECIAL_FLOATS = {"nan", "inf", "-inf"}
 
 
@@ -385,6 +444,66 @@ def _number(v):
     if isinstance(v, bool) or not isinstance(v, (int, float)) or not math.isfinite(v):
         _refuse("an array entry (a finite number, or 'nan', 'inf', '-inf')", v)
     return float(v)
+
+
+def _shape(shape):
+    """A recorded array's shape, checked: a list of at most 32 whole numbers from 0."""
+    if not (isinstance(shape, list) and len(shape) <= 32
+            and all(type(n) is int and 0 <= n <= MAX_VALUES for n in shape)):
+        _refuse("an array's shape (at most 32 whole numbers from 0)", shape)
+    return shape
+
+
+def _values(x, kinds):
+    """(values, shape, kind) of a recorded array {"array", "shape", "kind"}, each checked: ``kind`` one
+    of ``kinds`` (or a one-letter kind), every value of that kind (True/False, a whole number in the
+    dtype's range, a number or 'nan'/'inf'/'-inf', a text), as many as the shape holds."""
+    shape, kind = _shape(x["shape"]), x["kind"]
+    kind = LETTER_KINDS.get(kind, kind) if isinstance(kind, str) else kind
+    if not (isinstance(kind, str) and kind in kinds):
+        _refuse(f"an array's kind (one of {', '.join(kinds)})", x["kind"])
+    values = x["array"]
+    if not isinstance(values, list) or len(values) > MAX_VALUES:
+        _refuse(f"an array's numbers (a list of at most {MAX_VALUES:,})", values)
+    if math.prod(shape) != len(values):
+        raise RecordError(f"expected {math.prod(shape):,} numbers for an array of shape {tuple(shape)}, "
+                          f"but the record holds {len(values):,}")
+    if kind == "bool":
+        bad = next((v for v in values if type(v) is not bool), None)
+        if bad is not None:
+            _refuse("True or False in an array of kind 'bool'", bad)
+    elif kind in WHOLE_DTYPES:
+        low, high = int(np.iinfo(kind).min), int(np.iinfo(kind).max)
+        bad = next((v for v in values if type(v) is not int or not low <= v <= high), None)
+        if bad is not None:
+            _refuse(f"a whole number from {low:,} to {high:,} in an array of kind '{kind}'", bad)
+    elif kind == "str":
+        if not all(type(v) is str for v in values) or sum(map(len, values)) > MAX_TEXT:
+            _refuse(f"texts of at most {MAX_TEXT:,} characters in all in an array of kind 'str'", values)
+    else:
+        values = [_number(v) for v in values]
+    return values, shape, kind
+
+
+def _numpy_array(x):
+    """A recorded NumPy array, of exactly its recorded dtype and values."""
+    values, shape, kind = _values(x, NUMPY_DTYPES)
+    if kind == "str":
+        return np.array(values, dtype=str).reshape(shape)
+    if kind == "bool" or kind in WHOLE_DTYPES:
+        return np.array(values, dtype=kind).reshape(shape)
+    return np.array(values, dtype=float).astype(kind).reshape(shape)   # exact: each value is one of that dtype's
+
+
+def _torch_tensor(x):
+    """A recorded torch tensor, of exactly its recorded dtype and values."""
+    import torch
+
+    values, shape, kind = _values(x, tuple(k for k in TORCH_DTYPES if hasattr(torch, k)))
+    dtype = getattr(torch, kind)
+    if dtype.is_floating_point:
+        return torch.tensor(values, dtype=torch.float64).to(dtype).reshape(shape)
+    return torch.tensor(values, dtype=dtype).reshape(shape)
 
 
 def _items(x, tag, depth):
@@ -412,27 +531,24 @@ def decode(x, depth=0):
             _refuse("'nan', 'inf' or '-inf' for a recorded float that is not finite", x["float"])
         return float(x["float"])
     if tag == "array":
-        shape, kind = x["shape"], x["kind"]
-        if not (isinstance(shape, list) and len(shape) <= 32
-                and all(type(n) is int and 0 <= n <= MAX_VALUES for n in shape)):
-            _refuse("an array's shape (at most 32 whole numbers from 0)", shape)
-        if not (isinstance(kind, str) and kind in ("b", "i", "u", "f")):
-            _refuse("an array's kind ('b', 'i', 'u' or 'f')", kind)
-        if not isinstance(x["array"], list) or len(x["array"]) > MAX_VALUES:
-            _refuse(f"an array's numbers (a list of at most {MAX_VALUES:,})", x["array"])
-        if math.prod(shape) != len(x["array"]):
-            raise RecordError(f"expected {math.prod(shape):,} numbers for an array of shape {tuple(shape)}, "
-                              f"but the record holds {len(x['array']):,}")
-        values = np.array([_number(v) for v in x["array"]], dtype=float).reshape(shape)
-        if kind != "f" and not np.isfinite(values).all():
-            _refuse(f"finite numbers in an array of kind '{kind}'", "nan or inf")
-        return values.astype({"b": bool, "i": np.int64, "u": np.int64}.get(kind, float))
+        return _numpy_array(x)
+    if tag == "numpy":   # a NumPy scalar: of its dtype
+        return _numpy_array({"array": [x["numpy"]], "shape": [], "kind": x["kind"]})[()]
+    if tag == "objects":   # a NumPy array of objects: each item decoded
+        shape = _shape(x["shape"])
+        items = _items(x, tag, depth)
+        if math.prod(shape) != len(items):
+            raise RecordError(f"expected {math.prod(shape):,} items for an array of shape {tuple(shape)}, "
+                              f"but the record holds {len(items):,}")
+        array = np.empty(len(items), dtype=object)
+        for i, item in enumerate(items):
+            array[i] = item
+        return array.reshape(shape)
     if tag == "torch":
         inner = x["torch"]
         if not (isinstance(inner, dict) and set(inner) == {"array", "shape", "kind"}):
             _refuse("a recorded tensor's array", inner)
-        import torch
-        return torch.as_tensor(decode(inner, depth + 1))
+        return _torch_tensor(inner)
     if tag in ("list", "tuple"):
         items = _items(x, tag, depth)
         return items if tag == "list" else tuple(items)
@@ -477,13 +593,16 @@ def fingerprint(x, depth=0):
     if depth > 11:
         return "…"
     if hasattr(x, "detach") and hasattr(x, "numpy"):
-        try:
-            x = x.detach().cpu().float().numpy()
+        try:   # floats as float32 (as before); whole numbers and True/False exactly, with their dtype
+            x = x.detach().cpu().float().numpy() if x.is_floating_point() else x.detach().cpu().numpy()
         except (TypeError, RuntimeError, AttributeError):
             return f"tensor:{getattr(x, 'dtype', '?')}"
     if isinstance(x, np.ndarray):
         if x.dtype.kind not in "biuf":
             return f"array{x.shape}:{x.dtype}"
+        if x.dtype.kind in "biu":   # exactly (as float64, an int64 past 2**53 would hide a change of one)
+            data = np.ascontiguousarray(x, dtype=x.dtype.newbyteorder("<"))
+            return f"array{x.shape}:{x.dtype.name}:" + hashlib.sha1(data.tobytes()).hexdigest()[:16]
         return f"array{x.shape}:" + hashlib.sha1(np.ascontiguousarray(x, dtype=float).tobytes()).hexdigest()[:16]
     if isinstance(x, str) and len(x) > 200:
         return "text:" + hashlib.sha1(x.encode("utf-8", "surrogatepass")).hexdigest()[:16]

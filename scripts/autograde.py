@@ -76,6 +76,20 @@ MAX_OUTPUTS = 2_000              # outputs of one notebook kept for the feedback
 MAX_EXECUTED_OBJECTS = 100_000   # JSON objects of an executed notebook the grader reads back (else not shown)
 
 
+def escaped(text):
+    """``text`` as the grader shows it (a student's folder or file name, a note or status quoting one):
+    every character that is not printable (a newline, a tab, a terminal's escape sequence, a
+    right-to-left mark, a name's undecodable byte) written as its escape (\\n, \\x1b, \\u202e), so no
+    student-controlled name can forge a line of the score table or log, or drive the terminal."""
+    text = str(text)
+    return text if text.isprintable() else "".join(c if c.isprintable() else repr(c)[1:-1] for c in text)
+
+
+def escaping(log):
+    """``log`` (print, or the caller's own), each message shown ``escaped``."""
+    return lambda message: log(escaped(message))
+
+
 # ---- chapters and their exercises --------------------------------------------------------------
 
 
@@ -512,7 +526,7 @@ def grade_submissions(submissions, work, log=print, hidden=(), fence=None, **lim
 
     hidden: folders the runs must not see. fence: one of BUBBLEWRAP, USER_NAMESPACE, UNFENCED
     (choose_fence's, when None). limits: timeout and cell_timeout (seconds)."""
-    fence = fence or choose_fence()
+    fence, log = fence or choose_fence(), escaping(log)
     records = {}
     for n, sub in enumerate(submissions, 1):
         folder = work / sub.chapter.stem / sub.key
@@ -642,19 +656,21 @@ def write_csv(table, path):
     with open(path, "w", newline="") as file:
         writer = csv.DictWriter(file, fieldnames=columns, restval="", extrasaction="ignore")
         writer.writeheader()
-        writer.writerows(table)
+        writer.writerows({k: escaped(v) if isinstance(v, str) else v for k, v in row.items()} for row in table)
 
 
 def text_table(table):
-    """The score table as aligned text, one line per row, widths fitted to the names."""
-    width = max([len("student")] + [len(r["student"]) for r in table]) + 2
-    chapter_width = max([len("chapter")] + [len(r["chapter"]) for r in table]) + 2
+    """The score table as aligned text, one line per row, widths fitted to the names; every name and
+    note shown ``escaped`` (a student's file name with a newline in it would forge a row)."""
+    names = [(escaped(r["student"]), escaped(r["chapter"]), escaped(r["notes"])) for r in table]
+    width = max([len("student")] + [len(student) for student, _, _ in names]) + 2
+    chapter_width = max([len("chapter")] + [len(chapter) for _, chapter, _ in names]) + 2
     lines = [f"{'student':<{width}}{'chapter':<{chapter_width}}{'score':>7}   per exercise; notes"]
-    for r in table:
-        cells = [f"{key.split('_')[1]} {r[key]:g}" for key in r if key.endswith("_check")]
+    for r, (student, chapter, notes) in zip(table, names):
+        cells = [f"{escaped(key.split('_')[1])} {r[key]:g}" for key in r if key.endswith("_check")]
         score_text = f"{r['score']:g}/{r['max_score']:g}" if r["max_score"] else "-"
-        lines.append(f"{r['student']:<{width}}{r['chapter']:<{chapter_width}}{score_text:>7}   "
-                     + "  ".join(cells) + (f"   {r['notes']}" if r["notes"] else ""))
+        lines.append(f"{student:<{width}}{chapter:<{chapter_width}}{score_text:>7}   "
+                     + "  ".join(cells) + (f"   {notes}" if notes else ""))
     fences = sorted({r["fence"] for r in table if r.get("fence")})
     if fences:
         lines.append(f"\nthe submissions ran in: {', '.join(fences)}")
@@ -696,14 +712,15 @@ def write_feedback(row, folder):
 
     sub = row["submission"]
     folder.mkdir(parents=True, exist_ok=True)
+    shown = lambda text: html.escape(escaped(text))   # noqa: E731 (names and sentences a student may control)
     items = []
     for grade_id, worth in sub.chapter.checks.items():
         ok = row[grade_id] == worth
-        items.append(f"<li>{'✓' if ok else '✗'} <b>{html.escape(grade_id)}</b> {row[grade_id]:g}/{worth:g}"
-                     + ("" if ok else f": {html.escape(row['why'].get(grade_id, ''))}") + "</li>")
-    head = (f"<h1>{html.escape(sub.chapter.stem)}: {row['score']:g}/{row['max_score']:g}</h1>"
-            f"<p>{html.escape(row['student'])}, {html.escape(sub.path.name)}</p><ul>{''.join(items)}</ul>"
-            + (f"<p>{html.escape(row['notes'])}</p>" if row["notes"] else ""))
+        items.append(f"<li>{'✓' if ok else '✗'} <b>{shown(grade_id)}</b> {row[grade_id]:g}/{worth:g}"
+                     + ("" if ok else f": {shown(row['why'].get(grade_id, ''))}") + "</li>")
+    head = (f"<h1>{shown(sub.chapter.stem)}: {row['score']:g}/{row['max_score']:g}</h1>"
+            f"<p>{shown(row['student'])}, {shown(sub.path.name)}</p><ul>{''.join(items)}</ul>"
+            + (f"<p>{shown(row['notes'])}</p>" if row["notes"] else ""))
     body = ""
     executed = sub.executed   # read from disk, for this page only
     if executed is not None:
@@ -761,7 +778,7 @@ def grade(submissions_folder, course, log=print, unfenced=False, **limits):
     run cannot see the course (``tried_fence``), unless ``unfenced`` (the instructor's --unfenced).
     A chapter whose judge fails is said in its rows and the log; the others are still graded.
     limits: timeout and cell_timeout (seconds) for each run."""
-    fence = choose_fence(unfenced)
+    fence, log = choose_fence(unfenced), escaping(log)
     submissions_folder, course = Path(submissions_folder), Path(course)
     hidden, work = hidden_paths(course, submissions_folder), course / "work"
     fence = tried_fence(fence, work, hidden, unfenced, log)

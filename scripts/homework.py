@@ -135,7 +135,7 @@ def grade(submissions, course=GRADING, log=print, unfenced=False, **limits):
         raise HomeworkError(str(error)) from None
     except Exception as error:   # the grader's own failure: one sentence, never a traceback
         raise HomeworkError(f"expected grading to finish, but it stopped with {type(error).__name__}: "
-                            f"{str(error)[:300]}") from None
+                            f"{autograde.escaped(str(error)[:300])}") from None   # (it may quote a file's name)
 
 
 # ---------------------------------------------------------------- command line
