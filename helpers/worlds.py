@@ -6,17 +6,22 @@
 * Repeated random tokens, for induction heads.
 
 A world knows its vocabulary (through a Tokenizer), its sentences, its
-train / held-out split and how to score a model on itself.
+train / held-out split and how to score a model on itself. Every model-level measure of
+chapters 00-06 runs inside ``measuring(model)`` (or the ``measure`` decorator): a model whose
+weights hold NaN or inf is refused in one sentence, and the measure runs in eval mode.
 """
+import functools
 import itertools
 import math
 from collections import Counter, defaultdict
+from contextlib import contextmanager
 from dataclasses import dataclass, field
 
 import numpy as np
 import torch
 
 from .errors import CourseInputError, check_ids_given, check_positive_int, check_seed, check_tensor, check_text, count, fail, shown
+from .model import Transformer, eval_mode
 
 MAX_TOKENS_DRAWN = 10_000_000   # the most tokens dragon_sample and repeated_tokens draw in one call
 MAX_SENTENCES = 1_000_000       # the most sentences decisions, entropy_floor and World.batch take in one call
@@ -164,6 +169,14 @@ class Tokenizer:
         return [self.vocab[i] for i in token_ids(ids, len(self.vocab))]
 
 
+def own_lists(sentences):
+    """A list (or tuple) of sentences as a new list, each list or tuple of words a new list too;
+    anything else is kept as it is (``check_sentences`` refuses it where it is read)."""
+    if not isinstance(sentences, (list, tuple)):
+        return sentences
+    return [list(s) if isinstance(s, (list, tuple)) else s for s in sentences]
+
+
 def words_of(text):
     """A list's or tuple's entries as a new list, read by the built-in's own iterator: a subclass's ``__len__``
     (which list() asks first, and may say 10**12) or ``__iter__`` may lie."""
@@ -178,6 +191,11 @@ class World:
     tokenizer: Tokenizer
     sentences: list                      # every sentence type, a list of words each
     held_out: list = field(default_factory=list)
+
+    def __post_init__(self):
+        """Each World holds its own lists: a learner's edit of one world's held_out (or of one of its
+        sentences) changes no other world, and no module constant (CAT_HELD_OUT)."""
+        self.sentences, self.held_out = own_lists(self.sentences), own_lists(self.held_out)
 
     @property
     def train(self):
@@ -232,6 +250,55 @@ def check_world(model, world):
              f"{world.name} world {len(world.tokenizer.vocab)}")
 
 
+FAST_CHECK_NUMBERS = 2**22   # a model of at most this many numbers is checked in one copy (about 0.2 ms for the cat model)
+
+
+def check_finite_weights(model, name="the model"):
+    """Refuse, in one sentence naming the first such tensor, a model (a torch module) whose weights
+    (its floating-point parameters and buffers) hold NaN or inf: a training run that diverged, or an
+    edit. Every measure of such a model would be NaN, or a count made from NaN logits. A small model
+    is checked in one pass over a copy of all its numbers; a larger one (or one found wanting) tensor by tensor."""
+    tensors = [t.detach() for t in (*model.parameters(), *model.buffers()) if t.is_floating_point()]
+    if not tensors:
+        return model
+    if sum(t.numel() for t in tensors) <= FAST_CHECK_NUMBERS and len({t.dtype for t in tensors}) == 1 \
+            and bool(torch.cat([t.reshape(-1) for t in tensors]).isfinite().all()):
+        return model
+    for label, t in (*model.named_parameters(), *model.named_buffers()):
+        if t.is_floating_point():
+            bad = int((~t.detach().isfinite()).sum())
+            if bad:
+                fail(f"the weights of {name} should be finite numbers, but {label} holds NaN or inf in {count(bad)} "
+                     f"of its {count(t.numel())} entries (a training run that diverged, or an edit): load or "
+                     "train the model again")
+    return model
+
+
+@contextmanager
+def measuring(model, name="the model"):
+    """Within the block ``model`` (a course model) is measured as it is meant to be: refused first, in one
+    sentence, when its weights hold NaN or inf (``check_finite_weights``), then in eval mode (no dropout:
+    a measure gives one number for one model, and draws nothing from torch's global generator);
+    afterwards, also after an error, every module is back in the mode it was in. Every model-level
+    measure of chapters 00-06 (a loss, the top next words, an accuracy, a leak, ...) runs inside it."""
+    check_finite_weights(model, name)
+    with eval_mode(model):
+        yield model
+
+
+def measure(function):
+    """``function(model, ...)``, a measure of a course Transformer, run inside ``measuring(model)``: a model
+    whose weights hold NaN or inf is refused in one sentence, and the measure runs in eval mode. (A first
+    argument that is no Transformer is left to the function's own check, which names what arrived.)"""
+    @functools.wraps(function)
+    def measured(model, *args, **kwargs):
+        if not isinstance(model, Transformer):
+            return function(model, *args, **kwargs)
+        with measuring(model):
+            return function(model, *args, **kwargs)
+    return measured
+
+
 def cat_sentences():
     """The 64 sentence types of the cat world, each a list of words from <BOS> to <EOS>."""
     out = []
@@ -249,7 +316,7 @@ def cat_sentences():
     return out
 
 
-CAT_HELD_OUT = [s.split() for s in (
+CAT_HELD_OUT = tuple(tuple(s.split()) for s in (   # (each cat world gets its own lists of these)
     "<BOS> the cat is small <EOS>",
     "<BOS> the dog was big <EOS>",
     "<BOS> the cat was big <EOS>",
@@ -258,7 +325,7 @@ CAT_HELD_OUT = [s.split() for s in (
     "<BOS> the small dog ran fast <EOS>",
     "<BOS> the big cat sat on the blue floor <EOS>",
     "<BOS> the dog sat on the red mat <EOS>",
-)]
+))
 
 
 def cat_world():
@@ -343,12 +410,19 @@ def check_prompts(model, world, prompts):
     return [world.tokenizer.encode(p) for p in prompts]
 
 
-@torch.no_grad()
 def next_token_probs(model, world, prompts, **switches):
     """(N, V) probabilities of the next word after each prompt (a list of N word lists, at most
-    MAX_PROMPTS; every prompt is encoded, and so checked, before the first pass)."""
-    rows = [torch.softmax(model(ids, **switches)[-1], dim=-1) for ids in check_prompts(model, world, prompts)]
-    return torch.stack(rows)
+    MAX_PROMPTS; every prompt is encoded, and so checked, before the first pass), the model in eval
+    mode (``measuring``)."""
+    encoded = check_prompts(model, world, prompts)
+    with measuring(model):
+        return _next_probs(model, encoded, switches)
+
+
+@torch.no_grad()
+def _next_probs(model, encoded, switches):
+    """(N, V): the next-word distribution after each of N encoded prompts (T,), one pass each."""
+    return torch.stack([torch.softmax(model(ids, **switches)[-1], dim=-1) for ids in encoded])
 
 
 def check_sentence_words(world, sentences):
@@ -373,19 +447,20 @@ def copula_report(model, world, sentences=None, **switches):
     check_world(model, world)
     sentences = check_sentences(world.sentences if sentences is None else sentences, limit=MAX_PROMPTS)
     check_sentence_words(world, sentences)
-    for s in sentences:   # every copula prompt encoded, and so checked, before the first pass
-        if len(s) > 3 and s[3] in COPULAS:
-            world.tokenizer.encode(s[:4]), adjectives_of(s[2])
+    copulas = [s for s in sentences if len(s) > 3 and s[3] in COPULAS]
+    encoded = [world.tokenizer.encode(s[:4]) for s in copulas]   # every prompt checked before the first pass,
+    for s in copulas:                                              # and every noun before a copula
+        adjectives_of(s[2])
+    with measuring(model):   # (once for every prompt)
+        found = _next_probs(model, encoded, switches) if encoded else []
     rows = []
-    for s in sentences:
-        if len(s) > 3 and s[3] in COPULAS:
-            prompt, noun = s[:4], s[2]
-            probs = next_token_probs(model, world, [prompt], **switches)[0]
-            top = world.tokenizer.vocab[int(probs.argmax())]
-            adjs = adjectives_of(noun)
-            p_class = float(sum(probs[world.tokenizer.ids[a]] for a in adjs))
-            rows.append(dict(sentence=" ".join(s), prompt=" ".join(prompt), top=top, p_class=p_class,
-                             in_class=top in adjs, held_out=s in world.held_out))
+    for s, probs in zip(copulas, found):
+        prompt, noun = s[:4], s[2]
+        top = world.tokenizer.vocab[int(probs.argmax())]
+        adjs = adjectives_of(noun)
+        p_class = float(sum(probs[world.tokenizer.ids[a]] for a in adjs))
+        rows.append(dict(sentence=" ".join(s), prompt=" ".join(prompt), top=top, p_class=p_class,
+                         in_class=top in adjs, held_out=s in world.held_out))
     return rows
 
 
@@ -403,7 +478,7 @@ def slot_accuracy(model, world, sentences=None, **switches):
             if s[t - 1] in COPULAS:
                 adjectives_of(s[t - 2])
     out = dict(bigram_correct=0, bigram_total=0, copula_correct=0, copula_total=0)
-    with torch.no_grad():
+    with measuring(model), torch.no_grad():
         for s in sentences:
             logits = model(world.tokenizer.encode(s[:-1]), **switches)
             top = [world.tokenizer.vocab[i] for i in logits.argmax(dim=-1).tolist()]

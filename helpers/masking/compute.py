@@ -35,7 +35,7 @@ from ..recipes import CAT_CONFIG, CAT_TRAINING
 from ..explorer import check_model_and_world
 from ..sampling.compute import check_length, check_prompt, check_sampling, generate, next_distribution, window
 from ..training import check_steps, train
-from ..worlds import World, check_sentences, decisions, entropy_floor, words_of   # entropy_floor: chapter 04 calls it masking.entropy_floor
+from ..worlds import World, check_sentences, decisions, entropy_floor, measure, words_of   # entropy_floor: chapter 04 calls it masking.entropy_floor
 
 
 def check_square(T, bytes_per_entry, what, name="T"):
@@ -117,6 +117,7 @@ def _tensor(x, name):
     return x
 
 
+@measure
 @torch.no_grad()
 def heads_from_trace(model, world, prompts, layer=0):
     """One layer's queries, keys and values split into heads, with the weights and head outputs
@@ -234,6 +235,7 @@ def leak(seed=123, d_model=4, n_heads=1, T=3):
                 for name, causal in (("with_mask", True), ("without_mask", False))}
 
 
+@measure
 @torch.no_grad()
 def model_leak(model, world, prompt, new_last):
     """Change only the last word of ``prompt`` to ``new_last`` in a trained model and measure how
@@ -251,6 +253,7 @@ def model_leak(model, world, prompt, new_last):
             for name, causal in (("with_mask", True), ("without_mask", False))}
 
 
+@measure
 @torch.no_grad()
 def prefix_scores(model, world, sentences=None, causal=True):
     """Score every next-word decision the way generation meets it: the model sees only the
@@ -282,6 +285,7 @@ def prefix_scores(model, world, sentences=None, causal=True):
     return dict(loss=float(torch.cat(losses).mean()), correct=correct, total=total, decisions=len(found))
 
 
+@measure
 @torch.no_grad()
 def teacher_forced_loss(model, world, sentences=None, causal=True):
     """The training objective, measured: mean cross-entropy with the whole sentence as input."""
@@ -296,6 +300,7 @@ def teacher_forced_loss(model, world, sentences=None, causal=True):
 MAX_SENTENCES = 10_000   # sentences one sample_sentences call may draw (chapter 04 draws 50)
 
 
+@measure
 def sample_sentences(model, world, n=20, causal=True, temperature=1.0, seed=0, max_len=12):
     """Draw ``n`` sentences from <BOS> (seeds seed .. seed+n-1), re-running the whole prefix at
     every step with the mask on or off (``causal``). Returns a list of word lists.
@@ -484,6 +489,7 @@ def prompt_words(model, prompt, extra=0, name="the prompt"):
     return words
 
 
+@measure
 @torch.no_grad()
 def attention_maps(model, world, prompt, causal=True):
     """Every head's attention weights for ``prompt`` (a string or list of words).
@@ -514,6 +520,7 @@ def lecture_mask(T):
                 additive=torch.full((T, T), float("-inf")).triu(diagonal=1))
 
 
+@measure
 @torch.no_grad()
 def three_regimes(model, world, prompt, n_prompt):
     """The Lecture's three regimes on one sentence: training, prefill, decoding.
@@ -549,6 +556,7 @@ def three_regimes(model, world, prompt, n_prompt):
                 decode_same=same)
 
 
+@measure
 @torch.no_grad()
 def earlier_states(model, world, prompt, next_word):
     """How far appending ``next_word`` to ``prompt`` moves the keys and values of the positions
@@ -570,6 +578,7 @@ def earlier_states(model, world, prompt, next_word):
     return found
 
 
+@measure
 @torch.no_grad()
 def attention_work(model, world, prompt, n_new):
     """The attention work of generating ``n_new`` tokens after ``prompt`` (greedy, no stop), two ways:
@@ -607,6 +616,7 @@ def attention_work(model, world, prompt, n_new):
     return found
 
 
+@measure
 @torch.no_grad()
 def future_reading(model, world, sentences=None, causal=False):
     """Where a model finds its answers on teacher-forced sentences, run as a model trained
@@ -641,6 +651,10 @@ def future_reading(model, world, sentences=None, causal=False):
 
 
 FLOAT32_MAX = float(np.finfo(np.float32).max)   # the largest number a float32 weight holds
+# dropout_demo's bytes a number at its peak: the row and what training mode returns (float32 each), the
+# random mask nn.Dropout draws on the way (float32) and its True/False copy (1 byte). (count_nonzero counts
+# the zeros without a table of its own: ``(train == 0).sum()`` would make a bool and an int64 table, 9 more.)
+DROPOUT_BYTES = 13
 
 
 def dropout_demo(p=0.5, n=8, value=0.125, seed=123):
@@ -657,13 +671,13 @@ def dropout_demo(p=0.5, n=8, value=0.125, seed=123):
     if abs(value) / (1 - p) > FLOAT32_MAX:   # training mode scales the kept weights by 1/(1-p)
         fail(f"value / (1 - p) should fit a float32 (at most {FLOAT32_MAX:.4g} in size), but value={value:g} "
              f"and p={p:g} give {abs(value) / (1 - p):.4g}")
-    check_bytes(4 * 3 * n, f"dropout_demo with n={count(n)}", f"ask for n <= {MAX_BYTES // 12:,}")
+    check_bytes(DROPOUT_BYTES * n, f"dropout_demo with n={count(n)}", f"ask for n <= {MAX_BYTES // DROPOUT_BYTES:,}")
     drop, row = nn.Dropout(p), torch.full((n,), float(value))
     with torch.random.fork_rng(devices=[]):   # the Book seeds torch's global generator: put it back after
         torch.manual_seed(seed)
         train_out = drop(row)
-    drop.eval()
-    return dict(row=row, train=train_out, eval=drop(row), zeroed=int((train_out == 0).sum()))
+    drop.eval()   # (in eval mode the module hands back row itself: no copy)
+    return dict(row=row, train=train_out, eval=drop(row), zeroed=n - int(torch.count_nonzero(train_out)))
 
 
 class OneHead(nn.Module):
@@ -706,10 +720,12 @@ def book_one_head(context_length=8):
     """``OneHead(4, 2)`` holding the Book's hand-picked W_q, W_k, W_v from ``three_words``.
 
     nn.Linear stores its weight as (out × in) and computes x Wᵀ, so each (4, 2) matrix goes
-    in transposed: ``W_q.weight.copy_(W_q.T)``. Returns (module, three_words() dict).
+    in transposed: ``W_q.weight.copy_(W_q.T)``. Returns (module, three_words() dict). Torch's global
+    random state is left as it was.
     """
     ex = three_words()
-    module = OneHead(4, 2, context_length)
+    with torch.random.fork_rng(devices=[]):   # nn.Linear draws weights (replaced below) from torch's global
+        module = OneHead(4, 2, context_length)   # generator: the learner's draws go on as before
     for name in ("W_q", "W_k", "W_v"):
         getattr(module, name).weight.copy_(ex[name].T)
     return module, ex

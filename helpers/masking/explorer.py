@@ -10,6 +10,7 @@ import torch
 
 from ..errors import CourseInputError, check_number, check_positive_int, check_switch, count, fail, shown, to_numpy
 from ..explorer import Blitter, check_model_and_world, new_figure, show, start_at, weights_version
+from ..worlds import check_finite_weights
 from .compute import attention_maps
 
 HIDDEN = (0.85, 0.85, 0.85, 1.0)   # grey: a key the mask hides
@@ -115,7 +116,9 @@ def maps_view(n_layers=2, n_heads=2, size=10):
 def explorer(models, world, prompt="<BOS> the cat sat on the mat", causal=True):
     """A prompt box, a model choice and a mask switch over one grid of heatmaps redrawn in place.
 
-    models: {name: trained cat-world model}. A prompt with a word outside the vocabulary
+    models: {name: trained cat-world model}, copied when the explorer is made (a name rebound in the
+    dict afterwards is not seen: make the explorer again; a model changed in place is redrawn). A
+    model whose weights hold NaN or inf is refused here. A prompt with a word outside the vocabulary
     (or too long) shows the reason in words and keeps the last picture. Returns the Explorer.
     """
     import ipywidgets as widgets
@@ -124,9 +127,11 @@ def explorer(models, world, prompt="<BOS> the cat sat on the mat", causal=True):
 
     if not isinstance(models, dict) or not models or not all(isinstance(m, Transformer) for m in models.values()):
         fail(f"models should be a non-empty dict {{name: helpers.model.Transformer}}, but got {shown(models)}")
+    models = dict(models)   # the pictures are keyed on these models' weights: the menu's names stay bound to them
     first = next(iter(models.values()))
     for name, model in models.items():
         check_model_and_world(model, world)    # the dragon world on the cat model: refused here, not at a prompt
+        check_finite_weights(model, f"the model {name!r}")
         if (model.cfg.n_layers, model.cfg.n_heads) != (first.cfg.n_layers, first.cfg.n_heads):
             fail(f"the models should share one grid of layers x heads, but {name!r} has {model.cfg.n_layers} x "
                  f"{model.cfg.n_heads} and the first {first.cfg.n_layers} x {first.cfg.n_heads}")

@@ -36,7 +36,7 @@ from ..errors import MAX_BYTES, as_array, check_bytes, check_finite, check_numbe
 from ..explorer import check_model_and_world
 from ..heads.compute import as_numpy
 from ..model import MAX_TOKENS, Transformer, check_depth, check_model, rotate_pairs, sinusoidal_table
-from ..worlds import words_of
+from ..worlds import measure, words_of
 
 MAX_SQUARE = math.isqrt(MAX_BYTES // 8)   # the largest n of an (n, n) float64 table within MAX_BYTES: 14,188
 MAX_SHIFT = 1_000_000     # the furthest position shifted_logits places a sequence (the notebook goes to 1,000)
@@ -274,6 +274,7 @@ def diagonal_spread(S):
 PARTS = ("word", "position", "constant")
 
 
+@measure
 @torch.no_grad()
 def score_terms(model, ids, hold_sigma=False):
     """Layer 0's scores (H, T, T), before the mask, of a pre-LN model with added positions,
@@ -418,6 +419,7 @@ def spread_without(terms, pairs, shift_free_scores=False):
     return np.array([diagonal_spread(head) for head in causal])
 
 
+@measure
 def row_moves(model, seed):
     """(n_max,) how far training moved each row of a learned position table: the largest
     |P[p] - P_start[p]|, with P_start the model's Config re-initialised with ``seed``."""
@@ -460,6 +462,7 @@ def scramble(words, seed, keep_last=True):
     return words[:1] + list(pick) + words[end:]
 
 
+@measure
 def next_token_view(model, world, prompt, positions=True, seed=0, keep_last=True):
     """The next-token distribution after ``prompt``, maybe scrambled, with positions on or off.
 
@@ -489,6 +492,7 @@ def next_token_view(model, world, prompt, positions=True, seed=0, keep_last=True
                 scramble_change=float(np.abs(probs - unscrambled).max()))
 
 
+@measure
 @torch.no_grad()
 def model_order_demo(model, world, first, second, causal=True, positions=True):
     """Two orderings of the same words through a trained model, compared row by row.
@@ -582,6 +586,7 @@ def position_probe(seed, causal=True, steps=150, T=6, V=6, n=128):
             return float((model(x, causal=causal).argmax(-1) == y).float().mean())
 
 
+@measure
 @torch.no_grad()
 def shifted_logits(model, inputs, shift):
     """Logits (B, T, V), mask on, with every sequence of ``inputs`` (B, T) placed at positions

@@ -7,6 +7,7 @@ checkbox; ``render`` calls ``compute.next_token_view`` and moves the bars of one
 import numpy as np
 
 from ..explorer import Blitter, check_model_and_world, new_figure, show, start_at, weights_version
+from ..worlds import check_finite_weights
 from . import compute
 
 
@@ -59,10 +60,11 @@ def view_figure(view, vocab, positions=True):
 
 def explorer(model, world, prompt=compute.PROMPTS[0]):
     """A prompt menu, a positions toggle, a scramble slider and a keep-last checkbox over
-    one figure redrawn in place. Returns the Explorer."""
+    one figure redrawn in place. Returns the Explorer. A model whose weights hold NaN or inf is refused
+    here, in one sentence (and at a draw, if they are changed later)."""
     import ipywidgets as widgets
 
-    check_model_and_world(model, world)
+    check_finite_weights(check_model_and_world(model, world)[0])
     controls = dict(prompt=widgets.Dropdown(options=compute.PROMPTS, description="prompt"),
                     positions=widgets.ToggleButton(value=True, description="positions on"),
                     seed=widgets.IntSlider(value=0, min=0, max=9, description="scramble"),

@@ -4,6 +4,7 @@ saturation, and the size of softmax's gradient.
 Random numbers come from torch's generator so that the Book's tables ("Scaling by √d")
 can be drawn again number for number; everything after the draw is NumPy.
 """
+import functools
 import math
 
 import matplotlib.pyplot as plt
@@ -17,6 +18,7 @@ from ..plots import ACCENT, BASE
 from ..reference import softmax
 from ..training import Adam, check_batch, check_lr, check_seeds, check_steps
 from ..worlds import entropy_floor as loss_floor   # the floor under the training loss (chapter 04's entropy_floor)
+from ..worlds import measure
 
 # The Book's table: d -> (spread of raw dot products, spread after dividing by √d).
 BOOK_SPREAD = {2: (1.41, 1.00), 4: (2.00, 1.00), 64: (7.99, 1.00), 768: (27.73, 1.00)}
@@ -334,6 +336,7 @@ def scaling_model(d_model=32, n_heads=1, n_layers=2, d_ff=8):
     return Transformer(scaling_config(d_model, n_heads, n_layers, d_ff), init="unit")
 
 
+@measure
 def saturated_share(model, batch, scaled=True, above=0.99):
     """Share of layer 0's attention rows whose largest weight exceeds ``above``, over the real
     (not padding) positions of ``batch`` (inputs (B, T), targets (B, T) with -100 on pads) that
@@ -388,6 +391,7 @@ def train_with_and_without_scaling(seeds=SCALING_RUNS["seeds"], steps=SCALING_RU
     saturated_at_start (``saturated_share`` before training) and grad_W_Q_at_start
     (‖∂loss/∂W_Q‖ of layer 0 before the first step). stop_after: run only the first steps of
     the ``steps``-long schedule. Limits: steps <= MAX_STEPS (10,000), at most MAX_SEEDS (20) seeds.
+    Torch's global random state is left as it was (each run seeds its own).
     """
     from .. import worlds
     from ..training import check_stop_after, train
@@ -419,7 +423,9 @@ def train_with_and_without_scaling(seeds=SCALING_RUNS["seeds"], steps=SCALING_RU
                     start["saturated"] = saturated_share(model, batch, scaled)
 
             model = scaling_model(**sizes)
-            with torch.enable_grad():   # a training loop, also when called inside torch.no_grad()
+            # a training loop, also when called inside torch.no_grad(); train seeds torch's global generator:
+            # the learner's draws go on as before
+            with torch.random.fork_rng(devices=[]), torch.enable_grad():
                 losses = train(model, batch, steps=steps, lr=lr, seed=seed, progress=False,
                                on_step=first_step, scaled=scaled, stop_after=stop_after)
             runs.append(dict(seed=seed, scaled=scaled, d_k=model.cfg.d_k, losses=np.array(losses), final=losses[-1],
@@ -578,6 +584,8 @@ def scaled_scores(x, W_Q, W_K, b_Q, b_K, n_heads):
     x (T, d_model): the layer's input (after its LayerNorm; the trace's "L0.ln1"). W_Q, W_K
     (d_model, d_model) and b_Q, b_K (d_model,): the layer's parameters, used as x @ W_Q + b_Q
     (one row per token). n_heads: H; head h owns columns h*d_k:(h+1)*d_k, d_k = d_model / H.
+    Each may be a tensor, a NumPy array or a list (read as float64); of several float dtypes, all are
+    computed in the widest (float32 weights beside a float64 x: float64), as ``qkv.attention_head`` does.
     Returns (H, T, T): scores[h, i, j] = q_i·k_j / √d_k for head h, query i and key j.
     """
     x = _tensor(x, "x", (None, None))
@@ -590,6 +598,11 @@ def scaled_scores(x, W_Q, W_K, b_Q, b_K, n_heads):
     inputs = dict(x=x, W_Q=W_Q, W_K=W_K, b_Q=b_Q, b_K=b_K)
     for name, value in inputs.items():
         check_finite(value.detach(), name)
+    dtype = functools.reduce(torch.promote_types, (t.dtype for t in inputs.values()))
+    # q, k (T x d_model each, twice: before and after the bias) and the scores (H x T x T, and their division)
+    check_bytes(torch.finfo(dtype).bits // 8 * (4 * T * d_model + 2 * n_heads * T * T),
+                f"scaled_scores on {count(T)} rows of x", "give fewer rows")
+    x, W_Q, W_K, b_Q, b_K = (t.to(dtype) for t in (x, W_Q, W_K, b_Q, b_K))
     d_k = d_model // n_heads
     q = (x @ W_Q + b_Q).view(T, n_heads, d_k).transpose(0, 1)    # (H, T, d_k): head h's columns
     k = (x @ W_K + b_K).view(T, n_heads, d_k).transpose(0, 1)
@@ -597,6 +610,7 @@ def scaled_scores(x, W_Q, W_K, b_Q, b_K, n_heads):
     return check_made(scores, "scaled_scores", inputs)            # (x = 1e30 would overflow float32)
 
 
+@measure
 def layer_case(model, words, layer=0):
     """One layer of ``model`` on one prompt, as chapter 03's exercise uses it: a dict of x (T, d_model),
     the layer's W_Q, W_K, b_Q, b_K, n_heads, and the trace's scores (H, T, T), -inf above the diagonal.
@@ -613,6 +627,7 @@ def layer_case(model, words, layer=0):
                 b_K=attn.b_K.detach(), n_heads=attn.n_heads, scores=trace[f"L{layer}.scores"])
 
 
+@measure
 def score_path_gradients(model, batch, layer=0):
     """Where the chain rule's 1/√d_k of one layer's division goes, measured.
 

@@ -25,7 +25,7 @@ from ..errors import check_bytes, check_choice, check_index, check_positive_int,
 from ..explorer import check_model_and_world
 from ..model import INITS, Config, Transformer
 from ..training import check_seeds, check_work
-from ..worlds import COPULAS, World, adjectives_of, check_sentences, next_token_probs, non_copula_decisions
+from ..worlds import COPULAS, World, adjectives_of, check_sentences, measuring, next_token_probs, non_copula_decisions
 
 # The Primer §6, "The same model on <BOS> the cat is": its top three after each copula prompt.
 PRIMER_COPULA_TOP3 = {
@@ -64,7 +64,7 @@ def prompt_view(model, world, prompt, attention=True):
         fail(f"the prompt should have at most {HEATMAP_MAX_TOKENS} tokens for the attention heatmap to label them, "
              f"but it has {count(len(ids))}: shorten it")
     L, H, T = model.cfg.n_layers, model.cfg.n_heads, len(ids)
-    with torch.no_grad():
+    with measuring(model), torch.no_grad():
         trace = model(ids, trace=True, attention=attention)
     weights = torch.stack([trace[f"L{layer}.weights"] for layer in range(L)]) if attention \
         else torch.zeros(L, H, T, T)
@@ -116,11 +116,11 @@ def copula_splits(model, world):
     """
     check_model_and_world(model, world)
     held = {tuple(s) for s in world.held_out}
-    prompts = dict.fromkeys(tuple(s[:4]) for s in world.sentences if len(s) > 3 and s[3] in COPULAS)
+    prompts = list(dict.fromkeys(tuple(s[:4]) for s in world.sentences if len(s) > 3 and s[3] in COPULAS))
+    classes = [adjectives_of(prompt[2]) for prompt in prompts]   # every noun checked before a pass
+    found = next_token_probs(model, world, [list(prompt) for prompt in prompts]) if prompts else []
     rows = []
-    for prompt in prompts:
-        adjs = adjectives_of(prompt[2])
-        probs = next_token_probs(model, world, [list(prompt)])[0]
+    for prompt, adjs, probs in zip(prompts, classes, found):
         rows.append(dict(prompt=" ".join(prompt), adjectives=tuple(adjs),
                          p=tuple(float(probs[world.tokenizer.ids[a]]) for a in adjs),
                          held_out=tuple(a for a in adjs if prompt + (a, "<EOS>") in held)))
@@ -135,7 +135,7 @@ def _logits_and_targets(model, world, sentences):
         fail("expected a list of sentences of two or more words each, "
              f"but got {len(sentences)} sentences" + (" with a shorter one" if sentences else ""))
     inputs, targets = world.batch(sentences)
-    with torch.no_grad():
+    with measuring(model), torch.no_grad():
         logits = model(inputs)
     keep = targets != -100
     return logits[keep], targets[keep]
@@ -195,7 +195,8 @@ def fresh_work(cfg, batch_shape, seeds):
 
 def first_losses(cfg, world, seeds, init):
     """Where training starts: for each seed, (loss, logit spread) of a fresh, untrained
-    ``Transformer(cfg, seed, init=init)`` on the world's training sentences, in float64.
+    ``Transformer(cfg, seed, init=init)`` on the world's training sentences, in float64, measured in
+    eval mode (a cfg with dropout gives one number a seed, and torch's global generator is not drawn from).
     The work is counted first and refused above MAX_FRESH_WORK (about a minute, ``fresh_work``)."""
     seeds = check_seeds(seeds, MAX_SEEDS)
     batch_shape = check_fresh_model(cfg, world, init)

@@ -5,6 +5,7 @@ from .. import plots
 from ..errors import to_numpy
 from ..explorer import Blitter, check_model_and_world, new_figure, show, start_at, weights_version
 from ..model import weights_state
+from ..worlds import check_finite_weights
 from . import compute
 
 
@@ -110,10 +111,11 @@ def _copy_text(label, ax):
 def explorer(model, world, prompt="<BOS> the cat is"):
     """A text box, layer/head pickers and an attention toggle around one live figure.
 
-    Returns the Explorer (``.controls``: prompt, layer, head, attention; ``.picture()``)."""
+    Returns the Explorer (``.controls``: prompt, layer, head, attention; ``.picture()``). A model whose
+    weights hold NaN or inf is refused here, in one sentence (and at a draw, if they are changed later)."""
     import ipywidgets as widgets
 
-    check_model_and_world(model, world)
+    check_finite_weights(check_model_and_world(model, world)[0])
     controls = dict(
         prompt=widgets.Text(description="prompt", continuous_update=False, layout=widgets.Layout(width="420px")),
         layer=widgets.Dropdown(options=range(model.cfg.n_layers), description="layer"),
