@@ -28,7 +28,7 @@ from torch import nn
 from .. import weights, worlds
 from ..exercises import sealed
 from ..errors import MAX_BYTES, as_array, check_bytes, check_finite, check_ids_given, check_index, check_positive_int, \
-    check_switch, check_tensor, check_tensor_size, count, fail, length, shown, to_numpy
+    check_switch, check_tensor, check_tensor_size, check_text, count, fail, length, refuse_bools, shown, to_numpy
 from ..masking.compute import book_attention  # noqa: F401  (chapter 05 builds the Book's layer too)
 from ..model import Attention, check_heads_split, check_model, linear, weights_state
 from ..patching import ablation_replace
@@ -69,17 +69,37 @@ def merge_heads(x):
 
 
 def check_layer_input(attn, x):
-    """``attn`` as an attention layer (helpers.model.Attention) and x as a tensor of the layer's dtype
-    (float32, or float64 for a layer made so) (B, T, d_model) of finite numbers, else one sentence; return x."""
+    """``attn`` as an attention layer (helpers.model.Attention) and x (B, T, d_model) as finite real numbers
+    (a tensor, an array or a list; not True/False), else one sentence; return x as a tensor in the layer's
+    dtype (float32; float64, float16 or bfloat16 for a layer made so), the dtype the layer computes in:
+    a number that dtype cannot hold (above 65,504 for float16) is refused, never made inf."""
     if not isinstance(attn, Attention):
         fail(f"expected an attention layer (helpers.model.Attention, e.g. model.blocks[0].attn), "
              f"but got a {type(attn).__name__}")
-    x = check_tensor_size(x, "x") if isinstance(x, torch.Tensor) else to_numpy(x, "x")
-    x = torch.as_tensor(x, dtype=torch.float64 if attn.W_Q.dtype == torch.float64 else torch.float32)
-    d_model = attn.W_Q.shape[0]
-    if x.dim() != 3 or x.shape[-1] != d_model:
+    if isinstance(x, torch.Tensor):
+        check_tensor_size(x, "x")
+        if x.dtype == torch.bool:
+            refuse_bools("x")
+    else:
+        x = to_numpy(x, "x")
+    d_model, dtype = attn.W_Q.shape[0], attn.W_Q.dtype
+    if x.ndim != 3 or x.shape[-1] != d_model:
         fail(f"expected x of shape (B, T, {d_model}), but got {tuple(x.shape)}")
-    return check_finite(x, "x")
+    check_finite(x, "x")
+    return fits_dtype(torch.as_tensor(x).detach(), dtype, "x")
+
+
+def fits_dtype(x, dtype, name):
+    """The finite tensor ``x`` in ``dtype`` (a torch float type), or one sentence when an entry is larger
+    than that dtype holds (the cast would make it inf); return the cast tensor."""
+    top = torch.finfo(dtype).max
+    if x.numel() and (not x.is_floating_point() or torch.finfo(x.dtype).max > top):
+        largest = float(x.abs().max() if x.is_floating_point() else x.double().abs().max())
+        if largest > top:
+            most = f"{top:,.0f}" if top < 1e15 else f"{top:.3g}"
+            fail(f"{name} should hold numbers the layer's dtype {dtype} can hold (each of size at most {most}), "
+                 f"but one has size {largest:.3g}")
+    return x.to(dtype)
 
 
 SWITCHES = ("causal", "positions", "ablate", "scaled", "start")   # what intermediates passes on to the layer
@@ -87,7 +107,8 @@ SWITCHES = ("causal", "positions", "ablate", "scaled", "start")   # what interme
 
 @torch.no_grad()
 def intermediates(attn, x, **switches):
-    """Run the attention layer ``attn`` on x (B, T, d_model) and keep every step.
+    """Run the attention layer ``attn`` on x (B, T, d_model), read in the layer's dtype
+    (``check_layer_input``), and keep every step.
 
     Returns a dict: q, k, v (B, T, d_model), scores and weights (B, h, T, T), head_out
     (B, h, T, d_k), concat and attn (B, T, d_model; attn is the layer's output).
@@ -544,12 +565,12 @@ def model_and_tokenizer(model, tokenizer=None):
 def prompt_tokens(net, tokenizer, prompt, name=YOURS):
     """(ids (T,), tokens (T texts, the tokenizer's decode)) of one prompt, with one sentence for a
     prompt or tokenizer that does not fit ``net``: no work on the model."""
-    if not isinstance(prompt, str) or not prompt.strip():
-        fail(f"the prompt should be a non-empty string, but got {prompt!r:.40}")
+    prompt = check_text(prompt, "the prompt", empty=True)   # a newline alone is a prompt (a character model's)
     cfg, who = net.cfg, "your model" if name == YOURS else f"the {name} model"
     ids = worlds.tokenizer_encode(tokenizer, prompt, min(cfg.vocab_size, len(tokenizer.vocab)), cfg.vocab_size)
     if len(ids) == 0:
-        fail(f"the prompt should give at least one token, but {prompt!r:.40} gives none")
+        fail(f"the prompt should be a non-empty text the tokenizer turns into at least one token, but "
+             f"{shown(prompt)} gives none")
     if len(ids) > cfg.n_max:
         fail(f"the prompt should be at most {cfg.n_max} tokens, the most {who} takes, but it has {len(ids)}")
     return ids, worlds.tokenizer_decode(tokenizer, ids)
@@ -609,28 +630,44 @@ def head_view(model="cat", layer=0, head=0, prompt=None, tokenizer=None, cache=N
     repeat = repeat_score(w, ids)
     induction = "none (no token repeats)" if math.isnan(repeat) else f"{repeat:.2f}"
     title = f"{name} L{layer}H{head}: previous-token score {previous:.2f}, induction score {induction}"
-    return dict(weights=weights[layer, head], tokens=tokens, previous=previous, repeat=repeat, title=title)
+    return dict(weights=weights[layer, head].copy(), tokens=tokens, previous=previous, repeat=repeat, title=title)
 
 
-MAX_CACHED = 256   # prompts' attention a head_view cache keeps; past it, it starts again
+MAX_CACHED = 256   # prompts' attention a head_view cache keeps at most; past it, the oldest go first
+MAX_CACHE_BYTES = 256 * 2**20   # and the most bytes their (layers, heads, T, T) tables may hold together
 
 
 def cached_attention(net, name, ids, cache):
     """``ids_attention(net, ids)`` (layers, heads, T, T), from ``cache`` (a dict or None) when it
     holds it: keyed by a shipped model's name (a fresh copy each call) or a model's weights' state,
-    and the ids (so a tokenizer changed since is read again too)."""
+    and the ids (so a tokenizer changed since is read again too). The cache keeps at most MAX_CACHED
+    tables of MAX_CACHE_BYTES in all (256 MB), the oldest dropped first (``keep_cached``)."""
     key = (name if name in MODELS else weights_state(net), tuple(ids.tolist()))
-    weights = None if cache is None else cache.get(key)
+    weights = None if cache is None else cache.pop(key, None)   # put back last: the newest
     if weights is None:
         weights = ids_attention(net, ids)
-        if cache is not None:
-            if len(cache) >= MAX_CACHED:   # a model trained between views leaves stale keys behind
-                cache.clear()
-            cache[key] = weights
+    if cache is not None:
+        keep_cached(cache, key, weights)
     return weights
 
 
+def keep_cached(cache, key, weights):
+    """Put the NumPy table ``weights`` (layers, heads, T, T) in ``cache`` under ``key`` (as its newest entry),
+    first dropping the oldest entries (a dict keeps its order) until fewer than MAX_CACHED remain and their
+    bytes and the table's fit MAX_CACHE_BYTES (a model trained between views leaves stale keys behind).
+    A table larger than MAX_CACHE_BYTES on its own is not kept: it is computed again on each view."""
+    if weights.nbytes > MAX_CACHE_BYTES:
+        return
+    held = sum(getattr(table, "nbytes", 0) for table in cache.values())
+    while cache and (len(cache) >= MAX_CACHED or held + weights.nbytes > MAX_CACHE_BYTES):
+        held -= getattr(cache.pop(next(iter(cache))), "nbytes", 0)
+    cache[key] = weights
+
+
 # ------------------------------------------------------------- multi-head attention as a module
+
+DTYPE_NAMES = {torch.float64: " (double)", torch.float16: " (half)"}   # the names torch's own errors use
+
 
 class MultiHeadAttention(nn.Module):
     """Causal multi-head self-attention, written out: the course's own version of the piece the
@@ -657,11 +694,9 @@ class MultiHeadAttention(nn.Module):
             nn.Parameter(torch.zeros(d_model)) if bias else None for _ in range(4))
 
     def forward(self, x):
-        """x: (B, T, d_model) -> (B, T, d_model)."""
-        if not isinstance(x, torch.Tensor) or x.dim() != 3 or x.shape[-1] != self.W_Q.shape[0]:
-            fail(f"MultiHeadAttention expects x of shape (B, T, {self.W_Q.shape[0]}), "
-                 f"but got {tuple(x.shape) if isinstance(x, torch.Tensor) else type(x).__name__}")
-        B, T, d_model = x.shape
+        """x: (B, T, d_model) -> (B, T, d_model), in the weights' dtype (float32; float64 after
+        .double()), as helpers.model.Attention takes it; x is checked first (``check_call``)."""
+        B, T, d_model = self.check_call(x)
         H, d_k = self.n_heads, self.d_k
         q, k, v = (linear(x, W, b) for W, b in
                    ((self.W_Q, self.b_Q), (self.W_K, self.b_K), (self.W_V, self.b_V)))  # (B, T, d_model)
@@ -673,6 +708,23 @@ class MultiHeadAttention(nn.Module):
         head_out = weights @ v                                                       # (B, H, T, d_k)
         concat = head_out.transpose(1, 2).reshape(B, T, d_model)                     # heads side by side
         return linear(concat, self.W_O, self.b_O)
+
+    def check_call(self, x):
+        """Refuse, before any work, an x that is not a (B, T, d_model) tensor of the weights' dtype (another
+        dtype would meet the weights in a matmul torch refuses), or whose (B, H, T, T) scores, weights and
+        mask pass MAX_BYTES; return its shape."""
+        d = self.W_Q.shape[0]
+        if not isinstance(x, torch.Tensor) or x.dim() != 3 or x.shape[-1] != d:
+            fail(f"MultiHeadAttention expects x of shape (B, T, {d}), "
+                 f"but got {tuple(x.shape) if isinstance(x, torch.Tensor) else type(x).__name__}")
+        check_tensor(x, "x")
+        if x.dtype != self.W_Q.dtype:
+            fail(f"x should have the weights' dtype {self.W_Q.dtype}, but has dtype "
+                 f"{x.dtype}{DTYPE_NAMES.get(x.dtype, '')}: give x.to({self.W_Q.dtype})")
+        B, T, _ = x.shape
+        check_bytes(3 * x.element_size() * B * self.n_heads * T * T + T * T,   # scores, masked, weights; the mask
+                    f"attention on {count(B)} sequences of {count(T)} tokens", "give fewer or shorter sequences")
+        return B, T, d
 
 
 SLIPS = ("transposed", "no_W_O", "no_W_O_bias_kept", "sqrt_d_model", "unscaled", "scaled_twice",

@@ -3,7 +3,8 @@ tokenizer and prompts), a layer, a head and a prompt; the head's attention heatm
 in place.
 
 * ``compute.head_view`` is the compute (one head on one prompt; each prompt's attention is
-  computed once for every layer and head and kept by the explorer, until the model's weights change).
+  computed once for every layer and head and kept by the explorer, until the model's weights change,
+  up to ``compute.MAX_CACHE_BYTES`` (256 MB) in all, the oldest dropped first).
 * ``head_figure`` draws one view; ``FastHeatmap`` redraws it fast (blitting, with the axes of
   each prompt's tokens kept as a bitmap); ``explorer()`` wires the controls to it with
   ``helpers.explorer.show``.
@@ -11,7 +12,7 @@ in place.
 import numpy as np
 
 from ..explorer import Blitter, new_figure, show, start_at, weights_version
-from ..errors import check_number, check_positive_int, check_switch, fail, to_numpy
+from ..errors import check_number, check_positive_int, check_switch, count, fail, to_numpy, whole
 from ..errors import shown as shown_value
 from .compute import MODELS, PROMPTS, YOURS, head_view, model_and_tokenizer, prompt_tokens
 
@@ -148,6 +149,19 @@ class FastHeatmap:
 MAX_PROMPTS = 100   # the prompt menu's longest list
 
 
+def check_prompts(net, tokenizer, prompts, name):
+    """The prompt menu: a list or tuple of 1 to MAX_PROMPTS texts (a newline alone is one: what counts is
+    that the tokenizer turns each into at least one token), else one sentence. The prompt shown first is
+    read by the tokenizer here, before anything is built (``prompt_tokens``); another that does not fit
+    the model says so when it is chosen."""
+    if not isinstance(prompts, (list, tuple)) or not prompts or not all(isinstance(p, str) for p in prompts):
+        fail(("a model of your own needs prompts, a non-empty list of texts" if name == YOURS else
+              "prompts should be a non-empty list of texts") + f", but got {shown_value(prompts)}")
+    if len(prompts) > MAX_PROMPTS:
+        fail(f"prompts should be at most {MAX_PROMPTS} texts (a menu of them), but got {len(prompts):,}")
+    prompt_tokens(net, tokenizer, prompts[0], name)
+
+
 def explorer(model="induction", layer=1, head=0, tokenizer=None, prompts=None):
     """Model, layer, head and prompt controls and one heatmap redrawn in place. Returns the Explorer.
 
@@ -157,14 +171,8 @@ def explorer(model="induction", layer=1, head=0, tokenizer=None, prompts=None):
     import ipywidgets as widgets
 
     net, its_tokenizer, name = model_and_tokenizer(model, tokenizer)
-    if (name == YOURS or prompts is not None) and (not isinstance(prompts, (list, tuple)) or not prompts
-                                                   or not all(isinstance(p, str) and p.strip() for p in prompts)):
-        fail(("a model of your own needs prompts, a non-empty list of texts" if name == YOURS else
-              "prompts should be a non-empty list of texts") + f", but got {shown_value(prompts)}")
-    if prompts is not None and len(prompts) > MAX_PROMPTS:
-        fail(f"prompts should be at most {MAX_PROMPTS} texts (a menu of them), but got {len(prompts):,}")
-    if prompts is not None:   # the tokenizer fits the model on the prompt shown first, before anything is built
-        prompt_tokens(net, its_tokenizer, prompts[0], name)   # (another prompt that does not fit: its sentence shows)
+    if name == YOURS or prompts is not None:
+        check_prompts(net, its_tokenizer, prompts, name)
     if name == YOURS:
         choices = {YOURS: (model, tuple(prompts))}
     else:
@@ -176,7 +184,7 @@ def explorer(model="induction", layer=1, head=0, tokenizer=None, prompts=None):
         layer=widgets.IntSlider(min=0, max=cfg.n_layers - 1, description="layer"),
         head=widgets.IntSlider(min=0, max=cfg.n_heads - 1, description="head"))
     start_at(controls, layer=layer, head=head)   # out of range: refused, not clamped
-    heatmap, attention = FastHeatmap(), {}   # attention: each (model's weights, prompt)'s, computed once
+    heatmap, attention = FastHeatmap(), {}   # attention: each (model's weights, prompt)'s, kept up to 256 MB
 
     def model_changed(change):
         new = model_and_tokenizer(choices[change["new"]][0], tokenizer)[0].cfg
@@ -210,32 +218,83 @@ def check_grid(grid, size, numbers):
     return rows, columns, check_switch(numbers, "numbers")
 
 
-def maps_figure(maps, tokens, titles, grid=(1, 2), size=(13, 6.6), numbers=False, first_copy=None, title=None):
-    """Several attention maps side by side, sharing one colour bar (a pyplot figure; returns it).
+def check_maps(maps, tokens, titles, rows, columns, numbers):
+    """maps_figure's maps, tokens and titles: rows * columns maps (a list or tuple) of (T, T) numbers, as many
+    titles (each None or a text), T token labels (a list, tuple or array of 1 to HEATMAP_MAX_TOKENS labels;
+    at most MAX_NUMBERED with ``numbers``); else one sentence. The maps are read one by one, each refused
+    as soon as its shape is wrong. Returns (maps as NumPy arrays, tokens as a list, titles as a list)."""
+    from ..plots import HEATMAP_MAX_TOKENS, check_label_list, check_title
 
-    maps: (T, T) weights each (queries down, keys across); tokens: the T labels; titles: one per
-    map; grid: (rows, columns). numbers: print each weight in its cell on and below the diagonal
-    (above it the mask leaves 0, and those cells stay blank, as in the explorer). first_copy:
-    draw a line under that many rows after the first (the end of a repeated sequence's first copy).
-    """
-    import matplotlib.pyplot as plt
-
-    from ..plots import ACCENT, attention_heatmap, check_title
-
-    rows, columns, numbers = check_grid(grid, size, numbers)
-    title = check_title(title)   # each map's own title attention_heatmap checks
-    maps = [to_numpy(m, "each map") for m in maps]
-    T = len(tokens)
-    if any(m.shape != (T, T) for m in maps):
-        fail(f"each map should be ({T}, {T}), a weight for each pair of the {T} tokens, but got shapes "
-             f"{[m.shape for m in maps][:4]}")
-    if numbers and T > MAX_NUMBERED:
-        fail(f"numbers=True prints a weight in each cell, so the maps should have at most {MAX_NUMBERED} tokens, "
-             f"but they have {T}: give numbers=False")
+    if not isinstance(maps, (list, tuple)):
+        fail(f"maps should be a list of (T, T) attention maps, one per cell of the grid, but got {shown_value(maps)}")
+    titles = check_label_list(titles, "titles", "map", kind="titles")
     if len(maps) != rows * columns or len(titles) != len(maps):
         fail(f"expected {rows * columns} maps and as many titles for a {rows} x {columns} grid, "
              f"but got {len(maps)} maps and {len(titles)} titles")
+    titles = [check_title(name, "each title") for name in titles]
+    what = "row and column of each map"
+    T = len(tokens if isinstance(tokens, str) else check_label_list(tokens, "tokens", what))   # (a text: below)
+    if numbers and T > MAX_NUMBERED:
+        fail(f"numbers=True prints a weight in each cell, so the maps should have at most {MAX_NUMBERED} tokens, "
+             f"but they have {T}: give numbers=False")
+    if not 0 < T <= HEATMAP_MAX_TOKENS:
+        fail(f"tokens should hold 1 to {HEATMAP_MAX_TOKENS} labels (a map shows each one), but got {count(T)}")
+    arrays = []
+    for i, m in enumerate(maps):
+        arrays.append(to_numpy(m, "each map"))
+        if arrays[-1].shape != (T, T):
+            fail(f"each map should be ({T}, {T}), a weight for each pair of the {T} tokens, but map {i} has shape "
+                 f"{arrays[-1].shape}")
+    return arrays, check_label_list(tokens, "tokens", what), titles   # (a text, its letters: refused here)
+
+
+def check_first_copy(first_copy, T):
+    """None, or the rows of a repeated sequence's first copy after the first row: a whole number from 1 to
+    T - 2, so the line under them has rows of the map on both sides; return it."""
+    if first_copy is None:
+        return None
+    expected = (f"None or a whole number from 1 to {T - 2} (the rows of the first copy, after the first row; "
+                "the line under them needs rows of the map on both sides)" if T > 2 else
+                f"None for maps of {T} tokens (a line under the first copy needs rows on both sides)")
+    rows = whole(first_copy, "first_copy", expected)
+    if not 1 <= rows <= T - 2:
+        fail(f"first_copy should be {expected}, but got {shown_value(first_copy)}")
+    return rows
+
+
+def maps_figure(maps, tokens, titles, grid=(1, 2), size=(13, 6.6), numbers=False, first_copy=None, title=None):
+    """Several attention maps side by side, sharing one colour bar (a pyplot figure; returns it).
+
+    maps: rows * columns (T, T) weights (queries down, keys across; a list); tokens: the T labels; titles:
+    one per map; grid: (rows, columns). numbers: print each weight in its cell on and below the diagonal
+    (above it the mask leaves 0, and those cells stay blank, as in the explorer). first_copy: draw a
+    line under that many rows after the first (the end of a repeated sequence's first copy; 1 to T - 2).
+    Everything is checked before the figure is made; a refusal while drawing closes it.
+    """
+    import matplotlib.pyplot as plt
+
+    from ..plots import check_title
+
+    rows, columns, numbers = check_grid(grid, size, numbers)
+    title = check_title(title)
+    maps, tokens, titles = check_maps(maps, tokens, titles, rows, columns, numbers)
+    first_copy = check_first_copy(first_copy, len(tokens))
     fig, axes = plt.subplots(rows, columns, figsize=size, squeeze=False)
+    try:
+        draw_maps(fig, axes, maps, tokens, titles, numbers, first_copy)
+    except BaseException:   # a map attention_heatmap refuses (NaN, a negative weight): no figure left open
+        plt.close(fig)
+        raise
+    if title:
+        fig.suptitle(title)
+    return fig
+
+
+def draw_maps(fig, axes, maps, tokens, titles, numbers, first_copy):
+    """maps_figure's drawing on checked arguments: each map on its axes (``attention_heatmap``), the
+    numbers, the first copy's line, one colour bar."""
+    from ..plots import ACCENT, attention_heatmap
+
     longest = max(len(str(token)) for token in tokens)     # room for the query labels of the next map
     fig.subplots_adjust(wspace=0.3 + 0.025 * max(0, longest - 6), hspace=0.4)   # (the picture is cropped)
     for ax, w, name in zip(axes.flat, maps, titles):
@@ -249,8 +308,5 @@ def maps_figure(maps, tokens, titles, grid=(1, 2), size=(13, 6.6), numbers=False
         if first_copy is not None:
             ax.axhline(first_copy + 0.5, color=ACCENT, lw=1.5, label="below the line: the second copy")
             ax.legend(loc="upper right", fontsize=10)
-    fig.colorbar(axes.flat[0].images[0], ax=axes.ravel().tolist(), fraction=0.03 if rows > 1 else 0.02, pad=0.02,
-                 label="attention weight")
-    if title:
-        fig.suptitle(title)
-    return fig
+    fig.colorbar(axes.flat[0].images[0], ax=axes.ravel().tolist(), fraction=0.03 if axes.shape[0] > 1 else 0.02,
+                 pad=0.02, label="attention weight")
