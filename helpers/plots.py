@@ -8,7 +8,7 @@ import numpy as np
 
 from .errors import as_array, check_index, check_number, check_positive_int, check_switch, check_text, count, fail, \
     shown
-from .readout import check_probabilities, rounding
+from .readout import SUM_TOLERANCE, check_probabilities, rounding
 
 ATTENTION_CMAP = "Blues"
 ACCENT = "#d1495b"
@@ -67,7 +67,9 @@ HEATMAP_MAX_TOKENS = 256   # a label per row and column is unreadable, and the f
 def attention_heatmap(weights, tokens, ax=None, title=None, keys=None, annotate=True, fontsize=7):
     """Heatmap of a (T_q, T_k) attention matrix, queries down, keys across, weights printed.
 
-    tokens: query labels (T_q); keys: key labels (default: tokens); fontsize: of the printed weights.
+    weights: a softmax's output, each row from 0 to 1 and summing to 1 (``check_weight_rows``; a key the mask
+    hides gets 0); scores are refused. tokens: query labels (T_q); keys: key labels (default: tokens);
+    fontsize: of the printed weights.
     """
     w = as_array(weights, "weights", 2)
     ax, annotate = check_ax(ax), check_switch(annotate, "annotate")
@@ -84,6 +86,7 @@ def attention_heatmap(weights, tokens, ax=None, title=None, keys=None, annotate=
         bad = w[~(np.isfinite(w) & (w >= 0))]
         fail(f"attention weights should be finite numbers >= 0 (a softmax's output), but {count(bad.size)} of "
              f"them are not, such as {bad[0]}")
+    check_weight_rows(w, rounding(weights))
     check_labels(tokens, "each token label")
     check_labels(keys, "each key label")
     title = check_title(title)
@@ -102,6 +105,18 @@ def attention_heatmap(weights, tokens, ax=None, title=None, keys=None, annotate=
     if title:
         ax.set_title(title)
     return ax
+
+
+def check_weight_rows(w, eps=0.0):
+    """Refuse attention weights ``w`` (T_q, T_k), finite and >= 0, whose rows do not each sum to 1 within
+    SUM_TOLERANCE (or ``eps``, the rounding of the type they came in, if larger), as a softmax makes them
+    (a hidden key 0, the visible ones summing to 1): scores or an unnormalised row would be drawn as weights."""
+    if w.size:
+        gaps = np.abs(w.sum(axis=1) - 1)
+        worst = int(np.argmax(gaps))
+        if gaps[worst] > max(SUM_TOLERANCE, eps):
+            fail(f"attention weights should have rows that each sum to 1 (a softmax's output, a hidden key 0), but "
+                 f"row {worst} sums to {w[worst].sum():.4g}: for scores, take their softmax first")
 
 
 def cell_numbers(ax, labels, colors, fontsize=7):

@@ -10,7 +10,7 @@ from pathlib import Path
 import torch
 from safetensors.torch import load_file, save_file
 
-from .errors import check_finite, check_switch, fail, message_of, shown
+from .errors import check_finite, check_switch, check_text, fail, message_of, shown
 from .files import named, read_json
 from .model import Config, Transformer
 from .recipes import INDUCTION_CONFIG
@@ -42,9 +42,11 @@ MAX_CARD_BYTES = 2**20   # a saved model's .json (its config and card: a few kB)
 
 
 def check_stem(stem):
-    """Where a model is saved: a path (a str or pathlib.Path) without its suffix; return it as a Path."""
+    """Where a model is saved: a path (a str or pathlib.Path) without its suffix, whose characters UTF-8 can
+    write (a lone surrogate such as '\\ud800' is refused, ``check_text``); return it as a Path."""
     if not isinstance(stem, (str, os.PathLike)) or "\x00" in os.fspath(stem) or not Path(stem).name:
         fail(f"stem should be a path such as 'my_model' (the files get .json and .safetensors), but got {shown(stem)}")
+    check_text(os.fspath(stem), "stem", empty=True)
     return Path(stem)
 
 

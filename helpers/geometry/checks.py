@@ -9,7 +9,8 @@ import numpy as np
 from ..exercises import (Array, Function, Words, as_number, call, close_problems, exercise, number_problems, numbers,
                          slip)
 from ..errors import check_positive_int, count, fail
-from .compute import analogy_vector, check_maps, check_vectors, check_words, neighbourhood_kept, unit
+from .compute import analogy_vector, check_maps, check_vectors, check_words, nearest, neighbourhood_kept, \
+    normed_vectors, unit
 
 # (a, b) pairs a cosine function is tried on, and what each one tests.
 COSINE_CASES = (
@@ -82,7 +83,7 @@ def neighbours(answer, kv, word, topn=5):
     if word in answer:
         yield f"'{word}' itself is in your list: leave the word out (its cosine with itself is 1)"
         return
-    expected = [w for w, _ in kv.most_similar(word, topn=topn)]
+    expected = [w for w, _ in nearest(kv, word, topn)]   # from kv.vectors as they are now (no cached norms)
     wrong = [w for w in answer if w not in expected]
     repeated = repeated_words(answer)
     if repeated:
@@ -113,23 +114,27 @@ def repeats_sentence(answer, repeated, expected):
             "different words (check where your slice starts and ends)")
 
 
+NORM_ATOL = 1e-3     # how far from 1 the analogy direction's norm may be (rounding, float16, 4 decimals)
+COSINE_ATOL = 1e-6   # how far below 1 its cosine with the expected direction may be
+
+
 @exercise("the analogy direction", answer=Array(shape=lambda kv: (check_vectors(kv).vector_size,)))
 def analogy_direction(answer, kv, a, minus, plus):
-    """``answer`` (d,) is unit(a) - unit(minus) + unit(plus), scaled to norm 1."""
+    """``answer`` (d,) is unit(a) - unit(minus) + unit(plus), scaled to norm 1: its norm within NORM_ATOL of 1,
+    its direction judged by its cosine (the answer scaled to norm 1) with the expected one."""
     check_words(kv, [a, minus, plus])
     norm = float(np.linalg.norm(answer))
-    if abs(norm - 1) > 1e-3:
+    if not abs(norm - 1) <= NORM_ATOL:
         yield f"the direction has norm {norm:.3f}: scale it to norm 1 at the end"
         return
-    reference = analogy_vector(kv, a, minus, plus)
-    raw = unit(kv[a].astype(float) - kv[minus] + kv[plus])
-    if float(answer @ reference) > 1 - 1e-6:
+    cosine = unit(answer) @ analogy_vector(kv, a, minus, plus)
+    if cosine > 1 - COSINE_ATOL:
         return
-    if float(answer @ raw) > 1 - 1e-6:
+    if unit(answer) @ unit(kv[a].astype(float) - kv[minus] + kv[plus]) > 1 - COSINE_ATOL:
         yield "you combined the raw vectors: scale each of the three to norm 1 first"
     else:
         yield (f"the direction points elsewhere (its cosine with the expected one is "
-               f"{float(answer @ reference):.3f}); check the signs: {a} - {minus} + {plus}")
+               f"{cosine:.{3 if cosine < 0.9995 else 7}f}); check the signs: {a} - {minus} + {plus}")
 
 
 @exercise("the fraction of each point's neighbours a map keeps",
@@ -161,7 +166,7 @@ def kept_fractions(answer, high, low, k):
 
 def lowest(kv, word, topn):
     """The ``topn`` words with the lowest cosine with ``word``: an ascending sort kept as it came."""
-    normed = kv.get_normed_vectors()
+    normed = normed_vectors(kv)
     order = np.argsort(normed @ normed[kv.key_to_index[word]], kind="stable")
     return [kv.index_to_key[i] for i in order[:topn]]
 

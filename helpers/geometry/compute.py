@@ -292,10 +292,21 @@ def rank_by_cosine(kv, query, topn, skip=()):
     left = len(kv) - sum(word in kv.key_to_index for word in skip)
     if topn > left:
         fail(f"topn should be at most the {left:,} words there are to rank, but got {count(topn)}")
-    scores = kv.get_normed_vectors() @ unit(query).astype(np.float32)
+    scores = normed_vectors(kv) @ unit(query).astype(np.float32)
     order = np.argsort(-scores, kind="stable")
     best = [i for i in order[:topn + len(skip)] if kv.index_to_key[i] not in skip]
     return [(kv.index_to_key[i], float(scores[i])) for i in best[:topn]]
+
+
+def normed_vectors(kv):
+    """Every word's vector scaled to norm 1, (n, d) in kv's dtype, from ``kv.vectors`` as they are now:
+    gensim's ``get_normed_vectors`` divides by the norms it cached on first use, stale once the vectors were
+    changed in place since (``glove.vectors /= ...``). The same operations as gensim's, so the same floats
+    while nothing changed. Memory: the (n, d) table and the n norms, counted first."""
+    vectors = np.asarray(check_vectors(kv).vectors)
+    check_bytes(vectors.nbytes + 8 * len(vectors), f"the unit vectors of {count(len(vectors))} words",
+                "give fewer words")
+    return vectors / np.linalg.norm(vectors, axis=1)[..., np.newaxis]
 
 
 MAX_RANKING = 10_000   # pairs one ranking_text writes (the chapter writes 4 or 5)
@@ -476,7 +487,7 @@ def check_maps(high, low, k):
 
 def check_vectors(kv):
     """``kv`` as word vectors (gensim KeyedVectors, as load_glove gives them), or one sentence."""
-    if not all(hasattr(kv, name) for name in ("key_to_index", "get_normed_vectors", "vector_size")):
+    if not all(hasattr(kv, name) for name in ("key_to_index", "index_to_key", "vectors", "vector_size")):
         fail(f"kv should be word vectors (gensim KeyedVectors, from load_glove), but got {shown(kv)}")
     return kv
 

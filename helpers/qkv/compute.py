@@ -130,15 +130,17 @@ IT_SCORES = [3.2, 12.8, 5.6, 2.4, 7.2]
 def attention_steps(X, W_Q, W_K, W_V, causal=False, scale=True):
     """One attention head, every step kept.
 
-    X: (T, d_model); W_Q, W_K: (d_model, d_k); W_V: (d_model, d_v).
+    X: (T, d_model); W_Q, W_K: (d_model, d_k); W_V: (d_model, d_v), all finite (NaN, inf, or products that
+    overflow float64 are refused: the output would be NaN).
     Returns a dict: Q, K (T, d_k); V (T, d_v); scores = Q K^T (T, T);
     scaled = scores / sqrt(d_k) (or the scores again when scale=False);
     masked (-inf above the diagonal when causal, else scaled);
     weights = softmax(masked) row by row (T, T); output = weights V (T, d_v).
     """
     causal, scale = check_switch(causal, "causal"), check_switch(scale, "scale")
-    X = as_array(X, "X", 2)
-    W_Q, W_K, W_V = (as_array(W, name, 2) for W, name in ((W_Q, "W_Q"), (W_K, "W_K"), (W_V, "W_V")))
+    X = check_finite(as_array(X, "X", 2), "X")
+    W_Q, W_K, W_V = (check_finite(as_array(W, name, 2), name)
+                     for W, name in ((W_Q, "W_Q"), (W_K, "W_K"), (W_V, "W_V")))
     for W, name in ((W_Q, "W_Q"), (W_K, "W_K"), (W_V, "W_V")):
         if W.shape[0] != X.shape[1]:
             fail(f"{name} has {W.shape[0]} rows but X has d_model={X.shape[1]} columns; they must match")
@@ -146,8 +148,14 @@ def attention_steps(X, W_Q, W_K, W_V, causal=False, scale=True):
         fail(f"W_K makes keys of d_k={W_K.shape[1]} but W_Q makes queries of d_k={W_Q.shape[1]}")
     # scores, scaled, the mask, masked, weights and the softmax's work: six (T, T) tables of float64
     check_bytes(48 * len(X) ** 2, f"attention_steps on {count(len(X))} rows of X", "give fewer rows")
-    Q, K, V = X @ W_Q, X @ W_K, X @ W_V
-    scores = Q @ K.T
+    with np.errstate(over="ignore", invalid="ignore"):   # an overflow is refused below, in one sentence
+        Q, K, V = X @ W_Q, X @ W_K, X @ W_V
+        scores = Q @ K.T
+    for name, table in (("Q", Q), ("K", K), ("V", V), ("scores", scores)):
+        if not np.isfinite(table).all():   # finite X and W_* whose products overflow float64
+            fail(f"X and W_Q, W_K, W_V should give finite {name}, but {count(int((~np.isfinite(table)).sum()))} of "
+                 f"its {count(table.size)} entries overflow to inf or NaN (numbers near 1e154 or more): "
+                 "scale them down")
     scaled = scores / math.sqrt(Q.shape[1]) if scale else scores
     masked = ref.apply_mask(scaled, ref.causal_mask(len(X))) if causal else scaled
     weights = ref.softmax(masked)
