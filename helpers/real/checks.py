@@ -234,12 +234,28 @@ def cache_bytes(cache, parts=("k", "v")):
     return sum(t.numel() * t.element_size() for part in parts for t in getattr(cache, part) if t is not None)
 
 
+def check_prompt(model, ids):
+    """model the course's Transformer and ids one prompt (T,) of its token ids (a list, as a tokenizer's
+    encode gives, is taken) with room for one more token, each else one sentence; return (model, ids
+    as a LongTensor)."""
+    from ..model import Transformer
+
+    if not isinstance(model, Transformer):
+        fail(f"model should be the course's Transformer (real.load()[0]), but got {shown(model)}")
+    ids = model.check_ids(ids)
+    if ids.dim() != 1 or len(ids) + 1 > model.cfg.n_max:
+        fail(f"ids should be one prompt (T,) with room for one more token, but got shape {tuple(ids.shape)}")
+    return model, ids
+
+
 @torch.no_grad()
 def measured_growth(model, ids):
     """dict(right, prompt, after, only_k) in bytes: what one more token adds to a KVCache filled with
-    ids (the course's own measure), and the totals and K-only growth known slips return."""
+    ids (T,) (the course's own measure), and the totals and K-only growth known slips return. The model
+    and the ids are checked first (``check_prompt``)."""
     from ..model import KVCache
 
+    model, ids = check_prompt(model, ids)
     cache = KVCache(model.cfg.n_layers)
     logits = model(ids[None], cache=cache)
     prompt, k_prompt = cache_bytes(cache), cache_bytes(cache, ("k",))
@@ -255,11 +271,7 @@ def kv_growth(answer, model, ids):
     heads. Each model is put back as it was afterwards."""
     from ..model import Config, Transformer
 
-    if not isinstance(model, Transformer):
-        fail(f"model should be the course's Transformer (real.load()[0]), but got {shown(model)}")
-    ids = model.check_ids(ids)
-    if ids.dim() != 1 or len(ids) + 1 > model.cfg.n_max:
-        fail(f"ids should be one prompt (T,) with room for one more token, but got shape {tuple(ids.shape)}")
+    model, ids = check_prompt(model, ids)
     small = Transformer(Config(vocab_size=20, d_model=32, n_heads=4, n_kv_heads=2, n_layers=3, d_ff=64,
                                positions="rotary", norm_kind="rmsnorm", activation="swiglu", bias=False), seed=0)
     for what, m, prompt in (("on SmolLM2", model, ids), ("on a 3-layer model with 2 key/value heads", small,

@@ -22,7 +22,7 @@ from .. import patching
 from ..errors import check_bytes, check_finite, check_ids_given, check_index, check_number, check_positive_int, \
     check_seed, check_tensor, count, fail, shown
 from ..heads import compute as heads
-from .smollm2 import check_net, check_tok
+from .smollm2 import check_net, check_real_passes, check_tok
 
 FIRST_ID = 100   # random tokens are drawn from ids 100.. (below: special tokens and single bytes)
 
@@ -76,6 +76,18 @@ def _chunks(ids, chunk):
     return torch.split(torch.as_tensor(ids), check_positive_int(chunk, "chunk"))
 
 
+def check_chunk_work(model, ids, chunk, what):
+    """Refuse up front a call whose passes over ids (N, T), one of the model per ``chunk`` sequences, would
+    need more than about a minute (``smollm2.check_real_passes``): the ids are the model's (T within its
+    limit) and chunk a whole number >= 1, checked first. Returns chunk."""
+    chunk = check_positive_int(chunk, "chunk")
+    N, T = check_net(model).check_ids(ids).shape
+    full, rest = divmod(N, chunk)                 # full chunks, then one pass over the rest
+    check_real_passes(model, [(full, chunk, T, 0), (int(rest > 0), rest, T, 0)], what,
+                      "give fewer or shorter sequences (the chapter gives 2)")
+    return chunk
+
+
 MAX_REPEATS = 100_000   # repeated sequences in one call (the chapter passes 100)
 
 
@@ -101,6 +113,7 @@ def head_statistics(model, ids, chunk=25):
     reference)."""
     check_net(model)
     ids, length = check_repeats(ids)
+    check_chunk_work(model, ids, chunk, "head_statistics")
     n_layers = model.cfg.n_layers
     names = [f"L{l}.{part}" for l in range(n_layers) for part in ("weights", "head_out")]
     previous, induction, sums = [], [], {}
@@ -175,6 +188,7 @@ def copy_loss(model, ids, heads_off=(), means=None, chunk=25, copy=2):
     if isinstance(copy, bool) or not isinstance(copy, (int, np.integer)) or copy not in (1, 2):
         fail(f"copy should be 1 or 2 (which copy's tokens are scored), but got {shown(copy)}")
     check_ablation(model, heads_off, means, ids.shape[1])
+    check_chunk_work(model, ids, chunk, "copy_loss")
     replace = mean_ablation(heads_off, means) if heads_off else {}
     where = torch.arange(length + 1, 2 * length) if copy == 2 else torch.arange(1, length)  # predicting tokens 2..L
     out = []
@@ -194,6 +208,7 @@ def copy_effects(model, ids, heads_off=(), means=None, chunk=25):
     With one head ablated, a head whose direct contribution grows is a backup head."""
     ids, length = check_repeats(ids)
     check_ablation(model, heads_off, means, ids.shape[1])
+    check_chunk_work(model, ids, chunk, "copy_effects")
     replace = mean_ablation(heads_off, means) if heads_off else {}
     where = torch.arange(length + 1, 2 * length)
     loss, direct = [], []
@@ -214,6 +229,7 @@ def induction_scores(model, ids, heads_off=(), means=None, chunk=25):
     where the removed one did, even if it writes nothing directly into the logit)."""
     ids, length = check_repeats(ids)
     check_ablation(model, heads_off, means, ids.shape[1])
+    check_chunk_work(model, ids, chunk, "induction_scores")
     replace = mean_ablation(heads_off, means) if heads_off else {}
     names = [f"L{l}.weights" for l in range(model.cfg.n_layers)]
     out = []
@@ -240,6 +256,7 @@ def receiver_scores(model, ids, receiver, sender=None, means=None, via="all", ch
         if sender[0] >= r_layer:
             fail(f"the sender should sit in a layer below the receiver {receiver}, but got {sender}")
         check_ablation(model, [sender], means, ids.shape[1], f"the sender {sender}")
+    check_chunk_work(model, ids, chunk, "receiver_scores")
     target = f"L{r_layer}.weights"
     out = []
     for part in _chunks(ids, chunk):

@@ -18,7 +18,7 @@ from ..heads import compute as heads
 from ..model import MAX_TRACE_BYTES, Config, KVCache, attention_floats, mlp_floats
 from . import smollm2
 from .circuit import capture
-from .smollm2 import check_net, check_tok
+from .smollm2 import MAX_REAL_WORK, REAL_PASS_WORK, check_net, check_real_passes, check_tok, real_work  # noqa: F401  (the chapter's names)
 
 BOOK_SENTENCE = "The Time Traveller smiled at us."   # the Book's induction experiment, written twice
 FACT = "The capital of France is"
@@ -337,7 +337,8 @@ def continuations(model, ids, n_new, seeds, temperature=0.8, top_p=0.9):
     token, through one KV cache. The row of seed s draws what ``sampling.generate(model, ids, n_new,
     temperature, top_p=top_p, seed=s)`` draws (the same distribution, a torch.Generator seeded once
     for that row); a seed of None is greedy. A cached step reads every weight once whatever the
-    batch, so n rows cost about as much as one. Returns [(T + n_new,) ids], one per seed."""
+    batch, so n rows cost about as much as one. Returns [(T + n_new,) ids], one per seed. The passes are
+    counted first and refused above about a minute (``check_real_passes``)."""
     from ..sampling import compute as sampling
 
     ids = check_net(model).check_ids(ids)
@@ -347,6 +348,9 @@ def continuations(model, ids, n_new, seeds, temperature=0.8, top_p=0.9):
         fail(f"seeds should be a list of 1 to {MAX_ROWS} seeds, one per continuation, but got {shown(seeds)}")
     n_new = check_new_tokens(model, ids, n_new)
     sampling.check_sampling(temperature, top_p=top_p, vocab_size=model.cfg.vocab_size)
+    T, rows = len(ids), len(seeds)   # the prompt's pass, then n_new - 1 steps of one token a row (at most T + n_new seen)
+    check_real_passes(model, [(1, rows, T, 0), (n_new - 1, rows, 1, T + n_new)], "continuations",
+                      "ask for fewer new tokens or seeds, or give a shorter prompt")
     draws = [None if s is None else torch.Generator().manual_seed(check_seed(s)) for s in seeds]
     cache, out = KVCache(model.cfg.n_layers), ids.repeat(len(seeds), 1)
     fed = out
@@ -359,12 +363,6 @@ def continuations(model, ids, n_new, seeds, temperature=0.8, top_p=0.9):
     return list(out)
 
 
-# A pass of the real model reads all its 135M weights (540 MB) whatever its length: here (2 cores, busy)
-# a one-token pass takes about 1 s of wall-clock time, as long as about 5e9 multiply-adds of a long
-# pass (a pass of 1,024 tokens, 1.6e11 multiply-adds, takes about 24 s). So each pass is counted as its
-# multiply-adds plus REAL_PASS_WORK, against chapter 09's MAX_TIMED_WORK (1e11): the most a timing
-# may take is then about 20 passes, or 30 s here when the machine is busy, a few seconds when it is not.
-REAL_PASS_WORK = 5 * 10**9
 
 
 def check_real_work(model, runs, what, advice):
@@ -569,14 +567,35 @@ def patched_logits(model, clean_ids, corrupt_ids, layer, position):
              f"{tuple(clean_ids.shape)} and {tuple(corrupt_ids.shape)}")
     layer = check_index(layer, "layer", model.cfg.n_layers)
     position = check_index(position, "position", len(clean_ids), negative=True)
-    clean = trace(model, clean_ids)[f"L{layer}.h"]
+    return patched_run(model, trace(model, clean_ids)[f"L{layer}.h"], corrupt_ids, layer, position)
 
+
+@torch.no_grad()
+def patched_run(model, clean, corrupt_ids, layer, position):
+    """``patched_logits``' second pass, its arguments checked: the corrupted run corrupt_ids (T,) with
+    the clean run's residual stream clean (T, d_model), after block ``layer``, put in at ``position``.
+    Returns logits (T, V)."""
     def patch(h):                                    # (B, T, d_model)
         h = h.clone()
         h[:, position] = clean[position]
         return h
 
     return model(corrupt_ids, replace={f"L{layer}.h": patch})
+
+
+def check_layers(model, layers):
+    """A non-empty list, tuple or range of different layers of the model (each patched once); return
+    them as a list of ints. A repeat is refused as soon as it comes (a long list is not read to its end)."""
+    if not isinstance(layers, (list, tuple, range)) or not layers:
+        fail(f"layers should be a non-empty list of layers, but got {shown(layers)}")
+    seen = []
+    for layer in layers:
+        value = check_layer(model, layer)
+        if value in seen:
+            fail(f"layers should be different layers (each is patched once), but {shown(layer)} comes twice in "
+                 f"{shown(layers)}")
+        seen.append(value)
+    return seen
 
 
 def patching_view(model, tok, clean=FACT, corrupt="The capital of Italy is", answers=(" Paris", " Rome"),
@@ -586,7 +605,9 @@ def patching_view(model, tok, clean=FACT, corrupt="The capital of Italy is", ans
     The logit difference answers[0] - answers[1] at the last position: clean, corrupted, and
     with the clean residual stream patched in after each of ``layers`` (default: all) at the
     position where the two prompts differ. dict(clean, corrupt, layers, patched (one per layer),
-    position, restored (per layer: (patched - corrupt) / (clean - corrupt))).
+    position, restored (per layer: (patched - corrupt) / (clean - corrupt))). The clean prompt is traced
+    once; a pass for the corrupted one and one per patched layer follow, counted first and refused above
+    about a minute (``check_real_passes``).
     """
     check_pair(model, tok)
     a, b = tok.encode(check_text(clean)), tok.encode(check_text(corrupt))
@@ -594,10 +615,7 @@ def patching_view(model, tok, clean=FACT, corrupt="The capital of Italy is", ans
         fail(f"answers should be two texts, the clean and the corrupted answer (e.g. (' Paris', ' Rome')), "
              f"but got {shown(answers)}")
     targets = [tok.encode(check_text(t, "each answer")) for t in answers]
-    if layers is not None:
-        if not isinstance(layers, (list, tuple, range)) or not layers:
-            fail(f"layers should be a non-empty list of layers, but got {shown(layers)}")
-        layers = [check_layer(model, layer) for layer in layers]
+    layers = list(range(model.cfg.n_layers)) if layers is None else check_layers(model, layers)
     if len(a) != len(b) or any(len(t) != 1 for t in targets):
         fail(f"patching needs two prompts of one length and one-token answers, but got {len(a)} and "
              f"{len(b)} tokens and answers of {[len(t) for t in targets]} tokens")
@@ -608,11 +626,13 @@ def patching_view(model, tok, clean=FACT, corrupt="The capital of Italy is", ans
     if p_id == q_id:   # the logit difference of a token with itself is 0 in every run: nothing to restore
         fail(f"answers should be two different tokens, the clean and the corrupted answer, but both are "
              f"{shown(tok.decode([p_id]))}")
+    check_real_passes(model, [(2 + len(layers), 1, len(a), 0)], "patching_view",
+                      "patch fewer layers or give shorter prompts")
     diff = lambda logits: float(logits[-1, p_id] - logits[-1, q_id])
+    record = trace(model, torch.tensor(a))                    # the clean run, once: its logits and every stream
     with torch.no_grad():
-        clean_d, corrupt_d = diff(model(torch.tensor(a))), diff(model(torch.tensor(b)))
-    layers = list(range(model.cfg.n_layers) if layers is None else layers)
-    patched = [diff(patched_logits(model, torch.tensor(a), torch.tensor(b), layer, differ[0]))
+        clean_d, corrupt_d = diff(record["logits"]), diff(model(torch.tensor(b)))
+    patched = [diff(patched_run(model, record[f"L{layer}.h"], torch.tensor(b), layer, differ[0]))
                for layer in layers]
     restored = [(p - corrupt_d) / (clean_d - corrupt_d) for p in patched]
     return dict(clean=clean_d, corrupt=corrupt_d, layers=layers, patched=patched, position=differ[0],

