@@ -3,6 +3,7 @@ the chapter's tests and the grading tests."""
 import torch
 import torch.nn.functional as F
 
+from helpers.gpt import compute as gc
 from helpers.gpt import corpus
 
 
@@ -72,3 +73,16 @@ def written_loop(zero_grad="before_backward", adam=None, estimate=False, before=
         val_losses[steps] = validation_loss()
         return losses, val_losses
     return train_loop
+
+
+def small_gpt():
+    """A one-layer character GPT of the chapter's vocabulary (65), small enough for many tests."""
+    return gc.small_start(gc.GPT(vocab_size=65, d_model=16, n_heads=2, n_layers=1, d_ff=32, n_max=32), seed=0)
+
+
+def weights_of(model):
+    return {k: v.clone() for k, v in model.state_dict().items()}
+
+
+def same_weights(model, before):
+    return all(torch.equal(before[k], v) for k, v in model.state_dict().items())

@@ -410,7 +410,7 @@ def test_the_circuit_lines_say_whether_a_head_formed():
     assert lines[1] == "no head became an induction head in this run: no score rose above 0.050 " \
                        "(an induction head scores above 0.3)"
     assert not birth["formed"] and not any("steepest" in line for line in lines)   # no fall named
-    assert lines[2].startswith("both copies' losses climb: the first copy's from 4.2 to 4.2")
+    assert lines[2] == "the first copy's loss stays at 4.2, the second copy's falls from 4.2 to 1.8"
     figure = gc.circuit_figure(history, birth)
     assert not any(ax.patches for ax in figure.axes)                                # and no band drawn
 

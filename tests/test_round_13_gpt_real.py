@@ -11,18 +11,7 @@ from helpers.gpt import corpus
 from helpers.gpt import tokenize as tk
 from helpers.gpt import train as course_train
 from helpers.real import compute as real
-
-
-def small_gpt():
-    return gc.small_start(gc.GPT(vocab_size=65, d_model=16, n_heads=2, n_layers=1, d_ff=32, n_max=32), seed=0)
-
-
-def weights_of(model):
-    return {k: v.clone() for k, v in model.state_dict().items()}
-
-
-def same_weights(model, before):
-    return all(torch.equal(before[k], v) for k, v in model.state_dict().items())
+from learner_loops import same_weights, small_gpt, weights_of
 
 
 @pytest.fixture(scope="module")

@@ -522,12 +522,23 @@ def value_zeroed_copy(model):
 # ------------------------------------------------------------ the induction model's patching
 
 def induction_pairs(n, length, vocab_size, seed):
-    """(clean, corrupt), each (n, 2*length + 1): clean sequences repeat their first copy; the
-    corrupted ones keep the second copy but draw a fresh first copy, so nothing repeats."""
+    """(clean, corrupt), each (n, 2*length + 1): clean sequences repeat their first copy
+    (``worlds.repeated_tokens``); the corrupted ones keep the second copy but draw a fresh first
+    copy (seed + 1), never the clean one, so the second copy does not repeat it: a row that drew
+    its clean copy again takes, at every position, the next token of 1..vocab_size-1 instead (the
+    last one's next is 1). vocab_size: at least 3 (<BOS> and two tokens to choose between)."""
+    vocab_size = check_positive_int(vocab_size, "vocab_size")
+    if vocab_size < 3:
+        fail(f"vocab_size should be at least 3 (<BOS> and two tokens, so that a corrupted first copy can differ "
+             f"from the clean one), but got {vocab_size}")
+    seed = check_seed(seed)
     clean = worlds.repeated_tokens(n, length, vocab_size, seed)
-    fresh = worlds.repeated_tokens(n, length, vocab_size, seed + 1)
+    first = clean[:, 1:length + 1]                                                   # (n, length)
+    fresh = worlds.repeated_tokens(n, length, vocab_size, (seed + 1) % 2**64)[:, 1:length + 1]
+    same = (fresh == first).all(1)                                                   # (n,): drew the clean copy again
+    fresh[same] = first[same] % (vocab_size - 1) + 1
     corrupt = clean.clone()
-    corrupt[:, 1:length + 1] = fresh[:, 1:length + 1]
+    corrupt[:, 1:length + 1] = fresh
     return clean, corrupt
 
 

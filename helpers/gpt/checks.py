@@ -69,10 +69,11 @@ def merge_slips(words):
     first = max(counts, key=counts.get)   # the first of the tied pairs, in the order they were seen
     slips.append(((first, None), f"on a tie you took {first}, the pair seen first or the largest: take the "
                                  f"smallest of the tied pairs, {right_pair} (min of them, in Python's order of "
-                                 "tuples of strings), as the library does"))
+                                 "tuples of strings), as the library does between single characters"))
     largest = max(p for p, n in counts.items() if n == max(counts.values()))
     slips.append(((largest, None), f"on a tie you took {largest}, the largest of the tied pairs (max): take the "
-                                   f"smallest, {right_pair}, with min of the tied pairs, as the library does"))
+                                   f"smallest, {right_pair}, with min of the tied pairs, as the library does between "
+                                   "single characters"))
     a, b = right_pair
     variants = {
         "first": "only the first occurrence was merged: replace every occurrence of the pair, in every word",

@@ -25,7 +25,7 @@ from torch import nn
 
 from .. import worlds
 from ..errors import CourseInputError, check_bytes, check_number, check_positive_int, check_seed, check_switch, \
-    check_text, count, fail, shown, to_numpy
+    check_text, count, fail, message_of, shown, to_numpy
 from ..heads.compute import MultiHeadAttention, copy_losses
 from ..model import MAX_TOKENS, Config, Transformer, eval_mode
 from ..normalization.compute import Block, LayerNorm
@@ -392,6 +392,20 @@ def encoded_ids(encoded, vocab_size):
     return ids.long().tolist()
 
 
+def prompt_ids(tokenizer, prompt, vocab_size):
+    """The ids of ``prompt`` as a list of ints (``tokenizer.encode``'s tensor, array or list, checked by
+    ``encoded_ids``), else one sentence. Any text of at most MAX_PROMPT characters the tokenizer turns
+    into at least one token is a prompt: a newline alone is one (a character model's)."""
+    check_text(prompt, "the prompt", empty=True, max_chars=MAX_PROMPT)
+    if not prompt:
+        fail("the prompt should be a non-empty string, but got ''")
+    try:
+        encoded = tokenizer.encode(prompt)
+    except CourseInputError as error:
+        fail(f"the prompt should be text this tokenizer can encode, but encoding it said: {error}")
+    return encoded_ids(encoded, vocab_size)
+
+
 @torch.no_grad()
 def sample_text(model, tokenizer, prompt, n_new, temperature=1.0, seed=0, context=None):
     """``prompt`` and ``n_new`` characters drawn after it, one at a time (chapter 09's
@@ -407,14 +421,7 @@ def sample_text(model, tokenizer, prompt, n_new, temperature=1.0, seed=0, contex
     context = cfg.n_max if context is None else check_positive_int(context, "context")
     if context > cfg.n_max:
         fail(f"context should be at most the model's n_max={cfg.n_max} tokens, but got {count(context)}")
-    check_text(prompt, "the prompt", empty=True, max_chars=MAX_PROMPT)   # a newline alone is a prompt
-    if not prompt:
-        fail("the prompt should be a non-empty string, but got ''")
-    try:
-        encoded = tokenizer.encode(prompt)
-    except CourseInputError as error:
-        fail(f"the prompt should be text this tokenizer can encode, but encoding it said: {error}")
-    ids = encoded_ids(encoded, cfg.vocab_size)
+    ids = prompt_ids(tokenizer, prompt, cfg.vocab_size)   # a newline alone is a prompt
     generator = torch.Generator().manual_seed(check_seed(seed))
     with eval_mode(model):
         for _ in range(n_new):
@@ -512,7 +519,7 @@ class LiveRun:
         self.fig, (self.ax, self.text_ax) = plt.subplots(2, 1, figsize=(7.5, 6.2), height_ratios=(3, 2),
                                                          gridspec_kw=dict(hspace=0.45))
         plt.close(self.fig)   # shown through the handle only, not again at the end of the cell
-        self.losses, self.val, self.sample = [], {}, None
+        self.losses, self.val, self.sample, self.finished = [], {}, None, False
         self.draw()
         self.handle = display(self.fig, display_id=True)
         self.bar = tqdm(total=self.steps, desc="live run", unit="step", mininterval=1.0)
@@ -571,6 +578,7 @@ class LiveRun:
         self.bar.total = self.bar.n or 1   # the bar ends full whether the plan or the clock stopped the run
         self.bar.refresh()
         self.bar.close()
+        self.finished = True
 
 
 def loop_result(out, run):
@@ -594,6 +602,19 @@ def loop_result(out, run):
     return losses, {int(k): v for k, v in val.items()}
 
 
+def said_put_back(function, *args, **kwargs):
+    """``function(*args, **kwargs)`` inside ``put_back_on_error``: a refusal passes on as one sentence that
+    says the model was put back (``put_back``: the context puts it back and adds nothing)."""
+    try:
+        return function(*args, **kwargs)
+    except CourseInputError as error:
+        text = message_of(error)
+        text = text[:-1] if text.endswith(".") and not text.endswith("...") else text   # a value cut short keeps its ...
+        said = CourseInputError(f"{text}; the model was put back as it was before the call")
+        said.put_back = True
+        raise said from None
+
+
 def live_run(loop, model, train_ids, val_ids, tokenizer, batch, context, lr, warmup, min_lr, clip, eval_every,
              eval_batches, seconds=MAX_SECONDS, prompt="ROMEO:", sample_chars=300, seed=0):
     """Train ``model`` with ``loop`` (the learner's train_loop or the course's) for as many steps as
@@ -606,7 +627,7 @@ def live_run(loop, model, train_ids, val_ids, tokenizer, batch, context, lr, war
         fail(f"loop should be a training loop function (your train_loop or gpt.train_loop), but got {shown(loop)}")
     check_tokenizer(tokenizer, config_of(model))   # the sample at the end needs these: checked before training
     check_new(sample_chars, "sample_chars")
-    tokenizer.encode(check_text(prompt, "the prompt", max_chars=MAX_PROMPT))
+    prompt_ids(tokenizer, prompt, config_of(model).vocab_size)
     check_seed(seed)
     check_ids(val_ids, "val_ids")
     lr = check_number(lr, "lr", low=0, low_open=True)
@@ -615,21 +636,26 @@ def live_run(loop, model, train_ids, val_ids, tokenizer, batch, context, lr, war
     check_positive_int(warmup, "warmup", minimum=0)
     steps, training = plan_live_run(model, train_ids, batch, context, seconds, eval_every, eval_batches, sample_chars)
     course_train.learning_rate(0, lr, warmup, steps, min_lr)   # a warm-up as long as the planned run: refused now
-    run = LiveRun(steps, seconds=training - (time.perf_counter() - start), ln_v=math.log(config_of(model).vocab_size),
-                  unigram=unigram_loss(train_ids, val_ids))
-    try:   # a loop stopped by an error puts the model back, says one sentence and closes the bar
+    unigram, left = unigram_loss(train_ids, val_ids), training - (time.perf_counter() - start)
+    if left <= 0:   # a busy machine: the checks and the timed passes took all the time set aside for training
+        fail(f"seconds should leave time to train once the run is planned (planning took {training - left:.1f} s "
+             f"here, all of the {training:.1f} s set aside for training), but got {seconds:g}")
+    run = LiveRun(steps, seconds=left, ln_v=math.log(config_of(model).vocab_size), unigram=unigram)
+    try:   # a loop stopped by an error, or a refused return value or sample, puts the model back and says one sentence
         with course_train.put_back_on_error(model, "the training loop", passed=TimeUp):
-            out = loop(model, train_ids, val_ids, steps, batch, context, lr, warmup, min_lr, clip, eval_every,
-                       eval_batches, seed, run.callback)
-    except TimeUp:
-        out = run.losses, run.val
+            try:
+                out = loop(model, train_ids, val_ids, steps, batch, context, lr, warmup, min_lr, clip, eval_every,
+                           eval_batches, seed, run.callback)
+            except TimeUp:
+                out = run.losses, run.val
+            losses, val = said_put_back(loop_result, out, run)   # refused: the picture closed already
+            sample = said_put_back(sample_text, as_transformer(model), tokenizer, prompt, sample_chars,
+                                   temperature=0.8, seed=seed, context=context)
     except BaseException:
-        run.finish("(no sample: the training loop stopped with an error)")
+        if not run.finished:
+            run.finish("(no sample: the training loop stopped with an error)")
         raise
-    losses, val = loop_result(out, run)
     run.losses, run.val = list(losses), dict(val)   # the loop's last evaluation comes after its last callback
-    sample = sample_text(as_transformer(model), tokenizer, prompt, sample_chars, temperature=0.8, seed=seed,
-                         context=context)
     run.finish(sample)
     return dict(steps=steps, done=len(losses), seconds=time.perf_counter() - start, losses=list(losses),
                 val_losses=dict(val), sample=sample)
@@ -795,9 +821,7 @@ def circuit_lines(history, birth):
     else:
         lines.append(f"no head became an induction head in this run: no score rose above "
                      f"{float(history['scores'].max()):.3f} (an induction head scores above {FORMED})")
-        lines.append(f"both copies' losses climb: the first copy's from {history['first'][0]:.1f} to "
-                     f"{history['first'][-1]:.1f}, the second copy's from {history['second'][0]:.1f} to "
-                     f"{history['second'][-1]:.1f}")
+        lines.append(losses_went(history))
         at, l, h = np.unravel_index(int(np.argmax(history["scores"])), history["scores"].shape)
         lines.append(f"the highest score of any head at any record: {history['scores'][at, l, h]:.3f}, "
                      f"L{l}H{h} at step {history['steps'][at]}")
@@ -805,6 +829,18 @@ def circuit_lines(history, birth):
         lines.append(f"every head's score at step {history['steps'][0]}: about {scores[0].mean():.3f} (the weight spread "
                      f"evenly); at step {history['steps'][-1]}: {scores[-1].max():.3f} at most")
     return lines
+
+
+def losses_went(history):
+    """One sentence on where both copies' losses went from the first record to the last: each climbs,
+    falls or stays, as the numbers shown (to one decimal) say."""
+    ends = [(float(history[name][0]), float(history[name][-1])) for name in ("first", "second")]
+    shown_ends = [(f"{a:.1f}", f"{b:.1f}") for a, b in ends]
+    verbs = ["stay" if a == b else "climb" if float(b) > float(a) else "fall" for a, b in shown_ends]
+    parts = [f"at {a}" if verb == "stay" else f"from {a} to {b}" for verb, (a, b) in zip(verbs, shown_ends)]
+    if verbs[0] == verbs[1]:
+        return f"both copies' losses {verbs[0]}: the first copy's {parts[0]}, the second copy's {parts[1]}"
+    return f"the first copy's loss {verbs[0]}s {parts[0]}, the second copy's {verbs[1]}s {parts[1]}"
 
 
 def circuit_figure(history, birth):
@@ -1021,20 +1057,17 @@ def samples_at(model, tokenizer, prompt, n_new, temperatures, seed=0):
             fail(f"each temperature should be above 0 (for the greedy choice use chapter 09's generate), "
                  f"but got {shown(t)}")
     scale = torch.tensor([[float(t)] for t in temperatures], dtype=torch.float64)
-    if not isinstance(prompt, str) or not prompt:
-        fail(f"the prompt should be a non-empty string, but got {prompt!r:.40}")
-    check_text(prompt, "the prompt", max_chars=MAX_PROMPT)
     seed = check_seed(seed)
     rows = len(temperatures)
-    prompt_ids = tokenizer.encode(prompt)
+    start = torch.tensor(prompt_ids(tokenizer, prompt, cfg.vocab_size))   # (T,): encode may give a list or an array
     model = model if isinstance(model, Transformer) else as_transformer(model)   # the cache is the Transformer's
     # the cache holds the prompt and every drawn token: learned positions stop at n_max, the others at MAX_TOKENS
     limit, why = (cfg.n_max, f"the model's n_max={cfg.n_max}") if cfg.positions == "learned" else \
         (MAX_TOKENS, f"the course's limit of {MAX_TOKENS:,}")
-    if len(prompt_ids) + n_new > limit:
-        fail(f"n_new should be at most {max(limit - len(prompt_ids), 0):,}, {why} tokens less the prompt's "
-             f"{len(prompt_ids):,}, but got {count(n_new)}")
-    ids = prompt_ids[None].repeat(rows, 1)
+    if len(start) + n_new > limit:
+        fail(f"n_new should be at most {max(limit - len(start), 0):,}, {why} tokens less the prompt's "
+             f"{len(start):,}, but got {count(n_new)}")
+    ids = start[None].repeat(rows, 1)
     generators = [torch.Generator().manual_seed(seed) for _ in range(rows)]
     cache = KVCache(cfg.n_layers)
     drawn = []

@@ -3,7 +3,8 @@
 * ``pretokenize(text)``: the words a byte-level BPE works inside (GPT-2's split; a space belongs to
   the word after it and is written ``Ġ``, a newline ``Ċ``), each a list of one-character symbols.
 * ``merge_step(words)``: one BPE merge by hand, the course's own (the exercise's reference): count
-  the adjacent pairs inside the words, merge the most frequent everywhere.
+  the adjacent pairs inside the words, merge the most frequent everywhere (a tie: the smallest pair
+  in Python's order, the library's choice on single characters but not always on merged symbols).
 * ``train_bpe(text, vocab_size)``: Hugging Face ``tokenizers``' byte-level BPE trained on ``text``
   (offline, in memory); ``merges(bpe)``; ``shorter(bpe, vocab_size)``: the same run stopped earlier
   (BPE's merges are learned one after another, so a smaller vocabulary is a prefix of a larger one).
@@ -99,8 +100,16 @@ def merge_step(words):
 
     words: a list of words, each a list of symbols (strings), in the order of the text. Count every
     pair of neighbouring symbols inside each word (in "a a a" the pair (a, a) stands twice); take
-    the most frequent, on a tie the smallest pair in Python's order (as the library does); then
-    replace, in every word, each occurrence of that pair, read left to right, by one symbol a + b.
+    the most frequent, on a tie the smallest pair in Python's order (``min``); then replace, in
+    every word, each occurrence of that pair, read left to right, by one symbol a + b.
+
+    Ties and the library: the ``tokenizers`` trainer breaks a tie by token id, the smallest (id of
+    a, id of b), where the 256 byte symbols come first in the order of their characters and each
+    merged symbol gets the next id as it is made. Between pairs of single characters (the first
+    merge, and every tie in the check's small cases) the two orders agree; once a merged
+    symbol ties with another pair they may not ('bc' sorts before 'Ġz' in Python's order, but a
+    'Ġz' made earlier has the smaller id), and the words alone do not say in which order merged
+    symbols were made: so ``merge_step`` repeated can part from ``train_bpe`` at such a tie.
     """
     counts = pair_counts(words)
     if not counts:

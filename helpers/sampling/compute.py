@@ -18,7 +18,7 @@ import numpy as np
 import torch
 
 from ..errors import CourseInputError, check_bytes, check_finite, check_number, check_positive_int, check_seed, \
-    check_switch, check_tensor, count, fail, shown, to_numpy
+    check_switch, check_tensor, check_text, count, fail, shown, to_numpy
 from ..model import KVCache, check_model, eval_mode, weights_state
 
 
@@ -668,22 +668,23 @@ def prompt_state(model, tokenizer, prompt, room=0):
     it was made with). ``room``: tokens still to come after it. A state is good for the model's
     weights as they were: once they change (more training, an edit), ``check_state`` refuses it.
 
-    A prompt that is empty, too long for the model (with ``room``) or gives ids outside the
-    model's vocabulary is refused with one sentence."""
+    A prompt the tokenizer turns into no token (an empty one; "\\n" is a prompt for a character
+    model), too long for the model (with ``room``) or giving ids outside the model's vocabulary is
+    refused with one sentence."""
     from ..model import Transformer
 
     if not isinstance(model, Transformer):
         fail(f"expected a helpers.model.Transformer, but got {type(model).__name__}")
     room = check_positive_int(room, "room (the tokens drawn after the prompt)", minimum=0)
     tokenizer = model_tokenizer(model, tokenizer)
-    if not isinstance(prompt, str) or not prompt.strip():
-        fail(f"a prompt is a non-empty string, but got {prompt!r}")
+    prompt = check_text(prompt, "the prompt", empty=True)   # a newline alone is a prompt (a character model's)
     from ..worlds import tokenizer_encode
 
     V, n_max = model.cfg.vocab_size, model.cfg.n_max
     ids = tokenizer_encode(tokenizer, prompt, V)
     if len(ids) == 0:
-        fail(f"the prompt {prompt!r} gives no tokens")
+        fail(f"the prompt should be a non-empty text the tokenizer turns into at least one token, but "
+             f"{shown(prompt)} gives none")
     if room >= n_max:
         fail(f"the continuations should be shorter than the model's window n_max = {n_max} tokens (with the "
              f"prompt's {len(ids)}, at most {n_max - len(ids)}), but got {shown(room)}")
