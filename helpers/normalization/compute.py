@@ -747,11 +747,19 @@ def plot_steps(x, steps, printed=None, labels=None):
 def plot_stream(ax, names, norms, tokens, title):
     """One line per position: the norm of its residual vector at each point of the stream.
 
-    names (P,), norms (P, T) from ``residual_norms``; tokens (T,) label the lines.
+    names (P,), norms (P, T) from ``residual_norms``: finite numbers >= 0 (the norms of a diverged model,
+    NaN or inf, have no height to draw); tokens (T,) label the lines; names and tokens lists of texts.
     """
+    for labels, what in ((names, "names"), (tokens, "tokens")):
+        if not isinstance(labels, (list, tuple)) or not labels or not all(isinstance(x, str) for x in labels):
+            fail(f"{what} should be a non-empty list of texts (from nz.residual_norms and the prompt's words), "
+                 f"but got {shown(labels)}")
     norms = as_array(norms, "norms", 2)
     if norms.shape != (len(names), len(tokens)):
         fail(f"norms should be {len(names)} points × {len(tokens)} tokens, but has shape {norms.shape}")
+    check_finite(norms, "norms")
+    if (norms < 0).any():
+        fail(f"norms should hold numbers >= 0 (a norm is never negative), but got {norms.min():g}")
     for t, token in enumerate(tokens):
         ax.plot(range(len(names)), norms[:, t], marker="o", label=token)
     ax.set_xticks(range(len(names)), names, rotation=45, ha="right")
@@ -811,22 +819,43 @@ def chaotic(norm, n_layers):
 
 
 def check_loss(loss, name="loss"):
-    """A run's losses (or another of its per-step records, called ``name``): a non-empty 1-D list or array
-    of numbers (NaN, a diverged step, counts); return it."""
+    """A run's losses (or another of its per-step records, called ``name``: a gradient norm): a non-empty
+    1-D list or array of numbers >= 0 (a cross-entropy or a norm is never negative; NaN and inf, a diverged
+    step, count); return it as a (S,) float array."""
     values = as_array(loss, name, 1)
     if np.asarray(loss).dtype.kind == "b":
         fail(f"{name} should hold numbers, but got True/False values {shown(loss)}")
     loss = values
     if not len(loss):
         fail(f"{name} should hold at least one step's value, but it is empty")
+    below = np.flatnonzero(loss < 0)   # NaN is not below 0; -inf is
+    if below.size:
+        fail(f"{name} should hold numbers >= 0 (a cross-entropy or a norm is never negative), but step "
+             f"{below[0]:,} holds {loss[below[0]]:g}")
     return loss
+
+
+def diverged(loss):
+    """Whether a run whose losses (S,) ``check_loss`` took has diverged: NaN, or a loss that overflowed
+    to inf, at any step. The one rule of ``run_outcome``, ``learning_state``, ``final_text`` and ``plot_grid``."""
+    return not np.isfinite(loss).all()
+
+
+def diverged_text(loss):
+    """How a diverged run's final loss is printed: "NaN" (or "inf" for a run that only overflowed)."""
+    return "NaN" if np.isnan(loss).any() else "inf"
 
 
 def check_references(unigram, best, missing=False):
     """The losses of a predictor that ignores its input and of the best possible one: finite, >= 0
-    (or None, not drawn, with ``missing``)."""
-    return tuple(None if missing and value is None else check_number(value, name, low=0)
-                 for value, name in ((unigram, "unigram"), (best, "best")))
+    (or None, not drawn, with ``missing``), best at most unigram (the best predictor is never worse than
+    one that ignores its input). Returns (unigram, best)."""
+    unigram, best = (None if missing and value is None else check_number(value, name, low=0)
+                     for value, name in ((unigram, "unigram"), (best, "best")))
+    if unigram is not None and best is not None and best > unigram:
+        fail(f"best (the lowest possible loss) should be at most unigram (the loss of a predictor that ignores its "
+             f"input), but got best={best:g} above unigram={unigram:g} (the two swapped?)")
+    return unigram, best
 
 
 def final_text(loss, norm, n_layers, unigram, best):
@@ -836,20 +865,20 @@ def final_text(loss, norm, n_layers, unigram, best):
     check_references(unigram, best)
     if chaotic(norm, n_layers):
         outcome = run_outcome(loss, unigram, best)
-        return {"diverged": "NaN*", "other": "other*"}.get(outcome, outcome + "*")
-    if np.isnan(loss).any():   # a diverged run, in the word run_outcome gives it
-        return "NaN"
-    return f"{np.asarray(loss, dtype=float)[-1]:.3f}"
+        return (diverged_text(loss) if outcome == "diverged" else outcome) + "*"
+    if diverged(loss):   # a diverged run, by the rule run_outcome uses
+        return diverged_text(loss)
+    return f"{loss[-1]:.3f}"
 
 
 def run_outcome(loss, unigram, best, near=0.05):
     """One word for how a run ended: "trained" (final loss within ``near`` of the best
     possible), "frequencies" (within 0.01 of the loss of a predictor that ignores its
-    input), "diverged" (NaN) or "other"."""
+    input), "diverged" (NaN or inf at any step: ``diverged``) or "other". best at most unigram."""
     loss = check_loss(loss)
     unigram, best = check_references(unigram, best)
     near = check_number(near, "near", low=0)
-    if np.isnan(loss).any():
+    if diverged(loss):
         return "diverged"
     if loss[-1] - best <= near:
         return "trained"
@@ -862,10 +891,10 @@ def learning_state(loss, unigram):
     """Where a (possibly unfinished) run stands at its last step, in words:
     "learns from the context" (loss at least 0.5 below ``unigram``, the loss of a predictor
     that ignores its input), "is stuck at the frequencies" (within 0.01 of it),
-    "has diverged" (NaN or inf) or "is in between"."""
+    "has diverged" (NaN or inf: ``diverged``) or "is in between"."""
     loss = check_loss(loss)
     unigram = check_number(unigram, "unigram", low=0)
-    if not np.isfinite(loss).all():   # NaN, or a loss that overflowed to inf
+    if diverged(loss):
         return "has diverged"
     if loss[-1] <= unigram - 0.5:
         return "learns from the context"
@@ -958,9 +987,15 @@ def stack_view(curves, n_layers=8, lr=3e-2):
 
 def plot_residual(curves, plain, lr=3e-2, depths=(2, 4, 8, 12), unigram=None, best=None):
     """The pre-LN stack's training loss with its residual connections (``curves``) and without
-    them (``plain``), one panel per depth, at one learning rate. unigram, best: None or the reference
-    losses drawn as lines."""
+    them (``plain``), one panel per depth, at one learning rate. depths: a non-empty list of depths both
+    were trained at; unigram, best: None or the reference losses drawn as lines. Every run drawn is
+    checked before the figure is made."""
     check_references(unigram, best, missing=True)
+    if isinstance(depths, np.ndarray) and depths.ndim == 1:
+        depths = depths.tolist()
+    for n in check_values(depths, "depths"):
+        for source in (curves, plain):
+            get_run(source, "pre", n, lr)
     fig, axes = plt.subplots(1, len(depths), figsize=(10, 3.0), sharey=True)
     for ax, n in zip(np.atleast_1d(axes), depths):
         for source, colour, style, label in ((curves, COLOURS["pre"], "-", "pre-LN, with residuals"),
@@ -982,7 +1017,7 @@ def plot_grid(curves, unigram=None, best=None):
     """Final training loss against depth, one panel per learning rate, one line per placement.
 
     Chaotic runs (``chaotic``) are drawn hollow: their value is one draw, not a
-    reproducible result. A diverged run (NaN) has no loss to draw on the numeric axis; it is
+    reproducible result. A diverged run (NaN or inf) has no loss to draw on the numeric axis; it is
     marked in a separate strip above it. unigram, best: None or the reference losses drawn as lines."""
     check_references(unigram, best, missing=True)
     table = final_losses(curves)
@@ -998,7 +1033,7 @@ def plot_grid(curves, unigram=None, best=None):
             if wild.any():
                 ax.plot(depths[wild], values[wild], "o", mfc="white", color=COLOURS[norm],
                         label=f"{LABELS[norm]}: chaotic run (one draw)")
-            lost = np.isnan(values)
+            lost = ~np.isfinite(values)   # a diverged run (``diverged``: NaN or inf) has no point on the axis
             if lost.any():
                 strip.plot(depths[lost], np.zeros(int(lost.sum())), "x", ms=8, mew=2, color=COLOURS[norm],
                            label=f"{LABELS[norm]}: diverged (NaN)")
