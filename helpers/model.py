@@ -23,6 +23,7 @@ query heads), ``norm_kind="rmsnorm"``, ``activation="swiglu"`` (a gated MLP with
 matrix W_G, traced as ``gate``), ``rotary_pairs="halves"`` and ``rotary_base`` (Llama's
 rotary convention), ``bias=False``. The defaults are the tiny models' choices.
 """
+import functools
 import inspect
 import math
 import threading
@@ -1250,6 +1251,55 @@ def eval_mode(model, train=False):
     finally:
         for module, mode in modes:
             module.training = mode
+
+
+FAST_CHECK_NUMBERS = 2**22   # a model of at most this many numbers is checked in one copy (about 0.2 ms for the cat model)
+
+
+def check_finite_weights(model, name="the model"):
+    """Refuse, in one sentence naming the first such tensor, a model (a torch module) whose weights
+    (its floating-point parameters and buffers) hold NaN or inf: a training run that diverged, or an
+    edit. Every measure of such a model would be NaN, or a count made from NaN logits. A small model
+    is checked in one pass over a copy of all its numbers; a larger one (or one found wanting) tensor by tensor."""
+    tensors = [t.detach() for t in (*model.parameters(), *model.buffers()) if t.is_floating_point()]
+    if not tensors:
+        return model
+    if sum(t.numel() for t in tensors) <= FAST_CHECK_NUMBERS and len({t.dtype for t in tensors}) == 1 \
+            and bool(torch.cat([t.reshape(-1) for t in tensors]).isfinite().all()):
+        return model
+    for label, t in (*model.named_parameters(), *model.named_buffers()):
+        if t.is_floating_point():
+            bad = int((~t.detach().isfinite()).sum())
+            if bad:
+                fail(f"the weights of {name} should be finite numbers, but {label} holds NaN or inf in {count(bad)} "
+                     f"of its {count(t.numel())} entries (a training run that diverged, or an edit): load or "
+                     "train the model again")
+    return model
+
+
+@contextmanager
+def measuring(model, name="the model"):
+    """Within the block ``model`` (a course model) is measured as it is meant to be: refused first, in one
+    sentence, when its weights hold NaN or inf (``check_finite_weights``), then in eval mode (no dropout:
+    a measure gives one number for one model, and draws nothing from torch's global generator);
+    afterwards, also after an error, every module is back in the mode it was in. Every model-level
+    measure of chapters 00-06 (a loss, the top next words, an accuracy, a leak, ...) runs inside it."""
+    check_finite_weights(model, name)
+    with eval_mode(model):
+        yield model
+
+
+def measure(function):
+    """``function(model, ...)``, a measure of a course Transformer, run inside ``measuring(model)``: a model
+    whose weights hold NaN or inf is refused in one sentence, and the measure runs in eval mode. (A first
+    argument that is no Transformer is left to the function's own check, which names what arrived.)"""
+    @functools.wraps(function)
+    def measured(model, *args, **kwargs):
+        if not isinstance(model, Transformer):
+            return function(model, *args, **kwargs)
+        with measuring(model):
+            return function(model, *args, **kwargs)
+    return measured
 
 
 def check_model(model, name="the model"):

@@ -7,21 +7,19 @@
 
 A world knows its vocabulary (through a Tokenizer), its sentences, its
 train / held-out split and how to score a model on itself. Every model-level measure of
-chapters 00-06 runs inside ``measuring(model)`` (or the ``measure`` decorator): a model whose
-weights hold NaN or inf is refused in one sentence, and the measure runs in eval mode.
+chapters 00-06 runs inside ``model.measuring(model)`` (or the ``model.measure`` decorator): a model
+whose weights hold NaN or inf is refused in one sentence, and the measure runs in eval mode.
 """
-import functools
 import itertools
 import math
 from collections import Counter, defaultdict
-from contextlib import contextmanager
 from dataclasses import dataclass, field
 
 import numpy as np
 import torch
 
 from .errors import CourseInputError, check_ids_given, check_positive_int, check_seed, check_tensor, check_text, count, fail, shown
-from .model import Transformer, eval_mode
+from .model import measuring
 
 MAX_TOKENS_DRAWN = 10_000_000   # the most tokens dragon_sample and repeated_tokens draw in one call
 MAX_SENTENCES = 1_000_000       # the most sentences decisions, entropy_floor and World.batch take in one call
@@ -248,55 +246,6 @@ def check_world(model, world):
     if V != len(world.tokenizer.vocab):   # the cat model on the dragon world read other words by the same ids
         fail(f"expected a model and a world that belong together, but the model has {V} tokens and the "
              f"{world.name} world {len(world.tokenizer.vocab)}")
-
-
-FAST_CHECK_NUMBERS = 2**22   # a model of at most this many numbers is checked in one copy (about 0.2 ms for the cat model)
-
-
-def check_finite_weights(model, name="the model"):
-    """Refuse, in one sentence naming the first such tensor, a model (a torch module) whose weights
-    (its floating-point parameters and buffers) hold NaN or inf: a training run that diverged, or an
-    edit. Every measure of such a model would be NaN, or a count made from NaN logits. A small model
-    is checked in one pass over a copy of all its numbers; a larger one (or one found wanting) tensor by tensor."""
-    tensors = [t.detach() for t in (*model.parameters(), *model.buffers()) if t.is_floating_point()]
-    if not tensors:
-        return model
-    if sum(t.numel() for t in tensors) <= FAST_CHECK_NUMBERS and len({t.dtype for t in tensors}) == 1 \
-            and bool(torch.cat([t.reshape(-1) for t in tensors]).isfinite().all()):
-        return model
-    for label, t in (*model.named_parameters(), *model.named_buffers()):
-        if t.is_floating_point():
-            bad = int((~t.detach().isfinite()).sum())
-            if bad:
-                fail(f"the weights of {name} should be finite numbers, but {label} holds NaN or inf in {count(bad)} "
-                     f"of its {count(t.numel())} entries (a training run that diverged, or an edit): load or "
-                     "train the model again")
-    return model
-
-
-@contextmanager
-def measuring(model, name="the model"):
-    """Within the block ``model`` (a course model) is measured as it is meant to be: refused first, in one
-    sentence, when its weights hold NaN or inf (``check_finite_weights``), then in eval mode (no dropout:
-    a measure gives one number for one model, and draws nothing from torch's global generator);
-    afterwards, also after an error, every module is back in the mode it was in. Every model-level
-    measure of chapters 00-06 (a loss, the top next words, an accuracy, a leak, ...) runs inside it."""
-    check_finite_weights(model, name)
-    with eval_mode(model):
-        yield model
-
-
-def measure(function):
-    """``function(model, ...)``, a measure of a course Transformer, run inside ``measuring(model)``: a model
-    whose weights hold NaN or inf is refused in one sentence, and the measure runs in eval mode. (A first
-    argument that is no Transformer is left to the function's own check, which names what arrived.)"""
-    @functools.wraps(function)
-    def measured(model, *args, **kwargs):
-        if not isinstance(model, Transformer):
-            return function(model, *args, **kwargs)
-        with measuring(model):
-            return function(model, *args, **kwargs)
-    return measured
 
 
 def cat_sentences():

@@ -1,5 +1,5 @@
 """Round 15 (reader A, entries 1, 6, 11, 13, 15, 17, 20): the model-level measures of chapters 00-06
-refuse a model whose weights hold NaN or inf and measure in eval mode (one shared ``worlds.measuring``);
+refuse a model whose weights hold NaN or inf and measure in eval mode (one shared ``model.measuring``);
 training inside course functions leaves torch's global generator alone; each World owns its lists;
 scaled_scores takes the inputs its docstring names; dropout_demo counts the memory it makes; the
 masking explorer keeps the models it was given."""
@@ -17,7 +17,7 @@ import torch
 from helpers import worlds
 from helpers.errors import MAX_BYTES
 from helpers.masking import compute as masking, explorer as masking_explorer
-from helpers.model import Config, Transformer
+from helpers.model import Config, Transformer, check_finite_weights, measuring
 from helpers.positions import compute as positions, explorer as positions_explorer
 from helpers.recipes import CAT_CONFIG
 from helpers.scaling import compute as scaling
@@ -125,11 +125,11 @@ def test_a_whole_model_is_measured_as_before(cat, world):
 
 
 def test_the_check_costs_well_under_a_millisecond_on_the_cat_model(cat):
-    worlds.check_finite_weights(cat)
+    check_finite_weights(cat)
     times = []
     for _ in range(30):
         start = time.perf_counter()
-        with worlds.measuring(cat):
+        with measuring(cat):
             pass
         times.append(time.perf_counter() - start)
     assert sorted(times)[len(times) // 2] < 0.005   # about 0.3 ms on a free core (lenient: a loaded machine)

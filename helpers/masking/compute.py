@@ -30,12 +30,12 @@ from torch import nn
 
 from ..errors import MAX_BYTES, as_array, check_bytes, check_finite, check_mask, check_number, check_positive_int, check_seed, \
     check_switch, check_tensor_size, count, fail, length, refuse_bools, shown, to_numpy
-from ..model import Attention, Transformer, check_heads_split, check_made
+from ..model import Attention, Transformer, check_heads_split, check_made, measure
 from ..recipes import CAT_CONFIG, CAT_TRAINING
 from ..explorer import check_model_and_world
 from ..sampling.compute import check_length, check_prompt, check_sampling, generate, next_distribution, window
 from ..training import check_steps, train
-from ..worlds import World, check_sentences, decisions, entropy_floor, measure, words_of   # entropy_floor: chapter 04 calls it masking.entropy_floor
+from ..worlds import World, check_sentences, decisions, entropy_floor, words_of   # entropy_floor: chapter 04 calls it masking.entropy_floor
 
 
 def check_square(T, bytes_per_entry, what, name="T"):

@@ -10,7 +10,7 @@ import torch
 
 from ..errors import CourseInputError, check_number, check_positive_int, check_switch, count, fail, shown, to_numpy
 from ..explorer import Blitter, check_model_and_world, new_figure, show, start_at, weights_version
-from ..worlds import check_finite_weights
+from ..model import check_finite_weights
 from .compute import attention_maps
 
 HIDDEN = (0.85, 0.85, 0.85, 1.0)   # grey: a key the mask hides

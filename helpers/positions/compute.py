@@ -35,8 +35,8 @@ from ..errors import MAX_BYTES, as_array, check_bytes, check_finite, check_numbe
     check_switch, check_tensor, count, fail, shown, to_numpy
 from ..explorer import check_model_and_world
 from ..heads.compute import as_numpy
-from ..model import MAX_TOKENS, Transformer, check_depth, check_model, rotate_pairs, sinusoidal_table
-from ..worlds import measure, words_of
+from ..model import MAX_TOKENS, Transformer, check_depth, check_model, measure, rotate_pairs, sinusoidal_table
+from ..worlds import words_of
 
 MAX_SQUARE = math.isqrt(MAX_BYTES // 8)   # the largest n of an (n, n) float64 table within MAX_BYTES: 14,188
 MAX_SHIFT = 1_000_000     # the furthest position shifted_logits places a sequence (the notebook goes to 1,000)

@@ -7,7 +7,7 @@ checkbox; ``render`` calls ``compute.next_token_view`` and moves the bars of one
 import numpy as np
 
 from ..explorer import Blitter, check_model_and_world, new_figure, show, start_at, weights_version
-from ..worlds import check_finite_weights
+from ..model import check_finite_weights
 from . import compute
 
 

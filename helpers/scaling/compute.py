@@ -13,12 +13,11 @@ import torch
 
 from ..errors import MAX_BYTES, as_array, check_bytes, check_finite, check_index, check_number, check_positive_int, check_seed, check_switch, \
     check_tensor_size, count, fail, shown
-from ..model import check_made, check_model
+from ..model import check_made, check_model, measure
 from ..plots import ACCENT, BASE
 from ..reference import softmax
 from ..training import Adam, check_batch, check_lr, check_seeds, check_steps
 from ..worlds import entropy_floor as loss_floor   # the floor under the training loss (chapter 04's entropy_floor)
-from ..worlds import measure
 
 # The Book's table: d -> (spread of raw dot products, spread after dividing by √d).
 BOOK_SPREAD = {2: (1.41, 1.00), 4: (2.00, 1.00), 64: (7.99, 1.00), 768: (27.73, 1.00)}

@@ -23,9 +23,9 @@ import torch.nn.functional as F
 from ..errors import check_bytes, check_choice, check_index, check_positive_int, check_switch, check_text, count, \
     fail, shown
 from ..explorer import check_model_and_world
-from ..model import INITS, Config, Transformer
+from ..model import INITS, Config, Transformer, measuring
 from ..training import check_seeds, check_work
-from ..worlds import COPULAS, World, adjectives_of, check_sentences, measuring, next_token_probs, non_copula_decisions
+from ..worlds import COPULAS, World, adjectives_of, check_sentences, next_token_probs, non_copula_decisions
 
 # The Primer §6, "The same model on <BOS> the cat is": its top three after each copula prompt.
 PRIMER_COPULA_TOP3 = {

@@ -4,8 +4,7 @@ import numpy as np
 from .. import plots
 from ..errors import to_numpy
 from ..explorer import Blitter, check_model_and_world, new_figure, show, start_at, weights_version
-from ..model import weights_state
-from ..worlds import check_finite_weights
+from ..model import check_finite_weights, weights_state
 from . import compute
 
 
