@@ -98,6 +98,17 @@ def tokenizer_encode(tokenizer, text, V, model_V=None):
     return torch.tensor(ids, dtype=torch.long)
 
 
+def prompt_encode(tokenizer, prompt, V, model_V=None):
+    """The ids (T,) of one prompt, as ``tokenizer_encode`` checks them: any text the tokenizer turns
+    into at least one token is a prompt (a newline alone is one, a character model's), else one sentence."""
+    prompt = check_text(prompt, "the prompt", empty=True)
+    ids = tokenizer_encode(tokenizer, prompt, V, model_V)
+    if len(ids) == 0:
+        fail(f"the prompt should be a non-empty text the tokenizer turns into at least one token, but "
+             f"{shown(prompt)} gives none")
+    return ids
+
+
 def tokenizer_decode(tokenizer, ids, text=False):
     """The token texts ``tokenizer.decode(ids)`` gives for ids (T,): one text per id, each a text a
     picture can show (``showable``), as a list; with ``text`` one string of them all is taken too

@@ -28,7 +28,7 @@ from torch import nn
 from .. import weights, worlds
 from ..exercises import sealed
 from ..errors import MAX_BYTES, as_array, check_bytes, check_finite, check_ids_given, check_index, check_positive_int, \
-    check_switch, check_tensor, check_tensor_size, check_text, count, fail, length, refuse_bools, shown, to_numpy
+    check_switch, check_tensor, check_tensor_size, count, fail, length, refuse_bools, shown, to_numpy
 from ..masking.compute import book_attention  # noqa: F401  (chapter 05 builds the Book's layer too)
 from ..model import Attention, check_heads_split, check_model, linear, weights_state
 from ..patching import ablation_replace
@@ -565,12 +565,8 @@ def model_and_tokenizer(model, tokenizer=None):
 def prompt_tokens(net, tokenizer, prompt, name=YOURS):
     """(ids (T,), tokens (T texts, the tokenizer's decode)) of one prompt, with one sentence for a
     prompt or tokenizer that does not fit ``net``: no work on the model."""
-    prompt = check_text(prompt, "the prompt", empty=True)   # a newline alone is a prompt (a character model's)
     cfg, who = net.cfg, "your model" if name == YOURS else f"the {name} model"
-    ids = worlds.tokenizer_encode(tokenizer, prompt, min(cfg.vocab_size, len(tokenizer.vocab)), cfg.vocab_size)
-    if len(ids) == 0:
-        fail(f"the prompt should be a non-empty text the tokenizer turns into at least one token, but "
-             f"{shown(prompt)} gives none")
+    ids = worlds.prompt_encode(tokenizer, prompt, min(cfg.vocab_size, len(tokenizer.vocab)), cfg.vocab_size)
     if len(ids) > cfg.n_max:
         fail(f"the prompt should be at most {cfg.n_max} tokens, the most {who} takes, but it has {len(ids)}")
     return ids, worlds.tokenizer_decode(tokenizer, ids)

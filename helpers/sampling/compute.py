@@ -18,7 +18,7 @@ import numpy as np
 import torch
 
 from ..errors import CourseInputError, check_bytes, check_finite, check_number, check_positive_int, check_seed, \
-    check_switch, check_tensor, check_text, count, fail, shown, to_numpy
+    check_switch, check_tensor, count, fail, shown, to_numpy
 from ..model import KVCache, check_model, eval_mode, weights_state
 
 
@@ -677,14 +677,10 @@ def prompt_state(model, tokenizer, prompt, room=0):
         fail(f"expected a helpers.model.Transformer, but got {type(model).__name__}")
     room = check_positive_int(room, "room (the tokens drawn after the prompt)", minimum=0)
     tokenizer = model_tokenizer(model, tokenizer)
-    prompt = check_text(prompt, "the prompt", empty=True)   # a newline alone is a prompt (a character model's)
-    from ..worlds import tokenizer_encode
+    from ..worlds import prompt_encode
 
     V, n_max = model.cfg.vocab_size, model.cfg.n_max
-    ids = tokenizer_encode(tokenizer, prompt, V)
-    if len(ids) == 0:
-        fail(f"the prompt should be a non-empty text the tokenizer turns into at least one token, but "
-             f"{shown(prompt)} gives none")
+    ids = prompt_encode(tokenizer, prompt, V)   # a newline alone is a prompt (a character model's)
     if room >= n_max:
         fail(f"the continuations should be shorter than the model's window n_max = {n_max} tokens (with the "
              f"prompt's {len(ids)}, at most {n_max - len(ids)}), but got {shown(room)}")
