@@ -18,12 +18,14 @@ from dataclasses import dataclass, field
 import numpy as np
 import torch
 
-from .errors import CourseInputError, check_ids_given, check_positive_int, check_seed, check_tensor, check_text, count, fail, shown
+from .errors import CourseInputError, check_ids_given, check_positive_int, check_seed, check_tensor, check_text, count, fail, message_of, shown
 from .model import measuring
 
 MAX_TOKENS_DRAWN = 10_000_000   # the most tokens dragon_sample and repeated_tokens draw in one call
 MAX_SENTENCES = 1_000_000       # the most sentences decisions, entropy_floor and World.batch take in one call
 MAX_WORDS = 1_000               # the most words one such sentence may hold (decisions copies each prefix)
+MAX_TOTAL_WORDS = 10_000_000    # the most words all the sentences of one call may hold (about 80 MB to copy)
+MAX_PREFIX_WORDS = 20_000_000   # the most words decisions may copy into prefixes (about 160 MB)
 MAX_PIECE_CHARS = 100          # the most characters one token's text may hold in an explorer's picture
 MAX_TOKEN_ID = 2**63 - 1        # torch's largest whole number: the largest vocab_size repeated_tokens can draw from
 
@@ -82,11 +84,28 @@ def tokenizer_vocab(tokenizer, most):
     return list(vocab)
 
 
+def tokenizer_call(tokenizer, method, argument, shown_argument):
+    """``tokenizer.<method>(argument)``: a learner's tokenizer that raises (or has no such method) gets
+    one sentence naming its error, never a traceback; the course's own sentences pass through."""
+    try:
+        return getattr(tokenizer, method)(argument)
+    except CourseInputError:
+        raise
+    except Exception as error:   # noqa: BLE001 (a learner's tokenizer may raise anything)
+        tokenizer_raised(error, method, shown_argument)
+
+
+def tokenizer_raised(error, method, shown_argument):
+    """The one sentence for a learner's tokenizer whose ``method`` raised ``error``."""
+    fail(f"the tokenizer's {method}({shown_argument}) should give its answer, but raised "
+         f"{type(error).__name__}: {shown(message_of(error, 200))}")
+
+
 def tokenizer_encode(tokenizer, text, V, model_V=None):
     """The ids (T,) LongTensor ``tokenizer.encode(text)`` gives: one sequence of whole numbers in
     [0, V) (a learner's tokenizer is checked), else one sentence naming what it gave (and the
     model's vocabulary, ``model_V``, where the tokenizer's is smaller)."""
-    given = tokenizer.encode(text)
+    given = tokenizer_call(tokenizer, "encode", text, f"{text!r:.40}")
     try:
         ids = token_ids(given, MAX_TOKEN_ID)
     except CourseInputError:
@@ -113,8 +132,8 @@ def tokenizer_decode(tokenizer, ids, text=False):
     """The token texts ``tokenizer.decode(ids)`` gives for ids (T,): one text per id, each a text a
     picture can show (``showable``), as a list; with ``text`` one string of them all is taken too
     (at most MAX_PIECE_CHARS characters an id). Else one sentence naming what it gave."""
-    pieces = tokenizer.decode(ids)
     n = len(ids)
+    pieces = tokenizer_call(tokenizer, "decode", ids, f"{count(n)} ids")
     if text and type(pieces) is str:
         if len(pieces) <= MAX_PIECE_CHARS * max(n, 1):
             try:
@@ -239,11 +258,19 @@ def check_sentences(sentences, name="sentences", limit=MAX_SENTENCES):
              f"['<BOS>', 'the', 'cat', '<EOS>'], but got {shown(sentences)}")
     if len(sentences) > limit:
         fail(f"{name} should hold at most {limit:,} sentences, but holds {len(sentences):,}")
-    for i, s in enumerate(sentences):
-        if not isinstance(s, (list, tuple)) or not all(isinstance(word, str) for word in s):
+    total = 0
+    for i, s in enumerate(sentences):   # every size checked before a word is read or copied
+        if not isinstance(s, (list, tuple)):
             fail(f"{name} should hold lists of words (strings), but sentence {i} is {shown(s)}")
         if len(s) > MAX_WORDS:
             fail(f"{name} should hold sentences of at most {MAX_WORDS:,} words, but sentence {i} has {len(s):,}")
+        total += len(s)
+        if total > MAX_TOTAL_WORDS:
+            fail(f"{name} should hold at most {MAX_TOTAL_WORDS:,} words in all, but the first {i + 1:,} "
+                 f"sentences already hold {total:,}")
+    for i, s in enumerate(sentences):
+        if not all(isinstance(word, str) for word in s):
+            fail(f"{name} should hold lists of words (strings), but sentence {i} is {shown(s)}")
     return [list(s) for s in sentences]
 
 
@@ -302,8 +329,13 @@ def adjectives_of(noun):
 
 def decisions(sentences):
     """Every next-token decision: (prefix words, next word, is_copula_slot)."""
+    sentences = check_sentences(sentences)
+    copied = sum(len(s) * (len(s) - 1) // 2 for s in sentences)
+    if copied > MAX_PREFIX_WORDS:
+        fail(f"sentences should need at most {MAX_PREFIX_WORDS:,} words of prefixes (a sentence of n words "
+             f"has n(n-1)/2), but need {copied:,}")
     out = []
-    for s in check_sentences(sentences):
+    for s in sentences:
         for t in range(1, len(s)):
             out.append((tuple(s[:t]), s[t], s[t - 1] in COPULAS))
     return out

@@ -14,8 +14,11 @@ loop written out, the live run, and the measurements on the shipped Shakespeare 
 * ``as_transformer``: any model with the course's parameter names (and a ``cfg``) as a
   ``helpers.model.Transformer``, so the trace, the switches and the explorers take it.
 """
+import contextlib
+import ctypes
 import math
 import operator
+import threading
 import time
 
 import numpy as np
@@ -403,6 +406,8 @@ def prompt_ids(tokenizer, prompt, vocab_size):
         encoded = tokenizer.encode(prompt)
     except CourseInputError as error:
         fail(f"the prompt should be text this tokenizer can encode, but encoding it said: {error}")
+    except Exception as error:   # noqa: BLE001 (a learner's tokenizer may raise anything)
+        worlds.tokenizer_raised(error, "encode", shown(prompt))
     return encoded_ids(encoded, vocab_size)
 
 
@@ -427,7 +432,15 @@ def sample_text(model, tokenizer, prompt, n_new, temperature=1.0, seed=0, contex
         for _ in range(n_new):
             logits = model(torch.tensor(ids[-context:]))[-1]
             ids.append(draw(next_distribution(logits, temperature), generator))
-    return tokenizer.text(ids)
+    return tokenizer_text(tokenizer, ids)
+
+
+def tokenizer_text(tokenizer, ids):
+    """``tokenizer.text(ids)``, the text of the ids (a learner's tokenizer checked: one str), else one sentence."""
+    text = worlds.tokenizer_call(tokenizer, "text", ids, f"{count(len(ids))} ids")
+    if type(text) is not str:
+        fail(f"the tokenizer's text({count(len(ids))} ids) should give one string, but gave {shown(text)}")
+    return text
 
 
 MAX_TRIALS = 100   # the most timed passes step_seconds takes
@@ -435,6 +448,40 @@ MAX_TRIALS = 100   # the most timed passes step_seconds takes
 
 class TimeUp(Exception):
     """Raised by the live run's callback inside a loop once its time is up."""
+
+
+class LoopLate(BaseException):
+    """Raised by the live run's watchdog inside a loop that ran past its time without stopping at its
+    callback (not an Exception, so a loop's own ``except Exception`` does not keep it going)."""
+
+
+LATE_SECONDS = 5.0   # how long past its time a loop that does not stop at its callback may run before it is stopped
+
+
+@contextlib.contextmanager
+def stopped_after(seconds, exception):
+    """Run the block; once ``seconds`` have passed, raise ``exception`` in it (again every 0.1 s, so a
+    loop that catches it is stopped too) from a watchdog thread, until the block ends: a training loop
+    that never calls its callback, which stops it on time, is stopped all the same."""
+    ident, done, lock = threading.get_ident(), threading.Event(), threading.Lock()
+
+    def watch():
+        if done.wait(seconds):
+            return
+        while True:
+            with lock:   # never raised once the block has ended
+                if done.is_set():
+                    return
+                ctypes.pythonapi.PyThreadState_SetAsyncExc(ctypes.c_ulong(ident), ctypes.py_object(exception))
+            time.sleep(0.1)
+
+    threading.Thread(target=watch, name="stops a live run's loop", daemon=True).start()
+    try:
+        yield
+    finally:
+        with lock:
+            done.set()
+            ctypes.pythonapi.PyThreadState_SetAsyncExc(ctypes.c_ulong(ident), None)   # one still pending: dropped
 
 
 def step_seconds(model, train_ids, batch, context, trials=3):
@@ -644,9 +691,19 @@ def live_run(loop, model, train_ids, val_ids, tokenizer, batch, context, lr, war
     try:   # a loop stopped by an error, or a refused return value or sample, puts the model back and says one sentence
         with course_train.put_back_on_error(model, "the training loop", passed=TimeUp):
             try:
-                out = loop(model, train_ids, val_ids, steps, batch, context, lr, warmup, min_lr, clip, eval_every,
-                           eval_batches, seed, run.callback)
+                with stopped_after(left + LATE_SECONDS, LoopLate):
+                    out = loop(model, train_ids, val_ids, steps, batch, context, lr, warmup, min_lr, clip, eval_every,
+                               eval_batches, seed, run.callback)
             except TimeUp:
+                out = run.losses, run.val
+            except LoopLate:   # stopped by the watchdog: the loop ran on past its time
+                if not run.losses:
+                    said = CourseInputError(
+                        f"loop should call callback(losses, val_losses) after every step (the live run stops it there "
+                        f"when its {left:.0f} s are up), but it ran {run.elapsed:.0f} s without calling it; the model "
+                        f"was put back as it was before the call")
+                    said.put_back = True   # (put_back_on_error puts it back and adds nothing)
+                    raise said
                 out = run.losses, run.val
             losses, val = said_put_back(loop_result, out, run)   # refused: the picture closed already
             sample = said_put_back(sample_text, as_transformer(model), tokenizer, prompt, sample_chars,
@@ -1080,4 +1137,4 @@ def samples_at(model, tokenizer, prompt, n_new, temperatures, seed=0):
             drawn.append(new)
             logits = model(new, cache=cache)[:, -1]
     out = torch.cat([ids] + drawn, dim=1)
-    return [tokenizer.text(row) for row in out]
+    return [tokenizer_text(tokenizer, row) for row in out]
