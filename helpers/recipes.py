@@ -29,6 +29,22 @@ def train_cat(progress=True, **overrides):
     return model, losses, seconds
 
 
+# A rebuild on another CPU rounds some float32 steps otherwise and gets other weights: on the paths measured
+# (tests/test_recipes.py) the cat model's weakest copula type lands from 0.865 to 0.973, around the course's
+# 0.9 target that the shipped model meets (0.951). What every rebuild keeps is the behaviour: every copula
+# type's top word in class, the weakest p(class) at least this floor.
+REBUILD_COPULA_FLOOR = 0.8
+
+
+def cat_rebuild_kept(figures):
+    """Whether a rebuilt cat model's ``worlds.cat_targets`` figures keep the shipped model's behaviour:
+    p(on) >= 0.99, every copula type's top word in class, the weakest p(class) >= REBUILD_COPULA_FLOOR,
+    top-1 on the bigram slots within 0.02 of the ceiling."""
+    return (figures["p_on"] >= 0.99 and figures["copula_in_class"] == figures["copula_types"]
+            and figures["copula_min_p_class"] >= REBUILD_COPULA_FLOOR
+            and figures["bigram_accuracy"] >= figures["bigram_ceiling"] - 0.02)
+
+
 def train_dragon(progress=True, **overrides):
     """Train the dragon-world model from scratch. Returns (model, losses, seconds)."""
     world = worlds.dragon_world(**DRAGON_CORPUS)

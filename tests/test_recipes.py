@@ -21,7 +21,7 @@ from helpers.weights import card, data_dir
 # from the card is no property of the recipe, so the weakest type is checked against a floor
 # (COPULA_FLOOR, every type still clearly in class) and every type's top word against its class.
 CAT_TOLERANCE = dict(final_loss=0.02, p_on=0.005)
-COPULA_FLOOR = 0.8
+COPULA_FLOOR = recipes.REBUILD_COPULA_FLOOR
 DRAGON_TOLERANCE = dict(final_loss=0.01, p_potion_after_dragon_drinks=0.02)
 
 
@@ -46,7 +46,8 @@ def test_a_rebuilt_cat_model_has_every_behaviour_of_its_card():
     assert abs(figures["bigram_accuracy"] - figures["bigram_ceiling"]) <= 0.02
     assert abs(losses[-1] - shipped["final_loss"]) <= CAT_TOLERANCE["final_loss"]
     assert abs(figures["p_on"] - shipped["figures"]["p_on"]) <= CAT_TOLERANCE["p_on"]
-    assert figures["copula_min_p_class"] >= COPULA_FLOOR
+    assert figures["copula_min_p_class"] >= COPULA_FLOOR and recipes.cat_rebuild_kept(figures)
+    assert not recipes.cat_rebuild_kept({**figures, "copula_min_p_class": COPULA_FLOOR - 0.01})
 
 
 def test_a_rebuilt_dragon_model_prefers_potion_as_its_card_says():
