@@ -595,7 +595,7 @@ class Attention(nn.Module):
         concat = keep("concat", head_out.transpose(1, 2).reshape(B, T, d))
         W_O = self.W_O
         if ablate:
-            row_kept = torch.ones(d, 1)
+            row_kept = torch.ones(d, 1, dtype=W_O.dtype)   # (a float16 or bfloat16 model keeps its dtype)
             for head in ablate:
                 row_kept[head * d_k:(head + 1) * d_k] = 0.0
             W_O = W_O * row_kept  # a new tensor: the stored W_O is untouched

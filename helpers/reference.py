@@ -88,6 +88,8 @@ def attention(Q, K, V, causal=False, mask=None, scale=True):
         check_finite(X, name)
     if K.shape[-1] != Q.shape[-1]:
         fail(f"K has d_k={K.shape[-1]} but Q has d_k={Q.shape[-1]}; they must be equal")
+    if Q.shape[-1] == 0:   # no dot product to take (and 0 / sqrt(0) with scaling)
+        fail(f"Q and K should have d_k of at least 1 number a row, but got d_k=0 (shapes {Q.shape} and {K.shape})")
     if V.shape[-2] != K.shape[-2]:
         fail(f"V has {V.shape[-2]} rows but K has {K.shape[-2]}; each key needs one value")
     try:
