@@ -1286,7 +1286,22 @@ def measuring(model, name="the model"):
     measure of chapters 00-06 (a loss, the top next words, an accuracy, a leak, ...) runs inside it."""
     check_finite_weights(model, name)
     with eval_mode(model):
-        yield model
+        try:
+            yield model
+        except CourseInputError:
+            raise
+        except Exception as error:   # noqa: BLE001 (a learner's hook may raise anything)
+            if not hooked(model):
+                raise
+            fail(f"{name}'s forward hooks should let its pass run, but one raised {type(error).__name__}: "
+                 f"{shown(message_of(error, 200))} (remove the hook, or fix it)")
+
+
+def hooked(model):
+    """Whether a forward hook (a module's own, or a global one) runs in ``model``'s passes."""
+    from torch.nn.modules import module as torch_module
+    return bool(torch_module._global_forward_hooks or torch_module._global_forward_pre_hooks) or any(
+        m._forward_hooks or m._forward_pre_hooks for m in model.modules())
 
 
 def measure(function):
