@@ -36,6 +36,7 @@ import ctypes
 import faulthandler
 import functools
 import gc
+import importlib
 import inspect
 import itertools
 import logging   # (here, not first in a check: importing it registers an exit function)
@@ -149,10 +150,13 @@ class Exercise:
                     fence.enter_context(_garbage_fenced())
                 if not (callable(answer) and isinstance(self.answer, (Function, Module))):
                     plain(answer, "your answer")   # (a function or a class is for its kind to judge)
-                if self.answer is not None:
-                    answer = self.answer.convert(answer, self.problems, args, kwargs)
-                for sentence in self.problems(answer, *args, **kwargs):
-                    found.append(sentence)
+                with courses_own_watched(self.answer) as watch:
+                    if self.answer is not None:
+                        answer = self.answer.convert(answer, self.problems, args, kwargs)
+                    for sentence in self.problems(answer, *args, **kwargs):
+                        found.append(sentence)
+                if not found:   # right, but by the course's own piece (a slip made with it keeps its sentence)
+                    _no_courses_own(watch)
         except Wrong as wrong:
             found.append(str(wrong))
         except CourseInputError as error:   # the check's own arguments (not the answer) cannot be used
@@ -246,7 +250,7 @@ def exercise(title, answer=None, keeps=None):
     teaches it: once the answer is right, its cell is kept as my_gpt/<name>.py
     (helpers.learner), for the chapters ahead.
     """
-    return lambda problems: Exercise(title, problems, answer, keeps)
+    return lambda problems: grading.noted(Exercise(title, problems, answer, keeps), problems)   # (grading.tampered)
 
 
 # --- What an answer must be: each converts a raw answer or raises Wrong -----------------------
@@ -314,8 +318,8 @@ class Function(Kind):
 
     calls_answer = True   # (the grader records such an answer through the check: grading.record_answer)
 
-    def __init__(self, what="a function"):
-        self.what = what
+    def __init__(self, what="a function", own=()):
+        self.what, self.own = what, own   # own: the course's implementations of it (see courses_own_watched)
 
     def convert(self, answer, check, args, kwargs):
         if not callable(answer):
@@ -349,6 +353,16 @@ def not_the_courses(answer, what):
         if all(map(_course_module, modules)):
             raise Wrong(f"the answer should be {what} that you write, but its __init__ and forward are the course's "
                         f"own (from {modules[1]}.{class_name(owners[1])}): write your own in the answer cell")
+        base = next((base for base in order.__get__(answer)[1:] if _course_module(namespace.__get__(base).get("__module__"))),
+                    None)
+        if base is not None:   # a subclass of the course's piece: what it does not write is the course's
+            sentence = (f"the answer should be {what} that you write, but it inherits from the course's own "
+                        f"{namespace.__get__(base)['__module__']}.{class_name(base)}: inherit from nn.Module and "
+                        "write its __init__ and forward in the answer cell")
+            watch = _COURSES_OWN.get()
+            if watch is None:
+                raise Wrong(sentence)
+            watch["inherits"] = sentence   # judged after the check (courses_own_watched), as a call of the course's
     return answer
 
 
@@ -371,6 +385,75 @@ def _wrapper_name(answer):
         "bound method" if type(answer) is types.MethodType else type_name(answer)
 
 
+# --- The course's piece, judged by what runs: a wrapper around it (lambda *a: generate(*a)) is no answer ----
+
+_COURSES_OWN = contextvars.ContextVar("courses_own", default=None)   # the running check's watch (courses_own_watched)
+
+
+@contextlib.contextmanager
+def courses_own_watched(kind):
+    """Within the block, every ``call`` of a learner's function runs it with a tripwire on the course's
+    own implementations of the exercise, ``kind.own`` (functions; for a class its __init__ and forward):
+    one that starts in the function's thread while it runs is noted (it runs on). Yields the watch: its
+    "ran" lists the names of those that ran; ``Exercise.feedback`` refuses an answer that would otherwise
+    be right, and one that is wrong anyway keeps the check's own sentence (a slip, named as such)."""
+    watch = {"codes": _own_codes(getattr(kind, "own", ())), "ran": [], "inherits": None,
+             "what": getattr(kind, "what", "a function")}
+    token = _COURSES_OWN.set(watch)
+    try:
+        yield watch
+    finally:
+        _COURSES_OWN.reset(token)
+
+
+def _own_codes(own):
+    """{id(code): (code, "module.name")} of the functions named in ``own`` ("helpers.sampling.compute.generate",
+    imported only now) and of the __init__ and forward its classes define, each looked through its
+    decorators (a decorator's wrapper code is shared)."""
+    codes = {}
+    for name in own:
+        module, _, attribute = name.rpartition(".")
+        piece = getattr(importlib.import_module(module), attribute)
+        functions = [vars(piece).get(name) for name in ("__init__", "forward")] if isinstance(piece, type) else [piece]
+        for function in functions:
+            function = inspect.unwrap(function) if function is not None else None
+            if type(function) is types.FunctionType:
+                codes[id(function.__code__)] = (function.__code__, f"{function.__module__}.{function.__qualname__}")
+    return codes
+
+
+def _tripwired(function, watch):
+    """``function`` with the watch's tripwire set in the thread that runs it (sys.settrace, called only when
+    a Python function starts: one dict lookup, and None, so no line of it is traced; a call of a C function,
+    a NumPy or torch operation, costs nothing); ``function`` itself without one."""
+    if not (watch and watch["codes"]):
+        return function
+    codes, ran = watch["codes"], watch["ran"]
+
+    def tripwire(frame, event, arg):
+        if id(frame.f_code) in codes and codes[id(frame.f_code)][1] not in ran:
+            ran.append(codes[id(frame.f_code)][1])
+
+    def tripwired(*args, **kwargs):
+        previous = sys.gettrace()
+        sys.settrace(tripwire)
+        try:
+            return function(*args, **kwargs)
+        finally:
+            sys.settrace(previous)
+    return tripwired
+
+
+def _no_courses_own(watch):
+    """Wrong when the answer's class inherits from the course's (``not_the_courses``), or the course's own
+    implementation of the exercise ran in the learner's function."""
+    if watch["inherits"]:
+        raise Wrong(watch["inherits"])
+    if watch["ran"]:
+        raise Wrong(f"the answer should be {watch['what']} that you write, but it ran the course's own "
+                    f"{watch['ran'][0]}: write your own in the answer cell")
+
+
 
 
 
@@ -386,8 +469,8 @@ class Module(Kind):
 
     calls_answer = True   # (as Function's)
 
-    def __init__(self, what="an nn.Module class"):
-        self.what = what
+    def __init__(self, what="an nn.Module class", own=()):
+        self.what, self.own = what, own   # (as Function's)
 
     def convert(self, answer, check, args, kwargs):
         if _is_class(answer):   # (by its type: isinstance would read the learner's own __class__)
@@ -717,7 +800,7 @@ def call(function, *args, what="", seconds=TIME_LIMIT, **kwargs):
             with _threads_started(started), _adopting_orphans(), _descriptors_capped((sys.stdout, sys.stderr)), \
                     _kernels_refused(), _exit_functions_dropped(), _figures_closed():
                 try:
-                    out = _bounded(function, given, given_kwargs, limit)
+                    out = _bounded(_tripwired(function, _COURSES_OWN.get()), given, given_kwargs, limit)
                 finally:   # first of all: the check's own code runs on what it had (print, len, os, threading)
                     put_back()
                     processes = _stop_processes(processes)
@@ -2173,3 +2256,6 @@ def slip(value, slips, atol=1e-3):
         if wrong.shape == np.shape(value) and np.allclose(value, wrong, atol=atol, rtol=0):
             return hint
     return None
+
+
+grading.seal(sys.modules[__name__])   # last: what records an answer, as imported (grading.tampered)

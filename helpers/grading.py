@@ -14,7 +14,14 @@ variable COURSE_GRADING:
 
 ``scripts/autograde.py`` assembles the notebooks, starts both runs and reads the verdicts;
 it puts ``helpers.grading.cell("<grade id>")`` at the top of each hidden-test cell, so each
-record knows its exercise.
+record knows its exercise. The record file's path is in the student's kernel, so student code can
+append to it too: the grader's driver (another process, which runs no student code) notes which
+cell was running when each record was written, and a record counts only when written while the
+check cell it names ran; a check cell with two records for one grade call counts for nothing
+(``autograde.attributed``, ``autograde.read_records``). The recording code itself runs in the
+student's kernel too, so it notes itself as imported (``seal``, before any student cell: the
+grader's first cell imports it) and each record checks it is unchanged (``tampered``): a record
+made once a student's cell replaced a piece of it holds no answer, and counts for nothing.
 
 Records are written by student code, so the judge trusts none of them: ``decode`` checks every
 record's form (tags, shapes, kinds, sizes, depth) and refuses a malformed one with one sentence
@@ -29,6 +36,7 @@ import functools
 import hashlib
 import json
 import math
+import operator
 import os
 import sys
 import types
@@ -64,20 +72,35 @@ def mode():
 
 
 def cell(grade_id):
-    """Mark the start of the hidden tests of the exercise cell ``grade_id`` (placed by the grader)."""
+    """Mark the start of the hidden tests of the exercise cell ``grade_id`` (placed by the grader).
+    When recording, a course's recording code changed since it was imported (``tampered``) is
+    recorded for the cell, as its first answer ({"unknown": CHANGED}, "tampered": what changed):
+    none of its answers counts."""
     if not isinstance(grade_id, str) or not 0 < len(grade_id) <= 200 or not grade_id.isprintable():
         fail(f"expected a grade id (a short line of text such as 'ch00_ex1_check'), but got {_what(grade_id)}")
     STATE["cell"], STATE["index"] = grade_id, 0
+    how = mode()
+    changed = tampered() if how is not None and how[0] == "record" else []
+    if changed:
+        _SEALED["append"](how[1], {"cell": grade_id, "index": 0, "answer": {"unknown": CHANGED}, "tampered": changed})
 
 
 def handle(exercise, answer, args, kwargs):
-    """Record or judge one grade call, as the mode says."""
+    """Record or judge one grade call, as the mode says. A record made while the course's recording
+    code is changed (``tampered``, before the answer is read and after) holds no answer but what
+    changed: the grader counts none of that cell's answers."""
     key = (STATE["cell"], STATE["index"])
     STATE["index"] += 1
     how = mode()
     if how[0] == "record":
-        append(how[1], {"cell": key[0], "index": key[1], "check": exercise.title,
-                        "answer": record_answer(exercise, answer, args, kwargs)})
+        changed = tampered(exercise)
+        recorded = None if changed else record_answer(exercise, answer, args, kwargs)
+        changed = changed or tampered(exercise)   # (a learner's function the check called may change it)
+        if changed:
+            _SEALED["append"](how[1], {"cell": key[0], "index": key[1], "answer": {"unknown": CHANGED},
+                                       "tampered": changed})
+        else:
+            append(how[1], {"cell": key[0], "index": key[1], "check": exercise.title, "answer": recorded})
     else:
         for student, recorded in recorded_answers(how[1]).get(key, {}).items():
             try:
@@ -89,12 +112,122 @@ def handle(exercise, answer, args, kwargs):
             append(how[2], {"student": student, "cell": key[0], "index": key[1], "problems": problems})
 
 
-def append(path, entry):
-    """Append one JSON line to ``path`` and flush it to disk (a kernel may die just after)."""
-    with open(path, "a") as file:
-        file.write(json.dumps(entry) + "\n")
+def append(path, entry, _open=open, _dumps=json.dumps, _fsync=os.fsync):
+    """Append one JSON line to ``path`` and flush it to disk (a kernel may die just after); with the
+    standard library's functions as they were when this module was imported (a learner's cell may
+    replace json.dumps or open)."""
+    with _open(path, "a") as file:
+        file.write(_dumps(entry) + "\n")
         file.flush()
-        os.fsync(file.fileno())
+        _fsync(file.fileno())
+
+
+# ---- the recording code, as it was before a learner's cell could change it -----------------------
+#
+# The record run records in the learner's own kernel, so a cell of theirs could replace what records
+# an answer (``record_answer``, ``encode``, ``Recorder``, ``Exercise.grade``) and record what it likes.
+# ``seal`` notes each course module's functions and classes (and their code) as it is imported (this
+# one at its end, helpers.exercises at its end, both in the grader's first cell, before any cell of
+# the learner's); ``tampered`` compares at each record. It takes a deliberate attack on this code to
+# get past (the instructor guide says what in-process recording cannot rule out).
+
+CHANGED = ("the course's recording code was changed by the notebook's own code before this answer was "
+           "recorded, so it does not count")
+_SEAL = []      # (where, holder, name, object, code) of what records an answer (``seal``)
+_SEALED = {}    # this module's functions as they were sealed (what writes a "tampered" record)
+_MISSING = object()
+
+
+def _code(value):
+    """What of ``value`` a change would show in: a function's code, defaults and closure (of the
+    function a staticmethod, classmethod or property holds); None for anything else."""
+    value = getattr(value, "__func__", None) or getattr(value, "fget", None) or value
+    if not isinstance(value, types.FunctionType):
+        return None
+    return (value.__code__, value.__defaults__, value.__kwdefaults__, value.__closure__)
+
+
+def _current(holder, name):
+    """``holder``'s ``name`` as its own dict holds it (a module's, a class's; or a dict's item)."""
+    space = holder if isinstance(holder, dict) else type.__dict__["__dict__"].__get__(holder) \
+        if isinstance(holder, type) else vars(holder)
+    return space.get(name, _MISSING)
+
+
+def _parts(module):
+    """[(where, holder, name)] of what records an answer in ``module``: its own entry in sys.modules,
+    each of its attributes that is a function, class or module of the course's, and the functions
+    of each class it defines."""
+    parts = [(f"sys.modules[{module.__name__!r}]", sys.modules, module.__name__)]
+    for name, value in list(vars(module).items()):
+        owner = value.__name__ if isinstance(value, types.ModuleType) else getattr(value, "__module__", None)
+        if isinstance(value, (types.FunctionType, type, types.ModuleType)) and _course_module(owner):
+            parts.append((f"{module.__name__}.{name}", module, name))
+        if isinstance(value, type) and owner == module.__name__:
+            parts += [(f"{module.__name__}.{name}.{attr}", value, attr) for attr, member in vars(value).items()
+                      if _code(member) is not None]
+    return parts
+
+
+def seal(module=None):
+    """Note ``module`` (a course module; this one when None) as it is now: ``tampered`` compares with
+    it. A module is sealed once (a learner's cell cannot seal what it changed)."""
+    module = sys.modules[__name__] if module is None else module
+    if not isinstance(module, types.ModuleType) or not _course_module(module.__name__):
+        fail(f"expected one of the course's modules, but got {_what(module)}")
+    if any(where == f"sys.modules[{module.__name__!r}]" for where, *_ in _SEAL):
+        return
+    for where, holder, name in _parts(module):
+        value = _current(holder, name)
+        _SEAL.append((where, holder, name, value, _code(value)))
+    if module.__name__ == __name__:
+        _SEALED.update(append=append)
+
+
+GRADED_METHODS = ("grade", "feedback", "answer_of")   # an Exercise's own: an instance's copy replaces them
+_CHECKS = []    # (module name, attribute name, the course's Exercise) of every check made (``noted``)
+
+
+def noted(exercise, problems):
+    """``exercise`` (made by helpers.exercises.exercise from the function ``problems``), noted as the
+    check its module holds under the function's name: ``tampered`` says when that changes."""
+    _CHECKS.append((getattr(problems, "__module__", None), getattr(problems, "__name__", None), exercise))
+    return exercise
+
+
+def _checks_changed():
+    """The checks (``noted``) replaced in their module, or given a copy of an Exercise method of their own."""
+    changed, made = [], {}
+    for module_name, name, exercise in _CHECKS:
+        made.setdefault((module_name, name), []).append(exercise)
+        changed += [f"{module_name}.{name}.{method}" for method in GRADED_METHODS if method in vars(exercise)]
+    for (module_name, name), exercises in made.items():   # (a module imported again makes its checks again)
+        module = sys.modules.get(module_name) if _course_module(module_name) else None
+        now = vars(module).get(name, exercises[-1]) if module is not None else exercises[-1]
+        if not any(now is exercise for exercise in exercises):
+            changed.append(f"{module_name}.{name}")
+    return changed
+
+
+def tampered(exercise=None):
+    """What of the sealed recording code is changed now (``seal``), by name, at most 20: an object
+    replaced, or a function's code, defaults or closure changed; a check replaced in its module or
+    given a method of its own (``noted``); and ``exercise`` (the check being recorded) when it is not
+    the course's Exercise, or has a method of its own."""
+    changed = _checks_changed()
+    for where, holder, name, value, code in _SEAL:
+        now = _current(holder, name)
+        parts = _code(now)
+        same = parts is code or parts is not None and code is not None and all(map(operator.is_, parts, code))
+        if now is not value or not same:   # (by identity: no == of a learner's object runs)
+            changed.append(where)
+    sealed = [value for where, _, _, value, _ in _SEAL if where == "helpers.exercises.Exercise"]
+    if exercise is not None and sealed and type(exercise) is not sealed[0]:
+        changed.append("the check (not the course's Exercise)")
+    elif exercise is not None and sealed:   # the course's Exercise: its instance's own dict, read as is
+        changed += [f"the check's {name}" for name in GRADED_METHODS if name in vars(exercise)
+                    and not any(exercise is noted for _, _, noted in _CHECKS)]   # (else said already)
+    return changed[:20]
 
 
 _LOADED = {}
@@ -794,3 +927,6 @@ def touch(x):
     elif isinstance(x, tuple):
         for item in x:
             touch(item)
+
+
+seal()   # last: every function above, as imported

@@ -7,21 +7,31 @@ For every notebook handed in:
 1. **Identify** its chapter by its content (the check cells it holds), not by its name, so a
    renamed file is graded and a chapter saved under another's name is graded as what it is.
 2. **Assemble** it: the student's cells, with every check cell replaced by the instructor's
-   own (hidden tests included), each preceded by ``helpers.grading.cell(<grade id>)``.
+   own (hidden tests included), each preceded by ``helpers.grading.cell(<grade id>)``, after a
+   first cell of the grader's (SETUP) that imports the course's recording code, which notes itself
+   as imported (``helpers.grading.seal``): a record made once a student's cell changed it
+   (``helpers.grading.tampered``) counts for nothing, and the row says so (``read_records``).
 3. **Run** it in a process of its own, in a folder of its own, with a time and a memory limit,
    inside a fence: the run sees the whole machine read-only except its folder, does not see
-   the solutions, the course folder or the submissions, has no network and no capability.
+   the repository (but the package, scripts/ and data/, bound back read-only), the course
+   folder, the submissions nor anyone's home folder (fence.py: ``covered``, ``shown``), has no
+   network and no capability.
    The fence is bubblewrap (``bwrap``, Debian's package bubblewrap) where it works, else a
    user namespace through util-linux's ``unshare`` (``choose_fence`` tries each on a trial run).
    In that run the hidden tests only *record* each answer as data (helpers.grading); nothing
-   is judged there.
+   is judged there. The records file is writable from the student's code, so the process that
+   drives the run (it runs no student code, and the kernel can neither read its memory nor reach
+   its report) notes which cell was running when each record was written: a record counts only
+   when written while the check cell it names ran (``Attributor``, ``attributed``), and a check
+   cell with two records for one grade call counts for nothing (``read_records``).
 4. **Judge** once per chapter: the instructor's notebook runs with its own arguments and judges
    every recorded answer (student code never runs there; function answers are replayed from
    what they returned on the check's inputs).
 5. **Report**: one row per student and chapter, the score per exercise and, where something
    went wrong (a crash, a time-out, an exit, a second copy, a lost cell), what happened.
 
-What one student hands in is bounded for the class's sake: at most MAX_COPIES copies of a chapter
+What one student hands in is bounded for the class's sake: a notebook is parsed only when it is at
+most MAX_SUBMISSION_MB (``read_submission``); at most MAX_COPIES copies of a chapter
 run (the row says how many more were not); of each run the grader reads back only the records a
 check can ask for (MAX_RECORD_INDEX, MAX_RECORD_CHARS, MAX_RECORD_CONTAINERS) and an executed
 notebook of at most MAX_EXECUTED_OBJECTS objects, its outputs cut (``capped``), kept on disk until
@@ -56,7 +66,7 @@ from pathlib import Path
 import nbformat
 
 from chapters import FIXED_ENV, ROOT, all_notebooks, nbgrader_meta, run_client
-from fence import UNFENCED, FenceError, choose_fence, covered, fence_prefix  # noqa: F401 (FenceError: homework.py's)
+from fence import UNFENCED, FenceError, choose_fence, fence_prefix, sockets  # noqa: F401 (FenceError: homework.py's)
 
 PROTECTED = ("helpers", "scripts", "instructor", "notebooks", "data", "grading/nbgrader_config.py")
 TIMEOUT = 600            # seconds one submission may run, all cells together
@@ -67,6 +77,8 @@ RESULT_MB = 50           # the largest records file or executed notebook the gra
 TAIL_KB = 64             # the end of a run's printed output the grader keeps (its last line says how it ended)
 MAX_CELL_TEXT = 10_000   # characters of a student's cell source or output kept for the feedback page
 MARKER = "import helpers.grading; helpers.grading.cell({!r})  # added by the grader\n"
+SETUP = ("import helpers.grading, helpers.exercises  # added by the grader: the course's recording code is noted "
+         "before any cell of yours runs (helpers.grading.seal)")
 MAX_COPIES = 3           # copies of one chapter run per student (the rest are not run; the row says so)
 MAX_RECORD_INDEX = 20    # grade calls one check cell may make (the course's make one): larger indexes are not read
 MAX_RECORD_CHARS = 20 * 2**20    # characters of recorded answers the grader keeps per submission
@@ -74,6 +86,10 @@ MAX_RECORD_CONTAINERS = 200_000  # lists and dicts of the recorded answers kept 
 MAX_OUTPUTS_PER_CELL = 100       # outputs of one cell kept for the feedback page (the rest: one line saying so)
 MAX_OUTPUTS = 2_000              # outputs of one notebook kept for the feedback page
 MAX_EXECUTED_OBJECTS = 100_000   # JSON objects of an executed notebook the grader reads back (else not shown)
+MAX_SUBMISSION_MB = 20           # the largest notebook a student may hand in (a chapter with its outputs: under 1 MB)
+MAX_SUBMISSION_CONTAINERS = 200_000   # lists and dicts of a handed-in notebook (counted before it is parsed)
+REPORT_MB = 2 * RESULT_MB        # the driver's report of the records each cell wrote (RESULT_MB of them, as JSON)
+CHECK = "course_grader_check"    # a cell's metadata key: the grade id of a check cell the grader put there
 
 
 def escaped(text):
@@ -188,12 +204,48 @@ def first_copies(subs, group, what="of {}"):
     return [sub for sub in subs if sub in kept]
 
 
+class SubmissionError(Exception):
+    """A handed-in file the grader does not read (too large, not a regular file): one sentence."""
+
+
+class Submitted:
+    """A handed-in notebook as nbformat.read reads it (``read_submission``): its text, read only when
+    it is a regular file of at most MAX_SUBMISSION_MB holding at most MAX_SUBMISSION_CONTAINERS lists
+    and dicts (a notebook of 80 MB cost the grader 5.9 GiB once parsed); else SubmissionError, one
+    sentence, before anything is parsed."""
+
+    def __init__(self, path):
+        self.path = path
+
+    def read(self):
+        info = os.lstat(self.path)
+        if not stat.S_ISREG(info.st_mode):
+            raise SubmissionError("the notebook should be a regular file, but it is a link or a special file")
+        if info.st_size > MAX_SUBMISSION_MB * 2**20:
+            raise SubmissionError(f"the notebook should be at most {MAX_SUBMISSION_MB} MB, but it is "
+                                  f"{info.st_size / 2**20:,.1f} MB (clear its outputs and hand it in again)")
+        text = read_result(self.path, MAX_SUBMISSION_MB)
+        found = containers_in(text)
+        if found > MAX_SUBMISSION_CONTAINERS:
+            raise SubmissionError(f"the notebook should hold at most {MAX_SUBMISSION_CONTAINERS:,} lists and dicts, "
+                                  f"but it holds {found:,} (clear its outputs and hand it in again)")
+        return text
+
+
+def read_submission(path):
+    """The notebook a student handed in at ``path`` (nbformat's), bounded as ``Submitted`` says."""
+    return nbformat.read(Submitted(path), as_version=4)
+
+
 def identify(submission, chapters):
     """Set ``submission.chapter`` from the check cells it holds; return the notebook, or None."""
     try:
-        nb = nbformat.read(submission.path, as_version=4)
+        nb = read_submission(submission.path)
         ids = {str(nbgrader_meta(c).get("grade_id")) for c in nb.cells if isinstance(nbgrader_meta(c), dict)}
         sources = {visible(c.source) for c in nb.cells if c.cell_type == "code"}
+    except SubmissionError as error:
+        submission.status = f"not graded: {error}"
+        return None
     except Exception as error:
         submission.status = f"not a readable notebook ({type(error).__name__})"
         return None
@@ -232,6 +284,7 @@ def marked(cell, grade_id):
     """A copy of the instructor's check cell that tells the grader which exercise it is."""
     copy = nbformat.from_dict(json.loads(json.dumps(cell)))
     copy.source = MARKER.format(grade_id) + copy.source
+    copy.metadata[CHECK] = grade_id   # (``checks_at``: the records written while it runs are its own)
     copy.outputs, copy.execution_count = [], None
     return copy
 
@@ -263,6 +316,7 @@ def assemble(submission, student_nb):
     at = {i: grade_id for grade_id, i in place.items()}
     cells, i = [], -1
     for cell in student_nb.cells:
+        cell.metadata.pop(CHECK, None)   # only the grader's own check cells carry it
         if cell.cell_type == "code":
             i += 1   # the cell's index in ``code``
             if i in at:
@@ -275,7 +329,7 @@ def assemble(submission, student_nb):
     missing = [g for g in checks if g not in place]
     if missing:
         submission.notes.append(f"check cell(s) {', '.join(missing)} were deleted: those exercises score 0")
-    student_nb.cells = cells
+    student_nb.cells = [nbformat.v4.new_code_cell(SETUP)] + cells   # first: sealed before a cell of theirs runs
     student_nb.metadata.pop("widgets", None)
     return student_nb
 
@@ -292,12 +346,21 @@ def judge_notebook(chapter):
 
 
 def hidden_paths(course, submissions=None):
-    """What a run must not see: the chapters (the instructor's with their solutions and hidden tests,
-    the learner's with their solutions collapsed), the repository's history, the course folder
-    (everyone's work and feedback) and the submissions."""
-    paths = [Path(p).resolve() for p in (ROOT / "instructor", ROOT / "notebooks", ROOT / ".git", course, submissions)
-             if p is not None]
-    return [p for p in paths if not (ROOT / "helpers").resolve().is_relative_to(p)]   # never hide the package
+    """What a run must not see: the whole repository (the chapters, the instructor's with their
+    solutions and hidden tests, the learner's with their solutions collapsed, the tests, its
+    history), the course folder (everyone's work, scores and feedback) and the submissions, each
+    hidden whole even when it holds the package (--course at the repository or above it): the
+    fence binds back read-only only what a run needs (``needed_paths``)."""
+    paths = (ROOT, ROOT / "instructor", ROOT / "notebooks", ROOT / ".git", course, submissions)
+    return [Path(p).resolve() for p in paths if p is not None]
+
+
+NEEDED = ("helpers", "scripts", "data")   # what a run reads of the repository: the package, this script, the data
+
+
+def needed_paths():
+    """The folders of the repository a run reads (NEEDED), bound back read-only over what is hidden."""
+    return [(ROOT / name).resolve() for name in NEEDED]
 
 
 def run_env(folder, grading):
@@ -326,19 +389,28 @@ def run(nb, folder, grading, timeout=TIMEOUT, cell_timeout=CELL_TIMEOUT, files=N
     """Execute ``nb`` in ``folder`` (made afresh, with ``files``: {name: text}) under ``fence``.
 
     grading: the kernel's COURSE_GRADING, with {folder} for the folder. Returns (status, the
-    executed notebook or None)."""
+    executed notebook or None). With ``record:<file>``, <file> holds afterwards only the records
+    ``attributed`` to the check cell that was running when each was written (the driver reports
+    them, cell by cell, on a pipe of its own: ``Attributor``)."""
     shutil.rmtree(folder, ignore_errors=True)
     (folder / ".tmp").mkdir(parents=True)
     for name, text in (files or {}).items():
         (folder / name).write_text(text)
     nbformat.write(nb, folder / "notebook.ipynb")
-    command = fence_prefix(fence, folder, hidden) + [sys.executable, str(Path(__file__).resolve()), "_execute",
-                                                str(folder / "notebook.ipynb"), str(folder / "executed.ipynb"),
-                                                str(cell_timeout)]
-    process = subprocess.Popen(command, cwd=folder, env=run_env(folder, grading.format(folder=folder)),
-                               stdout=subprocess.PIPE, stderr=subprocess.STDOUT,
-                               preexec_fn=limit_resources, start_new_session=True)
-    tail = Tail(process.stdout)
+    report_out, report_in = os.pipe()
+    command = fence_prefix(fence, folder, hidden, needed_paths()) + [
+        sys.executable, str(Path(__file__).resolve()), "_execute", str(folder / "notebook.ipynb"),
+        str(folder / "executed.ipynb"), str(cell_timeout), str(report_in)]
+    try:
+        process = subprocess.Popen(command, cwd=folder, env=run_env(folder, grading.format(folder=folder)),
+                                   stdout=subprocess.PIPE, stderr=subprocess.STDOUT, pass_fds=(report_in,),
+                                   preexec_fn=limit_resources, start_new_session=True)
+    except BaseException:
+        os.close(report_out)
+        raise
+    finally:
+        os.close(report_in)   # the driver's alone: the pipe ends when it does
+    report, tail = Report(os.fdopen(report_out, "rb")), Tail(process.stdout)
     try:
         process.wait(timeout=timeout)
     except subprocess.TimeoutExpired:
@@ -353,7 +425,62 @@ def run(nb, folder, grading, timeout=TIMEOUT, cell_timeout=CELL_TIMEOUT, files=N
         tail.join(10)
         last = [line for line in tail.text().splitlines() if line.startswith("grader:")]
         status = last[-1][len("grader:"):].strip() if last else f"the run ended with exit code {process.returncode}"
+    report.join(10)
+    kind, _, records = grading.format(folder=folder).partition(":")
+    if kind == "record" and records:
+        write_records(Path(records), attributed(report.text(), checks_at(nb)))
     return status, read_executed(folder / "executed.ipynb")
+
+
+def checks_at(nb):
+    """{position in nb.cells: grade id} of the check cells the grader put in ``nb`` (``marked``)."""
+    return {i: cell.metadata[CHECK] for i, cell in enumerate(nb.cells) if isinstance(cell.metadata.get(CHECK), str)}
+
+
+def attributed(report, checks):
+    """The lines the records file keeps, from the driver's ``report`` ({"at": a cell's position,
+    "lines": the records written while it ran}, one JSON line per cell): each record written while
+    the check cell it names was running (``checks``: {position: grade id}); then, for each check
+    named by a record some other cell wrote (student code forging a record), one line
+    {"left_out": sentence}, which ``read_records`` puts in the row's notes."""
+    kept, elsewhere = [], {}
+    for chunk in lines(report):
+        try:
+            chunk = json.loads(chunk)
+            at, text = chunk["at"], chunk["lines"]
+        except (ValueError, TypeError, KeyError, RecursionError):
+            continue   # (the last one cut by REPORT_MB)
+        for line in lines(text if isinstance(text, str) else ""):
+            named = claimed(line)
+            if named is not None and checks.get(at) == named:
+                kept.append(line)
+            elif named in checks.values():
+                elsewhere[named] = elsewhere.get(named, 0) + 1
+    notes = [f"{n} record(s) for {grade_id} written by another cell than its check were left out" for
+             grade_id, n in elsewhere.items()]
+    return kept + [json.dumps({"left_out": note}) + "\n" for note in notes]
+
+
+def claimed(line):
+    """The check a record line names (its "cell"), or None when it names none or is past the bounds
+    ``read_records`` keeps (it would be left out there)."""
+    if len(line) > MAX_RECORD_CHARS or containers_in(line) > MAX_RECORD_CONTAINERS:
+        return None
+    try:
+        entry = json.loads(line)
+    except (ValueError, RecursionError):
+        return None
+    return entry.get("cell") if isinstance(entry, dict) and isinstance(entry.get("cell"), str) else None
+
+
+def write_records(path, kept):
+    """``kept`` (lines) written to ``path``, in place of whatever the run left there (a file, a link,
+    a pipe or a folder of the student's)."""
+    if path.is_dir() and not path.is_symlink():
+        shutil.rmtree(path, ignore_errors=True)
+    path.unlink(missing_ok=True)
+    with open(path, "x") as file:
+        file.writelines(kept)
 
 
 def read_executed(path):
@@ -386,27 +513,45 @@ class Tail(threading.Thread):
         return self.kept.decode("utf-8", errors="replace")
 
 
-def read_result(path):
-    """The text of a file a run left, if it is a regular file (no link, no pipe) under RESULT_MB; else ''."""
+class Report(Tail):
+    """Reads the driver's report to its end, keeping its first REPORT_MB (the rest is read, not kept)."""
+
+    def run(self):
+        self.kept = bytearray()
+        for chunk in iter(lambda: self.stream.read1(2**16), b""):
+            if len(self.kept) < REPORT_MB * 2**20:
+                self.kept += chunk
+        self.stream.close()
+
+
+def read_result(path, limit_mb=RESULT_MB):
+    """The text of a file a run left, if it is a regular file (no link, no pipe) under ``limit_mb``; else ''."""
     try:
         info = os.lstat(path)
-        if not stat.S_ISREG(info.st_mode) or info.st_size > RESULT_MB * 2**20:
+        if not stat.S_ISREG(info.st_mode) or info.st_size > limit_mb * 2**20:
             return ""
         descriptor = os.open(path, os.O_RDONLY | os.O_NOFOLLOW | os.O_NONBLOCK)
         with os.fdopen(descriptor, "rb") as file:
-            return file.read(RESULT_MB * 2**20).decode("utf-8", errors="replace")
+            return file.read(limit_mb * 2**20).decode("utf-8", errors="replace")
     except OSError:
         return ""
 
 
-def execute(path, out_path, cell_timeout):
-    """Inside the fence: run every cell (errors allowed), save the result, say how it ended."""
+def execute(path, out_path, cell_timeout, report_fd):
+    """Inside the fence: run every cell (errors allowed), save the result, say how it ended; report
+    on ``report_fd`` (a pipe the kernel never holds) the records each cell wrote (``Attributor``)."""
     from nbclient import NotebookClient
     from nbclient.exceptions import CellTimeoutError, DeadKernelError
 
+    os.set_inheritable(report_fd, False)
+    undumpable()   # before the kernel starts
+    kind, _, records = os.environ.get("COURSE_GRADING", "").partition(":")
+    attributor = Attributor(records if kind == "record" and records else None,
+                            os.fdopen(report_fd, "w", encoding="utf-8"))
     nb = nbformat.read(path, as_version=4)
     client = NotebookClient(nb, timeout=cell_timeout, kernel_name="python3", allow_errors=True,
-                            record_timing=False, resources={"metadata": {"path": str(Path(path).parent)}})
+                            record_timing=False, resources={"metadata": {"path": str(Path(path).parent)}},
+                            on_cell_start=attributor.start)
     try:
         run_client(client)
         errors = [i for i, c in enumerate(nb.cells, 1) if c.cell_type == "code"
@@ -418,8 +563,66 @@ def execute(path, out_path, cell_timeout):
     except CellTimeoutError:
         ran = [i for i, c in enumerate(nb.cells, 1) if c.cell_type == "code" and c.get("execution_count")]
         status = f"cell {ran[-1] if ran else 1} ran longer than {cell_timeout} s and was stopped there"
+    finally:
+        attributor.flush()
     nbformat.write(capped(nb), out_path)
     print(f"grader: {status}", flush=True)
+
+
+def undumpable():
+    """Make this process non-dumpable (Linux's prctl): another process of the same user without
+    CAP_SYS_PTRACE (the notebook's kernel, in every fence) can then neither read its memory nor
+    open its files through /proc/<pid>/fd, so it cannot write the driver's report."""
+    import ctypes
+
+    try:
+        ctypes.CDLL(None, use_errno=True).prctl(4, 0, 0, 0, 0)   # PR_SET_DUMPABLE, 0
+    except (OSError, AttributeError):   # not Linux: the fence is Linux's, so the run is unfenced anyway
+        pass
+
+
+class Attributor:
+    """The driver's record keeping (``execute``, which runs no student code): as each cell starts,
+    the complete lines appended to the records file since the last cell started are reported as
+    that cell's, one JSON line {"at": its position, "lines": text} on ``report``; so a record is
+    known by the cell that was running when it was written, whatever cell it names (``attributed``).
+    It reads the file by its path (a link or a pipe there is read as nothing) and reports at most
+    RESULT_MB in all."""
+
+    def __init__(self, path, report):
+        self.path, self.report, self.at, self.offset, self.sent = path, report, None, 0, 0
+
+    def start(self, cell=None, cell_index=None, **_):
+        self.flush()
+        self.at = cell_index
+
+    def flush(self):
+        text = self.new_lines()
+        if text and self.at is not None:
+            try:
+                self.report.write(json.dumps({"at": self.at, "lines": text}, ensure_ascii=False) + "\n")
+                self.report.flush()
+            except OSError:   # the grader stopped reading (it stopped the run)
+                pass
+
+    def new_lines(self):
+        """The complete lines appended since the last call ('' when there are none to read)."""
+        if self.path is None:
+            return ""
+        try:
+            if not stat.S_ISREG(os.lstat(self.path).st_mode):
+                return ""
+            descriptor = os.open(self.path, os.O_RDONLY | os.O_NOFOLLOW | os.O_NONBLOCK)
+        except OSError:
+            return ""
+        with os.fdopen(descriptor, "rb") as file:
+            size = os.fstat(descriptor).st_size
+            self.offset = self.offset if size >= self.offset else 0   # cut short: read from its start
+            file.seek(self.offset)
+            data = file.read(max(0, min(size - self.offset, RESULT_MB * 2**20 - self.sent)))
+        end = data.rfind(b"\n") + 1
+        self.offset, self.sent = self.offset + end, self.sent + end
+        return data[:end].decode("utf-8", errors="replace")
 
 
 # ---- the course's own files, before and after every run ---------------------------------------
@@ -455,30 +658,53 @@ def restore(before):
 MAX_RECORD_DEPTH = 100   # lists and dicts an answer may nest (as a check screens a learner's answer)
 
 
-def read_records(path, cells):
-    """The answers a run recorded for the check cells ``cells`` (a list), one per (cell, index):
-    the first wins; anything malformed is left out, and so is an answer nested deeper than
-    MAX_RECORD_DEPTH (the judge's kernel, deeper in its own stack, could not read it back).
+TAMPERED = ("more than one answer was recorded for one grade call of this check (a record written by "
+            "the notebook's own code?), so none of them counts")
+CHANGED = ("the notebook's own code changed the course's recording code before this check ran "
+           "(helpers.grading.tampered), so none of its answers counts")
+
+
+def read_records(path, cells, notes=None):
+    """The answers a run recorded for the check cells ``cells`` (a list), one per (cell, index);
+    anything malformed is left out, and so is an answer nested deeper than MAX_RECORD_DEPTH (the
+    judge's kernel, deeper in its own stack, could not read it back). A check cell with two records
+    for one (cell, index) was tampered with: each of its answers is recorded as unknown (TAMPERED,
+    which the judge says), and ``notes`` (a list) says so, as it says each {"left_out": sentence}
+    line (``attributed``). So does a check cell whose record says the course's recording code was
+    changed ({"tampered": what}, helpers.grading.tampered): each of its answers is CHANGED.
 
     The file is student-written, so what the grader keeps of it is bounded: only the keys a check
     can ask for (an index below MAX_RECORD_INDEX), MAX_RECORD_CONTAINERS lists and dicts and
     MAX_RECORD_CHARS characters in all (a line is counted before it is parsed)."""
-    records, seen, kept, containers = [], set(), 0, 0
+    records, seen, tampered, changed, kept, containers = [], set(), set(), {}, 0, 0
+    notes = [] if notes is None else notes
     for line in lines(read_result(path)):
         if kept + len(line) > MAX_RECORD_CHARS or containers + containers_in(line) > MAX_RECORD_CONTAINERS:
             continue
         try:
             entry = json.loads(line)
+            if set(entry) == {"left_out"} and isinstance(entry["left_out"], str):
+                notes.append(entry["left_out"][:300])
+                continue
             key = (entry["cell"], entry["index"])
             if not (isinstance(key[0], str) and key[0] in cells and type(key[1]) is int
-                    and 0 <= key[1] < MAX_RECORD_INDEX) or key in seen or too_deep(entry.get("answer")):
+                    and 0 <= key[1] < MAX_RECORD_INDEX) or too_deep(entry.get("answer")):
                 continue
+            if "tampered" in entry:   # the course's recording code was changed (helpers.grading.tampered)
+                what = entry["tampered"]
+                changed[key[0]] = [str(w)[:80] for w in what[:3]] if isinstance(what, list) else []
         except (ValueError, TypeError, KeyError, RecursionError, AttributeError):
+            continue
+        if key in seen:
+            tampered.add(key[0])
             continue
         seen.add(key)
         kept, containers = kept + len(line), containers + containers_in(line)
         records.append({"cell": key[0], "index": key[1], "answer": entry.get("answer")})
-    return records
+    notes += [f"{cell}: {TAMPERED}" for cell in sorted(tampered - set(changed))]
+    notes += [f"{cell}: {CHANGED} ({', '.join(what) or 'its code'})" for cell, what in sorted(changed.items())]
+    return [{**record, "answer": {"unknown": CHANGED if record["cell"] in changed else TAMPERED}}
+            if record["cell"] in tampered | set(changed) else record for record in records]
 
 
 def containers_in(line):
@@ -531,7 +757,7 @@ def grade_submissions(submissions, work, log=print, hidden=(), fence=None, **lim
     for n, sub in enumerate(submissions, 1):
         folder = work / sub.chapter.stem / sub.key
         try:
-            nb = assemble(sub, nbformat.read(sub.path, as_version=4))
+            nb = assemble(sub, read_submission(sub.path))
             fenced = fence != UNFENCED   # a fenced run cannot write the course's files at all
             before = None if fenced else snapshot()
             sub.status, executed = run(nb, folder, "record:{folder}/records.jsonl", hidden=hidden, fence=fence,
@@ -542,7 +768,10 @@ def grade_submissions(submissions, work, log=print, hidden=(), fence=None, **lim
             if changed:
                 sub.status = f"changed the course's files ({', '.join(changed[:3])}): restored, and not graded"
                 continue
-            records[sub] = read_records(folder / "records.jsonl", set(sub.chapter.checks))
+            records[sub] = read_records(folder / "records.jsonl", set(sub.chapter.checks), sub.notes)
+        except SubmissionError as error:   # (changed since it was identified)
+            sub.status = f"not graded: {error}"
+            continue
         except Exception as error:   # one submission never stops the class
             sub.status = f"could not be graded ({type(error).__name__}: {str(error)[:100]})"
             continue
@@ -760,12 +989,12 @@ def tried_fence(fence, work, hidden, unfenced=False, log=print):
     if unfenced:
         log(f"  the {fence} fence hides the course from its runs ({status}): running unfenced, as asked")
         return UNFENCED
-    under = next((d for d in covered() if ROOT.is_relative_to(d)), None)
+    under = next((d for d in sockets() if ROOT.is_relative_to(d)), None)
     why = (f"the course is at {ROOT}, under {under}, which the fence covers" if under
            else f"its trial run ended: {status[:160]}")
     raise FenceError(f"expected the {fence} fence to let a run see the course's own files (scripts/, helpers/, "
                      f"data/), but it hides them ({why}), so no submission was run: keep the course outside "
-                     f"{', '.join(covered())}, or pass --unfenced to run the submissions without a fence")
+                     f"{', '.join(sockets())}, or pass --unfenced to run the submissions without a fence")
 
 
 FENCE_TRIAL_SECONDS = 120   # the trial run of a fence with the course in it (a kernel start, one cell)
@@ -806,5 +1035,5 @@ def grade(submissions_folder, course, log=print, unfenced=False, **limits):
 
 if __name__ == "__main__":
     if sys.argv[1:2] == ["_execute"]:
-        execute(sys.argv[2], sys.argv[3], int(sys.argv[4]))
+        execute(sys.argv[2], sys.argv[3], int(sys.argv[4]), int(sys.argv[5]))
 

@@ -6,9 +6,12 @@
 * else nothing runs (``FenceError``), unless the instructor passes ``--unfenced``.
 
 In either fence the run sees the whole machine read-only except its own folder, sees none of the
-hidden folders nor the unix sockets under SOCKET_DIRS (empty in their place), has no network (a network namespace of its own, with
-nothing in it) and no capability. ``fence_works`` tries a fence on a trial run before it is
-chosen; tests/test_autograde.py checks each fence this machine has on writes and connections.
+hidden folders, none of the people's folders (``homes``: /home, /root, the instructor's $HOME, /srv,
+/mnt, /media, /opt) nor the unix sockets under SOCKET_DIRS (empty in their place), but for what a
+run needs, bound back read-only (``shown``: the interpreter, its site-packages and the course's
+package and data); it has no network (a network namespace of its own, with nothing in it) and no
+capability. ``fence_works`` tries a fence on a trial run before it is chosen; tests/test_autograde.py
+checks each fence this machine has on writes and connections.
 
 This file imports nothing of the course's (the user-namespace fence runs it as a script, before
 the run starts).
@@ -29,43 +32,95 @@ DEVICES = ("null", "zero", "full", "random", "urandom", "tty")   # the user-name
 # path, so each fence covers these with an empty tmpfs (the run's folder, even under /tmp, is put
 # back). Sockets elsewhere (under a home folder, /var/lib) are not covered: see ``fence_works``.
 SOCKET_DIRS = ("/run", "/var/run", "/tmp", "/var/tmp")
+# Where people's own files are (another checkout with solutions, other classes' work): hidden from
+# every run, as is the instructor's $HOME; what a run needs there is bound back (``shown``).
+HOMES = ("/home", "/root", "/srv", "/mnt", "/media", "/opt")
+SYSTEM = ("/usr", "/bin", "/lib", "/etc")   # a "home" holding one of these is not hidden ($HOME=/ of a service)
+
+
+def sockets():
+    """The socket folders that are real folders here (not a link to another, as /var/run -> /run)."""
+    return [p for p in SOCKET_DIRS if os.path.isdir(p) and not os.path.islink(p)]
+
+
+def homes():
+    """HOMES and the instructor's $HOME (of this process: a run's is its own folder) that are folders
+    here, each as its real path (/home may be a link to /var/home), none that holds one of SYSTEM."""
+    found = []
+    for path in (*HOMES, os.environ.get("HOME", "")):
+        real = os.path.realpath(path) if path and os.path.isdir(path) else None
+        if real and real not in found and not any(within(system, real) for system in SYSTEM):
+            found.append(real)
+    return found
+
+
+def within(path, folder):
+    """Whether ``path`` is ``folder`` or lies inside it (by their names)."""
+    return Path(path).is_relative_to(folder)
 
 
 def covered(hidden=()):
-    """The folders a fence covers with an empty tmpfs, in order: the socket folders that are real
-    folders here (not a link to another, as /var/run -> /run), then ``hidden``."""
-    return [p for p in SOCKET_DIRS if os.path.isdir(p) and not os.path.islink(p)] + [str(p) for p in hidden]
+    """The folders a fence covers with an empty tmpfs, in order: ``sockets``, ``homes``, then
+    ``hidden``; one that lies inside another of them is covered already, and left out."""
+    paths = list(dict.fromkeys(sockets() + homes() + [str(p) for p in hidden]))
+    return [path for path in paths if not any(within(path, other) for other in paths if other != path)]
+
+
+def shown(hidden=(), needed=()):
+    """What a run needs that ``homes`` or ``hidden`` would hide, bound back read-only over them: the
+    interpreter (sys.prefix, sys.base_prefix, the folder of sys.executable), its site-packages, every
+    sys.path folder outside ``hidden`` (the driver's own under the course are not the run's) and
+    ``needed`` (the course's package and data). Never a folder that holds a hidden one, nor one under
+    SOCKET_DIRS (kept covered, as the run's sockets are); each once, the outermost."""
+    import site
+
+    hidden = [str(p) for p in hidden]
+    interpreter = [sys.prefix, sys.base_prefix, sys.exec_prefix, sys.base_exec_prefix,
+                   os.path.dirname(os.path.realpath(sys.executable)), *site.getsitepackages()]
+    paths = interpreter + [p for p in sys.path if not any(within(os.path.abspath(p or "."), h) for h in hidden)]
+    paths = {real for p in paths + [str(p) for p in needed] if p and os.path.isdir(p)
+             for real in (os.path.abspath(p), os.path.realpath(p))}
+    kept = []
+    for path in sorted(paths, key=len):
+        if (any(within(path, c) for c in homes() + hidden) and not any(within(path, s) for s in sockets())
+                and not any(within(h, path) for h in hidden) and not any(within(path, k) for k in kept)):
+            kept.append(path)
+    return kept
 
 
 class FenceError(Exception):
     """No fence works on this machine and the instructor did not pass --unfenced (one sentence)."""
 
 
-def bubblewrap_prefix(folder, hidden=()):
+def bubblewrap_prefix(folder, hidden=(), needed=()):
     """bubblewrap (Debian's package bubblewrap): the run sees the whole machine read-only except
-    ``folder``, none of ``hidden`` nor of SOCKET_DIRS, and no network. It drops every capability (as root too, so
-    the run cannot remount anything writable)."""
+    ``folder``, none of ``covered(hidden)`` but what ``shown(hidden, needed)`` binds back read-only,
+    and no network. It drops every capability (as root too, so the run cannot remount anything writable)."""
     command = [shutil.which("bwrap") or "bwrap", "--ro-bind", "/", "/", "--dev", "/dev", "--proc", "/proc",
                "--size", str(64 * 2**20), "--tmpfs", "/dev/shm"]
-    for path in covered(hidden):
-        if Path(path).is_dir():
-            command += ["--tmpfs", path]
+    covers = [path for path in covered(hidden) if Path(path).is_dir()]
+    for path in covers:
+        command += ["--tmpfs", path]
+    for path in shown(hidden, needed):   # (bwrap reads a source as the machine has it, not as covered)
+        command += ["--ro-bind", path, path]
     folder = str(folder)
-    sockets = [arg for path in covered() for arg in ("--remount-ro", path)]   # after the folder is bound in
-    return command + ["--bind", folder, folder, *sockets, "--unshare-user", "--unshare-net", "--unshare-pid",
+    read_only = [arg for path in covers for arg in ("--remount-ro", path)]   # after the folder is bound in
+    return command + ["--bind", folder, folder, *read_only, "--unshare-user", "--unshare-net", "--unshare-pid",
                       "--cap-drop", "ALL", "--die-with-parent", "--new-session", "--chdir", folder]
 
 
-def user_namespace_prefix(folder, hidden=()):
+def user_namespace_prefix(folder, hidden=(), needed=()):
     """util-linux's unshare, where the kernel allows user namespaces: new user, mount, network and
-    process namespaces; inside, ``enter_fence`` makes every mount read-only but ``folder``, hides
-    ``hidden`` and drops every capability before the run starts. No network but its own loopback."""
+    process namespaces; inside, ``enter_fence`` makes every mount read-only but ``folder``, covers
+    ``covered(hidden)``, binds back ``shown(hidden, needed)`` read-only (both found here: inside,
+    $HOME is the run's) and drops every capability before the run starts. No network but its own loopback."""
     return [shutil.which("unshare") or "unshare", "--user", "--map-root-user", "--net", "--mount", "--pid",
             "--fork", "--mount-proc", "--kill-child", "--", sys.executable, "-I", str(Path(__file__).resolve()),
-            str(folder), json.dumps([str(p) for p in hidden]), "--"]
+            str(folder), json.dumps(covered(hidden)), json.dumps(shown(hidden, needed)), "--"]
 
 
-PREFIXES = {BUBBLEWRAP: bubblewrap_prefix, USER_NAMESPACE: user_namespace_prefix, UNFENCED: lambda folder, hidden=(): []}
+PREFIXES = {BUBBLEWRAP: bubblewrap_prefix, USER_NAMESPACE: user_namespace_prefix,
+            UNFENCED: lambda folder, hidden=(), needed=(): []}
 
 
 def _what(x):
@@ -81,11 +136,12 @@ def _what(x):
     return f"a text of {len(x):,} characters" if isinstance(x, str) else f"a value of type {type(x).__name__}"
 
 
-def fence_prefix(fence, folder, hidden=()):
-    """The command that puts ``fence`` around a run in ``folder`` ([] when unfenced)."""
+def fence_prefix(fence, folder, hidden=(), needed=()):
+    """The command that puts ``fence`` around a run in ``folder`` ([] when unfenced); ``needed``:
+    folders the run reads that ``hidden`` or ``homes`` hold (the course's package and data)."""
     if not isinstance(fence, str) or fence not in PREFIXES:
         raise ValueError(f"expected a fence among {', '.join(PREFIXES)}, but got {_what(fence)}")
-    return PREFIXES[fence](folder, hidden)
+    return PREFIXES[fence](folder, hidden, needed)
 
 
 def mount_points():
@@ -110,17 +166,18 @@ def loopback_up():
         fcntl.ioctl(sock, set_flags, struct.pack("16sH14s", b"lo", flags | up, b""))
 
 
-def enter_fence(folder, hidden, command):
+def enter_fence(folder, covers, bound, command):
     """Inside unshare's namespaces, as root of its own user namespace: ``folder`` stays writable,
-    every other mount becomes read-only, each of SOCKET_DIRS and ``hidden`` is covered by an
-    empty read-only tmpfs, /dev is a tmpfs of its own with DEVICES only (and a small /dev/shm), the namespace's
-    loopback is up; then ``command``
+    every other mount becomes read-only, each of ``covers`` (``covered``) is covered by an empty
+    read-only tmpfs, each of ``bound`` (``shown``) is bound back read-only over them, /dev is a tmpfs
+    of its own with DEVICES only (and a small /dev/shm), the namespace's loopback is up; then ``command``
     runs with no capability at all and no way to gain one (so it cannot remount anything, nor
     write /proc, so no nested user namespace either). Any step that fails ends the run."""
     tools = {name: os.path.realpath(shutil.which(name) or name) for name in ("mount", "setpriv")}   # before /tmp is covered
 
-    def mount(*args):
-        done = subprocess.run([tools["mount"], "--no-mtab", *args], capture_output=True, text=True)   # / is read-only
+    def mount(*args, keep=()):
+        done = subprocess.run([tools["mount"], "--no-mtab", *args], capture_output=True, text=True,   # / is read-only
+                              pass_fds=keep)
         if done.returncode:
             print(f"grader: the user-namespace fence could not be set up (mount {' '.join(args)}: "
                   f"{done.stderr.strip()[:200]})", flush=True)
@@ -151,11 +208,17 @@ def enter_fence(folder, hidden, command):
     mount("-t", "tmpfs", "-o", f"size={64 * 2**20}", "tmpfs", os.path.join(dev, "shm"))
     mount("--move", dev, "/dev")
     os.rmdir(dev)
+    sources = {path: os.open(path, os.O_PATH | os.O_DIRECTORY) for path in bound}   # before they are covered
     mounted = []
-    for path in covered(hidden):   # one may lie under another (a hidden folder under /tmp): gone already
+    for path in covers:
         if os.path.isdir(path) and not os.path.islink(path):
             mount("-t", "tmpfs", "-o", "size=1m,mode=0755", "tmpfs", path)
             mounted.append(path)
+    for path, source in sources.items():   # in a covered folder's tmpfs: its place made, the folder bound there
+        os.makedirs(path, exist_ok=True)
+        mount("--no-canonicalize", "--bind", f"/proc/self/fd/{source}", path, keep=(source,))
+        mount("-o", "remount,bind,ro", path)
+        os.close(source)
     os.makedirs(folder, exist_ok=True)              # in a hidden path's tmpfs, the folder is not there
     mount("--no-canonicalize", "--bind", "/proc/self/cwd", folder)   # the folder itself, writable (our cwd)
     for path in mounted:
@@ -211,7 +274,7 @@ def choose_fence(unfenced=False):
         f"files and reach the network")
 
 
-if __name__ == "__main__":   # inside unshare's namespaces: FOLDER HIDDEN_JSON -- COMMAND...
-    if sys.argv[3:4] == ["--"] and sys.argv[4:]:
-        enter_fence(sys.argv[1], json.loads(sys.argv[2]), sys.argv[4:])
-    sys.exit("usage: fence.py FOLDER HIDDEN_JSON -- COMMAND (run by the user-namespace fence)")
+if __name__ == "__main__":   # inside unshare's namespaces: FOLDER COVERED_JSON SHOWN_JSON -- COMMAND...
+    if sys.argv[4:5] == ["--"] and sys.argv[5:]:
+        enter_fence(sys.argv[1], json.loads(sys.argv[2]), json.loads(sys.argv[3]), sys.argv[5:])
+    sys.exit("usage: fence.py FOLDER COVERED_JSON SHOWN_JSON -- COMMAND (run by the user-namespace fence)")
