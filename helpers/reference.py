@@ -8,7 +8,7 @@ import math
 import numpy as np
 
 from .errors import as_array, check_bytes, check_finite, check_mask, check_number, check_positive_int, check_switch, \
-    count, fail, shown, to_numpy
+    check_tensor, count, fail, shown, to_numpy
 
 MAX_ENTRIES = 50_000_000   # the most entries a table made here may hold (400 MB of float64)
 
@@ -17,6 +17,17 @@ def check_entries(count, what):
     """Refuse, before allocating it, a table of more than MAX_ENTRIES entries."""
     if count > MAX_ENTRIES:
         fail(f"expected at most {MAX_ENTRIES:,} entries (400 MB), but {what} would hold {shown(count)}")
+
+
+def entries(x, name="the input"):
+    """How many numbers ``x`` stands for, read without converting it: a tensor's numel (an expanded one
+    stores fewer), an array's size (a broadcast view too); 0 for anything else (a list, a number), which
+    to_numpy counts as it converts it. For counting several inputs before any is copied."""
+    if isinstance(x, np.ndarray):
+        return x.size
+    if hasattr(x, "detach") and hasattr(x, "numel"):
+        return check_tensor(x, name).numel()
+    return 0
 
 
 def finite(x, name):
@@ -66,10 +77,24 @@ def causal_mask(T):
     return np.triu(np.ones((T, T), dtype=bool), k=1)
 
 
+# Bytes check_mask makes a mask entry at most: the mask as float64 (when it came as no bool array), its
+# True/False tests (!= 0, != 1, their and) and the bool mask it returns.
+MASK_BYTES = 12
+
+
+def mask_bytes(shape):
+    """What ``check_mask`` makes of a mask for scores ending in ``shape`` (T_q, T_k), counted before it runs
+    (a mask of another shape is refused there, after to_numpy's own count of it)."""
+    return MASK_BYTES * math.prod(shape[-2:])
+
+
 def apply_mask(scores, mask):
     """Put -inf where ``mask`` is True. scores: (..., T_q, T_k); mask: (T_q, T_k) of True/False, or of
-    1 (hide) and 0 (keep) only (``check_mask``: 0.5, NaN or an additive mask of -inf is refused)."""
+    1 (hide) and 0 (keep) only (``check_mask``: 0.5, NaN or an additive mask of -inf is refused).
+    Memory: the scores as float64 and the result (8 bytes a score each) and the mask's tables, counted first."""
     scores = as_array(scores, "scores")
+    check_bytes(16 * scores.size + mask_bytes(scores.shape), f"apply_mask on {count(scores.size)} scores",
+                "give fewer scores")
     return np.where(check_mask(mask, scores.shape[-2:]), -np.inf, scores)
 
 
@@ -83,6 +108,8 @@ def attention(Q, K, V, causal=False, mask=None, scale=True):
     Returns (output (..., T_q, d_v), weights (..., T_q, T_k)).
     """
     causal, scale = check_switch(causal, "causal"), check_switch(scale, "scale")
+    check_bytes(8 * sum(entries(X, name) for X, name in ((Q, "Q"), (K, "K"), (V, "V"))),
+                "Q, K and V as float64 arrays", "give smaller arrays")   # before any is copied
     Q, K, V = as_array(Q, "Q", (2, 3, 4)), as_array(K, "K", (2, 3, 4)), as_array(V, "V", (2, 3, 4))
     for name, X in (("Q", Q), ("K", K), ("V", V)):
         check_finite(X, name)
@@ -98,9 +125,11 @@ def attention(Q, K, V, causal=False, mask=None, scale=True):
         fail(f"Q, K and V should have leading axes that broadcast together, but have shapes {Q.shape}, {K.shape} "
              f"and {V.shape}")
     T_q, T_k = Q.shape[-2], K.shape[-2]
-    check_bytes(4 * 8 * math.prod(batch) * T_q * (T_k + V.shape[-1]),
-                f"attention of {count(T_q)} queries over {count(T_k)} keys (four float64 (T_q, T_k) tables)",
-                "give fewer rows")
+    masks = (MASK_BYTES * T_q * T_k if causal else 0) \
+        + (mask_bytes((T_q, T_k)) if mask is not None else 0)   # the causal mask's tables, a given mask's
+    check_bytes(8 * (Q.size + K.size + V.size) + 4 * 8 * math.prod(batch) * T_q * (T_k + V.shape[-1]) + masks,
+                f"attention of {count(T_q)} queries over {count(T_k)} keys (Q, K, V and four float64 (T_q, T_k) "
+                "tables)", "give fewer rows")
     d_k = Q.shape[-1]
     with np.errstate(over="ignore", invalid="ignore"):   # an overflow is refused below, in one sentence
         scores = Q @ np.swapaxes(K, -1, -2)
@@ -137,8 +166,15 @@ def split_heads(X, h):
 def merge_heads(X):
     """(h, T, d_k) -> (T, h*d_k): the heads side by side again."""
     X = as_array(X, "X", 3)
+    check_bytes(16 * X.size, f"merge_heads of {count(X.size)} numbers (X as float64 and its copy)", "give a smaller X")
     h, T, d_k = X.shape
     return X.transpose(1, 0, 2).reshape(T, h * d_k)
+
+
+# Bytes layer_norm makes a number of x at its peak: x as float64 (a copy when it came as another type), the result
+# (x - mean, then divided, scaled and shifted in place; var's own x - mean is gone before it is made) and the
+# True/False test of finiteness.
+LAYER_NORM_BYTES = 17
 
 
 def layer_norm(x, gamma=None, beta=None, eps=1e-5):
@@ -146,12 +182,15 @@ def layer_norm(x, gamma=None, beta=None, eps=1e-5):
 
     x: (..., d). gamma, beta: (d,) or None (1 and 0). The variance is the
     population variance (divide by d), as in torch.nn.LayerNorm.
+    Memory: LAYER_NORM_BYTES a number and gamma and beta as float64, counted before the work.
     """
     x = finite(x, "x")
     if x.ndim == 0 or x.shape[-1] == 0:
         fail(f"x should have at least one axis of d >= 1 numbers to normalise, but has shape {x.shape}")
     eps = check_number(eps, "eps", low=0, low_open=True)   # a negative eps can make the variance negative
     d = x.shape[-1]
+    given = sum(d if v is None else entries(v, name) for v, name in ((gamma, "gamma"), (beta, "beta")))
+    check_bytes(LAYER_NORM_BYTES * x.size + 8 * given, f"layer_norm of {count(x.size)} numbers", "give a smaller x")
     gamma = np.ones(d) if gamma is None else check_finite(as_array(gamma, "gamma", 1), "gamma")
     beta = np.zeros(d) if beta is None else check_finite(as_array(beta, "beta", 1), "beta")
     if gamma.shape != (d,) or beta.shape != (d,):
@@ -159,10 +198,13 @@ def layer_norm(x, gamma=None, beta=None, eps=1e-5):
     mean = x.mean(axis=-1, keepdims=True)
     with np.errstate(over="ignore", invalid="ignore"):
         var = x.var(axis=-1, keepdims=True)
-        out = (x - mean) / np.sqrt(var + eps) * gamma + beta
+        out = x - mean   # then in place: (x - mean) / sqrt(var + eps) * gamma + beta, one table
+        out /= np.sqrt(var + eps)
+        out *= gamma
+        out += beta
     if not np.isfinite(var).all() or not np.isfinite(out).all():
         fail(f"x's rows should be small enough for their squares to fit a float (at most about 1e150 apart), "
-             f"but its largest entry is {shown(float(np.abs(x).max()))}")
+             f"but its largest entry is {shown(max(-float(x.min()), float(x.max())))}")
     return out
 
 
@@ -190,8 +232,10 @@ def gelu(x):
 
 
 def relu(x):
-    """max(x, 0)."""
-    return np.maximum(finite(x, "x"), 0.0)
+    """max(x, 0). Memory: x as float64, its test of finiteness and the result (17 bytes a number), counted first."""
+    x = as_array(x, "x")
+    check_bytes(17 * x.size, f"relu of {count(x.size)} numbers", "give fewer numbers")
+    return np.maximum(check_finite(x, "x"), 0.0)
 
 
 def sinusoidal_positions(n, d, base=10000.0):
@@ -213,6 +257,12 @@ def sinusoidal_positions(n, d, base=10000.0):
     return table
 
 
+# Bytes rotate_pairs makes a number of x: x as float64, the angles, their cos and sin (half a row each: 4 bytes
+# a number each), the result, and the products even * cos, odd * sin and their sum or difference (4 each), the
+# True/False tests of finiteness.
+ROTATE_BYTES = 8 + 3 * 4 + 8 + 3 * 4 + 1
+
+
 def rotate_pairs(x, positions, base=10000.0):
     """Rotary position embedding (RoPE): turn each column pair of row t by positions[t] * w_i.
 
@@ -223,6 +273,8 @@ def rotate_pairs(x, positions, base=10000.0):
     T, d = x.shape
     if d % 2:
         fail(f"rotary positions need an even width d, but got d={d}")
+    check_bytes(ROTATE_BYTES * x.size + 8 * entries(positions, "positions"),
+                f"rotate_pairs of {count(x.size)} numbers", "give a smaller x")   # before positions are copied
     positions = to_numpy(positions, "positions")
     if positions.shape != (T,):
         fail(f"positions should have one entry per row of x ({T}), but has shape {positions.shape}")

@@ -18,7 +18,7 @@ from dataclasses import dataclass, field
 import numpy as np
 import torch
 
-from .errors import CourseInputError, check_ids_given, check_positive_int, check_seed, check_tensor, check_text, count, fail, message_of, shown
+from .errors import CourseInputError, check_ids_given, check_number, check_positive_int, check_seed, check_tensor, check_text, count, fail, message_of, shown
 from .model import measuring
 
 MAX_TOKENS_DRAWN = 10_000_000   # the most tokens dragon_sample and repeated_tokens draw in one call
@@ -512,12 +512,19 @@ def cat_targets(model, world):
     )
 
 
+TARGET_FIGURES = ("p_on", "copula_in_class", "copula_types", "copula_min_p_class", "bigram_accuracy",
+                  "bigram_ceiling")   # the figures of cat_targets that cat_targets_met reads
+
+
 def cat_targets_met(m):
-    """True when the measured figures meet the course's targets: p(on) >= 0.99, every copula
-    type in class (p(class) >= 0.9), top-1 on the bigram slots within 0.02 of the ceiling."""
-    return (m["p_on"] >= 0.99 and m["copula_in_class"] == m["copula_types"]
-            and m["copula_min_p_class"] >= 0.9
-            and m["bigram_accuracy"] >= m["bigram_ceiling"] - 0.02)
+    """True when the measured figures ``m`` (cat_targets' dict; each figure read a finite number) meet the
+    course's targets: p(on) >= 0.99, every copula type in class (p(class) >= 0.9), top-1 on the bigram
+    slots within 0.02 of the ceiling."""
+    if not isinstance(m, dict) or not set(TARGET_FIGURES) <= set(m):
+        fail(f"m should be what cat_targets returns (a dict with {', '.join(TARGET_FIGURES)}), but got {shown(m)}")
+    p_on, in_class, types, min_p_class, accuracy, ceiling = (check_number(m[key], f"the figure {key}")
+                                                              for key in TARGET_FIGURES)
+    return (p_on >= 0.99 and in_class == types and min_p_class >= 0.9 and accuracy >= ceiling - 0.02)
 
 
 # -------------------------------------------------------------- dragon world
@@ -542,19 +549,22 @@ DRAGON_AFTER_GLOWING = {"potion": 0.6, "fire": 0.4}
 
 
 def dragon_next(words):
-    """The true next-word distribution of the dragon grammar after ``words`` (a dict).
+    """The true next-word distribution of the dragon grammar after ``words`` (a dict): a list of at most
+    MAX_WORDS (1,000) words from <BOS>, each one the grammar allows after the words before it.
 
     A clause is subject verb object, where the object may be "glowing potion" or
     "glowing fire"; an object that is a creature acts next, after potion or fire
     a fresh subject starts the next clause.
     """
+    if isinstance(words, (list, tuple)) and len(words) > MAX_WORDS:   # counted before a word is read
+        fail(f"a dragon-world prompt should hold at most {MAX_WORDS:,} words, but got {len(words):,}")
     if not isinstance(words, (list, tuple)) or not all(isinstance(w, str) and w in DRAGON_VOCAB for w in words):
         fail(f"expected a list of dragon-world words ({' '.join(DRAGON_VOCAB)}), but got {shown(words)}")
     words = list(words)
     if not words or words[0] != "<BOS>":
         fail(f"a dragon-world prompt should start with <BOS>, but got {shown(words[:1])}")
     for t in range(1, len(words)):   # every word one the grammar allows after the words before it
-        allowed = _dragon_after(words[:t])
+        allowed = _dragon_after(words[max(0, t - 2):t])   # the last two words decide: no copy of the whole prefix
         if words[t] not in allowed:
             fail(f"expected a prompt the dragon grammar can make, but {words[t]!r} cannot follow "
                  f"{' '.join(words[max(0, t - 2):t])!r} (only {', '.join(allowed)} can)")
@@ -563,7 +573,7 @@ def dragon_next(words):
 
 def _dragon_after(words):
     """dragon_next's distribution after ``words``, a prefix the grammar makes (each word checked
-    against the words before it): the last word or two decide it."""
+    against the words before it), or its last two words: the last word or two decide it."""
     last = words[-1]
     if last == "<BOS>" or last in ("potion", "fire"):
         return dict(DRAGON_SUBJECTS)
@@ -587,7 +597,7 @@ def dragon_sample(n, length, seed):
         while len(words) < length:
             key = tuple(words[-2:])       # the grammar looks no further back
             if key not in tables:
-                dist = dragon_next(words)
+                dist = _dragon_after(key)   # the words drawn so far are the grammar's own, of any length
                 cdf = (np.array(list(dist.values())) / sum(dist.values())).cumsum()
                 tables[key] = list(dist), cdf / cdf[-1]
             # the draw rng.choice(list(dist), p=...) makes, without its per-call checks:

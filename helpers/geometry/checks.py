@@ -4,11 +4,13 @@ the neighbourhood a map keeps.
 Each check judges properties and reference values and says what is wrong
 without printing the expected answer.
 """
+from collections import Counter
+
 import numpy as np
 
 from ..exercises import (Array, Function, Words, as_number, call, close_problems, exercise, number_problems, numbers,
                          slip)
-from ..errors import check_positive_int, count, fail
+from ..errors import check_bytes, check_positive_int, count, fail
 from .compute import analogy_vector, check_maps, check_vectors, check_words, nearest, neighbourhood_kept, \
     normed_vectors, unit
 
@@ -25,7 +27,8 @@ COSINE_CASES = (
 STACK = (np.array([[3.0, 1.0], [2.0, 0.0], [-2.0, -4.0]]), np.array([1.0, 2.0]))
 
 
-@exercise("a cosine similarity function", answer=Function("a function of two vectors"))
+@exercise("a cosine similarity function", answer=Function("a function of two vectors",
+          own=("helpers.geometry.compute.cosine",)))
 def cosine_function(answer):
     """``answer`` is a function cosine(A, b) -> the cosine of b with A: a float when A is one
     vector (d,), an (n,) array of the cosines of b with each row when A is a stack (n, d)."""
@@ -84,7 +87,8 @@ def neighbours(answer, kv, word, topn=5):
         yield f"'{word}' itself is in your list: leave the word out (its cosine with itself is 1)"
         return
     expected = [w for w, _ in nearest(kv, word, topn)]   # from kv.vectors as they are now (no cached norms)
-    wrong = [w for w in answer if w not in expected]
+    among = set(expected)   # sets and counts throughout: every step linear in topn (which may be 99,999)
+    wrong = [w for w in answer if w not in among]
     repeated = repeated_words(answer)
     if repeated:
         yield repeats_sentence(answer, repeated, expected)
@@ -100,7 +104,8 @@ def neighbours(answer, kv, word, topn=5):
 
 def repeated_words(words):
     """The words that appear more than once in ``words`` (a list of strings), in first-seen order."""
-    return [w for i, w in enumerate(words) if words.count(w) > 1 and words.index(w) == i]
+    counts = Counter(words)   # dicts keep first-seen order
+    return [w for w, n in counts.items() if n > 1]
 
 
 def repeats_sentence(answer, repeated, expected):
@@ -108,7 +113,8 @@ def repeats_sentence(answer, repeated, expected):
     and the first of the ``expected`` words it then leaves out."""
     first = repeated[0]
     times = {2: "twice", 3: "three times"}.get(answer.count(first), f"{answer.count(first)} times")
-    missing = [w for w in expected if w not in answer]
+    given = set(answer)
+    missing = [w for w in expected if w not in given]
     left_out = f", and '{missing[0]}' is missing" if missing else ""
     return (f"'{first}' is in your list {times}{left_out}: the {len(answer)} nearest are {len(answer)} "
             "different words (check where your slice starts and ends)")
@@ -143,6 +149,8 @@ def kept_fractions(answer, high, low, k):
     """``answer`` (n,) is, for each point, the share of its k nearest neighbours in ``high``
     that are also among its k nearest in ``low``."""
     high, low, k = check_maps(high, low, k)
+    # the slips' (n, n) tables: one map's distances, their negation or order, and the order of the other map's
+    check_bytes(4 * 8 * len(high) ** 2, f"judging the kept fractions of {count(len(high))} points", "give fewer points")
     if answer.min() < 0 or answer.max() > 1:
         yield "every entry is a fraction of k, between 0 and 1"
         return
@@ -171,10 +179,19 @@ def lowest(kv, word, topn):
     return [kv.index_to_key[i] for i in order[:topn]]
 
 
+def pair_table(x):
+    """All pairwise Euclidean distances of points (n, d): (n, n), 0 on the diagonal. Computed a row at a
+    time: never the (n, n, d) table of differences (5,000 points of 50 numbers: 10 GB)."""
+    x = np.asarray(x, dtype=float)
+    dist = np.empty((len(x), len(x)))
+    for i, row in enumerate(x):
+        dist[i] = np.linalg.norm(row - x, axis=-1)
+    return dist
+
+
 def distances(x):
     """All pairwise Euclidean distances of points (n, d), the diagonal set to inf: (n, n)."""
-    x = np.asarray(x, dtype=float)
-    dist = np.linalg.norm(x[:, None, :] - x[None, :, :], axis=-1)
+    dist = pair_table(x)
     np.fill_diagonal(dist, np.inf)
     return dist
 
@@ -197,7 +214,5 @@ def kept_in_order(high, low, k):
 def counting_itself(high, low, k):
     """The common slip: each point's k nearest *including itself*, shares kept. Shape (n,)."""
     def nearest_k(x):
-        x = np.asarray(x, dtype=float)
-        dist = np.linalg.norm(x[:, None, :] - x[None, :, :], axis=-1)
-        return np.argsort(dist, axis=1, kind="stable")[:, :k]
+        return np.argsort(pair_table(x), axis=1, kind="stable")[:, :k]
     return np.array([len(set(h) & set(l)) / k for h, l in zip(nearest_k(high), nearest_k(low))])

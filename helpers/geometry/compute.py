@@ -95,8 +95,11 @@ def vector_pair(angle_a=10.0, norm_a=3.0, angle_b=60.0, norm_b=2.0):
 
 
 def pair_title(pair):
-    """One line with a vector_pair's dot product, cosine and angle."""
-    return f"a·b = {pair['dot']:.3f}    cos = {pair['cos']:.3f}    angle = {pair['angle']:.1f}°"
+    """One line with a vector_pair's dot product, cosine and angle (each checked: a finite number)."""
+    if not has_keys(pair, ("dot", "cos", "angle")):
+        fail(f"pair should be what vector_pair returns (a dict with dot, cos and angle), but got {shown(pair)}")
+    dot, cos, angle = (check_number(pair[key], f"the pair's {key}") for key in ("dot", "cos", "angle"))
+    return f"a·b = {dot:.3f}    cos = {cos:.3f}    angle = {angle:.1f}°"
 
 
 def arrow_label(name, v):
@@ -240,6 +243,27 @@ def check_words(kv, words):
             fail(f"each word should be among the {len(kv):,} words of these vectors, but got {shown(word)}")
 
 
+def check_directions(norms, words):
+    """Refuse, naming the first, a word whose vector has no direction: ``norms`` (n,) the norms of the
+    vectors of ``words`` (n words), 0 for a zero vector (its cosines would be 0/0, NaN), NaN or inf for one
+    holding NaN or inf (or numbers too large to square)."""
+    bad = np.flatnonzero(~(np.isfinite(norms) & (norms > 0)))
+    if len(bad):
+        word = words[bad[0]]
+        fail(f"each word's vector should have a direction (finite numbers, not all 0), but the vector of "
+             f"{shown(word)} {'is a zero vector' if norms[bad[0]] == 0 else 'holds NaN, inf or numbers too large to square'}")
+
+
+def word_rows(kv, words):
+    """The vectors of ``words`` (each among kv's, each with a direction: ``check_directions``) as a
+    float64 (n, d) array."""
+    check_words(kv, words)
+    rows = np.stack([kv[w] for w in words]).astype(np.float64)
+    with np.errstate(all="ignore"):
+        check_directions(np.linalg.norm(rows, axis=1), words)
+    return rows
+
+
 # ------------------------------------------------------------------ similarity
 
 def unit(vectors):
@@ -306,7 +330,10 @@ def normed_vectors(kv):
     vectors = np.asarray(check_vectors(kv).vectors)
     check_bytes(vectors.nbytes + 8 * len(vectors), f"the unit vectors of {count(len(vectors))} words",
                 "give fewer words")
-    return vectors / np.linalg.norm(vectors, axis=1)[..., np.newaxis]
+    with np.errstate(all="ignore"):
+        norms = np.linalg.norm(vectors, axis=1)
+    check_directions(norms, kv.index_to_key)   # a zero vector's cosines would be NaN, ranked silently
+    return vectors / norms[..., np.newaxis]
 
 
 MAX_RANKING = 10_000   # pairs one ranking_text writes (the chapter writes 4 or 5)
@@ -320,7 +347,8 @@ def ranking_text(pairs):
             for pair in pairs):
         fail(f"pairs should be a list of at most {MAX_RANKING:,} (word, cosine) pairs, as nearest returns, "
              f"but got {shown(pairs)}")
-    return ", ".join(f"{word} {score:.3f}" for word, score in pairs)
+    scores = [check_number(score, f"the cosine of {shown(word)}") for word, score in pairs]   # never 'nan' written
+    return ", ".join(f"{word} {score:.3f}" for (word, _), score in zip(pairs, scores))
 
 
 def cosine_table(kv, words):
@@ -329,8 +357,7 @@ def cosine_table(kv, words):
         fail(f"words should be a non-empty list of words, such as ['cat', 'dog'], but got {shown(words)}")
     check_bytes(8 * (len(words) ** 2 + 2 * len(words) * check_vectors(kv).vector_size),
                 f"a cosine table of {len(words):,} words", "give fewer words")
-    check_words(kv, words)
-    rows = unit(np.stack([kv[w] for w in words]))
+    rows = unit(word_rows(kv, words))
     return rows @ rows.T
 
 
@@ -370,7 +397,7 @@ def plot_cosines(table, words, title=None, ax=None):
 
 def nearest(kv, word, topn=10):
     """The topn words closest in cosine to ``word`` (the word itself left out): [(word, cosine)]."""
-    check_words(kv, [word])
+    word_rows(kv, [word])   # a word among kv's, with a direction
     return rank_by_cosine(kv, kv[word], topn, skip={word})
 
 
@@ -379,8 +406,8 @@ def analogy_vector(kv, a, minus, plus):
 
     The same direction gensim's ``most_similar(positive=[a, plus], negative=[minus])`` uses.
     """
-    check_words(kv, [a, minus, plus])
-    return unit(unit(kv[a]) - unit(kv[minus]) + unit(kv[plus]))
+    a, minus, plus = word_rows(kv, [a, minus, plus])
+    return unit(unit(a) - unit(minus) + unit(plus))
 
 
 def analogy(kv, a, minus, plus, topn=5, exclude_inputs=True):
@@ -401,8 +428,8 @@ def offsets(kv, pairs):
     if not isinstance(pairs, (list, tuple)) or len(pairs) < 2 or \
             any(not isinstance(pair, (list, tuple)) or len(pair) != 2 for pair in pairs):
         fail(f"pairs should be at least two (a, b) word pairs, but got {shown(pairs)}")
-    check_words(kv, [w for pair in pairs for w in pair])
-    return np.stack([unit(kv[b]) - unit(kv[a]) for a, b in pairs])
+    rows = unit(word_rows(kv, [w for pair in pairs for w in pair]))
+    return rows[1::2] - rows[::2]
 
 
 def offset_agreement(kv, pairs):
@@ -819,14 +846,15 @@ def group_words(kv, groups):
         if unknown:
             fail(f"'{unknown[0]}' is not a group; choose from: {', '.join(GROUPS)}")
         groups = {g: GROUPS[g] for g in groups}
-    words, labels = [], []
+    first = {}   # each word -> its first group, in order (a dict: a list's `in` would be quadratic)
     for name, members in groups.items():
+        if type(name) is not str or isinstance(members, str) or not isinstance(members, (list, tuple)):
+            fail(f"each group should be a name (a string) with a list of words, such as 'pets': ['cat', 'dog'], "
+                 f"but got {shown(name)}: {shown(members)}")
         check_words(kv, members)
         for word in members:
-            if word not in words:
-                words.append(word)
-                labels.append(name)
-    return words, labels
+            first.setdefault(word, name)
+    return list(first), list(first.values())
 
 
 def word_map(kv, groups, methods=METHODS, k=10, seed=0):
@@ -842,7 +870,7 @@ def word_map(kv, groups, methods=METHODS, k=10, seed=0):
     methods = [check_choice(m, "each method", METHODS) for m in methods]
     k, seed = check_positive_int(k, "k"), check_small_seed(seed, "t-SNE and UMAP")
     words, labels = group_words(kv, groups)
-    points = unit(np.stack([kv[w] for w in words]))
+    points = unit(word_rows(kv, words))
     check_maps_work(len(points), k, sum(m != "PCA" for m in methods), len(methods), "word_map",
                     "ask for fewer groups or fewer methods")
     coords = {m: project(points, m, seed) for m in methods}
@@ -898,16 +926,89 @@ def has_keys(value, keys):
 
 def check_result(result, keys):
     """Refuse anything but word_map's dict (one holding ``keys``, the ones the caller reads) in one sentence;
-    return it."""
+    return it. Every value read is checked, one entry per point: points (n, d) finite, words and labels n
+    texts (the words all different), k from 1 to n - 1, coords {method: (n, 2)} and the kept (n,) shares and
+    agreement of the same methods, seed."""
     if not has_keys(result, keys):
         fail(f"result should be what word_map returns (a dict with {', '.join(keys[:-1])} and {keys[-1]}), "
              f"but got {shown(result)}")
+    n = len(check_points(result["points"], name="the result's points")) if "points" in keys else None
+    for key in ("words", "labels"):
+        if key in keys:
+            n = check_texts(result[key], n, f"the result's {key}", distinct=key == "words")
+    if "k" in keys:
+        k = check_positive_int(result["k"], "the result's k")
+        if k >= n:
+            fail(f"the result's k should be below the number of points n={n}, but got k={count(k)}")
+    if "coords" in keys:
+        check_result_maps(result, keys, n)
+    if "seed" in keys:
+        check_small_seed(result["seed"], "t-SNE and UMAP", "the result's seed")
     return result
+
+
+def check_texts(values, n, name, distinct=False):
+    """A result's words or labels: a list (or tuple) of texts, one per point (n of them; n None: 1 to
+    MAX_POINTS), all different if ``distinct``; return their number."""
+    size = len(values) if isinstance(values, (list, tuple)) else None
+    if size is None or not (size == n if n is not None else 1 <= size <= MAX_POINTS) or \
+            not all(type(v) is str for v in values):
+        expected = f"{n:,}" if n is not None else f"1 to {MAX_POINTS:,}"
+        fail(f"{name} should be a list of {expected} texts (one per point), but got {shown(values)}")
+    if distinct and len(set(values)) < size:
+        fail(f"{name} should be {size:,} different words, but some of them appear more than once")
+    return size
+
+
+def check_result_maps(result, keys, n):
+    """word_map's coords {method: (n, 2) finite}, and (those ``keys`` read) its kept {method: (n,) shares}
+    and agreement {method: a correlation from -1 to 1}, each for the methods of coords."""
+    coords = result["coords"]
+    if not isinstance(coords, dict) or not all(type(m) is str and m in METHODS for m in coords):
+        fail(f"the result's coords should be a dict {{method: (n, 2) map}} with methods among {', '.join(METHODS)}, "
+             f"but got {shown(coords)}")
+    for method, xy in coords.items():
+        check_array(xy, (n, 2), f"the result's {method} map")
+    for key in ("kept", "agreement"):
+        if key in keys and (not isinstance(result[key], dict) or set(result[key]) != set(coords)):
+            fail(f"the result's {key} should be a dict with one entry for each of its maps ({', '.join(coords)}), "
+                 f"but got {shown(result[key])}")
+    for method in coords:
+        if "kept" in keys:
+            check_shares(result["kept"][method], n, f"the result's kept[{method!r}]")
+        if "agreement" in keys:
+            check_number(result["agreement"][method], f"the result's agreement[{method!r}]", low=-1, high=1)
+
+
+def check_array(x, shape, name):
+    """``x`` a NumPy array (as word_map and map_runs give) of finite numbers of ``shape`` (None: an axis of
+    1 to MAX_POINTS entries); return it as floats."""
+    wanted = "(" + ", ".join("n" if size is None else str(size) for size in shape) + ("," if len(shape) == 1 else "") + ")"
+    if not isinstance(x, np.ndarray):
+        fail(f"{name} should be a NumPy array of shape {wanted} (as word_map and map_runs give), but got {shown(x)}")
+    x = to_numpy(x, name)
+    if x.ndim != len(shape) or any(got != size if size is not None else not 1 <= got <= MAX_POINTS
+                                   for got, size in zip(x.shape, shape)):
+        fail(f"{name} should have shape {wanted}, one entry per point (at most {MAX_POINTS:,}), but it has shape {x.shape}")
+    return check_finite(x, name)
+
+
+def check_shares(shares, n, name):
+    """A map's kept shares: a NumPy array (n,) (n None: any length from 1 to MAX_POINTS) of numbers from 0 to 1;
+    return it as floats."""
+    shares = check_array(shares, (n,), name)
+    if not ((shares >= 0) & (shares <= 1)).all():
+        fail(f"{name} should hold shares from 0 to 1, but it holds {shares[(shares < 0) | (shares > 1)][0]:g}")
+    return shares
+
+
+MAX_MAP_LABELS = 40   # words plot_maps may write on each panel (chapter 01 names a handful)
 
 
 def check_on_map(result, words):
     """Refuse a word that is not on word_map's ``result`` (words: a list of them)."""
-    missing = [w for w in words if w not in result["words"]]
+    on_map = set(result["words"])
+    missing = [w for w in words if w not in on_map]
     if missing:
         fail(f"'{missing[0]}' is not one of the {len(result['words'])} words of this map")
 
@@ -946,19 +1047,21 @@ def plot_runs(runs, k=10):
     import matplotlib.pyplot as plt
 
     colours = {"random": "#7f7f7f", "PCA": "#1f77b4", "t-SNE": "#d62728", "UMAP": "#2ca02c"}
-    if not isinstance(runs, (list, tuple)) or not runs or not all(
+    if not isinstance(runs, (list, tuple)) or not 1 <= len(runs) <= MAX_RUNS + 3 or not all(
             has_keys(run, ("method", "kept", "agreement")) and isinstance(run["method"], str)
             and run["method"] in colours for run in runs):
-        fail(f"runs should be what map_runs returns (a non-empty list of dicts with method, kept and agreement, "
-             f"each method one of {', '.join(colours)}), but got {shown(runs)}")
+        fail(f"runs should be what map_runs returns (a non-empty list of at most {MAX_RUNS + 3} dicts with method, "
+             f"kept and agreement, each method one of {', '.join(colours)}), but got {shown(runs)}")
+    n = len(check_shares(runs[0]["kept"], None, "each run's kept"))   # every map of the same n points
+    points = [(check_shares(run["kept"], n, "each run's kept").mean(),
+               check_number(run["agreement"], "each run's agreement", low=-1, high=1)) for run in runs]
     k = check_positive_int(k, "k")
     fig, ax = plt.subplots(figsize=(6.4, 3.8))
     for method, colour in colours.items():
-        mine = [run for run in runs if run["method"] == method]
+        mine = [point for point, run in zip(points, runs) if run["method"] == method]
         if not mine:
             continue
-        x = [run["kept"].mean() for run in mine]
-        y = [run["agreement"] for run in mine]
+        x, y = zip(*mine)
         ax.scatter(x, y, s=36, color=colour, label=method + (f" ({len(mine)} seeds)" if len(mine) > 1 else ""))
     ax.set_xlim(0, 1)
     ax.set_xlabel(f"share of each word's {k} nearest neighbours the map keeps")
@@ -991,13 +1094,12 @@ def neighbour_groups(result, word):
 # one colour per group, fixed by the group's place in GROUPS (then any new group)
 PALETTE = ["#1f77b4", "#ff7f0e", "#2ca02c", "#d62728", "#9467bd", "#8c564b", "#e377c2",
            "#7f7f7f", "#bcbd22", "#008b8b", "#6b8e23", "#000000", "#b8860b", "#4b0082", "#17becf"]
+MAX_MAP_GROUPS = 2 * len(PALETTE)   # groups plot_maps may draw (chapter 01 draws at most the 15 of GROUPS)
 
 
 def group_colours(names):
     """{group name: colour}, stable: a group of GROUPS always gets the same colour."""
-    known = list(GROUPS)
-    extra = [n for n in names if n not in known]
-    order = {n: (known + extra).index(n) for n in names}
+    order = {n: i for i, n in enumerate(dict.fromkeys([*GROUPS, *names]))}   # a dict: linear in the names
     return {n: PALETTE[order[n] % len(PALETTE)] for n in names}
 
 
@@ -1019,10 +1121,16 @@ def plot_maps(result, label=()):
     import matplotlib.pyplot as plt
 
     check_result(result, ("words", "labels", "coords", "kept", "agreement", "k", "seed"))
-    if not isinstance(label, (list, tuple)) or not all(isinstance(w, str) for w in label):
-        fail(f"label should be a list of words on the map (such as ['dog', 'paris']), but got {shown(label)}")
+    if not result["coords"]:
+        fail("result should be what word_map returns, with at least one map in its coords, but its coords are {}")
+    if not isinstance(label, (list, tuple)) or len(label) > MAX_MAP_LABELS or not all(isinstance(w, str) for w in label):
+        fail(f"label should be a list of words on the map, at most {MAX_MAP_LABELS} (such as ['dog', 'paris']), "
+             f"but got {shown(label)}")
     check_on_map(result, label)
     names = list(dict.fromkeys(result["labels"]))
+    if len(names) > MAX_MAP_GROUPS:   # each group drawn on every panel and named in the legend: minutes for thousands
+        fail(f"result should be a map of at most {MAX_MAP_GROUPS} groups (two rounds of the colours), but it has "
+             f"{len(names):,}")
     colours = group_colours(names)
     methods = list(result["coords"])
     n_rows = (len(methods) + 2) // 2
@@ -1112,6 +1220,10 @@ def check_word2vec(sentences, vector_size, window, epochs, seed, sample):
     if window > MAX_WINDOW:   # gensim's C loop takes a C int: 2**64 crashes its worker and the training waits forever
         fail(f"window should be at most {MAX_WINDOW:,} words (this course's limit; no sentence is that long), "
              f"but got {count(window)}")
+    longest = max(len(sentence) for sentence in sentences)
+    if window >= longest:   # no word has that many neighbours on either side: a wider window reaches no more words
+        fail(f"window should be at most {longest - 1:,} (words either side of a word, and the longest sentence has "
+             f"{longest:,} words), but got {count(window)}")
     epochs = check_positive_int(epochs, "epochs")
     if epochs > MAX_EPOCHS:
         fail(f"epochs should be at most {MAX_EPOCHS:,} (this course's limit), but got {count(epochs)}")
@@ -1142,11 +1254,16 @@ def check_small_seed(seed, owner, name="seed"):
 def train_word2vec(sentences, vector_size=8, window=2, epochs=100, seed=0, sample=0.0):
     """Skip-gram word2vec on a list of tokenised sentences, one thread, seeded.
 
+    window: the most words on either side of a word that it learns from, below the longest sentence's
+    length. As in gensim (its ``shrink_windows``, on here), each time a word is trained its own window is
+    drawn from 1 to ``window``, so nearer neighbours count more: with window=2 the next word always counts,
+    the one after it half of the time.
     sample: gensim's down-sampling of frequent words. Its default, 0.001, is meant
     for big corpora; on a toy corpus every word counts as frequent and most of the
     text is thrown away, so the default here is 0 (keep every token).
     Returns gensim KeyedVectors (vector_size numbers per word). Identical on every run.
-    Limits: epochs <= MAX_EPOCHS (10,000), window <= MAX_WINDOW (10**6), vector_size <= MAX_VECTOR_SIZE (10,000),
+    Limits: epochs <= MAX_EPOCHS (10,000), window below the longest sentence's length and at most MAX_WINDOW
+    (10**6), vector_size <= MAX_VECTOR_SIZE (10,000),
     epochs × tokens <= 2e7, epochs × tokens × vector_size <= 2e9,
     seed 0 .. 2**32 - 1 (gensim's), the two tables of vectors within 1.5 GiB.
     """

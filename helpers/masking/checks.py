@@ -372,7 +372,8 @@ def runs_on_k_transposed(answer, case):
     return True
 
 
-@exercise("your causal attention", answer=Function("a function causal_attention(q, k, v)"), keeps="04")
+@exercise("your causal attention", answer=Function("a function causal_attention(q, k, v)",
+          own=("helpers.masking.compute.causal_attention",)), keeps="04")
 def causal_attention(answer):
     """``answer(q, k, v)`` -> (out, weights): scaled dot-product attention with the causal mask,
     checked on the cat model's own queries, keys and values against its trace, then on a batch,

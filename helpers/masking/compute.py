@@ -32,9 +32,11 @@ from ..errors import MAX_BYTES, as_array, check_bytes, check_finite, check_mask,
     check_switch, check_tensor_size, count, fail, length, refuse_bools, shown, to_numpy
 from ..model import Attention, Transformer, check_heads_split, check_made, measure
 from ..recipes import CAT_CONFIG, CAT_TRAINING
+from ..reference import entries, mask_bytes
 from ..explorer import check_model_and_world
-from ..sampling.compute import check_length, check_prompt, check_sampling, generate, next_distribution, window
-from ..training import check_steps, train
+from ..sampling.compute import PASS_WORK, check_length, check_prompt, check_sampling, forward_macs, generate, \
+    next_distribution, window
+from ..training import check_steps, check_work, train
 from ..worlds import World, check_sentences, decisions, entropy_floor, words_of   # entropy_floor: chapter 04 calls it masking.entropy_floor
 
 
@@ -54,15 +56,29 @@ def causal_mask(T):
     return torch.triu(torch.ones(T, T, dtype=torch.bool), diagonal=1)
 
 
+# apply_mask's bytes a score beyond its float copy and masked_fill's result (4 or 8 each): check_finite's
+# True/False tables (finite, == -inf, their or).
+MASK_TEST_BYTES = 3
+
+
 def apply_mask(scores, mask=None):
     """scores (..., T, T) with -inf where ``mask`` (default: the causal mask) is True.
 
     mask: (T, T) of True/False, or of the numbers 1 (hide) and 0 (keep) only; anything else (0.5,
-    an additive mask of 0 and -inf, NaN) is refused: it would be rounded to one or the other silently."""
-    scores = torch.as_tensor(to_numpy(scores, "scores"), dtype=torch.float32) if not torch.is_tensor(scores) \
-        else numbers(scores, "scores").to(torch.float64 if scores.dtype == torch.float64 else torch.float32)
-    if scores.dim() < 2 or scores.shape[-1] != scores.shape[-2]:
-        fail(f"scores should end in a square (T, T) table, but have shape {tuple(scores.shape)}")
+    an additive mask of 0 and -inf, NaN) is refused: it would be rounded to one or the other silently.
+    A float64 tensor stays float64; anything else becomes float32. Memory: the copy, the result, the
+    tests and the mask's tables, counted before any is made (an expanded tensor stores fewer numbers)."""
+    tensor = torch.is_tensor(scores)
+    given = numbers(scores, "scores") if tensor else to_numpy(scores, "scores")   # (NumPy: a float64 copy, kept)
+    dtype = torch.float64 if tensor and scores.dtype == torch.float64 else torch.float32
+    shape = tuple(given.shape)
+    if len(shape) < 2 or shape[-1] != shape[-2]:
+        fail(f"scores should end in a square (T, T) table, but have shape {shape}")
+    size, width = math.prod(shape), dtype.itemsize
+    check_bytes((2 * width + MASK_TEST_BYTES + (0 if tensor else 8)) * size
+                + (2 * shape[-1] ** 2 if mask is None else mask_bytes(shape)),
+                f"apply_mask on scores of shape {shape}", "give fewer or smaller score tables")
+    scores = given.to(dtype) if tensor else torch.as_tensor(given, dtype=dtype)
     check_finite(scores.detach(), "scores", minus_inf=True)   # (-inf: a score masked already)
     mask = causal_mask(scores.shape[-1]) if mask is None else \
         torch.from_numpy(check_mask(mask, scores.shape[-2:]))   # counted and shaped before its values are read
@@ -78,7 +94,10 @@ def causal_attention(q, k, v):
     sits at position T_k - T_q + i and may see key j when j <= T_k - T_q + i.
     Returns (out, weights): out (B, H, T_q, d_k) = weights @ v, weights (B, H, T_q, T_k).
     """
-    q, k, v = (_tensor(x, name) for x, name in ((q, "q"), (k, "k"), (v, "v")))
+    given = ((q, "q"), (k, "k"), (v, "v"))
+    check_bytes(sum(copy_bytes(x) * entries(x, name) for x, name in given), "q, k and v as float32 tensors",
+                "give shorter sequences or fewer of them")   # before any is copied (an expanded tensor stores fewer)
+    q, k, v = (_tensor(x, name) for x, name in given)
     T_q, T_k, d_k = q.shape[-2], k.shape[-2], q.shape[-1]
     if k.shape[-1] != d_k or k.shape[:-2] != q.shape[:-2] or v.shape[:-1] != k.shape[:-1] or T_q > T_k:
         fail(f"expected q (B, H, T_q, d_k) and k, v (B, H, T_k, d_k) with T_q <= T_k, but got q "
@@ -86,9 +105,11 @@ def causal_attention(q, k, v):
     if 0 in q.shape or 0 in k.shape or 0 in v.shape:   # d_k = 0 would divide by √0
         fail(f"q, k and v should hold at least one number on each axis, but got q {tuple(q.shape)}, "
              f"k {tuple(k.shape)}, v {tuple(v.shape)}")
-    # the scores, the masked scores, the mask and the weights: four (B, H, T_q, T_k) tables
-    check_bytes(4 * q[..., 0].numel() * T_k * q.element_size(), f"causal attention on {count(T_q)} queries "
-                f"and {count(T_k)} keys", "give shorter sequences or fewer of them")
+    # q, k and v, the output; the scores, the masked scores, the mask and the weights: four (B, H, T_q, T_k)
+    # tables, and check_made's test of the weights (True/False)
+    check_bytes(4 * (q.numel() + k.numel() + v.numel() + q.numel()) + (4 * 4 + 1) * q[..., 0].numel() * T_k,
+                f"causal attention on {count(T_q)} queries and {count(T_k)} keys",
+                "give shorter sequences or fewer of them")
     scores = q @ k.transpose(-2, -1) / math.sqrt(d_k)           # (B, H, T_q, T_k)
     query_at = torch.arange(T_q)[:, None] + (T_k - T_q)         # each query's position
     key_at = torch.arange(T_k)[None, :]                         # each key's position
@@ -96,6 +117,12 @@ def causal_attention(q, k, v):
     weights = torch.softmax(scores, dim=-1)
     inputs = dict(q=q, k=k, v=v)   # finite: scores past float32 (q = k = 1e30) would make NaN weights
     return check_made(weights @ v, "causal_attention", inputs), check_made(weights, "causal_attention", inputs)
+
+
+def copy_bytes(x):
+    """Bytes a number ``_tensor`` makes of x: the float32 copy and its test of finiteness, and to_numpy's
+    float64 array first when x is no tensor."""
+    return 5 if torch.is_tensor(x) else 13
 
 
 def numbers(x, name):
@@ -170,22 +197,33 @@ def three_words():
                 weights=weights, unmasked=torch.softmax(scores, dim=-1), out=weights @ v)
 
 
+# mask_after_softmax's bytes an entry of scores (T, T), every table it makes: the scores as float64 (to_numpy's
+# copy) and as float32, their test of finiteness, the causal mask (and the ones it is cut from), the softmax,
+# zeroed, renormalised, the masked scores and before (float32 each).
+AFTER_SOFTMAX_BYTES = 8 + 4 + 1 + 2 + 5 * 4
+
+
 def mask_after_softmax(scores):
     """The wrong order: softmax first, then zero the future. scores: (T, T).
 
     Returns a dict: zeroed (future weights set to 0 after the softmax), row_sums (T,),
     renormalised (zeroed rows divided by their sums), before (the right order: mask, then softmax).
+    Memory: AFTER_SOFTMAX_BYTES an entry, counted before the work (T at most about 6,700).
     """
-    scores = torch.as_tensor(as_array(scores, "scores", 2), dtype=torch.float32)
-    if scores.shape[0] != scores.shape[1] or not scores.numel():
+    scores = as_array(scores, "scores", 2)
+    if scores.shape[0] != scores.shape[1] or not scores.size:
         fail(f"scores should be a square (T, T) table, but have shape {tuple(scores.shape)}")
+    T = scores.shape[0]
+    check_bytes(AFTER_SOFTMAX_BYTES * T * T, f"mask_after_softmax on scores of T={count(T)}",
+                f"give T <= {int((MAX_BYTES / AFTER_SOFTMAX_BYTES) ** 0.5):,}")
+    scores = torch.as_tensor(scores, dtype=torch.float32)
     if not torch.isfinite(scores).all():
         fail("scores should hold finite numbers (the softmax of a NaN row is NaN), but they hold NaN or infinity")
-    hidden = causal_mask(scores.shape[-1])
+    hidden = causal_mask(T)
     zeroed = torch.softmax(scores, dim=-1).masked_fill(hidden, 0.0)
     row_sums = zeroed.sum(dim=-1)
     return dict(zeroed=zeroed, row_sums=row_sums, renormalised=zeroed / row_sums[:, None],
-                before=torch.softmax(apply_mask(scores), dim=-1))
+                before=torch.softmax(scores.masked_fill(hidden, float("-inf")), dim=-1))   # apply_mask's result
 
 
 @torch.no_grad()
@@ -267,8 +305,8 @@ def prefix_scores(model, world, sentences=None, causal=True):
     check_model_and_world(model, world)
     causal = check_switch(causal, "causal")
     sentences = world.sentences if sentences is None else sentences
+    found = decisions(sentences)   # their number, lengths and prefixes counted before any is copied
     world.batch(sentences)   # refuses, in one sentence, what is no list of sentences of two or more known words
-    found = decisions(sentences)
     by_length = defaultdict(list)
     for prefix, nxt, copula in found:
         by_length[len(prefix)].append((prefix, nxt, copula))
@@ -298,18 +336,33 @@ def teacher_forced_loss(model, world, sentences=None, causal=True):
 
 
 MAX_SENTENCES = 10_000   # sentences one sample_sentences call may draw (chapter 04 draws 50)
+# The most work one sample_sentences call may do, counted before it starts as if no sentence stopped early: per
+# step, the multiply-adds of one pass over every sentence's prefix, sampling's PASS_WORK and LAYER_PASS_WORK a layer
+# for the pass's fixed costs, and ROW_WORK for drawing each sentence's next word (its Python calls: about 0.1 ms).
+# About a minute here (the cat model: 10,000 sentences of 12 words count about 2.3·10^11 and take 6 to 20 s).
+MAX_SAMPLE_WORK = 6 * 10**11
+LAYER_PASS_WORK, ROW_WORK = 2 * 10**7, 2 * 10**6
+
+
+def sampling_work(cfg, n, steps):
+    """The work ``sample_sentences`` does drawing ``n`` sentences for ``steps`` steps from a model of ``cfg``
+    (step t runs the t tokens so far of every sentence), as MAX_SAMPLE_WORK counts it."""
+    return sum(n * forward_macs(cfg, t) + PASS_WORK + LAYER_PASS_WORK * cfg.n_layers + ROW_WORK * n
+               for t in range(1, steps + 1))
 
 
 @measure
 def sample_sentences(model, world, n=20, causal=True, temperature=1.0, seed=0, max_len=12):
     """Draw ``n`` sentences from <BOS> (seeds seed .. seed+n-1), re-running the whole prefix at
-    every step with the mask on or off (``causal``). Returns a list of word lists.
+    every step with the mask on or off (``causal``). Returns a list of word lists. A sentence stops at
+    <EOS>; in a world without <EOS> (the dragon's) every sentence has max_len words.
 
     The same sentences as ``generate(model, <BOS>, max_len - 1, temperature, seed=seed + i,
     cache=False, stop_id=<EOS>, causal=causal)`` for each i: every sentence draws from its own
     generator, but the sentences still going run as one batch (they all have the same length,
     one more word each step), one forward pass per step instead of one per sentence.
-    Limits: n <= MAX_SENTENCES (10,000); seed .. seed + n - 1 within 0 .. 2**64 - 1.
+    Limits: n <= MAX_SENTENCES (10,000); seed .. seed + n - 1 within 0 .. 2**64 - 1; the work
+    (``sampling_work``, as if no sentence stopped early) at most MAX_SAMPLE_WORK, about a minute.
     """
     check_model_and_world(model, world)
     n, seed, causal = check_positive_int(n, "n"), check_seed(seed), check_switch(causal, "causal")
@@ -320,13 +373,18 @@ def sample_sentences(model, world, n=20, causal=True, temperature=1.0, seed=0, m
     if n > MAX_SENTENCES:
         fail(f"n should be at most {MAX_SENTENCES:,} sentences (this course's limit), but got {count(n)}")
     check_seed(seed + n - 1, "seed + n - 1 (the last sentence's seed)")
+    if "<BOS>" not in world.tokenizer.ids:
+        fail(f"the world should have a <BOS> word to start its sentences from, but the {world.name} world's words "
+             f"are {shown(' '.join(world.tokenizer.vocab))}")
     start = check_prompt(model, world.tokenizer.encode(["<BOS>"]), "sample_sentences")
     check_sampling(temperature, vocab_size=model.cfg.vocab_size)
     temperature = float(temperature)   # an int such as 10**30 is a number torch cannot divide by
     steps = check_length(model, start, max_len - 1, cache=False)
-    stop = world.tokenizer.ids["<EOS>"]
+    stop = world.tokenizer.ids.get("<EOS>")   # None: a world without an end word (the dragon's) runs to max_len
     check_bytes(4 * n * (steps + 1) * (model.cfg.vocab_size + 16 * model.cfg.d_model),
                 f"sample_sentences with n={n:,}", "ask for fewer sentences")
+    check_work(sampling_work(model.cfg, n, steps), MAX_SAMPLE_WORK,
+               f"sample_sentences of {n:,} sentences of up to {max_len:,} words", "ask for fewer or shorter sentences")
     generators = [torch.Generator().manual_seed(seed + i) for i in range(n)]
     rows, going = [start] * n, list(range(n))
     for _ in range(steps):
@@ -632,7 +690,9 @@ def future_reading(model, world, sentences=None, causal=False):
     causal = check_switch(causal, "causal")
     sentences = world.train if sentences is None else sentences
     inputs, targets = world.batch(sentences)
-    rows = (inputs[:, 1:] != world.tokenizer.ids["<PAD>"]).float()            # (B, T-1): a word at i + 1
+    # (B, T-1): a word at i + 1, i.e. one to predict at i (read from the targets: a world without <PAD>, the
+    # dragon's, pads with another word's id)
+    rows = (targets[:, :-1] != -100).float()
     if not rows.sum() > 0:   # no query has a key after it: every mean below would be 0/0
         fail(f"sentences should have a sentence of three or more words (a query with a word after it to weigh), "
              f"but the longest has {inputs.shape[1] + 1}")
@@ -707,9 +767,14 @@ class OneHead(nn.Module):
         if x.dim() != 3 or x.shape[-1] != self.W_q.in_features or x.dtype != self.W_q.weight.dtype:
             fail(f"x should have shape (B, T, {self.W_q.in_features}) and dtype {self.W_q.weight.dtype}, "
                  f"but it has shape {tuple(x.shape)} and dtype {x.dtype}")
-        T = x.shape[1]
+        B, T = x.shape[:2]
         if T > self.mask.shape[0]:
             fail(f"the module's mask covers {self.mask.shape[0]} tokens, but x has T={T}")
+        # q, k, v and the output (B, T, d_head); the scores, scaled, masked and their softmax (B, T, T) with
+        # apply_mask's tests and the mask's tables: float32 each (an expanded x stores fewer numbers)
+        check_bytes(4 * 4 * B * T * self.W_q.out_features + (4 * 4 + MASK_TEST_BYTES) * B * T * T
+                    + mask_bytes((T, T)), f"OneHead on x of shape {tuple(x.shape)}",
+                    "give fewer or shorter sequences")
         q, k, v = self.W_q(x), self.W_k(x), self.W_v(x)
         scores = apply_mask(q @ k.transpose(-2, -1) / math.sqrt(k.shape[-1]), self.mask[:T, :T])
         return torch.softmax(scores, dim=-1) @ v

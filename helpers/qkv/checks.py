@@ -169,7 +169,8 @@ def attention_problem(attention, what, Q, K, V, causal):
     return None
 
 
-@exercise("scaled dot-product attention in NumPy", answer=Function("a function attention(Q, K, V, causal)"))
+@exercise("scaled dot-product attention in NumPy", answer=Function("a function attention(Q, K, V, causal)", own=(
+    "helpers.reference.attention", "helpers.qkv.compute.attention_steps")))
 def attention_function(answer):
     """``answer`` is a function attention(Q, K, V, causal=False) -> (output, weights)
     that equals helpers.reference.attention and torch's scaled_dot_product_attention."""
@@ -305,7 +306,8 @@ def head_problem(head, case):
     return f"the output {where} is off: " + (hint or "compare each step with the recipe above it")
 
 
-@exercise("one attention head in torch, checked on the cat model", answer=Function("a function attention_head"),
+@exercise("one attention head in torch, checked on the cat model", answer=Function("a function attention_head",
+          own=("helpers.qkv.compute.attention_head",)),
           keeps="02")
 def attention_head(answer):
     """``answer`` is attention_head(x, W_Q, W_K, W_V, b_Q, b_K, b_V) -> (T, d_k), run on every head of

@@ -24,7 +24,7 @@ import torch
 from .. import reference as ref
 from ..errors import as_array, check_bytes, check_finite, check_index, check_number, check_switch, check_tensor_size, count, fail, shown
 from ..explorer import check_model_and_world
-from ..model import check_made
+from ..model import Attention, check_made, measuring
 
 
 def three_words():
@@ -127,6 +127,25 @@ IT_TOKENS = ["the", "cat", "sat", "on", "it"]
 IT_SCORES = [3.2, 12.8, 5.6, 2.4, 7.2]
 
 
+def check_overflow(table, name, made_from, advice="scale them down"):
+    """Refuse ``table`` (a NumPy array computed, under np.errstate, from finite ``made_from``) when its
+    numbers overflowed float64 to inf or NaN, in one sentence; return it."""
+    bad = ~np.isfinite(table)
+    if bad.any():
+        fail(f"{made_from} should give finite {name}, but {count(int(bad.sum()))} of the {count(table.size)} entries "
+             f"overflow to inf or NaN (float64 holds numbers up to about 1.8e308): {advice}")
+    return table
+
+
+def check_widths(T, d_k, rows, widths):
+    """Refuse no tokens (T = 0: ``rows`` names what should hold them) or queries and keys of no numbers
+    (d_k = 0: ``widths`` names what makes them): no row of scores, or 0 / √0, whose softmax is NaN."""
+    if T == 0:
+        fail(f"{rows} should have at least one row, but it has none")
+    if d_k == 0:
+        fail(f"{widths} should have at least one number each (d_k >= 1), but they have d_k = 0")
+
+
 def attention_steps(X, W_Q, W_K, W_V, causal=False, scale=True):
     """One attention head, every step kept.
 
@@ -146,47 +165,75 @@ def attention_steps(X, W_Q, W_K, W_V, causal=False, scale=True):
             fail(f"{name} has {W.shape[0]} rows but X has d_model={X.shape[1]} columns; they must match")
     if W_K.shape[1] != W_Q.shape[1]:
         fail(f"W_K makes keys of d_k={W_K.shape[1]} but W_Q makes queries of d_k={W_Q.shape[1]}")
-    # scores, scaled, the mask, masked, weights and the softmax's work: six (T, T) tables of float64
-    check_bytes(48 * len(X) ** 2, f"attention_steps on {count(len(X))} rows of X", "give fewer rows")
+    check_widths(len(X), W_Q.shape[1], "X (one row a token)", "the queries and keys W_Q and W_K make")
+    T, d_k, d_v = len(X), W_Q.shape[1], W_V.shape[1]
+    # scores, scaled, the mask, masked, weights and the softmax's work: six (T, T) tables of float64;
+    # Q, K, V and the output, with the True/False tables of their overflow checks: 16 bytes a number
+    check_bytes(48 * T ** 2 + 16 * T * (2 * d_k + 2 * d_v), f"attention_steps on {count(T)} rows of X",
+                "give fewer rows or narrower W_Q, W_K, W_V")
     with np.errstate(over="ignore", invalid="ignore"):   # an overflow is refused below, in one sentence
         Q, K, V = X @ W_Q, X @ W_K, X @ W_V
         scores = Q @ K.T
     for name, table in (("Q", Q), ("K", K), ("V", V), ("scores", scores)):
-        if not np.isfinite(table).all():   # finite X and W_* whose products overflow float64
-            fail(f"X and W_Q, W_K, W_V should give finite {name}, but {count(int((~np.isfinite(table)).sum()))} of "
-                 f"its {count(table.size)} entries overflow to inf or NaN (numbers near 1e154 or more): "
-                 "scale them down")
-    scaled = scores / math.sqrt(Q.shape[1]) if scale else scores
-    masked = ref.apply_mask(scaled, ref.causal_mask(len(X))) if causal else scaled
+        check_overflow(table, name, "X and W_Q, W_K, W_V")   # finite X and W_* whose products overflow float64
+    scaled = scores / math.sqrt(d_k) if scale else scores
+    masked = ref.apply_mask(scaled, ref.causal_mask(T)) if causal else scaled
     weights = ref.softmax(masked)
+    with np.errstate(over="ignore", invalid="ignore"):
+        output = check_overflow(weights @ V, "output", "the weights and V")
     return {"Q": Q, "K": K, "V": V, "scores": scores, "scaled": scaled, "masked": masked,
-            "weights": weights, "output": weights @ V}
+            "weights": weights, "output": output}
+
+
+# printed_difference's tables, bytes an entry: the differences (8), the two -inf tables and where they differ
+# (3), the overflow check's (2), and before them check_finite's (4), counted as one: 16
+DIFFERENCE_BYTES = 16
 
 
 def printed_difference(ours, printed):
     """The largest |ours - printed| over the entries (-inf against -inf counts as 0).
 
-    ours, printed: arrays of the same shape. A difference up to 0.0005 is the text's rounding.
+    ours, printed: arrays of the same shape, finite or -inf (a masked score), -inf in the same
+    entries of both; every difference finite in float64. A difference up to 0.0005 is the text's rounding.
     """
-    ours, printed = (check_finite(as_array(x, name), name, minus_inf=True)   # -inf: a masked score
-                     for x, name in ((ours, "ours"), (printed, "printed")))
+    ours, printed = as_array(ours, "ours"), as_array(printed, "printed")
     if ours.shape != printed.shape:
         fail(f"cannot compare shape {ours.shape} with the printed shape {printed.shape}")
     if ours.size == 0:   # the largest of no differences is no number
         fail(f"ours and printed should hold at least one number each, but both have shape {ours.shape}")
-    gap = np.where(np.isinf(ours) & (ours == printed), 0.0, np.abs(ours - printed))
-    return float(gap.max())
+    check_bytes(DIFFERENCE_BYTES * ours.size, f"printed_difference on {count(ours.size)} entries",
+                "compare fewer entries")
+    for x, name in ((ours, "ours"), (printed, "printed")):
+        check_finite(x, name, minus_inf=True)   # -inf: a masked score
+    masked, printed_masked = np.isneginf(ours), np.isneginf(printed)
+    if (masked != printed_masked).any():
+        where = tuple(int(i) for i in np.argwhere(masked != printed_masked)[0])
+        fail(f"ours and printed should hold -inf (a masked score) in the same entries, but at entry {where} "
+             f"ours holds {ours[where]:g} and printed {printed[where]:g}")
+    with np.errstate(over="ignore", invalid="ignore"):   # an overflow is refused next, in one sentence
+        gap = np.subtract(ours, printed)
+        np.abs(gap, out=gap)
+        np.copyto(gap, 0.0, where=masked)
+    return float(check_overflow(gap, "differences", "ours and printed", "compare numbers of a size float64 can "
+                                "subtract").max())
 
 
 def softmax_share(scores, index, d=None):
     """The weight softmax gives entry ``index`` of a score row (T,), after dividing by sqrt(d) if given."""
-    scores = as_array(scores, "scores", 1)
+    scores = check_finite(as_array(scores, "scores", 1), "scores", minus_inf=True)   # -inf: a hidden key
     if len(scores) == 0:   # before the index, which no empty row can have
         fail("scores should hold at least one score, but it is empty")
     index = check_index(index, "index", len(scores), negative=True)
     if d is not None:
         d = check_number(d, "d", low=0, low_open=True)
-        scores = scores / math.sqrt(d)
+        seen = np.isfinite(scores)
+        with np.errstate(over="ignore"):   # an overflow is refused next, in one sentence
+            scaled = scores / math.sqrt(d)   # (-inf, a hidden key, stays -inf)
+        check_overflow(scaled[seen], "scores / √d", f"scores up to {np.abs(scores[seen]).max(initial=0):.3g} "
+                       f"and d={d:g}", "give a larger d or smaller scores")
+        scores = scaled
+    if np.isneginf(scores).all():
+        fail("scores should leave at least one key seen (a score that is not -inf), but every score is -inf")
     return float(ref.softmax(scores)[index])
 
 
@@ -210,16 +257,19 @@ def query_step(query, keys, values, scale=True, visible=None):
     T, d_k = keys.shape
     if query.shape[0] != d_k:
         fail(f"the query should have d_k={d_k} numbers, as the keys do, but it has d_k={query.shape[0]}")
+    check_widths(T, d_k, "keys (one row a key)", "the query and the keys")
     if values.shape[0] != T:
         fail(f"values should have one row per key ({T} keys), but they have {values.shape[0]} rows")
     visible = T if visible is None else visible
     if isinstance(visible, bool) or not isinstance(visible, (int, np.integer)) or not 1 <= visible <= T:
         fail(f"visible should be a whole number of keys from 1 to {T}, but got {shown(visible)}")
-    scores = keys @ query
-    scaled = scores / math.sqrt(d_k) if scale else scores
-    seen = np.where(np.arange(T) < visible, scaled, -np.inf)
-    weights = ref.softmax(seen)
-    return {"scores": scores, "scaled": scaled, "weights": weights, "output": weights @ values,
+    with np.errstate(over="ignore", invalid="ignore"):   # an overflow is refused next, in one sentence
+        scores = check_overflow(keys @ query, "scores", "the query and the keys")
+        scaled = scores / math.sqrt(d_k) if scale else scores
+        seen = np.where(np.arange(T) < visible, scaled, -np.inf)
+        weights = ref.softmax(seen)
+        output = check_overflow(weights @ values, "output", "the weights and the values")
+    return {"scores": scores, "scaled": scaled, "weights": weights, "output": output,
             "visible": int(visible), "scale": bool(scale)}
 
 
@@ -271,8 +321,11 @@ def attention_head(x, W_Q, W_K, W_V, b_Q, b_K, b_V):
         if tuple(W.shape) != tuple(W_Q.shape) or b.shape[0] != W.shape[1]:
             fail(f"one head's W_{name} should be {tuple(W_Q.shape)} with a bias b_{name} of {W_Q.shape[1]} "
                  f"entries, but got {tuple(W.shape)} and {tuple(b.shape)}")
-    T, d_k = x.shape[0], W_Q.shape[1]
-    check_bytes(3 * T * T * 8, f"attention_head on {count(T)} rows of x", "give fewer rows")   # (T, T) tables
+    T, d_k, d_model = x.shape[0], W_Q.shape[1], x.shape[1]
+    check_widths(T, d_k, "x (one row a token)", "the queries and keys W_Q and W_K make")
+    # in float64 at most: x and the weights made one dtype; q, k, v and the output; three (T, T) tables
+    check_bytes(8 * (T * d_model + 3 * (d_model + 1) * d_k + 4 * T * d_k + 3 * T * T),
+                f"attention_head on {count(T)} rows of x", "give fewer rows or narrower weights")
     inputs = dict(x=x, W_Q=W_Q, W_K=W_K, W_V=W_V, b_Q=b_Q, b_K=b_K, b_V=b_V)
     for name, value in inputs.items():
         check_finite(value.detach(), name)
@@ -290,17 +343,26 @@ def attention_head(x, W_Q, W_K, W_V, b_Q, b_K, b_V):
 
 
 def head_slices(attn, head):
-    """One head's parameters of an attention layer (helpers.model.Attention): a dict of
-    W_Q, W_K, W_V (d_model, d_k), its columns head*d_k .. (head+1)*d_k - 1, and b_Q, b_K, b_V (d_k,)."""
-    n_heads = getattr(attn, "n_heads", None)
-    if n_heads is None or not hasattr(attn, "W_Q"):
-        fail(f"attn should be a layer's attention (model.blocks[i].attn), but got {type(attn).__name__}")
-    if isinstance(head, bool) or not isinstance(head, (int, np.integer)) or not 0 <= head < n_heads:
-        fail(f"head should be a whole number from 0 to {n_heads - 1}, but got {shown(head)}")
-    columns = slice(head * attn.d_k, (head + 1) * attn.d_k)
-    return {name: getattr(attn, name).detach()[..., columns]
-            for name in ("W_Q", "W_K", "W_V", "b_Q", "b_K", "b_V")}
+    """One head's parameters of an attention layer (helpers.model.Attention): a dict of W_Q, W_K, W_V
+    (d_model, d_k) and b_Q, b_K, b_V (d_k,). The query's are columns head*d_k .. (head+1)*d_k - 1; with
+    grouped-query attention (n_kv_heads < n_heads) the key's and value's are those of the key/value head
+    the query head shares, head // (n_heads / n_kv_heads). A layer without biases (Config bias=False)
+    gives biases of zeros, which add nothing, as the layer adds none."""
+    if not isinstance(attn, Attention):
+        fail(f"attn should be a layer's attention (model.blocks[i].attn), but got {shown(attn)}")
+    head = check_index(head, "head", attn.n_heads)
+    group = attn.n_heads // attn.n_kv_heads   # query heads per key/value head
+    own = {"Q": head, "K": head // group, "V": head // group}
+    out = {}
+    for n in "QKV":
+        columns = slice(own[n] * attn.d_k, (own[n] + 1) * attn.d_k)
+        W, b = getattr(attn, f"W_{n}").detach(), getattr(attn, f"b_{n}")
+        out[f"W_{n}"] = W[:, columns]
+        out[f"b_{n}"] = torch.zeros(attn.d_k, dtype=W.dtype) if b is None else b.detach()[columns]
+    return {name: out[name] for name in ("W_Q", "W_K", "W_V", "b_Q", "b_K", "b_V")}
 
+
+MAX_HEAD_PROMPTS = 100   # the most prompts cat_head_cases traces in one call
 
 # Cat-world sentences a head is checked on (three lengths).
 CAT_HEAD_PROMPTS = ["<BOS> the cat sat on the mat <EOS>",
@@ -319,14 +381,21 @@ def cat_head_cases(model=None, world=None, prompts=CAT_HEAD_PROMPTS, layer=0):
     model = weights.load_cat() if model is None else model
     world = worlds.cat_world() if world is None else world
     check_model_and_world(model, world)
+    if model.cfg.positions == "rotary":   # the model turns its queries and keys; attention_head does not
+        fail("cat_head_cases should get a model whose heads attention_head computes, without rotary positions, "
+             "but this one has positions='rotary'")
     if isinstance(prompts, str) or not isinstance(prompts, (list, tuple)) or not prompts \
             or not all(isinstance(p, str) for p in prompts):
         fail(f"prompts should be a non-empty list of prompts (strings), but got {shown(prompts)}")
+    if len(prompts) > MAX_HEAD_PROMPTS:   # one traced pass each
+        fail(f"prompts should hold at most {MAX_HEAD_PROMPTS} prompts (one traced pass each), "
+             f"but holds {count(len(prompts))}")
     attn = model.blocks[check_index(layer, "layer", len(model.blocks))].attn
+    ids = [world.tokenizer.encode(prompt) for prompt in prompts]   # every prompt checked before any pass
     cases = []
-    for prompt in prompts:
-        with torch.no_grad():
-            trace = model(world.tokenizer.encode(prompt), trace=True)
+    for prompt, prompt_ids in zip(prompts, ids):
+        with measuring(model), torch.no_grad():   # no dropout: the trace is the head's one output
+            trace = model(prompt_ids, trace=True)
         for head in range(attn.n_heads):
             cases.append({"prompt": prompt, "head": head, "x": trace[f"L{layer}.ln1"],
                           **head_slices(attn, head), "expected": trace[f"L{layer}.head_out"][head]})

@@ -7,24 +7,56 @@
 """
 import numpy as np
 
+from ..errors import check_number, check_positive_int, check_switch, count, fail, shown, to_numpy
 from ..explorer import Blitter, new_figure, show, start_at
+from ..plots import check_ax, check_label_list, check_labels
+from ..readout import check_probabilities
 from .compute import three_words, three_words_qkv, three_words_query
 
 QUERY_COLOUR, KEY_COLOUR, OUTPUT_COLOUR, HIDDEN_COLOUR = "#d1495b", "#30638e", "#00798c", "#bbbbbb"
 
 
+MAX_ARROWS = 12   # the most fixed arrows one panel draws ("the cat sat" has 3)
+
+
+def plane_vector(v, name):
+    """``v`` as two finite numbers (2,), a point of the explorer's plane; else one sentence."""
+    v = to_numpy(v, name)
+    if v.shape != (2,) or not np.isfinite(v).all():
+        fail(f"{name} should be two finite numbers (x, y), but got {shown(v.tolist() if v.size <= 4 else v)}")
+    return v
+
+
+def check_vectors(vectors, names):
+    """(vectors (T, 2) finite, names: T labels) for the fixed arrows, 1 <= T <= MAX_ARROWS; else one sentence."""
+    vectors = to_numpy(vectors, "vectors")
+    names = check_label_list(names, "names", "vector")
+    if vectors.ndim != 2 or vectors.shape[1] != 2 or not 1 <= len(vectors) <= MAX_ARROWS \
+            or not np.isfinite(vectors).all():
+        fail(f"vectors should be 1 to {MAX_ARROWS} rows of two finite numbers, shape (T, 2), "
+             f"but got shape {vectors.shape}"
+             + ("" if np.isfinite(vectors).all() else " holding NaN or inf"))
+    if len(names) != len(vectors):
+        fail(f"names should hold one name per vector ({len(vectors)}), but holds {count(len(names))}")
+    check_labels(names, "each name")
+    return vectors, names
+
+
 def vector_groups(vectors, names):
     """Group equal rows of vectors (T, 2): [(vector (2,), "name1, name2"), ...] in first-seen order."""
+    vectors, names = check_vectors(vectors, names)
     groups = {}
-    for v, name in zip(np.asarray(vectors, dtype=float), names):
+    for v, name in zip(vectors, names):
         groups.setdefault(tuple(np.round(v, 9)), []).append(name)
     return [(np.array(v), ", ".join(n)) for v, n in groups.items()]
 
 
 def draw_fixed_arrows(ax, vectors, names, colour, limit):
     """Arrows from the origin for each distinct row of vectors (T, 2), equal rows sharing a label;
-    a zero vector is a dot. Sets up the plane (axes, limits, grid)."""
-    for v, label in vector_groups(vectors, names):
+    a zero vector is a dot. Sets up the plane (axes, limits, grid): limit, a finite number > 0."""
+    ax, limit = check_ax(ax, optional=False), check_number(limit, "limit", low=0, low_open=True)
+    groups = vector_groups(vectors, names)   # (checked before anything is drawn)
+    for v, label in groups:
         if np.allclose(v, 0):
             ax.plot([0], [0], "o", color=colour, ms=5)
             ax.annotate(f"{label} (zero)", (0, 0), xytext=(5, -12), textcoords="offset points",
@@ -43,6 +75,9 @@ def draw_fixed_arrows(ax, vectors, names, colour, limit):
 
 def moving_arrow(ax, colour, name, alpha=1.0, lw=2.5):
     """An arrow from the origin and its tip label, to be moved with ``point``."""
+    check_ax(ax, optional=False)
+    check_labels([name], "name")
+    alpha, lw = check_number(alpha, "alpha", 0.0, 1.0), check_number(lw, "lw", low=0, low_open=True, high=100)
     arrow = ax.annotate("", xy=(1, 0), xytext=(0, 0),
                         arrowprops=dict(arrowstyle="-|>", color=colour, lw=lw, alpha=alpha, shrinkA=0, shrinkB=0))
     tip = ax.annotate(name, xy=(1, 0), xytext=(-6, 4), textcoords="offset points", ha="right",
@@ -52,7 +87,8 @@ def moving_arrow(ax, colour, name, alpha=1.0, lw=2.5):
 
 def point(arrow_and_tip, v):
     """Move an arrow made by ``moving_arrow`` to the vector v (2,); its label stays at the tip."""
-    arrow, tip = arrow_and_tip
+    arrow, tip = check_arrow(arrow_and_tip)
+    v = plane_vector(v, "v")
     arrow.xy = tip.xy = (float(v[0]), float(v[1]))
 
 
@@ -60,8 +96,9 @@ def point_query(arrow_and_tip, v, gap=11.0):
     """Move the query arrow to v (2,) with its label beside the middle of the shaft, on the
     counter-clockwise side: the keys' labels sit at their tips, so the two never meet, even
     when q lies on a key."""
-    arrow, tip = arrow_and_tip
-    v = np.asarray(v, dtype=float)
+    arrow, tip = check_arrow(arrow_and_tip)
+    v = plane_vector(v, "v")
+    gap = check_number(gap, "gap", 0.0, 1000.0)
     arrow.xy = (float(v[0]), float(v[1]))
     length = float(np.hypot(*v))
     if length < 1e-9:
@@ -72,9 +109,51 @@ def point_query(arrow_and_tip, v, gap=11.0):
     tip.xyann = (float(gap * side[0]), float(gap * side[1]))
 
 
+def check_arrow(arrow_and_tip):
+    """``arrow_and_tip``, what ``moving_arrow`` returned (two matplotlib Annotations); else one sentence."""
+    from matplotlib.text import Annotation
+
+    if not (isinstance(arrow_and_tip, (tuple, list)) and len(arrow_and_tip) == 2
+            and all(isinstance(a, Annotation) for a in arrow_and_tip)):
+        fail(f"arrow_and_tip should be what moving_arrow returns (an arrow and its label), "
+             f"but got {shown(arrow_and_tip)}")
+    return arrow_and_tip
+
+
 def fmt(v):
-    """'[0.40, -0.20]' with no '-0.00'."""
+    """'[0.40, -0.20]' with no '-0.00'. v: a few finite numbers (at most 16)."""
+    v = to_numpy(v, "v").ravel()
+    if not 1 <= v.size <= 16 or not np.isfinite(v).all():
+        fail(f"v should be 1 to 16 finite numbers, but got {shown(v.tolist() if v.size <= 16 else v)}")
     return "[" + ", ".join(f"{x:.2f}" for x in np.round(v, 2) + 0.0) + "]"
+
+
+RESULT_KEYS = ("token", "query", "output", "weights", "scaled", "visible", "scale")
+
+
+def check_query_result(result, tokens):
+    """``result`` as compute.three_words_query returns it, for ``tokens``: a dict with token (one of tokens),
+    query and output (two finite numbers each), weights (one probability per token), scaled (one finite
+    score per token), visible (a whole number from 1 to len(tokens)) and scale (True or False); else one
+    sentence. Returns it."""
+    if not isinstance(result, dict) or not set(RESULT_KEYS) <= set(result):
+        fail(f"result should be the dict three_words_query returns (with {', '.join(RESULT_KEYS)}), "
+             f"but got {shown(result)}")
+    if type(result["token"]) is not str or result["token"] not in tokens:
+        fail(f"result['token'] should be one of {tokens}, but got {shown(result['token'])}")
+    for name in ("query", "output"):
+        plane_vector(result[name], f"result[{name!r}]")
+    for name in ("weights", "scaled"):
+        row = to_numpy(result[name], f"result[{name!r}]")
+        if row.shape != (len(tokens),) or not np.isfinite(row).all():
+            fail(f"result[{name!r}] should be {len(tokens)} finite numbers, one per token, but got {shown(row)}")
+    check_probabilities(to_numpy(result["weights"], "result['weights']"), "result['weights']",
+                        "pass a result three_words_query made")
+    if check_positive_int(result["visible"], "result['visible']") > len(tokens):
+        fail(f"result['visible'] should be a number of keys from 1 to {len(tokens)}, "
+             f"but got {shown(result['visible'])}")
+    check_switch(result["scale"], "result['scale']")
+    return result
 
 
 def query_view(limit_q=3.0, limit_v=1.2):
@@ -85,6 +164,8 @@ def query_view(limit_q=3.0, limit_v=1.2):
     Only those moving parts are redrawn: the rest is rendered once (again when the
     scaling is switched, which changes the middle title) and pasted back.
     """
+    limit_q = check_number(limit_q, "limit_q", low=0, low_open=True)
+    limit_v = check_number(limit_v, "limit_v", low=0, low_open=True)
     tokens = three_words()["tokens"]
     _, keys, values = three_words_qkv()
     fig = new_figure((10.5, 3.3))
@@ -111,6 +192,7 @@ def query_view(limit_q=3.0, limit_v=1.2):
     drawn = {"scale": None}   # the scaling the saved title shows
 
     def draw(result):
+        check_query_result(result, tokens)
         point_query(query_arrow, result["query"])
         point(output_arrow, result["output"])
         readouts[0].set_text(f"q at '{result['token']}' = {fmt(result['query'])}")

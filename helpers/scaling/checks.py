@@ -212,7 +212,8 @@ def scores_problem(answer, label, args, reference):
 
 
 @exercise("every head's scaled scores, on the cat model",
-          answer=Function("a function scaled_scores(x, W_Q, W_K, b_Q, b_K, n_heads)"), keeps="03")
+          answer=Function("a function scaled_scores(x, W_Q, W_K, b_Q, b_K, n_heads)",
+                          own=("helpers.scaling.compute.scaled_scores",)), keeps="03")
 def layer_scores(answer):
     """``answer`` is a function scaled_scores(x, W_Q, W_K, b_Q, b_K, n_heads) -> (H, T, T), every head's
     q·k / √d_k before the mask, as helpers.scaling.compute.scaled_scores. It runs on the shipped cat

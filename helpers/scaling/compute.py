@@ -15,6 +15,7 @@ from ..errors import MAX_BYTES, as_array, check_bytes, check_finite, check_index
     check_tensor_size, count, fail, shown
 from ..model import check_made, check_model, measure
 from ..plots import ACCENT, BASE
+from ..qkv.compute import check_overflow, check_widths
 from ..reference import softmax
 from ..training import Adam, check_batch, check_lr, check_seeds, check_steps
 from ..worlds import entropy_floor as loss_floor   # the floor under the training loss (chapter 04's entropy_floor)
@@ -116,13 +117,20 @@ def six_keys(d=64, n_keys=6, seed=1):
     return (K @ Q[0]).numpy().astype(float)
 
 
+def weights_problem(w):
+    """What keeps ``w`` (softmax outputs along its last axis) from being softmax outputs, or None."""
+    sums = np.atleast_1d(w.sum(axis=-1))
+    worst = sums[np.argmax(np.abs(sums - 1))] if sums.size else 1.0   # the row furthest from summing to 1
+    return ("hold NaN or inf" if not np.isfinite(w).all() else f"hold a negative entry, {w[w < 0][0]:g}"
+            if np.any(w < 0) else f"sum to {worst:.6g}" if abs(worst - 1) > 1e-6 else None)
+
+
 def check_weights(weights):
     """``weights`` as one softmax output (n,): finite, non-negative, summing to 1, its (n, n) derivative
     within 1.5 GiB; one sentence for anything else."""
     w = as_array(weights, "weights", 1)
     check_bytes(16 * len(w) ** 2, f"the (n, n) derivative of {len(w):,} weights", f"ask for n <= {int((MAX_BYTES / 16) ** 0.5):,} weights")
-    problem = ("hold NaN or inf" if not np.isfinite(w).all() else f"hold a negative entry, {w[w < 0][0]:g}"
-               if np.any(w < 0) else f"sum to {w.sum():.6g}" if abs(w.sum() - 1) > 1e-6 else None)
+    problem = weights_problem(w)
     if problem:
         fail(f"weights should be a softmax output (non-negative, summing to 1), but they {problem}")
     return w
@@ -137,6 +145,9 @@ def softmax_jacobian(weights):
     return np.diag(w) - np.outer(w, w)
 
 
+MIN_DIVIDE_BY = 1 / np.finfo(float).max   # about 5.6e-309: the smallest divide_by whose 1 / divide_by is finite
+
+
 def weight_gradient(scores, index, divide_by=1.0):
     """How strongly one attention weight reacts to the scores.
 
@@ -149,18 +160,31 @@ def weight_gradient(scores, index, divide_by=1.0):
     s = as_array(scores, "scores", 1)
     if not np.isfinite(s).all():
         fail(f"scores should hold finite numbers, but they hold {shown(s[~np.isfinite(s)][0])}")
+    if len(s) == 0:   # before the index, which no empty row can have
+        fail("scores should hold at least one score, but it is empty")
     index = check_index(index, "index", len(s))
     divide_by = check_number(divide_by, "divide_by", low=0, low_open=True)
-    row = softmax_jacobian(softmax(s / divide_by))[index]
+    if divide_by < MIN_DIVIDE_BY:   # wrt_input is at most 0.36: divided by this much or less it stays finite
+        fail(f"divide_by should be at least {MIN_DIVIDE_BY:.2g} (the chain rule multiplies the gradient by "
+             f"1 / divide_by, which a float64 must hold), but got {shown(divide_by)}")
+    with np.errstate(over="ignore"):   # an overflow is refused next, in one sentence
+        scaled = s / divide_by
+    check_overflow(scaled, "scores / divide_by", f"scores up to {np.abs(s).max():.3g} and divide_by={divide_by:g}",
+                   "give a larger divide_by or smaller scores")
+    row = softmax_jacobian(softmax(scaled))[index]
     size = float(np.linalg.norm(row))
     return dict(wrt_input=size, wrt_scores=size / divide_by)
 
 
 def jacobian_size(weights):
-    """Size of the whole softmax derivative for each row of ``weights`` (N, n): ‖J‖ (Frobenius). (N,)"""
+    """Size of the whole softmax derivative for each row of ``weights`` (N, n), softmax outputs: ‖J‖
+    (Frobenius). (N,)"""
     w = as_array(weights, "weights", 2)
     check_bytes(24 * w.shape[0] * w.shape[1] ** 2, f"the derivatives of {w.shape[0]:,} rows of {w.shape[1]:,} weights",
                 "ask for fewer or shorter rows")
+    problem = weights_problem(w)
+    if problem:
+        fail(f"weights should be softmax outputs, one per row (non-negative, each row summing to 1), but they {problem}")
     J = w[:, :, None] * np.eye(w.shape[1]) - w[:, :, None] * w[:, None, :]
     return np.sqrt((J ** 2).sum(axis=(1, 2)))
 
@@ -251,13 +275,44 @@ def check_rows(rows, name, keys, source, kind="rows"):
     return list(rows)
 
 
-def positive_values(rows, key, name):
-    """Each row's ``key`` as one float array, every value finite and above 0 (a log axis); else one sentence."""
-    values = np.concatenate([np.atleast_1d(as_array(row[key], f"each row's {key}", (0, 1))) for row in rows])
-    if not (np.isfinite(values) & (values > 0)).all():
-        fail(f"{name} should hold finite numbers above 0 for a log axis, but its {key} holds "
-             f"{shown(float(values[~(np.isfinite(values) & (values > 0))][0]))}")
-    return values
+def positive_values(rows, key, name, most=1):
+    """Each row's ``key``, 1 to ``most`` numbers, every one finite and above 0 (a log axis); else one
+    sentence. Returns them, a float array per row."""
+    out = []
+    for row in rows:
+        values = np.atleast_1d(as_array(row[key], f"each row's {key}", (0, 1)))
+        if not 1 <= values.size <= most:   # before the values are read: one line holds at most this many
+            fail(f"each row's {key} should be {'one number' if most == 1 else f'1 to {most:,} numbers'}, but it "
+                 f"holds {count(values.size)}")
+        good = np.isfinite(values) & (values > 0)
+        if not good.all():
+            fail(f"{name} should hold finite numbers above 0 for a log axis, but its {key} holds "
+                 f"{shown(float(values[~good][0]))}")
+        out.append(values)
+    return out
+
+
+PANEL_BYTES = 24   # bytes a score one panel of spread_figure draws (its scores, divided by √d, and their histogram)
+
+
+def given_scores(spread, dims):
+    """The scores ``spread`` (rows of ``dot_spread``) holds for each of ``dims``: {d: (n,)}, at least one
+    finite score each, their panel's tables within 1.5 GiB; else one sentence."""
+    spread = check_rows(spread, "spread", ("d", "scores"), "dot_spread")
+    rows = {check_positive_int(row["d"], "each row's d"): row for row in spread}
+    missing = [d for d in dims if d not in rows]
+    if missing:
+        fail(f"spread should hold rows for d = {list(dims)}, but it has no row for d = {missing}")
+    drawn = {}
+    for d in dims:
+        name = f"the scores of the row for d = {d}"
+        s = as_array(rows[d]["scores"], name, 1)
+        check_bytes(PANEL_BYTES * len(s), f"{name} ({count(len(s))} of them)", f"give at most {MAX_BYTES // PANEL_BYTES:,}")
+        if len(s) == 0 or not np.isfinite(s).all():   # a histogram would leave them out without a word
+            fail(f"{name} should be finite numbers, at least one, but they "
+                 + (f"hold {shown(float(s[~np.isfinite(s)][0]))}" if len(s) else "are empty"))
+        drawn[d] = s
+    return drawn
 
 
 def spread_figure(spread=None, dims=(4, 64, 768), n=20_000, seed=123):
@@ -267,16 +322,11 @@ def spread_figure(spread=None, dims=(4, 64, 768), n=20_000, seed=123):
     are drawn from a generator seeded with ``seed``."""
     dims = check_dims(dims)
     if spread is not None:
-        spread = check_rows(spread, "spread", ("d", "scores"), "dot_spread")
-        drawn = {row["d"]: as_array(row["scores"], "each row's scores", 1) for row in spread}
-        missing = [d for d in dims if d not in drawn]
-        if missing:
-            fail(f"spread should hold rows for d = {list(dims)}, but it has no row for d = {missing}")
-        n = len(drawn[dims[0]])
+        drawn = given_scores(spread, dims)
     else:
         n, seed = check_positive_int(n, "n"), check_seed(seed)
         check_draws(2 * n * sum(dims), f"spread_figure with n={count(n)}", f"ask for n <= {MAX_NUMBERS // (2 * sum(dims)):,}")
-        check_bytes(8 * n * 3, f"spread_figure with n={count(n)}", f"ask for n <= {MAX_BYTES // 24:,}")
+        check_bytes(PANEL_BYTES * n, f"spread_figure with n={count(n)}", f"ask for n <= {MAX_BYTES // PANEL_BYTES:,}")
         generator = torch.Generator().manual_seed(seed)
     fig, axes = plt.subplots(1, len(dims), figsize=(3.3 * len(dims), 2.8), sharex=True, sharey=True)
     bins = np.linspace(-90, 90, 121)
@@ -284,10 +334,10 @@ def spread_figure(spread=None, dims=(4, 64, 768), n=20_000, seed=123):
         s = drawn[d] if spread is not None else raw_scores(d, n, generator)
         ax.hist(s, bins, density=True, histtype="stepfilled", color=ACCENT, alpha=0.7, label="raw q·k")
         ax.hist(s / math.sqrt(d), bins, density=True, histtype="stepfilled", color=BASE, alpha=0.7, label="q·k / √d")
-        ax.set_title(f"d = {d} ({n:,} pairs)")
+        ax.set_title(f"d = {d} ({len(s):,} pairs)")
         ax.set_xlabel("score")
         ax.set_yscale("log")
-        ax.set_ylim(0.5 / (n * (bins[1] - bins[0])), 1)   # below one pair alone in a bin: every bin with a pair shows
+        ax.set_ylim(0.5 / (len(s) * (bins[1] - bins[0])), 1)   # below one pair alone in a bin: every bin with a pair shows
         ax.legend(fontsize=7, loc="upper left")
     np.atleast_1d(axes)[0].set_ylabel("density (log scale)")
     fig.tight_layout()
@@ -364,20 +414,25 @@ SCALING_RUNS = dict(seeds=(0, 1, 2), steps=300, lr=3e-2)   # the six runs shippe
 
 MAX_STEPS, MAX_SEEDS = 10_000, 20   # train_with_and_without_scaling's limits (the chapter: 300 steps, 3 seeds)
 # The most work one train_with_and_without_scaling call may do, counted before it starts: per step of a run,
-# 3 × the multiply-adds of a forward pass over the batch (forward and backward) plus STEP_WORK for its fixed
-# cost. About a minute here (a run-step of the chapter's model counts about 1.2·10^8 and takes about 10 ms);
-# the chapter's shipped runs need about 2·10^11.
+# 3 × the multiply-adds of a forward pass over the batch (forward and backward), STEP_WORK for its fixed cost
+# and LAYER_STEP_WORK for each layer's (the calls and small ops of every layer, forward, backward and Adam: a
+# deep thin model does few multiply-adds but many calls); per run, LAYER_BUILD_WORK a layer to build the model.
+# About a minute here (a run-step of the chapter's model counts about 2.2·10^8 and takes about 10 ms; one of
+# 1,000 layers of width 2 about 5·10^10 and 4 s); the chapter's shipped runs need about 4·10^11.
 MAX_TRAINING_WORK = 6 * 10**11
 STEP_WORK = 10**8   # a training step's fixed cost (its Python calls and small ops), counted as that many multiply-adds
+LAYER_STEP_WORK = 5 * 10**7   # a training step's cost per layer beyond its multiply-adds (about 4 ms here)
+LAYER_BUILD_WORK = 2 * 10**7  # building and measuring one layer of a fresh model, once a run (about 1.5 ms here)
 
 
 def training_work(cfg, batch_shape, steps, runs):
     """The work ``runs`` training runs of ``steps`` steps of a model of ``cfg`` on a (B, T) batch do,
-    as MAX_TRAINING_WORK counts it."""
+    as MAX_TRAINING_WORK counts it: multiply-adds, and the fixed costs of every step and every layer."""
     from ..sampling.compute import forward_macs
 
     B, T = batch_shape
-    return runs * steps * (3 * B * forward_macs(cfg, T) + STEP_WORK)
+    step = 3 * B * forward_macs(cfg, T) + STEP_WORK + LAYER_STEP_WORK * cfg.n_layers
+    return runs * (steps * step + LAYER_BUILD_WORK * cfg.n_layers)
 
 
 def train_with_and_without_scaling(seeds=SCALING_RUNS["seeds"], steps=SCALING_RUNS["steps"], lr=SCALING_RUNS["lr"],
@@ -408,7 +463,8 @@ def train_with_and_without_scaling(seeds=SCALING_RUNS["seeds"], steps=SCALING_RU
     work = training_work(cfg, tuple(batch[0].shape), run_steps, 2 * len(seeds))
     if work > MAX_TRAINING_WORK:
         fail(f"the training should need at most {MAX_TRAINING_WORK:.0e} units of work (this course's limit, about a "
-             f"minute: multiply-adds counted before it starts), but {2 * len(seeds)} runs of {run_steps:,} steps at "
+             f"minute: multiply-adds and each step's and layer's fixed costs, counted before it starts), but "
+             f"{2 * len(seeds)} runs of {run_steps:,} steps at "
              f"d_model={cfg.d_model}, n_layers={cfg.n_layers}, d_ff={cfg.d_ff} would need about {work:.1e}: "
              "ask for fewer seeds, fewer steps or a smaller model")
     runs = []
@@ -467,14 +523,32 @@ def shipped_runs(path=None):
 RUN_KEYS = ("seed", "scaled", "losses", "saturated_at_start", "grad_W_Q_at_start")
 
 
+def check_runs(runs, name, keys):
+    """``runs`` as train_with_and_without_scaling returns them, each holding ``keys``: seed a seed, scaled
+    True or False, losses 1 to MAX_STEPS finite numbers above 0, and (when ``keys`` names them) d_k a
+    whole number and the two measures at the start finite numbers >= 0; else one sentence. Returns a
+    list of the runs, each a new dict with its losses as a float array (steps,)."""
+    runs = check_rows(runs, name, keys, "train_with_and_without_scaling", "runs")
+    checked = []
+    for run in runs:
+        check_seed(run["seed"], "each run's seed")
+        check_switch(run["scaled"], "each run's scaled")
+        for key in ("saturated_at_start", "grad_W_Q_at_start"):
+            if key in keys:
+                check_number(run[key], f"each run's {key}", low=0)
+        if "d_k" in keys:
+            check_positive_int(run["d_k"], "each run's d_k")
+        checked.append({**run, "losses": positive_values([run], "losses", name, MAX_STEPS)[0]})
+    return checked
+
+
 def same_start(runs, again, rel=1e-4):
     """Whether ``again`` (a ``train_with_and_without_scaling`` with stop_after=n) is the start of
     ``runs`` (``shipped_runs``): per run the same seed, division and saturated share before the
     first update, ‖∂loss/∂W_Q‖ and each of the n losses within ``rel`` of the file's.
     (Over the first few steps rounding differences stay small; later they grow, see the chapter.)"""
     rel = check_number(rel, "rel", low=0, low_open=True)
-    runs, again = (check_rows(value, name, RUN_KEYS, "train_with_and_without_scaling", "runs")
-                   for name, value in (("runs", runs), ("again", again)))
+    runs, again = (check_runs(value, name, RUN_KEYS) for name, value in (("runs", runs), ("again", again)))
     close = lambda a, b: abs(a - b) <= rel * abs(b)
     return len(runs) == len(again) and all(
         a["seed"] == b["seed"] and a["scaled"] == b["scaled"] and a["saturated_at_start"] == b["saturated_at_start"]
@@ -485,8 +559,7 @@ def same_start(runs, again, rel=1e-4):
 
 def training_figure(runs):
     """The loss of every ``train_with_and_without_scaling`` run against the step (log scale)."""
-    runs = check_rows(runs, "runs", ("seed", "scaled", "losses", "d_k"), "train_with_and_without_scaling", "runs")
-    positive_values(runs, "losses", "runs")
+    runs = check_runs(runs, "runs", ("seed", "scaled", "losses", "d_k"))
     fig, ax = plt.subplots(figsize=(6.4, 3.3))
     for run in runs:
         ax.plot(run["losses"], color=BASE if run["scaled"] else ACCENT, lw=1.2, alpha=0.85,
@@ -597,9 +670,11 @@ def scaled_scores(x, W_Q, W_K, b_Q, b_K, n_heads):
     inputs = dict(x=x, W_Q=W_Q, W_K=W_K, b_Q=b_Q, b_K=b_K)
     for name, value in inputs.items():
         check_finite(value.detach(), name)
+    check_widths(T, d_model // n_heads, "x (one row a token)", "each head's queries and keys (d_model / n_heads)")
     dtype = functools.reduce(torch.promote_types, (t.dtype for t in inputs.values()))
-    # q, k (T x d_model each, twice: before and after the bias) and the scores (H x T x T, and their division)
-    check_bytes(torch.finfo(dtype).bits // 8 * (4 * T * d_model + 2 * n_heads * T * T),
+    # x and the parameters made one dtype, q, k (T x d_model each, twice: before and after the bias) and the
+    # scores (H x T x T, and their division)
+    check_bytes(torch.finfo(dtype).bits // 8 * (5 * T * d_model + 2 * d_model * (d_model + 1) + 2 * n_heads * T * T),
                 f"scaled_scores on {count(T)} rows of x", "give fewer rows")
     x, W_Q, W_K, b_Q, b_K = (t.to(dtype) for t in (x, W_Q, W_K, b_Q, b_K))
     d_k = d_model // n_heads
@@ -610,17 +685,20 @@ def scaled_scores(x, W_Q, W_K, b_Q, b_K, n_heads):
 
 
 @measure
-def layer_case(model, words, layer=0):
+def layer_case(model, words, layer=0, world=None):
     """One layer of ``model`` on one prompt, as chapter 03's exercise uses it: a dict of x (T, d_model),
     the layer's W_Q, W_K, b_Q, b_K, n_heads, and the trace's scores (H, T, T), -inf above the diagonal.
-    words: a list of the world's words (the cat world's tokenizer)."""
+    words: a list of the world's words, read by ``world``'s tokenizer (None: the cat world's); a model
+    whose vocabulary is not the world's is refused (its ids would name other words)."""
+    from ..explorer import check_model_and_world
     from ..worlds import cat_world
     check_model(model)
+    model, world = check_model_and_world(model, cat_world() if world is None else world)
     layer = check_positive_int(layer, "layer", minimum=0)
     if layer >= len(model.blocks):
         fail(f"layer should be one of the model's {len(model.blocks)} layers (0..{len(model.blocks) - 1}), "
              f"but got {layer}")
-    trace = model(cat_world().tokenizer.encode(words), trace=True)
+    trace = model(world.tokenizer.encode(words), trace=True)
     attn = model.blocks[layer].attn
     return dict(x=trace[f"L{layer}.ln1"], W_Q=attn.W_Q.detach(), W_K=attn.W_K.detach(), b_Q=attn.b_Q.detach(),
                 b_K=attn.b_K.detach(), n_heads=attn.n_heads, scores=trace[f"L{layer}.scores"])

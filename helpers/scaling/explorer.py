@@ -12,12 +12,35 @@ import math
 import numpy as np
 
 from .. import plots
-from ..errors import fail
+from ..errors import check_number, check_positive_int, check_switch, fail, shown, to_numpy
 from ..explorer import Blitter, new_figure, show, start_at
 from .compute import explore, gradient_by_dim
 
 BINS = np.linspace(-100, 100, 81)
 CURVE_DIMS = [int(round(2 ** (e / 2))) for e in range(2, 21)]   # 2 .. 1024, half-octave steps
+
+
+MAX_CURVE_QUERIES = 10_000   # queries per d of the precomputed gradient curve (the explorer's: 300)
+RESULT_KEYS = ("d", "scaled", "scores", "spread", "weights", "gradient")
+
+
+def check_explore_result(result):
+    """``result`` as compute.explore returns it: a dict with d (a whole number >= 1), scaled (True or
+    False), scores (at least one finite number), spread and gradient (finite numbers >= 0) and weights
+    (a softmax row of six keys); else one sentence. Returns it."""
+    if not isinstance(result, dict) or not set(RESULT_KEYS) <= set(result):
+        fail(f"result should be the dict explore returns (with {', '.join(RESULT_KEYS)}), but got {shown(result)}")
+    check_positive_int(result["d"], "result['d']")
+    check_switch(result["scaled"], "result['scaled']")
+    for name in ("spread", "gradient"):
+        check_number(result[name], f"result[{name!r}]", low=0)
+    scores, weights = to_numpy(result["scores"], "result['scores']"), to_numpy(result["weights"], "result['weights']")
+    if scores.ndim != 1 or not len(scores) or not np.isfinite(scores).all():
+        fail(f"result['scores'] should be a row of finite numbers, at least one, but got {shown(scores)}")
+    if weights.shape != (6,) or not np.isfinite(weights).all() or (weights < 0).any() or abs(weights.sum() - 1) > 1e-6:
+        fail(f"result['weights'] should be one softmax row of six keys (six numbers >= 0 summing to 1), "
+             f"but got {shown(weights)}")
+    return result
 
 
 def scaling_view(curve_queries=300):
@@ -27,6 +50,9 @@ def scaling_view(curve_queries=300):
     keys. Right: the median gradient size against d (precomputed, scaled and raw), with
     this row's gradient marked. ``draw(result)`` moves the artists and returns PNG bytes.
     """
+    curve_queries = check_positive_int(curve_queries, "curve_queries")
+    if curve_queries > MAX_CURVE_QUERIES:
+        fail(f"curve_queries should be at most {MAX_CURVE_QUERIES:,} (this course's limit), but got {curve_queries:,}")
     fig = new_figure((10.5, 3.4))
     fig.subplots_adjust(left=0.06, right=0.985, bottom=0.17, top=0.8, wspace=0.32)
     view = Blitter(fig)
@@ -60,6 +86,7 @@ def scaling_view(curve_queries=300):
                                 ha="center", fontsize=9)) for ax in (ax_hist, ax_row, ax_grad)]
 
     def draw(result):
+        check_explore_result(result)
         counts, _ = np.histogram(np.clip(result["scores"], BINS[0], BINS[-1] - 1e-9), BINS)
         hist.set_data(counts / len(result["scores"]))
         for bar, label, w in zip(bars, labels, result["weights"]):

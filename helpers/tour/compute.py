@@ -25,7 +25,8 @@ from ..errors import check_bytes, check_choice, check_index, check_positive_int,
 from ..explorer import check_model_and_world
 from ..model import INITS, Config, Transformer, measuring
 from ..training import check_seeds, check_work
-from ..worlds import COPULAS, World, adjectives_of, check_sentences, next_token_probs, non_copula_decisions
+from ..worlds import COPULAS, MAX_WORDS, World, adjectives_of, check_sentences, next_token_probs, \
+    non_copula_decisions, words_of
 
 # The Primer §6, "The same model on <BOS> the cat is": its top three after each copula prompt.
 PRIMER_COPULA_TOP3 = {
@@ -158,10 +159,12 @@ def logit_spread(model, world, sentences=None):
 MAX_SEEDS = 100   # fresh models first_losses builds (the tour: 5)
 # The work one first_losses call may do, counted before it starts: per seed, FLOAT_WORK for each number the fresh
 # model holds (drawn, then copied to float64), the multiply-adds of its two float64 passes over the training
-# sentences (the loss and the logit spread) and SEED_WORK for the fixed cost. About 1.2·10^10 a second here: a
-# Config(20, 1024, 8, 8, 4096) takes about 9 s a seed (1.1·10^11), the tour's 5 seeds of the cat model about 0.1 s.
+# sentences (the loss and the logit spread), SEED_WORK for the fixed cost and LAYER_WORK for each layer's (building
+# it and its calls in both passes: a deep thin model does few multiply-adds but many calls). About 1.2·10^10 a
+# second here: a Config(20, 1024, 8, 8, 4096) takes about 9 s a seed (1.1·10^11), one of 1,000 layers of width 2
+# about 4 s (5·10^10), the tour's 5 seeds of the cat model about 0.1 s.
 MAX_FRESH_WORK = 5 * 10**11
-FLOAT_WORK, SEED_WORK = 100, 2 * 10**8
+FLOAT_WORK, SEED_WORK, LAYER_WORK = 100, 2 * 10**8, 5 * 10**7
 
 
 def check_fresh_model(cfg, world, init):
@@ -186,11 +189,12 @@ def check_fresh_model(cfg, world, init):
 
 def fresh_work(cfg, batch_shape, seeds):
     """The work first_losses does for ``seeds`` fresh models of ``cfg`` on a (B, T) batch, as MAX_FRESH_WORK
-    counts it: per seed, FLOAT_WORK a number built, two float64 passes' multiply-adds and SEED_WORK."""
+    counts it: per seed, FLOAT_WORK a number built, two float64 passes' multiply-adds, SEED_WORK and
+    LAYER_WORK a layer."""
     from ..sampling.compute import forward_macs
 
     B, T = batch_shape
-    return seeds * (FLOAT_WORK * cfg.floats() + 2 * B * forward_macs(cfg, T) + SEED_WORK)
+    return seeds * (FLOAT_WORK * cfg.floats() + 2 * B * forward_macs(cfg, T) + SEED_WORK + LAYER_WORK * cfg.n_layers)
 
 
 def first_losses(cfg, world, seeds, init):
@@ -210,18 +214,27 @@ def first_losses(cfg, world, seeds, init):
     return out
 
 
+MAX_FOLLOW_WORK = 10**8   # words followers may compare: every word of the sentences × the context's words (a few s)
+
+
 def followers(sentences, context):
     """The words that follow ``context`` (a string or list of consecutive words, e.g.
-    "on the") anywhere in ``sentences``, sorted by first appearance."""
-    sentences = check_sentences(sentences)
-    words = context.split() if isinstance(context, str) else context
-    if not isinstance(words, (list, tuple)) or not words or not all(isinstance(w, str) for w in words):
-        fail(f"expected a context of one or more words, such as 'on the', but got {shown(context)}")
-    words, found = list(words), {}   # a tuple of words is compared as the list it holds
-    n = len(words)
+    "on the") anywhere in ``sentences``, sorted by first appearance. The context has at most
+    MAX_WORDS (1,000) words; the sentences' words × the context's at most MAX_FOLLOW_WORK, checked first."""
+    if isinstance(context, str):
+        context = check_text(context, "the context", empty=True, max_chars=MAX_PROMPT_CHARS).split()
+    size = (list.__len__ if isinstance(context, list) else tuple.__len__)(context) \
+        if isinstance(context, (list, tuple)) else 0   # the built-in's own length: a subclass's may lie
+    words = words_of(context) if 1 <= size <= MAX_WORDS else []   # a tuple is compared as the list it holds
+    if not words or not all(isinstance(w, str) for w in words):
+        fail(f"the context should be one or more words (at most {MAX_WORDS:,}), such as 'on the', but got {shown(context)}")
+    sentences = check_sentences(sentences)   # (their number and lengths counted before any is copied)
+    check_work(sum(map(len, sentences)) * len(words), MAX_FOLLOW_WORK,
+               f"followers of {len(words):,} words in {len(sentences):,} sentences", "give fewer sentences or a shorter context")
+    n, last, found = len(words), words[-1], {}
     for s in sentences:
-        for t in range(n, len(s)):
-            if list(s[t - n:t]) == words:
+        for t in [i + 1 for i, w in enumerate(s) if w == last]:   # just after the context's last word
+            if n <= t < len(s) and s[t - n:t] == words:
                 found.setdefault(s[t], None)
     if not found:
         fail(f"expected a context that some word follows in these sentences, but {shown(' '.join(words))} "
