@@ -671,9 +671,9 @@ def test_maps_figure_refuses_numbers_on_a_large_map_and_a_huge_figure(refused):
 
 class _Tokenizer:
     """A tokenizer that does not fit: ids past its own vocabulary, or a decode that gives nothing."""
-    vocab = ["a", "b"]
+    vocab = ["a", "b"] + ["w"] * 18   # the cat model's 20 tokens (a tokenizer of another size is refused first)
 
-    def __init__(self, ids=(0, 1, 5), decoded="list"):
+    def __init__(self, ids=(0, 1, 25), decoded="list"):
         self.ids, self.decoded = ids, decoded
 
     def encode(self, text):
@@ -686,7 +686,7 @@ class _Tokenizer:
 def test_head_view_and_explorer_refuse_a_tokenizer_that_does_not_fit(cat, cat_world, refused):
     """Red team round 4: ids past the tokenizer's own vocabulary were drawn as if fine; a decode
     giving None stopped in list(); cache='x' stopped in .get; all now refused before any pass."""
-    refused(lambda: explorer.explorer(model=cat, tokenizer=_Tokenizer(), prompts=["a"]), "ids 0..1", "[0, 1, 5]")
+    refused(lambda: explorer.explorer(model=cat, tokenizer=_Tokenizer(), prompts=["a"]), "ids 0..19", "[0, 1, 25]")
     refused(lambda: explorer.explorer(model=cat, tokenizer=_Tokenizer((0, 1), None), prompts=["a"]),
             "decode", "one text per id", "None")
     refused(lambda: heads.head_view(cat, tokenizer=_Tokenizer((0, 1), None), prompt="a"), "decode", "None")

@@ -74,7 +74,8 @@ def _close(a, b):
     return bool(both.all()) and bool(np.all(np.abs(np.nan_to_num(a - b)) <= 1e-4 * scale))
 
 
-@exercise("your MultiHeadAttention", answer=Module("a class MultiHeadAttention(nn.Module)"), keeps="05")
+@exercise("your MultiHeadAttention", answer=Module("a class MultiHeadAttention(nn.Module)", own=(
+    "helpers.heads.compute.MultiHeadAttention", "helpers.model.Attention")), keeps="05")
 def multi_head(run):
     """``run`` is the learner's class MultiHeadAttention(d_model, n_heads) as a ``Module`` run:
     built, loaded with a shipped layer's parameters (the names of helpers.model.Attention) and

@@ -30,13 +30,18 @@ from ..exercises import sealed
 from ..errors import MAX_BYTES, as_array, check_bytes, check_finite, check_ids_given, check_index, check_positive_int, \
     check_switch, check_tensor, check_tensor_size, count, fail, length, refuse_bools, shown, to_numpy
 from ..masking.compute import book_attention  # noqa: F401  (chapter 05 builds the Book's layer too)
-from ..model import Attention, check_heads_split, check_model, linear, weights_state
+from ..model import Attention, check_heads_split, check_model, linear, measure, weights_state
 from ..patching import ablation_replace
+
+
+SHIPPED = ("cat", "dragon", "induction")   # the shipped models an exercise check may run on
 
 
 def check_shipped(model, name):
     """The shipped model ``name`` ('cat', 'dragon' or 'induction'; an exercise check runs on it), as
     ``helpers.weights.load_<name>()`` gives it, else one sentence naming what arrived; return it."""
+    if type(name) is not str or name not in SHIPPED:
+        fail(f"name should be one of {SHIPPED}, but got {shown(name)}")
     check_model(model, f"the {name} model")
     shipped = getattr(weights, f"load_{name}")().cfg
     if model.cfg != shipped:
@@ -150,16 +155,19 @@ def attention_weights_bytes(batch, n_heads, T, bytes_per_number=4):
 def torch_differences(attn, x):
     """Largest absolute differences between our layer ``attn`` on x and torch's own attention.
 
-    attn: a ``model.Attention`` with biases and without rotary positions; x: (B, T, d_model).
+    attn: a ``model.Attention`` with biases, without rotary positions, a key and value for each head;
+    x: (B, T, d_model).
     Returns dict(sdpa=..., multihead=..., weights=...): ``scaled_dot_product_attention`` fed
     the layer's own q, k, v (is_causal=True), then the layer's W_O; ``nn.MultiheadAttention``
     with the layer's weights copied in (nn.Linear's layout: each W transposed, W_Q, W_K, W_V
     stacked) and a causal mask; and the two modules' attention weights.
     """
     x = check_layer_input(attn, x)
-    if attn.rotary or attn.b_Q is None:
-        fail(f"torch_differences should get a layer with biases and no rotary positions, but got one "
-             f"{'with rotary positions' if attn.rotary else 'without biases'}")
+    if attn.rotary or attn.b_Q is None or attn.n_kv_heads != attn.n_heads:
+        why = ("with rotary positions" if attn.rotary else "without biases" if attn.b_Q is None else
+               f"whose {attn.n_heads} heads share {attn.n_kv_heads} key/value heads")
+        fail(f"torch_differences should get a layer with biases, no rotary positions and a key and value for "
+             f"each head (as nn.MultiheadAttention has), but got one {why}")
     ours = intermediates(attn, x)
     H, d = attn.n_heads, attn.W_Q.shape[0]
     q, k, v = (split_heads(ours[name], H) for name in "qkv")
@@ -304,12 +312,14 @@ def repeat_score(weights, ids):
     agree. Returns a float (nan when no token repeats).
     """
     w = check_weights(weights)
+    if w.dim() != 2 or w.shape[0] != w.shape[1]:
+        fail(f"weights should be one head's attention, a square (T, T) table, but have shape {tuple(w.shape)}")
     what = "one sequence (T,) of whole-number token ids"
-    check_ids_given(ids, "ids", len(w))   # a range is made lazily: its length first
+    check_ids_given(ids, "ids", w.shape[0])   # a range is made lazily: its length first
     ids = as_tensor(ids, "ids", what)
     if ids.dim() != 1 or ids.is_floating_point() or ids.dtype == torch.bool:
         fail(f"ids should be {what}, but got dtype {ids.dtype} and shape {tuple(ids.shape)}")
-    T = len(ids)
+    T = ids.shape[0]
     if tuple(w.shape) != (T, T):
         fail(f"weights should be ({T}, {T}) for {T} tokens, but have shape {tuple(w.shape)}")
     softmax_rows(w)
@@ -333,28 +343,62 @@ def check_weights_bytes(cfg, B, T, size=4):
                 f"give at most {count(most)} sequences of this length at once" if most else "give shorter sequences")
 
 
+# Every measure below that runs a model runs inside ``model.measuring`` (the ``measure`` decorator): a model whose
+# weights hold NaN or inf is refused in one sentence, and the pass runs in eval mode (no dropout), the model's
+# modes put back afterwards. Its numbers are read in float32 at least (``widened``) and refused when the pass
+# made NaN or inf from those finite weights (``check_output``).
+
+HALF = (torch.float16, torch.bfloat16)   # the dtypes a model's numbers are widened from
+
+
+def widened(t):
+    """A model's output ``t`` as float32 when the model computes in float16 or bfloat16 (a loss, a mean or a
+    softmax then rounds to 24 bits, not 11 or 8); any other dtype (float32, float64) as it is."""
+    return t.float() if t.dtype in HALF else t
+
+
+def as_weights(w):
+    """Attention weights w (..., T, T) from a model's pass, as the scores read them (``check_weights``): a model
+    in float16 or bfloat16 rounds each weight to 11 or 8 bits, so a row sums to 1 only within a few
+    thousandths; its rows come as float32, divided by their sums. Any other dtype as it is."""
+    return w.float() / w.float().sum(-1, keepdim=True) if w.dtype in HALF else w
+
+
+def check_output(t, what):
+    """Refuse ``what``, numbers a measure read from a model's pass (a tensor), when they hold NaN or inf: the
+    model's weights are finite (``measuring`` checked them), so a number overflowed the model's dtype in the
+    pass, or a hook registered on the model changed what it computes. Return t."""
+    if not bool(torch.isfinite(t).all()):
+        fail(f"{what} should be finite numbers, but the model's pass gave NaN or inf from finite weights: a number "
+             f"overflowed its dtype {t.dtype} (weights too large for it), or a hook registered on the model changed it")
+    return t
+
+
+@measure
 @torch.no_grad()
 def layer_weights(model, ids):
-    """Attention weights of every layer and head: ids (B, T) -> (B, layers, heads, T, T).
+    """Attention weights of every layer and head: ids (B, T) -> (B, layers, heads, T, T), in the model's
+    dtype (float32 for a float16 or bfloat16 model: ``as_weights``).
     Memory: the weights returned and the pass, counted first (``check_weights_bytes``)."""
     ids = check_model(model).check_ids(ids)
     if ids.dim() == 1:
         ids = ids[None]
     (B, T), L = ids.shape, model.cfg.n_layers
-    size = max(4, model.E.element_size())   # (a half-precision model's weights are counted as float32's)
+    size = max(4, model.E.element_size())   # (a half-precision model's weights are kept as float32's)
     check_weights_bytes(model.cfg, B, T, size)
-    out = []                   # the (B, layers, heads, T, T) table, made at the first layer in the weights' dtype
+    out = []                   # the (B, layers, heads, T, T) table, made at the first layer
 
     def keeper(layer):         # hands the pass its weights back unchanged, a copy kept in out
         def keep(weights):
+            kept = as_weights(weights.detach())
             if not out:
-                out.append(weights.new_empty((B, L) + tuple(weights.shape[1:])))
-            out[0][:, layer] = weights.detach()
+                out.append(kept.new_empty((B, L) + tuple(kept.shape[1:])))
+            out[0][:, layer] = kept
             return weights
         return keep
-    with torch.no_grad():      # one pass over the whole batch: (B, heads, T, T) per layer
-        model(ids, replace={f"L{layer}.weights": keeper(layer) for layer in range(L)})
-    return out[0]
+    # one pass over the whole batch: (B, heads, T, T) per layer
+    model(ids, replace={f"L{layer}.weights": keeper(layer) for layer in range(L)})
+    return check_output(out[0], "the attention weights")
 
 
 def head_scores(model, ids, length):
@@ -362,28 +406,43 @@ def head_scores(model, ids, length):
 
     ids: (B, 2*length+1) repeated sequences. Returns (previous (layers, heads), induction (layers, heads)).
     """
-    w = layer_weights(model, ids).mean(0)       # (layers, heads, T, T)
+    ids, length = repeated_ids(model, ids, length)   # checked before the pass
+    w = layer_weights(model, ids).mean(0)            # (layers, heads, T, T)
     return previous_token_score(w), induction_score(w, length)
 
 
+LOSS_SWITCHES = ("causal", "attention", "ablate_heads", "positions", "replace", "scaled")   # loss_by_position's
+
+
+@measure
 @torch.no_grad()
 def loss_by_position(model, ids, **switches):
     """Cross-entropy of predicting each next token, averaged over the batch.
 
-    ids: (B, T) -> (T-1,): entry t is the loss of predicting ids[:, t+1] from ids[:, :t+1].
-    switches go to the model (e.g. ablate_heads=[(1, 0)]).
+    ids: (B, T) with T >= 2 -> (T-1,): entry t is the loss of predicting ids[:, t+1] from ids[:, :t+1].
+    switches go to the model (e.g. ablate_heads=[(1, 0)]): some of LOSS_SWITCHES (a trace or a KVCache
+    would not give logits, or would fill the cache).
     """
     ids = check_model(model).check_ids(ids)
     if ids.dim() == 1:
         ids = ids[None]
-    logits = model(ids[:, :-1], **switches)
-    return F.cross_entropy(logits.transpose(1, 2), ids[:, 1:], reduction="none").mean(0)
+    if ids.shape[1] < 2:
+        fail(f"ids should have at least 2 tokens in each sequence (a token to predict after the first), "
+             f"but got shape {tuple(ids.shape)}")
+    model.check_switches(switches, LOSS_SWITCHES)
+    logits = widened(model(ids[:, :-1], **switches))
+    losses = F.cross_entropy(logits.transpose(1, 2), ids[:, 1:], reduction="none").mean(0)
+    return check_output(losses, "the losses")
 
 
 def repeated_ids(model, ids, length):
-    """(ids (B, 2*length+1), length) for a course model: repeated sequences <BOS> a_1..a_L a_1..a_L (one (T,)
-    counts as a batch of one) whose length fits ``length``; else one sentence."""
+    """(ids (B, 2*length+1), length) for a course model of at least 2 tokens (<BOS> and a symbol):
+    repeated sequences <BOS> a_1..a_L a_1..a_L (one (T,) counts as a batch of one) whose length fits
+    ``length``; else one sentence."""
     ids = check_model(model).check_ids(ids)
+    if model.cfg.vocab_size < 2:
+        fail(f"the model should know at least 2 tokens (<BOS> and a symbol to repeat), but has vocab_size="
+             f"{model.cfg.vocab_size}")
     if ids.dim() == 1:
         ids = ids[None]
     length = check_positive_int(length, "length", minimum=2)
@@ -407,6 +466,7 @@ def copy_losses(model, ids, length, **switches):
                 chance=math.log(model.cfg.vocab_size - 1))
 
 
+@measure
 @torch.no_grad()
 def restart_probability(model, ids, length):
     """Mean probability the model gives a_1, the first symbol, as the next token in the first copy.
@@ -416,11 +476,12 @@ def restart_probability(model, ids, length):
     pattern after i+1 symbols would bring a_1 there; at position length+1 it really comes.
     """
     ids, length = repeated_ids(model, ids, length)
-    probs = torch.softmax(model(ids[:, :length + 1]), dim=-1)[:, 1:]    # (B, length, V)
+    probs = torch.softmax(widened(model(ids[:, :length + 1])), dim=-1)[:, 1:]    # (B, length, V)
     first = ids[:, 1, None, None].expand(-1, length, 1)
-    return probs.gather(-1, first)[..., 0].mean(0)
+    return check_output(probs.gather(-1, first)[..., 0].mean(0), "the probabilities")
 
 
+@measure
 @torch.no_grad()
 def read_through_losses(model, ids, length, head, means, reader=1):
     """Copy losses when the earlier ``head`` is mean-ablated only where layer ``reader`` reads it.
@@ -431,19 +492,17 @@ def read_through_losses(model, ids, length, head, means, reader=1):
     three is patched alone into an otherwise clean pass. Returns {"q" | "k" | "v": the
     ``copy_losses`` dict}: how much the copying needs the head through that input.
     """
-    n_layers = check_model(model).cfg.n_layers
-    reader = check_index(reader, "reader", n_layers)
-    length = check_positive_int(length, "length", minimum=2)
+    ids, length = repeated_ids(model, ids, length)   # checked before any pass
+    reader = check_index(reader, "reader", model.cfg.n_layers)
     if not isinstance(head, (tuple, list)) or len(head) != 2 \
             or not all(isinstance(i, (int, np.integer)) and not isinstance(i, bool) for i in head) \
             or not 0 <= head[0] < reader or not 0 <= head[1] < model.cfg.n_heads:
-        from ..errors import shown
         fail(f"the ablated head should be (layer, head) with its layer before the reading layer {reader}, "
              f"but got {shown(head)}")
     seen = {}
     replace = ablation_replace([head], "mean", means)
     replace.update({f"L{reader}.{part}": (lambda x, part=part: seen.setdefault(part, x)) for part in "qkv"})
-    model(model.check_ids(ids)[:, :-1], replace=replace)
+    model(ids[:, :-1], replace=replace)
     return {part: copy_losses(model, ids, length, replace={f"L{reader}.{part}": lambda _, x=seen[part]: x})
             for part in "qkv"}
 
@@ -456,13 +515,36 @@ INDUCTION_TEST = dict(n=200, length=8, seed=2024)   # the chapter's test sequenc
 def induction_figures(model, test=INDUCTION_TEST):
     """The figures the induction model's card records, measured on ``test`` sequences
     (``worlds.repeated_tokens``): losses on the two copies, chance, and every head's
-    previous-token and induction scores (lists, [layer][head])."""
+    previous-token and induction scores (lists, [layer][head]). test: a dict of n, length and seed."""
+    check_model(model)
+    if not isinstance(test, dict) or set(test) != set(INDUCTION_TEST):
+        got = f"a dict of {', '.join(map(str, test)) or 'nothing'}" if isinstance(test, dict) else shown(test)
+        fail(f"test should be a dict of n, length and seed (as INDUCTION_TEST), but got {got}")
+    check_positive_int(test["length"], "test['length']", minimum=2)   # (n and seed: repeated_tokens checks them)
     ids = worlds.repeated_tokens(test["n"], test["length"], model.cfg.vocab_size, test["seed"])
     previous, induction = head_scores(model, ids, test["length"])
     losses = copy_losses(model, ids, test["length"])
     return dict(test=dict(test), loss_first_copy=losses["first"], loss_second_copy=losses["second"],
                 chance=losses["chance"], previous_token_score=previous.tolist(),
                 induction_score=induction.tolist())
+
+
+FIGURES = ("loss_first_copy", "loss_second_copy", "chance", "previous_token_score", "induction_score")
+
+
+def check_card(figures, card):
+    """card_problems' arguments: ``figures`` a dict holding FIGURES, the scores of a model of at least 2 layers
+    (lists, [layer][head]); ``card`` a dict of targets (at_least, at_most), tolerances and figures (dicts);
+    else one sentence."""
+    if not isinstance(figures, dict) or any(name not in figures for name in FIGURES) \
+            or any(not isinstance(figures[name], (list, tuple)) or len(figures[name]) < 2 for name in FIGURES[3:]):
+        fail(f"figures should be the dict induction_figures(model) gives for a model of at least 2 layers "
+             f"({', '.join(FIGURES)}), but got {shown(figures)}")
+    parts = (card, card.get("targets"), card.get("tolerances"), card.get("figures")) if isinstance(card, dict) else ()
+    if not parts or not all(isinstance(part, dict) for part in parts) \
+            or not all(isinstance(card["targets"].get(bound), dict) for bound in ("at_least", "at_most")):
+        fail(f"card should be the induction model's card, a dict of targets (at_least, at_most), tolerances and "
+             f"figures, but got {shown(card)}")
 
 
 def card_problems(figures, card):
@@ -477,6 +559,7 @@ def card_problems(figures, card):
     name ``figures`` holds (a training figure such as mean_loss_last_50_steps is compared
     with the card's own only when the caller measured it).
     """
+    check_card(figures, card)
     previous, induction = figures["previous_token_score"], figures["induction_score"]
     measured = dict(previous_token_layer0=max(previous[0]), induction_layer1=max(induction[1]),
                     induction_layer0=max(induction[0]),
@@ -539,8 +622,8 @@ YOURS = "your model"   # the model menu's name for a model the caller hands in
 
 def model_and_tokenizer(model, tokenizer=None):
     """(net, tokenizer, name) for a shipped model's name ('cat', 'induction'), or for any
-    ``helpers.model.Transformer`` with its tokenizer (an object with ``vocab``, ``encode(text)`` and
-    ``decode(ids)``, or a ``helpers.worlds.World``), named YOURS."""
+    ``helpers.model.Transformer`` with its tokenizer (an object with ``vocab``, one token per id of the
+    model, ``encode(text)`` and ``decode(ids)``, or a ``helpers.worlds.World``), named YOURS."""
     from ..model import Transformer
 
     if isinstance(model, str):
@@ -553,9 +636,9 @@ def model_and_tokenizer(model, tokenizer=None):
         fail(f"a model of your own needs its tokenizer (with vocab, encode and decode, or a World), "
              f"but got {type(tokenizer).__name__}")
     size = len(tokenizer.vocab) if isinstance(tokenizer.vocab, (list, tuple)) else None
-    if size is None or not 0 < size <= model.cfg.vocab_size:
+    if size != model.cfg.vocab_size:   # another world's tokenizer would give another world's results
         V = model.cfg.vocab_size
-        fail(f"your model knows ids 0..{V - 1} (a vocabulary of {V}), so its tokenizer's vocab should list at most {V} "
+        fail(f"your model knows ids 0..{V - 1} (a vocabulary of {V}), so its tokenizer's vocab should list its {V} "
              f"tokens, but it {'lists ' + count(size) if size is not None else 'is ' + shown(tokenizer.vocab)}: "
              "is it the model's own tokenizer?")
     worlds.tokenizer_vocab(tokenizer, model.cfg.vocab_size)   # texts a picture can show
@@ -580,17 +663,15 @@ def prompt_attention(net, tokenizer, prompt, name=YOURS):
     return ids, ids_attention(net, ids)
 
 
+@measure
 @torch.no_grad()
 def ids_attention(net, ids):
     """The attention weights of every layer and head (layers, heads, T, T), NumPy in the model's
-    dtype, of ``net`` on checked ids (T,) (``prompt_tokens``). A model in float16 or bfloat16 rounds
-    each weight to 11 or 8 bits, so a row may sum to 1 only within a few thousandths: its rows come
-    as float32, divided by their sums, so the scores (``check_weights``) read them as weights."""
+    dtype, of ``net`` on checked ids (T,) (``prompt_tokens``); a model in float16 or bfloat16 gives
+    float32 rows divided by their sums (``as_weights``), so the scores read them as weights."""
     record = net(ids, trace=True)
     w = torch.stack([record[f"L{layer}.weights"] for layer in range(net.cfg.n_layers)])
-    if w.dtype in (torch.float16, torch.bfloat16):
-        w = w.float() / w.float().sum(-1, keepdim=True)
-    return as_numpy(w)
+    return as_numpy(check_output(as_weights(w), "the attention weights"))
 
 
 def as_numpy(t):
@@ -676,6 +757,9 @@ class MultiHeadAttention(nn.Module):
     bias=False leaves the four biases out (None).
     """
 
+    ROWS = 9   # the (B, T, d_model) tables a pass holds at most: x read whole, q, k, v, the copies the score
+               # matmuls make of q and k, the heads' outputs, concat and the output
+
     def __init__(self, d_model, n_heads, bias=True):
         super().__init__()
         d_model, n_heads = check_positive_int(d_model, "d_model"), check_positive_int(n_heads, "n_heads")
@@ -707,8 +791,9 @@ class MultiHeadAttention(nn.Module):
 
     def check_call(self, x):
         """Refuse, before any work, an x that is not a (B, T, d_model) tensor of the weights' dtype (another
-        dtype would meet the weights in a matmul torch refuses), or whose (B, H, T, T) scores, weights and
-        mask pass MAX_BYTES; return its shape."""
+        dtype would meet the weights in a matmul torch refuses), or whose pass passes MAX_BYTES: its (B, H, T, T)
+        scores, weights and mask, and ROWS (B, T, d_model) tables (an expanded x stands for more numbers than it
+        stores); return its shape."""
         d = self.W_Q.shape[0]
         if not isinstance(x, torch.Tensor) or x.dim() != 3 or x.shape[-1] != d:
             fail(f"MultiHeadAttention expects x of shape (B, T, {d}), "
@@ -718,8 +803,10 @@ class MultiHeadAttention(nn.Module):
             fail(f"x should have the weights' dtype {self.W_Q.dtype}, but has dtype "
                  f"{x.dtype}{DTYPE_NAMES.get(x.dtype, '')}: give x.to({self.W_Q.dtype})")
         B, T, _ = x.shape
-        check_bytes(3 * x.element_size() * B * self.n_heads * T * T + T * T,   # scores, masked, weights; the mask
-                    f"attention on {count(B)} sequences of {count(T)} tokens", "give fewer or shorter sequences")
+        tables = 3 * B * self.n_heads * T * T + self.ROWS * B * T * d   # scores, masked, weights; the rows
+        check_bytes(x.element_size() * tables + T * T,   # (and the bool mask)
+                    f"attention on {count(B)} sequences of {count(T)} tokens of width {count(d)}",
+                    "give fewer or shorter sequences")
         return B, T, d
 
 

@@ -14,7 +14,8 @@ import numpy as np
 from ..explorer import Blitter, new_figure, show, start_at, weights_version
 from ..errors import check_number, check_positive_int, check_switch, count, fail, to_numpy, whole
 from ..errors import shown as shown_value
-from .compute import MODELS, PROMPTS, YOURS, head_view, model_and_tokenizer, prompt_tokens
+from ..model import check_finite_weights
+from .compute import MODELS, PROMPTS, YOURS, check_weights, head_view, model_and_tokenizer, prompt_tokens
 
 
 SIZE, DPI = (7.4, 6.4), 100    # 740 x 640 px: tick labels and cell values readable at 100 %
@@ -62,7 +63,8 @@ def head_figure(view, fig=None):
     """
     from ..plots import ATTENTION_CMAP
 
-    fig = fig or heatmap_figure()
+    view = check_view(view, fig)
+    fig = heatmap_figure() if fig is None else fig
     w, tokens = view["weights"], view["tokens"]
     T = len(tokens)
     if not fig.axes:
@@ -96,6 +98,23 @@ def head_figure(view, fig=None):
     return fig
 
 
+def check_view(view, fig=None):
+    """head_figure's arguments: ``view`` a head_view result, a dict of weights (T, T) (attention weights, finite,
+    from 0 to 1), tokens (T labels) and title (a text or None); ``fig`` None or a figure head_figure drew on
+    (empty, or holding its heatmap); else one sentence, before anything is drawn. Returns the view checked:
+    a dict of weights (a NumPy array), tokens (a list of texts) and title (a text)."""
+    from matplotlib.figure import Figure
+
+    if not isinstance(view, dict) or not {"weights", "tokens", "title"} <= set(view):
+        fail(f"view should be the dict head_view gives (weights, tokens and title), but got {shown_value(view)}")
+    if fig is not None and not (isinstance(fig, Figure) and (not fig.axes or fig.axes[0].images)):
+        fail(f"fig should be None or a figure head_figure drew on (empty, or holding its heatmap), "
+             f"but got {shown_value(fig)}")
+    (weights,), tokens, (title,) = check_maps([view["weights"]], view["tokens"], [view["title"]], 1, 1, False)
+    check_weights(weights)
+    return dict(weights=weights, tokens=[str(token) for token in tokens], title=title or "")
+
+
 def shown(token):
     """A token as a tick label: a space, newline or tab (a character model's) as a visible sign."""
     return {" ": "␣", "\n": "↵", "\t": "⇥"}.get(token, token)
@@ -118,6 +137,7 @@ class FastHeatmap:
         self.tokens, self.blitter, self.layers = None, None, {}
 
     def render(self, view):
+        view = check_view(view)                    # (before anything is drawn)
         if view["tokens"] != self.tokens:          # new tick labels and cells
             tokens = tuple(view["tokens"])
             ax = head_figure(view, self.fig).axes[0]
@@ -171,6 +191,8 @@ def explorer(model="induction", layer=1, head=0, tokenizer=None, prompts=None):
     import ipywidgets as widgets
 
     net, its_tokenizer, name = model_and_tokenizer(model, tokenizer)
+    if name == YOURS:
+        check_finite_weights(net)   # refused when made, as every view of it would be
     if name == YOURS or prompts is not None:
         check_prompts(net, its_tokenizer, prompts, name)
     if name == YOURS:

@@ -12,7 +12,7 @@ from .. import reference as ref
 from .. import weights, worlds
 from ..exercises import Array, Function, NOT_ANSWERED, call, close_problems, exercise, numbers as output_numbers, slip
 from ..model import KVCache, rotate_pairs, sinusoidal_angles, sinusoidal_table
-from ..errors import as_array as numbers, check_positive_int, count, fail
+from ..errors import as_array as numbers, check_finite, check_positive_int, count, fail
 from ..heads.compute import check_shipped
 from .compute import check_perm, offset_rotation as reference_rotation
 
@@ -74,7 +74,8 @@ def table_cases(cat):
             ("a wider table", 50, 16, sinusoidal_table(50, 16))]
 
 
-@exercise("your sinusoidal_positions(n, d)", answer=Function("a function sinusoidal_positions(n, d)"), keeps="06")
+@exercise("your sinusoidal_positions(n, d)", answer=Function("a function sinusoidal_positions(n, d)", own=(
+    "helpers.positions.compute.sinusoidal_positions", "helpers.reference.sinusoidal_positions")), keeps="06")
 def sinusoidal_positions(fn, cat):
     """``fn(n, d)`` -> the (n, d) torch table: row p, pair i = [sin(p w_i), cos(p w_i)],
     w_i = 10000**(-2i/d); equal to the cat model's own positions and the course's table."""
@@ -187,7 +188,8 @@ def scores_from(q, k):
     return S.masked_fill(torch.triu(torch.ones(T_q, T_k, dtype=torch.bool), diagonal=T_k - T_q + 1), float("-inf"))
 
 
-@exercise("your rotate(x, start=0)", answer=Function("a function rotate(x, start=0)"), keeps="06")
+@exercise("your rotate(x, start=0)", answer=Function("a function rotate(x, start=0)", own=(
+    "helpers.positions.compute.rotate", "helpers.reference.rotate_pairs")), keeps="06")
 def rotate(fn, induction):
     """``fn(x, start=0)``: x (B, H, T, d_k) with every adjacent pair (2i, 2i+1) of token t turned
     through (start + t)·10000**(-2i/d_k). Run on the shipped induction model's queries and keys
@@ -274,14 +276,14 @@ def offset_rotation(R, k, d):
 
 
 def output_shape(Y):
-    """The shape of the check's Y (T, d), else one sentence."""
-    return numbers(Y, "Y", 2).shape
+    """The shape of the check's Y (T, d), finite numbers, else one sentence."""
+    return check_finite(numbers(Y, "Y", 2), "Y").shape
 
 
 @exercise("the unscrambled attention output", answer=Array(shape=output_shape))
 def unscrambled(out, Y, perm):
     """``out`` (T, d): the rows of Y = Attention(X[perm]) put back in X's order."""
-    Y = numbers(Y, "Y", 2)
+    Y = check_finite(numbers(Y, "Y", 2), "Y")
     perm = check_perm(perm, len(Y))
     if np.allclose(out, Y[np.argsort(perm)], atol=1e-6):
         return

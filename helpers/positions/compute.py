@@ -31,11 +31,11 @@ import numpy as np
 import torch
 
 from .. import reference as ref
-from ..errors import MAX_BYTES, as_array, check_bytes, check_finite, check_number, check_positive_int, check_seed, \
-    check_switch, check_tensor, count, fail, shown, to_numpy
+from ..errors import MAX_BYTES, MAX_SEED, as_array, check_bytes, check_finite, check_number, check_positive_int, \
+    check_seed, check_switch, check_tensor, check_tensor_size, count, fail, length, shown, to_numpy
 from ..explorer import check_model_and_world
 from ..heads.compute import as_numpy
-from ..model import MAX_TOKENS, Transformer, check_depth, check_model, measure, rotate_pairs, sinusoidal_table
+from ..model import MAX_LAYERS, MAX_TOKENS, Transformer, check_depth, check_model, measure, rotate_pairs, sinusoidal_table
 from ..worlds import words_of
 
 MAX_SQUARE = math.isqrt(MAX_BYTES // 8)   # the largest n of an (n, n) float64 table within MAX_BYTES: 14,188
@@ -46,6 +46,21 @@ MAX_PROBE_WORK = 2 * 10**9   # position_probe's n x T x (T + V + 16) x steps at 
 MAX_ID = 2**63 - 1        # the largest token id a 64-bit (torch.long) tensor holds
 
 
+MAX_SCORE = 1e100   # the largest score off_offset, shift_free, term_shares and spread_without read: their sums,
+                    # differences and squares then stay far inside float64 (a model's scores are below 1e3)
+LARGEST = float(np.finfo(np.float64).max)
+
+
+def check_size(x, name, most, why):
+    """Refuse an array ``x`` (finite where it is read; -inf and NaN are left to the caller) holding a
+    number larger in size than ``most``, in one sentence saying ``why``; return x."""
+    seen = x[np.isfinite(x)]
+    largest = float(np.abs(seen).max()) if seen.size else 0.0
+    if largest > most:
+        fail(f"{name} should hold numbers of size at most {most:.3g} ({why}), but one has size {largest:.3g}")
+    return x
+
+
 def check_square(n, what, name="n"):
     """Refuse up front an (n, n) float64 table (and a few of its size) past MAX_BYTES; ``name``: the
     argument that sets n, as the refusal names it."""
@@ -54,17 +69,50 @@ def check_square(n, what, name="n"):
 
 PROMPTS = ("<BOS> the cat sat", "<BOS> the cat is", "<BOS> the mat is",
            "<BOS> the big dog sat on the", "<BOS> the small cat ran")
+DRAGON_PROMPTS = ("<BOS> wizard mixes glowing", "<BOS> dragon drinks", "<BOS> troll smashes wizard",
+                  "<BOS> dragon drinks glowing potion troll", "<BOS> wizard mixes potion dragon")
+MAX_MENU = 5   # the most prompts an explorer's menu offers
+
+
+def prompts_for(model, world):
+    """The prompts the explorer's menu offers for ``model`` and ``world`` (check_model_and_world's pair): those of
+    PROMPTS (the cat world's) and DRAGON_PROMPTS whose words the world has and whose length the model can place;
+    for another world, up to MAX_MENU prefixes of its sentences (<BOS> and two to four words). A tuple of texts,
+    never empty: a world whose sentences give none is refused in one sentence."""
+    check_model_and_world(model, world)
+    vocab = set(world.tokenizer.vocab)
+    longest = model.cfg.n_max if model.cfg.positions == "learned" else MAX_TOKENS
+    fits = lambda words: words[0] == "<BOS>" and set(words) <= vocab and len(words) <= longest
+    menu = [prompt for prompt in PROMPTS + DRAGON_PROMPTS if fits(prompt.split())]
+    sentences = world.sentences if isinstance(world.sentences, list) else []   # (a learner's World may hold anything)
+    for sentence in sentences[:1000]:
+        for size in (3, 4, 5):
+            words = sentence[:size] if isinstance(sentence, list) and all(type(w) is str for w in sentence) else []
+            prompt = " ".join(words)
+            if len(menu) < MAX_MENU and len(words) == size and fits(words) and prompt not in menu:
+                menu.append(prompt)
+    if not menu:
+        fail(f"the {world.name} world should give prompts for the menu (sentences starting with <BOS>, as "
+             "next_token_view takes them), but none of its sentences does")
+    return tuple(menu[:MAX_MENU])
 
 
 def check_perm(perm, T):
-    """``perm`` as a 1-D int array if it is a rearrangement of 0..T-1 (whole numbers, each once), else one sentence."""
+    """``perm`` as a 1-D int array if it is a rearrangement of 0..T-1 (whole numbers, each once), else one sentence.
+    A tensor is counted (``check_tensor_size``) and read detached (one that requires grad cannot be read as it is);
+    a range is made lazily: its length is compared with T first."""
+    expected = f"perm should be a rearrangement of 0..{T - 1} (whole numbers, each once)"
+    if isinstance(perm, range) and length(perm) != T:
+        fail(f"{expected}, but got a range of {count(length(perm))} numbers")
+    if isinstance(perm, torch.Tensor):
+        perm = check_tensor_size(perm, "perm").detach().cpu()
     try:
         arr = np.asarray(perm) if not isinstance(perm, (str, bytes, dict, set)) else np.asarray(None)
-    except (ValueError, TypeError, RecursionError):
+    except Exception:   # noqa: BLE001 (a learner's object may raise anything from __array__ or __len__)
         arr = np.asarray(None)
     if arr.ndim != 1 or arr.dtype.kind not in "iu" or len(arr) != T or sorted(arr.tolist()) != list(range(T)):
-        got = f"a tensor of shape {tuple(perm.shape)}" if isinstance(perm, torch.Tensor) else shown(perm)
-        fail(f"perm should be a rearrangement of 0..{T - 1} (whole numbers, each once), but got {got}")
+        kind = f" of dtype {arr.dtype}" if arr.ndim == 1 and arr.dtype.kind in "fbc" else ""
+        fail(f"{expected}, but got {shown(perm)}{kind}")
     return arr
 
 
@@ -103,13 +151,12 @@ def match_permutation(first, second):
     first, second = check_word_list(first, "first"), check_word_list(second, "second")
     if sorted(first) != sorted(second):
         fail(f"the two word lists should hold the same words, but got {shown(first)} and {shown(second)}")
-    unused = list(range(len(first)))
-    perm = []
-    for word in second:
-        i = next(j for j in unused if first[j] == word)
-        unused.remove(i)
-        perm.append(i)
-    return np.array(perm)
+    places = {}   # each word's positions in first, in order: a repeated word is matched in order
+    for i, word in enumerate(first):
+        places.setdefault(word, []).append(i)
+    for positions in places.values():
+        positions.reverse()   # (popped from the end: the first occurrence first)
+    return np.array([places[word].pop() for word in second])
 
 
 def random_attention(d, seed, n_layers=1):
@@ -126,18 +173,65 @@ def random_attention(d, seed, n_layers=1):
             for _ in range(n_layers)]
 
 
+MAX_STACK_WORK = 10**10   # attention_stack's layers x T x (T + d) x d at most: about ten seconds of NumPy
+
+
+def check_layers(layers, d):
+    """``layers`` as random_attention makes them, for rows of width d: a list of at most MAX_LAYERS dicts,
+    each with W_Q and W_K (d, d_k) and W_V (d, d) (its output is added to the rows), all finite real
+    numbers; else one sentence. Returns them as a list of dicts of float arrays."""
+    if not isinstance(layers, (list, tuple)) or len(layers) > MAX_LAYERS or not all(
+            isinstance(layer, dict) and {"W_Q", "W_K", "W_V"} <= set(layer) for layer in layers):
+        fail(f"layers should be a list of at most {MAX_LAYERS:,} dicts with W_Q, W_K and W_V (random_attention's), "
+             f"but got {shown(layers)}")
+    checked = []
+    for i, layer in enumerate(layers):
+        W = {name: check_finite(as_array(layer[name], f"layer {i}'s {name}", 2), f"layer {i}'s {name}")
+             for name in ("W_Q", "W_K", "W_V")}
+        d_k = W["W_Q"].shape[1]
+        for name, shape in (("W_Q", (d, d_k)), ("W_K", (d, d_k)), ("W_V", (d, d))):
+            if W[name].shape != shape:
+                fail(f"layer {i}'s {name} should have shape {shape} for rows of width {d} (W_Q's width {d_k}), "
+                     f"but has shape {W[name].shape}")
+        checked.append(W)
+    return checked
+
+
+def check_stack(n_layers, T, d):
+    """Refuse up front attention_stack's run of n_layers layers on T rows of width d: its time, layers x T x
+    (T + d) x d, past MAX_STACK_WORK, or its memory, each layer's four float64 (T, T + d) tables (as
+    ``reference.attention`` counts them), past MAX_BYTES. Nothing is made here."""
+    work = n_layers * T * (T + d) * max(d, 1)
+    if work > MAX_STACK_WORK:
+        fail(f"layers x T x (T + d) x d should be at most {MAX_STACK_WORK:,} (this course's limit: about ten "
+             f"seconds), but {n_layers} layers on {count(T)} rows of width {count(d)} give {count(work)}: "
+             "give fewer rows or layers")
+    check_bytes(32 * T * (T + d), f"attention on {count(T)} rows of width {count(d)} (four float64 (T, T + d) tables)",
+                f"give fewer rows (T x (T + d) at most {MAX_BYTES // 32:,})")
+
+
 def attention_stack(X, layers, causal=False):
-    """Run X (T, d) through each layer: X <- X + Attention(X W_Q, X W_K, X W_V). Returns (T, d)."""
-    X = as_array(X, "X", 2)
+    """Run X (T, d) through each layer: X <- X + Attention(X W_Q, X W_K, X W_V). Returns (T, d).
+
+    layers: random_attention's list of dicts, W_Q and W_K (d, d_k), W_V (d, d), finite; their work,
+    layers x T x (T + d) x d, at most MAX_STACK_WORK. A stack whose numbers overflow float64 is refused.
+    """
+    X = check_finite(as_array(X, "X", 2), "X")
     causal = check_switch(causal, "causal")
-    if not isinstance(layers, (list, tuple)) or not all(isinstance(layer, dict) for layer in layers):
-        fail(f"layers should be a list of dicts with W_Q, W_K and W_V (random_attention's), but got {shown(layers)}")
-    for layer in layers:
-        W_Q = as_array(layer["W_Q"], "W_Q", 2)
-        if W_Q.shape[0] != X.shape[1]:
-            fail(f"the layer expects rows of width {W_Q.shape[0]}, but X has width {X.shape[1]}")
-        out, _ = ref.attention(X @ W_Q, X @ layer["W_K"], X @ layer["W_V"], causal=causal)
-        X = X + out
+    layers = check_layers(layers, X.shape[1])
+    check_stack(len(layers), *X.shape)
+    for i, W in enumerate(layers):
+        with np.errstate(over="ignore", invalid="ignore"):   # an overflow is refused below, in one sentence
+            Q, K, V = X @ W["W_Q"], X @ W["W_K"], X @ W["W_V"]
+        if not all(np.isfinite(M).all() for M in (Q, K, V)):
+            fail(f"X and layer {i}'s weights should give finite queries, keys and values, but their products overflow "
+                 "float64 (numbers near 1e154 or more): scale them down")
+        out, _ = ref.attention(Q, K, V, causal=causal)
+        with np.errstate(over="ignore", invalid="ignore"):
+            X = X + out
+        if not np.isfinite(X).all():
+            fail(f"the rows after layer {i} should be finite, but adding its output overflows float64: "
+                 "scale X or the weights down")
     return X
 
 
@@ -149,19 +243,23 @@ def order_demo(first, second, d=8, seed=0, n_layers=1, causal=False, positions=F
     vocab, E (V, d), perm (second[i] == first[perm[i]]), out_first and out_second (T, d),
     row_diff (T,) = max |out_second[i] - out_first[perm[i]]| and max_diff, their maximum.
     row_diff is all zeros (up to round-off) exactly when the outputs are the same rows reordered.
+    The attention's time and memory on T words (``check_stack``) are checked before the words are matched.
     """
     d, seed = check_positive_int(d, "d"), check_seed(seed)
     causal, positions = check_switch(causal, "causal"), check_switch(positions, "positions")
-    n_layers = check_positive_int(n_layers, "n_layers")
+    n_layers = check_depth(n_layers)
     check_bytes(24 * n_layers * d * d, f"order_demo with {count(n_layers)} layers of width {count(d)}",
                 "ask for fewer or narrower layers (three d x d float64 matrices each)")
+    first, second = check_word_list(first, "first"), check_word_list(second, "second")
+    check_stack(n_layers, max(len(first), len(second)), d)   # before any matching: the rows the attention can take
     perm = match_permutation(first, second)
     vocab = sorted(set(first))
+    row = {word: i for i, word in enumerate(vocab)}   # each word's row of E
     E = np.random.default_rng(seed).normal(size=(len(vocab), d))
-    layers = random_attention(d, seed + 1, n_layers)
+    layers = random_attention(d, (seed + 1) % (MAX_SEED + 1), n_layers)   # (2**64 - 1 gives 0, as model.py does)
 
     def run(words):
-        X = E[[vocab.index(w) for w in words]]
+        X = E[[row[w] for w in words]]
         if positions:
             X = X + ref.sinusoidal_positions(len(words), d)
         return attention_stack(X, layers, causal=causal)
@@ -193,8 +291,9 @@ def rotate(x, start=0):
     (e·cos - o·sin, e·sin + o·cos). Returns a new tensor of x's shape.
 
     The course's own piece (the learner writes theirs in chapter 06): what the induction
-    model does to its queries and keys, ``helpers.model.rotate_pairs``. x: real floating-point
-    numbers; the call's memory (estimated from x's size) at most 1.5 GiB.
+    model does to its queries and keys, ``helpers.model.rotate_pairs``. x: finite real floating-point
+    numbers, each at most half the largest of its dtype in size (the turned ones stay finite); the call's
+    memory (estimated from x's size) at most 1.5 GiB.
     """
     if not isinstance(x, torch.Tensor) or check_tensor(x, "x").dim() != 4:
         fail(f"rotate takes a torch tensor (B, H, T, d_k), but got "
@@ -210,6 +309,12 @@ def rotate(x, start=0):
     check_bytes(x.numel() * x.element_size() + 3 * x.numel() * max(x.element_size(), 4) // 2 + 6 * T * d_k,
                 f"rotate of x of shape {tuple(x.shape)}",   # the result, its float32 (or wider) halves, the angles
                 "pass fewer or shorter sequences")
+    # a turned entry, e·cos - o·sin, is at most |e| + |o| in size: within x's dtype when every entry is within half
+    most = float(torch.finfo(x.dtype).max) / 2
+    largest = float(check_finite(x.detach(), "x").abs().max()) if x.numel() else 0.0
+    if largest > most:
+        fail(f"x should hold numbers of size at most {most:.3g} (half the largest {str(x.dtype).replace('torch.', '')}: "
+             f"a turned pair adds two of them), but one has size {largest:.3g}")
     return rotate_pairs(x, start)
 
 
@@ -236,7 +341,7 @@ def rope_scores(q, k, n):
     """(n, n) scores S[t, s] = rotate(q, t) · rotate(k, s): one query and one key placed at
     every position 0..n-1 and rotated there (helpers.reference.rotate_pairs).
 
-    q, k: (d,) with d even.
+    q, k: (d,) with d even, finite, |q|·|k| at most about 4.5e307 (every score is finite).
     """
     q, k = check_finite(as_array(q, "q", 1), "q"), check_finite(as_array(k, "k", 1), "k")
     if q.shape != k.shape:
@@ -247,6 +352,11 @@ def rope_scores(q, k, n):
     check_square(n, f"rope_scores for {count(n)} positions")
     check_bytes(24 * n * q.shape[0], f"rope_scores for {count(n)} positions of width {q.shape[0]}",
                 "ask for fewer positions or a narrower q and k")
+    # a turn keeps each pair's length, so every score is at most |q|·|k| in size (math.hypot cannot overflow)
+    bound = math.hypot(*q) * math.hypot(*k)
+    if bound > LARGEST / 4:
+        fail(f"q and k should give scores float64 can hold (|q|·|k| at most about {LARGEST / 4:.1e}), but |q|·|k| "
+             f"is {f'about {bound:.3g}' if bound < math.inf else 'more than float64 holds'}: scale them down")
     where = np.arange(n)
     Q = ref.rotate_pairs(np.tile(q, (n, 1)), where)
     K = ref.rotate_pairs(np.tile(k, (n, 1)), where)
@@ -257,11 +367,12 @@ def diagonal_spread(S):
     """For a square (n, n) matrix: the largest (max - min) along any diagonal t - s = const.
 
     0 means every entry depends on the offset t - s only. -inf entries (a masked score) are
-    skipped; NaN and +inf are refused.
+    skipped; NaN and +inf are refused, and so are entries of size above about 9e307 (a spread past float64).
     """
     S = check_finite(as_array(S, "S", 2), "S", minus_inf=True)
     if S.shape[0] != S.shape[1]:
         fail(f"S should be square, but has shape {S.shape}")
+    check_size(S, "S", LARGEST / 2, "two of them must differ by a number float64 can hold")
     spread = 0.0
     for offset in range(-S.shape[0] + 1, S.shape[0]):
         diagonal = np.diagonal(S, offset)
@@ -287,6 +398,10 @@ def score_terms(model, ids, hold_sigma=False):
     {(query part, key part): (H, T, T) float64 array}, parts from PARTS. hold_sigma=True
     divides every row by the mean of the σ_t instead of its own (what the scores would be
     if the LayerNorm's scale did not change with the position).
+    Every Config of such a model is split: an RMSNorm (norm_kind="rmsnorm") neither centres nor adds β
+    (σ_t is then the root mean square of h0_t); without biases (bias=False) b_Q and b_K are 0; keys shared
+    by several query heads (n_kv_heads) are split per key/value head and given to each head of its group.
+    Memory: about 18 (H, T, T) float64 tables, within 1.5 GiB.
     """
     hold_sigma = check_switch(hold_sigma, "hold_sigma")
     if not isinstance(model, Transformer):
@@ -297,22 +412,33 @@ def score_terms(model, ids, hold_sigma=False):
     ids = model.check_ids(ids)
     if ids.dim() != 1:
         fail(f"ids should be one sequence (T,) for score_terms, but got shape {tuple(ids.shape)}")
+    ln, attn = model.blocks[0].ln1, model.blocks[0].attn
+    H, d_k, T = attn.n_heads, attn.d_k, len(ids)
+    # the nine (H, T, T) terms and as many again while they are made, the parts (3 x 2 x (T, H·d_k)), float64
+    check_bytes(8 * (18 * H * T * T + 6 * T * H * d_k), f"score_terms on {count(T)} tokens of a model with {H} heads",
+                "give fewer tokens")
     e = model.E[ids].double()
     where = model.embed(ids[None])[0].double() - e                # the rows the model adds: (T, d)
-    ln, attn = model.blocks[0].ln1, model.blocks[0].attn
     h0 = e + where
-    sigma = torch.sqrt(h0.var(-1, unbiased=False, keepdim=True) + ln.eps)
+    centred = model.cfg.norm_kind == "layernorm"   # an RMSNorm neither centres nor adds a bias β
+    if centred:
+        sigma = torch.sqrt(h0.var(-1, unbiased=False, keepdim=True) + ln.eps)
+    else:
+        sigma = torch.sqrt(h0.pow(2).mean(-1, keepdim=True) + ln.eps)
     if hold_sigma:
         sigma = sigma.mean().expand_as(sigma)
-    gamma, beta = ln.weight.double(), ln.bias.double()
-    x = {"word": gamma * (e - e.mean(-1, keepdim=True)) / sigma,
-         "position": gamma * (where - where.mean(-1, keepdim=True)) / sigma}
-    H, d_k, T = attn.n_heads, attn.d_k, len(ids)
+    gamma = ln.weight.double()
+    beta = ln.bias.double() if centred and ln.bias is not None else torch.zeros_like(gamma)
+    centre = (lambda v: v - v.mean(-1, keepdim=True)) if centred else (lambda v: v)
+    x = {"word": gamma * centre(e) / sigma, "position": gamma * centre(where) / sigma}
 
     def split(W, b):   # each part of x through one projection, as (H, T, d_k)
-        parts = {name: part @ W.double() for name, part in x.items()}
-        parts["constant"] = (beta @ W.double() + b.double()).expand(T, -1)
-        return {name: part.view(T, H, d_k).transpose(0, 1) for name, part in parts.items()}
+        W = W.double()
+        parts = {name: part @ W for name, part in x.items()}
+        parts["constant"] = (beta @ W + (0.0 if b is None else b.double())).expand(T, -1)
+        heads = W.shape[1] // d_k   # n_kv_heads for keys shared by several query heads
+        return {name: part.view(T, heads, d_k).transpose(0, 1).repeat_interleave(H // heads, dim=0)
+                for name, part in parts.items()}
 
     q, k = split(attn.W_Q, attn.b_Q), split(attn.W_K, attn.b_K)
     return {(a, b): (q[a] @ k[b].transpose(-2, -1) / d_k ** 0.5).numpy() for a in PARTS for b in PARTS}
@@ -320,8 +446,9 @@ def score_terms(model, ids, hold_sigma=False):
 
 def causal_scores(S, owner):
     """Causal scores S (..., T, T) for ``owner`` (off_offset, shift_free) as a float64 array: real numbers, square
-    in the last two axes, finite on and below the diagonal (above it, where a mask puts -inf, nothing is read),
-    and the memory the call needs (about three arrays of S's size and three (T, T) tables) within MAX_BYTES;
+    in the last two axes, finite and at most MAX_SCORE (1e100) in size on and below the diagonal (above it, where a
+    mask puts -inf, nothing is read), and the memory the call needs (about three arrays of S's size and three
+    (T, T) tables) within MAX_BYTES;
     else one sentence."""
     S = to_numpy(S, "S")   # counts a broadcast view's numbers before they are made
     if S.ndim < 2 or S.shape[-1] != S.shape[-2]:
@@ -332,7 +459,7 @@ def causal_scores(S, owner):
     if not seen.all():
         fail(f"S should hold finite numbers on and below the diagonal (the scores {owner} reads), but it holds NaN or "
              f"inf in {count(int((~seen).sum()))} of them")
-    return S
+    return check_size(S, "S", MAX_SCORE, f"the scores {owner} reads: its sums and differences stay finite")
 
 
 def off_offset(S):
@@ -362,12 +489,14 @@ def shift_free(S):
 
 def check_terms(terms):
     """``terms`` as score_terms returns them: a dict {(query part, key part): (H, T, T) array} of all nine
-    pairs of PARTS, every array of one shape and finite; else one sentence. Returns it."""
+    pairs of PARTS, every array of one shape, finite and at most MAX_SCORE (1e100) in size; else one sentence.
+    Returns it (its values as float arrays)."""
     pairs = {(a, b) for a in PARTS for b in PARTS}
     if not isinstance(terms, dict) or set(terms) != pairs:
         fail(f"terms should be the dict score_terms returns (one (H, T, T) array for each of the nine "
              f"(query part, key part) pairs), but got {shown(terms)}")
-    arrays = {pair: check_finite(as_array(value, f"the term {pair}", 3), f"the term {pair}")
+    arrays = {pair: check_size(check_finite(as_array(value, f"the term {pair}", 3), f"the term {pair}"),
+                               f"the term {pair}", MAX_SCORE, "their sums and squares stay finite")
               for pair, value in terms.items()}
     shapes = {value.shape for value in arrays.values()}
     if len(shapes) != 1 or any(shape[-1] != shape[-2] for shape in shapes):
@@ -388,14 +517,28 @@ def term_shares(terms, groups, shift_free_scores=False):
     terms = check_terms(terms)
     if not isinstance(groups, dict) or not all(isinstance(pairs, (list, tuple)) for pairs in groups.values()):
         fail(f"groups should be a dict {{name: [(query part, key part), ...]}}, but got {shown(groups)}")
+    groups = {name: [as_pair(pair, "each of the pairs a group names") for pair in pairs]
+              for name, pairs in groups.items()}
     named = [pair for pairs in groups.values() for pair in pairs]
     if sorted(named) != sorted(terms):
-        fail(f"the groups should name each of the nine (query part, key part) pairs once, but name {named}")
+        fail(f"the groups should name each of the nine (query part, key part) pairs once, but name {shown(named)}")
     part = (lambda S: off_offset(shift_free(S))) if shift_free_scores else off_offset
     total = part(sum(terms.values()))
     norm = (total ** 2).sum(axis=(-2, -1))
-    return {name: (part(sum(terms[p] for p in pairs)) * total).sum(axis=(-2, -1)) / norm
+    if not norm.all():   # 0/0: no part of the scores to share (a function of the offset only, or one token)
+        fail(f"the scores should have a part that is not a function of the offset (the shares divide by its size), "
+             f"but in head {int(np.flatnonzero(norm == 0)[0])} it is 0: give scores of more than one token")
+    zero = np.zeros_like(total)   # (the sum over a group that names no pair)
+    return {name: (part(sum((terms[p] for p in pairs), zero)) * total).sum(axis=(-2, -1)) / norm
             for name, pairs in groups.items()}
+
+
+def as_pair(pair, name):
+    """A (query part, key part) pair, a list or tuple of two texts of PARTS, as a tuple; else one sentence."""
+    if not isinstance(pair, (list, tuple)) or len(pair) != 2 or not all(type(p) is str and p in PARTS for p in pair):
+        fail(f"{name} should be a (query part, key part) pair of {', '.join(PARTS)}, such as ('position', 'position'), "
+             f"but got {shown(pair)}")
+    return tuple(pair)
 
 
 def spread_without(terms, pairs, shift_free_scores=False):
@@ -404,11 +547,10 @@ def spread_without(terms, pairs, shift_free_scores=False):
     (of the ``shift_free`` scores when shift_free_scores)."""
     shift_free_scores = check_switch(shift_free_scores, "shift_free_scores")
     terms = check_terms(terms)
-    if not isinstance(pairs, (list, tuple, set)) or not all(
-            isinstance(pair, (list, tuple)) and tuple(pair) in terms for pair in pairs):
+    if not isinstance(pairs, (list, tuple, set)):
         fail(f"pairs should be a list of some of the nine (query part, key part) pairs of score_terms, such as "
              f"[('position', 'position')], but got {shown(pairs)}")
-    left_out = {tuple(pair) for pair in pairs}
+    left_out = {as_pair(pair, "each of the pairs to leave out") for pair in pairs}
     if len(left_out) == len(terms):
         fail(f"pairs should leave at least one of the {len(terms)} terms in, but it names every one")
     kept = sum(value for pair, value in terms.items() if pair not in left_out)
@@ -478,7 +620,7 @@ def next_token_view(model, world, prompt, positions=True, seed=0, keep_last=True
         fail(f"the prompt should be a string or a list of words, but got {shown(prompt)}")
     words = prompt.split() if isinstance(prompt, str) else list(prompt)
     if not words or words[0] != "<BOS>":
-        fail(f"a cat-world prompt should start with <BOS>, but got {words[:1]}")
+        fail(f"a {world.name}-world prompt should start with <BOS>, but got {shown(words[:1])}")
     fed = scramble(words, seed, keep_last)
 
     def next_probs(words, positions):
