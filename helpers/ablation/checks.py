@@ -50,10 +50,8 @@ def method2_logits(answer, reference):
 
 def check_course_model(model):
     """The check's model: a course Transformer (helpers.model.Transformer), else one sentence."""
-    from ..model import Transformer
-    if not isinstance(model, Transformer):
-        fail(f"the check's model should be a helpers.model.Transformer, but got {shown(model)}")
-    return model
+    from ..model import check_model
+    return check_model(model, "the check's model")
 
 
 def lens_inputs(trace, point, model):
@@ -330,6 +328,10 @@ def patch_grid(answer, model, clean_ids, corrupt_ids, metric):
     import torch
     from .. import patching
     check_course_model(model)
+    words = metric.__dict__.get("vocab_size") if isinstance(metric, types.FunctionType) else None
+    if isinstance(words, int) and words != model.cfg.vocab_size:   # a course metric names its world's size
+        fail(f"the check's model should be a model of the metric's world (a vocabulary of {words} words: the cat "
+             f"model), but it has {model.cfg.vocab_size}")
     one = {}
     for name, ids in (("clean_ids", clean_ids), ("corrupt_ids", corrupt_ids)):
         one[name] = patching.check_ids(model, ids, name=name)

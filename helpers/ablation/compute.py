@@ -20,7 +20,7 @@ import torch
 from .. import worlds
 from ..errors import check_bytes, check_choice, check_finite, check_positive_int, check_seed, check_switch, \
     check_tensor_size, check_text, count, fail, shown, to_numpy
-from ..heads.compute import copy_losses, prompt_attention
+from ..heads.compute import copy_losses, model_and_tokenizer, prompt_attention
 from ..model import MAX_TOKENS, check_model
 from ..patching import (KINDS, ablation_replace, capture, check_memory, direct_effects, head_outputs, mean_head_outputs,
                         patch_residual, residual_names)
@@ -109,12 +109,31 @@ def check_world(world):
     return world
 
 
-def check_world_model(model, world):
-    """A course model and a World that share one vocabulary (a model of another world is refused)."""
+CAT_WORDS = worlds.ANIMALS + worlds.SURFACES + worlds.COPULAS + worlds.ANIMAL_ADJ + worlds.SURFACE_ADJ + ("<BOS>", "the")
+
+
+def check_cat_world(world):
+    """The cat world (worlds.cat_world()): a World with the words the class rule reads and its copula
+    sentences ('<BOS> the cat is big'), else one sentence; return it. The class rule, its prompts and
+    the 64 sentence types are the cat world's: another world has none of them."""
+    if not isinstance(world, worlds.World):
+        fail(f"world should be the cat world (worlds.cat_world(), a helpers.worlds.World), but got {shown(world)}")
+    words = getattr(world.tokenizer, "ids", None)
+    copulas = [s for s in world.sentences if isinstance(s, list) and len(s) > 3 and s[3] in worlds.COPULAS]
+    if not isinstance(words, dict) or any(w not in words for w in CAT_WORDS) or not copulas:
+        fail(f"world should be the cat world (worlds.cat_world()), with the copula sentences ('<BOS> the cat is big') "
+             f"and the words the class rule reads, but got the {shown(world.name)} world, which has "
+             f"{'no copula sentences' if not copulas else 'other words'}")
+    return world
+
+
+def check_cat_model(model, world):
+    """A course model and the cat world (``check_cat_world``) that share one vocabulary (a model of
+    another world is refused), else one sentence."""
     V = len(check_world(world).tokenizer.vocab)
-    if getattr(getattr(model, "cfg", None), "vocab_size", None) != V:
-        fail(f"the model should be one of this world's (a vocabulary of {V} words), but it has "
-             f"{shown(getattr(getattr(model, 'cfg', None), 'vocab_size', model))}")
+    if check_model(model).cfg.vocab_size != V:
+        fail(f"the model should be one of this world's (a vocabulary of {V} words), but it has {model.cfg.vocab_size}")
+    check_cat_world(world)
 
 
 def configurations(model):
@@ -129,7 +148,7 @@ def configurations(model):
 
 def prompt_row(model, world, prompt, **switches):
     """dict(top token, p_top, p_animal_adj = p(big) + p(small)) after ``prompt`` under the switches."""
-    check_world_model(check_model(model), world)
+    check_cat_model(model, world)
     probs = worlds.next_token_probs(model, world, [check_text(prompt, "prompt").split()], **switches)[0]
     ids = world.tokenizer.ids
     top = int(probs.argmax())
@@ -140,6 +159,7 @@ def prompt_row(model, world, prompt, **switches):
 def damage_row(model, world, **switches):
     """dict(held_out_rule: rule accuracy on the held-out copula types, bigram: top-1 on the
     432 bigram slots, copula: right class on the 16 copula slots) under the switches."""
+    check_cat_model(model, world)
     slots = worlds.slot_accuracy(model, world, **switches)
     return dict(held_out_rule=worlds.rule_accuracy(model, world, **switches),
                 bigram=slots["bigram_correct"] / slots["bigram_total"],
@@ -148,7 +168,7 @@ def damage_row(model, world, **switches):
 
 def attention_on_subject(model, world):
     """(L, h) mean attention from the copula to the subject noun, over the 8 copula prompts."""
-    check_world_model(check_model(model), world)
+    check_cat_model(model, world)
     prompts = sorted({tuple(s[:4]) for s in world.sentences if s[3] in worlds.COPULAS})
     total = torch.zeros(model.cfg.n_layers, model.cfg.n_heads)
     with torch.no_grad():
@@ -161,6 +181,7 @@ def attention_on_subject(model, world):
 
 def class_probability_drop(model, world):
     """(L, h) fall in mean p(class adjectives) over the 16 copula types when each head is removed."""
+    check_cat_model(model, world)
     base = sum(r["p_class"] for r in worlds.copula_report(model, world))
     drop = torch.zeros(model.cfg.n_layers, model.cfg.n_heads)
     for layer in range(model.cfg.n_layers):
@@ -174,8 +195,8 @@ def class_probability_drop(model, world):
 
 def cat_batch(world, sentences=None):
     """(ids (B, T), lengths (B,)) of the sentences minus their last word, padded: row b's
-    position t predicts word t+1 of sentence b."""
-    sentences = world.sentences if sentences is None else sentences
+    position t predicts word t+1 of sentence b. world: the cat world (``check_cat_world``)."""
+    sentences = check_cat_world(world).sentences if sentences is None else sentences
     ids, _ = world.batch(sentences)
     return ids, torch.tensor([len(s) - 1 for s in sentences])
 
@@ -189,7 +210,7 @@ def cat_scores(model, world, rows=1, **switches):
     rows: the 64 types repeated ``rows`` times in the batch (one resample draw each): the figures
     are then the mean over the repeats, and p_class_spread their standard deviation of p_class.
     """
-    check_world_model(model, world)
+    check_cat_model(model, world)
     rows = check_draws(rows, "rows")
     ids, _ = cat_batch(world)
     check_memory(model, rows * ids.shape[0], ids.shape[1], what="cat_scores",
@@ -231,7 +252,7 @@ def cat_ablation(model, world, heads, kind, per_position=True, draws=20, seed=0)
     resample: ``draws`` seeded draws, in each every sentence takes the heads' outputs from another
     sentence at least as long; the figures are the mean over the draws (p_class_spread: their
     standard deviation of p_class), all in one batched pass."""
-    check_world_model(model, world)
+    check_cat_model(model, world)
     heads, per_position = sorted(model.check_heads(heads)), check_switch(per_position, "per_position")
     draws, seed = check_draws(draws), check_seed(seed)
     ids, lengths = cat_batch(world)
@@ -292,6 +313,27 @@ def checked_reference(model, ids, reference):
     if reference["ids"].shape[1] != ids.shape[1]:
         fail(f"the reference sequences should have the test sequences' length {ids.shape[1]}, "
              f"but have {reference['ids'].shape[1]}")
+    return check_reference_of(model, reference)
+
+
+def check_reference_of(model, reference):
+    """``reference`` (a dict of ids, outputs and means) made by ``induction_reference(model, ...)``, else one
+    sentence: outputs {layer: (R, H, T-1, d_k)} for every layer of the model, the first sequence's the ones
+    the model computes (one short pass: another model of the same sizes computes others), and means theirs."""
+    ids = check_repeated(model, reference["ids"], "reference['ids']")
+    cfg, outputs, means = model.cfg, reference["outputs"], reference["means"]
+    shape = (len(ids), cfg.n_heads, ids.shape[1] - 1, cfg.d_k)
+    layers = set(range(cfg.n_layers))
+    if set(outputs) != layers or any(not isinstance(x, torch.Tensor) or tuple(x.shape) != shape for x in outputs.values()):
+        fail(f"reference should be induction_reference(model, ...) of this model, with outputs of shape {shape} for "
+             f"each of its {cfg.n_layers} layers, but its outputs are {shown({k: _described(x) for k, x in outputs.items()})}")
+    first = head_outputs(model, ids[:1, :-1])
+    expected = {True: {l: x.mean(0) for l, x in outputs.items()}, False: {l: x.mean((0, 2))[:, None] for l, x in outputs.items()}}
+    same = lambda a, b: isinstance(a, torch.Tensor) and a.shape == b.shape and torch.allclose(a, b, rtol=1e-3, atol=1e-4)
+    if not all(same(outputs[l][:1], first[l]) for l in layers) or \
+            not all(set(means[pp]) == layers and all(same(means[pp][l], expected[pp][l]) for l in layers) for pp in expected):
+        fail("reference should be induction_reference(model, ...) of this model, but its head outputs or their means "
+             "differ from the ones this model computes (another model's?)")
     return reference
 
 
@@ -365,13 +407,8 @@ def donor_draws(n, pool, draws, seed, avoid_self=True, same=None):
 def copula_prompts(world):
     """The class rule's task: the 8 copula prompts <BOS> the NOUN COPULA (4 nouns x 2 copulas) as
     ids (8, 4), each prompt's two class adjectives (8, 2) and the four predicate adjectives (4,)."""
-    if not isinstance(world, worlds.World):
-        fail(f"the class rule's world should be a helpers.worlds.World (the cat world), but got {shown(world)}")
-    tok = world.tokenizer
+    tok = check_cat_world(world).tokenizer
     prompts = sorted({tuple(s[:4]) for s in world.sentences if len(s) > 3 and s[3] in worlds.COPULAS})
-    if not prompts:
-        fail(f"the class rule's world should have copula sentences ('<BOS> the cat is ...', the cat world), "
-             f"but the {world.name} world has none")
     ids = torch.stack([tok.encode(list(p)) for p in prompts])
     cls = torch.tensor([[tok.ids[a] for a in worlds.adjectives_of(p[2])] for p in prompts])
     adjectives = torch.tensor([tok.ids[a] for a in worlds.ANIMAL_ADJ + worlds.SURFACE_ADJ])
@@ -382,7 +419,7 @@ def copula_figures(model, world, rows=None, **switches):
     """Mean over the 8 copula prompts of p(class) (the two class adjectives), p(adjective) (any of
     the four predicate adjectives: 'an adjective comes next') and the class share
     p(class) / p(adjective), each a float, or (n,) for ``rows`` = n repeats of the 8 prompts."""
-    check_world_model(model, world)
+    check_cat_model(model, world)
     ids = copula_prompts(world)[0]
     n = 1 if rows is None else check_draws(rows, "rows")
     with torch.no_grad():
@@ -405,11 +442,7 @@ def class_pairs(world):
     """The class rule's 8 matched patching pairs, {cat, dog} x {mat, floor} x {is, was}: clean ids
     (8, 4) "<BOS> the ANIMAL COPULA" (answer: an animal adjective), corrupted ids (8, 4) the same
     with the surface noun, and 8 labels such as "cat/mat is". Pair 0 is "the cat is" / "the mat is"."""
-    words = worlds.ANIMALS + worlds.SURFACES + worlds.COPULAS + ("<BOS>", "the")
-    if not isinstance(world, worlds.World) or not all(w in world.tokenizer.ids for w in words):
-        fail(f"world should be the cat world (worlds.cat_world()), whose words include {', '.join(words)}, but got "
-             f"{shown(world)}")
-    tok, labels, clean, corrupt = world.tokenizer, [], [], []
+    tok, labels, clean, corrupt = check_cat_world(world).tokenizer, [], [], []
     for animal in worlds.ANIMALS:
         for surface in worlds.SURFACES:
             for copula in worlds.COPULAS:
@@ -419,18 +452,28 @@ def class_pairs(world):
     return torch.stack(clean), torch.stack(corrupt), labels
 
 
+MAX_PAIRS = 64   # the most pairs per_pair patches, one call of ``patch`` each (the chapter has 8)
+
+
 def per_pair(patch, model, clean, corrupt, *args, **kwargs):
     """``patch`` (e.g. patching.patch_heads or path_patch) run on each pair alone, so each is
     normalised by its own clean and corrupted runs (0 = corrupted, 1 = clean). clean, corrupt: ids
-    (P, T) of one shape. Returns the P results stacked, (P, ...), or {key: (P,)} for a dict result."""
+    (P, T) of one shape, 1 <= P <= MAX_PAIRS. Returns the P results stacked, (P, ...), or {key: (P,)}
+    for a dict result."""
     if not callable(patch):
         fail(f"patch should be a patching function such as patching.patch_heads, but got {shown(patch)}")
-    if not all(isinstance(x, torch.Tensor) and x.dim() == 2 for x in (clean, corrupt)) or clean.shape != corrupt.shape:
-        fail(f"clean and corrupt should be ids (P, T) of one shape, but got {_described(clean)} and {_described(corrupt)}")
+    check_model(model)
+    if not all(isinstance(x, torch.Tensor) and x.dim() == 2 for x in (clean, corrupt)) or clean.shape != corrupt.shape \
+            or not 1 <= len(clean) <= MAX_PAIRS:
+        fail(f"clean and corrupt should be ids (P, T) of one shape, 1 to {MAX_PAIRS} pairs, but got {_described(clean)} "
+             f"and {_described(corrupt)}")
     got = [patch(model, c, k, *args, **kwargs) for c, k in zip(clean, corrupt)]
-    if isinstance(got[0], dict):
+    if all(isinstance(g, dict) and g.keys() == got[0].keys() for g in got):
         return {key: torch.tensor([g[key] for g in got]) for key in got[0]}
-    return torch.stack(got)
+    if all(isinstance(g, torch.Tensor) and g.shape == got[0].shape for g in got):
+        return torch.stack(got)
+    fail(f"patch should return a tensor of one shape, or a dict of the same keys, for every pair, but returned "
+         f"{shown(got[0])} for the first")
 
 
 REFERENCES = ("copula", "all")   # the task's 8 prompts; the 64 sentence types (off-task for the rule)
@@ -438,10 +481,9 @@ REFERENCES = ("copula", "all")   # the task's 8 prompts; the 64 sentence types (
 
 def rule_reference(world, reference):
     """(ids (R, 4)) the prompts a reference is taken over: the 8 copula prompts, or the first four
-    tokens of each of the 64 sentence types."""
-    if reference not in REFERENCES:
-        fail(f"the reference should be one of {REFERENCES}, but got {reference!r}")
-    if reference == "copula":
+    tokens of each of the 64 sentence types. Both are the cat world's (``check_cat_world``)."""
+    check_cat_world(world)
+    if check_choice(reference, "the reference", REFERENCES) == "copula":
         return copula_prompts(world)[0]
     return cat_batch(world)[0][:, :4]
 
@@ -460,7 +502,7 @@ def rule_ablation(model, world, heads, kind, reference="copula", per_position=Tr
 def rule_probs(model, world, heads, kind, reference="copula", per_position=True, draws=20, seed=0):
     """(n, 8, V) the next-token probabilities (float64) after the 8 copula prompts with ``heads``
     ablated as in ``rule_ablation``: n = ``draws`` for resample (one donor draw per row), else 1."""
-    check_world_model(model, world)
+    check_cat_model(model, world)
     heads, per_position = sorted(model.check_heads(heads)), check_switch(per_position, "per_position")
     draws, seed = check_draws(draws), check_seed(seed)
     ref, ids = rule_reference(world, reference), copula_prompts(world)[0]
@@ -489,8 +531,17 @@ def logit_difference(world, up=worlds.ANIMAL_ADJ, down=worlds.SURFACE_ADJ):
     both = sorted(set(up) & set(down))
     if both:
         fail(f"up and down should share no word (the difference would cancel it), but both hold {shown(both)}")
-    up_ids, down_ids = [ids[w] for w in up], [ids[w] for w in down]
-    return lambda out: out["logits"][:, -1, up_ids].mean(-1) - out["logits"][:, -1, down_ids].mean(-1)
+    up_ids, down_ids, V = [ids[w] for w in up], [ids[w] for w in down], len(world.tokenizer.vocab)
+
+    def metric(out):
+        logits = out.get("logits") if isinstance(out, dict) else None
+        if not isinstance(logits, torch.Tensor) or logits.dim() != 3 or logits.shape[-1] != V:
+            fail(f"this metric reads logits (rows, T, {V}) over the {shown(world.name)} world's {V} words, so the "
+                 f"model should be one of that world's, but got "
+                 + (f"logits of shape {tuple(logits.shape)}" if isinstance(logits, torch.Tensor) else shown(out)))
+        return logits[:, -1, up_ids].mean(-1) - logits[:, -1, down_ids].mean(-1)
+    metric.vocab_size = V   # what a check reads to refuse another world's model before it runs the metric
+    return metric
 
 
 # ------------------------------------------------------------ the value bias
@@ -623,7 +674,7 @@ class CatLab:
     types: off-task for the rule, but the task of the corpus-wide accuracies)."""
 
     def __init__(self, model, world, draws=20, seed=0):
-        check_world_model(model, world)
+        check_cat_model(model, world)
         self.model, self.world, self.draws, self.seed = model, world, check_draws(draws), check_seed(seed)
         self.prompts = [" ".join(p) for p in
                         sorted({tuple(s[:4]) for s in world.sentences if s[3] in worlds.COPULAS})]
@@ -676,13 +727,13 @@ class AnyLab:
     answer: the unablated model's next token after the prompt)."""
 
     def __init__(self, model, tokenizer, prompts):
-        self.model, self.tokenizer = model, tokenizer
-        if not prompts or any(not isinstance(p, str) for p in prompts):
+        self.model, self.tokenizer, _ = model_and_tokenizer(check_model(model), tokenizer)   # a World: its tokenizer
+        if not isinstance(prompts, (list, tuple)) or not prompts or any(not isinstance(p, str) for p in prompts):
             fail(f"the prompts should be a non-empty list of strings, but got {prompts!r:.60}")
         if len(prompts) > MAX_PROMPTS:
             fail(f"the prompts should be at most {MAX_PROMPTS} texts (a menu of them), but got {len(prompts):,}")
         self.prompts = list(prompts)
-        self.ids = [prompt_attention(model, tokenizer, p)[0] for p in self.prompts]   # checks each prompt
+        self.ids = [prompt_attention(model, self.tokenizer, p)[0] for p in self.prompts]   # checks each prompt
         lengths = torch.tensor([len(i) for i in self.ids])
         batch = torch.zeros(len(self.ids), int(lengths.max()), dtype=torch.long)
         for b, i in enumerate(self.ids):

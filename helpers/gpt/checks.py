@@ -159,7 +159,8 @@ def merge_words(train_text):
     return tk.pretokenize(train_text[:MERGE_TEXT])
 
 
-@exercise("your BPE merge step", answer=Function("a function merge_step(words) -> (pair, merged_words)"))
+@exercise("your BPE merge step", answer=Function("a function merge_step(words) -> (pair, merged_words)",
+          own=("helpers.gpt.tokenize.merge_step",)))
 def merge_step(fn, train_text):
     """``fn(words)`` returns (the pair merged, the words after merging it) as ``tk.merge_step``;
     on the first MERGE_TEXT characters of ``train_text`` its pair is the library's first merge."""
@@ -252,7 +253,8 @@ def gpt_error(message):
     return message
 
 
-@exercise("your GPT", answer=Module("an nn.Module class GPT(vocab_size, d_model, n_heads, n_layers, d_ff, n_max)"),
+@exercise("your GPT", answer=Module("an nn.Module class GPT(vocab_size, d_model, n_heads, n_layers, d_ff, n_max)",
+                                       own=("helpers.gpt.compute.GPT", "helpers.model.Transformer")),
           keeps="12")
 def gpt_module(run, cat):
     """``run``: the learner's class GPT as a ``run(args, state, ids)``. With the cat model's
@@ -446,7 +448,8 @@ def one_loss(value, name):
 
 @exercise("your training loop",
           answer=Function("a function train_loop(model, train_ids, val_ids, steps, batch, context, lr, warmup, "
-                          "min_lr, clip, eval_every, eval_batches, seed=0, callback=None)"), keeps="12")
+                          "min_lr, clip, eval_every, eval_batches, seed=0, callback=None)", own=(
+              "helpers.gpt.compute.train_loop", "helpers.gpt.compute.run_loop", "helpers.gpt.train.train")), keeps="12")
 def train_loop(fn):
     """``fn`` trains a small model on the first characters of Tiny Shakespeare as ``compute.train_loop``
     does (AdamW, warm-up and cosine, clipping, a validation loss every eval_every steps): the same

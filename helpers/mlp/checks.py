@@ -4,10 +4,12 @@ module against the shipped models' MLPs, GPT-3's MLP parameters, the unit that f
 Each check judges properties and reference values and says what is wrong without
 printing the expected answer.
 """
+import copy
 import math
 import re
 
 import numpy as np
+import torch
 
 from .. import reference as ref
 from .. import worlds
@@ -95,6 +97,15 @@ def mlp_row(out, x, W_1, b_1, W_2, b_2, unnormed=None):
 MODULE_ATOL = 1e-4   # float32 rounding moves these outputs by 2e-6 at most; the tanh GELU by 7e-4 or more
 MODULE_PROMPTS = {"cat": ("<BOS> the cat sat on the mat", "<BOS> the big dog is"),
                   "dragon": ("<BOS> wizard mixes glowing potion dragon drinks",)}
+
+
+def float32_model(model):
+    """``model`` itself when its weights are float32, else a float32 copy of it: a module check's expected
+    outputs are what the learner's float32 module computes from the same weights (a bfloat16 or float16
+    model's own pass rounds every step, by far more than MODULE_ATOL)."""
+    if next(model.parameters()).dtype == torch.float32:
+        return model
+    return copy.deepcopy(model).float()
 
 
 def module_cases(cat, dragon):
@@ -190,7 +201,8 @@ def module_error(message, args):
     return message
 
 
-@exercise("your MLP module", answer=Module("an nn.Module class MLP(d_model, d_ff, bias=True)"), keeps="07")
+@exercise("your MLP module", answer=Module("an nn.Module class MLP(d_model, d_ff, bias=True)",
+          own=("helpers.mlp.compute.MLP", "helpers.model.MLP")), keeps="07")
 def mlp_module(run, cat, dragon):
     """``run``: the learner's class MLP as a ``run(args, state, *inputs)`` (helpers.exercises.Module).
     It must equal the shipped cat and dragon models' MLPs (their state_dicts loaded by name) on
@@ -198,7 +210,7 @@ def mlp_module(run, cat, dragon):
     check_shipped(cat, "cat")
     check_shipped(dragon, "dragon")
     yield from module_problems(
-        run, module_cases(cat, dragon), "MLP", "MLP(6, 8)",
+        run, module_cases(float32_model(cat), float32_model(dragon)), "MLP", "MLP(6, 8)",
         "create W_1, b_1, W_2, b_2 in __init__ and return the MLP's output in forward", "the MLP's output",
         lambda gap: (f"the output differs from the model's own MLP by up to {gap:.2g}; "
                      "compute GELU(x @ W_1 + b_1) @ W_2 + b_2, step by step"),

@@ -14,6 +14,9 @@ and the key-value memory view.
   how selectively, and what they write.
 * ``corpus_words``, ``probe``: the explorer's compute, one unit's profile in words.
 """
+from collections import Counter
+from itertools import accumulate
+
 import numpy as np
 import torch
 import torch.nn.functional as F
@@ -23,9 +26,18 @@ from .. import reference as ref
 from ..errors import as_array, check_bytes, check_choice, check_finite, check_index, check_number, check_positive_int, \
     check_switch, count, fail, shown, to_numpy
 from ..explorer import check_model_and_world
-from ..model import MAX_TOKENS, check_model, check_squares, check_stream
+from ..heads.compute import as_numpy
+from ..model import MAX_TOKENS, check_finite_weights, check_model, check_squares, check_stream, mlp_floats
+from ..sampling.compute import forward_macs
+from ..training import check_work
 
 MAX_COLLECTED = 100_000   # the most sentences collect_activations traces in one call (the notebook traces 64)
+# collect_activations' work, counted from the sizes alone (``check_work``): a traced pass's fixed cost (about 2.5 ms
+# of Python calls for the cat model), its multiply-adds (``forward_macs``) and the characters of its contexts (each
+# joined in Python, then stored as text); at most MAX_COLLECT_WORK, about a minute (the notebook's 64 sentences: 3e8)
+COLLECT_PASS_WORK = 5 * 10**6
+CONTEXT_CHAR_WORK = 5
+MAX_COLLECT_WORK = 6 * 10**10
 
 ACTIVATIONS = {"gelu": ref.gelu, "relu": ref.relu, "none": lambda x: as_array(x, "x")}
 ACTIVATION_BYTES = {"gelu": 112, "relu": 32, "none": 24}   # mlp_forward's peak bytes per hidden activation (measured)
@@ -122,22 +134,31 @@ class MLP(nn.Module):
 
 def mlp_weights(model, layer):
     """Layer ``layer``'s MLP of a course Transformer as float64 NumPy arrays: W_1 (d, d_ff),
-    b_1, W_2 (d_ff, d), b_2, plus the LayerNorm before it, ln2_weight and ln2_bias (d,)."""
+    b_1, W_2 (d_ff, d), b_2, plus the LayerNorm before it, ln2_weight and ln2_bias (d,).
+    The model's MLPs are GELU or ReLU ones with biases, after a LayerNorm (pre-norm), as the course's
+    models are: the weights of another kind (a gate, an RMSNorm, a norm after the MLP) would not say
+    what the model computes. Weights of any float dtype (bfloat16 too) are read exactly."""
     block = check_block(model, layer)
-    if not model.cfg.bias or block.ln2 is None:
-        fail(f"expected an MLP with biases and a LayerNorm, but got bias={model.cfg.bias}, "
-             f"norm={model.cfg.norm!r}")
+    cfg = model.cfg
+    if not cfg.bias or cfg.norm != "pre" or cfg.norm_kind != "layernorm" or cfg.activation == "swiglu":
+        fail(f"the model should have GELU or ReLU MLPs with biases after a LayerNorm (norm='pre'), as the course's "
+             f"models have, but it has bias={cfg.bias}, norm={cfg.norm!r}, norm_kind={cfg.norm_kind!r} and "
+             f"activation={cfg.activation!r}")
     tensors = {name: getattr(block.mlp, name) for name in ("W_1", "b_1", "W_2", "b_2")}
     tensors.update(ln2_weight=block.ln2.weight, ln2_bias=block.ln2.bias)
-    return {name: t.detach().numpy().astype(float) for name, t in tensors.items()}
+    return {name: t.detach().double().numpy() for name, t in tensors.items()}
+
+
+def check_mlp_model(model):
+    """A course Transformer with MLP blocks (d_ff > 0), else one sentence; return it."""
+    if not check_model(model).cfg.d_ff:
+        fail("the model should have MLP blocks (d_ff > 0), but it has no MLP (d_ff=0, attention only)")
+    return model
 
 
 def check_block(model, layer):
-    """The block ``layer`` of ``model`` if it has an MLP; else a clear error."""
-    cfg = check_model(model).cfg
-    layer = check_index(layer, "layer", cfg.n_layers)
-    if not cfg.d_ff:
-        fail("this model has no MLP blocks (d_ff=0, attention only)")
+    """The block ``layer`` of ``model`` if it has an MLP; else one sentence."""
+    layer = check_index(layer, "layer", check_mlp_model(model).cfg.n_layers)
     return model.blocks[layer]
 
 
@@ -151,11 +172,12 @@ def apply_block_mlp(model, layer, h_mid):
     if h_mid.ndim != 2 or h_mid.shape[1] != d:
         fail(f"h_mid should have shape (T, {d}), but it has shape {h_mid.shape}")
     check_finite(h_mid, "h_mid")
+    weights = block.mlp.W_1   # h_mid is given to the block in the weights' dtype (float32 for the course's models)
     if block.ln2 is not None and h_mid.size:
-        check_squares(h_mid, "h_mid", np.float32)   # the norm's variance, in float32, would be inf
-    rows = h_mid.shape[0]   # float32 tables the block keeps: h_mid, ln2, mlp, h (T, d) and pre, act (T, d_ff)
-    check_bytes(4 * rows * (4 * d + 2 * d_ff), f"the MLP of {count(rows)} rows", "give fewer rows")
-    h_mid = torch.as_tensor(h_mid, dtype=torch.float32)
+        check_squares(h_mid, "h_mid", weights.dtype)   # the norm's variance, in that dtype, would be inf
+    rows = h_mid.shape[0]   # tables the block keeps: h_mid, ln2, mlp, h (T, d) and pre, act (T, d_ff)
+    check_bytes(weights.element_size() * rows * (4 * d + 2 * d_ff), f"the MLP of {count(rows)} rows", "give fewer rows")
+    h_mid = torch.as_tensor(h_mid, dtype=weights.dtype)
     kept = {}
     with torch.no_grad():
         block.mlp_part(h_mid[None], keep=kept.__setitem__)
@@ -173,13 +195,14 @@ def layer_parameters(d, d_ff=None, bias=True, n_heads=1, n_kv_heads=None, ffn="g
 
     attention: W_Q and W_O (d², assuming h · d_k = d), W_K and W_V (d² · n_kv_heads / n_heads
     each; n_kv_heads < n_heads is grouped-query attention), their biases; mlp: "gelu" W_1 and W_2
-    (2 d d_ff; 8 d² when d_ff = 4d) and b_1, b_2; "swiglu" three d × d_ff matrices; times
-    ``experts``, plus a d × experts router when experts > 1; norms: two LayerNorms (4d) or
-    two RMSNorms (2d, no β).
+    (2 d d_ff; 8 d² when d_ff = 4d) and b_1, b_2; "swiglu" three d × d_ff matrices (and b_1, b_G,
+    b_2), as the course's ``model.mlp_floats`` counts them; times ``experts``, plus a d × experts
+    router when experts > 1; norms: two LayerNorms (4d) or two RMSNorms (2d, no β). d_ff = 0 is
+    an attention-only layer (``Config(d_ff=0)``): no MLP, one norm, one expert.
     """
     d = check_positive_int(d, "d")
     bias = check_switch(bias, "bias")
-    d_ff = 4 * d if d_ff is None else check_positive_int(d_ff, "d_ff")
+    d_ff = 4 * d if d_ff is None else check_positive_int(d_ff, "d_ff", minimum=0)
     n_heads = check_positive_int(n_heads, "n_heads")
     n_kv_heads = n_heads if n_kv_heads is None else check_positive_int(n_kv_heads, "n_kv_heads")
     if d % n_heads or n_heads % n_kv_heads:
@@ -192,11 +215,13 @@ def layer_parameters(d, d_ff=None, bias=True, n_heads=1, n_kv_heads=None, ffn="g
     if active > experts:
         fail(f"active should be at most experts={experts} (the experts a token uses are among them), "
              f"but got {count(active)}")
+    if not d_ff and experts > 1:
+        fail(f"experts should be 1 for an attention-only layer (d_ff=0: no MLP to split), but got {count(experts)}")
     kv = d * n_kv_heads // n_heads
     attention = 2 * d * d + 2 * d * kv + ((2 * d + 2 * kv) if bias else 0)
-    one_ffn = (2 if ffn == "gelu" else 3) * d * d_ff + ((d_ff + d) if bias else 0)
+    one_ffn = mlp_floats(d, d_ff, bias, ffn) if d_ff else 0
     router = d * experts if experts > 1 else 0
-    norms = (4 if norm == "layer" else 2) * d
+    norms = (2 if norm == "layer" else 1) * d * (2 if d_ff else 1)
     mlp, mlp_active = experts * one_ffn + router, active * one_ffn + router
     return dict(attention=attention, mlp=mlp, norms=norms, total=attention + mlp + norms,
                 mlp_active=mlp_active, total_active=attention + mlp_active + norms)
@@ -247,11 +272,15 @@ def collect_activations(model, world, sentences=None):
     """Every position of every sentence's input (the sentence minus its last word), traced.
 
     Returns dict(tokens (N,) the word at each position, next (N,) the word that follows it,
-    contexts (N,) the words up to and including it, act {layer: (N, d_ff)}, pre {layer: (N, d_ff)}).
+    contexts (N,) the words up to and including it, act {layer: (N, d_ff)}, pre {layer: (N, d_ff)}),
+    the activations as NumPy in the model's dtype (a bfloat16 model's read as float32, which holds them exactly).
     sentences: None (the world's) or a list of at most MAX_COLLECTED sentences, each a list of 2 to
-    MAX_TOKENS + 1 words of the world; all are encoded, and the memory checked, before the first pass.
+    MAX_TOKENS + 1 words of the world. Before the first pass: the model (with MLPs, finite weights) and
+    every sentence are checked, and the work (``collect_work``, at most MAX_COLLECT_WORK: about a minute)
+    and the memory (at most MAX_BYTES) the call needs are counted from their sizes.
     """
     check_model_and_world(model, world)
+    check_finite_weights(check_mlp_model(model))
     sentences = world.sentences if sentences is None else sentences
     if isinstance(sentences, (str, bytes)) or not isinstance(sentences, (list, tuple)) or not sentences:
         fail(f"sentences should be None or a non-empty list of sentences, each a list of words such as "
@@ -262,10 +291,48 @@ def collect_activations(model, world, sentences=None):
         if not isinstance(s, (list, tuple)) or not 2 <= len(s) <= MAX_TOKENS + 1:
             fail(f"sentences should hold lists of 2 to {MAX_TOKENS + 1:,} words (the last one is only "
                  f"predicted), but sentence {i} is {shown(s)}")
+    check_collect_cost(model, sentences)   # the passes first: encoding a refused list could take minutes
+    for s in sentences:
         world.tokenizer.encode(s)
-    n = sum(len(s) - 1 for s in sentences)
-    check_bytes(2 * 2 * 4 * n * model.cfg.d_ff * model.cfg.n_layers, "collect_activations",
-                "pass fewer or shorter sentences")
+    check_collect_cost(model, sentences, texts=True)
+    return traced_activations(model, world, sentences)
+
+
+def collect_work(model, sentences, texts=False):
+    """(work, bytes) of ``collect_activations`` on checked sentences, from their sizes alone: a traced pass
+    each (COLLECT_PASS_WORK and its multiply-adds) and the act and pre tables (kept, then joined);
+    with ``texts`` (the words checked as text) also the contexts (CONTEXT_CHAR_WORK a character; kept as
+    Python text, then as one NumPy text table as wide as the longest) and the tokens and next tables."""
+    cfg = model.cfg
+    lengths = Counter(len(s) - 1 for s in sentences)   # one forward_macs per length
+    n = sum(T * k for T, k in lengths.items())
+    work = sum(k * (COLLECT_PASS_WORK + forward_macs(cfg, T)) for T, k in lengths.items())
+    need = 2 * 2 * max(4, model.blocks[0].mlp.W_1.element_size()) * n * cfg.d_ff * cfg.n_layers
+    if texts:
+        chars = widest = longest = 0
+        for s in sentences:
+            ends = list(accumulate(len(word) + 1 for word in s[:-1]))   # context t has ends[t] - 1 characters
+            chars += sum(ends) - len(ends)
+            widest, longest = max(widest, ends[-1] - 1), max(longest, *map(len, s))
+        work += CONTEXT_CHAR_WORK * chars
+        need += chars + 60 * n + 4 * n * (widest + 2 * longest)
+    return work, need
+
+
+def check_collect_cost(model, sentences, texts=False):
+    """Refuse, in one sentence, sentences whose ``collect_work`` passes MAX_COLLECT_WORK or MAX_BYTES, or
+    whose longest input the model cannot trace (learned positions for fewer words, a trace too large)."""
+    longest = max(len(s) for s in sentences) - 1
+    model.check_room(longest)
+    model.check_trace_memory(longest)
+    work, need = collect_work(model, sentences, texts)
+    what = f"collect_activations on {count(len(sentences))} sentences"
+    check_work(work, MAX_COLLECT_WORK, what, "pass fewer or shorter sentences")
+    check_bytes(need, what, "pass fewer or shorter sentences")
+
+
+def traced_activations(model, world, sentences):
+    """``collect_activations``' dict for checked sentences: one traced pass each."""
     tokens, following, contexts = [], [], []
     act = {layer: [] for layer in range(model.cfg.n_layers)}
     pre = {layer: [] for layer in range(model.cfg.n_layers)}
@@ -277,8 +344,8 @@ def collect_activations(model, world, sentences=None):
             following += s[1:]
             contexts += [" ".join(words[:t + 1]) for t in range(len(words))]
             for layer in act:
-                act[layer].append(trace[f"L{layer}.act"].numpy())
-                pre[layer].append(trace[f"L{layer}.pre"].numpy())
+                act[layer].append(as_numpy(trace[f"L{layer}.act"]))
+                pre[layer].append(as_numpy(trace[f"L{layer}.pre"]))
     return dict(tokens=np.array(tokens), next=np.array(following), contexts=np.array(contexts),
                 act={k: np.concatenate(v) for k, v in act.items()},
                 pre={k: np.concatenate(v) for k, v in pre.items()})
@@ -304,7 +371,8 @@ def unit_means(collected, layer, words):
 
 def check_collected(collected):
     """The dict of ``collect_activations``, else one sentence: tokens, next, contexts, each an (N,) array of
-    text, and act a non-empty dict {layer: (N, d_ff) array of numbers}, one d_ff for every layer."""
+    text, and act a non-empty dict {layer: (N, d_ff) array of finite numbers}, one d_ff for every layer
+    (a mean over NaN is NaN, and the largest of NaN and a number is either)."""
     if not isinstance(collected, dict) or not {"tokens", "next", "contexts", "act"} <= set(collected) \
             or not isinstance(collected["act"], dict):
         fail(f"collected should be the dict returned by mlp.collect_activations(model, world), but got {shown(collected)}")
@@ -318,6 +386,8 @@ def check_collected(collected):
              "contexts (N,) arrays of words, act {layer: (N, d_ff) array}, but got "
              + ", ".join(f"{key} {_kind(value)}" for key, value in collected.items()
                          if key in ("tokens", "next", "contexts", "act")))
+    for layer, values in collected["act"].items():
+        check_finite(values, f"collected['act'][{shown(layer)}]")
     return collected
 
 
@@ -344,12 +414,16 @@ def unit_profile(collected, layer, unit, words, top=3):
 
     Returns dict(means (len(words),) the unit's mean activation per current word,
     top_contexts: the ``top`` distinct contexts where it is largest, as (context, value),
-    share: the fraction of all positions where the unit is above 0.5).
+    share: the fraction of all positions where the unit is above 0.5). top: 1 to the number of
+    distinct contexts in ``collected`` (``distinct_contexts``).
     """
     layer = check_layer(collected, layer)   # before collected is read: it may be no dict at all
     acts = collected["act"][layer]
     unit = check_index(unit, "unit", acts.shape[1])
-    top = check_positive_int(top, "top")
+    top, distinct = check_positive_int(top, "top"), distinct_contexts(collected)
+    if top > distinct:
+        fail(f"top should be at most the {count(distinct)} distinct contexts of collected, but got {count(top)}")
+    means = unit_means(collected, layer, words)[:, unit]
     column = acts[:, unit]
     seen, best = set(), []
     for i in np.argsort(-column, kind="stable"):
@@ -359,8 +433,12 @@ def unit_profile(collected, layer, unit, words, top=3):
             best.append((context, float(column[i])))
         if len(best) == top:
             break
-    means = unit_means(collected, layer, words)[:, unit]
     return dict(means=means, top_contexts=best, share=float((column > 0.5).mean()))
+
+
+def distinct_contexts(collected):
+    """How many different contexts ``collected`` (``collect_activations``) holds: the most ``unit_profile`` can rank."""
+    return len(set(check_collected(collected)["contexts"].tolist()))
 
 
 def unit_selectivity(collected, layer, unit, where, level=0.5):
@@ -396,7 +474,8 @@ def value_readout(model, layer, unit, top=3):
     unit, top = check_index(unit, "unit", model.cfg.d_ff), check_positive_int(top, "top")
     if top > model.cfg.vocab_size:
         fail(f"top should be at most the model's {model.cfg.vocab_size} words, but got {count(top)}")
-    scores = (block.mlp.W_2[unit] @ model.E.T).detach().numpy()
+    check_finite_weights(model)
+    scores = as_numpy((block.mlp.W_2[unit] @ model.E.T).detach())
     order = np.argsort(-scores, kind="stable")[:top]
     return [(int(i), float(scores[i])) for i in order]
 
@@ -433,11 +512,14 @@ def check_collected_of(model, world, collected):
              "not words of the world")
     with torch.no_grad():
         trace = model(world.tokenizer.encode(words), trace=True)
-    if not all(np.allclose(trace[f"L{layer}.act"][-1].numpy(), act[layer][0], atol=1e-4, rtol=1e-3, equal_nan=True)
+    if not all(np.allclose(as_numpy(trace[f"L{layer}.act"][-1]), act[layer][0], atol=1e-4, rtol=1e-3, equal_nan=True)
                for layer in range(cfg.n_layers)):
         fail("collected should be collect_activations(model, world) of this model, but its activations at the "
              "first position differ from the ones this model computes there (another model's?)")
     return collected
+
+
+PROBE_TOP = 3   # the strongest contexts a probe shows (fewer when collected holds fewer)
 
 
 def probe(model, world, collected, layer=0, unit=0):
@@ -445,14 +527,16 @@ def probe(model, world, collected, layer=0, unit=0):
     (``collect_activations(model, world)``).
 
     Returns dict(layer, unit, words, means (len(words),) the mean activation per current
-    word, top_contexts [(context, value)], share of positions above 0.5, promotes: the
+    word, top_contexts [(context, value)] its PROBE_TOP strongest distinct contexts (all there are, when
+    collected holds fewer), share of positions above 0.5, promotes: the
     3 words its value row W_2[unit] scores highest through the unembedding).
     """
     check_collected(collected)   # before the model and world: it may be no dict at all
     check_model_and_world(model, world)
     check_block(model, layer)
+    check_finite_weights(model)
     check_collected_of(model, world, collected)
     words = corpus_words(collected, world.tokenizer.vocab)
-    profile = unit_profile(collected, layer, unit, words)
+    profile = unit_profile(collected, layer, unit, words, top=min(PROBE_TOP, distinct_contexts(collected)))
     promotes = [world.tokenizer.vocab[i] for i, _ in value_readout(model, layer, unit)]
     return dict(layer=layer, unit=unit, words=words, promotes=promotes, **profile)

@@ -13,6 +13,7 @@ from .. import worlds
 from ..exercises import Array, Function, Module, Wrong, as_whole, call, close_problems, exercise, numbers, slip
 from ..errors import check_finite, check_number, check_positive_int, count, fail, shown, to_numpy
 from ..heads.compute import check_shipped
+from ..mlp.checks import float32_model
 from .compute import PLACEMENTS, check_curves, get_run, residual_names
 
 # (x, gamma, beta, what) a layer_norm function is tried on.
@@ -75,7 +76,8 @@ def trace_points(trace, names):
     return points
 
 
-@exercise("a LayerNorm function", answer=Function("a function of x, gamma and beta"))
+@exercise("a LayerNorm function", answer=Function("a function of x, gamma and beta", own=(
+    "helpers.reference.layer_norm", "helpers.normalization.compute.layer_norm_steps")))
 def layer_norm_function(answer):
     """``answer`` is a function layer_norm(x, gamma, beta) normalising the last axis of x."""
     for x, gamma, beta, what in LN_CASES:
@@ -249,13 +251,14 @@ def module_problems(run, cases, variants, name, what_it_does, error=str):
         variants, MODULE_ATOL, error=str if error is str else lambda sentence, args: error(sentence))
 
 
-@exercise("your LayerNorm module", answer=Module("an nn.Module class LayerNorm(d, eps=1e-5)"), keeps="08")
+@exercise("your LayerNorm module", answer=Module("an nn.Module class LayerNorm(d, eps=1e-5)",
+          own=("helpers.normalization.compute.LayerNorm",)), keeps="08")
 def layer_norm_module(run, cat):
     """``run``: the learner's class LayerNorm as a ``run(args, state, *inputs)``. It must equal
     the cat model's four LayerNorms (their state_dicts loaded by name: weight, bias) on the
     vectors they normalised on real prompts, and on a row whose variance is near ε, to MODULE_ATOL."""
     check_shipped(cat, "cat")
-    yield from module_problems(run, layer_norm_cases(cat), layer_norm_variants, "LayerNorm",
+    yield from module_problems(run, layer_norm_cases(float32_model(cat)), layer_norm_variants, "LayerNorm",
                                "(x - mean) / √(variance + ε) * weight + bias over the last axis", layer_norm_error)
 
 
@@ -345,11 +348,12 @@ def block_error(message):
     return message
 
 
-@exercise("your pre-norm block", answer=Module("an nn.Module class Block(d_model, n_heads, d_ff)"), keeps="08")
+@exercise("your pre-norm block", answer=Module("an nn.Module class Block(d_model, n_heads, d_ff)",
+          own=("helpers.normalization.compute.Block", "helpers.model.Block")), keeps="08")
 def block_module(run, cat):
     """``run``: the learner's class Block as a ``run(args, state, *inputs)``. It must equal the
     cat model's two layers (their state_dicts loaded by name) on the stream they read on real
     prompts, one sequence and a batch of two, to MODULE_ATOL."""
     check_shipped(cat, "cat")
-    yield from module_problems(run, block_cases(cat), block_variants, "Block",
+    yield from module_problems(run, block_cases(float32_model(cat)), block_variants, "Block",
                                "h_mid = h + attn(ln1(h)), then h_mid + mlp(ln2(h_mid))", block_error)

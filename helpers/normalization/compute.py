@@ -42,11 +42,12 @@ from .. import reference as ref
 from .. import worlds
 from ..files import named, read_json
 from ..errors import MAX_BYTES, as_array, check_bytes, check_choice, check_finite, check_ids_given, check_number, \
-    check_positive_int, check_seed, check_tensor, count, fail, shown
-from ..heads.compute import MultiHeadAttention
+    check_positive_int, check_seed, check_tensor, check_text, count, fail, shown
+from ..heads.compute import MultiHeadAttention, as_numpy
 from ..mlp.compute import MLP
 from ..model import Block as ModelBlock
-from ..model import Config, Transformer, check_depth, check_model, check_squares, check_stream
+from ..plots import check_ax
+from ..model import Config, Transformer, check_depth, check_model, check_squares, check_stream, measuring
 from ..training import check_batch as check_training_batch, check_stop_after, train
 from ..weights import data_dir
 
@@ -259,8 +260,8 @@ def embedding_survival(model, ids):
         trace = model(ids, trace=True)
     names = residual_names(model.cfg.n_layers)
     h0 = trace["h0"]
-    cosine = np.stack([F.cosine_similarity(trace[name], h0, dim=-1).numpy() for name in names])
-    return names, cosine
+    cosine = np.stack([as_numpy(F.cosine_similarity(trace[name], h0, dim=-1)) for name in names])
+    return names, check_stream_finite(names, cosine, "cosines")
 
 
 def residual_names(n_layers):
@@ -282,12 +283,18 @@ def residual_norms(model, ids):
     with torch.no_grad():
         trace = model(ids, trace=True)
     names = residual_names(model.cfg.n_layers)
-    norms = np.stack([trace[name].norm(dim=-1).numpy() for name in names])
-    bad = ~np.isfinite(norms).reshape(len(names), -1).all(-1)   # a check of the norms made anyway
+    norms = np.stack([as_numpy(trace[name].norm(dim=-1)) for name in names])
+    return names, check_stream_finite(names, norms, "norms")
+
+
+def check_stream_finite(names, values, what):
+    """``values`` (len(names), T), one row per point of the residual stream (a check of the numbers made
+    anyway), else one sentence naming the first point whose ``what`` are NaN or inf. Return values."""
+    bad = ~np.isfinite(values).reshape(len(names), -1).all(-1)
     if bad.any():
-        fail(f"the residual stream should hold finite numbers, but at {names[int(bad.argmax())]} its norms are NaN "
+        fail(f"the residual stream should hold finite numbers, but at {names[int(bad.argmax())]} its {what} are NaN "
              "or inf: the model's weights hold NaN or inf, or its numbers overflow")
-    return names, norms
+    return values
 
 
 MAX_TARGETS = 10_000_000   # a range of targets converted at once (about 48 bytes each on the way)
@@ -330,24 +337,42 @@ def unigram_loss(targets):
     return float(-(p * p.log()).sum()) + 0.0   # + 0.0: one token's entropy is 0, not -0.0
 
 
+MAX_BEST_WORDS = 1_000_000   # the most words best_loss reads (about 400 bytes each on the way: 0.4 GB, a few seconds)
+
+
 def best_loss(sentences):
     """Cross-entropy (nats) of the best possible predictor on these sentences.
 
-    sentences: lists of words, each counted once. A prefix followed by several
-    different words (``the cat`` -> is / was / ran / sat) cannot be predicted better
-    than the frequencies of those words after it, so the floor is their entropy,
-    averaged over every prediction.
+    sentences: lists of words, each counted once; at most MAX_BEST_WORDS words in all (counted
+    before any is read). A prefix followed by several different words (``the cat`` -> is / was /
+    ran / sat) cannot be predicted better than the frequencies of those words after it, so the
+    floor is their entropy, averaged over every prediction.
     """
-    if not isinstance(sentences, (list, tuple)) or not all(
-            isinstance(s, (list, tuple)) and all(isinstance(w, str) for w in s) for s in sentences):
-        fail(f"sentences should be a list of sentences, each a list of words (strings), but got {shown(sentences)}")
+    expected = "a list of sentences, each a list of words (strings)"
+    if not isinstance(sentences, (list, tuple)) or len(sentences) > MAX_BEST_WORDS \
+            or not all(isinstance(s, (list, tuple)) for s in sentences):
+        fail(f"sentences should be {expected}, at most {MAX_BEST_WORDS:,} of them, but got {shown(sentences)}")
+    words = sum(len(s) for s in sentences)
+    if words > MAX_BEST_WORDS:
+        fail(f"sentences should hold at most {MAX_BEST_WORDS:,} words in all (this course's limit), but hold "
+             f"{count(words)}: pass fewer or shorter sentences")
+    if not all(isinstance(w, str) for s in sentences for w in s):
+        fail(f"sentences should be {expected}, but got {shown(sentences)}")
     if not any(len(s) >= 2 for s in sentences):
         fail(f"sentences should hold at least one sentence of two words or more (a word to predict after "
              f"another), but got {shown(sentences)}")
-    after = defaultdict(Counter)
+    return prefix_entropy(sentences)
+
+
+def prefix_entropy(sentences):
+    """best_loss of checked sentences. Each prefix is a number (a trie's node: the prefix one word
+    shorter, and its last word), so the memory grows with the words, not with the square of a length."""
+    nodes, after = {}, defaultdict(Counter)   # (node of the shorter prefix, word) -> node; node -> next words
     for s in sentences:
+        node = 0   # the empty prefix
         for t in range(1, len(s)):
-            after[tuple(s[:t])][s[t]] += 1
+            node = nodes.setdefault((node, s[t - 1]), len(nodes) + 1)
+            after[node][s[t]] += 1
     total, n = 0.0, 0
     for counts in after.values():
         m = sum(counts.values())
@@ -372,8 +397,13 @@ def stack_config(norm, n_layers):
 def check_batch(batch, vocab_size=STACK["vocab_size"]):
     """A training batch (inputs (B, T), targets (B, T)): whole-number tensors or arrays of the same
     2-D shape, inputs in 0..vocab_size-1, targets the same or -100 (nothing to predict); None means
-    the cat world's training set. Returns (inputs, targets) as LongTensors, else one sentence."""
+    the cat world's training set (for a model of at least its vocab_size words). Returns (inputs, targets) as
+    LongTensors, else one sentence."""
     if batch is None:
+        if vocab_size < STACK["vocab_size"]:
+            fail(f"the model should have the cat world's {STACK['vocab_size']} words for the default batch (None: the "
+                 f"cat world's training set), but it has {count(vocab_size)}: give a batch of its own world's "
+                 "sentences, world.batch(world.train)")
         return cat_batch()
     return check_training_batch(batch, vocab_size)
 
@@ -520,12 +550,29 @@ def prediction_spread(model, batch=None):
     Over every predicted position of batch (inputs (B, T), targets (B, T), -100 where
     nothing is predicted; default the cat world's training set): the largest
     |p(word) - mean p(word)|. 0 means the same distribution everywhere, whatever the input.
+    model: a course Transformer (its weights finite, measured in eval mode: ``measuring``) or a
+    function of the ids (B, T) giving finite logits (B, T, V).
     """
     if not callable(model):
         fail(f"the model should be a helpers.model.Transformer (a function of the ids), but got {shown(model)}")
-    inputs, targets = check_batch(batch, model.cfg.vocab_size if isinstance(model, Transformer) else 2**62)
-    with torch.no_grad():
-        probs = torch.softmax(model(inputs), dim=-1)[targets != -100]
+    if not isinstance(model, Transformer):
+        inputs, targets = check_batch(batch, 2**62)
+        with torch.no_grad():
+            return spread_of(model(inputs), inputs, targets)
+    inputs, targets = check_batch(batch, model.cfg.vocab_size)
+    with measuring(model), torch.no_grad():
+        return spread_of(model(inputs), inputs, targets)
+
+
+def spread_of(logits, inputs, targets):
+    """``prediction_spread`` of the logits (B, T, V) a model gave for inputs (B, T), else one sentence."""
+    if not isinstance(logits, torch.Tensor) or not logits.is_floating_point() \
+            or logits.dim() != 3 or logits.shape[:2] != inputs.shape or not logits.shape[2]:
+        fail(f"the model should give float logits of shape ({inputs.shape[0]}, {inputs.shape[1]}, V) for ids of shape "
+             f"{tuple(inputs.shape)}, "
+             f"but gave {shown(logits)}" + (f" of dtype {logits.dtype}" if isinstance(logits, torch.Tensor) else ""))
+    check_finite(check_tensor(logits, "the model's logits"), "the model's logits")
+    probs = torch.softmax(logits, dim=-1)[targets != -100]
     return float((probs - probs.mean(dim=0)).abs().max())
 
 
@@ -705,6 +752,9 @@ def get_run(curves, norm, n_layers, lr):
 # ------------------------------------------------------------------ figures
 
 
+MAX_STEP_BARS = 64   # the most numbers plot_steps draws a bar for (the chapter's vector has 6)
+
+
 def plot_steps(x, steps, printed=None, labels=None):
     """Three bar panels: x (d,), z = (x - mean) / std, and out = gamma * z + beta.
 
@@ -714,6 +764,8 @@ def plot_steps(x, steps, printed=None, labels=None):
     """
     x = as_array(x, "x", 1)
     d = len(x)
+    if not 1 <= d <= MAX_STEP_BARS:
+        fail(f"x should hold 1 to {MAX_STEP_BARS} numbers (a bar each, labelled), but holds {count(d)}")
     if not isinstance(steps, dict) or not {"mean", "std", "z", "out"} <= set(steps):
         fail(f"steps should be the dict of nz.layer_norm_steps(x) (mean, std, z, out), but got {shown(steps)}")
     check_number(steps["mean"], "steps['mean']")
@@ -744,16 +796,25 @@ def plot_steps(x, steps, printed=None, labels=None):
     return fig
 
 
+MAX_STREAM_POINTS = 2 * MAX_STACK_LAYERS + 1   # the points of the deepest stack's stream: h0, then h_mid and h a layer
+MAX_STREAM_LINES = 32                          # lines (positions) plot_stream draws at most, each in the legend
+
+
 def plot_stream(ax, names, norms, tokens, title):
     """One line per position: the norm of its residual vector at each point of the stream.
 
-    names (P,), norms (P, T) from ``residual_norms``: finite numbers >= 0 (the norms of a diverged model,
-    NaN or inf, have no height to draw); tokens (T,) label the lines; names and tokens lists of texts.
+    ax: a matplotlib Axes. names (P,), norms (P, T) from ``residual_norms``: finite numbers >= 0 (the norms
+    of a diverged model, NaN or inf, have no height to draw); tokens (T,) label the lines; names and tokens
+    lists of texts, at most MAX_STREAM_POINTS points and MAX_STREAM_LINES tokens (a figure of more takes
+    minutes to draw and cannot be read); title a text.
     """
-    for labels, what in ((names, "names"), (tokens, "tokens")):
-        if not isinstance(labels, (list, tuple)) or not labels or not all(isinstance(x, str) for x in labels):
-            fail(f"{what} should be a non-empty list of texts (from nz.residual_norms and the prompt's words), "
-                 f"but got {shown(labels)}")
+    check_ax(ax, optional=False)
+    for labels, what, most in ((names, "names", MAX_STREAM_POINTS), (tokens, "tokens", MAX_STREAM_LINES)):
+        if not isinstance(labels, (list, tuple)) or not 1 <= len(labels) <= most \
+                or not all(isinstance(x, str) for x in labels):
+            fail(f"{what} should be a non-empty list of at most {most} texts (from nz.residual_norms and the prompt's "
+                 f"words), but got {shown(labels)}")
+    check_text(title, "title", empty=True, max_chars=200)
     norms = as_array(norms, "norms", 2)
     if norms.shape != (len(names), len(tokens)):
         fail(f"norms should be {len(names)} points × {len(tokens)} tokens, but has shape {norms.shape}")
@@ -782,7 +843,11 @@ def plot_init(results):
             fail(f"results[{norm!r}] should be the dict of nz.layer_gradients({norm!r}, ...) (loss, grads, h_norm), "
                  f"but got {shown(r)}")
         for name in ("h_norm", "grads"):
-            as_array(r[name], f"results[{norm!r}]['{name}']", 1)
+            values = as_array(r[name], f"results[{norm!r}]['{name}']", 1)
+            if not 1 <= len(values) <= MAX_STACK_LAYERS + 1:
+                fail(f"results[{norm!r}]['{name}'] should hold 1 to {MAX_STACK_LAYERS + 1} numbers, one per layer "
+                     f"(nz.layer_gradients), but holds {count(len(values))}")
+            check_finite(values, f"results[{norm!r}]['{name}']")
     fig, (ax_h, ax_g) = plt.subplots(1, 2, figsize=(10, 3.2))
     for norm, r in results.items():
         ax_h.plot(range(len(r["h_norm"])), r["h_norm"], marker="o", ms=3, color=COLOURS[norm], label=LABELS[norm])

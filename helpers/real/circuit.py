@@ -19,8 +19,8 @@ import torch
 import torch.nn.functional as F
 
 from .. import patching
-from ..errors import check_bytes, check_finite, check_ids_given, check_index, check_number, check_positive_int, \
-    check_seed, check_tensor, count, fail, shown
+from ..errors import check_bytes, check_choice, check_finite, check_ids_given, check_index, check_number, \
+    check_positive_int, check_seed, check_tensor, count, fail, shown
 from ..heads import compute as heads
 from .smollm2 import check_net, check_real_passes, check_tok
 
@@ -249,8 +249,7 @@ def receiver_scores(model, ids, receiver, sender=None, means=None, via="all", ch
     check_net(model)
     ids, length = check_repeats(ids)
     r_layer, r_head = receiver = check_head(model, receiver, "receiver")
-    if via not in ("all", "q", "k", "qk"):
-        fail(f"via should be 'all', 'q', 'k' or 'qk', but got {shown(via)}")
+    check_choice(via, "via", ("all", "q", "k", "qk"))
     if sender is not None:
         sender = check_head(model, sender, "sender")
         if sender[0] >= r_layer:
@@ -370,15 +369,18 @@ def check_answers(answers, n, vocab_size):
 
 
 def logit_difference(logits, answers):
-    """(N,) logit of the clean answer minus the corrupted answer's; logits (N, V), answers (N, 2)."""
-    check_answers(answers, len(logits) if isinstance(logits, torch.Tensor) and logits.dim() == 2 else None,
-                  logits.shape[-1] if isinstance(logits, torch.Tensor) and logits.dim() == 2 else 0)
+    """(N,) logit of the clean answer minus the corrupted answer's; logits (N, V) finite numbers, answers (N, 2)."""
+    if not isinstance(logits, torch.Tensor) or logits.dim() != 2 or not logits.is_floating_point():
+        fail(f"logits should be a float tensor (N, V), one row of logits per prompt, but got {shown(logits)}")
+    check_finite(check_tensor(logits, "logits"), "logits")   # a NaN difference would print as a number
+    check_answers(answers, len(logits), logits.shape[-1])
     return logits.gather(1, answers[:, :1])[:, 0] - logits.gather(1, answers[:, 1:])[:, 0]
 
 
 @torch.no_grad()
 def streams(model, ids):
     """(layers, N, T, d_model): the residual stream after each block, for ids (N, T)."""
+    check_net(model)
     names = [f"L{l}.h" for l in range(model.cfg.n_layers)]
     kept = capture(model, ids, names, stop_after=names[-1])
     return torch.stack([kept[n] for n in names])
@@ -409,9 +411,8 @@ def patch_grid(model, clean, corrupt, answers, layers=None, positions=None, dire
     differences; layers, positions; patched (layers, positions, N) logit differences; normalised
     (layers, positions): (mean patched - mean corrupt) / (mean clean - mean corrupt), 0 = the
     corrupted run, 1 = the clean run)."""
-    if direction not in ("denoise", "noise"):
-        fail(f"direction should be 'denoise' or 'noise', but got {direction!r}")
-    clean, corrupt = model.check_ids(clean), model.check_ids(corrupt)
+    check_choice(direction, "direction", ("denoise", "noise"))
+    clean, corrupt = check_net(model).check_ids(clean), model.check_ids(corrupt)
     if clean.dim() != 2 or clean.shape != corrupt.shape:
         fail(f"clean and corrupt should be batches (N, T) of one shape, but got shapes {tuple(clean.shape)} "
              f"and {tuple(corrupt.shape)}")
@@ -447,7 +448,7 @@ def pair_shares(model, clean, answers):
     (N,)} each part's direct contribution to logit(answer) - logit(foil) at the last position of
     clean (N, T), answers (N, 2) as ``fact_batch`` gives them; the final norm's divisor frozen at
     each prompt's own run (``patching.direct_effects``, read along both tokens' rows of E)."""
-    clean = model.check_ids(clean)
+    clean = check_net(model).check_ids(clean)
     if clean.dim() != 2:
         fail(f"clean should be a batch of prompts (N, T), but got shape {tuple(clean.shape)}")
     check_answers(answers, len(clean), model.cfg.vocab_size)
@@ -488,12 +489,20 @@ def block_steps(reader, model):
     """{parameter name: (tensor shaped like the parameter) each weight's rounding step}: the file's
     per-block scale d (Q4_1: 16 levels d apart; Q8_0: 255 levels d apart), laid out as the model
     holds the weights. Rounding to the nearest level moved each original weight by at most d/2.
-    Float32 tensors (the norms' scales) are not rounded and are left out."""
+    Float32 tensors (the norms' scales) are not rounded and are left out. reader: ``smollm2.read()``;
+    model: the model built from that file (its sizes the file's), each else one sentence before any work."""
     import numpy as np
 
     from . import smollm2
 
-    cfg, steps = model.cfg, {}
+    if not isinstance(reader, smollm2.GGUF):
+        fail(f"reader should be the model's file as smollm2.read() opens it, but got {shown(reader)}")
+    cfg, steps = check_net(model).cfg, {}
+    sizes = ("vocab_size", "d_model", "n_layers", "n_heads", "kv_heads", "d_ff")
+    own = smollm2.config(reader)
+    if any(getattr(cfg, size) != getattr(own, size) for size in sizes):
+        fail(f"model should be the model of the reader's file ({', '.join(f'{s}={getattr(own, s):,}' for s in sizes)}), "
+             f"but it has {', '.join(f'{s}={getattr(cfg, s):,}' for s in sizes)}")
     for tensor in reader.tensors:
         kind = tensor.tensor_type.name
         if kind not in ("Q4_1", "Q8_0"):
@@ -573,8 +582,7 @@ def shipped(part):
 
     from ..weights import data_dir
 
-    if part not in ("induction", "facts"):
-        fail(f"part should be 'induction' or 'facts', but got {part!r}")
+    check_choice(part, "part", ("induction", "facts"))
     with open(data_dir() / "smollm2_circuit" / f"{part}.json") as f:
         return json.load(f)
 

@@ -13,7 +13,7 @@ import torch.nn.functional as F
 
 from .. import reference as ref
 from ..errors import check_bytes, check_finite, check_tensor, count, check_index, check_number, check_positive_int, check_seed, check_switch, \
-    check_text as check_string, fail, shown
+    check_text as check_string, fail, shown, whole
 from ..heads import compute as heads
 from ..model import MAX_TRACE_BYTES, Config, KVCache, attention_floats, mlp_floats
 from . import smollm2
@@ -58,8 +58,13 @@ def check_cfg(cfg):
 
 def check_pair(model, tok):
     """model and tok, the two that ``load()`` returns, each else one sentence (the model first: the two
-    swapped, the sentence names the model); return them."""
-    return check_net(model), check_tok(tok)
+    swapped, the sentence names the model), and of one vocabulary (another course model, such as the cat
+    model, is refused: it would read SmolLM2's ids as words of its own); return them."""
+    check_net(model), check_tok(tok)
+    if model.cfg.vocab_size != len(tok.vocab):
+        fail(f"model should be the model of tok's vocabulary (real.load()'s, {len(tok.vocab):,} tokens), but it has "
+             f"a vocabulary of {model.cfg.vocab_size:,}")
+    return model, tok
 
 
 def tokens(tok, text):
@@ -138,13 +143,17 @@ def kv_bytes_per_token(cfg, bytes_per_number=4):
 
 
 def memory_mb(model, path=None):
-    """dict(file, weights, kv_per_1k_tokens) in MB (10^6 bytes): the 4-bit file on disk, the
-    float32 weights in memory, the float32 KV cache for 1,000 tokens."""
+    """dict(file, weights, kv_per_1k_tokens) in MB (10^6 bytes): the model's file on disk (``path``; by
+    default SmolLM2's 4-bit file, for ``load()``'s model only), the float32 weights in memory, the float32
+    KV cache for 1,000 tokens."""
     import os
 
     if path is not None and not (isinstance(path, (str, os.PathLike)) and os.path.isfile(path)):
         fail(f"path should name the model's file on disk, but got {shown(path)}, which is no file")
     check_net(model)
+    if path is None and smollm2.original_state(model) is None:   # not the loaded SmolLM2: its file is not this one's
+        fail(f"path should name this model's file on disk (the default, {smollm2.FILENAME}, is real.load()'s model's "
+             f"file), but got None for another model (a vocabulary of {model.cfg.vocab_size:,})")
     weights = sum(p.numel() * p.element_size() for p in model.parameters())
     return dict(file=os.path.getsize(path or smollm2.gguf_path()) / 1e6, weights=weights / 1e6,
                 kv_per_1k_tokens=1000 * kv_bytes_per_token(model.cfg) / 1e6)
@@ -203,7 +212,7 @@ def induction_view(model, tok, text=BOOK_SENTENCE):
     """Chapter 05's real-model view: the best previous-token head and the best induction head
     on text written twice. dict(pieces, length, previous, induction (scores, (layers, heads)),
     best_previous, best_induction ((layer, head)), their maps (T, T))."""
-    check_net(model)
+    check_pair(model, tok)
     ids, length = repeated(tok, text)
     w = all_weights(model, ids)
     previous, induction = heads.previous_token_score(w), heads.induction_score(w, length)
@@ -236,16 +245,16 @@ def logit_lens(model, ids, token_id):
 
 
 def first_top_layer(lens):
-    """The first layer after which the token is the top prediction and stays so, or None."""
+    """The first layer after which the token is the top prediction and stays so, or None. lens: what
+    ``logit_lens`` returns, its 'layers' whole numbers and its 'rank' whole numbers >= 0 (0 = top)."""
     if not (isinstance(lens, dict) and isinstance(lens.get("layers"), list) and isinstance(lens.get("rank"), list)
             and len(lens["layers"]) == len(lens["rank"])):
         fail(f"expected what logit_lens returns (a dict whose 'layers' and 'rank' are lists of one length), "
              f"but got {type(lens).__name__} {shown(lens)}")
-    rank = lens["rank"]
-    for i, layer in enumerate(lens["layers"]):
-        if all(r == 0 for r in rank[i:]):
-            return layer
-    return None
+    layers = [whole(layer, "each layer of the lens", "a whole number (-1: the embedding)") for layer in lens["layers"]]
+    ranks = [check_positive_int(r, "each rank of the lens", minimum=0) for r in lens["rank"]]   # True, NaN: refused
+    first = 1 + max((i for i, r in enumerate(ranks) if r != 0), default=-1)   # after the last layer it is not top
+    return layers[first] if first < len(layers) else None
 
 
 # ---------------------------------------------------------------- sampling, timing
@@ -253,8 +262,8 @@ def first_top_layer(lens):
 @torch.no_grad()
 def next_logits(model, tok, prompt):
     """The logits (V,) of the token after ``prompt``."""
-    check_net(model)
-    return model(torch.tensor(check_tok(tok).encode(check_text(prompt))))[-1]
+    check_pair(model, tok)
+    return model(torch.tensor(tok.encode(check_text(prompt))))[-1]
 
 
 def top_tokens(tok, probs, k=5):
@@ -279,17 +288,23 @@ def temperature_view(model, tok, prompt=FACT, temperatures=(0.5, 1.0, 2.0), k=5,
     """Chapter 09's real-model view: {temperature: dict(top (k (piece, p)), entropy (nats),
     nucleus_90 (tokens in the top-p = 0.9 set))} for the next token after prompt.
 
-    logits: ``next_logits(model, tok, prompt)`` when the caller has them already (no second pass)."""
+    logits: None, or ``next_logits(model, tok, prompt)`` as the caller has them: checked against that
+    one pass (a few hundred ms), so the view always stands for this model and this prompt."""
     from ..sampling import compute as sampling
 
+    check_pair(model, tok)
+    check_text(prompt)
     check_temperatures(temperatures)
     check_k(model, k)
-    if logits is None:
-        logits = next_logits(model, tok, prompt)
-    elif not isinstance(logits, torch.Tensor) or logits.shape != (model.cfg.vocab_size,) or not logits.is_floating_point():
+    if logits is not None and (not isinstance(logits, torch.Tensor) or logits.shape != (model.cfg.vocab_size,)
+                               or not logits.is_floating_point()):
         fail(f"logits should be the next token's logits, a float tensor of shape ({model.cfg.vocab_size},), "
              f"but got {type(logits).__name__}"
              + (f" of shape {tuple(logits.shape)} and dtype {logits.dtype}" if isinstance(logits, torch.Tensor) else ""))
+    own = next_logits(model, tok, prompt)
+    if logits is not None:
+        check_logits_of(logits, own, prompt)
+    logits = own
     out = {}
     for t in temperatures:
         probs = sampling.with_temperature(logits, t)
@@ -297,6 +312,19 @@ def temperature_view(model, tok, prompt=FACT, temperatures=(0.5, 1.0, 2.0), k=5,
         out[t] = dict(top=top_tokens(tok, probs, k), entropy=entropy,
                       nucleus_90=len(sampling.nucleus(probs, 0.9)))
     return out
+
+
+LOGITS_TOLERANCE = 1e-3   # the largest |difference| from the prompt's own logits (float rounding of another batch)
+
+
+def check_logits_of(logits, own, prompt):
+    """Refuse, in one sentence, logits (V,) that are not ``own`` (V,), the model's logits after ``prompt``,
+    within LOGITS_TOLERANCE (relative to the largest of them): another prompt's, another model's, NaN."""
+    gap = float((logits.detach().double() - own.double()).abs().max())
+    if not gap <= LOGITS_TOLERANCE * max(1.0, float(own.abs().max())):
+        fail(f"logits should be next_logits(model, tok, prompt) for the prompt {shown(prompt)}, but they "
+             + (f"differ from them by up to {gap:.3g} (another prompt's or model's?)" if math.isfinite(gap)
+                else "hold NaN or infinite values"))
 
 
 MAX_ROWS = 64   # the most rows (temperatures, seeds) a real-model view draws side by side

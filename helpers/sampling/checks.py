@@ -64,7 +64,8 @@ def greedy_limit(logits):
     return top / top.sum()
 
 
-@exercise("your tempered(logits, T)", answer=Function("a function tempered(logits, T)"))
+@exercise("your tempered(logits, T)", answer=Function("a function tempered(logits, T)",
+                                                            own=("helpers.sampling.compute._tempered",)))
 def tempered_function(answer):
     """``answer`` is a function tempered(logits, T) -> (V,) probabilities: softmax(logits / T), computed
     without overflow, and at T = 0 its limit (the largest logits share the mass)."""
@@ -155,7 +156,8 @@ def top_p_slip(out, expected, probs):
     return f"you kept {n_kept} tokens, which is not the nucleus"
 
 
-@exercise("a top-p (nucleus) filter", answer=Function("a function of probs and p"))
+@exercise("a top-p (nucleus) filter", answer=Function("a function of probs and p", own=(
+    "helpers.sampling.compute.top_p_filter", "helpers.sampling.compute._top_p")))
 def top_p_function(answer):
     """``answer`` is a function top_p(probs, p) -> (V,) array: the nucleus kept, renormalised."""
     for probs, p, what in TOP_P_CASES:
@@ -211,7 +213,8 @@ def measured_cache_bytes(cfg, T, bytes_per_number):
 
 
 @exercise("your kv_cache_bytes(cfg, T, bytes_per_number)",
-          answer=Function("a function kv_cache_bytes(cfg, T, bytes_per_number)"))
+          answer=Function("a function kv_cache_bytes(cfg, T, bytes_per_number)",
+                          own=("helpers.sampling.compute.kv_cache_bytes",)))
 def kv_cache_bytes_function(answer):
     """``answer`` is a function kv_cache_bytes(cfg, T, bytes_per_number) -> int: the bytes a KV cache holds after
     T tokens (every layer's K and V, for cfg.kv_heads heads of cfg.d_k numbers). On the small models the
@@ -743,7 +746,7 @@ def shipped_model(model, name, world):
 
 @exercise("your generate(model, ids, n_new, temperature, top_k, top_p, seed, cache)",
           answer=Function("a function generate(model, ids, n_new, temperature=1.0, top_k=None, top_p=None, "
-                          "seed=0, cache=True)"), keeps="09")
+                          "seed=0, cache=True)", own=("helpers.sampling.compute.generate",)), keeps="09")
 def generate_loop(fn, cat, dragon):
     """``fn`` extends ids (T,) by n_new tokens as ``sampling.generate`` does, token for token,
     on the shipped cat and dragon models (LOOP_CASES), and feeds the model as its cache setting
