@@ -3,6 +3,8 @@
 Each check raises ``ValueError`` (or ``TypeError``) whose message names what was
 expected and what arrived, e.g. ``"K has d_k=4 but Q has d_k=5"``.
 """
+import math
+
 import numpy as np
 
 
@@ -168,6 +170,27 @@ def check_tensor_size(x, name="the input"):
     return x
 
 
+def entries(x, name="the input"):
+    """How many numbers ``x`` stands for, read without converting it: a tensor's numel (an expanded one
+    stores fewer), an array's size (a broadcast view too); 0 for anything else (a list, a number), which
+    to_numpy counts as it converts it. For counting several inputs before any is copied."""
+    if isinstance(x, np.ndarray):
+        return x.size
+    if hasattr(x, "detach") and hasattr(x, "numel"):
+        return check_tensor(x, name).numel()
+    return 0
+
+
+def shape_of(x, name="the input"):
+    """The shape of a NumPy array or a torch tensor, read without converting it (a tensor checked and counted
+    first, ``check_tensor_size``, as to_numpy would); None for anything else (a list, a number)."""
+    if isinstance(x, np.ndarray):
+        return x.shape
+    if hasattr(x, "detach") and hasattr(x, "shape"):
+        return tuple(check_tensor_size(x, name).shape)
+    return None
+
+
 def check_finite(x, name, minus_inf=False):
     """Refuse an array or tensor ``x`` holding NaN or infinities (-inf too, unless ``minus_inf``:
     where a function documents it, such as a masked score) in one sentence; return x."""
@@ -185,15 +208,24 @@ def check_mask(mask, shape, name="mask"):
     """A mask for scores ending in ``shape`` (T_q, T_k), True where a key is hidden: True/False, or the
     numbers 1 (hide) and 0 (keep) only; returned as a NumPy bool array. Anything else (0.5, NaN, text,
     an additive mask of 0 and -inf) is refused in one sentence: read as truth values it would hide
-    keys silently. Counted (``to_numpy``) and shaped before its values are read."""
+    keys silently. Its shape is checked before it is converted (an array's or a tensor's, read as it is; a list's
+    once ``to_numpy`` has counted and converted it), and its values read after."""
+    given = shape_of(mask, name)
+    if given is not None and given != tuple(shape):
+        wrong_mask_shape(given, shape, name)
     mask = mask if type(mask) is np.ndarray and mask.dtype == bool else to_numpy(mask, name, bools=True)
     if mask.shape != tuple(shape):
-        fail(f"the {name} should have the shape the scores end in, {tuple(shape)}, but it has shape {mask.shape}")
+        wrong_mask_shape(mask.shape, shape, name)
     odd = mask[(mask != 0) & (mask != 1)]
     if odd.size:
         fail(f"{name} should hold True/False (or 1 to hide and 0 to keep), but it holds {float(odd[0]):g}"
              + (" (an additive mask: add it to the scores instead)" if odd[0] == -np.inf else ""))
     return mask == 1
+
+
+def wrong_mask_shape(given, shape, name):
+    """The sentence for a mask of shape ``given`` where the scores end in ``shape``."""
+    fail(f"the {name} should have the shape the scores end in, {tuple(shape)}, but it has shape {tuple(given)}")
 
 
 def as_array(x, name, ndim=None):
@@ -227,6 +259,18 @@ def check_positive_int(value, name, minimum=1):
     value = whole(value, name, f"a whole number >= {minimum}")
     if value < minimum:
         fail(f"{name} should be at least {minimum}, but got {shown(value)}")
+    return value
+
+
+MAX_WIDTH = 2**20   # the widest layer a count takes (d_model, d_ff): sums of products of such widths stay exact in float64
+
+
+def check_size(value, name, most):
+    """A size (a head count, a token count, a width): a whole number (not a bool) from 1 to ``most``;
+    return it as int."""
+    value = check_positive_int(value, name)
+    if value > most:
+        fail(f"{name} should be at most {count(most)} (this course's limit), but got {count(value)}")
     return value
 
 
@@ -302,8 +346,27 @@ def check_bytes(need, what, advice, limit=MAX_BYTES):
     """Refuse up front a call that would need more than ``limit`` bytes (``need``: an estimate from
     the sizes alone, made before anything is allocated); ``advice`` says what to ask for instead."""
     if need > limit:
-        about = f"about {need / 2**30:,.1f} GiB" if need < 2**80 else "more than any machine holds"
-        fail(f"{what} should need at most {limit / 2**30:.1f} GiB (this course's limit), but would need {about}: {advice}")
+        fail(f"{what} should need at most {gib(limit)} (this course's limit), but would need "
+             f"{about_gib(need, limit)}: {advice}")
+
+
+def gib(size):
+    """A number of bytes as a sentence shows a memory limit, in GiB with one decimal: '1.5 GiB'."""
+    return f"{size / 2**30:,.1f} GiB"
+
+
+def about_gib(need, limit):
+    """What a memory refusal says a call would need: ``need`` bytes (more than ``limit``) in GiB, rounded
+    up, with as many decimals as it takes to read larger than ``gib(limit)``: 'about 1.6 GiB', or
+    'about 1.50002 GiB' just past 1.5 GiB; 'more than any machine holds' past 2**80 bytes."""
+    if need >= 2**80:
+        return "more than any machine holds"
+    shown_limit = round(limit / 2**30, 1)   # as gib(limit) shows it
+    digits = 1
+    while digits < 12 and round(need / 2**30, digits) <= shown_limit:
+        digits += 1
+    rounded_up = math.ceil(need / 2**30 * 10**digits) / 10**digits
+    return f"about {rounded_up:,.{digits}f} GiB"
 
 
 def count(n):
@@ -342,3 +405,22 @@ def check_index(value, name, size, negative=False):
 
 class Wrong(Exception):
     """The answer cannot be judged further; the message is one sentence for the learner."""
+
+
+def answer_shape(value, name):
+    """The shape of a learner's answer ``value`` (an array or a tensor), read without converting or copying it
+    (``shape_of``), so that a check refuses a wrong shape before it spends memory on the answer (an expanded
+    view stands for more numbers than it stores); None for a list or anything else. A tensor that
+    ``check_tensor_size`` refuses raises Wrong with its sentence."""
+    try:
+        return shape_of(value, name)
+    except CourseInputError as error:
+        raise Wrong(message_of(error)) from None
+
+
+def check_answer_shape(value, name, shape):
+    """Raise Wrong in one sentence when the answer ``value`` (an array or a tensor) has another shape than
+    ``shape``, read before it is converted (``answer_shape``); a list is left to the conversion's own check."""
+    given = answer_shape(value, name)
+    if given is not None and given != tuple(shape):
+        raise Wrong(f"{name} should have shape {tuple(shape)}, but it has shape {given}")

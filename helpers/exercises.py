@@ -49,12 +49,11 @@ import threading
 import time
 import types
 import weakref
-import zlib
 
 import numpy as np
 
 from . import grading, learner
-from .states import default_dtype as _default_dtype, digest as _digest, random_states  # noqa: F401  (random_states: the checks' modules import it here)
+from .states import ESCALATE_AFTER, Stop, Stoppable, checksum as _checksum, default_dtype as _default_dtype, digest as _digest, random_states  # noqa: F401  (random_states: the checks' modules import it here)
 from .grading import MAX_ANSWER_DEPTH, MAX_ANSWER_ITEMS, _PLAIN_CALLABLES, _PLAIN_SCALARS, _course_module, _is_class, _is_courses, _one_of, _own_attribute, plain  # noqa: F401  (plain values: grading screens them)
 from .errors import CourseInputError, Wrong, check_bytes, class_name, count, fail, is_bool, length as range_length, message_of, \
     shown, to_numpy, type_name
@@ -119,6 +118,7 @@ class Exercise:
         """The list of problem sentences (empty when the answer is right); called as the check is,
         ``feedback(answer, *args, **kwargs)`` (the answer may be given by its name, see ``answer_of``)."""
         answer, args, kwargs = self.answer_of(given, named)
+        handed = answer   # (``answer`` becomes what its kind converts it to)
         if answer is None:
             return [NOT_ANSWERED]
         if isinstance(answer, grading.Unknown):   # a record of what could not be kept as data, and why
@@ -151,12 +151,20 @@ class Exercise:
                 if not (callable(answer) and isinstance(self.answer, (Function, Module))):
                     plain(answer, "your answer")   # (a function or a class is for its kind to judge)
                 with courses_own_watched(self.answer) as watch:
-                    if self.answer is not None:
-                        answer = self.answer.convert(answer, self.problems, args, kwargs)
-                    for sentence in self.problems(answer, *args, **kwargs):
-                        found.append(sentence)
+                    try:
+                        if self.answer is not None:
+                            answer = self.answer.convert(answer, self.problems, args, kwargs)
+                        for sentence in self.problems(answer, *args, **kwargs):
+                            found.append(sentence)
+                    except Seen:   # what the run showed: the course's own code running in it is said first
+                        _no_courses_own(watch)
+                        raise
                 if not found:   # right, but by the course's own piece (a slip made with it keeps its sentence)
                     _no_courses_own(watch)
+        except Seen as seen:   # under the grader the judge cannot see it: the record keeps it
+            found.append(str(seen))
+            if isinstance(handed, grading.Recorder):
+                handed.refused = str(seen)
         except Wrong as wrong:
             found.append(str(wrong))
         except CourseInputError as error:   # the check's own arguments (not the answer) cannot be used
@@ -200,16 +208,24 @@ class Exercise:
             put_back()
             put_back_random()
 
+    def piece_name(self):
+        """The name the chapters ahead ask for this exercise's piece by (``learner.use``): the name of the
+        course's own implementation, the first of the answer's ``own`` (None when it names none)."""
+        own = getattr(self.answer, "own", ())
+        return own[0].rpartition(".")[2] if own else None
+
     def _kept(self, answer):
         limit, _ = _time_left(TIME_LIMIT)
         if not (isinstance(answer, type) or type(answer) is types.FunctionType):   # a partial, a bound method
             return (f"; not kept for the chapters ahead: a piece is kept as the function (def ...) or class that "
                     f"defines it, but this one is a {_wrapper_name(answer)}: pass the function itself to keep it")
+        own = class_name(answer) if isinstance(answer, type) else answer.__name__
+        name = self.piece_name() or own
         try:   # importing the kept cell runs all of it: bounded like a call of the learner's function
-            target = learner.path(class_name(answer) if isinstance(answer, type) else
-                                  answer.__name__ if type(answer) is types.FunctionType else None)
+            target = learner.path(name)
             earlier = target.read_bytes() if target.is_file() else None
-            return f"; kept in {learner.shown(_bounded(learner.keep, (answer, self.keeps), {}, limit))} for the chapters ahead"
+            kept = learner.shown(_bounded(learner.keep, (answer, self.keeps, name), {}, limit))
+            return f"; kept in {kept}{'' if name == own else f' as {name} (your {own})'} for the chapters ahead"
         except CourseInputError as error:
             return f"; not kept for the chapters ahead: {error}"
         except OSError as error:
@@ -395,9 +411,13 @@ def courses_own_watched(kind):
     """Within the block, every ``call`` of a learner's function runs it with a tripwire on the course's
     own implementations of the exercise, ``kind.own`` (functions; for a class its __init__ and forward):
     one that starts in the function's thread while it runs is noted (it runs on). Yields the watch: its
-    "ran" lists the names of those that ran; ``Exercise.feedback`` refuses an answer that would otherwise
+    "ran" lists the names of those that ran, "checks" those of the checks' own functions it called
+    (``_tripwired``); ``Exercise.feedback`` refuses an answer that would otherwise
     be right, and one that is wrong anyway keeps the check's own sentence (a slip, named as such)."""
-    watch = {"codes": _own_codes(getattr(kind, "own", ())), "ran": [], "inherits": None,
+    codes = _own_codes(getattr(kind, "own", ()))
+    watch = {"codes": codes, "keys": _own_keys(codes), "ran": [], "inherits": None, "checks": [],
+             "genuine": _checks_codes(),   # the checks' own code (``_tripwired`` notes the calls made to it)
+             "seen": {},   # id(code) -> (code, the course's name of it or None, in_checks): judged once a check
              "what": getattr(kind, "what", "a function")}
     token = _COURSES_OWN.set(watch)
     try:
@@ -422,17 +442,94 @@ def _own_codes(own):
     return codes
 
 
+def _own_keys(codes):
+    """{key: "module.name"} for the codes of ``_own_codes`` by where each is written (file, first line,
+    qualified name), so that a copy of the course's function (types.FunctionType(f.__code__.replace(), ...))
+    is known too. (Not by what a code does: a learner's own forward or __init__ written with the source
+    texts' names may compile to the course's very bytecode, and its source pasted into a cell is the
+    learner's to answer for.)"""
+    return {("at", code.co_filename, code.co_firstlineno, code.co_qualname): name for code, name in codes.values()}
+
+
+def _courses_name(code, watch):
+    """The course's name of ``code`` if it is one of the watch's own functions (or a copy of one), else None."""
+    if id(code) in watch["codes"]:
+        return watch["codes"][id(code)][1]
+    return watch["keys"].get(("at", code.co_filename, code.co_firstlineno, code.co_qualname))
+
+
+def _checks_codes():
+    """The code objects of the course's checking code as imported: of every function, method and Exercise of
+    this module and of each chapter's checks module imported (helpers.<chapter>.checks), a decorator's
+    wrapper and what it wraps, and the functions nested in each. (By identity: code compiled anew under a
+    checks module's file name is none of them.)"""
+    codes, found = set(), []
+    for name, module in list(sys.modules.items()):
+        if module is None or not (name == __name__ or name.startswith("helpers.") and name.endswith(".checks")):
+            continue
+        for value in list(vars(module).values()):
+            if isinstance(value, Exercise):
+                value = value.problems
+            if getattr(value, "__module__", None) != name:   # (one imported from elsewhere: not the checks' own)
+                continue
+            if isinstance(value, type):
+                found += [getattr(attribute, "__func__", attribute) for attribute in vars(value).values()]
+            else:
+                found.append(value)
+    while found:
+        value = found.pop()
+        if isinstance(value, types.CodeType):
+            if value not in codes:
+                codes.add(value)
+                found += [c for c in value.co_consts if isinstance(c, types.CodeType)]
+        elif type(value) is types.FunctionType:
+            found += [value.__code__, *([value.__wrapped__] if hasattr(value, "__wrapped__") else [])]
+        elif hasattr(value, "__wrapped__") and callable(value):   # an lru_cache: the function it wraps
+            found.append(value.__wrapped__)
+    return codes
+
+
+def _check_function(frame, genuine):
+    """"module.name" when ``frame`` runs one of the checks' own functions (a function of a checks module or of
+    this one, an Exercise's method, a @sealed reader of a checks module's cases; ``genuine``: ``_checks_codes()``),
+    else None. Helpers nested in a check (a callback it gives, a print it catches) and ``_NOT_WATCHED`` are no such."""
+    code, module = frame.f_code, frame.f_globals.get("__name__", "?")
+    if code is _SEALED_READER:   # (one code for every @sealed function: judged by the cases it reads)
+        build = frame.f_locals.get("build")
+        code, module = getattr(build, "__code__", None), getattr(build, "__module__", "?")
+        if code is None:
+            return None
+    qualname = code.co_qualname
+    top = "." not in qualname or qualname.startswith("Exercise.") and qualname.count(".") == 1
+    if not top or qualname.startswith("<") or code in _NOT_WATCHED or code not in genuine:
+        return None
+    return f"{module}.{qualname}"
+
+
 def _tripwired(function, watch):
     """``function`` with the watch's tripwire set in the thread that runs it (sys.settrace, called only when
-    a Python function starts: one dict lookup, and None, so no line of it is traced; a call of a C function,
-    a NumPy or torch operation, costs nothing); ``function`` itself without one."""
-    if not (watch and watch["codes"]):
+    a Python function starts: a few dict lookups, and None, so no line of it is traced; a call of a C function,
+    a NumPy or torch operation, costs nothing); ``function`` itself without a watch. It notes the course's
+    own implementations that run (``ran``) and each of the checks' own functions (``_check_function``) that
+    code outside the checking code calls (``checks``): a check's reference numbers are no answer."""
+    if not watch:
         return function
-    codes, ran = watch["codes"], watch["ran"]
+    ran, seen, checks, genuine = watch["ran"], watch["seen"], watch["checks"], watch["genuine"]
+
+    def known(frame):
+        code = frame.f_code
+        if id(code) not in seen:
+            seen[id(code)] = code, _courses_name(code, watch), code in genuine
+        return seen[id(code)]
 
     def tripwire(frame, event, arg):
-        if id(frame.f_code) in codes and codes[id(frame.f_code)][1] not in ran:
-            ran.append(codes[id(frame.f_code)][1])
+        _, name, in_checks = known(frame)
+        if name is not None and name not in ran:
+            ran.append(name)
+        if in_checks and (frame.f_back is None or not known(frame.f_back)[2]):
+            check = _check_function(frame, genuine)
+            if check is not None and check not in checks:
+                checks.append(check)
 
     def tripwired(*args, **kwargs):
         previous = sys.gettrace()
@@ -444,17 +541,23 @@ def _tripwired(function, watch):
     return tripwired
 
 
+class Seen(Wrong):
+    """A sentence only the run of the learner's code can find (the course's own code ran in it): under the
+    grader, ``Exercise.feedback`` keeps it in the record as the answer (``grading.Recorder.refused``), for the
+    judge, which replays only what the code returned, to say too."""
+
+
 def _no_courses_own(watch):
-    """Wrong when the answer's class inherits from the course's (``not_the_courses``), or the course's own
-    implementation of the exercise ran in the learner's function."""
+    """Seen when the answer's class inherits from the course's (``not_the_courses``), the course's own
+    implementation of the exercise ran in the learner's function, or it called the checks' own code."""
     if watch["inherits"]:
-        raise Wrong(watch["inherits"])
+        raise Seen(watch["inherits"])
     if watch["ran"]:
-        raise Wrong(f"the answer should be {watch['what']} that you write, but it ran the course's own "
-                    f"{watch['ran'][0]}: write your own in the answer cell")
-
-
-
+        raise Seen(f"the answer should be {watch['what']} that you write, but it ran the course's own "
+                   f"{watch['ran'][0]}: write your own in the answer cell")
+    if watch["checks"]:
+        raise Seen(f"the answer should be {watch['what']} that computes its own result, but it called the check's own "
+                   f"{watch['checks'][0]} (a check's numbers are no answer): write your own in the answer cell")
 
 
 class Module(Kind):
@@ -747,9 +850,13 @@ def as_words(x, name, length=None):
 # --- Calling a learner's function --------------------------------------------------------------
 
 
-class _OutOfTime(BaseException):
-    """Raised inside a learner's function when its time is up (not an Exception, so ``except
-    Exception`` there does not catch it; a bare ``except:`` does, so it is raised again and again)."""
+class _OutOfTime(Stop):
+    """Raised inside a learner's function when its time is up (states.Stop: not an Exception, so ``except
+    Exception`` there does not catch it; a bare ``except:`` does, so it is raised again, then at every line)."""
+
+
+class _ThreadLeft(Stop, SystemExit):
+    """Raised in a thread a learner's function left running (a SystemExit: its thread ends without a traceback)."""
 
 
 def call(function, *args, what="", seconds=TIME_LIMIT, **kwargs):
@@ -1044,9 +1151,9 @@ def model_kept(model, pristine=None, *, globals_kept=True):
     out of time, the model is as it was before. Every module's attributes (a hook, a replaced
     forward, the training flag, a swapped parameter, its class), its cfg's fields, torch's global
     module hooks, and every weight's and buffer's values, requires_grad and .grad are put back; a
-    weight the code changed (found by its CRC-32 checksum) is copied back from a copy taken before
-    (``pristine=None``: for a small model, the copy is limited to MAX_BYTES) or from ``pristine()``,
-    a function that returns the model's original state dict (for a large model, whose copy would
+    weight the code changed (found by its SHA-256, which no change the code makes can keep: ``states.digest``)
+    is copied back from a copy taken before (``pristine=None``: for a small model, the copy is limited to
+    MAX_BYTES) or from ``pristine()``, a function that returns the model's original state dict (for a large model, whose copy would
     double its memory). The tensors the state dict leaves out (a non-persistent buffer, such as a
     sinusoidal model's PE table, and a tensor held as a plain attribute: ``_held_tensors``) are always
     copied, and put back from their copies. Not undone: changes to a class itself (a method replaced on
@@ -1069,7 +1176,7 @@ def model_kept(model, pristine=None, *, globals_kept=True):
     cfg = getattr(model, "cfg", None)
     cfg_fields = _kept_dicts(cfg) if hasattr(cfg, "__dict__") else None
     copies = {name: t.detach().clone() for name, t in copied.items()}
-    digests = None if pristine is None else {name: _digest(t) for name, t in tensors.items()}
+    digests = None if pristine is None else {name: _digest(t, strong=True) for name, t in tensors.items()}
     if pristine is None:
         pristine = lambda: copies   # noqa: E731
     try:
@@ -1083,7 +1190,7 @@ def model_kept(model, pristine=None, *, globals_kept=True):
             _put_back_dict(vars(cfg), cfg_fields)
         put_back()
         changed = [name for name, t in tensors.items()
-                   if (digests is None and not _same(t, copies[name])) or digests is not None and _digest(t) != digests[name]]
+                   if (digests is None and not _same(t, copies[name])) or digests is not None and _digest(t, strong=True) != digests[name]]
         source = pristine() if changed else {}
         lacking = [name for name in changed if not isinstance(source.get(name) if isinstance(source, dict) else None, torch.Tensor)]
         if lacking:
@@ -1129,7 +1236,7 @@ def _held_tensors(model):
 
 def _same(tensor, copy):
     """True if ``tensor`` is bit for bit its copy (same shape and dtype; NaN equals NaN)."""
-    return tensor.shape == copy.shape and tensor.dtype == copy.dtype and _digest(tensor) == _digest(copy)
+    return tensor.shape == copy.shape and tensor.dtype == copy.dtype and _digest(tensor, strong=True) == _digest(copy, strong=True)
 
 
 def _put_back_dict(target, saved):
@@ -1595,7 +1702,7 @@ def _threads_started(started):
 def _no_threads_left(before, started, on):
     """Wrong when the learner's function left a thread of its own running (it would keep the CPU
     busy for every later cell). Every Python thread counts, also one started with ``_thread``, which
-    ``threading`` does not list (``started``); each is sent SystemExit every 20 ms while it runs."""
+    ``threading`` does not list (``started``); each is stopped (states.Stoppable, with _ThreadLeft)."""
     learners = dict(started)
     left = {}   # ident -> a function saying whether that very thread still runs (an ident is reused at once)
     for ident in sys._current_frames():   # (a thread threading does not know, nor the learner's function
@@ -1604,8 +1711,8 @@ def _no_threads_left(before, started, on):
             left[ident] = lambda thread=thread, ident=ident: threading._active.get(ident) is thread and thread.is_alive()
     left.update({ident: runs for ident, runs in learners.items() if runs() is not False})
     for ident, runs in left.items():
-        _stop_thread(ident, SystemExit, runs)
-    deadline = time.monotonic() + 0.3 if left else 0
+        Stoppable(_ThreadLeft, ident, runs).stop(start=_own_thread)
+    deadline = time.monotonic() + ESCALATE_AFTER + 0.5 if left else 0   # (a bare except: is stopped too)
     while time.monotonic() < deadline and any(runs() is not False for runs in left.values()):
         time.sleep(0.02)
     running = [ident for ident, runs in left.items() if runs() is not False]
@@ -1695,21 +1802,6 @@ def _own_thread(target, name):
     return thread
 
 
-def _stop_thread(ident, exception, runs, every=0.02):
-    """Raise ``exception`` in the thread ``ident`` while ``runs()`` says that very thread still runs
-    (True), now and every ``every`` s from a watchdog thread: a thread that catches it (a bare
-    ``except:``) gets it again. An ident is reused as soon as its thread ends, so nothing is raised
-    before it has begun (``runs()`` None: waited for up to a second) or once it has ended (False)."""
-    def watch():
-        start = time.monotonic()
-        while (running := runs()) is not False and (running or time.monotonic() - start < 1):
-            if running:
-                ctypes.pythonapi.PyThreadState_SetAsyncExc(ctypes.c_ulong(ident), ctypes.py_object(exception))
-            time.sleep(every)
-
-    _own_thread(watch, "stops a learner's function")
-
-
 MAX_PRINTED = 20_000   # characters of a learner's function's printing one check shows (the rest is counted)
 _PRINTED = contextvars.ContextVar("printed", default=None)   # the check's {"left": characters, "said": bool}
 
@@ -1774,6 +1866,7 @@ def _no_audit_hook(hook):
     so it could change what every later check sees (it is refused, and the check says so)."""
     _HOOKS_REFUSED.append(hook)
     raise RuntimeError("a check does not allow sys.addaudithook: an audit hook could never be removed")
+
 
 
 _KERNELS_REFUSED = []   # one entry per torch.library registration a learner's function tried (each refused)
@@ -1983,63 +2076,38 @@ class _Raised(Exception):
 
 class _Run(_Thread):
     """A learner's function in a thread of its own, with the caller's gradient mode; ``stop()``
-    raises _OutOfTime in it again and again until it ends (none once it has ended)."""
+    stops it (states.Stoppable: _OutOfTime raised in it again and again, until it ends)."""
 
     def __init__(self, function, args, kwargs):
         super().__init__(name="a learner's function in a check", daemon=True)
         self.function, self.args, self.kwargs, self.box = function, args, kwargs, {}
         torch = sys.modules.get("torch")
         self.grad = torch.is_grad_enabled() if torch is not None else None
-        self.lock, self.done, self.poked = threading.Lock(), False, False
+        self.stoppable = Stoppable(_OutOfTime)
 
     def run(self):
         try:
-            try:
-                if self.grad is not None:
-                    sys.modules["torch"].set_grad_enabled(self.grad)
-                self.box["out"] = self.function(*self.args, **self.kwargs)
-                _COLLECT(2 if _FROZEN else 1)   # the garbage it left in cycles: their __del__ runs here, within
-                # the time limit (all of it while a check holds the older objects frozen: as quick, _garbage_fenced)
-            except BaseException as exc:   # noqa: BLE001 — handed to the check's thread as it is
-                self.box["raised"] = exc
-                # its message is read here, under the time limit: a learner's __str__ may never return
-                self.box["message"] = f"{type_name(exc)}: {message_of(exc)}".rstrip(": ")
-            self.finish()
+            self.stoppable.call(self.call)
         except _OutOfTime:   # one that arrived while handing over
-            self.finish()
+            pass
 
-    def finish(self):
-        """Mark the function ended, and catch here an _OutOfTime still on its way. (It is caught, not
-        cleared by PyThreadState_SetAsyncExc(id, NULL): that call leaves the interpreter signalled for
-        good, and a kernel with a profiler or debugger attached then hangs.)"""
+    def call(self):
+        """The function called; what it returns or raises goes in ``box``."""
         try:
-            with self.lock:
-                self.done = True   # no stop() raises in it after this
-            if self.poked:
-                for _ in range(1000):   # a pending one is raised at the loop's first jump back
-                    pass
-        except _OutOfTime:
-            self.done = True
+            if self.grad is not None:
+                sys.modules["torch"].set_grad_enabled(self.grad)
+            self.box["out"] = self.function(*self.args, **self.kwargs)
+            _COLLECT(2 if _FROZEN else 1)   # the garbage it left in cycles: their __del__ runs here, within
+            # the time limit (all of it while a check holds the older objects frozen: as quick, _garbage_fenced)
+        except BaseException as exc:   # noqa: BLE001 — handed to the check's thread as it is
+            self.box["raised"] = exc
+            # its message is read here, under the time limit: a learner's __str__ may never return
+            self.box["message"] = f"{type_name(exc)}: {message_of(exc)}".rstrip(": ")
 
-    def raise_here(self):
-        ctypes.pythonapi.PyThreadState_SetAsyncExc(ctypes.c_ulong(self.ident), ctypes.py_object(_OutOfTime))
-
-    def stop(self, every=0.02, grace=0.3):
-        """Raise _OutOfTime in the function now and every ``every`` s until it ends (from a
-        watchdog thread, so the check goes on). True if it is still running after ``grace`` s."""
-        def poke():
-            with self.lock:
-                if not self.done:
-                    self.poked = True
-                    self.raise_here()
-
-        def watch():
-            while self.is_alive() and not self.done:
-                poke()
-                self.join(every)
-
-        poke()
-        _own_thread(watch, "stops a learner's function")
+    def stop(self, every=0.02, grace=ESCALATE_AFTER + 0.5):
+        """Stop the function from a watchdog thread, raising _OutOfTime every ``every`` s (the check goes on).
+        True if it is still running after ``grace`` s (by default long enough to stop a bare ``except:`` too)."""
+        self.stoppable.stop(every, start=_own_thread)
         self.join(grace)
         return self.is_alive()
 
@@ -2126,10 +2194,16 @@ def sealed(build):
     return cases
 
 
+_SEALED_READER = sealed(dict).__code__   # the code of every @sealed reader (``_check_function`` reads its build)
+# called by code outside the checks, yet no check's own function: what a check puts in sys and gc while a
+# learner's function runs, and a decorator a course module applies as it is imported (helpers.heads.compute)
+_NOT_WATCHED = {function.__code__ for function in (_no_switch_interval, _watchdog, _no_audit_hook, _no_freeze, sealed)}
+
+
 def _fingerprint(x):
     """What ``x`` (a check's cases: dicts, lists, tuples of plain values, arrays and tensors) holds, as a
     value equal to another's only when the two hold the same: each container's type and keys, each
-    plain value, each array's and tensor's type, shape, dtype and checksum (``_digest``), and whether a
+    plain value, each array's and tensor's type, shape, dtype and SHA-256 (``_digest``), and whether a
     tensor requires grad. Anything else counts by its type alone (a case holds none)."""
     kind = type(x)
     if kind in (dict, collections.OrderedDict):
@@ -2139,12 +2213,12 @@ def _fingerprint(x):
     if kind in _PLAIN_SCALARS:
         return kind, x
     if isinstance(x, np.ndarray) and x.dtype.kind != "O":
-        return kind, x.shape, x.dtype.str, zlib.crc32(np.ascontiguousarray(x).reshape(-1).view(np.uint8))
+        return kind, x.shape, x.dtype.str, _checksum(x, strong=True)
     if hasattr(x, "detach") and hasattr(x, "requires_grad"):
         try:
-            return kind, _digest(x), x.requires_grad
+            return kind, _digest(x, strong=True), x.requires_grad
         except (TypeError, RuntimeError):   # a dtype NumPy lacks (bfloat16): read as float32, which holds it exactly
-            return kind, x.dtype, _digest(x.detach().float()), x.requires_grad
+            return kind, x.dtype, _digest(x.detach().float(), strong=True), x.requires_grad
     return (kind,)
 
 

@@ -453,15 +453,27 @@ class Explorer:
         return {name: control.value for name, control in self.controls.items()}
 
     def set(self, **values):
-        """Move controls as a learner would (``set(layer=1, head=0)``); every value is checked
-        against its control first (``check_control``), so a refusal leaves every control as it was."""
+        """Move controls as a learner would (``set(layer=1, head=0)``), in the order given: each value is
+        checked (``check_control``) against its control as the values before it left it (moving ``model``
+        may change the ``prompt`` menu), and a refusal puts every control back as it was."""
         unknown = sorted(set(values) - set(self.controls))
         if unknown:
             fail(f"expected controls among {', '.join(self.controls)}, but got {', '.join(map(str, unknown))}")
-        checked = {name: check_control(self.controls[name], value, name) for name, value in values.items()}
-        for name, value in checked.items():
-            self.controls[name].value = value
+        before = self.values()
+        try:
+            for name, value in values.items():
+                self.controls[name].value = check_control(self.controls[name], value, name)
+        except Exception:   # noqa: BLE001 (a refusal, or whatever else stopped the move: every control goes back)
+            self.put_back(before)
+            raise
         return self
+
+    def put_back(self, values):
+        """Set every control back to ``values`` (what ``values()`` gave), in the controls' order: a control that
+        changes others (a model menu setting the prompt menu and the sliders' ranges) before those others."""
+        for name, control in self.controls.items():
+            if control.value != values[name]:
+                control.value = values[name]
 
     def picture(self):
         return as_png(self.render(**self.values()))

@@ -394,6 +394,8 @@ def record_answer(exercise, answer, args, kwargs):
     if callable(answer) and (by_kind or not _is_class(answer)):   # a class the check calls, too
         recorder = Recorder(answer)
         exercise.feedback(recorder, *args, **kwargs)
+        if recorder.refused is not None:   # what only this run could see (the course's own code ran in it)
+            return {"unknown": recorder.refused[:MAX_UNKNOWN]}
         return {"function": recorder.calls}
     return encode(answer)
 
@@ -780,10 +782,12 @@ class Recorder:
     """Wraps a learner's function in their own kernel: calls it and keeps each input's
     fingerprint and what it returned (or how it failed), and every call it made to a function the
     check gave it (a callback: ``callbacks``, with its arguments as data), for the judge to make
-    again in the same order (a check may count them, as chapter 12's ``train_loop`` does)."""
+    again in the same order (a check may count them, as chapter 12's ``train_loop`` does). ``refused``: set
+    by the check when the run found what the judge's replay cannot (the course's own code ran in it)."""
 
     def __init__(self, function):
         self.function, self.calls = function, []
+        self.refused = None   # the sentence of a refusal the judge could not make (helpers.exercises.Seen)
 
     def __call__(self, *args, **kwargs):
         entry = {"inputs": fingerprint((args, kwargs))}

@@ -17,7 +17,6 @@ environment variable COURSE_MY_GPT names (the course's tests give each run a fre
 """
 import ast
 import contextlib
-import ctypes
 import importlib.util
 import inspect
 import keyword
@@ -29,9 +28,9 @@ import threading
 import time
 from pathlib import Path
 
-from .errors import check_switch, fail
+from .errors import check_switch, class_name, fail
 from .errors import shown as _shown
-from .states import default_dtype, random_states
+from .states import Stop, Stoppable, default_dtype, random_states
 
 HEADER = '''"""{name}: written by you in chapter {chapter}, kept by its check. Edit it freely."""
 import math
@@ -100,17 +99,25 @@ def _unwrapped(function):
 
 
 def keep(piece, chapter, name=None):
-    """Write the cell that defined ``piece`` to my_gpt/<name>.py; return the path.
+    """Write the cell that defined ``piece`` to my_gpt/<name>.py; return the path. ``name``: the name a
+    later chapter asks for (``use``); None: the piece's own. When the two differ (a head written as
+    ``def my_head``, kept as attention_head), the file ends with ``attention_head = my_head``.
 
     Called by a check once the piece is right; a learner may call it too."""
     if not (inspect.isfunction(piece) or inspect.isclass(piece)):
         fail(f"a piece to keep is a function or a class, but got {type(piece).__name__}")
     if not (isinstance(chapter, str) and re.fullmatch(r"\d\d", chapter)):
         fail(f"chapter should be the chapter's two digits as text, such as '05', but got {chapter!r:.40}")
-    name = name or piece.__name__
+    own = class_name(piece) if inspect.isclass(piece) else piece.__name__
+    path(own)   # (its own name, too, is a Python name: the alias line names it)
+    name = own if name is None else name
     target = path(name)
     _not_being_imported(name)
-    text = HEADER.format(name=name, chapter=chapter) + source_of(piece)
+    header = HEADER.format(name=name, chapter=chapter)
+    text = header + source_of(piece)
+    if name != own:
+        alias = f"{name} = {own}   # the name the chapters ahead ask for (learner.use)"
+        text += ("" if text.endswith("\n") else "\n") + f"\n{alias}\n"
     target.parent.mkdir(parents=True, exist_ok=True)
     earlier = target.read_bytes() if target.is_file() else None   # a good piece kept before
     temporary = target.with_suffix(".py.tmp")
@@ -126,15 +133,15 @@ def keep(piece, chapter, name=None):
             put_back(target, earlier)   # (a check that stopped this thread puts back itself: this one may end late)
         if not isinstance(error, Exception):
             raise
-        fail(f"the cell that defines {name} does not run on its own as my_gpt/{name}.py "
+        fail(f"the cell that defines {own} does not run on its own as my_gpt/{name}.py "
              f"({type(error).__name__}: {str(error)[:100]}); use only np, torch, nn, F, math and ref in it")
     if getattr(_loading, "checks", 0) != checks:
         put_back(target, earlier)
-        fail(f"the cell that defines {name} also calls a check, which would run again each time my_gpt/{name}.py "
+        fail(f"the cell that defines {own} also calls a check, which would run again each time my_gpt/{name}.py "
              f"is imported; keep the check call in a cell of its own, below, and run both again")
-    if not _same_definition(piece, kept, module, HEADER.format(name=name, chapter=chapter).count("\n")):
+    if not _same_definition(piece, kept, module, header.count("\n")):
         put_back(target, earlier)
-        fail(f"the cell that defines {name} makes another {name} after the one the check passed (a second def "
+        fail(f"the cell that defines {own} makes another {own} after the one the check passed (a second def "
              f"or class, or an assignment), and a later chapter would use that one; keep only the checked one "
              f"in its cell and run the check again")
     return target
@@ -210,9 +217,9 @@ def use(name, course, quiet=False):
 LOAD_TIME_LIMIT = 10   # seconds importing a kept file may take in use() (as a check's TIME_LIMIT for a learner's call)
 
 
-class _OutOfTime(BaseException):
-    """Raised in a kept file's import when its time is up (not an Exception: ``except Exception`` in
-    the file does not catch it; a bare ``except:`` does, so it is raised again and again)."""
+class _OutOfTime(Stop):
+    """Raised in a kept file's import when its time is up (states.Stop: not an Exception, so ``except
+    Exception`` in the file does not catch it; a bare ``except:`` does, so it is raised again, then at every line)."""
 
 
 class _Import(threading.Thread):
@@ -221,35 +228,26 @@ class _Import(threading.Thread):
 
     def __init__(self, target):
         super().__init__(name="importing a kept piece", daemon=True)
-        self.target, self.box, self.lock, self.done, self.poked = target, {}, threading.Lock(), False, False
+        self.target, self.box, self.stoppable = target, {}, Stoppable(_OutOfTime)
         self.chain = getattr(_loading, "chain", ())
 
     def run(self):
         try:
-            try:
-                _loading.chain = self.chain
-                self.box["module"] = _load(self.target)
-            except BaseException as error:   # noqa: BLE001 — handed to use()'s thread as it is
-                self.box["raised"] = error
-            with self.lock:
-                self.done = True   # no _OutOfTime is raised in it after this
-            if self.poked:
-                for _ in range(1000):   # one still on its way is raised at the loop's first jump back
-                    pass
+            self.stoppable.call(self.load)
         except _OutOfTime:   # one that arrived while handing over
-            self.done = True
+            pass
+
+    def load(self):
+        """The import; the module or what it raised goes in ``box``."""
+        try:
+            _loading.chain = self.chain
+            self.box["module"] = _load(self.target)
+        except BaseException as error:   # noqa: BLE001 — handed to use()'s thread as it is
+            self.box["raised"] = error
 
     def stop(self, every=0.02):
-        """Raise _OutOfTime in the import now and every ``every`` s until it ends (from a watchdog thread)."""
-        def watch():
-            while self.is_alive():
-                with self.lock:
-                    if self.done:
-                        return
-                    self.poked = True
-                    ctypes.pythonapi.PyThreadState_SetAsyncExc(ctypes.c_ulong(self.ident), ctypes.py_object(_OutOfTime))
-                time.sleep(every)
-        threading.Thread(target=watch, name="stopping a kept piece's import", daemon=True).start()
+        """Stop the import from a watchdog thread (states.Stoppable), raising _OutOfTime every ``every`` s."""
+        self.stoppable.stop(every)
 
 
 def _bounded_load(target):

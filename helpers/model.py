@@ -36,8 +36,8 @@ import torch
 import torch.nn.functional as F
 from torch import nn
 
-from .errors import MAX_BYTES, CourseInputError, check_bytes, check_choice, check_ids_given, check_index, \
-    check_finite, check_number, check_positive_int, check_seed, check_switch, check_tensor, count, fail, length, \
+from .errors import MAX_BYTES, CourseInputError, about_gib, check_bytes, check_choice, check_ids_given, check_index, \
+    check_finite, check_number, check_positive_int, check_seed, check_switch, check_tensor, count, fail, gib, length, \
     message_of, shown
 from .states import digest
 
@@ -213,7 +213,7 @@ def mlp_floats(d, d_ff, bias, activation):
 def check_floats(floats, what, whose):
     """Refuse, before allocating, a model or part holding more than MAX_FLOATS float32 numbers."""
     if floats > MAX_FLOATS:
-        fail(f"{what} should fit in {MAX_FLOATS * 4 / 2**30:.1f} GiB (at most {MAX_FLOATS:,} "
+        fail(f"{what} should fit in {gib(MAX_FLOATS * 4)} (at most {MAX_FLOATS:,} "
              f"float32 numbers), but {whose} needs {shown(floats)} of them")
 
 
@@ -1073,8 +1073,8 @@ class Transformer(nn.Module):
         more than MAX_TRACE_BYTES: ``Config.trace_bytes`` from the sizes alone."""
         need = self.cfg.trace_bytes(T, start + T)
         if need > MAX_TRACE_BYTES:
-            fail(f"trace=True should keep at most {MAX_TRACE_BYTES / 2**30:.1f} GiB (this course's limit), but on "
-                 f"{T:,} tokens this model's trace would keep about {need / 2**30:.1f} GiB: give a shorter prompt "
+            fail(f"trace=True should keep at most {gib(MAX_TRACE_BYTES)} (this course's limit), but on "
+                 f"{T:,} tokens this model's trace would keep {about_gib(need, MAX_TRACE_BYTES)}: give a shorter prompt "
                  f"(at most {self.cfg.longest_trace(start):,} tokens here), or call the model without trace=True")
 
     def check_room(self, T):

@@ -10,8 +10,8 @@ a task: the caller brings the prompts, the reference and the metric.
 import numpy as np
 import torch
 
-from .errors import CourseInputError, check_choice, check_index, check_number, check_positive_int, check_seed, \
-    check_switch, fail, message_of, shown, to_numpy
+from .errors import CourseInputError, about_gib, check_choice, check_index, check_number, check_positive_int, \
+    check_seed, check_switch, fail, gib, message_of, shown, to_numpy
 from .model import MAX_TRACE_BYTES, Config, Transformer, check_replace, check_squares, rotate_pairs, trace_names
 
 KINDS = ("zero", "mean", "resample")
@@ -117,8 +117,8 @@ def check_memory(model, B, T, names=(), what="this call", extra=0):
     cfg = check_model(model)
     need = cfg.pass_bytes(B, T) + _kept_bytes(cfg, names, B, T) + extra
     if need > MAX_PASS_BYTES:
-        fail(f"{what} should need at most {MAX_PASS_BYTES / 2**30:.1f} GiB (this course's limit), but its "
-             f"batched pass of {B:,} rows of {T:,} tokens would need about {need / 2**30:.1f} GiB: "
+        fail(f"{what} should need at most {gib(MAX_PASS_BYTES)} (this course's limit), but its "
+             f"batched pass of {B:,} rows of {T:,} tokens would need {about_gib(need, MAX_PASS_BYTES)}: "
              "use fewer or shorter prompts")
 
 

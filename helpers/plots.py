@@ -79,6 +79,8 @@ def attention_heatmap(weights, tokens, ax=None, title=None, keys=None, annotate=
     if w.shape != (len(tokens), len(keys)):
         fail(f"weights should have one row per query label and one column per key label, but have shape {w.shape} "
              f"for {len(tokens)} query and {len(keys)} key labels")
+    if min(w.shape) == 0:   # no row or no column: an empty map, whose axes matplotlib cannot set
+        fail(f"weights should hold at least one query and one key, but have shape {w.shape}")
     if max(w.shape) > HEATMAP_MAX_TOKENS:
         fail(f"an attention heatmap shows at most {HEATMAP_MAX_TOKENS} queries and keys, each labelled (slice the "
              f"weights, such as weights[:64, :64]), but got {w.shape[0]:,} x {w.shape[1]:,}")

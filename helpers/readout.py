@@ -2,11 +2,12 @@
 import numpy as np
 import torch
 
-from .errors import check_positive_int, check_text, count, fail, length, shown, to_numpy
+from .errors import check_finite, check_positive_int, check_text, count, fail, length, shown, to_numpy
 
 MAX_ROWS = MAX_COLS = 1_000   # the largest matrix format_matrix writes out (a million numbers, ~8 MB of text)
 MAX_DECIMALS = 20             # the most decimals a number is written with
 MAX_LABEL_CHARS = 100         # a row label: a token or a step's name (every row is padded to the longest)
+LARGEST_FIXED = 1e9           # a matrix holding a number this large is written as 1.234e+12 (1e308 has 309 digits)
 SUM_TOLERANCE = 1e-3          # how far from 1 a distribution's sum may be: rounding, not a slip
 
 SHAPE_NOTES = {
@@ -55,23 +56,38 @@ def check_row_labels(row_labels, rows):
 
 
 def format_matrix(x, row_labels=None, decimals=3):
-    """A 1-D or 2-D array as aligned text, one labelled row per line: at most MAX_ROWS rows and
-    MAX_COLS columns (1,000 each), at most MAX_DECIMALS decimals (20)."""
+    """A 1-D or 2-D array as aligned text, one labelled row per line: at least one number, at most MAX_ROWS
+    rows and MAX_COLS columns (1,000 each), at most MAX_DECIMALS decimals (20). Finite numbers, or -inf (a
+    masked score, written -inf); NaN and +inf are refused. A matrix holding a number of LARGEST_FIXED (1e9)
+    or more is written in scientific notation (1.234e+12), all of it, so that its columns stay aligned."""
     shape = getattr(x, "shape", None)
     if isinstance(shape, tuple) or isinstance(x, torch.Tensor):
         check_size(shape)                 # a tensor or an array: its size before it is converted
-    x = np.atleast_2d(to_numpy(x, "x"))
+    x = to_numpy(x, "x")
     check_size(x.shape)
+    if x.size == 0:
+        fail(f"format_matrix should get at least one number, but got shape {x.shape}")
+    x = np.atleast_2d(check_finite(x, "x", minus_inf=True))   # -inf: a masked score
     decimals = check_positive_int(decimals, "decimals", minimum=0)
     if decimals > MAX_DECIMALS:
         fail(f"decimals should be at most {MAX_DECIMALS}, but got {count(decimals)}")
     labels = check_row_labels(row_labels, len(x))
     width = max((len(str(l)) for l in labels), default=0)
+    scientific = bool(np.abs(x[np.isfinite(x)]).max(initial=0) >= LARGEST_FIXED)
     lines = []
     for label, row in zip(labels, x):
-        cells = " ".join(f"{v:{decimals + 4}.{decimals}f}" if np.isfinite(v) else f"{v:>{decimals + 4}}" for v in row)
+        cells = " ".join(cell_text(v, decimals, scientific) for v in row)
         lines.append(f"  {str(label):<{width}} [{cells}]")
     return "\n".join(lines)
+
+
+def cell_text(v, decimals, scientific=False):
+    """One number of format_matrix, right-aligned: with ``decimals`` decimals, fixed point (-2.492) or, when
+    ``scientific``, as -2.492e+12; -inf (a masked score) as it is."""
+    width = decimals + (8 if scientific else 4)
+    if not np.isfinite(v):
+        return f"{v:>{width}}"
+    return f"{v:{width}.{decimals}{'e' if scientific else 'f'}}"
 
 
 def format_step(name, x, tokens=None):

@@ -8,26 +8,17 @@ import math
 import numpy as np
 
 from .errors import as_array, check_bytes, check_finite, check_mask, check_number, check_positive_int, check_switch, \
-    check_tensor, count, fail, shown, to_numpy
+    count, entries, fail, shown, to_numpy
 
-MAX_ENTRIES = 50_000_000   # the most entries a table made here may hold (400 MB of float64)
+MAX_ENTRIES = 50_000_000   # the most entries a table made here may hold
 
 
-def check_entries(count, what):
-    """Refuse, before allocating it, a table of more than MAX_ENTRIES entries."""
+def check_entries(count, what, peak):
+    """Refuse, before allocating it, a table of more than MAX_ENTRIES entries; ``peak``: the bytes an entry
+    takes at the call's peak (measured), so that the sentence states what the largest table would need."""
     if count > MAX_ENTRIES:
-        fail(f"expected at most {MAX_ENTRIES:,} entries (400 MB), but {what} would hold {shown(count)}")
-
-
-def entries(x, name="the input"):
-    """How many numbers ``x`` stands for, read without converting it: a tensor's numel (an expanded one
-    stores fewer), an array's size (a broadcast view too); 0 for anything else (a list, a number), which
-    to_numpy counts as it converts it. For counting several inputs before any is copied."""
-    if isinstance(x, np.ndarray):
-        return x.size
-    if hasattr(x, "detach") and hasattr(x, "numel"):
-        return check_tensor(x, name).numel()
-    return 0
+        fail(f"{what} should hold at most {MAX_ENTRIES:,} entries (about {MAX_ENTRIES * peak / 10**6:,.0f} MB at "
+             f"the peak of making it), but would hold {shown(count)}")
 
 
 def finite(x, name):
@@ -61,10 +52,14 @@ def softmax(x, axis=-1):
     if blind.any():
         fail(f"x should leave each slice along axis {axis} at least one score that is not -inf, but "
              f"{count(int(blind.sum()))} of {count(blind.size)} are all -inf (hidden), whose softmax is 0/0")
-    e = x - np.max(x, axis=axis, keepdims=True)   # the only table made: exp and division in place
+    with np.errstate(over="ignore"):   # a score more than 1.8e308 below the largest: -inf, whose weight 0 is right
+        e = x - np.max(x, axis=axis, keepdims=True)   # the only table made: exp and division in place
     np.exp(e, out=e)
     e /= np.sum(e, axis=axis, keepdims=True)
     return e
+
+
+CAUSAL_MASK_BYTES = 3   # bytes causal_mask makes an entry at its peak (measured): the ones, triu's test and the result
 
 
 def causal_mask(T):
@@ -73,7 +68,7 @@ def causal_mask(T):
     Row i is the query at position i; entries j > i are True.
     """
     T = check_positive_int(T, "T")
-    check_entries(T * T, f"a causal mask of T={shown(T)}")
+    check_entries(T * T, f"a causal mask of T={shown(T)}", CAUSAL_MASK_BYTES)
     return np.triu(np.ones((T, T), dtype=bool), k=1)
 
 
@@ -84,7 +79,7 @@ MASK_BYTES = 12
 
 def mask_bytes(shape):
     """What ``check_mask`` makes of a mask for scores ending in ``shape`` (T_q, T_k), counted before it runs
-    (a mask of another shape is refused there, after to_numpy's own count of it)."""
+    (a mask of another shape is refused there, before it is converted)."""
     return MASK_BYTES * math.prod(shape[-2:])
 
 
@@ -238,17 +233,51 @@ def relu(x):
     return np.maximum(check_finite(x, "x"), 0.0)
 
 
+# The largest angle (a position times a frequency, in radians) a float resolves: float numbers from 2**k on lie
+# 2**(k - 52) apart (float64) or 2**(k - 23) (float32), so up to 2**49 (about 5.6e14) a float64 angle, and up to
+# 2**20 (1,048,576) a float32 one, is rounded by at most 1/32 of a radian, while positions k and k + 1 turn the
+# fastest pair (w_0 = 1) by angles 1 radian apart. Past it the rounding grows, and past 2**53 (float64, about 9e15)
+# or 2**24 (float32) position k + 1 gets the very angle of position k.
+MAX_ANGLE = {"float64": 2.0 ** 49, "float32": 2.0 ** 20}
+
+
+def check_angles(largest, fastest, name, kind="float64"):
+    """Refuse positions whose largest angle, |``largest``| (the furthest position) times ``fastest`` (the largest
+    frequency base**(-2i/d); 1 for a base >= 1), passes MAX_ANGLE[kind], in one sentence naming ``name``."""
+    limit = MAX_ANGLE[kind]
+    if not math.isfinite(fastest):
+        fail(f"the frequencies base**(-2i/d) should be finite, but the largest overflows {kind}: give a base of at least 1")
+    angle = abs(largest) * fastest
+    if angle > limit:
+        fail(f"{name} should be at most {plain(limit / fastest)} in size ({kind} angles past 2**{math.log2(limit):.0f} "
+             f"radians are rounded by more than 1/32 radian, so nearby positions would turn alike), but got "
+             f"{plain(largest)}" + ("" if math.isfinite(angle) else f", whose angle overflows {kind}"))
+
+
+def plain(x):
+    """A number as a sentence shows it: whole ones below 1e15 with thousands separators, others in 4 digits."""
+    return f"{x:,.0f}" if float(x).is_integer() and abs(x) < 1e15 else f"{x:.4g}"
+
+
+# Bytes sinusoidal_positions makes an entry at its peak (measured): the table (8) and, for half its columns at a
+# time, the angles and their sines or cosines (4 + 4).
+SINUSOIDAL_BYTES = 16
+
+
 def sinusoidal_positions(n, d, base=10000.0):
     """The fixed (n, d) table of Vaswani et al., columns interleaved sin, cos.
 
     Row p, pair i: [sin(p * w_i), cos(p * w_i)] with w_i = base**(-2i/d).
-    Row 0 is position 0 (the Primer's "pos 1").
+    Row 0 is position 0 (the Primer's "pos 1"). Memory: SINUSOIDAL_BYTES (16) an entry at the peak, for at most
+    MAX_ENTRIES entries (about 800 MB). n - 1 at most MAX_ANGLE["float64"] (2**49: the angles of
+    the fastest pair, p radians, resolved to 1/32 radian).
     """
     n, d = check_positive_int(n, "n"), check_positive_int(d, "d")
     base = check_number(base, "base", low=1, low_open=True)
     if d % 2:
         fail(f"sinusoidal positions need an even width d, but got d={d}")
-    check_entries(n * d, f"a table of n={shown(n)} positions by d={shown(d)}")
+    check_entries(n * d, f"a table of n={shown(n)} positions by d={shown(d)}", SINUSOIDAL_BYTES)
+    check_angles(n - 1, 1.0, "the last position, n - 1")   # (base > 1: the fastest pair turns 1 radian a position)
     p = np.arange(n)[:, None]
     w = base ** (-np.arange(0, d, 2) / d)
     table = np.zeros((n, d))
@@ -267,7 +296,8 @@ def rotate_pairs(x, positions, base=10000.0):
     """Rotary position embedding (RoPE): turn each column pair of row t by positions[t] * w_i.
 
     x: (T, d) with d even; positions: (T,) integers. Pair i is columns (2i, 2i+1),
-    w_i = base**(-2i/d), the same frequencies as the sinusoidal table.
+    w_i = base**(-2i/d), the same frequencies as the sinusoidal table. Every angle, |position| x w_i, at most
+    MAX_ANGLE["float64"] (2**49, where float64 still resolves it to 1/32 radian).
     """
     x = as_array(x, "x", 2)
     T, d = x.shape
@@ -282,11 +312,11 @@ def rotate_pairs(x, positions, base=10000.0):
         fail(f"positions should be finite numbers, but {int((~np.isfinite(positions)).sum())} of {T} are NaN or infinite")
     check_finite(x, "x")
     base = check_number(base, "base", low=0, low_open=True)
-    with np.errstate(over="ignore", invalid="ignore"):
-        angle = positions[:, None] * base ** (-np.arange(0, d, 2) / d)
-    if not np.isfinite(angle).all():
-        fail(f"positions times the frequencies base**(-2i/d) should be finite angles, but {count(int((~np.isfinite(angle)).sum()))} "
-             f"of {count(angle.size)} overflow (positions up to {np.abs(positions).max():.3g}, base={shown(base)})")
+    with np.errstate(over="ignore"):   # a base below 1 whose frequencies overflow: refused by check_angles
+        frequencies = base ** (-np.arange(0, d, 2) / d)
+    if T and d:
+        check_angles(float(np.abs(positions).max()), float(frequencies.max()), "each position")
+    angle = positions[:, None] * frequencies
     cos, sin = np.cos(angle), np.sin(angle)
     even, odd = x[:, 0::2], x[:, 1::2]
     out = np.empty_like(x)

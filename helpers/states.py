@@ -1,9 +1,15 @@
 """Global states a learner's code may change for every later cell, saved and put back: the random
 generators of Python, NumPy and torch, and torch's default dtype. The exercise checks keep them
 around a learner's call (helpers.exercises), and so does the import of a kept piece (helpers.learner).
-And a tensor's state in short (``digest``), by which a check and an explorer tell a changed tensor."""
+The time limit on a learner's code in a thread (``Stoppable``), which the same three keep, and the live
+run (helpers.gpt.compute). And a tensor's state in short (``digest``), by which a check and an explorer tell a changed tensor
+(a check with ``strong``, a hash a learner's code cannot match)."""
+import ctypes
+import hashlib
 import random
 import sys
+import threading
+import time
 import zlib
 
 import numpy as np
@@ -34,13 +40,170 @@ def default_dtype(dtype):
     return before
 
 
-def digest(tensor):
-    """A tensor's shape, dtype and the CRC-32 of its bytes: equal digests, equal tensors (but for a
-    chance of 1 in 4 billion; CRC-32 reads the real model's 538 MB in about half SHA-1's time)."""
+def digest(tensor, strong=False):
+    """A tensor's shape, dtype and a checksum of its bytes: equal digests, equal tensors. The checksum is
+    CRC-32 (the real model's 538 MB in about 0.4 s), which code can fool on purpose (CRC is linear: changing
+    4 bytes puts any CRC back), so a cache keyed on it trusts only the course's own code; ``strong``: SHA-256
+    instead (about 1 s for those 538 MB), which no one can match with other bytes: for a check that guards
+    its state against a learner's code."""
     tensor = tensor.detach().cpu()
     if str(tensor.dtype) == "torch.bfloat16":   # (NumPy has no bfloat16: its bits, read as int16)
         tensor = tensor.view(sys.modules["torch"].int16)
     arr = tensor.numpy()
     shape, flipped = arr.shape, not arr.flags.c_contiguous and arr.T.flags.c_contiguous
     arr = arr.T if flipped else np.ascontiguousarray(arr)   # a transposed weight is hashed as it is stored
-    return shape, flipped, arr.dtype, zlib.crc32(arr.reshape(-1).view(np.uint8))
+    return shape, flipped, arr.dtype, checksum(arr, strong)
+
+
+def checksum(arr, strong=False):
+    """CRC-32, or with ``strong`` SHA-256, of a NumPy array's bytes (copied first if they are not in one piece)."""
+    data = np.ascontiguousarray(arr).reshape(-1).view(np.uint8)
+    return hashlib.sha256(data).digest() if strong else zlib.crc32(data)
+
+
+# --- Stopping the code a thread runs: a time limit that a learner's ``except:`` cannot swallow ---------------
+
+ESCALATE_AFTER = 0.5   # seconds a stopped call may go on catching its exception before it is raised at every line
+
+
+class Stop(BaseException):
+    """What ``Stoppable.stop`` raises in a thread (a check's and an import's _OutOfTime, a live run's
+    LoopLate are its kinds). Not an Exception: ``except Exception`` does not keep it. A bare ``except:``
+    catches it, so once a call has caught it for ESCALATE_AFTER s, a Stop made in that thread (it is made
+    where it is caught) turns on ``Stoppable.raise_at_every_line``: the next line the thread runs raises it
+    again, also the first line inside that ``except:``, and what a handler raises its own try does not
+    catch, so it leaves the loop. Made anywhere else (``raise _OutOfTime(...)`` in the course), nothing."""
+
+    def __init__(self, *args):
+        super().__init__(*args)
+        stoppable = _ESCALATED.get(threading.get_ident())
+        if stoppable is not None and isinstance(self, stoppable.exception):
+            stoppable.raise_at_every_line()
+
+
+_ESCALATED = {}   # thread ident -> its Stoppable, once that has been stopped for ESCALATE_AFTER s
+
+
+class Stoppable:
+    """Code that one thread runs (``call``, or a thread's whole run when ``ident`` is given) and another
+    thread stops (``stop``): ``exception`` (a Stop) is raised in it with PyThreadState_SetAsyncExc now and
+    every ``every`` s from a watchdog thread until it ends, and at every line after ESCALATE_AFTER s (see
+    Stop). Before a stop nothing is traced, so it costs nothing. A C call that never returns cannot be
+    stopped. ``runs()``: whether the thread still runs (True, False, or None before it has begun)."""
+
+    def __init__(self, exception, ident=None, runs=None):
+        self.exception, self.ident, self.runs = exception, ident, runs
+        self.lock, self.done, self.poked, self.below = threading.Lock(), False, False, None
+        self.ended = threading.Event()   # set when ``call`` ends (a watchdog waiting to begin stops waiting)
+
+    def call(self, function, *args, **kwargs):
+        """``function(*args, **kwargs)`` in this thread, stoppable meanwhile: returns what it returns and raises
+        what it raises (``exception`` once stopped). When it ends, nothing more is raised in it, one still on
+        its way is caught here, and the thread's trace function is put back."""
+        self.ident, self.below, trace = threading.get_ident(), sys._getframe(), sys.gettrace()
+        try:
+            return function(*args, **kwargs)
+        finally:
+            try:   # (no call before ``done``: a pending exception is raised only at a call or a jump back)
+                with self.lock:
+                    self.done = True   # no more is raised after this: at most one is still on its way
+                _ESCALATED.pop(self.ident, None)
+                if self.poked:
+                    for _ in range(1000):   # one on its way is raised at the loop's first jump back
+                        pass
+            except self.exception:
+                pass
+            sys.settrace(trace)
+            self.ended.set()
+
+    def running(self):
+        """True while the code runs, False once it has ended, None before it has begun."""
+        if self.runs is not None:
+            return self.runs()
+        return None if self.ident is None else not self.done
+
+    def poke(self):
+        """Raise the exception in the thread once, unless the code has ended."""
+        with self.lock:
+            if self.done or self.running() is not True:
+                return
+            self.poked = True
+            ctypes.pythonapi.PyThreadState_SetAsyncExc(ctypes.c_ulong(self.ident), ctypes.py_object(self.exception))
+
+    def withdraw(self):
+        """Take back a poke the thread has not raised yet (it is in a long C call, ``time.sleep(10**6)``):
+        while one is pending, CPython 3.11 keeps its eval breaker set for every thread, and a thread with a
+        trace function (a check's tripwire) then spins at the first call it makes. The next poke comes
+        ``every`` s later; the code is stopped by one of them once it is back in Python."""
+        with self.lock:
+            if self.done or self.running() is not True:
+                return
+            ctypes.pythonapi.PyThreadState_SetAsyncExc(ctypes.c_ulong(self.ident), None)   # (None: NULL, cleared)
+        _breaker_reset()
+
+    def stop(self, every=0.02, after=0.0, start=None):
+        """Start stopping it (after ``after`` s) from a watchdog thread, started by ``start(target, name)``
+        (None: a daemon threading.Thread); returns that thread. Waits up to a second for code not begun."""
+        def watch():
+            began = time.monotonic()
+            if self.ended.wait(after):
+                return
+            while (running := self.running()) is not False and not self.done and \
+                    (running or time.monotonic() - began < after + 1):
+                if running and time.monotonic() - began > after + ESCALATE_AFTER:
+                    with self.lock:
+                        if not self.done:
+                            _ESCALATED[self.ident] = self
+                self.poke()
+                time.sleep(every / 2)   # (a thread that runs Python raises it at once; one in a C call never does:
+                self.withdraw()         # taken back, so that the other threads run on meanwhile)
+                time.sleep(every / 2)
+            with self.lock:
+                if _ESCALATED.get(self.ident) is self:
+                    del _ESCALATED[self.ident]
+
+        if start is not None:
+            return start(watch, "stops a learner's code")
+        watchdog = threading.Thread(target=watch, name="stops a learner's code", daemon=True)
+        watchdog.start()
+        return watchdog
+
+    def raise_at_every_line(self):
+        """(In the stopped thread.) Trace every line of its frames above ``call`` (all but threading's when
+        the whole thread is stopped) and of the frames it starts from now on, raising the exception."""
+        def every_line(frame, event, arg):
+            if _ESCALATED.get(self.ident) is self and event == "line":
+                raise self.exception
+            return every_line if _ESCALATED.get(self.ident) is self else None
+
+        def new_frame(frame, event, arg):
+            return every_line if _ESCALATED.get(self.ident) is self and _stoppable_frame(frame) else None
+
+        frame = sys._getframe(1)
+        while frame is not None and frame is not self.below:
+            if _stoppable_frame(frame):
+                frame.f_trace_lines, frame.f_trace = True, every_line
+            frame = frame.f_back
+        sys.settrace(new_frame)
+
+
+class _Reset(Exception):
+    """Raised and caught in the thread that calls ``_breaker_reset``."""
+
+
+def _breaker_reset():
+    """Raise an exception in this thread from outside it (PyThreadState_SetAsyncExc) and catch it: raising
+    one is what clears the interpreter's note that one is pending (set again by every poke, and by a
+    withdrawal), so that the eval breaker of the other threads is off again."""
+    try:
+        ctypes.pythonapi.PyThreadState_SetAsyncExc(ctypes.c_ulong(threading.get_ident()), ctypes.py_object(_Reset))
+        for _ in range(1000):   # (raised at the loop's first jump back)
+            pass
+    except _Reset:
+        pass
+
+
+def _stoppable_frame(frame):
+    """Whether a stop may raise at the lines of ``frame``: not in threading's own (a thread ending
+    must still leave threading's lists) nor in this module's."""
+    return frame.f_globals.get("__name__") not in ("threading", __name__)

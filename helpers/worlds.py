@@ -73,6 +73,21 @@ def showable(text):
     return True
 
 
+TOKENIZER_PARTS = ("vocab", "encode", "decode")   # what a tokenizer of a learner's model should have
+
+
+def tokenizer_part(tokenizer, name):
+    """``tokenizer.<name>`` (its vocab, encode or decode), read once: None when it has none; when reading it
+    raises (a learner's property may raise anything) one sentence naming the error, never a traceback."""
+    try:
+        return getattr(tokenizer, name, None)
+    except CourseInputError:
+        raise
+    except Exception as error:   # noqa: BLE001 (a learner's property)
+        fail(f"the tokenizer's {name} should be readable, but reading it raised "
+             f"{type(error).__name__}: {shown(message_of(error, 200))}")
+
+
 def tokenizer_vocab(tokenizer, most):
     """The token texts of a tokenizer's ``vocab`` (a learner's is checked: 1 to ``most`` texts a
     picture can show), as a list, else one sentence."""

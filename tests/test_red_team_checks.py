@@ -46,7 +46,7 @@ def text_valid(v):
 
 
 CONSTRUCTOR_ROWS = [
-    Row("heads.explorer(layer)", lambda v: heads.explorer("induction", layer=v), valid=lambda v: whole(v, 0, 1)),
+    Row("heads.explorer(layer)", lambda v: heads.explorer("induction", layer=v), valid=lambda v: v is None or whole(v, 0, 1)),
     Row("heads.explorer(head)", lambda v: heads.explorer("induction", head=v), valid=lambda v: whole(v, 0, 3)),
     Row("heads.explorer(prompts)", lambda v: heads.explorer("induction", prompts=v), valid=lambda v: v is None),
     Row("scaling.explorer(d)", lambda v: scaling.explorer(d=v),
@@ -61,7 +61,8 @@ CONSTRUCTOR_ROWS = [
     Row("tour.explorer(prompt)", lambda v: tour.explorer(CAT, CAT_WORLD, prompt=v), valid=text_valid),
     Row("sampling.explorer(length)", lambda v: sampling_explorer.explorer(DRAGON, DRAGON_WORLD, length=v),
         valid=lambda v: v is None or whole(v, 1, 125)),
-    Row("sampling.explorer(prompts)", lambda v: sampling_explorer.explorer(DRAGON, DRAGON_WORLD, prompts=v)),
+    Row("sampling.explorer(prompts)", lambda v: sampling_explorer.explorer(DRAGON, DRAGON_WORLD, prompts=v),
+        valid=lambda v: v is None),   # None: the default prompt
 ]
 
 
