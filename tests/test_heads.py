@@ -122,7 +122,8 @@ def test_repeat_score_follows_the_tokens_not_the_positions():
     w[:, 0] = 1
     w[3], w[4] = torch.tensor([0, 0, 1.0, 0, 0]), torch.tensor([0, 0, 0, 1.0, 0])
     assert heads.repeat_score(w, ids) == pytest.approx(1.0)
-    assert math.isnan(heads.repeat_score(torch.eye(3), torch.tensor([0, 1, 2])))
+    with pytest.raises(CourseInputError, match="should hold a token that repeats"):
+        heads.repeat_score(torch.eye(3), torch.tensor([0, 1, 2]))
 
 
 @pytest.mark.parametrize("call, words_expected", [

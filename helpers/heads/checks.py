@@ -157,8 +157,9 @@ def split(answer, q, n_heads):
     q = as_array(q, "q", 3)
     n_heads = check_positive_int(n_heads, "n_heads")
     B, T, width = q.shape
-    if width % n_heads:
-        fail(f"n_heads should divide q's width {width} into equal heads, but got n_heads={count(n_heads)}")
+    if width == 0 or width % n_heads:   # (so n_heads is at most the width: no huge reshape is tried)
+        fail(f"n_heads should divide q's width {width} into equal heads of at least one column, "
+             f"but got n_heads={count(n_heads)}")
     d_k = width // n_heads
     unswapped = q.reshape(B, T, n_heads, d_k)
     reference = unswapped.transpose(0, 2, 1, 3)
@@ -184,8 +185,8 @@ def split(answer, q, n_heads):
 @exercise("the parameters of one attention layer")
 def parameters(answer, d_model):
     """``answer`` is the parameter count of one multi-head attention layer with biases
-    (fused qkv and output projection) at width ``d_model`` (a whole number; a float type too
-    narrow for the count is named as such)."""
+    (fused qkv and output projection) at width ``d_model`` (at most MAX_WIDTH, ``attention_parameters``)
+    (a whole number; a float type too narrow for the count is named as such)."""
     parts = attention_parameters(d_model)
     answer = count_answer(answer, "your answer", parts["total"])
     if answer == parts["qkv_weight"] + parts["proj_weight"]:

@@ -27,8 +27,9 @@ from torch import nn
 
 from .. import weights, worlds
 from ..exercises import sealed
-from ..errors import MAX_BYTES, as_array, check_bytes, check_finite, check_ids_given, check_index, check_positive_int, \
-    check_switch, check_tensor, check_tensor_size, count, fail, length, refuse_bools, shown, to_numpy
+from ..errors import MAX_BYTES, MAX_WIDTH, as_array, check_bytes, check_finite, check_ids_given, check_index, \
+    check_number, check_positive_int, check_size, check_switch, check_tensor, check_tensor_size, count, fail, length, \
+    refuse_bools, shown, to_numpy
 from ..masking.compute import book_attention  # noqa: F401  (chapter 05 builds the Book's layer too)
 from ..model import Attention, check_heads_split, check_model, linear, measure, weights_state
 from ..patching import ablation_replace
@@ -132,10 +133,11 @@ def intermediates(attn, x, **switches):
 
 def attention_parameters(d_model, bias=True):
     """Parameters of one multi-head attention layer, by part (the number of heads does not matter).
+    d_model: a whole number from 1 to MAX_WIDTH (1,048,576), so the total is exact in float64 too.
 
     Returns dict(qkv_weight=3d², qkv_bias=3d, proj_weight=d², proj_bias=d, total).
     """
-    d, bias = check_positive_int(d_model, "d_model"), check_switch(bias, "bias")
+    d, bias = check_size(d_model, "d_model", MAX_WIDTH), check_switch(bias, "bias")
     parts = dict(qkv_weight=3 * d * d, qkv_bias=3 * d if bias else 0,
                  proj_weight=d * d, proj_bias=d if bias else 0)
     parts["total"] = sum(parts.values())
@@ -302,35 +304,52 @@ def attention_profile(weights):
     return {name: (w * mask)[..., 1:, :].sum(-1).mean(-1) for name, mask in kinds.items()}
 
 
-def repeat_score(weights, ids):
+def repeat_score(weights, ids, vocab_size=None):
     """Mean weight each query puts on the tokens that followed the earlier occurrences of its own token.
 
-    weights: (T, T) attention of one head; ids (T,): the one sequence of whole-number token ids
-    it was computed on. A query at position t whose token also stands at s < t scores the
-    weight on every position s+1 (summed); queries whose token has not occurred before are left
-    out. On the repeated layout of ``induction_score`` with no symbol twice in one copy the two
-    agree. Returns a float (nan when no token repeats).
+    weights: (T, T) attention of one head; ids (T,): the one sequence of token ids it was computed on, whole
+    numbers from 0 (below ``vocab_size``, the model's vocabulary, when given). A query at position t whose token
+    also stands at s < t scores the weight on every position s+1 (summed); queries whose token has not occurred
+    before are left out. On the repeated layout of ``induction_score`` with no symbol twice in one copy the two
+    agree. Returns a float; ids in which no token repeats are refused (the mean would be over no query).
     """
     w = check_weights(weights)
     if w.dim() != 2 or w.shape[0] != w.shape[1]:
         fail(f"weights should be one head's attention, a square (T, T) table, but have shape {tuple(w.shape)}")
-    what = "one sequence (T,) of whole-number token ids"
-    check_ids_given(ids, "ids", w.shape[0])   # a range is made lazily: its length first
-    ids = as_tensor(ids, "ids", what)
-    if ids.dim() != 1 or ids.is_floating_point() or ids.dtype == torch.bool:
-        fail(f"ids should be {what}, but got dtype {ids.dtype} and shape {tuple(ids.shape)}")
+    ids = check_sequence_ids(ids, w.shape[0], vocab_size)
     T = ids.shape[0]
     if tuple(w.shape) != (T, T):
         fail(f"weights should be ({T}, {T}) for {T} tokens, but have shape {tuple(w.shape)}")
     softmax_rows(w)
-    # same[t, s]: query t's token stood at s < t before; query t then scores its weight on s + 1
-    same = (ids[:, None] == ids[None, :]).tril(-1)
-    follows = torch.zeros(T, T, dtype=torch.bool)
-    follows[:, 1:] = same[:, :-1]
+    same = earlier_same(ids)
     repeats = same.any(-1)
     if not repeats.any():
-        return float("nan")
+        fail(f"ids should hold a token that repeats (the score is a mean over the queries whose token came "
+             f"before), but no token of these {T} repeats")
+    follows = torch.zeros(T, T, dtype=torch.bool)
+    follows[:, 1:] = same[:, :-1]   # query t scores its weight on s + 1 for each earlier s holding its token
     return float((w * follows).sum(-1)[repeats].double().mean())
+
+
+def check_sequence_ids(ids, most, vocab_size=None):
+    """One sequence of token ids (T,), T at most ``most``, as an integer tensor: whole numbers from 0 (to
+    vocab_size - 1 when given); else one sentence. A range is made lazily, so its length is read first."""
+    if vocab_size is not None:
+        vocab_size = check_positive_int(vocab_size, "vocab_size")
+    what = "one sequence (T,) of whole-number token ids"
+    check_ids_given(ids, "ids", most)
+    ids = as_tensor(ids, "ids", what)
+    if ids.dim() != 1 or ids.is_floating_point() or ids.dtype == torch.bool:
+        fail(f"ids should be {what}, but got dtype {ids.dtype} and shape {tuple(ids.shape)}")
+    top = "" if vocab_size is None else f" to {vocab_size - 1}, the model's vocabulary"
+    if ids.numel() and (int(ids.min()) < 0 or vocab_size is not None and int(ids.max()) >= vocab_size):
+        fail(f"ids should be token ids from 0{top}, but they range from {int(ids.min())} to {int(ids.max())}")
+    return ids
+
+
+def earlier_same(ids):
+    """(T, T) bool for token ids (T,): [t, s] is True where query t's token already stood at s < t."""
+    return (ids[:, None] == ids[None, :]).tril(-1)
 
 
 def check_weights_bytes(cfg, B, T, size=4):
@@ -353,7 +372,8 @@ HALF = (torch.float16, torch.bfloat16)   # the dtypes a model's numbers are wide
 
 def widened(t):
     """A model's output ``t`` as float32 when the model computes in float16 or bfloat16 (a loss, a mean or a
-    softmax then rounds to 24 bits, not 11 or 8); any other dtype (float32, float64) as it is."""
+    softmax then rounds to 24 bits, not 11 or 8); any other dtype (float32, float64) as it is. The one rule
+    for reading a half-precision model's numbers: ``as_weights`` and ``as_numpy`` follow it too."""
     return t.float() if t.dtype in HALF else t
 
 
@@ -361,7 +381,7 @@ def as_weights(w):
     """Attention weights w (..., T, T) from a model's pass, as the scores read them (``check_weights``): a model
     in float16 or bfloat16 rounds each weight to 11 or 8 bits, so a row sums to 1 only within a few
     thousandths; its rows come as float32, divided by their sums. Any other dtype as it is."""
-    return w.float() / w.float().sum(-1, keepdim=True) if w.dtype in HALF else w
+    return widened(w) / widened(w).sum(-1, keepdim=True) if w.dtype in HALF else w
 
 
 def check_output(t, what):
@@ -532,19 +552,41 @@ def induction_figures(model, test=INDUCTION_TEST):
 FIGURES = ("loss_first_copy", "loss_second_copy", "chance", "previous_token_score", "induction_score")
 
 
+TARGETS = ("previous_token_layer0", "induction_layer1", "induction_layer0", "first_copy_vs_chance",
+           "second_copy_vs_first")   # what a card's targets may bound (card_problems measures them)
+
+
 def check_card(figures, card):
     """card_problems' arguments: ``figures`` a dict holding FIGURES, the scores of a model of at least 2 layers
-    (lists, [layer][head]); ``card`` a dict of targets (at_least, at_most), tolerances and figures (dicts);
-    else one sentence."""
+    ((layers, heads) tables of numbers from 0 to 1), the losses positive numbers (the second copy's may be 0: the
+    ratios divide by the others); ``card`` a dict of targets (at_least, at_most: numbers, by names of TARGETS),
+    tolerances (numbers >= 0) and figures (dicts); else one sentence."""
     if not isinstance(figures, dict) or any(name not in figures for name in FIGURES) \
             or any(not isinstance(figures[name], (list, tuple)) or len(figures[name]) < 2 for name in FIGURES[3:]):
         fail(f"figures should be the dict induction_figures(model) gives for a model of at least 2 layers "
              f"({', '.join(FIGURES)}), but got {shown(figures)}")
+    for name in FIGURES[:3]:
+        check_number(figures[name], f"figures['{name}']", low=0, low_open=name != "loss_second_copy")
+    for name in FIGURES[3:]:
+        scores = as_array(figures[name], f"figures['{name}']", ndim=2)
+        outside = int((~((scores >= 0) & (scores <= 1))).sum())   # (NaN is neither)
+        if scores.shape[1] == 0 or outside:
+            fail(f"figures['{name}'] should be scores from 0 to 1, at least one per layer, but got shape "
+                 f"{scores.shape} with {outside} entries outside that range (or NaN)")
     parts = (card, card.get("targets"), card.get("tolerances"), card.get("figures")) if isinstance(card, dict) else ()
     if not parts or not all(isinstance(part, dict) for part in parts) \
             or not all(isinstance(card["targets"].get(bound), dict) for bound in ("at_least", "at_most")):
         fail(f"card should be the induction model's card, a dict of targets (at_least, at_most), tolerances and "
              f"figures, but got {shown(card)}")
+    for bound in ("at_least", "at_most"):
+        for name, value in card["targets"][bound].items():
+            if name not in TARGETS:
+                fail(f"the card's targets should bound some of {', '.join(TARGETS)}, but {bound} names {shown(name)}")
+            check_number(value, f"the card's target {bound} {name}")
+    for name, tolerance in card["tolerances"].items():
+        check_number(tolerance, f"the card's tolerance for {shown(name)}", low=0)
+        if name in figures and name not in card["figures"] and name not in card:
+            fail(f"the card should hold its own figure for each tolerance, but it has none for {shown(name)}")
 
 
 def card_problems(figures, card):
@@ -574,10 +616,22 @@ def card_problems(figures, card):
         if name not in figures:
             continue
         shipped = card["figures"][name] if name in card["figures"] else card[name]
-        gap = float((torch.tensor(figures[name]) - torch.tensor(shipped)).abs().max())
+        gap = figure_gap(figures[name], shipped, name)
         if gap > tolerance:
             problems.append(f"{name} is {gap:.3f} away from the card's figure, more than its tolerance {tolerance}")
     return problems
+
+
+def figure_gap(figure, shipped, name):
+    """The largest |figure - shipped| of a figure ``name`` (a number or a table) and the card's own, which must
+    be finite numbers of one shape; else one sentence."""
+    ours, theirs = to_numpy(figure, f"figures['{name}']"), to_numpy(shipped, f"the card's figure {name}")
+    if ours.shape != theirs.shape:
+        fail(f"figures['{name}'] should have the shape of the card's figure, {theirs.shape}, "
+             f"but has shape {ours.shape}")
+    check_finite(ours, f"figures['{name}']")
+    check_finite(theirs, f"the card's figure {name}")
+    return float(np.abs(ours - theirs).max(initial=0.0))
 
 
 # ------------------------------------------------------------- the explorer's compute
@@ -632,14 +686,15 @@ def model_and_tokenizer(model, tokenizer=None):
     if not isinstance(model, Transformer):
         fail(f"the model should be one of {MODELS} or a helpers.model.Transformer, but got {type(model).__name__}")
     tokenizer = tokenizer.tokenizer if isinstance(tokenizer, worlds.World) else tokenizer
-    if not all(hasattr(tokenizer, name) for name in ("vocab", "encode", "decode")):
+    vocab, encode, decode = (worlds.tokenizer_part(tokenizer, name) for name in worlds.TOKENIZER_PARTS)
+    if vocab is None or encode is None or decode is None:
         fail(f"a model of your own needs its tokenizer (with vocab, encode and decode, or a World), "
              f"but got {type(tokenizer).__name__}")
-    size = len(tokenizer.vocab) if isinstance(tokenizer.vocab, (list, tuple)) else None
+    size = len(vocab) if isinstance(vocab, (list, tuple)) else None
     if size != model.cfg.vocab_size:   # another world's tokenizer would give another world's results
         V = model.cfg.vocab_size
         fail(f"your model knows ids 0..{V - 1} (a vocabulary of {V}), so its tokenizer's vocab should list its {V} "
-             f"tokens, but it {'lists ' + count(size) if size is not None else 'is ' + shown(tokenizer.vocab)}: "
+             f"tokens, but it {'lists ' + count(size) if size is not None else 'is ' + shown(vocab)}: "
              "is it the model's own tokenizer?")
     worlds.tokenizer_vocab(tokenizer, model.cfg.vocab_size)   # texts a picture can show
     return model, tokenizer, YOURS
@@ -649,7 +704,8 @@ def prompt_tokens(net, tokenizer, prompt, name=YOURS):
     """(ids (T,), tokens (T texts, the tokenizer's decode)) of one prompt, with one sentence for a
     prompt or tokenizer that does not fit ``net``: no work on the model."""
     cfg, who = net.cfg, "your model" if name == YOURS else f"the {name} model"
-    ids = worlds.prompt_encode(tokenizer, prompt, min(cfg.vocab_size, len(tokenizer.vocab)), cfg.vocab_size)
+    vocab = worlds.tokenizer_part(tokenizer, "vocab")
+    ids = worlds.prompt_encode(tokenizer, prompt, min(cfg.vocab_size, len(vocab)), cfg.vocab_size)
     if len(ids) > cfg.n_max:
         fail(f"the prompt should be at most {cfg.n_max} tokens, the most {who} takes, but it has {len(ids)}")
     return ids, worlds.tokenizer_decode(tokenizer, ids)
@@ -675,10 +731,10 @@ def ids_attention(net, ids):
 
 
 def as_numpy(t):
-    """A model's output tensor ``t`` (any shape, detached) as NumPy in its own dtype; bfloat16, which
-    NumPy has no type for, as float32, which holds each of its values exactly (a model of
-    ``.bfloat16()`` is read as the model's checks read it)."""
-    return (t.float() if t.dtype == torch.bfloat16 else t).numpy()
+    """A model's output tensor ``t`` (any shape, detached) as NumPy, read as the measures read it
+    (``widened``): float16 and bfloat16 (which NumPy has no type for) as float32, which holds each of their
+    values exactly; float32 and float64 as they are."""
+    return widened(t).numpy()
 
 
 def head_view(model="cat", layer=0, head=0, prompt=None, tokenizer=None, cache=None):
@@ -686,9 +742,9 @@ def head_view(model="cat", layer=0, head=0, prompt=None, tokenizer=None, cache=N
     ``Transformer`` with its ``tokenizer`` (see ``model_and_tokenizer``).
 
     Returns dict(weights (T, T) NumPy, tokens (T pieces, from the tokenizer's decode),
-    previous = the mean weight on the token just before (``previous_token_score``), repeat = the
-    mean weight on what followed the earlier occurrences of the query's token (``repeat_score``;
-    nan when no token repeats), title). ``cache``: a dict (the explorer's) keeping each prompt's
+    previous = the mean weight on the token just before (``previous_token_score``; nan for a prompt of one
+    token, which has no token before), repeat = the mean weight on what followed the earlier occurrences of
+    the query's token (``repeat_score``; nan when no token repeats), title: says "none" for each nan). ``cache``: a dict (the explorer's) keeping each prompt's
     attention for every layer and head, so another layer or head is not computed again; a model
     of your own is keyed by its weights' state (``weights_state``), so one changed in place since
     is computed again, never shown as it was.
@@ -704,9 +760,11 @@ def head_view(model="cat", layer=0, head=0, prompt=None, tokenizer=None, cache=N
     weights = cached_attention(net, name, ids, cache)
     w = torch.from_numpy(weights[layer, head])
     previous = float(previous_token_score(w)) if len(ids) > 1 else float("nan")
-    repeat = repeat_score(w, ids)
-    induction = "none (no token repeats)" if math.isnan(repeat) else f"{repeat:.2f}"
-    title = f"{name} L{layer}H{head}: previous-token score {previous:.2f}, induction score {induction}"
+    repeats = bool(earlier_same(torch.as_tensor(ids)).any())
+    repeat = repeat_score(w, ids, cfg.vocab_size) if repeats else float("nan")
+    before = "none (one token)" if math.isnan(previous) else f"{previous:.2f}"
+    induction = f"{repeat:.2f}" if repeats else "none (no token repeats)"
+    title = f"{name} L{layer}H{head}: previous-token score {before}, induction score {induction}"
     return dict(weights=weights[layer, head].copy(), tokens=tokens, previous=previous, repeat=repeat, title=title)
 
 

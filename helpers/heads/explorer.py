@@ -63,7 +63,7 @@ def head_figure(view, fig=None):
     """
     from ..plots import ATTENTION_CMAP
 
-    view = check_view(view, fig)
+    view = check_heads_view(view, fig)
     fig = heatmap_figure() if fig is None else fig
     w, tokens = view["weights"], view["tokens"]
     T = len(tokens)
@@ -98,7 +98,7 @@ def head_figure(view, fig=None):
     return fig
 
 
-def check_view(view, fig=None):
+def check_heads_view(view, fig=None):
     """head_figure's arguments: ``view`` a head_view result, a dict of weights (T, T) (attention weights, finite,
     from 0 to 1), tokens (T labels) and title (a text or None); ``fig`` None or a figure head_figure drew on
     (empty, or holding its heatmap); else one sentence, before anything is drawn. Returns the view checked:
@@ -137,7 +137,7 @@ class FastHeatmap:
         self.tokens, self.blitter, self.layers = None, None, {}
 
     def render(self, view):
-        view = check_view(view)                    # (before anything is drawn)
+        view = check_heads_view(view)              # (before anything is drawn)
         if view["tokens"] != self.tokens:          # new tick labels and cells
             tokens = tuple(view["tokens"])
             ax = head_figure(view, self.fig).axes[0]
@@ -182,12 +182,14 @@ def check_prompts(net, tokenizer, prompts, name):
     prompt_tokens(net, tokenizer, prompts[0], name)
 
 
-def explorer(model="induction", layer=1, head=0, tokenizer=None, prompts=None):
+def explorer(model="induction", layer=None, head=0, tokenizer=None, prompts=None):
     """Model, layer, head and prompt controls and one heatmap redrawn in place. Returns the Explorer.
 
     model: "induction" or "cat" (the model menu offers both), or any helpers.model.Transformer,
     then with its ``tokenizer`` (vocab, encode(text), decode(ids); or a World) and ``prompts``
-    (a list of strings; the menu then offers only that model, as "your model")."""
+    (a list of strings; the menu then offers only that model, as "your model"). layer: the layer
+    shown first, None for the model's last (layer 1 of the course's two-layer models); head: 0 by
+    default, which every model has."""
     import ipywidgets as widgets
 
     net, its_tokenizer, name = model_and_tokenizer(model, tokenizer)
@@ -205,6 +207,7 @@ def explorer(model="induction", layer=1, head=0, tokenizer=None, prompts=None):
         prompt=widgets.Dropdown(options=choices[name][1], description="prompt", layout=widgets.Layout(width="420px")),
         layer=widgets.IntSlider(min=0, max=cfg.n_layers - 1, description="layer"),
         head=widgets.IntSlider(min=0, max=cfg.n_heads - 1, description="head"))
+    layer = cfg.n_layers - 1 if layer is None else layer
     start_at(controls, layer=layer, head=head)   # out of range: refused, not clamped
     heatmap, attention = FastHeatmap(), {}   # attention: each (model's weights, prompt)'s, kept up to 256 MB
 

@@ -11,7 +11,7 @@ import math
 import numpy as np
 import torch
 
-from ..errors import as_array, check_index, check_positive_int, count, fail, shown
+from ..errors import answer_shape, as_array, check_index, check_positive_int, count, fail, shown
 from ..exercises import (Array, Function, Number, Wrong, as_wholes, call, close_problems, exercise, number_problems,
                          numbers, sealed)
 from ..reference import softmax
@@ -46,14 +46,16 @@ def check_T(T):
     return T
 
 
-def check_table(x, name, low=-np.inf):
-    """``x`` as a square (T, T) table of finite numbers >= ``low`` (T at most MAX_T), or one sentence."""
+def check_table(x, name, weights=False):
+    """``x`` as a square (T, T) table of finite numbers (T at most MAX_T), from 0 to 1 when they are
+    softmax ``weights``, or one sentence."""
     x = as_array(x, name, 2)
     if x.shape[0] != x.shape[1] or not 1 <= len(x) <= MAX_T:
         fail(f"{name} should be a square (T, T) table with T from 1 to {MAX_T:,}, but it has shape {x.shape}")
-    if not np.isfinite(x).all() or (x < low).any():
-        fail(f"{name} should hold finite numbers" + (f" >= {low:g}" if low > -np.inf else "")
-             + f", but it holds {shown(float(x[~np.isfinite(x) | (x < low)][0]))}")
+    bad = ~np.isfinite(x) | ((x < 0) | (x > 1) if weights else False)
+    if bad.any():
+        fail(f"{name} should hold finite numbers{' from 0 to 1 (softmax weights)' if weights else ''}, but it holds "
+             f"{shown(float(x[bad][0]))}")
     return x
 
 
@@ -106,8 +108,8 @@ def masked_weight(answer, scores, query, key):
 
 
 def check_zeroed(zeroed):
-    """zeroed: softmax weights (T, T) with the future set to 0 afterwards: non-negative, every row with weight."""
-    zeroed = check_table(zeroed, "zeroed", low=0)
+    """zeroed: softmax weights (T, T) with the future set to 0 afterwards: from 0 to 1, every row with weight."""
+    zeroed = check_table(zeroed, "zeroed", weights=True)
     if not (zeroed.sum(axis=1) > 0).all():
         fail(f"zeroed should have some weight in every row, but row {int(np.argmin(zeroed.sum(axis=1)))} sums to 0")
     return zeroed
@@ -120,7 +122,8 @@ def renormalised(answer, zeroed):
     reference = zeroed / zeroed.sum(axis=1, keepdims=True)
     if np.allclose(answer, reference, atol=1e-4, rtol=0):
         return   # right first: when zeroed's rows already sum to 1, "unchanged" is the right answer too
-    sums = answer.sum(axis=1)
+    with np.errstate(over="ignore"):   # entries near 1e308 sum to inf: not 1, as the sentence then says
+        sums = answer.sum(axis=1)
     worst = int(np.argmax(np.abs(sums - 1)))
     if np.abs(np.triu(answer, 1)).max() > 1e-6:
         yield "some weight above the diagonal is not 0: the future must stay hidden"
@@ -279,7 +282,6 @@ def _run(function, case):
     if not isinstance(got, (tuple, list)) or len(got) != 2:
         kind = f"one tensor of shape {tuple(got.shape)}" if hasattr(got, "shape") else f"a {type(got).__name__}"
         raise Wrong(f"causal_attention should return two things, (out, weights), but it returned {kind}")
-    arrays = []
     for value, name in zip(got, ("out", "weights")):
         if value is None:
             raise Wrong(f"causal_attention returned None for {name}; return both out and weights")
@@ -288,8 +290,17 @@ def _run(function, case):
             raise Wrong(f"causal_attention returned {name} in {narrow[0]} {case['where']}, but q, k and v are "
                         f"{narrow[1]}: return out and weights in q's dtype ({narrow[0]} keeps only about "
                         f"{narrow[2]} significant digits, too few to compare with the model's)")
-        arrays.append(numbers(value, f"{name} {case['where']}", allow_inf=True, allow_nan=True))   # NaN: named below
-    return arrays
+    names = [f"{name} {case['where']}" for name in ("out", "weights")]
+    # a list is converted first (its numbers are the learner's own); an array or a tensor only once its shape is right
+    got = [value if answer_shape(value, name) is not None else _numbers(value, name) for value, name in zip(got, names)]
+    if next(_shape_problems(*(tuple(value.shape) for value in got), case), None):
+        return got   # wrong shapes: _problems names them from the shapes alone, before anything is copied
+    return [_numbers(value, name) for value, name in zip(got, names)]
+
+
+def _numbers(value, name):
+    """An answer's out or weights as a float array (``numbers``), NaN and inf kept for _problems to name."""
+    return numbers(value, name, allow_inf=True, allow_nan=True)
 
 
 def _narrower(value, q):
@@ -324,14 +335,10 @@ def _problems(got, case, slips=SLIPS):
     out, weights = got
     want_out, want = (case[name].numpy() for name in ("out", "weights"))
     where = case["where"]
-    if out.shape == want.shape and weights.shape == want_out.shape and want.shape != want_out.shape:
-        yield f"it returns (weights, out) {where}; return out first, then weights"
+    wrong_shape = next(_shape_problems(tuple(out.shape), tuple(weights.shape), case), None)
+    if wrong_shape:
+        yield wrong_shape
         return
-    for value, right, name, axes in ((weights, want, "weights", "(B, H, T_q, T_k)"),
-                                     (out, want_out, "out", "(B, H, T_q, d_k)")):
-        if value.shape != right.shape:
-            yield f"{name} should have shape {right.shape} {axes} {where}, but it has shape {value.shape}"
-            return
     if not _same(weights, want):
         square = case["q"].shape[-2] == case["k"].shape[-2]
         tried = (attention_variant(case["q"], case["k"], case["v"], **how)[1]
@@ -345,12 +352,28 @@ def _problems(got, case, slips=SLIPS):
                f"the weights are right {where}, but out is not weights @ v")
 
 
+def _shape_problems(out, weights, case):
+    """The sentence for the shapes ``out`` and ``weights`` (tuples) returned on ``case``, when they are not
+    the right ones (none when they are): read from the shapes alone, before any answer is converted."""
+    want_out, want = (tuple(case[name].shape) for name in ("out", "weights"))
+    where = case["where"]
+    if out == want and weights == want_out and want != want_out:
+        yield f"it returns (weights, out) {where}; return out first, then weights"
+        return
+    for shape, right, name, axes in ((weights, want, "weights", "(B, H, T_q, T_k)"),
+                                     (out, want_out, "out", "(B, H, T_q, d_k)")):
+        if shape != right:
+            yield f"{name} should have shape {right} {axes} {where}, but it has shape {shape}"
+            return
+
+
 def _unnamed(weights, want, where):
     """One sentence for wrong weights that no known slip explains."""
     if np.isnan(weights).any():
         return (f"your weights hold NaN in {int(np.isnan(weights).sum())} of {weights.size} entries {where} "
                 "(a row with every key hidden, or 0/0?)")
-    sums = weights.sum(-1)
+    with np.errstate(over="ignore"):   # weights near 1e308 sum to inf: not 1, as the sentence then says
+        sums = weights.sum(-1)
     if not np.allclose(sums, 1, atol=1e-4):
         return (f"the rows of your weights sum to between {_sum_shown(sums.min())} and {_sum_shown(sums.max())} {where}, "
                 "not 1: take the softmax over the keys, after the mask")

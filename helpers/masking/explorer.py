@@ -8,19 +8,21 @@
 import numpy as np
 import torch
 
-from ..errors import CourseInputError, check_number, check_positive_int, check_switch, count, fail, shown, to_numpy
+from ..errors import check_finite, check_number, check_positive_int, check_switch, check_text, count, fail, shown, \
+    to_numpy
 from ..explorer import Blitter, check_model_and_world, new_figure, show, start_at, weights_version
 from ..model import check_finite_weights
+from ..readout import SUM_TOLERANCE
 from .compute import attention_maps
 
 HIDDEN = (0.85, 0.85, 0.85, 1.0)   # grey: a key the mask hides
 MAX_MAPS, MAX_SIZE = 64, 64   # the most heatmaps in the grid and words a map has room for (the chapter: 4 and 10)
 
 
-def check_maps(maps, n_layers, n_heads):
-    """An ``attention_maps`` result for a grid of n_layers x n_heads maps (words: T texts, weights
-    (n_layers, n_heads, T, T), next: a text, p_next: a number, causal: a switch); returns the
-    weights as NumPy, else one sentence."""
+def check_maps(maps, n_layers, n_heads, size):
+    """An ``attention_maps`` result for a grid of n_layers x n_heads maps of at most ``size`` words (words: T
+    texts, weights (n_layers, n_heads, T, T) attention weights, next: a text, p_next: a probability, causal: a
+    switch); returns the weights as NumPy, else one sentence. Shapes are checked before the weights are read."""
     keys = ("words", "weights", "next", "p_next", "causal")
     if not isinstance(maps, dict) or not all(key in maps for key in keys):
         fail(f"draw's maps should be what attention_maps returns, a dict with {', '.join(keys)}, but got {shown(maps)}")
@@ -28,15 +30,40 @@ def check_maps(maps, n_layers, n_heads):
     if not isinstance(words, (list, tuple)) or not words or not all(isinstance(w, str) for w in words):
         fail(f"the maps' words should be a non-empty list of texts, but got {shown(words)}")
     T = len(words)
+    if T > size:
+        fail(f"the maps' words should be at most {size} (the explorer's room), but the prompt has {count(T)}")
     if not isinstance(weights, torch.Tensor) or tuple(weights.shape) != (n_layers, n_heads, T, T):
         got = f"shape {tuple(weights.shape)}" if isinstance(weights, torch.Tensor) else shown(weights)
         fail(f"the maps' weights should be a tensor of shape {(n_layers, n_heads, T, T)} (layers, heads, "
              f"words, words), but got {got}")
     if not isinstance(maps["next"], str):
         fail(f"the maps' next word should be a text, but got {shown(maps['next'])}")
-    check_number(maps["p_next"], "the maps' p_next", 0)
-    check_switch(maps["causal"], "the maps' causal")
-    return to_numpy(weights, "the maps' weights")
+    check_number(maps["p_next"], "the maps' p_next", 0, 1)
+    causal = check_switch(maps["causal"], "the maps' causal")
+    rounding = 2 * torch.finfo(weights.dtype).eps if weights.is_floating_point() else 0.0   # (bfloat16: 0.016)
+    return check_weights(to_numpy(weights, "the maps' weights"), causal, max(SUM_TOLERANCE, rounding))
+
+
+def check_weights(weights, causal, tolerance=SUM_TOLERANCE):
+    """Attention weights (n_layers, n_heads, T, T) as a colour map reads them: finite, from 0 to 1, each row
+    summing to 1 (within ``tolerance``: readout.SUM_TOLERANCE, or twice the rounding of the type they came in),
+    and 0 above the diagonal when ``causal``; returns them, else one sentence (nothing is clipped to fit the
+    colours)."""
+    check_finite(weights, "the maps' weights")
+    if (weights < 0).any() or (weights > 1).any():
+        bad = weights[(weights < 0) | (weights > 1)]
+        fail(f"the maps' weights should lie from 0 to 1 (attention weights), but {count(bad.size)} of "
+             f"{count(weights.size)} do not, such as {float(bad[0]):.4g}")
+    sums = weights.sum(-1)
+    worst = float(sums.flat[np.abs(sums - 1).argmax()])
+    if abs(worst - 1) > tolerance:
+        fail(f"each row of the maps' weights should sum to 1 (a softmax over the keys), but one sums to {worst:.4g}")
+    T = weights.shape[-1]
+    hidden = weights[..., np.triu(np.ones((T, T), dtype=bool), 1)] if causal else np.zeros(0)
+    if hidden.any():
+        fail(f"the maps' weights should be 0 above the diagonal when causal is True (the mask hides those keys), "
+             f"but {count(int((hidden != 0).sum()))} are not, the largest {float(hidden.max()):.4g}")
+    return weights
 
 
 def maps_view(n_layers=2, n_heads=2, size=10):
@@ -94,12 +121,10 @@ def maps_view(n_layers=2, n_heads=2, size=10):
         drawn["words"] = list(words)
 
     def draw(maps):
-        weights, T = check_maps(maps, n_layers, n_heads), len(maps["words"])
-        if T > size:
-            raise CourseInputError(f"the explorer shows at most {size} words, but the prompt has {T}")
+        weights, T = check_maps(maps, n_layers, n_heads, size), len(maps["words"])
         if drawn["words"] != maps["words"]:      # new words: redraw the background once
             set_words(maps["words"])
-        colours = blues(np.clip(weights, 0, 1))          # (n_layers, n_heads, T, T, 4)
+        colours = blues(weights)          # (n_layers, n_heads, T, T, 4)
         if maps["causal"]:
             colours[:, :, np.triu(np.ones((T, T), dtype=bool), 1)] = HIDDEN
         for n, image in enumerate(images):
@@ -113,10 +138,13 @@ def maps_view(n_layers=2, n_heads=2, size=10):
     return draw
 
 
+MAX_NAME = 100   # characters of a model's name in the menu
+
+
 def explorer(models, world, prompt="<BOS> the cat sat on the mat", causal=True):
     """A prompt box, a model choice and a mask switch over one grid of heatmaps redrawn in place.
 
-    models: {name: trained cat-world model}, copied when the explorer is made (a name rebound in the
+    models: {name (a string): trained cat-world model}, copied when the explorer is made (a name rebound in the
     dict afterwards is not seen: make the explorer again; a model changed in place is redrawn). A
     model whose weights hold NaN or inf is refused here. A prompt with a word outside the vocabulary
     (or too long) shows the reason in words and keeps the last picture. Returns the Explorer.
@@ -127,7 +155,10 @@ def explorer(models, world, prompt="<BOS> the cat sat on the mat", causal=True):
 
     if not isinstance(models, dict) or not models or not all(isinstance(m, Transformer) for m in models.values()):
         fail(f"models should be a non-empty dict {{name: helpers.model.Transformer}}, but got {shown(models)}")
-    models = dict(models)   # the pictures are keyed on these models' weights: the menu's names stay bound to them
+    # copied (the pictures are keyed on these models' weights: the menu's names stay bound to them), each name a
+    # plain string: the menu would read a tuple as (label, value)
+    models = {check_text(name, "each model's name (a key of models)", max_chars=MAX_NAME): model
+              for name, model in models.items()}
     first = next(iter(models.values()))
     for name, model in models.items():
         check_model_and_world(model, world)    # the dragon world on the cat model: refused here, not at a prompt

@@ -12,7 +12,7 @@ from .. import reference as ref
 from .. import weights, worlds
 from ..exercises import Array, Function, NOT_ANSWERED, call, close_problems, exercise, numbers as output_numbers, slip
 from ..model import KVCache, rotate_pairs, sinusoidal_angles, sinusoidal_table
-from ..errors import as_array as numbers, check_finite, check_positive_int, count, fail
+from ..errors import as_array as numbers, check_answer_shape, check_finite, check_positive_int, count, fail
 from ..heads.compute import check_shipped
 from .compute import check_perm, offset_rotation as reference_rotation
 
@@ -91,6 +91,7 @@ def sinusoidal_positions(fn, cat):
             yield (f"sinusoidal_positions({n}, {d}) returned a {kind(out)}; return a torch tensor "
                    "(torch.sin, torch.cos): the model adds it to its embeddings")
             return
+        check_answer_shape(out, f"sinusoidal_positions({n}, {d})", (n, d))   # before it is converted
         table = output_numbers(out, f"sinusoidal_positions({n}, {d})", shape=(n, d))
         expected = expected.double().numpy()
         if np.allclose(table, expected, atol=TABLE_ATOL, rtol=0):
@@ -162,6 +163,7 @@ def turned_by(fn, x, start, what):
         return None, f"{NOT_YET}: rotate returns None; turn the pairs and return the result"
     if not isinstance(out, torch.Tensor):
         return None, f"rotate returned a {kind(out)} {what}; return a torch tensor of x's shape"
+    check_answer_shape(out, f"rotate's result {what}", x.shape)   # before it is converted
     got = output_numbers(out, f"rotate's result {what}", shape=tuple(x.shape))
     if np.allclose(got, turned(x, start).numpy(), atol=TURN_ATOL, rtol=0):
         if out.dtype != x.dtype:

@@ -31,6 +31,7 @@ import numpy as np
 import torch
 
 from .. import reference as ref
+from ..reference import check_angles
 from ..errors import MAX_BYTES, MAX_SEED, as_array, check_bytes, check_finite, check_number, check_positive_int, \
     check_seed, check_switch, check_tensor, check_tensor_size, count, fail, length, shown, to_numpy
 from ..explorer import check_model_and_world
@@ -39,7 +40,8 @@ from ..model import MAX_LAYERS, MAX_TOKENS, Transformer, check_depth, check_mode
 from ..worlds import words_of
 
 MAX_SQUARE = math.isqrt(MAX_BYTES // 8)   # the largest n of an (n, n) float64 table within MAX_BYTES: 14,188
-MAX_SHIFT = 1_000_000     # the furthest position shifted_logits places a sequence (the notebook goes to 1,000)
+MAX_SHIFT = 1_000_000     # the furthest position shifted_logits places a sequence (the notebook goes to 1,000); with
+                          # its MAX_TOKENS tokens it stays within MAX_ANGLE["float32"] (2**20), the angles float32 resolves
 MAX_PROBE_STEPS = 10_000  # position_probe's training steps at most (the notebook trains 150)
 MAX_PROBE_WORK = 2 * 10**9   # position_probe's n x T x (T + V + 16) x steps at most: about a minute of training
                              # (the notebook's 128 x 6 x 28 x 150 is 3.2 million; the default n, T, V at 10,000 steps 215 million)
@@ -275,13 +277,15 @@ def sinusoidal_positions(n, d):
     and 2i+1) holds [sin(p·w_i), cos(p·w_i)] with w_i = 10000**(-2i/d).
 
     The course's own piece (the learner writes theirs in chapter 06): the table the cat model
-    adds to its embeddings, ``helpers.model.sinusoidal_table``.
+    adds to its embeddings, ``helpers.model.sinusoidal_table``. n - 1 at most MAX_ANGLE["float32"] (2**20: the
+    fastest pair's angle, p radians, resolved to 1/32 radian in float32).
     """
     n, d = check_positive_int(n, "n"), check_positive_int(d, "d")
     if d % 2:
         fail(f"sinusoidal positions pair the columns as (sin, cos), so d must be even, but got d={d}")
     check_bytes(12 * n * d, f"sinusoidal_positions({count(n)}, {count(d)})",
                 f"n x d should be at most {MAX_BYTES // 12:,} numbers (the table and its sines and cosines, float32)")
+    check_angles(n - 1, 1.0, "the last position, n - 1", "float32")
     return sinusoidal_table(n, d)
 
 
@@ -293,7 +297,8 @@ def rotate(x, start=0):
     The course's own piece (the learner writes theirs in chapter 06): what the induction
     model does to its queries and keys, ``helpers.model.rotate_pairs``. x: finite real floating-point
     numbers, each at most half the largest of its dtype in size (the turned ones stay finite); the call's
-    memory (estimated from x's size) at most 1.5 GiB.
+    memory (estimated from x's size) at most 1.5 GiB; start + T - 1 at most MAX_ANGLE["float32"] (2**20, where
+    float32 still resolves the angles to 1/32 radian).
     """
     if not isinstance(x, torch.Tensor) or check_tensor(x, "x").dim() != 4:
         fail(f"rotate takes a torch tensor (B, H, T, d_k), but got "
@@ -309,6 +314,7 @@ def rotate(x, start=0):
     check_bytes(x.numel() * x.element_size() + 3 * x.numel() * max(x.element_size(), 4) // 2 + 6 * T * d_k,
                 f"rotate of x of shape {tuple(x.shape)}",   # the result, its float32 (or wider) halves, the angles
                 "pass fewer or shorter sequences")
+    check_angles(start + T - 1, 1.0, "the last position, start + T - 1", "float32")
     # a turned entry, e·cos - o·sin, is at most |e| + |o| in size: within x's dtype when every entry is within half
     most = float(torch.finfo(x.dtype).max) / 2
     largest = float(check_finite(x.detach(), "x").abs().max()) if x.numel() else 0.0
@@ -322,16 +328,19 @@ def offset_rotation(k, d, base=10000.0):
     """The (d, d) block-diagonal R_k with sinusoidal row p+k = (row p) @ R_k for every p.
 
     Pair i (columns 2i, 2i+1 = [sin, cos]) turns through the angle k * w_i,
-    w_i = base**(-2i/d); the matrix depends on k alone, not on p. k: a finite number;
-    base: a finite number > 0.
+    w_i = base**(-2i/d); the matrix depends on k alone, not on p. k: a finite number, every angle |k| x w_i
+    at most MAX_ANGLE["float64"] (2**49, where float64 still resolves it to 1/32 radian); base: a finite number > 0.
     """
     d = check_positive_int(d, "d")
     k, base = check_number(k, "k"), check_number(base, "base", low=0, low_open=True)
     if d % 2:
         fail(f"sinusoidal positions need an even width d, but got d={d}")
     check_square(d, f"offset_rotation of width {count(d)}", "d")
+    with np.errstate(over="ignore"):   # a base below 1 whose frequencies overflow: refused by check_angles
+        frequencies = base ** (-np.arange(0, d, 2) / d)
+    check_angles(k, float(frequencies.max()), "k")
     R = np.zeros((d, d))
-    for i, w in enumerate(base ** (-np.arange(0, d, 2) / d)):
+    for i, w in enumerate(frequencies):
         c, s = np.cos(k * w), np.sin(k * w)
         R[2 * i:2 * i + 2, 2 * i:2 * i + 2] = [[c, -s], [s, c]]
     return R
@@ -734,8 +743,9 @@ def shifted_logits(model, inputs, shift):
     """Logits (B, T, V), mask on, with every sequence of ``inputs`` (B, T) placed at positions
     shift .. shift+T-1 instead of 0 .. T-1.
 
-    Sinusoidal positions are computed for any position; a learned table has rows only up to
-    n_max (refused past it); rotary positions turn q and k by their positions.
+    Sinusoidal positions are computed for any position (shift at most MAX_SHIFT: the last position stays
+    within MAX_ANGLE["float32"], 2**20, where float32 angles still resolve a turn); a learned table has rows
+    only up to n_max (refused past it); rotary positions turn q and k by their positions.
     """
     shift = check_positive_int(shift, "shift", minimum=0)
     if shift > MAX_SHIFT:

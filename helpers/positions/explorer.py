@@ -18,7 +18,7 @@ MAX_BARS = 500   # the most words view_panel draws a bar for (the course's world
 VIEW_KEYS = ("words", "probs", "top", "p_top", "original", "change", "scramble_change")
 
 
-def check_view(view, vocab=None):
+def check_positions_view(view, vocab=None):
     """``view`` as compute.next_token_view returns it: a dict with words (a non-empty list of texts), probs and
     original (V,) probabilities (V = len(vocab), when given), top (a word, one of vocab) and p_top, change,
     scramble_change (numbers from 0 to 1); else one sentence. Returns it."""
@@ -42,7 +42,7 @@ def check_view(view, vocab=None):
 
 def view_title(view, positions):
     """Three lines: the prompt as fed; positions on/off and the top word; the two changes."""
-    check_view(view)
+    check_positions_view(view)
     positions = check_switch(positions, "positions")
     return (" ".join(view["words"]) + "\n" +
             f"positions {'on' if positions else 'off'}:  top '{view['top']}' {view['p_top']:.3f}\n"
@@ -79,7 +79,7 @@ def view_panel(vocab):
     title = fig.suptitle("", fontsize=9, y=0.99)
 
     def draw(view, positions=True):
-        check_view(view, vocab)
+        check_positions_view(view, vocab)
         before.set_ydata(view["original"])
         for bar, p, word in zip(now, view["probs"], vocab):
             bar.set_height(p)

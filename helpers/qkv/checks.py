@@ -137,15 +137,19 @@ def weight_slip(weights, Q, K, V, causal):
     return slip(weights, known, atol=1e-6)
 
 
-def hides_the_diagonal(weights):
-    """True when causal weights (T, T) are NaN on the first row or zero on the diagonal."""
+def hides_the_diagonal(weights, shape):
+    """True when causal weights of the expected ``shape`` (T, T) are what a mask hiding the diagonal too
+    gives: the first row NaN (or 0 on the diagonal), every later row summing to 1 with 0 on the diagonal.
+    False for weights of another shape (the check names it next, before reading a row)."""
     try:
         w = numbers(weights, "the weights", allow_inf=True, allow_nan=True)
     except Wrong:    # not numbers: the check says so next
         return False
-    if w.ndim != 2 or w.shape[0] != w.shape[1]:
+    if w.shape != tuple(shape):
         return False
-    return bool(np.isnan(w[0]).all() or np.all(np.nan_to_num(np.diag(w)) == 0))
+    later = w[1:]   # with the diagonal hidden, every query after the first still sees an earlier key
+    seen = np.isfinite(later).all() and np.allclose(later.sum(-1), 1) and np.all(np.diag(w)[1:] == 0)
+    return bool(seen and (np.isnan(w[0]).all() or w[0, 0] == 0))
 
 
 def attention_problem(attention, what, Q, K, V, causal):
@@ -154,7 +158,7 @@ def attention_problem(attention, what, Q, K, V, causal):
     if not (isinstance(result, (tuple, list)) and len(result) == 2):
         return "the function should return two things, (output, weights)"
     out_ref, w_ref = ref.attention(Q, K, V, causal=causal)
-    if causal and hides_the_diagonal(result[1]):
+    if causal and hides_the_diagonal(result[1], w_ref.shape):
         return (f"the weights on {what} are off: your mask hides the diagonal too, so the first query "
                 "sees nothing (0/0 is NaN); a token may see itself: hide only keys after it (k=1)")
     weights = numbers(result[1], f"the weights on {what}", shape=w_ref.shape)
@@ -268,6 +272,24 @@ def transposed_hint(head, case, where):
     return None
 
 
+def not_finite_hint(finite):
+    """What a head's output that is NaN or inf on some tokens says about its mask, from ``finite`` (T,):
+    whether each token's output row is finite; None when no known slip gives that pattern."""
+    if finite.all():
+        return None
+    if not finite.any():
+        return ("is not finite on any token: every key is hidden (a row of scores all -inf has a softmax of "
+                "0/0 = NaN); hide only the keys after each token, torch.triu(..., diagonal=1)")
+    if len(finite) > 2 and not finite[0] and finite[-1] and not finite[1:-1].all():
+        return ("is not finite on every token but the last: you filled the weights with -inf after the softmax "
+                "(a weight of -inf times a value is -inf or NaN); put -inf into the scores, before the softmax, "
+                "which turns it into a weight of 0")
+    if not finite[0] and finite[1:].all():
+        return ("is NaN on the first token: the mask hides the diagonal too; a token may see itself: hide only "
+                "the keys after it (diagonal=1)")
+    return None
+
+
 def head_problem(head, case):
     """What is wrong with the learner's ``head`` on one case of cat_head_cases, or None."""
     where = f"on L0H{case['head']} for '{case['prompt']}'"
@@ -292,13 +314,10 @@ def head_problem(head, case):
                 "v = x @ W_V + b_V, which have d_k columns, not the rows of x")
     if arr.shape == (d_k, T):
         return f"the output {where} is transposed: one row per token, shape (T, d_k) = ({T}, {d_k})"
-    if arr.shape == (T, d_k) and T > 2 and not np.isfinite(arr[0]).any() and not np.isfinite(arr[1:-1]).all():
-        return (f"the output {where} is not finite on every token but the last: you filled the weights with -inf "
-                "after the softmax (a weight of -inf times a value is -inf or NaN); put -inf into the scores, "
-                "before the softmax, which turns it into a weight of 0")
-    if arr.shape == (T, d_k) and np.isnan(arr[0]).all():
-        return (f"the output {where} is NaN on the first token: the mask hides the diagonal too; "
-                "a token may see itself: hide only the keys after it (diagonal=1)")
+    if arr.shape == (T, d_k):
+        hint = not_finite_hint(np.isfinite(arr).all(-1))
+        if hint:
+            return f"the output {where} {hint}"
     arr = as_array(arr, f"the output {where}", shape=(T, d_k))
     if np.allclose(arr, case["expected"].numpy(), atol=HEAD_ATOL):
         return None

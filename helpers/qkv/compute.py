@@ -211,7 +211,7 @@ def printed_difference(ours, printed):
         fail(f"ours and printed should hold -inf (a masked score) in the same entries, but at entry {where} "
              f"ours holds {ours[where]:g} and printed {printed[where]:g}")
     with np.errstate(over="ignore", invalid="ignore"):   # an overflow is refused next, in one sentence
-        gap = np.subtract(ours, printed)
+        gap = np.subtract(ours, printed, out=np.empty(ours.shape))   # an array, even for two plain numbers
         np.abs(gap, out=gap)
         np.copyto(gap, 0.0, where=masked)
     return float(check_overflow(gap, "differences", "ours and printed", "compare numbers of a size float64 can "

@@ -13,7 +13,7 @@ import torch
 
 from ..exercises import Array, Function, Number, Wrong, call, close_problems, exercise, number_problems, numbers, \
     sealed, slip
-from ..errors import check_positive_int, count, fail
+from ..errors import answer_shape, check_positive_int, count, fail
 from .compute import check_weights, layer_case, scaled_scores as course_scores, softmax_jacobian, weight_gradient
 
 
@@ -48,9 +48,11 @@ def jacobian(answer, weights):
                          (-np.outer(w, w), "the diagonal is missing its w_i term: ∂w_i/∂s_i = w_i - w_i²"),
                          (np.diag(np.diag(J)), "the diagonal is right, but the off-diagonal entries are "
                                                "-w_i·w_j, not 0")], atol=1e-4)
+    with np.errstate(over="ignore"):   # entries near 1e308 sum to inf: not 0, as the sentence then says
+        sums = answer.sum(axis=1)
     if hint:
         yield hint
-    elif not np.allclose(answer.sum(axis=1), 0, atol=1e-4):
+    elif not np.allclose(sums, 0, atol=1e-4):
         yield "each row should sum to 0 (adding the same number to every score changes no weight)"
     else:
         yield from close_problems(answer, J, "J", atol=1e-4)
@@ -175,14 +177,15 @@ def scores_problem(answer, label, args, reference):
     if not isinstance(out, torch.Tensor):
         return (f"scaled_scores returns {type(out).__name__} output on {label}: return a torch tensor of shape "
                 "(n_heads, T, T), computed with torch from the tensors it receives")
-    scores = numbers(out, f"the scores on {label}", allow_inf=True)
-    if scores.shape != shape:
+    given = answer_shape(out, f"the scores on {label}")   # read before the scores are converted
+    if given != shape:
         heads, T = args[-1], shape[1]
-        if scores.shape[1:] == shape[1:]:
-            return (f"your function returns {scores.shape[0]} heads on {label}, where n_heads = {heads}: take the "
+        if given[1:] == shape[1:]:
+            return (f"your function returns {given[0]} heads on {label}, where n_heads = {heads}: take the "
                     "head count from n_heads and d_k = d_model // n_heads, not fixed numbers")
         return (f"the scores on {label} should have shape (n_heads, T, T) = {shape}, heads first, "
-                f"but they have shape {scores.shape}")
+                f"but they have shape {given}")
+    scores = numbers(out, f"the scores on {label}", allow_inf=True)
     reference = reference.numpy().astype(float)
     hidden = np.triu(np.ones(shape[1:], dtype=bool), k=1)
     if np.isinf(scores).any():

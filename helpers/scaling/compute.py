@@ -119,7 +119,8 @@ def six_keys(d=64, n_keys=6, seed=1):
 
 def weights_problem(w):
     """What keeps ``w`` (softmax outputs along its last axis) from being softmax outputs, or None."""
-    sums = np.atleast_1d(w.sum(axis=-1))
+    with np.errstate(over="ignore"):   # entries near 1e308 sum to inf: not 1, as the sentence then says
+        sums = np.atleast_1d(w.sum(axis=-1))
     worst = sums[np.argmax(np.abs(sums - 1))] if sums.size else 1.0   # the row furthest from summing to 1
     return ("hold NaN or inf" if not np.isfinite(w).all() else f"hold a negative entry, {w[w < 0][0]:g}"
             if np.any(w < 0) else f"sum to {worst:.6g}" if abs(worst - 1) > 1e-6 else None)
@@ -275,29 +276,33 @@ def check_rows(rows, name, keys, source, kind="rows"):
     return list(rows)
 
 
+LOG_AXIS = (1e-200, 1e200)   # the values a log axis here draws: matplotlib's margins around them stay within float64
+
+
 def positive_values(rows, key, name, most=1):
-    """Each row's ``key``, 1 to ``most`` numbers, every one finite and above 0 (a log axis); else one
-    sentence. Returns them, a float array per row."""
+    """Each row's ``key``, 1 to ``most`` numbers, every one from LOG_AXIS[0] to LOG_AXIS[1] (a log axis); else
+    one sentence. Returns them, a float array per row."""
     out = []
     for row in rows:
         values = np.atleast_1d(as_array(row[key], f"each row's {key}", (0, 1)))
         if not 1 <= values.size <= most:   # before the values are read: one line holds at most this many
             fail(f"each row's {key} should be {'one number' if most == 1 else f'1 to {most:,} numbers'}, but it "
                  f"holds {count(values.size)}")
-        good = np.isfinite(values) & (values > 0)
+        good = (values >= LOG_AXIS[0]) & (values <= LOG_AXIS[1])   # NaN fails both
         if not good.all():
-            fail(f"{name} should hold finite numbers above 0 for a log axis, but its {key} holds "
-                 f"{shown(float(values[~good][0]))}")
+            fail(f"{name} should hold finite numbers from {LOG_AXIS[0]:g} to {LOG_AXIS[1]:g} for a log axis, but its "
+                 f"{key} holds {shown(float(values[~good][0]))}")
         out.append(values)
     return out
 
 
+MAX_DRAWN = 1e300   # the largest score spread_figure draws: its bins, -edge..edge in 120 steps, stay within float64
 PANEL_BYTES = 24   # bytes a score one panel of spread_figure draws (its scores, divided by √d, and their histogram)
 
 
 def given_scores(spread, dims):
     """The scores ``spread`` (rows of ``dot_spread``) holds for each of ``dims``: {d: (n,)}, at least one
-    finite score each, their panel's tables within 1.5 GiB; else one sentence."""
+    finite score each, of size at most MAX_DRAWN, their panel's tables within 1.5 GiB; else one sentence."""
     spread = check_rows(spread, "spread", ("d", "scores"), "dot_spread")
     rows = {check_positive_int(row["d"], "each row's d"): row for row in spread}
     missing = [d for d in dims if d not in rows]
@@ -311,27 +316,41 @@ def given_scores(spread, dims):
         if len(s) == 0 or not np.isfinite(s).all():   # a histogram would leave them out without a word
             fail(f"{name} should be finite numbers, at least one, but they "
                  + (f"hold {shown(float(s[~np.isfinite(s)][0]))}" if len(s) else "are empty"))
+        if np.abs(s).max() > MAX_DRAWN:   # the bins (score_bins) must have a width float64 can hold
+            fail(f"{name} should be at most {MAX_DRAWN:g} in size (the histogram's bins span them all), but one is "
+                 f"{float(np.abs(s).max()):.4g}")
         drawn[d] = s
     return drawn
 
 
+def score_bins(drawn):
+    """120 equal bins from -edge to edge that hold every score of ``drawn`` ({d: (n,) scores}): edge is 90 (the
+    chapter's view), or the largest score's size rounded up to a multiple of 10 when a score lies further out.
+    A histogram leaves out what falls outside its bins: here nothing does."""
+    edge = max(90.0, 10.0 * math.ceil(max(float(np.abs(s).max()) for s in drawn.values()) / 10))
+    return np.linspace(-edge, edge, 121)
+
+
 def spread_figure(spread=None, dims=(4, 64, 768), n=20_000, seed=123):
-    """Histograms of q·k (raw) and q·k/√d (scaled) for each d, one panel per d, shared x-axis.
+    """Histograms of q·k (raw) and q·k/√d (scaled) for each d, one panel per d, shared x-axis whose bins
+    hold every score (``score_bins``: -90..90, wider when a score lies further out).
 
     spread: rows of ``dot_spread`` whose scores are drawn (no new draws), else n pairs per d
-    are drawn from a generator seeded with ``seed``."""
+    are drawn from a generator seeded with ``seed`` (all of them first, to place the bins)."""
     dims = check_dims(dims)
     if spread is not None:
         drawn = given_scores(spread, dims)
     else:
         n, seed = check_positive_int(n, "n"), check_seed(seed)
         check_draws(2 * n * sum(dims), f"spread_figure with n={count(n)}", f"ask for n <= {MAX_NUMBERS // (2 * sum(dims)):,}")
-        check_bytes(PANEL_BYTES * n, f"spread_figure with n={count(n)}", f"ask for n <= {MAX_BYTES // PANEL_BYTES:,}")
+        most = MAX_BYTES // (8 * len(dims) + PANEL_BYTES)   # every panel's scores (float64), and one panel's tables
+        check_bytes((8 * len(dims) + PANEL_BYTES) * n, f"spread_figure with n={count(n)}", f"ask for n <= {most:,}")
         generator = torch.Generator().manual_seed(seed)
+        drawn = {d: raw_scores(d, n, generator) for d in dims}
     fig, axes = plt.subplots(1, len(dims), figsize=(3.3 * len(dims), 2.8), sharex=True, sharey=True)
-    bins = np.linspace(-90, 90, 121)
+    bins = score_bins(drawn)
     for ax, d in zip(np.atleast_1d(axes), dims):
-        s = drawn[d] if spread is not None else raw_scores(d, n, generator)
+        s = drawn[d]
         ax.hist(s, bins, density=True, histtype="stepfilled", color=ACCENT, alpha=0.7, label="raw q·k")
         ax.hist(s / math.sqrt(d), bins, density=True, histtype="stepfilled", color=BASE, alpha=0.7, label="q·k / √d")
         ax.set_title(f"d = {d} ({len(s):,} pairs)")

@@ -46,7 +46,8 @@ def check_explore_result(result):
 def scaling_view(curve_queries=300):
     """The explorer's figure and the function that draws one ``explore`` result on it: (view, draw).
 
-    Left: histogram of 2,000 scores as softmax sees them. Middle: one softmax row over six
+    Left: histogram of 2,000 scores as softmax sees them (from -100 to 100; its header says how many lie
+    further out, none dropped without a word). Middle: one softmax row over six
     keys. Right: the median gradient size against d (precomputed, scaled and raw), with
     this row's gradient marked. ``draw(result)`` moves the artists and returns PNG bytes.
     """
@@ -87,8 +88,10 @@ def scaling_view(curve_queries=300):
 
     def draw(result):
         check_explore_result(result)
-        counts, _ = np.histogram(np.clip(result["scores"], BINS[0], BINS[-1] - 1e-9), BINS)
-        hist.set_data(counts / len(result["scores"]))
+        scores = to_numpy(result["scores"], "result['scores']")
+        counts, _ = np.histogram(scores, BINS)   # (a score past the bins is counted in the header, not piled at an edge)
+        hist.set_data(counts / len(scores))
+        outside = int(((scores < BINS[0]) | (scores > BINS[-1])).sum())
         for bar, label, w in zip(bars, labels, result["weights"]):
             bar.set_height(w)
             label.set_position((label.get_position()[0], w + 0.02))
@@ -96,7 +99,8 @@ def scaling_view(curve_queries=300):
         marker.set_data([result["d"]], [max(result["gradient"], 1e-12)])
         how = "scores / √d" if result["scaled"] else "raw scores q·k (no scaling)"
         title.set_text(f"d = {result['d']}, softmax of {how}")
-        headers[0].set_text(f"spread (std) = {result['spread']:.2f}")
+        headers[0].set_text(f"spread (std) = {result['spread']:.2f}"
+                            + (f", {outside:,} of {len(scores):,} past ±{BINS[-1]:.0f} not shown" if outside else ""))
         headers[1].set_text(f"one query, six keys: largest weight {result['weights'].max():.3f}")
         headers[2].set_text(f"gradient size of this row: {result['gradient']:.2g}")
         return view.png()

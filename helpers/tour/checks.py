@@ -1,16 +1,25 @@
 """The tour's exercise checks (chapter 00)."""
 import numpy as np
 
-from ..errors import as_array, check_index, check_positive_int, fail, to_numpy
+from ..errors import MAX_WIDTH, as_array, check_index, check_size, fail, to_numpy  # noqa: F401 (MAX_WIDTH: the limit named here)
 from ..exercises import Number, as_wholes, count_answer, exercise, number_problems, slip
+
+# The largest sizes a check cell of this chapter may give: far past the course's models (2 heads, 64 tokens) and
+# the widest published ones (d_model 18,432, d_ff 73,728; MAX_WIDTH is helpers.errors'). Below them every count a
+# check compares (a shape's axis, a layer's parameters, at most 6·MAX_WIDTH² + 10·MAX_WIDTH) is below 2**53, so an
+# answer read through float64 is judged exactly; past them a check cell is refused in one sentence.
+MAX_HEADS = 1_024
+MAX_TOKENS = 2**20
+MAX_LOGIT = 1e4   # the largest logit (in size) a check takes: a model's are tens; past about 1e307 they overflow
 
 
 @exercise("the shape of the layer-1 scores")
 def scores_shape(answer, n_heads, T):
-    """answer: the shape of ``L1.scores``, a tuple (heads, queries, keys).
+    """answer: the shape of ``L1.scores``, a tuple (heads, queries, keys); n_heads at most MAX_HEADS, T at
+    most MAX_TOKENS (so an axis of the answer read through float64 is judged exactly).
 
     The messages diagnose (which axis, where to look) without stating the numbers."""
-    n_heads, T = check_positive_int(n_heads, "n_heads"), check_positive_int(T, "T")
+    n_heads, T = check_size(n_heads, "n_heads", MAX_HEADS), check_size(T, "T", MAX_TOKENS)
     shape = as_wholes(answer, "the shape")
     if len(shape) != 3:
         yield (f"your shape has {len(shape)} axes, but the scores have three: one that counts "
@@ -30,34 +39,41 @@ def scores_shape(answer, n_heads, T):
 
 @exercise("a next-token probability from the logits", answer=Number())
 def next_prob(answer, last_logits, token_id):
-    """answer: softmax(last_logits)[token_id], one number; last_logits: (V,)."""
+    """answer: softmax(last_logits)[token_id], one number; last_logits: (V,), each at most MAX_LOGIT in size."""
     logits = finite_scores(last_logits, "last_logits", ndim=1)
     token_id = check_index(token_id, "token_id", len(logits))
     e = np.exp(logits - logits.max())
-    found = list(number_problems(answer, float(e[token_id] / e.sum()), "the probability", atol=1e-4))
+    p = float(e[token_id] / e.sum())
+    found = list(number_problems(answer, p, "the probability", atol=1e-4))
     if not found:
         return
-    p = float(e[token_id] / e.sum())
+    with np.errstate(all="ignore"):   # a slip's value may overflow (exp of a large logit) or be ln 0: never matched
+        hint = next_prob_hint(answer, logits, token_id, e, p)
+    yield hint or found[0]
+
+
+def next_prob_hint(answer, logits, token_id, e, p):
+    """The hint for a wrong probability ``answer`` that a known slip gives, else None; e: exp(logits - max),
+    p: the right probability."""
     if np.isclose(answer, np.exp(logits[token_id]), rtol=1e-3):
-        yield f"that is exp(logit) alone: divide by the sum of exp over all {len(logits)} logits"
-    elif np.isclose(answer, logits[token_id], rtol=1e-3):
-        yield "that is the logit itself: a probability is softmax of the logits"
-    else:
-        yield slip(answer, [
-            (np.log(p), "that is ln p, a log-probability: the probability is e to that power, between 0 and 1"),
-            (100 * p, "that is a percentage: give the probability itself, between 0 and 1"),
-            (e[token_id] / e.max(), "that divides by the largest exp(logit): normalise by the sum of exp over "
-                                    f"all {len(logits)} logits, so the probabilities add up to 1"),
-            (logits[token_id] / logits.sum(), "that divides the logit by the sum of the logits: exponentiate "
-                                              "first (np.exp), then divide by the sum of the exponentials"),
-        ], atol=1e-4) or found[0]
+        return f"that is exp(logit) alone: divide by the sum of exp over all {len(logits)} logits"
+    if np.isclose(answer, logits[token_id], rtol=1e-3):
+        return "that is the logit itself: a probability is softmax of the logits"
+    return slip(answer, [
+        (np.log(p), "that is ln p, a log-probability: the probability is e to that power, between 0 and 1"),
+        (100 * p, "that is a percentage: give the probability itself, between 0 and 1"),
+        (e[token_id] / e.max(), "that divides by the largest exp(logit): normalise by the sum of exp over "
+                                f"all {len(logits)} logits, so the probabilities add up to 1"),
+        (logits[token_id] / logits.sum(), "that divides the logit by the sum of the logits: exponentiate "
+                                          "first (np.exp), then divide by the sum of the exponentials"),
+    ], atol=1e-4)
 
 
 @exercise("parameters in one layer")
 def per_layer(answer, d_model, d_ff):
     """answer: the parameters of one pre-LN layer with biases, a whole number (as ``Whole()``, and a
-    float type too narrow for the count, bfloat16, is named as such)."""
-    d, d_ff = check_positive_int(d_model, "d_model"), check_positive_int(d_ff, "d_ff")
+    float type too narrow for the count, bfloat16, is named as such); d_model and d_ff at most MAX_WIDTH."""
+    d, d_ff = check_size(d_model, "d_model", MAX_WIDTH), check_size(d_ff, "d_ff", MAX_WIDTH)
     attention, mlp, norms = 4 * d * d + 4 * d, d * d_ff + d_ff + d_ff * d + d, 2 * 2 * d
     expected = attention + mlp + norms
     answer = count_answer(answer, "your answer", expected)
@@ -96,7 +112,8 @@ def per_layer(answer, d_model, d_ff):
 @exercise("the loss of one sentence", answer=Number())
 def sentence_loss(answer, logits, ids):
     """answer: the mean of -ln p(the true next token) over the T - 1 predicted positions of one
-    sentence, in nats; logits: (T, V), row t predicting the token at t + 1; ids: (T,) its token ids."""
+    sentence, in nats; logits: (T, V), row t predicting the token at t + 1, each at most MAX_LOGIT in size
+    (so the loss is computed without overflow); ids: (T,) its token ids."""
     logits, ids = finite_scores(logits, "the logits", ndim=2), to_numpy(ids, "the token ids")
     if ids.shape != logits.shape[:1] or len(ids) < 2 or (ids != np.floor(ids)).any() \
             or not ((0 <= ids) & (ids < logits.shape[1])).all():
@@ -104,14 +121,22 @@ def sentence_loss(answer, logits, ids):
              f"of the logits (at least 2), but got shape {ids.shape} with values from {ids.min() if ids.size else 0:g} "
              f"to {ids.max() if ids.size else 0:g}")
     ids = ids.astype(int)
-    shifted = logits - logits.max(axis=1, keepdims=True)
-    log_probs = shifted - np.log(np.exp(shifted).sum(axis=1, keepdims=True))
+    log_probs = log_softmax(logits, axis=1)
+    right = -log_probs[np.arange(len(ids) - 1), ids[1:]].mean()
+    if abs(answer - right) <= 1e-4:
+        return
+    with np.errstate(all="ignore"):   # a slip's value may overflow (e^loss) or be ln 0: it is then never matched
+        hint = sentence_loss_hint(answer, logits, ids, log_probs)
+    yield hint or next(number_problems(answer, right, "the loss", atol=1e-4))
+
+
+def sentence_loss_hint(answer, logits, ids, log_probs):
+    """The hint for a wrong loss ``answer`` that a known slip gives, else None; logits (T, V), ids (T,) ints,
+    log_probs: ln softmax of each row."""
     rows, targets = np.arange(len(ids) - 1), ids[1:]
     per_position = -log_probs[rows, targets]
     right = per_position.mean()
-    if abs(answer - right) <= 1e-4:
-        return
-    hint = slip(answer, [
+    return slip(answer, [
         (per_position.sum(), "that is the sum over the predicted positions: the loss is their mean"),
         (-right, "a loss is never negative: it is minus the log of a probability"),
         (right / np.log(10), "that is in base-10 logarithms: the loss uses the natural log (np.log)"),
@@ -120,7 +145,7 @@ def sentence_loss(answer, logits, ids):
         (per_position.sum() / len(ids), f"that divides by T = {len(ids)}, the number of tokens: the "
                                         f"mean is over the T - 1 = {len(ids) - 1} predicted positions "
                                         "(the last token predicts nothing)"),
-        (-log_softmax_columns(logits)[rows, targets].mean(),
+        (-log_softmax(logits, axis=0)[rows, targets].mean(),
          "that softmax runs down each column (axis 0, over the positions): p is the softmax of one "
          "row, over the vocabulary (axis=1)"),
         (-log_probs[rows, ids[:-1]].mean(), "row t predicts the token after it: compare row t with "
@@ -129,26 +154,31 @@ def sentence_loss(answer, logits, ids):
                                                       "predicts token t + 1, so use rows 0 to T - 2 with ids[1:]"),
         (-log_probs[rows + 1, targets].mean(), "that takes rows 1 to T - 1: row t predicts token t + 1, so "
                                                "the rows are 0 to T - 2 (the last row predicts nothing)"),
-        (-log_probs[rows[1:], targets[1:]].mean(), "that skips the first prediction: row 0 (<BOS>) predicts "
-                                                   "the first word, and counts like every other row"),
+        (per_position[1:].mean() if len(rows) > 1 else np.nan,   # no first prediction to skip with one position
+         "that skips the first prediction: row 0 (<BOS>) predicts the first word, and counts like every other row"),
         (-logits[rows, targets].mean(), "that is minus the logits: a logit is not a log-probability, "
                                         "take the log of the softmax of each row first"),
         (-np.log(np.exp(log_probs[rows, targets]).mean()), "that is minus the log of the mean probability: "
                                                            "take -ln p at each position first, then the mean"),
     ], atol=1e-4)
-    yield hint or next(number_problems(answer, right, "the loss", atol=1e-4))
 
 
-def log_softmax_columns(logits):
-    """ln of the softmax over axis 0 (the positions), the wrong axis for a next-token loss."""
-    shifted = logits - logits.max(axis=0, keepdims=True)
-    return shifted - np.log(np.exp(shifted).sum(axis=0, keepdims=True))
+def log_softmax(logits, axis):
+    """ln of the softmax of ``logits`` (a 2-D array of checked scores, ``finite_scores``) along ``axis``: over
+    the vocabulary (axis 1) for a next-token loss, over the positions (axis 0) for the slip of the wrong axis."""
+    shifted = logits - logits.max(axis=axis, keepdims=True)
+    return shifted - np.log(np.exp(shifted).sum(axis=axis, keepdims=True))
 
 
 def finite_scores(x, name, ndim):
-    """``x`` as a float array of ``ndim`` axes of finite numbers, else CourseInputError."""
+    """``x`` as a float array of ``ndim`` axes of finite numbers, each at most MAX_LOGIT in size (a softmax of
+    them then neither overflows nor loses the loss's digits), else CourseInputError."""
     arr = as_array(x, name, ndim=ndim)
     if arr.size == 0 or not np.isfinite(arr).all():
         fail(f"{name} should hold finite numbers (at least one), but got shape {arr.shape} "
              f"with {int((~np.isfinite(arr)).sum())} not finite")
+    largest = float(np.abs(arr).max())
+    if largest > MAX_LOGIT:
+        fail(f"{name} should hold numbers of size at most {MAX_LOGIT:,.0f} (a model's logits are tens), "
+             f"but one has size {largest:.3g}")
     return arr
