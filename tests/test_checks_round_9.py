@@ -112,9 +112,33 @@ def _drop_case(cat, cat_world):
     return cat, ids, cls, ids, ablation.rule_reference(cat_world, "all")
 
 
+def learners_drop(model, head, task_ids, class_ids, reference_ids):
+    """A learner's mean_ablation_drop (the instructor's solution of chapter 10): the fall in mean p(class)
+    when the head's output is replaced by its per-position mean over reference_ids."""
+    layer, h = head
+    name, seen = f"L{layer}.head_out", {}
+
+    def keep(x):
+        seen["out"] = x
+        return x
+
+    def put_mean(x):
+        x = x.clone()
+        x[:, h] = seen["out"][:, h].mean(0)
+        return x
+
+    def p_class(**switches):
+        probs = torch.softmax(model(task_ids, **switches)[:, -1], dim=-1)
+        return probs.gather(-1, class_ids).sum(-1).mean()
+
+    with torch.no_grad():
+        model(reference_ids, replace={name: keep})
+        return float(p_class() - p_class(replace={name: put_mean}))
+
+
 def test_round_9_mean_ablation_drop_reads_what_it_returns_as_one_number(cat, cat_world):
     case = _drop_case(cat, cat_world)
-    right = lambda m, head, t, c, r: ablation_checks._course_drop(m, head, t, c, r)["drop"]
+    right = learners_drop
     assert ablation_checks.mean_ablation_drop.feedback(right, *case) == []
     assert ablation_checks.mean_ablation_drop.feedback(lambda *a: torch.tensor(right(*a)), *case) == []
     for wrong, words in ((lambda *a: str(right(*a)), "str"), (lambda *a: float("nan"), "NaN"),

@@ -6,7 +6,6 @@ sentence's length) before any size check; prediction_spread took any function's 
 another world with the default batch; plot_stream did not check its ax; the probe figure read its
 result without a check."""
 import copy
-import math
 import time
 import warnings
 from collections import Counter, defaultdict
@@ -177,12 +176,7 @@ def prefix_table_loss(sentences):
     for s in sentences:
         for t in range(1, len(s)):
             after[tuple(s[:t])][s[t]] += 1
-    total, n = 0.0, 0
-    for counts in after.values():
-        m = sum(counts.values())
-        total -= sum(c * math.log(c / m) for c in counts.values())
-        n += m
-    return total / n
+    return nz.entropy_of_counts(after.values())
 
 
 def test_round_16_best_loss_counts_the_words_before_reading_them(refused):

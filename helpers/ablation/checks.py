@@ -115,7 +115,8 @@ def _ranks(logits, targets):
 
 
 @exercise("the logit lens at every point and position, with the target's rank",
-          answer=Function("a function lens_ranks(model, trace, points, targets)"))
+          answer=Function("a function lens_ranks(model, trace, points, targets)", own=(
+              "helpers.patching.logit_lens", "helpers.patching.token_lens", "helpers.real.compute.logit_lens")))
 def lens_ranks(answer, model, trace, points, targets):
     """answer(model, trace, points, targets) -> (logits (P, T, V), ranks (P, T)): the final LayerNorm
     and E^T applied to each trace[point], and how many tokens each lens scores above targets[t]."""
@@ -211,7 +212,9 @@ def ablation_inputs(model, task_ids, class_ids, reference_ids, off_task_ids):
 
 
 @exercise("a task-matched mean ablation", answer=Function("a function mean_ablation_drop(model, head, task_ids, "
-                                                            "class_ids, reference_ids)"))
+                                                            "class_ids, reference_ids)", own=(
+    "helpers.ablation.compute.cat_ablation", "helpers.patching.mean_head_outputs", "helpers.patching.ablation_replace",
+    "helpers.ablation.checks._course_drop")))
 def mean_ablation_drop(answer, model, task_ids, class_ids, reference_ids, off_task_ids):
     """answer(model, head, task_ids, class_ids, reference_ids) -> the fall in mean p(class) over the
     task prompts when ``head``'s output is replaced by its per-position mean over reference_ids.
@@ -320,7 +323,8 @@ def bounded_metric(metric):
 
 
 @exercise("a patching loop over heads and positions",
-          answer=Function("a function patch_grid(model, clean_ids, corrupt_ids, metric)"))
+          answer=Function("a function patch_grid(model, clean_ids, corrupt_ids, metric)",
+                          own=("helpers.patching.patch_heads",)))
 def patch_grid(answer, model, clean_ids, corrupt_ids, metric):
     """answer(model, clean_ids, corrupt_ids, metric) -> (layers, heads, T): the normalised metric
     (0 = corrupted run, 1 = clean run) after putting one head's clean output at one position into
@@ -420,7 +424,8 @@ def _attribution_variants(model, parts, direction, scale):
 
 
 @exercise("direct logit attribution with a frozen scale",
-          answer=Function("a function direct_attribution(model, parts, direction, scale)"))
+          answer=Function("a function direct_attribution(model, parts, direction, scale)",
+                          own=("helpers.patching.direct_logit_attribution", "helpers.patching.attribute")))
 def direct_attribution(answer, model, parts, direction, scale):
     """answer(model, parts, direction, scale) -> {name: float}: each part's direct contribution to
     direction · logits with the final norm's scale frozen at ``scale`` (``patching.attribute``)."""

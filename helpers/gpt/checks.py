@@ -15,7 +15,7 @@ import torch
 from .. import grading, worlds
 from ..errors import check_text, fail, shown
 from ..explorer import check_model_and_world
-from ..exercises import Function, Module, NOT_ANSWERED, Wrong, call, exercise, model_kept, numbers
+from ..exercises import Function, Module, NOT_ANSWERED, Seen, Wrong, call, exercise, model_kept, numbers
 from . import compute, corpus
 from . import tokenize as tk
 
@@ -305,6 +305,7 @@ def gpt_module(run, cat):
 LOOP_SETTINGS = dict(steps=12, batch=8, context=32, lr=3e-3, warmup=4, min_lr=3e-4, clip=0.5, eval_every=4,
                      eval_batches=2, seed=0)
 LOOP_ATOL = 1e-4        # float op order may move a loss by 1e-6; the nearest slip moves one by 4e-4
+LOOP_WEIGHTS_ATOL = 1e-3   # float op order moves a trained weight by up to 7e-5; training moves them by up to about 3e-2
 LOOP_CHARS = (20_000, 4_000)   # the training and validation characters the check trains on
 LOOP_WHERE = "on a small model and the first characters of Tiny Shakespeare"   # where the check runs the loop
 
@@ -390,23 +391,41 @@ def watching_passes(model, val_ids, context):
 
 def loop_reference(slip=None):
     """A copy of ``_loop_reference(slip)`` (computed once): the check's own numbers, out of a learner's
-    function's reach."""
-    return copy.deepcopy(_loop_reference(slip))
+    function's reach (a check's function: a learner's function that calls it is refused, see
+    helpers.exercises._tripwired)."""
+    losses, val_losses, _ = _loop_reference(slip)
+    return copy.deepcopy((losses, val_losses))
+
+
+def loop_trained():
+    """A copy of the weights {name: tensor} the course's loop leaves in the check's model (``_loop_reference``)."""
+    return copy.deepcopy(_loop_reference()[2])
 
 
 @functools.lru_cache(maxsize=None)
 def _loop_reference(slip=None):
-    """(losses (steps,), val_losses (evaluations,)) of the course's loop on the check's model and data,
-    as ``helpers.gpt.train.train`` runs it (slip None) or with one known mistake (computed once)."""
+    """(losses (steps,), val_losses (evaluations,), the trained weights {name: tensor}) of the course's loop
+    on the check's model and data, as ``helpers.gpt.train.train`` runs it (slip None) or with one known
+    mistake (computed once; read through ``loop_reference``)."""
     train_ids, val_ids = loop_data()
+    model = loop_model()
     if slip is None:
-        return loop_output(compute.course_losses(loop_model(), train_ids, val_ids, **LOOP_SETTINGS))
-    return loop_output(compute.train_loop(loop_model(), train_ids, val_ids, **LOOP_SETTINGS, slip=slip))
+        out = compute.course_losses(model, train_ids, val_ids, **LOOP_SETTINGS)
+    else:
+        out = compute.train_loop(model, train_ids, val_ids, **LOOP_SETTINGS, slip=slip)
+    return (*loop_output(out), {name: t.detach().clone() for name, t in model.state_dict().items()})
+
+
+def loop_data():
+    """(train_ids, val_ids): the first LOOP_CHARS characters of each split, as character ids (a copy of
+    ``_loop_data``'s: what a caller changes in place is not the check's)."""
+    train_ids, val_ids = _loop_data()
+    return train_ids.clone(), val_ids.clone()
 
 
 @functools.lru_cache(maxsize=1)
-def loop_data():
-    """(train_ids, val_ids): the first LOOP_CHARS characters of each split, as character ids."""
+def _loop_data():
+    """``loop_data``, read once."""
     train, val = corpus.split(corpus.load_text())
     tokenizer = corpus.CharTokenizer()
     return tokenizer.encode(train[:LOOP_CHARS[0]]), tokenizer.encode(val[:LOOP_CHARS[1]])
@@ -446,6 +465,24 @@ def one_loss(value, name):
     return float(values[0])
 
 
+def weights_trained(model, trained, initial):
+    """Seen (exercises.Seen: the grader's record keeps it) unless ``model``'s weights are those the course's
+    loop reaches (``trained``) to LOOP_WEIGHTS_ATOL: right losses from a model left as it was (``initial``)
+    or trained otherwise were not computed by training it."""
+    now = model.state_dict()
+    if any(name not in now or now[name].shape != t.shape for name, t in trained.items()):
+        raise Seen("the losses are right, but the model train_loop was given no longer holds the parameters it was "
+                   "given (their names and shapes): train those in place, without replacing any")
+    gap = max(float((now[name].detach() - t).abs().max()) for name, t in trained.items())
+    if gap <= LOOP_WEIGHTS_ATOL:
+        return
+    if all(torch.equal(now[name], t) for name, t in initial.items()):
+        raise Seen("the losses are right, but the model train_loop was given is unchanged: train that model in "
+                   "place, each step's optimizer.step() updating model.parameters(), and report its own losses")
+    raise Seen(f"the losses are right, but the weights of the model train_loop was given differ from those the "
+               f"course's loop reaches by up to {gap:.2g}: train that model in place and report its own losses")
+
+
 @exercise("your training loop",
           answer=Function("a function train_loop(model, train_ids, val_ids, steps, batch, context, lr, warmup, "
                           "min_lr, clip, eval_every, eval_batches, seed=0, callback=None)", own=(
@@ -456,6 +493,7 @@ def train_loop(fn):
     losses, step for step, to LOOP_ATOL."""
     train_ids, val_ids = loop_data()
     model = loop_model()
+    initial = {name: t.detach().clone() for name, t in model.state_dict().items()}
     calls = []
     seen = dict(slip=None)
     try:
@@ -477,6 +515,8 @@ def train_loop(fn):
         if calls != list(range(1, steps + 1)):
             yield (f"the losses are right, but callback was called {len(calls)} times for {steps} steps: after "
                    "each step's losses.append(loss.item()), call callback(losses, val_losses) if it is not None")
+        elif not isinstance(fn, grading.Replay):   # (the judge replays outputs only: the record run looked)
+            weights_trained(model, loop_trained(), initial)
         return
     for slip in compute.LOOP_SLIPS:
         if slip == "eval_train_mode":

@@ -14,11 +14,8 @@ loop written out, the live run, and the measurements on the shipped Shakespeare 
 * ``as_transformer``: any model with the course's parameter names (and a ``cfg``) as a
   ``helpers.model.Transformer``, so the trace, the switches and the explorers take it.
 """
-import contextlib
-import ctypes
 import math
 import operator
-import threading
 import time
 
 import numpy as np
@@ -35,6 +32,7 @@ from ..normalization.compute import Block, LayerNorm
 from ..patching import ablation_replace, mean_head_outputs
 from ..positions.compute import sinusoidal_positions
 from ..sampling.compute import forward_macs
+from ..states import Stop, Stoppable
 from . import train as course_train
 from .corpus import check_ids, windows
 
@@ -94,6 +92,13 @@ class GPT(nn.Module):
         return logits[0] if single else logits
 
 
+def check_module(model):
+    """A model that is an nn.Module (a GPT or helpers.model.Transformer), else one sentence; return it."""
+    if not isinstance(model, nn.Module):
+        fail(f"model should be a GPT or helpers.model.Transformer (an nn.Module), but got {type(model).__name__}")
+    return model
+
+
 def config_of(model):
     """The Config of a model that carries one (``model.cfg``), else a sentence."""
     cfg = getattr(model, "cfg", None)
@@ -118,10 +123,11 @@ def check_tokenizer(tokenizer, cfg):
 
 def as_transformer(model):
     """The course's Transformer holding ``model``'s parameters (the same names, so they load as
-    they are): the trace, the switches and the explorers then come for free."""
-    if not isinstance(model, nn.Module):
-        fail(f"model should be a GPT or helpers.model.Transformer (an nn.Module), but got {type(model).__name__}")
+    they are): the trace, the switches and the explorers then come for free. The second model is counted
+    beside the first before it is made: two copies above MAX_BYTES are refused."""
+    check_module(model)
     cfg = config_of(model)
+    course_train.check_copies(model, 2, "as_transformer(model) (the course's Transformer beside your model)")
     course = Transformer(cfg, seed=None)
     own, wanted = model.state_dict(), course.state_dict()
     differ = sorted(set(own) ^ set(wanted)) or [n for n in wanted if own[n].shape != wanted[n].shape]
@@ -134,10 +140,12 @@ def as_transformer(model):
 
 def small_start(model, seed=0):
     """Give ``model`` the first parameters of Transformer(model.cfg, seed) (the course's small
-    start: embeddings N(0, 0.02²), so the first loss is near ln V). Returns the model."""
-    if not isinstance(model, nn.Module):
-        fail(f"model should be a GPT or helpers.model.Transformer (an nn.Module), but got {type(model).__name__}")
-    start = Transformer(config_of(model), seed=check_seed(seed))
+    start: embeddings N(0, 0.02²), so the first loss is near ln V). Returns the model. The fresh
+    Transformer is counted beside the model before it is made: two copies above MAX_BYTES are refused."""
+    check_module(model)
+    cfg, seed = config_of(model), check_seed(seed)
+    course_train.check_copies(model, 2, "small_start(model) (a fresh Transformer of its config beside it)")
+    start = Transformer(cfg, seed=seed)
     ours, theirs = start.state_dict(), model.state_dict()   # compared before anything is written
     for name in sorted(set(ours) | set(theirs)):
         if name not in theirs or name not in ours or theirs[name].shape != ours[name].shape:
@@ -278,7 +286,8 @@ def train_loop(model, train_ids, val_ids, steps, batch, context, lr, warmup, min
         fail(f"callback should be a function callback(losses, val_losses), but got {shown(callback)}")
     if slip is not None and not (isinstance(slip, str) and slip in LOOP_SLIPS):
         fail(f"slip should be None or one of the known slips ({', '.join(LOOP_SLIPS[:3])}, ...), but got {shown(slip)}")
-    course_train.check_batch(model, batch, context, grad=True)
+    course_train.check_batch(model, batch, context, grad=True)      # the pass and the model's copies in training
+    check_evaluation(model.cfg, eval_batches, batch, context)        # each evaluation's time
     course_train.check_trainable(model)
     optimizer = optimizer_for(model, lr, slip=slip)
     # a run stopped by an error (a callback's, say) puts the weights and the global RNG back; the live
@@ -329,10 +338,19 @@ def run_loop(model, train_ids, val_ids, steps, batch, context, lr, warmup, min_l
     return losses, val_losses
 
 
+def check_evaluation(cfg, batches, batch, context):
+    """Refuse up front an evaluation (``evaluate``) whose ``batches`` passes of ``batch`` windows of ``context``
+    tokens would take more than about MAX_SECONDS here (``pass_seconds``)."""
+    check_seconds(pass_seconds(cfg, batches * batch, context, batch, fused=False),
+                  f"an evaluation of {count(batches)} batches of {count(batch)} windows of {count(context)} tokens",
+                  "take fewer evaluation batches or a smaller batch")
+
+
 def evaluate(model, ids, context, batches, batch, seed, train_mode=False, generator=None):
     """The mean loss over ``batches`` fixed windows (drawn with ``seed``), in eval mode, no gradients.
     ``generator``: one to draw from instead (the check's slip of a generator made once for all evaluations).
-    batches: 1 .. MAX_EVAL_BATCHES; every argument is checked before the first pass."""
+    batches: 1 .. MAX_EVAL_BATCHES, and at most about MAX_SECONDS of passes here (``check_evaluation``);
+    every argument is checked before the first pass."""
     config_of(model)
     ids = check_ids(ids)
     context = course_train.check_context(model, context, len(ids))
@@ -341,6 +359,7 @@ def evaluate(model, ids, context, batches, batch, seed, train_mode=False, genera
         fail(f"batches should be at most {MAX_EVAL_BATCHES:,} (each is a pass), but got {count(batches)}")
     course_train.check_vocabulary(model, ids)
     course_train.check_batch(model, batch, context)
+    check_evaluation(model.cfg, batches, batch, context)
     train_mode = check_switch(train_mode, "train_mode")
     if generator is not None and not isinstance(generator, torch.Generator):
         fail(f"generator should be None or a torch.Generator, but got {shown(generator)}")
@@ -415,7 +434,8 @@ def prompt_ids(tokenizer, prompt, vocab_size):
 def sample_text(model, tokenizer, prompt, n_new, temperature=1.0, seed=0, context=None):
     """``prompt`` and ``n_new`` characters drawn after it, one at a time (chapter 09's
     ``next_distribution`` and ``draw``, one generator seeded once), each step reading at most the
-    last ``context`` tokens (default: the model's n_max), the window the model was trained on."""
+    last ``context`` tokens (default: the model's n_max), the window the model was trained on. Its n_new
+    passes are counted up front (``check_sample``)."""
     from ..sampling.compute import check_sampling, draw, next_distribution
 
     cfg = config_of(model)
@@ -427,12 +447,21 @@ def sample_text(model, tokenizer, prompt, n_new, temperature=1.0, seed=0, contex
     if context > cfg.n_max:
         fail(f"context should be at most the model's n_max={cfg.n_max} tokens, but got {count(context)}")
     ids = prompt_ids(tokenizer, prompt, cfg.vocab_size)   # a newline alone is a prompt
+    check_sample(cfg, n_new, min(len(ids) + n_new, context))
     generator = torch.Generator().manual_seed(check_seed(seed))
     with eval_mode(model):
         for _ in range(n_new):
             logits = model(torch.tensor(ids[-context:]))[-1]
             ids.append(draw(next_distribution(logits, temperature), generator))
     return tokenizer_text(tokenizer, ids)
+
+
+def check_sample(cfg, n_new, window):
+    """Refuse up front a ``sample_text`` whose ``n_new`` passes, each over at most ``window`` tokens, would
+    take more than about MAX_SECONDS here (``pass_seconds``)."""
+    check_seconds(n_new * pass_seconds(cfg, 1, window, 1, fused=False),
+                  f"sampling {count(n_new)} tokens, each a pass over up to {count(window)} tokens",
+                  "draw fewer tokens or read a shorter context")
 
 
 def tokenizer_text(tokenizer, ids):
@@ -450,65 +479,52 @@ class TimeUp(Exception):
     """Raised by the live run's callback inside a loop once its time is up."""
 
 
-class LoopLate(BaseException):
+class LoopLate(Stop):
     """Raised by the live run's watchdog inside a loop that ran past its time without stopping at its
     callback (not an Exception, so a loop's own ``except Exception`` does not keep it going)."""
 
 
+LIVE_COPIES = 6   # the model's copies a live run holds while the course's loop trains (live_run)
 LATE_SECONDS = 5.0   # how long past its time a loop that does not stop at its callback may run before it is stopped
 
 
-@contextlib.contextmanager
-def stopped_after(seconds, exception):
-    """Run the block; once ``seconds`` have passed, raise ``exception`` in it (again every 0.1 s, so a
-    loop that catches it is stopped too) from a watchdog thread, until the block ends: a training loop
-    that never calls its callback, which stops it on time, is stopped all the same. One still on its
-    way when the block ends is caught here (not cleared by PyThreadState_SetAsyncExc(id, NULL), which
-    leaves the interpreter signalled for good: see exercises._Run.finish)."""
-    ident, done, lock, poked = threading.get_ident(), threading.Event(), threading.Lock(), []
-
-    def watch():
-        if done.wait(seconds):
-            return
-        while True:
-            with lock:   # never raised once the block has ended
-                if done.is_set():
-                    return
-                poked.append(True)
-                ctypes.pythonapi.PyThreadState_SetAsyncExc(ctypes.c_ulong(ident), ctypes.py_object(exception))
-            time.sleep(0.1)
-
-    threading.Thread(target=watch, name="stops a live run's loop", daemon=True).start()
+def stopped_after(seconds, exception, function, *args, **kwargs):
+    """``function(*args, **kwargs)`` (a training loop) run here; once ``seconds`` have passed, ``exception``
+    is raised in it from a watchdog thread until it ends (states.Stoppable: again every 0.1 s, then at every
+    line, so a loop that catches everything is stopped too): a loop that never calls its callback, which
+    stops it on time, is stopped all the same. Nothing is raised once it has ended. torch's gradient mode
+    is put back (a ``with torch.no_grad():`` stopped at every line may not have left it)."""
+    stoppable, grad = Stoppable(exception), torch.is_grad_enabled()
+    stoppable.stop(every=0.1, after=seconds)
     try:
-        yield
+        return stoppable.call(function, *args, **kwargs)
     finally:
-        with lock:
-            done.set()
-        if poked:
-            try:
-                for _ in range(1000):   # a pending one is raised at the loop's first jump back
-                    pass
-            except exception:
-                pass
+        torch.set_grad_enabled(grad)
 
 
 def step_seconds(model, train_ids, batch, context, trials=3):
     """(seconds of one training pass, seconds of one sampling pass) of ``model`` here: a few forward
     and backward passes on a copy (the model itself is not changed), the fastest counted.
-    trials: 1 to MAX_TRIALS (each is one training pass and one sampling pass)."""
+    trials: 1 to MAX_TRIALS (each is one training pass and one sampling pass). Counted up front: the copy
+    (``train.check_batch`` counts the model's copies in training, more than the copy and its gradients
+    held here) and the passes' time (at most about MAX_SECONDS, ``pass_seconds``)."""
     import copy
 
     trials = check_positive_int(trials, "trials")
     if trials > MAX_TRIALS:
         fail(f"trials should be at most {MAX_TRIALS} (each is a training pass), but got {count(trials)}")
-    if not isinstance(model, nn.Module):
-        fail(f"model should be a GPT or helpers.model.Transformer (an nn.Module), but got {type(model).__name__}")
+    check_module(model)
     config_of(model)
     train_ids = check_ids(train_ids, "train_ids")
     batch = check_positive_int(batch, "batch")
     context = course_train.check_context(model, context, len(train_ids))
-    course_train.check_batch(model, batch, context, grad=True)           # before the copy and its passes
+    course_train.check_batch(model, batch, context, grad=True)   # the copy, its gradients, its pass: before any
     course_train.check_trainable(model)
+    cfg = model.cfg                                              # a training pass: about three forward passes
+    check_seconds((trials + 1) * (3 * pass_seconds(cfg, batch, context, batch, fused=False)
+                                  + pass_seconds(cfg, 1, context, 1, fused=False)),
+                  f"step_seconds' {trials + 1} timed training passes of {count(batch)} windows of {count(context)} tokens",
+                  "take fewer trials, a smaller batch or a shorter context")
 
     probe = copy.deepcopy(model).train()
     x, y = windows(train_ids, batch, context, torch.Generator().manual_seed(0))
@@ -533,13 +549,17 @@ def timed_passes(probe, x, y, trials):
 
 def plan_live_run(model, train_ids, batch, context, seconds, eval_every, eval_batches, sample_chars):
     """(steps, training seconds): how many steps fit here in ``seconds`` once the sample's time is
-    set aside, evaluations and the optimizer's update included, with a fifth kept in reserve."""
+    set aside, evaluations and the optimizer's update included, with a fifth kept in reserve. An evaluation
+    or the sample that would take more than about MAX_SECONDS is refused before the timed passes."""
     seconds = check_number(seconds, "seconds", low=0, high=MAX_LIVE_SECONDS, low_open=True)
     eval_every = check_positive_int(eval_every, "eval_every")
     eval_batches = check_positive_int(eval_batches, "eval_batches")
     if eval_batches > MAX_EVAL_BATCHES:
         fail(f"eval_batches should be at most {MAX_EVAL_BATCHES:,}, but got {count(eval_batches)}")
     sample_chars = check_new(sample_chars, "sample_chars")
+    batch, context = check_positive_int(batch, "batch"), course_train.check_context(model, context)
+    check_evaluation(config_of(model), eval_batches, batch, context)
+    check_sample(config_of(model), sample_chars, context)     # the sample after the run: before it trains
     train_pass, sample_pass = step_seconds(model, train_ids, batch, context)
     training = seconds - 3.0 * sample_chars * sample_pass - 3.0
     if training <= 0:
@@ -584,8 +604,10 @@ class LiveRun:
         return time.perf_counter() - self.start
 
     def callback(self, losses, val_losses):
-        """Called by the loop after every step with the losses so far."""
-        self.losses, self.val = list(losses), dict(val_losses)
+        """Called by the loop after every step with the losses so far (a list of finite numbers, and a dict
+        {step: finite number}; checked: the ones checked at the last call are not read again)."""
+        start = len(self.losses) if isinstance(losses, (list, tuple)) and len(losses) >= len(self.losses) else 0
+        self.losses, self.val = checked_losses(losses, val_losses, "callback should be given", start)
         self.bar.update(len(self.losses) - self.bar.n)
         if time.perf_counter() - self.drawn > self.every:
             self.show()
@@ -636,25 +658,48 @@ class LiveRun:
         self.finished = True
 
 
+def _loss_value(v):
+    """A loss as a float (a Python or NumPy number, or a one-element float tensor), else None."""
+    if isinstance(v, torch.Tensor) and v.numel() == 1 and v.is_floating_point():
+        return float(v.detach())
+    if isinstance(v, (int, float, np.integer, np.floating)) and not isinstance(v, (bool, np.bool_)):
+        return float(v)
+    return None
+
+
+def checked_losses(losses, val_losses, head, start=0):
+    """(losses, val_losses) as a list of floats and a dict {int step: float}, else one sentence beginning
+    with ``head`` ("loop should return", "callback should be given"); a loss that is not finite is said
+    (the run diverged), not drawn. Losses before ``start`` are taken as checked already (the callback's)."""
+    new = [_loss_value(v) for v in losses[start:]] if isinstance(losses, (list, tuple)) else [None]
+    val = {step: _loss_value(v) for step, v in val_losses.items()} if isinstance(val_losses, dict) else {0: None}
+    if None in new or None in val.values() or \
+            any(isinstance(k, bool) or not isinstance(k, (int, np.integer)) for k in val):
+        fail(f"{head} (losses, val_losses), a list of numbers (loss.item() each) and a dict {{step: number}}, "
+             f"but got {shown(losses)} and {shown(val_losses)}")
+    for name, values in (("loss", dict(enumerate(new, start + 1))), ("validation loss", val)):
+        step, bad = next(((k, v) for k, v in values.items() if not math.isfinite(v)), (None, None))
+        if step is not None:
+            fail(f"{head} finite losses, but the {name} at step {step} is {bad}: the run diverged "
+                 f"(a smaller lr, or clipping the gradients, may help)")
+    return list(losses[:start]) + new, {int(k): v for k, v in val.items()}
+
+
 def loop_result(out, run):
     """(losses, val_losses) as plain floats from what a training loop returned, else one sentence
-    (the live run's picture closed first): a list of numbers and a dict {step: number}."""
-    def number(v):
-        if isinstance(v, torch.Tensor) and v.numel() == 1 and v.is_floating_point():
-            return float(v.detach())
-        if isinstance(v, (int, float, np.integer, np.floating)) and not isinstance(v, (bool, np.bool_)):
-            return float(v)
-        return None
-    ok = isinstance(out, (tuple, list)) and len(out) == 2 and isinstance(out[0], (list, tuple)) \
-        and isinstance(out[1], dict)
-    losses = [number(v) for v in out[0]] if ok else []
-    val = {step: number(v) for step, v in out[1].items()} if ok else {}
-    if not ok or None in losses or None in val.values() \
-            or any(isinstance(k, bool) or not isinstance(k, (int, np.integer)) for k in val):
+    (the live run's picture closed first): a list of at least one finite number and a dict {step: number}."""
+    try:
+        if not (isinstance(out, (tuple, list)) and len(out) == 2):
+            fail(f"loop should return (losses, val_losses), a list of numbers (loss.item() each) and a dict "
+                 f"{{step: number}}, but returned {shown(out)}")
+        losses, val = checked_losses(out[0], out[1], "loop should return")
+        if not losses:
+            fail(f"loop should make training steps and return their losses, but it made no steps (it returned "
+                 f"{shown(out)}): write the loop's body first, or use the course's gpt.train_loop")
+    except CourseInputError:
         run.finish("(no sample: the loop did not return its losses)")
-        fail(f"loop should return (losses, val_losses), a list of numbers (loss.item() each) and a dict "
-             f"{{step: number}}, but returned {shown(out)}")
-    return losses, {int(k): v for k, v in val.items()}
+        raise
+    return losses, val
 
 
 def said_put_back(function, *args, **kwargs):
@@ -675,7 +720,8 @@ def live_run(loop, model, train_ids, val_ids, tokenizer, batch, context, lr, war
     """Train ``model`` with ``loop`` (the learner's train_loop or the course's) for as many steps as
     fit here (``plan_live_run``), with a bar and a live curve, stopped in any case when the time set
     aside for training is up; then draw ``sample_chars`` characters after ``prompt`` (temperature
-    0.8) into the picture. The whole call takes at most about ``seconds``.
+    0.8) into the picture. The whole call takes at most about ``seconds``. A model whose LIVE_COPIES
+    copies in training would hold more than MAX_BYTES is refused before anything runs.
     Returns dict(steps, done, seconds (the whole call), losses, val_losses, sample)."""
     start = time.perf_counter()
     if not callable(loop):
@@ -689,6 +735,8 @@ def live_run(loop, model, train_ids, val_ids, tokenizer, batch, context, lr, war
     check_number(min_lr, "min_lr", low=0, high=lr)
     check_number(clip, "clip", low=0, low_open=True)
     check_positive_int(warmup, "warmup", minimum=0)
+    course_train.check_copies(check_module(model), LIVE_COPIES, "live_run (the weights, their gradients, AdamW's "
+                              "two moments and two copies kept to put the model back on an error)")   # before the plan's
     steps, training = plan_live_run(model, train_ids, batch, context, seconds, eval_every, eval_batches, sample_chars)
     course_train.learning_rate(0, lr, warmup, steps, min_lr)   # a warm-up as long as the planned run: refused now
     unigram, left = unigram_loss(train_ids, val_ids), training - (time.perf_counter() - start)
@@ -699,9 +747,8 @@ def live_run(loop, model, train_ids, val_ids, tokenizer, batch, context, lr, war
     try:   # a loop stopped by an error, or a refused return value or sample, puts the model back and says one sentence
         with course_train.put_back_on_error(model, "the training loop", passed=TimeUp):
             try:
-                with stopped_after(left + LATE_SECONDS, LoopLate):
-                    out = loop(model, train_ids, val_ids, steps, batch, context, lr, warmup, min_lr, clip, eval_every,
-                               eval_batches, seed, run.callback)
+                out = stopped_after(left + LATE_SECONDS, LoopLate, loop, model, train_ids, val_ids, steps, batch,
+                                    context, lr, warmup, min_lr, clip, eval_every, eval_batches, seed, run.callback)
             except TimeUp:
                 out = run.losses, run.val
             except LoopLate:   # stopped by the watchdog: the loop ran on past its time
@@ -735,6 +782,8 @@ SECONDS_PER_MAC = 1e-10        # each multiply-add of a token's pass (``token_ma
 SECONDS_PER_TOKEN = 5e-5       # each token's share of the rest (norms, activations, softmax, the loss)
 SECONDS_PER_PASS = 0.02        # each call of the model (one batch of windows)
 SECONDS_PER_RULE_STEP = 2e-6   # each (position, k) step of copy_rule's Python loop
+SECONDS_PER_SCORE = 3e-8       # each attention score of a pass not fused (a watched pass: replace=, ablations,
+                               # a trace; a training pass): the scores, mask and softmax made one by one
 
 
 def token_macs(cfg, context):
@@ -743,11 +792,14 @@ def token_macs(cfg, context):
     return forward_macs(cfg, context) // context
 
 
-def pass_seconds(cfg, windows, context, batch):
+def pass_seconds(cfg, windows, context, batch, fused=True):
     """About how many seconds here the passes over ``windows`` windows of ``context`` tokens take,
-    ``batch`` windows a call (the SECONDS_PER_* above)."""
+    ``batch`` windows a call (the SECONDS_PER_* above). ``fused=False``: passes whose attention is
+    not torch's fused kind (every layer's heads x context x context scores made one by one)."""
     tokens, calls = windows * context, -(-windows // batch)
-    return tokens * (token_macs(cfg, context) * SECONDS_PER_MAC + SECONDS_PER_TOKEN) + calls * SECONDS_PER_PASS
+    scores = 0 if fused else windows * cfg.n_layers * cfg.n_heads * context * context
+    return tokens * (token_macs(cfg, context) * SECONDS_PER_MAC + SECONDS_PER_TOKEN) + calls * SECONDS_PER_PASS \
+        + scores * SECONDS_PER_SCORE
 
 
 def check_seconds(seconds, what, advice):
@@ -953,12 +1005,17 @@ def head_ablations(model, n, length, seed, reference_seed):
     """Mean ablation of each head alone on ``n`` repeated random sequences (``worlds.repeated_tokens``):
     dict(none=..., (layer, head)=...) of the loss on the second copy; each head's output is replaced
     by its mean, position by position, over ``n`` other sequences of the same form and length
-    (``reference_seed``): the task-matched mean of chapter 10."""
+    (``reference_seed``): the task-matched mean of chapter 10. Its L x H + 2 passes are counted up front
+    (``pass_seconds``): a call that would take more than about MAX_SECONDS here is refused."""
     cfg = config_of(model)
-    length = check_positive_int(length, "length", minimum=2)
+    n, length = check_positive_int(n, "n"), check_positive_int(length, "length", minimum=2)
     if 2 * length + 1 > cfg.n_max:
         fail(f"length should let a newline and two copies fit this model's window of {cfg.n_max} tokens (at most "
              f"{(cfg.n_max - 1) // 2}), but got {length}, which makes {2 * length + 1}")
+    passes = cfg.n_layers * cfg.n_heads + 2        # the reference means, nothing ablated, then each head alone
+    check_seconds(passes * pass_seconds(cfg, n, 2 * length, n, fused=False),
+                  f"head_ablations' {passes} passes over {count(n)} sequences of {count(2 * length)} tokens",
+                  "take fewer sequences (n) or a shorter length")
     ids = worlds.repeated_tokens(n, length, cfg.vocab_size, seed)
     reference = worlds.repeated_tokens(n, length, cfg.vocab_size, check_seed(reference_seed, "reference_seed"))
     model = model if isinstance(model, Transformer) else as_transformer(model)   # replace= is the Transformer's
@@ -1007,16 +1064,22 @@ def repeat_test(model, ids, n, length, seed):
     a_2..a_L again); control: the mean loss on the same targets a_2..a_L of the second half when
     another span stands before them (the same context length, nothing to copy); second_spans,
     control_spans: those two per span, (n,); induction: every head's induction score (layers,
-    heads) on the repeated spans, as ``heads.head_scores``). One batched pass per kind of sequence."""
+    heads) on the repeated spans, as ``heads.head_scores``). One batched pass per kind of sequence; a call
+    whose passes would take more than about MAX_SECONDS here (``pass_seconds``) is refused up front."""
     from ..heads.compute import induction_score
 
-    model = model if isinstance(model, Transformer) else as_transformer(model)
+    cfg = config_of(model)
     length = check_positive_int(length, "length", minimum=2)
-    if 2 * length + 1 > model.cfg.n_max:
-        fail(f"length should let a newline and two spans fit this model's window of {model.cfg.n_max} tokens (at most "
-             f"{(model.cfg.n_max - 1) // 2}), but got {length}, which makes {2 * length + 1}")
-    course_train.check_batch(model, check_positive_int(n, "n"), 2 * length + 1)   # before the spans are built
+    if 2 * length + 1 > cfg.n_max:
+        fail(f"length should let a newline and two spans fit this model's window of {cfg.n_max} tokens (at most "
+             f"{(cfg.n_max - 1) // 2}), but got {length}, which makes {2 * length + 1}")
+    n = check_positive_int(n, "n")
+    course_train.check_batch(model, n, 2 * length + 1)   # before the spans are built
+    check_seconds(2 * pass_seconds(cfg, n, 2 * length + 1, n, fused=False),
+                  f"repeat_test's 2 passes over {count(n)} pairs of spans of {count(length)} tokens",
+                  "take fewer spans (n) or a shorter length")
     repeated, control = text_repeats(ids, n, length, seed)
+    model = model if isinstance(model, Transformer) else as_transformer(model)
     names = [f"L{layer}.weights" for layer in range(model.cfg.n_layers)]
 
     def per_span(logits, ids):                                                # (n, 2 * length): target t + 1
@@ -1106,9 +1169,10 @@ def check_rows(logits):
 def samples_at(model, tokenizer, prompt, n_new, temperatures, seed=0):
     """One continuation of ``prompt`` per temperature, ``n_new`` tokens each, drawn side by side (one
     batch, one KV cache): row i draws from chapter 09's ``next_distribution(logits, temperatures[i])``
-    with its own generator seeded with ``seed``. Returns a list of texts (prompt included)."""
+    with its own generator seeded with ``seed``. Returns a list of texts (prompt included). A temperature so
+    small that logits / temperature overflows is refused as chapter 09 refuses it (``with_temperature``)."""
     from ..model import KVCache
-    from ..sampling.compute import check_sampling
+    from ..sampling.compute import _tempered, check_sampling
 
     cfg = config_of(model)
     check_tokenizer(tokenizer, cfg)
@@ -1121,7 +1185,6 @@ def samples_at(model, tokenizer, prompt, n_new, temperatures, seed=0):
         if t <= 0:
             fail(f"each temperature should be above 0 (for the greedy choice use chapter 09's generate), "
                  f"but got {shown(t)}")
-    scale = torch.tensor([[float(t)] for t in temperatures], dtype=torch.float64)
     seed = check_seed(seed)
     rows = len(temperatures)
     start = torch.tensor(prompt_ids(tokenizer, prompt, cfg.vocab_size))   # (T,): encode may give a list or an array
@@ -1140,7 +1203,8 @@ def samples_at(model, tokenizer, prompt, n_new, temperatures, seed=0):
         logits = model(ids, cache=cache)[:, -1]
         for _ in range(n_new):
             check_rows(logits)
-            probs = torch.softmax(logits.double() / scale, dim=-1).float()   # as chapter 09's loop: float64 softmax
+            # chapter 09's softmax(logits / temperature), in float64, refusing a temperature so small that it overflows
+            probs = torch.stack([_tempered(row, t) for row, t in zip(logits, temperatures)])
             new = torch.stack([torch.multinomial(p, 1, generator=g) for p, g in zip(probs, generators)])
             drawn.append(new)
             logits = model(new, cache=cache)[:, -1]

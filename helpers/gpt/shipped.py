@@ -146,7 +146,8 @@ def text_losses(model, tokenizer, text, context=TRAINING["context"]):
 def induction_figures(model, n=INDUCTION["n"], length=INDUCTION["length"], seed=INDUCTION["seed"]):
     """On ``n`` sequences of id 0 then ``length`` random characters repeated once: every head's
     induction score ([layer][head], ``heads.head_scores``) and the mean loss on the first and the
-    second copy (``heads.copy_losses``). Measured in eval mode; the model's mode is restored."""
+    second copy (``heads.copy_losses``). Measured in eval mode; the model's mode is restored. Its two passes
+    are counted up front (``pass_seconds``): a call that would take more than about MAX_SECONDS here is refused."""
     if not isinstance(model, Transformer):
         fail(f"model should be the course's Transformer (for your own GPT, gpt.as_transformer(model)), "
              f"but got {shown(model)}")
@@ -154,6 +155,9 @@ def induction_figures(model, n=INDUCTION["n"], length=INDUCTION["length"], seed=
     if ids.shape[1] > model.cfg.n_max:
         fail(f"length should let a newline and two copies fit the model's n_max={model.cfg.n_max} tokens "
              f"(at most {(model.cfg.n_max - 1) // 2}), but got {count(length)}")
+    check_seconds(2 * pass_seconds(model.cfg, len(ids), ids.shape[1], len(ids), fused=False),
+                  f"induction_figures' 2 passes over {count(len(ids))} sequences of {count(ids.shape[1])} tokens",
+                  "take fewer sequences (n) or a shorter length")
     with eval_mode(model):
         _, induction = heads.head_scores(model, ids, length)
         losses = heads.copy_losses(model, ids, length)

@@ -260,11 +260,52 @@ def check_batch(model, batch, context, grad=False):
     """Refuse up front a batch of windows whose pass would need more than helpers.errors.MAX_BYTES:
     an estimate from the sizes alone, in float32: the logits (3 copies with the loss), and per layer
     the scores, masked scores and weights (heads x context x context) and 12 d_model + 3 d_ff
-    activations per token; one layer at a time without gradients, every layer kept with them."""
+    activations per token; one layer at a time without gradients, every layer kept with them.
+    With ``grad`` (a training step) the model's copies count too (``training_bytes``), all before the first."""
     cfg = model.cfg
     per_layer = 3 * cfg.n_heads * context + 12 * cfg.d_model + 3 * cfg.d_ff
     need = 4 * batch * context * (3 * cfg.vocab_size + per_layer * (cfg.n_layers if grad else 1))
-    check_bytes(need, f"a batch of {count(batch)} windows of {count(context)} tokens", "use a smaller batch")
+    batch_text = f"a batch of {count(batch)} windows of {count(context)} tokens"
+    if not grad:
+        check_bytes(need, batch_text, "use a smaller batch")
+        return
+    check_bytes(need + training_bytes(model), f"training on {batch_text}, with the model's {gib(weight_bytes(model))} "
+                "of weights held about five times (the weights, their gradients, AdamW's two moments and a copy kept to "
+                "put them back on an error)", "use a smaller model (fewer or narrower layers) or a smaller batch")
+
+
+def tensor_bytes(tensors):
+    """The bytes the tensors hold (an iterable of them)."""
+    return sum(t.numel() * t.element_size() for t in tensors)
+
+
+def weight_bytes(model):
+    """The bytes of one whole copy of ``model``'s parameters (a weight two layers share counted once)."""
+    return tensor_bytes(model.parameters())
+
+
+def gib(size):
+    """A number of bytes as a sentence shows it, in GiB: '0.34 GiB'."""
+    return f"{size / 2**30:,.2f} GiB"
+
+
+def training_bytes(model):
+    """What a training run (``train``, gpt.train_loop) holds of ``model`` at once, in bytes: its weights,
+    their gradients and AdamW's two moments (four copies of the parameters), and put_back_on_error's
+    Snapshot (a clone of every tensor of the state dict, and the gradients left by an earlier run, which
+    it keeps alive)."""
+    state = [t for t in model.state_dict(keep_vars=True).values() if isinstance(t, torch.Tensor)]
+    left = [p.grad for p in model.parameters() if p.grad is not None]
+    return 4 * weight_bytes(model) + tensor_bytes(state) + tensor_bytes(left)
+
+
+def check_copies(model, copies, what, advice="use a smaller model (fewer or narrower layers)"):
+    """Refuse up front (helpers.errors.check_bytes, MAX_BYTES) a call that would hold ``copies`` whole copies of
+    ``model``'s parameters at once, the model's own counted among them (a fresh model beside it: 2; a deepcopy
+    and its gradients: 3). ``what`` names the call, e.g. 'small_start' (one sentence, with the need and
+    the limit); call it before the first copy is made."""
+    size = weight_bytes(model)
+    check_bytes(copies * size, f"{what}, which holds the model's {gib(size)} of weights {copies} times", advice)
 
 
 def check_vocabulary(model, *texts):

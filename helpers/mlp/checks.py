@@ -13,7 +13,7 @@ import torch
 
 from .. import reference as ref
 from .. import worlds
-from ..exercises import (Array, Module, Whole, as_array, as_number, close_problems, exercise, module_problems,
+from ..exercises import (Array, Module, Whole, as_array, as_whole, close_problems, exercise, module_problems,
                          rounded_by_dtype, slip)
 from ..errors import as_array as numbers, check_text, fail
 from ..heads.compute import check_shipped
@@ -178,9 +178,34 @@ def sorted_rows(a):
     return rows[np.lexsort(np.round(rows, 4).T[::-1])]
 
 
+STATE_KEYS = re.compile(r"its parameters should be named (\[[^\]]*\]), but (?:(\[[^\]]*\]) are missing)?(?: and )?"
+                        r"(?:(\[[^\]]*\]) are extra)?(?: \(([^:]*): a buffer saved)?")
+
+
+def state_keys_sentence(message, name, advice=""):
+    """One sentence for a learner's module ``name`` whose state_dict does not hold the course's keys (so the
+    trained weights cannot load by name), or None when ``message`` says something else. ``message`` is the
+    stop the check reported ("... its parameters should be named [...], but [...] are missing and [...] are
+    extra (eps: a buffer saved ...)"): a refusal of the keys, not a crash of the learner's code, so the
+    sentence says what is expected and what the module holds; ``advice`` follows when keys are missing."""
+    found = STATE_KEYS.search(message)
+    if found is None:
+        return None
+    keys, missing, extra, buffers = found.groups()
+    holds = " and ".join(([f"lacks {missing}"] if missing else []) + ([f"also holds {extra}"] if extra else []))
+    sentence = (f"your {name}'s state_dict should hold exactly the course's keys {keys}, so that the trained "
+                f"weights load by name, but it {holds}")
+    if buffers:
+        sentence += (f" ({buffers}: a buffer, which the state_dict saves; register it with persistent=False, or keep "
+                     f"it as a plain attribute)")
+    if missing and advice:
+        sentence += f": {advice}"
+    return sentence
+
+
 def module_error(message, args):
     """A sentence for a learner's MLP that stopped with ``message``, naming a transposed
-    weight when the message shows one."""
+    weight when the message shows one, and keys that are not the course's (``state_keys_sentence``)."""
     missing = re.search(r"\[([^\]]*)\] are missing", message)
     if missing and "are extra" not in message:
         names = missing.group(1).replace("'", "")
@@ -190,6 +215,9 @@ def module_error(message, args):
     if len(args) == 3 and "are extra" in message and "b_" in message:
         return ("with bias=False the MLP has no b_1 and b_2 (only W_1 and W_2): create the biases only when "
                 "bias is True, and add them in forward only when they exist")
+    keys = state_keys_sentence(message, "MLP")
+    if keys:
+        return keys
     shape = re.search(r"its (W_\d) should have shape \((\d+), (\d+)\).*but it has \((\d+), (\d+)\)", message)
     if shape and shape.group(2, 3) == shape.group(5, 4):
         name = shape.group(1)
@@ -229,12 +257,12 @@ def misplaced_rows(out, want):
 @exercise("the parameters in GPT-3's MLP blocks")
 def gpt3_mlp(total):
     """``total``: the number of parameters in all 96 MLP blocks of GPT-3 (d = 12,288,
-    d_ff = 4d), weights W_1 and W_2; with or without the biases b_1, b_2 is accepted. One number
-    (as ``Number()``; a float type too narrow for the count, float32, is named as such)."""
+    d_ff = 4d), weights W_1 and W_2; with or without the biases b_1, b_2 is accepted. One whole number
+    (302.9 is refused, not rounded; a float type too narrow for the count, float32, is named as such)."""
     d, n = MODELS["GPT-3"]["d"], MODELS["GPT-3"]["n_layers"]
     right = (8 * d * d * n, model_parameters("GPT-3")["mlp"])
-    given, total = total, as_number(total, "your answer")
-    if any(abs(total - r) <= 0.5 for r in right):
+    given, total = total, as_whole(total, "your answer")   # 302.9 parameters: refused, not rounded
+    if total in right:
         return
     rounded = rounded_by_dtype(given, right[0])
     if rounded:

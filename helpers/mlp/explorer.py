@@ -12,14 +12,14 @@ from . import compute
 MAX_BARS = 100   # the most words a probe figure draws a bar for (a world has 10 to 20)
 
 
-def check_result(result):
+def check_probe_result(result):
     """A dict of ``compute.probe``, else one sentence: layer and unit whole numbers, words a list of texts,
     means as many finite numbers, top_contexts a non-empty list of (context, value), share from 0 to 1,
     promotes a list of texts. Return it."""
     keys = ("layer", "unit", "words", "means", "top_contexts", "share", "promotes")
     if not isinstance(result, dict) or not set(keys) <= set(result):
         fail(f"result should be the dict of mlp.probe(model, world, collected, layer, unit), but got {shown(result)}")
-    check_words(result["words"], "result's words")
+    check_bar_words(result["words"], "result's words")
     means = check_finite(as_array(result["means"], "result's means", 1), "result's means")
     contexts = result["top_contexts"]
     if len(means) != len(result["words"]) or not isinstance(contexts, list) or not contexts or not all(
@@ -28,11 +28,11 @@ def check_result(result):
              f"got {len(means)} means for {len(result['words'])} words and top_contexts {shown(contexts)}")
     check_number(contexts[0][1], "result's top value")
     check_number(result["share"], "result's share", low=0, high=1)
-    check_words(result["promotes"], "result's promotes")
+    check_bar_words(result["promotes"], "result's promotes")
     return result
 
 
-def check_words(words, name):
+def check_bar_words(words, name):
     """1 to MAX_BARS texts in a list or tuple, else one sentence; return them."""
     if not isinstance(words, (list, tuple)) or not 1 <= len(words) <= MAX_BARS \
             or not all(isinstance(word, str) for word in words):
@@ -42,7 +42,7 @@ def check_words(words, name):
 
 def probe_title(result):
     """Three lines: which unit and how often it fires; its strongest context; what it promotes."""
-    check_result(result)
+    check_probe_result(result)
     context, value = result["top_contexts"][0]
     return (f"layer {result['layer']}, unit {result['unit']}: above 0.5 at {result['share']:.0%} of positions\n"
             f"strongest after: {context}  ({value:.2f})\n"
@@ -55,7 +55,7 @@ def probe_panel(words, limits=(-0.5, 7.0)):
     lists the artists it touches (for a Blitter)."""
     from ..plots import ACCENT, BASE
 
-    check_words(words, "words")
+    check_bar_words(words, "words")
     if not isinstance(limits, (list, tuple)) or len(limits) != 2 \
             or check_number(limits[0], "limits' low") >= check_number(limits[1], "limits' high"):
         fail(f"limits should be (low, high), two finite numbers with low below high, but got {shown(limits)}")
@@ -72,7 +72,7 @@ def probe_panel(words, limits=(-0.5, 7.0)):
     title = fig.suptitle("", fontsize=9, y=0.99)
 
     def draw(result):
-        if len(check_result(result)["words"]) != len(words):
+        if len(check_probe_result(result)["words"]) != len(words):
             fail(f"result should be a probe over this figure's {len(words)} words, but it has {len(result['words'])}")
         top = int(np.argmax(result["means"]))
         for i, (bar, value) in enumerate(zip(bars, result["means"])):
@@ -85,7 +85,7 @@ def probe_panel(words, limits=(-0.5, 7.0)):
 
 def probe_figure(result):
     """The figure of one probe result."""
-    return probe_panel(check_result(result)["words"])[1](result)
+    return probe_panel(check_probe_result(result)["words"])[1](result)
 
 
 def explorer(model, world, layer=0, unit=1):

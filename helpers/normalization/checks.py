@@ -13,7 +13,7 @@ from .. import worlds
 from ..exercises import Array, Function, Module, Wrong, as_whole, call, close_problems, exercise, numbers, slip
 from ..errors import check_finite, check_number, check_positive_int, count, fail, shown, to_numpy
 from ..heads.compute import check_shipped
-from ..mlp.checks import float32_model
+from ..mlp.checks import float32_model, state_keys_sentence
 from .compute import PLACEMENTS, check_curves, get_run, residual_names
 
 # (x, gamma, beta, what) a layer_norm function is tried on.
@@ -330,22 +330,20 @@ def block_variants(state, h):
 
 
 def layer_norm_error(message):
-    """A sentence for a learner's LayerNorm that stopped with ``message``."""
-    message = keepdim_hint(message, "keepdim=True")
-    if "should be named ['bias', 'weight']" in message and "are extra" not in message:
-        return (message + ": make them parameters, self.weight = nn.Parameter(torch.ones(d)) and "
-                "self.bias = nn.Parameter(torch.zeros(d)); a plain tensor attribute is not a parameter, so it "
-                "is not in the state_dict and the trained values cannot load into it")
-    return message
+    """A sentence for a learner's LayerNorm that stopped with ``message``: state_dict keys that are not the
+    course's (``state_keys_sentence``), or a lost axis (``keepdim_hint``)."""
+    return state_keys_sentence(
+        message, "LayerNorm", advice="name them weight and bias and make them parameters, self.weight = "
+        "nn.Parameter(torch.ones(d)) and self.bias = nn.Parameter(torch.zeros(d)) (a plain tensor attribute is not "
+        "in the state_dict, so the trained values cannot load into it)") or keepdim_hint(message, "keepdim=True")
 
 
 def block_error(message):
-    """A sentence for a learner's Block that stopped with ``message``, naming the submodules."""
-    if "should be named" in message:
-        return ("the block's submodules are named ln1, attn, ln2 and mlp (a LayerNorm(d_model), a "
-                "MultiHeadAttention(d_model, n_heads), a LayerNorm(d_model) and an MLP(d_model, d_ff)), so the "
-                "cat model's parameters load by name; " + message)
-    return message
+    """A sentence for a learner's Block that stopped with ``message``: state_dict keys that are not the
+    course's (``state_keys_sentence``), naming the submodules when keys are missing."""
+    return state_keys_sentence(
+        message, "Block", advice="the block's submodules are named ln1, attn, ln2 and mlp (a LayerNorm(d_model), a "
+        "MultiHeadAttention(d_model, n_heads), a LayerNorm(d_model) and an MLP(d_model, d_ff))") or message
 
 
 @exercise("your pre-norm block", answer=Module("an nn.Module class Block(d_model, n_heads, d_ff)",

@@ -373,8 +373,15 @@ def prefix_entropy(sentences):
         for t in range(1, len(s)):
             node = nodes.setdefault((node, s[t - 1]), len(nodes) + 1)
             after[node][s[t]] += 1
+    return entropy_of_counts(after.values())
+
+
+def entropy_of_counts(tables):
+    """The mean cross-entropy (nats) of predicting each next word from its context's counts: ``tables``
+    holds one Counter {next word: how often} per context; each word is scored by -log(its count / the
+    context's total), and the mean is over all the words counted."""
     total, n = 0.0, 0
-    for counts in after.values():
+    for counts in tables:
         m = sum(counts.values())
         total -= sum(c * math.log(c / m) for c in counts.values())
         n += m

@@ -12,8 +12,8 @@ import numpy as np
 import torch
 
 from ..errors import check_positive_int, fail, is_bool, shown
-from ..exercises import (Function, Wrong, as_number, call, close_problems, exercise, model_kept, number_problems,
-                         numbers, rounded_by_dtype, slip)
+from ..exercises import (Function, Wrong, as_number, as_whole, call, close_problems, exercise, model_kept,
+                         number_problems, numbers, rounded_by_dtype, slip)
 from ..heads import compute as heads
 from . import circuit
 from .smollm2 import original_state
@@ -124,7 +124,8 @@ def count_problem(value, right, name):
 
 
 @exercise("the parameters of one layer of any course model",
-          answer=Function("a function layer_parameters(cfg)"))
+          answer=Function("a function layer_parameters(cfg)", own=(
+              "helpers.real.compute.parameter_formula", "helpers.mlp.compute.layer_parameters")))
 def layer_parameters(answer, cfg):
     """answer(cfg) -> the parameters of one layer of a model configured by cfg (a helpers.model.Config),
     for seven Configs that each add one choice (no MLP, no norms, no biases, shared key/value heads,
@@ -146,8 +147,8 @@ def layer_parameters(answer, cfg):
             raise Wrong(f"on {what}: the count should be a whole number, but layer_parameters returned the bool {got}")
         if isinstance(got, (int, np.integer)) and abs(int(got)) > 10**15:   # past float's whole numbers
             raise Wrong(f"on {what}: the count should be a number of parameters, but it has {digits(int(got))}")
-        value = one_number(got, f"the count layer_parameters returned on {what}")   # text, 10**5000, NaN: one sentence
-        if abs(value - right) <= 0.5:
+        value = as_whole(got, f"the count layer_parameters returned on {what}")   # text, NaN, 302.9: one sentence
+        if value == right:
             continue
         rounded = rounded_by_dtype(got, right)
         if rounded:
@@ -188,7 +189,9 @@ def scan_slips(w, length, right_previous, right_induction):
 
 
 @exercise("a scan of every head's previous-token and induction scores",
-          answer=Function("a function head_scan(model, ids, length)"))
+          answer=Function("a function head_scan(model, ids, length)", own=(
+              "helpers.real.compute.head_scores", "helpers.heads.compute.previous_token_score",
+              "helpers.heads.compute.induction_score")))
 def head_scan(answer, model, ids, length):
     """answer(model, ids, length) -> (previous, induction), each (layers, heads): chapter 05's two
     scores of every head on ids = <start> a_1..a_L a_1..a_L; run on ``ids`` and on random tokens
@@ -264,7 +267,20 @@ def measured_growth(model, ids):
     return dict(right=after - prompt, prompt=prompt, after=after, only_k=k_after - k_prompt)
 
 
-@exercise("the KV cache's growth per token, measured", answer=Function("a function kv_growth(model, ids)"))
+ROUND_OFF = 1e-6   # how far from a whole number a float's arithmetic may leave a count of bytes (at most ~10**9)
+
+
+def whole_bytes(got, name):
+    """What kv_growth returned as a whole number of bytes (an int), else Wrong: a float within ROUND_OFF of one
+    (bytes / 1e6 * 1e6 may give 61439.99999999999) is read as it, a fractional part such as 302.9 is refused."""
+    value = as_number(got, name)
+    if abs(value - round(value)) > ROUND_OFF:
+        raise Wrong(f"{name} should be a whole number, but it is {value!r}")
+    return round(value)
+
+
+@exercise("the KV cache's growth per token, measured", answer=Function("a function kv_growth(model, ids)", own=(
+    "helpers.real.checks.measured_growth", "helpers.sampling.compute.kv_cache_bytes")))
 def kv_growth(answer, model, ids):
     """answer(model, ids) -> the bytes a KVCache filled with ``ids`` (T,) grows by when one more token
     is fed; run on SmolLM2 with ``ids`` and on a small model whose 4 query heads share 2 key/value
@@ -281,9 +297,9 @@ def kv_growth(answer, model, ids):
         if got is None:
             raise Wrong("not answered yet: kv_growth returns None; write its body where the cell says "
                         "# YOUR CODE HERE, so that it returns the bytes")
-        value = one_number(got, f"the bytes kv_growth returned {what}")
+        value = whole_bytes(got, f"the bytes kv_growth returned {what}")   # 302.9 bytes: refused, not rounded
         v = measured_growth(m, prompt)
-        if abs(value - v["right"]) <= 0.5:
+        if value == v["right"]:
             continue
         rounded = rounded_by_dtype(got, v["right"])
         if rounded:
@@ -432,7 +448,10 @@ ABLATION_SLIPS = [
 
 
 @exercise("a task-matched mean ablation on SmolLM2",
-          answer=Function("a function ablated_copy_loss(model, seqs, heads_off)"))
+          answer=Function("a function ablated_copy_loss(model, seqs, heads_off)", own=(
+              "helpers.real.checks.ablation_variants", "helpers.real.circuit.copy_loss",
+              "helpers.real.circuit.mean_ablation", "helpers.patching.mean_head_outputs",
+              "helpers.patching.ablation_replace")))
 def ablated_copy_loss(answer, model, seqs, heads_off):
     """answer(model, seqs, heads_off) -> the mean second-copy loss (nats) with each head of heads_off
     replaced, position by position, by its mean output over seqs (repeated sequences (N, 2L+1))."""

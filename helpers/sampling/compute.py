@@ -618,25 +618,45 @@ def shared_kv_attention(Q, K, V):
 
 def as_tokenizer(tokenizer):
     """A tokenizer (``vocab``, ``encode(text)``, ``decode(ids)``); a ``helpers.worlds.World`` gives its own."""
-    tokenizer = getattr(tokenizer, "tokenizer", tokenizer)     # a World carries its tokenizer
-    if not all(hasattr(tokenizer, name) for name in ("vocab", "encode", "decode")):
+    from ..worlds import TOKENIZER_PARTS, tokenizer_part
+
+    carried = tokenizer_part(tokenizer, "tokenizer")     # a World carries its tokenizer
+    tokenizer = tokenizer if carried is None else carried
+    if any(tokenizer_part(tokenizer, name) is None for name in TOKENIZER_PARTS):
         fail(f"expected a tokenizer with vocab, encode(text) and decode(ids) (or a World), "
              f"but got {type(tokenizer).__name__}")
     return tokenizer
+
+
+DEFAULT_PROMPT = "<BOS> dragon drinks"   # the prompt of slide and the explorer when none is given: the dragon world's
+
+
+def default_prompt(model, tokenizer):
+    """DEFAULT_PROMPT, for a ``model`` whose ``tokenizer`` (or World) reads it; else one sentence saying it is the
+    dragon world's default, so a model of another vocabulary needs a prompt of its own."""
+    from ..worlds import prompt_encode
+
+    tokenizer = model_tokenizer(check_model(model), tokenizer)   # (refused as they are, not as the default's)
+    try:
+        prompt_encode(tokenizer, DEFAULT_PROMPT, model.cfg.vocab_size)
+    except CourseInputError as error:
+        fail(f"a prompt should be given for this model (the default {DEFAULT_PROMPT!r} is the dragon world's), "
+             f"but got none, and the model's tokenizer cannot read the default: {error}")
+    return DEFAULT_PROMPT
 
 
 def model_tokenizer(model, world):
     """The tokenizer of ``world`` (a World, or a tokenizer) for ``model``: a World should belong to
     the model (``explorer.check_model_and_world``), a tokenizer's vocabulary should be the model's."""
     from ..explorer import check_model_and_world
-    from ..worlds import World
+    from ..worlds import tokenizer_part
+    from ..worlds import World, tokenizer_vocab
 
     if isinstance(world, World):
         check_model_and_world(model, world)
-    from ..worlds import tokenizer_vocab
-
     tokenizer = as_tokenizer(world)
-    size = len(tokenizer.vocab) if isinstance(tokenizer.vocab, (list, tuple)) else None
+    vocab = tokenizer_part(tokenizer, "vocab")
+    size = len(vocab) if isinstance(vocab, (list, tuple)) else None
     if size is not None and size != model.cfg.vocab_size:
         fail(f"expected a tokenizer with the model's {model.cfg.vocab_size} tokens, but it has "
              f"{size}: the model and the tokenizer do not belong together")
@@ -686,7 +706,8 @@ def prompt_state(model, tokenizer, prompt, room=0):
              f"prompt's {len(ids)}, at most {n_max - len(ids)}), but got {shown(room)}")
     if len(ids) + room > n_max:
         fail(f"the prompt has {len(ids)} tokens and {room} more are drawn after it, but the model takes "
-             f"at most n_max = {n_max}: shorten the prompt to {n_max - room} tokens or fewer")
+             f"at most n_max = {n_max}: shorten the prompt to {n_max - room} tokens or fewer, or draw fewer "
+             "after it (a smaller length)")
     cache = KVCache(model.cfg.n_layers)
     weights = weights_state(model, exact=True)
     with torch.no_grad(), eval_mode(model):
@@ -813,11 +834,12 @@ def samples(model, ids, n_new, n, temperature=1.0, top_k=None, top_p=None, seed=
     return out
 
 
-def slide(model, world, prompt="<BOS> dragon drinks", temperature=1.0, top_k=None, top_p=None,
+def slide(model, world, prompt=None, temperature=1.0, top_k=None, top_p=None,
           n_continuations=3, length=4, seed=0, state=None):
     """What the sampler does with the next-token logits after ``prompt``.
 
-    world: a tokenizer (``vocab``, ``encode``, ``decode``) or a World. state: the prompt's
+    world: a tokenizer (``vocab``, ``encode``, ``decode``) or a World. prompt: a text, None for
+    DEFAULT_PROMPT (the dragon world's; another model's tokenizer may not read it). state: the prompt's
     ``prompt_state`` if already made (the explorer makes it once per prompt).
     Returns a dict:
       vocab          the tokenizer's tokens (V,)
@@ -838,6 +860,7 @@ def slide(model, world, prompt="<BOS> dragon drinks", temperature=1.0, top_k=Non
     seed = check_seed(seed)
     check_continuations(model, n_continuations, length, 0)   # the prompt's length: below, with it
     tokenizer = model_tokenizer(model, world)
+    prompt = default_prompt(model, tokenizer) if prompt is None else prompt
     if state is None:
         state = prompt_state(model, tokenizer, prompt, room=length * (n_continuations > 0))
     check_state(model, state)
@@ -848,7 +871,8 @@ def slide(model, world, prompt="<BOS> dragon drinks", temperature=1.0, top_k=Non
     kept = [int(i) for i in order if final[i] > 0]
     from ..worlds import Tokenizer
 
-    drawn = continuations(model, state, n_continuations, length, temperature, top_k, top_p, seed)
+    drawn = continuations(model, state, n_continuations, length, temperature, top_k, top_p, seed) \
+        if n_continuations else []   # none asked for: a length that leaves no room for them is not refused
     return dict(vocab=list(tokenizer.vocab), order=[int(i) for i in order],
                 tempered=tempered.numpy(), final=final.numpy(), kept=kept,
                 continuations=[joined(tokenizer, row) for row in drawn], prompt=prompt,

@@ -9,7 +9,7 @@ import numpy as np
 
 from ..errors import check_positive_int, check_text, fail, shown
 from ..explorer import Blitter, new_figure, show, weights_version
-from .compute import as_tokenizer, is_current, prompt_state, settings_text, slide, slider_settings
+from .compute import as_tokenizer, default_prompt, is_current, prompt_state, settings_text, slide, slider_settings
 
 GREY, BASE, ACCENT = "#c9c9c9", "#30638e", "#d1495b"
 MAX_BARS = 16        # a larger vocabulary shows its 16 most probable tokens (the order never changes with T)
@@ -148,12 +148,13 @@ def slide_figure(result, settings=""):
     return SlideView(result["vocab"], result["order"]).update(result, settings)
 
 
-def explorer(model, tokenizer, prompts="<BOS> dragon drinks", length=None):
+def explorer(model, tokenizer, prompts=None, length=None):
     """Sliders for temperature, top-k, top-p and the seed, and one figure redrawn in place.
 
     model: any ``helpers.model.Transformer``; tokenizer: any object with ``vocab``,
     ``encode(text)`` and ``decode(ids)`` (a ``helpers.worlds.World`` gives its own); prompts: one
-    prompt or a list of them (a menu picks one); length: the tokens of each of the three sampled
+    prompt or a list of them (a menu picks one), None for the dragon world's "<BOS> dragon drinks"
+    (``compute.DEFAULT_PROMPT``; a model of another vocabulary needs its own); length: the tokens of each of the three sampled
     continuations (default 4 words for a word-level tokenizer, 8 tokens for any other).
     top-k at its last stop (the vocabulary size, at most ``TOP_K_MAX``) and top-p at 1.00 mean
     "off". Returns the Explorer. Each prompt's pass is made once and kept, and made again when the
@@ -164,6 +165,7 @@ def explorer(model, tokenizer, prompts="<BOS> dragon drinks", length=None):
     from ..worlds import Tokenizer
 
     tokenizer = as_tokenizer(tokenizer)
+    prompts = default_prompt(model, tokenizer) if prompts is None else prompts
     if isinstance(prompts, (list, tuple)) and not prompts:
         fail("expected at least one prompt, but got an empty list")
     if not (isinstance(prompts, str) or isinstance(prompts, (list, tuple)) and len(prompts) <= 100
@@ -194,7 +196,7 @@ def explorer(model, tokenizer, prompts="<BOS> dragon drinks", length=None):
     if len(prompts) > 1:
         controls["prompt"] = widgets.Dropdown(options=prompts, value=prompts[0], description="prompt",
                                               layout=widgets.Layout(width="420px"))
-    first = slide(model, tokenizer, prompts[0], n_continuations=0, state=state_of(prompts[0]))
+    first = slide(model, tokenizer, prompts[0], n_continuations=0, length=length, state=state_of(prompts[0]))
     view = SlideView(first["vocab"], first["order"])
 
     def render(temperature, top_k, top_p, seed, prompt=prompts[0]):
