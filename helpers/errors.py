@@ -350,9 +350,10 @@ def check_bytes(need, what, advice, limit=MAX_BYTES):
              f"{about_gib(need, limit)}: {advice}")
 
 
-def gib(size):
-    """A number of bytes as a sentence shows a memory limit, in GiB with one decimal: '1.5 GiB'."""
-    return f"{size / 2**30:,.1f} GiB"
+def gib(size, digits=1):
+    """A number of bytes as a sentence shows it, in GiB with ``digits`` decimals: '1.5 GiB' (a limit), '0.34 GiB'
+    (a model's weights, with digits=2)."""
+    return f"{size / 2**30:,.{digits}f} GiB"
 
 
 def about_gib(need, limit):

@@ -53,7 +53,7 @@ import weakref
 import numpy as np
 
 from . import grading, learner
-from .states import ESCALATE_AFTER, Stop, Stoppable, checksum as _checksum, default_dtype as _default_dtype, digest as _digest, random_states  # noqa: F401  (random_states: the checks' modules import it here)
+from .states import ESCALATE_AFTER, OutOfTime, Stop, Stoppable, checksum as _checksum, default_dtype as _default_dtype, digest as _digest, random_states  # noqa: F401  (random_states: the checks' modules import it here)
 from .grading import MAX_ANSWER_DEPTH, MAX_ANSWER_ITEMS, _PLAIN_CALLABLES, _PLAIN_SCALARS, _course_module, _is_class, _is_courses, _one_of, _own_attribute, plain  # noqa: F401  (plain values: grading screens them)
 from .errors import CourseInputError, Wrong, check_bytes, class_name, count, fail, is_bool, length as range_length, message_of, \
     shown, to_numpy, type_name
@@ -137,9 +137,10 @@ class Exercise:
         learners_dtype = _default_dtype(None) if own else None   # the check computes in float32, as the course does
         put_back_random = random_states() if own else None
         try:
-            with contextlib.ExitStack() as fence:   # the notebook's models, left as they were: those given to
-                for model in _small_models((*args, *kwargs.values())):   # the check, and those its answer
-                    fence.enter_context(model_kept(model))                # reaches by name (its cell's `model`)
+            # (NumPy's warnings kept quiet: an answer near 1e308 overflows a check's sums, and its sentence says so)
+            with np.errstate(all="ignore"), contextlib.ExitStack() as fence:   # the notebook's models, left as
+                for model in _small_models((*args, *kwargs.values())):   # they were: those given to the check,
+                    fence.enter_context(model_kept(model))                # and those its answer reaches by name
                 reached = _small_models(_reached(answer), strict=True)
                 if reached:
                     fence.callback(torch_globals())   # (once for them all: each call of the learner's is fenced too)
@@ -156,10 +157,13 @@ class Exercise:
                             answer = self.answer.convert(answer, self.problems, args, kwargs)
                         for sentence in self.problems(answer, *args, **kwargs):
                             found.append(sentence)
-                    except Seen:   # what the run showed: the course's own code running in it is said first
-                        _no_courses_own(watch)
-                        raise
-                if not found:   # right, but by the course's own piece (a slip made with it keeps its sentence)
+                    except Wrong as wrong:   # what the run showed (Seen): the course's own code running in it is
+                        if isinstance(wrong, Seen) or watch["tripped"] or watch["peeked"]:   # said first, and so is a call of the
+                            _no_courses_own(watch)                          # course's disarmed piece: what went
+                        raise                                               # wrong came of that
+                if watch["tripped"] or watch["peeked"]:
+                    found.clear()
+                if not found:   # right, but by the course's own piece (a slip made with a copy keeps its sentence)
                     _no_courses_own(watch)
         except Seen as seen:   # under the grader the judge cannot see it: the record keeps it
             found.append(str(seen))
@@ -230,14 +234,14 @@ class Exercise:
             return f"; not kept for the chapters ahead: {error}"
         except OSError as error:
             return f"; not kept for the chapters ahead: the folder cannot be written ({error.strerror})"
-        except (_OutOfTime, _Raised, SystemExit) as stop:
+        except (OutOfTime, _Raised, SystemExit) as stop:
             if isinstance(stop.__cause__, OSError):   # keep's own: the folder, not the learner's cell
                 return f"; not kept for the chapters ahead: the folder cannot be written ({stop.__cause__.strerror})"
             try:
                 learner.put_back(target, earlier)
             except OSError:   # the folder went away meanwhile: nothing to put back
                 pass
-            why = f"ran for more than {limit:.0f} s" if isinstance(stop, _OutOfTime) else \
+            why = f"ran for more than {limit:.0f} s" if isinstance(stop, OutOfTime) else \
                 "called exit()" if isinstance(stop, SystemExit) else f"stopped with {stop}"
             return (f"; not kept for the chapters ahead: run on its own as {learner.shown(target)}, the cell that "
                     f"defines it {why}; keep in it only the definition and what it needs")
@@ -408,29 +412,37 @@ _COURSES_OWN = contextvars.ContextVar("courses_own", default=None)   # the runni
 
 @contextlib.contextmanager
 def courses_own_watched(kind):
-    """Within the block, every ``call`` of a learner's function runs it with a tripwire on the course's
-    own implementations of the exercise, ``kind.own`` (functions; for a class its __init__ and forward):
-    one that starts in the function's thread while it runs is noted (it runs on). Yields the watch: its
-    "ran" lists the names of those that ran, "checks" those of the checks' own functions it called
-    (``_tripwired``); ``Exercise.feedback`` refuses an answer that would otherwise
-    be right, and one that is wrong anyway keeps the check's own sentence (a slip, named as such)."""
-    codes = _own_codes(getattr(kind, "own", ()))
+    """Within the block, every ``call`` of a learner's function runs with the course's own implementations
+    of the exercise, ``kind.own`` (functions; for a class its __init__ and forward), disarmed: each raises
+    a sentence instead of computing, whatever thread, pool worker or forked child calls it (``_disarmed``).
+    A tripwire in the function's thread also notes a copy of one made in an earlier cell and the checks' own
+    functions it calls (``_tripwired``). Yields the watch: its "ran" lists the names of the course's pieces
+    that ran or were called, "checks" those of the checks' own functions, "peeked" the ways into the check's
+    own state it was refused (``_peeked``); ``Exercise.feedback`` refuses the
+    answer (one that is wrong anyway, computed by a copy, keeps the check's own sentence: a slip)."""
+    functions = _own_functions(getattr(kind, "own", ()))
+    codes = {id(function.__code__): (function.__code__, name) for function, name in functions}
     watch = {"codes": codes, "keys": _own_keys(codes), "ran": [], "inherits": None, "checks": [],
+             "functions": functions,   # disarmed while a learner's function runs (``_disarmed``)
+             "tripped": False,   # whether a disarmed one was called (from any thread): no answer can come of it
+             "trace": False,     # whether the learner's function changed its thread's trace function (``_tripwired``)
              "genuine": _checks_codes(),   # the checks' own code (``_tripwired`` notes the calls made to it)
              "seen": {},   # id(code) -> (code, the course's name of it or None, in_checks): judged once a check
              "what": getattr(kind, "what", "a function")}
     token = _COURSES_OWN.set(watch)
     try:
-        yield watch
+        with _peeking_refused() as peeked:   # the check's whole run: also between its calls of the function
+            watch["peeked"] = peeked   # the check's own state reached by the learner's code (``_peeked``)
+            yield watch
     finally:
         _COURSES_OWN.reset(token)
 
 
-def _own_codes(own):
-    """{id(code): (code, "module.name")} of the functions named in ``own`` ("helpers.sampling.compute.generate",
+def _own_functions(own):
+    """[(function, "module.name")] of the functions named in ``own`` ("helpers.sampling.compute.generate",
     imported only now) and of the __init__ and forward its classes define, each looked through its
-    decorators (a decorator's wrapper code is shared)."""
-    codes = {}
+    decorators (a decorator's wrapper code is shared), each once."""
+    found = {}
     for name in own:
         module, _, attribute = name.rpartition(".")
         piece = getattr(importlib.import_module(module), attribute)
@@ -438,16 +450,24 @@ def _own_codes(own):
         for function in functions:
             function = inspect.unwrap(function) if function is not None else None
             if type(function) is types.FunctionType:
-                codes[id(function.__code__)] = (function.__code__, f"{function.__module__}.{function.__qualname__}")
-    return codes
+                found[id(function)] = (function, f"{function.__module__}.{function.__qualname__}")
+    return list(found.values())
+
+
+def _own_codes(own):
+    """{id(code): (code, "module.name")} of the functions ``_own_functions`` finds in ``own``."""
+    return {id(function.__code__): (function.__code__, name) for function, name in _own_functions(own)}
 
 
 def _own_keys(codes):
     """{key: "module.name"} for the codes of ``_own_codes`` by where each is written (file, first line,
-    qualified name), so that a copy of the course's function (types.FunctionType(f.__code__.replace(), ...))
-    is known too. (Not by what a code does: a learner's own forward or __init__ written with the source
-    texts' names may compile to the course's very bytecode, and its source pasted into a cell is the
-    learner's to answer for.)"""
+    qualified name), so that the tripwire knows a copy of the course's function made in an earlier cell
+    (types.FunctionType(f.__code__.replace(), ...)) too. A copy made while a check runs the learner's
+    function copies the disarmed code (``_disarmed``) and refuses to run. Known limit: a copy made in an
+    earlier cell under another file, first line or name (code.replace(co_firstlineno=1)), or one run in
+    another thread, is not known, just as the course's source pasted into a cell is not: that is the
+    learner's own code to answer for. (Not by what a code does: a learner's own forward or __init__ written
+    with the source texts' names may compile to the course's very bytecode.)"""
     return {("at", code.co_filename, code.co_firstlineno, code.co_qualname): name for code, name in codes.values()}
 
 
@@ -510,8 +530,10 @@ def _tripwired(function, watch):
     """``function`` with the watch's tripwire set in the thread that runs it (sys.settrace, called only when
     a Python function starts: a few dict lookups, and None, so no line of it is traced; a call of a C function,
     a NumPy or torch operation, costs nothing); ``function`` itself without a watch. It notes the course's
-    own implementations that run (``ran``) and each of the checks' own functions (``_check_function``) that
-    code outside the checking code calls (``checks``): a check's reference numbers are no answer."""
+    own implementations that run (``ran``: a copy made in an earlier cell, as the pieces themselves are
+    disarmed, ``_disarmed``) and each of the checks' own functions (``_check_function``) that code outside
+    the checking code calls (``checks``): a check's reference numbers are no answer. A function that
+    returns with another trace function set (``sys.settrace(None)``) is noted too (``trace``)."""
     if not watch:
         return function
     ran, seen, checks, genuine = watch["ran"], watch["seen"], watch["checks"], watch["genuine"]
@@ -533,12 +555,98 @@ def _tripwired(function, watch):
 
     def tripwired(*args, **kwargs):
         previous = sys.gettrace()
+        watch["tripwire"] = tripwire   # (where it traces, the course's disarmed pieces run: ``courses_own_called``)
         sys.settrace(tripwire)
         try:
-            return function(*args, **kwargs)
+            out = function(*args, **kwargs)
+            if sys.gettrace() is not tripwire:
+                watch["trace"] = True
+            return out
         finally:
             sys.settrace(previous)
     return tripwired
+
+
+class CoursesOwnCalled(Exception):
+    """What the course's own implementation of an exercise raises when it is called while a check runs a
+    learner's function, other than where the tripwire watches it (``courses_own_called``)."""
+
+
+_DISARMED = []   # the watch of each call whose course's pieces are disarmed now (nested checks: the innermost last)
+_TRIPPED_CODES = {}   # id(a piece's code) -> the disarmed code put in its place (``_tripped_code``), made once
+_TRIPPED_SOURCE = """def tripped(*args, **kwargs):
+    return __import__({module!r}, fromlist=["_"]).courses_own_called({name!r}, args, kwargs)
+"""
+
+
+def courses_own_called(name, args, kwargs):
+    """What the disarmed course's piece ``name`` does when called with ``args`` and ``kwargs``: in the thread
+    of the learner's function, under the tripwire (``_tripwired``, which notes it), it runs as ever, so that a
+    slip made with it keeps the check's sentence; anywhere else (a thread or a pool's worker of the learner's,
+    a forked child, a thread whose trace function the learner turned off) it is noted in the watch (from any
+    thread: a list's append is atomic) and raises CoursesOwnCalled: no answer can come of it there."""
+    watch = _DISARMED[-1] if _DISARMED else None
+    if watch is not None and os.getpid() == watch["pid"] and isinstance(threading.current_thread(), _Run) \
+            and sys.gettrace() is watch.get("tripwire"):
+        return watch["originals"][name](*args, **kwargs)
+    if watch is not None:
+        watch["tripped"] = True
+        if name not in watch["ran"]:
+            watch["ran"].append(name)
+    raise CoursesOwnCalled(f"the course's own {name} cannot run while a check runs your function: write your own")
+
+
+def _tripped_code(code, name):
+    """A code object to put in the place of the course's piece ``name`` (whose code is ``code``): it takes any
+    arguments and hands them to ``courses_own_called``. It reads nothing from the globals of the piece's module
+    (which it runs with): that function is this module's, imported by name."""
+    if id(code) not in _TRIPPED_CODES:
+        namespace = {}
+        exec(compile(_TRIPPED_SOURCE.format(module=__name__, name=name), f"<the course's own {name}, disarmed>",
+                     "exec"), namespace)
+        tripped = namespace["tripped"].__code__
+        _TRIPPED_CODES[id(code)] = tripped.replace(co_name=code.co_name, co_qualname=code.co_qualname)
+    return _TRIPPED_CODES[id(code)]
+
+
+def _original(function):
+    """A copy of the Python function ``function`` as it is now (its code, globals, name, defaults)."""
+    copy = types.FunctionType(function.__code__, function.__globals__, function.__name__, function.__defaults__)
+    copy.__kwdefaults__, copy.__qualname__ = function.__kwdefaults__, function.__qualname__
+    return copy
+
+
+@contextlib.contextmanager
+def _disarmed(watch):
+    """Within the block (a learner's function running in a check), the course's own implementations in
+    ``watch["functions"]`` run ``_tripped_code`` instead of theirs: a call from any thread (one the learner's
+    function starts, a pool's worker made in an earlier cell), from a forked child, or of a copy made meanwhile
+    (f.__code__.replace()) raises CoursesOwnCalled and computes nothing. Their code is put back when the block
+    ends, however it ends. In the learner's function's own thread, under the tripwire, each runs as ever
+    (``courses_own_called``: a copy of it, ``_original``). A piece whose code has free variables (a closure,
+    or a method that calls super()) cannot take another code: the tripwire watches it (``_tripwired``).
+    Nothing is done without a watch."""
+    if not watch:
+        yield
+        return
+    swapped = [(function, function.__code__, name) for function, name in watch["functions"]
+               if not function.__code__.co_freevars]
+    watch["pid"], watch["originals"] = os.getpid(), {name: _original(function) for function, _, name in swapped}
+    _DISARMED.append(watch)
+    try:
+        for function, code, name in swapped:
+            function.__code__ = _tripped_code(code, name)
+        yield
+    finally:
+        for function, code, _ in swapped:
+            function.__code__ = code
+        _DISARMED.remove(watch)
+
+
+def _peeked_sentence(events, should):
+    """The sentence for a learner's code that tried the ways into the check's own state ``events`` (``_peeked``)."""
+    return (f"the answer{should}, but it looked into the check's own state ({events[0]}), which a check refuses: "
+            "compute the result from the function's inputs")
 
 
 class Seen(Wrong):
@@ -549,7 +657,11 @@ class Seen(Wrong):
 
 def _no_courses_own(watch):
     """Seen when the answer's class inherits from the course's (``not_the_courses``), the course's own
-    implementation of the exercise ran in the learner's function, or it called the checks' own code."""
+    implementation of the exercise ran in the learner's function (or was called: ``_disarmed``), it called
+    the checks' own code, or it changed its thread's trace function, with which the check watches, or it looked
+    into the check's own state (``_peeked``)."""
+    if watch["peeked"]:
+        raise Seen(_peeked_sentence(watch["peeked"], f" should be {watch['what']} that computes its own result"))
     if watch["inherits"]:
         raise Seen(watch["inherits"])
     if watch["ran"]:
@@ -558,6 +670,9 @@ def _no_courses_own(watch):
     if watch["checks"]:
         raise Seen(f"the answer should be {watch['what']} that computes its own result, but it called the check's own "
                    f"{watch['checks'][0]} (a check's numbers are no answer): write your own in the answer cell")
+    if watch["trace"]:
+        raise Seen(f"the answer should be {watch['what']} that leaves Python's trace function as it was, but it "
+                   "changed it (sys.settrace), and a check watches what runs with it: leave it alone")
 
 
 class Module(Kind):
@@ -736,6 +851,23 @@ def rounded_by_dtype(x, expected):
             "this large is rounded in it: compute it with Python's int (exact at any size), or an int64 tensor")
 
 
+def narrow_float_problem(x, arr, reference, name, atol):
+    """The sentence for ``x`` (an answer, or what a learner's function returned) in a float type narrower than
+    float32 (a float16 or bfloat16 array or tensor) whose numbers, ``arr`` (read as float64), are ``reference``
+    to that type's own precision but not to the check's ``atol``: the type rounded them, so no hint about a
+    slip would be true; None for any other ``x``."""
+    dtype = str(getattr(x, "dtype", "")).replace("torch.", "")
+    if dtype not in ("float16", "bfloat16"):
+        return None
+    unit = 1 / EXACT_WHOLES[dtype]   # how far that type's rounding may move a number, relative to it
+    reference = np.asarray(reference, dtype=float)
+    if arr.shape != reference.shape or not np.allclose(arr, reference, rtol=4 * unit, atol=atol):
+        return None
+    return (f"{name} came as a {dtype} {'tensor' if hasattr(x, 'detach') else 'array'}, which keeps only about "
+            f"{int(math.log10(EXACT_WHOLES[dtype]))} significant digits, too few for the check's tolerance of "
+            f"±{atol:g}: compute in float32, as the course does")
+
+
 def count_answer(x, name, expected):
     """``x`` (an answer, or what a learner's function returned) as an int, else Wrong: as exercises.as_whole,
     and when it is not ``expected`` and its float type cannot hold that count exactly, a sentence saying so (what
@@ -850,11 +982,6 @@ def as_words(x, name, length=None):
 # --- Calling a learner's function --------------------------------------------------------------
 
 
-class _OutOfTime(Stop):
-    """Raised inside a learner's function when its time is up (states.Stop: not an Exception, so ``except
-    Exception`` there does not catch it; a bare ``except:`` does, so it is raised again, then at every line)."""
-
-
 class _ThreadLeft(Stop, SystemExit):
     """Raised in a thread a learner's function left running (a SystemExit: its thread ends without a traceback)."""
 
@@ -868,7 +995,9 @@ def call(function, *args, what="", seconds=TIME_LIMIT, **kwargs):
     course's constants (``course_constants``) are put back afterwards. A function that raises,
     calls ``exit()`` or runs longer than ``seconds`` (or than what is left of its check's
     whole time, ``_time_left``) becomes Wrong with one sentence saying so (``what`` names the input,
-    e.g. "on the toy").
+    e.g. "on the toy"). What it returns must be plain values (``grading.plain``), judged in its own thread:
+    a value refused, and what it raises, are dropped there, so that their ``__del__`` runs within the time
+    limit (``_Run.call``).
 
     What is bounded: the check's time, whatever the function does. It runs in a thread of its own
     (``_bounded``) and the check waits at most its limit; then the function is stopped by an
@@ -905,19 +1034,24 @@ def call(function, *args, what="", seconds=TIME_LIMIT, **kwargs):
             faulthandler.dump_traceback_later = _watchdog   # (put back with PATCHABLE's modules)
             gc.freeze = _no_freeze   # (likewise)
             with _threads_started(started), _adopting_orphans(), _descriptors_capped((sys.stdout, sys.stderr)), \
-                    _kernels_refused(), _exit_functions_dropped(), _figures_closed():
+                    _kernels_refused(), _exit_functions_dropped(), _figures_closed(), _peeking_refused() as peeked:
                 try:
-                    out = _bounded(_tripwired(function, _COURSES_OWN.get()), given, given_kwargs, limit)
+                    with _disarmed(_COURSES_OWN.get()):
+                        out = _bounded(_tripwired(function, _COURSES_OWN.get()), given, given_kwargs, limit,
+                                       screen=functools.partial(plain, name=f"what your function returned{on}"))
                 finally:   # first of all: the check's own code runs on what it had (print, len, os, threading)
                     put_back()
                     processes = _stop_processes(processes)
+                    threads = _stop_threads(threads, started)   # (also when it raised or ran out of time)
         finally:
             put_back()   # (if it was not yet: once only)
             put_back_constants()
             if len(_WATCHDOGS) != watchdogs:   # a watchdog of the learner's would end the kernel in a later cell
                 faulthandler.cancel_dump_traceback_later()
         _said_what_was_left_out(printed, on)
-        _no_threads_left(threads, started, on)
+        if peeked:
+            raise Seen(_peeked_sentence(peeked, f" (your function{on}) should compute its result"))
+        _no_threads_left(*threads, on)
         if processes:
             raise Wrong(f"your function{on} should return its answer and leave nothing running, but it left "
                         f"{processes} process{'es' if processes > 1 else ''} of its own running (now stopped)")
@@ -930,11 +1064,10 @@ def call(function, *args, what="", seconds=TIME_LIMIT, **kwargs):
         changed = _changed_input(function, kept, kept_kwargs, given, given_kwargs)
         if changed:
             raise Wrong(_in_place_sentence(*changed, on))
-        plain(out, f"what your function returned{on}")
-        return out
+        return out   # (screened in its thread: plain)
     except Wrong:
         raise
-    except _OutOfTime as stop:
+    except OutOfTime as stop:
         still = ("; it is still running in the background (a long C call, or an except: that catches "
                  "everything?): restart the kernel if the notebook slows down") if stop.args and stop.args[0] else ""
         if total is not None:
@@ -1151,10 +1284,11 @@ def model_kept(model, pristine=None, *, globals_kept=True):
     out of time, the model is as it was before. Every module's attributes (a hook, a replaced
     forward, the training flag, a swapped parameter, its class), its cfg's fields, torch's global
     module hooks, and every weight's and buffer's values, requires_grad and .grad are put back; a
-    weight the code changed (found by its SHA-256, which no change the code makes can keep: ``states.digest``)
-    is copied back from a copy taken before (``pristine=None``: for a small model, the copy is limited to
-    MAX_BYTES) or from ``pristine()``, a function that returns the model's original state dict (for a large model, whose copy would
-    double its memory). The tensors the state dict leaves out (a non-persistent buffer, such as a
+    weight the code changed (found by comparing it with its copy, or by its SHA-256, which no change the code
+    makes can keep: ``states.digest``, taken before and after the learner's code, so that a change the learner
+    made between two checks stays) is copied back from a copy taken before (``pristine=None``: for a small
+    model, the copy is limited to MAX_BYTES) or from ``pristine()``, a function that returns the model's
+    original state dict (for a large model, whose copy would double its memory). The tensors the state dict leaves out (a non-persistent buffer, such as a
     sinusoidal model's PE table, and a tensor held as a plain attribute: ``_held_tensors``) are always
     copied, and put back from their copies. Not undone: changes to a class itself (a method replaced on
     Transformer). globals_kept=False: torch's global state (``torch_globals``) is left to the caller, which
@@ -1235,8 +1369,16 @@ def _held_tensors(model):
 
 
 def _same(tensor, copy):
-    """True if ``tensor`` is bit for bit its copy (same shape and dtype; NaN equals NaN)."""
-    return tensor.shape == copy.shape and tensor.dtype == copy.dtype and _digest(tensor, strong=True) == _digest(copy, strong=True)
+    """True if ``tensor`` equals its copy (same shape and dtype, every entry equal, NaN where both are NaN):
+    compared directly, as the copy is at hand (no hash of either is needed)."""
+    import torch
+
+    if tensor.shape != copy.shape or tensor.dtype != copy.dtype:
+        return False
+    tensor = tensor.detach()
+    if torch.equal(tensor, copy):
+        return True
+    return tensor.is_floating_point() and bool(((tensor == copy) | (tensor.isnan() & copy.isnan())).all())
 
 
 def _put_back_dict(target, saved):
@@ -1585,8 +1727,9 @@ def _collected(generation=1):
     own thread, within its time limit (``_Run.run``)."""
     put_back = torch_globals()
     try:
-        _bounded(_COLLECT, (generation,), {}, COLLECT_LIMIT)   # in a thread of its own: a learner's __del__
-    except _OutOfTime:                                            # that never ends is stopped as their function is
+        with _peeking_refused():   # in a thread of its own: a learner's __del__ that never ends is stopped as
+            _bounded(_COLLECT, (generation,), {}, COLLECT_LIMIT)   # their function is, and one that looks is refused
+    except OutOfTime:
         pass
     finally:
         put_back()
@@ -1639,13 +1782,14 @@ def _time_left(seconds):
     return seconds, None
 
 
-def _bounded(function, args, kwargs, seconds):
+def _bounded(function, args, kwargs, seconds, screen=None):
     """``function(*args, **kwargs)`` run in a thread of its own (``_Run``), waited for at most ``seconds``.
 
-    Returns what it returns, raises what it raises (``exit()`` as SystemExit); past ``seconds``
-    (or on Ctrl-C) it is stopped and _OutOfTime is raised here, with True as its argument when
+    Returns what it returns (``screen(out)`` run on it there first: the Wrong it raises is raised here);
+    raises what it raises as ``_standing_for`` makes it (``exit()`` as SystemExit); past ``seconds``
+    (or on Ctrl-C) it is stopped and OutOfTime is raised here, with True as its argument when
     the function has not ended yet."""
-    run = _Run(function, args, kwargs)
+    run = _Run(function, args, kwargs, screen)
     run.start()
     try:
         run.join(seconds)
@@ -1653,16 +1797,28 @@ def _bounded(function, args, kwargs, seconds):
         run.stop()
         raise
     if run.is_alive():
-        raise _OutOfTime(run.stop())
-    raised = run.box.get("raised")
-    if raised is not None and not isinstance(raised, (Exception, SystemExit)):
-        # its own KeyboardInterrupt is no Ctrl-C
-        raise _Raised(run.box["message"])
-    if isinstance(raised, Exception) and not isinstance(raised, (grading.ReplayError, CourseInputError)):
-        raise _Raised(run.box["message"]) from raised   # a learner's exception, read where its time limit holds
-    if raised is not None:
-        raise raised
+        raise OutOfTime(run.stop())
+    if "raised" in run.box:
+        raise run.box["raised"]
     return run.box.get("out")
+
+
+def _standing_for(raised):
+    """A new exception of the course's own that stands for ``raised`` (what a learner's function raised),
+    holding only its message, read here (a learner's ``__str__`` may never return): made in the function's
+    thread, so that ``raised``, its traceback and what its arguments hold are dropped there, within the time
+    limit. SystemExit, a CourseInputError and a grading.ReplayError keep their kind; anything else becomes
+    _Raised ("ValueError: ..."; its own KeyboardInterrupt is no Ctrl-C), with an OSError's number and text
+    kept as its cause (``Exercise._kept`` tells the folder's errors by them)."""
+    message = message_of(raised)
+    for kind in (SystemExit, CourseInputError, grading.ReplayError):
+        if isinstance(raised, kind):
+            return kind(message)
+    stand_in = _Raised(f"{type_name(raised)}: {message}".rstrip(": "))
+    if isinstance(raised, OSError):
+        errno, text = raised.errno, raised.strerror
+        stand_in.__cause__ = OSError(errno if type(errno) is int else None, text if type(text) is str else None)
+    return stand_in
 
 
 @contextlib.contextmanager
@@ -1699,10 +1855,12 @@ def _threads_started(started):
         _thread.start_new_thread = _thread.start_new = original
 
 
-def _no_threads_left(before, started, on):
-    """Wrong when the learner's function left a thread of its own running (it would keep the CPU
-    busy for every later cell). Every Python thread counts, also one started with ``_thread``, which
-    ``threading`` does not list (``started``); each is stopped (states.Stoppable, with _ThreadLeft)."""
+def _stop_threads(before, started):
+    """Stop each thread the learner's function left running (it would keep the CPU busy for every later
+    cell): every Python thread that did not run ``before`` (``sys._current_frames()`` then), also one
+    started with ``_thread``, which ``threading`` does not list (``started``). Each is stopped
+    (states.Stoppable, with _ThreadLeft), and ends silently (``_quiet``). Returns (how many were left,
+    how many still run after a second), for ``_no_threads_left`` to say."""
     learners = dict(started)
     left = {}   # ident -> a function saying whether that very thread still runs (an ident is reused at once)
     for ident in sys._current_frames():   # (a thread threading does not know, nor the learner's function
@@ -1711,14 +1869,35 @@ def _no_threads_left(before, started, on):
             left[ident] = lambda thread=thread, ident=ident: threading._active.get(ident) is thread and thread.is_alive()
     left.update({ident: runs for ident, runs in learners.items() if runs() is not False})
     for ident, runs in left.items():
+        _quiet(threading._active.get(ident))
         Stoppable(_ThreadLeft, ident, runs).stop(start=_own_thread)
     deadline = time.monotonic() + ESCALATE_AFTER + 0.5 if left else 0   # (a bare except: is stopped too)
     while time.monotonic() < deadline and any(runs() is not False for runs in left.values()):
         time.sleep(0.02)
-    running = [ident for ident, runs in left.items() if runs() is not False]
+    return len(left), sum(runs() is not False for runs in left.values())
+
+
+def _quiet(thread):
+    """Make the threading.Thread ``thread`` (None: a ``_thread`` one, which ends silently on a SystemExit) end
+    without a traceback when _ThreadLeft stops it: threading prints any exception but SystemExit itself
+    (compared by identity) through the thread's own ``_invoke_excepthook``, which is wrapped to pass over
+    a _ThreadLeft and hand anything else on."""
+    hook = getattr(thread, "_invoke_excepthook", None)
+    if hook is None:
+        return
+
+    def invoke(thread):
+        if not isinstance(sys.exc_info()[1], _ThreadLeft):
+            hook(thread)
+    thread._invoke_excepthook = invoke
+
+
+def _no_threads_left(left, running, on):
+    """Wrong when the learner's function left ``left`` threads of its own running (``_stop_threads``
+    stopped them; ``running`` of them still run)."""
     if left:
         raise Wrong(f"your function{on} should return its answer and leave nothing running, but it left "
-                    f"{len(left)} thread{'s' if len(left) > 1 else ''} of its own running " +
+                    f"{left} thread{'s' if left > 1 else ''} of its own running " +
                     ("(now stopped)" if not running else "that has not stopped yet (a long C call, or an except: "
                      "that catches everything?): restart the kernel if the notebook slows down"))
 
@@ -1867,6 +2046,59 @@ def _no_audit_hook(hook):
     _HOOKS_REFUSED.append(hook)
     raise RuntimeError("a check does not allow sys.addaudithook: an audit hook could never be removed")
 
+
+_PEEKS = frozenset({"sys._current_frames", "sys._current_exceptions", "gc.get_objects", "gc.get_referrers",
+                    "gc.get_referents"})   # the audit events of the ways to reach another thread's frames or objects
+_WATCHING = []   # one entry per check (and call) running now, innermost last: {"thread": its ident, "events": [...]}
+_IDENT = threading.get_ident   # (the check's own: a learner's code may replace threading.get_ident)
+
+
+def _peeked(event, guard):
+    """What the audit hook does on an event of ``_PEEKS``: while a check runs, in any thread but a check's own (the
+    learner's function, a thread it starts, a forked child) it notes ``event`` in every running check's "events",
+    for it to say (``_no_courses_own``), and raises RuntimeError; elsewhere, nothing. It keeps a learner's code
+    from reading or changing the check's own objects (its expected values wait in the frames of the check's
+    thread). The learner's own frames stay in reach (``sys._getframe``, as warnings and logging use it). Out of
+    reach of a hook: ctypes, which reads memory directly (``ctypes.pythonapi``), and a learner's code that changes
+    this module's own names (``exercises._WATCHING``)."""
+    if not _WATCHING:
+        return
+    ident = _IDENT()
+    if any(entry["thread"] == ident for entry in _WATCHING):
+        return
+    for entry in _WATCHING:
+        entry["events"].append(event)
+    raise RuntimeError(f"a check does not allow {event}() while it runs your function: it reaches the check's own state")
+
+
+class _PeekGuard:
+    """The audit hook's table: a property per event of ``_PEEKS`` that runs ``_peeked``. The hook is
+    ``getattr(guard, event, args)``, all of it in C: every other event (a course's check reads ``frame.f_code``
+    some 100,000 times, each an audited event) finds no attribute and costs no Python call (about 0.07 µs an
+    event: some 13 ms of chapter 02's attention_head check, where a Python hook took 45 ms)."""
+
+
+for _event in _PEEKS:
+    setattr(_PeekGuard, _event, property(functools.partial(_peeked, _event)))
+del _event
+
+
+@contextlib.contextmanager
+def _peeking_refused():
+    """Within the block, the audit hook (``_peeked``) refuses a learner's code the ways into other threads' frames and
+    objects (all threads but this one); yields the list of the events it refused meanwhile."""
+    entry = {"thread": _IDENT(), "events": []}
+    _WATCHING.append(entry)
+    try:
+        yield entry["events"]
+    finally:
+        for index, each in enumerate(_WATCHING):   # this very entry (a nested check's may be equal to it)
+            if each is entry:
+                del _WATCHING[index]
+                break
+
+
+sys.addaudithook(functools.partial(getattr, _PeekGuard()))   # hook(event, args): getattr(guard, event, args)
 
 
 _KERNELS_REFUSED = []   # one entry per torch.library registration a learner's function tried (each refused)
@@ -2074,38 +2306,65 @@ class _Raised(Exception):
     """A learner's function raised a BaseException of its own (KeyboardInterrupt, GeneratorExit)."""
 
 
+_UNRAISABLE = sys.unraisablehook   # the hook there was when this module was imported
+
+
+def _stops_unsaid(unraisable):
+    """sys.unraisablehook from this module's import on: a Stop (its time was up, and the check said so)
+    raised in a learner's ``__del__`` or weakref callback, which Python cannot raise further, ends silently
+    instead of printing a traceback into a later cell; anything else goes to the hook there was."""
+    if not isinstance(unraisable.exc_value, Stop):
+        _UNRAISABLE(unraisable)
+
+
+sys.unraisablehook = _stops_unsaid
+
+
 class _Run(_Thread):
     """A learner's function in a thread of its own, with the caller's gradient mode; ``stop()``
-    stops it (states.Stoppable: _OutOfTime raised in it again and again, until it ends)."""
+    stops it (states.Stoppable: OutOfTime raised in it again and again, until it ends)."""
 
-    def __init__(self, function, args, kwargs):
+    def __init__(self, function, args, kwargs, screen=None):
         super().__init__(name="a learner's function in a check", daemon=True)
-        self.function, self.args, self.kwargs, self.box = function, args, kwargs, {}
+        self.function, self.args, self.kwargs, self.screen, self.box = function, args, kwargs, screen, {}
         torch = sys.modules.get("torch")
         self.grad = torch.is_grad_enabled() if torch is not None else None
-        self.stoppable = Stoppable(_OutOfTime)
+        self.stoppable = Stoppable(OutOfTime)
 
     def run(self):
         try:
             self.stoppable.call(self.call)
-        except _OutOfTime:   # one that arrived while handing over
+        except OutOfTime:   # one that arrived while handing over
             pass
 
     def call(self):
-        """The function called; what it returns or raises goes in ``box``."""
+        """The function called; what it returns, if ``screen`` takes it, goes in ``box`` ("out"), else the
+        screen's Wrong ("raised"), and what it raises as ``_standing_for`` makes it. Everything of the
+        learner's that is not handed over (a value refused, an exception, its traceback) is dropped here,
+        and the garbage it left in cycles collected: their __del__ runs here, within the time limit (all of
+        it while a check holds the older objects frozen: as quick, _garbage_fenced)."""
         try:
             if self.grad is not None:
                 sys.modules["torch"].set_grad_enabled(self.grad)
-            self.box["out"] = self.function(*self.args, **self.kwargs)
-            _COLLECT(2 if _FROZEN else 1)   # the garbage it left in cycles: their __del__ runs here, within
-            # the time limit (all of it while a check holds the older objects frozen: as quick, _garbage_fenced)
-        except BaseException as exc:   # noqa: BLE001 — handed to the check's thread as it is
-            self.box["raised"] = exc
-            # its message is read here, under the time limit: a learner's __str__ may never return
-            self.box["message"] = f"{type_name(exc)}: {message_of(exc)}".rstrip(": ")
+            out = self.function(*self.args, **self.kwargs)
+        except BaseException as exc:   # noqa: BLE001 — handed over as a stand-in of the course's own
+            self.box["raised"] = _standing_for(exc)
+        else:
+            self.screened(out)
+            del out
+        _COLLECT(2 if _FROZEN else 1)
+
+    def screened(self, out):
+        """Put ``out`` in ``box`` if ``screen`` (None: anything) takes it, else the Wrong it raises."""
+        try:
+            if self.screen is not None:
+                self.screen(out)
+            self.box["out"] = out
+        except Wrong as refused:
+            self.box["raised"] = Wrong(str(refused))
 
     def stop(self, every=0.02, grace=ESCALATE_AFTER + 0.5):
-        """Stop the function from a watchdog thread, raising _OutOfTime every ``every`` s (the check goes on).
+        """Stop the function from a watchdog thread, raising OutOfTime every ``every`` s (the check goes on).
         True if it is still running after ``grace`` s (by default long enough to stop a bare ``except:`` too)."""
         self.stoppable.stop(every, start=_own_thread)
         self.join(grace)
@@ -2268,7 +2527,8 @@ def module_problems(run, cases, name, example, empty, returns, differs, variants
     an instance passed for the class (``example``: how one is built, "MLP(6, 8)"), the untouched
     skeleton (no parameters, forward returns None: ``empty`` says what to fill in), a stop
     (``error(sentence, args)``), a None output (``returns``: what forward should return), a
-    shape that is not x's (``shape_note`` added), ``misplaced(out, expected)`` if it gives a
+    shape that is not x's (``shape_note`` added), an output rounded by float16 (``narrow_float_problem``),
+    ``misplaced(out, expected)`` if it gives a
     sentence, a known slip (``variants(state, x)``: [(its output, sentence)]), else ``differs(gap)``."""
     import torch
 
@@ -2287,17 +2547,31 @@ def module_problems(run, cases, name, example, empty, returns, differs, variants
                             shape=lambda found: (f"on {what} forward returned shape {found}; it should keep x's shape "
                                                  f"{tuple(x.shape)}{shape_note}"),
                             error=lambda sentence: error(sentence, args) if error is not str else sentence)
-        out = as_array(out, f"the output on {what}", shape=tuple(expected.shape))
+        arr = as_array(out, f"the output on {what}", shape=tuple(expected.shape))
         want = expected.double().numpy()
-        gap = float(np.abs(out - want).max())
+        gap = float(np.abs(arr - want).max())
         if gap <= atol:
             continue
-        hint = (misplaced and misplaced(out, want)) or slip(out, variants(state, x), atol=atol)
+        hint = narrow_float_problem(out, arr, want, f"the output on {what}", atol) or \
+            (misplaced and misplaced(arr, want)) or slip(arr, variants(state, x), atol=atol)
         yield f"on {what}: " + (hint or differs(gap))
         return
 
 
 # --- Judging converted answers ----------------------------------------------------------------
+
+
+def sum_shown(total):
+    """A sum a check took of an answer's numbers (one that should be 1, say), as a sentence shows it: 3
+    significant digits, more when 3 would round it to 1; one that overflowed (entries near 1e308) is said to be
+    past float64's largest number, not printed as inf."""
+    if np.isinf(total):
+        return f"{'more' if total > 0 else 'less'} than float64's {'largest' if total > 0 else 'lowest'} number"
+    for digits in range(3, 10):
+        shown_total = f"{total:.{digits}g}"
+        if total == 1 or float(shown_total) != 1:
+            return shown_total
+    return repr(float(total))
 
 
 def number_problems(value, reference, name, atol=1e-3):

@@ -17,11 +17,16 @@ it puts ``helpers.grading.cell("<grade id>")`` at the top of each hidden-test ce
 record knows its exercise. The record file's path is in the student's kernel, so student code can
 append to it too: the grader's driver (another process, which runs no student code) notes which
 cell was running when each record was written, and a record counts only when written while the
-check cell it names ran; a check cell with two records for one grade call counts for nothing
-(``autograde.attributed``, ``autograde.read_records``). The recording code itself runs in the
-student's kernel too, so it notes itself as imported (``seal``, before any student cell: the
-grader's first cell imports it) and each record checks it is unchanged (``tampered``): a record
-made once a student's cell replaced a piece of it holds no answer, and counts for nothing.
+check cell it names ran. The record key (``STATE``) is plain data student code can change, so the
+grader trusts none: a check cell counts for nothing when it has two records for one grade call,
+records out of their order 0, 1, 2, ..., a grade call recorded under another check's name, a record
+the judge never asks for, or records and then an error (``autograde.attributed``,
+``autograde.read_records``, ``autograde.judge``). The record mode (COURSE_GRADING) is read once, when
+this module is imported (``mode``): a cell that changes the environment later is ``tampered``.
+The recording code itself runs in the student's kernel too, so it notes itself as imported (``seal``,
+before any student cell: the grader's first cell imports it) and each record checks it is unchanged
+(``tampered``): a record made once a student's cell replaced a piece of it holds no answer, and
+counts for nothing.
 
 Records are written by student code, so the judge trusts none of them: ``decode`` checks every
 record's form (tags, shapes, kinds, sizes, depth) and refuses a malformed one with one sentence
@@ -53,7 +58,9 @@ MAX_TEXT = 1_000_000             # characters of one recorded text
 MAX_DIGITS = 1_000               # digits of one recorded whole number
 MAX_DEPTH = 20                   # nesting of one recorded answer
 MAX_UNKNOWN = 500                # characters of one recorded "unknown" (why it could not be kept)
-STATE = {"cell": None, "index": 0}
+STATE = {"cell": None, "index": 0}   # the key of the next record: plain data, which student code can change;
+# so the grader trusts no key (scripts/autograde.py: ``attributed`` wants a check cell's records numbered 0, 1,
+# 2, ... under its own name, and ``judge`` a record for every number it asks for and no other)
 
 
 class RecordError(CourseInputError):
@@ -61,7 +68,15 @@ class RecordError(CourseInputError):
 
 
 def mode():
-    """('record', file) or ('judge', records, verdicts), or None when grading is off."""
+    """('record', file) or ('judge', records, verdicts), or None when grading is off. Once this module
+    was imported (``seal``) in a record run, that record mode stays, whatever the environment says
+    later: a learner's cell that changes COURSE_GRADING cannot send the records elsewhere or turn
+    recording off (``tampered`` says it changed)."""
+    return _SEALED.get("mode") or setting_mode()
+
+
+def setting_mode():
+    """The mode COURSE_GRADING says now (``mode``)."""
     setting = os.environ.get("COURSE_GRADING", "")
     kind, _, rest = setting.partition(":")
     if kind == "record" and rest:
@@ -115,9 +130,14 @@ def handle(exercise, answer, args, kwargs):
 def append(path, entry, _open=open, _dumps=json.dumps, _fsync=os.fsync):
     """Append one JSON line to ``path`` and flush it to disk (a kernel may die just after); with the
     standard library's functions as they were when this module was imported (a learner's cell may
-    replace json.dumps or open)."""
-    with _open(path, "a") as file:
-        file.write(_dumps(entry) + "\n")
+    replace json.dumps or open). The line starts on a line of its own: after a fragment someone else
+    left unfinished, a newline first (the grader then finds that fragment as a line of its own)."""
+    with _open(path, "a+b") as file:   # (appended: every write goes to the end, wherever it reads)
+        end = file.seek(0, 2)
+        file.seek(max(end - 1, 0))
+        last = file.read(1)   # b"" when the file is empty
+        start = b"\n" if last not in (b"", b"\n") else b""
+        file.write(start + (_dumps(entry) + "\n").encode("utf-8"))
         file.flush()
         _fsync(file.fileno())
 
@@ -181,7 +201,8 @@ def seal(module=None):
         value = _current(holder, name)
         _SEAL.append((where, holder, name, value, _code(value)))
     if module.__name__ == __name__:
-        _SEALED.update(append=append)
+        recording = setting_mode()
+        _SEALED.update(append=append, mode=recording if recording is not None and recording[0] == "record" else None)
 
 
 GRADED_METHODS = ("grade", "feedback", "answer_of")   # an Exercise's own: an instance's copy replaces them
@@ -221,6 +242,8 @@ def tampered(exercise=None):
         same = parts is code or parts is not None and code is not None and all(map(operator.is_, parts, code))
         if now is not value or not same:   # (by identity: no == of a learner's object runs)
             changed.append(where)
+    if _SEALED.get("mode") is not None and setting_mode() != _SEALED["mode"]:
+        changed.append("os.environ['COURSE_GRADING']")
     sealed = [value for where, _, _, value, _ in _SEAL if where == "helpers.exercises.Exercise"]
     if exercise is not None and sealed and type(exercise) is not sealed[0]:
         changed.append("the check (not the course's Exercise)")
@@ -869,7 +892,7 @@ class Replay(metaclass=_ByType):
             name, message = raised
             if name == "SystemExit":
                 raise SystemExit(0)
-            if name == "_OutOfTime":
+            if name in ("OutOfTime", "_OutOfTime"):   # the course's time-out (states.OutOfTime; its older name)
                 raise ReplayError("no result: it ran longer than the time limit and was stopped (a loop that never ends?)")
             raise ReplayError(f"{name}: {message}")
         changed = entry.get("changed", [])

@@ -25,12 +25,11 @@ import os
 import re
 import sys
 import threading
-import time
 from pathlib import Path
 
 from .errors import check_switch, class_name, fail
 from .errors import shown as _shown
-from .states import Stop, Stoppable, default_dtype, random_states
+from .states import OutOfTime, Stoppable, default_dtype, random_states
 
 HEADER = '''"""{name}: written by you in chapter {chapter}, kept by its check. Edit it freely."""
 import math
@@ -43,7 +42,7 @@ from torch import nn
 from helpers import reference as ref
 
 '''
-NAME = re.compile(r"[A-Za-z_][A-Za-z0-9_]{0,60}")
+MAX_NAME = 100   # the most characters a piece's name may have (its file is named for it)
 
 
 def folder():
@@ -51,12 +50,18 @@ def folder():
     return Path(os.environ.get("COURSE_MY_GPT") or "my_gpt")
 
 
+def check_name(name, what="a piece"):
+    """A name Python accepts for a function or a class (``str.isidentifier``, so letters of any alphabet
+    too; not a keyword), of at most MAX_NAME characters; return it."""
+    if not (isinstance(name, str) and name.isidentifier() and not keyword.iskeyword(name) and len(name) <= MAX_NAME):
+        fail(f"{what} should be named like a Python function or class (letters of any alphabet, digits and _; not "
+             f"a keyword such as 'class'; at most {MAX_NAME} characters), but got {_shown(name)}")
+    return name
+
+
 def path(name):
     """my_gpt/<name>.py for a piece's name."""
-    if not isinstance(name, str) or not NAME.fullmatch(name) or keyword.iskeyword(name):
-        fail(f"a piece is named like a Python function or class (letters, digits, _; not a keyword such as "
-             f"'class'), but got {name!r:.60}")
-    return folder() / f"{name}.py"
+    return folder() / f"{check_name(name)}.py"
 
 
 def source_of(piece):
@@ -109,7 +114,10 @@ def keep(piece, chapter, name=None):
     if not (isinstance(chapter, str) and re.fullmatch(r"\d\d", chapter)):
         fail(f"chapter should be the chapter's two digits as text, such as '05', but got {chapter!r:.40}")
     own = class_name(piece) if inspect.isclass(piece) else piece.__name__
-    path(own)   # (its own name, too, is a Python name: the alias line names it)
+    if own == "<lambda>":
+        fail(f"a piece to keep should be written with def, which gives its file a name to define, but got a lambda: "
+             f"write it as def {name or 'its_name'}(...) and run its check again")
+    check_name(own, "the piece (its file's last line names it)")
     name = own if name is None else name
     target = path(name)
     _not_being_imported(name)
@@ -217,24 +225,19 @@ def use(name, course, quiet=False):
 LOAD_TIME_LIMIT = 10   # seconds importing a kept file may take in use() (as a check's TIME_LIMIT for a learner's call)
 
 
-class _OutOfTime(Stop):
-    """Raised in a kept file's import when its time is up (states.Stop: not an Exception, so ``except
-    Exception`` in the file does not catch it; a bare ``except:`` does, so it is raised again, then at every line)."""
-
-
 class _Import(threading.Thread):
     """``_load(target)`` in a thread of its own; ``box`` gets the module or what it raised. The thread
     goes on the caller's chain of kept files being imported (``_loading.chain``)."""
 
     def __init__(self, target):
         super().__init__(name="importing a kept piece", daemon=True)
-        self.target, self.box, self.stoppable = target, {}, Stoppable(_OutOfTime)
+        self.target, self.box, self.stoppable = target, {}, Stoppable(OutOfTime)
         self.chain = getattr(_loading, "chain", ())
 
     def run(self):
         try:
             self.stoppable.call(self.load)
-        except _OutOfTime:   # one that arrived while handing over
+        except OutOfTime:   # one that arrived while handing over
             pass
 
     def load(self):
@@ -246,7 +249,7 @@ class _Import(threading.Thread):
             self.box["raised"] = error
 
     def stop(self, every=0.02):
-        """Stop the import from a watchdog thread (states.Stoppable), raising _OutOfTime every ``every`` s."""
+        """Stop the import from a watchdog thread (states.Stoppable), raising states.OutOfTime every ``every`` s."""
         self.stoppable.stop(every)
 
 

@@ -1328,7 +1328,10 @@ def check_model(model, name="the model"):
 DIGEST_NUMBERS = 2 ** 22   # a model of at most this many numbers is also summed (a few ms) by weights_state
 
 
-def weights_state(net, exact=False):
+STRONG_NUMBERS = 2 ** 23   # a model of at most this many numbers is hashed (SHA-256) by weights_state(strong=True)
+
+
+def weights_state(net, exact=False, strong=False):
     """A hashable key that changes when ``net``'s weights do, cheaply: each parameter's and buffer's
     id, storage address and version counter (which every in-place change bumps: an optimizer's step,
     ``load_state_dict``, ``p.mul_`` under no_grad), and for a model of at most DIGEST_NUMBERS numbers
@@ -1336,9 +1339,18 @@ def weights_state(net, exact=False):
     never shows a picture of weights changed since.
 
     ``exact``: instead, each one's name and digest (``states.digest``: shape, dtype, CRC-32 of its
-    bytes), equal only for the same numbers, at any size (about 3 ms for 10^6 of them)."""
-    if exact:
-        return tuple((name, digest(t)) for name, t in (*net.named_parameters(), *net.named_buffers()))
+    bytes), equal only for the same numbers, at any size (about 3 ms for 10^6 of them); CRC-32 can be
+    matched on purpose (other bytes, the same CRC), so it keys only what the course's own code changes.
+    ``strong``: a key no one can match with other weights, for a cache of a learner's model: for a model of
+    at most STRONG_NUMBERS numbers, each one's name and SHA-256 digest (measured: 3 ms for the shipped
+    Shakespeare model's 8 x 10^5 numbers, so about 30 ms at the limit); above it (a real model: 1 s a call),
+    each one's name, shape, dtype, id, storage address and version counter (an edit through ``p.data`` or a
+    NumPy view, which moves no counter, is not seen there)."""
+    if exact or (strong and sum(t.numel() for t in (*net.parameters(), *net.buffers())) <= STRONG_NUMBERS):
+        return tuple((name, digest(t, strong=strong)) for name, t in (*net.named_parameters(), *net.named_buffers()))
+    if strong:
+        named = (*net.named_parameters(), *net.named_buffers())
+        return tuple((name, t.shape, t.dtype, id(t), t.data_ptr(), t._version) for name, t in named)
     tensors = [*net.parameters(), *net.buffers()]
     key = tuple((id(t), t.data_ptr(), t._version) for t in tensors)
     if sum(t.numel() for t in tensors) <= DIGEST_NUMBERS:

@@ -6,8 +6,10 @@ run (helpers.gpt.compute). And a tensor's state in short (``digest``), by which 
 (a check with ``strong``, a hash a learner's code cannot match)."""
 import ctypes
 import hashlib
+import os
 import random
 import sys
+import sysconfig
 import threading
 import time
 import zlib
@@ -67,18 +69,34 @@ ESCALATE_AFTER = 0.5   # seconds a stopped call may go on catching its exception
 
 
 class Stop(BaseException):
-    """What ``Stoppable.stop`` raises in a thread (a check's and an import's _OutOfTime, a live run's
+    """What ``Stoppable.stop`` raises in a thread (a check's and an import's OutOfTime, a live run's
     LoopLate are its kinds). Not an Exception: ``except Exception`` does not keep it. A bare ``except:``
     catches it, so once a call has caught it for ESCALATE_AFTER s, a Stop made in that thread (it is made
     where it is caught) turns on ``Stoppable.raise_at_every_line``: the next line the thread runs raises it
     again, also the first line inside that ``except:``, and what a handler raises its own try does not
-    catch, so it leaves the loop. Made anywhere else (``raise _OutOfTime(...)`` in the course), nothing."""
+    catch, so it leaves the loop. One dropped (at the end of the ``except:`` that kept it) turns it on
+    again too. Made anywhere else (``raise OutOfTime(...)`` in the course), nothing."""
 
     def __init__(self, *args):
         super().__init__(*args)
-        stoppable = _ESCALATED.get(threading.get_ident())
+        self._escalate()
+
+    def __del__(self):
+        try:
+            self._escalate()
+        except BaseException:   # noqa: BLE001 (a stop raised meanwhile: __del__ may raise nothing, the next one comes)
+            pass
+
+    def _escalate(self):
+        """Turn on raising at every line in this thread, if its Stoppable (of this kind) has escalated."""
+        stoppable = _ESCALATED.get(threading.get_ident()) if _ESCALATED is not None else None   # (None: at exit)
         if stoppable is not None and isinstance(self, stoppable.exception):
             stoppable.raise_at_every_line()
+
+
+class OutOfTime(Stop):
+    """Raised in learner code whose time is up: a check's call of a learner's function, the import of a
+    kept piece (helpers.learner)."""
 
 
 _ESCALATED = {}   # thread ident -> its Stoppable, once that has been stopped for ESCALATE_AFTER s
@@ -94,13 +112,15 @@ class Stoppable:
     def __init__(self, exception, ident=None, runs=None):
         self.exception, self.ident, self.runs = exception, ident, runs
         self.lock, self.done, self.poked, self.below = threading.Lock(), False, False, None
+        self.armed = 0.0   # time.monotonic() of the last raise_at_every_line: the watchdog does not poke meanwhile
         self.ended = threading.Event()   # set when ``call`` ends (a watchdog waiting to begin stops waiting)
 
     def call(self, function, *args, **kwargs):
         """``function(*args, **kwargs)`` in this thread, stoppable meanwhile: returns what it returns and raises
         what it raises (``exception`` once stopped). When it ends, nothing more is raised in it, one still on
-        its way is caught here, and the thread's trace function is put back."""
-        self.ident, self.below, trace = threading.get_ident(), sys._getframe(), sys.gettrace()
+        its way is caught here, and the thread's trace and profile functions are put back."""
+        self.ident, self.below = threading.get_ident(), sys._getframe()
+        trace, profile = sys.gettrace(), sys.getprofile()
         try:
             return function(*args, **kwargs)
         finally:
@@ -114,6 +134,7 @@ class Stoppable:
             except self.exception:
                 pass
             sys.settrace(trace)
+            sys.setprofile(profile)
             self.ended.set()
 
     def running(self):
@@ -154,7 +175,8 @@ class Stoppable:
                     with self.lock:
                         if not self.done:
                             _ESCALATED[self.ident] = self
-                self.poke()
+                if time.monotonic() - self.armed > every:   # (raising at every line already: a poke could land
+                    self.poke()                              # in Stop.__del__, which may raise nothing)
                 time.sleep(every / 2)   # (a thread that runs Python raises it at once; one in a C call never does:
                 self.withdraw()         # taken back, so that the other threads run on meanwhile)
                 time.sleep(every / 2)
@@ -170,21 +192,40 @@ class Stoppable:
 
     def raise_at_every_line(self):
         """(In the stopped thread.) Trace every line of its frames above ``call`` (all but threading's when
-        the whole thread is stopped) and of the frames it starts from now on, raising the exception."""
-        def every_line(frame, event, arg):
-            if _ESCALATED.get(self.ident) is self and event == "line":
-                raise self.exception
-            return every_line if _ESCALATED.get(self.ident) is self else None
-
-        def new_frame(frame, event, arg):
-            return every_line if _ESCALATED.get(self.ident) is self and _stoppable_frame(frame) else None
-
-        frame = sys._getframe(1)
+        the whole thread is stopped) and of the frames it starts from now on, raising the exception. CPython
+        turns a thread's tracing off when its trace function raises, so a profile function (which a raise
+        does not turn off) turns it on again at every call and return: a learner's function that catches
+        the stop at every level of a recursion and calls itself again is unwound level by level."""
+        self.armed = time.monotonic()
+        sys.settrace(self._new_frame)   # (first: the profile function, called for the calls below, sees it on)
+        if sys.getprofile() != self._on_call_or_return:   # (not replaced while it runs)
+            sys.setprofile(self._on_call_or_return)
+        frame = sys._getframe()
         while frame is not None and frame is not self.below:
             if _stoppable_frame(frame):
-                frame.f_trace_lines, frame.f_trace = True, every_line
+                if frame.f_trace == self._every_line:   # traced, and so are those below it (a raise from the
+                    break                                # trace function turns off only its own frame's)
+                frame.f_trace_lines, frame.f_trace = True, self._every_line
             frame = frame.f_back
-        sys.settrace(new_frame)
+
+    def _stopping(self):
+        """True while this Stoppable raises at every line of its thread."""
+        return _ESCALATED.get(self.ident) is self
+
+    def _every_line(self, frame, event, arg):
+        """(Trace function of a frame.) Raise the exception at each line while stopping."""
+        if self._stopping() and event == "line":
+            raise self.exception
+        return self._every_line if self._stopping() else None
+
+    def _new_frame(self, frame, event, arg):
+        """(The thread's trace function.) Trace a new frame's lines, but not threading's nor this module's."""
+        return self._every_line if self._stopping() and _stoppable_frame(frame) else None
+
+    def _on_call_or_return(self, frame, event, arg):
+        """(The thread's profile function.) Tracing on again if a raise turned it off."""
+        if self._stopping() and sys.gettrace() != self._new_frame:
+            self.raise_at_every_line()
 
 
 class _Reset(Exception):
@@ -203,7 +244,11 @@ def _breaker_reset():
         pass
 
 
+_PYTHONS_OWN = (sysconfig.get_paths()["stdlib"] + os.sep, "<frozen ")   # where Python's own modules' code comes from
+
+
 def _stoppable_frame(frame):
-    """Whether a stop may raise at the lines of ``frame``: not in threading's own (a thread ending
-    must still leave threading's lists) nor in this module's."""
-    return frame.f_globals.get("__name__") not in ("threading", __name__)
+    """Whether a stop may raise at the lines of ``frame``: not in Python's own modules (threading's: a thread
+    ending must still leave threading's lists; a weakref callback or a ``__del__`` of theirs, which may
+    raise nothing) nor in this module's. What it raises passes through them."""
+    return frame.f_globals.get("__name__") != __name__ and not frame.f_code.co_filename.startswith(_PYTHONS_OWN)

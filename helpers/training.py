@@ -1,4 +1,5 @@
 """Deterministic CPU training: seeded, one thread, full batch, Adam with cosine decay."""
+import contextlib
 import math
 import time
 
@@ -7,6 +8,7 @@ import torch
 import torch.nn.functional as F
 from tqdm.auto import tqdm
 
+from .exercises import _kept_dicts, _put_back_dict
 from .errors import CourseInputError, check_number, check_positive_int, check_seed, check_switch, count, fail, message_of, shown, \
     type_name
 
@@ -94,7 +96,8 @@ def check_lr(lr, name="lr"):
 class Snapshot:
     """What a training run changes in a model and in torch, kept before the run so that a run that stops
     on an error can put it all back: the weights and buffers, the gradients, train/eval mode of every
-    module, and the global torch random state."""
+    module, and the global torch random state. (Its values only: the model's structure, parameters and
+    submodules swapped, deleted or added, is kept by ``structure_of``; its ``put_back`` uses both.)"""
 
     def __init__(self, model):
         self.model = model
@@ -122,6 +125,67 @@ def stopped(error, where):
         else f"{type_name(error)}: {message_of(error, 200)}"
     fail(f"every training step should run to its end, but {where} stopped with {cause.rstrip('.')}; "
          "the model was left as it was before the call")
+
+
+@contextlib.contextmanager
+def put_back_on_error(model, where, passed=()):
+    """Run the block; if it stops on an error, put back what a training run (or a learner's loop) changes
+    (``put_back``: the model's modules, parameters, buffers and submodules, swapped, deleted or added; their
+    values, gradients and train/eval mode; torch's global random state) and say one sentence naming
+    ``where`` and the error (``training.stopped``); on an interrupt (the stop button) put it back and pass
+    the interrupt on. Errors of the types ``passed`` (the live run's TimeUp) pass untouched."""
+    structure, snapshot = structure_of(model), Snapshot(model)
+    try:
+        yield
+    except passed:
+        raise
+    except Exception as error:   # noqa: BLE001 (the learner's callback, a model or a loop of the learner's)
+        put_back(model, structure, snapshot, where)
+        if getattr(error, "put_back", False):   # an inner run has put the model back and said so already
+            raise
+        try:
+            stopped(error, where)
+        except CourseInputError as sentence:
+            sentence.put_back = True
+            raise
+    except BaseException:   # an interrupt: the model put back, the interrupt passed on
+        put_back(model, structure, snapshot, where)
+        raise
+
+
+def structure_of(model):
+    """([(owner, its class, its attributes)] for every module of ``model`` and its cfg, [(parameter, its
+    requires_grad)]): the dicts among the attributes (parameters, buffers, submodules, hooks) copied, so that
+    a parameter or submodule swapped, deleted or added later, or a parameter frozen, can be put back (as
+    ``exercises.model_kept`` keeps a model)."""
+    cfg = getattr(model, "cfg", None)
+    owners = list(model.modules()) + ([cfg] if hasattr(cfg, "__dict__") else [])
+    return [(owner, type(owner), _kept_dicts(owner)) for owner in owners], \
+        [(p, p.requires_grad) for p in model.parameters()]
+
+
+def put_back(model, structure, snapshot, where):
+    """Put ``model`` back as ``structure_of`` and ``Snapshot`` found it: its modules' classes and
+    attributes first (the original parameters and submodules back in place), then their values (a tensor
+    resized or moved in place, ``p.data = ...``, gets its kept copy whole); else one sentence saying the
+    model could not be put back (never a claim that it was)."""
+    owners, flags = structure
+    try:
+        for owner, kind, attributes in owners:
+            if type(owner) is not kind:
+                owner.__class__ = kind
+            _put_back_dict(vars(owner), attributes)
+        for p, requires_grad in flags:
+            p.requires_grad_(requires_grad)
+        with torch.no_grad():
+            for name, t in model.state_dict(keep_vars=True).items():
+                kept = snapshot.state.get(name)
+                if kept is not None and (t.shape != kept.shape or t.dtype != kept.dtype or t.device != kept.device):
+                    t.data = kept.clone()
+        snapshot.restore()
+    except Exception as error:   # noqa: BLE001 (a model the learner's code changed beyond what is kept)
+        fail(f"the model should be put back as it was once {where} stopped, but putting it back failed with "
+             f"{type_name(error)}: {message_of(error, 200).rstrip('.')}; build the model again before you go on")
 
 
 def cosine_lr(step, steps, lr):
@@ -216,15 +280,14 @@ def train(model, batches, steps=1000, lr=3e-2, seed=0, progress=True, on_step=No
         fail(f"on_step should be None or a function on_step(step, model, loss), but got {shown(on_step)}")
     stop_after = check_stop_after(stop_after, steps)
     progress = check_switch(progress, "progress")
-    snapshot = Snapshot(model)
+    structure, snapshot = structure_of(model), Snapshot(model)   # put back (``put_back``) if the run stops on an error
     step = 0
     try:
         fixed = check_batch(batches(0) if callable(batches) else batches, vocab_size)   # the first batch, before any update
-    except CourseInputError:   # a sentence already (the batch refused): the model untouched, the random state put back
-        snapshot.restore()
-        raise
-    except Exception as error:   # noqa: BLE001 (the learner's batches function)
-        snapshot.restore()
+    except BaseException as error:   # noqa: BLE001 (the batch refused, the learner's batches raising, an interrupt)
+        put_back(model, structure, snapshot, "batches(0)")
+        if isinstance(error, CourseInputError) or not isinstance(error, Exception):
+            raise   # a sentence already (the batch refused), or an interrupt passed on
         stopped(error, "batches(0)")
     threads = torch.get_num_threads()
     torch.set_num_threads(1)
@@ -247,10 +310,10 @@ def train(model, batches, steps=1000, lr=3e-2, seed=0, progress=True, on_step=No
             losses.append(loss.item())
         return losses
     except Exception as error:   # noqa: BLE001 (a batch refused, the learner's batches or on_step raising)
-        snapshot.restore()
+        put_back(model, structure, snapshot, f"step {step}")
         stopped(error, f"step {step}")
     except BaseException:   # an interrupt (the stop button): the model put back, the interrupt passed on
-        snapshot.restore()
+        put_back(model, structure, snapshot, f"step {step}")
         raise
     finally:
         torch.set_num_threads(threads)

@@ -439,38 +439,68 @@ def checks_at(nb):
 
 def attributed(report, checks):
     """The lines the records file keeps, from the driver's ``report`` ({"at": a cell's position,
-    "lines": the records written while it ran}, one JSON line per cell): each record written while
-    the check cell it names was running (``checks``: {position: grade id}); then, for each check
-    named by a record some other cell wrote (student code forging a record), one line
-    {"left_out": sentence}, which ``read_records`` puts in the row's notes."""
-    kept, elsewhere = [], {}
+    "lines": the records written while it ran, "cut": true when the driver could not read them all},
+    one JSON line per cell): each record written while the check cell it names was running
+    (``checks``: {position: grade id}). First come the grader's own lines, which ``read_records``
+    puts in the row's notes: for each check named by a record some other cell wrote (student code
+    forging a record), {"left_out": sentence}; for each check cell whose records are not what the
+    course writes, {"unsound": grade id}: a line that does not parse or is past the bounds
+    ``read_records`` keeps (a fragment glued to a record), a record of another form
+    (``written_by_course``), a record of the course's form naming another check (a grade call of this
+    cell, its key changed), records not numbered 0, 1, 2, ... in the order written (each grade call of
+    a check cell records the next index: two records for one grade call break it), records cut short,
+    or records written by a cell that then stopped with an error, a crash or a time-out ("failed": the
+    genuine record may never have come). Such a cell's answers count for nothing, whatever the budgets
+    (any other line naming another check is only left out; ``judge`` refuses a number it never asks for)."""
+    kept, elsewhere, unsound, made = [], {}, set(), {}   # made: grade id -> how many records its check cell wrote
     for chunk in lines(report):
         try:
             chunk = json.loads(chunk)
             at, text = chunk["at"], chunk["lines"]
-        except (ValueError, TypeError, KeyError, RecursionError):
+        except (ValueError, TypeError, KeyError, RecursionError, AttributeError):
             continue   # (the last one cut by REPORT_MB)
+        check = checks.get(at) if isinstance(at, int) else None
+        if check is not None and (chunk.get("cut") or chunk.get("failed") or not isinstance(text, str)):
+            unsound.add(check)   # (failed: the cell stopped half-way, after records were written)
         for line in lines(text if isinstance(text, str) else ""):
-            named = claimed(line)
-            if named is not None and checks.get(at) == named:
+            entry = parsed(line)
+            named = entry.get("cell") if entry is not None and isinstance(entry.get("cell"), str) else None
+            if check is not None and named == check and written_by_course(entry):
+                if entry["index"] != made.get(check, 0):   # the k-th grade call of a check cell records index k
+                    unsound.add(check)
+                made[check] = made.get(check, 0) + 1
                 kept.append(line)
-            elif named in checks.values():
+            elif named in checks.values() and named != check:
                 elsewhere[named] = elsewhere.get(named, 0) + 1
+                if check is not None and written_by_course(entry):   # a grade call of this check cell, recorded
+                    unsound.add(check)                                 # under another check's name (STATE changed)
+            elif check is not None:
+                unsound.add(check)
     notes = [f"{n} record(s) for {grade_id} written by another cell than its check were left out" for
              grade_id, n in elsewhere.items()]
-    return kept + [json.dumps({"left_out": note}) + "\n" for note in notes]
+    return ([json.dumps({"left_out": note}) + "\n" for note in notes]
+            + [json.dumps({"unsound": grade_id}) + "\n" for grade_id in sorted(unsound)] + kept)
 
 
-def claimed(line):
-    """The check a record line names (its "cell"), or None when it names none or is past the bounds
-    ``read_records`` keeps (it would be left out there)."""
-    if len(line) > MAX_RECORD_CHARS or containers_in(line) > MAX_RECORD_CONTAINERS:
+RECORD_FORMS = ({"cell", "index", "check", "answer"}, {"cell", "index", "answer", "tampered"})   # grading.handle's
+
+
+def written_by_course(entry):
+    """Whether a parsed record line has the form the course writes (``helpers.grading.handle``,
+    ``helpers.grading.cell``): one of RECORD_FORMS, its index a whole number from 0."""
+    return set(entry) in RECORD_FORMS and type(entry["index"]) is int and entry["index"] >= 0
+
+
+def parsed(line):
+    """The JSON object a whole record line holds, or None: a line past the bounds ``read_records``
+    keeps (counted before it is parsed), without its newline, not JSON, or no object."""
+    if len(line) > MAX_RECORD_CHARS or containers_in(line) > MAX_RECORD_CONTAINERS or not line.endswith("\n"):
         return None
     try:
         entry = json.loads(line)
     except (ValueError, RecursionError):
         return None
-    return entry.get("cell") if isinstance(entry, dict) and isinstance(entry.get("cell"), str) else None
+    return entry if isinstance(entry, dict) else None
 
 
 def write_records(path, kept):
@@ -551,16 +581,18 @@ def execute(path, out_path, cell_timeout, report_fd):
     nb = nbformat.read(path, as_version=4)
     client = NotebookClient(nb, timeout=cell_timeout, kernel_name="python3", allow_errors=True,
                             record_timing=False, resources={"metadata": {"path": str(Path(path).parent)}},
-                            on_cell_start=attributor.start)
+                            on_cell_start=attributor.start, on_cell_error=attributor.error)
     try:
         run_client(client)
         errors = [i for i, c in enumerate(nb.cells, 1) if c.cell_type == "code"
                   and any(o.output_type == "error" for o in c.get("outputs", []))]
         status = "ran to the end" + (f" (cell {errors[0]} raised an error)" if errors else "")
     except DeadKernelError:
+        attributor.error()
         ran = [i for i, c in enumerate(nb.cells, 1) if c.cell_type == "code" and c.get("execution_count")]
         status = f"the notebook's process ended (exit() or a crash) after cell {ran[-1] if ran else 0}"
     except CellTimeoutError:
+        attributor.error()
         ran = [i for i, c in enumerate(nb.cells, 1) if c.cell_type == "code" and c.get("execution_count")]
         status = f"cell {ran[-1] if ran else 1} ran longer than {cell_timeout} s and was stopped there"
     finally:
@@ -587,42 +619,52 @@ class Attributor:
     that cell's, one JSON line {"at": its position, "lines": text} on ``report``; so a record is
     known by the cell that was running when it was written, whatever cell it names (``attributed``).
     It reads the file by its path (a link or a pipe there is read as nothing) and reports at most
-    RESULT_MB in all."""
+    RESULT_MB in all. A cell that stopped with an error, a crash or a time-out (``error``) is reported
+    with "failed": true (its check's genuine record may never have been written)."""
 
     def __init__(self, path, report):
         self.path, self.report, self.at, self.offset, self.sent = path, report, None, 0, 0
+        self.failed = False   # whether the running cell stopped with an error
 
     def start(self, cell=None, cell_index=None, **_):
         self.flush()
-        self.at = cell_index
+        self.at, self.failed = cell_index, False
+
+    def error(self, cell=None, cell_index=None, **_):
+        """nbclient's hook when a cell ends with an error (and ``execute``'s, on a crash or a time-out)."""
+        self.failed = True
 
     def flush(self):
-        text = self.new_lines()
-        if text and self.at is not None:
+        text, cut = self.new_lines()
+        if (text or cut) and self.at is not None:
             try:
-                self.report.write(json.dumps({"at": self.at, "lines": text}, ensure_ascii=False) + "\n")
+                self.report.write(json.dumps({"at": self.at, "lines": text, "cut": cut, "failed": self.failed},
+                                             ensure_ascii=False) + "\n")
                 self.report.flush()
             except OSError:   # the grader stopped reading (it stopped the run)
                 pass
 
     def new_lines(self):
-        """The complete lines appended since the last call ('' when there are none to read)."""
+        """(the complete lines appended since the last call, whether some were left unread past
+        RESULT_MB): ('', False) when there are none to read."""
         if self.path is None:
-            return ""
+            return "", False
         try:
             if not stat.S_ISREG(os.lstat(self.path).st_mode):
-                return ""
+                return "", False
             descriptor = os.open(self.path, os.O_RDONLY | os.O_NOFOLLOW | os.O_NONBLOCK)
         except OSError:
-            return ""
+            return "", False
         with os.fdopen(descriptor, "rb") as file:
             size = os.fstat(descriptor).st_size
             self.offset = self.offset if size >= self.offset else 0   # cut short: read from its start
             file.seek(self.offset)
-            data = file.read(max(0, min(size - self.offset, RESULT_MB * 2**20 - self.sent)))
+            room = RESULT_MB * 2**20 - self.sent
+            cut = size - self.offset > room
+            data = file.read(max(0, min(size - self.offset, room)))
         end = data.rfind(b"\n") + 1
         self.offset, self.sent = self.offset + end, self.sent + end
-        return data[:end].decode("utf-8", errors="replace")
+        return data[:end].decode("utf-8", errors="replace"), cut
 
 
 # ---- the course's own files, before and after every run ---------------------------------------
@@ -658,8 +700,9 @@ def restore(before):
 MAX_RECORD_DEPTH = 100   # lists and dicts an answer may nest (as a check screens a learner's answer)
 
 
-TAMPERED = ("more than one answer was recorded for one grade call of this check (a record written by "
-            "the notebook's own code?), so none of them counts")
+TAMPERED = ("more than one answer was recorded for one grade call of this check, or a line the course does not "
+            "write (a record written by the notebook's own code, an answer under a number or name the check does "
+            "not use, or a check cell that stopped after recording?), so none of them counts")
 CHANGED = ("the notebook's own code changed the course's recording code before this check ran "
            "(helpers.grading.tampered), so none of its answers counts")
 
@@ -668,43 +711,71 @@ def read_records(path, cells, notes=None):
     """The answers a run recorded for the check cells ``cells`` (a list), one per (cell, index);
     anything malformed is left out, and so is an answer nested deeper than MAX_RECORD_DEPTH (the
     judge's kernel, deeper in its own stack, could not read it back). A check cell with two records
-    for one (cell, index) was tampered with: each of its answers is recorded as unknown (TAMPERED,
-    which the judge says), and ``notes`` (a list) says so, as it says each {"left_out": sentence}
-    line (``attributed``). So does a check cell whose record says the course's recording code was
-    changed ({"tampered": what}, helpers.grading.tampered): each of its answers is CHANGED.
+    for one (cell, index), or named by an {"unsound": grade id} line (``attributed``), was tampered
+    with: each of its answers is recorded as unknown (TAMPERED, which the judge says), and ``notes``
+    (a list) says so, as it says each {"left_out": sentence} line. So does a check cell whose record
+    says the course's recording code was changed ({"tampered": what}, helpers.grading.tampered): each
+    of its answers is CHANGED.
 
     The file is student-written, so what the grader keeps of it is bounded: only the keys a check
-    can ask for (an index below MAX_RECORD_INDEX), MAX_RECORD_CONTAINERS lists and dicts and
-    MAX_RECORD_CHARS characters in all (a line is counted before it is parsed)."""
+    can ask for (an index below MAX_RECORD_INDEX: a record of a check under a larger one makes that
+    check tampered with), MAX_RECORD_CONTAINERS lists and dicts and
+    MAX_RECORD_CHARS characters in all (a line is counted before it is parsed). A line past these
+    budgets is not parsed, but its key, read from its start as the course writes it (``key_of``),
+    still counts for the test of two records for one grade call."""
     records, seen, tampered, changed, kept, containers = [], set(), set(), {}, 0, 0
     notes = [] if notes is None else notes
     for line in lines(read_result(path)):
         if kept + len(line) > MAX_RECORD_CHARS or containers + containers_in(line) > MAX_RECORD_CONTAINERS:
+            key = key_of(line)   # None: a line that is no record of the course's
+            if key is not None and key in seen:
+                tampered.add(key[0])
+            seen.add(key)
             continue
         try:
             entry = json.loads(line)
             if set(entry) == {"left_out"} and isinstance(entry["left_out"], str):
                 notes.append(entry["left_out"][:300])
                 continue
+            if set(entry) == {"unsound"} and entry["unsound"] in cells:
+                tampered.add(entry["unsound"])
+                continue
             key = (entry["cell"], entry["index"])
-            if not (isinstance(key[0], str) and key[0] in cells and type(key[1]) is int
-                    and 0 <= key[1] < MAX_RECORD_INDEX) or too_deep(entry.get("answer")):
+            if not (isinstance(key[0], str) and key[0] in cells):
                 continue
             if "tampered" in entry:   # the course's recording code was changed (helpers.grading.tampered)
                 what = entry["tampered"]
                 changed[key[0]] = [str(w)[:80] for w in what[:3]] if isinstance(what, list) else []
+            if not (type(key[1]) is int and 0 <= key[1] < MAX_RECORD_INDEX) or key in seen:
+                tampered.add(key[0])   # two records for one grade call, or a number no check cell reaches
+                continue
+            seen.add(key)
+            if too_deep(entry.get("answer")):
+                continue
         except (ValueError, TypeError, KeyError, RecursionError, AttributeError):
             continue
-        if key in seen:
-            tampered.add(key[0])
-            continue
-        seen.add(key)
         kept, containers = kept + len(line), containers + containers_in(line)
         records.append({"cell": key[0], "index": key[1], "answer": entry.get("answer")})
+    tampered &= set(cells)
     notes += [f"{cell}: {TAMPERED}" for cell in sorted(tampered - set(changed))]
     notes += [f"{cell}: {CHANGED} ({', '.join(what) or 'its code'})" for cell, what in sorted(changed.items())]
     return [{**record, "answer": {"unknown": CHANGED if record["cell"] in changed else TAMPERED}}
             if record["cell"] in tampered | set(changed) else record for record in records]
+
+
+KEY = re.compile(r'\{"cell": ("(?:[^"\\]|\\.){0,400}"), "index": (\d{1,6})[,}]')   # how json.dumps starts a record
+
+
+def key_of(line):
+    """(grade id, index) read from the start of a record line as the course writes it (json.dumps of
+    {"cell": ..., "index": ..., ...}), without parsing the rest; None when it does not start so."""
+    match = KEY.match(line)
+    if match is None:
+        return None
+    try:
+        return json.loads(match.group(1)), int(match.group(2))
+    except ValueError:
+        return None
 
 
 def containers_in(line):
@@ -804,6 +875,8 @@ def grade_submissions(submissions, work, log=print, hidden=(), fence=None, **lim
                     sub.status = f"its answers could not be judged ({type(alone).__name__}: {str(alone)[:100]})"
         for sub in mine:
             sub.problems = verdicts.get(sub.key, {})
+            sub.notes += [f"{grade_id}: {TAMPERED}" for grade_id, said in sub.problems.items()
+                          if said == [TAMPERED] and f"{grade_id}: {TAMPERED}" not in sub.notes]
     if failed:   # every other chapter is judged; each row of these says so
         raise JudgeError(f"judging failed for {len(failed)} chapter(s), with no answers at all (the course's "
                          f"fault, not a student's): {'; '.join(failed)}", submissions)
@@ -820,16 +893,21 @@ class JudgeError(RuntimeError):
 
 
 def judge(chapter, records, work, hidden=(), fence=UNFENCED):
-    """Run the instructor's notebook once, judging everyone's records: {key: {grade id: sentences}}."""
+    """Run the instructor's notebook once, judging everyone's records: {key: {grade id: sentences}}. A check
+    with a record the judge never asked for (an index past its grade calls) is TAMPERED, whatever was judged."""
     folder = work / chapter.stem / "_judge"
     status, _ = run(judge_notebook(chapter), folder, "judge:{folder}/records.json:{folder}/verdicts.jsonl",
                     files={"records.json": json.dumps(records)}, hidden=hidden, fence=fence)
     if not status.startswith("ran to the end") or "raised" in status:
         raise RuntimeError(f"judging {chapter.stem} did not finish cleanly: {status} (see {folder})")
-    problems = {key: {} for key in records}
+    problems, asked = {key: {} for key in records}, set()
     for line in (folder / "verdicts.jsonl").read_text().splitlines() if (folder / "verdicts.jsonl").exists() else []:
         verdict = json.loads(line)
         problems[verdict["student"]].setdefault(verdict["cell"], []).extend(verdict["problems"])
+        asked.add((verdict["student"], verdict["cell"], verdict["index"]))
+    for key, recorded in records.items():   # a record under a number no grade call of the check asks for
+        for cell in {r["cell"] for r in recorded if (key, r["cell"], r["index"]) not in asked}:
+            problems[key][cell] = [TAMPERED]   # (the genuine answer may be that one, the judged one forged)
     return problems
 
 
@@ -880,12 +958,24 @@ def rows(submissions, skipped, fence=""):
     return table
 
 
+FORMULA_STARTS = ("=", "+", "-", "@")   # a spreadsheet reads a cell starting so as a formula (tab and CR: escaped)
+
+
+def inert(text):
+    """``text`` as a cell of a table the grader writes (``escaped``), with an apostrophe put before a
+    leading = + - or @: a student's file named '=HYPERLINK(...).ipynb' must not become a live formula
+    when the instructor opens scores.csv in a spreadsheet."""
+    text = escaped(text)
+    return "'" + text if text.startswith(FORMULA_STARTS) else text
+
+
 def write_csv(table, path):
+    """The score table as CSV at ``path``: one row per student and chapter, every text cell ``inert``."""
     columns = list(dict.fromkeys(k for row in table for k in row if k not in ("why", "submission")))
     with open(path, "w", newline="") as file:
         writer = csv.DictWriter(file, fieldnames=columns, restval="", extrasaction="ignore")
         writer.writeheader()
-        writer.writerows({k: escaped(v) if isinstance(v, str) else v for k, v in row.items()} for row in table)
+        writer.writerows({k: inert(v) if isinstance(v, str) else v for k, v in row.items()} for row in table)
 
 
 def text_table(table):

@@ -3,6 +3,7 @@ pass with ``replace``) is freed when the caller lets go of it, not when Python's
 comes by. (At stop 47 the pass's ``keep`` held itself through its own attributes, and with it every
 intermediate of the pass: chapter 12's repeat test kept about 190 MB alive and its peak passed 1 GB.)"""
 import gc
+import threading
 
 import pytest
 import torch
@@ -15,6 +16,9 @@ def no_cycles():
     """Run ``call`` once to warm up, then again with the collector off; return the cyclic garbage it left."""
     def garbage(call):
         call()
+        for thread in threading.enumerate():   # an earlier test's watchdog (states.Stoppable) ending meanwhile
+            if thread.name == "stops a learner's code":   # would leave its garbage in this window
+                thread.join(30)
         gc.collect()
         gc.disable()
         gc.set_debug(gc.DEBUG_SAVEALL)

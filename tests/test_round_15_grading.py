@@ -79,14 +79,20 @@ def test_a_float32_table_is_right_and_a_float64_one_wrong_in_the_judge_as_live()
     """sinusoidal_positions must return float32 (live: "return float32" for float64); the record read
     every tensor back as float64, so the judge refused the right float32 table."""
     from helpers import weights
-    from helpers.model import sinusoidal_table
     from helpers.positions import checks
 
+    def table(n, d, dtype):   # the learner's own table, as the instructor's sinusoidal_positions builds it
+        p = torch.arange(n, dtype=dtype)[:, None]
+        w = 10000 ** (-torch.arange(0, d, 2, dtype=dtype) / d)
+        pe = torch.zeros(n, d, dtype=dtype)
+        pe[:, 0::2], pe[:, 1::2] = torch.sin(p * w), torch.cos(p * w)
+        return pe
+
     def right(n, d):
-        return sinusoidal_table(n, d).float()
+        return table(n, d, torch.float32)
 
     def wide(n, d):
-        return sinusoidal_table(n, d).double()
+        return table(n, d, torch.float64)
 
     cat = weights.load_cat()
     assert list(checks.sinusoidal_positions.feedback(right, cat)) == []
