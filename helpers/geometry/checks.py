@@ -25,6 +25,7 @@ COSINE_CASES = (
 
 # A stack of rows the cosine function is tried on, with one vector b (3 rows, 2 numbers each).
 STACK = (np.array([[3.0, 1.0], [2.0, 0.0], [-2.0, -4.0]]), np.array([1.0, 2.0]))
+COSINE_FUNCTION_ATOL = 1e-3   # how far a cosine may be from the right one, in every case (rounding, float16)
 
 
 @exercise("a cosine similarity function", answer=Function("a function of two vectors",
@@ -36,7 +37,7 @@ def cosine_function(answer):
         a, b = np.asarray(a), np.asarray(b)
         reference = float(a @ b / (np.linalg.norm(a) * np.linalg.norm(b)))
         value = as_number(call(answer, a, b, what=f"for {what}"), f"cosine for {what}")
-        problems = list(number_problems(value, reference, f"cosine for {what}"))
+        problems = list(number_problems(value, reference, f"cosine for {what}", atol=COSINE_FUNCTION_ATOL))
         if problems and abs(value - a @ b) < 1e-9:
             yield f"for {what} your function returns the dot product: divide by both norms"
             return
@@ -48,7 +49,7 @@ def cosine_function(answer):
                                           "|a| = √(a·a)"),
             (a @ b / np.linalg.norm(a), "a·b divided by |a| alone: divide by both norms"),
             (a @ b / np.linalg.norm(b), "a·b divided by |b| alone: divide by both norms"),
-        ], atol=1e-6)
+        ], atol=COSINE_FUNCTION_ATOL)
         if named:
             yield f"for {what} your function returns {named}"
             return
@@ -57,7 +58,7 @@ def cosine_function(answer):
             return
     a, b = np.asarray(COSINE_CASES[0][0]), np.asarray(COSINE_CASES[0][1])
     scaled = as_number(call(answer, a, 10 * b, what="with b scaled up 10 times"), "cosine")
-    if abs(scaled - as_number(call(answer, a, b), "cosine")) > 1e-6:
+    if abs(scaled - as_number(call(answer, a, b), "cosine")) > COSINE_FUNCTION_ATOL:
         yield ("your cosine changes when b is scaled up 10 times; "
                "it should depend on direction only")
         return
@@ -70,7 +71,7 @@ def cosine_function(answer):
     elif np.allclose(got, A @ b / (np.linalg.norm(A) * np.linalg.norm(b))):
         yield ("for a stack of rows your function divides by the norm of the whole stack: "
                "each row needs its own norm (np.linalg.norm's axis argument)")
-    elif not np.allclose(got, reference, atol=1e-6):
+    elif not np.allclose(got, reference, atol=COSINE_FUNCTION_ATOL, rtol=0):
         yield "for a stack of 3 rows the cosines are wrong: each row's cosine with b, in row order"
 
 

@@ -82,16 +82,28 @@ def vector_pair(angle_a=10.0, norm_a=3.0, angle_b=60.0, norm_b=2.0):
     angle_a, angle_b = math.fmod(check_number(angle_a, "angle_a"), 360), math.fmod(check_number(angle_b, "angle_b"), 360)
     norm_a = check_number(norm_a, "norm_a", low=0, low_open=True)
     norm_b = check_number(norm_b, "norm_b", low=0, low_open=True)
-    low, high = PAIR_PRODUCT
-    if not low <= norm_a * norm_b <= high:   # a·b and |a| |b| would overflow to inf (or underflow to 0)
-        fail(f"norm_a × norm_b should be from {low:g} to {high:g} (beyond, a·b does not fit a float), but "
-             f"norm_a={norm_a:g} and norm_b={norm_b:g} give {norm_a * norm_b:g}")
+    check_pair_product(norm_a, norm_b)
     a = norm_a * np.array([np.cos(np.radians(angle_a)), np.sin(np.radians(angle_a))])
     b = norm_b * np.array([np.cos(np.radians(angle_b)), np.sin(np.radians(angle_b))])
     dot = float(a @ b)
     cos = dot / (norm_a * norm_b)
     angle = float(np.degrees(np.arccos(np.clip(cos, -1.0, 1.0))))
     return {"a": a, "b": b, "dot": dot, "cos": cos, "angle": angle}
+
+
+def check_pair_product(norm_a, norm_b):
+    """Refuse, before anything is computed, positive norms whose product |a| |b| leaves PAIR_PRODUCT: a·b
+    would overflow to inf (or underflow to 0). The product is named as its logarithms give it (about 1e+309),
+    never as the inf or 0 a float would make of it."""
+    low, high = PAIR_PRODUCT
+    exponent = math.log10(norm_a) + math.log10(norm_b)   # exact enough, and never inf or -inf
+    if not math.log10(low) <= exponent <= math.log10(high):
+        whole = math.floor(exponent)
+        leading = f"{10 ** (exponent - whole):.3g}"
+        if leading == "10":   # 9.9996 rounds up: 1e+309, not 10e+308
+            leading, whole = "1", whole + 1
+        fail(f"norm_a × norm_b should be from {low:g} to {high:g} (beyond, a·b does not fit a float), but "
+             f"norm_a={norm_a:g} times norm_b={norm_b:g} is about {leading}e{whole:+d}")
 
 
 def pair_title(pair):
@@ -109,11 +121,13 @@ def arrow_label(name, v):
 
 
 MAX_ARROWS = 12   # named vectors one picture draws (three rounds of the colours)
+MAX_COORDINATE = 1e300   # the largest coordinate or half-width drawn: matplotlib's axes overflow near 1.8e308
 
 
 def check_arrows(vectors, limit):
-    """(vectors, limit) for ``draw_arrows``: a dict of 1 to MAX_ARROWS names, each with 2 finite numbers,
-    and None (room for the longest arrow) or a positive finite half-width of the axes; else one sentence."""
+    """(vectors, limit) for ``draw_arrows``: a dict of 1 to MAX_ARROWS names, each with 2 finite numbers
+    of size at most MAX_COORDINATE, and None (room for the longest arrow, a quarter more than it) or a
+    positive half-width of the axes up to as much; else one sentence."""
     if not isinstance(vectors, dict) or not 1 <= len(vectors) <= MAX_ARROWS:
         fail(f"vectors should be a dict of 1 to {MAX_ARROWS} named 2-D vectors such as {{'a': (1, 2)}}, "
              f"but got {shown(vectors)}")
@@ -124,10 +138,13 @@ def check_arrows(vectors, limit):
         v = to_numpy(v, f"vector {shown(name)}")
         if v.shape != (2,) or not np.isfinite(v).all():
             fail(f"each vector should be two finite numbers (x, y), but {shown(name)} is {shown(v.tolist())}")
+        if np.abs(v).max() > MAX_COORDINATE:
+            fail(f"each vector should have numbers of size at most {MAX_COORDINATE:g} (larger axes cannot be drawn), "
+                 f"but {shown(name)} is {shown(v.tolist())}")
         checked[name] = v
     if limit is None:
         return checked, 1.25 * max(np.abs(v).max() for v in checked.values()) or 1.0
-    return checked, check_number(limit, "limit", low=0, low_open=True)
+    return checked, check_number(limit, "limit", low=0, low_open=True, high=1.25 * MAX_COORDINATE)
 
 
 def draw_arrows(ax, vectors, limit=None):
@@ -362,6 +379,7 @@ def cosine_table(kv, words):
 
 
 MAX_COSINE_WORDS = 40   # plot_cosines writes every cosine in its cell: 1,600 numbers at most
+COSINE_SLACK = 1e-6     # a cosine computed in float32 or float64 may pass ±1 by its rounding
 
 
 def plot_cosines(table, words, title=None, ax=None):
@@ -378,6 +396,8 @@ def plot_cosines(table, words, title=None, ax=None):
     if table.shape != (len(words), len(words)) or not np.isfinite(table).all():
         fail(f"table should be ({len(words)}, {len(words)}) finite cosines, one per pair of words, but it has "
              f"shape {table.shape}{'' if np.isfinite(table).all() else ' and holds NaN or inf'}")
+    if np.abs(table).max() > 1 + COSINE_SLACK:
+        fail(f"table should hold cosines, from -1 to 1, but it holds {table.flat[np.abs(table).argmax()]:g}")
     check_labels(words, "each word")
     title = check_title(title)
     if ax is None:

@@ -9,7 +9,7 @@ import torch
 
 from ..errors import as_array, check_positive_int, count, fail, shown
 from ..exercises import (Array, Module, Number, close_problems, count_answer, exercise, module_output,
-                         number_problems, numbers)
+                         narrow_float_problem, number_problems, numbers)
 from .compute import (attention_parameters, attention_weights_bytes, induction_score, module_cases,
                       slipped_attention)
 
@@ -99,9 +99,13 @@ def multi_head(run):
                             error=_error_hint(case, cases[0]))
         # a tensor of x's shape (B, T, d_model), as module_output checked; True/False, complex or text: one
         # sentence about the output (NaN is kept: a mask that hides the diagonal gives NaN, named below)
-        out = numbers(out, f"the output on {case['what']}", allow_inf=True, allow_nan=True)
+        given, out = out, numbers(out, f"the output on {case['what']}", allow_inf=True, allow_nan=True)
         if _close(out, expected):
             continue
+        narrow = narrow_float_problem(given, out, expected, f"the output on {case['what']}", 1e-4)
+        if narrow:
+            yield narrow
+            return
         for slip, sentence in SLIP_SENTENCES.items():
             if _close(out, slipped_attention(x, slip_state, case["args"][1], slip).numpy()):
                 yield sentence

@@ -13,7 +13,7 @@ import torch
 
 from ..errors import answer_shape, as_array, check_index, check_positive_int, count, fail, shown
 from ..exercises import (Array, Function, Number, Wrong, as_wholes, call, close_problems, exercise, number_problems,
-                         numbers, sealed)
+                         numbers, sealed, sum_shown as _sum_shown)
 from ..reference import softmax
 from .compute import heads_from_trace
 
@@ -321,15 +321,6 @@ def _narrower(value, q):
     return name(dtype), name(q.dtype), round(-math.log10(resolution))
 
 
-def _sum_shown(x):
-    """A row's sum as a sentence shows it: 3 significant digits, more when 3 would round it to 1."""
-    for digits in range(3, 10):
-        shown_x = f"{x:.{digits}g}"
-        if x == 1 or float(shown_x) != 1:
-            return shown_x
-    return repr(float(x))
-
-
 def _problems(got, case, slips=SLIPS):
     """Sentences naming what is wrong with (out, weights) ``got`` on ``case`` (none when right)."""
     out, weights = got
@@ -374,6 +365,9 @@ def _unnamed(weights, want, where):
                 "(a row with every key hidden, or 0/0?)")
     with np.errstate(over="ignore"):   # weights near 1e308 sum to inf: not 1, as the sentence then says
         sums = weights.sum(-1)
+    if not np.isfinite(sums).all():
+        return (f"the rows of your weights sum to numbers past float64's range (about ±1.8e308) {where}, not 1: "
+                "take the softmax over the keys, after the mask")
     if not np.allclose(sums, 1, atol=1e-4):
         return (f"the rows of your weights sum to between {_sum_shown(sums.min())} and {_sum_shown(sums.max())} {where}, "
                 "not 1: take the softmax over the keys, after the mask")
@@ -396,7 +390,8 @@ def runs_on_k_transposed(answer, case):
 
 
 @exercise("your causal attention", answer=Function("a function causal_attention(q, k, v)",
-          own=("helpers.masking.compute.causal_attention",)), keeps="04")
+          own=("helpers.masking.compute.causal_attention", "helpers.reference.attention",
+               "helpers.qkv.compute.attention_steps", "helpers.qkv.compute.query_step")), keeps="04")
 def causal_attention(answer):
     """``answer(q, k, v)`` -> (out, weights): scaled dot-product attention with the causal mask,
     checked on the cat model's own queries, keys and values against its trace, then on a batch,

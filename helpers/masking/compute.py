@@ -711,6 +711,7 @@ def future_reading(model, world, sentences=None, causal=False):
 
 
 FLOAT32_MAX = float(np.finfo(np.float32).max)   # the largest number a float32 weight holds
+FLOAT32_TINY = float(np.finfo(np.float32).tiny)   # the smallest normal float32: below it a weight loses digits, then is 0
 # dropout_demo's bytes a number at its peak: the row and what training mode returns (float32 each), the
 # random mask nn.Dropout draws on the way (float32) and its True/False copy (1 byte). (count_nonzero counts
 # the zeros without a table of its own: ``(train == 0).sum()`` would make a bool and an int64 table, 9 more.)
@@ -731,6 +732,9 @@ def dropout_demo(p=0.5, n=8, value=0.125, seed=123):
     if abs(value) / (1 - p) > FLOAT32_MAX:   # training mode scales the kept weights by 1/(1-p)
         fail(f"value / (1 - p) should fit a float32 (at most {FLOAT32_MAX:.4g} in size), but value={value:g} "
              f"and p={p:g} give {abs(value) / (1 - p):.4g}")
+    if value != 0 and abs(value) < FLOAT32_TINY:   # a float32 row would round it to 0 or a few bits
+        fail(f"value should be 0 or at least {FLOAT32_TINY:.4g} in size (a float32 keeps nothing smaller whole), "
+             f"but got {value:g}")
     check_bytes(DROPOUT_BYTES * n, f"dropout_demo with n={count(n)}", f"ask for n <= {MAX_BYTES // DROPOUT_BYTES:,}")
     drop, row = nn.Dropout(p), torch.full((n,), float(value))
     with torch.random.fork_rng(devices=[]):   # the Book seeds torch's global generator: put it back after

@@ -10,7 +10,8 @@ import torch
 
 from .. import reference as ref
 from .. import weights, worlds
-from ..exercises import Array, Function, NOT_ANSWERED, call, close_problems, exercise, numbers as output_numbers, slip
+from ..exercises import Array, Function, NOT_ANSWERED, call, close_problems, exercise, narrow_float_problem, \
+    numbers as output_numbers, slip
 from ..model import KVCache, rotate_pairs, sinusoidal_angles, sinusoidal_table
 from ..errors import as_array as numbers, check_answer_shape, check_finite, check_positive_int, count, fail
 from ..heads.compute import check_shipped
@@ -75,7 +76,8 @@ def table_cases(cat):
 
 
 @exercise("your sinusoidal_positions(n, d)", answer=Function("a function sinusoidal_positions(n, d)", own=(
-    "helpers.positions.compute.sinusoidal_positions", "helpers.reference.sinusoidal_positions")), keeps="06")
+    "helpers.positions.compute.sinusoidal_positions", "helpers.reference.sinusoidal_positions",
+    "helpers.model.sinusoidal_table", "helpers.model.sinusoidal_angles", "helpers.model.rotary_cos_sin")), keeps="06")
 def sinusoidal_positions(fn, cat):
     """``fn(n, d)`` -> the (n, d) torch table: row p, pair i = [sin(p w_i), cos(p w_i)],
     w_i = 10000**(-2i/d); equal to the cat model's own positions and the course's table."""
@@ -101,7 +103,8 @@ def sinusoidal_positions(fn, cat):
                        "adds it to float32 embeddings")
                 return
             continue
-        hint = slip(table, table_slips(n, d), atol=TABLE_ATOL) or same_frequencies_problem(table, expected)
+        hint = narrow_float_problem(out, table, expected, f"sinusoidal_positions({n}, {d})", TABLE_ATOL) or \
+            slip(table, table_slips(n, d), atol=TABLE_ATOL) or same_frequencies_problem(table, expected)
         if hint:
             yield f"against {what}: {hint}"
         else:
@@ -170,7 +173,8 @@ def turned_by(fn, x, start, what):
             return None, (f"rotate turns right {what}, but returns {out.dtype} for x of {x.dtype}; keep x's dtype "
                           "(angles from torch.arange(..., dtype=torch.float32), no float64 and no NumPy)")
         return out, None
-    hint = slip(got, turn_slips(x, start), atol=TURN_ATOL)
+    hint = narrow_float_problem(out, got, turned(x, start).numpy(), f"rotate's result {what}", TURN_ATOL) or \
+        slip(got, turn_slips(x, start), atol=TURN_ATOL)
     return None, f"{what}: " + (hint or "the result differs from the model's own turn; pair (e, o) of token t "
                                         "becomes (e·cos a − o·sin a, e·sin a + o·cos a), a = (start + t)·w_i, "
                                         "w_i = 10000**(-2i/d_k)")
@@ -191,7 +195,9 @@ def scores_from(q, k):
 
 
 @exercise("your rotate(x, start=0)", answer=Function("a function rotate(x, start=0)", own=(
-    "helpers.positions.compute.rotate", "helpers.reference.rotate_pairs")), keeps="06")
+    "helpers.positions.compute.rotate", "helpers.reference.rotate_pairs", "helpers.model.rotate_pairs",
+    "helpers.model.rotary_cos_sin", "helpers.model.sinusoidal_angles", "helpers.patching.rotary_rotation",
+    "helpers.positions.compute.offset_rotation")), keeps="06")
 def rotate(fn, induction):
     """``fn(x, start=0)``: x (B, H, T, d_k) with every adjacent pair (2i, 2i+1) of token t turned
     through (start + t)·10000**(-2i/d_k). Run on the shipped induction model's queries and keys

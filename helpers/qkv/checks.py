@@ -11,8 +11,8 @@ import numpy as np
 import torch
 
 from .. import reference as ref
-from ..exercises import (Array, Function, Number, Wrong, as_array, call, close_problems, exercise, number_problems,
-                         numbers, slip)
+from ..exercises import (Array, Function, Number, Wrong, as_array, call, close_problems, exercise, narrow_float_problem,
+                         number_problems, numbers, slip)
 from .compute import (attention_head as course_head, attention_steps, cat_head_cases, primer_toy, three_words,
                       three_words_qkv)
 
@@ -164,17 +164,20 @@ def attention_problem(attention, what, Q, K, V, causal):
     weights = numbers(result[1], f"the weights on {what}", shape=w_ref.shape)
     output = numbers(result[0], f"the output on {what}", shape=out_ref.shape)
     if not np.allclose(weights, w_ref, atol=1e-6):
-        return f"the weights on {what} are off: " + (
-            weight_slip(weights, Q, K, V, causal) or "compare each step with the recipe above")
+        return narrow_float_problem(result[1], weights, w_ref, f"the weights on {what}", 1e-6) or \
+            f"the weights on {what} are off: " + (weight_slip(weights, Q, K, V, causal) or "compare each step with "
+                                                  "the recipe above")
     if not np.allclose(output, out_ref, atol=1e-6):
-        return f"the weights on {what} are right but the output is not: it is weights @ V"
+        return narrow_float_problem(result[0], output, out_ref, f"the output on {what}", 1e-6) or \
+            f"the weights on {what} are right but the output is not: it is weights @ V"
     if not np.allclose(output, torch_attention(Q, K, V, causal), atol=1e-6):
         return f"the output on {what} differs from torch's scaled_dot_product_attention"
     return None
 
 
 @exercise("scaled dot-product attention in NumPy", answer=Function("a function attention(Q, K, V, causal)", own=(
-    "helpers.reference.attention", "helpers.qkv.compute.attention_steps")))
+    "helpers.reference.attention", "helpers.qkv.compute.attention_steps", "helpers.qkv.compute.query_step",
+    "helpers.masking.compute.causal_attention")))
 def attention_function(answer):
     """``answer`` is a function attention(Q, K, V, causal=False) -> (output, weights)
     that equals helpers.reference.attention and torch's scaled_dot_product_attention."""
@@ -321,12 +324,15 @@ def head_problem(head, case):
     arr = as_array(arr, f"the output {where}", shape=(T, d_k))
     if np.allclose(arr, case["expected"].numpy(), atol=HEAD_ATOL):
         return None
+    narrow = narrow_float_problem(out, arr, case["expected"].numpy(), f"the output {where}", HEAD_ATOL)
+    if narrow:
+        return narrow
     hint = slip(arr, [(head_variant(case, **kind), words) for kind, words in HEAD_SLIPS], atol=HEAD_ATOL)
     return f"the output {where} is off: " + (hint or "compare each step with the recipe above it")
 
 
 @exercise("one attention head in torch, checked on the cat model", answer=Function("a function attention_head",
-          own=("helpers.qkv.compute.attention_head",)),
+          own=("helpers.qkv.compute.attention_head", "helpers.qkv.compute.attention_steps", "helpers.model.Attention")),
           keeps="02")
 def attention_head(answer):
     """``answer`` is attention_head(x, W_Q, W_K, W_V, b_Q, b_K, b_V) -> (T, d_k), run on every head of

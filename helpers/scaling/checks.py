@@ -11,8 +11,8 @@ import numpy as np
 
 import torch
 
-from ..exercises import Array, Function, Number, Wrong, call, close_problems, exercise, number_problems, numbers, \
-    sealed, slip
+from ..exercises import Array, Function, Number, Wrong, call, close_problems, exercise, narrow_float_problem, \
+    number_problems, numbers, sealed, slip
 from ..errors import answer_shape, check_positive_int, count, fail
 from .compute import check_weights, layer_case, scaled_scores as course_scores, softmax_jacobian, weight_gradient
 
@@ -198,6 +198,9 @@ def scores_problem(answer, label, args, reference):
     close = lambda a, b: np.allclose(a, b, atol=1e-4, rtol=1e-4)
     if close(scores[seen], reference[seen]) and close(scores, right):
         return None
+    narrow = narrow_float_problem(out, scores, right, f"the scores on {label}", 1e-4)
+    if narrow:
+        return narrow
     if (scores >= 0).all() and np.allclose(scores.sum(-1), 1, atol=1e-4):
         return (f"on {label} every row of your scores sums to 1: those are the softmax weights; return the "
                 "scores before the softmax, q·k / √d_k")
@@ -216,7 +219,8 @@ def scores_problem(answer, label, args, reference):
 
 @exercise("every head's scaled scores, on the cat model",
           answer=Function("a function scaled_scores(x, W_Q, W_K, b_Q, b_K, n_heads)",
-                          own=("helpers.scaling.compute.scaled_scores",)), keeps="03")
+                          own=("helpers.scaling.compute.scaled_scores", "helpers.scaling.compute.layer_case",
+                               "helpers.model.Attention")), keeps="03")
 def layer_scores(answer):
     """``answer`` is a function scaled_scores(x, W_Q, W_K, b_Q, b_K, n_heads) -> (H, T, T), every head's
     q·k / √d_k before the mask, as helpers.scaling.compute.scaled_scores. It runs on the shipped cat

@@ -55,6 +55,27 @@ def check_draws(numbers, what, largest):
 CHUNK_ENTRIES = 1_536_000   # about 6 MB of float32 per chunk of queries or keys
 
 
+def chunk_rows(d):
+    """The rows of d numbers ``raw_scores`` draws at once by default: about CHUNK_ENTRIES numbers, a
+    multiple of 16 (at least 16)."""
+    return max(16, CHUNK_ENTRIES // d // 16 * 16)
+
+
+def check_spread_work(dims, n, smallest, what):
+    """Refuse up front drawing n pairs of d-vectors for each d in ``dims`` (``raw_scores``): more than
+    MAX_NUMBERS random numbers in all, or one chunk of queries, keys and their products (float32)
+    at the largest d past MAX_BYTES. The advice names n, or the dims when even n = ``smallest``
+    (the least n the call takes) is too many."""
+    most_n = MAX_NUMBERS // (2 * sum(dims))
+    advice = (f"ask for n <= {most_n:,}" if most_n >= smallest else
+              f"ask for smaller dims (they add up to {count(sum(dims))}, at most {MAX_NUMBERS // (2 * smallest):,} "
+              f"allowed)")
+    check_draws(2 * n * sum(dims), f"{what} with n={count(n)}", advice)
+    d, rows = max(dims), min(n, chunk_rows(max(dims)))
+    check_bytes(12 * rows * d, f"{what} at d={count(d)} ({count(rows)} pairs at once)",
+                f"ask for d <= {MAX_BYTES // (12 * rows):,}")
+
+
 def raw_scores(d, n, generator, chunk=None):
     """(n,) dot products q·k of n pairs of standard-normal d-vectors, drawn as the Book does:
     all n queries (n, d) first, then all n keys (n, d), from one generator.
@@ -66,7 +87,7 @@ def raw_scores(d, n, generator, chunk=None):
     d = 768, more at smaller d: torch draws small blocks of normals several times slower).
     """
     if chunk is None:
-        chunk = max(16, CHUNK_ENTRIES // d // 16 * 16)
+        chunk = chunk_rows(d)
     if chunk % 16:
         fail(f"chunk should be a multiple of 16 to replay torch's random stream, but got {chunk}")
     query_gen = torch.Generator().set_state(generator.get_state())
@@ -90,7 +111,7 @@ def dot_spread(dims=(2, 4, 64, 768), n=100_000, seed=123):
     """
     dims = check_dims(dims)
     n, seed = check_positive_int(n, "n", minimum=2), check_seed(seed)   # one pair has no spread
-    check_draws(2 * n * sum(dims), f"dot_spread with n={count(n)}", f"ask for n <= {MAX_NUMBERS // (2 * sum(dims)):,}")
+    check_spread_work(dims, n, 2, "dot_spread")
     check_bytes(8 * n * (len(dims) + 3), f"dot_spread with n={count(n)}",
                 f"ask for n <= {MAX_BYTES // (8 * (len(dims) + 3)):,}")
     generator = torch.Generator().manual_seed(seed)
@@ -342,7 +363,7 @@ def spread_figure(spread=None, dims=(4, 64, 768), n=20_000, seed=123):
         drawn = given_scores(spread, dims)
     else:
         n, seed = check_positive_int(n, "n"), check_seed(seed)
-        check_draws(2 * n * sum(dims), f"spread_figure with n={count(n)}", f"ask for n <= {MAX_NUMBERS // (2 * sum(dims)):,}")
+        check_spread_work(dims, n, 1, "spread_figure")
         most = MAX_BYTES // (8 * len(dims) + PANEL_BYTES)   # every panel's scores (float64), and one panel's tables
         check_bytes((8 * len(dims) + PANEL_BYTES) * n, f"spread_figure with n={count(n)}", f"ask for n <= {most:,}")
         generator = torch.Generator().manual_seed(seed)
@@ -708,7 +729,9 @@ def layer_case(model, words, layer=0, world=None):
     """One layer of ``model`` on one prompt, as chapter 03's exercise uses it: a dict of x (T, d_model),
     the layer's W_Q, W_K, b_Q, b_K, n_heads, and the trace's scores (H, T, T), -inf above the diagonal.
     words: a list of the world's words, read by ``world``'s tokenizer (None: the cat world's); a model
-    whose vocabulary is not the world's is refused (its ids would name other words)."""
+    whose vocabulary is not the world's is refused (its ids would name other words). A model without
+    biases gets zero biases (its scores are those of x @ W_Q + 0); a model whose scores are not
+    ``scaled_scores``' q·k/√d_k of these pieces (rotary positions, keys shared by several heads) is refused."""
     from ..explorer import check_model_and_world
     from ..worlds import cat_world
     check_model(model)
@@ -717,10 +740,26 @@ def layer_case(model, words, layer=0, world=None):
     if layer >= len(model.blocks):
         fail(f"layer should be one of the model's {len(model.blocks)} layers (0..{len(model.blocks) - 1}), "
              f"but got {layer}")
+    check_plain_scores(model)
     trace = model(world.tokenizer.encode(words), trace=True)
     attn = model.blocks[layer].attn
-    return dict(x=trace[f"L{layer}.ln1"], W_Q=attn.W_Q.detach(), W_K=attn.W_K.detach(), b_Q=attn.b_Q.detach(),
-                b_K=attn.b_K.detach(), n_heads=attn.n_heads, scores=trace[f"L{layer}.scores"])
+    b_Q, b_K = (torch.zeros(attn.W_Q.shape[1], dtype=attn.W_Q.dtype) if b is None else b.detach()
+                for b in (attn.b_Q, attn.b_K))
+    return dict(x=trace[f"L{layer}.ln1"], W_Q=attn.W_Q.detach(), W_K=attn.W_K.detach(), b_Q=b_Q,
+                b_K=b_K, n_heads=attn.n_heads, scores=trace[f"L{layer}.scores"])
+
+
+def check_plain_scores(model):
+    """Refuse a model whose attention scores are not q·k/√d_k of x @ W_Q + b_Q and x @ W_K + b_K, head by
+    head (what ``scaled_scores`` computes): rotary positions turn q and k first, and shared key heads
+    (n_kv_heads) give W_K fewer columns than W_Q."""
+    cfg = model.cfg
+    if cfg.positions == "rotary":
+        fail("layer_case should get a model whose scores scaled_scores computes, without rotary positions, "
+             "but this one has positions='rotary'")
+    if cfg.n_kv_heads not in (0, cfg.n_heads):
+        fail(f"layer_case should get a model with a key head per query head (scaled_scores splits W_K as W_Q), "
+             f"but this one has n_kv_heads={cfg.n_kv_heads} for n_heads={cfg.n_heads}")
 
 
 @measure
