@@ -572,8 +572,10 @@ def test_checks_accept_the_answers_and_name_the_slips(smol):
     assert "not bytes" in checks.kv_growth.feedback(lambda m, i: kv_growth(m, i, scale=0.25), model, prompt)[0]
     per_head = lambda m, i: 2 * m.cfg.n_layers * m.cfg.n_heads * m.cfg.d_k * 4
     assert "per query head" in checks.kv_growth.feedback(per_head, model, prompt)[0]
-    formula = lambda m, i: real.kv_bytes_per_token(m.cfg)
+    formula = lambda m, i: 2 * m.cfg.n_layers * m.cfg.n_kv_heads * m.cfg.d_k * 4
     assert checks.kv_growth.feedback(formula, model, prompt) == []   # the sizes' formula agrees with the measure
+    courses = lambda m, i: real.kv_bytes_per_token(m.cfg)   # the course's own formula is no answer (own=)
+    assert "course's own" in checks.kv_growth.feedback(courses, model, prompt)[0]
     assert checks.kv_growth.feedback(lambda m, i: kv_growth(m, i) / 1e6 * 1e6 - 1e-9, model, prompt) == []
     assert "8 bytes" in checks.kv_growth.feedback(lambda m, i: kv_growth(m, i, scale=2), model, prompt)[0]
     assert "did not grow" in checks.kv_growth.feedback(lambda m, i: 0, model, prompt)[0]

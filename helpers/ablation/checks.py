@@ -425,7 +425,8 @@ def _attribution_variants(model, parts, direction, scale):
 
 @exercise("direct logit attribution with a frozen scale",
           answer=Function("a function direct_attribution(model, parts, direction, scale)",
-                          own=("helpers.patching.direct_logit_attribution", "helpers.patching.attribute")))
+                          own=("helpers.patching.direct_logit_attribution", "helpers.patching.attribute",
+                               "helpers.patching.direct_effects", "helpers.ablation.compute.induction_direct_effects")))
 def direct_attribution(answer, model, parts, direction, scale):
     """answer(model, parts, direction, scale) -> {name: float}: each part's direct contribution to
     direction · logits with the final norm's scale frozen at ``scale`` (``patching.attribute``)."""

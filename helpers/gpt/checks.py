@@ -15,7 +15,8 @@ import torch
 from .. import grading, worlds
 from ..errors import check_text, fail, shown
 from ..explorer import check_model_and_world
-from ..exercises import Function, Module, NOT_ANSWERED, Seen, Wrong, call, exercise, model_kept, numbers
+from ..exercises import Function, Module, NOT_ANSWERED, Seen, Wrong, call, exercise, model_kept, narrow_float_problem, \
+    numbers
 from . import compute, corpus
 from . import tokenize as tk
 
@@ -160,7 +161,7 @@ def merge_words(train_text):
 
 
 @exercise("your BPE merge step", answer=Function("a function merge_step(words) -> (pair, merged_words)",
-          own=("helpers.gpt.tokenize.merge_step",)))
+          own=("helpers.gpt.tokenize.merge_step", "helpers.gpt.tokenize.train_bpe")))
 def merge_step(fn, train_text):
     """``fn(words)`` returns (the pair merged, the words after merging it) as ``tk.merge_step``;
     on the first MERGE_TEXT characters of ``train_text`` its pair is the library's first merge."""
@@ -284,10 +285,15 @@ def gpt_module(run, cat):
         yield (f"on the cat world (ids of shape {tuple(ids.shape)}) forward returned shape {tuple(out.shape)}; "
                f"it should return logits of shape {tuple(expected.shape)}, one row of vocab_size per position")
         return
-    out = numbers(out, "the logits on the cat world", shape=tuple(expected.shape))
+    given, out = out, numbers(out, "the logits on the cat world", shape=tuple(expected.shape))
     real = (torch.arange(ids.shape[1])[None] < lengths[:, None]).numpy()
     gap = float(np.abs(out - expected.double().numpy())[real].max())
     if gap <= GPT_ATOL:
+        return
+    narrow = narrow_float_problem(given, out[real], expected.double().numpy()[real], "the logits on the cat world",
+                                  GPT_ATOL)
+    if narrow:
+        yield narrow
         return
     for slip in compute.ASSEMBLY_SLIPS:
         wrong = compute.slipped_logits(cat, ids, slip).double().numpy()

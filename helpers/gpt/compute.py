@@ -25,7 +25,7 @@ from torch import nn
 
 from .. import worlds
 from ..errors import CourseInputError, check_bytes, check_number, check_positive_int, check_seed, check_switch, \
-    check_text, count, fail, message_of, shown, to_numpy
+    check_tensor, check_text, count, fail, message_of, shown, to_numpy
 from ..heads.compute import MultiHeadAttention, copy_losses
 from ..model import MAX_TOKENS, Config, Transformer, eval_mode
 from ..normalization.compute import Block, LayerNorm
@@ -99,6 +99,14 @@ def check_module(model):
     return model
 
 
+def check_weights(model):
+    """Refuse in one sentence a model whose parameters or buffers are no tensors of numbers in memory
+    (``errors.check_tensor``: a model made on the meta device holds none, and loading into it does nothing)."""
+    for name, tensor in [*model.named_parameters(), *model.named_buffers()]:
+        check_tensor(tensor, f"the model's {name}")
+    return model
+
+
 def config_of(model):
     """The Config of a model that carries one (``model.cfg``), else a sentence."""
     cfg = getattr(model, "cfg", None)
@@ -111,13 +119,14 @@ def config_of(model):
 def check_tokenizer(tokenizer, cfg):
     """A text tokenizer of the model's vocabulary (a CharTokenizer: ``vocab``, ``encode(text)``,
     ``text(ids)``, as many tokens as the model's vocab_size), else one sentence; return it."""
-    if not all(hasattr(tokenizer, name) for name in ("vocab", "encode", "text")):
+    vocab, encode, text = (worlds.tokenizer_part(tokenizer, name) for name in ("vocab", "encode", "text"))
+    if vocab is None or not callable(encode) or not callable(text):
         fail(f"tokenizer should be the model's tokenizer (a CharTokenizer, with vocab, encode and text), "
              f"but got {type(tokenizer).__name__} {shown(tokenizer)}")
-    size = len(tokenizer.vocab) if hasattr(tokenizer.vocab, "__len__") else None
+    size = len(vocab) if isinstance(vocab, (list, tuple, str, dict)) else None   # (a learner's __len__ may lie)
     if size != cfg.vocab_size:
         fail(f"tokenizer should have the model's {cfg.vocab_size:,} tokens (vocab_size), but its vocab has "
-             f"{shown(size) if size is not None else shown(tokenizer.vocab)}: is it the model's own tokenizer?")
+             f"{shown(size) if size is not None else shown(vocab)}: is it the model's own tokenizer?")
     return tokenizer
 
 
@@ -125,9 +134,9 @@ def as_transformer(model):
     """The course's Transformer holding ``model``'s parameters (the same names, so they load as
     they are): the trace, the switches and the explorers then come for free. The second model is counted
     beside the first before it is made: two copies above MAX_BYTES are refused."""
-    check_module(model)
-    cfg = config_of(model)
+    cfg = config_of(check_module(model))
     course_train.check_copies(model, 2, "as_transformer(model) (the course's Transformer beside your model)")
+    check_weights(model)
     course = Transformer(cfg, seed=None)
     own, wanted = model.state_dict(), course.state_dict()
     differ = sorted(set(own) ^ set(wanted)) or [n for n in wanted if own[n].shape != wanted[n].shape]
@@ -142,9 +151,9 @@ def small_start(model, seed=0):
     """Give ``model`` the first parameters of Transformer(model.cfg, seed) (the course's small
     start: embeddings N(0, 0.02²), so the first loss is near ln V). Returns the model. The fresh
     Transformer is counted beside the model before it is made: two copies above MAX_BYTES are refused."""
-    check_module(model)
-    cfg, seed = config_of(model), check_seed(seed)
+    cfg, seed = config_of(check_module(model)), check_seed(seed)
     course_train.check_copies(model, 2, "small_start(model) (a fresh Transformer of its config beside it)")
+    check_weights(model)
     start = Transformer(cfg, seed=seed)
     ours, theirs = start.state_dict(), model.state_dict()   # compared before anything is written
     for name in sorted(set(ours) | set(theirs)):
@@ -484,6 +493,10 @@ class LoopLate(Stop):
     callback (not an Exception, so a loop's own ``except Exception`` does not keep it going)."""
 
 
+class PassesLate(Stop):
+    """Raised by ``step_seconds``' watchdog inside timed passes that ran past the time they were given."""
+
+
 LIVE_COPIES = 6   # the model's copies a live run holds while the course's loop trains (live_run)
 LATE_SECONDS = 5.0   # how long past its time a loop that does not stop at its callback may run before it is stopped
 
@@ -502,15 +515,19 @@ def stopped_after(seconds, exception, function, *args, **kwargs):
         torch.set_grad_enabled(grad)
 
 
-def step_seconds(model, train_ids, batch, context, trials=3):
+def step_seconds(model, train_ids, batch, context, trials=3, within=None):
     """(seconds of one training pass, seconds of one sampling pass) of ``model`` here: a few forward
     and backward passes on a copy (the model itself is not changed), the fastest counted.
     trials: 1 to MAX_TRIALS (each is one training pass and one sampling pass). Counted up front: the copy
     (``train.check_batch`` counts the model's copies in training, more than the copy and its gradients
-    held here) and the passes' time (at most about MAX_SECONDS, ``pass_seconds``)."""
+    held here) and the passes' time (at most about MAX_SECONDS, ``pass_seconds``, from the sizes alone).
+    within (seconds, or None): the passes are stopped once they have run that long (a model slower than
+    its sizes say, a learner's forward with a Python loop in it), and the call refused in one sentence."""
     import copy
 
     trials = check_positive_int(trials, "trials")
+    if within is not None:
+        within = check_number(within, "within", low=0, high=MAX_LIVE_SECONDS, low_open=True)
     if trials > MAX_TRIALS:
         fail(f"trials should be at most {MAX_TRIALS} (each is a training pass), but got {count(trials)}")
     check_module(model)
@@ -529,7 +546,15 @@ def step_seconds(model, train_ids, batch, context, trials=3):
     probe = copy.deepcopy(model).train()
     x, y = windows(train_ids, batch, context, torch.Generator().manual_seed(0))
     with torch.enable_grad():
-        return timed_passes(probe, x, y, trials)
+        if within is None:
+            return timed_passes(probe, x, y, trials)
+        try:
+            return stopped_after(within, PassesLate, timed_passes, probe, x, y, trials)
+        except PassesLate:
+            pass   # (the sentence below, raised outside this handler: no stop in its traceback)
+    fail(f"the model's {trials + 1} timed passes on {count(batch)} windows of {count(context)} tokens should end "
+         f"within {within:.1f} s here, but they ran longer: this model is too slow for a live run of that length "
+         f"(give it more seconds, a smaller batch or a faster model)")
 
 
 def timed_passes(probe, x, y, trials):
@@ -560,7 +585,7 @@ def plan_live_run(model, train_ids, batch, context, seconds, eval_every, eval_ba
     batch, context = check_positive_int(batch, "batch"), course_train.check_context(model, context)
     check_evaluation(config_of(model), eval_batches, batch, context)
     check_sample(config_of(model), sample_chars, context)     # the sample after the run: before it trains
-    train_pass, sample_pass = step_seconds(model, train_ids, batch, context)
+    train_pass, sample_pass = step_seconds(model, train_ids, batch, context, within=seconds / 2)   # half: to time
     training = seconds - 3.0 * sample_chars * sample_pass - 3.0
     if training <= 0:
         fail(f"seconds should leave time to train once the sample is drawn (more than about {seconds - training:.0f} s here), "
@@ -606,8 +631,8 @@ class LiveRun:
     def callback(self, losses, val_losses):
         """Called by the loop after every step with the losses so far (a list of finite numbers, and a dict
         {step: finite number}; checked: the ones checked at the last call are not read again)."""
-        start = len(self.losses) if isinstance(losses, (list, tuple)) and len(losses) >= len(self.losses) else 0
-        self.losses, self.val = checked_losses(losses, val_losses, "callback should be given", start)
+        kept = self.losses if isinstance(losses, (list, tuple)) and len(losses) >= len(self.losses) else []
+        self.losses, self.val = checked_losses(losses, val_losses, "callback should be given", kept)
         self.bar.update(len(self.losses) - self.bar.n)
         if time.perf_counter() - self.drawn > self.every:
             self.show()
@@ -660,17 +685,19 @@ class LiveRun:
 
 def _loss_value(v):
     """A loss as a float (a Python or NumPy number, or a one-element float tensor), else None."""
-    if isinstance(v, torch.Tensor) and v.numel() == 1 and v.is_floating_point():
+    if isinstance(v, torch.Tensor) and v.numel() == 1 and v.is_floating_point() and v.device.type != "meta":
         return float(v.detach())
     if isinstance(v, (int, float, np.integer, np.floating)) and not isinstance(v, (bool, np.bool_)):
         return float(v)
     return None
 
 
-def checked_losses(losses, val_losses, head, start=0):
+def checked_losses(losses, val_losses, head, kept=()):
     """(losses, val_losses) as a list of floats and a dict {int step: float}, else one sentence beginning
     with ``head`` ("loop should return", "callback should be given"); a loss that is not finite is said
-    (the run diverged), not drawn. Losses before ``start`` are taken as checked already (the callback's)."""
+    (the run diverged), not drawn. ``kept``: the floats of the first losses, checked already (the callback's
+    earlier calls): those entries are not read again, and the floats are kept, never the loop's own objects."""
+    start = len(kept)
     new = [_loss_value(v) for v in losses[start:]] if isinstance(losses, (list, tuple)) else [None]
     val = {step: _loss_value(v) for step, v in val_losses.items()} if isinstance(val_losses, dict) else {0: None}
     if None in new or None in val.values() or \
@@ -682,7 +709,7 @@ def checked_losses(losses, val_losses, head, start=0):
         if step is not None:
             fail(f"{head} finite losses, but the {name} at step {step} is {bad}: the run diverged "
                  f"(a smaller lr, or clipping the gradients, may help)")
-    return list(losses[:start]) + new, {int(k): v for k, v in val.items()}
+    return list(kept) + new, {int(k): v for k, v in val.items()}
 
 
 def loop_result(out, run):
@@ -800,6 +827,16 @@ def pass_seconds(cfg, windows, context, batch, fused=True):
     scores = 0 if fused else windows * cfg.n_layers * cfg.n_heads * context * context
     return tokens * (token_macs(cfg, context) * SECONDS_PER_MAC + SECONDS_PER_TOKEN) + calls * SECONDS_PER_PASS \
         + scores * SECONDS_PER_SCORE
+
+
+def cached_seconds(cfg, rows, prompt, n_new):
+    """About how many seconds here ``samples_at`` takes: the pass over ``rows`` copies of a ``prompt`` of that
+    many tokens, then ``n_new`` passes of one new token per row, each reading its keys from the cache (up to
+    prompt + n_new of them, counted at that many for every pass)."""
+    keys = prompt + n_new
+    step = rows * (token_macs(cfg, keys) * SECONDS_PER_MAC + SECONDS_PER_TOKEN
+                   + cfg.n_layers * cfg.n_heads * keys * SECONDS_PER_SCORE) + SECONDS_PER_PASS
+    return pass_seconds(cfg, rows, prompt, rows, fused=False) + n_new * step
 
 
 def check_seconds(seconds, what, advice):
@@ -1183,11 +1220,14 @@ def samples_at(model, tokenizer, prompt, n_new, temperatures, seed=0):
     for t in temperatures:
         check_sampling(t, vocab_size=cfg.vocab_size)
         if t <= 0:
-            fail(f"each temperature should be above 0 (for the greedy choice use chapter 09's generate), "
-                 f"but got {shown(t)}")
+            fail(f"each temperature should be above 0 (samples_at draws at random; temperature 0, the greedy choice, "
+                 f"is gpt.sample_text(model, tokenizer, prompt, n_new, temperature=0)), but got {shown(t)}")
     seed = check_seed(seed)
     rows = len(temperatures)
     start = torch.tensor(prompt_ids(tokenizer, prompt, cfg.vocab_size))   # (T,): encode may give a list or an array
+    check_seconds(cached_seconds(cfg, rows, len(start), n_new),
+                  f"sampling {count(n_new)} tokens for each of {rows} temperatures after a prompt of "
+                  f"{count(len(start))} tokens", "draw fewer tokens, at fewer temperatures")
     model = model if isinstance(model, Transformer) else as_transformer(model)   # the cache is the Transformer's
     # the cache holds the prompt and every drawn token: learned positions stop at n_max, the others at MAX_TOKENS
     limit, why = (cfg.n_max, f"the model's n_max={cfg.n_max}") if cfg.positions == "learned" else \

@@ -16,9 +16,9 @@ import torch
 import torch.nn.functional as F
 from torch import nn
 
-from ..errors import CourseInputError, check_bytes, count, check_number, check_positive_int, check_seed, fail, shown, type_name
+from ..errors import check_bytes, count, check_number, check_positive_int, check_seed, fail, gib, shown, type_name
 from ..model import Attention, eval_mode
-from ..training import Snapshot, check_lr, check_stop_after, stopped
+from ..training import check_lr, check_stop_after, put_back_on_error
 from .corpus import check_ids, windows
 
 MAX_STEPS = 100_000     # the most updates one call trains (the shipped model took 5,400; a live run about 1,000)
@@ -149,31 +149,6 @@ def train(model, train_ids, val_ids, steps=5000, batch=64, context=256, lr=1e-3,
                    eval_every, eval_batches, seed, callback, time_limit, last)
 
 
-@contextlib.contextmanager
-def put_back_on_error(model, where, passed=()):
-    """Run the block; if it stops on an error, put back what a training run changes (``Snapshot``: the
-    model's weights, gradients and train/eval mode, torch's global random state) and say one sentence
-    naming ``where`` and the error (``training.stopped``); on an interrupt (the stop button) put it back
-    and pass the interrupt on. Errors of the types ``passed`` (the live run's TimeUp) pass untouched."""
-    snapshot = Snapshot(model)
-    try:
-        yield
-    except passed:
-        raise
-    except Exception as error:   # noqa: BLE001 (the learner's callback, a model or a loop of the learner's)
-        snapshot.restore()
-        if getattr(error, "put_back", False):   # an inner run has put the model back and said so already
-            raise
-        try:
-            stopped(error, where)
-        except CourseInputError as sentence:
-            sentence.put_back = True
-            raise
-    except BaseException:   # an interrupt: the model put back, the interrupt passed on
-        snapshot.restore()
-        raise
-
-
 def check_trainable(model):
     """Refuse up front a model that backward cannot train: every parameter must require grad (a model
     left frozen by an experiment, ``model.requires_grad_(False)``, has no gradient to step with)."""
@@ -269,7 +244,7 @@ def check_batch(model, batch, context, grad=False):
     if not grad:
         check_bytes(need, batch_text, "use a smaller batch")
         return
-    check_bytes(need + training_bytes(model), f"training on {batch_text}, with the model's {gib(weight_bytes(model))} "
+    check_bytes(need + training_bytes(model), f"training on {batch_text}, with the model's {gib(weight_bytes(model), digits=2)} "
                 "of weights held about five times (the weights, their gradients, AdamW's two moments and a copy kept to "
                 "put them back on an error)", "use a smaller model (fewer or narrower layers) or a smaller batch")
 
@@ -282,11 +257,6 @@ def tensor_bytes(tensors):
 def weight_bytes(model):
     """The bytes of one whole copy of ``model``'s parameters (a weight two layers share counted once)."""
     return tensor_bytes(model.parameters())
-
-
-def gib(size):
-    """A number of bytes as a sentence shows it, in GiB: '0.34 GiB'."""
-    return f"{size / 2**30:,.2f} GiB"
 
 
 def training_bytes(model):
@@ -305,7 +275,7 @@ def check_copies(model, copies, what, advice="use a smaller model (fewer or narr
     and its gradients: 3). ``what`` names the call, e.g. 'small_start' (one sentence, with the need and
     the limit); call it before the first copy is made."""
     size = weight_bytes(model)
-    check_bytes(copies * size, f"{what}, which holds the model's {gib(size)} of weights {copies} times", advice)
+    check_bytes(copies * size, f"{what}, which holds the model's {gib(size, digits=2)} of weights {copies} times", advice)
 
 
 def check_vocabulary(model, *texts):

@@ -230,7 +230,8 @@ def module_error(message, args):
 
 
 @exercise("your MLP module", answer=Module("an nn.Module class MLP(d_model, d_ff, bias=True)",
-          own=("helpers.mlp.compute.MLP", "helpers.model.MLP")), keeps="07")
+          own=("helpers.mlp.compute.MLP", "helpers.model.MLP", "helpers.mlp.compute.mlp_forward",
+               "helpers.mlp.compute.apply_block_mlp")), keeps="07")
 def mlp_module(run, cat, dragon):
     """``run``: the learner's class MLP as a ``run(args, state, *inputs)`` (helpers.exercises.Module).
     It must equal the shipped cat and dragon models' MLPs (their state_dicts loaded by name) on

@@ -10,7 +10,8 @@ import numpy as np
 from .. import exercises
 from .. import reference as ref
 from .. import worlds
-from ..exercises import Array, Function, Module, Wrong, as_whole, call, close_problems, exercise, numbers, slip
+from ..exercises import Array, Function, Module, Wrong, as_whole, call, close_problems, exercise, narrow_float_problem, \
+    numbers, slip
 from ..errors import check_finite, check_number, check_positive_int, count, fail, shown, to_numpy
 from ..heads.compute import check_shipped
 from ..mlp.checks import float32_model, state_keys_sentence
@@ -77,7 +78,8 @@ def trace_points(trace, names):
 
 
 @exercise("a LayerNorm function", answer=Function("a function of x, gamma and beta", own=(
-    "helpers.reference.layer_norm", "helpers.normalization.compute.layer_norm_steps")))
+    "helpers.reference.layer_norm", "helpers.normalization.compute.layer_norm_steps",
+    "helpers.normalization.compute.layer_norm_by_hand", "helpers.normalization.compute.LayerNorm")))
 def layer_norm_function(answer):
     """``answer`` is a function layer_norm(x, gamma, beta) normalising the last axis of x."""
     for x, gamma, beta, what in LN_CASES:
@@ -89,11 +91,12 @@ def layer_norm_function(answer):
             out = call(answer, x, g, b, what=f"on {what}")
         except Wrong as wrong:
             raise Wrong(keepdim_hint(str(wrong), "keepdims=True")) from None
-        out = numbers(out, f"the output for {what}", shape=x.shape)
+        given, out = out, numbers(out, f"the output for {what}", shape=x.shape)
         expected = ref.layer_norm(x, g, b)
         if np.allclose(out, expected, atol=1e-3):
             continue
-        hint = layer_norm_slip(out, x, g, b, with_affine=gamma is not None)
+        hint = narrow_float_problem(given, out, expected, f"the output for {what}", 1e-3) or \
+            layer_norm_slip(out, x, g, b, with_affine=gamma is not None)
         if hint:
             yield f"for {what} {hint}"
         else:
@@ -252,7 +255,8 @@ def module_problems(run, cases, variants, name, what_it_does, error=str):
 
 
 @exercise("your LayerNorm module", answer=Module("an nn.Module class LayerNorm(d, eps=1e-5)",
-          own=("helpers.normalization.compute.LayerNorm",)), keeps="08")
+          own=("helpers.normalization.compute.LayerNorm", "helpers.reference.layer_norm",
+               "helpers.normalization.compute.layer_norm_steps", "helpers.normalization.compute.layer_norm_by_hand")), keeps="08")
 def layer_norm_module(run, cat):
     """``run``: the learner's class LayerNorm as a ``run(args, state, *inputs)``. It must equal
     the cat model's four LayerNorms (their state_dicts loaded by name: weight, bias) on the

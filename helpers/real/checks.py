@@ -125,7 +125,8 @@ def count_problem(value, right, name):
 
 @exercise("the parameters of one layer of any course model",
           answer=Function("a function layer_parameters(cfg)", own=(
-              "helpers.real.compute.parameter_formula", "helpers.mlp.compute.layer_parameters")))
+              "helpers.real.compute.parameter_formula", "helpers.mlp.compute.layer_parameters",
+              "helpers.mlp.compute.block_counts", "helpers.real.compute.parameters_counted")))
 def layer_parameters(answer, cfg):
     """answer(cfg) -> the parameters of one layer of a model configured by cfg (a helpers.model.Config),
     for seven Configs that each add one choice (no MLP, no norms, no biases, shared key/value heads,
@@ -191,7 +192,7 @@ def scan_slips(w, length, right_previous, right_induction):
 @exercise("a scan of every head's previous-token and induction scores",
           answer=Function("a function head_scan(model, ids, length)", own=(
               "helpers.real.compute.head_scores", "helpers.heads.compute.previous_token_score",
-              "helpers.heads.compute.induction_score")))
+              "helpers.heads.compute.induction_score", "helpers.heads.compute.head_scores")))
 def head_scan(answer, model, ids, length):
     """answer(model, ids, length) -> (previous, induction), each (layers, heads): chapter 05's two
     scores of every head on ids = <start> a_1..a_L a_1..a_L; run on ``ids`` and on random tokens
@@ -280,7 +281,8 @@ def whole_bytes(got, name):
 
 
 @exercise("the KV cache's growth per token, measured", answer=Function("a function kv_growth(model, ids)", own=(
-    "helpers.real.checks.measured_growth", "helpers.sampling.compute.kv_cache_bytes")))
+    "helpers.real.checks.measured_growth", "helpers.sampling.compute.kv_cache_bytes",
+    "helpers.real.compute.kv_bytes_per_token", "helpers.sampling.compute.cache_bytes", "helpers.real.checks.cache_bytes")))
 def kv_growth(answer, model, ids):
     """answer(model, ids) -> the bytes a KVCache filled with ``ids`` (T,) grows by when one more token
     is fed; run on SmolLM2 with ``ids`` and on a small model whose 4 query heads share 2 key/value
@@ -451,7 +453,7 @@ ABLATION_SLIPS = [
           answer=Function("a function ablated_copy_loss(model, seqs, heads_off)", own=(
               "helpers.real.checks.ablation_variants", "helpers.real.circuit.copy_loss",
               "helpers.real.circuit.mean_ablation", "helpers.patching.mean_head_outputs",
-              "helpers.patching.ablation_replace")))
+              "helpers.patching.ablation_replace", "helpers.real.circuit.copy_effects")))
 def ablated_copy_loss(answer, model, seqs, heads_off):
     """answer(model, seqs, heads_off) -> the mean second-copy loss (nats) with each head of heads_off
     replaced, position by position, by its mean output over seqs (repeated sequences (N, 2L+1))."""

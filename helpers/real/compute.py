@@ -5,6 +5,7 @@ Also the short real-model views of chapters 05-10 (``induction_view``, ``rotary_
 the model (and tokenizer) from ``load()``; nothing here imports widgets.
 """
 import math
+import struct
 import time
 
 import numpy as np
@@ -15,7 +16,7 @@ from .. import reference as ref
 from ..errors import check_bytes, check_finite, check_tensor, count, check_index, check_number, check_positive_int, check_seed, check_switch, \
     check_text as check_string, fail, shown, whole
 from ..heads import compute as heads
-from ..model import MAX_TRACE_BYTES, Config, KVCache, attention_floats, mlp_floats
+from ..model import MAX_TOKENS, MAX_TRACE_BYTES, Config, KVCache, attention_floats, mlp_floats
 from . import smollm2
 from .circuit import capture
 from .smollm2 import MAX_REAL_WORK, REAL_PASS_WORK, check_net, check_real_passes, check_tok, real_work  # noqa: F401  (the chapter's names)
@@ -148,8 +149,8 @@ def memory_mb(model, path=None):
     KV cache for 1,000 tokens."""
     import os
 
-    if path is not None and not (isinstance(path, (str, os.PathLike)) and os.path.isfile(path)):
-        fail(f"path should name the model's file on disk, but got {shown(path)}, which is no file")
+    if path is not None:
+        check_gguf_file(path)
     check_net(model)
     if path is None and smollm2.original_state(model) is None:   # not the loaded SmolLM2: its file is not this one's
         fail(f"path should name this model's file on disk (the default, {smollm2.FILENAME}, is real.load()'s model's "
@@ -157,6 +158,33 @@ def memory_mb(model, path=None):
     weights = sum(p.numel() * p.element_size() for p in model.parameters())
     return dict(file=os.path.getsize(path or smollm2.gguf_path()) / 1e6, weights=weights / 1e6,
                 kv_per_1k_tokens=1000 * kv_bytes_per_token(model.cfg) / 1e6)
+
+
+GGUF_HEADER = struct.Struct("<4sIQQ")   # a GGUF file's first 24 bytes: b"GGUF", its version, tensor and metadata counts
+
+
+def check_gguf_file(path):
+    """Refuse, in one sentence, a ``path`` that names no GGUF file on disk: not a regular file (a folder, a
+    pipe, a device), unreadable (/proc/self/mem), or one whose first 24 bytes are not a GGUF header (the
+    magic b"GGUF", version 2 or 3, at least one tensor): an empty or junk file is no model's file. Only
+    those 24 bytes are read."""
+    import os
+
+    if not (isinstance(path, (str, os.PathLike)) and os.path.isfile(path)):
+        fail(f"path should name the model's GGUF file on disk, but got {shown(path)}, which is no file")
+    try:
+        with open(path, "rb") as file:
+            head = file.read(GGUF_HEADER.size)
+    except OSError as error:
+        fail(f"path should name the model's GGUF file on disk, but {shown(str(path))} cannot be read "
+             f"({error.strerror or type(error).__name__})")
+    if len(head) < GGUF_HEADER.size:
+        fail(f"path should name the model's GGUF file on disk (at least {GGUF_HEADER.size} bytes of header), but "
+             f"{shown(str(path))} holds {len(head)} bytes")
+    magic, version, tensors, _ = GGUF_HEADER.unpack(head)
+    if magic != b"GGUF" or version not in (2, 3) or tensors < 1:
+        fail(f"path should name the model's GGUF file on disk (starting with b'GGUF', version 2 or 3, with "
+             f"tensors), but {shown(str(path))} starts with {head[:8]!r}")
 
 
 def peak_memory_mb():
@@ -473,11 +501,13 @@ def forward_seconds(model, T=32, repeats=3, seed=0):
     repeats: 1 .. MAX_REPEATS passes timed. The work is counted first and refused above about a
     minute (``check_real_work``: a pass of 1,024 tokens is more than that on its own)."""
     check_net(model)
-    T, repeats = check_positive_int(T, "T"), check_positive_int(repeats, "repeats")
+    T, repeats, seed = check_positive_int(T, "T"), check_positive_int(repeats, "repeats"), check_seed(seed)
+    most = min(model.cfg.n_max, MAX_TOKENS)   # the model's window, and the course's limit on one pass
+    if T > most:   # (before any tensor of T ids is made)
+        fail(f"T should be at most {most:,} tokens (the most one pass of this model takes), but got {count(T)}")
     if repeats > MAX_REPEATS:
         fail(f"repeats should be at most {MAX_REPEATS} (this course's limit), but got {count(repeats)}")
-    g = torch.Generator().manual_seed(check_seed(seed))
-    model.check_ids(torch.zeros(T, dtype=torch.long))   # T within the model's limit, before any pass
+    g = torch.Generator().manual_seed(seed)
     check_real_work(model, [(repeats + 1, T, 0)], "forward_seconds", "ask for fewer repeats or a smaller T")
     ids = torch.randint(0, model.cfg.vocab_size, (T,), generator=g)
     model(ids)

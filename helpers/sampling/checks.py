@@ -14,7 +14,7 @@ import torch
 from .. import grading, worlds
 from ..errors import check_number, check_positive_int, count, fail, shown, to_numpy
 from ..exercises import (NOT_ANSWERED, Array, Function, Wrong, call, close_problems, count_answer, exercise,
-                         holds_bools, model_kept, number_problems, numbers)
+                         holds_bools, model_kept, number_problems, numbers, sum_shown)
 from ..reference import softmax
 from . import compute as sampling
 
@@ -37,7 +37,7 @@ def tempered(answer, logits, temperature):
     if np.allclose(answer, reference, atol=1e-3, rtol=0):
         return   # right first: with equal logits (or T near 1) a slip's distribution is the right one too
     if abs(answer.sum() - 1) > 1e-3:
-        yield f"your probabilities sum to {answer.sum():.3f}, not 1: divide by the sum of the exponentials"
+        yield f"your probabilities sum to {sum_shown(answer.sum())}, not 1: divide by the sum of the exponentials"
     elif temperature != 1 and np.allclose(answer, softmax(logits), atol=1e-4):
         yield "this is the distribution at temperature 1: divide the logits by the temperature first"
     elif temperature != 1 and np.allclose(answer, softmax(logits * temperature), atol=1e-4):
@@ -65,7 +65,10 @@ def greedy_limit(logits):
 
 
 @exercise("your tempered(logits, T)", answer=Function("a function tempered(logits, T)",
-                                                            own=("helpers.sampling.compute._tempered",)))
+                                                            own=("helpers.sampling.compute._tempered",
+                                                                 "helpers.sampling.compute.with_temperature",
+                                                                 "helpers.sampling.compute.next_distribution",
+                                                                 "helpers.sampling.compute._distribution")))
 def tempered_function(answer):
     """``answer`` is a function tempered(logits, T) -> (V,) probabilities: softmax(logits / T), computed
     without overflow, and at T = 0 its limit (the largest logits share the mass)."""
@@ -148,7 +151,7 @@ def top_p_slip(out, expected, probs):
     if kept.any() and (~kept).any() and probs[~kept].max() > probs[kept].min():
         return "you dropped a token more probable than one you kept: sort by probability, highest first"
     if n_kept == n_expected and abs(out.sum() - 1) > 1e-6:
-        return f"you kept the right tokens but did not renormalise: they sum to {out.sum():.3f}"
+        return f"you kept the right tokens but did not renormalise: they sum to {sum_shown(out.sum())}"
     if n_kept == n_expected - 1:
         return "you kept one token too few: keep the token whose probability makes the running total reach p"
     if n_kept == n_expected + 1:
@@ -157,7 +160,9 @@ def top_p_slip(out, expected, probs):
 
 
 @exercise("a top-p (nucleus) filter", answer=Function("a function of probs and p", own=(
-    "helpers.sampling.compute.top_p_filter", "helpers.sampling.compute._top_p")))
+    "helpers.sampling.compute.top_p_filter", "helpers.sampling.compute._top_p", "helpers.sampling.compute.nucleus",
+    "helpers.sampling.compute._nucleus", "helpers.sampling.compute.next_distribution",
+    "helpers.sampling.compute._distribution")))
 def top_p_function(answer):
     """``answer`` is a function top_p(probs, p) -> (V,) array: the nucleus kept, renormalised."""
     for probs, p, what in TOP_P_CASES:
@@ -214,7 +219,7 @@ def measured_cache_bytes(cfg, T, bytes_per_number):
 
 @exercise("your kv_cache_bytes(cfg, T, bytes_per_number)",
           answer=Function("a function kv_cache_bytes(cfg, T, bytes_per_number)",
-                          own=("helpers.sampling.compute.kv_cache_bytes",)))
+                          own=("helpers.sampling.compute.kv_cache_bytes", "helpers.real.compute.kv_bytes_per_token")))
 def kv_cache_bytes_function(answer):
     """``answer`` is a function kv_cache_bytes(cfg, T, bytes_per_number) -> int: the bytes a KV cache holds after
     T tokens (every layer's K and V, for cfg.kv_heads heads of cfg.d_k numbers). On the small models the
@@ -746,7 +751,9 @@ def shipped_model(model, name, world):
 
 @exercise("your generate(model, ids, n_new, temperature, top_k, top_p, seed, cache)",
           answer=Function("a function generate(model, ids, n_new, temperature=1.0, top_k=None, top_p=None, "
-                          "seed=0, cache=True)", own=("helpers.sampling.compute.generate",)), keeps="09")
+                          "seed=0, cache=True)", own=("helpers.sampling.compute.generate",
+                                                      "helpers.real.compute.continuations",
+                                                      "helpers.gpt.compute.sample_text")), keeps="09")
 def generate_loop(fn, cat, dragon):
     """``fn`` extends ids (T,) by n_new tokens as ``sampling.generate`` does, token for token,
     on the shipped cat and dragon models (LOOP_CASES), and feeds the model as its cache setting

@@ -684,7 +684,7 @@ def tokens_of(tokenizer, ids):
 
 def prompt_state(model, tokenizer, prompt, room=0):
     """What every setting of the sliders shares for one prompt: dict(ids (T,), logits (V,) of its
-    last position, cache: a KVCache holding it, weights: ``model.weights_state(exact=True)`` of the model
+    last position, cache: a KVCache holding it, weights: ``model.weights_state(strong=True)`` of the model
     it was made with). ``room``: tokens still to come after it. A state is good for the model's
     weights as they were: once they change (more training, an edit), ``check_state`` refuses it.
 
@@ -709,7 +709,7 @@ def prompt_state(model, tokenizer, prompt, room=0):
              f"at most n_max = {n_max}: shorten the prompt to {n_max - room} tokens or fewer, or draw fewer "
              "after it (a smaller length)")
     cache = KVCache(model.cfg.n_layers)
-    weights = weights_state(model, exact=True)
+    weights = weights_state(model, strong=True)
     with torch.no_grad(), eval_mode(model):
         logits = model(ids, cache=cache)[-1].float()
     return dict(ids=ids, logits=logits, cache=cache, weights=weights)
@@ -717,7 +717,7 @@ def prompt_state(model, tokenizer, prompt, room=0):
 
 def is_current(model, state):
     """Whether ``state`` (a dict from ``prompt_state``) was made with the model's weights as they are now."""
-    return isinstance(state, dict) and state.get("weights") == weights_state(model, exact=True)
+    return isinstance(state, dict) and state.get("weights") == weights_state(model, strong=True)
 
 
 def continuations(model, state, n, length, temperature=1.0, top_k=None, top_p=None, seed=0):
