@@ -53,7 +53,7 @@ import weakref
 import numpy as np
 
 from . import grading, learner
-from .states import ESCALATE_AFTER, OutOfTime, Stop, Stoppable, checksum as _checksum, default_dtype as _default_dtype, digest as _digest, random_states  # noqa: F401  (random_states: the checks' modules import it here)
+from .states import ESCALATE_AFTER, OutOfTime, Stop, Stoppable, parts_of, put_back_parts, checksum as _checksum, default_dtype as _default_dtype, digest as _digest, random_states  # noqa: F401  (random_states: the checks' modules import it here)
 from .grading import MAX_ANSWER_DEPTH, MAX_ANSWER_ITEMS, _PLAIN_CALLABLES, _PLAIN_SCALARS, _course_module, _is_class, _is_courses, _one_of, _own_attribute, plain  # noqa: F401  (plain values: grading screens them)
 from .errors import CourseInputError, Wrong, check_bytes, class_name, count, fail, is_bool, length as range_length, message_of, \
     shown, to_numpy, type_name
@@ -421,7 +421,7 @@ def courses_own_watched(kind):
     own state it was refused (``_peeked``); ``Exercise.feedback`` refuses the
     answer (one that is wrong anyway, computed by a copy, keeps the check's own sentence: a slip)."""
     functions = _own_functions(getattr(kind, "own", ()))
-    codes = {id(function.__code__): (function.__code__, name) for function, name in functions}
+    codes = _codes_of(functions)
     watch = {"codes": codes, "keys": _own_keys(codes), "ran": [], "inherits": None, "checks": [],
              "functions": functions,   # disarmed while a learner's function runs (``_disarmed``)
              "tripped": False,   # whether a disarmed one was called (from any thread): no answer can come of it
@@ -456,7 +456,12 @@ def _own_functions(own):
 
 def _own_codes(own):
     """{id(code): (code, "module.name")} of the functions ``_own_functions`` finds in ``own``."""
-    return {id(function.__code__): (function.__code__, name) for function, name in _own_functions(own)}
+    return _codes_of(_own_functions(own))
+
+
+def _codes_of(functions):
+    """{id(code): (code, "module.name")} of ``functions``, [(function, "module.name")]."""
+    return {id(function.__code__): (function.__code__, name) for function, name in functions}
 
 
 def _own_keys(codes):
@@ -1203,11 +1208,6 @@ def _put_back_owners(kept):
                 delattr(owner, key)
 
 
-def _kept_dicts(owner):
-    """``owner``'s attributes, each dict among them copied (hooks, parameters, submodules)."""
-    return {k: (v.copy() if isinstance(v, dict) else v) for k, v in vars(owner).items()}
-
-
 MAX_KEPT_BYTES = 64 * 2**20   # a check copies a model it is given up to this size (a larger one: its check's own pristine)
 
 
@@ -1306,9 +1306,7 @@ def model_kept(model, pristine=None, *, globals_kept=True):
     check_bytes(sum(t.numel() * t.element_size() for t in copied.values()), "a copy of the model's weights",
                 "give a pristine() that returns the original weights instead")
     put_back = torch_globals() if globals_kept else lambda: None   # torch's global module hooks among them
-    modules = [(m, type(m), _kept_dicts(m)) for m in model.modules()]
-    cfg = getattr(model, "cfg", None)
-    cfg_fields = _kept_dicts(cfg) if hasattr(cfg, "__dict__") else None
+    parts = parts_of(model)   # every module and the cfg: their classes and attributes
     copies = {name: t.detach().clone() for name, t in copied.items()}
     digests = None if pristine is None else {name: _digest(t, strong=True) for name, t in tensors.items()}
     if pristine is None:
@@ -1316,12 +1314,7 @@ def model_kept(model, pristine=None, *, globals_kept=True):
     try:
         yield model
     finally:
-        for m, kind, saved in modules:
-            if type(m) is not kind:
-                m.__class__ = kind
-            _put_back_dict(vars(m), saved)
-        if cfg_fields is not None:
-            _put_back_dict(vars(cfg), cfg_fields)
+        put_back_parts(parts)
         put_back()
         changed = [name for name, t in tensors.items()
                    if (digests is None and not _same(t, copies[name])) or digests is not None and _digest(t, strong=True) != digests[name]]
@@ -1379,12 +1372,6 @@ def _same(tensor, copy):
     if torch.equal(tensor, copy):
         return True
     return tensor.is_floating_point() and bool(((tensor == copy) | (tensor.isnan() & copy.isnan())).all())
-
-
-def _put_back_dict(target, saved):
-    """Make the dict ``target`` hold exactly ``saved`` again (the same dict object)."""
-    target.clear()
-    target.update(saved)
 
 
 _OWNERS = {}   # len(sys.modules) -> (owners, the course's functions): found again only once modules are added

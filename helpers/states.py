@@ -2,7 +2,8 @@
 generators of Python, NumPy and torch, and torch's default dtype. The exercise checks keep them
 around a learner's call (helpers.exercises), and so does the import of a kept piece (helpers.learner).
 The time limit on a learner's code in a thread (``Stoppable``), which the same three keep, and the live
-run (helpers.gpt.compute). And a tensor's state in short (``digest``), by which a check and an explorer tell a changed tensor
+run (helpers.gpt.compute). A model's parts (modules, parameters, submodules: ``parts_of``), which a check
+and a training run put back. And a tensor's state in short (``digest``), by which a check and an explorer tell a changed tensor
 (a check with ``strong``, a hash a learner's code cannot match)."""
 import ctypes
 import hashlib
@@ -40,6 +41,26 @@ def default_dtype(dtype):
     before = torch.get_default_dtype()
     torch.set_default_dtype(dtype or torch.float32)
     return before
+
+
+def parts_of(model):
+    """[(owner, its class, its attributes)] for every module of ``model`` (an nn.Module) and its cfg: the
+    dicts among the attributes (parameters, buffers, submodules, hooks) copied, so that a part swapped,
+    deleted or added later, or a class changed, can be put back (``put_back_parts``). Values are not copied."""
+    cfg = getattr(model, "cfg", None)
+    owners = list(model.modules()) + ([cfg] if hasattr(cfg, "__dict__") else [])
+    return [(owner, type(owner), {k: (v.copy() if isinstance(v, dict) else v) for k, v in vars(owner).items()})
+            for owner in owners]
+
+
+def put_back_parts(parts):
+    """Put each owner of ``parts_of`` back: its class, and exactly the attributes it had (the same dict object)."""
+    for owner, kind, attributes in parts:
+        if type(owner) is not kind:
+            owner.__class__ = kind
+        held = vars(owner)
+        held.clear()
+        held.update(attributes)
 
 
 def digest(tensor, strong=False):

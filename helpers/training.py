@@ -8,7 +8,7 @@ import torch
 import torch.nn.functional as F
 from tqdm.auto import tqdm
 
-from .exercises import _kept_dicts, _put_back_dict
+from .states import parts_of, put_back_parts
 from .errors import CourseInputError, check_number, check_positive_int, check_seed, check_switch, count, fail, message_of, shown, \
     type_name
 
@@ -156,12 +156,9 @@ def put_back_on_error(model, where, passed=()):
 def structure_of(model):
     """([(owner, its class, its attributes)] for every module of ``model`` and its cfg, [(parameter, its
     requires_grad)]): the dicts among the attributes (parameters, buffers, submodules, hooks) copied, so that
-    a parameter or submodule swapped, deleted or added later, or a parameter frozen, can be put back (as
-    ``exercises.model_kept`` keeps a model)."""
-    cfg = getattr(model, "cfg", None)
-    owners = list(model.modules()) + ([cfg] if hasattr(cfg, "__dict__") else [])
-    return [(owner, type(owner), _kept_dicts(owner)) for owner in owners], \
-        [(p, p.requires_grad) for p in model.parameters()]
+    a parameter or submodule swapped, deleted or added later, or a parameter frozen, can be put back
+    (``states.parts_of``, as ``exercises.model_kept`` keeps a model)."""
+    return parts_of(model), [(p, p.requires_grad) for p in model.parameters()]
 
 
 def put_back(model, structure, snapshot, where):
@@ -169,12 +166,9 @@ def put_back(model, structure, snapshot, where):
     attributes first (the original parameters and submodules back in place), then their values (a tensor
     resized or moved in place, ``p.data = ...``, gets its kept copy whole); else one sentence saying the
     model could not be put back (never a claim that it was)."""
-    owners, flags = structure
+    parts, flags = structure
     try:
-        for owner, kind, attributes in owners:
-            if type(owner) is not kind:
-                owner.__class__ = kind
-            _put_back_dict(vars(owner), attributes)
+        put_back_parts(parts)
         for p, requires_grad in flags:
             p.requires_grad_(requires_grad)
         with torch.no_grad():

@@ -14,6 +14,8 @@ from helpers import exercises
 from helpers.exercises import (NOT_ANSWERED, Array, Function, Number, Verdict, Whole, Words, as_wholes, call,
                                close_problems, exercise, number_problems, slip)
 
+from doubling import doubling_check
+
 
 @exercise("rows of the weights", answer=Array(shape=(2, 2)))
 def rows(answer):
@@ -118,10 +120,7 @@ def test_words():
 
 
 def test_a_learners_function_that_raises_exits_or_loops_is_stopped_and_named():
-    @exercise("a function", answer=Function("a function of x"))
-    def doubles(answer):
-        if call(answer, 2, what="on x=2", seconds=1) != 4:
-            yield "not double"
+    doubles = doubling_check(1)
 
     assert doubles.feedback(lambda x: 2 * x) == []
     assert "function of x" in doubles.feedback(3)[0]

@@ -11,9 +11,9 @@ import matplotlib
 import pytest
 
 from helpers import states
-from helpers.exercises import Function, call, exercise
 from helpers.gpt import compute as gc
 from helpers.gpt import corpus
+from doubling import doubling_check
 from learner_loops import same_weights, small_gpt, weights_of
 
 matplotlib.use("Agg")
@@ -41,10 +41,7 @@ def _check_threads():
 
 @pytest.mark.parametrize("loop", [_sleeps_under_a_bare_except, _continues_on_base_exception])
 def test_round_18_a_check_stops_a_function_that_catches_everything(loop):
-    @exercise("a function", answer=Function("a function of x"))
-    def doubles(answer):
-        if call(answer, 2, what="on x=2", seconds=0.5) != 4:
-            yield "not double"
+    doubles = doubling_check(0.5)
 
     start = time.perf_counter()
     found = doubles.feedback(loop)
@@ -63,10 +60,7 @@ def test_round_18_a_thread_left_running_under_a_bare_except_is_stopped():
         threading.Thread(target=_sleeps_under_a_bare_except, args=(x,), name="learner's own", daemon=True).start()
         return 2 * x
 
-    @exercise("a function", answer=Function("a function of x"))
-    def doubles(answer):
-        if call(answer, 2, what="on x=2", seconds=2) != 4:
-            yield "not double"
+    doubles = doubling_check(2)
 
     found = doubles.feedback(leaves_one)
     assert len(found) == 1 and "(now stopped)" in found[0], found

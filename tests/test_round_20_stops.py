@@ -19,6 +19,8 @@ from helpers.gpt import compute as gc
 from helpers.gpt import corpus
 from helpers.gpt import train as course_train
 
+from doubling import doubling_check
+
 
 class Late(states.Stop):
     pass
@@ -92,12 +94,7 @@ def test_a_stopped_call_leaves_the_threads_trace_and_profile_functions_as_they_w
 
 
 def test_a_check_stops_a_function_that_catches_the_stop_at_every_level_of_a_recursion():
-    from helpers.exercises import Function, call, exercise
-
-    @exercise("a function", answer=Function("a function of x"))
-    def doubles(answer):
-        if call(answer, 2, what="on x=2", seconds=0.5) != 4:
-            yield "not double"
+    doubles = doubling_check(0.5)
 
     found = doubles.feedback(recursing)
     assert len(found) == 1 and "was stopped" in found[0], found
