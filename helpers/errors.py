@@ -22,7 +22,19 @@ def to_numpy(x, name="the input", bools=False):
     float64 NumPy array: the package's one converter. Complex or non-numeric input fails, and so does
     a tensor ``check_tensor`` refuses (nested, sparse, quantized, meta), before its data is touched.
     True and False are no numbers (they would be read as 1 and 0): a bool array, tensor or entry is
-    refused unless ``bools`` (a mask, or a learner's answer a check compares)."""
+    refused unless ``bools`` (a mask, or a learner's answer a check compares). An object of the
+    learner's (a tensor subclass, say) that raises anything when read is refused in one sentence too."""
+    try:
+        return numbers_of(x, name, bools)
+    except CourseInputError:
+        raise
+    except Exception as error:   # noqa: BLE001 (a learner's object or tensor subclass may raise anything when read)
+        fail(f"{name} should be an array of numbers, but got a {type_name(x)} that raised {class_name(type(error))} "
+             "when it was read")
+
+
+def numbers_of(x, name, bools):
+    """The work of ``to_numpy`` (see there), which turns what this raises into one sentence."""
     if x is None:
         fail(f"{name} is None, but expected an array of numbers")
     if isinstance(x, (bool, np.bool_)):
@@ -31,15 +43,11 @@ def to_numpy(x, name="the input", bools=False):
         refuse_bools(name)
     if isinstance(x, range):   # made lazily: converting one costs about 48 bytes a number, counted first
         check_bytes(48 * length(x), f"{name} (a range of {count(length(x))} numbers)", "give a shorter range")
-    if hasattr(x, "detach") and hasattr(x, "cpu"):
-        # counted before any copy (.cpu(), .float()): an expanded tensor stands for more numbers than it stores
-        x = check_tensor_size(x, name).detach().cpu()
-        if x.is_floating_point() and str(x.dtype) not in ("torch.float16", "torch.float32", "torch.float64"):
-            x = x.float()   # bfloat16, the float8 kinds: NumPy has no such type
-        try:
-            x = x.numpy()
-        except TypeError:   # a dtype NumPy has no type for, such as torch.bits8
-            fail(f"{name} should be an array of numbers, but got a tensor of dtype {x.dtype}, which NumPy cannot read")
+    if is_tensor(x):
+        x = tensor_numbers(x, name)
+    elif isinstance(x, (list, tuple)) and any(is_tensor(v) for v in x):   # NumPy would read each with .numpy(),
+        check_bytes(8 * sum(entries(v, name) for v in x), f"{name} (a list of tensors)", "give smaller tensors")
+        x = [tensor_numbers(v, name) if is_tensor(v) else v for v in x]   # which fails with grad or a negative bit
     if isinstance(x, np.ma.MaskedArray) and np.ma.is_masked(x):
         fail(f"{name} should be an array of numbers, but it is a masked array with hidden entries "
              "(fill them first with x.filled(0.0))")
@@ -80,6 +88,29 @@ def to_numpy(x, name="the input", bools=False):
     return arr
 
 
+def is_tensor(x):
+    """Whether ``x`` is a torch tensor (anything with ``detach`` and ``numel``), told without importing torch and
+    without reading its shape (a nested tensor's shape raises)."""
+    return hasattr(x, "detach") and hasattr(x, "numel")
+
+
+def tensor_numbers(x, name):
+    """A torch tensor's numbers as a NumPy array, counted and checked first (``check_tensor_size``: an expanded
+    tensor stands for more numbers than it stores), then detached, on the CPU, a set negative bit resolved (a view
+    such as ``z.conj().imag`` reads its numbers negated, and .numpy() refuses it), bfloat16 and the float8 kinds as
+    float32 (NumPy has no such types). A tensor NumPy cannot read (torch.bits8, a ZeroTensor, a subclass whose
+    .numpy() refuses) is refused in one sentence."""
+    x = check_tensor_size(x, name)
+    try:
+        x = x.detach().cpu().resolve_neg()
+        if x.is_floating_point() and str(x.dtype) not in ("torch.float16", "torch.float32", "torch.float64"):
+            x = x.float()
+        return x.numpy()
+    except Exception:   # noqa: BLE001 (torch's own refusal, whose type depends on the kind of tensor)
+        kind = "tensor" if type_name(x) in ("Tensor", "Parameter") else f"tensor ({type_name(x)})"
+        fail(f"{name} should be an array of numbers, but got a {kind} of dtype {x.dtype}, which NumPy cannot read")
+
+
 def length(x):
     """len(x), also for a range too long for len() to say (range(10**20)): counted from its ends."""
     try:
@@ -105,7 +136,11 @@ def type_name(x):
 
 def is_bool(v):
     """Whether ``v`` is True or False, or an array or tensor of them (dtype bool)."""
-    return isinstance(v, (bool, np.bool_)) or str(getattr(v, "dtype", "")) in ("bool", "torch.bool")
+    try:
+        dtype = str(getattr(v, "dtype", ""))
+    except Exception:   # noqa: BLE001 (a tensor subclass of the learner's may raise anything: left to its converter)
+        return False
+    return isinstance(v, (bool, np.bool_)) or dtype in ("bool", "torch.bool")
 
 
 def refuse_bools(name):
@@ -150,12 +185,15 @@ def check_ids_given(ids, name, most):
 def check_tensor(x, name="the input"):
     """Refuse, before its data is touched, a torch tensor whose numbers cannot be read as one array of
     real numbers: nested, sparse (any layout but strided), quantized, on the meta device (it holds no
-    data) or complex; return it."""
-    kind = ("a nested tensor (rows of different lengths)" if getattr(x, "is_nested", False)
-            else f"a tensor of layout {x.layout}" if str(x.layout) != "torch.strided"
-            else f"a quantized tensor of dtype {x.dtype}" if x.is_quantized
-            else "a tensor on the meta device, which holds no data" if x.device.type == "meta"
-            else f"a tensor of complex numbers (dtype {x.dtype})" if x.is_complex() else None)
+    data) or complex, or a tensor subclass that raises when these are read; return it."""
+    try:
+        kind = ("a nested tensor (rows of different lengths)" if getattr(x, "is_nested", False)
+                else f"a tensor of layout {x.layout}" if str(x.layout) != "torch.strided"
+                else f"a quantized tensor of dtype {x.dtype}" if x.is_quantized
+                else "a tensor on the meta device, which holds no data" if x.device.type == "meta"
+                else f"a tensor of complex numbers (dtype {x.dtype})" if x.is_complex() else None)
+    except Exception as error:   # noqa: BLE001 (a tensor subclass of the learner's may raise anything)
+        kind = f"a {type_name(x)} that raised {class_name(type(error))} when its layout and dtype were read"
     if kind is not None:
         fail(f"{name} should be a dense tensor of real numbers in memory, but got {kind}")
     return x
@@ -176,7 +214,7 @@ def entries(x, name="the input"):
     to_numpy counts as it converts it. For counting several inputs before any is copied."""
     if isinstance(x, np.ndarray):
         return x.size
-    if hasattr(x, "detach") and hasattr(x, "numel"):
+    if is_tensor(x):
         return check_tensor(x, name).numel()
     return 0
 
@@ -186,7 +224,7 @@ def shape_of(x, name="the input"):
     first, ``check_tensor_size``, as to_numpy would); None for anything else (a list, a number)."""
     if isinstance(x, np.ndarray):
         return x.shape
-    if hasattr(x, "detach") and hasattr(x, "shape"):
+    if is_tensor(x):
         return tuple(check_tensor_size(x, name).shape)
     return None
 
@@ -311,8 +349,11 @@ def shown(value):
             return f"a {type(value).__name__} of length {size}"
     if type(value) is int and value.bit_length() > 128:
         return f"an integer of {value.bit_length():,} bits"
-    if hasattr(value, "detach") and hasattr(value, "shape"):   # a torch tensor: its repr spans lines
-        return f"a tensor of shape {tuple(value.shape)}"
+    if is_tensor(value):   # a torch tensor: its repr spans lines
+        try:
+            return f"a tensor of shape {tuple(value.shape)}"
+        except Exception:   # noqa: BLE001 (a nested tensor has no one shape; a subclass may raise anything)
+            return f"a {type_name(value)}"
     try:
         text = repr(value).replace("\n", " ")   # one line, whatever the repr
     except Exception:   # noqa: BLE001 (a repr of the learner's may raise anything)
@@ -372,7 +413,7 @@ def about_gib(need, limit):
 
 def count(n):
     """A whole number as a sentence shows it: with thousands separators, or cut short when huge."""
-    return f"{n:,}" if abs(n) < 10**15 else shown(n)
+    return f"{n:,}" if abs(n) < 10**30 else shown(n)   # (30 digits: a sentence still reads it)
 
 
 def check_text(text, name="the text", empty=False, max_chars=None):

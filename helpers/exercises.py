@@ -50,6 +50,11 @@ import time
 import types
 import weakref
 
+try:
+    import resource
+except ImportError:   # (Windows)
+    resource = None
+
 import numpy as np
 
 from . import grading, learner
@@ -201,15 +206,14 @@ class Exercise:
 
     def kept(self, answer):
         """Keep a right piece in my_gpt/ (helpers.learner) and say where, or say why not. (Keeping
-        it imports the cell that defines it, which may draw random numbers or replace a torch function:
-        what a check keeps is put back after, as after a learner's call.)"""
+        it imports the cell that defines it, which may draw random numbers, replace a torch function or start a
+        thread: the import runs inside a learner's call's fence, ``_fenced``, and the random states are put back.)"""
         if self.keeps is None:
             return ""
-        put_back_random, put_back = random_states(), torch_globals()
+        put_back_random = random_states()
         try:
             return self._kept(answer)
         finally:
-            put_back()
             put_back_random()
 
     def piece_name(self):
@@ -228,19 +232,21 @@ class Exercise:
         try:   # importing the kept cell runs all of it: bounded like a call of the learner's function
             target = learner.path(name)
             earlier = target.read_bytes() if target.is_file() else None
-            kept = learner.shown(_bounded(learner.keep, (answer, self.keeps, name), {}, limit))
+            sys.modules.pop(learner.module_name(target), None)   # (imported anew: not a module the fence puts back)
+            with _fenced(f"the cell that defines {own}, run on its own as {learner.shown(target)},", "define it"):
+                kept = learner.shown(_bounded(learner.keep, (answer, self.keeps, name), {}, limit))
             return f"; kept in {kept}{'' if name == own else f' as {name} (your {own})'} for the chapters ahead"
         except CourseInputError as error:
             return f"; not kept for the chapters ahead: {error}"
+        except Wrong as left:   # what the cell left running, or changed for good: each import would do it again
+            _put_back_kept(target, earlier)
+            return f"; not kept for the chapters ahead: {left}"
         except OSError as error:
             return f"; not kept for the chapters ahead: the folder cannot be written ({error.strerror})"
         except (OutOfTime, _Raised, SystemExit) as stop:
             if isinstance(stop.__cause__, OSError):   # keep's own: the folder, not the learner's cell
                 return f"; not kept for the chapters ahead: the folder cannot be written ({stop.__cause__.strerror})"
-            try:
-                learner.put_back(target, earlier)
-            except OSError:   # the folder went away meanwhile: nothing to put back
-                pass
+            _put_back_kept(target, earlier)
             why = f"ran for more than {limit:.0f} s" if isinstance(stop, OutOfTime) else \
                 "called exit()" if isinstance(stop, SystemExit) else f"stopped with {stop}"
             return (f"; not kept for the chapters ahead: run on its own as {learner.shown(target)}, the cell that "
@@ -258,6 +264,15 @@ class Exercise:
         found = self.feedback(*given, **named)
         if found:
             raise AssertionError(f"{self.title}: " + "; ".join(found))
+
+
+def _put_back_kept(target, earlier):
+    """Put back the kept file ``target`` as it was (``earlier``: its bytes, None when there was none), when its
+    cell was not kept; nothing when the folder went away meanwhile."""
+    try:
+        learner.put_back(target, earlier)
+    except OSError:
+        pass
 
 
 def exercise(title, answer=None, keeps=None):
@@ -873,6 +888,38 @@ def narrow_float_problem(x, arr, reference, name, atol):
             f"±{atol:g}: compute in float32, as the course does")
 
 
+def precision_problem(x, arr, reference, name, atol):
+    """The sentence for ``x`` (an answer, or what a learner's function returned) whose numbers ``arr`` (x read as
+    float64) are ``reference`` to x's own precision but not to the check's ``atol``: x in a float type narrower
+    than float32 (``exercises.narrow_float_problem``), or rounded to a few decimals (``rounded_problem``). No hint
+    about a slip would be true of it. None for any other x."""
+    arr = np.asarray(arr, dtype=float)
+    return narrow_float_problem(x, arr, reference, name, atol) or rounded_problem(arr, reference, name, atol)
+
+
+def rounded_problem(arr, reference, name, atol):
+    """The sentence for numbers ``arr`` written to d decimals (np.round(x, d), or torch.round in float32), d from 1
+    to 6, that are ``reference`` to within that rounding (half a unit of the d-th decimal) but not to the check's
+    ``atol``; None for any other arr (whole numbers too: a 0 or a 1 is a slip's value more often than a rounding)."""
+    arr, reference = np.asarray(arr, dtype=float), np.asarray(reference, dtype=float)
+    if arr.shape != reference.shape or not np.isfinite(arr).all() or not np.isfinite(reference).all():
+        return None
+    for d in range(7):   # the fewest decimals arr is written to
+        half = 0.5 * 10.0 ** -d
+        if d > 0 and half <= atol:   # a rounding this fine stays within the tolerance: it is not why arr is off
+            return None
+        if np.all(np.abs(arr - np.round(arr, d)) <= 1e-7 * np.maximum(np.abs(arr), 1.0)):   # (float32's rounding)
+            break
+    else:
+        return None
+    if d == 0 or not np.allclose(arr, reference, rtol=1e-6, atol=half * (1 + 1e-6)):
+        return None
+    one = arr.size == 1
+    return (f"{name} came rounded to {d} decimal{'s' if d > 1 else ''}, which moves {'it' if one else 'each number'} "
+            f"by up to {half:g}, more than the check's tolerance of ±{atol:g}: give {'it' if one else 'the numbers'} "
+            "as computed, unrounded")
+
+
 def count_answer(x, name, expected):
     """``x`` (an answer, or what a learner's function returned) as an int, else Wrong: as exercises.as_whole,
     and when it is not ``expected`` and its float type cannot hold that count exactly, a sentence saying so (what
@@ -943,8 +990,12 @@ def as_number(x, name):
 
 
 def as_whole(x, name):
-    """``x`` as one int; a float with a fractional part (302.9) is Wrong, not truncated."""
-    value = as_number(x, name)
+    """``x`` as one int; a float with a fractional part (302.9) is Wrong, not truncated. An int (a Python int, a
+    NumPy or torch integer) is read exactly (``_exact_wholes``), not through float64, which rounds past 2**53."""
+    value = as_number(x, name)   # (refused first: a truth value, a date, an int past what a float can hold)
+    exact = _exact_wholes(x)
+    if exact is not None:
+        return exact[0]
     if value != math.floor(value):
         raise Wrong(f"{name} should be a whole number, but it is {value!r}")
     return int(value)
@@ -972,7 +1023,27 @@ def as_wholes(x, name, length=None, ordered=True):
         raise Wrong(f"{name} should hold {length} whole numbers, but it holds {len(arr)}")
     if (arr != np.floor(arr)).any():
         raise Wrong(f"{name} should hold whole numbers only, but it holds {float(arr[arr != np.floor(arr)][0])!r}")
-    return tuple(int(v) for v in arr)
+    exact = _exact_wholes(x)
+    return tuple(exact) if exact is not None else tuple(int(v) for v in arr)
+
+
+def _exact_wholes(x):
+    """The whole numbers ``x`` holds as a flat list of Python ints, read exactly when ``x`` holds ints only (a Python
+    int, a NumPy integer, an integer array or tensor, or a list, tuple or range of ints); None when it holds anything
+    else (floats are read through float64: as_array). Called once ``x`` has passed as_array's checks."""
+    if is_bool(x):
+        return None
+    if isinstance(x, (int, np.integer)):
+        return [int(x)]
+    if isinstance(x, np.ndarray) and x.dtype.kind in "iu":
+        return [int(v) for v in x.reshape(-1).tolist()]
+    if hasattr(x, "detach") and not (x.is_floating_point() or x.is_complex()):   # an integer tensor (bool: above)
+        return [int(v) for v in x.detach().reshape(-1).tolist()]
+    if isinstance(x, (list, tuple, range)):
+        parts = [_exact_wholes(v) for v in x]
+        if all(part is not None and len(part) == 1 for part in parts):
+            return [part[0] for part in parts]
+    return None
 
 
 def as_words(x, name, length=None):
@@ -1016,9 +1087,12 @@ def call(function, *args, what="", seconds=TIME_LIMIT, **kwargs):
     While it runs, what it prints is cut after the check's MAX_PRINTED characters, a process it
     leaves (a double fork's too) is stopped (what it writes to file descriptors 1 and 2 itself,
     ``os.write(1, ...)``, is cut as its printing is: ``_descriptors_capped``), and sys.addaudithook and sys.setswitchinterval are
-    refused (an audit hook, or a long switch interval, would outlive the check's own defences), and so is a kernel
-    registered with torch's dispatcher (``_kernels_refused``); a function registered to run at exit is dropped
-    (``_exit_functions_dropped``) and the pyplot figures it opened are closed afterwards (``_figures_closed``).
+    refused (an audit hook, or a long switch interval, would outlive the check's own defences), and so are a kernel
+    registered with torch's dispatcher (``_kernels_refused``) and the changes no put-back can undo (``_CHANGES``:
+    a resource limit, os.putenv); a piece of process state that cannot be put back is said (``_NOT_PUT_BACK``);
+    a function registered to run at exit is dropped
+    (``_exit_functions_dropped``) and the pyplot figures it opened are closed afterwards (``_figures_closed``):
+    all of it is ``_fenced``, which Exercise.kept uses too.
     """
     on = f" {what}" if what else ""
     limit, total = _time_left(seconds)
@@ -1026,46 +1100,10 @@ def call(function, *args, what="", seconds=TIME_LIMIT, **kwargs):
     # what it was given, kept apart: the caller's own may change by another way (a global model the
     # function changes), which is not its copy changing (model_kept's to find)
     kept, kept_kwargs = _copies(args), {name: _copies(value) for name, value in kwargs.items()}
-    dtype, put_back, put_back_constants = _default_dtype(None), _once(torch_globals()), course_constants()
-    threads, processes, started, hooks = set(sys._current_frames()), _processes(), [], len(_HOOKS_REFUSED)
-    watchdogs, kernels = len(_WATCHDOGS), len(_KERNELS_REFUSED)
-    budget = _PRINTED.get() or {"left": MAX_PRINTED, "said": False}
-    printed = [_Capped(stream, budget) for stream in (sys.stdout, sys.stderr) if stream is not None]
     try:
-        try:
-            if len(printed) == 2:
-                sys.stdout, sys.stderr = printed
-            sys.setswitchinterval, sys.addaudithook = _no_switch_interval, _no_audit_hook   # (put back with sys's streams)
-            faulthandler.dump_traceback_later = _watchdog   # (put back with PATCHABLE's modules)
-            gc.freeze = _no_freeze   # (likewise)
-            with _threads_started(started), _adopting_orphans(), _descriptors_capped((sys.stdout, sys.stderr)), \
-                    _kernels_refused(), _exit_functions_dropped(), _figures_closed(), _peeking_refused() as peeked:
-                try:
-                    with _disarmed(_COURSES_OWN.get()):
-                        out = _bounded(_tripwired(function, _COURSES_OWN.get()), given, given_kwargs, limit,
-                                       screen=functools.partial(plain, name=f"what your function returned{on}"))
-                finally:   # first of all: the check's own code runs on what it had (print, len, os, threading)
-                    put_back()
-                    processes = _stop_processes(processes)
-                    threads = _stop_threads(threads, started)   # (also when it raised or ran out of time)
-        finally:
-            put_back()   # (if it was not yet: once only)
-            put_back_constants()
-            if len(_WATCHDOGS) != watchdogs:   # a watchdog of the learner's would end the kernel in a later cell
-                faulthandler.cancel_dump_traceback_later()
-        _said_what_was_left_out(printed, on)
-        if peeked:
-            raise Seen(_peeked_sentence(peeked, f" (your function{on}) should compute its result"))
-        _no_threads_left(*threads, on)
-        if processes:
-            raise Wrong(f"your function{on} should return its answer and leave nothing running, but it left "
-                        f"{processes} process{'es' if processes > 1 else ''} of its own running (now stopped)")
-        if len(_HOOKS_REFUSED) != hooks:
-            raise Wrong(f"your function{on} added an audit hook (sys.addaudithook), which no one can remove: "
-                        "it would run in every later cell, so a check does not allow it (it was not added)")
-        if len(_KERNELS_REFUSED) != kernels:
-            raise Wrong(f"your function{on} registered a kernel with torch's dispatcher (torch.library), which would "
-                        "change torch for every later cell, so a check does not allow it (it was not registered)")
+        with _fenced(f"your function{on}", "return its answer"), _disarmed(_COURSES_OWN.get()):
+            out = _bounded(_tripwired(function, _COURSES_OWN.get()), given, given_kwargs, limit,
+                           screen=functools.partial(plain, name=f"what your function returned{on}"))
         changed = _changed_input(function, kept, kept_kwargs, given, given_kwargs)
         if changed:
             raise Wrong(_in_place_sentence(*changed, on))
@@ -1086,8 +1124,69 @@ def call(function, *args, what="", seconds=TIME_LIMIT, **kwargs):
         raise Wrong(f"your function stopped{on} with {exc}") from None
     except Exception as exc:
         raise Wrong(f"your function stopped{on} with {type_name(exc)}: {message_of(exc)}") from None
+
+
+@contextlib.contextmanager
+def _fenced(who, should):
+    """The fence around a learner's code a check runs (``call``: their function; ``Exercise.kept``: the cell that
+    defines a piece, imported): within the block, what it prints is cut after MAX_PRINTED characters, audit hooks,
+    switch intervals, torch kernels, watchdogs, gc.freeze, os.setsid and the changes of ``_CHANGES`` are refused,
+    and exit functions dropped; after it, its threads and processes are stopped, its figures closed, and
+    torch_globals (process_state with it), course_constants and torch's default dtype put back. Then Wrong, one
+    sentence about ``who`` ("your function on the toy"), when it left something behind: a thread or process
+    (it ``should`` "return its answer" and leave nothing running), a refused change, or state no put-back undoes.
+    An exception raised in the block goes through (after the put-backs), as does the block's return."""
+    dtype, put_back, put_back_constants = _default_dtype(None), _once(torch_globals()), course_constants()
+    threads, processes, started, hooks = set(sys._current_frames()), _processes(), [], len(_HOOKS_REFUSED)
+    watchdogs, kernels = len(_WATCHDOGS), len(_KERNELS_REFUSED)
+    changes, not_put_back = len(_CHANGES_REFUSED), len(_NOT_PUT_BACK)
+    budget = _PRINTED.get() or {"left": MAX_PRINTED, "said": False}
+    printed = [_Capped(stream, budget) for stream in (sys.stdout, sys.stderr) if stream is not None]
+    _FENCED_PIDS.append(os.getpid())
+    try:
+        if len(printed) == 2:
+            sys.stdout, sys.stderr = printed
+        sys.setswitchinterval, sys.addaudithook = _no_switch_interval, _no_audit_hook   # (put back with sys's streams)
+        if resource is not None:   # (put back with the limits: _limits_kept)
+            resource.setrlimit, resource.prlimit = _setrlimit, _prlimit
+        faulthandler.dump_traceback_later = _watchdog   # (put back with PATCHABLE's modules)
+        gc.freeze = _no_freeze   # (likewise)
+        os.setsid = _no_setsid   # (likewise)
+        with _threads_started(started), _adopting_orphans(), _descriptors_capped((sys.stdout, sys.stderr)), \
+                _kernels_refused(), _exit_functions_dropped(), _figures_closed(), _peeking_refused() as peeked:
+            try:
+                yield
+            finally:   # first of all: the check's own code runs on what it had (print, len, os, threading)
+                put_back()
+                processes = _stop_processes(processes)
+                threads = _stop_threads(threads, started)   # (also when it raised or ran out of time)
     finally:
-        _default_dtype(dtype)   # torch.set_default_dtype inside the function stays inside it (the rest: put_back)
+        put_back()   # (if it was not yet: once only)
+        put_back_constants()
+        _FENCED_PIDS.remove(os.getpid())
+        _default_dtype(dtype)   # torch.set_default_dtype inside it stays inside it
+        if len(_WATCHDOGS) != watchdogs:   # a watchdog of the learner's would end the kernel in a later cell
+            faulthandler.cancel_dump_traceback_later()
+        if len(_NOT_PUT_BACK) != not_put_back:   # (said whatever else it did: the kernel keeps it)
+            raise Wrong(f"{who} changed {_NOT_PUT_BACK[-1]}, which the check could not put back: "
+                        "restart the kernel to undo it")
+    _said_what_was_left_out(printed, who)
+    if peeked:
+        raise Seen(_peeked_sentence(peeked, f" ({who}) should compute its result"))
+    _no_threads_left(*threads, who, should)
+    if processes:
+        raise Wrong(f"{who} should {should} and leave nothing running, but it left "
+                    f"{processes} process{'es' if processes > 1 else ''} of its own running (now stopped)")
+    if len(_HOOKS_REFUSED) != hooks:
+        raise Wrong(f"{who} added an audit hook (sys.addaudithook), which no one can remove: "
+                    "it would run in every later cell, so a check does not allow it (it was not added)")
+    if len(_KERNELS_REFUSED) != kernels:
+        raise Wrong(f"{who} registered a kernel with torch's dispatcher (torch.library), which would "
+                    "change torch for every later cell, so a check does not allow it (it was not registered)")
+    if len(_CHANGES_REFUSED) != changes:
+        event, what = _CHANGES_REFUSED[-1]
+        raise Wrong(f"{who} called {event} in a way that would change {what}, so a check does not "
+                    "allow it (it was refused)")
 
 
 def _once(function):
@@ -1507,19 +1606,20 @@ def process_state():
     garbage collector and its callbacks, the modules imported (one replaced in ``sys.modules``), the
     digits an int may print, the thread switch interval, the locale, the file mode mask, logging's
     switch and the root logger's level and handlers, every resource limit (open files, memory, CPU
-    time), a timer that was not running (signal.alarm), the collector's
-    thresholds and freeze, threading's stack size, trace, profile and excepthook, sys's unraisablehook, torch's thread count, matmul precision and oneDNN
-    switch, warn-always flag, matplotlib's rcParams, and the hooks of ``_hooks_kept`` (imports, pickling, IPython's). Returns a function that puts back what changed
-    (the builtins first, with dict methods only: the rest calls them; ``put_back.builtins`` does only that)."""
+    time: ``_limits_kept``), the C library's time zone (``time.tzset`` is redone when TZ changed), the threads'
+    CPU affinity and priority (``_scheduling_kept``), a timer that was not running (signal.alarm), the collector's
+    thresholds, freeze and debug flags (gc.DEBUG_SAVEALL would keep all later garbage), sockets' default timeout,
+    the dlopen flags, the kernel's session and process group (``_session_kept``), threading's stack size, trace, profile and excepthook, sys's unraisablehook, torch's
+    switches (``_torch_flags_kept``), matplotlib's rcParams, and the hooks of ``_hooks_kept`` (imports, pickling,
+    IPython's). Returns a function that puts back what changed (the builtins first, with dict methods only: the
+    rest calls them; ``put_back.builtins`` does only that); what it cannot put back it notes in _NOT_PUT_BACK, for
+    the check to say (``call``)."""
     import gc
     import os
 
     import locale
     import signal
-    try:
-        import resource
-    except ImportError:   # (Windows)
-        resource = None
+    import socket
 
     put_back_builtins, put_back_hooks = _builtins_kept(), _hooks_kept()
     streams = {name: getattr(sys, name) for name in ("stdout", "stderr", "stdin", "displayhook", "excepthook",
@@ -1532,13 +1632,15 @@ def process_state():
     trace, profile, thread_hook = threading.gettrace(), threading.getprofile(), threading.excepthook
     timers = [which for which in (signal.ITIMER_REAL, signal.ITIMER_VIRTUAL, signal.ITIMER_PROF)
               if signal.getitimer(which) == (0.0, 0.0)] if hasattr(signal, "setitimer") else []
-    limits = {which: resource.getrlimit(which) for which in _rlimits(resource)}
+    put_back_limits, put_back_scheduling, put_back_torch = _limits_kept(), _scheduling_kept(), _torch_flags_kept()
+    zone = _time_zone()
     # (while a check holds the kernel's objects frozen, _garbage_fenced, counting them would take ms: not done)
     thresholds, frozen, stack = gc.get_threshold(), bool(_FROZEN) or gc.get_freeze_count(), threading.stack_size()
+    debug, garbage, timeout = gc.get_debug(), len(gc.garbage), socket.getdefaulttimeout()
+    dlopen = sys.getdlopenflags() if hasattr(sys, "getdlopenflags") else None   # (Unix only)
+    put_back_session = _session_kept()
     root = logging.root.level, list(logging.root.handlers)
-    torch, matplotlib = sys.modules.get("torch"), sys.modules.get("matplotlib")
-    torch_flags = (torch.get_num_threads(), torch.get_float32_matmul_precision(), torch._C._get_mkldnn_enabled(),
-                   torch.is_warn_always_enabled()) if torch is not None else None
+    matplotlib = sys.modules.get("matplotlib")
     rc = dict.copy(matplotlib.rcParams) if matplotlib is not None else None
 
     def put_back():
@@ -1552,10 +1654,13 @@ def process_state():
                 os.chdir(cwd)
         except OSError:   # the learner's code removed the folder it moved to
             os.chdir(cwd)
+        zone_changed = os.environ.get("TZ") != environ.get("TZ") or _time_zone() != zone
         if dict(os.environ) != environ:
             for key in [key for key in os.environ if key not in environ]:
                 del os.environ[key]
             os.environ.update(environ)
+        if zone_changed:   # (time.tzset: the C library reads TZ again, and time.tzname with it)
+            time.tzset()
         if sys.path is not path or sys.path != path_list:
             sys.path = path
             sys.path[:] = path_list
@@ -1583,25 +1688,26 @@ def process_state():
         for which in timers:   # a timer the learner's code set (signal.setitimer, signal.alarm) would end the kernel
             if signal.getitimer(which) != (0.0, 0.0):
                 signal.setitimer(which, 0)
-        for which, limit in limits.items():   # open files, memory, CPU time, file size...
-            if resource.getrlimit(which) != limit:
-                with contextlib.suppress(ValueError, OSError):   # a hard limit lowered cannot always be raised again
-                    resource.setrlimit(which, limit)
+        put_back_limits()
+        put_back_scheduling()
         if gc.get_threshold() != thresholds:
             gc.set_threshold(*thresholds)
         if not frozen and gc.get_freeze_count():
             gc.unfreeze()
+        if gc.get_debug() != debug:   # (and the garbage DEBUG_SAVEALL kept meanwhile is let go)
+            gc.set_debug(debug)
+            del gc.garbage[garbage:]
+        if socket.getdefaulttimeout() != timeout:   # every later socket would time out after it
+            socket.setdefaulttimeout(timeout)
+        if dlopen is not None and sys.getdlopenflags() != dlopen:
+            sys.setdlopenflags(dlopen)
+        put_back_session()
         if threading.stack_size() != stack:
             threading.stack_size(stack)
         if (logging.root.level, logging.root.handlers) != root:   # logging.basicConfig(level=DEBUG): every library talks
             logging.root.setLevel(root[0])
             logging.root.handlers[:] = root[1]
-        if torch is not None and torch_flags != (torch.get_num_threads(), torch.get_float32_matmul_precision(),
-                                                 torch._C._get_mkldnn_enabled(), torch.is_warn_always_enabled()):
-            torch.set_num_threads(torch_flags[0])
-            torch.set_float32_matmul_precision(torch_flags[1])
-            torch._C._set_mkldnn_enabled(torch_flags[2])
-            torch.set_warn_always(torch_flags[3])
+        put_back_torch()
         if rc is not None:
             live_rc = matplotlib.rcParams
             for key, value in rc.items():
@@ -1626,10 +1732,189 @@ def _builtins_kept():
     return put_back
 
 
-def _rlimits(resource):
-    """The resource limits of this system (RLIMIT_NOFILE, RLIMIT_AS, RLIMIT_CPU, ...); none without
-    the ``resource`` module (Windows)."""
-    return [] if resource is None else [value for name, value in vars(resource).items() if name.startswith("RLIMIT_")]
+_NOT_PUT_BACK = []   # one entry per piece of process state a put-back could not restore (its name, for ``call`` to say)
+
+
+def _limits_kept():
+    """Every resource limit of this system (RLIMIT_NOFILE, RLIMIT_AS, RLIMIT_CPU, ...: none without the ``resource``
+    module, on Windows) and resource's setrlimit and prlimit (a check replaces them while a learner's function runs:
+    ``_setrlimit``), saved now; returns a function that puts back any changed."""
+    if resource is None:
+        return lambda: None
+    names = {}   # which -> its first name (RLIMIT_OFILE is RLIMIT_NOFILE)
+    for name in vars(resource):
+        if name.startswith("RLIMIT_"):
+            names.setdefault(getattr(resource, name), name)
+    limits = {which: resource.getrlimit(which) for which in names}
+    functions = resource.setrlimit, resource.prlimit
+
+    def put_back():
+        resource.setrlimit, resource.prlimit = functions
+        for which, limit in limits.items():
+            if resource.getrlimit(which) != limit:
+                try:
+                    resource.setrlimit(which, limit)
+                except (ValueError, OSError):
+                    now = resource.getrlimit(which)
+                    _NOT_PUT_BACK.append(f"the resource limit {names[which]} (now {now}, was {limit})")
+    return put_back
+
+
+def _time_zone():
+    """The C library's time zone, as its local time of two moments shows it (a winter's and a summer's day of
+    1970: daylight saving). Not ``time.tzname``: the time module's names are put back with its other names
+    (``torch_globals``), while the C library keeps the zone ``time.tzset`` last read."""
+    return time.localtime(0), time.localtime(200 * 86400)
+
+
+def _session_kept():
+    """The kernel's session and process group, saved now; returns a function that puts back its group
+    (``os.setpgrp``) and notes in _NOT_PUT_BACK a session it left (``os.setsid``, which a check refuses:
+    ``_no_setsid``; the system allows no way back). Nothing where the system has neither (Windows)."""
+    if not hasattr(os, "getsid"):
+        return lambda: None
+    session, group = os.getsid(0), os.getpgrp()
+
+    def put_back():
+        if os.getsid(0) != session:
+            _NOT_PUT_BACK.append("the kernel's session (os.setsid)")
+        elif os.getpgrp() != group:
+            try:
+                os.setpgid(0, group)
+            except OSError:
+                _NOT_PUT_BACK.append("the kernel's process group (os.setpgrp)")
+    return put_back
+
+
+_SETSID = os.setsid   # (the real one: a process the learner's code forks may leave the session)
+_FENCED_PIDS = []   # the process (the kernel's) of each fence running now (``_fenced``): a forked child is another
+
+
+def _no_setsid():
+    """os.setsid while a learner's function runs in a check: in the kernel's process refused, noted in
+    _CHANGES_REFUSED (the kernel could never go back to its session); in a process it forked (a daemon's double
+    fork), done."""
+    if os.getpid() not in _FENCED_PIDS:
+        return _SETSID()
+    _CHANGES_REFUSED.append(("os.setsid", "the kernel's session, which it could never go back to"))
+    raise RuntimeError("a check does not allow os.setsid() while it runs your function: the kernel could never go "
+                       "back to its session")
+
+
+def _scheduling_kept():
+    """The CPU affinity and priority (nice) of each of the process's threads (``os.sched_setaffinity(os.getpid(),
+    {0})`` pins the kernel's main thread to one core for good), saved now; returns a function that puts back any
+    changed (a priority lowered cannot always be raised again). Nothing where the system has neither (macOS,
+    Windows)."""
+    if not (hasattr(os, "sched_getaffinity") and os.path.isdir("/proc/self/task")):
+        return lambda: None
+    saved = {}
+    for thread in os.listdir("/proc/self/task"):
+        with contextlib.suppress(OSError):   # (a thread that ended meanwhile)
+            saved[int(thread)] = os.sched_getaffinity(int(thread)), os.getpriority(os.PRIO_PROCESS, int(thread))
+
+    def put_back():
+        for thread, (cpus, priority) in saved.items():
+            try:
+                if os.sched_getaffinity(thread) != cpus:
+                    os.sched_setaffinity(thread, cpus)
+                if os.getpriority(os.PRIO_PROCESS, thread) != priority:
+                    os.setpriority(os.PRIO_PROCESS, thread, priority)
+            except ProcessLookupError:   # (the thread has ended since)
+                continue
+            except OSError:
+                _NOT_PUT_BACK.append(f"the CPU affinity or priority of thread {thread}")
+    return put_back
+
+
+TORCH_FLAGS = (
+    "_mkldnn_enabled", "_mkldnn_deterministic", "_onednn_allow_tf32", "_cudnn_enabled", "_cudnn_benchmark",
+    "_cudnn_deterministic", "_cudnn_allow_tf32", "_cudnn_depthwise_kernel", "_cublas_allow_tf32",
+    "_cublas_allow_fp16_reduced_precision_reduction", "_cublas_allow_bf16_reduced_precision_reduction",
+    "_cublas_allow_fp16_accumulation", "_cpu_allow_fp16_reduced_precision_reduction",
+    "_math_sdp_allow_fp16_bf16_reduction", "_sdp_priority_order", "_linalg_preferred_backend",
+    "_blas_preferred_backend", "_rocm_fa_preferred_backend", "_nnpack_enabled", "_miopen_immediate", "_qengine",
+    "_deterministic_fill_uninitialized_memory", "_warnAlways", "_backcompat_broadcast_warn",
+    "_backcompat_keepdim_warn", "_autograd_fallback_mode")
+# torch's process-wide switches behind torch.backends (mkldnn, cudnn, cuda.matmul, nnpack, quantized ...),
+# torch.utils.deterministic and torch.set_warn_always: each read with torch._C._get<name>, set with _set<name>
+TORCH_SWITCHES = (("_get_flash_sdp_enabled", "_set_sdp_use_flash"),
+                  ("_get_mem_efficient_sdp_enabled", "_set_sdp_use_mem_efficient"),
+                  ("_get_math_sdp_enabled", "_set_sdp_use_math"), ("_get_cudnn_sdp_enabled", "_set_sdp_use_cudnn"),
+                  ("_get_overrideable_sdp_enabled", "_set_sdp_use_overrideable"),
+                  ("_get_fa3_sdp_enabled", "_set_sdp_use_fa3"))
+# torch.backends.cuda's attention switches (enable_flash_sdp ...): (getter, setter) in torch._C, named apart
+TORCH_PYTHON_FLAGS = (("torch.backends.mha", "get_fastpath_enabled", "set_fastpath_enabled"),
+                      ("torch.backends.opt_einsum", "_get_enabled", "_set_enabled"),
+                      ("torch.backends.opt_einsum", "_get_strategy", "_set_strategy"),
+                      ("torch", "get_num_threads", "set_num_threads"))
+# torch's switches kept in Python: (module, getter, setter)
+FP32_PRECISIONS = (("generic", "all"), ("mkldnn", "all"), ("cuda", "all"), ("mkldnn", "matmul"), ("mkldnn", "conv"),
+                   ("mkldnn", "rnn"), ("cuda", "matmul"), ("cuda", "conv"), ("cuda", "rnn"))
+# the float32 precisions (torch.backends.fp32_precision, torch.backends.mkldnn.matmul.fp32_precision, ...;
+# torch.set_float32_matmul_precision sets the matmul ones), each a (backend, operation) pair, a whole before its
+# parts: setting a whole sets its parts too
+
+
+def _torch_flags_kept():
+    """torch's process-wide switches (TORCH_FLAGS, TORCH_SWITCHES, TORCH_PYTHON_FLAGS) and float32 precisions
+    (FP32_PRECISIONS), saved now; returns a function that puts back any changed, the precisions last (some
+    switches are set through them) and all of them in order when one changed. Each is read guarded: one this
+    torch lacks, or cannot read, is left alone (``torch.get_float32_matmul_precision`` is not read: it raises once
+    a per-backend precision was set). Nothing when torch was never imported."""
+    torch = sys.modules.get("torch")
+    if torch is None:
+        return lambda: None
+    switches = [(getattr(torch._C, "_get" + name, None), getattr(torch._C, "_set" + name, None), "torch._C._set" + name)
+                for name in TORCH_FLAGS]
+    switches += [(getattr(torch._C, get, None), getattr(torch._C, put, None), "torch._C." + put)
+                 for get, put in TORCH_SWITCHES]
+    switches += [(getattr(sys.modules.get(module), get, None), getattr(sys.modules.get(module), put, None),
+                  f"{module}.{put}") for module, get, put in TORCH_PYTHON_FLAGS]
+    get_precision = getattr(torch._C, "_get_fp32_precision_getter", None)
+    set_precision = getattr(torch._C, "_set_fp32_precision_setter", None)
+    precisions = [(functools.partial(get_precision, *pair), functools.partial(set_precision, *pair),
+                   f"torch's fp32_precision of {pair[0]} {pair[1]}")
+                  for pair in FP32_PRECISIONS if get_precision and set_precision]
+    flags, precisions = _flags_read(switches), _flags_read(precisions)
+
+    def put_back():
+        _put_back_flags([flag for flag in flags if _read_flag(flag[0]) != flag[3]])
+        if any(_read_flag(get) != value for get, _, _, value in precisions):
+            _put_back_flags(precisions)   # (every one, in order: a whole sets its parts)
+    return put_back
+
+
+def _flags_read(switches):
+    """[(getter, setter, name, value)] for each of ``switches`` ([(getter, setter, name)]) that has both and
+    whose getter answers now."""
+    flags = []
+    for get, put, name in switches:
+        value = _read_flag(get) if get is not None and put is not None else _UNREADABLE
+        if value is not _UNREADABLE:
+            flags.append((get, put, name, value))
+    return flags
+
+
+def _put_back_flags(flags):
+    """Set each of ``flags`` ([(getter, setter, name, value)]) to its value; one torch refuses is noted in
+    _NOT_PUT_BACK."""
+    for _, put, name, value in flags:
+        try:
+            put(*value) if isinstance(value, tuple) else put(value)   # (cuBLAS's reduced-precision pairs)
+        except Exception:   # noqa: BLE001 (torch refuses a value it gave: onednn_allow_tf32's None)
+            _NOT_PUT_BACK.append(f"torch's switch {name}")
+
+
+_UNREADABLE = object()   # a switch ``_read_flag`` could not read
+
+
+def _read_flag(get):
+    """What ``get()`` returns, or _UNREADABLE when it raises."""
+    try:
+        return get()
+    except Exception:   # noqa: BLE001 (torch raises on some reads: the legacy precision after the new one was set)
+        return _UNREADABLE
 
 
 _CONSTANTS = {}   # (module name, name) -> (the constant, a pickled copy): as a check first saw it
@@ -1879,11 +2164,11 @@ def _quiet(thread):
     thread._invoke_excepthook = invoke
 
 
-def _no_threads_left(left, running, on):
-    """Wrong when the learner's function left ``left`` threads of its own running (``_stop_threads``
-    stopped them; ``running`` of them still run)."""
+def _no_threads_left(left, running, who, should):
+    """Wrong when ``who`` (the learner's function, ``_fenced``) left ``left`` threads of its own running
+    (``_stop_threads`` stopped them; ``running`` of them still run)."""
     if left:
-        raise Wrong(f"your function{on} should return its answer and leave nothing running, but it left "
+        raise Wrong(f"{who} should {should} and leave nothing running, but it left "
                     f"{left} thread{'s' if left > 1 else ''} of its own running " +
                     ("(now stopped)" if not running else "that has not stopped yet (a long C call, or an except: "
                      "that catches everything?): restart the kernel if the notebook slows down"))
@@ -1998,12 +2283,13 @@ class _Capped:
         return getattr(self.stream, name)
 
 
-def _said_what_was_left_out(printed, on):
-    """One line, once a check, after a call whose printing was cut (``printed``: its ``_Capped`` streams)."""
+def _said_what_was_left_out(printed, who):
+    """One line, once a check, after ``who`` (``_fenced``) printed more than it shows (``printed``: its ``_Capped``
+    streams)."""
     dropped = sum(stream.dropped for stream in printed)
     if dropped and printed and not printed[0].budget["said"]:
         printed[0].budget["said"] = True
-        print(f"\n(your function's printing{on} went past the {MAX_PRINTED:,} characters a check shows: "
+        print(f"\n(the printing of {who} went past the {MAX_PRINTED:,} characters a check shows: "
               "the rest was left out)")
 
 
@@ -2034,6 +2320,39 @@ def _no_audit_hook(hook):
     raise RuntimeError("a check does not allow sys.addaudithook: an audit hook could never be removed")
 
 
+_SETRLIMIT, _PRLIMIT, _GETRLIMIT = \
+    (resource.setrlimit, resource.prlimit, resource.getrlimit) if resource else (None, None, None)   # (resource's own)
+
+
+def _setrlimit(which, limits):
+    """resource.setrlimit while a learner's function runs in a check: refused when it would lower a hard limit
+    (``_hard_limit_kept``); a soft limit is set, and put back after the call (``_limits_kept``)."""
+    _hard_limit_kept("resource.setrlimit", _GETRLIMIT(which), limits)
+    return _SETRLIMIT(which, limits)
+
+
+def _prlimit(pid, which, *limits):
+    """resource.prlimit while a learner's function runs in a check: refused when it would lower a hard limit
+    (``_hard_limit_kept``); reading a limit, or setting a soft one, goes through."""
+    if limits:
+        _hard_limit_kept("resource.prlimit", _PRLIMIT(pid, which), limits[0])
+    return _PRLIMIT(pid, which, *limits)
+
+
+def _hard_limit_kept(event, now, limits):
+    """Raise RuntimeError, noted in _CHANGES_REFUSED, when ``limits`` (soft, hard) would lower the hard limit of
+    ``now`` (soft, hard): an unprivileged process can never raise it again. Limits that are no pair of whole numbers
+    are left to resource to refuse."""
+    try:
+        hard, infinite = operator.index(limits[1]), resource.RLIM_INFINITY
+    except (TypeError, IndexError, KeyError):
+        return
+    if hard != now[1] and (now[1] == infinite or hard != infinite and hard < now[1]):
+        _CHANGES_REFUSED.append((event, "a hard resource limit, which could never be raised again"))
+        raise RuntimeError(f"a check does not allow {event}() to lower a hard limit while it runs your function: "
+                           "it could never be raised again")
+
+
 _PEEKS = frozenset({"sys._current_frames", "sys._current_exceptions", "gc.get_objects", "gc.get_referrers",
                     "gc.get_referents"})   # the audit events of the ways to reach another thread's frames or objects
 _WATCHING = []   # one entry per check (and call) running now, innermost last: {"thread": its ident, "events": [...]}
@@ -2048,25 +2367,60 @@ def _peeked(event, guard):
     thread). The learner's own frames stay in reach (``sys._getframe``, as warnings and logging use it). Out of
     reach of a hook: ctypes, which reads memory directly (``ctypes.pythonapi``), and a learner's code that changes
     this module's own names (``exercises._WATCHING``)."""
-    if not _WATCHING:
-        return
-    ident = _IDENT()
-    if any(entry["thread"] == ident for entry in _WATCHING):
+    if not _in_learners_code():
         return
     for entry in _WATCHING:
         entry["events"].append(event)
     raise RuntimeError(f"a check does not allow {event}() while it runs your function: it reaches the check's own state")
 
 
+def _in_learners_code():
+    """Whether a check runs now and this thread is not a check's own (so runs a learner's code: ``_peeked``)."""
+    if not _WATCHING:
+        return False
+    ident = _IDENT()
+    return not any(entry["thread"] == ident for entry in _WATCHING)
+
+
+_CHANGES = {"resource.setrlimit": "the kernel's resource limits out of the check's sight (a hard limit lowered could "
+                                  "never be raised again)",
+            "resource.prlimit": "a process's resource limits out of the check's sight (a hard limit lowered could never "
+                                "be raised again)",
+            "os.putenv": "the environment of every later subprocess behind os.environ's back",
+            "os.unsetenv": "the environment of every later subprocess behind os.environ's back"}
+# the audit events of the ways to change the process for good that no put-back can undo, and what each changes
+_CHANGES_REFUSED = []   # (event, what it would change) per change a learner's function was refused (said by ``call``)
+_CHECKED_CODES = (os._Environ.__setitem__.__code__, os._Environ.__delitem__.__code__, _setrlimit.__code__,
+                  _prlimit.__code__)
+# the code allowed to make those calls: os.environ's (which a check puts back) and the checked resource functions
+
+
+def _changed(event, guard):
+    """What the audit hook does on an event of ``_CHANGES``: in a learner's code in a check (``_in_learners_code``)
+    it notes ``event`` in _CHANGES_REFUSED and raises RuntimeError; elsewhere, and when the call comes from
+    _CHECKED_CODES (``os.environ["TZ"] = ...``, which the check puts back, or ``resource.setrlimit``, which is
+    ``_setrlimit`` in a check), nothing."""
+    if not _in_learners_code():
+        return
+    caller = sys._getframe(1)   # (the property and the hook are C: the frame that called os.putenv)
+    if caller.f_code in _CHECKED_CODES and caller.f_locals.get("self", os.environ) is os.environ:   # (os.environ's
+        return                                                                                  # own, no stand-in)
+    _CHANGES_REFUSED.append((event, _CHANGES[event]))
+    raise RuntimeError(f"a check does not allow {event}() while it runs your function: it changes {_CHANGES[event]}")
+
+
 class _PeekGuard:
-    """The audit hook's table: a property per event of ``_PEEKS`` that runs ``_peeked``. The hook is
-    ``getattr(guard, event, args)``, all of it in C: every other event (a course's check reads ``frame.f_code``
-    some 100,000 times, each an audited event) finds no attribute and costs no Python call (about 0.07 µs an
-    event: some 13 ms of chapter 02's attention_head check, where a Python hook took 45 ms)."""
+    """The audit hook's table: a property per event of ``_PEEKS`` that runs ``_peeked``, and per event of
+    ``_CHANGES`` that runs ``_changed``. The hook is ``getattr(guard, event, args)``, all of it in C: every other
+    event (a course's check reads ``frame.f_code`` some 100,000 times, each an audited event) finds no attribute
+    and costs no Python call (about 0.07 µs an event: some 13 ms of chapter 02's attention_head check, where a
+    Python hook took 45 ms)."""
 
 
 for _event in _PEEKS:
     setattr(_PeekGuard, _event, property(functools.partial(_peeked, _event)))
+for _event in _CHANGES:
+    setattr(_PeekGuard, _event, property(functools.partial(_changed, _event)))
 del _event
 
 
@@ -2443,7 +2797,8 @@ def sealed(build):
 _SEALED_READER = sealed(dict).__code__   # the code of every @sealed reader (``_check_function`` reads its build)
 # called by code outside the checks, yet no check's own function: what a check puts in sys and gc while a
 # learner's function runs, and a decorator a course module applies as it is imported (helpers.heads.compute)
-_NOT_WATCHED = {function.__code__ for function in (_no_switch_interval, _watchdog, _no_audit_hook, _no_freeze, sealed)}
+_NOT_WATCHED = {function.__code__ for function in (_no_switch_interval, _watchdog, _no_audit_hook, _no_freeze, _no_setsid, sealed,
+                                                    _setrlimit, _prlimit)}
 
 
 def _fingerprint(x):

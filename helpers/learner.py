@@ -340,18 +340,23 @@ def importing():
     return True
 
 
+def module_name(target):
+    """The name my_gpt/<name>.py is imported as (``_load``), in sys.modules."""
+    return f"my_gpt_{target.stem}"
+
+
 def _load(target):
     """Import my_gpt/<name>.py afresh as a module named for it."""
-    module_name = f"my_gpt_{target.stem}"
-    spec = importlib.util.spec_from_file_location(module_name, target)
+    imported_as = module_name(target)
+    spec = importlib.util.spec_from_file_location(imported_as, target)
     module = importlib.util.module_from_spec(spec)
-    sys.modules[module_name] = module
+    sys.modules[imported_as] = module
     chain = getattr(_loading, "chain", ())
     _loading.depth, _loading.chain = getattr(_loading, "depth", 0) + 1, chain + (target.stem,)
     try:
         spec.loader.exec_module(module)
     except BaseException:
-        sys.modules.pop(module_name, None)
+        sys.modules.pop(imported_as, None)
         raise
     finally:
         _loading.depth, _loading.chain = _loading.depth - 1, chain

@@ -35,10 +35,11 @@ import numpy as np
 import torch
 import torch.nn.functional as F
 from torch import nn
+from torch.nn.modules import module as torch_module
 
 from .errors import MAX_BYTES, CourseInputError, about_gib, check_bytes, check_choice, check_ids_given, check_index, \
     check_finite, check_number, check_positive_int, check_seed, check_switch, check_tensor, count, fail, gib, length, \
-    message_of, shown
+    message_of, shown, type_name
 from .states import digest
 
 POSITIONS = ("sinusoidal", "learned", "rotary", "none")
@@ -750,7 +751,8 @@ def _through(keep):
 def check_returned(y, x, who):
     """``y``, what a function of the learner's (``who``: replace['L0.h'], keep('q', tensor))
     returned in place of the tensor ``x``: a dense tensor of x's shape, dtype and device, else
-    one sentence; return it."""
+    one sentence; return it, a view read negated (``x.conj().imag``) made plain, so that whatever reads the
+    trace can hand it to NumPy."""
     if isinstance(y, torch.Tensor) and (getattr(y, "is_nested", False) or y.layout != torch.strided
                                         or y.device != x.device or y.is_quantized):
         fail(f"{who} should return a dense tensor on the device {x.device} like its input, but returned "
@@ -758,7 +760,7 @@ def check_returned(y, x, who):
     if not isinstance(y, torch.Tensor) or y.shape != x.shape or y.dtype != x.dtype:
         fail(f"{who} should return a tensor of shape {tuple(x.shape)} and dtype {x.dtype}, but returned "
              + (f"shape {tuple(y.shape)} and dtype {y.dtype}" if isinstance(y, torch.Tensor) else type(y).__name__))
-    return y
+    return y.resolve_neg()
 
 
 def check_replaced(y, x, name):
@@ -973,6 +975,8 @@ class Transformer(nn.Module):
                              if cfg.positions == "sinusoidal" else None, persistent=False)
         if seed is not None:
             self.reset_parameters(seed=seed)
+        self.__dict__["_built"] = built_of(self)   # what check_structure compares with (not in state_dict),
+        self.__dict__["_structure_key"] = None     # and the key of its last check (structure_key)
 
     def reset_parameters(self, seed):
         """Draw fresh weights from a seeded generator, as ``self.init`` says (see the class)."""
@@ -1008,6 +1012,7 @@ class Transformer(nn.Module):
         Any other keyword (a misspelt switch, e.g. ``casual``) is refused with a sentence. A batch
         whose pass would hold more than MAX_BYTES (``Config.pass_bytes``) is refused up front.
         """
+        self.check_structure()
         check_unknown(unknown, SWITCHES, "the model's")
         given, ids = ids, self.check_ids(ids)
         trace, causal, attention, positions, scaled = (
@@ -1042,8 +1047,14 @@ class Transformer(nn.Module):
                                                    ablate_heads=sorted(heads), replace=sorted(replace),
                                                    dtype=self.weights_dtype()), causal=causal)
             with checked_once():   # checked here, once: the blocks need not check again
-                return self._forward(ids, single, trace, record, replace, heads, cache, start,
-                                     causal=causal, attention=attention, positions=positions, scaled=scaled)
+                try:
+                    return self._forward(ids, single, trace, record, replace, heads, cache, start,
+                                         causal=causal, attention=attention, positions=positions, scaled=scaled)
+                except CourseInputError:
+                    raise
+                except Exception:   # a part changed in a way no hook tells (p.data = ..., del): its sentence
+                    self.check_structure(full=True)
+                    raise
 
     def _forward(self, ids, single, trace, record, replace, heads, cache, start, positions, **switches):
         """The forward pass of checked input (see ``forward``)."""
@@ -1067,6 +1078,18 @@ class Transformer(nn.Module):
             return logits[0] if single else logits
         record["probs"] = torch.softmax(record["logits"], dim=-1)
         return record
+
+    def check_structure(self, full=False):
+        """Refuse, in one sentence, a model whose modules no longer match its Config (``structure_problem``: a
+        learner's ``model.blocks = model.blocks[:1]``, a smaller E, ``model.to("meta")``); return the model. Checked
+        in full when something may have changed since the last check (``structure_key``), or when ``full``; else
+        the check costs about a microsecond (a cat model's pass: about a millisecond)."""
+        if full or not same_key(self.__dict__.get("_structure_key"), structure_key(self)):
+            problem = structure_problem(self)
+            if problem is not None:
+                fail(problem)
+            self.__dict__["_structure_key"] = structure_key(self)   # (after the check, which may build a model;
+        return self                                                 # not a module attribute: never in state_dict)
 
     def check_trace_memory(self, T, start=0):
         """Refuse, before the pass, a trace of T tokens (after ``start`` cached ones) that would keep
@@ -1128,6 +1151,7 @@ class Transformer(nn.Module):
         """ids (B, T) -> h0 (B, T, d_model): token rows of E plus the positions (unless switched off)."""
         cfg = self.cfg
         if not _CHECKED.depth:
+            self.check_structure()
             ids = self.check_ids(ids)
             start, positions = check_positive_int(start, "start", minimum=0), check_switch(positions, "positions")
             check_span(start + ids.shape[-1])
@@ -1146,6 +1170,7 @@ class Transformer(nn.Module):
         the final LayerNorm (if any), then the tied unembedding E^T. ``keep`` receives
         final_ln and logits."""
         if not _CHECKED.depth:
+            self.check_structure()
             check_stream(h, self.cfg.d_model, self.E.dtype, "h", dims=None)
             check_part_input(h, "h", self.E.dtype)   # the final norm's variance, the logits
             return check_made(self._unembed(h, keep), "unembed", dict(h=h), self.parameters(), keep)
@@ -1227,6 +1252,7 @@ class Transformer(nn.Module):
 
     def parameter_count(self):
         """Parameters by part: embedding, positions, per_layer, layers, final_norm, total."""
+        self.check_structure()
         per_layer = sum(p.numel() for p in self.blocks[0].parameters()) if self.blocks else 0
         counts = {
             "embedding": self.E.numel(),
@@ -1260,7 +1286,9 @@ def check_finite_weights(model, name="the model"):
     """Refuse, in one sentence naming the first such tensor, a model (a torch module) whose weights
     (its floating-point parameters and buffers) hold NaN or inf: a training run that diverged, or an
     edit. Every measure of such a model would be NaN, or a count made from NaN logits. A small model
-    is checked in one pass over a copy of all its numbers; a larger one (or one found wanting) tensor by tensor."""
+    is checked in one pass over a copy of all its numbers; a larger one (or one found wanting) tensor by tensor.
+    A model on the meta device, which holds no numbers, is refused first (``check_has_numbers``)."""
+    check_has_numbers(model, name)
     tensors = [t.detach() for t in (*model.parameters(), *model.buffers()) if t.is_floating_point()]
     if not tensors:
         return model
@@ -1277,13 +1305,38 @@ def check_finite_weights(model, name="the model"):
     return model
 
 
+def meta_tensor(model):
+    """The name of the first parameter or buffer of the torch module ``model`` on the meta device
+    (``model.to("meta")`` keeps only the shapes), or None."""
+    return next((label for label, t in (*model.named_parameters(), *model.named_buffers()) if t.device.type == "meta"),
+                None)
+
+
+def check_has_numbers(model, name="the model"):
+    """Refuse a torch module with a parameter or buffer on the meta device (``meta_tensor``): nothing can be read
+    from it. Return it."""
+    label = meta_tensor(model)
+    if label is not None:
+        fail(meta_sentence(name, label))
+    return model
+
+
+def meta_sentence(name, label):
+    """The sentence for ``name``'s (a model's) tensor ``label`` found on the meta device."""
+    return (f"the weights of {name} should hold numbers, but {label} is on the meta device, which keeps only shapes "
+            "(model.to('meta') drops the numbers): load or build the model again")
+
+
 @contextmanager
 def measuring(model, name="the model"):
     """Within the block ``model`` (a course model) is measured as it is meant to be: refused first, in one
     sentence, when its weights hold NaN or inf (``check_finite_weights``), then in eval mode (no dropout:
     a measure gives one number for one model, and draws nothing from torch's global generator);
     afterwards, also after an error, every module is back in the mode it was in. Every model-level
-    measure of chapters 00-06 (a loss, the top next words, an accuracy, a leak, ...) runs inside it."""
+    measure of chapters 00-06 (a loss, the top next words, an accuracy, a leak, ...) runs inside it. A course
+    Transformer whose modules no longer match its Config is refused first (``check_structure``)."""
+    if isinstance(model, Transformer):
+        model.check_structure()
     check_finite_weights(model, name)
     with eval_mode(model):
         try:
@@ -1318,11 +1371,126 @@ def measure(function):
 
 
 def check_model(model, name="the model"):
-    """A course Transformer (this module's), else one sentence naming what arrived; return it."""
+    """A course Transformer (this module's) whose modules match its Config (``check_structure``), else one
+    sentence naming what arrived; return it."""
     if not isinstance(model, Transformer):
         got = f"a tensor of shape {tuple(model.shape)}" if isinstance(model, torch.Tensor) else shown(model)
         fail(f"{name} should be a helpers.model.Transformer (as helpers.weights loads one), but got {got}")
-    return model
+    return model.check_structure()
+
+
+# ------------------------------------------------------------ a model's structure against its Config
+
+class _Edits:
+    """How many modules, parameters and buffers torch has set on any module in this process, counted by
+    torch's global registration hooks (``count_edit``): while the count stays the same, no ``model.x = ...``
+    has changed a model's structure since it was last checked (``structure_key``)."""
+    count = 0
+    handle = None   # the module hook's handle: whether the hooks are still there
+
+
+def count_edit(module, name, value):
+    """torch's registration hook: count one module, parameter or buffer set (returns None: set as given)."""
+    _Edits.count += 1
+
+
+def edits():
+    """``_Edits.count``, after the hooks are registered (again, when something took them away: a fence that
+    puts back torch's globals as they were before this module was imported), which counts as an edit."""
+    if _Edits.handle is None or _Edits.handle.id not in torch_module._global_module_registration_hooks:
+        _Edits.handle = torch_module.register_module_module_registration_hook(count_edit)
+        torch_module.register_module_parameter_registration_hook(count_edit)
+        torch_module.register_module_buffer_registration_hook(count_edit)
+        _Edits.count += 1
+    return _Edits.count
+
+
+def structure_key(model):
+    """What changes whenever ``model``'s structure may have: the edit count (any ``x.name = module or
+    parameter`` in the process), its Config, its E and its blocks (``del model.blocks[0]`` sets nothing), read
+    without a torch call (chapter 09's ``op_count`` counts every one a pass makes). A change that sets nothing
+    and moves none of these (``p.data = ...`` of another shape, ``model.to("meta")``) makes the pass fail, and
+    ``Transformer.forward`` then checks in full (``structure_problem``): the sentence, not torch's error."""
+    blocks = model._modules.get("blocks")
+    return (edits(), model.__dict__.get("cfg"), model._parameters.get("E"),
+            *(() if blocks is None else blocks._modules.values()))
+
+
+def same_key(old, new):
+    """Whether ``structure_key``s ``old`` (None: none yet) and ``new`` are the same: the same edit count and the
+    very same objects (``is``: a tensor's ``==`` would compare its numbers)."""
+    return (old is not None and len(old) == len(new) and old[0] == new[0]
+            and all(a is b for a, b in zip(old[1:], new[1:])))
+
+
+ADVICE = "it was changed after it was built (load or build the model again, or build one whose Config says so)"
+_MISSING = object()
+
+
+def part_of(model, path):
+    """The module or tensor at ``path`` ('blocks.0.attn.W_Q') in ``model``, read name by name; _MISSING when a
+    name is not there."""
+    part = model
+    for name in path.split("."):
+        try:
+            part = getattr(part, name, _MISSING)
+        except Exception:   # noqa: BLE001 (a property of the learner's may raise anything)
+            return _MISSING
+        if part is _MISSING:
+            return _MISSING
+    return part
+
+
+def built_of(model):
+    """What the Transformer ``model`` is built of, read when it is built (``Transformer.__init__``): its Config,
+    each module's path and class, and each parameter's and buffer's path and shape."""
+    modules = tuple((path, type(module)) for path, module in model.named_modules() if path)
+    tensors = tuple((path, tuple(t.shape)) for path, t in (*model.named_parameters(), *model.named_buffers()))
+    return model.cfg, modules, tensors
+
+
+def structure_problem(model):
+    """The sentence for the first way ``model``'s modules differ from what it was built of (``built_of``):
+    another number of blocks, a module of another class (a subclass, such as chapter 09's PlainBlock, is one),
+    a parameter or buffer missing or of another shape (a 1-D one, a bias or a norm's scale, may be None: its
+    part runs without it, as with bias=False), or weights on the meta device or of mixed devices or dtypes;
+    None when they match."""
+    cfg = model.__dict__.get("cfg")
+    if not isinstance(cfg, Config):
+        return f"the model's cfg should be a helpers.model.Config, but got {shown(cfg)}: {ADVICE}"
+    blocks = model._modules.get("blocks")
+    if isinstance(blocks, nn.ModuleList) and len(blocks) != cfg.n_layers:
+        return (f"the model should have the {cfg.n_layers} blocks its Config says (n_layers={cfg.n_layers}), but it "
+                f"has {len(blocks)}: {ADVICE}")
+    built = model.__dict__.get("_built")
+    if built is None:   # (not built by Transformer.__init__: nothing to compare with)
+        return None
+    if built[0] != cfg:
+        return f"the model's cfg should be the Config it was built with, but it was replaced by another: {ADVICE}"
+    _, modules, tensors = built
+    for path, kind in modules:
+        part = part_of(model, path)
+        if not isinstance(part, kind):
+            got = "missing" if part is _MISSING else "None" if part is None else f"of class {type_name(part)}"
+            return (f"the model's {path} should be of class {kind.__name__}, as it was built, but it is {got}: "
+                    f"{ADVICE}")
+    first = None
+    for path, shape in tensors:
+        t = part_of(model, path)
+        if t is None and len(shape) == 1:
+            continue
+        if not isinstance(t, torch.Tensor) or tuple(t.shape) != shape:
+            got = ("missing" if t is _MISSING else "None" if t is None else f"of class {type_name(t)}"
+                   if not isinstance(t, torch.Tensor) else f"of shape {tuple(t.shape)}")
+            return (f"the model's {path} should be a tensor of shape {shape}, as its Config says, but it is {got}: "
+                    f"{ADVICE}")
+        if t.device.type == "meta":
+            return meta_sentence("the model", path)
+        first = first or (path, t)
+        if (t.device, t.dtype) != (first[1].device, first[1].dtype):
+            return (f"the model's weights should share one device and dtype, but {first[0]} is {first[1].dtype} on "
+                    f"{first[1].device} and {path} is {t.dtype} on {t.device}: {ADVICE}")
+    return None
 
 
 DIGEST_NUMBERS = 2 ** 22   # a model of at most this many numbers is also summed (a few ms) by weights_state
@@ -1345,7 +1513,12 @@ def weights_state(net, exact=False, strong=False):
     at most STRONG_NUMBERS numbers, each one's name and SHA-256 digest (measured: 3 ms for the shipped
     Shakespeare model's 8 x 10^5 numbers, so about 30 ms at the limit); above it (a real model: 1 s a call),
     each one's name, shape, dtype, id, storage address and version counter (an edit through ``p.data`` or a
-    NumPy view, which moves no counter, is not seen there)."""
+    NumPy view, which moves no counter, is not seen there). A model with a tensor on the meta device
+    (``meta_tensor``) holds no numbers to key: each one's name, shape, dtype and device (whatever reads it
+    refuses it)."""
+    if meta_tensor(net) is not None:
+        named = (*net.named_parameters(), *net.named_buffers())
+        return tuple((name, t.shape, t.dtype, t.device.type) for name, t in named)
     if exact or (strong and sum(t.numel() for t in (*net.parameters(), *net.buffers())) <= STRONG_NUMBERS):
         return tuple((name, digest(t, strong=strong)) for name, t in (*net.named_parameters(), *net.named_buffers()))
     if strong:
