@@ -8,8 +8,10 @@ import numpy as np
 import torch
 
 from ..errors import as_array, check_positive_int, count, fail, shown
-from ..exercises import (Array, Module, Number, close_problems, count_answer, exercise, module_output,
-                         narrow_float_problem, number_problems, numbers)
+from ..exercises import (Module, as_number, close_problems, count_answer, exercise, module_output, number_problems,
+                         numbers, precision_problem)
+from ..exercises import as_array as answer_array   # (a learner's answer, Wrong; errors' as_array: the check's inputs)
+from ..qkv.checks import COURSES_ATTENTION
 from .compute import (attention_parameters, attention_weights_bytes, induction_score, module_cases,
                       slipped_attention)
 
@@ -75,7 +77,7 @@ def _close(a, b):
 
 
 @exercise("your MultiHeadAttention", answer=Module("a class MultiHeadAttention(nn.Module)", own=(
-    "helpers.heads.compute.MultiHeadAttention", "helpers.model.Attention")), keeps="05")
+    "helpers.heads.compute.MultiHeadAttention", *COURSES_ATTENTION)), keeps="05")
 def multi_head(run):
     """``run`` is the learner's class MultiHeadAttention(d_model, n_heads) as a ``Module`` run:
     built, loaded with a shipped layer's parameters (the names of helpers.model.Attention) and
@@ -102,7 +104,7 @@ def multi_head(run):
         given, out = out, numbers(out, f"the output on {case['what']}", allow_inf=True, allow_nan=True)
         if _close(out, expected):
             continue
-        narrow = narrow_float_problem(given, out, expected, f"the output on {case['what']}", 1e-4)
+        narrow = precision_problem(given, out, expected, f"the output on {case['what']}", 1e-4)
         if narrow:
             yield narrow
             return
@@ -155,7 +157,7 @@ def _error_hint(case, first):
     return None if case["args"] == first["args"] else lambda sentence: f"{sentence}; {SIZE_HINT}"
 
 
-@exercise("the queries split into heads", answer=Array())
+@exercise("the queries split into heads")   # (the answer read here: a float16 one is named as such)
 def split(answer, q, n_heads):
     """``answer`` is q (B, T, h*d_k) split into (B, h, T, d_k), head i holding columns i*d_k..(i+1)*d_k."""
     q = as_array(q, "q", 3)
@@ -165,10 +167,15 @@ def split(answer, q, n_heads):
         fail(f"n_heads should divide q's width {width} into equal heads of at least one column, "
              f"but got n_heads={count(n_heads)}")
     d_k = width // n_heads
+    given, answer = answer, answer_array(answer, "your answer")   # (given: as the learner gave it, with its dtype)
     unswapped = q.reshape(B, T, n_heads, d_k)
     reference = unswapped.transpose(0, 2, 1, 3)
     if answer.shape == reference.shape and np.allclose(answer, reference, atol=1e-6):
         return   # right first: when T == n_heads the unswapped split has the right shape too
+    rounded = precision_problem(given, answer, reference, "the split", 1e-6)
+    if rounded:
+        yield rounded
+        return
     if answer.shape == unswapped.shape and (T != n_heads or np.allclose(answer, unswapped, atol=1e-6)):
         yield (f"the split has shape (B, T, h, d_k) = {(B, T, n_heads, d_k)}: "
                "swap the token and head axes (transpose(1, 2))")
@@ -206,7 +213,7 @@ def parameters(answer, d_model):
 MAX_WEIGHTS_BYTES = 10**30   # the largest size weights_megabytes judges: far beyond any machine, within a float
 
 
-@exercise("the memory of the attention weights", answer=Number())
+@exercise("the memory of the attention weights")   # (the answer read here: a float16 one is named as such)
 def weights_megabytes(answer, batch, n_heads, T):
     """``answer`` is the size in megabytes (10**6 bytes) of one layer's float32 attention
     weights for ``batch`` sequences of ``T`` tokens and ``n_heads`` heads."""
@@ -215,6 +222,7 @@ def weights_megabytes(answer, batch, n_heads, T):
         fail(f"the attention weights should take at most 10**30 bytes in this check, but batch={shown(batch)}, "
              f"n_heads={shown(n_heads)} and T={shown(T)} give {shown(size)}")
     reference = size / 1e6
+    given, answer = answer, as_number(answer, "your answer")   # (given: as the learner gave it, with its dtype)
     if abs(answer - reference) <= 0.01 * reference:   # right first: with T = 1 (or batch = 1) a slip gives it too
         return
     if batch == 4 and abs(answer - reference / 4) < 0.01 * reference:   # the two slips give one number
@@ -230,15 +238,18 @@ def weights_megabytes(answer, batch, n_heads, T):
     elif abs(answer - reference / T) < 0.01 * reference / T:
         yield "the weights hold one number per (query, key) pair: T × T per head, not T"
     else:
-        yield from number_problems(answer, reference, "the size in MB", atol=0.01 * reference)
+        yield precision_problem(given, answer, reference, "the size in MB", 0.01 * reference) or \
+            next(number_problems(answer, reference, "the size in MB", atol=0.01 * reference))
 
 
-@exercise("an induction score", answer=Number())
+@exercise("an induction score")   # (the answer read here: a float16 one is named as such)
 def induction(answer, weights, length):
     """``answer`` is the mean attention from each token of the second copy to the token
     after its earlier occurrence, for ``weights`` (2L+1, 2L+1) of a repeated sequence."""
     w = as_array(weights, "weights", 2)   # one head's (2L+1, 2L+1) table; induction_score checks its size
     reference = float(induction_score(w, length))
+    given, answer = answer, as_number(answer, "your answer")   # (given: as the learner gave it, with its dtype)
+    rounded = precision_problem(given, answer, reference, "the score", 1e-3)
     same_token = float(np.mean([w[length + j, j] for j in range(1, length + 1)]))
     previous = float(np.mean([w[t, t - 1] for t in range(1, len(w))]))
     if abs(answer - reference) <= 1e-3:
@@ -248,6 +259,8 @@ def induction(answer, weights, length):
                "looks one further: at the token that came after it")
     elif abs(answer - previous) <= 1e-3:
         yield "that is the previous-token score: look L-1 positions back, from the second copy only"
+    elif rounded:
+        yield rounded
     elif not 0 <= answer <= 1:
         yield "a mean of attention weights lies between 0 and 1"
     else:

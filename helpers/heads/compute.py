@@ -153,6 +153,11 @@ def attention_weights_bytes(batch, n_heads, T, bytes_per_number=4):
     return batch * n_heads * T * T * bytes_per_number
 
 
+# Bytes torch_differences holds at once for each (sequence, head, query, key) of float32 (20 measured): our layer's
+# kept scores and weights, nn.MultiheadAttention's scores and weights, and their difference.
+DIFFERENCES_BYTES = 24
+
+
 @torch.no_grad()
 def torch_differences(attn, x):
     """Largest absolute differences between our layer ``attn`` on x and torch's own attention.
@@ -170,6 +175,9 @@ def torch_differences(attn, x):
                f"whose {attn.n_heads} heads share {attn.n_kv_heads} key/value heads")
         fail(f"torch_differences should get a layer with biases, no rotary positions and a key and value for "
              f"each head (as nn.MultiheadAttention has), but got one {why}")
+    B, T = x.shape[:2]
+    check_bytes(DIFFERENCES_BYTES * B * attn.n_heads * T * T, f"torch_differences on {count(B)} sequences of "
+                f"{count(T)} tokens", "give fewer or shorter sequences")
     ours = intermediates(attn, x)
     H, d = attn.n_heads, attn.W_Q.shape[0]
     q, k, v = (split_heads(ours[name], H) for name in "qkv")
@@ -179,7 +187,6 @@ def torch_differences(attn, x):
     mha.load_state_dict({"in_proj_weight": torch.cat([attn.W_Q.T, attn.W_K.T, attn.W_V.T]),
                          "in_proj_bias": torch.cat([attn.b_Q, attn.b_K, attn.b_V]),
                          "out_proj.weight": attn.W_O.T, "out_proj.bias": attn.b_O})
-    T = x.shape[1]
     hidden = torch.triu(torch.ones(T, T, dtype=torch.bool), diagonal=1)
     theirs, their_weights = mha(x, x, x, attn_mask=hidden, need_weights=True, average_attn_weights=False)
     return dict(sdpa=float((fused - ours["attn"]).abs().max()),
@@ -217,14 +224,25 @@ WEIGHTS_ATOL = 1e-3   # how far a float32 softmax row (of up to a few thousand k
 def check_weights(weights):
     """Attention weights as a tensor (``as_tensor``) of finite real numbers from 0 to 1, each row (the last
     axis) summing to 1 (within WEIGHTS_ATOL), as a softmax makes them; whole numbers and True/False are
-    refused. Return it."""
+    refused. Return it.
+    Memory: ``weights_work(w)`` bytes, counted before the tests, which make the largest of them (the finite test's
+    |w| and True/False tables, ``softmax_rows``' float64 copy); the measures that take the weights make at most
+    one more copy of them after that (``attention_profile``, ``repeat_score``), within the same count."""
     w = as_tensor(weights, "weights", WEIGHTS)
     if not w.is_floating_point():
         fail(f"weights should be {WEIGHTS} (a float tensor), but got dtype {w.dtype}")
+    check_bytes(weights_work(w), f"a measure on weights of shape {tuple(w.shape)}", "give fewer or shorter rows of weights")
     check_finite(w, "weights")
     if w.numel() and not (w.min() >= -WEIGHTS_ATOL and w.max() <= 1 + WEIGHTS_ATOL):
         fail(f"weights should be {WEIGHTS}, but they range from {float(w.min()):.4g} to {float(w.max()):.4g}")
     return w
+
+
+def weights_work(w):
+    """Bytes the work on the weights ``w`` (a float tensor) may hold at once beside them: 8 a number for a float64
+    copy (the rows' sums) and as many as one of w's own numbers takes for a copy of w. Measured (float32, 8000 x 8000):
+    the finite test 6.7 bytes a number, the float64 sums 7.7, attention_profile's copy 4."""
+    return (8 + w.element_size()) * w.numel()
 
 
 def softmax_rows(w):
@@ -290,18 +308,25 @@ def attention_profile(weights):
     weights: (..., T, T), T >= 2. Each weight is counted once, in the first of these that
     fits its key: the query itself, the token just before, the token two back, ``<BOS>``
     (position 0), elsewhere. Returns a dict of those five (...)-shaped means, which add up
-    to 1; ``previous`` equals ``previous_token_score``.
+    to 1; ``previous`` equals ``previous_token_score`` (to float rounding).
+    Memory: one copy of the weights (the keys 3 or more back), within ``check_weights``' count.
     """
     w = check_weights(weights)
     if w.dim() < 2 or w.shape[-1] != w.shape[-2] or w.shape[-1] < 2:
         fail(f"expected square attention weights (..., T, T) with T >= 2, but got shape {tuple(w.shape)}")
     T = softmax_rows(w).shape[-1]
-    query, key = torch.arange(T)[:, None], torch.arange(T)[None, :]
-    offset = query - key
-    kinds = dict(itself=offset == 0, previous=offset == 1, two_back=offset == 2)
-    kinds["bos"] = (key == 0) & (offset > 2)
-    kinds["elsewhere"] = (key > 0) & (offset > 2)
-    return {name: (w * mask)[..., 1:, :].sum(-1).mean(-1) for name, mask in kinds.items()}
+    further = w.tril(-3)          # keys 3 or more back: <BOS> (key 0) and elsewhere
+    bos = further[..., 0].clone()
+    further[..., 0] = 0
+    per_query = dict(itself=w.diagonal(0, -2, -1)[..., 1:], previous=w.diagonal(-1, -2, -1),
+                     two_back=w.diagonal(-2, -2, -1), bos=bos[..., 1:], elsewhere=further[..., 1:, :].sum(-1))
+    return {name: queries_1_on(values, T).mean(-1) for name, values in per_query.items()}
+
+
+def queries_1_on(values, T):
+    """One kind's weights (..., n) of the last n queries, as the weights of queries 1..T-1 (..., T - 1): the
+    queries before them (too early to have a key that far back) get 0."""
+    return F.pad(values, (T - 1 - values.shape[-1], 0))
 
 
 def repeat_score(weights, ids, vocab_size=None):
@@ -352,12 +377,14 @@ def earlier_same(ids):
     return (ids[:, None] == ids[None, :]).tril(-1)
 
 
-def check_weights_bytes(cfg, B, T, size=4):
+def check_weights_bytes(cfg, B, T, size=4, beside=0):
     """Refuse up front a layer_weights pass whose tables pass MAX_BYTES: the (B, layers, heads, T, T) weights
-    it returns, beside what the pass itself holds at once (``Config.pass_bytes``); ``size``: bytes a number
-    (4 in float32, 8 for a model.double())."""
-    need = size * B * cfg.n_layers * cfg.n_heads * T * T + size // 4 * cfg.pass_bytes(B, T)
-    most = MAX_BYTES // (size * cfg.n_layers * cfg.n_heads * T * T + size // 4 * cfg.pass_bytes(1, T))
+    it returns, beside what the pass itself holds at once (``Config.pass_bytes``) and ``beside`` bytes for each
+    number of one sequence's (layers, heads, T, T) weights (what a caller makes of them after the pass);
+    ``size``: bytes a number (4 in float32, 8 for a model.double())."""
+    table = cfg.n_layers * cfg.n_heads * T * T
+    need = size * B * table + size // 4 * cfg.pass_bytes(B, T) + beside * table
+    most = max(0, MAX_BYTES - beside * table) // (size * table + size // 4 * cfg.pass_bytes(1, T))
     check_bytes(need, f"the attention weights of {cfg.n_layers} layers on {count(B)} sequences of {count(T)} tokens",
                 f"give at most {count(most)} sequences of this length at once" if most else "give shorter sequences")
 
@@ -427,6 +454,9 @@ def head_scores(model, ids, length):
     ids: (B, 2*length+1) repeated sequences. Returns (previous (layers, heads), induction (layers, heads)).
     """
     ids, length = repeated_ids(model, ids, length)   # checked before the pass
+    size = max(4, model.E.element_size())
+    # beside the weights returned: their mean over the batch and the scores' work on it (``weights_work``)
+    check_weights_bytes(model.cfg, *ids.shape, size, beside=2 * size + 8)
     w = layer_weights(model, ids).mean(0)            # (layers, heads, T, T)
     return previous_token_score(w), induction_score(w, length)
 
@@ -900,7 +930,9 @@ def slipped_attention(x, state, n_heads, slip=None):
             if key not in state or as_array(state[key], f"state['{key}']").shape != shape:
                 fail(f"state['{key}'] should be an array of shape {shape}, but got "
                      f"{shown(state[key]) if key in state else 'none'}")
-    check_bytes(4 * 4 * B * H * T * T, "slipped_attention", "pass fewer or shorter sequences in x")
+    # float32: four (B, H, T, T) tables (scores, masked, weights, a slip's change) and eight (B, T, d) ones (x, q, k, v,
+    # their split copies, the heads' outputs, concat, the output)
+    check_bytes(4 * (4 * B * H * T * T + 8 * B * T * d), "slipped_attention", "pass fewer or shorter sequences in x")
     x = torch.as_tensor(arr, dtype=torch.float32)
     d_k = d // H
     W, b = ({name: torch.as_tensor(to_numpy(state[f"{kind}_{name}"]), dtype=torch.float32) for name in "QKVO"}

@@ -12,8 +12,10 @@ import numpy as np
 import torch
 
 from ..errors import answer_shape, as_array, check_index, check_positive_int, count, fail, shown
-from ..exercises import (Array, Function, Number, Wrong, as_wholes, call, close_problems, exercise, number_problems,
-                         numbers, sealed, sum_shown as _sum_shown)
+from ..exercises import (Array, Function, Wrong, as_number, as_wholes, call, close_problems, exercise, number_problems,
+                         numbers, precision_problem, sealed, sum_shown as _sum_shown)
+from ..exercises import as_array as answer_array   # (a learner's answer, Wrong; errors' as_array: the check's inputs)
+from ..qkv.checks import COURSES_ATTENTION
 from ..reference import softmax
 from .compute import heads_from_trace
 
@@ -66,10 +68,7 @@ def mask(answer, T=5):
     got = answer != 0
     want = np.triu(np.ones((T, T), dtype=bool), 1)
     if np.isinf(answer).any():
-        yield ("this holds -inf: it is an additive mask (0 where a key may be seen, -inf where it may not); "
-               "here give the boolean mask, True where query i must not see key j"
-               + ("" if ((answer == -np.inf) == want).all() and (answer[~want] == 0).all() else
-                  ", and hide exactly the keys j > i"))
+        yield infinite_mask_problem(answer, want)
         return
     if (got == want).all():
         return
@@ -84,22 +83,39 @@ def mask(answer, T=5):
                "exactly when j > i")
 
 
-@exercise("one masked weight, by hand", answer=Number())
+def infinite_mask_problem(answer, want):
+    """The sentence for a mask ``answer`` (T, T) that holds -inf or +inf (an additive mask, or its sign flipped),
+    where ``want`` (T, T) is True on the keys to hide."""
+    placed = ((answer != 0) == want).all() and (np.isinf(answer) == want).all()
+    if (answer == np.inf).any():   # added to a score, +inf is the largest: that key would take all the weight
+        kind = ("this holds +inf: added to the scores it would give that key all the weight (e^inf), not hide it "
+                "(an additive mask puts -inf where a key may not be seen)")
+    else:
+        kind = "this holds -inf: it is an additive mask (0 where a key may be seen, -inf where it may not)"
+    return (f"{kind}; here give the boolean mask, True where query i must not see key j"
+            + ("" if placed else ", and hide exactly the keys j > i"))
+
+
+@exercise("one masked weight, by hand")   # (the answer read here: a float16 one is named as such)
 def masked_weight(answer, scores, query, key):
     """``answer`` is weight[query, key] after the causal mask and the softmax of ``scores`` (T, T)."""
     scores = check_table(scores, "scores")
     query, key = check_index(query, "query", len(scores)), check_index(key, "key", len(scores))
     if key > query:
         fail(f"key should be at most query={query} (a later key's weight is 0 under the mask), but got {key}")
+    given, answer = answer, as_number(answer, "your answer")   # (given: as the learner gave it, with its dtype)
     expected = softmax(scores[query, :query + 1])[key]
     from_one = softmax(scores[query - 1, :query])[key - 1] if query > 0 and key > 0 else math.nan
     if abs(answer - expected) < 1e-3:
         return
+    rounded = precision_problem(given, answer, expected, "your weight", 1e-3)
     if abs(answer - softmax(scores[query])[key]) < 1e-3:
         yield f"your softmax includes keys after position {query}: the mask removes them first"
     elif abs(answer - from_one) < 1e-3:
         yield (f"positions count from 0: query {query} is row {query + 1} of the table (index {query}), "
                f"key {key} its column {key + 1}")
+    elif rounded:
+        yield rounded
     elif not 0 <= answer <= 1:
         yield (f"your weight is {answer:.4g}, but a weight lies between 0 and 1"
                + (" (give a fraction, not a percentage)" if 1 < answer <= 100 else ""))
@@ -115,13 +131,18 @@ def check_zeroed(zeroed):
     return zeroed
 
 
-@exercise("repairing a mask applied after softmax", answer=Array(shape=lambda zeroed: check_zeroed(zeroed).shape))
+@exercise("repairing a mask applied after softmax")   # (the answer read here: a float16 one is named as such)
 def renormalised(answer, zeroed):
     """``answer`` (T, T): the rows of ``zeroed`` (softmax, then future weights set to 0) rescaled to sum to 1."""
     zeroed = check_zeroed(zeroed)
+    given, answer = answer, answer_array(answer, "your answer", shape=zeroed.shape)   # (given: with its dtype)
     reference = zeroed / zeroed.sum(axis=1, keepdims=True)
     if np.allclose(answer, reference, atol=1e-4, rtol=0):
         return   # right first: when zeroed's rows already sum to 1, "unchanged" is the right answer too
+    rounded = precision_problem(given, answer, reference, "the weights", 1e-4)
+    if rounded:
+        yield rounded
+        return
     with np.errstate(over="ignore"):   # entries near 1e308 sum to inf: not 1, as the sentence then says
         sums = answer.sum(axis=1)
     worst = int(np.argmax(np.abs(sums - 1)))
@@ -390,8 +411,7 @@ def runs_on_k_transposed(answer, case):
 
 
 @exercise("your causal attention", answer=Function("a function causal_attention(q, k, v)",
-          own=("helpers.masking.compute.causal_attention", "helpers.reference.attention",
-               "helpers.qkv.compute.attention_steps", "helpers.qkv.compute.query_step")), keeps="04")
+          own=("helpers.masking.compute.causal_attention", *COURSES_ATTENTION)), keeps="04")
 def causal_attention(answer):
     """``answer(q, k, v)`` -> (out, weights): scaled dot-product attention with the causal mask,
     checked on the cat model's own queries, keys and values against its trace, then on a batch,

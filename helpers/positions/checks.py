@@ -10,10 +10,12 @@ import torch
 
 from .. import reference as ref
 from .. import weights, worlds
-from ..exercises import Array, Function, NOT_ANSWERED, call, close_problems, exercise, narrow_float_problem, \
-    numbers as output_numbers, slip
+from ..exercises import (Function, NOT_ANSWERED, call, close_problems, exercise, numbers as output_numbers,
+                         precision_problem, slip)
+from ..exercises import as_array as answer_array   # (a learner's answer, Wrong; errors' as_array: the check's inputs)
 from ..model import KVCache, rotate_pairs, sinusoidal_angles, sinusoidal_table
-from ..errors import as_array as numbers, check_answer_shape, check_finite, check_positive_int, count, fail
+from ..errors import as_array as numbers, check_answer_shape, check_finite, check_positive_int, count, fail, \
+    shape_of
 from ..heads.compute import check_shipped
 from .compute import check_perm, offset_rotation as reference_rotation
 
@@ -75,9 +77,18 @@ def table_cases(cat):
             ("a wider table", 50, 16, sinusoidal_table(50, 16))]
 
 
-@exercise("your sinusoidal_positions(n, d)", answer=Function("a function sinusoidal_positions(n, d)", own=(
-    "helpers.positions.compute.sinusoidal_positions", "helpers.reference.sinusoidal_positions",
-    "helpers.model.sinusoidal_table", "helpers.model.sinusoidal_angles", "helpers.model.rotary_cos_sin")), keeps="06")
+# The course's functions that compute sin and cos of the angles p·w_i, w_i = 10000**(-2i/d): the sinusoidal table,
+# and every rotation by those angles (a pair (0, 1) turned back by p·w_i is [sin, cos]; PE[0] @ offset_rotation(p, d)
+# is row p). Each gives the answer of either exercise of this chapter for the right arguments, so both name them all.
+TABLE, ROTATE = "helpers.positions.compute.sinusoidal_positions", "helpers.positions.compute.rotate"
+COURSES_ANGLES = (   # besides the chapter's own two, TABLE and ROTATE (each check names its own first: kept by it)
+    "helpers.reference.sinusoidal_positions", "helpers.model.sinusoidal_table", "helpers.model.sinusoidal_angles",
+    "helpers.model.rotary_cos_sin", "helpers.reference.rotate_pairs", "helpers.model.rotate_pairs",
+    "helpers.patching.rotary_rotation", "helpers.positions.compute.offset_rotation")
+
+
+@exercise("your sinusoidal_positions(n, d)", answer=Function("a function sinusoidal_positions(n, d)",
+                                                            own=(TABLE, ROTATE, *COURSES_ANGLES)), keeps="06")
 def sinusoidal_positions(fn, cat):
     """``fn(n, d)`` -> the (n, d) torch table: row p, pair i = [sin(p w_i), cos(p w_i)],
     w_i = 10000**(-2i/d); equal to the cat model's own positions and the course's table."""
@@ -103,7 +114,7 @@ def sinusoidal_positions(fn, cat):
                        "adds it to float32 embeddings")
                 return
             continue
-        hint = narrow_float_problem(out, table, expected, f"sinusoidal_positions({n}, {d})", TABLE_ATOL) or \
+        hint = precision_problem(out, table, expected, f"sinusoidal_positions({n}, {d})", TABLE_ATOL) or \
             slip(table, table_slips(n, d), atol=TABLE_ATOL) or same_frequencies_problem(table, expected)
         if hint:
             yield f"against {what}: {hint}"
@@ -173,7 +184,7 @@ def turned_by(fn, x, start, what):
             return None, (f"rotate turns right {what}, but returns {out.dtype} for x of {x.dtype}; keep x's dtype "
                           "(angles from torch.arange(..., dtype=torch.float32), no float64 and no NumPy)")
         return out, None
-    hint = narrow_float_problem(out, got, turned(x, start).numpy(), f"rotate's result {what}", TURN_ATOL) or \
+    hint = precision_problem(out, got, turned(x, start).numpy(), f"rotate's result {what}", TURN_ATOL) or \
         slip(got, turn_slips(x, start), atol=TURN_ATOL)
     return None, f"{what}: " + (hint or "the result differs from the model's own turn; pair (e, o) of token t "
                                         "becomes (e·cos a − o·sin a, e·sin a + o·cos a), a = (start + t)·w_i, "
@@ -194,10 +205,9 @@ def scores_from(q, k):
     return S.masked_fill(torch.triu(torch.ones(T_q, T_k, dtype=torch.bool), diagonal=T_k - T_q + 1), float("-inf"))
 
 
-@exercise("your rotate(x, start=0)", answer=Function("a function rotate(x, start=0)", own=(
-    "helpers.positions.compute.rotate", "helpers.reference.rotate_pairs", "helpers.model.rotate_pairs",
-    "helpers.model.rotary_cos_sin", "helpers.model.sinusoidal_angles", "helpers.patching.rotary_rotation",
-    "helpers.positions.compute.offset_rotation")), keeps="06")
+@exercise("your rotate(x, start=0)", answer=Function("a function rotate(x, start=0)",
+                                                     own=(ROTATE, TABLE, *COURSES_ANGLES)),
+          keeps="06")
 def rotate(fn, induction):
     """``fn(x, start=0)``: x (B, H, T, d_k) with every adjacent pair (2i, 2i+1) of token t turned
     through (start + t)·10000**(-2i/d_k). Run on the shipped induction model's queries and keys
@@ -259,20 +269,28 @@ def rotation_shape(d):
     return d, d
 
 
-@exercise("the rotation that moves every position k steps on", answer=Array(shape=rotation_shape))
+ROTATION_ATOL = 1e-3   # how far PE[p] @ R may be from PE[p + k] (a float32 R, or one rounded to 4 decimals)
+
+
+@exercise("the rotation that moves every position k steps on")   # (the answer read here: a float16 one is named)
 def offset_rotation(R, k, d):
     """``R`` (d, d) with PE[p] @ R = PE[p + k] for every row p of the sinusoidal table (k >= 1)."""
     d, k = rotation_shape(d)[0], check_positive_int(k, "k")
     if k > MAX_K:
         fail(f"k should be at most {MAX_K:,} (this check's limit), but got {count(k)}")
+    given, R = R, answer_array(R, "your answer", shape=(d, d))   # (given: as the learner gave it, with its dtype)
     PE = ref.sinusoidal_positions(20 + k, d)
-    if np.allclose(PE[:-k] @ R, PE[k:], atol=1e-3):
+    if np.allclose(PE[:-k] @ R, PE[k:], atol=ROTATION_ATOL):
         return
-    if np.allclose(PE[k:] @ R, PE[:-k], atol=1e-3):
+    rounded = precision_problem(given, R, reference_rotation(k, d), "R", ROTATION_ATOL)
+    if rounded:
+        yield rounded
+        return
+    if np.allclose(PE[k:] @ R, PE[:-k], atol=ROTATION_ATOL):
         yield f"your R moves every position {k} steps back, not on: turn each pair the other way"
         return
     hint = slip(R, [(reference_rotation(1, d), f"that R moves every position 1 step on; for {k} steps "
-                                               f"pair i turns through {k}·w_i")])
+                                               f"pair i turns through {k}·w_i")], atol=ROTATION_ATOL)
     if hint:
         yield hint
     elif np.abs(R[off_blocks(d)]).max(initial=0) > 1e-6:
@@ -283,17 +301,26 @@ def offset_rotation(R, k, d):
         yield "PE[p] @ R does not give PE[p + k]: each 2×2 block is [[cos, -sin], [sin, cos]] of the angle k·w_i"
 
 
-def output_shape(Y):
-    """The shape of the check's Y (T, d), finite numbers, else one sentence."""
-    return check_finite(numbers(Y, "Y", 2), "Y").shape
+# The largest Y the unscrambled check takes (the chapter's is 5 rows of 4 numbers): it sorts Y's rows and perm.
+MAX_SCRAMBLED_ROWS = 10_000
+MAX_SCRAMBLED_NUMBERS = 1_000_000
 
 
-@exercise("the unscrambled attention output", answer=Array(shape=output_shape))
+@exercise("the unscrambled attention output")   # (the answer read here: a float16 one is named as such)
 def unscrambled(out, Y, perm):
-    """``out`` (T, d): the rows of Y = Attention(X[perm]) put back in X's order."""
+    """``out`` (T, d): the rows of Y = Attention(X[perm]) put back in X's order. Y: at most MAX_SCRAMBLED_ROWS
+    rows and MAX_SCRAMBLED_NUMBERS numbers."""
+    check_scrambled_size(shape_of(Y, "Y"))   # an array's or a tensor's shape, before it is converted
     Y = check_finite(numbers(Y, "Y", 2), "Y")
+    check_scrambled_size(Y.shape)   # (a list's, once converted)
     perm = check_perm(perm, len(Y))
-    if np.allclose(out, Y[np.argsort(perm)], atol=1e-6):
+    given, out = out, answer_array(out, "your answer", shape=Y.shape)   # (given: with its dtype)
+    right = Y[np.argsort(perm)]
+    if np.allclose(out, right, atol=1e-6):
+        return
+    rounded = precision_problem(given, out, right, "the unscrambled rows", 1e-6)
+    if rounded:
+        yield rounded
         return
     hint = slip(out, [(Y, "these are still the rows in scrambled order: put row i of Y back where "
                           "X[perm[i]] came from"),
@@ -301,7 +328,22 @@ def unscrambled(out, Y, perm):
                                 "row j of X_demo, find the row of Y that was computed from it")], atol=1e-6)
     if hint:
         yield hint
-    elif sorted(map(tuple, np.round(out, 6))) == sorted(map(tuple, np.round(Y, 6))):
+    elif np.array_equal(sorted_rows(out), sorted_rows(Y)):
         yield "these are Y's rows, but in another order: row j of out is the row of Y computed from X[j]"
     else:
         yield "these rows are not Y's rows: no new attention is needed, only Y's rows move"
+
+
+def check_scrambled_size(shape):
+    """Refuse a Y of ``shape`` (None: not known before it is converted, nothing to refuse yet) with more than
+    MAX_SCRAMBLED_ROWS rows or MAX_SCRAMBLED_NUMBERS numbers, in one sentence."""
+    if shape is not None and len(shape) and (shape[0] > MAX_SCRAMBLED_ROWS or np.prod(shape) > MAX_SCRAMBLED_NUMBERS):
+        fail(f"Y should have at most {MAX_SCRAMBLED_ROWS:,} rows and {MAX_SCRAMBLED_NUMBERS:,} numbers for this check "
+             f"(the chapter's has 5 rows of 4), but it has shape {tuple(shape)}")
+
+
+def sorted_rows(x):
+    """The rows of x (T, d) rounded to 6 decimals, sorted by their first number, then their second, ...: (T, d).
+    Two tables hold the same rows in any order exactly when their sorted rows are equal."""
+    x = np.round(x, 6)
+    return x[np.lexsort(x.T[::-1])] if x.shape[1] else x

@@ -11,22 +11,37 @@ import numpy as np
 import torch
 
 from .. import reference as ref
-from ..exercises import (Array, Function, Number, Wrong, as_array, call, close_problems, exercise, narrow_float_problem,
-                         number_problems, numbers, slip)
+from ..exercises import (Function, Wrong, as_array, as_number, call, close_problems, exercise, number_problems, numbers,
+                         precision_problem, slip)
 from .compute import (attention_head as course_head, attention_steps, cat_head_cases, primer_toy, three_words,
                       three_words_qkv)
 
 
-def off_or_problems(problems, hint, name):
-    """The problems of a wrong answer: the known slip's hint when there is one, else ``problems``."""
+# Every course implementation of attention (scores, mask, softmax, the weighted values): each gives the answer to
+# any attention exercise for the right arguments (a head is causal attention of x W_Q + b_Q, x W_K + b_K, x W_V + b_V;
+# causal attention is a head with identity projections; one head is multi-head attention with n_heads = 1), so every
+# attention check of chapters 02-05 names them all in its own= (after its own piece, the name it keeps it by).
+COURSES_ATTENTION = (
+    "helpers.reference.attention", "helpers.qkv.compute.attention_steps", "helpers.qkv.compute.query_step",
+    "helpers.qkv.compute.attention_head", "helpers.masking.compute.causal_attention", "helpers.masking.compute.OneHead",
+    "helpers.heads.compute.MultiHeadAttention", "helpers.heads.compute.slipped_attention", "helpers.model.Attention",
+    "helpers.sampling.compute.shared_kv_attention")
+
+
+def off_or_problems(problems, hint, name, rounded=None):
+    """The problems of a wrong answer: the known slip's hint when there is one, else ``rounded`` (the sentence for
+    an answer right to its own precision, ``precision_problem``) when there is one, else ``problems``."""
     if problems and hint:
         return [f"{name} is off: {hint}"]
+    if problems and rounded:
+        return [rounded]
     return problems
 
 
-@exercise("the weight 'cat' puts on 'the', by hand", answer=Number())
+@exercise("the weight 'cat' puts on 'the', by hand")   # (the answer read here: a float16 one is named as such)
 def weight_cat_on_the(answer):
     """``answer`` is row 'cat', column 'the' of softmax(x @ x.T) for "the cat sat"."""
+    value = as_number(answer, "your answer")
     x = three_words()["x"]
     w = ref.softmax(x @ x.T)
     slips = [(1 / 3, "the three scores are not equal, so the weights are not 1/3 each"),
@@ -35,13 +50,15 @@ def weight_cat_on_the(answer):
              (w[1, 1], "that is the weight 'cat' puts on itself; the question asks for column 'the'"),
              (w[1, 2], "that is the weight on 'sat'; the question asks for column 'the'"),
              (w[2, 0], "that is row 'sat'; the question asks for the query 'cat'")]
-    problems = list(number_problems(answer, w[1, 0], "the weight"))
-    yield from off_or_problems(problems, slip(answer, slips), "the weight")
+    problems = list(number_problems(value, w[1, 0], "the weight"))
+    yield from off_or_problems(problems, slip(value, slips), "the weight",
+                               precision_problem(answer, value, w[1, 0], "the weight", 1e-3))
 
 
-@exercise("the output of 'cat' with queries, keys and values", answer=Array())
+@exercise("the output of 'cat' with queries, keys and values")   # (the answer read here: a float16 one is named)
 def output_of_cat(answer):
     """``answer`` (2,) is the output row of 'cat': softmax(q k^T / sqrt(2)) @ v, no mask."""
+    given, answer = answer, as_array(answer, "your answer")   # (given: as the learner gave it, with its dtype)
     ex = three_words()
     args = (ex["x"], ex["W_q"], ex["W_k"], ex["W_v"])
     if answer.shape in ((4,), (3, 4)):
@@ -59,12 +76,14 @@ def output_of_cat(answer):
              (np.exp((q @ k.T)[1] / math.sqrt(2)) @ v,
               "the e^score are not weights yet: divide them by their sum over the row first")]
     problems = list(close_problems(answer, right[1], "the output of 'cat'"))
-    yield from off_or_problems(problems, slip(answer, slips), "the output of 'cat'")
+    yield from off_or_problems(problems, slip(answer, slips), "the output of 'cat'",
+                               precision_problem(given, answer, right[1], "the output of 'cat'", 1e-3))
 
 
-@exercise("the weight 'cat' puts on 'the' in the Primer's toy", answer=Number())
+@exercise("the weight 'cat' puts on 'the' in the Primer's toy")   # (the answer read here: a float16 one is named)
 def toy_weight(answer):
     """``answer`` is row 'cat', column 'the' of the toy's weights, scaled by sqrt(5) and masked."""
+    value = as_number(answer, "your answer")
     toy = primer_toy()
     args = (toy["X"], toy["W_Q"], toy["W_K"], toy["W_V"])
     weights = lambda **kw: attention_steps(*args, **kw)["weights"]
@@ -78,8 +97,9 @@ def toy_weight(answer):
               "divide by the square root of d_k = 5, not by 5 itself"),
              (right[1, 1], "that is the weight 'cat' puts on itself; the question asks for column 'the'"),
              (right[2, 0], "that is row 'sat'; the question asks for the query 'cat'")]
-    problems = list(number_problems(answer, right[1, 0], "the weight"))
-    yield from off_or_problems(problems, slip(answer, slips), "the weight")
+    problems = list(number_problems(value, right[1, 0], "the weight"))
+    yield from off_or_problems(problems, slip(value, slips), "the weight",
+                               precision_problem(answer, value, right[1, 0], "the weight", 1e-3))
 
 
 def attention_cases():
@@ -164,20 +184,19 @@ def attention_problem(attention, what, Q, K, V, causal):
     weights = numbers(result[1], f"the weights on {what}", shape=w_ref.shape)
     output = numbers(result[0], f"the output on {what}", shape=out_ref.shape)
     if not np.allclose(weights, w_ref, atol=1e-6):
-        return narrow_float_problem(result[1], weights, w_ref, f"the weights on {what}", 1e-6) or \
+        return precision_problem(result[1], weights, w_ref, f"the weights on {what}", 1e-6) or \
             f"the weights on {what} are off: " + (weight_slip(weights, Q, K, V, causal) or "compare each step with "
                                                   "the recipe above")
     if not np.allclose(output, out_ref, atol=1e-6):
-        return narrow_float_problem(result[0], output, out_ref, f"the output on {what}", 1e-6) or \
+        return precision_problem(result[0], output, out_ref, f"the output on {what}", 1e-6) or \
             f"the weights on {what} are right but the output is not: it is weights @ V"
     if not np.allclose(output, torch_attention(Q, K, V, causal), atol=1e-6):
         return f"the output on {what} differs from torch's scaled_dot_product_attention"
     return None
 
 
-@exercise("scaled dot-product attention in NumPy", answer=Function("a function attention(Q, K, V, causal)", own=(
-    "helpers.reference.attention", "helpers.qkv.compute.attention_steps", "helpers.qkv.compute.query_step",
-    "helpers.masking.compute.causal_attention")))
+@exercise("scaled dot-product attention in NumPy", answer=Function("a function attention(Q, K, V, causal)",
+                                                                   own=COURSES_ATTENTION))
 def attention_function(answer):
     """``answer`` is a function attention(Q, K, V, causal=False) -> (output, weights)
     that equals helpers.reference.attention and torch's scaled_dot_product_attention."""
@@ -324,7 +343,7 @@ def head_problem(head, case):
     arr = as_array(arr, f"the output {where}", shape=(T, d_k))
     if np.allclose(arr, case["expected"].numpy(), atol=HEAD_ATOL):
         return None
-    narrow = narrow_float_problem(out, arr, case["expected"].numpy(), f"the output {where}", HEAD_ATOL)
+    narrow = precision_problem(out, arr, case["expected"].numpy(), f"the output {where}", HEAD_ATOL)
     if narrow:
         return narrow
     hint = slip(arr, [(head_variant(case, **kind), words) for kind, words in HEAD_SLIPS], atol=HEAD_ATOL)
@@ -332,8 +351,7 @@ def head_problem(head, case):
 
 
 @exercise("one attention head in torch, checked on the cat model", answer=Function("a function attention_head",
-          own=("helpers.qkv.compute.attention_head", "helpers.qkv.compute.attention_steps", "helpers.model.Attention")),
-          keeps="02")
+          own=("helpers.qkv.compute.attention_head", *COURSES_ATTENTION)), keeps="02")
 def attention_head(answer):
     """``answer`` is attention_head(x, W_Q, W_K, W_V, b_Q, b_K, b_V) -> (T, d_k), run on every head of
     the shipped cat model's layer 0 for cat-world sentences, against the model's own head outputs."""
@@ -369,16 +387,21 @@ def head_one_slips(trace, attn):
     return [(o.numpy(), words) for o, words in out]
 
 
-@exercise("head 1 of layer 0 from its slices", answer=Array(shape=(4, 3)))
+@exercise("head 1 of layer 0 from its slices")   # (the answer read here: a float16 one is named as such)
 def head_one_output(answer):
     """``answer`` (4, 3) is L0H1's output for "<BOS> the cat sat", from head 1's slices of layer 0."""
     from .. import weights, worlds
 
+    given, answer = answer, as_array(answer, "your answer", shape=(4, 3))   # (given: with its dtype)
     model, world = weights.load_cat(), worlds.cat_world()
     with torch.no_grad():
         trace = model(world.tokenizer.encode(HEAD_PROMPT), trace=True)
     right = trace["L0.head_out"][1].numpy()
     if np.allclose(answer, right, atol=HEAD_ATOL):
+        return
+    rounded = precision_problem(given, answer, right, "the output of L0H1", HEAD_ATOL)
+    if rounded:
+        yield rounded
         return
     hint = slip(answer, head_one_slips(trace, model.blocks[0].attn), atol=HEAD_ATOL)
     yield "the output of L0H1 is off: " + (hint or "take columns 3 to 5 of W_Q, W_K, W_V and entries 3 to 5 "

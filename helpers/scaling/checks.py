@@ -11,8 +11,8 @@ import numpy as np
 
 import torch
 
-from ..exercises import Array, Function, Number, Wrong, call, close_problems, exercise, narrow_float_problem, \
-    number_problems, numbers, sealed, slip
+from ..exercises import (Function, Wrong, as_array, as_number, call, close_problems, exercise, number_problems, numbers,
+                         precision_problem, sealed, slip)
 from ..errors import answer_shape, check_positive_int, count, fail
 from .compute import check_weights, layer_case, scaled_scores as course_scores, softmax_jacobian, weight_gradient
 
@@ -20,12 +20,13 @@ from .compute import check_weights, layer_case, scaled_scores as course_scores, 
 MAX_D = 10**12   # the widest d typical_size takes (models use up to about 10**4)
 
 
-@exercise("the typical size of a raw dot product", answer=Number())
+@exercise("the typical size of a raw dot product")   # (the answer read here: a float16 one is named as such)
 def typical_size(answer, d=512):
     """``answer`` is the standard deviation of q·k for standard-normal q, k of dimension d (theory)."""
     d = check_positive_int(d, "d")
     if d > MAX_D:
         fail(f"d should be at most {MAX_D:,} here, but got {count(d)}")
+    given, answer = answer, as_number(answer, "your answer")   # (given: as the learner gave it, with its dtype)
     if abs(answer - math.sqrt(d)) <= 0.05:   # the right spread first: at d = 1 it is also both slips' value
         return
     hint = slip(answer, [(d, "that is the variance of q·k; the spread (standard deviation) is its square root"),
@@ -34,15 +35,21 @@ def typical_size(answer, d=512):
     if hint:
         yield hint
     else:
-        yield from number_problems(answer, math.sqrt(d), "your spread", atol=0.05)
+        yield precision_problem(given, answer, math.sqrt(d), "your spread", 0.05) or \
+            next(number_problems(answer, math.sqrt(d), "your spread", atol=0.05))
 
 
-@exercise("the derivative of softmax", answer=Array(shape=lambda weights: (len(check_weights(weights)),) * 2))
+@exercise("the derivative of softmax")   # (the answer read here: a float16 one is named as such)
 def jacobian(answer, weights):
     """``answer`` (n, n) has entry [i, j] = ∂w_i/∂s_j for the softmax output ``weights`` (n,)."""
     w = check_weights(weights)
+    given, answer = answer, as_array(answer, "your answer", shape=(len(w), len(w)))   # (given: with its dtype)
     J = softmax_jacobian(w)
     if np.allclose(answer, J, atol=1e-4, rtol=0):   # right first: a one-hot w gives J = 0 = -J
+        return
+    rounded = precision_problem(given, answer, J, "J", 1e-4)
+    if rounded:
+        yield rounded
         return
     hint = slip(answer, [(-J, "every sign is flipped: raising s_i raises w_i, so the diagonal is positive"),
                          (-np.outer(w, w), "the diagonal is missing its w_i term: ∂w_i/∂s_i = w_i - w_i²"),
@@ -58,10 +65,11 @@ def jacobian(answer, weights):
         yield from close_problems(answer, J, "J", atol=1e-4)
 
 
-@exercise("the gradient with respect to the raw scores", answer=Number())
+@exercise("the gradient with respect to the raw scores")   # (the answer read here: a float16 one is named as such)
 def gradient_wrt_raw(answer, scores, index=2, divide_by=8.0):
     """``answer`` is ‖∂w_index/∂scores‖ where w = softmax(scores / divide_by)."""
     sizes = weight_gradient(scores, index, divide_by)
+    given, answer = answer, as_number(answer, "your answer")   # (given: as the learner gave it, with its dtype)
     if abs(answer - sizes["wrt_scores"]) <= 5e-4:   # right first: with divide_by = 1 the slips give it too
         return
     hint = slip(answer, [(sizes["wrt_input"], "that is the gradient with respect to softmax's own input (the "
@@ -75,7 +83,8 @@ def gradient_wrt_raw(answer, scores, index=2, divide_by=8.0):
     if hint:
         yield hint
     else:
-        yield from number_problems(answer, sizes["wrt_scores"], "your gradient size", atol=5e-4)
+        yield precision_problem(given, answer, sizes["wrt_scores"], "your gradient size", 5e-4) or \
+            next(number_problems(answer, sizes["wrt_scores"], "your gradient size", atol=5e-4))
 
 
 # ----------------------------------------------------------------- every head's scaled scores, on the cat model
@@ -198,7 +207,7 @@ def scores_problem(answer, label, args, reference):
     close = lambda a, b: np.allclose(a, b, atol=1e-4, rtol=1e-4)
     if close(scores[seen], reference[seen]) and close(scores, right):
         return None
-    narrow = narrow_float_problem(out, scores, right, f"the scores on {label}", 1e-4)
+    narrow = precision_problem(out, scores, right, f"the scores on {label}", 1e-4)
     if narrow:
         return narrow
     if (scores >= 0).all() and np.allclose(scores.sum(-1), 1, atol=1e-4):

@@ -148,8 +148,8 @@ def weights_problem(w):
 
 
 def check_weights(weights):
-    """``weights`` as one softmax output (n,): finite, non-negative, summing to 1, its (n, n) derivative
-    within 1.5 GiB; one sentence for anything else."""
+    """``weights`` as one softmax output (n,): finite, non-negative, summing to 1, two (n, n) float64 tables
+    within 1.5 GiB (its derivative, and a check's answer of that size beside it); one sentence for anything else."""
     w = as_array(weights, "weights", 1)
     check_bytes(16 * len(w) ** 2, f"the (n, n) derivative of {len(w):,} weights", f"ask for n <= {int((MAX_BYTES / 16) ** 0.5):,} weights")
     problem = weights_problem(w)
@@ -164,8 +164,24 @@ def softmax_jacobian(weights):
     J = diag(w) - w wᵀ, with s the softmax's own input. Shape (n, n).
     """
     w = check_weights(weights)
-    return np.diag(w) - np.outer(w, w)
+    J = np.outer(w, w)               # the one (n, n) table made: -w wᵀ, then w added on the diagonal, in place
+    np.negative(J, out=J)
+    J[np.diag_indices(len(w))] += w
+    return J
 
+
+def jacobian_row(w, i):
+    """Row ``i`` of ``softmax_jacobian(w)`` for checked softmax outputs w (n,), made without the (n, n)
+    table: ∂w_i/∂s_j = w_i·(δ_ij - w_j), the very numbers of that row. (n,)"""
+    row = -w[i] * w
+    row[i] = w[i] - w[i] * w[i]
+    return row
+
+
+# The most scores weight_gradient takes (this course's limit: the chapter gives one query's 6). Its work holds
+# about 32 bytes a score at its peak (measured, scores given as a list): the scores as float64, their NaN/inf and
+# overflow tests, the divided scores, softmax's result and the one row of the derivative; about 32 MB in all.
+MAX_SCORES = 1_000_000
 
 MIN_DIVIDE_BY = 1 / np.finfo(float).max   # about 5.6e-309: the smallest divide_by whose 1 / divide_by is finite
 
@@ -178,8 +194,11 @@ def weight_gradient(scores, index, divide_by=1.0):
       softmax's own input (scores / divide_by), the Book's measure;
     * ``wrt_scores``: the norm with respect to the scores before the division
       (the chain rule multiplies by 1 / divide_by).
+    scores: (n,), at most MAX_SCORES (1,000,000); the one row of the derivative is made, not the (n, n) table.
     """
     s = as_array(scores, "scores", 1)
+    if s.size > MAX_SCORES:
+        fail(f"scores should hold at most {MAX_SCORES:,} scores (this course's limit), but got {count(s.size)}")
     if not np.isfinite(s).all():
         fail(f"scores should hold finite numbers, but they hold {shown(s[~np.isfinite(s)][0])}")
     if len(s) == 0:   # before the index, which no empty row can have
@@ -193,8 +212,7 @@ def weight_gradient(scores, index, divide_by=1.0):
         scaled = s / divide_by
     check_overflow(scaled, "scores / divide_by", f"scores up to {np.abs(s).max():.3g} and divide_by={divide_by:g}",
                    "give a larger divide_by or smaller scores")
-    row = softmax_jacobian(softmax(scaled))[index]
-    size = float(np.linalg.norm(row))
+    size = float(np.linalg.norm(jacobian_row(softmax(scaled), index)))
     return dict(wrt_input=size, wrt_scores=size / divide_by)
 
 

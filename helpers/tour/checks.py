@@ -1,8 +1,9 @@
 """The tour's exercise checks (chapter 00)."""
 import numpy as np
 
-from ..errors import MAX_WIDTH, as_array, check_index, check_size, fail, to_numpy  # noqa: F401 (MAX_WIDTH: the limit named here)
-from ..exercises import Number, as_wholes, count_answer, exercise, number_problems, slip
+from ..errors import MAX_WIDTH  # noqa: F401 (the limit named here)
+from ..errors import as_array, check_bytes, check_index, check_size, count, entries, fail, to_numpy
+from ..exercises import as_number, as_wholes, count_answer, exercise, number_problems, precision_problem, slip
 
 # The largest sizes a check cell of this chapter may give: far past the course's models (2 heads, 64 tokens) and
 # the widest published ones (d_model 18,432, d_ff 73,728; MAX_WIDTH is helpers.errors'). Below them every count a
@@ -11,6 +12,11 @@ from ..exercises import Number, as_wholes, count_answer, exercise, number_proble
 MAX_HEADS = 1_024
 MAX_TOKENS = 2**20
 MAX_LOGIT = 1e4   # the largest logit (in size) a check takes: a model's are tens; past about 1e307 they overflow
+# How many float64 tables of the logits' size a check holds at once, counted against MAX_BYTES before any is made:
+# next_prob the logits, their shift and its exp; sentence_loss the logits, their log-softmax, and inside the slip of
+# the wrong axis a shift and its exp.
+NEXT_PROB_TABLES = 3
+SENTENCE_LOSS_TABLES = 4
 
 
 @exercise("the shape of the layer-1 scores")
@@ -37,19 +43,20 @@ def scores_shape(answer, n_heads, T):
                "does the prompt have?" + off_by_one)
 
 
-@exercise("a next-token probability from the logits", answer=Number())
+@exercise("a next-token probability from the logits")   # (the answer read here: a float16 one is named as such)
 def next_prob(answer, last_logits, token_id):
     """answer: softmax(last_logits)[token_id], one number; last_logits: (V,), each at most MAX_LOGIT in size."""
-    logits = finite_scores(last_logits, "last_logits", ndim=1)
+    logits = finite_scores(last_logits, "last_logits", ndim=1, tables=NEXT_PROB_TABLES)
     token_id = check_index(token_id, "token_id", len(logits))
+    value = as_number(answer, "your answer")
     e = np.exp(logits - logits.max())
     p = float(e[token_id] / e.sum())
-    found = list(number_problems(answer, p, "the probability", atol=1e-4))
+    found = list(number_problems(value, p, "the probability", atol=1e-4))
     if not found:
         return
     with np.errstate(all="ignore"):   # a slip's value may overflow (exp of a large logit) or be ln 0: never matched
-        hint = next_prob_hint(answer, logits, token_id, e, p)
-    yield hint or found[0]
+        hint = next_prob_hint(value, logits, token_id, e, p)
+    yield hint or precision_problem(answer, value, p, "the probability", 1e-4) or found[0]
 
 
 def next_prob_hint(answer, logits, token_id, e, p):
@@ -109,25 +116,28 @@ def per_layer(answer, d_model, d_ff):
                                             "every bias, and the two LayerNorms")
 
 
-@exercise("the loss of one sentence", answer=Number())
+@exercise("the loss of one sentence")   # (the answer read here: a float16 one is named as such)
 def sentence_loss(answer, logits, ids):
     """answer: the mean of -ln p(the true next token) over the T - 1 predicted positions of one
     sentence, in nats; logits: (T, V), row t predicting the token at t + 1, each at most MAX_LOGIT in size
     (so the loss is computed without overflow); ids: (T,) its token ids."""
-    logits, ids = finite_scores(logits, "the logits", ndim=2), to_numpy(ids, "the token ids")
+    logits = finite_scores(logits, "the logits", ndim=2, tables=SENTENCE_LOSS_TABLES)
+    ids = to_numpy(ids, "the token ids")
     if ids.shape != logits.shape[:1] or len(ids) < 2 or (ids != np.floor(ids)).any() \
             or not ((0 <= ids) & (ids < logits.shape[1])).all():
         fail(f"the token ids should be {len(logits)} whole numbers from 0 to {logits.shape[1] - 1}, one per row "
              f"of the logits (at least 2), but got shape {ids.shape} with values from {ids.min() if ids.size else 0:g} "
              f"to {ids.max() if ids.size else 0:g}")
     ids = ids.astype(int)
+    value = as_number(answer, "your answer")
     log_probs = log_softmax(logits, axis=1)
     right = -log_probs[np.arange(len(ids) - 1), ids[1:]].mean()
-    if abs(answer - right) <= 1e-4:
+    if abs(value - right) <= 1e-4:
         return
     with np.errstate(all="ignore"):   # a slip's value may overflow (e^loss) or be ln 0: it is then never matched
-        hint = sentence_loss_hint(answer, logits, ids, log_probs)
-    yield hint or next(number_problems(answer, right, "the loss", atol=1e-4))
+        hint = sentence_loss_hint(value, logits, ids, log_probs)
+    yield hint or precision_problem(answer, value, right, "the loss", 1e-4) or \
+        next(number_problems(value, right, "the loss", atol=1e-4))
 
 
 def sentence_loss_hint(answer, logits, ids, log_probs):
@@ -167,18 +177,33 @@ def log_softmax(logits, axis):
     """ln of the softmax of ``logits`` (a 2-D array of checked scores, ``finite_scores``) along ``axis``: over
     the vocabulary (axis 1) for a next-token loss, over the positions (axis 0) for the slip of the wrong axis."""
     shifted = logits - logits.max(axis=axis, keepdims=True)
-    return shifted - np.log(np.exp(shifted).sum(axis=axis, keepdims=True))
+    shifted -= np.log(np.exp(shifted).sum(axis=axis, keepdims=True))   # (in place: no third table)
+    return shifted
 
 
-def finite_scores(x, name, ndim):
+def finite_scores(x, name, ndim, tables):
     """``x`` as a float array of ``ndim`` axes of finite numbers, each at most MAX_LOGIT in size (a softmax of
-    them then neither overflows nor loses the loss's digits), else CourseInputError."""
+    them then neither overflows nor loses the loss's digits), else CourseInputError. ``tables``: how many float64
+    tables of x's size the check holds at once (check_table_bytes), counted before x is converted (an array's or
+    a tensor's size, read as it is) and again after (a list's, which to_numpy counts as it converts it)."""
+    check_table_bytes(entries(x, name), name, tables)
     arr = as_array(x, name, ndim=ndim)
+    check_table_bytes(arr.size, name, tables)
     if arr.size == 0 or not np.isfinite(arr).all():
         fail(f"{name} should hold finite numbers (at least one), but got shape {arr.shape} "
              f"with {int((~np.isfinite(arr)).sum())} not finite")
-    largest = float(np.abs(arr).max())
+    largest = max(float(arr.max()), -float(arr.min()))   # (np.abs would make one more table)
     if largest > MAX_LOGIT:
         fail(f"{name} should hold numbers of size at most {MAX_LOGIT:,.0f} (a model's logits are tens), "
              f"but one has size {largest:.3g}")
     return arr
+
+
+def check_table_bytes(size, name, tables):
+    """Refuse up front a check on ``size`` numbers (``name``: what they are) that holds ``tables`` float64 tables
+    of that size at once, when they pass MAX_BYTES."""
+    check_bytes(8 * tables * size, f"judging {name} ({count(size)} numbers)", "give fewer logits")
+
+
+# --- an answer right to its own precision: every chapter's checks (00-06) ask this before naming a slip ----------
+
