@@ -190,7 +190,8 @@ def head_outputs(model, ids):
 def mean_head_outputs(model, ids, lengths=None, per_position=True):
     """{layer: (H, T, d_k)} each head's output averaged over the reference batch ids (B, T).
 
-    lengths: (B,) real lengths of padded rows (position t of row b counts only if t < lengths[b]).
+    lengths: (B,) real lengths of padded rows (position t of row b counts only if t < lengths[b]); with
+    per_position, one row at least runs to the end (T), so that every position has a mean.
     per_position=False also averages over positions: (H, 1, d_k), the same at every position.
     """
     ids = check_ids(model, ids)
@@ -203,6 +204,9 @@ def mean_head_outputs(model, ids, lengths=None, per_position=True):
         got = to_numpy(lengths, "lengths")
         if got.shape != (B,) or not (got == np.round(got)).all() or got.min() < 1 or got.max() > T:
             fail(f"lengths should be ({B},) whole numbers from 1 to {T}, one per row of ids, but got {shown(lengths)}")
+        if per_position and got.max() < T:
+            fail(f"lengths should give at least one row the full length {T} (a position no row reaches has no mean), "
+                 f"but the longest is {int(got.max())}")
         lengths = torch.as_tensor(got.astype(np.int64))
     real = (torch.arange(T)[None] < lengths[:, None]).float()[:, None, :, None]   # (B, 1, T, 1)
     out = {}
@@ -284,7 +288,19 @@ def normalised(value, clean, corrupt):
     if clean == corrupt:
         fail(f"the normalised metric divides by (clean - corrupted), so the two runs should give different values, "
              f"but both give {clean:.6g}: choose a corrupted prompt that changes the metric")
-    return (value - corrupt) / (clean - corrupt)
+    return divided_by_gap(value - corrupt, clean - corrupt)
+
+
+def divided_by_gap(x, gap):
+    """x / gap (the metric's clean - corrupted gap, not 0), else one sentence when the quotient overflows
+    to inf (a gap too small for the float type): never an inf or NaN passed on as a number."""
+    with np.errstate(divide="ignore", over="ignore", invalid="ignore"):   # an overflow is said below, not warned
+        out = x / gap
+    finite = torch.isfinite(out).all() if isinstance(out, torch.Tensor) else np.isfinite(out).all()
+    if not finite:
+        fail(f"the normalised metric should be finite, but dividing by the gap between the clean and corrupted "
+             f"values, {gap:.3g}, overflows: choose a corrupted prompt that changes the metric more")
+    return out
 
 
 def _finite(x, name):
@@ -492,10 +508,26 @@ def final_norm_scale(model, h):
         return None
     if h.numel():
         check_squares(h, "h", h.dtype)   # its variance, in h's own dtype, would be inf
-    eps = ln.eps if ln.eps is not None else torch.finfo(h.dtype).eps
+    eps = final_norm_eps(ln, h.dtype)
     if isinstance(ln, torch.nn.RMSNorm):
         return torch.sqrt(h.pow(2).mean(-1, keepdim=True) + eps)
     return torch.sqrt(h.var(-1, unbiased=False, keepdim=True) + eps)
+
+
+def final_norm_eps(ln, dtype):
+    """The ε a final norm ``ln`` adds under its square root: its own, or (an RMSNorm made with eps=None)
+    the machine epsilon of ``dtype``."""
+    return ln.eps if ln.eps is not None else torch.finfo(dtype).eps
+
+
+SCALE_SLACK = 0.99   # a divisor computed in float16 or float32 may round a hair below √ε
+
+
+def smallest_scale(model):
+    """The smallest divisor the model's final norm can have, √ε (its divisor is √(var + ε), or an
+    RMSNorm's √(mean(h²) + ε)), less SCALE_SLACK for rounding; 0.0 for a model without a final norm."""
+    ln = model.final_ln
+    return 0.0 if ln is None else SCALE_SLACK * final_norm_eps(ln, model.E.dtype) ** 0.5
 
 
 def residual_parts(model, ids, position=-1):
@@ -549,19 +581,32 @@ def attribute(model, parts, direction, scale):
             isinstance(p, torch.Tensor) and p.shape == (cfg.d_model,) and p.is_floating_point() for p in parts.values()):
         fail(f"parts should be a dict {{name: (d_model,) = ({cfg.d_model},) tensor}} as residual_parts gives, "
              f"but got {shown(parts)}")
+    bad = [name for name, p in parts.items() if not bool(torch.isfinite(p).all())]
+    if bad:
+        fail(f"parts should hold finite numbers, but the part {shown(bad[0])} holds NaN or inf")
     if scale is None and ln is not None:
         fail("scale should be the final norm's frozen divisor (final_norm_scale of the run to explain), but got None")
-    scale = check_scale(scale, (1,))
+    scale = check_scale(model, scale, (1,))
     with torch.no_grad():
         u = model.E.T @ direction                                      # (d_model,)
         if ln is None:
-            return {name: float(p @ u) for name, p in parts.items()}
+            return check_finite_terms({name: float(p @ u) for name, p in parts.items()})
         centre = not isinstance(ln, torch.nn.RMSNorm)
         gamma = ln.weight if ln.weight is not None else torch.ones(cfg.d_model)
         out = {name: float(((p - p.mean() if centre else p) / scale * gamma) @ u) for name, p in parts.items()}
         if getattr(ln, "bias", None) is not None:
             out["final-norm bias"] = float(ln.bias @ u)
-    return out
+    return check_finite_terms(out)
+
+
+def check_finite_terms(terms):
+    """``terms`` ({name: a number or a tensor}, direct contributions), else one sentence naming the first
+    that overflowed to inf or NaN (parts, a direction or weights too large for the model's float type)."""
+    for name, value in terms.items():
+        if not bool(torch.isfinite(torch.as_tensor(value)).all()):
+            fail(f"each direct contribution should be a finite number, but {shown(name)}'s overflows to NaN or inf: "
+                 "the parts, the direction or the model's weights are too large for its float type")
+    return terms
 
 
 def check_direction(model, direction):
@@ -581,12 +626,18 @@ def check_direction(model, direction):
     return arr
 
 
-def check_scale(scale, shape):
-    """A frozen final-norm scale: a positive finite number, or a tensor that broadcasts to ``shape``."""
+def check_scale(model, scale, shape):
+    """A frozen final-norm scale for ``model``: a positive finite number (returned as a float: a huge int
+    would not divide a tensor), or a tensor that broadcasts to ``shape``; None passes. No entry may be
+    smaller than the norm's smallest divisor, √ε (``smallest_scale``): dividing by less could only
+    inflate the parts, and by a tiny number overflow."""
     if scale is None:
         return None
+    smallest = smallest_scale(model)
     if not isinstance(scale, torch.Tensor):
-        check_number(scale, "scale", low=0, low_open=True)
+        scale = check_number(scale, "scale", low=0, low_open=True)
+        if scale < smallest:
+            too_small(f"{scale:.3g}", smallest)
         return scale
     if scale.is_complex() or scale.dtype == torch.bool:
         fail(f"scale should hold real numbers (a norm's divisor), but has dtype {scale.dtype}")
@@ -598,7 +649,15 @@ def check_scale(scale, shape):
         fail(f"scale should have a shape that fits {tuple(shape)}, but has shape {tuple(t.shape)}")
     if t.numel() == 0 or not (torch.isfinite(t) & (t > 0)).all():
         fail(f"scale should be positive and finite (a norm's divisor), but got {shown(scale)}")
+    if float(t.min()) < smallest:
+        too_small(f"a tensor whose smallest entry is {float(t.min()):.3g}", smallest)
     return scale
+
+
+def too_small(got, smallest):
+    """The sentence for a frozen scale (``got``: how it reads) below the final norm's smallest divisor."""
+    fail(f"scale should be at least √ε = {smallest / SCALE_SLACK:.3g} (the final norm's divisor √(var + ε) is never "
+         f"smaller: final_norm_scale gives it), but got {got}")
 
 
 def direct_logit_attribution(model, ids, direction, position=-1, scale=None):
@@ -614,7 +673,7 @@ def direct_logit_attribution(model, ids, direction, position=-1, scale=None):
     LayerNorm and RMSNorm (the real model), pre-norm or no-norm models.
     """
     check_direction(model, direction)   # both before the pass
-    check_scale(scale, (1,))
+    check_scale(model, scale, (1,))
     parts, h = residual_parts(model, ids, position)
     if scale is None:
         scale = final_norm_scale(model, h)
@@ -641,7 +700,7 @@ def direct_effects(model, ids, targets, replace=None, scale=None):
     if ids.dim() != 2 or targets.shape != ids.shape:
         fail(f"ids and targets should be (B, T) of one shape, but got {tuple(ids.shape)} and {tuple(targets.shape)}")
     B, T = ids.shape
-    scale = check_scale(scale, (B, T, 1))
+    scale = check_scale(model, scale, (B, T, 1))
     check_memory(model, B, T, ["L0.h"] * (2 * cfg.n_layers + 4), "direct_effects",
                  extra=4 * B * T * cfg.n_layers * cfg.n_heads * cfg.d_k)
     if cfg.norm == "post":
@@ -671,7 +730,7 @@ def direct_effects(model, ids, targets, replace=None, scale=None):
                 terms[f"L{layer} MLP"] = (got[f"L{layer}.mlp"] * read).sum(-1)
         if getattr(ln, "bias", None) is not None:
             terms["final-norm bias"] = (model.E[targets] @ ln.bias).expand_as(terms["embedding"]).clone()
-    return dict(terms=terms, heads=torch.stack(heads, 1), scale=scale, h=got[last],
+    return dict(terms=check_finite_terms(terms), heads=torch.stack(heads, 1), scale=scale, h=got[last],
                 outputs={l: got[f"L{l}.head_out"] for l in range(cfg.n_layers)})
 
 
@@ -837,8 +896,10 @@ MAX_BASELINE_WORK = 2e10   # draws x d_model^2 x d_k: the products composition_b
 def composition_baseline(d_model, d_k, draws=200, seed=0):
     """The composition score of random low-rank matrices of the same shapes (each a product of two
     Gaussian (d_model, d_k) and (d_k, d_model) factors): (mean, standard deviation) over ``draws``
-    seeded draws, the level an unrelated pair of heads reaches."""
-    d_model, d_k, draws = (check_positive_int(v, name) for v, name in ((d_model, "d_model"), (d_k, "d_k"), (draws, "draws")))
+    seeded draws (2 at least: the spread is their standard deviation), the level an unrelated pair of heads
+    reaches."""
+    d_model, d_k = check_positive_int(d_model, "d_model"), check_positive_int(d_k, "d_k")
+    draws = check_positive_int(draws, "draws (their standard deviation needs two)", minimum=2)
     seed = check_seed(seed)
     if d_k > d_model or d_model > 4096 or draws > 100_000 or draws * d_model * d_model * d_k > MAX_BASELINE_WORK:
         fail(f"d_k should be at most d_model, d_model at most 4,096 and draws x d_model^2 x d_k at most "
@@ -889,7 +950,7 @@ def attribution_patch(model, clean, corrupt, metric, watch=()):
     clean_value, corrupt_value = metric_ends(model, clean_ids, corrupt_ids, metric, watch)
     estimate = torch.stack([(g * (clean_out[l] - corrupt_out[l])).sum(-1).mean(0) for l, g in enumerate(grads)])
     normalised(0.0, clean_value, corrupt_value)        # refuses a zero gap before dividing by it
-    return estimate / (clean_value - corrupt_value)
+    return divided_by_gap(estimate, clean_value - corrupt_value)
 
 
 def _gradients(total, deltas):

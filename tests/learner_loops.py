@@ -1,5 +1,5 @@
 """A learner's chapter-12 training loop written out, with the slips the loop check names, shared by
-the chapter's tests and the grading tests."""
+the chapter's tests and the grading tests; and chapter 10's direct attribution as the instructor writes it."""
 import torch
 import torch.nn.functional as F
 
@@ -86,3 +86,14 @@ def weights_of(model):
 
 def same_weights(model, before):
     return all(torch.equal(before[k], v) for k, v in model.state_dict().items())
+
+
+def attribution_written(model, parts, direction, scale):
+    """Chapter 10's direct logit attribution as the instructor's solution writes it: each part's share of the
+    logit difference along ``direction`` through the final norm (fixed ``scale``), and the norm's bias."""
+    ln = model.final_ln
+    with torch.no_grad():
+        u = model.E.T @ direction
+        out = {name: float(((part - part.mean()) / scale * ln.weight) @ u) for name, part in parts.items()}
+        out["final-norm bias"] = float(ln.bias @ u)
+    return out

@@ -11,6 +11,7 @@ from helpers.ablation import compute as ablation
 from helpers.heads import compute as heads
 from helpers.heads import explorer as heads_explorer
 from helpers.mlp import checks as mlp_checks
+from learner_loops import attribution_written
 from helpers.model import Block, Config, Transformer
 from helpers.real import checks as real_checks
 from helpers.sampling import compute as sampling
@@ -153,13 +154,7 @@ def test_direct_attribution_refuses_the_courses_attribute_and_takes_a_learners(c
     said = ablation_checks.direct_attribution.feedback(lambda m, p, d, s: patching.attribute(m, p, d, s), *args)
     assert said and "course's own" in said[0] and "attribute" in said[0], said
 
-    def learners(model, parts, direction, scale):   # the instructor's solution of chapter 10
-        ln = model.final_ln
-        with torch.no_grad():
-            u = model.E.T @ direction
-            out = {name: float(((part - part.mean()) / scale * ln.weight) @ u) for name, part in parts.items()}
-            out["final-norm bias"] = float(ln.bias @ u)
-        return out
+    learners = attribution_written
     assert ablation_checks.direct_attribution.feedback(learners, *args) == []
 
 

@@ -423,6 +423,19 @@ def _attribution_variants(model, parts, direction, scale):
     return out
 
 
+def function_name(answer):
+    """What a sentence calls the learner's function: its own name (``rms_attribution``) when it is a short
+    Python name, else "your function" (a name set by hand may be any text, 10 MB of it)."""
+    name = getattr(answer, "__name__", None)   # (a function's, a bound method's or a class's: none runs code of theirs)
+    return name if type(name) is str and name.isidentifier() and len(name) <= 40 else "your function"
+
+
+def names_shown(names):
+    """The first three of ``names`` (the keys of parts, or of a learner's dict), each quoted by ``shown``: a
+    sentence never writes out a key in full (an int of 5,000 digits, a 10 MB text)."""
+    return "[" + ", ".join(map(shown, names[:3])) + (", ...]" if len(names) > 3 else "]")
+
+
 @exercise("direct logit attribution with a frozen scale",
           answer=Function("a function direct_attribution(model, parts, direction, scale)",
                           own=("helpers.patching.direct_logit_attribution", "helpers.patching.attribute",
@@ -432,7 +445,7 @@ def direct_attribution(answer, model, parts, direction, scale):
     direction · logits with the final norm's scale frozen at ``scale`` (``patching.attribute``)."""
     from .. import patching
     right = patching.attribute(check_course_model(model), parts, direction, scale)   # checks every argument
-    fn = getattr(answer, "__name__", "your function")
+    fn = function_name(answer)
     with model_kept(model, pristine=original_state(model)):   # SmolLM2's weights are read again, not copied
         got = call(answer, model, parts, direction, scale, what="on the parts the check cell gives it")
     if got is None:
@@ -447,14 +460,14 @@ def direct_attribution(answer, model, parts, direction, scale):
         return
     bias = " and the final-norm bias" if "final-norm bias" in right else ""
     if missing:
-        yield f"the dict should hold one entry per part{bias}, but misses {missing[:3]}"
+        yield f"the dict should hold one entry per part{bias}, but misses {names_shown(missing)}"
         return
     extra = [name for name in got if name not in right]
     if extra:
         yield (f"the dict should hold one entry per part{bias} only, but it also holds "
-               f"{len(extra)} other{'s' if len(extra) > 1 else ''}: {shown(extra[:3])}")
+               f"{len(extra)} other{'s' if len(extra) > 1 else ''}: {names_shown(extra)}")
         return
-    values = np.array([as_number(got[name], f"the entry {name!r} of your dict") for name in right])
+    values = np.array([as_number(got[name], f"the entry {shown(name)} of your dict") for name in right])
     expected = np.array(list(right.values()))
     found = list(close_problems(values, expected, "the set of contributions", atol=1e-4))
     if not found:

@@ -102,6 +102,17 @@ def check_draws(draws, name="draws"):
     return draws
 
 
+def check_ablation(kind, draws, seed):
+    """An ablation's kind (one of KINDS: 'zero', 'mean', 'resample'), its resample draws and their seed,
+    each checked before any work; returned as (kind, draws, seed). A resample ablation reports the
+    spread of its draws (a standard deviation), so it takes 2 draws at least."""
+    kind, draws = check_choice(kind, "the ablation kind", KINDS), check_draws(draws)
+    if kind == "resample" and draws < 2:
+        fail(f"draws should be at least 2 for a resample ablation (its spread is a standard deviation over the "
+             f"draws), but got {draws}")
+    return kind, draws, check_seed(seed)
+
+
 def check_world(world):
     """A helpers.worlds.World (such as worlds.cat_world()), else one sentence; return it."""
     if not isinstance(world, worlds.World):
@@ -254,7 +265,7 @@ def cat_ablation(model, world, heads, kind, per_position=True, draws=20, seed=0)
     standard deviation of p_class), all in one batched pass."""
     check_cat_model(model, world)
     heads, per_position = sorted(model.check_heads(heads)), check_switch(per_position, "per_position")
-    draws, seed = check_draws(draws), check_seed(seed)
+    kind, draws, seed = check_ablation(kind, draws, seed)
     ids, lengths = cat_batch(world)
     if kind != "resample":
         means = mean_head_outputs(model, ids, lengths, per_position) if kind == "mean" else None
@@ -288,12 +299,13 @@ def resample_donors(lengths, seed):
 
 def check_repeated(model, ids, name="ids"):
     """Repeated sequences for the induction model: ``model`` a course Transformer and ``ids`` its token
-    ids (B, 2L+1), an odd length of at least 3 (a first copy, its repeat, and one token after); as a
+    ids (B, 2L+1) with L >= 2, an odd length of at least 5 (a first copy, its repeat, and one token
+    after: the second copy's tokens 2..L are what is measured, so L = 1 leaves nothing); as a
     LongTensor, else one sentence."""
     ids = check_model(model).check_ids(ids)
-    if ids.dim() != 2 or ids.shape[1] < 3 or ids.shape[1] % 2 == 0:
-        fail(f"{name} should be repeated sequences (B, 2L+1), an odd length of at least 3, but got shape "
-             f"{tuple(ids.shape)}")
+    if ids.dim() != 2 or ids.shape[1] < 5 or ids.shape[1] % 2 == 0:
+        fail(f"{name} should be repeated sequences (B, 2L+1) with L >= 2, an odd length of at least 5 (the second "
+             f"copy's tokens 2..L are measured), but got shape {tuple(ids.shape)}")
     return ids
 
 
@@ -356,8 +368,7 @@ def induction_ablation(model, ids, heads, kind, per_position=True, reference=Non
     standard deviation of the second-copy loss over them."""
     ids = check_repeated(model, ids)
     heads, per_position = sorted(model.check_heads(heads)), check_switch(per_position, "per_position")
-    draws, seed = check_draws(draws), check_seed(seed)
-    check_choice(kind, "the ablation kind", KINDS)
+    kind, draws, seed = check_ablation(kind, draws, seed)
     ref = checked_reference(model, ids, reference)
     length = (ids.shape[1] - 1) // 2
     if kind != "resample":
@@ -504,7 +515,7 @@ def rule_probs(model, world, heads, kind, reference="copula", per_position=True,
     ablated as in ``rule_ablation``: n = ``draws`` for resample (one donor draw per row), else 1."""
     check_cat_model(model, world)
     heads, per_position = sorted(model.check_heads(heads)), check_switch(per_position, "per_position")
-    draws, seed = check_draws(draws), check_seed(seed)
+    kind, draws, seed = check_ablation(kind, draws, seed)
     ref, ids = rule_reference(world, reference), copula_prompts(world)[0]
     if kind == "resample":
         same = (ids[:, None, :] == ref[None, :, :]).all(-1)                   # (8, R)
@@ -675,7 +686,8 @@ class CatLab:
 
     def __init__(self, model, world, draws=20, seed=0):
         check_cat_model(model, world)
-        self.model, self.world, self.draws, self.seed = model, world, check_draws(draws), check_seed(seed)
+        _, self.draws, self.seed = check_ablation("resample", draws, seed)   # the draws of its resample views
+        self.model, self.world = model, world
         self.prompts = [" ".join(p) for p in
                         sorted({tuple(s[:4]) for s in world.sentences if s[3] in worlds.COPULAS})]
         self.patches = {}

@@ -118,8 +118,7 @@ def two_things(out, function, names, on=""):
     if out is None:
         raise Wrong(f"{NOT_YET}: {function} returns None; return ({names})")
     if not isinstance(out, (tuple, list)) or len(out) != 2:
-        raise Wrong(f"{on}{function} should return two things, ({names}), but it returned "
-                    f"{type(out).__name__} {str(out)[:60]}")
+        raise Wrong(f"{on}{function} should return two things, ({names}), but it returned {shown(out)}")
     return tuple(out)
 
 
@@ -128,13 +127,13 @@ def merge_answer(out, words, what):
     pair, merged = two_things(out, "merge_step", "pair, merged_words", on=f"on {what} ")
     if isinstance(pair, str):
         raise Wrong(f"on {what} the pair should be a tuple of the two symbols, like ('a', 'b'), not the merged "
-                    f"string {pair!r}")
+                    f"string {shown(pair)}")
     if not isinstance(pair, (tuple, list)) or len(pair) != 2 or not all(isinstance(s, str) for s in pair):
-        raise Wrong(f"on {what} the pair should be a tuple of two strings, like ('a', 'b'), but it is {pair!r:.60}")
+        raise Wrong(f"on {what} the pair should be a tuple of two strings, like ('a', 'b'), but it is {shown(pair)}")
     if not isinstance(merged, (list, tuple)) or len(merged) != len(words) or \
             not all(isinstance(w, (list, tuple)) and all(isinstance(s, str) for s in w) for w in merged):
         raise Wrong(f"on {what} the merged words should be a list of {len(words)} words, each a list of strings, "
-                    f"in the order of the input, but got {str(merged)[:80]}")
+                    f"in the order of the input, but got {shown(merged)}")
     return tuple(pair), [list(w) for w in merged]
 
 
@@ -150,7 +149,7 @@ def merge_problem(fn, words, what, library_pair=None):
             return f"on {what}: {hint}"
     if out[0] != right_pair:
         where = "the library's first merge" if library_pair else "the most frequent pair"
-        return f"on {what}: your pair {out[0]} is not {where}; count the neighbours inside each word"
+        return f"on {what}: your pair {shown(out[0])} is not {where}; count the neighbours inside each word"
     return (f"on {what}: the pair is right, but the merged words are not: replace each (a, b), read left to "
             "right, by the one symbol a + b, in every word, and keep every other symbol as it is")
 
@@ -366,7 +365,7 @@ def watching_passes(model, val_ids, context):
     "other_windows" is then True, for the check to name if the validation losses come out wrong."""
     val = {tuple(r.tolist()) for r in val_ids.unfold(0, context, 1)}
     seen = dict(other_windows=False, slip=None)   # slip: the sentence of the EvalSlip raised (see train_loop)
-    forward = type(model).forward
+    forward, check_ids = type(model).forward, type(model).check_ids
 
     def slipped(sentence):
         seen["slip"] = sentence
@@ -374,7 +373,8 @@ def watching_passes(model, val_ids, context):
 
     def watched(*args, **kwargs):
         x = args[0] if args else kwargs.get("ids")
-        if isinstance(x, torch.Tensor) and x.dim() > 0 and x.numel() > 0:   # else the model's own checks refuse it
+        if x is not None:   # (without ids, forward itself says they are missing)
+            x = check_ids(model, x)   # ids the model refuses (meta, sparse, text), in the model's own sentence
             evaluating = all(tuple(r.tolist()) in val for r in x.reshape(-1, x.shape[-1]))
             if evaluating and model.training:
                 raise slipped("the validation loss was computed in training mode (dropout would be on): call "
@@ -448,7 +448,7 @@ def loop_output(out):
     """(losses (steps,), val_losses {step: loss}) from the learner's output, else Wrong."""
     steps, every = LOOP_SETTINGS["steps"], LOOP_SETTINGS["eval_every"]
     losses, val = two_things(out, "train_loop", "losses, val_losses")
-    if losses is None or (isinstance(losses, (list, tuple)) and not losses and not val):
+    if losses is None or (empty(losses) and empty(val)):
         raise Wrong(f"{NOT_YET}: train_loop returned no losses; write the loop between the given lines")
     if isinstance(losses, (list, tuple)) and any(isinstance(v, torch.Tensor) for v in losses):
         raise Wrong("losses holds tensors, not numbers: append loss.item(), so the list keeps the number "
@@ -457,10 +457,28 @@ def loop_output(out):
     if losses.shape != (steps,):
         raise Wrong(f"losses should hold one number per step, {steps} for steps={steps}, but it has shape {losses.shape}")
     wanted = sorted(set(range(0, steps, every)) | {steps})
-    if not isinstance(val, dict) or sorted(val) != wanted:
+    by_step = steps_of(val)
+    if by_step is None or sorted(by_step) != wanted:
         raise Wrong(f"val_losses should be a dict {{step: validation loss}} with the steps {wanted} (after 0, "
-                    f"eval_every, ... and all {steps} updates), but got {str(val)[:80]}")
-    return losses, np.array([one_loss(val[s], f"val_losses[{s}]") for s in wanted])
+                    f"eval_every, ... and all {steps} updates), but got {shown(val)}")
+    return losses, np.array([one_loss(by_step[s], f"val_losses[{s}]") for s in wanted])
+
+
+def empty(value):
+    """Whether ``value`` (a part of what train_loop returned) is None or an empty list, tuple or dict: the
+    skeleton's answer (an array or a tensor is never read as true or false, which it cannot be)."""
+    return value is None or isinstance(value, (list, tuple, dict)) and not value
+
+
+def steps_of(val):
+    """The dict ``val`` as {int step: loss} when every key is a whole number (an int or a NumPy integer; True and
+    False, which equal 1 and 0, are no steps), else None: its keys are never compared with one another (an int
+    and a str cannot be) nor written out."""
+    if not isinstance(val, dict):
+        return None
+    if not all(isinstance(step, (int, np.integer)) and not isinstance(step, bool) for step in val):
+        return None
+    return {int(step): loss for step, loss in val.items()}
 
 
 def one_loss(value, name):
@@ -489,6 +507,18 @@ def weights_trained(model, trained, initial):
                f"course's loop reaches by up to {gap:.2g}: train that model in place and report its own losses")
 
 
+def counting_callback(calls):
+    """The callback the check hands the learner's loop: each call appends to ``calls`` how many losses it was
+    given. Losses that are not a list, a tuple, or a 1-D array or tensor are refused in one sentence (not met
+    with the check's own len() failing, which would read as the learner's loop stopping on its own)."""
+    def callback(losses, val_losses):
+        flat = isinstance(losses, (np.ndarray, torch.Tensor)) and losses.ndim == 1
+        if not (isinstance(losses, (list, tuple)) or flat):
+            fail(f"callback should be given losses, the list of the losses so far, but got {shown(losses)}")
+        calls.append(len(losses))
+    return callback
+
+
 @exercise("your training loop",
           answer=Function("a function train_loop(model, train_ids, val_ids, steps, batch, context, lr, warmup, "
                           "min_lr, clip, eval_every, eval_batches, seed=0, callback=None)", own=(
@@ -505,7 +535,7 @@ def train_loop(fn):
     try:
         with watching_passes(model, val_ids, LOOP_SETTINGS["context"]) as seen:
             out = call(fn, model, train_ids, val_ids, **LOOP_SETTINGS,
-                       callback=lambda losses, val_losses: calls.append(len(losses)),
+                       callback=counting_callback(calls),
                        what=LOOP_WHERE, seconds=30)
         losses, val = loop_output(out)
     except Wrong as wrong:

@@ -24,8 +24,8 @@ import torch.nn.functional as F
 from torch import nn
 
 from .. import worlds
-from ..errors import CourseInputError, check_bytes, check_number, check_positive_int, check_seed, check_switch, \
-    check_tensor, check_text, count, fail, message_of, shown, to_numpy
+from ..errors import CourseInputError, check_bytes, check_number, check_positive_int, check_seed, check_size, \
+    check_switch, check_tensor, check_text, count, fail, message_of, shown, to_numpy
 from ..heads.compute import MultiHeadAttention, copy_losses
 from ..model import MAX_TOKENS, Config, Transformer, eval_mode
 from ..normalization.compute import Block, LayerNorm
@@ -42,7 +42,7 @@ MAX_NEW = 5_000         # the most tokens sample_text and samples_at draw in one
 MAX_PROMPT = 100_000    # the most characters sample_text's prompt may hold (each is encoded; the model reads the last)
 MAX_ROWS = 64           # the most continuations samples_at draws side by side
 MAX_EVAL_BATCHES = course_train.MAX_EVAL_BATCHES   # the most validation batches train_loop draws at each evaluation
-MAX_SPANS = 10_000         # the most spans text_repeats takes (the chapter's repeat test takes 64)
+MAX_SPANS = 10_000         # the most spans text_repeats and sequences head_ablations take (the chapter takes 64 and 8)
 
 
 def check_new(n_new, name="n_new"):
@@ -582,15 +582,19 @@ def plan_live_run(model, train_ids, batch, context, seconds, eval_every, eval_ba
     if eval_batches > MAX_EVAL_BATCHES:
         fail(f"eval_batches should be at most {MAX_EVAL_BATCHES:,}, but got {count(eval_batches)}")
     sample_chars = check_new(sample_chars, "sample_chars")
+    cfg = config_of(model)
     batch, context = check_positive_int(batch, "batch"), course_train.check_context(model, context)
-    check_evaluation(config_of(model), eval_batches, batch, context)
-    check_sample(config_of(model), sample_chars, context)     # the sample after the run: before it trains
+    course_train.check_batch(model, batch, context, grad=True)   # before its time is counted (2**1100 is no float)
+    check_evaluation(cfg, eval_batches, batch, context)
+    check_sample(cfg, sample_chars, context)     # the sample after the run: before it trains
     train_pass, sample_pass = step_seconds(model, train_ids, batch, context, within=seconds / 2)   # half: to time
     training = seconds - 3.0 * sample_chars * sample_pass - 3.0
     if training <= 0:
         fail(f"seconds should leave time to train once the sample is drawn (more than about {seconds - training:.0f} s here), "
              f"but got {seconds:g}")
-    step = 1.15 * train_pass + eval_batches * train_pass / 3 / eval_every   # update; a forward pass is ~1/3
+    # a run takes at most MAX_STEPS steps: any eval_every from there on evaluates at the start and the end alone
+    evaluations = eval_batches / min(eval_every, course_train.MAX_STEPS)   # batches a step (2**1100 is no float)
+    step = 1.15 * train_pass + evaluations * train_pass / 3   # the update; an evaluation's forward pass is ~1/3
     return min(course_train.MAX_STEPS, max(1, int(0.8 * training / step))), training
 
 
@@ -629,10 +633,10 @@ class LiveRun:
         return time.perf_counter() - self.start
 
     def callback(self, losses, val_losses):
-        """Called by the loop after every step with the losses so far (a list of finite numbers, and a dict
-        {step: finite number}; checked: the ones checked at the last call are not read again)."""
-        kept = self.losses if isinstance(losses, (list, tuple)) and len(losses) >= len(self.losses) else []
-        self.losses, self.val = checked_losses(losses, val_losses, "callback should be given", kept)
+        """Called by the loop after every step with the losses so far (a list of at most ``steps`` finite numbers,
+        one per step, and a dict {step from 0 to steps: finite number}; checked: the ones checked at the last call
+        are not read again)."""
+        self.losses, self.val = checked_losses(losses, val_losses, "callback should be given", self.steps, self.losses)
         self.bar.update(len(self.losses) - self.bar.n)
         if time.perf_counter() - self.drawn > self.every:
             self.show()
@@ -684,26 +688,57 @@ class LiveRun:
 
 
 def _loss_value(v):
-    """A loss as a float (a Python or NumPy number, or a one-element float tensor), else None."""
+    """A loss as a float (a Python or NumPy number, or a one-element float tensor), else None (also a
+    whole number too large for a float, or a number of the learner's whose __float__ raises)."""
     if isinstance(v, torch.Tensor) and v.numel() == 1 and v.is_floating_point() and v.device.type != "meta":
         return float(v.detach())
-    if isinstance(v, (int, float, np.integer, np.floating)) and not isinstance(v, (bool, np.bool_)):
+    if isinstance(v, (bool, np.bool_)) or not isinstance(v, (int, float, np.integer, np.floating)):
+        return None
+    try:
         return float(v)
-    return None
+    except Exception:   # noqa: BLE001 (OverflowError for 2**1100; a subclass's __float__ may raise anything)
+        return None
 
 
-def checked_losses(losses, val_losses, head, kept=()):
+def builtin_kind(values, kinds):
+    """The built-in class of ``kinds`` (such as list, tuple) that ``values`` is, a subclass too, else None.
+    Its own methods read ``values`` then (``kind.__len__(values)``): a learner's subclass may lie or raise."""
+    return next((kind for kind in kinds if isinstance(values, kind)), None)
+
+
+def refuse_losses(losses, val_losses, head):
+    """The sentence for losses that are no list of numbers, or validation losses that are no dict {step: number}."""
+    fail(f"{head} (losses, val_losses), a list of numbers (loss.item() each) and a dict {{step: number}}, "
+         f"but got losses={shown(losses)}, val_losses={shown(val_losses)}")   # (a value cut short ends in ...)
+
+
+def checked_losses(losses, val_losses, head, steps, kept=()):
     """(losses, val_losses) as a list of floats and a dict {int step: float}, else one sentence beginning
     with ``head`` ("loop should return", "callback should be given"); a loss that is not finite is said
-    (the run diverged), not drawn. ``kept``: the floats of the first losses, checked already (the callback's
-    earlier calls): those entries are not read again, and the floats are kept, never the loop's own objects."""
+    (the run diverged), not drawn. ``steps``: the run's planned steps; losses (at most steps, one per step)
+    and val_losses (at most steps + 1, at steps 0 to steps) are counted before any entry is read.
+    ``kept``: the floats of the first losses, checked already (the callback's earlier calls): those entries
+    are not read again, and the floats are kept, never the loop's own objects."""
+    kind = builtin_kind(losses, (list, tuple))
+    if kind is None or not isinstance(val_losses, dict):
+        refuse_losses(losses, val_losses, head)
+    size, evaluations = kind.__len__(losses), dict.__len__(val_losses)   # the built-ins' own lengths
+    if size > steps:
+        fail(f"{head} at most {count(steps)} losses, one per step, but got {count(size)}")
+    if evaluations > steps + 1:
+        fail(f"{head} at most {count(steps + 1)} validation losses, one per evaluation at steps 0 to {count(steps)}, "
+             f"but got {count(evaluations)}")
+    kept = kept if size >= len(kept) else ()   # a list shorter than the last call's: read from its start
     start = len(kept)
-    new = [_loss_value(v) for v in losses[start:]] if isinstance(losses, (list, tuple)) else [None]
-    val = {step: _loss_value(v) for step, v in val_losses.items()} if isinstance(val_losses, dict) else {0: None}
+    new = [_loss_value(v) for v in kind.__getitem__(losses, slice(start, None))]
+    val = {step: _loss_value(v) for step, v in dict.items(val_losses)}
     if None in new or None in val.values() or \
             any(isinstance(k, bool) or not isinstance(k, (int, np.integer)) for k in val):
-        fail(f"{head} (losses, val_losses), a list of numbers (loss.item() each) and a dict {{step: number}}, "
-             f"but got {shown(losses)} and {shown(val_losses)}")
+        refuse_losses(losses, val_losses, head)
+    outside = next((k for k in val if not 0 <= k <= steps), None)
+    if outside is not None:
+        fail(f"{head} validation losses at steps 0 to {count(steps)} (the run's steps), but got one at step "
+             f"{count(int(outside))}")
     for name, values in (("loss", dict(enumerate(new, start + 1))), ("validation loss", val)):
         step, bad = next(((k, v) for k, v in values.items() if not math.isfinite(v)), (None, None))
         if step is not None:
@@ -712,14 +747,16 @@ def checked_losses(losses, val_losses, head, kept=()):
     return list(kept) + new, {int(k): v for k, v in val.items()}
 
 
-def loop_result(out, run):
+def loop_result(out, run, steps=course_train.MAX_STEPS):
     """(losses, val_losses) as plain floats from what a training loop returned, else one sentence
-    (the live run's picture closed first): a list of at least one finite number and a dict {step: number}."""
+    (the live run's picture closed first): a list of 1 to ``steps`` finite numbers (the run's planned steps,
+    one loss each) and a dict {step from 0 to steps: number}."""
     try:
-        if not (isinstance(out, (tuple, list)) and len(out) == 2):
+        kind = builtin_kind(out, (tuple, list))
+        if kind is None or kind.__len__(out) != 2:
             fail(f"loop should return (losses, val_losses), a list of numbers (loss.item() each) and a dict "
                  f"{{step: number}}, but returned {shown(out)}")
-        losses, val = checked_losses(out[0], out[1], "loop should return")
+        losses, val = checked_losses(kind.__getitem__(out, 0), kind.__getitem__(out, 1), "loop should return", steps)
         if not losses:
             fail(f"loop should make training steps and return their losses, but it made no steps (it returned "
                  f"{shown(out)}): write the loop's body first, or use the course's gpt.train_loop")
@@ -787,7 +824,7 @@ def live_run(loop, model, train_ids, val_ids, tokenizer, batch, context, lr, war
                     said.put_back = True   # (put_back_on_error puts it back and adds nothing)
                     raise said
                 out = run.losses, run.val
-            losses, val = said_put_back(loop_result, out, run)   # refused: the picture closed already
+            losses, val = said_put_back(loop_result, out, run, steps)   # refused: the picture closed already
             sample = said_put_back(sample_text, as_transformer(model), tokenizer, prompt, sample_chars,
                                    temperature=0.8, seed=seed, context=context)
     except BaseException:
@@ -808,6 +845,7 @@ def live_run(loop, model, train_ids, val_ids, tokenizer, batch, context, lr, war
 SECONDS_PER_MAC = 1e-10        # each multiply-add of a token's pass (``token_macs``)
 SECONDS_PER_TOKEN = 5e-5       # each token's share of the rest (norms, activations, softmax, the loss)
 SECONDS_PER_PASS = 0.02        # each call of the model (one batch of windows)
+MAX_WINDOWS = 10**12           # the most windows pass_seconds counts (far past what MAX_SECONDS allows)
 SECONDS_PER_RULE_STEP = 2e-6   # each (position, k) step of copy_rule's Python loop
 SECONDS_PER_SCORE = 3e-8       # each attention score of a pass not fused (a watched pass: replace=, ablations,
                                # a trace; a training pass): the scores, mask and softmax made one by one
@@ -822,7 +860,9 @@ def token_macs(cfg, context):
 def pass_seconds(cfg, windows, context, batch, fused=True):
     """About how many seconds here the passes over ``windows`` windows of ``context`` tokens take,
     ``batch`` windows a call (the SECONDS_PER_* above). ``fused=False``: passes whose attention is
-    not torch's fused kind (every layer's heads x context x context scores made one by one)."""
+    not torch's fused kind (every layer's heads x context x context scores made one by one). windows: 1 to
+    MAX_WINDOWS (a float cannot hold 2**1100 of them; each caller bounds its own count first, by its own name)."""
+    windows = check_size(windows, "windows", MAX_WINDOWS)
     tokens, calls = windows * context, -(-windows // batch)
     scores = 0 if fused else windows * cfg.n_layers * cfg.n_heads * context * context
     return tokens * (token_macs(cfg, context) * SECONDS_PER_MAC + SECONDS_PER_TOKEN) + calls * SECONDS_PER_PASS \
@@ -856,9 +896,9 @@ def spread_windows(model, ids, context, every, lengths=()):
     every = check_positive_int(every, "every")         # each argument's own sentence before the context's fit
     context = course_train.check_context(model, context, len(ids))
     course_train.check_vocabulary(model, ids)          # before any pass: a refusal leaves the model's mode alone
-    if not isinstance(lengths, (list, tuple)) or any(isinstance(k, (bool, np.bool_)) or not isinstance(k, (int, np.integer))
-                                                     or k < 1 for k in lengths):
-        fail(f"lengths should be a list of whole numbers of at least 1, but got {shown(lengths)}")
+    if not isinstance(lengths, (list, tuple)) or len(lengths) > MAX_MATCH or \
+            any(isinstance(k, (bool, np.bool_)) or not isinstance(k, (int, np.integer)) or k < 1 for k in lengths):
+        fail(f"lengths should be a list of at most {MAX_MATCH} whole numbers of at least 1, but got {shown(lengths)}")
     if lengths and max(lengths) > context:
         fail(f"lengths should be at most context={context} (a match of k tokens needs a window of at least k), "
              f"but got lengths up to {max(lengths)}")
@@ -889,11 +929,16 @@ def spread_loss(model, ids, context=256, every=8):
 
 # ------------------------------------------------------------ looking for a circuit
 
+MAX_RECORDS = 10_000   # the most induction records induction_history reads (the shipped logs hold about 50)
+
+
 def induction_history(log):
     """From a training log's induction records (``helpers.gpt.shipped``): dict(steps (N,),
     scores (N, layers, heads) every head's induction score, first and second (N,) the loss on the
     first and on the second copy of the repeated random characters)."""
     records = log.get("induction") if isinstance(log, dict) else None
+    if isinstance(records, list) and list.__len__(records) > MAX_RECORDS:   # counted before any is read
+        fail(f"the log should hold at most {MAX_RECORDS:,} induction records, but holds {list.__len__(records):,}")
     if not records or not isinstance(records, list) or not all(isinstance(r, dict) for r in records):
         fail(f"expected a training log with induction records (a dict whose 'induction' is a list of dicts), "
              f"but got {shown(log)}")
@@ -1043,12 +1088,14 @@ def head_ablations(model, n, length, seed, reference_seed):
     dict(none=..., (layer, head)=...) of the loss on the second copy; each head's output is replaced
     by its mean, position by position, over ``n`` other sequences of the same form and length
     (``reference_seed``): the task-matched mean of chapter 10. Its L x H + 2 passes are counted up front
-    (``pass_seconds``): a call that would take more than about MAX_SECONDS here is refused."""
+    (``pass_seconds``): a call that would take more than about MAX_SECONDS here is refused. n: 1 to MAX_SPANS."""
     cfg = config_of(model)
     n, length = check_positive_int(n, "n"), check_positive_int(length, "length", minimum=2)
+    if n > MAX_SPANS:   # (before its passes are counted: a float cannot hold 2**1100)
+        fail(f"n should be at most {MAX_SPANS:,} sequences, but got {count(n)}")
     if 2 * length + 1 > cfg.n_max:
         fail(f"length should let a newline and two copies fit this model's window of {cfg.n_max} tokens (at most "
-             f"{(cfg.n_max - 1) // 2}), but got {length}, which makes {2 * length + 1}")
+             f"{(cfg.n_max - 1) // 2}), but got {count(length)}, which makes {count(2 * length + 1)}")
     passes = cfg.n_layers * cfg.n_heads + 2        # the reference means, nothing ablated, then each head alone
     check_seconds(passes * pass_seconds(cfg, n, 2 * length, n, fused=False),
                   f"head_ablations' {passes} passes over {count(n)} sequences of {count(2 * length)} tokens",
@@ -1078,8 +1125,8 @@ def text_repeats(ids, n, length, seed):
     if n > MAX_SPANS:
         fail(f"n should be at most {MAX_SPANS:,} spans (each is drawn one at a time), but got {count(n)}")
     if len(ids) < 3 * length:
-        fail(f"a span of {length} tokens and another span of {length} that does not overlap it need a text "
-             f"of at least {3 * length} tokens, but got {len(ids)}")
+        fail(f"a span of {count(length)} tokens and another span of {count(length)} that does not overlap it need a "
+             f"text of at least {count(3 * length)} tokens, but got {count(len(ids))}")
     check_bytes(8 * n * (6 * length + 2), f"{count(n)} spans of {count(length)} tokens", "ask for fewer or shorter spans")
     g = torch.Generator().manual_seed(check_seed(seed))
     last = len(ids) - length                                          # the last start a span can have
@@ -1109,7 +1156,7 @@ def repeat_test(model, ids, n, length, seed):
     length = check_positive_int(length, "length", minimum=2)
     if 2 * length + 1 > cfg.n_max:
         fail(f"length should let a newline and two spans fit this model's window of {cfg.n_max} tokens (at most "
-             f"{(cfg.n_max - 1) // 2}), but got {length}, which makes {2 * length + 1}")
+             f"{(cfg.n_max - 1) // 2}), but got {count(length)}, which makes {count(2 * length + 1)}")
     n = check_positive_int(n, "n")
     course_train.check_batch(model, n, 2 * length + 1)   # before the spans are built
     check_seconds(2 * pass_seconds(cfg, n, 2 * length + 1, n, fused=False),
@@ -1157,11 +1204,13 @@ def copy_rule(model, ids, lengths, context=256, every=4):
     rescued: the share of all positions where the rule is right and the model's top choice wrong).
     Eval mode; the mode is restored."""
     config_of(model)
+    kind = builtin_kind(lengths, (list, tuple))   # at most MAX_MATCH different lengths: counted before any is read
+    values = kind.__getitem__(lengths, slice(None)) if kind and kind.__len__(lengths) <= MAX_MATCH else None
     try:
-        given = [operator.index(k) for k in lengths] if isinstance(lengths, (list, tuple)) else None
-    except TypeError:
+        given = [operator.index(k) for k in values] if values is not None else None
+    except Exception:   # noqa: BLE001 (no whole number; a learner's __index__ may raise anything)
         given = None
-    if not given or len(set(given)) < len(given) or any(isinstance(k, bool) or not 1 <= k <= MAX_MATCH for k in lengths):
+    if not given or len(set(given)) < len(given) or any(isinstance(k, bool) or not 1 <= k <= MAX_MATCH for k in values):
         fail(f"lengths should be a list of different match lengths, whole numbers from 1 to {MAX_MATCH} "
              f"(such as [1, 2, 4]), but got {shown(lengths)}")
     x, y, _ = spread_windows(model, ids, context, every, given)

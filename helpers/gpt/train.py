@@ -42,7 +42,9 @@ def learning_rate(step, lr, warmup, steps, min_lr):
         fail(f"the warm-up should end before the run does, but got warmup={count(warmup)} and steps={count(steps)}")
     if step < warmup:
         return lr * (step + 1) / warmup
-    progress = min(1.0, (step - warmup) / (steps - warmup))      # 0 at the peak, 1 at the end
+    if step >= steps:       # the end of the cosine, and after it: any step count, however large, is min_lr
+        return min_lr
+    progress = (step - warmup) / (steps - warmup)                 # 0 at the peak, below 1 before the end
     return min_lr + 0.5 * (1.0 + math.cos(math.pi * progress)) * (lr - min_lr)
 
 

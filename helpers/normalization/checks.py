@@ -144,7 +144,7 @@ def steps_to_threshold(answer, curves, n_layers, lr, threshold):
     if not isinstance(answer, dict):
         raise Wrong(f"the answer should be a dict with keys {PLACEMENTS}, but it is a {type(answer).__name__}")
     if set(answer) != set(PLACEMENTS):
-        raise Wrong(f"the dict should have exactly the keys {PLACEMENTS}, but it has {tuple(answer)}")
+        raise Wrong(f"the dict should have exactly the keys {PLACEMENTS}, but it has {shown(tuple(answer))}")
     for norm in PLACEMENTS:
         loss = get_run(curves, norm, n_layers, lr)["loss"]
         expected, given = first_below(loss, threshold), answer[norm]

@@ -7,6 +7,7 @@ and names the likely slip, without printing the expected answer.
 """
 import copy
 import math
+import time
 
 import numpy as np
 import torch
@@ -14,6 +15,8 @@ import torch
 from ..errors import check_positive_int, fail, is_bool, shown
 from ..exercises import (Function, Wrong, as_number, as_whole, call, close_problems, exercise, model_kept,
                          number_problems, numbers, rounded_by_dtype, slip)
+from ..exercises import LONG_CHECK_TIME_LIMIT, _time_left   # (what is left of a check's whole time)
+from .. import patching
 from ..heads import compute as heads
 from . import circuit
 from .smollm2 import original_state
@@ -324,81 +327,112 @@ def kv_growth(answer, model, ids):
 
 @torch.no_grad()
 def ablation_variants(model, seqs, heads_off):
-    """The second-copy loss with heads_off mean-ablated (per-position means over seqs: "right") and
-    the values known slips give, as a mapping that runs a pass only when a value is first asked for
-    (one capture and one ablated run give right, unshifted, with_first, everything and bits; each
-    other value costs one more pass of the model): pooled (means over positions too), per_sequence
-    (each sequence's own mean over its positions), one_pass (means taken in the ablated run itself),
-    zero (zero ablation), none (nothing ablated), overwritten (one replace entry per head: only the
-    last head of each layer ablated; NaN when no layer has two)."""
+    """(values, later) for judging a mean ablation of heads_off on seqs (N, 2L+1). values: the second-copy
+    loss with heads_off mean-ablated (per-position means over seqs: "right") and what the slips that need no
+    other run give (unshifted, with_first, everything, bits), from one capture and one ablated run; later():
+    the losses of the slips that need runs of their own (``slip_runs``), as many of them as fit in what is
+    left of the check's time (``in_time``), all from one batched pass (or a few: ``slip_losses``)."""
     import torch.nn.functional as F
 
     seqs, length = circuit.check_repeats(seqs)
     names = sorted({f"L{l}.head_out" for l, _ in heads_off}, key=lambda n: int(n[1:].split(".")[0]))
     outs = circuit.capture(model, seqs, names, stop_after=names[-1])
+    clean = {int(n[1:].split(".")[0]): outs[n] for n in names}                         # (N, H, T, d_k)
+    task = {layer: out.mean(0) for layer, out in clean.items()}                         # (H, T, d_k)
     T = seqs.shape[1]
-    task = {int(n[1:].split(".")[0]): outs[n].mean(0) for n in names}                  # (H, T, d_k)
     second = torch.arange(length + 1, 2 * length)
-    by_layer = {}
-    for layer, head in heads_off:
-        by_layer.setdefault(layer, []).append(head)
 
     def loss(lg, where, shift=1):
         return float(F.cross_entropy(lg[:, where].flatten(0, 1), seqs[:, where + shift].flatten()))
 
-    def ablated(heads, means):
-        """The second-copy loss with ``heads`` replaced by ``means`` (None: nothing replaced)."""
-        return loss(model(seqs, replace=circuit.mean_ablation(heads, means) if means is not None else {}), second)
-
-    def own_means(layer, source):
-        def fn(head_out):                      # (N, H, T, d_k)
-            head_out = head_out.clone()
-            taken = head_out if source is None else source
-            for head in by_layer[layer]:
-                head_out[:, head] = (taken[:, head].mean(0) if source is None
-                                     else taken[:, head].mean(1, keepdim=True))
-            return head_out
-        return fn
-
-    def overwritten():
-        last_per_layer = list({l: (l, h) for l, h in heads_off}.values())      # one replace entry per head: the last wins
-        return ablated(last_per_layer, task) if len(last_per_layer) < len(heads_off) else float("nan")
-
+    started = time.monotonic()
     right = model(seqs, replace=circuit.mean_ablation(heads_off, task))
-    known = dict(right=loss(right, second), with_first=loss(right, torch.arange(length, 2 * length)),
-                 everything=loss(right, torch.arange(0, T - 1)), unshifted=loss(right, second, shift=0))
-    known["bits"] = known["right"] / math.log(2)
-    del right
-    return _Lazy(known, {
-        "overwritten": overwritten,
-        "pooled": lambda: ablated(heads_off, {l: m.mean(1, keepdim=True).expand_as(m) for l, m in task.items()}),
-        "per_sequence": lambda: loss(model(seqs, replace={f"L{l}.head_out": own_means(l, outs[f"L{l}.head_out"])
-                                                          for l in by_layer}), second),
-        "one_pass": lambda: loss(model(seqs, replace={f"L{l}.head_out": own_means(l, None) for l in by_layer}), second),
-        "zero": lambda: ablated(heads_off, {l: torch.zeros_like(m) for l, m in task.items()}),
-        "none": lambda: ablated(heads_off, None)})
+    seconds = time.monotonic() - started   # a full ablated run: a slip's run (to the final norm only) costs less
+    values = dict(right=loss(right, second), with_first=loss(right, torch.arange(length, 2 * length)),
+                  everything=loss(right, torch.arange(0, T - 1)), unshifted=loss(right, second, shift=0))
+    values["bits"] = values["right"] / math.log(2)
+    runs = slip_runs(heads_off, task, clean)
+    return values, lambda: slip_losses(model, seqs, in_time(runs, seconds), second)
 
 
-class _Lazy(dict):
-    """A dict of values, some of them computed (once) only when first looked up: ``later`` maps a
-    key to the function that gives its value."""
+def slip_runs(heads_off, task, clean):
+    """{slip: (heads, value)} for the slips whose loss needs a run of its own, in ABLATION_SLIPS' order: the
+    (layer, head) pairs that slip's run replaces, and value(layer, head, out), what takes that head's place in
+    out (N, H, T, d_k), the run's own head outputs at that layer. task {layer: (H, T, d_k)}: each head's mean
+    over the sequences at each position; clean {layer: (N, H, T, d_k)}: the clean run's head outputs."""
+    last_per_layer = list({l: (l, h) for l, h in heads_off}.values())   # one replace entry per head: the last wins
+    runs = dict(
+        overwritten=(last_per_layer, lambda l, h, out: task[l][h]),
+        pooled=(heads_off, lambda l, h, out: task[l][h].mean(0)),                         # a mean over positions too
+        per_sequence=(heads_off, lambda l, h, out: clean[l][:, h].mean(1, keepdim=True)),  # each sequence's own mean
+        one_pass=(heads_off, lambda l, h, out: out[:, h].mean(0)),                         # the ablated run's own means
+        zero=(heads_off, lambda l, h, out: 0.0),
+        none=([], None))
+    if len(last_per_layer) == len(heads_off):   # no layer has two heads: that slip ablates every head, as is right
+        del runs["overwritten"]
+    return runs
 
-    def __init__(self, known, later):
-        super().__init__(known)
-        self.later = later
 
-    def __missing__(self, key):
-        self[key] = value = self.later[key]()
-        return value
+SLIP_MARGIN = 1.5   # the slips' runs start only if what is left of the check's time holds them this many times over
 
 
-MAX_CHECK_LOGITS = 2 * 10**8   # numbers in one pass's logits over the check's seqs (800 MB): 100 sequences of 41 tokens fit
+def in_time(runs, seconds):
+    """The first of ``runs`` (in their order) whose runs, ``seconds`` each (as long as the check's own ablated
+    run took), fit SLIP_MARGIN times over in what is left of the check's whole time (LONG_CHECK_TIME_LIMIT)."""
+    left, _ = _time_left(LONG_CHECK_TIME_LIMIT)
+    fit = int(left // (SLIP_MARGIN * max(seconds, 1e-3)))
+    return dict(list(runs.items())[:fit])
+
+
+@torch.no_grad()
+def slip_losses(model, seqs, runs, second):
+    """{slip: its second-copy loss (positions ``second`` predicting the next token)} for each of ``runs``
+    (``slip_runs``), from one pass over seqs (N, T) written once per run, or from a few when one pass would hold
+    more than patching.MAX_PASS_BYTES; each pass stops at the final norm, its logits made at ``second`` only."""
+    import torch.nn.functional as F
+
+    n, T = seqs.shape
+    per_pass = max(1, patching.MAX_PASS_BYTES // pass_bytes(model, n, T))
+    names, losses = list(runs), {}
+    for first in range(0, len(names), per_pass):
+        group = names[first:first + per_pass]
+        layers = {layer for name in group for layer, _ in runs[name][0]}
+        replace = {f"L{layer}.head_out": batched_replace([runs[name] for name in group], layer, n) for layer in layers}
+        final = circuit.capture(model, seqs.repeat(len(group), 1), ["final_ln"], replace, stop_after="final_ln")
+        for name, block in zip(group, final["final_ln"].split(n)):
+            logits = block[:, second] @ model.E.T                                    # (N, len(second), V)
+            losses[name] = float(F.cross_entropy(logits.flatten(0, 1), seqs[:, second + 1].flatten()))
+    return losses
+
+
+def pass_bytes(model, n, T):
+    """The bytes patching.check_memory counts for a capture of "final_ln" over n sequences of T tokens."""
+    return model.cfg.pass_bytes(n, T) + 4 * n * T * model.cfg.d_model
+
+
+def batched_replace(runs, layer, n):
+    """``replace``'s function for "L<layer>.head_out" in a pass over the sequences written once per run (blocks
+    of n rows, in the order of ``runs``, a list of (heads, value) as ``slip_runs`` gives): in each block, the
+    heads its run replaces in this layer take their value."""
+    def fn(head_out):                              # (len(runs) · n, H, T, d_k)
+        head_out = head_out.clone()
+        for block, (off, value) in zip(head_out.split(n), runs):   # (each block a view of head_out)
+            for l, h in off:
+                if l == layer:
+                    block[:, h] = value(l, h, block)
+        return head_out
+    return fn
+
+
+MAX_CHECK_TOKENS = 1_024   # tokens in the check's seqs (N × (2L+1)): the check cell's 16 sequences of 21 are 336
+# (on SmolLM2, 48 sequences of 21 tokens: the ablated run took 8 s on a 2-core machine under a load of 12, so the
+# capture and the ablated run the check needs after the learner's call of up to 60 s fit in its 120 s)
 
 
 def checked_ablation(model, seqs, heads_off):
     """The check's own inputs, refused with one sentence before any pass: model the course's
-    Transformer, seqs repeated sequences (N, 2L+1) of its token ids whose logits hold at most
-    MAX_CHECK_LOGITS numbers, heads_off a non-empty list of its (layer, head) pairs; returns
+    Transformer, seqs repeated sequences (N, 2L+1) of its token ids, at most MAX_CHECK_TOKENS in all, whose pass
+    fits patching.MAX_PASS_BYTES, heads_off a non-empty list of its (layer, head) pairs; returns
     (seqs as a LongTensor, heads_off as a list of (int, int), in the order given)."""
     from ..model import Transformer
 
@@ -406,9 +440,11 @@ def checked_ablation(model, seqs, heads_off):
         fail(f"model should be the course's Transformer (real.load()[0]), but got {shown(model)}")
     seqs = model.check_ids(seqs)
     seqs, _ = circuit.check_repeats(seqs)
-    if seqs.numel() * model.cfg.vocab_size > MAX_CHECK_LOGITS:
-        fail(f"seqs should give logits of at most {MAX_CHECK_LOGITS:,} numbers (N × (2L+1) × {model.cfg.vocab_size:,}), "
-             f"but its {seqs.shape[0]:,} sequences of {seqs.shape[1]:,} tokens give {seqs.numel() * model.cfg.vocab_size:,}")
+    if seqs.numel() > MAX_CHECK_TOKENS:
+        fail(f"seqs should hold at most {MAX_CHECK_TOKENS:,} tokens (N × (2L+1): the check runs the model on them "
+             f"several times within its time), but its {seqs.shape[0]:,} sequences of {seqs.shape[1]:,} tokens hold "
+             f"{seqs.numel():,}")
+    patching.check_memory(model, *seqs.shape, ["final_ln"], what="the check's pass over seqs")
     if isinstance(heads_off, (str, bytes, dict, set)) or not isinstance(heads_off, (list, tuple)) or not heads_off:
         fail(f"heads_off should be a non-empty list of (layer, head) pairs, e.g. [(4, 0)], but got {shown(heads_off)}")
     model.check_heads(heads_off)
@@ -423,7 +459,8 @@ def one_number(got, name):
 
 
 # The slips of ablated_copy_loss, each with its hint: those the ablated run's logits give first, then
-# those that cost a pass of the model each (looked at in this order, and only until one matches).
+# those that need a run of their own (looked at in this order; their runs made together, as many as fit in
+# the check's time: a slip whose run did not fit is not named).
 ABLATION_SLIPS = [
     ("unshifted", "the targets are not shifted: the logits at position t predict the token at t + 1, "
                   "so compare logits[:, t] with seqs[:, t + 1]"),
@@ -451,8 +488,8 @@ ABLATION_SLIPS = [
 
 @exercise("a task-matched mean ablation on SmolLM2",
           answer=Function("a function ablated_copy_loss(model, seqs, heads_off)", own=(
-              "helpers.real.checks.ablation_variants", "helpers.real.circuit.copy_loss",
-              "helpers.real.circuit.mean_ablation", "helpers.patching.mean_head_outputs",
+              "helpers.real.checks.ablation_variants", "helpers.real.checks.slip_losses",
+              "helpers.real.circuit.copy_loss", "helpers.real.circuit.mean_ablation", "helpers.patching.mean_head_outputs",
               "helpers.patching.ablation_replace", "helpers.real.circuit.copy_effects")))
 def ablated_copy_loss(answer, model, seqs, heads_off):
     """answer(model, seqs, heads_off) -> the mean second-copy loss (nats) with each head of heads_off
@@ -465,8 +502,14 @@ def ablated_copy_loss(answer, model, seqs, heads_off):
         raise Wrong("not answered yet: ablated_copy_loss returns None; write its body where the cell says "
                     "# YOUR CODE HERE, so that it returns the loss")
     value = one_number(got, f"the mean loss ablated_copy_loss returned {where}")
-    v = ablation_variants(model, seqs, heads_off)   # a pass for each slip only as far as it is looked at
-    if abs(value - v["right"]) <= 2e-3:
+    values, later = ablation_variants(model, seqs, heads_off)
+    if abs(value - values["right"]) <= 2e-3:
         return
-    hint = next((h for name, h in ABLATION_SLIPS if slip(value, [(v[name], h)], atol=2e-3)), None)
-    yield hint or next(number_problems(value, v["right"], "the ablated second-copy loss", atol=2e-3))
+    hint = ablation_slip(value, values) or ablation_slip(value, later())   # the slips' runs only when needed
+    yield hint or next(number_problems(value, values["right"], "the ablated second-copy loss", atol=2e-3))
+
+
+def ablation_slip(value, values):
+    """The hint of the first slip of ABLATION_SLIPS whose value in ``values`` (a dict {slip: loss}) is ``value``
+    (within 2e-3), else None."""
+    return slip(value, [(values[name], hint) for name, hint in ABLATION_SLIPS if name in values], atol=2e-3)

@@ -12,9 +12,10 @@ import numpy as np
 import torch
 
 from .. import grading, worlds
-from ..errors import check_number, check_positive_int, count, fail, shown, to_numpy
-from ..exercises import (NOT_ANSWERED, Array, Function, Wrong, call, close_problems, count_answer, exercise,
-                         holds_bools, model_kept, number_problems, numbers, sum_shown)
+from ..errors import CourseInputError, check_number, check_positive_int, check_tensor, count, fail, message_of, shown, \
+    to_numpy
+from ..exercises import (MAX_ANSWER_ENTRIES, NOT_ANSWERED, Array, Function, Wrong, call, close_problems, count_answer,
+                         exercise, holds_bools, model_kept, number_problems, numbers, sum_shown)
 from ..reference import softmax
 from . import compute as sampling
 
@@ -233,10 +234,10 @@ def kv_cache_bytes_function(answer):
         if out == expected:
             continue
         if cfg.kv_heads != cfg.n_heads and out == expected // cfg.kv_heads * cfg.n_heads:
-            yield (f"for {what} kv_cache_bytes gives {out:,}, which counts a K and a V for every query head: only "
+            yield (f"for {what} kv_cache_bytes gives {count(out)}, which counts a K and a V for every query head: only "
                    "cfg.kv_heads K/V heads are cached (grouped-query attention)")
             return
-        yield f"for {what} kv_cache_bytes gives {out:,}: " + next(iter(kv_bytes.problems(out, cfg.n_layers, T,
+        yield f"for {what} kv_cache_bytes gives {count(out)}: " + next(iter(kv_bytes.problems(out, cfg.n_layers, T,
                                                                                        cfg.kv_heads, cfg.d_k, b)))
         return
 
@@ -325,9 +326,15 @@ class Watch:
         self.slip = None   # the sentence of the last LoopSlip raised (see loop_run)
 
     def watched_pass(self, ids, cache=None, **switches):
-        """One pass of the model, refused with a LoopSlip when it is not fed as the case asks."""
+        """One pass of the model, refused with a LoopSlip when it is not fed as the case asks. Ids or a cache
+        the model refuses (meta, sparse, text, not a KVCache) are refused first in the model's own sentence,
+        as a pass of the model itself would."""
+        from ..model import KVCache
+
         self.passes += 1
-        flat = torch.as_tensor(ids).reshape(-1)
+        flat = self.model.check_ids(ids).reshape(-1)
+        if cache is not None and not isinstance(cache, KVCache):
+            return self.model(ids, cache=cache, **switches)   # (the model refuses it before any work)
         if self.cached:
             self.check_cached(flat, cache)
         else:
@@ -694,16 +701,47 @@ def too_few_passes(watch, n_new):
 
 def plain_call(fn, *args, what="", **kwargs):
     """``call(fn, ...)``, its result made ``plain`` within a time limit too (a tensor subclass's own
-    methods are the learner's code)."""
-    return call(functools.partial(plain, call(fn, *args, what=what, **kwargs)), what=what)
+    methods are the learner's code). What ``plain`` could not copy (a tensor on the meta device, or one
+    too large) is refused first, in a sentence about what the function returned (``copyable``): it is no
+    stop of the learner's function."""
+    out = call(fn, *args, what=what, **kwargs)
+    copyable(out, f"what your function returned{' ' + what if what else ''}")
+    return call(functools.partial(plain, out), what=what)
+
+
+def copyable(out, name):
+    """Raise Wrong in one sentence unless ``plain`` can copy ``out``: every tensor in it one the converters
+    can read (``errors.check_tensor``: not meta, sparse, nested, quantized or complex), and its tensors and
+    arrays together at most MAX_ANSWER_ENTRIES numbers, counted without copying any (an expanded view
+    stands for more numbers than it stores). Reads only sizes and flags of plain types: runs no code of
+    the learner's."""
+    size = entries_in(out, name)
+    if size > MAX_ANSWER_ENTRIES:
+        raise Wrong(f"{name} should be small (at most {MAX_ANSWER_ENTRIES:,} numbers), but it holds {count(size)}")
+
+
+def entries_in(out, name):
+    """How many numbers the tensors and arrays in ``out`` (a list or tuple of them, nested) stand for;
+    a tensor the converters cannot read raises Wrong with ``check_tensor``'s sentence."""
+    if isinstance(out, torch.Tensor):
+        try:
+            return check_tensor(out, name).numel()
+        except CourseInputError as error:
+            raise Wrong(message_of(error)) from None
+    if isinstance(out, (np.ndarray, np.generic)):
+        return np.size(out)
+    if isinstance(out, (list, tuple)):
+        return sum(entries_in(v, name) for v in out)
+    return 0
 
 
 def plain(out):
     """What a learner's function returned as plain data, copied, so that judging it runs none of their
-    code (``call`` has already refused any type but the plain ones, a tensor subclass among them): a
-    tensor as a detached copy (a dtype NumPy lacks, bfloat16, is for the converters to read, not a stop
-    of the learner's function), an array as a copy, a list or tuple as a list of those, anything else
-    (a number: a huge int is the converters' to name) as it is. Run it through ``call``."""
+    code (``call`` has already refused any type but the plain ones, a tensor subclass among them; and
+    ``copyable`` what cannot be copied): a tensor as a detached copy (a dtype NumPy lacks, bfloat16, is
+    for the converters to read, not a stop of the learner's function), an array as a copy, a list or tuple
+    as a list of those, anything else (a number: a huge int is the converters' to name) as it is. Run it
+    through ``call``."""
     if isinstance(out, torch.Tensor):
         return out.detach().cpu().clone()
     if isinstance(out, (np.ndarray, np.generic)):
@@ -765,8 +803,8 @@ def generate_loop(fn, cat, dragon):
     for name, prompt, n_new, settings in LOOP_CASES:
         model, world = models[name]
         ids = world.tokenizer.encode(prompt)
-        shown = ", ".join(f"{k}={v}" for k, v in settings.items())
-        what = f"the {name} model after '{prompt}', n_new={n_new}, {shown}"
+        given = ", ".join(f"{k}={v}" for k, v in settings.items())
+        what = f"the {name} model after '{prompt}', n_new={n_new}, {given}"
         try:
             out, watch = watched_run(fn, model, ids, n_new, settings)
             if out is None:
