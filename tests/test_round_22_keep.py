@@ -132,7 +132,7 @@ def test_a_count_past_2_53_is_compared_exactly(wrong):
 
 def test_a_returned_count_is_quoted_exactly():
     found = sampling_checks.kv_cache_bytes_function.feedback(lambda cfg, T, b: 2**60 + 1)
-    assert found and "1152921504606846977" in found[0], found
+    assert found and "1,152,921,504,606,846,977" in found[0], found
 
 
 def test_whole_numbers_are_read_exactly_and_fractions_still_refused():
