@@ -59,6 +59,9 @@ import numpy as np
 
 from . import grading, learner
 from .states import ESCALATE_AFTER, OutOfTime, Stop, Stoppable, parts_of, put_back_parts, checksum as _checksum, default_dtype as _default_dtype, digest as _digest, random_states  # noqa: F401  (random_states: the checks' modules import it here)
+from . import states
+from .states import (builtins_kept, guarded_prlimit, guarded_setrlimit, limits_kept, no_setsid, scheduling_kept,
+                     session_kept, time_zone, torch_flags_kept)
 from .grading import MAX_ANSWER_DEPTH, MAX_ANSWER_ITEMS, _PLAIN_CALLABLES, _PLAIN_SCALARS, _course_module, _is_class, _is_courses, _one_of, _own_attribute, plain  # noqa: F401  (plain values: grading screens them)
 from .errors import CourseInputError, Wrong, check_bytes, class_name, count, fail, is_bool, length as range_length, message_of, \
     shown, to_numpy, type_name
@@ -223,7 +226,7 @@ class Exercise:
         return own[0].rpartition(".")[2] if own else None
 
     def _kept(self, answer):
-        limit, _ = _time_left(TIME_LIMIT)
+        limit, _ = time_left(TIME_LIMIT)
         if not (isinstance(answer, type) or type(answer) is types.FunctionType):   # a partial, a bound method
             return (f"; not kept for the chapters ahead: a piece is kept as the function (def ...) or class that "
                     f"defines it, but this one is a {_wrapper_name(answer)}: pass the function itself to keep it")
@@ -897,6 +900,17 @@ def precision_problem(x, arr, reference, name, atol):
     return narrow_float_problem(x, arr, reference, name, atol) or rounded_problem(arr, reference, name, atol)
 
 
+def settled(given, arr, reference, name, atol, rtol=1e-5):
+    """What a value check says before it looks for slips: [] when ``arr`` (``given`` read as float64) is
+    ``reference`` (same shape, within ``atol`` and ``rtol`` as np.allclose), [precision_problem's sentence] when it
+    is ``reference`` only to ``given``'s own precision, None when neither (the check then looks for slips). Used as
+    ``done = settled(...)``, then ``if done is not None: yield from done; return``."""
+    if np.shape(arr) == np.shape(reference) and np.allclose(arr, reference, atol=atol, rtol=rtol):
+        return []
+    rounded = precision_problem(given, arr, reference, name, atol)
+    return [rounded] if rounded else None
+
+
 def rounded_problem(arr, reference, name, atol):
     """The sentence for numbers ``arr`` written to d decimals (np.round(x, d), or torch.round in float32), d from 1
     to 6, that are ``reference`` to within that rounding (half a unit of the d-th decimal) but not to the check's
@@ -1070,7 +1084,7 @@ def call(function, *args, what="", seconds=TIME_LIMIT, **kwargs):
     too: the caller's own would have changed. torch's default dtype, ``torch_globals`` and the
     course's constants (``course_constants``) are put back afterwards. A function that raises,
     calls ``exit()`` or runs longer than ``seconds`` (or than what is left of its check's
-    whole time, ``_time_left``) becomes Wrong with one sentence saying so (``what`` names the input,
+    whole time, ``time_left``) becomes Wrong with one sentence saying so (``what`` names the input,
     e.g. "on the toy"). What it returns must be plain values (``grading.plain``), judged in its own thread:
     a value refused, and what it raises, are dropped there, so that their ``__del__`` runs within the time
     limit (``_Run.call``).
@@ -1089,13 +1103,13 @@ def call(function, *args, what="", seconds=TIME_LIMIT, **kwargs):
     ``os.write(1, ...)``, is cut as its printing is: ``_descriptors_capped``), and sys.addaudithook and sys.setswitchinterval are
     refused (an audit hook, or a long switch interval, would outlive the check's own defences), and so are a kernel
     registered with torch's dispatcher (``_kernels_refused``) and the changes no put-back can undo (``_CHANGES``:
-    a resource limit, os.putenv); a piece of process state that cannot be put back is said (``_NOT_PUT_BACK``);
+    a resource limit, os.putenv); a piece of process state that cannot be put back is said (``states.not_put_back``);
     a function registered to run at exit is dropped
     (``_exit_functions_dropped``) and the pyplot figures it opened are closed afterwards (``_figures_closed``):
     all of it is ``_fenced``, which Exercise.kept uses too.
     """
     on = f" {what}" if what else ""
-    limit, total = _time_left(seconds)
+    limit, total = time_left(seconds)
     given, given_kwargs = _copies(args), {name: _copies(value) for name, value in kwargs.items()}
     # what it was given, kept apart: the caller's own may change by another way (a global model the
     # function changes), which is not its copy changing (model_kept's to find)
@@ -1139,19 +1153,19 @@ def _fenced(who, should):
     dtype, put_back, put_back_constants = _default_dtype(None), _once(torch_globals()), course_constants()
     threads, processes, started, hooks = set(sys._current_frames()), _processes(), [], len(_HOOKS_REFUSED)
     watchdogs, kernels = len(_WATCHDOGS), len(_KERNELS_REFUSED)
-    changes, not_put_back = len(_CHANGES_REFUSED), len(_NOT_PUT_BACK)
+    changes, not_put_back = len(states.changes_refused), len(states.not_put_back)
     budget = _PRINTED.get() or {"left": MAX_PRINTED, "said": False}
     printed = [_Capped(stream, budget) for stream in (sys.stdout, sys.stderr) if stream is not None]
-    _FENCED_PIDS.append(os.getpid())
+    states.fenced_pids.append(os.getpid())
     try:
         if len(printed) == 2:
             sys.stdout, sys.stderr = printed
         sys.setswitchinterval, sys.addaudithook = _no_switch_interval, _no_audit_hook   # (put back with sys's streams)
-        if resource is not None:   # (put back with the limits: _limits_kept)
-            resource.setrlimit, resource.prlimit = _setrlimit, _prlimit
+        if resource is not None:   # (put back with the limits: limits_kept)
+            resource.setrlimit, resource.prlimit = guarded_setrlimit, guarded_prlimit
         faulthandler.dump_traceback_later = _watchdog   # (put back with PATCHABLE's modules)
         gc.freeze = _no_freeze   # (likewise)
-        os.setsid = _no_setsid   # (likewise)
+        os.setsid = no_setsid   # (likewise)
         with _threads_started(started), _adopting_orphans(), _descriptors_capped((sys.stdout, sys.stderr)), \
                 _kernels_refused(), _exit_functions_dropped(), _figures_closed(), _peeking_refused() as peeked:
             try:
@@ -1163,12 +1177,12 @@ def _fenced(who, should):
     finally:
         put_back()   # (if it was not yet: once only)
         put_back_constants()
-        _FENCED_PIDS.remove(os.getpid())
+        states.fenced_pids.remove(os.getpid())
         _default_dtype(dtype)   # torch.set_default_dtype inside it stays inside it
         if len(_WATCHDOGS) != watchdogs:   # a watchdog of the learner's would end the kernel in a later cell
             faulthandler.cancel_dump_traceback_later()
-        if len(_NOT_PUT_BACK) != not_put_back:   # (said whatever else it did: the kernel keeps it)
-            raise Wrong(f"{who} changed {_NOT_PUT_BACK[-1]}, which the check could not put back: "
+        if len(states.not_put_back) != not_put_back:   # (said whatever else it did: the kernel keeps it)
+            raise Wrong(f"{who} changed {states.not_put_back[-1]}, which the check could not put back: "
                         "restart the kernel to undo it")
     _said_what_was_left_out(printed, who)
     if peeked:
@@ -1183,8 +1197,8 @@ def _fenced(who, should):
     if len(_KERNELS_REFUSED) != kernels:
         raise Wrong(f"{who} registered a kernel with torch's dispatcher (torch.library), which would "
                     "change torch for every later cell, so a check does not allow it (it was not registered)")
-    if len(_CHANGES_REFUSED) != changes:
-        event, what = _CHANGES_REFUSED[-1]
+    if len(states.changes_refused) != changes:
+        event, what = states.changes_refused[-1]
         raise Wrong(f"{who} called {event} in a way that would change {what}, so a check does not "
                     "allow it (it was refused)")
 
@@ -1601,19 +1615,19 @@ def _hooks_kept():
 
 
 def process_state():
-    """What a learner's code can change for the whole process, saved now: the builtins (``print``,
-    ``len``), sys's streams and hooks, the working directory, the environment, ``sys.path``, the
-    garbage collector and its callbacks, the modules imported (one replaced in ``sys.modules``), the
-    digits an int may print, the thread switch interval, the locale, the file mode mask, logging's
-    switch and the root logger's level and handlers, every resource limit (open files, memory, CPU
-    time: ``_limits_kept``), the C library's time zone (``time.tzset`` is redone when TZ changed), the threads'
-    CPU affinity and priority (``_scheduling_kept``), a timer that was not running (signal.alarm), the collector's
-    thresholds, freeze and debug flags (gc.DEBUG_SAVEALL would keep all later garbage), sockets' default timeout,
-    the dlopen flags, the kernel's session and process group (``_session_kept``), threading's stack size, trace, profile and excepthook, sys's unraisablehook, torch's
-    switches (``_torch_flags_kept``), matplotlib's rcParams, and the hooks of ``_hooks_kept`` (imports, pickling,
-    IPython's). Returns a function that puts back what changed (the builtins first, with dict methods only: the
-    rest calls them; ``put_back.builtins`` does only that); what it cannot put back it notes in _NOT_PUT_BACK, for
-    the check to say (``call``)."""
+    """What a learner's code can change for the whole process, saved now: the builtins (``print``, ``len``), sys's
+    streams and hooks, the working directory, the environment, ``sys.path``, the garbage collector and its
+    callbacks, the modules imported (one replaced in ``sys.modules``), the digits an int may print, the thread
+    switch interval, the locale, the file mode mask, logging's switch and the root logger's level and handlers,
+    every resource limit (open files, memory, CPU time: ``limits_kept``), the C library's time zone
+    (``time.tzset`` is redone when TZ changed), the threads' CPU affinity and priority (``scheduling_kept``), a
+    timer that was not running (signal.alarm), the collector's thresholds, freeze and debug flags
+    (gc.DEBUG_SAVEALL would keep all later garbage), sockets' default timeout, the dlopen flags, the kernel's
+    session and process group (``session_kept``), threading's stack size, trace, profile and excepthook, sys's
+    unraisablehook, torch's switches (``torch_flags_kept``), matplotlib's rcParams, and the hooks of
+    ``_hooks_kept`` (imports, pickling, IPython's). Returns a function that puts back what changed (the builtins
+    first, with dict methods only: the rest calls them; ``put_back.builtins`` does only that); what it cannot
+    put back it notes in states.not_put_back, for the check to say (``call``)."""
     import gc
     import os
 
@@ -1621,7 +1635,7 @@ def process_state():
     import signal
     import socket
 
-    put_back_builtins, put_back_hooks = _builtins_kept(), _hooks_kept()
+    put_back_builtins, put_back_hooks = builtins_kept(), _hooks_kept()
     streams = {name: getattr(sys, name) for name in ("stdout", "stderr", "stdin", "displayhook", "excepthook",
                                                     "unraisablehook", "setswitchinterval", "addaudithook")}
     cwd, environ, path, path_list = os.getcwd(), dict(os.environ), sys.path, list(sys.path)
@@ -1632,13 +1646,13 @@ def process_state():
     trace, profile, thread_hook = threading.gettrace(), threading.getprofile(), threading.excepthook
     timers = [which for which in (signal.ITIMER_REAL, signal.ITIMER_VIRTUAL, signal.ITIMER_PROF)
               if signal.getitimer(which) == (0.0, 0.0)] if hasattr(signal, "setitimer") else []
-    put_back_limits, put_back_scheduling, put_back_torch = _limits_kept(), _scheduling_kept(), _torch_flags_kept()
-    zone = _time_zone()
+    put_back_limits, put_back_scheduling, put_back_torch = limits_kept(), scheduling_kept(), torch_flags_kept()
+    zone = time_zone()
     # (while a check holds the kernel's objects frozen, _garbage_fenced, counting them would take ms: not done)
     thresholds, frozen, stack = gc.get_threshold(), bool(_FROZEN) or gc.get_freeze_count(), threading.stack_size()
     debug, garbage, timeout = gc.get_debug(), len(gc.garbage), socket.getdefaulttimeout()
     dlopen = sys.getdlopenflags() if hasattr(sys, "getdlopenflags") else None   # (Unix only)
-    put_back_session = _session_kept()
+    put_back_session = session_kept()
     root = logging.root.level, list(logging.root.handlers)
     matplotlib = sys.modules.get("matplotlib")
     rc = dict.copy(matplotlib.rcParams) if matplotlib is not None else None
@@ -1654,7 +1668,7 @@ def process_state():
                 os.chdir(cwd)
         except OSError:   # the learner's code removed the folder it moved to
             os.chdir(cwd)
-        zone_changed = os.environ.get("TZ") != environ.get("TZ") or _time_zone() != zone
+        zone_changed = os.environ.get("TZ") != environ.get("TZ") or time_zone() != zone
         if dict(os.environ) != environ:
             for key in [key for key in os.environ if key not in environ]:
                 del os.environ[key]
@@ -1715,206 +1729,6 @@ def process_state():
                     dict.__setitem__(live_rc, key, value)   # as it was, already validated
     put_back.builtins = put_back_builtins
     return put_back
-
-
-def _builtins_kept():
-    """The builtins (``print``, ``len``), saved now; returns a function that puts back any replaced, with
-    dict methods only (everything else calls them)."""
-    import builtins
-
-    names = dict(builtins.__dict__)
-
-    def put_back():
-        live = builtins.__dict__
-        for key, value in names.items():
-            if live.get(key, names) is not value:
-                live[key] = value
-    return put_back
-
-
-_NOT_PUT_BACK = []   # one entry per piece of process state a put-back could not restore (its name, for ``call`` to say)
-
-
-def _limits_kept():
-    """Every resource limit of this system (RLIMIT_NOFILE, RLIMIT_AS, RLIMIT_CPU, ...: none without the ``resource``
-    module, on Windows) and resource's setrlimit and prlimit (a check replaces them while a learner's function runs:
-    ``_setrlimit``), saved now; returns a function that puts back any changed."""
-    if resource is None:
-        return lambda: None
-    names = {}   # which -> its first name (RLIMIT_OFILE is RLIMIT_NOFILE)
-    for name in vars(resource):
-        if name.startswith("RLIMIT_"):
-            names.setdefault(getattr(resource, name), name)
-    limits = {which: resource.getrlimit(which) for which in names}
-    functions = resource.setrlimit, resource.prlimit
-
-    def put_back():
-        resource.setrlimit, resource.prlimit = functions
-        for which, limit in limits.items():
-            if resource.getrlimit(which) != limit:
-                try:
-                    resource.setrlimit(which, limit)
-                except (ValueError, OSError):
-                    now = resource.getrlimit(which)
-                    _NOT_PUT_BACK.append(f"the resource limit {names[which]} (now {now}, was {limit})")
-    return put_back
-
-
-def _time_zone():
-    """The C library's time zone, as its local time of two moments shows it (a winter's and a summer's day of
-    1970: daylight saving). Not ``time.tzname``: the time module's names are put back with its other names
-    (``torch_globals``), while the C library keeps the zone ``time.tzset`` last read."""
-    return time.localtime(0), time.localtime(200 * 86400)
-
-
-def _session_kept():
-    """The kernel's session and process group, saved now; returns a function that puts back its group
-    (``os.setpgrp``) and notes in _NOT_PUT_BACK a session it left (``os.setsid``, which a check refuses:
-    ``_no_setsid``; the system allows no way back). Nothing where the system has neither (Windows)."""
-    if not hasattr(os, "getsid"):
-        return lambda: None
-    session, group = os.getsid(0), os.getpgrp()
-
-    def put_back():
-        if os.getsid(0) != session:
-            _NOT_PUT_BACK.append("the kernel's session (os.setsid)")
-        elif os.getpgrp() != group:
-            try:
-                os.setpgid(0, group)
-            except OSError:
-                _NOT_PUT_BACK.append("the kernel's process group (os.setpgrp)")
-    return put_back
-
-
-_SETSID = os.setsid   # (the real one: a process the learner's code forks may leave the session)
-_FENCED_PIDS = []   # the process (the kernel's) of each fence running now (``_fenced``): a forked child is another
-
-
-def _no_setsid():
-    """os.setsid while a learner's function runs in a check: in the kernel's process refused, noted in
-    _CHANGES_REFUSED (the kernel could never go back to its session); in a process it forked (a daemon's double
-    fork), done."""
-    if os.getpid() not in _FENCED_PIDS:
-        return _SETSID()
-    _CHANGES_REFUSED.append(("os.setsid", "the kernel's session, which it could never go back to"))
-    raise RuntimeError("a check does not allow os.setsid() while it runs your function: the kernel could never go "
-                       "back to its session")
-
-
-def _scheduling_kept():
-    """The CPU affinity and priority (nice) of each of the process's threads (``os.sched_setaffinity(os.getpid(),
-    {0})`` pins the kernel's main thread to one core for good), saved now; returns a function that puts back any
-    changed (a priority lowered cannot always be raised again). Nothing where the system has neither (macOS,
-    Windows)."""
-    if not (hasattr(os, "sched_getaffinity") and os.path.isdir("/proc/self/task")):
-        return lambda: None
-    saved = {}
-    for thread in os.listdir("/proc/self/task"):
-        with contextlib.suppress(OSError):   # (a thread that ended meanwhile)
-            saved[int(thread)] = os.sched_getaffinity(int(thread)), os.getpriority(os.PRIO_PROCESS, int(thread))
-
-    def put_back():
-        for thread, (cpus, priority) in saved.items():
-            try:
-                if os.sched_getaffinity(thread) != cpus:
-                    os.sched_setaffinity(thread, cpus)
-                if os.getpriority(os.PRIO_PROCESS, thread) != priority:
-                    os.setpriority(os.PRIO_PROCESS, thread, priority)
-            except ProcessLookupError:   # (the thread has ended since)
-                continue
-            except OSError:
-                _NOT_PUT_BACK.append(f"the CPU affinity or priority of thread {thread}")
-    return put_back
-
-
-TORCH_FLAGS = (
-    "_mkldnn_enabled", "_mkldnn_deterministic", "_onednn_allow_tf32", "_cudnn_enabled", "_cudnn_benchmark",
-    "_cudnn_deterministic", "_cudnn_allow_tf32", "_cudnn_depthwise_kernel", "_cublas_allow_tf32",
-    "_cublas_allow_fp16_reduced_precision_reduction", "_cublas_allow_bf16_reduced_precision_reduction",
-    "_cublas_allow_fp16_accumulation", "_cpu_allow_fp16_reduced_precision_reduction",
-    "_math_sdp_allow_fp16_bf16_reduction", "_sdp_priority_order", "_linalg_preferred_backend",
-    "_blas_preferred_backend", "_rocm_fa_preferred_backend", "_nnpack_enabled", "_miopen_immediate", "_qengine",
-    "_deterministic_fill_uninitialized_memory", "_warnAlways", "_backcompat_broadcast_warn",
-    "_backcompat_keepdim_warn", "_autograd_fallback_mode")
-# torch's process-wide switches behind torch.backends (mkldnn, cudnn, cuda.matmul, nnpack, quantized ...),
-# torch.utils.deterministic and torch.set_warn_always: each read with torch._C._get<name>, set with _set<name>
-TORCH_SWITCHES = (("_get_flash_sdp_enabled", "_set_sdp_use_flash"),
-                  ("_get_mem_efficient_sdp_enabled", "_set_sdp_use_mem_efficient"),
-                  ("_get_math_sdp_enabled", "_set_sdp_use_math"), ("_get_cudnn_sdp_enabled", "_set_sdp_use_cudnn"),
-                  ("_get_overrideable_sdp_enabled", "_set_sdp_use_overrideable"),
-                  ("_get_fa3_sdp_enabled", "_set_sdp_use_fa3"))
-# torch.backends.cuda's attention switches (enable_flash_sdp ...): (getter, setter) in torch._C, named apart
-TORCH_PYTHON_FLAGS = (("torch.backends.mha", "get_fastpath_enabled", "set_fastpath_enabled"),
-                      ("torch.backends.opt_einsum", "_get_enabled", "_set_enabled"),
-                      ("torch.backends.opt_einsum", "_get_strategy", "_set_strategy"),
-                      ("torch", "get_num_threads", "set_num_threads"))
-# torch's switches kept in Python: (module, getter, setter)
-FP32_PRECISIONS = (("generic", "all"), ("mkldnn", "all"), ("cuda", "all"), ("mkldnn", "matmul"), ("mkldnn", "conv"),
-                   ("mkldnn", "rnn"), ("cuda", "matmul"), ("cuda", "conv"), ("cuda", "rnn"))
-# the float32 precisions (torch.backends.fp32_precision, torch.backends.mkldnn.matmul.fp32_precision, ...;
-# torch.set_float32_matmul_precision sets the matmul ones), each a (backend, operation) pair, a whole before its
-# parts: setting a whole sets its parts too
-
-
-def _torch_flags_kept():
-    """torch's process-wide switches (TORCH_FLAGS, TORCH_SWITCHES, TORCH_PYTHON_FLAGS) and float32 precisions
-    (FP32_PRECISIONS), saved now; returns a function that puts back any changed, the precisions last (some
-    switches are set through them) and all of them in order when one changed. Each is read guarded: one this
-    torch lacks, or cannot read, is left alone (``torch.get_float32_matmul_precision`` is not read: it raises once
-    a per-backend precision was set). Nothing when torch was never imported."""
-    torch = sys.modules.get("torch")
-    if torch is None:
-        return lambda: None
-    switches = [(getattr(torch._C, "_get" + name, None), getattr(torch._C, "_set" + name, None), "torch._C._set" + name)
-                for name in TORCH_FLAGS]
-    switches += [(getattr(torch._C, get, None), getattr(torch._C, put, None), "torch._C." + put)
-                 for get, put in TORCH_SWITCHES]
-    switches += [(getattr(sys.modules.get(module), get, None), getattr(sys.modules.get(module), put, None),
-                  f"{module}.{put}") for module, get, put in TORCH_PYTHON_FLAGS]
-    get_precision = getattr(torch._C, "_get_fp32_precision_getter", None)
-    set_precision = getattr(torch._C, "_set_fp32_precision_setter", None)
-    precisions = [(functools.partial(get_precision, *pair), functools.partial(set_precision, *pair),
-                   f"torch's fp32_precision of {pair[0]} {pair[1]}")
-                  for pair in FP32_PRECISIONS if get_precision and set_precision]
-    flags, precisions = _flags_read(switches), _flags_read(precisions)
-
-    def put_back():
-        _put_back_flags([flag for flag in flags if _read_flag(flag[0]) != flag[3]])
-        if any(_read_flag(get) != value for get, _, _, value in precisions):
-            _put_back_flags(precisions)   # (every one, in order: a whole sets its parts)
-    return put_back
-
-
-def _flags_read(switches):
-    """[(getter, setter, name, value)] for each of ``switches`` ([(getter, setter, name)]) that has both and
-    whose getter answers now."""
-    flags = []
-    for get, put, name in switches:
-        value = _read_flag(get) if get is not None and put is not None else _UNREADABLE
-        if value is not _UNREADABLE:
-            flags.append((get, put, name, value))
-    return flags
-
-
-def _put_back_flags(flags):
-    """Set each of ``flags`` ([(getter, setter, name, value)]) to its value; one torch refuses is noted in
-    _NOT_PUT_BACK."""
-    for _, put, name, value in flags:
-        try:
-            put(*value) if isinstance(value, tuple) else put(value)   # (cuBLAS's reduced-precision pairs)
-        except Exception:   # noqa: BLE001 (torch refuses a value it gave: onednn_allow_tf32's None)
-            _NOT_PUT_BACK.append(f"torch's switch {name}")
-
-
-_UNREADABLE = object()   # a switch ``_read_flag`` could not read
-
-
-def _read_flag(get):
-    """What ``get()`` returns, or _UNREADABLE when it raises."""
-    try:
-        return get()
-    except Exception:   # noqa: BLE001 (torch raises on some reads: the legacy precision after the new one was set)
-        return _UNREADABLE
 
 
 _CONSTANTS = {}   # (module name, name) -> (the constant, a pickled copy): as a check first saw it
@@ -2040,7 +1854,7 @@ def _no_freeze():
     escape the check's collection; freezing only spares the collector work)."""
 
 
-def _time_left(seconds):
+def time_left(seconds):
     """(limit, whole): ``seconds``, or what is left of the check's whole time when that is less (``whole``
     is then that time in seconds, else None). A check's whole time is CHECK_TIME_LIMIT, or
     LONG_CHECK_TIME_LIMIT for a call that may run longer than TIME_LIMIT (the real model's)."""
@@ -2320,39 +2134,6 @@ def _no_audit_hook(hook):
     raise RuntimeError("a check does not allow sys.addaudithook: an audit hook could never be removed")
 
 
-_SETRLIMIT, _PRLIMIT, _GETRLIMIT = \
-    (resource.setrlimit, resource.prlimit, resource.getrlimit) if resource else (None, None, None)   # (resource's own)
-
-
-def _setrlimit(which, limits):
-    """resource.setrlimit while a learner's function runs in a check: refused when it would lower a hard limit
-    (``_hard_limit_kept``); a soft limit is set, and put back after the call (``_limits_kept``)."""
-    _hard_limit_kept("resource.setrlimit", _GETRLIMIT(which), limits)
-    return _SETRLIMIT(which, limits)
-
-
-def _prlimit(pid, which, *limits):
-    """resource.prlimit while a learner's function runs in a check: refused when it would lower a hard limit
-    (``_hard_limit_kept``); reading a limit, or setting a soft one, goes through."""
-    if limits:
-        _hard_limit_kept("resource.prlimit", _PRLIMIT(pid, which), limits[0])
-    return _PRLIMIT(pid, which, *limits)
-
-
-def _hard_limit_kept(event, now, limits):
-    """Raise RuntimeError, noted in _CHANGES_REFUSED, when ``limits`` (soft, hard) would lower the hard limit of
-    ``now`` (soft, hard): an unprivileged process can never raise it again. Limits that are no pair of whole numbers
-    are left to resource to refuse."""
-    try:
-        hard, infinite = operator.index(limits[1]), resource.RLIM_INFINITY
-    except (TypeError, IndexError, KeyError):
-        return
-    if hard != now[1] and (now[1] == infinite or hard != infinite and hard < now[1]):
-        _CHANGES_REFUSED.append((event, "a hard resource limit, which could never be raised again"))
-        raise RuntimeError(f"a check does not allow {event}() to lower a hard limit while it runs your function: "
-                           "it could never be raised again")
-
-
 _PEEKS = frozenset({"sys._current_frames", "sys._current_exceptions", "gc.get_objects", "gc.get_referrers",
                     "gc.get_referents"})   # the audit events of the ways to reach another thread's frames or objects
 _WATCHING = []   # one entry per check (and call) running now, innermost last: {"thread": its ident, "events": [...]}
@@ -2389,23 +2170,22 @@ _CHANGES = {"resource.setrlimit": "the kernel's resource limits out of the check
             "os.putenv": "the environment of every later subprocess behind os.environ's back",
             "os.unsetenv": "the environment of every later subprocess behind os.environ's back"}
 # the audit events of the ways to change the process for good that no put-back can undo, and what each changes
-_CHANGES_REFUSED = []   # (event, what it would change) per change a learner's function was refused (said by ``call``)
-_CHECKED_CODES = (os._Environ.__setitem__.__code__, os._Environ.__delitem__.__code__, _setrlimit.__code__,
-                  _prlimit.__code__)
+_CHECKED_CODES = (os._Environ.__setitem__.__code__, os._Environ.__delitem__.__code__, guarded_setrlimit.__code__,
+                  guarded_prlimit.__code__)
 # the code allowed to make those calls: os.environ's (which a check puts back) and the checked resource functions
 
 
 def _changed(event, guard):
     """What the audit hook does on an event of ``_CHANGES``: in a learner's code in a check (``_in_learners_code``)
-    it notes ``event`` in _CHANGES_REFUSED and raises RuntimeError; elsewhere, and when the call comes from
+    it notes ``event`` in states.changes_refused and raises RuntimeError; elsewhere, and when the call comes from
     _CHECKED_CODES (``os.environ["TZ"] = ...``, which the check puts back, or ``resource.setrlimit``, which is
-    ``_setrlimit`` in a check), nothing."""
+    ``guarded_setrlimit`` in a check), nothing."""
     if not _in_learners_code():
         return
     caller = sys._getframe(1)   # (the property and the hook are C: the frame that called os.putenv)
     if caller.f_code in _CHECKED_CODES and caller.f_locals.get("self", os.environ) is os.environ:   # (os.environ's
         return                                                                                  # own, no stand-in)
-    _CHANGES_REFUSED.append((event, _CHANGES[event]))
+    states.changes_refused.append((event, _CHANGES[event]))
     raise RuntimeError(f"a check does not allow {event}() while it runs your function: it changes {_CHANGES[event]}")
 
 
@@ -2797,8 +2577,8 @@ def sealed(build):
 _SEALED_READER = sealed(dict).__code__   # the code of every @sealed reader (``_check_function`` reads its build)
 # called by code outside the checks, yet no check's own function: what a check puts in sys and gc while a
 # learner's function runs, and a decorator a course module applies as it is imported (helpers.heads.compute)
-_NOT_WATCHED = {function.__code__ for function in (_no_switch_interval, _watchdog, _no_audit_hook, _no_freeze, _no_setsid, sealed,
-                                                    _setrlimit, _prlimit)}
+_NOT_WATCHED = {function.__code__ for function in (_no_switch_interval, _watchdog, _no_audit_hook, _no_freeze, no_setsid,
+                                                    sealed, guarded_setrlimit, guarded_prlimit)}
 
 
 def _fingerprint(x):

@@ -4,9 +4,15 @@ around a learner's call (helpers.exercises), and so does the import of a kept pi
 The time limit on a learner's code in a thread (``Stoppable``), which the same three keep, and the live
 run (helpers.gpt.compute). A model's parts (modules, parameters, submodules: ``parts_of``), which a check
 and a training run put back. And a tensor's state in short (``digest``), by which a check and an explorer tell a changed tensor
-(a check with ``strong``, a hash a learner's code cannot match)."""
+(a check with ``strong``, a hash a learner's code cannot match). And the process state a learner's function may
+change for good (the builtins, resource limits, time zone, session, CPU affinity and priority, torch's switches),
+each saved and put back by a check, with the guarded stand-ins (``guarded_setrlimit``, ``no_setsid``) a check puts
+in place while the function runs."""
+import contextlib
 import ctypes
+import functools
 import hashlib
+import operator
 import os
 import random
 import sys
@@ -14,6 +20,11 @@ import sysconfig
 import threading
 import time
 import zlib
+
+try:
+    import resource
+except ImportError:   # (Windows)
+    resource = None
 
 import numpy as np
 
@@ -273,3 +284,243 @@ def _stoppable_frame(frame):
     ending must still leave threading's lists; a weakref callback or a ``__del__`` of theirs, which may
     raise nothing) nor in this module's. What it raises passes through them."""
     return frame.f_globals.get("__name__") != __name__ and not frame.f_code.co_filename.startswith(_PYTHONS_OWN)
+
+
+# Process state a learner's function may change for good, kept and put back by a check (helpers.exercises:
+# ``process_state`` gathers them), and the guarded stand-ins a check puts in place while the function runs.
+
+changes_refused = []   # (event, what it would change) per change a learner's function was refused (said by a check;
+# a record, not a constant: lower case, so that no check puts it back as it was)
+
+
+def builtins_kept():
+    """The builtins (``print``, ``len``), saved now; returns a function that puts back any replaced, with
+    dict methods only (everything else calls them)."""
+    import builtins
+
+    names = dict(builtins.__dict__)
+
+    def put_back():
+        live = builtins.__dict__
+        for key, value in names.items():
+            if live.get(key, names) is not value:
+                live[key] = value
+    return put_back
+
+
+not_put_back = []   # one entry per piece of process state a put-back could not restore (its name, for ``call`` to say)
+
+
+def limits_kept():
+    """Every resource limit of this system (RLIMIT_NOFILE, RLIMIT_AS, RLIMIT_CPU, ...: none without the ``resource``
+    module, on Windows) and resource's setrlimit and prlimit (a check replaces them while a learner's function runs:
+    ``guarded_setrlimit``), saved now; returns a function that puts back any changed."""
+    if resource is None:
+        return lambda: None
+    names = {}   # which -> its first name (RLIMIT_OFILE is RLIMIT_NOFILE)
+    for name in vars(resource):
+        if name.startswith("RLIMIT_"):
+            names.setdefault(getattr(resource, name), name)
+    limits = {which: resource.getrlimit(which) for which in names}
+    functions = resource.setrlimit, resource.prlimit
+
+    def put_back():
+        resource.setrlimit, resource.prlimit = functions
+        for which, limit in limits.items():
+            if resource.getrlimit(which) != limit:
+                try:
+                    resource.setrlimit(which, limit)
+                except (ValueError, OSError):
+                    now = resource.getrlimit(which)
+                    not_put_back.append(f"the resource limit {names[which]} (now {now}, was {limit})")
+    return put_back
+
+
+def time_zone():
+    """The C library's time zone, as its local time of two moments shows it (a winter's and a summer's day of
+    1970: daylight saving). Not ``time.tzname``: the time module's names are put back with its other names
+    (``torch_globals``), while the C library keeps the zone ``time.tzset`` last read."""
+    return time.localtime(0), time.localtime(200 * 86400)
+
+
+def session_kept():
+    """The kernel's session and process group, saved now; returns a function that puts back its group
+    (``os.setpgrp``) and notes in not_put_back a session it left (``os.setsid``, which a check refuses:
+    ``no_setsid``; the system allows no way back). Nothing where the system has neither (Windows)."""
+    if not hasattr(os, "getsid"):
+        return lambda: None
+    session, group = os.getsid(0), os.getpgrp()
+
+    def put_back():
+        if os.getsid(0) != session:
+            not_put_back.append("the kernel's session (os.setsid)")
+        elif os.getpgrp() != group:
+            try:
+                os.setpgid(0, group)
+            except OSError:
+                not_put_back.append("the kernel's process group (os.setpgrp)")
+    return put_back
+
+
+_SETSID = os.setsid   # (the real one: a process the learner's code forks may leave the session)
+fenced_pids = []   # the process (the kernel's) of each fence running now (``_fenced``): a forked child is another
+
+
+def no_setsid():
+    """os.setsid while a learner's function runs in a check: in the kernel's process refused, noted in
+    changes_refused (the kernel could never go back to its session); in a process it forked (a daemon's double
+    fork), done."""
+    if os.getpid() not in fenced_pids:
+        return _SETSID()
+    changes_refused.append(("os.setsid", "the kernel's session, which it could never go back to"))
+    raise RuntimeError("a check does not allow os.setsid() while it runs your function: the kernel could never go "
+                       "back to its session")
+
+
+def scheduling_kept():
+    """The CPU affinity and priority (nice) of each of the process's threads (``os.sched_setaffinity(os.getpid(),
+    {0})`` pins the kernel's main thread to one core for good), saved now; returns a function that puts back any
+    changed (a priority lowered cannot always be raised again). Nothing where the system has neither (macOS,
+    Windows)."""
+    if not (hasattr(os, "sched_getaffinity") and os.path.isdir("/proc/self/task")):
+        return lambda: None
+    saved = {}
+    for thread in os.listdir("/proc/self/task"):
+        with contextlib.suppress(OSError):   # (a thread that ended meanwhile)
+            saved[int(thread)] = os.sched_getaffinity(int(thread)), os.getpriority(os.PRIO_PROCESS, int(thread))
+
+    def put_back():
+        for thread, (cpus, priority) in saved.items():
+            try:
+                if os.sched_getaffinity(thread) != cpus:
+                    os.sched_setaffinity(thread, cpus)
+                if os.getpriority(os.PRIO_PROCESS, thread) != priority:
+                    os.setpriority(os.PRIO_PROCESS, thread, priority)
+            except ProcessLookupError:   # (the thread has ended since)
+                continue
+            except OSError:
+                not_put_back.append(f"the CPU affinity or priority of thread {thread}")
+    return put_back
+
+
+TORCH_FLAGS = (
+    "_mkldnn_enabled", "_mkldnn_deterministic", "_onednn_allow_tf32", "_cudnn_enabled", "_cudnn_benchmark",
+    "_cudnn_deterministic", "_cudnn_allow_tf32", "_cudnn_depthwise_kernel", "_cublas_allow_tf32",
+    "_cublas_allow_fp16_reduced_precision_reduction", "_cublas_allow_bf16_reduced_precision_reduction",
+    "_cublas_allow_fp16_accumulation", "_cpu_allow_fp16_reduced_precision_reduction",
+    "_math_sdp_allow_fp16_bf16_reduction", "_sdp_priority_order", "_linalg_preferred_backend",
+    "_blas_preferred_backend", "_rocm_fa_preferred_backend", "_nnpack_enabled", "_miopen_immediate", "_qengine",
+    "_deterministic_fill_uninitialized_memory", "_warnAlways", "_backcompat_broadcast_warn",
+    "_backcompat_keepdim_warn", "_autograd_fallback_mode")
+# torch's process-wide switches behind torch.backends (mkldnn, cudnn, cuda.matmul, nnpack, quantized ...),
+# torch.utils.deterministic and torch.set_warn_always: each read with torch._C._get<name>, set with _set<name>
+TORCH_SWITCHES = (("_get_flash_sdp_enabled", "_set_sdp_use_flash"),
+                  ("_get_mem_efficient_sdp_enabled", "_set_sdp_use_mem_efficient"),
+                  ("_get_math_sdp_enabled", "_set_sdp_use_math"), ("_get_cudnn_sdp_enabled", "_set_sdp_use_cudnn"),
+                  ("_get_overrideable_sdp_enabled", "_set_sdp_use_overrideable"),
+                  ("_get_fa3_sdp_enabled", "_set_sdp_use_fa3"))
+# torch.backends.cuda's attention switches (enable_flash_sdp ...): (getter, setter) in torch._C, named apart
+TORCH_PYTHON_FLAGS = (("torch.backends.mha", "get_fastpath_enabled", "set_fastpath_enabled"),
+                      ("torch.backends.opt_einsum", "_get_enabled", "_set_enabled"),
+                      ("torch.backends.opt_einsum", "_get_strategy", "_set_strategy"),
+                      ("torch", "get_num_threads", "set_num_threads"))
+# torch's switches kept in Python: (module, getter, setter)
+FP32_PRECISIONS = (("generic", "all"), ("mkldnn", "all"), ("cuda", "all"), ("mkldnn", "matmul"), ("mkldnn", "conv"),
+                   ("mkldnn", "rnn"), ("cuda", "matmul"), ("cuda", "conv"), ("cuda", "rnn"))
+# the float32 precisions (torch.backends.fp32_precision, torch.backends.mkldnn.matmul.fp32_precision, ...;
+# torch.set_float32_matmul_precision sets the matmul ones), each a (backend, operation) pair, a whole before its
+# parts: setting a whole sets its parts too
+
+
+def torch_flags_kept():
+    """torch's process-wide switches (TORCH_FLAGS, TORCH_SWITCHES, TORCH_PYTHON_FLAGS) and float32 precisions
+    (FP32_PRECISIONS), saved now; returns a function that puts back any changed, the precisions last (some
+    switches are set through them) and all of them in order when one changed. Each is read guarded: one this
+    torch lacks, or cannot read, is left alone (``torch.get_float32_matmul_precision`` is not read: it raises once
+    a per-backend precision was set). Nothing when torch was never imported."""
+    torch = sys.modules.get("torch")
+    if torch is None:
+        return lambda: None
+    switches = [(getattr(torch._C, "_get" + name, None), getattr(torch._C, "_set" + name, None), "torch._C._set" + name)
+                for name in TORCH_FLAGS]
+    switches += [(getattr(torch._C, get, None), getattr(torch._C, put, None), "torch._C." + put)
+                 for get, put in TORCH_SWITCHES]
+    switches += [(getattr(sys.modules.get(module), get, None), getattr(sys.modules.get(module), put, None),
+                  f"{module}.{put}") for module, get, put in TORCH_PYTHON_FLAGS]
+    get_precision = getattr(torch._C, "_get_fp32_precision_getter", None)
+    set_precision = getattr(torch._C, "_set_fp32_precision_setter", None)
+    precisions = [(functools.partial(get_precision, *pair), functools.partial(set_precision, *pair),
+                   f"torch's fp32_precision of {pair[0]} {pair[1]}")
+                  for pair in FP32_PRECISIONS if get_precision and set_precision]
+    flags, precisions = _flags_read(switches), _flags_read(precisions)
+
+    def put_back():
+        _put_back_flags([flag for flag in flags if _read_flag(flag[0]) != flag[3]])
+        if any(_read_flag(get) != value for get, _, _, value in precisions):
+            _put_back_flags(precisions)   # (every one, in order: a whole sets its parts)
+    return put_back
+
+
+def _flags_read(switches):
+    """[(getter, setter, name, value)] for each of ``switches`` ([(getter, setter, name)]) that has both and
+    whose getter answers now."""
+    flags = []
+    for get, put, name in switches:
+        value = _read_flag(get) if get is not None and put is not None else _UNREADABLE
+        if value is not _UNREADABLE:
+            flags.append((get, put, name, value))
+    return flags
+
+
+def _put_back_flags(flags):
+    """Set each of ``flags`` ([(getter, setter, name, value)]) to its value; one torch refuses is noted in
+    not_put_back."""
+    for _, put, name, value in flags:
+        try:
+            put(*value) if isinstance(value, tuple) else put(value)   # (cuBLAS's reduced-precision pairs)
+        except Exception:   # noqa: BLE001 (torch refuses a value it gave: onednn_allow_tf32's None)
+            not_put_back.append(f"torch's switch {name}")
+
+
+_UNREADABLE = object()   # a switch ``_read_flag`` could not read
+
+
+def _read_flag(get):
+    """What ``get()`` returns, or _UNREADABLE when it raises."""
+    try:
+        return get()
+    except Exception:   # noqa: BLE001 (torch raises on some reads: the legacy precision after the new one was set)
+        return _UNREADABLE
+
+
+_SETRLIMIT, _PRLIMIT, _GETRLIMIT = \
+    (resource.setrlimit, resource.prlimit, resource.getrlimit) if resource else (None, None, None)   # (resource's own)
+
+
+def guarded_setrlimit(which, limits):
+    """resource.setrlimit while a learner's function runs in a check: refused when it would lower a hard limit
+    (``_hard_limit_kept``); a soft limit is set, and put back after the call (``limits_kept``)."""
+    _hard_limit_kept("resource.setrlimit", _GETRLIMIT(which), limits)
+    return _SETRLIMIT(which, limits)
+
+
+def guarded_prlimit(pid, which, *limits):
+    """resource.prlimit while a learner's function runs in a check: refused when it would lower a hard limit
+    (``_hard_limit_kept``); reading a limit, or setting a soft one, goes through."""
+    if limits:
+        _hard_limit_kept("resource.prlimit", _PRLIMIT(pid, which), limits[0])
+    return _PRLIMIT(pid, which, *limits)
+
+
+def _hard_limit_kept(event, now, limits):
+    """Raise RuntimeError, noted in changes_refused, when ``limits`` (soft, hard) would lower the hard limit of
+    ``now`` (soft, hard): an unprivileged process can never raise it again. Limits that are no pair of whole numbers
+    are left to resource to refuse."""
+    try:
+        hard, infinite = operator.index(limits[1]), resource.RLIM_INFINITY
+    except (TypeError, IndexError, KeyError):
+        return
+    if hard != now[1] and (now[1] == infinite or hard != infinite and hard < now[1]):
+        changes_refused.append((event, "a hard resource limit, which could never be raised again"))
+        raise RuntimeError(f"a check does not allow {event}() to lower a hard limit while it runs your function: "
+                           "it could never be raised again")

@@ -252,15 +252,15 @@ def test_only_a_check_whose_calls_may_run_long_gets_the_longer_whole_time():
     LONG_CHECK_TIME_LIMIT; a call with the ordinary limit gets CHECK_TIME_LIMIT."""
     token = exercises._CHECK_STARTED.set(time.monotonic() - 55)   # a check that began 55 s ago
     try:
-        limit, whole = exercises._time_left(exercises.TIME_LIMIT)
+        limit, whole = exercises.time_left(exercises.TIME_LIMIT)
         assert whole == exercises.CHECK_TIME_LIMIT and limit <= exercises.CHECK_TIME_LIMIT - 55 + 0.5
-        assert exercises._time_left(60) == (60, None)   # the real model's: 65 s left of 120
+        assert exercises.time_left(60) == (60, None)   # the real model's: 65 s left of 120
         exercises._CHECK_STARTED.set(time.monotonic() - 70)
-        limit, whole = exercises._time_left(60)
+        limit, whole = exercises.time_left(60)
         assert whole == exercises.LONG_CHECK_TIME_LIMIT >= 120 and 49 <= limit <= 50.5
     finally:
         exercises._CHECK_STARTED.reset(token)
-    assert exercises._time_left(60) == (60, None)   # outside a check: the call's own limit
+    assert exercises.time_left(60) == (60, None)   # outside a check: the call's own limit
 
 
 def test_a_checks_whole_time_stops_the_calls_and_says_its_limit(monkeypatch):

@@ -15,7 +15,7 @@ import numpy as np
 import pytest
 import torch
 
-from helpers import exercises
+from helpers import exercises, states
 from helpers.exercises import Wrong
 from helpers.geometry import checks as geometry_checks
 from helpers.qkv import checks as qkv_checks
@@ -189,7 +189,7 @@ def test_os_setsid_is_refused_in_one_sentence():
     session = os.getsid(0)
     found = geometry_checks.cosine_function.feedback(cosine_doing(lambda: os.setsid()))
     assert len(found) == 1 and "os.setsid" in found[0] and "\n" not in found[0] and ". " not in found[0], found
-    assert "does not allow" in found[0] and os.getsid(0) == session and os.setsid is not exercises._no_setsid
+    assert "does not allow" in found[0] and os.getsid(0) == session and os.setsid is not states.no_setsid
 
 
 def test_a_new_process_group_is_put_back():

@@ -9,7 +9,7 @@ from collections import Counter
 import numpy as np
 
 from ..exercises import (Function, Words, as_array, as_number, call, close_problems, exercise, number_problems, numbers,
-                         precision_problem, slip)
+                         precision_problem, settled, slip)
 from ..errors import check_positive_int, count, fail
 from .compute import BLOCK_BYTES, analogy_vector, check_maps, check_words, nearest, neighbourhood_kept, \
     normed_vectors, unit
@@ -169,11 +169,9 @@ def kept_fractions(answer, high, low, k):
     check_judging_work(high, low)
     given, answer = answer, as_array(answer, "your answer", shape=(len(high),))   # (given: with its dtype)
     reference = neighbourhood_kept(high, low, k)
-    if np.allclose(answer, reference, atol=KEPT_ATOL):
-        return
-    rounded = precision_problem(given, answer, reference, "the kept fractions", KEPT_ATOL)
-    if rounded:
-        yield rounded
+    done = settled(given, answer, reference, "the kept fractions", KEPT_ATOL)
+    if done is not None:
+        yield from done
         return
     if answer.min() < 0 or answer.max() > 1:
         yield "every entry is a fraction of k, between 0 and 1"

@@ -9,7 +9,7 @@ import torch
 
 from ..errors import as_array, check_positive_int, count, fail, shown
 from ..exercises import (Module, as_number, close_problems, count_answer, exercise, module_output, number_problems,
-                         numbers, precision_problem)
+                         numbers, precision_problem, settled)
 from ..exercises import as_array as answer_array   # (a learner's answer, Wrong; errors' as_array: the check's inputs)
 from ..qkv.checks import COURSES_ATTENTION
 from .compute import (attention_parameters, attention_weights_bytes, induction_score, module_cases,
@@ -170,11 +170,10 @@ def split(answer, q, n_heads):
     given, answer = answer, answer_array(answer, "your answer")   # (given: as the learner gave it, with its dtype)
     unswapped = q.reshape(B, T, n_heads, d_k)
     reference = unswapped.transpose(0, 2, 1, 3)
-    if answer.shape == reference.shape and np.allclose(answer, reference, atol=1e-6):
-        return   # right first: when T == n_heads the unswapped split has the right shape too
-    rounded = precision_problem(given, answer, reference, "the split", 1e-6)
-    if rounded:
-        yield rounded
+    # right first: when T == n_heads the unswapped split has the right shape too
+    done = settled(given, answer, reference, "the split", 1e-6)
+    if done is not None:
+        yield from done
         return
     if answer.shape == unswapped.shape and (T != n_heads or np.allclose(answer, unswapped, atol=1e-6)):
         yield (f"the split has shape (B, T, h, d_k) = {(B, T, n_heads, d_k)}: "

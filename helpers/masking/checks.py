@@ -13,7 +13,7 @@ import torch
 
 from ..errors import answer_shape, as_array, check_index, check_positive_int, count, fail, shown
 from ..exercises import (Array, Function, Wrong, as_number, as_wholes, call, close_problems, exercise, number_problems,
-                         numbers, precision_problem, sealed, sum_shown as _sum_shown)
+                         numbers, precision_problem, settled, sealed, sum_shown as _sum_shown)
 from ..exercises import as_array as answer_array   # (a learner's answer, Wrong; errors' as_array: the check's inputs)
 from ..qkv.checks import COURSES_ATTENTION
 from ..reference import softmax
@@ -137,11 +137,10 @@ def renormalised(answer, zeroed):
     zeroed = check_zeroed(zeroed)
     given, answer = answer, answer_array(answer, "your answer", shape=zeroed.shape)   # (given: with its dtype)
     reference = zeroed / zeroed.sum(axis=1, keepdims=True)
-    if np.allclose(answer, reference, atol=1e-4, rtol=0):
-        return   # right first: when zeroed's rows already sum to 1, "unchanged" is the right answer too
-    rounded = precision_problem(given, answer, reference, "the weights", 1e-4)
-    if rounded:
-        yield rounded
+    # right first: when zeroed's rows already sum to 1, "unchanged" is the right answer too
+    done = settled(given, answer, reference, "the weights", 1e-4, rtol=0)
+    if done is not None:
+        yield from done
         return
     with np.errstate(over="ignore"):   # entries near 1e308 sum to inf: not 1, as the sentence then says
         sums = answer.sum(axis=1)

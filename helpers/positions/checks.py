@@ -11,7 +11,7 @@ import torch
 from .. import reference as ref
 from .. import weights, worlds
 from ..exercises import (Function, NOT_ANSWERED, call, close_problems, exercise, numbers as output_numbers,
-                         precision_problem, slip)
+                         precision_problem, settled, slip)
 from ..exercises import as_array as answer_array   # (a learner's answer, Wrong; errors' as_array: the check's inputs)
 from ..model import KVCache, rotate_pairs, sinusoidal_angles, sinusoidal_table
 from ..errors import as_array as numbers, check_answer_shape, check_finite, check_positive_int, count, fail, \
@@ -316,11 +316,9 @@ def unscrambled(out, Y, perm):
     perm = check_perm(perm, len(Y))
     given, out = out, answer_array(out, "your answer", shape=Y.shape)   # (given: with its dtype)
     right = Y[np.argsort(perm)]
-    if np.allclose(out, right, atol=1e-6):
-        return
-    rounded = precision_problem(given, out, right, "the unscrambled rows", 1e-6)
-    if rounded:
-        yield rounded
+    done = settled(given, out, right, "the unscrambled rows", 1e-6)
+    if done is not None:
+        yield from done
         return
     hint = slip(out, [(Y, "these are still the rows in scrambled order: put row i of Y back where "
                           "X[perm[i]] came from"),

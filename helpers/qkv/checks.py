@@ -12,7 +12,7 @@ import torch
 
 from .. import reference as ref
 from ..exercises import (Function, Wrong, as_array, as_number, call, close_problems, exercise, number_problems, numbers,
-                         precision_problem, slip)
+                         precision_problem, settled, slip)
 from .compute import (attention_head as course_head, attention_steps, cat_head_cases, primer_toy, three_words,
                       three_words_qkv)
 
@@ -397,11 +397,9 @@ def head_one_output(answer):
     with torch.no_grad():
         trace = model(world.tokenizer.encode(HEAD_PROMPT), trace=True)
     right = trace["L0.head_out"][1].numpy()
-    if np.allclose(answer, right, atol=HEAD_ATOL):
-        return
-    rounded = precision_problem(given, answer, right, "the output of L0H1", HEAD_ATOL)
-    if rounded:
-        yield rounded
+    done = settled(given, answer, right, "the output of L0H1", HEAD_ATOL)
+    if done is not None:
+        yield from done
         return
     hint = slip(answer, head_one_slips(trace, model.blocks[0].attn), atol=HEAD_ATOL)
     yield "the output of L0H1 is off: " + (hint or "take columns 3 to 5 of W_Q, W_K, W_V and entries 3 to 5 "

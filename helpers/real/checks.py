@@ -15,7 +15,7 @@ import torch
 from ..errors import check_positive_int, fail, is_bool, shown
 from ..exercises import (Function, Wrong, as_number, as_whole, call, close_problems, exercise, model_kept,
                          number_problems, numbers, rounded_by_dtype, slip)
-from ..exercises import LONG_CHECK_TIME_LIMIT, _time_left   # (what is left of a check's whole time)
+from ..exercises import LONG_CHECK_TIME_LIMIT, time_left
 from .. import patching
 from ..heads import compute as heads
 from . import circuit
@@ -379,7 +379,7 @@ SLIP_MARGIN = 1.5   # the slips' runs start only if what is left of the check's 
 def in_time(runs, seconds):
     """The first of ``runs`` (in their order) whose runs, ``seconds`` each (as long as the check's own ablated
     run took), fit SLIP_MARGIN times over in what is left of the check's whole time (LONG_CHECK_TIME_LIMIT)."""
-    left, _ = _time_left(LONG_CHECK_TIME_LIMIT)
+    left, _ = time_left(LONG_CHECK_TIME_LIMIT)
     fit = int(left // (SLIP_MARGIN * max(seconds, 1e-3)))
     return dict(list(runs.items())[:fit])
 

@@ -12,7 +12,7 @@ import numpy as np
 import torch
 
 from ..exercises import (Function, Wrong, as_array, as_number, call, close_problems, exercise, number_problems, numbers,
-                         precision_problem, sealed, slip)
+                         precision_problem, settled, sealed, slip)
 from ..errors import answer_shape, check_positive_int, count, fail
 from .compute import check_weights, layer_case, scaled_scores as course_scores, softmax_jacobian, weight_gradient
 
@@ -45,11 +45,9 @@ def jacobian(answer, weights):
     w = check_weights(weights)
     given, answer = answer, as_array(answer, "your answer", shape=(len(w), len(w)))   # (given: with its dtype)
     J = softmax_jacobian(w)
-    if np.allclose(answer, J, atol=1e-4, rtol=0):   # right first: a one-hot w gives J = 0 = -J
-        return
-    rounded = precision_problem(given, answer, J, "J", 1e-4)
-    if rounded:
-        yield rounded
+    done = settled(given, answer, J, "J", 1e-4, rtol=0)   # right first: a one-hot w gives J = 0 = -J
+    if done is not None:
+        yield from done
         return
     hint = slip(answer, [(-J, "every sign is flipped: raising s_i raises w_i, so the diagonal is positive"),
                          (-np.outer(w, w), "the diagonal is missing its w_i term: ∂w_i/∂s_i = w_i - w_i²"),
