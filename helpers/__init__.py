@@ -17,7 +17,7 @@ __version__ = "0.1.0"
 
 def setup_notebook(seed=0):
     """What every chapter's first cell does: one thread, 3-decimal printing, seeds, the plot style.
-    seed: a whole number from 0 to 2**64 - 1."""
+    seed: a whole number from 0 to 2**32 - 1 (torch keeps only the low 32 bits of a seed)."""
     import numpy as np
     import torch
 

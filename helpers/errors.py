@@ -66,6 +66,7 @@ def numbers_of(x, name, bools):
     if arr.dtype.kind in "mMV":   # times, dates and records are no numbers, though NumPy may convert them
         fail(f"{name} should be an array of numbers, but it holds "
              f"{'records' if arr.dtype.kind == 'V' else 'dates or times'} (dtype {arr.dtype})")
+    check_float64_range(arr, name)
     try:
         kind = arr.dtype.kind
         boolean = kind == "b" or kind == "O" and any(is_bool(v) for v in arr.flat)
@@ -86,6 +87,18 @@ def numbers_of(x, name, bools):
         fail(f"{name} should be an array of numbers, but it holds text ({shown(str(arr.flat[0]) if arr.size else x)}): "
              "write the numbers without quotes")
     return arr
+
+
+def check_float64_range(arr, name):
+    """Refuse a long double array ``arr`` (np.longdouble: wider than float64) holding a finite number past
+    float64's range, about 1.8e308, which the cast to float64 would make inf (with NumPy's warning); its NaN and
+    inf are left to the caller's finite check."""
+    if arr.dtype.kind == "f" and arr.dtype.itemsize > 8:
+        too_big = np.isfinite(arr) & (np.abs(arr) > np.finfo(np.float64).max)
+        if too_big.any():
+            size = np.format_float_scientific(np.abs(arr[too_big]).max(), precision=2, unique=False)
+            fail(f"{name} should hold numbers a float64 can hold (each of size at most about 1.8e308), "
+                 f"but one has size {size}")
 
 
 def is_tensor(x):
@@ -312,15 +325,24 @@ def check_size(value, name, most):
     return value
 
 
-MAX_SEED = 2**64 - 1   # the largest seed torch.Generator.manual_seed takes (NumPy takes any size)
+# The largest seed every generator the course seeds keeps whole: torch's CPU generator takes seeds up to 2**64 - 1
+# but keeps only their low 32 bits (seed s + 2**32 draws what seed s draws), NumPy's RandomState, scikit-learn,
+# UMAP and gensim refuse more; NumPy's default_rng and Python's random keep any size.
+MAX_SEED = 2**32 - 1
 
 
 def check_seed(seed, name="seed"):
-    """A random seed: a whole number from 0 to 2**64 - 1 (a NumPy integer counts); return it as int."""
+    """A random seed: a whole number from 0 to MAX_SEED, 2**32 - 1 (a NumPy integer counts); return it as int."""
     seed = check_positive_int(seed, name, minimum=0)
     if seed > MAX_SEED:
-        fail(f"{name} should be a whole number from 0 to 2**64 - 1 (torch's largest seed), but got {shown(seed)}")
+        fail(f"{name} should be a whole number from 0 to 2**32 - 1 (torch takes seeds from 0 to 2**64 - 1 but keeps "
+             f"only their low 32 bits, so a larger one would repeat a smaller one's draws), but got {shown(seed)}")
     return seed
+
+
+def next_seed(seed):
+    """The seed after ``seed`` (a checked seed), from MAX_SEED round to 0: a second generator's seed."""
+    return (seed + 1) % (MAX_SEED + 1)
 
 
 def check_switch(value, name):

@@ -616,7 +616,13 @@ def courses_own_called(name, args, kwargs):
         watch["tripped"] = True
         if name not in watch["ran"]:
             watch["ran"].append(name)
-    raise CoursesOwnCalled(f"the course's own {name} cannot run while a check runs your function: write your own")
+    raise CoursesOwnCalled(f"{_whose(name)} {name} cannot run while a check runs your function: write your own")
+
+
+def _whose(name):
+    """Whose piece ``name`` (a dotted name an own= list gives) is, as a check says it: "torch's own" (nn.LayerNorm,
+    which a check may refuse as an answer too) or "the course's own"."""
+    return "torch's own" if name.startswith("torch.") else "the course's own"
 
 
 def _tripped_code(code, name):
@@ -688,7 +694,7 @@ def _no_courses_own(watch):
     if watch["inherits"]:
         raise Seen(watch["inherits"])
     if watch["ran"]:
-        raise Seen(f"the answer should be {watch['what']} that you write, but it ran the course's own "
+        raise Seen(f"the answer should be {watch['what']} that you write, but it ran {_whose(watch['ran'][0])} "
                    f"{watch['ran'][0]}: write your own in the answer cell")
     if watch["checks"]:
         raise Seen(f"the answer should be {watch['what']} that computes its own result, but it called the check's own "

@@ -8,15 +8,18 @@ chapter's compute and returns the picture::
         fig = new_figure((6, 3))
         ax = fig.add_subplot()
         def render(d):
+            y = compute.something(d)   # first: a refusal here leaves the figure as it was
             ax.clear()
-            ax.plot(compute.something(d))
+            ax.plot(y)
             return fig            # or PNG bytes from a Blitter
         return show({"d": d}, render)
 
 ``show`` displays the controls, then the first picture (saved into the notebook as a
 plain image, so a reader who has not run it still sees one), and redraws it whenever a
 control moves. A CourseInputError raised by render (a prompt with an unknown word) is
-shown as one red sentence above the picture, which keeps its last state.
+shown as one red sentence above the picture, which keeps its last state. So a render
+function checks and computes everything before it clears or changes its figure (and what it
+remembers of it, like the prompt it last drew): a refused draw leaves them as they were.
 
 In a live page the picture is drawn by a ``Frames`` widget under the controls instead
 (``helpers/frames.py``): the page keeps every picture the kernel sent, by the values it
@@ -302,9 +305,11 @@ def check_control(control, value, name):
     """``value`` as the widget ``control`` (named ``name``) may hold it, else one sentence
     (CourseInputError): a switch True or False; a slider's number within its range (a whole
     number for an IntSlider; bools refused; a log slider's own ``course_rule(value, name)`` too, if
-    it has one); a menu's value one of its options; a text a str of at most MAX_TEXT characters that
-    UTF-8 can write. Nothing is clamped. Other widgets take what they take."""
+    it has one); a menu's value one of its options (a NumPy number or bool equal to one counts, as that
+    option); a text a str of at most MAX_TEXT characters that UTF-8 can write. Nothing is clamped. Other
+    widgets take what they take."""
     import ipywidgets as widgets
+    import numpy as np
 
     from .errors import check_number, check_positive_int, check_switch, check_text, shown
 
@@ -324,10 +329,12 @@ def check_control(control, value, name):
     if isinstance(control, (widgets.Dropdown, widgets.ToggleButtons, widgets.Select, widgets.RadioButtons,
                             widgets.SelectionSlider)):
         offered = _option_values(control)
-        if not any(v is value or type(v) is type(value) and v == value for v in offered):
-            listed = ", ".join(shown(v) for v in offered[:8]) + (", ..." if len(offered) > 8 else "")
-            fail(f"{name} should be one of {listed}, but got {shown(value)}")
-        return value
+        plain = np.generic.item(value) if isinstance(value, np.generic) else value   # np.int64(1) as 1
+        for option in offered:   # of the same type: True is no option 1, nor 1.0 an option 1
+            if option is value or type(option) is type(plain) and option == plain:
+                return option
+        listed = ", ".join(shown(v) for v in offered[:8]) + (", ..." if len(offered) > 8 else "")
+        fail(f"{name} should be one of {listed}, but got {shown(value)}")
     if isinstance(control, widgets.Text):   # a lone surrogate could not be sent to the page: refused too
         return check_text(value, name, empty=True, max_chars=MAX_TEXT)
     return value

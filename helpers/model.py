@@ -39,7 +39,7 @@ from torch.nn.modules import module as torch_module
 
 from .errors import MAX_BYTES, CourseInputError, about_gib, check_bytes, check_choice, check_ids_given, check_index, \
     check_finite, check_number, check_positive_int, check_seed, check_switch, check_tensor, count, fail, gib, length, \
-    message_of, shown, type_name
+    message_of, next_seed, shown, type_name
 from .states import digest
 
 POSITIONS = ("sinusoidal", "learned", "rotary", "none")
@@ -674,7 +674,7 @@ class Block(nn.Module):
                               dropout=cfg.dropout, seed=seed)
         self.ln2 = norm_layer(cfg) if cfg.norm != "none" and cfg.d_ff else None
         self.mlp = (MLP(d, cfg.d_ff, bias=cfg.bias, activation=cfg.activation, dropout=cfg.dropout,
-                        seed=None if seed is None else (seed + 1) % 2**64) if cfg.d_ff else None)
+                        seed=None if seed is None else next_seed(seed)) if cfg.d_ff else None)
 
     def forward(self, h, keep=None, **switches):
         """h: (B, T, d_model) -> (B, T, d_model). switches: see ``attention_part``. Called on its own, a

@@ -7,7 +7,7 @@ import matplotlib.pyplot as plt
 import numpy as np
 
 from .errors import as_array, check_index, check_number, check_positive_int, check_switch, check_text, count, fail, \
-    shown
+    shape_of, shown
 from .readout import SUM_TOLERANCE, check_probabilities, rounding
 
 ATTENTION_CMAP = "Blues"
@@ -39,14 +39,22 @@ def check_labels(labels, name):
         check_text(str(label), name, empty=True, max_chars=MAX_LABEL_CHARS)
 
 
+def literal(text):
+    """``text`` (shown as str) as matplotlib should be given it to draw it as typed: each "$" escaped, so that a
+    token such as "$$" or "$x$" is not read as math (matplotlib draws an escaped "\\$" as "$")."""
+    return str(text).replace("$", r"\$")
+
+
 def check_ax(ax, optional=True):
-    """A matplotlib Axes to draw on, such as plt.subplots() gives, or None (a new figure) when
-    ``optional``; return it."""
+    """A flat (2-D) matplotlib Axes to draw on, such as plt.subplots() gives, or None (a new figure) when
+    ``optional``; return it. A 3-D, polar or map Axes (another projection) is refused: the course's figures
+    put their bars, cells and labels at (x, y)."""
     from matplotlib.axes import Axes
 
-    if not (ax is None and optional or isinstance(ax, Axes)):
-        fail(f"ax should be {'None or ' if optional else ''}a matplotlib Axes (such as plt.subplots()[1]), "
-             f"but got {shown(ax)}")
+    if not (ax is None and optional or isinstance(ax, Axes) and ax.name == "rectilinear"):
+        got = f"a {ax.name} Axes ({type(ax).__name__})" if isinstance(ax, Axes) else shown(ax)
+        fail(f"ax should be {'None or ' if optional else ''}a matplotlib Axes (a 2-D one, such as plt.subplots()[1]), "
+             f"but got {got}")
     return ax
 
 
@@ -71,41 +79,80 @@ def attention_heatmap(weights, tokens, ax=None, title=None, keys=None, annotate=
     hides gets 0); scores are refused. tokens: query labels (T_q); keys: key labels (default: tokens);
     fontsize: of the printed weights.
     """
-    w = as_array(weights, "weights", 2)
+    w, tokens, keys = check_attention(weights, tokens, keys)
     ax, annotate = check_ax(ax), check_switch(annotate, "annotate")
     fontsize = check_number(fontsize, "fontsize", low=0, low_open=True, high=MAX_FONTSIZE)
+    ax = heatmap_grid(w, tokens, keys, ax, check_title(title))
+    if annotate and w.size <= 400:
+        for (i, j), value in np.ndenumerate(w):
+            ax.text(j, i, f"{value:.2f}", ha="center", va="center", fontsize=fontsize,
+                    color="white" if value > 0.6 else "black")
+    return ax
+
+
+def attention_off_heatmap(tokens, ax=None, title=None):
+    """The grid of ``attention_heatmap`` for (T,) ``tokens`` (queries down, keys across) with no weights in it,
+    for a model run with attention off: no query reads any key, and a note in the middle says so."""
+    tokens = check_tokens(tokens)
+    ax = check_ax(ax)
+    ax = heatmap_grid(np.zeros((len(tokens), len(tokens))), tokens, tokens, ax, check_title(title))
+    ax.text(0.5, 0.5, "attention off:\nno token reads\nanother", transform=ax.transAxes, ha="center",
+            va="center", fontsize=9, color="#555555",
+            bbox=dict(boxstyle="round", facecolor="white", edgecolor="#aaaaaa"))
+    return ax
+
+
+def check_attention(weights, tokens, keys=None):
+    """What ``attention_heatmap`` draws, checked before anything is drawn: weights (T_q, T_k) as a NumPy array
+    (a softmax's output, ``check_weight_rows``), tokens (T_q) and keys (T_k, default: tokens) as lists.
+    Returns (w, tokens, keys); else one sentence."""
+    w = as_array(weights, "weights", 2)
     tokens = check_label_list(tokens, "tokens", "query (row of weights)")
     keys = tokens if keys is None else check_label_list(keys, "keys", "key (column of weights)")
-    if w.shape != (len(tokens), len(keys)):
-        fail(f"weights should have one row per query label and one column per key label, but have shape {w.shape} "
-             f"for {len(tokens)} query and {len(keys)} key labels")
-    if min(w.shape) == 0:   # no row or no column: an empty map, whose axes matplotlib cannot set
-        fail(f"weights should hold at least one query and one key, but have shape {w.shape}")
-    if max(w.shape) > HEATMAP_MAX_TOKENS:
-        fail(f"an attention heatmap shows at most {HEATMAP_MAX_TOKENS} queries and keys, each labelled (slice the "
-             f"weights, such as weights[:64, :64]), but got {w.shape[0]:,} x {w.shape[1]:,}")
+    check_grid(w.shape, tokens, keys)
     if not (np.isfinite(w) & (w >= 0)).all():
         bad = w[~(np.isfinite(w) & (w >= 0))]
         fail(f"attention weights should be finite numbers >= 0 (a softmax's output), but {count(bad.size)} of "
              f"them are not, such as {bad[0]}")
     check_weight_rows(w, rounding(weights))
+    return w, tokens, keys
+
+
+def check_tokens(tokens):
+    """The (T,) query and key labels of ``attention_off_heatmap``'s (T, T) grid as a list; else one sentence."""
+    tokens = check_label_list(tokens, "tokens", "query (row of the grid)")
+    check_grid((len(tokens), len(tokens)), tokens, tokens)
+    return tokens
+
+
+def check_grid(shape, tokens, keys):
+    """A heatmap's (T_q, T_k) grid of ``shape`` has a label per row (``tokens``) and column (``keys``), at least
+    one of each and at most HEATMAP_MAX_TOKENS, each label a short text; else one sentence."""
+    if shape != (len(tokens), len(keys)):
+        fail(f"weights should have one row per query label and one column per key label, but have shape {shape} "
+             f"for {len(tokens)} query and {len(keys)} key labels")
+    if min(shape) == 0:   # no row or no column: an empty map, whose axes matplotlib cannot set
+        fail(f"weights should hold at least one query and one key, but have shape {shape}")
+    if max(shape) > HEATMAP_MAX_TOKENS:
+        fail(f"an attention heatmap shows at most {HEATMAP_MAX_TOKENS} queries and keys, each labelled (slice the "
+             f"weights, such as weights[:64, :64]), but got {shape[0]:,} x {shape[1]:,}")
     check_labels(tokens, "each token label")
     check_labels(keys, "each key label")
-    title = check_title(title)
-    if ax is None:   # about 0.6 inch a key and 0.5 a query, at most 16 inches a side
+
+
+def heatmap_grid(w, tokens, keys, ax, title):
+    """Draw the checked (T_q, T_k) grid ``w`` with its labels and ``title`` on ``ax`` (None: a new figure,
+    about 0.6 inch a key and 0.5 a query, at most 16 inches a side); return the Axes."""
+    if ax is None:
         _, ax = plt.subplots(figsize=(min(0.6 * len(keys) + 1.6, 16), min(0.5 * len(tokens) + 1.0, 16)))
     ax.imshow(w, cmap=ATTENTION_CMAP, vmin=0, vmax=1)
-    ax.set_xticks(range(len(keys)), keys, rotation=45, ha="right")
-    ax.set_yticks(range(len(tokens)), tokens)
+    ax.set_xticks(range(len(keys)), [literal(key) for key in keys], rotation=45, ha="right")
+    ax.set_yticks(range(len(tokens)), [literal(token) for token in tokens])
     ax.set_xlabel("key (attended to)")
     ax.set_ylabel("query")
     ax.spines[:].set_visible(False)
-    if annotate and w.size <= 400:
-        for (i, j), value in np.ndenumerate(w):
-            ax.text(j, i, f"{value:.2f}", ha="center", va="center", fontsize=fontsize,
-                    color="white" if value > 0.6 else "black")
     if title:
-        ax.set_title(title)
+        ax.set_title(literal(title))
     return ax
 
 
@@ -158,7 +205,7 @@ def cell_numbers(ax, labels, colors, fontsize=7):
             if not label:
                 continue
             if label not in outlines:            # in points, centred on its own ink
-                path = TextPath((0, 0), label, prop=prop)
+                path = TextPath((0, 0), literal(label), prop=prop)
                 box = path.get_extents()
                 outlines[label] = path.transformed(Affine2D().translate(-(box.x0 + box.x1) / 2,
                                                                         -(box.y0 + box.y1) / 2))
@@ -184,8 +231,39 @@ def prob_bars(probs, vocab, ax=None, top=None, title=None, highlight=(), log=Fal
     log: a logarithmic probability axis, so runners-up a thousand times smaller stay visible
     (each bar then carries its value in scientific notation).
     """
-    p = as_array(probs, "probs", 1)
+    p, vocab, order, highlight = check_bars(probs, vocab, top, highlight)
     ax, log = check_ax(ax), check_switch(log, "log")
+    title = check_title(title)
+    if ax is None:
+        _, ax = plt.subplots(figsize=(max(4.0, 0.4 * len(order) + 1.0), 2.6))
+    colors = [ACCENT if vocab[i] in highlight else BASE for i in order]
+    bars = ax.bar(range(len(order)), p[order], color=colors)
+    ax.set_xticks(range(len(order)), [literal(vocab[i]) for i in order], rotation=45, ha="right")
+    if log:
+        ax.set_yscale("log")
+        ax.set_ylim(LOG_FLOOR, 30)
+        ax.set_ylabel("probability (log scale)")
+    else:
+        ax.set_ylim(0, 1.08)
+        ax.set_ylabel("probability")
+    for bar, value in zip(bars, p[order]):
+        x = bar.get_x() + bar.get_width() / 2
+        if log:
+            text = (f"{value:.2f}" if value >= 0.01 else f"{value:.0e}".replace("e-0", "e-")
+                    if value >= LOG_FLOOR else f"<{LOG_FLOOR:.0e}".replace("e-0", "e-"))
+            ax.text(x, max(value, LOG_FLOOR) * 1.4, text, ha="center", va="bottom", fontsize=6.5, rotation=90)
+        elif value >= 0.01:
+            ax.text(x, value + 0.02, f"{value:.2f}", ha="center", fontsize=7)
+    if title:
+        ax.set_title(literal(title))
+    return ax
+
+
+def check_bars(probs, vocab, top=None, highlight=()):
+    """What ``prob_bars`` draws, checked before anything is drawn: probs (V,) a distribution as a NumPy array,
+    vocab (V words) as a list, the order of the bars (the ``top`` most probable, or all V) and the words to
+    highlight as a tuple. Returns (p, vocab, order, highlight); else one sentence."""
+    p = as_array(probs, "probs", 1)
     vocab = check_label_list(vocab, "vocab", "word of the vocabulary")
     if len(vocab) != len(p):
         fail(f"probs should have one entry per word of the vocabulary, but has {count(len(p))} entries for "
@@ -212,32 +290,9 @@ def prob_bars(probs, vocab, ax=None, top=None, title=None, highlight=(), log=Fal
     if bars > MAX_BARS:
         fail(f"a bar chart shows at most {MAX_BARS} bars (more are unreadable), but this one would have "
              f"{count(bars)}: pass top=20 (or any top <= {MAX_BARS}) to show the most probable")
-    title = check_title(title)
     order = np.argsort(-p, kind="stable")[:top] if top else np.arange(len(p))
     check_labels([vocab[i] for i in order], "each word of the vocabulary shown")
-    if ax is None:
-        _, ax = plt.subplots(figsize=(max(4.0, 0.4 * len(order) + 1.0), 2.6))
-    colors = [ACCENT if vocab[i] in highlight else BASE for i in order]
-    bars = ax.bar(range(len(order)), p[order], color=colors)
-    ax.set_xticks(range(len(order)), [vocab[i] for i in order], rotation=45, ha="right")
-    if log:
-        ax.set_yscale("log")
-        ax.set_ylim(LOG_FLOOR, 30)
-        ax.set_ylabel("probability (log scale)")
-    else:
-        ax.set_ylim(0, 1.08)
-        ax.set_ylabel("probability")
-    for bar, value in zip(bars, p[order]):
-        x = bar.get_x() + bar.get_width() / 2
-        if log:
-            text = (f"{value:.2f}" if value >= 0.01 else f"{value:.0e}".replace("e-0", "e-")
-                    if value >= LOG_FLOOR else f"<{LOG_FLOOR:.0e}".replace("e-0", "e-"))
-            ax.text(x, max(value, LOG_FLOOR) * 1.4, text, ha="center", va="bottom", fontsize=6.5, rotation=90)
-        elif value >= 0.01:
-            ax.text(x, value + 0.02, f"{value:.2f}", ha="center", fontsize=7)
-    if title:
-        ax.set_title(title)
-    return ax
+    return p, vocab, order, tuple(highlight)
 
 
 # Where each traced step sits in the shape-flow figure: (x centre, row), rows counted downward.
@@ -275,12 +330,17 @@ def shape_flow(trace, ax=None, layer=0):
     missing = [n for n in FLOW_LAYOUT if n not in names]
     if missing:
         fail(f"shape_flow needs every step of a full trace, but this one lacks {', '.join(missing)}")
+    shapes = {name: shape_of(value, f"the trace's {shown(name)}") for name, value in trace.items()}
+    unshaped = next((name for name, shape in shapes.items() if shape is None), None)
+    if unshaped is not None:   # checked before anything is drawn
+        fail(f"each step of the trace should be a tensor or an array, but got {shown(trace[unshaped])} "
+             f"for {shown(unshaped)}")
     if ax is None:
         _, ax = plt.subplots(figsize=(5.6, 9.1))
-    stream = tuple(trace["h0"].shape)
+    stream = shapes["h0"]
     half = {"q": 0.12, "k": 0.12, "v": 0.12, "scores": 0.18, "weights": 0.18}
     for short, (x, row) in FLOW_LAYOUT.items():
-        shape = tuple(trace[names[short]].shape)
+        shape = shapes[names[short]]
         w = half.get(short, 0.3)
         colour = FLOW_STREAM if shape == stream else FLOW_WIDE
         ax.add_patch(plt.Rectangle((x - w, -row - 0.32), 2 * w, 0.64, color=colour))
@@ -295,7 +355,7 @@ def shape_flow(trace, ax=None, layer=0):
     later = list(range(layer + 1, n_layers))
     (xh, rh), (xf, rf) = FLOW_LAYOUT["h"], FLOW_LAYOUT["final_ln"]
     if later:
-        shape = tuple(trace[f"L{later[-1]}.h"].shape)
+        shape = shapes[f"L{later[-1]}.h"]
         which = f"layer {later[0]}" if len(later) == 1 else f"layers {later[0]}–{later[-1]}"
         ax.add_patch(plt.Rectangle((xh - 0.3, -14 - 0.32), 0.6, 0.64, color=FLOW_STREAM, ls="--", fill=True))
         ax.text(xh - 0.28, -14, f"{which}: the same steps", va="center", fontsize=8.5, family="monospace")

@@ -154,7 +154,7 @@ def split_heads(X, h):
     h = check_positive_int(h, "h")
     T, width = X.shape
     if width % h:
-        fail(f"cannot split width {width} into h={h} equal heads")
+        fail(f"h should divide X's width {width} into equal heads, but got h={count(h)}")
     return X.reshape(T, h, width // h).transpose(1, 0, 2)
 
 
@@ -165,6 +165,8 @@ def merge_heads(X):
     h, T, d_k = X.shape
     return X.transpose(1, 0, 2).reshape(T, h * d_k)
 
+
+MAX_NORMED = 1e145   # the largest |x| layer_norm takes: d <= 1e8 squares of differences up to 2e145 sum below 1e308
 
 # Bytes layer_norm makes a number of x at its peak: x as float64 (a copy when it came as another type), the result
 # (x - mean, then divided, scaled and shifted in place; var's own x - mean is gone before it is made) and the
@@ -177,11 +179,16 @@ def layer_norm(x, gamma=None, beta=None, eps=1e-5):
 
     x: (..., d). gamma, beta: (d,) or None (1 and 0). The variance is the
     population variance (divide by d), as in torch.nn.LayerNorm.
-    Memory: LAYER_NORM_BYTES a number and gamma and beta as float64, counted before the work.
+    Memory: LAYER_NORM_BYTES a number and gamma and beta as float64, counted before the work. Every |x| at
+    most MAX_NORMED (1e145: the variance squares them), every output |gamma| × √d + |beta| within float64.
     """
     x = finite(x, "x")
     if x.ndim == 0 or x.shape[-1] == 0:
         fail(f"x should have at least one axis of d >= 1 numbers to normalise, but has shape {x.shape}")
+    largest = max(float(x.max(initial=0.0)), -float(x.min(initial=0.0)))   # (no new table; x may have no rows)
+    if largest > MAX_NORMED:   # the mean's sum, or the variance's squares, would overflow float64
+        fail(f"x should hold numbers of size at most {MAX_NORMED:g}, for layer_norm's sums of their squares to fit a "
+             f"float (at most about 1.8e308), but its largest is {largest:.4g}: scale x down")
     eps = check_number(eps, "eps", low=0, low_open=True)   # a negative eps can make the variance negative
     d = x.shape[-1]
     given = sum(d if v is None else entries(v, name) for v, name in ((gamma, "gamma"), (beta, "beta")))
@@ -190,16 +197,19 @@ def layer_norm(x, gamma=None, beta=None, eps=1e-5):
     beta = np.zeros(d) if beta is None else check_finite(as_array(beta, "beta", 1), "beta")
     if gamma.shape != (d,) or beta.shape != (d,):
         fail(f"gamma and beta need length d={d}, but have {gamma.shape[0]} and {beta.shape[0]}")
+    # a normalised entry is at most √d in size, so each output at most |gamma| × √d + |beta| (a Python float: inf,
+    # not a warning, when it overflows)
+    bound = float(np.abs(gamma).max()) * math.sqrt(d) + float(np.abs(beta).max())
+    if bound > np.finfo(float).max:
+        fail(f"gamma and beta should keep the output within what a float holds (|gamma| × √d + |beta| at most about "
+             f"1.8e308), but their largest entries are {float(np.abs(gamma).max()):.4g} and "
+             f"{float(np.abs(beta).max()):.4g}")
     mean = x.mean(axis=-1, keepdims=True)
-    with np.errstate(over="ignore", invalid="ignore"):
-        var = x.var(axis=-1, keepdims=True)
-        out = x - mean   # then in place: (x - mean) / sqrt(var + eps) * gamma + beta, one table
-        out /= np.sqrt(var + eps)
-        out *= gamma
-        out += beta
-    if not np.isfinite(var).all() or not np.isfinite(out).all():
-        fail(f"x's rows should be small enough for their squares to fit a float (at most about 1e150 apart), "
-             f"but its largest entry is {shown(max(-float(x.min()), float(x.max())))}")
+    var = x.var(axis=-1, keepdims=True)
+    out = x - mean   # then in place: (x - mean) / sqrt(var + eps) * gamma + beta, one table
+    out /= np.sqrt(var + eps)
+    out *= gamma
+    out += beta
     return out
 
 

@@ -42,6 +42,15 @@ def token_ids(ids, V, unknown=""):
     """ids (a number, or one sequence: a list, an array or a tensor of whole numbers) as a list of
     ints, each in [0, V); a batch of sequences is refused."""
     V = check_positive_int(V, "V")
+    ids = whole_ids(ids)
+    if ids and (min(ids) < 0 or max(ids) >= V):
+        fail(f"expected token ids in [0, {V}), but got {min(ids)}..{max(ids)}{unknown}")
+    return ids
+
+
+def whole_ids(ids):
+    """ids (a number, or one sequence: a list, an array or a tensor of whole numbers) as a list of
+    ints, any whole numbers (their range is the caller's to check); a batch of sequences is refused."""
     check_ids_given(ids, "the token ids", MAX_TOKENS_DRAWN)
     try:
         tensor = torch.as_tensor(ids)
@@ -56,9 +65,21 @@ def token_ids(ids, V, unknown=""):
         fail(f"expected token ids as whole numbers, but got dtype {tensor.dtype} (bools and floats are not ids)")
     if tensor.numel() > MAX_TOKENS_DRAWN:
         fail(f"expected at most {MAX_TOKENS_DRAWN:,} token ids, but got {tensor.numel():,}")
-    if tensor.numel() and (tensor.min() < 0 or tensor.max() >= V):
-        fail(f"expected token ids in [0, {V}), but got {int(tensor.min())}..{int(tensor.max())}{unknown}")
     return tensor.reshape(-1).tolist()
+
+
+def encoded_fault(given, V):
+    """(ids, fault): what a tokenizer's encode gave (``given``) as a list of ints, and what is wrong with it
+    as ids from 0 to V - 1 for a sentence ("it gives the id -5", the first outside; "it gives a tensor of
+    dtype torch.float32 ...", no whole numbers; None: nothing). ids is None when they are no whole numbers."""
+    try:
+        ids = whole_ids(given)
+    except CourseInputError:
+        kind = (f"{shown(given)} of dtype {given.dtype}" if type(given) is torch.Tensor
+                else f"{type(given).__name__} {shown(given)}")
+        return None, f"it gives {kind}"
+    outside = [i for i in ids if not 0 <= i < V]
+    return ids, f"it gives the id {count(outside[0])}" if outside else None
 
 
 def showable(text):
@@ -121,14 +142,11 @@ def tokenizer_encode(tokenizer, text, V, model_V=None):
     [0, V) (a learner's tokenizer is checked), else one sentence naming what it gave (and the
     model's vocabulary, ``model_V``, where the tokenizer's is smaller)."""
     given = tokenizer_call(tokenizer, "encode", text, f"{text!r:.40}")
-    try:
-        ids = token_ids(given, MAX_TOKEN_ID)
-    except CourseInputError:
-        ids = None
-    if ids is None or ids and (min(ids) < 0 or max(ids) >= V):
+    ids, fault = encoded_fault(given, V)
+    if fault:
         model = f" (the model knows ids 0..{model_V - 1}, a vocabulary of {model_V})" if model_V else ""
         fail(f"the tokenizer's encode({text!r:.40}) should give one sequence of token ids 0..{V - 1}{model} "
-             f"as whole numbers, but gave {shown(given if ids is None else ids)}: the model and the tokenizer do not belong together")
+             f"as whole numbers, but {fault}: the model and the tokenizer do not belong together")
     return torch.tensor(ids, dtype=torch.long)
 
 
