@@ -687,7 +687,7 @@ class _Tokenizer:
 def test_head_view_and_explorer_refuse_a_tokenizer_that_does_not_fit(cat, cat_world, refused):
     """Red team round 4: ids past the tokenizer's own vocabulary were drawn as if fine; a decode
     giving None stopped in list(); cache='x' stopped in .get; all now refused before any pass."""
-    refused(lambda: explorer.explorer(model=cat, tokenizer=_Tokenizer(), prompts=["a"]), "ids 0..19", "[0, 1, 25]")
+    refused(lambda: explorer.explorer(model=cat, tokenizer=_Tokenizer(), prompts=["a"]), "ids 0..19", "the id 25")
     refused(lambda: explorer.explorer(model=cat, tokenizer=_Tokenizer((0, 1), None), prompts=["a"]),
             "decode", "one text per id", "None")
     refused(lambda: heads.head_view(cat, tokenizer=_Tokenizer((0, 1), None), prompt="a"), "decode", "None")

@@ -122,7 +122,7 @@ def test_round_11_training_is_counted_before_it_starts(refused, monkeypatch):
     never = lambda *a, **k: pytest.fail("trained before refusing")   # noqa: E731 (the old code trained for hours)
     monkeypatch.setattr(masking, "train_without_mask", never)
     monkeypatch.setattr(training, "train", never)
-    refused(lambda: positions.position_probe(0, steps=10_000, n=100_000), "should be at most 2,000,000,000",
+    refused(lambda: positions.position_probe(0, steps=10_000, n=100_000), "should be at most 1,000,000,000",
             "n=100,000", "steps=10,000")
     world = worlds.cat_world()
     refused(lambda: masking.no_mask_runs(world, seeds=range(20), steps=1_000), "at most 8,000", "20 seeds")

@@ -153,15 +153,18 @@ def draw_arrows(ax, vectors, limit=None):
 
     Returns {name: (arrow, tip, listing)}, the artists ``move_arrows`` updates.
     """
+    from ..plots import check_ax, literal
+
+    check_ax(ax, optional=False)
     vectors, limit = check_arrows(vectors, limit)
     artists = {}
     for row, ((name, v), colour) in enumerate(zip(vectors.items(), COLOURS * 3)):
         arrow = ax.annotate("", xy=v, xytext=(0, 0),
                             arrowprops=dict(arrowstyle="-|>", color=colour, lw=2,
                                             shrinkA=0, shrinkB=0))
-        tip = ax.annotate(name, xy=v, xytext=(4, 4), textcoords="offset points",
+        tip = ax.annotate(literal(name), xy=v, xytext=(4, 4), textcoords="offset points",
                           color=colour, fontsize=11, fontweight="bold")
-        listing = ax.text(0.5 * (row % 2), -0.06 - 0.06 * (row // 2), arrow_label(name, v),
+        listing = ax.text(0.5 * (row % 2), -0.06 - 0.06 * (row // 2), literal(arrow_label(name, v)),
                           transform=ax.transAxes, color=colour, fontsize=10, va="top")
         artists[name] = (arrow, tip, listing)
     ax.axhline(0, color="#bbbbbb", lw=0.8)
@@ -175,10 +178,12 @@ def draw_arrows(ax, vectors, limit=None):
 
 def move_arrows(artists, vectors):
     """Point the arrows of ``draw_arrows`` at new vectors {name: (2,)}."""
+    from ..plots import literal
+
     for name, v in vectors.items():
         arrow, tip, listing = artists[name]
         arrow.xy = tip.xy = tuple(v)
-        listing.set_text(arrow_label(name, v))
+        listing.set_text(literal(arrow_label(name, v)))
 
 
 ARROWS_SIZE = (4.6, 5.2)      # inches; the explorer draws the same figure
@@ -189,14 +194,14 @@ def arrows_figure(vectors, title=None, limit=None):
     """A (pyplot) figure of named 2-D vectors {name: (2,)} drawn as arrows."""
     import matplotlib.pyplot as plt
 
-    from ..plots import check_title
+    from ..plots import check_title, literal
     vectors, limit = check_arrows(vectors, limit)   # before a figure is made
     title = check_title(title)
     fig = plt.figure(figsize=ARROWS_SIZE)
     fig.subplots_adjust(**ARROWS_MARGINS)
     ax = fig.add_subplot()
     draw_arrows(ax, vectors, limit)
-    ax.set_title(title or "", fontsize=10)
+    ax.set_title(literal(title or ""), fontsize=10)
     return fig
 
 
@@ -387,7 +392,7 @@ def plot_cosines(table, words, title=None, ax=None):
     a new figure); returns the Axes."""
     import matplotlib.pyplot as plt
 
-    from ..plots import check_ax, check_labels, check_title
+    from ..plots import check_ax, check_labels, check_title, literal
     table = as_array(table, "table", 2)
     ax = check_ax(ax)
     if not isinstance(words, (list, tuple)) or not 1 <= len(words) <= MAX_COSINE_WORDS:
@@ -403,15 +408,15 @@ def plot_cosines(table, words, title=None, ax=None):
     if ax is None:
         _, ax = plt.subplots(figsize=(0.55 * len(words) + 1.8, 0.5 * len(words) + 1.0))
     image = ax.imshow(table, cmap="RdBu_r", vmin=-1, vmax=1)
-    ax.set_xticks(range(len(words)), words, rotation=45, ha="right")
-    ax.set_yticks(range(len(words)), words)
+    ax.set_xticks(range(len(words)), [literal(word) for word in words], rotation=45, ha="right")
+    ax.set_yticks(range(len(words)), [literal(word) for word in words])
     ax.spines[:].set_visible(False)
     for (i, j), value in np.ndenumerate(table):
         ax.text(j, i, f"{value:.2f}", ha="center", va="center", fontsize=7,
                 color="white" if abs(value) > 0.6 else "black")
     ax.figure.colorbar(image, ax=ax, shrink=0.8, label="cosine")
     if title:
-        ax.set_title(title)
+        ax.set_title(literal(title))
     return ax
 
 
@@ -808,7 +813,18 @@ def serial_umap():
         layouts._nb_optimize_layout_euclidean_single_epoch = numba.njit(cache=True, **options)(step.py_func)
 
 
-def umap_2d(points, seed=0, n_neighbors=15):
+UMAP_NEIGHBOURS = 15   # the neighbours of each point every UMAP map of the course's functions uses (UMAP's default)
+
+
+def check_umap_points(n, what, advice):
+    """Refuse up front a UMAP map of ``n`` points, fewer than UMAP_NEIGHBOURS: ``what`` names n in the
+    caller's own terms (its words, its rows), ``advice`` what to give instead."""
+    if n < UMAP_NEIGHBOURS:
+        fail(f"{what} should be at least {UMAP_NEIGHBOURS} for a UMAP map (UMAP uses each point's "
+             f"{UMAP_NEIGHBOURS} nearest neighbours), but got {count(n)}: {advice}")
+
+
+def umap_2d(points, seed=0, n_neighbors=UMAP_NEIGHBOURS):
     """UMAP map of points (n, d) -> (n, 2), seeded (hence single-threaded).
 
     The exact nearest neighbours are computed here and handed to UMAP, which
@@ -848,6 +864,8 @@ def project(points, method, seed=0):
              + ("" if np.isfinite(points).all() else " holding NaN or inf"))
     if method == "PCA":
         return pca_2d(points)
+    if method == "UMAP":
+        check_umap_points(len(points), "the number of points (rows)", "give more points or another method")
     check_spread(points, method)
     if method == "t-SNE":
         return tsne_2d(points, seed)
@@ -890,6 +908,8 @@ def word_map(kv, groups, methods=METHODS, k=10, seed=0):
     methods = [check_choice(m, "each method", METHODS) for m in methods]
     k, seed = check_positive_int(k, "k"), check_small_seed(seed, "t-SNE and UMAP")
     words, labels = group_words(kv, groups)
+    if "UMAP" in methods:   # (before any map is made)
+        check_umap_points(len(words), "the number of words in groups", "add words or leave UMAP out of methods")
     points = unit(word_rows(kv, words))
     check_maps_work(len(points), k, sum(m != "PCA" for m in methods), len(methods), "word_map",
                     "ask for fewer groups or fewer methods")
@@ -1045,6 +1065,8 @@ def map_runs(result, seeds=range(5)):
     check_result(result, ("points", "k", "coords"))
     seeds = check_seeds(seeds, "UMAP")
     points, k = check_points(result["points"], least=3), check_positive_int(result["k"], "the result's k")
+    check_umap_points(len(points), "the number of the result's words (map_runs makes UMAP maps)",
+                      "make it with word_map from more words")
     check_maps_work(len(points), k, len(seeds) + 1, len(seeds) + 3, f"map_runs with {len(seeds)} seeds",
                     "ask for fewer seeds or fewer points")
     plans = [("random", 0), ("PCA", None), ("t-SNE", None)] + [("UMAP", s) for s in seeds]
@@ -1140,6 +1162,7 @@ def plot_maps(result, label=()):
     Returns the figure."""
     import matplotlib.pyplot as plt
 
+    from ..plots import literal
     check_result(result, ("words", "labels", "coords", "kept", "agreement", "k", "seed"))
     if not result["coords"]:
         fail("result should be what word_map returns, with at least one map in its coords, but its coords are {}")
@@ -1175,7 +1198,7 @@ def plot_maps(result, label=()):
                     break
                 offset *= 1.5
             placed.append(dot + offset)
-            ax.annotate(word, xy[i], xytext=tuple(offset), textcoords="offset points",
+            ax.annotate(literal(word), xy[i], xytext=tuple(offset), textcoords="offset points",
                         fontsize=10, fontweight="bold", color=colours[result["labels"][i]],
                         ha="center", va="center",
                         bbox=dict(boxstyle="round,pad=0.2", fc="white", ec=colours[result["labels"][i]], lw=0.8),

@@ -29,7 +29,7 @@ from .. import weights, worlds
 from ..exercises import sealed
 from ..errors import MAX_BYTES, MAX_WIDTH, as_array, check_bytes, check_finite, check_ids_given, check_index, \
     check_number, check_positive_int, check_size, check_switch, check_tensor, check_tensor_size, count, fail, length, \
-    refuse_bools, shown, to_numpy
+    refuse_bools, shape_of, shown, to_numpy
 from ..masking.compute import book_attention  # noqa: F401  (chapter 05 builds the Book's layer too)
 from ..model import Attention, check_heads_split, check_model, linear, measure, weights_state
 from ..patching import ablation_replace
@@ -74,25 +74,47 @@ def merge_heads(x):
     return x.transpose(1, 2).reshape(B, T, H * d_k)
 
 
-def check_layer_input(attn, x):
+# What a call on an attention layer holds at once, in tables of the layer's dtype: (B, heads, T, T) ones and
+# (B, T, d_model) ones beside x (measured in float32: intermediates 2.2 and 8, torch_differences 5.3 and 13.3).
+LAYER_TABLES = (3, 8)         # intermediates: scores, weights and softmax's work; x's finite test, q, k, v, outputs
+DIFFERENCES_TABLES = (6, 14)  # torch_differences: those of both modules and their differences
+
+
+def check_layer_input(attn, x, what="attention", tables=LAYER_TABLES):
     """``attn`` as an attention layer (helpers.model.Attention) and x (B, T, d_model) as finite real numbers
     (a tensor, an array or a list; not True/False), else one sentence; return x as a tensor in the layer's
     dtype (float32; float64, float16 or bfloat16 for a layer made so), the dtype the layer computes in:
-    a number that dtype cannot hold (above 65,504 for float16) is refused, never made inf."""
+    a number that dtype cannot hold (above 65,504 for float16) is refused, never made inf.
+    The call's memory (``what``, holding ``tables``: see LAYER_TABLES) is counted from x's shape before its
+    numbers are read (``check_layer_work``)."""
     if not isinstance(attn, Attention):
         fail(f"expected an attention layer (helpers.model.Attention, e.g. model.blocks[0].attn), "
              f"but got a {type(attn).__name__}")
+    shape = shape_of(x, "x")   # a tensor's or an array's, read without converting it
+    if shape is None:          # a list or a number: to_numpy counts it as it converts it
+        x = to_numpy(x, "x")
+        shape = x.shape
+    check_layer_work(attn, shape, what, tables)
     if isinstance(x, torch.Tensor):
-        check_tensor_size(x, "x")
         if x.dtype == torch.bool:
             refuse_bools("x")
     else:
         x = to_numpy(x, "x")
-    d_model, dtype = attn.W_Q.shape[0], attn.W_Q.dtype
-    if x.ndim != 3 or x.shape[-1] != d_model:
-        fail(f"expected x of shape (B, T, {d_model}), but got {tuple(x.shape)}")
     check_finite(x, "x")
-    return fits_dtype(torch.as_tensor(x).detach(), dtype, "x")
+    return fits_dtype(torch.as_tensor(x).detach(), attn.W_Q.dtype, "x")
+
+
+def check_layer_work(attn, shape, what, tables):
+    """Refuse x's ``shape`` unless it is (B, T, d_model) for the layer ``attn``, and refuse up front a call
+    (``what``) whose ``tables`` (B, heads, T, T) and (B, T, d_model) tables of the layer's dtype (float32 at least,
+    as the layer counts them) pass MAX_BYTES."""
+    d_model = attn.W_Q.shape[0]
+    if len(shape) != 3 or shape[-1] != d_model:
+        fail(f"expected x of shape (B, T, {d_model}), but got {tuple(shape)}")
+    B, T, _ = shape
+    scores, rows = tables
+    need = max(4, attn.W_Q.element_size()) * (scores * B * attn.n_heads * T * T + rows * B * T * d_model)
+    check_bytes(need, f"{what} on {count(B)} sequences of {count(T)} tokens", "give fewer or shorter sequences")
 
 
 def fits_dtype(x, dtype, name):
@@ -147,15 +169,9 @@ def attention_parameters(d_model, bias=True):
 def attention_weights_bytes(batch, n_heads, T, bytes_per_number=4):
     """Bytes of one layer's attention-weights tensor (batch, n_heads, T, T): one number per
     (query, key) pair per head, 4 bytes each in float32."""
-    for name, value in (("batch", batch), ("n_heads", n_heads), ("T", T),
-                        ("bytes_per_number", bytes_per_number)):
-        check_positive_int(value, name)
-    return batch * n_heads * T * T * bytes_per_number
-
-
-# Bytes torch_differences holds at once for each (sequence, head, query, key) of float32 (20 measured): our layer's
-# kept scores and weights, nn.MultiheadAttention's scores and weights, and their difference.
-DIFFERENCES_BYTES = 24
+    batch, n_heads = check_positive_int(batch, "batch"), check_positive_int(n_heads, "n_heads")
+    T, bytes_per_number = check_positive_int(T, "T"), check_positive_int(bytes_per_number, "bytes_per_number")
+    return batch * n_heads * T * T * bytes_per_number   # Python ints: exact (NumPy's int32 or int64 would wrap)
 
 
 @torch.no_grad()
@@ -169,15 +185,13 @@ def torch_differences(attn, x):
     with the layer's weights copied in (nn.Linear's layout: each W transposed, W_Q, W_K, W_V
     stacked) and a causal mask; and the two modules' attention weights.
     """
-    x = check_layer_input(attn, x)
-    if attn.rotary or attn.b_Q is None or attn.n_kv_heads != attn.n_heads:
+    if isinstance(attn, Attention) and (attn.rotary or attn.b_Q is None or attn.n_kv_heads != attn.n_heads):
         why = ("with rotary positions" if attn.rotary else "without biases" if attn.b_Q is None else
                f"whose {attn.n_heads} heads share {attn.n_kv_heads} key/value heads")
         fail(f"torch_differences should get a layer with biases, no rotary positions and a key and value for "
              f"each head (as nn.MultiheadAttention has), but got one {why}")
-    B, T = x.shape[:2]
-    check_bytes(DIFFERENCES_BYTES * B * attn.n_heads * T * T, f"torch_differences on {count(B)} sequences of "
-                f"{count(T)} tokens", "give fewer or shorter sequences")
+    x = check_layer_input(attn, x, "torch_differences", DIFFERENCES_TABLES)
+    T = x.shape[1]
     ours = intermediates(attn, x)
     H, d = attn.n_heads, attn.W_Q.shape[0]
     q, k, v = (split_heads(ours[name], H) for name in "qkv")
@@ -488,7 +502,7 @@ def loss_by_position(model, ids, **switches):
 def repeated_ids(model, ids, length):
     """(ids (B, 2*length+1), length) for a course model of at least 2 tokens (<BOS> and a symbol):
     repeated sequences <BOS> a_1..a_L a_1..a_L (one (T,) counts as a batch of one) whose length fits
-    ``length``; else one sentence."""
+    ``length`` and whose second copy repeats the first (``check_repeats``); else one sentence."""
     ids = check_model(model).check_ids(ids)
     if model.cfg.vocab_size < 2:
         fail(f"the model should know at least 2 tokens (<BOS> and a symbol to repeat), but has vocab_size="
@@ -499,7 +513,19 @@ def repeated_ids(model, ids, length):
     if ids.shape[1] != 2 * length + 1:
         fail(f"ids for a repeated sequence of length {length} should have {2 * length + 1} tokens, "
              f"but have {ids.shape[1]}")
+    check_repeats(ids, length)
     return ids, length
+
+
+def check_repeats(ids, length):
+    """Refuse ids (B, 2*length+1) unless each sequence's last ``length`` tokens repeat the ``length`` after its
+    first (<BOS> a_1..a_L a_1..a_L): the second copy's loss means nothing without a copy."""
+    differ = ids[:, 1:length + 1] != ids[:, length + 1:]   # (B, length)
+    if differ.any():
+        sequence = int(differ.any(1).int().argmax())
+        position = length + 1 + int(differ[sequence].int().argmax())
+        fail(f"ids should be a sequence and its repeat after the first token (<BOS> a_1..a_L a_1..a_L with "
+             f"L = {length}), but sequence {sequence} differs from its first copy at position {position}")
 
 
 def copy_losses(model, ids, length, **switches):
@@ -570,10 +596,10 @@ def induction_figures(model, test=INDUCTION_TEST):
     if not isinstance(test, dict) or set(test) != set(INDUCTION_TEST):
         got = f"a dict of {', '.join(map(str, test)) or 'nothing'}" if isinstance(test, dict) else shown(test)
         fail(f"test should be a dict of n, length and seed (as INDUCTION_TEST), but got {got}")
-    check_positive_int(test["length"], "test['length']", minimum=2)   # (n and seed: repeated_tokens checks them)
-    ids = worlds.repeated_tokens(test["n"], test["length"], model.cfg.vocab_size, test["seed"])
-    previous, induction = head_scores(model, ids, test["length"])
-    losses = copy_losses(model, ids, test["length"])
+    length = check_positive_int(test["length"], "test['length']", minimum=2)   # (n, seed: repeated_tokens checks them)
+    ids = worlds.repeated_tokens(test["n"], length, model.cfg.vocab_size, test["seed"])
+    previous, induction = head_scores(model, ids, length)
+    losses = copy_losses(model, ids, length)
     return dict(test=dict(test), loss_first_copy=losses["first"], loss_second_copy=losses["second"],
                 chance=losses["chance"], previous_token_score=previous.tolist(),
                 induction_score=induction.tolist())
@@ -590,13 +616,13 @@ def check_card(figures, card):
     """card_problems' arguments: ``figures`` a dict holding FIGURES, the scores of a model of at least 2 layers
     ((layers, heads) tables of numbers from 0 to 1), the losses positive numbers (the second copy's may be 0: the
     ratios divide by the others); ``card`` a dict of targets (at_least, at_most: numbers, by names of TARGETS),
-    tolerances (numbers >= 0) and figures (dicts); else one sentence."""
+    tolerances (numbers >= 0) and figures (dicts); else one sentence. Returns the three losses as floats, by name."""
     if not isinstance(figures, dict) or any(name not in figures for name in FIGURES) \
             or any(not isinstance(figures[name], (list, tuple)) or len(figures[name]) < 2 for name in FIGURES[3:]):
         fail(f"figures should be the dict induction_figures(model) gives for a model of at least 2 layers "
              f"({', '.join(FIGURES)}), but got {shown(figures)}")
-    for name in FIGURES[:3]:
-        check_number(figures[name], f"figures['{name}']", low=0, low_open=name != "loss_second_copy")
+    losses = {name: check_number(figures[name], f"figures['{name}']", low=0, low_open=name != "loss_second_copy")
+              for name in FIGURES[:3]}
     for name in FIGURES[3:]:
         scores = as_array(figures[name], f"figures['{name}']", ndim=2)
         outside = int((~((scores >= 0) & (scores <= 1))).sum())   # (NaN is neither)
@@ -617,6 +643,7 @@ def check_card(figures, card):
         check_number(tolerance, f"the card's tolerance for {shown(name)}", low=0)
         if name in figures and name not in card["figures"] and name not in card:
             fail(f"the card should hold its own figure for each tolerance, but it has none for {shown(name)}")
+    return losses
 
 
 def card_problems(figures, card):
@@ -631,12 +658,12 @@ def card_problems(figures, card):
     name ``figures`` holds (a training figure such as mean_loss_last_50_steps is compared
     with the card's own only when the caller measured it).
     """
-    check_card(figures, card)
+    losses = check_card(figures, card)
     previous, induction = figures["previous_token_score"], figures["induction_score"]
     measured = dict(previous_token_layer0=max(previous[0]), induction_layer1=max(induction[1]),
                     induction_layer0=max(induction[0]),
-                    first_copy_vs_chance=figures["loss_first_copy"] / figures["chance"],
-                    second_copy_vs_first=figures["loss_second_copy"] / figures["loss_first_copy"])
+                    first_copy_vs_chance=losses["loss_first_copy"] / losses["chance"],
+                    second_copy_vs_first=losses["loss_second_copy"] / losses["loss_first_copy"])
     targets = card["targets"]
     problems = [f"{name} = {measured[name]:.3f}, below its target {bound}"
                 for name, bound in targets["at_least"].items() if measured[name] < bound]
@@ -917,12 +944,14 @@ def slipped_attention(x, state, n_heads, slip=None):
     if slip is not None and (type(slip) is not str or slip not in SLIPS):
         fail(f"slip should be None or one of the {len(SLIPS)} names of SLIPS (such as 'transposed'), but got {shown(slip)}")
     arr = as_array(x, "x", ndim=3)
-    if not np.isfinite(arr).all():
-        fail("x should hold finite numbers, but it holds NaN or inf")
     B, T, d = arr.shape
     H = check_positive_int(n_heads, "n_heads")
     if d % H:
         fail(f"n_heads should divide d_model = {d}, but got {count(H)}")
+    # float32: four (B, H, T, T) tables (scores, masked, weights, a slip's change) and eight (B, T, d) ones (x, q, k, v,
+    # their split copies, the heads' outputs, concat, the output)
+    check_bytes(4 * (4 * B * H * T * T + 8 * B * T * d), "slipped_attention", "pass fewer or shorter sequences in x")
+    check_finite(arr, "x")
     if not isinstance(state, dict):
         fail(f"state should be a dict of the attention's parameters (W_Q, b_Q, ...), but got {shown(state)}")
     for name in "QKVO":
@@ -930,9 +959,6 @@ def slipped_attention(x, state, n_heads, slip=None):
             if key not in state or as_array(state[key], f"state['{key}']").shape != shape:
                 fail(f"state['{key}'] should be an array of shape {shape}, but got "
                      f"{shown(state[key]) if key in state else 'none'}")
-    # float32: four (B, H, T, T) tables (scores, masked, weights, a slip's change) and eight (B, T, d) ones (x, q, k, v,
-    # their split copies, the heads' outputs, concat, the output)
-    check_bytes(4 * (4 * B * H * T * T + 8 * B * T * d), "slipped_attention", "pass fewer or shorter sequences in x")
     x = torch.as_tensor(arr, dtype=torch.float32)
     d_k = d // H
     W, b = ({name: torch.as_tensor(to_numpy(state[f"{kind}_{name}"]), dtype=torch.float32) for name in "QKVO"}

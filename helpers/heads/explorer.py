@@ -61,7 +61,7 @@ def head_figure(view, fig=None):
     swap the image data, the tick labels and the title. Weights are printed in the cells on
     and below the diagonal (above it the mask leaves 0) for prompts of up to 12 tokens.
     """
-    from ..plots import ATTENTION_CMAP
+    from ..plots import ATTENTION_CMAP, literal
 
     view = check_heads_view(view, fig)
     fig = heatmap_figure() if fig is None else fig
@@ -83,7 +83,7 @@ def head_figure(view, fig=None):
     image.set_extent((-0.5, T - 0.5, T - 0.5, -0.5))
     ax.set_xlim(-0.5, T - 0.5)
     ax.set_ylim(T - 0.5, -0.5)
-    labels = [shown(token) for token in tokens]
+    labels = [literal(shown(token)) for token in tokens]
     size = 10 if T <= 24 else max(5, 10 * 24 // T)   # a long prompt (a character model's): smaller labels
     ax.set_xticks(range(T), labels, rotation=45 if T <= 24 else 90, ha="right" if T <= 24 else "center",
                   fontsize=size)
@@ -94,7 +94,7 @@ def head_figure(view, fig=None):
         for i, j in zip(*np.tril_indices(T)):    # the masked cells above the diagonal stay blank
             ax.add_artist(CellText(j, i, f"{w[i, j]:.2f}", ha="center", va="center", fontsize=9,
                                    color="white" if w[i, j] > 0.6 else "black", transform=ax.transData, clip_on=False))
-    ax.set_title(view["title"], fontsize=11)
+    ax.set_title(literal(view["title"]), fontsize=11)
     return fig
 
 
@@ -137,6 +137,8 @@ class FastHeatmap:
         self.tokens, self.blitter, self.layers = None, None, {}
 
     def render(self, view):
+        from ..plots import literal
+
         view = check_heads_view(view)              # (before anything is drawn)
         if view["tokens"] != self.tokens:          # new tick labels and cells
             tokens = tuple(view["tokens"])
@@ -158,7 +160,7 @@ class FastHeatmap:
         for text, value in zip(ax.texts, view["weights"][np.tril_indices(len(view["tokens"]))]):
             text.set_text(f"{value:.2f}")
             text.set_color("white" if value > 0.6 else "black")
-        ax.title.set_text(view["title"])
+        ax.title.set_text(literal(view["title"]))
         picture = self.blitter.png()
         self.layers[tuple(self.tokens)] = self.blitter.layer   # the newest last
         while len(self.layers) > self.KEEP:
@@ -298,7 +300,7 @@ def maps_figure(maps, tokens, titles, grid=(1, 2), size=(13, 6.6), numbers=False
     """
     import matplotlib.pyplot as plt
 
-    from ..plots import check_title
+    from ..plots import check_title, literal
 
     rows, columns, numbers = check_grid(grid, size, numbers)
     title = check_title(title)
@@ -311,7 +313,7 @@ def maps_figure(maps, tokens, titles, grid=(1, 2), size=(13, 6.6), numbers=False
         plt.close(fig)
         raise
     if title:
-        fig.suptitle(title)
+        fig.suptitle(literal(title))
     return fig
 
 

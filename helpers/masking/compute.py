@@ -361,18 +361,19 @@ def sample_sentences(model, world, n=20, causal=True, temperature=1.0, seed=0, m
     cache=False, stop_id=<EOS>, causal=causal)`` for each i: every sentence draws from its own
     generator, but the sentences still going run as one batch (they all have the same length,
     one more word each step), one forward pass per step instead of one per sentence.
-    Limits: n <= MAX_SENTENCES (10,000); seed .. seed + n - 1 within 0 .. 2**64 - 1; the work
+    Limits: n <= MAX_SENTENCES (10,000); seed .. seed + n - 1 within 0 .. 2**32 - 1 (MAX_SEED); the work
     (``sampling_work``, as if no sentence stopped early) at most MAX_SAMPLE_WORK, about a minute.
     """
     check_model_and_world(model, world)
-    n, seed, causal = check_positive_int(n, "n"), check_seed(seed), check_switch(causal, "causal")
+    n, causal = check_positive_int(n, "n"), check_switch(causal, "causal")
+    seed = check_positive_int(seed, "seed", minimum=0)   # its bound below, with the last sentence's seed
     max_len = check_positive_int(max_len, "max_len", minimum=2)   # before max_len - 1 is computed
     if max_len > window(model) + 1:   # <BOS> and max_len - 1 drawn words, the last never fed back
         fail(f"max_len should be at most {window(model) + 1:,} words for this model (it reads at most "
              f"{window(model):,} tokens at once), but got {count(max_len)}")
     if n > MAX_SENTENCES:
         fail(f"n should be at most {MAX_SENTENCES:,} sentences (this course's limit), but got {count(n)}")
-    check_seed(seed + n - 1, "seed + n - 1 (the last sentence's seed)")
+    check_seed(seed + n - 1, "seed + n - 1 (the last sentence's seed)")   # (n >= 1: seed's own bound too)
     if "<BOS>" not in world.tokenizer.ids:
         fail(f"the world should have a <BOS> word to start its sentences from, but the {world.name} world's words "
              f"are {shown(' '.join(world.tokenizer.vocab))}")

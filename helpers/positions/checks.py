@@ -162,7 +162,7 @@ def turn_slips(x, start):
 
 
 def turned_by(fn, x, start, what):
-    """(fn's turn of x (1, H, T, d_k) at ``start``, None) if it is the model's own turn, else (None, the sentence)."""
+    """(fn's turn of x (B, H, T, d_k) at ``start``, None) if it is the model's own turn, else (None, the sentence)."""
     given = {}
 
     def watched(x, **start):            # call hands fn a copy of x: keep it to see whether fn changed it
@@ -185,10 +185,23 @@ def turned_by(fn, x, start, what):
                           "(angles from torch.arange(..., dtype=torch.float32), no float64 and no NumPy)")
         return out, None
     hint = precision_problem(out, got, turned(x, start).numpy(), f"rotate's result {what}", TURN_ATOL) or \
-        slip(got, turn_slips(x, start), atol=TURN_ATOL)
+        slip(got, turn_slips(x, start), atol=TURN_ATOL) or one_part_wrong(got, turned(x, start).numpy())
     return None, f"{what}: " + (hint or "the result differs from the model's own turn; pair (e, o) of token t "
                                         "becomes (e·cos a − o·sin a, e·sin a + o·cos a), a = (start + t)·w_i, "
                                         "w_i = 10000**(-2i/d_k)")
+
+
+def one_part_wrong(got, right):
+    """A sentence when some sequences of the batch (axis 0) or some heads (axis 1) of ``got`` (B, H, T, d_k) are
+    turned right and others not, naming the first wrong one; else None."""
+    for axis, part in ((0, "sequence"), (1, "head")):
+        ok = [np.allclose(np.take(got, i, axis), np.take(right, i, axis), atol=TURN_ATOL, rtol=0)
+              for i in range(got.shape[axis])]
+        if any(ok) and not all(ok):
+            return (f"the turn is right for {part} {ok.index(True)} but wrong for {part} {ok.index(False)} (counting "
+                    f"from 0, of {len(ok)}): every {part} turns on its own by the same angles, so work on x's last "
+                    "two axes (x[..., 0::2], x[..., 1::2]) and keep the others as they are")
+    return None
 
 
 def by_head(trace_rows, n_heads):
@@ -213,7 +226,8 @@ def rotate(fn, induction):
     through (start + t)·10000**(-2i/d_k). Run on the shipped induction model's queries and keys
     (both layers, a repeated-token sequence): the turned vectors and the scores they give must
     equal the trace of the shipped file's model (``induction`` is only checked to be of its
-    Config), in one pass and after a cache of 9 tokens (start=9)."""
+    Config), in one pass and after a cache of 9 tokens (start=9); then a batch of two different
+    sequences (B = 2), both ways (``batch_cases``)."""
     check_shipped(induction, "induction")
     # the expected turns and scores come from the shipped file, not from ``induction``: an earlier cell may
     # have changed its weights or its rotary settings (an experiment), which must not make a right rotate
@@ -247,6 +261,24 @@ def rotate(fn, induction):
             yield (f"layer {layer}, after a cache of {cut} tokens: your turned queries and keys do not give "
                    "the model's own scores")
             return
+    for x, start, what in batch_cases(induction, cut):   # x (2, H, T, d_k): each sequence its own numbers
+        problem = turned_by(fn, x, start, what)[1]
+        if problem:
+            yield problem
+            return
+
+
+def batch_cases(induction, cut):
+    """[(x (2, H, T, d_k), start, what)]: layer 0's queries of the induction model on two different
+    repeated-token sequences, stacked as a batch, whole (start=0) and their last tokens after a cache of
+    ``cut`` (start=cut), so that a rotate that turns one sequence for all of them is found out."""
+    rows = worlds.repeated_tokens(2, 8, induction.cfg.vocab_size, seed=7)
+    with torch.no_grad():
+        x = torch.cat([by_head(induction(row, trace=True)["L0.q"], induction.cfg.n_heads) for row in rows])
+    where = "on a batch of two sequences' layer-0 queries of the induction model"
+    return [(x, 0, f"{where} (x of shape {tuple(x.shape)})"),
+            (x[..., cut:, :].contiguous(), cut, f"{where}, their tokens after a cache of {cut} (start={cut}, x of "
+                                                f"shape {tuple(x[..., cut:, :].shape)})")]
 
 
 def off_blocks(d):

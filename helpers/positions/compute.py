@@ -32,8 +32,8 @@ import torch
 
 from .. import reference as ref
 from ..reference import check_angles
-from ..errors import MAX_BYTES, MAX_SEED, as_array, check_bytes, check_finite, check_number, check_positive_int, \
-    check_seed, check_switch, check_tensor, check_tensor_size, count, fail, length, shown, to_numpy
+from ..errors import MAX_BYTES, as_array, check_bytes, check_finite, check_number, check_positive_int, \
+    check_seed, check_switch, check_tensor, check_tensor_size, count, fail, length, next_seed, shown, to_numpy
 from ..explorer import check_model_and_world
 from ..heads.compute import as_numpy
 from ..model import MAX_LAYERS, MAX_TOKENS, Transformer, check_depth, check_model, measure, rotate_pairs, sinusoidal_table
@@ -43,8 +43,13 @@ MAX_SQUARE = math.isqrt(MAX_BYTES // 8)   # the largest n of an (n, n) float64 t
 MAX_SHIFT = 1_000_000     # the furthest position shifted_logits places a sequence (the notebook goes to 1,000); with
                           # its MAX_TOKENS tokens it stays within MAX_ANGLE["float32"] (2**20), the angles float32 resolves
 MAX_PROBE_STEPS = 10_000  # position_probe's training steps at most (the notebook trains 150)
-MAX_PROBE_WORK = 2 * 10**9   # position_probe's n x T x (T + V + 16) x steps at most: about a minute of training
-                             # (the notebook's 128 x 6 x 28 x 150 is 3.2 million; the default n, T, V at 10,000 steps 215 million)
+# position_probe's work: steps x (n x T x (T + V + 16) + PROBE_STEP_WORK), the numbers a training step moves and its
+# fixed cost (its Python calls and small ops), at most MAX_PROBE_WORK: about a minute of training at the course's speed
+# (masking's 6 ms a step). Measured on a machine 2.6 times slower: 5.4 ms a step and up to 0.17 microseconds a number,
+# so 2.1 ms and 0.065 at the course's speed. The notebook's 150 steps of 128 x 6 x 28 count 9 million; the default n,
+# T, V at 10,000 steps 615 million (about 37 s).
+MAX_PROBE_WORK = 10**9
+PROBE_STEP_WORK = 40_000
 MAX_ID = 2**63 - 1        # the largest token id a 64-bit (torch.long) tensor holds
 
 
@@ -258,7 +263,7 @@ def order_demo(first, second, d=8, seed=0, n_layers=1, causal=False, positions=F
     vocab = sorted(set(first))
     row = {word: i for i, word in enumerate(vocab)}   # each word's row of E
     E = np.random.default_rng(seed).normal(size=(len(vocab), d))
-    layers = random_attention(d, (seed + 1) % (MAX_SEED + 1), n_layers)   # (2**64 - 1 gives 0, as model.py does)
+    layers = random_attention(d, next_seed(seed), n_layers)   # (the largest seed is followed by 0)
 
     def run(words):
         X = E[[row[w] for w in words]]
@@ -535,11 +540,20 @@ def term_shares(terms, groups, shift_free_scores=False):
     total = part(sum(terms.values()))
     norm = (total ** 2).sum(axis=(-2, -1))
     if not norm.all():   # 0/0: no part of the scores to share (a function of the offset only, or one token)
-        fail(f"the scores should have a part that is not a function of the offset (the shares divide by its size), "
-             f"but in head {int(np.flatnonzero(norm == 0)[0])} it is 0: give scores of more than one token")
+        no_share(int(np.flatnonzero(norm == 0)[0]), total.shape[-1], shift_free_scores)
     zero = np.zeros_like(total)   # (the sum over a group that names no pair)
     return {name: (part(sum((terms[p] for p in pairs), zero)) * total).sum(axis=(-2, -1)) / norm
             for name, pairs in groups.items()}
+
+
+def no_share(head, T, shift_free_scores):
+    """The sentence for scores whose off-offset part (of ``T`` tokens) is 0 in ``head``: one token, or scores
+    that are a function of the offset alone (all equal, say, when W_Q is zeroed)."""
+    off = "the offset and each row's shift" if shift_free_scores else "the offset"
+    why = ("one token's scores have no other part, so give scores of more than one token" if T < 2 else
+           f"every score of that head is a function of {off} alone (all equal, say), so there is nothing to share")
+    fail(f"the scores should have a part that is not a function of {off} (the shares divide by its size), "
+         f"but in head {head} it is 0: {why}")
 
 
 def as_pair(pair, name):
@@ -705,8 +719,8 @@ def position_probe(seed, causal=True, steps=150, T=6, V=6, n=128):
 
     With ``causal=True`` the mask is its only source of order. steps: at most MAX_PROBE_STEPS
     (10,000); T at most 1,024 tokens; the training's memory (estimated from n, T and V) at
-    most 1.5 GiB; its time, n x T x (T + V + 16) x steps, at most MAX_PROBE_WORK (2 billion, about
-    a minute). Torch's global random state is put back afterwards.
+    most 1.5 GiB; its time, steps x (n x T x (T + V + 16) + PROBE_STEP_WORK), at most MAX_PROBE_WORK (1 billion,
+    about a minute). Torch's global random state is put back afterwards.
     """
     from ..model import Config
 
@@ -721,11 +735,11 @@ def position_probe(seed, causal=True, steps=150, T=6, V=6, n=128):
         fail(f"the targets 0..T-1 must be tokens, so T={T} cannot exceed the vocabulary V={V}")
     check_bytes(64 * max(n, 1000) * T * (T + V + 16), f"position_probe on {count(n)} sequences of {T} tokens "
                 f"(vocabulary {count(V)})", "ask for fewer or shorter sequences or a smaller vocabulary")
-    work = n * T * (T + V + 16) * steps   # numbers one training step moves, times the steps: the time it takes
+    work = steps * (n * T * (T + V + 16) + PROBE_STEP_WORK)   # the numbers each step moves and its fixed cost
     if work > MAX_PROBE_WORK:
-        fail(f"n x T x (T + V + 16) x steps should be at most {MAX_PROBE_WORK:,} (this course's limit: about a minute "
-             f"of training), but n={count(n)}, T={T}, V={count(V)} and steps={count(steps)} give {count(work)}: ask for "
-             f"fewer sequences or fewer steps")
+        fail(f"steps x (n x T x (T + V + 16) + {PROBE_STEP_WORK:,}) should be at most {MAX_PROBE_WORK:,} (this course's "
+             f"limit: about a minute of training), but n={count(n)}, T={T}, V={count(V)} and steps={count(steps)} give "
+             f"{count(work)}: ask for fewer sequences or fewer steps")
     from ..training import train
 
     model = Transformer(Config(vocab_size=V, d_model=8, n_heads=1, n_layers=1, d_ff=16, n_max=T, positions="none"), init="unit")

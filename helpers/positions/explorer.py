@@ -55,7 +55,7 @@ def view_panel(vocab):
     shows a next_token_view on it: (fig, draw, changing). draw(view, positions) moves the
     bars (what the model predicts now) and the black ticks (the prompt as given, positions
     on); ``changing`` lists the artists it touches (for a Blitter)."""
-    from ..plots import ACCENT, BASE, check_label_list, check_labels
+    from ..plots import ACCENT, BASE, check_label_list, check_labels, literal
 
     vocab = check_label_list(vocab, "vocab", "bar", "words")
     if not 1 <= len(vocab) <= MAX_BARS:
@@ -68,7 +68,7 @@ def view_panel(vocab):
     now = ax.bar(x, np.zeros(len(vocab)), color=BASE, label="what the model predicts now")
     before, = ax.plot(x, np.zeros(len(vocab)), "_", color="black", markersize=11, markeredgewidth=2,
                       label="prompt as given, positions on")
-    ax.set_xticks(x, vocab, rotation=60, ha="right", fontsize=8)
+    ax.set_xticks(x, [literal(word) for word in vocab], rotation=60, ha="right", fontsize=8)
     ax.set_ylim(0, 1.05)
     ax.set_ylabel("p(next word)")
     from matplotlib.patches import Patch
@@ -84,7 +84,7 @@ def view_panel(vocab):
         for bar, p, word in zip(now, view["probs"], vocab):
             bar.set_height(p)
             bar.set_color(ACCENT if word == view["top"] else BASE)
-        title.set_text(view_title(view, positions))
+        title.set_text(literal(view_title(view, positions)))
         return fig
     return fig, draw, [*now, before, title]
 

@@ -9,7 +9,7 @@ import numpy as np
 
 from ..errors import check_number, check_positive_int, check_switch, count, fail, shown, to_numpy
 from ..explorer import Blitter, new_figure, show, start_at
-from ..plots import check_ax, check_label_list, check_labels
+from ..plots import check_ax, check_label_list, check_labels, literal
 from ..readout import check_probabilities
 from .compute import three_words, three_words_qkv, three_words_query
 
@@ -59,12 +59,12 @@ def draw_fixed_arrows(ax, vectors, names, colour, limit):
     for v, label in groups:
         if np.allclose(v, 0):
             ax.plot([0], [0], "o", color=colour, ms=5)
-            ax.annotate(f"{label} (zero)", (0, 0), xytext=(5, -12), textcoords="offset points",
+            ax.annotate(literal(f"{label} (zero)"), (0, 0), xytext=(5, -12), textcoords="offset points",
                         color=colour, fontsize=9)
             continue
         ax.annotate("", xy=v, xytext=(0, 0), arrowprops=dict(arrowstyle="-|>", color=colour, lw=1.5,
                                                               shrinkA=0, shrinkB=0))
-        ax.annotate(label, xy=v, xytext=(4, 4), textcoords="offset points", color=colour, fontsize=9)
+        ax.annotate(literal(label), xy=v, xytext=(4, 4), textcoords="offset points", color=colour, fontsize=9)
     ax.axhline(0, color="#dddddd", lw=0.8, zorder=0)
     ax.axvline(0, color="#dddddd", lw=0.8, zorder=0)
     ax.set_xlim(-limit, limit)
@@ -80,7 +80,7 @@ def moving_arrow(ax, colour, name, alpha=1.0, lw=2.5):
     alpha, lw = check_number(alpha, "alpha", 0.0, 1.0), check_number(lw, "lw", low=0, low_open=True, high=100)
     arrow = ax.annotate("", xy=(1, 0), xytext=(0, 0),
                         arrowprops=dict(arrowstyle="-|>", color=colour, lw=lw, alpha=alpha, shrinkA=0, shrinkB=0))
-    tip = ax.annotate(name, xy=(1, 0), xytext=(-6, 4), textcoords="offset points", ha="right",
+    tip = ax.annotate(literal(name), xy=(1, 0), xytext=(-6, 4), textcoords="offset points", ha="right",
                       color=colour, fontsize=10, fontweight="bold", zorder=4)
     return arrow, tip
 
@@ -195,7 +195,7 @@ def query_view(limit_q=3.0, limit_v=1.2):
         check_query_result(result, tokens)
         point_query(query_arrow, result["query"])
         point(output_arrow, result["output"])
-        readouts[0].set_text(f"q at '{result['token']}' = {fmt(result['query'])}")
+        readouts[0].set_text(literal(f"q at '{result['token']}' = {fmt(result['query'])}"))
         readouts[1].set_text(f"output = {fmt(result['output'])}")
         for i, (bar, label) in enumerate(zip(bars, labels)):
             seen = i < result["visible"]

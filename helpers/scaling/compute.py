@@ -30,15 +30,22 @@ BOOK_GRADIENTS = {"raw": 0.041, "scaled": 0.173}
 MAX_DIMS = 64   # values of d one call may take (the chapter uses at most 19)
 
 
+MAX_D = 2**53   # the largest d: a float64 holds every whole number up to 2**53 exactly (d is plotted, fitted, rooted)
+
+
 def check_dims(dims):
-    """A list of 1 to MAX_DIMS whole numbers d >= 1 (one whole number counts as a list of one)."""
+    """A list of 1 to MAX_DIMS whole numbers d from 1 to MAX_D (one whole number counts as a list of one)."""
     if isinstance(dims, np.ndarray) and dims.ndim == 0:   # np.array(3): one d, as 3 is
         dims = dims[()]
     if isinstance(dims, (int, np.integer)) and not isinstance(dims, bool):
         dims = [dims]
     if not isinstance(dims, (list, tuple, range, np.ndarray)) or not 1 <= len(dims[:MAX_DIMS + 1]) <= MAX_DIMS:
         fail(f"dims should be a list of 1 to {MAX_DIMS} whole numbers d >= 1, but got {shown(dims)}")
-    return [check_positive_int(d, "each d") for d in dims]
+    dims = [check_positive_int(d, "each d") for d in dims]
+    if max(dims) > MAX_D:   # past it d is rounded as a float (and 2**1100 is no float at all)
+        fail(f"each d should be a whole number at most 2**53 (the largest a float64 holds exactly), but got "
+             f"{shown(max(dims))}")
+    return dims
 
 
 MAX_NUMBERS = 2 * 10**9   # random numbers one call may draw (dot_spread's Book table draws 1.7e8)
@@ -589,13 +596,13 @@ def check_runs(runs, name, keys):
     runs = check_rows(runs, name, keys, "train_with_and_without_scaling", "runs")
     checked = []
     for run in runs:
-        check_seed(run["seed"], "each run's seed")
-        check_switch(run["scaled"], "each run's scaled")
+        run = {**run, "seed": check_seed(run["seed"], "each run's seed"),
+               "scaled": check_switch(run["scaled"], "each run's scaled")}   # the checked values, not the given
         for key in ("saturated_at_start", "grad_W_Q_at_start"):
             if key in keys:
-                check_number(run[key], f"each run's {key}", low=0)
+                run[key] = check_number(run[key], f"each run's {key}", low=0)
         if "d_k" in keys:
-            check_positive_int(run["d_k"], "each run's d_k")
+            run["d_k"] = check_positive_int(run["d_k"], "each run's d_k")
         checked.append({**run, "losses": positive_values([run], "losses", name, MAX_STEPS)[0]})
     return checked
 
@@ -637,8 +644,8 @@ def training_figure(runs):
 def log_fit(dims, values):
     """Least-squares fits of ln(values) against √d and against d.
 
-    dims, values: (n,) each. Returns a dict: for "sqrt_d" and "d", (slope, intercept, the
-    largest |residual| of ln(values)).
+    dims, values: (n,) each (each d at most MAX_D, 2**53). Returns a dict: for "sqrt_d" and "d", (slope,
+    intercept, the largest |residual| of ln(values)).
     """
     d = np.asarray(check_dims(dims), dtype=float)
     values = as_array(values, "values", 1)
