@@ -1,5 +1,6 @@
 """A learner's chapter-12 training loop written out, with the slips the loop check names, shared by
-the chapter's tests and the grading tests; and chapter 10's direct attribution as the instructor writes it."""
+the chapter's tests and the grading tests; chapter 10's direct attribution as the instructor writes it; and chapter
+11's count of one layer's parameters from the sizes."""
 import torch
 import torch.nn.functional as F
 
@@ -97,3 +98,13 @@ def attribution_written(model, parts, direction, scale):
         out = {name: float(((part - part.mean()) / scale * ln.weight) @ u) for name, part in parts.items()}
         out["final-norm bias"] = float(ln.bias @ u)
     return out
+
+
+def layer_parameters(cfg):
+    """A right answer to chapter 11's Exercise 1: one layer's parameters from any Config."""
+    d, d_kv, d_ff = cfg.d_model, cfg.kv_heads * cfg.d_k, cfg.d_ff
+    attention = 2 * d * d + 2 * d * d_kv + cfg.bias * (2 * d + 2 * d_kv)
+    matrices = 3 if cfg.activation == "swiglu" else 2
+    mlp = matrices * d * d_ff + cfg.bias * ((matrices - 1) * d_ff + d) if d_ff else 0
+    norm = 0 if cfg.norm == "none" else (d if cfg.norm_kind == "rmsnorm" else 2 * d)
+    return attention + mlp + norm * (2 if d_ff else 1)

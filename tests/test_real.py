@@ -18,6 +18,7 @@ from helpers.errors import CourseInputError
 from helpers.model import KVCache, Transformer
 from helpers.real import compute as real
 from helpers.real import smollm2
+from learner_loops import layer_parameters
 
 PROMPTS = ["The capital of France is", "The Time Traveller smiled at us. The Time Traveller smiled at us.",
            "def add(a, b):\n    return a + b\n\nprint(add(2, 3))", "Once upon a time, in 1999, a small dragon"]
@@ -475,16 +476,6 @@ def test_distinct_per_block_sees_the_4_bit_levels(smol):
 
 
 # ------------------------------------------------------------------ the exercises and the explorer
-
-def layer_parameters(cfg):
-    """A right answer to Exercise 1: one layer's parameters from any Config."""
-    d, d_kv, d_ff = cfg.d_model, cfg.kv_heads * cfg.d_k, cfg.d_ff
-    attention = 2 * d * d + 2 * d * d_kv + cfg.bias * (2 * d + 2 * d_kv)
-    matrices = 3 if cfg.activation == "swiglu" else 2
-    mlp = matrices * d * d_ff + cfg.bias * ((matrices - 1) * d_ff + d) if d_ff else 0
-    norm = 0 if cfg.norm == "none" else (d if cfg.norm_kind == "rmsnorm" else 2 * d)
-    return attention + mlp + norm * (2 if d_ff else 1)
-
 
 def head_scan(model, ids, length, back=None, first=2):
     """A right answer to Exercise 2 (back=None), or the induction score looking ``back`` places back

@@ -211,10 +211,17 @@ def ablation_inputs(model, task_ids, class_ids, reference_ids, off_task_ids):
              f"but got {shown(class_ids)}")
 
 
+# The course's code that captures head outputs, averages them, ablates with the means or measures p(class) under an
+# ablation: the model's replace switch is the exercise's building block (chapter 11's mean_ablation is such code too).
+DROP_OWN = ("helpers.ablation.compute.cat_ablation", "helpers.patching.mean_head_outputs",
+            "helpers.patching.ablation_replace", "helpers.ablation.checks._course_drop", "helpers.real.circuit.mean_ablation",
+            "helpers.real.circuit.capture", "helpers.patching.capture", "helpers.patching.head_outputs",
+            "helpers.ablation.compute.rule_ablation", "helpers.ablation.compute.rule_probs",
+            "helpers.ablation.compute.copula_figures", "helpers.ablation.compute._rule_figures")
+
+
 @exercise("a task-matched mean ablation", answer=Function("a function mean_ablation_drop(model, head, task_ids, "
-                                                            "class_ids, reference_ids)", own=(
-    "helpers.ablation.compute.cat_ablation", "helpers.patching.mean_head_outputs", "helpers.patching.ablation_replace",
-    "helpers.ablation.checks._course_drop")))
+                                                            "class_ids, reference_ids)", own=DROP_OWN))
 def mean_ablation_drop(answer, model, task_ids, class_ids, reference_ids, off_task_ids):
     """answer(model, head, task_ids, class_ids, reference_ids) -> the fall in mean p(class) over the
     task prompts when ``head``'s output is replaced by its per-position mean over reference_ids.
@@ -324,7 +331,8 @@ def bounded_metric(metric):
 
 @exercise("a patching loop over heads and positions",
           answer=Function("a function patch_grid(model, clean_ids, corrupt_ids, metric)",
-                          own=("helpers.patching.patch_heads",)))
+                          own=("helpers.patching.patch_heads", "helpers.ablation.compute.per_pair",
+                               "helpers.patching.metric_ends", "helpers.patching.normalised")))
 def patch_grid(answer, model, clean_ids, corrupt_ids, metric):
     """answer(model, clean_ids, corrupt_ids, metric) -> (layers, heads, T): the normalised metric
     (0 = corrupted run, 1 = clean run) after putting one head's clean output at one position into
@@ -439,7 +447,8 @@ def names_shown(names):
 @exercise("direct logit attribution with a frozen scale",
           answer=Function("a function direct_attribution(model, parts, direction, scale)",
                           own=("helpers.patching.direct_logit_attribution", "helpers.patching.attribute",
-                               "helpers.patching.direct_effects", "helpers.ablation.compute.induction_direct_effects")))
+                               "helpers.patching.direct_effects", "helpers.ablation.compute.induction_direct_effects",
+                               "helpers.real.circuit.pair_shares", "helpers.real.circuit.frozen_scale_test")))
 def direct_attribution(answer, model, parts, direction, scale):
     """answer(model, parts, direction, scale) -> {name: float}: each part's direct contribution to
     direction · logits with the final norm's scale frozen at ``scale`` (``patching.attribute``)."""

@@ -18,10 +18,10 @@ import numpy as np
 import torch
 
 from .. import worlds
-from ..errors import check_bytes, check_choice, check_finite, check_positive_int, check_seed, check_switch, \
-    check_tensor_size, check_text, count, fail, shown, to_numpy
+from ..errors import check_bytes, check_choice, check_finite, check_index, check_positive_int, check_seed, \
+    check_switch, check_tensor_size, check_text, count, fail, next_seed, shown, to_numpy
 from ..heads.compute import copy_losses, model_and_tokenizer, prompt_attention
-from ..model import MAX_TOKENS, check_model
+from ..model import MAX_LAYERS, MAX_TOKENS, check_model
 from ..patching import (KINDS, ablation_replace, capture, check_memory, direct_effects, head_outputs, mean_head_outputs,
                         patch_residual, residual_names)
 
@@ -398,7 +398,7 @@ def donor_draws(n, pool, draws, seed, avoid_self=True, same=None):
         fail(f"with avoid_self each of the n rows should have another row of the pool to take, "
              f"but got n={count(n)} and pool={count(pool)}")
     if same is not None and (not isinstance(same, torch.Tensor) or same.dtype != torch.bool or same.shape != (n, pool)):
-        fail(f"same should be None or an (n, pool) = ({n}, {pool}) bool tensor, but got {shown(same)}")
+        fail(f"same should be None or an (n, pool) = ({count(n)}, {count(pool)}) bool tensor, but got {shown(same)}")
     banned = torch.zeros(n, pool, dtype=torch.bool) if same is None else same.clone()
     if avoid_self:
         banned[torch.arange(n), torch.arange(n)] = True
@@ -596,7 +596,7 @@ def induction_pairs(n, length, vocab_size, seed):
     seed = check_seed(seed)
     clean = worlds.repeated_tokens(n, length, vocab_size, seed)
     first = clean[:, 1:length + 1]                                                   # (n, length)
-    fresh = worlds.repeated_tokens(n, length, vocab_size, (seed + 1) % 2**64)[:, 1:length + 1]
+    fresh = worlds.repeated_tokens(n, length, vocab_size, next_seed(seed))[:, 1:length + 1]
     same = (fresh == first).all(1)                                                   # (n,): drew the clean copy again
     fresh[same] = first[same] % (vocab_size - 1) + 1
     corrupt = clean.clone()
@@ -608,7 +608,7 @@ def induction_attention(length, layer=1):
     """metric(out) -> (rows,): the mean attention of ``layer``'s heads from each second-copy token
     to the position after its earlier occurrence in the clean sequence (needs watch=("L1.weights",)),
     for repeated sequences of 2 x length + 1 tokens (others are refused when the metric reads them)."""
-    length, layer = check_positive_int(length, "length"), check_positive_int(layer, "layer", minimum=0)
+    length, layer = check_positive_int(length, "length"), check_index(layer, "layer", MAX_LAYERS)
     if 2 * length + 1 > MAX_TOKENS:
         fail(f"length should be at most {(MAX_TOKENS - 1) // 2} (a sequence of 2 x length + 1 tokens, at most "
              f"{MAX_TOKENS:,} at once), but got {count(length)}")

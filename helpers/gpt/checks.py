@@ -159,8 +159,9 @@ def merge_words(train_text):
     return tk.pretokenize(train_text[:MERGE_TEXT])
 
 
-@exercise("your BPE merge step", answer=Function("a function merge_step(words) -> (pair, merged_words)",
-          own=("helpers.gpt.tokenize.merge_step", "helpers.gpt.tokenize.train_bpe")))
+@exercise("your BPE merge step", answer=Function("a function merge_step(words) -> (pair, merged_words)", own=(
+    "helpers.gpt.tokenize.merge_step", "helpers.gpt.tokenize.train_bpe",
+    "helpers.gpt.tokenize.pair_counts")))   # step 1 of the exercise, counting the pairs, is the learner's too
 def merge_step(fn, train_text):
     """``fn(words)`` returns (the pair merged, the words after merging it) as ``tk.merge_step``;
     on the first MERGE_TEXT characters of ``train_text`` its pair is the library's first merge."""
@@ -253,8 +254,9 @@ def gpt_error(message):
     return message
 
 
-@exercise("your GPT", answer=Module("an nn.Module class GPT(vocab_size, d_model, n_heads, n_layers, d_ff, n_max)",
-                                       own=("helpers.gpt.compute.GPT", "helpers.model.Transformer")),
+@exercise("your GPT", answer=Module("an nn.Module class GPT(vocab_size, d_model, n_heads, n_layers, d_ff, n_max)", own=(
+    "helpers.gpt.compute.GPT", "helpers.model.Transformer",
+    "helpers.gpt.compute.slipped_logits", "helpers.gpt.compute.cat_world_case")),   # (the check's assembled logits)
           keeps="12")
 def gpt_module(run, cat):
     """``run``: the learner's class GPT as a ``run(args, state, ids)``. With the cat model's
@@ -348,6 +350,15 @@ LOOP_HINTS = {
 }
 LOOP_HINTS["zero_grad_after_backward_zeros"] = LOOP_HINTS["zero_grad_after_backward"]   # zero_grad(set_to_none=False)
 LOOP_HINTS["adam_l2_everything"] = LOOP_HINTS["adam_l2"]                              # Adam(model.parameters(), weight_decay=...)
+
+
+# The course's code that does the loop's work: the whole loop (train's inner run included), its AdamW with the two
+# groups and its loop's validation loss. The building blocks stay the learner's to call: windows and learning_rate,
+# which the exercise names (and torch's AdamW, cross-entropy and clip_grad_norm_), and estimate_loss, which the
+# notebook imports for the learner at its top (it computes its loss with train.loss_on, so that one is not listed).
+LOOP_OWN = ("helpers.gpt.compute.train_loop", "helpers.gpt.compute.run_loop", "helpers.gpt.compute.course_losses",
+            "helpers.gpt.compute.optimizer_for", "helpers.gpt.compute.evaluate", "helpers.gpt.train.train",
+            "helpers.gpt.train.run")
 
 
 class EvalSlip(Exception):
@@ -521,8 +532,7 @@ def counting_callback(calls):
 
 @exercise("your training loop",
           answer=Function("a function train_loop(model, train_ids, val_ids, steps, batch, context, lr, warmup, "
-                          "min_lr, clip, eval_every, eval_batches, seed=0, callback=None)", own=(
-              "helpers.gpt.compute.train_loop", "helpers.gpt.compute.run_loop", "helpers.gpt.train.train")), keeps="12")
+                          "min_lr, clip, eval_every, eval_batches, seed=0, callback=None)", own=LOOP_OWN), keeps="12")
 def train_loop(fn):
     """``fn`` trains a small model on the first characters of Tiny Shakespeare as ``compute.train_loop``
     does (AdamW, warm-up and cosine, clipping, a validation loss every eval_every steps): the same

@@ -25,7 +25,7 @@ from torch import nn
 
 from .. import worlds
 from ..errors import CourseInputError, check_bytes, check_number, check_positive_int, check_seed, check_size, \
-    check_switch, check_tensor, check_text, count, fail, message_of, shown, to_numpy
+    check_switch, check_tensor, check_text, count, fail, message_of, next_seed, shown, to_numpy
 from ..heads.compute import MultiHeadAttention, copy_losses
 from ..model import MAX_TOKENS, Config, Transformer, eval_mode
 from ..normalization.compute import Block, LayerNorm
@@ -125,7 +125,7 @@ def check_tokenizer(tokenizer, cfg):
              f"but got {type(tokenizer).__name__} {shown(tokenizer)}")
     size = len(vocab) if isinstance(vocab, (list, tuple, str, dict)) else None   # (a learner's __len__ may lie)
     if size != cfg.vocab_size:
-        fail(f"tokenizer should have the model's {cfg.vocab_size:,} tokens (vocab_size), but its vocab has "
+        fail(f"tokenizer should have the model's {count(cfg.vocab_size)} tokens (vocab_size), but its vocab has "
              f"{shown(size) if size is not None else shown(vocab)}: is it the model's own tokenizer?")
     return tokenizer
 
@@ -138,12 +138,7 @@ def as_transformer(model):
     course_train.check_copies(model, 2, "as_transformer(model) (the course's Transformer beside your model)")
     check_weights(model)
     course = Transformer(cfg, seed=None)
-    own, wanted = model.state_dict(), course.state_dict()
-    differ = sorted(set(own) ^ set(wanted)) or [n for n in wanted if own[n].shape != wanted[n].shape]
-    if differ:
-        fail(f"expected the parameters of a Transformer({cfg.d_model=}, {cfg.n_layers=}) by the course's names, "
-             f"but {differ[:3]} differ (a checkpoint of another shape?)")
-    course.load_state_dict(own)
+    course.load_state_dict(course_state(model, course.state_dict()))
     return course.eval()
 
 
@@ -154,16 +149,40 @@ def small_start(model, seed=0):
     cfg, seed = config_of(check_module(model)), check_seed(seed)
     course_train.check_copies(model, 2, "small_start(model) (a fresh Transformer of its config beside it)")
     check_weights(model)
-    start = Transformer(cfg, seed=seed)
-    ours, theirs = start.state_dict(), model.state_dict()   # compared before anything is written
-    for name in sorted(set(ours) | set(theirs)):
+    ours = Transformer(cfg, seed=seed).state_dict()
+    course_state(model, ours)                               # compared before anything is written
+    model.load_state_dict(ours)
+    return model
+
+
+def course_state(model, ours):
+    """``model.state_dict()`` checked against ``ours`` (the course's Transformer's, name -> tensor): the
+    same names, each a dense tensor of real numbers in memory (``check_tensor``) of the course's shape,
+    floating point where the course's is; return it, else one sentence."""
+    try:
+        theirs = model.state_dict()
+    except CourseInputError:
+        raise
+    except Exception as error:   # noqa: BLE001 (a learner's module may override state_dict)
+        fail(f"model.state_dict() should give the model's parameters by name, but it raised "
+             f"{type(error).__name__}: {message_of(error, 200)}")
+    if not isinstance(theirs, dict):
+        fail(f"model.state_dict() should give a dict of the model's parameters by name, but gave {shown(theirs)}")
+    for name in sorted(set(ours) | set(theirs), key=str):
+        if name in theirs and not isinstance(theirs[name], torch.Tensor):
+            fail(f"model.state_dict() should map the course's names to tensors of numbers, but {shown(name)} "
+                 f"holds {type(theirs[name]).__name__} {shown(theirs[name])}")
+        if name in theirs:
+            check_tensor(theirs[name], f"the model's state_dict()[{shown(name)}]")
         if name not in theirs or name not in ours or theirs[name].shape != ours[name].shape:
             expected = f"shape {tuple(ours[name].shape)}" if name in ours else "no such parameter"
             got = f"shape {tuple(theirs[name].shape)}" if name in theirs else "none"
             fail(f"the model's parameters should be named and shaped as the course's Transformer of its config, "
-                 f"but {name!r} has {got} where the course's has {expected}")
-    model.load_state_dict(ours)
-    return model
+                 f"but {shown(name)} has {got} where the course's has {expected}: a model of another shape?")
+        if ours[name].is_floating_point() and not theirs[name].is_floating_point():
+            fail(f"the model's state_dict()[{shown(name)}] should hold floating-point numbers as the course's "
+                 f"{ours[name].dtype} does, but holds {theirs[name].dtype}")
+    return theirs
 
 
 def cat_world_case(cat):
@@ -275,7 +294,7 @@ def train_loop(model, train_ids, val_ids, steps, batch, context, lr, warmup, min
     windows, the mean cross-entropy of the next-token logits, clear the old gradients,
     backpropagate, clip their joint norm to ``clip``, set the learning rate of this step (warm-up
     then cosine), one AdamW step. The validation loss is the mean over ``eval_batches`` fixed
-    windows (seed + 1), in eval mode, without gradients. ``callback(losses, val_losses)`` after
+    windows (next_seed(seed): seed + 1), in eval mode, without gradients. ``callback(losses, val_losses)`` after
     every step. ``slip``: one known mistake (``LOOP_SLIPS``), for the check.
     """
     # every argument checked before any work: a refused call leaves the model as it was
@@ -312,7 +331,7 @@ def run_loop(model, train_ids, val_ids, steps, batch, context, lr, warmup, min_l
     torch.manual_seed(seed)                                           # dropout's draws, if any
     generator = torch.Generator().manual_seed(seed)                   # the training windows
     losses, val_losses = [], {}
-    val_seed = (seed + 1) % 2**64                                     # the validation windows' seed (seed + 1)
+    val_seed = next_seed(seed)                                        # the validation windows' seed (seed + 1)
     once = torch.Generator().manual_seed(val_seed) if slip == "val_generator_once" else None   # the slip: made once
     model.train()
     for step in range(steps + 1):
@@ -411,16 +430,12 @@ def unigram_loss(train_ids, val_ids):
 
 def encoded_ids(encoded, vocab_size):
     """What a tokenizer's ``encode`` returned (a tensor, an array or a list of ids) as a list of ints,
-    each an id of the vocabulary, at least one; else one sentence."""
-    try:
-        ids = torch.as_tensor(encoded) if not isinstance(encoded, (str, bytes, dict)) else None
-    except Exception:   # noqa: BLE001 (a learner's tokenizer may return anything)
-        ids = None
-    if ids is None or ids.dim() != 1 or not len(ids) or ids.dtype.is_floating_point or ids.is_complex() \
-            or ids.dtype == torch.bool or int(ids.min()) < 0 or int(ids.max()) >= vocab_size:
-        fail(f"tokenizer.encode should return token ids (T,) from 0 to {vocab_size - 1}, at least one, but returned "
-             f"{type(encoded).__name__} {shown(encoded)}")
-    return ids.long().tolist()
+    each an id of the vocabulary, at least one (``worlds.encoded_fault``); else one sentence."""
+    ids, fault = worlds.encoded_fault(encoded, vocab_size)
+    if fault or not ids:
+        fail(f"tokenizer.encode should return token ids (T,) from 0 to {vocab_size - 1}, at least one, but "
+             f"{fault or 'it gives none'}")
+    return ids
 
 
 def prompt_ids(tokenizer, prompt, vocab_size):
@@ -449,8 +464,7 @@ def sample_text(model, tokenizer, prompt, n_new, temperature=1.0, seed=0, contex
 
     cfg = config_of(model)
     check_tokenizer(tokenizer, cfg)
-    check_sampling(temperature, vocab_size=cfg.vocab_size)
-    temperature = float(temperature)   # a whole number above 2**63 is more than torch's division takes
+    temperature, _, _ = check_sampling(temperature, vocab_size=cfg.vocab_size)   # a float: torch's division takes it
     n_new = check_new(n_new)
     context = cfg.n_max if context is None else check_positive_int(context, "context")
     if context > cfg.n_max:
@@ -900,8 +914,8 @@ def spread_windows(model, ids, context, every, lengths=()):
             any(isinstance(k, (bool, np.bool_)) or not isinstance(k, (int, np.integer)) or k < 1 for k in lengths):
         fail(f"lengths should be a list of at most {MAX_MATCH} whole numbers of at least 1, but got {shown(lengths)}")
     if lengths and max(lengths) > context:
-        fail(f"lengths should be at most context={context} (a match of k tokens needs a window of at least k), "
-             f"but got lengths up to {max(lengths)}")
+        fail(f"lengths should be at most context={count(context)} (a match of k tokens needs a window of at least k), "
+             f"but got lengths up to {count(max(lengths))}")
     n = (len(ids) - 1) // context
     keep = min(every, n)                                # a step past the last window keeps the first alone
     x, y = ids[:n * context].view(n, context)[::keep], ids[1:n * context + 1].view(n, context)[::keep]
@@ -919,7 +933,7 @@ def spread_loss(model, ids, context=256, every=8):
     kept window's mean loss, (windows,): how far one window's loss strays from another's))."""
     x, y, n = spread_windows(model, ids, context, every)
     check_seconds(pass_seconds(model.cfg, len(x), x.shape[1], 16),
-                  f"spread_loss of {len(x):,} windows of {x.shape[1]} tokens (every {every}-th of {n:,})",
+                  f"spread_loss of {len(x):,} windows of {x.shape[1]} tokens (every {count(every)}-th of {n:,})",
                   "take a larger every (every=8 reads an eighth of the text) or a shorter text")
     with eval_mode(model), course_train.fused_attention(model), torch.no_grad():
         per_window = torch.cat([F.cross_entropy(model(x[i:i + 16]).transpose(1, 2), y[i:i + 16], reduction="none")
@@ -960,7 +974,7 @@ def induction_history(log):
 
 def check_history(history):
     """(steps, scores, first, second) of a recorded run (``induction_history``), else one sentence:
-    at least 2 records at rising steps, scores (records, layers, heads), every number finite."""
+    at least 2 records at rising steps (whole numbers from 0), scores (records, layers, heads), every number finite."""
     if not isinstance(history, dict) or not {"steps", "scores", "first", "second"} <= set(history):
         fail(f"history should be the dict of steps, scores, first and second a recorded run gives, but got {shown(history)}")
     steps, first, second = (to_numpy(history[name], f"history[{name!r}]") for name in ("steps", "first", "second"))
@@ -971,6 +985,9 @@ def check_history(history):
              f"first and second (records,), but holds steps {steps.shape}, scores {scores.shape} and second {second.shape}")
     if not all(np.isfinite(a).all() for a in (steps, scores, first, second)):
         fail("history's steps, scores and losses should all be finite numbers, but some are NaN or infinite")
+    odd = np.flatnonzero((steps != np.floor(steps)) | (steps < 0))
+    if odd.size:
+        fail(f"history's steps should be whole numbers of updates from 0, but got {steps[odd[0]]:g}")
     return steps, scores, first, second
 
 
@@ -1004,11 +1021,18 @@ def check_birth(history, birth):
 FORMED = 0.3   # an induction score above this, on sequences of 48 characters, is a head that copies
 
 
+def history_arrays(history):
+    """``check_history``'s arrays by name: dict(steps, scores, first, second), float NumPy arrays read by
+    errors.to_numpy (a tensor with grad is detached)."""
+    return dict(zip(("steps", "scores", "first", "second"), check_history(history)))
+
+
 def circuit_lines(history, birth):
     """What the log shows, in sentences, decided from the log: the best head and, if a head passed
     FORMED, where the second copy's loss fell fastest; else that no head did, with the highest
     score any head reached and where both copies' losses went."""
     check_birth(history, birth)                         # the history's checks too
+    history = history_arrays(history)
     layer, head = birth["head"]
     final = float(history["scores"][-1, layer, head])
     b, a = birth["before"], birth["after"]
@@ -1023,10 +1047,10 @@ def circuit_lines(history, birth):
         lines.append(losses_went(history))
         at, l, h = np.unravel_index(int(np.argmax(history["scores"])), history["scores"].shape)
         lines.append(f"the highest score of any head at any record: {history['scores'][at, l, h]:.3f}, "
-                     f"L{l}H{h} at step {history['steps'][at]}")
+                     f"L{l}H{h} at step {int(history['steps'][at])}")
         scores = history["scores"]
-        lines.append(f"every head's score at step {history['steps'][0]}: about {scores[0].mean():.3f} (the weight spread "
-                     f"evenly); at step {history['steps'][-1]}: {scores[-1].max():.3f} at most")
+        lines.append(f"every head's score at step {int(history['steps'][0])}: about {scores[0].mean():.3f} (the weight "
+                     f"spread evenly); at step {int(history['steps'][-1])}: {scores[-1].max():.3f} at most")
     return lines
 
 
@@ -1048,6 +1072,7 @@ def circuit_figure(history, birth):
     import matplotlib.pyplot as plt
 
     check_birth(history, birth)                         # the history's checks too
+    history = history_arrays(history)
     steps, scores = history["steps"], history["scores"]
     layer, head = birth["head"]
     fig, (top, bottom) = plt.subplots(2, 1, figsize=(7.5, 6), sharex=True, gridspec_kw=dict(hspace=0.12))
@@ -1266,8 +1291,8 @@ def samples_at(model, tokenizer, prompt, n_new, temperatures, seed=0):
     if not isinstance(temperatures, (list, tuple)) or not 1 <= len(temperatures) <= MAX_ROWS:
         fail(f"temperatures should be a list of 1 to {MAX_ROWS} temperatures, one per continuation (e.g. [0.8]), "
              f"but got {shown(temperatures)}")
+    temperatures = [check_sampling(t, vocab_size=cfg.vocab_size)[0] for t in temperatures]   # floats
     for t in temperatures:
-        check_sampling(t, vocab_size=cfg.vocab_size)
         if t <= 0:
             fail(f"each temperature should be above 0 (samples_at draws at random; temperature 0, the greedy choice, "
                  f"is gpt.sample_text(model, tokenizer, prompt, n_new, temperature=0)), but got {shown(t)}")

@@ -110,8 +110,8 @@ def windows(ids, batch, context, generator):
     ids = check_ids(ids)
     batch, context = check_positive_int(batch, "batch"), check_positive_int(context, "context")
     if context >= len(ids):
-        fail(f"the text should be at least {context + 1} tokens long for context={context} (one window and its next token), "
-             f"but this one has {len(ids)}")
+        fail(f"the text should be at least {count(context + 1)} tokens long for context={count(context)} (one window and "
+             f"its next token), but this one has {len(ids)}")
     if not isinstance(generator, torch.Generator):
         fail(f"generator should be a seeded torch.Generator, but got {type(generator).__name__}")
     check_bytes(24 * batch * (context + 1), f"{count(batch)} windows of {count(context)} tokens", "use a smaller batch")

@@ -19,7 +19,7 @@ import functools
 import json
 import re
 
-from ..errors import check_ids_given, check_positive_int, check_text as check_string, fail, shown
+from ..errors import check_ids_given, check_positive_int, check_text as check_string, count, fail, shown
 
 BYTES = 256            # a byte-level BPE starts from every byte value, so any text can be written
 MAX_VOCAB = 65_536     # larger than any vocabulary worth training on one megabyte of text
@@ -45,7 +45,7 @@ def check_token_ids(ids, vocab_size):
         return []
     try:
         ids = torch.as_tensor(ids)
-    except (TypeError, ValueError, RuntimeError, OverflowError):
+    except Exception:   # noqa: BLE001 (a learner's entry may raise anything when read: its __index__, __len__)
         fail(f"expected token ids as a list or tensor of whole numbers (each from 0 to {vocab_size - 1}), "
              f"but got a {type(ids).__name__} that is not one")
     if ids.is_floating_point() or ids.is_complex() or ids.dtype == torch.bool or ids.dim() != 1 \
@@ -135,8 +135,8 @@ def check_vocab_size(vocab_size):
     vocab_size = check_positive_int(vocab_size, "vocab_size")
     if not BYTES <= vocab_size <= MAX_VOCAB:
         fail(f"vocab_size should be from {BYTES} (the bytes a byte-level BPE starts from) to {MAX_VOCAB:,}, "
-             f"but got {vocab_size:,}")
-    return int(vocab_size)
+             f"but got {count(vocab_size)}")
+    return vocab_size
 
 
 # The library's BPE training costs time in proportion to the square of each word's length in bytes
@@ -264,7 +264,7 @@ def shorter(bpe, vocab_size):
     tokens, pairs = _parts(bpe)
     if vocab_size > len(tokens):
         fail(f"vocab_size should be at most the {len(tokens):,} tokens this BPE was trained to (train a larger one), "
-             f"but got {vocab_size:,}")
+             f"but got {count(vocab_size)}")
     small = Tokenizer(models.BPE({t: i for i, t in enumerate(tokens[:vocab_size])}, pairs[:vocab_size - BYTES]))
     small.pre_tokenizer = pre_tokenizers.ByteLevel(add_prefix_space=False)
     small.decoder = decoders.ByteLevel()

@@ -16,7 +16,7 @@ import torch
 import torch.nn.functional as F
 from torch import nn
 
-from ..errors import check_bytes, count, check_number, check_positive_int, check_seed, fail, gib, shown, type_name
+from ..errors import check_bytes, count, check_number, check_positive_int, check_seed, fail, gib, next_seed, shown, type_name
 from ..model import Attention, eval_mode
 from ..training import check_lr, check_stop_after, put_back_on_error
 from .corpus import check_ids, windows
@@ -171,7 +171,7 @@ def run(model, train_ids, val_ids, steps, batch, context, lr, warmup, min_lr, we
                                    dict(params=vectors, weight_decay=0.0)], lr=lr, betas=BETAS)
     torch.manual_seed(seed)                                       # dropout's draws
     generator = torch.Generator().manual_seed(seed)               # the training windows
-    evaluate = dict(context=context, batches=eval_batches, batch=batch, seed=(seed + 1) % 2**64)   # apart from training
+    evaluate = dict(context=context, batches=eval_batches, batch=batch, seed=next_seed(seed))   # apart from training
 
     with fused_attention(model):  # torch's fused attention in the unwatched passes: the same sums, faster
         log, losses = [], []
@@ -284,22 +284,23 @@ def check_vocabulary(model, *texts):
     """The model's vocabulary (2 .. MAX_VOCAB tokens) holds every id of ``texts``."""
     V = model.cfg.vocab_size
     if not 2 <= V <= MAX_VOCAB:
-        fail(f"the model should have a vocabulary of 2 to {MAX_VOCAB:,} tokens, but this one has vocab_size={V:,}")
+        fail(f"the model should have a vocabulary of 2 to {MAX_VOCAB:,} tokens, but this one has vocab_size={count(V)}")
     for ids in texts:
         if int(ids.max()) >= V:
-            fail(f"the text's ids should lie in the model's vocabulary, 0..{V - 1}, but it holds id {int(ids.max())} "
-                 "(was it encoded with another tokenizer?)")
+            fail(f"the text's ids should lie in the model's vocabulary, 0..{count(V - 1)}, but it holds id "
+                 f"{int(ids.max())} (was it encoded with another tokenizer?)")
 
 
 def check_context(model, context, *lengths):
     """A context the model can take (at most its n_max) and each text can fill (shorter than it)."""
     context = check_positive_int(context, "context")
     if context > model.cfg.n_max:
-        fail(f"context should be at most the model's n_max={model.cfg.n_max} tokens, but got context={count(context)}")
+        fail(f"context should be at most the model's n_max={count(model.cfg.n_max)} tokens, "
+             f"but got context={count(context)}")
     for length in lengths:
         if context >= length:
-            fail(f"the text should be at least {context + 1} tokens long for context={context} (one window and its next token), "
-                 f"but got {length}")
+            fail(f"the text should be at least {count(context + 1)} tokens long for context={count(context)} (one window and "
+                 f"its next token), but got {count(length)}")
     return context
 
 

@@ -24,7 +24,7 @@ from torch import nn
 
 from .. import reference as ref
 from ..errors import as_array, check_bytes, check_choice, check_finite, check_index, check_number, check_positive_int, \
-    check_switch, count, fail, shown, to_numpy
+    check_switch, count, fail, is_bool, shape_of, shown, to_numpy
 from ..explorer import check_model_and_world
 from ..heads.compute import as_numpy
 from ..model import MAX_TOKENS, check_finite_weights, check_model, check_squares, check_stream, mlp_floats
@@ -111,7 +111,7 @@ class MLP(nn.Module):
         super().__init__()
         d_model, d_ff = check_positive_int(d_model, "d_model"), check_positive_int(d_ff, "d_ff")
         bias = check_switch(bias, "bias")
-        check_bytes(8 * d_model * d_ff, f"MLP({d_model:,}, {d_ff:,})", "ask for a smaller d_model or d_ff "
+        check_bytes(8 * d_model * d_ff, f"MLP({count(d_model)}, {count(d_ff)})", "ask for a smaller d_model or d_ff "
                     "(two d_model x d_ff float32 matrices)")
         self.W_1 = nn.Parameter(torch.empty(d_model, d_ff))     # expand: one column (key) per hidden unit
         self.W_2 = nn.Parameter(torch.empty(d_ff, d_model))     # contract: one row (value) per hidden unit
@@ -206,14 +206,14 @@ def layer_parameters(d, d_ff=None, bias=True, n_heads=1, n_kv_heads=None, ffn="g
     n_heads = check_positive_int(n_heads, "n_heads")
     n_kv_heads = n_heads if n_kv_heads is None else check_positive_int(n_kv_heads, "n_kv_heads")
     if d % n_heads or n_heads % n_kv_heads:
-        fail(f"expected n_heads dividing d and n_kv_heads dividing n_heads, but got d={d}, "
-             f"n_heads={n_heads}, n_kv_heads={n_kv_heads}")
+        fail(f"expected n_heads dividing d and n_kv_heads dividing n_heads, but got d={count(d)}, "
+             f"n_heads={count(n_heads)}, n_kv_heads={count(n_kv_heads)}")
     check_choice(ffn, "ffn", ("gelu", "swiglu"))
     check_choice(norm, "norm", ("layer", "rms"))
     experts = check_positive_int(experts, "experts")
     active = experts if active is None else check_positive_int(active, "active")
     if active > experts:
-        fail(f"active should be at most experts={experts} (the experts a token uses are among them), "
+        fail(f"active should be at most experts={count(experts)} (the experts a token uses are among them), "
              f"but got {count(active)}")
     if not d_ff and experts > 1:
         fail(f"experts should be 1 for an attention-only layer (d_ff=0: no MLP to split), but got {count(experts)}")
@@ -452,18 +452,31 @@ def unit_selectivity(collected, layer, unit, where, level=0.5):
     acts = collected["act"][layer]
     unit = check_index(unit, "unit", acts.shape[1])
     level = check_number(level, "level")
-    try:
-        where = np.asarray(where) if isinstance(where, (np.ndarray, list, tuple)) else np.asarray(None)
-    except (ValueError, TypeError, RecursionError):
-        where = np.asarray(None)
-    if where.dtype != bool or where.shape != (len(acts),):
-        fail(f"where should be {len(acts)} booleans, one per collected position, but got "
-             f"dtype {where.dtype} and shape {where.shape}")
+    where = check_where(where, len(acts))
     if where.all() or not where.any():
         fail("where should mark some positions but not all of them")
     column = acts[:, unit]
     return dict(n_in=int(where.sum()), mean_in=float(column[where].mean()), mean_out=float(column[~where].mean()),
                 share_in=float((column[where] > level).mean()), share_out=float((column[~where] > level).mean()))
+
+
+def check_where(where, n):
+    """``where`` as (n,) NumPy booleans, one per collected position: an array, a tensor or a list of True/False
+    (read by ``to_numpy``, which detaches a tensor and refuses what NumPy cannot read), else one sentence."""
+    listed = isinstance(where, (list, tuple)) and all(is_bool(v) for v in where)
+    if not (is_bool(where) or listed) or shape_of(where, "where") not in (None, (n,)):
+        fail(f"where should be {n} booleans, one per collected position, but got {described(where)}")
+    where = to_numpy(where, "where", bools=True)
+    if where.shape != (n,):
+        fail(f"where should be {n} booleans, one per collected position, but got {count(where.size)} of shape "
+             f"{where.shape}")
+    return where == 1
+
+
+def described(value):
+    """An array's or a tensor's dtype and shape, read without converting it; ``shown`` for anything else."""
+    shape = shape_of(value, "where")
+    return shown(value) if shape is None else f"dtype {value.dtype} and shape {shape}"
 
 
 def value_readout(model, layer, unit, top=3):

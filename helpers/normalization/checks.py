@@ -25,6 +25,8 @@ LN_CASES = (
     ([[1.0, 2.0, 3.0, 4.0], [10.0, -10.0, 5.0, 0.0]], [1.0, 0.5, 2.0, 1.0], [0.0, 1.0, 0.0, -1.0],
      "a 2 × 4 matrix (each row on its own)"),
     ([0.500, 0.501, 0.499, 0.502], None, None, "a row with a tiny spread (variance about 10⁻⁶, where ε matters)"),
+    ([[[1.0, 2.0, 4.0], [0.5, -0.5, 0.0]], [[3.0, 3.5, 2.0], [-2.0, 1.0, 7.0]]], [1.5, 1.0, 0.5], [0.0, -1.0, 1.0],
+     "a batch of two 2 × 3 matrices, shape (2, 2, 3) (each row on its own)"),
 )
 
 
@@ -77,9 +79,18 @@ def trace_points(trace, names):
     return points
 
 
-@exercise("a LayerNorm function", answer=Function("a function of x, gamma and beta", own=(
-    "helpers.reference.layer_norm", "helpers.normalization.compute.layer_norm_steps",
-    "helpers.normalization.compute.layer_norm_by_hand", "helpers.normalization.compute.LayerNorm")))
+# Every LayerNorm the learner could hand the work to: the course's own (helpers.model's norm layers are torch's
+# nn.LayerNorm and nn.RMSNorm), torch's, and the norms that give it on a centred row (an RMSNorm of x - mean is a
+# LayerNorm) or give its divisor √(variance + ε) (patching.final_norm_scale). Each check names its own piece first.
+COURSES_LAYER_NORMS = (
+    "helpers.reference.layer_norm", "helpers.normalization.compute.LayerNorm",
+    "helpers.normalization.compute.layer_norm_steps", "helpers.normalization.compute.layer_norm_by_hand",
+    "helpers.normalization.compute.rms_norm", "helpers.patching.final_norm_scale",
+    "torch.nn.modules.normalization.LayerNorm", "torch.nn.modules.normalization.RMSNorm",
+    "torch.nn.functional.layer_norm", "torch.nn.functional.rms_norm")
+
+
+@exercise("a LayerNorm function", answer=Function("a function of x, gamma and beta", own=COURSES_LAYER_NORMS))
 def layer_norm_function(answer):
     """``answer`` is a function layer_norm(x, gamma, beta) normalising the last axis of x."""
     for x, gamma, beta, what in LN_CASES:
@@ -255,8 +266,7 @@ def module_problems(run, cases, variants, name, what_it_does, error=str):
 
 
 @exercise("your LayerNorm module", answer=Module("an nn.Module class LayerNorm(d, eps=1e-5)",
-          own=("helpers.normalization.compute.LayerNorm", "helpers.reference.layer_norm",
-               "helpers.normalization.compute.layer_norm_steps", "helpers.normalization.compute.layer_norm_by_hand")), keeps="08")
+          own=("helpers.normalization.compute.LayerNorm", *COURSES_LAYER_NORMS)), keeps="08")
 def layer_norm_module(run, cat):
     """``run``: the learner's class LayerNorm as a ``run(args, state, *inputs)``. It must equal
     the cat model's four LayerNorms (their state_dicts loaded by name: weight, bias) on the

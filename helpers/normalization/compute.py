@@ -319,7 +319,7 @@ def unigram_loss(targets):
         targets = np.ascontiguousarray(targets)   # (a read-only view: torch would warn)
     try:
         targets = torch.as_tensor(targets)
-    except (TypeError, ValueError, RuntimeError, OverflowError):
+    except Exception:   # noqa: BLE001 (a learner's entry may raise anything when read: its __index__, __len__)
         fail(f"targets should be a (B, T) table of token ids (whole numbers), but got {shown(targets)}")
     check_tensor(targets, "targets")
     check_target_count(targets.numel(), tuple(targets.shape))   # an expanded tensor too
@@ -395,10 +395,17 @@ def stack_config(norm, n_layers):
     "none" means no LayerNorm anywhere.
     """
     check_choice(norm, "norm", PLACEMENTS)
-    n_layers = check_positive_int(n_layers, "n_layers")
-    if n_layers > MAX_STACK_LAYERS:
-        fail(f"n_layers should be at most {MAX_STACK_LAYERS} (this course's limit for the deep stack), but got {count(n_layers)}")
+    n_layers = check_stack_depth(n_layers)
     return Config(n_layers=n_layers, norm=norm, final_norm=(norm == "pre"), **STACK)
+
+
+def check_stack_depth(n_layers, name="n_layers"):
+    """A depth of the deep stack: a whole number from 1 to MAX_STACK_LAYERS; return it as an int, else one sentence."""
+    n_layers = check_positive_int(n_layers, name)
+    if n_layers > MAX_STACK_LAYERS:
+        fail(f"{name} should be at most {MAX_STACK_LAYERS} (this course's limit for the deep stack), "
+             f"but got {count(n_layers)}")
+    return n_layers
 
 
 def check_batch(batch, vocab_size=STACK["vocab_size"]):
@@ -649,12 +656,12 @@ def check_values(values, name):
 
 def check_curves(curves):
     """The dict of ``build_curves`` / ``load_curves``, else one sentence: depths (whole numbers >= 1),
-    lrs (numbers > 0), placements (of PLACEMENTS), steps (a whole number >= 1) and runs (a dict; a run
-    is checked where it is read, ``curves_run``). Return curves."""
+    lrs (numbers > 0), placements (of PLACEMENTS), steps (a whole number >= 1: each run read, ``curves_run``,
+    holds that many numbers) and runs (a dict). Return curves."""
     if not isinstance(curves, dict) or not {"depths", "lrs", "placements", "steps", "runs"} <= set(curves):
         fail(f"curves should be the dict of nz.load_curves() (depths, lrs, placements, steps, runs), but got {shown(curves)}")
     for n_layers in check_values(curves["depths"], "curves' depths"):
-        check_positive_int(n_layers, "each of curves' depths")
+        check_stack_depth(n_layers, "each of curves' depths")
     for lr in check_values(curves["lrs"], "curves' lrs"):
         check_number(lr, "each of curves' lrs", low=0, low_open=True)
     for norm in check_values(curves["placements"], "curves' placements"):
@@ -666,10 +673,10 @@ def check_curves(curves):
     return curves
 
 
-def curves_run(curves, key, names=("loss",), full=False):
+def curves_run(curves, key, names=("loss",), full=True):
     """Run ``key`` of ``curves`` (already checked): a dict holding ``names``, each of its entries a non-empty
-    1-D list of numbers (NaN, a diverged step, counts), of curves' steps numbers if ``full``; return it,
-    else one sentence."""
+    1-D list of numbers (NaN, a diverged step, counts), of curves' steps numbers if ``full`` (False: a run may
+    stop early); return its entries as (S,) float arrays (``check_loss``: a tensor is detached), else one sentence."""
     runs = curves["runs"]
     if key not in runs:
         fail(f"curves' runs should hold a run for each depth, learning rate and placement, but "
@@ -677,15 +684,15 @@ def curves_run(curves, key, names=("loss",), full=False):
     run = runs[key]
     if not isinstance(run, dict) or not all(name in run for name in names):
         fail(f"curves' run {key} should be a dict with {' and '.join(names)}, but got {shown(run)}")
-    for name, values in run.items():
-        values = check_loss(values, f"curves' run {key}'s {name}")
+    read = {name: check_loss(values, f"curves' run {key}'s {name}") for name, values in run.items()}
+    for name, values in read.items():
         if full and len(values) != curves["steps"]:
-            fail(f"curves' run {key}'s {name} should hold curves' steps={curves['steps']:,} numbers, "
+            fail(f"curves' run {key}'s {name} should hold curves' steps={count(curves['steps'])} numbers, "
                  f"but holds {len(values):,}")
-    return run
+    return read
 
 
-def check_runs(curves, placements=None, names=("loss",), full=False):
+def check_runs(curves, placements=None, names=("loss",), full=True):
     """``check_curves``, then a run for each of ``placements`` (None: the curves' own) at each depth and
     learning rate, and every run of curves read by ``curves_run``; return curves, else one sentence."""
     check_curves(curves)
@@ -699,10 +706,10 @@ def check_runs(curves, placements=None, names=("loss",), full=False):
 
 
 def run_key(norm, n_layers, lr):
-    """The JSON key of one run, e.g. 'pre/8/0.03': norm one of PLACEMENTS, n_layers a whole number >= 1,
-    lr a number > 0 (else one sentence)."""
+    """The JSON key of one run, e.g. 'pre/8/0.03': norm one of PLACEMENTS, n_layers a whole number from 1 to
+    MAX_STACK_LAYERS (``check_stack_depth``), lr a number > 0 (else one sentence)."""
     check_choice(norm, "norm", PLACEMENTS)
-    n_layers, lr = check_positive_int(n_layers, "n_layers"), check_number(lr, "lr", low=0, low_open=True)
+    n_layers, lr = check_stack_depth(n_layers), check_number(lr, "lr", low=0, low_open=True)
     return f"{norm}/{n_layers}/{lr:g}"
 
 
@@ -753,7 +760,7 @@ def get_run(curves, norm, n_layers, lr):
     if key not in curves["runs"]:
         fail(f"the run should be one of the curves' (depths {curves['depths']}, learning rates "
              f"{curves['lrs']}, placements {curves['placements']}), but got {key}")
-    return {name: np.array(values) for name, values in curves_run(curves, key).items()}
+    return curves_run(curves, key)
 
 
 # ------------------------------------------------------------------ figures
@@ -775,21 +782,21 @@ def plot_steps(x, steps, printed=None, labels=None):
         fail(f"x should hold 1 to {MAX_STEP_BARS} numbers (a bar each, labelled), but holds {count(d)}")
     if not isinstance(steps, dict) or not {"mean", "std", "z", "out"} <= set(steps):
         fail(f"steps should be the dict of nz.layer_norm_steps(x) (mean, std, z, out), but got {shown(steps)}")
-    check_number(steps["mean"], "steps['mean']")
-    check_number(steps["std"], "steps['std']", low=0)
-    for name in ("z", "out"):
-        if len(as_array(steps[name], f"steps['{name}']", 1)) != d:
+    mean, std = check_number(steps["mean"], "steps['mean']"), check_number(steps["std"], "steps['std']", low=0)
+    z, out = (as_array(steps[name], f"steps['{name}']", 1) for name in ("z", "out"))   # read as NumPy arrays
+    for name, values in (("z", z), ("out", out)):
+        if len(values) != d:
             fail(f"steps should be nz.layer_norm_steps(x) for this x of d={d} numbers, but its {name} has "
-                 f"{len(steps[name])}")
-    if printed is not None and len(as_array(printed, "printed", 1)) != d:
+                 f"{len(values)}")
+    printed = None if printed is None else as_array(printed, "printed", 1)
+    if printed is not None and len(printed) != d:
         fail(f"printed should be None or d={d} numbers like x, but has {len(printed)}")
     if labels is not None and (not isinstance(labels, (list, tuple)) or len(labels) != d
                                or not all(isinstance(label, str) for label in labels)):
         fail(f"labels should be None or a list of d={d} texts like x, but got {shown(labels)}")
     labels = labels or [f"x{i}" for i in range(len(x))]
     fig, axes = plt.subplots(1, 3, figsize=(10, 2.8), sharex=True)
-    panels = [(x, f"input: mean {steps['mean']:.3f}, std {steps['std']:.3f}"),
-              (steps["z"], "z = (x − mean) / std"), (steps["out"], "γ·z + β")]
+    panels = [(x, f"input: mean {mean:.3f}, std {std:.3f}"), (z, "z = (x − mean) / std"), (out, "γ·z + β")]
     for ax, (values, title) in zip(axes, panels):
         ax.bar(range(len(values)), values, color=["#d1495b" if v < 0 else "#30638e" for v in values])
         ax.axhline(0, color="black", lw=0.6)
@@ -844,6 +851,7 @@ def plot_init(results):
     layer's gradient norm. results: {placement: ``layer_gradients`` dict}."""
     if not isinstance(results, dict) or not results:
         fail(f"results should be a dict {{placement: nz.layer_gradients(placement, ...)}}, but got {shown(results)}")
+    read = {}   # {placement: {h_norm, grads}} as NumPy arrays (errors.to_numpy: a tensor is detached)
     for norm, r in results.items():
         check_choice(norm, "each key of results", PLACEMENTS)
         if not isinstance(r, dict) or not {"h_norm", "grads"} <= set(r):
@@ -854,9 +862,9 @@ def plot_init(results):
             if not 1 <= len(values) <= MAX_STACK_LAYERS + 1:
                 fail(f"results[{norm!r}]['{name}'] should hold 1 to {MAX_STACK_LAYERS + 1} numbers, one per layer "
                      f"(nz.layer_gradients), but holds {count(len(values))}")
-            check_finite(values, f"results[{norm!r}]['{name}']")
+            read.setdefault(norm, {})[name] = check_finite(values, f"results[{norm!r}]['{name}']")
     fig, (ax_h, ax_g) = plt.subplots(1, 2, figsize=(10, 3.2))
-    for norm, r in results.items():
+    for norm, r in read.items():
         ax_h.plot(range(len(r["h_norm"])), r["h_norm"], marker="o", ms=3, color=COLOURS[norm], label=LABELS[norm])
         ax_g.plot(range(len(r["grads"])), r["grads"], marker="o", ms=3, color=COLOURS[norm], label=LABELS[norm])
     ax_h.set(yscale="log", xlabel="residual stream entering layer (last point: after the last layer)",
@@ -872,7 +880,7 @@ def plot_init(results):
 def final_losses(curves):
     """{lr: {placement: (len(depths),) final losses}} over the shipped grid (every run of it checked first)."""
     check_runs(curves)
-    return {lr: {norm: np.array([curves["runs"][run_key(norm, n, lr)]["loss"][-1]
+    return {lr: {norm: np.array([curves_run(curves, run_key(norm, n, lr))["loss"][-1]
                                  for n in curves["depths"]]) for norm in curves["placements"]}
             for lr in curves["lrs"]}
 
@@ -894,10 +902,7 @@ def check_loss(loss, name="loss"):
     """A run's losses (or another of its per-step records, called ``name``: a gradient norm): a non-empty
     1-D list or array of numbers >= 0 (a cross-entropy or a norm is never negative; NaN and inf, a diverged
     step, count); return it as a (S,) float array."""
-    values = as_array(loss, name, 1)
-    if np.asarray(loss).dtype.kind == "b":
-        fail(f"{name} should hold numbers, but got True/False values {shown(loss)}")
-    loss = values
+    loss = as_array(loss, name, 1)   # to_numpy: a tensor is detached, True/False refused
     if not len(loss):
         fail(f"{name} should hold at least one step's value, but it is empty")
     below = np.flatnonzero(loss < 0)   # NaN is not below 0; -inf is
@@ -1044,14 +1049,14 @@ def stack_view(curves, n_layers=8, lr=3e-2):
     if not any(np.isclose(lr, x) for x in curves["lrs"]):
         fail(f"lr should be one of the trained learning rates {curves['lrs']}, but got {lr:g}")
     lr = min(curves["lrs"], key=lambda x: abs(x - lr))
-    runs = {norm: get_run(curves, norm, n_layers, lr) for norm in PLACEMENTS}
+    runs = {norm: curves_run(curves, run_key(norm, n_layers, lr), ("loss", "grad_first")) for norm in PLACEMENTS}
     final = {norm: float(run["loss"][-1]) for norm, run in runs.items()}
     unigram, best = reference_losses()
     text = f"{n_layers} layers, lr {lr:g}, final loss: " + ", ".join(
         f"{LABELS[norm]} {final_text(runs[norm]['loss'], norm, n_layers, unigram, best)}" for norm in PLACEMENTS)
     if any(chaotic(norm, n_layers) for norm in PLACEMENTS):
         text += " (* a chaotic run: a re-run ends at another loss, with the same outcome)"
-    return {"steps": np.arange(1, curves["steps"] + 1),
+    return {"steps": np.arange(1, curves["steps"] + 1),   # as many as each run's numbers (curves_run)
             "loss": {norm: run["loss"] for norm, run in runs.items()},
             "grad_first": {norm: run["grad_first"] for norm, run in runs.items()},
             "final": final, "text": text}
@@ -1118,7 +1123,7 @@ def plot_grid(curves, unigram=None, best=None):
         strip.set(yticks=[], ylim=(-1, 1))
         strip.set_facecolor("#f2f2f2")
     grid[0, 0].set_ylabel("NaN", rotation=0, ha="right", va="center")
-    grid[1, 0].set_ylabel(f"loss after {curves['steps']} steps")
+    grid[1, 0].set_ylabel(f"loss after {count(curves['steps'])} steps")
     handles = {h_label: h for ax in [*grid[1], *grid[0]] for h, h_label in zip(*ax.get_legend_handles_labels())}
     fig.legend(handles.values(), handles.keys(), fontsize=8, loc="upper center", ncol=3,
                bbox_to_anchor=(0.5, 1.16), frameon=False)

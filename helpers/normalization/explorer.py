@@ -8,15 +8,15 @@ import numpy as np
 
 from ..explorer import Blitter, check_control, new_figure, show, start_at
 from ..errors import fail, shown
-from .compute import COLOURS, LABELS, PLACEMENTS, check_runs, reference_losses, stack_view
+from .compute import COLOURS, LABELS, PLACEMENTS, check_runs, curves_run, reference_losses, stack_view
 
 FLOOR = 1e-15  # gradient norms below this are drawn at it (a log axis has no 0)
 LOSS_TOP = 1e4  # losses above this run off the top of the loss panel
 
 
 def limits(curves, name):
-    """(low, high) of one curve kind over the whole grid, for fixed log axes."""
-    values = np.concatenate([np.asarray(run[name], dtype=float) for run in curves["runs"].values()])
+    """(low, high) of one curve kind over the whole grid (checked: ``check_explorer_curves``), for fixed log axes."""
+    values = np.concatenate([curves_run(curves, key, (name,))[name] for key in curves["runs"]])
     values = np.maximum(values[np.isfinite(values)], FLOOR)
     if not values.size:
         fail(f"curves' runs should hold at least one finite {name} to scale the axis by, but every one is NaN or inf")

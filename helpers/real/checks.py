@@ -55,6 +55,17 @@ def counted_in_block(cfg):
     return sum(p.numel() for p in Block(cfg, seed=None).parameters())   # (counted, not run: no weights drawn)
 
 
+# The course's code that counts a layer, or a part of one, or builds one to count (the check's own measure): the
+# exercise asks for a count from the Config's sizes alone. (A Config made in the function counts its floats with
+# attention_floats and mlp_floats, so it is refused too: the function is given the one it needs.)
+LAYER_OWN = ("helpers.real.compute.parameter_formula", "helpers.mlp.compute.layer_parameters",
+             "helpers.mlp.compute.block_counts", "helpers.real.compute.parameters_counted",
+             "helpers.model.attention_floats", "helpers.model.mlp_floats", "helpers.heads.compute.attention_parameters",
+             "helpers.model.Block", "helpers.model.Transformer", "helpers.model.Attention", "helpers.model.MLP",
+             "helpers.model.norm_layer", "helpers.normalization.compute.Block", "helpers.normalization.compute.LayerNorm",
+             "helpers.heads.compute.MultiHeadAttention", "helpers.mlp.compute.MLP")
+
+
 def layer_slips(cfg, right):
     """[(the count a known slip gives on cfg's layer, its hint)]. Where two slips give the same count
     on this layer (a GPT-2 layer's attention biases, 4d, are as many as its two LayerNorms), the
@@ -127,9 +138,7 @@ def count_problem(value, right, name):
 
 
 @exercise("the parameters of one layer of any course model",
-          answer=Function("a function layer_parameters(cfg)", own=(
-              "helpers.real.compute.parameter_formula", "helpers.mlp.compute.layer_parameters",
-              "helpers.mlp.compute.block_counts", "helpers.real.compute.parameters_counted")))
+          answer=Function("a function layer_parameters(cfg)", own=LAYER_OWN))
 def layer_parameters(answer, cfg):
     """answer(cfg) -> the parameters of one layer of a model configured by cfg (a helpers.model.Config),
     for seven Configs that each add one choice (no MLP, no norms, no biases, shared key/value heads,
@@ -163,6 +172,18 @@ def layer_parameters(answer, cfg):
         return
 
 
+# The course's code that scores heads, or stacks every layer's attention weights (the exercise's first step: the
+# model's trace=True pass is the learner's building block), or gives the scores among other figures.
+SCAN_OWN = ("helpers.real.compute.head_scores", "helpers.heads.compute.previous_token_score",
+            "helpers.heads.compute.induction_score", "helpers.heads.compute.head_scores",
+            "helpers.real.compute.all_weights", "helpers.real.compute.induction_view", "helpers.real.compute.prompt_view",
+            "helpers.real.circuit.head_statistics", "helpers.real.circuit.induction_scores",
+            "helpers.heads.compute.layer_weights", "helpers.heads.compute.ids_attention",
+            "helpers.heads.compute.prompt_attention", "helpers.heads.compute.attention_profile",
+            "helpers.heads.compute.repeat_score", "helpers.heads.compute.induction_figures",
+            "helpers.ablation.compute.induction_attention")
+
+
 def scan_slips(w, length, right_previous, right_induction):
     """[(previous or induction table a known slip gives, its hint)] on weights w (layers, heads, T, T)."""
     def diagonal(back, first, last=None):   # queries first+back .. last+back, each looking `back` places back
@@ -193,9 +214,7 @@ def scan_slips(w, length, right_previous, right_induction):
 
 
 @exercise("a scan of every head's previous-token and induction scores",
-          answer=Function("a function head_scan(model, ids, length)", own=(
-              "helpers.real.compute.head_scores", "helpers.heads.compute.previous_token_score",
-              "helpers.heads.compute.induction_score", "helpers.heads.compute.head_scores")))
+          answer=Function("a function head_scan(model, ids, length)", own=SCAN_OWN))
 def head_scan(answer, model, ids, length):
     """answer(model, ids, length) -> (previous, induction), each (layers, heads): chapter 05's two
     scores of every head on ids = <start> a_1..a_L a_1..a_L; run on ``ids`` and on random tokens
@@ -285,7 +304,8 @@ def whole_bytes(got, name):
 
 @exercise("the KV cache's growth per token, measured", answer=Function("a function kv_growth(model, ids)", own=(
     "helpers.real.checks.measured_growth", "helpers.sampling.compute.kv_cache_bytes",
-    "helpers.real.compute.kv_bytes_per_token", "helpers.sampling.compute.cache_bytes", "helpers.real.checks.cache_bytes")))
+    "helpers.real.compute.kv_bytes_per_token", "helpers.sampling.compute.cache_bytes", "helpers.real.checks.cache_bytes",
+    "helpers.real.compute.memory_mb", "helpers.sampling.compute.prefilled", "helpers.sampling.compute.prompt_state")))
 def kv_growth(answer, model, ids):
     """answer(model, ids) -> the bytes a KVCache filled with ``ids`` (T,) grows by when one more token
     is fed; run on SmolLM2 with ``ids`` and on a small model whose 4 query heads share 2 key/value
@@ -486,11 +506,19 @@ ABLATION_SLIPS = [
 ]
 
 
+# The course's code that keeps the heads' outputs, averages them, ablates with the means or measures the copy's
+# loss: the model's replace switch and F.cross_entropy are the exercise's building blocks.
+COPY_LOSS_OWN = ("helpers.real.checks.ablation_variants", "helpers.real.checks.slip_losses",
+                 "helpers.real.circuit.copy_loss", "helpers.real.circuit.mean_ablation",
+                 "helpers.patching.mean_head_outputs", "helpers.patching.ablation_replace",
+                 "helpers.real.circuit.copy_effects", "helpers.real.circuit.capture", "helpers.real.circuit.head_statistics",
+                 "helpers.patching.capture", "helpers.patching.head_outputs", "helpers.heads.compute.loss_by_position",
+                 "helpers.heads.compute.copy_losses", "helpers.ablation.compute.induction_reference",
+                 "helpers.ablation.compute.induction_ablation", "helpers.ablation.compute.copy_log_prob")
+
+
 @exercise("a task-matched mean ablation on SmolLM2",
-          answer=Function("a function ablated_copy_loss(model, seqs, heads_off)", own=(
-              "helpers.real.checks.ablation_variants", "helpers.real.checks.slip_losses",
-              "helpers.real.circuit.copy_loss", "helpers.real.circuit.mean_ablation", "helpers.patching.mean_head_outputs",
-              "helpers.patching.ablation_replace", "helpers.real.circuit.copy_effects")))
+          answer=Function("a function ablated_copy_loss(model, seqs, heads_off)", own=COPY_LOSS_OWN))
 def ablated_copy_loss(answer, model, seqs, heads_off):
     """answer(model, seqs, heads_off) -> the mean second-copy loss (nats) with each head of heads_off
     replaced, position by position, by its mean output over seqs (repeated sequences (N, 2L+1))."""

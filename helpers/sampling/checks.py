@@ -220,7 +220,8 @@ def measured_cache_bytes(cfg, T, bytes_per_number):
 
 @exercise("your kv_cache_bytes(cfg, T, bytes_per_number)",
           answer=Function("a function kv_cache_bytes(cfg, T, bytes_per_number)",
-                          own=("helpers.sampling.compute.kv_cache_bytes", "helpers.real.compute.kv_bytes_per_token")))
+                          own=("helpers.sampling.compute.kv_cache_bytes", "helpers.real.compute.kv_bytes_per_token",
+                               "helpers.sampling.compute.cache_bytes")))   # (cache_bytes: the check's own measure)
 def kv_cache_bytes_function(answer):
     """``answer`` is a function kv_cache_bytes(cfg, T, bytes_per_number) -> int: the bytes a KV cache holds after
     T tokens (every layer's K and V, for cfg.kv_heads heads of cfg.d_k numbers). On the small models the
@@ -778,6 +779,19 @@ def top_p_cases_ahead(fn, models, failed):
     return ahead
 
 
+# The course's pieces of a generation loop besides sampling.generate itself: the distribution a step draws from
+# (Exercise 1's next_distribution, with its parts: temperature, top-k, top-p), the draw, and every other function
+# that runs the whole loop (a sampler of several sequences, the real model's, chapter 12's, chapter 03's).
+COURSES_SAMPLING = tuple(f"helpers.{name}" for name in (
+    "sampling.compute.next_distribution", "sampling.compute._distribution", "sampling.compute.with_temperature",
+    "sampling.compute._tempered", "sampling.compute.top_k_filter", "sampling.compute._top_k",
+    "sampling.compute.top_p_filter", "sampling.compute._top_p", "sampling.compute.nucleus",
+    "sampling.compute._nucleus", "sampling.compute.draw", "sampling.compute.samples",
+    "sampling.compute.continuations", "sampling.compute.drawn_rows", "sampling.compute.slide",
+    "real.compute.continuations", "gpt.compute.sample_text", "gpt.compute.samples_at",
+    "masking.compute.sample_sentences"))
+
+
 def shipped_model(model, name, world):
     """The check's own ``name`` model: a course Transformer over ``world``'s vocabulary, else one sentence."""
     from ..model import Transformer
@@ -789,9 +803,8 @@ def shipped_model(model, name, world):
 
 @exercise("your generate(model, ids, n_new, temperature, top_k, top_p, seed, cache)",
           answer=Function("a function generate(model, ids, n_new, temperature=1.0, top_k=None, top_p=None, "
-                          "seed=0, cache=True)", own=("helpers.sampling.compute.generate",
-                                                      "helpers.real.compute.continuations",
-                                                      "helpers.gpt.compute.sample_text")), keeps="09")
+                          "seed=0, cache=True)", own=("helpers.sampling.compute.generate", *COURSES_SAMPLING)),
+          keeps="09")
 def generate_loop(fn, cat, dragon):
     """``fn`` extends ids (T,) by n_new tokens as ``sampling.generate`` does, token for token,
     on the shipped cat and dragon models (LOOP_CASES), and feeds the model as its cache setting

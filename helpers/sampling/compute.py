@@ -36,22 +36,26 @@ SWITCHES = ("causal", "attention", "ablate_heads", "positions", "replace", "scal
 
 def check_sampling(temperature=1.0, top_k=None, top_p=None, vocab_size=None):
     """Raise a one-sentence error for a temperature < 0 (or NaN, inf, a bool), top_k < 1 or above
-    the vocabulary, or top_p outside (0, 1]. Temperature 0 is allowed: it means greedy."""
+    the vocabulary, or top_p outside (0, 1]. Temperature 0 is allowed: it means greedy.
+    Returns (temperature, top_k, top_p) as checked: a float, an int or None, a float or None."""
     try:   # errors.check_number reads a number of the learner's own class safely; the sentence is this one
-        check_number(temperature, "temperature", low=0)
+        temperature = check_number(temperature, "temperature", low=0)
     except CourseInputError as error:
         if "cannot be read" in str(error):   # a number of the learner's own class whose __float__ raises
             raise
         fail(f"temperature should be a finite number >= 0 (0 means greedy), but got {shown(temperature)}")
-    if top_k is not None and check_positive_int(top_k, "top_k") > (vocab_size or math.inf):
-        fail(f"top_k should be at most the vocabulary size {vocab_size}, but got {shown(top_k)}")
+    if top_k is not None:
+        top_k = check_positive_int(top_k, "top_k")
+        if top_k > (vocab_size or math.inf):
+            fail(f"top_k should be at most the vocabulary size {vocab_size}, but got {count(top_k)}")
     if top_p is not None:
         try:
-            check_number(top_p, "top_p", low=0, low_open=True, high=1)
+            top_p = check_number(top_p, "top_p", low=0, low_open=True, high=1)
         except CourseInputError as error:
             if "cannot be read" in str(error):
                 raise
             fail(f"top_p should lie in (0, 1], but got {shown(top_p)}")
+    return temperature, top_k, top_p
 
 
 def check_p(p):
@@ -103,7 +107,7 @@ def check_logits(logits, name="logits"):
 
 def with_temperature(logits, temperature):
     """softmax(logits / temperature); temperature 0 puts all mass on the argmax."""
-    check_sampling(temperature)
+    temperature, _, _ = check_sampling(temperature)
     return _tempered(check_logits(logits), temperature)
 
 
@@ -125,7 +129,7 @@ def top_k_filter(probs, k):
     probs = check_probs(probs)
     if k is None:
         fail("k should be a whole number >= 1, but got None")
-    check_sampling(top_k=k, vocab_size=len(probs))
+    _, k, _ = check_sampling(top_k=k, vocab_size=len(probs))
     return _top_k(probs, k)
 
 
@@ -166,7 +170,7 @@ def _top_p(probs, p):
 def next_distribution(logits, temperature=1.0, top_k=None, top_p=None):
     """The distribution a sampler draws from: temperature, then top-k, then top-p. (V,) -> (V,)."""
     logits = check_logits(logits)
-    check_sampling(temperature, top_k, top_p, vocab_size=len(logits))
+    temperature, top_k, top_p = check_sampling(temperature, top_k, top_p, vocab_size=len(logits))
     return _distribution(logits, temperature, top_k, top_p)
 
 
@@ -212,7 +216,7 @@ def generate(model, ids, n_new, temperature=1.0, top_k=None, top_p=None, seed=0,
     if cache and not switches.get("attention", True):
         fail("a KV cache holds the keys and values attention computes, and attention=False computes none, "
              "so expected cache=False with attention=False, but got cache=True")
-    check_sampling(temperature, top_k, top_p, vocab_size=model.cfg.vocab_size)
+    temperature, top_k, top_p = check_sampling(temperature, top_k, top_p, vocab_size=model.cfg.vocab_size)
     n_new = check_length(model, ids, n_new, cache)
     check_stop_id(model, stop_id)
     g = torch.Generator().manual_seed(check_seed(seed))     # seeded once, before the loop
@@ -342,7 +346,7 @@ def macs_by_part(cfg, n_new, n_seen=0):
     n_seen = check_positive_int(n_seen, "n_seen", minimum=0)
     if n_new + n_seen > MAX_COUNTED_TOKENS:
         fail(f"n_new + n_seen should be at most {MAX_COUNTED_TOKENS:,} tokens (a count of a pass, not a corpus), "
-             f"but got {n_new + n_seen:,}")
+             f"but got {count(n_new + n_seen)}")
     d, L, T_k = cfg.d_model, cfg.n_layers, n_seen + n_new
     d_kv = cfg.kv_heads * cfg.d_k
     matrices = 3 if cfg.activation == "swiglu" else 2
@@ -378,6 +382,9 @@ def generation_macs(cfg, prompt_len, new_tokens, use_cache):
     use_cache = check_switch(use_cache, "use_cache")
     if new_tokens > MAX_SAMPLES * 100:
         fail(f"new_tokens should be at most {MAX_SAMPLES * 100:,} (one term a step), but got {count(new_tokens)}")
+    if prompt_len + new_tokens - 1 > MAX_COUNTED_TOKENS:   # the last pass's tokens (the last one drawn is never fed)
+        fail(f"prompt_len + new_tokens - 1 should be at most {MAX_COUNTED_TOKENS:,} tokens (a count of a pass, not "
+             f"a corpus), but got {count(prompt_len + new_tokens - 1)}")
     if not use_cache:
         return sum(forward_macs(cfg, prompt_len + s) for s in range(new_tokens))
     return forward_macs(cfg, prompt_len) + sum(
@@ -450,10 +457,9 @@ def kv_cache_bytes(n_layers, T, n_heads, d_k, bytes_per_element):
 
     n_heads is the number of K/V heads: with grouped-query attention (``shared_kv_attention``)
     that is n_kv_heads, fewer than the query heads."""
-    for name, value in (("n_layers", n_layers), ("T", T), ("n_heads", n_heads), ("d_k", d_k),
-                        ("bytes_per_element", bytes_per_element)):
-        check_positive_int(value, name)
-    return 2 * n_layers * T * n_heads * d_k * bytes_per_element
+    sizes = [check_positive_int(value, name) for name, value in (
+        ("n_layers", n_layers), ("T", T), ("n_heads", n_heads), ("d_k", d_k), ("bytes_per_element", bytes_per_element))]
+    return 2 * math.prod(sizes)   # Python ints: a NumPy int32 would wrap
 
 
 def cache_bytes(cache):
@@ -730,7 +736,7 @@ def continuations(model, state, n, length, temperature=1.0, top_k=None, top_p=No
     and the cache the rows will grow against MAX_CONTINUATION_BYTES, before anything is drawn."""
     check_state(model, state)
     n, length = check_continuations(model, n, length, len(state["ids"]))
-    check_sampling(temperature, top_k, top_p, vocab_size=model.cfg.vocab_size)
+    temperature, top_k, top_p = check_sampling(temperature, top_k, top_p, vocab_size=model.cfg.vocab_size)
     seed = check_seed(seed)
     if n:
         check_seed(seed + n - 1, "seed + n - 1 (the last continuation's seed)")
@@ -813,7 +819,7 @@ def samples(model, ids, n_new, n, temperature=1.0, top_k=None, top_p=None, seed=
     ``generate(model, ids, n_new, ..., seed=seed + i, stop_id=stop_id)`` writes (each row has its
     own generator), but the n rows go through the model side by side, one batch a step."""
     ids = check_prompt(model, ids, "samples")
-    check_sampling(temperature, top_k, top_p, vocab_size=model.cfg.vocab_size)
+    temperature, top_k, top_p = check_sampling(temperature, top_k, top_p, vocab_size=model.cfg.vocab_size)
     n, n_new = check_positive_int(n, "n"), check_length(model, ids, n_new)
     if n > MAX_SAMPLES:
         fail(f"n should be at most {MAX_SAMPLES:,} samples (they run side by side), but got {shown(n)}")
@@ -856,7 +862,7 @@ def slide(model, world, prompt=None, temperature=1.0, top_k=None, top_p=None,
 
     if not isinstance(model, Transformer):
         fail(f"expected a helpers.model.Transformer, but got {shown(model)}")
-    check_sampling(temperature, top_k, top_p, vocab_size=model.cfg.vocab_size)
+    temperature, top_k, top_p = check_sampling(temperature, top_k, top_p, vocab_size=model.cfg.vocab_size)
     seed = check_seed(seed)
     check_continuations(model, n_continuations, length, 0)   # the prompt's length: below, with it
     tokenizer = model_tokenizer(model, world)
@@ -884,14 +890,14 @@ def slider_settings(temperature, top_k, top_p, vocab_size):
     """Slider values -> the sampler's (temperature, top_k, top_p): top-k at the vocabulary
     size and top-p at 1 mean "off" (None), which is what those values do anyway."""
     vocab_size = check_positive_int(vocab_size, "vocab_size")
-    check_sampling(temperature, top_k, top_p)   # None (off) is taken for top_k and top_p too
+    temperature, top_k, top_p = check_sampling(temperature, top_k, top_p)   # None (off) is taken for top_k and top_p
     return (temperature, None if top_k is None or top_k >= vocab_size else top_k,
             None if top_p is None or top_p >= 1.0 else top_p)
 
 
 def settings_text(temperature, top_k, top_p):
     """'T = 0.70,  top-k off,  top-p 0.90' (None means off)."""
-    check_sampling(temperature, top_k, top_p)
-    k = "off" if top_k is None else str(top_k)
+    temperature, top_k, top_p = check_sampling(temperature, top_k, top_p)
+    k = "off" if top_k is None else shown(top_k)
     p = "off" if top_p is None else f"{top_p:.2f}"
     return f"T = {temperature:.2f},  top-k {k},  top-p {p}"
