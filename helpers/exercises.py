@@ -58,7 +58,7 @@ except ImportError:   # (Windows)
 import numpy as np
 
 from . import grading, learner
-from .states import ESCALATE_AFTER, OutOfTime, Stop, Stoppable, parts_of, put_back_parts, checksum as _checksum, default_dtype as _default_dtype, digest as _digest, random_states  # noqa: F401  (random_states: the checks' modules import it here)
+from .states import ESCALATE_AFTER, OutOfTime, Stop, Stoppable, parts_of, recursion_limit_put_back, put_back_parts, checksum as _checksum, default_dtype as _default_dtype, digest as _digest, random_states  # noqa: F401  (random_states: the checks' modules import it here)
 from . import states
 from .states import (builtins_kept, guarded_prlimit, guarded_setrlimit, limits_kept, no_setsid, scheduling_kept,
                      session_kept, time_zone, torch_flags_kept)
@@ -1263,7 +1263,7 @@ def torch_globals():
         if warnings.filters != filters:   # only then: resetting them would show every warning again, once a call
             warnings.filters[:] = filters
             getattr(warnings, "_filters_mutated", lambda: None)()   # the filters' cache, as simplefilter does
-        sys.setrecursionlimit(limit)
+        recursion_limit_put_back(limit)   # (lowered only once no thread is deeper: states)
 
     torch = sys.modules.get("torch")
     if torch is None:
@@ -2142,6 +2142,7 @@ def _no_audit_hook(hook):
 
 _PEEKS = frozenset({"sys._current_frames", "sys._current_exceptions", "gc.get_objects", "gc.get_referrers",
                     "gc.get_referents"})   # the audit events of the ways to reach another thread's frames or objects
+_DEEPEST_THREAD = states._deepest_thread.__code__
 _WATCHING = []   # one entry per check (and call) running now, innermost last: {"thread": its ident, "events": [...]}
 _IDENT = threading.get_ident   # (the check's own: a learner's code may replace threading.get_ident)
 
@@ -2153,8 +2154,9 @@ def _peeked(event, guard):
     from reading or changing the check's own objects (its expected values wait in the frames of the check's
     thread). The learner's own frames stay in reach (``sys._getframe``, as warnings and logging use it). Out of
     reach of a hook: ctypes, which reads memory directly (``ctypes.pythonapi``), and a learner's code that changes
-    this module's own names (``exercises._WATCHING``)."""
-    if not _in_learners_code():
+    this module's own names (``exercises._WATCHING``). states._deepest_thread, which reads only how deep each
+    thread is (a stop's watchdog, before it lowers the recursion limit), may look from any thread."""
+    if not _in_learners_code() or sys._getframe(1).f_code is _DEEPEST_THREAD:
         return
     for entry in _WATCHING:
         entry["events"].append(event)

@@ -98,6 +98,8 @@ def checksum(arr, strong=False):
 # --- Stopping the code a thread runs: a time limit that a learner's ``except:`` cannot swallow ---------------
 
 ESCALATE_AFTER = 0.5   # seconds a stopped call may go on catching its exception before it is raised at every line
+RECURSION_HEADROOM = 100   # calls added to Python's recursion limit while a call is raised at every line (see Stoppable.stop)
+RECURSION_MARGIN = 50   # calls a thread must stay below a recursion limit that is lowered (CPython aborts past 50)
 
 
 class Stop(BaseException):
@@ -196,25 +198,37 @@ class Stoppable:
 
     def stop(self, every=0.02, after=0.0, start=None):
         """Start stopping it (after ``after`` s) from a watchdog thread, started by ``start(target, name)``
-        (None: a daemon threading.Thread); returns that thread. Waits up to a second for code not begun."""
+        (None: a daemon threading.Thread); returns that thread. Waits up to a second for code not begun.
+        Once it raises at every line, Python's recursion limit is RECURSION_HEADROOM calls higher until the code
+        has ended: a recursion that catches the stop at every level runs at the limit, where the stop's own
+        functions (Stop.__init__, the trace and profile functions) would fail at their first call (a
+        RecursionError the code catches, and CPython turns off a profile function that raised), so only a poke
+        that happened to land a few calls above the limit would stop it (seconds, or minutes on a busy
+        machine). The limit is raised just after a poke, which the code raises at its next call, before it
+        can recurse into the room; once the code is raised at every line it cannot go deeper."""
         def watch():
-            began = time.monotonic()
+            began, headroom = time.monotonic(), False   # headroom: whether this watchdog raised the recursion limit
             if self.ended.wait(after):
                 return
             while (running := self.running()) is not False and not self.done and \
                     (running or time.monotonic() - began < after + 1):
-                if running and time.monotonic() - began > after + ESCALATE_AFTER:
+                escalated = running and time.monotonic() - began > after + ESCALATE_AFTER
+                if escalated:
                     with self.lock:
                         if not self.done:
                             _ESCALATED[self.ident] = self
                 if time.monotonic() - self.armed > every:   # (raising at every line already: a poke could land
                     self.poke()                              # in Stop.__del__, which may raise nothing)
+                if escalated and not headroom:   # (after the poke: it is raised before the code takes the room)
+                    headroom = _headroom_given()
                 time.sleep(every / 2)   # (a thread that runs Python raises it at once; one in a C call never does:
                 self.withdraw()         # taken back, so that the other threads run on meanwhile)
                 time.sleep(every / 2)
             with self.lock:
                 if _ESCALATED.get(self.ident) is self:
                     del _ESCALATED[self.ident]
+            while headroom and not _headroom_returned():   # (a thread deeper than the limit it would put back)
+                time.sleep(every)
 
         if start is not None:
             return start(watch, "stops a learner's code")
@@ -258,6 +272,69 @@ class Stoppable:
         """(The thread's profile function.) Tracing on again if a raise turned it off."""
         if self._stopping() and sys.gettrace() != self._new_frame:
             self.raise_at_every_line()
+
+
+_recursion = {"holders": 0, "base": None, "raised": None}   # Stoppables holding headroom now; the limit to put back
+# after them; the limit they set last
+_recursion_lock = threading.Lock()   # (lower case: records, which no check puts back as constants)
+
+
+def _headroom_given():
+    """Raise Python's recursion limit by RECURSION_HEADROOM for a Stoppable's watchdog; True. Raised from where it is now, even
+    when another stop holds headroom already: the code being stopped may have reached that limit already."""
+    with _recursion_lock:
+        if _recursion["base"] is None:
+            _recursion["base"] = sys.getrecursionlimit()
+        _recursion["raised"] = sys.getrecursionlimit() + RECURSION_HEADROOM
+        sys.setrecursionlimit(_recursion["raised"])   # (raising is always safe)
+        _recursion["holders"] += 1
+    return True
+
+
+def _headroom_returned():
+    """A Stoppable's watchdog gives its headroom back (its code has ended, or returned to ``call``); True once done.
+    The last one puts the limit back, but only when every thread's stack is RECURSION_MARGIN calls below it: else
+    False, and the watchdog asks again (another thread may have used the room meanwhile: a recursion begun since)."""
+    with _recursion_lock:
+        if _recursion["holders"] > 1:
+            _recursion["holders"] -= 1
+            return True
+        if sys.getrecursionlimit() == _recursion["raised"] and not _lowered(_recursion["base"]):
+            return False   # (a limit set since by another, not through recursion_limit_put_back, stays as set)
+        _recursion.update(holders=0, base=None, raised=None)
+        return True
+
+
+def recursion_limit_put_back(limit):
+    """Python's recursion limit back to ``limit`` (a check's put-back, after a learner's function set its own): while
+    a stop holds headroom (its code may still be unwinding), once the last stop has ended; never while a thread's
+    stack is within RECURSION_MARGIN calls of it (it stays as it is, and states.not_put_back says so)."""
+    with _recursion_lock:
+        if _recursion["holders"]:
+            _recursion["base"] = limit
+        elif not _lowered(limit):
+            not_put_back.append(f"Python's recursion limit (now {sys.getrecursionlimit()}, was {limit}: a thread "
+                                f"is still that deep)")
+
+
+def _lowered(limit):
+    """Set the recursion limit to ``limit`` unless that lowers it below a thread's depth + RECURSION_MARGIN (CPython
+    aborts the process when a thread that is more than 50 calls past the limit meets it again); True if set."""
+    if limit < sys.getrecursionlimit() and _deepest_thread() + RECURSION_MARGIN > limit:
+        return False
+    sys.setrecursionlimit(limit)
+    return True
+
+
+def _deepest_thread():
+    """The most frames any thread of this process has on its stack now."""
+    deepest = 0
+    for frame in sys._current_frames().values():
+        depth = 0
+        while frame is not None:
+            depth, frame = depth + 1, frame.f_back
+        deepest = max(deepest, depth)
+    return deepest
 
 
 class _Reset(Exception):

@@ -519,12 +519,19 @@ def stopped_after(seconds, exception, function, *args, **kwargs):
     """``function(*args, **kwargs)`` (a training loop) run here; once ``seconds`` have passed, ``exception``
     is raised in it from a watchdog thread until it ends (states.Stoppable: again every 0.1 s, then at every
     line, so a loop that catches everything is stopped too): a loop that never calls its callback, which
-    stops it on time, is stopped all the same. Nothing is raised once it has ended. torch's gradient mode
-    is put back (a ``with torch.no_grad():`` stopped at every line may not have left it)."""
+    stops it on time, is stopped all the same. Nothing is raised once it has ended. Once stopped, whatever
+    else it raises on its way out (a RecursionError of a recursion that catches the stop at every level) is
+    raised as ``exception``, without the chain of what it caught. torch's gradient mode is put back (a
+    ``with torch.no_grad():`` stopped at every line may not have left it)."""
     stoppable, grad = Stoppable(exception), torch.is_grad_enabled()
     stoppable.stop(every=0.1, after=seconds)
     try:
         return stoppable.call(function, *args, **kwargs)
+    except BaseException as raised:
+        if not stoppable.poked:
+            raise
+        raised = raised if isinstance(raised, exception) else exception()
+        raise raised.with_traceback(None) from None   # (what it caught on its way out: not shown)
     finally:
         torch.set_grad_enabled(grad)
 

@@ -1,0 +1,132 @@
+"""Round 24 (issue 31): a recursion that catches the stop at every level was stopped only by luck. It runs at
+Python's recursion limit, where the stop's own functions (Stop.__init__, the trace and profile functions) fail
+at their first call, so a stop landed only when a poke happened to reach it a few calls above the limit: about
+a second alone, over a minute beside a busy process (CI met it). Now the limit has RECURSION_HEADROOM more calls
+while the code is raised at every line, and is put back once no thread is deep enough to be hurt by it."""
+import sys
+import threading
+import time
+
+import pytest
+
+from helpers import states
+from helpers.gpt import compute as gc
+
+from test_round_20_stops import recursing
+
+
+@pytest.fixture
+def recursion_limit():
+    """Python's recursion limit, put back after the test."""
+    before = sys.getrecursionlimit()
+    yield before
+    deadline = time.monotonic() + 30   # (a watchdog gives its headroom back after its code has ended)
+    while states._recursion["holders"] and time.monotonic() < deadline:
+        time.sleep(0.05)
+    sys.setrecursionlimit(before)
+
+
+def stopped_in_a_thread(loop, seconds=60):
+    """(what stopped_after raised in a thread of its own, seconds it took); None when it ran past ``seconds``."""
+    said = {}
+
+    def cell():
+        try:
+            gc.stopped_after(0.2, gc.LoopLate, loop)
+        except BaseException as raised:   # (names only: a failure is one line)
+            said["raised"] = (type(raised).__name__, raised.__suppress_context__)
+
+    tick = time.monotonic()
+    thread = threading.Thread(target=cell, daemon=True)
+    thread.start()
+    thread.join(seconds)
+    return None if thread.is_alive() else (said.get("raised"), time.monotonic() - tick)
+
+
+@pytest.mark.parametrize("limit", [150, 1000, 2500])
+def test_a_recursion_that_catches_the_stop_at_every_level_is_stopped_every_time(recursion_limit, limit):
+    sys.setrecursionlimit(limit)
+    for _ in range(4):
+        got = stopped_in_a_thread(recursing)
+        assert got is not None, "still running after 60 s"
+        assert got[0] == ("LoopLate", True), got
+    # (alone it takes about 0.8 s: 0.2 s, then half a second catching the stop, then a few ms of unwinding)
+
+
+def test_the_recursion_limit_is_put_back_after_the_stop(recursion_limit):
+    sys.setrecursionlimit(700)
+    assert stopped_in_a_thread(recursing) is not None
+    deadline = time.monotonic() + 10
+    while sys.getrecursionlimit() != 700 and time.monotonic() < deadline:
+        time.sleep(0.05)
+    assert sys.getrecursionlimit() == 700
+    assert states._recursion == {"holders": 0, "base": None, "raised": None}
+
+
+def test_the_limit_is_raised_while_the_code_is_raised_at_every_line(recursion_limit):
+    seen, thread = set(), threading.Thread(target=stopped_in_a_thread, args=(recursing,), daemon=True)
+    thread.start()
+    while thread.is_alive():   # (watched from here every millisecond)
+        seen.add(sys.getrecursionlimit())
+        time.sleep(0.001)
+    assert recursion_limit + states.RECURSION_HEADROOM in seen
+
+
+def test_what_a_stopped_loop_raises_on_its_way_out_is_the_stop_without_its_chain():
+    def raises_its_own(*args):
+        try:
+            while True:
+                pass
+        except BaseException:
+            time.sleep(0.01)
+            raise ValueError("mine")
+
+    assert stopped_in_a_thread(raises_its_own)[0] == ("LoopLate", True)
+
+
+def test_a_loop_not_stopped_raises_its_own_error_as_it_was():
+    def fails(*args):
+        raise ValueError("mine")
+
+    with pytest.raises(ValueError, match="mine"):
+        gc.stopped_after(5, gc.LoopLate, fails)
+
+
+def test_a_checks_put_back_during_a_stop_is_applied_once_the_stop_has_ended(recursion_limit):
+    # (a check that gave up on a function still being stopped puts its recursion limit back: lowering it then would
+    # leave the function's thread far past the limit, where CPython aborts the process)
+    held = states._headroom_given()
+    try:
+        assert held is True and sys.getrecursionlimit() == recursion_limit + states.RECURSION_HEADROOM
+        states.recursion_limit_put_back(600)
+        assert sys.getrecursionlimit() == recursion_limit + states.RECURSION_HEADROOM
+    finally:
+        states._headroom_returned()
+    assert sys.getrecursionlimit() == 600
+    states.recursion_limit_put_back(recursion_limit)
+    assert sys.getrecursionlimit() == recursion_limit
+
+
+def test_a_limit_is_not_lowered_below_a_thread_that_is_deeper(recursion_limit):
+    release, deep_enough = threading.Event(), threading.Event()
+
+    def r(n):
+        if n == 400:
+            deep_enough.set()
+            release.wait(30)
+            return
+        r(n + 1)
+
+    thread = threading.Thread(target=r, args=(0,), daemon=True)
+    thread.start()
+    assert deep_enough.wait(30)
+    try:
+        states.recursion_limit_put_back(300)   # (it would leave the thread 100 calls past the limit)
+        assert sys.getrecursionlimit() == recursion_limit
+        assert "Python's recursion limit" in states.not_put_back[-1]
+    finally:
+        states.not_put_back.clear()
+        release.set()
+        thread.join(30)
+    states.recursion_limit_put_back(300)
+    assert sys.getrecursionlimit() == 300
