@@ -242,6 +242,13 @@ def shape_of(x, name="the input"):
     return None
 
 
+def described(value, name="the input"):
+    """An array's or a tensor's dtype and shape (read without converting it, as ``shape_of``); ``shown`` for
+    anything else: what a sentence says arrived where an array was expected."""
+    shape = shape_of(value, name)
+    return shown(value) if shape is None else f"dtype {value.dtype} and shape {tuple(shape)}"
+
+
 def check_finite(x, name, minus_inf=False):
     """Refuse an array or tensor ``x`` holding NaN or infinities (-inf too, unless ``minus_inf``:
     where a function documents it, such as a masked score) in one sentence; return x."""

@@ -11,7 +11,7 @@ import numpy as np
 import torch
 
 from .errors import CourseInputError, about_gib, check_choice, check_index, check_number, check_positive_int, \
-    check_seed, check_switch, fail, gib, message_of, shown, to_numpy
+    check_seed, check_switch, described, fail, gib, message_of, shown, to_numpy
 from .model import MAX_TRACE_BYTES, Config, Transformer, check_replace, check_squares, rotate_pairs, trace_names
 
 KINDS = ("zero", "mean", "resample")
@@ -500,7 +500,7 @@ def final_norm_scale(model, h):
     cfg = check_model(model)
     if not isinstance(h, torch.Tensor) or not h.is_floating_point() or h.dim() == 0 or h.shape[-1] != cfg.d_model:
         fail(f"h should be residual rows, a float tensor (..., {cfg.d_model}), but got "
-             + (f"dtype {h.dtype} and shape {tuple(h.shape)}" if isinstance(h, torch.Tensor) else shown(h)))
+             + described(h, "h"))
     if not torch.isfinite(h).all():
         fail("h should hold finite numbers (residual rows), but holds NaN or infinity")
     ln = model.final_ln
@@ -868,7 +868,7 @@ def composition_score(left, right):
     for m, name in ((left, "left"), (right, "right")):
         if not isinstance(m, torch.Tensor) or m.dim() != 2 or not m.is_floating_point():
             fail(f"{name} should be a float matrix (a 2-D tensor), but got "
-                 + (f"dtype {m.dtype} and shape {tuple(m.shape)}" if isinstance(m, torch.Tensor) else shown(m)))
+                 + described(m, name))
         if m.numel() == 0 or not torch.isfinite(m).all() or not bool((m != 0).any()):
             fail(f"{name} should be a finite, non-zero matrix (the score divides by its norm), but it is not")
     if left.shape[1] != right.shape[0]:

@@ -24,7 +24,7 @@ from torch import nn
 
 from .. import reference as ref
 from ..errors import as_array, check_bytes, check_choice, check_finite, check_index, check_number, check_positive_int, \
-    check_switch, count, fail, is_bool, shape_of, shown, to_numpy
+    check_switch, count, described, fail, is_bool, shape_of, shown, to_numpy
 from ..explorer import check_model_and_world
 from ..heads.compute import as_numpy
 from ..model import MAX_TOKENS, check_finite_weights, check_model, check_squares, check_stream, mlp_floats
@@ -465,18 +465,12 @@ def check_where(where, n):
     (read by ``to_numpy``, which detaches a tensor and refuses what NumPy cannot read), else one sentence."""
     listed = isinstance(where, (list, tuple)) and all(is_bool(v) for v in where)
     if not (is_bool(where) or listed) or shape_of(where, "where") not in (None, (n,)):
-        fail(f"where should be {n} booleans, one per collected position, but got {described(where)}")
+        fail(f"where should be {n} booleans, one per collected position, but got {described(where, 'where')}")
     where = to_numpy(where, "where", bools=True)
     if where.shape != (n,):
         fail(f"where should be {n} booleans, one per collected position, but got {count(where.size)} of shape "
              f"{where.shape}")
     return where == 1
-
-
-def described(value):
-    """An array's or a tensor's dtype and shape, read without converting it; ``shown`` for anything else."""
-    shape = shape_of(value, "where")
-    return shown(value) if shape is None else f"dtype {value.dtype} and shape {shape}"
 
 
 def value_readout(model, layer, unit, top=3):
