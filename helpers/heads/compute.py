@@ -80,6 +80,14 @@ LAYER_TABLES = (3, 8)         # intermediates: scores, weights and softmax's wor
 DIFFERENCES_TABLES = (6, 14)  # torch_differences: those of both modules and their differences
 
 
+def check_attention(attn):
+    """``attn`` if it is an attention layer (helpers.model.Attention), else one sentence."""
+    if not isinstance(attn, Attention):
+        fail(f"expected an attention layer (helpers.model.Attention, e.g. model.blocks[0].attn), "
+             f"but got a {type(attn).__name__}")
+    return attn
+
+
 def check_layer_input(attn, x, what="attention", tables=LAYER_TABLES):
     """``attn`` as an attention layer (helpers.model.Attention) and x (B, T, d_model) as finite real numbers
     (a tensor, an array or a list; not True/False), else one sentence; return x as a tensor in the layer's
@@ -87,9 +95,7 @@ def check_layer_input(attn, x, what="attention", tables=LAYER_TABLES):
     a number that dtype cannot hold (above 65,504 for float16) is refused, never made inf.
     The call's memory (``what``, holding ``tables``: see LAYER_TABLES) is counted from x's shape before its
     numbers are read (``check_layer_work``)."""
-    if not isinstance(attn, Attention):
-        fail(f"expected an attention layer (helpers.model.Attention, e.g. model.blocks[0].attn), "
-             f"but got a {type(attn).__name__}")
+    check_attention(attn)
     shape = shape_of(x, "x")   # a tensor's or an array's, read without converting it
     if shape is None:          # a list or a number: to_numpy counts it as it converts it
         x = to_numpy(x, "x")
@@ -185,7 +191,7 @@ def torch_differences(attn, x):
     with the layer's weights copied in (nn.Linear's layout: each W transposed, W_Q, W_K, W_V
     stacked) and a causal mask; and the two modules' attention weights.
     """
-    if isinstance(attn, Attention) and (attn.rotary or attn.b_Q is None or attn.n_kv_heads != attn.n_heads):
+    if check_attention(attn).rotary or attn.b_Q is None or attn.n_kv_heads != attn.n_heads:
         why = ("with rotary positions" if attn.rotary else "without biases" if attn.b_Q is None else
                f"whose {attn.n_heads} heads share {attn.n_kv_heads} key/value heads")
         fail(f"torch_differences should get a layer with biases, no rotary positions and a key and value for "
