@@ -58,7 +58,7 @@ except ImportError:   # (Windows)
 import numpy as np
 
 from . import grading, learner
-from .states import ESCALATE_AFTER, OutOfTime, Stop, Stoppable, parts_of, recursion_limit_put_back, put_back_parts, checksum as _checksum, default_dtype as _default_dtype, digest as _digest, random_states  # noqa: F401  (random_states: the checks' modules import it here)
+from .states import ESCALATE_AFTER, OutOfTime, Stop, Stoppable, parts_of, put_back_parts, recursion_limit_put_back, checksum as _checksum, default_dtype as _default_dtype, digest as _digest, random_states  # noqa: F401  (random_states: the checks' modules import it here)
 from . import states
 from .states import (builtins_kept, guarded_prlimit, guarded_setrlimit, limits_kept, no_setsid, scheduling_kept,
                      session_kept, time_zone, torch_flags_kept)
@@ -1106,8 +1106,9 @@ def call(function, *args, what="", seconds=TIME_LIMIT, **kwargs):
     function is stopped when it returns to Python. The sentence says so when it is still running.
     While it runs, what it prints is cut after the check's MAX_PRINTED characters, a process it
     leaves (a double fork's too) is stopped (what it writes to file descriptors 1 and 2 itself,
-    ``os.write(1, ...)``, is cut as its printing is: ``_descriptors_capped``), and sys.addaudithook and sys.setswitchinterval are
-    refused (an audit hook, or a long switch interval, would outlive the check's own defences), and so are a kernel
+    ``os.write(1, ...)``, is cut as its printing is: ``_descriptors_capped``), and sys.addaudithook, sys.setswitchinterval and
+    sys.setrecursionlimit are refused (an audit hook, or a long switch interval, would outlive the check's own defences; a
+    recursion limit set low stops the check's own thread, one set high lets C's stack overflow), and so are a kernel
     registered with torch's dispatcher (``_kernels_refused``) and the changes no put-back can undo (``_CHANGES``:
     a resource limit, os.putenv); a piece of process state that cannot be put back is said (``states.not_put_back``);
     a function registered to run at exit is dropped
@@ -1167,6 +1168,7 @@ def _fenced(who, should):
         if len(printed) == 2:
             sys.stdout, sys.stderr = printed
         sys.setswitchinterval, sys.addaudithook = _no_switch_interval, _no_audit_hook   # (put back with sys's streams)
+        sys.setrecursionlimit = _no_recursion_limit   # (likewise)
         if resource is not None:   # (put back with the limits: limits_kept)
             resource.setrlimit, resource.prlimit = guarded_setrlimit, guarded_prlimit
         faulthandler.dump_traceback_later = _watchdog   # (put back with PATCHABLE's modules)
@@ -1250,7 +1252,7 @@ def torch_globals():
     import warnings
 
     put_back_process = process_state()
-    filters, limit = list(warnings.filters), sys.getrecursionlimit()
+    filters, limit = list(warnings.filters), states.recursion_limit()   # (without a stop's headroom)
     owners, functions = _owners()
     kept = {owner: dict(vars(owner)) for owner in owners}
     parts = [(name, list(map(get, functions))) for name, get in _FUNCTION_PARTS]
@@ -1263,7 +1265,7 @@ def torch_globals():
         if warnings.filters != filters:   # only then: resetting them would show every warning again, once a call
             warnings.filters[:] = filters
             getattr(warnings, "_filters_mutated", lambda: None)()   # the filters' cache, as simplefilter does
-        recursion_limit_put_back(limit)   # (lowered only once no thread is deeper: states)
+        recursion_limit_put_back(limit)   # (with a stop's headroom while one holds it: states)
 
     torch = sys.modules.get("torch")
     if torch is None:
@@ -1630,7 +1632,7 @@ def process_state():
     timer that was not running (signal.alarm), the collector's thresholds, freeze and debug flags
     (gc.DEBUG_SAVEALL would keep all later garbage), sockets' default timeout, the dlopen flags, the kernel's
     session and process group (``session_kept``), threading's stack size, trace, profile and excepthook, sys's
-    unraisablehook, torch's switches (``torch_flags_kept``), matplotlib's rcParams, and the hooks of
+    unraisablehook, faulthandler (enabled or not), torch's switches (``torch_flags_kept``), matplotlib's rcParams, and the hooks of
     ``_hooks_kept`` (imports, pickling, IPython's). Returns a function that puts back what changed (the builtins
     first, with dict methods only: the rest calls them; ``put_back.builtins`` does only that); what it cannot
     put back it notes in states.not_put_back, for the check to say (``call``)."""
@@ -1643,7 +1645,8 @@ def process_state():
 
     put_back_builtins, put_back_hooks = builtins_kept(), _hooks_kept()
     streams = {name: getattr(sys, name) for name in ("stdout", "stderr", "stdin", "displayhook", "excepthook",
-                                                    "unraisablehook", "setswitchinterval", "addaudithook")}
+                                                    "unraisablehook", "setswitchinterval", "addaudithook",
+                                                    "setrecursionlimit")}
     cwd, environ, path, path_list = os.getcwd(), dict(os.environ), sys.path, list(sys.path)
     collecting, callbacks, digits = gc.isenabled(), list(gc.callbacks), sys.get_int_max_str_digits()
     modules, switch, places = dict(sys.modules), sys.getswitchinterval(), locale.setlocale(locale.LC_ALL)
@@ -1657,6 +1660,7 @@ def process_state():
     # (while a check holds the kernel's objects frozen, _garbage_fenced, counting them would take ms: not done)
     thresholds, frozen, stack = gc.get_threshold(), bool(_FROZEN) or gc.get_freeze_count(), threading.stack_size()
     debug, garbage, timeout = gc.get_debug(), len(gc.garbage), socket.getdefaulttimeout()
+    faults = faulthandler.is_enabled()
     dlopen = sys.getdlopenflags() if hasattr(sys, "getdlopenflags") else None   # (Unix only)
     put_back_session = session_kept()
     root = logging.root.level, list(logging.root.handlers)
@@ -1692,6 +1696,11 @@ def process_state():
             sys.modules[name] = modules[name]   # a module replaced (or removed): imported anew from the fake
         if sys.getswitchinterval() != switch:
             sys.setswitchinterval(switch)
+        if faulthandler.is_enabled() != faults:   # (enabled again to the process's own stderr, as a kernel enables it)
+            try:
+                faulthandler.enable(file=sys.__stderr__) if faults else faulthandler.disable()
+            except (AttributeError, OSError, RuntimeError, ValueError):   # no stderr with a file descriptor
+                states.not_put_back.append("faulthandler (enabled or disabled)")
         if locale.setlocale(locale.LC_ALL) != places:
             locale.setlocale(locale.LC_ALL, places)
         if os.umask(mask) != mask:   # (os.umask can only be read by setting it)
@@ -2113,6 +2122,13 @@ def _said_what_was_left_out(printed, who):
               "the rest was left out)")
 
 
+def _no_recursion_limit(limit):
+    """sys.setrecursionlimit while a learner's function runs in a check: a low limit stops the check's own thread, a
+    high one lets a deep recursion overflow C's stack and end the kernel."""
+    raise RuntimeError("a check does not allow sys.setrecursionlimit: a low limit would stop the check itself, a high "
+                       "one lets a deep recursion crash the kernel")
+
+
 def _no_switch_interval(interval):
     """sys.setswitchinterval while a learner's function runs in a check: a long interval would keep
     the check's own thread from running, and with it the time limit."""
@@ -2142,7 +2158,6 @@ def _no_audit_hook(hook):
 
 _PEEKS = frozenset({"sys._current_frames", "sys._current_exceptions", "gc.get_objects", "gc.get_referrers",
                     "gc.get_referents"})   # the audit events of the ways to reach another thread's frames or objects
-_DEEPEST_THREAD = states._deepest_thread.__code__
 _WATCHING = []   # one entry per check (and call) running now, innermost last: {"thread": its ident, "events": [...]}
 _IDENT = threading.get_ident   # (the check's own: a learner's code may replace threading.get_ident)
 
@@ -2154,9 +2169,8 @@ def _peeked(event, guard):
     from reading or changing the check's own objects (its expected values wait in the frames of the check's
     thread). The learner's own frames stay in reach (``sys._getframe``, as warnings and logging use it). Out of
     reach of a hook: ctypes, which reads memory directly (``ctypes.pythonapi``), and a learner's code that changes
-    this module's own names (``exercises._WATCHING``). states._deepest_thread, which reads only how deep each
-    thread is (a stop's watchdog, before it lowers the recursion limit), may look from any thread."""
-    if not _in_learners_code() or sys._getframe(1).f_code is _DEEPEST_THREAD:
+    this module's own names (``exercises._WATCHING``)."""
+    if not _in_learners_code():
         return
     for entry in _WATCHING:
         entry["events"].append(event)
@@ -2433,20 +2447,6 @@ def _stop_processes(before):
 
 class _Raised(Exception):
     """A learner's function raised a BaseException of its own (KeyboardInterrupt, GeneratorExit)."""
-
-
-_UNRAISABLE = sys.unraisablehook   # the hook there was when this module was imported
-
-
-def _stops_unsaid(unraisable):
-    """sys.unraisablehook from this module's import on: a Stop (its time was up, and the check said so)
-    raised in a learner's ``__del__`` or weakref callback, which Python cannot raise further, ends silently
-    instead of printing a traceback into a later cell; anything else goes to the hook there was."""
-    if not isinstance(unraisable.exc_value, Stop):
-        _UNRAISABLE(unraisable)
-
-
-sys.unraisablehook = _stops_unsaid
 
 
 class _Run(_Thread):

@@ -98,8 +98,9 @@ def checksum(arr, strong=False):
 # --- Stopping the code a thread runs: a time limit that a learner's ``except:`` cannot swallow ---------------
 
 ESCALATE_AFTER = 0.5   # seconds a stopped call may go on catching its exception before it is raised at every line
-RECURSION_HEADROOM = 100   # calls added to Python's recursion limit while a call is raised at every line (see Stoppable.stop)
-RECURSION_MARGIN = 50   # calls a thread must stay below a recursion limit that is lowered (CPython aborts past 50)
+RECURSION_HEADROOM = 30   # calls added to Python's recursion limit while a call is raised at every line (see Stoppable.stop):
+# fewer than the 50 past the limit at which CPython aborts, so the limit can be put back whatever a thread did meanwhile
+MAX_HEADROOM_LIMIT = 100_000   # no headroom above this limit (one a learner's code set: deeper, C's stack runs out first)
 
 
 class Stop(BaseException):
@@ -134,6 +135,20 @@ class OutOfTime(Stop):
 
 
 _ESCALATED = {}   # thread ident -> its Stoppable, once that has been stopped for ESCALATE_AFTER s
+
+_UNRAISABLE = sys.unraisablehook   # the hook there was when this module was imported
+
+
+def _stops_unsaid(unraisable):
+    """sys.unraisablehook from this module's import on: a Stop (its time was up, and the check or the live run said
+    so) raised in a learner's ``__del__`` or weakref callback, which Python cannot raise further, ends silently
+    instead of printing a traceback into a later cell; anything else goes to the hook there was. (Here, in this
+    module, a stop that raises at every line does not raise in it: _stoppable_frame.)"""
+    if not isinstance(unraisable.exc_value, Stop):
+        _UNRAISABLE(unraisable)
+
+
+sys.unraisablehook = _stops_unsaid
 
 
 class Stoppable:
@@ -200,7 +215,7 @@ class Stoppable:
         """Start stopping it (after ``after`` s) from a watchdog thread, started by ``start(target, name)``
         (None: a daemon threading.Thread); returns that thread. Waits up to a second for code not begun.
         Once it raises at every line, Python's recursion limit is RECURSION_HEADROOM calls higher until the code
-        has ended: a recursion that catches the stop at every level runs at the limit, where the stop's own
+        has ended (for one stop at a time: ``_headroom_given``): a recursion that catches the stop at every level runs at the limit, where the stop's own
         functions (Stop.__init__, the trace and profile functions) would fail at their first call (a
         RecursionError the code catches, and CPython turns off a profile function that raised), so only a poke
         that happened to land a few calls above the limit would stop it (seconds, or minutes on a busy
@@ -227,8 +242,8 @@ class Stoppable:
             with self.lock:
                 if _ESCALATED.get(self.ident) is self:
                     del _ESCALATED[self.ident]
-            while headroom and not _headroom_returned():   # (a thread deeper than the limit it would put back)
-                time.sleep(every)
+            if headroom:
+                _headroom_returned()
 
         if start is not None:
             return start(watch, "stops a learner's code")
@@ -274,67 +289,52 @@ class Stoppable:
             self.raise_at_every_line()
 
 
-_recursion = {"holders": 0, "base": None, "raised": None}   # Stoppables holding headroom now; the limit to put back
-# after them; the limit they set last
-_recursion_lock = threading.Lock()   # (lower case: records, which no check puts back as constants)
+_recursion = {"held": False, "base": None, "raised": None}   # whether a stop holds headroom now; the limit before it
+# and the limit it set (a record, which no check puts back as a constant)
+_recursion_lock = threading.Lock()
+_set_recursion_limit = sys.setrecursionlimit   # (a check puts a stand-in that refuses in sys while a learner's code runs)
 
 
 def _headroom_given():
-    """Raise Python's recursion limit by RECURSION_HEADROOM for a Stoppable's watchdog; True. Raised from where it is now, even
-    when another stop holds headroom already: the code being stopped may have reached that limit already."""
+    """Raise Python's recursion limit by RECURSION_HEADROOM for a Stoppable's watchdog; True. For one stop at a time (a
+    second would take a thread more than 50 calls past the limit put back), and never above MAX_HEADROOM_LIMIT (one a
+    learner's code set): else nothing is changed and False returned (the stop may then take longer)."""
     with _recursion_lock:
-        if _recursion["base"] is None:
-            _recursion["base"] = sys.getrecursionlimit()
-        _recursion["raised"] = sys.getrecursionlimit() + RECURSION_HEADROOM
-        sys.setrecursionlimit(_recursion["raised"])   # (raising is always safe)
-        _recursion["holders"] += 1
+        now = sys.getrecursionlimit()
+        if _recursion["held"] or now + RECURSION_HEADROOM > MAX_HEADROOM_LIMIT:
+            return False
+        _set_recursion_limit(now + RECURSION_HEADROOM)   # (raising is always safe)
+        _recursion.update(held=True, base=now, raised=now + RECURSION_HEADROOM)
     return True
 
 
 def _headroom_returned():
-    """A Stoppable's watchdog gives its headroom back (its code has ended, or returned to ``call``); True once done.
-    The last one puts the limit back, but only when every thread's stack is RECURSION_MARGIN calls below it: else
-    False, and the watchdog asks again (another thread may have used the room meanwhile: a recursion begun since)."""
+    """The watchdog that holds the headroom gives it back (its code has ended, or returned to ``call``): the limit is
+    put back, unless something else set it meanwhile. Safe whatever another thread did with the room: at most
+    RECURSION_HEADROOM calls past the limit, it meets a RecursionError there, as at any limit."""
     with _recursion_lock:
-        if _recursion["holders"] > 1:
-            _recursion["holders"] -= 1
-            return True
-        if sys.getrecursionlimit() == _recursion["raised"] and not _lowered(_recursion["base"]):
-            return False   # (a limit set since by another, not through recursion_limit_put_back, stays as set)
-        _recursion.update(holders=0, base=None, raised=None)
-        return True
+        if sys.getrecursionlimit() == _recursion["raised"]:
+            _set_recursion_limit(_recursion["base"])
+        _recursion.update(held=False, base=None, raised=None)
+
+
+def recursion_limit():
+    """Python's recursion limit without a stop's headroom: what a check saves to put back."""
+    with _recursion_lock:
+        return _recursion["base"] if _recursion["held"] else sys.getrecursionlimit()
 
 
 def recursion_limit_put_back(limit):
-    """Python's recursion limit back to ``limit`` (a check's put-back, after a learner's function set its own): while
-    a stop holds headroom (its code may still be unwinding), once the last stop has ended; never while a thread's
-    stack is within RECURSION_MARGIN calls of it (it stays as it is, and states.not_put_back says so)."""
+    """Python's recursion limit back to ``limit`` (a check's put-back): while a stop holds headroom (its code may still
+    be unwinding), ``limit`` plus the headroom until the stop ends, then ``limit``."""
     with _recursion_lock:
-        if _recursion["holders"]:
-            _recursion["base"] = limit
-        elif not _lowered(limit):
-            not_put_back.append(f"Python's recursion limit (now {sys.getrecursionlimit()}, was {limit}: a thread "
-                                f"is still that deep)")
-
-
-def _lowered(limit):
-    """Set the recursion limit to ``limit`` unless that lowers it below a thread's depth + RECURSION_MARGIN (CPython
-    aborts the process when a thread that is more than 50 calls past the limit meets it again); True if set."""
-    if limit < sys.getrecursionlimit() and _deepest_thread() + RECURSION_MARGIN > limit:
-        return False
-    sys.setrecursionlimit(limit)
-    return True
-
-
-def _deepest_thread():
-    """The most frames any thread of this process has on its stack now."""
-    deepest = 0
-    for frame in sys._current_frames().values():
-        depth = 0
-        while frame is not None:
-            depth, frame = depth + 1, frame.f_back
-        deepest = max(deepest, depth)
-    return deepest
+        if not _recursion["held"]:
+            if sys.getrecursionlimit() != limit:
+                _set_recursion_limit(limit)
+            return
+        _recursion.update(base=limit, raised=limit + RECURSION_HEADROOM)
+        if sys.getrecursionlimit() != limit + RECURSION_HEADROOM:
+            _set_recursion_limit(limit + RECURSION_HEADROOM)
 
 
 class _Reset(Exception):

@@ -8,7 +8,7 @@ import torch
 import torch.nn.functional as F
 from tqdm.auto import tqdm
 
-from .states import parts_of, put_back_parts
+from .states import Stop, parts_of, put_back_parts
 from .errors import CourseInputError, check_number, check_positive_int, check_seed, check_switch, count, fail, message_of, shown, \
     type_name
 
@@ -132,15 +132,22 @@ def put_back_on_error(model, where, passed=()):
     """Run the block; if it stops on an error, put back what a training run (or a learner's loop) changes
     (``put_back``: the model's modules, parameters, buffers and submodules, swapped, deleted or added; their
     values, gradients and train/eval mode; torch's global random state) and say one sentence naming
-    ``where`` and the error (``training.stopped``); on an interrupt (the stop button) put it back and pass
-    the interrupt on. Errors of the types ``passed`` (the live run's TimeUp) pass untouched."""
+    ``where`` and the error (``training.stopped``; also for a BaseException of the learner's code, such as
+    SystemExit from ``exit()``); on an interrupt (the stop button) or a stop (states.Stop) put it back and pass
+    it on. Errors of the types ``passed`` (the live run's TimeUp) pass untouched. torch's default dtype and
+    deterministic mode, which a loop may set for every later cell, are put back with the model."""
     structure, snapshot = structure_of(model), Snapshot(model)
+    modes = torch.get_default_dtype(), torch.are_deterministic_algorithms_enabled(), \
+        torch.is_deterministic_algorithms_warn_only_enabled()
     try:
         yield
     except passed:
         raise
-    except Exception as error:   # noqa: BLE001 (the learner's callback, a model or a loop of the learner's)
-        put_back(model, structure, snapshot, where)
+    except (KeyboardInterrupt, Stop):   # an interrupt or a stop: the model put back, the interrupt passed on
+        put_back(model, structure, snapshot, where, modes)
+        raise
+    except BaseException as error:   # noqa: BLE001 (the learner's callback, a model or a loop of the learner's)
+        put_back(model, structure, snapshot, where, modes)
         if getattr(error, "put_back", False):   # an inner run has put the model back and said so already
             raise
         try:
@@ -148,9 +155,6 @@ def put_back_on_error(model, where, passed=()):
         except CourseInputError as sentence:
             sentence.put_back = True
             raise
-    except BaseException:   # an interrupt: the model put back, the interrupt passed on
-        put_back(model, structure, snapshot, where)
-        raise
 
 
 def structure_of(model):
@@ -161,12 +165,18 @@ def structure_of(model):
     return parts_of(model), [(p, p.requires_grad) for p in model.parameters()]
 
 
-def put_back(model, structure, snapshot, where):
+def put_back(model, structure, snapshot, where, modes=None):
     """Put ``model`` back as ``structure_of`` and ``Snapshot`` found it: its modules' classes and
     attributes first (the original parameters and submodules back in place), then their values (a tensor
     resized or moved in place, ``p.data = ...``, gets its kept copy whole); else one sentence saying the
-    model could not be put back (never a claim that it was)."""
+    model could not be put back (never a claim that it was). ``modes``: (torch's default dtype, deterministic
+    mode, its warn_only), put back first, if given and changed."""
     parts, flags = structure
+    if modes is not None and modes[0] != torch.get_default_dtype():
+        torch.set_default_dtype(modes[0])
+    if modes is not None and modes[1:] != (torch.are_deterministic_algorithms_enabled(),
+                                          torch.is_deterministic_algorithms_warn_only_enabled()):
+        torch.use_deterministic_algorithms(modes[1], warn_only=modes[2])
     try:
         put_back_parts(parts)
         for p, requires_grad in flags:

@@ -459,9 +459,8 @@ def test_round_7_what_a_learners_function_changes_for_later_cells_is_put_back():
     filters, limit, softmax, norm = list(warnings.filters), sys.getrecursionlimit(), torch.softmax, np.linalg.norm
     torch_state, numpy_state, python_state = torch.get_rng_state(), np.random.get_state()[1].copy(), random.getstate()
 
-    def meddles(x):
+    def meddles(x):   # (sys.setrecursionlimit: refused in a check since round 24, test_round_24_stops)
         warnings.simplefilter("error")
-        sys.setrecursionlimit(60)
         torch.softmax = lambda t, dim=-1: t
         np.linalg.norm = lambda t: 1.0
         return x

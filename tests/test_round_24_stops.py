@@ -12,7 +12,8 @@ import pytest
 from helpers import states
 from helpers.gpt import compute as gc
 
-from test_round_20_stops import recursing
+from doubling import doubling_check
+from test_round_20_stops import nested_three_deep, recursing
 
 
 @pytest.fixture
@@ -21,7 +22,7 @@ def recursion_limit():
     before = sys.getrecursionlimit()
     yield before
     deadline = time.monotonic() + 30   # (a watchdog gives its headroom back after its code has ended)
-    while states._recursion["holders"] and time.monotonic() < deadline:
+    while states._recursion["held"] and time.monotonic() < deadline:
         time.sleep(0.05)
     sys.setrecursionlimit(before)
 
@@ -60,7 +61,7 @@ def test_the_recursion_limit_is_put_back_after_the_stop(recursion_limit):
     while sys.getrecursionlimit() != 700 and time.monotonic() < deadline:
         time.sleep(0.05)
     assert sys.getrecursionlimit() == 700
-    assert states._recursion == {"holders": 0, "base": None, "raised": None}
+    assert states._recursion == {"held": False, "base": None, "raised": None}
 
 
 def test_the_limit_is_raised_while_the_code_is_raised_at_every_line(recursion_limit):
@@ -92,14 +93,15 @@ def test_a_loop_not_stopped_raises_its_own_error_as_it_was():
         gc.stopped_after(5, gc.LoopLate, fails)
 
 
-def test_a_checks_put_back_during_a_stop_is_applied_once_the_stop_has_ended(recursion_limit):
-    # (a check that gave up on a function still being stopped puts its recursion limit back: lowering it then would
-    # leave the function's thread far past the limit, where CPython aborts the process)
-    held = states._headroom_given()
+def test_a_checks_put_back_during_a_stop_keeps_the_headroom_until_the_stop_has_ended(recursion_limit):
+    # (a check that gave up on a function still being stopped puts its recursion limit back)
+    assert states._headroom_given() is True
     try:
-        assert held is True and sys.getrecursionlimit() == recursion_limit + states.RECURSION_HEADROOM
-        states.recursion_limit_put_back(600)
         assert sys.getrecursionlimit() == recursion_limit + states.RECURSION_HEADROOM
+        assert states.recursion_limit() == recursion_limit   # (what the next check saves: not the headroom)
+        assert states._headroom_given() is False   # (one stop at a time)
+        states.recursion_limit_put_back(600)
+        assert sys.getrecursionlimit() == 600 + states.RECURSION_HEADROOM
     finally:
         states._headroom_returned()
     assert sys.getrecursionlimit() == 600
@@ -107,26 +109,82 @@ def test_a_checks_put_back_during_a_stop_is_applied_once_the_stop_has_ended(recu
     assert sys.getrecursionlimit() == recursion_limit
 
 
-def test_a_limit_is_not_lowered_below_a_thread_that_is_deeper(recursion_limit):
-    release, deep_enough = threading.Event(), threading.Event()
+def test_checks_in_a_row_on_such_a_recursion_leave_the_limit_as_it_was(recursion_limit):
+    doubles = doubling_check(0.5)
+    for _ in range(3):
+        found = doubles.feedback(recursing)
+        assert len(found) == 1 and "was stopped" in found[0], found
+    deadline = time.monotonic() + 30
+    while states._recursion["held"] and time.monotonic() < deadline:
+        time.sleep(0.05)
+    assert sys.getrecursionlimit() == recursion_limit
 
-    def r(n):
-        if n == 400:
-            deep_enough.set()
-            release.wait(30)
-            return
-        r(n + 1)
 
-    thread = threading.Thread(target=r, args=(0,), daemon=True)
-    thread.start()
-    assert deep_enough.wait(30)
+def test_a_thread_that_used_the_headroom_meets_a_recursion_error_when_it_is_taken_back(recursion_limit):
+    # (C's own recursion, which no frame shows: a repr of a list nested past the limit, in a thread begun while the
+    # headroom was held; taken back, the thread is at most RECURSION_HEADROOM calls past the limit, where CPython
+    # raises RecursionError; past 50 it would abort the process)
+    started, said = threading.Event(), {}
+
+    def nested_repr():
+        deep = []
+        for _ in range(recursion_limit + states.RECURSION_HEADROOM - 10):
+            deep = [deep]
+        started.set()
+        for _ in range(200):
+            try:
+                repr(deep)
+            except RecursionError:
+                said["raised"] = "RecursionError"
+                return
+        said["raised"] = "nothing"
+
+    assert states._headroom_given() is True
     try:
-        states.recursion_limit_put_back(300)   # (it would leave the thread 100 calls past the limit)
-        assert sys.getrecursionlimit() == recursion_limit
-        assert "Python's recursion limit" in states.not_put_back[-1]
+        thread = threading.Thread(target=nested_repr, daemon=True)
+        thread.start()
+        assert started.wait(30)
+        time.sleep(0.05)
     finally:
-        states.not_put_back.clear()
-        release.set()
-        thread.join(30)
-    states.recursion_limit_put_back(300)
-    assert sys.getrecursionlimit() == 300
+        states._headroom_returned()
+    thread.join(30)
+    assert said == {"raised": "RecursionError"}
+
+
+def test_a_learners_function_may_not_set_the_recursion_limit_in_a_check(recursion_limit):
+    doubles = doubling_check(0.5)
+
+    def lowers(x):
+        sys.setrecursionlimit(50)
+        return 2 * x
+
+    found = doubles.feedback(lowers)
+    assert len(found) == 1 and "does not allow sys.setrecursionlimit" in found[0], found
+    assert sys.getrecursionlimit() == recursion_limit and sys.setrecursionlimit is states._set_recursion_limit
+
+
+def test_a_loop_that_sets_a_huge_limit_is_stopped_and_its_limit_left_as_it_set_it(recursion_limit):
+    def huge(*args):
+        sys.setrecursionlimit(2**31 - 1)
+        nested_three_deep()
+
+    assert stopped_in_a_thread(huge)[0] == ("LoopLate", True)
+    assert states._recursion == {"held": False, "base": None, "raised": None}
+    assert sys.getrecursionlimit() == 2**31 - 1   # (the loop's own doing, in a live run: not the stop's)
+
+
+def test_a_stop_raised_in_a_learners_del_while_it_is_stopped_is_not_printed(capsys):
+    class Dropped:
+        def __del__(self):
+            sum(range(50))
+
+    def drops(*args):
+        while True:
+            try:
+                while True:
+                    Dropped()
+            except BaseException:
+                pass
+
+    assert stopped_in_a_thread(drops)[0] == ("LoopLate", True)
+    assert "Exception ignored" not in capsys.readouterr().err

@@ -740,11 +740,15 @@ YOURS = "your model"   # the model menu's name for a model the caller hands in
 def model_and_tokenizer(model, tokenizer=None):
     """(net, tokenizer, name) for a shipped model's name ('cat', 'induction'), or for any
     ``helpers.model.Transformer`` with its tokenizer (an object with ``vocab``, one token per id of the
-    model, ``encode(text)`` and ``decode(ids)``, or a ``helpers.worlds.World``), named YOURS."""
+    model, ``encode(text)`` and ``decode(ids)``, or a ``helpers.worlds.World``), named YOURS. A shipped model
+    takes no tokenizer (None): it brings its own."""
     from ..model import Transformer
 
     if isinstance(model, str):
         net, shipped = get_model(model)
+        if tokenizer is not None:   # (it would be ignored: the shipped model's own is used)
+            fail(f"tokenizer goes with a model of your own (the {model} model brings its own), so it should be None "
+                 f"here, but got {shown(tokenizer)}")
         return net, shipped, model
     if not isinstance(model, Transformer):
         fail(f"the model should be one of {MODELS} or a helpers.model.Transformer, but got {type(model).__name__}")
