@@ -4,6 +4,7 @@ Each check raises ``ValueError`` (or ``TypeError``) whose message names what was
 expected and what arrived, e.g. ``"K has d_k=4 but Q has d_k=5"``.
 """
 import math
+import re
 
 import numpy as np
 
@@ -113,7 +114,7 @@ def tensor_numbers(x, name):
     such as ``z.conj().imag`` reads its numbers negated, and .numpy() refuses it), bfloat16 and the float8 kinds as
     float32 (NumPy has no such types). A tensor NumPy cannot read (torch.bits8, a ZeroTensor, a subclass whose
     .numpy() refuses) is refused in one sentence."""
-    x = check_tensor_size(x, name)
+    x = check_tensor_size(x, name, float8=True)
     try:
         x = x.detach().cpu().resolve_neg()
         if x.is_floating_point() and str(x.dtype) not in ("torch.float16", "torch.float32", "torch.float64"):
@@ -195,16 +196,23 @@ def check_ids_given(ids, name, most):
              "be read as they are)")
 
 
-def check_tensor(x, name="the input"):
+def check_tensor(x, name="the input", float8=False):
     """Refuse, before its data is touched, a torch tensor whose numbers cannot be read as one array of
     real numbers: nested, sparse (any layout but strided), quantized, on the meta device (it holds no
-    data) or complex, or a tensor subclass that raises when these are read; return it."""
+    data) or complex, of packed bits (``packed_bits``: torch.uint4, float4, bits8), or a tensor subclass
+    that raises when these are read; a float8 tensor too (torch.float8_e4m3fn, ...: torch computes almost
+    nothing in them, not even isfinite or min), unless ``float8`` (a caller that only reads the shape, or
+    reads the numbers as float32 as ``to_numpy`` does). Return x."""
     try:
         kind = ("a nested tensor (rows of different lengths)" if getattr(x, "is_nested", False)
                 else f"a tensor of layout {x.layout}" if str(x.layout) != "torch.strided"
                 else f"a quantized tensor of dtype {x.dtype}" if x.is_quantized
                 else "a tensor on the meta device, which holds no data" if x.device.type == "meta"
-                else f"a tensor of complex numbers (dtype {x.dtype})" if x.is_complex() else None)
+                else f"a tensor of complex numbers (dtype {x.dtype})" if x.is_complex()
+                else f"a tensor of dtype {x.dtype}, packed bits which NumPy cannot read and torch computes nothing in"
+                if packed_bits(x.dtype)
+                else f"a tensor of dtype {x.dtype}, which torch computes almost nothing in (widen it first: x.float())"
+                if not float8 and str(x.dtype).startswith("torch.float8") else None)
     except Exception as error:   # noqa: BLE001 (a tensor subclass of the learner's may raise anything)
         kind = f"a {type_name(x)} that raised {class_name(type(error))} when its layout and dtype were read"
     if kind is not None:
@@ -212,11 +220,18 @@ def check_tensor(x, name="the input"):
     return x
 
 
-def check_tensor_size(x, name="the input"):
-    """``check_tensor``, then the tensor's numbers counted at 8 bytes each against MAX_BYTES before any
-    op makes them: an expanded tensor (torch.zeros(1).expand(10**9)) stands for more numbers than it
-    stores. Return x."""
-    check_bytes(8 * check_tensor(x, name).numel(), f"{name} (a tensor of {count(x.numel())} numbers)",
+def packed_bits(dtype):
+    """Whether a torch dtype packs several numbers (or raw bits) into a byte: torch.uint1 to uint7, int1 to
+    int7, float4_e2m1fn_x2, bits8, bits4x2, ...: no arithmetic is defined on them."""
+    kind = str(dtype).replace("torch.", "")
+    return kind.startswith(("bits", "float4")) or re.fullmatch(r"u?int[1-7]", kind) is not None
+
+
+def check_tensor_size(x, name="the input", float8=False):
+    """``check_tensor`` (``float8``: see there), then the tensor's numbers counted at 8 bytes each against
+    MAX_BYTES before any op makes them: an expanded tensor (torch.zeros(1).expand(10**9)) stands for more
+    numbers than it stores. Return x."""
+    check_bytes(8 * check_tensor(x, name, float8).numel(), f"{name} (a tensor of {count(x.numel())} numbers)",
                 "give a smaller tensor")
     return x
 
@@ -228,17 +243,18 @@ def entries(x, name="the input"):
     if isinstance(x, np.ndarray):
         return x.size
     if is_tensor(x):
-        return check_tensor(x, name).numel()
+        return check_tensor(x, name, float8=True).numel()
     return 0
 
 
 def shape_of(x, name="the input"):
     """The shape of a NumPy array or a torch tensor, read without converting it (a tensor checked and counted
-    first, ``check_tensor_size``, as to_numpy would); None for anything else (a list, a number)."""
+    first, ``check_tensor_size``, as to_numpy would: a float8 one taken, as to_numpy reads it); None for
+    anything else (a list, a number)."""
     if isinstance(x, np.ndarray):
         return x.shape
     if is_tensor(x):
-        return tuple(check_tensor_size(x, name).shape)
+        return tuple(check_tensor_size(x, name, float8=True).shape)
     return None
 
 
@@ -252,7 +268,7 @@ def described(value, name="the input"):
 def check_finite(x, name, minus_inf=False):
     """Refuse an array or tensor ``x`` holding NaN or infinities (-inf too, unless ``minus_inf``:
     where a function documents it, such as a masked score) in one sentence; return x."""
-    ok = np.isfinite(x) if isinstance(x, np.ndarray) else x.isfinite()
+    ok = np.isfinite(x) if isinstance(x, np.ndarray) else check_tensor(x, name).isfinite()   # (float8: refused)
     if minus_inf:
         ok = ok | (x == -np.inf)
     if not ok.all():
@@ -347,6 +363,16 @@ def check_seed(seed, name="seed"):
     return seed
 
 
+def check_seeds(seed, n, what):
+    """The seeds seed, seed + 1, ..., seed + n - 1 of ``n`` rows (a checked count, 0 or more), each ``what``
+    ('sample') drawn with its own generator: ``seed`` read first (``check_seed``: a NumPy seed becomes a Python
+    int, so the sum cannot wrap), then the last seed checked; return seed as int."""
+    seed = check_seed(seed)
+    if n:
+        check_seed(seed + n - 1, f"seed + n - 1 (the last {what}'s seed)")
+    return seed
+
+
 def next_seed(seed):
     """The seed after ``seed`` (a checked seed), from MAX_SEED round to 0: a second generator's seed."""
     return (seed + 1) % (MAX_SEED + 1)
@@ -390,16 +416,40 @@ def shown(value):
     return text if len(text) <= 40 else text[:37] + "..."
 
 
-def check_number(value, name, low=None, high=None, low_open=False):
-    """A finite real number within [low, high] (or (low, high] with low_open); return it as float."""
-    if isinstance(value, bool) or not isinstance(value, (int, float, np.integer, np.floating)):
-        fail(f"{name} should be a number, but got {shown(value)}")
+def real_number(value, name, expected="a number"):
+    """``value`` (an int, float or NumPy number, not a bool) as a Python float, read in one place for every
+    check: NaN and inf are kept (the caller decides), -0.0 is 0.0 (a bound of 0 then holds, and NumPy's
+    uniform(0, -0.0) refuses). A finite number past float64's range (a whole number of 1,100 bits, a long
+    double of 1e400), which float() would make inf, is refused naming what arrived; so is a subclass of the
+    learner's whose ``__float__`` raises. ``expected``: what ``name`` should be, for the sentence."""
+    if isinstance(value, (bool, np.bool_)) or not isinstance(value, (int, float, np.integer, np.floating)):
+        fail(f"{name} should be {expected}, but got {shown(value)}")
     try:
-        value = float(value)
+        with np.errstate(over="ignore"):   # a long double past float64's range becomes inf: said below
+            number = float(value)
+        finite = isinstance(value, int) or bool(np.isfinite(value))   # (a long double's own finiteness)
     except OverflowError:
-        value = float("inf") if value > 0 else float("-inf")
-    except Exception:   # noqa: BLE001 (a subclass of the learner's whose __float__ raises)
-        fail(f"{name} should be a number, but got a {type(value).__name__} that cannot be read as one")
+        number, finite = math.inf, True
+    except Exception:   # noqa: BLE001 (a subclass of the learner's whose __float__ raises anything)
+        fail(f"{name} should be {expected}, but got a {type_name(value)} that cannot be read as a number")
+    if finite and not math.isfinite(number):
+        fail(f"{name} should be {expected} that a float can hold (at most about 1.8e308 in size), "
+             f"but got {shown(value)}")
+    return number + 0.0   # -0.0 + 0.0 is 0.0
+
+
+def number_range(low=None, high=None, low_open=False):
+    """What check_number's bounds ask for, as a sentence says it: 'a number > 1', 'a number from 0 to 1'."""
+    above = None if low is None else f"{'>' if low_open else '>='} {low:g}"
+    if high is None:
+        return "a number" if above is None else f"a number {above}"
+    return f"a number at most {high:g}" if above is None else f"a number {above} and at most {high:g}"
+
+
+def check_number(value, name, low=None, high=None, low_open=False):
+    """A finite real number within [low, high] (or (low, high] with low_open); return it as float (-0.0 as 0.0).
+    A number past float64's range or one that cannot be read is refused by ``real_number``, naming the range."""
+    value = real_number(value, name, number_range(low, high, low_open))
     if not np.isfinite(value):
         fail(f"{name} should be a finite number, but got {value}")
     if low is not None and (value <= low if low_open else value < low):

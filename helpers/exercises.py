@@ -146,7 +146,8 @@ class Exercise:
         put_back_random = random_states() if own else None
         try:
             # (NumPy's warnings kept quiet: an answer near 1e308 overflows a check's sums, and its sentence says so)
-            with np.errstate(all="ignore"), contextlib.ExitStack() as fence:   # the notebook's models, left as
+            with np.errstate(all="ignore"), states.course_modes(), \
+                    contextlib.ExitStack() as fence:   # torch's modes the course's (grad on, CPU); the notebook's models, left as
                 for model in _small_models((*args, *kwargs.values())):   # they were: those given to the check,
                     fence.enter_context(model_kept(model))                # and those its answer reaches by name
                 reached = _small_models(_reached(answer), strict=True)
@@ -458,18 +459,40 @@ def courses_own_watched(kind):
 
 def _own_functions(own):
     """[(function, "module.name")] of the functions named in ``own`` ("helpers.sampling.compute.generate",
-    imported only now) and of the __init__ and forward its classes define, each looked through its
-    decorators (a decorator's wrapper code is shared), each once."""
+    imported only now) and of every function its classes define (``_class_functions``), each looked through
+    its decorators (a decorator's wrapper code is shared), each once."""
     found = {}
     for name in own:
         module, _, attribute = name.rpartition(".")
         piece = getattr(importlib.import_module(module), attribute)
-        functions = [vars(piece).get(name) for name in ("__init__", "forward")] if isinstance(piece, type) else [piece]
+        functions = _class_functions(piece) if isinstance(piece, type) else [piece]
         for function in functions:
             function = inspect.unwrap(function) if function is not None else None
             if type(function) is types.FunctionType:
                 found[id(function)] = (function, f"{function.__module__}.{function.__qualname__}")
     return list(found.values())
+
+
+def _class_functions(cls):
+    """Every function the class ``cls`` (named in an own= list) defines, and each of the course's classes it
+    inherits from: its methods, private ones too, and the functions of its staticmethods, classmethods and
+    properties. Any of them may do the piece's work (``helpers.model.Attention._forward`` does the whole
+    attention, called on a module built without ``__init__``), so all are watched, not __init__ and forward
+    only. Read from the classes' own dicts (no attribute of the class runs); a class of another library
+    (torch's) gives its own dict only."""
+    functions = []
+    for owner in type.__dict__["__mro__"].__get__(cls):
+        namespace = type.__dict__["__dict__"].__get__(owner)
+        if owner is not cls and not _course_module(namespace.get("__module__")):
+            continue
+        for value in namespace.values():
+            if isinstance(value, (staticmethod, classmethod)):
+                functions.append(value.__func__)
+            elif isinstance(value, property):
+                functions += [value.fget, value.fset, value.fdel]
+            else:
+                functions.append(value)
+    return functions
 
 
 def _own_codes(own):
@@ -882,19 +905,42 @@ def rounded_by_dtype(x, expected):
 
 def narrow_float_problem(x, arr, reference, name, atol):
     """The sentence for ``x`` (an answer, or what a learner's function returned) in a float type narrower than
-    float32 (a float16 or bfloat16 array or tensor) whose numbers, ``arr`` (read as float64), are ``reference``
-    to that type's own precision but not to the check's ``atol``: the type rounded them, so no hint about a
-    slip would be true; None for any other ``x``."""
-    dtype = str(getattr(x, "dtype", "")).replace("torch.", "")
-    if dtype not in ("float16", "bfloat16"):
+    float32 (``_narrow_float``: float16, bfloat16, the float8 types) whose numbers, ``arr`` (read as float64), are
+    ``reference`` to that type's own precision but not to the check's ``atol``: the type rounded them, so no hint
+    about a slip would be true; None for any other ``x``."""
+    narrow = _narrow_float(x)
+    if narrow is None:
         return None
-    unit = 1 / EXACT_WHOLES[dtype]   # how far that type's rounding may move a number, relative to it
+    dtype, kind, eps, tiny = narrow
     reference = np.asarray(reference, dtype=float)
-    if arr.shape != reference.shape or not np.allclose(arr, reference, rtol=4 * unit, atol=atol):
+    # its rounding moves a number by up to eps/2 of it (twice that, for a number computed in it), and one below
+    # its smallest normal number (``tiny``) by up to tiny·eps/2
+    if arr.shape != reference.shape or not np.allclose(arr, reference, rtol=2 * eps, atol=atol + tiny * eps):
         return None
-    return (f"{name} came as a {dtype} {'tensor' if hasattr(x, 'detach') else 'array'}, which keeps only about "
-            f"{int(math.log10(EXACT_WHOLES[dtype]))} significant digits, too few for the check's tolerance of "
-            f"±{atol:g}: compute in float32, as the course does")
+    digits = max(1, int(-math.log10(eps / 2)))   # float16: 3, bfloat16: 2, float8_e4m3fn: 1
+    return (f"{name} came as a {dtype} {kind}, which keeps only about {digits} significant "
+            f"digit{'s' if digits > 1 else ''}, too few for the check's tolerance of ±{atol:g}: compute in float32, "
+            "as the course does")
+
+
+def _narrow_float(x):
+    """(its dtype's name, "tensor", "array" or "number", eps, tiny) for ``x`` a torch tensor, NumPy array or NumPy
+    number in a float type narrower than float32 (fewer bits of mantissa: a larger eps, as torch.finfo and
+    np.finfo give it), whatever its name (float16, bfloat16, float8_e4m3fn, float8_e5m2, ...); None for any
+    other ``x``. Told by the type, running none of a learner's object's code."""
+    torch = sys.modules.get("torch")
+    if torch is not None and isinstance(x, torch.Tensor):
+        dtype = x.dtype
+        if not dtype.is_floating_point:
+            return None
+        info, name, kind = torch.finfo(dtype), str(dtype).replace("torch.", ""), "tensor"
+    elif isinstance(x, (np.ndarray, np.generic)) and x.dtype.kind == "f":
+        info, name, kind = np.finfo(x.dtype), x.dtype.name, "array" if isinstance(x, np.ndarray) else "number"
+    else:
+        return None
+    if float(info.eps) <= float(np.finfo(np.float32).eps):
+        return None
+    return name, kind, float(info.eps), float(info.tiny)
 
 
 def precision_problem(x, arr, reference, name, atol):
@@ -1150,16 +1196,18 @@ def call(function, *args, what="", seconds=TIME_LIMIT, **kwargs):
 @contextlib.contextmanager
 def _fenced(who, should):
     """The fence around a learner's code a check runs (``call``: their function; ``Exercise.kept``: the cell that
-    defines a piece, imported): within the block, what it prints is cut after MAX_PRINTED characters, audit hooks,
-    switch intervals, torch kernels, watchdogs, gc.freeze, os.setsid and the changes of ``_CHANGES`` are refused,
-    and exit functions dropped; after it, its threads and processes are stopped, its figures closed, and
+    defines a piece, imported): within the block, what it prints and displays is cut after MAX_PRINTED characters,
+    audit hooks, switch intervals, torch kernels, watchdogs, gc.freeze, os.setsid, the changes of ``_CHANGES``, work
+    left on the kernel's event loops (``_loop_refused``) and observers on older widgets (``_observers_refused``) are
+    refused, and exit functions dropped; after it, its threads and processes are stopped, its figures closed, and
     torch_globals (process_state with it), course_constants and torch's default dtype put back. Then Wrong, one
     sentence about ``who`` ("your function on the toy"), when it left something behind: a thread or process
     (it ``should`` "return its answer" and leave nothing running), a refused change, or state no put-back undoes.
     An exception raised in the block goes through (after the put-backs), as does the block's return."""
     dtype, put_back, put_back_constants = _default_dtype(None), _once(torch_globals()), course_constants()
-    threads, processes, started, hooks = set(sys._current_frames()), _processes(), [], len(_HOOKS_REFUSED)
-    watchdogs, kernels = len(_WATCHDOGS), len(_KERNELS_REFUSED)
+    threads, processes, started, hooks = _threads_now(), _processes(), [], len(_HOOKS_REFUSED)
+    watchdogs, kernels, later, learners = len(_WATCHDOGS), len(_KERNELS_REFUSED), len(_LATER_REFUSED), \
+        _learners_thread(threads)
     changes, not_put_back = len(states.changes_refused), len(states.not_put_back)
     budget = _PRINTED.get() or {"left": MAX_PRINTED, "said": False}
     printed = [_Capped(stream, budget) for stream in (sys.stdout, sys.stderr) if stream is not None]
@@ -1174,8 +1222,10 @@ def _fenced(who, should):
         faulthandler.dump_traceback_later = _watchdog   # (put back with PATCHABLE's modules)
         gc.freeze = _no_freeze   # (likewise)
         os.setsid = no_setsid   # (likewise)
-        with _threads_started(started), _adopting_orphans(), _descriptors_capped((sys.stdout, sys.stderr)), \
-                _kernels_refused(), _exit_functions_dropped(), _figures_closed(), _peeking_refused() as peeked:
+        with _threads_started(started, learners), _adopting_orphans(), _descriptors_capped((sys.stdout, sys.stderr)), \
+                _kernels_refused(), _exit_functions_dropped(), _figures_closed(), _loop_refused(learners), \
+                _observers_refused(learners), _displays_capped(budget) as shown, _peeking_refused() as peeked:
+            printed.append(shown)
             try:
                 yield
             finally:   # first of all: the check's own code runs on what it had (print, len, os, threading)
@@ -1205,6 +1255,9 @@ def _fenced(who, should):
     if len(_KERNELS_REFUSED) != kernels:
         raise Wrong(f"{who} registered a kernel with torch's dispatcher (torch.library), which would "
                     "change torch for every later cell, so a check does not allow it (it was not registered)")
+    if len(_LATER_REFUSED) != later:
+        raise Wrong(f"{who} {_LATER_REFUSED[-1]}, which would run in later cells, outside the check, so a check does "
+                    "not allow it (it was refused)")
     if len(states.changes_refused) != changes:
         event, what = states.changes_refused[-1]
         raise Wrong(f"{who} called {event} in a way that would change {what}, so a check does not "
@@ -1247,7 +1300,8 @@ def torch_globals():
     and recursion limit; the functions of the modules in PATCHABLE, the methods of the classes in
     PATCHABLE_CLASSES (``threading.Thread.join``), torch.Tensor and nn.Module (``torch.softmax = ...`` is undone; a name added stays in a module, not in a
     class, where it would hide an inherited method); torch's global module hooks, deterministic and
-    anomaly modes, and print options. Returns a function that puts them back. (The random states
+    anomaly modes, and print options. Until then, torch's setters a process may call only once are refused
+    (``states.torch_once_refused``: torch.set_num_interop_threads). Returns a function that puts them back. (The random states
     are put back by the whole check, ``random_states``: a check may watch them advance between calls.)"""
     import warnings
 
@@ -1274,12 +1328,14 @@ def torch_globals():
 
     hooks = {name: dict(value) if isinstance(value, dict) else value   # the hooks, and whether they are "full"
              for name, value in vars(torch_module).items() if name.startswith("_global")}
-    deterministic = torch.are_deterministic_algorithms_enabled(), torch.is_deterministic_algorithms_warn_only_enabled()
+    put_back_modes = states.torch_modes_kept()
     anomaly = torch.is_anomaly_enabled(), torch.is_anomaly_check_nan_enabled()
     printing = dict(vars(torch._tensor_str.PRINT_OPTS))
+    put_back_once = states.torch_once_refused()
 
     def put_back():
         put_back_python()
+        put_back_once()
         for name, saved in hooks.items():
             target = getattr(torch_module, name)
             if isinstance(saved, dict):
@@ -1287,9 +1343,7 @@ def torch_globals():
                 target.update(saved)
             else:
                 setattr(torch_module, name, saved)
-        if (torch.are_deterministic_algorithms_enabled(), torch.is_deterministic_algorithms_warn_only_enabled()) \
-                != deterministic:   # only when changed: the call imports torch's compiler (800 modules)
-            torch.use_deterministic_algorithms(deterministic[0], warn_only=deterministic[1])
+        put_back_modes()
         if (torch.is_anomaly_enabled(), torch.is_anomaly_check_nan_enabled()) != anomaly:
             torch.set_anomaly_enabled(*anomaly)
         vars(torch._tensor_str.PRINT_OPTS).update(printing)
@@ -1333,35 +1387,74 @@ MAX_KEPT_BYTES = 64 * 2**20   # a check copies a model it is given up to this si
 
 
 def _small_models(values, strict=False):
-    """The torch models (nn.Modules) among ``values`` and the lists, tuples and dicts among them (their
-    first 100 entries), whose weights take at most MAX_KEPT_BYTES: each check keeps them as they were
+    """The torch models (nn.Modules) among ``values`` and what they hold (``_reachable``: a list of dicts of models,
+    chapter 04's ``runs``), whose weights take at most MAX_KEPT_BYTES: each check keeps them as they were
     (``model_kept``). strict: only models whose tensors are all in the CPU's memory, and a model whose
     weights cannot be listed is left out (values the check was not given: a notebook's globals)."""
     torch = sys.modules.get("torch")
     if torch is None:
         return []
-    found = []
-    for value in values:
-        inner = value.values() if type(value) is dict else value if type(value) in (list, tuple) else (value,)
-        for item in itertools.islice(inner, 100):
-            module = issubclass(type(item), torch.nn.Module) if strict else isinstance(item, torch.nn.Module)
-            if not module:   # (strict: by its type alone, no __class__ of the learner's is read)
+    found, ids = [], set()
+    for item in _reachable(values, torch.nn.Module):
+        module = issubclass(type(item), torch.nn.Module) if strict else isinstance(item, torch.nn.Module)
+        if not module or id(item) in ids:   # (strict: by its type alone, no __class__ of the learner's is read)
+            continue
+        try:
+            tensors = item.state_dict().values()
+            if strict and not all(t.device.type == "cpu" and t.layout == torch.strided and not t.is_quantized
+                                  for t in tensors):
                 continue
-            if any(id(item) == id(m) for m in found):
-                continue
-            try:
-                tensors = item.state_dict().values()
-                if strict and not all(t.device.type == "cpu" and t.layout == torch.strided and not t.is_quantized
-                                      for t in tensors):
-                    continue
-                size = sum(t.numel() * t.element_size() for t in tensors)
-            except Exception:   # noqa: BLE001 (strict: a half-built module of the learner's)
-                if not strict:
-                    raise
-                continue
-            if size <= MAX_KEPT_BYTES:
-                found.append(item)
+            size = sum(t.numel() * t.element_size() for t in tensors)
+        except Exception:   # noqa: BLE001 (strict: a half-built module of the learner's)
+            if not strict:
+                raise
+            continue
+        if size <= MAX_KEPT_BYTES:
+            found.append(item)
+            ids.add(id(item))
     return found
+
+
+MAX_REACH_DEPTH = 4   # containers in containers a check looks into for a notebook's models (chapter 04's ``runs``, a
+# list of dicts of models, is 2 deep)
+MAX_REACH_ENTRIES = 100   # the entries of each container it looks at (the first ones)
+MAX_REACH_VALUES = 10_000   # the values it looks at in all (a few ms)
+_DICTS = (dict, collections.OrderedDict, collections.defaultdict)
+
+
+def _reachable(values, leaf):
+    """``values`` and what the containers among them hold, breadth first (those nearest first): the values of dicts,
+    the entries of lists and tuples, and the attributes of the course's own objects (an explorer's models), up to
+    MAX_REACH_DEPTH containers deep, the first MAX_REACH_ENTRIES entries of each and MAX_REACH_VALUES values in all,
+    each container once; an instance of ``leaf`` (a class: nn.Module) is not looked into. Read by type, with dict's
+    own methods and the course's classes' own ``__dict__`` (no code of the learner's runs)."""
+    level, seen, left = list(values), set(), MAX_REACH_VALUES
+    for depth in range(MAX_REACH_DEPTH + 1):
+        inner = []
+        for value in level[:left]:
+            yield value
+            entries = None if depth == MAX_REACH_DEPTH or id(value) in seen else _entries_of(value, leaf)
+            if entries is not None:
+                seen.add(id(value))
+                inner += itertools.islice(entries, MAX_REACH_ENTRIES)
+        left -= min(len(level), left)
+        level = inner
+        if not level or left <= 0:
+            return
+
+
+def _entries_of(value, leaf):
+    """What the container ``value`` holds (``_reachable``), or None when it is none (or an instance of ``leaf``)."""
+    kind = type(value)
+    if _one_of(kind, _DICTS):
+        return dict.values(value)
+    if kind is list or kind is tuple:
+        return value
+    if issubclass(kind, leaf) or not _is_courses(kind):
+        return None
+    slot = _own_attribute(kind, "__dict__")   # (the course's class's own: a property put there would run code)
+    held = slot.__get__(value) if type(slot) is types.GetSetDescriptorType else None
+    return dict.values(held) if type(held) is dict else None
 
 
 def _reached(answer):
@@ -1404,7 +1497,8 @@ def model_kept(model, pristine=None, *, globals_kept=True):
     """Run a learner's code on ``model`` inside this: afterwards, also when the code raised or ran
     out of time, the model is as it was before. Every module's attributes (a hook, a replaced
     forward, the training flag, a swapped parameter, its class), its cfg's fields, torch's global
-    module hooks, and every weight's and buffer's values, requires_grad and .grad are put back; a
+    module hooks, and every weight's and buffer's values, class, requires_grad, .grad, tensor hooks
+    (``register_hook``) and attributes (``_tensor_kept``) are put back; a
     weight the code changed (found by comparing it with its copy, or by its SHA-256, which no change the code
     makes can keep: ``states.digest``, taken before and after the learner's code, so that a change the learner
     made between two checks stays) is copied back from a copy taken before (``pristine=None``: for a small
@@ -1422,7 +1516,7 @@ def model_kept(model, pristine=None, *, globals_kept=True):
         fail(f"pristine should be None or a function that returns the model's state dict, but got {shown(pristine)}")
     tensors, extra = _held_tensors(model)
     held = {**tensors, **extra}
-    grads = {name: (t.requires_grad, t.grad) for name, t in held.items()}
+    tensors_kept = [_tensor_kept(t) for t in held.values()]
     copied = held if pristine is None else extra
     check_bytes(sum(t.numel() * t.element_size() for t in copied.values()), "a copy of the model's weights",
                 "give a pristine() that returns the original weights instead")
@@ -1437,6 +1531,8 @@ def model_kept(model, pristine=None, *, globals_kept=True):
     finally:
         put_back_parts(parts)
         put_back()
+        for put_back_tensor in tensors_kept:   # (a tensor class of the learner's would run its code on the reads below)
+            put_back_tensor.kind()
         changed = [name for name, t in tensors.items()
                    if (digests is None and not _same(t, copies[name])) or digests is not None and _digest(t, strong=True) != digests[name]]
         source = pristine() if changed else {}
@@ -1452,12 +1548,8 @@ def model_kept(model, pristine=None, *, globals_kept=True):
                     t.copy_(original)
                 else:
                     t.data = original.detach().clone()
-        for name, t in held.items():
-            requires_grad, grad = grads[name]
-            if t.requires_grad != requires_grad:
-                t.requires_grad_(requires_grad)
-            if t.grad is not grad:   # a backward() in the learner's code: its gradients go, and their memory
-                t.grad = grad
+        for put_back_tensor in tensors_kept:   # (after the values: a gradient must fit its tensor's)
+            put_back_tensor()
 
 
 def _held_tensors(model):
@@ -1482,11 +1574,91 @@ def _held_tensors(model):
     return tensors, extra
 
 
+_TENSOR_HOOKS = ("_backward_hooks", "_post_accumulate_grad_hooks")   # where a tensor holds its hooks (``_tensor_kept``)
+
+
+def _tensor_kept(t):
+    """What a learner's code can change on the tensor ``t`` (a model's weight, a cached table) besides its values,
+    saved now: its class, requires_grad, .grad, the hooks registered on it (``t.register_hook``,
+    ``register_post_accumulate_grad_hook``: held in the tensor itself, in no module's dict; each would run in every
+    later backward pass) and the attributes set on it (``cat.E.foo = 1``). Returns a function that puts them back,
+    the gradient last (put the values back first: it must fit them); ``put_back.kind`` puts back the class alone
+    (first of all: a tensor class of the learner's runs its own code in any torch call on the tensor)."""
+    kind, requires_grad, grad = type(t), t.requires_grad, t.grad
+    hooks = [(name, getattr(t, name), _shallow(getattr(t, name))) for name in _TENSOR_HOOKS if hasattr(t, name)]
+    attributes = vars(t).copy()
+
+    def put_back_kind():
+        if type(t) is not kind:
+            t.__class__ = kind
+
+    def put_back():
+        put_back_kind()
+        for name, held, contents in hooks:
+            _put_back_hooks(t, name, held, contents)
+        if not _same_entries(vars(t), attributes):
+            vars(t).clear()
+            vars(t).update(attributes)
+        if t.requires_grad != requires_grad:
+            t.requires_grad_(requires_grad)
+        if t.grad is not grad:   # a backward() in the learner's code: its gradients go, and their memory
+            t.grad = grad
+    put_back.kind = put_back_kind
+    return put_back
+
+
+def _put_back_hooks(t, name, held, contents):
+    """Put back the hooks of the tensor ``t`` in its attribute ``name`` (``_TENSOR_HOOKS``): ``held`` (their dict,
+    or None) with ``contents`` (its entries then). A dict put in its place is emptied first: torch's C++ side keeps
+    calling the hooks of the last dict it was given (setting None does not let go of a post-accumulate one), so
+    emptied, that one calls none."""
+    now = getattr(t, name)
+    if now is held and (held is None or _same_entries(held, contents)):
+        return
+    if now is not held and issubclass(type(now), dict):
+        _dict_methods(now).clear(now)
+    if held is None:
+        setattr(t, name, collections.OrderedDict())   # (torch's C++ side then holds this empty one; the tensor, None)
+        setattr(t, name, None)
+    else:
+        _dict_methods(held).clear(held)
+        for key, value in contents.items():
+            _dict_methods(held).__setitem__(held, key, value)
+        setattr(t, name, held)
+
+
+def _shallow(entries):
+    """A shallow copy of the dict or list ``entries`` (its entries, not copied themselves); None as it is."""
+    if entries is None:
+        return None
+    return dict(_dict_methods(entries).items(entries)) if issubclass(type(entries), dict) else list(entries)
+
+
+def _dict_methods(entries):
+    """The class whose methods read and write the dict ``entries``: OrderedDict's for one (dict's own would miss
+    its order, and leave it half cleared), else dict's (so that no method of a dict class of the learner's runs)."""
+    return collections.OrderedDict if issubclass(type(entries), collections.OrderedDict) else dict
+
+
+def _same_entries(live, saved):
+    """Whether the dict or list ``live`` holds exactly ``saved``'s entries (the same objects, in the same order:
+    compared by identity, so no entry's own ``__eq__`` runs)."""
+    if len(live) != len(saved):
+        return False
+    if issubclass(type(live), dict):
+        kind = _dict_methods(live)
+        return all(map(_IS, kind.keys(live), saved)) and all(map(_IS, kind.values(live), saved.values()))
+    return all(map(_IS, live, saved))
+
+
 def _same(tensor, copy):
-    """True if ``tensor`` equals its copy (same shape and dtype, every entry equal, NaN where both are NaN):
-    compared directly, as the copy is at hand (no hash of either is needed)."""
+    """True if ``tensor`` (or a NumPy array) equals its copy (same shape and dtype, every entry equal, NaN where both
+    are NaN): compared directly, as the copy is at hand (no hash of either is needed)."""
     import torch
 
+    if isinstance(tensor, np.ndarray):
+        return tensor.shape == copy.shape and tensor.dtype == copy.dtype and (bool(np.array_equal(tensor, copy)) or
+                                                                              tensor.dtype.kind in "fc" and bool(np.array_equal(tensor, copy, equal_nan=True)))
     if tensor.shape != copy.shape or tensor.dtype != copy.dtype:
         return False
     tensor = tensor.detach()
@@ -1705,8 +1877,7 @@ def process_state():
             locale.setlocale(locale.LC_ALL, places)
         if os.umask(mask) != mask:   # (os.umask can only be read by setting it)
             os.umask(mask)
-        if logging.root.manager.disable != logging_off:
-            logging.disable(logging_off)
+        _logging_put_back(logging_off, root)
         if sys.get_int_max_str_digits() != digits:
             sys.set_int_max_str_digits(digits)
         if threading.gettrace() is not trace:
@@ -1733,9 +1904,6 @@ def process_state():
         put_back_session()
         if threading.stack_size() != stack:
             threading.stack_size(stack)
-        if (logging.root.level, logging.root.handlers) != root:   # logging.basicConfig(level=DEBUG): every library talks
-            logging.root.setLevel(root[0])
-            logging.root.handlers[:] = root[1]
         put_back_torch()
         if rc is not None:
             live_rc = matplotlib.rcParams
@@ -1746,6 +1914,27 @@ def process_state():
     return put_back
 
 
+def _logging_put_back(off, root):
+    """Put back logging's switch (``off``: logging.disable's level) and the root logger's (level, handlers),
+    ``root`` (logging.basicConfig(level=DEBUG): every library talks). Both take logging's lock, waited for
+    at most LOCK_WAIT s: one a learner's thread still holds is noted in states.not_put_back, for the check to
+    say (the lock its function's own thread held is let go of already: ``_locks_let_go``)."""
+    if logging.root.manager.disable == off and (logging.root.level, logging.root.handlers) == root:
+        return
+    if not _LOGGING_LOCK.acquire(timeout=LOCK_WAIT):
+        states.not_put_back.append("the root logger's level or logging's switch (logging's lock is held by a "
+                                   "thread it started)")
+        return
+    try:   # (an RLock: logging.disable and setLevel take it again)
+        if logging.root.manager.disable != off:
+            logging.disable(off)
+        if (logging.root.level, logging.root.handlers) != root:
+            logging.root.setLevel(root[0])
+            logging.root.handlers[:] = root[1]
+    finally:
+        _LOGGING_LOCK.release()
+
+
 _CONSTANTS = {}   # (module name, name) -> (the constant, a pickled copy): as a check first saw it
 
 
@@ -1753,10 +1942,13 @@ def course_constants():
     """The course's own constants (a helpers module's UPPER_CASE lists, dicts, sets, arrays, tensors
     and tuples of them: a check's reference data, such as qkv.IT_SCORES) saved as first seen; any
     that was changed in place since (``qkv.IT_SCORES[0] = 9``, in a cell or in a learner's function)
-    is put back now. Returns a function that does the same again (after a learner's call)."""
+    is put back now. Returns a function that does the same again (after a learner's call), and puts back
+    the course's caches too (``_caches_kept``: ``model._ROTARY_TABLES``, the array
+    ``geometry.compute.glove_arrays()`` returns), their entries as they are now."""
     import pickle
 
     for module_name, module in _new_course_modules():
+        _CACHES.extend(cache for cache in _caches_of(module_name, module) if not any(cache is c for c in _CACHES))
         for name, value in list(vars(module).items()):
             if name.isupper() and not name.startswith("_") and (   # (a _NAME is a cache or a record: state)
                     isinstance(value, (list, dict, set, tuple, np.ndarray)) or hasattr(value, "detach")):
@@ -1767,7 +1959,7 @@ def course_constants():
                     except Exception:   # noqa: BLE001 (a table of functions: no data to keep)
                         _CONSTANTS[key] = (value, None)
 
-    def put_back():
+    def put_back_constants():
         for (module_name, name), (value, saved) in _CONSTANTS.items():
             if saved is None:
                 continue
@@ -1777,8 +1969,146 @@ def course_constants():
                 same = False
             if not same and not _in_place(value, pickle.loads(saved)):
                 setattr(sys.modules[module_name], name, pickle.loads(saved))
-    put_back()
+
+    def put_back():
+        put_back_constants()
+        put_back_caches()
+    put_back_constants()
+    put_back_caches = _caches_kept()
     return put_back
+
+
+_CACHES = []   # the course's caches, found as a check first saw their modules (``_caches_of``)
+_CACHED = {}   # id(an array, tensor, dict or list a cache holds) -> (it, its state as a check first saw it): ``_seen``
+_RECORDS = ("helpers.exercises", "helpers.states")   # the checks' own modules: their dicts and lists are records (of
+# what a check saw, refused, ...), not caches (and helpers.grading's: ``_new_course_modules`` leaves it out)
+
+
+def _caches_of(module_name, module):
+    """The course's caches in ``module`` (none in _RECORDS): its dicts and lists that are no constant, as (module, name)
+    (``model._ROTARY_TABLES``, ``scaling.compute._pool``), and its lru_cache'd functions of no parameters
+    (``geometry.compute.glove_arrays``). An lru_cache'd function with parameters is left out (its entries are out
+    of Python's sight): the course's hold no data (``smollm2._read``'s file, ``exercises._torch_library_files``'
+    names) or are a check's own, which the check's tripwire guards (``gpt.checks._loop_reference``)."""
+    if module_name in _RECORDS:
+        return []
+    found = []
+    for name, value in list(vars(module).items()):
+        if type(value) in (dict, list) and not name.startswith("__") and not (name.isupper() and name[0] != "_"):
+            found.append((module, name))
+        elif type(value) is functools._lru_cache_wrapper and value.__dict__.get("__module__") == module_name:
+            code = getattr(value.__dict__.get("__wrapped__"), "__code__", None)
+            if code is not None and code.co_argcount == code.co_kwonlyargcount == 0 \
+                    and not code.co_flags & (inspect.CO_VARARGS | inspect.CO_VARKEYWORDS):
+                found.append(value)
+    return found
+
+
+def _caches_kept():
+    """The course's caches (``_CACHES``), saved now: the entries of each dict and list, and whether each lru_cache
+    holds its result; and what they hold (arrays, tensors, and the dicts and lists in an lru_cache's result) as
+    a check first saw it (``_seen``: a copy; read-only flags are no protection, a learner's code may turn them
+    off). Returns a function that puts back an entry replaced, added or removed, and what each holds: an array's
+    values and flags, a tensor's values and state (``_tensor_kept``), a dict's or list's entries. A cache whose
+    contents cannot be put back in place, or that was filled meanwhile (what it holds was never seen), is emptied
+    instead: the course's code fills it again when asked."""
+    saved = [(cache, _cache_state(cache)) for cache in _CACHES]
+    held = {}
+    for cache, _ in saved:
+        for part in _cache_parts(cache):
+            seen = _CACHED.get(id(part))
+            held[id(part)] = seen if seen is not None and seen[0] is part else _seen(part)
+    _CACHED.clear()   # (what no cache holds any more is let go)
+    _CACHED.update(held)
+
+    def put_back():
+        for cache, state in saved:
+            _put_back_cache(cache, state)
+    return put_back
+
+
+def _cache_state(cache):
+    """What ``_put_back_cache`` puts back of ``cache`` (one of ``_CACHES``): a module's dict or list and its entries
+    (the object and a shallow copy), or whether an lru_cache holds its result."""
+    if type(cache) is tuple:
+        value = vars(cache[0]).get(cache[1])
+        return value, _shallow(value) if type(value) in (dict, list) else None
+    return cache.cache_info().currsize > 0
+
+
+def _cache_values(cache):
+    """The entries ``cache`` (one of ``_CACHES``) holds now: a dict's values, a list's entries, an lru_cache's
+    result (read from it: a function of no parameters that has run returns it from its cache, running nothing)."""
+    if type(cache) is tuple:
+        value = vars(cache[0]).get(cache[1])
+        return list(dict.values(value)) if type(value) is dict else list(value) if type(value) is list else []
+    return [cache()] if cache.cache_info().currsize > 0 else []
+
+
+def _cache_parts(cache):
+    """What ``cache`` holds that can change in place: the arrays (but of Python objects), the tensors in the CPU's
+    memory, and the dicts and lists among its entries and in them (``_reachable``'s bounds)."""
+    torch = sys.modules.get("torch")
+    tensor = torch.Tensor if torch is not None else ()
+    return [value for value in _reachable(_cache_values(cache), object)
+            if type(value) in (dict, list) or type(value) is np.ndarray and not value.dtype.hasobject
+            or tensor and issubclass(type(value), tensor) and value.device.type == "cpu"
+            and value.layout == torch.strided and not value.is_quantized]
+
+
+def _seen(part):
+    """(``part``, its state now), for ``_CACHED``: an array's copy, its flag ``writeable`` and its layout; a
+    tensor's copy and ``_tensor_kept``; a dict's or list's entries."""
+    if type(part) in (dict, list):
+        return part, _shallow(part)
+    if type(part) is np.ndarray:
+        return part, part.copy(), part.flags.writeable, (part.shape, part.dtype, part.strides)
+    return part, part.detach().clone(), _tensor_kept(part)
+
+
+def _put_back_cache(cache, state):
+    """Put back ``cache`` (one of ``_CACHES``) as ``_cache_state`` saw it (``state``), and what it holds as a check
+    first saw it (``_put_back_part``); empty it where that cannot be done."""
+    if type(cache) is tuple:
+        module, name = cache
+        value, entries = state
+        if vars(module).get(name, state) is not value:
+            setattr(module, name, value)
+        if entries is not None and not _same_entries(value, entries):
+            _in_place(value, entries)
+        forget = value.clear if type(value) in (dict, list) else None
+    else:
+        if not state and cache.cache_info().currsize:   # filled while the learner's code ran: never seen
+            cache.cache_clear()
+        forget = cache.cache_clear
+    if forget is not None:
+        restored = [_put_back_part(part) for part in _cache_parts(cache)]   # (every one: a view made of it holds it too)
+        if not all(restored):
+            forget()
+
+
+def _put_back_part(part):
+    """Put back ``part`` (what a cache holds) as a check first saw it (``_CACHED``); False where that cannot be
+    done in place (never seen, or an array's layout or a tensor's shape changed)."""
+    seen = _CACHED.get(id(part))
+    if seen is None or seen[0] is not part:
+        return False
+    if type(part) in (dict, list):
+        return _same_entries(part, seen[1]) or _in_place(part, seen[1])
+    if type(part) is np.ndarray:
+        _, copy, writeable, layout = seen
+        if (part.shape, part.dtype, part.strides) != layout or not (_same(part, copy) or _in_place(part, copy)):
+            return False
+        if part.flags.writeable != writeable:
+            with contextlib.suppress(ValueError):   # (a view of memory that cannot be written: it was never writeable)
+                part.setflags(write=writeable)
+        return part.flags.writeable == writeable
+    _, copy, put_back_state = seen
+    put_back_state.kind()
+    if not (_same(part, copy) or _in_place(part, copy)):
+        return False
+    put_back_state()
+    return True
 
 
 _SEEN_MODULES = set()   # the course's modules whose constants are in _CONSTANTS
@@ -1806,7 +2136,8 @@ def _in_place(live, saved):
         live.update(saved)
     elif isinstance(live, np.ndarray) and live.shape == saved.shape and live.dtype == saved.dtype:
         try:
-            live.setflags(write=True)
+            if not live.flags.writeable:   # (only then: NumPy refuses to set it on a view of torch's memory)
+                live.setflags(write=True)
         except ValueError:   # a view of memory that cannot be written: replaced instead
             return False
         np.copyto(live, saved)
@@ -1923,20 +2254,27 @@ def _standing_for(raised):
 
 
 @contextlib.contextmanager
-def _threads_started(started):
+def _threads_started(started, learner=None):
     """While the learner's function runs, ``_thread.start_new_thread`` (which ``threading`` does not
     see, and whose thread may not have begun when the function returns) notes in ``started`` each
     thread's ident and a function saying whether it runs: None before it has begun, then whether the
-    lock Python releases when that very thread ends (its sentinel, as threading's own) is held."""
+    lock Python releases when that very thread ends (its sentinel, as threading's own) is held.
+    Only a thread the learner's code starts is noted: one started from ``learner``, the thread that runs it
+    (a threading.Thread: the live run's loop runs in its caller's), or a function of the current thread
+    saying whether it runs a learner's code (``_learners_thread``); None: a ``_Run`` (a check's call)."""
     import _thread
 
     original = _thread.start_new_thread
     if not hasattr(_thread, "_set_sentinel"):   # (Python 3.13 has none: such threads are not watched)
         yield
         return
+    if learner is None:
+        learner = _is_run
+    elif isinstance(learner, threading.Thread):
+        learner = functools.partial(_IS, learner)
 
     def start(function, args=(), kwargs=None):
-        if not isinstance(threading.current_thread(), _Run):   # another thread's, meanwhile: not the learner's
+        if not learner(_CURRENT_THREAD()):   # another thread's, meanwhile: not the learner's
             return original(function, args, kwargs or {})
         sentinel = []
 
@@ -1956,17 +2294,73 @@ def _threads_started(started):
         _thread.start_new_thread = _thread.start_new = original
 
 
+def _threads_now():
+    """{ident: its threading.Thread (None: a ``_thread`` one)} of every Python thread running now: what ran before
+    a learner's code, told apart afterwards by the very thread object (an ident is reused as soon as its thread
+    ends, so a learner's thread may have the ident of one that ran before)."""
+    return {ident: threading._active.get(ident) for ident in sys._current_frames()}
+
+
+_CURRENT_THREAD = threading.current_thread   # (the check's own: a learner's code may replace threading.current_thread)
+_NOT_BEFORE = object()   # (no thread of ``before``)
+
+
+def _is_run(thread):
+    """Whether ``thread`` is a ``_Run``: a learner's function running in a check's call."""
+    return isinstance(thread, _Run)
+
+
+def _learners_thread(before):
+    """A function saying whether a thread (a threading.Thread) runs a learner's code in a fence that began with the
+    threads ``before`` (``_threads_now``): a ``_Run`` (the learner's function), or any thread that did not run then
+    and is neither the check's own (``_course_thread``) nor one a kernel's library started (``_library_thread``)."""
+    def learners(thread):
+        return isinstance(thread, _Run) or before.get(thread.ident, _NOT_BEFORE) is not thread and \
+            not _course_thread(thread) and not _library_thread(thread)
+    return learners
+
+
+_KERNEL_LIBRARIES = frozenset({"zmq", "ipykernel", "tornado", "IPython", "matplotlib", "matplotlib_inline",
+                               "jupyter_client", "comm", "ipywidgets", "traitlets"})
+# the libraries of the kernel, which may start a thread of their own while a learner's function runs (on its behalf)
+
+
+def _library_thread(thread):
+    """Whether ``thread`` is one of a kernel's library's own (``_KERNEL_LIBRARIES``), which a check neither takes
+    for the learner's nor stops: pyzmq starts its garbage collector's thread the first time the kernel sends a
+    message over its copy threshold (a large display, a plot), which may be inside a learner's call; stopped, it
+    breaks every later large output. Told by the thread's class and code, not its name (a learner's may take any):
+    its class is the one its module (an installed file of such a library) holds under its name, and its ``run`` the
+    library's own code (not threading.Thread's, which runs any target, nor a run set on the thread itself). A
+    learner's subclass of it is the learner's class (caught); a learner's code that starts such a thread itself
+    runs the library's code, not its own; one that puts a class of its own into a library's module, or a run of
+    its own into the library's class under the library's name, is out of reach (as a changed library is)."""
+    cls = type(thread)
+    name = getattr(cls, "__module__", None)
+    module = sys.modules.get(name) if type(name) is str else None
+    run = vars(cls).get("run") if "run" not in vars(thread) else None
+    code = getattr(run, "__code__", None)
+    return module is not None and name.partition(".")[0] in _KERNEL_LIBRARIES and \
+        getattr(module, cls.__qualname__, None) is cls and \
+        str(getattr(module, "__file__", "")).startswith(_INSTALLED) and \
+        code is not None and code.co_filename == getattr(module, "__file__", None)
+
+
 def _stop_threads(before, started):
     """Stop each thread the learner's function left running (it would keep the CPU busy for every later
-    cell): every Python thread that did not run ``before`` (``sys._current_frames()`` then), also one
-    started with ``_thread``, which ``threading`` does not list (``started``). Each is stopped
-    (states.Stoppable, with _ThreadLeft), and ends silently (``_quiet``). Returns (how many were left,
-    how many still run after a second), for ``_no_threads_left`` to say."""
+    cell): every Python thread that did not run ``before`` (``_threads_now()`` then: compared by thread object;
+    a collection of idents: the threads that have them now count as before), but the check's own and a kernel's
+    library's (``_library_thread``), also one started with ``_thread``, which ``threading`` does not list
+    (``started``). Each is stopped (states.Stoppable, with _ThreadLeft), and ends silently (``_quiet``).
+    Returns (how many were left, how many still run after a second), for ``_no_threads_left`` to say."""
     learners = dict(started)
+    if not isinstance(before, dict):
+        before = {ident: threading._active.get(ident) for ident in before}
     left = {}   # ident -> a function saying whether that very thread still runs (an ident is reused at once)
     for ident in sys._current_frames():   # (a thread threading does not know, nor the learner's function
         thread = threading._active.get(ident)   # started, is another library's: left alone)
-        if ident not in before and ident not in learners and thread is not None and not _course_thread(thread):
+        if before.get(ident, _NOT_BEFORE) is not thread and ident not in learners and thread is not None and \
+                not _course_thread(thread) and not _library_thread(thread):
             left[ident] = lambda thread=thread, ident=ident: threading._active.get(ident) is thread and thread.is_alive()
     left.update({ident: runs for ident, runs in learners.items() if runs() is not False})
     for ident, runs in left.items():
@@ -2112,13 +2506,152 @@ class _Capped:
         return getattr(self.stream, name)
 
 
+class _Shown:
+    """What a learner's function displayed (IPython's ``display``) in a check, counted as ``_Capped`` counts its printing
+    (``budget``: the check's, shared with its printing; ``dropped``: characters not shown)."""
+
+    def __init__(self, budget):
+        self.budget, self.dropped = budget, 0
+
+
+def _payload_size(data):
+    """The characters a display's ``data`` ({mime type: its text, bytes or JSON}) sends to the page."""
+    if not isinstance(data, dict):
+        return 0   # (the publisher's own error says what it should be)
+    return sum(len(value) if isinstance(value, (str, bytes)) else len(repr(value)) for value in data.values())
+
+
+@contextlib.contextmanager
+def _displays_capped(budget):
+    """While a learner's function runs in a kernel, what it displays (``display()``, a plot's ``plt.show()``: IPython's
+    display publisher, which sends to the page directly, past sys.stdout) is shown while it fits in what is left of
+    the check's MAX_PRINTED characters (``budget``, which its printing shares), and left out, counted, from the first
+    display that does not on; yields the ``_Shown`` that counts it (for ``_said_what_was_left_out``). The publisher's
+    ``publish`` is put back afterwards. Outside a kernel a display is printed (and cut as printing is): nothing done."""
+    shown = _Shown(budget)
+    shell = getattr(sys.modules.get("IPython"), "get_ipython", lambda: None)()
+    publisher = getattr(shell, "display_pub", None)
+    if getattr(shell, "kernel", None) is None or not callable(getattr(publisher, "publish", None)):
+        yield shown
+        return
+    original, saved = publisher.publish, vars(publisher).get("publish", _NOT_BEFORE)
+
+    def publish(data, *args, **kwargs):
+        size = _payload_size(data)
+        if size > max(budget["left"], 0):
+            budget["left"], shown.dropped = 0, shown.dropped + size   # (nothing shown after it: the rest is left out)
+            return None
+        budget["left"] -= size
+        return original(data, *args, **kwargs)
+    publisher.publish = publish
+    try:
+        yield shown
+    finally:
+        if saved is _NOT_BEFORE:
+            vars(publisher).pop("publish", None)
+        else:
+            publisher.publish = saved
+
+
+_LATER_REFUSED = []   # one entry per way a learner's function tried to leave work for later cells (each refused): what
+_LOOP_METHODS = ("call_soon", "call_soon_threadsafe", "call_later", "call_at", "create_task", "run_in_executor",
+                 "add_reader", "add_writer", "add_signal_handler", "set_exception_handler", "set_task_factory",
+                 "set_default_executor")   # the ways to leave work on an asyncio loop that runs after the call
+
+
+def _refusing(method, learners, what, refusal):
+    """``method``, made to refuse a learner's code (``learners`` of the current thread) with RuntimeError(``refusal``),
+    noting ``what`` it tried in _LATER_REFUSED for its check to say; anyone else's call goes through."""
+    def refused(*args, **kwargs):
+        if learners(_CURRENT_THREAD()):
+            _LATER_REFUSED.append(what)
+            raise RuntimeError(refusal)
+        return method(*args, **kwargs)
+    return refused
+
+
+def _kernel_loops():
+    """The asyncio loops the kernel's threads run (tornado's record of its IOLoops: the kernel's main one, its control,
+    IOPub and shell channel threads'); none outside a kernel (tornado not imported)."""
+    ioloop = getattr(sys.modules.get("tornado.ioloop"), "IOLoop", None)
+    loops = vars(ioloop).get("_ioloop_for_asyncio", {}) if isinstance(ioloop, type) else {}
+    return [loop for loop in list(loops) if not loop.is_closed()]
+
+
+@contextlib.contextmanager
+def _loop_refused(learners):
+    """While a learner's function runs, the kernel's event loops (``_kernel_loops``) refuse to take work from a learner's
+    code (``learners``, of a thread): a callback or task left there (``kernel.io_loop.asyncio_loop.call_soon_threadsafe``,
+    ``call_later``, tornado's ``add_callback``, which calls them) would run in the kernel's threads in later cells,
+    outside every put-back, again and again if it reschedules itself. Each of ``_LOOP_METHODS`` is set on each loop
+    itself, and taken off afterwards; the kernel's own calls go through. (Not seen: a method saved before the check,
+    or the loop's private queues changed directly.)"""
+    loops = [(loop, vars(loop).get(name, _NOT_BEFORE), name) for loop in _kernel_loops() for name in _LOOP_METHODS
+             if hasattr(loop, name)]
+    for loop, _, name in loops:
+        setattr(loop, name, _refusing(getattr(loop, name), learners, f"left work on the kernel's event loop ({name})",
+                                      f"a check does not allow {name} on the kernel's event loop while it runs your "
+                                      "function: it would run in later cells, outside the check"))
+    try:
+        yield
+    finally:
+        for loop, saved, name in loops:
+            if saved is _NOT_BEFORE:
+                vars(loop).pop(name, None)
+            else:
+                setattr(loop, name, saved)
+
+
+@contextlib.contextmanager
+def _observers_refused(learners):
+    """While a learner's function runs, a learner's code (``learners``, of a thread) may not add or remove an observer
+    (traitlets' ``observe``/``unobserve``, which ``link`` and ``interact`` use; ipywidgets' ``on_click``/``on_msg``)
+    on a widget or other traitlets object made before the call (a notebook's explorer, IPython's shell): it would run
+    in later cells, at a slider's move, outside every put-back (or take an explorer's own away). Refused with
+    RuntimeError, said by the check; on an object the call made itself (told by the id noted when traitlets sets it
+    up: an older one, alive meanwhile, never has it) it goes through. The methods are put back afterwards. (Not
+    seen: an object's notifier lists changed directly.)"""
+    traitlets = sys.modules.get("traitlets")
+    has_traits = getattr(traitlets, "HasTraits", None)
+    if not isinstance(has_traits, type):
+        yield
+        return
+    patched = [(has_traits, name) for name in ("_add_notifiers", "_remove_notifiers")]
+    dispatcher = getattr(sys.modules.get("ipywidgets"), "CallbackDispatcher", None)
+    if isinstance(dispatcher, type) and "register_callback" in vars(dispatcher):
+        patched.append((dispatcher, "register_callback"))
+    saved = {(owner, name): vars(owner)[name] for owner, name in patched + [(has_traits, "setup_instance")]}
+    made = set()   # the ids of the objects set up meanwhile
+
+    def setup_instance(self, /, *args, **kwargs):
+        made.add(id(self))
+        return saved[has_traits, "setup_instance"](self, *args, **kwargs)
+
+    def refusing(method, name):
+        refuse = _refusing(method, learners, f"changed the observers of a widget made before the check ({name})",
+                           "a check does not allow observers added to (or taken from) a widget made before it while it "
+                           "runs your function: they would run in later cells, outside the check")
+
+        def refused(self, /, *args, **kwargs):
+            return (method if id(self) in made else refuse)(self, *args, **kwargs)
+        return refused
+    has_traits.setup_instance = setup_instance
+    for owner, name in patched:
+        setattr(owner, name, refusing(saved[owner, name], name))
+    try:
+        yield
+    finally:
+        for (owner, name), method in saved.items():
+            setattr(owner, name, method)
+
+
 def _said_what_was_left_out(printed, who):
-    """One line, once a check, after ``who`` (``_fenced``) printed more than it shows (``printed``: its ``_Capped``
-    streams)."""
+    """One line, once a check, after ``who`` (``_fenced``) printed or displayed more than it shows (``printed``: its
+    ``_Capped`` streams and its ``_Shown``)."""
     dropped = sum(stream.dropped for stream in printed)
     if dropped and printed and not printed[0].budget["said"]:
         printed[0].budget["said"] = True
-        print(f"\n(the printing of {who} went past the {MAX_PRINTED:,} characters a check shows: "
+        print(f"\n(what {who} printed or displayed went past the {MAX_PRINTED:,} characters a check shows: "
               "the rest was left out)")
 
 
@@ -2449,9 +2982,83 @@ class _Raised(Exception):
     """A learner's function raised a BaseException of its own (KeyboardInterrupt, GeneratorExit)."""
 
 
+LOCK_WAIT = 0.5   # seconds the check waits for a process-wide lock another thread holds (threading and logging hold
+# theirs for microseconds) before taking it as left behind
+_LOGGING_LOCK = logging._lock   # logging's module lock, as the course found it (a learner may rebind the name)
+_THREADING_LOCKS = tuple((f"threading's lock of the threads {what} (threading.{name})", vars(threading)[name])
+                         for what, name in (("being started", "_active_limbo_lock"),
+                                            ("ending", "_shutdown_locks_lock"))
+                         if name in vars(threading))   # (an RLock or a plain lock, or none, by Python's version)
+_RLOCKS = (type(threading.RLock()), threading._PyRLock)   # (the real ones: a learner's look-alike is not called)
+_PLAIN_LOCK = type(threading.Lock())
+
+
+def _process_locks():
+    """(name, lock) for the process-wide locks the course's code and every later cell take: threading's, logging's
+    module lock and the lock of every logging handler made (logging's own list of them), read without running a
+    learner's code (a handler of theirs: its class's name only)."""
+    yield from _THREADING_LOCKS
+    yield "logging's module lock (logging._lock)", _LOGGING_LOCK
+    handlers = logging.__dict__.get("_handlerList")
+    for ref in list(handlers) if type(handlers) is list else ():
+        handler = ref() if type(ref) is weakref.ref else None
+        lock = inspect.getattr_static(handler, "lock", None)
+        if type(lock) in _RLOCKS:
+            yield f"the lock of logging's handler {class_name(type(handler))}", lock
+
+
+def _left_taken(lock):
+    """Let go of ``lock`` if this thread's ended call left it taken; whether it did. An RLock says whether this
+    thread holds it (let go of as many times as it was taken, at once); a plain lock does not: one still taken
+    LOCK_WAIT s later is taken as left behind (any thread may let go of a plain lock)."""
+    if type(lock) in _RLOCKS:
+        if not lock._is_owned():
+            return False
+        lock._release_save()
+        return True
+    if type(lock) is not _PLAIN_LOCK or not lock.locked():
+        return False
+    if lock.acquire(timeout=LOCK_WAIT):   # another thread's, let go of meanwhile: given back
+        lock.release()
+        return False
+    with contextlib.suppress(RuntimeError):   # (let go of by its holder just now)
+        lock.release()
+    return True
+
+
+def _locks_let_go():
+    """Let go of the process-wide locks a learner's code left taken when it ended, in the thread that ran it
+    (``_Run.run``, once nothing more is raised in it): every later cell that logs, imports or starts a thread,
+    and the check's own put-back (``process_state``: logging.root.setLevel) and its next call's thread, would wait
+    for them for ever. Those of ``_process_locks`` (``_left_taken``) and the import lock (``_imp.acquire_lock()``,
+    let go of as many times as this thread took it). Returns the names of those let go of."""
+    import _imp
+
+    let_go = [name for name, lock in _process_locks() if _left_taken(lock)]
+    taken = 0
+    while _imp.lock_held():
+        try:
+            _imp.release_lock()
+        except RuntimeError:   # another thread's (importing meanwhile): not left behind by this one
+            break
+        taken += 1
+    if taken:
+        let_go.append("the import lock (_imp.acquire_lock())")
+    return let_go
+
+
+def _locks_sentence(let_go):
+    """What a check says of the locks ``_locks_let_go`` let go of."""
+    them = "them" if len(let_go) > 1 else "it"
+    named = " and ".join([", ".join(let_go[:-1]), let_go[-1]] if len(let_go) > 1 else let_go)
+    return (f"your code ended holding {named}: every later cell that needs {them}, and the check itself, would wait "
+            f"for {them} for ever; the check let go of {them} (release each lock you take, or take it in a with block)")
+
+
 class _Run(_Thread):
     """A learner's function in a thread of its own, with the caller's gradient mode; ``stop()``
-    stops it (states.Stoppable: OutOfTime raised in it again and again, until it ends)."""
+    stops it (states.Stoppable: OutOfTime raised in it again and again, until it ends). A process-wide lock
+    it left taken is let go of as it ends, and said (``_locks_let_go``): Wrong, put in ``box``."""
 
     def __init__(self, function, args, kwargs, screen=None):
         super().__init__(name="a learner's function in a check", daemon=True)
@@ -2465,6 +3072,9 @@ class _Run(_Thread):
             self.stoppable.call(self.call)
         except OutOfTime:   # one that arrived while handing over
             pass
+        let_go = _locks_let_go()   # (in this thread, whose RLocks they are; its own end needs threading's)
+        if let_go:
+            self.box["raised"] = Wrong(_locks_sentence(let_go))
 
     def call(self):
         """The function called; what it returns, if ``screen`` takes it, goes in ``box`` ("out"), else the

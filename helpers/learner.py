@@ -152,7 +152,59 @@ def keep(piece, chapter, name=None):
         fail(f"the cell that defines {own} makes another {own} after the one the check passed (a second def "
              f"or class, or an assignment), and a later chapter would use that one; keep only the checked one "
              f"in its cell and run the check again")
+    missing = missing_globals(kept, module)
+    if missing:
+        put_back(target, earlier)
+        listed, one = ", ".join(missing[:5]) + (", ..." if len(missing) > 5 else ""), len(missing) == 1
+        fail(f"the cell that defines {own} should define or import every name its code reads, but its code reads "
+             f"{listed}, which the cell neither defines nor imports (made in another cell of the notebook?), so "
+             f"my_gpt/{name}.py would stop with NameError in the chapters ahead: define or import "
+             f"{'it' if one else 'them'} in that cell (or inside the class) and run the check again")
     return target
+
+
+def missing_globals(piece, module):
+    """The names (sorted) that the code of ``piece`` (a function or class of ``module``, a kept file) reads as
+    globals and that neither ``module`` nor Python's builtins define: each would raise NameError when the piece
+    runs from the file (``ACT = nn.GELU()`` made in an earlier notebook cell, read in forward). Followed into
+    the file's own functions and classes that the piece reads by name; read from the compiled code
+    (LOAD_GLOBAL, and LOAD_NAME in a class body written in a function), running none of it."""
+    import builtins
+    import dis
+    defined, read, assigned, seen = vars(module), set(), set(), set()
+    codes = _codes_in(piece, module.__file__)
+    while codes:
+        code = codes.pop()
+        if id(code) in seen:
+            continue
+        seen.add(id(code))
+        instructions = list(dis.get_instructions(code))
+        local = {i.argval for i in instructions if i.opname == "STORE_NAME"}   # a class body's own names
+        assigned |= {i.argval for i in instructions if i.opname == "STORE_GLOBAL"}   # (``global X; X = ...``)
+        for name in {i.argval for i in instructions if i.opname in ("LOAD_GLOBAL", "LOAD_NAME")} - local:
+            if name in defined:
+                codes += _codes_in(defined[name], module.__file__)   # the file's own helper: what it reads too
+            elif not hasattr(builtins, name):
+                read.add(name)
+        codes += [const for const in code.co_consts if isinstance(const, type(code))]   # nested functions, lambdas
+    return sorted(read - assigned)
+
+
+def _codes_in(value, filename):
+    """The code objects of ``value`` written in the file ``filename``: a function's own (looked through its
+    decorators), a class's methods' (staticmethods', classmethods', properties' too); [] for anything else."""
+    if inspect.isclass(value):
+        found = []
+        for attribute in vars(value).values():
+            if isinstance(attribute, property):
+                found += [attribute.fget, attribute.fset, attribute.fdel]
+            else:
+                found.append(attribute.__func__ if isinstance(attribute, (staticmethod, classmethod)) else attribute)
+        return [code for function in found if inspect.isfunction(function) for code in _codes_in(function, filename)]
+    if inspect.isfunction(value):
+        code = _unwrapped(value).__code__
+        return [code] if code.co_filename == filename else []
+    return []
 
 
 def _same_definition(piece, kept, module, header_lines):

@@ -40,7 +40,7 @@ from torch.nn.modules import module as torch_module
 from .errors import MAX_BYTES, CourseInputError, about_gib, check_bytes, check_choice, check_ids_given, check_index, \
     check_finite, check_number, check_positive_int, check_seed, check_switch, check_tensor, count, fail, gib, length, \
     message_of, next_seed, shown, type_name
-from .states import digest
+from .states import course_modes, digest, on_the_cpu
 
 POSITIONS = ("sinusoidal", "learned", "rotary", "none")
 MAX_TOKENS = 1024   # the longest sequence a model runs at once: its attention weights must fit Binder's 2 GB
@@ -294,7 +294,7 @@ def check_squares(x, name="x", dtype=np.float64):
     squared and summed in ``dtype`` (a NumPy or torch float type), would overflow: a norm's variance would
     be inf and every z 0 or NaN."""
     if isinstance(dtype, torch.dtype):
-        dtype = torch.empty(0, dtype=dtype).numpy().dtype if dtype != torch.bfloat16 else np.float32
+        dtype = torch.empty(0, dtype=dtype, device="cpu").numpy().dtype if dtype != torch.bfloat16 else np.float32
     top = float(np.finfo(dtype).max)
     largest = float(x.abs().max()) if isinstance(x, torch.Tensor) else float(np.abs(x).max())
     limit = math.sqrt(top / (4 * x.shape[-1]))
@@ -496,6 +496,7 @@ class Attention(nn.Module):
             (nn.Parameter(torch.zeros(width)) if bias else None) for width in (d, d_kv, d_kv, d))
         seeded(self, seed)
 
+    @on_the_cpu   # (the CPU, no autocast: inside torch.device("meta") as outside)
     def forward(self, x, *, causal=True, positions=True, ablate=(), cache=None, layer=0, start=0,
                 keep=None, scaled=True, **unknown):
         """x: (B, T, d_model) -> write-back (B, T, d_model).
@@ -627,6 +628,7 @@ class MLP(nn.Module):
             self.b_G = nn.Parameter(torch.zeros(d_ff)) if bias else None
         seeded(self, seed)
 
+    @on_the_cpu   # (the CPU, no autocast: inside torch.device("meta") as outside)
     def forward(self, x, keep=None):
         """x (..., d_model) -> (..., d_model); x is checked first (shape, dtype, NaN or inf, entries too
         large: ``check_part_input``), and the memory its hidden layer needs; called on its own, an output
@@ -676,12 +678,14 @@ class Block(nn.Module):
         self.mlp = (MLP(d, cfg.d_ff, bias=cfg.bias, activation=cfg.activation, dropout=cfg.dropout,
                         seed=None if seed is None else next_seed(seed)) if cfg.d_ff else None)
 
+    @on_the_cpu   # (the CPU, no autocast: inside torch.device("meta") as outside)
     def forward(self, h, keep=None, **switches):
         """h: (B, T, d_model) -> (B, T, d_model). switches: see ``attention_part``. Called on its own, a
         call that fails leaves a cache as it was (a model's pass restores its cache itself)."""
         with restored_on_failure(None if _CHECKED.depth else switches.get("cache")):
             return self.mlp_part(self.attention_part(h, keep=keep, **switches), keep=keep)
 
+    @on_the_cpu   # (the CPU, no autocast: inside torch.device("meta") as outside)
     def attention_part(self, h, keep=None, attention=True, **switches):
         """h (B, T, d_model) -> h_mid. attention=False writes zero; other switches go to ``attn``."""
         if not _CHECKED.depth:
@@ -707,6 +711,7 @@ class Block(nn.Module):
             h_mid = self.ln1(h_mid)
         return keep("h_mid", h_mid)
 
+    @on_the_cpu   # (the CPU, no autocast: inside torch.device("meta") as outside)
     def mlp_part(self, h_mid, keep=None):
         """h_mid (B, T, d_model) -> h, the layer's output (h_mid itself when d_ff=0)."""
         if not _CHECKED.depth:
@@ -996,6 +1001,7 @@ class Transformer(nn.Module):
                         std /= math.sqrt(2 * self.cfg.n_layers)   # each layer's two writes to the residual
                     p.normal_(0.0, std, generator=g)
 
+    @on_the_cpu   # (the CPU, no autocast: inside torch.device("meta") as outside)
     def forward(self, ids, *, trace=False, causal=True, attention=True,
                 ablate_heads=(), positions=True, cache=None, replace=None, scaled=True, **unknown):
         """ids: (T,) or (B, T) token ids -> logits (T, V) or (B, T, V).
@@ -1148,6 +1154,7 @@ class Transformer(nn.Module):
         """Every name a pass of this model may make (``replace`` and ``capture`` take these)."""
         return trace_names(self.cfg)
 
+    @on_the_cpu   # (the CPU, no autocast: inside torch.device("meta") as outside)
     def embed(self, ids, start=0, positions=True):
         """ids (B, T) -> h0 (B, T, d_model): token rows of E plus the positions (unless switched off)."""
         cfg = self.cfg
@@ -1166,6 +1173,7 @@ class Transformer(nn.Module):
             h = h + self.P[start:start + T]
         return h
 
+    @on_the_cpu   # (the CPU, no autocast: inside torch.device("meta") as outside)
     def unembed(self, h, keep=None):
         """h (..., d_model), the residual stream after the last block -> logits (..., V):
         the final LayerNorm (if any), then the tied unembedding E^T. ``keep`` receives
@@ -1191,7 +1199,8 @@ class Transformer(nn.Module):
         try:
             if isinstance(ids, (list, tuple)) and ids and all(isinstance(t, torch.Tensor) for t in ids):
                 ids = torch.stack(list(ids))   # a list of (T,) id tensors, e.g. from tokenizer.encode: a batch
-            ids = torch.as_tensor(ids)
+            device = ids.device if isinstance(ids, torch.Tensor) else "cpu"   # (named: not the ambient default
+            ids = torch.as_tensor(ids, device=device)                             # device, torch.device("meta"))
         except Exception:   # noqa: BLE001 (a list of the learner's whose __len__ lies, a value torch cannot read)
             rows = list(ids[:MAX_TOKENS]) if isinstance(ids, (list, tuple)) else []
             lengths = {len(row) if isinstance(row, (list, tuple)) else -1 for row in rows}
@@ -1270,11 +1279,13 @@ class Transformer(nn.Module):
 def eval_mode(model, train=False):
     """Within the block ``model`` is in eval mode (no dropout: a seeded result repeats; train=True:
     in training mode); afterwards, also after an error, every module is back in the mode it was in
-    (a model with one block in eval mode keeps it so)."""
+    (a model with one block in eval mode keeps it so). Inside ``with torch.device("meta"):`` or autocast the pass
+    runs as outside (``states.course_modes``: the CPU, no autocast; grad mode left as the caller set it)."""
     modes = [(module, module.training) for module in model.modules()]
     model.train(train)
     try:
-        yield model
+        with course_modes(grad=False):
+            yield model
     finally:
         for module, mode in modes:
             module.training = mode

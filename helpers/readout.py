@@ -2,11 +2,13 @@
 import numpy as np
 import torch
 
-from .errors import check_finite, check_positive_int, check_text, count, fail, length, shown, to_numpy
+from .errors import check_finite, check_positive_int, check_tensor, check_text, count, fail, is_tensor, length, \
+    shape_of, shown, to_numpy, type_name
 
 MAX_ROWS = MAX_COLS = 1_000   # the largest matrix format_matrix writes out (a million numbers, ~8 MB of text)
 MAX_DECIMALS = 20             # the most decimals a number is written with
 MAX_LABEL_CHARS = 100         # a row label: a token or a step's name (every row is padded to the longest)
+MAX_PRINTED = MAX_ROWS * MAX_COLS   # the most numbers one call prints (format_step's heads, print_trace's steps)
 LARGEST_FIXED = 1e9           # a matrix holding a number this large is written as 1.234e+12 (1e308 has 309 digits)
 SUM_TOLERANCE = 1e-3          # how far from 1 a distribution's sum may be: rounding, not a slip
 
@@ -39,6 +41,8 @@ def check_row_labels(row_labels, rows):
     MAX_LABEL_CHARS characters (every row is padded to the longest). Else one sentence."""
     if row_labels is None:
         return [""] * rows
+    if is_tensor(row_labels):   # a nested or sparse tensor cannot be listed: refused first
+        check_tensor(row_labels, "row_labels", float8=True)
     try:   # a 0-d tensor or array, a number, a generator: no length, so no labels to count
         size = None if isinstance(row_labels, (str, bytes)) else length(row_labels)
     except (TypeError, ValueError, OverflowError, AttributeError):
@@ -51,8 +55,26 @@ def check_row_labels(row_labels, rows):
     if len(labels) != rows:   # a __len__ that says another number than the labels it lists
         fail(f"expected one label per row: {count(rows)} rows, but {count(len(labels))} labels")
     for label in labels:
-        check_text(str(label), "each row label", empty=True, max_chars=MAX_LABEL_CHARS)
+        label_text(label, "each row label")
     return labels
+
+
+def label_text(label, name):
+    """A row label or a token as it is printed: its text, at most MAX_LABEL_CHARS characters (a table's rows are
+    padded to the longest label), else one sentence naming ``name``; return the text."""
+    try:
+        text = str(label)
+    except Exception:   # noqa: BLE001 (a label of the learner's whose __str__ raises anything)
+        fail(f"{name} should be text, but got a {type_name(label)} whose text could not be read")
+    return check_text(text, name, empty=True, max_chars=MAX_LABEL_CHARS)
+
+
+def check_printed(numbers, what, advice):
+    """Refuse, before a line is printed, a call that would print more than MAX_PRINTED numbers (a million: about
+    8 MB of text) in all; ``advice`` says what to print instead."""
+    if numbers > MAX_PRINTED:
+        fail(f"{what} should print at most {MAX_PRINTED:,} numbers (this course's limit for text), but would print "
+             f"{count(numbers)}: {advice}")
 
 
 def format_matrix(x, row_labels=None, decimals=3):
@@ -60,8 +82,8 @@ def format_matrix(x, row_labels=None, decimals=3):
     rows and MAX_COLS columns (1,000 each), at most MAX_DECIMALS decimals (20). Finite numbers, or -inf (a
     masked score, written -inf); NaN and +inf are refused. A matrix holding a number of LARGEST_FIXED (1e9)
     or more is written in scientific notation (1.234e+12), all of it, so that its columns stay aligned."""
-    shape = getattr(x, "shape", None)
-    if isinstance(shape, tuple) or isinstance(x, torch.Tensor):
+    shape = shape_of(x, "x") if is_tensor(x) else getattr(x, "shape", None)   # (a nested tensor: refused)
+    if isinstance(shape, tuple):
         check_size(shape)                 # a tensor or an array: its size before it is converted
     x = to_numpy(x, "x")
     check_size(x.shape)
@@ -94,13 +116,14 @@ def format_step(name, x, tokens=None):
     """One traced intermediate: its name, shape and note, then its numbers (per head if 3-D)."""
     if not isinstance(name, str):
         fail(f"name should be the step's name as text, such as 'L0.q', but got {shown(name)}")
-    if not isinstance(x, torch.Tensor) or x.dim() not in (1, 2, 3):
+    if not isinstance(x, torch.Tensor) or check_tensor(x, "x", float8=True).dim() not in (1, 2, 3):
         fail(f"x should be a traced tensor of 1 to 3 axes, but got "
              + (f"shape {tuple(x.shape)}" if isinstance(x, torch.Tensor) else type(x).__name__))
     if x.dim() == 3:
         check_size(x.shape[1:])
         if x.shape[0] > MAX_ROWS:
             fail(f"x should have at most {MAX_ROWS:,} heads to print, but has {count(x.shape[0])}")
+    check_printed(x.numel(), f"format_step of shape {tuple(x.shape)}", "print a slice such as x[:2]")
     short = name.split(".")[-1]
     shape = " × ".join(str(s) for s in tuple(x.shape))
     head = f"{name}  [{shape}]  {SHAPE_NOTES.get(short, '')}"
@@ -111,17 +134,28 @@ def format_step(name, x, tokens=None):
 
 
 def print_trace(trace, tokens=None, names=None):
-    """Print the chosen steps of a trace (default: all) in forward-pass order."""
+    """Print the chosen steps of a trace (default: all) in the order given: each step at most once, at most
+    MAX_PRINTED numbers (a million) in all. Every step is checked and written before a line is printed."""
     if not isinstance(trace, dict) or not all(isinstance(key, str) for key in trace):
         fail(f"trace should be the dict model(ids, trace=True) returns, but got {type(trace).__name__}")
     if names is not None and (isinstance(names, (str, bytes)) or not isinstance(names, (list, tuple))):
         fail(f"names should be a list of steps such as ['L0.q'], but got {shown(names)}")
-    for name in names or list(trace):
+    chosen = list(names or trace)
+    if len(chosen) > len(trace):
+        fail(f"names should name each of this trace's {len(trace)} steps at most once, but got "
+             f"{count(len(chosen))} names")
+    for name in chosen:
         if not isinstance(name, str) or name not in trace:
             fail(f"names should be steps of this trace (expected one of: {', '.join(list(trace)[:8])}, ...), "
                  f"but got {shown(name)}")
-    for name in names or list(trace):
-        print(format_step(name, trace[name], tokens))
+    if len(set(chosen)) < len(chosen):
+        twice = next(name for i, name in enumerate(chosen) if name in chosen[:i])
+        fail(f"names should name each step at most once, but {shown(twice)} is named {chosen.count(twice)} times")
+    check_printed(sum(check_tensor(trace[name], name, float8=True).numel() for name in chosen
+                      if isinstance(trace[name], torch.Tensor)),
+                  f"print_trace of {len(chosen)} steps", "choose fewer steps with names=[...]")
+    for text in [format_step(name, trace[name], tokens) for name in chosen]:   # all written first: none half-printed
+        print(text)
         print()
 
 
@@ -201,9 +235,14 @@ def top_tokens(probs, vocab, k=5, logits=None):
 
 
 def print_top(probs, vocab, k=5, logits=None):
-    """Print the top-k table: rank, token, logit, probability (probs: probabilities, see ``top_tokens``)."""
+    """Print the top-k table: rank, token, logit, probability (probs: probabilities, see ``top_tokens``): at most
+    MAX_ROWS rows (1,000), each token's text at most MAX_LABEL_CHARS characters (100)."""
+    if check_positive_int(k, "k") > MAX_ROWS:
+        fail(f"k should be at most {MAX_ROWS:,} rows to print (this course's limit for a table as text), "
+             f"but got {count(k)}")
     rows = top_tokens(probs, vocab, k, logits)      # every argument checked before a line is printed
+    texts = [label_text(token, "each token printed") for _, token, _, _ in rows]
     print(f"{'rank':>4}  {'token':<8}{'logit':>8}{'prob':>8}")
-    for rank, token, logit, prob in rows:
+    for (rank, _, logit, prob), token in zip(rows, texts):
         logit_text = "" if logit is None else f"{logit:8.2f}"
-        print(f"{rank:>4}  {str(token):<8}{logit_text:>8}{prob:8.3f}")
+        print(f"{rank:>4}  {token:<8}{logit_text:>8}{prob:8.3f}")

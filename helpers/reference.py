@@ -251,17 +251,15 @@ def relu(x):
 MAX_ANGLE = {"float64": 2.0 ** 49, "float32": 2.0 ** 20}
 
 
-def check_angles(largest, fastest, name, kind="float64"):
-    """Refuse positions whose largest angle, |``largest``| (the furthest position) times ``fastest`` (the largest
-    frequency base**(-2i/d); 1 for a base >= 1), passes MAX_ANGLE[kind], in one sentence naming ``name``."""
+def check_angles(largest, name, kind="float64"):
+    """Refuse positions whose largest angle, |``largest``| (the furthest position, a finite number) times the
+    fastest frequency (1 radian a position: the base is > 1, ``check_base``), passes MAX_ANGLE[kind], in one
+    sentence naming ``name``."""
     limit = MAX_ANGLE[kind]
-    if not math.isfinite(fastest):
-        fail(f"the frequencies base**(-2i/d) should be finite, but the largest overflows {kind}: give a base of at least 1")
-    angle = abs(largest) * fastest
-    if angle > limit:
-        fail(f"{name} should be at most {plain(limit / fastest)} in size ({kind} angles past 2**{math.log2(limit):.0f} "
+    if abs(largest) > limit:
+        fail(f"{name} should be at most {plain(limit)} in size ({kind} angles past 2**{math.log2(limit):.0f} "
              f"radians are rounded by more than 1/32 radian, so nearby positions would turn alike), but got "
-             f"{plain(largest)}" + ("" if math.isfinite(angle) else f", whose angle overflows {kind}"))
+             f"{plain(largest)}")
 
 
 def plain(x):
@@ -274,6 +272,13 @@ def plain(x):
 SINUSOIDAL_BYTES = 16
 
 
+def check_base(base):
+    """The base of the sinusoidal and rotary frequencies base**(-2i/d): a finite number > 1, so the fastest pair
+    turns 1 radian a position and the others slower (below 1 they would turn faster and faster, past float64's
+    range); return it as float. Checked before anything about the positions, whose limit depends on it."""
+    return check_number(base, "base", low=1, low_open=True)
+
+
 def sinusoidal_positions(n, d, base=10000.0):
     """The fixed (n, d) table of Vaswani et al., columns interleaved sin, cos.
 
@@ -283,11 +288,11 @@ def sinusoidal_positions(n, d, base=10000.0):
     the fastest pair, p radians, resolved to 1/32 radian).
     """
     n, d = check_positive_int(n, "n"), check_positive_int(d, "d")
-    base = check_number(base, "base", low=1, low_open=True)
+    base = check_base(base)
     if d % 2:
         fail(f"sinusoidal positions need an even width d, but got d={d}")
     check_entries(n * d, f"a table of n={shown(n)} positions by d={shown(d)}", SINUSOIDAL_BYTES)
-    check_angles(n - 1, 1.0, "the last position, n - 1")   # (base > 1: the fastest pair turns 1 radian a position)
+    check_angles(n - 1, "the last position, n - 1")
     p = np.arange(n)[:, None]
     w = base ** (-np.arange(0, d, 2) / d)
     table = np.zeros((n, d))
@@ -307,8 +312,9 @@ def rotate_pairs(x, positions, base=10000.0):
 
     x: (T, d) with d even; positions: (T,) integers. Pair i is columns (2i, 2i+1),
     w_i = base**(-2i/d), the same frequencies as the sinusoidal table. Every angle, |position| x w_i, at most
-    MAX_ANGLE["float64"] (2**49, where float64 still resolves it to 1/32 radian).
+    MAX_ANGLE["float64"] (2**49, where float64 still resolves it to 1/32 radian); base: a finite number > 1.
     """
+    base = check_base(base)   # first: the positions' limit depends on it
     x = as_array(x, "x", 2)
     T, d = x.shape
     if d % 2:
@@ -321,11 +327,9 @@ def rotate_pairs(x, positions, base=10000.0):
     if not np.isfinite(positions).all():
         fail(f"positions should be finite numbers, but {int((~np.isfinite(positions)).sum())} of {T} are NaN or infinite")
     check_finite(x, "x")
-    base = check_number(base, "base", low=0, low_open=True)
-    with np.errstate(over="ignore"):   # a base below 1 whose frequencies overflow: refused by check_angles
-        frequencies = base ** (-np.arange(0, d, 2) / d)
     if T and d:
-        check_angles(float(np.abs(positions).max()), float(frequencies.max()), "each position")
+        check_angles(float(np.abs(positions).max()), "each position")
+    frequencies = base ** (-np.arange(0, d, 2) / d)
     angle = positions[:, None] * frequencies
     cos, sin = np.cos(angle), np.sin(angle)
     even, odd = x[:, 0::2], x[:, 1::2]

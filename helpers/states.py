@@ -6,8 +6,8 @@ run (helpers.gpt.compute). A model's parts (modules, parameters, submodules: ``p
 and a training run put back. And a tensor's state in short (``digest``), by which a check and an explorer tell a changed tensor
 (a check with ``strong``, a hash a learner's code cannot match). And the process state a learner's function may
 change for good (the builtins, resource limits, time zone, session, CPU affinity and priority, torch's switches),
-each saved and put back by a check, with the guarded stand-ins (``guarded_setrlimit``, ``no_setsid``) a check puts
-in place while the function runs."""
+each saved and put back by a check, with the guarded stand-ins (``guarded_setrlimit``, ``no_setsid``,
+``no_interop_threads``) a check puts in place while the function runs."""
 import contextlib
 import ctypes
 import functools
@@ -52,6 +52,80 @@ def default_dtype(dtype):
     before = torch.get_default_dtype()
     torch.set_default_dtype(dtype or torch.float32)
     return before
+
+
+def torch_modes_kept():
+    """torch's default dtype and deterministic mode (with its warn_only), saved now (nothing when torch was never
+    imported); returns a function that puts back each one that changed (only then: setting the deterministic
+    mode imports torch's compiler, 800 modules)."""
+    torch = sys.modules.get("torch")
+    if torch is None:
+        return lambda: None
+    dtype = torch.get_default_dtype()
+    deterministic = torch.are_deterministic_algorithms_enabled(), torch.is_deterministic_algorithms_warn_only_enabled()
+
+    def put_back():
+        if torch.get_default_dtype() != dtype:
+            torch.set_default_dtype(dtype)
+        if (torch.are_deterministic_algorithms_enabled(), torch.is_deterministic_algorithms_warn_only_enabled()) \
+                != deterministic:
+            torch.use_deterministic_algorithms(deterministic[0], warn_only=deterministic[1])
+    return put_back
+
+
+@contextlib.contextmanager
+def course_modes(grad=True, name=None):
+    """Within the block torch's ambient modes are the ones the course's code is written for, whatever cell
+    wraps the call (``with torch.no_grad():``, ``torch.inference_mode()``, ``with torch.device("meta"):``,
+    ``torch.set_default_device``, ``torch.autocast("cpu", ...)``): CPU autocast off, the default device the CPU
+    (tensors the code makes land there), and with ``grad`` gradients on and inference mode off (without
+    ``grad`` both left as they are: a measure under no_grad stays so). ``name``: a function that takes
+    gradients, refused in one sentence inside torch.inference_mode() instead (the tensors made there cannot
+    be saved for a backward pass). Each mode is entered only when it differs (no cost in a plain cell) and
+    put back on exit, also after an error. Usable as a decorator. Nothing when torch was never imported."""
+    torch = sys.modules.get("torch")
+    with contextlib.ExitStack() as modes:
+        if torch is not None:
+            if grad and torch.is_inference_mode_enabled():
+                if name is not None:
+                    from .errors import fail
+                    fail(f"{name} should be called outside torch.inference_mode() (it takes gradients), but it "
+                         "was called inside it")
+                modes.enter_context(torch.inference_mode(False))
+            if grad and not torch.is_grad_enabled():
+                modes.enter_context(torch.enable_grad())
+            if torch.is_autocast_enabled("cpu"):
+                modes.enter_context(torch.autocast("cpu", enabled=False))
+            if _default_device_set(torch):
+                modes.enter_context(torch.device("cpu"))
+        yield
+
+
+def on_the_cpu(function):
+    """``function`` (a model's forward, a part's) run as ``course_modes(grad=False)`` runs it, the CPU and no autocast
+    whatever cell wraps the call; at the cost of two flag reads (about a microsecond) when neither is in force, as in
+    a plain cell: a forward is called thousands of times, and a small model's pass takes well under a millisecond."""
+    @functools.wraps(function)
+    def call(*args, **kwargs):
+        torch = sys.modules["torch"]
+        if not torch.is_autocast_enabled("cpu") and not _default_device_set(torch):
+            return function(*args, **kwargs)
+        with course_modes(grad=False):
+            return function(*args, **kwargs)
+    return call
+
+
+def _default_device_set(torch):
+    """Whether a default device other than the CPU is in force (``with torch.device("meta"):``,
+    ``torch.set_default_device``: a DeviceContext among torch's function modes), read from the modes themselves, not
+    by calling torch (which a counting mode, ``sampling.op_count``, would count), and only when a mode is active."""
+    device = sys.modules.get("torch.utils._device")   # (imported by torch the first time a default device is set)
+    if device is None or not torch._C._len_torch_function_stack():
+        return False
+    if not hasattr(torch.overrides, "_get_current_function_mode_stack"):
+        return torch.get_default_device().type != "cpu"   # (a torch without it: asked)
+    return any(isinstance(mode, device.DeviceContext) and torch.device(mode.device).type != "cpu"
+               for mode in torch.overrides._get_current_function_mode_stack())
 
 
 def parts_of(model):
@@ -135,6 +209,7 @@ class OutOfTime(Stop):
 
 
 _ESCALATED = {}   # thread ident -> its Stoppable, once that has been stopped for ESCALATE_AFTER s
+_BEAT = random.Random(0)   # the watchdogs' own draws of how long a poke stays pending (not the learner's random state)
 
 _UNRAISABLE = sys.unraisablehook   # the hook there was when this module was imported
 
@@ -143,7 +218,7 @@ def _stops_unsaid(unraisable):
     """sys.unraisablehook from this module's import on: a Stop (its time was up, and the check or the live run said
     so) raised in a learner's ``__del__`` or weakref callback, which Python cannot raise further, ends silently
     instead of printing a traceback into a later cell; anything else goes to the hook there was. (Here, in this
-    module, a stop that raises at every line does not raise in it: _stoppable_frame.)"""
+    module, a stop that raises at every line does not raise in it: _frame_kind.)"""
     if not isinstance(unraisable.exc_value, Stop):
         _UNRAISABLE(unraisable)
 
@@ -162,6 +237,7 @@ class Stoppable:
         self.exception, self.ident, self.runs = exception, ident, runs
         self.lock, self.done, self.poked, self.below = threading.Lock(), False, False, None
         self.armed = 0.0   # time.monotonic() of the last raise_at_every_line: the watchdog does not poke meanwhile
+        self.raised = 0    # how many times raise_at_every_line has run (once for each stop made or dropped in the thread)
         self.ended = threading.Event()   # set when ``call`` ends (a watchdog waiting to begin stops waiting)
 
     def call(self, function, *args, **kwargs):
@@ -236,9 +312,10 @@ class Stoppable:
                     self.poke()                              # in Stop.__del__, which may raise nothing)
                 if escalated and not headroom:   # (after the poke: it is raised before the code takes the room)
                     headroom = _headroom_given()
-                time.sleep(every / 2)   # (a thread that runs Python raises it at once; one in a C call never does:
-                self.withdraw()         # taken back, so that the other threads run on meanwhile)
-                time.sleep(every / 2)
+                pending = every * _BEAT.uniform(0.25, 0.75)   # (drawn: a thread whose own sleeps keep step with a
+                time.sleep(pending)   # fixed beat would wake only while no poke is pending. One that runs Python
+                self.withdraw()       # raises it at once; one in a C call never does: taken back, so that the
+                time.sleep(every - pending)   # other threads run on meanwhile)
             with self.lock:
                 if _ESCALATED.get(self.ident) is self:
                     del _ESCALATED[self.ident]
@@ -252,21 +329,23 @@ class Stoppable:
         return watchdog
 
     def raise_at_every_line(self):
-        """(In the stopped thread.) Trace every line of its frames above ``call`` (all but threading's when
-        the whole thread is stopped) and of the frames it starts from now on, raising the exception. CPython
+        """(In the stopped thread.) Trace its frames above ``call`` and those it starts from now on, raising the
+        exception at every line (at a loop's next round in Python's own modules, none in threading's: ``_frame_kind``). CPython
         turns a thread's tracing off when its trace function raises, so a profile function (which a raise
         does not turn off) turns it on again at every call and return: a learner's function that catches
         the stop at every level of a recursion and calls itself again is unwound level by level."""
-        self.armed = time.monotonic()
+        self.armed, self.raised = time.monotonic(), self.raised + 1   # (raised: how often, ``_LoopBreaker``)
         sys.settrace(self._new_frame)   # (first: the profile function, called for the calls below, sees it on)
         if sys.getprofile() != self._on_call_or_return:   # (not replaced while it runs)
             sys.setprofile(self._on_call_or_return)
         frame = sys._getframe()
         while frame is not None and frame is not self.below:
-            if _stoppable_frame(frame):
-                if frame.f_trace == self._every_line:   # traced, and so are those below it (a raise from the
-                    break                                # trace function turns off only its own frame's)
-                frame.f_trace_lines, frame.f_trace = True, self._every_line
+            kind = _frame_kind(frame)
+            if kind != _KEPT_WHOLE:
+                if frame.f_trace == self._every_line or isinstance(frame.f_trace, _LoopBreaker) and \
+                        frame.f_trace.stoppable is self:   # traced, and so are those below it (a raise from
+                    break                                   # the trace function turns off only its own frame's)
+                frame.f_trace_lines, frame.f_trace = True, self._trace_for(kind)
             frame = frame.f_back
 
     def _stopping(self):
@@ -280,8 +359,12 @@ class Stoppable:
         return self._every_line if self._stopping() else None
 
     def _new_frame(self, frame, event, arg):
-        """(The thread's trace function.) Trace a new frame's lines, but not threading's nor this module's."""
-        return self._every_line if self._stopping() and _stoppable_frame(frame) else None
+        """(The thread's trace function.) Trace a new frame's lines as its kind says (``_frame_kind``)."""
+        return self._trace_for(_frame_kind(frame)) if self._stopping() else None
+
+    def _trace_for(self, kind):
+        """The trace function for a frame of that kind: raising at every line, at a loop's next round, or none."""
+        return self._every_line if kind == _LEARNERS else _LoopBreaker(self) if kind == _PYTHONS_OWN else None
 
     def _on_call_or_return(self, frame, event, arg):
         """(The thread's profile function.) Tracing on again if a raise turned it off."""
@@ -289,8 +372,8 @@ class Stoppable:
             self.raise_at_every_line()
 
 
-_recursion = {"held": False, "base": None, "raised": None}   # whether a stop holds headroom now; the limit before it
-# and the limit it set (a record, which no check puts back as a constant)
+_recursion = {"base": None}   # the limit before the headroom while a stop holds it (then the limit is base +
+# RECURSION_HEADROOM, unless something set it since), else None (a record, which no check puts back as a constant)
 _recursion_lock = threading.Lock()
 _set_recursion_limit = sys.setrecursionlimit   # (a check puts a stand-in that refuses in sys while a learner's code runs)
 
@@ -301,10 +384,10 @@ def _headroom_given():
     learner's code set): else nothing is changed and False returned (the stop may then take longer)."""
     with _recursion_lock:
         now = sys.getrecursionlimit()
-        if _recursion["held"] or now + RECURSION_HEADROOM > MAX_HEADROOM_LIMIT:
+        if _recursion["base"] is not None or now + RECURSION_HEADROOM > MAX_HEADROOM_LIMIT:
             return False
         _set_recursion_limit(now + RECURSION_HEADROOM)   # (raising is always safe)
-        _recursion.update(held=True, base=now, raised=now + RECURSION_HEADROOM)
+        _recursion["base"] = now
     return True
 
 
@@ -313,26 +396,26 @@ def _headroom_returned():
     put back, unless something else set it meanwhile. Safe whatever another thread did with the room: at most
     RECURSION_HEADROOM calls past the limit, it meets a RecursionError there, as at any limit."""
     with _recursion_lock:
-        if sys.getrecursionlimit() == _recursion["raised"]:
+        if _recursion["base"] is not None and sys.getrecursionlimit() == _recursion["base"] + RECURSION_HEADROOM:
             _set_recursion_limit(_recursion["base"])
-        _recursion.update(held=False, base=None, raised=None)
+        _recursion["base"] = None
 
 
 def recursion_limit():
     """Python's recursion limit without a stop's headroom: what a check saves to put back."""
     with _recursion_lock:
-        return _recursion["base"] if _recursion["held"] else sys.getrecursionlimit()
+        return sys.getrecursionlimit() if _recursion["base"] is None else _recursion["base"]
 
 
 def recursion_limit_put_back(limit):
     """Python's recursion limit back to ``limit`` (a check's put-back): while a stop holds headroom (its code may still
     be unwinding), ``limit`` plus the headroom until the stop ends, then ``limit``."""
     with _recursion_lock:
-        if not _recursion["held"]:
+        if _recursion["base"] is None:
             if sys.getrecursionlimit() != limit:
                 _set_recursion_limit(limit)
             return
-        _recursion.update(base=limit, raised=limit + RECURSION_HEADROOM)
+        _recursion["base"] = limit
         if sys.getrecursionlimit() != limit + RECURSION_HEADROOM:
             _set_recursion_limit(limit + RECURSION_HEADROOM)
 
@@ -353,14 +436,56 @@ def _breaker_reset():
         pass
 
 
-_PYTHONS_OWN = (sysconfig.get_paths()["stdlib"] + os.sep, "<frozen ")   # where Python's own modules' code comes from
+_STDLIB = sysconfig.get_paths()["stdlib"] + os.sep   # where Python's own modules' files are
+_SITE = tuple({sysconfig.get_paths()[kind] + os.sep for kind in ("purelib", "platlib")})   # (inside it in some installs)
+_WHOLE_MODULES = frozenset({"threading", "weakref", "_weakrefset", "importlib._bootstrap", "importlib._bootstrap_external"})
+# Python's own modules whose frames a stop never raises in: a thread ending must still leave threading's lists, a weakref
+# callback must finish its removal, an import must let go of its module lock
+
+_LEARNERS, _PYTHONS_OWN, _KEPT_WHOLE = "learner's", "Python's own", "kept whole"   # the kinds of frame (``_frame_kind``)
 
 
-def _stoppable_frame(frame):
-    """Whether a stop may raise at the lines of ``frame``: not in Python's own modules (threading's: a thread
-    ending must still leave threading's lists; a weakref callback or a ``__del__`` of theirs, which may
-    raise nothing) nor in this module's. What it raises passes through them."""
-    return frame.f_globals.get("__name__") != __name__ and not frame.f_code.co_filename.startswith(_PYTHONS_OWN)
+def _frame_kind(frame):
+    """How a stop treats ``frame``'s lines: _KEPT_WHOLE (never raised in: this module's frames and those of
+    _WHOLE_MODULES), _PYTHONS_OWN (a frame of a module of Python's standard library as loaded: raised in only where it goes
+    round a loop again, ``_LoopBreaker``, so that its cleanup runs) or _LEARNERS (raised in at every line: also the
+    course's, third-party code's, and code compiled under a standard-library file name or run with globals named
+    like one of these modules, which is not a loaded module's own)."""
+    namespace = frame.f_globals
+    if namespace is globals():
+        return _KEPT_WHOLE
+    spec = namespace.get("__spec__")
+    for name in (namespace.get("__name__"), getattr(spec, "name", None)):   # (_collections_abc calls itself
+        module = sys.modules.get(name) if isinstance(name, str) else None      # collections.abc)
+        if module is not None and getattr(module, "__dict__", None) is namespace:
+            origin, filename = getattr(module.__spec__, "origin", None), frame.f_code.co_filename
+            if origin == "frozen" and filename.startswith("<frozen ") or isinstance(origin, str) and \
+                    origin == filename and origin.startswith(_STDLIB) and not origin.startswith(_SITE):
+                return _KEPT_WHOLE if module.__name__ in _WHOLE_MODULES else _PYTHONS_OWN
+            return _LEARNERS
+    return _LEARNERS
+
+
+class _LoopBreaker:
+    """(Trace function of a frame of Python's own in a stopped thread: ``_frame_kind``.) Raise the stop where the frame
+    jumps back to go round a loop again after a stop was raised in the round: a loop of the standard library's that
+    catches the stop in each round (unittest's runner, code.InteractiveConsole) is left, while the frame's other lines
+    run, and so does a loop whose rounds meet no stop (an ExitStack's exit letting go of a lock)."""
+
+    def __init__(self, stoppable):
+        self.stoppable, self.last, self.seen = stoppable, -1, stoppable.raised   # the offset of the frame's last
+        # line; how many stops the thread had raised when this round began
+
+    def __call__(self, frame, event, arg):
+        if not self.stoppable._stopping():
+            return None
+        if event == "line":
+            back, self.last = frame.f_lasti <= self.last, frame.f_lasti
+            if back and self.stoppable.raised != self.seen:
+                raise self.stoppable.exception
+            if back:
+                self.seen = self.stoppable.raised
+        return self
 
 
 # Process state a learner's function may change for good, kept and put back by a check (helpers.exercises:
@@ -495,8 +620,30 @@ TORCH_SWITCHES = (("_get_flash_sdp_enabled", "_set_sdp_use_flash"),
                   ("_get_mem_efficient_sdp_enabled", "_set_sdp_use_mem_efficient"),
                   ("_get_math_sdp_enabled", "_set_sdp_use_math"), ("_get_cudnn_sdp_enabled", "_set_sdp_use_cudnn"),
                   ("_get_overrideable_sdp_enabled", "_set_sdp_use_overrideable"),
-                  ("_get_fa3_sdp_enabled", "_set_sdp_use_fa3"))
-# torch.backends.cuda's attention switches (enable_flash_sdp ...): (getter, setter) in torch._C, named apart
+                  ("_get_fa3_sdp_enabled", "_set_sdp_use_fa3"),
+                  ("_check_sparse_tensor_invariants", "_set_check_sparse_tensor_invariants"),
+                  ("_warn_on_accumulate_grad_stream_mismatch", "_set_warn_on_accumulate_grad_stream_mismatch"),
+                  ("_jit_texpr_fuser_enabled", "_jit_set_texpr_fuser_enabled"),
+                  ("_jit_texpr_dynamic_shape_enabled", "_jit_set_texpr_dynamic_shape_enabled"),
+                  ("_jit_texpr_reductions_enabled", "_jit_set_texpr_reductions_enabled"),
+                  ("_jit_texpr_fallback_allowed", "_jit_texpr_set_fallback_allowed"),
+                  ("_jit_llga_enabled", "_jit_set_llga_enabled"),
+                  ("_jit_can_fuse_on_cpu", "_jit_override_can_fuse_on_cpu"),
+                  ("_jit_can_fuse_on_cpu_legacy", "_jit_override_can_fuse_on_cpu_legacy"),
+                  ("_jit_can_fuse_on_gpu", "_jit_override_can_fuse_on_gpu"),
+                  ("_jit_get_num_profiled_runs", "_jit_set_num_profiled_runs"),
+                  ("_jit_get_tracer_state_warn", "_jit_set_tracer_state_warn"),
+                  ("_jit_symbolic_shapes_test_mode_enabled", "_jit_set_symbolic_shapes_test_mode"),
+                  ("_jit_get_logging_option", "_jit_set_logging_option"),
+                  ("_jit_is_onnx_log_enabled", "_jit_set_onnx_log_enabled"),
+                  ("_jit_get_te_must_use_llvm_cpu", "_jit_set_te_must_use_llvm_cpu"),
+                  ("_jit_get_te_generate_block_code", "_jit_set_te_generate_block_code"))
+# torch's process-wide switches named apart, each a (getter, setter) in torch._C: torch.backends.cuda's attention
+# switches (enable_flash_sdp ...), torch.sparse.check_sparse_tensor_invariants.enable(), the accumulate-grad stream
+# warning, and the TorchScript fusers' (torch.jit.enable_onednn_fusion, torch._C._jit_set_texpr_fuser_enabled ...)
+TORCH_ONCE = (("torch", "set_num_interop_threads"), ("torch._C", "set_num_interop_threads"))
+# torch's setters of process-wide state that a process may call only once (torch refuses every later call, so no
+# put-back could undo one): (module, name), each refused while a learner's code runs (``torch_once_refused``)
 TORCH_PYTHON_FLAGS = (("torch.backends.mha", "get_fastpath_enabled", "set_fastpath_enabled"),
                       ("torch.backends.opt_einsum", "_get_enabled", "_set_enabled"),
                       ("torch.backends.opt_einsum", "_get_strategy", "_set_strategy"),
@@ -568,6 +715,30 @@ def _read_flag(get):
         return get()
     except Exception:   # noqa: BLE001 (torch raises on some reads: the legacy precision after the new one was set)
         return _UNREADABLE
+
+
+def torch_once_refused():
+    """Each of torch's setters that a process may call only once (TORCH_ONCE: torch.set_num_interop_threads), replaced
+    now by ``no_interop_threads``, which refuses; returns a function that puts them back (a check holds them so while
+    a learner's code runs: ``helpers.exercises.torch_globals``). Nothing when torch was never imported."""
+    saved = [(module, name, getattr(module, name)) for module_name, name in TORCH_ONCE
+             if (module := sys.modules.get(module_name)) is not None and hasattr(module, name)]
+    for module, name, _ in saved:
+        setattr(module, name, no_interop_threads)
+
+    def put_back():
+        for module, name, value in saved:
+            setattr(module, name, value)
+    return put_back
+
+
+def no_interop_threads(*args, **kwargs):
+    """torch.set_num_interop_threads while a learner's code runs in a check: refused, noted in changes_refused (a
+    process may set its number of inter-op threads only once: no put-back could undo it)."""
+    changes_refused.append(("torch.set_num_interop_threads", "the number of torch's inter-op threads, which a "
+                                                             "process can set only once"))
+    raise RuntimeError("a check does not allow torch.set_num_interop_threads() while it runs your function: a process "
+                       "can set it only once, so it could never be put back")
 
 
 _SETRLIMIT, _PRLIMIT, _GETRLIMIT = \

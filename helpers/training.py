@@ -8,7 +8,7 @@ import torch
 import torch.nn.functional as F
 from tqdm.auto import tqdm
 
-from .states import Stop, parts_of, put_back_parts
+from .states import Stop, course_modes, parts_of, put_back_parts, torch_modes_kept
 from .errors import CourseInputError, check_number, check_positive_int, check_seed, check_switch, count, fail, message_of, shown, \
     type_name
 
@@ -136,18 +136,18 @@ def put_back_on_error(model, where, passed=()):
     SystemExit from ``exit()``); on an interrupt (the stop button) or a stop (states.Stop) put it back and pass
     it on. Errors of the types ``passed`` (the live run's TimeUp) pass untouched. torch's default dtype and
     deterministic mode, which a loop may set for every later cell, are put back with the model."""
-    structure, snapshot = structure_of(model), Snapshot(model)
-    modes = torch.get_default_dtype(), torch.are_deterministic_algorithms_enabled(), \
-        torch.is_deterministic_algorithms_warn_only_enabled()
+    structure, snapshot, put_back_modes = structure_of(model), Snapshot(model), torch_modes_kept()
     try:
         yield
     except passed:
         raise
     except (KeyboardInterrupt, Stop):   # an interrupt or a stop: the model put back, the interrupt passed on
-        put_back(model, structure, snapshot, where, modes)
+        put_back_modes()
+        put_back(model, structure, snapshot, where)
         raise
     except BaseException as error:   # noqa: BLE001 (the learner's callback, a model or a loop of the learner's)
-        put_back(model, structure, snapshot, where, modes)
+        put_back_modes()
+        put_back(model, structure, snapshot, where)
         if getattr(error, "put_back", False):   # an inner run has put the model back and said so already
             raise
         try:
@@ -165,18 +165,12 @@ def structure_of(model):
     return parts_of(model), [(p, p.requires_grad) for p in model.parameters()]
 
 
-def put_back(model, structure, snapshot, where, modes=None):
+def put_back(model, structure, snapshot, where):
     """Put ``model`` back as ``structure_of`` and ``Snapshot`` found it: its modules' classes and
     attributes first (the original parameters and submodules back in place), then their values (a tensor
     resized or moved in place, ``p.data = ...``, gets its kept copy whole); else one sentence saying the
-    model could not be put back (never a claim that it was). ``modes``: (torch's default dtype, deterministic
-    mode, its warn_only), put back first, if given and changed."""
+    model could not be put back (never a claim that it was)."""
     parts, flags = structure
-    if modes is not None and modes[0] != torch.get_default_dtype():
-        torch.set_default_dtype(modes[0])
-    if modes is not None and modes[1:] != (torch.are_deterministic_algorithms_enabled(),
-                                          torch.is_deterministic_algorithms_warn_only_enabled()):
-        torch.use_deterministic_algorithms(modes[1], warn_only=modes[2])
     try:
         put_back_parts(parts)
         for p, requires_grad in flags:
@@ -260,6 +254,7 @@ class Adam:
             torch._foreach_addcdiv_(ws, ms, denom, value=-(self.lr / (1 - self.beta1 ** t)))   # w −= lr/(1 − β1^t)·m/denom
 
 
+@course_modes(name="train")   # (under no_grad too: it takes gradients)
 def train(model, batches, steps=1000, lr=3e-2, seed=0, progress=True, on_step=None, stop_after=None,
           **switches):
     """Train ``model`` in place and return the loss of every step.
