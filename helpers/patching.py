@@ -7,12 +7,16 @@ activation patching in both directions (``patch_heads``, ``patch_residual``), an
 residual stream (``logit_lens``, ``direct_logit_attribution``). Nothing here knows a world or
 a task: the caller brings the prompts, the reference and the metric.
 """
+import contextlib
+
 import numpy as np
 import torch
 
 from .errors import CourseInputError, about_gib, check_choice, check_index, check_number, check_positive_int, \
     check_seed, check_switch, described, fail, gib, message_of, shown, to_numpy
-from .model import MAX_TRACE_BYTES, Config, Transformer, check_replace, check_squares, rotate_pairs, trace_names
+from .model import MAX_TRACE_BYTES, Config, Transformer, check_replace, check_squares, eval_mode, rotate_pairs, \
+    trace_names
+from .states import course_modes
 
 KINDS = ("zero", "mean", "resample")
 MAX_PASS_BYTES = MAX_TRACE_BYTES   # 0.5 GiB: the most one batched pass here (patching, a lens) may hold
@@ -170,10 +174,17 @@ def capture(model, ids, names, replace=None, stop_after=None, **switches):
             return y
         hooks[name] = hook
     try:
-        with torch.no_grad():
+        with torch.no_grad(), measured_mode(model):
             return model(ids, replace=hooks, **switches), got
     except _Stop:
         return None, got
+
+
+def measured_mode(model):
+    """The mode every pass here runs in: a torch module in eval mode (``model.eval_mode``: no dropout, so a
+    measure gives one answer for one model and draws nothing from torch's global generator; afterwards, also
+    after an error, each module back in its own mode); anything else (a callable with a Config) as it is."""
+    return eval_mode(model) if isinstance(model, torch.nn.Module) else contextlib.nullcontext(model)
 
 
 def _same(x):
@@ -916,6 +927,7 @@ def composition_baseline(d_model, d_k, draws=200, seed=0):
 
 # ------------------------------------------------------------ attribution patching
 
+@course_modes(name="attribution_patch")   # (under no_grad too: it takes gradients)
 def attribution_patch(model, clean, corrupt, metric, watch=()):
     """Attribution patching: the first-order (gradient) estimate of ``patch_heads(...,
     per_position=True)`` in the denoising direction, from one forward and one backward pass.
@@ -944,7 +956,7 @@ def attribution_patch(model, clean, corrupt, metric, watch=()):
     for l in range(L):   # a watched head_out is seen as nudged, so the metric's gradient reaches the nudge
         name = f"L{l}.head_out"
         replace[name] = (lambda x, f=nudge(l), w=name: seen.setdefault(w, f(x))) if name in watch else nudge(l)
-    with torch.enable_grad():
+    with torch.enable_grad(), measured_mode(model):
         logits = model(corrupt_ids, replace=replace)
         grads = _gradients(_values(_metric_of(metric, {**seen, "logits": logits}), B).sum(), [deltas[l] for l in range(L)])
     clean_value, corrupt_value = metric_ends(model, clean_ids, corrupt_ids, metric, watch)

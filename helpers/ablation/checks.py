@@ -6,8 +6,8 @@ import numpy as np
 
 from .. import grading
 from ..errors import as_array as input_array, check_positive_int, fail, shown, to_numpy, type_name
-from ..exercises import (Array, Function, Wrong, as_number, call, close_problems, exercise, model_kept, number_problems,
-                         numbers, slip)
+from ..exercises import (Array, Function, Wrong, as_array, as_number, call, close_problems, exercise, model_kept,
+                         number_problems, numbers, settled, slip)
 from ..real.smollm2 import original_state
 
 
@@ -38,11 +38,18 @@ def write_back(answer, concat, W_O, d_k):
         ]) or found[0]
 
 
-@exercise("Method 2 by hand, to the last bit",
-          answer=Array(shape=lambda reference: input_array(reference, "the check's reference", ndim=2).shape))
+@exercise("Method 2 by hand, to the last bit")   # (the answer read here: a float16 or rounded one is named as such)
 def method2_logits(answer, reference):
-    """answer: logits (T, V) of a copy with every W_O and b_O zeroed; reference: attention=False logits (T, V)."""
-    diff = np.abs(answer - to_numpy(reference, "reference")).max()
+    """answer: logits (T, V) of a copy with every W_O and b_O zeroed; reference: attention=False logits (T, V).
+    Right means equal to the last bit; logits right only to their own precision (a float16 tensor, numbers
+    rounded to 4 decimals) are named as such (``settled``), not given the hint of a wrong method."""
+    reference = input_array(reference, "the check's reference", ndim=2)
+    given, answer = answer, as_array(answer, "your answer", shape=reference.shape)   # (given: with its dtype)
+    done = settled(given, answer, reference, "your logits", 0, rtol=0)
+    if done is not None:
+        yield from done
+        return
+    diff = np.abs(answer - reference).max()
     if diff > 0:
         yield (f"your logits differ from attention=False by up to {diff:.3g}; zero both W_O and b_O "
                "in every layer of the copy (an exact zero write-back gives identical logits)")

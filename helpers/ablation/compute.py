@@ -21,7 +21,7 @@ from .. import worlds
 from ..errors import check_bytes, check_choice, check_finite, check_index, check_positive_int, check_seed, \
     check_switch, check_tensor_size, check_text, count, fail, next_seed, shown, to_numpy
 from ..heads.compute import copy_losses, model_and_tokenizer, prompt_attention
-from ..model import MAX_LAYERS, MAX_TOKENS, check_model
+from ..model import MAX_LAYERS, MAX_TOKENS, check_model, measuring
 from ..patching import (KINDS, ablation_replace, capture, check_memory, direct_effects, head_outputs, mean_head_outputs,
                         patch_residual, residual_names)
 
@@ -39,7 +39,7 @@ def without_attention_blocks(model, ids):
     """
     ids = check_model(model).check_ids(ids)
     single = ids.dim() == 1
-    with torch.no_grad():
+    with measuring(model), torch.no_grad():   # eval mode: no dropout in the MLP parts
         h = model.embed(ids[None] if single else ids)
         for block in model.blocks:
             h = block.mlp_part(h)
@@ -182,7 +182,7 @@ def attention_on_subject(model, world):
     check_cat_model(model, world)
     prompts = sorted({tuple(s[:4]) for s in world.sentences if s[3] in worlds.COPULAS})
     total = torch.zeros(model.cfg.n_layers, model.cfg.n_heads)
-    with torch.no_grad():
+    with measuring(model), torch.no_grad():
         for p in prompts:
             trace = model(world.tokenizer.encode(list(p)), trace=True)
             for layer in range(model.cfg.n_layers):
@@ -224,9 +224,8 @@ def cat_scores(model, world, rows=1, **switches):
     check_cat_model(model, world)
     rows = check_draws(rows, "rows")
     ids, _ = cat_batch(world)
-    check_memory(model, rows * ids.shape[0], ids.shape[1], what="cat_scores",
-                 extra=4 * rows * ids.numel() * model.cfg.vocab_size)
-    with torch.no_grad():
+    check_cat_scores_memory(model, ids, rows)
+    with measuring(model), torch.no_grad():
         probs = torch.softmax(model(ids.repeat(rows, 1), **switches), dim=-1).view(rows, *ids.shape, -1)
     bigram, copula = _slots(world)
     top = probs.argmax(-1)
@@ -241,6 +240,13 @@ def cat_scores(model, world, rows=1, **switches):
     if rows > 1:
         out["p_class_spread"] = float(per_row["p_class"].std())
     return out
+
+
+def check_cat_scores_memory(model, ids, rows):
+    """Refuse, before any work, a ``cat_scores`` pass over ``rows`` repeats of the batch ids (B, T) (and its
+    probabilities, rows x B x T x V) that would hold more than patching's limit (``check_memory``)."""
+    check_memory(model, rows * ids.shape[0], ids.shape[1], what="cat_scores",
+                 extra=4 * rows * ids.numel() * model.cfg.vocab_size)
 
 
 def _slots(world):
@@ -270,6 +276,7 @@ def cat_ablation(model, world, heads, kind, per_position=True, draws=20, seed=0)
     if kind != "resample":
         means = mean_head_outputs(model, ids, lengths, per_position) if kind == "mean" else None
         return cat_scores(model, world, replace=ablation_replace(heads, kind, means))
+    check_cat_scores_memory(model, ids, draws)                         # the pass's size before the donors
     shorter = lengths[None, :] < lengths[:, None]                      # (64, 64): c is shorter than b
     donors = torch.cat(donor_draws(len(ids), len(ids), draws, seed, same=shorter))
     source = {layer: x[donors] for layer, x in head_outputs(model, ids).items()}
@@ -377,7 +384,7 @@ def induction_ablation(model, ids, heads, kind, per_position=True, reference=Non
     same = torch.equal(ref["ids"], ids)
     donors = torch.cat(donor_draws(len(ids), len(ref["ids"]), draws, seed, avoid_self=same))
     source = {layer: x[donors] for layer, x in ref["outputs"].items()}
-    with torch.no_grad():                                   # every draw in one batched pass
+    with measuring(model), torch.no_grad():                 # every draw in one batched pass
         logits = model(ids[:, :-1].repeat(draws, 1), replace=ablation_replace(heads, kind, source=source))
     loss = torch.nn.functional.cross_entropy(logits.transpose(1, 2), ids[:, 1:].repeat(draws, 1), reduction="none")
     loss = loss.view(draws, len(ids), -1).mean(1)           # (draws, T-1): entry t predicts position t+1
@@ -433,7 +440,7 @@ def copula_figures(model, world, rows=None, **switches):
     check_cat_model(model, world)
     ids = copula_prompts(world)[0]
     n = 1 if rows is None else check_draws(rows, "rows")
-    with torch.no_grad():
+    with measuring(model), torch.no_grad():   # a model whose weights hold NaN refused before the pass
         probs = torch.softmax(model(ids.repeat(n, 1), **switches)[:, -1].double(), -1).view(n, len(ids), -1)
     out = _rule_figures(world, probs)
     return {k: float(v[0]) if rows is None else v for k, v in out.items()}
@@ -525,7 +532,7 @@ def rule_probs(model, world, heads, kind, reference="copula", per_position=True,
         draws = 1
         means = mean_head_outputs(model, ref, per_position=per_position) if kind == "mean" else None
         replace = ablation_replace(heads, kind, means)
-    with torch.no_grad():
+    with measuring(model), torch.no_grad():
         logits = model(ids.repeat(draws, 1), replace=replace)[:, -1]
     return torch.softmax(logits.double(), -1).view(draws, len(ids), -1)
 
@@ -760,7 +767,7 @@ class AnyLab:
                 donor[b, :, short:] = self.means[layer][:, short:]
             self.source[layer] = donor
         self.points = residual_names(model)
-        with torch.no_grad():
+        with measuring(model), torch.no_grad():
             self.answers = [model(i).argmax(-1) for i in self.ids]            # (T,) each: the unablated predictions
 
     def view(self, prompt, heads, kind):

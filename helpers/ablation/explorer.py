@@ -8,7 +8,8 @@ view (the reference of mean and resample ablation a switch: the 8 copula prompts
 for the class rule, by default, or the 64 sentence types; residual patching against the noun swapped);
 any other course Transformer with its tokenizer and prompts shows the general view (the
 next-token bars under the ablation, and the logit lens, at every residual point and position, of
-the token the unablated model predicts there, both live)."""
+the token the unablated model predicts there, both live). Every text drawn from a prompt or a token goes
+through ``plots.literal``: a "$" is drawn as typed, never as math."""
 import numpy as np
 
 from .. import plots
@@ -88,7 +89,7 @@ def _canvas(model, world, prompt):
     fig.subplots_adjust(bottom=0.24, top=0.8, wspace=0.3, left=0.06, right=0.94)
     colors = [plots.ACCENT if w in ADJECTIVES else plots.BASE for w in vocab]
     bars = bars_ax.bar(range(len(vocab)), np.zeros(len(vocab)), color=colors)
-    bars_ax.set_xticks(range(len(vocab)), vocab, rotation=60, ha="right", fontsize=7)
+    bars_ax.set_xticks(range(len(vocab)), [plots.literal(w) for w in vocab], rotation=60, ha="right", fontsize=7)
     bars_ax.set_ylim(0, 1.5)
     bars_ax.set_yticks([0, 0.25, 0.5, 0.75, 1.0])
     bars_ax.set_ylabel("probability of the next word")
@@ -122,7 +123,7 @@ def _draw(parts, view, prompt, kind, reference, picked):
         text.set_text(f"{p:.2f}" if p >= 0.01 else "")
     where = "\n(no reference)" if kind == "zero" else ("\nreference: the 8 copula prompts" if reference == "copula"
                                                      else "\nreference: all 64 sentence types")
-    parts["title"].set_text(f"after “{prompt}”: {kind} ablation of {', '.join(picked) or 'no head'}{where}")
+    parts["title"].set_text(plots.literal(f"after “{prompt}”: {kind} ablation of {', '.join(picked) or 'no head'}{where}"))
     spread = f" ± {r['p_class_spread']:.3f}" if kind == "resample" else ""
     lines = [f"8 copula prompts: p(class) {r['p_class']:.3f}{spread}",
              f"p(adjective) {r['p_adjective']:.3f}, class share {r['class_share']:.3f}"]
@@ -142,8 +143,8 @@ def _draw_patch(parts, view, prompt):
         parts["cells"][i][j].set_text(f"{v + 0:.2f}")
         parts["cells"][i][j].set_color("white" if abs(v) > 1.1 else "black")
     swapped = " ".join(compute.SWAP.get(w, w) for w in prompt.split()[1:])
-    parts["grid_title"].set_text(f"patching clean “{' '.join(prompt.split()[1:])}” into “{swapped}”:\n"
-                                 "normalised logit difference (0 = swapped noun, 1 = this prompt)")
+    parts["grid_title"].set_text(plots.literal(f"patching clean “{' '.join(prompt.split()[1:])}” into “{swapped}”:\n"
+                                               "normalised logit difference (0 = swapped noun, 1 = this prompt)"))
 
 
 def _general(model, tokenizer, prompts):
@@ -194,13 +195,14 @@ def _general(model, tokenizer, prompts):
         for bar, label, q, i in zip(bars, labels, p, top):
             bar.set_height(q)
             label.set_position((label.get_position()[0], q + 0.02))
-            label.set_text(f"{repr(vocab[i])[1:-1]} {q:.2f}")
+            label.set_text(plots.literal(f"{repr(vocab[i])[1:-1]} {q:.2f}"))
         T = view["lens"].shape[1]
         grid = np.full((len(lab.points), T_max), np.nan)
         grid[:, :T] = view["lens"].numpy()
         image.set_data(grid)
-        title.set_text(f"after “{prompt[-30:]}”: {kind} ablation of {', '.join(picked) or 'no head'}")
-        grid_title.set_text(f"logit lens under the ablation, of the token the unablated\nmodel predicts at each position (last: {vocab[view['answer']]!r})")
+        title.set_text(plots.literal(f"after “{prompt[-30:]}”: {kind} ablation of {', '.join(picked) or 'no head'}"))
+        grid_title.set_text(plots.literal(f"logit lens under the ablation, of the token the unablated\nmodel predicts at "
+                                          f"each position (last: {vocab[view['answer']]!r})"))
         return blit.png()
 
     layout = widgets.VBox([widgets.HBox([prompt, kind]), widgets.HBox(list(boxes.values()))])

@@ -14,8 +14,11 @@ loop written out, the live run, and the measurements on the shipped Shakespeare 
 * ``as_transformer``: any model with the course's parameter names (and a ``cfg``) as a
   ``helpers.model.Transformer``, so the trace, the switches and the explorers take it.
 """
+import contextlib
 import math
 import operator
+import sys
+import threading
 import time
 
 import numpy as np
@@ -24,15 +27,17 @@ import torch.nn.functional as F
 from torch import nn
 
 from .. import worlds
+from ..exercises import _own_thread, _stop_threads
 from ..errors import CourseInputError, check_bytes, check_number, check_positive_int, check_seed, check_size, \
     check_switch, check_tensor, check_text, count, fail, message_of, next_seed, shown, to_numpy
 from ..heads.compute import MultiHeadAttention, copy_losses
-from ..model import MAX_TOKENS, Config, Transformer, eval_mode
+from ..model import MAX_TOKENS, Config, Transformer, check_finite_weights, eval_mode
 from ..normalization.compute import Block, LayerNorm
 from ..patching import ablation_replace, mean_head_outputs
 from ..positions.compute import sinusoidal_positions
 from ..sampling.compute import forward_macs
 from ..states import Stop, Stoppable
+from ..states import course_modes
 from . import train as course_train
 from .corpus import check_ids, windows
 
@@ -282,6 +287,7 @@ def optimizer_for(model, lr, weight_decay=0.1, slip=None):
                               dict(params=vectors, weight_decay=0.0)], lr=lr, betas=betas)
 
 
+@course_modes(name="train_loop")   # (under no_grad too: it takes gradients)
 def train_loop(model, train_ids, val_ids, steps, batch, context, lr, warmup, min_lr, clip, eval_every,
                eval_batches=4, seed=0, callback=None, slip=None):
     """Train ``model`` in place; return (losses, val_losses): the training loss of every step (a
@@ -336,8 +342,9 @@ def run_loop(model, train_ids, val_ids, steps, batch, context, lr, warmup, min_l
     model.train()
     for step in range(steps + 1):
         if step % eval_every == 0 or step == steps:
-            val_losses[step] = evaluate(model, val_ids, context, eval_batches, batch, val_seed,
-                                        train_mode=slip == "eval_train_mode", generator=once)
+            val_losses[step] = evaluation_loss(model, val_ids, context, eval_batches, batch,
+                                               torch.Generator().manual_seed(val_seed) if once is None else once,
+                                               train_mode=slip == "eval_train_mode")
         if step == steps:
             break
         x, y = windows(train_ids, batch, context, generator)          # (batch, context) each
@@ -378,7 +385,8 @@ def evaluate(model, ids, context, batches, batch, seed, train_mode=False, genera
     """The mean loss over ``batches`` fixed windows (drawn with ``seed``), in eval mode, no gradients.
     ``generator``: one to draw from instead (the check's slip of a generator made once for all evaluations).
     batches: 1 .. MAX_EVAL_BATCHES, and at most about MAX_SECONDS of passes here (``check_evaluation``);
-    every argument is checked before the first pass."""
+    every argument is checked before the first pass, and a model whose weights hold NaN or inf is refused
+    (``check_finite_weights``: its loss would be NaN). The loops' own evaluations are ``evaluation_loss``."""
     config_of(model)
     ids = check_ids(ids)
     context = course_train.check_context(model, context, len(ids))
@@ -391,7 +399,15 @@ def evaluate(model, ids, context, batches, batch, seed, train_mode=False, genera
     train_mode = check_switch(train_mode, "train_mode")
     if generator is not None and not isinstance(generator, torch.Generator):
         fail(f"generator should be None or a torch.Generator, but got {shown(generator)}")
+    check_finite_weights(check_module(model))
     generator = torch.Generator().manual_seed(seed) if generator is None else generator
+    return evaluation_loss(model, ids, context, batches, batch, generator, train_mode)
+
+
+def evaluation_loss(model, ids, context, batches, batch, generator, train_mode=False):
+    """``evaluate``'s passes, its arguments checked: the mean loss over ``batches`` windows drawn with
+    ``generator``, in eval mode (train_mode: in training mode), no gradients. The training loop's own
+    evaluations call it as it is: a run that diverged records its NaN loss (which ``checked_losses`` names)."""
     with eval_mode(model, train=train_mode), torch.no_grad():
         total = 0.0
         for _ in range(batches):
@@ -460,7 +476,7 @@ def sample_text(model, tokenizer, prompt, n_new, temperature=1.0, seed=0, contex
     ``next_distribution`` and ``draw``, one generator seeded once), each step reading at most the
     last ``context`` tokens (default: the model's n_max), the window the model was trained on. Its n_new
     passes are counted up front (``check_sample``)."""
-    from ..sampling.compute import check_sampling, draw, next_distribution
+    from ..sampling.compute import check_sampling
 
     cfg = config_of(model)
     check_tokenizer(tokenizer, cfg)
@@ -471,12 +487,22 @@ def sample_text(model, tokenizer, prompt, n_new, temperature=1.0, seed=0, contex
         fail(f"context should be at most the model's n_max={cfg.n_max} tokens, but got {count(context)}")
     ids = prompt_ids(tokenizer, prompt, cfg.vocab_size)   # a newline alone is a prompt
     check_sample(cfg, n_new, min(len(ids) + n_new, context))
-    generator = torch.Generator().manual_seed(check_seed(seed))
+    return tokenizer_text(tokenizer, drawn_ids(model, ids, n_new, temperature, check_seed(seed), context))
+
+
+@torch.no_grad()
+def drawn_ids(model, ids, n_new, temperature, seed, context):
+    """``ids`` (a list of ints, a new one) and ``n_new`` ids drawn after them, one at a time (chapter 09's
+    ``next_distribution`` and ``draw``, one generator seeded with ``seed``), each pass reading at most the
+    last ``context`` ids: ``sample_text``'s drawing, its arguments checked by the caller. Eval mode."""
+    from ..sampling.compute import draw, next_distribution
+
+    ids, generator = list(ids), torch.Generator().manual_seed(seed)
     with eval_mode(model):
         for _ in range(n_new):
             logits = model(torch.tensor(ids[-context:]))[-1]
             ids.append(draw(next_distribution(logits, temperature), generator))
-    return tokenizer_text(tokenizer, ids)
+    return ids
 
 
 def check_sample(cfg, n_new, window):
@@ -511,8 +537,16 @@ class PassesLate(Stop):
     """Raised by ``step_seconds``' watchdog inside timed passes that ran past the time they were given."""
 
 
+class LearnerLate(Stop):
+    """Raised by the live run's watchdog in a learner's code it calls outside the loop (the tokenizer before and
+    after the run, the losses the loop returned read as numbers) that ran past the time it was given."""
+
+
 LIVE_COPIES = 6   # the model's copies a live run holds while the course's loop trains (live_run)
 LATE_SECONDS = 5.0   # how long past its time a loop that does not stop at its callback may run before it is stopped
+# (also: the time the tokenizer's calls before the run get together, and how far past its ``seconds`` a live run
+# lets the learner's code after the loop run)
+LEAST_SECONDS = 1.0   # the least time a learner's call outside the loop is given (``learner_call``)
 
 
 def stopped_after(seconds, exception, function, *args, **kwargs):
@@ -522,9 +556,10 @@ def stopped_after(seconds, exception, function, *args, **kwargs):
     stops it on time, is stopped all the same. Nothing is raised once it has ended. Once stopped, whatever
     else it raises on its way out (a RecursionError of a recursion that catches the stop at every level) is
     raised as ``exception``, without the chain of what it caught. torch's gradient mode is put back (a
-    ``with torch.no_grad():`` stopped at every line may not have left it)."""
+    ``with torch.no_grad():`` stopped at every line may not have left it). The watchdog is a thread of the
+    course's own (``exercises._own_thread``): ``threads_stopped`` does not take it for one the loop left."""
     stoppable, grad = Stoppable(exception), torch.is_grad_enabled()
-    stoppable.stop(every=0.1, after=seconds)
+    stoppable.stop(every=0.1, after=seconds, start=_own_thread)
     try:
         return stoppable.call(function, *args, **kwargs)
     except BaseException as raised:
@@ -536,6 +571,7 @@ def stopped_after(seconds, exception, function, *args, **kwargs):
         torch.set_grad_enabled(grad)
 
 
+@course_modes(name="step_seconds")   # (under no_grad too: it takes gradients)
 def step_seconds(model, train_ids, batch, context, trials=3, within=None):
     """(seconds of one training pass, seconds of one sampling pass) of ``model`` here: a few forward
     and backward passes on a copy (the model itself is not changed), the fastest counted.
@@ -787,33 +823,128 @@ def loop_result(out, run, steps=course_train.MAX_STEPS):
     return losses, val
 
 
+def said(text, put_back=True):
+    """The CourseInputError of the sentence ``text`` that ``put_back_on_error`` passes on as it is (it puts the
+    model back and adds nothing); ``put_back``: the sentence ends saying that the model was put back."""
+    if put_back:
+        text = text[:-1] if text.endswith(".") and not text.endswith("...") else text   # (a value cut short: ...)
+        text = f"{text}; the model was put back as it was before the call"
+    error = CourseInputError(text)
+    error.put_back = True
+    return error
+
+
 def said_put_back(function, *args, **kwargs):
     """``function(*args, **kwargs)`` inside ``put_back_on_error``: a refusal passes on as one sentence that
-    says the model was put back (``put_back``: the context puts it back and adds nothing)."""
+    says the model was put back (``said``); one that says what became of the model already passes as it is."""
     try:
         return function(*args, **kwargs)
     except CourseInputError as error:
-        text = message_of(error)
-        text = text[:-1] if text.endswith(".") and not text.endswith("...") else text   # a value cut short keeps its ...
-        said = CourseInputError(f"{text}; the model was put back as it was before the call")
-        said.put_back = True
-        raise said from None
+        if getattr(error, "put_back", False):   # (a thread that could not be stopped: ``threads_left``)
+            raise
+        raise said(message_of(error)) from None
 
 
+@contextlib.contextmanager
+def threads_stopped(what, passed=(), put_back=True):
+    """Run the block (learner code: ``what`` names it, "the training loop"); then stop every Python thread it
+    started and left running (``exercises._stop_threads``, as a check stops a learner's function's), whether it
+    ended, raised or was stopped, before anyone puts the model back or says what became of it. The block's error
+    passes on once they are stopped. One sentence instead (``threads_left``; ``put_back``: it says the model was
+    put back): a thread that could not be stopped, or threads left by a block that ended (or raised one of
+    ``passed``, a normal end). A thread started with ``_thread`` alone is not seen (threading does not list it)."""
+    before = {ident: threading._active.get(ident) for ident in sys._current_frames()}   # (threading's own record)
+    try:
+        yield
+    except passed:
+        threads_left(before, what, put_back)
+        raise
+    except BaseException:
+        threads_left(before, what, put_back, failed=True)
+        raise
+    threads_left(before, what, put_back)
+
+
+def threads_left(before, what, put_back, failed=False):
+    """Stop the threads ``what`` left running (all but those of ``before``, {ident: threading's thread} when it
+    began, that still run: a thread that ended meanwhile, one of the course's watchdogs, hands its ident on to the
+    next one started) and say so in one sentence: always when one could not be stopped (a long C call, an
+    ``except:`` around a loop; it may still change the model, so the sentence never says the model is as before),
+    and when any was left unless ``what`` ``failed`` (its own error is the sentence then, and the model is put back
+    after this)."""
+    still = {ident for ident, thread in before.items() if threading._active.get(ident) is thread}
+    left, running = _stop_threads(still, [])
+    threads = f"{left} thread{'s' if left > 1 else ''} of its own running"
+    if running:
+        raise said(f"{what} should end and leave nothing running, but it left {threads}, and {running} could not be "
+                   f"stopped (a long C call, or an except: that catches everything?): it may still change the model, "
+                   f"so build the model again once it has stopped (restart the kernel if the notebook slows down)",
+                   put_back=False) from None
+    if left and not failed:
+        raise said(f"{what} should end and leave nothing running, but it left {threads} (now stopped)",
+                   put_back) from None
+
+
+def learner_call(seconds, what, function, *args, put_back=True):
+    """``function(*args)``, which runs a learner's code outside the live run's loop (``what`` names it:
+    "tokenizer.text of the sample"), bounded: stopped after ``seconds`` (at least LEAST_SECONDS;
+    ``stopped_after``) and refused then in one sentence, and every thread it leaves stopped (``threads_stopped``,
+    with ``put_back``). Returns what it returns; raises what it raises."""
+    seconds = max(seconds, LEAST_SECONDS)
+    with threads_stopped(what, put_back=put_back):
+        try:
+            return stopped_after(seconds, LearnerLate, function, *args)
+        except LearnerLate:
+            pass   # (the sentence below, raised outside this handler: no stop in its traceback)
+        fail(f"{what} should end within {seconds:.1f} s here (what the live run had left for it), but it ran "
+             f"longer and was stopped")
+
+
+def trained(loop, run, left, model, *arguments):
+    """(losses, val_losses): what ``loop(model, *arguments, run.callback)`` returned, run for at most ``left``
+    seconds and LATE_SECONDS more (``stopped_after``, LoopLate) with the threads it leaves stopped
+    (``threads_stopped``); when the callback stopped it (TimeUp) or the watchdog did, the callback's losses
+    so far (floats, checked already). A loop stopped before it ever called the callback is refused."""
+    try:
+        with threads_stopped("the training loop", passed=(TimeUp, LoopLate)):
+            return stopped_after(left + LATE_SECONDS, LoopLate, loop, model, *arguments, run.callback)
+    except TimeUp:
+        return run.losses, run.val
+    except LoopLate:   # stopped by the watchdog: the loop ran on past its time
+        if not run.losses:
+            raise said(f"loop should call callback(losses, val_losses) after every step (the live run stops it there "
+                       f"when its {left:.0f} s are up), but it ran {run.elapsed:.0f} s without calling it") from None
+        return run.losses, run.val
+
+
+def sampled_ids(model, ids, n_new, seed, context):
+    """The live run's sample as ids: ``n_new`` drawn after the prompt's ``ids`` at temperature 0.8
+    (``drawn_ids``) by the course's Transformer holding the model's weights (``as_transformer``)."""
+    return drawn_ids(as_transformer(model), ids, n_new, 0.8, seed, context)
+
+
+@course_modes(name="live_run")   # (under no_grad too: it takes gradients)
 def live_run(loop, model, train_ids, val_ids, tokenizer, batch, context, lr, warmup, min_lr, clip, eval_every,
              eval_batches, seconds=MAX_SECONDS, prompt="ROMEO:", sample_chars=300, seed=0):
     """Train ``model`` with ``loop`` (the learner's train_loop or the course's) for as many steps as
     fit here (``plan_live_run``), with a bar and a live curve, stopped in any case when the time set
     aside for training is up; then draw ``sample_chars`` characters after ``prompt`` (temperature
-    0.8) into the picture. The whole call takes at most about ``seconds``. A model whose LIVE_COPIES
+    0.8) into the picture. The whole call takes about ``seconds``, and at most about ``seconds`` +
+    LATE_SECONDS: every call of the learner's code is bounded (``stopped_after``: the loop, and
+    ``learner_call``: the tokenizer's before the run, LATE_SECONDS together; after the loop, what it returned
+    read as numbers, the sample and tokenizer.text, until ``seconds`` + LATE_SECONDS), and the threads each leaves
+    running are stopped (``threads_stopped``) before the model is put back. A model whose LIVE_COPIES
     copies in training would hold more than MAX_BYTES is refused before anything runs.
     Returns dict(steps, done, seconds (the whole call), losses, val_losses, sample)."""
     start = time.perf_counter()
     if not callable(loop):
         fail(f"loop should be a training loop function (your train_loop or gpt.train_loop), but got {shown(loop)}")
-    check_tokenizer(tokenizer, config_of(model))   # the sample at the end needs these: checked before training
+    cfg, checks_end = config_of(model), start + LATE_SECONDS
+    learner_call(checks_end - time.perf_counter(), "reading the tokenizer's vocab, encode and text", check_tokenizer,
+                 tokenizer, cfg, put_back=False)   # the sample at the end needs these: checked before training
     check_new(sample_chars, "sample_chars")
-    prompt_ids(tokenizer, prompt, config_of(model).vocab_size)
+    ids = learner_call(checks_end - time.perf_counter(), "tokenizer.encode of the prompt", prompt_ids, tokenizer,
+                       prompt, cfg.vocab_size, put_back=False)
     check_seed(seed)
     check_ids(val_ids, "val_ids")
     lr = check_number(lr, "lr", low=0, low_open=True)
@@ -828,26 +959,18 @@ def live_run(loop, model, train_ids, val_ids, tokenizer, batch, context, lr, war
     if left <= 0:   # a busy machine: the checks and the timed passes took all the time set aside for training
         fail(f"seconds should leave time to train once the run is planned (planning took {training - left:.1f} s "
              f"here, all of the {training:.1f} s set aside for training), but got {seconds:g}")
-    run = LiveRun(steps, seconds=left, ln_v=math.log(config_of(model).vocab_size), unigram=unigram)
+    run = LiveRun(steps, seconds=left, ln_v=math.log(cfg.vocab_size), unigram=unigram)
+    end = start + seconds + LATE_SECONDS   # the learner's code after the loop runs until then at most
     try:   # a loop stopped by an error, or a refused return value or sample, puts the model back and says one sentence
         with course_train.put_back_on_error(model, "the training loop", passed=TimeUp):
-            try:
-                out = stopped_after(left + LATE_SECONDS, LoopLate, loop, model, train_ids, val_ids, steps, batch,
-                                    context, lr, warmup, min_lr, clip, eval_every, eval_batches, seed, run.callback)
-            except TimeUp:
-                out = run.losses, run.val
-            except LoopLate:   # stopped by the watchdog: the loop ran on past its time
-                if not run.losses:
-                    said = CourseInputError(
-                        f"loop should call callback(losses, val_losses) after every step (the live run stops it there "
-                        f"when its {left:.0f} s are up), but it ran {run.elapsed:.0f} s without calling it; the model "
-                        f"was put back as it was before the call")
-                    said.put_back = True   # (put_back_on_error puts it back and adds nothing)
-                    raise said
-                out = run.losses, run.val
-            losses, val = said_put_back(loop_result, out, run, steps)   # refused: the picture closed already
-            sample = said_put_back(sample_text, as_transformer(model), tokenizer, prompt, sample_chars,
-                                   temperature=0.8, seed=seed, context=context)
+            out = trained(loop, run, left, model, train_ids, val_ids, steps, batch, context, lr, warmup, min_lr, clip,
+                          eval_every, eval_batches, seed)
+            losses, val = said_put_back(learner_call, end - time.perf_counter(),   # refused: the picture closed
+                                        "float() of the losses the loop returned", loop_result, out, run, steps)
+            drawn = said_put_back(learner_call, end - time.perf_counter(), "the sample after the run (its passes)",
+                                  sampled_ids, model, ids, sample_chars, seed, context)
+            sample = said_put_back(learner_call, end - time.perf_counter(), "tokenizer.text of the sample",
+                                   tokenizer_text, tokenizer, drawn)
     except BaseException:
         if not run.finished:
             run.finish("(no sample: the training loop stopped with an error)")
@@ -901,16 +1024,18 @@ def cached_seconds(cfg, rows, prompt, n_new):
 
 
 def check_seconds(seconds, what, advice):
-    """Refuse up front a call counted (``pass_seconds``) to take more than MAX_SECONDS here."""
+    """Refuse up front a call counted (``pass_seconds``) to take more than MAX_SECONDS here. The estimate is
+    said rounded up, so that it never reads as the limit itself (60.4 s is "about 61 s", not "about 60 s")."""
     if seconds > MAX_SECONDS:
         fail(f"{what} should take at most about {MAX_SECONDS:.0f} s here (this course's limit for one call), "
-             f"but would take about {seconds:,.0f} s: {advice}")
+             f"but would take about {math.ceil(seconds):,} s: {advice}")
 
 
 def spread_windows(model, ids, context, every, lengths=()):
     """``ids`` cut into consecutive windows of ``context`` tokens (the last, shorter piece left out)
     and every ``every``-th of them kept, the first always: (x, y, n), x and y (kept, context), y the
-    next tokens, n the text's windows. Checks the arguments, each with its own sentence."""
+    next tokens, n the text's windows. Checks the arguments, each with its own sentence, and refuses a model
+    whose weights hold NaN or inf (``check_finite_weights``)."""
     config_of(model)
     ids = check_ids(ids)
     check_positive_int(context, "context")
@@ -923,6 +1048,7 @@ def spread_windows(model, ids, context, every, lengths=()):
     if lengths and max(lengths) > context:
         fail(f"lengths should be at most context={count(context)} (a match of k tokens needs a window of at least k), "
              f"but got lengths up to {count(max(lengths))}")
+    check_finite_weights(check_module(model))          # a NaN weight: every loss NaN, every argmax a guess
     n = (len(ids) - 1) // context
     keep = min(every, n)                                # a step past the last window keeps the first alone
     x, y = ids[:n * context].view(n, context)[::keep], ids[1:n * context + 1].view(n, context)[::keep]

@@ -25,7 +25,7 @@ from .. import worlds
 from ..heads import compute as heads
 from ..errors import check_positive_int, count, fail, shown
 from ..files import read_bytes
-from ..model import Config, Transformer, eval_mode
+from ..model import Config, Transformer, check_finite_weights, eval_mode
 from ..weights import data_dir, load
 from . import corpus, tokenize
 from .compute import check_seconds, check_tokenizer, pass_seconds
@@ -110,7 +110,8 @@ def whole_text_loss(model, ids, context=TRAINING["context"], batch=64):
     """The mean loss over (nearly) every character of ``ids``: the text cut into consecutive,
     non-overlapping windows of ``context`` characters (the last, shorter piece left out), each
     position predicted from the window's characters before it. On the validation text: 435 windows,
-    111,360 of its 111,539 predictions. Eval mode; the model's mode is restored."""
+    111,360 of its 111,539 predictions. Eval mode; the model's mode is restored. A model whose weights hold
+    NaN or inf is refused (``check_finite_weights``)."""
     check_model(model, "whole_text_loss")
     ids = corpus.check_ids(ids)
     context = check_context(model, context, len(ids))       # at most the model's n_max, shorter than the text
@@ -121,6 +122,7 @@ def whole_text_loss(model, ids, context=TRAINING["context"], batch=64):
     check_seconds(pass_seconds(model.cfg, n, context, batch), f"whole_text_loss of {n * context:,} tokens",
                   "give a shorter text (such as the validation text), or take "
                   "gpt.spread_loss(model, ids, every=8), which reads every 8th window")
+    check_finite_weights(model)                              # a NaN weight: the loss would be NaN
     x, y = ids[:n * context].view(n, context), ids[1:n * context + 1].view(n, context)
     with eval_mode(model), fused_attention(model):   # torch's fused attention: the same sums, about twice as fast
         total = sum(float(torch.nn.functional.cross_entropy(model(x[i:i + batch]).flatten(0, 1),

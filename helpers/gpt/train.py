@@ -17,9 +17,10 @@ import torch.nn.functional as F
 from torch import nn
 
 from ..errors import check_bytes, count, check_number, check_positive_int, check_seed, fail, gib, next_seed, shown, type_name
-from ..model import Attention, eval_mode
+from ..model import Attention, check_finite_weights, eval_mode
 from ..training import check_lr, check_stop_after, put_back_on_error
 from .corpus import check_ids, windows
+from ..states import course_modes
 
 MAX_STEPS = 100_000     # the most updates one call trains (the shipped model took 5,400; a live run about 1,000)
 MAX_EVAL_BATCHES = 1_000   # the most batches one estimate of the loss draws (the course's evaluations take 20)
@@ -93,19 +94,29 @@ def estimate_loss(model, ids, context, batches=20, batch=32, seed=0):
     """The mean loss of ``model`` on ``batches`` x ``batch`` windows of ``context`` tokens of ``ids``,
     drawn with ``seed``: the same windows every call, a stated subset of the text (with the default
     20 x 32 windows of 256 characters, 163,840 predictions). Runs in eval mode (no dropout) and puts
-    the model back in the mode it was in."""
+    the model back in the mode it was in. A model whose weights hold NaN or inf is refused (its loss would be
+    NaN); the run's own evaluations are ``mean_loss``."""
     check_model(model, "estimate_loss")
     ids = check_ids(ids)
     context = check_context(model, context)
     batches, batch, seed = check_batches(batches), check_positive_int(batch, "batch"), check_seed(seed)
     check_vocabulary(model, ids)
     check_batch(model, batch, context)
+    check_finite_weights(model)
+    return mean_loss(model, ids, context, batches, batch, seed)
+
+
+@torch.no_grad()
+def mean_loss(model, ids, context, batches, batch, seed):
+    """``estimate_loss``'s passes, its arguments checked. ``train`` evaluates with it as it is: a run that
+    diverged records its NaN loss in the log rather than stopping there."""
     generator = torch.Generator().manual_seed(seed)
     with eval_mode(model):
         losses = [float(loss_on(model, *windows(ids, batch, context, generator))) for _ in range(batches)]
     return sum(losses) / len(losses)
 
 
+@course_modes(name="train")   # (under no_grad too: it takes gradients)
 def train(model, train_ids, val_ids, steps=5000, batch=64, context=256, lr=1e-3, warmup=100, min_lr=1e-4,
           weight_decay=0.1, clip=1.0, eval_every=250, eval_batches=20, seed=0, callback=None, time_limit=None,
           stop_after=None):
@@ -182,8 +193,8 @@ def run(model, train_ids, val_ids, steps, batch, context, lr, warmup, min_lr, we
             out_of_time = time_limit is not None and time.perf_counter() - start > time_limit
             if step % eval_every == 0 or step == last or out_of_time:   # the model after `step` updates
                 record = dict(step=step, lr=learning_rate(max(step - 1, 0), lr, warmup, steps, min_lr),
-                              train_loss=estimate_loss(model, train_ids, **evaluate),
-                              val_loss=estimate_loss(model, val_ids, **evaluate))
+                              train_loss=mean_loss(model, train_ids, **evaluate),
+                              val_loss=mean_loss(model, val_ids, **evaluate))
                 if losses:
                     record["loss"] = sum(losses) / len(losses)
                 losses = []

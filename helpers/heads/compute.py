@@ -244,11 +244,12 @@ WEIGHTS_ATOL = 1e-3   # how far a float32 softmax row (of up to a few thousand k
 def check_weights(weights):
     """Attention weights as a tensor (``as_tensor``) of finite real numbers from 0 to 1, each row (the last
     axis) summing to 1 (within WEIGHTS_ATOL), as a softmax makes them; whole numbers and True/False are
-    refused. Return it.
+    refused. Return it detached: the measures read the weights, and reading a number of a tensor that requires grad
+    (a learner's softmax of scores being trained) makes torch print a warning; their scores carry no gradient.
     Memory: ``weights_work(w)`` bytes, counted before the tests, which make the largest of them (the finite test's
     |w| and True/False tables, ``softmax_rows``' float64 copy); the measures that take the weights make at most
     one more copy of them after that (``attention_profile``, ``repeat_score``), within the same count."""
-    w = as_tensor(weights, "weights", WEIGHTS)
+    w = as_tensor(weights, "weights", WEIGHTS).detach()
     if not w.is_floating_point():
         fail(f"weights should be {WEIGHTS} (a float tensor), but got dtype {w.dtype}")
     check_bytes(weights_work(w), f"a measure on weights of shape {tuple(w.shape)}", "give fewer or shorter rows of weights")

@@ -29,7 +29,7 @@ import torch.nn.functional as F
 from torch import nn
 
 from ..errors import MAX_BYTES, as_array, check_bytes, check_finite, check_mask, check_number, check_positive_int, check_seed, \
-    check_switch, check_tensor_size, count, fail, length, refuse_bools, shown, to_numpy
+    check_switch, check_tensor_size, count, fail, length, refuse_bools, shape_of, shown, to_numpy
 from ..model import Attention, Transformer, check_heads_split, check_made, measure
 from ..recipes import CAT_CONFIG, CAT_TRAINING
 from ..reference import entries, mask_bytes
@@ -208,14 +208,20 @@ def mask_after_softmax(scores):
 
     Returns a dict: zeroed (future weights set to 0 after the softmax), row_sums (T,),
     renormalised (zeroed rows divided by their sums), before (the right order: mask, then softmax).
-    Memory: AFTER_SOFTMAX_BYTES an entry, counted before the work (T at most about 6,700).
+    Memory: AFTER_SOFTMAX_BYTES an entry, counted from the shape before the scores are copied (T at most
+    about 6,700).
     """
+    shape = shape_of(scores, "scores")   # an array's or a tensor's, read without converting it
+    if shape is None:   # a list: converted first (to_numpy counts that copy)
+        scores = as_array(scores, "scores", 2)
+        shape = scores.shape
+    if len(shape) == 2:   # (another number of axes: as_array's sentence below)
+        if shape[0] != shape[1] or not shape[0]:
+            fail(f"scores should be a square (T, T) table, but have shape {tuple(shape)}")
+        check_bytes(AFTER_SOFTMAX_BYTES * shape[0] ** 2, f"mask_after_softmax on scores of T={count(shape[0])}",
+                    f"give T <= {int((MAX_BYTES / AFTER_SOFTMAX_BYTES) ** 0.5):,}")
     scores = as_array(scores, "scores", 2)
-    if scores.shape[0] != scores.shape[1] or not scores.size:
-        fail(f"scores should be a square (T, T) table, but have shape {tuple(scores.shape)}")
     T = scores.shape[0]
-    check_bytes(AFTER_SOFTMAX_BYTES * T * T, f"mask_after_softmax on scores of T={count(T)}",
-                f"give T <= {int((MAX_BYTES / AFTER_SOFTMAX_BYTES) ** 0.5):,}")
     scores = torch.as_tensor(scores, dtype=torch.float32)
     if not torch.isfinite(scores).all():
         fail("scores should hold finite numbers (the softmax of a NaN row is NaN), but they hold NaN or infinity")

@@ -27,7 +27,7 @@ from ..errors import as_array, check_bytes, check_choice, check_finite, check_in
     check_switch, count, described, fail, is_bool, shape_of, shown, to_numpy
 from ..explorer import check_model_and_world
 from ..heads.compute import as_numpy
-from ..model import MAX_TOKENS, check_finite_weights, check_model, check_squares, check_stream, mlp_floats
+from ..model import MAX_TOKENS, check_finite_weights, check_model, check_squares, check_stream, measuring, mlp_floats
 from ..sampling.compute import forward_macs
 from ..training import check_work
 
@@ -179,7 +179,7 @@ def apply_block_mlp(model, layer, h_mid):
     check_bytes(weights.element_size() * rows * (4 * d + 2 * d_ff), f"the MLP of {count(rows)} rows", "give fewer rows")
     h_mid = torch.as_tensor(h_mid, dtype=weights.dtype)
     kept = {}
-    with torch.no_grad():
+    with measuring(model), torch.no_grad():   # eval mode: the MLP's dropout off
         block.mlp_part(h_mid[None], keep=kept.__setitem__)
     out = kept["mlp"][0]
     if not torch.isfinite(out).all():   # no norm before it: h_mid large enough to overflow float32 on its way
@@ -336,7 +336,7 @@ def traced_activations(model, world, sentences):
     tokens, following, contexts = [], [], []
     act = {layer: [] for layer in range(model.cfg.n_layers)}
     pre = {layer: [] for layer in range(model.cfg.n_layers)}
-    with torch.no_grad():
+    with measuring(model), torch.no_grad():   # eval mode: no dropout, one answer for one model
         for s in sentences:
             words = s[:-1]
             trace = model(world.tokenizer.encode(words), trace=True)
@@ -517,7 +517,7 @@ def check_collected_of(model, world, collected):
     if len(words) > MAX_TOKENS or any(word not in world.tokenizer.ids for word in words):
         fail(f"collected should be collect_activations(model, world), but its first context is {shown(words)}, "
              "not words of the world")
-    with torch.no_grad():
+    with measuring(model), torch.no_grad():   # in eval mode, as collect_activations made it
         trace = model(world.tokenizer.encode(words), trace=True)
     if not all(np.allclose(as_numpy(trace[f"L{layer}.act"][-1]), act[layer][0], atol=1e-4, rtol=1e-3, equal_nan=True)
                for layer in range(cfg.n_layers)):

@@ -42,14 +42,15 @@ from .. import reference as ref
 from .. import worlds
 from ..files import named, read_json
 from ..errors import MAX_BYTES, as_array, check_bytes, check_choice, check_finite, check_ids_given, check_number, \
-    check_positive_int, check_seed, check_tensor, check_text, count, fail, shown
+    check_positive_int, check_seed, check_tensor, check_text, count, fail, real_number, shown
 from ..heads.compute import MultiHeadAttention, as_numpy
 from ..mlp.compute import MLP
 from ..model import Block as ModelBlock
 from ..plots import check_ax
-from ..model import Config, Transformer, check_depth, check_model, check_squares, check_stream, measuring
+from ..model import Config, Transformer, check_depth, check_model, check_squares, check_stream, eval_mode, measuring
 from ..training import check_batch as check_training_batch, check_stop_after, train
 from ..weights import data_dir
+from ..states import course_modes
 
 PLACEMENTS = ("pre", "post", "none")
 # The stack every placement is tried on: the cat world, wider than the cat model (d 16),
@@ -277,10 +278,10 @@ def residual_norms(model, ids):
     """Norm of each position's residual vector at every point of the stream.
 
     ids: (T,) token ids. Returns (names, norms) with names from ``residual_names``
-    and norms a NumPy array (len(names), T).
+    and norms a NumPy array (len(names), T), measured in eval mode (no dropout; modes put back).
     """
     check_model(model)
-    with torch.no_grad():
+    with eval_mode(model), torch.no_grad():   # no dropout: one answer (a NaN stream is refused below, by point)
         trace = model(ids, trace=True)
     names = residual_names(model.cfg.n_layers)
     norms = np.stack([as_numpy(trace[name].norm(dim=-1)) for name in names])
@@ -497,6 +498,7 @@ def next_token_loss(logits, targets):
     return F.cross_entropy(logits.reshape(-1, logits.shape[-1]), targets.reshape(-1), ignore_index=-100)
 
 
+@course_modes(name="layer_gradients")   # (under no_grad too: it takes gradients)
 def layer_gradients(norm, n_layers, seed=0, batch=None):
     """One forward and backward pass of an untrained stack on the cat world.
 
@@ -542,6 +544,7 @@ def train_recording(model, batch, steps, lr, seed=0, stop_after=None):
     return {"loss": np.array(losses), "grad_first": np.array(grad_first)}
 
 
+@course_modes(name="train_stack")   # (under no_grad too: it takes gradients)
 def train_stack(norm, n_layers, lr, steps, seed=0, batch=None, stop_after=None):
     """Train the deep stack with this placement on the cat world: (model, train_recording's dict).
 
@@ -553,6 +556,7 @@ def train_stack(norm, n_layers, lr, steps, seed=0, batch=None, stop_after=None):
     return model, record
 
 
+@course_modes(name="run_stack")   # (under no_grad too: it takes gradients)
 def run_stack(norm, n_layers, lr, steps, seed=0, batch=None, stop_after=None):
     """Train the deep stack with this placement on the cat world: train_recording's dict."""
     return train_stack(norm, n_layers, lr, steps, seed, batch, stop_after)[1]
@@ -988,15 +992,10 @@ def significant(value, digits=3):
     value: a number (NaN and inf are printed as such); digits: 1 to 17."""
     if isinstance(value, (np.ndarray, torch.Tensor)) and tuple(value.shape) in ((), (1,)):
         value = value.item()   # a tensor or array of one number (a bool, a text or a complex one is refused below)
-    if isinstance(value, (bool, np.bool_)) or not isinstance(value, (int, float, np.integer, np.floating)):
-        fail(f"value should be a number, but got {shown(value)}")
+    value = real_number(value, "value")   # a whole number past float range, or a __float__ that raises: refused
     digits = check_positive_int(digits, "digits")
     if digits > 17:
         fail(f"digits should be at most 17 (a float's precision), but got {count(digits)}")
-    try:
-        value = float(value)
-    except OverflowError:
-        fail(f"value should be a number a float can hold, but got {shown(value)}")
     if value == 0:
         return "0"   # -0.0 too
     if not math.isfinite(value):

@@ -31,9 +31,9 @@ import numpy as np
 import torch
 
 from .. import reference as ref
-from ..reference import check_angles
+from ..reference import check_angles, check_base
 from ..errors import MAX_BYTES, as_array, check_bytes, check_finite, check_number, check_positive_int, \
-    check_seed, check_switch, check_tensor, check_tensor_size, count, fail, length, next_seed, shown, to_numpy
+    check_seed, check_switch, check_tensor, check_tensor_size, count, fail, length, next_seed, shape_of, shown, to_numpy
 from ..explorer import check_model_and_world
 from ..heads.compute import as_numpy
 from ..model import MAX_LAYERS, MAX_TOKENS, Transformer, check_depth, check_model, measure, rotate_pairs, sinusoidal_table
@@ -290,7 +290,7 @@ def sinusoidal_positions(n, d):
         fail(f"sinusoidal positions pair the columns as (sin, cos), so d must be even, but got d={d}")
     check_bytes(12 * n * d, f"sinusoidal_positions({count(n)}, {count(d)})",
                 f"n x d should be at most {MAX_BYTES // 12:,} numbers (the table and its sines and cosines, float32)")
-    check_angles(n - 1, 1.0, "the last position, n - 1", "float32")
+    check_angles(n - 1, "the last position, n - 1", "float32")
     return sinusoidal_table(n, d)
 
 
@@ -319,7 +319,7 @@ def rotate(x, start=0):
     check_bytes(x.numel() * x.element_size() + 3 * x.numel() * max(x.element_size(), 4) // 2 + 6 * T * d_k,
                 f"rotate of x of shape {tuple(x.shape)}",   # the result, its float32 (or wider) halves, the angles
                 "pass fewer or shorter sequences")
-    check_angles(start + T - 1, 1.0, "the last position, start + T - 1", "float32")
+    check_angles(start + T - 1, "the last position, start + T - 1", "float32")
     # a turned entry, e·cos - o·sin, is at most |e| + |o| in size: within x's dtype when every entry is within half
     most = float(torch.finfo(x.dtype).max) / 2
     largest = float(check_finite(x.detach(), "x").abs().max()) if x.numel() else 0.0
@@ -334,16 +334,15 @@ def offset_rotation(k, d, base=10000.0):
 
     Pair i (columns 2i, 2i+1 = [sin, cos]) turns through the angle k * w_i,
     w_i = base**(-2i/d); the matrix depends on k alone, not on p. k: a finite number, every angle |k| x w_i
-    at most MAX_ANGLE["float64"] (2**49, where float64 still resolves it to 1/32 radian); base: a finite number > 0.
+    at most MAX_ANGLE["float64"] (2**49, where float64 still resolves it to 1/32 radian); base: a finite number > 1.
     """
-    d = check_positive_int(d, "d")
-    k, base = check_number(k, "k"), check_number(base, "base", low=0, low_open=True)
+    d, base = check_positive_int(d, "d"), check_base(base)   # the base first: k's limit depends on it
+    k = check_number(k, "k")
     if d % 2:
         fail(f"sinusoidal positions need an even width d, but got d={d}")
     check_square(d, f"offset_rotation of width {count(d)}", "d")
-    with np.errstate(over="ignore"):   # a base below 1 whose frequencies overflow: refused by check_angles
-        frequencies = base ** (-np.arange(0, d, 2) / d)
-    check_angles(k, float(frequencies.max()), "k")
+    check_angles(k, "k")
+    frequencies = base ** (-np.arange(0, d, 2) / d)
     R = np.zeros((d, d))
     for i, w in enumerate(frequencies):
         c, s = np.cos(k * w), np.sin(k * w)
@@ -377,12 +376,28 @@ def rope_scores(q, k, n):
     return Q @ K.T
 
 
+# diagonal_spread's bytes an entry of S beyond S itself: the tests of its values (check_finite's three True/False
+# tables, then check_size's finite entries and their sizes, 8 bytes each); SPREAD_COPY_BYTES more for its float64
+# copy, unless S is float64 already
+SPREAD_TEST_BYTES, SPREAD_COPY_BYTES = 16, 8
+
+
 def diagonal_spread(S):
     """For a square (n, n) matrix: the largest (max - min) along any diagonal t - s = const.
 
     0 means every entry depends on the offset t - s only. -inf entries (a masked score) are
     skipped; NaN and +inf are refused, and so are entries of size above about 9e307 (a spread past float64).
+    Memory: SPREAD_TEST_BYTES an entry (and SPREAD_COPY_BYTES for a copy), counted from S's shape before
+    it is copied (n at most about 8,000; 10,000 when S is float64 already).
     """
+    shape = shape_of(S, "S")   # an array's or a tensor's, read without converting it
+    if shape is None:   # a list: converted first (to_numpy counts that copy)
+        S = as_array(S, "S", 2)
+        shape = S.shape
+    per_entry = SPREAD_TEST_BYTES + (0 if str(S.dtype) in ("float64", "torch.float64") else SPREAD_COPY_BYTES)
+    most = math.isqrt(MAX_BYTES // per_entry)
+    check_bytes(per_entry * math.prod(shape), f"diagonal_spread on S of shape {tuple(shape)}",
+                f"give S of at most {most:,} x {most:,} numbers")
     S = check_finite(as_array(S, "S", 2), "S", minus_inf=True)
     if S.shape[0] != S.shape[1]:
         fail(f"S should be square, but has shape {S.shape}")

@@ -8,13 +8,14 @@ draws two artists, not the figure.
 import functools
 
 from ..explorer import Blitter, check_unchanged, new_figure, show, start_at, weights_version
-from ..plots import ATTENTION_CMAP
+from ..plots import ATTENTION_CMAP, literal
 from . import compute
 
 
 def label(piece):
-    """A token as a readable label: its spaces and newlines made visible."""
-    return piece.replace(" ", "·").replace("\n", "⏎") or "∅"
+    """A token as a readable label to draw: its spaces and newlines made visible, each "$" drawn as typed
+    (``plots.literal``: SmolLM2 has tokens such as "$$", which matplotlib would read as math)."""
+    return literal(piece.replace(" ", "·").replace("\n", "⏎") or "∅")
 
 
 def draw_prompt(axes, view):

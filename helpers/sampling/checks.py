@@ -14,8 +14,8 @@ import torch
 from .. import grading, worlds
 from ..errors import CourseInputError, check_number, check_positive_int, check_tensor, count, fail, message_of, shown, \
     to_numpy
-from ..exercises import (MAX_ANSWER_ENTRIES, NOT_ANSWERED, Array, Function, Wrong, call, close_problems, count_answer,
-                         exercise, holds_bools, model_kept, number_problems, numbers, sum_shown)
+from ..exercises import (MAX_ANSWER_ENTRIES, NOT_ANSWERED, Function, Wrong, as_array, call, close_problems,
+                         count_answer, exercise, holds_bools, model_kept, number_problems, numbers, settled, sum_shown)
 from ..reference import softmax
 from . import compute as sampling
 
@@ -29,14 +29,19 @@ def checked_logits(logits):
     return arr
 
 
-@exercise("the distribution at a temperature", answer=Array(shape=lambda logits: checked_logits(logits).shape))
+@exercise("the distribution at a temperature")   # (the answer read here: a bfloat16 or rounded one is named as such)
 def tempered(answer, logits, temperature):
-    """``answer`` (V,) is softmax(logits / temperature)."""
-    temperature = check_number(temperature, "the check's temperature", low=0, low_open=True)   # 0, NaN: no softmax
+    """``answer`` (V,) is softmax(logits / temperature). Probabilities right only to their own precision (a
+    bfloat16 tensor, rounded to 2 decimals: their sum is not 1 either) are named as such (``settled``), not
+    given a slip's hint."""
     logits = checked_logits(logits)
+    temperature = check_number(temperature, "the check's temperature", low=0, low_open=True)   # 0, NaN: no softmax
+    given, answer = answer, as_array(answer, "your answer", shape=logits.shape)   # (given: with its dtype)
     reference = softmax(logits / temperature)
-    if np.allclose(answer, reference, atol=1e-3, rtol=0):
-        return   # right first: with equal logits (or T near 1) a slip's distribution is the right one too
+    done = settled(given, answer, reference, "probs", 1e-3, rtol=0)
+    if done is not None:   # right first: with equal logits (or T near 1) a slip's distribution is the right one too
+        yield from done
+        return
     if abs(answer.sum() - 1) > 1e-3:
         yield f"your probabilities sum to {sum_shown(answer.sum())}, not 1: divide by the sum of the exponentials"
     elif temperature != 1 and np.allclose(answer, softmax(logits), atol=1e-4):

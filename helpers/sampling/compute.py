@@ -18,7 +18,7 @@ import numpy as np
 import torch
 
 from ..errors import CourseInputError, check_bytes, check_finite, check_number, check_positive_int, check_seed, \
-    check_switch, check_tensor, count, fail, shown, to_numpy
+    check_seeds, check_switch, check_tensor, count, fail, shown, to_numpy
 from ..model import KVCache, check_model, eval_mode, weights_state
 
 
@@ -737,9 +737,7 @@ def continuations(model, state, n, length, temperature=1.0, top_k=None, top_p=No
     check_state(model, state)
     n, length = check_continuations(model, n, length, len(state["ids"]))
     temperature, top_k, top_p = check_sampling(temperature, top_k, top_p, vocab_size=model.cfg.vocab_size)
-    seed = check_seed(seed)
-    if n:
-        check_seed(seed + n - 1, "seed + n - 1 (the last continuation's seed)")
+    seed = check_seeds(seed, n, "continuation")
     return drawn_rows(model, state, n, length, temperature, top_k, top_p, seed)
 
 
@@ -823,9 +821,7 @@ def samples(model, ids, n_new, n, temperature=1.0, top_k=None, top_p=None, seed=
     n, n_new = check_positive_int(n, "n"), check_length(model, ids, n_new)
     if n > MAX_SAMPLES:
         fail(f"n should be at most {MAX_SAMPLES:,} samples (they run side by side), but got {shown(n)}")
-    if seed is not None and isinstance(seed, (int, np.integer)) and not isinstance(seed, bool) and seed >= 0:
-        check_seed(seed + n - 1, "seed + n - 1 (the last sample's seed)")
-    seed = check_seed(seed)
+    seed = check_seeds(seed, n, "sample")
     check_stop_id(model, stop_id)
     check_continuations(model, n, n_new, len(ids))   # the rows' cache, before the prompt's pass
     cache = KVCache(model.cfg.n_layers)

@@ -9,6 +9,7 @@ import numpy as np
 
 from ..errors import check_positive_int, check_text, fail, shown
 from ..explorer import Blitter, new_figure, show, weights_version
+from ..plots import literal
 from .compute import as_tokenizer, default_prompt, is_current, prompt_state, settings_text, slide, slider_settings
 
 GREY, BASE, ACCENT = "#c9c9c9", "#30638e", "#d1495b"
@@ -18,7 +19,8 @@ MONO_EM = 0.602 * 9 / (7.0 * 72)   # one character of the 9-point monospace font
 
 
 def shown_token(token):
-    """A token as a bar's label: a space as ␣ and a newline as ⏎, so that every bar has one."""
+    """A token as a bar's label: a space as ␣ and a newline as ⏎, so that every bar has one. (Drawn through
+    ``plots.literal``, as every text of this figure, so that a "$" is drawn as typed, never as math.)"""
     if not isinstance(token, str):
         fail(f"token should be a token's text (a str), but got {shown(token)}")
     return token.replace(" ", "␣").replace("\n", "⏎") or "∅"
@@ -65,7 +67,7 @@ class SlideView:
         self.rows = [fig.text(0.09, 0.22 - 0.05 * (r + 1), f"  {r + 1}.", fontsize=9, family="monospace",
                               va="top") for r in range(3)]
         self.tokens = []           # one text per token of the continuations, made as needed
-        self.prompt, self.caption = None, ""
+        self.prompt, self.caption, self.heading_text = None, "", ""
         self.blitter = None   # made by the first png(), which marks the changing artists animated
         self.show_order(vocab, order)
 
@@ -79,7 +81,7 @@ class SlideView:
             fail(f"this view has {self.V} tokens, but the new vocabulary has {len(vocab)}")
         self.check(order)
         self.order = list(order)[:len(self.before)]
-        self.ax.set_xticks(range(len(self.order)), [shown_token(vocab[i]) for i in self.order],
+        self.ax.set_xticks(range(len(self.order)), [literal(shown_token(vocab[i])) for i in self.order],
                            rotation=45, ha="right")
         if self.blitter is not None:
             self.blitter.reset()
@@ -103,7 +105,8 @@ class SlideView:
         if result["prompt"] != self.prompt:
             self.prompt = result["prompt"]
             bars = "" if self.V <= len(self.order) else f"   (bars: the {len(self.order)} most probable of {self.V})"
-            self.heading.set_text(f"after \"{self.prompt[-60:]}\":".replace("\n", "⏎") + bars)
+            self.heading_text = f"after \"{self.prompt[-60:]}\":".replace("\n", "⏎") + bars
+            self.heading.set_text(literal(self.heading_text))
             if self.blitter is not None:
                 self.blitter.reset()
         tempered, final, kept = result["tempered"], result["final"], set(result["kept"])
@@ -114,8 +117,8 @@ class SlideView:
             self.values[slot].set_text(f"{final[i]:.2f}" if i in kept else "")
         pieces = [*(settings.split(",  ") + ["", "", ""])[:3], f"→  {len(kept)} of {self.V} tokens kept"]
         for text, piece in zip(self.settings, pieces):
-            text.set_text(piece)
-        self.caption = f"{self.heading.get_text()}  {settings}  {pieces[-1]}"
+            text.set_text(literal(piece))
+        self.caption = f"{self.heading_text}  {settings}  {pieces[-1]}"
         rows = result.get("continuation_tokens") or [[c] for c in result["continuations"]]
         if not result.get("spaced", True):   # characters or word pieces: one text a row, side by side
             rows = [["".join(row)] for row in rows]
@@ -124,7 +127,7 @@ class SlideView:
             column, y = 5, 0.22 - 0.05 * (r + 1)      # after "  1. "
             for n, text in enumerate(texts):
                 piece = shown_token(row[n]) if n < len(row) else ""
-                text.set_text(piece)
+                text.set_text(literal(piece))
                 text.set_position((0.09 + column * MONO_EM, y))
                 column += len(piece) + 1
         return self.fig

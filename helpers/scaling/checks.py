@@ -14,6 +14,7 @@ import torch
 from ..exercises import (Function, Wrong, as_array, as_number, call, close_problems, exercise, number_problems, numbers,
                          precision_problem, settled, sealed, slip)
 from ..errors import answer_shape, check_positive_int, count, fail
+from ..qkv.checks import COURSES_ATTENTION
 from .compute import check_weights, layer_case, scaled_scores as course_scores, softmax_jacobian, weight_gradient
 
 
@@ -227,7 +228,7 @@ def scores_problem(answer, label, args, reference):
 @exercise("every head's scaled scores, on the cat model",
           answer=Function("a function scaled_scores(x, W_Q, W_K, b_Q, b_K, n_heads)",
                           own=("helpers.scaling.compute.scaled_scores", "helpers.scaling.compute.layer_case",
-                               "helpers.model.Attention")), keeps="03")
+                               *COURSES_ATTENTION)), keeps="03")   # (scores are a step of every attention's)
 def layer_scores(answer):
     """``answer`` is a function scaled_scores(x, W_Q, W_K, b_Q, b_K, n_heads) -> (H, T, T), every head's
     q·k / √d_k before the mask, as helpers.scaling.compute.scaled_scores. It runs on the shipped cat
