@@ -14,10 +14,12 @@ variable COURSE_GRADING:
 
 ``scripts/autograde.py`` assembles the notebooks, starts both runs and reads the verdicts;
 it puts ``helpers.grading.cell("<grade id>")`` at the top of each hidden-test cell, so each
-record knows its exercise. The record file's path is in the student's kernel, so student code can
-append to it too: the grader's driver (another process, which runs no student code) notes which
-cell was running when each record was written, and a record counts only when written while the
-check cell it names ran. The record key (``STATE``) is plain data student code can change, so the
+record knows its exercise. In the grader's record run, records go to the grader's driver (another
+process, which runs no student code) on a socket it handed the kernel (``records_channel``, sealed
+before any cell of the student's runs): once written there no one can change them, as student code
+could change a file in place. Student code can write to that socket too, so the driver notes which
+cell was running when each record came, and a record counts only when written while the check
+cell it names ran. The record key (``STATE``) is plain data student code can change, so the
 grader trusts none: a check cell counts for nothing when it has two records for one grade call,
 records out of their order 0, 1, 2, ..., a grade call recorded under another check's name, a record
 the judge never asks for, or records and then an error (``autograde.attributed``,
@@ -43,6 +45,7 @@ import json
 import math
 import operator
 import os
+import stat
 import sys
 import types
 import weakref
@@ -127,11 +130,20 @@ def handle(exercise, answer, args, kwargs):
             append(how[2], {"student": student, "cell": key[0], "index": key[1], "problems": problems})
 
 
-def append(path, entry, _open=open, _dumps=json.dumps, _fsync=os.fsync):
+def append(path, entry, _open=open, _dumps=json.dumps, _fsync=os.fsync, _write=os.write):
     """Append one JSON line to ``path`` and flush it to disk (a kernel may die just after); with the
     standard library's functions as they were when this module was imported (a learner's cell may
     replace json.dumps or open). The line starts on a line of its own: after a fragment someone else
-    left unfinished, a newline first (the grader then finds that fragment as a line of its own)."""
+    left unfinished, a newline first (the grader then finds that fragment as a line of its own).
+    In the grader's record run (``channel``, sealed for the records ``path``), the line goes to the
+    grader's driver instead, on the socket it handed the kernel: once written there, no one can
+    change it (a file can be rewritten in place before the grader reads it)."""
+    channel = _SEALED.get("channel")
+    if channel is not None and _SEALED.get("mode") == ("record", path):
+        data = (_dumps(entry) + "\n").encode("utf-8")
+        while data:
+            data = data[_write(channel[0], data):]
+        return
     with _open(path, "a+b") as file:   # (appended: every write goes to the end, wherever it reads)
         end = file.seek(0, 2)
         file.seek(max(end - 1, 0))
@@ -202,7 +214,31 @@ def seal(module=None):
         _SEAL.append((where, holder, name, value, _code(value)))
     if module.__name__ == __name__:
         recording = setting_mode()
-        _SEALED.update(append=append, mode=recording if recording is not None and recording[0] == "record" else None)
+        recording = recording if recording is not None and recording[0] == "record" else None
+        _SEALED.update(append=append, mode=recording, channel=records_channel() if recording is not None else None)
+
+
+RECORDS_FD = "COURSE_RECORDS_FD"   # the grader's record run: the kernel's end of its records channel
+
+
+def records_channel():
+    """(descriptor, (device, inode)) of the records channel the grader's driver handed this kernel
+    (scripts/autograde.py ``Attributor``: a unix socket, its number in COURSE_RECORDS_FD), as ``seal``
+    finds it before any cell of the learner's runs; None without one (nbgrader, the tests: records
+    are appended to the file COURSE_GRADING names)."""
+    number = os.environ.get(RECORDS_FD, "")
+    number = int(number) if number.isdigit() and len(number) < 10 else None
+    kind = _identity(number) if number is not None else None
+    return (number, kind[1:]) if kind is not None and stat.S_ISSOCK(kind[0]) else None
+
+
+def _identity(descriptor):
+    """(mode, device, inode) of an open ``descriptor``, or None when it is not open."""
+    try:
+        info = os.fstat(descriptor)
+    except OSError:
+        return None
+    return info.st_mode, info.st_dev, info.st_ino
 
 
 GRADED_METHODS = ("grade", "feedback", "answer_of")   # an Exercise's own: an instance's copy replaces them
@@ -244,6 +280,9 @@ def tampered(exercise=None):
             changed.append(where)
     if _SEALED.get("mode") is not None and setting_mode() != _SEALED["mode"]:
         changed.append("os.environ['COURSE_GRADING']")
+    sealed = _SEALED.get("channel")   # (closed, or another file put in its place: records would go elsewhere)
+    if sealed is not None and (_identity(sealed[0]) or (None,))[1:] != sealed[1]:
+        changed.append(f"the grader's records channel ({RECORDS_FD})")
     sealed = [value for where, _, _, value, _ in _SEAL if where == "helpers.exercises.Exercise"]
     if exercise is not None and sealed and type(exercise) is not sealed[0]:
         changed.append("the check (not the course's Exercise)")

@@ -19,11 +19,13 @@ For every notebook handed in:
    The fence is bubblewrap (``bwrap``, Debian's package bubblewrap) where it works, else a
    user namespace through util-linux's ``unshare`` (``choose_fence`` tries each on a trial run).
    In that run the hidden tests only *record* each answer as data (helpers.grading); nothing
-   is judged there. The records file is writable from the student's code, so the process that
-   drives the run (it runs no student code, and the kernel can neither read its memory nor reach
-   its report) notes which cell was running when each record was written: a record counts only
-   when written while the check cell it names ran (``Attributor``, ``attributed``), and a check
-   cell with two records for one grade call counts for nothing (``read_records``).
+   is judged there. Records go to the process that drives the run (it runs no student code, and
+   the kernel can neither read its memory nor reach its report) on a socket it hands the kernel,
+   read as they are written: what was written there cannot be changed afterwards, as a file could
+   be (``Attributor``). The student's code can write to that socket too, so the driver notes which
+   cell was running when each record came: a record counts only when written while the check cell
+   it names ran (``attributed``), and a check cell with two records for one grade call counts for
+   nothing (``read_records``).
 4. **Judge** once per chapter: the instructor's notebook runs with its own arguments and judges
    every recorded answer (student code never runs there; function answers are replayed from
    what they returned on the check's inputs).
@@ -49,13 +51,16 @@ score table names the fence the submissions ran in (``fence``).
 import csv
 import hashlib
 import html
+import importlib.machinery
 import json
 import logging
 import os
 import re
 import resource
+import select
 import shutil
 import signal
+import socket
 import stat
 import subprocess
 import sys
@@ -80,6 +85,8 @@ MARKER = "import helpers.grading; helpers.grading.cell({!r})  # added by the gra
 SETUP = ("import helpers.grading, helpers.exercises  # added by the grader: the course's recording code is noted "
          "before any cell of yours runs (helpers.grading.seal)")
 MAX_COPIES = 3           # copies of one chapter run per student (the rest are not run; the row says so)
+MAX_NOTEBOOKS = 40       # notebooks of one student read to identify them (the course's 13 graded chapters, 3 copies
+#                          each, and one more; the rest are not read, a row says so: ``at_most``)
 MAX_RECORD_INDEX = 20    # grade calls one check cell may make (the course's make one): larger indexes are not read
 MAX_RECORD_CHARS = 20 * 2**20    # characters of recorded answers the grader keeps per submission
 MAX_RECORD_CONTAINERS = 200_000  # lists and dicts of the recorded answers kept per submission (each costs memory)
@@ -90,6 +97,8 @@ MAX_SUBMISSION_MB = 20           # the largest notebook a student may hand in (a
 MAX_SUBMISSION_CONTAINERS = 200_000   # lists and dicts of a handed-in notebook (counted before it is parsed)
 REPORT_MB = 2 * RESULT_MB        # the driver's report of the records each cell wrote (RESULT_MB of them, as JSON)
 CHECK = "course_grader_check"    # a cell's metadata key: the grade id of a check cell the grader put there
+RECORDS_FD = "COURSE_RECORDS_FD"   # the kernel's environment: its end of the records channel (``Attributor``;
+#                                    helpers.grading's name: the driver imports none of the course's recording code)
 
 
 def escaped(text):
@@ -180,9 +189,24 @@ def find_submissions(folder):
         notebooks = [p for p in notebooks if p not in links]
         if not notebooks:
             skipped.append(f"{student_dir.name}/: no notebook inside")
-        found += first_copies([Submission(student_dir.name, p) for p in notebooks], lambda sub: sub.path.name.lower(),
-                              "named {}")
+        mine = first_copies([Submission(student_dir.name, p) for p in notebooks], lambda sub: sub.path.name.lower(),
+                            "named {}")
+        found += at_most(mine, student_dir.name, skipped)
     return found, skipped
+
+
+def at_most(mine, student, skipped):
+    """The first MAX_NOTEBOOKS of one student's notebooks (the shallowest first, in name order), the
+    rest said in one line of ``skipped``: each is read and parsed to be identified (``identify``),
+    and a 10 MB notebook of tiny outputs takes seconds, so a student's hundreds of them would stall
+    the class before any run (red team round 25)."""
+    first = sorted(mine, key=lambda sub: (len(sub.path.parts), str(sub.path)))
+    left, kept = first[MAX_NOTEBOOKS:], set(first[:MAX_NOTEBOOKS])
+    if left:
+        named = ", ".join(str(Path(*sub.path.parts[-2:])) for sub in left[:3]) + (", …" if len(left) > 3 else "")
+        skipped.append(f"{student}/: {len(mine)} notebooks handed in: only the first {MAX_NOTEBOOKS} were read "
+                       f"(at most {MAX_NOTEBOOKS} per student; not read: {named})")
+    return [sub for sub in mine if sub in kept]
 
 
 def first_copies(subs, group, what="of {}"):
@@ -192,7 +216,7 @@ def first_copies(subs, group, what="of {}"):
     groups = {}
     for sub in sorted(subs, key=lambda sub: (len(sub.path.parts), str(sub.path))):
         groups.setdefault(group(sub), []).append(sub)
-    kept = []
+    kept = set()   # (by identity: a student's thousands of notebooks are not compared pairwise)
     for name, copies in groups.items():
         if len(copies) > MAX_COPIES:
             left = copies[MAX_COPIES:]
@@ -200,7 +224,7 @@ def first_copies(subs, group, what="of {}"):
             for sub in copies[:MAX_COPIES]:
                 sub.notes.append(f"{len(copies)} copies {what.format(name)} handed in: only the first {MAX_COPIES} "
                                  f"were run (at most {MAX_COPIES} per chapter; not run: {named})")
-        kept += copies[:MAX_COPIES]
+        kept.update(copies[:MAX_COPIES])
     return [sub for sub in subs if sub in kept]
 
 
@@ -232,15 +256,20 @@ class Submitted:
         return text
 
 
-def read_submission(path):
-    """The notebook a student handed in at ``path`` (nbformat's), bounded as ``Submitted`` says."""
-    return nbformat.read(Submitted(path), as_version=4)
+def read_submission(path, checked=True):
+    """The notebook a student handed in at ``path`` (nbformat's, as version 4), bounded as ``Submitted``
+    says; unless ``checked``, not checked against nbformat's schema (``identify``: nbformat.read only
+    logs what that finds, and it took 5 of the 7 s a notebook of 190,000 tiny outputs costs, while
+    every one of a student's notebooks is read to be identified)."""
+    if checked:
+        return nbformat.read(Submitted(path), as_version=4)
+    return nbformat.convert(nbformat.reader.reads(Submitted(path).read()), 4)
 
 
 def identify(submission, chapters):
     """Set ``submission.chapter`` from the check cells it holds; return the notebook, or None."""
     try:
-        nb = read_submission(submission.path)
+        nb = read_submission(submission.path, checked=False)
         ids = {str(nbgrader_meta(c).get("grade_id")) for c in nb.cells if isinstance(nbgrader_meta(c), dict)}
         sources = {visible(c.source) for c in nb.cells if c.cell_type == "code"}
     except SubmissionError as error:
@@ -373,7 +402,8 @@ def run_env(folder, grading):
                # covers /tmp: in CI the instructor's chapter 12 failed on /tmp/torchinductor_root)
                TORCHINDUCTOR_CACHE_DIR=str(folder / ".tmp" / "torchinductor"),
                TRITON_CACHE_DIR=str(folder / ".tmp" / "triton"),
-               PYTHONPATH=str(ROOT), PYTHONDONTWRITEBYTECODE="1")
+               # no user site (its usercustomize would run in every kernel); ROOT's own top level: ``snapshot``
+               PYTHONPATH=str(ROOT), PYTHONDONTWRITEBYTECODE="1", PYTHONNOUSERSITE="1")
     env.pop("MPLBACKEND", None)
     return env
 
@@ -390,8 +420,9 @@ def run(nb, folder, grading, timeout=TIMEOUT, cell_timeout=CELL_TIMEOUT, files=N
 
     grading: the kernel's COURSE_GRADING, with {folder} for the folder. Returns (status, the
     executed notebook or None). With ``record:<file>``, <file> holds afterwards only the records
-    ``attributed`` to the check cell that was running when each was written (the driver reports
-    them, cell by cell, on a pipe of its own: ``Attributor``)."""
+    ``attributed`` to the check cell that was running when each was written (the kernel sends them
+    to the driver on a channel of its own, and the driver reports them, cell by cell, on a pipe of
+    its own: ``Attributor``); whatever the run itself left at <file> is never read."""
     shutil.rmtree(folder, ignore_errors=True)
     (folder / ".tmp").mkdir(parents=True)
     for name, text in (files or {}).items():
@@ -576,14 +607,16 @@ def execute(path, out_path, cell_timeout, report_fd):
     os.set_inheritable(report_fd, False)
     undumpable()   # before the kernel starts
     kind, _, records = os.environ.get("COURSE_GRADING", "").partition(":")
-    attributor = Attributor(records if kind == "record" and records else None,
-                            os.fdopen(report_fd, "w", encoding="utf-8"))
+    attributor = Attributor(kind == "record" and bool(records), os.fdopen(report_fd, "w", encoding="utf-8"))
+    handed = () if attributor.kernel_end is None else (attributor.kernel_end.fileno(),)
+    os.environ.pop(RECORDS_FD, None)
+    os.environ.update({RECORDS_FD: str(fd) for fd in handed})   # (the kernel's environment is this one's)
     nb = nbformat.read(path, as_version=4)
     client = NotebookClient(nb, timeout=cell_timeout, kernel_name="python3", allow_errors=True,
                             record_timing=False, resources={"metadata": {"path": str(Path(path).parent)}},
                             on_cell_start=attributor.start, on_cell_error=attributor.error)
     try:
-        run_client(client)
+        run_client(client, pass_fds=handed)
         errors = [i for i, c in enumerate(nb.cells, 1) if c.cell_type == "code"
                   and any(o.output_type == "error" for o in c.get("outputs", []))]
         status = "ran to the end" + (f" (cell {errors[0]} raised an error)" if errors else "")
@@ -596,7 +629,7 @@ def execute(path, out_path, cell_timeout, report_fd):
         ran = [i for i, c in enumerate(nb.cells, 1) if c.cell_type == "code" and c.get("execution_count")]
         status = f"cell {ran[-1] if ran else 1} ran longer than {cell_timeout} s and was stopped there"
     finally:
-        attributor.flush()
+        attributor.close()
     nbformat.write(capped(nb), out_path)
     print(f"grader: {status}", flush=True)
 
@@ -614,28 +647,97 @@ def undumpable():
 
 
 class Attributor:
-    """The driver's record keeping (``execute``, which runs no student code): as each cell starts,
-    the complete lines appended to the records file since the last cell started are reported as
-    that cell's, one JSON line {"at": its position, "lines": text} on ``report``; so a record is
-    known by the cell that was running when it was written, whatever cell it names (``attributed``).
-    It reads the file by its path (a link or a pipe there is read as nothing) and reports at most
-    RESULT_MB in all. A cell that stopped with an error, a crash or a time-out (``error``) is reported
-    with "failed": true (its check's genuine record may never have been written)."""
+    """The driver's record keeping (``execute``, which runs no student code): the records reach the
+    driver as they are written, on a channel no one can rewrite, and as each cell starts, what came
+    since the last cell started is reported as that cell's, one JSON line {"at": its position,
+    "lines": text} on ``report``; so a record is known by the cell that was running when it was
+    written, whatever cell it names (``attributed``).
 
-    def __init__(self, path, report):
-        self.path, self.report, self.at, self.offset, self.sent = path, report, None, 0, 0
-        self.failed = False   # whether the running cell stopped with an error
+    The channel: one end of a unix socket pair, handed to the kernel when it starts (its descriptor
+    number in COURSE_RECORDS_FD, ``kernel_end``); the course's recording code seals it before any cell
+    of the student's runs and writes every record there (helpers.grading.append). A socket is a
+    stream: whatever is written to it can only come after what was written before, and once written
+    it is the driver's (a thread here reads it as it comes, ``listen``). So a student's thread that
+    watches for the genuine record cannot change it, as it could change a records file in place
+    before the driver read it (red team round 25): it can only write more, and a second record for a
+    grade call, a line of another form or a fragment glued to the genuine one costs that check its
+    answers (``attributed``). Opening /proc/self/fd/N of a socket fails, so the kernel gets no reading
+    end of it, and the driver never writes to it. The driver keeps at most RESULT_MB of what it reads
+    (the rest is read, not kept, and the cell is reported "cut": its check counts for nothing). A cell
+    that stopped with an error, a crash or a time-out (``error``) is reported with "failed": true
+    (its check's genuine record may never have been written)."""
+
+    def __init__(self, recording, report):
+        self.report, self.at, self.sent, self.failed = report, None, 0, False
+        self.pending, self.cut, self.done = bytearray(), False, False   # pending: read, not yet reported
+        self.lock = threading.Lock()   # a read and a cell's start never interleave (``listen``, ``start``)
+        self.channel = self.kernel_end = None
+        if recording:
+            self.channel, self.kernel_end = socket.socketpair(socket.AF_UNIX, socket.SOCK_STREAM)
+            self.channel.setblocking(False)
+            threading.Thread(target=self.listen, daemon=True).start()
 
     def start(self, cell=None, cell_index=None, **_):
-        self.flush()
-        self.at, self.failed = cell_index, False
+        with self.lock:
+            self.send()
+            self.at, self.failed = cell_index, False
 
     def error(self, cell=None, cell_index=None, **_):
         """nbclient's hook when a cell ends with an error (and ``execute``'s, on a crash or a time-out)."""
         self.failed = True
 
     def flush(self):
-        text, cut = self.new_lines()
+        """Report what came since the last cell started (at the end of the run)."""
+        with self.lock:
+            self.send()
+
+    def close(self):
+        """The run is over: report what is left, then close the channel."""
+        self.flush()
+        self.done = True
+        for end in (self.channel, self.kernel_end):
+            if end is not None:
+                end.close()
+
+    def listen(self):
+        """The channel's reader (a thread): waits for data, then reads it under the lock, so what a
+        cell wrote is never read after the next cell started (a kernel blocked on a full socket
+        would otherwise wait for the next cell's start, which never comes)."""
+        while not self.done:
+            try:
+                ready, _, _ = select.select([self.channel], [], [], 0.5)
+            except (OSError, ValueError):   # closed
+                return
+            if ready:
+                with self.lock:
+                    if self.done or not self.receive():
+                        return
+
+    def receive(self):
+        """Read all the channel holds now (never waits), keeping at most RESULT_MB in all; False
+        once it is closed. With the lock held."""
+        while True:
+            try:
+                data = self.channel.recv(2**16)
+            except BlockingIOError:
+                return True
+            except OSError:
+                return False
+            if not data:
+                return False
+            room = max(0, RESULT_MB * 2**20 - self.sent - len(self.pending))
+            self.pending += data[:room]
+            self.cut = self.cut or len(data) > room
+
+    def send(self):
+        """Report the complete lines read since the last cell started as that cell's (a line not yet
+        ended waits for the next report). With the lock held."""
+        if self.channel is not None:
+            self.receive()
+        end = self.pending.rfind(b"\n") + 1
+        text, cut = self.pending[:end].decode("utf-8", errors="replace"), self.cut
+        del self.pending[:end]
+        self.sent, self.cut = self.sent + end, False
         if (text or cut) and self.at is not None:
             try:
                 self.report.write(json.dumps({"at": self.at, "lines": text, "cut": cut, "failed": self.failed},
@@ -644,54 +746,79 @@ class Attributor:
             except OSError:   # the grader stopped reading (it stopped the run)
                 pass
 
-    def new_lines(self):
-        """(the complete lines appended since the last call, whether some were left unread past
-        RESULT_MB): ('', False) when there are none to read."""
-        if self.path is None:
-            return "", False
-        try:
-            if not stat.S_ISREG(os.lstat(self.path).st_mode):
-                return "", False
-            descriptor = os.open(self.path, os.O_RDONLY | os.O_NOFOLLOW | os.O_NONBLOCK)
-        except OSError:
-            return "", False
-        with os.fdopen(descriptor, "rb") as file:
-            size = os.fstat(descriptor).st_size
-            self.offset = self.offset if size >= self.offset else 0   # cut short: read from its start
-            file.seek(self.offset)
-            room = RESULT_MB * 2**20 - self.sent
-            cut = size - self.offset > room
-            data = file.read(max(0, min(size - self.offset, room)))
-        end = data.rfind(b"\n") + 1
-        self.offset, self.sent = self.offset + end, self.sent + end
-        return data[:end].decode("utf-8", errors="replace"), cut
-
 
 # ---- the course's own files, before and after every run ---------------------------------------
 
 
 def snapshot():
-    """{path: bytes} of every file the grading depends on."""
+    """{path: bytes} of every file the grading depends on: each file of the PROTECTED folders, their
+    compiled modules (__pycache__) among them, and each entry of ROOT's top level that Python imports
+    (``importable``: ROOT is every kernel's PYTHONPATH, ahead of the standard library and site-packages,
+    so a run that left a sitecustomize.py, a json.py or a numpy/ package there would run its code in
+    every later kernel and judge); a folder such an entry is maps to None, a link to its target."""
     files = {}
-    for name in PROTECTED:
-        base = ROOT / name
-        for path in ([base] if base.is_file() else base.rglob("*")):
-            if path.is_file() and "__pycache__" not in path.parts and ".ipynb_checkpoints" not in path.parts:
-                files[path] = path.read_bytes()
+    tops = [path for path in ROOT.iterdir() if path.name not in PROTECTED and importable(path)]
+    for base in [ROOT / name for name in PROTECTED] + tops:
+        if base.is_symlink():
+            files[base] = os.readlink(base)
+        elif base.is_dir():
+            files[base] = None
+            files.update((path, path.read_bytes()) for path in base.rglob("*")
+                         if path.is_file() and ".ipynb_checkpoints" not in path.parts)
+        elif base.is_file():
+            files[base] = base.read_bytes()
     return files
 
 
+MODULE_ENDINGS = (*importlib.machinery.all_suffixes(), ".pth")   # .py, .pyc, an extension's .so; a .pth file
+
+
+def importable(path):
+    """Whether ``path``, an entry of ROOT's top level, is what Python finds there as a module: a Python
+    name and then a module's ending (MODULE_ENDINGS), a package (a folder of that name holding an
+    __init__), or a link of such a name."""
+    stem = path.name.split(".")[0]
+    if not stem.isidentifier():
+        return False
+    if path.is_dir() and not path.is_symlink():
+        return path.name == stem and any(path.glob("__init__.*"))
+    return path.is_symlink() or path.name[len(stem):] in MODULE_ENDINGS
+
+
 def restore(before):
-    """Put back every protected file a run changed or removed; return their names."""
+    """Put back every protected file a run changed or removed and remove what it added (``snapshot``);
+    return their names. A compiled module (under __pycache__) is put back too, but not named: no kernel
+    of a later run has read it then, and another process of the instructor's may write one meanwhile."""
     after = snapshot()
-    changed = [p for p, data in before.items() if after.get(p) != data] + [p for p in after if p not in before]
-    for path in changed:
+    changed = [p for p, data in before.items() if after.get(p, ...) != data] + [p for p in after if p not in before]
+    for path in sorted(changed, key=lambda p: len(p.parts)):   # a folder before what it holds
+        remove(path)
         if path in before:
-            path.parent.mkdir(parents=True, exist_ok=True)
-            path.write_bytes(before[path])
-        else:
-            path.unlink()
-    return [str(p.relative_to(ROOT)) for p in changed]
+            put_back(path, before[path])
+    return [str(p.relative_to(ROOT)) for p in changed if "__pycache__" not in p.parts]
+
+
+def remove(path):
+    """Remove ``path`` (a file, a link or a folder), and any link on the way to it from ROOT (a protected
+    folder replaced by a link would take what is put back elsewhere)."""
+    for parent in reversed(path.relative_to(ROOT).parents[:-1]):   # (not ROOT itself)
+        if (ROOT / parent).is_symlink():
+            (ROOT / parent).unlink()
+    if path.is_dir() and not path.is_symlink():
+        shutil.rmtree(path)
+    elif path.is_symlink() or path.exists():
+        path.unlink()
+
+
+def put_back(path, kept):
+    """``path`` as ``snapshot`` kept it: a folder (None), a link (its target) or a file (its bytes)."""
+    path.parent.mkdir(parents=True, exist_ok=True)
+    if kept is None:
+        path.mkdir()
+    elif isinstance(kept, str):
+        path.symlink_to(kept)
+    else:
+        path.write_bytes(kept)
 
 
 # ---- grading ---------------------------------------------------------------------------------
@@ -1025,6 +1152,37 @@ def capped(nb):
     return nb
 
 
+SIZES = ("width", "height")   # what a feedback page shows of an output's metadata (``shown_metadata``)
+
+
+def shown_metadata(nb):
+    """``nb`` (a copy, for a feedback page), each output's metadata cut to an image's width and height,
+    kept only when each is a plain number, and without the notebook's widget state. nbconvert's
+    template writes width and height into an unquoted attribute (width={{ width }}) and its sanitizer
+    reads HTML and Markdown outputs only, so a text there ("1 onload=...") put a live script on the
+    page (red team round 25); what else the template reads there (a file name, a background) is
+    left out. The run writes the executed notebook, so all of it is the student's."""
+    nb.metadata.pop("widgets", None)
+    for cell in nb.cells:
+        outputs = cell.get("outputs")
+        for out in outputs if isinstance(outputs, list) else []:
+            if isinstance(out, dict) and "metadata" in out:
+                out["metadata"] = sizes_of(out["metadata"])
+    return nb
+
+
+def sizes_of(metadata):
+    """{mime: {width, height}} and the top level's width and height of an output's ``metadata``, each
+    a plain number from 0 (no bool, NaN, text); nothing else."""
+    if not isinstance(metadata, dict):
+        return {}
+    number = lambda value: type(value) in (int, float) and 0 <= value < float("inf")   # noqa: E731
+    kept = {mime: {key: value[key] for key in SIZES if number(value.get(key))} for mime, value in metadata.items()
+            if isinstance(mime, str) and mime.startswith("image/") and isinstance(value, dict)}
+    kept = {mime: size for mime, size in kept.items() if size}
+    return {**kept, **{key: metadata[key] for key in SIZES if number(metadata.get(key))}}
+
+
 def write_feedback(row, folder):
     """One HTML page per student and chapter: the score, each exercise's verdict, the notebook."""
     from nbconvert import HTMLExporter
@@ -1046,7 +1204,7 @@ def write_feedback(row, folder):
         exporter = HTMLExporter(sanitize_html=True)
         exporter.log.setLevel(logging.ERROR)   # not "alternative text is missing" for every figure
         try:
-            body, _ = exporter.from_notebook_node(capped(executed))
+            body, _ = exporter.from_notebook_node(shown_metadata(capped(executed)))
         except Exception as error:
             body = f"<p>(the notebook could not be shown: {html.escape(type(error).__name__)})</p>"
     page = folder / f"{sub.chapter.stem}.html"

@@ -9,9 +9,10 @@ In either fence the run sees the whole machine read-only except its own folder, 
 hidden folders, none of the people's folders (``homes``: /home, /root, the instructor's $HOME, /srv,
 /mnt, /media, /opt) nor the unix sockets under SOCKET_DIRS (empty in their place), but for what a
 run needs, bound back read-only (``shown``: the interpreter, its site-packages and the course's
-package and data); it has no network (a network namespace of its own, with nothing in it) and no
-capability. ``fence_works`` tries a fence on a trial run before it is chosen; tests/test_autograde.py
-checks each fence this machine has on writes and connections.
+package and data); it has no network (a network namespace of its own, with nothing in it), System V
+IPC and POSIX message queues of its own (an IPC namespace: nothing shared with the machine or
+another run) and no capability. ``fence_works`` tries a fence on a trial run before it is chosen;
+tests/test_autograde.py checks each fence this machine has on writes and connections.
 
 This file imports nothing of the course's (the user-namespace fence runs it as a script, before
 the run starts).
@@ -95,7 +96,9 @@ class FenceError(Exception):
 def bubblewrap_prefix(folder, hidden=(), needed=()):
     """bubblewrap (Debian's package bubblewrap): the run sees the whole machine read-only except
     ``folder``, none of ``covered(hidden)`` but what ``shown(hidden, needed)`` binds back read-only,
-    and no network. It drops every capability (as root too, so the run cannot remount anything writable)."""
+    and no network. It drops every capability (as root too, so the run cannot remount anything writable).
+    System V IPC and POSIX message queues are the run's own (a shared-memory segment a run makes dies with
+    it: no other run, nor the instructor's own processes, can attach or read it)."""
     command = [shutil.which("bwrap") or "bwrap", "--ro-bind", "/", "/", "--dev", "/dev", "--proc", "/proc",
                "--size", str(64 * 2**20), "--tmpfs", "/dev/shm"]
     covers = [path for path in covered(hidden) if Path(path).is_dir()]
@@ -106,15 +109,16 @@ def bubblewrap_prefix(folder, hidden=(), needed=()):
     folder = str(folder)
     read_only = [arg for path in covers for arg in ("--remount-ro", path)]   # after the folder is bound in
     return command + ["--bind", folder, folder, *read_only, "--unshare-user", "--unshare-net", "--unshare-pid",
-                      "--cap-drop", "ALL", "--die-with-parent", "--new-session", "--chdir", folder]
+                      "--unshare-ipc", "--cap-drop", "ALL", "--die-with-parent", "--new-session", "--chdir", folder]
 
 
 def user_namespace_prefix(folder, hidden=(), needed=()):
-    """util-linux's unshare, where the kernel allows user namespaces: new user, mount, network and
-    process namespaces; inside, ``enter_fence`` makes every mount read-only but ``folder``, covers
-    ``covered(hidden)``, binds back ``shown(hidden, needed)`` read-only (both found here: inside,
-    $HOME is the run's) and drops every capability before the run starts. No network but its own loopback."""
-    return [shutil.which("unshare") or "unshare", "--user", "--map-root-user", "--net", "--mount", "--pid",
+    """util-linux's unshare, where the kernel allows user namespaces: new user, mount, network, process
+    and IPC namespaces (System V IPC and POSIX message queues of its own); inside, ``enter_fence``
+    makes every mount read-only but ``folder``, covers ``covered(hidden)``, binds back
+    ``shown(hidden, needed)`` read-only (both found here: inside, $HOME is the run's) and drops
+    every capability before the run starts. No network but its own loopback."""
+    return [shutil.which("unshare") or "unshare", "--user", "--map-root-user", "--net", "--mount", "--pid", "--ipc",
             "--fork", "--mount-proc", "--kill-child", "--", sys.executable, "-I", str(Path(__file__).resolve()),
             str(folder), json.dumps(covered(hidden)), json.dumps(shown(hidden, needed)), "--"]
 

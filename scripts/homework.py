@@ -16,10 +16,12 @@ SUBMISSIONS/<student>/<chapter>.ipynb (or nbgrader's own <student>/<chapter>/<ch
 grading/ is nbgrader's course directory (its nbgrader_config.py is committed; the rest is generated).
 """
 import argparse
+import os
 import re
 import shutil
 import subprocess
 import sys
+import tempfile
 from pathlib import Path
 
 import nbformat
@@ -79,25 +81,54 @@ def graded_chapters():
 # ---------------------------------------------------------------- nbgrader steps
 
 def nbgrader_env():
-    """The environment nbgrader's kernels run in: fixed threads, the course's data folder."""
-    return kernel_env(COURSE_DATA=str(ROOT / "data"))
+    """The environment nbgrader and its kernels run in: fixed threads, the course's data folder, and
+    this interpreter's folder first on PATH (nbgrader runs alembic, a script installed beside it: a
+    venv's python called by its path, the venv not activated, would not find it)."""
+    path = os.pathsep.join([os.path.dirname(sys.executable), os.environ.get("PATH", os.defpath)])
+    return kernel_env(COURSE_DATA=str(ROOT / "data"), PATH=path)
 
 
 def run_nbgrader(course, *args):
-    """Run `nbgrader <args>` in the course directory; raise HomeworkError with its log on failure."""
+    """Run `nbgrader <args>` in the course directory. On failure, HomeworkError says why in one
+    sentence (the line of nbgrader's log that does: ``said``), and the gradebook is put back as it
+    was (a gradebook.db half made by a failed first call made the next call behave otherwise)."""
+    gradebook = Path(course) / "gradebook.db"
+    before = gradebook.read_bytes() if gradebook.is_file() else None
     run = subprocess.run([sys.executable, "-m", "nbgrader", *args], cwd=course, env=nbgrader_env(),
                          capture_output=True, text=True)
     if run.returncode != 0:
-        raise HomeworkError(f"nbgrader {' '.join(args)} failed:\n{run.stdout}\n{run.stderr}")
+        if before is None:
+            gradebook.unlink(missing_ok=True)
+        else:
+            gradebook.write_bytes(before)
+        raise HomeworkError(f"expected nbgrader {' '.join(args)} to succeed, but it failed with "
+                            f"{said(run.stdout + run.stderr)}")
     return run.stderr
 
 
+def said(log):
+    """Why a tool failed, from its ``log``: the last exception of a traceback, else its last error
+    line, else its last line (at most 300 characters, shown ``escaped``)."""
+    lines = [line.strip() for line in log.splitlines() if line.strip()]
+    errors = [line for line in lines if re.match(r"[\w.]+(Error|Exception|Exit)\b.*", line)]
+    line = (errors or [line for line in lines if "ERROR" in line] or lines or ["no message (exit code only)"])[-1]
+    return autograde.escaped(line[:300])
+
+
 def course_dir(course=GRADING):
-    """The nbgrader course directory, with the committed config copied in if it is elsewhere."""
+    """The nbgrader course directory, with the committed config copied in if it is elsewhere; a path
+    that is no folder the grader can make and write: HomeworkError, one sentence."""
     course = Path(course).resolve()
-    course.mkdir(parents=True, exist_ok=True)
-    if not (course / CONFIG).exists():
-        shutil.copy(GRADING / CONFIG, course / CONFIG)
+    refused = f"expected --course to be a folder the grader can write, but {autograde.escaped(course)}"
+    if course.exists() and not course.is_dir():
+        raise HomeworkError(f"{refused} is a file")
+    try:
+        course.mkdir(parents=True, exist_ok=True)
+        tempfile.TemporaryFile(dir=course).close()   # (written and gone)
+        if not (course / CONFIG).exists():
+            shutil.copy(GRADING / CONFIG, course / CONFIG)
+    except OSError as error:
+        raise HomeworkError(f"{refused} cannot be written ({error.strerror or type(error).__name__})") from None
     return course
 
 
