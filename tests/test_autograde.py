@@ -237,7 +237,8 @@ def test_a_judge_that_fails_for_the_class_judges_each_submission_alone(tmp_path,
 
 
 def test_files_left_in_the_run_folder_do_not_stop_the_grader(graded):
-    assert row(graded, "saboteur")["score"] == 0   # it broke its own records before the first check
+    # (round 25: records go on a channel to the driver, not to the file the fifo took: its right answers count)
+    assert row(graded, "saboteur")["score"] == 4
     assert row(graded, "solved")["score"] == 4
 
 

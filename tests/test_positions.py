@@ -394,7 +394,7 @@ def test_shifted_positions(cat, cat_world, dragon):
     (lambda: pos.permutation_matrix(np.arange(10**6)), "n should be at most 14,188"),
     (lambda: pos.permutation_matrix([0.0, 1.0]), "rearrangement of 0..1"),
     (lambda: pos.permutation_matrix("01"), "rearrangement"),
-    (lambda: pos.offset_rotation(1, 4, 0), "base should be > 0"),
+    (lambda: pos.offset_rotation(1, 4, 0), "base should be > 1"),   # (round 25: a base below 1 refused)
     (lambda: pos.offset_rotation(1, 4, float("inf")), "base should be a finite number"),
     (lambda: pos.offset_rotation("1", 4), "k should be a number"),
     (lambda: pos.offset_rotation(1, 10**6), "d should be at most 14,188"),

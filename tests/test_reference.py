@@ -120,7 +120,7 @@ def test_a_query_with_every_key_hidden_and_positions_that_are_not_numbers_are_re
     assert np.isfinite(weights).all()                                # the causal mask leaves each query itself
     refused(lambda: ref.rotate_pairs(np.ones((2, 4)), [0, np.nan]), "finite", "1 of 2")
     refused(lambda: ref.rotate_pairs(np.ones((2, 4)), ["a", "b"]), "positions", "numbers")
-    refused(lambda: ref.rotate_pairs(np.ones((2, 4)), [0, 1], base=-1.0), "base", "> 0")
+    refused(lambda: ref.rotate_pairs(np.ones((2, 4)), [0, 1], base=-1.0), "base", "> 1")   # (round 25: > 1)
 
 
 def test_round_9_layer_norm_refuses_nan_and_rows_whose_squares_overflow(refused):

@@ -95,9 +95,8 @@ def test_only_the_grader_s_own_check_cells_are_taken_as_check_cells():
 FORGER = f"""import json, os
 from helpers.tour import checks
 layer_params = 1   # wrong
-records = os.environ["COURSE_GRADING"].split(":", 1)[1]
-with open(records, "a") as file:
-    file.write(json.dumps({FORGED!r}) + "\\n")
+channel = int(os.environ["COURSE_RECORDS_FD"])   # the records channel (round 25: no longer a file)
+os.write(channel, (json.dumps({FORGED!r}) + "\\n").encode())
 reached = []   # the driver's open files (its report among them), through /proc
 for fd in os.listdir(f"/proc/{{os.getppid()}}/fd"):
     try:

@@ -22,7 +22,7 @@ def recursion_limit():
     before = sys.getrecursionlimit()
     yield before
     deadline = time.monotonic() + 30   # (a watchdog gives its headroom back after its code has ended)
-    while states._recursion["held"] and time.monotonic() < deadline:
+    while states._recursion["base"] is not None and time.monotonic() < deadline:
         time.sleep(0.05)
     sys.setrecursionlimit(before)
 
@@ -61,7 +61,7 @@ def test_the_recursion_limit_is_put_back_after_the_stop(recursion_limit):
     while sys.getrecursionlimit() != 700 and time.monotonic() < deadline:
         time.sleep(0.05)
     assert sys.getrecursionlimit() == 700
-    assert states._recursion == {"held": False, "base": None, "raised": None}
+    assert states._recursion == {"base": None}
 
 
 def test_the_limit_is_raised_while_the_code_is_raised_at_every_line(recursion_limit):
@@ -115,7 +115,7 @@ def test_checks_in_a_row_on_such_a_recursion_leave_the_limit_as_it_was(recursion
         found = doubles.feedback(recursing)
         assert len(found) == 1 and "was stopped" in found[0], found
     deadline = time.monotonic() + 30
-    while states._recursion["held"] and time.monotonic() < deadline:
+    while states._recursion["base"] is not None and time.monotonic() < deadline:
         time.sleep(0.05)
     assert sys.getrecursionlimit() == recursion_limit
 
@@ -169,7 +169,7 @@ def test_a_loop_that_sets_a_huge_limit_is_stopped_and_its_limit_left_as_it_set_i
         nested_three_deep()
 
     assert stopped_in_a_thread(huge)[0] == ("LoopLate", True)
-    assert states._recursion == {"held": False, "base": None, "raised": None}
+    assert states._recursion == {"base": None}
     assert sys.getrecursionlimit() == 2**31 - 1   # (the loop's own doing, in a live run: not the stop's)
 
 
