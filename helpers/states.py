@@ -209,7 +209,6 @@ class OutOfTime(Stop):
 
 
 _ESCALATED = {}   # thread ident -> its Stoppable, once that has been stopped for ESCALATE_AFTER s
-_BEAT = random.Random(0)   # the watchdogs' own draws of how long a poke stays pending (not the learner's random state)
 
 _UNRAISABLE = sys.unraisablehook   # the hook there was when this module was imported
 
@@ -312,10 +311,9 @@ class Stoppable:
                     self.poke()                              # in Stop.__del__, which may raise nothing)
                 if escalated and not headroom:   # (after the poke: it is raised before the code takes the room)
                     headroom = _headroom_given()
-                pending = every * _BEAT.uniform(0.25, 0.75)   # (drawn: a thread whose own sleeps keep step with a
-                time.sleep(pending)   # fixed beat would wake only while no poke is pending. One that runs Python
-                self.withdraw()       # raises it at once; one in a C call never does: taken back, so that the
-                time.sleep(every - pending)   # other threads run on meanwhile)
+                time.sleep(every / 2)   # (a thread that runs Python raises it at once; one in a C call never does:
+                self.withdraw()         # taken back, so that the other threads run on meanwhile)
+                time.sleep(every / 2)
             with self.lock:
                 if _ESCALATED.get(self.ident) is self:
                     del _ESCALATED[self.ident]
