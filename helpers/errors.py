@@ -203,8 +203,18 @@ def check_tensor(x, name="the input", float8=False):
     that raises when these are read; a float8 tensor too (torch.float8_e4m3fn, ...: torch computes almost
     nothing in them, not even isfinite or min), unless ``float8`` (a caller that only reads the shape, or
     reads the numbers as float32 as ``to_numpy`` does). Return x."""
+    kind = tensor_refusal(x, float8)
+    if kind is not None:
+        fail(f"{name} should be a dense tensor of real numbers in memory, but got {kind}")
+    return x
+
+
+def tensor_refusal(x, float8=False):
+    """What ``check_tensor`` refuses the torch tensor ``x`` as, in a sentence's words ('a nested tensor (rows of
+    different lengths)'), read without touching its data; None for a tensor it takes. For a caller whose own
+    sentence says what it expected (a model, a batch of token ids) where such a tensor arrived."""
     try:
-        kind = ("a nested tensor (rows of different lengths)" if getattr(x, "is_nested", False)
+        return ("a nested tensor (rows of different lengths)" if getattr(x, "is_nested", False)
                 else f"a tensor of layout {x.layout}" if str(x.layout) != "torch.strided"
                 else f"a quantized tensor of dtype {x.dtype}" if x.is_quantized
                 else "a tensor on the meta device, which holds no data" if x.device.type == "meta"
@@ -214,10 +224,7 @@ def check_tensor(x, name="the input", float8=False):
                 else f"a tensor of dtype {x.dtype}, which torch computes almost nothing in (widen it first: x.float())"
                 if not float8 and str(x.dtype).startswith("torch.float8") else None)
     except Exception as error:   # noqa: BLE001 (a tensor subclass of the learner's may raise anything)
-        kind = f"a {type_name(x)} that raised {class_name(type(error))} when its layout and dtype were read"
-    if kind is not None:
-        fail(f"{name} should be a dense tensor of real numbers in memory, but got {kind}")
-    return x
+        return f"a {type_name(x)} that raised {class_name(type(error))} when its layout and dtype were read"
 
 
 def packed_bits(dtype):
@@ -256,6 +263,17 @@ def shape_of(x, name="the input"):
     if is_tensor(x):
         return tuple(check_tensor_size(x, name, float8=True).shape)
     return None
+
+
+def shape_before_copy(x, name, ndim):
+    """(x, its shape) for a call that counts its memory from the shape (``check_bytes``) before it copies ``x``: an
+    array's or a tensor's shape read without converting it (``shape_of``), x left as it is; anything else (a
+    list) converted first by ``as_array`` to a float array of ``ndim`` axes (``to_numpy`` counts that copy)."""
+    shape = shape_of(x, name)
+    if shape is None:
+        x = as_array(x, name, ndim)
+        shape = x.shape
+    return x, tuple(shape)
 
 
 def described(value, name="the input"):

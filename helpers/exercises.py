@@ -20,6 +20,10 @@ The framework, not the check, does what every check needs:
   function with a time limit, so a loop that never ends or an ``exit()`` is reported,
   not suffered; all the calls of one check together have a limit too (``CHECK_TIME_LIMIT``, 60 s: longer,
   ``LONG_CHECK_TIME_LIMIT``, only for a check whose calls may each take more than ``TIME_LIMIT``, chapter 11's).
+  The one thing no limit can cut short is a single call into C that never lets go of Python's interpreter lock
+  (``sum(range(10**10))``, a regular expression that backtracks for minutes): no other thread of the process runs
+  until it returns, so neither this stop nor Jupyter's own interrupt button can end it; the check says it ran
+  longer than its limit once it does, and a call that never returns needs the kernel restarted.
 
 An ``Exercise`` called as ``check(answer, ...)`` prints ✓ or ✗ with the sentences and
 returns an invisible ``Verdict``; it never raises, so an unfinished chapter still runs (but for an
@@ -72,6 +76,7 @@ MAX_ANSWER_ENTRIES = 10_000_000   # numbers an array answer may hold (80 MB as f
 CHECK_TIME_LIMIT = 60    # seconds all the calls of one check may run together: the longest a learner waits
 LONG_CHECK_TIME_LIMIT = 120   # the same for a check whose calls may each run longer than TIME_LIMIT (chapter 11's
 # real model: two calls of up to 60 s each, helpers.real.checks); a check says so by its calls' ``seconds``
+HELD, HELD_SLACK = "held", 2.0   # a call that ended this many s past its limit held the interpreter lock (_bounded)
 _CHECK_STARTED = contextvars.ContextVar("check_started", default=None)   # time.monotonic() when the check began
 
 
@@ -732,7 +737,9 @@ class Module(Kind):
 
     The check receives ``run(args, state, *inputs)`` instead of the class: it builds
     ``cls(*args)``, loads the tensors ``state`` into it by parameter name (the course's names,
-    so the shipped weights fit), and returns ``module(*inputs)`` without gradients. Only data
+    so the shipped weights fit), and returns ``module(*inputs)`` without gradients (called with
+    ``grad_of=`` a tensor, each parameter's gradient of (output * grad_of).sum() instead, {name:
+    gradient or None}: ``gradient_problems``). Only data
     goes in and comes out, so the course's grader can record it in the student's kernel and
     judge it elsewhere (helpers.grading). A function given instead is taken as such a ``run``.
     """
@@ -768,7 +775,7 @@ def module_runner(cls):
     """``run(args, state, *inputs)`` for the nn.Module class ``cls`` (see ``Module``)."""
     import torch
 
-    def run(args, state, *inputs):
+    def run(args, state, *inputs, grad_of=None):
         module = cls(*args)
         if not isinstance(module, torch.nn.Module):
             raise TypeError(f"{class_name(cls)}(...) made a {type_name(module)}, not an nn.Module")
@@ -787,11 +794,74 @@ def module_runner(cls):
                 raise ValueError(f"its {name} should have shape {tuple(tensor.shape)} (the course's weights), "
                                  f"but it has {tuple(own[name].shape)}")
         module.load_state_dict(state)
+        if grad_of is not None:   # gradient_problems: each parameter's gradient of (output * grad_of).sum()
+            return _module_gradients(module, inputs, grad_of)
         with torch.no_grad():
             return module(*inputs)
     run.__name__ = class_name(cls)
     run.__signature__ = _run_signature(cls)
     return run
+
+
+def _module_gradients(module, inputs, grad_of):
+    """{name: the gradient of (module(*inputs) * grad_of).sum() for that parameter, or None}: an output with no
+    graph (a forward under torch.no_grad()) leaves every one None."""
+    import torch
+
+    with torch.enable_grad():
+        out = module(*inputs)
+        if isinstance(out, torch.Tensor) and out.requires_grad:
+            (out * grad_of).sum().backward()
+    return {name: None if p.grad is None else p.grad.detach().clone() for name, p in module.named_parameters()}
+
+
+def gradient_problems(run, reference, args, state, inputs, name, weight=None, rtol=1e-3):
+    """One sentence when the learner's module ``run`` (a Module run), built with ``args`` and loaded with
+    ``state``, does not give each parameter the gradient the course's ``reference`` class gives it through a
+    backward pass of its output on ``inputs`` (the output times fixed random numbers, summed; ``weight``, of the
+    output's shape, zeroes positions the check does not judge): a module whose forward runs under torch.no_grad(),
+    or reads a parameter through .data or .detach(), cannot learn. A run function of the learner's own (not a
+    class) that takes no grad_of is not judged here."""
+    import torch
+
+    module = reference(*args)
+    module.load_state_dict(state)
+    with torch.enable_grad():
+        out = module(*inputs)
+        # (NumPy's draws: the same on every machine, so the judge's replay gets the very inputs the record has)
+        grad_of = torch.as_tensor(np.random.default_rng(0).standard_normal(tuple(out.shape)), dtype=out.dtype)
+        if weight is not None:
+            grad_of = grad_of * weight
+        (out * grad_of).sum().backward()
+    want = {key: p.grad for key, p in module.named_parameters() if p.grad is not None}
+    # (a gradient that is zero but for rounding, b_K's (softmax ignores it), is not asked for: it changes nothing)
+    scale = max([float(grad.abs().max()) for grad in want.values()] + [0.0])
+    want = {key: grad for key, grad in want.items() if float(grad.abs().max()) > rtol * scale}
+    try:
+        got = call(run, args, state, *inputs, grad_of=grad_of, what="in a backward pass through its output")
+    except Wrong as wrong:
+        if "unexpected keyword argument 'grad_of'" in str(wrong):
+            return
+        yield str(wrong)
+        return
+    watch = _COURSES_OWN.get()
+    if watch is not None and (watch["ran"] or watch["checks"] or watch["inherits"]):
+        return   # its output came of the course's own code (computed without gradients): that refusal is said instead
+    if not isinstance(got, dict):
+        yield f"a backward pass through {name}'s output should give each parameter a gradient, but got {type_name(got)}"
+        return
+    for key, grad in want.items():
+        given = got.get(key)
+        if given is None:
+            yield (f"{key} got no gradient: a backward pass through your {name}'s output left it without one, so it "
+                   "cannot learn (is the forward under torch.no_grad(), or does it read the parameter through .data "
+                   "or .detach()?)")
+            return
+        given, grad = np.asarray(given, dtype=float), grad.double().numpy()
+        if given.shape != grad.shape or not np.allclose(given, grad, rtol=rtol, atol=rtol * scale):
+            yield (f"{key}'s gradient differs from the course's {name}'s: a backward pass through the output "
+                   "should reach each parameter as the computation uses it (a .detach() or .data on the way?)")
+            return
 
 
 def _run_signature(cls):
@@ -891,12 +961,14 @@ EXACT_WHOLES = {"float16": 2 ** 11, "bfloat16": 2 ** 8, "float32": 2 ** 24, "flo
 def rounded_by_dtype(x, expected):
     """The sentence for a count ``x`` written in a float type too narrow to hold ``expected`` exactly
     (a bfloat16 or float16 tensor, float32 past 16,777,216): the count it reads is that type's
-    rounding, so no hint about how it was counted would be true; None for any other ``x``."""
-    if isinstance(x, float) and not isinstance(x, bool):
-        dtype = "float64"
+    rounding, so no hint about how it was counted would be true; None for any other ``x``. Every float type
+    narrower than float32 (``_narrow_float``: the float8 kinds too) holds whole numbers exactly up to 2 / its eps."""
+    narrow = _narrow_float(x)
+    if narrow is not None:
+        dtype, limit = narrow[0], round(2 / narrow[2])   # eps = 2**-(its mantissa's bits)
     else:
-        dtype = str(getattr(x, "dtype", "")).replace("torch.", "")
-    limit = EXACT_WHOLES.get(dtype)
+        dtype = "float64" if isinstance(x, float) else str(getattr(x, "dtype", "")).replace("torch.", "")
+        limit = EXACT_WHOLES.get(dtype)
     if limit is None or abs(expected) <= limit:
         return None
     return (f"the count is a {dtype} number, which holds whole numbers exactly only up to {limit:,}, so a count "
@@ -1179,12 +1251,14 @@ def call(function, *args, what="", seconds=TIME_LIMIT, **kwargs):
         raise
     except OutOfTime as stop:
         still = ("; it is still running in the background (a long C call, or an except: that catches "
-                 "everything?): restart the kernel if the notebook slows down") if stop.args and stop.args[0] else ""
+                 "everything?): restart the kernel if the notebook slows down") if stop.args and stop.args[0] is True else ""
+        ended = ("in one call into C that kept Python's interpreter lock, so nothing could stop it sooner (a huge "
+                 "sum, a regular expression that backtracks?)") if stop.args and stop.args[0] == HELD else \
+            "and was stopped (a loop that never ends?)"
         if total is not None:
             raise Wrong(f"{on.strip() or 'your function'}: the check's calls of your function together ran for more "
-                        f"than its limit of {total} s and it was stopped (a loop that never ends?){still}") from None
-        raise Wrong(f"{on.strip() or 'your function'}: it ran for more than {seconds:g} s and was stopped "
-                    f"(a loop that never ends?){still}") from None
+                        f"than its limit of {total} s, {ended}{still}") from None
+        raise Wrong(f"{on.strip() or 'your function'}: it ran for more than {seconds:g} s {ended}{still}") from None
     except SystemExit:
         raise Wrong(f"your function called exit(){on}; return a value instead") from None
     except (grading.ReplayError, _Raised) as exc:   # a record: what it did in the student's kernel
@@ -1198,17 +1272,19 @@ def _fenced(who, should):
     """The fence around a learner's code a check runs (``call``: their function; ``Exercise.kept``: the cell that
     defines a piece, imported): within the block, what it prints and displays is cut after MAX_PRINTED characters,
     audit hooks, switch intervals, torch kernels, watchdogs, gc.freeze, os.setsid, the changes of ``_CHANGES``, work
-    left on the kernel's event loops (``_loop_refused``) and observers on older widgets (``_observers_refused``) are
-    refused, and exit functions dropped; after it, its threads and processes are stopped, its figures closed, and
-    torch_globals (process_state with it), course_constants and torch's default dtype put back. Then Wrong, one
-    sentence about ``who`` ("your function on the toy"), when it left something behind: a thread or process
-    (it ``should`` "return its answer" and leave nothing running), a refused change, or state no put-back undoes.
+    left on the kernel's event loops (``_loop_refused``) or older thread pools (``_pools_refused``) and observers on
+    older widgets (``_observers_refused``) are refused, and exit functions dropped; after it, its threads and processes
+    are stopped, its figures closed, and torch_globals (process_state with it), course_constants and torch's default
+    dtype put back. Then Wrong, one sentence about ``who`` ("your function on the toy"), when it left something
+    behind: a thread or process (it ``should`` "return its answer" and leave nothing running), a refused change, or
+    state no put-back undoes.
     An exception raised in the block goes through (after the put-backs), as does the block's return."""
     dtype, put_back, put_back_constants = _default_dtype(None), _once(torch_globals()), course_constants()
-    threads, processes, started, hooks = _threads_now(), _processes(), [], len(_HOOKS_REFUSED)
+    threads, processes, started, hooks = threads_now(), _processes(), [], len(_HOOKS_REFUSED)
     watchdogs, kernels, later, learners = len(_WATCHDOGS), len(_KERNELS_REFUSED), len(_LATER_REFUSED), \
         _learners_thread(threads)
-    changes, not_put_back = len(states.changes_refused), len(states.not_put_back)
+    _gone_owners_let_go()   # (held by a thread that ended before the check: not the learner's, let go of unsaid)
+    changes, not_put_back, let_go = len(states.changes_refused), len(states.not_put_back), len(_LOCKS_LET_GO)
     budget = _PRINTED.get() or {"left": MAX_PRINTED, "said": False}
     printed = [_Capped(stream, budget) for stream in (sys.stdout, sys.stderr) if stream is not None]
     states.fenced_pids.append(os.getpid())
@@ -1224,14 +1300,18 @@ def _fenced(who, should):
         os.setsid = no_setsid   # (likewise)
         with _threads_started(started, learners), _adopting_orphans(), _descriptors_capped((sys.stdout, sys.stderr)), \
                 _kernels_refused(), _exit_functions_dropped(), _figures_closed(), _loop_refused(learners), \
-                _observers_refused(learners), _displays_capped(budget) as shown, _peeking_refused() as peeked:
+                _observers_refused(learners), _pools_refused(learners), _displays_capped(budget) as shown, \
+                _peeking_refused() as peeked:
             printed.append(shown)
             try:
                 yield
             finally:   # first of all: the check's own code runs on what it had (print, len, os, threading)
                 put_back()
                 processes = _stop_processes(processes)
-                threads = _stop_threads(threads, started)   # (also when it raised or ran out of time)
+                ended = threads
+                threads = stop_threads(threads, started)   # (also when it raised or ran out of time)
+                _gone_owners_let_go()   # (what its threads held as they ended or were stopped)
+                _logging_again()
     finally:
         put_back()   # (if it was not yet: once only)
         put_back_constants()
@@ -1246,6 +1326,9 @@ def _fenced(who, should):
     if peeked:
         raise Seen(_peeked_sentence(peeked, f" ({who}) should compute its result"))
     _no_threads_left(*threads, who, should)
+    held = [name for name, owner in _LOCKS_LET_GO[let_go:] if owner not in ended]   # (not a thread that ran before)
+    if held:
+        raise Wrong(_locks_sentence(list(dict.fromkeys(held)), who=f"a thread of {who}"))
     if processes:
         raise Wrong(f"{who} should {should} and leave nothing running, but it left "
                     f"{processes} process{'es' if processes > 1 else ''} of its own running (now stopped)")
@@ -1667,7 +1750,8 @@ def _same(tensor, copy):
     return tensor.is_floating_point() and bool(((tensor == copy) | (tensor.isnan() & copy.isnan())).all())
 
 
-_OWNERS = {}   # len(sys.modules) -> (owners, the course's functions): found again only once modules are added
+_OWNERS = ()   # (len(sys.modules), (owners, the course's functions)): found again only once modules are added; tuples
+# rebound only by _owners (a learner's code cannot empty or fill them in place: the put-back's own list of what it keeps)
 
 
 def _owners():
@@ -1677,9 +1761,10 @@ def _owners():
     their classes (a check's reference, ``helpers.model.Transformer.forward``,
     ``helpers.exercises.TIME_LIMIT``); and the course's own functions among theirs, whose defaults
     and code could be changed in place."""
-    found = _OWNERS.get(len(sys.modules))
-    if found is not None:
-        return found
+    global _OWNERS
+    found = _OWNERS
+    if found and found[0] == len(sys.modules):
+        return found[1]
     owners = [sys.modules[name] for name in PATCHABLE if name in sys.modules]
     owners += [value for module, name in PATCHABLE_CLASSES
                if isinstance(value := getattr(sys.modules.get(module), "__dict__", {}).get(name), type)]
@@ -1714,9 +1799,8 @@ def _owners():
                                                                          types.FunctionType)]
     checks = [value for owner in course if isinstance(owner, types.ModuleType)
               for value in vars(owner).values() if isinstance(value, Exercise)]   # a check's own .problems
-    _OWNERS.clear()
-    _OWNERS[len(sys.modules)] = owners + course + checks, functions
-    return _OWNERS[len(sys.modules)]
+    _OWNERS = (len(sys.modules), (tuple(owners + course + checks), tuple(functions)))
+    return _OWNERS[1]
 
 
 TORCH_SUBMODULES = ("torch.nn.modules.", "torch.nn.parameter", "torch.nn.init", "torch.nn.functional",
@@ -1918,12 +2002,14 @@ def _logging_put_back(off, root):
     """Put back logging's switch (``off``: logging.disable's level) and the root logger's (level, handlers),
     ``root`` (logging.basicConfig(level=DEBUG): every library talks). Both take logging's lock, waited for
     at most LOCK_WAIT s: one a learner's thread still holds is noted in states.not_put_back, for the check to
-    say (the lock its function's own thread held is let go of already: ``_locks_let_go``)."""
+    say, unless the lock is free once its threads are stopped (``_logging_again``); one a thread that has ended holds
+    is let go of (``_gone_owners_let_go``), as the lock its function's own thread held is already (``_locks_let_go``)."""
     if logging.root.manager.disable == off and (logging.root.level, logging.root.handlers) == root:
         return
+    _gone_owners_let_go()   # (held by a learner's thread that has ended: let go of, said by _fenced)
     if not _LOGGING_LOCK.acquire(timeout=LOCK_WAIT):
-        states.not_put_back.append("the root logger's level or logging's switch (logging's lock is held by a "
-                                   "thread it started)")
+        states.not_put_back.append(_LOGGING_HELD)
+        _LOGGING_LATER.append((off, root))   # (tried again once its threads are stopped: _logging_again)
         return
     try:   # (an RLock: logging.disable and setLevel take it again)
         if logging.root.manager.disable != off:
@@ -1933,6 +2019,22 @@ def _logging_put_back(off, root):
             logging.root.handlers[:] = root[1]
     finally:
         _LOGGING_LOCK.release()
+
+
+_LOGGING_HELD = "the root logger's level or logging's switch (logging's lock is held by a thread it started)"
+_LOGGING_LATER = []   # (off, root) of a logging put-back that waited for its lock in vain (_logging_again)
+
+
+def _logging_again():
+    """logging's put-back that waited for its lock in vain (``_LOGGING_LATER``), done again once the learner's threads
+    are stopped and the locks they held as they ended let go of (``_fenced``): said only if it is in vain again."""
+    later = list(_LOGGING_LATER)
+    _LOGGING_LATER.clear()
+    for off, root in later:
+        if _LOGGING_HELD in states.not_put_back:
+            states.not_put_back.remove(_LOGGING_HELD)
+        _logging_put_back(off, root)
+    _LOGGING_LATER.clear()
 
 
 _CONSTANTS = {}   # (module name, name) -> (the constant, a pickled copy): as a check first saw it
@@ -1958,9 +2060,10 @@ def course_constants():
                         _CONSTANTS[key] = (value, pickle.dumps(value, 5))
                     except Exception:   # noqa: BLE001 (a table of functions: no data to keep)
                         _CONSTANTS[key] = (value, None)
+    kept = tuple(_CONSTANTS.items())   # (this put-back's own copy: a learner's code may empty _CONSTANTS meanwhile)
 
     def put_back_constants():
-        for (module_name, name), (value, saved) in _CONSTANTS.items():
+        for (module_name, name), (value, saved) in kept:
             if saved is None:
                 continue
             try:
@@ -2220,8 +2323,9 @@ def _bounded(function, args, kwargs, seconds, screen=None):
     Returns what it returns (``screen(out)`` run on it there first: the Wrong it raises is raised here);
     raises what it raises as ``_standing_for`` makes it (``exit()`` as SystemExit); past ``seconds``
     (or on Ctrl-C) it is stopped and OutOfTime is raised here, with True as its argument when
-    the function has not ended yet."""
-    run = _Run(function, args, kwargs, screen)
+    the function has not ended yet; ended, but more than HELD_SLACK s past ``seconds``, OutOfTime(HELD) is raised:
+    one call into C kept Python's interpreter lock all along, so that nothing could run to stop it on time."""
+    run, started = _Run(function, args, kwargs, screen), time.monotonic()
     run.start()
     try:
         run.join(seconds)
@@ -2230,6 +2334,8 @@ def _bounded(function, args, kwargs, seconds, screen=None):
         raise
     if run.is_alive():
         raise OutOfTime(run.stop())
+    if seconds is not None and time.monotonic() - started > seconds + HELD_SLACK:
+        raise OutOfTime(HELD)   # (its answer is not taken: it came after its limit)
     if "raised" in run.box:
         raise run.box["raised"]
     return run.box.get("out")
@@ -2294,7 +2400,7 @@ def _threads_started(started, learner=None):
         _thread.start_new_thread = _thread.start_new = original
 
 
-def _threads_now():
+def threads_now():
     """{ident: its threading.Thread (None: a ``_thread`` one)} of every Python thread running now: what ran before
     a learner's code, told apart afterwards by the very thread object (an ident is reused as soon as its thread
     ends, so a learner's thread may have the ident of one that ran before)."""
@@ -2312,7 +2418,7 @@ def _is_run(thread):
 
 def _learners_thread(before):
     """A function saying whether a thread (a threading.Thread) runs a learner's code in a fence that began with the
-    threads ``before`` (``_threads_now``): a ``_Run`` (the learner's function), or any thread that did not run then
+    threads ``before`` (``threads_now``): a ``_Run`` (the learner's function), or any thread that did not run then
     and is neither the check's own (``_course_thread``) nor one a kernel's library started (``_library_thread``)."""
     def learners(thread):
         return isinstance(thread, _Run) or before.get(thread.ident, _NOT_BEFORE) is not thread and \
@@ -2346,9 +2452,9 @@ def _library_thread(thread):
         code is not None and code.co_filename == getattr(module, "__file__", None)
 
 
-def _stop_threads(before, started):
+def stop_threads(before, started):
     """Stop each thread the learner's function left running (it would keep the CPU busy for every later
-    cell): every Python thread that did not run ``before`` (``_threads_now()`` then: compared by thread object;
+    cell): every Python thread that did not run ``before`` (``threads_now()`` then: compared by thread object;
     a collection of idents: the threads that have them now count as before), but the check's own and a kernel's
     library's (``_library_thread``), also one started with ``_thread``, which ``threading`` does not list
     (``started``). Each is stopped (states.Stoppable, with _ThreadLeft), and ends silently (``_quiet``).
@@ -2365,7 +2471,7 @@ def _stop_threads(before, started):
     left.update({ident: runs for ident, runs in learners.items() if runs() is not False})
     for ident, runs in left.items():
         _quiet(threading._active.get(ident))
-        Stoppable(_ThreadLeft, ident, runs).stop(start=_own_thread)
+        Stoppable(_ThreadLeft, ident, runs).stop(start=own_thread)
     deadline = time.monotonic() + ESCALATE_AFTER + 0.5 if left else 0   # (a bare except: is stopped too)
     while time.monotonic() < deadline and any(runs() is not False for runs in left.values()):
         time.sleep(0.02)
@@ -2389,7 +2495,7 @@ def _quiet(thread):
 
 def _no_threads_left(left, running, who, should):
     """Wrong when ``who`` (the learner's function, ``_fenced``) left ``left`` threads of its own running
-    (``_stop_threads`` stopped them; ``running`` of them still run)."""
+    (``stop_threads`` stopped them; ``running`` of them still run)."""
     if left:
         raise Wrong(f"{who} should {should} and leave nothing running, but it left "
                     f"{left} thread{'s' if left > 1 else ''} of its own running " +
@@ -2421,7 +2527,7 @@ def _descriptors_capped(streams):
             kept[i].extend(chunk[:room])
             dropped[i] += max(len(chunk) - room, 0)
 
-    readers = [_own_thread(functools.partial(drain, i), "reads what a learner's function writes to a descriptor")
+    readers = [own_thread(functools.partial(drain, i), "reads what a learner's function writes to a descriptor")
                for i in (0, 1)]
     try:
         os.dup2(pipes[0][1], 1)
@@ -2468,7 +2574,7 @@ for _name, _method in vars(threading.Thread).items():
 del _name, _method
 
 
-def _own_thread(target, name):
+def own_thread(target, name):
     """Start a daemon thread of the check's own, running ``target()``; return it."""
     thread = _Thread(target=target, name=name, daemon=True)
     _OWN_THREADS.add(thread)
@@ -2477,6 +2583,8 @@ def _own_thread(target, name):
 
 
 MAX_PRINTED = 20_000   # characters of a learner's function's printing one check shows (the rest is counted)
+MAX_IMAGES, MAX_IMAGE_SIZE = 5, 2 * 2**20   # displays holding an image (a plot's plt.show()) one check shows, and the
+# characters each may send at most: counted apart from the printing (one PNG is past MAX_PRINTED's characters of base64)
 _PRINTED = contextvars.ContextVar("printed", default=None)   # the check's {"left": characters, "said": bool}
 
 
@@ -2508,10 +2616,11 @@ class _Capped:
 
 class _Shown:
     """What a learner's function displayed (IPython's ``display``) in a check, counted as ``_Capped`` counts its printing
-    (``budget``: the check's, shared with its printing; ``dropped``: characters not shown)."""
+    (``budget``: the check's, shared with its printing; ``dropped``: characters not shown; ``images``: displays of an
+    image not shown)."""
 
     def __init__(self, budget):
-        self.budget, self.dropped = budget, 0
+        self.budget, self.dropped, self.images = budget, 0, 0
 
 
 def _payload_size(data):
@@ -2526,9 +2635,12 @@ def _displays_capped(budget):
     """While a learner's function runs in a kernel, what it displays (``display()``, a plot's ``plt.show()``: IPython's
     display publisher, which sends to the page directly, past sys.stdout) is shown while it fits in what is left of
     the check's MAX_PRINTED characters (``budget``, which its printing shares), and left out, counted, from the first
-    display that does not on; yields the ``_Shown`` that counts it (for ``_said_what_was_left_out``). The publisher's
+    display that does not on; yields the ``_Shown`` that counts it (for ``_said_what_was_left_out``). A display holding
+    an image (a mime type image/...: a figure's plt.show()) is counted apart: the check's first MAX_IMAGES of them, each
+    of at most MAX_IMAGE_SIZE characters in all, are shown, the rest left out and counted. The publisher's
     ``publish`` is put back afterwards. Outside a kernel a display is printed (and cut as printing is): nothing done."""
     shown = _Shown(budget)
+    budget.setdefault("images", MAX_IMAGES)   # (the check's, shared by its calls as its characters are)
     shell = getattr(sys.modules.get("IPython"), "get_ipython", lambda: None)()
     publisher = getattr(shell, "display_pub", None)
     if getattr(shell, "kernel", None) is None or not callable(getattr(publisher, "publish", None)):
@@ -2538,6 +2650,12 @@ def _displays_capped(budget):
 
     def publish(data, *args, **kwargs):
         size = _payload_size(data)
+        if isinstance(data, dict) and any(type(kind) is str and kind.startswith("image/") for kind in data):
+            if budget["images"] <= 0 or size > MAX_IMAGE_SIZE:
+                shown.images += 1
+                return None
+            budget["images"] -= 1
+            return original(data, *args, **kwargs)
         if size > max(budget["left"], 0):
             budget["left"], shown.dropped = 0, shown.dropped + size   # (nothing shown after it: the rest is left out)
             return None
@@ -2603,6 +2721,40 @@ def _loop_refused(learners):
 
 
 @contextlib.contextmanager
+def _pools_refused(learners):
+    """While a learner's function runs, a thread pool made before the call (concurrent.futures' ThreadPoolExecutor: a
+    notebook's, or an asyncio loop's default executor, which ``run_in_executor`` hands work to) refuses work from a
+    learner's code (``learners``, of a thread): its threads ran before the call, so the work would run after the check
+    answered, outside its time limit and every put-back. ``submit`` (which ``map`` calls) is refused with RuntimeError,
+    said by the check; on a pool the call made itself (told by the id noted as it is made) it goes through: its threads
+    are the learner's, stopped after the call. The methods are put back afterwards. (Not seen: a pool's ``submit`` saved
+    before the check, or its work queue used directly.)"""
+    pool = getattr(sys.modules.get("concurrent.futures.thread"), "ThreadPoolExecutor", None)
+    if not isinstance(pool, type) or not {"__init__", "submit"} <= vars(pool).keys():   # (not imported: no pool yet)
+        yield
+        return
+    saved, made = {name: vars(pool)[name] for name in ("__init__", "submit")}, set()
+
+    def made_now(self, /, *args, **kwargs):
+        made.add(id(self))
+        return saved["__init__"](self, *args, **kwargs)
+
+    refuse = _refusing(saved["submit"], learners, "handed work to a thread pool made before the check "
+                       "(ThreadPoolExecutor.submit, map or run_in_executor)",
+                       "a check does not allow work handed to a thread pool made before it while it runs your function: "
+                       "it would run after the check, outside its time limit")
+
+    def submit(self, /, *args, **kwargs):
+        return (saved["submit"] if id(self) in made else refuse)(self, *args, **kwargs)
+    pool.__init__, pool.submit = made_now, submit
+    try:
+        yield
+    finally:
+        for name, method in saved.items():
+            setattr(pool, name, method)
+
+
+@contextlib.contextmanager
 def _observers_refused(learners):
     """While a learner's function runs, a learner's code (``learners``, of a thread) may not add or remove an observer
     (traitlets' ``observe``/``unobserve``, which ``link`` and ``interact`` use; ipywidgets' ``on_click``/``on_msg``)
@@ -2653,6 +2805,11 @@ def _said_what_was_left_out(printed, who):
         printed[0].budget["said"] = True
         print(f"\n(what {who} printed or displayed went past the {MAX_PRINTED:,} characters a check shows: "
               "the rest was left out)")
+    images = sum(getattr(stream, "images", 0) for stream in printed)
+    if images and not printed[0].budget.get("images said"):
+        printed[0].budget["images said"] = True
+        print(f"\n(the images {who} displayed went past the {MAX_IMAGES} images of at most "
+              f"{MAX_IMAGE_SIZE // 2**20} MB each a check shows: the rest was left out)")
 
 
 def _no_recursion_limit(limit):
@@ -2691,7 +2848,8 @@ def _no_audit_hook(hook):
 
 _PEEKS = frozenset({"sys._current_frames", "sys._current_exceptions", "gc.get_objects", "gc.get_referrers",
                     "gc.get_referents"})   # the audit events of the ways to reach another thread's frames or objects
-_WATCHING = []   # one entry per check (and call) running now, innermost last: {"thread": its ident, "events": [...]}
+_WATCHING = ()   # one entry per check (and call) running now, innermost last: (its thread's ident, [events]); a tuple
+# of tuples, rebound only by _peeking_refused (``_watching``): a learner's code cannot empty or fill it in place
 _IDENT = threading.get_ident   # (the check's own: a learner's code may replace threading.get_ident)
 
 
@@ -2701,30 +2859,33 @@ def _peeked(event, guard):
     for it to say (``_no_courses_own``), and raises RuntimeError; elsewhere, nothing. It keeps a learner's code
     from reading or changing the check's own objects (its expected values wait in the frames of the check's
     thread). The learner's own frames stay in reach (``sys._getframe``, as warnings and logging use it). Out of
-    reach of a hook: ctypes, which reads memory directly (``ctypes.pythonapi``), and a learner's code that changes
-    this module's own names (``exercises._WATCHING``)."""
+    reach of a hook: ctypes, which reads memory directly (``ctypes.pythonapi``), and a learner's code that rebinds
+    this module's own names (``exercises._WATCHING = ()``: put back after its call, with the module's other names)."""
     if not _in_learners_code():
         return
-    for entry in _WATCHING:
-        entry["events"].append(event)
+    for _, events in _WATCHING:
+        events.append(event)
     raise RuntimeError(f"a check does not allow {event}() while it runs your function: it reaches the check's own state")
 
 
 def _in_learners_code():
     """Whether a check runs now and this thread is not a check's own (so runs a learner's code: ``_peeked``)."""
-    if not _WATCHING:
+    watching = _WATCHING   # (read once: a check in another thread may rebind it meanwhile)
+    if not watching:
         return False
     ident = _IDENT()
-    return not any(entry["thread"] == ident for entry in _WATCHING)
+    return not any(thread == ident for thread, _ in watching)
 
 
-_CHANGES = {"resource.setrlimit": "the kernel's resource limits out of the check's sight (a hard limit lowered could "
-                                  "never be raised again)",
-            "resource.prlimit": "a process's resource limits out of the check's sight (a hard limit lowered could never "
-                                "be raised again)",
-            "os.putenv": "the environment of every later subprocess behind os.environ's back",
-            "os.unsetenv": "the environment of every later subprocess behind os.environ's back"}
-# the audit events of the ways to change the process for good that no put-back can undo, and what each changes
+_CHANGES = types.MappingProxyType({
+    "resource.setrlimit": "the kernel's resource limits out of the check's sight (a hard limit lowered could never be "
+                          "raised again)",
+    "resource.prlimit": "a process's resource limits out of the check's sight (a hard limit lowered could never be "
+                        "raised again)",
+    "os.putenv": "the environment of every later subprocess behind os.environ's back",
+    "os.unsetenv": "the environment of every later subprocess behind os.environ's back"})
+# the audit events of the ways to change the process for good that no put-back can undo, and what each changes (read
+# only: a learner's code cannot take one out, which would leave a refused change unsaid)
 _CHECKED_CODES = (os._Environ.__setitem__.__code__, os._Environ.__delitem__.__code__, guarded_setrlimit.__code__,
                   guarded_prlimit.__code__)
 # the code allowed to make those calls: os.environ's (which a check puts back) and the checked resource functions
@@ -2763,15 +2924,24 @@ del _event
 def _peeking_refused():
     """Within the block, the audit hook (``_peeked``) refuses a learner's code the ways into other threads' frames and
     objects (all threads but this one); yields the list of the events it refused meanwhile."""
-    entry = {"thread": _IDENT(), "events": []}
-    _WATCHING.append(entry)
+    entry = (_IDENT(), [])
+    _watching(lambda watching: watching + (entry,))
     try:
-        yield entry["events"]
-    finally:
-        for index, each in enumerate(_WATCHING):   # this very entry (a nested check's may be equal to it)
-            if each is entry:
-                del _WATCHING[index]
-                break
+        yield entry[1]
+    finally:   # this very entry (a nested check's may be equal to it)
+        _watching(lambda watching: tuple(each for each in watching if each is not entry))
+
+
+def _watching(change):
+    """Rebind _WATCHING to ``change(_WATCHING)``, a new tuple: made first, then stored only if no other thread's check
+    rebound it meanwhile (the test and the store call nothing, so no thread switch comes between them), else again."""
+    global _WATCHING
+    while True:
+        before = _WATCHING
+        after = change(before)
+        if _WATCHING is before:
+            _WATCHING = after
+            return
 
 
 sys.addaudithook(functools.partial(getattr, _PeekGuard()))   # hook(event, args): getattr(guard, event, args)
@@ -3026,15 +3196,82 @@ def _left_taken(lock):
     return True
 
 
+_MODULE_LOCK = importlib._bootstrap._ModuleLock   # importlib's per-module lock, and its own release (a learner's
+_MODULE_LOCK_RELEASE = _MODULE_LOCK.release      # code may replace either)
+
+
+def _module_locks_let_go(gone=None):
+    """Let go of importlib's per-module locks (``importlib._bootstrap._module_locks``: an ``import x`` takes x's, and a
+    learner's code may take one itself, ``_get_module_lock(name).acquire()``) held by this thread, by importlib's own
+    release, as many times as it took each; with ``gone`` (the idents of the threads running now), those held by a
+    thread that no longer runs instead (their count set to 0 as release does, where importlib keeps it as a number).
+    Every later import of that module would wait for it for ever. Returns their names."""
+    locks = vars(importlib._bootstrap).get("_module_locks")
+    me, let_go = threading.get_ident(), []
+    for ref in list(dict.values(locks)) if type(locks) is dict else ():
+        lock = ref() if type(ref) is weakref.ref else None
+        if type(lock) is not _MODULE_LOCK:
+            continue
+        owner = vars(lock).get("owner")
+        if gone is None and owner == me:
+            with contextlib.suppress(RuntimeError):   # (let go of as many times as it was taken)
+                while vars(lock).get("owner") == me:
+                    _MODULE_LOCK_RELEASE(lock)
+        elif gone is not None and type(owner) is int and owner not in gone and type(vars(lock).get("count")) is int:
+            with lock.lock:   # (as importlib's release does, for a thread that cannot call it any more)
+                if lock.owner != owner:
+                    continue
+                lock.count, lock.owner = 0, None
+                if lock.waiters:
+                    lock.waiters -= 1
+                    lock.wakeup.release()
+        else:
+            continue
+        let_go.append(f"importlib's lock of the module {vars(lock).get('name')!s:.80} "
+                      "(importlib._bootstrap._ModuleLock)")
+    return let_go
+
+
+_LOCKS_LET_GO = []   # (name, ident of the ended thread that held it): locks _gone_owners_let_go let go of, for _fenced
+
+
+def _rlock_owner(lock):
+    """The ident of the thread holding the RLock ``lock`` (0 or None: none), read without calling it (the C one's repr
+    says it); None for any other lock."""
+    if type(lock) is threading._PyRLock:
+        return lock._owner
+    if type(lock) is _RLOCKS[0]:
+        owner = repr(lock).partition(" owner=")[2].partition(" ")[0]
+        return int(owner) if owner.isdigit() else None
+    return None
+
+
+def _gone_owners_let_go():
+    """Let go of the RLocks of ``_process_locks`` (logging's, its handlers') and importlib's per-module locks held by a
+    thread that no longer runs: a learner's thread that ended, or was stopped, holding one (``threading.Thread(
+    target=logging._lock.acquire)``); every later cell that logs would wait for it for ever, and no thread can let go
+    of it but by ``_release_save`` (which the C RLock allows from any thread). Each is noted in ``_LOCKS_LET_GO``, with
+    its holder's ident, for ``_fenced`` to say."""
+    running = sys._current_frames().keys()
+    for name, lock in _process_locks():
+        owner = _rlock_owner(lock)
+        if owner and owner not in running:   # (its ident reused by a new thread meanwhile: left, as running)
+            with contextlib.suppress(RuntimeError):
+                lock._release_save()
+                _LOCKS_LET_GO.append((name, owner))
+    _LOCKS_LET_GO.extend((name, None) for name in _module_locks_let_go(gone=running))
+
+
 def _locks_let_go():
     """Let go of the process-wide locks a learner's code left taken when it ended, in the thread that ran it
     (``_Run.run``, once nothing more is raised in it): every later cell that logs, imports or starts a thread,
     and the check's own put-back (``process_state``: logging.root.setLevel) and its next call's thread, would wait
-    for them for ever. Those of ``_process_locks`` (``_left_taken``) and the import lock (``_imp.acquire_lock()``,
-    let go of as many times as this thread took it). Returns the names of those let go of."""
+    for them for ever. Those of ``_process_locks`` (``_left_taken``), importlib's per-module locks
+    (``_module_locks_let_go``) and the import lock (``_imp.acquire_lock()``, let go of as many times as this thread
+    took it). Returns the names of those let go of."""
     import _imp
 
-    let_go = [name for name, lock in _process_locks() if _left_taken(lock)]
+    let_go = [name for name, lock in _process_locks() if _left_taken(lock)] + _module_locks_let_go()
     taken = 0
     while _imp.lock_held():
         try:
@@ -3047,11 +3284,11 @@ def _locks_let_go():
     return let_go
 
 
-def _locks_sentence(let_go):
-    """What a check says of the locks ``_locks_let_go`` let go of."""
+def _locks_sentence(let_go, who="your code"):
+    """What a check says of the locks ``_locks_let_go`` let go of (``who`` held them)."""
     them = "them" if len(let_go) > 1 else "it"
     named = " and ".join([", ".join(let_go[:-1]), let_go[-1]] if len(let_go) > 1 else let_go)
-    return (f"your code ended holding {named}: every later cell that needs {them}, and the check itself, would wait "
+    return (f"{who} ended holding {named}: every later cell that needs {them}, and the check itself, would wait "
             f"for {them} for ever; the check let go of {them} (release each lock you take, or take it in a with block)")
 
 
@@ -3105,7 +3342,7 @@ class _Run(_Thread):
     def stop(self, every=0.02, grace=ESCALATE_AFTER + 0.5):
         """Stop the function from a watchdog thread, raising OutOfTime every ``every`` s (the check goes on).
         True if it is still running after ``grace`` s (by default long enough to stop a bare ``except:`` too)."""
-        self.stoppable.stop(every, start=_own_thread)
+        self.stoppable.stop(every, start=own_thread)
         self.join(grace)
         return self.is_alive()
 

@@ -46,6 +46,7 @@ import html
 import warnings
 
 from .errors import CourseInputError, check_index, fail, shown
+from .states import course_modes
 
 
 def new_figure(size, dpi=80):
@@ -482,6 +483,7 @@ class Explorer:
             if control.value != values[name]:
                 control.value = values[name]
 
+    @course_modes(grad=False)   # (a render draws on the CPU inside torch.device("meta") or autocast; no torch: nothing)
     def picture(self):
         return as_png(self.render(**self.values()))
 
@@ -490,6 +492,7 @@ class Explorer:
         from .frames import state_of
         return state_of(self.controls.values())
 
+    @course_modes(grad=False)
     def update(self, change=None):
         """Redraw for the controls' current values; bad input shows one sentence instead.
 

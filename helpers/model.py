@@ -39,7 +39,8 @@ from torch.nn.modules import module as torch_module
 
 from .errors import MAX_BYTES, CourseInputError, about_gib, check_bytes, check_choice, check_ids_given, check_index, \
     check_finite, check_number, check_positive_int, check_seed, check_switch, check_tensor, count, fail, gib, length, \
-    message_of, next_seed, shown, type_name
+    message_of, next_seed, shown, tensor_refusal, type_name
+from .reference import BASE_RANGE
 from .states import course_modes, digest, on_the_cpu
 
 POSITIONS = ("sinusoidal", "learned", "rotary", "none")
@@ -60,7 +61,7 @@ SWITCHES = ("trace", "causal", "attention", "ablate_heads", "positions", "cache"
 ATTENTION_SWITCHES = ("causal", "positions", "ablate", "cache", "layer", "start", "keep", "scaled")   # Attention's
 MAX_LAYERS = 1_000   # the most layers a model may have: 1,000 of the smallest take about 1.5 s to build
 RANGES = {"norm_eps": (1e-12, 1.0),        # below, float32 adds nothing to a variance; above, it swamps it
-          "rotary_base": (1.0, 1e12)}      # below 1 the angles grow with the column and overflow float32
+          "rotary_base": BASE_RANGE}       # > 1 and at most 1e12: reference.py says why (one rule for both)
 
 
 @dataclass(frozen=True)
@@ -1386,7 +1387,8 @@ def check_model(model, name="the model"):
     """A course Transformer (this module's) whose modules match its Config (``check_structure``), else one
     sentence naming what arrived; return it."""
     if not isinstance(model, Transformer):
-        got = f"a tensor of shape {tuple(model.shape)}" if isinstance(model, torch.Tensor) else shown(model)
+        got = shown(model) if not isinstance(model, torch.Tensor) else (   # a nested tensor has no one shape
+            tensor_refusal(model, float8=True) or f"a tensor of shape {tuple(model.shape)}")
         fail(f"{name} should be a helpers.model.Transformer (as helpers.weights loads one), but got {got}")
     return model.check_structure()
 

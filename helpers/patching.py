@@ -16,7 +16,7 @@ from .errors import CourseInputError, about_gib, check_choice, check_index, chec
     check_seed, check_switch, described, fail, gib, message_of, shown, to_numpy
 from .model import MAX_TRACE_BYTES, Config, Transformer, check_replace, check_squares, eval_mode, rotate_pairs, \
     trace_names
-from .states import course_modes
+from .states import course_modes, on_the_cpu
 
 KINDS = ("zero", "mean", "resample")
 MAX_PASS_BYTES = MAX_TRACE_BYTES   # 0.5 GiB: the most one batched pass here (patching, a lens) may hold
@@ -148,6 +148,7 @@ class _Stop(BaseException):
     model turns an Exception from a replace function into a sentence, and this one is no error)."""
 
 
+@on_the_cpu
 def capture(model, ids, names, replace=None, stop_after=None, **switches):
     """One forward pass on ids (B, T) -> (logits (B, T, V), {name: the batched tensor}), e.g.
     names=("L0.head_out",) gives (B, H, T, d_k). ``replace``: None or a dict {trace name: function
@@ -191,6 +192,7 @@ def _same(x):
     return x
 
 
+@on_the_cpu
 def head_outputs(model, ids):
     """{layer: (B, H, T, d_k)} every head's output (before W_O) on ids (B, T)."""
     names = [f"L{layer}.head_out" for layer in range(check_model(model).n_layers)]
@@ -198,6 +200,7 @@ def head_outputs(model, ids):
     return {layer: got[name] for layer, name in enumerate(names)}
 
 
+@on_the_cpu
 def mean_head_outputs(model, ids, lengths=None, per_position=True):
     """{layer: (H, T, d_k)} each head's output averaged over the reference batch ids (B, T).
 
@@ -288,6 +291,7 @@ def _check_swap(x, layer, chosen, kind, given):
 
 # ------------------------------------------------------------ activation patching
 
+@on_the_cpu
 def normalised(value, clean, corrupt):
     """The normalised metric (value - corrupt) / (clean - corrupt): 0 = the corrupted run's value,
     1 = the clean run's. For a logit difference this is the normalised logit difference.
@@ -302,6 +306,7 @@ def normalised(value, clean, corrupt):
     return divided_by_gap(value - corrupt, clean - corrupt)
 
 
+@on_the_cpu
 def divided_by_gap(x, gap):
     """x / gap (the metric's clean - corrupted gap, not 0), else one sentence when the quotient overflows
     to inf (a gap too small for the float type): never an inf or NaN passed on as a number."""
@@ -332,6 +337,7 @@ def _direction(clean_ids, corrupt_ids, direction):
     return (clean_ids, corrupt_ids) if direction == "denoise" else (corrupt_ids, clean_ids)
 
 
+@on_the_cpu
 def patch_heads(model, clean, corrupt, metric, watch=(), direction="denoise", per_position=False):
     """Patch one head's output (at every position, or at one position) from one run into the other,
     every head (and position, and sequence) in one batched pass.
@@ -380,6 +386,7 @@ def residual_names(model):
     return names
 
 
+@on_the_cpu
 def patch_residual(model, clean, corrupt, metric, names=None, watch=(), direction="denoise"):
     """Patch the residual stream at one point and one position from one run into the other
     (``direction`` as in ``patch_heads``: "denoise" clean into corrupted, "noise" the reverse).
@@ -443,6 +450,7 @@ def _metric_of(metric, out):
         fail(f"metric(out) should return one number per row, but it raised {type(error).__name__}: {said}")
 
 
+@on_the_cpu
 def metric_ends(model, clean, corrupt, metric, watch=()):
     """(mean metric of the clean runs, of the corrupted runs), floats: the two ends of the
     normalised scale. clean, corrupt: ids (B, T) of one shape; metric and watch as in ``patch_heads``."""
@@ -454,6 +462,7 @@ def metric_ends(model, clean, corrupt, metric, watch=()):
 
 # ------------------------------------------------------------ logit lens and direct logit attribution
 
+@on_the_cpu
 def logit_lens(model, ids, names=None):
     """(names, logits (P, T, V)): the final norm and the unembedding applied to each residual point
     (default ``residual_names``) of one sequence ids (T,). The last point gives the model's logits."""
@@ -485,6 +494,7 @@ def check_finite_logits(logits):
     return logits
 
 
+@on_the_cpu
 def token_lens(model, ids, token_id):
     """What the read-out would say after each layer, at the last position of ids (T,), about one
     token: dict(layers (list of ints, -1 first: the embedding), p (the probability of token_id),
@@ -504,6 +514,7 @@ def token_lens(model, ids, token_id):
                 rank=rank.tolist(), top=logits.argmax(-1).tolist())
 
 
+@on_the_cpu
 def final_norm_scale(model, h):
     """The final norm's divisor for residual rows h (..., d_model) -> (..., 1): LayerNorm's
     sqrt(var(h) + eps) (the variance over d_model, biased), RMSNorm's sqrt(mean(h^2) + eps);
@@ -534,6 +545,7 @@ def final_norm_eps(ln, dtype):
 SCALE_SLACK = 0.99   # a divisor computed in float16 or float32 may round a hair below √ε
 
 
+@on_the_cpu
 def smallest_scale(model):
     """The smallest divisor the model's final norm can have, √ε (its divisor is √(var + ε), or an
     RMSNorm's √(mean(h²) + ε)), less SCALE_SLACK for rounding; 0.0 for a model without a final norm."""
@@ -541,6 +553,7 @@ def smallest_scale(model):
     return 0.0 if ln is None else SCALE_SLACK * final_norm_eps(ln, model.E.dtype) ** 0.5
 
 
+@on_the_cpu
 def residual_parts(model, ids, position=-1):
     """(parts, h): what each part of ``model`` writes into the residual stream at ``position`` of
     ids (T,), and the final residual row h (d_model,) that the final norm reads.
@@ -578,6 +591,7 @@ def residual_parts(model, ids, position=-1):
 BIAS_PARTS = (" b_O", "final-norm bias")   # the names of the parts that are constants, not computed writes
 
 
+@on_the_cpu
 def attribute(model, parts, direction, scale):
     """{name: float} each part's direct contribution to direction · logits, the final norm's scale
     frozen at ``scale`` (a number or a (1,) tensor: ``final_norm_scale`` of the run to explain).
@@ -671,6 +685,7 @@ def too_small(got, smallest):
          f"smaller: final_norm_scale gives it), but got {got}")
 
 
+@on_the_cpu
 def direct_logit_attribution(model, ids, direction, position=-1, scale=None):
     """Each part's direct contribution to direction · logits at ``position`` of ids (T,).
 
@@ -691,6 +706,7 @@ def direct_logit_attribution(model, ids, direction, position=-1, scale=None):
     return attribute(model, parts, direction, scale)
 
 
+@on_the_cpu
 def direct_effects(model, ids, targets, replace=None, scale=None):
     """Every part's direct contribution to one logit per position, for a batch, in one run.
 
@@ -750,6 +766,7 @@ def direct_effects(model, ids, targets, replace=None, scale=None):
 PARTS = ("q", "k", "v")
 
 
+@on_the_cpu
 def path_patch(model, clean, corrupt, metric, sender, receivers, parts=PARTS, watch=(), direction="denoise",
                freeze=()):
     """Path patching: the sender head's output, taken from the source run, reaches each receiver
@@ -827,6 +844,7 @@ def _mlps_before(model, names, layer):
     return names
 
 
+@on_the_cpu
 def head_circuits(model, layer, head, fold_ln=True, offset=None):
     """(W_QK, W_OV), each (d_model, d_model), of one head, as row vectors use them: a query row x_q
     and a key row x_k score x_q W_QK x_kᵀ (W_QK = W_Q,h W_K,hᵀ), a source row x writes x W_OV
@@ -859,6 +877,7 @@ def head_circuits(model, layer, head, fold_ln=True, offset=None):
         return W_Q @ W_K.T, W_V @ W_O
 
 
+@on_the_cpu
 def rotary_rotation(model, offset):
     """R(δ), (d_k, d_k): the matrix rotary positions multiply a row (a query or key of one head) by
     at position δ, so that rotate_pairs(x, δ) = x R(δ) for the model's rotary base and pairing.
@@ -872,6 +891,7 @@ def rotary_rotation(model, offset):
     return rotate_pairs(rows, offset, base=cfg.rotary_base, pairs=cfg.rotary_pairs)[:, 0, 0, :]
 
 
+@on_the_cpu
 def composition_score(left, right):
     """‖left · right‖_F / (‖left‖_F ‖right‖_F) (Elhage et al. 2021; TransformerLens's
     ``utils.composition_scores``): 1 when the two matrices line up completely, about
@@ -887,6 +907,7 @@ def composition_score(left, right):
     return float(torch.linalg.norm(left @ right) / (torch.linalg.norm(left) * torch.linalg.norm(right)))
 
 
+@on_the_cpu
 def composition_scores(model, sender, receiver, fold_ln=True, offset=None):
     """dict(q, k, v): how much the sender head's write (its W_OV) feeds the receiver's query side
     (W_OV · W_QK), key side (W_OV · W_QKᵀ) and value (W_OV · W_OV of the receiver), as
@@ -904,6 +925,7 @@ def composition_scores(model, sender, receiver, fold_ln=True, offset=None):
 MAX_BASELINE_WORK = 2e10   # draws x d_model^2 x d_k: the products composition_baseline may multiply
 
 
+@on_the_cpu
 def composition_baseline(d_model, d_k, draws=200, seed=0):
     """The composition score of random low-rank matrices of the same shapes (each a product of two
     Gaussian (d_model, d_k) and (d_k, d_model) factors): (mean, standard deviation) over ``draws``

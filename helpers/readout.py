@@ -2,8 +2,8 @@
 import numpy as np
 import torch
 
-from .errors import check_finite, check_positive_int, check_tensor, check_text, count, fail, is_tensor, length, \
-    shape_of, shown, to_numpy, type_name
+from .errors import check_finite, check_positive_int, check_tensor, check_text, class_name, count, fail, is_tensor, \
+    length, shape_of, shown, to_numpy, type_name
 
 MAX_ROWS = MAX_COLS = 1_000   # the largest matrix format_matrix writes out (a million numbers, ~8 MB of text)
 MAX_DECIMALS = 20             # the most decimals a number is written with
@@ -47,16 +47,28 @@ def check_row_labels(row_labels, rows):
         size = None if isinstance(row_labels, (str, bytes)) else length(row_labels)
     except (TypeError, ValueError, OverflowError, AttributeError):
         size = None
+    except Exception as error:   # noqa: BLE001 (a learner's __len__ may raise anything)
+        unreadable_labels(row_labels, error)
     if size is None:
         fail(f"row_labels should be a list of labels, one per row, but got {shown(row_labels)}")
     if size != rows:
         fail(f"expected one label per row: {count(rows)} rows, but {count(size)} labels")
-    labels = list(row_labels)
+    try:
+        labels = list(row_labels)
+    except Exception as error:   # noqa: BLE001 (a learner's __iter__ may raise anything)
+        unreadable_labels(row_labels, error)
     if len(labels) != rows:   # a __len__ that says another number than the labels it lists
         fail(f"expected one label per row: {count(rows)} rows, but {count(len(labels))} labels")
     for label in labels:
         label_text(label, "each row label")
     return labels
+
+
+def unreadable_labels(row_labels, error):
+    """Refuse ``row_labels`` (tokens, for format_step and print_trace) whose length or entries raised ``error``
+    when read, in the sentence to_numpy says of numbers that raise."""
+    fail(f"row_labels should be a list of labels, one per row, but got a {type_name(row_labels)} that raised "
+         f"{class_name(type(error))} when it was read")
 
 
 def label_text(label, name):

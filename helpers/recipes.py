@@ -9,6 +9,7 @@ from . import worlds
 from .errors import check_positive_int, check_seed, count, fail
 from .model import MAX_TOKENS, Config, Transformer
 from .training import timed, train
+from .states import on_the_cpu
 
 CAT_CONFIG = Config(vocab_size=20, d_model=6, n_heads=2, n_layers=2, d_ff=8, n_max=16,
                     positions="sinusoidal", norm="pre", activation="gelu")
@@ -63,6 +64,7 @@ INDUCTION_DATA = dict(batch=64, min_period=2, max_period=10, seed=10_000)
 MAX_INDUCTION_BATCH = 4096   # rows of one induction batch (training takes 64)
 
 
+@on_the_cpu
 def induction_batch(step, batch=64, min_period=2, max_period=10, seed=10_000, vocab_size=None, T=None):
     """One seeded training batch: (inputs (batch, T-1), targets (batch, T-1)).
 

@@ -272,11 +272,19 @@ def plain(x):
 SINUSOIDAL_BYTES = 16
 
 
-def check_base(base):
-    """The base of the sinusoidal and rotary frequencies base**(-2i/d): a finite number > 1, so the fastest pair
-    turns 1 radian a position and the others slower (below 1 they would turn faster and faster, past float64's
-    range); return it as float. Checked before anything about the positions, whose limit depends on it."""
-    return check_number(base, "base", low=1, low_open=True)
+# The base of the sinusoidal and rotary frequencies base**(-2i/d), one rule for the reference and the model
+# (model.RANGES: Config.rotary_base, Attention's rotary, rotate_pairs), as check_number's (low, high, low_open).
+# Above 1, so the fastest pair turns 1 radian a position and every other one slower: at exactly 1 every pair would
+# turn alike (one signal d/2 times over, no slow pair to tell far positions apart), below 1 ever faster, past
+# float64's range. At most 1e12: past any real model's (Llama 3: 500,000), and far inside float32's range, in
+# which the model computes base**(-2i/d) (past about 3.4e38 the base itself would read inf).
+BASE_RANGE = (1.0, 1e12, True)
+
+
+def check_base(base, name="base"):
+    """The base of the sinusoidal and rotary frequencies base**(-2i/d): a finite number > 1 and at most 1e12
+    (``BASE_RANGE``); return it as float. Checked before anything about the positions, whose limit depends on it."""
+    return check_number(base, name, *BASE_RANGE)
 
 
 def sinusoidal_positions(n, d, base=10000.0):
@@ -312,7 +320,8 @@ def rotate_pairs(x, positions, base=10000.0):
 
     x: (T, d) with d even; positions: (T,) integers. Pair i is columns (2i, 2i+1),
     w_i = base**(-2i/d), the same frequencies as the sinusoidal table. Every angle, |position| x w_i, at most
-    MAX_ANGLE["float64"] (2**49, where float64 still resolves it to 1/32 radian); base: a finite number > 1.
+    MAX_ANGLE["float64"] (2**49, where float64 still resolves it to 1/32 radian); base: > 1 and at most 1e12
+    (``BASE_RANGE``).
     """
     base = check_base(base)   # first: the positions' limit depends on it
     x = as_array(x, "x", 2)

@@ -124,8 +124,10 @@ def _default_device_set(torch):
         return False
     if not hasattr(torch.overrides, "_get_current_function_mode_stack"):
         return torch.get_default_device().type != "cpu"   # (a torch without it: asked)
-    return any(isinstance(mode, device.DeviceContext) and torch.device(mode.device).type != "cpu"
-               for mode in torch.overrides._get_current_function_mode_stack())
+    for mode in reversed(torch.overrides._get_current_function_mode_stack()):   # the innermost one is in force
+        if isinstance(mode, device.DeviceContext):
+            return torch.device(mode.device).type != "cpu"
+    return False
 
 
 def parts_of(model):
@@ -462,6 +464,21 @@ def _frame_kind(frame):
                 return _KEPT_WHOLE if module.__name__ in _WHOLE_MODULES else _PYTHONS_OWN
             return _LEARNERS
     return _LEARNERS
+
+
+_COURSE = os.path.dirname(os.path.abspath(__file__)) + os.sep   # the course's package (helpers/)
+
+
+def learners_function(traceback):
+    """The qualified name ("MyGPT.parameters") of the outermost function in ``traceback`` whose file is neither the
+    course's (helpers/), Python's own nor an installed library's: the learner's code a stop landed in, which the
+    sentence names; None when there is none (the stop landed in the course's or a library's code)."""
+    while traceback is not None:
+        code = traceback.tb_frame.f_code
+        if not code.co_filename.startswith((_COURSE, _STDLIB, "<frozen ") + _SITE):
+            return code.co_qualname
+        traceback = traceback.tb_next
+    return None
 
 
 class _LoopBreaker:

@@ -10,7 +10,7 @@ from tqdm.auto import tqdm
 
 from .states import Stop, course_modes, parts_of, put_back_parts, torch_modes_kept
 from .errors import CourseInputError, check_number, check_positive_int, check_seed, check_switch, count, fail, message_of, shown, \
-    type_name
+    tensor_refusal, type_name
 
 MAX_STEPS = 10_000   # the most steps one training call takes (the course's runs take 300 to 4,000)
 MAX_LR = 10.0   # the largest learning rate a run takes: Adam moves every weight by about lr a step (the course: <= 0.03)
@@ -24,11 +24,13 @@ def check_batch(batch, vocab_size):
         fail(f"batch should be (inputs, targets), two (B, T) tables of token ids, but got {shown(batch)}")
     tables = []
     for name, table in zip(("inputs", "targets"), batch):
+        # a tensor whose numbers cannot be read as one table (nested: no one shape; sparse, meta) first
+        refused = isinstance(table, torch.Tensor) and tensor_refusal(table, float8=True)
         whole = (isinstance(table, torch.Tensor) and not table.dtype.is_floating_point and not table.is_complex()
                  and table.dtype != torch.bool or isinstance(table, np.ndarray) and table.dtype.kind in "iu")
-        if not whole or table.ndim != 2:
-            got = (f"a {type(table).__name__} of {table.dtype} and shape {tuple(table.shape)}"
-                   if isinstance(table, (torch.Tensor, np.ndarray)) else shown(table))
+        if refused or not whole or table.ndim != 2:
+            got = refused or (f"a {type(table).__name__} of {table.dtype} and shape {tuple(table.shape)}"
+                              if isinstance(table, (torch.Tensor, np.ndarray)) else shown(table))
             fail(f"the batch's {name} should be a (B, T) tensor of token ids, but got {got}")
         tables.append(torch.as_tensor(table, dtype=torch.long))
     inputs, targets = tables

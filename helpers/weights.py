@@ -14,6 +14,7 @@ from .errors import check_finite, check_switch, check_text, fail, message_of, sh
 from .files import named, read_json
 from .model import Config, Transformer
 from .recipes import INDUCTION_CONFIG
+from .states import on_the_cpu
 
 
 
@@ -125,6 +126,7 @@ def save(model, stem, card=None, *, shipped=False):
              f"({type(error).__name__})")
 
 
+@on_the_cpu   # (inside torch.device("meta") the model would be built there and loading it a no-op)
 def load(stem, expect=None):
     """Rebuild the model saved at ``stem``; ``expect`` (a Config) must match if given."""
     config_file, weights_file = files_of(stem)

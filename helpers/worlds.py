@@ -20,6 +20,7 @@ import torch
 
 from .errors import CourseInputError, check_ids_given, check_number, check_positive_int, check_seed, check_tensor, check_text, count, fail, message_of, shown
 from .model import measuring
+from .states import on_the_cpu
 
 MAX_TOKENS_DRAWN = 10_000_000   # the most tokens dragon_sample and repeated_tokens draw in one call
 MAX_SENTENCES = 1_000_000       # the most sentences decisions, entropy_floor and World.batch take in one call
@@ -38,6 +39,7 @@ ANIMAL_ADJ, SURFACE_ADJ = ("big", "small"), ("red", "blue")
 COPULAS = ("is", "was")
 
 
+@on_the_cpu   # (torch.as_tensor inside torch.device("meta") would move the ids there)
 def token_ids(ids, V, unknown=""):
     """ids (a number, or one sequence: a list, an array or a tensor of whole numbers) as a list of
     ints, each in [0, V); a batch of sequences is refused."""
@@ -137,6 +139,7 @@ def tokenizer_raised(error, method, shown_argument):
          f"{type(error).__name__}: {shown(message_of(error, 200))}")
 
 
+@on_the_cpu
 def tokenizer_encode(tokenizer, text, V, model_V=None):
     """The ids (T,) LongTensor ``tokenizer.encode(text)`` gives: one sequence of whole numbers in
     [0, V) (a learner's tokenizer is checked), else one sentence naming what it gave (and the
@@ -150,6 +153,7 @@ def tokenizer_encode(tokenizer, text, V, model_V=None):
     return torch.tensor(ids, dtype=torch.long)
 
 
+@on_the_cpu
 def prompt_encode(tokenizer, prompt, V, model_V=None):
     """The ids (T,) of one prompt, as ``tokenizer_encode`` checks them: any text the tokenizer turns
     into at least one token is a prompt (a newline alone is one, a character model's), else one sentence."""
@@ -208,6 +212,7 @@ class Tokenizer:
     def __len__(self):
         return len(self.vocab)
 
+    @on_the_cpu   # (ids made on the CPU inside torch.device("meta") as outside)
     def encode(self, text):
         """'<BOS> the cat' or ['<BOS>', 'the', 'cat'] -> LongTensor of ids (T,)."""
         if isinstance(text, str):
@@ -654,6 +659,7 @@ def dragon_world(n=2000, length=12, seed=0):
 
 # ------------------------------------------------------ repeated random tokens
 
+@on_the_cpu
 def repeated_tokens(n, length, vocab_size, seed):
     """(n, 2*length + 1) ids: token 0 (BOS), then ``length`` random tokens, then the same again.
 
@@ -686,12 +692,14 @@ def induction_vocab(vocab_size):
     return ("<BOS>",) + INDUCTION_SYMBOLS[:vocab_size - 1]
 
 
+@on_the_cpu
 def induction_labels(ids):
     """Token ids (T,) of the induction model -> their display names."""
     names = induction_vocab(len(INDUCTION_SYMBOLS) + 1)
     return [names[i] for i in token_ids(ids, len(names), unknown=", and those outside have no name")]
 
 
+@on_the_cpu
 def induction_prompt(length, seed, vocab_size=INDUCTION_VOCAB_SIZE, n_max=INDUCTION_N_MAX):
     """One sequence (2*length + 1,) of the induction task: <BOS>, ``length`` random tokens, the same again."""
     length, n_max = check_positive_int(length, "length"), check_positive_int(n_max, "n_max", minimum=3)
