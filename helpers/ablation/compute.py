@@ -24,10 +24,12 @@ from ..heads.compute import copy_losses, model_and_tokenizer, prompt_attention
 from ..model import MAX_LAYERS, MAX_TOKENS, check_model, measuring
 from ..patching import (KINDS, ablation_replace, capture, check_memory, direct_effects, head_outputs, mean_head_outputs,
                         patch_residual, residual_names)
+from ..states import on_the_cpu
 
 MAX_DRAWS = 10_000   # the most resample draws (or repeated rows) one batched pass here takes
 
 
+@on_the_cpu
 def without_attention_blocks(model, ids):
     """Method 1: logits (T, V) for ids (T,) (or (B, T, V) for (B, T)) with the attention
     sub-blocks deleted: h0 goes straight into each block's MLP part, then the read-out.
@@ -47,6 +49,7 @@ def without_attention_blocks(model, ids):
     return logits[0] if single else logits
 
 
+@on_the_cpu
 def zeroed_copy(model, heads=None):
     """Method 2 by surgery: a copy of ``model`` whose attention writes (partly) nothing.
 
@@ -70,6 +73,7 @@ def zeroed_copy(model, heads=None):
     return clone
 
 
+@on_the_cpu
 def max_abs_diff(a, b):
     """Largest |a - b| over all entries of two tensors of one shape, as a float: the difference taken
     in float64, so integers never wrap round (uint8 0 and 1 differ by 1). Finite real numbers only;
@@ -147,6 +151,7 @@ def check_cat_model(model, world):
     check_cat_world(world)
 
 
+@on_the_cpu
 def configurations(model):
     """The experiments of Appendix A: [(label, switches)] for none, attention off, each head removed."""
     check_model(model)
@@ -157,6 +162,7 @@ def configurations(model):
     return out
 
 
+@on_the_cpu
 def prompt_row(model, world, prompt, **switches):
     """dict(top token, p_top, p_animal_adj = p(big) + p(small)) after ``prompt`` under the switches."""
     check_cat_model(model, world)
@@ -167,6 +173,7 @@ def prompt_row(model, world, prompt, **switches):
                 p_animal_adj=float(probs[ids["big"]] + probs[ids["small"]]))
 
 
+@on_the_cpu
 def damage_row(model, world, **switches):
     """dict(held_out_rule: rule accuracy on the held-out copula types, bigram: top-1 on the
     432 bigram slots, copula: right class on the 16 copula slots) under the switches."""
@@ -177,6 +184,7 @@ def damage_row(model, world, **switches):
                 copula=slots["copula_correct"] / slots["copula_total"])
 
 
+@on_the_cpu
 def attention_on_subject(model, world):
     """(L, h) mean attention from the copula to the subject noun, over the 8 copula prompts."""
     check_cat_model(model, world)
@@ -190,6 +198,7 @@ def attention_on_subject(model, world):
     return total / len(prompts)
 
 
+@on_the_cpu
 def class_probability_drop(model, world):
     """(L, h) fall in mean p(class adjectives) over the 16 copula types when each head is removed."""
     check_cat_model(model, world)
@@ -204,6 +213,7 @@ def class_probability_drop(model, world):
 
 # ------------------------------------------------------------ the cat world, in one batched pass
 
+@on_the_cpu
 def cat_batch(world, sentences=None):
     """(ids (B, T), lengths (B,)) of the sentences minus their last word, padded: row b's
     position t predicts word t+1 of sentence b. world: the cat world (``check_cat_world``)."""
@@ -212,6 +222,7 @@ def cat_batch(world, sentences=None):
     return ids, torch.tensor([len(s) - 1 for s in sentences])
 
 
+@on_the_cpu
 def cat_scores(model, world, rows=1, **switches):
     """Rule and collateral figures from one batched pass over the 64 sentence types.
 
@@ -263,6 +274,7 @@ def _slots(world):
     return torch.tensor(bigram), torch.tensor(copula)
 
 
+@on_the_cpu
 def cat_ablation(model, world, heads, kind, per_position=True, draws=20, seed=0):
     """``cat_scores`` with ``heads`` ablated, the reference the 64 sentence types (the task these
     figures measure). mean: means over the 64 types (per position, or over positions too);
@@ -286,6 +298,7 @@ def cat_ablation(model, world, heads, kind, per_position=True, draws=20, seed=0)
 MAX_DONOR_ROWS = 10_000   # rows resample_donors pairs (it compares every pair)
 
 
+@on_the_cpu
 def resample_donors(lengths, seed):
     """(B,) for each row b a seeded other row b' != b with lengths[b'] >= lengths[b]."""
     g = torch.Generator().manual_seed(check_seed(seed))
@@ -356,6 +369,7 @@ def check_reference_of(model, reference):
     return reference
 
 
+@on_the_cpu
 def induction_reference(model, reference):
     """What the ablations of ``induction_ablation`` take from a reference of repeated sequences
     (R, 2L+1), computed once: dict(ids, outputs {layer: (R, H, T, d_k)} every head's output, means
@@ -365,6 +379,7 @@ def induction_reference(model, reference):
                 means={pp: mean_head_outputs(model, reference[:, :-1], per_position=pp) for pp in (True, False)})
 
 
+@on_the_cpu
 def induction_ablation(model, ids, heads, kind, per_position=True, reference=None, draws=20, seed=0):
     """Copy losses dict(first, second, chance) on repeated sequences ids (B, 2L+1) with ``heads``
     ablated, the reference task-matched: ``reference`` (default ids itself) holds repeated
@@ -393,6 +408,7 @@ def induction_ablation(model, ids, heads, kind, per_position=True, reference=Non
                 second_spread=float(second.std()))
 
 
+@on_the_cpu
 def donor_draws(n, pool, draws, seed, avoid_self=True, same=None):
     """``draws`` seeded donor assignments, each (n,): for row b a row of the pool (size ``pool``),
     never b itself when avoid_self, never a row c with same[b, c] when ``same`` ((n, pool) bool) is given."""
@@ -422,6 +438,7 @@ def donor_draws(n, pool, draws, seed, avoid_self=True, same=None):
 
 # ------------------------------------------------------------ the class rule's own task
 
+@on_the_cpu
 def copula_prompts(world):
     """The class rule's task: the 8 copula prompts <BOS> the NOUN COPULA (4 nouns x 2 copulas) as
     ids (8, 4), each prompt's two class adjectives (8, 2) and the four predicate adjectives (4,)."""
@@ -433,6 +450,7 @@ def copula_prompts(world):
     return ids, cls, adjectives
 
 
+@on_the_cpu
 def copula_figures(model, world, rows=None, **switches):
     """Mean over the 8 copula prompts of p(class) (the two class adjectives), p(adjective) (any of
     the four predicate adjectives: 'an adjective comes next') and the class share
@@ -456,6 +474,7 @@ def _rule_figures(world, probs):
     return dict(p_class=p_class.mean(-1), p_adjective=p_adj.mean(-1), class_share=(p_class / p_adj).mean(-1))
 
 
+@on_the_cpu
 def class_pairs(world):
     """The class rule's 8 matched patching pairs, {cat, dog} x {mat, floor} x {is, was}: clean ids
     (8, 4) "<BOS> the ANIMAL COPULA" (answer: an animal adjective), corrupted ids (8, 4) the same
@@ -473,6 +492,7 @@ def class_pairs(world):
 MAX_PAIRS = 64   # the most pairs per_pair patches, one call of ``patch`` each (the chapter has 8)
 
 
+@on_the_cpu
 def per_pair(patch, model, clean, corrupt, *args, **kwargs):
     """``patch`` (e.g. patching.patch_heads or path_patch) run on each pair alone, so each is
     normalised by its own clean and corrupted runs (0 = corrupted, 1 = clean). clean, corrupt: ids
@@ -497,6 +517,7 @@ def per_pair(patch, model, clean, corrupt, *args, **kwargs):
 REFERENCES = ("copula", "all")   # the task's 8 prompts; the 64 sentence types (off-task for the rule)
 
 
+@on_the_cpu
 def rule_reference(world, reference):
     """(ids (R, 4)) the prompts a reference is taken over: the 8 copula prompts, or the first four
     tokens of each of the 64 sentence types. Both are the cat world's (``check_cat_world``)."""
@@ -506,6 +527,7 @@ def rule_reference(world, reference):
     return cat_batch(world)[0][:, :4]
 
 
+@on_the_cpu
 def rule_ablation(model, world, heads, kind, reference="copula", per_position=True, draws=20, seed=0):
     """``copula_figures`` on the 8 copula prompts with ``heads`` ablated, the replacement taken over
     ``reference`` ("copula": the task's own prompts; "all": the 64 sentence types). mean: per
@@ -517,6 +539,7 @@ def rule_ablation(model, world, heads, kind, reference="copula", per_position=Tr
                 if kind == "resample" else 0.0)
 
 
+@on_the_cpu
 def rule_probs(model, world, heads, kind, reference="copula", per_position=True, draws=20, seed=0):
     """(n, 8, V) the next-token probabilities (float64) after the 8 copula prompts with ``heads``
     ablated as in ``rule_ablation``: n = ``draws`` for resample (one donor draw per row), else 1."""
@@ -539,6 +562,7 @@ def rule_probs(model, world, heads, kind, reference="copula", per_position=True,
 
 # ------------------------------------------------------------ the cat model's patching metric
 
+@on_the_cpu
 def logit_difference(world, up=worlds.ANIMAL_ADJ, down=worlds.SURFACE_ADJ):
     """metric(out) -> (B,): mean logit of the ``up`` words minus that of the ``down`` words at the last position."""
     ids = check_world(world).tokenizer.ids
@@ -564,6 +588,7 @@ def logit_difference(world, up=worlds.ANIMAL_ADJ, down=worlds.SURFACE_ADJ):
 
 # ------------------------------------------------------------ the value bias
 
+@on_the_cpu
 def value_bias_write(model):
     """{(layer, head): (d_model,)} what a head still writes when W_V = 0 but b_V stays: its values
     are all b_V's slice, its weights sum to 1, so its output is that slice and it writes b_V_h · W_O_h."""
@@ -579,6 +604,7 @@ def value_bias_write(model):
     return out
 
 
+@on_the_cpu
 def value_zeroed_copy(model):
     """A copy of ``model`` with every W_V zeroed (b_V kept): the Primer's "equivalently W_V = 0"."""
     clone = copy.deepcopy(check_model(model))
@@ -590,6 +616,7 @@ def value_zeroed_copy(model):
 
 # ------------------------------------------------------------ the induction model's patching
 
+@on_the_cpu
 def induction_pairs(n, length, vocab_size, seed):
     """(clean, corrupt), each (n, 2*length + 1): clean sequences repeat their first copy
     (``worlds.repeated_tokens``); the corrupted ones keep the second copy but draw a fresh first
@@ -611,6 +638,7 @@ def induction_pairs(n, length, vocab_size, seed):
     return clean, corrupt
 
 
+@on_the_cpu
 def induction_attention(length, layer=1):
     """metric(out) -> (rows,): the mean attention of ``layer``'s heads from each second-copy token
     to the position after its earlier occurrence in the clean sequence (needs watch=("L1.weights",)),
@@ -636,6 +664,7 @@ def induction_attention(length, layer=1):
     return metric
 
 
+@on_the_cpu
 def copy_log_prob(clean, length):
     """metric(out) -> (rows,): mean log-probability of the clean second copy's next tokens
     (a_2 .. a_L), predicted from the second copy. clean: (B, 2*length + 1), the rows repeat it."""
@@ -658,6 +687,7 @@ def copy_log_prob(clean, length):
     return metric
 
 
+@on_the_cpu
 def induction_direct_effects(model, ids, heads_off=(), reference=None):
     """The backup test on the induction model: dict(direct (layers, heads): each head's direct
     contribution to the right next token's logit, mean over the second copy of ids (B, 2L+1)

@@ -19,12 +19,14 @@ from ..errors import shown as shown_value
 from ..explorer import Blitter, check_model_and_world, check_unchanged, new_figure, show, weights_version
 from ..patching import KINDS, residual_names
 from . import compute
+from ..states import on_the_cpu
 
 PROMPTS = ("<BOS> the cat is", "<BOS> the mat was", "<BOS> the dog was", "<BOS> the floor is")
 ADJECTIVES = ("big", "small", "red", "blue")
 REFERENCES = (("the 8 copula prompts", "copula"), ("all 64 sentence types", "all"))   # (label, value), task-matched first
 
 
+@on_the_cpu
 def explorer(model, world, prompts=None):
     """A prompt picker, an ablation-kind picker and a checkbox per head around two panels.
 

@@ -674,15 +674,21 @@ def tsne_2d(points, seed=0):
 
 
 def tsne_fit(points, seed):
-    """tsne_2d's map of checked points, one thread."""
-    from sklearn.manifold import TSNE
-    from threadpoolctl import threadpool_limits
+    """tsne_2d's map, one thread. Its name is public, so it checks points and seed as tsne_2d does (an (n, d) array
+    or tensor of finite numbers, read as float64, True/False refused; 3 to MAX_MAP_POINTS rows that do not all
+    coincide: a uint16 tensor of equal rows crashed scikit-learn's compiled code) and keeps Python's and NumPy's
+    random states."""
+    seed = check_small_seed(seed, "t-SNE")
+    points = check_spread(check_points(points, least=3), "t-SNE")
+    with random_states_kept():   # scikit-learn's first import draws from Python's random
+        from sklearn.manifold import TSNE
+        from threadpoolctl import threadpool_limits
 
-    perplexity = min(30.0, (len(points) - 1) / 3)
-    with threadpool_limits(limits=1):
-        tsne = TSNE(n_components=2, perplexity=perplexity, init="pca", random_state=seed,
-                    max_iter=TSNE_ITERATIONS)
-        return tsne.fit_transform(points)
+        perplexity = min(30.0, (len(points) - 1) / 3)
+        with threadpool_limits(limits=1):
+            tsne = TSNE(n_components=2, perplexity=perplexity, init="pca", random_state=seed,
+                        max_iter=TSNE_ITERATIONS)
+            return tsne.fit_transform(points)
 
 
 # ------------------------------------------------------------------ UMAP without pynndescent
@@ -880,9 +886,9 @@ def group_words(kv, groups):
         fail(f"groups should be a non-empty list of group names (such as ['animals', 'cities']) or a dict "
              f"{{name: [words]}}, but got {shown(groups)}")
     if not isinstance(groups, dict):
-        unknown = [g for g in groups if g not in GROUPS]
-        if unknown:
-            fail(f"'{unknown[0]}' is not a group; choose from: {', '.join(GROUPS)}")
+        for g in groups:   # a string first: a list or dict in the list cannot be looked up in GROUPS
+            if not isinstance(g, str) or g not in GROUPS:
+                fail(f"each group should be one of {', '.join(GROUPS)}, but got {shown(g)}")
         groups = {g: GROUPS[g] for g in groups}
     first = {}   # each word -> its first group, in order (a dict: a list's `in` would be quadratic)
     for name, members in groups.items():
@@ -1048,9 +1054,11 @@ MAX_MAP_LABELS = 40   # words plot_maps may write on each panel (chapter 01 name
 def check_on_map(result, words):
     """Refuse a word that is not on word_map's ``result`` (words: a list of them)."""
     on_map = set(result["words"])
-    missing = [w for w in words if w not in on_map]
-    if missing:
-        fail(f"'{missing[0]}' is not one of the {len(result['words'])} words of this map")
+    for word in words:   # a string first: a list or dict cannot be looked up in the map's set
+        if not isinstance(word, str):
+            fail(f"each word should be a string, a word of this map, but got {shown(word)}")
+        if word not in on_map:
+            fail(f"each word should be one of the {len(result['words'])} words of this map, but got {shown(word)}")
 
 
 def map_runs(result, seeds=range(5)):
@@ -1183,7 +1191,7 @@ def plot_maps(result, label=()):
         xy = result["coords"][method]
         for name in names:
             rows = [i for i, lab in enumerate(result["labels"]) if lab == name]
-            ax.scatter(xy[rows, 0], xy[rows, 1], s=14, color=colours[name], label=name)
+            ax.scatter(xy[rows, 0], xy[rows, 1], s=14, color=colours[name], label=literal(name))
         ax.margins(0.06)
         ax.autoscale_view()
         placed = []   # label centres in display points, to keep labels apart
@@ -1205,8 +1213,8 @@ def plot_maps(result, label=()):
                         arrowprops=dict(arrowstyle="-", color="#333333", lw=0.8))
             ax.scatter(*xy[i], s=60, facecolors="none", edgecolors="#333333", linewidths=1.0)
         name = f"{method} (seed {result['seed']})" if method == "UMAP" else method
-        ax.set_title(f"{name}: keeps {result['kept'][method].mean():.0%} of {result['k']} "
-                     f"neighbours; distance order r = {result['agreement'][method]:.2f}", fontsize=10)
+        ax.set_title(literal(f"{name}: keeps {result['kept'][method].mean():.0%} of {result['k']} "
+                             f"neighbours; distance order r = {result['agreement'][method]:.2f}"), fontsize=10)
         ax.set_xticks([])
         ax.set_yticks([])
     handles, labels = panels[0].get_legend_handles_labels()

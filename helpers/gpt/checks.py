@@ -15,8 +15,8 @@ import torch
 from .. import grading, worlds
 from ..errors import check_text, fail, shown
 from ..explorer import check_model_and_world
-from ..exercises import Function, Module, NOT_ANSWERED, Seen, Wrong, call, exercise, model_kept, narrow_float_problem, \
-    numbers
+from ..exercises import Function, Module, NOT_ANSWERED, Seen, Wrong, call, exercise, gradient_problems, model_kept, \
+    narrow_float_problem, numbers
 from . import compute, corpus
 from . import tokenize as tk
 
@@ -289,7 +289,11 @@ def gpt_module(run, cat):
     given, out = out, numbers(out, "the logits on the cat world", shape=tuple(expected.shape))
     real = (torch.arange(ids.shape[1])[None] < lengths[:, None]).numpy()
     gap = float(np.abs(out - expected.double().numpy())[real].max())
-    if gap <= GPT_ATOL:
+    if gap <= GPT_ATOL:   # the logits are right: so must the gradients be, at the real positions, for it to learn
+        with model_kept(cat):
+            problems = list(gradient_problems(run, compute.GPT, args, cat.state_dict(), (ids,), "GPT",
+                                              weight=torch.as_tensor(real, dtype=torch.float32)[..., None]))
+        yield from problems
         return
     narrow = narrow_float_problem(given, out[real], expected.double().numpy()[real], "the logits on the cat world",
                                   GPT_ATOL)
@@ -433,6 +437,41 @@ def _loop_reference(slip=None):
     return (*loop_output(out), {name: t.detach().clone() for name, t in model.state_dict().items()})
 
 
+OTHER_SEED = 1   # the second run's seed: its windows differ from seed 0's, so the losses do too
+
+
+@functools.lru_cache(maxsize=None)
+def _other_seed_reference():
+    """(losses, val_losses) of the course's loop on the check's model and data with seed OTHER_SEED (computed once)."""
+    train_ids, val_ids = loop_data()
+    return loop_output(compute.course_losses(loop_model(), train_ids, val_ids, **{**LOOP_SETTINGS, "seed": OTHER_SEED}))
+
+
+def other_seed_problems(fn, train_ids, val_ids):
+    """One sentence unless ``fn``, run once more on a fresh model with seed=OTHER_SEED, gives the course's losses
+    for that seed: a loop right for seed 0 that writes its seeds in (manual_seed(0)) ignores its argument."""
+    settings = {**LOOP_SETTINGS, "seed": OTHER_SEED}
+    try:
+        losses, val = loop_output(call(fn, loop_model(), train_ids, val_ids, **settings, what=f"{LOOP_WHERE} with "
+                                       f"seed={OTHER_SEED}", seconds=30))
+    except Wrong as wrong:
+        yield str(wrong)
+        return
+    right, right_val = copy.deepcopy(_other_seed_reference())
+    if np.abs(losses - right).max() <= LOOP_ATOL and np.abs(val - right_val).max() <= LOOP_ATOL:
+        return
+    first, first_val = loop_reference()
+    if np.abs(losses - first).max() <= LOOP_ATOL:
+        yield (f"with seed={OTHER_SEED} your losses are those of seed=0: the loop ignored its seed argument; seed "
+               "torch.manual_seed(seed) and the windows' torch.Generator().manual_seed(seed) with it")
+    elif np.abs(losses - right).max() <= LOOP_ATOL:
+        yield (f"with seed={OTHER_SEED} the training losses are right, but val_losses differ from the course's: "
+               "draw the validation windows with torch.Generator().manual_seed(seed + 1), from the seed argument")
+    else:
+        yield (f"with seed={OTHER_SEED} your losses differ from the course's for that seed: seed "
+               "torch.manual_seed(seed) and the windows' torch.Generator().manual_seed(seed), from the seed argument")
+
+
 def loop_data():
     """(train_ids, val_ids): the first LOOP_CHARS characters of each split, as character ids (a copy of
     ``_loop_data``'s: what a caller changes in place is not the check's)."""
@@ -561,8 +600,10 @@ def train_loop(fn):
         if calls != list(range(1, steps + 1)):
             yield (f"the losses are right, but callback was called {len(calls)} times for {steps} steps: after "
                    "each step's losses.append(loss.item()), call callback(losses, val_losses) if it is not None")
-        elif not isinstance(fn, grading.Replay):   # (the judge replays outputs only: the record run looked)
-            weights_trained(model, loop_trained(), initial)
+        else:
+            if not isinstance(fn, grading.Replay):   # (the judge replays outputs only: the record run looked)
+                weights_trained(model, loop_trained(), initial)
+            yield from other_seed_problems(fn, train_ids, val_ids)
         return
     for slip in compute.LOOP_SLIPS:
         if slip == "eval_train_mode":

@@ -18,7 +18,6 @@ import contextlib
 import math
 import operator
 import sys
-import threading
 import time
 
 import numpy as np
@@ -27,17 +26,18 @@ import torch.nn.functional as F
 from torch import nn
 
 from .. import worlds
-from ..exercises import _own_thread, _stop_threads
+from ..exercises import own_thread, stop_threads, threads_now
 from ..errors import CourseInputError, check_bytes, check_number, check_positive_int, check_seed, check_size, \
-    check_switch, check_tensor, check_text, count, fail, message_of, next_seed, shown, to_numpy
+    check_switch, check_tensor, check_text, count, fail, is_tensor, message_of, next_seed, shown, tensor_refusal, \
+    to_numpy, type_name
 from ..heads.compute import MultiHeadAttention, copy_losses
 from ..model import MAX_TOKENS, Config, Transformer, check_finite_weights, eval_mode
 from ..normalization.compute import Block, LayerNorm
 from ..patching import ablation_replace, mean_head_outputs
 from ..positions.compute import sinusoidal_positions
 from ..sampling.compute import forward_macs
-from ..states import Stop, Stoppable
-from ..states import course_modes
+from ..states import Stop, Stoppable, learners_function
+from ..states import course_modes, random_states, torch_flags_kept, torch_modes_kept
 from . import train as course_train
 from .corpus import check_ids, windows
 
@@ -119,6 +119,52 @@ def config_of(model):
         fail(f"expected a model with a .cfg (a helpers.model.Config), as GPT(...) sets in __init__, "
              f"but this {type(model).__name__} has {type(cfg).__name__}")
     return cfg
+
+
+def model_raised(error, what):
+    """The one sentence for a learner's model whose ``what`` ("forward on token ids of shape (8, 32)") raised
+    ``error``, naming the learner's function it came from (``states.learners_function``), as ``learner_call``'s
+    sentences do. The course's own errors (its refusals, a check's watch) pass as they are."""
+    if type(error).__module__.split(".")[0] == "helpers":
+        raise error
+    code = learners_function(error.__traceback__)
+    hint = ": model(ids) should take the token ids alone and give the logits" if isinstance(error, TypeError) else ""
+    fail(f"the model's {what} should run to its end, but {f'your {code}' if code else 'it'} raised "
+         f"{type_name(error)}: {' '.join(message_of(error, 200).split())}{hint}")
+
+
+def logits_of(model, ids, finite=True, grad=False):
+    """``model(ids)`` on token ids (B, T), the one way chapter 12's functions call a model (the learner's GPT or
+    the course's), checked: logits, a tensor of floating-point numbers of shape (B, T, model.cfg.vocab_size)
+    exactly, finite (unless not ``finite``: a training run that diverged records its NaN loss, which
+    ``checked_losses`` names) and, with ``grad`` (a training pass), carrying a gradient; else one sentence naming
+    what arrived. An error of the model's own is one sentence (``model_raised``)."""
+    try:
+        out = model(ids)
+    except Exception as error:   # noqa: BLE001 (a learner's forward may raise anything)
+        model_raised(error, f"forward on token ids of shape {tuple(ids.shape)}")
+    expected = (*ids.shape, model.cfg.vocab_size)
+    head = f"the model's forward should return logits, a tensor of floating-point numbers of shape (batch, context, " \
+           f"vocab_size) = {expected}"
+    if not is_tensor(out):
+        kind = builtin_kind(out, (tuple, list))   # (its own methods: a learner's subclass may lie or raise)
+        items = kind.__getitem__(out, slice(None)) if kind and kind.__len__(out) <= 4 else None
+        got = f"a {type_name(out)} ({', '.join(map(shown, items))})" if items is not None else \
+            f"a {type_name(out)} with the keys {shown(list(dict.keys(out)))}" if isinstance(out, dict) else shown(out)
+        nano = " (the logits and a loss, as nanoGPT's forward gives them? return the logits alone)" \
+            if items is not None and len(items) == 2 else ""
+        fail(f"{head}, but it returned {got}{nano}")
+    kind = tensor_refusal(out) or (None if out.is_floating_point() else f"a tensor of dtype {out.dtype}")
+    if kind is not None or tuple(out.shape) != expected:
+        fail(f"{head}, but it returned {kind or f'shape {tuple(out.shape)}'}")
+    if grad and not out.requires_grad:
+        fail("the model's logits should carry a gradient back to its parameters, so that it can learn, but they "
+             "carry none: does its forward run under torch.no_grad(), or read its parameters through .data or "
+             ".detach()?")
+    if finite and not bool(torch.isfinite(out).all()):
+        fail(f"the model's logits should be finite numbers, but its forward on token ids of shape {tuple(ids.shape)} "
+             f"gave NaN or inf: do its weights hold NaN or inf, or does a number overflow in its pass?")
+    return out
 
 
 def check_tokenizer(tokenizer, cfg):
@@ -348,7 +394,7 @@ def run_loop(model, train_ids, val_ids, steps, batch, context, lr, warmup, min_l
         if step == steps:
             break
         x, y = windows(train_ids, batch, context, generator)          # (batch, context) each
-        logits = model(x)                                             # (batch, context, V)
+        logits = logits_of(model, x, finite=False, grad=True)         # (batch, context, V): a NaN one is said below
         target = {"unshifted_targets": x}.get(slip, y)
         if slip == "shifted_twice":
             logits, target = logits[:, :-1], y[:, 1:]
@@ -401,18 +447,19 @@ def evaluate(model, ids, context, batches, batch, seed, train_mode=False, genera
         fail(f"generator should be None or a torch.Generator, but got {shown(generator)}")
     check_finite_weights(check_module(model))
     generator = torch.Generator().manual_seed(seed) if generator is None else generator
-    return evaluation_loss(model, ids, context, batches, batch, generator, train_mode)
+    return evaluation_loss(model, ids, context, batches, batch, generator, train_mode, finite=True)
 
 
-def evaluation_loss(model, ids, context, batches, batch, generator, train_mode=False):
+def evaluation_loss(model, ids, context, batches, batch, generator, train_mode=False, finite=False):
     """``evaluate``'s passes, its arguments checked: the mean loss over ``batches`` windows drawn with
-    ``generator``, in eval mode (train_mode: in training mode), no gradients. The training loop's own
-    evaluations call it as it is: a run that diverged records its NaN loss (which ``checked_losses`` names)."""
+    ``generator``, in eval mode (train_mode: in training mode), no gradients, the model's logits checked
+    (``logits_of``; ``finite``: NaN or inf refused). The training loop's own evaluations call it as it is: a run
+    that diverged records its NaN loss (which ``checked_losses`` names)."""
     with eval_mode(model, train=train_mode), torch.no_grad():
         total = 0.0
         for _ in range(batches):
             x, y = windows(ids, batch, context, generator)
-            logits = model(x)
+            logits = logits_of(model, x, finite=finite)
             total += F.cross_entropy(logits.reshape(-1, logits.shape[-1]), y.reshape(-1)).item()
     return total / batches
 
@@ -500,7 +547,7 @@ def drawn_ids(model, ids, n_new, temperature, seed, context):
     ids, generator = list(ids), torch.Generator().manual_seed(seed)
     with eval_mode(model):
         for _ in range(n_new):
-            logits = model(torch.tensor(ids[-context:]))[-1]
+            logits = logits_of(model, torch.tensor(ids[-context:])[None], finite=False)[0, -1]   # (NaN: said below)
             ids.append(draw(next_distribution(logits, temperature), generator))
     return ids
 
@@ -555,18 +602,20 @@ def stopped_after(seconds, exception, function, *args, **kwargs):
     line, so a loop that catches everything is stopped too): a loop that never calls its callback, which
     stops it on time, is stopped all the same. Nothing is raised once it has ended. Once stopped, whatever
     else it raises on its way out (a RecursionError of a recursion that catches the stop at every level) is
-    raised as ``exception``, without the chain of what it caught. torch's gradient mode is put back (a
+    raised as ``exception``, without the chain of what it caught, its ``code`` the learner's function it was stopped
+    in (``states.learners_function``: named in the sentence). torch's gradient mode is put back (a
     ``with torch.no_grad():`` stopped at every line may not have left it). The watchdog is a thread of the
-    course's own (``exercises._own_thread``): ``threads_stopped`` does not take it for one the loop left."""
+    course's own (``exercises.own_thread``): ``threads_stopped`` does not take it for one the loop left."""
     stoppable, grad = Stoppable(exception), torch.is_grad_enabled()
-    stoppable.stop(every=0.1, after=seconds, start=_own_thread)
+    stoppable.stop(every=0.1, after=seconds, start=own_thread)
     try:
         return stoppable.call(function, *args, **kwargs)
     except BaseException as raised:
         if not stoppable.poked:
             raise
-        raised = raised if isinstance(raised, exception) else exception()
-        raise raised.with_traceback(None) from None   # (what it caught on its way out: not shown)
+        late = raised if isinstance(raised, exception) else exception()
+        late.code = learners_function(raised.__traceback__)   # (before the traceback goes)
+        raise late.with_traceback(None) from None   # (what it caught on its way out: not shown)
     finally:
         torch.set_grad_enabled(grad)
 
@@ -579,7 +628,9 @@ def step_seconds(model, train_ids, batch, context, trials=3, within=None):
     (``train.check_batch`` counts the model's copies in training, more than the copy and its gradients
     held here) and the passes' time (at most about MAX_SECONDS, ``pass_seconds``, from the sizes alone).
     within (seconds, or None): the passes are stopped once they have run that long (a model slower than
-    its sizes say, a learner's forward with a Python loop in it), and the call refused in one sentence."""
+    its sizes say, a learner's forward with a Python loop in it), and the call refused in one sentence. The
+    model's logits are checked (``logits_of``: a model whose logits carry no gradient cannot learn); torch's random
+    state is left as it was (a model with dropout draws from it)."""
     import copy
 
     trials = check_positive_int(trials, "trials")
@@ -602,7 +653,7 @@ def step_seconds(model, train_ids, batch, context, trials=3, within=None):
 
     probe = copy.deepcopy(model).train()
     x, y = windows(train_ids, batch, context, torch.Generator().manual_seed(0))
-    with torch.enable_grad():
+    with torch.enable_grad(), torch.random.fork_rng(devices=[]):
         if within is None:
             return timed_passes(probe, x, y, trials)
         try:
@@ -615,16 +666,20 @@ def step_seconds(model, train_ids, batch, context, trials=3, within=None):
 
 
 def timed_passes(probe, x, y, trials):
-    """``step_seconds``'s timing on its copy ``probe`` and a batch x, y (batch, context)."""
+    """``step_seconds``'s timing on its copy ``probe`` and a batch x, y (batch, context): its logits checked
+    (``logits_of``), an error of its backward pass said in one sentence (``model_raised``)."""
     passes, samples = [], []
     for _ in range(trials + 1):                        # the first pass warms up and is not counted
         tick = time.perf_counter()
-        logits = probe(x)
-        F.cross_entropy(logits.reshape(-1, logits.shape[-1]), y.reshape(-1)).backward()
+        logits = logits_of(probe, x, grad=True)
+        try:
+            F.cross_entropy(logits.reshape(-1, logits.shape[-1]), y.reshape(-1)).backward()
+        except Exception as error:   # noqa: BLE001 (a learner's autograd Function or hook may raise anything)
+            model_raised(error, "backward pass (from the mean cross-entropy of its logits)")
         passes.append(time.perf_counter() - tick)
         tick = time.perf_counter()
         with torch.no_grad():
-            probe(x[:1])
+            logits_of(probe, x[:1])
         samples.append(time.perf_counter() - tick)
     return min(passes[1:]), min(samples[1:])
 
@@ -718,12 +773,15 @@ class LiveRun:
         ax.set_xlabel("step")
         ax.set_ylabel("loss (nats per character)")
         ax.set_title(f"the live run: {len(self.losses)} of {self.steps} steps")
-        ax.legend(loc="upper right", fontsize=8)
+        if ax.get_legend_handles_labels()[0]:   # (before the first step nothing is drawn yet)
+            ax.legend(loc="upper right", fontsize=8)
         self.text_ax.clear()
         self.text_ax.axis("off")
         if self.sample is not None:
+            from ..plots import literal   # the sample as the model wrote it: a "$$" or "$x$" in it is not math
+
             self.text_ax.set_title("a sample of the model after the run (temperature 0.8)", fontsize=9, loc="left")
-            self.text_ax.text(0, 1, self.sample, family="monospace", fontsize=7.5, va="top", ha="left",
+            self.text_ax.text(0, 1, literal(self.sample), family="monospace", fontsize=7.5, va="top", ha="left",
                               transform=self.text_ax.transAxes, wrap=True)
 
     def show(self):
@@ -734,8 +792,8 @@ class LiveRun:
         self.drawn = time.perf_counter()
 
     def finish(self, sample=None):
-        """The last picture, with ``sample`` (text) below the curve; the bar closed."""
-        self.sample = sample
+        """The last picture, with ``sample`` (text, or None for none) below the curve; the bar closed."""
+        self.sample = None if sample is None else check_text(sample, "sample", empty=True)   # checked before it is kept
         self.show()
         self.bar.update(len(self.losses) - self.bar.n)
         self.bar.total = self.bar.n or 1   # the bar ends full whether the plan or the clock stopped the run
@@ -848,12 +906,12 @@ def said_put_back(function, *args, **kwargs):
 @contextlib.contextmanager
 def threads_stopped(what, passed=(), put_back=True):
     """Run the block (learner code: ``what`` names it, "the training loop"); then stop every Python thread it
-    started and left running (``exercises._stop_threads``, as a check stops a learner's function's), whether it
+    started and left running (``exercises.stop_threads``, as a check stops a learner's function's), whether it
     ended, raised or was stopped, before anyone puts the model back or says what became of it. The block's error
     passes on once they are stopped. One sentence instead (``threads_left``; ``put_back``: it says the model was
     put back): a thread that could not be stopped, or threads left by a block that ended (or raised one of
     ``passed``, a normal end). A thread started with ``_thread`` alone is not seen (threading does not list it)."""
-    before = {ident: threading._active.get(ident) for ident in sys._current_frames()}   # (threading's own record)
+    before = threads_now()
     try:
         yield
     except passed:
@@ -866,14 +924,13 @@ def threads_stopped(what, passed=(), put_back=True):
 
 
 def threads_left(before, what, put_back, failed=False):
-    """Stop the threads ``what`` left running (all but those of ``before``, {ident: threading's thread} when it
-    began, that still run: a thread that ended meanwhile, one of the course's watchdogs, hands its ident on to the
-    next one started) and say so in one sentence: always when one could not be stopped (a long C call, an
+    """Stop the threads ``what`` left running (all but those of ``before``, ``exercises.threads_now()`` when it
+    began: told apart by thread object, since a thread that ended meanwhile, one of the course's watchdogs, hands
+    its ident on to the next one started) and say so in one sentence: always when one could not be stopped (a long C call, an
     ``except:`` around a loop; it may still change the model, so the sentence never says the model is as before),
     and when any was left unless ``what`` ``failed`` (its own error is the sentence then, and the model is put back
     after this)."""
-    still = {ident for ident, thread in before.items() if threading._active.get(ident) is thread}
-    left, running = _stop_threads(still, [])
+    left, running = stop_threads(before, [])
     threads = f"{left} thread{'s' if left > 1 else ''} of its own running"
     if running:
         raise said(f"{what} should end and leave nothing running, but it left {threads}, and {running} could not be "
@@ -885,19 +942,39 @@ def threads_left(before, what, put_back, failed=False):
                    put_back) from None
 
 
-def learner_call(seconds, what, function, *args, put_back=True):
+def learner_call(seconds, what, function, *args, put_back=True, then=""):
     """``function(*args)``, which runs a learner's code outside the live run's loop (``what`` names it:
     "tokenizer.text of the sample"), bounded: stopped after ``seconds`` (at least LEAST_SECONDS;
-    ``stopped_after``) and refused then in one sentence, and every thread it leaves stopped (``threads_stopped``,
+    ``stopped_after``) and refused then in one sentence naming the learner's function it was stopped in (the
+    model's ``parameters``, say) and ending with ``then``, and every thread it leaves stopped (``threads_stopped``,
     with ``put_back``). Returns what it returns; raises what it raises."""
     seconds = max(seconds, LEAST_SECONDS)
     with threads_stopped(what, put_back=put_back):
         try:
             return stopped_after(seconds, LearnerLate, function, *args)
-        except LearnerLate:
-            pass   # (the sentence below, raised outside this handler: no stop in its traceback)
-        fail(f"{what} should end within {seconds:.1f} s here (what the live run had left for it), but it ran "
-             f"longer and was stopped")
+        except LearnerLate as late:
+            code = late.code   # (the sentence below, raised outside this handler: no stop in its traceback)
+        fail(f"{what} should end within {seconds:.1f} s here (what the live run had left for it), but "
+             f"{f'your {code}' if code else 'it'} ran longer and was stopped{then}")
+
+
+@contextlib.contextmanager
+def kept_to_put_back(model, until, passed=()):
+    """``train.put_back_on_error(model, "the training loop", passed)`` with the learner's code it runs bounded
+    (``learner_call``, until ``until``, a time.perf_counter()): the model's state_dict(), parameters() and modules()
+    read to keep it before the block, and again to put it back after an error. Stopped while it puts the model
+    back, the sentence says the model could not be put back."""
+    keeper = course_train.put_back_on_error(model, "the training loop", passed=passed)
+    learner_call(until - time.perf_counter(), "keeping the model to put it back on an error (its state_dict(), "
+                 "parameters() and modules())", keeper.__enter__, put_back=False)
+    try:
+        yield
+    except BaseException:
+        learner_call(until - time.perf_counter(), "putting the model back after the training loop stopped (its "
+                     "state_dict(), parameters() and modules())", keeper.__exit__, *sys.exc_info(), put_back=False,
+                     then=": the model could not be put back as it was, so build it again before you go on")
+        raise   # (put_back_on_error passes it on, or raises its own sentence above)
+    keeper.__exit__(None, None, None)
 
 
 def trained(loop, run, left, model, *arguments):
@@ -923,7 +1000,33 @@ def sampled_ids(model, ids, n_new, seed, context):
     return drawn_ids(as_transformer(model), ids, n_new, 0.8, seed, context)
 
 
+@contextlib.contextmanager
+def switches_kept():
+    """Within the block a learner's code runs (the live run's loop); after it, ended or refused, what that code may
+    have changed for every later cell is put back as a check puts it back: torch's switches and float32 precisions
+    (``states.torch_flags_kept``: torch.set_float32_matmul_precision), default dtype and deterministic mode
+    (``states.torch_modes_kept``), anomaly mode (torch.autograd.set_detect_anomaly) and the random states of
+    Python and NumPy (``states.random_states``). torch's own random state is put back when the block raises; one
+    that ends leaves it as the loop left it (a training loop seeds it: torch.manual_seed(seed), dropout's draws)."""
+    put_back_random, put_back_flags, put_back_modes = random_states(), torch_flags_kept(), torch_modes_kept()
+    anomaly = torch.is_anomaly_enabled(), torch.is_anomaly_check_nan_enabled()
+    ended = False
+    try:
+        yield
+        ended = True
+    finally:
+        if (torch.is_anomaly_enabled(), torch.is_anomaly_check_nan_enabled()) != anomaly:
+            torch.set_anomaly_enabled(*anomaly)
+        put_back_modes()
+        put_back_flags()
+        loops = torch.get_rng_state()
+        put_back_random()
+        if ended:
+            torch.set_rng_state(loops)
+
+
 @course_modes(name="live_run")   # (under no_grad too: it takes gradients)
+@switches_kept()
 def live_run(loop, model, train_ids, val_ids, tokenizer, batch, context, lr, warmup, min_lr, clip, eval_every,
              eval_batches, seconds=MAX_SECONDS, prompt="ROMEO:", sample_chars=300, seed=0):
     """Train ``model`` with ``loop`` (the learner's train_loop or the course's) for as many steps as
@@ -931,15 +1034,22 @@ def live_run(loop, model, train_ids, val_ids, tokenizer, batch, context, lr, war
     aside for training is up; then draw ``sample_chars`` characters after ``prompt`` (temperature
     0.8) into the picture. The whole call takes about ``seconds``, and at most about ``seconds`` +
     LATE_SECONDS: every call of the learner's code is bounded (``stopped_after``: the loop, and
-    ``learner_call``: the tokenizer's before the run, LATE_SECONDS together; after the loop, what it returned
-    read as numbers, the sample and tokenizer.text, until ``seconds`` + LATE_SECONDS), and the threads each leaves
-    running are stopped (``threads_stopped``) before the model is put back. A model whose LIVE_COPIES
-    copies in training would hold more than MAX_BYTES is refused before anything runs.
+    ``learner_call``: the tokenizer's and the model's (its cfg, parameters()) before the run, LATE_SECONDS
+    together; the plan's (its copy, and timed passes stopped after ``seconds`` / 2 on their own), the model kept
+    before the loop and put back after an error, what the loop returned read as numbers, the sample and
+    tokenizer.text, until ``seconds`` + LATE_SECONDS), and the threads each leaves running are stopped (``threads_stopped``) before the model is put
+    back. A model whose LIVE_COPIES copies in training would hold more than MAX_BYTES is refused before anything
+    runs. What the learner's code may change for every later cell (torch's switches, anomaly mode, the random states
+    of Python and NumPy) is put back after the call, ended or refused (``switches_kept``); every call of the model
+    the course makes is checked (``logits_of``).
     Returns dict(steps, done, seconds (the whole call), losses, val_losses, sample)."""
     start = time.perf_counter()
     if not callable(loop):
         fail(f"loop should be a training loop function (your train_loop or gpt.train_loop), but got {shown(loop)}")
-    cfg, checks_end = config_of(model), start + LATE_SECONDS
+    seconds = check_number(seconds, "seconds", low=0, high=MAX_LIVE_SECONDS, low_open=True)   # (its bounds below)
+    checks_end, end = start + LATE_SECONDS, start + seconds + LATE_SECONDS   # (end: the learner's code runs until then)
+    cfg = learner_call(checks_end - time.perf_counter(), "reading model.cfg", config_of, check_module(model),
+                       put_back=False)
     learner_call(checks_end - time.perf_counter(), "reading the tokenizer's vocab, encode and text", check_tokenizer,
                  tokenizer, cfg, put_back=False)   # the sample at the end needs these: checked before training
     check_new(sample_chars, "sample_chars")
@@ -951,18 +1061,21 @@ def live_run(loop, model, train_ids, val_ids, tokenizer, batch, context, lr, war
     check_number(min_lr, "min_lr", low=0, high=lr)
     check_number(clip, "clip", low=0, low_open=True)
     check_positive_int(warmup, "warmup", minimum=0)
-    course_train.check_copies(check_module(model), LIVE_COPIES, "live_run (the weights, their gradients, AdamW's "
-                              "two moments and two copies kept to put the model back on an error)")   # before the plan's
-    steps, training = plan_live_run(model, train_ids, batch, context, seconds, eval_every, eval_batches, sample_chars)
+    learner_call(checks_end - time.perf_counter(), "counting the model's copies (its parameters())",
+                 course_train.check_copies, model, LIVE_COPIES, "live_run (the weights, their gradients, AdamW's "
+                 "two moments and two copies kept to put the model back on an error)", put_back=False)   # before the plan's
+    steps, training = learner_call(end - time.perf_counter(),   # (its timed passes: seconds / 2 of it, their own bound)
+                                   "planning the run (the model's cfg, parameters() and state_dict() read, a copy of it "
+                                   "timed)", plan_live_run, model, train_ids, batch, context, seconds, eval_every,
+                                   eval_batches, sample_chars, put_back=False)
     course_train.learning_rate(0, lr, warmup, steps, min_lr)   # a warm-up as long as the planned run: refused now
     unigram, left = unigram_loss(train_ids, val_ids), training - (time.perf_counter() - start)
     if left <= 0:   # a busy machine: the checks and the timed passes took all the time set aside for training
         fail(f"seconds should leave time to train once the run is planned (planning took {training - left:.1f} s "
              f"here, all of the {training:.1f} s set aside for training), but got {seconds:g}")
     run = LiveRun(steps, seconds=left, ln_v=math.log(cfg.vocab_size), unigram=unigram)
-    end = start + seconds + LATE_SECONDS   # the learner's code after the loop runs until then at most
     try:   # a loop stopped by an error, or a refused return value or sample, puts the model back and says one sentence
-        with course_train.put_back_on_error(model, "the training loop", passed=TimeUp):
+        with kept_to_put_back(model, end, passed=TimeUp):
             out = trained(loop, run, left, model, train_ids, val_ids, steps, batch, context, lr, warmup, min_lr, clip,
                           eval_every, eval_batches, seed)
             losses, val = said_put_back(learner_call, end - time.perf_counter(),   # refused: the picture closed
@@ -1069,7 +1182,7 @@ def spread_loss(model, ids, context=256, every=8):
                   f"spread_loss of {len(x):,} windows of {x.shape[1]} tokens (every {count(every)}-th of {n:,})",
                   "take a larger every (every=8 reads an eighth of the text) or a shorter text")
     with eval_mode(model), course_train.fused_attention(model), torch.no_grad():
-        per_window = torch.cat([F.cross_entropy(model(x[i:i + 16]).transpose(1, 2), y[i:i + 16], reduction="none")
+        per_window = torch.cat([F.cross_entropy(logits_of(model, x[i:i + 16]).transpose(1, 2), y[i:i + 16], reduction="none")
                                 .double().mean(1) for i in range(0, len(x), 16)])
     return dict(loss=float(per_window.mean()), windows=len(x), of=n, predictions=y.numel(), window_losses=per_window)
 
@@ -1380,7 +1493,7 @@ def copy_rule(model, ids, lengths, context=256, every=4):
                   f"copy_rule's pass over {x.numel():,} kept positions and its rule at {len(given)} lengths",
                   "take a larger every, fewer lengths or a shorter text")
     with eval_mode(model), course_train.fused_attention(model):
-        model_right = torch.cat([model(x[i:i + 16]).argmax(-1) == y[i:i + 16] for i in range(0, len(x), 16)])
+        model_right = torch.cat([logits_of(model, x[i:i + 16]).argmax(-1) == y[i:i + 16] for i in range(0, len(x), 16)])
     rows = []
     for k in given:
         positions = matched = rule = model_ok = rescued = 0

@@ -8,8 +8,8 @@ import numpy as np
 import torch
 
 from ..errors import as_array, check_positive_int, count, fail, shown
-from ..exercises import (Module, as_number, close_problems, count_answer, exercise, module_output, number_problems,
-                         numbers, precision_problem, settled)
+from ..exercises import (Module, as_number, close_problems, count_answer, exercise, gradient_problems, module_output,
+                         number_problems, numbers, precision_problem, settled)
 from ..exercises import as_array as answer_array   # (a learner's answer, Wrong; errors' as_array: the check's inputs)
 from ..qkv.checks import COURSES_ATTENTION
 from .compute import (attention_parameters, attention_weights_bytes, induction_score, module_cases,
@@ -125,6 +125,9 @@ def multi_head(run):
                    "and not by one of the known slips: compare each step with section 1 "
                    "(split, scores / √d_k, mask, softmax over the keys, weights @ v, merge, @ W_O + b_O)")
         return
+    from .compute import MultiHeadAttention   # the course's, whose gradients the learner's must give
+    yield from gradient_problems(run, MultiHeadAttention, cases[0]["args"], cases[0]["state"], (cases[0]["x"],),
+                                 "MultiHeadAttention")
 
 
 def _bias_free(case):

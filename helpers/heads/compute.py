@@ -33,6 +33,7 @@ from ..errors import MAX_BYTES, MAX_WIDTH, as_array, check_bytes, check_finite, 
 from ..masking.compute import book_attention  # noqa: F401  (chapter 05 builds the Book's layer too)
 from ..model import Attention, check_heads_split, check_model, linear, measure, weights_state
 from ..patching import ablation_replace
+from ..states import on_the_cpu
 
 
 SHIPPED = ("cat", "dragon", "induction")   # the shipped models an exercise check may run on
@@ -139,6 +140,7 @@ def fits_dtype(x, dtype, name):
 SWITCHES = ("causal", "positions", "ablate", "scaled", "start")   # what intermediates passes on to the layer
 
 
+@on_the_cpu
 @torch.no_grad()
 def intermediates(attn, x, **switches):
     """Run the attention layer ``attn`` on x (B, T, d_model), read in the layer's dtype
@@ -180,6 +182,7 @@ def attention_weights_bytes(batch, n_heads, T, bytes_per_number=4):
     return batch * n_heads * T * T * bytes_per_number   # Python ints: exact (NumPy's int32 or int64 would wrap)
 
 
+@on_the_cpu
 @torch.no_grad()
 def torch_differences(attn, x):
     """Largest absolute differences between our layer ``attn`` on x and torch's own attention.
@@ -310,6 +313,7 @@ def induction_score(weights, length):
 MAX_EVEN_T = math.isqrt(MAX_BYTES // 12)   # the largest T whose even_weights fit in MAX_BYTES
 
 
+@on_the_cpu
 def even_weights(T):
     """(T, T) causal attention spread evenly: query t gives 1/(t+1) to each of tokens 0..t.
 

@@ -16,6 +16,7 @@ from ..errors import check_number, check_positive_int, check_switch, count, fail
 from ..errors import shown as shown_value
 from ..model import check_finite_weights
 from .compute import MODELS, PROMPTS, YOURS, check_weights, head_view, model_and_tokenizer, prompt_tokens
+from ..states import on_the_cpu
 
 
 SIZE, DPI = (7.4, 6.4), 100    # 740 x 640 px: tick labels and cell values readable at 100 %
@@ -184,6 +185,7 @@ def check_prompts(net, tokenizer, prompts, name):
     prompt_tokens(net, tokenizer, prompts[0], name)
 
 
+@on_the_cpu
 def explorer(model="induction", layer=None, head=0, tokenizer=None, prompts=None):
     """Model, layer, head and prompt controls and one heatmap redrawn in place. Returns the Explorer.
 

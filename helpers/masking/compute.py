@@ -29,7 +29,7 @@ import torch.nn.functional as F
 from torch import nn
 
 from ..errors import MAX_BYTES, as_array, check_bytes, check_finite, check_mask, check_number, check_positive_int, check_seed, \
-    check_switch, check_tensor_size, count, fail, length, refuse_bools, shape_of, shown, to_numpy
+    check_seeds, check_switch, check_tensor_size, count, fail, length, refuse_bools, shape_before_copy, shown, to_numpy
 from ..model import Attention, Transformer, check_heads_split, check_made, measure
 from ..recipes import CAT_CONFIG, CAT_TRAINING
 from ..reference import entries, mask_bytes
@@ -211,10 +211,7 @@ def mask_after_softmax(scores):
     Memory: AFTER_SOFTMAX_BYTES an entry, counted from the shape before the scores are copied (T at most
     about 6,700).
     """
-    shape = shape_of(scores, "scores")   # an array's or a tensor's, read without converting it
-    if shape is None:   # a list: converted first (to_numpy counts that copy)
-        scores = as_array(scores, "scores", 2)
-        shape = scores.shape
+    scores, shape = shape_before_copy(scores, "scores", 2)   # an array's or a tensor's shape as it is; a list converted
     if len(shape) == 2:   # (another number of axes: as_array's sentence below)
         if shape[0] != shape[1] or not shape[0]:
             fail(f"scores should be a square (T, T) table, but have shape {tuple(shape)}")
@@ -372,14 +369,13 @@ def sample_sentences(model, world, n=20, causal=True, temperature=1.0, seed=0, m
     """
     check_model_and_world(model, world)
     n, causal = check_positive_int(n, "n"), check_switch(causal, "causal")
-    seed = check_positive_int(seed, "seed", minimum=0)   # its bound below, with the last sentence's seed
     max_len = check_positive_int(max_len, "max_len", minimum=2)   # before max_len - 1 is computed
     if max_len > window(model) + 1:   # <BOS> and max_len - 1 drawn words, the last never fed back
         fail(f"max_len should be at most {window(model) + 1:,} words for this model (it reads at most "
              f"{window(model):,} tokens at once), but got {count(max_len)}")
     if n > MAX_SENTENCES:
         fail(f"n should be at most {MAX_SENTENCES:,} sentences (this course's limit), but got {count(n)}")
-    check_seed(seed + n - 1, "seed + n - 1 (the last sentence's seed)")   # (n >= 1: seed's own bound too)
+    seed = check_seeds(seed, n, "sentence")   # after n's own bound: seed .. seed + n - 1
     if "<BOS>" not in world.tokenizer.ids:
         fail(f"the world should have a <BOS> word to start its sentences from, but the {world.name} world's words "
              f"are {shown(' '.join(world.tokenizer.vocab))}")

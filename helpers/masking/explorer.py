@@ -80,6 +80,8 @@ def maps_view(n_layers=2, n_heads=2, size=10):
     from matplotlib.cm import ScalarMappable
     from matplotlib.colors import Normalize
 
+    from ..plots import literal
+
     n_layers, n_heads = check_positive_int(n_layers, "n_layers"), check_positive_int(n_heads, "n_heads")
     if n_layers * n_heads > MAX_MAPS:
         fail(f"maps_view should draw at most {MAX_MAPS} maps (n_layers x n_heads), but got "
@@ -109,13 +111,13 @@ def maps_view(n_layers=2, n_heads=2, size=10):
     drawn = {"words": None}
 
     def set_words(words):
-        T = len(words)
+        T, labels = len(words), [literal(word) for word in words]   # a word of "$" drawn as typed, not as math
         for ax in labelled:
             ax.set_xlim(-0.5, T - 0.5)
             ax.set_ylim(T - 0.5, -0.5)
-            ax.set_xticks(range(T), words if ax in axes[-1] else [""] * T, rotation=45, ha="right",
+            ax.set_xticks(range(T), labels if ax in axes[-1] else [""] * T, rotation=45, ha="right",
                           rotation_mode="anchor", fontsize=8)
-            ax.set_yticks(range(T), words if ax in axes[:, 0] else [""] * T, fontsize=8)
+            ax.set_yticks(range(T), labels if ax in axes[:, 0] else [""] * T, fontsize=8)
             ax.tick_params(length=0)
         view.reset()
         drawn["words"] = list(words)
@@ -132,7 +134,7 @@ def maps_view(n_layers=2, n_heads=2, size=10):
             rgba[:T, :T] = colours[n // weights.shape[1], n % weights.shape[1]]
             image.set_data(rgba)
         mask = "mask ON" if maps["causal"] else "mask OFF (every word sees every word)"
-        title.set_text(f"{mask}   ·   next word: {maps['next']} ({maps['p_next']:.2f})")
+        title.set_text(literal(f"{mask}   ·   next word: {maps['next']} ({maps['p_next']:.2f})"))
         return view.png()
     draw.figure = fig        # for a test that reads the colours back
     return draw

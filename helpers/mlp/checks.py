@@ -13,8 +13,8 @@ import torch
 
 from .. import reference as ref
 from .. import worlds
-from ..exercises import (Array, Module, Whole, as_array, as_whole, close_problems, exercise, module_problems,
-                         rounded_by_dtype, slip)
+from ..exercises import (Array, Module, Whole, as_array, as_whole, close_problems, exercise, gradient_problems,
+                         module_problems, rounded_by_dtype, slip)
 from ..errors import as_array as numbers, check_text, fail
 from ..heads.compute import check_shipped
 from .compute import MODELS, check_layer, mlp_forward, model_parameters, unit_means
@@ -238,12 +238,19 @@ def mlp_module(run, cat, dragon):
     real prompts, to MODULE_ATOL, and also work with bias=False."""
     check_shipped(cat, "cat")
     check_shipped(dragon, "dragon")
-    yield from module_problems(
-        run, module_cases(float32_model(cat), float32_model(dragon)), "MLP", "MLP(6, 8)",
+    cases = module_cases(float32_model(cat), float32_model(dragon))
+    problems = list(module_problems(
+        run, cases, "MLP", "MLP(6, 8)",
         "create W_1, b_1, W_2, b_2 in __init__ and return the MLP's output in forward", "the MLP's output",
         lambda gap: (f"the output differs from the model's own MLP by up to {gap:.2g}; "
                      "compute GELU(x @ W_1 + b_1) @ W_2 + b_2, step by step"),
-        module_variants, MODULE_ATOL, error=module_error, shape_note=" (..., d_model)", misplaced=misplaced_rows)
+        module_variants, MODULE_ATOL, error=module_error, shape_note=" (..., d_model)", misplaced=misplaced_rows))
+    if problems:
+        yield from problems
+        return
+    from .compute import MLP   # the course's, whose gradients the learner's must give
+    _, args, state, x, _ = cases[0]
+    yield from gradient_problems(run, MLP, args, state, (x,), "MLP")
 
 
 def misplaced_rows(out, want):

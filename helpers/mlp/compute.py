@@ -29,6 +29,7 @@ from ..explorer import check_model_and_world
 from ..heads.compute import as_numpy
 from ..model import MAX_TOKENS, check_finite_weights, check_model, check_squares, check_stream, measuring, mlp_floats
 from ..sampling.compute import forward_macs
+from ..states import on_the_cpu
 from ..training import check_work
 
 MAX_COLLECTED = 100_000   # the most sentences collect_activations traces in one call (the notebook traces 64)
@@ -63,6 +64,7 @@ MODELS = {
 GPT = ("GPT-2 small", "GPT-3")
 
 
+@on_the_cpu
 def mlp_forward(x, W_1, b_1, W_2, b_2, activation="gelu"):
     """The MLP block on rows x (T, d): pre = x W_1 + b_1 (T, d_ff), act = activation(pre),
     out = act W_2 + b_2 (T, d). Returns dict(pre, act, out). activation: gelu, relu or none.
@@ -132,6 +134,7 @@ class MLP(nn.Module):
         return out
 
 
+@on_the_cpu
 def mlp_weights(model, layer):
     """Layer ``layer``'s MLP of a course Transformer as float64 NumPy arrays: W_1 (d, d_ff),
     b_1, W_2 (d_ff, d), b_2, plus the LayerNorm before it, ln2_weight and ln2_bias (d,).
@@ -162,6 +165,7 @@ def check_block(model, layer):
     return model.blocks[layer]
 
 
+@on_the_cpu
 def apply_block_mlp(model, layer, h_mid):
     """Run layer ``layer``'s MLP part on h_mid (T, d) with the model's own sub-block
     (``block.mlp_part``: its LayerNorm, W_1 + b_1, the activation, W_2 + b_2).
@@ -188,6 +192,7 @@ def apply_block_mlp(model, layer, h_mid):
     return out
 
 
+@on_the_cpu
 def layer_parameters(d, d_ff=None, bias=True, n_heads=1, n_kv_heads=None, ffn="gelu", norm="layer",
                      experts=1, active=None):
     """Parameters of one pre-norm layer by formula: dict(attention, mlp, norms, total, and
@@ -227,6 +232,7 @@ def layer_parameters(d, d_ff=None, bias=True, n_heads=1, n_kv_heads=None, ffn="g
                 mlp_active=mlp_active, total_active=attention + mlp_active + norms)
 
 
+@on_the_cpu
 def block_counts(model, layer=0):
     """Parameters of one block of ``model``, counted from its tensors: dict(attention, mlp,
     norms, total)."""
@@ -239,6 +245,7 @@ def block_counts(model, layer=0):
     return counts
 
 
+@on_the_cpu
 def model_parameters(name):
     """A published model's parameters by formula, from its configuration in ``MODELS``:
     dict(d, n_layers, attention, mlp, norms, mlp_active (summed over all layers),
@@ -258,6 +265,7 @@ def model_parameters(name):
     return out
 
 
+@on_the_cpu
 def layer_shares(name, active=False):
     """(attention, mlp) shares of a published model's layer parameters (norms in the rest);
     active=True counts only the experts one token uses."""
@@ -268,6 +276,7 @@ def layer_shares(name, active=False):
     return p["attention"] / layers, mlp / layers
 
 
+@on_the_cpu
 def collect_activations(model, world, sentences=None):
     """Every position of every sentence's input (the sentence minus its last word), traced.
 
@@ -298,6 +307,7 @@ def collect_activations(model, world, sentences=None):
     return traced_activations(model, world, sentences)
 
 
+@on_the_cpu
 def collect_work(model, sentences, texts=False):
     """(work, bytes) of ``collect_activations`` on checked sentences, from their sizes alone: a traced pass
     each (COLLECT_PASS_WORK and its multiply-adds) and the act and pre tables (kept, then joined);
@@ -331,6 +341,7 @@ def check_collect_cost(model, sentences, texts=False):
     check_bytes(need, what, "pass fewer or shorter sentences")
 
 
+@on_the_cpu
 def traced_activations(model, world, sentences):
     """``collect_activations``' dict for checked sentences: one traced pass each."""
     tokens, following, contexts = [], [], []
@@ -351,6 +362,7 @@ def traced_activations(model, world, sentences):
                 pre={k: np.concatenate(v) for k, v in pre.items()})
 
 
+@on_the_cpu
 def unit_means(collected, layer, words):
     """(len(words), d_ff): the mean activation of each hidden unit of ``layer`` over the
     positions holding each word; each word must occur at an input position of ``collected``."""
@@ -409,6 +421,7 @@ def check_layer(collected, layer):
     return int(layer)
 
 
+@on_the_cpu
 def unit_profile(collected, layer, unit, words, top=3):
     """What hidden unit ``unit`` of ``layer`` responds to.
 
@@ -436,11 +449,13 @@ def unit_profile(collected, layer, unit, words, top=3):
     return dict(means=means, top_contexts=best, share=float((column > 0.5).mean()))
 
 
+@on_the_cpu
 def distinct_contexts(collected):
     """How many different contexts ``collected`` (``collect_activations``) holds: the most ``unit_profile`` can rank."""
     return len(set(check_collected(collected)["contexts"].tolist()))
 
 
+@on_the_cpu
 def unit_selectivity(collected, layer, unit, where, level=0.5):
     """How selectively hidden unit ``unit`` of ``layer`` fires for a group of positions.
 
@@ -473,6 +488,7 @@ def check_where(where, n):
     return where == 1
 
 
+@on_the_cpu
 def value_readout(model, layer, unit, top=3):
     """The words unit ``unit`` of ``layer`` promotes most when it fires: its value row
     W_2[unit] read through the tied unembedding (E), skipping the later layers and the
@@ -487,6 +503,7 @@ def value_readout(model, layer, unit, top=3):
     return [(int(i), float(scores[i])) for i in order]
 
 
+@on_the_cpu
 def corpus_words(collected, vocab):
     """The words that occur at some input position of ``collected``, in vocabulary order
     (vocab: a list of words, such as world.tokenizer.vocab)."""
@@ -529,6 +546,7 @@ def check_collected_of(model, world, collected):
 PROBE_TOP = 3   # the strongest contexts a probe shows (fewer when collected holds fewer)
 
 
+@on_the_cpu
 def probe(model, world, collected, layer=0, unit=0):
     """What unit ``unit`` of layer ``layer`` responds to, over ``collected``
     (``collect_activations(model, world)``).

@@ -53,7 +53,7 @@ def probe_panel(words, limits=(-0.5, 7.0)):
     """An empty bar chart over ``words`` and the function that shows a probe result on it:
     (fig, draw, changing). draw(result) moves the bars and rewrites the title; ``changing``
     lists the artists it touches (for a Blitter)."""
-    from ..plots import ACCENT, BASE
+    from ..plots import ACCENT, BASE, literal
 
     check_bar_words(words, "words")
     if not isinstance(limits, (list, tuple)) or len(limits) != 2 \
@@ -65,7 +65,7 @@ def probe_panel(words, limits=(-0.5, 7.0)):
     x = np.arange(len(words))
     bars = ax.bar(x, np.zeros(len(words)), color=BASE)
     ax.axhline(0, color="#888888", lw=0.8)
-    ax.set_xticks(x, words, rotation=60, ha="right", fontsize=8)
+    ax.set_xticks(x, [literal(word) for word in words], rotation=60, ha="right", fontsize=8)   # a "$" as typed
     ax.set_ylim(*limits)
     ax.set_ylabel("mean activation")
     ax.set_xlabel("current word", fontsize=8)
@@ -78,7 +78,7 @@ def probe_panel(words, limits=(-0.5, 7.0)):
         for i, (bar, value) in enumerate(zip(bars, result["means"])):
             bar.set_height(value)
             bar.set_color(ACCENT if i == top else BASE)
-        title.set_text(probe_title(result))
+        title.set_text(literal(probe_title(result)))
         return fig
     return fig, draw, [*bars, title]
 

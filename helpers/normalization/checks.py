@@ -113,6 +113,32 @@ def layer_norm_function(answer):
         else:
             yield from close_problems(out, expected, f"the output for {what}")
         return
+    yield from eps_problems(answer)
+
+
+# (x, gamma, beta, eps, what): an answer that takes eps is tried with one large enough to change the output
+# visibly, so that one which writes 1e-5 in and never reads eps cannot pass
+LN_EPS_CASE = (LN_CASES[1][0], LN_CASES[1][1], LN_CASES[1][2], 1.0, "the Primer's h²_last with its γ and β, eps=1.0")
+
+
+def eps_problems(answer):
+    """One sentence when ``answer`` takes a fourth argument eps but ignores it (the exercise's layer_norm(x, gamma,
+    beta) may also leave it out, with ε = 1e-5 written in: that one is not called with eps)."""
+    x, g, b, eps, what = (np.asarray(value) if i < 3 else value for i, value in enumerate(LN_EPS_CASE))
+    try:
+        out = call(answer, x, g, b, eps, what=f"on {what}")
+    except Wrong as wrong:
+        if "positional argument" in str(wrong) and "given" in str(wrong):   # no eps parameter: ε = 1e-5 as asked
+            return
+        raise
+    out = numbers(out, f"the output for {what}", shape=x.shape)
+    if np.allclose(out, ref.layer_norm(x, g, b, eps), atol=1e-3):
+        return
+    if np.allclose(out, ref.layer_norm(x, g, b), atol=1e-3):
+        yield (f"for {what} the output is the one for eps=1e-5: your function ignored its eps argument; "
+               "use eps inside the square root, √(variance + eps)")
+    else:
+        yield from close_problems(out, ref.layer_norm(x, g, b, eps), f"the output for {what}")
 
 
 @exercise("the norm of the residual vectors", answer=Array())
@@ -178,6 +204,7 @@ MODULE_ATOL = 1e-4   # float32 rounding moves these outputs by about 1e-6; every
 MODULE_PROMPTS = ("<BOS> the red cat sat on the mat", "<BOS> the big dog ran on the floor")
 N_HEADS = 2           # the cat model's
 TINY = 0.003          # h0 scaled by this has a variance near ε, where ε matters
+LARGE_EPS = 1.0       # a LayerNorm(d, eps) built with this on h0 differs visibly from one that uses 1e-5
 
 
 def cat_traces(cat):
@@ -216,11 +243,28 @@ def layer_norm_cases(cat):
     return cases
 
 
-def layer_norm_variants(state, x):
-    """[(the output a known LayerNorm mistake gives, the sentence that names it)], in float64."""
+def layer_norm_eps_case(cat):
+    """(what, args, state, x, expected): layer 0's ln1 built as LayerNorm(d, eps=LARGE_EPS), on h0 of
+    MODULE_PROMPTS: a LayerNorm that ignores its eps (1e-5 written in) is far off."""
+    import torch
+
+    x = torch.stack([trace["h0"] for trace in cat_traces(cat)])
+    d, ln1 = cat.cfg.d_model, cat.blocks[0].ln1
+    with torch.no_grad():
+        expected = torch.nn.functional.layer_norm(x, (d,), ln1.weight, ln1.bias, LARGE_EPS)
+    return (f"layer 0's ln1 built as LayerNorm({d}, eps={LARGE_EPS}) on h0", (d, LARGE_EPS), ln1.state_dict(), x,
+            expected)
+
+
+def layer_norm_variants(state, x, eps=1e-5):
+    """[(the output a known LayerNorm mistake gives, the sentence that names it)], in float64, for a
+    LayerNorm built with ``eps`` (another than 1e-5: the first slip is an eps ignored)."""
     w, b = state["weight"].double().numpy(), state["bias"].double().numpy()
     x = x.double().numpy()
-    eps = 1e-5
+    ignored = [] if eps == 1e-5 else [(
+        (x - x.mean(axis=-1, keepdims=True)) / np.sqrt(x.var(axis=-1, keepdims=True) + 1e-5) * w + b,
+        f"the output is the one for eps=1e-5: your LayerNorm ignored its eps argument ({eps}); keep it, "
+        "self.eps = eps, and use it in forward, √(variance + self.eps)")]
 
     def norm(axis=-1, ddof=0, where="inside"):
         mean = x.mean(axis=axis, keepdims=True)
@@ -250,6 +294,7 @@ def layer_norm_variants(state, x):
                 (x / np.sqrt((x ** 2).mean(axis=-1, keepdims=True) + eps) * w + b,
                  "that is RMSNorm (x divided by its root mean square, no mean subtracted): LayerNorm first "
                  "subtracts each vector's mean, then divides by √(variance + ε)")]
+    variants = ignored + variants
     if x.ndim == 3:   # over the tokens, with the batch axis counted as the first
         variants.insert(1, (norm(axis=0) * w + b, "you normalised over the batch (axis 0): LayerNorm takes the "
                                                   "mean and variance over the last axis (dim=-1)"))
@@ -272,8 +317,17 @@ def layer_norm_module(run, cat):
     the cat model's four LayerNorms (their state_dicts loaded by name: weight, bias) on the
     vectors they normalised on real prompts, and on a row whose variance is near ε, to MODULE_ATOL."""
     check_shipped(cat, "cat")
-    yield from module_problems(run, layer_norm_cases(float32_model(cat)), layer_norm_variants, "LayerNorm",
-                               "(x - mean) / √(variance + ε) * weight + bias over the last axis", layer_norm_error)
+    cases = layer_norm_cases(float32_model(cat)) + [layer_norm_eps_case(float32_model(cat))]
+    eps_of = {id(x): args[1] for _, args, _, x, _ in cases if len(args) > 1}   # (the case built with another eps)
+    problems = list(module_problems(run, cases, lambda state, x: layer_norm_variants(state, x, eps_of.get(id(x), 1e-5)),
+                                    "LayerNorm", "(x - mean) / √(variance + ε) * weight + bias over the last axis",
+                                    layer_norm_error))
+    if problems:
+        yield from problems
+        return
+    from .compute import LayerNorm   # the course's, whose gradients the learner's must give
+    _, args, state, x, _ = cases[1]
+    yield from exercises.gradient_problems(run, LayerNorm, args, state, (x,), "LayerNorm")
 
 
 def block_cases(cat):
@@ -367,5 +421,12 @@ def block_module(run, cat):
     cat model's two layers (their state_dicts loaded by name) on the stream they read on real
     prompts, one sequence and a batch of two, to MODULE_ATOL."""
     check_shipped(cat, "cat")
-    yield from module_problems(run, block_cases(float32_model(cat)), block_variants, "Block",
-                               "h_mid = h + attn(ln1(h)), then h_mid + mlp(ln2(h_mid))", block_error)
+    cases = block_cases(float32_model(cat))
+    problems = list(module_problems(run, cases, block_variants, "Block",
+                                    "h_mid = h + attn(ln1(h)), then h_mid + mlp(ln2(h_mid))", block_error))
+    if problems:
+        yield from problems
+        return
+    from .compute import Block   # the course's, whose gradients the learner's must give
+    _, args, state, h, _ = cases[1]
+    yield from exercises.gradient_problems(run, Block, args, state, (h,), "Block")

@@ -255,9 +255,10 @@ def embedding_survival(model, ids):
     """How much of each position's embedding h0 is still in the residual stream, point by point.
 
     ids: (T,) token ids. Returns (names, cosine (len(names), T)): the cosine between h0 and
-    the stream at h0, L0.h_mid, L0.h, ... (names from ``residual_names``), per position."""
+    the stream at h0, L0.h_mid, L0.h, ... (names from ``residual_names``), per position, measured in eval mode (no
+    dropout; modes put back), as ``residual_norms``."""
     check_model(model)
-    with torch.no_grad():
+    with eval_mode(model), torch.no_grad():   # no dropout: one answer (a NaN stream is refused below, by point)
         trace = model(ids, trace=True)
     names = residual_names(model.cfg.n_layers)
     h0 = trace["h0"]
@@ -799,13 +800,15 @@ def plot_steps(x, steps, printed=None, labels=None):
                                or not all(isinstance(label, str) for label in labels)):
         fail(f"labels should be None or a list of d={d} texts like x, but got {shown(labels)}")
     labels = labels or [f"x{i}" for i in range(len(x))]
+    from ..plots import literal
+
     fig, axes = plt.subplots(1, 3, figsize=(10, 2.8), sharex=True)
     panels = [(x, f"input: mean {mean:.3f}, std {std:.3f}"), (z, "z = (x − mean) / std"), (out, "γ·z + β")]
     for ax, (values, title) in zip(axes, panels):
         ax.bar(range(len(values)), values, color=["#d1495b" if v < 0 else "#30638e" for v in values])
         ax.axhline(0, color="black", lw=0.6)
         ax.set_title(title)
-        ax.set_xticks(range(len(values)), labels)
+        ax.set_xticks(range(len(values)), [literal(label) for label in labels])   # a "$" as typed, not math
     if printed is not None:
         axes[2].scatter(range(len(x)), printed, marker="_", s=300, color="black", zorder=3,
                         label="the Primer's printed values")
@@ -839,13 +842,16 @@ def plot_stream(ax, names, norms, tokens, title):
     check_finite(norms, "norms")
     if (norms < 0).any():
         fail(f"norms should hold numbers >= 0 (a norm is never negative), but got {norms.min():g}")
-    for t, token in enumerate(tokens):
-        ax.plot(range(len(names)), norms[:, t], marker="o", label=token)
-    ax.set_xticks(range(len(names)), names, rotation=45, ha="right")
+    from ..plots import literal   # every text as typed: a token "$$" is not math
+
+    labels = [literal(token) for token in tokens]
+    lines = [ax.plot(range(len(names)), norms[:, t], marker="o", label=label)[0] for t, label in enumerate(labels)]
+    ax.set_xticks(range(len(names)), [literal(name) for name in names], rotation=45, ha="right")
     ax.set_ylim(0, norms.max() * 1.15)
     ax.set_ylabel("norm ‖h‖ of the residual vector")
-    ax.set_title(title)
-    ax.legend(fontsize=8, ncol=2)
+    ax.set_title(literal(title))
+    # lines and labels given: a token starting with "_" (which legend() alone skips) is listed too
+    ax.legend(lines, labels, fontsize=8, ncol=2)
     ax.grid(alpha=0.3)
     return ax
 

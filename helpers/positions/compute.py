@@ -33,7 +33,8 @@ import torch
 from .. import reference as ref
 from ..reference import check_angles, check_base
 from ..errors import MAX_BYTES, as_array, check_bytes, check_finite, check_number, check_positive_int, \
-    check_seed, check_switch, check_tensor, check_tensor_size, count, fail, length, next_seed, shape_of, shown, to_numpy
+    check_seed, check_switch, check_tensor, check_tensor_size, class_name, count, fail, length, next_seed, \
+    shape_before_copy, shown, to_numpy, type_name
 from ..explorer import check_model_and_world
 from ..heads.compute import as_numpy
 from ..model import MAX_LAYERS, MAX_TOKENS, Transformer, check_depth, check_model, measure, rotate_pairs, sinusoidal_table
@@ -130,8 +131,13 @@ def permutation_matrix(perm):
     """
     if isinstance(perm, (str, bytes, dict, set)) or not hasattr(perm, "__len__") or getattr(perm, "ndim", 1) != 1:
         fail(f"perm should be a rearrangement of 0..T-1 (a list of whole numbers), but got {shown(perm)}")
-    check_square(len(perm), f"permutation_matrix of {count(len(perm))} rows")
-    perm = check_perm(perm, len(perm))
+    try:
+        T = length(perm)
+    except Exception as error:   # noqa: BLE001 (a learner's __len__ may raise anything)
+        fail(f"perm should be a rearrangement of 0..T-1 (a list of whole numbers), but got a {type_name(perm)} that "
+             f"raised {class_name(type(error))} when it was read")
+    check_square(T, f"permutation_matrix of {count(T)} rows")
+    perm = check_perm(perm, T)
     T = len(perm)
     P = np.zeros((T, T))
     P[np.arange(T), perm] = 1.0
@@ -390,10 +396,7 @@ def diagonal_spread(S):
     Memory: SPREAD_TEST_BYTES an entry (and SPREAD_COPY_BYTES for a copy), counted from S's shape before
     it is copied (n at most about 8,000; 10,000 when S is float64 already).
     """
-    shape = shape_of(S, "S")   # an array's or a tensor's, read without converting it
-    if shape is None:   # a list: converted first (to_numpy counts that copy)
-        S = as_array(S, "S", 2)
-        shape = S.shape
+    S, shape = shape_before_copy(S, "S", 2)   # an array's or a tensor's shape as it is; a list converted first
     per_entry = SPREAD_TEST_BYTES + (0 if str(S.dtype) in ("float64", "torch.float64") else SPREAD_COPY_BYTES)
     most = math.isqrt(MAX_BYTES // per_entry)
     check_bytes(per_entry * math.prod(shape), f"diagonal_spread on S of shape {tuple(shape)}",

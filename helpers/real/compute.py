@@ -20,6 +20,7 @@ from ..model import MAX_TOKENS, MAX_TRACE_BYTES, Config, KVCache, attention_floa
 from . import smollm2
 from .circuit import capture
 from .smollm2 import MAX_REAL_WORK, REAL_PASS_WORK, check_net, check_real_passes, check_tok, real_work  # noqa: F401  (the chapter's names)
+from ..states import on_the_cpu
 
 BOOK_SENTENCE = "The Time Traveller smiled at us."   # the Book's induction experiment, written twice
 FACT = "The capital of France is"
@@ -216,6 +217,7 @@ def head_scores(model, ids, length):
     return heads.previous_token_score(w), heads.induction_score(w, length)
 
 
+@on_the_cpu
 def best_heads(scores, k=1):
     """The k (layer, head) pairs of highest score, best first. scores: (layers, heads)."""
     numbers = torch.is_tensor(scores) and not scores.is_complex() and scores.dtype != torch.bool \
@@ -236,6 +238,7 @@ def best_heads(scores, k=1):
     return [(int(i) // n_heads, int(i) % n_heads) for i in order]
 
 
+@on_the_cpu
 def induction_view(model, tok, text=BOOK_SENTENCE):
     """Chapter 05's real-model view: the best previous-token head and the best induction head
     on text written twice. dict(pieces, length, previous, induction (scores, (layers, heads)),

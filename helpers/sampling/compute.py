@@ -20,6 +20,7 @@ import torch
 from ..errors import CourseInputError, check_bytes, check_finite, check_number, check_positive_int, check_seed, \
     check_seeds, check_switch, check_tensor, count, fail, shown, to_numpy
 from ..model import KVCache, check_model, eval_mode, weights_state
+from ..states import on_the_cpu
 
 
 MAX_DRAWS = 10_000_000   # draws() holds its ids as int64: 80 MB at most
@@ -105,6 +106,7 @@ def check_logits(logits, name="logits"):
     return logits
 
 
+@on_the_cpu
 def with_temperature(logits, temperature):
     """softmax(logits / temperature); temperature 0 puts all mass on the argmax."""
     temperature, _, _ = check_sampling(temperature)
@@ -124,6 +126,7 @@ def _tempered(logits, temperature):
     return torch.softmax(scaled, dim=-1).float()
 
 
+@on_the_cpu
 def top_k_filter(probs, k):
     """Keep the k most probable tokens, zero the rest, renormalise. probs: (V,)."""
     probs = check_probs(probs)
@@ -140,6 +143,7 @@ def _top_k(probs, k):
     return kept / kept.sum()
 
 
+@on_the_cpu
 def nucleus(probs, p):
     """Ids of the smallest set of most-probable tokens whose mass reaches p (most probable first)."""
     check_p(p)
@@ -154,6 +158,7 @@ def _nucleus(probs, p):
     return order[:max(1, min(size, int((probs > 0).sum())))]
 
 
+@on_the_cpu
 def top_p_filter(probs, p):
     """Keep the nucleus (top-p set), zero the rest, renormalise. probs: (V,)."""
     check_p(p)
@@ -167,6 +172,7 @@ def _top_p(probs, p):
     return kept / kept.sum()
 
 
+@on_the_cpu
 def next_distribution(logits, temperature=1.0, top_k=None, top_p=None):
     """The distribution a sampler draws from: temperature, then top-k, then top-p. (V,) -> (V,)."""
     logits = check_logits(logits)
@@ -184,6 +190,7 @@ def _distribution(logits, temperature, top_k, top_p):
     return probs
 
 
+@on_the_cpu
 def draw(probs, generator):
     """One token id drawn from probs (V,) with a seeded torch.Generator."""
     probs = check_probs(probs)
@@ -193,6 +200,7 @@ def draw(probs, generator):
     return int(torch.multinomial(probs, 1, generator=generator).item())
 
 
+@on_the_cpu
 @torch.no_grad()
 def generate(model, ids, n_new, temperature=1.0, top_k=None, top_p=None, seed=0, cache=True,
              stop_id=None, use_cache=None, **switches):
@@ -316,6 +324,7 @@ def check_stop_id(model, stop_id):
 
 # ------------------------------------------------- many draws, and what the cache saves
 
+@on_the_cpu
 def draws(probs, n, seed):
     """n token ids (n,) drawn with replacement from probs (V,) (``check_probs``) by a generator
     seeded with ``seed``; the draws are made from probs as float32."""
@@ -391,6 +400,7 @@ def generation_macs(cfg, prompt_len, new_tokens, use_cache):
         forward_macs(cfg, 1, prompt_len + s - 1) for s in range(1, new_tokens))
 
 
+@on_the_cpu
 def counted_macs(model, ids, cache=None):
     """Multiply-adds of the matrix products one forward pass over ids (T,) really calls.
 
@@ -432,6 +442,7 @@ def counted_macs(model, ids, cache=None):
     return total[0]
 
 
+@on_the_cpu
 def op_count(model, ids, cache=None):
     """How many torch operations (function and tensor-method calls) one forward pass over ids makes.
 
@@ -469,6 +480,7 @@ def cache_bytes(cache):
     return sum(t.numel() * t.element_size() for t in cache.k + cache.v if t is not None)
 
 
+@on_the_cpu
 def prefilled(model, ids):
     """A KVCache holding the keys and values of ids (T,), after one forward pass."""
     cache = KVCache(check_model(model).cfg.n_layers)
@@ -513,6 +525,7 @@ def copied(cache):
     return copy
 
 
+@on_the_cpu
 def step_seconds(model, lengths, repeats=3, seed=0):
     """Measured CPU seconds of one generation step at each sequence length, without and with the cache.
 
@@ -551,6 +564,7 @@ def step_seconds(model, lengths, repeats=3, seed=0):
     return out
 
 
+@on_the_cpu
 def prefill_and_decode_seconds(model, n_tokens, repeats=3, seed=0):
     """Measured CPU seconds of feeding n_tokens random ids at once against one at a time.
 
@@ -588,6 +602,7 @@ def prefill_and_decode_seconds(model, n_tokens, repeats=3, seed=0):
     return out
 
 
+@on_the_cpu
 def shared_kv_attention(Q, K, V):
     """Grouped-query attention (NumPy), causal: h query heads share h_kv heads of K and V.
 
@@ -637,6 +652,7 @@ def as_tokenizer(tokenizer):
 DEFAULT_PROMPT = "<BOS> dragon drinks"   # the prompt of slide and the explorer when none is given: the dragon world's
 
 
+@on_the_cpu
 def default_prompt(model, tokenizer):
     """DEFAULT_PROMPT, for a ``model`` whose ``tokenizer`` (or World) reads it; else one sentence saying it is the
     dragon world's default, so a model of another vocabulary needs a prompt of its own."""
@@ -651,6 +667,7 @@ def default_prompt(model, tokenizer):
     return DEFAULT_PROMPT
 
 
+@on_the_cpu
 def model_tokenizer(model, world):
     """The tokenizer of ``world`` (a World, or a tokenizer) for ``model``: a World should belong to
     the model (``explorer.check_model_and_world``), a tokenizer's vocabulary should be the model's."""
@@ -688,6 +705,7 @@ def tokens_of(tokenizer, ids):
         if isinstance(pieces, str) else pieces
 
 
+@on_the_cpu
 def prompt_state(model, tokenizer, prompt, room=0):
     """What every setting of the sliders shares for one prompt: dict(ids (T,), logits (V,) of its
     last position, cache: a KVCache holding it, weights: ``model.weights_state(strong=True)`` of the model
@@ -726,6 +744,7 @@ def is_current(model, state):
     return isinstance(state, dict) and state.get("weights") == weights_state(model, strong=True)
 
 
+@on_the_cpu
 def continuations(model, state, n, length, temperature=1.0, top_k=None, top_p=None, seed=0):
     """n continuations (n, length) of the prompt in ``state`` (``prompt_state``): row i is drawn
     with its own generator seeded seed + i, one draw a step as ``generate`` draws, so it holds the
@@ -741,6 +760,7 @@ def continuations(model, state, n, length, temperature=1.0, top_k=None, top_p=No
     return drawn_rows(model, state, n, length, temperature, top_k, top_p, seed)
 
 
+@on_the_cpu
 def drawn_rows(model, state, n, length, temperature, top_k, top_p, seed):
     """``continuations`` of checked arguments: the (n, length) tokens drawn after the prompt's state."""
     if n == 0:
@@ -812,6 +832,7 @@ def check_continuations(model, n, length, prompt_len):
     return n, length
 
 
+@on_the_cpu
 def samples(model, ids, n_new, n, temperature=1.0, top_k=None, top_p=None, seed=0, stop_id=None):
     """n sampled extensions of ids (T,), as a list of id tensors: sample i holds the tokens
     ``generate(model, ids, n_new, ..., seed=seed + i, stop_id=stop_id)`` writes (each row has its
@@ -836,6 +857,7 @@ def samples(model, ids, n_new, n, temperature=1.0, top_k=None, top_p=None, seed=
     return out
 
 
+@on_the_cpu
 def slide(model, world, prompt=None, temperature=1.0, top_k=None, top_p=None,
           n_continuations=3, length=4, seed=0, state=None):
     """What the sampler does with the next-token logits after ``prompt``.

@@ -15,6 +15,7 @@ from .. import plots
 from ..errors import check_number, check_positive_int, check_switch, fail, shown, to_numpy
 from ..explorer import Blitter, new_figure, show, start_at
 from .compute import explore, gradient_by_dim
+from ..states import course_modes
 
 BINS = np.linspace(-100, 100, 81)
 CURVE_DIMS = [int(round(2 ** (e / 2))) for e in range(2, 21)]   # 2 .. 1024, half-octave steps
@@ -116,6 +117,7 @@ def slider_dimension(d, name="d"):
     return d
 
 
+@course_modes(grad=False)   # (built on the CPU inside torch.device("meta"); no torch: nothing)
 def explorer(d=64, scaled=False):
     """A log slider for d (2 to 1024), a checkbox for the √d scaling, and one figure redrawn
     in place. Returns the Explorer."""
