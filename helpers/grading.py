@@ -35,8 +35,9 @@ record's form (tags, shapes, kinds, sizes, depth) and refuses a malformed one wi
 (``RecordError``), which costs that answer only. ``encode`` keeps any answer as bounded data:
 more than MAX_VALUES numbers, a text of more than MAX_TEXT characters or a number of more than
 MAX_DIGITS digits is recorded as what it was, not copied. An array or a tensor keeps its dtype and
-its exact values, a NumPy scalar its kind (``_encode_numpy_scalar``), so the judge sees what the
-live check saw.
+its exact values, a NumPy scalar its kind (``_encode_numpy_scalar``), and an array.array, an np.matrix,
+a torch.Size, a frozenset and an nn.Parameter (or a tensor that requires grad) their own type, so the
+judge sees what the live check saw (a check may refuse one kind and take another with the same values).
 """
 import array
 import functools
@@ -510,22 +511,24 @@ def encode(x, depth=0, name="your answer"):
         return {"float": repr(float(x))} if not math.isfinite(x) else float(x)
     if _is_tensor(x):
         return _encode_tensor(x)
-    if type(x) is range:
+    if type(x) is range:   # (as a list: the checks read both alike, through as_wholes, as_array or to_numpy)
         return {"list": [int(v) for v in x]} if len(x) <= MAX_VALUES else {"unknown": f"a range of {len(x):,} numbers"}
     if isinstance(x, np.generic):   # NumPy's scalars (np.str_, np.int64, np.bool_, np.float32, ...): as what they are
         return _encode_numpy_scalar(x)
-    if isinstance(x, array.array):   # the standard library's typed array: its numbers, as a NumPy array
-        try:
-            x = np.asarray(x)
-        except Exception:
-            return {"unknown": type(x).__name__}
+    if type(x) is array.array:   # the standard library's typed array, as itself (a check may refuse it)
+        return _encode_stdarray(x)
+    if type(x) is np.matrix:   # as a matrix, not an array: a check may fail on one (int() of a 1x1 matrix)
+        return {"matrix": _encode_array(np.asarray(x), depth)}
+    if _is_size(x):   # a torch.Size as itself, not a tuple (a check may tell them apart)
+        return {"size": [int(v) for v in x]} if len(x) <= MAX_VALUES else {"unknown": f"a torch.Size of {len(x):,} sizes"}
     if isinstance(x, np.ndarray):
-        return _encode_array(np.asarray(x), depth)   # np.matrix, np.memmap, a masked array with nothing hidden: plain
+        return _encode_array(np.asarray(x), depth)   # np.memmap, a masked array with nothing hidden: as an ndarray
     if isinstance(x, (list, tuple, set, frozenset, dict)) and len(x) > MAX_VALUES:
         return {"unknown": f"a {type(x).__name__} of {len(x):,} items"}
     if isinstance(x, (list, tuple, set, frozenset)):   # (plain: of exactly these types, or a torch.Size)
-        kind = "list" if type(x) is list else "set" if type(x) in (set, frozenset) else "tuple"
-        items = sorted(x, key=repr) if kind == "set" else x
+        kind = "list" if type(x) is list else "set" if type(x) is set else "frozenset" if type(x) is frozenset \
+            else "tuple"
+        items = sorted(x, key=repr) if kind in ("set", "frozenset") else x
         return {kind: [encode(v, depth + 1) for v in items]}
     if isinstance(x, dict):
         return {"dict": [[encode(k, depth + 1), encode(v, depth + 1)] for k, v in x.items()]}
@@ -547,6 +550,27 @@ def _encode_numbers(values, shape, kind):
     if kind not in ("bool", "str") + WHOLE_DTYPES:
         values = [v if math.isfinite(v) else repr(v) for v in values]
     return {"array": values, "shape": list(shape), "kind": kind}
+
+
+STDARRAY_CODES = "bBuhHiIlLqQfd"   # array.array's type codes a record keeps (each read back exactly)
+
+
+def _encode_stdarray(x):
+    """An array.array as {"stdarray": its values, "typecode"}: read back as the same array.array."""
+    if len(x) > MAX_VALUES:
+        return {"unknown": f"an array.array of {len(x):,} numbers"}
+    if x.typecode not in STDARRAY_CODES:
+        return {"unknown": f"an array.array of type code {x.typecode!r}"}
+    values = x.tolist()
+    if x.typecode in "fd":
+        values = [v if math.isfinite(v) else repr(v) for v in values]
+    return {"stdarray": values, "typecode": x.typecode}
+
+
+def _is_size(x):
+    """Whether ``x`` is a torch.Size, by its exact type."""
+    torch = sys.modules.get("torch")
+    return torch is not None and type(x) is torch.Size
 
 
 def _encode_array(x, depth):
@@ -594,7 +618,10 @@ def _encode_tensor(x):
             return {"unknown": f"a tensor of {x.numel():,} numbers"}
         flat = x.detach().cpu().reshape(-1)
         values = (flat.double() if flat.is_floating_point() else flat).tolist()
-        return {"torch": _encode_numbers(values, x.shape, kind)}
+        record = _encode_numbers(values, x.shape, kind)
+        if type(x) is not sys.modules["torch"].Tensor:   # an nn.Parameter, as one (and whether it wants gradients)
+            return {"parameter": record, "grad": bool(x.requires_grad)}
+        return {"torch_grad": record} if x.requires_grad else {"torch": record}   # (a check may read .requires_grad)
     except Exception:   # noqa: BLE001 (a sparse or meta tensor; encode never raises)
         return {"unknown": f"a tensor of {getattr(x, 'dtype', 'unknown type')}"}
 
@@ -625,7 +652,8 @@ class Unknown(metaclass=_ByType):
 
 
 TAGS = {"float": set(), "array": {"shape", "kind"}, "torch": set(), "numpy": {"kind"}, "objects": {"shape"},
-        "list": set(), "tuple": set(), "set": set(), "dict": set(), "function": set(),
+        "torch_grad": set(), "parameter": {"grad"}, "stdarray": {"typecode"}, "matrix": set(), "size": set(),
+        "list": set(), "tuple": set(), "set": set(), "frozenset": set(), "dict": set(), "function": set(),
         "unknown": set()}   # tag -> the other keys its record has
 SPECIAL_FLOATS = {"nan", "inf", "-inf"}
 
@@ -703,6 +731,40 @@ def _torch_tensor(x):
     return torch.tensor(values, dtype=dtype).reshape(shape)
 
 
+def _std_array(values, code):
+    """A recorded array.array, of exactly its type code and values."""
+    if not (type(code) is str and len(code) == 1 and code in STDARRAY_CODES):
+        _refuse(f"an array.array's type code (one of {', '.join(STDARRAY_CODES)})", code)
+    if not isinstance(values, list) or len(values) > MAX_VALUES:
+        _refuse(f"an array.array's values (a list of at most {MAX_VALUES:,})", values)
+    if code == "u":
+        bad = next((v for v in values if type(v) is not str or len(v) != 1), None)
+    elif code in "fd":
+        values = [_number(v) for v in values]   # ('f': each a float32's value, as encode wrote it)
+        with np.errstate(over="ignore"):   # (1e300 overflows float32: refused below, not warned about)
+            bad = next((v for v in values if code == "f" and v == v and float(np.float32(v)) != v), None)
+    else:
+        bad = next((v for v in values if type(v) is not int), None)
+    if bad is not None:
+        _refuse(f"a value of an array.array of type code {code!r}", bad)
+    try:
+        return array.array(code, values)
+    except (OverflowError, TypeError, ValueError):   # a whole number out of the type code's range
+        raise RecordError(f"expected values that fit an array.array of type code {code!r}, but the record holds "
+                          "one out of its range") from None
+
+
+def _wanting_grad(tensor, parameter, grad):
+    """``tensor`` as an nn.Parameter (``parameter``) or a tensor that requires grad, as recorded."""
+    import torch
+
+    if type(grad) is not bool:
+        _refuse("True or False for whether a recorded tensor requires grad", grad)
+    if grad and not tensor.is_floating_point():
+        raise RecordError(f"expected a float tensor for one that requires grad, but the record holds one of {tensor.dtype}")
+    return torch.nn.Parameter(tensor, requires_grad=grad) if parameter else tensor.requires_grad_(True)
+
+
 def _items(x, tag, depth):
     if not isinstance(x[tag], list) or len(x[tag]) > MAX_VALUES:
         _refuse(f"the items of a recorded {tag} (a list of at most {MAX_VALUES:,})", x[tag])
@@ -741,16 +803,35 @@ def decode(x, depth=0):
         for i, item in enumerate(items):
             array[i] = item
         return array.reshape(shape)
-    if tag == "torch":
-        inner = x["torch"]
+    if tag == "stdarray":
+        return _std_array(x["stdarray"], x["typecode"])
+    if tag == "matrix":   # a NumPy matrix: its 2-D array's record, read back as a matrix
+        inner = decode(x["matrix"], depth + 1)
+        if isinstance(inner, Unknown):
+            return inner
+        if not (type(inner) is np.ndarray and inner.ndim == 2):
+            _refuse("a recorded matrix's 2-D array", inner)
+        return np.asmatrix(inner)
+    if tag == "size":
+        import torch
+
+        sizes = x["size"]
+        if not (isinstance(sizes, list) and len(sizes) <= MAX_VALUES
+                and all(type(v) is int and -2**63 <= v < 2**63 for v in sizes)):
+            _refuse(f"a recorded torch.Size's sizes (at most {MAX_VALUES:,} whole numbers of int64)", sizes)
+        return torch.Size(sizes)
+    if tag in ("torch", "torch_grad", "parameter"):
+        inner = x[tag]
         if not (isinstance(inner, dict) and set(inner) == {"array", "shape", "kind"}):
             _refuse("a recorded tensor's array", inner)
-        return _torch_tensor(inner)
+        tensor = _torch_tensor(inner)
+        return tensor if tag == "torch" else _wanting_grad(tensor, tag == "parameter", x.get("grad", True))
     if tag in ("list", "tuple"):
         items = _items(x, tag, depth)
         return items if tag == "list" else tuple(items)
-    if tag == "set":
-        return {_hashable(v) for v in _items(x, tag, depth)}
+    if tag in ("set", "frozenset"):
+        items = {_hashable(v) for v in _items(x, tag, depth)}
+        return items if tag == "set" else frozenset(items)
     if tag == "dict":
         pairs = x["dict"]
         if not (isinstance(pairs, list) and len(pairs) <= MAX_VALUES

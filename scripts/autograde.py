@@ -168,27 +168,62 @@ class Submission:
         return re.sub(r"[^A-Za-z0-9_.-]", "_", self.student)[:40] + "-" + digest
 
 
+class Skipped(str):
+    """One sentence on what was skipped, with the name of the student's folder it is in as data
+    (``student``): a folder's name may hold ':' or '/', so it is never parsed back out of the sentence."""
+
+    def __new__(cls, student, sentence):
+        line = super().__new__(cls, sentence)
+        line.student = student
+        return line
+
+
+MAX_FOLDER_DEPTH = 20   # folders below a student's own that are searched for notebooks (nbgrader's layout: 1)
+
+
+def notebooks_in(folder, limit=MAX_FOLDER_DEPTH):
+    """(paths, deeper): the entries named *.ipynb in ``folder`` and its folders down to ``limit``
+    levels below it, in name order, hidden ones (.ipynb_checkpoints too) left out and links not
+    followed; ``deeper``: how many folders lay below the limit, not searched. os.walk goes top down
+    and is pruned at the limit, so it recurses at most ``limit`` deep: Path.rglob recursed once per
+    level, and one student's folder 1,200 deep stopped the whole class (RecursionError)."""
+    found, deeper = [], 0
+    for here, folders, files in os.walk(folder):
+        here = Path(here)
+        found += [here / name for name in folders + files if name.endswith(".ipynb") and not name.startswith(".")]
+        folders[:] = sorted(name for name in folders if not name.startswith("."))
+        if len(here.relative_to(folder).parts) >= limit:
+            deeper, folders[:] = deeper + len(folders), []
+    return sorted(found), deeper
+
+
 def find_submissions(folder):
-    """Every notebook in SUBMISSIONS/<student>/ (any depth), and sentences on what was skipped."""
+    """Every notebook in SUBMISSIONS/<student>/ (down to MAX_FOLDER_DEPTH folders below it: ``notebooks_in``),
+    and sentences on what was skipped (``Skipped``: each names its student's folder as data)."""
     folder = Path(folder)
     found, skipped = [], []
     for student_dir in sorted(folder.iterdir()):
+        said = lambda sentence, student=student_dir.name: skipped.append(Skipped(student, sentence))  # noqa: E731
         if student_dir.is_symlink():
-            skipped.append(f"{student_dir.name}: a link, not a folder of its own")
+            said(f"{student_dir.name}: a link, not a folder of its own")
             continue
         if not student_dir.is_dir():
-            skipped.append(f"{student_dir.name}: a file at the top level (expected one folder per student)")
+            said(f"{student_dir.name}: a file at the top level (expected one folder per student)")
             continue
         if student_dir.name.startswith("."):
-            skipped.append(f"{student_dir.name}/: a hidden folder, not a student")
+            said(f"{student_dir.name}/: a hidden folder, not a student")
             continue
-        notebooks = sorted(p for p in student_dir.rglob("*.ipynb") if ".ipynb_checkpoints" not in p.parts
-                           and not any(part.startswith(".") for part in p.relative_to(student_dir).parts))
+        notebooks, deeper = notebooks_in(student_dir)
+        if deeper:
+            said(f"{student_dir.name}/: {deeper} folder{'s' if deeper > 1 else ''} nested more than "
+                 f"{MAX_FOLDER_DEPTH} deep {'were' if deeper > 1 else 'was'} not searched for notebooks "
+                 f"(at most {MAX_FOLDER_DEPTH} folders deep per student)")
         links = [p for p in notebooks if p.is_symlink() or not p.is_file()]
-        skipped += [f"{student_dir.name}/{p.name}: a link or not a regular file" for p in links]
+        for p in links:
+            said(f"{student_dir.name}/{p.name}: a link or not a regular file")
         notebooks = [p for p in notebooks if p not in links]
         if not notebooks:
-            skipped.append(f"{student_dir.name}/: no notebook inside")
+            said(f"{student_dir.name}/: no notebook inside")
         mine = first_copies([Submission(student_dir.name, p) for p in notebooks], lambda sub: sub.path.name.lower(),
                             "named {}")
         found += at_most(mine, student_dir.name, skipped)
@@ -204,8 +239,8 @@ def at_most(mine, student, skipped):
     left, kept = first[MAX_NOTEBOOKS:], set(first[:MAX_NOTEBOOKS])
     if left:
         named = ", ".join(str(Path(*sub.path.parts[-2:])) for sub in left[:3]) + (", …" if len(left) > 3 else "")
-        skipped.append(f"{student}/: {len(mine)} notebooks handed in: only the first {MAX_NOTEBOOKS} were read "
-                       f"(at most {MAX_NOTEBOOKS} per student; not read: {named})")
+        skipped.append(Skipped(student, f"{student}/: {len(mine)} notebooks handed in: only the first {MAX_NOTEBOOKS} "
+                               f"were read (at most {MAX_NOTEBOOKS} per student; not read: {named})"))
     return [sub for sub in mine if sub in kept]
 
 
@@ -1079,8 +1114,8 @@ def rows(submissions, skipped, fence=""):
         if sub.chapter is None:
             table.append(dict(student=sub.student, chapter="?", score=0, max_score=0, file=sub.path.name,
                               notes=sub.status, fence="", why={}, submission=sub))
-    for line in skipped:
-        table.append(dict(student=line.split("/")[0].split(":")[0], chapter="-", score=0, max_score=0,
+    for line in skipped:   # (its student's folder as data: a name may hold ':' or '/')
+        table.append(dict(student=line.student, chapter="-", score=0, max_score=0,
                           file="", notes="skipped: " + line, fence="", why={}, submission=None))
     return table
 

@@ -208,14 +208,12 @@ def differences(committed, executed):
 
 def main(argv=None):
     parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
-    parser.add_argument("notebooks", nargs="*", type=Path, help="chapters in instructor/ (default: every one)")
+    parser.add_argument("notebooks", nargs="*", help="chapters in instructor/ (default: every one)")
     parser.add_argument("--check", action="store_true", help="compare with the committed outputs, write nothing")
     args = parser.parse_args(argv)
-    paths = [Path(path).resolve() for path in args.notebooks] or all_notebooks()
-    outside = [str(path) for path in paths if path.parent != INSTRUCTOR]
-    if outside:
-        print(f"✗ expected chapters in instructor/ (the learner's copies in notebooks/ are made from them), "
-              f"but got {', '.join(outside)}")
+    paths, refused = chapter_paths(args.notebooks)
+    if refused:
+        print(f"✗ {refused}")
         return 1
     ok = True
     for path in paths:
@@ -225,6 +223,25 @@ def main(argv=None):
         elif ok:
             ok &= run(learner_copy(path), learner_version(nbformat.read(path, as_version=4)), False)
     return 0 if ok else 1
+
+
+def chapter_paths(names):
+    """(paths, None) of the chapters named (every one when none is), or (None, the sentence refusing them):
+    each name must be an existing .ipynb file right in instructor/, as written (Path drops a trailing '/', so
+    "instructor/00_tour.ipynb/" was run; a missing chapter ended in a FileNotFoundError traceback)."""
+    if not names:
+        return all_notebooks(), None
+    expected = "expected chapters in instructor/ (.ipynb files; the learner's copies in notebooks/ are made from them)"
+    outside = [name for name in names if Path(name).resolve().parent != INSTRUCTOR]
+    if outside:
+        return None, f"{expected}, but got {', '.join(map(ascii, outside))}"
+    odd = [name for name in names if name.endswith(("/", os.sep)) or Path(name).suffix != ".ipynb"]
+    if odd:
+        return None, f"{expected}, but {', '.join(map(ascii, odd))} {'is' if len(odd) == 1 else 'are'} not named as one"
+    missing = [name for name in names if not Path(name).is_file()]
+    if missing:
+        return None, f"{expected}, but {', '.join(map(ascii, missing))} {'is not a file' if len(missing) == 1 else 'are not files'} there"
+    return [Path(name).resolve() for name in names], None
 
 
 def run(path, nb, check):

@@ -158,7 +158,7 @@ def grade(submissions, course=GRADING, log=print, unfenced=False, **limits):
     if not submissions.is_dir():
         raise HomeworkError(f"expected a folder of submissions (one sub-folder per student), "
                             f"but {submissions} is not a folder")
-    if not any(submissions.rglob("*.ipynb")):
+    if not autograde.notebooks_in(submissions, autograde.MAX_FOLDER_DEPTH + 1)[0]:   # (rglob recursed per level)
         raise HomeworkError(f"expected <student>/<chapter>.ipynb files in {submissions}, but found none")
     try:
         return autograde.grade(submissions, course, log=log, unfenced=unfenced, **limits)
