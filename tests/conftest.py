@@ -137,6 +137,14 @@ test_round_14_sampling.py::test_a_record_whose_counts_are_not_counts_is_refused
 
 
 @pytest.fixture
+def late(monkeypatch):
+    """The live run's LATE_SECONDS set to learner_loops.LATE for one test (rounds 25 and 26 use it for all theirs)."""
+    from learner_loops import LATE
+    from helpers.gpt import compute
+    monkeypatch.setattr(compute, "LATE_SECONDS", LATE)
+
+
+@pytest.fixture
 def courses_own_allowed(monkeypatch):
     """The rule that refuses the course's own piece as an answer, let past (STAND_INS only)."""
     from helpers import exercises

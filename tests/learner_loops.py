@@ -7,6 +7,13 @@ import torch.nn.functional as F
 from helpers.gpt import compute as gc
 from helpers.gpt import corpus
 
+# The live-run tests' settings (rounds 25 and 26): the learner's slow code against the run's bounds.
+LATE = 2.0   # LATE_SECONDS in these tests (the course's 5 s, shorter: the tests run faster)
+LIVE = dict(batch=2, context=8, lr=1e-3, warmup=1, min_lr=1e-4, clip=1.0, eval_every=5, eval_batches=1, seconds=6,
+            sample_chars=5)
+SLOW = 20.0   # seconds the learner's slow code runs (Python, not one C call) when nothing stops it
+MARGIN = 4.0   # seconds a loaded machine may add to a bound
+
 
 def written_loop(zero_grad="before_backward", adam=None, estimate=False, before=None, forward=False, evaluate="",
                  call_back=None):

@@ -486,7 +486,7 @@ def test_masks_refuse_huge_T_and_masks_that_are_not_true_or_false(refused):
 
 def test_sampling_and_training_refuse_sizes_seeds_and_switches(cat, cat_world, refused):
     refused(lambda: masking.sample_sentences(cat, cat_world, n=10**9), "n should be at most 10,000")
-    refused(lambda: masking.sample_sentences(cat, cat_world, n=3, seed=2**64 - 2), "seed + n - 1")
+    refused(lambda: masking.sample_sentences(cat, cat_world, n=3, seed=2**64 - 2), "seed should be")   # (check_seeds)
     refused(lambda: masking.sample_sentences(cat, cat_world, causal="False"), "causal is a switch")
     refused(lambda: masking.attention_maps(cat, cat_world, "<BOS> the cat", causal=1), "causal is a switch")
     refused(lambda: masking.prefix_scores(cat, cat_world, causal=None), "causal is a switch")

@@ -95,7 +95,7 @@ def test_the_learners_own_frames_stay_in_reach_and_nothing_is_refused_outside_a_
     with warnings.catch_warnings():
         warnings.simplefilter("ignore")
         assert qkv_checks.attention_head.feedback(right) == []
-    assert sys._current_frames() and exercises._WATCHING == []
+    assert sys._current_frames() and exercises._WATCHING == ()
 
 
 def test_a_right_answer_that_follows_a_refused_look_is_still_refused():

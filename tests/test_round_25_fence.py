@@ -174,10 +174,10 @@ def test_a_learners_thread_with_the_ident_of_an_earlier_one_is_stopped():
     thread = threading.Thread(target=waits, daemon=True)
     thread.start()
     try:
-        before = exercises._threads_now()
-        assert exercises._stop_threads(before, []) == (0, 0)
+        before = exercises.threads_now()
+        assert exercises.stop_threads(before, []) == (0, 0)
         before[thread.ident] = object()   # (another thread had its ident then)
-        assert exercises._stop_threads(before, [])[0] == 1
+        assert exercises.stop_threads(before, [])[0] == 1
         thread.join(5)
         assert not thread.is_alive()
     finally:

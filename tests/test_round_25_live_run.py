@@ -15,18 +15,9 @@ import torch
 
 from helpers.gpt import compute as gc
 from helpers.gpt import corpus
-from learner_loops import same_weights, small_gpt, weights_of
+from learner_loops import LATE, LIVE, MARGIN, SLOW, same_weights, small_gpt, weights_of
 
-LATE = 2.0   # LATE_SECONDS in these tests (the course's 5 s, shorter: the tests run faster)
-LIVE = dict(batch=2, context=8, lr=1e-3, warmup=1, min_lr=1e-4, clip=1.0, eval_every=5, eval_batches=1, seconds=6,
-            sample_chars=5)
-SLOW = 20.0   # seconds the learner's slow code runs (Python, not one C call) when nothing stops it
-MARGIN = 4.0   # seconds a loaded machine may add to a bound
-
-
-@pytest.fixture(autouse=True)
-def late(monkeypatch):
-    monkeypatch.setattr(gc, "LATE_SECONDS", LATE)
+pytestmark = pytest.mark.usefixtures("late")   # LATE_SECONDS = LATE in every test
 
 
 @pytest.fixture(scope="module")
