@@ -30,8 +30,13 @@ def to_numpy(x, name="the input", bools=False):
     except CourseInputError:
         raise
     except Exception as error:   # noqa: BLE001 (a learner's object or tensor subclass may raise anything when read)
-        fail(f"{name} should be an array of numbers, but got a {type_name(x)} that raised {class_name(type(error))} "
-             "when it was read")
+        unreadable(x, error, f"{name} should be an array of numbers")
+
+
+def unreadable(x, error, should):
+    """Refuse ``x``, an object of the learner's that raised ``error`` when it was read (its length, its entries),
+    in one sentence that starts with ``should`` ("perm should be a list of whole numbers")."""
+    fail(f"{should}, but got a {type_name(x)} that raised {class_name(type(error))} when it was read")
 
 
 def numbers_of(x, name, bools):

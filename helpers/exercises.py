@@ -1411,8 +1411,7 @@ def torch_globals():
 
     hooks = {name: dict(value) if isinstance(value, dict) else value   # the hooks, and whether they are "full"
              for name, value in vars(torch_module).items() if name.startswith("_global")}
-    put_back_modes = states.torch_modes_kept()
-    anomaly = torch.is_anomaly_enabled(), torch.is_anomaly_check_nan_enabled()
+    put_back_modes = states.torch_modes_kept()   # (anomaly mode among them)
     printing = dict(vars(torch._tensor_str.PRINT_OPTS))
     put_back_once = states.torch_once_refused()
 
@@ -1427,8 +1426,6 @@ def torch_globals():
             else:
                 setattr(torch_module, name, saved)
         put_back_modes()
-        if (torch.is_anomaly_enabled(), torch.is_anomaly_check_nan_enabled()) != anomaly:
-            torch.set_anomaly_enabled(*anomaly)
         vars(torch._tensor_str.PRINT_OPTS).update(printing)
     return put_back
 

@@ -2,8 +2,8 @@
 import numpy as np
 import torch
 
-from .errors import check_finite, check_positive_int, check_tensor, check_text, class_name, count, fail, is_tensor, \
-    length, shape_of, shown, to_numpy, type_name
+from .errors import check_finite, check_positive_int, check_tensor, check_text, count, fail, is_tensor, length, \
+    shape_of, shown, to_numpy, type_name, unreadable
 
 MAX_ROWS = MAX_COLS = 1_000   # the largest matrix format_matrix writes out (a million numbers, ~8 MB of text)
 MAX_DECIMALS = 20             # the most decimals a number is written with
@@ -67,8 +67,7 @@ def check_row_labels(row_labels, rows):
 def unreadable_labels(row_labels, error):
     """Refuse ``row_labels`` (tokens, for format_step and print_trace) whose length or entries raised ``error``
     when read, in the sentence to_numpy says of numbers that raise."""
-    fail(f"row_labels should be a list of labels, one per row, but got a {type_name(row_labels)} that raised "
-         f"{class_name(type(error))} when it was read")
+    unreadable(row_labels, error, "row_labels should be a list of labels, one per row")
 
 
 def label_text(label, name):

@@ -55,14 +55,15 @@ def default_dtype(dtype):
 
 
 def torch_modes_kept():
-    """torch's default dtype and deterministic mode (with its warn_only), saved now (nothing when torch was never
-    imported); returns a function that puts back each one that changed (only then: setting the deterministic
-    mode imports torch's compiler, 800 modules)."""
+    """torch's default dtype, deterministic mode (with its warn_only) and anomaly mode (with its check_nan), saved
+    now (nothing when torch was never imported); returns a function that puts back each one that changed (only
+    then: setting the deterministic mode imports torch's compiler, 800 modules)."""
     torch = sys.modules.get("torch")
     if torch is None:
         return lambda: None
     dtype = torch.get_default_dtype()
     deterministic = torch.are_deterministic_algorithms_enabled(), torch.is_deterministic_algorithms_warn_only_enabled()
+    anomaly = torch.is_anomaly_enabled(), torch.is_anomaly_check_nan_enabled()
 
     def put_back():
         if torch.get_default_dtype() != dtype:
@@ -70,6 +71,8 @@ def torch_modes_kept():
         if (torch.are_deterministic_algorithms_enabled(), torch.is_deterministic_algorithms_warn_only_enabled()) \
                 != deterministic:
             torch.use_deterministic_algorithms(deterministic[0], warn_only=deterministic[1])
+        if (torch.is_anomaly_enabled(), torch.is_anomaly_check_nan_enabled()) != anomaly:
+            torch.set_anomaly_enabled(*anomaly)
     return put_back
 
 

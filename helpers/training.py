@@ -136,8 +136,8 @@ def put_back_on_error(model, where, passed=()):
     values, gradients and train/eval mode; torch's global random state) and say one sentence naming
     ``where`` and the error (``training.stopped``; also for a BaseException of the learner's code, such as
     SystemExit from ``exit()``); on an interrupt (the stop button) or a stop (states.Stop) put it back and pass
-    it on. Errors of the types ``passed`` (the live run's TimeUp) pass untouched. torch's default dtype and
-    deterministic mode, which a loop may set for every later cell, are put back with the model."""
+    it on. Errors of the types ``passed`` (the live run's TimeUp) pass untouched. torch's default dtype,
+    deterministic and anomaly modes, which a loop may set for every later cell, are put back with the model."""
     structure, snapshot, put_back_modes = structure_of(model), Snapshot(model), torch_modes_kept()
     try:
         yield

@@ -1004,19 +1004,16 @@ def sampled_ids(model, ids, n_new, seed, context):
 def switches_kept():
     """Within the block a learner's code runs (the live run's loop); after it, ended or refused, what that code may
     have changed for every later cell is put back as a check puts it back: torch's switches and float32 precisions
-    (``states.torch_flags_kept``: torch.set_float32_matmul_precision), default dtype and deterministic mode
-    (``states.torch_modes_kept``), anomaly mode (torch.autograd.set_detect_anomaly) and the random states of
-    Python and NumPy (``states.random_states``). torch's own random state is put back when the block raises; one
+    (``states.torch_flags_kept``: torch.set_float32_matmul_precision), default dtype, deterministic and anomaly
+    modes (``states.torch_modes_kept``: torch.autograd.set_detect_anomaly) and the random states of Python and
+    NumPy (``states.random_states``). torch's own random state is put back when the block raises; one
     that ends leaves it as the loop left it (a training loop seeds it: torch.manual_seed(seed), dropout's draws)."""
     put_back_random, put_back_flags, put_back_modes = random_states(), torch_flags_kept(), torch_modes_kept()
-    anomaly = torch.is_anomaly_enabled(), torch.is_anomaly_check_nan_enabled()
     ended = False
     try:
         yield
         ended = True
     finally:
-        if (torch.is_anomaly_enabled(), torch.is_anomaly_check_nan_enabled()) != anomaly:
-            torch.set_anomaly_enabled(*anomaly)
         put_back_modes()
         put_back_flags()
         loops = torch.get_rng_state()

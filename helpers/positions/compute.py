@@ -33,8 +33,8 @@ import torch
 from .. import reference as ref
 from ..reference import check_angles, check_base
 from ..errors import MAX_BYTES, as_array, check_bytes, check_finite, check_number, check_positive_int, \
-    check_seed, check_switch, check_tensor, check_tensor_size, class_name, count, fail, length, next_seed, \
-    shape_before_copy, shown, to_numpy, type_name
+    check_seed, check_switch, check_tensor, check_tensor_size, count, fail, length, next_seed, \
+    shape_before_copy, shown, to_numpy, unreadable
 from ..explorer import check_model_and_world
 from ..heads.compute import as_numpy
 from ..model import MAX_LAYERS, MAX_TOKENS, Transformer, check_depth, check_model, measure, rotate_pairs, sinusoidal_table
@@ -134,8 +134,7 @@ def permutation_matrix(perm):
     try:
         T = length(perm)
     except Exception as error:   # noqa: BLE001 (a learner's __len__ may raise anything)
-        fail(f"perm should be a rearrangement of 0..T-1 (a list of whole numbers), but got a {type_name(perm)} that "
-             f"raised {class_name(type(error))} when it was read")
+        unreadable(perm, error, "perm should be a rearrangement of 0..T-1 (a list of whole numbers)")
     check_square(T, f"permutation_matrix of {count(T)} rows")
     perm = check_perm(perm, T)
     T = len(perm)
