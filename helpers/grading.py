@@ -122,13 +122,20 @@ def handle(exercise, answer, args, kwargs):
             append(how[1], {"cell": key[0], "index": key[1], "check": exercise.title, "answer": recorded})
     else:
         for student, recorded in recorded_answers(how[1]).get(key, {}).items():
-            try:
-                problems = exercise.feedback(decode(recorded), *args, **kwargs)
-            except RecordError as error:
-                problems = [f"your answer could not be judged: {error}"]
-            except Exception as error:   # one strange record never stops the class's judging
-                problems = [f"your answer could not be judged ({type(error).__name__})"]
-            append(how[2], {"student": student, "cell": key[0], "index": key[1], "problems": problems})
+            append(how[2], {"student": student, "cell": key[0], "index": key[1],
+                            "problems": judged(exercise, recorded, args, kwargs)})
+
+
+def judged(exercise, recorded, args, kwargs):
+    """What the judge says of one recorded answer (JSON data, ``record_answer``'s): the check's
+    sentences, the live check's own for a ``Said`` record, one sentence for a record ``decode`` refuses."""
+    try:
+        answer = decode(recorded)
+        return [answer.what] if type(answer) is Said else exercise.feedback(answer, *args, **kwargs)
+    except RecordError as error:
+        return [f"your answer could not be judged: {error}"]
+    except Exception as error:   # one strange record never stops the class's judging
+        return [f"your answer could not be judged ({type(error).__name__})"]
 
 
 def append(path, entry, _open=open, _dumps=json.dumps, _fsync=os.fsync, _write=os.write):
@@ -442,25 +449,48 @@ def record_answer(exercise, answer, args, kwargs):
     """The answer as JSON data, screened as the live check screens it (``Exercise.feedback``): a
     function (or a class, for a Function or Module check) is run through the check here, and its
     outputs kept (an nn.Module class through its ``run`` function: helpers.exercises.Module); what
-    the live check refuses is recorded as {"unknown": its sentence}, which the judge refuses too."""
+    the live check refuses, or what ``encode`` cannot keep (a complex number, bytes, a date) and the
+    live check refuses, is recorded as {"said": its sentence}, which the judge says as it is."""
     kind = exercise.answer
     by_kind = callable(answer) and getattr(type(kind), "calls_answer", False)   # a Function or Module check
     if not by_kind:   # the live check screens it first (plain)
         refused = _not_plain(answer, "your answer")
         if refused is not None:
-            return {"unknown": refused}
+            return {"said": refused}
     if callable(answer) and hasattr(kind, "convert"):   # a Function or Module answer: judged as the live check
         try:                                            # judges it (the course's own piece is no answer)
             answer = kind.convert(answer, exercise.problems, args, kwargs)
         except Exception as wrong:   # noqa: BLE001 (Wrong: the sentence is what the judge will say)
-            return {"unknown": str(wrong)[:MAX_UNKNOWN]}
+            return {"said" if isinstance(wrong, Wrong) else "unknown": str(wrong)[:MAX_UNKNOWN]}
     if callable(answer) and (by_kind or not _is_class(answer)):   # a class the check calls, too
         recorder = Recorder(answer)
         exercise.feedback(recorder, *args, **kwargs)
         if recorder.refused is not None:   # what only this run could see (the course's own code ran in it)
             return {"unknown": recorder.refused[:MAX_UNKNOWN]}
         return {"function": recorder.calls}
-    return encode(answer)
+    encoded = encode(answer)
+    if not callable(answer) and _holds_unknown(encoded):   # (a complex, bytes, a date: kept as the live check's
+        try:                                               # sentence, which says what is wrong with it)
+            said = exercise.feedback(answer, *args, **kwargs)
+        except Exception:   # noqa: BLE001 (the record is kept as encode made it)
+            said = []
+        if said and isinstance(said[0], str):
+            return {"said": said[0][:MAX_UNKNOWN]}
+    return encoded
+
+
+def _holds_unknown(encoded):
+    """Whether an ``encode`` record holds {"unknown": ...} anywhere (walked without recursion)."""
+    stack = [encoded]
+    while stack:
+        x = stack.pop()
+        if isinstance(x, dict):
+            if "unknown" in x:
+                return True
+            stack.extend(x.values())
+        elif isinstance(x, list):
+            stack.extend(x)
+    return False
 
 
 def _not_plain(x, name):
@@ -651,10 +681,15 @@ class Unknown(metaclass=_ByType):
         return f"<{self.what}>"
 
 
+class Said(Unknown):
+    """A recorded answer the live check refused (not plain, or a complex number, bytes, a date the
+    record could not keep as data): ``what`` is the live check's sentence, which the judge says as it is."""
+
+
 TAGS = {"float": set(), "array": {"shape", "kind"}, "torch": set(), "numpy": {"kind"}, "objects": {"shape"},
         "torch_grad": set(), "parameter": {"grad"}, "stdarray": {"typecode"}, "matrix": set(), "size": set(),
         "list": set(), "tuple": set(), "set": set(), "frozenset": set(), "dict": set(), "function": set(),
-        "unknown": set()}   # tag -> the other keys its record has
+        "unknown": set(), "said": set()}   # tag -> the other keys its record has
 SPECIAL_FLOATS = {"nan", "inf", "-inf"}
 
 
@@ -843,6 +878,8 @@ def decode(x, depth=0):
         if not (isinstance(calls, list) and all(isinstance(c, dict) for c in calls)):
             _refuse("a recorded function's calls (a list of records)", calls)
         return Replay(calls)
+    if tag == "said":
+        return Said(x["said"] if isinstance(x["said"], str) and 0 < len(x["said"]) <= MAX_UNKNOWN else "something")
     return Unknown(x["unknown"] if isinstance(x["unknown"], str) and len(x["unknown"]) <= MAX_UNKNOWN else "something")
 
 

@@ -15,7 +15,7 @@ For every notebook handed in:
    inside a fence: the run sees the whole machine read-only except its folder, does not see
    the repository (but the package, scripts/ and data/, bound back read-only), the course
    folder, the submissions nor anyone's home folder (fence.py: ``covered``, ``shown``), has no
-   network and no capability.
+   network and no capability, and its /proc and /sys are read-only (the kernel's settings too).
    The fence is bubblewrap (``bwrap``, Debian's package bubblewrap) where it works, else a
    user namespace through util-linux's ``unshare`` (``choose_fence`` tries each on a trial run).
    In that run the hidden tests only *record* each answer as data (helpers.grading); nothing
@@ -90,6 +90,10 @@ MAX_NOTEBOOKS = 40       # notebooks of one student read to identify them (the c
 MAX_RECORD_INDEX = 20    # grade calls one check cell may make (the course's make one): larger indexes are not read
 MAX_RECORD_CHARS = 20 * 2**20    # characters of recorded answers the grader keeps per submission
 MAX_RECORD_CONTAINERS = 200_000  # lists and dicts of the recorded answers kept per submission (each costs memory)
+# values (numbers, texts, lists, dicts, counted before parsing: ``values_in``) of the recorded answers kept per
+# submission: a parsed short text costs about 59 bytes, a number 36, so the text budget alone let
+# ["ab"] * 999_999 per check cost 220 MB; with this, at most about 100 MB beside the text
+MAX_RECORD_VALUES = 1_500_000
 MAX_OUTPUTS_PER_CELL = 100       # outputs of one cell kept for the feedback page (the rest: one line saying so)
 MAX_OUTPUTS = 2_000              # outputs of one notebook kept for the feedback page
 MAX_EXECUTED_OBJECTS = 100_000   # JSON objects of an executed notebook the grader reads back (else not shown)
@@ -460,8 +464,8 @@ def run(nb, folder, grading, timeout=TIMEOUT, cell_timeout=CELL_TIMEOUT, files=N
     its own: ``Attributor``); whatever the run itself left at <file> is never read."""
     shutil.rmtree(folder, ignore_errors=True)
     (folder / ".tmp").mkdir(parents=True)
-    for name, text in (files or {}).items():
-        (folder / name).write_text(text)
+    for name, text in (files or {}).items():   # a text, or a file copied (a class's records)
+        shutil.copyfile(text, folder / name) if isinstance(text, Path) else (folder / name).write_text(text)
     nbformat.write(nb, folder / "notebook.ipynb")
     report_out, report_in = os.pipe()
     command = fence_prefix(fence, folder, hidden, needed_paths()) + [
@@ -560,7 +564,8 @@ def written_by_course(entry):
 def parsed(line):
     """The JSON object a whole record line holds, or None: a line past the bounds ``read_records``
     keeps (counted before it is parsed), without its newline, not JSON, or no object."""
-    if len(line) > MAX_RECORD_CHARS or containers_in(line) > MAX_RECORD_CONTAINERS or not line.endswith("\n"):
+    if (len(line) > MAX_RECORD_CHARS or containers_in(line) > MAX_RECORD_CONTAINERS
+            or values_in(line) > MAX_RECORD_VALUES or not line.endswith("\n")):
         return None
     try:
         entry = json.loads(line)
@@ -865,6 +870,9 @@ MAX_RECORD_DEPTH = 100   # lists and dicts an answer may nest (as a check screen
 TAMPERED = ("more than one answer was recorded for one grade call of this check, or a line the course does not "
             "write (a record written by the notebook's own code, an answer under a number or name the check does "
             "not use, or a check cell that stopped after recording?), so none of them counts")
+OVER_BUDGET = (f"its answer was not kept: the grader keeps at most {MAX_RECORD_CHARS:,} characters and "
+               f"{MAX_RECORD_VALUES:,} values (numbers, texts, lists) of one notebook's recorded answers, and the "
+               f"answers before it used them up")
 CHANGED = ("the notebook's own code changed the course's recording code before this check ran "
            "(helpers.grading.tampered), so none of its answers counts")
 
@@ -881,17 +889,20 @@ def read_records(path, cells, notes=None):
 
     The file is student-written, so what the grader keeps of it is bounded: only the keys a check
     can ask for (an index below MAX_RECORD_INDEX: a record of a check under a larger one makes that
-    check tampered with), MAX_RECORD_CONTAINERS lists and dicts and
+    check tampered with), MAX_RECORD_CONTAINERS lists and dicts, MAX_RECORD_VALUES values and
     MAX_RECORD_CHARS characters in all (a line is counted before it is parsed). A line past these
-    budgets is not parsed, but its key, read from its start as the course writes it (``key_of``),
-    still counts for the test of two records for one grade call."""
-    records, seen, tampered, changed, kept, containers = [], set(), set(), {}, 0, 0
-    notes = [] if notes is None else notes
+    budgets is not parsed, and ``notes`` says so (OVER_BUDGET), but its key, read from its start as
+    the course writes it (``key_of``), still counts for the test of two records for one grade call."""
+    records, seen, tampered, changed, kept, containers, values = [], set(), set(), {}, 0, 0, 0
+    notes, over = [] if notes is None else notes, set()
     for line in lines(read_result(path)):
-        if kept + len(line) > MAX_RECORD_CHARS or containers + containers_in(line) > MAX_RECORD_CONTAINERS:
+        if (kept + len(line) > MAX_RECORD_CHARS or containers + containers_in(line) > MAX_RECORD_CONTAINERS
+                or values + values_in(line) > MAX_RECORD_VALUES):
             key = key_of(line)   # None: a line that is no record of the course's
             if key is not None and key in seen:
                 tampered.add(key[0])
+            elif key is not None and key[0] in cells:
+                over.add(key[0])
             seen.add(key)
             continue
         try:
@@ -916,9 +927,10 @@ def read_records(path, cells, notes=None):
                 continue
         except (ValueError, TypeError, KeyError, RecursionError, AttributeError):
             continue
-        kept, containers = kept + len(line), containers + containers_in(line)
+        kept, containers, values = kept + len(line), containers + containers_in(line), values + values_in(line)
         records.append({"cell": key[0], "index": key[1], "answer": entry.get("answer")})
     tampered &= set(cells)
+    notes += [f"{cell}: {OVER_BUDGET}" for cell in sorted(over - tampered - set(changed))]
     notes += [f"{cell}: {TAMPERED}" for cell in sorted(tampered - set(changed))]
     notes += [f"{cell}: {CHANGED} ({', '.join(what) or 'its code'})" for cell, what in sorted(changed.items())]
     return [{**record, "answer": {"unknown": CHANGED if record["cell"] in changed else TAMPERED}}
@@ -943,6 +955,12 @@ def key_of(line):
 def containers_in(line):
     """An upper bound on the lists and dicts a JSON line holds (counted before it is parsed)."""
     return line.count("[") + line.count("{")
+
+
+def values_in(line):
+    """An upper bound on the values (numbers, texts, lists, dicts, each key) a JSON line holds, counted
+    before it is parsed: each but the first follows a comma, a colon or an opening bracket."""
+    return 1 + line.count(",") + line.count(":") + containers_in(line)
 
 
 def lines(text):
@@ -980,6 +998,31 @@ def keep_executed(executed, path):
     return path
 
 
+def kept_on_disk(records, path):
+    """``records`` (``read_records``'s) written to ``path`` as JSON; its path. On disk, not in memory:
+    every submission's would add up in the grader's process before judging."""
+    path.parent.mkdir(parents=True, exist_ok=True)
+    path.write_text(json.dumps(records))
+    return path
+
+
+class OnDisk(dict):
+    """{key: path of ``kept_on_disk``}, read as {key: records}: each submission's records parsed only
+    when asked for (``text``: unparsed), so judging a chapter never holds the class's at once."""
+
+    def __getitem__(self, key):
+        return json.loads(self.text(key))
+
+    def text(self, key):
+        return Path(super().__getitem__(key)).read_text()
+
+    def items(self):
+        return ((key, self[key]) for key in self)
+
+    def values(self):
+        return (self[key] for key in self)
+
+
 def grade_submissions(submissions, work, log=print, hidden=(), fence=None, **limits):
     """Run every submission, then judge each chapter once; fill in status and problems.
 
@@ -1001,7 +1044,8 @@ def grade_submissions(submissions, work, log=print, hidden=(), fence=None, **lim
             if changed:
                 sub.status = f"changed the course's files ({', '.join(changed[:3])}): restored, and not graded"
                 continue
-            records[sub] = read_records(folder / "records.jsonl", set(sub.chapter.checks), sub.notes)
+            records[sub] = kept_on_disk(read_records(folder / "records.jsonl", set(sub.chapter.checks), sub.notes),
+                                        work / "_records" / f"{sub.key}.json")
         except SubmissionError as error:   # (changed since it was identified)
             sub.status = f"not graded: {error}"
             continue
@@ -1015,7 +1059,7 @@ def grade_submissions(submissions, work, log=print, hidden=(), fence=None, **lim
     for chapter in {sub.chapter.stem: sub.chapter for sub in records}.values():
         mine = [sub for sub in records if sub.chapter is chapter]
         try:
-            verdicts = judge(chapter, {sub.key: records[sub] for sub in mine}, work, hidden, fence)
+            verdicts = judge(chapter, OnDisk({sub.key: records[sub] for sub in mine}), work, hidden, fence)
         except Exception as error:   # one student's records never stop the class: each is judged alone
             try:
                 judge(chapter, {}, work, hidden, fence)   # unless it fails with none: the course's fault
@@ -1032,10 +1076,11 @@ def grade_submissions(submissions, work, log=print, hidden=(), fence=None, **lim
             verdicts = {}
             for sub in mine:
                 try:
-                    verdicts.update(judge(chapter, {sub.key: records[sub]}, work, hidden, fence))
+                    verdicts.update(judge(chapter, OnDisk({sub.key: records[sub]}), work, hidden, fence))
                 except Exception as alone:
                     sub.status = f"its answers could not be judged ({type(alone).__name__}: {str(alone)[:100]})"
         for sub in mine:
+            records[sub].unlink(missing_ok=True)   # (judged: its records are no longer needed)
             sub.problems = verdicts.get(sub.key, {})
             sub.notes += [f"{grade_id}: {TAMPERED}" for grade_id, said in sub.problems.items()
                           if said == [TAMPERED] and f"{grade_id}: {TAMPERED}" not in sub.notes]
@@ -1057,9 +1102,16 @@ class JudgeError(RuntimeError):
 def judge(chapter, records, work, hidden=(), fence=UNFENCED):
     """Run the instructor's notebook once, judging everyone's records: {key: {grade id: sentences}}. A check
     with a record the judge never asked for (an index past its grade calls) is TAMPERED, whatever was judged."""
-    folder = work / chapter.stem / "_judge"
+    folder, everyone = work / chapter.stem / "_judge", json.dumps(records)
+    if isinstance(records, OnDisk):   # written one submission's records at a time, from disk
+        everyone = work / chapter.stem / "_records.json"
+        everyone.parent.mkdir(parents=True, exist_ok=True)
+        with open(everyone, "w") as file:
+            for n, key in enumerate(records):
+                file.write(("{" if n == 0 else ", ") + f"{json.dumps(key)}: " + records.text(key))
+            file.write("}" if records else "{}")
     status, _ = run(judge_notebook(chapter), folder, "judge:{folder}/records.json:{folder}/verdicts.jsonl",
-                    files={"records.json": json.dumps(records)}, hidden=hidden, fence=fence)
+                    files={"records.json": everyone}, hidden=hidden, fence=fence)
     if not status.startswith("ran to the end") or "raised" in status:
         raise RuntimeError(f"judging {chapter.stem} did not finish cleanly: {status} (see {folder})")
     problems, asked = {key: {} for key in records}, set()

@@ -11,7 +11,9 @@ hidden folders, none of the people's folders (``homes``: /home, /root, the instr
 run needs, bound back read-only (``shown``: the interpreter, its site-packages and the course's
 package and data); it has no network (a network namespace of its own, with nothing in it), System V
 IPC and POSIX message queues of its own (an IPC namespace: nothing shared with the machine or
-another run) and no capability. ``fence_works`` tries a fence on a trial run before it is chosen;
+another run), a host name of its own, no capability, and /proc and /sys read-only: graded as root,
+the run is still root to the kernel, and most of the kernel's settings under /proc/sys (its host
+name, the program it runs when a process crashes) ask for nothing more. ``fence_works`` tries a fence on a trial run before it is chosen;
 tests/test_autograde.py checks each fence this machine has on writes and connections.
 
 This file imports nothing of the course's (the user-namespace fence runs it as a script, before
@@ -98,7 +100,11 @@ def bubblewrap_prefix(folder, hidden=(), needed=()):
     ``folder``, none of ``covered(hidden)`` but what ``shown(hidden, needed)`` binds back read-only,
     and no network. It drops every capability (as root too, so the run cannot remount anything writable).
     System V IPC and POSIX message queues are the run's own (a shared-memory segment a run makes dies with
-    it: no other run, nor the instructor's own processes, can attach or read it)."""
+    it: no other run, nor the instructor's own processes, can attach or read it), and so is its host name.
+    Its /proc is read-only, /proc/sys first: graded as root, the run is the machine's root to the kernel
+    (bwrap maps it to the caller, and ``--uid`` would not change that), and most sysctls (core_pattern,
+    hostname) ask only that, not a capability; bwrap 0.8 leaves /proc/sys writable, its own check
+    finding the folder r-x. /sys is read-only through ``--ro-bind / /``."""
     command = [shutil.which("bwrap") or "bwrap", "--ro-bind", "/", "/", "--dev", "/dev", "--proc", "/proc",
                "--size", str(64 * 2**20), "--tmpfs", "/dev/shm"]
     covers = [path for path in covered(hidden) if Path(path).is_dir()]
@@ -108,18 +114,19 @@ def bubblewrap_prefix(folder, hidden=(), needed=()):
         command += ["--ro-bind", path, path]
     folder = str(folder)
     read_only = [arg for path in covers for arg in ("--remount-ro", path)]   # after the folder is bound in
+    read_only += ["--ro-bind", "/proc/sys", "/proc/sys", "--remount-ro", "/proc"]   # (the fresh /proc's)
     return command + ["--bind", folder, folder, *read_only, "--unshare-user", "--unshare-net", "--unshare-pid",
-                      "--unshare-ipc", "--cap-drop", "ALL", "--die-with-parent", "--new-session", "--chdir", folder]
+                      "--unshare-ipc", "--unshare-uts", "--cap-drop", "ALL", "--die-with-parent", "--new-session", "--chdir", folder]
 
 
 def user_namespace_prefix(folder, hidden=(), needed=()):
-    """util-linux's unshare, where the kernel allows user namespaces: new user, mount, network, process
-    and IPC namespaces (System V IPC and POSIX message queues of its own); inside, ``enter_fence``
+    """util-linux's unshare, where the kernel allows user namespaces: new user, mount, network, process,
+    IPC and UTS namespaces (System V IPC, POSIX message queues and a host name of its own); inside, ``enter_fence``
     makes every mount read-only but ``folder``, covers ``covered(hidden)``, binds back
     ``shown(hidden, needed)`` read-only (both found here: inside, $HOME is the run's) and drops
     every capability before the run starts. No network but its own loopback."""
     return [shutil.which("unshare") or "unshare", "--user", "--map-root-user", "--net", "--mount", "--pid", "--ipc",
-            "--fork", "--mount-proc", "--kill-child", "--", sys.executable, "-I", str(Path(__file__).resolve()),
+            "--uts", "--fork", "--mount-proc", "--kill-child", "--", sys.executable, "-I", str(Path(__file__).resolve()),
             str(folder), json.dumps(covered(hidden)), json.dumps(shown(hidden, needed)), "--"]
 
 

@@ -185,6 +185,9 @@ def list_exercises(args):
 def release_step(args):
     if not args.chapters and not args.all:
         raise HomeworkError("name the chapters to release (e.g. 02 05), or pass --all")
+    if args.chapters and args.all:   # (--all released every chapter, the named ones silently ignored)
+        named = ", ".join(ascii(c[:40]) for c in args.chapters[:5]) + (", ..." if len(args.chapters) > 5 else "")
+        raise HomeworkError(f"expected either chapters to release or --all, but got both ({named} and --all)")
     for path in release(graded_chapters() if args.all else args.chapters, args.course):
         print(f"student version: {shown(path)}")
 
