@@ -64,11 +64,12 @@ import numpy as np
 from . import grading, learner
 from .states import ESCALATE_AFTER, OutOfTime, Stop, Stoppable, parts_of, put_back_parts, recursion_limit_put_back, checksum as _checksum, default_dtype as _default_dtype, digest as _digest, random_states  # noqa: F401  (random_states: the checks' modules import it here)
 from . import states
+from .states import digests as _digests
 from .states import (builtins_kept, guarded_prlimit, guarded_setrlimit, limits_kept, no_setsid, scheduling_kept,
                      session_kept, time_zone, torch_flags_kept)
 from .grading import MAX_ANSWER_DEPTH, MAX_ANSWER_ITEMS, _PLAIN_CALLABLES, _PLAIN_SCALARS, _course_module, _is_class, _is_courses, _one_of, _own_attribute, plain  # noqa: F401  (plain values: grading screens them)
-from .errors import CourseInputError, Wrong, check_bytes, class_name, count, fail, is_bool, length as range_length, message_of, \
-    shown, to_numpy, type_name
+from .errors import CourseInputError, Wrong, answer_shape, check_bytes, class_name, count, fail, is_bool, is_tensor, \
+    length as range_length, message_of, shown, to_numpy, type_name
 
 NOT_ANSWERED = "not answered yet: replace None in the answer cell above with your answer"
 TIME_LIMIT = 10          # seconds a learner's function may run in one call of a check
@@ -876,9 +877,6 @@ def _run_signature(cls):
                               inspect.Parameter("inputs", inspect.Parameter.VAR_POSITIONAL)])
 
 
-
-
-
 def _parameter_names(function):
     """The names of a plain function's positional parameters (a method's too, ``self`` first), read
     from its code, or from a ``__signature__`` the course set (a Module's run); None for anything
@@ -912,8 +910,6 @@ def _callable_screened(answer, what):
     if not (_one_of(kind, _PLAIN_CALLABLES) or _is_class(answer) or _is_courses(kind)):
         raise Wrong(f"the answer should be {what}, but it is a {class_name(kind)} object that can be "
                     "called: write it as a function (def ...), whose code runs only when the check calls it")
-
-
 
 
 # --- what a learner's function returned, read as the converters below read an answer (every chapter's checks) ---
@@ -1145,7 +1141,8 @@ def as_wholes(x, name, length=None, ordered=True):
     sequence = (tuple, list, range) if ordered else (tuple, list, range, set, frozenset)
     if ordered and isinstance(x, (set, frozenset)):
         raise Wrong(f"{name} should be a tuple of whole numbers, like (1, 2, 3), but it is a set, which keeps no order")
-    shape = getattr(x, "shape", None) if not isinstance(x, sequence) else None
+    # a tensor's shape read as answer_shape reads it: a nested tensor (no one shape) refused in its one sentence
+    shape = None if isinstance(x, sequence) else answer_shape(x, name) if is_tensor(x) else getattr(x, "shape", None)
     if isinstance(x, (str, bytes)) or not isinstance(x, sequence) and (shape is None or tuple(shape) == ()):
         raise Wrong(f"{name} should be a tuple of whole numbers, like (1, 2, 3), not {shown(x)}")
     if is_bool(x) or isinstance(x, (tuple, list)) and any(is_bool(v) for v in x):
@@ -1185,9 +1182,19 @@ def _exact_wholes(x):
 
 
 def as_words(x, name, length=None):
-    """``x`` as a list of strings, else Wrong."""
-    if isinstance(x, str) or not isinstance(x, (list, tuple)) or not all(isinstance(w, str) for w in x):
-        raise Wrong(f"{name} should be a list of words (strings), but it is {type_name(x)} {shown(x)}")
+    """``x`` (a list or tuple of strings, or a 1-D NumPy array of them) as a list of strings, else Wrong."""
+    if isinstance(x, np.ndarray) and x.ndim == 1 and x.dtype.kind in "UO":   # np.array(words)[order]: NumPy's way
+        if x.size > MAX_ANSWER_ENTRIES:   # counted before its words are made (a broadcast view stores one)
+            raise Wrong(f"{name} should be a short list (at most {MAX_ANSWER_ENTRIES:,} words), but it holds "
+                        f"{x.size:,}")
+        x = x.tolist()
+    if isinstance(x, str) or not isinstance(x, (list, tuple)):
+        raise Wrong(f"{name} should be a list of words (strings), but got {shown(x)}")
+    others = [(i, w) for i, w in enumerate(x) if not isinstance(w, str)]
+    if others:
+        i, other = others[0]
+        raise Wrong(f"{name} should hold words (strings) only, but its entry {i} is {shown(other)}, of type "
+                    f"{type_name(other)}")
     if length is not None and len(x) != length:
         raise Wrong(f"{name} should hold {length} words, but it holds {len(x)}")
     return list(x)
@@ -1603,7 +1610,7 @@ def model_kept(model, pristine=None, *, globals_kept=True):
     put_back = torch_globals() if globals_kept else lambda: None   # torch's global module hooks among them
     parts = parts_of(model)   # every module and the cfg: their classes and attributes
     copies = {name: t.detach().clone() for name, t in copied.items()}
-    digests = None if pristine is None else {name: _digest(t, strong=True) for name, t in tensors.items()}
+    digests = None if pristine is None else _digests(tensors, strong=True)   # (SHA-256s on up to 4 threads)
     if pristine is None:
         pristine = lambda: copies   # noqa: E731
     try:
@@ -1613,8 +1620,9 @@ def model_kept(model, pristine=None, *, globals_kept=True):
         put_back()
         for put_back_tensor in tensors_kept:   # (a tensor class of the learner's would run its code on the reads below)
             put_back_tensor.kind()
+        after = None if digests is None else _digests(tensors, strong=True)
         changed = [name for name, t in tensors.items()
-                   if (digests is None and not _same(t, copies[name])) or digests is not None and _digest(t, strong=True) != digests[name]]
+                   if (digests is None and not _same(t, copies[name])) or digests is not None and after[name] != digests[name]]
         source = pristine() if changed else {}
         lacking = [name for name in changed if not isinstance(source.get(name) if isinstance(source, dict) else None, torch.Tensor)]
         if lacking:
@@ -3489,8 +3497,9 @@ def module_output(run, args, state, x, what, none, shape, error=None):
     torch = sys.modules.get("torch")
     if torch is None or not isinstance(out, torch.Tensor):   # a NumPy array: the GPT made of this piece would break
         raise Wrong(f"forward on {what} should return a torch tensor, as x is, but returns {type_name(out)}")
-    if hasattr(out, "shape") and tuple(out.shape) != tuple(x.shape):
-        raise Wrong(shape(tuple(out.shape)))
+    found = answer_shape(out, f"the output of forward on {what}")   # (a nested tensor has no one shape: refused)
+    if found != tuple(x.shape):
+        raise Wrong(shape(found))
     return out
 
 

@@ -82,10 +82,19 @@ if anywidget is not None:
         def _handle_msg(self, msg):
             """Every message from the page (the comm's handler). A custom message is checked and
             handed to the explorer here, so whatever goes wrong is one log line: ipywidgets' own
-            handler would show a traceback in the learner's output. Its other messages (the
-            widgets' state) go to ipywidgets as before."""
+            handler would show a traceback in the learner's output. An "update" (a change of its
+            traits) is dropped with a log line: only the kernel sets the controls, their kinds and
+            ``keep`` (frames.js only reads them), and a page that set them would make the explorer's
+            own "want" messages the wrong length. Its other messages go to ipywidgets as before."""
             try:
                 data = msg["content"]["data"]
+                if data["method"] == "update":
+                    state = data.get("state")
+                    got = (", ".join(_shown(k, 30) if type(k) is str else _what(k) for k in list(state)[:5])
+                           + ("…" if len(state) > 5 else "") if type(state) is dict and state else _what(state))
+                    log.warning("explorer: a message from the page was dropped: expected no change to the "
+                                "picture's settings from the page (the kernel sets them), but got one to %s", got)
+                    return
                 if data["method"] != "custom":
                     return super()._handle_msg(msg)
                 self._handle_custom_msg(data["content"], msg.get("buffers") or [])

@@ -440,8 +440,9 @@ def rotary_cos_sin(start, T, d, base=10000.0):
     if entry is None or (entry[0]._version, entry[1]._version) != entry[2]:
         if len(_ROTARY_TABLES) >= 64:     # a bound on what the tables hold (each 2 x 1,024 x d/2 floats)
             _ROTARY_TABLES.clear()
-        angle = sinusoidal_angles(0, MAX_TOKENS, d, base)
-        cos, sin = torch.cos(angle), torch.sin(angle)
+        with torch.inference_mode(False):   # (made inside inference mode, the table would have no version counter)
+            angle = sinusoidal_angles(0, MAX_TOKENS, d, base)
+            cos, sin = torch.cos(angle), torch.sin(angle)
         entry = _ROTARY_TABLES[key] = (cos, sin, (cos._version, sin._version))
     cos, sin, _ = entry
     return cos[start:start + T].clone(), sin[start:start + T].clone()
@@ -1513,6 +1514,14 @@ DIGEST_NUMBERS = 2 ** 22   # a model of at most this many numbers is also summed
 STRONG_NUMBERS = 2 ** 23   # a model of at most this many numbers is hashed (SHA-256) by weights_state(strong=True)
 
 
+def tensor_version(t, strong=False):
+    """What tells whether ``t`` was changed in place: its version counter, which every in-place op bumps. An
+    inference tensor (made inside torch.inference_mode(), as a model loaded there holds) has no counter and
+    changes in place only inside that mode, where nothing counts: its digest instead (``states.digest``;
+    ``strong``: SHA-256), so a key holding it still changes with its numbers, at about 3 ms per 10^6 of them."""
+    return digest(t, strong=strong) if t.is_inference() else t._version
+
+
 def weights_state(net, exact=False, strong=False):
     """A hashable key that changes when ``net``'s weights do, cheaply: each parameter's and buffer's
     id, storage address and version counter (which every in-place change bumps: an optimizer's step,
@@ -1529,7 +1538,8 @@ def weights_state(net, exact=False, strong=False):
     each one's name, shape, dtype, id, storage address and version counter (an edit through ``p.data`` or a
     NumPy view, which moves no counter, is not seen there). A model with a tensor on the meta device
     (``meta_tensor``) holds no numbers to key: each one's name, shape, dtype and device (whatever reads it
-    refuses it)."""
+    refuses it). An inference tensor (a model loaded inside torch.inference_mode()) has no version counter:
+    its digest stands in for it (``tensor_version``), so such a model works, and is keyed by its numbers."""
     if meta_tensor(net) is not None:
         named = (*net.named_parameters(), *net.named_buffers())
         return tuple((name, t.shape, t.dtype, t.device.type) for name, t in named)
@@ -1537,9 +1547,10 @@ def weights_state(net, exact=False, strong=False):
         return tuple((name, digest(t, strong=strong)) for name, t in (*net.named_parameters(), *net.named_buffers()))
     if strong:
         named = (*net.named_parameters(), *net.named_buffers())
-        return tuple((name, t.shape, t.dtype, id(t), t.data_ptr(), t._version) for name, t in named)
+        return tuple((name, t.shape, t.dtype, id(t), t.data_ptr(), tensor_version(t, strong=True))
+                     for name, t in named)
     tensors = [*net.parameters(), *net.buffers()]
-    key = tuple((id(t), t.data_ptr(), t._version) for t in tensors)
+    key = tuple((id(t), t.data_ptr(), tensor_version(t)) for t in tensors)
     if sum(t.numel() for t in tensors) <= DIGEST_NUMBERS:
         key += tuple(float(t.detach().sum(dtype=torch.float64)) for t in tensors if t.is_floating_point())
     return key

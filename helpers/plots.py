@@ -236,7 +236,7 @@ def prob_bars(probs, vocab, ax=None, top=None, title=None, highlight=(), log=Fal
     title = check_title(title)
     if ax is None:
         _, ax = plt.subplots(figsize=(max(4.0, 0.4 * len(order) + 1.0), 2.6))
-    colors = [ACCENT if vocab[i] in highlight else BASE for i in order]
+    colors = [ACCENT if isinstance(vocab[i], str) and vocab[i] in highlight else BASE for i in order]
     bars = ax.bar(range(len(order)), p[order], color=colors)
     ax.set_xticks(range(len(order)), [literal(vocab[i]) for i in order], rotation=45, ha="right")
     if log:
@@ -270,17 +270,23 @@ def check_bars(probs, vocab, top=None, highlight=()):
              f"{count(len(vocab))} words")
     if not np.isfinite(p).all() or (p < 0).any() or (p > 1 + 1e-6).any():
         real = p[~np.isnan(p)]
-        fail(f"probs should be probabilities, each from 0 to 1 (for logits take their softmax first), but got "
+        fail("probs should be probabilities, each from 0 to 1 (for logits take their softmax first), but got "
              + (f"numbers from {real.min():.3g} to {real.max():.3g}" if len(real) else "no number")
              + (f" and {int(np.isnan(p).sum())} NaN" if len(real) < len(p) else ""))
     check_probabilities(p, "probs", "take a softmax (the exponentials divided by their sum, not by their "
                         "largest), and renormalise what a filter keeps", rounding(probs))
     if isinstance(highlight, str):   # one word, not its letters
         highlight = (highlight,)
-    unknown = [word for word in highlight if word not in vocab] if isinstance(highlight, (list, tuple, set)) else None
-    if unknown is None or unknown:
-        fail(f"highlight should be a list of the vocabulary's words, but got "
-             f"{f'words not in it: {unknown[:5]}' if unknown else type(highlight).__name__}")
+    if not isinstance(highlight, (list, tuple, set)):
+        fail(f"highlight should be a list of the vocabulary's words, but got {type(highlight).__name__}")
+    for word in highlight:   # a word is a string: an array entry would compare element by element
+        if not isinstance(word, str):
+            fail(f"highlight should be a list of the vocabulary's words (strings), but it holds {shown(word)}")
+    words = {word for word in vocab if isinstance(word, str)}   # only a string can equal a string
+    unknown = [word for word in highlight if word not in words]
+    if unknown:
+        fail("highlight should be a list of the vocabulary's words, but got words not in it: "
+             + ", ".join(shown(word) for word in unknown[:5]))
     if top is not None:
         top = check_positive_int(top, "top")
         if top > len(p):

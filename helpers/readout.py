@@ -222,8 +222,9 @@ def top_tokens(probs, vocab, k=5, logits=None):
     if isinstance(vocab, (str, bytes)) or not isinstance(vocab, (list, tuple)):
         fail(f"vocab should be the list of the vocabulary's tokens, but got {shown(vocab)}")
     k = check_positive_int(k, "k")
-    if getattr(probs, "shape", None) is not None and tuple(probs.shape) != (len(vocab),):
-        fail(f"expected probabilities of shape ({len(vocab)},), but got {tuple(probs.shape)}")
+    shape = shape_of(probs, "probs") if is_tensor(probs) else getattr(probs, "shape", None)   # (a nested tensor: refused)
+    if shape is not None and tuple(shape) != (len(vocab),):
+        fail(f"expected probabilities of shape ({len(vocab)},), but got {tuple(shape)}")
     p = to_numpy(probs, "probs")
     if p.ndim != 1 or len(p) != len(vocab):
         fail(f"expected probabilities of shape ({len(vocab)},), but got {tuple(p.shape)}")
@@ -233,8 +234,9 @@ def top_tokens(probs, vocab, k=5, logits=None):
         fail(f"k should be at most the vocabulary's {len(vocab):,} tokens, but got {count(k)}")
     logits_given = logits
     if logits is not None:
-        if getattr(logits, "shape", None) is not None and tuple(logits.shape) != (len(vocab),):
-            fail(f"expected logits of shape ({len(vocab)},), but got {tuple(logits.shape)}")
+        shape = shape_of(logits, "logits") if is_tensor(logits) else getattr(logits, "shape", None)
+        if shape is not None and tuple(shape) != (len(vocab),):
+            fail(f"expected logits of shape ({len(vocab)},), but got {tuple(shape)}")
         logits = to_numpy(logits, "logits")
         if logits.shape != (len(vocab),) or np.isnan(logits).any():
             fail(f"expected logits of shape ({len(vocab)},) without NaN, but got shape {logits.shape}"

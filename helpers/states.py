@@ -11,6 +11,7 @@ each saved and put back by a check, with the guarded stand-ins (``guarded_setrli
 import contextlib
 import ctypes
 import functools
+import _thread
 import hashlib
 import operator
 import os
@@ -106,15 +107,22 @@ def course_modes(grad=True, name=None):
 
 def on_the_cpu(function):
     """``function`` (a model's forward, a part's) run as ``course_modes(grad=False)`` runs it, the CPU and no autocast
-    whatever cell wraps the call; at the cost of two flag reads (about a microsecond) when neither is in force, as in
-    a plain cell: a forward is called thousands of times, and a small model's pass takes well under a millisecond."""
+    whatever cell wraps the call, and with float32 as torch's default dtype (a seeded draw gives the Book's numbers
+    after a cell's ``torch.set_default_dtype``; the cell's dtype put back after, also after an error); at the cost of
+    three flag reads (about a microsecond) when none is in force, as in a plain cell: a forward is called thousands
+    of times, and a small model's pass takes well under a millisecond."""
     @functools.wraps(function)
     def call(*args, **kwargs):
         torch = sys.modules["torch"]
-        if not torch.is_autocast_enabled("cpu") and not _default_device_set(torch):
+        if torch.get_default_dtype() is torch.float32 and not torch.is_autocast_enabled("cpu") \
+                and not _default_device_set(torch):
             return function(*args, **kwargs)
-        with course_modes(grad=False):
-            return function(*args, **kwargs)
+        dtype = default_dtype(None)
+        try:
+            with course_modes(grad=False):
+                return function(*args, **kwargs)
+        finally:
+            default_dtype(dtype)
     return call
 
 
@@ -172,6 +180,91 @@ def checksum(arr, strong=False):
     """CRC-32, or with ``strong`` SHA-256, of a NumPy array's bytes (copied first if they are not in one piece)."""
     data = np.ascontiguousarray(arr).reshape(-1).view(np.uint8)
     return hashlib.sha256(data).digest() if strong else zlib.crc32(data)
+
+
+PARALLEL_BYTES = 2**25   # tensors holding more bytes than this in all are hashed by digests on several threads
+_START_THREAD, _NEW_LOCK = _thread.start_new_thread, _thread.allocate_lock   # (the course's own, taken at import)
+
+
+def usable_cpus():
+    """How many CPUs this process may keep busy at once: those it may run on (``os.sched_getaffinity``), at most
+    its control group's CPU quota (``cpu.max``, cgroup v2, or ``cpu.cfs_quota_us``, v1: a container such as
+    Binder's may see every CPU of its host and have the time of one or two), at least 1."""
+    try:
+        cpus = len(os.sched_getaffinity(0))
+    except (AttributeError, OSError):
+        cpus = os.cpu_count() or 1
+    for path, split in (("/sys/fs/cgroup/cpu.max", None), ("/sys/fs/cgroup/cpu/cpu.cfs_quota_us", "period")):
+        try:
+            with open(path) as file:
+                fields = file.read().split()
+            if split:
+                with open("/sys/fs/cgroup/cpu/cpu.cfs_period_us") as file:
+                    fields.append(file.read().strip())
+            quota, period = int(fields[0]), int(fields[1])
+        except (OSError, ValueError, IndexError):   # (no such file, "max", -1: no quota)
+            continue
+        if quota > 0 and period > 0:
+            cpus = min(cpus, -(-quota // period))
+    return max(1, cpus)
+
+
+def _hashing_threads():
+    """How many threads digests hashes on: the CPUs this process may keep busy (``usable_cpus``), at most 4."""
+    return max(1, min(4, usable_cpus()))
+
+
+def digests(tensors, strong=False):
+    """{name: digest(tensor, strong)} of a dict {name: tensor}, the very values ``digest`` gives. Each tensor's
+    bytes are read in this thread, as ``digest`` reads them (the same order, the same errors); with ``strong``
+    and more than PARALLEL_BYTES in all (the real model's 538 MB), their SHA-256s are then taken on up to
+    ``_hashing_threads()`` threads at once, this one among them (hashlib lets go of the GIL while it hashes a
+    large buffer: on 2 cores about half the time). The other threads are started with ``_thread`` (the
+    function taken when this module was imported), so neither a trace function set with threading.settrace
+    nor a replaced threading.Thread runs in them; they run no code but this module's and hashlib's, and have
+    ended their work when this returns."""
+    if not strong:
+        return {name: digest(t) for name, t in tensors.items()}
+    read, sums, taken = {}, {}, _NEW_LOCK()
+    for name, tensor in tensors.items():   # (digest's reading of the bytes, in this thread)
+        tensor = tensor.detach().cpu()
+        if str(tensor.dtype) == "torch.bfloat16":
+            tensor = tensor.view(sys.modules["torch"].int16)
+        arr = tensor.numpy()
+        shape, flipped = arr.shape, not arr.flags.c_contiguous and arr.T.flags.c_contiguous
+        if not flipped and not arr.flags.c_contiguous:   # (a copy: hashed now, as digest does, not held)
+            read[name], sums[name] = (shape, flipped, arr.dtype, None), checksum(arr, strong=True)
+            continue
+        arr = arr.T if flipped else arr
+        read[name] = (shape, flipped, arr.dtype, arr.reshape(-1).view(np.uint8))
+    jobs = sorted((name for name in read if name not in sums), key=lambda name: -read[name][3].nbytes)
+    helpers = _hashing_threads() - 1 if sum(read[name][3].nbytes for name in jobs) > PARALLEL_BYTES else 0
+    # (the largest first: the threads end about together)
+
+    def work(done=None):
+        try:
+            while True:
+                with taken:
+                    if not jobs:
+                        return
+                    name = jobs.pop(0)
+                sums[name] = hashlib.sha256(read[name][3]).digest()
+        finally:
+            if done is not None:
+                done.release()
+    ends = []
+    for _ in range(helpers):
+        done = _NEW_LOCK()
+        done.acquire()
+        try:
+            _START_THREAD(work, (done,))
+        except RuntimeError:   # (no thread to be had: this thread hashes the rest)
+            break
+        ends.append(done)
+    work()
+    for done in ends:   # (a lock released as its thread's work ends)
+        done.acquire()
+    return {name: (*read[name][:3], sums[name]) for name in tensors}
 
 
 # --- Stopping the code a thread runs: a time limit that a learner's ``except:`` cannot swallow ---------------

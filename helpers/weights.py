@@ -17,7 +17,6 @@ from .recipes import INDUCTION_CONFIG
 from .states import on_the_cpu
 
 
-
 def data_folders():
     """The folders that hold the course's data (each with cat/ in it), in the order ``data_dir`` takes them:
     $COURSE_DATA, beside the package, near the cwd."""

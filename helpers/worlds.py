@@ -19,7 +19,7 @@ import numpy as np
 import torch
 
 from .errors import CourseInputError, check_ids_given, check_number, check_positive_int, check_seed, check_tensor, check_text, count, fail, message_of, shown
-from .model import measuring
+from .model import SWITCHES, Transformer, check_unknown, measuring
 from .states import on_the_cpu
 
 MAX_TOKENS_DRAWN = 10_000_000   # the most tokens dragon_sample and repeated_tokens draw in one call
@@ -440,11 +440,25 @@ def check_prompts(model, world, prompts):
     return [world.tokenizer.encode(p) for p in prompts]
 
 
+LOGIT_SWITCHES = tuple(name for name in SWITCHES if name not in ("trace", "cache"))   # a pass read as logits
+
+
+def check_logit_switches(model, switches):
+    """The switches a pass read as logits passes on to ``model``, checked before any pass: the model's own but
+    trace (the pass then returns a dict) and cache (a KVCache would be filled by, and serve, passes that do
+    not continue each other, so the figures would come out wrong)."""
+    if isinstance(model, Transformer):
+        return model.check_switches(switches, LOGIT_SWITCHES)
+    check_unknown(set(switches) - set(LOGIT_SWITCHES), LOGIT_SWITCHES, "the model's")
+    return switches
+
+
 def next_token_probs(model, world, prompts, **switches):
     """(N, V) probabilities of the next word after each prompt (a list of N word lists, at most
     MAX_PROMPTS; every prompt is encoded, and so checked, before the first pass), the model in eval
-    mode (``measuring``)."""
+    mode (``measuring``). switches go to the model: some of LOGIT_SWITCHES."""
     encoded = check_prompts(model, world, prompts)
+    check_logit_switches(model, switches)
     with measuring(model):
         return _next_probs(model, encoded, switches)
 
@@ -475,6 +489,7 @@ def copula_report(model, world, sentences=None, **switches):
     rule is judged per type, as the seed counts them.
     """
     check_world(model, world)
+    check_logit_switches(model, switches)
     sentences = check_sentences(world.sentences if sentences is None else sentences, limit=MAX_PROMPTS)
     check_sentence_words(world, sentences)
     copulas = [s for s in sentences if len(s) > 3 and s[3] in COPULAS]
@@ -500,6 +515,7 @@ def slot_accuracy(model, world, sentences=None, **switches):
     Returns dict(bigram_correct, bigram_total, copula_correct, copula_total).
     """
     check_world(model, world)
+    check_logit_switches(model, switches)
     sentences = check_sentences(world.sentences if sentences is None else sentences, limit=MAX_PROMPTS)
     check_sentence_words(world, sentences)
     for s in sentences:   # every sentence encoded, and so checked, before the first pass
@@ -526,6 +542,7 @@ def slot_accuracy(model, world, sentences=None, **switches):
 def rule_accuracy(model, world, sentences=None, **switches):
     """Fraction of copula slots in ``sentences`` (default: held out) whose top-1 is in class."""
     check_world(model, world)
+    check_logit_switches(model, switches)
     rows = copula_report(model, world, world.held_out if sentences is None else sentences, **switches)
     if not rows:
         fail("sentences should hold at least one copula sentence (such as '<BOS> the cat is big <EOS>'), "

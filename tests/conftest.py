@@ -241,7 +241,6 @@ def refused():
     return check
 
 
-
 @pytest.fixture
 def fake_grader(monkeypatch):
     """fake_grader(records, judge): autograde's runs each write ``records`` (lines of JSON) as the

@@ -17,8 +17,6 @@ from helpers import weights
 from helpers.model import Config, Transformer
 
 
-
-
 def child_growth_mb(code):
     """How many MB the peak memory of a fresh Python process grew while it ran ``code`` (after its setup, the
     lines before the marker line '# measure')."""

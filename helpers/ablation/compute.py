@@ -19,7 +19,7 @@ import torch
 
 from .. import worlds
 from ..errors import check_bytes, check_choice, check_finite, check_index, check_positive_int, check_seed, \
-    check_switch, check_tensor_size, check_text, count, fail, next_seed, shown, to_numpy
+    check_switch, check_tensor_size, check_text, count, fail, next_seed, real_number, shown, to_numpy
 from ..heads.compute import copy_losses, model_and_tokenizer, prompt_attention
 from ..model import MAX_LAYERS, MAX_TOKENS, check_model, measuring
 from ..patching import (KINDS, ablation_replace, capture, check_memory, direct_effects, head_outputs, mean_head_outputs,
@@ -233,6 +233,7 @@ def cat_scores(model, world, rows=1, **switches):
     are then the mean over the repeats, and p_class_spread their standard deviation of p_class.
     """
     check_cat_model(model, world)
+    worlds.check_logit_switches(model, switches)   # no trace or cache: one batched pass read as logits
     rows = check_draws(rows, "rows")
     ids, _ = cat_batch(world)
     check_cat_scores_memory(model, ids, rows)
@@ -456,6 +457,7 @@ def copula_figures(model, world, rows=None, **switches):
     the four predicate adjectives: 'an adjective comes next') and the class share
     p(class) / p(adjective), each a float, or (n,) for ``rows`` = n repeats of the 8 prompts."""
     check_cat_model(model, world)
+    worlds.check_logit_switches(model, switches)   # no trace or cache: one batched pass read as logits
     ids = copula_prompts(world)[0]
     n = 1 if rows is None else check_draws(rows, "rows")
     with measuring(model), torch.no_grad():   # a model whose weights hold NaN refused before the pass
@@ -507,6 +509,12 @@ def per_pair(patch, model, clean, corrupt, *args, **kwargs):
              f"and {_described(corrupt)}")
     got = [patch(model, c, k, *args, **kwargs) for c, k in zip(clean, corrupt)]
     if all(isinstance(g, dict) and g.keys() == got[0].keys() for g in got):
+        for g in got:
+            for key, value in g.items():
+                if not (isinstance(value, torch.Tensor) and value.numel() == 1 and value.dtype != torch.bool
+                        and not value.dtype.is_complex):   # a tensor of one number stacks as that number
+                    real_number(value, f"patch's result[{shown(key)}]",
+                                "one number (a dict result's values are stacked over the pairs)")
         return {key: torch.tensor([g[key] for g in got]) for key in got[0]}
     if all(isinstance(g, torch.Tensor) and g.shape == got[0].shape for g in got):
         return torch.stack(got)

@@ -780,14 +780,39 @@ def import_umap():
             if module != "pynndescent":
                 setattr(stand_ins[module], name, PendingDistances(alias))
         sys.modules.update(stand_ins)
+        import numba
+
+        njit = numba.njit
+        numba.njit = _disk_cached(njit)
         try:
             import umap   # noqa: F401
         finally:
+            numba.njit = njit
             for module, stand_in in stand_ins.items():
                 if sys.modules.get(module) is stand_in:
                     del sys.modules[module]
     import umap
     return umap
+
+
+def _disk_cached(njit):
+    """numba's ``njit`` as umap.utils calls it while it is imported: its functions compiled at import (given a
+    signature: tau_rand_int, tau_rand) compiled with numba's disk cache (``cache=True``: the same machine code,
+    kept beside UMAP's source or in numba's cache folder, as ``serial_umap`` keeps others), so a later kernel loads
+    them instead of compiling them at every ``import umap`` (numba's first compilation in a process: about 1 s
+    here). Any other call, and a function numba finds no folder to cache in, as ``njit`` itself compiles it."""
+    def cached(*args, **options):
+        if not (args and isinstance(args[0], str) and "cache" not in options
+                and sys._getframe(1).f_globals.get("__name__") == "umap.utils"):
+            return njit(*args, **options)
+
+        def decorate(function):
+            try:
+                return njit(*args, cache=True, **options)(function)
+            except RuntimeError:   # (no folder numba may write its cache to)
+                return njit(*args, **options)(function)
+        return decorate
+    return cached
 
 
 def serial_umap():

@@ -1410,6 +1410,68 @@ def text_repeats(ids, n, length, seed):
     return torch.cat([start, span, span], dim=1), torch.cat([start, other, span], dim=1)
 
 
+def _course_code_only(model):
+    """Whether a pass of ``model`` runs only the course's and torch's code: the course's Transformer itself, every
+    module of a class of helpers' or torch's, no module hook (its own or torch's global ones), and no torch mode in
+    force (a counting mode such as chapter 09's ``op_count`` is the calling thread's own: it would not see the other
+    thread's ops), and float32 torch's default dtype (another one is set for each pass and put back after it:
+    passes side by side would set it for each other). Only such a pass is shared between threads (``_in_two_threads``): a learner's forward, hook or
+    mode runs in the calling thread alone."""
+    from torch.nn.modules import module as torch_module
+
+    modes = getattr(torch._C, "_len_torch_function_stack", lambda: 1)() + \
+        getattr(torch._C, "_len_torch_dispatch_stack", lambda: 1)()
+    if modes or torch.get_default_dtype() is not torch.float32 or type(model) is not Transformer or any(getattr(torch_module, name, None) for name in (
+            "_global_forward_hooks", "_global_forward_pre_hooks", "_global_backward_hooks",
+            "_global_backward_pre_hooks")):   # (registration hooks run at ``module.x = ...``, not in a pass)
+        return False
+    for module in model.modules():
+        if not str(getattr(type(module), "__module__", "")).startswith(("helpers.", "torch.")) or any(
+                getattr(module, name, None) for name in ("_forward_hooks", "_forward_pre_hooks", "_backward_hooks",
+                                                         "_backward_pre_hooks")):
+            return False
+    return True
+
+
+def _in_two_threads(function, items):
+    """[function(item) for item in items], the items shared between this thread and one other when the process may
+    use 2 CPUs or more and torch runs each op on one thread (``helpers.setup_notebook``): each result is the very
+    value one thread gives, about twice as fast. The other thread has finished when this returns; an error in it is
+    raised here, and once this thread stops (an error, a stop) the other takes no new item."""
+    import threading
+
+    from ..states import usable_cpus
+
+    items = list(items)
+    if len(items) < 2 or usable_cpus() < 2 or torch.get_num_threads() != 1:
+        return [function(item) for item in items]
+    results, errors, taken, lock = [None] * len(items), [], [0], threading.Lock()
+
+    def work():
+        while not errors:
+            with lock:
+                index = taken[0]
+                taken[0] += 1
+            if index >= len(items):
+                return
+            try:
+                results[index] = function(items[index])
+            except BaseException as error:   # noqa: BLE001 (raised in the calling thread)
+                errors.append(error)
+    other = threading.Thread(target=work, name="helpers.gpt.shipped: the second half of the passes", daemon=True)
+    other.start()
+    try:
+        work()
+    except BaseException as error:
+        errors.append(error)
+        raise
+    finally:
+        other.join()
+    if errors:
+        raise errors[0]
+    return results
+
+
 def repeat_test(model, ids, n, length, seed):
     """The induction test on text the model knows (``text_repeats`` of ``ids``): dict(first, second:
     the mean loss on the first and the second copy, as ``heads.copy_losses`` counts them (a_1..a_L;
@@ -1445,9 +1507,13 @@ def repeat_test(model, ids, n, length, seed):
             return weights
         return keep
 
+
+    def run(which):   # (the two passes side by side on two threads, for the course's model alone: the same numbers)
+        with torch.no_grad():   # (grad mode is each thread's own)
+            return model(repeated, replace={name: mean_of(name) for name in names}) if which else model(control)
     with eval_mode(model), torch.no_grad():   # (no graph, no layer's (n, H, T, T) kept: the peak is one layer's)
-        logits = model(repeated, replace={name: mean_of(name) for name in names})
-        matched = per_span(model(control), control)
+        logits, plain = _in_two_threads(run, (1, 0)) if _course_code_only(model) else list(map(run, (1, 0)))
+        matched = per_span(plain, control)
     induction = torch.stack([induction_score(means[name], length) for name in names])
     loss = per_span(logits, repeated)
     second_spans, control_spans = loss[:, length + 1:].mean(1), matched[:, length + 1:].mean(1)
@@ -1489,8 +1555,13 @@ def copy_rule(model, ids, lengths, context=256, every=4):
     check_seconds(pass_seconds(model.cfg, len(x), context, 16) + x.numel() * len(given) * SECONDS_PER_RULE_STEP,
                   f"copy_rule's pass over {x.numel():,} kept positions and its rule at {len(given)} lengths",
                   "take a larger every, fewer lengths or a shorter text")
+
+    def right_at(i):   # (the course's model alone: its passes shared between two threads, the same numbers)
+        with torch.no_grad():   # (grad mode is each thread's own)
+            return logits_of(model, x[i:i + 16]).argmax(-1) == y[i:i + 16]
     with eval_mode(model), course_train.fused_attention(model):
-        model_right = torch.cat([logits_of(model, x[i:i + 16]).argmax(-1) == y[i:i + 16] for i in range(0, len(x), 16)])
+        starts = range(0, len(x), 16)
+        model_right = torch.cat(_in_two_threads(right_at, starts) if _course_code_only(model) else list(map(right_at, starts)))
     rows = []
     for k in given:
         positions = matched = rule = model_ok = rescued = 0

@@ -28,7 +28,7 @@ from ..files import read_bytes
 from ..model import Config, Transformer, check_finite_weights, eval_mode
 from ..weights import data_dir, load
 from . import corpus, tokenize
-from .compute import check_seconds, check_tokenizer, pass_seconds
+from .compute import _course_code_only, _in_two_threads, check_seconds, check_tokenizer, pass_seconds
 from .train import check_batch, check_context, check_model, check_settings, check_vocabulary, estimate_loss, \
     fused_attention, train
 
@@ -124,11 +124,15 @@ def whole_text_loss(model, ids, context=TRAINING["context"], batch=64):
                   "gpt.spread_loss(model, ids, every=8), which reads every 8th window")
     check_finite_weights(model)                              # a NaN weight: the loss would be NaN
     x, y = ids[:n * context].view(n, context), ids[1:n * context + 1].view(n, context)
+
+    def batch_loss(i):   # (each batch's sum is the same whichever thread takes it: torch runs one thread per op)
+        with torch.no_grad():   # (grad mode is each thread's own)
+            return float(torch.nn.functional.cross_entropy(model(x[i:i + batch]).flatten(0, 1),
+                                                           y[i:i + batch].flatten(), reduction="sum"))
     with eval_mode(model), fused_attention(model):   # torch's fused attention: the same sums, about twice as fast
-        total = sum(float(torch.nn.functional.cross_entropy(model(x[i:i + batch]).flatten(0, 1),
-                                                            y[i:i + batch].flatten(), reduction="sum"))
-                    for i in range(0, n, batch))
-    return total / (n * context)
+        starts = range(0, n, batch)
+        losses = _in_two_threads(batch_loss, starts) if _course_code_only(model) else list(map(batch_loss, starts))
+    return sum(losses) / (n * context)   # (summed in the batches' order, as one thread sums them)
 
 
 def text_losses(model, tokenizer, text, context=TRAINING["context"]):

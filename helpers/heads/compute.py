@@ -54,6 +54,7 @@ def check_shipped(model, name):
 
 # ------------------------------------------------------------ splitting heads
 
+@on_the_cpu
 def split_heads(x, n_heads):
     """(B, T, h*d_k) -> (B, h, T, d_k): columns [i*d_k, (i+1)*d_k) of each token become head i."""
     x = as_tensor(x, "x", "numbers of shape (B, T, width)")
@@ -66,6 +67,7 @@ def split_heads(x, n_heads):
     return x.view(B, T, n_heads, width // n_heads).transpose(1, 2)
 
 
+@on_the_cpu
 def merge_heads(x):
     """(B, h, T, d_k) -> (B, T, h*d_k): the heads side by side again."""
     x = as_tensor(x, "x", "numbers of shape (B, heads, T, d_k)")
@@ -269,6 +271,7 @@ def weights_work(w):
     return (8 + w.element_size()) * w.numel()
 
 
+@on_the_cpu
 def softmax_rows(w):
     """Refuse checked weights (``check_weights``, their shape checked by the caller) whose rows (the last
     axis) do not each sum to 1 within WEIGHTS_ATOL, as a softmax makes them; return w."""
@@ -281,6 +284,7 @@ def softmax_rows(w):
     return w
 
 
+@on_the_cpu
 def previous_token_score(weights):
     """Mean attention each query (after the first) puts on the token just before it.
 
@@ -292,6 +296,7 @@ def previous_token_score(weights):
     return torch.diagonal(softmax_rows(w), offset=-1, dim1=-2, dim2=-1).mean(-1)
 
 
+@on_the_cpu
 def induction_score(weights, length):
     """Mean attention from each token of the second copy to the token after its earlier occurrence.
 
@@ -348,12 +353,14 @@ def attention_profile(weights):
     return {name: queries_1_on(values, T).mean(-1) for name, values in per_query.items()}
 
 
+@on_the_cpu
 def queries_1_on(values, T):
     """One kind's weights (..., n) of the last n queries, as the weights of queries 1..T-1 (..., T - 1): the
     queries before them (too early to have a key that far back) get 0."""
     return F.pad(values, (T - 1 - values.shape[-1], 0))
 
 
+@on_the_cpu
 def repeat_score(weights, ids, vocab_size=None):
     """Mean weight each query puts on the tokens that followed the earlier occurrences of its own token.
 
@@ -446,6 +453,7 @@ def check_output(t, what):
     return t
 
 
+@on_the_cpu
 @measure
 @torch.no_grad()
 def layer_weights(model, ids):
@@ -473,6 +481,7 @@ def layer_weights(model, ids):
     return check_output(out[0], "the attention weights")
 
 
+@on_the_cpu
 def head_scores(model, ids, length):
     """Previous-token and induction scores of every head, averaged over the sequences ``ids``.
 
@@ -489,6 +498,7 @@ def head_scores(model, ids, length):
 LOSS_SWITCHES = ("causal", "attention", "ablate_heads", "positions", "replace", "scaled")   # loss_by_position's
 
 
+@on_the_cpu
 @measure
 @torch.no_grad()
 def loss_by_position(model, ids, **switches):
@@ -510,6 +520,7 @@ def loss_by_position(model, ids, **switches):
     return check_output(losses, "the losses")
 
 
+@on_the_cpu
 def repeated_ids(model, ids, length):
     """(ids (B, 2*length+1), length) for a course model of at least 2 tokens (<BOS> and a symbol):
     repeated sequences <BOS> a_1..a_L a_1..a_L (one (T,) counts as a batch of one) whose length fits
@@ -539,6 +550,7 @@ def check_repeats(ids, length):
              f"L = {length}), but sequence {sequence} differs from its first copy at position {position}")
 
 
+@on_the_cpu
 def copy_losses(model, ids, length, **switches):
     """Mean loss on the first copy and on the second (dict), from ``loss_by_position``.
 
@@ -553,6 +565,7 @@ def copy_losses(model, ids, length, **switches):
                 chance=math.log(model.cfg.vocab_size - 1))
 
 
+@on_the_cpu
 @measure
 @torch.no_grad()
 def restart_probability(model, ids, length):
@@ -568,6 +581,7 @@ def restart_probability(model, ids, length):
     return check_output(probs.gather(-1, first)[..., 0].mean(0), "the probabilities")
 
 
+@on_the_cpu
 @measure
 @torch.no_grad()
 def read_through_losses(model, ids, length, head, means, reader=1):
@@ -599,6 +613,7 @@ def read_through_losses(model, ids, length, head, means, reader=1):
 INDUCTION_TEST = dict(n=200, length=8, seed=2024)   # the chapter's test sequences
 
 
+@on_the_cpu
 def induction_figures(model, test=INDUCTION_TEST):
     """The figures the induction model's card records, measured on ``test`` sequences
     (``worlds.repeated_tokens``): losses on the two copies, chance, and every head's
@@ -783,6 +798,7 @@ def prompt_tokens(net, tokenizer, prompt, name=YOURS):
     return ids, worlds.tokenizer_decode(tokenizer, ids)
 
 
+@on_the_cpu
 @torch.no_grad()
 def prompt_attention(net, tokenizer, prompt, name=YOURS):
     """(ids (T,), the attention weights of every layer and head (layers, heads, T, T) as NumPy) of
@@ -791,6 +807,7 @@ def prompt_attention(net, tokenizer, prompt, name=YOURS):
     return ids, ids_attention(net, ids)
 
 
+@on_the_cpu
 @measure
 @torch.no_grad()
 def ids_attention(net, ids):
@@ -809,6 +826,7 @@ def as_numpy(t):
     return widened(t).numpy()
 
 
+@on_the_cpu
 def head_view(model="cat", layer=0, head=0, prompt=None, tokenizer=None, cache=None):
     """The attention weights of one head on one prompt: of a shipped model (its name) or of any
     ``Transformer`` with its ``tokenizer`` (see ``model_and_tokenizer``).
@@ -903,6 +921,7 @@ class MultiHeadAttention(nn.Module):
         self.b_Q, self.b_K, self.b_V, self.b_O = (
             nn.Parameter(torch.zeros(d_model)) if bias else None for _ in range(4))
 
+    @on_the_cpu
     def forward(self, x):
         """x: (B, T, d_model) -> (B, T, d_model), in the weights' dtype (float32; float64 after
         .double()), as helpers.model.Attention takes it; x is checked first (``check_call``)."""
@@ -948,6 +967,7 @@ SLIPS = ("transposed", "no_W_O", "no_W_O_bias_kept", "sqrt_d_model", "unscaled",
          "residual_added", "no_b_O")
 
 
+@on_the_cpu
 @torch.no_grad()
 def slipped_attention(x, state, n_heads, slip=None):
     """Multi-head attention on x (B, T, d_model) with the parameters ``state`` (the names of
@@ -1055,6 +1075,7 @@ def _module_cases():   # changed them in place changes its own copy only
     return tuple(cases)
 
 
+@on_the_cpu
 def module_cases():
     """The inputs the chapter's check runs a learner's MultiHeadAttention on: a list of dicts
     (what, args = (d_model, n_heads), state = a shipped layer's state_dict, x (B, T, d_model),

@@ -11,7 +11,7 @@ import math
 import numpy as np
 import torch
 
-from ..errors import answer_shape, as_array, check_index, check_positive_int, count, fail, shown
+from ..errors import answer_shape, as_array, check_index, check_positive_int, count, fail, is_tensor, shown
 from ..exercises import (Array, Function, Wrong, as_number, as_wholes, call, close_problems, exercise, number_problems,
                          numbers, precision_problem, settled, sealed, sum_shown as _sum_shown)
 from ..exercises import as_array as answer_array   # (a learner's answer, Wrong; errors' as_array: the check's inputs)
@@ -26,14 +26,16 @@ class BoolMask(Array):
 
     def convert(self, answer, check, args, kwargs):
         values = super().convert(answer, check, args, kwargs)
-        dtype = answer.dtype if isinstance(answer, torch.Tensor) else np.asarray(answer).dtype
-        if dtype in (torch.bool, np.bool_) or np.isinf(values).any():
+        # each row's own dtype when the rows are tensors (np.asarray would call .numpy() on one that requires grad)
+        rows = answer if isinstance(answer, (list, tuple)) and any(is_tensor(v) for v in answer) else [answer]
+        dtypes = {str(v.dtype if is_tensor(v) else np.asarray(v).dtype).replace("torch.", "") for v in rows}
+        if dtypes == {"bool"} or np.isinf(values).any():
             return values
         T = len(values)
         placed = ((values != 0) == np.triu(np.ones((T, T), dtype=bool), 1)).all()
-        raise Wrong(f"this mask holds numbers ({str(dtype).replace('torch.', '')}), not True and False: "
+        raise Wrong(f"this mask holds numbers ({', '.join(sorted(dtypes))}), not True and False: "
                     "masked_fill accepts only a boolean mask, so build it with dtype=torch.bool "
-                    "(torch.ones(5, 5, dtype=torch.bool))"
+                    f"(torch.ones({T}, {T}, dtype=torch.bool))"
                     + ("" if placed else ", and hide exactly the keys j > i"))
 
 

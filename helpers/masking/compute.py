@@ -38,6 +38,7 @@ from ..sampling.compute import PASS_WORK, check_length, check_prompt, check_samp
     next_distribution, window
 from ..training import check_steps, check_work, train
 from ..worlds import World, check_sentences, decisions, entropy_floor, words_of   # entropy_floor: chapter 04 calls it masking.entropy_floor
+from ..states import course_modes, on_the_cpu
 
 
 def check_square(T, bytes_per_entry, what, name="T"):
@@ -50,6 +51,7 @@ def check_square(T, bytes_per_entry, what, name="T"):
     return T
 
 
+@on_the_cpu
 def causal_mask(T):
     """(T, T) bool: True strictly above the diagonal, the keys a query may NOT see (T within 1.5 GiB)."""
     T = check_square(T, 1, "a causal mask")
@@ -61,6 +63,7 @@ def causal_mask(T):
 MASK_TEST_BYTES = 3
 
 
+@on_the_cpu
 def apply_mask(scores, mask=None):
     """scores (..., T, T) with -inf where ``mask`` (default: the causal mask) is True.
 
@@ -85,6 +88,7 @@ def apply_mask(scores, mask=None):
     return scores.masked_fill(mask, float("-inf"))
 
 
+@on_the_cpu
 def causal_attention(q, k, v):
     """Scaled dot-product attention with the causal mask, for every head at once: the course's
     own version of the piece a learner writes in chapter 04 (the one later chapters fall back on).
@@ -119,12 +123,14 @@ def causal_attention(q, k, v):
     return check_made(weights @ v, "causal_attention", inputs), check_made(weights, "causal_attention", inputs)
 
 
+@on_the_cpu
 def copy_bytes(x):
     """Bytes a number ``_tensor`` makes of x: the float32 copy and its test of finiteness, and to_numpy's
     float64 array first when x is no tensor."""
     return 5 if torch.is_tensor(x) else 13
 
 
+@on_the_cpu
 def numbers(x, name):
     """A tensor given where numbers are expected, as to_numpy would take it: a dense tensor of real
     numbers, not of True/False (those are a mask's); returned as it is (its graph kept)."""
@@ -144,6 +150,7 @@ def _tensor(x, name):
     return x
 
 
+@on_the_cpu
 @measure
 @torch.no_grad()
 def heads_from_trace(model, world, prompts, layer=0):
@@ -176,6 +183,7 @@ def heads_from_trace(model, world, prompts, layer=0):
     return found
 
 
+@on_the_cpu
 def three_words():
     """The Book's "the cat sat": x (3, 4), W_q, W_k, W_v (4, 2), and every step after them.
 
@@ -203,6 +211,7 @@ def three_words():
 AFTER_SOFTMAX_BYTES = 8 + 4 + 1 + 2 + 5 * 4
 
 
+@on_the_cpu
 def mask_after_softmax(scores):
     """The wrong order: softmax first, then zero the future. scores: (T, T).
 
@@ -229,6 +238,7 @@ def mask_after_softmax(scores):
                 before=torch.softmax(scores.masked_fill(hidden, float("-inf")), dim=-1))   # apply_mask's result
 
 
+@on_the_cpu
 @torch.no_grad()
 def book_attention(d_model, n_heads):
     """The Book's attention layer as the course's ``model.Attention``, drawn as the Book draws it.
@@ -253,6 +263,7 @@ def book_attention(d_model, n_heads):
     return attn.eval()
 
 
+@on_the_cpu
 @torch.no_grad()
 def leak(seed=123, d_model=4, n_heads=1, T=3):
     """The Book's experiment: change only the last of T random token vectors and measure how
@@ -276,6 +287,7 @@ def leak(seed=123, d_model=4, n_heads=1, T=3):
                 for name, causal in (("with_mask", True), ("without_mask", False))}
 
 
+@on_the_cpu
 @measure
 @torch.no_grad()
 def model_leak(model, world, prompt, new_last):
@@ -294,6 +306,7 @@ def model_leak(model, world, prompt, new_last):
             for name, causal in (("with_mask", True), ("without_mask", False))}
 
 
+@on_the_cpu
 @measure
 @torch.no_grad()
 def prefix_scores(model, world, sentences=None, causal=True):
@@ -326,6 +339,7 @@ def prefix_scores(model, world, sentences=None, causal=True):
     return dict(loss=float(torch.cat(losses).mean()), correct=correct, total=total, decisions=len(found))
 
 
+@on_the_cpu
 @measure
 @torch.no_grad()
 def teacher_forced_loss(model, world, sentences=None, causal=True):
@@ -354,6 +368,7 @@ def sampling_work(cfg, n, steps):
                for t in range(1, steps + 1))
 
 
+@on_the_cpu
 @measure
 def sample_sentences(model, world, n=20, causal=True, temperature=1.0, seed=0, max_len=12):
     """Draw ``n`` sentences from <BOS> (seeds seed .. seed+n-1), re-running the whole prefix at
@@ -425,6 +440,7 @@ def no_mask_work(n_seeds, steps, n_samples):
     return n_seeds * (steps + SEED_WORK + SAMPLE_WORK * n_samples)
 
 
+@on_the_cpu
 def train_without_mask(world, seed=0, steps=CAT_TRAINING["steps"], stop_after=None):
     """The cat model trained by the shipped model's recipe (Adam, cosine decay over ``steps``,
     full batch) from ``seed``, but with the mask off on every step (only the first
@@ -439,6 +455,7 @@ def train_without_mask(world, seed=0, steps=CAT_TRAINING["steps"], stop_after=No
     return model.eval(), losses
 
 
+@on_the_cpu
 def measure_without_mask(model, losses, seed, world, n_samples=50):
     """One unmasked run measured: a dict of seed, model, losses, final_loss, without
     (``prefix_scores`` run without the mask), with_mask (run with it) and valid (how many of
@@ -454,6 +471,7 @@ def measure_without_mask(model, losses, seed, world, n_samples=50):
                 valid=sum(list(s) in world.sentences for s in samples))
 
 
+@on_the_cpu
 def no_mask_runs(world, seeds=NO_MASK_SEEDS, steps=NO_MASK_STEPS, n_samples=50):
     """Train one model per seed without the mask (``train_without_mask``) and measure it
     (``measure_without_mask``): a list of dicts, one per seed.
@@ -550,6 +568,7 @@ def prompt_words(model, prompt, extra=0, name="the prompt"):
     return words
 
 
+@on_the_cpu
 @measure
 @torch.no_grad()
 def attention_maps(model, world, prompt, causal=True):
@@ -568,6 +587,7 @@ def attention_maps(model, world, prompt, causal=True):
                 p_next=float(probs.max()), causal=causal)
 
 
+@on_the_cpu
 def lecture_mask(T):
     """The Lecture's spelling ``torch.triu(ones, diagonal=1) * -inf`` next to a working one.
 
@@ -581,6 +601,7 @@ def lecture_mask(T):
                 additive=torch.full((T, T), float("-inf")).triu(diagonal=1))
 
 
+@on_the_cpu
 @measure
 @torch.no_grad()
 def three_regimes(model, world, prompt, n_prompt):
@@ -617,6 +638,7 @@ def three_regimes(model, world, prompt, n_prompt):
                 decode_same=same)
 
 
+@on_the_cpu
 @measure
 @torch.no_grad()
 def earlier_states(model, world, prompt, next_word):
@@ -639,6 +661,7 @@ def earlier_states(model, world, prompt, next_word):
     return found
 
 
+@on_the_cpu
 @measure
 @torch.no_grad()
 def attention_work(model, world, prompt, n_new):
@@ -677,6 +700,7 @@ def attention_work(model, world, prompt, n_new):
     return found
 
 
+@on_the_cpu
 @measure
 @torch.no_grad()
 def future_reading(model, world, sentences=None, causal=False):
@@ -721,6 +745,7 @@ FLOAT32_TINY = float(np.finfo(np.float32).tiny)   # the smallest normal float32:
 DROPOUT_BYTES = 13
 
 
+@on_the_cpu
 def dropout_demo(p=0.5, n=8, value=0.125, seed=123):
     """The Book's dropout: ``nn.Dropout(p)`` on n equal weights, right after torch.manual_seed(seed).
 
@@ -766,6 +791,7 @@ class OneHead(nn.Module):
         self.W_q, self.W_k, self.W_v = (nn.Linear(d_in, d_head, bias=bias) for _ in range(3))
         self.register_buffer("mask", mask, persistent=False)
 
+    @on_the_cpu
     def forward(self, x):
         if not torch.is_tensor(x):
             fail(f"x should be a float tensor of shape (B, T, {self.W_q.in_features}), but got "
@@ -787,6 +813,7 @@ class OneHead(nn.Module):
         return torch.softmax(scores, dim=-1) @ v
 
 
+@course_modes(grad=False)   # the CPU, no autocast; the module in the cell's default dtype, as OneHead(4, 2) makes it
 @torch.no_grad()
 def book_one_head(context_length=8):
     """``OneHead(4, 2)`` holding the Book's hand-picked W_q, W_k, W_v from ``three_words``.

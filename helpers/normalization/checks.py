@@ -122,13 +122,14 @@ LN_EPS_CASE = (LN_CASES[1][0], LN_CASES[1][1], LN_CASES[1][2], 1.0, "the Primer'
 
 
 def eps_problems(answer):
-    """One sentence when ``answer`` takes a fourth argument eps but ignores it (the exercise's layer_norm(x, gamma,
-    beta) may also leave it out, with ε = 1e-5 written in: that one is not called with eps)."""
+    """One sentence when ``answer`` takes an argument eps but ignores it (the exercise's layer_norm(x, gamma,
+    beta) may also leave it out, with ε = 1e-5 written in: that one is not called with eps). eps goes by keyword,
+    so that another fourth parameter (``axis=-1``) is never handed 1.0."""
     x, g, b, eps, what = (np.asarray(value) if i < 3 else value for i, value in enumerate(LN_EPS_CASE))
     try:
-        out = call(answer, x, g, b, eps, what=f"on {what}")
+        out = call(answer, x, g, b, eps=eps, what=f"on {what}")
     except Wrong as wrong:
-        if "positional argument" in str(wrong) and "given" in str(wrong):   # no eps parameter: ε = 1e-5 as asked
+        if "unexpected keyword argument 'eps'" in str(wrong):   # no eps parameter: ε = 1e-5 as the exercise allows
             return
         raise
     out = numbers(out, f"the output for {what}", shape=x.shape)

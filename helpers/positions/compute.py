@@ -39,6 +39,7 @@ from ..explorer import check_model_and_world
 from ..heads.compute import as_numpy
 from ..model import MAX_LAYERS, MAX_TOKENS, Transformer, check_depth, check_model, measure, rotate_pairs, sinusoidal_table
 from ..worlds import words_of
+from ..states import on_the_cpu
 
 MAX_SQUARE = math.isqrt(MAX_BYTES // 8)   # the largest n of an (n, n) float64 table within MAX_BYTES: 14,188
 MAX_SHIFT = 1_000_000     # the furthest position shifted_logits places a sequence (the notebook goes to 1,000); with
@@ -124,6 +125,7 @@ def check_perm(perm, T):
     return arr
 
 
+@on_the_cpu
 def permutation_matrix(perm):
     """The (T, T) matrix P with (P @ X)[i] = X[perm[i]].
 
@@ -171,6 +173,7 @@ def match_permutation(first, second):
     return np.array([places[word].pop() for word in second])
 
 
+@on_the_cpu
 def random_attention(d, seed, n_layers=1):
     """n_layers seeded single-head attention layers: a list of dicts W_Q, W_K, W_V, each (d, d).
 
@@ -222,6 +225,7 @@ def check_stack(n_layers, T, d):
                 f"give fewer rows (T x (T + d) at most {MAX_BYTES // 32:,})")
 
 
+@on_the_cpu
 def attention_stack(X, layers, causal=False):
     """Run X (T, d) through each layer: X <- X + Attention(X W_Q, X W_K, X W_V). Returns (T, d).
 
@@ -247,6 +251,7 @@ def attention_stack(X, layers, causal=False):
     return X
 
 
+@on_the_cpu
 def order_demo(first, second, d=8, seed=0, n_layers=1, causal=False, positions=False):
     """Embed two orderings of the same words and run both through the same attention stack.
 
@@ -282,6 +287,7 @@ def order_demo(first, second, d=8, seed=0, n_layers=1, causal=False, positions=F
                 row_diff=row_diff, max_diff=float(row_diff.max()))
 
 
+@on_the_cpu
 def sinusoidal_positions(n, d):
     """The (n, d) sinusoidal position table, a float32 torch tensor: row p, pair i (columns 2i
     and 2i+1) holds [sin(p·w_i), cos(p·w_i)] with w_i = 10000**(-2i/d).
@@ -299,6 +305,7 @@ def sinusoidal_positions(n, d):
     return sinusoidal_table(n, d)
 
 
+@on_the_cpu
 def rotate(x, start=0):
     """Rotary positions: x (B, H, T, d_k) with every adjacent column pair of token t turned
     through the angle (start + t)·w_i, w_i = 10000**(-2i/d_k): pair (e, o) becomes
@@ -334,6 +341,7 @@ def rotate(x, start=0):
     return rotate_pairs(x, start)
 
 
+@on_the_cpu
 def offset_rotation(k, d, base=10000.0):
     """The (d, d) block-diagonal R_k with sinusoidal row p+k = (row p) @ R_k for every p.
 
@@ -355,6 +363,7 @@ def offset_rotation(k, d, base=10000.0):
     return R
 
 
+@on_the_cpu
 def rope_scores(q, k, n):
     """(n, n) scores S[t, s] = rotate(q, t) · rotate(k, s): one query and one key placed at
     every position 0..n-1 and rotated there (helpers.reference.rotate_pairs).
@@ -387,6 +396,7 @@ def rope_scores(q, k, n):
 SPREAD_TEST_BYTES, SPREAD_COPY_BYTES = 16, 8
 
 
+@on_the_cpu
 def diagonal_spread(S):
     """For a square (n, n) matrix: the largest (max - min) along any diagonal t - s = const.
 
@@ -416,6 +426,7 @@ def diagonal_spread(S):
 PARTS = ("word", "position", "constant")
 
 
+@on_the_cpu
 @measure
 @torch.no_grad()
 def score_terms(model, ids, hold_sigma=False):
@@ -601,6 +612,7 @@ def spread_without(terms, pairs, shift_free_scores=False):
     return np.array([diagonal_spread(head) for head in causal])
 
 
+@on_the_cpu
 @measure
 def row_moves(model, seed):
     """(n_max,) how far training moved each row of a learned position table: the largest
@@ -613,6 +625,7 @@ def row_moves(model, seed):
     return as_numpy((model.P.detach() - start.P.detach()).abs().amax(dim=1))
 
 
+@on_the_cpu
 def rows_unchanged(model, seed, atol=1e-4):
     """(n_max,) booleans: which rows of a learned position table are still at their
     initial values (``row_moves`` below ``atol``).
@@ -644,6 +657,7 @@ def scramble(words, seed, keep_last=True):
     return words[:1] + list(pick) + words[end:]
 
 
+@on_the_cpu
 @measure
 def next_token_view(model, world, prompt, positions=True, seed=0, keep_last=True):
     """The next-token distribution after ``prompt``, maybe scrambled, with positions on or off.
@@ -674,6 +688,7 @@ def next_token_view(model, world, prompt, positions=True, seed=0, keep_last=True
                 scramble_change=float(np.abs(probs - unscrambled).max()))
 
 
+@on_the_cpu
 @measure
 @torch.no_grad()
 def model_order_demo(model, world, first, second, causal=True, positions=True):
@@ -695,6 +710,7 @@ def model_order_demo(model, world, first, second, causal=True, positions=True):
     return dict(perm=perm, row_diff=row_diff, max_diff=float(row_diff.max()))
 
 
+@on_the_cpu
 def position_task(n, T=6, V=6, seed=0):
     """n sequences of T tokens that ask a model where each token sits.
 
@@ -730,6 +746,7 @@ def order_blind_ceiling(T):
     return (1 + (T - 1) * (1 / (T - 1))) / T
 
 
+@on_the_cpu
 def position_probe(seed, causal=True, steps=150, T=6, V=6, n=128):
     """Train a tiny Transformer without positions (1 layer, 1 head, d_model 8, d_ff 16) on
     ``position_task`` and return its accuracy on 1,000 fresh sequences (seed 100).
@@ -768,6 +785,7 @@ def position_probe(seed, causal=True, steps=150, T=6, V=6, n=128):
             return float((model(x, causal=causal).argmax(-1) == y).float().mean())
 
 
+@on_the_cpu
 @measure
 @torch.no_grad()
 def shifted_logits(model, inputs, shift):
@@ -781,8 +799,7 @@ def shifted_logits(model, inputs, shift):
     shift = check_positive_int(shift, "shift", minimum=0)
     if shift > MAX_SHIFT:
         fail(f"shift should be at most {MAX_SHIFT:,} (this course's limit), but got {count(shift)}")
-    if not isinstance(model, Transformer):
-        fail(f"shifted_logits takes a helpers.model.Transformer, but got {shown(model)}")
+    check_model(model, "model")   # (its sentence names a nested tensor as such: it has no one shape to show)
     ids = model.check_ids(inputs)
     T, n_max = ids.shape[-1], model.cfg.n_max
     if model.cfg.positions == "sinusoidal":
@@ -797,6 +814,7 @@ def shifted_logits(model, inputs, shift):
     return model.unembed(h)
 
 
+@on_the_cpu
 @torch.no_grad()
 def shifted_loss(model, inputs, targets, shift):
     """Teacher-forced loss of ``shifted_logits``: inputs, targets (B, T) as a world's ``batch``
@@ -805,8 +823,7 @@ def shifted_loss(model, inputs, targets, shift):
 
     from ..training import check_batch
 
-    if not isinstance(model, Transformer):
-        fail(f"shifted_loss takes a helpers.model.Transformer, but got {shown(model)}")
+    check_model(model, "model")   # (its sentence names a nested tensor as such: it has no one shape to show)
     inputs, targets = check_batch((inputs, targets), model.cfg.vocab_size)   # same (B, T) shape, ids in range
     if not (targets != -100).any():   # a mean over no tokens: 0/0
         fail(f"targets should hold at least one token to predict (an id, not -100), but all {targets.numel():,} are -100")

@@ -25,6 +25,7 @@ from .. import reference as ref
 from ..errors import as_array, check_bytes, check_finite, check_index, check_number, check_switch, check_tensor_size, count, fail, shown
 from ..explorer import check_model_and_world
 from ..model import Attention, check_made, measuring
+from ..states import on_the_cpu
 
 
 def three_words():
@@ -293,6 +294,7 @@ def three_words_query(token="sat", query=None, scale=True, causal=False):
 
 # ----------------------------------------------------------------- one head in torch
 
+@on_the_cpu
 def as_tensor(x, name, ndim):
     """``x`` (a tensor, an array or nested lists of numbers) as a float tensor of ``ndim`` axes."""
     if not torch.is_tensor(x):
@@ -304,6 +306,7 @@ def as_tensor(x, name, ndim):
     return x
 
 
+@on_the_cpu
 def attention_head(x, W_Q, W_K, W_V, b_Q, b_K, b_V):
     """One causal attention head, as the course's model computes it (row vectors: q = x W_Q + b_Q).
 
@@ -342,6 +345,7 @@ def attention_head(x, W_Q, W_K, W_V, b_Q, b_K, b_V):
     return check_made(weights @ v, "attention_head", inputs)   # (x = 1e30 would overflow the scores)
 
 
+@on_the_cpu
 def head_slices(attn, head):
     """One head's parameters of an attention layer (helpers.model.Attention): a dict of W_Q, W_K, W_V
     (d_model, d_k) and b_Q, b_K, b_V (d_k,). The query's are columns head*d_k .. (head+1)*d_k - 1; with
@@ -370,6 +374,7 @@ CAT_HEAD_PROMPTS = ["<BOS> the cat sat on the mat <EOS>",
                     "<BOS> the floor was red <EOS>"]
 
 
+@on_the_cpu
 def cat_head_cases(model=None, world=None, prompts=CAT_HEAD_PROMPTS, layer=0):
     """Every head of the cat model's ``layer`` on each prompt, from the model's own trace.
 

@@ -265,12 +265,16 @@ def check_prompt(model, ids):
     encode gives, is taken) with room for one more token, each else one sentence; return (model, ids
     as a LongTensor)."""
     from ..model import Transformer
+    from ..sampling.compute import window
 
     if not isinstance(model, Transformer):
         fail(f"model should be the course's Transformer (real.load()[0]), but got {shown(model)}")
     ids = model.check_ids(ids)
-    if ids.dim() != 1 or len(ids) + 1 > model.cfg.n_max:
+    if ids.dim() != 1:
         fail(f"ids should be one prompt (T,) with room for one more token, but got shape {tuple(ids.shape)}")
+    if len(ids) + 1 > window(model):   # the course's 1,024 positions, not SmolLM2's n_max: refused before any pass
+        fail(f"ids should leave room for one more token in the model's {window(model):,} positions, "
+             f"but it has {len(ids):,} tokens")
     return model, ids
 
 

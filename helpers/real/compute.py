@@ -375,14 +375,20 @@ def check_temperatures(temperatures):
     return temperatures
 
 
-def check_new_tokens(model, ids, n_new, name="n_new"):
-    """How many tokens to add after ids (T,): at least 1, and the prompt and they within the model's window."""
+def check_new_tokens(model, ids, n_new, name="n_new", last_fed=False):
+    """How many tokens to add after ids (T,): at least 1, and the positions the passes see within
+    ``sampling.window`` (the course's 1,024, not SmolLM2's n_max): the prompt and the new tokens, the
+    last one drawn left out unless ``last_fed`` (a loop that feeds it too). Refused before any pass,
+    as ``sampling.check_length`` does."""
+    from ..sampling.compute import window
+
     n_new = check_positive_int(n_new, name)
     if n_new > MAX_NEW:
         fail(f"{name} should be at most {MAX_NEW:,} (each new token is one pass of the real model), but got {count(n_new)}")
-    if len(ids) + n_new > model.cfg.n_max:
-        fail(f"{name} should leave the prompt and the new tokens within the model's window of {model.cfg.n_max:,} "
-             f"tokens, but the prompt has {len(ids):,} and {name}={count(n_new)}")
+    room, need = window(model), len(ids) + n_new - (0 if last_fed else 1)
+    if need > room:
+        fail(f"expected a prompt and {name} that fit in the model's {room:,} tokens, but the prompt has "
+             f"{len(ids):,} and {name}={count(n_new)} would need {need:,}")
     return n_new
 
 
@@ -422,8 +428,6 @@ def continuations(model, ids, n_new, seeds, temperature=0.8, top_p=0.9):
     return list(out)
 
 
-
-
 def check_real_work(model, runs, what, advice):
     """Refuse up front a timing of the real model whose work would pass chapter 09's MAX_TIMED_WORK:
     ``runs`` lists (times, n_new, n_seen), as ``sampling.check_timed_work`` counts them, each pass with
@@ -450,7 +454,7 @@ def kv_timing(model, prompt_ids, new_tokens=4, repeats=1, warm_up=True):
     ids = check_net(model).check_ids(prompt_ids)
     if ids.dim() != 1:
         fail(f"kv_timing times one prompt, ids of shape (T,), but got a batch of shape {tuple(ids.shape)}")
-    new_tokens = check_new_tokens(model, ids, new_tokens, "new_tokens")
+    new_tokens = check_new_tokens(model, ids, new_tokens, "new_tokens", last_fed=True)   # (its cached loop feeds the last)
     repeats, warm_up = check_positive_int(repeats, "repeats"), check_switch(warm_up, "warm_up")
     if repeats > 100:
         fail(f"repeats should be at most 100 (each repeat runs the whole timing again), but got {count(repeats)}")

@@ -406,8 +406,6 @@ class Tokenizer:
         return [int(i) for i in ids]
 
 
-
-
 # ---------------------------------------------------------------- the float32 cache
 #
 # The first load on a machine dequantises the file straight into a float32 cache file (the weights

@@ -108,13 +108,19 @@ def check_logits(logits, name="logits"):
 
 @on_the_cpu
 def with_temperature(logits, temperature):
-    """softmax(logits / temperature); temperature 0 puts all mass on the argmax."""
+    """softmax(logits / temperature); temperature 0 is its limit as temperature shrinks: the largest
+    logits share all the mass equally (greedy decoding, ``next_distribution``, gives it all to the first)."""
     temperature, _, _ = check_sampling(temperature)
-    return _tempered(check_logits(logits), temperature)
+    logits = check_logits(logits)
+    if temperature == 0:
+        top = (logits == logits.max()).float()   # tied logits keep equal probabilities at every T > 0
+        return top / top.sum()
+    return _tempered(logits, temperature)
 
 
 def _tempered(logits, temperature):
-    """with_temperature without the checks, for float32 logits (V,) (the loop checks once)."""
+    """softmax(logits / temperature) without the checks, for float32 logits (V,) (the loop checks once);
+    temperature 0 is the greedy step: all the mass on the first largest logit (argmax), not the limit."""
     if temperature == 0:
         probs = torch.zeros_like(logits)
         probs[logits.argmax()] = 1.0
@@ -174,7 +180,12 @@ def _top_p(probs, p):
 
 @on_the_cpu
 def next_distribution(logits, temperature=1.0, top_k=None, top_p=None):
-    """The distribution a sampler draws from: temperature, then top-k, then top-p. (V,) -> (V,)."""
+    """The distribution a sampler draws from: temperature, then top-k, then top-p. (V,) -> (V,).
+
+    Temperature 0 is greedy decoding, which picks one token: all the mass on the first largest logit
+    (argmax), so that generation stays deterministic. ``with_temperature(logits, 0)`` is the limit of
+    softmax(logits / T) instead, which shares the mass equally among tied largest logits.
+    """
     logits = check_logits(logits)
     temperature, top_k, top_p = check_sampling(temperature, top_k, top_p, vocab_size=len(logits))
     return _distribution(logits, temperature, top_k, top_p)

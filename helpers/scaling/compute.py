@@ -19,6 +19,7 @@ from ..qkv.compute import check_overflow, check_widths
 from ..reference import softmax
 from ..training import Adam, check_batch, check_lr, check_seeds, check_steps
 from ..worlds import entropy_floor as loss_floor   # the floor under the training loss (chapter 04's entropy_floor)
+from ..states import on_the_cpu
 
 # The Book's table: d -> (spread of raw dot products, spread after dividing by √d).
 BOOK_SPREAD = {2: (1.41, 1.00), 4: (2.00, 1.00), 64: (7.99, 1.00), 768: (27.73, 1.00)}
@@ -83,6 +84,7 @@ def check_spread_work(dims, n, smallest, what):
                 f"ask for d <= {MAX_BYTES // (12 * rows):,}")
 
 
+@on_the_cpu
 def raw_scores(d, n, generator, chunk=None):
     """(n,) dot products q·k of n pairs of standard-normal d-vectors, drawn as the Book does:
     all n queries (n, d) first, then all n keys (n, d), from one generator.
@@ -109,6 +111,7 @@ def raw_scores(d, n, generator, chunk=None):
     return torch.cat(out).numpy().astype(float)
 
 
+@on_the_cpu
 def dot_spread(dims=(2, 4, 64, 768), n=100_000, seed=123):
     """The spread (standard deviation) of q·k and of q·k / √d over n random pairs, for each d.
 
@@ -130,6 +133,7 @@ def dot_spread(dims=(2, 4, 64, 768), n=100_000, seed=123):
     return rows
 
 
+@on_the_cpu
 def six_keys(d=64, n_keys=6, seed=1):
     """One query's raw scores against ``n_keys`` random keys: (n_keys,).
 
@@ -236,6 +240,7 @@ def jacobian_size(weights):
     return np.sqrt((J ** 2).sum(axis=(1, 2)))
 
 
+@on_the_cpu
 def gradient_by_dim(dims=(2, 4, 16, 64, 256, 768), n_queries=2000, n_keys=6, seed=0):
     """Median softmax-gradient size over ``n_queries`` random queries, each against ``n_keys`` keys.
 
@@ -272,6 +277,7 @@ POOL_D, POOL_PAIRS = 1024, 2000
 _pool = {}
 
 
+@on_the_cpu
 def pool():
     """Fixed random draws the explorer slices (seed 7): pairs q, k (2000, 1024); a query and 6 keys."""
     if not _pool:
@@ -377,6 +383,7 @@ def score_bins(drawn):
     return np.linspace(-edge, edge, 121)
 
 
+@on_the_cpu
 def spread_figure(spread=None, dims=(4, 64, 768), n=20_000, seed=123):
     """Histograms of q·k (raw) and q·k/√d (scaled) for each d, one panel per d, shared x-axis whose bins
     hold every score (``score_bins``: -90..90, wider when a score lies further out).
@@ -444,12 +451,14 @@ def scaling_config(d_model=32, n_heads=1, n_layers=2, d_ff=8):
     return replace(CAT_CONFIG, d_model=d_model, n_heads=n_heads, n_layers=n_layers, d_ff=d_ff)
 
 
+@on_the_cpu
 def scaling_model(d_model=32, n_heads=1, n_layers=2, d_ff=8):
     """The cat-world model widened so one head has d_k = d_model / n_heads (32 by default)."""
     from ..model import Transformer
     return Transformer(scaling_config(d_model, n_heads, n_layers, d_ff), init="unit")
 
 
+@on_the_cpu
 @measure
 def saturated_share(model, batch, scaled=True, above=0.99):
     """Share of layer 0's attention rows whose largest weight exceeds ``above``, over the real
@@ -500,6 +509,7 @@ def training_work(cfg, batch_shape, steps, runs):
     return runs * (steps * step + LAYER_BUILD_WORK * cfg.n_layers)
 
 
+@on_the_cpu
 def train_with_and_without_scaling(seeds=SCALING_RUNS["seeds"], steps=SCALING_RUNS["steps"], lr=SCALING_RUNS["lr"],
                                    stop_after=None, **sizes):
     """Train the widened cat-world model (``scaling_model``, sizes go to it) on the cat world's
@@ -671,6 +681,7 @@ MAX_ADAM_LR = 1e100         # a step of about lr, times any number of steps, fit
 MAX_ADAM_STEPS = 10_000     # rows (steps) one adam_trajectory call runs (the chapter: 50; 10,000 take about 0.6 s)
 
 
+@on_the_cpu
 def adam_trajectory(gradients, factor=1.0, lr=1e-2):
     """Adam (torch's defaults but ``lr``) on one parameter vector fed ``factor`` × the given
     gradients, one row per step. gradients: (steps, p). Returns the parameter after each step
@@ -714,6 +725,7 @@ def _tensor(x, name, shape):
     return x if x.is_floating_point() else x.float()
 
 
+@on_the_cpu
 def scaled_scores(x, W_Q, W_K, b_Q, b_K, n_heads):
     """Every head's scaled scores of one attention layer, before the causal mask: the course's own
     version of the piece the learner writes in chapter 03.
@@ -749,6 +761,7 @@ def scaled_scores(x, W_Q, W_K, b_Q, b_K, n_heads):
     return check_made(scores, "scaled_scores", inputs)            # (x = 1e30 would overflow float32)
 
 
+@on_the_cpu
 @measure
 def layer_case(model, words, layer=0, world=None):
     """One layer of ``model`` on one prompt, as chapter 03's exercise uses it: a dict of x (T, d_model),
@@ -787,6 +800,7 @@ def check_plain_scores(model):
              f"but this one has n_kv_heads={cfg.n_kv_heads} for n_heads={cfg.n_heads}")
 
 
+@on_the_cpu
 @measure
 def score_path_gradients(model, batch, layer=0):
     """Where the chain rule's 1/√d_k of one layer's division goes, measured.

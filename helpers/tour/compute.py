@@ -27,6 +27,7 @@ from ..model import INITS, Config, Transformer, measuring
 from ..training import check_seeds, check_work
 from ..worlds import COPULAS, MAX_WORDS, World, adjectives_of, check_sentences, next_token_probs, \
     non_copula_decisions, words_of
+from ..states import on_the_cpu
 
 # The Primer §6, "The same model on <BOS> the cat is": its top three after each copula prompt.
 PRIMER_COPULA_TOP3 = {
@@ -49,6 +50,7 @@ PRIMER_P_CLASS_RANGE = (0.92, 0.99)
 MAX_PROMPT_CHARS = 10_000   # a prompt of the tour's worlds (a model reads at most 1,024 tokens of it)
 
 
+@on_the_cpu
 def prompt_view(model, world, prompt, attention=True):
     """Everything the tour's explorer draws for one prompt (a string of the world's words).
 
@@ -73,6 +75,7 @@ def prompt_view(model, world, prompt, attention=True):
                 attention=attention)
 
 
+@on_the_cpu
 def step_rows(trace, layer, position, steps):
     """One token's row through the named steps of one layer: {name: (width,) tensor}.
 
@@ -98,6 +101,7 @@ def step_rows(trace, layer, position, steps):
     return out
 
 
+@on_the_cpu
 def top_next(model, world, prompt, k=3):
     """The k most probable next words after ``prompt`` (a string): [(word, probability)]."""
     check_model_and_world(model, world)
@@ -109,6 +113,7 @@ def top_next(model, world, prompt, k=3):
     return [(world.tokenizer.vocab[i], float(probs[i])) for i in order]
 
 
+@on_the_cpu
 def copula_splits(model, world):
     """For each copula prompt (<BOS> the NOUN is/was), the split between its class's two adjectives.
 
@@ -142,6 +147,7 @@ def _logits_and_targets(model, world, sentences):
     return logits[keep], targets[keep]
 
 
+@on_the_cpu
 def mean_loss(model, world, sentences=None):
     """The loss: the mean of -ln p(true next token) over every predicted position of
     ``sentences`` (lists of words; default the world's training sentences), in nats, as
@@ -150,6 +156,7 @@ def mean_loss(model, world, sentences=None):
     return float(F.cross_entropy(logits, targets))
 
 
+@on_the_cpu
 def logit_spread(model, world, sentences=None):
     """The standard deviation of the model's logits over every predicted position of
     ``sentences`` (default the training sentences) and every token of the vocabulary."""
@@ -167,6 +174,7 @@ MAX_FRESH_WORK = 5 * 10**11
 FLOAT_WORK, SEED_WORK, LAYER_WORK = 100, 2 * 10**8, 5 * 10**7
 
 
+@on_the_cpu
 def check_fresh_model(cfg, world, init):
     """What first_losses builds, checked before anything is: a Config whose vocabulary is the world's,
     an init of INITS, and the memory the float64 pass needs: the float32 model, its float64 copy
@@ -197,6 +205,7 @@ def fresh_work(cfg, batch_shape, seeds):
     return seeds * (FLOAT_WORK * cfg.floats() + 2 * B * forward_macs(cfg, T) + SEED_WORK + LAYER_WORK * cfg.n_layers)
 
 
+@on_the_cpu
 def first_losses(cfg, world, seeds, init):
     """Where training starts: for each seed, (loss, logit spread) of a fresh, untrained
     ``Transformer(cfg, seed, init=init)`` on the world's training sentences, in float64, measured in

@@ -1,0 +1,124 @@
+"""Red team round 27, reader B (chapters 10-11 on SmolLM2): continuations and kv_timing refuse a prompt
+and new tokens past the course's 1,024 positions before any pass (entry 2); the kv_growth check refuses
+the check cell's ids without room for one more token before running the learner's function (entry 3);
+the patching functions count the model's finite check of a hooked pass's logits (entry 8)."""
+import pytest
+import torch
+
+from helpers import patching
+from helpers.errors import CourseInputError
+from helpers.model import Config, Transformer
+from helpers.real import checks
+from helpers.real import compute as real
+
+
+@pytest.fixture(scope="module")
+def smol():
+    return real.load()
+
+
+@pytest.fixture
+def no_pass(smol, monkeypatch):
+    """The real model, any forward pass a failure: each call here should be refused before the first."""
+    model, _ = smol
+
+    def refused_first(*args, **kwargs):
+        raise AssertionError("a call that should have been refused up front ran a pass")
+    monkeypatch.setattr(model, "forward", refused_first)
+    return model
+
+
+def long_prompt(n):
+    return torch.randint(0, 49152, (n,), generator=torch.Generator().manual_seed(0))
+
+
+# ------------------------------------------------------------ entry 2: the course's 1,024 positions, up front
+
+def test_continuations_refuses_past_1024_positions_before_any_pass(no_pass):
+    with pytest.raises(CourseInputError, match=r"fit in the model's 1,024 tokens, but the prompt has 1,020 and "
+                                               r"n_new=8 would need 1,027$"):
+        real.continuations(no_pass, long_prompt(1020), 8, seeds=(0,))
+
+
+def test_kv_timing_refuses_past_1024_positions_before_any_pass(no_pass):
+    with pytest.raises(CourseInputError, match=r"1,024 tokens, but the prompt has 1,020 and new_tokens=5 would "
+                                               r"need 1,025$"):
+        real.kv_timing(no_pass, long_prompt(1020), new_tokens=5)
+
+
+def test_new_tokens_count_the_positions_the_passes_see(smol):
+    model, _ = smol
+    ids = long_prompt(1020)
+    assert real.check_new_tokens(model, ids, 5) == 5   # the last one drawn is never fed back: 1,024 positions
+    assert real.check_new_tokens(model, ids, 4, "new_tokens", last_fed=True) == 4
+    with pytest.raises(CourseInputError, match="n_new=6 would need 1,025"):
+        real.check_new_tokens(model, ids, 6)
+    with pytest.raises(CourseInputError, match="new_tokens=5 would need 1,025"):
+        real.check_new_tokens(model, ids, 5, "new_tokens", last_fed=True)
+
+
+# ------------------------------------------------------------ entry 3: the kv_growth check's own ids
+
+def test_kv_growth_check_refuses_ids_without_room_before_the_learners_function(no_pass, capsys):
+    called = []
+
+    def kv_growth(model, ids):
+        called.append(1)
+        return 0
+    verdict = checks.kv_growth(kv_growth, no_pass, long_prompt(1024))
+    said = capsys.readouterr().out
+    assert not verdict and not called
+    assert "the check cannot use what the check cell gives it (ids should leave room for one more token in the " \
+           "model's 1,024 positions, but it has 1,024 tokens)" in said, said
+
+
+def test_check_prompt_takes_1023_tokens(smol):
+    model, _ = smol
+    assert checks.check_prompt(model, long_prompt(1023))[1].shape == (1023,)
+    with pytest.raises(CourseInputError, match=r"one prompt \(T,\).*\(1, 5\)"):
+        checks.check_prompt(model, long_prompt(5)[None])
+
+
+# ------------------------------------------------------------ entry 8: a hooked pass's finite check counted
+
+def pair(T):
+    g = torch.Generator().manual_seed(1)
+    return (torch.randint(0, 49152, (1, T), generator=g), torch.randint(0, 49152, (1, T), generator=g))
+
+
+def metric(out):
+    return out["logits"][:, -1, 0] - out["logits"][:, -1, 1]
+
+
+def test_patch_heads_on_smollm2_with_8_tokens_is_refused_up_front(no_pass):
+    # measured: the batched pass of 270 rows of 8 tokens grew the process by about 1.17 GB
+    with pytest.raises(CourseInputError, match=r"patch_heads should need at most 0\.5 GiB .* 270 rows of 8 tokens "
+                                               r"would need about 1\.2 GiB"):
+        patching.patch_heads(no_pass, *pair(8), metric)
+
+
+def test_patch_residual_on_smollm2_with_8_tokens_is_refused_up_front(no_pass):
+    with pytest.raises(CourseInputError, match=r"patch_residual should need at most 0\.5 GiB .* 248 rows of 8"):
+        patching.patch_residual(no_pass, *pair(8), metric)
+
+
+def test_hooked_pass_counts_seven_bytes_a_logit(smol):
+    model, _ = smol
+    cfg = model.cfg
+    B, T = 200, 8
+    plain = cfg.pass_bytes(B, T)
+    assert plain < patching.MAX_PASS_BYTES < plain + 7 * B * T * cfg.vocab_size
+    patching.check_memory(model, B, T)   # a plain pass (no hooks, no finite check) fits
+    with pytest.raises(CourseInputError, match="200 rows of 8 tokens"):
+        patching.check_memory(model, B, T, hooked=True)
+
+
+def test_capture_counts_the_finite_check_only_when_the_logits_are_made():
+    cfg = Config(vocab_size=50_000, d_model=16, n_heads=2, n_layers=1, d_ff=32)
+    model = Transformer(cfg, seed=0)
+    ids = torch.zeros(260, 8, dtype=torch.long)   # pass_bytes 0.41 GiB, with the finite check 0.9 GiB
+    with pytest.raises(CourseInputError, match="capture should need at most 0.5 GiB"):
+        patching.capture(model, ids, ["L0.h"])
+    logits, got = patching.capture(model, ids[:2], ["L0.h"], stop_after="L0.h")   # (the small batch: quick)
+    assert logits is None and got["L0.h"].shape == (2, 8, 16)
+    patching.check_memory(model, 260, 8, ["L0.h"])   # stopped before the logits: no finite check counted
