@@ -132,7 +132,8 @@ def test_step_seconds_times_each_length_both_ways():
     assert out["lengths"] == [2, 5]
     # a 4-wide model's step is shorter than a CPU clock's tick on some machines (in CI all four read 0, twice,
     # when each was one run): cpu_seconds repeats a run until MIN_TIMED seconds have passed
-    assert all(len(out[k]) == 2 and all(isinstance(t, float) and t > 0 for t in out[k]) for k in ("uncached", "cached"))
+    assert all(len(out[k]) == 2 and all(isinstance(t, float) and t > 0 for t in out[k])
+               for k in ("uncached", "cached", "one_token"))
     with pytest.raises(CourseInputError, match="each length"):
         sampling.step_seconds(model, [1])
 
@@ -163,8 +164,9 @@ def test_prefill_and_decode_seconds_times_all_three():
     out = sampling.prefill_and_decode_seconds(model, 6, repeats=1)
     assert set(out) == {"one_token", "prefill", "decode"} and min(out.values()) >= 0
     one_run = [((1,), False), ((6,), True)] + [((1,), True)] * 6   # one token, prefill, six decodes
-    runs = [(kind, len(list(group))) for kind, group in itertools.groupby(fed)]   # a warm-up and a timed run, each
-    assert [kind for kind, _ in runs] == one_run[:3] and min(n for _, n in runs) >= 2 and runs[2][1] % 6 == 0   # repeated
+    runs = [(kind, len(list(group))) for kind, group in itertools.groupby(fed)]   # a warm-up round and a timed one,
+    assert [kind for kind, _ in runs] == one_run[:3] * 2                            # the three timed in turn
+    assert min(n for _, n in runs) >= 1 and runs[2][1] % 6 == 0 and runs[5][1] % 6 == 0
     assert min(out.values()) > 0                     # until MIN_TIMED seconds have passed
     with pytest.raises(CourseInputError, match="n_tokens"):
         sampling.prefill_and_decode_seconds(model, 1)
@@ -967,8 +969,29 @@ def test_cpu_seconds_reads_a_coarse_clock_as_more_than_nothing(monkeypatch):
     seconds = sampling.cpu_seconds(lambda: calls.append(sum(range(2000))))
     assert seconds > 0 and len(calls) > 1 and seconds * len(calls) >= sampling.MIN_TIMED
     model = Transformer(Config(vocab_size=7, d_model=4, n_heads=2, n_layers=1, d_ff=8)).eval()
-    with pytest.raises(CourseInputError, match="1,222 passes"):   # a pass each timing at least: 1,000 timings of
+    with pytest.raises(CourseInputError, match="1,823 passes"):   # a pass each timing at least: 1,000 timings of
         sampling.step_seconds(model, list(range(2, 22)), repeats=30)   # MIN_TIMED at most, 20 s
+
+
+def test_a_coarse_clock_makes_each_timing_longer_and_the_total_stays_bounded(monkeypatch):
+    """CI's CPU clock once moved in 10 ms steps: a timing of MIN_TIMED = 20 ms then read a one-token pass up to
+    half wrong, and chapter 09's ratio of a cached step to a one-token pass moved from 1.1 to 2.7. A timing now
+    gathers 10 steps of the clock (at most MAX_TIMED_ONE), and a call whose timings would pass
+    MAX_TIMED_SECONDS together is refused up front."""
+    import time
+    fine = time.process_time
+    monkeypatch.setattr(time, "process_time", lambda: math.floor(fine() / 0.01) * 0.01)
+    monkeypatch.setattr(sampling, "_TICK", None)
+    assert sampling.clock_tick() == pytest.approx(0.01) and sampling.min_timed() == pytest.approx(0.1)
+    calls = []
+    seconds = sampling.cpu_seconds(lambda: calls.append(sum(range(2000))))
+    assert seconds * len(calls) >= 0.1 - 1e-9
+    model = Transformer(Config(vocab_size=7, d_model=4, n_heads=2, n_layers=1, d_ff=8)).eval()
+    with pytest.raises(CourseInputError, match="at most 20 s of timings.*moves in steps of 10.0 ms"):
+        sampling.step_seconds(model, list(range(2, 12)), repeats=10)   # 341 timings of 0.1 s
+    monkeypatch.setattr(sampling, "_TICK", None)
+    monkeypatch.setattr(time, "process_time", fine)
+    assert sampling.clock_tick() < 0.001 and sampling.min_timed() == sampling.MIN_TIMED
 
 
 def right_tempered(logits, T):

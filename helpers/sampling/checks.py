@@ -18,6 +18,7 @@ from ..exercises import (MAX_ANSWER_ENTRIES, NOT_ANSWERED, Function, Wrong, as_a
                          count_answer, exercise, holds_bools, model_kept, number_problems, numbers, settled, sum_shown)
 from ..reference import softmax
 from . import compute as sampling
+from .compute import greedy_limit
 
 
 def checked_logits(logits):
@@ -62,12 +63,6 @@ TEMPERED_CASES = (
     ([1.0, 3.0, 2.0], 0.0, "logits [1, 3, 2] at T = 0 (greedy)"),
     ([3.0, 1.0, 3.0, 2.0], 0.0, "logits [3, 1, 3, 2] at T = 0 (two tied largest)"),
 )
-
-
-def greedy_limit(logits):
-    """softmax(logits / T) as T shrinks to 0: the largest logits share all the mass equally."""
-    top = logits == logits.max()
-    return top / top.sum()
 
 
 @exercise("your tempered(logits, T)", answer=Function("a function tempered(logits, T)",

@@ -32,6 +32,9 @@ MAX_TIMED_WORK = 10**11   # the work step_seconds and prefill_and_decode_seconds
 PASS_WORK = 10**8         # a forward pass's fixed cost (its Python calls), counted as that many multiply-adds
 MIN_TIMED = 0.02          # CPU seconds one timing gathers at least (a shorter run is repeated: cpu_seconds; a timing
                           # holds at least one pass, so MAX_TIMED_WORK allows at most 1,000 of them: 20 s)
+MIN_TICKS = 10            # ... and at least that many ticks of a coarse CPU clock (Windows: 15.6 ms), up to MAX_TIMED_ONE
+MAX_TIMED_ONE = 0.1       # CPU seconds one timing gathers at most before it stops repeating (cpu_seconds)
+MAX_TIMED_SECONDS = 20    # the CPU seconds one call's timings may gather together (check_timed_work)
 SWITCHES = ("causal", "attention", "ablate_heads", "positions", "replace", "scaled")   # what generate passes on
 
 
@@ -113,9 +116,15 @@ def with_temperature(logits, temperature):
     temperature, _, _ = check_sampling(temperature)
     logits = check_logits(logits)
     if temperature == 0:
-        top = (logits == logits.max()).float()   # tied logits keep equal probabilities at every T > 0
-        return top / top.sum()
+        return greedy_limit(logits)
     return _tempered(logits, temperature)
+
+
+def greedy_limit(logits):
+    """softmax(logits / T) as T shrinks to 0: the largest logits share all the mass equally (tied logits keep
+    equal probabilities at every T > 0). logits: a NumPy array (float64 out) or a tensor (the default dtype)."""
+    top = logits == logits.max()
+    return top / top.sum()
 
 
 def _tempered(logits, temperature):
@@ -307,7 +316,7 @@ def check_tokens(model, n_tokens, name):
 
 
 def check_repeats(repeats):
-    """The runs a timing takes the median of: 1 to MAX_REPEATS, as an int, else one sentence."""
+    """The rounds a timing keeps the fastest of: 1 to MAX_REPEATS, as an int, else one sentence."""
     repeats = check_positive_int(repeats, "repeats")
     if repeats > MAX_REPEATS:
         fail(f"repeats should be at most {MAX_REPEATS} (this course's limit: each run is timed in full), "
@@ -511,20 +520,51 @@ def check_timed_work(model, runs, what, advice, pass_work=PASS_WORK, fixed="for 
         fail(f"{what} should time at most {MAX_TIMED_WORK:,} units of work (this course's limit for one timing, "
              f"counted before it starts: multiply-adds, plus {pass_work:,} a forward pass {fixed}), but "
              f"its {count(passes)} passes of this model would need about {work:.2g}: {advice}")
+    if passes * min_timed() > MAX_TIMED_SECONDS:   # only a coarse clock gets here (its timings are longer)
+        fail(f"{what} should gather at most {MAX_TIMED_SECONDS} s of timings, but its {count(passes)} timings "
+             f"would need at least {passes * min_timed():.0f} s on this machine, whose CPU clock moves in steps of "
+             f"{1e3 * clock_tick():.1f} ms: {advice}")
+
+
+def clock_tick():
+    """The step (seconds) in which this machine's CPU clock (``time.process_time``) moves, measured once: about
+    a microsecond on most Linux machines, 15.6 ms on Windows and some virtual machines."""
+    global _TICK
+    if _TICK is None:
+        import time
+
+        steps, last, wall = [], time.process_time(), time.perf_counter()
+        while len(steps) < 3 and time.perf_counter() - wall < 0.5:
+            now = time.process_time()
+            if now != last:
+                steps.append(now - last)
+                last = now
+        _TICK = min(steps) if steps else MAX_TIMED_ONE
+    return _TICK
+
+
+_TICK = None
+
+
+def min_timed():
+    """CPU seconds one timing gathers at least: MIN_TIMED, or MIN_TICKS steps of a coarse CPU clock (so that
+    one step is at most a tenth of the time read), up to MAX_TIMED_ONE."""
+    return min(max(MIN_TIMED, MIN_TICKS * clock_tick()), MAX_TIMED_ONE)
 
 
 def cpu_seconds(run):
-    """CPU seconds one ``run()`` takes: it runs again and again until MIN_TIMED seconds of CPU time have
+    """CPU seconds one ``run()`` takes: it runs again and again until ``min_timed()`` seconds of CPU time have
     passed, and the time is shared out, as timeit does (some machines' CPU clock ticks every few
     milliseconds: one short run there reads 0). At most one second of wall-clock time past the first run."""
     import time
 
+    needed = min_timed()
     start, wall, runs = time.process_time(), time.perf_counter(), 0
     while True:
         run()
         runs += 1
         elapsed = time.process_time() - start
-        if elapsed >= MIN_TIMED or time.perf_counter() - wall >= 1:
+        if elapsed >= needed or time.perf_counter() - wall >= 1:
             return elapsed / runs
 
 
@@ -541,12 +581,13 @@ def step_seconds(model, lengths, repeats=3, seed=0):
     """Measured CPU seconds of one generation step at each sequence length, without and with the cache.
 
     For length T, "uncached" runs the whole T-token sequence; "cached" runs only token T
-    against a cache of the first T - 1. Random ids; the median of ``repeats`` runs, after one
-    warm-up run before the first length (the median sets aside a slow first run at a new length). CPU time
-    (``time.process_time``) rather than wall-clock time, so that other programs running on
-    the machine disturb it less; it still varies from run to run. A run shorter than MIN_TIMED is
-    repeated and the time shared out (``cpu_seconds``).
-    Returns dict(lengths, uncached, cached), lists of floats.
+    against a cache of the first T - 1; "one_token" runs one token without a cache (the fixed cost of
+    a pass). The three are timed in turn, ``repeats`` rounds after one warm-up round before the first
+    length, and each keeps its fastest round: a busy machine only ever adds time, and timing them in
+    turn lets a slow spell touch all three alike. CPU time (``time.process_time``) rather than
+    wall-clock time, so that other programs running on the machine disturb it less; it still varies
+    from run to run. A run shorter than MIN_TIMED is repeated and the time shared out (``cpu_seconds``).
+    Returns dict(lengths, uncached, cached, one_token), lists of floats.
     The work is counted first and refused above MAX_TIMED_WORK (10^11: every pass's multiply-adds plus
     10^8 for its fixed cost, ``check_timed_work``); the chapter's calls need about 2·10^10.
     """
@@ -556,22 +597,22 @@ def step_seconds(model, lengths, repeats=3, seed=0):
         fail(f"lengths should be a list of 1 to {MAX_LENGTHS} sequence lengths, but got {shown(lengths)}")
     lengths = [check_tokens(model, T, "each length") for T in lengths]   # all before the first run
     check_timed_work(model, [run for i, T in enumerate(lengths) for run in
-                             ((1, T - 1, 0), (repeats + (i == 0), T, 0), (repeats + (i == 0), 1, T - 1))],
+                             ((1, T - 1, 0), (repeats + (i == 0), T, 0), (repeats + (i == 0), 1, T - 1),
+                              (repeats + (i == 0), 1, 0))],
                      "step_seconds", "ask for fewer repeats, or fewer or shorter lengths")
     g = torch.Generator().manual_seed(check_seed(seed))
-    out = dict(lengths=[], uncached=[], cached=[])
+    out = dict(lengths=[], uncached=[], cached=[], one_token=[])
     for T in lengths:
         ids = torch.randint(0, model.cfg.vocab_size, (T,), generator=g)
-        full, cache = [], prefilled(model, ids[:-1])
-        one = []
-        warm_up = not out["lengths"]                   # one warm-up run, before the first length
+        cache = prefilled(model, ids[:-1])
+        runs = dict(uncached=lambda: model(ids), cached=lambda: model(ids[-1:], cache=copied(cache)),
+                    one_token=lambda: model(ids[-1:]))
+        warm_up = not out["lengths"]                   # one warm-up round, before the first length
         with torch.no_grad():
-            for _ in range(repeats + warm_up):
-                full.append(cpu_seconds(lambda: model(ids)))
-                one.append(cpu_seconds(lambda: model(ids[-1:], cache=copied(cache))))
+            rounds = [{name: cpu_seconds(run) for name, run in runs.items()} for _ in range(repeats + warm_up)]
         out["lengths"].append(T)
-        out["uncached"].append(sorted(full[warm_up:])[repeats // 2])
-        out["cached"].append(sorted(one[warm_up:])[repeats // 2])
+        for name in runs:
+            out[name].append(min(times[name] for times in rounds[warm_up:]))
     return out
 
 
@@ -582,7 +623,8 @@ def prefill_and_decode_seconds(model, n_tokens, repeats=3, seed=0):
     Returns dict(one_token, prefill, decode): one_token is one forward pass over a single token
     without a cache (almost no arithmetic: the fixed cost of a call); prefill one pass over all
     n_tokens into an empty KVCache; decode the n_tokens passes of one token each that build the
-    same cache. The median of ``repeats`` runs after a warm-up, CPU time as in ``step_seconds``.
+    same cache. The three are timed in turn, ``repeats`` rounds after a warm-up round, each keeping its
+    fastest, CPU time, as in ``step_seconds``.
     The work is counted first and refused above MAX_TIMED_WORK (10^11: every pass's multiply-adds plus
     10^8 for its fixed cost, ``check_timed_work``); the chapter's call needs about 10^10.
     """
@@ -603,14 +645,10 @@ def prefill_and_decode_seconds(model, n_tokens, repeats=3, seed=0):
         for t in range(n_tokens):
             model(ids[t:t + 1], cache=cache)
 
-    out = {}
-    with torch.no_grad():
-        for name, run in (("one_token", lambda: model(ids[:1])), ("prefill", prefill), ("decode", decode)):
-            times = []
-            for _ in range(repeats + 1):              # the first run is a warm-up
-                times.append(cpu_seconds(run))
-            out[name] = sorted(times[1:])[repeats // 2]
-    return out
+    runs = dict(one_token=lambda: model(ids[:1]), prefill=prefill, decode=decode)
+    with torch.no_grad():   # the first round is a warm-up
+        rounds = [{name: cpu_seconds(run) for name, run in runs.items()} for _ in range(repeats + 1)]
+    return {name: min(times[name] for times in rounds[1:]) for name in runs}
 
 
 @on_the_cpu
