@@ -562,6 +562,15 @@ def answer_shape(value, name):
         raise Wrong(message_of(error)) from None
 
 
+def read_shape(x, name, answer=False):
+    """A tensor's shape read as ``shape_of`` reads it (a nested tensor, which has no one shape, refused in its one
+    sentence; with ``answer``, a learner's answer, as ``answer_shape`` reads it: Wrong with that sentence), anything
+    else's ``.shape`` (None without one: a list, a number)."""
+    if is_tensor(x):
+        return answer_shape(x, name) if answer else shape_of(x, name)
+    return getattr(x, "shape", None)
+
+
 def check_answer_shape(value, name, shape):
     """Raise Wrong in one sentence when the answer ``value`` (an array or a tensor) has another shape than
     ``shape``, read before it is converted (``answer_shape``); a list is left to the conversion's own check."""

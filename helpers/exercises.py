@@ -68,8 +68,8 @@ from .states import digests as _digests
 from .states import (builtins_kept, guarded_prlimit, guarded_setrlimit, limits_kept, no_setsid, scheduling_kept,
                      session_kept, time_zone, torch_flags_kept)
 from .grading import MAX_ANSWER_DEPTH, MAX_ANSWER_ITEMS, _PLAIN_CALLABLES, _PLAIN_SCALARS, _course_module, _is_class, _is_courses, _one_of, _own_attribute, plain  # noqa: F401  (plain values: grading screens them)
-from .errors import CourseInputError, Wrong, answer_shape, check_bytes, class_name, count, fail, is_bool, is_tensor, \
-    length as range_length, message_of, shown, to_numpy, type_name
+from .errors import CourseInputError, Wrong, answer_shape, check_bytes, class_name, count, fail, is_bool, \
+    length as range_length, message_of, read_shape, shown, to_numpy, type_name
 
 NOT_ANSWERED = "not answered yet: replace None in the answer cell above with your answer"
 TIME_LIMIT = 10          # seconds a learner's function may run in one call of a check
@@ -1141,8 +1141,7 @@ def as_wholes(x, name, length=None, ordered=True):
     sequence = (tuple, list, range) if ordered else (tuple, list, range, set, frozenset)
     if ordered and isinstance(x, (set, frozenset)):
         raise Wrong(f"{name} should be a tuple of whole numbers, like (1, 2, 3), but it is a set, which keeps no order")
-    # a tensor's shape read as answer_shape reads it: a nested tensor (no one shape) refused in its one sentence
-    shape = None if isinstance(x, sequence) else answer_shape(x, name) if is_tensor(x) else getattr(x, "shape", None)
+    shape = None if isinstance(x, sequence) else read_shape(x, name, answer=True)   # (a nested tensor: refused)
     if isinstance(x, (str, bytes)) or not isinstance(x, sequence) and (shape is None or tuple(shape) == ()):
         raise Wrong(f"{name} should be a tuple of whole numbers, like (1, 2, 3), not {shown(x)}")
     if is_bool(x) or isinstance(x, (tuple, list)) and any(is_bool(v) for v in x):

@@ -3,7 +3,7 @@ import numpy as np
 import torch
 
 from .errors import check_finite, check_positive_int, check_tensor, check_text, count, fail, is_tensor, length, \
-    shape_of, shown, to_numpy, type_name, unreadable
+    read_shape, shown, to_numpy, type_name, unreadable
 
 MAX_ROWS = MAX_COLS = 1_000   # the largest matrix format_matrix writes out (a million numbers, ~8 MB of text)
 MAX_DECIMALS = 20             # the most decimals a number is written with
@@ -93,7 +93,7 @@ def format_matrix(x, row_labels=None, decimals=3):
     rows and MAX_COLS columns (1,000 each), at most MAX_DECIMALS decimals (20). Finite numbers, or -inf (a
     masked score, written -inf); NaN and +inf are refused. A matrix holding a number of LARGEST_FIXED (1e9)
     or more is written in scientific notation (1.234e+12), all of it, so that its columns stay aligned."""
-    shape = shape_of(x, "x") if is_tensor(x) else getattr(x, "shape", None)   # (a nested tensor: refused)
+    shape = read_shape(x, "x")   # (a nested tensor: refused)
     if isinstance(shape, tuple):
         check_size(shape)                 # a tensor or an array: its size before it is converted
     x = to_numpy(x, "x")
@@ -222,7 +222,7 @@ def top_tokens(probs, vocab, k=5, logits=None):
     if isinstance(vocab, (str, bytes)) or not isinstance(vocab, (list, tuple)):
         fail(f"vocab should be the list of the vocabulary's tokens, but got {shown(vocab)}")
     k = check_positive_int(k, "k")
-    shape = shape_of(probs, "probs") if is_tensor(probs) else getattr(probs, "shape", None)   # (a nested tensor: refused)
+    shape = read_shape(probs, "probs")   # (a nested tensor: refused)
     if shape is not None and tuple(shape) != (len(vocab),):
         fail(f"expected probabilities of shape ({len(vocab)},), but got {tuple(shape)}")
     p = to_numpy(probs, "probs")
@@ -234,7 +234,7 @@ def top_tokens(probs, vocab, k=5, logits=None):
         fail(f"k should be at most the vocabulary's {len(vocab):,} tokens, but got {count(k)}")
     logits_given = logits
     if logits is not None:
-        shape = shape_of(logits, "logits") if is_tensor(logits) else getattr(logits, "shape", None)
+        shape = read_shape(logits, "logits")
         if shape is not None and tuple(shape) != (len(vocab),):
             fail(f"expected logits of shape ({len(vocab)},), but got {tuple(shape)}")
         logits = to_numpy(logits, "logits")

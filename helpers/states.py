@@ -167,13 +167,21 @@ def digest(tensor, strong=False):
     4 bytes puts any CRC back), so a cache keyed on it trusts only the course's own code; ``strong``: SHA-256
     instead (about 1 s for those 538 MB), which no one can match with other bytes: for a check that guards
     its state against a learner's code."""
+    shape, flipped, arr = _bytes_of(tensor)
+    return shape, flipped, arr.dtype, checksum(arr, strong)
+
+
+def _bytes_of(tensor):
+    """(shape, flipped, arr): a tensor's bytes as ``digest`` and ``digests`` read them, without a copy: its NumPy
+    array (a bfloat16's bits read as int16: NumPy has no bfloat16), transposed when it is stored transposed
+    (``flipped``: a transposed weight is hashed as it is stored), else as it is (``checksum`` copies it when it is
+    not in one piece)."""
     tensor = tensor.detach().cpu()
-    if str(tensor.dtype) == "torch.bfloat16":   # (NumPy has no bfloat16: its bits, read as int16)
+    if str(tensor.dtype) == "torch.bfloat16":
         tensor = tensor.view(sys.modules["torch"].int16)
     arr = tensor.numpy()
     shape, flipped = arr.shape, not arr.flags.c_contiguous and arr.T.flags.c_contiguous
-    arr = arr.T if flipped else np.ascontiguousarray(arr)   # a transposed weight is hashed as it is stored
-    return shape, flipped, arr.dtype, checksum(arr, strong)
+    return shape, flipped, arr.T if flipped else arr
 
 
 def checksum(arr, strong=False):
@@ -227,15 +235,10 @@ def digests(tensors, strong=False):
         return {name: digest(t) for name, t in tensors.items()}
     read, sums, taken = {}, {}, _NEW_LOCK()
     for name, tensor in tensors.items():   # (digest's reading of the bytes, in this thread)
-        tensor = tensor.detach().cpu()
-        if str(tensor.dtype) == "torch.bfloat16":
-            tensor = tensor.view(sys.modules["torch"].int16)
-        arr = tensor.numpy()
-        shape, flipped = arr.shape, not arr.flags.c_contiguous and arr.T.flags.c_contiguous
-        if not flipped and not arr.flags.c_contiguous:   # (a copy: hashed now, as digest does, not held)
+        shape, flipped, arr = _bytes_of(tensor)
+        if not arr.flags.c_contiguous:   # (a copy: hashed now, as digest does, not held)
             read[name], sums[name] = (shape, flipped, arr.dtype, None), checksum(arr, strong=True)
             continue
-        arr = arr.T if flipped else arr
         read[name] = (shape, flipped, arr.dtype, arr.reshape(-1).view(np.uint8))
     jobs = sorted((name for name in read if name not in sums), key=lambda name: -read[name][3].nbytes)
     helpers = _hashing_threads() - 1 if sum(read[name][3].nbytes for name in jobs) > PARALLEL_BYTES else 0

@@ -495,9 +495,6 @@ def head_scores(model, ids, length):
     return previous_token_score(w), induction_score(w, length)
 
 
-LOSS_SWITCHES = ("causal", "attention", "ablate_heads", "positions", "replace", "scaled")   # loss_by_position's
-
-
 @on_the_cpu
 @measure
 @torch.no_grad()
@@ -505,7 +502,7 @@ def loss_by_position(model, ids, **switches):
     """Cross-entropy of predicting each next token, averaged over the batch.
 
     ids: (B, T) with T >= 2 -> (T-1,): entry t is the loss of predicting ids[:, t+1] from ids[:, :t+1].
-    switches go to the model (e.g. ablate_heads=[(1, 0)]): some of LOSS_SWITCHES (a trace or a KVCache
+    switches go to the model (e.g. ablate_heads=[(1, 0)]): some of worlds.LOGIT_SWITCHES (a trace or a KVCache
     would not give logits, or would fill the cache).
     """
     ids = check_model(model).check_ids(ids)
@@ -514,7 +511,7 @@ def loss_by_position(model, ids, **switches):
     if ids.shape[1] < 2:
         fail(f"ids should have at least 2 tokens in each sequence (a token to predict after the first), "
              f"but got shape {tuple(ids.shape)}")
-    model.check_switches(switches, LOSS_SWITCHES)
+    model.check_switches(switches, worlds.LOGIT_SWITCHES)
     logits = widened(model(ids[:, :-1], **switches))
     losses = F.cross_entropy(logits.transpose(1, 2), ids[:, 1:], reduction="none").mean(0)
     return check_output(losses, "the losses")
