@@ -115,18 +115,11 @@ def _kept_bytes(cfg, names, B, T):
     return sum(4 * B * T * width.get(name.split(".")[-1], cfg.d_model) for name in names)
 
 
-FINITE_CHECK_BYTES = 7   # a hooked pass's check that its logits are finite: |logits| (float32) and three bool maps
-
-
-def check_memory(model, B, T, names=(), what="this call", extra=0, hooked=False):
+def check_memory(model, B, T, names=(), what="this call", extra=0):
     """Refuse up front a batched pass (B, T) that, with the ``names`` it keeps, would hold more
-    than MAX_PASS_BYTES (``Config.pass_bytes``, an estimate from the sizes alone). ``hooked``: the pass
-    runs with hooks (``capture``'s names or replace) up to its logits, so the model checks them finite,
-    FINITE_CHECK_BYTES a logit on top of them (measured: 270 rows of 8 tokens on SmolLM2 grew 1.17 GB,
-    not pass_bytes' 0.48)."""
+    than MAX_PASS_BYTES (``Config.pass_bytes``, an estimate from the sizes alone)."""
     cfg = check_model(model)
-    need = cfg.pass_bytes(B, T) + _kept_bytes(cfg, names, B, T) + extra + \
-        (FINITE_CHECK_BYTES * B * T * cfg.vocab_size if hooked else 0)
+    need = cfg.pass_bytes(B, T) + _kept_bytes(cfg, names, B, T) + extra
     if need > MAX_PASS_BYTES:
         fail(f"{what} should need at most {gib(MAX_PASS_BYTES)} (this course's limit), but its "
              f"batched pass of {B:,} rows of {T:,} tokens would need {about_gib(need, MAX_PASS_BYTES)}: "
@@ -167,8 +160,7 @@ def capture(model, ids, names, replace=None, stop_after=None, **switches):
         fail(f"stop_after should be one of the names captured, {shown(names)}, or None, but got {shown(stop_after)}")
     ids = check_ids(model, ids)
     replace = check_replace(model.cfg, replace)   # a dict {trace name: function of one tensor}, or None
-    check_memory(model, *(ids.shape if ids.dim() == 2 else (1, ids.shape[0])), names, "capture",
-                 hooked=bool(names or replace) and stop_after is None)   # (stopped: no logits made)
+    check_memory(model, *(ids.shape if ids.dim() == 2 else (1, ids.shape[0])), names, "capture")
     unknown = sorted(set(switches) - SWITCHES)
     if unknown:
         fail(f"capture's switches should be among the model's {sorted(SWITCHES)}, but got {shown(unknown)}")
@@ -364,7 +356,7 @@ def patch_heads(model, clean, corrupt, metric, watch=(), direction="denoise", pe
     clean_ids, corrupt_ids = _pair(model, clean, corrupt)
     source_ids, base_ids = _direction(clean_ids, corrupt_ids, direction)
     B, T = clean_ids.shape
-    check_memory(model, L * H * (T if per_position else 1) * B, T, watch, "patch_heads", hooked=True)
+    check_memory(model, L * H * (T if per_position else 1) * B, T, watch, "patch_heads")
     source = head_outputs(model, source_ids)
     cells = [(l, h, t) for l in range(L) for h in range(H) for t in (range(T) if per_position else [None])]
 
@@ -411,7 +403,7 @@ def patch_residual(model, clean, corrupt, metric, names=None, watch=(), directio
     clean_ids, corrupt_ids = _pair(model, clean, corrupt)
     source_ids, base_ids = _direction(clean_ids, corrupt_ids, direction)
     B, T = clean_ids.shape
-    check_memory(model, len(names) * T * B, T, watch, "patch_residual", hooked=True)
+    check_memory(model, len(names) * T * B, T, watch, "patch_residual")
     got = capture(model, source_ids, names)[1]
 
     def patch(first, name):
@@ -465,7 +457,7 @@ def metric_ends(model, clean, corrupt, metric, watch=()):
     clean, corrupt = _pair(model, clean, corrupt)
     check_metric(metric)
     watch = check_names(model, watch, "watch")
-    check_memory(model, *clean.shape, watch, "metric_ends", hooked=bool(watch))   # (named for the caller)
+    check_memory(model, *clean.shape, watch, "metric_ends")   # (named for the caller)
     return tuple(float(_measure(model, ids, metric, watch, {}).mean()) for ids in (clean, corrupt))
 
 
@@ -478,7 +470,7 @@ def logit_lens(model, ids, names=None):
     ids = check_ids(model, ids, one=True)
     names = residual_names(model) if names is None else check_residual_names(model, names)
     cfg, T = model.cfg, ids.shape[0]
-    check_memory(model, 1, T, names, "logit_lens", extra=4 * len(names) * T * cfg.vocab_size, hooked=True)
+    check_memory(model, 1, T, names, "logit_lens", extra=4 * len(names) * T * cfg.vocab_size)
     got = capture(model, ids.view(1, -1), names)[1]
     check_finite_stream(got, names)
     with torch.no_grad():
@@ -812,7 +804,7 @@ def path_patch(model, clean, corrupt, metric, sender, receivers, parts=PARTS, wa
     clean_ids, corrupt_ids = _pair(model, clean, corrupt)
     source_ids, base_ids = _direction(clean_ids, corrupt_ids, direction)
     B, d_k = clean_ids.shape[0], cfg.d_k
-    check_memory(model, len(receivers) * len(parts) * B, clean_ids.shape[1], watch, "path_patch", hooked=True)
+    check_memory(model, len(receivers) * len(parts) * B, clean_ids.shape[1], watch, "path_patch")
     group = cfg.n_heads // (cfg.n_kv_heads or cfg.n_heads)
     source, base = head_outputs(model, source_ids), head_outputs(model, base_ids)
 
@@ -973,7 +965,7 @@ def attribution_patch(model, clean, corrupt, metric, watch=()):
     watch = check_names(model, watch, "watch")
     clean_ids, corrupt_ids = _pair(model, clean, corrupt)
     B, T = clean_ids.shape
-    check_memory(model, B, T, watch, "attribution_patch", extra=B * model.cfg.trace_bytes(T), hooked=True)
+    check_memory(model, B, T, watch, "attribution_patch", extra=B * model.cfg.trace_bytes(T))
     clean_out, corrupt_out = head_outputs(model, clean_ids), {}
     deltas, seen = {}, {}
 
