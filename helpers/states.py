@@ -276,6 +276,8 @@ ESCALATE_AFTER = 0.5   # seconds a stopped call may go on catching its exception
 RECURSION_HEADROOM = 30   # calls added to Python's recursion limit while a call is raised at every line (see Stoppable.stop):
 # fewer than the 50 past the limit at which CPython aborts, so the limit can be put back whatever a thread did meanwhile
 MAX_HEADROOM_LIMIT = 100_000   # no headroom above this limit (one a learner's code set: deeper, C's stack runs out first)
+HEADROOM_AGAIN = 1.0   # seconds after which headroom that has not let the stop raise at every line is given back and taken
+# again just after the next poke (the code can fill it first: see Stoppable.stop)
 
 
 class Stop(BaseException):
@@ -396,9 +398,13 @@ class Stoppable:
         RecursionError the code catches, and CPython turns off a profile function that raised), so only a poke
         that happened to land a few calls above the limit would stop it (seconds, or minutes on a busy
         machine). The limit is raised just after a poke, which the code raises at its next call, before it
-        can recurse into the room; once the code is raised at every line it cannot go deeper."""
+        can recurse into the room; once the code is raised at every line it cannot go deeper. When the thread
+        takes the interpreter lock between the poke and the raise (a busy machine), it raises the poke at the old limit
+        and then fills the room: so headroom that has not turned on raising at every line within HEADROOM_AGAIN s is
+        given back and taken again after the next poke, until one lands in the room."""
         def watch():
             began, headroom = time.monotonic(), False   # headroom: whether this watchdog raised the recursion limit
+            given = (0.0, 0)   # (when, self.raised then): the headroom's last giving
             if self.ended.wait(after):
                 return
             while (running := self.running()) is not False and not self.done and \
@@ -411,7 +417,10 @@ class Stoppable:
                 if time.monotonic() - self.armed > every:   # (raising at every line already: a poke could land
                     self.poke()                              # in Stop.__del__, which may raise nothing)
                 if escalated and not headroom:   # (after the poke: it is raised before the code takes the room)
-                    headroom = _headroom_given()
+                    headroom, given = _headroom_given(), (time.monotonic(), self.raised)
+                elif headroom and self.raised == given[1] and time.monotonic() - given[0] > HEADROOM_AGAIN:
+                    _headroom_returned()   # (the room filled before a poke landed in it: taken again after the next)
+                    headroom = False
                 time.sleep(every / 2)   # (a thread that runs Python raises it at once; one in a C call never does:
                 self.withdraw()         # taken back, so that the other threads run on meanwhile)
                 time.sleep(every / 2)
