@@ -613,6 +613,8 @@ def stopped_after(seconds, exception, function, *args, **kwargs):
     stoppable, grad = Stoppable(exception), torch.is_grad_enabled()
     stoppable.stop(every=0.1, after=seconds, start=own_thread)
     try:
+        if not kicks_here():   # (another thread: nothing to add between the stop and the learner's code)
+            return stoppable.call(function, *args, **kwargs)
         with sleeps_ended(stoppable, seconds):
             return stoppable.call(function, *args, **kwargs)
     except BaseException as raised:
@@ -628,6 +630,13 @@ def stopped_after(seconds, exception, function, *args, **kwargs):
 KICK_SIGNAL = getattr(signal, "SIGURG", None)   # ignored by default: one sent after the handler is gone does nothing
 
 
+def kicks_here():
+    """Whether ``sleeps_ended`` can kick this thread: the main thread (the only one a Python handler runs in), on a
+    system with KICK_SIGNAL and pthread_kill."""
+    return KICK_SIGNAL is not None and hasattr(signal, "pthread_kill") and \
+        threading.current_thread() is threading.main_thread()
+
+
 @contextlib.contextmanager
 def sleeps_ended(stoppable, seconds):
     """Within the block (``stopped_after``'s call, in the main thread), once ``seconds`` have passed and the
@@ -636,8 +645,7 @@ def sleeps_ended(stoppable, seconds):
     handler runs only in the main thread, so elsewhere, or where the signal is missing, nothing is done). A
     handler of an outer block is called too (nested calls: the live run's plan times passes of its own). The
     handler before is put back after the sender has ended; a learner's code that replaces it is not kicked."""
-    main = threading.main_thread()
-    if KICK_SIGNAL is None or not hasattr(signal, "pthread_kill") or threading.current_thread() is not main:
+    if not kicks_here():
         yield
         return
     before, ended, target = signal.getsignal(KICK_SIGNAL), threading.Event(), threading.get_ident()
