@@ -32,7 +32,8 @@ def default_meta():
     try:
         yield
     finally:
-        torch.set_default_device("cpu")   # (put back for every later test)
+        torch.set_default_device(None)   # (put back for every later test: no default device at all; "cpu" would
+                                         # keep a device mode that copies a later test's meta tensors)
 
 
 MODES = {"meta": lambda: torch.device("meta"), "set_default_device": default_meta,
