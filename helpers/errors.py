@@ -130,13 +130,33 @@ def tensor_numbers(x, name):
         fail(f"{name} should be an array of numbers, but got a {kind} of dtype {x.dtype}, which NumPy cannot read")
 
 
+BUILT_IN_SIZED = (str, bytes, list, tuple, dict, set, frozenset)
+
+
 def length(x):
-    """len(x), also for a range too long for len() to say (range(10**20)): counted from its ends."""
+    """len(x), a text's, list's, tuple's, dict's or set's read by the built-in's own length (a subclass's ``__len__``
+    may lie or raise), and a range's also when too long for len() to say (range(10**20)): counted from its ends."""
+    kind = next((kind for kind in BUILT_IN_SIZED if isinstance(x, kind)), None)
     try:
-        return len(x)
+        return len(x) if kind is None else kind.__len__(x)
     except OverflowError:
         step = x.step
         return max(0, (x.stop - x.start + step - (1 if step > 0 else -1)) // step)
+
+
+def items_of(x):
+    """A list's or tuple's entries as a new list, read by the built-in's own iterator (a subclass's ``__len__``, which
+    list() asks first, or its ``__iter__`` may lie or raise), each text among them a plain str (``plain``)."""
+    values = list(list.__iter__(x) if isinstance(x, list) else tuple.__iter__(x))
+    if all(kind is str or not issubclass(kind, str) for kind in set(map(type, values))):   # (read at C speed)
+        return values
+    return [plain(v) for v in values]
+
+
+def plain(value):
+    """A text as a plain str (``str.__str__``: a str subclass's own __hash__, __eq__ or split may raise or lie);
+    anything else as it is."""
+    return str.__str__(value) if isinstance(value, str) else value
 
 
 def class_name(cls):
@@ -420,11 +440,8 @@ def shown(value):
     """A value as a sentence shows it: its repr cut to 40 characters (never a 10 MB text or a deep list)."""
     if isinstance(value, np.ndarray):
         return f"a {type(value).__name__} of shape {value.shape}"
-    if isinstance(value, (str, bytes, list, tuple, dict, set)):
-        kind = next(kind for kind in (str, bytes, list, tuple, dict, set) if isinstance(value, kind))
-        size = kind.__len__(value)   # the built-in's own length: a subclass's __len__ may lie or raise
-        if size > 40:
-            return f"a {type(value).__name__} of length {size}"
+    if isinstance(value, BUILT_IN_SIZED) and length(value) > 40:   # (a subclass's __len__ may lie or raise)
+        return f"a {type(value).__name__} of length {length(value)}"
     if type(value) is int and value.bit_length() > 128:
         return f"an integer of {value.bit_length():,} bits"
     if is_tensor(value):   # a torch tensor: its repr spans lines
@@ -523,7 +540,7 @@ def check_text(text, name="the text", empty=False, max_chars=None):
     a lone surrogate (half of a pair, e.g. '\\ud800') is refused with its position; return it."""
     if not isinstance(text, str):
         fail(f"{name} should be a string, but got {type(text).__name__} {shown(text)}")
-    text = str.__str__(text)   # a plain str: a subclass's strip, split or encode may raise or lie
+    text = plain(text)   # a subclass's strip, split or encode may raise or lie
     if not empty and not text.strip():
         fail(f"{name} should be a non-empty string, but got {shown(text)}")
     if max_chars is not None and len(text) > max_chars:

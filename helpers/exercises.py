@@ -202,8 +202,8 @@ class Exercise:
     def __call__(self, /, *args, **kwargs):
         if learner.importing():   # a kept cell that calls its check: not run again (see learner.importing)
             return Verdict(False)
-        try:
-            found = self.feedback(*args, **kwargs)
+        try:   # (under the grader, a function answer's run is recorded here, for the grade call after it)
+            found = grading.shown(self, args, kwargs)
         except KeyboardInterrupt:   # the stop button (or a learner's function that interrupted the kernel):
             print(f"✗ {self.title}: the check was interrupted before it finished (the stop button, or your "
                   "function interrupted the kernel): run the check cell again")
@@ -882,6 +882,8 @@ def _parameter_names(function):
     from its code, or from a ``__signature__`` the course set (a Module's run); None for anything
     else: inspect.signature would run a learner's object's own code (``__signature__``,
     ``__wrapped__``, ``__class__``), outside any time limit."""
+    if issubclass(type(function), (grading.Recorder, grading.Replay)):   # the grader's stand-ins: its function's names
+        return function.names
     method = type(function) is types.MethodType
     target = function.__func__ if method else function
     if type(target) is not types.FunctionType:
@@ -1548,6 +1550,8 @@ def _reached(answer):
     reaches by name, where it could change a model of the notebook's in place: its functions' globals
     (the cell's ``model``), closures and defaults, a partial's arguments, a bound method's object.
     Read by type (no code of the learner's runs); the globals' values in a list."""
+    if issubclass(type(answer), grading.Recorder):   # the grader's record run: the function it runs
+        answer = answer.function
     inside = [answer]
     for _ in range(10):
         if type(answer) is functools.partial:

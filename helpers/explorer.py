@@ -370,14 +370,16 @@ def check_model_and_world(model, world):
 class Guarded:
     """What ``guard`` adds to a control: a value the page sends that ``check_control`` refuses is
     not raised (ipywidgets would print its traceback in the learner's output): the page is set back
-    to the value the control kept and ``refused(error)``, if given, shows the sentence."""
+    to the value the control kept and ``refused(error)``, if given, shows the sentence. Any other failure
+    on a page's message is dropped with one line on the ``course.frames`` logger, as ``Frames`` drops one."""
     refused = None
 
     def set_state(self, sync_data):
         from traitlets import TraitError
 
         try:
-            if not isinstance(sync_data, dict) or set(sync_data) - PAGE_KEYS:   # min, max, step, description...
+            keys = PAGE_KEYS if hasattr(self, "options") else PAGE_KEYS - {"index"}   # a slider has no index
+            if not isinstance(sync_data, dict) or set(sync_data) - keys:   # min, max, step, description...
                 fail(f"a control's message from the page should change only its value (or a menu's index), "
                      f"but it changes {shown(sorted(sync_data) if isinstance(sync_data, dict) else sync_data)}")
             if "index" in sync_data:
@@ -387,6 +389,12 @@ class Guarded:
             self.send_state()
             if self.refused is not None:
                 self.refused(error if isinstance(error, CourseInputError) else CourseInputError(str(error)))
+        except Exception as error:   # noqa: BLE001 (ipywidgets would show its traceback in the learner's output)
+            from .frames import _shown, log
+
+            log.warning("explorer: a control's message from the page was dropped (%s: %s)",
+                        type(error).__name__, _shown(str(error), 200))
+            self.send_state()
 
 
 PAGE_KEYS = {"value", "index"}   # what a learner's move on the page changes; the rest of a control is the course's

@@ -7,7 +7,9 @@ variable COURSE_GRADING:
 * unset: it raises AssertionError on a wrong answer (nbgrader's own ``validate``/``autograde``);
 * ``record:<file>``: the student's notebook is running. Each grade call appends the student's
   answer, as data, to <file> (a function answer: what it returned on the check's inputs).
-  Nothing is judged there, so patching the checks in that kernel gains nothing;
+  Nothing is judged there, so patching the checks in that kernel gains nothing. A check cell's
+  visible line runs a function answer through the check once and that run is what its grade call
+  records (``shown``): the learner's function runs once per check cell, not twice;
 * ``judge:<records>:<verdicts>``: the instructor's own notebook is running, with its own
   arguments. Each grade call judges every student's recorded answer for that cell and appends
   the verdicts. Only data written by student code reaches this run, never its code.
@@ -53,7 +55,7 @@ import weakref
 
 import numpy as np
 
-from .errors import CourseInputError, Wrong, class_name, fail
+from .errors import CourseInputError, Wrong, class_name, fail, message_of
 from .files import read_json
 
 MAX_RECORDS_BYTES = 20 * 2**20   # a records file larger than this is not read
@@ -98,6 +100,7 @@ def cell(grade_id):
     if not isinstance(grade_id, str) or not 0 < len(grade_id) <= 200 or not grade_id.isprintable():
         fail(f"expected a grade id (a short line of text such as 'ch00_ex1_check'), but got {_what(grade_id)}")
     STATE["cell"], STATE["index"] = grade_id, 0
+    _PENDING.clear()   # (a visible line's record is for the grade call of its own cell only)
     how = mode()
     changed = tampered() if how is not None and how[0] == "record" else []
     if changed:
@@ -113,7 +116,8 @@ def handle(exercise, answer, args, kwargs):
     how = mode()
     if how[0] == "record":
         changed = tampered(exercise)
-        recorded = None if changed else record_answer(exercise, answer, args, kwargs)
+        kept = _kept_record(key, exercise, answer, args, kwargs)   # the visible line's run (``shown``): not run again
+        recorded = None if changed else record_answer(exercise, answer, args, kwargs) if kept is _MISSING else kept
         changed = changed or tampered(exercise)   # (a learner's function the check called may change it)
         if changed:
             _SEALED["append"](how[1], {"cell": key[0], "index": key[1], "answer": {"unknown": CHANGED},
@@ -126,12 +130,57 @@ def handle(exercise, answer, args, kwargs):
                             "problems": judged(exercise, recorded, args, kwargs)})
 
 
+_PENDING = []   # [(key, exercise, answer, args, kwargs, record)]: the visible line's record (``shown``)
+
+
+def shown(exercise, given, named):
+    """The check's sentences for a check cell's visible line, ``check(*given, **named)`` (Exercise.__call__).
+    In the grader's record run, a function answer runs through the check once, here, as ``record_answer``
+    runs it, and the record is kept for the grade call after it in the same cell (``handle``, when it names
+    the same check, answer and arguments): a check may take its whole time limit, and the cell's time limit
+    (scripts/autograde.py CELL_TIMEOUT) need cover it only once. Anything else: ``exercise.feedback``."""
+    answer, args, kwargs = exercise.answer_of(given, named)
+    how = mode()
+    if how is None or how[0] != "record" or not callable(answer) or tampered(exercise):
+        return exercise.feedback(*given, **named)
+    key = (STATE["cell"], STATE["index"])
+    record, found = _recording(exercise, answer, args, kwargs)
+    if found is None:   # not run through the check (refused first, or a class a value check takes): judged as ever
+        return exercise.feedback(*given, **named)
+    if not tampered(exercise):
+        _PENDING[:] = [(key, exercise, answer, args, dict(kwargs), record)]
+    return found
+
+
+def _kept_record(key, exercise, answer, args, kwargs):
+    """The record ``shown`` kept for this grade call (the same key, check, answer and arguments, by
+    identity), else _MISSING; either way none is kept after."""
+    kept = _PENDING[:1]
+    _PENDING.clear()
+    if not kept:
+        return _MISSING
+    at, then, given, then_args, then_kwargs, record = kept[0]
+    same = (at == key and then is exercise and given is answer and len(then_args) == len(args)
+            and all(map(operator.is_, then_args, args)) and list(then_kwargs) == list(kwargs)
+            and all(then_kwargs[name] is kwargs[name] for name in kwargs))
+    return record if same else _MISSING
+
+
 def judged(exercise, recorded, args, kwargs):
     """What the judge says of one recorded answer (JSON data, ``record_answer``'s): the check's
-    sentences, the live check's own for a ``Said`` record, one sentence for a record ``decode`` refuses."""
+    sentences, the live check's own for a ``Said`` record, one sentence for a record ``decode`` refuses.
+    A function's wrong outputs on a model the check cell gave it that held other weights in the student's
+    kernel (``_model_digests``) are said to come from other inputs, as the replay says of other arrays."""
     try:
         answer = decode(recorded)
-        return [answer.what] if type(answer) is Said else exercise.feedback(answer, *args, **kwargs)
+        if type(answer) is Said:
+            return [answer.what]
+        found = exercise.feedback(answer, *args, **kwargs)
+        other = _other_model(exercise, answer, args, kwargs) if found and isinstance(answer, Replay) else None
+        return found if other is None else [
+            f"your function was called on other inputs in the student's kernel: the check cell's model {other} held "
+            "other weights there than in the instructor's notebook (a cell that changed it in place, left in?), so "
+            "what your function returned there cannot be judged on the instructor's model"]
     except RecordError as error:
         return [f"your answer could not be judged: {error}"]
     except Exception as error:   # one strange record never stops the class's judging
@@ -451,23 +500,31 @@ def record_answer(exercise, answer, args, kwargs):
     outputs kept (an nn.Module class through its ``run`` function: helpers.exercises.Module); what
     the live check refuses, or what ``encode`` cannot keep (a complex number, bytes, a date) and the
     live check refuses, is recorded as {"said": its sentence}, which the judge says as it is."""
+    return _recording(exercise, answer, args, kwargs)[0]
+
+
+def _recording(exercise, answer, args, kwargs):
+    """(``record_answer``'s record, the check's sentences on the run that made it): the sentences when
+    the answer was a function run through the check (a Recorder), else None."""
     kind = exercise.answer
     by_kind = callable(answer) and getattr(type(kind), "calls_answer", False)   # a Function or Module check
     if not by_kind:   # the live check screens it first (plain)
         refused = _not_plain(answer, "your answer")
         if refused is not None:
-            return {"said": refused}
+            return {"said": refused}, None
     if callable(answer) and hasattr(kind, "convert"):   # a Function or Module answer: judged as the live check
         try:                                            # judges it (the course's own piece is no answer)
             answer = kind.convert(answer, exercise.problems, args, kwargs)
         except Exception as wrong:   # noqa: BLE001 (Wrong: the sentence is what the judge will say)
-            return {"said" if isinstance(wrong, Wrong) else "unknown": str(wrong)[:MAX_UNKNOWN]}
+            return {"said" if isinstance(wrong, Wrong) else "unknown": str(wrong)[:MAX_UNKNOWN]}, None
     if callable(answer) and (by_kind or not _is_class(answer)):   # a class the check calls, too
         recorder = Recorder(answer)
-        exercise.feedback(recorder, *args, **kwargs)
+        models = _model_digests({**dict(enumerate(args)), **kwargs})   # (as given, before the run)
+        found = exercise.feedback(recorder, *args, **kwargs)
         if recorder.refused is not None:   # what only this run could see (the course's own code ran in it)
-            return {"unknown": recorder.refused[:MAX_UNKNOWN]}
-        return {"function": recorder.calls}
+            return {"unknown": recorder.refused[:MAX_UNKNOWN]}, found
+        record = {"function": recorder.calls, "type": class_name(type(recorder))}   # (its type: what a sentence calls it)
+        return ({**record, "models": models} if models else record), found
     encoded = encode(answer)
     if not callable(answer) and _holds_unknown(encoded):   # (a complex, bytes, a date: kept as the live check's
         try:                                               # sentence, which says what is wrong with it)
@@ -475,8 +532,8 @@ def record_answer(exercise, answer, args, kwargs):
         except Exception:   # noqa: BLE001 (the record is kept as encode made it)
             said = []
         if said and isinstance(said[0], str):
-            return {"said": said[0][:MAX_UNKNOWN]}
-    return encoded
+            return {"said": said[0][:MAX_UNKNOWN]}, None
+    return encoded, None
 
 
 def _holds_unknown(encoded):
@@ -690,6 +747,7 @@ TAGS = {"float": set(), "array": {"shape", "kind"}, "torch": set(), "numpy": {"k
         "torch_grad": set(), "parameter": {"grad"}, "stdarray": {"typecode"}, "matrix": set(), "size": set(),
         "list": set(), "tuple": set(), "set": set(), "frozenset": set(), "dict": set(), "function": set(),
         "unknown": set(), "said": set()}   # tag -> the other keys its record has
+OPTIONAL_KEYS = {"function": {"type", "models"}}   # tag -> the other keys its record may have
 SPECIAL_FLOATS = {"nan", "inf", "-inf"}
 
 
@@ -818,7 +876,7 @@ def decode(x, depth=0):
     if not isinstance(x, dict):
         _refuse("a recorded answer (None, a bool, a number, a text or a tagged dict)", x)
     tag = next((t for t in TAGS if t in x), None)
-    if tag is None or set(x) != {tag} | TAGS[tag]:
+    if tag is None or not {tag} | TAGS[tag] <= set(x) <= {tag} | TAGS[tag] | OPTIONAL_KEYS.get(tag, set()):
         _refuse(f"a tagged record with one of the keys {', '.join(TAGS)}", {k: None for k in list(x)[:5]})
     if tag == "float":
         if not (isinstance(x["float"], str) and x["float"] in SPECIAL_FLOATS):
@@ -877,7 +935,14 @@ def decode(x, depth=0):
         calls = x["function"]
         if not (isinstance(calls, list) and all(isinstance(c, dict) for c in calls)):
             _refuse("a recorded function's calls (a list of records)", calls)
-        return Replay(calls)
+        kind, models = x.get("type", "function"), x.get("models", [])
+        if not (type(kind) is str and 0 < len(kind) <= 100 and kind.isidentifier()):
+            _refuse("a recorded function's type name", kind)
+        if not (isinstance(models, list) and len(models) <= 100 and all(
+                isinstance(m, list) and len(m) == 2 and type(m[0]) in (int, str) and type(m[1]) is str
+                and len(m[1]) <= 100 for m in models)):
+            _refuse("the digests of a recorded function's models (a list of [place, digest])", models)
+        return Replay(calls, kind, models)
     if tag == "said":
         return Said(x["said"] if isinstance(x["said"], str) and 0 < len(x["said"]) <= MAX_UNKNOWN else "something")
     return Unknown(x["unknown"] if isinstance(x["unknown"], str) and len(x["unknown"]) <= MAX_UNKNOWN else "something")
@@ -930,6 +995,38 @@ def fingerprint(x, depth=0):
     return type(x).__name__ + repr(getattr(x, "cfg", ""))
 
 
+def _model_digests(given):
+    """[[place, digest]] of each torch model (an nn.Module, by type) among ``given`` ({place: value}: the
+    check cell's arguments), its weights' digest a short text (helpers.model.weights_state, exact: CRC-32s,
+    the real model's 538 MB in about 0.4 s): ``fingerprint`` takes models by kind, so the judge compares
+    these to say that a wrong answer came of a model changed in the student's kernel (``_other_model``)."""
+    torch = sys.modules.get("torch")
+    digests = []
+    for place, value in given.items() if torch is not None else ():
+        if issubclass(type(value), torch.nn.Module):
+            from .model import weights_state
+
+            try:
+                state = repr(weights_state(value, exact=True))
+            except Exception:   # noqa: BLE001 (a model that cannot be read is taken by kind, as before)
+                continue
+            digests.append([place, hashlib.sha1(state.encode("utf-8", "surrogatepass")).hexdigest()[:16]])
+    return digests
+
+
+def _other_model(exercise, replay, args, kwargs):
+    """The name of the check cell's first model whose weights differ from those the recorded function's
+    check was given in the student's kernel (``replay.models``, ``_model_digests``), else None."""
+    given = {**dict(enumerate(args)), **kwargs}
+    here = dict((place, digest) for place, digest in _model_digests(given))
+    for place, digest in replay.models:
+        if place in here and here[place] != digest:
+            names = (sys.modules["helpers.exercises"]._parameter_names(exercise.problems) or [])[1:]
+            return names[place] if type(place) is int and place < len(names) else \
+                place if type(place) is str else f"(argument {place + 2})"
+    return None
+
+
 MAX_CALLBACK_CALLS = 10_000      # calls of the check's own functions (a callback) one recorded call keeps
 MAX_CALLBACK_CHARS = 10 * 2**20  # characters of their recorded arguments, all calls together
 
@@ -963,11 +1060,22 @@ class Recorder:
     fingerprint and what it returned (or how it failed), and every call it made to a function the
     check gave it (a callback: ``callbacks``, with its arguments as data), for the judge to make
     again in the same order (a check may count them, as chapter 12's ``train_loop`` does). ``refused``: set
-    by the check when the run found what the judge's replay cannot (the course's own code ran in it)."""
+    by the check when the run found what the judge's replay cannot (the course's own code ran in it).
+    It stands in for the function as the check sees it: its type named as the function's (``_stand_in``),
+    its parameters' names (``names``, kept in the record of a call that changed an input in place) and
+    a plain function's ``__name__``."""
+
+    def __new__(cls, function):
+        return _stand_in(cls, class_name(type(function)))
 
     def __init__(self, function):
+        from . import exercises
+
         self.function, self.calls = function, []
         self.refused = None   # the sentence of a refusal the judge could not make (helpers.exercises.Seen)
+        self.names = exercises._parameter_names(function)   # (read by type: no code of the learner's runs)
+        if type(function) is types.FunctionType:
+            self.__name__ = function.__name__
 
     def __call__(self, *args, **kwargs):
         entry = {"inputs": fingerprint((args, kwargs))}
@@ -980,8 +1088,8 @@ class Recorder:
         except SystemExit:
             entry["raised"] = ["SystemExit", ""]
             raise
-        except BaseException as exc:
-            entry["raised"] = [type(exc).__name__, str(exc)[:500]]
+        except BaseException as exc:   # (a message that cannot be read is said so, as the live check says it)
+            entry["raised"] = [class_name(type(exc)), message_of(exc, 500)]
             raise
         entry["output"] = encode(out, name="what your function returned")
         counts = [[key, _counter(value)[0]()] for key, value in given.items() if _counter(value) is not None]
@@ -990,6 +1098,8 @@ class Recorder:
         changed = [key for key, value in given.items() if fingerprint(value) != before[key]]
         if changed:   # changed in place: the judge's replay changes its copies too, so the check says so there
             entry["changed"] = changed
+            if self.names:   # (so the judge's check names the input as the live check does)
+                entry["names"] = self.names
         return out
 
     @staticmethod
@@ -1020,13 +1130,25 @@ class ReplayError(Exception):
     """A learner's function failed in their kernel; replayed with its name and message."""
 
 
+def _stand_in(cls, name):
+    """A new instance of ``cls`` (the grader's Recorder or Replay, standing in for a learner's function),
+    of a subclass named ``name``, the learner's function's type: a check's sentence that names what it
+    was given ("your answer should be one number, but it is a function") says what the live check says."""
+    return object.__new__(type(cls)(name, (cls,), {"__module__": cls.__module__, "__qualname__": name}))
+
+
 class Replay(metaclass=_ByType):
     """Stands in for a learner's function in the judge: returns what it returned in the student's
     kernel for the same inputs, in the same order, after calling the check's callbacks as it called
-    them there; other inputs are refused."""
+    them there; other inputs are refused. As the Recorder, of a type named as the learner's function's
+    (``kind``); ``names``: its parameters' names, as the call replayed last recorded them (or None);
+    ``models``: the digests of the check cell's models in the student's kernel (``_model_digests``)."""
 
-    def __init__(self, calls):
-        self.calls, self.next = list(calls), 0
+    def __new__(cls, calls, kind="function", models=()):
+        return _stand_in(cls, kind)
+
+    def __init__(self, calls, kind="function", models=()):
+        self.calls, self.next, self.names, self.models = list(calls), 0, None, list(models)
 
     def __call__(self, *args, **kwargs):
         if self.next >= len(self.calls):
@@ -1038,6 +1160,12 @@ class Replay(metaclass=_ByType):
         if entry.get("inputs") != fingerprint((args, kwargs)):
             raise ReplayError("it was called on other inputs in the student's kernel")
         given = {**dict(enumerate(args)), **kwargs}
+        names = entry.get("names")
+        if not (names is None or isinstance(names, list) and len(names) <= 255 and all(
+                type(name) is str and name.isidentifier() and len(name) <= 100 for name in names)):
+            raise RecordError(f"expected the function's parameter names (a list of names), but the record holds "
+                              f"{_what(names)}")
+        self.names = names   # (what the check's sentence calls an input changed in place)
         self._call_back(entry, given)   # its calls to the check's callbacks, before it returned (or failed)
         if "raised" not in entry and "output" not in entry:   # the check stopped waiting while it still ran
             raise ReplayError("no result: it ran longer than the time limit and was stopped (a loop that never ends?)")
@@ -1051,7 +1179,7 @@ class Replay(metaclass=_ByType):
                 raise SystemExit(0)
             if name in ("OutOfTime", "_OutOfTime"):   # the course's time-out (states.OutOfTime; its older name)
                 raise ReplayError("no result: it ran longer than the time limit and was stopped (a loop that never ends?)")
-            raise ReplayError(f"{name}: {message}")
+            raise ReplayError(f"{name}: {message}".rstrip(": "))   # (as the live check says it: exercises._standing_for)
         changed = entry.get("changed", [])
         if not (isinstance(changed, list) and all(type(key) in (int, str) and key in given for key in changed)):
             raise RecordError(f"expected the inputs a call changed (their places), but the record holds {_what(changed)}")

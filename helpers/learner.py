@@ -133,7 +133,7 @@ def keep(piece, chapter, name=None):
     temporary.replace(target)   # whole or not at all
     checks = getattr(_loading, "checks", 0)
     try:
-        with _apart():
+        with _apart(target):
             module = _load(target)
         kept = getattr(module, name)
     except BaseException as error:   # also exit(), or a stop from outside: a check's time limit
@@ -257,7 +257,7 @@ def use(name, course, quiet=False):
             print(f"{name}: the course's own (no {shown(target)} yet: write yours where its chapter teaches it)")
         return course
     try:
-        with _apart():
+        with _apart(target):
             module = _bounded_load(target)
         piece = getattr(module, name)
     except (Exception, SystemExit) as error:   # a learner's file: any error is theirs to read, in one line (exit() too)
@@ -345,15 +345,24 @@ def _not_being_imported(name):
 
 
 @contextlib.contextmanager
-def _apart():
-    """Import a kept file (its whole cell) inside this: afterwards, also when it raised, the random
+def _apart(target):
+    """Import the kept file ``target`` (its whole cell) inside this: afterwards, also when it raised, the random
     states (``states.random_states``) and torch's default dtype (float32 meanwhile, the course's, as in
-    a check's call) are as they were, and the pyplot figures it opened are closed: a cell that tried its
-    piece on ``torch.randn`` or drew a figure leaves the later cells alone."""
+    a check's call) are as they were, the pyplot figures it opened are closed, and what a check puts back
+    after a learner's code is put back too (``exercises.torch_globals``: torch's switches and modes, the
+    course's and torch's functions, the process's state; ``exercises.course_constants``): a cell that tried its
+    piece on ``torch.randn``, drew a figure, turned on torch.use_deterministic_algorithms or replaced
+    ``ref.softmax`` leaves the later cells alone, at every ``use`` as when its check kept it."""
+    from . import exercises   # (here: exercises imports this module)
+
+    sys.modules.pop(module_name(target), None)   # (imported anew: the earlier module is no state to put back)
     put_back_random, dtype, figures = random_states(), default_dtype(None), _figures()
+    put_back_globals, put_back_constants = exercises.torch_globals(), exercises.course_constants()
     try:
         yield
     finally:
+        put_back_globals()
+        put_back_constants()
         default_dtype(dtype)
         put_back_random()
         _close_new_figures(figures)

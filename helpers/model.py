@@ -38,8 +38,8 @@ from torch import nn
 from torch.nn.modules import module as torch_module
 
 from .errors import MAX_BYTES, CourseInputError, about_gib, check_bytes, check_choice, check_ids_given, check_index, \
-    check_finite, check_number, check_positive_int, check_seed, check_switch, check_tensor, count, fail, gib, length, \
-    message_of, next_seed, shown, tensor_refusal, type_name
+    check_finite, check_number, check_positive_int, check_seed, check_switch, check_tensor, count, fail, gib, items_of, \
+    length, message_of, next_seed, shown, tensor_refusal, type_name, unreadable
 from .reference import BASE_RANGE
 from .states import course_modes, digest, on_the_cpu
 
@@ -835,10 +835,15 @@ def check_collection(heads, name, expected):
     ``expected``; return it. An iterator or generator is refused: it may never end."""
     if isinstance(heads, (str, bytes)) or not isinstance(heads, (abc.Set, abc.Sequence)):
         fail(f"{name} should be {expected}, but got {shown(heads)}")
-    size = length(heads)
+    try:
+        size = length(heads)   # (a list's, tuple's or set's by the built-in: a subclass's __len__ may lie or raise)
+    except Exception as error:   # noqa: BLE001 (a collection of the learner's own class may raise anything)
+        unreadable(heads, error, f"{name} should be {expected}")
     if size > MAX_HEAD_PAIRS:
         fail(f"{name} should name at most {MAX_HEAD_PAIRS:,} heads, but got {count(size)}")
-    return heads
+    if isinstance(heads, (set, frozenset)):   # read by the built-in's own iterator, as items_of reads a list
+        return list((set if isinstance(heads, set) else frozenset).__iter__(heads))
+    return items_of(heads) if isinstance(heads, (list, tuple)) else heads
 
 
 class KVCache:
@@ -1261,10 +1266,10 @@ class Transformer(nn.Module):
         """A set of (layer, head) pairs, each in range."""
         cfg, checked = self.cfg, set()
         for pair in check_collection(heads, "ablate_heads", "a set of (layer, head) pairs"):
-            if not (isinstance(pair, (tuple, list)) and len(pair) == 2):
+            if not (isinstance(pair, (tuple, list)) and length(pair) == 2):
                 fail(f"ablate_heads should hold (layer, head) pairs, but got {shown(pair)}")
-            layer, head = pair
-            if any(isinstance(i, bool) or not isinstance(i, (int, np.integer)) for i in pair):
+            layer, head = items_of(pair)   # (a subclass's __len__ or __iter__ may lie or raise)
+            if any(isinstance(i, bool) or not isinstance(i, (int, np.integer)) for i in (layer, head)):
                 fail(f"a head should be named by two whole numbers (layer, head), but got {shown(pair)}")
             if not (0 <= layer < cfg.n_layers and 0 <= head < cfg.n_heads):
                 fail(f"expected a head of this model, but (layer={layer}, head={head}) is out of range: it has layers "

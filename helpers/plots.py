@@ -7,8 +7,8 @@ import matplotlib.pyplot as plt
 import numpy as np
 
 from .errors import as_array, check_index, check_number, check_positive_int, check_switch, check_text, count, fail, \
-    shape_of, shown
-from .readout import SUM_TOLERANCE, check_probabilities, rounding
+    length, shape_of, shown, type_name, unreadable
+from .readout import SUM_TOLERANCE, check_probabilities, label_text, rounding
 
 ATTENTION_CMAP = "Blues"
 ACCENT = "#d1495b"
@@ -24,7 +24,7 @@ def use_style():
 
 
 MAX_TITLE_CHARS = 300   # a title of a few lines; matplotlib lays out every character of a longer one
-MAX_LABEL_CHARS = 100   # a tick label: a word, a token, a vector's name
+MAX_LABELS = 1_000_000  # the most labels a list may hold (counted before listing: range(10**9) would take GBs)
 MAX_FONTSIZE = 100      # points: a number printed in a heatmap's cell (the course: 7)
 
 
@@ -34,9 +34,10 @@ def check_title(title, name="title"):
 
 
 def check_labels(labels, name):
-    """Each of ``labels`` (shown as str) a text matplotlib can draw, of at most MAX_LABEL_CHARS characters."""
-    for label in labels:
-        check_text(str(label), name, empty=True, max_chars=MAX_LABEL_CHARS)
+    """Each of ``labels`` (shown as str) a text matplotlib can draw, read as readout.format_matrix reads its row
+    labels (``label_text``: at most readout.MAX_LABEL_CHARS characters; a __str__ that raises: one sentence);
+    return the texts."""
+    return [label_text(label, name) for label in labels]
 
 
 def literal(text):
@@ -62,11 +63,27 @@ def check_label_list(labels, name, what, kind="labels"):
     """``labels`` as a list: a list, tuple or array of labels (``what``: what each one labels; ``kind``:
     what the entries are), not one text (its letters) or None; else one sentence."""
     from collections.abc import Sequence
+    from itertools import islice
 
+    should = f"{name} should be a list of {kind}, one per {what}"
     if isinstance(labels, (str, bytes)) or not (isinstance(labels, Sequence) or
                                                  isinstance(labels, np.ndarray) and labels.ndim >= 1):
-        fail(f"{name} should be a list of {kind}, one per {what}, but got {shown(labels)}")
-    return list(labels)
+        fail(f"{should}, but got {shown(labels)}")
+    try:   # counted before listed: len of a range is free, its list is not
+        size = length(labels)
+    except Exception as error:   # noqa: BLE001 (a learner's __len__ may raise anything)
+        unreadable(labels, error, should)
+    if size > MAX_LABELS:
+        fail(f"{name} should hold at most {MAX_LABELS:,} {kind} (this course's limit), one per {what}, "
+             f"but holds {count(size)}")
+    try:
+        listed = list(islice(labels, size + 1))   # a __len__ that says less than __iter__ gives: no more read
+    except Exception as error:   # noqa: BLE001 (a learner's __iter__ may raise anything)
+        unreadable(labels, error, should)
+    if len(listed) != size:
+        fail(f"{should}, but got a {type_name(labels)} whose length ({count(size)}) is not the number of {kind} "
+             f"it lists")
+    return listed
 
 
 HEATMAP_MAX_TOKENS = 256   # a label per row and column is unreadable, and the figure huge, beyond this
@@ -186,12 +203,10 @@ def cell_numbers(ax, labels, colors, fontsize=7):
 
     ax = check_ax(ax, optional=False)
     fontsize = check_number(fontsize, "fontsize", low=0, low_open=True, high=MAX_FONTSIZE)
-    labels = [[str(label) for label in check_label_list(row, "each row of labels", "cell")]
+    labels = [check_labels(check_label_list(row, "each row of labels", "cell"), "each label")
               for row in check_label_list(labels, "labels", "row of the grid (labels[i][j] for cell (i, j))", "rows")]
     colors = [check_label_list(row, "each row of colors", "cell", "colours")
               for row in check_label_list(colors, "colors", "row of the grid (colors[i][j] for cell (i, j))", "rows")]
-    for row in labels:
-        check_labels(row, "each label")
     unknown = next((color for row in colors for color in row if not is_color_like(color)), None)
     if unknown is not None:
         fail(f"each colour should be a colour matplotlib knows, such as 'black' or '#30638e', but got {shown(unknown)}")

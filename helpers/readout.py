@@ -2,7 +2,7 @@
 import numpy as np
 import torch
 
-from .errors import check_finite, check_positive_int, check_tensor, check_text, count, fail, is_tensor, length, \
+from .errors import check_finite, check_positive_int, check_tensor, check_text, count, fail, is_tensor, items_of, length, \
     read_shape, shown, to_numpy, type_name, unreadable
 
 MAX_ROWS = MAX_COLS = 1_000   # the largest matrix format_matrix writes out (a million numbers, ~8 MB of text)
@@ -221,6 +221,7 @@ def top_tokens(probs, vocab, k=5, logits=None):
     ``probs`` (to rounding), or None."""
     if isinstance(vocab, (str, bytes)) or not isinstance(vocab, (list, tuple)):
         fail(f"vocab should be the list of the vocabulary's tokens, but got {shown(vocab)}")
+    vocab = items_of(vocab)   # (read by the built-ins: a subclass's __len__ may lie or raise)
     k = check_positive_int(k, "k")
     shape = read_shape(probs, "probs")   # (a nested tensor: refused)
     if shape is not None and tuple(shape) != (len(vocab),):

@@ -3,6 +3,7 @@
 Pure functions on plain arrays, written to be read. Notation follows the source
 texts: T tokens, d_model wide residual stream, h heads of width d_k.
 """
+import functools
 import math
 
 import numpy as np
@@ -21,6 +22,17 @@ def check_entries(count, what, peak):
              f"the peak of making it), but would hold {shown(count)}")
 
 
+def underflow_to_zero(function):
+    """``function`` run with NumPy's underflow ignored (NumPy's default), whatever ``np.seterr`` a cell set (``all=
+    "raise"``, a debugging switch): a weight or a product below about 1e-308 is 0, as it should be, not a
+    FloatingPointError. A fresh ``np.errstate`` each call (NumPy 1's, used as a decorator, is one shared object)."""
+    @functools.wraps(function)
+    def call(*args, **kwargs):
+        with np.errstate(under="ignore"):
+            return function(*args, **kwargs)
+    return call
+
+
 def finite(x, name):
     """x as a float array (``as_array``) of finite numbers."""
     return check_finite(as_array(x, name), name)
@@ -31,6 +43,7 @@ def finite(x, name):
 SOFTMAX_BYTES = 18
 
 
+@underflow_to_zero
 def softmax(x, axis=-1):
     """Softmax along ``axis``; -inf entries get exactly 0.
 
@@ -93,6 +106,7 @@ def apply_mask(scores, mask):
     return np.where(check_mask(mask, scores.shape[-2:]), -np.inf, scores)
 
 
+@underflow_to_zero
 def attention(Q, K, V, causal=False, mask=None, scale=True):
     """Scaled dot-product attention.
 
@@ -174,6 +188,7 @@ MAX_NORMED = 1e145   # the largest |x| layer_norm takes: d <= 1e8 squares of dif
 LAYER_NORM_BYTES = 17
 
 
+@underflow_to_zero
 def layer_norm(x, gamma=None, beta=None, eps=1e-5):
     """Normalise each row to mean 0, variance 1, then scale by gamma and shift by beta.
 
@@ -218,6 +233,7 @@ def layer_norm(x, gamma=None, beta=None, eps=1e-5):
 GELU_BYTES = 25
 
 
+@underflow_to_zero
 def gelu(x):
     """Exact GELU: x * Phi(x), with Phi the standard normal CDF (Phi(x) = (1 + erf(x / √2)) / 2).
 
@@ -287,6 +303,7 @@ def check_base(base, name="base"):
     return check_number(base, name, *BASE_RANGE)
 
 
+@underflow_to_zero
 def sinusoidal_positions(n, d, base=10000.0):
     """The fixed (n, d) table of Vaswani et al., columns interleaved sin, cos.
 
@@ -315,6 +332,7 @@ def sinusoidal_positions(n, d, base=10000.0):
 ROTATE_BYTES = 8 + 3 * 4 + 8 + 3 * 4 + 1
 
 
+@underflow_to_zero
 def rotate_pairs(x, positions, base=10000.0):
     """Rotary position embedding (RoPE): turn each column pair of row t by positions[t] * w_i.
 

@@ -9,8 +9,8 @@ import torch.nn.functional as F
 from tqdm.auto import tqdm
 
 from .states import Stop, course_modes, parts_of, put_back_parts, torch_modes_kept
-from .errors import CourseInputError, check_number, check_positive_int, check_seed, check_switch, count, fail, message_of, shown, \
-    tensor_refusal, type_name
+from .errors import CourseInputError, check_number, check_positive_int, check_seed, check_switch, count, fail, items_of, length, \
+    message_of, shown, tensor_refusal, type_name
 
 MAX_STEPS = 10_000   # the most steps one training call takes (the course's runs take 300 to 4,000)
 MAX_LR = 10.0   # the largest learning rate a run takes: Adam moves every weight by about lr a step (the course: <= 0.03)
@@ -20,10 +20,10 @@ def check_batch(batch, vocab_size):
     """A training batch (inputs (B, T), targets (B, T)): whole-number tensors or arrays of the same
     2-D shape, inputs in 0..vocab_size-1, targets the same or -100 (nothing to predict). Returns
     (inputs, targets) as LongTensors, else one sentence."""
-    if not isinstance(batch, (tuple, list)) or len(batch) != 2:
+    if not isinstance(batch, (tuple, list)) or length(batch) != 2:   # (a subclass's __len__ or __iter__ may lie or raise)
         fail(f"batch should be (inputs, targets), two (B, T) tables of token ids, but got {shown(batch)}")
     tables = []
-    for name, table in zip(("inputs", "targets"), batch):
+    for name, table in zip(("inputs", "targets"), items_of(batch)):
         # a tensor whose numbers cannot be read as one table (nested: no one shape; sparse, meta) first
         refused = isinstance(table, torch.Tensor) and tensor_refusal(table, float8=True)
         whole = (isinstance(table, torch.Tensor) and not table.dtype.is_floating_point and not table.is_complex()
@@ -49,9 +49,9 @@ def check_batch(batch, vocab_size):
 def check_seeds(seeds, most):
     """Seeds for as many runs: a list, tuple or range of 1 to ``most`` seeds, each a valid seed
     (``errors.check_seed``); return them as a list of ints."""
-    if not isinstance(seeds, (list, tuple, range)) or not 1 <= len(seeds[:most + 1]) <= most:
+    if not isinstance(seeds, (list, tuple, range)) or not 1 <= length(seeds) <= most:
         fail(f"seeds should be a list of 1 to {most} seeds, but got {shown(seeds)}")
-    return [check_seed(s, "each seed") for s in seeds]
+    return [check_seed(s, "each seed") for s in (seeds if isinstance(seeds, range) else items_of(seeds))]
 
 
 def check_steps(steps, most=MAX_STEPS):

@@ -10,7 +10,7 @@ from pathlib import Path
 import torch
 from safetensors.torch import load_file, save_file
 
-from .errors import check_finite, check_switch, check_text, fail, message_of, shown
+from .errors import CourseInputError, check_finite, check_switch, check_text, fail, message_of, shown
 from .files import named, read_json
 from .model import Config, Transformer
 from .recipes import INDUCTION_CONFIG
@@ -137,9 +137,10 @@ def load(stem, expect=None):
     meta = read_json(config_file, "the saved model's config", MAX_CARD_BYTES)
     try:
         cfg, init = Config(**meta["config"]), meta.get("init", "unit")
-    except (ValueError, KeyError, TypeError) as error:
+    except (ValueError, KeyError, TypeError) as error:   # Config's own refusal is a course sentence: shown whole
+        said = message_of(error, 5_000 if isinstance(error, CourseInputError) else 200)
         fail(f"expected {config_file.name} to hold a model's config as JSON, but it cannot be read "
-             f"({type(error).__name__}: {str(error)[:80]})")
+             f"({type(error).__name__}: {said})")
     if expect is not None and cfg != expect:
         fail(f"the weights file {weights_file.name} is for a different model: expected {expect}, "
              f"but the file holds {cfg}")

@@ -18,7 +18,8 @@ from dataclasses import dataclass, field
 import numpy as np
 import torch
 
-from .errors import CourseInputError, check_ids_given, check_number, check_positive_int, check_seed, check_tensor, check_text, count, fail, message_of, shown
+from .errors import CourseInputError, check_ids_given, check_number, check_positive_int, check_seed, check_tensor, check_text, count, fail, \
+    items_of, length, message_of, plain, shown
 from .model import SWITCHES, Transformer, check_unknown, measuring
 from .states import on_the_cpu
 
@@ -216,7 +217,7 @@ class Tokenizer:
     def encode(self, text):
         """'<BOS> the cat' or ['<BOS>', 'the', 'cat'] -> LongTensor of ids (T,)."""
         if isinstance(text, str):
-            words = text.split()
+            words = plain(text).split()   # (a subclass's split may raise or lie)
         elif isinstance(text, (list, tuple)) and all(isinstance(word, str) for word in words_of(text)):
             words = words_of(text)
         else:
@@ -240,13 +241,10 @@ def own_lists(sentences):
     anything else is kept as it is (``check_sentences`` refuses it where it is read)."""
     if not isinstance(sentences, (list, tuple)):
         return sentences
-    return [list(s) if isinstance(s, (list, tuple)) else s for s in sentences]
+    return [items_of(s) if isinstance(s, (list, tuple)) else s for s in items_of(sentences)]   # (the built-ins' own reading)
 
 
-def words_of(text):
-    """A list's or tuple's entries as a new list, read by the built-in's own iterator: a subclass's ``__len__``
-    (which list() asks first, and may say 10**12) or ``__iter__`` may lie."""
-    return [word for word in (list.__iter__(text) if isinstance(text, list) else tuple.__iter__(text))]
+words_of = items_of   # a list's words by the built-in's own iterator, each a plain str (the name chapters import)
 
 
 @dataclass
@@ -291,25 +289,26 @@ class World:
 def check_sentences(sentences, name="sentences", limit=MAX_SENTENCES):
     """A non-empty list (or tuple) of at most ``limit`` sentences, each a list (or tuple) of at most
     MAX_WORDS words (strings), such as world.sentences; return it as a list, every sentence a list."""
-    if isinstance(sentences, (str, bytes)) or not isinstance(sentences, (list, tuple)) or not sentences:
+    if isinstance(sentences, (str, bytes)) or not isinstance(sentences, (list, tuple)) or not length(sentences):
         fail(f"{name} should be a non-empty list of sentences, each a list of words such as "
              f"['<BOS>', 'the', 'cat', '<EOS>'], but got {shown(sentences)}")
-    if len(sentences) > limit:
-        fail(f"{name} should hold at most {limit:,} sentences, but holds {len(sentences):,}")
-    total = 0
+    if length(sentences) > limit:   # (lengths and entries read by the built-ins: a subclass's may lie or raise)
+        fail(f"{name} should hold at most {limit:,} sentences, but holds {length(sentences):,}")
+    sentences, total = items_of(sentences), 0
     for i, s in enumerate(sentences):   # every size checked before a word is read or copied
         if not isinstance(s, (list, tuple)):
             fail(f"{name} should hold lists of words (strings), but sentence {i} is {shown(s)}")
-        if len(s) > MAX_WORDS:
-            fail(f"{name} should hold sentences of at most {MAX_WORDS:,} words, but sentence {i} has {len(s):,}")
-        total += len(s)
+        if length(s) > MAX_WORDS:
+            fail(f"{name} should hold sentences of at most {MAX_WORDS:,} words, but sentence {i} has {length(s):,}")
+        total += length(s)
         if total > MAX_TOTAL_WORDS:
             fail(f"{name} should hold at most {MAX_TOTAL_WORDS:,} words in all, but the first {i + 1:,} "
                  f"sentences already hold {total:,}")
-    for i, s in enumerate(sentences):
-        if not all(isinstance(word, str) for word in s):
-            fail(f"{name} should hold lists of words (strings), but sentence {i} is {shown(s)}")
-    return [list(s) for s in sentences]
+    words = [items_of(s) for s in sentences]   # each word a plain str (a subclass's __hash__ or __eq__ may raise)
+    for i, s in enumerate(words):
+        if not set(map(type, s)) <= {str}:   # (every text is a plain str now: read at C speed)
+            fail(f"{name} should hold lists of words (strings), but sentence {i} is {shown(sentences[i])}")
+    return words
 
 
 def check_world(model, world):
@@ -432,12 +431,12 @@ def check_prompts(model, world, prompts):
     """Every prompt of ``prompts`` encoded by the world's tokenizer, before any pass: a non-empty list
     (or tuple) of at most MAX_PROMPTS prompts, each a list of words or a text of words."""
     check_world(model, world)
-    if isinstance(prompts, (str, bytes)) or not isinstance(prompts, (list, tuple)) or not prompts:
+    if isinstance(prompts, (str, bytes)) or not isinstance(prompts, (list, tuple)) or not length(prompts):
         fail("prompts should be a non-empty list of prompts, each a list of words such as "
              f"['<BOS>', 'the', 'cat'], but got {shown(prompts)}")
-    if len(prompts) > MAX_PROMPTS:
-        fail(f"prompts should hold at most {MAX_PROMPTS:,} prompts (one pass each), but holds {len(prompts):,}")
-    return [world.tokenizer.encode(p) for p in prompts]
+    if length(prompts) > MAX_PROMPTS:   # (read by the built-ins: a subclass's __len__ or __iter__ may lie or raise)
+        fail(f"prompts should hold at most {MAX_PROMPTS:,} prompts (one pass each), but holds {length(prompts):,}")
+    return [world.tokenizer.encode(p) for p in items_of(prompts)]
 
 
 LOGIT_SWITCHES = tuple(name for name in SWITCHES if name not in ("trace", "cache"))   # a pass read as logits
@@ -611,11 +610,11 @@ def dragon_next(words):
     "glowing fire"; an object that is a creature acts next, after potion or fire
     a fresh subject starts the next clause.
     """
-    if isinstance(words, (list, tuple)) and len(words) > MAX_WORDS:   # counted before a word is read
-        fail(f"a dragon-world prompt should hold at most {MAX_WORDS:,} words, but got {len(words):,}")
-    if not isinstance(words, (list, tuple)) or not all(isinstance(w, str) and w in DRAGON_VOCAB for w in words):
+    if isinstance(words, (list, tuple)) and length(words) > MAX_WORDS:   # counted before a word is read
+        fail(f"a dragon-world prompt should hold at most {MAX_WORDS:,} words, but got {length(words):,}")
+    if not isinstance(words, (list, tuple)) or not all(isinstance(w, str) and w in DRAGON_VOCAB for w in items_of(words)):
         fail(f"expected a list of dragon-world words ({' '.join(DRAGON_VOCAB)}), but got {shown(words)}")
-    words = list(words)
+    words = items_of(words)   # (each a plain str: a subclass's __eq__ or __hash__ may raise)
     if not words or words[0] != "<BOS>":
         fail(f"a dragon-world prompt should start with <BOS>, but got {shown(words[:1])}")
     for t in range(1, len(words)):   # every word one the grammar allows after the words before it

@@ -48,6 +48,7 @@ limits, and the course's own files are fingerprinted before and restored after e
 a submission could read or write other files of the instructor's and reach the network. The
 score table names the fence the submissions ran in (``fence``).
 """
+import contextlib
 import csv
 import hashlib
 import html
@@ -75,7 +76,8 @@ from fence import UNFENCED, FenceError, choose_fence, fence_prefix, sockets  # n
 
 PROTECTED = ("helpers", "scripts", "instructor", "notebooks", "data", "grading/nbgrader_config.py")
 TIMEOUT = 600            # seconds one submission may run, all cells together
-CELL_TIMEOUT = 120       # seconds one cell may run
+CELL_TIMEOUT = 150       # seconds one cell may run: a long check's 120 s (exercises.LONG_CHECK_TIME_LIMIT), run once
+                         # (helpers.grading.shown), and the cell's own work around it
 MEMORY_MB = 4096         # the run's data segment (RLIMIT_DATA); torch and numba map more, harmlessly
 FILE_MB = 200            # the largest file a run may write
 RESULT_MB = 50           # the largest records file or executed notebook the grader reads back
@@ -167,8 +169,9 @@ class Submission:
 
     @property
     def key(self):
-        """A name for files and the judge: the student's id made safe, plus a hash of the path."""
-        digest = hashlib.sha1(str(self.path).encode()).hexdigest()[:16]
+        """A name for files and the judge: the student's id made safe, plus a hash of the path (its bytes as
+        the file system has them: a name that is not UTF-8, as an unzipped cp437 name, stopped the class)."""
+        digest = hashlib.sha1(os.fsencode(self.path)).hexdigest()[:16]
         return re.sub(r"[^A-Za-z0-9_.-]", "_", self.student)[:40] + "-" + digest
 
 
@@ -431,8 +434,15 @@ def needed_paths():
     return [(ROOT / name).resolve() for name in NEEDED]
 
 
+# What a run takes of the grader's environment (``run_env``): the rest (tokens, keys, a cloud's credentials)
+# never reaches the student's code, which could print it onto its own feedback page (red team round 28).
+PASSED = ("PATH", "LANG", "LANGUAGE", "TZ", "LD_LIBRARY_PATH")   # programs, the locale, the interpreter's libraries
+PASSED_PREFIXES = ("LC_", "ATEN_", "NPY_", "OPENBLAS_", "MKL_", "OMP_")   # the locale; the CPU path of torch and NumPy
+
+
 def run_env(folder, grading):
-    env = {k: v for k, v in os.environ.items() if not k.startswith(("COURSE_", "JUPYTER", "IPYTHON"))}
+    """A run's environment: only PASSED and PASSED_PREFIXES of the grader's, then the course's own."""
+    env = {k: v for k, v in os.environ.items() if k in PASSED or k.startswith(PASSED_PREFIXES)}
     env.update(FIXED_ENV, COURSE_GRADING=grading, COURSE_DATA=str(ROOT / "data"), HOME=str(folder),
                JUPYTER_RUNTIME_DIR=str(folder / ".runtime"), IPYTHONDIR=str(folder / ".ipython"),
                MPLCONFIGDIR=str(folder / ".matplotlib"), NUMBA_CACHE_DIR=str(folder / ".numba"),
@@ -443,15 +453,29 @@ def run_env(folder, grading):
                TRITON_CACHE_DIR=str(folder / ".tmp" / "triton"),
                # no user site (its usercustomize would run in every kernel); ROOT's own top level: ``snapshot``
                PYTHONPATH=str(ROOT), PYTHONDONTWRITEBYTECODE="1", PYTHONNOUSERSITE="1")
-    env.pop("MPLBACKEND", None)
-    return env
+    return env   # (no MPLBACKEND: the kernel's inline backend saves figures)
 
 
 def limit_resources():
-    """In the run's process: a memory limit, and no file larger than FILE_MB."""
+    """In the run's process: a memory limit, no file larger than FILE_MB, and killed when the grader ends
+    (``dies_with_parent``)."""
     limit = MEMORY_MB * 2**20
     resource.setrlimit(resource.RLIMIT_DATA, (limit, limit))
     resource.setrlimit(resource.RLIMIT_FSIZE, (FILE_MB * 2**20, FILE_MB * 2**20))
+    dies_with_parent()
+
+
+def dies_with_parent():
+    """Have the kernel send this process SIGKILL when the grader's thread that started it ends, however it
+    ends (Linux's prctl PR_SET_PDEATHSIG; kept across exec). The user-namespace fence's unshare ignores
+    SIGTERM and outlived a grader stopped by Ctrl-C, its run going on with no total time limit (red team
+    round 28); killed, it kills the run's whole process namespace (--kill-child)."""
+    import ctypes
+
+    try:
+        ctypes.CDLL(None, use_errno=True).prctl(1, signal.SIGKILL, 0, 0, 0)   # PR_SET_PDEATHSIG
+    except (OSError, AttributeError):   # not Linux: no fence, nothing to tie
+        pass
 
 
 def run(nb, folder, grading, timeout=TIMEOUT, cell_timeout=CELL_TIMEOUT, files=None, hidden=(), fence=UNFENCED):
@@ -487,6 +511,13 @@ def run(nb, folder, grading, timeout=TIMEOUT, cell_timeout=CELL_TIMEOUT, files=N
         os.killpg(process.pid, signal.SIGKILL)
         process.wait()
         status = f"stopped after {timeout} s (the time limit)"
+    except BaseException:   # the grader stopped (Ctrl-C): the run ends with it, now
+        try:
+            os.killpg(process.pid, signal.SIGKILL)
+        except ProcessLookupError:
+            pass
+        process.wait()
+        raise
     else:
         try:   # what the run left running (a process that holds the pipe): the session is the run's
             os.killpg(process.pid, signal.SIGKILL)
@@ -1031,8 +1062,9 @@ def grade_submissions(submissions, work, log=print, hidden=(), fence=None, **lim
     fence, log = fence or choose_fence(), escaping(log)
     records = {}
     for n, sub in enumerate(submissions, 1):
-        folder = work / sub.chapter.stem / sub.key
-        try:
+        folder = None
+        try:   # (everything of one submission's, its key too: its failure is its own row's)
+            folder = work / sub.chapter.stem / sub.key
             nb = assemble(sub, read_submission(sub.path))
             fenced = fence != UNFENCED   # a fenced run cannot write the course's files at all
             before = None if fenced else snapshot()
@@ -1053,7 +1085,8 @@ def grade_submissions(submissions, work, log=print, hidden=(), fence=None, **lim
             sub.status = f"could not be graded ({type(error).__name__}: {str(error)[:100]})"
             continue
         finally:
-            shutil.rmtree(folder, ignore_errors=True)
+            if folder is not None:
+                shutil.rmtree(folder, ignore_errors=True)
         log(f"  ran {n}/{len(submissions)}: {sub.student} {sub.chapter.stem}: {sub.status}")
     failed = []   # chapters whose judge fails with no records at all: the course's fault, said at the end
     for chapter in {sub.chapter.stem: sub.chapter for sub in records}.values():
@@ -1299,6 +1332,22 @@ def write_feedback(row, folder):
     return page
 
 
+def cleared(folder, chapters):
+    """Remove the feedback pages an earlier run wrote in ``folder`` (<student>/<chapter>/<chapter>.html, as
+    ``write_feedback`` names them, for ``chapters``), then the folders left empty, and nothing else: grading
+    again regrades from scratch, and a page of last run's score must not outlive a hand-in that now fails."""
+    stems = {chapter.stem for chapter in chapters}
+    for student in (folder.iterdir() if folder.is_dir() and not folder.is_symlink() else ()):
+        for stem in stems if student.is_dir() and not student.is_symlink() else ():
+            page = student / stem / f"{stem}.html"
+            if page.parent.is_dir() and not page.parent.is_symlink():
+                with contextlib.suppress(OSError):   # (a folder in its place, or one that holds more, stays)
+                    page.unlink(missing_ok=True)
+                    page.parent.rmdir()
+        with contextlib.suppress(OSError):
+            student.rmdir()
+
+
 TRIAL = ("import os, pathlib, helpers, helpers.grading\n"
          "assert pathlib.Path(os.environ['COURSE_DATA']).is_dir(), 'the course data folder is not there'\n"
          "print('the course is here')")
@@ -1359,6 +1408,7 @@ def grade(submissions_folder, course, log=print, unfenced=False, **limits):
         log(f"✗ {error}")
     table = rows(found, skipped, fence)
     write_csv(table, course / "scores.csv")
+    cleared(course / "feedback", chapters)   # this run's pages only, beside this run's scores.csv
     for row in table:
         if row["submission"] is not None and row["submission"].chapter is not None:
             try:

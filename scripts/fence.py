@@ -11,7 +11,8 @@ hidden folders, none of the people's folders (``homes``: /home, /root, the instr
 run needs, bound back read-only (``shown``: the interpreter, its site-packages and the course's
 package and data); it has no network (a network namespace of its own, with nothing in it), System V
 IPC and POSIX message queues of its own (an IPC namespace: nothing shared with the machine or
-another run), a host name of its own, no capability, and /proc and /sys read-only: graded as root,
+another run), a host name of its own, no capability, no user namespace of its own to gain one in
+(bubblewrap 0.8 and later; an older one allows one), and /proc and /sys read-only: graded as root,
 the run is still root to the kernel, and most of the kernel's settings under /proc/sys (its host
 name, the program it runs when a process crashes) ask for nothing more. ``fence_works`` tries a fence on a trial run before it is chosen;
 tests/test_autograde.py checks each fence this machine has on writes and connections.
@@ -19,6 +20,7 @@ tests/test_autograde.py checks each fence this machine has on writes and connect
 This file imports nothing of the course's (the user-namespace fence runs it as a script, before
 the run starts).
 """
+import functools
 import json
 import os
 import re
@@ -104,7 +106,9 @@ def bubblewrap_prefix(folder, hidden=(), needed=()):
     Its /proc is read-only, /proc/sys first: graded as root, the run is the machine's root to the kernel
     (bwrap maps it to the caller, and ``--uid`` would not change that), and most sysctls (core_pattern,
     hostname) ask only that, not a capability; bwrap 0.8 leaves /proc/sys writable, its own check
-    finding the folder r-x. /sys is read-only through ``--ro-bind / /``."""
+    finding the folder r-x. /sys is read-only through ``--ro-bind / /``. No nested user namespace
+    (``--disable-userns``, bubblewrap 0.8 and later: ``disables_userns``; an older one allows one, in
+    which the machine's mounts stay locked)."""
     command = [shutil.which("bwrap") or "bwrap", "--ro-bind", "/", "/", "--dev", "/dev", "--proc", "/proc",
                "--size", str(64 * 2**20), "--tmpfs", "/dev/shm"]
     covers = [path for path in covered(hidden) if Path(path).is_dir()]
@@ -115,8 +119,20 @@ def bubblewrap_prefix(folder, hidden=(), needed=()):
     folder = str(folder)
     read_only = [arg for path in covers for arg in ("--remount-ro", path)]   # after the folder is bound in
     read_only += ["--ro-bind", "/proc/sys", "/proc/sys", "--remount-ro", "/proc"]   # (the fresh /proc's)
-    return command + ["--bind", folder, folder, *read_only, "--unshare-user", "--unshare-net", "--unshare-pid",
-                      "--unshare-ipc", "--unshare-uts", "--cap-drop", "ALL", "--die-with-parent", "--new-session", "--chdir", folder]
+    nested = ["--disable-userns"] if disables_userns(command[0]) else []
+    return command + ["--bind", folder, folder, *read_only, "--unshare-user", *nested, "--unshare-net",
+                      "--unshare-pid", "--unshare-ipc", "--unshare-uts", "--cap-drop", "ALL", "--die-with-parent",
+                      "--new-session", "--chdir", folder]
+
+
+@functools.lru_cache(maxsize=None)
+def disables_userns(bwrap):
+    """Whether the bubblewrap at ``bwrap`` knows --disable-userns (0.8 and later), from its --help."""
+    try:
+        done = subprocess.run([bwrap, "--help"], capture_output=True, text=True, timeout=FENCE_CHECK_SECONDS)
+    except (OSError, subprocess.TimeoutExpired):
+        return False
+    return "--disable-userns" in done.stdout + done.stderr
 
 
 def user_namespace_prefix(folder, hidden=(), needed=()):
@@ -181,9 +197,11 @@ def enter_fence(folder, covers, bound, command):
     """Inside unshare's namespaces, as root of its own user namespace: ``folder`` stays writable,
     every other mount becomes read-only, each of ``covers`` (``covered``) is covered by an empty
     read-only tmpfs, each of ``bound`` (``shown``) is bound back read-only over them, /dev is a tmpfs
-    of its own with DEVICES only (and a small /dev/shm), the namespace's loopback is up; then ``command``
-    runs with no capability at all and no way to gain one (so it cannot remount anything, nor
-    write /proc, so no nested user namespace either). Any step that fails ends the run."""
+    of its own with DEVICES only (and a small /dev/shm), the namespace's loopback is up, and the namespace
+    allows no user namespace inside it (its own user.max_user_namespaces is 0: a nested one would
+    give back every capability there); then ``command`` runs with no capability at all and no way to
+    gain one (so it cannot remount anything, nor write /proc, nor raise that limit). Any step that fails
+    ends the run."""
     tools = {name: os.path.realpath(shutil.which(name) or name) for name in ("mount", "setpriv")}   # before /tmp is covered
 
     def mount(*args, keep=()):
@@ -198,6 +216,11 @@ def enter_fence(folder, covers, bound, command):
         loopback_up()
     except OSError as error:
         print(f"grader: the user-namespace fence could not bring up its loopback ({error})", flush=True)
+        sys.exit(97)
+    try:   # (this namespace's own limit, not the machine's; written while /proc is writable)
+        Path("/proc/sys/user/max_user_namespaces").write_text("0")
+    except OSError as error:
+        print(f"grader: the user-namespace fence could not forbid nested user namespaces ({error})", flush=True)
         sys.exit(97)
     mount("--bind", folder, folder)
     os.chdir(folder)

@@ -625,7 +625,7 @@ def test_explorer_drives_any_transformer_with_a_character_tokenizer(refused):
     model = Transformer(Config(vocab_size=65, d_model=32, n_heads=4, n_layers=2, d_ff=64, n_max=128))
     model.reset_parameters(seed=0)
     tok = CharTokenizer()
-    ex = explorer.explorer(model, tok, ["ROMEO: what light", "JULIET: O Romeo,", "ROMEO:"])
+    ex = explorer.explorer(model, tok, ["ROMEO: what light", "JULIET: O Romeo, O", "ROMEO:"])
     first = ex.picture()
     ex.controls["kind"].value = "resample"
     ex.controls["L1H2"].value = True

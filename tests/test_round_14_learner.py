@@ -2,8 +2,8 @@
 chapter, ``learner.keep`` when a check keeps a right piece) runs the learner's whole cell. It left the
 random states, torch's default dtype and the figures it drew changed for every later cell (and, kept by a
 check, torch functions it replaced); and a kept file that uses itself (or two that use each other)
-imported again and again, one thread more each time. (A torch function a kept cell replaces when a later
-chapter's ``use`` imports it stays replaced, as it was in the cell's own chapter: named in the note.)"""
+imported again and again, one thread more each time. (Since round 28, a torch or course function, switch or
+constant a kept cell changes when a later chapter's ``use`` imports it is put back, as a check puts it back.)"""
 import linecache
 import pickle
 import threading

@@ -50,7 +50,8 @@ def test_round_16_sentence_lists_are_sized_before_a_word_is_read(refused):
     sentences = [["the"] * 1000] * 10_001   # 10,001,000 words: one sentence past the limit
     refused(lambda: worlds.check_sentences(sentences), "at most 10,000,000 words in all", "10,001,000")
     refused(lambda: worlds.entropy_floor(sentences), "at most 10,000,000 words in all")
-    refused(lambda: worlds.check_sentences(Lazy(1_000_000, 1_000)), "at most 10,000,000 words in all")
+    # (since round 28 a list is read by the built-in's own length and iterator: this one holds nothing)
+    refused(lambda: worlds.check_sentences(Lazy(1_000_000, 1_000)), "non-empty list of sentences", "but got []")
 
 
 def test_round_16_decisions_bounds_the_prefixes_it_copies(refused):

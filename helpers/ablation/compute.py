@@ -41,6 +41,8 @@ def without_attention_blocks(model, ids):
     """
     ids = check_model(model).check_ids(ids)
     single = ids.dim() == 1
+    # its own parts, not the model's forward: so the model's own pass check does not run; this one counts first
+    check_memory(model, *(ids[None] if single else ids).shape, what="without_attention_blocks")
     with measuring(model), torch.no_grad():   # eval mode: no dropout in the MLP parts
         h = model.embed(ids[None] if single else ids)
         for block in model.blocks:
@@ -299,6 +301,18 @@ def cat_ablation(model, world, heads, kind, per_position=True, draws=20, seed=0)
 MAX_DONOR_ROWS = 10_000   # rows resample_donors pairs (it compares every pair)
 
 
+def check_two_rows(lengths, what, need):
+    """Refuse, in one sentence, a reference of rows of these ``lengths`` (tokens in each) in which the last
+    position is reached by one row alone: a per-position mean over it, or a donor from it, is there that row's
+    own output, so an ablation taken from it changes nothing. (Two rows of the longest length reach every
+    position.) ``what`` names the rows, ``need`` what a second row gives."""
+    lengths = [int(n) for n in lengths]
+    if lengths.count(max(lengths)) < 2:
+        fail(f"{what} should have a second row at every position ({need}: a mean or a donor of one row alone is "
+             f"that row's own output, so ablating with it changes nothing), but only one row has the longest length "
+             f"{max(lengths):,}")
+
+
 @on_the_cpu
 def resample_donors(lengths, seed):
     """(B,) for each row b a seeded other row b' != b with lengths[b'] >= lengths[b]."""
@@ -309,8 +323,7 @@ def resample_donors(lengths, seed):
              f"but got shape {lengths.shape}")
     if not (np.isfinite(lengths).all() and (lengths == np.round(lengths)).all() and lengths.min() >= 1):
         fail(f"lengths should be whole numbers of at least 1 (tokens in each row), but got {shown(lengths.tolist())}")
-    if (lengths == lengths.max()).sum() < 2:   # the longest row needs a donor as long
-        fail(f"each row should have a donor at least as long, but only one row has the longest length {lengths.max():g}")
+    check_two_rows(lengths, "lengths", "a donor for each row, at least as long")
     donors = []
     for b, n in enumerate(lengths.tolist()):
         pool = [c for c, m in enumerate(lengths.tolist()) if c != b and m >= n]
@@ -370,6 +383,21 @@ def check_reference_of(model, reference):
     return reference
 
 
+def checked_mean_reference(model, ids, reference, per_position):
+    """``checked_reference(model, ids, reference)`` for a mean ablation: per position, a reference of one
+    sequence is refused (``check_two_rows``: its mean is that sequence's own output), the default (ids
+    itself) before any pass."""
+    def two_rows(rows):
+        if per_position:
+            check_two_rows([ids.shape[1]] * len(rows), "the mean reference (reference, or ids by default)",
+                           "a mean over two sequences at least")
+    if reference is None:
+        two_rows(ids)
+    ref = checked_reference(model, ids, reference)
+    two_rows(ref["ids"])
+    return ref
+
+
 @on_the_cpu
 def induction_reference(model, reference):
     """What the ablations of ``induction_ablation`` take from a reference of repeated sequences
@@ -392,7 +420,13 @@ def induction_ablation(model, ids, heads, kind, per_position=True, reference=Non
     ids = check_repeated(model, ids)
     heads, per_position = sorted(model.check_heads(heads)), check_switch(per_position, "per_position")
     kind, draws, seed = check_ablation(kind, draws, seed)
-    ref = checked_reference(model, ids, reference)
+    if kind == "resample":   # the draws' pass, their logits' log-softmax copy and the donors' head outputs
+        rows, T, cfg = draws * len(ids), ids.shape[1] - 1, model.cfg
+        check_memory(model, rows, T, what=f"induction_ablation with draws={draws} (one pass of draws x sequences "
+                     f"rows: fewer draws need less)",
+                     extra=4 * rows * T * (cfg.vocab_size + cfg.n_layers * cfg.n_heads * cfg.d_k))
+    ref = checked_mean_reference(model, ids, reference, per_position) if kind == "mean" and heads \
+        else checked_reference(model, ids, reference)
     length = (ids.shape[1] - 1) // 2
     if kind != "resample":
         means = ref["means"][per_position] if kind == "mean" else None
@@ -695,6 +729,13 @@ def copy_log_prob(clean, length):
     return metric
 
 
+def direct_effects_kept(model, B, T):
+    """What ``patching.direct_effects`` keeps of a pass (B, T) as its own memory check counts it: (trace names,
+    extra bytes), the streams and every head's output; for a caller's check up front, in the caller's name."""
+    cfg = model.cfg
+    return ["L0.h"] * (2 * cfg.n_layers + 4), 4 * B * T * cfg.n_layers * cfg.n_heads * cfg.d_k
+
+
 @on_the_cpu
 def induction_direct_effects(model, ids, heads_off=(), reference=None):
     """The backup test on the induction model: dict(direct (layers, heads): each head's direct
@@ -705,10 +746,13 @@ def induction_direct_effects(model, ids, heads_off=(), reference=None):
     head's output in that run)."""
     ids = check_repeated(model, ids)
     heads_off = sorted(model.check_heads(heads_off))
+    names, extra = direct_effects_kept(model, len(ids), ids.shape[1] - 1)
+    check_memory(model, len(ids), ids.shape[1] - 1, names, "induction_direct_effects", extra)   # named for the caller
     length = (ids.shape[1] - 1) // 2
     replace = {}
     if heads_off:
-        replace = ablation_replace(heads_off, "mean", checked_reference(model, ids, reference)["means"][True])
+        means = checked_mean_reference(model, ids, reference, True)["means"][True]
+        replace = ablation_replace(heads_off, "mean", means)
     elif reference is not None:
         checked_reference(model, ids, reference)
     got = direct_effects(model, ids[:, :-1], ids[:, 1:], replace)
@@ -778,7 +822,9 @@ class AnyLab:
     The mean reference is the prompts themselves (one mean per position over the prompts at
     least that long: the caller brings prompts of the task to be measured); resample takes each
     prompt's head outputs from the next prompt in the list (positions that prompt lacks keep the
-    mean). ``view(prompt, heads, kind)`` -> dict(probs (V,) after the prompt, lens (points, T):
+    mean); a prompt that no other prompt is as long as has no reference but itself at its last
+    positions, so its mean and resample views are refused. ``view(prompt, heads, kind)`` ->
+    dict(probs (V,) after the prompt, lens (points, T):
     the probability the logit lens gives, at every residual point and position, to the token the
     unablated model predicts at that position, all under the ablation, from one forward pass;
     answer: the unablated model's next token after the prompt)."""
@@ -809,10 +855,17 @@ class AnyLab:
             self.answers = [model(i).argmax(-1) for i in self.ids]            # (T,) each: the unablated predictions
 
     def view(self, prompt, heads, kind):
+        """The view (see the class), a mean or resample ablation of a prompt that no other prompt is as long
+        as refused in one sentence (``check_two_rows``: its reference there would be the prompt itself)."""
         if not isinstance(prompt, str) or prompt not in self.prompts:
             fail(f"the prompt should be one of this lab's prompts {shown(self.prompts)}, but got {shown(prompt)}")
         heads = sorted(self.model.check_heads(heads))
+        kind = check_choice(kind, "the ablation kind", KINDS)
         b = self.prompts.index(prompt)
+        if heads and kind != "zero":   # the rows reaching each of this prompt's positions
+            check_two_rows([min(len(i), len(self.ids[b])) for i in self.ids],
+                           f"the prompts (the reference of a {kind} ablation of {shown(prompt)})",
+                           "another prompt at least as long")
         ids = self.ids[b][None]
         source = {layer: x[b:b + 1] for layer, x in self.source.items()}
         logits, got = capture(self.model, ids, self.points, ablation_replace(heads, kind, self.means, source))

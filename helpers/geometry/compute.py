@@ -29,7 +29,7 @@ from pathlib import Path
 import numpy as np
 
 from ..errors import MAX_BYTES, as_array, check_bytes, check_choice, check_number, check_positive_int, check_seed, \
-    check_finite, check_switch, check_text, count, fail, shown, to_numpy
+    check_finite, check_switch, check_text, count, fail, items_of, length, plain, shown, to_numpy
 from ..states import random_states
 
 METHODS = ("PCA", "t-SNE", "UMAP")
@@ -256,13 +256,16 @@ def load_glove(n_words=None):
 
 
 def check_words(kv, words):
-    """Fail with one sentence naming the first word that is not in kv's vocabulary."""
+    """Fail with one sentence naming the first word of ``words`` (a list or tuple) that is not in kv's vocabulary;
+    return them as a list of plain strs (``items_of``: a str subclass's own __hash__ or __eq__ may raise)."""
     check_vectors(kv)
+    words = items_of(words)
     for word in words:
         if not isinstance(word, str):
             fail(f"each word should be a string, but got {shown(word)}")
         if word not in kv.key_to_index:
             fail(f"each word should be among the {len(kv):,} words of these vectors, but got {shown(word)}")
+    return words
 
 
 def check_directions(norms, words):
@@ -279,7 +282,7 @@ def check_directions(norms, words):
 def word_rows(kv, words):
     """The vectors of ``words`` (each among kv's, each with a direction: ``check_directions``) as a
     float64 (n, d) array."""
-    check_words(kv, words)
+    words = check_words(kv, words)
     rows = np.stack([kv[w] for w in words]).astype(np.float64)
     with np.errstate(all="ignore"):
         check_directions(np.linalg.norm(rows, axis=1), words)
@@ -363,20 +366,24 @@ MAX_RANKING = 10_000   # pairs one ranking_text writes (the chapter writes 4 or 
 
 def ranking_text(pairs):
     """[(word, cosine), ...] -> 'queen 0.852, throne 0.766, ...'."""
-    if not isinstance(pairs, (list, tuple)) or len(pairs) > MAX_RANKING or not all(
-            isinstance(pair, (list, tuple)) and len(pair) == 2 and isinstance(pair[0], str)
-            and not isinstance(pair[1], bool) and isinstance(pair[1], (int, float, np.integer, np.floating))
-            for pair in pairs):
+    given = isinstance(pairs, (list, tuple)) and length(pairs) <= MAX_RANKING   # (read by the built-ins: a
+    rows = [items_of(pair) if isinstance(pair, (list, tuple)) and length(pair) == 2 else None   # subclass's may
+            for pair in items_of(pairs)] if given else []                                       # lie or raise)
+    if not given or not all(
+            row is not None and isinstance(row[0], str)
+            and not isinstance(row[1], bool) and isinstance(row[1], (int, float, np.integer, np.floating))
+            for row in rows):
         fail(f"pairs should be a list of at most {MAX_RANKING:,} (word, cosine) pairs, as nearest returns, "
              f"but got {shown(pairs)}")
-    scores = [check_number(score, f"the cosine of {shown(word)}") for word, score in pairs]   # never 'nan' written
-    return ", ".join(f"{word} {score:.3f}" for (word, _), score in zip(pairs, scores))
+    scores = [check_number(score, f"the cosine of {shown(word)}") for word, score in rows]   # never 'nan' written
+    return ", ".join(f"{word} {score:.3f}" for (word, _), score in zip(rows, scores))
 
 
 def cosine_table(kv, words):
     """Cosine of every pair of ``words``: (n, n), 1 on the diagonal."""
-    if isinstance(words, str) or not isinstance(words, (list, tuple)) or not words:
+    if isinstance(words, str) or not isinstance(words, (list, tuple)) or not length(words):
         fail(f"words should be a non-empty list of words, such as ['cat', 'dog'], but got {shown(words)}")
+    words = items_of(words)   # (a subclass's __len__ or __iter__ may lie or raise)
     check_bytes(8 * (len(words) ** 2 + 2 * len(words) * check_vectors(kv).vector_size),
                 f"a cosine table of {len(words):,} words", "give fewer words")
     rows = unit(word_rows(kv, words))
@@ -422,6 +429,7 @@ def plot_cosines(table, words, title=None, ax=None):
 
 def nearest(kv, word, topn=10):
     """The topn words closest in cosine to ``word`` (the word itself left out): [(word, cosine)]."""
+    (word,) = check_words(kv, [word])   # a plain str (a subclass's __hash__ may raise)
     word_rows(kv, [word])   # a word among kv's, with a direction
     return rank_by_cosine(kv, kv[word], topn, skip={word})
 
@@ -443,6 +451,7 @@ def analogy(kv, a, minus, plus, topn=5, exclude_inputs=True):
     """
     topn = check_positive_int(topn, "topn")
     exclude_inputs = check_switch(exclude_inputs, "exclude_inputs")
+    a, minus, plus = check_words(kv, [a, minus, plus])   # plain strs (a subclass's __hash__ may raise)
     query = analogy_vector(kv, a, minus, plus)
     skip = {a, minus, plus} if exclude_inputs else set()
     return rank_by_cosine(kv, query, topn, skip=skip)
@@ -450,10 +459,10 @@ def analogy(kv, a, minus, plus, topn=5, exclude_inputs=True):
 
 def offsets(kv, pairs):
     """The offsets unit(b) - unit(a) of word pairs [(a, b), ...] (e.g. (france, paris)): (n, d)."""
-    if not isinstance(pairs, (list, tuple)) or len(pairs) < 2 or \
-            any(not isinstance(pair, (list, tuple)) or len(pair) != 2 for pair in pairs):
+    if not isinstance(pairs, (list, tuple)) or length(pairs) < 2 or \
+            any(not isinstance(pair, (list, tuple)) or length(pair) != 2 for pair in items_of(pairs)):
         fail(f"pairs should be at least two (a, b) word pairs, but got {shown(pairs)}")
-    rows = unit(word_rows(kv, [w for pair in pairs for w in pair]))
+    rows = unit(word_rows(kv, [w for pair in items_of(pairs) for w in items_of(pair)]))   # (the built-ins' own)
     return rows[1::2] - rows[::2]
 
 
@@ -463,13 +472,13 @@ def offset_agreement(kv, pairs):
     the mean norm of an offset). 1 everywhere would be one fixed direction."""
     if isinstance(pairs, (list, tuple)):   # the (n(n-1)/2, d) tables of pairs of offsets, counted first
         check_vectors(kv)
-        n = len(pairs)
+        n = length(pairs)
         check_bytes(8 * n * (n - 1) // 2 * (2 * kv.vector_size + 3), f"offset_agreement on {n:,} pairs",
                     f"give at most {math.isqrt(MAX_BYTES // (4 * kv.vector_size + 6)):,} pairs")
     vectors = offsets(kv, pairs)
     zero = np.flatnonzero(~(np.abs(vectors).max(axis=1) > 0))
     if len(zero):
-        a, b = pairs[zero[0]]
+        a, b = items_of(items_of(pairs)[zero[0]])   # (offsets read them so)
         fail(f"each pair's two words should have different vectors (an offset with a direction), but pair "
              f"{zero[0]} ({shown(a)}, {shown(b)}) has none")
     rows, cols = np.triu_indices(len(vectors), k=1)
@@ -907,10 +916,11 @@ def project(points, method, seed=0):
 
 def group_words(kv, groups):
     """(words, labels) from a dict {group name: [words]} or a list of names of GROUPS."""
-    if not isinstance(groups, (dict, list, tuple)) or not groups:
+    if not isinstance(groups, (dict, list, tuple)) or not length(groups):
         fail(f"groups should be a non-empty list of group names (such as ['animals', 'cities']) or a dict "
              f"{{name: [words]}}, but got {shown(groups)}")
     if not isinstance(groups, dict):
+        groups = items_of(groups)   # plain strs (a subclass's __len__, __iter__ or __hash__ may lie or raise)
         for g in groups:   # a string first: a list or dict in the list cannot be looked up in GROUPS
             if not isinstance(g, str) or g not in GROUPS:
                 fail(f"each group should be one of {', '.join(GROUPS)}, but got {shown(g)}")
@@ -920,8 +930,7 @@ def group_words(kv, groups):
         if type(name) is not str or isinstance(members, str) or not isinstance(members, (list, tuple)):
             fail(f"each group should be a name (a string) with a list of words, such as 'pets': ['cat', 'dog'], "
                  f"but got {shown(name)}: {shown(members)}")
-        check_words(kv, members)
-        for word in members:
+        for word in check_words(kv, members):   # (plain strs)
             first.setdefault(word, name)
     return list(first), list(first.values())
 
@@ -1015,18 +1024,19 @@ def check_result(result, keys):
         check_result_maps(result, keys, n)
     if "seed" in keys:
         check_small_seed(result["seed"], "t-SNE and UMAP", "the result's seed")
-    return result
+    # a new dict, its words and labels as plain lists (a subclass's __len__, __iter__ or index may lie or raise)
+    return {**result, **{key: items_of(result[key]) for key in ("words", "labels") if key in keys}}
 
 
 def check_texts(values, n, name, distinct=False):
     """A result's words or labels: a list (or tuple) of texts, one per point (n of them; n None: 1 to
     MAX_POINTS), all different if ``distinct``; return their number."""
-    size = len(values) if isinstance(values, (list, tuple)) else None
+    size = length(values) if isinstance(values, (list, tuple)) else None   # (the built-ins' own: a subclass's may raise)
     if size is None or not (size == n if n is not None else 1 <= size <= MAX_POINTS) or \
-            not all(type(v) is str for v in values):
+            not all(type(v) is str for v in items_of(values)):
         expected = f"{n:,}" if n is not None else f"1 to {MAX_POINTS:,}"
         fail(f"{name} should be a list of {expected} texts (one per point), but got {shown(values)}")
-    if distinct and len(set(values)) < size:
+    if distinct and len(set(items_of(values))) < size:
         fail(f"{name} should be {size:,} different words, but some of them appear more than once")
     return size
 
@@ -1077,13 +1087,15 @@ MAX_MAP_LABELS = 40   # words plot_maps may write on each panel (chapter 01 name
 
 
 def check_on_map(result, words):
-    """Refuse a word that is not on word_map's ``result`` (words: a list of them)."""
-    on_map = set(result["words"])
+    """Refuse a word that is not on word_map's ``result`` (words: a list of them); return them as plain strs
+    (``items_of``: a str subclass's own __hash__ or __eq__ may raise)."""
+    on_map, words = set(result["words"]), items_of(words)   # (result: check_result's, plain lists)
     for word in words:   # a string first: a list or dict cannot be looked up in the map's set
         if not isinstance(word, str):
             fail(f"each word should be a string, a word of this map, but got {shown(word)}")
         if word not in on_map:
             fail(f"each word should be one of the {len(result['words'])} words of this map, but got {shown(word)}")
+    return words
 
 
 def map_runs(result, seeds=range(5)):
@@ -1122,18 +1134,20 @@ def plot_runs(runs, k=10):
     import matplotlib.pyplot as plt
 
     colours = {"random": "#7f7f7f", "PCA": "#1f77b4", "t-SNE": "#d62728", "UMAP": "#2ca02c"}
-    if not isinstance(runs, (list, tuple)) or not 1 <= len(runs) <= MAX_RUNS + 3 or not all(
+    given = isinstance(runs, (list, tuple)) and 1 <= length(runs) <= MAX_RUNS + 3   # (the built-ins' own reading:
+    if not given or not all(                                                           # a subclass's may raise)
             has_keys(run, ("method", "kept", "agreement")) and isinstance(run["method"], str)
-            and run["method"] in colours for run in runs):
+            and plain(run["method"]) in colours for run in items_of(runs)):
         fail(f"runs should be what map_runs returns (a non-empty list of at most {MAX_RUNS + 3} dicts with method, "
              f"kept and agreement, each method one of {', '.join(colours)}), but got {shown(runs)}")
+    runs = items_of(runs)
     n = len(check_shares(runs[0]["kept"], None, "each run's kept"))   # every map of the same n points
     points = [(check_shares(run["kept"], n, "each run's kept").mean(),
                check_number(run["agreement"], "each run's agreement", low=-1, high=1)) for run in runs]
     k = check_positive_int(k, "k")
     fig, ax = plt.subplots(figsize=(6.4, 3.8))
     for method, colour in colours.items():
-        mine = [point for point, run in zip(points, runs) if run["method"] == method]
+        mine = [point for point, run in zip(points, runs) if plain(run["method"]) == method]
         if not mine:
             continue
         x, y = zip(*mine)
@@ -1158,7 +1172,8 @@ def own_group_share(result):
 def neighbour_groups(result, word):
     """The groups of ``word``'s k nearest 50-D neighbours in word_map's result, most common
     first: [(group, count)], counts summing to k."""
-    check_on_map(check_result(result, ("points", "labels", "words", "k")), [word])
+    result = check_result(result, ("points", "labels", "words", "k"))
+    (word,) = check_on_map(result, [word])
     near = knn(result["points"], result["k"])[result["words"].index(word)]
     counts = {}
     for i in near:
@@ -1196,12 +1211,14 @@ def plot_maps(result, label=()):
     import matplotlib.pyplot as plt
 
     from ..plots import literal
-    check_result(result, ("words", "labels", "coords", "kept", "agreement", "k", "seed"))
+    result = check_result(result, ("words", "labels", "coords", "kept", "agreement", "k", "seed"))
     if not result["coords"]:
         fail("result should be what word_map returns, with at least one map in its coords, but its coords are {}")
-    if not isinstance(label, (list, tuple)) or len(label) > MAX_MAP_LABELS or not all(isinstance(w, str) for w in label):
+    if not isinstance(label, (list, tuple)) or length(label) > MAX_MAP_LABELS or \
+            not all(isinstance(w, str) for w in items_of(label)):
         fail(f"label should be a list of words on the map, at most {MAX_MAP_LABELS} (such as ['dog', 'paris']), "
              f"but got {shown(label)}")
+    label = items_of(label)   # plain strs (a subclass's __len__, __iter__ or __hash__ may lie or raise)
     check_on_map(result, label)
     names = list(dict.fromkeys(result["labels"]))
     if len(names) > MAX_MAP_GROUPS:   # each group drawn on every panel and named in the legend: minutes for thousands
@@ -1291,12 +1308,15 @@ def check_word2vec(sentences, vector_size, window, epochs, seed, sample):
         tokens += len(sentence)
     for word in vocab:   # gensim hashes each word's UTF-8 bytes
         check_text(word, "each word", empty=True)
+    longest = max(len(sentence) for sentence in sentences)
+    if longest < 2:   # a word learns from its neighbours: no window, however small, finds one
+        fail("sentences should hold at least one sentence of two or more words (a word learns from the words "
+             "around it), but every sentence has one word")
     vector_size = check_positive_int(vector_size, "vector_size")
     window = check_positive_int(window, "window")
     if window > MAX_WINDOW:   # gensim's C loop takes a C int: 2**64 crashes its worker and the training waits forever
         fail(f"window should be at most {MAX_WINDOW:,} words (this course's limit; no sentence is that long), "
              f"but got {count(window)}")
-    longest = max(len(sentence) for sentence in sentences)
     if window >= longest:   # no word has that many neighbours on either side: a wider window reaches no more words
         fail(f"window should be at most {longest - 1:,} (words either side of a word, and the longest sentence has "
              f"{longest:,} words), but got {count(window)}")

@@ -17,7 +17,9 @@ loop written out, the live run, and the measurements on the shipped Shakespeare 
 import contextlib
 import math
 import operator
+import signal
 import sys
+import threading
 import time
 
 import numpy as np
@@ -605,11 +607,16 @@ def stopped_after(seconds, exception, function, *args, **kwargs):
     raised as ``exception``, without the chain of what it caught, its ``code`` the learner's function it was stopped
     in (``states.learners_function``: named in the sentence). torch's gradient mode is put back (a
     ``with torch.no_grad():`` stopped at every line may not have left it). The watchdog is a thread of the
-    course's own (``exercises.own_thread``): ``threads_stopped`` does not take it for one the loop left."""
+    course's own (``exercises.own_thread``): ``threads_stopped`` does not take it for one the loop left.
+    In the main thread, a wait in C that lets other threads run (time.sleep, a lock's acquire) is ended too
+    (``sleeps_ended``): an exception set from another thread waits for the next line of Python."""
     stoppable, grad = Stoppable(exception), torch.is_grad_enabled()
     stoppable.stop(every=0.1, after=seconds, start=own_thread)
     try:
-        return stoppable.call(function, *args, **kwargs)
+        if not kicks_here():   # (another thread: nothing to add between the stop and the learner's code)
+            return stoppable.call(function, *args, **kwargs)
+        with sleeps_ended(stoppable, seconds):
+            return stoppable.call(function, *args, **kwargs)
     except BaseException as raised:
         if not stoppable.poked:
             raise
@@ -618,6 +625,53 @@ def stopped_after(seconds, exception, function, *args, **kwargs):
         raise late.with_traceback(None) from None   # (what it caught on its way out: not shown)
     finally:
         torch.set_grad_enabled(grad)
+
+
+KICK_SIGNAL = getattr(signal, "SIGURG", None)   # ignored by default: one sent after the handler is gone does nothing
+
+
+def kicks_here():
+    """Whether ``sleeps_ended`` can kick this thread: the main thread (the only one a Python handler runs in), on a
+    system with KICK_SIGNAL and pthread_kill."""
+    return KICK_SIGNAL is not None and hasattr(signal, "pthread_kill") and \
+        threading.current_thread() is threading.main_thread()
+
+
+@contextlib.contextmanager
+def sleeps_ended(stoppable, seconds):
+    """Within the block (``stopped_after``'s call, in the main thread), once ``seconds`` have passed and the
+    watchdog has poked ``stoppable``, KICK_SIGNAL is sent to this thread every 0.1 s until the call ends: a
+    wait in C (time.sleep) ends at the signal, and the handler raises the stoppable's exception (a Python
+    handler runs only in the main thread, so elsewhere, or where the signal is missing, nothing is done). A
+    handler of an outer block is called too (nested calls: the live run's plan times passes of its own). The
+    handler before is put back after the sender has ended; a learner's code that replaces it is not kicked."""
+    if not kicks_here():
+        yield
+        return
+    before, ended, target = signal.getsignal(KICK_SIGNAL), threading.Event(), threading.get_ident()
+
+    def kicked(signum, frame):
+        if stoppable.poked and not stoppable.done:
+            raise stoppable.exception()
+        if getattr(before, "kicks", False):
+            before(signum, frame)
+    kicked.kicks = True
+
+    def send():
+        if ended.wait(seconds):
+            return
+        while not ended.wait(0.1):
+            if stoppable.poked and not stoppable.done:
+                signal.pthread_kill(target, KICK_SIGNAL)
+
+    signal.signal(KICK_SIGNAL, kicked)
+    sender = own_thread(send, "the live run's kicker")
+    try:
+        yield
+    finally:
+        ended.set()
+        sender.join()
+        signal.signal(KICK_SIGNAL, signal.SIG_DFL if before is None else before)   # (None: not set from Python)
 
 
 @course_modes(name="step_seconds")   # (under no_grad too: it takes gradients)
@@ -1006,14 +1060,19 @@ def switches_kept():
     have changed for every later cell is put back as a check puts it back: torch's switches and float32 precisions
     (``states.torch_flags_kept``: torch.set_float32_matmul_precision), default dtype, deterministic and anomaly
     modes (``states.torch_modes_kept``: torch.autograd.set_detect_anomaly) and the random states of Python and
-    NumPy (``states.random_states``). torch's own random state is put back when the block raises; one
+    NumPy (``states.random_states``), NumPy's error state (np.seterr, np.seterrcall: the loop runs in the caller's
+    thread, whose state it is) and print options. torch's own random state is put back when the block raises; one
     that ends leaves it as the loop left it (a training loop seeds it: torch.manual_seed(seed), dropout's draws)."""
     put_back_random, put_back_flags, put_back_modes = random_states(), torch_flags_kept(), torch_modes_kept()
+    errors, error_call, printing = np.geterr(), np.geterrcall(), np.get_printoptions()
     ended = False
     try:
         yield
         ended = True
     finally:
+        np.seterr(**errors)
+        np.seterrcall(error_call)
+        np.set_printoptions(**printing)
         put_back_modes()
         put_back_flags()
         loops = torch.get_rng_state()

@@ -840,8 +840,7 @@ def head_view(model="cat", layer=0, head=0, prompt=None, tokenizer=None, cache=N
     cfg = net.cfg
     layer = check_index(layer, f"layer (the {name} model has {cfg.n_layers})", cfg.n_layers)
     head = check_index(head, f"head (the {name} model has {cfg.n_heads} per layer)", cfg.n_heads)
-    if cache is not None and not isinstance(cache, dict):
-        fail(f"cache should be None or a dict (the explorer's), but got {shown(cache)}")
+    check_cache(cache)
     prompt = PROMPTS[model][0] if prompt is None and name in PROMPTS else prompt
     ids, tokens = prompt_tokens(net, tokenizer, prompt, name)   # checked before any key is made of it
     weights = cached_attention(net, name, ids, cache)
@@ -865,12 +864,35 @@ def cached_attention(net, name, ids, cache):
     and the ids (so a tokenizer changed since is read again too). The cache keeps at most MAX_CACHED
     tables of MAX_CACHE_BYTES in all (256 MB), the oldest dropped first (``keep_cached``)."""
     key = (name if name in MODELS else weights_state(net), tuple(ids.tolist()))
-    weights = None if cache is None else cache.pop(key, None)   # put back last: the newest
+    weights = None if cache is None else cache.get(key)
     if weights is None:
         weights = ids_attention(net, ids)
+    else:   # checked before it is taken out: a refused call leaves the cache as it was
+        check_table(weights, (net.cfg.n_layers, net.cfg.n_heads, len(ids), len(ids)))
+        cache.pop(key)   # put back last: the newest
     if cache is not None:
         keep_cached(cache, key, weights)
     return weights
+
+
+CACHE = "cache should be None or a dict of head_view's attention tables (the explorer's)"
+
+
+def check_cache(cache):
+    """None, or a dict whose entries are each a NumPy table (what ``keep_cached`` puts in it); else one sentence."""
+    if cache is not None and not isinstance(cache, dict):
+        fail(f"{CACHE}, but got {shown(cache)}")
+    bad = next((table for table in dict.values(cache or {}) if not isinstance(table, np.ndarray)), None)
+    if bad is not None:
+        fail(f"{CACHE}, but it holds {shown(bad)}")
+
+
+def check_table(table, shape):
+    """A cached table for this prompt: finite attention weights of ``shape`` (layers, heads, T, T), as
+    ``ids_attention`` made it (not edited since, nor another prompt's); else one sentence."""
+    if table.shape != shape or not np.isfinite(table).all():
+        fail(f"{CACHE}, but its table for this prompt " + (f"has shape {table.shape}, not {shape}" if
+             table.shape != shape else "holds NaN or inf"))
 
 
 def keep_cached(cache, key, weights):

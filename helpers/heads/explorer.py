@@ -251,8 +251,9 @@ def check_maps(maps, tokens, titles, rows, columns, numbers):
     """maps_figure's maps, tokens and titles: rows * columns maps (a list or tuple) of (T, T) numbers, as many
     titles (each None or a text), T token labels (a list, tuple or array of 1 to HEATMAP_MAX_TOKENS labels;
     at most MAX_NUMBERED with ``numbers``); else one sentence. The maps are read one by one, each refused
-    as soon as its shape is wrong. Returns (maps as NumPy arrays, tokens as a list, titles as a list)."""
-    from ..plots import HEATMAP_MAX_TOKENS, check_label_list, check_title
+    as soon as its shape is wrong. Returns (maps as NumPy arrays, tokens as a list of texts, titles as a
+    list)."""
+    from ..plots import HEATMAP_MAX_TOKENS, check_label_list, check_labels, check_title
 
     if not isinstance(maps, (list, tuple)):
         fail(f"maps should be a list of (T, T) attention maps, one per cell of the grid, but got {shown_value(maps)}")
@@ -274,7 +275,8 @@ def check_maps(maps, tokens, titles, rows, columns, numbers):
         if arrays[-1].shape != (T, T):
             fail(f"each map should be ({T}, {T}), a weight for each pair of the {T} tokens, but map {i} has shape "
                  f"{arrays[-1].shape}")
-    return arrays, check_label_list(tokens, "tokens", what), titles   # (a text, its letters: refused here)
+    tokens = check_label_list(tokens, "tokens", what)   # (a text, its letters: refused here)
+    return arrays, check_labels(tokens, "each token label"), titles   # as texts: draw_maps measures them
 
 
 def check_first_copy(first_copy, T):

@@ -29,7 +29,8 @@ import torch.nn.functional as F
 from torch import nn
 
 from ..errors import MAX_BYTES, as_array, check_bytes, check_finite, check_mask, check_number, check_positive_int, check_seed, \
-    check_seeds, check_switch, check_tensor_size, count, fail, length, refuse_bools, shape_before_copy, shown, to_numpy
+    check_seeds, check_switch, check_tensor_size, count, fail, length, plain, real_number, refuse_bools, shape_before_copy, shown, \
+    to_numpy
 from ..model import Attention, Transformer, check_heads_split, check_made, measure
 from ..recipes import CAT_CONFIG, CAT_TRAINING
 from ..reference import entries, mask_bytes
@@ -441,6 +442,7 @@ def no_mask_work(n_seeds, steps, n_samples):
 
 
 @on_the_cpu
+@course_modes()   # inside torch.inference_mode() too: its own model and data, made outside it, take gradients
 def train_without_mask(world, seed=0, steps=CAT_TRAINING["steps"], stop_after=None):
     """The cat model trained by the shipped model's recipe (Adam, cosine decay over ``steps``,
     full batch) from ``seed``, but with the mask off on every step (only the first
@@ -540,15 +542,16 @@ def shipped_no_mask_runs(world, n_samples=50):
 def count_within(values, low, high):
     """How many of ``values`` lie in [low, high] (a claim about every run is a count of runs)."""
     values = as_array(values, "values", 1)
-    for bound, name in ((low, "low"), (high, "high")):   # math.inf is a bound (no upper end)
-        if isinstance(bound, bool) or not isinstance(bound, (int, float, np.integer, np.floating)) or bound != bound \
-                or isinstance(bound, int) and abs(bound) > 2**1000:   # no float holds it
+    bounds = []
+    for bound, name in ((low, "low"), (high, "high")):   # math.inf is a bound (no upper end), NaN none
+        bounds.append(real_number(bound, name, "a number (math.inf for no end)"))   # (its __float__ may raise)
+        if math.isnan(bounds[-1]):
             fail(f"{name} should be a number (math.inf for no end), but got {shown(bound)}")
-    if low > high:
+    if bounds[0] > bounds[1]:
         fail(f"low should be at most high, but got low {shown(low)} and high {shown(high)}")
     if np.isnan(values).any():   # a diverged run's NaN loss lies in no range: it would go uncounted
         fail(f"values should be numbers, not NaN, but value {int(np.flatnonzero(np.isnan(values))[0])} is NaN")
-    return int(((low <= values) & (values <= high)).sum())
+    return int(((bounds[0] <= values) & (values <= bounds[1])).sum())
 
 
 def prompt_words(model, prompt, extra=0, name="the prompt"):
@@ -559,7 +562,7 @@ def prompt_words(model, prompt, extra=0, name="the prompt"):
     if not isinstance(prompt, (str, list, tuple)):
         fail(f"{name} should be a string or a list of words, such as '<BOS> the cat', but got "
              f"{type(prompt).__name__} {shown(prompt)}")
-    words = prompt.split() if isinstance(prompt, str) else words_of(prompt)
+    words = plain(prompt).split() if isinstance(prompt, str) else words_of(prompt)   # (plain strs: a subclass's may raise)
     if not words:
         fail(f"{name} should hold at least one word (such as '<BOS> the cat'), but it is empty")
     room = model.cfg.n_max - extra

@@ -23,7 +23,7 @@ import torch.nn.functional as F
 from torch import nn
 
 from .. import reference as ref
-from ..errors import as_array, check_bytes, check_choice, check_finite, check_index, check_number, check_positive_int, \
+from ..errors import as_array, items_of, check_bytes, check_choice, check_finite, check_index, check_number, check_positive_int, \
     check_switch, count, described, fail, is_bool, shape_of, shown, to_numpy
 from ..explorer import check_model_and_world
 from ..heads.compute import as_numpy
@@ -368,8 +368,10 @@ def unit_means(collected, layer, words):
     positions holding each word; each word must occur at an input position of ``collected``."""
     layer = check_layer(collected, layer)   # before collected is read: it may be no dict at all
     acts = collected["act"][layer]
-    if isinstance(words, (str, bytes)) or not isinstance(words, (list, tuple)) \
-            or not words or not all(isinstance(word, str) for word in words):
+    if isinstance(words, (str, bytes)) or not isinstance(words, (list, tuple)):
+        fail(f"words should be a non-empty list of words (strings), but got {shown(words)}")
+    words = items_of(words)   # (read by the built-ins: a subclass's __len__ may lie or raise; each text a plain str)
+    if not words or not all(isinstance(word, str) for word in words):
         fail(f"words should be a non-empty list of words (strings), but got {shown(words)}")
     rows = []
     for word in words:

@@ -793,6 +793,15 @@ def plot_steps(x, steps, printed=None, labels=None):
         if len(values) != d:
             fail(f"steps should be nz.layer_norm_steps(x) for this x of d={d} numbers, but its {name} has "
                  f"{len(values)}")
+    for name, values in (("x", x), ("steps['z']", z), ("steps['out']", out)):
+        check_finite(values, name)   # (a bar of NaN is drawn as nothing, one of inf breaks the axes)
+    centred = x - x.mean()   # z is (x - mean) / sqrt(var + eps), eps >= 0 (out: gamma and beta, unknown here)
+    scale = float(centred @ z) / float(centred @ centred) if centred.any() else 0.0
+    if not (math.isclose(mean, float(x.mean()), rel_tol=1e-6, abs_tol=1e-9 * (1 + float(np.abs(x).max())))
+            and math.isclose(std, float(x.std()), rel_tol=1e-6, abs_tol=1e-9 * (1 + float(np.abs(x).max())))
+            and scale >= 0 and np.allclose(z, scale * centred, rtol=1e-6, atol=1e-9 * (1 + float(np.abs(z).max())))):
+        fail(f"steps should be nz.layer_norm_steps(x) for this x (mean {float(x.mean()):.4g}, std "
+             f"{float(x.std()):.4g}), but its mean is {mean:.4g}, its std {std:.4g} and its z not (x - mean) scaled")
     printed = None if printed is None else as_array(printed, "printed", 1)
     if printed is not None and len(printed) != d:
         fail(f"printed should be None or d={d} numbers like x, but has {len(printed)}")

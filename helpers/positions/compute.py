@@ -34,12 +34,12 @@ from .. import reference as ref
 from ..reference import check_angles, check_base
 from ..errors import MAX_BYTES, as_array, check_bytes, check_finite, check_number, check_positive_int, \
     check_seed, check_switch, check_tensor, check_tensor_size, count, fail, length, next_seed, \
-    shape_before_copy, shown, to_numpy, unreadable
+    plain, shape_before_copy, shown, to_numpy, unreadable
 from ..explorer import check_model_and_world
 from ..heads.compute import as_numpy
 from ..model import MAX_LAYERS, MAX_TOKENS, Transformer, check_depth, check_model, measure, rotate_pairs, sinusoidal_table
 from ..worlds import words_of
-from ..states import on_the_cpu
+from ..states import course_modes, on_the_cpu
 
 MAX_SQUARE = math.isqrt(MAX_BYTES // 8)   # the largest n of an (n, n) float64 table within MAX_BYTES: 14,188
 MAX_SHIFT = 1_000_000     # the furthest position shifted_logits places a sequence (the notebook goes to 1,000); with
@@ -672,7 +672,7 @@ def next_token_view(model, world, prompt, positions=True, seed=0, keep_last=True
     seed = check_seed(seed)
     if not isinstance(prompt, (str, list, tuple)):
         fail(f"the prompt should be a string or a list of words, but got {shown(prompt)}")
-    words = prompt.split() if isinstance(prompt, str) else list(prompt)
+    words = plain(prompt).split() if isinstance(prompt, str) else words_of(prompt)   # (a subclass's own may raise)
     if not words or words[0] != "<BOS>":
         fail(f"a {world.name}-world prompt should start with <BOS>, but got {shown(words[:1])}")
     fed = scramble(words, seed, keep_last)
@@ -747,6 +747,7 @@ def order_blind_ceiling(T):
 
 
 @on_the_cpu
+@course_modes()   # inside torch.inference_mode() too: its own model and data, made outside it, take gradients
 def position_probe(seed, causal=True, steps=150, T=6, V=6, n=128):
     """Train a tiny Transformer without positions (1 layer, 1 head, d_model 8, d_ff 16) on
     ``position_task`` and return its accuracy on 1,000 fresh sequences (seed 100).

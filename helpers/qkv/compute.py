@@ -147,6 +147,7 @@ def check_widths(T, d_k, rows, widths):
         fail(f"{widths} should have at least one number each (d_k >= 1), but they have d_k = 0")
 
 
+@ref.underflow_to_zero   # (NumPy's underflow ignored, whatever np.seterr a cell set: tiny numbers give 0)
 def attention_steps(X, W_Q, W_K, W_V, causal=False, scale=True):
     """One attention head, every step kept.
 
@@ -191,6 +192,7 @@ def attention_steps(X, W_Q, W_K, W_V, causal=False, scale=True):
 DIFFERENCE_BYTES = 16
 
 
+@ref.underflow_to_zero
 def printed_difference(ours, printed):
     """The largest |ours - printed| over the entries (-inf against -inf counts as 0).
 
@@ -219,6 +221,7 @@ def printed_difference(ours, printed):
                                 "subtract").max())
 
 
+@ref.underflow_to_zero
 def softmax_share(scores, index, d=None):
     """The weight softmax gives entry ``index`` of a score row (T,), after dividing by sqrt(d) if given."""
     scores = check_finite(as_array(scores, "scores", 1), "scores", minus_inf=True)   # -inf: a hidden key
@@ -240,6 +243,7 @@ def softmax_share(scores, index, d=None):
 
 # ----------------------------------------------------------------- the explorer's compute
 
+@ref.underflow_to_zero
 def query_step(query, keys, values, scale=True, visible=None):
     """One query against T keys.
 

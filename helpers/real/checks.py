@@ -456,14 +456,18 @@ MAX_CHECK_TOKENS = 1_024   # tokens in the check's seqs (N × (2L+1)): the check
 def checked_ablation(model, seqs, heads_off):
     """The check's own inputs, refused with one sentence before any pass: model the course's
     Transformer, seqs repeated sequences (N, 2L+1) of its token ids, at most MAX_CHECK_TOKENS in all, whose pass
-    fits patching.MAX_PASS_BYTES, heads_off a non-empty list of its (layer, head) pairs; returns
-    (seqs as a LongTensor, heads_off as a list of (int, int), in the order given)."""
+    fits patching.MAX_PASS_BYTES, two of them at least (the mean of one is its own output),
+    heads_off a non-empty list of its (layer, head) pairs; returns (seqs as a LongTensor, heads_off
+    as a list of (int, int), in the order given)."""
+    from ..ablation.compute import check_two_rows
     from ..model import Transformer
 
     if not isinstance(model, Transformer):
         fail(f"model should be the course's Transformer (real.load()[0]), but got {shown(model)}")
     seqs = model.check_ids(seqs)
     seqs, _ = circuit.check_repeats(seqs)
+    # a mean over one sequence is its own output: a function that ablates nothing would be judged right
+    check_two_rows([seqs.shape[1]] * len(seqs), "seqs", "a mean over two sequences at least")
     if seqs.numel() > MAX_CHECK_TOKENS:
         fail(f"seqs should hold at most {MAX_CHECK_TOKENS:,} tokens (N × (2L+1): the check runs the model on them "
              f"several times within its time), but its {seqs.shape[0]:,} sequences of {seqs.shape[1]:,} tokens hold "

@@ -76,15 +76,21 @@ def _chunks(ids, chunk):
     return torch.split(torch.as_tensor(ids), check_positive_int(chunk, "chunk"))
 
 
-def check_chunk_work(model, ids, chunk, what):
+def check_chunk_work(model, ids, chunk, what, names=(), extra=0):
     """Refuse up front a call whose passes over ids (N, T), one of the model per ``chunk`` sequences, would
-    need more than about a minute (``smollm2.check_real_passes``): the ids are the model's (T within its
-    limit) and chunk a whole number >= 1, checked first. Returns chunk."""
+    need more than about a minute (``smollm2.check_real_passes``), or whose largest pass, keeping the trace
+    ``names`` and ``extra`` bytes a sequence, more than patching's limit (``patching.check_memory``, the
+    sentence naming ``what`` and a smaller chunk, not the capture inside): the ids are the model's (T within
+    its limit) and chunk a whole number >= 1, checked first. Returns chunk."""
     chunk = check_positive_int(chunk, "chunk")
     N, T = check_net(model).check_ids(ids).shape
     full, rest = divmod(N, chunk)                 # full chunks, then one pass over the rest
     check_real_passes(model, [(full, chunk, T, 0), (int(rest > 0), rest, T, 0)], what,
                       "give fewer or shorter sequences (the chapter gives 2)")
+    B = min(chunk, N)
+    patching.check_memory(model, B, T, names, f"{what} with chunk={chunk}" + (
+        f" ({B} sequences in each pass: a smaller chunk needs less)" if B > 1 else " (one sequence a pass)"),
+        extra=B * extra)
     return chunk
 
 
@@ -113,9 +119,9 @@ def head_statistics(model, ids, chunk=25):
     reference)."""
     check_net(model)
     ids, length = check_repeats(ids)
-    check_chunk_work(model, ids, chunk, "head_statistics")
     n_layers = model.cfg.n_layers
     names = [f"L{l}.{part}" for l in range(n_layers) for part in ("weights", "head_out")]
+    check_chunk_work(model, ids, chunk, "head_statistics", names)
     previous, induction, sums = [], [], {}
     for part in _chunks(ids, chunk):
         kept = capture(model, part, names, stop_after=names[-1])
@@ -188,7 +194,7 @@ def copy_loss(model, ids, heads_off=(), means=None, chunk=25, copy=2):
     if isinstance(copy, bool) or not isinstance(copy, (int, np.integer)) or copy not in (1, 2):
         fail(f"copy should be 1 or 2 (which copy's tokens are scored), but got {shown(copy)}")
     check_ablation(model, heads_off, means, ids.shape[1])
-    check_chunk_work(model, ids, chunk, "copy_loss")
+    check_chunk_work(model, ids, chunk, "copy_loss", ["final_ln"])
     replace = mean_ablation(heads_off, means) if heads_off else {}
     where = torch.arange(length + 1, 2 * length) if copy == 2 else torch.arange(1, length)  # predicting tokens 2..L
     out = []
@@ -206,9 +212,11 @@ def copy_effects(model, ids, heads_off=(), means=None, chunk=25):
     the right next token's logit, averaged over the same positions (the predictions of the second
     copy's tokens 2..L), the final RMSNorm's divisor that run's own (``patching.direct_effects``)).
     With one head ablated, a head whose direct contribution grows is a backup head."""
+    from ..ablation.compute import direct_effects_kept   # chapter 10's count of what direct_effects keeps
+
     ids, length = check_repeats(ids)
     check_ablation(model, heads_off, means, ids.shape[1])
-    check_chunk_work(model, ids, chunk, "copy_effects")
+    check_chunk_work(model, ids, chunk, "copy_effects", *direct_effects_kept(model, 1, ids.shape[1]))
     replace = mean_ablation(heads_off, means) if heads_off else {}
     where = torch.arange(length + 1, 2 * length)
     loss, direct = [], []
@@ -229,9 +237,9 @@ def induction_scores(model, ids, heads_off=(), means=None, chunk=25):
     where the removed one did, even if it writes nothing directly into the logit)."""
     ids, length = check_repeats(ids)
     check_ablation(model, heads_off, means, ids.shape[1])
-    check_chunk_work(model, ids, chunk, "induction_scores")
-    replace = mean_ablation(heads_off, means) if heads_off else {}
     names = [f"L{l}.weights" for l in range(model.cfg.n_layers)]
+    check_chunk_work(model, ids, chunk, "induction_scores", names)
+    replace = mean_ablation(heads_off, means) if heads_off else {}
     out = []
     for part in _chunks(ids, chunk):
         kept = capture(model, part, names, replace, stop_after=names[-1])
@@ -255,8 +263,8 @@ def receiver_scores(model, ids, receiver, sender=None, means=None, via="all", ch
         if sender[0] >= r_layer:
             fail(f"the sender should sit in a layer below the receiver {receiver}, but got {sender}")
         check_ablation(model, [sender], means, ids.shape[1], f"the sender {sender}")
-    check_chunk_work(model, ids, chunk, "receiver_scores")
     target = f"L{r_layer}.weights"
+    check_chunk_work(model, ids, chunk, "receiver_scores", [target])
     out = []
     for part in _chunks(ids, chunk):
         if sender is None:
@@ -424,6 +432,12 @@ def patch_grid(model, clean, corrupt, answers, layers=None, positions=None, dire
                                                                       for l in layers]
     positions = list(range(clean.shape[1])) if positions is None else \
         [check_index(p, "each position", clean.shape[1]) for p in positions]
+    (n, T), cfg, P = clean.shape, model.cfg, len(positions)   # counted before the streams and the patched batch
+    stream = T * cfg.d_model * model.E.element_size()        # one prompt's stream after one block
+    check_bytes(2 * cfg.n_layers * n * stream + n * P * stream + cfg.pass_bytes(n * P, T),
+                f"patch_grid (the streams of both runs at every layer, then a pass of {count(n)} prompts × {count(P)} "
+                f"positions of {count(T)} tokens for each of the layers asked for, {count(len(layers))} in all)",
+                "patch fewer positions (positions=[...]) or give fewer or shorter prompts", limit=patching.MAX_PASS_BYTES)
     h_clean, h_corrupt = streams(model, clean), streams(model, corrupt)
     last = model.cfg.n_layers - 1
     d_clean = logit_difference(run_from(model, h_clean[last], last), answers)

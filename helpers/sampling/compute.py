@@ -30,6 +30,8 @@ MAX_COUNTED_TOKENS = 10**7   # macs_by_part counts a pass over at most that many
 MAX_CONTINUATION_BYTES = 512 * 2**20   # the rows' KV cache (float32) continuations() may grow, checked before it starts
 MAX_TIMED_WORK = 10**11   # the work step_seconds and prefill_and_decode_seconds may time in one call (the chapter: ~3e10)
 PASS_WORK = 10**8         # a forward pass's fixed cost (its Python calls), counted as that many multiply-adds
+LAYER_WORK = 2 * 10**7    # ... and each of its layers' (measured on a narrow model: about 0.2 ms a layer on one
+                          # thread, 4 to 7 ms on two threads of a busy machine; a unit is about 2e-10 s here)
 MIN_TIMED = 0.02          # CPU seconds one timing gathers at least (a shorter run is repeated: cpu_seconds; a timing
                           # holds at least one pass, so MAX_TIMED_WORK allows at most 1,000 of them: 20 s)
 MIN_TICKS = 10            # ... and at least that many ticks of a coarse CPU clock (Windows: 15.6 ms), up to MAX_TIMED_ONE
@@ -512,14 +514,16 @@ def prefilled(model, ids):
 def check_timed_work(model, runs, what, advice, pass_work=PASS_WORK, fixed="for its fixed cost"):
     """Refuse up front a timing whose work would pass MAX_TIMED_WORK: ``runs`` lists (times, n_new, n_seen),
     passes over n_new tokens after n_seen cached ones, each counted as its multiply-adds (``forward_macs``)
-    plus ``pass_work`` (PASS_WORK: ``fixed``, the cost of its calls). A count from the model's sizes, the
+    plus ``pass_work`` (PASS_WORK: ``fixed``, the cost of its calls) and LAYER_WORK for each of its layers (a
+    deep, narrow model's pass costs far more than its multiply-adds say). A count from the model's sizes, the
     same on any machine."""
-    passes = sum(times for times, _, _ in runs)
-    work = sum(times * (forward_macs(model.cfg, n_new, n_seen) + pass_work) for times, n_new, n_seen in runs)
+    passes, fixed_work = sum(times for times, _, _ in runs), pass_work + LAYER_WORK * model.cfg.n_layers
+    work = sum(times * (forward_macs(model.cfg, n_new, n_seen) + fixed_work) for times, n_new, n_seen in runs)
     if work > MAX_TIMED_WORK:
         fail(f"{what} should time at most {MAX_TIMED_WORK:,} units of work (this course's limit for one timing, "
-             f"counted before it starts: multiply-adds, plus {pass_work:,} a forward pass {fixed}), but "
-             f"its {count(passes)} passes of this model would need about {work:.2g}: {advice}")
+             f"counted before it starts: multiply-adds, plus {pass_work:,} a forward pass {fixed} and "
+             f"{LAYER_WORK:,} a layer), but its {count(passes)} passes of this model would need about {work:.2g}: "
+             f"{advice}")
     if passes * min_timed() > MAX_TIMED_SECONDS:   # only a coarse clock gets here (its timings are longer)
         fail(f"{what} should gather at most {MAX_TIMED_SECONDS} s of timings, but its {count(passes)} timings "
              f"would need at least {passes * min_timed():.0f} s on this machine, whose CPU clock moves in steps of "
@@ -589,7 +593,7 @@ def step_seconds(model, lengths, repeats=3, seed=0):
     from run to run. A run shorter than MIN_TIMED is repeated and the time shared out (``cpu_seconds``).
     Returns dict(lengths, uncached, cached, one_token), lists of floats.
     The work is counted first and refused above MAX_TIMED_WORK (10^11: every pass's multiply-adds plus
-    10^8 for its fixed cost, ``check_timed_work``); the chapter's calls need about 2·10^10.
+    10^8 for its fixed cost and 2·10^7 a layer, ``check_timed_work``); the chapter's calls need about 2·10^10.
     """
     check_model(model)
     repeats = check_repeats(repeats)
@@ -626,7 +630,7 @@ def prefill_and_decode_seconds(model, n_tokens, repeats=3, seed=0):
     same cache. The three are timed in turn, ``repeats`` rounds after a warm-up round, each keeping its
     fastest, CPU time, as in ``step_seconds``.
     The work is counted first and refused above MAX_TIMED_WORK (10^11: every pass's multiply-adds plus
-    10^8 for its fixed cost, ``check_timed_work``); the chapter's call needs about 10^10.
+    10^8 for its fixed cost and 2·10^7 a layer, ``check_timed_work``); the chapter's call needs about 10^10.
     """
     check_model(model)
     n_tokens = check_tokens(model, n_tokens, "n_tokens")
@@ -934,9 +938,17 @@ def slide(model, world, prompt=None, temperature=1.0, top_k=None, top_p=None,
     check_continuations(model, n_continuations, length, 0)   # the prompt's length: below, with it
     tokenizer = model_tokenizer(model, world)
     prompt = default_prompt(model, tokenizer) if prompt is None else prompt
-    if state is None:
+    given = state is not None
+    if not given:
         state = prompt_state(model, tokenizer, prompt, room=length * (n_continuations > 0))
     check_state(model, state)
+    if given:   # another prompt's state would show its distribution under this prompt
+        from ..worlds import prompt_encode
+
+        ids = prompt_encode(tokenizer, prompt, model.cfg.vocab_size)
+        if not torch.equal(state["ids"].cpu(), ids.cpu()):
+            fail(f"state should be the prompt's own (prompt_state of {shown(prompt)}, {len(ids)} tokens), but it "
+                 f"holds another prompt of {len(state['ids'])} tokens")
     logits = state["logits"]
     tempered = _tempered(logits, temperature)
     final = _distribution(logits, temperature, top_k, top_p)

@@ -16,10 +16,10 @@ from ..errors import MAX_BYTES, as_array, check_bytes, check_finite, check_index
 from ..model import check_made, check_model, measure
 from ..plots import ACCENT, BASE
 from ..qkv.compute import check_overflow, check_widths
-from ..reference import softmax
+from ..reference import softmax, underflow_to_zero
 from ..training import Adam, check_batch, check_lr, check_seeds, check_steps
 from ..worlds import entropy_floor as loss_floor   # the floor under the training loss (chapter 04's entropy_floor)
-from ..states import on_the_cpu
+from ..states import course_modes, on_the_cpu
 
 # The Book's table: d -> (spread of raw dot products, spread after dividing by √d).
 BOOK_SPREAD = {2: (1.41, 1.00), 4: (2.00, 1.00), 64: (7.99, 1.00), 768: (27.73, 1.00)}
@@ -112,6 +112,7 @@ def raw_scores(d, n, generator, chunk=None):
 
 
 @on_the_cpu
+@underflow_to_zero
 def dot_spread(dims=(2, 4, 64, 768), n=100_000, seed=123):
     """The spread (standard deviation) of q·k and of q·k / √d over n random pairs, for each d.
 
@@ -169,6 +170,7 @@ def check_weights(weights):
     return w
 
 
+@underflow_to_zero   # (NumPy's underflow ignored, whatever np.seterr a cell set: tiny weights give 0)
 def softmax_jacobian(weights):
     """The derivative of softmax at its output ``weights`` (n,): J[i, j] = ∂w_i/∂s_j.
 
@@ -197,6 +199,7 @@ MAX_SCORES = 1_000_000
 MIN_DIVIDE_BY = 1 / np.finfo(float).max   # about 5.6e-309: the smallest divide_by whose 1 / divide_by is finite
 
 
+@underflow_to_zero
 def weight_gradient(scores, index, divide_by=1.0):
     """How strongly one attention weight reacts to the scores.
 
@@ -227,6 +230,7 @@ def weight_gradient(scores, index, divide_by=1.0):
     return dict(wrt_input=size, wrt_scores=size / divide_by)
 
 
+@underflow_to_zero
 def jacobian_size(weights):
     """Size of the whole softmax derivative for each row of ``weights`` (N, n), softmax outputs: ‖J‖
     (Frobenius). (N,)"""
@@ -241,6 +245,7 @@ def jacobian_size(weights):
 
 
 @on_the_cpu
+@underflow_to_zero
 def gradient_by_dim(dims=(2, 4, 16, 64, 256, 768), n_queries=2000, n_keys=6, seed=0):
     """Median softmax-gradient size over ``n_queries`` random queries, each against ``n_keys`` keys.
 
@@ -289,6 +294,7 @@ def pool():
     return _pool
 
 
+@underflow_to_zero
 def explore(d, scaled=True):
     """What the explorer shows for one d, with or without dividing by √d.
 
@@ -510,6 +516,7 @@ def training_work(cfg, batch_shape, steps, runs):
 
 
 @on_the_cpu
+@course_modes()   # inside torch.inference_mode() too: its own model and data, made outside it, take gradients
 def train_with_and_without_scaling(seeds=SCALING_RUNS["seeds"], steps=SCALING_RUNS["steps"], lr=SCALING_RUNS["lr"],
                                    stop_after=None, **sizes):
     """Train the widened cat-world model (``scaling_model``, sizes go to it) on the cat world's
@@ -651,6 +658,7 @@ def training_figure(runs):
     return fig
 
 
+@underflow_to_zero
 def log_fit(dims, values):
     """Least-squares fits of ln(values) against √d and against d.
 
@@ -682,6 +690,7 @@ MAX_ADAM_STEPS = 10_000     # rows (steps) one adam_trajectory call runs (the ch
 
 
 @on_the_cpu
+@underflow_to_zero
 def adam_trajectory(gradients, factor=1.0, lr=1e-2):
     """Adam (torch's defaults but ``lr``) on one parameter vector fed ``factor`` × the given
     gradients, one row per step. gradients: (steps, p). Returns the parameter after each step
@@ -801,6 +810,7 @@ def check_plain_scores(model):
 
 
 @on_the_cpu
+@course_modes()   # inside torch.inference_mode() too: the gradients are taken outside it (put back after)
 @measure
 def score_path_gradients(model, batch, layer=0):
     """Where the chain rule's 1/√d_k of one layer's division goes, measured.
@@ -810,7 +820,8 @@ def score_path_gradients(model, batch, layer=0):
     undone in layer ``layer`` (a hook multiplies the gradient arriving at its scores by √d_k; the
     forward pass, and so the loss, is the same). Returns {parameter name: dict(as_is=‖gradient‖,
     undone=‖gradient‖ with the factor undone, identical=whether the two gradients are the same
-    tensor, bit for bit)} for every parameter.
+    tensor, bit for bit)} for every parameter. Inside torch.inference_mode() too (a batch made there is
+    copied; a model loaded there is refused: its parameters cannot take part in a backward pass).
     """
     check_model(model)
     inputs, targets = check_batch(batch, model.cfg.vocab_size)
@@ -821,6 +832,10 @@ def score_path_gradients(model, batch, layer=0):
     if frozen:
         fail(f"every parameter of the model should require grad (its gradient is measured), but {frozen[0]} does not"
              f"{f' (nor {len(frozen) - 1} more)' if len(frozen) > 1 else ''}: call model.requires_grad_(True) first")
+    if any(p.is_inference() for p in model.parameters()):   # autograd cannot save them for the backward pass
+        fail("the model's parameters should be made outside torch.inference_mode() (score_path_gradients takes their "
+             "gradients), but they were made inside it: load the model again outside it")
+    inputs, targets = (t.clone() if t.is_inference() else t for t in (inputs, targets))   # a batch made inside it
     names, params = zip(*model.named_parameters())
     root = math.sqrt(model.blocks[layer].attn.d_k)
 

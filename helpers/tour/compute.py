@@ -21,7 +21,7 @@ import torch
 import torch.nn.functional as F
 
 from ..errors import check_bytes, check_choice, check_index, check_positive_int, check_switch, check_text, count, \
-    fail, shown
+    fail, length, shown
 from ..explorer import check_model_and_world
 from ..model import INITS, Config, Transformer, measuring
 from ..training import check_seeds, check_work
@@ -96,6 +96,9 @@ def step_rows(trace, layer, position, steps):
         if name not in trace:
             fail(f"'{name}' is not a step of this trace; expected one of: {', '.join(trace)}")
         x = trace[name].detach()
+        if x.dim() not in (2, 3):   # one row taken out, say: no token axis to pick the position on
+            fail(f"trace['{name}'] should be (T, width), or (heads, T, width) per head, as model(ids, trace=True) "
+                 f"gives it, but has shape {tuple(x.shape)}")
         position = check_index(position, "position", x.shape[-2], negative=True)
         out[step] = x[:, position].reshape(-1) if x.dim() == 3 else x[position]
     return out
@@ -232,9 +235,8 @@ def followers(sentences, context):
     MAX_WORDS (1,000) words; the sentences' words × the context's at most MAX_FOLLOW_WORK, checked first."""
     if isinstance(context, str):
         context = check_text(context, "the context", empty=True, max_chars=MAX_PROMPT_CHARS).split()
-    size = (list.__len__ if isinstance(context, list) else tuple.__len__)(context) \
-        if isinstance(context, (list, tuple)) else 0   # the built-in's own length: a subclass's may lie
-    words = words_of(context) if 1 <= size <= MAX_WORDS else []   # a tuple is compared as the list it holds
+    size = length(context) if isinstance(context, (list, tuple)) else 0   # (the built-in's own: a subclass's may lie)
+    words = words_of(context) if 1 <= size <= MAX_WORDS else []   # plain strs; a tuple compared as the list it holds
     if not words or not all(isinstance(w, str) for w in words):
         fail(f"the context should be one or more words (at most {MAX_WORDS:,}), such as 'on the', but got {shown(context)}")
     sentences = check_sentences(sentences)   # (their number and lengths counted before any is copied)
