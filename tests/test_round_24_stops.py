@@ -54,6 +54,33 @@ def test_a_recursion_that_catches_the_stop_at_every_level_is_stopped_every_time(
     # (alone it takes about 0.8 s: 0.2 s, then half a second catching the stop, then a few ms of unwinding)
 
 
+MAIN_THREAD_RECURSION = """
+import sys, time
+sys.path.insert(0, "tests")
+from test_round_20_stops import recursing
+from helpers.gpt import compute as gc
+sys.setrecursionlimit(LIMIT)
+for _ in range(3):
+    tick = time.monotonic()
+    try:
+        gc.stopped_after(0.2, gc.LoopLate, recursing)
+    except gc.LoopLate:
+        print(round(time.monotonic() - tick, 1))
+"""
+
+
+@pytest.mark.parametrize("limit", [150, 1000])
+def test_a_recursion_in_the_main_thread_is_stopped_too(limit):
+    """In the main thread stopped_after also sends the kicks that end a sleep (gpt.sleeps_ended): its frames must not
+    keep a recursion at the limit from being stopped (in a fresh process: a hang is a time-out, not a stuck worker)."""
+    import subprocess
+    from pathlib import Path
+
+    done = subprocess.run([sys.executable, "-c", MAIN_THREAD_RECURSION.replace("LIMIT", str(limit))], timeout=120,
+                          capture_output=True, text=True, cwd=Path(__file__).parent.parent)
+    assert done.returncode == 0 and len(done.stdout.split()) == 3, done.stderr[-2000:]
+
+
 def test_the_recursion_limit_is_put_back_after_the_stop(recursion_limit):
     sys.setrecursionlimit(700)
     assert stopped_in_a_thread(recursing) is not None
