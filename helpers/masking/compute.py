@@ -35,7 +35,7 @@ from ..model import Attention, Transformer, check_heads_split, check_made, measu
 from ..recipes import CAT_CONFIG, CAT_TRAINING
 from ..reference import entries, mask_bytes
 from ..explorer import check_model_and_world
-from ..sampling.compute import PASS_WORK, check_length, check_prompt, check_sampling, forward_macs, generate, \
+from ..sampling.compute import LAYER_WORK, PASS_WORK, check_length, check_prompt, check_sampling, forward_macs, generate, \
     next_distribution, window
 from ..training import check_steps, check_work, train
 from ..worlds import World, check_sentences, decisions, entropy_floor, words_of   # entropy_floor: chapter 04 calls it masking.entropy_floor
@@ -355,17 +355,17 @@ def teacher_forced_loss(model, world, sentences=None, causal=True):
 
 MAX_SENTENCES = 10_000   # sentences one sample_sentences call may draw (chapter 04 draws 50)
 # The most work one sample_sentences call may do, counted before it starts as if no sentence stopped early: per
-# step, the multiply-adds of one pass over every sentence's prefix, sampling's PASS_WORK and LAYER_PASS_WORK a layer
+# step, the multiply-adds of one pass over every sentence's prefix, sampling's PASS_WORK and LAYER_WORK a layer
 # for the pass's fixed costs, and ROW_WORK for drawing each sentence's next word (its Python calls: about 0.1 ms).
 # About a minute here (the cat model: 10,000 sentences of 12 words count about 2.3·10^11 and take 6 to 20 s).
 MAX_SAMPLE_WORK = 6 * 10**11
-LAYER_PASS_WORK, ROW_WORK = 2 * 10**7, 2 * 10**6
+ROW_WORK = 2 * 10**6
 
 
 def sampling_work(cfg, n, steps):
     """The work ``sample_sentences`` does drawing ``n`` sentences for ``steps`` steps from a model of ``cfg``
     (step t runs the t tokens so far of every sentence), as MAX_SAMPLE_WORK counts it."""
-    return sum(n * forward_macs(cfg, t) + PASS_WORK + LAYER_PASS_WORK * cfg.n_layers + ROW_WORK * n
+    return sum(n * forward_macs(cfg, t) + PASS_WORK + LAYER_WORK * cfg.n_layers + ROW_WORK * n
                for t in range(1, steps + 1))
 
 

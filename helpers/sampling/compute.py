@@ -531,8 +531,10 @@ def check_timed_work(model, runs, what, advice, pass_work=PASS_WORK, fixed="for 
 
 
 def clock_tick():
-    """The step (seconds) in which this machine's CPU clock (``time.process_time``) moves, measured once: about
-    a microsecond on most Linux machines, 15.6 ms on Windows and some virtual machines."""
+    """The step (seconds) in which this machine's CPU clock (``time.process_time``) moves, measured once: the
+    smallest of three steps seen within half a second (about a microsecond on this course's Linux machine; 3.9 ms
+    once in a busy test worker, whose clock moved in the kernel's ticks). A larger step only makes each timing
+    gather more (``min_timed``), within MAX_TIMED_ONE."""
     global _TICK
     if _TICK is None:
         import time
