@@ -707,6 +707,13 @@ def direct_logit_attribution(model, ids, direction, position=-1, scale=None):
     return attribute(model, parts, direction, scale)
 
 
+def direct_effects_kept(model, B, T):
+    """What ``direct_effects`` keeps of a pass (B, T) as its memory check counts it: (trace names, extra bytes),
+    the streams and every head's output; also for a caller's check up front, in the caller's name."""
+    cfg = model.cfg
+    return ["L0.h"] * (2 * cfg.n_layers + 4), 4 * B * T * cfg.n_layers * cfg.n_heads * cfg.d_k
+
+
 @on_the_cpu
 def direct_effects(model, ids, targets, replace=None, scale=None):
     """Every part's direct contribution to one logit per position, for a batch, in one run.
@@ -729,8 +736,8 @@ def direct_effects(model, ids, targets, replace=None, scale=None):
         fail(f"ids and targets should be (B, T) of one shape, but got {tuple(ids.shape)} and {tuple(targets.shape)}")
     B, T = ids.shape
     scale = check_scale(model, scale, (B, T, 1))
-    check_memory(model, B, T, ["L0.h"] * (2 * cfg.n_layers + 4), "direct_effects",
-                 extra=4 * B * T * cfg.n_layers * cfg.n_heads * cfg.d_k)
+    names, extra = direct_effects_kept(model, B, T)
+    check_memory(model, B, T, names, "direct_effects", extra=extra)
     if cfg.norm == "post":
         fail("direct effects need the residual stream to be a sum of parts: a pre-norm or no-norm model, "
              "but this one is post-LN")

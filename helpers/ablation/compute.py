@@ -22,8 +22,8 @@ from ..errors import check_bytes, check_choice, check_finite, check_index, check
     check_switch, check_tensor_size, check_text, count, fail, next_seed, real_number, shown, to_numpy
 from ..heads.compute import copy_losses, model_and_tokenizer, prompt_attention
 from ..model import MAX_LAYERS, MAX_TOKENS, check_model, measuring
-from ..patching import (KINDS, ablation_replace, capture, check_memory, direct_effects, head_outputs, mean_head_outputs,
-                        patch_residual, residual_names)
+from ..patching import (KINDS, ablation_replace, capture, check_memory, direct_effects, direct_effects_kept, head_outputs,
+                        mean_head_outputs, patch_residual, residual_names)
 from ..states import on_the_cpu
 
 MAX_DRAWS = 10_000   # the most resample draws (or repeated rows) one batched pass here takes
@@ -727,13 +727,6 @@ def copy_log_prob(clean, length):
         rows = logp.shape[0]
         return logp.gather(-1, target.repeat(rows // len(clean), 1)[..., None])[..., 0].mean(-1)
     return metric
-
-
-def direct_effects_kept(model, B, T):
-    """What ``patching.direct_effects`` keeps of a pass (B, T) as its own memory check counts it: (trace names,
-    extra bytes), the streams and every head's output; for a caller's check up front, in the caller's name."""
-    cfg = model.cfg
-    return ["L0.h"] * (2 * cfg.n_layers + 4), 4 * B * T * cfg.n_layers * cfg.n_heads * cfg.d_k
 
 
 @on_the_cpu

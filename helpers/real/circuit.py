@@ -212,11 +212,9 @@ def copy_effects(model, ids, heads_off=(), means=None, chunk=25):
     the right next token's logit, averaged over the same positions (the predictions of the second
     copy's tokens 2..L), the final RMSNorm's divisor that run's own (``patching.direct_effects``)).
     With one head ablated, a head whose direct contribution grows is a backup head."""
-    from ..ablation.compute import direct_effects_kept   # chapter 10's count of what direct_effects keeps
-
     ids, length = check_repeats(ids)
     check_ablation(model, heads_off, means, ids.shape[1])
-    check_chunk_work(model, ids, chunk, "copy_effects", *direct_effects_kept(model, 1, ids.shape[1]))
+    check_chunk_work(model, ids, chunk, "copy_effects", *patching.direct_effects_kept(model, 1, ids.shape[1]))
     replace = mean_ablation(heads_off, means) if heads_off else {}
     where = torch.arange(length + 1, 2 * length)
     loss, direct = [], []
