@@ -27,7 +27,7 @@ import sys
 import threading
 from pathlib import Path
 
-from .errors import check_switch, class_name, fail
+from .errors import check_switch, class_name, fail, message_of
 from .errors import shown as _shown
 from .states import OutOfTime, Stoppable, default_dtype, random_states
 
@@ -142,7 +142,7 @@ def keep(piece, chapter, name=None):
         if not isinstance(error, Exception):
             raise
         fail(f"the cell that defines {own} does not run on its own as my_gpt/{name}.py "
-             f"({type(error).__name__}: {str(error)[:100]}); use only np, torch, nn, F, math and ref in it")
+             f"({type(error).__name__}: {message_of(error, 100)}); use only np, torch, nn, F, math and ref in it")
     if getattr(_loading, "checks", 0) != checks:
         put_back(target, earlier)
         fail(f"the cell that defines {own} also calls a check, which would run again each time my_gpt/{name}.py "
@@ -261,7 +261,7 @@ def use(name, course, quiet=False):
             module = _bounded_load(target)
         piece = getattr(module, name)
     except (Exception, SystemExit) as error:   # a learner's file: any error is theirs to read, in one line (exit() too)
-        said = str(error)[:120]   # (exit() says nothing)
+        said = message_of(error, 120)   # (exit() says nothing)
         print(f"{name}: the course's own, because {shown(target)} does not run ({type(error).__name__}"
               f"{': ' + said if said else ''})")
         return course
@@ -352,12 +352,18 @@ def _apart(target):
     after a learner's code is put back too (``exercises.torch_globals``: torch's switches and modes, the
     course's and torch's functions, the process's state; ``exercises.course_constants``): a cell that tried its
     piece on ``torch.randn``, drew a figure, turned on torch.use_deterministic_algorithms or replaced
-    ``ref.softmax`` leaves the later cells alone, at every ``use`` as when its check kept it."""
+    ``ref.softmax`` leaves the later cells alone, at every ``use`` as when its check kept it. Inside a check's
+    fence (``Exercise.kept`` keeps the piece) those two are the fence's to put back: saved here, they would hold the
+    fence's stand-ins (sys.setrecursionlimit refused), and an import stopped at its time limit that unwinds after
+    the fence has ended would put the stand-ins back for good."""
     from . import exercises   # (here: exercises imports this module)
+    from .states import fenced_pids   # (here: a list among this module's names would be kept as a course cache)
 
     sys.modules.pop(module_name(target), None)   # (imported anew: the earlier module is no state to put back)
     put_back_random, dtype, figures = random_states(), default_dtype(None), _figures()
-    put_back_globals, put_back_constants = exercises.torch_globals(), exercises.course_constants()
+    fenced = os.getpid() in fenced_pids
+    put_back_globals, put_back_constants = (lambda: None, lambda: None) if fenced else \
+        (exercises.torch_globals(), exercises.course_constants())
     try:
         yield
     finally:
