@@ -13,7 +13,7 @@ import numpy as np
 import torch
 
 from .errors import CourseInputError, about_gib, check_choice, check_index, check_number, check_positive_int, \
-    check_seed, check_switch, described, fail, gib, message_of, shown, to_numpy
+    check_seed, check_switch, described, fail, gib, message_of, shown, to_numpy, whole
 from .model import MAX_TRACE_BYTES, Config, Transformer, check_replace, check_squares, eval_mode, rotate_pairs, \
     trace_names
 from .states import course_modes, on_the_cpu
@@ -51,9 +51,11 @@ def _whole(value, low, high, name, what):
     if isinstance(value, torch.Tensor) and value.numel() == 1 and not value.is_floating_point() \
             and value.dtype != torch.bool:
         value = value.item()
-    if isinstance(value, (bool, np.bool_)) or not isinstance(value, (int, np.integer)) or not low <= value <= high:
-        fail(f"{name} should be {what}, a whole number from {low} to {high}, but got {shown(value)}")
-    return int(value)
+    expected = f"{what}, a whole number from {low} to {high}"
+    value = whole(value, name, expected)   # (read by int's own method: a learner's subclass may raise or lie)
+    if not low <= value <= high:
+        fail(f"{name} should be {expected}, but got {shown(value)}")
+    return value
 
 
 def check_layer(model, layer, name="layer"):

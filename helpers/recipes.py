@@ -83,7 +83,8 @@ def induction_batch(step, batch=64, min_period=2, max_period=10, seed=10_000, vo
         fail(f"T should be at most {MAX_TOKENS:,} tokens, but got {count(T)}")
     min_period, max_period = (check_positive_int(p, name) for p, name in ((min_period, "min_period"),
                                                                            (max_period, "max_period")))
-    check_seed(check_seed(seed) + step, "seed + step")   # the batch's generator is seeded with seed + step
+    seed = check_seed(seed)
+    check_seed(seed + step, "seed + step")   # the batch's generator is seeded with seed + step
     if not 1 <= min_period <= max_period < T - 1:
         fail(f"periods should satisfy 1 <= min_period <= max_period < T-1={T - 1}, "
              f"but got {min_period}..{max_period}")

@@ -1111,7 +1111,7 @@ def live_run(loop, model, train_ids, val_ids, tokenizer, batch, context, lr, war
     check_new(sample_chars, "sample_chars")
     ids = learner_call(checks_end - time.perf_counter(), "tokenizer.encode of the prompt", prompt_ids, tokenizer,
                        prompt, cfg.vocab_size, put_back=False)
-    check_seed(seed)
+    seed = check_seed(seed)
     check_ids(val_ids, "val_ids")
     lr = check_number(lr, "lr", low=0, low_open=True)
     check_number(min_lr, "min_lr", low=0, high=lr)

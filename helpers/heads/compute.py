@@ -890,6 +890,8 @@ def check_cache(cache):
 def check_table(table, shape):
     """A cached table for this prompt: finite attention weights of ``shape`` (layers, heads, T, T), as
     ``ids_attention`` made it (not edited since, nor another prompt's); else one sentence."""
+    if table.dtype.kind != "f":   # (text or objects: np.isfinite would raise)
+        fail(f"{CACHE}, but its table for this prompt holds {table.dtype} entries, not real numbers")
     if table.shape != shape or not np.isfinite(table).all():
         fail(f"{CACHE}, but its table for this prompt " + (f"has shape {table.shape}, not {shape}" if
              table.shape != shape else "holds NaN or inf"))

@@ -31,7 +31,7 @@ from torch import nn
 from ..errors import MAX_BYTES, as_array, check_bytes, check_finite, check_mask, check_number, check_positive_int, check_seed, \
     check_seeds, check_switch, check_tensor_size, count, fail, length, plain, real_number, refuse_bools, shape_before_copy, shown, \
     to_numpy
-from ..model import Attention, Transformer, check_heads_split, check_made, measure
+from ..model import MAX_TOKENS, Attention, Transformer, check_heads_split, check_made, measure
 from ..recipes import CAT_CONFIG, CAT_TRAINING
 from ..reference import entries, mask_bytes
 from ..explorer import check_model_and_world
@@ -276,6 +276,8 @@ def leak(seed=123, d_model=4, n_heads=1, T=3):
     """
     seed, T = check_seed(seed), check_positive_int(T, "T")
     d_model, n_heads = check_positive_int(d_model, "d_model"), check_positive_int(n_heads, "n_heads")
+    if T > MAX_TOKENS:   # (the layer's own limit: refused before it is built)
+        fail(f"T should be at most {MAX_TOKENS:,} positions (what an attention layer runs at once), but got {count(T)}")
     check_bytes(4 * 8 * d_model * d_model + 4 * 4 * n_heads * T * T + 4 * 8 * T * d_model,
                 f"leak with d_model={count(d_model)} and T={count(T)}", "ask for a smaller d_model or T")
     with torch.random.fork_rng(devices=[]):   # the Book seeds torch's global generator: put it back after

@@ -958,7 +958,7 @@ def final_text(loss, norm, n_layers, unigram, best):
     """A run's final loss as printed: 3 decimals where a rebuild reproduces it, else the
     outcome in a word ("other", "NaN") marked with an asterisk."""
     loss = check_loss(loss)
-    check_references(unigram, best)
+    unigram, best = check_references(unigram, best)
     if chaotic(norm, n_layers):
         outcome = run_outcome(loss, unigram, best)
         return (diverged_text(loss) if outcome == "diverged" else outcome) + "*"
@@ -1030,7 +1030,7 @@ def reference_losses():
 def outcomes(curves, unigram, best):
     """{run_key: run_outcome} for every run of a grid (the dict ``build_curves`` returns)."""
     check_curves(curves)
-    check_references(unigram, best)
+    unigram, best = check_references(unigram, best)
     for key in curves["runs"]:
         curves_run(curves, key)
     return {key: run_outcome(run["loss"], unigram, best) for key, run in curves["runs"].items()}
@@ -1081,7 +1081,7 @@ def plot_residual(curves, plain, lr=3e-2, depths=(2, 4, 8, 12), unigram=None, be
     them (``plain``), one panel per depth, at one learning rate. depths: a non-empty list of depths both
     were trained at; unigram, best: None or the reference losses drawn as lines. Every run drawn is
     checked before the figure is made."""
-    check_references(unigram, best, missing=True)
+    unigram, best = check_references(unigram, best, missing=True)
     if isinstance(depths, np.ndarray) and depths.ndim == 1:
         depths = depths.tolist()
     for n in check_values(depths, "depths"):
@@ -1110,7 +1110,7 @@ def plot_grid(curves, unigram=None, best=None):
     Chaotic runs (``chaotic``) are drawn hollow: their value is one draw, not a
     reproducible result. A diverged run (NaN or inf) has no loss to draw on the numeric axis; it is
     marked in a separate strip above it. unigram, best: None or the reference losses drawn as lines."""
-    check_references(unigram, best, missing=True)
+    unigram, best = check_references(unigram, best, missing=True)
     table = final_losses(curves)
     depths = np.array(curves["depths"])
     fig, grid = plt.subplots(2, len(table), figsize=(10, 3.8), sharex=True, sharey="row",

@@ -127,8 +127,9 @@ def distinct_per_block(W, block=32):
         fail(f"W should be a weight matrix of real numbers, but got an array of dtype {W.dtype}")
     if isinstance(W, torch.Tensor):
         check_tensor(W, "W")
-    if W.ndim != 2 or W.shape[0] % block:
-        fail(f"expected a matrix (d_in, d_out) with d_in a multiple of {count(block)}, but got shape {tuple(W.shape)}")
+    if W.ndim != 2 or W.shape[0] % block or 0 in W.shape:
+        fail(f"expected a matrix (d_in, d_out) with d_in a multiple of {count(block)} and no axis empty, but got shape "
+             f"{tuple(W.shape)}")
     # the blocks copied out of W's transpose, then sorted (values and int64 indices): 24 bytes a weight at most
     check_bytes(24 * math.prod(W.shape), f"W (a matrix of {count(math.prod(W.shape))} weights), sorted block by block",
                 "give a smaller matrix")

@@ -18,7 +18,7 @@ import numpy as np
 import torch
 
 from ..errors import CourseInputError, check_bytes, check_finite, check_number, check_positive_int, check_seed, \
-    check_seeds, check_switch, check_tensor, count, fail, shown, to_numpy
+    check_seeds, check_switch, check_tensor_size, count, fail, shown, to_numpy
 from ..model import KVCache, check_model, eval_mode, weights_state
 from ..states import on_the_cpu
 
@@ -76,8 +76,8 @@ def check_probs(probs, name="probs"):
     large vocabulary). A tensor is returned as it is (its dtype kept); anything else as float32.
     Logits, a batch of rows, an empty vector or a tensor ``check_tensor`` refuses (nested, sparse,
     quantized, meta, complex) are refused with one sentence."""
-    tensor = check_tensor(probs, name) if isinstance(probs, torch.Tensor) \
-        else torch.as_tensor(to_numpy(probs, name), dtype=torch.float32)
+    tensor = check_tensor_size(probs, name) if isinstance(probs, torch.Tensor) \
+        else torch.as_tensor(to_numpy(probs, name), dtype=torch.float32)   # (counted first: an expanded one)
     if tensor.dim() != 1 or len(tensor) == 0 or not tensor.dtype.is_floating_point:
         fail(f"{name} should be one distribution of shape (V,) with V >= 1 floating-point probabilities, "
              f"but got dtype {tensor.dtype} and shape {tuple(tensor.shape)}")
