@@ -686,18 +686,18 @@ def execute(path, out_path, cell_timeout, report_fd):
     client = NotebookClient(nb, timeout=cell_timeout, kernel_name="python3", allow_errors=True,
                             record_timing=False, resources={"metadata": {"path": str(Path(path).parent)}},
                             on_cell_start=attributor.start, on_cell_error=attributor.error)
-    try:
+    try:   # (cells numbered as the student's notebook numbers them: the grader's setup cell, first, is cell 0)
         run_client(client, pass_fds=handed)
-        errors = [i for i, c in enumerate(nb.cells, 1) if c.cell_type == "code"
+        errors = [i for i, c in enumerate(nb.cells) if c.cell_type == "code"
                   and any(o.output_type == "error" for o in c.get("outputs", []))]
         status = "ran to the end" + (f" (cell {errors[0]} raised an error)" if errors else "")
     except DeadKernelError:
         attributor.error()
-        ran = [i for i, c in enumerate(nb.cells, 1) if c.cell_type == "code" and c.get("execution_count")]
+        ran = [i for i, c in enumerate(nb.cells) if c.cell_type == "code" and c.get("execution_count")]
         status = f"the notebook's process ended (exit() or a crash) after cell {ran[-1] if ran else 0}"
     except CellTimeoutError:
         attributor.error()
-        ran = [i for i, c in enumerate(nb.cells, 1) if c.cell_type == "code" and c.get("execution_count")]
+        ran = [i for i, c in enumerate(nb.cells) if c.cell_type == "code" and c.get("execution_count")]
         status = f"cell {ran[-1] if ran else 1} ran longer than {cell_timeout} s and was stopped there"
     finally:
         attributor.close()

@@ -67,7 +67,9 @@ def exercises(path):
         meta = nbgrader_meta(cell)
         if cell.cell_type == "markdown" and not meta:
             lines = [line.replace("**", "").strip("# ") for line in cell.source.splitlines() if line.strip()]
-            prompt = next((line for line in lines if re.match(r"Exercise \d", line)), lines[0] if lines else "")
+            heads = [line for line in lines if re.match(r"Exercise \d+\s*[:.]", line)] or \
+                [line for line in lines if re.match(r"Exercise \d", line)]   # (a heading before a line that names one)
+            prompt = heads[0] if heads else lines[0] if lines else ""
         if meta.get("grade"):
             found.append((meta["grade_id"], meta.get("points", 0), prompt))
     return found
@@ -154,6 +156,9 @@ def grade(submissions, course=GRADING, log=print, unfenced=False, **limits):
     """Grade a folder of submissions (scripts/autograde.py says how); return the score rows.
 
     Without a fence on this machine it refuses before anything runs, unless ``unfenced``."""
+    if isinstance(submissions, str) and not submissions.strip():   # (Path("") is the current folder: an unset variable)
+        raise HomeworkError(f"expected a folder of submissions (one sub-folder per student), but got the empty "
+                            f"path {submissions!r}")
     submissions, course = Path(submissions).resolve(), course_dir(course)
     if not submissions.is_dir():
         raise HomeworkError(f"expected a folder of submissions (one sub-folder per student), "
@@ -208,7 +213,7 @@ def main(argv=None):
     rel.add_argument("--all", action="store_true", help="every chapter with exercises")
     rel.set_defaults(run=release_step)
     gra = steps.add_parser("grade", help="autograde a folder of submissions")
-    gra.add_argument("submissions", type=Path)
+    gra.add_argument("submissions")
     gra.add_argument("--unfenced", action="store_true",
                      help="where neither bubblewrap nor a user namespace works: run the submissions without a "
                           "fence (they can read and change your files and reach the network)")
