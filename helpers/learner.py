@@ -29,6 +29,7 @@ from pathlib import Path
 
 from .errors import check_switch, class_name, fail, message_of
 from .errors import shown as _shown
+from .putback import course_constants, torch_globals
 from .states import OutOfTime, Stoppable, default_dtype, random_states
 
 HEADER = '''"""{name}: written by you in chapter {chapter}, kept by its check. Edit it freely."""
@@ -349,21 +350,20 @@ def _apart(target):
     """Import the kept file ``target`` (its whole cell) inside this: afterwards, also when it raised, the random
     states (``states.random_states``) and torch's default dtype (float32 meanwhile, the course's, as in
     a check's call) are as they were, the pyplot figures it opened are closed, and what a check puts back
-    after a learner's code is put back too (``exercises.torch_globals``: torch's switches and modes, the
-    course's and torch's functions, the process's state; ``exercises.course_constants``): a cell that tried its
+    after a learner's code is put back too (``putback.torch_globals``: torch's switches and modes, the
+    course's and torch's functions, the process's state; ``putback.course_constants``): a cell that tried its
     piece on ``torch.randn``, drew a figure, turned on torch.use_deterministic_algorithms or replaced
     ``ref.softmax`` leaves the later cells alone, at every ``use`` as when its check kept it. Inside a check's
     fence (``Exercise.kept`` keeps the piece) those two are the fence's to put back: saved here, they would hold the
     fence's stand-ins (sys.setrecursionlimit refused), and an import stopped at its time limit that unwinds after
     the fence has ended would put the stand-ins back for good."""
-    from . import exercises   # (here: exercises imports this module)
     from .states import fenced_pids   # (here: a list among this module's names would be kept as a course cache)
 
     sys.modules.pop(module_name(target), None)   # (imported anew: the earlier module is no state to put back)
     put_back_random, dtype, figures = random_states(), default_dtype(None), _figures()
     fenced = os.getpid() in fenced_pids
     put_back_globals, put_back_constants = (lambda: None, lambda: None) if fenced else \
-        (exercises.torch_globals(), exercises.course_constants())
+        (torch_globals(), course_constants())
     try:
         yield
     finally:

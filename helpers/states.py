@@ -843,7 +843,7 @@ def _read_flag(get):
 def torch_once_refused():
     """Each of torch's setters that a process may call only once (TORCH_ONCE: torch.set_num_interop_threads), replaced
     now by ``no_interop_threads``, which refuses; returns a function that puts them back (a check holds them so while
-    a learner's code runs: ``helpers.exercises.torch_globals``). Nothing when torch was never imported."""
+    a learner's code runs: ``helpers.putback.torch_globals``). Nothing when torch was never imported."""
     saved = [(module, name, getattr(module, name)) for module_name, name in TORCH_ONCE
              if (module := sys.modules.get(module_name)) is not None and hasattr(module, name)]
     for module, name, _ in saved:
