@@ -663,14 +663,27 @@ def check_spread(points, method):
 
 
 @contextmanager
-def random_states_kept():
-    """Python's and NumPy's global random states put back after the block, however it ends: the first
-    t-SNE's imports draw from Python's ``random``, and the learner's draws should go on as before."""
+def map_states_kept():
+    """Python's and NumPy's global random states and the thread counts put back after the block, however it ends:
+    the first t-SNE's imports draw from Python's ``random``, and the learner's draws should go on as before; UMAP's
+    numba, started after scikit-learn's OpenMP, sets OpenMP's thread count to the machine's cores, torch's among
+    them (torch.get_num_threads() 2 after ``setup_notebook``'s 1): torch's count and each native pool's
+    (threadpoolctl's: OpenMP, OpenBLAS, MKL) are put back."""
+    from threadpoolctl import ThreadpoolController
+
     put_back = random_states()
+    torch = sys.modules.get("torch")   # (chapter 01 needs no torch: none imported, none kept)
+    threads = torch.get_num_threads() if torch is not None else None
+    pools = [(pool, pool.num_threads) for pool in ThreadpoolController().lib_controllers]
     try:
         yield
     finally:
         put_back()
+        for pool, n in pools:
+            if pool.num_threads != n:   # (read again: a property)
+                pool.set_num_threads(n)
+        if torch is not None and torch.get_num_threads() != threads:
+            torch.set_num_threads(threads)
 
 
 def tsne_2d(points, seed=0):
@@ -678,18 +691,17 @@ def tsne_2d(points, seed=0):
     points: finite, 3 to MAX_POINTS rows that do not all coincide."""
     seed = check_small_seed(seed, "t-SNE")
     points = check_spread(check_points(points, least=3), "t-SNE")
-    with random_states_kept():   # scikit-learn's first import draws from Python's random
-        return tsne_fit(points, seed)
+    return tsne_fit(points, seed)   # (which keeps the random states and thread counts)
 
 
 def tsne_fit(points, seed):
     """tsne_2d's map, one thread. Its name is public, so it checks points and seed as tsne_2d does (an (n, d) array
     or tensor of finite numbers, read as float64, True/False refused; 3 to MAX_MAP_POINTS rows that do not all
     coincide: a uint16 tensor of equal rows crashed scikit-learn's compiled code) and keeps Python's and NumPy's
-    random states."""
+    random states and the thread counts (``map_states_kept``)."""
     seed = check_small_seed(seed, "t-SNE")
     points = check_spread(check_points(points, least=3), "t-SNE")
-    with random_states_kept():   # scikit-learn's first import draws from Python's random
+    with map_states_kept():   # scikit-learn's first import draws from Python's random
         from sklearn.manifold import TSNE
         from threadpoolctl import threadpool_limits
 
@@ -875,23 +887,24 @@ def umap_2d(points, seed=0, n_neighbors=UMAP_NEIGHBOURS):
     points = check_spread(check_points(points, least=3), "UMAP")
     if n_neighbors > len(points):
         fail(f"n_neighbors should be at most the number of points ({len(points):,}), but got {count(n_neighbors)}")
-    with random_states_kept():   # (as t-SNE's: the learner's draws go on as before)
-        return umap_fit(points, seed, n_neighbors)
+    return umap_fit(points, seed, n_neighbors)
 
 
 def umap_fit(points, seed, n_neighbors):
-    """umap_2d's map of checked points, UMAP handed their exact neighbours."""
-    umap = import_umap()
-    serial_umap()
-    near = knn(points, n_neighbors - 1)
-    near = np.hstack([np.arange(len(points))[:, None], near])   # UMAP counts the point itself
-    dist = np.linalg.norm(points[near] - points[:, None, :], axis=-1)
-    with warnings.catch_warnings():
-        warnings.simplefilter("ignore")   # "n_jobs overridden by random_state", "no search index"
-        reducer = umap.UMAP(n_neighbors=n_neighbors, random_state=seed,
-                            precomputed_knn=(near, dist.astype(np.float32), None))
-        with neighbours_given():
-            return reducer.fit_transform(points)
+    """umap_2d's map of checked points, UMAP handed their exact neighbours; Python's and NumPy's random states and
+    the thread counts kept (``map_states_kept``: UMAP's numba sets torch's)."""
+    with map_states_kept():   # (as t-SNE's: the learner's draws go on as before)
+        umap = import_umap()
+        serial_umap()
+        near = knn(points, n_neighbors - 1)
+        near = np.hstack([np.arange(len(points))[:, None], near])   # UMAP counts the point itself
+        dist = np.linalg.norm(points[near] - points[:, None, :], axis=-1)
+        with warnings.catch_warnings():
+            warnings.simplefilter("ignore")   # "n_jobs overridden by random_state", "no search index"
+            reducer = umap.UMAP(n_neighbors=n_neighbors, random_state=seed,
+                                precomputed_knn=(near, dist.astype(np.float32), None))
+            with neighbours_given():
+                return reducer.fit_transform(points)
 
 
 def project(points, method, seed=0):

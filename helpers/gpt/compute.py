@@ -17,6 +17,7 @@ loop written out, the live run, and the measurements on the shipped Shakespeare 
 import contextlib
 import math
 import operator
+import os
 import signal
 import sys
 import threading
@@ -29,6 +30,7 @@ from torch import nn
 
 from .. import worlds
 from ..exercises import own_thread, stop_threads, threads_now
+from ..putback import torch_globals
 from ..errors import CourseInputError, check_bytes, check_number, check_positive_int, check_seed, check_size, \
     check_switch, check_tensor, check_text, count, fail, is_tensor, message_of, next_seed, shown, tensor_refusal, \
     to_numpy, type_name
@@ -39,7 +41,7 @@ from ..patching import ablation_replace, mean_head_outputs
 from ..positions.compute import sinusoidal_positions
 from ..sampling.compute import forward_macs
 from ..states import Stop, Stoppable, learners_function
-from ..states import course_modes, random_states, torch_flags_kept, torch_modes_kept
+from ..states import course_modes, random_states
 from . import train as course_train
 from .corpus import check_ids, windows
 
@@ -1057,24 +1059,29 @@ def sampled_ids(model, ids, n_new, seed, context):
 @contextlib.contextmanager
 def switches_kept():
     """Within the block a learner's code runs (the live run's loop); after it, ended or refused, what that code may
-    have changed for every later cell is put back as a check puts it back: torch's switches and float32 precisions
-    (``states.torch_flags_kept``: torch.set_float32_matmul_precision), default dtype, deterministic and anomaly
-    modes (``states.torch_modes_kept``: torch.autograd.set_detect_anomaly) and the random states of Python and
-    NumPy (``states.random_states``), NumPy's error state (np.seterr, np.seterrcall: the loop runs in the caller's
-    thread, whose state it is) and print options. torch's own random state is put back when the block raises; one
-    that ends leaves it as the loop left it (a training loop seeds it: torch.manual_seed(seed), dropout's draws)."""
-    put_back_random, put_back_flags, put_back_modes = random_states(), torch_flags_kept(), torch_modes_kept()
+    have changed for every later cell is put back as a check puts it back (``putback.torch_globals``): the course's
+    and torch's functions (``gpt.logits_of = ...``, ``F.cross_entropy = ...``: every later run would call them),
+    torch's switches and float32 precisions (torch.set_float32_matmul_precision), default dtype, deterministic and
+    anomaly modes (torch.autograd.set_detect_anomaly) and the process's state (its streams, folder, environment,
+    thread count); and the random states of Python and NumPy (``states.random_states``), NumPy's error state
+    (np.seterr, np.seterrcall: the loop runs in the caller's thread, whose state it is) and print options. Inside a
+    check's fence the fence puts back torch_globals' share (saved here, it would hold the fence's stand-ins).
+    torch's own random state is put back when the block raises; one that ends leaves it as the loop left it (a
+    training loop seeds it: torch.manual_seed(seed), dropout's draws)."""
+    from ..states import fenced_pids   # (here: a list among this module's names would be kept as a course cache)
+
+    put_back_random = random_states()
+    put_back_globals = (lambda: None) if os.getpid() in fenced_pids else torch_globals()
     errors, error_call, printing = np.geterr(), np.geterrcall(), np.get_printoptions()
     ended = False
     try:
         yield
         ended = True
     finally:
+        put_back_globals()   # first: the rest calls the functions it puts back
         np.seterr(**errors)
         np.seterrcall(error_call)
         np.set_printoptions(**printing)
-        put_back_modes()
-        put_back_flags()
         loops = torch.get_rng_state()
         put_back_random()
         if ended:
@@ -1095,9 +1102,9 @@ def live_run(loop, model, train_ids, val_ids, tokenizer, batch, context, lr, war
     before the loop and put back after an error, what the loop returned read as numbers, the sample and
     tokenizer.text, until ``seconds`` + LATE_SECONDS), and the threads each leaves running are stopped (``threads_stopped``) before the model is put
     back. A model whose LIVE_COPIES copies in training would hold more than MAX_BYTES is refused before anything
-    runs. What the learner's code may change for every later cell (torch's switches, anomaly mode, the random states
-    of Python and NumPy) is put back after the call, ended or refused (``switches_kept``); every call of the model
-    the course makes is checked (``logits_of``).
+    runs. What the learner's code may change for every later cell (the course's and torch's functions, torch's
+    switches, anomaly mode, the random states of Python and NumPy) is put back after the call, ended or refused
+    (``switches_kept``); every call of the model the course makes is checked (``logits_of``).
     Returns dict(steps, done, seconds (the whole call), losses, val_losses, sample)."""
     start = time.perf_counter()
     if not callable(loop):
@@ -1397,7 +1404,6 @@ def circuit_figure(history, birth):
     bottom.set_ylabel("loss (nats per character)")
     bottom.set_xlabel("training step")
     bottom.legend(fontsize=8, loc="lower right")
-    final = history["scores"][-1, layer, head]
     if birth["formed"]:                  # the band only where a head became an induction head
         for ax in (top, bottom):
             ax.axvspan(birth["before"]["step"], birth["after"]["step"], color="gold", alpha=0.35, lw=0)
