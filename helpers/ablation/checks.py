@@ -126,11 +126,33 @@ def _ranks(logits, targets):
               "helpers.patching.logit_lens", "helpers.patching.token_lens", "helpers.real.compute.logit_lens")))
 def lens_ranks(answer, model, trace, points, targets):
     """answer(model, trace, points, targets) -> (logits (P, T, V), ranks (P, T)): the final LayerNorm
-    and E^T applied to each trace[point], and how many tokens each lens scores above targets[t]."""
+    and E^T applied to each trace[point], and how many tokens each lens scores above targets[t]; run
+    on the check cell's trace and on one the check draws (random tokens and targets, the points in
+    another order), so a table computed elsewhere, returned as it is, does not pass."""
     import torch
     points, targets = lens_inputs_all(model, trace, points, targets)
+    g = torch.Generator().manual_seed(10)
+    T, V = len(targets), model.cfg.vocab_size
+    with torch.no_grad():
+        drawn = model(torch.randint(V, (T,), generator=g), trace=True)
+    cases = (("on the cat model's trace", trace, points, targets),
+             ("on a trace of random tokens the check draws", drawn,
+              [points[i] for i in torch.randperm(len(points), generator=g)], torch.randint(V, (T,), generator=g)))
     with model_kept(model):   # a weight it changes is put back before the check computes its own
-        got = call(answer, model, trace, points, targets, what="on the cat model's trace")
+        answers = [call(answer, model, *case, what=where) for where, *case in cases]
+    for n, ((where, *case), got) in enumerate(zip(cases, answers)):
+        if n and got is None:
+            raise Wrong(f"lens_ranks returned None {where}: return the logits and the ranks for every trace")
+        found = first_problem(lens_problems(got, model, *case), where if n else "")
+        if found:
+            yield found
+            return
+
+
+def lens_problems(got, model, trace, points, targets):
+    """The sentences for what a lens_ranks returned, ``got``, on this trace, points and targets (T,)
+    when it is not the right (logits, ranks): a known slip's hint first."""
+    import torch
     if got is None or isinstance(got, tuple) and len(got) == 2 and got[0] is None and got[1] is None:
         raise Wrong("not answered yet: lens_ranks returns None; write its body where the cell says "
                     "# YOUR CODE HERE, so that it returns the logits and the ranks")
@@ -343,8 +365,9 @@ def bounded_metric(metric):
 def patch_grid(answer, model, clean_ids, corrupt_ids, metric):
     """answer(model, clean_ids, corrupt_ids, metric) -> (layers, heads, T): the normalised metric
     (0 = corrupted run, 1 = clean run) after putting one head's clean output at one position into
-    the corrupted run (denoising), for every head and position."""
-    import torch
+    the corrupted run (denoising), for every head and position; run on the check cell's pair and on
+    the same pair swapped, whose ends swap too (so a grid computed elsewhere, returned as it is, does
+    not pass)."""
     from .. import patching
     check_course_model(model)
     words = metric.__dict__.get("vocab_size") if isinstance(metric, types.FunctionType) else None
@@ -360,23 +383,55 @@ def patch_grid(answer, model, clean_ids, corrupt_ids, metric):
         fail(f"the check cell's metric should be a function metric(out) -> one number per row (def or lambda), "
              f"but got a {type_name(metric)}")
     # the metric is the notebook's, which a learner may rewrite: the check runs it only through call. A
-    # copy for the learner's function: one that changes what the metric captured (its word lists) changes
-    # neither the grid it is compared with nor the notebook's metric (copying may run a __deepcopy__)
-    copied = _metric_call(function_copy, metric)
+    # copy for each call of the learner's function: one that changes what the metric captured (its word
+    # lists) changes neither the grid it is compared with nor the notebook's metric (copying may run a
+    # __deepcopy__)
+    copies = [_metric_call(function_copy, metric) for _ in range(2)]
     metric = bounded_metric(metric)
     clean_v, corrupt_v = patching.metric_ends(model, one["clean_ids"][None], one["corrupt_ids"][None], metric, ())
     patching.normalised(clean_v, clean_v, corrupt_v)     # the metric should tell the two runs apart
-    right = patching.patch_heads(model, clean_ids, corrupt_ids, metric, per_position=True).numpy()
+    cases = (("on the cat model", clean_ids, corrupt_ids, (clean_v, corrupt_v)),
+             ("on the same two prompts swapped (the check cell's corrupted prompt as clean_ids)", corrupt_ids,
+              clean_ids, (corrupt_v, clean_v)))
+    rights = [patching.patch_heads(model, clean, corrupt, metric, per_position=True).numpy()
+              for _, clean, corrupt, _ in cases]
     with model_kept(model):   # a weight it changes is put back before the check computes its own
-        got = call(answer, model, clean_ids, corrupt_ids, copied, what="on the cat model")
-    if got is None:
-        raise Wrong("not answered yet: patch_grid returns None; write its loop where the cell says "
-                    "# YOUR CODE HERE, so that it returns the grid")
-    L, H, T = model.cfg.n_layers, model.cfg.n_heads, len(clean_ids)
+        answers = [call(answer, model, clean, corrupt, copied, what=where)
+                   for (where, clean, corrupt, _), copied in zip(cases, copies)]
+    for n, ((where, clean, corrupt, ends), right, got) in enumerate(zip(cases, rights, answers)):
+        if got is None:
+            raise Wrong("not answered yet: patch_grid returns None; write its loop where the cell says "
+                        "# YOUR CODE HERE, so that it returns the grid" if not n else
+                        f"patch_grid returned None {where}: return the grid for every pair of prompts")
+        found = first_problem(grid_problems(got, right, model, clean, corrupt, metric, ends), where if n else "")
+        if found:
+            yield found
+            return
+
+
+def first_problem(problems, where=""):
+    """The first sentence of ``problems`` (a generator), else None; ``where`` ("on ..."), if given, begins
+    it, and the sentence of a Wrong the generator raises too (a second case's: the first case's is said as
+    it is)."""
+    try:
+        found = next(problems, None)
+    except Wrong as wrong:
+        if not where:
+            raise
+        raise Wrong(f"{where}: {wrong}") from None
+    return f"{where}: {found}" if where and found else found
+
+
+def grid_problems(got, right, model, clean_ids, corrupt_ids, metric, ends):
+    """The sentences for a patch_grid answer ``got`` that is not ``right`` (layers, heads, T) on this pair of
+    prompts, whose metric (bounded) gives ``ends``, (clean, corrupted): a known slip's hint first."""
+    from .. import patching
+    L, H, T = model.cfg.n_layers, model.cfg.n_heads, len(right[0, 0])
     grid = numbers(got, "the grid", shape=(L, H, T))   # True/False, complex, text: a sentence about the grid
     found = list(close_problems(grid, right, "the grid", atol=1e-3))
     if not found:
         return
+    clean_v, corrupt_v = ends
     noise = patching.patch_heads(model, clean_ids, corrupt_ids, metric, per_position=True, direction="noise").numpy()
     whole = patching.patch_heads(model, clean_ids, corrupt_ids, metric).numpy()
     shifted = np.zeros_like(right)
@@ -458,15 +513,38 @@ def names_shown(names):
                                "helpers.real.circuit.pair_shares", "helpers.real.circuit.frozen_scale_test")))
 def direct_attribution(answer, model, parts, direction, scale):
     """answer(model, parts, direction, scale) -> {name: float}: each part's direct contribution to
-    direction · logits with the final norm's scale frozen at ``scale`` (``patching.attribute``)."""
+    direction · logits with the final norm's scale frozen at ``scale`` (``patching.attribute``); run on
+    the check cell's parts and on parts the check draws, the same ones with their numbers shuffled (the
+    direction's too), so a dict computed elsewhere, returned as it is, does not pass."""
+    import torch
     from .. import patching
     right = patching.attribute(check_course_model(model), parts, direction, scale)   # checks every argument
+    g = torch.Generator().manual_seed(10)
+
+    def shuffled(t):   # (n,) -> its numbers in an order the check draws
+        return t[torch.randperm(len(t), generator=g)]
+    drawn = ({name: shuffled(p) for name, p in parts.items()}, shuffled(patching.check_direction(model, direction)),
+             scale)
+    cases = (("on the parts the check cell gives it", (parts, direction, scale), right),
+             ("on parts the check draws (each part's numbers shuffled, the direction's too)", drawn,
+              patching.attribute(model, *drawn)))
     fn = function_name(answer)
     with model_kept(model, pristine=original_state(model)):   # SmolLM2's weights are read again, not copied
-        got = call(answer, model, parts, direction, scale, what="on the parts the check cell gives it")
-    if got is None:
-        raise Wrong(f"not answered yet: {fn} returns None; write its body where the cell says "
-                    "# YOUR CODE HERE, so that it returns one number per part")
+        answers = [call(answer, model, *args, what=where) for where, args, _ in cases]
+    for n, ((where, args, right), got) in enumerate(zip(cases, answers)):
+        if got is None:
+            raise Wrong(f"not answered yet: {fn} returns None; write its body where the cell says "
+                        "# YOUR CODE HERE, so that it returns one number per part" if not n else
+                        f"{fn} returned None {where}: return one number per part for any parts")
+        found = first_problem(attribution_problems(got, fn, right, model, *args), where if n else "")
+        if found:
+            yield found
+            return
+
+
+def attribution_problems(got, fn, right, model, parts, direction, scale):
+    """The sentences for what a direct_attribution, named ``fn``, returned (``got``) on these parts, direction
+    and scale, whose right contributions are ``right`` ({name: float}): a known slip's hint first."""
     if not isinstance(got, dict):
         raise Wrong(f"{fn} should return a dict {{part name: number}}, but returned {type(got).__name__}")
     missing = [name for name in right if name not in got]

@@ -262,11 +262,27 @@ def misplaced_rows(out, want):
     return None
 
 
+ROUNDED_FIGURES = (2, 8)   # the significant figures a rounded count keeps: 1.2e11 to 1.1596412e11
+
+
+def a_rounding(total, right):
+    """Whether the whole number ``total`` is ``right`` written to fewer significant figures (ROUNDED_FIGURES):
+    rounded, cut or rounded up at its last nonzero digit, e.g. 1.16e11 or 115,964,000,000 for 115,964,116,992,
+    but not a count a few parameters off (a forgotten bias) that only lies near it."""
+    if total <= 0:
+        return False
+    figures = str(total).rstrip("0")
+    zeros = len(str(total)) - len(figures)
+    low, high = ROUNDED_FIGURES
+    return zeros > 0 and low <= len(figures) <= high and abs(total - right) < 10 ** zeros
+
+
 @exercise("the parameters in GPT-3's MLP blocks")
 def gpt3_mlp(total):
     """``total``: the number of parameters in all 96 MLP blocks of GPT-3 (d = 12,288,
     d_ff = 4d), weights W_1 and W_2; with or without the biases b_1, b_2 is accepted. One whole number
-    (302.9 is refused, not rounded; a float type too narrow for the count, float32, is named as such)."""
+    (302.9 is refused, not rounded; a float type too narrow for the count, float32, is named as such;
+    the count written to fewer significant figures, 1.16e11, is named as rounded)."""
     d, n = MODELS["GPT-3"]["d"], MODELS["GPT-3"]["n_layers"]
     right = (8 * d * d * n, model_parameters("GPT-3")["mlp"])
     given, total = total, as_whole(total, "your answer")   # 302.9 parameters: refused, not rounded
@@ -276,7 +292,7 @@ def gpt3_mlp(total):
     if rounded:
         yield rounded
         return
-    if any(abs(total - r) <= 1e-3 * r for r in right):
+    if any(a_rounding(total, r) for r in right):
         yield (f"{total:.4g} is the count rounded; give it exactly, to the last parameter (Python's integers "
                "are exact: 96 · 2 · d · 4d)")
         return
@@ -288,8 +304,21 @@ def gpt3_mlp(total):
         if abs(total - wrong) <= 1e-3 * wrong:
             yield sentence
             return
-    yield (f"{total:.4g} is {'too large' if total > right[0] else 'too small'}: "
-           "count 2 · d · d_ff per layer, then times 96")
+    both = "count both biases, b_1 (4d) and b_2 (d) in each layer, or neither"
+    slips = {(8 * d * d + 4 * d) * n: f"that counts b_1 but not b_2: {both}",
+             (8 * d * d + d) * n: f"that counts b_2 but not b_1: {both}",
+             (8 * d * d + 2 * d) * n: "that counts the LayerNorm before the MLP (2d in each layer): it is the "
+                                      "block's, not the MLP's; count W_1 and W_2 (with or without their biases)",
+             (8 * d * d + 7 * d) * n: "that counts the LayerNorm before the MLP (2d in each layer) too: it is the "
+                                      "block's, not the MLP's; count W_1, W_2, b_1 and b_2 only"}
+    if total in slips:
+        yield slips[total]
+    elif any(abs(total - r) <= 1e-3 * r for r in right):   # a whole number a few parameters off, not a rounding
+        yield (f"{total:,} is close, but {'too large' if total > right[0] else 'too small'}: count W_1 (d × 4d) "
+               f"and W_2 (4d × d) in each of the 96 layers, then {both}")
+    else:
+        yield (f"{total:.4g} is {'too large' if total > right[0] else 'too small'}: "
+               "count 2 · d · d_ff per layer, then times 96")
 
 
 @exercise("the hidden unit that fires most for a word", answer=Whole())

@@ -525,24 +525,52 @@ COPY_LOSS_OWN = ("helpers.real.checks.ablation_variants", "helpers.real.checks.s
                  "helpers.ablation.compute.induction_ablation", "helpers.ablation.compute.copy_log_prob")
 
 
+DRAWN_REPEATS = (4, 5)   # the check's second case: 4 sequences of 5 random tokens written twice (at most as many
+# and as long as the check cell's: 44 tokens, a small part of the check's time on SmolLM2)
+
+
+def drawn_ablation(model, seqs, heads_off):
+    """The check's second case for ablated_copy_loss, (where, seqs, heads_off), seeded: random tokens written twice
+    after the start tokens of ``seqs`` (N, 2L+1) (DRAWN_REPEATS, no more sequences nor tokens than it has; ids from
+    circuit.FIRST_ID on, as random_repeats draws them) and the heads of ``heads_off`` but the first, with one
+    other head the check draws (the same heads if the model has no other)."""
+    g = torch.Generator().manual_seed(12)
+    n, length = min(DRAWN_REPEATS[0], len(seqs)), min(DRAWN_REPEATS[1], (seqs.shape[1] - 1) // 2)
+    V = model.cfg.vocab_size
+    first = torch.randint(min(circuit.FIRST_ID, V // 2), V, (n, length), generator=g)
+    others = [(l, h) for l in range(model.cfg.n_layers) for h in range(model.cfg.n_heads) if (l, h) not in heads_off]
+    pick = int(torch.randint(len(others), (1,), generator=g)) if others else 0
+    heads = heads_off[1:] + others[pick:pick + 1] or heads_off
+    return (f"on {n} sequences of {length} random tokens written twice, drawn by the check, with "
+            f"{', '.join(f'L{l}H{h}' for l, h in heads)} off", torch.cat([seqs[:n, :1], first, first], 1), heads)
+
+
 @exercise("a task-matched mean ablation on SmolLM2",
           answer=Function("a function ablated_copy_loss(model, seqs, heads_off)", own=COPY_LOSS_OWN))
 def ablated_copy_loss(answer, model, seqs, heads_off):
     """answer(model, seqs, heads_off) -> the mean second-copy loss (nats) with each head of heads_off
-    replaced, position by position, by its mean output over seqs (repeated sequences (N, 2L+1))."""
+    replaced, position by position, by its mean output over seqs (repeated sequences (N, 2L+1)); run on
+    the check cell's case and, once that is right, on a small one the check draws (``drawn_ablation``), so a
+    loss computed elsewhere, returned as it is, does not pass."""
     seqs, heads_off = checked_ablation(model, seqs, heads_off)
-    where = f"on {len(seqs)} repeated sequences with {', '.join(f'L{l}H{h}' for l, h in heads_off)} off"
-    with model_kept(model, pristine=original_state(model)):   # a weight it zeroes is put back
-        got = call(answer, model, seqs, heads_off, what=where, seconds=60)   # the model is large, the machine may be busy
-    if got is None:
-        raise Wrong("not answered yet: ablated_copy_loss returns None; write its body where the cell says "
-                    "# YOUR CODE HERE, so that it returns the loss")
-    value = one_number(got, f"the mean loss ablated_copy_loss returned {where}")
-    values, later = ablation_variants(model, seqs, heads_off)
-    if abs(value - values["right"]) <= 2e-3:
+    given = (f"on {len(seqs)} repeated sequences with {', '.join(f'L{l}H{h}' for l, h in heads_off)} off", seqs,
+             heads_off)
+    for n, (where, ids, heads) in enumerate((given, drawn_ablation(model, seqs, heads_off))):
+        with model_kept(model, pristine=original_state(model)):   # a weight it zeroes is put back
+            # (the model is large, the machine may be busy: 60 s a call, within the check's whole time)
+            got = call(answer, model, ids, heads, what=where, seconds=60)
+        if got is None:
+            raise Wrong("not answered yet: ablated_copy_loss returns None; write its body where the cell says "
+                        "# YOUR CODE HERE, so that it returns the loss" if not n else
+                        f"ablated_copy_loss returned None {where}: return the loss for any sequences and heads")
+        value = one_number(got, f"the mean loss ablated_copy_loss returned {where}")
+        values, later = ablation_variants(model, ids, heads)
+        if abs(value - values["right"]) <= 2e-3:
+            continue
+        hint = ablation_slip(value, values) or ablation_slip(value, later())   # the slips' runs only when needed
+        yield (f"{where}: " if n else "") + (
+            hint or next(number_problems(value, values["right"], "the ablated second-copy loss", atol=2e-3)))
         return
-    hint = ablation_slip(value, values) or ablation_slip(value, later())   # the slips' runs only when needed
-    yield hint or next(number_problems(value, values["right"], "the ablated second-copy loss", atol=2e-3))
 
 
 def ablation_slip(value, values):
