@@ -66,7 +66,7 @@ from .states import guarded_prlimit, guarded_setrlimit, no_setsid
 from .putback import (_FROZEN, _IS, _LOCKS_LET_GO, _gone_owners_let_go, _left_taken, _logging_again, _module_locks_let_go,
                       _process_locks, _reachable, _same, _tensor_kept, course_constants, torch_globals)
 from .putback import MAX_REACH_DEPTH, MAX_REACH_ENTRIES, PATCHABLE, PATCHABLE_CLASSES, process_state  # noqa: F401  (their old home: tests and chapters read them here)
-from .grading import MAX_ANSWER_DEPTH, MAX_ANSWER_ITEMS, _PLAIN_CALLABLES, _PLAIN_SCALARS, _course_module, _is_class, _is_courses, _one_of, _own_attribute, plain  # noqa: F401  (plain values: grading screens them)
+from .grading import MAX_ANSWER_DEPTH, MAX_ANSWER_ITEMS, _PLAIN_CALLABLES, _parameter_names, _PLAIN_SCALARS, _course_module, _is_class, _is_courses, _one_of, _own_attribute, plain  # noqa: F401  (plain values: grading screens them)
 from .errors import CourseInputError, Wrong, answer_shape, check_bytes, class_name, count, fail, is_bool, \
     length as range_length, message_of, read_shape, shown, to_numpy, type_name
 
@@ -875,31 +875,6 @@ def _run_signature(cls):
     return inspect.Signature([inspect.Parameter("args", inspect.Parameter.POSITIONAL_OR_KEYWORD),
                               inspect.Parameter("state", inspect.Parameter.POSITIONAL_OR_KEYWORD),
                               inspect.Parameter("inputs", inspect.Parameter.VAR_POSITIONAL)])
-
-
-def _parameter_names(function):
-    """The names of a plain function's positional parameters (a method's too, ``self`` first), read
-    from its code, or from a ``__signature__`` the course set (a Module's run); None for anything
-    else: inspect.signature would run a learner's object's own code (``__signature__``,
-    ``__wrapped__``, ``__class__``), outside any time limit."""
-    if issubclass(type(function), (grading.Recorder, grading.Replay)):   # the grader's stand-ins: its function's names
-        return function.names
-    method = type(function) is types.MethodType
-    target = function.__func__ if method else function
-    if type(target) is not types.FunctionType:
-        return None
-    for _ in range(10):   # a function made by functools.wraps (a decorator) names the one it wraps
-        wrapped = target.__dict__.get("__wrapped__")
-        if type(wrapped) is not types.FunctionType:
-            break
-        target = wrapped
-    signature = target.__dict__.get("__signature__")
-    if type(signature) is inspect.Signature:
-        kinds = (inspect.Parameter.POSITIONAL_ONLY, inspect.Parameter.POSITIONAL_OR_KEYWORD)
-        names = [name for name, parameter in signature.parameters.items() if parameter.kind in kinds]
-    else:
-        names = list(target.__code__.co_varnames[:target.__code__.co_argcount])
-    return names[1:] if method else names
 
 
 # --- Converters a check can use on anything the learner gave (they raise Wrong) ---------------

@@ -44,6 +44,7 @@ judge sees what the live check saw (a check may refuse one kind and take another
 import array
 import functools
 import hashlib
+import inspect
 import json
 import math
 import operator
@@ -220,8 +221,8 @@ def append(path, entry, _open=open, _dumps=json.dumps, _fsync=os.fsync, _write=o
 # the learner's); ``tampered`` compares at each record. It takes a deliberate attack on this code to
 # get past (the instructor guide says what in-process recording cannot rule out).
 
-CHANGED = ("the course's recording code was changed by the notebook's own code before this answer was "
-           "recorded, so it does not count")
+CHANGED = ("the course's recording code, or how IPython runs a check cell, was changed by the notebook's own code "
+           "before this answer was recorded, so it does not count")
 _SEAL = []      # (where, holder, name, object, code) of what records an answer (``seal``)
 _SEALED = {}    # this module's functions as they were sealed (what writes a "tampered" record)
 _MISSING = object()
@@ -273,6 +274,8 @@ def seal(module=None):
         recording = setting_mode()
         recording = recording if recording is not None and recording[0] == "record" else None
         _SEALED.update(append=append, mode=recording, channel=records_channel() if recording is not None else None)
+        if recording is not None:
+            _seal_shell()
 
 
 RECORDS_FD = "COURSE_RECORDS_FD"   # the grader's record run: the kernel's end of its records channel
@@ -296,6 +299,141 @@ def _identity(descriptor):
     except OSError:
         return None
     return info.st_mode, info.st_dev, info.st_ino
+
+
+# ---- how a check cell runs, as it was before a learner's cell could change it ---------------------
+#
+# IPython lets a cell change how later cells run: an input transformer rewrites a cell's text as it is sent (one
+# turned the grader's check cell into a forged record: red team round 29), an AST transformer its parsed code, a
+# pre_run_cell callback or a trace function runs code before it or inside it. In the grader's record run ``seal``
+# notes these hooks (``_hooks``) and puts ``_transform`` in the place of the shell's transform_cell, the first step
+# of every cell: the grader's check cell (it starts with MARK) runs as written, not transformed, with the hooks put
+# back as sealed (``_unhook``), and when any had changed, the check's first record says what (as ``tampered`` says
+# of the course's code): none of its answers counts. Code that replaces _transform itself, or runs in the check
+# cell through other ways (a thread, a destructor), is the deliberate attack the instructor guide speaks of.
+
+MARK = "import helpers.grading; helpers.grading.cell("   # how scripts/autograde.py's MARKER starts a check cell
+SHELL_PATH = ("__class__", "transform_cell", "run_cell", "run_cell_async", "_run_cell", "should_run_async",
+              "transform_ast", "run_ast_nodes", "run_code", "compile", "compile.ast_parse", "compile.cache", "events",
+              "events.trigger", "kernel.shell", "kernel.do_execute", "input_transformer_manager", "prefilter_manager")
+HOOK_LISTS = ("input_transformer_manager.cleanup_transforms", "input_transformer_manager.line_transforms",
+              "input_transformer_manager.token_transformers", "input_transformers_post", "ast_transformers",
+              "prefilter_manager.transformers", "prefilter_manager.checkers")   # (first: input_transformers_cleanup)
+EARLY_EVENTS = ("pre_execute", "pre_run_cell")   # callbacks that run before a cell's code: left out for a check cell
+_TRACERS = (sys.gettrace, sys.getprofile, sys.settrace, sys.setprofile)   # as imported (a cell may replace them)
+
+
+def _attr(holder, dotted):
+    """``holder``'s attribute ``dotted`` ("compile.ast_parse"), or _MISSING."""
+    try:
+        return functools.reduce(getattr, dotted.split("."), holder)
+    except Exception:   # noqa: BLE001 (a learner's replacement may raise anything)
+        return _MISSING
+
+
+def _parts_of(value):
+    """What of ``value`` a change would show in (compared by identity): a method's function and object, a
+    function's code, defaults and closure, a list's entries; else itself."""
+    try:
+        if isinstance(value, types.MethodType):
+            return (value.__func__, value.__self__, *(_code(value.__func__) or ()))
+        return (value, *value) if type(value) is list else (value, *(_code(value) or ()))
+    except Exception:   # noqa: BLE001 (a learner's object may raise anything when read)
+        return (value,)
+
+
+def _hooks(shell):
+    """{name: ``_parts_of`` what it is now} of what changes how the ``shell`` runs a cell: each of SHELL_PATH
+    and HOOK_LISTS, the kernel's execute handler, the built-in exec, compile and __import__, and the trace and
+    profile functions (sys's, and threading's for new threads)."""
+    import builtins
+    import threading
+
+    found = {f"IPython's {name}": _parts_of(_attr(shell, name)) for name in SHELL_PATH + HOOK_LISTS}
+    handlers = _attr(shell, "kernel.shell_handlers")
+    found["the kernel's execute_request"] = _parts_of(handlers.get("execute_request") if isinstance(handlers, dict)
+                                                      else handlers)
+    found.update({f"builtins.{name}": (vars(builtins).get(name),) for name in ("exec", "compile", "__import__")})
+    found["a trace or profile function (sys.settrace, sys.setprofile)"] = (_TRACERS[0](), _TRACERS[1](),
+                                                                          threading.gettrace(), threading.getprofile())
+    return found
+
+
+def _seal_shell():
+    """In the grader's record run, inside IPython (the grader's first cell): note the shell's hooks (``_hooks``),
+    with ``_transform`` as its transform_cell, and its early callbacks (EARLY_EVENTS)."""
+    ipython = sys.modules.get("IPython")
+    shell = ipython.get_ipython() if ipython is not None else None
+    if shell is None or "shell" in _SEALED:
+        return
+    transform = shell.transform_cell
+    shell.transform_cell = _transform
+    events = {name: list(shell.events.callbacks.get(name, [])) for name in EARLY_EVENTS}
+    _SEALED.update(shell=shell, transform=transform, hooks=_hooks(shell), events=events, left_out=[],
+                   lists={name: _attr(shell, name) for name in HOOK_LISTS})
+
+
+def _hooks_changed():
+    """The names of the shell's hooks (``_hooks``) changed since they were sealed (none outside the record run)."""
+    if "shell" not in _SEALED:
+        return []
+    sealed = _SEALED["hooks"]
+    now = _hooks(_SEALED["shell"])
+    return [name for name, parts in now.items()
+            if len(parts) != len(sealed[name]) or not all(map(operator.is_, parts, sealed[name]))]
+
+
+def _transform(raw_cell):
+    """The shell's transform_cell in the record run (``_seal_shell``): the grader's check cell (it starts with MARK)
+    as written, its hooks put back first (``_unhook``) and, when any had changed, the check's first record saying
+    what (the course's code changed counts too: ``tampered``); any other cell as the shell transforms it."""
+    _resume()
+    grade_id = raw_cell[len(MARK):].partition(")")[0] if isinstance(raw_cell, str) and raw_cell.startswith(MARK) else ""
+    if not (grade_id[:1] == grade_id[-1:] == "'" and len(grade_id) > 2):
+        return _SEALED["transform"](raw_cell)
+    changed = tampered()
+    _unhook()
+    how = _SEALED["mode"]
+    if changed and how is not None:
+        _SEALED["append"](how[1], {"cell": grade_id[1:-1], "index": 0, "answer": {"unknown": CHANGED},
+                                   "tampered": changed})
+    return raw_cell
+
+
+def _unhook():
+    """Before the grader's check cell: the shell's transformer lists hold what they held when sealed, no trace
+    or profile function is set, and the callbacks a learner's cell added to EARLY_EVENTS are left out for this
+    cell (``_resume`` puts them back before the next)."""
+    import threading
+
+    shell = _SEALED["shell"]
+    for name, sealed in _SEALED["lists"].items():
+        owner, _, last = name.rpartition(".")
+        try:
+            if _attr(shell, name) is not sealed:
+                setattr(_attr(shell, owner) if owner else shell, last, sealed)
+            sealed[:] = _SEALED["hooks"][f"IPython's {name}"][1:]
+        except Exception:   # noqa: BLE001 (not put back: its change is recorded all the same)
+            pass
+    _TRACERS[2](None)
+    _TRACERS[3](None)
+    threading.settrace(None)
+    threading.setprofile(None)
+    callbacks = shell.events.callbacks
+    for name, sealed in _SEALED["events"].items():
+        now = callbacks.get(name, [])
+        _SEALED["left_out"] += [(name, f) for f in now if not any(f is g for g in sealed)]
+        now[:] = sealed
+
+
+def _resume():
+    """Put back the callbacks ``_unhook`` left out for the last check cell."""
+    left_out, _SEALED["left_out"] = _SEALED["left_out"], []
+    try:
+        for name, function in left_out:
+            _SEALED["shell"].events.callbacks.setdefault(name, []).append(function)
+    except Exception:   # noqa: BLE001 (the learner's cell replaced the shell's events: theirs are theirs to keep)
+        pass
 
 
 GRADED_METHODS = ("grade", "feedback", "answer_of")   # an Exercise's own: an instance's copy replaces them
@@ -340,6 +478,7 @@ def tampered(exercise=None):
     sealed = _SEALED.get("channel")   # (closed, or another file put in its place: records would go elsewhere)
     if sealed is not None and (_identity(sealed[0]) or (None,))[1:] != sealed[1]:
         changed.append(f"the grader's records channel ({RECORDS_FD})")
+    changed += _hooks_changed()
     sealed = [value for where, _, _, value, _ in _SEAL if where == "helpers.exercises.Exercise"]
     if exercise is not None and sealed and type(exercise) is not sealed[0]:
         changed.append("the check (not the course's Exercise)")
@@ -786,14 +925,14 @@ def _values(x, kinds):
     if math.prod(shape) != len(values):
         raise RecordError(f"expected {math.prod(shape):,} numbers for an array of shape {tuple(shape)}, "
                           f"but the record holds {len(values):,}")
-    if kind == "bool":
-        bad = next((v for v in values if type(v) is not bool), None)
-        if bad is not None:
+    if kind == "bool":   # (_MISSING, not None, when all are fine: a None among them is refused too)
+        bad = next((v for v in values if type(v) is not bool), _MISSING)
+        if bad is not _MISSING:
             _refuse("True or False in an array of kind 'bool'", bad)
     elif kind in WHOLE_DTYPES:
         low, high = int(np.iinfo(kind).min), int(np.iinfo(kind).max)
-        bad = next((v for v in values if type(v) is not int or not low <= v <= high), None)
-        if bad is not None:
+        bad = next((v for v in values if type(v) is not int or not low <= v <= high), _MISSING)
+        if bad is not _MISSING:
             _refuse(f"a whole number from {low:,} to {high:,} in an array of kind '{kind}'", bad)
     elif kind == "str":
         if not all(type(v) is str for v in values) or sum(map(len, values)) > MAX_TEXT:
@@ -810,7 +949,20 @@ def _numpy_array(x):
         return np.array(values, dtype=str).reshape(shape)
     if kind == "bool" or kind in WHOLE_DTYPES:
         return np.array(values, dtype=kind).reshape(shape)
-    return np.array(values, dtype=float).astype(kind).reshape(shape)   # exact: each value is one of that dtype's
+    numbers = np.array(values, dtype=float)
+    with np.errstate(over="ignore"):   # (1e308 overflows float16: refused below, not warned about)
+        array = numbers.astype(kind)
+    return _exactly(array, array.astype(float), numbers, kind).reshape(shape)
+
+
+def _exactly(array, read_back, numbers, kind):
+    """``array`` (``numbers``, float64, turned into the dtype ``kind``) when each of its values is exactly the
+    recorded one (``read_back``: its values as float64), as ``encode`` writes them; else RecordError (a number
+    past the dtype's range, which would become inf, or one it does not hold)."""
+    if not np.array_equal(read_back, numbers, equal_nan=True):
+        bad = numbers[~((read_back == numbers) | np.isnan(numbers))][0]
+        _refuse(f"numbers an array of kind '{kind}' holds exactly (as its record has them)", float(bad))
+    return array
 
 
 def _torch_tensor(x):
@@ -820,7 +972,9 @@ def _torch_tensor(x):
     values, shape, kind = _values(x, tuple(k for k in TORCH_DTYPES if hasattr(torch, k)))
     dtype = getattr(torch, kind)
     if dtype.is_floating_point:
-        return torch.tensor(values, dtype=torch.float64).to(dtype).reshape(shape)
+        numbers = torch.tensor(values, dtype=torch.float64)
+        tensor = numbers.to(dtype)
+        return _exactly(tensor, tensor.double().numpy(), numbers.numpy(), kind).reshape(shape)
     return torch.tensor(values, dtype=dtype).reshape(shape)
 
 
@@ -831,14 +985,14 @@ def _std_array(values, code):
     if not isinstance(values, list) or len(values) > MAX_VALUES:
         _refuse(f"an array.array's values (a list of at most {MAX_VALUES:,})", values)
     if code == "u":
-        bad = next((v for v in values if type(v) is not str or len(v) != 1), None)
+        bad = next((v for v in values if type(v) is not str or len(v) != 1), _MISSING)
     elif code in "fd":
         values = [_number(v) for v in values]   # ('f': each a float32's value, as encode wrote it)
         with np.errstate(over="ignore"):   # (1e300 overflows float32: refused below, not warned about)
-            bad = next((v for v in values if code == "f" and v == v and float(np.float32(v)) != v), None)
+            bad = next((v for v in values if code == "f" and v == v and float(np.float32(v)) != v), _MISSING)
     else:
-        bad = next((v for v in values if type(v) is not int), None)
-    if bad is not None:
+        bad = next((v for v in values if type(v) is not int), _MISSING)
+    if bad is not _MISSING:
         _refuse(f"a value of an array.array of type code {code!r}", bad)
     try:
         return array.array(code, values)
@@ -1021,7 +1175,7 @@ def _other_model(exercise, replay, args, kwargs):
     here = dict((place, digest) for place, digest in _model_digests(given))
     for place, digest in replay.models:
         if place in here and here[place] != digest:
-            names = (sys.modules["helpers.exercises"]._parameter_names(exercise.problems) or [])[1:]
+            names = (_parameter_names(exercise.problems) or [])[1:]
             return names[place] if type(place) is int and place < len(names) else \
                 place if type(place) is str else f"(argument {place + 2})"
     return None
@@ -1069,11 +1223,9 @@ class Recorder:
         return _stand_in(cls, class_name(type(function)))
 
     def __init__(self, function):
-        from . import exercises
-
         self.function, self.calls = function, []
         self.refused = None   # the sentence of a refusal the judge could not make (helpers.exercises.Seen)
-        self.names = exercises._parameter_names(function)   # (read by type: no code of the learner's runs)
+        self.names = _parameter_names(function)   # (read by type: no code of the learner's runs)
         if type(function) is types.FunctionType:
             self.__name__ = function.__name__
 
@@ -1242,3 +1394,28 @@ def touch(x):
 
 
 seal()   # last: every function above, as imported
+
+
+def _parameter_names(function):
+    """The names of a plain function's positional parameters (a method's too, ``self`` first), read
+    from its code, or from a ``__signature__`` the course set (a Module's run); None for anything
+    else: inspect.signature would run a learner's object's own code (``__signature__``,
+    ``__wrapped__``, ``__class__``), outside any time limit."""
+    if issubclass(type(function), (Recorder, Replay)):   # the grader's stand-ins: its function's names
+        return function.names
+    method = type(function) is types.MethodType
+    target = function.__func__ if method else function
+    if type(target) is not types.FunctionType:
+        return None
+    for _ in range(10):   # a function made by functools.wraps (a decorator) names the one it wraps
+        wrapped = target.__dict__.get("__wrapped__")
+        if type(wrapped) is not types.FunctionType:
+            break
+        target = wrapped
+    signature = target.__dict__.get("__signature__")
+    if type(signature) is inspect.Signature:
+        kinds = (inspect.Parameter.POSITIONAL_ONLY, inspect.Parameter.POSITIONAL_OR_KEYWORD)
+        names = [name for name, parameter in signature.parameters.items() if parameter.kind in kinds]
+    else:
+        names = list(target.__code__.co_varnames[:target.__code__.co_argcount])
+    return names[1:] if method else names

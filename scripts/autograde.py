@@ -10,7 +10,9 @@ For every notebook handed in:
    own (hidden tests included), each preceded by ``helpers.grading.cell(<grade id>)``, after a
    first cell of the grader's (SETUP) that imports the course's recording code, which notes itself
    as imported (``helpers.grading.seal``): a record made once a student's cell changed it
-   (``helpers.grading.tampered``) counts for nothing, and the row says so (``read_records``).
+   (``helpers.grading.tampered``) counts for nothing, and the row says so (``read_records``). It
+   notes IPython's hooks too (transformers, trace functions, its steps): each check cell then runs
+   as written, and one a hook would have changed counts for nothing (``helpers.grading._transform``).
 3. **Run** it in a process of its own, in a folder of its own, with a time and a memory limit,
    inside a fence: the run sees the whole machine read-only except its folder, does not see
    the repository (but the package, scripts/ and data/, bound back read-only), the course
@@ -79,7 +81,10 @@ TIMEOUT = 600            # seconds one submission may run, all cells together
 CELL_TIMEOUT = 150       # seconds one cell may run: a long check's 120 s (exercises.LONG_CHECK_TIME_LIMIT), run once
                          # (helpers.grading.shown), and the cell's own work around it
 MEMORY_MB = 4096         # the run's data segment (RLIMIT_DATA); torch and numba map more, harmlessly
-FILE_MB = 200            # the largest file a run may write
+FILE_MB = 200            # the largest file a run may write (in all, a run's folder has no limit but its time: a
+#                          total needs a filesystem quota, which asks root and a disk mounted with project quotas, or
+#                          a loop-mounted image, root again; a sized tmpfs would hold it in memory, and end with the
+#                          fence, before the grader reads the executed notebook back)
 RESULT_MB = 50           # the largest records file or executed notebook the grader reads back
 TAIL_KB = 64             # the end of a run's printed output the grader keeps (its last line says how it ended)
 MAX_CELL_TEXT = 10_000   # characters of a student's cell source or output kept for the feedback page
@@ -362,17 +367,18 @@ def marked(cell, grade_id):
 
 def assemble(submission, student_nb):
     """The student's notebook with every check cell put back as the instructor wrote it, where
-    the last of the student's cells with its grade id stands (or, without metadata, the last cell
-    whose text is that check's): a copy pasted above the answer does not run before it. Other
-    copies are left out, and the row's notes say so."""
+    the last of the student's cells with its grade id stands (or, without metadata, the last code
+    cell whose text is that check's): a copy pasted above the answer does not run before it. Other
+    copies are left out, and the row's notes say so. A check cell turned into Markdown or Raw (a
+    slip: "M" in command mode) is found by its grade id too, and put back as code, as nbgrader
+    puts back a graded cell's type; the row's notes say so."""
     _, checks = source_cells(submission.chapter)
     by_text = {text: grade_id for grade_id, text in submission.chapter.visible.items()}
-    code = [c for c in student_nb.cells if c.cell_type == "code"]
-    by_meta, by_source = {}, {}   # grade id -> the code cells holding it (by metadata, by text)
-    for i, cell in enumerate(code):
+    by_meta, by_source = {}, {}   # grade id -> the cells holding it (by metadata; by text, code cells only)
+    for i, cell in enumerate(student_nb.cells):
         if grade_id_of(cell) in checks:
             by_meta.setdefault(grade_id_of(cell), []).append(i)
-        if by_text.get(visible(cell.source)) in checks:
+        if cell.cell_type == "code" and by_text.get(visible(cell.source)) in checks:
             by_source.setdefault(by_text[visible(cell.source)], []).append(i)
     taken = {i for copies in by_meta.values() for i in copies}
     place = {}
@@ -385,14 +391,17 @@ def assemble(submission, student_nb):
             submission.notes.append(f"check cell {grade_id} was found {found} times: the last copy was graded, "
                                     "the others were left out")
     at = {i: grade_id for grade_id, i in place.items()}
-    cells, i = [], -1
-    for cell in student_nb.cells:
+    cells = []
+    for i, cell in enumerate(student_nb.cells):
         cell.metadata.pop(CHECK, None)   # only the grader's own check cells carry it
+        if i in at:
+            if cell.cell_type != "code":
+                kind = {"markdown": "Markdown", "raw": "Raw"}.get(cell.cell_type, "another kind of cell")
+                submission.notes.append(f"check cell {at[i]} had been turned into {kind}: it was put back as code "
+                                        "and graded")
+            cells.append(marked(checks[at[i]], at[i]))
+            continue
         if cell.cell_type == "code":
-            i += 1   # the cell's index in ``code``
-            if i in at:
-                cells.append(marked(checks[at[i]], at[i]))
-                continue
             if nbgrader_meta(cell).get("grade") or visible(cell.source) in by_text:
                 continue   # another copy of a check cell: only one of each runs
             cell.outputs, cell.execution_count = [], None
@@ -904,8 +913,8 @@ TAMPERED = ("more than one answer was recorded for one grade call of this check,
 OVER_BUDGET = (f"its answer was not kept: the grader keeps at most {MAX_RECORD_CHARS:,} characters and "
                f"{MAX_RECORD_VALUES:,} values (numbers, texts, lists) of one notebook's recorded answers, and the "
                f"answers before it used them up")
-CHANGED = ("the notebook's own code changed the course's recording code before this check ran "
-           "(helpers.grading.tampered), so none of its answers counts")
+CHANGED = ("the notebook's own code changed the course's recording code, or how IPython runs a check cell, before "
+           "this check ran (helpers.grading.tampered), so none of its answers counts")
 
 
 def read_records(path, cells, notes=None):

@@ -31,7 +31,10 @@ from pathlib import Path
 
 BUBBLEWRAP, USER_NAMESPACE, UNFENCED = "bubblewrap", "user namespace", "unfenced (--unfenced)"
 FENCE_CHECK_SECONDS = 60   # the trial run that tells whether a fence works here
-DEVICES = ("null", "zero", "full", "random", "urandom", "tty")   # the user-namespace fence's /dev
+DEVICES = ("null", "zero", "full", "random", "urandom", "tty")   # each fence's /dev
+DEV_LINKS = (("fd", "/proc/self/fd"), ("stdin", "/proc/self/fd/0"), ("stdout", "/proc/self/fd/1"),
+             ("stderr", "/proc/self/fd/2"))   # and these links
+DEV_BYTES, SHM_BYTES = 2**20, 64 * 2**20   # each fence's /dev and /dev/shm: both tmpfs, in memory, so capped
 # Where the machine's unix sockets live (a docker or database socket, the user's session bus): a
 # socket connects on a read-only mount too, and a network namespace of its own does not hide a
 # path, so each fence covers these with an empty tmpfs (the run's folder, even under /tmp, is put
@@ -106,11 +109,11 @@ def bubblewrap_prefix(folder, hidden=(), needed=()):
     Its /proc is read-only, /proc/sys first: graded as root, the run is the machine's root to the kernel
     (bwrap maps it to the caller, and ``--uid`` would not change that), and most sysctls (core_pattern,
     hostname) ask only that, not a capability; bwrap 0.8 leaves /proc/sys writable, its own check
-    finding the folder r-x. /sys is read-only through ``--ro-bind / /``. No nested user namespace
+    finding the folder r-x. /sys is read-only through ``--ro-bind / /``. Its /dev is small (``dev_arguments``).
+    No nested user namespace
     (``--disable-userns``, bubblewrap 0.8 and later: ``disables_userns``; an older one allows one, in
     which the machine's mounts stay locked)."""
-    command = [shutil.which("bwrap") or "bwrap", "--ro-bind", "/", "/", "--dev", "/dev", "--proc", "/proc",
-               "--size", str(64 * 2**20), "--tmpfs", "/dev/shm"]
+    command = [shutil.which("bwrap") or "bwrap", "--ro-bind", "/", "/", *dev_arguments(), "--proc", "/proc"]
     covers = [path for path in covered(hidden) if Path(path).is_dir()]
     for path in covers:
         command += ["--tmpfs", path]
@@ -123,6 +126,19 @@ def bubblewrap_prefix(folder, hidden=(), needed=()):
     return command + ["--bind", folder, folder, *read_only, "--unshare-user", *nested, "--unshare-net",
                       "--unshare-pid", "--unshare-ipc", "--unshare-uts", "--cap-drop", "ALL", "--die-with-parent",
                       "--new-session", "--chdir", folder]
+
+
+def dev_arguments():
+    """bubblewrap's arguments for a /dev like the user-namespace fence's (``enter_fence``): a tmpfs of DEV_BYTES
+    with DEVICES bound in, fd and the std streams as links, and a /dev/shm of SHM_BYTES. (bwrap's own ``--dev``
+    is a tmpfs of no size, up to half the machine's memory, outside the run's memory limit: red team round 29.)"""
+    arguments = ["--size", str(DEV_BYTES), "--tmpfs", "/dev"]
+    for name in DEVICES:
+        if os.path.exists(f"/dev/{name}"):
+            arguments += ["--dev-bind", f"/dev/{name}", f"/dev/{name}"]
+    for name, target in DEV_LINKS:
+        arguments += ["--symlink", target, f"/dev/{name}"]
+    return arguments + ["--size", str(SHM_BYTES), "--tmpfs", "/dev/shm"]
 
 
 @functools.lru_cache(maxsize=None)
@@ -230,16 +246,15 @@ def enter_fence(folder, covers, bound, command):
     # a /dev of its own, as bubblewrap's: the machine's disks and consoles are not there
     dev = os.path.join(folder, ".dev")
     os.mkdir(dev)
-    mount("-t", "tmpfs", "-o", "size=1m,mode=0755", "tmpfs", dev)
+    mount("-t", "tmpfs", "-o", f"size={DEV_BYTES},mode=0755", "tmpfs", dev)
     for name in DEVICES:
         if os.path.exists(f"/dev/{name}"):
             open(os.path.join(dev, name), "w").close()
             mount("--bind", f"/dev/{name}", os.path.join(dev, name))
-    for name, target in (("fd", "/proc/self/fd"), ("stdin", "/proc/self/fd/0"), ("stdout", "/proc/self/fd/1"),
-                         ("stderr", "/proc/self/fd/2")):
+    for name, target in DEV_LINKS:
         os.symlink(target, os.path.join(dev, name))
     os.mkdir(os.path.join(dev, "shm"))
-    mount("-t", "tmpfs", "-o", f"size={64 * 2**20}", "tmpfs", os.path.join(dev, "shm"))
+    mount("-t", "tmpfs", "-o", f"size={SHM_BYTES}", "tmpfs", os.path.join(dev, "shm"))
     mount("--move", dev, "/dev")
     os.rmdir(dev)
     sources = {path: os.open(path, os.O_PATH | os.O_DIRECTORY) for path in bound}   # before they are covered
