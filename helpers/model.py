@@ -38,8 +38,8 @@ from torch import nn
 from torch.nn.modules import module as torch_module
 
 from .errors import MAX_BYTES, CourseInputError, about_gib, check_bytes, check_choice, check_ids_given, check_index, \
-    check_finite, check_number, check_positive_int, check_seed, check_switch, check_tensor, count, fail, gib, items_of, \
-    length, message_of, next_seed, shown, tensor_refusal, type_name, unreadable
+    check_finite, check_number, check_positive_int, check_seed, check_switch, check_tensor, count, described, fail, gib, \
+    items_of, length, message_of, next_seed, shown, tensor_refusal, type_name, unreadable
 from .reference import BASE_RANGE
 from .states import course_modes, digest, on_the_cpu
 
@@ -862,6 +862,7 @@ class KVCache:
         self.k = [None] * n_layers
         self.v = [None] * n_layers
         self.owner, self.ids, self.last, self.switches = None, None, None, None
+        self.made = ([None] * n_layers, [None] * n_layers, None)   # (k, v, ids) as the passes left them (check_entries)
         self.unmasked = False   # filled by a pass of several tokens without the causal mask: no later pass may extend it
 
     def __len__(self):
@@ -871,17 +872,79 @@ class KVCache:
         """How many tokens layer ``layer`` holds (``len(cache)``: layer 0's)."""
         return 0 if self.k[layer] is None else self.k[layer].shape[-2]
 
+    def check_entries(self, model):
+        """Refuse, before any work, a cache whose lists or entries were set by hand (``cache.k[0] = ...``): k and v
+        lists of one entry a layer, each layer's keys and values both None (no token yet) or both dense tensors on
+        the CPU of one shape (B, H_kv, T, d_k) (``layer_shape``), switches None or a dict. A cache of another owner
+        is left there, to ``check_extension``, which names it; a cache of ``model`` (or of no one yet: a copy) should
+        also have room for its layers, the same number of tokens in each (as the model's passes leave them), the
+        model's H_kv (n_kv_heads) and d_k, one B, the weights' dtype and finite numbers (``cached_numbers``), and
+        ids None or the (B, T) LongTensor of the tokens it holds. An entry the passes left there (``made``: the same
+        object) is not read again: every read of a tensor is a torch call, which chapter 09 counts, and a cache is
+        checked at every generated token. (Numbers changed in place inside such an entry are not looked for.)"""
+        for name in ("k", "v"):
+            held = getattr(self, name)
+            if type(held) is not list or not held:
+                fail(f"cache.{name} should be a list of one entry a layer (as KVCache(n_layers) makes it), but got "
+                     f"{type_name(held)} {shown(held)}")
+        if len(self.k) != len(self.v):
+            fail(f"cache.k and cache.v should hold one entry a layer each, but hold {len(self.k)} and {len(self.v)}")
+        if self.switches is not None and type(self.switches) is not dict:
+            fail(f"cache.switches should be None or the dict of switches it was filled with, but got "
+                 f"{shown(self.switches)}")
+        made_k, made_v, made_ids = self.made if _is_made(self.made, len(self.k)) else ([None] * len(self.k),) * 2 + (None,)
+        own = [self.k[layer] is made_k[layer] and self.v[layer] is made_v[layer] for layer in range(len(self.k))]
+        if all(own) and self.ids is made_ids:
+            return   # (all as the passes left them: ``check`` compares the layers' rows)
+        shapes = [self.layer_shape(layer) for layer in range(len(self.k))]
+        if self.owner is not None and self.owner is not model:
+            return   # (check_extension's sentence names its owner)
+        if len(self.k) != model.cfg.n_layers:
+            fail(f"expected a KVCache with room for the model's {model.cfg.n_layers} layers, "
+                 f"but this one has {len(self.k)}")
+        rows = [0 if shape is None else shape[0][2] for shape in shapes]
+        if min(rows) != max(rows):
+            fail(f"expected a KVCache whose layers hold the same number of tokens, as the model's passes leave them, "
+                 f"but its layers hold {min(rows)} to {max(rows)} (it was filled some other way); make a new KVCache")
+        filled = [(layer, shape) for layer, shape in enumerate(shapes) if shape is not None]
+        sizes, dtype = (model.cfg.kv_heads, model.cfg.d_k), model.weights_dtype()
+        B = filled[0][1][0][0] if filled else None
+        for layer, (k_shape, v_shape) in filled:
+            for name, shape in (("k", k_shape), ("v", v_shape)):
+                if shape[1::2] != sizes:
+                    fail(f"cache.{name}[{layer}] should have shape (B, H_kv, T, d_k) = (B, {sizes[0]}, T, {sizes[1]}), "
+                         f"as the model makes it, but has shape {shape}")
+                if shape[0] != B:
+                    fail(f"cache.{name}[{layer}] should hold as many sequences as cache.k[{filled[0][0]}], {B}, but "
+                         f"holds {shape[0]}")
+            if v_shape != k_shape:
+                fail(f"cache.v[{layer}] should hold the values of the tokens cache.k[{layer}] holds, shape {k_shape}, "
+                     f"but has shape {v_shape}")
+            if not own[layer]:
+                cached_numbers(self.k[layer], f"cache.k[{layer}]", dtype)
+                cached_numbers(self.v[layer], f"cache.v[{layer}]", dtype)
+        held = None if B is None else (B, rows[0])   # the ids' shape (B, T)
+        if self.ids is not made_ids and self.ids is not None and (not isinstance(self.ids, torch.Tensor) or tensor_refusal(self.ids) is not None
+                                     or self.ids.dtype != torch.long or tuple(self.ids.shape) != held):
+            fail(f"cache.ids should be None or the ids of the tokens it holds, a LongTensor of shape "
+                 f"{held or '(B, T)'}, but got {described(self.ids, 'cache.ids')}")
+
+    def layer_shape(self, layer):
+        """The shapes (B, H_kv, T, d_k) of layer ``layer``'s keys and values, both dense tensors on the CPU with 4
+        axes (``cached_shape``), as a pair; None when both are None (no token yet); else one sentence."""
+        k, v = self.k[layer], self.v[layer]
+        if (k is None) != (v is None):
+            fail(f"cache.k[{layer}] and cache.v[{layer}] should both be None (no token yet) or both tensors (the "
+                 f"keys and values of the same tokens), but cache.{'k' if k is None else 'v'}[{layer}] is None")
+        return None if k is None else (cached_shape(k, f"cache.k[{layer}]"), cached_shape(v, f"cache.v[{layer}]"))
+
     def check(self, model, ids, given=None, switches=None, causal=True):
-        """Refuse what ``check_extension`` refuses, a cache without room for the model's layers or whose
-        layers hold different numbers of tokens (filled some other way than by the model's passes), or
-        the object ``given`` (what the caller passed, ``ids`` checked) fed again, unchanged, right after
+        """Refuse what ``check_extension`` refuses (after ``check_entries``: every layer holds the same number of
+        tokens), or the object ``given`` (what the caller passed, ``ids`` checked) fed again, unchanged, right after
         it was fed; keep ids."""
         T = ids.shape[-1]
         rows = [self.rows(layer) for layer in range(len(self.k))]   # (each layer read once: a step's every
         self.check_extension(model, ids.shape[0], T, switches, causal, cached=max(rows))   # read is a torch call)
-        if len(self.k) != model.cfg.n_layers:
-            fail(f"expected a KVCache with room for the model's {model.cfg.n_layers} layers, "
-                 f"but this one has {len(self.k)}")
         if min(rows) != max(rows):
             fail(f"expected a KVCache whose layers hold the same number of tokens, as the model's passes leave them, "
                  f"but its layers hold {min(rows)} to {max(rows)} (it was filled some other way); make a new KVCache")
@@ -891,6 +954,8 @@ class KVCache:
                  "feed each token once, or make a new KVCache for a new prompt")
         self.ids = ids if self.ids is None else torch.cat([self.ids, ids], dim=-1)
         self.last = given
+        if _is_made(self.made, len(self.k)):
+            self.made = (self.made[0], self.made[1], self.ids)
 
     def check_extension(self, owner, B, T, switches, causal=True, cached=None):
         """What a pass of B sequences of T new tokens must meet to extend the cache, a model's pass
@@ -930,19 +995,51 @@ class KVCache:
 
     def saved(self):
         """What the cache holds now, for ``restore`` (its tensors are never changed in place)."""
-        return list(self.k), list(self.v), self.owner, self.ids, self.last, self.switches, self.unmasked
+        return list(self.k), list(self.v), self.owner, self.ids, self.last, self.switches, self.unmasked, self.made
 
     def restore(self, saved):
         """Put back what ``saved`` returned: a pass that failed half-way leaves no trace."""
-        k, v, self.owner, self.ids, self.last, self.switches, self.unmasked = saved
+        k, v, self.owner, self.ids, self.last, self.switches, self.unmasked, made = saved
         self.k[:], self.v[:] = k, v
+        self.made = (list(made[0]), list(made[1]), made[2]) if _is_made(made, len(k)) else made
 
     def extend(self, layer, k, v):
         if self.k[layer] is not None:
             k = torch.cat([self.k[layer], k], dim=-2)
             v = torch.cat([self.v[layer], v], dim=-2)
         self.k[layer], self.v[layer] = k, v
+        if _is_made(self.made, len(self.k)):
+            self.made[0][layer], self.made[1][layer] = k, v
         return k, v
+
+
+def _is_made(made, n_layers):
+    """Whether ``made`` is a KVCache's record of what its passes left (two lists of n_layers entries and the ids), as
+    its __init__ makes it (a learner's code may have set it to anything: then every entry is checked)."""
+    return type(made) is tuple and len(made) == 3 and all(type(held) is list and len(held) == n_layers
+                                                         for held in made[:2])
+
+
+def cached_shape(t, name):
+    """The shape of ``t``, an entry of a KVCache (``name``: "cache.k[0]"), checked before anything reads it: a dense
+    tensor on the CPU with 4 axes (B, H_kv, T, d_k); else one sentence."""
+    if not isinstance(t, torch.Tensor):
+        fail(f"{name} should be a tensor (B, H_kv, T, d_k) or None, but got {type_name(t)} {shown(t)}")
+    if t.is_nested or t.layout != torch.strided or t.device.type != "cpu":
+        fail(f"{name} should be a dense tensor on the CPU, but got {tensor_refusal(t) or f'a tensor on {t.device}'}")
+    shape = tuple(t.shape)
+    if len(shape) != 4:
+        fail(f"{name} should have shape (B, H_kv, T, d_k), but has shape {shape}")
+    return shape
+
+
+def cached_numbers(t, name, dtype):
+    """Refuse ``t``, an entry of a model's KVCache (``cached_shape``), when its dtype is not ``dtype`` (the
+    weights', as text) or it holds NaN or inf."""
+    if str(t.dtype) != dtype:
+        fail(f"{name} should have the dtype of the model's weights, {dtype}, but has dtype {t.dtype}")
+    if not torch.isfinite(t).all():
+        check_finite(t, name)   # (its sentence counts the NaN and inf)
 
 
 def restored_on_failure(cache):
@@ -1054,6 +1151,8 @@ class Transformer(nn.Module):
         if cache is not None and not attention:   # it would stay empty, and every token would sit at position 0
             fail("a KVCache holds the keys and values attention computes, but attention=False computes none: "
                  "expected cache=None with attention=False")
+        if cache is not None:
+            cache.check_entries(self)   # (before its rows are read: an entry set by hand may be anything)
         start = len(cache) if cache is not None else 0
         if start + T > MAX_TOKENS:
             fail(f"expected at most {MAX_TOKENS:,} tokens at once (this course's limit), but the cache holds "

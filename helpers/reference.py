@@ -126,6 +126,10 @@ def attention(Q, K, V, causal=False, mask=None, scale=True):
         fail(f"K has d_k={K.shape[-1]} but Q has d_k={Q.shape[-1]}; they must be equal")
     if Q.shape[-1] == 0:   # no dot product to take (and 0 / sqrt(0) with scaling)
         fail(f"Q and K should have d_k of at least 1 number a row, but got d_k=0 (shapes {Q.shape} and {K.shape})")
+    empty = next((name for name, X in (("Q", Q), ("K", K)) if X.shape[-2] == 0), None)
+    if empty is not None:   # no query to answer, or no key to attend to (a softmax over nothing)
+        fail(f"{empty} should have at least one row (a {'query' if empty == 'Q' else 'key'}), but it has none "
+             f"(Q has shape {Q.shape} and K {K.shape})")
     if V.shape[-2] != K.shape[-2]:
         fail(f"V has {V.shape[-2]} rows but K has {K.shape[-2]}; each key needs one value")
     try:

@@ -18,8 +18,8 @@ from dataclasses import dataclass, field
 import numpy as np
 import torch
 
-from .errors import CourseInputError, check_ids_given, check_number, check_positive_int, check_seed, check_tensor, check_text, count, fail, \
-    items_of, length, message_of, plain, shown
+from .errors import CourseInputError, check_ids_given, check_number, check_positive_int, check_seed, check_size, check_tensor, \
+    check_text, count, fail, items_of, length, message_of, plain, shown
 from .model import SWITCHES, Transformer, check_unknown, measuring
 from .states import on_the_cpu
 
@@ -236,14 +236,6 @@ class Tokenizer:
         return [self.vocab[i] for i in token_ids(ids, len(self.vocab))]
 
 
-def own_lists(sentences):
-    """A list (or tuple) of sentences as a new list, each list or tuple of words a new list too;
-    anything else is kept as it is (``check_sentences`` refuses it where it is read)."""
-    if not isinstance(sentences, (list, tuple)):
-        return sentences
-    return [items_of(s) if isinstance(s, (list, tuple)) else s for s in items_of(sentences)]   # (the built-ins' own reading)
-
-
 words_of = items_of   # a list's words by the built-in's own iterator, each a plain str (the name chapters import)
 
 
@@ -257,9 +249,24 @@ class World:
     held_out: list = field(default_factory=list)
 
     def __post_init__(self):
-        """Each World holds its own lists: a learner's edit of one world's held_out (or of one of its
-        sentences) changes no other world, and no module constant (CAT_HELD_OUT)."""
-        self.sentences, self.held_out = own_lists(self.sentences), own_lists(self.held_out)
+        """Every field checked before any is kept, each refused in one sentence: name a non-empty text; tokenizer a
+        helpers.worlds.Tokenizer (the course reads its vocab, ids, encode and decode); sentences a non-empty list of
+        sentences, held_out a list of them (empty: nothing held out), each a list of words of the tokenizer's
+        vocabulary (``check_sentences``). Each World holds its own lists: a learner's edit of one world's held_out
+        (or of one of its sentences) changes no other world, and no module constant (CAT_HELD_OUT)."""
+        name = check_text(self.name, "the world's name")
+        if not isinstance(self.tokenizer, Tokenizer):
+            fail(f"the world's tokenizer should be a helpers.worlds.Tokenizer (such as Tokenizer(['<BOS>', 'the', "
+                 f"'cat'])), but got {shown(self.tokenizer)}")
+        sentences = check_sentences(self.sentences, "the world's sentences")
+        if not isinstance(self.held_out, (list, tuple)):
+            fail(f"the world's held_out should be a list of sentences (empty for none), each a list of words, but got "
+                 f"{shown(self.held_out)}")
+        held_out = check_sentences(self.held_out, "the world's held_out") if length(self.held_out) else []
+        for what, group in (("sentences", sentences), ("held_out", held_out)):
+            check_known_words(self.tokenizer, group,
+                              f"the world's {what} should hold words of its tokenizer's vocabulary")
+        self.name, self.sentences, self.held_out = name, sentences, held_out
 
     @property
     def train(self):
@@ -474,11 +481,19 @@ def check_sentence_words(world, sentences):
     for i, s in enumerate(sentences):
         if len(s) < 2:
             fail(f"sentences should hold sentences of two or more words, but sentence {i} is {shown(s)}")
-        for word in s:
-            if word not in world.tokenizer.ids:
-                fail(f"sentences should hold words of the {world.name} world's vocabulary, but sentence {i} "
-                     f"has {shown(word)}, which is not one of: " + " ".join(world.tokenizer.vocab))
+        check_known_words(world.tokenizer, [s], f"sentences should hold words of the {world.name} world's vocabulary",
+                          first=i)
     return sentences
+
+
+def check_known_words(tokenizer, sentences, should, first=0):
+    """Refuse the first word of ``sentences`` (lists of plain str, ``check_sentences``) that ``tokenizer`` (a
+    Tokenizer) does not know, in one sentence that starts with ``should`` and names the sentence (counted from
+    ``first``) and the word."""
+    for i, s in enumerate(sentences, start=first):
+        unknown = next((word for word in s if word not in tokenizer.ids), None)
+        if unknown is not None:
+            fail(f"{should}, but sentence {i} has {shown(unknown)}, which is not one of: " + " ".join(tokenizer.vocab))
 
 
 def copula_report(model, world, sentences=None, **switches):
@@ -669,7 +684,9 @@ def check_drawn(count):
 
 
 def dragon_world(n=2000, length=12, seed=0):
-    """The Lecture's running example as a sampled corpus (no held-out types)."""
+    """The Lecture's running example as a sampled corpus of n sentences (at most MAX_SENTENCES, counted before
+    any is drawn), no held-out types."""
+    check_size(n, "n", MAX_SENTENCES)
     return World("dragon", Tokenizer(DRAGON_VOCAB), dragon_sample(n, length, seed))
 
 
