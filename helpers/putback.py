@@ -4,8 +4,8 @@ switches and modes; ``process_state``: the builtins, sys's streams and hooks, th
 resource limits, logging, ...) and the course's own constants and caches (``course_constants``), with what they
 need (a tensor's state, ``_tensor_kept``; the containers a value reaches, ``_reachable``; the process-wide locks a
 learner's thread left taken, ``_gone_owners_let_go``). Used by helpers.exercises (every check's fence,
-``model_kept``) and helpers.learner (``_apart``: a kept file's import); below both, it imports neither (nor
-helpers.grading, which imports exercises)."""
+``model_kept``) and helpers.learner (``_apart``: a kept file's import); below both, it imports neither (from
+helpers.grading, below it, only how to read a class without running a learner's code)."""
 import collections
 import contextlib
 import faulthandler
@@ -25,6 +25,7 @@ import numpy as np
 
 from . import states
 from .errors import class_name
+from .grading import _is_courses, _one_of, _own_attribute
 from .states import (builtins_kept, limits_kept, recursion_limit_put_back, scheduling_kept, session_kept, time_zone,
                      torch_flags_kept)
 
@@ -886,24 +887,3 @@ def _gone_owners_let_go():
 
 
 _FROZEN = []   # not empty while a check holds the objects made before it frozen (helpers.exercises._garbage_fenced)
-
-
-def _one_of(kind, kinds):
-    """Whether the class ``kind`` is one of ``kinds``, by identity (as helpers.grading's, which imports exercises)."""
-    return any(kind is k for k in kinds)
-
-
-def _own_attribute(cls, name):
-    """``name`` as the class ``cls`` or the first of its bases defines it, read from their own dicts (no code of the
-    learner's runs: as helpers.grading's, which imports exercises); None if none does."""
-    namespace, order = type.__dict__["__dict__"], type.__dict__["__mro__"]
-    for base in order.__get__(cls):
-        if name in namespace.__get__(base):
-            return namespace.__get__(base)[name]
-    return None
-
-
-def _is_courses(kind):
-    """Whether the class ``kind`` is the course's own, its ``__module__`` read as an exact str (helpers.grading's)."""
-    module = _own_attribute(kind, "__module__")
-    return type(module) is str and (module == "helpers" or module.startswith("helpers."))
