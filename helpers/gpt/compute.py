@@ -1064,8 +1064,9 @@ def switches_kept():
     torch's switches and float32 precisions (torch.set_float32_matmul_precision), default dtype, deterministic and
     anomaly modes (torch.autograd.set_detect_anomaly) and the process's state (its streams, folder, environment,
     thread count); and the random states of Python and NumPy (``states.random_states``), NumPy's error state
-    (np.seterr, np.seterrcall: the loop runs in the caller's thread, whose state it is) and print options. Inside a
-    check's fence the fence puts back torch_globals' share (saved here, it would hold the fence's stand-ins).
+    (np.seterr, np.seterrcall: the loop runs in the caller's thread, whose state it is), its print options, and
+    whether the thread flushes denormal numbers (``denormals_flushed``: torch.set_flush_denormal). Inside a check's
+    fence the fence puts back torch_globals' share (saved here, it would hold the fence's stand-ins).
     torch's own random state is put back when the block raises; one that ends leaves it as the loop left it (a
     training loop seeds it: torch.manual_seed(seed), dropout's draws)."""
     from ..states import fenced_pids   # (here: a list among this module's names would be kept as a course cache)
@@ -1073,12 +1074,15 @@ def switches_kept():
     put_back_random = random_states()
     put_back_globals = (lambda: None) if os.getpid() in fenced_pids else torch_globals()
     errors, error_call, printing = np.geterr(), np.geterrcall(), np.get_printoptions()
+    flushed = denormals_flushed()
     ended = False
     try:
         yield
         ended = True
     finally:
         put_back_globals()   # first: the rest calls the functions it puts back
+        if denormals_flushed() != flushed:
+            torch.set_flush_denormal(flushed)
         np.seterr(**errors)
         np.seterrcall(error_call)
         np.set_printoptions(**printing)
@@ -1086,6 +1090,13 @@ def switches_kept():
         put_back_random()
         if ended:
             torch.set_rng_state(loops)
+
+
+def denormals_flushed():
+    """Whether this thread's CPU flushes float32 numbers below about 1.2e-38 to zero (torch.set_flush_denormal(True):
+    a switch of the thread's CPU state that torch cannot read back, so it is read off a product). A check runs a
+    learner's function in a thread of its own; a live run's loop runs in the notebook's, which keeps the switch."""
+    return (torch.tensor([1e-39]) * 1.0).item() == 0.0
 
 
 @course_modes(name="live_run")   # (under no_grad too: it takes gradients)

@@ -67,6 +67,7 @@ TEMPERED_CASES = (
 
 @exercise("your tempered(logits, T)", answer=Function("a function tempered(logits, T)",
                                                             own=("helpers.sampling.compute._tempered",
+                                                                 "helpers.sampling.compute.greedy_limit",
                                                                  "helpers.sampling.compute.with_temperature",
                                                                  "helpers.sampling.compute.next_distribution",
                                                                  "helpers.sampling.compute._distribution")))
