@@ -13,9 +13,9 @@ import numpy as np
 import torch
 
 from .errors import CourseInputError, about_gib, check_choice, check_index, check_number, check_positive_int, \
-    check_seed, check_switch, described, fail, gib, message_of, shown, to_numpy, whole
-from .model import MAX_TRACE_BYTES, Config, Transformer, check_replace, check_squares, eval_mode, rotate_pairs, \
-    trace_names
+    check_seed, check_switch, check_tensor, described, fail, gib, items_of, length, message_of, shown, to_numpy, whole
+from .model import MAX_TRACE_BYTES, Config, Transformer, check_collection, check_replace, check_squares, eval_mode, \
+    rotate_pairs, trace_names
 from .states import course_modes, on_the_cpu
 
 KINDS = ("zero", "mean", "resample")
@@ -65,11 +65,11 @@ def check_layer(model, layer, name="layer"):
 
 def check_head(model, pair, name="a head"):
     """A (layer, head) pair of the model, each in range."""
-    if not isinstance(pair, (tuple, list)) or len(pair) != 2:
+    if not isinstance(pair, (tuple, list)) or length(pair) != 2:
         fail(f"{name} should be a (layer, head) pair, but got {shown(pair)}")
-    cfg = check_model(model)
-    return (check_layer(model, pair[0], f"{name}'s layer"),
-            _whole(pair[1], 0, cfg.n_heads - 1, f"{name}'s head", "one of this model's heads"))
+    cfg, (layer, head) = check_model(model), items_of(pair)   # (a subclass's __len__ or __iter__ may lie or raise)
+    return (check_layer(model, layer, f"{name}'s layer"),
+            _whole(head, 0, cfg.n_heads - 1, f"{name}'s head", "one of this model's heads"))
 
 
 def check_token_id(model, token_id, name="token_id"):
@@ -82,13 +82,14 @@ def check_names(model, names, what, per_head=True):
     if isinstance(names, (str, bytes)) or not isinstance(names, (list, tuple)):
         fail(f"{what} should be a list of trace names such as ['L0.h'], but got {shown(names)}")
     allowed, cfg = trace_names(check_model(model)), model.cfg
+    names = items_of(names)   # (read by the built-ins: a subclass's __len__ or __iter__ may lie or raise)
     for name in names:
         if not isinstance(name, str) or name not in allowed:
             fail(f"{what} should name intermediates this model makes, such as 'L0.h' (layers 0..{cfg.n_layers - 1}), "
                  f"but got {shown(name)}")
         if not per_head and name.split(".")[-1] in PER_HEAD:
             fail(f"{what} should name (B, T, ...) points such as 'L0.h', but {name} has a heads axis")
-    return list(names)
+    return names
 
 
 def check_residual_names(model, names, what="names"):
@@ -250,10 +251,11 @@ def ablation_replace(heads, kind="zero", means=None, source=None):
     if isinstance(heads, (str, bytes, dict)) or not isinstance(heads, (list, tuple, set, frozenset)):
         fail(f"heads should be a list of (layer, head) pairs, but got {shown(heads)}")
     by_layer = {}
-    for pair in heads:
-        if not isinstance(pair, (tuple, list)) or len(pair) != 2 or any(
+    for given in check_collection(heads, "heads", "a list of (layer, head) pairs"):   # (read by the built-ins)
+        pair = items_of(given) if isinstance(given, (tuple, list)) else ()
+        if len(pair) != 2 or any(
                 isinstance(i, (bool, np.bool_)) or not isinstance(i, (int, np.integer)) or i < 0 for i in pair):
-            fail(f"heads should hold (layer, head) pairs of whole numbers from 0, but got {shown(pair)}")
+            fail(f"heads should hold (layer, head) pairs of whole numbers from 0, but got {shown(given)}")
         by_layer.setdefault(int(pair[0]), []).append(int(pair[1]))
 
     def swap(layer, chosen):
@@ -526,7 +528,7 @@ def final_norm_scale(model, h):
     if not isinstance(h, torch.Tensor) or not h.is_floating_point() or h.dim() == 0 or h.shape[-1] != cfg.d_model:
         fail(f"h should be residual rows, a float tensor (..., {cfg.d_model}), but got "
              + described(h, "h"))
-    if not torch.isfinite(h).all():
+    if not check_tensor(h, "h").isfinite().all():   # (float8, in which torch computes almost nothing: refused)
         fail("h should hold finite numbers (residual rows), but holds NaN or infinity")
     ln = model.final_ln
     if ln is None:
@@ -609,12 +611,13 @@ def attribute(model, parts, direction, scale):
             isinstance(p, torch.Tensor) and p.shape == (cfg.d_model,) and p.is_floating_point() for p in parts.values()):
         fail(f"parts should be a dict {{name: (d_model,) = ({cfg.d_model},) tensor}} as residual_parts gives, "
              f"but got {shown(parts)}")
-    bad = [name for name, p in parts.items() if not bool(torch.isfinite(p).all())]
+    bad = [name for name, p in parts.items() if not bool(check_tensor(p, f"the part {shown(name)}").isfinite().all())]
     if bad:
         fail(f"parts should hold finite numbers, but the part {shown(bad[0])} holds NaN or inf")
     if scale is None and ln is not None:
         fail("scale should be the final norm's frozen divisor (final_norm_scale of the run to explain), but got None")
     scale = check_scale(model, scale, (1,))
+    parts = {name: p.detach().to(model.E.dtype) for name, p in parts.items()}   # (as direction is)
     with torch.no_grad():
         u = model.E.T @ direction                                      # (d_model,)
         if ln is None:
@@ -658,7 +661,8 @@ def check_scale(model, scale, shape):
     """A frozen final-norm scale for ``model``: a positive finite number (returned as a float: a huge int
     would not divide a tensor), or a tensor that broadcasts to ``shape``; None passes. No entry may be
     smaller than the norm's smallest divisor, √ε (``smallest_scale``): dividing by less could only
-    inflate the parts, and by a tiny number overflow."""
+    inflate the parts, and by a tiny number overflow. A tensor is returned in the model's dtype (as
+    ``check_direction`` returns direction); a float8 one is refused."""
     if scale is None:
         return None
     smallest = smallest_scale(model)
@@ -669,7 +673,7 @@ def check_scale(model, scale, shape):
         return scale
     if scale.is_complex() or scale.dtype == torch.bool:
         fail(f"scale should hold real numbers (a norm's divisor), but has dtype {scale.dtype}")
-    t, shape = scale.detach(), tuple(shape)
+    t, shape = check_tensor(scale, "scale").detach(), tuple(shape)
     # it fits when, lined up from the right, each of its sizes is 1 or the size it meets (written out:
     # torch.broadcast_shapes imports a quarter of a second of torch on its first call)
     fits = t.dim() <= len(shape) and all(n in (1, m) for n, m in zip(t.shape[::-1], shape[::-1]))
@@ -679,7 +683,7 @@ def check_scale(model, scale, shape):
         fail(f"scale should be positive and finite (a norm's divisor), but got {shown(scale)}")
     if float(t.min()) < smallest:
         too_small(f"a tensor whose smallest entry is {float(t.min()):.3g}", smallest)
-    return scale
+    return t.to(model.E.dtype)
 
 
 def too_small(got, smallest):
@@ -797,14 +801,15 @@ def path_patch(model, clean, corrupt, metric, sender, receivers, parts=PARTS, wa
     check_metric(metric)
     watch = check_names(model, watch, "watch")
     sender = check_head(model, sender, "the sender")
-    if isinstance(receivers, (str, bytes, dict)) or not isinstance(receivers, (list, tuple)) or not receivers:
+    if isinstance(receivers, (str, bytes, dict)) or not isinstance(receivers, (list, tuple)) or not length(receivers):
         fail(f"receivers should be a non-empty list of (layer, head) pairs, but got {shown(receivers)}")
-    receivers = [check_head(model, r, "a receiver") for r in receivers]
+    receivers = [check_head(model, r, "a receiver") for r in items_of(receivers)]   # (read by the built-ins)
     layers = {r[0] for r in receivers}
     if len(layers) != 1 or not 0 <= sender[0] < min(layers) < cfg.n_layers:
         fail(f"path patching needs receivers in one layer after the sender's layer {sender[0]}, but got {receivers}")
-    if isinstance(parts, (str, bytes)) or not isinstance(parts, (list, tuple)) or not parts:
+    if isinstance(parts, (str, bytes)) or not isinstance(parts, (list, tuple)) or not length(parts):
         fail(f"parts should be a non-empty list of a receiver's inputs {PARTS}, but got {shown(parts)}")
+    parts = items_of(parts)   # (each a plain str: a subclass's __len__, __iter__ or __eq__ may lie or raise)
     bad = [p for p in parts if not isinstance(p, str) or p not in PARTS]
     if bad:
         fail(f"each of parts should be one of a receiver's inputs {PARTS}, but got {shown(bad)}")

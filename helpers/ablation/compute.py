@@ -19,7 +19,7 @@ import torch
 
 from .. import worlds
 from ..errors import check_bytes, check_choice, check_finite, check_index, check_positive_int, check_seed, \
-    check_switch, check_tensor_size, check_text, count, fail, next_seed, real_number, shown, to_numpy
+    check_switch, check_tensor_size, check_text, count, fail, items_of, length, next_seed, real_number, shown, to_numpy
 from ..heads.compute import copy_losses, model_and_tokenizer, prompt_attention
 from ..model import MAX_LAYERS, MAX_TOKENS, check_model, measuring
 from ..patching import (KINDS, ablation_replace, capture, check_memory, direct_effects, direct_effects_kept, head_outputs,
@@ -609,9 +609,11 @@ def logit_difference(world, up=worlds.ANIMAL_ADJ, down=worlds.SURFACE_ADJ):
     """metric(out) -> (B,): mean logit of the ``up`` words minus that of the ``down`` words at the last position."""
     ids = check_world(world).tokenizer.ids
     for words, name in ((up, "up"), (down, "down")):
-        if isinstance(words, (str, bytes)) or not isinstance(words, (list, tuple)) or not words or any(
-                not isinstance(w, str) or w not in ids for w in words):
-            fail(f"{name} should be a non-empty list of this world's words, such as ['big', 'small'], but got {shown(words)}")
+        if isinstance(words, (str, bytes)) or not isinstance(words, (list, tuple)) or not length(words) or any(
+                not isinstance(w, str) or w not in ids for w in items_of(words)):   # (read by the built-ins: a
+            fail(f"{name} should be a non-empty list of this world's words, such as ['big', 'small'], but got "
+                 f"{shown(words)}")                                                  # subclass's __len__ may raise)
+    up, down = items_of(up), items_of(down)
     both = sorted(set(up) & set(down))
     if both:
         fail(f"up and down should share no word (the difference would cancel it), but both hold {shown(both)}")
@@ -824,11 +826,12 @@ class AnyLab:
 
     def __init__(self, model, tokenizer, prompts):
         self.model, self.tokenizer, _ = model_and_tokenizer(check_model(model), tokenizer)   # a World: its tokenizer
-        if not isinstance(prompts, (list, tuple)) or not prompts or any(not isinstance(p, str) for p in prompts):
-            fail(f"the prompts should be a non-empty list of strings, but got {prompts!r:.60}")
-        if len(prompts) > MAX_PROMPTS:
-            fail(f"the prompts should be at most {MAX_PROMPTS} texts (a menu of them), but got {len(prompts):,}")
-        self.prompts = list(prompts)
+        if not isinstance(prompts, (list, tuple)) or not length(prompts) or any(   # (read by the built-ins: a
+                not isinstance(p, str) for p in items_of(prompts)):                  # subclass's __len__ may raise)
+            fail(f"the prompts should be a non-empty list of strings, but got {shown(prompts)}")
+        if length(prompts) > MAX_PROMPTS:
+            fail(f"the prompts should be at most {MAX_PROMPTS} texts (a menu of them), but got {length(prompts):,}")
+        self.prompts = items_of(prompts)
         self.ids = [prompt_attention(model, self.tokenizer, p)[0] for p in self.prompts]   # checks each prompt
         lengths = torch.tensor([len(i) for i in self.ids])
         batch = torch.zeros(len(self.ids), int(lengths.max()), dtype=torch.long)

@@ -14,7 +14,7 @@ import numpy as np
 
 from .. import plots
 from .. import worlds
-from ..errors import fail
+from ..errors import fail, items_of, length
 from ..errors import shown as shown_value
 from ..explorer import Blitter, check_model_and_world, check_unchanged, new_figure, show, weights_version
 from ..patching import KINDS, residual_names
@@ -39,9 +39,10 @@ def explorer(model, world, prompts=None):
     Returns the Explorer (``.controls``: prompt, kind, reference (cat view), one per head; ``.picture()``)."""
     import ipywidgets as widgets
 
-    if prompts is not None and (not isinstance(prompts, (list, tuple)) or not prompts
-                                or not all(isinstance(p, str) for p in prompts)):
-        fail(f"prompts should be a non-empty list of texts, but got {shown_value(prompts)}")
+    if prompts is not None and (not isinstance(prompts, (list, tuple)) or not length(prompts)   # (read by the
+                                or not all(isinstance(p, str) for p in items_of(prompts))):   # built-ins: a
+        fail(f"prompts should be a non-empty list of texts, but got {shown_value(prompts)}")   # subclass's may raise)
+    prompts = None if prompts is None else items_of(prompts)   # (each a plain str)
     if not (isinstance(world, worlds.World) and world.name == "cat"):
         return _general(model, world, prompts)
     check_model_and_world(model, world)

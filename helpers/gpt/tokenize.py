@@ -19,7 +19,8 @@ import functools
 import json
 import re
 
-from ..errors import check_ids_given, check_positive_int, check_text as check_string, count, fail, shown
+from ..errors import check_ids_given, check_positive_int, check_text as check_string, count, fail, items_of, length, \
+    shown
 
 BYTES = 256            # a byte-level BPE starts from every byte value, so any text can be written
 MAX_VOCAB = 65_536     # larger than any vocabulary worth training on one megabyte of text
@@ -207,8 +208,9 @@ MAX_SIZES = 16   # the most vocabulary sizes size_table compares (each tokenizes
 
 def check_sizes(sizes):
     """A list of 1 to MAX_SIZES vocabulary sizes (``check_vocab_size`` each); return them as ints."""
-    if not isinstance(sizes, (list, tuple, range)) or not 1 <= len(sizes) <= MAX_SIZES:
+    if not isinstance(sizes, (list, tuple, range)) or not 1 <= length(sizes) <= MAX_SIZES:
         fail(f"sizes should be a list of 1 to {MAX_SIZES} vocabulary sizes, such as (256, 1024), but got {shown(sizes)}")
+    sizes = sizes if isinstance(sizes, range) else items_of(sizes)   # (a subclass's __len__ or __iter__ may raise)
     return [check_vocab_size(size) for size in sizes]
 
 

@@ -42,7 +42,7 @@ from .. import reference as ref
 from .. import worlds
 from ..files import named, read_json
 from ..errors import MAX_BYTES, as_array, check_bytes, check_choice, check_finite, check_ids_given, check_number, \
-    check_positive_int, check_seed, check_tensor, check_text, count, fail, real_number, shown
+    check_positive_int, check_seed, check_tensor, check_text, count, fail, items_of, length, real_number, shown
 from ..heads.compute import MultiHeadAttention, as_numpy
 from ..mlp.compute import MLP
 from ..model import Block as ModelBlock
@@ -351,13 +351,14 @@ def best_loss(sentences):
     floor is their entropy, averaged over every prediction.
     """
     expected = "a list of sentences, each a list of words (strings)"
-    if not isinstance(sentences, (list, tuple)) or len(sentences) > MAX_BEST_WORDS \
-            or not all(isinstance(s, (list, tuple)) for s in sentences):
+    if not isinstance(sentences, (list, tuple)) or length(sentences) > MAX_BEST_WORDS \
+            or not all(isinstance(s, (list, tuple)) for s in items_of(sentences)):
         fail(f"sentences should be {expected}, at most {MAX_BEST_WORDS:,} of them, but got {shown(sentences)}")
-    words = sum(len(s) for s in sentences)
+    words = sum(length(s) for s in items_of(sentences))   # (read by the built-ins: a subclass's __len__ may raise)
     if words > MAX_BEST_WORDS:
         fail(f"sentences should hold at most {MAX_BEST_WORDS:,} words in all (this course's limit), but hold "
              f"{count(words)}: pass fewer or shorter sentences")
+    sentences = [items_of(s) for s in items_of(sentences)]   # (each word a plain str)
     if not all(isinstance(w, str) for s in sentences for w in s):
         fail(f"sentences should be {expected}, but got {shown(sentences)}")
     if not any(len(s) >= 2 for s in sentences):
@@ -627,7 +628,7 @@ def build_plain_curves(depths=GRID["depths"], lrs=GRID["lrs"], steps=GRID["steps
     (pre-LN, same seed, steps and data as ``build_curves``). Returns the JSON-ready dict, its runs
     keyed like build_curves' (placement "pre")."""
     batch = cat_batch()
-    check_grid(depths, lrs, steps, seed, batch, digits, ("pre",))
+    depths, lrs = check_grid(depths, lrs, steps, seed, batch, digits, ("pre",))
     runs = {}
     for n_layers in depths:
         for lr in lrs:
@@ -639,9 +640,9 @@ def build_plain_curves(depths=GRID["depths"], lrs=GRID["lrs"], steps=GRID["steps
 
 
 def check_grid(depths, lrs, steps, seed, batch, digits, placements):
-    """Refuse a grid with a run ``check_run`` refuses (or digits outside 1..17), before any run trains."""
-    for name, values in (("depths", depths), ("lrs", lrs)):
-        check_values(values, name)
+    """Refuse a grid with a run ``check_run`` refuses (or digits outside 1..17), before any run trains; return
+    (depths, lrs) as lists (``check_values``)."""
+    depths, lrs = check_values(depths, "depths"), check_values(lrs, "lrs")
     digits = check_positive_int(digits, "digits")
     if digits > 17:
         fail(f"digits should be at most 17 (a float's precision), but got {count(digits)}")
@@ -649,14 +650,15 @@ def check_grid(depths, lrs, steps, seed, batch, digits, placements):
         for n_layers in depths:
             for lr in lrs:
                 check_run(norm, n_layers, lr, steps, seed, batch, None)
+    return depths, lrs
 
 
 def check_values(values, name):
     """A grid's depths, learning rates or placements: a list or tuple of 1 to 100 values (each checked by
-    its user); return it, else one sentence."""
-    if not isinstance(values, (list, tuple)) or not values or len(values) > 100:
-        fail(f"{name} should be a list of 1 to 100 values, but got {shown(values)}")
-    return values
+    its user); return them as a list, else one sentence."""
+    if not isinstance(values, (list, tuple)) or not 1 <= length(values) <= 100:   # (read by the built-ins: a
+        fail(f"{name} should be a list of 1 to 100 values, but got {shown(values)}")   # subclass's __len__ may raise)
+    return items_of(values)
 
 
 def check_curves(curves):
@@ -724,7 +726,7 @@ def build_curves(depths=GRID["depths"], lrs=GRID["lrs"], steps=GRID["steps"], se
     the settings and, under runs[run_key], each run's loss and grad_first lists
     (rounded to ``digits`` significant digits). Every run's arguments are checked before the first trains."""
     batch = cat_batch()
-    check_grid(depths, lrs, steps, seed, batch, digits, PLACEMENTS)
+    depths, lrs = check_grid(depths, lrs, steps, seed, batch, digits, PLACEMENTS)
     runs = {}
     for n_layers in depths:
         for lr in lrs:
@@ -805,10 +807,10 @@ def plot_steps(x, steps, printed=None, labels=None):
     printed = None if printed is None else as_array(printed, "printed", 1)
     if printed is not None and len(printed) != d:
         fail(f"printed should be None or d={d} numbers like x, but has {len(printed)}")
-    if labels is not None and (not isinstance(labels, (list, tuple)) or len(labels) != d
-                               or not all(isinstance(label, str) for label in labels)):
+    if labels is not None and (not isinstance(labels, (list, tuple)) or length(labels) != d   # (read by the
+                               or not all(isinstance(label, str) for label in items_of(labels))):   # built-ins)
         fail(f"labels should be None or a list of d={d} texts like x, but got {shown(labels)}")
-    labels = labels or [f"x{i}" for i in range(len(x))]
+    labels = [f"x{i}" for i in range(len(x))] if labels is None else items_of(labels)
     from ..plots import literal
 
     fig, axes = plt.subplots(1, 3, figsize=(10, 2.8), sharex=True)
@@ -840,10 +842,11 @@ def plot_stream(ax, names, norms, tokens, title):
     """
     check_ax(ax, optional=False)
     for labels, what, most in ((names, "names", MAX_STREAM_POINTS), (tokens, "tokens", MAX_STREAM_LINES)):
-        if not isinstance(labels, (list, tuple)) or not 1 <= len(labels) <= most \
-                or not all(isinstance(x, str) for x in labels):
+        if not isinstance(labels, (list, tuple)) or not 1 <= length(labels) <= most \
+                or not all(isinstance(x, str) for x in items_of(labels)):   # (read by the built-ins: a subclass's
             fail(f"{what} should be a non-empty list of at most {most} texts (from nz.residual_norms and the prompt's "
-                 f"words), but got {shown(labels)}")
+                 f"words), but got {shown(labels)}")                          # __len__ or __iter__ may lie or raise)
+    names, tokens = items_of(names), items_of(tokens)
     check_text(title, "title", empty=True, max_chars=200)
     norms = as_array(norms, "norms", 2)
     if norms.shape != (len(names), len(tokens)):
@@ -1084,7 +1087,8 @@ def plot_residual(curves, plain, lr=3e-2, depths=(2, 4, 8, 12), unigram=None, be
     unigram, best = check_references(unigram, best, missing=True)
     if isinstance(depths, np.ndarray) and depths.ndim == 1:
         depths = depths.tolist()
-    for n in check_values(depths, "depths"):
+    depths = check_values(depths, "depths")
+    for n in depths:
         for source in (curves, plain):
             get_run(source, "pre", n, lr)
     fig, axes = plt.subplots(1, len(depths), figsize=(10, 3.0), sharey=True)

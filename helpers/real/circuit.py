@@ -20,7 +20,7 @@ import torch.nn.functional as F
 
 from .. import patching
 from ..errors import check_bytes, check_choice, check_finite, check_ids_given, check_index, check_number, \
-    check_positive_int, check_seed, check_tensor, count, fail, shown
+    check_positive_int, check_seed, check_tensor, count, fail, items_of, length, shown
 from ..heads import compute as heads
 from .smollm2 import check_net, check_real_passes, check_tok
 
@@ -37,18 +37,19 @@ def capture(model, ids, names, replace=None, stop_after=None):
 def random_heads(cfg, k, avoid=(), seed=0):
     """k (layer, head) pairs drawn without replacement (seeded), none of them in ``avoid``; k at
     most the heads left (no fewer are returned than asked for)."""
-    from ..model import Config
+    from ..model import Config, check_collection
 
     if not isinstance(cfg, Config):
         fail(f"cfg should be the model's Config (model.cfg), but got {shown(cfg)}")
     k, g = check_positive_int(k, "k"), torch.Generator().manual_seed(check_seed(seed))
     if isinstance(avoid, (str, bytes)) or not isinstance(avoid, (list, tuple, set, frozenset)):
         fail(f"avoid should be a list of (layer, head) pairs, but got {shown(avoid)}")
+    avoid = check_collection(avoid, "avoid", "a list of (layer, head) pairs")   # (read by the built-ins)
     for pair in avoid:
-        if not (isinstance(pair, (tuple, list)) and len(pair) == 2
-                and all(isinstance(i, (int, np.integer)) and not isinstance(i, (bool, np.bool_)) for i in pair)):
+        if not (isinstance(pair, (tuple, list)) and length(pair) == 2 and all(
+                isinstance(i, (int, np.integer)) and not isinstance(i, (bool, np.bool_)) for i in items_of(pair))):
             fail(f"avoid should hold (layer, head) pairs of whole numbers, but it holds {shown(pair)}")
-    avoid = set(map(tuple, avoid))
+    avoid = {tuple(items_of(pair)) for pair in avoid}
     pool = [(l, h) for l in range(cfg.n_layers) for h in range(cfg.n_heads) if (l, h) not in avoid]
     if k > len(pool):
         fail(f"k should be at most the {len(pool):,} heads not avoided ({cfg.n_layers} layers x {cfg.n_heads} heads, "
@@ -162,10 +163,11 @@ def check_ablation(model, heads_off, means, T, whose="each head of heads_off"):
 
 def check_head(model, pair, name):
     """A (layer, head) pair of the model, each a whole number in range; returned as two ints."""
-    if not isinstance(pair, (tuple, list)) or len(pair) != 2:
+    if not isinstance(pair, (tuple, list)) or length(pair) != 2:
         fail(f"{name} should be a (layer, head) pair such as (24, 4), but got {shown(pair)}")
-    return (check_index(pair[0], f"{name}'s layer", model.cfg.n_layers),
-            check_index(pair[1], f"{name}'s head", model.cfg.n_heads))
+    layer, head = items_of(pair)   # (read by the built-ins: a subclass's __len__ or __iter__ may lie or raise)
+    return (check_index(layer, f"{name}'s layer", model.cfg.n_layers),
+            check_index(head, f"{name}'s head", model.cfg.n_heads))
 
 
 def mean_ablation(heads_off, means):
@@ -342,11 +344,13 @@ def fact_batch(tok, pairs, capitals):
     template with each; answers: the first token of each country's capital (with its space)."""
 
     check_tok(tok)
-    if not isinstance(pairs, (list, tuple)) or not pairs or not all(
-            isinstance(p, (list, tuple)) and len(p) == 2 and all(isinstance(c, str) and c.strip() for c in p) for p in pairs):
+    if not isinstance(pairs, (list, tuple)) or not length(pairs) or not all(   # (read by the built-ins: a subclass's
+            isinstance(p, (list, tuple)) and length(p) == 2                  # __len__ or __iter__ may lie or raise)
+            and all(isinstance(c, str) and c.strip() for c in items_of(p)) for p in items_of(pairs)):
         fail(f"pairs should be a non-empty list of (country, other country) pairs of names, but got {shown(pairs)}")
-    if len(pairs) > MAX_PAIRS:
-        fail(f"pairs should be at most {MAX_PAIRS:,} (this course's limit), but got {len(pairs):,}")
+    if length(pairs) > MAX_PAIRS:
+        fail(f"pairs should be at most {MAX_PAIRS:,} (this course's limit), but got {length(pairs):,}")
+    pairs = [items_of(p) for p in items_of(pairs)]   # (each name a plain str)
     if not isinstance(capitals, dict):
         fail(f"capitals should be a dict {{country: capital}} such as circuit.CAPITALS, but got {shown(capitals)}")
     for country in {c for p in pairs for c in p}:
@@ -424,12 +428,13 @@ def patch_grid(model, clean, corrupt, answers, layers=None, positions=None, dire
              f"and {tuple(corrupt.shape)}")
     check_answers(answers, len(clean), model.cfg.vocab_size)
     for name, given, size in (("layers", layers, model.cfg.n_layers), ("positions", positions, clean.shape[1])):
-        if given is not None and (not isinstance(given, (list, tuple, range)) or not given):
+        if given is not None and (not isinstance(given, (list, tuple, range)) or not length(given)):
             fail(f"{name} should be a non-empty list, but got {shown(given)}")
+    read = lambda given: given if isinstance(given, range) else items_of(given)   # (a subclass's __len__ may raise)
     layers = list(range(model.cfg.n_layers)) if layers is None else [check_index(l, "each layer", model.cfg.n_layers)
-                                                                      for l in layers]
+                                                                      for l in read(layers)]
     positions = list(range(clean.shape[1])) if positions is None else \
-        [check_index(p, "each position", clean.shape[1]) for p in positions]
+        [check_index(p, "each position", clean.shape[1]) for p in read(positions)]
     (n, T), cfg, P = clean.shape, model.cfg, len(positions)   # counted before the streams and the patched batch
     stream = T * cfg.d_model * model.E.element_size()        # one prompt's stream after one block
     check_bytes(2 * cfg.n_layers * n * stream + n * P * stream + cfg.pass_bytes(n * P, T),

@@ -14,7 +14,7 @@ import torch.nn.functional as F
 
 from .. import reference as ref
 from ..errors import check_bytes, check_finite, check_tensor, count, check_index, check_number, check_positive_int, check_seed, check_switch, \
-    check_text as check_string, fail, shown, whole
+    check_text as check_string, fail, items_of, length, shown, whole
 from ..heads import compute as heads
 from ..model import MAX_TOKENS, MAX_TRACE_BYTES, Config, KVCache, attention_floats, mlp_floats
 from . import smollm2
@@ -117,6 +117,17 @@ def parameters_counted(model):
     return sum(p.numel() for p in check_net(model).parameters())
 
 
+def computable(x, name):
+    """Refuse, in one sentence, a tensor or NumPy array of real numbers that torch cannot compute in: a float8
+    tensor (``check_tensor``), a long double array (torch has no such type); return x."""
+    if isinstance(x, torch.Tensor):
+        return check_tensor(x, name)
+    if x.dtype.kind == "f" and x.dtype.itemsize > 8:
+        fail(f"{name} should hold numbers torch can read, but got an array of dtype {x.dtype} (torch has no such "
+             f"type: make it float64 first with .astype(float))")
+    return x
+
+
 def distinct_per_block(W, block=32):
     """The most distinct values in any block of ``block`` consecutive weights along W's input
     axis (the file's quantisation blocks). W: (d_in, d_out), d_in a multiple of block."""
@@ -125,8 +136,7 @@ def distinct_per_block(W, block=32):
         fail(f"W should be a weight matrix (a tensor), but got {type(W).__name__} {shown(W)}")
     if isinstance(W, np.ndarray) and W.dtype.kind not in "fiu":
         fail(f"W should be a weight matrix of real numbers, but got an array of dtype {W.dtype}")
-    if isinstance(W, torch.Tensor):
-        check_tensor(W, "W")
+    computable(W, "W")
     if W.ndim != 2 or W.shape[0] % block or 0 in W.shape:
         fail(f"expected a matrix (d_in, d_out) with d_in a multiple of {count(block)} and no axis empty, but got shape "
              f"{tuple(W.shape)}")
@@ -226,7 +236,7 @@ def best_heads(scores, k=1):
     if not numbers or scores.ndim != 2:
         fail(f"scores should be a (layers, heads) table of numbers, but got {type(scores).__name__}"
              + (f" of shape {tuple(scores.shape)}" if hasattr(scores, "shape") else f" {shown(scores)}"))
-    scores = torch.as_tensor(scores)
+    scores = torch.as_tensor(computable(scores, "scores"))
     if scores.numel() == 0:   # before k, which the caller may never have given
         fail(f"scores should hold at least one head, but has shape {tuple(scores.shape)}")
     if bool(torch.isnan(scores).any()):   # -inf is a score: it keeps a head out of the top (chapter 11 uses it)
@@ -280,11 +290,13 @@ def first_top_layer(lens):
     """The first layer after which the token is the top prediction and stays so, or None. lens: what
     ``logit_lens`` returns, its 'layers' whole numbers and its 'rank' whole numbers >= 0 (0 = top)."""
     if not (isinstance(lens, dict) and isinstance(lens.get("layers"), list) and isinstance(lens.get("rank"), list)
-            and len(lens["layers"]) == len(lens["rank"])):
+            and length(lens["layers"]) == length(lens["rank"])):   # (read by the built-ins: a subclass's may raise)
         fail(f"expected what logit_lens returns (a dict whose 'layers' and 'rank' are lists of one length), "
              f"but got {type(lens).__name__} {shown(lens)}")
-    layers = [whole(layer, "each layer of the lens", "a whole number (-1: the embedding)") for layer in lens["layers"]]
-    ranks = [check_positive_int(r, "each rank of the lens", minimum=0) for r in lens["rank"]]   # True, NaN: refused
+    layers = [whole(layer, "each layer of the lens", "a whole number (-1: the embedding)")
+              for layer in items_of(lens["layers"])]
+    ranks = [check_positive_int(r, "each rank of the lens", minimum=0)   # True, NaN: refused
+             for r in items_of(lens["rank"])]
     first = 1 + max((i for i, r in enumerate(ranks) if r != 0), default=-1)   # after the last layer it is not top
     return layers[first] if first < len(layers) else None
 
@@ -326,7 +338,7 @@ def temperature_view(model, tok, prompt=FACT, temperatures=(0.5, 1.0, 2.0), k=5,
 
     check_pair(model, tok)
     check_text(prompt)
-    check_temperatures(temperatures)
+    temperatures = check_temperatures(temperatures)
     check_k(model, k)
     if logits is not None and (not isinstance(logits, torch.Tensor) or logits.shape != (model.cfg.vocab_size,)
                                or not logits.is_floating_point()):
@@ -365,9 +377,9 @@ MAX_NEW = 1_000   # the most new tokens one call decodes (time is bounded before
 
 def check_temperatures(temperatures):
     """A list or tuple of 1 to MAX_ROWS temperatures, each a finite number > 0."""
-    if not isinstance(temperatures, (list, tuple)) or not 1 <= len(temperatures) <= MAX_ROWS:
+    if not isinstance(temperatures, (list, tuple)) or not 1 <= length(temperatures) <= MAX_ROWS:
         fail(f"temperatures should be a list of 1 to {MAX_ROWS} numbers (e.g. (0.5, 1.0)), but got {shown(temperatures)}")
-    seen = set()
+    seen, temperatures = set(), items_of(temperatures)   # (read by the built-ins: a subclass's __len__ may raise)
     for t in temperatures:
         value = check_number(t, "each temperature", low=0, low_open=True)
         if value in seen:   # a dict by temperature holds one row for both
@@ -408,10 +420,11 @@ def continuations(model, ids, n_new, seeds, temperature=0.8, top_p=0.9):
     from ..sampling import compute as sampling
 
     ids = check_net(model).check_ids(ids)
-    if ids.dim() != 1 or isinstance(seeds, (list, tuple)) and not seeds:
+    if ids.dim() != 1 or isinstance(seeds, (list, tuple)) and not length(seeds):
         fail(f"expected one prompt (T,) and at least one seed, but got shape {tuple(ids.shape)} and seeds {shown(seeds)}")
-    if not isinstance(seeds, (list, tuple)) or len(seeds) > MAX_ROWS:
+    if not isinstance(seeds, (list, tuple)) or length(seeds) > MAX_ROWS:
         fail(f"seeds should be a list of 1 to {MAX_ROWS} seeds, one per continuation, but got {shown(seeds)}")
+    seeds = items_of(seeds)   # (read by the built-ins: a subclass's __len__ or __iter__ may lie or raise)
     n_new = check_new_tokens(model, ids, n_new)
     sampling.check_sampling(temperature, top_p=top_p, vocab_size=model.cfg.vocab_size)
     T, rows = len(ids), len(seeds)   # the prompt's pass, then n_new - 1 steps of one token a row (at most T + n_new seen)
@@ -652,10 +665,10 @@ def patched_run(model, clean, corrupt_ids, layer, position):
 def check_layers(model, layers):
     """A non-empty list, tuple or range of different layers of the model (each patched once); return
     them as a list of ints. A repeat is refused as soon as it comes (a long list is not read to its end)."""
-    if not isinstance(layers, (list, tuple, range)) or not layers:
+    if not isinstance(layers, (list, tuple, range)) or not length(layers):
         fail(f"layers should be a non-empty list of layers, but got {shown(layers)}")
     seen = []
-    for layer in layers:
+    for layer in (layers if isinstance(layers, range) else items_of(layers)):   # (a subclass's __len__ may raise)
         value = check_layer(model, layer)
         if value in seen:
             fail(f"layers should be different layers (each is patched once), but {shown(layer)} comes twice in "
@@ -677,10 +690,10 @@ def patching_view(model, tok, clean=FACT, corrupt="The capital of Italy is", ans
     """
     check_pair(model, tok)
     a, b = tok.encode(check_text(clean)), tok.encode(check_text(corrupt))
-    if not isinstance(answers, (list, tuple)) or len(answers) != 2:
+    if not isinstance(answers, (list, tuple)) or length(answers) != 2:
         fail(f"answers should be two texts, the clean and the corrupted answer (e.g. (' Paris', ' Rome')), "
              f"but got {shown(answers)}")
-    targets = [tok.encode(check_text(t, "each answer")) for t in answers]
+    targets = [tok.encode(check_text(t, "each answer")) for t in items_of(answers)]   # (read by the built-ins)
     layers = list(range(model.cfg.n_layers)) if layers is None else check_layers(model, layers)
     if len(a) != len(b) or any(len(t) != 1 for t in targets):
         fail(f"patching needs two prompts of one length and one-token answers, but got {len(a)} and "

@@ -18,7 +18,7 @@ import numpy as np
 import torch
 
 from ..errors import CourseInputError, check_bytes, check_finite, check_number, check_positive_int, check_seed, \
-    check_seeds, check_switch, check_tensor_size, count, fail, shown, to_numpy
+    check_seeds, check_switch, check_tensor_size, count, fail, items_of, length, shown, to_numpy
 from ..model import KVCache, check_model, eval_mode, weights_state
 from ..states import on_the_cpu
 
@@ -599,9 +599,10 @@ def step_seconds(model, lengths, repeats=3, seed=0):
     """
     check_model(model)
     repeats = check_repeats(repeats)
-    if not isinstance(lengths, (list, tuple, range)) or not 1 <= len(lengths) <= MAX_LENGTHS:
+    if not isinstance(lengths, (list, tuple, range)) or not 1 <= length(lengths) <= MAX_LENGTHS:
         fail(f"lengths should be a list of 1 to {MAX_LENGTHS} sequence lengths, but got {shown(lengths)}")
-    lengths = [check_tokens(model, T, "each length") for T in lengths]   # all before the first run
+    lengths = [check_tokens(model, T, "each length")   # all before the first run (a list read by the built-ins:
+               for T in (lengths if isinstance(lengths, range) else items_of(lengths))]   # its __len__ may raise)
     check_timed_work(model, [run for i, T in enumerate(lengths) for run in
                              ((1, T - 1, 0), (repeats + (i == 0), T, 0), (repeats + (i == 0), 1, T - 1),
                               (repeats + (i == 0), 1, 0))],
@@ -734,7 +735,7 @@ def model_tokenizer(model, world):
         check_model_and_world(model, world)
     tokenizer = as_tokenizer(world)
     vocab = tokenizer_part(tokenizer, "vocab")
-    size = len(vocab) if isinstance(vocab, (list, tuple)) else None
+    size = length(vocab) if isinstance(vocab, (list, tuple)) else None   # (a subclass's __len__ may lie or raise)
     if size is not None and size != model.cfg.vocab_size:
         fail(f"expected a tokenizer with the model's {model.cfg.vocab_size} tokens, but it has "
              f"{size}: the model and the tokenizer do not belong together")

@@ -7,7 +7,7 @@ several prompts) to it. It takes any ``helpers.model.Transformer`` with any toke
 """
 import numpy as np
 
-from ..errors import check_positive_int, check_text, fail, shown
+from ..errors import check_positive_int, check_text, fail, items_of, length as length_of, shown
 from ..explorer import Blitter, new_figure, show, weights_version
 from ..plots import literal
 from .compute import as_tokenizer, default_prompt, is_current, prompt_state, settings_text, slide, slider_settings
@@ -169,12 +169,12 @@ def explorer(model, tokenizer, prompts=None, length=None):
 
     tokenizer = as_tokenizer(tokenizer)
     prompts = default_prompt(model, tokenizer) if prompts is None else prompts
-    if isinstance(prompts, (list, tuple)) and not prompts:
-        fail("expected at least one prompt, but got an empty list")
-    if not (isinstance(prompts, str) or isinstance(prompts, (list, tuple)) and len(prompts) <= 100
-            and all(isinstance(p, str) for p in prompts)):
+    if isinstance(prompts, (list, tuple)) and not length_of(prompts):   # (read by the built-ins: a subclass's
+        fail("expected at least one prompt, but got an empty list")      # __len__ or __iter__ may lie or raise)
+    if not (isinstance(prompts, str) or isinstance(prompts, (list, tuple)) and length_of(prompts) <= 100
+            and all(isinstance(p, str) for p in items_of(prompts))):
         fail(f"prompts should be a text or a list of at most 100 texts, but got {shown(prompts)}")
-    prompts = [prompts] if isinstance(prompts, str) else list(prompts)
+    prompts = [prompts] if isinstance(prompts, str) else items_of(prompts)
     if length is None:
         length = 4 if isinstance(tokenizer, Tokenizer) else 8
     length = check_positive_int(length, "length (tokens a continuation)")   # True or 0: refused
