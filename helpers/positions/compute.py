@@ -93,7 +93,7 @@ def prompts_for(model, world):
     longest = model.cfg.n_max if model.cfg.positions == "learned" else MAX_TOKENS
     fits = lambda words: words[0] == "<BOS>" and set(words) <= vocab and len(words) <= longest
     menu = [prompt for prompt in PROMPTS + DRAGON_PROMPTS if fits(prompt.split())]
-    sentences = world.sentences if isinstance(world.sentences, list) else []   # (a learner's World may hold anything)
+    sentences = world.sentences if isinstance(world.sentences, list) else []   # (a World's fields may be set again later)
     for sentence in sentences[:1000]:
         for size in (3, 4, 5):
             words = sentence[:size] if isinstance(sentence, list) and all(type(w) is str for w in sentence) else []
