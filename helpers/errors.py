@@ -45,6 +45,8 @@ def numbers_of(x, name, bools):
         fail(f"{name} is None, but expected an array of numbers")
     if isinstance(x, (bool, np.bool_)):
         fail(f"expected {name} as an array of numbers, but got {x!r}")
+    if isinstance(x, (list, tuple)):   # counted before anything reads its entries (NumPy's copy may be far larger)
+        check_numbers(nested_size(x), name)
     if not bools and (is_bool(x) or has_bools(x)):
         refuse_bools(name)
     if isinstance(x, range):   # made lazily: converting one costs about 48 bytes a number, counted first
@@ -68,7 +70,7 @@ def numbers_of(x, name, bools):
         fail(f"{name} should be an array of numbers{' with rows of one length' if ragged else ''}, but got "
              f"{type(x).__name__} {shown(x)}")
     # a view may stand for more numbers than it stores (np.broadcast_to(0.0, 10**9) holds one): counted first
-    check_bytes(8 * arr.size, f"{name} (an array of {count(arr.size)} numbers)", "give a smaller array")
+    check_numbers(arr.size, name)
     if arr.dtype.kind in "mMV":   # times, dates and records are no numbers, though NumPy may convert them
         fail(f"{name} should be an array of numbers, but it holds "
              f"{'records' if arr.dtype.kind == 'V' else 'dates or times'} (dtype {arr.dtype})")
@@ -93,6 +95,31 @@ def numbers_of(x, name, bools):
         fail(f"{name} should be an array of numbers, but it holds text ({shown(str(arr.flat[0]) if arr.size else x)}): "
              "write the numbers without quotes")
     return arr
+
+
+def check_numbers(size, name):
+    """Refuse an array of ``size`` numbers whose float64 copy would pass MAX_BYTES, in one sentence."""
+    if 8 * size > MAX_BYTES:   # (the sentence made only then: to_numpy is called everywhere)
+        check_bytes(8 * size, f"{name} (an array of {count(size)} numbers)", "give a smaller array")
+
+
+def nested_size(x):
+    """How many numbers NumPy would make of a list or tuple ``x``, read without copying it: the product of the
+    lengths along its first entry at each depth (the built-ins' own, ``length``: a subclass's ``__len__`` may lie), an
+    array's size at the bottom; up to NumPy's 64 axes (a list may hold itself). Exact for a list NumPy converts (a
+    ragged one it refuses); a text, a number or anything else ends the count."""
+    size = 1
+    for _ in range(64):
+        if isinstance(x, np.ndarray):
+            return size * x.size
+        if not isinstance(x, (list, tuple)):
+            return size
+        n = len(x) if type(x) is list or type(x) is tuple else length(x)
+        if n == 0:
+            return 0
+        size *= n
+        x = list.__getitem__(x, 0) if isinstance(x, list) else tuple.__getitem__(x, 0)
+    return size
 
 
 def check_float64_range(arr, name):
