@@ -20,6 +20,10 @@ HEADS = [(2, 0), (1, 1), (1, 2)]   # two heads in layer 1: the "overwritten" sli
 
 @pytest.fixture(scope="module")
 def stand_in():
+    return small_stand_in()
+
+
+def small_stand_in():
     """(model, seqs): a small course Transformer and 16 repeated sequences of 21 tokens (the notebook's shape); its
     W_V and W_O scaled by 10, so that zero-ablating its heads moves the loss by more than the check's 2e-3."""
     model = Transformer(Config(vocab_size=2000, d_model=64, n_heads=4, n_layers=3, d_ff=128, n_max=64), seed=0)

@@ -10,7 +10,7 @@ from helpers.mlp import checks as mlp_checks
 from helpers.real import checks as real_checks, circuit
 from test_ablation import _attribution_case, _lens, _lens_case, attribution_function, grid_function
 from test_real import _ablation
-from test_round_22_real import stand_in as round_22s_stand_in
+from test_round_22_real import small_stand_in
 
 D, N = 12288, 96
 RIGHT = 8 * D * D * N   # W_1 and W_2 in GPT-3's 96 MLP blocks (with b_1 and b_2: N * (8 D² + 5 D))
@@ -75,7 +75,7 @@ def test_the_second_cases_are_the_same_at_every_run(cat, cat_world):
 @pytest.fixture(scope="module")
 def stand_in():
     """The small course Transformer and repeated sequences of round 22's test (the check takes any)."""
-    return round_22s_stand_in()
+    return small_stand_in()
 
 
 HEADS = [(2, 0), (1, 1), (1, 2)]
