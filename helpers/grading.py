@@ -19,9 +19,13 @@ it puts ``helpers.grading.cell("<grade id>")`` at the top of each hidden-test ce
 record knows its exercise. In the grader's record run, records go to the grader's driver (another
 process, which runs no student code) on a socket it handed the kernel (``records_channel``, sealed
 before any cell of the student's runs): once written there no one can change them, as student code
-could change a file in place. Student code can write to that socket too, so the driver notes which
-cell was running when each record came, and a record counts only when written while the check
-cell it names ran. The record key (``STATE``) is plain data student code can change, so the
+could change a file in place. Student code can write to that socket too, so each record starts with
+a token the driver wrote on the socket before the kernel started (``_token``, read by ``seal``): a line
+without it is no record. The driver also notes which cell was running when each record came, and a
+record counts only when written while the check cell it names ran. The grader's hidden grade call
+reaches the course's check through this module (``sealed_check``), not the notebook's ``checks``,
+which a learner's function may rebind to make the call do nothing. The record key (``STATE``) is plain
+data student code can change, so the
 grader trusts none: a check cell counts for nothing when it has two records for one grade call,
 records out of their order 0, 1, 2, ..., a grade call recorded under another check's name, a record
 the judge never asks for, or records and then an error (``autograde.attributed``,
@@ -44,11 +48,13 @@ judge sees what the live check saw (a check may refuse one kind and take another
 import array
 import functools
 import hashlib
+import importlib
 import inspect
 import json
 import math
 import operator
 import os
+import select
 import stat
 import sys
 import types
@@ -58,6 +64,7 @@ import numpy as np
 
 from .errors import CourseInputError, Wrong, class_name, fail, message_of
 from .files import read_json
+from .states import OutOfTime
 
 MAX_RECORDS_BYTES = 20 * 2**20   # a records file larger than this is not read
 MAX_VALUES = 1_000_000           # numbers (or items) one recorded answer may hold
@@ -198,7 +205,7 @@ def append(path, entry, _open=open, _dumps=json.dumps, _fsync=os.fsync, _write=o
     change it (a file can be rewritten in place before the grader reads it)."""
     channel = _SEALED.get("channel")
     if channel is not None and _SEALED.get("mode") == ("record", path):
-        data = (_dumps(entry) + "\n").encode("utf-8")
+        data = (_SEALED.get("token", "") + _dumps(entry) + "\n").encode("utf-8")   # (the driver's token first)
         while data:
             data = data[_write(channel[0], data):]
         return
@@ -273,7 +280,8 @@ def seal(module=None):
     if module.__name__ == __name__:
         recording = setting_mode()
         recording = recording if recording is not None and recording[0] == "record" else None
-        _SEALED.update(append=append, mode=recording, channel=records_channel() if recording is not None else None)
+        channel = records_channel() if recording is not None else None
+        _SEALED.update(append=append, mode=recording, channel=channel, token=_token(channel[0]) if channel else "")
         if recording is not None:
             _seal_shell()
 
@@ -290,6 +298,22 @@ def records_channel():
     number = int(number) if number.isdigit() and len(number) < 10 else None
     kind = _identity(number) if number is not None else None
     return (number, kind[1:]) if kind is not None and stat.S_ISSOCK(kind[0]) else None
+
+
+def _token(descriptor):
+    """The driver's token for this run's records, the one line it wrote on the channel before the kernel
+    started (scripts/autograde.py ``Attributor``), read by ``seal`` before any cell of the learner's: each
+    record starts with it (``append``), so the driver knows the course's records from a line a learner's
+    code wrote on the channel; "" when none comes within a few seconds."""
+    data = b""
+    while not data.endswith(b"\n") and len(data) < 200:
+        if not select.select([descriptor], [], [], 5)[0]:
+            return ""
+        piece = os.read(descriptor, 200 - len(data))
+        if not piece:
+            return ""
+        data += piece
+    return data.decode("ascii", errors="replace").strip()
 
 
 def _identity(descriptor):
@@ -445,6 +469,20 @@ def noted(exercise, problems):
     check its module holds under the function's name: ``tampered`` says when that changes."""
     _CHECKS.append((getattr(problems, "__module__", None), getattr(problems, "__name__", None), exercise))
     return exercise
+
+
+def sealed_check(module, name):
+    """The check ``name`` of the course's checks module ``module`` (such as "helpers.qkv.checks") as the
+    course made it (``noted``), whatever a learner's cell bound since: what the grader's hidden grade
+    calls use (scripts/autograde.py ``sealed_calls``), so a learner's function that rebinds the notebook's
+    ``checks`` cannot make the grade call do nothing."""
+    if not isinstance(module, str) or not _course_module(module) or not isinstance(name, str):
+        fail(f"expected a course module's name and a check's name, but got {_what(module)} and {_what(name)}")
+    importlib.import_module(module)   # (made and noted on import; once imported, nothing is made again)
+    made = [exercise for module_name, check, exercise in _CHECKS if (module_name, check) == (module, name)]
+    if not made:
+        fail(f"expected a check of {module}, but got {name!r}, which it does not make")
+    return made[-1]
 
 
 def _checks_changed():
@@ -1237,11 +1275,13 @@ class Recorder:
         args, kwargs = self._watched(entry, args, kwargs)
         try:
             out = self.function(*args, **kwargs)
-        except SystemExit:
-            entry["raised"] = ["SystemExit", ""]
+        except SystemExit:   # ("stopped": what a class of the learner's, whatever its name, cannot say)
+            entry["raised"], entry["stopped"] = ["SystemExit", ""], "exit"
             raise
         except BaseException as exc:   # (a message that cannot be read is said so, as the live check says it)
             entry["raised"] = [class_name(type(exc)), message_of(exc, 500)]
+            if isinstance(exc, OutOfTime):   # the course's own time-out, not a class named so
+                entry["stopped"] = "time"
             raise
         entry["output"] = encode(out, name="what your function returned")
         counts = [[key, _counter(value)[0]()] for key, value in given.items() if _counter(value) is not None]
@@ -1327,9 +1367,13 @@ class Replay(metaclass=_ByType):
                 raise RecordError(f"expected how the function failed ([name, message]), but the record holds "
                                   f"{_what(raised)}")
             name, message = raised
-            if name == "SystemExit":
+            stopped = entry.get("stopped")   # (the Recorder's mark: a learner's class named SystemExit is not exit())
+            if stopped not in (None, "exit", "time"):
+                raise RecordError(f"expected how the function was stopped ('exit' or 'time'), but the record holds "
+                                  f"{_what(stopped)}")
+            if stopped == "exit":
                 raise SystemExit(0)
-            if name in ("OutOfTime", "_OutOfTime"):   # the course's time-out (states.OutOfTime; its older name)
+            if stopped == "time":   # the course's time-out (states.OutOfTime)
                 raise ReplayError("no result: it ran longer than the time limit and was stopped (a loop that never ends?)")
             raise ReplayError(f"{name}: {message}".rstrip(": "))   # (as the live check says it: exercises._standing_for)
         changed = entry.get("changed", [])

@@ -60,6 +60,7 @@ import logging
 import os
 import re
 import resource
+import secrets
 import select
 import shutil
 import signal
@@ -350,10 +351,44 @@ def grade_id_of(cell):
     return grade_id if isinstance(grade_id, str) else None
 
 
+CHECKS_IMPORT = re.compile(r"^from (helpers\.\w+) import ([^#\n]*)", re.M)   # from helpers.qkv import checks, ...
+GRADE_CALL = re.compile(r"^(\s*)([A-Za-z_]\w*)\.([A-Za-z_]\w*)\.grade\(", re.M)   # a hidden line: checks.NAME.grade(
+SEALED_CHECK = '__import__("sys").modules["helpers.grading"].sealed_check({!r}, {!r})'   # (not the learner's names)
+
+
+def checks_modules(nb):
+    """{name: module} of the course's checks a notebook imports by name (``from helpers.qkv import
+    compute as qkv, checks``: {"checks": "helpers.qkv.checks"})."""
+    names = {}
+    for cell in nb.cells:
+        for package, imported in CHECKS_IMPORT.findall(cell.source if cell.cell_type == "code" else ""):
+            for part in imported.strip("()\\ ").split(","):
+                name, _, alias = (word.strip() for word in part.partition(" as "))
+                if name == "checks":
+                    names[alias or name] = f"{package}.checks"
+    return names
+
+
+def sealed_calls(source, modules):
+    """A check cell's text with each hidden grade call (``checks.NAME.grade(...)``) reaching the course's
+    check through the sealed recording module (helpers.grading.sealed_check), not through the notebook's
+    name ``checks``: a learner's function the visible line runs may rebind that name, and a grade call
+    that did nothing would leave room for a record of the learner's own (red team round 30)."""
+    head, mark, hidden = source.partition("### BEGIN HIDDEN TESTS")
+    swap = lambda m: (m.group(1) + SEALED_CHECK.format(modules[m.group(2)], m.group(3)) + ".grade("
+                      if m.group(2) in modules else m.group(0))
+    return head + mark + GRADE_CALL.sub(swap, hidden)
+
+
 def source_cells(chapter):
-    """The instructor's check cells (grade id -> cell), hidden tests included."""
+    """The instructor's check cells (grade id -> cell), hidden tests included, their grade calls
+    reaching the course's checks as sealed (``sealed_calls``)."""
     nb = nbformat.read(chapter.path, as_version=4)
-    return nb, {nbgrader_meta(c)["grade_id"]: c for c in nb.cells if nbgrader_meta(c).get("grade_id") in chapter.checks}
+    modules = checks_modules(nb)
+    checks = {nbgrader_meta(c)["grade_id"]: c for c in nb.cells if nbgrader_meta(c).get("grade_id") in chapter.checks}
+    for cell in checks.values():
+        cell.source = sealed_calls(cell.source, modules)
+    return nb, checks
 
 
 def marked(cell, grade_id):
@@ -365,11 +400,15 @@ def marked(cell, grade_id):
     return copy
 
 
+LEFT_OUT = "*(another copy of a check cell was here: the grader left it out, as only one copy of each runs)*"
+
+
 def assemble(submission, student_nb):
     """The student's notebook with every check cell put back as the instructor wrote it, where
     the last of the student's cells with its grade id stands (or, without metadata, the last code
     cell whose text is that check's): a copy pasted above the answer does not run before it. Other
-    copies are left out, and the row's notes say so. A check cell turned into Markdown or Raw (a
+    copies are left out (a Markdown line in their place, so every cell keeps its number in the student's
+    notebook), and the row's notes say so. A check cell turned into Markdown or Raw (a
     slip: "M" in command mode) is found by its grade id too, and put back as code, as nbgrader
     puts back a graded cell's type; the row's notes say so."""
     _, checks = source_cells(submission.chapter)
@@ -402,8 +441,9 @@ def assemble(submission, student_nb):
             cells.append(marked(checks[at[i]], at[i]))
             continue
         if cell.cell_type == "code":
-            if nbgrader_meta(cell).get("grade") or visible(cell.source) in by_text:
-                continue   # another copy of a check cell: only one of each runs
+            if nbgrader_meta(cell).get("grade") or visible(cell.source) in by_text:   # another copy of a check cell:
+                cells.append(nbformat.v4.new_markdown_cell(LEFT_OUT))   # only one of each runs (in its place: the
+                continue                                                # cells after it keep the student's numbers)
             cell.outputs, cell.execution_count = [], None
         cells.append(cell)
     missing = [g for g in checks if g not in place]
@@ -549,14 +589,16 @@ def checks_at(nb):
 
 def attributed(report, checks):
     """The lines the records file keeps, from the driver's ``report`` ({"at": a cell's position,
-    "lines": the records written while it ran, "cut": true when the driver could not read them all},
-    one JSON line per cell): each record written while the check cell it names was running
-    (``checks``: {position: grade id}). First come the grader's own lines, which ``read_records``
+    "lines": the records written while it ran, "cut": true when the driver could not read them all,
+    "unsealed": the numbers of its lines without the driver's token}, one JSON line per cell): each
+    record written while the check cell it names was running (``checks``: {position: grade id}). First
+    come the grader's own lines, which ``read_records``
     puts in the row's notes: for each check named by a record some other cell wrote (student code
     forging a record), {"left_out": sentence}; for each check cell whose records are not what the
     course writes, {"unsound": grade id}: a line that does not parse or is past the bounds
     ``read_records`` keeps (a fragment glued to a record), a record of another form
-    (``written_by_course``), a record of the course's form naming another check (a grade call of this
+    (``written_by_course``) or one the course's code did not write (a line "unsealed": without the driver's
+    token, ``Attributor.sealed``), a record of the course's form naming another check (a grade call of this
     cell, its key changed), records not numbered 0, 1, 2, ... in the order written (each grade call of
     a check cell records the next index: two records for one grade call break it), records cut short,
     or records written by a cell that then stopped with an error, a crash or a time-out ("failed": the
@@ -566,18 +608,18 @@ def attributed(report, checks):
     for chunk in lines(report):
         try:
             chunk = json.loads(chunk)
-            at, text = chunk["at"], chunk["lines"]
+            at, text, unsealed = chunk["at"], chunk["lines"], set(chunk.get("unsealed", ()))
         except (ValueError, TypeError, KeyError, RecursionError, AttributeError):
             continue   # (the last one cut by REPORT_MB)
         check = checks.get(at) if isinstance(at, int) else None
         if check is not None and (chunk.get("cut") or chunk.get("failed") or not isinstance(text, str)):
             unsound.add(check)   # (failed: the cell stopped half-way, after records were written)
-        for line in lines(text if isinstance(text, str) else ""):
+        for number, line in enumerate(lines(text if isinstance(text, str) else "")):
             entry = parsed(line)
             named = entry.get("cell") if entry is not None and isinstance(entry.get("cell"), str) else None
             if check is not None and named == check and written_by_course(entry):
-                if entry["index"] != made.get(check, 0):   # the k-th grade call of a check cell records index k
-                    unsound.add(check)
+                if number in unsealed or entry["index"] != made.get(check, 0):   # a line of the learner's code; the
+                    unsound.add(check)                # k-th grade call of a check cell records index k
                 made[check] = made.get(check, 0) + 1
                 kept.append(line)
             elif named in checks.values() and named != check:
@@ -741,7 +783,10 @@ class Attributor:
     watches for the genuine record cannot change it, as it could change a records file in place
     before the driver read it (red team round 25): it can only write more, and a second record for a
     grade call, a line of another form or a fragment glued to the genuine one costs that check its
-    answers (``attributed``). Opening /proc/self/fd/N of a socket fails, so the kernel gets no reading
+    answers (``attributed``). Nor can it write a record of its own: the driver first writes a token on
+    the channel, which the course's code reads before any cell of the learner's (helpers.grading.seal),
+    every record starts with it, and ``sealed`` reports the number of each other line ("unsealed").
+    Opening /proc/self/fd/N of a socket fails, so the kernel gets no reading
     end of it, and the driver never writes to it. The driver keeps at most RESULT_MB of what it reads
     (the rest is read, not kept, and the cell is reported "cut": its check counts for nothing). A cell
     that stopped with an error, a crash or a time-out (``error``) is reported with "failed": true
@@ -752,8 +797,10 @@ class Attributor:
         self.pending, self.cut, self.done = bytearray(), False, False   # pending: read, not yet reported
         self.lock = threading.Lock()   # a read and a cell's start never interleave (``listen``, ``start``)
         self.channel = self.kernel_end = None
+        self.token = secrets.token_hex(16).encode() if recording else b""   # (what starts the course's records)
         if recording:
             self.channel, self.kernel_end = socket.socketpair(socket.AF_UNIX, socket.SOCK_STREAM)
+            self.channel.sendall(self.token + b"\n")   # (read by the course's code before any cell of the learner's)
             self.channel.setblocking(False)
             threading.Thread(target=self.listen, daemon=True).start()
 
@@ -809,18 +856,33 @@ class Attributor:
             self.pending += data[:room]
             self.cut = self.cut or len(data) > room
 
+    def sealed(self, data):
+        """(``data``, whole lines, with the token taken off each line the course's code wrote: it starts with
+        it, helpers.grading.append; the numbers of the other lines, from 0): lines a learner's code wrote on
+        the channel, in the course's form or not, which ``attributed`` counts as no record."""
+        if not self.token:
+            return data, []
+        kept, unsealed = bytearray(), []
+        for number, line in enumerate(data.split(b"\n")[:-1]):   # (data ends with its last line's newline)
+            sealed = line.startswith(self.token)
+            kept += (line[len(self.token):] if sealed else line) + b"\n"
+            unsealed += [] if sealed else [number]
+        return bytes(kept), unsealed
+
     def send(self):
         """Report the complete lines read since the last cell started as that cell's (a line not yet
         ended waits for the next report). With the lock held."""
         if self.channel is not None:
             self.receive()
         end = self.pending.rfind(b"\n") + 1
-        text, cut = self.pending[:end].decode("utf-8", errors="replace"), self.cut
+        (text, unsealed), cut = self.sealed(self.pending[:end]), self.cut
+        text = text.decode("utf-8", errors="replace")
         del self.pending[:end]
         self.sent, self.cut = self.sent + end, False
         if (text or cut) and self.at is not None:
             try:
-                self.report.write(json.dumps({"at": self.at, "lines": text, "cut": cut, "failed": self.failed},
+                chunk = {"at": self.at, "lines": text, "cut": cut, "failed": self.failed}
+                self.report.write(json.dumps({**chunk, "unsealed": unsealed} if unsealed else chunk,
                                              ensure_ascii=False) + "\n")
                 self.report.flush()
             except OSError:   # the grader stopped reading (it stopped the run)
@@ -843,6 +905,8 @@ def snapshot():
             files[base] = os.readlink(base)
         elif base.is_dir():
             files[base] = None
+            if base in tops and not any(base.glob("__init__.*")):
+                continue   # (a folder without __init__, such as tests/: known by name, its files not read)
             files.update((path, path.read_bytes()) for path in base.rglob("*")
                          if path.is_file() and ".ipynb_checkpoints" not in path.parts)
         elif base.is_file():
@@ -855,13 +919,14 @@ MODULE_ENDINGS = (*importlib.machinery.all_suffixes(), ".pth")   # .py, .pyc, an
 
 def importable(path):
     """Whether ``path``, an entry of ROOT's top level, is what Python finds there as a module: a Python
-    name and then a module's ending (MODULE_ENDINGS), a package (a folder of that name holding an
-    __init__), or a link of such a name."""
+    name and then a module's ending (MODULE_ENDINGS), a folder of that name (a package, or without an
+    __init__ a namespace package: an empty triton/ makes torch think triton is installed), or a link of
+    such a name."""
     stem = path.name.split(".")[0]
     if not stem.isidentifier():
         return False
     if path.is_dir() and not path.is_symlink():
-        return path.name == stem and any(path.glob("__init__.*"))
+        return path.name == stem
     return path.is_symlink() or path.name[len(stem):] in MODULE_ENDINGS
 
 

@@ -10,7 +10,8 @@ The chapters are written in instructor/ (nbgrader's source: solutions and hidden
 a learner opens are in notebooks/, made from them by `learner_version` (scripts/chapters.py) whenever a chapter is
 executed (scripts/execute_notebooks.py): each exercise comes before its solution, which waits in a
 collapsed cell after the check.
-A chapter is named by its number (02), its file stem (02_qkv_by_hand) or its path.
+A chapter is named by its number (02), its file stem (02_qkv_by_hand) or its path in instructor/ (a learner's
+copy in notebooks/ is refused: its solutions wait in collapsed cells). An empty --course is refused.
 SUBMISSIONS holds one folder per student with the chapters they hand in, as
 SUBMISSIONS/<student>/<chapter>.ipynb (or nbgrader's own <student>/<chapter>/<chapter>.ipynb).
 grading/ is nbgrader's course directory (its nbgrader_config.py is committed; the rest is generated).
@@ -41,7 +42,8 @@ class HomeworkError(Exception):
 # ---------------------------------------------------------------- chapters and exercises
 
 def find_chapter(name):
-    """instructor/<chapter>.ipynb for '02', '02_qkv_by_hand', or a path to a notebook."""
+    """instructor/<chapter>.ipynb for '02', '02_qkv_by_hand', or its path (a path to any other notebook,
+    such as the learner's copy in notebooks/, whose solutions wait in collapsed cells, is refused)."""
     if isinstance(name, Path):
         name = str(name)
     if not isinstance(name, str) or not 0 < len(name) <= 4096 or not name.isprintable():
@@ -50,6 +52,10 @@ def find_chapter(name):
         raise HomeworkError(f"expected a chapter number, name or notebook path, but got {shown}")
     path = Path(name)
     if path.suffix == ".ipynb" and path.is_file():
+        if path.resolve() not in [p.resolve() for p in all_notebooks()]:
+            raise HomeworkError(f"expected a chapter in instructor/ (its number, name or path), but "
+                                f"{autograde.escaped(path)} is another notebook (a learner's copy in notebooks/ "
+                                f"holds the solutions: name the chapter {path.stem!r} instead)")
         return path.resolve()
     matches = [p for p in all_notebooks() if p.stem == name or p.stem.split("_")[0] == name.zfill(2)]
     if len(matches) != 1:
@@ -117,10 +123,18 @@ def said(log):
     return autograde.escaped(line[:300])
 
 
+def course_path(course):
+    """``course`` (--course) as a full path; an empty one (Path("") is the current folder: an unset
+    variable) is refused in one sentence."""
+    if isinstance(course, str) and not course.strip():
+        raise HomeworkError(f"expected --course to be a folder the grader can write, but got the empty path {course!r}")
+    return Path(course).resolve()
+
+
 def course_dir(course=GRADING):
     """The nbgrader course directory, with the committed config copied in if it is elsewhere; a path
     that is no folder the grader can make and write: HomeworkError, one sentence."""
-    course = Path(course).resolve()
+    course = course_path(course)
     refused = f"expected --course to be a folder the grader can write, but {autograde.escaped(course)}"
     if course.exists() and not course.is_dir():
         raise HomeworkError(f"{refused} is a file")
@@ -139,10 +153,11 @@ def release(chapters, course=GRADING):
 
     Returns the released notebooks, course/release/<chapter>/<chapter>.ipynb.
     """
+    course_path(course)
+    paths = [find_chapter(str(chapter)) for chapter in chapters]   # (all checked before the course folder is made)
     course = course_dir(course)
     released = []
-    for chapter in chapters:
-        path = find_chapter(str(chapter))
+    for path in paths:
         source = course / "source" / path.stem
         shutil.rmtree(source, ignore_errors=True)
         source.mkdir(parents=True)
@@ -159,12 +174,14 @@ def grade(submissions, course=GRADING, log=print, unfenced=False, **limits):
     if isinstance(submissions, str) and not submissions.strip():   # (Path("") is the current folder: an unset variable)
         raise HomeworkError(f"expected a folder of submissions (one sub-folder per student), but got the empty "
                             f"path {submissions!r}")
-    submissions, course = Path(submissions).resolve(), course_dir(course)
+    submissions = Path(submissions).resolve()
+    course_path(course)
     if not submissions.is_dir():
         raise HomeworkError(f"expected a folder of submissions (one sub-folder per student), "
                             f"but {submissions} is not a folder")
     if not autograde.notebooks_in(submissions, autograde.MAX_FOLDER_DEPTH + 1)[0]:   # (rglob recursed per level)
         raise HomeworkError(f"expected <student>/<chapter>.ipynb files in {submissions}, but found none")
+    course = course_dir(course)   # (made only once the submissions are known good: a refused call writes nothing)
     try:
         return autograde.grade(submissions, course, log=log, unfenced=unfenced, **limits)
     except autograde.FenceError as error:
@@ -199,13 +216,13 @@ def release_step(args):
 
 def grade_step(args):
     print(autograde.text_table(grade(args.submissions, args.course, unfenced=args.unfenced)))
-    course = args.course.resolve()
+    course = Path(args.course).resolve()
     print(f"\nscore table: {shown(course / 'scores.csv')}\nfeedback:    {shown(course / 'feedback')}/<student>/<chapter>/")
 
 
 def main(argv=None):
     parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
-    parser.add_argument("--course", type=Path, default=GRADING, help="nbgrader course directory (default grading/)")
+    parser.add_argument("--course", default=str(GRADING), help="nbgrader course directory (default grading/)")
     steps = parser.add_subparsers(dest="step", required=True)
     steps.add_parser("exercises", help="list every exercise").set_defaults(run=list_exercises)
     rel = steps.add_parser("release", help="make student versions")
