@@ -993,6 +993,16 @@ class KVCache:
             fail(f"expected a batch of {held} sequences, as this KVCache holds, but got {B}")
         self.unmasked = not causal and T > 1
 
+    def copied(self):
+        """A new KVCache holding this one's keys and values (the same tensors: a pass replaces a layer's, never changes
+        it), of no owner and no ids yet; its entries still known as the passes' (``made``), so a pass reads them no
+        more than this cache's (``check_entries``: a check over every number at every timed step would be timed too)."""
+        copy = KVCache(len(self.k))
+        copy.k, copy.v = list(self.k), list(self.v)
+        if _is_made(self.made, len(self.k)):
+            copy.made = (list(self.made[0]), list(self.made[1]), None)
+        return copy
+
     def saved(self):
         """What the cache holds now, for ``restore`` (its tensors are never changed in place)."""
         return list(self.k), list(self.v), self.owner, self.ids, self.last, self.switches, self.unmasked, self.made

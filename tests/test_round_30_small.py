@@ -34,3 +34,29 @@ def test_tempered_refuses_the_courses_greedy_limit(capsys):
     sampling_checks.tempered_function(tempered)
     out = capsys.readouterr().out
     assert "✗" in out and "greedy_limit" in out
+
+
+def test_a_copied_cache_is_read_no_more_than_its_source():
+    """The rehearsal's forced CPU path: chapter 09's timed cached step (on a copy, ``sampling.copied``) checked every
+    number of a copy's entries at every step (its cached / one-token ratio at T = 512 went from 1.6 to 2.9); a copy
+    keeps knowing the passes' entries, so checking it reads none of them (no torch call)."""
+    from helpers.model import Config, Transformer
+    from helpers.sampling import compute as sampling
+
+    torch.manual_seed(0)
+    model = Transformer(Config(vocab_size=50, d_model=16, n_heads=2, n_layers=2, d_ff=32, n_max=64)).eval()
+    ids = torch.randint(0, 50, (20,))
+    from torch.overrides import TorchFunctionMode
+
+    class Counter(TorchFunctionMode):
+        calls = 0
+
+        def __torch_function__(self, func, types, args=(), kwargs=None):
+            Counter.calls += 1
+            return func(*args, **(kwargs or {}))
+
+    copy = sampling.copied(sampling.prefilled(model, ids[:-1]))
+    with torch.no_grad(), Counter():
+        copy.check_entries(model)
+    assert Counter.calls == 0
+    assert torch.allclose(model(ids[-1:], cache=copy), model(ids)[-1:], atol=1e-5)
