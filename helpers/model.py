@@ -361,6 +361,24 @@ def check_span(n):
         fail(f"expected at most {MAX_TOKENS:,} positions at once (this course's limit), but got {count(n)}")
 
 
+def longest_prompt(cfg):
+    """The most tokens a model of ``cfg`` reads in one pass: n_max when its positions are learned (its table has
+    rows for no more), MAX_TOKENS otherwise (a sinusoidal table is extended past n_max; rotary and no positions
+    need no table). The one rule every view of a prompt follows."""
+    return cfg.n_max if cfg.positions == "learned" else MAX_TOKENS
+
+
+def check_prompt_length(cfg, n, name="the prompt", unit="tokens", extra=0):
+    """Refuse a prompt of n tokens (``unit``: what the sentence counts) when a model of ``cfg`` cannot read it
+    with ``extra`` positions still to come (longest_prompt's rule); ``name`` is what the sentence calls it."""
+    room = longest_prompt(cfg) - extra
+    if n > room:
+        why = f"its positions are learned for {cfg.n_max}" if cfg.positions == "learned" \
+            else f"the course runs at most {MAX_TOKENS:,} positions at once"
+        fail(f"{name} should have at most {room:,} {unit} for this model"
+             + (f", leaving room for {extra} more" if extra else "") + f" ({why}), but has {count(n)}")
+
+
 def trace_names(cfg):
     """Every name a pass of a model of this Config may make: h0, L{layer}.{LAYER_NAMES}, final_ln, logits."""
     return {"h0", "final_ln", "logits"} | {f"L{layer}.{name}" for layer in range(cfg.n_layers) for name in LAYER_NAMES}

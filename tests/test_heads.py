@@ -335,7 +335,8 @@ def test_a_model_and_tokenizer_that_do_not_fit_are_one_sentence():
     model, tokenizer = characters_model()
     from helpers.gpt.corpus import CharTokenizer
     wider = CharTokenizer("".join(map(chr, range(33, 33 + 70))))   # 70 characters for a vocabulary of 65
-    for call, words_in in ((lambda: heads.head_view(model, 0, 0, "x" * 129, tokenizer), "at most 128 tokens"),
+    learned = characters_model("learned")[0]   # (its positions stop at n_max = 128; sinusoidal ones go on)
+    for call, words_in in ((lambda: heads.head_view(learned, 0, 0, "x" * 129, tokenizer), "at most 128 tokens"),
                            (lambda: heads.head_view(model, 0, 0, "", tokenizer), "non-empty"),
                            (lambda: heads.head_view(model, 0, 0, "ef", wider), "knows ids 0..64"),
                            (lambda: heads.head_view(model, 0, 0, "ab"), "needs its tokenizer"),
@@ -343,7 +344,7 @@ def test_a_model_and_tokenizer_that_do_not_fit_are_one_sentence():
                            (lambda: heads.head_view(42), "or a helpers.model.Transformer")):
         with pytest.raises(CourseInputError, match=words_in):
             call()
-    shown = explorer.explorer(model, tokenizer=tokenizer, prompts=["ROMEO:", "x" * 200])
+    shown = explorer.explorer(learned, tokenizer=tokenizer, prompts=["ROMEO:", "x" * 200])
     shown.controls["prompt"].value = "x" * 200            # the explorer shows the sentence, keeps its picture
     assert "at most 128 tokens" in shown.message.value
 

@@ -9,7 +9,7 @@ import torch
 from helpers.errors import CourseInputError
 from helpers.exercises import NOT_ANSWERED
 from helpers.masking import checks, compute as masking, explorer
-from helpers.model import Attention
+from helpers.model import Attention, longest_prompt
 from helpers.weights import card
 
 
@@ -354,8 +354,8 @@ def test_without_the_mask_a_new_token_moves_earlier_keys_and_every_step_recomput
     work = masking.attention_work(cat, cat_world, "<BOS>", n_new=10)
     assert work["cached"] == dict(rows=10, scores=55) and work["recomputed"] == dict(rows=55, scores=385)
     assert masking.attention_work(cat, cat_world, "<BOS> the cat", n_new=2)["recomputed"]["rows"] == 3 + 4
-    with pytest.raises(CourseInputError, match="at most 16 positions"):
-        masking.attention_work(cat, cat_world, "<BOS>", n_new=17)
+    with pytest.raises(CourseInputError, match="at most 1,024 positions"):   # sinusoidal: past n_max, to the course's limit
+        masking.attention_work(cat, cat_world, "<BOS>", n_new=1025)
 
 
 def right_attention(q, k, v):
@@ -628,9 +628,9 @@ def test_round_9_model_and_world_are_checked_and_prompts_and_sentences_refused_i
     refused(lambda: masking.prefix_scores(cat, cat_world, [["<BOS>"]]), "at least two words")
     refused(lambda: masking.prefix_scores(cat, cat_world, [["<BOS>", "zzz"]]), "'zzz'")
     refused(lambda: masking.future_reading(cat, cat_world, [["<BOS>", "the"]]), "three or more words")
-    n_max = cat.cfg.n_max
-    refused(lambda: masking.attention_work(cat, cat_world, "<BOS>", n_max + 1), f"n_new should be at most {n_max}",
-            f"but got {n_max + 1}")
+    longest = longest_prompt(cat.cfg)   # (sinusoidal positions: the course's 1,024, not n_max)
+    refused(lambda: masking.attention_work(cat, cat_world, "<BOS>", longest + 1), f"n_new should be at most {longest:,}",
+            f"but got {longest + 1:,}")
     refused(lambda: masking.sample_sentences(cat, cat_world, max_len=10**6), "max_len should be at most")
     for call in (lambda *a: masking.teacher_forced_loss(*a), lambda *a: masking.attention_maps(*a, "<BOS> the"),
                  lambda *a: masking.earlier_states(*a, "<BOS> the", "cat"),

@@ -31,7 +31,7 @@ from ..errors import MAX_BYTES, MAX_WIDTH, as_array, check_bytes, check_finite, 
     check_number, check_positive_int, check_size, check_switch, check_tensor, check_tensor_size, count, fail, length, \
     refuse_bools, shape_of, shown, to_numpy
 from ..masking.compute import book_attention  # noqa: F401  (chapter 05 builds the Book's layer too)
-from ..model import Attention, check_heads_split, check_model, linear, measure, weights_state
+from ..model import Attention, check_heads_split, check_model, check_prompt_length, linear, measure, weights_state
 from ..patching import ablation_replace
 from ..states import on_the_cpu
 
@@ -790,8 +790,7 @@ def prompt_tokens(net, tokenizer, prompt, name=YOURS):
     cfg, who = net.cfg, "your model" if name == YOURS else f"the {name} model"
     vocab = worlds.tokenizer_part(tokenizer, "vocab")
     ids = worlds.prompt_encode(tokenizer, prompt, min(cfg.vocab_size, len(vocab)), cfg.vocab_size)
-    if len(ids) > cfg.n_max:
-        fail(f"the prompt should be at most {cfg.n_max} tokens, the most {who} takes, but it has {len(ids)}")
+    check_prompt_length(cfg, len(ids), f"the prompt for {who}")
     return ids, worlds.tokenizer_decode(tokenizer, ids)
 
 

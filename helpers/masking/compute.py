@@ -31,7 +31,8 @@ from torch import nn
 from ..errors import MAX_BYTES, as_array, check_bytes, check_finite, check_mask, check_number, check_positive_int, check_seed, \
     check_seeds, check_switch, check_tensor_size, count, fail, length, plain, real_number, refuse_bools, shape_before_copy, shown, \
     to_numpy
-from ..model import MAX_TOKENS, Attention, Transformer, check_heads_split, check_made, measure
+from ..model import MAX_TOKENS, Attention, Transformer, check_heads_split, check_made, check_prompt_length, \
+    longest_prompt, measure
 from ..recipes import CAT_CONFIG, CAT_TRAINING
 from ..reference import entries, mask_bytes
 from ..explorer import check_model_and_world
@@ -558,7 +559,7 @@ def count_within(values, low, high):
 
 def prompt_words(model, prompt, extra=0, name="the prompt"):
     """``prompt`` (a string, or a list or tuple of words) as a list of words, refused in one sentence
-    when it is empty or has more than the model's n_max positions less ``extra``. name: what the
+    when it is empty or longer than the model reads (model.longest_prompt) less ``extra``. name: what the
     sentence calls it. A list's words are read by the built-in list's own iterator (a subclass's
     ``__len__`` or ``__iter__`` may lie)."""
     if not isinstance(prompt, (str, list, tuple)):
@@ -567,9 +568,7 @@ def prompt_words(model, prompt, extra=0, name="the prompt"):
     words = plain(prompt).split() if isinstance(prompt, str) else words_of(prompt)   # (plain strs: a subclass's may raise)
     if not words:
         fail(f"{name} should hold at least one word (such as '<BOS> the cat'), but it is empty")
-    room = model.cfg.n_max - extra
-    if len(words) > room:
-        fail(f"{name} should have at most {room} words for this model, but has {count(len(words))}")
+    check_prompt_length(model.cfg, len(words), name, "words", extra)
     return words
 
 
@@ -681,9 +680,10 @@ def attention_work(model, world, prompt, n_new):
     check_model_and_world(model, world)
     n_new = check_positive_int(n_new, "n_new")
     ids = world.tokenizer.encode(prompt_words(model, prompt))
-    if len(ids) + n_new - 1 > model.cfg.n_max:   # the last new token is never fed back
-        fail(f"n_new should be at most {model.cfg.n_max - len(ids) + 1} after a prompt of {len(ids)} tokens (the model "
-             f"reads at most {model.cfg.n_max} positions), but got {n_new:,}")
+    longest = longest_prompt(model.cfg)
+    if len(ids) + n_new - 1 > longest:   # the last new token is never fed back
+        fail(f"n_new should be at most {longest - len(ids) + 1:,} after a prompt of {len(ids)} tokens (the model "
+             f"reads at most {longest:,} positions), but got {n_new:,}")
     counts = {}
 
     def count(module, args, kwargs):

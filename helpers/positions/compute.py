@@ -37,7 +37,8 @@ from ..errors import MAX_BYTES, as_array, check_bytes, check_finite, check_numbe
     plain, shape_before_copy, shown, to_numpy, unreadable
 from ..explorer import check_model_and_world
 from ..heads.compute import as_numpy
-from ..model import MAX_LAYERS, MAX_TOKENS, Transformer, check_depth, check_model, measure, rotate_pairs, sinusoidal_table
+from ..model import MAX_LAYERS, MAX_TOKENS, Transformer, check_depth, check_model, longest_prompt, measure, rotate_pairs, \
+    sinusoidal_table
 from ..worlds import words_of
 from ..states import course_modes, on_the_cpu
 
@@ -90,7 +91,7 @@ def prompts_for(model, world):
     never empty: a world whose sentences give none is refused in one sentence."""
     check_model_and_world(model, world)
     vocab = set(world.tokenizer.vocab)
-    longest = model.cfg.n_max if model.cfg.positions == "learned" else MAX_TOKENS
+    longest = longest_prompt(model.cfg)
     fits = lambda words: words[0] == "<BOS>" and set(words) <= vocab and len(words) <= longest
     menu = [prompt for prompt in PROMPTS + DRAGON_PROMPTS if fits(prompt.split())]
     sentences = world.sentences if isinstance(world.sentences, list) else []   # (a World's fields may be set again later)

@@ -23,7 +23,7 @@ import torch.nn.functional as F
 from ..errors import check_bytes, check_choice, check_index, check_positive_int, check_switch, check_text, count, \
     fail, length, shown
 from ..explorer import check_model_and_world
-from ..model import INITS, Config, Transformer, measuring
+from ..model import INITS, Config, Transformer, check_prompt_length, measuring
 from ..training import check_seeds, check_work
 from ..worlds import COPULAS, MAX_WORDS, World, adjectives_of, check_sentences, next_token_probs, \
     non_copula_decisions, words_of
@@ -63,6 +63,7 @@ def prompt_view(model, world, prompt, attention=True):
     from ..plots import HEATMAP_MAX_TOKENS   # here, not at the top: plots imports pyplot, the explorer draws anyway
 
     ids = world.tokenizer.encode(check_text(prompt, "the prompt", max_chars=MAX_PROMPT_CHARS))
+    check_prompt_length(model.cfg, len(ids))
     if len(ids) > HEATMAP_MAX_TOKENS:   # refused before the pass: the heatmap could not label its rows
         fail(f"the prompt should have at most {HEATMAP_MAX_TOKENS} tokens for the attention heatmap to label them, "
              f"but it has {count(len(ids))}: shorten it")
@@ -111,7 +112,9 @@ def top_next(model, world, prompt, k=3):
     k = check_positive_int(k, "k")
     if k > model.cfg.vocab_size:
         fail(f"k should be at most the vocabulary's {model.cfg.vocab_size} words, but got {count(k)}")
-    probs = next_token_probs(model, world, [check_text(prompt, "the prompt", max_chars=MAX_PROMPT_CHARS).split()])[0]
+    words = check_text(prompt, "the prompt", max_chars=MAX_PROMPT_CHARS).split()
+    check_prompt_length(model.cfg, len(words), unit="words")
+    probs = next_token_probs(model, world, [words])[0]
     order = torch.argsort(probs, descending=True, stable=True)[:k]
     return [(world.tokenizer.vocab[i], float(probs[i])) for i in order]
 
