@@ -49,7 +49,6 @@ import sys
 import threading
 import time
 import types
-import weakref
 
 try:
     import resource
@@ -65,6 +64,8 @@ from .states import digests as _digests
 from .states import guarded_prlimit, guarded_setrlimit, no_setsid
 from .putback import (_FROZEN, _IS, _LOCKS_LET_GO, _gone_owners_let_go, _left_taken, _logging_again, _module_locks_let_go,
                       _process_locks, _reachable, _same, _tensor_kept, course_constants, torch_globals)
+from .putback import _CURRENT_THREAD, _threads_started  # noqa: F401  (moved: their old home)
+from .putback import _INSTALLED, _KERNEL_LIBRARIES, _NOT_BEFORE, _OWN_THREADS, _Thread, _ThreadLeft, _course_thread, _installed_places, _library_thread, _quiet, own_thread, stop_threads, threads_now  # noqa: F401  (moved: their old home)
 from .putback import MAX_REACH_DEPTH, MAX_REACH_ENTRIES, PATCHABLE, PATCHABLE_CLASSES, process_state  # noqa: F401  (their old home: tests and chapters read them here)
 from .grading import MAX_ANSWER_DEPTH, MAX_ANSWER_ITEMS, _PLAIN_CALLABLES, _parameter_names, _PLAIN_SCALARS, _course_module, _is_class, _is_courses, _one_of, _own_attribute, plain  # noqa: F401  (plain values: grading screens them)
 from .errors import CourseInputError, Wrong, answer_shape, check_bytes, class_name, count, fail, is_bool, \
@@ -1179,10 +1180,6 @@ def as_words(x, name, length=None):
 # --- Calling a learner's function --------------------------------------------------------------
 
 
-class _ThreadLeft(Stop, SystemExit):
-    """Raised in a thread a learner's function left running (a SystemExit: its thread ends without a traceback)."""
-
-
 def call(function, *args, what="", seconds=TIME_LIMIT, **kwargs):
     """Call the learner's ``function`` and return what it returns.
 
@@ -1598,63 +1595,6 @@ def _standing_for(raised):
     return stand_in
 
 
-@contextlib.contextmanager
-def _threads_started(started, learner=None):
-    """While the learner's function runs, ``_thread.start_new_thread`` (which ``threading`` does not
-    see, and whose thread may not have begun when the function returns) notes in ``started`` each
-    thread's ident and a function saying whether it runs: None before it has begun, then whether the
-    lock Python releases when that very thread ends (its sentinel, as threading's own) is held.
-    Only a thread the learner's code starts is noted: one started from ``learner``, the thread that runs it
-    (a threading.Thread: the live run's loop runs in its caller's), or a function of the current thread
-    saying whether it runs a learner's code (``_learners_thread``); None: a ``_Run`` (a check's call)."""
-    import _thread
-
-    original = _thread.start_new_thread
-    if not hasattr(_thread, "_set_sentinel"):   # (Python 3.13 has none: such threads are not watched)
-        yield
-        return
-    if learner is None:
-        learner = _is_run
-    elif isinstance(learner, threading.Thread):
-        learner = functools.partial(_IS, learner)
-
-    def start(function, args=(), kwargs=None):
-        if not learner(_CURRENT_THREAD()):   # another thread's, meanwhile: not the learner's
-            return original(function, args, kwargs or {})
-        sentinel = []
-
-        def run(*args, **kwargs):
-            lock = _thread._set_sentinel()   # released by Python when this thread's state is cleared
-            lock.acquire()
-            sentinel.append(lock)
-            return function(*args, **kwargs)
-        ident = original(run, args, kwargs or {})
-        started.append((ident, lambda: sentinel[0].locked() if sentinel else None))
-        return ident
-
-    _thread.start_new_thread = _thread.start_new = start
-    try:
-        yield
-    finally:
-        _thread.start_new_thread = _thread.start_new = original
-
-
-def threads_now():
-    """{ident: its threading.Thread (None: a ``_thread`` one)} of every Python thread running now: what ran before
-    a learner's code, told apart afterwards by the very thread object (an ident is reused as soon as its thread
-    ends, so a learner's thread may have the ident of one that ran before)."""
-    return {ident: threading._active.get(ident) for ident in sys._current_frames()}
-
-
-_CURRENT_THREAD = threading.current_thread   # (the check's own: a learner's code may replace threading.current_thread)
-_NOT_BEFORE = object()   # (no thread of ``before``)
-
-
-def _is_run(thread):
-    """Whether ``thread`` is a ``_Run``: a learner's function running in a check's call."""
-    return isinstance(thread, _Run)
-
-
 def _learners_thread(before):
     """A function saying whether a thread (a threading.Thread) runs a learner's code in a fence that began with the
     threads ``before`` (``threads_now``): a ``_Run`` (the learner's function), or any thread that did not run then
@@ -1663,73 +1603,6 @@ def _learners_thread(before):
         return isinstance(thread, _Run) or before.get(thread.ident, _NOT_BEFORE) is not thread and \
             not _course_thread(thread) and not _library_thread(thread)
     return learners
-
-
-_KERNEL_LIBRARIES = frozenset({"zmq", "ipykernel", "tornado", "IPython", "matplotlib", "matplotlib_inline",
-                               "jupyter_client", "comm", "ipywidgets", "traitlets"})
-# the libraries of the kernel, which may start a thread of their own while a learner's function runs (on its behalf)
-
-
-def _library_thread(thread):
-    """Whether ``thread`` is one of a kernel's library's own (``_KERNEL_LIBRARIES``), which a check neither takes
-    for the learner's nor stops: pyzmq starts its garbage collector's thread the first time the kernel sends a
-    message over its copy threshold (a large display, a plot), which may be inside a learner's call; stopped, it
-    breaks every later large output. Told by the thread's class and code, not its name (a learner's may take any):
-    its class is the one its module (an installed file of such a library) holds under its name, and its ``run`` the
-    library's own code (not threading.Thread's, which runs any target, nor a run set on the thread itself). A
-    learner's subclass of it is the learner's class (caught); a learner's code that starts such a thread itself
-    runs the library's code, not its own; one that puts a class of its own into a library's module, or a run of
-    its own into the library's class under the library's name, is out of reach (as a changed library is)."""
-    cls = type(thread)
-    name = getattr(cls, "__module__", None)
-    module = sys.modules.get(name) if type(name) is str else None
-    run = vars(cls).get("run") if "run" not in vars(thread) else None
-    code = getattr(run, "__code__", None)
-    return module is not None and name.partition(".")[0] in _KERNEL_LIBRARIES and \
-        getattr(module, cls.__qualname__, None) is cls and \
-        str(getattr(module, "__file__", "")).startswith(_INSTALLED) and \
-        code is not None and code.co_filename == getattr(module, "__file__", None)
-
-
-def stop_threads(before, started):
-    """Stop each thread the learner's function left running (it would keep the CPU busy for every later
-    cell): every Python thread that did not run ``before`` (``threads_now()`` then: compared by thread object;
-    a collection of idents: the threads that have them now count as before), but the check's own and a kernel's
-    library's (``_library_thread``), also one started with ``_thread``, which ``threading`` does not list
-    (``started``). Each is stopped (states.Stoppable, with _ThreadLeft), and ends silently (``_quiet``).
-    Returns (how many were left, how many still run after a second), for ``_no_threads_left`` to say."""
-    learners = dict(started)
-    if not isinstance(before, dict):
-        before = {ident: threading._active.get(ident) for ident in before}
-    left = {}   # ident -> a function saying whether that very thread still runs (an ident is reused at once)
-    for ident in sys._current_frames():   # (a thread threading does not know, nor the learner's function
-        thread = threading._active.get(ident)   # started, is another library's: left alone)
-        if before.get(ident, _NOT_BEFORE) is not thread and ident not in learners and thread is not None and \
-                not _course_thread(thread) and not _library_thread(thread):
-            left[ident] = lambda thread=thread, ident=ident: threading._active.get(ident) is thread and thread.is_alive()
-    left.update({ident: runs for ident, runs in learners.items() if runs() is not False})
-    for ident, runs in left.items():
-        _quiet(threading._active.get(ident))
-        Stoppable(_ThreadLeft, ident, runs).stop(start=own_thread)
-    deadline = time.monotonic() + ESCALATE_AFTER + 0.5 if left else 0   # (a bare except: is stopped too)
-    while time.monotonic() < deadline and any(runs() is not False for runs in left.values()):
-        time.sleep(0.02)
-    return len(left), sum(runs() is not False for runs in left.values())
-
-
-def _quiet(thread):
-    """Make the threading.Thread ``thread`` (None: a ``_thread`` one, which ends silently on a SystemExit) end
-    without a traceback when _ThreadLeft stops it: threading prints any exception but SystemExit itself
-    (compared by identity) through the thread's own ``_invoke_excepthook``, which is wrapped to pass over
-    a _ThreadLeft and hand anything else on."""
-    hook = getattr(thread, "_invoke_excepthook", None)
-    if hook is None:
-        return
-
-    def invoke(thread):
-        if not isinstance(sys.exc_info()[1], _ThreadLeft):
-            hook(thread)
-    thread._invoke_excepthook = invoke
 
 
 def _no_threads_left(left, running, who, should):
@@ -1787,38 +1660,6 @@ def _descriptors_capped(streams):
                 stream.write(kept[i].decode("utf-8", errors="replace"))
             if dropped[i] and hasattr(stream, "dropped"):
                 stream.dropped += dropped[i]
-
-
-def _course_thread(thread):
-    """Whether ``thread`` (a threading.Thread, or None) is the check's own (a learner's function
-    ended, a watchdog) or tqdm's progress-bar monitor, the one library thread a right answer may start
-    (its exact class: a learner's class named like it is not it)."""
-    monitor = getattr(sys.modules.get("tqdm._monitor"), "TMonitor", None)
-    return isinstance(thread, _Run) or thread in _OWN_THREADS or \
-        monitor is not None and type(thread) is monitor
-
-
-_OWN_THREADS = weakref.WeakSet()   # the checks' own threads (not told apart by name: a learner's may take any)
-
-
-class _Thread(threading.Thread):
-    """threading.Thread with its own copy of every method Thread has now: a learner's function that
-    replaces one (``threading.Thread.join = ...``) cannot change how the check waits for it, or for its
-    own threads, before that is put back (PATCHABLE_CLASSES)."""
-
-
-for _name, _method in vars(threading.Thread).items():
-    if isinstance(_method, types.FunctionType):
-        setattr(_Thread, _name, _method)
-del _name, _method
-
-
-def own_thread(target, name):
-    """Start a daemon thread of the check's own, running ``target()``; return it."""
-    thread = _Thread(target=target, name=name, daemon=True)
-    _OWN_THREADS.add(thread)
-    thread.start()
-    return thread
 
 
 MAX_PRINTED = 20_000   # characters of a learner's function's printing one check shows (the rest is counted)
@@ -2232,19 +2073,6 @@ def _torch_library_files(torch_file):
     return tuple(os.path.join(os.path.dirname(torch_file), name) for name in _TORCH_LIBRARY_API)
 
 
-def _installed_places():
-    """The folders of the Python installation: its standard library and installed packages (a venv's too)."""
-    import site
-    import sysconfig
-
-    places = {sys.prefix, sys.base_prefix, sys.exec_prefix, sys.base_exec_prefix, *sysconfig.get_paths().values()}
-    user = getattr(site, "USER_SITE", None)
-    return tuple(sorted({os.path.join(place, "") for place in places | ({user} if user else set()) if place}))
-
-
-_INSTALLED = _installed_places() + ("<frozen ",)   # (a frozen module of the standard library: importlib's own)
-
-
 def _from_learner(frame, skipped=()):
     """Whether the call being made in ``frame`` (a frame object: the caller's) comes from a learner's code:
     the first frame from it on whose file is not one of ``skipped`` (file names or folders: the called API's
@@ -2428,6 +2256,7 @@ class _Run(_Thread):
 
     def __init__(self, function, args, kwargs, screen=None):
         super().__init__(name="a learner's function in a check", daemon=True)
+        _OWN_THREADS.add(self)   # (the course's: no check stops it as a thread a learner's code left)
         self.function, self.args, self.kwargs, self.screen, self.box = function, args, kwargs, screen, {}
         torch = sys.modules.get("torch")
         self.grad = torch.is_grad_enabled() if torch is not None else None

@@ -29,8 +29,9 @@ from pathlib import Path
 
 from .errors import check_switch, class_name, fail, message_of
 from .errors import shown as _shown
-from .putback import course_constants, torch_globals
-from .states import OutOfTime, Stoppable, default_dtype, random_states
+from .putback import _NOT_BEFORE, _OWN_THREADS, _course_thread, _library_thread, _threads_started, course_constants, \
+    own_thread, stop_threads, threads_now, torch_globals_outside_fence
+from .states import OutOfTime, Stoppable, default_dtype, in_fence, random_states
 
 HEADER = '''"""{name}: written by you in chapter {chapter}, kept by its check. Edit it freely."""
 import math
@@ -275,6 +276,7 @@ def use(name, course, quiet=False):
     return piece
 
 
+THREAD_STOP_LIMIT = 5   # seconds use() waits for the threads a kept file left to stop, before putting back what they changed
 LOAD_TIME_LIMIT = 10   # seconds importing a kept file may take in use() (as a check's TIME_LIMIT for a learner's call)
 
 
@@ -284,6 +286,7 @@ class _Import(threading.Thread):
 
     def __init__(self, target):
         super().__init__(name="importing a kept piece", daemon=True)
+        _OWN_THREADS.add(self)   # (the course's: not a thread the kept file left, _apart)
         self.target, self.box, self.stoppable = target, {}, Stoppable(OutOfTime)
         self.chain = getattr(_loading, "chain", ())
 
@@ -303,7 +306,7 @@ class _Import(threading.Thread):
 
     def stop(self, every=0.02):
         """Stop the import from a watchdog thread (states.Stoppable), raising states.OutOfTime every ``every`` s."""
-        self.stoppable.stop(every)
+        self.stoppable.stop(every, start=own_thread)
 
 
 def _bounded_load(target):
@@ -356,22 +359,42 @@ def _apart(target):
     ``ref.softmax`` leaves the later cells alone, at every ``use`` as when its check kept it. Inside a check's
     fence (``Exercise.kept`` keeps the piece) those two are the fence's to put back: saved here, they would hold the
     fence's stand-ins (sys.setrecursionlimit refused), and an import stopped at its time limit that unwinds after
-    the fence has ended would put the stand-ins back for good."""
-    from .states import fenced_pids   # (here: a list among this module's names would be kept as a course cache)
-
+    the fence has ended would put the stand-ins back for good. A thread the file started and left running
+    (which could replace a course function after ``use`` returned) is stopped first, and the import raises
+    RuntimeError saying so (a check's fence stops a learner's threads itself)."""
     sys.modules.pop(module_name(target), None)   # (imported anew: the earlier module is no state to put back)
     put_back_random, dtype, figures = random_states(), default_dtype(None), _figures()
-    fenced = os.getpid() in fenced_pids
-    put_back_globals, put_back_constants = (lambda: None, lambda: None) if fenced else \
-        (torch_globals(), course_constants())
+    fenced = in_fence()
+    put_back_globals = torch_globals_outside_fence()
+    put_back_constants = (lambda: None) if fenced else course_constants()
+    before, started = (None, None) if fenced else (threads_now(), [])
+    raised = True
     try:
-        yield
+        with contextlib.nullcontext() if fenced else _threads_started(started, _importing(before)):
+            yield
+        raised = False
     finally:
+        left = stop_threads(before, started, wait=THREAD_STOP_LIMIT)[0] if not fenced else 0
         put_back_globals()
         put_back_constants()
         default_dtype(dtype)
         put_back_random()
         _close_new_figures(figures)
+    if left and not raised:
+        raise RuntimeError(f"it left {left} thread{'s' if left > 1 else ''} of its own running after its import "
+                           "(now stopped): a kept file should only define its piece")
+
+
+def _importing(before):
+    """A function saying whether a thread (a threading.Thread) runs a kept file's code while it is imported
+    (``_apart``, which began with the threads ``before``, ``threads_now``): the caller's (``keep`` imports in
+    it), an ``_Import``, or one that did not run then and is neither the course's nor a kernel library's."""
+    caller = threading.current_thread()
+
+    def importing(thread):
+        return thread is caller or isinstance(thread, _Import) or before.get(thread.ident, _NOT_BEFORE) is not thread \
+            and not _course_thread(thread) and not _library_thread(thread)
+    return importing
 
 
 def _figures():

@@ -15,6 +15,7 @@ import inspect
 import itertools
 import logging   # (here, not first in a check: importing it registers an exit function)
 import operator
+import os
 import sys
 import threading
 import time
@@ -26,6 +27,7 @@ import numpy as np
 from . import states
 from .errors import class_name
 from .grading import _is_courses, _one_of, _own_attribute
+from .states import ESCALATE_AFTER, Stop, Stoppable
 from .states import (builtins_kept, limits_kept, recursion_limit_put_back, scheduling_kept, session_kept, time_zone,
                      torch_flags_kept)
 
@@ -100,6 +102,14 @@ def torch_globals():
         put_back_modes()
         vars(torch._tensor_str.PRINT_OPTS).update(printing)
     return put_back
+
+
+def torch_globals_outside_fence():
+    """``torch_globals()`` where no check's fence runs; inside one, a put-back that does nothing: the fence puts
+    back that share itself (saved here, it would hold the fence's stand-ins, sys.setrecursionlimit refused, and
+    code stopped at its time limit that unwinds after the fence has ended would put the stand-ins back for good).
+    For course code a learner's code runs inside (a kept file's import, the live run's loop)."""
+    return (lambda: None) if states.in_fence() else torch_globals()
 
 
 _FUNCTION_PARTS = [(name, operator.attrgetter(name)) for name in ("__defaults__", "__kwdefaults__", "__code__")]
@@ -887,3 +897,174 @@ def _gone_owners_let_go():
 
 
 _FROZEN = []   # not empty while a check holds the objects made before it frozen (helpers.exercises._garbage_fenced)
+
+
+# ------------------------------------------------------------ threads: which are the course's, and stopping the others
+
+
+class _ThreadLeft(Stop, SystemExit):
+    """Raised in a thread a learner's function left running (a SystemExit: its thread ends without a traceback)."""
+
+
+def threads_now():
+    """{ident: its threading.Thread (None: a ``_thread`` one)} of every Python thread running now: what ran before
+    a learner's code, told apart afterwards by the very thread object (an ident is reused as soon as its thread
+    ends, so a learner's thread may have the ident of one that ran before)."""
+    return {ident: threading._active.get(ident) for ident in sys._current_frames()}
+
+
+_NOT_BEFORE = object()   # (no thread of ``before``)
+
+
+def _installed_places():
+    """The folders of the Python installation: its standard library and installed packages (a venv's too)."""
+    import site
+    import sysconfig
+
+    places = {sys.prefix, sys.base_prefix, sys.exec_prefix, sys.base_exec_prefix, *sysconfig.get_paths().values()}
+    user = getattr(site, "USER_SITE", None)
+    return tuple(sorted({os.path.join(place, "") for place in places | ({user} if user else set()) if place}))
+
+
+_INSTALLED = _installed_places() + ("<frozen ",)   # (a frozen module of the standard library: importlib's own)
+
+
+_KERNEL_LIBRARIES = frozenset({"zmq", "ipykernel", "tornado", "IPython", "matplotlib", "matplotlib_inline",
+                               "jupyter_client", "comm", "ipywidgets", "traitlets"})
+# the libraries of the kernel, which may start a thread of their own while a learner's function runs (on its behalf)
+
+
+def _library_thread(thread):
+    """Whether ``thread`` is one of a kernel's library's own (``_KERNEL_LIBRARIES``), which a check neither takes
+    for the learner's nor stops: pyzmq starts its garbage collector's thread the first time the kernel sends a
+    message over its copy threshold (a large display, a plot), which may be inside a learner's call; stopped, it
+    breaks every later large output. Told by the thread's class and code, not its name (a learner's may take any):
+    its class is the one its module (an installed file of such a library) holds under its name, and its ``run`` the
+    library's own code (not threading.Thread's, which runs any target, nor a run set on the thread itself). A
+    learner's subclass of it is the learner's class (caught); a learner's code that starts such a thread itself
+    runs the library's code, not its own; one that puts a class of its own into a library's module, or a run of
+    its own into the library's class under the library's name, is out of reach (as a changed library is)."""
+    cls = type(thread)
+    name = getattr(cls, "__module__", None)
+    module = sys.modules.get(name) if type(name) is str else None
+    run = vars(cls).get("run") if "run" not in vars(thread) else None
+    code = getattr(run, "__code__", None)
+    return module is not None and name.partition(".")[0] in _KERNEL_LIBRARIES and \
+        getattr(module, cls.__qualname__, None) is cls and \
+        str(getattr(module, "__file__", "")).startswith(_INSTALLED) and \
+        code is not None and code.co_filename == getattr(module, "__file__", None)
+
+
+def stop_threads(before, started, wait=ESCALATE_AFTER + 0.5):
+    """Stop each thread the learner's function left running (it would keep the CPU busy for every later
+    cell): every Python thread that did not run ``before`` (``threads_now()`` then: compared by thread object;
+    a collection of idents: the threads that have them now count as before), but the check's own and a kernel's
+    library's (``_library_thread``), also one started with ``_thread``, which ``threading`` does not list
+    (``started``). Each is stopped (states.Stoppable, with _ThreadLeft), and ends silently (``_quiet``).
+    Returns (how many were left, how many still run after ``wait`` seconds), for ``_no_threads_left`` to say."""
+    learners = dict(started)
+    if not isinstance(before, dict):
+        before = {ident: threading._active.get(ident) for ident in before}
+    left = {}   # ident -> a function saying whether that very thread still runs (an ident is reused at once)
+    for ident in sys._current_frames():   # (a thread threading does not know, nor the learner's function
+        thread = threading._active.get(ident)   # started, is another library's: left alone)
+        if before.get(ident, _NOT_BEFORE) is not thread and ident not in learners and thread is not None and \
+                not _course_thread(thread) and not _library_thread(thread):
+            left[ident] = lambda thread=thread, ident=ident: threading._active.get(ident) is thread and thread.is_alive()
+    left.update({ident: runs for ident, runs in learners.items() if runs() is not False})
+    for ident, runs in left.items():
+        _quiet(threading._active.get(ident))
+        Stoppable(_ThreadLeft, ident, runs).stop(start=own_thread)
+    deadline = time.monotonic() + wait if left else 0   # (a bare except: is stopped too)
+    while time.monotonic() < deadline and any(runs() is not False for runs in left.values()):
+        time.sleep(0.02)
+    return len(left), sum(runs() is not False for runs in left.values())
+
+
+def _quiet(thread):
+    """Make the threading.Thread ``thread`` (None: a ``_thread`` one, which ends silently on a SystemExit) end
+    without a traceback when _ThreadLeft stops it: threading prints any exception but SystemExit itself
+    (compared by identity) through the thread's own ``_invoke_excepthook``, which is wrapped to pass over
+    a _ThreadLeft and hand anything else on."""
+    hook = getattr(thread, "_invoke_excepthook", None)
+    if hook is None:
+        return
+
+    def invoke(thread):
+        if not isinstance(sys.exc_info()[1], _ThreadLeft):
+            hook(thread)
+    thread._invoke_excepthook = invoke
+
+
+def _course_thread(thread):
+    """Whether ``thread`` (a threading.Thread, or None) is the course's own (a check's ``_Run``, a kept file's
+    import, a watchdog) or tqdm's progress-bar monitor, the one library thread a right answer may start
+    (its exact class: a learner's class named like it is not it)."""
+    monitor = getattr(sys.modules.get("tqdm._monitor"), "TMonitor", None)
+    return thread in _OWN_THREADS or \
+        monitor is not None and type(thread) is monitor
+
+
+_OWN_THREADS = weakref.WeakSet()   # the checks' own threads (not told apart by name: a learner's may take any)
+
+
+class _Thread(threading.Thread):
+    """threading.Thread with its own copy of every method Thread has now: a learner's function that
+    replaces one (``threading.Thread.join = ...``) cannot change how the check waits for it, or for its
+    own threads, before that is put back (PATCHABLE_CLASSES)."""
+
+
+for _name, _method in vars(threading.Thread).items():
+    if isinstance(_method, types.FunctionType):
+        setattr(_Thread, _name, _method)
+del _name, _method
+
+
+def own_thread(target, name):
+    """Start a daemon thread of the check's own, running ``target()``; return it."""
+    thread = _Thread(target=target, name=name, daemon=True)
+    _OWN_THREADS.add(thread)
+    thread.start()
+    return thread
+
+
+@contextlib.contextmanager
+def _threads_started(started, learner):
+    """While the learner's function runs, ``_thread.start_new_thread`` (which ``threading`` does not
+    see, and whose thread may not have begun when the function returns) notes in ``started`` each
+    thread's ident and a function saying whether it runs: None before it has begun, then whether the
+    lock Python releases when that very thread ends (its sentinel, as threading's own) is held.
+    Only a thread the learner's code starts is noted: one started from ``learner``, the thread that runs it
+    (a threading.Thread: the live run's loop runs in its caller's), or a function of the current thread
+    saying whether it runs a learner's code (``exercises._learners_thread``, ``learner._importing``)."""
+    import _thread
+
+    original = _thread.start_new_thread
+    if not hasattr(_thread, "_set_sentinel"):   # (Python 3.13 has none: such threads are not watched)
+        yield
+        return
+    if isinstance(learner, threading.Thread):
+        learner = functools.partial(_IS, learner)
+
+    def start(function, args=(), kwargs=None):
+        if not learner(_CURRENT_THREAD()):   # another thread's, meanwhile: not the learner's
+            return original(function, args, kwargs or {})
+        sentinel = []
+
+        def run(*args, **kwargs):
+            lock = _thread._set_sentinel()   # released by Python when this thread's state is cleared
+            lock.acquire()
+            sentinel.append(lock)
+            return function(*args, **kwargs)
+        ident = original(run, args, kwargs or {})
+        started.append((ident, lambda: sentinel[0].locked() if sentinel else None))
+        return ident
+
+    _thread.start_new_thread = _thread.start_new = start
+    try:
+        yield
+    finally:
+        _thread.start_new_thread = _thread.start_new = original
+
+
+_CURRENT_THREAD = threading.current_thread   # (the check's own: a learner's code may replace threading.current_thread)

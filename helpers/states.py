@@ -691,11 +691,16 @@ _SETSID = os.setsid   # (the real one: a process the learner's code forks may le
 fenced_pids = []   # the process (the kernel's) of each fence running now (``_fenced``): a forked child is another
 
 
+def in_fence():
+    """Whether this process runs inside a check's fence now (``exercises._fenced``; a process it forked does not)."""
+    return os.getpid() in fenced_pids
+
+
 def no_setsid():
     """os.setsid while a learner's function runs in a check: in the kernel's process refused, noted in
     changes_refused (the kernel could never go back to its session); in a process it forked (a daemon's double
     fork), done."""
-    if os.getpid() not in fenced_pids:
+    if not in_fence():
         return _SETSID()
     changes_refused.append(("os.setsid", "the kernel's session, which it could never go back to"))
     raise RuntimeError("a check does not allow os.setsid() while it runs your function: the kernel could never go "

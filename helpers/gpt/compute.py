@@ -30,7 +30,7 @@ from torch import nn
 
 from .. import worlds
 from ..exercises import own_thread, stop_threads, threads_now
-from ..putback import torch_globals
+from ..putback import torch_globals_outside_fence
 from ..errors import CourseInputError, check_bytes, check_number, check_positive_int, check_seed, check_size, \
     check_switch, check_tensor, check_text, count, fail, is_tensor, message_of, next_seed, shown, tensor_refusal, \
     to_numpy, type_name
@@ -1069,10 +1069,8 @@ def switches_kept():
     fence the fence puts back torch_globals' share (saved here, it would hold the fence's stand-ins).
     torch's own random state is put back when the block raises; one that ends leaves it as the loop left it (a
     training loop seeds it: torch.manual_seed(seed), dropout's draws)."""
-    from ..states import fenced_pids   # (here: a list among this module's names would be kept as a course cache)
-
     put_back_random = random_states()
-    put_back_globals = (lambda: None) if os.getpid() in fenced_pids else torch_globals()
+    put_back_globals = torch_globals_outside_fence()
     errors, error_call, printing = np.geterr(), np.geterrcall(), np.get_printoptions()
     flushed = denormals_flushed()
     ended = False

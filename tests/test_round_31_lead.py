@@ -1,0 +1,118 @@
+"""Round 31 (issue 31): what the lead mended of round 30's leftovers.
+
+A3 (W): every view of a prompt reads as far as the model can place it (model.longest_prompt): n_max tokens when its
+positions are learned, the course's MAX_TOKENS otherwise. On the cat model (sinusoidal, n_max 16) the tour read a
+17-token prompt while masking and heads refused it as "at most 16 words".
+"""
+import pytest
+import torch
+
+from helpers import weights, worlds
+from helpers.errors import CourseInputError
+from helpers.heads import compute as heads
+from helpers.masking import compute as masking
+from helpers.model import MAX_TOKENS, Config, Transformer, longest_prompt
+from helpers.tour import compute as tour
+
+LONG = "<BOS> " + " ".join(["cat"] * 16)   # 17 tokens: one past the cat model's n_max
+
+
+def views(model, world):
+    """The six views of one prompt, each as a call of the prompt alone."""
+    return {
+        "tour.top_next": lambda p: tour.top_next(model, world, p, k=1),
+        "tour.prompt_view": lambda p: tour.prompt_view(model, world, p),
+        "masking.attention_maps": lambda p: masking.attention_maps(model, world, p, causal=True),
+        "masking.attention_work": lambda p: masking.attention_work(model, world, p, 1),
+        "heads.head_view": lambda p: heads.head_view(model, 0, 0, p, tokenizer=world.tokenizer),
+    }
+
+
+def test_the_rule():
+    sizes = dict(vocab_size=10, d_model=8, n_heads=2, n_layers=1, d_ff=16, n_max=16)
+    assert longest_prompt(Config(positions="learned", **sizes)) == 16
+    for positions in ("sinusoidal", "rotary", "none"):
+        assert longest_prompt(Config(positions=positions, **sizes)) == MAX_TOKENS
+
+
+def test_a_sinusoidal_model_is_read_past_n_max_by_every_view():
+    cat, world = weights.load_cat(), worlds.cat_world()
+    assert cat.cfg.positions == "sinusoidal" and len(LONG.split()) == cat.cfg.n_max + 1
+    for name, view in views(cat, world).items():
+        view(LONG)   # no refusal
+    assert heads.head_view("cat", 0, 0, LONG)["weights"].shape == (17, 17)
+
+
+def test_a_learned_model_is_refused_past_n_max_by_every_view_in_one_sentence():
+    world = worlds.cat_world()
+    net = Transformer(Config(vocab_size=len(world.tokenizer.vocab), d_model=8, n_heads=2, n_layers=1, d_ff=16,
+                             n_max=16, positions="learned"), seed=0).eval()
+    before = {k: v.clone() for k, v in net.state_dict().items()}
+    for name, view in views(net, world).items():
+        view(" ".join(LONG.split()[:16]))   # 16 fit
+        with pytest.raises(CourseInputError, match=r"at most 16 (words|tokens) for this model .*positions are "
+                                                   r"learned for 16.*but has 17"):
+            view(LONG)
+    assert all(torch.equal(v, before[k]) for k, v in net.state_dict().items())
+
+
+def test_generation_counts_the_same_rule():
+    world = worlds.cat_world()
+    net = Transformer(Config(vocab_size=len(world.tokenizer.vocab), d_model=8, n_heads=2, n_layers=1, d_ff=16,
+                             n_max=16, positions="learned"), seed=0).eval()
+    with pytest.raises(CourseInputError, match="n_new should be at most 14 after a prompt of 3 tokens"):
+        masking.attention_work(net, world, "<BOS> the cat", 15)
+    masking.attention_work(weights.load_cat(), world, "<BOS> the cat", 15)   # sinusoidal: room past n_max
+
+
+# ------------------------------------------------------------ A4 (S): a kept file's thread outliving use()
+
+KEPT_THREAD = '''import threading, time, _thread
+def later():
+    time.sleep(0.5)
+    import helpers.qkv.compute as c
+    c.attention_head = lambda *a, **k: "forged"
+def stubborn():
+    while True:
+        try:
+            time.sleep(0.6)
+            import helpers.qkv.compute as c
+            c.attention_head = lambda *a, **k: "forged"
+        except:   # noqa: E722  (a learner's catches everything)
+            pass
+{start}
+def attention_head(x, W_Q, W_K, W_V, b_Q, b_K, b_V):
+    return x
+'''
+
+
+@pytest.mark.parametrize("start", ["threading.Thread(target=later, daemon=True).start()",
+                                   "_thread.start_new_thread(later, ())",
+                                   "threading.Thread(target=stubborn, daemon=True).start()"])
+def test_use_stops_a_thread_a_kept_file_left_and_uses_the_course_piece(tmp_path, monkeypatch, capsys, start):
+    import time
+
+    from helpers import learner
+    from helpers.putback import threads_now
+    from helpers.qkv import compute as qkv
+
+    monkeypatch.setenv("COURSE_MY_GPT", str(tmp_path))
+    (tmp_path / "attention_head.py").write_text(KEPT_THREAD.format(start=start))
+    course, before = qkv.attention_head, threads_now()
+    assert learner.use("attention_head", course=course) is course
+    said = capsys.readouterr().out
+    assert "the course's own" in said and "left 1 thread of its own running after its import (now stopped)" in said
+    time.sleep(1.5)
+    assert qkv.attention_head is course
+    assert all(ident in before for ident in threads_now())   # nothing of the file's still runs
+
+
+def test_use_of_a_quiet_kept_file_is_unchanged(tmp_path, monkeypatch, capsys):
+    from helpers import learner
+    from helpers.qkv import compute as qkv
+
+    monkeypatch.setenv("COURSE_MY_GPT", str(tmp_path))
+    (tmp_path / "attention_head.py").write_text(KEPT_THREAD.format(start="x = 1"))
+    piece = learner.use("attention_head", course=qkv.attention_head)
+    assert piece is not qkv.attention_head and piece(1, 2, 3, 4, 5, 6, 7) == 1
+    assert "yours" in capsys.readouterr().out
