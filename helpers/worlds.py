@@ -266,7 +266,20 @@ class World:
         for what, group in (("sentences", sentences), ("held_out", held_out)):
             check_known_words(self.tokenizer, group,
                               f"the world's {what} should hold words of its tokenizer's vocabulary")
-        self.name, self.sentences, self.held_out = name, sentences, held_out
+        for field_name, value in (("name", name), ("sentences", sentences), ("held_out", held_out), ("_checked", True)):
+            object.__setattr__(self, field_name, value)
+
+    def __setattr__(self, field_name, value):
+        """A field set again after the World is made is checked as when it was made (``__post_init__``, with the
+        other fields as they are): refused in one sentence, the world unchanged."""
+        if vars(self).get("_checked"):
+            if field_name == "_checked":
+                fail("a World's fields are name, tokenizer, sentences and held_out; _checked is the course's own")
+            if field_name in ("name", "tokenizer", "sentences", "held_out"):
+                fields = dict(name=self.name, tokenizer=self.tokenizer, sentences=self.sentences,
+                              held_out=self.held_out)
+                value = getattr(World(**{**fields, field_name: value}), field_name)
+        object.__setattr__(self, field_name, value)
 
     @property
     def train(self):
