@@ -234,6 +234,8 @@ def attention_stack(X, layers, causal=False):
     layers x T x (T + d) x d, at most MAX_STACK_WORK. A stack whose numbers overflow float64 is refused.
     """
     X = check_finite(as_array(X, "X", 2), "X")
+    if X.shape[0] == 0:
+        fail(f"X should hold at least one row (a token), but it has none (shape {X.shape})")
     causal = check_switch(causal, "causal")
     layers = check_layers(layers, X.shape[1])
     check_stack(len(layers), *X.shape)
