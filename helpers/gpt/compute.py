@@ -15,6 +15,7 @@ loop written out, the live run, and the measurements on the shipped Shakespeare 
   ``helpers.model.Transformer``, so the trace, the switches and the explorers take it.
 """
 import contextlib
+import importlib
 import math
 import operator
 import os
@@ -1115,7 +1116,8 @@ def live_run(loop, model, train_ids, val_ids, tokenizer, batch, context, lr, war
     switches, anomaly mode, the random states of Python and NumPy) is put back after the call, ended or refused
     (``switches_kept``); every call of the model the course makes is checked (``logits_of``).
     Returns dict(steps, done, seconds (the whole call), losses, val_losses, sample)."""
-    start = time.perf_counter()
+    importlib.import_module("torch._dynamo")   # (the first torch.optim.AdamW of a process imports it, for seconds: a
+    start = time.perf_counter()                # loop stopped inside that import would leave it half-made for good)
     if not callable(loop):
         fail(f"loop should be a training loop function (your train_loop or gpt.train_loop), but got {shown(loop)}")
     seconds = check_number(seconds, "seconds", low=0, high=MAX_LIVE_SECONDS, low_open=True)   # (its bounds below)
