@@ -596,7 +596,9 @@ class Attention(nn.Module):
         if cache is not None:
             if not isinstance(cache, KVCache):
                 fail(f"cache should be a KVCache, but got {type(cache).__name__}")
-            check_index(layer, "layer", len(cache.k))
+            cache.check_lists()
+            layer = check_index(layer, "layer", len(cache.k))
+            cache.check_layer(layer, (self.n_kv_heads, self.d_k), str(self.W_Q.dtype), maker="this Attention")
         if keep is not None and not callable(keep):
             fail(f"keep should be a function keep(name, tensor), but got {shown(keep)}")
         T_k = T + (cache.rows(layer) if cache is not None else 0)
@@ -900,18 +902,12 @@ class KVCache:
         ids None or the (B, T) LongTensor of the tokens it holds. An entry the passes left there (``made``: the same
         object) is not read again: every read of a tensor is a torch call, which chapter 09 counts, and a cache is
         checked at every generated token. (Numbers changed in place inside such an entry are not looked for.)"""
-        for name in ("k", "v"):
-            held = getattr(self, name)
-            if type(held) is not list or not held:
-                fail(f"cache.{name} should be a list of one entry a layer (as KVCache(n_layers) makes it), but got "
-                     f"{type_name(held)} {shown(held)}")
-        if len(self.k) != len(self.v):
-            fail(f"cache.k and cache.v should hold one entry a layer each, but hold {len(self.k)} and {len(self.v)}")
+        self.check_lists()
         if self.switches is not None and type(self.switches) is not dict:
             fail(f"cache.switches should be None or the dict of switches it was filled with, but got "
                  f"{shown(self.switches)}")
-        made_k, made_v, made_ids = self.made if _is_made(self.made, len(self.k)) else ([None] * len(self.k),) * 2 + (None,)
-        own = [self.k[layer] is made_k[layer] and self.v[layer] is made_v[layer] for layer in range(len(self.k))]
+        made_ids = self.made[2] if _is_made(self.made, len(self.k)) else None
+        own = [self.own_entry(layer) for layer in range(len(self.k))]
         if all(own) and self.ids is made_ids:
             return   # (all as the passes left them: ``check`` compares the layers' rows)
         shapes = [self.layer_shape(layer) for layer in range(len(self.k))]
@@ -928,24 +924,52 @@ class KVCache:
         sizes, dtype = (model.cfg.kv_heads, model.cfg.d_k), model.weights_dtype()
         B = filled[0][1][0][0] if filled else None
         for layer, (k_shape, v_shape) in filled:
-            for name, shape in (("k", k_shape), ("v", v_shape)):
-                if shape[1::2] != sizes:
-                    fail(f"cache.{name}[{layer}] should have shape (B, H_kv, T, d_k) = (B, {sizes[0]}, T, {sizes[1]}), "
-                         f"as the model makes it, but has shape {shape}")
-                if shape[0] != B:
-                    fail(f"cache.{name}[{layer}] should hold as many sequences as cache.k[{filled[0][0]}], {B}, but "
-                         f"holds {shape[0]}")
-            if v_shape != k_shape:
-                fail(f"cache.v[{layer}] should hold the values of the tokens cache.k[{layer}] holds, shape {k_shape}, "
-                     f"but has shape {v_shape}")
-            if not own[layer]:
-                cached_numbers(self.k[layer], f"cache.k[{layer}]", dtype)
-                cached_numbers(self.v[layer], f"cache.v[{layer}]", dtype)
+            self.check_layer(layer, sizes, dtype, (k_shape, v_shape), "the model")
+            if k_shape[0] != B:
+                fail(f"cache.k[{layer}] should hold as many sequences as cache.k[{filled[0][0]}], {B}, but "
+                     f"holds {k_shape[0]}")
         held = None if B is None else (B, rows[0])   # the ids' shape (B, T)
         if self.ids is not made_ids and self.ids is not None and (not isinstance(self.ids, torch.Tensor) or tensor_refusal(self.ids) is not None
                                      or self.ids.dtype != torch.long or tuple(self.ids.shape) != held):
             fail(f"cache.ids should be None or the ids of the tokens it holds, a LongTensor of shape "
                  f"{held or '(B, T)'}, but got {described(self.ids, 'cache.ids')}")
+
+    def check_lists(self):
+        """Refuse k and v set by hand to anything but lists of one entry a layer, as KVCache(n_layers) makes them."""
+        for name in ("k", "v"):
+            held = getattr(self, name)
+            if type(held) is not list or not held:
+                fail(f"cache.{name} should be a list of one entry a layer (as KVCache(n_layers) makes it), but got "
+                     f"{type_name(held)} {shown(held)}")
+        if len(self.k) != len(self.v):
+            fail(f"cache.k and cache.v should hold one entry a layer each, but hold {len(self.k)} and {len(self.v)}")
+
+    def own_entry(self, layer):
+        """Whether layer ``layer``'s keys and values are the very tensors the passes left there (``made``)."""
+        if not _is_made(self.made, len(self.k)):
+            return False
+        return self.k[layer] is self.made[0][layer] and self.v[layer] is self.made[1][layer]
+
+    def check_layer(self, layer, sizes, dtype, shapes=None, maker="the model"):
+        """Refuse layer ``layer``'s keys and values unless they are None (no token yet) or dense CPU tensors of one
+        shape (B, H_kv, T, d_k) with (H_kv, d_k) = ``sizes``, as ``maker`` makes them, of ``dtype`` with finite
+        numbers (an entry the passes left, ``own_entry``, is not read again). ``shapes``: ``layer_shape``'s, if read.
+        ``check_entries`` calls it for each layer of a model's cache (dtype as text: 'torch.float32'); an Attention
+        called on its own, for its layer."""
+        shapes = self.layer_shape(layer) if shapes is None else shapes
+        if shapes is None:
+            return
+        k_shape, v_shape = shapes
+        for name, shape in (("k", k_shape), ("v", v_shape)):
+            if shape[1::2] != sizes:
+                fail(f"cache.{name}[{layer}] should have shape (B, H_kv, T, d_k) = (B, {sizes[0]}, T, {sizes[1]}), "
+                     f"as {maker} makes it, but has shape {shape}")
+        if v_shape != k_shape:
+            fail(f"cache.v[{layer}] should hold the values of the tokens cache.k[{layer}] holds, shape {k_shape}, "
+                 f"but has shape {v_shape}")
+        if not self.own_entry(layer):
+            cached_numbers(self.k[layer], f"cache.k[{layer}]", dtype)
+            cached_numbers(self.v[layer], f"cache.v[{layer}]", dtype)
 
     def layer_shape(self, layer):
         """The shapes (B, H_kv, T, d_k) of layer ``layer``'s keys and values, both dense tensors on the CPU with 4
@@ -1082,6 +1106,7 @@ _NOTHING = nullcontext()
 
 @contextmanager
 def _restoring(cache):
+    cache.check_lists()   # (lists set by hand could not be saved as they are)
     saved = cache.saved()
     try:
         yield
