@@ -114,8 +114,9 @@ def tokenizer_part(tokenizer, name):
 
 def tokenizer_vocab(tokenizer, most):
     """The token texts of a tokenizer's ``vocab`` (a learner's is checked: 1 to ``most`` texts a
-    picture can show), as a list, else one sentence."""
-    vocab = tokenizer.vocab
+    picture can show), as a list, else one sentence. Read guarded, as ``tokenizer_part`` reads it (a learner's
+    property may raise at any read)."""
+    vocab = tokenizer_part(tokenizer, "vocab")
     if not isinstance(vocab, (list, tuple)) or not 0 < len(vocab) <= most \
             or not all(showable(token) for token in vocab):
         fail(f"the tokenizer's vocab should be a list of 1 to {most} token texts (each at most {MAX_PIECE_CHARS} "

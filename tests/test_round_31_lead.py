@@ -199,3 +199,53 @@ def test_a_part_on_its_own_extends_its_own_cache_as_before():
         first = net.blocks[0].attn(x[:, :3], cache=cache, layer=0)
         last = net.blocks[0].attn(x[:, 3:], cache=cache, layer=0, start=3)
     assert torch.allclose(torch.cat([first, last], dim=1), whole, atol=1e-6) and cache.rows(0) == 4
+
+
+# ------------------------------------------------------------ round 31, reader A: 7 (T) a tokenizer's vocab read
+# again unguarded; 8 (T) maps_figure counted a text's tokens with its own __len__
+
+class FlakyVocab:
+    """A learner's tokenizer whose vocab can be read ``reads`` times, then raises."""
+
+    def __init__(self, reads):
+        self.left, self.base = reads, worlds.cat_world().tokenizer
+
+    @property
+    def vocab(self):
+        self.left -= 1
+        if self.left < 0:
+            raise RuntimeError("vocab gone")
+        return self.base.vocab
+
+    def encode(self, text):
+        return self.base.encode(text)
+
+    def decode(self, ids):
+        return self.base.decode(ids)
+
+
+@pytest.mark.parametrize("reads", range(5))
+def test_a_vocab_that_raises_at_a_later_read_is_one_sentence(reads):
+    from helpers.heads import explorer as heads_explorer
+
+    cat = weights.load_cat()
+    for call in (lambda: heads.head_view(cat, 0, 0, "<BOS> the cat", FlakyVocab(reads)),
+                 lambda: heads_explorer.explorer(cat, 0, 0, FlakyVocab(reads), ["<BOS> the cat"])):
+        try:
+            call()
+        except CourseInputError as error:
+            assert "vocab should be readable, but reading it raised RuntimeError" in str(error)
+
+
+def test_maps_figure_refuses_a_text_of_tokens_first_without_its_len():
+    import numpy as np
+
+    from helpers.heads import explorer as heads_explorer
+
+    class Tokens(str):
+        def __len__(self):
+            raise RuntimeError("no length")
+
+    w = np.full((3, 3), 1 / 3)
+    with pytest.raises(CourseInputError, match="tokens should be a list of labels, one per row and column"):
+        heads_explorer.maps_figure([w, w], Tokens("a b c"), ["x", "y"])

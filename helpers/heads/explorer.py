@@ -263,7 +263,8 @@ def check_maps(maps, tokens, titles, rows, columns, numbers):
              f"but got {len(maps)} maps and {len(titles)} titles")
     titles = [check_title(name, "each title") for name in titles]
     what = "row and column of each map"
-    T = len(tokens if isinstance(tokens, str) else check_label_list(tokens, "tokens", what))   # (a text: below)
+    tokens = check_label_list(tokens, "tokens", what)   # (a text, its letters: refused here)
+    T = len(tokens)
     if numbers and T > MAX_NUMBERED:
         fail(f"numbers=True prints a weight in each cell, so the maps should have at most {MAX_NUMBERED} tokens, "
              f"but they have {T}: give numbers=False")
@@ -275,7 +276,6 @@ def check_maps(maps, tokens, titles, rows, columns, numbers):
         if arrays[-1].shape != (T, T):
             fail(f"each map should be ({T}, {T}), a weight for each pair of the {T} tokens, but map {i} has shape "
                  f"{arrays[-1].shape}")
-    tokens = check_label_list(tokens, "tokens", what)   # (a text, its letters: refused here)
     return arrays, check_labels(tokens, "each token label"), titles   # as texts: draw_maps measures them
 
 

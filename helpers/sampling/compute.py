@@ -955,11 +955,11 @@ def slide(model, world, prompt=None, temperature=1.0, top_k=None, top_p=None,
     final = _distribution(logits, temperature, top_k, top_p)
     order = torch.argsort(logits, descending=True, stable=True)
     kept = [int(i) for i in order if final[i] > 0]
-    from ..worlds import Tokenizer
+    from ..worlds import Tokenizer, tokenizer_vocab
 
     drawn = continuations(model, state, n_continuations, length, temperature, top_k, top_p, seed) \
         if n_continuations else []   # none asked for: a length that leaves no room for them is not refused
-    return dict(vocab=list(tokenizer.vocab), order=[int(i) for i in order],
+    return dict(vocab=tokenizer_vocab(tokenizer, model.cfg.vocab_size), order=[int(i) for i in order],
                 tempered=tempered.numpy(), final=final.numpy(), kept=kept,
                 continuations=[joined(tokenizer, row) for row in drawn], prompt=prompt,
                 continuation_tokens=[tokens_of(tokenizer, row) for row in drawn],
