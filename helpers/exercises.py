@@ -54,6 +54,10 @@ try:
     import resource
 except ImportError:   # (Windows)
     resource = None
+try:
+    import _posixsubprocess
+except ImportError:   # (Windows)
+    _posixsubprocess = None
 
 import numpy as np
 
@@ -823,9 +827,12 @@ def gradient_problems(run, reference, args, state, inputs, name, weight=None, rt
     backward pass of its output on ``inputs`` (the output times fixed random numbers, summed; ``weight``, of the
     output's shape, zeroes positions the check does not judge): a module whose forward runs under torch.no_grad(),
     or reads a parameter through .data or .detach(), cannot learn. A run function of the learner's own (not a
-    class) that takes no grad_of is not judged here."""
+    class) that takes no grad_of is not judged here (told by its signature, ``_takes_grad_of``: an error it raises,
+    whatever its text, is its failure)."""
     import torch
 
+    if not _takes_grad_of(run):
+        return
     module = reference(*args)
     module.load_state_dict(state)
     with torch.enable_grad():
@@ -842,8 +849,6 @@ def gradient_problems(run, reference, args, state, inputs, name, weight=None, rt
     try:
         got = call(run, args, state, *inputs, grad_of=grad_of, what="in a backward pass through its output")
     except Wrong as wrong:
-        if "unexpected keyword argument 'grad_of'" in str(wrong):
-            return
         yield str(wrong)
         return
     watch = _COURSES_OWN.get()
@@ -867,15 +872,42 @@ def gradient_problems(run, reference, args, state, inputs, name, weight=None, rt
 
 
 def _run_signature(cls):
-    """run's signature with the inputs named as ``cls.forward`` names them, run(args, state, x), so
+    """run's signature with the inputs named as ``cls.forward`` names them, run(args, state, x, *, grad_of=None), so
     that a sentence about an input says x (or h), not "argument 3"."""
     names = _parameter_names(_own_attribute(cls, "forward"))
+    grad_of = inspect.Parameter("grad_of", inspect.Parameter.KEYWORD_ONLY, default=None)
     if names is not None:
         return inspect.Signature([inspect.Parameter(name, inspect.Parameter.POSITIONAL_OR_KEYWORD)
-                                  for name in ["args", "state"] + names[1:]])
+                                  for name in ["args", "state"] + names[1:]] + [grad_of])
     return inspect.Signature([inspect.Parameter("args", inspect.Parameter.POSITIONAL_OR_KEYWORD),
                               inspect.Parameter("state", inspect.Parameter.POSITIONAL_OR_KEYWORD),
-                              inspect.Parameter("inputs", inspect.Parameter.VAR_POSITIONAL)])
+                              inspect.Parameter("inputs", inspect.Parameter.VAR_POSITIONAL), grad_of])
+
+
+def _takes_grad_of(run):
+    """Whether ``run``, what a Module check calls (``gradient_problems``), takes the keyword grad_of, read from its
+    signature without running any of the learner's code (by type, as ``grading._parameter_names`` reads one): a
+    class's run (``module_runner``) takes it; a run function of the learner's own (a partial's or bound method's
+    function, looked through functools.wraps' ``__wrapped__``) when it names grad_of or takes **kwargs. The grader's
+    Recorder asks its function; the judge's Replay its record, which holds the call only when the student's kernel
+    made it (``gradient_problems`` calls last)."""
+    if issubclass(type(run), grading.Replay):
+        return run.next < len(run.calls)
+    run = _unwrapped(run.function if issubclass(type(run), grading.Recorder) else run)
+    if type(run) is not types.FunctionType:
+        return False   # (a module built from the class, which no run takes: the check names that slip)
+    for _ in range(10):
+        wrapped = dict.get(run.__dict__, "__wrapped__")
+        if type(wrapped) is not types.FunctionType:
+            break
+        run = wrapped
+    signature = dict.get(run.__dict__, "__signature__")
+    if type(signature) is inspect.Signature:
+        return any(p.kind is p.VAR_KEYWORD or name == "grad_of" and p.kind in (p.POSITIONAL_OR_KEYWORD, p.KEYWORD_ONLY)
+                   for name, p in signature.parameters.items())
+    code = run.__code__
+    return "grad_of" in code.co_varnames[code.co_posonlyargcount:code.co_argcount + code.co_kwonlyargcount] \
+        or bool(code.co_flags & inspect.CO_VARKEYWORDS)
 
 
 # --- Converters a check can use on anything the learner gave (they raise Wrong) ---------------
@@ -1207,8 +1239,9 @@ def call(function, *args, what="", seconds=TIME_LIMIT, **kwargs):
     ``os.write(1, ...)``, is cut as its printing is: ``_descriptors_capped``), and sys.addaudithook, sys.setswitchinterval and
     sys.setrecursionlimit are refused (an audit hook, or a long switch interval, would outlive the check's own defences; a
     recursion limit set low stops the check's own thread, one set high lets C's stack overflow), and so are a kernel
-    registered with torch's dispatcher (``_kernels_refused``) and the changes no put-back can undo (``_CHANGES``:
-    a resource limit, os.putenv); a piece of process state that cannot be put back is said (``states.not_put_back``);
+    registered with torch's dispatcher (``_kernels_refused``), another program started (``_program_refused``: it would
+    compute out of the check's sight) and the changes no put-back can undo (``_CHANGES``: a resource limit,
+    os.putenv); a piece of process state that cannot be put back is said (``states.not_put_back``);
     a function registered to run at exit is dropped
     (``_exit_functions_dropped``) and the pyplot figures it opened are closed afterwards (``_figures_closed``):
     all of it is ``_fenced``, which Exercise.kept uses too.
@@ -1251,13 +1284,13 @@ def call(function, *args, what="", seconds=TIME_LIMIT, **kwargs):
 def _fenced(who, should):
     """The fence around a learner's code a check runs (``call``: their function; ``Exercise.kept``: the cell that
     defines a piece, imported): within the block, what it prints and displays is cut after MAX_PRINTED characters,
-    audit hooks, switch intervals, torch kernels, watchdogs, gc.freeze, os.setsid, the changes of ``_CHANGES``, work
-    left on the kernel's event loops (``_loop_refused``) or older thread pools (``_pools_refused``) and observers on
-    older widgets (``_observers_refused``) are refused, and exit functions dropped; after it, its threads and processes
-    are stopped, its figures closed, and torch_globals (process_state with it), course_constants and torch's default
-    dtype put back. Then Wrong, one sentence about ``who`` ("your function on the toy"), when it left something
-    behind: a thread or process (it ``should`` "return its answer" and leave nothing running), a refused change, or
-    state no put-back undoes.
+    audit hooks, switch intervals, torch kernels, watchdogs, gc.freeze, os.setsid, starting another program
+    (``_program_refused``), the changes of ``_CHANGES``, work left on the kernel's event loops (``_loop_refused``) or
+    older thread pools (``_pools_refused``) and observers on older widgets (``_observers_refused``) are refused, and
+    exit functions dropped; after it, its threads and processes are stopped, its figures closed, and torch_globals
+    (process_state with it), course_constants and torch's default dtype put back. Then Wrong, one sentence about
+    ``who`` ("your function on the toy"), when it left something behind: a thread or process (it ``should`` "return
+    its answer" and leave nothing running), a refused change or program, or state no put-back undoes.
     An exception raised in the block goes through (after the put-backs), as does the block's return."""
     dtype, put_back, put_back_constants = _default_dtype(None), _once(torch_globals()), course_constants()
     threads, processes, started, hooks = threads_now(), _processes(), [], len(_HOOKS_REFUSED)
@@ -1265,6 +1298,7 @@ def _fenced(who, should):
         _learners_thread(threads)
     _gone_owners_let_go()   # (held by a thread that ended before the check: not the learner's, let go of unsaid)
     changes, not_put_back, let_go = len(states.changes_refused), len(states.not_put_back), len(_LOCKS_LET_GO)
+    programs = len(_PROGRAMS_REFUSED)
     budget = _PRINTED.get() or {"left": MAX_PRINTED, "said": False}
     printed = [_Capped(stream, budget) for stream in (sys.stdout, sys.stderr) if stream is not None]
     states.fenced_pids.append(os.getpid())
@@ -1278,6 +1312,8 @@ def _fenced(who, should):
         faulthandler.dump_traceback_later = _watchdog   # (put back with PATCHABLE's modules)
         gc.freeze = _no_freeze   # (likewise)
         os.setsid = no_setsid   # (likewise)
+        for module, name, guarded in _UNAUDITED:   # (likewise)
+            setattr(module, name, guarded)
         with _threads_started(started, learners), _adopting_orphans(), _descriptors_capped((sys.stdout, sys.stderr)), \
                 _kernels_refused(), _exit_functions_dropped(), _figures_closed(), _loop_refused(learners), \
                 _observers_refused(learners), _pools_refused(learners), _displays_capped(budget) as shown, \
@@ -1315,6 +1351,9 @@ def _fenced(who, should):
     if len(_HOOKS_REFUSED) != hooks:
         raise Wrong(f"{who} added an audit hook (sys.addaudithook), which no one can remove: "
                     "it would run in every later cell, so a check does not allow it (it was not added)")
+    if len(_PROGRAMS_REFUSED) != programs:
+        raise Wrong(f"{who} tried to start another program ({_PROGRAMS_REFUSED[-1]}), which would run where the check "
+                    "cannot see what it computes, so a check does not allow it (it was not started)")
     if len(_KERNELS_REFUSED) != kernels:
         raise Wrong(f"{who} registered a kernel with torch's dispatcher (torch.library), which would "
                     "change torch for every later cell, so a check does not allow it (it was not registered)")
@@ -1569,8 +1608,10 @@ def _bounded(function, args, kwargs, seconds, screen=None):
         run.stop()
         raise
     if run.is_alive():
+        grading.timed_out(run)   # (under the grader, recorded as stopped too, whatever it returns)
         raise OutOfTime(run.stop())
     if seconds is not None and time.monotonic() - started > seconds + HELD_SLACK:
+        grading.timed_out(run)
         raise OutOfTime(HELD)   # (its answer is not taken: it came after its limit)
     if "raised" in run.box:
         raise run.box["raised"]
@@ -1985,9 +2026,52 @@ def _changed(event, guard):
     raise RuntimeError(f"a check does not allow {event}() while it runs your function: it changes {_CHANGES[event]}")
 
 
+_PROGRAMS = frozenset({"subprocess.Popen", "os.system", "os.exec", "os.posix_spawn", "os.spawn", "os.startfile",
+                       "pty.spawn"})
+# the audit events of the ways to start another program (os.popen and subprocess's run, call and check_output go
+# through subprocess.Popen; os.spawnv's and pty.spawn's exec in the child they fork too)
+_PROGRAMS_REFUSED = []   # one entry per program a learner's code tried to start while a check ran (each refused)
+
+
+def _program_refused(event, guard=None):
+    """What the audit hook does on an event of ``_PROGRAMS`` (and ``_UNAUDITED``'s stand-ins on a call): in a learner's
+    code in a check (``_in_learners_code``: its threads, and the processes they fork) it notes ``event`` in
+    _PROGRAMS_REFUSED and raises RuntimeError before the program starts; elsewhere, nothing. A program runs out of
+    reach of every guard of the check (``_disarmed``, ``_tripwired`` and this hook watch the kernel's process and
+    its forks only): a new Python there could run the course's own ``helpers.reference.attention`` unseen. Forking
+    without exec goes through (the check watches a forked child). Out of reach: ctypes (``libc.system``), and a
+    C function that starts one saved before the check (``_posixsubprocess.fork_exec``)."""
+    if not _in_learners_code():
+        return
+    _PROGRAMS_REFUSED.append(event)
+    raise RuntimeError(f"a check does not allow starting another program while it runs your function: {event}() "
+                       "would run one where the check cannot see what it computes")
+
+
+def _program_guarded(event, function):
+    """``function`` (one that starts a program with no audit event of its own), refusing first as
+    ``_program_refused`` does."""
+    @functools.wraps(function)
+    def guarded(*args, **kwargs):
+        _program_refused(event)
+        return function(*args, **kwargs)
+    return guarded
+
+
+_UNAUDITED = tuple((module, name, _program_guarded(event, getattr(module, name)))
+                   for module, name, event in ((_posixsubprocess, "fork_exec", "_posixsubprocess.fork_exec"),
+                                               (os, "_spawnvef", "os.spawnv"))
+                   if hasattr(module, name))
+# (module, name, stand-in) of each function that starts a program without an audited event, which a check puts in
+# place while a learner's code runs (``_fenced``; put back with PATCHABLE's modules): _posixsubprocess.fork_exec,
+# which multiprocessing's spawn and forkserver call directly, and os._spawnvef, by which os.spawnv and its kin fork
+# and exec in the child (a refusal there would not reach the check)
+
+
 class _PeekGuard:
-    """The audit hook's table: a property per event of ``_PEEKS`` that runs ``_peeked``, and per event of
-    ``_CHANGES`` that runs ``_changed``. The hook is ``getattr(guard, event, args)``, all of it in C: every other
+    """The audit hook's table: a property per event of ``_PEEKS`` that runs ``_peeked``, per event of ``_CHANGES``
+    that runs ``_changed``, and per event of ``_PROGRAMS`` that runs ``_program_refused``. The hook is
+    ``getattr(guard, event, args)``, all of it in C: every other
     event (a course's check reads ``frame.f_code`` some 100,000 times, each an audited event) finds no attribute
     and costs no Python call (about 0.07 µs an event: some 13 ms of chapter 02's attention_head check, where a
     Python hook took 45 ms)."""
@@ -1997,6 +2081,8 @@ for _event in _PEEKS:
     setattr(_PeekGuard, _event, property(functools.partial(_peeked, _event)))
 for _event in _CHANGES:
     setattr(_PeekGuard, _event, property(functools.partial(_changed, _event)))
+for _event in _PROGRAMS:
+    setattr(_PeekGuard, _event, property(functools.partial(_program_refused, _event)))
 del _event
 
 
@@ -2391,7 +2477,7 @@ _SEALED_READER = sealed(dict).__code__   # the code of every @sealed reader (``_
 # called by code outside the checks, yet no check's own function: what a check puts in sys and gc while a
 # learner's function runs, and a decorator a course module applies as it is imported (helpers.heads.compute)
 _NOT_WATCHED = {function.__code__ for function in (_no_switch_interval, _watchdog, _no_audit_hook, _no_freeze, no_setsid,
-                                                    sealed, guarded_setrlimit, guarded_prlimit)}
+                                                    sealed, guarded_setrlimit, guarded_prlimit, _program_refused)}
 
 
 def _fingerprint(x):

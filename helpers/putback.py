@@ -37,7 +37,7 @@ PATCHABLE = ("math", "random", "torch", "torch.nn", "torch.nn.functional", "torc
              "operator", "copy", "json", "warnings", "contextlib", "faulthandler", "tqdm", "tqdm.auto", "ipywidgets",
              "threading", "_thread", "os", "itertools", "pickle", "copyreg", "weakref", "collections", "ctypes", "gc",
              "signal", "glob", "linecache", "pathlib", "importlib.util", "matplotlib", "matplotlib.pyplot",
-             "matplotlib.figure")
+             "matplotlib.figure", "_posixsubprocess")
 # modules whose functions a learner's code might replace for every later cell (and every module of NumPy's,
 # whose functions call one another by module name: numpy._core.numeric.isclose is what np.allclose calls);
 # the check's own machinery calls some of them (threading, os, pickle), and so do the explorers (matplotlib)

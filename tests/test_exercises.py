@@ -648,14 +648,29 @@ def test_round_8_every_thread_a_learners_function_leaves_is_stopped(how):
 def test_round_8_a_process_a_learners_function_leaves_is_stopped():
     from helpers.exercises import Wrong, _children, call
 
-    def forks(x):
-        import subprocess
-        subprocess.Popen([sys.executable, "-c", "while True: pass"])
+    def forks(x):   # (a fork: since round 31 a check refuses starting another program, subprocess's way)
+        if os.fork() == 0:
+            while True:
+                time.sleep(0.1)
         return x
 
     before = _children()
     with pytest.raises(Wrong, match="left 1 process of its own running"):
         call(forks, 3)
+    assert _children() == before
+
+
+def test_round_31_a_program_a_learners_function_starts_is_refused():
+    from helpers.exercises import Wrong, _children, call
+
+    def starts(x):
+        import subprocess
+        subprocess.Popen([sys.executable, "-c", "while True: pass"])
+        return x
+
+    before = _children()
+    with pytest.raises(Wrong, match="does not allow starting another program"):
+        call(starts, 3)
     assert _children() == before
 
 

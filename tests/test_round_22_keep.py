@@ -78,20 +78,16 @@ def test_a_kept_cell_that_starts_a_thread_is_not_kept_and_its_thread_is_stopped(
     assert "\n" not in out.strip()
 
 
-def test_a_kept_cell_that_starts_a_process_is_not_kept_and_its_process_is_stopped(store, tmp_path, capsys):
+def test_a_kept_cell_that_starts_a_process_is_not_kept_and_starts_none(store, tmp_path, capsys):
     pids = tmp_path / "pids"
     source = HEAD + (f"CHILD = subprocess.Popen(['sleep', '30'])\n"
                      f"open({str(pids)!r}, 'a').write(str(CHILD.pid) + '\\n')\n")
     piece = cell(source, tmp_path)
     try:
         out = checked(piece, capsys)
-        assert "✓" in out and "not kept" in out and "process" in out, out
+        assert "✓" in out and "not kept" in out and "another program" in out, out
         assert not (store / "attention_head.py").exists()
-        learners, kept = (int(pid) for pid in pids.read_text().split())
-        with open(f"/proc/{kept}/stat") as stat:   # stopped: gone, or a zombie not yet reaped
-            assert stat.read().rsplit(")", 1)[1].split()[0] in "ZX"
-    except FileNotFoundError:
-        pass   # (the process the keep's import started is gone altogether)
+        assert len(pids.read_text().split()) == 1   # the cell's own run's; the keep's import started none (round 31)
     finally:
         for pid in pids.read_text().split():
             try:

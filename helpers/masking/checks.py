@@ -264,28 +264,44 @@ def attention_cases():
     return _attention_cases()
 
 
+def _attention_cases():
+    """The check's cases (``_attention_inputs``), each with its right out and weights, computed now
+    (``_expected``)."""
+    return {name: {**case, **_expected(case)} for name, case in _attention_inputs().items()}
+
+
 @sealed   # made once, then a fresh copy on every call: a learner's function that reached them by import and
-def _attention_cases():   # changed them in place changes its own copy only, never a later verdict
-    """The inputs the check runs a learner's causal_attention on, with the right outputs:
-    one (the cat model's layer 0 on PROMPT), batch (layer 1 on the two BATCH sentences),
-    cache (PROMPT's last three queries against all seven keys) and huge (a key to the right with
-    a score of 212). Each a dict of q, k, v, out, weights and where (words for the learner)."""
+def _attention_inputs():   # changed them in place changes its own copy only, never a later verdict
+    """The inputs the check runs a learner's causal_attention on, without the right outputs (kept here, they would
+    be in reach of the learner's function while it runs: each is computed after its call returns, ``_expected``):
+    one (the cat model's layer 0 on PROMPT), batch (layer 1 on the two BATCH sentences), cache (PROMPT's last
+    three queries against all seven keys) and huge (a key to the right with a score of 212). Each a dict of q, k,
+    v, where (words for the learner) and shapes (the right out's and weights', read before an answer is
+    converted)."""
     from ..weights import load_cat
     from ..worlds import cat_world
     cat, world = load_cat(), cat_world()
     one = heads_from_trace(cat, world, [PROMPT], layer=0)
     batch = heads_from_trace(cat, world, list(BATCH), layer=1)
-    cache = {**one, "q": one["q"][..., 4:, :], "out": one["out"][..., 4:, :], "weights": one["weights"][..., 4:, :]}
+    cache = {**one, "q": one["q"][..., 4:, :]}
     q = torch.tensor([[1.0, 0.0]] * 3)[None, None]
     k = torch.tensor([[0.0, 0.0], [1.0, 0.0], [300.0, 0.0]])[None, None]
     v = torch.tensor([[1.0, 0.0], [0.0, 1.0], [1.0, 1.0]])[None, None]
-    huge = dict(q=q, k=k, v=v, **dict(zip(("out", "weights"), attention_variant(q, k, v))))
+    huge = dict(q=q, k=k, v=v)
     where = {"one": f"on the cat model's layer 0 for '{PROMPT}'",
              "batch": "on layer 1 for a batch of two sentences (B = 2, T = 6)",
              "cache": "on the last 3 queries of that prompt against its 7 keys (as with a KV cache)",
              "huge": "on three keys, the last with a huge score (212) for every query"}
-    return {name: {**case, "where": where[name]} for name, case in
-            (("one", one), ("batch", batch), ("cache", cache), ("huge", huge))}
+    return {name: {"q": case["q"], "k": case["k"], "v": case["v"], "where": where[name],
+                   "shapes": (tuple(case["q"].shape[:-1]) + tuple(case["v"].shape[-1:]),
+                              tuple(case["q"].shape[:-1]) + tuple(case["k"].shape[-2:-1]))}
+            for name, case in (("one", one), ("batch", batch), ("cache", cache), ("huge", huge))}
+
+
+def _expected(case):
+    """{out, weights}: the right outputs on ``case`` (q, k, v), the model's own (its trace's, to the bit): computed
+    by the check when a learner's call has returned, never kept where its function could read them."""
+    return dict(zip(("out", "weights"), attention_variant(case["q"], case["k"], case["v"])))
 
 
 def _same(a, b, atol=1e-4):
@@ -346,7 +362,7 @@ def _narrower(value, q):
 def _problems(got, case, slips=SLIPS):
     """Sentences naming what is wrong with (out, weights) ``got`` on ``case`` (none when right)."""
     out, weights = got
-    want_out, want = (case[name].numpy() for name in ("out", "weights"))
+    want_out, want = (value.numpy() for value in _expected(case).values())   # (computed only now: after the call)
     where = case["where"]
     wrong_shape = next(_shape_problems(tuple(out.shape), tuple(weights.shape), case), None)
     if wrong_shape:
@@ -368,7 +384,7 @@ def _problems(got, case, slips=SLIPS):
 def _shape_problems(out, weights, case):
     """The sentence for the shapes ``out`` and ``weights`` (tuples) returned on ``case``, when they are not
     the right ones (none when they are): read from the shapes alone, before any answer is converted."""
-    want_out, want = (tuple(case[name].shape) for name in ("out", "weights"))
+    want_out, want = case["shapes"]
     where = case["where"]
     if out == want and weights == want_out and want != want_out:
         yield f"it returns (weights, out) {where}; return out first, then weights"
@@ -417,7 +433,7 @@ def causal_attention(answer):
     """``answer(q, k, v)`` -> (out, weights): scaled dot-product attention with the causal mask,
     checked on the cat model's own queries, keys and values against its trace, then on a batch,
     a cache (T_q < T_k) and a key with a huge score."""
-    cases = attention_cases()
+    cases = _attention_inputs()   # (each case's right outputs computed after its call: ``_problems``)
     try:
         got = _run(answer, cases["one"])
     except Wrong as wrong:

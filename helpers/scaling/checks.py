@@ -98,21 +98,32 @@ def cat_cases():
     return _cat_cases()
 
 
+def _cat_cases():
+    """The check's cases (``_cat_inputs``), each with its reference scores computed now: (label, args, the right
+    scores (H, T, T) with -inf above the diagonal, where the trace hides the future keys)."""
+    cases = []
+    for label, args in _cat_inputs():
+        scores = course_scores(*args)
+        future = torch.ones(scores.shape[-2:], dtype=torch.bool).triu(1)
+        cases.append((label, args, scores.masked_fill(future, -math.inf)))
+    return tuple(cases)
+
+
 @sealed   # made once, then a fresh copy on every call: a learner's function that reached them by import and
-def _cat_cases():   # changed them in place changes its own copy only, never a later verdict
-    """The check's inputs: (label, args, reference scores) per case. The shipped cat model's layer 0 and
-    layer 1 on each of CAT_PROMPTS (the reference is the trace's scores, -inf above the diagonal), then
-    layer 0 on the last prompt read as three heads of d_k = 2 (the reference is the course's function)."""
+def _cat_inputs():   # changed them in place changes its own copy only, never a later verdict
+    """The check's inputs: (label, args) per case, without the right scores (kept here, they would be in reach of
+    the learner's function while it runs: ``scores_problem`` computes them after its call returns). The shipped
+    cat model's layer 0 and layer 1 on each of CAT_PROMPTS, then layer 0 on the last prompt read as three heads
+    of d_k = 2."""
     from ..weights import load_cat
     cat, cases = load_cat(), []
     for prompt in CAT_PROMPTS:
         for layer in (0, 1):
             case = layer_case(cat, prompt.split(), layer)
             args = tuple(case[name] for name in ("x", "W_Q", "W_K", "b_Q", "b_K", "n_heads"))
-            cases.append((f'layer {layer}\'s input for "{prompt}"', args, case["scores"]))
+            cases.append((f'layer {layer}\'s input for "{prompt}"', args))
     args = args[:5] + (3,)
-    cases.append((f'layer 1\'s parameters read as 3 heads of d_k = 2, for "{CAT_PROMPTS[-1]}"', args,
-                  course_scores(*args)))
+    cases.append((f'layer 1\'s parameters read as 3 heads of d_k = 2, for "{CAT_PROMPTS[-1]}"', args))
     return tuple(cases)
 
 
@@ -173,12 +184,13 @@ def score_variants(x, W_Q, W_K, b_Q, b_K, n_heads):
     return out
 
 
-def scores_problem(answer, label, args, reference):
+def scores_problem(answer, label, args):
     """One sentence on what is wrong with the learner's scores for one case, or None."""
     out = call(answer, *args, what=f"on {label}")
     if out is None:
         raise Wrong(NOT_WRITTEN)
-    shape = tuple(reference.shape)
+    right = course_scores(*args)   # (computed only now, after the call: ``_cat_inputs`` keeps no answer)
+    shape = tuple(right.shape)
     if isinstance(out, (list, tuple)):
         return (f"scaled_scores returns a {type(out).__name__} of {len(out)} items on {label}: return one tensor "
                 "of shape (n_heads, T, T), the heads stacked with torch.stack(heads)")
@@ -187,24 +199,22 @@ def scores_problem(answer, label, args, reference):
                 "(n_heads, T, T), computed with torch from the tensors it receives")
     given = answer_shape(out, f"the scores on {label}")   # read before the scores are converted
     if given != shape:
-        heads, T = args[-1], shape[1]
+        heads = args[-1]
         if given[1:] == shape[1:]:
             return (f"your function returns {given[0]} heads on {label}, where n_heads = {heads}: take the "
                     "head count from n_heads and d_k = d_model // n_heads, not fixed numbers")
         return (f"the scores on {label} should have shape (n_heads, T, T) = {shape}, heads first, "
                 f"but they have shape {given}")
     scores = numbers(out, f"the scores on {label}", allow_inf=True)
-    reference = reference.numpy().astype(float)
     hidden = np.triu(np.ones(shape[1:], dtype=bool), k=1)
     if np.isinf(scores).any():
         if (np.isneginf(scores) == hidden).all():
             return (f"the scores on {label} are -inf above the diagonal: that is the causal mask, the next "
                     "chapter's piece; return every score, before the mask")
         return f"the scores on {label} hold inf or -inf in {int(np.isinf(scores).sum())} entries; a score is finite"
-    seen = np.isfinite(reference)                # the trace hides the future keys: compare what it shows
-    right = course_scores(*args).numpy().astype(float)
+    right = right.numpy().astype(float)
     close = lambda a, b: np.allclose(a, b, atol=1e-4, rtol=1e-4)
-    if close(scores[seen], reference[seen]) and close(scores, right):
+    if close(scores, right):
         return None
     narrow = precision_problem(out, scores, right, f"the scores on {label}", 1e-4)
     if narrow:
@@ -232,9 +242,10 @@ def scores_problem(answer, label, args, reference):
 def layer_scores(answer):
     """``answer`` is a function scaled_scores(x, W_Q, W_K, b_Q, b_K, n_heads) -> (H, T, T), every head's
     q·k / √d_k before the mask, as helpers.scaling.compute.scaled_scores. It runs on the shipped cat
-    model's layers (its trace's scores are the reference) and must name no fixed head count."""
-    for label, args, reference in cat_cases():
-        problem = scores_problem(answer, label, args, reference)
+    model's layers (the course's function on the inputs its trace gives is the reference) and must name no fixed
+    head count."""
+    for label, args in _cat_inputs():
+        problem = scores_problem(answer, label, args)
         if problem:
             yield problem
             return
