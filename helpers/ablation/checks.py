@@ -1,13 +1,14 @@
 """Chapter 10's exercise checks (ablation)."""
+import array
 import copy
 import types
 
 import numpy as np
 
 from .. import grading
-from ..errors import as_array as input_array, check_positive_int, fail, shown, to_numpy, type_name
-from ..exercises import (Array, Function, Wrong, as_array, as_number, call, close_problems, exercise, model_kept,
-                         number_problems, numbers, settled, slip)
+from ..errors import as_array as input_array, check_positive_int, fail, shown, tensor_refusal, to_numpy, type_name
+from ..exercises import (MAX_ANSWER_ENTRIES, Array, Function, Wrong, as_array, as_number, call, close_problems,
+                         exercise, model_kept, number_problems, numbers, settled, slip)
 from ..real.smollm2 import original_state
 
 
@@ -121,6 +122,43 @@ def _ranks(logits, targets):
     return (logits > np.take_along_axis(logits, np.broadcast_to(targets, logits.shape[:2])[..., None], -1)).sum(-1)
 
 
+def as_returned(got):
+    """What a learner's function returned, ``got`` (plain values: ``call`` screened it), as it is at its return: its
+    lists, tuples, dicts and sets copied, and its arrays and tensors too, so that a function that refills and returns
+    one object on every call (a grid allocated once) is judged on what each call returned, as the grader records it.
+    Numbers, texts and functions are kept as they are (copying them runs no code of the learner's). The arrays and
+    tensors are counted before any is copied (an expanded view stands for more numbers than it stores): those past
+    MAX_ANSWER_ENTRIES numbers in all are kept as they are (no answer the check takes is that large: it refuses
+    them by their shape or size), and so is a tensor it refuses by its kind (``tensor_refusal``: nested, sparse,
+    on the meta device)."""
+    import torch
+    memo, found, seen, left = {}, [got], set(), MAX_ANSWER_ENTRIES
+    for value in found:   # (in order, breadth first: found grows as the walk goes)
+        if id(value) in seen:
+            continue
+        seen.add(id(value))
+        kind = type(value)
+        if kind in (list, tuple, set, frozenset):
+            found.extend(value)
+        elif kind is dict:
+            found.extend(v for pair in value.items() for v in pair)
+        elif isinstance(value, (np.ndarray, torch.Tensor, array.array)):
+            tensor = isinstance(value, torch.Tensor)
+            refused = tensor and tensor_refusal(value, float8=True)
+            size = 0 if refused else value.numel() if tensor else len(value) if kind is array.array else value.size
+            if refused or size > left:   # (kept as it is: the check's sentence refuses it)
+                memo[id(value)] = value
+                continue
+            left -= size
+            if tensor:   # (detached: a tensor with a history refuses deepcopy)
+                memo[id(value)] = value.detach().clone()
+            elif value.dtype.kind == "O":   # (deepcopy copies the array and each of its entries)
+                found.extend(value.flat)
+        else:   # a number, a text, a function, a class, a torch.Size: nothing a later call can change
+            memo[id(value)] = value
+    return copy.deepcopy(got, memo)
+
+
 @exercise("the logit lens at every point and position, with the target's rank",
           answer=Function("a function lens_ranks(model, trace, points, targets)", own=(
               "helpers.patching.logit_lens", "helpers.patching.token_lens", "helpers.real.compute.logit_lens")))
@@ -139,7 +177,7 @@ def lens_ranks(answer, model, trace, points, targets):
              ("on a trace of random tokens the check draws", drawn,
               [points[i] for i in torch.randperm(len(points), generator=g)], torch.randint(V, (T,), generator=g)))
     with model_kept(model):   # a weight it changes is put back before the check computes its own
-        answers = [call(answer, model, *case, what=where) for where, *case in cases]
+        answers = [as_returned(call(answer, model, *case, what=where)) for where, *case in cases]
     for n, ((where, *case), got) in enumerate(zip(cases, answers)):
         if n and got is None:
             raise Wrong(f"lens_ranks returned None {where}: return the logits and the ranks for every trace")
@@ -396,7 +434,7 @@ def patch_grid(answer, model, clean_ids, corrupt_ids, metric):
     rights = [patching.patch_heads(model, clean, corrupt, metric, per_position=True).numpy()
               for _, clean, corrupt, _ in cases]
     with model_kept(model):   # a weight it changes is put back before the check computes its own
-        answers = [call(answer, model, clean, corrupt, copied, what=where)
+        answers = [as_returned(call(answer, model, clean, corrupt, copied, what=where))
                    for (where, clean, corrupt, _), copied in zip(cases, copies)]
     for n, ((where, clean, corrupt, ends), right, got) in enumerate(zip(cases, rights, answers)):
         if got is None:
@@ -530,7 +568,7 @@ def direct_attribution(answer, model, parts, direction, scale):
               patching.attribute(model, *drawn)))
     fn = function_name(answer)
     with model_kept(model, pristine=original_state(model)):   # SmolLM2's weights are read again, not copied
-        answers = [call(answer, model, *args, what=where) for where, args, _ in cases]
+        answers = [as_returned(call(answer, model, *args, what=where)) for where, args, _ in cases]
     for n, ((where, args, right), got) in enumerate(zip(cases, answers)):
         if got is None:
             raise Wrong(f"not answered yet: {fn} returns None; write its body where the cell says "

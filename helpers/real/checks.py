@@ -17,6 +17,7 @@ from ..exercises import (Function, Wrong, as_number, as_whole, call, close_probl
                          number_problems, numbers, rounded_by_dtype, slip)
 from ..exercises import LONG_CHECK_TIME_LIMIT, time_left
 from .. import patching
+from ..ablation.checks import as_returned
 from ..heads import compute as heads
 from . import circuit
 from .smollm2 import original_state
@@ -235,7 +236,7 @@ def head_scan(answer, model, ids, length):
              ("on random tokens twice", torch.cat([ids[:1], drawn, drawn]), length + 3))
     shape = (model.cfg.n_layers, model.cfg.n_heads)
     with model_kept(model, pristine=original_state(model)):   # a learner's model.double() or zeroed weight is put back
-        answers = [call(answer, model, seq, L, what=what, seconds=60) for what, seq, L in cases]
+        answers = [as_returned(call(answer, model, seq, L, what=what, seconds=60)) for what, seq, L in cases]
     for (what, seq, L), got in zip(cases, answers):
         if got is None:
             raise Wrong("not answered yet: head_scan returns None; write its body where the cell says "
