@@ -241,6 +241,12 @@ def check_ids_given(ids, name, most):
              f"{type(ids).__name__} {shown(ids)}")
     if isinstance(ids, range) and length(ids) > most:
         fail(f"{name} should hold at most {count(most)} ids, but got a range of {count(length(ids))}")
+    if not isinstance(ids, (list, tuple, range, np.ndarray, np.generic, int)) and not is_tensor(ids) and \
+            any(hasattr(type(ids), method) for method in ("__len__", "__iter__", "__getitem__")):
+        fail(f"{name} should be a list, tuple, array or tensor of whole numbers, but got {type_name(ids)} "
+             f"{shown(ids)}")   # (another sequence is walked in Python: one claiming 10**9 entries, for minutes)
+    if isinstance(ids, (list, tuple)):   # counted before anything reads its entries
+        check_numbers(nested_size(ids), name)
     if has_bools(ids):
         fail(f"{name} should be whole numbers, but got a bool (True or False) among them")
     if isinstance(ids, np.ma.MaskedArray) and np.ma.is_masked(ids):

@@ -39,7 +39,7 @@ from torch.nn.modules import module as torch_module
 
 from .errors import MAX_BYTES, CourseInputError, about_gib, check_bytes, check_choice, check_ids_given, check_index, \
     check_finite, check_number, check_positive_int, check_seed, check_switch, check_tensor, count, described, fail, gib, \
-    items_of, length, message_of, next_seed, shown, tensor_refusal, type_name, unreadable
+    items_of, length, message_of, next_seed, real_number, shown, tensor_refusal, type_name, unreadable, whole
 from .reference import BASE_RANGE
 from .states import course_modes, digest, on_the_cpu
 
@@ -103,8 +103,8 @@ class Config:
         if missing:
             fail(f"Config should get vocab_size, d_model, n_heads, n_layers and d_ff, but {', '.join(missing)} "
                  f"{'is' if len(missing) == 1 else 'are'} missing")
-        # every field checked before anything is computed from it; NumPy integers and bools are
-        # stored as Python ones (the config is saved as JSON)
+        # every field checked before anything is computed from it; NumPy numbers and bools (and subclasses of
+        # the built-ins) are stored as Python ones (the config is saved as JSON)
         for name in ("vocab_size", "d_model", "n_heads", "n_layers", "n_max", "d_ff", "n_kv_heads"):
             object.__setattr__(self, name, check_positive_int(
                 getattr(self, name), f"Config.{name}", minimum=0 if name in ("d_ff", "n_kv_heads") else 1))
@@ -116,8 +116,8 @@ class Config:
         for name in ("norm_eps", "rotary_base"):
             value = getattr(self, name)
             number = check_number(value, f"Config.{name}", *RANGES[name])
-            object.__setattr__(self, name, number if isinstance(value, (np.integer, np.floating)) else value)
-        check_dropout(self.dropout, "Config.dropout")
+            object.__setattr__(self, name, value if type(value) in (int, float) else number)
+        object.__setattr__(self, "dropout", check_dropout(self.dropout, "Config.dropout"))
         check_depth(self.n_layers, "Config.n_layers")
         check_heads_split(self.d_model, self.n_heads, self.n_kv_heads)
         if self.positions == "sinusoidal" and self.d_model % 2:
@@ -220,10 +220,13 @@ def check_floats(floats, what, whose):
 
 
 def check_dropout(value, name):
-    """A dropout share: a number with 0 <= p < 1; return it."""
-    if isinstance(value, bool) or not isinstance(value, (int, float, np.integer, np.floating)) or not 0 <= value < 1:
-        fail(f"{name} should be a number with 0 <= dropout < 1, but got {shown(value)}")
-    return value
+    """A dropout share: a number with 0 <= p < 1, read by ``real_number`` (a NumPy number, whose JSON
+    cannot be written, or a subclass, whose comparisons may lie: the plain float is compared); return it as float."""
+    expected = "a number with 0 <= dropout < 1"
+    p = real_number(value, name, expected)
+    if not 0 <= p < 1:   # (NaN too)
+        fail(f"{name} should be {expected}, but got {shown(value)}")
+    return p
 
 
 def check_heads_split(d_model, n_heads, n_kv_heads):
@@ -306,10 +309,12 @@ def check_squares(x, name="x", dtype=np.float64):
 
 def check_stream(x, d, dtype, name, dims=3):
     """x: a non-empty float tensor of shape (B, T, d) (``dims=3``) or (..., d) (``dims=None``) with the
-    weights' dtype, as the parts of the model take it; return it."""
+    weights' dtype, as the parts of the model take it, dense and in memory (``check_tensor``, before its shape is
+    read: a nested tensor has none); return it."""
     want = "(B, T, d_model)" if dims == 3 else "(..., d_model)"
     if not isinstance(x, torch.Tensor):
         fail(f"{name} should be a torch tensor of shape {want} with d_model={d}, but got {type(x).__name__} {shown(x)}")
+    check_tensor(x, name)
     if x.dim() != (dims or x.dim()) or x.dim() == 0 or x.shape[-1] != d or x.numel() == 0:
         fail(f"{name} should be a non-empty tensor of shape {want} with d_model={d}, but has shape {tuple(x.shape)}")
     if x.dtype != dtype:
@@ -598,7 +603,8 @@ class Attention(nn.Module):
                 fail(f"cache should be a KVCache, but got {type(cache).__name__}")
             cache.check_lists()
             layer = check_index(layer, "layer", len(cache.k))
-            cache.check_layer(layer, (self.n_kv_heads, self.d_k), str(self.W_Q.dtype), maker="this Attention")
+            if cache.owner is None or cache.owner is self:   # (another's: check_extension's sentence names it)
+                cache.check_layer(layer, (self.n_kv_heads, self.d_k), str(self.W_Q.dtype), maker="this Attention")
         if keep is not None and not callable(keep):
             fail(f"keep should be a function keep(name, tensor), but got {shown(keep)}")
         T_k = T + (cache.rows(layer) if cache is not None else 0)
@@ -924,10 +930,11 @@ class KVCache:
         sizes, dtype = (model.cfg.kv_heads, model.cfg.d_k), model.weights_dtype()
         B = filled[0][1][0][0] if filled else None
         for layer, (k_shape, v_shape) in filled:
+            for name, shape in (("k", k_shape), ("v", v_shape)):
+                if shape[0] != B:
+                    fail(f"cache.{name}[{layer}] should hold as many sequences as cache.k[{filled[0][0]}], {B}, but "
+                         f"holds {shape[0]}")
             self.check_layer(layer, sizes, dtype, (k_shape, v_shape), "the model")
-            if k_shape[0] != B:
-                fail(f"cache.k[{layer}] should hold as many sequences as cache.k[{filled[0][0]}], {B}, but "
-                     f"holds {k_shape[0]}")
         held = None if B is None else (B, rows[0])   # the ids' shape (B, T)
         if self.ids is not made_ids and self.ids is not None and (not isinstance(self.ids, torch.Tensor) or tensor_refusal(self.ids) is not None
                                      or self.ids.dtype != torch.long or tuple(self.ids.shape) != held):
@@ -1423,10 +1430,12 @@ class Transformer(nn.Module):
             layer, head = items_of(pair)   # (a subclass's __len__ or __iter__ may lie or raise)
             if any(isinstance(i, bool) or not isinstance(i, (int, np.integer)) for i in (layer, head)):
                 fail(f"a head should be named by two whole numbers (layer, head), but got {shown(pair)}")
+            # compared as int's own values (an int subclass's comparisons may lie)
+            layer, head = (whole(i, "each number of a head (layer, head)", "a whole number") for i in (layer, head))
             if not (0 <= layer < cfg.n_layers and 0 <= head < cfg.n_heads):
                 fail(f"expected a head of this model, but (layer={layer}, head={head}) is out of range: it has layers "
                      f"0..{cfg.n_layers - 1} and heads 0..{cfg.n_heads - 1}")
-            checked.add((int(layer), int(head)))
+            checked.add((layer, head))
         return checked
 
     def parameter_count(self):

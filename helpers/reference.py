@@ -9,7 +9,7 @@ import math
 import numpy as np
 
 from .errors import as_array, check_bytes, check_finite, check_mask, check_number, check_positive_int, check_switch, \
-    count, entries, fail, shown, to_numpy
+    count, entries, fail, shown, to_numpy, whole
 
 MAX_ENTRIES = 50_000_000   # the most entries a table made here may hold
 
@@ -56,8 +56,10 @@ def softmax(x, axis=-1):
         fail(f"x should be at least 1-D (a row of scores to turn into weights), but got one number, {shown(float(x))}")
     if x.size == 0:
         fail(f"softmax expected at least one score, but x has shape {x.shape}")
-    if isinstance(axis, bool) or not isinstance(axis, (int, np.integer)) or not -x.ndim <= axis < max(x.ndim, 1):
-        fail(f"axis should be an axis of x, which has {x.ndim} (use -1 for the last), but got axis={shown(axis)}")
+    expected = f"an axis of x, which has {x.ndim} (use -1 for the last)"
+    axis = whole(axis, "axis", expected)   # (int's own value: a subclass's comparisons may lie)
+    if not -x.ndim <= axis < x.ndim:
+        fail(f"axis should be {expected}, but got axis={shown(axis)}")
     if np.isnan(x).any() or np.isposinf(x).any():
         fail(f"x should hold numbers or -inf (a hidden entry), but it holds NaN or +inf in "
              f"{int((np.isnan(x) | np.isposinf(x)).sum())} of {x.size} entries, whose softmax is NaN")

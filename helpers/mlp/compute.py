@@ -24,7 +24,7 @@ from torch import nn
 
 from .. import reference as ref
 from ..errors import as_array, items_of, check_bytes, check_choice, check_finite, check_index, check_number, check_positive_int, \
-    check_switch, count, described, fail, is_bool, shape_of, shown, to_numpy
+    check_switch, count, described, fail, is_bool, shape_of, shown, to_numpy, whole
 from ..explorer import check_model_and_world
 from ..heads.compute import as_numpy
 from ..model import MAX_TOKENS, check_finite_weights, check_model, check_squares, check_stream, measuring, mlp_floats
@@ -418,9 +418,11 @@ def _kind(value):
 def check_layer(collected, layer):
     """``layer`` as a key of ``collected['act']`` (a whole number, not a bool), else one sentence."""
     layers = sorted(check_collected(collected)["act"])
-    if isinstance(layer, bool) or not isinstance(layer, (int, np.integer)) or layer not in collected["act"]:
-        fail(f"layer should be one of {layers}, but got {shown(layer)}")
-    return int(layer)
+    expected = f"one of {layers}"
+    layer = whole(layer, "layer", expected)   # (int's own value: a subclass's __eq__ or __hash__ may lie)
+    if layer not in collected["act"]:
+        fail(f"layer should be {expected}, but got {shown(layer)}")
+    return layer
 
 
 @on_the_cpu

@@ -22,7 +22,8 @@ import numpy as np
 import torch
 
 from .. import reference as ref
-from ..errors import as_array, check_bytes, check_finite, check_index, check_number, check_switch, check_tensor_size, count, fail, shown
+from ..errors import as_array, check_bytes, check_finite, check_index, check_number, check_switch, check_tensor_size, \
+    count, fail, shown, whole
 from ..explorer import check_model_and_world
 from ..model import Attention, check_made, measuring
 from ..states import on_the_cpu
@@ -265,9 +266,10 @@ def query_step(query, keys, values, scale=True, visible=None):
     check_widths(T, d_k, "keys (one row a key)", "the query and the keys")
     if values.shape[0] != T:
         fail(f"values should have one row per key ({T} keys), but they have {values.shape[0]} rows")
-    visible = T if visible is None else visible
-    if isinstance(visible, bool) or not isinstance(visible, (int, np.integer)) or not 1 <= visible <= T:
-        fail(f"visible should be a whole number of keys from 1 to {T}, but got {shown(visible)}")
+    expected = f"a whole number of keys from 1 to {T}"
+    visible = T if visible is None else whole(visible, "visible", expected)   # (int's own value: see whole)
+    if not 1 <= visible <= T:
+        fail(f"visible should be {expected}, but got {shown(visible)}")
     with np.errstate(over="ignore", invalid="ignore"):   # an overflow is refused next, in one sentence
         scores = check_overflow(keys @ query, "scores", "the query and the keys")
         scaled = scores / math.sqrt(d_k) if scale else scores
@@ -275,7 +277,7 @@ def query_step(query, keys, values, scale=True, visible=None):
         weights = ref.softmax(seen)
         output = check_overflow(weights @ values, "output", "the weights and the values")
     return {"scores": scores, "scaled": scaled, "weights": weights, "output": output,
-            "visible": int(visible), "scale": bool(scale)}
+            "visible": visible, "scale": bool(scale)}
 
 
 def three_words_query(token="sat", query=None, scale=True, causal=False):

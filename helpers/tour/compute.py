@@ -20,8 +20,8 @@ from collections import Counter, defaultdict
 import torch
 import torch.nn.functional as F
 
-from ..errors import check_bytes, check_choice, check_index, check_positive_int, check_switch, check_text, count, \
-    fail, length, shown
+from ..errors import check_bytes, check_choice, check_index, check_positive_int, check_switch, check_tensor, \
+    check_text, count, fail, length, shown
 from ..explorer import check_model_and_world
 from ..model import INITS, Config, Transformer, check_prompt_length, measuring
 from ..training import check_seeds, check_work
@@ -96,7 +96,7 @@ def step_rows(trace, layer, position, steps):
         name = f"L{layer}.{step}"
         if name not in trace:
             fail(f"'{name}' is not a step of this trace; expected one of: {', '.join(trace)}")
-        x = trace[name].detach()
+        x = check_tensor(trace[name], f"trace['{name}']", float8=True).detach()   # (a nested one has no shape)
         if x.dim() not in (2, 3):   # one row taken out, say: no token axis to pick the position on
             fail(f"trace['{name}'] should be (T, width), or (heads, T, width) per head, as model(ids, trace=True) "
                  f"gives it, but has shape {tuple(x.shape)}")
