@@ -637,7 +637,9 @@ def test_explorer_drives_any_transformer_with_a_character_tokenizer(refused):
     assert torch.allclose(none["lens"][-1], torch.softmax(model(tok.encode("ROMEO: what light")), -1).max(-1).values,
                           atol=1e-5)                      # the last point's lens is the model's own prediction
     refused(lambda: explorer.explorer(model, tok, None), "prompts")
-    refused(lambda: compute.AnyLab(model, tok, ["x" * 200]), "at most 128")
+    learned = Transformer(Config(vocab_size=65, d_model=32, n_heads=4, n_layers=2, d_ff=64, n_max=128,
+                                 positions="learned"))   # (its positions stop at n_max; sinusoidal ones go on)
+    refused(lambda: compute.AnyLab(learned, tok, ["x" * 200]), "at most 128")
     refused(lambda: compute.AnyLab(Transformer(Config(vocab_size=20, d_model=8, n_heads=2, n_layers=1, d_ff=0)),
                                    tok, ["ROMEO:"]), "vocabulary of 20")
 
@@ -1231,8 +1233,8 @@ def test_round_6_a_prompt_too_long_for_the_model_gets_a_sentence_of_the_rule(cat
     what was expected nor should; book_attention's 'does not split' had no 'but'."""
     from helpers.masking import compute as masking
 
-    refused(lambda: explorer.explorer(cat, cat_world.tokenizer, prompts=["<BOS> " + "the cat " * 40]),
-            "should be at most 16 tokens", "81")
+    refused(lambda: explorer.explorer(cat, cat_world.tokenizer, prompts=["<BOS> " + "the cat " * 520]),
+            "should have at most 1,024 tokens", "1,041")   # (sinusoidal positions: past n_max, to the course's limit)
     refused(lambda: masking.book_attention(5, 2), "should split", "d_model=5")
 
 

@@ -29,7 +29,7 @@ from .. import weights, worlds
 from ..exercises import sealed
 from ..errors import MAX_BYTES, MAX_WIDTH, as_array, check_bytes, check_finite, check_ids_given, check_index, \
     check_number, check_positive_int, check_size, check_switch, check_tensor, check_tensor_size, count, fail, length, \
-    refuse_bools, shape_of, shown, to_numpy
+    items_of, refuse_bools, shape_of, shown, to_numpy, whole
 from ..masking.compute import book_attention  # noqa: F401  (chapter 05 builds the Book's layer too)
 from ..model import Attention, check_heads_split, check_model, check_prompt_length, linear, measure, weights_state
 from ..patching import ablation_replace
@@ -592,9 +592,10 @@ def read_through_losses(model, ids, length, head, means, reader=1):
     """
     ids, length = repeated_ids(model, ids, length)   # checked before any pass
     reader = check_index(reader, "reader", model.cfg.n_layers)
-    if not isinstance(head, (tuple, list)) or len(head) != 2 \
-            or not all(isinstance(i, (int, np.integer)) and not isinstance(i, bool) for i in head) \
-            or not 0 <= head[0] < reader or not 0 <= head[1] < model.cfg.n_heads:
+    pair = items_of(head) if isinstance(head, (tuple, list)) else ()   # (a subclass's __len__ may lie or raise)
+    if len(pair) == 2:   # (int's own values: an int subclass's comparisons may lie)
+        head = tuple(whole(i, "each number of the ablated head (layer, head)", "a whole number") for i in pair)
+    if len(pair) != 2 or not 0 <= head[0] < reader or not 0 <= head[1] < model.cfg.n_heads:
         fail(f"the ablated head should be (layer, head) with its layer before the reading layer {reader}, "
              f"but got {shown(head)}")
     seen = {}
@@ -959,15 +960,14 @@ class MultiHeadAttention(nn.Module):
         return linear(concat, self.W_O, self.b_O)
 
     def check_call(self, x):
-        """Refuse, before any work, an x that is not a (B, T, d_model) tensor of the weights' dtype (another
-        dtype would meet the weights in a matmul torch refuses), or whose pass passes MAX_BYTES: its (B, H, T, T)
-        scores, weights and mask, and ROWS (B, T, d_model) tables (an expanded x stands for more numbers than it
-        stores); return its shape."""
+        """Refuse, before any work, an x that is not a dense (B, T, d_model) tensor of the weights' dtype (another
+        dtype would meet the weights in a matmul torch refuses; ``check_tensor`` before its shape is read: a nested
+        tensor has none), or whose pass passes MAX_BYTES: its (B, H, T, T) scores, weights and mask, and ROWS
+        (B, T, d_model) tables (an expanded x stands for more numbers than it stores); return its shape."""
         d = self.W_Q.shape[0]
-        if not isinstance(x, torch.Tensor) or x.dim() != 3 or x.shape[-1] != d:
+        if not isinstance(x, torch.Tensor) or check_tensor(x, "x").dim() != 3 or x.shape[-1] != d:
             fail(f"MultiHeadAttention expects x of shape (B, T, {d}), "
                  f"but got {tuple(x.shape) if isinstance(x, torch.Tensor) else type(x).__name__}")
-        check_tensor(x, "x")
         if x.dtype != self.W_Q.dtype:
             fail(f"x should have the weights' dtype {self.W_Q.dtype}, but has dtype "
                  f"{x.dtype}{DTYPE_NAMES.get(x.dtype, '')}: give x.to({self.W_Q.dtype})")
@@ -1078,21 +1078,18 @@ def _module_cases():   # changed them in place changes its own copy only
             what=f"the cat model's layer {layer} on the cat world's {len(long)} ten-token sentences",
             args=(cat.cfg.d_model, cat.cfg.n_heads),
             state={name: t.detach().clone() for name, t in cat.blocks[layer].attn.state_dict().items()},
-            x=torch.stack([t[f"L{layer}.ln1"] for t in traces]),
-            expected=torch.stack([t[f"L{layer}.attn"] for t in traces])))
+            x=torch.stack([t[f"L{layer}.ln1"] for t in traces]), layer=("cat", layer)))
     induction, _ = get_model("induction")
     ids = worlds.repeated_tokens(4, 8, induction.cfg.vocab_size, seed=2024)
     attn = induction.blocks[1].attn
     x = torch.stack([induction(row, trace=True)["L1.ln1"] for row in ids])
-    with torch.no_grad():
-        expected = attn(x, positions=False)
     cases.append(dict(
         what=(f"the induction model's layer 1 (d_model {induction.cfg.d_model}, {induction.cfg.n_heads} heads "
               f"of {induction.cfg.d_k}) on 4 repeated sequences, without the positions it adds inside attention"),
         args=(induction.cfg.d_model, induction.cfg.n_heads),
         state={name: t.detach().clone() for name, t in attn.state_dict().items()},
-        x=x, expected=expected))
-    return tuple(cases)
+        x=x, layer=("induction", 1)))
+    return tuple(cases)   # (no right outputs kept: a learner's function could read them out of the sealed closure)
 
 
 @on_the_cpu
@@ -1102,7 +1099,17 @@ def module_cases():
     expected = the course's layer on x). The cat model's layers 0 and 1 take their input and
     output from the model's trace (``L{i}.ln1`` -> ``L{i}.attn``); the induction model's layer 1
     is run with ``positions=False`` (its rotary positions live inside attention, which the
-    chapter's module leaves out). Fresh copies on every call."""
-    return [{key: ({n: t.clone() for n, t in value.items()} if key == "state" else
-                   value.clone() if isinstance(value, torch.Tensor) else value)
-             for key, value in case.items()} for case in _module_cases()]
+    chapter's module leaves out; for the cat model's layers this equals the trace's ``L{i}.attn``).
+    Fresh copies on every call, the expected outputs computed anew (no store holds them)."""
+    cases = [{key: ({n: t.clone() for n, t in value.items()} if key == "state" else
+                    value.clone() if isinstance(value, torch.Tensor) else value)
+              for key, value in case.items() if key != "layer"} | {"expected": _layer_output(*case["layer"], case["x"])}
+             for case in _module_cases()]
+    return cases
+
+
+@torch.no_grad()
+def _layer_output(name, layer, x):
+    """(B, T, d_model) what the shipped model ``name``'s attention in ``layer`` writes for x (B, T, d_model),
+    without positions (the cat model's are added before attention; the induction model's inside it)."""
+    return get_model(name)[0].blocks[layer].attn(x, positions=False)
