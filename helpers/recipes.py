@@ -6,7 +6,7 @@ the shipped weights.
 import torch
 
 from . import worlds
-from .errors import check_positive_int, check_seed, count, fail
+from .errors import check_positive_int, check_seed, count, fail, shown
 from .model import MAX_TOKENS, Config, Transformer
 from .training import timed, train
 from .states import on_the_cpu
@@ -78,6 +78,9 @@ def induction_batch(step, batch=64, min_period=2, max_period=10, seed=10_000, vo
         fail(f"batch should be at most {MAX_INDUCTION_BATCH:,} rows (this course's limit), but got {count(batch)}")
     vocab_size = check_positive_int(INDUCTION_CONFIG.vocab_size if vocab_size is None else vocab_size,
                                     "vocab_size", minimum=2)
+    if vocab_size > 2**31:   # (real.circuit.random_repeats's bound: torch.randint takes no id past int64)
+        fail(f"vocab_size should be at most 2**31 (token ids are int64 draws of a real vocabulary), but got "
+             f"{shown(vocab_size)}")
     T = check_positive_int(INDUCTION_CONFIG.n_max if T is None else T, "T", minimum=4)
     if T > MAX_TOKENS:
         fail(f"T should be at most {MAX_TOKENS:,} tokens, but got {count(T)}")

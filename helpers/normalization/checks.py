@@ -5,9 +5,12 @@ pre-LN / post-LN training curves.
 Each check judges properties and reference values and says what is wrong
 without printing the expected answer.
 """
+import functools
+import inspect
+
 import numpy as np
 
-from .. import exercises
+from .. import exercises, grading
 from .. import reference as ref
 from .. import worlds
 from ..exercises import Array, Function, Module, Wrong, as_whole, call, close_problems, exercise, narrow_float_problem, \
@@ -87,12 +90,75 @@ COURSES_LAYER_NORMS = (
     "helpers.normalization.compute.layer_norm_steps", "helpers.normalization.compute.layer_norm_by_hand",
     "helpers.normalization.compute.rms_norm", "helpers.patching.final_norm_scale",
     "torch.nn.modules.normalization.LayerNorm", "torch.nn.modules.normalization.RMSNorm",
-    "torch.nn.functional.layer_norm", "torch.nn.functional.rms_norm")
+    "torch.nn.functional.layer_norm", "torch.nn.functional.rms_norm", "torch.nn.functional.group_norm",
+    "torch.nn.functional.instance_norm", "torch.nn.functional.batch_norm", "torch._refs.native_layer_norm",
+    "torch._refs.nn.functional.layer_norm", "torch._refs.native_group_norm", "torch._refs.nn.functional.group_norm")
+
+# torch's builtin normalisations (C functions, torch.layer_norm under F.layer_norm, and the dispatcher's ops), which an
+# own= list cannot disarm (only a Python function has code to swap): each gives a LayerNorm for the right arguments
+# (one group of a group norm, an instance norm of x as (N, 1, d), a batch norm of x transposed, the statistics
+# batch_norm_stats gives), so a learner's function runs with them watched (``norms_watched``).
+TORCH_NORMS = ("layer_norm", "native_layer_norm", "group_norm", "native_group_norm", "instance_norm", "batch_norm",
+               "native_batch_norm", "_native_batch_norm_legit", "_native_batch_norm_legit_no_training",
+               "_batch_norm_impl_index", "_batch_norm_with_update", "_batch_norm_no_update", "batch_norm_stats",
+               "batch_norm_elemt", "rms_norm", "_fused_rms_norm")
+
+
+@functools.cache
+def torch_norms():
+    """{id(entry point): its name} for TORCH_NORMS: torch.layer_norm (torch._VF's and torch._C._VariableFunctions'
+    are the same object), and torch.ops.aten.layer_norm with each of its overloads (.default, .out)."""
+    import torch
+
+    found = {}
+    for name in TORCH_NORMS:
+        if hasattr(torch, name):
+            found[id(getattr(torch, name))] = f"torch.{name}"
+        if hasattr(torch.ops.aten, name):
+            packet = getattr(torch.ops.aten, name)   # (kept by torch.ops, as each overload by its packet: ids stay)
+            found[id(packet)] = f"torch.ops.aten.{name}"
+            found.update({id(getattr(packet, overload)): f"torch.ops.aten.{name}.{overload}"
+                          for overload in packet.overloads()})
+    return found
+
+
+def norms_watched(function):
+    """``function`` (the learner's, or the grader's Recorder of it) as a function that runs it with torch's builtin
+    normalisations (``torch_norms``) watched in its own thread (a TorchFunctionMode: a check calls it in a thread
+    of its own): each one called is noted with the course's pieces that ran, so that the answer is refused as one
+    made of F.layer_norm is (``exercises.courses_own_watched``). Its parameters' names stay readable, for a sentence
+    about an input it changed (``grading._parameter_names``). Returned as it is outside a check, and when it is the
+    judge's Replay (no learner's code runs in it) or a module passed for its class (a slip the check names). Known
+    limits: torch's modes turned off (torch._C.DisableTorchFunction), and a thread the function starts, go unwatched."""
+    import torch
+    from torch.overrides import TorchFunctionMode
+
+    watch = exercises._COURSES_OWN.get()
+    if watch is None or issubclass(type(function), (grading.Replay, torch.nn.Module)):   # (by type: none of it runs)
+        return function
+    norms = torch_norms()
+
+    class Watched(TorchFunctionMode):
+        def __torch_function__(self, func, kinds, args=(), kwargs=None):
+            name = norms.get(id(func))
+            if name is not None and name not in watch["ran"]:
+                watch["ran"].append(name)
+            return func(*args, **(kwargs or {}))
+
+    def watched(*args, **kwargs):
+        with Watched():
+            return function(*args, **kwargs)
+    names = grading._parameter_names(function)
+    if names:
+        watched.__signature__ = inspect.Signature([inspect.Parameter(name, inspect.Parameter.POSITIONAL_OR_KEYWORD)
+                                                   for name in names])
+    return watched
 
 
 @exercise("a LayerNorm function", answer=Function("a function of x, gamma and beta", own=COURSES_LAYER_NORMS))
 def layer_norm_function(answer):
     """``answer`` is a function layer_norm(x, gamma, beta) normalising the last axis of x."""
+    answer = norms_watched(answer)
     for x, gamma, beta, what in LN_CASES:
         x = np.asarray(x)
         d = x.shape[-1]
@@ -320,7 +386,8 @@ def layer_norm_module(run, cat):
     check_shipped(cat, "cat")
     cases = layer_norm_cases(float32_model(cat)) + [layer_norm_eps_case(float32_model(cat))]
     eps_of = {id(x): args[1] for _, args, _, x, _ in cases if len(args) > 1}   # (the case built with another eps)
-    problems = list(module_problems(run, cases, lambda state, x: layer_norm_variants(state, x, eps_of.get(id(x), 1e-5)),
+    variants = lambda state, x: layer_norm_variants(state, x, eps_of.get(id(x), 1e-5))  # noqa: E731
+    problems = list(module_problems(norms_watched(run), cases, variants,
                                     "LayerNorm", "(x - mean) / √(variance + ε) * weight + bias over the last axis",
                                     layer_norm_error))
     if problems:

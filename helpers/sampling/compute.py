@@ -118,13 +118,20 @@ def with_temperature(logits, temperature):
     temperature, _, _ = check_sampling(temperature)
     logits = check_logits(logits)
     if temperature == 0:
-        return greedy_limit(logits)
+        return _greedy_limit(logits)
     return _tempered(logits, temperature)
 
 
+@on_the_cpu
 def greedy_limit(logits):
-    """softmax(logits / T) as T shrinks to 0: the largest logits share all the mass equally (tied logits keep
-    equal probabilities at every T > 0). logits: a NumPy array (float64 out) or a tensor (the default dtype)."""
+    """softmax(logits / T) as T shrinks to 0, float32 (V,): the largest logits share all the mass equally (tied
+    logits keep equal probabilities at every T > 0). logits (V,) as ``check_logits`` takes them (-inf rules a
+    token out)."""
+    return _greedy_limit(check_logits(logits))
+
+
+def _greedy_limit(logits):
+    """``greedy_limit`` without the checks, for checked float32 logits (V,)."""
     top = logits == logits.max()
     return top / top.sum()
 
@@ -234,18 +241,19 @@ def generate(model, ids, n_new, temperature=1.0, top_k=None, top_p=None, seed=0,
     torch.Generator seeded once with ``seed``. Temperature 0 (or top_k=1) is greedy.
     cache=True: one KVCache; the first pass runs the whole prompt into it (prefill), every later
     pass only the newest token. cache=False: every pass runs the whole sequence so far. Both give
-    the same tokens. stop_id: stop after drawing that token. use_cache: the old name of cache.
+    the same tokens. stop_id: stop after drawing that token. use_cache: the old name of cache (given, it
+    is what counts; cache=False with use_cache=True is refused).
     switches go to every forward pass (e.g. causal=False, ablate_heads=...).
     """
     ids = check_prompt(model, ids, "generate")
-    cache = check_switch(cache if use_cache is None else use_cache, "cache" if use_cache is None else "use_cache")
+    cache, name = check_cache_switch(cache, use_cache)
     check_switches(model, switches)
     if cache and not switches.get("causal", True):
         fail("a KV cache needs the causal mask (earlier rows would change with every new token), "
-             "so expected cache=False with causal=False, but got cache=True")
+             f"so expected {name}=False with causal=False, but got {name}=True")
     if cache and not switches.get("attention", True):
         fail("a KV cache holds the keys and values attention computes, and attention=False computes none, "
-             "so expected cache=False with attention=False, but got cache=True")
+             f"so expected {name}=False with attention=False, but got {name}=True")
     temperature, top_k, top_p = check_sampling(temperature, top_k, top_p, vocab_size=model.cfg.vocab_size)
     n_new = check_length(model, ids, n_new, cache)
     check_stop_id(model, stop_id)
@@ -266,6 +274,20 @@ def generate(model, ids, n_new, temperature=1.0, top_k=None, top_p=None, seed=0,
             if int(token) == stop_id:
                 break
     return ids
+
+
+def check_cache_switch(cache, use_cache):
+    """generate's (cache, the name that set it): ``cache``, or ``use_cache`` (its old name) when given, each a
+    switch. cache=True is also what a call that gives only use_cache leaves, so only cache=False with
+    use_cache=True is a pair to refuse (the two say different things)."""
+    cache = check_switch(cache, "cache")
+    if use_cache is None:
+        return cache, "cache"
+    use_cache = check_switch(use_cache, "use_cache")
+    if use_cache and not cache:
+        fail("use_cache is the old name of cache, so the two should agree, but got cache=False and use_cache=True: "
+             "give cache alone")
+    return use_cache, "use_cache"
 
 
 def check_step_logits(logits, step):
