@@ -57,6 +57,7 @@ import os
 import select
 import stat
 import sys
+import threading
 import types
 import weakref
 
@@ -1270,6 +1271,7 @@ class Recorder:
     def __call__(self, *args, **kwargs):
         entry = {"inputs": fingerprint((args, kwargs))}
         self.calls.append(entry)
+        _CALLS_IN.setdefault(threading.current_thread(), []).append(entry)   # (for ``timed_out``)
         given = {**dict(enumerate(args)), **kwargs}
         before = {key: fingerprint(value) for key, value in given.items()}
         args, kwargs = self._watched(entry, args, kwargs)
@@ -1292,6 +1294,8 @@ class Recorder:
             entry["changed"] = changed
             if self.names:   # (so the judge's check names the input as the live check does)
                 entry["names"] = self.names
+        if entry.get("stopped") == "time":   # the check stopped waiting meanwhile (``timed_out``): not taken
+            _not_taken(entry)
         return out
 
     @staticmethod
@@ -1316,6 +1320,25 @@ class Recorder:
         args = tuple(watched(i, v) if i in places else v for i, v in enumerate(args))
         kwargs = {name: watched(name, v) if name in places else v for name, v in kwargs.items()}
         return args, kwargs
+
+
+_CALLS_IN = weakref.WeakKeyDictionary()   # a thread a Recorder ran in -> the entries of its calls there
+
+
+def timed_out(thread):
+    """Mark the calls a Recorder made in ``thread`` as stopped by the course's time-out ("stopped": "time", what
+    they returned dropped): ``thread`` is the one a check ran a learner's function in, and the check did not take
+    its answer, past its limit (helpers.exercises._bounded: stopped, or ended too late after one long call into C).
+    The judge's replay then says it was stopped, as the live check said, whatever it returned."""
+    for entry in _CALLS_IN.pop(thread, ()):
+        entry["stopped"] = "time"   # (first: a call that returns meanwhile drops its own, ``Recorder.__call__``)
+        _not_taken(entry)
+
+
+def _not_taken(entry):
+    """Drop what a Recorder's ``entry`` kept of what its call returned."""
+    for key in ("output", "counts", "changed", "names"):
+        entry.pop(key, None)
 
 
 class ReplayError(Exception):

@@ -742,14 +742,13 @@ def execute(path, out_path, cell_timeout, report_fd):
         errors = [i for i, c in enumerate(nb.cells) if c.cell_type == "code"
                   and any(o.output_type == "error" for o in c.get("outputs", []))]
         status = "ran to the end" + (f" (cell {errors[0]} raised an error)" if errors else "")
-    except DeadKernelError:
+    except DeadKernelError:   # (the cell running then: the Attributor's, as a count may be the file's, the judge's)
         attributor.error()
-        ran = [i for i, c in enumerate(nb.cells) if c.cell_type == "code" and c.get("execution_count")]
-        status = f"the notebook's process ended (exit() or a crash) after cell {ran[-1] if ran else 0}"
+        status = "the notebook's process ended (exit() or a crash) " + (
+            "as it started" if attributor.at is None else f"in cell {attributor.at}")
     except CellTimeoutError:
         attributor.error()
-        ran = [i for i, c in enumerate(nb.cells) if c.cell_type == "code" and c.get("execution_count")]
-        status = f"cell {ran[-1] if ran else 1} ran longer than {cell_timeout} s and was stopped there"
+        status = f"cell {attributor.at} ran longer than {cell_timeout} s and was stopped there"
     finally:
         attributor.close()
     nbformat.write(capped(nb), out_path)
@@ -1208,7 +1207,9 @@ class JudgeError(RuntimeError):
 
 def judge(chapter, records, work, hidden=(), fence=UNFENCED):
     """Run the instructor's notebook once, judging everyone's records: {key: {grade id: sentences}}. A check
-    with a record the judge never asked for (an index past its grade calls) is TAMPERED, whatever was judged."""
+    with a record the judge never asked for (an index past its grade calls) is TAMPERED, whatever was judged.
+    Its time limits, per cell and in all, are one run's (CELL_TIMEOUT, TIMEOUT) for the instructor's answers and
+    one more for each submission judged: a check cell judges the whole class, and no student code runs here."""
     folder, everyone = work / chapter.stem / "_judge", json.dumps(records)
     if isinstance(records, OnDisk):   # written one submission's records at a time, from disk
         everyone = work / chapter.stem / "_records.json"
@@ -1217,8 +1218,10 @@ def judge(chapter, records, work, hidden=(), fence=UNFENCED):
             for n, key in enumerate(records):
                 file.write(("{" if n == 0 else ", ") + f"{json.dumps(key)}: " + records.text(key))
             file.write("}" if records else "{}")
+    runs = 1 + len(records)   # (the instructor's own, then each submission's)
     status, _ = run(judge_notebook(chapter), folder, "judge:{folder}/records.json:{folder}/verdicts.jsonl",
-                    files={"records.json": everyone}, hidden=hidden, fence=fence)
+                    timeout=TIMEOUT * runs, cell_timeout=CELL_TIMEOUT * runs, files={"records.json": everyone},
+                    hidden=hidden, fence=fence)
     if not status.startswith("ran to the end") or "raised" in status:
         raise RuntimeError(f"judging {chapter.stem} did not finish cleanly: {status} (see {folder})")
     problems, asked = {key: {} for key in records}, set()

@@ -21,7 +21,7 @@ from pathlib import Path
 
 import nbformat
 from nbclient import NotebookClient
-from nbclient.exceptions import CellExecutionError
+from nbclient.exceptions import CellExecutionError, CellTimeoutError, DeadKernelError
 
 # (the tests, the browser and the benchmark import these names from here too)
 from chapters import (FIXED_ENV, INSTRUCTOR, LEARNER, ROOT, all_notebooks, kernel_env,  # noqa: F401
@@ -216,12 +216,13 @@ def main(argv=None):
         print(f"✗ {refused}")
         return 1
     ok = True
-    for path in paths:
-        ok &= run(path, nbformat.read(path, as_version=4), args.check)
+    for path in paths:   # (a chapter that fails is said, and the others still run)
+        done = run(path, nbformat.read(path, as_version=4), args.check)
         if args.check:
-            ok &= run(learner_copy(path), nbformat.read(learner_copy(path), as_version=4), True)
-        elif ok:
-            ok &= run(learner_copy(path), learner_version(nbformat.read(path, as_version=4)), False)
+            done &= run(learner_copy(path), nbformat.read(learner_copy(path), as_version=4), True)
+        elif done:   # (the learner's copy of a chapter saved)
+            done = run(learner_copy(path), learner_version(nbformat.read(path, as_version=4)), False)
+        ok &= done
     return 0 if ok else 1
 
 
@@ -245,13 +246,24 @@ def chapter_paths(names):
 
 
 def run(path, nb, check):
-    """Execute `nb` as if it lay at `path`; compare with the file there (check) or save it there."""
+    """Execute `nb` as if it lay at `path`; compare with the file there (check) or save it there. A cell that
+    raises (its error shown), runs past CELL_TIMEOUT or kills the kernel (one line each) gives False, and the
+    chapters after it still run (``main``)."""
+    client, started, shown = make_client(path, nb), [], Path(path).relative_to(ROOT)
+    # (the cell running when it stopped: its execution count in the file is the committed one)
+    client.on_cell_start = lambda cell_index, **_: started.append(cell_index)
     try:
-        executed = execute(path, make_client(path, nb))
+        executed = execute(path, client)
     except CellExecutionError as error:
         print(f"✗ {path}: error while executing\n{error}")
         return False
-    shown = Path(path).relative_to(ROOT)
+    except (CellTimeoutError, DeadKernelError) as error:
+        code = [i for i, cell in enumerate(nb.cells) if cell.cell_type == "code"]
+        at = f"code cell {code.index(started[-1]) + 1}" if started and started[-1] in code else "a cell"
+        timed_out = isinstance(error, CellTimeoutError)
+        print(f"✗ {shown}: {at} ran longer than {CELL_TIMEOUT} s and was stopped" if timed_out else
+              f"✗ {shown}: the kernel died in {at} (out of memory, or a crash)")
+        return False
     if check:
         diffs = differences(nbformat.read(path, as_version=4), executed)
         print(f"✗ {shown}: outputs differ\n" + "\n".join(diffs) if diffs else f"✓ {shown}: outputs match")
