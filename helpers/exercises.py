@@ -32,6 +32,7 @@ interrupt: the stop button stops the cells after it too).
 nbgrader's hidden tests use to score; under the course's own grader it records or judges
 instead (helpers.grading).
 """
+import array
 import collections
 import contextlib
 import contextvars
@@ -73,7 +74,7 @@ from .putback import _INSTALLED, _KERNEL_LIBRARIES, _NOT_BEFORE, _OWN_THREADS, _
 from .putback import MAX_REACH_DEPTH, MAX_REACH_ENTRIES, PATCHABLE, PATCHABLE_CLASSES, process_state  # noqa: F401  (their old home: tests and chapters read them here)
 from .grading import MAX_ANSWER_DEPTH, MAX_ANSWER_ITEMS, _PLAIN_CALLABLES, _parameter_names, _PLAIN_SCALARS, _course_module, _is_class, _is_courses, _one_of, _own_attribute, plain  # noqa: F401  (plain values: grading screens them)
 from .errors import CourseInputError, Wrong, answer_shape, check_bytes, class_name, count, fail, is_bool, \
-    length as range_length, message_of, read_shape, shown, to_numpy, type_name
+    length as range_length, message_of, read_shape, shown, tensor_refusal, to_numpy, type_name
 
 NOT_ANSWERED = "not answered yet: replace None in the answer cell above with your answer"
 TIME_LIMIT = 10          # seconds a learner's function may run in one call of a check
@@ -2453,7 +2454,7 @@ def _differs(original, copy):
 def sealed(build):
     """Decorator for a check's cases (its inputs and reference outputs), which ``build()`` makes once:
     each call returns a fresh copy, so a learner's function that reaches them by import
-    (``checks._cat_cases()``) and changes them in place changes its own copy only, never a later
+    (``checks._cat_inputs()``) and changes them in place changes its own copy only, never a later
     verdict. Each copy is also compared with a fingerprint of what was built (``_fingerprint``: types,
     keys, plain values, every tensor's checksum; about 0.4 ms for a check's cases) and made afresh
     from a pickled copy (bytes, which cannot be changed) if the kept cases were changed some other way."""
@@ -2500,6 +2501,43 @@ def _fingerprint(x):
         except (TypeError, RuntimeError):   # a dtype NumPy lacks (bfloat16): read as float32, which holds it exactly
             return kind, x.dtype, _digest(x.detach().float(), strong=True), x.requires_grad
     return (kind,)
+
+
+def as_returned(got):
+    """What a learner's function returned, ``got`` (plain values: ``call`` screened it), as it is at its return: its
+    lists, tuples, dicts and sets copied, and its arrays and tensors too, so that a function that refills and returns
+    one object on every call (a grid allocated once) is judged on what each call returned, as the grader records it.
+    Numbers, texts and functions are kept as they are (copying them runs no code of the learner's). The arrays and
+    tensors are counted before any is copied (an expanded view stands for more numbers than it stores): those past
+    MAX_ANSWER_ENTRIES numbers in all are kept as they are (no answer the check takes is that large: it refuses
+    them by their shape or size), and so is a tensor it refuses by its kind (``tensor_refusal``: nested, sparse,
+    on the meta device)."""
+    import torch
+    memo, found, seen, left = {}, [got], set(), MAX_ANSWER_ENTRIES
+    for value in found:   # (in order, breadth first: found grows as the walk goes)
+        if id(value) in seen:
+            continue
+        seen.add(id(value))
+        kind = type(value)
+        if kind in (list, tuple, set, frozenset):
+            found.extend(value)
+        elif kind is dict:
+            found.extend(v for pair in value.items() for v in pair)
+        elif isinstance(value, (np.ndarray, torch.Tensor, array.array)):
+            tensor = isinstance(value, torch.Tensor)
+            refused = tensor and tensor_refusal(value, float8=True)
+            size = 0 if refused else value.numel() if tensor else len(value) if kind is array.array else value.size
+            if refused or size > left:   # (kept as it is: the check's sentence refuses it)
+                memo[id(value)] = value
+                continue
+            left -= size
+            if tensor:   # (detached: a tensor with a history refuses deepcopy)
+                memo[id(value)] = value.detach().clone()
+            elif value.dtype.kind == "O":   # (deepcopy copies the array and each of its entries)
+                found.extend(value.flat)
+        else:   # a number, a text, a function, a class, a torch.Size: nothing a later call can change
+            memo[id(value)] = value
+    return copy.deepcopy(got, memo)
 
 
 def _copies(x):

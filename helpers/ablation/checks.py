@@ -1,13 +1,12 @@
 """Chapter 10's exercise checks (ablation)."""
-import array
 import copy
 import types
 
 import numpy as np
 
 from .. import grading
-from ..errors import as_array as input_array, check_positive_int, fail, shown, tensor_refusal, to_numpy, type_name
-from ..exercises import (MAX_ANSWER_ENTRIES, Array, Function, Wrong, as_array, as_number, call, close_problems,
+from ..errors import as_array as input_array, check_positive_int, fail, shown, to_numpy, type_name
+from ..exercises import (Array, Function, Wrong, as_array, as_number, as_returned, call, close_problems,
                          exercise, model_kept, number_problems, numbers, settled, slip)
 from ..real.smollm2 import original_state
 
@@ -120,43 +119,6 @@ def lens_inputs_all(model, trace, points, targets):
 def _ranks(logits, targets):
     """(P, T): how many tokens each row of logits (P, T, V) scores above targets (T,)."""
     return (logits > np.take_along_axis(logits, np.broadcast_to(targets, logits.shape[:2])[..., None], -1)).sum(-1)
-
-
-def as_returned(got):
-    """What a learner's function returned, ``got`` (plain values: ``call`` screened it), as it is at its return: its
-    lists, tuples, dicts and sets copied, and its arrays and tensors too, so that a function that refills and returns
-    one object on every call (a grid allocated once) is judged on what each call returned, as the grader records it.
-    Numbers, texts and functions are kept as they are (copying them runs no code of the learner's). The arrays and
-    tensors are counted before any is copied (an expanded view stands for more numbers than it stores): those past
-    MAX_ANSWER_ENTRIES numbers in all are kept as they are (no answer the check takes is that large: it refuses
-    them by their shape or size), and so is a tensor it refuses by its kind (``tensor_refusal``: nested, sparse,
-    on the meta device)."""
-    import torch
-    memo, found, seen, left = {}, [got], set(), MAX_ANSWER_ENTRIES
-    for value in found:   # (in order, breadth first: found grows as the walk goes)
-        if id(value) in seen:
-            continue
-        seen.add(id(value))
-        kind = type(value)
-        if kind in (list, tuple, set, frozenset):
-            found.extend(value)
-        elif kind is dict:
-            found.extend(v for pair in value.items() for v in pair)
-        elif isinstance(value, (np.ndarray, torch.Tensor, array.array)):
-            tensor = isinstance(value, torch.Tensor)
-            refused = tensor and tensor_refusal(value, float8=True)
-            size = 0 if refused else value.numel() if tensor else len(value) if kind is array.array else value.size
-            if refused or size > left:   # (kept as it is: the check's sentence refuses it)
-                memo[id(value)] = value
-                continue
-            left -= size
-            if tensor:   # (detached: a tensor with a history refuses deepcopy)
-                memo[id(value)] = value.detach().clone()
-            elif value.dtype.kind == "O":   # (deepcopy copies the array and each of its entries)
-                found.extend(value.flat)
-        else:   # a number, a text, a function, a class, a torch.Size: nothing a later call can change
-            memo[id(value)] = value
-    return copy.deepcopy(got, memo)
 
 
 @exercise("the logit lens at every point and position, with the target's rank",

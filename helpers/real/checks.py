@@ -15,9 +15,8 @@ import torch
 from ..errors import check_positive_int, fail, is_bool, shown
 from ..exercises import (Function, Wrong, as_number, as_whole, call, close_problems, exercise, model_kept,
                          number_problems, numbers, rounded_by_dtype, slip)
-from ..exercises import LONG_CHECK_TIME_LIMIT, time_left
+from ..exercises import LONG_CHECK_TIME_LIMIT, as_returned, time_left
 from .. import patching
-from ..ablation.checks import as_returned
 from ..heads import compute as heads
 from . import circuit
 from .smollm2 import original_state
